@@ -1,0 +1,67 @@
+"""data/: load a data set as host arrays, split it with the run's seed, and standardise on train only."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from data.loaders import LOADERS, DataError
+
+__all__ = ["DataError", "Dataset", "load", "split"]
+
+
+@dataclass
+class Dataset:
+    """Standardised host arrays ``X_*`` (n, d) and targets ``y_*`` (n, 1), float64.
+
+    For regression the target is standardised with the training mean and scale; :meth:`to_original`
+    maps predictions back so metrics are in the target's own units. Binary targets stay 0/1.
+    """
+
+    name: str
+    task: str  # "regression" | "binary"
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    y_mean: float = 0.0
+    y_scale: float = 1.0
+
+    @property
+    def n_features(self) -> int:
+        return self.X_train.shape[1]
+
+    def to_original(self, y: np.ndarray) -> np.ndarray:
+        return y * self.y_scale + self.y_mean
+
+
+def split(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded train/val/test row indices. A fraction of 0 reuses the training rows (e.g. XOR's 4 points)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, round(n * test_fraction)) if test_fraction else 0
+    n_val = max(1, round(n * val_fraction)) if val_fraction else 0
+    test, val, train = order[:n_test], order[n_test : n_test + n_val], order[n_test + n_val :]
+    return train, (val if n_val else train), (test if n_test else train)
+
+
+def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    mean, std = a.mean(axis=axis), a.std(axis=axis)
+    return mean, np.where(std > 0, std, 1.0)
+
+
+def load(cfg: Any, seed: int) -> Dataset:
+    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it."""
+    X, y, task = LOADERS[cfg.name](cfg, seed)
+    if not np.isfinite(X).all() or not np.isfinite(y).all():
+        raise DataError(f"data={cfg.name}: the data hold missing or non-finite values; clean them first")
+    train, val, test = split(len(X), cfg.val_fraction, cfg.test_fraction, seed)
+    mean, std = _scale(X[train])  # fitted on the training rows only
+    y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
+
+    def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
+
+    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale))

@@ -1,0 +1,20 @@
+"""models/: the networks, their losses and activations, and gradient descent — written once against ``xp``."""
+from __future__ import annotations
+
+from typing import Any
+
+from models.mlp import MLP, init_params
+from models.train import TrainResult, train
+
+__all__ = ["MLP", "TrainResult", "build", "init_params", "train"]
+
+
+def build(cfg: Any, n_features: int, task: str, backend: Any) -> MLP:
+    """The MLP of ``cfg`` (depth, width, activation, dtype, seed) for a data set, its weights on the device.
+
+    Weights are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and then copied, so
+    every device starts from the same parameters.
+    """
+    sizes = [n_features] + [cfg.width] * cfg.depth + [1]
+    host = init_params(sizes, cfg.activation, cfg.seed, cfg.dtype)
+    return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task)

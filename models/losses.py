@@ -1,0 +1,33 @@
+"""Output losses on the pre-activation output ``z`` (shape ``(n, 1)``), with their gradients ``dL/dz``.
+
+- regression (identity output): L = mean((z - y)²),  dL/dz = 2 (z - y) / n
+- binary (sigmoid output):      L = mean(log(1 + e^z) - y z)  (binary cross-entropy on logits),
+                                 dL/dz = (σ(z) - y) / n
+Both are written on logits, so the sigmoid never saturates into log(0).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from models.activations import sigmoid
+
+
+def loss(xp: Any, task: str, z: Any, y: Any) -> Any:
+    """Mean loss over the rows, a 0-d array on the device (no host sync)."""
+    if task == "regression":
+        d = z - y
+        return xp.mean(d * d)
+    return xp.mean(xp.logaddexp(0.0, z) - y * z)
+
+
+def grad(xp: Any, task: str, z: Any, y: Any) -> Any:
+    """dL/dz, shape ``(n, 1)``."""
+    n = z.shape[0]
+    if task == "regression":
+        return (2.0 / n) * (z - y)
+    return (sigmoid(xp, z) - y) / n
+
+
+def output(xp: Any, task: str, z: Any) -> Any:
+    """The model's prediction from the logits: z itself (regression) or the probability σ(z) (binary)."""
+    return z if task == "regression" else sigmoid(xp, z)

@@ -1,0 +1,109 @@
+"""Full-batch gradient descent that keeps the device busy: no host copy or sync inside the epoch loop.
+
+The training and validation losses are sampled every ``log_every`` epochs into preallocated device
+arrays. The host looks at them only between *segments* of epochs, with one copy of the segment's
+samples each time:
+
+- ``patience == 0``: at most :data:`MAX_CHECKS` segments per run. The host checks for divergence
+  (a NaN/inf loss stops the run: "diverged at epoch N") and finds the best validation epoch.
+- ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
+  the weights at the best validation point are kept (a device-side copy) and restored at the end.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.mlp import MLP
+
+MAX_CHECKS = 10
+
+
+@dataclass
+class TrainResult:
+    """What training leaves on the host: loss curves (step = epoch), the stopping point and the time."""
+
+    steps: np.ndarray  # (k,) epochs at which the losses were sampled
+    train_loss: np.ndarray  # (k,) loss on the training set before the update of that epoch
+    val_loss: np.ndarray  # (k,)
+    epochs_run: int
+    best_epoch: int
+    diverged_at: int | None
+    train_time_s: float
+
+
+def train(
+    backend: Any,
+    model: MLP,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    *,
+    lr: float,
+    epochs: int,
+    log_every: int,
+    patience: int = 0,
+) -> TrainResult:
+    """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``."""
+    xp = backend.xp
+    n_samples = math.ceil(epochs / log_every)
+    hist = xp.full(n_samples, xp.nan, dtype=X.dtype)
+    vhist = xp.full(n_samples, xp.nan, dtype=X.dtype)
+    if patience:
+        segment = log_every
+    else:
+        segment = log_every * math.ceil(n_samples / MAX_CHECKS)
+
+    best_val, best_epoch, best_params, candidate = math.inf, 0, None, None
+    diverged_at = None
+    epoch = 0
+    seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
+    t0 = backend.clock()
+    while epoch < epochs:
+        stop = min(epoch + segment, epochs)
+        for e in range(epoch, stop):  # the epoch loop: device work only
+            sample = e % log_every == 0
+            loss, grads = model.gradients(X, y, with_loss=sample)
+            if sample:
+                k = e // log_every
+                hist[k] = loss
+                vhist[k] = model.loss(X_val, y_val)
+                if patience:
+                    candidate = [p.copy() for p in model.params]  # weights the val loss was measured on
+            model.step(grads, lr)
+
+        k0, k1 = epoch // log_every, math.ceil(stop / log_every)
+        seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
+        h, v = seen[-1]
+        bad = np.flatnonzero(~np.isfinite(h) | ~np.isfinite(v))
+        if bad.size:
+            diverged_at = (k0 + int(bad[0])) * log_every
+            epoch = diverged_at
+            seen[-1] = seen[-1][:, : int(bad[0]) + 1]
+            break
+        for i, val in enumerate(v):
+            if val < best_val:
+                best_val, best_epoch = float(val), (k0 + i) * log_every
+                if patience:
+                    best_params = candidate
+        epoch = stop
+        if patience and epoch - best_epoch >= patience:
+            break
+    t1 = backend.clock()
+
+    if best_params is not None and diverged_at is None:
+        model.params[:] = best_params
+    curve = np.concatenate(seen, axis=1)
+    return TrainResult(
+        steps=np.arange(curve.shape[1]) * log_every,
+        train_loss=curve[0],
+        val_loss=curve[1],
+        epochs_run=epoch,
+        best_epoch=best_epoch,
+        diverged_at=diverged_at,
+        train_time_s=t1 - t0,
+    )

@@ -1,0 +1,207 @@
+"""The configuration contract: which keys exist, which values they allow, and the fingerprint of a run.
+
+Every check turns bad input into a :class:`ConfigError` whose message is one line naming the key,
+the value and what is allowed. Checks run before any work: on the command line before Hydra
+composes (:func:`check_overrides`), on every job of a multirun before the first job starts
+(``sweeper.callbacks``) and on the composed config of each job (:func:`validate`).
+
+Plain YAML plus these rules is used instead of a Hydra structured config because Hydra reports
+a structured-config type error over several lines and before our code can word it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from sweeper import CONF_DIR
+
+
+class ConfigError(ValueError):
+    """A configuration value that is not allowed; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one key allows: ``check(value)`` is true for allowed values; ``allowed`` says it in words."""
+
+    allowed: str
+    check: Callable[[Any], bool]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def integer(ge: int) -> Rule:
+    return Rule(f"an integer >= {ge}", lambda v: _is_int(v) and v >= ge)
+
+
+def positive_number() -> Rule:
+    return Rule("a number > 0", lambda v: _is_number(v) and v > 0)
+
+
+def fraction() -> Rule:
+    return Rule("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1)
+
+
+def choice(*options: str) -> Rule:
+    return Rule("one of " + ", ".join(options), lambda v: v in options)
+
+
+def text() -> Rule:
+    return Rule("a non-empty string", lambda v: isinstance(v, str) and v != "")
+
+
+TOP_LEVEL: dict[str, Rule] = {
+    "lr": positive_number(),
+    "epochs": integer(ge=1),
+    "depth": integer(ge=0),
+    "width": integer(ge=1),
+    "activation": choice("relu", "tanh", "sigmoid"),
+    "device": choice("cpu", "gpu"),
+    "seed": integer(ge=0),
+    "dtype": choice("float32", "float64"),
+    "log_every": integer(ge=1),
+    "patience": integer(ge=0),
+}
+
+_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
+DATA: dict[str, dict[str, Rule]] = {
+    "xor": _SPLIT,
+    "diabetes": _SPLIT,
+    "breast_cancer": _SPLIT,
+    "spambase": {**_SPLIT, "path": text()},
+    "csv": {
+        **_SPLIT,
+        "path": text(),
+        "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
+        "header": Rule("true or false", lambda v: isinstance(v, bool)),
+        "sep": Rule("a one-character separator", lambda v: isinstance(v, str) and len(v) == 1),
+        "task": choice("auto", "regression", "binary"),
+    },
+    "synthetic": {
+        **_SPLIT,
+        "task": choice("regression", "binary"),
+        "n_samples": integer(ge=10),
+        "n_features": integer(ge=1),
+        "noise": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    },
+}
+
+TRACKING: dict[str, Rule] = {"uri": text(), "experiment": text()}
+
+# Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
+GROUPS = ("data", "tracking", "sweep")
+
+# Keys left out of the fingerprint: where and how a run is executed, not what it computes.
+NOT_FINGERPRINTED = ("device", "tracking", "hydra")
+
+
+def _fail(key: str, value: Any, allowed: str) -> ConfigError:
+    shown = json.dumps(value) if value is None or isinstance(value, bool) else value
+    return ConfigError(f"{key}={shown} is not allowed: expected {allowed}")
+
+
+def check_value(key: str, value: Any, rule: Rule) -> None:
+    if not rule.check(value):
+        raise _fail(key, value, rule.allowed)
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def validate(cfg: Mapping[str, Any]) -> None:
+    """Check a composed, resolved config (a plain dict or a DictConfig); raise :class:`ConfigError`."""
+    for key, rule in TOP_LEVEL.items():
+        if key not in cfg:
+            raise ConfigError(f"{key} is missing: expected {rule.allowed}")
+        check_value(key, cfg[key], rule)
+    unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra"})
+    if unknown:
+        raise ConfigError(f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, tracking.*")
+
+    data = cfg["data"]
+    name = data.get("name")
+    if name not in DATA:
+        raise _fail("data.name", name, "one of " + ", ".join(DATA))
+    rules = DATA[name]
+    for key, rule in rules.items():
+        if data.get(key) in (None, "???"):
+            raise ConfigError(f"data.{key} is missing for data={name}: expected {rule.allowed}")
+        check_value(f"data.{key}", data[key], rule)
+    extra = sorted(set(data) - set(rules))
+    if extra:
+        raise ConfigError(f"data.{extra[0]} is not a key of data={name}: expected one of {', '.join(sorted(rules))}")
+    if data["val_fraction"] + data["test_fraction"] >= 0.9:
+        raise ConfigError(
+            f"data.val_fraction+data.test_fraction={data['val_fraction'] + data['test_fraction']:g} is not allowed: "
+            "expected a sum < 0.9 so that training keeps data"
+        )
+    if "path" in rules and not Path(data["path"]).is_file():
+        hint = (
+            "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to that path, "
+            "or set data.path=/path/to/spambase.data"
+            if name == "spambase"
+            else "expected an existing .csv/.tsv/.txt, .json or .npz file"
+        )
+        raise ConfigError(f"data.path={data['path']} does not exist: {hint}")
+
+    for key, rule in TRACKING.items():
+        check_value(f"tracking.{key}", cfg["tracking"].get(key), rule)
+
+
+def check_overrides(args: list[str]) -> None:
+    """Check command-line overrides before Hydra composes, so bad input fails in one line.
+
+    Covers config-group choices (``data=nope`` would otherwise fail inside Hydra over several lines)
+    and the top-level keys, every value of a sweep included. Everything else is left to Hydra and
+    to :func:`validate`.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Override
+    from hydra.errors import HydraException
+
+    args = [a for a in args if not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except HydraException:
+        return  # Hydra reports its own syntax errors
+    for o in overrides:
+        if o.is_delete() or o.key_or_group.startswith("hydra"):
+            continue
+        key = o.key_or_group
+        if not o.is_sweep_override():
+            values = [o.value()]
+        elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+            values = list(o.sweep_iterator(transformer=Override._convert_value))
+        else:
+            continue  # globs and intervals are expanded by the sweeper; validate() sees each job
+        if key in GROUPS:
+            options = group_options(key)
+            for v in values:
+                if v not in options:
+                    raise _fail(key, v, "one of " + ", ".join(options))
+        elif key in TOP_LEVEL:
+            for v in values:
+                check_value(key, v, TOP_LEVEL[key])
+        elif "." not in key and not o.is_add() and not o.is_force_add():
+            raise ConfigError(
+                f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
+                f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
+            )
+
+
+def fingerprint(cfg: Mapping[str, Any]) -> str:
+    """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs."""
+    kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED}
+    blob = json.dumps(kept, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,41 @@
+"""Scores on the host, in the target's original units: the metric names are part of the contract."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
+PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False)}
+
+
+def regression(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """MSE, MAE, RMSE and R² of predictions ``pred`` against ``y`` (both (n,) or (n, 1))."""
+    y, pred = y.ravel(), pred.ravel()
+    err = pred - y
+    mse = float(np.mean(err**2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(err**2)) / ss_tot if ss_tot > 0 else math.nan
+    return {"mse": mse, "mae": float(np.mean(np.abs(err))), "rmse": math.sqrt(mse), "r2": r2}
+
+
+def binary(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
+    """Accuracy and F1 at threshold 0.5, log loss, ROC AUC, and MSE/MAE of the probabilities (Brier = MSE)."""
+    from sklearn.metrics import f1_score, log_loss, roc_auc_score
+
+    y, prob = y.ravel().astype(int), prob.ravel()
+    both = len(np.unique(y)) == 2
+    return {
+        "accuracy": float(np.mean((prob >= 0.5) == y)),
+        "f1": float(f1_score(y, prob >= 0.5, zero_division=0.0)),
+        "log_loss": float(log_loss(y, np.clip(prob, 1e-15, 1 - 1e-15), labels=[0, 1])),
+        "roc_auc": float(roc_auc_score(y, prob)) if both else math.nan,
+        "mse": float(np.mean((prob - y) ** 2)),
+        "mae": float(np.mean(np.abs(prob - y))),
+    }
+
+
+def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, float]:
+    """The task's metrics named ``{prefix}_{metric}``; undefined ones (NaN) are left out."""
+    values = regression(y, pred) if task == "regression" else binary(y, pred)
+    return {f"{prefix}_{k}": v for k, v in values.items() if math.isfinite(v)}

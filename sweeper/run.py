@@ -1,0 +1,166 @@
+"""One job: validate → backend → data → model → train → score → one MLflow run and ``result.json``.
+
+Outcomes that belong to the hyperparameters (a diverged loss) or to the machine (no GPU in a
+multirun) are recorded, not raised, so Hydra still calls the end-of-multirun summary.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+import data
+import models
+from sweeper import metrics, sweep, tracking
+from sweeper.backend import BackendUnavailable, resolve
+from sweeper.config import ConfigError, fingerprint, validate
+
+log = logging.getLogger("sweeper")
+
+RESULT_FILE = "result.json"
+EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
+
+
+@dataclass
+class JobContext:
+    """Where a job runs: its output folder and, inside a multirun, its sweep folder and number."""
+
+    output_dir: Path
+    overrides: list[str] = field(default_factory=list)
+    sweep_dir: Path | None = None
+    num: int = 0
+
+    @classmethod
+    def from_hydra(cls) -> "JobContext":
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        multirun = hc.mode == RunMode.MULTIRUN
+        return cls(
+            output_dir=Path(hc.runtime.output_dir),
+            overrides=list(hc.overrides.task),
+            sweep_dir=Path(hc.sweep.dir).absolute() if multirun else None,
+            num=hc.job.num if multirun else 0,
+        )
+
+
+def main(cfg: DictConfig) -> dict[str, Any]:
+    """The Hydra task. A single run exits 2 with one line on a bad value, a missing GPU or an unusable store,
+    and 1 when it diverged (recorded as FAILED). In a multirun every outcome is recorded and the sweep goes on.
+    """
+    ctx = JobContext.from_hydra()
+    try:
+        result = run(cfg, ctx)
+    except EXPECTED as e:
+        if ctx.sweep_dir is not None:
+            raise
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if ctx.sweep_dir is None and result["status"] != "FINISHED":
+        print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
+        sys.exit(1)
+    return result
+
+
+def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
+    """Train and evaluate one configuration, log it to MLflow and write ``result.json``; return that dict."""
+    t_start = time.perf_counter()
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    validate(plain)
+    result: dict[str, Any] = {
+        "status": None,
+        "fingerprint": fingerprint(plain),
+        "device": cfg.device,
+        "overrides": ctx.overrides,
+        "run_id": None,
+        "tracking_uri": cfg.tracking.uri,
+        "experiment": cfg.tracking.experiment,
+        "metrics": {},
+        "config": plain,
+    }
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        backend = resolve(cfg.device)
+    except BackendUnavailable as e:
+        if ctx.sweep_dir is None:
+            raise
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
+    dataset = data.load(cfg.data, cfg.seed)
+
+    uri = cfg.tracking.uri
+    if ctx.sweep_dir is None:
+        client, parent = tracking.open_store(uri), None
+    else:  # the launching process created the store, the experiment and the parent run
+        client, parent = tracking.client(uri), sweep.parent_run_id(ctx.sweep_dir, uri, cfg.tracking.experiment)
+    experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
+    name = ",".join(ctx.overrides) or "defaults"
+    tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides)}
+    run_id = tracking.start_run(client, experiment, name, tags, tracking.flatten(plain), parent)
+    result["run_id"] = run_id
+
+    config_file = ctx.output_dir / "config_resolved.yaml"
+    config_file.write_text(OmegaConf.to_yaml(plain))
+    try:
+        scores, curves, reason = train_and_score(cfg, dataset, backend)
+    except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
+        reason = f"{type(e).__name__}: {e}"
+        tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED")
+        _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
+        if ctx.sweep_dir is None:
+            raise
+        log.exception("run %s failed", run_id)
+        return result
+    scores["wall_time_s"] = time.perf_counter() - t_start
+    status = "FAILED" if reason else "FINISHED"
+    tracking.finish_run(
+        client, run_id, scores, curves, [config_file], tags={"failure_reason": reason} if reason else None, status=status
+    )
+    return _finish(ctx, {**result, "status": status, "reason": reason, "metrics": scores, "task": dataset.task})
+
+
+def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> tuple[dict, dict, str | None]:
+    """Train on the device and score on the host. Returns (metrics, loss curves, failure reason or None)."""
+    dtype = cfg.dtype
+    X, y = (backend.to_device(a.astype(dtype)) for a in (dataset.X_train, dataset.y_train))
+    Xv, yv = (backend.to_device(a.astype(dtype)) for a in (dataset.X_val, dataset.y_val))
+    model = models.build(cfg, dataset.n_features, dataset.task, backend)
+    fit = models.train(
+        backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every, patience=cfg.patience
+    )
+    curves = {"train_loss": (fit.steps, fit.train_loss), "val_loss": (fit.steps, fit.val_loss)}
+    scores = {
+        "train_time_s": fit.train_time_s,
+        "epochs_per_s": fit.epochs_run / fit.train_time_s if fit.train_time_s > 0 else 0.0,
+        "best_epoch": fit.best_epoch,
+        "epochs_run": fit.epochs_run,
+    }
+    if fit.diverged_at is not None:
+        return scores, curves, f"diverged at epoch {fit.diverged_at}"
+
+    # Validation and test rows go through the model together and leave the device in one copy.
+    X_eval = backend.to_device(np.concatenate([dataset.X_val, dataset.X_test]).astype(dtype))
+    pred = backend.to_numpy(model.predict(X_eval)).astype("float64")
+    if not np.isfinite(pred).all():
+        return scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)"
+    n_val = len(dataset.X_val)
+    if dataset.task == "regression":
+        pred = dataset.to_original(pred)
+    truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
+    scores |= metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
+    scores |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    return scores, curves, None
+
+
+def _finish(ctx: JobContext, result: dict[str, Any]) -> dict[str, Any]:
+    """Write ``result.json`` into the job's folder and print the job's one-line outcome."""
+    (ctx.output_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str))
+    log.info(sweep.job_line(result, ctx.num, sweep.job_count(ctx.sweep_dir)))
+    return result

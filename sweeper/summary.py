@@ -1,0 +1,24 @@
+"""``python -m sweeper.summary SWEEP_DIR``: the end-of-multirun summary, rebuilt from the sweep folder.
+
+Use it when Hydra skipped its end-of-multirun callback (a job raised, the launcher was killed):
+it prints the table from each job's result.json and closes the parent run(s) in MLflow.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from sweeper import sweep
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweeper.summary", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00")
+    args = parser.parse_args(argv)
+    if not (args.sweep_dir / sweep.SWEEP_FILE).is_file():
+        print(f"sweeper: error: sweep_dir={args.sweep_dir} holds no {sweep.SWEEP_FILE}: expected a multirun folder", file=sys.stderr)
+        return 2
+    return sweep.finish(args.sweep_dir.absolute())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""A multirun as a whole: checked and given its parent run(s) before any job, summarised after the last.
+
+The launching process writes ``<sweep dir>/sweep.json`` (parent run per store and experiment, job
+count); each job reads it and writes ``<sweep dir>/<job>/result.json``. The summary reads only those
+files and the store, so it also runs standalone: ``python -m sweeper.summary <sweep dir>``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sweeper import metrics, tracking
+from sweeper.config import ConfigError, validate
+
+SWEEP_FILE = "sweep.json"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def _plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved job config without the ``hydra`` node, as plain containers."""
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
+    """Every job of the multirun as (overrides, resolved config), composed exactly as the basic sweeper will.
+
+    Other sweepers (e.g. Optuna) choose their jobs while running; for them only the base config is returned.
+    """
+    if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+        return [([], _plain(config))]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = config.hydra.sweeper.get("params") or {}
+    args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(args), None)
+    loader = GlobalHydra.instance().config_loader()
+    jobs = []
+    for overrides in batches[0]:
+        try:
+            cfg = loader.load_sweep_config(config, list(overrides))
+        except Exception as e:  # a composition error, e.g. a group choice that does not exist
+            raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
+        jobs.append((list(overrides), _plain(cfg)))
+    return jobs
+
+
+def start(config: DictConfig) -> dict[str, Any]:
+    """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
+
+    Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid.
+    """
+    jobs = job_configs(config)
+    for i, (overrides, cfg) in enumerate(jobs):
+        try:
+            validate(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
+
+    sweep_dir = Path(config.hydra.sweep.dir).absolute()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    parents: dict[str, dict[str, str]] = {}
+    for _, cfg in jobs:
+        uri, name = cfg["tracking"]["uri"], cfg["tracking"]["experiment"]
+        key = f"{uri}#{name}"
+        if key in parents:
+            continue
+        client = tracking.open_store(uri)
+        experiment = tracking.experiment_id(client, name, uri)
+        tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task), "n_jobs": len(jobs)}
+        run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
+        parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
+    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "started": time.time()}
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+    return state
+
+
+def _state(sweep_dir: Path) -> dict[str, Any]:
+    path = sweep_dir / SWEEP_FILE
+    return json.loads(path.read_text()) if path.is_file() else {"parents": [], "n_jobs": 0}
+
+
+def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
+    for p in _state(sweep_dir)["parents"]:
+        if p["uri"] == uri and p["experiment"] == experiment:
+            return p["run_id"]
+    return None
+
+
+@lru_cache(maxsize=8)
+def job_count(sweep_dir: Path | None) -> int:
+    return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
+
+
+def results(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Every job's result.json in the sweep folder, in job order."""
+    found = []
+    for path in sweep_dir.glob("*/result.json"):
+        r = json.loads(path.read_text())
+        r["job"] = path.parent.name
+        found.append(r)
+    return sorted(found, key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]))
+
+
+def _primary(result: dict[str, Any], split: str) -> str:
+    task = result.get("task")
+    if task is None:
+        return "-"
+    name, _ = metrics.PRIMARY[task]
+    value = result["metrics"].get(f"{split}_{name}")
+    return f"{name} {value:.4g}" if value is not None else "-"
+
+
+def job_line(result: dict[str, Any], num: int, total: int) -> str:
+    """``[3/12] lr=0.005 depth=2  val mse 2901  test mse 3012  0.41 s  FINISHED``"""
+    t = result["metrics"].get("train_time_s")
+    parts = [f"[{num + 1}/{total}]", " ".join(result["overrides"]) or "(defaults)"]
+    if result.get("task"):
+        parts += [f"val {_primary(result, 'val')}", f"test {_primary(result, 'test')}"]
+    if t is not None:
+        parts.append(f"{t:.2f} s")
+    parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
+    return "  ".join(parts)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A plain aligned table: one line per job."""
+    header = ["job", "overrides", "val", "test", "train_s", "status"]
+    lines = [
+        [
+            r["job"],
+            " ".join(r["overrides"]) or "(defaults)",
+            _primary(r, "val"),
+            _primary(r, "test"),
+            f"{r['metrics']['train_time_s']:.2f}" if "train_time_s" in r["metrics"] else "-",
+            r["status"] + (f": {r['reason']}" if r.get("reason") else ""),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines])
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The finished job with the best primary validation metric."""
+    scored = []
+    for r in rows:
+        if r["status"] != "FINISHED" or not r.get("task"):
+            continue
+        name, lower = metrics.PRIMARY[r["task"]]
+        value = r["metrics"].get(f"val_{name}")
+        if value is not None and math.isfinite(value):
+            scored.append((value if lower else -value, r))
+    return min(scored, key=lambda s: s[0])[1] if scored else None
+
+
+def ui_command(uri: str) -> str:
+    if tracking.sqlite_path(uri) is not None:
+        return f"mlflow ui --backend-store-uri {uri} --port 5000"
+    return f"open {uri} in a browser"
+
+
+def finish(sweep_dir: Path, out: Any = None) -> int:
+    """Print the sweep's table, close its parent run(s) with counts and the best run; return the exit code.
+
+    Exit code: 1 when a job failed with an error (a bug, an unreadable file), else 0 — diverged runs
+    and GPU jobs skipped for want of a GPU are results of the sweep, not errors.
+    """
+    out = out or sys.stdout
+    rows = results(sweep_dir)
+    state = _state(sweep_dir)
+    print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
+    print(table(rows), file=out)
+    for parent in state["parents"]:
+        mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
+        counts = {f"n_{s.lower()}": sum(r["status"] == s for r in mine) for s in ("FINISHED", "FAILED", "SKIPPED")}
+        best = _best(mine)
+        summary: dict[str, float] = dict(counts)
+        tags = {}
+        if best is not None:
+            name, _ = metrics.PRIMARY[best["task"]]
+            summary[f"best_val_{name}"] = best["metrics"][f"val_{name}"]
+            tags = {"best_run_id": best["run_id"], "best_overrides": " ".join(best["overrides"])}
+            print(f"best of {parent['experiment']}: {' '.join(best['overrides']) or '(defaults)'} "
+                  f"val_{name}={summary[f'best_val_{name}']:.4g} (run {best['run_id']})", file=out)
+        client = tracking.client(parent["uri"])
+        tracking.finish_run(client, parent["run_id"], summary, tags=tags)
+        print(f"MLflow: experiment '{parent['experiment']}', parent run {parent['run_id']}; "
+              f"browse with: {ui_command(parent['uri'])}", file=out)
+    return 1 if any(r.get("error") for r in rows) or len(rows) < state["n_jobs"] else 0

@@ -1,0 +1,156 @@
+"""MLflow: the store, the experiment, one parent run per multirun and one child run per job.
+
+Calls are few and batched (each costs ~15 ms on SQLite, more over HTTP): a child run is created with
+its tags, gets its params in one ``log_batch``, and at the end all metrics and the loss curves in as
+few ``log_batch`` calls as the 1000-metric limit allows, then the resolved config as an artifact.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import mlflow  # noqa: F401  (imported first: it configures its loggers on import)
+
+from sweeper import ROOT
+
+for _name in ("mlflow", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+BATCH = 1000  # MLflow's limit of metrics per log_batch call
+PARAM_BATCH = 100
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used as configured; one line."""
+
+
+def client(uri: str) -> Any:
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else None."""
+    return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
+
+
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Artifacts of an embedded store sit beside its database, at an absolute path (not the cwd's)."""
+    db = sqlite_path(uri)
+    if db is None:
+        return None  # a server decides
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
+    return (db.resolve().parent / "artifacts" / safe).as_uri()
+
+
+def open_store(uri: str) -> Any:
+    """Create the store if needed (call once, in the launching process) and return a client.
+
+    A new SQLite store is created here, before any job runs: several processes creating one at once
+    race in the schema migration. It is switched to WAL journal mode, which lets parallel jobs log
+    without "database is locked".
+    """
+    db = sqlite_path(uri)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    c = client(uri)
+    try:
+        c.search_experiments(max_results=1)  # creates the schema of a new store; checks a server is up
+    except Exception as e:
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+    if db is not None:
+        with sqlite3.connect(db) as con:
+            con.execute("PRAGMA journal_mode=WAL")
+    return c
+
+
+def experiment_id(c: Any, name: str, uri: str) -> str:
+    """The id of experiment ``name``, created with an absolute artifact location if it is new."""
+    from mlflow.exceptions import MlflowException
+
+    exp = c.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            return c.create_experiment(name, artifact_location=artifact_location(uri, name))
+        except MlflowException:  # created meanwhile by another process
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        raise TrackingError(
+            f"tracking.experiment={name} is deleted in {uri}: restore it "
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
+        )
+    return exp.experiment_id
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"data": {"name": "xor"}}`` → ``{"data.name": "xor"}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def start_run(
+    c: Any,
+    experiment: str,
+    name: str,
+    tags: Mapping[str, str],
+    params: Mapping[str, Any] | None = None,
+    parent_run_id: str | None = None,
+) -> str:
+    """Create a run (a child when ``parent_run_id`` is given) with its tags and params; return its id."""
+    from mlflow.entities import Param
+
+    tags = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    items = [Param(k, str(v)) for k, v in (params or {}).items()]
+    for i in range(0, len(items), PARAM_BATCH):
+        c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
+    return run.info.run_id
+
+
+def finish_run(
+    c: Any,
+    run_id: str,
+    metrics: Mapping[str, float],
+    curves: Mapping[str, tuple[Iterable[int], Iterable[float]]] = (),
+    artifacts: Iterable[Path] = (),
+    tags: Mapping[str, str] | None = None,
+    status: str = "FINISHED",
+) -> None:
+    """Log final metrics, curves (metric name → (steps, values)), artifacts and tags; end the run."""
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    for name, (steps, values) in dict(curves).items():
+        items += [Metric(name, float(v), now, int(s)) for s, v in zip(steps, values)]
+    for i in range(0, len(items), BATCH):
+        c.log_batch(run_id, metrics=items[i : i + BATCH])
+    if tags:
+        c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    for path in artifacts:
+        c.log_artifact(run_id, str(path))
+    c.set_terminated(run_id, status)
