@@ -34,10 +34,10 @@ def breast_cancer(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
 
 def spambase(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
     """UCI Spambase: 57 comma-separated features, then the label (1 = spam); no header."""
-    table = _read_delimited(Path(cfg.path), header=False, sep=",")
-    if table[1].shape[1] != 58:
-        raise DataError(f"data.path={cfg.path}: expected 58 columns (57 features + label), found {table[1].shape[1]}")
-    return table[1][:, :-1], table[1][:, -1], "binary"
+    _, table = _read_delimited(Path(cfg.path), header=False, sep=",")
+    if table.shape[1] != 58:
+        raise DataError(f"data.path={cfg.path}: expected 58 columns (57 features + label), found {table.shape[1]}")
+    return table[:, :-1], table[:, -1], "binary"
 
 
 def synthetic(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
@@ -115,7 +115,11 @@ def _to_float(rows: list[list[Any]], names: list[str] | None, path: Path) -> np.
         raise
 
 
+SEP_ALIASES = {"\\t": "\t", "tab": "\t", "space": " "}  # Hydra strips a literal tab from an override
+
+
 def _read_delimited(path: Path, header: bool, sep: str) -> tuple[list[str] | None, np.ndarray]:
+    sep = SEP_ALIASES.get(sep, sep)
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(f, delimiter=sep) if r]
     names = [c.strip() for c in rows.pop(0)] if header and rows else None

@@ -35,6 +35,7 @@ class TrainResult:
     train_time_s: float
 
 
+@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
 def train(
     backend: Any,
     model: MLP,

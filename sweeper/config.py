@@ -84,7 +84,9 @@ DATA: dict[str, dict[str, Rule]] = {
         "path": text(),
         "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
         "header": Rule("true or false", lambda v: isinstance(v, bool)),
-        "sep": Rule("a one-character separator", lambda v: isinstance(v, str) and len(v) == 1),
+        "sep": Rule(
+            "one character, or tab / space / \\t", lambda v: isinstance(v, str) and (len(v) == 1 or v in ("tab", "space", "\\t"))
+        ),
         "task": choice("auto", "regression", "binary"),
     },
     "synthetic": {

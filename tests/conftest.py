@@ -1,0 +1,78 @@
+"""Shared fixtures: composed and shrunk configs, a fresh MLflow store per test, the CLI as a subprocess."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow import MlflowClient
+
+import sweeper
+from sweeper import tracking
+from sweeper.run import JobContext, run
+
+SHARED_DATA = sweeper.ROOT.parent / "shared" / "data"
+
+
+def make_cfg(*overrides: str, store: Path | None = None):
+    """The config ``python -m sweeper`` would compose with these overrides (tracking into ``store``)."""
+    extra = [f"tracking.uri=sqlite:///{store}"] if store else []
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=[*overrides, *extra])
+
+
+@pytest.fixture(scope="session")
+def _template_store(tmp_path_factory) -> Path:
+    """An empty store created once (schema creation costs seconds); each test gets a copy."""
+    db = tmp_path_factory.mktemp("template") / "mlflow.db"
+    tracking.open_store(f"sqlite:///{db}")
+    return db
+
+
+@pytest.fixture
+def store(tmp_path, _template_store) -> Path:
+    """A fresh, empty embedded store (its path) for one test."""
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    shutil.copy(_template_store, db)
+    return db
+
+
+def client_for(db: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{db}")
+
+
+def all_runs(db: Path) -> list:
+    c = client_for(db)
+    return [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id])]
+
+
+def run_once(tmp_path: Path, *overrides: str, store: Path) -> dict:
+    """One job through the same code path as the CLI's (validate → train → MLflow → result.json)."""
+    cfg = make_cfg(*overrides, store=store)
+    return run(cfg, JobContext(output_dir=tmp_path / "job"))
+
+
+def cli(tmp_path: Path, *args: str, store: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``."""
+    extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
+    if store is not None:
+        extra.append(f"tracking.uri=sqlite:///{store}")
+    return subprocess.run(
+        [sys.executable, "-m", "sweeper", *args, *extra],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def spambase_path() -> Path:
+    path = SHARED_DATA / "spambase.data"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the UCI Spambase file is read from ../shared/data, which this checkout lacks")
+    return path

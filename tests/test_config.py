@@ -1,0 +1,84 @@
+"""The configuration contract: defaults, one-line errors for bad values, the fingerprint."""
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import make_cfg
+from sweeper.config import ConfigError, check_overrides, fingerprint, validate
+
+
+def plain(*overrides):
+    return OmegaConf.to_container(make_cfg(*overrides), resolve=True)
+
+
+def test_defaults_are_valid_and_name_the_contract_keys():
+    cfg = plain()
+    validate(cfg)
+    for key in ("lr", "epochs", "depth", "width", "activation", "device", "seed", "dtype", "log_every", "patience"):
+        assert key in cfg
+    assert cfg["data"]["name"] == "diabetes" and cfg["device"] == "cpu"
+    assert cfg["tracking"]["experiment"] == "diabetes"
+    assert cfg["tracking"]["uri"].startswith("sqlite:////") and cfg["tracking"]["uri"].endswith("/mlruns/mlflow.db")
+
+
+@pytest.mark.parametrize("name", ["xor", "diabetes", "breast_cancer", "synthetic"])
+def test_every_data_config_is_valid(name):
+    validate(plain(f"data={name}"))
+
+
+BAD = [
+    ("lr=abc", "lr=abc is not allowed: expected a number > 0"),
+    ("lr=0", "lr=0 is not allowed: expected a number > 0"),
+    ("lr=-1", "lr=-1 is not allowed: expected a number > 0"),
+    ("depth=-1", "depth=-1 is not allowed: expected an integer >= 0"),
+    ("width=0", "width=0 is not allowed: expected an integer >= 1"),
+    ("epochs=0", "epochs=0 is not allowed: expected an integer >= 1"),
+    ("epochs=1.5", "epochs=1.5 is not allowed: expected an integer >= 1"),
+    ("activation=foo", "activation=foo is not allowed: expected one of relu, tanh, sigmoid"),
+    ("device=tpu", "device=tpu is not allowed: expected one of cpu, gpu"),
+    ("dtype=float16", "dtype=float16 is not allowed: expected one of float32, float64"),
+    ("log_every=0", "log_every=0 is not allowed: expected an integer >= 1"),
+    ("patience=-2", "patience=-2 is not allowed: expected an integer >= 0"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD)
+def test_bad_values_in_a_composed_config(override, message):
+    with pytest.raises(ConfigError) as err:
+        validate(plain(override))
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("override, message", BAD + [("data=nope", "data=nope is not allowed: expected one of")])
+def test_bad_values_on_the_command_line_and_in_sweeps(override, message):
+    key, value = override.split("=")
+    for args in ([override], [f"{key}={value},{value}"] if key != "data" else [f"data=xor,{value}"]):
+        with pytest.raises(ConfigError) as err:
+            check_overrides(args)
+        assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_unknown_keys_are_refused_unless_appended():
+    with pytest.raises(ConfigError, match="learning_rate is not a known key"):
+        check_overrides(["learning_rate=0.1"])
+    check_overrides(["+sweep=seed", "hydra.sweep.dir=x", "data.n_samples=10", "lr=0.1,0.2"])
+
+
+def test_data_specific_checks():
+    with pytest.raises(ConfigError, match=r"^data.path is missing for data=csv"):
+        validate(plain("data=csv"))
+    with pytest.raises(ConfigError, match=r"^data.path=/no/such.csv does not exist"):
+        validate(plain("data=csv", "data.path=/no/such.csv"))
+    with pytest.raises(ConfigError, match=r"download spambase.data from https://archive.ics.uci.edu"):
+        validate(plain("data=spambase", "data.path=/no/spambase.data"))
+    with pytest.raises(ConfigError, match=r"^data.n_samples=2 is not allowed"):
+        validate(plain("data=synthetic", "data.n_samples=2"))
+    with pytest.raises(ConfigError, match=r"^data.val_fraction\+data.test_fraction=0.95"):
+        validate(plain("data.val_fraction=0.5", "data.test_fraction=0.45"))
+
+
+def test_fingerprint_ignores_device_and_tracking_only():
+    base = fingerprint(plain())
+    assert fingerprint(plain("device=gpu")) == base
+    assert fingerprint(plain("tracking.experiment=other", "tracking.uri=sqlite:////tmp/x.db")) == base
+    assert fingerprint(plain("lr=0.001")) != base
+    assert fingerprint(plain("data=xor")) != base
