@@ -101,10 +101,14 @@ DATA: dict[str, dict[str, Rule]] = {
 TRACKING: dict[str, Rule] = {"uri": text(), "experiment": text()}
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
-GROUPS = ("data", "tracking", "sweep")
+GROUPS = ("data", "tracking", "sweep", "best")
+
+# Optional top-level mappings that describe a run without changing it: ``pinned`` holds the provenance
+# and expected metrics of a promoted config (conf/best/*.yaml).
+METADATA = ("pinned",)
 
 # Keys left out of the fingerprint: where and how a run is executed, not what it computes.
-NOT_FINGERPRINTED = ("device", "tracking", "hydra")
+NOT_FINGERPRINTED = ("device", "tracking", "hydra", *METADATA)
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:
@@ -127,7 +131,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
         if key not in cfg:
             raise ConfigError(f"{key} is missing: expected {rule.allowed}")
         check_value(key, cfg[key], rule)
-    unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra"})
+    unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", *METADATA})
     if unknown:
         raise ConfigError(f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, tracking.*")
 
