@@ -3,19 +3,35 @@
 Model and training code take ``backend.xp`` and never import CuPy themselves. Everything that crosses
 between host and device goes through :meth:`Backend.to_device` and :meth:`Backend.to_numpy`, and
 every wait for the device through :meth:`Backend.synchronize`, so both can be counted and timed.
+A backend is plain data (a namespace and three functions), so tests can build a "gpu" backend on
+NumPy where no CUDA device exists and drive the very same code path.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 
+# Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns that
+# mix devices can be tested end to end where no CUDA device exists. Such runs are tagged fake_gpu=true.
+FAKE_GPU_ENV = "SWEEPER_FAKE_GPU"
+
+
 class BackendUnavailable(RuntimeError):
     """The requested device cannot run here; the message says why and what to do, in one line."""
+
+
+def _host(a: Any) -> np.ndarray:
+    return np.asarray(a)
+
+
+def _no_wait() -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -24,19 +40,22 @@ class Backend:
 
     device: str  # "cpu" | "gpu"
     xp: ModuleType
+    to_device_fn: Callable[[np.ndarray], Any] = np.asarray
+    to_numpy_fn: Callable[[Any], np.ndarray] = _host
+    synchronize_fn: Callable[[], None] = _no_wait
+    fake: bool = False  # a "gpu" backend running on NumPy (tests on machines without CUDA)
 
     def to_device(self, a: np.ndarray) -> Any:
         """Copy a host array to the device (a no-op for NumPy)."""
-        return self.xp.asarray(a)
+        return self.to_device_fn(a)
 
     def to_numpy(self, a: Any) -> np.ndarray:
         """Copy a device array to the host: the single way results leave the device."""
-        return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+        return self.to_numpy_fn(a)
 
     def synchronize(self) -> None:
         """Wait until the device has finished all queued work (nothing to wait for on the CPU)."""
-        if self.device == "gpu":
-            self.xp.cuda.Device().synchronize()
+        self.synchronize_fn()
 
     def clock(self) -> float:
         """A host clock read after synchronising, so device work is timed honestly."""
@@ -60,10 +79,22 @@ def _cupy() -> ModuleType:
     return cupy
 
 
+def gpu_available() -> tuple[bool, str]:
+    """Whether ``device=gpu`` can run here, and if not, why (for skip reasons)."""
+    try:
+        _cupy()
+    except BackendUnavailable as e:
+        return False, str(e)
+    return True, ""
+
+
 def resolve(device: str) -> Backend:
     """Map ``cfg.device`` to a backend: ``cpu`` → NumPy, ``gpu`` → CuPy."""
     if device == "cpu":
         return Backend("cpu", np)
+    if device == "gpu" and os.environ.get(FAKE_GPU_ENV) == "numpy":
+        return Backend("gpu", np, fake=True)
     if device == "gpu":
-        return Backend("gpu", _cupy())
+        cp = _cupy()
+        return Backend("gpu", cp, cp.asarray, cp.asnumpy, lambda: cp.cuda.Device().synchronize())
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")

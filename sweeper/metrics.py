@@ -5,6 +5,9 @@ import math
 
 import numpy as np
 
+# Measurements of speed, which vary from run to run; every other metric is deterministic on one machine.
+TIMINGS = ("wall_time_s", "train_time_s", "warmup_time_s", "h2d_time_s", "epochs_per_s", "speedup", "speedup_wall")
+
 # The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
 PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False)}
 

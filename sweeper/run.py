@@ -103,6 +103,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
     name = ",".join(ctx.overrides) or "defaults"
     tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides)}
+    if backend.fake:
+        tags["fake_gpu"] = "true"
     run_id = tracking.start_run(client, experiment, name, tags, tracking.flatten(plain), parent)
     result["run_id"] = run_id
 
@@ -129,15 +131,20 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> tuple[dict, dict, str | None]:
     """Train on the device and score on the host. Returns (metrics, loss curves, failure reason or None)."""
     dtype = cfg.dtype
-    X, y = (backend.to_device(a.astype(dtype)) for a in (dataset.X_train, dataset.y_train))
-    Xv, yv = (backend.to_device(a.astype(dtype)) for a in (dataset.X_val, dataset.y_val))
+    host = [a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)]
+    t_h2d = backend.clock()
+    X, y, Xv, yv = (backend.to_device(a) for a in host)
     model = models.build(cfg, dataset.n_features, dataset.task, backend)
+    h2d_time_s = backend.clock() - t_h2d
     fit = models.train(
-        backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every, patience=cfg.patience
+        backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
+        patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch,
     )
     curves = {"train_loss": (fit.steps, fit.train_loss), "val_loss": (fit.steps, fit.val_loss)}
     scores = {
         "train_time_s": fit.train_time_s,
+        "warmup_time_s": fit.warmup_time_s,
+        "h2d_time_s": h2d_time_s,
         "epochs_per_s": fit.epochs_run / fit.train_time_s if fit.train_time_s > 0 else 0.0,
         "best_epoch": fit.best_epoch,
         "epochs_run": fit.epochs_run,

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sweeper import metrics, tracking
+from sweeper import metrics, speedup, tracking
 from sweeper.config import ConfigError, validate
 
 SWEEP_FILE = "sweep.json"
@@ -108,7 +108,7 @@ def results(sweep_dir: Path) -> list[dict[str, Any]]:
     found = []
     for path in sweep_dir.glob("*/result.json"):
         r = json.loads(path.read_text())
-        r["job"] = path.parent.name
+        r["job"], r["path"] = path.parent.name, str(path)
         found.append(r)
     return sorted(found, key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]))
 
@@ -134,9 +134,13 @@ def job_line(result: dict[str, Any], num: int, total: int) -> str:
     return "  ".join(parts)
 
 
+def _short(reason: str, width: int = 40) -> str:
+    return reason if len(reason) <= width else reason[: width - 1] + "…"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """A plain aligned table: one line per job."""
-    header = ["job", "overrides", "val", "test", "train_s", "status"]
+    header = ["job", "overrides", "val", "test", "train_s", "speedup", "status"]
     lines = [
         [
             r["job"],
@@ -144,7 +148,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             _primary(r, "val"),
             _primary(r, "test"),
             f"{r['metrics']['train_time_s']:.2f}" if "train_time_s" in r["metrics"] else "-",
-            r["status"] + (f": {r['reason']}" if r.get("reason") else ""),
+            f"{r['metrics']['speedup']:.2f}x" if "speedup" in r["metrics"] else "-",
+            r["status"] + (f": {_short(r['reason'])}" if r.get("reason") else ""),
         ]
         for r in rows
     ]
@@ -172,31 +177,63 @@ def ui_command(uri: str) -> str:
     return f"open {uri} in a browser"
 
 
-def finish(sweep_dir: Path, out: Any = None) -> int:
-    """Print the sweep's table, close its parent run(s) with counts and the best run; return the exit code.
+def add_speedups(rows: list[dict[str, Any]]) -> None:
+    """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
+    for uri in {r["tracking_uri"] for r in rows}:
+        finished = [
+            {"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"], **r["metrics"]}
+            for r in rows
+            if r["status"] == "FINISHED" and r["tracking_uri"] == uri
+        ]
+        found = speedup.pair(finished)
+        speedup.log(uri, found)
+        for r in rows:
+            if r.get("run_id") in found:
+                r["metrics"].update(found[r["run_id"]])
+                path = Path(r["path"])
+                path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
 
-    Exit code: 1 when a job failed with an error (a bug, an unreadable file), else 0 — diverged runs
-    and GPU jobs skipped for want of a GPU are results of the sweep, not errors.
+
+def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
+    """0 when at least one job FINISHED and none failed with an error; else 1.
+
+    A diverged run (FAILED) and a GPU job SKIPPED for want of a GPU are results, not errors, but a
+    sweep in which nothing finished, or a job that crashed or never reported, exits 1.
+    """
+    crashed = any(r.get("error") for r in rows) or len(rows) < n_jobs
+    return 0 if not crashed and any(r["status"] == "FINISHED" for r in rows) else 1
+
+
+def finish(sweep_dir: Path, out: Any = None) -> int:
+    """Print the sweep's table, add speedups, close its parent run(s) with counts and the best run.
+
+    Returns the exit code of :func:`exit_code`.
     """
     out = out or sys.stdout
     rows = results(sweep_dir)
     state = _state(sweep_dir)
+    add_speedups(rows)
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     print(table(rows), file=out)
+    for reason in dict.fromkeys(r["reason"] for r in rows if r.get("reason") and len(r["reason"]) > 40):
+        print(f"  {sum(r.get('reason') == reason for r in rows)} job(s): {reason}", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
-        counts = {f"n_{s.lower()}": sum(r["status"] == s for r in mine) for s in ("FINISHED", "FAILED", "SKIPPED")}
-        best = _best(mine)
-        summary: dict[str, float] = dict(counts)
+        summary: dict[str, float] = {
+            f"n_{s.lower()}": sum(r["status"] == s for r in mine) for s in ("FINISHED", "FAILED", "SKIPPED")
+        }
         tags = {}
+        skipped = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in mine if r["status"] == "SKIPPED"]
+        if skipped:
+            tags["skipped_jobs"] = "\n".join(skipped)
+        best = _best(mine)
         if best is not None:
             name, _ = metrics.PRIMARY[best["task"]]
             summary[f"best_val_{name}"] = best["metrics"][f"val_{name}"]
-            tags = {"best_run_id": best["run_id"], "best_overrides": " ".join(best["overrides"])}
+            tags |= {"best_run_id": best["run_id"], "best_overrides": " ".join(best["overrides"])}
             print(f"best of {parent['experiment']}: {' '.join(best['overrides']) or '(defaults)'} "
                   f"val_{name}={summary[f'best_val_{name}']:.4g} (run {best['run_id']})", file=out)
-        client = tracking.client(parent["uri"])
-        tracking.finish_run(client, parent["run_id"], summary, tags=tags)
+        tracking.finish_run(tracking.client(parent["uri"]), parent["run_id"], summary, tags=tags)
         print(f"MLflow: experiment '{parent['experiment']}', parent run {parent['run_id']}; "
               f"browse with: {ui_command(parent['uri'])}", file=out)
-    return 1 if any(r.get("error") for r in rows) or len(rows) < state["n_jobs"] else 0
+    return exit_code(rows, state["n_jobs"])

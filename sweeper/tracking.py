@@ -21,6 +21,9 @@ from sweeper import ROOT
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
+# The embedded store of conf/tracking/local.yaml, for the standalone commands.
+DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
+
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
 PARAM_BATCH = 100
 
@@ -129,6 +132,25 @@ def start_run(
     for i in range(0, len(items), PARAM_BATCH):
         c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
     return run.info.run_id
+
+
+def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
+    """Log a few metrics in one call (also on a run that has already ended)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+
+
+def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    """Every run matching ``filter_string`` in the experiments, all pages."""
+    runs, token = [], None
+    while True:
+        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
 
 
 def finish_run(

@@ -1,6 +1,7 @@
 """Shared fixtures: composed and shrunk configs, a fresh MLflow store per test, the CLI as a subprocess."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from mlflow import MlflowClient
 
 import sweeper
 from sweeper import tracking
+from sweeper.backend import gpu_available
 from sweeper.run import JobContext, run
 
 SHARED_DATA = sweeper.ROOT.parent / "shared" / "data"
@@ -56,7 +58,7 @@ def run_once(tmp_path: Path, *overrides: str, store: Path) -> dict:
     return run(cfg, JobContext(output_dir=tmp_path / "job"))
 
 
-def cli(tmp_path: Path, *args: str, store: Path | None = None) -> subprocess.CompletedProcess:
+def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
     if store is not None:
@@ -67,7 +69,13 @@ def cli(tmp_path: Path, *args: str, store: Path | None = None) -> subprocess.Com
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, **(env or {})},
     )
+
+
+GPU_OK, GPU_WHY = gpu_available()
+requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no usable CUDA device: {GPU_WHY}")
+no_gpu_here = pytest.mark.skipif(GPU_OK, reason="a CUDA device is present: the gpu-marked tests cover device=gpu")
 
 
 @pytest.fixture

@@ -1,0 +1,204 @@
+"""device=gpu: the same training code on CuPy, honest timing, speedups, and clear behaviour without a GPU.
+
+Where no CUDA device exists (CI), the GPU code path runs with NumPy as its array namespace: a "gpu"
+backend whose copies and synchronisations are counted, and ``SWEEPER_FAKE_GPU=numpy`` for whole
+multiruns. Tests marked ``gpu`` need real CuPy and skip with the reason otherwise.
+"""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import data
+import models
+from conftest import all_runs, cli, client_for, make_cfg, no_gpu_here, requires_gpu, run_once
+from models.train import MAX_CHECKS
+from sweeper import speedup
+from sweeper.backend import FAKE_GPU_ENV, Backend, resolve
+from sweeper.metrics import TIMINGS
+
+FAST = ("epochs=300", "log_every=10")
+
+
+class Counter:
+    """Wraps a backend's boundary functions and counts every call."""
+
+    def __init__(self, base: Backend):
+        self.copies_in = self.copies_out = self.syncs = 0
+        self.base = base
+
+    def backend(self) -> Backend:
+        def to_device(a):
+            self.copies_in += 1
+            return self.base.to_device(a)
+
+        def to_numpy(a):
+            self.copies_out += 1
+            return self.base.to_numpy(a)
+
+        def sync():
+            self.syncs += 1
+            self.base.synchronize()
+
+        return Backend("gpu", self.base.xp, to_device, to_numpy, sync)
+
+
+def fit_counting(base: Backend, epochs: int, sync_every_epoch: bool = False, dtype: str = "float64"):
+    cfg = make_cfg("depth=2", "width=8", f"dtype={dtype}")
+    ds = data.load(cfg.data, 0)
+    counter = Counter(base)
+    backend = counter.backend()
+    X, y, Xv, yv = (backend.to_device(a.astype(dtype)) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val))
+    model = models.build(cfg, ds.n_features, ds.task, backend)
+    counter.copies_in = counter.copies_out = counter.syncs = 0
+    fit = models.train(backend, model, X, y, Xv, yv, lr=0.01, epochs=epochs, log_every=10,
+                       sync_every_epoch=sync_every_epoch)
+    counts = {"syncs": counter.syncs, "copies_out": counter.copies_out, "copies_in": counter.copies_in}
+    return counts, fit, backend.to_numpy(model.predict(Xv))
+
+
+def _assert_nothing_per_epoch(base: Backend):
+    short, fit_short, _ = fit_counting(base, epochs=500)
+    long, fit_long, _ = fit_counting(base, epochs=4000)
+    # The host only looks between segments (at most MAX_CHECKS of them), never per epoch or per sample.
+    assert long == short
+    assert long["copies_in"] == 0 and long["copies_out"] <= MAX_CHECKS
+    assert len(fit_long.train_loss) == 400
+    naive, _, _ = fit_counting(base, epochs=500, sync_every_epoch=True)
+    assert naive["copies_out"] >= 500  # the seed's loop: a host read of the loss every epoch
+
+
+def test_no_copy_or_sync_inside_the_epoch_loop_on_the_gpu_code_path():
+    _assert_nothing_per_epoch(Backend("gpu", np))
+
+
+def test_gpu_code_path_on_numpy_gives_the_cpu_results():
+    _, cpu_fit, cpu_pred = fit_counting(Backend("cpu", np), epochs=300)
+    _, gpu_fit, gpu_pred = fit_counting(Backend("gpu", np), epochs=300)
+    np.testing.assert_array_equal(cpu_pred, gpu_pred)
+    np.testing.assert_array_equal(cpu_fit.train_loss, gpu_fit.train_loss)
+    assert cpu_fit.warmup_time_s > 0 and cpu_fit.train_time_s > 0
+
+
+def test_speedup_pairs_runs_by_fingerprint():
+    rows = [
+        {"run_id": "c1", "device": "cpu", "fingerprint": "a", "train_time_s": 4.0, "wall_time_s": 6.0},
+        {"run_id": "c2", "device": "cpu", "fingerprint": "a", "train_time_s": 6.0, "wall_time_s": 8.0},
+        {"run_id": "g1", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 3.5},
+        {"run_id": "g2", "device": "gpu", "fingerprint": "b", "train_time_s": 0.5, "wall_time_s": 3.5},
+        {"run_id": "c3", "device": "cpu", "fingerprint": "c", "train_time_s": 1.0, "wall_time_s": 2.0},
+    ]
+    found = speedup.pair(rows)
+    assert found["g1"] == {"speedup": pytest.approx(10.0), "speedup_wall": pytest.approx(2.0)}  # medians 5 and 7
+    assert found["c1"] == found["c2"] == {"speedup": 1.0, "speedup_wall": 1.0}
+    assert "g2" not in found and "c3" not in found  # no partner on the other device
+
+
+@no_gpu_here
+def test_device_gpu_without_a_gpu_exits_with_one_line(tmp_path, store):
+    proc = cli(tmp_path, "device=gpu", store=store)
+    assert proc.returncode == 2
+    (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert line.startswith("sweeper: error: device=gpu") and "device=cpu" in line
+    assert ("cupy" in line) or ("CUDA" in line)
+    assert all_runs(store) == []
+
+
+@no_gpu_here
+def test_mixed_multirun_without_a_gpu_skips_gpu_jobs_and_finishes(tmp_path, store):
+    proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", *FAST, store=store)
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
+    assert sorted(r["status"] for r in results) == ["FINISHED", "FINISHED", "SKIPPED", "SKIPPED"]
+    assert all(r["device"] == "gpu" and "device=gpu" in r["reason"] for r in results if r["status"] == "SKIPPED")
+    runs = all_runs(store)
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and {c.data.tags["device"] for c in children} == {"cpu"}
+    assert parent.data.metrics["n_skipped"] == 2 and parent.data.metrics["n_finished"] == 2
+    assert [line.split()[0] for line in parent.data.tags["skipped_jobs"].splitlines()] == ["device=gpu"] * 2
+    assert proc.stdout.count("SKIPPED: device=gpu") == 2  # the summary table's rows
+    # nothing finished at all: the sweep exits 1
+    (tmp_path / "only_gpu").mkdir()
+    assert cli(tmp_path / "only_gpu", "-m", "device=gpu", "lr=0.001,0.002", store=store).returncode == 1
+
+
+def test_mixed_multirun_logs_a_speedup_for_every_pair(tmp_path, store):
+    proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", *FAST, store=store, env={FAKE_GPU_ENV: "numpy"})
+    assert proc.returncode == 0, proc.stderr
+    children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 4
+    by_fp = {}
+    for c in children:
+        by_fp.setdefault(c.data.tags["fingerprint"], {})[c.data.tags["device"]] = c
+    assert len(by_fp) == 2
+    for pair in by_fp.values():
+        cpu, gpu = pair["cpu"].data.metrics, pair["gpu"].data.metrics
+        assert pair["gpu"].data.tags["fake_gpu"] == "true"
+        assert gpu["speedup"] == pytest.approx(cpu["train_time_s"] / gpu["train_time_s"])
+        assert gpu["speedup_wall"] == pytest.approx(cpu["wall_time_s"] / gpu["wall_time_s"])
+        assert cpu["speedup"] == 1.0 and cpu["speedup_wall"] == 1.0
+        assert {"warmup_time_s", "h2d_time_s"} <= set(gpu)
+        assert gpu["test_mse"] == cpu["test_mse"]  # the same code on the same numbers
+    results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
+    assert all("speedup" in r["metrics"] for r in results)
+    assert proc.stdout.count("1.00x") >= 2
+
+
+def test_compare_pairs_gpu_runs_with_cpu_runs_of_another_sweep(tmp_path, store):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert cli(tmp_path / "a", "-m", "device=cpu", "lr=0.001,0.002", *FAST, store=store).returncode == 0
+    assert cli(tmp_path / "b", "-m", "device=gpu", "lr=0.001", *FAST, store=store,
+               env={FAKE_GPU_ENV: "numpy"}).returncode == 0
+    gpu_run = next(r for r in all_runs(store) if r.data.tags.get("device") == "gpu" and "mlflow.parentRunId" in r.data.tags)
+    assert "speedup" not in gpu_run.data.metrics  # its own sweep had no CPU partner
+
+    compare = [sys.executable, "-m", "sweeper.compare", "--tracking-uri", f"sqlite:///{store}"]
+    proc = subprocess.run([*compare, "--experiment", "diabetes"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    metrics = client_for(store).get_run(gpu_run.info.run_id).data.metrics
+    cpu_run = next(
+        r for r in all_runs(store)
+        if r.data.tags.get("device") == "cpu" and r.data.tags.get("fingerprint") == gpu_run.data.tags["fingerprint"]
+    )
+    assert metrics["speedup"] == pytest.approx(cpu_run.data.metrics["train_time_s"] / metrics["train_time_s"])
+    assert gpu_run.info.run_id in proc.stdout
+
+    missing = subprocess.run([*compare, "--experiment", "nope"], capture_output=True, text=True)
+    assert missing.returncode == 2 and "--experiment=nope does not exist" in missing.stderr
+
+
+# ---- real CuPy ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("dataset", ["diabetes", "breast_cancer"])
+def test_cpu_and_gpu_agree_in_float32(tmp_path, store, dataset):
+    args = (f"data={dataset}", "depth=2", "width=16", "epochs=2000", "dtype=float32")
+    cpu = run_once(tmp_path / "cpu", *args, "device=cpu", store=store)
+    gpu = run_once(tmp_path / "gpu", *args, "device=gpu", store=store)
+    assert cpu["fingerprint"] == gpu["fingerprint"] and gpu["status"] == "FINISHED"
+    for name, value in cpu["metrics"].items():
+        if name not in TIMINGS and name not in ("best_epoch", "epochs_run"):
+            assert gpu["metrics"][name] == pytest.approx(value, rel=1e-4), name
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_no_copy_or_sync_inside_the_epoch_loop_on_cupy():
+    _assert_nothing_per_epoch(resolve("gpu"))
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
+    proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", "lr=0.001,0.005", *FAST, store=store)
+    assert proc.returncode == 0, proc.stderr
+    gpu = [r for r in all_runs(store) if r.data.tags.get("device") == "gpu"]
+    assert len(gpu) == 4
+    assert all(r.data.metrics["speedup"] > 0 and "speedup_wall" in r.data.metrics for r in gpu)
+    assert all("fake_gpu" not in r.data.tags for r in gpu)
