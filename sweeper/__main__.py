@@ -8,8 +8,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import sweeper  # noqa: F401  (registers the ${sweeper_root:} resolver)
-from sweeper.config import ConfigError, check_overrides
+from sweeper.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from sweeper import CONF_DIR
+from omegaconf import OmegaConf
+
+from sweeper import CONF_DIR, ROOT
+
+if not OmegaConf.has_resolver("sweeper_root"):
+    OmegaConf.register_new_resolver("sweeper_root", lambda: ROOT.as_posix())
 
 
 class ConfigError(ValueError):

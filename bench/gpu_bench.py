@@ -1,0 +1,112 @@
+"""CPU-vs-GPU table for the trainer: the same models.train on NumPy and on CuPy, in one process.
+
+    python bench/gpu_bench.py                  # W1 and W4, cpu, gpu and the naive per-epoch-sync gpu loop
+    python bench/gpu_bench.py --devices cpu --quick   # smoke test on a machine without a GPU
+
+Workloads (issue 3): W1 diabetes, depth 1, width 16; W4 synthetic 200,000 x 500, depth 2, width 512.
+Each row is the median of ``--repeats`` runs from identical initial weights; ``speedup`` is the CPU row's
+median train time over this row's. Train time excludes the warm-up pass (CuPy compiles kernels on first
+use) and the host→device copy, both shown on their own. Needs only NumPy, scikit-learn (for diabetes)
+and, for the GPU rows, CuPy: no Hydra or MLflow.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+import data  # noqa: E402
+import models  # noqa: E402
+from sweeper.backend import BackendUnavailable, resolve  # noqa: E402
+
+WORKLOADS = {
+    "W1": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=5000, log_every=50),
+    "W4": dict(
+        data=dict(name="synthetic", task="regression", n_samples=200_000, n_features=500, noise=0.1),
+        depth=2, width=512, lr=0.01, epochs=10, log_every=1,
+    ),
+}
+QUICK = {"W1": dict(epochs=500), "W4": dict(epochs=3, data=dict(n_samples=20_000))}
+
+
+def workload(name: str, quick: bool, dtype: str) -> SimpleNamespace:
+    spec = {**WORKLOADS[name], "data": dict(WORKLOADS[name]["data"])}
+    if quick:
+        spec["data"].update(QUICK[name].get("data", {}))
+        spec.update({k: v for k, v in QUICK[name].items() if k != "data"})
+    spec["data"].update(val_fraction=0.2, test_fraction=0.2)
+    return SimpleNamespace(**{**spec, "data": SimpleNamespace(**spec["data"])}, activation="tanh", seed=0, dtype=dtype)
+
+
+def run_once(cfg: SimpleNamespace, ds: data.Dataset, backend, naive: bool) -> dict[str, float]:
+    t0 = backend.clock()
+    X, y, Xv, yv, Xt = (backend.to_device(a.astype(cfg.dtype)) for a in
+                        (ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test))
+    model = models.build(cfg, ds.n_features, ds.task, backend)
+    h2d = backend.clock() - t0
+    fit = models.train(backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
+                       sync_every_epoch=naive)
+    pred = ds.to_original(backend.to_numpy(model.predict(Xt)).astype(np.float64))
+    mse = float(np.mean((pred - ds.to_original(ds.y_test)) ** 2))
+    return {"train": fit.train_time_s, "warmup": fit.warmup_time_s, "h2d": h2d, "mse": mse, "epochs": fit.epochs_run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default="W1,W4")
+    ap.add_argument("--devices", default="cpu,gpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    ap.add_argument("--out", type=Path, help="also write the table to this file")
+    args = ap.parse_args(argv)
+
+    variants = [(d, False) for d in args.devices.split(",")]
+    if "gpu" in args.devices.split(","):
+        variants.append(("gpu", True))
+    rows = []
+    for name in args.workloads.split(","):
+        cfg = workload(name, args.quick, args.dtype)
+        t = time.perf_counter()
+        ds = data.load(cfg.data, cfg.seed)
+        print(f"{name}: {len(ds.X_train)} x {ds.n_features} train rows, depth {cfg.depth}, width {cfg.width}, "
+              f"{cfg.epochs} epochs, {args.dtype} (data {time.perf_counter() - t:.1f} s)", flush=True)
+        cpu_median = None
+        for device, naive in variants:
+            label = f"{device}{' naive sync' if naive else ''}"
+            try:
+                backend = resolve(device)
+            except BackendUnavailable as e:
+                rows.append([name, label, "-", "-", "-", "-", "-", "-", f"skipped: {e}"[:60]])
+                continue
+            runs = [run_once(cfg, ds, backend, naive) for _ in range(args.repeats)]
+            train = statistics.median(r["train"] for r in runs)
+            cpu_median = train if device == "cpu" else cpu_median
+            rows.append([
+                name, label, f"{train:.4f}", f"{runs[0]['epochs'] / train:,.{0 if runs[0]['epochs'] / train >= 100 else 2}f}",
+                f"{statistics.median(r['warmup'] for r in runs):.4f}", f"{statistics.median(r['h2d'] for r in runs):.4f}",
+                f"{cpu_median / train:.2f}x" if cpu_median else "-", f"{runs[0]['mse']:.6g}", "",
+            ])
+            print(f"  {label}: median train {train:.4f} s over {args.repeats} runs", flush=True)
+
+    header = ["workload", "variant", "train s (median)", "epochs/s", "warmup s", "h2d s", "speedup vs cpu", "test mse", "note"]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    table = "\n".join(line.format(*r).rstrip() for r in [header, ["-" * w for w in widths], *rows])
+    about = f"numpy {np.__version__}, python {platform.python_version()}, {platform.machine()}"
+    print(f"\n{about}\n{table}")
+    if args.out:
+        args.out.write_text(f"{about}\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

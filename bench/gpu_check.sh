@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU check, for a machine with an NVIDIA GPU: the gpu-marked tests, then the CPU-vs-GPU table.
+# Installs nothing from the network. Where Hydra or MLflow is missing, it installs the wheels that
+# bench/fetch_wheels.sh put in .whl/ (carried along) into /tmp/site. Logs go to $OUT when it is set.
+# Budget: under 5 minutes (tests ~1-2 min, benchmark ~2 min on a 16-core host).
+#   bash bench/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+
+if ! $PY -c "import hydra, mlflow, sklearn" 2>/dev/null; then
+  if ! ls .whl/*.whl >/dev/null 2>&1; then
+    echo "Hydra/MLflow missing and no .whl/: run bench/fetch_wheels.sh where there is network, carry .whl/" >&2
+    exit 2
+  fi
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 2
+  export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$OUT/env.txt"
+# The gpu tests skip where CuPy cannot reach a device; here that is a failure of the check itself.
+$PY -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__,
+        'devices', cupy.cuda.runtime.getDeviceCount())" 2>&1 | tee -a "$OUT/env.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "CuPy cannot reach a CUDA device: nothing to check" >&2; exit 2; }
+
+# 1. the gpu tests
+timeout 200 $PY -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu.py > "$OUT/gpu_tests.log" 2>&1
+tests=$?
+
+# 2. the benchmark; its table is printed last
+timeout 240 $PY bench/gpu_bench.py --out "$OUT/gpu_bench.txt" > "$OUT/gpu_bench.log" 2>&1
+bench=$?
+
+echo
+echo "gpu tests: exit $tests ($(tail -n 1 "$OUT/gpu_tests.log"))"
+cat "$OUT/gpu_bench.txt" 2>/dev/null || echo "benchmark: exit $bench (see $OUT/gpu_bench.log)"
+[ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
