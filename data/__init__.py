@@ -29,6 +29,8 @@ class Dataset:
     y_test: np.ndarray
     y_mean: float = 0.0
     y_scale: float = 1.0
+    x_mean: np.ndarray | None = None  # (d,) the training scaler, to map raw features in
+    x_scale: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:
@@ -36,6 +38,10 @@ class Dataset:
 
     def to_original(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        """Standardised rows back to the features as read from the file."""
+        return X * self.x_scale + self.x_mean
 
 
 def split(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -64,4 +70,4 @@ def load(cfg: Any, seed: int) -> Dataset:
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
-    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale))
+    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std)

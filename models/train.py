@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,8 +56,13 @@ def train(
     log_every: int,
     patience: int = 0,
     sync_every_epoch: bool = False,
+    progress: Callable[[int, float, float], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``."""
+    """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``.
+
+    ``progress(epoch, train_loss, val_loss)`` is called at each segment end, where the host already
+    has the losses: a progress bar costs no extra synchronisation.
+    """
     xp = backend.xp
     n_samples = math.ceil(epochs / log_every)
     hist = xp.full(n_samples, xp.nan, dtype=X.dtype)
@@ -105,6 +110,8 @@ def train(
                 if patience:
                     best_params = candidate
         epoch = stop
+        if progress is not None:
+            progress(epoch, float(h[-1]), float(v[-1]))
         if patience and epoch - best_epoch >= patience:
             break
     t1 = backend.clock()

@@ -104,7 +104,8 @@ DATA: dict[str, dict[str, Rule]] = {
     },
 }
 
-TRACKING: dict[str, Rule] = {"uri": text(), "experiment": text()}
+_BOOL = Rule("true or false", lambda v: isinstance(v, bool))
+TRACKING: dict[str, Rule] = {"uri": text(), "experiment": text(), "log_model": _BOOL, "system_metrics": _BOOL}
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
 GROUPS = ("data", "tracking", "sweep", "best")

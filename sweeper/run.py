@@ -9,16 +9,17 @@ import json
 import logging
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import data
 import models
-from sweeper import metrics, sweep, tracking
+from sweeper import metrics, pyfunc, sweep, tracking
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 
@@ -101,7 +102,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     else:  # the launching process created the store, the experiment and the parent run
         client, parent = tracking.client(uri), sweep.parent_run_id(ctx.sweep_dir, uri, cfg.tracking.experiment)
     experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
-    name = ",".join(ctx.overrides) or "defaults"
+    name = sweep.label(ctx.overrides, cfg.device, sweep.swept(ctx.sweep_dir))
     tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides)}
     if backend.fake:
         tags["fake_gpu"] = "true"
@@ -110,36 +111,82 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))
+    monitor = tracking.system_monitor(run_id, uri) if cfg.tracking.system_metrics else None
     try:
-        scores, curves, reason = train_and_score(cfg, dataset, backend)
+        out = train_and_score(cfg, dataset, backend)
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
+        tracking.stop(monitor)
         tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED")
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
         log.exception("run %s failed", run_id)
         return result
-    scores["wall_time_s"] = time.perf_counter() - t_start
-    status = "FAILED" if reason else "FINISHED"
-    tracking.finish_run(
-        client, run_id, scores, curves, [config_file], tags={"failure_reason": reason} if reason else None, status=status
-    )
-    return _finish(ctx, {**result, "status": status, "reason": reason, "metrics": scores, "task": dataset.task})
+    out.scores["wall_time_s"] = time.perf_counter() - t_start
+    tracking.stop(monitor)
+    status = "FAILED" if out.reason else "FINISHED"
+    files, folders = [config_file], {}
+    if out.reason is None:
+        files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
+        if cfg.tracking.log_model:
+            folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
+                                           dataset.raw(dataset.X_test), out.test_pred)
+    tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
+                        tags={"failure_reason": out.reason} if out.reason else None, status=status)
+    return _finish(ctx, {**result, "status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task})
 
 
-def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> tuple[dict, dict, str | None]:
-    """Train on the device and score on the host. Returns (metrics, loss curves, failure reason or None)."""
+def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
+    """The test split's targets and predictions (target units, or P(y = 1)), logged beside the model."""
+    path = folder / "test_predictions.csv"
+    y = dataset.to_original(dataset.y_test).ravel()
+    np.savetxt(path, np.column_stack([y, pred.ravel()]), delimiter=",", header="y_true,y_pred", comments="",
+               fmt="%.17g")
+    return path
+
+
+@contextmanager
+def progress_bar(epochs: int) -> Iterator[Callable[[int, float, float], None] | None]:
+    """A tqdm bar over epochs on a terminal (stderr), advanced where training already syncs; else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=epochs, unit="epoch", leave=False, dynamic_ncols=True) as bar:
+
+        def update(epoch: int, train_loss: float, val_loss: float) -> None:
+            bar.update(epoch - bar.n)
+            bar.set_postfix(loss=f"{train_loss:.4g}", val_loss=f"{val_loss:.4g}", refresh=False)
+
+        yield update
+
+
+@dataclass
+class Outcome:
+    """What a trained configuration leaves on the host."""
+
+    scores: dict[str, float]
+    curves: dict[str, tuple[np.ndarray, np.ndarray]]
+    reason: str | None  # why it failed (diverged), or None
+    params: list[np.ndarray] = field(default_factory=list)  # the trained weights
+    test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1)
+
+
+def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
+    """Train on the device and score on the host."""
     dtype = cfg.dtype
     host = [a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)]
     t_h2d = backend.clock()
     X, y, Xv, yv = (backend.to_device(a) for a in host)
     model = models.build(cfg, dataset.n_features, dataset.task, backend)
     h2d_time_s = backend.clock() - t_h2d
-    fit = models.train(
-        backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
-        patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch,
-    )
+    with progress_bar(cfg.epochs) as progress:
+        fit = models.train(
+            backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
+            patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
+        )
     curves = {"train_loss": (fit.steps, fit.train_loss), "val_loss": (fit.steps, fit.val_loss)}
     scores = {
         "train_time_s": fit.train_time_s,
@@ -150,20 +197,21 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> tup
         "epochs_run": fit.epochs_run,
     }
     if fit.diverged_at is not None:
-        return scores, curves, f"diverged at epoch {fit.diverged_at}"
+        return Outcome(scores, curves, f"diverged at epoch {fit.diverged_at}")
 
     # Validation and test rows go through the model together and leave the device in one copy.
     X_eval = backend.to_device(np.concatenate([dataset.X_val, dataset.X_test]).astype(dtype))
     pred = backend.to_numpy(model.predict(X_eval)).astype("float64")
     if not np.isfinite(pred).all():
-        return scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)"
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)")
     n_val = len(dataset.X_val)
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
     truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
     scores |= metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
     scores |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
-    return scores, curves, None
+    params = [backend.to_numpy(p) for p in model.params]
+    return Outcome(scores, curves, None, params, pred[n_val:].ravel())
 
 
 def _finish(ctx: JobContext, result: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ files and the store, so it also runs standalone: ``python -m sweeper.summary <sw
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from functools import lru_cache
@@ -56,6 +55,16 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     return jobs
 
 
+def swept_keys(jobs: list[tuple[list[str], Any]]) -> list[str]:
+    """The keys whose override value differs between jobs, in command order: what run names show."""
+    values: dict[str, set[str]] = {}
+    for overrides, _ in jobs:
+        for o in overrides:
+            key, _, value = o.lstrip("+~").partition("=")
+            values.setdefault(key, set()).add(value)
+    return [k for k, v in values.items() if len(v) > 1]
+
+
 def start(config: DictConfig) -> dict[str, Any]:
     """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
 
@@ -81,7 +90,7 @@ def start(config: DictConfig) -> dict[str, Any]:
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task), "n_jobs": len(jobs)}
         run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
-    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "started": time.time()}
+    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
 
@@ -103,6 +112,10 @@ def job_count(sweep_dir: Path | None) -> int:
     return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
 
 
+def swept(sweep_dir: Path | None) -> list[str] | None:
+    return _state(sweep_dir).get("swept") if sweep_dir is not None else None
+
+
 def results(sweep_dir: Path) -> list[dict[str, Any]]:
     """Every job's result.json in the sweep folder, in job order."""
     found = []
@@ -114,61 +127,36 @@ def results(sweep_dir: Path) -> list[dict[str, Any]]:
 
 
 def _primary(result: dict[str, Any], split: str) -> str:
-    task = result.get("task")
-    if task is None:
+    """``val_mse=3145`` for a job's primary metric, or ``-``."""
+    if result.get("task") is None:
         return "-"
-    name, _ = metrics.PRIMARY[task]
-    value = result["metrics"].get(f"{split}_{name}")
-    return f"{name} {value:.4g}" if value is not None else "-"
+    name = f"{split}_{metrics.PRIMARY[result['task']][0]}"
+    value = result["metrics"].get(name)
+    return f"{name}={value:.4g}" if value is not None else "-"
+
+
+def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
+    """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
+    logs: ``lr=0.005,depth=2,cpu``."""
+    parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
+    if keys is not None:
+        parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
+    if device is None:
+        return ",".join(parts) or "defaults"
+    parts = [o.split("=", 1)[1] if o.startswith("device=") else o for o in parts]
+    return ",".join(parts + ([] if device in parts else [device]))
 
 
 def job_line(result: dict[str, Any], num: int, total: int) -> str:
     """``[3/12] lr=0.005 depth=2  val mse 2901  test mse 3012  0.41 s  FINISHED``"""
     t = result["metrics"].get("train_time_s")
-    parts = [f"[{num + 1}/{total}]", " ".join(result["overrides"]) or "(defaults)"]
+    parts = [f"[{num + 1}/{total}]", label(result["overrides"])]
     if result.get("task"):
-        parts += [f"val {_primary(result, 'val')}", f"test {_primary(result, 'test')}"]
+        parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
         parts.append(f"{t:.2f} s")
     parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
     return "  ".join(parts)
-
-
-def _short(reason: str, width: int = 40) -> str:
-    return reason if len(reason) <= width else reason[: width - 1] + "…"
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    """A plain aligned table: one line per job."""
-    header = ["job", "overrides", "val", "test", "train_s", "speedup", "status"]
-    lines = [
-        [
-            r["job"],
-            " ".join(r["overrides"]) or "(defaults)",
-            _primary(r, "val"),
-            _primary(r, "test"),
-            f"{r['metrics']['train_time_s']:.2f}" if "train_time_s" in r["metrics"] else "-",
-            f"{r['metrics']['speedup']:.2f}x" if "speedup" in r["metrics"] else "-",
-            r["status"] + (f": {_short(r['reason'])}" if r.get("reason") else ""),
-        ]
-        for r in rows
-    ]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines])
-
-
-def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The finished job with the best primary validation metric."""
-    scored = []
-    for r in rows:
-        if r["status"] != "FINISHED" or not r.get("task"):
-            continue
-        name, lower = metrics.PRIMARY[r["task"]]
-        value = r["metrics"].get(f"val_{name}")
-        if value is not None and math.isfinite(value):
-            scored.append((value if lower else -value, r))
-    return min(scored, key=lambda s: s[0])[1] if scored else None
 
 
 def ui_command(uri: str) -> str:
@@ -205,35 +193,29 @@ def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
 
 
 def finish(sweep_dir: Path, out: Any = None) -> int:
-    """Print the sweep's table, add speedups, close its parent run(s) with counts and the best run.
+    """End a sweep: add speedups, publish each parent's leaderboard and plots, close the parent run(s).
 
     Returns the exit code of :func:`exit_code`.
     """
+    from sweeper import report
+
     out = out or sys.stdout
     rows = results(sweep_dir)
     state = _state(sweep_dir)
     add_speedups(rows)
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
-    print(table(rows), file=out)
-    for reason in dict.fromkeys(r["reason"] for r in rows if r.get("reason") and len(r["reason"]) > 40):
-        print(f"  {sum(r.get('reason') == reason for r in rows)} job(s): {reason}", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
-        summary: dict[str, float] = {
-            f"n_{s.lower()}": sum(r["status"] == s for r in mine) for s in ("FINISHED", "FAILED", "SKIPPED")
-        }
-        tags = {}
-        skipped = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in mine if r["status"] == "SKIPPED"]
+        client = tracking.client(parent["uri"])
+        skipped = [r for r in mine if r["status"] == "SKIPPED"]
         if skipped:
-            tags["skipped_jobs"] = "\n".join(skipped)
-        best = _best(mine)
-        if best is not None:
-            name, _ = metrics.PRIMARY[best["task"]]
-            summary[f"best_val_{name}"] = best["metrics"][f"val_{name}"]
-            tags |= {"best_run_id": best["run_id"], "best_overrides": " ".join(best["overrides"])}
-            print(f"best of {parent['experiment']}: {' '.join(best['overrides']) or '(defaults)'} "
-                  f"val_{name}={summary[f'best_val_{name}']:.4g} (run {best['run_id']})", file=out)
-        tracking.finish_run(tracking.client(parent["uri"]), parent["run_id"], summary, tags=tags)
-        print(f"MLflow: experiment '{parent['experiment']}', parent run {parent['run_id']}; "
-              f"browse with: {ui_command(parent['uri'])}", file=out)
+            lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
+            client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
+        print(f"\nExperiment '{parent['experiment']}', parent run {parent['run_id']}:", file=out)
+        report.publish(client, parent["run_id"], out=out)
+        for reason in dict.fromkeys(r["reason"] for r in skipped):
+            jobs = [label(r["overrides"]) for r in skipped if r["reason"] == reason]
+            print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
+        client.set_terminated(parent["run_id"], "FINISHED")
+        print(f"browse with: {ui_command(parent['uri'])}", file=out)
     return exit_code(rows, state["n_jobs"])

@@ -7,6 +7,7 @@ few ``log_batch`` calls as the 1000-metric limit allows, then the resolved confi
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sqlite3
 import subprocess
@@ -14,9 +15,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import mlflow  # noqa: F401  (imported first: it configures its loggers on import)
+# MLflow's own tqdm bars while it copies a model's files would bury the job's output.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from sweeper import ROOT
+import mlflow  # noqa: E402,F401  (imported first: it configures its loggers on import)
+
+from sweeper import ROOT  # noqa: E402
 
 for _name in ("mlflow", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -159,10 +163,12 @@ def finish_run(
     metrics: Mapping[str, float],
     curves: Mapping[str, tuple[Iterable[int], Iterable[float]]] = (),
     artifacts: Iterable[Path] = (),
+    folders: Mapping[str, Path] | None = None,
     tags: Mapping[str, str] | None = None,
     status: str = "FINISHED",
 ) -> None:
-    """Log final metrics, curves (metric name → (steps, values)), artifacts and tags; end the run."""
+    """Log final metrics, curves (metric name → (steps, values)), artifact files, artifact folders
+    (artifact path → local folder) and tags; end the run."""
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
@@ -175,4 +181,26 @@ def finish_run(
         c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
     for path in artifacts:
         c.log_artifact(run_id, str(path))
+    for name, folder in (folders or {}).items():
+        c.log_artifacts(run_id, str(folder), name)
     c.set_terminated(run_id, status)
+
+
+def system_monitor(run_id: str, uri: str, interval: float = 0.5) -> Any:
+    """Start MLflow's system-metrics sampler (CPU, memory; GPU with nvidia-ml-py) if psutil is installed.
+
+    Sampled every ``interval`` seconds, which suits runs of a few seconds; returns None without psutil.
+    """
+    try:
+        import psutil  # noqa: F401
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    except ImportError:
+        return None
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=interval, samples_before_logging=1, tracking_uri=uri)
+    monitor.start()
+    return monitor
+
+
+def stop(monitor: Any) -> None:
+    if monitor is not None:
+        monitor.finish()

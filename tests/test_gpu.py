@@ -119,7 +119,7 @@ def test_mixed_multirun_without_a_gpu_skips_gpu_jobs_and_finishes(tmp_path, stor
     assert len(children) == 2 and {c.data.tags["device"] for c in children} == {"cpu"}
     assert parent.data.metrics["n_skipped"] == 2 and parent.data.metrics["n_finished"] == 2
     assert [line.split()[0] for line in parent.data.tags["skipped_jobs"].splitlines()] == ["device=gpu"] * 2
-    assert proc.stdout.count("SKIPPED: device=gpu") == 2  # the summary table's rows
+    assert "SKIPPED 2 job(s): device=gpu" in proc.stdout  # the summary
     # nothing finished at all: the sweep exits 1
     (tmp_path / "only_gpu").mkdir()
     assert cli(tmp_path / "only_gpu", "-m", "device=gpu", "lr=0.001,0.002", store=store).returncode == 1
@@ -144,7 +144,7 @@ def test_mixed_multirun_logs_a_speedup_for_every_pair(tmp_path, store):
         assert gpu["test_mse"] == cpu["test_mse"]  # the same code on the same numbers
     results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
     assert all("speedup" in r["metrics"] for r in results)
-    assert proc.stdout.count("1.00x") >= 2
+    assert proc.stdout.count("speedup") >= 1 and "FINISHED" in proc.stdout
 
 
 def test_compare_pairs_gpu_runs_with_cpu_runs_of_another_sweep(tmp_path, store):

@@ -1,0 +1,32 @@
+"""Models-from-code entry point: MLflow copies this file into each logged model and runs it on load.
+
+Building the model from code (instead of pickling an object) is what MLflow recommends: loading a
+model then executes this short, readable file rather than deserialising bytes.
+"""
+import json
+from pathlib import Path
+
+import mlflow.pyfunc
+import numpy as np
+
+
+class SweeperModel(mlflow.pyfunc.PythonModel):
+    """Standardise with the training scaler, run the MLP forward on NumPy, map back to target units."""
+
+    def load_context(self, context) -> None:
+        with np.load(context.artifacts["weights"]) as z:
+            self.arrays = {k: z[k] for k in z.files}
+        self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
+
+    def predict(self, context, model_input: np.ndarray, params: dict | None = None) -> np.ndarray:
+        from models.mlp import MLP
+
+        a = self.arrays
+        X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
+        n = self.meta["n_params"]
+        mlp = MLP(np, [a[f"p{i}"].astype(np.float64) for i in range(n)], self.meta["activation"], self.meta["task"])
+        pred = mlp.predict(X).ravel()
+        return pred * self.meta["y_scale"] + self.meta["y_mean"] if self.meta["task"] == "regression" else pred
+
+
+mlflow.models.set_model(SweeperModel())

@@ -1,0 +1,142 @@
+"""A sweep at a glance: leaderboard and plots on the parent run, a live MLflow server, loadable models."""
+import csv
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import mlflow
+import numpy as np
+import pytest
+
+import data
+from conftest import all_runs, cli, client_for, make_cfg
+
+FAST = ("epochs=300", "log_every=10")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, _template_store):
+    """One real 4-run multirun (lr x depth) into its own store, shared by the tests of this module."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("report")
+    store = tmp / "mlruns" / "mlflow.db"
+    store.parent.mkdir()
+    shutil.copy(_template_store, store)
+    proc = cli(tmp, "-m", "lr=0.001,0.01", "depth=1,2", *FAST, store=store)
+    assert proc.returncode == 0, proc.stderr
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
+
+
+def post(url, body):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read()
+
+
+@pytest.fixture
+def server(sweep):
+    """``mlflow server`` on 127.0.0.1 (a free port) over the sweep's store; stopped after the test."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{sweep['store']}", "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if get(f"{url}/health").strip() == b"OK":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_live_server_shows_the_parent_its_children_and_the_summary(sweep, server):
+    experiments = json.loads(get(f"{server}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
+    exp_id = experiments["experiment"]["experiment_id"]
+    runs = post(f"{server}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": 100})["runs"]
+    tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs]
+    parents = [r for r, t in zip(runs, tags) if "mlflow.parentRunId" not in t]
+    children = [r for r, t in zip(runs, tags) if t.get("mlflow.parentRunId") == sweep["parent"].info.run_id]
+    assert len(parents) == 1 and len(children) == 4
+    for child in children:
+        names = {m["key"] for m in child["data"]["metrics"]}
+        assert {"test_mse", "test_mae", "wall_time_s"} <= names
+        assert child["info"]["status"] == "FINISHED"
+    parent_id = parents[0]["info"]["run_id"]
+    listing = json.loads(get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}"))
+    assert {"summary.csv", "summary.md", "plots"} <= {f["path"] for f in listing["files"]}
+    plots = json.loads(get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}&path=plots"))
+    assert {"plots/val_metric_vs_lr.png", "plots/loss_curves_top.png"} <= {f["path"] for f in plots["files"]}
+
+
+def test_leaderboard_is_sorted_and_logged_on_the_parent(sweep):
+    c = client_for(sweep["store"])
+    parent = c.get_run(sweep["parent"].info.run_id)
+    rows = list(csv.DictReader(io.StringIO(open(c.download_artifacts(parent.info.run_id, "summary.csv")).read())))
+    assert len(rows) == 4
+    assert {"run", "lr", "depth", "val_mse", "test_mse", "train_time_s", "status", "run_id"} <= set(rows[0])
+    val = [float(r["val_mse"]) for r in rows]
+    assert val == sorted(val)  # best first
+    assert parent.data.metrics["best_val_mse"] == pytest.approx(val[0])
+    assert parent.data.tags["best_run_id"] == rows[0]["run_id"]
+    assert parent.data.metrics["n_finished"] == 4 and parent.data.metrics["n_failed"] == 0
+    assert rows[0]["run"] == f"lr={rows[0]['lr']},depth={rows[0]['depth']},cpu"  # readable run names
+    png = open(c.download_artifacts(parent.info.run_id, "plots/val_metric_vs_lr.png"), "rb").read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    out = sweep["proc"].stdout
+    assert "[1/4]" in out and "[4/4]" in out and "val_mse=" in out  # a line per finished job
+    assert "mlflow ui --backend-store-uri sqlite:///" in out
+
+
+def test_report_command_rebuilds_the_same_leaderboard_from_the_store(sweep):
+    c = client_for(sweep["store"])
+    parent_id = sweep["parent"].info.run_id
+    before = open(c.download_artifacts(parent_id, "summary.md")).read()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper.report", "--experiment", "diabetes", "--tracking-uri", f"sqlite:///{sweep['store']}"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith(("run ", "lr=", "---"))]
+    assert len(table) == 6 and "\n".join(table) in sweep["proc"].stdout  # the very table printed at the end
+    assert open(c.download_artifacts(parent_id, "summary.md")).read() == before
+    bad = subprocess.run([sys.executable, "-m", "sweeper.report", "--experiment", "nope", "--tracking-uri",
+                          f"sqlite:///{sweep['store']}"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
+
+
+def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
+    c = client_for(sweep["store"])
+    child = next(r for r in all_runs(sweep["store"]) if "mlflow.parentRunId" in r.data.tags)
+    mlflow.set_tracking_uri(f"sqlite:///{sweep['store']}")
+    model = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
+    logged = np.loadtxt(c.download_artifacts(child.info.run_id, "test_predictions.csv"), delimiter=",", skiprows=1)
+    ds = data.load(make_cfg("data=diabetes").data, seed=0)
+    np.testing.assert_allclose(model.predict(ds.raw(ds.X_test)), logged[:, 1], rtol=1e-12)
+    np.testing.assert_allclose(logged[:, 0], ds.to_original(ds.y_test).ravel())
+    mse = float(np.mean((logged[:, 1] - logged[:, 0]) ** 2))
+    assert child.data.metrics["test_mse"] == pytest.approx(mse, rel=1e-12)
+    assert model.metadata.signature is not None
