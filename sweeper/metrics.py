@@ -8,6 +8,11 @@ import numpy as np
 # Measurements of speed, which vary from run to run; every other metric is deterministic on one machine.
 TIMINGS = ("wall_time_s", "train_time_s", "warmup_time_s", "h2d_time_s", "epochs_per_s", "speedup", "speedup_wall")
 
+# Every quality metric (after its val_/test_ prefix) and whether lower is better: errors and losses
+# are, scores (accuracy, F1, ROC AUC, R²) are not.
+LOWER_IS_BETTER = {"mse": True, "mae": True, "rmse": True, "log_loss": True,
+                   "accuracy": False, "f1": False, "roc_auc": False, "r2": False}
+
 # The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
 PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False)}
 

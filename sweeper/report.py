@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import tracking
+from sweeper.metrics import LOWER_IS_BETTER
 
-# Direction of every metric a leaderboard may sort by: True = lower is better.
-LOWER_IS_BETTER = {"mse": True, "mae": True, "rmse": True, "log_loss": True, "r2": False, "accuracy": False,
-                   "f1": False, "roc_auc": False}
 TOP_CURVES = 5
 
 

@@ -1,0 +1,272 @@
+"""``python -m sweeper.promote --experiment NAME``: freeze the best finished runs as ``conf/best/*.yaml``.
+
+Runs are ranked by a validation metric — never a test one, since choosing on the test split leaks it
+into the choice. Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
+run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+
+from sweeper import metrics, pinned, tracking
+from sweeper.config import NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, validate
+
+TIE_BREAK = "val_log_loss"
+NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
+
+
+class PromoteError(ValueError):
+    """A request that cannot be served; the message is one line naming the option and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Promoted:
+    name: str
+    path: Path
+    run_id: str
+    metric: str
+    value: float
+    knobs: str
+
+
+def _fail(option: str, value: Any, why: str) -> PromoteError:
+    return PromoteError(f"{option}={value} is not allowed: {why}")
+
+
+def _candidates(client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> list:
+    """The experiment's finished CPU job runs (a sweep's parent run has no fingerprint and no val_ metrics)."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage == "deleted":
+        names = sorted(e.name for e in client.search_experiments())
+        raise _fail("--experiment", experiment,
+                    f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}")
+    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's.
+    runs = [
+        r for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
+        if "fingerprint" in r.data.tags and r.data.params.get("device", "cpu") == "cpu"
+    ]
+    if run_ids:
+        unknown = sorted(set(run_ids) - {r.info.run_id for r in runs})
+        if unknown:
+            raise _fail("--run-id", unknown[0], f"expected a finished CPU run of experiment {experiment}")
+        runs = [r for r in runs if r.info.run_id in run_ids]
+    if not runs:
+        raise _fail("--experiment", experiment, "it has no finished CPU runs: expected an experiment with a finished sweep")
+    return [max(runs, key=lambda r: r.info.start_time)] if latest else runs
+
+
+def _metric(runs: list, metric: str | None, experiment: str) -> str:
+    """The ranking metric: the one asked for, which the runs must have, or the task's primary one."""
+    have = sorted({k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)})
+    if metric is None:
+        tasks = {"binary" if "val_accuracy" in r.data.metrics else "regression" for r in runs}
+        if len(tasks) > 1:
+            raise _fail("--experiment", experiment,
+                        f"it mixes regression and binary runs: pass --metric, one of {', '.join(have)}")
+        metric = "val_" + metrics.PRIMARY[tasks.pop()][0]
+    if metric not in have:
+        raise _fail("--metric", metric, f"the finished runs of experiment {experiment} have no such validation metric: "
+                    f"expected one of {', '.join(have)}")
+    return metric
+
+
+def _ranked(runs: list, metric: str, top: int) -> list:
+    """The ``top`` best runs by ``metric``, one per configuration (fingerprint).
+
+    Ties — common for accuracy on a small validation set — go to the lower validation loss
+    (``val_log_loss``, binary tasks), then to the earlier run.
+    """
+    sign = 1 if pinned.direction(metric) == "lower" else -1
+    scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
+    scored.sort(key=lambda r: (sign * r.data.metrics[metric], r.data.metrics.get(TIE_BREAK, math.inf),
+                               r.info.start_time))
+    best, seen = [], set()
+    for r in scored:
+        if r.data.tags["fingerprint"] not in seen:
+            seen.add(r.data.tags["fingerprint"])
+            best.append(r)
+    return best[:top]
+
+
+def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float) -> dict[str, Any]:
+    tags, params, m = run.data.tags, run.data.params, run.data.metrics
+    return {
+        "name": name,
+        "run_id": run.info.run_id,
+        "experiment": experiment,
+        "date": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds"),
+        "promoted": date.today().isoformat(),
+        "git_commit": tags.get("mlflow.source.git.commit"),
+        "data": params.get("data.name"),
+        "task": "binary" if "val_accuracy" in m else "regression",
+        "metric": metric,
+        "rank": rank,
+        "fingerprint": tags["fingerprint"],
+        "train_time_s": round(m.get("train_time_s", math.nan), 4),
+        "expected": pinned.expected_metrics(m, rtol),
+    }
+
+
+def _verify(text: str, name: str, run: Any, pins: dict[str, Any]) -> None:
+    """Compose the file as ``+best=NAME`` would and check it reproduces the run's params exactly."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(text)
+        cfg = pinned.compose_file(path)
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        validate(plain)
+    except ConfigError as e:  # e.g. a data file that is not on this machine
+        raise PromoteError(f"run {run.info.run_id} cannot be re-run here: {e}") from None
+    flat = tracking.flatten(plain)
+    keys = [k for k in run.data.params if (k in TOP_LEVEL and k not in NOT_FINGERPRINTED) or k.startswith("data.")]
+    differ = [k for k in keys if str(flat.get(k)) != run.data.params[k]]
+    what = (f"{differ[0]}={flat.get(differ[0])} instead of {run.data.params[differ[0]]}" if differ
+            else f"device={plain['device']}" if plain["device"] != "cpu"
+            else "pinned: reads back differently" if plain.get("pinned") != pins else None)
+    if what:
+        raise PromoteError(f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)")
+
+
+def promote(
+    experiment: str,
+    uri: str = tracking.DEFAULT_URI,
+    metric: str | None = None,
+    top: int = 1,
+    name: str | None = None,
+    force: bool = False,
+    out_dir: Path = pinned.BEST_DIR,
+    rtol: float | None = None,
+    run_ids: Sequence[str] = (),
+    latest: bool = False,
+) -> list[Promoted]:
+    """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
+
+    With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
+    ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest finished run only)
+    narrow the candidates, e.g. to re-pin a config after an intended change. Nothing is written unless
+    every file can be.
+    """
+    if not (isinstance(top, int) and top >= 1):
+        raise _fail("--top", top, "expected an integer >= 1")
+    if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
+        raise _fail("--rtol", rtol, "expected a relative tolerance in [0, 1)")
+    name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
+    if not NAME.fullmatch(name):
+        raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
+    if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
+        raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
+                    "expected a validation metric (val_...)")
+    db = tracking.sqlite_path(uri)
+    if db is not None and not db.is_file():  # MLflow would create an empty store there
+        raise _fail("--tracking-uri", uri, "no such store: expected an existing MLflow store "
+                    "(sqlite:///path/to/mlflow.db or a server URL)")
+    try:
+        client = tracking.client(uri)
+        runs = _candidates(client, uri, experiment, run_ids, latest)
+    except PromoteError:
+        raise
+    except Exception as e:  # a server that is down, a file that is not a store
+        raise _fail("--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    metric = _metric(runs, metric, experiment)
+    best = _ranked(runs, metric, top)
+    names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
+    taken = [n for n in names if (out_dir / f"{n}.yaml").exists()]
+    if taken and not force:
+        raise _fail("--name", name, f"{out_dir / taken[0]}.yaml already exists: choose another --name "
+                    "or pass --force to re-pin it")
+
+    files = []
+    for rank, (run, n) in enumerate(zip(best, names), start=1):
+        tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
+        pins = _pinned(run, n, experiment, metric, rank, tol)
+        text = pinned.render(pinned.config_from_params(run.data.params), pins)
+        _verify(text, n, run, pins)
+        files.append((run, n, text))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = []
+    for run, n, text in files:
+        path = out_dir / f"{n}.yaml"
+        path.write_text(text)
+        p = run.data.params
+        knobs = " ".join(f"{k}={p[k]}" for k in ("lr", "epochs", "depth", "width", "activation", "seed", "dtype")
+                         if k in p)
+        done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs))
+    return done
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, like every other error of the project
+        print(f"sweeper: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _number(cast: type, option: str, text: str, allowed: str) -> Any:
+    try:
+        return cast(text)
+    except ValueError:
+        raise _fail(option, text, f"expected {allowed}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(
+        prog="python -m sweeper.promote",
+        description="Freeze the best finished runs of an experiment as conf/best/NAME.yaml, ranked by a validation "
+        "metric; python -m sweeper +best=NAME re-runs one, python -m pytest tests/test_best.py checks them all.",
+        epilog="example: python -m sweeper.promote --experiment diabetes --top 2",
+    )
+    parser.add_argument("--experiment", required=True, help="the MLflow experiment (by default the data set's name)")
+    parser.add_argument("--metric", help="validation metric to rank by "
+                        "(default: val_mse for regression, val_accuracy for binary)")
+    parser.add_argument("--top", default="1", help="how many configurations to promote (default 1)")
+    parser.add_argument("--name", help="the file name (top 1) or its prefix: NAME_1, NAME_2, ... "
+                        "(default: the experiment's name)")
+    parser.add_argument("--force", action="store_true", help="overwrite existing files of the same names (re-pin)")
+    parser.add_argument("--out-dir", type=Path, default=pinned.BEST_DIR, help="where to write (default: conf/best)")
+    parser.add_argument("--tracking-uri", default=tracking.DEFAULT_URI,
+                        help=f"the MLflow store, read only (default: {tracking.DEFAULT_URI})")
+    parser.add_argument("--rtol", help="relative tolerance of every pinned metric "
+                        "(default: 1e-6 for float64 runs, 1e-3 for float32; see sweeper/pinned.py)")
+    parser.add_argument("--run-id", action="append", default=[], help="consider only these runs (repeatable)")
+    parser.add_argument("--latest", action="store_true",
+                        help="consider only the newest finished run: re-pin after an intended change with "
+                             "python -m sweeper +best=NAME, then --latest --name NAME --force")
+    args = parser.parse_args(argv)
+    try:
+        top = _number(int, "--top", args.top, "an integer >= 1")
+        rtol = None if args.rtol is None else _number(float, "--rtol", args.rtol, "a relative tolerance in [0, 1)")
+        done = promote(
+            args.experiment, args.tracking_uri, args.metric, top, args.name, args.force, args.out_dir, rtol,
+            args.run_id, args.latest,
+        )
+    except PromoteError as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
+    lower = pinned.direction(done[0].metric) == "lower"
+    print(f"promoted {len(done)} run(s) of experiment '{args.experiment}' by {done[0].metric} "
+          f"({'lower' if lower else 'higher'} is better):")
+    for d in done:
+        print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={d.value:.6g}  {d.knobs}")
+    print(f"re-run one: python -m sweeper +best={done[0].name}    check them all: python -m pytest tests/test_best.py")
+    return 0
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
