@@ -1,10 +1,15 @@
 """Shared fixtures: composed and shrunk configs, a fresh MLflow store per test, the CLI as a subprocess."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,3 +89,47 @@ def spambase_path() -> Path:
     if not path.is_file():
         pytest.skip(f"{path} is absent: the UCI Spambase file is read from ../shared/data, which this checkout lacks")
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read()
+
+
+def http_post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@contextmanager
+def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = None):
+    """A real ``mlflow server`` on 127.0.0.1 over the SQLite store ``db``; yields its URL, then stops it."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+           "--backend-store-uri", f"sqlite:///{db}", "--workers", "1"]
+    if artifacts is not None:
+        cmd += ["--artifacts-destination", str(artifacts)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if http_get(f"{url}/health").strip() == b"OK":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

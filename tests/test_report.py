@@ -2,18 +2,15 @@
 import csv
 import io
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import mlflow
 import numpy as np
 import pytest
 
 import data
-from conftest import all_runs, cli, client_for, make_cfg
+from conftest import all_runs, cli, client_for, http_get, http_post, make_cfg, mlflow_server
 
 FAST = ("epochs=300", "log_every=10")
 
@@ -33,50 +30,17 @@ def sweep(tmp_path_factory, _template_store):
     return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
 
 
-def post(url, body):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
-
-
-def get(url):
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.read()
-
-
 @pytest.fixture
 def server(sweep):
     """``mlflow server`` on 127.0.0.1 (a free port) over the sweep's store; stopped after the test."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{sweep['store']}", "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if get(f"{url}/health").strip() == b"OK":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}")
-            time.sleep(0.5)
+    with mlflow_server(sweep["store"]) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_live_server_shows_the_parent_its_children_and_the_summary(sweep, server):
-    experiments = json.loads(get(f"{server}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
+    experiments = json.loads(http_get(f"{server}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
     exp_id = experiments["experiment"]["experiment_id"]
-    runs = post(f"{server}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": 100})["runs"]
+    runs = http_post(f"{server}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": 100})["runs"]
     tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs]
     parents = [r for r, t in zip(runs, tags) if "mlflow.parentRunId" not in t]
     children = [r for r, t in zip(runs, tags) if t.get("mlflow.parentRunId") == sweep["parent"].info.run_id]
@@ -86,9 +50,9 @@ def test_a_live_server_shows_the_parent_its_children_and_the_summary(sweep, serv
         assert {"test_mse", "test_mae", "wall_time_s"} <= names
         assert child["info"]["status"] == "FINISHED"
     parent_id = parents[0]["info"]["run_id"]
-    listing = json.loads(get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}"))
+    listing = json.loads(http_get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}"))
     assert {"summary.csv", "summary.md", "plots"} <= {f["path"] for f in listing["files"]}
-    plots = json.loads(get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}&path=plots"))
+    plots = json.loads(http_get(f"{server}/api/2.0/mlflow/artifacts/list?run_id={parent_id}&path=plots"))
     assert {"plots/val_metric_vs_lr.png", "plots/loss_curves_top.png"} <= {f["path"] for f in plots["files"]}
 
 
