@@ -12,10 +12,11 @@ from sweeper.config import ConfigError, check_overrides  # also registers the ${
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
-    from sweeper.run import main as run_main
+def main(cfg: DictConfig) -> float:
+    """One job. Returns its primary validation metric (NaN when it has none), the objective of search sweepers."""
+    from sweeper.run import main as run_main, objective
 
-    run_main(cfg)
+    return objective(run_main(cfg))
 
 
 def cli() -> None:

@@ -77,6 +77,7 @@ TOP_LEVEL: dict[str, Rule] = {
     "log_every": integer(ge=1),
     "patience": integer(ge=0),
     "sync_every_epoch": Rule("true or false", lambda v: isinstance(v, bool)),
+    "resume": Rule("true or false", lambda v: isinstance(v, bool)),
 }
 
 _SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
@@ -115,7 +116,7 @@ GROUPS = ("data", "tracking", "sweep", "best")
 METADATA = ("pinned",)
 
 # Keys left out of the fingerprint: where and how a run is executed, not what it computes.
-NOT_FINGERPRINTED = ("device", "sync_every_epoch", "tracking", "hydra", *METADATA)
+NOT_FINGERPRINTED = ("device", "sync_every_epoch", "resume", "tracking", "hydra", *METADATA)
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:

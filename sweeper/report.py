@@ -12,6 +12,8 @@ import argparse
 import csv
 import io
 import math
+import os
+import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -166,13 +168,52 @@ def figures(c: Any, board: Board) -> dict[str, Any]:
     return out
 
 
-def publish(c: Any, parent_run_id: str, out: Any = None) -> Board:
-    """Build the leaderboard of a parent run's children, print it, and log it with plots and metrics."""
+ORPHAN = "orphaned: its job ended without closing the run (killed?)"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool) -> list[str]:
+    """Mark child runs that a killed job left RUNNING as FAILED, with the reason; return their ids.
+
+    When the sweep has ended every RUNNING child is an orphan; otherwise (a report while jobs may
+    still run) only those whose process, on this host, no longer exists.
+    """
+    marked = []
+    for r in runs:
+        if r.info.status != "RUNNING":
+            continue
+        pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
+        gone = host == socket.gethostname() and pid is not None and pid.isdigit() and not _alive(int(pid))
+        if sweep_ended or gone:
+            c.set_tag(r.info.run_id, "failure_reason", ORPHAN)
+            c.set_terminated(r.info.run_id, "FAILED")
+            marked.append(r.info.run_id)
+    return marked
+
+
+def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False) -> Board:
+    """Build the leaderboard of a parent run's children, print it, and log it with plots and metrics.
+
+    Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
+    """
     import matplotlib.pyplot as plt
 
     out = out or sys.stdout
     parent = c.get_run(parent_run_id)
     runs = children(c, parent)
+    orphans = mark_orphans(c, runs, sweep_ended)
+    if orphans:
+        print(f"marked {len(orphans)} orphaned run(s) FAILED: {', '.join(orphans)}", file=out)
+        runs = children(c, parent)
     board = build(runs)
     skipped = [s for s in parent.data.tags.get("skipped_jobs", "").splitlines() if s]
     print(board.table(), file=out)

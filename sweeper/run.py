@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import sys
 import time
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ from sweeper.config import ConfigError, fingerprint, validate
 log = logging.getLogger("sweeper")
 
 RESULT_FILE = "result.json"
+CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
 
 
@@ -71,8 +74,20 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     return result
 
 
+def objective(result: dict[str, Any]) -> float:
+    """The job's primary validation metric (val_mse, or val_accuracy for a binary task), else NaN."""
+    if result.get("task") is None:
+        return float("nan")
+    return float(result["metrics"].get(f"val_{metrics.PRIMARY[result['task']][0]}", float("nan")))
+
+
 def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
-    """Train and evaluate one configuration, log it to MLflow and write ``result.json``; return that dict."""
+    """Train and evaluate one configuration, log it to MLflow and write ``result.json``; return that dict.
+
+    Inside a multirun, a tracking server that fails (after MLflow's bounded retries) does not lose the
+    job: it trains anyway, keeps everything in its folder and marks ``pending_upload``, for
+    ``python -m sweeper.upload``.
+    """
     t_start = time.perf_counter()
     plain = OmegaConf.to_container(cfg, resolve=True)
     validate(plain)
@@ -94,30 +109,42 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if ctx.sweep_dir is None:
             raise
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
-    dataset = data.load(cfg.data, cfg.seed)
 
     uri = cfg.tracking.uri
-    if ctx.sweep_dir is None:
-        client, parent = tracking.open_store(uri), None
-    else:  # the launching process created the store, the experiment and the parent run
-        client, parent = tracking.client(uri), sweep.parent_run_id(ctx.sweep_dir, uri, cfg.tracking.experiment)
-    experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
-    name = sweep.label(ctx.overrides, cfg.device, sweep.swept(ctx.sweep_dir))
-    tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides)}
-    if backend.fake:
-        tags["fake_gpu"] = "true"
-    run_id = tracking.start_run(client, experiment, name, tags, tracking.flatten(plain), parent)
+    client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
+    run_id, tracking_error = None, None
+    try:
+        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
+        if cfg.resume:
+            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
+            if done is not None:
+                reason = f"resume: this configuration already FINISHED as run {done}"
+                return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
+        dataset = data.load(cfg.data, cfg.seed)
+        run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
+                                    tracking.flatten(plain), _parent(ctx, cfg))
+    except tracking.UNREACHABLE as e:
+        if ctx.sweep_dir is None:
+            raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
+        tracking_error = f"tracking.uri={uri} failed at the start: {tracking.first_line(e)}"
+        dataset = data.load(cfg.data, cfg.seed)
     result["run_id"] = run_id
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))
-    monitor = tracking.system_monitor(run_id, uri) if cfg.tracking.system_metrics else None
+    monitor = tracking.system_monitor(run_id, uri) if run_id and cfg.tracking.system_metrics else None
     try:
         out = train_and_score(cfg, dataset, backend)
+    except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
+        tracking.stop(monitor)
+        _kill(client, run_id, _parent(ctx, cfg))
+        _finish(ctx, {**result, "status": "KILLED", "reason": "interrupted (Ctrl-C)"})
+        raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
         tracking.stop(monitor)
-        tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED")
+        if run_id:
+            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED")
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
@@ -125,6 +152,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         return result
     out.scores["wall_time_s"] = time.perf_counter() - t_start
     tracking.stop(monitor)
+
     status = "FAILED" if out.reason else "FINISHED"
     files, folders = [config_file], {}
     if out.reason is None:
@@ -132,9 +160,50 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if cfg.tracking.log_model:
             folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
                                            dataset.raw(dataset.X_test), out.test_pred)
-    tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
-                        tags={"failure_reason": out.reason} if out.reason else None, status=status)
-    return _finish(ctx, {**result, "status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task})
+    np.savez(ctx.output_dir / CURVES_FILE, **{f"{k}_{part}": v for k, (s, l) in out.curves.items()
+                                              for part, v in (("steps", s), ("values", l))})
+    result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
+               "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
+                                                                            for k, v in folders.items()}}}
+    if run_id:
+        try:
+            tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
+                                tags={"failure_reason": out.reason} if out.reason else None, status=status)
+        except tracking.UNREACHABLE as e:
+            if ctx.sweep_dir is None:
+                raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
+            tracking_error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
+    if tracking_error:
+        log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+                  tracking_error, ctx.output_dir, ctx.sweep_dir)
+        result |= {"pending_upload": True, "tracking_error": tracking_error}
+    return _finish(ctx, result)
+
+
+def _name(ctx: JobContext, cfg: DictConfig) -> str:
+    return sweep.label(ctx.overrides, cfg.device, sweep.swept(ctx.sweep_dir))
+
+
+def _parent(ctx: JobContext, cfg: DictConfig) -> str | None:
+    if ctx.sweep_dir is None:
+        return None
+    return sweep.parent_run_id(ctx.sweep_dir, cfg.tracking.uri, cfg.tracking.experiment)
+
+
+def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any) -> dict[str, str]:
+    """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
+    tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
+            "host": socket.gethostname(), "pid": str(os.getpid())}
+    if backend.fake:
+        tags["fake_gpu"] = "true"
+    return tags
+
+
+def _kill(client: Any, run_id: str | None, parent: str | None) -> None:
+    for rid, reason in ((run_id, "interrupted (Ctrl-C)"), (parent, "sweep interrupted (Ctrl-C)")):
+        if rid:
+            client.set_tag(rid, "failure_reason", reason)
+            client.set_terminated(rid, "KILLED")
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
@@ -217,5 +286,5 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
 def _finish(ctx: JobContext, result: dict[str, Any]) -> dict[str, Any]:
     """Write ``result.json`` into the job's folder and print the job's one-line outcome."""
     (ctx.output_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str))
-    log.info(sweep.job_line(result, ctx.num, sweep.job_count(ctx.sweep_dir)))
+    log.info(sweep.job_line(result, ctx.num, sweep.job_count(ctx.sweep_dir), sweep.swept(ctx.sweep_dir)))
     return result

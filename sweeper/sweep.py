@@ -36,7 +36,7 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     Other sweepers (e.g. Optuna) choose their jobs while running; for them only the base config is returned.
     """
     if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
-        return [([], _plain(config))]
+        return [([], _plain(config))] * int(config.hydra.sweeper.get("n_trials") or 1)
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -55,8 +55,12 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     return jobs
 
 
-def swept_keys(jobs: list[tuple[list[str], Any]]) -> list[str]:
-    """The keys whose override value differs between jobs, in command order: what run names show."""
+def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[str]:
+    """The keys whose override value differs between jobs, in command order: what run names show.
+
+    A search sweeper (Optuna) chooses values as it goes: its search space names the keys."""
+    if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+        return list(config.hydra.sweeper.get("params") or {})
     values: dict[str, set[str]] = {}
     for overrides, _ in jobs:
         for o in overrides:
@@ -90,7 +94,7 @@ def start(config: DictConfig) -> dict[str, Any]:
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task), "n_jobs": len(jobs)}
         run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
-    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs), "started": time.time()}
+    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
 
@@ -147,10 +151,10 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
     return ",".join(parts + ([] if device in parts else [device]))
 
 
-def job_line(result: dict[str, Any], num: int, total: int) -> str:
-    """``[3/12] lr=0.005 depth=2  val mse 2901  test mse 3012  0.41 s  FINISHED``"""
+def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | None = None) -> str:
+    """``[3/12] lr=0.005,depth=2  val_mse=2901  test_mse=3012  0.41 s  FINISHED``"""
     t = result["metrics"].get("train_time_s")
-    parts = [f"[{num + 1}/{total}]", label(result["overrides"])]
+    parts = [f"[{num + 1}/{total}]", label(result["overrides"], keys=keys)]
     if result.get("task"):
         parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
@@ -183,13 +187,15 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
 
 
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
-    """0 when at least one job FINISHED and none failed with an error; else 1.
+    """0 when at least one job FINISHED (or was resumed) and none failed with an error; else 1.
 
     A diverged run (FAILED) and a GPU job SKIPPED for want of a GPU are results, not errors, but a
-    sweep in which nothing finished, or a job that crashed or never reported, exits 1.
+    sweep in which nothing finished, a job that crashed or never reported, or a result that could not
+    be logged (pending upload) exits 1.
     """
-    crashed = any(r.get("error") for r in rows) or len(rows) < n_jobs
-    return 0 if not crashed and any(r["status"] == "FINISHED" for r in rows) else 1
+    crashed = any(r.get("error") or r.get("pending_upload") for r in rows) or len(rows) < n_jobs
+    useful = any(r["status"] == "FINISHED" or r.get("resumed_from") for r in rows)
+    return 0 if useful and not crashed else 1
 
 
 def finish(sweep_dir: Path, out: Any = None) -> int:
@@ -202,20 +208,33 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
     out = out or sys.stdout
     rows = results(sweep_dir)
     state = _state(sweep_dir)
-    add_speedups(rows)
+    failed_parents = False
+    try:
+        add_speedups(rows)
+    except tracking.UNREACHABLE as e:
+        print(f"sweeper: error: speedups not logged: {tracking.first_line(e)}", file=out)
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
         client = tracking.client(parent["uri"])
         skipped = [r for r in mine if r["status"] == "SKIPPED"]
-        if skipped:
-            lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
-            client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
+        lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
         print(f"\nExperiment '{parent['experiment']}', parent run {parent['run_id']}:", file=out)
-        report.publish(client, parent["run_id"], out=out)
+        try:
+            if lines:
+                client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
+            report.publish(client, parent["run_id"], out=out, sweep_ended=True)
+            client.set_terminated(parent["run_id"], "FINISHED")
+        except tracking.UNREACHABLE as e:
+            print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
+                  f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=out)
+            failed_parents = True
         for reason in dict.fromkeys(r["reason"] for r in skipped):
-            jobs = [label(r["overrides"]) for r in skipped if r["reason"] == reason]
+            jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
             print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
-        client.set_terminated(parent["run_id"], "FINISHED")
         print(f"browse with: {ui_command(parent['uri'])}", file=out)
-    return exit_code(rows, state["n_jobs"])
+    pending = [r["job"] for r in rows if r.get("pending_upload")]
+    if pending:
+        print(f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
+              f"python -m sweeper.upload {sweep_dir}", file=out)
+    return 1 if failed_parents else exit_code(rows, state["n_jobs"])

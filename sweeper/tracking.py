@@ -17,6 +17,11 @@ from typing import Any, Iterable, Mapping
 
 # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120 s
+# timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
+for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                     ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
+    os.environ.setdefault(_key, _value)
 
 import mlflow  # noqa: E402,F401  (imported first: it configures its loggers on import)
 
@@ -34,6 +39,36 @@ PARAM_BATCH = 100
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be used as configured; one line."""
+
+
+def _unreachable() -> tuple[type[BaseException], ...]:
+    from mlflow.exceptions import MlflowException
+    from requests.exceptions import RequestException
+
+    return (MlflowException, RequestException, OSError)
+
+
+# What a failing store or server raises (after MLflow's own retries).
+UNREACHABLE = _unreachable()
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def check_server(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as r:
+            r.read()
+    except OSError as e:
+        raise TrackingError(
+            f"tracking.uri={uri} does not answer ({getattr(e, 'reason', e)}): start the server "
+            "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store (tracking=local)"
+        ) from None
 
 
 def client(uri: str) -> Any:
@@ -66,6 +101,8 @@ def open_store(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
+    if uri.startswith(("http://", "https://")):
+        check_server(uri)
     c = client(uri)
     try:
         c.search_experiments(max_results=1)  # creates the schema of a new store; checks a server is up
@@ -95,6 +132,16 @@ def experiment_id(c: Any, name: str, uri: str) -> str:
             f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
         )
     return exp.experiment_id
+
+
+def finished_run(c: Any, experiment: str, fingerprint: str, device: str) -> str | None:
+    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one."""
+    found = c.search_runs(
+        [experiment],
+        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
+        max_results=1,
+    )
+    return found[0].info.run_id if found else None
 
 
 def git_commit() -> str | None:

@@ -22,6 +22,7 @@ from sweeper.backend import gpu_available
 from sweeper.run import JobContext, run
 
 SHARED_DATA = sweeper.ROOT.parent / "shared" / "data"
+FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
 
 def make_cfg(*overrides: str, store: Path | None = None):

@@ -1,0 +1,83 @@
+"""``python -m sweeper.upload DIR``: log the results that a failing tracking server could not take.
+
+A job whose tracking failed (server down mid-sweep, after the bounded retries) keeps everything in its
+folder — result.json with ``pending_upload``, the loss curves, the resolved config, the predictions
+and the model — and this command logs each such job as a new MLflow run (under the sweep's parent
+when the sweep has one). The run that the job had started, if any, is marked FAILED with a pointer
+to its replacement. DIR is a sweep folder or one job's folder.
+
+    python -m sweeper.upload multirun/2026-11-29/21-30-00 [--tracking-uri URI]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweeper import sweep, tracking
+from sweeper.run import CURVES_FILE, RESULT_FILE
+
+
+def pending(folder: Path) -> list[Path]:
+    """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload."""
+    paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
+    return [p for p in paths if json.loads(p.read_text()).get("pending_upload")]
+
+
+def upload(path: Path, uri: str | None = None) -> str:
+    """Log one pending job as a new run; mark its result.json uploaded; return the new run id."""
+    r: dict[str, Any] = json.loads(path.read_text())
+    job, sweep_dir = path.parent, path.parent.parent
+    uri = uri or r["tracking_uri"]
+    c = tracking.open_store(uri)
+    experiment = tracking.experiment_id(c, r["experiment"], uri)
+    is_sweep = (sweep_dir / sweep.SWEEP_FILE).is_file()
+    parent = sweep.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
+    name = sweep.label(r["overrides"], r["device"], sweep.swept(sweep_dir) if is_sweep else None)
+    tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
+            "uploaded_from": str(job)}
+    new = tracking.start_run(c, experiment, name, tags, tracking.flatten(r["config"]), parent)
+
+    with np.load(job / CURVES_FILE) as z:
+        curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
+    art = r.get("artifacts", {"files": [], "folders": {}})
+    tracking.finish_run(
+        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in art["folders"].items()},
+        tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
+    )
+    if r.get("run_id"):  # the run the job had started before the server failed
+        try:
+            c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
+            c.set_terminated(r["run_id"], "FAILED")
+        except tracking.UNREACHABLE:
+            pass  # it lived on another server, or never reached this one
+    r |= {"run_id": new, "pending_upload": False, "uploaded": True}
+    path.write_text(json.dumps(r, indent=2, default=str))
+    return new
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
+    ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
+    args = ap.parse_args(argv)
+    todo = pending(args.folder)
+    if not todo:
+        print(f"nothing to upload under {args.folder}: no result.json is pending")
+        return 0
+    try:
+        for path in todo:
+            print(f"{path.parent}: uploaded as run {upload(path, args.tracking_uri)}")
+    except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
+        print(f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
