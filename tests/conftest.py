@@ -113,11 +113,10 @@ def http_post(url: str, body: dict) -> dict:
 def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = None):
     """A real ``mlflow server`` on 127.0.0.1 over the SQLite store ``db``; yields its URL, then stops it."""
     port = port or free_port()
+    artifacts = artifacts or db.parent / "server_artifacts"  # never the default ./mlartifacts of the cwd
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-           "--backend-store-uri", f"sqlite:///{db}", "--workers", "1"]
-    if artifacts is not None:
-        cmd += ["--artifacts-destination", str(artifacts)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+           "--backend-store-uri", f"sqlite:///{db}", "--workers", "1", "--artifacts-destination", str(artifacts)]
+    proc = subprocess.Popen(cmd, cwd=db.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
