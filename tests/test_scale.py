@@ -165,3 +165,17 @@ def test_optuna_searches_the_space_and_every_trial_is_a_child_run(tmp_path, stor
     assert len(set(lrs)) == 4 and all(0.0005 <= lr <= 0.05 for lr in lrs)
     assert {k.data.params["epochs"] for k in kids} <= {"100", "200"}
     assert "Best parameters" in proc.stdout or "best_params" in proc.stdout or "best:" in proc.stdout
+
+
+@pytest.mark.slow
+def test_ray_launcher_on_an_in_process_local_ray(tmp_path, store):
+    """Ray (the ray extra, not installed by dev) started by the launcher itself, bound to the loopback."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="hydra-ray-launcher is not installed: pip install -e '.[ray]'")
+    proc = cli(tmp_path, "-m", "hydra/launcher=ray", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+               "+hydra.launcher.ray.init.include_dashboard=false", "lr=0.001,0.01", *FAST_ARGS, store=store)
+    assert proc.returncode == 0, proc.stderr
+    (parent,) = parents(store)
+    kids = children(store)
+    assert len(kids) == 2 and all(k.info.status == "FINISHED" for k in kids)
+    assert all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)
+    assert parent.info.status == "FINISHED" and parent.data.metrics["n_finished"] == 2
