@@ -68,7 +68,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
             raise
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
-    if ctx.sweep_dir is None and result["status"] != "FINISHED":
+    if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)
     return result

@@ -160,6 +160,8 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
     if t is not None:
         parts.append(f"{t:.2f} s")
     parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
+    if result.get("run_id"):
+        parts.append(f"run {result['run_id']}")
     return "  ".join(parts)
 
 

@@ -56,6 +56,10 @@ def test_single_run_has_no_parent(tmp_path, store):
     assert "mlflow.parentRunId" not in run.data.tags
     assert run.data.metrics["test_accuracy"] == 1.0
     assert json.loads((tmp_path / "run" / "result.json").read_text())["run_id"] == run.info.run_id
+    assert f"FINISHED  run {run.info.run_id}" in proc.stdout + proc.stderr  # the id, for promote --run-id
+    again = cli(tmp_path, "data=xor", "depth=1", "width=4", "lr=0.5", "epochs=2000", "resume=true", store=store)
+    assert again.returncode == 0 and f"already FINISHED as run {run.info.run_id}" in again.stdout + again.stderr
+    assert len(all_runs(store)) == 1
 
 
 def test_a_diverged_run_is_recorded_and_the_sweep_finishes(tmp_path, store):
