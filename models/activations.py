@@ -2,10 +2,18 @@
 
 Each derivative takes both ``Z`` and ``A = f(Z)`` so it can use whichever is cheaper:
 relu' = [Z > 0], tanh' = 1 - A², sigmoid' = A (1 - A).
+
+Each activation also comes as *calls*: zero-argument functions with every array bound, that apply
+``f`` in place and multiply a gradient by ``f'`` in place. The fused epoch (:mod:`models.mlp`) strings
+them into one flat list, so an epoch allocates nothing and dispatches on nothing. They use the same
+operations in the same order as ``f`` and ``grad`` above, so both paths round identically.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, NamedTuple
+
+Call = Callable[[], Any]
 
 
 def sigmoid(xp: Any, z: Any) -> Any:
@@ -13,13 +21,45 @@ def sigmoid(xp: Any, z: Any) -> Any:
     return 0.5 * (1.0 + xp.tanh(0.5 * z))
 
 
+def sigmoid_calls(xp: Any, z: Any, out: Any) -> list[Call]:
+    """``out ← σ(z)`` as four in-place ufunc calls (``out`` may be ``z``): ½ (1 + tanh(½ z))."""
+    return [partial(xp.multiply, z, 0.5, out), partial(xp.tanh, out, out),
+            partial(xp.add, out, 1.0, out), partial(xp.multiply, out, 0.5, out)]
+
+
+def _tanh_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
+    # dA ← dA (1 - A²)
+    return [partial(xp.multiply, A, A, tmp), partial(xp.subtract, 1.0, tmp, tmp), partial(xp.multiply, dA, tmp, dA)]
+
+
+def _relu_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
+    # dA ← dA [Z > 0]; A = max(Z, 0) > 0 exactly where Z > 0, so Z need not be kept
+    return [partial(xp.greater, A, 0, tmp), partial(xp.multiply, dA, tmp, dA)]
+
+
+def _sigmoid_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
+    # dA ← dA A (1 - A)
+    return [partial(xp.subtract, 1.0, A, tmp), partial(xp.multiply, A, tmp, tmp), partial(xp.multiply, dA, tmp, dA)]
+
+
 class Activation(NamedTuple):
     f: Callable[[Any, Any], Any]  # (xp, Z) -> A
     grad: Callable[[Any, Any, Any], Any]  # (xp, Z, A) -> dA/dZ
+    f_calls: Callable[[Any, Any], list[Call]]  # (xp, Z) -> calls that set Z ← f(Z) in place
+    grad_calls: Callable[[Any, Any, Any, Any], list[Call]]  # (xp, dA, A, tmp) -> calls: dA ← dA f'(Z)
 
 
 ACTIVATIONS: dict[str, Activation] = {
-    "relu": Activation(lambda xp, z: xp.maximum(z, 0), lambda xp, z, a: (z > 0).astype(z.dtype)),
-    "tanh": Activation(lambda xp, z: xp.tanh(z), lambda xp, z, a: 1.0 - a * a),
-    "sigmoid": Activation(sigmoid, lambda xp, z, a: a * (1.0 - a)),
+    "relu": Activation(
+        lambda xp, z: xp.maximum(z, 0), lambda xp, z, a: (z > 0).astype(z.dtype),
+        lambda xp, z: [partial(xp.maximum, z, 0, out=z)], _relu_grad_calls,
+    ),
+    "tanh": Activation(
+        lambda xp, z: xp.tanh(z), lambda xp, z, a: 1.0 - a * a,
+        lambda xp, z: [partial(xp.tanh, z, z)], _tanh_grad_calls,
+    ),
+    "sigmoid": Activation(
+        sigmoid, lambda xp, z, a: a * (1.0 - a),
+        lambda xp, z: sigmoid_calls(xp, z, z), _sigmoid_grad_calls,
+    ),
 }

@@ -7,9 +7,10 @@ Both are written on logits, so the sigmoid never saturates into log(0).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from models.activations import sigmoid
+from models.activations import Call, sigmoid, sigmoid_calls
 
 
 def loss(xp: Any, task: str, z: Any, y: Any) -> Any:
@@ -26,6 +27,18 @@ def grad(xp: Any, task: str, z: Any, y: Any) -> Any:
     if task == "regression":
         return (2.0 / n) * (z - y)
     return (sigmoid(xp, z) - y) / n
+
+
+def grad_calls(xp: Any, task: str, z: Any, y: Any, g: Any, scale: float) -> list[Call]:
+    """In-place calls that set ``g ← scale · dL/dz`` for preallocated ``z``, ``y``, ``g`` of one shape.
+
+    The fused epoch passes ``scale = -lr``: backpropagation is linear in ``dL/dz``, so every weight
+    gradient then comes out as the update ``-lr ∇θ`` itself and the step is one add per layer.
+    """
+    n = z.size
+    if task == "regression":
+        return [partial(xp.subtract, z, y, g), partial(xp.multiply, g, scale * 2.0 / n, g)]
+    return [*sigmoid_calls(xp, z, g), partial(xp.subtract, g, y, g), partial(xp.multiply, g, scale / n, g)]
 
 
 def output(xp: Any, task: str, z: Any) -> Any:

@@ -7,16 +7,30 @@ task's loss (identity + MSE, or sigmoid + binary cross-entropy).
 Backward, from ``dZ_L = dL/dz``:  ``dW_l = A_{l-1}.T @ dZ_l``, ``db_l = sum(dZ_l, axis=0)``,
 ``dA_{l-1} = dZ_l @ W_l.T``, ``dZ_{l-1} = dA_{l-1} * f'(Z_{l-1})``.
 
+Two ways to run it, both written once against ``xp``:
+
+- :class:`MLP` ``.logits`` / ``.gradients`` / ``.step``: the equations as written, one allocation per
+  array (the reference, used for evaluation and checked against finite differences);
+- :class:`FullBatch`: the same epoch as a flat list of in-place calls on preallocated buffers, for
+  training. It stores activations *feature-major* (``A_l.T``, shape ``(width, n)``) with a row of ones
+  appended, so the bias rides in the matrix product (``Z_l.T = [W_l; b_l].T @ [A_{l-1}.T; 1]``) and
+  ``db_l`` comes out of the same product as ``dW_l``. Feature-major keeps every elementwise call on
+  one contiguous block: NumPy runs a row-strided or broadcast (n, width) operand row by row, which
+  costs more than the arithmetic on small nets.
+
+The parameters live in one packed matrix per layer, ``P_l = [W_l; b_l]`` of shape
+``(fan_in + 1, fan_out)``; ``MLP.params`` are views into them, so both paths see the same weights.
 The arrays live wherever ``xp`` puts them; nothing here copies to the host or waits for the device.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from models import losses
-from models.activations import ACTIVATIONS
+from models.activations import ACTIVATIONS, Call
 
 
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:
@@ -36,18 +50,24 @@ def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> lis
 
 
 class MLP:
-    """Parameters on a device plus the forward and backward passes written against ``xp``."""
+    """Parameters on a device plus the forward and backward passes written against ``xp``.
+
+    ``params`` (``[W_0, b_0, W_1, b_1, ...]``, as :func:`init_params` returns them) are copied once into
+    the packed matrices ``self.packed``; ``self.params`` are views into those. Change weights in place
+    (``p[...] = value``), never by rebinding a list entry.
+    """
 
     def __init__(self, xp: Any, params: list[Any], activation: str, task: str):
         self.xp = xp
-        self.params = params
+        self.packed = [xp.concatenate([W, b], axis=0) for W, b in zip(params[::2], params[1::2])]
+        self.params = [v for P in self.packed for v in (P[:-1], P[-1:])]  # W_l (fan_in, fan_out), b_l (1, fan_out)
         self.activation = activation
         self.task = task
         self.act = ACTIVATIONS[activation]
 
     @property
     def depth(self) -> int:
-        return len(self.params) // 2 - 1
+        return len(self.packed) - 1
 
     def logits(self, X: Any) -> tuple[Any, list[tuple[Any, Any]]]:
         """Forward pass. Returns the output ``z`` (n, 1) and the cache ``[(A_in, Z), ...]`` of hidden layers."""
@@ -91,3 +111,125 @@ class MLP:
         """One gradient-descent update in place: θ ← θ - lr · ∇θ."""
         for p, g in zip(self.params, grads):
             p -= lr * g
+
+
+class FullBatch:
+    """One data set's preallocated buffers and the full-batch epoch over them as a flat list of calls.
+
+    Layer ``l = 0..L`` (L = depth) maps its input ``H_l`` to ``Z_l``, as in :class:`MLP` but transposed.
+    Shapes, with ``n`` rows and ``k_l`` = fan-in of layer ``l`` (``k_0 = d``)::
+
+        H_0 = [X.T; 1]            (d + 1, n)        the data, transposed once, with a row of ones
+        H_l = [A_{l-1}.T; 1]      (k_l + 1, n)      hidden activations (A overwrites Z in place)
+        z = Z_L.T                 (1, n)            the output logits
+        D_l = -lr dL/dZ_l.T       (fan_out_l, n)    D_L = g = -lr dL/dz   (only when ``lr`` is given)
+        G_l = -lr dL/dP_l         (k_l + 1, fan_out_l)
+
+    Forward:  ``Z_l.T = P_l.T @ H_l``; ``H_{l+1}[:-1] = f(Z_l.T)`` for hidden layers.
+    Backward: ``G_l = H_l @ D_l.T``; ``D_{l-1} = (W_l @ D_l) ∘ f'(Z_{l-1}.T)`` with ``W_l = P_l[:-1]``.
+    Update:   ``P_l += G_l`` — gradient descent, because ``G_l`` already carries ``-lr``.
+
+    ``epoch()`` runs forward, backward and update with no allocation, no per-layer dispatch and no
+    host transfer; without ``lr`` only the forward pass is built (for the validation set).
+    """
+
+    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None):
+        xp, P = model.xp, model.packed
+        n, dtype = X.shape[0], model.packed[0].dtype
+        self.xp, self.model = xp, model
+        self.H = [_ones_row(xp, (P[0].shape[0], n), dtype)]
+        self.H[0][:-1] = X.T
+        self.H += [_ones_row(xp, (W.shape[1] + 1, n), dtype) for W in P[:-1]]
+        self.z = xp.empty((1, n), dtype=dtype)
+        self.y = xp.ascontiguousarray(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n): the same memory order
+        self.forward_calls = self._forward(P)
+        self.backward_calls: list[Call] = []
+        self.update_calls: list[Call] = []
+        if lr is not None:
+            self.grads = [xp.empty_like(p) for p in P]
+            self.backward_calls = self._backward(P, lr)
+            self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(P, self.grads)]
+        self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
+
+    def _forward(self, P: list[Any]) -> list[Call]:
+        xp, H, act = self.xp, self.H, self.model.act
+        calls: list[Call] = []
+        for l in range(len(P) - 1):
+            Z = H[l + 1][:-1]  # Z_l.T (fan_out_l, n): a contiguous block, overwritten by A_l.T in place
+            calls += [partial(xp.matmul, P[l].T, H[l], out=Z), *act.f_calls(xp, Z)]
+        calls.append(partial(xp.matmul, P[-1].T, H[-1], out=self.z))
+        return calls
+
+    def _backward(self, P: list[Any], lr: float) -> list[Call]:
+        xp, H, L = self.xp, self.H, len(P) - 1
+        g = xp.empty_like(self.z)
+        calls = losses.grad_calls(xp, self.model.task, self.z, self.y, g, -lr)
+        calls.append(partial(xp.matmul, H[L], g.T, out=self.grads[L]))  # G_L = H_L @ g.T
+        if L == 0:
+            return calls
+        # The output layer has one unit, so W_L @ g is an outer product w g (w = P_L[:-1], (k_L, 1)).
+        # NumPy runs a broadcast multiply at a third of its contiguous speed, so D_{L-1} is kept as
+        # M = [g; g; …] ∘ f'(Z_{L-1}.T), with D_{L-1} = w ∘ M row by row, and w goes onto the two small
+        # matrices that D_{L-1} meets instead: G_{L-1} = (H_{L-1} @ M.T) ∘ w.T, W_{L-1} @ D_{L-1} = (W_{L-1} ∘ w.T) @ M.
+        w_row = P[L][:-1].T  # (1, k_L)
+        M = xp.empty_like(H[L][:-1])
+        calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
+        calls += self._times_f_prime(M, H[L][:-1])
+        calls += [partial(xp.matmul, H[L - 1], M.T, out=self.grads[L - 1]),
+                  partial(xp.multiply, self.grads[L - 1], w_row, self.grads[L - 1])]
+        if L == 1:
+            return calls
+        W_scaled = xp.empty_like(P[L - 1][:-1])
+        dA = xp.empty_like(H[L - 1][:-1])
+        calls += [partial(xp.multiply, P[L - 1][:-1], w_row, W_scaled), partial(xp.matmul, W_scaled, M, out=dA)]
+        calls += self._times_f_prime(dA, H[L - 1][:-1])
+        D = dA  # D_l, (fan_out_l, n), for the layers below: the general rule
+        for l in range(L - 2, -1, -1):
+            calls.append(partial(xp.matmul, H[l], D.T, out=self.grads[l]))
+            if l == 0:
+                break  # no gradient with respect to the data
+            dA = xp.empty_like(H[l][:-1])
+            calls += [partial(xp.matmul, P[l][:-1], D, out=dA), *self._times_f_prime(dA, H[l][:-1])]
+            D = dA
+        return calls
+
+    def _times_f_prime(self, dA: Any, A: Any) -> list[Call]:
+        """Calls for ``dA ← dA ∘ f'(Z)`` in place, from the activations ``A = f(Z)`` (a scratch buffer of its own)."""
+        return self.model.act.grad_calls(self.xp, dA, A, self.xp.empty_like(dA))
+
+    def epoch(self) -> None:
+        """One gradient-descent step on the whole batch: forward, backward, update, all in place."""
+        for call in self.epoch_calls:
+            call()
+
+    def forward(self) -> Any:
+        """Run the forward pass; returns the logits ``z`` (1, n), a buffer the next call overwrites."""
+        for call in self.forward_calls:
+            call()
+        return self.z
+
+    def warm_up(self) -> None:
+        """Every call of an epoch but the update, once (CuPy compiles its kernels): the weights stay."""
+        self.forward()
+        self.loss()
+        for call in self.backward_calls:
+            call()
+
+    def backward_and_update(self) -> None:
+        """The rest of an epoch after :meth:`forward` (with the same weights)."""
+        for call in self.backward_calls:
+            call()
+        for call in self.update_calls:
+            call()
+
+    def loss(self) -> Any:
+        """The loss of the last :meth:`forward`, a 0-d device array (no host sync)."""
+        return losses.loss(self.xp, self.model.task, self.z, self.y)
+
+
+def _ones_row(xp: Any, shape: tuple[int, int], dtype: Any) -> Any:
+    """An uninitialised (rows, n) buffer whose last row is ones: the input that multiplies the bias."""
+    H = xp.empty(shape, dtype=dtype)
+    H[-1] = 1
+    return H
+

@@ -12,8 +12,14 @@ samples each time:
 ``sync_every_epoch=True`` reproduces the naive loop (the loss read on the host after every epoch) so
 its cost can be measured; it changes nothing else.
 
-Before the clock starts, one forward/backward pass without an update warms the device up (CuPy
-compiles its kernels on first use); its time is reported as ``warmup_time_s``, not in ``train_time_s``.
+Each epoch is :meth:`models.mlp.FullBatch.epoch`: a flat list of in-place calls on buffers allocated
+once per run (feature-major activations, the bias folded into the matrix products, the gradients
+scaled by ``-lr`` so the update is one add per layer). A sampled epoch splits it into forward, loss
+and backward + update, and runs the validation forward in between, on the same weights.
+
+Before the clock starts, the buffers are allocated (the data transposed once into them) and one
+forward/backward pass without an update warms the device up (CuPy compiles its kernels on first use);
+that time is reported as ``warmup_time_s``, not in ``train_time_s``.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from models.mlp import MLP
+from models.mlp import MLP, FullBatch
 
 MAX_CHECKS = 10
 
@@ -77,21 +83,26 @@ def train(
     epoch = 0
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
-    model.gradients(X, y, with_loss=True)  # no update: the weights stay as drawn
-    model.loss(X_val, y_val)
+    batch, val_batch = FullBatch(model, X, y, lr), FullBatch(model, X_val, y_val)
+    batch.warm_up()
+    val_batch.forward()
     t0 = backend.clock()
     while epoch < epochs:
         stop = min(epoch + segment, epochs)
         for e in range(epoch, stop):  # the epoch loop: device work only
-            sample = e % log_every == 0
-            loss, grads = model.gradients(X, y, with_loss=sample or sync_every_epoch)
-            if sample:
+            if e % log_every and not sync_every_epoch:
+                batch.epoch()
+                continue
+            batch.forward()
+            loss = batch.loss()
+            if e % log_every == 0:  # a sampled epoch: both losses on the weights before this update
                 k = e // log_every
                 hist[k] = loss
-                vhist[k] = model.loss(X_val, y_val)
+                val_batch.forward()
+                vhist[k] = val_batch.loss()
                 if patience:
-                    candidate = [p.copy() for p in model.params]  # weights the val loss was measured on
-            model.step(grads, lr)
+                    candidate = [P.copy() for P in model.packed]  # weights the val loss was measured on
+            batch.backward_and_update()
             if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
                 float(backend.to_numpy(loss))
 
@@ -117,7 +128,8 @@ def train(
     t1 = backend.clock()
 
     if best_params is not None and diverged_at is None:
-        model.params[:] = best_params
+        for P, best in zip(model.packed, best_params):
+            P[...] = best
     curve = np.concatenate(seen, axis=1)
     return TrainResult(
         steps=np.arange(curve.shape[1]) * log_every,
