@@ -32,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     c = tracking.client(args.tracking_uri)
-    exp = c.get_experiment_by_name(args.experiment)
-    if exp is None:
-        names = ", ".join(e.name for e in c.search_experiments()) or "none"
-        print(f"sweeper: error: --experiment={args.experiment} does not exist in {args.tracking_uri}: expected one of {names}", file=sys.stderr)
+    try:
+        exp = tracking.named_experiment(c, args.experiment, args.tracking_uri)
+    except tracking.TrackingError as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
     runs = rows(c, exp.experiment_id)
     found = speedup.pair(runs)

@@ -242,11 +242,8 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     return board
 
 
-def latest_parent(c: Any, experiment: str) -> Any:
-    exp = c.get_experiment_by_name(experiment)
-    if exp is None:
-        names = ", ".join(e.name for e in c.search_experiments()) or "none"
-        raise tracking.TrackingError(f"--experiment={experiment} does not exist: expected one of {names}")
+def latest_parent(c: Any, experiment: str, uri: str) -> Any:
+    exp = tracking.named_experiment(c, experiment, uri)
     parents = [r for r in tracking.search(c, [exp.experiment_id], "tags.sweep_dir != ''")]
     if not parents:
         raise tracking.TrackingError(f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... first")
@@ -262,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     c = tracking.client(args.tracking_uri)
     try:
-        parent = latest_parent(c, args.experiment) if args.experiment else c.get_run(args.parent)
+        parent = latest_parent(c, args.experiment, args.tracking_uri) if args.experiment else c.get_run(args.parent)
     except Exception as e:
         print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

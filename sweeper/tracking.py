@@ -12,6 +12,7 @@ import re
 import sqlite3
 import subprocess
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -134,6 +135,15 @@ def experiment_id(c: Any, name: str, uri: str) -> str:
     return exp.experiment_id
 
 
+def named_experiment(c: Any, name: str, uri: str) -> Any:
+    """The active experiment ``name`` of a store, or TrackingError naming the ones that exist."""
+    exp = c.get_experiment_by_name(name)
+    if exp is None or exp.lifecycle_stage == "deleted":
+        names = ", ".join(e.name for e in c.search_experiments()) or "none"
+        raise TrackingError(f"--experiment={name} does not exist in {uri}: expected one of {names}")
+    return exp
+
+
 def finished_run(c: Any, experiment: str, fingerprint: str, device: str) -> str | None:
     """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one."""
     found = c.search_runs(
@@ -144,7 +154,9 @@ def finished_run(c: Any, experiment: str, fingerprint: str, device: str) -> str 
     return found[0].info.run_id if found else None
 
 
+@lru_cache(maxsize=1)
 def git_commit() -> str | None:
+    """The checkout's commit (once per process: jobs of an in-process multirun share it)."""
     try:
         out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
