@@ -47,12 +47,12 @@ class Board:
     def table(self, fmt: str = "simple") -> str:
         from tabulate import tabulate
 
-        body = [[_cell(r.get(c)) for c in self.columns] for r in self.rows]
+        body = [[_cell(_shown(r, c)) for c in self.columns] for r in self.rows]
         return tabulate(body, headers=self.columns, tablefmt=fmt, disable_numparse=True)
 
     def csv(self) -> str:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=[*self.columns, "run_id"], extrasaction="ignore")
+        writer = csv.DictWriter(buf, fieldnames=[*self.columns, "reason", "run_id"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(self.rows)
         return buf.getvalue()
@@ -60,6 +60,13 @@ class Board:
 
 def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _shown(row: dict[str, Any], column: str) -> Any:
+    """A cell as the table shows it: the status carries the failure reason, shortened."""
+    if column == "status" and row.get("reason"):
+        return f"{row['status']}: {_short(row['reason'])}"
+    return row.get(column)
 
 
 def _cell(v: Any) -> str:
@@ -90,7 +97,7 @@ def build(runs: list[Any]) -> Board:
             "run": r.info.run_name, **{k: r.data.params.get(k) for k in keys},
             f"val_{metric}": m.get(f"val_{metric}"), f"test_{metric}": m.get(f"test_{metric}"),
             "train_time_s": m.get("train_time_s"), "speedup": m.get("speedup"),
-            "status": r.info.status + (f": {_short(r.data.tags['failure_reason'])}" if "failure_reason" in r.data.tags else ""),
+            "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
         })
 

@@ -70,6 +70,8 @@ def test_a_diverged_run_is_recorded_and_the_sweep_finishes(tmp_path, store):
     assert by_lr["50"].info.status == "FAILED"
     assert by_lr["50"].data.tags["failure_reason"].startswith("diverged at epoch")
     assert "FAILED: diverged at epoch" in proc.stdout  # the summary ran
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.data.metrics["n_failed"] == 1 and parent.data.metrics["n_finished"] == 1
 
 
 def digest(db):
