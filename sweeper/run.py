@@ -120,14 +120,15 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        dataset = data.load(cfg.data, cfg.seed)
-        run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
-                                    tracking.flatten(plain), _parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
-        if ctx.sweep_dir is None:
-            raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
-        tracking_error = f"tracking.uri={uri} failed at the start: {tracking.first_line(e)}"
-        dataset = data.load(cfg.data, cfg.seed)
+        tracking_error = _tracking_failed(e, ctx, uri, "at the start")
+    dataset = data.load(cfg.data, cfg.seed)  # outside the guard: a data file's OSError is no tracking failure
+    if tracking_error is None:
+        try:
+            run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
+                                        tracking.flatten(plain), _parent(ctx, cfg))
+        except tracking.UNREACHABLE as e:
+            tracking_error = _tracking_failed(e, ctx, uri, "at the start")
     result["run_id"] = run_id
 
     config_file = ctx.output_dir / "config_resolved.yaml"
@@ -160,8 +161,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if cfg.tracking.log_model:
             folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
                                            dataset.raw(dataset.X_test), out.test_pred)
-    np.savez(ctx.output_dir / CURVES_FILE, **{f"{k}_{part}": v for k, (s, l) in out.curves.items()
-                                              for part, v in (("steps", s), ("values", l))})
+    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
+                                              for part, array in (("steps", steps), ("values", values))})
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
                "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
                                                                             for k, v in folders.items()}}}
@@ -170,14 +171,20 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
                                 tags={"failure_reason": out.reason} if out.reason else None, status=status)
         except tracking.UNREACHABLE as e:
-            if ctx.sweep_dir is None:
-                raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
-            tracking_error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
+            tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:
         log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
                   tracking_error, ctx.output_dir, ctx.sweep_dir)
         result |= {"pending_upload": True, "tracking_error": tracking_error}
     return _finish(ctx, result)
+
+
+def _tracking_failed(e: BaseException, ctx: JobContext, uri: str, when: str) -> str:
+    """A single run stops on a tracking failure (TrackingError, one line); a multirun job keeps going
+    and gets the reason back, for its result.json."""
+    if ctx.sweep_dir is None:
+        raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
+    return f"tracking.uri={uri} failed {when}: {tracking.first_line(e)}"
 
 
 def _name(ctx: JobContext, cfg: DictConfig) -> str:
