@@ -100,8 +100,14 @@ def start(config: DictConfig) -> dict[str, Any]:
 
 
 def _state(sweep_dir: Path) -> dict[str, Any]:
+    """The sweep's sweep.json; read once per version of the file (each job consults it several times)."""
     path = sweep_dir / SWEEP_FILE
-    return json.loads(path.read_text()) if path.is_file() else {"parents": [], "n_jobs": 0}
+    return _read_state(path, path.stat().st_mtime_ns) if path.is_file() else {"parents": [], "n_jobs": 0}
+
+
+@lru_cache(maxsize=8)
+def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
+    return json.loads(path.read_text())
 
 
 def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
@@ -111,7 +117,6 @@ def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=8)
 def job_count(sweep_dir: Path | None) -> int:
     return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
 
