@@ -25,6 +25,8 @@ for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQ
     os.environ.setdefault(_key, _value)
 
 import mlflow  # noqa: E402,F401  (imported first: it configures its loggers on import)
+from mlflow.exceptions import MlflowException  # noqa: E402
+from requests.exceptions import RequestException  # noqa: E402
 
 from sweeper import ROOT  # noqa: E402
 
@@ -42,15 +44,8 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be used as configured; one line."""
 
 
-def _unreachable() -> tuple[type[BaseException], ...]:
-    from mlflow.exceptions import MlflowException
-    from requests.exceptions import RequestException
-
-    return (MlflowException, RequestException, OSError)
-
-
 # What a failing store or server raises (after MLflow's own retries).
-UNREACHABLE = _unreachable()
+UNREACHABLE = (MlflowException, RequestException, OSError)
 
 
 def first_line(e: BaseException) -> str:
