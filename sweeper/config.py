@@ -106,7 +106,9 @@ DATA: dict[str, dict[str, Rule]] = {
 }
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
-TRACKING: dict[str, Rule] = {"uri": text(), "experiment": text(), "log_model": _BOOL, "system_metrics": _BOOL}
+TRACKING: dict[str, Rule] = {
+    "uri": text(), "experiment": text(), "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
+}
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
 GROUPS = ("data", "tracking", "sweep", "best")

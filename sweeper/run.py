@@ -133,7 +133,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))
-    monitor = tracking.system_monitor(run_id, uri) if run_id and cfg.tracking.system_metrics else None
+    monitor = tracking.system_monitor(client, run_id, uri) if run_id and cfg.tracking.system_metrics else None
     try:
         out = train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
@@ -143,33 +143,34 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
-        tracking.stop(monitor)
+        system = tracking.stop(monitor)
         if run_id:
-            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED")
+            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED", system=system)
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
         log.exception("run %s failed", run_id)
         return result
     out.scores["wall_time_s"] = time.perf_counter() - t_start
-    tracking.stop(monitor)
+    system = tracking.stop(monitor)
 
     status = "FAILED" if out.reason else "FINISHED"
-    files, folders = [config_file], {}
+    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
+                                              for part, array in (("steps", steps), ("values", values))})
+    files, folders = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if out.reason is None:
         files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if cfg.tracking.log_model:
             folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
                                            dataset.raw(dataset.X_test), out.test_pred)
-    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
-                                              for part, array in (("steps", steps), ("values", values))})
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
                "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
                                                                             for k, v in folders.items()}}}
     if run_id:
         try:
             tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
-                                tags={"failure_reason": out.reason} if out.reason else None, status=status)
+                                tags={"failure_reason": out.reason} if out.reason else None, status=status,
+                                curve_points=cfg.tracking.curve_points, system=system)
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:

@@ -1,8 +1,9 @@
 """MLflow: the store, the experiment, one parent run per multirun and one child run per job.
 
-Calls are few and batched (each costs ~15 ms on SQLite, more over HTTP): a child run is created with
-its tags, gets its params in one ``log_batch``, and at the end all metrics and the loss curves in as
-few ``log_batch`` calls as the 1000-metric limit allows, then the resolved config as an artifact.
+Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child run is created with
+its tags, gets its params in one ``log_batch``, and at the end all metrics and the loss curves (at most
+``curve_points`` of each) in as few ``log_batch`` calls as the 1000-metric limit allows, then the
+artifacts (resolved config, predictions, the whole curves, the model).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +40,10 @@ DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
 PARAM_BATCH = 100
+# Points of each loss curve sent to MLflow (tracking.curve_points): as many as the default run samples
+# (5000 epochs / log_every 50), so a longer run costs MLflow no more rows (~55 µs each on SQLite) and
+# charts the same. Every sample is in the run's curves.npz artifact.
+CURVE_POINTS = 100
 
 
 class TrackingError(RuntimeError):
@@ -96,6 +102,8 @@ def open_store(uri: str) -> Any:
     """
     db = sqlite_path(uri)
     if db is not None:
+        if _is_wal_database(db):
+            return client(uri)  # made by an earlier open_store: nothing to create or switch
         db.parent.mkdir(parents=True, exist_ok=True)
     if uri.startswith(("http://", "https://")):
         check_server(uri)
@@ -108,6 +116,28 @@ def open_store(uri: str) -> Any:
         with sqlite3.connect(db) as con:
             con.execute("PRAGMA journal_mode=WAL")
     return c
+
+
+def _is_wal_database(db: Path) -> bool:
+    """Whether ``db`` is an SQLite database already in WAL mode (its header's read/write versions are 2)."""
+    try:
+        with open(db, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
+    """At most ``points`` (plus the last) evenly strided samples of a curve; ``points`` = 0 keeps all."""
+    steps, values = list(steps), list(values)
+    if points <= 0 or len(steps) <= points:
+        return steps, values
+    stride = -(-len(steps) // points)
+    keep = list(range(0, len(steps), stride))
+    if keep[-1] != len(steps) - 1:
+        keep.append(len(steps) - 1)
+    return [steps[i] for i in keep], [values[i] for i in keep]
 
 
 def experiment_id(c: Any, name: str, uri: str) -> str:
@@ -186,6 +216,7 @@ def start_run(
     if commit:
         tags["mlflow.source.git.commit"] = commit
     run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    _artifact_uris[run.info.run_id] = run.info.artifact_uri
     items = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, len(items), PARAM_BATCH):
         c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
@@ -220,41 +251,125 @@ def finish_run(
     folders: Mapping[str, Path] | None = None,
     tags: Mapping[str, str] | None = None,
     status: str = "FINISHED",
+    curve_points: int = CURVE_POINTS,
+    system: Iterable[Any] = (),
 ) -> None:
-    """Log final metrics, curves (metric name → (steps, values)), artifact files, artifact folders
-    (artifact path → local folder) and tags; end the run."""
+    """Log final metrics, curves (metric name → (steps, values), each thinned to ``curve_points``),
+    the system metrics a sampler kept (``system``), artifact files, artifact folders (artifact path →
+    local folder) and tags; end the run."""
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
-    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()] + list(system)
     for name, (steps, values) in dict(curves).items():
-        items += [Metric(name, float(v), now, int(s)) for s, v in zip(steps, values)]
+        items += [Metric(name, float(v), now, int(s)) for s, v in zip(*thin(steps, values, curve_points))]
     for i in range(0, len(items), BATCH):
         c.log_batch(run_id, metrics=items[i : i + BATCH])
     if tags:
         c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-    for path in artifacts:
-        c.log_artifact(run_id, str(path))
-    for name, folder in (folders or {}).items():
-        c.log_artifacts(run_id, str(folder), name)
+    artifacts, folders = list(artifacts), dict(folders or {})
+    if artifacts or folders:
+        repo = _artifact_repo(c, run_id)
+        for path in artifacts:
+            repo.log_artifact(str(path))
+        for name, folder in folders.items():
+            repo.log_artifacts(str(folder), name)
     c.set_terminated(run_id, status)
+    _artifact_uris.pop(run_id, None)
 
 
-def system_monitor(run_id: str, uri: str, interval: float = 0.5) -> Any:
-    """Start MLflow's system-metrics sampler (CPU, memory; GPU with nvidia-ml-py) if psutil is installed.
+# Artifact URIs of the runs this process created: logging artifacts needs no get_run round trip.
+_artifact_uris: dict[str, str] = {}
 
-    Sampled every ``interval`` seconds, which suits runs of a few seconds; returns None without psutil.
+
+def _artifact_repo(c: Any, run_id: str) -> Any:
+    """Where a run's artifacts go, as ``MlflowClient.log_artifact`` finds it, without asking the store
+    again for a run that :func:`start_run` created."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    uri = _artifact_uris.get(run_id) or c.get_run(run_id).info.artifact_uri
+    return get_artifact_repository(uri, tracking_uri=c.tracking_uri)
+
+
+class SystemSampler:
+    """CPU, memory, disk and network (and GPU with nvidia-ml-py) sampled every ``interval`` seconds in a
+    thread, as MLflow's ``system/...`` metrics, one step per sample.
+
+    MLflow's own monitor asks the store for the run and logs at every sample (two store calls every
+    interval, each holding the GIL the training loop needs). Here the samples stay in memory: a run
+    shorter than ``flush_every`` seconds logs them with its final batch (no extra store call), a longer
+    one also sends them from the thread every ``flush_every`` seconds, so they show up live.
     """
+
+    def __init__(self, c: Any, run_id: str, uri: str, interval: float, flush_every: float):
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        # MLflow picks the monitors (GPU only where its driver library answers); its thread is not started.
+        self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
+        self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, flush_every
+        self.rows: list[Any] = []
+        self.step = 0
+        self.flush_error: str | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="sweeper-system-metrics")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        last_flush = time.monotonic()
+        for m in self.monitors:
+            m.collect_metrics()  # psutil's CPU percentage counts from its previous call
+            m.clear_metrics()
+        while not self._done.wait(self.interval):
+            self._sample()
+            if time.monotonic() - last_flush >= self.flush_every:
+                last_flush = time.monotonic()
+                self._flush()
+
+    def _sample(self) -> None:
+        from mlflow.entities import Metric
+
+        now, row = int(time.time() * 1000), []
+        for m in self.monitors:
+            m.collect_metrics()
+            row += [Metric(f"system/{k}", float(v), now, self.step) for k, v in m.aggregate_metrics().items()]
+            m.clear_metrics()
+        with self._lock:
+            self.rows += row
+            self.step += 1
+
+    def _flush(self) -> None:
+        with self._lock:
+            rows, self.rows = self.rows, []
+        try:
+            for i in range(0, len(rows), BATCH):
+                self.c.log_batch(self.run_id, metrics=rows[i : i + BATCH])
+        except UNREACHABLE as e:  # the run still ends; these samples are lost, said once
+            if self.flush_error is None:
+                self.flush_error = first_line(e)
+                logging.getLogger(__name__).warning("system metrics of run %s not logged: %s", self.run_id, self.flush_error)
+
+    def stop(self) -> list[Any]:
+        """Stop sampling; return the samples not logged yet (for the run's final batch). A run shorter
+        than one interval gets one sample, over its whole length."""
+        self._done.set()
+        self._thread.join()
+        if self.step == 0:
+            self._sample()
+        with self._lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+
+def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_every: float = 30.0) -> SystemSampler | None:
+    """Start sampling system metrics for a run if psutil is installed (None without it)."""
     try:
         import psutil  # noqa: F401
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
     except ImportError:
         return None
-    monitor = SystemMetricsMonitor(run_id, sampling_interval=interval, samples_before_logging=1, tracking_uri=uri)
-    monitor.start()
-    return monitor
+    return SystemSampler(c, run_id, uri, interval, flush_every)
 
 
-def stop(monitor: Any) -> None:
-    if monitor is not None:
-        monitor.finish()
+def stop(monitor: SystemSampler | None) -> list[Any]:
+    """Stop a sampler; the samples it has not logged, to pass to :func:`finish_run` (``system=``)."""
+    return monitor.stop() if monitor is not None else []

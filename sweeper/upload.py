@@ -48,6 +48,7 @@ def upload(path: Path, uri: str | None = None) -> str:
     tracking.finish_run(
         c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in art["folders"].items()},
         tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
+        curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
     )
     if r.get("run_id"):  # the run the job had started before the server failed
         try:
