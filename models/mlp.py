@@ -150,21 +150,23 @@ class FullBatch:
             self.backward_calls = self._backward(P, lr)
             self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(P, self.grads)]
         self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
+        # The largest matrix product of an epoch (FLOPs), for the backend's thread policy.
+        self.product_flops = 2.0 * n * max(p.shape[0] * p.shape[1] for p in P)
 
     def _forward(self, P: list[Any]) -> list[Call]:
         xp, H, act = self.xp, self.H, self.model.act
         calls: list[Call] = []
         for l in range(len(P) - 1):
             Z = H[l + 1][:-1]  # Z_l.T (fan_out_l, n): a contiguous block, overwritten by A_l.T in place
-            calls += [partial(xp.matmul, P[l].T, H[l], out=Z), *act.f_calls(xp, Z)]
-        calls.append(partial(xp.matmul, P[-1].T, H[-1], out=self.z))
+            calls += [partial(xp.dot, P[l].T, H[l], Z), *act.f_calls(xp, Z)]
+        calls.append(partial(xp.dot, P[-1].T, H[-1], self.z))
         return calls
 
     def _backward(self, P: list[Any], lr: float) -> list[Call]:
         xp, H, L = self.xp, self.H, len(P) - 1
         g = xp.empty_like(self.z)
         calls = losses.grad_calls(xp, self.model.task, self.z, self.y, g, -lr)
-        calls.append(partial(xp.matmul, H[L], g.T, out=self.grads[L]))  # G_L = H_L @ g.T
+        calls.append(partial(xp.dot, H[L], g.T, self.grads[L]))  # G_L = H_L @ g.T
         if L == 0:
             return calls
         # The output layer has one unit, so W_L @ g is an outer product w g (w = P_L[:-1], (k_L, 1)).
@@ -175,21 +177,21 @@ class FullBatch:
         M = xp.empty_like(H[L][:-1])
         calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
         calls += self._times_f_prime(M, H[L][:-1])
-        calls += [partial(xp.matmul, H[L - 1], M.T, out=self.grads[L - 1]),
+        calls += [partial(xp.dot, H[L - 1], M.T, self.grads[L - 1]),
                   partial(xp.multiply, self.grads[L - 1], w_row, self.grads[L - 1])]
         if L == 1:
             return calls
         W_scaled = xp.empty_like(P[L - 1][:-1])
         dA = xp.empty_like(H[L - 1][:-1])
-        calls += [partial(xp.multiply, P[L - 1][:-1], w_row, W_scaled), partial(xp.matmul, W_scaled, M, out=dA)]
+        calls += [partial(xp.multiply, P[L - 1][:-1], w_row, W_scaled), partial(xp.dot, W_scaled, M, dA)]
         calls += self._times_f_prime(dA, H[L - 1][:-1])
         D = dA  # D_l, (fan_out_l, n), for the layers below: the general rule
         for l in range(L - 2, -1, -1):
-            calls.append(partial(xp.matmul, H[l], D.T, out=self.grads[l]))
+            calls.append(partial(xp.dot, H[l], D.T, self.grads[l]))
             if l == 0:
                 break  # no gradient with respect to the data
             dA = xp.empty_like(H[l][:-1])
-            calls += [partial(xp.matmul, P[l][:-1], D, out=dA), *self._times_f_prime(dA, H[l][:-1])]
+            calls += [partial(xp.dot, P[l][:-1], D, dA), *self._times_f_prime(dA, H[l][:-1])]
             D = dA
         return calls
 

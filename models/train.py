@@ -84,48 +84,49 @@ def train(
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
     batch, val_batch = FullBatch(model, X, y, lr), FullBatch(model, X_val, y_val)
-    batch.warm_up()
-    val_batch.forward()
-    t0 = backend.clock()
-    while epoch < epochs:
-        stop = min(epoch + segment, epochs)
-        for e in range(epoch, stop):  # the epoch loop: device work only
-            if e % log_every and not sync_every_epoch:
-                batch.epoch()
-                continue
-            batch.forward()
-            loss = batch.loss()
-            if e % log_every == 0:  # a sampled epoch: both losses on the weights before this update
-                k = e // log_every
-                hist[k] = loss
-                val_batch.forward()
-                vhist[k] = val_batch.loss()
-                if patience:
-                    candidate = [P.copy() for P in model.packed]  # weights the val loss was measured on
-            batch.backward_and_update()
-            if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
-                float(backend.to_numpy(loss))
+    with backend.host_threads(batch.product_flops):  # one BLAS thread for small products
+        batch.warm_up()
+        val_batch.forward()
+        t0 = backend.clock()
+        while epoch < epochs:
+            stop = min(epoch + segment, epochs)
+            for e in range(epoch, stop):  # the epoch loop: device work only
+                if e % log_every and not sync_every_epoch:
+                    batch.epoch()
+                    continue
+                batch.forward()
+                loss = batch.loss()
+                if e % log_every == 0:  # a sampled epoch: both losses on the weights before this update
+                    k = e // log_every
+                    hist[k] = loss
+                    val_batch.forward()
+                    vhist[k] = val_batch.loss()
+                    if patience:
+                        candidate = [P.copy() for P in model.packed]  # weights the val loss was measured on
+                batch.backward_and_update()
+                if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
+                    float(backend.to_numpy(loss))
 
-        k0, k1 = epoch // log_every, math.ceil(stop / log_every)
-        seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
-        h, v = seen[-1]
-        bad = np.flatnonzero(~np.isfinite(h) | ~np.isfinite(v))
-        if bad.size:
-            diverged_at = (k0 + int(bad[0])) * log_every
-            epoch = diverged_at
-            seen[-1] = seen[-1][:, : int(bad[0]) + 1]
-            break
-        for i, val in enumerate(v):
-            if val < best_val:
-                best_val, best_epoch = float(val), (k0 + i) * log_every
-                if patience:
-                    best_params = candidate
-        epoch = stop
-        if progress is not None:
-            progress(epoch, float(h[-1]), float(v[-1]))
-        if patience and epoch - best_epoch >= patience:
-            break
-    t1 = backend.clock()
+            k0, k1 = epoch // log_every, math.ceil(stop / log_every)
+            seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
+            h, v = seen[-1]
+            bad = np.flatnonzero(~np.isfinite(h) | ~np.isfinite(v))
+            if bad.size:
+                diverged_at = (k0 + int(bad[0])) * log_every
+                epoch = diverged_at
+                seen[-1] = seen[-1][:, : int(bad[0]) + 1]
+                break
+            for i, val in enumerate(v):
+                if val < best_val:
+                    best_val, best_epoch = float(val), (k0 + i) * log_every
+                    if patience:
+                        best_params = candidate
+            epoch = stop
+            if progress is not None:
+                progress(epoch, float(h[-1]), float(v[-1]))
+            if patience and epoch - best_epoch >= patience:
+                break
+        t1 = backend.clock()
 
     if best_params is not None and diverged_at is None:
         for P, best in zip(model.packed, best_params):

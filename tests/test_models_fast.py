@@ -12,7 +12,7 @@ import pytest
 import models
 from models.activations import ACTIVATIONS
 from models.mlp import MLP, FullBatch, init_params
-from sweeper.backend import Backend
+from sweeper.backend import SMALL_PRODUCT_FLOPS, resolve
 
 
 def _problem(task, depth, activation, n=37, d=5, width=6, seed=0):
@@ -120,7 +120,7 @@ def test_training_follows_scikit_learns_gradient_descent(dtype, rtol):
         ref.fit(X, y.ravel())
     assert ref.n_iter_ == epochs
 
-    backend = Backend("cpu", np)
+    backend = resolve("cpu")  # the real CPU backend, with its BLAS thread policy
     model = MLP(np, [p.copy() for p in params], "tanh", "regression")
     models.train(backend, model, X, y, X, y, lr=lr, epochs=epochs, log_every=50)
     ours = float(np.mean((model.predict(Xt) - yt) ** 2))
@@ -128,3 +128,25 @@ def test_training_follows_scikit_learns_gradient_descent(dtype, rtol):
     assert ours == pytest.approx(theirs, rel=rtol)
     for a, b in zip(model.params[::2], ref.coefs_):
         np.testing.assert_allclose(a, b, rtol=100 * rtol, atol=100 * rtol)
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_the_cpu_backend_runs_small_products_on_one_blas_thread_and_restores_the_default():
+    backend, before = resolve("cpu"), _blas_threads()
+    assert before, "NumPy's BLAS is not visible to threadpoolctl"
+    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2):
+        assert _blas_threads() == [1] * len(before)
+    assert _blas_threads() == before
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2):
+        assert _blas_threads() == before
+
+
+def test_the_epoch_reports_its_largest_matrix_product():
+    X, y = np.ones((100, 10)), np.ones((100, 1))
+    model = MLP(np, init_params([10, 32, 32, 1], "tanh", 0, "float64"), "tanh", "regression")
+    assert FullBatch(model, X, y, 0.1).product_flops == 2 * 100 * 33 * 32  # the (32 + 1) x 32 layer
