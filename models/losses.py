@@ -29,13 +29,14 @@ def grad(xp: Any, task: str, z: Any, y: Any) -> Any:
     return (sigmoid(xp, z) - y) / n
 
 
-def grad_calls(xp: Any, task: str, z: Any, y: Any, g: Any, scale: float) -> list[Call]:
+def grad_calls(xp: Any, task: str, z: Any, y: Any, g: Any, scale: float, n: int | None = None) -> list[Call]:
     """In-place calls that set ``g ← scale · dL/dz`` for preallocated ``z``, ``y``, ``g`` of one shape.
 
     The fused epoch passes ``scale = -lr``: backpropagation is linear in ``dL/dz``, so every weight
     gradient then comes out as the update ``-lr ∇θ`` itself and the step is one add per layer.
+    ``n`` is the number of rows the loss averages over (``z.size`` unless ``z`` is a block of them).
     """
-    n = z.size
+    n = z.size if n is None else n
     if task == "regression":
         return [partial(xp.subtract, z, y, g), partial(xp.multiply, g, scale * 2.0 / n, g)]
     return [*sigmoid_calls(xp, z, g), partial(xp.subtract, g, y, g), partial(xp.multiply, g, scale / n, g)]

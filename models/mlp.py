@@ -131,9 +131,17 @@ class FullBatch:
 
     ``epoch()`` runs forward, backward and update with no allocation, no per-layer dispatch and no
     host transfer; without ``lr`` only the forward pass is built (for the validation set).
+
+    **Column blocks.** Every array with a sample axis has it last, so the forward pass and the
+    ``D_l`` of the backward pass are independent across blocks of columns (samples). With ``parts``
+    > 1 (CPU only, from the backend's thread policy) the epoch is built once per column block and the
+    blocks run on ``parts`` threads (NumPy and a single-threaded BLAS release the GIL), each
+    block writing its share of every ``G_l`` into buffers of its own; the shares are summed and the
+    weights updated after the blocks meet. One meeting point per epoch, and every product and
+    elementwise pass on two cores, where BLAS threads alone leave the elementwise work on one.
     """
 
-    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None):
+    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None):
         xp, P = model.xp, model.packed
         n, dtype = X.shape[0], model.packed[0].dtype
         self.xp, self.model = xp, model
@@ -142,62 +150,91 @@ class FullBatch:
         self.H += [_ones_row(xp, (W.shape[1] + 1, n), dtype) for W in P[:-1]]
         self.z = xp.empty((1, n), dtype=dtype)
         self.y = xp.ascontiguousarray(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n): the same memory order
-        self.forward_calls = self._forward(P)
-        self.backward_calls: list[Call] = []
-        self.update_calls: list[Call] = []
+        self.product_flops = product_flops(model, n)
+        blocks = column_blocks(n, parts) if pool is not None else [slice(None)]
+        self.parts, self.pool = len(blocks), pool
+        self._mm = partial(_product, xp, len(blocks) > 1)
+        forward = [self._forward(P, cols) for cols in blocks]
+        self.pre_calls: list[Call] = []  # weight-only work before the backward pass
+        backward: list[list[Call]] = [[] for _ in blocks]
+        self.post_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
-            self.backward_calls = self._backward(P, lr)
-            self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(P, self.grads)]
-        self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
-        # The largest matrix product of an epoch (FLOPs), for the backend's thread policy.
-        self.product_flops = 2.0 * n * max(p.shape[0] * p.shape[1] for p in P)
+            shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
+            self._scratch(P, n, dtype)
+            backward = [self._backward(P, lr, cols, G, n) for cols, G in zip(blocks, shares)]
+            self.post_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
+            self.post_calls += self._rescale_calls(P)
+            self.post_calls += [partial(xp.add, p, G, p) for p, G in zip(P, self.grads)]
+        if len(blocks) == 1:
+            self.forward_calls = forward[0]
+            self.backward_calls = self.pre_calls + backward[0]
+        else:
+            self.forward_calls = [_Blocks(pool, forward)]
+            self.backward_calls = self.pre_calls + [_Blocks(pool, backward)] if lr is not None else []
+            self._epoch_blocks = _Blocks(pool, [f + b for f, b in zip(forward, backward)])
+        self.update_calls = self.post_calls
+        if len(blocks) == 1:
+            self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
+        else:
+            self.epoch_calls = [*self.pre_calls, self._epoch_blocks, *self.post_calls]
 
-    def _forward(self, P: list[Any]) -> list[Call]:
-        xp, H, act = self.xp, self.H, self.model.act
+    def _forward(self, P: list[Any], cols: slice) -> list[Call]:
+        xp, H, act, mm = self.xp, self.H, self.model.act, self._mm
         calls: list[Call] = []
         for l in range(len(P) - 1):
-            Z = H[l + 1][:-1]  # Z_l.T (fan_out_l, n): a contiguous block, overwritten by A_l.T in place
-            calls += [partial(xp.dot, P[l].T, H[l], Z), *act.f_calls(xp, Z)]
-        calls.append(partial(xp.dot, P[-1].T, H[-1], self.z))
+            Z = H[l + 1][:-1][:, cols]  # Z_l.T (fan_out_l, n): overwritten by A_l.T in place
+            calls += [mm(P[l].T, H[l][:, cols], Z), *act.f_calls(xp, Z)]
+        calls.append(mm(P[-1].T, H[-1][:, cols], self.z[:, cols]))
         return calls
 
-    def _backward(self, P: list[Any], lr: float) -> list[Call]:
-        xp, H, L = self.xp, self.H, len(P) - 1
-        g = xp.empty_like(self.z)
-        calls = losses.grad_calls(xp, self.model.task, self.z, self.y, g, -lr)
-        calls.append(partial(xp.dot, H[L], g.T, self.grads[L]))  # G_L = H_L @ g.T
+    def _scratch(self, P: list[Any], n: int, dtype: Any) -> None:
+        """Full-width buffers of the backward pass (each block works on its columns of them)."""
+        xp, L = self.xp, len(P) - 1
+        self.g = xp.empty((1, n), dtype=dtype)
+        # D_l and a scratch for f' for every hidden layer l < L (D_{L-1} is kept as M, see _backward)
+        self.D = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
+        self.tmp = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
+        if L >= 2:
+            self.W_scaled = xp.empty_like(P[L - 1][:-1])
+            # W_{L-1} ∘ w.T, from the weights of this epoch: computed before the blocks run
+            self.pre_calls = [partial(xp.multiply, P[L - 1][:-1], P[L][:-1].T, self.W_scaled)]
+
+    def _rescale_calls(self, P: list[Any]) -> list[Call]:
+        """``G_{L-1} ∘ w.T`` once the shares are summed (see :meth:`_backward`)."""
+        L = len(P) - 1
+        if L == 0:
+            return []
+        return [partial(self.xp.multiply, self.grads[L - 1], P[L][:-1].T, self.grads[L - 1])]
+
+    def _backward(self, P: list[Any], lr: float, cols: slice, G: list[Any], n: int) -> list[Call]:
+        xp, H, L, mm = self.xp, self.H, len(P) - 1, self._mm
+        g = self.g[:, cols]
+        calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, -lr, n)
+        calls.append(mm(H[L][:, cols], g.T, G[L]))  # G_L = H_L @ g.T
         if L == 0:
             return calls
         # The output layer has one unit, so W_L @ g is an outer product w g (w = P_L[:-1], (k_L, 1)).
         # NumPy runs a broadcast multiply at a third of its contiguous speed, so D_{L-1} is kept as
         # M = [g; g; …] ∘ f'(Z_{L-1}.T), with D_{L-1} = w ∘ M row by row, and w goes onto the two small
-        # matrices that D_{L-1} meets instead: G_{L-1} = (H_{L-1} @ M.T) ∘ w.T, W_{L-1} @ D_{L-1} = (W_{L-1} ∘ w.T) @ M.
-        w_row = P[L][:-1].T  # (1, k_L)
-        M = xp.empty_like(H[L][:-1])
+        # matrices that D_{L-1} meets instead: G_{L-1} = (H_{L-1} @ M.T) ∘ w.T (after the shares are
+        # summed), W_{L-1} @ D_{L-1} = (W_{L-1} ∘ w.T) @ M (W_scaled, before the blocks run).
+        M = self.D[L - 1][:, cols]
         calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
-        calls += self._times_f_prime(M, H[L][:-1])
-        calls += [partial(xp.dot, H[L - 1], M.T, self.grads[L - 1]),
-                  partial(xp.multiply, self.grads[L - 1], w_row, self.grads[L - 1])]
-        if L == 1:
-            return calls
-        W_scaled = xp.empty_like(P[L - 1][:-1])
-        dA = xp.empty_like(H[L - 1][:-1])
-        calls += [partial(xp.multiply, P[L - 1][:-1], w_row, W_scaled), partial(xp.dot, W_scaled, M, dA)]
-        calls += self._times_f_prime(dA, H[L - 1][:-1])
-        D = dA  # D_l, (fan_out_l, n), for the layers below: the general rule
-        for l in range(L - 2, -1, -1):
-            calls.append(partial(xp.dot, H[l], D.T, self.grads[l]))
-            if l == 0:
-                break  # no gradient with respect to the data
-            dA = xp.empty_like(H[l][:-1])
-            calls += [partial(xp.dot, P[l][:-1], D, dA), *self._times_f_prime(dA, H[l][:-1])]
+        calls += self._times_f_prime(M, H[L][:-1][:, cols], self.tmp[L - 1][:, cols])
+        calls.append(mm(H[L - 1][:, cols], M.T, G[L - 1]))
+        D = M
+        for l in range(L - 1, 0, -1):  # D_{l-1} from D_l, then G_{l-1}
+            dA = self.D[l - 1][:, cols]
+            W = self.W_scaled if l == L - 1 else P[l][:-1]
+            calls += [mm(W, D, dA), *self._times_f_prime(dA, H[l][:-1][:, cols], self.tmp[l - 1][:, cols])]
+            calls.append(mm(H[l - 1][:, cols], dA.T, G[l - 1]))
             D = dA
         return calls
 
-    def _times_f_prime(self, dA: Any, A: Any) -> list[Call]:
-        """Calls for ``dA ← dA ∘ f'(Z)`` in place, from the activations ``A = f(Z)`` (a scratch buffer of its own)."""
-        return self.model.act.grad_calls(self.xp, dA, A, self.xp.empty_like(dA))
+    def _times_f_prime(self, dA: Any, A: Any, tmp: Any) -> list[Call]:
+        """Calls for ``dA ← dA ∘ f'(Z)`` in place, from the activations ``A = f(Z)``."""
+        return self.model.act.grad_calls(self.xp, dA, A, tmp)
 
     def epoch(self) -> None:
         """One gradient-descent step on the whole batch: forward, backward, update, all in place."""
@@ -227,6 +264,49 @@ class FullBatch:
     def loss(self) -> Any:
         """The loss of the last :meth:`forward`, a 0-d device array (no host sync)."""
         return losses.loss(self.xp, self.model.task, self.z, self.y)
+
+
+def product_flops(model: MLP, n: int) -> float:
+    """FLOPs of the largest matrix product of an epoch on ``n`` rows (for a backend's thread policy)."""
+    return 2.0 * n * max(p.shape[0] * p.shape[1] for p in model.packed)
+
+
+MIN_BLOCK = 256  # columns (samples) per block: below this, a block's products are too thin to split
+
+
+def column_blocks(n: int, parts: int) -> list[slice]:
+    """``parts`` (fewer if ``n`` is small) contiguous, near-equal column ranges covering ``0..n``."""
+    parts = max(1, min(parts, n // MIN_BLOCK))
+    edges = [round(i * n / parts) for i in range(parts + 1)]
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])] if parts > 1 else [slice(None)]
+
+
+def _product(xp: Any, blocks: bool, a: Any, b: Any, out: Any) -> Call:
+    """``out ← a @ b``. NumPy on whole arrays: ``dot`` with a positional ``out`` (¼ µs cheaper a call
+    than ``matmul``; ``out`` is contiguous there). Column blocks, whose ``out`` is strided, and CuPy:
+    ``matmul``, which hands both to BLAS / cuBLAS as they are."""
+    if xp is np and not blocks:
+        return partial(xp.dot, a, b, out)
+    return partial(xp.matmul, a, b, out=out)
+
+
+class _Blocks:
+    """Run one list of calls per column block: the first on this thread, the others on a pool; return
+    when all are done (a worker's exception is raised here)."""
+
+    def __init__(self, pool: Any, calls: list[list[Call]]):
+        self.pool, self.calls = pool, calls
+
+    def __call__(self) -> None:
+        pending = [self.pool.submit(_run, calls) for calls in self.calls[1:]]
+        _run(self.calls[0])
+        for f in pending:
+            f.result()
+
+
+def _run(calls: list[Call]) -> None:
+    for call in calls:
+        call()
 
 
 def _ones_row(xp: Any, shape: tuple[int, int], dtype: Any) -> Any:

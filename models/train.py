@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from models.mlp import MLP, FullBatch
+from models.mlp import MLP, FullBatch, product_flops
 
 MAX_CHECKS = 10
 
@@ -83,8 +83,9 @@ def train(
     epoch = 0
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
-    batch, val_batch = FullBatch(model, X, y, lr), FullBatch(model, X_val, y_val)
-    with backend.host_threads(batch.product_flops):  # one BLAS thread for small products
+    with backend.host_threads(product_flops(model, X.shape[0])) as (parts, pool):  # threads: the backend's policy
+        batch = FullBatch(model, X, y, lr, parts, pool)
+        val_batch = FullBatch(model, X_val, y_val, parts=parts, pool=pool)
         batch.warm_up()
         val_batch.forward()
         t0 = backend.clock()

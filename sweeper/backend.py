@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
@@ -42,24 +43,47 @@ def _no_wait() -> None:
 # epoch): (64, 65) @ (65, 266), 2.2 MFLOP, took 27 µs on 1 thread and 38 µs on 2 in float32 (float64:
 # even); from ~8 MFLOP up, 2 threads win (1.2× at 33 MFLOP, 1.7× at 1.6 GFLOP).
 SMALL_PRODUCT_FLOPS = 4e6
+# Column blocks (threads) for an epoch above that size; default: the CPUs this process may use.
+THREADS_ENV = "SWEEPER_THREADS"
 
 
-@lru_cache(maxsize=1)
 def _threadpools() -> Any:
+    """The thread pools of the native libraries loaded now (~1 ms: looked up per training, because
+    importing scikit-learn or SciPy later loads BLAS libraries of their own)."""
     from threadpoolctl import ThreadpoolController  # comes with scikit-learn; a dependency of its own here
 
     return ThreadpoolController()
 
 
-def _host_threads(product_flops: float) -> ContextManager[Any]:
-    """One BLAS thread while the epoch's matrix products are small; the library's default otherwise."""
-    if product_flops >= SMALL_PRODUCT_FLOPS:
-        return contextlib.nullcontext()
-    return _threadpools().limit(limits=1, user_api="blas")
+@lru_cache(maxsize=None)
+def _workers(n: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(n, thread_name_prefix="sweeper-block")
 
 
-def _no_threads(product_flops: float) -> ContextManager[Any]:
-    return contextlib.nullcontext()
+def cpu_threads() -> int:
+    """How many threads a large epoch runs on: ``SWEEPER_THREADS``, else the CPUs this process may use."""
+    value = os.environ.get(THREADS_ENV, "")
+    if value.strip():
+        if not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"{THREADS_ENV}={value} is not allowed: expected an integer >= 1")
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _host_threads(product_flops: float) -> Iterator[tuple[int, Any]]:
+    """Small products: one BLAS thread, one block. Large ones: the epoch in column blocks on
+    :func:`cpu_threads` threads, each with a single-threaded BLAS (see models.mlp.FullBatch)."""
+    threads = 1 if product_flops < SMALL_PRODUCT_FLOPS else cpu_threads()
+    with _threadpools().limit(limits=1, user_api="blas"):
+        yield (threads, _workers(threads - 1)) if threads > 1 else (1, None)
+
+
+def _no_threads(product_flops: float) -> ContextManager[tuple[int, Any]]:
+    return contextlib.nullcontext((1, None))
 
 
 @dataclass(frozen=True)
@@ -71,7 +95,7 @@ class Backend:
     to_device_fn: Callable[[np.ndarray], Any] = np.asarray
     to_numpy_fn: Callable[[Any], np.ndarray] = _host
     synchronize_fn: Callable[[], None] = _no_wait
-    host_threads_fn: Callable[[float], ContextManager[Any]] = _no_threads
+    host_threads_fn: Callable[[float], ContextManager[tuple[int, Any]]] = _no_threads
     fake: bool = False  # a "gpu" backend running on NumPy (tests on machines without CUDA)
 
     def to_device(self, a: np.ndarray) -> Any:
@@ -86,9 +110,10 @@ class Backend:
         """Wait until the device has finished all queued work (nothing to wait for on the CPU)."""
         self.synchronize_fn()
 
-    def host_threads(self, product_flops: float) -> ContextManager[Any]:
-        """A context for training whose largest matrix product is ``product_flops``: it sets how many
-        threads the host's BLAS uses (CPU only; on the GPU the host only queues work)."""
+    def host_threads(self, product_flops: float) -> ContextManager[tuple[int, Any]]:
+        """A context for training whose largest matrix product is ``product_flops``; it gives
+        ``(blocks, pool)``: how many column blocks an epoch runs in and the threads that run them
+        (``(1, None)``: one block, on this thread). CPU only; on the GPU the host only queues work."""
         return self.host_threads_fn(product_flops)
 
     def clock(self) -> float:

@@ -136,14 +136,86 @@ def _blas_threads() -> list[int]:
     return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
 
-def test_the_cpu_backend_runs_small_products_on_one_blas_thread_and_restores_the_default():
+def test_the_cpu_backend_runs_every_epoch_on_single_threaded_blas_and_large_ones_in_blocks(monkeypatch):
     backend, before = resolve("cpu"), _blas_threads()
     assert before, "NumPy's BLAS is not visible to threadpoolctl"
-    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2):
+    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2) as (parts, pool):
+        assert (parts, pool) == (1, None)
         assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
-    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2):
-        assert _blas_threads() == before
+    monkeypatch.setenv("SWEEPER_THREADS", "3")
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2) as (parts, pool):
+        assert parts == 3 and pool.submit(lambda: 42).result() == 42
+        assert _blas_threads() == [1] * len(before)  # one BLAS thread per block
+    assert _blas_threads() == before
+    monkeypatch.setenv("SWEEPER_THREADS", "0")
+    with pytest.raises(ValueError, match="SWEEPER_THREADS=0 is not allowed: expected an integer >= 1"):
+        with backend.host_threads(SMALL_PRODUCT_FLOPS * 2):
+            pass
+    assert _blas_threads() == before
+
+
+def test_the_gpu_backend_leaves_threads_alone():
+    with resolve("cpu").__class__("gpu", np).host_threads(SMALL_PRODUCT_FLOPS * 100) as (parts, pool):
+        assert (parts, pool) == (1, None)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+@pytest.mark.parametrize("task, activation", [("regression", "tanh"), ("binary", "sigmoid"), ("regression", "relu")])
+def test_an_epoch_in_column_blocks_on_threads_equals_the_single_block_epoch(task, activation, depth, parts):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y, params = _problem(task, depth, activation, n=1000)
+    one = MLP(np, [p.copy() for p in params], activation, task)
+    blocked = MLP(np, [p.copy() for p in params], activation, task)
+    single = FullBatch(one, X, y, 0.05)
+    with ThreadPoolExecutor(parts - 1) as pool:
+        batch = FullBatch(blocked, X, y, 0.05, parts, pool)
+        assert batch.parts == parts
+        val = FullBatch(blocked, X[:600], y[:600], parts=parts, pool=pool)
+        assert val.parts == 2  # 600 rows make two blocks of at least 256
+        for epoch in range(30):
+            if epoch % 10:
+                single.epoch()
+                batch.epoch()
+            else:  # a sampled epoch: forward, loss, backward + update
+                single.forward()
+                batch.forward()
+                assert float(batch.loss()) == pytest.approx(float(single.loss()), rel=1e-12)
+                single.backward_and_update()
+                batch.backward_and_update()
+        np.testing.assert_allclose(val.forward(), one.logits(X[:600])[0].T, rtol=1e-9, atol=1e-12)
+    assert sum(float(np.abs(p - q).max()) for p, q in zip(one.params, params)) > 1e-3  # the weights moved
+    for a, b in zip(blocked.packed, one.packed):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)  # the gradient shares sum in another order
+
+
+def test_a_block_epoch_is_deterministic_and_allocates_nothing():
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y, params = _problem("regression", 2, "tanh", n=2000)
+    finals = []
+    with ThreadPoolExecutor(1) as pool:
+        for _ in range(2):
+            model = MLP(np, [p.copy() for p in params], "tanh", "regression")
+            batch = FullBatch(model, X, y, 0.05, 2, pool)
+            buffers = [batch.z, *batch.H, *batch.grads, *model.packed]
+            ids = [id(a) for a in buffers]
+            for _ in range(20):
+                batch.epoch()
+            assert [id(a) for a in [batch.z, *batch.H, *batch.grads, *model.packed]] == ids
+            finals.append([p.copy() for p in model.packed])
+    for a, b in zip(*finals):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_too_few_rows_make_one_block():
+    from models.mlp import MIN_BLOCK, column_blocks
+
+    assert column_blocks(MIN_BLOCK * 2 - 1, 4) == [slice(None)]
+    assert column_blocks(1000, 3) == [slice(0, 333), slice(333, 667), slice(667, 1000)]
+    assert column_blocks(10_000, 1) == [slice(None)]
 
 
 def test_the_epoch_reports_its_largest_matrix_product():

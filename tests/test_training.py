@@ -88,3 +88,38 @@ def test_early_stopping_keeps_the_best_weights():
     assert fit.val_loss[fit.best_epoch // 20] == best
     assert float(model.loss(ds.X_val, ds.y_val)) == pytest.approx(best, rel=1e-12)  # restored
     assert math.isfinite(fit.train_time_s)
+
+
+def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
+    """The CPU backend splits a large epoch into column blocks on threads (SWEEPER_THREADS=2 here):
+    the same curves and weights as the one-block epoch, to rounding."""
+    import importlib
+
+    from models.mlp import MLP, init_params
+    from sweeper.backend import resolve
+
+    train_module = importlib.import_module("models.train")  # the module: models.train is also the function
+
+    used = []
+
+    class Recording(train_module.FullBatch):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            used.append(self.parts)
+
+    monkeypatch.setattr(train_module, "FullBatch", Recording)
+    monkeypatch.setenv("SWEEPER_THREADS", "2")
+    rng = np.random.default_rng(0)
+    X, Xv = rng.standard_normal((2000, 20)), rng.standard_normal((600, 20))
+    y, yv = np.sin(X[:, :1]) + X[:, 1:2], np.sin(Xv[:, :1]) + Xv[:, 1:2]
+    fits, models_ = [], []
+    for backend in (resolve("cpu"), Backend("cpu", np)):
+        model = MLP(np, init_params([20, 64, 64, 1], "tanh", 0, "float64"), "tanh", "regression")
+        fits.append(models.train(backend, model, X, y, Xv, yv, lr=0.05, epochs=200, log_every=10))
+        models_.append(model)
+    assert used == [2, 2, 1, 1]  # train and validation batches: blocks with the CPU backend's policy only
+    np.testing.assert_allclose(fits[0].train_loss, fits[1].train_loss, rtol=1e-10)
+    np.testing.assert_allclose(fits[0].val_loss, fits[1].val_loss, rtol=1e-10)
+    assert fits[0].train_loss[-1] < 0.5 * fits[0].train_loss[0]
+    for a, b in zip(models_[0].packed, models_[1].packed):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
