@@ -126,7 +126,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if tracking_error is None:
         try:
             run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
-                                        tracking.flatten(plain), _parent(ctx, cfg))
+                                        parent_run_id=_parent(ctx, cfg))  # params come with the final batch
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the start")
     result["run_id"] = run_id
@@ -138,14 +138,15 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         out = train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
         tracking.stop(monitor)
-        _kill(client, run_id, _parent(ctx, cfg))
+        _kill(client, run_id, _parent(ctx, cfg), tracking.flatten(plain))
         _finish(ctx, {**result, "status": "KILLED", "reason": "interrupted (Ctrl-C)"})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
         system = tracking.stop(monitor)
         if run_id:
-            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED", system=system)
+            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED", system=system,
+                                params=tracking.flatten(plain))
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
@@ -170,7 +171,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         try:
             tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
                                 tags={"failure_reason": out.reason} if out.reason else None, status=status,
-                                curve_points=cfg.tracking.curve_points, system=system)
+                                curve_points=cfg.tracking.curve_points, system=system,
+                                params=tracking.flatten(plain))
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:
@@ -207,11 +209,13 @@ def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any
     return tags
 
 
-def _kill(client: Any, run_id: str | None, parent: str | None) -> None:
-    for rid, reason in ((run_id, "interrupted (Ctrl-C)"), (parent, "sweep interrupted (Ctrl-C)")):
-        if rid:
-            client.set_tag(rid, "failure_reason", reason)
-            client.set_terminated(rid, "KILLED")
+def _kill(client: Any, run_id: str | None, parent: str | None, params: dict[str, Any]) -> None:
+    if run_id:
+        tracking.finish_run(client, run_id, {}, tags={"failure_reason": "interrupted (Ctrl-C)"}, status="KILLED",
+                            params=params)
+    if parent:
+        client.set_tag(parent, "failure_reason", "sweep interrupted (Ctrl-C)")
+        client.set_terminated(parent, "KILLED")
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:

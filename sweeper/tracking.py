@@ -1,9 +1,9 @@
 """MLflow: the store, the experiment, one parent run per multirun and one child run per job.
 
 Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child run is created with
-its tags, gets its params in one ``log_batch``, and at the end all metrics and the loss curves (at most
-``curve_points`` of each) in as few ``log_batch`` calls as the 1000-metric limit allows, then the
-artifacts (resolved config, predictions, the whole curves, the model).
+its tags (its name and ``overrides`` tag say what it is while it runs), and when it ends one
+``log_batch`` carries its params, metrics, system metrics and loss curves (at most ``curve_points`` of
+each), then the artifacts (resolved config, predictions, the whole curves, the model) and the status.
 """
 from __future__ import annotations
 
@@ -253,20 +253,23 @@ def finish_run(
     status: str = "FINISHED",
     curve_points: int = CURVE_POINTS,
     system: Iterable[Any] = (),
+    params: Mapping[str, Any] | None = None,
 ) -> None:
     """Log final metrics, curves (metric name → (steps, values), each thinned to ``curve_points``),
-    the system metrics a sampler kept (``system``), artifact files, artifact folders (artifact path →
-    local folder) and tags; end the run."""
-    from mlflow.entities import Metric, RunTag
+    the system metrics a sampler kept (``system``), params and tags, all in as few ``log_batch`` calls
+    as MLflow's limits allow (one, for a run of ours); then artifact files, artifact folders (artifact
+    path → local folder); end the run."""
+    from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, 0) for k, v in metrics.items()] + list(system)
     for name, (steps, values) in dict(curves).items():
         items += [Metric(name, float(v), now, int(s)) for s, v in zip(*thin(steps, values, curve_points))]
-    for i in range(0, len(items), BATCH):
-        c.log_batch(run_id, metrics=items[i : i + BATCH])
-    if tags:
-        c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    ps = [Param(k, str(v)) for k, v in (params or {}).items()]
+    ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+    for i in range(max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))):
+        c.log_batch(run_id, metrics=items[i * BATCH : (i + 1) * BATCH],
+                    params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH], tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH])
     artifacts, folders = list(artifacts), dict(folders or {})
     if artifacts or folders:
         repo = _artifact_repo(c, run_id)
