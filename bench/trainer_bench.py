@@ -399,6 +399,15 @@ def sweep_section(quick: bool) -> list[str]:
             rows.append(_sweep_row(f"joblib n_jobs={jobs}", n_runs, joblib[jobs]))
         if all("wall" in joblib[j] for j in (1, 2)):
             rows[-1][-1] = f"speedup of 2 workers over 1: {joblib[1]['wall'] / joblib[2]['wall']:.2f}x"
+        # the same with jobs that train for a while (~0.3-0.5 s each here): where a second worker pays
+        heavy_runs, heavy_epochs = (4, 2_000) if quick else (8, 20_000)
+        print(f"sweep: {heavy_runs} jobs of {heavy_epochs} epochs, basic and joblib n_jobs=2 ...", flush=True)
+        heavy = {label: sweep_overhead(heavy_runs, heavy_epochs, extra) for label, extra in
+                 (("basic", []), ("joblib", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]))}
+        rows.append(_sweep_row(f"basic, {heavy_epochs} epochs", heavy_runs, heavy["basic"]))
+        rows.append(_sweep_row(f"joblib n_jobs=2, {heavy_epochs} epochs", heavy_runs, heavy["joblib"]))
+        if all("wall" in r for r in heavy.values()):
+            rows[-1][-1] = f"speedup of 2 workers over the basic launcher: {heavy['basic']['wall'] / heavy['joblib']['wall']:.2f}x"
     print("tracking: one ~1 s run ...", flush=True)
     t = tracking_overhead(10_000 if quick else 40_000)
     share = t["tracking"] / t["train"]
