@@ -28,8 +28,9 @@ def sigmoid_calls(xp: Any, z: Any, out: Any) -> list[Call]:
 
 
 def _tanh_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
-    # dA ← dA (1 - A²)
-    return [partial(xp.multiply, A, A, tmp), partial(xp.subtract, 1.0, tmp, tmp), partial(xp.multiply, dA, tmp, dA)]
+    # dA ← dA (1 - A²); the 1 as a 0-d array of A's dtype (a cheaper call than a Python float)
+    one = xp.asarray(1.0, dtype=A.dtype)
+    return [partial(xp.multiply, A, A, tmp), partial(xp.subtract, one, tmp, tmp), partial(xp.multiply, dA, tmp, dA)]
 
 
 def _relu_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:

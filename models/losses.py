@@ -37,9 +37,11 @@ def grad_calls(xp: Any, task: str, z: Any, y: Any, g: Any, scale: float, n: int 
     ``n`` is the number of rows the loss averages over (``z.size`` unless ``z`` is a block of them).
     """
     n = z.size if n is None else n
+    # the factor as a 0-d array of g's dtype: NumPy takes it ~0.1-0.2 µs faster a call than a Python float
     if task == "regression":
-        return [partial(xp.subtract, z, y, g), partial(xp.multiply, g, scale * 2.0 / n, g)]
-    return [*sigmoid_calls(xp, z, g), partial(xp.subtract, g, y, g), partial(xp.multiply, g, scale / n, g)]
+        return [partial(xp.subtract, z, y, g), partial(xp.multiply, g, xp.asarray(scale * 2.0 / n, dtype=g.dtype), g)]
+    return [*sigmoid_calls(xp, z, g), partial(xp.subtract, g, y, g),
+            partial(xp.multiply, g, xp.asarray(scale / n, dtype=g.dtype), g)]
 
 
 def output(xp: Any, task: str, z: Any) -> Any:
