@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ class SweepCallback(Callback):
         except (ConfigError, TrackingError) as e:
             print(f"sweeper: error: {e}", file=sys.stderr)
             sys.exit(2)
+        except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
+            traceback.print_exc()
+            print(f"sweeper: error: the sweep could not start: {type(e).__name__}: {e}", file=sys.stderr)
+            sys.exit(1)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute())

@@ -90,9 +90,12 @@ def start(config: DictConfig) -> dict[str, Any]:
         if key in parents:
             continue
         client = tracking.open_store(uri)
-        experiment = tracking.experiment_id(client, name, uri)
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task), "n_jobs": len(jobs)}
-        run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
+        try:
+            experiment = tracking.experiment_id(client, name, uri)
+            run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
+        except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
+            raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
     state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))

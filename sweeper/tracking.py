@@ -29,6 +29,7 @@ for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQ
 import mlflow  # noqa: E402,F401  (imported first: it configures its loggers on import)
 from mlflow.exceptions import MlflowException  # noqa: E402
 from requests.exceptions import RequestException  # noqa: E402
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402  (the embedded store's own failures)
 
 from sweeper import ROOT  # noqa: E402
 
@@ -51,7 +52,7 @@ class TrackingError(RuntimeError):
 
 
 # What a failing store or server raises (after MLflow's own retries).
-UNREACHABLE = (MlflowException, RequestException, OSError)
+UNREACHABLE = (MlflowException, RequestException, OSError, SQLAlchemyError)
 
 
 def first_line(e: BaseException) -> str:
@@ -101,18 +102,18 @@ def open_store(uri: str) -> Any:
     without "database is locked".
     """
     db = sqlite_path(uri)
-    if db is not None:
-        if _is_wal_database(db):
-            return client(uri)  # made by an earlier open_store: nothing to create or switch
+    made = db is not None and _is_wal_database(db)  # by an earlier open_store: nothing to create or switch
+    if db is not None and not made:
         db.parent.mkdir(parents=True, exist_ok=True)
     if uri.startswith(("http://", "https://")):
         check_server(uri)
-    c = client(uri)
     try:
-        c.search_experiments(max_results=1)  # creates the schema of a new store; checks a server is up
+        c = client(uri)  # MLflow opens (and checks) an SQLite store here
+        if not made:
+            c.search_experiments(max_results=1)  # creates the schema of a new store; checks a server is up
     except Exception as e:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
-    if db is not None:
+    if db is not None and not made:
         with sqlite3.connect(db) as con:
             con.execute("PRAGMA journal_mode=WAL")
     return c

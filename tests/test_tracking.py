@@ -92,3 +92,23 @@ def test_curve_points_must_be_a_non_negative_integer(tmp_path, store):
         "tracking.curve_points=-1 is not allowed: expected an integer >= 0"
     ), proc.stderr
     assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("multirun", [True, False])
+def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_path, multirun):
+    """The store is opened without a probe when it is already an SQLite file in WAL mode; a damaged one
+    still stops the command in one line, before any job, and is not changed."""
+    from conftest import cli
+
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000)  # a WAL header, then junk
+    assert tracking._is_wal_database(db)
+    before = db.read_bytes()
+    args = ["-m", "lr=0.001,0.005"] if multirun else []
+    proc = cli(tmp_path, *args, "epochs=50", store=db)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"tracking.uri=sqlite:///{db}" in last and "Traceback" not in proc.stderr, proc.stderr
+    assert db.read_bytes() == before
+    assert not list((tmp_path / "sweep").glob("*/result.json"))
