@@ -322,7 +322,10 @@ class SystemSampler:
     def _loop(self) -> None:
         last_flush = time.monotonic()
         for m in self.monitors:
-            m.collect_metrics()  # psutil's CPU percentage counts from its previous call
+            try:
+                m.collect_metrics()  # psutil's CPU percentage counts from its previous call
+            except Exception:
+                pass  # _sample drops it, with the reason
             m.clear_metrics()
         while not self._done.wait(self.interval):
             self._sample()
@@ -334,9 +337,13 @@ class SystemSampler:
         from mlflow.entities import Metric
 
         now, row = int(time.time() * 1000), []
-        for m in self.monitors:
-            m.collect_metrics()
-            row += [Metric(f"system/{k}", float(v), now, self.step) for k, v in m.aggregate_metrics().items()]
+        for m in list(self.monitors):
+            try:
+                m.collect_metrics()
+                row += [Metric(f"system/{k}", float(v), now, self.step) for k, v in m.aggregate_metrics().items()]
+            except Exception as e:  # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
+                self.monitors.remove(m)
+                logging.getLogger(__name__).warning("system metrics: %s dropped: %s", type(m).__name__, first_line(e))
             m.clear_metrics()
         with self._lock:
             self.rows += row

@@ -112,3 +112,29 @@ def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_p
     assert f"tracking.uri=sqlite:///{db}" in last and "Traceback" not in proc.stderr, proc.stderr
     assert db.read_bytes() == before
     assert not list((tmp_path / "sweep").glob("*/result.json"))
+
+
+def test_a_failing_monitor_is_dropped_and_the_others_keep_sampling(store, caplog):
+    pytest.importorskip("psutil", reason="system metrics need psutil (the dev extra installs it)")
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    run_id = tracking.start_run(c, tracking.experiment_id(c, "sampler", uri), "r", {})
+    sampler = tracking.system_monitor(c, run_id, uri, interval=0.01, flush_every=60)
+
+    class Broken:
+        def collect_metrics(self):
+            raise RuntimeError("no such counter")
+
+        def aggregate_metrics(self):
+            return {}
+
+        def clear_metrics(self):
+            pass
+
+    sampler.monitors.append(Broken())
+    time.sleep(0.2)
+    rest = tracking.stop(sampler)
+    assert not any(isinstance(m, Broken) for m in sampler.monitors)
+    assert "Broken dropped: RuntimeError: no such counter" in caplog.text
+    tracking.finish_run(c, run_id, {}, system=rest)
+    assert c.get_metric_history(run_id, "system/cpu_utilization_percentage")
