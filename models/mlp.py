@@ -24,6 +24,8 @@ The arrays live wherever ``xp`` puts them; nothing here copies to the host or wa
 """
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import wait
 from functools import partial
 from typing import Any
 
@@ -158,26 +160,26 @@ class FullBatch:
         self.pre_calls: list[Call] = []  # weight-only work before the backward pass
         backward: list[list[Call]] = [[] for _ in blocks]
         self.post_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
+        self.rescale_calls: list[Call] = []  # (part of post_calls) G_{L-1} ∘ w.T
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
             shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
             self._scratch(P, n, dtype)
             backward = [self._backward(P, lr, cols, G, n) for cols, G in zip(blocks, shares)]
             self.post_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
-            self.post_calls += self._rescale_calls(P)
+            self.rescale_calls = self._rescale_calls(P)
+            self.post_calls += self.rescale_calls
             self.post_calls += [partial(xp.add, p, G, p) for p, G in zip(P, self.grads)]
         if len(blocks) == 1:
             self.forward_calls = forward[0]
             self.backward_calls = self.pre_calls + backward[0]
+            self.epoch_calls = self.forward_calls + self.backward_calls + self.post_calls
         else:
             self.forward_calls = [_Blocks(pool, forward)]
             self.backward_calls = self.pre_calls + [_Blocks(pool, backward)] if lr is not None else []
-            self._epoch_blocks = _Blocks(pool, [f + b for f, b in zip(forward, backward)])
+            self.epoch_calls = [*self.pre_calls, _Blocks(pool, [f + b for f, b in zip(forward, backward)]),
+                                *self.post_calls]
         self.update_calls = self.post_calls
-        if len(blocks) == 1:
-            self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
-        else:
-            self.epoch_calls = [*self.pre_calls, self._epoch_blocks, *self.post_calls]
 
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
         xp, H, act, mm = self.xp, self.H, self.model.act, self._mm
@@ -251,7 +253,7 @@ class FullBatch:
         """Every call of an epoch but the update, once (CuPy compiles its kernels): the weights stay."""
         self.forward()
         self.loss()
-        for call in self.backward_calls:
+        for call in self.backward_calls + self.rescale_calls:
             call()
 
     def backward_and_update(self) -> None:
@@ -298,8 +300,13 @@ class _Blocks:
         self.pool, self.calls = pool, calls
 
     def __call__(self) -> None:
-        pending = [self.pool.submit(_run, calls) for calls in self.calls[1:]]
-        _run(self.calls[0])
+        # each worker runs in a copy of this thread's context: NumPy's errstate (train() silences
+        # overflow, which divergence detection handles) lives there
+        pending = [self.pool.submit(contextvars.copy_context().run, _run, calls) for calls in self.calls[1:]]
+        try:
+            _run(self.calls[0])
+        finally:  # never leave a block writing into the buffers after an error here
+            wait(pending)
         for f in pending:
             f.result()
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from models.mlp import MLP, FullBatch, product_flops
+from models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
 
 MAX_CHECKS = 10
 
@@ -83,7 +83,8 @@ def train(
     epoch = 0
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
-    with backend.host_threads(product_flops(model, X.shape[0])) as (parts, pool):  # threads: the backend's policy
+    n = X.shape[0]
+    with backend.host_threads(product_flops(model, n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
         batch = FullBatch(model, X, y, lr, parts, pool)
         val_batch = FullBatch(model, X_val, y_val, parts=parts, pool=pool)
         batch.warm_up()

@@ -74,15 +74,24 @@ def cpu_threads() -> int:
 
 
 @contextlib.contextmanager
-def _host_threads(product_flops: float) -> Iterator[tuple[int, Any]]:
-    """Small products: one BLAS thread, one block. Large ones: the epoch in column blocks on
-    :func:`cpu_threads` threads, each with a single-threaded BLAS (see models.mlp.FullBatch)."""
-    threads = 1 if product_flops < SMALL_PRODUCT_FLOPS else cpu_threads()
-    with _threadpools().limit(limits=1, user_api="blas"):
-        yield (threads, _workers(threads - 1)) if threads > 1 else (1, None)
+def _host_threads(product_flops: float, max_blocks: int = 1) -> Iterator[tuple[int, Any]]:
+    """Small products: one BLAS thread, one block. Large ones: the epoch in column blocks (at most
+    ``max_blocks``: the data's rows allow no more) on :func:`cpu_threads` threads, each block's BLAS
+    getting its share of them (see models.mlp.FullBatch); with one block, BLAS keeps all its threads."""
+    if product_flops < SMALL_PRODUCT_FLOPS:
+        with _threadpools().limit(limits=1, user_api="blas"):
+            yield 1, None
+        return
+    threads = cpu_threads()
+    blocks = max(1, min(threads, max_blocks))
+    if blocks == 1:
+        yield 1, None
+        return
+    with _threadpools().limit(limits=max(1, threads // blocks), user_api="blas"):
+        yield blocks, _workers(blocks - 1)
 
 
-def _no_threads(product_flops: float) -> ContextManager[tuple[int, Any]]:
+def _no_threads(product_flops: float, max_blocks: int = 1) -> ContextManager[tuple[int, Any]]:
     return contextlib.nullcontext((1, None))
 
 
@@ -95,7 +104,7 @@ class Backend:
     to_device_fn: Callable[[np.ndarray], Any] = np.asarray
     to_numpy_fn: Callable[[Any], np.ndarray] = _host
     synchronize_fn: Callable[[], None] = _no_wait
-    host_threads_fn: Callable[[float], ContextManager[tuple[int, Any]]] = _no_threads
+    host_threads_fn: Callable[[float, int], ContextManager[tuple[int, Any]]] = _no_threads
     fake: bool = False  # a "gpu" backend running on NumPy (tests on machines without CUDA)
 
     def to_device(self, a: np.ndarray) -> Any:
@@ -110,11 +119,12 @@ class Backend:
         """Wait until the device has finished all queued work (nothing to wait for on the CPU)."""
         self.synchronize_fn()
 
-    def host_threads(self, product_flops: float) -> ContextManager[tuple[int, Any]]:
-        """A context for training whose largest matrix product is ``product_flops``; it gives
-        ``(blocks, pool)``: how many column blocks an epoch runs in and the threads that run them
-        (``(1, None)``: one block, on this thread). CPU only; on the GPU the host only queues work."""
-        return self.host_threads_fn(product_flops)
+    def host_threads(self, product_flops: float, max_blocks: int = 1) -> ContextManager[tuple[int, Any]]:
+        """A context for training whose largest matrix product is ``product_flops`` and whose data
+        allow at most ``max_blocks`` column blocks; it gives ``(blocks, pool)``: how many blocks an
+        epoch runs in and the threads that run them (``(1, None)``: one block, on this thread).
+        CPU only; on the GPU the host only queues work."""
+        return self.host_threads_fn(product_flops, max_blocks)
 
     def clock(self) -> float:
         """A host clock read after synchronising, so device work is timed honestly."""

@@ -89,7 +89,8 @@ def build(runs: list[Any]) -> Board:
     lower = LOWER_IS_BETTER[metric]
     ignore = ("tracking.", "pinned.")
     names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore)})
-    keys = [k for k in names if len({r.data.params.get(k) for r in runs}) > 1]
+    # a run killed before its end has no params (they come with its final batch): it makes no column
+    keys = [k for k in names if len({r.data.params.get(k) for r in runs if r.data.params}) > 1]
     rows = []
     for r in runs:
         m = r.data.metrics

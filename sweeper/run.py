@@ -137,16 +137,18 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     try:
         out = train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
-        tracking.stop(monitor)
-        _kill(client, run_id, _parent(ctx, cfg), tracking.flatten(plain))
+        _kill(client, run_id, _parent(ctx, cfg), tracking.flatten(plain), tracking.stop(monitor))
         _finish(ctx, {**result, "status": "KILLED", "reason": "interrupted (Ctrl-C)"})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
         system = tracking.stop(monitor)
         if run_id:
-            tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED", system=system,
-                                params=tracking.flatten(plain))
+            try:
+                tracking.finish_run(client, run_id, {}, tags={"failure_reason": reason}, status="FAILED",
+                                    system=system, params=tracking.flatten(plain))
+            except tracking.UNREACHABLE as te:  # the failure itself is what result.json must keep
+                log.error("tracking.uri=%s failed at the end: %s", uri, tracking.first_line(te))
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
@@ -209,13 +211,16 @@ def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any
     return tags
 
 
-def _kill(client: Any, run_id: str | None, parent: str | None, params: dict[str, Any]) -> None:
-    if run_id:
-        tracking.finish_run(client, run_id, {}, tags={"failure_reason": "interrupted (Ctrl-C)"}, status="KILLED",
-                            params=params)
-    if parent:
-        client.set_tag(parent, "failure_reason", "sweep interrupted (Ctrl-C)")
-        client.set_terminated(parent, "KILLED")
+def _kill(client: Any, run_id: str | None, parent: str | None, params: dict[str, Any], system: list[Any]) -> None:
+    try:
+        if run_id:
+            tracking.finish_run(client, run_id, {}, tags={"failure_reason": "interrupted (Ctrl-C)"}, status="KILLED",
+                                params=params, system=system)
+        if parent:
+            client.set_tag(parent, "failure_reason", "sweep interrupted (Ctrl-C)")
+            client.set_terminated(parent, "KILLED")
+    except tracking.UNREACHABLE as e:  # result.json still says KILLED; the report marks orphans later
+        log.error("tracking failed while recording the interruption: %s", tracking.first_line(e))
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:

@@ -355,7 +355,7 @@ class SystemSampler:
         try:
             for i in range(0, len(rows), BATCH):
                 self.c.log_batch(self.run_id, metrics=rows[i : i + BATCH])
-        except UNREACHABLE as e:  # the run still ends; these samples are lost, said once
+        except Exception as e:  # the run still ends; these samples are lost, said once
             if self.flush_error is None:
                 self.flush_error = first_line(e)
                 logging.getLogger(__name__).warning("system metrics of run %s not logged: %s", self.run_id, self.flush_error)

@@ -136,23 +136,58 @@ def _blas_threads() -> list[int]:
     return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
 
-def test_the_cpu_backend_runs_every_epoch_on_single_threaded_blas_and_large_ones_in_blocks(monkeypatch):
+def test_the_cpu_backend_thread_policy(monkeypatch):
     backend, before = resolve("cpu"), _blas_threads()
     assert before, "NumPy's BLAS is not visible to threadpoolctl"
-    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2) as (parts, pool):
+    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2, 100) as (parts, pool):  # small: one block, one BLAS thread
         assert (parts, pool) == (1, None)
         assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
     monkeypatch.setenv("SWEEPER_THREADS", "3")
-    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2) as (parts, pool):
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 100) as (parts, pool):  # large: 3 blocks, 1 BLAS thread each
         assert parts == 3 and pool.submit(lambda: 42).result() == 42
-        assert _blas_threads() == [1] * len(before)  # one BLAS thread per block
+        assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 1) as (parts, pool):  # too few rows to split: BLAS keeps its threads
+        assert (parts, pool) == (1, None)
+        assert _blas_threads() == before
+    monkeypatch.setenv("SWEEPER_THREADS", "4")
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 2) as (parts, pool):  # 2 blocks share 4 threads
+        assert parts == 2
+        assert _blas_threads() == [2] * len(before)
     monkeypatch.setenv("SWEEPER_THREADS", "0")
     with pytest.raises(ValueError, match="SWEEPER_THREADS=0 is not allowed: expected an integer >= 1"):
-        with backend.host_threads(SMALL_PRODUCT_FLOPS * 2):
+        with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 100):
             pass
     assert _blas_threads() == before
+
+
+def test_an_error_in_one_block_waits_for_the_others_and_numpy_errstate_reaches_them():
+    import threading
+    import time
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    from models.mlp import _Blocks
+
+    done = threading.Event()
+
+    def slow():
+        time.sleep(0.2)
+        done.set()
+
+    def fail():
+        raise RuntimeError("block 0 failed")
+
+    big = np.array([1e308])
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(RuntimeError, match="block 0 failed"):
+            _Blocks(pool, [[fail], [slow]])()
+        assert done.is_set()  # the other block had finished before the error came out
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an overflow warning in the worker would raise here
+            with np.errstate(over="ignore"):
+                _Blocks(pool, [[lambda: big * 10], [lambda: np.multiply(big, 10)]])()
 
 
 def test_the_gpu_backend_leaves_threads_alone():
