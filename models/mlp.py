@@ -152,34 +152,32 @@ class FullBatch:
         self.H += [_ones_row(xp, (W.shape[1] + 1, n), dtype) for W in P[:-1]]
         self.z = xp.empty((1, n), dtype=dtype)
         self.y = xp.ascontiguousarray(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n): the same memory order
-        self.product_flops = product_flops(model, n)
         blocks = column_blocks(n, parts) if pool is not None else [slice(None)]
-        self.parts, self.pool = len(blocks), pool
+        self.parts = len(blocks)
         self._mm = partial(_product, xp, len(blocks) > 1)
         forward = [self._forward(P, cols) for cols in blocks]
         self.pre_calls: list[Call] = []  # weight-only work before the backward pass
         backward: list[list[Call]] = [[] for _ in blocks]
-        self.post_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
-        self.rescale_calls: list[Call] = []  # (part of post_calls) G_{L-1} ∘ w.T
+        self.update_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
+        self.rescale_calls: list[Call] = []  # (part of update_calls) G_{L-1} ∘ w.T
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
             shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
             self._scratch(P, n, dtype)
             backward = [self._backward(P, lr, cols, G, n) for cols, G in zip(blocks, shares)]
-            self.post_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
+            self.update_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
             self.rescale_calls = self._rescale_calls(P)
-            self.post_calls += self.rescale_calls
-            self.post_calls += [partial(xp.add, p, G, p) for p, G in zip(P, self.grads)]
+            self.update_calls += self.rescale_calls
+            self.update_calls += [partial(xp.add, p, G, p) for p, G in zip(P, self.grads)]
         if len(blocks) == 1:
             self.forward_calls = forward[0]
             self.backward_calls = self.pre_calls + backward[0]
-            self.epoch_calls = self.forward_calls + self.backward_calls + self.post_calls
+            self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
         else:
             self.forward_calls = [_Blocks(pool, forward)]
             self.backward_calls = self.pre_calls + [_Blocks(pool, backward)] if lr is not None else []
             self.epoch_calls = [*self.pre_calls, _Blocks(pool, [f + b for f, b in zip(forward, backward)]),
-                                *self.post_calls]
-        self.update_calls = self.post_calls
+                                *self.update_calls]
 
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
         xp, H, act, mm = self.xp, self.H, self.model.act, self._mm
