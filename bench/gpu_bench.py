@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-import data  # noqa: E402
-import models  # noqa: E402
+from sweeper import data  # noqa: E402
+from sweeper import models  # noqa: E402
 from sweeper.backend import BackendUnavailable, resolve  # noqa: E402
 
 WORKLOADS = {

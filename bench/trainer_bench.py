@@ -41,9 +41,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-import data  # noqa: E402
-import models  # noqa: E402
-from models.mlp import MLP, FullBatch, init_params  # noqa: E402
+from sweeper import data  # noqa: E402
+from sweeper import models  # noqa: E402
+from sweeper.models.mlp import MLP, FullBatch, init_params  # noqa: E402
 from sweeper.backend import resolve  # noqa: E402
 
 try:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from data.loaders import LOADERS, DataError
+from sweeper.data.loaders import LOADERS, DataError
 
 __all__ = ["DataError", "Dataset", "load", "split"]
 

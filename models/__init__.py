@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.mlp import MLP, init_params
-from models.train import TrainResult, train
+from sweeper.models.mlp import MLP, init_params
+from sweeper.models.train import TrainResult, train
 
 __all__ = ["MLP", "TrainResult", "build", "init_params", "train"]
 

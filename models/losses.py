@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from models.activations import Call, sigmoid, sigmoid_calls
+from sweeper.models.activations import Call, sigmoid, sigmoid_calls
 
 
 def loss(xp: Any, task: str, z: Any, y: Any) -> Any:

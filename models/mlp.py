@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from models import losses
-from models.activations import ACTIVATIONS, Call
+from sweeper.models import losses
+from sweeper.models.activations import ACTIVATIONS, Call
 
 
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:

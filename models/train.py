@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
+from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
 
 MAX_CHECKS = 10
 

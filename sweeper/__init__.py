@@ -9,3 +9,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = ROOT / "conf"
+
+# The repository's models/ and data/ folders are the subpackages sweeper.models and sweeper.data
+# (pyproject.toml's package-dir maps them for an install). Run from a checkout without installing
+# (the benchmarks, a GPU machine), this package's search path takes the repository's root as well.
+# There is deliberately no top-level `data` or `models` package: a user's own data/ folder would
+# shadow it.
+if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
+    __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821

@@ -19,7 +19,7 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
 
     def predict(self, context, model_input: np.ndarray, params: dict | None = None) -> np.ndarray:
-        from models.mlp import MLP
+        from sweeper.models.mlp import MLP
 
         a = self.arrays
         X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]

@@ -19,9 +19,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-import data
-import models
-from sweeper import metrics, pyfunc, sweep, tracking
+from sweeper import data, metrics, models, pyfunc, sweep, tracking
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 

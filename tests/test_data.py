@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-import data
+from sweeper import data
 from conftest import make_cfg, run_once
-from data import DataError
+from sweeper.data import DataError
 
 
 def load(*overrides, seed=0):

@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-import data
-import models
+from sweeper import data
+from sweeper import models
 from conftest import all_runs, cli, client_for, make_cfg, no_gpu_here, requires_gpu, run_once
-from models.train import MAX_CHECKS
+from sweeper.models.train import MAX_CHECKS
 from sweeper import speedup
 from sweeper.backend import FAKE_GPU_ENV, Backend, resolve
 from sweeper.metrics import TIMINGS

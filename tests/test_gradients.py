@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from models import losses
-from models.activations import ACTIVATIONS, sigmoid
-from models.mlp import MLP, init_params
+from sweeper.models import losses
+from sweeper.models.activations import ACTIVATIONS, sigmoid
+from sweeper.models.mlp import MLP, init_params
 
 
 def finite_difference(model: MLP, X, y, eps: float = 1e-6) -> list[np.ndarray]:

@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-import models
-from models.activations import ACTIVATIONS
-from models.mlp import MLP, FullBatch, init_params, product_flops
+from sweeper import models
+from sweeper.models.activations import ACTIVATIONS
+from sweeper.models.mlp import MLP, FullBatch, init_params, product_flops
 from sweeper.backend import SMALL_PRODUCT_FLOPS, resolve
 
 
@@ -168,7 +168,7 @@ def test_an_error_in_one_block_waits_for_the_others_and_numpy_errstate_reaches_t
     import warnings
     from concurrent.futures import ThreadPoolExecutor
 
-    from models.mlp import _Blocks
+    from sweeper.models.mlp import _Blocks
 
     done = threading.Event()
 
@@ -246,7 +246,7 @@ def test_a_block_epoch_is_deterministic_and_allocates_nothing():
 
 
 def test_too_few_rows_make_one_block():
-    from models.mlp import MIN_BLOCK, column_blocks
+    from sweeper.models.mlp import MIN_BLOCK, column_blocks
 
     assert column_blocks(MIN_BLOCK * 2 - 1, 4) == [slice(None)]
     assert column_blocks(1000, 3) == [slice(0, 333), slice(333, 667), slice(667, 1000)]

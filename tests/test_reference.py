@@ -4,7 +4,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-import data
+from sweeper import data
 from conftest import make_cfg, run_once
 
 

@@ -9,7 +9,7 @@ import mlflow
 import numpy as np
 import pytest
 
-import data
+from sweeper import data
 from conftest import all_runs, cli, client_for, http_get, http_post, make_cfg, mlflow_server
 
 FAST = ("epochs=300", "log_every=10")

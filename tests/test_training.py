@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-import models
+from sweeper import models
 from conftest import make_cfg, run_once
-from models.train import MAX_CHECKS
+from sweeper.models.train import MAX_CHECKS
 from sweeper.backend import Backend
 from sweeper.metrics import TIMINGS
 
@@ -59,7 +59,7 @@ class CountingBackend(Backend):
 
 def _fit(epochs, log_every, patience=0, lr=0.05):
     cfg = make_cfg("data=diabetes", "depth=1", "width=8", f"lr={lr}")
-    import data
+    from sweeper import data
 
     ds = data.load(cfg.data, 0)
     backend = CountingBackend("cpu", np)
@@ -95,10 +95,10 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     the same curves and weights as the one-block epoch, to rounding."""
     import importlib
 
-    from models.mlp import MLP, init_params
+    from sweeper.models.mlp import MLP, init_params
     from sweeper.backend import resolve
 
-    train_module = importlib.import_module("models.train")  # the module: models.train is also the function
+    train_module = importlib.import_module("sweeper.models.train")  # the module: sweeper.models.train is also the function
 
     used = []
 
