@@ -112,11 +112,11 @@ def train(
             k0, k1 = epoch // log_every, math.ceil(stop / log_every)
             seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
             h, v = seen[-1]
-            bad = np.flatnonzero(~np.isfinite(h) | ~np.isfinite(v))
-            if bad.size:
-                diverged_at = (k0 + int(bad[0])) * log_every
+            bad = diverged(h, v, seen[0][0, 0])
+            if bad is not None:
+                diverged_at = (k0 + bad) * log_every
                 epoch = diverged_at
-                seen[-1] = seen[-1][:, : int(bad[0]) + 1]
+                seen[-1] = seen[-1][:, : bad + 1]
                 break
             for i, val in enumerate(v):
                 if val < best_val:
@@ -144,3 +144,20 @@ def train(
         train_time_s=t1 - t0,
         warmup_time_s=t0 - t_warm,
     )
+
+
+# A loss that grows past this many times its first sample has exploded (it would overflow soon after).
+EXPLODED = 1e6
+
+
+def diverged(train_loss: np.ndarray, val_loss: np.ndarray, first: float) -> int | None:
+    """The index of the first sample at which a run diverged (a non-finite loss, or a training loss past
+    :data:`EXPLODED` times the first one ``first``), else None."""
+    bad = ~np.isfinite(train_loss) | ~np.isfinite(val_loss) | (train_loss > EXPLODED * abs(first))
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if hits.size else None
+
+
+def sample_stride(epochs: int, log_every: int) -> int:
+    """Epochs between two loss samples."""
+    return log_every

@@ -5,6 +5,7 @@ embedded MLflow store lives in ``mlruns/`` beside it. ``${sweeper_root:}`` in a 
 (the resolver is registered by ``sweeper.config``). Importing the package itself pulls in nothing
 heavy, so ``sweeper.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
 """
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,3 +18,10 @@ CONF_DIR = ROOT / "conf"
 # shadow it.
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
+
+# Hydra finds launchers by walking the ``hydra_plugins`` namespace package with pkgutil, which does not
+# see the portions of an editable install (setuptools' import hook). Our launcher's folder goes on the
+# path too, so Hydra discovers it from a checkout; a regular install puts it in site-packages.
+_PLUGINS = ROOT / "plugins"
+if (_PLUGINS / "hydra_plugins").is_dir() and str(_PLUGINS) not in sys.path:
+    sys.path.append(str(_PLUGINS))

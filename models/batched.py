@@ -1,0 +1,295 @@
+"""K configurations of one network shape trained together: one batched epoch for the whole group.
+
+Members share the shape (inputs ``d``, ``depth``, ``width``, activation, task, dtype) and the sampling
+stride ``log_every``; each has its own learning rate, initial weights (its seed), epoch count and
+patience. Full-batch gradient descent is deterministic, so a member with fewer epochs is a prefix of
+the group's run: it is *frozen* at its own epoch count (its update multiplied by 0), never removed.
+
+Weights are kept transposed and stacked over members, ``Wt_l`` of shape ``(K, fan_out, fan_in)`` and
+``b_l`` of shape ``(K, fan_out, 1)``; activations are feature-major, ``A_l`` of shape ``(K, width, n)``.
+With ``X`` of shape ``(n, d)`` shared by every member, the first layer is one matrix product for the
+whole group, and so is its weight gradient::
+
+    Z_0 = [Wt_0^(1); …; Wt_0^(K)] @ X.T        (K·w, d) @ (d, n) → (K·w, n), viewed as (K, w, n)
+    G_0 = D_0 @ X                              (K·w, n) @ (n, d)
+
+Deeper layers are batched products (``(K, fo, fi) @ (K, fi, n)``, one cuBLAS strided-batched call on the
+GPU) and every elementwise pass runs over all members at once. When members differ in their split (a
+seed sweep), each has its own data, ``X`` of shape ``(K, n, d)``, and the first layer is batched too.
+
+The loss gradient carries each member's ``-lr`` (and a 0/1 *active* mask), so every gradient is
+already the member's update and the step is one add per array, as in :class:`models.mlp.FullBatch`.
+The host looks at the sampled losses only at segment ends (at most ``MAX_CHECKS`` plus one per
+distinct epoch count, or every ``log_every`` epochs when a member has patience), with one copy each.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sweeper.models import losses
+from sweeper.models.activations import ACTIVATIONS, Call
+from sweeper.models.mlp import init_params
+from sweeper.models.train import MAX_CHECKS, TrainResult, diverged, sample_stride
+
+
+@dataclass(frozen=True)
+class Member:
+    """One configuration's own hyperparameters inside a group."""
+
+    lr: float
+    epochs: int
+    patience: int = 0
+    seed: int = 0
+
+
+def stacked_params(sizes: list[int], activation: str, seeds: Sequence[int], dtype: str) -> list[np.ndarray]:
+    """``[Wt_0, b_0, Wt_1, b_1, ...]`` stacked over members, each member drawn by :func:`init_params`
+    with its own seed (so member k starts exactly where a one-configuration run of seed k starts)."""
+    per = [init_params(sizes, activation, s, dtype) for s in seeds]
+    out = []
+    for l in range(len(sizes) - 1):
+        out.append(np.ascontiguousarray(np.stack([p[2 * l].T for p in per])))  # (K, fo, fi)
+        out.append(np.ascontiguousarray(np.stack([p[2 * l + 1].T for p in per])))  # (K, fo, 1)
+    return out
+
+
+def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool) -> int:
+    """Device memory one group of ``k`` members holds while it trains (buffers, weights, data)."""
+    hidden = sum(sizes[1:-1])
+    per_member = (n * (3 * hidden + 3) + n_val * (hidden + 1)  # activations, D, scratch; output, g
+                  + 4 * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])))  # weights, grads, copies
+    data = (n + n_val) * (sizes[0] + 1) * (1 if shared else k)
+    return (k * per_member + data) * itemsize
+
+
+class _Pass:
+    """Preallocated buffers and the calls of one data set's forward (and, with a scale, backward) pass."""
+
+    def __init__(self, xp: Any, params: list[Any], act: Any, task: str, X: Any, y: Any, scale: Any | None):
+        self.xp, self.task, self.act = xp, task, act
+        K = params[0].shape[0]
+        self.shared = X.ndim == 2
+        n = X.shape[-2]
+        self.XT = xp.ascontiguousarray(xp.swapaxes(X, -1, -2))  # (d, n) or (K, d, n)
+        self.X = xp.swapaxes(self.XT, -1, -2)  # (n, d) or (K, n, d), a view
+        self.y = xp.ascontiguousarray(y.reshape((1, 1, n) if y.ndim == 2 else (K, 1, n)))
+        L = len(params) // 2 - 1
+        Wt, b = params[::2], params[1::2]
+        self.A = [xp.empty((K, w.shape[1], n), dtype=X.dtype) for w in Wt[:-1]]  # hidden activations
+        self.z = xp.empty((K, 1, n), dtype=X.dtype)
+        outs = self.A + [self.z]
+        calls: list[Call] = []
+        for l in range(L + 1):
+            calls.append(self._product(Wt[l], l, outs[l]))
+            calls.append(partial(xp.add, outs[l], b[l], outs[l]))
+            if l < L:
+                calls += act.f_calls(xp, outs[l])
+        self.forward_calls = calls
+        self.backward_calls: list[Call] = []
+        if scale is None:
+            return
+        self.grads = [xp.empty_like(p) for p in params]
+        self.g = xp.empty_like(self.z)
+        self.D = [xp.empty_like(a) for a in self.A]
+        self.tmp = [xp.empty_like(a) for a in self.A]
+        G = self.grads
+        # g ← scale · (z - y), with scale = -lr · active · grad_constant per member: each member's update
+        calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g), partial(xp.multiply, self.g, scale, self.g)]
+        D = self.g
+        for l in range(L, -1, -1):
+            calls.append(self._weight_grad(D, l, G[2 * l]))
+            calls.append(partial(xp.sum, D, axis=2, keepdims=True, out=G[2 * l + 1]))
+            if l > 0:  # D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})
+                calls.append(partial(xp.matmul, xp.swapaxes(Wt[l], 1, 2), D, out=self.D[l - 1]))
+                calls += act.grad_calls(xp, self.D[l - 1], self.A[l - 1], self.tmp[l - 1])
+                D = self.D[l - 1]
+        self.backward_calls = calls
+        self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(params, G)]
+
+    def _product(self, Wt: Any, l: int, out: Any) -> Call:
+        """``out ← Wt @ input`` of layer ``l``; the shared first layer as one (K·fo, d) @ (d, n) product."""
+        xp = self.xp
+        if l == 0 and self.shared:
+            K, fo, d = Wt.shape
+            return partial(xp.matmul, Wt.reshape(K * fo, d), self.XT, out=out.reshape(K * fo, -1))
+        return partial(xp.matmul, Wt, self.XT if l == 0 else self.A[l - 1], out=out)
+
+    def _weight_grad(self, D: Any, l: int, out: Any) -> Call:
+        """``out ← D_l @ input.T`` (the gradient of ``Wt_l``); shared data: one (K·fo, n) @ (n, d) product."""
+        xp = self.xp
+        if l == 0 and self.shared:
+            K, fo, n = D.shape
+            return partial(xp.matmul, D.reshape(K * fo, n), self.X, out=out.reshape(K * fo, -1))
+        inp = self.X if l == 0 else xp.swapaxes(self.A[l - 1], 1, 2)
+        return partial(xp.matmul, D, inp, out=out)
+
+    def run(self, calls: list[Call]) -> None:
+        for call in calls:
+            call()
+
+    def loss(self) -> Any:
+        """Each member's mean loss of the last forward pass, shape ``(K,)`` (no host sync)."""
+        return losses.loss(self.xp, self.task, self.z, self.y, axis=(1, 2))
+
+
+@dataclass
+class GroupFit:
+    """What a group's training leaves on the host."""
+
+    fits: list[TrainResult]  # per member, as :func:`models.train.train` returns for one configuration
+    params: list[list[np.ndarray]]  # per member ``[W_0, b_0, ...]`` in :class:`models.mlp.MLP`'s layout
+    train_time_s: float  # the whole group's training, between two device synchronisations
+    warmup_time_s: float
+    host_reads: int  # device→host copies made while training (one per segment)
+
+
+@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
+def train_group(
+    backend: Any,
+    params: list[np.ndarray],
+    activation: str,
+    task: str,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    members: Sequence[Member],
+    *,
+    log_every: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> GroupFit:
+    """Train the group's stacked ``params`` (see :func:`stacked_params`) on device arrays.
+
+    ``X`` is (n, d) shared by all members or (K, n, d), ``y`` (n, 1) or (K, n, 1); likewise the
+    validation arrays. Each member's result is what :func:`models.train.train` would return for it alone
+    (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
+    """
+    xp, K = backend.xp, len(members)
+    dtype = X.dtype
+    lr = np.array([m.lr for m in members], dtype=np.float64)
+    epochs = np.array([m.epochs for m in members])
+    patience = np.array([m.patience for m in members])
+    E = int(epochs.max())
+    stride = sample_stride(E, log_every)
+    n_samples = math.ceil(E / stride)
+    own_samples = [math.ceil(int(e) / stride) for e in epochs]
+    dev = [backend.to_device(p) for p in params]
+    active = np.ones(K)
+    n = X.shape[-2]
+    scale = xp.empty((K, 1, 1), dtype=dtype)  # -lr · active · dL/dz's constant, per member
+
+    def set_scale() -> None:
+        factor = -lr * active * losses.grad_constant(task, n)
+        scale[...] = backend.to_device(factor.reshape(K, 1, 1).astype(dtype))
+
+    set_scale()
+    act = ACTIVATIONS[activation]
+    hist = xp.full((n_samples, K), xp.nan, dtype=dtype)
+    vhist = xp.full((n_samples, K), xp.nan, dtype=dtype)
+    any_patience = bool(patience.any())
+    if any_patience:
+        step = stride
+    else:
+        step = stride * math.ceil(n_samples / MAX_CHECKS)
+    ends = sorted({*range(step, E, step), *map(int, epochs), E})
+
+    best_val = np.full(K, math.inf)
+    best_epoch = np.zeros(K, dtype=int)
+    best = [p.copy() for p in dev] if any_patience else None
+    kept = np.zeros(K, dtype=bool)  # best weights taken for this member
+    candidate = None
+    diverged_at: list[int | None] = [None] * K
+    epochs_run = epochs.copy()
+    seen: list[np.ndarray] = []
+    reads = 0
+    t_warm = backend.clock()
+    flops = 2.0 * n * K * max(p.shape[1] * p.shape[2] for p in params[::2])
+    with backend.host_threads(flops, 1):
+        batch = _Pass(xp, dev, act, task, X, y, scale)
+        val = _Pass(xp, dev, act, task, X_val, y_val, None)
+        batch.run(batch.forward_calls)  # warm-up: every call but the update (CuPy compiles its kernels)
+        batch.loss()
+        batch.run(batch.backward_calls)
+        val.run(val.forward_calls)
+        val.loss()
+        epoch_calls = batch.forward_calls + batch.backward_calls + batch.update_calls
+        t0 = backend.clock()
+        epoch, first = 0, None
+        for stop in ends:
+            if not active.any():
+                break
+            for e in range(epoch, stop):  # device work only
+                if e % stride:
+                    batch.run(epoch_calls)
+                    continue
+                batch.run(batch.forward_calls)
+                k = e // stride
+                hist[k] = batch.loss()
+                val.run(val.forward_calls)
+                vhist[k] = val.loss()
+                if any_patience:
+                    candidate = [p.copy() for p in dev]
+                batch.run(batch.backward_calls)
+                batch.run(batch.update_calls)
+            k0, k1 = math.ceil(epoch / stride), math.ceil(stop / stride)  # the samples of this segment
+            if k1 > k0:
+                block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # (2, k1 - k0, K)
+                reads += 1
+                seen.append(block)
+                if first is None:
+                    first = block[0, 0].copy()
+            else:
+                block = np.empty((2, 0, K))
+            changed = False
+            for m in np.flatnonzero(active):
+                lim = min(k1, own_samples[m]) - k0
+                h, v = block[0, :lim, m], block[1, :lim, m]
+                bad = diverged(h, v, first[m])
+                if bad is not None:
+                    diverged_at[m] = (k0 + bad) * stride
+                    epochs_run[m] = diverged_at[m]
+                    active[m], changed = 0, True
+                    for p in dev:  # finite arithmetic from here on; the member's weights are not used
+                        p[m] = 0
+                    continue
+                for i, value in enumerate(v):
+                    if value < best_val[m]:
+                        best_val[m], best_epoch[m] = float(value), (k0 + i) * stride
+                        if patience[m]:
+                            for b_, c_ in zip(best, candidate):
+                                b_[m] = c_[m]
+                            kept[m] = True
+                if stop >= epochs[m]:
+                    active[m], changed = 0, True
+                elif patience[m] and stop % stride == 0 and stop - best_epoch[m] >= patience[m]:
+                    epochs_run[m] = stop
+                    active[m], changed = 0, True
+            if changed:
+                set_scale()
+            epoch = stop
+            if progress is not None:
+                progress(int(np.minimum(epochs_run, epoch).sum()), int(epochs.sum()))
+        t1 = backend.clock()
+
+    curve = np.concatenate(seen, axis=1)  # (2, samples, K)
+    final = [backend.to_numpy(p) for p in dev]
+    if best is not None:
+        kept_best = [backend.to_numpy(p) for p in best]
+    fits, host_params = [], []
+    for m in range(K):
+        count = own_samples[m] if diverged_at[m] is None else diverged_at[m] // stride + 1
+        if diverged_at[m] is None and patience[m] and epochs_run[m] < epochs[m]:
+            count = math.ceil(epochs_run[m] / stride)
+        fits.append(TrainResult(
+            steps=np.arange(count) * stride, train_loss=curve[0, :count, m], val_loss=curve[1, :count, m],
+            epochs_run=int(epochs_run[m]), best_epoch=int(best_epoch[m]), diverged_at=diverged_at[m],
+            train_time_s=t1 - t0, warmup_time_s=t0 - t_warm,
+        ))
+        source = kept_best if (kept[m] and diverged_at[m] is None) else final
+        host_params.append([a[m].T.copy() for a in source])  # (fo, fi) → (fi, fo); (fo, 1) → (1, fo)
+    return GroupFit(fits, host_params, t1 - t0, t0 - t_warm, reads)

@@ -1,0 +1,95 @@
+"""The batched trainer: K configurations in one pass give what each gives alone (to rounding)."""
+import numpy as np
+import pytest
+
+from sweeper import data, models
+from sweeper.backend import Backend
+from sweeper.models.batched import Member, stacked_params, train_group
+from sweeper.models.mlp import MLP, init_params
+from conftest import make_cfg
+
+CPU = Backend("cpu", np)
+
+
+def _data(name, seed=0):
+    return data.load(make_cfg(f"data={name}").data, seed)
+
+
+def _alone(ds, depth, width, activation, m, log_every, dtype="float64"):
+    sizes = [ds.n_features] + [width] * depth + [1]
+    model = MLP(np, init_params(sizes, activation, m.seed, dtype), activation, ds.task)
+    cast = [a.astype(dtype) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+    fit = models.train(CPU, model, *cast, lr=m.lr, epochs=m.epochs, log_every=log_every, patience=m.patience)
+    return fit, [p.copy() for p in model.params]
+
+
+def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None):
+    sizes = [ds.n_features] + [width] * depth + [1]
+    params = stacked_params(sizes, activation, [m.seed for m in members], dtype)
+    if per_member is None:
+        arrays = [a.astype(dtype) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+    else:  # each member its own split
+        arrays = [np.stack([getattr(d, name) for d in per_member]).astype(dtype)
+                  for name in ("X_train", "y_train", "X_val", "y_val")]
+    return train_group(CPU, params, activation, ds.task, *arrays, members, log_every=log_every)
+
+
+def _same(fit, params, alone_fit, alone_params, rtol):
+    assert fit.diverged_at == alone_fit.diverged_at
+    assert fit.epochs_run == alone_fit.epochs_run and fit.best_epoch == alone_fit.best_epoch
+    np.testing.assert_array_equal(fit.steps, alone_fit.steps)
+    np.testing.assert_allclose(fit.train_loss, alone_fit.train_loss, rtol=rtol)
+    np.testing.assert_allclose(fit.val_loss, alone_fit.val_loss, rtol=rtol)
+    if fit.diverged_at is None:
+        for a, b in zip(params, alone_params):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * 1e-3)
+
+
+GRID = [Member(0.01, 400), Member(0.05, 250, seed=1), Member(0.02, 400, patience=30), Member(0.005, 130, seed=2)]
+
+
+@pytest.mark.parametrize("name,depth,activation", [("diabetes", 1, "tanh"), ("diabetes", 2, "relu"),
+                                                  ("breast_cancer", 0, "tanh"), ("breast_cancer", 2, "sigmoid")])
+def test_a_group_matches_each_member_trained_alone(name, depth, activation):
+    ds = _data(name)
+    group = _together(ds, depth, 8, activation, GRID, log_every=10)
+    assert len(group.fits) == len(GRID) and group.host_reads <= 10 + len(GRID) + 40  # patience: every log_every
+    for m, fit, params in zip(GRID, group.fits, group.params):
+        _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
+
+
+def test_a_diverging_member_is_frozen_and_leaves_its_group_mates_alone():
+    ds = _data("diabetes")
+    members = [Member(0.01, 300), Member(5.0, 300), Member(0.02, 300)]
+    group = _together(ds, 1, 8, "tanh", members, log_every=10)
+    assert group.fits[1].diverged_at is not None and group.fits[0].diverged_at is None
+    without = _together(ds, 1, 8, "tanh", [members[0], members[2]], log_every=10)
+    for i, j in ((0, 0), (2, 1)):
+        np.testing.assert_array_equal(group.fits[i].val_loss, without.fits[j].val_loss)
+        for a, b in zip(group.params[i], without.params[j]):
+            np.testing.assert_array_equal(a, b)
+    alone = _alone(ds, 1, 8, "tanh", members[1], 10)[0]
+    assert group.fits[1].diverged_at == alone.diverged_at
+
+
+def test_members_with_their_own_split_match_alone():
+    """A seed sweep: each member's seed draws its weights and its split, so each has its own data."""
+    members = [Member(0.01, 200, seed=s) for s in range(3)]
+    splits = [_data("diabetes", s) for s in range(3)]
+    group = _together(splits[0], 1, 8, "tanh", members, log_every=10, per_member=splits)
+    for m, ds, fit, params in zip(members, splits, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 1, 8, "tanh", m, 10), rtol=1e-9)
+
+
+def test_float32_group_matches_alone_to_float32_tolerance():
+    ds = _data("diabetes")
+    group = _together(ds, 1, 16, "tanh", GRID, log_every=10, dtype="float32")
+    for m, fit, params in zip(GRID, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 1, 16, "tanh", m, 10, dtype="float32"), rtol=1e-4)
+
+
+def test_host_reads_do_not_grow_with_epochs_or_members():
+    ds = _data("diabetes")
+    reads = [_together(ds, 1, 4, "tanh", [Member(0.01, e, seed=s) for s in range(k)], log_every=5).host_reads
+             for e, k in ((100, 2), (2000, 2), (2000, 16))]
+    assert reads[0] <= 11 and reads[1] == reads[2] <= 11
