@@ -48,14 +48,24 @@ class Member:
 
 
 def stacked_params(sizes: list[int], activation: str, seeds: Sequence[int], dtype: str) -> list[np.ndarray]:
-    """``[Wt_0, b_0, Wt_1, b_1, ...]`` stacked over members, each member drawn by :func:`init_params`
-    with its own seed (so member k starts exactly where a one-configuration run of seed k starts)."""
+    """``[Q_0, Wt_1, b_1, ..., Wt_L, b_L]`` stacked over members, each member drawn by :func:`init_params`
+    with its own seed (so member k starts exactly where a one-configuration run of seed k starts).
+
+    ``Q_0 = [W_0; b_0].T`` of shape ``(K, fan_out, d + 1)`` carries the first layer's bias in its last
+    column (the data get a row of ones); deeper layers keep ``Wt_l = W_l.T`` ``(K, fan_out, fan_in)``
+    and ``b_l.T`` ``(K, fan_out, 1)`` apart."""
     per = [init_params(sizes, activation, s, dtype) for s in seeds]
-    out = []
-    for l in range(len(sizes) - 1):
+    out = [np.ascontiguousarray(np.stack([np.concatenate([p[0], p[1]]).T for p in per]))]
+    for l in range(1, len(sizes) - 1):
         out.append(np.ascontiguousarray(np.stack([p[2 * l].T for p in per])))  # (K, fo, fi)
         out.append(np.ascontiguousarray(np.stack([p[2 * l + 1].T for p in per])))  # (K, fo, 1)
     return out
+
+
+def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
+    """Member ``m``'s ``[W_0, b_0, W_1, b_1, ...]`` in :class:`models.mlp.MLP`'s layout, from host arrays."""
+    Q = stacked[0][m]
+    return [Q[:, :-1].T.copy(), Q[:, -1:].T.copy(), *(a[m].T.copy() for a in stacked[1:])]
 
 
 def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool) -> int:
@@ -68,25 +78,34 @@ def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, sha
 
 
 class _Pass:
-    """Preallocated buffers and the calls of one data set's forward (and, with a scale, backward) pass."""
+    """Preallocated buffers and the calls of one data set's forward (and, with a scale, backward) pass.
+
+    Shapes (K members, n rows, L = depth): ``H_0 = [X.T; 1]`` (d + 1, n), or (K, d + 1, n) per member;
+    ``A_l`` (K, width, n) for hidden layers; ``z`` (K, 1, n); ``D_l`` like ``A_l``; ``g`` like ``z``.
+    Forward: ``A_0 = f(Q_0 @ H_0)``, ``A_l = f(Wt_l @ A_{l-1} + b_l)``, ``z = Wt_L @ A_{L-1} + b_L``.
+    Backward: ``G_Q0 = D_0 @ H_0.T``; ``G_Wl = D_l @ A_{l-1}.T``, ``G_bl = D_l @ 1``;
+    ``D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})`` (a broadcast product when layer l has one unit).
+    """
 
     def __init__(self, xp: Any, params: list[Any], act: Any, task: str, X: Any, y: Any, scale: Any | None):
-        self.xp, self.task, self.act = xp, task, act
-        K = params[0].shape[0]
+        self.xp, self.task = xp, task
+        K, n, dtype = params[0].shape[0], X.shape[-2], X.dtype
         self.shared = X.ndim == 2
-        n = X.shape[-2]
-        self.XT = xp.ascontiguousarray(xp.swapaxes(X, -1, -2))  # (d, n) or (K, d, n)
-        self.X = xp.swapaxes(self.XT, -1, -2)  # (n, d) or (K, n, d), a view
+        self.H = xp.ones((*X.shape[:-2], X.shape[-1] + 1, n), dtype=dtype)  # (d + 1, n) or (K, d + 1, n)
+        self.H[..., :-1, :] = xp.swapaxes(X, -1, -2)
+        self.HT = xp.swapaxes(self.H, -1, -2)
         self.y = xp.ascontiguousarray(y.reshape((1, 1, n) if y.ndim == 2 else (K, 1, n)))
-        L = len(params) // 2 - 1
-        Wt, b = params[::2], params[1::2]
-        self.A = [xp.empty((K, w.shape[1], n), dtype=X.dtype) for w in Wt[:-1]]  # hidden activations
-        self.z = xp.empty((K, 1, n), dtype=X.dtype)
+        self.L = L = (len(params) - 1) // 2
+        self.Wt = [params[0]] + params[1::2]  # Wt[0] is Q_0
+        self.b = [None] + params[2::2]
+        self.A = [xp.empty((K, w.shape[1], n), dtype=dtype) for w in self.Wt[:-1]]
+        self.z = xp.empty((K, 1, n), dtype=dtype)
         outs = self.A + [self.z]
         calls: list[Call] = []
         for l in range(L + 1):
-            calls.append(self._product(Wt[l], l, outs[l]))
-            calls.append(partial(xp.add, outs[l], b[l], outs[l]))
+            calls.append(self._product(l, outs[l]))
+            if l:
+                calls.append(partial(xp.add, outs[l], self.b[l], outs[l]))
             if l < L:
                 calls += act.f_calls(xp, outs[l])
         self.forward_calls = calls
@@ -94,39 +113,43 @@ class _Pass:
         if scale is None:
             return
         self.grads = [xp.empty_like(p) for p in params]
+        GW = [self.grads[0]] + self.grads[1::2]
+        Gb = [None] + self.grads[2::2]
+        self.ones = xp.ones((n, 1), dtype=dtype)
         self.g = xp.empty_like(self.z)
         self.D = [xp.empty_like(a) for a in self.A]
         self.tmp = [xp.empty_like(a) for a in self.A]
-        G = self.grads
         # g ← scale · (z - y), with scale = -lr · active · grad_constant per member: each member's update
         calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g), partial(xp.multiply, self.g, scale, self.g)]
         D = self.g
         for l in range(L, -1, -1):
-            calls.append(self._weight_grad(D, l, G[2 * l]))
-            calls.append(partial(xp.sum, D, axis=2, keepdims=True, out=G[2 * l + 1]))
-            if l > 0:  # D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})
-                calls.append(partial(xp.matmul, xp.swapaxes(Wt[l], 1, 2), D, out=self.D[l - 1]))
-                calls += act.grad_calls(xp, self.D[l - 1], self.A[l - 1], self.tmp[l - 1])
-                D = self.D[l - 1]
+            calls.append(self._weight_grad(D, l, GW[l]))
+            if l == 0:
+                break
+            calls.append(_flat_product(xp, D, self.ones, Gb[l]))  # G_bl = D_l @ 1: the sum over rows
+            Wt, prev = self.Wt[l], self.D[l - 1]
+            if Wt.shape[1] == 1:  # one unit: Wt_l.T @ D_l is the broadcast product w ∘ D_l
+                calls.append(partial(xp.multiply, xp.swapaxes(Wt, 1, 2), D, out=prev))
+            else:
+                calls.append(partial(xp.matmul, xp.swapaxes(Wt, 1, 2), D, out=prev))
+            calls += act.grad_calls(xp, prev, self.A[l - 1], self.tmp[l - 1])
+            D = prev
         self.backward_calls = calls
-        self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(params, G)]
+        self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(params, self.grads)]
 
-    def _product(self, Wt: Any, l: int, out: Any) -> Call:
-        """``out ← Wt @ input`` of layer ``l``; the shared first layer as one (K·fo, d) @ (d, n) product."""
-        xp = self.xp
+    def _product(self, l: int, out: Any) -> Call:
+        """``out ← Wt_l @ input``; the shared first layer as one (K·fo, d + 1) @ (d + 1, n) product."""
+        xp, Wt = self.xp, self.Wt[l]
         if l == 0 and self.shared:
-            K, fo, d = Wt.shape
-            return partial(xp.matmul, Wt.reshape(K * fo, d), self.XT, out=out.reshape(K * fo, -1))
-        return partial(xp.matmul, Wt, self.XT if l == 0 else self.A[l - 1], out=out)
+            return _flat_product(xp, Wt, self.H, out)
+        return partial(xp.matmul, Wt, self.H if l == 0 else self.A[l - 1], out=out)
 
     def _weight_grad(self, D: Any, l: int, out: Any) -> Call:
-        """``out ← D_l @ input.T`` (the gradient of ``Wt_l``); shared data: one (K·fo, n) @ (n, d) product."""
+        """``out ← D_l @ input.T``; with shared data the first layer's is one (K·fo, n) @ (n, d + 1) product."""
         xp = self.xp
         if l == 0 and self.shared:
-            K, fo, n = D.shape
-            return partial(xp.matmul, D.reshape(K * fo, n), self.X, out=out.reshape(K * fo, -1))
-        inp = self.X if l == 0 else xp.swapaxes(self.A[l - 1], 1, 2)
-        return partial(xp.matmul, D, inp, out=out)
+            return _flat_product(xp, D, self.HT, out)
+        return partial(xp.matmul, D, self.HT if l == 0 else xp.swapaxes(self.A[l - 1], 1, 2), out=out)
 
     def run(self, calls: list[Call]) -> None:
         for call in calls:
@@ -135,6 +158,13 @@ class _Pass:
     def loss(self) -> Any:
         """Each member's mean loss of the last forward pass, shape ``(K,)`` (no host sync)."""
         return losses.loss(self.xp, self.task, self.z, self.y, axis=(1, 2))
+
+
+def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
+    """``out ← a @ b`` for a stacked ``a`` (K, r, c) and one shared ``b`` (c, m): one (K·r, c) @ (c, m)
+    matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
+    K, r, c = a.shape
+    return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, -1))
 
 
 @dataclass
@@ -208,8 +238,9 @@ def train_group(
     seen: list[np.ndarray] = []
     reads = 0
     t_warm = backend.clock()
-    flops = 2.0 * n * K * max(p.shape[1] * p.shape[2] for p in params[::2])
-    with backend.host_threads(flops, 1):
+    # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
+    # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
+    with backend.host_threads(0.0, 1):
         batch = _Pass(xp, dev, act, task, X, y, scale)
         val = _Pass(xp, dev, act, task, X_val, y_val, None)
         batch.run(batch.forward_calls)  # warm-up: every call but the update (CuPy compiles its kernels)
@@ -291,5 +322,5 @@ def train_group(
             train_time_s=t1 - t0, warmup_time_s=t0 - t_warm,
         ))
         source = kept_best if (kept[m] and diverged_at[m] is None) else final
-        host_params.append([a[m].T.copy() for a in source])  # (fo, fi) → (fi, fo); (fo, 1) → (1, fo)
+        host_params.append(member_params(source, m))
     return GroupFit(fits, host_params, t1 - t0, t0 - t_warm, reads)
