@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 # Measurements of speed, which vary from run to run; every other metric is deterministic on one machine.
-TIMINGS = ("wall_time_s", "train_time_s", "warmup_time_s", "h2d_time_s", "epochs_per_s", "speedup", "speedup_wall")
+TIMINGS = ("wall_time_s", "train_time_s", "group_train_time_s", "warmup_time_s", "h2d_time_s", "epochs_per_s", "speedup", "speedup_wall")
 
 # Every quality metric (after its val_/test_ prefix) and whether lower is better: errors and losses
 # are, scores (accuracy, F1, ROC AUC, R²) are not.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -26,6 +27,9 @@ from sweeper.config import ConfigError, fingerprint, validate
 log = logging.getLogger("sweeper")
 
 RESULT_FILE = "result.json"
+# Outcomes computed ahead by the batched launcher (sweeper.launch), by job number: the job's task
+# records the one found here instead of training.
+HANDOFF: dict[int, "Computed"] = {}
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
 
@@ -120,10 +124,13 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
-    dataset = data.load(cfg.data, cfg.seed)  # outside the guard: a data file's OSError is no tracking failure
+    computed = HANDOFF.get(ctx.num) if ctx.sweep_dir is not None else None
+    # outside the guard: a data file's OSError is no tracking failure
+    dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
     if tracking_error is None:
         try:
-            run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
+            tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {})
+            run_id = tracking.start_run(client, experiment, _name(ctx, cfg), tags,
                                         parent_run_id=_parent(ctx, cfg))  # params come with the final batch
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the start")
@@ -131,9 +138,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))
-    monitor = tracking.system_monitor(client, run_id, uri) if run_id and cfg.tracking.system_metrics else None
+    sample = run_id and cfg.tracking.system_metrics and not computed  # a batched group trained before this job
+    monitor = tracking.system_monitor(client, run_id, uri) if sample else None
     try:
-        out = train_and_score(cfg, dataset, backend)
+        out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
         _kill(client, run_id, _parent(ctx, cfg), tracking.flatten(plain), tracking.stop(monitor))
         _finish(ctx, {**result, "status": "KILLED", "reason": "interrupted (Ctrl-C)"})
@@ -152,7 +160,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             raise
         log.exception("run %s failed", run_id)
         return result
-    out.scores["wall_time_s"] = time.perf_counter() - t_start
+    out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
     system = tracking.stop(monitor)
 
     status = "FAILED" if out.reason else "FINISHED"
@@ -231,18 +239,20 @@ def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> P
 
 
 @contextmanager
-def progress_bar(epochs: int) -> Iterator[Callable[[int, float, float], None] | None]:
-    """A tqdm bar over epochs on a terminal (stderr), advanced where training already syncs; else nothing."""
+def progress_bar(epochs: int, unit: str = "epoch") -> Iterator[Callable[[int, float, float], None] | None]:
+    """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal (stderr), advanced where
+    training already syncs; else nothing."""
     if not sys.stderr.isatty():
         yield None
         return
     from tqdm import tqdm
 
-    with tqdm(total=epochs, unit="epoch", leave=False, dynamic_ncols=True) as bar:
+    with tqdm(total=epochs, unit=unit, leave=False, dynamic_ncols=True) as bar:
 
         def update(epoch: int, train_loss: float, val_loss: float) -> None:
             bar.update(epoch - bar.n)
-            bar.set_postfix(loss=f"{train_loss:.4g}", val_loss=f"{val_loss:.4g}", refresh=False)
+            if math.isfinite(train_loss):
+                bar.set_postfix(loss=f"{train_loss:.4g}", val_loss=f"{val_loss:.4g}", refresh=False)
 
         yield update
 
@@ -258,6 +268,16 @@ class Outcome:
     test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1)
 
 
+@dataclass
+class Computed:
+    """A job's compute half done ahead (by a batched group): what its record half needs."""
+
+    outcome: Outcome
+    dataset: data.Dataset
+    tags: dict[str, str]  # launcher, batch_group, batch_size
+    wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
+
+
 def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
     """Train on the device and score on the host."""
     dtype = cfg.dtype
@@ -271,6 +291,13 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
             backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
             patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
         )
+    return evaluate(dataset, backend, model, fit, dtype, h2d_time_s)
+
+
+def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models.TrainResult, dtype: str,
+             h2d_time_s: float) -> Outcome:
+    """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
+    batched launcher (one call per member)."""
     curves = {"train_loss": (fit.steps, fit.train_loss), "val_loss": (fit.steps, fit.val_loss)}
     scores = {
         "train_time_s": fit.train_time_s,

@@ -93,3 +93,31 @@ def test_host_reads_do_not_grow_with_epochs_or_members():
     reads = [_together(ds, 1, 4, "tanh", [Member(0.01, e, seed=s) for s in range(k)], log_every=5).host_reads
              for e, k in ((100, 2), (2000, 2), (2000, 16))]
     assert reads[0] <= 11 and reads[1] == reads[2] <= 11
+
+
+class _Counting(Backend):
+    """The GPU code path on NumPy (a fake "gpu" backend) that counts device→host copies and waits."""
+
+    def __init__(self):
+        super().__init__("gpu", np, fake=True)
+        object.__setattr__(self, "counts", {"copies": 0, "syncs": 0})
+
+    def to_numpy(self, a):
+        self.counts["copies"] += 1
+        return super().to_numpy(a)
+
+    def synchronize(self):
+        self.counts["syncs"] += 1
+
+
+@pytest.mark.parametrize("epochs,k", [(200, 2), (4000, 2), (4000, 32)])
+def test_the_gpu_path_copies_and_waits_the_same_whatever_the_epochs_or_members(epochs, k):
+    ds = _data("diabetes")
+    backend = _Counting()
+    members = [Member(0.01, epochs, seed=s) for s in range(k)]
+    params = stacked_params([ds.n_features, 4, 1], "tanh", [m.seed for m in members], "float32")
+    arrays = [a.astype("float32") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+    fit = train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=10)
+    # one copy per segment (at most MAX_CHECKS) and one per array at the end; three clock waits
+    assert backend.counts["copies"] == fit.host_reads + len(params) <= 10 + len(params)
+    assert backend.counts["syncs"] == 3

@@ -1,0 +1,1 @@
+"""sweeper's batched launcher for Hydra: ``hydra/launcher=batched`` (the default of ``conf/config.yaml``)."""

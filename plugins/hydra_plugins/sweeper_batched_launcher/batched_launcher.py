@@ -1,0 +1,31 @@
+"""The thin launcher class; the work is in ``sweeper.launch``, imported only when a sweep launches."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class BatchedLauncher(Launcher):
+    """Trains every compatible configuration of a sweep together, then gives each its own Hydra job."""
+
+    def __init__(self, max_group_bytes: int = 0, max_group_size: int = 0) -> None:
+        self.max_group_bytes = max_group_bytes
+        self.max_group_size = max_group_size
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from sweeper.launch import launch
+
+        return launch(self, job_overrides, initial_job_idx)
+
+    def __repr__(self) -> Any:
+        return f"BatchedLauncher(max_group_bytes={self.max_group_bytes}, max_group_size={self.max_group_size})"

@@ -1,0 +1,211 @@
+"""The batched launcher's work: compose every job once, train compatible jobs as one group, record each.
+
+A job is *compute* (data → model → train → score) and *record* (MLflow child run, artifacts,
+``result.json``; :func:`sweeper.run.run`). Here the compute half of a whole group runs at once, on the
+device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
+(``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
+computed for it (:data:`sweeper.run.HANDOFF`). A job that cannot join a group (``sync_every_epoch``,
+an already finished ``resume=true`` configuration, a device that is not there) and every member of a
+group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from omegaconf import DictConfig, open_dict
+
+from sweeper import data, run, sweep
+from sweeper.backend import BackendUnavailable, resolve
+from sweeper.config import ConfigError, fingerprint, validate
+from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
+from sweeper.models.mlp import MLP
+
+log = logging.getLogger("sweeper")
+
+# What members of one group must share: the data and everything that shapes the computation. They may
+# differ in lr, seed (weights, and the split: then each has its own data), epochs and patience.
+SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every")
+
+
+@dataclass
+class Job:
+    idx: int
+    overrides: list[str]
+    config: DictConfig  # the composed job config, hydra node included
+    plain: dict[str, Any] = field(default_factory=dict)  # resolved, without hydra
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    from hydra.core.utils import configure_log, run_job, setup_globals
+
+    setup_globals()
+    config = launcher.config
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for i, overrides in enumerate(job_overrides):
+        cfg = launcher.hydra_context.config_loader.load_sweep_config(config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + i
+        jobs.append(Job(initial_job_idx + i, list(overrides), cfg, sweep._plain(cfg)))
+    groups, alone = plan(jobs, launcher.max_group_bytes, launcher.max_group_size)
+    log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
+             sum(map(len, groups)), len(groups), len(alone))
+
+    returns: dict[int, Any] = {}
+
+    def record(job: Job) -> None:
+        returns[job.idx] = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+                                   config=job.config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+
+    for members in groups:
+        try:
+            computed = compute_group(members)
+        except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
+            log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
+                        len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            computed = {}
+        for job in members:
+            if job.idx in computed:
+                run.HANDOFF[job.idx] = computed.pop(job.idx)
+            try:
+                record(job)
+            finally:
+                run.HANDOFF.pop(job.idx, None)
+    for job in alone:
+        record(job)
+    return [returns[j.idx] for j in jobs]
+
+
+def default_budget() -> int:
+    """A quarter of the machine's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 2 << 30
+
+
+def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[list[Job]], list[Job]]:
+    """Split the jobs into groups that train together (each within the memory budget) and the jobs
+    that run alone (invalid configs, ``sync_every_epoch``, ``resume`` hits, data that cannot load)."""
+    budget = max_bytes or default_budget()
+    keyed: dict[str, list[Job]] = {}
+    alone = []
+    for job in jobs:
+        cfg = job.plain
+        try:
+            validate(cfg)
+        except ConfigError:
+            alone.append(job)  # the one-job path reports it
+            continue
+        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)):
+            alone.append(job)
+            continue
+        key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)
+        keyed.setdefault(key, []).append(job)
+    groups = []
+    for members in keyed.values():
+        if len(members) == 1:
+            alone += members
+            continue
+        size = _fits(members, budget)
+        if max_size:
+            size = min(size, max_size)
+        if size < 2:
+            alone += members
+            continue
+        groups += [members[i:i + size] for i in range(0, len(members), size)]
+    alone.sort(key=lambda j: j.idx)
+    return groups, alone
+
+
+def _fits(members: list[Job], budget: int) -> int:
+    """How many of these members fit the memory budget together (estimated from the data's shape)."""
+    cfg = members[0].plain
+    try:
+        ds = data.load(_node(cfg["data"]), cfg["seed"])
+    except Exception:  # noqa: BLE001  (a data error: the one-job path reports it in one line)
+        return 0
+    sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [1]
+    shared = len({m.plain["seed"] for m in members}) == 1
+    one = group_bytes(1, len(ds.X_train), len(ds.X_val), sizes, np.dtype(cfg["dtype"]).itemsize, shared)
+    return max(1, budget // max(one, 1))
+
+
+def _finished(cfg: dict[str, Any]) -> bool:
+    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment)."""
+    from sweeper import tracking
+
+    try:
+        client = tracking.client(cfg["tracking"]["uri"])
+        exp = client.get_experiment_by_name(cfg["tracking"]["experiment"])
+        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"]) is not None
+    except tracking.UNREACHABLE:
+        return False
+
+
+class _Node(dict):
+    """A plain dict read with attributes, as the loaders read a config node."""
+
+    __getattr__ = dict.__getitem__
+
+
+def _node(d: dict[str, Any]) -> _Node:
+    return _Node(d)
+
+
+def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
+    """Train the group on its device and score every member: ``{job idx: Computed}``.
+
+    Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
+    t_start = time.perf_counter()
+    cfg0 = members[0].plain
+    try:
+        backend = resolve(cfg0["device"])
+    except BackendUnavailable:
+        return {}  # each job records SKIPPED through the one-job path
+    seeds = [m.plain["seed"] for m in members]
+    datasets = {s: data.load(_node(cfg0["data"]), s) for s in dict.fromkeys(seeds)}
+    ds0 = datasets[seeds[0]]
+    dtype, task = cfg0["dtype"], ds0.task
+    sizes = [ds0.n_features] + [cfg0["width"]] * cfg0["depth"] + [1]
+    group = [Member(m.plain["lr"], m.plain["epochs"], m.plain["patience"], m.plain["seed"]) for m in members]
+    names = ("X_train", "y_train", "X_val", "y_val")
+    t_h2d = backend.clock()
+    if len(datasets) == 1:
+        arrays = [backend.to_device(getattr(ds0, a).astype(dtype)) for a in names]
+    else:
+        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in seeds]).astype(dtype)) for a in names]
+    params = stacked_params(sizes, cfg0["activation"], seeds, dtype)
+    h2d = backend.clock() - t_h2d
+    epochs = sum(g.epochs for g in group)
+    with run.progress_bar(epochs, unit="member-epoch") as progress:
+        fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
+                          progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None)
+    K = len(members)
+    group_id = uuid.uuid4().hex[:12]
+    out = {}
+    for job, member_fit, member_params, seed in zip(members, fit.fits, fit.params, seeds):
+        ds = datasets[seed]
+        model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task)
+        member_fit.train_time_s = fit.train_time_s / K  # the amortised cost of one configuration
+        member_fit.warmup_time_s = fit.warmup_time_s / K
+        outcome = run.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
+                               h2d_time_s=h2d / K)
+        outcome.scores["group_train_time_s"] = fit.train_time_s
+        out[job.idx] = run.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "batch_size": str(K)})
+    wall = (time.perf_counter() - t_start) / K
+    for c in out.values():
+        c.wall_time_s = wall
+    return out
+

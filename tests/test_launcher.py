@@ -1,0 +1,69 @@
+"""The batched launcher (the default of -m) against the basic one: the same children, the same records."""
+import math
+import shutil
+
+import pytest
+
+from conftest import all_runs, cli, client_for
+from sweeper.metrics import TIMINGS
+
+GRID = ("lr=0.01,5", "epochs=100,200", "seed=0,1", "patience=0,30", "log_every=10", "depth=1", "width=8")
+
+
+def _children(store):
+    return {r.data.tags["fingerprint"]: r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags}
+
+
+def _artifacts(store, run):
+    return sorted(a.path for a in client_for(store).list_artifacts(run.info.run_id))
+
+
+def _both(tmp_path, store, *args):
+    stores = {"basic": store, "batched": store.parent.parent / "batched_store" / "mlflow.db"}
+    shutil.copytree(store.parent, stores["batched"].parent)
+    for launcher, db in stores.items():
+        out = tmp_path / launcher
+        out.mkdir()
+        proc = cli(out, "-m", *args, f"hydra/launcher={launcher}", store=db)
+        assert proc.returncode == 0, proc.stderr
+    return stores, proc
+
+
+def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED")):
+    basic, batched = _children(stores["basic"]), _children(stores["batched"])
+    assert set(basic) == set(batched) and len(basic) == 16
+    statuses = set()
+    for fp, a in basic.items():
+        b = batched[fp]
+        statuses.add(a.info.status)
+        assert a.info.status == b.info.status, a.data.tags["overrides"]
+        assert a.data.tags.get("failure_reason") == b.data.tags.get("failure_reason")
+        assert {**a.data.params, "tracking.uri": ""} == {**b.data.params, "tracking.uri": ""}
+        assert b.data.tags["launcher"] == "batched" and int(b.data.tags["batch_size"]) >= 2
+        quality = {k: v for k, v in a.data.metrics.items() if k not in TIMINGS and not k.startswith("system/")}
+        assert quality and set(quality) <= set(b.data.metrics)
+        for k, v in quality.items():
+            assert math.isclose(b.data.metrics[k], v, rel_tol=rtol, abs_tol=1e-12), (a.data.tags["overrides"], k)
+        assert _artifacts(stores["basic"], a) == _artifacts(stores["batched"], b)
+        assert b.data.metrics["group_train_time_s"] >= b.data.metrics["train_time_s"] > 0 or b.info.status == "FAILED"
+    assert statuses == set(statuses_seen)  # lr=5 diverges on diabetes in both, with the same reason
+
+
+def test_batched_and_basic_launchers_record_the_same_regression_sweep(tmp_path, store):
+    stores, proc = _both(tmp_path, store, *GRID, "data=diabetes")
+    assert "batched group(s)" in proc.stdout
+    _same_records(stores, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_batched_and_basic_launchers_record_the_same_binary_sweep_in_float32(tmp_path, store):
+    stores, _ = _both(tmp_path, store, *GRID, "data=breast_cancer", "dtype=float32", "tracking.log_model=false")
+    _same_records(stores, rtol=1e-4, statuses_seen=("FINISHED",))  # cross-entropy grows, but slowly
+
+
+def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
+    proc = cli(tmp_path, "-m", "lr=0.01,0.02,0.03,0.04", "epochs=20", "log_every=10", "tracking.log_model=false",
+               "hydra.launcher.max_group_size=2", store=store)
+    assert proc.returncode == 0, proc.stderr
+    groups = {r.data.tags["batch_group"] for r in _children(store).values()}
+    assert len(groups) == 2 and "4 in 2 batched group(s)" in proc.stdout
