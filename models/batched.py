@@ -178,7 +178,11 @@ class GroupFit:
     host_reads: int  # device→host copies made while training (one per segment)
 
 
-@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
+# Members per thread below which a group is not split across CPU threads (Python's per-call cost and
+# the GIL then outweigh a second core).
+MIN_PART = 8
+
+
 def train_group(
     backend: Any,
     params: list[np.ndarray],
@@ -192,13 +196,67 @@ def train_group(
     *,
     log_every: int,
     progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
 ) -> GroupFit:
     """Train the group's stacked ``params`` (see :func:`stacked_params`) on device arrays.
 
     ``X`` is (n, d) shared by all members or (K, n, d), ``y`` (n, 1) or (K, n, 1); likewise the
     validation arrays. Each member's result is what :func:`models.train.train` would return for it alone
     (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
+
+    On the CPU the members are split into ``threads`` parts (default: the CPUs this process may use, as
+    the one-configuration trainer's column blocks) that train side by side, each on one BLAS thread:
+    the members are independent, so the parts never meet until the end. ``train_time_s`` is then the
+    longest part's.
     """
+    from sweeper.backend import cpu_threads
+
+    K = len(members)
+    if threads is None:
+        threads = cpu_threads() if backend.device == "cpu" else 1
+    parts = min(threads, K // MIN_PART)
+    if parts < 2:
+        return _train_part(backend, params, activation, task, X, y, X_val, y_val, members, log_every, progress)
+    from concurrent.futures import ThreadPoolExecutor
+    import threading
+
+    chunks = np.array_split(np.arange(K), parts)
+    done = [0] * parts
+    lock = threading.Lock()
+
+    def part(i: int, idx: np.ndarray) -> GroupFit:
+        def report(d: int, total: int) -> None:
+            with lock:
+                done[i] = d
+                if progress is not None:
+                    progress(sum(done), int(sum(m.epochs for m in members)))
+
+        own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
+        return _train_part(backend, [p[idx] for p in params], activation, task, *own, [members[j] for j in idx],
+                           log_every, report)
+
+    with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
+        fits = list(pool.map(part, range(parts), chunks))
+    return GroupFit([f for g in fits for f in g.fits], [p for g in fits for p in g.params],
+                    max(g.train_time_s for g in fits), max(g.warmup_time_s for g in fits),
+                    sum(g.host_reads for g in fits))
+
+
+@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
+def _train_part(
+    backend: Any,
+    params: list[np.ndarray],
+    activation: str,
+    task: str,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    members: Sequence[Member],
+    log_every: int,
+    progress: Callable[[int, int], None] | None,
+) -> GroupFit:
+    """:func:`train_group` on one thread."""
     xp, K = backend.xp, len(members)
     dtype = X.dtype
     lr = np.array([m.lr for m in members], dtype=np.float64)

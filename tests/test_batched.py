@@ -23,7 +23,7 @@ def _alone(ds, depth, width, activation, m, log_every, dtype="float64"):
     return fit, [p.copy() for p in model.params]
 
 
-def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None):
+def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None, threads=1):
     sizes = [ds.n_features] + [width] * depth + [1]
     params = stacked_params(sizes, activation, [m.seed for m in members], dtype)
     if per_member is None:
@@ -31,7 +31,7 @@ def _together(ds, depth, width, activation, members, log_every, dtype="float64",
     else:  # each member its own split
         arrays = [np.stack([getattr(d, name) for d in per_member]).astype(dtype)
                   for name in ("X_train", "y_train", "X_val", "y_val")]
-    return train_group(CPU, params, activation, ds.task, *arrays, members, log_every=log_every)
+    return train_group(CPU, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads)
 
 
 def _same(fit, params, alone_fit, alone_params, rtol):
@@ -121,3 +121,17 @@ def test_the_gpu_path_copies_and_waits_the_same_whatever_the_epochs_or_members(e
     # one copy per segment (at most MAX_CHECKS) and one per array at the end; three clock waits
     assert backend.counts["copies"] == fit.host_reads + len(params) <= 10 + len(params)
     assert backend.counts["syncs"] == 3
+
+
+def test_a_group_split_across_threads_matches_one_thread():
+    ds = _data("breast_cancer")
+    members = [Member(0.01 * (1 + i), 120, patience=20 * (i % 2), seed=i % 3) for i in range(17)]
+    sizes = [ds.n_features, 8, 1]
+    arrays = [a.astype("float64") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+    fits = [train_group(CPU, stacked_params(sizes, "tanh", [m.seed for m in members], "float64"), "tanh", ds.task,
+                        *arrays, members, log_every=10, threads=t) for t in (1, 2)]
+    for a, b, pa, pb in zip(fits[0].fits, fits[1].fits, fits[0].params, fits[1].params):
+        assert (a.epochs_run, a.best_epoch, a.diverged_at) == (b.epochs_run, b.best_epoch, b.diverged_at)
+        np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-12)
+        for x, y in zip(pa, pb):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)

@@ -1,0 +1,183 @@
+"""Sweep benchmark: what a whole sweep costs, end to end, under each launcher — and the training alone.
+
+    python bench/sweep_bench.py                  # everything, medians of 3 (about 15-25 minutes on 2 cores)
+    python bench/sweep_bench.py --quick          # 1 repeat, no grid-256 (a few minutes)
+    python bench/sweep_bench.py --only training  # the batched trainer alone
+
+1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 members of the
+   W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration trainer
+   (``models.train``) measured in the same process.
+2. End to end: ``python -m sweeper -m ...`` in a subprocess into a fresh embedded store, wall time from
+   the command to its exit, under ``hydra/launcher=basic``, ``batched`` (the default) and ``joblib`` with 2
+   workers; and grid-64 done by hand: a Python loop calling scikit-learn's ``MLPRegressor`` (the same
+   full-batch algorithm, as in bench/trainer_bench.py) with one ``mlflow.start_run`` + ``log_params`` +
+   ``log_metrics`` per configuration into a fresh SQLite store, run the same way.
+Ratios are against the batched launcher's time in the same run. This machine is shared: compare ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "bench"))
+
+from trainer_bench import about, fmt_rate, table  # noqa: E402
+
+GRID_64 = ["lr=0.001,0.002,0.005,0.01", "depth=1,2", "width=8,16", "epochs=1000,3000", "seed=0,1"]
+GRID_256 = ["lr=0.001,0.0015,0.002,0.003,0.005,0.007,0.01,0.015", "depth=1,2", "width=8,16", "epochs=1000,3000",
+            "seed=0,1,2,3"]
+WORKLOADS = {  # name: (overrides, configurations)
+    "quick start": (["lr=0.001,0.005"], 2),
+    "+sweep=seed": (["+sweep=seed"], 8),
+    "grid-64": (GRID_64, 64),
+    "grid-256": (GRID_256, 256),
+}
+LAUNCHERS = {"batched": [], "basic": ["hydra/launcher=basic"],
+             "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]}
+
+BY_HAND = r'''
+import itertools, sys, warnings
+import mlflow, numpy as np
+from sklearn.datasets import load_diabetes
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
+mlflow.set_tracking_uri(sys.argv[1])
+mlflow.set_experiment("by-hand")
+X, y = load_diabetes(return_X_y=True)
+for lr, depth, width, epochs, seed in itertools.product([0.001, 0.002, 0.005, 0.01], [1, 2], [8, 16], [1000, 3000], [0, 1]):
+    Xt, Xs, yt, ys = train_test_split(X, y, test_size=0.2, random_state=seed)
+    sx, sy = StandardScaler().fit(Xt), StandardScaler().fit(yt.reshape(-1, 1))
+    Xt, Xs = sx.transform(Xt), sx.transform(Xs)
+    m = MLPRegressor(hidden_layer_sizes=(width,) * depth, activation="tanh", solver="sgd", batch_size=len(Xt),
+                     learning_rate_init=2 * lr, momentum=0.0, alpha=0.0, shuffle=False, tol=0.0,
+                     n_iter_no_change=10**9, max_iter=epochs, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(Xt, sy.transform(yt.reshape(-1, 1)).ravel())
+    pred = sy.inverse_transform(m.predict(Xs).reshape(-1, 1)).ravel()
+    with mlflow.start_run():
+        mlflow.log_params({"lr": lr, "depth": depth, "width": width, "epochs": epochs, "seed": seed})
+        mlflow.log_metrics({"test_mse": float(np.mean((pred - ys) ** 2)), "test_mae": float(np.mean(np.abs(pred - ys)))})
+'''
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def training_section(repeats: int, epochs: int) -> list[str]:
+    from sweeper import data, models
+    from sweeper.backend import resolve
+    from sweeper.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
+    from sweeper.models.batched import Member, stacked_params, train_group
+    from sweeper.models.mlp import MLP, init_params
+
+    class Node(dict):
+        __getattr__ = dict.__getitem__
+
+    ds = data.load(Node(name="diabetes", val_fraction=0.2, test_fraction=0.2), 0)
+    backend = resolve("cpu")
+    rows = []
+    for dtype in ("float32", "float64"):
+        a = [x.astype(dtype) for x in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+        single = []
+        for _ in range(repeats):
+            model = MLP(np, init_params([10, 16, 1], "tanh", 0, dtype), "tanh", "regression")
+            single.append(epochs / models.train(backend, model, *a, lr=0.01, epochs=epochs, log_every=50).train_time_s)
+        base = _median(single)
+        rows.append(["W1", dtype, "one-config trainer", 1, fmt_rate(base), "1.00x"])
+        for k in (1, 8, 64, 256):
+            members = [Member(0.01 * (1 + i / k), epochs, seed=i) for i in range(k)]
+            rates = []
+            for _ in range(repeats):
+                params = stacked_params([10, 16, 1], "tanh", [m.seed for m in members], dtype)
+                fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50)
+                rates.append(k * epochs / fit.train_time_s)
+            rate = _median(rates)
+            rows.append(["W1", dtype, "batched group", k, fmt_rate(rate), f"{rate / base:.2f}x"])
+    return ["## Training alone (configuration-epochs/s, median of %d, %d epochs)" % (repeats, epochs), "",
+            table(["shape", "dtype", "trainer", "K", "config-epochs/s", "vs one-config"], rows)]
+
+
+def _timed(cmd: list[str], cwd: str) -> tuple[float, str | None]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    return wall, None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:100]
+
+
+def sweep_wall(overrides: list[str], launcher: list[str]) -> tuple[float, str | None]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *launcher,
+               f"tracking.uri=sqlite:///{tmp}/mlruns/mlflow.db", f"hydra.sweep.dir={tmp}/sweep"]
+        return _timed(cmd, tmp)
+
+
+def by_hand_wall() -> tuple[float, str | None]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return _timed([sys.executable, "-c", BY_HAND, f"sqlite:///{tmp}/mlflow.db"], tmp)
+
+
+def sweep_section(repeats: int, names: list[str], launchers: list[str]) -> list[str]:
+    rows = []
+    for name in names:
+        overrides, n = WORKLOADS[name]
+        walls: dict[str, float] = {}
+        for launcher in launchers:
+            times, error = [], None
+            for _ in range(repeats):
+                wall, error = sweep_wall(overrides, LAUNCHERS[launcher])
+                if error:
+                    break
+                times.append(wall)
+            if error:
+                rows.append([name, n, launcher, "error", error, ""])
+                continue
+            walls[launcher] = _median(times)
+        if name == "grid-64":
+            times = [by_hand_wall() for _ in range(repeats)]
+            if all(e is None for _, e in times):
+                walls["by hand: sklearn + mlflow"] = _median([t for t, _ in times])
+        ref = walls.get("batched")
+        for launcher, wall in walls.items():
+            ratio = f"{wall / ref:.2f}x" if ref else "-"
+            rows.append([name, n, launcher, f"{wall:.2f}", f"{n / wall:.2f}", ratio])
+    return ["## End to end (wall s from the command to its exit, median of %d)" % repeats, "",
+            table(["sweep", "configs", "launcher", "wall s", "configs/s", "time vs batched"], rows)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
+    p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
+    p.add_argument("--only", choices=["training", "sweeps"], default=None)
+    p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
+    p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
+    args = p.parse_args(argv)
+    repeats = args.repeats or (1 if args.quick else 3)
+    out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
+    if args.only in (None, "training"):
+        out += training_section(repeats, 1000 if args.quick else 3000) + [""]
+        print("\n".join(out), flush=True)
+    if args.only in (None, "sweeps"):
+        names = [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
+        section = sweep_section(repeats, names, args.launchers.split(","))
+        print("\n".join(section), flush=True)
+        out += section
+    if args.out:
+        args.out.write_text("\n".join(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
