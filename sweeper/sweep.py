@@ -44,7 +44,10 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     params = config.hydra.sweeper.get("params") or {}
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(args), None)
+    from sweeper.compose import compose_once
+
     loader = GlobalHydra.instance().config_loader()
+    compose_once(loader)  # the sweeper's check and the launcher reuse these compositions
     jobs = []
     for overrides in batches[0]:
         try:
