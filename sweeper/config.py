@@ -21,8 +21,17 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 
+
+def experiment_name(data_name: str, path: str = "") -> str:
+    """The default experiment of a data set: its name, and for a user file (``data=csv``) the file's stem
+    too (``csv-sales``), so that unrelated files are not ranked together. ``${sweeper_experiment:...}``."""
+    return f"{data_name}-{Path(path).stem}" if data_name == "csv" and path else data_name
+
+
 if not OmegaConf.has_resolver("sweeper_root"):
     OmegaConf.register_new_resolver("sweeper_root", lambda: ROOT.as_posix())
+if not OmegaConf.has_resolver("sweeper_experiment"):
+    OmegaConf.register_new_resolver("sweeper_experiment", experiment_name)
 
 
 class ConfigError(ValueError):
