@@ -90,6 +90,8 @@ TOP_LEVEL: dict[str, Rule] = {
 }
 
 _SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
+# data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
+SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
     "diabetes": _SPLIT,
@@ -100,10 +102,11 @@ DATA: dict[str, dict[str, Rule]] = {
         "path": text(),
         "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
         "header": Rule("true or false", lambda v: isinstance(v, bool)),
-        "sep": Rule(
-            "one character, or tab / space / \\t", lambda v: isinstance(v, str) and (len(v) == 1 or v in ("tab", "space", "\\t"))
-        ),
+        "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
+                    lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
         "task": choice("auto", "regression", "binary"),
+        "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
+                               lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
     },
     "synthetic": {
         **_SPLIT,

@@ -89,6 +89,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     t_start = time.perf_counter()
     plain = OmegaConf.to_container(cfg, resolve=True)
     validate(plain)
+    dataset = data.load(cfg.data, cfg.seed)  # before the store: a bad file must leave no store or experiment behind
+    if dataset.positive_class is not None:  # which of the file's two values is 1: a param of the run
+        plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
         "status": None,
         "fingerprint": fingerprint(plain),
@@ -120,7 +123,6 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
-    dataset = data.load(cfg.data, cfg.seed)  # outside the guard: a data file's OSError is no tracking failure
     if tracking_error is None:
         try:
             run_id = tracking.start_run(client, experiment, _name(ctx, cfg), _tags(ctx, cfg, result, backend),
