@@ -190,19 +190,25 @@ def validate(cfg: Mapping[str, Any]) -> None:
 def check_overrides(args: list[str]) -> None:
     """Check command-line overrides before Hydra composes, so bad input fails in one line.
 
-    Covers config-group choices (``data=nope`` would otherwise fail inside Hydra over several lines)
-    and the top-level keys, every value of a sweep included. Everything else is left to Hydra and
-    to :func:`validate`.
+    Covers overrides Hydra's parser rejects (``data.sep=;``, ``lr=(``), config-group choices
+    (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys, every
+    value of a sweep included. Everything else is left to Hydra and to :func:`validate`.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
     args = [a for a in args if not a.startswith("-")]
+    parser = OverridesParser.create()
     try:
-        overrides = OverridesParser.create().parse_overrides(args)
+        overrides = parser.parse_overrides(args)
     except HydraException:
-        return  # Hydra reports its own syntax errors
+        for arg in args:
+            try:
+                parser.parse_overrides([arg])
+            except HydraException as e:
+                _unparsable(arg, e)
+        return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
@@ -226,6 +232,22 @@ def check_overrides(args: list[str]) -> None:
                 f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
                 f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
             )
+
+
+def _unparsable(arg: str, e: Exception) -> None:
+    """One line for an override Hydra's parser rejects (e.g. ``data.sep=;``); an argument without ``=`` is
+    left to Hydra, which may read it as the value of an option."""
+    key, eq, value = arg.partition("=")
+    if not eq:
+        return
+    if key.lstrip("+~") == "data.sep":
+        names = "|".join(n for n in SEP_NAMES if n.isalpha())
+        raise ConfigError(f"{arg} cannot be read by Hydra's override parser: quote the character "
+                          f"('data.sep=\"{value}\"') or name it: data.sep={names}")
+    lines = [ln.strip() for ln in str(e).splitlines()
+             if ln.strip() not in ("", "^") and not ln.startswith(("See ", "Error parsing"))]
+    raise ConfigError(f"{arg} is not a valid override ({lines[0] if lines else type(e).__name__}): "
+                      "quote a value that holds special characters, e.g. 'key=\"value\"'")
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:

@@ -197,6 +197,25 @@ def test_a_semicolon_separator_by_name_or_quoted(tmp_path):
     assert load(path, 'data.sep=";"').n_features == 2
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["data=csv", "data.sep=;"], "data.sep=; cannot be read by Hydra's override parser: quote the character "
+                                     """('data.sep=";"') or name it: data.sep=tab|space|semicolon"""),
+        (["-m", "lr=(0.1"], "lr=(0.1 is not a valid override (extraneous input '('"),
+        (["lr=[1,2"], "lr=[1,2 is not a valid override (no viable alternative at input '[1,2')"),
+    ],
+)
+def test_overrides_hydra_cannot_parse_give_one_line(args, message):
+    with pytest.raises(ConfigError) as err:
+        check_overrides(args)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_option_values_are_left_to_hydra():
+    check_overrides(["--cfg", "job", "lr=0.1"])  # "job" is no override: Hydra's argument parser reads it
+
+
 def test_each_data_file_has_its_own_experiment(tmp_path):
     def experiment(*overrides):
         return OmegaConf.to_container(make_cfg(*overrides), resolve=True)["tracking"]["experiment"]
@@ -212,9 +231,10 @@ def test_each_data_file_has_its_own_experiment(tmp_path):
     "args",
     [
         ["data=csv", "data.path={bad}"],
+        ["data=csv", "data.sep=;", "data.path={good}"],
         ["-m", "data=csv", "data.path={good},{bad}", "lr=0.1,0.2"],
     ],
-    ids=["run", "multirun"],
+    ids=["run", "sep", "multirun"],
 )
 def test_a_bad_data_file_leaves_no_store_behind(tmp_path, args):
     bad = tmp_path / "latin1.csv"
@@ -225,7 +245,7 @@ def test_a_bad_data_file_leaves_no_store_behind(tmp_path, args):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("sweeper: error: data.")
-    assert "not UTF-8 text" in lines[0]
+    assert "not UTF-8 text" in lines[0] or "data.sep=tab|space|semicolon" in lines[0]
     if args[0] == "-m":
         assert "[job 3/4: " in lines[0]  # each file is read once, before the first job
     assert not db.exists() and not db.parent.exists() and not (tmp_path / "sweep").exists()
