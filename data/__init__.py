@@ -16,7 +16,8 @@ class Dataset:
     """Standardised host arrays ``X_*`` (n, d) and targets ``y_*`` (n, 1), float64.
 
     For regression the target is standardised with the training mean and scale; :meth:`to_original`
-    maps predictions back so metrics are in the target's own units. Binary targets stay 0/1.
+    maps predictions back so metrics are in the target's own units. Binary targets are 0/1;
+    ``positive_class`` names the file's value read as 1 (user files only, e.g. ``spam``).
     """
 
     name: str
@@ -31,6 +32,7 @@ class Dataset:
     y_scale: float = 1.0
     x_mean: np.ndarray | None = None  # (d,) the training scaler, to map raw features in
     x_scale: np.ndarray | None = None
+    positive_class: str | None = None
 
     @property
     def n_features(self) -> int:
@@ -60,14 +62,22 @@ def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def load(cfg: Any, seed: int) -> Dataset:
     """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it."""
-    X, y, task = LOADERS[cfg.name](cfg, seed)
+    X, y, task, positive_class = LOADERS[cfg.name](cfg, seed)
+    where = f"data.path={cfg.path}" if "path" in cfg else f"data={cfg.name}"
     if not np.isfinite(X).all() or not np.isfinite(y).all():
-        raise DataError(f"data={cfg.name}: the data hold missing or non-finite values; clean them first")
+        raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
     train, val, test = split(len(X), cfg.val_fraction, cfg.test_fraction, seed)
+    if len(train) < 2:
+        raise DataError(
+            f"{where}: too few rows ({len(X)}) for data.val_fraction={cfg.val_fraction} and "
+            f"data.test_fraction={cfg.test_fraction}: training needs at least 2 rows, validation and test 1 each; "
+            "add rows, or set both fractions to 0 to score on the training rows"
+        )
     mean, std = _scale(X[train])  # fitted on the training rows only
     y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
-    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std)
+    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
+                   positive_class)

@@ -1,46 +1,66 @@
-"""Raw loaders: each returns host arrays ``X`` (n, d) float64 and ``y`` (n,) float64, and the task."""
+"""Raw loaders: each returns a :class:`Raw`, host arrays ``X`` (n, d) and ``y`` (n,) in float64 and the task."""
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
+import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from sweeper.config import SEP_NAMES
 
 
 class DataError(ValueError):
     """A data set that cannot be read; the message is one line naming the file and what is wrong."""
 
 
-def xor(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+class Raw(NamedTuple):
+    """What a loader returns; a binary target is 0/1 and ``positive_class`` names the value read as 1."""
+
+    X: np.ndarray
+    y: np.ndarray
+    task: str
+    positive_class: str | None = None
+
+
+# With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class labels, not a number.
+MAX_CLASSES = 20
+
+
+def xor(cfg: Any, seed: int) -> Raw:
     X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float64)
-    return X, np.array([0, 1, 1, 0], dtype=np.float64), "binary"
+    return Raw(X, np.array([0, 1, 1, 0], dtype=np.float64), "binary")
 
 
-def diabetes(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+def diabetes(cfg: Any, seed: int) -> Raw:
     from sklearn.datasets import load_diabetes
 
     X, y = load_diabetes(return_X_y=True)
-    return X, y.astype(np.float64), "regression"
+    return Raw(X, y.astype(np.float64), "regression")
 
 
-def breast_cancer(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+def breast_cancer(cfg: Any, seed: int) -> Raw:
     from sklearn.datasets import load_breast_cancer
 
     X, y = load_breast_cancer(return_X_y=True)
-    return X, y.astype(np.float64), "binary"
+    return Raw(X, y.astype(np.float64), "binary")
 
 
-def spambase(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+def spambase(cfg: Any, seed: int) -> Raw:
     """UCI Spambase: 57 comma-separated features, then the label (1 = spam); no header."""
-    _, table = _read_delimited(Path(cfg.path), header=False, sep=",")
-    if table.shape[1] != 58:
-        raise DataError(f"data.path={cfg.path}: expected 58 columns (57 features + label), found {table.shape[1]}")
-    return table[:, :-1], table[:, -1], "binary"
+    path = Path(cfg.path)
+    _, rows = _read_delimited(path, header=False, sep=",")
+    if _width(rows, path) != 58:
+        raise DataError(f"data.path={path}: expected 58 columns (57 features + label), found {_width(rows, path)}")
+    table = _to_float(rows, None, path)
+    return Raw(table[:, :-1], table[:, -1], "binary")
 
 
-def synthetic(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+def synthetic(cfg: Any, seed: int) -> Raw:
     """Gaussian features; the target is a linear term plus a smooth non-linear one plus noise.
 
     Regression: ``y = X w + sin(X v) + noise``; binary: ``y = [X w + sin(X v) + noise > 0]``.
@@ -51,41 +71,108 @@ def synthetic(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
     w, v = rng.standard_normal((2, d)) / np.sqrt(d)
     signal = X @ w + np.sin(X @ v) + cfg.noise * rng.standard_normal(n)
     if cfg.task == "binary":
-        return X, (signal > 0).astype(np.float64), "binary"
-    return X, signal, "regression"
+        return Raw(X, (signal > 0).astype(np.float64), "binary")
+    return Raw(X, signal, "regression")
 
 
-def csv_file(cfg: Any, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """A user file: delimited text, JSON (records or columns) or NPZ (arrays ``X`` and ``y``)."""
+def csv_file(cfg: Any, seed: int) -> Raw:
+    """A user file: delimited text, JSON (records or columns) or NPZ (arrays ``X`` and ``y``).
+
+    Features must be numeric. The target may be text when it holds exactly two values (``ham``/``spam``);
+    any two-valued target is read as 0/1, the later-sorted value (or ``data.positive_class``) being 1.
+    """
     path = Path(cfg.path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        with np.load(path) as z:
-            if "X" not in z or "y" not in z:
-                raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}")
-            X, y = np.asarray(z["X"], dtype=np.float64), np.asarray(z["y"], dtype=np.float64).ravel()
-        if X.ndim != 2 or len(X) != len(y):
-            raise DataError(f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+        X, target, label = *_read_npz(path), "y"
     else:
-        names, table = _read_json(path) if suffix == ".json" else _read_delimited(path, cfg.header, cfg.sep)
-        col = _target_index(cfg.target, names, table.shape[1], path)
-        y = table[:, col]
-        X = np.delete(table, col, axis=1)
-    return X, y, _task(cfg.task, y, path)
+        names, rows = _read_json(path) if suffix == ".json" else _read_delimited(path, cfg.header, cfg.sep)
+        width = _width(rows, path)
+        if names is not None and len(names) != width:
+            raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
+                            "check data.sep and data.header")
+        col = _target_index(cfg.target, names, width, path)
+        columns = names or list(range(width))  # as the file numbers them, for the errors
+        label, target = columns[col], [r[col] for r in rows]
+        X = _to_float([r[:col] + r[col + 1 :] for r in rows], columns[:col] + columns[col + 1 :], path)
+        if X.shape[1] == 0:
+            raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
+    return Raw(X, *_target(target, label, cfg.task, cfg.positive_class, path))
 
 
-def _task(task: str, y: np.ndarray, path: Path) -> str:
-    values = np.unique(y)
-    if task == "auto":
-        return "binary" if len(values) == 2 else "regression"
-    if task == "binary" and not np.isin(values, [0.0, 1.0]).all():
-        raise DataError(f"data.task=binary needs a 0/1 target, {path} has values {values[:5].tolist()}")
-    return task
+def _parses(v: Any) -> bool:
+    """Whether ``float(v)`` reads the value: a number, or text such as ``" 2.5"``."""
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _label(v: Any) -> str:
+    """A target value as text: ``2`` for 2.0, ``0.5``, or the string itself."""
+    if isinstance(v, str):
+        return v
+    return str(int(v)) if float(v).is_integer() else str(float(v))
+
+
+def _shown(labels: list[str], most: int = 6) -> str:
+    return ", ".join(labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else []))
+
+
+def _target(values: list[Any], label: Any, task: str, positive: Any, path: Path) -> tuple[np.ndarray, str, str | None]:
+    """The target as float64, its task and, for a binary task, the value read as 1.
+
+    A two-valued target (numbers or text) becomes 0/1: the later-sorted value is 1 unless ``positive`` (the
+    ``data.positive_class``) names the other. With ``task=auto``, 3 to MAX_CLASSES distinct integers are
+    refused as class labels; more distinct values make a regression.
+    """
+    column = f"column {label} of {path}"
+    text = all(isinstance(v, str) and not _parses(v) for v in values)  # labels such as ham/spam
+    if text:
+        y = np.array([v.strip() for v in values], dtype=object)
+        classes = sorted(set(y))
+    else:
+        y = _to_float([[v] for v in values], [label], path).ravel()  # a stray text value: the column's own error
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise DataError(f"data.path={path}: the target (column {label}) holds a missing or non-finite value "
+                            f"(row {bad[0] + 1}); clean it first")
+        classes = np.unique(y).tolist()
+    labels = [_label(c) for c in classes]
+    shown = _shown([repr(c) for c in labels] if text else labels)
+    if task == "regression":
+        if text:
+            raise DataError(f"data.task=regression needs a numeric target: {column} holds text ({shown}); "
+                            "set data.task=auto for a two-valued text target")
+        if positive != "auto":
+            raise DataError(f"data.positive_class={positive} is for a binary target: leave it at auto with "
+                            "data.task=regression")
+        return y, "regression", None
+    if task == "auto" and not text and positive == "auto" and len(classes) != 2:
+        if 3 <= len(classes) <= MAX_CLASSES and all(float(c).is_integer() for c in classes):
+            raise DataError(f"data.path={path}: the target (column {label}) has {len(classes)} distinct integer values "
+                            f"({shown}), which look like class labels; multi-class targets are not supported yet: "
+                            "set data.task=regression to fit it as a number")
+        return y, "regression", None
+    if len(classes) != 2:
+        who, hint = (("data.task=binary", "multi-class targets are not supported yet") if task == "binary" else
+                     (f"data.positive_class={positive}", "leave data.positive_class=auto") if positive != "auto" else
+                     ("a text target", "multi-class targets are not supported yet"))
+        raise DataError(f"{who} needs two distinct values: {column} has {len(classes)} ({shown}); {hint}")
+    want = labels[1] if positive == "auto" else _label(positive)
+    if want not in labels:
+        raise DataError(f"data.positive_class={positive} is not a value of the target: {column} holds {labels[0]} "
+                        f"and {labels[1]}")
+    return (y == classes[labels.index(want)]).astype(np.float64), "binary", want
 
 
 def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path) -> int:
     if isinstance(target, str):
-        if names is None or target not in names:
+        if names is None:
+            raise DataError(f"data.target={target} is a column name, but {path} is read without a header "
+                            "(data.header=false): give the target's index instead")
+        if target not in names:
             raise DataError(f"data.target={target} is not a column of {path}: columns are {names}")
         return names.index(target)
     if not -n_cols <= target < n_cols:
@@ -93,20 +180,23 @@ def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path)
     return target % n_cols
 
 
-def _to_float(rows: list[list[Any]], names: list[str] | None, path: Path) -> np.ndarray:
+def _width(rows: list[list[Any]], path: Path) -> int:
+    """The number of fields of every row."""
     if not rows:
         raise DataError(f"data.path={path} holds no rows")
     widths = {len(r) for r in rows}
     if len(widths) != 1:
         raise DataError(f"data.path={path}: rows have different numbers of fields {sorted(widths)}; check data.sep")
+    return widths.pop()
+
+
+def _to_float(rows: list[list[Any]], names: list[Any] | None, path: Path) -> np.ndarray:
     try:
         return np.asarray(rows, dtype=np.float64)
-    except ValueError:
+    except (TypeError, ValueError):
         for j in range(len(rows[0])):
             for i, r in enumerate(rows):
-                try:
-                    float(r[j])
-                except (TypeError, ValueError):
+                if not _parses(r[j]):
                     col = names[j] if names else j
                     raise DataError(
                         f"data.path={path}: column {col} holds a non-numeric value {r[j]!r} (row {i + 1}); "
@@ -115,30 +205,71 @@ def _to_float(rows: list[list[Any]], names: list[str] | None, path: Path) -> np.
         raise
 
 
-SEP_ALIASES = {"\\t": "\t", "tab": "\t", "space": " "}  # Hydra strips a literal tab from an override
-
-
-def _read_delimited(path: Path, header: bool, sep: str) -> tuple[list[str] | None, np.ndarray]:
-    sep = SEP_ALIASES.get(sep, sep)
-    with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f, delimiter=sep) if r]
-    names = [c.strip() for c in rows.pop(0)] if header and rows else None
-    return names, _to_float(rows, names, path)
-
-
-def _read_json(path: Path) -> tuple[list[str], np.ndarray]:
+def _text(path: Path) -> str:
+    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line saying where it is not."""
     try:
-        obj = json.loads(path.read_text())
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"data.path={path} cannot be read: {e.strerror or e}") from None
+    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = skip + e.start
+        raise DataError(
+            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): save it as UTF-8"
+        ) from None
+
+
+def _read_delimited(path: Path, header: bool, sep: str) -> tuple[list[str] | None, list[list[str]]]:
+    """The header's names (or None) and the non-empty rows, as text."""
+    sep = SEP_NAMES.get(sep, sep)
+    try:
+        rows = [r for r in csv.reader(io.StringIO(_text(path), newline=""), delimiter=sep) if r]
+    except csv.Error as e:
+        raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
+    if not header or not rows:
+        return None, rows
+    names = [c.strip() for c in rows.pop(0)]
+    if all(_parses(c) for c in names):
+        raise DataError(f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
+                        "data, not column names: set data.header=false for a file without a header line")
+    return names, rows
+
+
+def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
+    try:
+        obj = json.loads(_text(path))
     except json.JSONDecodeError as e:
         raise DataError(f"data.path={path} is not valid JSON: {e}") from None
     if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):  # records
         names = list(obj[0])
-        return names, _to_float([[r.get(k) for k in names] for r in obj], names, path)
+        return names, [[r.get(k) for k in names] for r in obj]
     cols = obj.values() if isinstance(obj, dict) else []
     if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:  # columns
-        names = list(obj)
-        return names, _to_float([list(r) for r in zip(*obj.values())], names, path)
+        return list(obj), [list(r) for r in zip(*obj.values())]
     raise DataError(f"data.path={path}: JSON must be a list of records or an object of equal-length columns")
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
+    """``X`` (n, d) as float64 and ``y``'s n values (numbers or text)."""
+    try:
+        z = np.load(path)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single array, not a zip archive of arrays")
+        with z:
+            if "X" not in z or "y" not in z:
+                raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}")
+            X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        why = str(e).strip().splitlines()
+        raise DataError(f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
+                        "save it with numpy.savez(path, X=X, y=y)") from None
+    if X.ndim != 2 or len(X) != y.size:
+        raise DataError(f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+    return X, y.ravel().tolist()
 
 
 LOADERS = {

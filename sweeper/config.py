@@ -21,8 +21,17 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 
+
+def experiment_name(data_name: str, path: str = "") -> str:
+    """The default experiment of a data set: its name, and for a user file (``data=csv``) the file's stem
+    too (``csv-sales``), so that unrelated files are not ranked together. ``${sweeper_experiment:...}``."""
+    return f"{data_name}-{Path(path).stem}" if data_name == "csv" and path else data_name
+
+
 if not OmegaConf.has_resolver("sweeper_root"):
     OmegaConf.register_new_resolver("sweeper_root", lambda: ROOT.as_posix())
+if not OmegaConf.has_resolver("sweeper_experiment"):
+    OmegaConf.register_new_resolver("sweeper_experiment", experiment_name)
 
 
 class ConfigError(ValueError):
@@ -81,6 +90,8 @@ TOP_LEVEL: dict[str, Rule] = {
 }
 
 _SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
+# data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
+SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
     "diabetes": _SPLIT,
@@ -91,10 +102,11 @@ DATA: dict[str, dict[str, Rule]] = {
         "path": text(),
         "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
         "header": Rule("true or false", lambda v: isinstance(v, bool)),
-        "sep": Rule(
-            "one character, or tab / space / \\t", lambda v: isinstance(v, str) and (len(v) == 1 or v in ("tab", "space", "\\t"))
-        ),
+        "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
+                    lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
         "task": choice("auto", "regression", "binary"),
+        "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
+                               lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
     },
     "synthetic": {
         **_SPLIT,
@@ -178,19 +190,25 @@ def validate(cfg: Mapping[str, Any]) -> None:
 def check_overrides(args: list[str]) -> None:
     """Check command-line overrides before Hydra composes, so bad input fails in one line.
 
-    Covers config-group choices (``data=nope`` would otherwise fail inside Hydra over several lines)
-    and the top-level keys, every value of a sweep included. Everything else is left to Hydra and
-    to :func:`validate`.
+    Covers overrides Hydra's parser rejects (``data.sep=;``, ``lr=(``), config-group choices
+    (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys, every
+    value of a sweep included. Everything else is left to Hydra and to :func:`validate`.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
     args = [a for a in args if not a.startswith("-")]
+    parser = OverridesParser.create()
     try:
-        overrides = OverridesParser.create().parse_overrides(args)
+        overrides = parser.parse_overrides(args)
     except HydraException:
-        return  # Hydra reports its own syntax errors
+        for arg in args:
+            try:
+                parser.parse_overrides([arg])
+            except HydraException as e:
+                _unparsable(arg, e)
+        return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
@@ -214,6 +232,22 @@ def check_overrides(args: list[str]) -> None:
                 f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
                 f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
             )
+
+
+def _unparsable(arg: str, e: Exception) -> None:
+    """One line for an override Hydra's parser rejects (e.g. ``data.sep=;``); an argument without ``=`` is
+    left to Hydra, which may read it as the value of an option."""
+    key, eq, value = arg.partition("=")
+    if not eq:
+        return
+    if key.lstrip("+~") == "data.sep":
+        names = "|".join(n for n in SEP_NAMES if n.isalpha())
+        raise ConfigError(f"{arg} cannot be read by Hydra's override parser: quote the character "
+                          f"('data.sep=\"{value}\"') or name it: data.sep={names}")
+    lines = [ln.strip() for ln in str(e).splitlines()
+             if ln.strip() not in ("", "^") and not ln.startswith(("See ", "Error parsing"))]
+    raise ConfigError(f"{arg} is not a valid override ({lines[0] if lines else type(e).__name__}): "
+                      "quote a value that holds special characters, e.g. 'key=\"value\"'")
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:

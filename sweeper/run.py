@@ -93,6 +93,11 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     t_start = time.perf_counter()
     plain = OmegaConf.to_container(cfg, resolve=True)
     validate(plain)
+    computed = HANDOFF.get(ctx.num) if ctx.sweep_dir is not None else None
+    # before the store: a bad file must leave no store or experiment behind
+    dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
+    if dataset.positive_class is not None:  # which of the file's two values is 1: a param of the run
+        plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
         "status": None,
         "fingerprint": fingerprint(plain),
@@ -124,9 +129,6 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
-    computed = HANDOFF.get(ctx.num) if ctx.sweep_dir is not None else None
-    # outside the guard: a data file's OSError is no tracking failure
-    dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
     if tracking_error is None:
         try:
             tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {})

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sweeper import metrics, speedup, tracking
+from sweeper import data, metrics, speedup, tracking
 from sweeper.config import ConfigError, validate
 
 SWEEP_FILE = "sweep.json"
@@ -75,13 +75,19 @@ def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[st
 def start(config: DictConfig) -> dict[str, Any]:
     """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
 
-    Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid.
+    Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
+    any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
     jobs = job_configs(config)
+    read: set[str] = set()
     for i, (overrides, cfg) in enumerate(jobs):
         try:
             validate(cfg)
-        except ConfigError as e:
+            node = json.dumps(cfg["data"], sort_keys=True)
+            if "path" in cfg["data"] and node not in read:  # a data file, read once per data config, first seed
+                read.add(node)
+                data.load(OmegaConf.create(cfg["data"]), cfg["seed"])
+        except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 
     sweep_dir = Path(config.hydra.sweep.dir).absolute()

@@ -97,7 +97,7 @@ def test_csv_json_and_npz_files_load_alike(tmp_path, table):
         ("a,b\n1,2\n3\n", [], "rows have different numbers of fields"),
         ("a,b\n1,2\n3,4\n", ["data.target=zz"], "data.target=zz is not a column"),
         ("a,b\n1,2\n3,4\n", ["data.target=5"], "data.target=5 is out of range"),
-        ("a,b\n1,2\n3,4\n", ["data.task=binary", "data.target=a"], "data.task=binary needs a 0/1 target"),
+        ("a,b\n1,2\n3,4\n5,6\n", ["data.task=binary", "data.target=a"], "data.task=binary needs two distinct values"),
     ],
 )
 def test_bad_files_give_one_line_errors(tmp_path, content, overrides, message):

@@ -1,0 +1,276 @@
+"""User data files (data=csv): what a file's target, header, encoding and size make of a run; one line when refused."""
+import json
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import FAST_ARGS, client_for, cli, make_cfg, run_once
+from sweeper import data
+from sweeper.config import ConfigError, check_overrides
+from sweeper.data import DataError
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((40, 2))
+
+
+def write_csv(path, target, header="a,b,y", sep=","):
+    lines = ([header] if header else []) + [sep.join(map(str, [*r, t])) for r, t in zip(X, target)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def load(path, *overrides, seed=0):
+    return data.load(make_cfg("data=csv", f"data.path={path}", *overrides).data, seed)
+
+
+def refused(path, *overrides) -> str:
+    with pytest.raises(DataError) as err:
+        load(path, *overrides)
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def classes(k):
+    return np.arange(len(X)) % k
+
+
+@pytest.mark.parametrize("k", [3, 20])
+def test_auto_refuses_a_few_integer_values_as_class_labels(tmp_path, k):
+    path = write_csv(tmp_path / "classes.csv", classes(k))
+    message = refused(path)
+    assert message.startswith(f"data.path={path}: the target (column y) has {k} distinct integer values (0, 1, 2")
+    assert "multi-class targets are not supported yet: set data.task=regression" in message
+    ds = load(path, "data.task=regression")  # the user's choice: fit the integers as a number
+    assert ds.task == "regression" and ds.positive_class is None
+
+
+@pytest.mark.parametrize("target", [classes(21), classes(3) + 0.5, X[:, 0] * 3])
+def test_many_values_or_non_integers_stay_a_regression(tmp_path, target):
+    assert load(write_csv(tmp_path / "t.csv", target)).task == "regression"
+
+
+@pytest.mark.parametrize(
+    "target, positive",
+    [
+        (np.where(X[:, 0] > 0, 2, 1), "2"),
+        (np.where(X[:, 0] > 0, 1, -1), "1"),
+        (np.where(X[:, 0] > 0, 1.5, 0.25), "1.5"),
+        (np.where(X[:, 0] > 0, "spam", "ham"), "spam"),
+        (np.where(X[:, 0] > 0, " yes", " no"), "yes"),  # spaces after the separator are not part of the label
+    ],
+)
+def test_a_two_valued_target_is_read_as_0_1_with_the_later_value_as_1(tmp_path, target, positive):
+    ds = load(write_csv(tmp_path / "t.csv", target))
+    assert ds.task == "binary" and ds.positive_class == positive
+    ys = np.concatenate([ds.y_train, ds.y_val, ds.y_test]).ravel()
+    assert sorted(set(ys)) == [0.0, 1.0] and ys.sum() == (X[:, 0] > 0).sum()
+
+
+def test_text_targets_load_from_json_and_npz_and_the_positive_class_can_be_chosen(tmp_path):
+    labels = np.where(X[:, 0] > 0, "spam", "ham")
+    records = tmp_path / "r.json"
+    records.write_text(json.dumps([{"a": r[0], "b": r[1], "y": str(t)} for r, t in zip(X, labels)]))
+    npz = tmp_path / "t.npz"
+    np.savez(npz, X=X, y=labels)
+    csv = write_csv(tmp_path / "t.csv", labels)
+    loaded = [load(records, "data.target=y"), load(npz), load(csv, "data.task=binary")]
+    for ds in loaded:
+        assert ds.positive_class == "spam"
+        np.testing.assert_array_equal(ds.y_test, loaded[0].y_test)
+    flipped = load(csv, "data.positive_class=ham")
+    assert flipped.positive_class == "ham"
+    np.testing.assert_array_equal(flipped.y_test, 1 - loaded[0].y_test)
+    numbers = write_csv(tmp_path / "n.csv", np.where(X[:, 0] > 0, 2, 1))
+    assert load(numbers, "data.positive_class=1").positive_class == "1"
+
+
+@pytest.mark.parametrize(
+    "target, overrides, message",
+    [
+        (np.array(["a", "b", "c", "d"] * 10), [], "a text target needs two distinct values: column y of"),
+        (np.where(X[:, 0] > 0, "spam", "ham"), ["data.task=regression"], "data.task=regression needs a numeric target"),
+        (np.where(X[:, 0] > 0, "spam", "ham"), ["data.positive_class=eggs"],
+         "data.positive_class=eggs is not a value of the target: column y of"),
+        (classes(3), ["data.task=binary"], "data.task=binary needs two distinct values: column y of"),
+        (X[:, 0], ["data.positive_class=1"], "data.positive_class=1 needs two distinct values"),
+        (classes(2), ["data.task=regression", "data.positive_class=1"], "data.positive_class=1 is for a binary target"),
+        (np.array(["1", "x"] * 20), [], "column y holds a non-numeric value 'x' (row 2)"),  # a stray text value
+    ],
+)
+def test_targets_that_cannot_be_read_give_one_line(tmp_path, target, overrides, message):
+    assert message in refused(write_csv(tmp_path / "t.csv", target), *overrides)
+
+
+def test_a_text_feature_column_is_still_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("colour,y\nred,ham\nblue,spam\nred,spam\n")
+    assert "column colour holds a non-numeric value 'red' (row 1); every column must be numeric" in refused(path)
+    path.write_text("ham\tfree tickets\nspam\tcall now\n")  # the SMS spam collection's layout: label, text
+    message = refused(path, "data.header=false", "data.sep=tab", "data.target=0")
+    assert "column 1 holds a non-numeric value 'free tickets' (row 1)" in message
+
+
+@pytest.mark.parametrize("target, positive", [(np.where(X[:, 0] > 0, 2, 1), "2"),
+                                              (np.where(X[:, 0] > 0, "spam", "ham"), "spam")])
+def test_a_two_valued_target_trains_binary_and_logs_its_positive_class(tmp_path, store, target, positive):
+    path = write_csv(tmp_path / "mail.csv", target)
+    result = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)
+    assert result["status"] == "FINISHED" and result["task"] == "binary"
+    assert result["metrics"]["test_accuracy"] >= 0.75 and "val_roc_auc" in result["metrics"]
+    assert result["config"]["data"]["positive_class"] == positive
+    assert client_for(store).get_run(result["run_id"]).data.params["data.positive_class"] == positive
+
+
+@pytest.mark.parametrize("n, fractions", [(1, []), (2, []), (3, []), (1, ["data.val_fraction=0", "data.test_fraction=0"])],
+                         ids=["1-row", "2-rows", "3-rows", "1-row-unsplit"])
+def test_too_few_rows_for_the_split_give_one_line(tmp_path, n, fractions):
+    path = write_csv(tmp_path / "tiny.csv", classes(2))
+    path.write_text("\n".join(path.read_text().splitlines()[: n + 1]) + "\n")
+    message = refused(path, *fractions)
+    assert message.startswith(f"data.path={path}: too few rows ({n}) for data.val_fraction=")
+    assert "training needs at least 2 rows" in message
+
+
+def test_the_smallest_files_that_split(tmp_path):
+    path = write_csv(tmp_path / "t.csv", X[:, 0])
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:5]) + "\n")  # 4 rows: 2 train, 1 validation, 1 test
+    ds = load(path)
+    assert (len(ds.X_train), len(ds.X_val), len(ds.X_test)) == (2, 1, 1)
+    path.write_text("a,b,y\n1,2,0\n2,1,1\n")  # 2 rows, scored on the training rows
+    assert len(load(path, "data.val_fraction=0", "data.test_fraction=0").X_test) == 2
+
+
+@pytest.mark.parametrize(
+    "name, content, where",
+    [
+        ("latin1.csv", "a,caf\xe9,y\n1,2,3\n".encode("latin-1"), "byte 0xe9 at offset 5"),
+        ("garbage.json", bytes(range(256)), "byte 0x80 at offset 128"),
+        ("bom.csv", b"\xef\xbb\xbfa,b,y\n1,2,\xff\n", "byte 0xff at offset 13"),
+    ],
+)
+def test_bytes_that_are_not_utf8_give_one_line(tmp_path, name, content, where):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert refused(path) == f"data.path={path} is not UTF-8 text ({where}): save it as UTF-8"
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_name(tmp_path):
+    path = write_csv(tmp_path / "t.csv", X[:, 0], header="a,b,y")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load(path, "data.target=a").n_features == 2
+
+
+def test_a_headerless_numeric_file_is_not_read_with_its_first_row_as_names(tmp_path):
+    path = write_csv(tmp_path / "plain.csv", X[:, 0] * 3, header=None)
+    message = refused(path)
+    assert message.startswith(f"data.path={path}: the first line (")
+    assert "holds only numbers" in message and "set data.header=false" in message
+    ds = load(path, "data.header=false")
+    assert len(ds.X_train) + len(ds.X_val) + len(ds.X_test) == len(X)  # no row eaten
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("t.npz", b"not an archive", "cannot be read as .npz"),
+        ("t.csv", "a,b,y\n1,2\n3,4\n", "the header has 3 names but the rows have 2 fields"),
+        ("t.csv", "y\n1\n2\n", "there is no column besides the target y"),
+    ],
+)
+def test_other_unreadable_files_give_one_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert message in refused(path)
+
+
+def test_a_target_name_without_a_header_says_to_give_an_index(tmp_path):
+    path = write_csv(tmp_path / "t.csv", X[:, 0], header=None)
+    assert "data.target=y is a column name, but" in refused(path, "data.header=false", "data.target=y")
+
+
+def test_a_semicolon_separator_by_name_or_quoted(tmp_path):
+    path = write_csv(tmp_path / "semi.csv", X[:, 0], header="a;b;y", sep=";")
+    assert load(path, "data.sep=semicolon").n_features == 2
+    assert load(path, 'data.sep=";"').n_features == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["data=csv", "data.sep=;"], "data.sep=; cannot be read by Hydra's override parser: quote the character "
+                                     """('data.sep=";"') or name it: data.sep=tab|space|semicolon"""),
+        (["-m", "lr=(0.1"], "lr=(0.1 is not a valid override (extraneous input '('"),
+        (["lr=[1,2"], "lr=[1,2 is not a valid override (no viable alternative at input '[1,2')"),
+    ],
+)
+def test_overrides_hydra_cannot_parse_give_one_line(args, message):
+    with pytest.raises(ConfigError) as err:
+        check_overrides(args)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_option_values_are_left_to_hydra():
+    check_overrides(["--cfg", "job", "lr=0.1"])  # "job" is no override: Hydra's argument parser reads it
+
+
+def test_each_data_file_has_its_own_experiment(tmp_path):
+    def experiment(*overrides):
+        return OmegaConf.to_container(make_cfg(*overrides), resolve=True)["tracking"]["experiment"]
+
+    assert experiment("data=csv", f"data.path={tmp_path / 'sales.2024.csv'}") == "csv-sales.2024"
+    assert experiment("data=csv", "data.path=/x/churn.json", "tracking=server") == "csv-churn"
+    assert experiment("data=csv") == "csv"  # no path yet: validate() says data.path is missing
+    assert experiment("data=spambase") == "spambase" and experiment() == "diabetes"
+    assert experiment("data=csv", "data.path=/x/churn.json", "tracking.experiment=mine") == "mine"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["data=csv", "data.path={bad}"],
+        ["data=csv", "data.sep=;", "data.path={good}"],
+        ["-m", "data=csv", "data.path={good},{bad}", "lr=0.1,0.2"],
+    ],
+    ids=["run", "sep", "multirun"],
+)
+def test_a_bad_data_file_leaves_no_store_behind(tmp_path, args):
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes("a,caf\xe9,y\n1,2,3\n".encode("latin-1"))
+    good = write_csv(tmp_path / "good.csv", X[:, 0])
+    db = tmp_path / "fresh" / "mlflow.db"
+    proc = cli(tmp_path, *[a.format(bad=bad, good=good) for a in args], *FAST_ARGS, store=db)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: data.")
+    assert "not UTF-8 text" in lines[0] or "data.sep=tab|space|semicolon" in lines[0]
+    if args[0] == "-m":
+        assert "[job 3/4: " in lines[0]  # each file is read once, before the first job
+    assert not db.exists() and not db.parent.exists() and not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
+def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(tmp_path, store, _template_store):
+    """data.positive_class is a param and a key of data=csv: promote writes it and the re-run reads it back."""
+    import shutil
+
+    from sweeper import pinned, promote
+    from sweeper.run import JobContext, run
+
+    path = write_csv(tmp_path / "mail.csv", np.where(X[:, 0] > 0, "spam", "ham"))
+    original = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)
+    out = tmp_path / "best"
+    assert promote.main(["--tracking-uri", f"sqlite:///{store}", "--out-dir", str(out), "--experiment", "csv-mail",
+                         "--name", "mail"]) == 0
+    again = tmp_path / "again.db"
+    shutil.copy(_template_store, again)
+    cfg = pinned.compose_file(out / "mail.yaml", f"tracking.uri=sqlite:///{again}")
+    assert cfg.data.positive_class == "spam"
+    result = run(cfg, JobContext(output_dir=tmp_path / "rerun"))
+    assert result["fingerprint"] == original["fingerprint"]
+    assert {k: v for k, v in result["metrics"].items() if k.startswith("val_")} == {
+        k: v for k, v in original["metrics"].items() if k.startswith("val_")}
+    params = [client_for(db).get_run(r["run_id"]).data.params for db, r in ((store, original), (again, result))]
+    assert [p["data.positive_class"] for p in params] == ["spam", "spam"]
