@@ -81,6 +81,22 @@ def test_pinned_config_is_not_worse(path, tmp_path, store):
     assert result["status"] == "FINISHED" and len(rows) == len(cfg.pinned.expected) > 0
 
 
+@pytest.mark.parametrize("path", [_case(p) for p in BEST])
+def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
+    """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
+    another seed: each member has its own split) scores what it pinned."""
+    from sweeper import launch, sweep
+
+    pin = make_cfg(f"+best={path.stem}", store=store)
+    if missing_data(pin):
+        pytest.skip(missing_data(pin))
+    companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={pin.seed + 1}", store=store)
+    jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
+    computed = launch.compute_group(jobs)
+    assert set(computed) == {0, 1} and computed[0].tags["batch_size"] == "2"
+    judge(path.stem, pin.pinned.expected, {"metrics": computed[0].outcome.scores, "status": "computed"})
+
+
 def test_the_suite_guards_the_committed_data_sets():
     assert COMMITTED_DATA <= {pinned.read_pinned(p)["data"] for p in BEST}
 
