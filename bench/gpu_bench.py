@@ -2,6 +2,7 @@
 
     python bench/gpu_bench.py                  # W1 and W4, cpu, gpu and the naive per-epoch-sync gpu loop
     python bench/gpu_bench.py --devices cpu --quick   # smoke test on a machine without a GPU
+    python bench/gpu_bench.py --batched 1,16,256,1024,4096   # also the batched trainer, K members of W1
 
 Workloads (issue 3): W1 diabetes, depth 1, width 16; W4 synthetic 200,000 x 500, depth 2, width 512.
 Each row is the median of ``--repeats`` runs from identical initial weights; ``speedup`` is the CPU row's
@@ -59,6 +60,40 @@ def run_once(cfg: SimpleNamespace, ds: data.Dataset, backend, naive: bool) -> di
     return {"train": fit.train_time_s, "warmup": fit.warmup_time_s, "h2d": h2d, "mse": mse, "epochs": fit.epochs_run}
 
 
+def batched_rows(ks: list[int], devices: list[str], dtype: str, epochs: int, repeats: int) -> list[list[str]]:
+    """Configuration-epochs/s of K members of W1 trained as one group, per device; the ratio is against
+    the CPU's best configuration-epochs/s over the K tried (the goal: K=1024 on the GPU >= 20x that)."""
+    from sweeper.models.batched import Member, stacked_params, train_group
+
+    cfg = workload("W1", False, dtype)
+    ds = data.load(cfg.data, cfg.seed)
+    rates: dict[tuple[str, int], float] = {}
+    notes: dict[str, str] = {}
+    for device in devices:
+        try:
+            backend = resolve(device)
+        except BackendUnavailable as e:
+            notes[device] = f"skipped: {e}"[:60]
+            continue
+        arrays = [backend.to_device(a.astype(dtype)) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+        for k in ks:
+            members = [Member(cfg.lr * (1 + i / k), epochs, seed=i) for i in range(k)]
+            times = []
+            for _ in range(repeats):
+                params = stacked_params([ds.n_features, cfg.width, 1], "tanh", [m.seed for m in members], dtype)
+                times.append(train_group(backend, params, "tanh", ds.task, *arrays, members,
+                                         log_every=cfg.log_every).train_time_s)
+            rates[device, k] = k * epochs / statistics.median(times)
+            print(f"  batched {device} K={k}: {rates[device, k]:,.0f} configuration-epochs/s", flush=True)
+    cpu_best = max((r for (d, _), r in rates.items() if d == "cpu"), default=None)
+    rows = []
+    for (device, k), rate in rates.items():
+        rows.append(["W1 batched", f"{device} K={k}", "-", f"{rate:,.0f} cfg-epochs/s", "-", "-",
+                     f"{rate / cpu_best:.2f}x" if cpu_best else "-", "-", "vs the CPU's best K"])
+    rows += [["W1 batched", d, "-", "-", "-", "-", "-", "-", n] for d, n in notes.items()]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="W1,W4")
@@ -66,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    ap.add_argument("--batched", default="", help="comma-separated K: also train K members of W1 as one group")
     ap.add_argument("--out", type=Path, help="also write the table to this file")
     args = ap.parse_args(argv)
 
@@ -96,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{cpu_median / train:.2f}x" if cpu_median else "-", f"{runs[0]['mse']:.6g}", "",
             ])
             print(f"  {label}: median train {train:.4f} s over {args.repeats} runs", flush=True)
+
+    if args.batched:
+        ks = [int(k) for k in args.batched.split(",")]
+        rows += batched_rows(ks, args.devices.split(","), args.dtype, 500 if args.quick else 2000, args.repeats)
 
     header = ["workload", "variant", "train s (median)", "epochs/s", "warmup s", "h2d s", "speedup vs cpu", "test mse", "note"]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

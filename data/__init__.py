@@ -63,7 +63,8 @@ def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def load(cfg: Any, seed: int) -> Dataset:
     """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it."""
     X, y, task, positive_class = LOADERS[cfg.name](cfg, seed)
-    where = f"data.path={cfg.path}" if "path" in cfg else f"data={cfg.name}"
+    path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
+    where = f"data.path={path}" if path is not None else f"data={cfg.name}"
     if not np.isfinite(X).all() or not np.isfinite(y).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
     train, val, test = split(len(X), cfg.val_fraction, cfg.test_fraction, seed)
