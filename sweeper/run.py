@@ -109,6 +109,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         "metrics": {},
         "config": plain,
     }
+    if computed:
+        result["batch_size"] = int(computed.tags["batch_size"])
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)

@@ -2,7 +2,9 @@
 
 ``speedup`` = median CPU ``train_time_s`` / GPU ``train_time_s`` of the same fingerprint; ``speedup_wall``
 does the same with ``wall_time_s`` (which includes data loading, transfers and tracking). The GPU run
-gets both; each CPU run of a pair gets 1.0, the reference.
+gets both; each CPU run of a pair gets 1.0, the reference. Runs pair only with runs trained the same way:
+a batched group's members (whose times are the group's per member) with members of groups of the same
+size (``batch_size``), a configuration trained alone with one trained alone.
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from sweeper import tracking
 
 def pair(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Speedups by run id, from rows of finished runs with ``run_id``, ``device``, ``fingerprint``,
-    ``train_time_s`` and ``wall_time_s``. Runs without a partner on the other device get nothing."""
+    ``train_time_s``, ``wall_time_s`` and (batched runs) ``batch_size``. Runs without a partner on the other
+    device get nothing."""
     groups: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: {"cpu": [], "gpu": []})
     for r in rows:
         if r.get("device") in ("cpu", "gpu") and r.get("train_time_s") and r.get("wall_time_s"):
-            groups[r["fingerprint"]][r["device"]].append(r)
+            groups[f"{r['fingerprint']}/{int(r.get('batch_size') or 1)}"][r["device"]].append(r)
     out: dict[str, dict[str, float]] = {}
     for runs in groups.values():
         if not runs["cpu"] or not runs["gpu"]:

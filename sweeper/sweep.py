@@ -192,7 +192,8 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
     """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
     for uri in {r["tracking_uri"] for r in rows}:
         finished = [
-            {"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"], **r["metrics"]}
+            {"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"],
+             "batch_size": r.get("batch_size"), **r["metrics"]}
             for r in rows
             if r["status"] == "FINISHED" and r["tracking_uri"] == uri
         ]

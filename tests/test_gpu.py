@@ -96,6 +96,18 @@ def test_speedup_pairs_runs_by_fingerprint():
     assert "g2" not in found and "c3" not in found  # no partner on the other device
 
 
+def test_speedup_pairs_batched_runs_only_with_groups_of_their_size():
+    rows = [
+        {"run_id": "c1", "device": "cpu", "fingerprint": "a", "train_time_s": 4.0, "wall_time_s": 6.0},
+        {"run_id": "c8", "device": "cpu", "fingerprint": "a", "train_time_s": 1.0, "wall_time_s": 2.0, "batch_size": 8},
+        {"run_id": "g8", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 1.0, "batch_size": 8},
+        {"run_id": "g4", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 1.0, "batch_size": 4},
+    ]
+    found = speedup.pair(rows)
+    assert found["g8"]["speedup"] == pytest.approx(2.0)  # against the CPU group of 8, not the lone run
+    assert "g4" not in found and "c1" not in found
+
+
 @no_gpu_here
 def test_device_gpu_without_a_gpu_exits_with_one_line(tmp_path, store):
     proc = cli(tmp_path, "device=gpu", store=store)
