@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper import data, metrics, models, pyfunc, sweep, tracking
+from sweeper import data, metrics, models, sweep, tracking  # pyfunc (MLflow) only where a model is saved
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 
@@ -174,6 +174,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if out.reason is None:
         files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if cfg.tracking.log_model:
+            from sweeper import pyfunc
+
             folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
                                            dataset.raw(dataset.X_test), out.test_pred)
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,

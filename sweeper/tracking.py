@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from functools import lru_cache
@@ -26,14 +27,14 @@ for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQ
                      ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
     os.environ.setdefault(_key, _value)
 
-import mlflow  # noqa: E402,F401  (imported first: it configures its loggers on import)
-from mlflow.exceptions import MlflowException  # noqa: E402
-from requests.exceptions import RequestException  # noqa: E402
-from sqlalchemy.exc import SQLAlchemyError  # noqa: E402  (the embedded store's own failures)
+# MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
+# refused value and the Hydra callback's module cost nothing of it. It sets its loggers' levels when
+# imported, from this variable (INFO by default; alembic's at WARNING or above).
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 from sweeper import ROOT  # noqa: E402
 
-for _name in ("mlflow", "alembic"):
+for _name in ("mlflow", "alembic"):  # in case MLflow was imported before this module
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 # The embedded store of conf/tracking/local.yaml, for the standalone commands.
@@ -51,8 +52,21 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be used as configured; one line."""
 
 
-# What a failing store or server raises (after MLflow's own retries).
-UNREACHABLE = (MlflowException, RequestException, OSError, SQLAlchemyError)
+# What a failing store or server raises (after MLflow's own retries): ``except tracking.UNREACHABLE``.
+_UNREACHABLE = (("mlflow.exceptions", "MlflowException"), ("requests.exceptions", "RequestException"),
+                ("sqlalchemy.exc", "SQLAlchemyError"))  # the embedded store's own failures
+
+
+def __getattr__(name: str) -> Any:
+    """``UNREACHABLE``, built without importing MLflow: an exception of a class whose module was never
+    imported cannot have been raised, so the tuple holds the classes already loaded (and OSError), and
+    stays fixed once all three are."""
+    if name != "UNREACHABLE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = tuple(c for m, n in _UNREACHABLE if (c := getattr(sys.modules.get(m), n, None)) is not None)
+    if len(found) == len(_UNREACHABLE):
+        globals()["UNREACHABLE"] = found + (OSError,)
+    return found + (OSError,)
 
 
 def first_line(e: BaseException) -> str:

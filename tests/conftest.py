@@ -40,13 +40,18 @@ def _template_store(tmp_path_factory) -> Path:
     return db
 
 
+def copy_store(template: Path, folder: Path) -> Path:
+    """A fresh, empty embedded store at ``folder/mlruns/mlflow.db``, copied from the template; its path."""
+    db = folder / "mlruns" / "mlflow.db"
+    db.parent.mkdir(parents=True)
+    shutil.copy(template, db)
+    return db
+
+
 @pytest.fixture
 def store(tmp_path, _template_store) -> Path:
     """A fresh, empty embedded store (its path) for one test."""
-    db = tmp_path / "mlruns" / "mlflow.db"
-    db.parent.mkdir()
-    shutil.copy(_template_store, db)
-    return db
+    return copy_store(_template_store, tmp_path)
 
 
 def client_for(db: Path) -> MlflowClient:
@@ -116,7 +121,10 @@ def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = No
     artifacts = artifacts or db.parent / "server_artifacts"  # never the default ./mlartifacts of the cwd
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
            "--backend-store-uri", f"sqlite:///{db}", "--workers", "1", "--artifacts-destination", str(artifacts)]
-    proc = subprocess.Popen(cmd, cwd=db.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Without MLflow's job runner (a second process, for GenAI jobs none of ours uses) the server is up in
+    # ~5 s instead of ~15 s and stops in ~1 s instead of ~10 s on 2 cores.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(cmd, cwd=db.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90

@@ -8,16 +8,26 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import sweeper
-from conftest import all_runs, cli, client_for, make_cfg
+from conftest import all_runs, cli, client_for, copy_store, make_cfg
 
 FAST = ("epochs=300", "log_every=10")
 REGRESSION_METRICS = {"test_mse", "test_mae", "test_rmse", "test_r2", "val_mse", "val_mae", "val_rmse", "val_r2"}
 TIMES = {"wall_time_s", "train_time_s", "epochs_per_s", "best_epoch"}
 
 
-def test_multirun_logs_one_parent_and_a_child_per_job(tmp_path, store):
-    proc = cli(tmp_path, "-m", "lr=0.001,0.005", *FAST, store=store)
+@pytest.fixture(scope="module")
+def lr_sweep(tmp_path_factory, _template_store):
+    """One real 2-job multirun (lr=0.001,0.005) into its own store, shared by the tests of this module that
+    only read it (``sweeper.summary`` re-publishes the same summary): its folder, store and process."""
+    tmp = tmp_path_factory.mktemp("lr_sweep")
+    store = copy_store(_template_store, tmp)
+    proc = cli(tmp, "-m", "lr=0.001,0.005", *FAST, store=store)
     assert proc.returncode == 0, proc.stderr
+    return tmp, store, proc
+
+
+def test_multirun_logs_one_parent_and_a_child_per_job(lr_sweep):
+    tmp_path, store, proc = lr_sweep
 
     runs = all_runs(store)
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
@@ -96,10 +106,9 @@ def test_bad_input_exits_non_zero_in_one_line_and_leaves_the_store_unchanged(tmp
     assert not (tmp_path / "sweep").exists() or not list((tmp_path / "sweep").glob("*/result.json"))
 
 
-def test_summary_command_rebuilds_the_table(tmp_path, store):
-    assert cli(tmp_path, "-m", "lr=0.001,0.005", *FAST, store=store).returncode == 0
+def test_summary_command_rebuilds_the_table(tmp_path, lr_sweep):
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper.summary", str(tmp_path / "sweep")], capture_output=True, text=True
+        [sys.executable, "-m", "sweeper.summary", str(lr_sweep[0] / "sweep")], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 of 2 jobs reported" in proc.stdout and proc.stdout.count("FINISHED") == 2

@@ -1,0 +1,76 @@
+"""Start-up cost: what answers without training imports nothing heavy.
+
+``import mlflow`` alone costs ~2 s here (it pulls in pandas, SQLAlchemy, FastAPI, ...). ``--help`` and a
+refused value must answer without it, and without matplotlib or scikit-learn: each command below runs
+for real in ``python -X importtime``, whose stderr names every module the process imported (those
+imported by a thread included).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("mlflow", "matplotlib", "sklearn", "pandas", "sqlalchemy")
+
+HELP = ["sweeper", "sweeper.promote", "sweeper.report", "sweeper.compare", "sweeper.summary", "sweeper.upload"]
+REFUSED = {  # arguments → what the one error line names
+    "a bad value": (["lr=-1"], "lr=-1 is not allowed"),
+    "a bad value in a sweep": (["-m", "lr=0.1,-1"], "lr=-1 is not allowed"),
+    # refused after Hydra composed the config: in the job (one run) and in the callback (a multirun)
+    "a bad data key": (["data.name=nope"], "data.name=nope is not allowed"),
+    "a bad data value in a sweep": (["-m", "data.test_fraction=0.2,0.95"], "is not allowed"),
+}
+
+
+def imported(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``python -X importtime ARGS`` in ``tmp_path``; its result and the top-level packages it imported."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    packages = {line.rsplit("|", 1)[1].strip().split(".")[0]
+                for line in proc.stderr.splitlines() if line.startswith("import time:") and "|" in line}
+    assert "sys" not in packages and "sweeper" in packages, proc.stderr[-2000:]  # the parse saw the imports
+    proc.stderr = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith("import time:"))
+    return proc, packages
+
+
+@pytest.mark.parametrize("module", HELP)
+def test_help_imports_nothing_heavy(tmp_path, module):
+    proc, packages = imported(tmp_path, "-m", module, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert ("Powered by Hydra" if module == "sweeper" else "usage: python -m " + module) in proc.stdout
+    assert not packages & set(HEAVY), f"python -m {module} --help imported {sorted(packages & set(HEAVY))}"
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_value_imports_nothing_heavy(tmp_path, case):
+    args, message = REFUSED[case]
+    proc, packages = imported(tmp_path, "-m", "sweeper", *args, f"hydra.run.dir={tmp_path / 'run'}",
+                              f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{tmp_path / 'x.db'}")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("sweeper: error: ") and message in line
+    assert not packages & set(HEAVY), f"python -m sweeper {' '.join(args)} imported {sorted(packages & set(HEAVY))}"
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_unreachable_names_what_a_failing_store_raises_without_importing_mlflow(tmp_path):
+    """``except tracking.UNREACHABLE`` holds the classes whose modules are loaded: nothing else can be raised."""
+    code = """if True:
+        import sys
+        from sweeper import tracking
+        names = lambda: sorted(c.__name__ for c in tracking.UNREACHABLE)
+        print(names(), "mlflow" in sys.modules)
+        import mlflow
+        print(names())
+        import sqlalchemy.exc
+        print(names(), "UNREACHABLE" in vars(tracking))"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "['OSError'] False",
+        "['MlflowException', 'OSError', 'RequestException']",
+        "['MlflowException', 'OSError', 'RequestException', 'SQLAlchemyError'] True",  # complete: kept
+    ]
