@@ -134,7 +134,10 @@ def _fits(members: list[Job], budget: int) -> int:
     cfg = members[0].plain
     try:
         ds = data.load(_node(cfg["data"]), cfg["seed"])
-    except Exception:  # noqa: BLE001  (a data error: the one-job path reports it in one line)
+    except data.DataError:  # the one-job path reports it in one line
+        return 0
+    except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
+        log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
         return 0
     sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [1]
     shared = len({m.plain["seed"] for m in members}) == 1
@@ -157,7 +160,11 @@ def _finished(cfg: dict[str, Any]) -> bool:
 class _Node(dict):
     """A plain dict read with attributes, as the loaders read a config node."""
 
-    __getattr__ = dict.__getitem__
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
 
 def _node(d: dict[str, Any]) -> _Node:
