@@ -3,8 +3,8 @@
 A promoted file is an option of the ``best`` config group: ``python -m sweeper +best=NAME`` re-runs the
 run it was promoted from. Besides the knobs it holds ``pinned:`` — provenance and the expected metrics,
 each ``{value, rtol, direction}``. A re-run passes when no pinned metric is worse than its value by more
-than ``rtol`` relative; improvements pass and are reported. Used by ``python -m sweeper.promote`` and by
-the regression suite ``tests/test_best.py``.
+than ``rtol`` relative; improvements pass, and those beyond ``rtol`` are reported. Used by
+``python -m sweeper.promote`` and by the regression suite ``tests/test_best.py``.
 """
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ class Row:
 
 
 def verdict(expected: float, got: float | None, rtol: float, direction: str) -> str:
-    """Compare one metric. Worse means beyond ``expected ± rtol·|expected|`` in the bad direction.
+    """Compare one metric against the band ``expected ± rtol·|expected|``: inside it the re-run is
+    ``within`` (either way: the band is the noise of another CPU or BLAS build, e.g. 8e-16 relative),
+    beyond it ``better`` or ``WORSE`` by the metric's direction.
 
     ``|expected|`` keeps the band the right way round for metrics that can be negative (R²).
     """
@@ -81,10 +83,10 @@ def verdict(expected: float, got: float | None, rtol: float, direction: str) -> 
         return "MISSING"
     if got == expected:
         return "same"
+    if abs(got - expected) <= rtol * abs(expected):
+        return "within"
     better = got < expected if direction == "lower" else got > expected
-    if better:
-        return "better"
-    return "within" if abs(got - expected) <= rtol * abs(expected) else "WORSE"
+    return "better" if better else "WORSE"
 
 
 def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -> list[Row]:

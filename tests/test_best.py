@@ -147,6 +147,9 @@ def test_improvements_pass_and_are_reported(tmp_path, store):
         ("lower", 100.0, 100.0, "same"),
         ("lower", 100.0, 90.0, "better"),
         ("lower", 100.0, 100.0 + 1e-5, "within"),   # rtol 1e-6 of 100 allows 1e-4
+        ("lower", 100.0, 100.0 - 1e-5, "within"),   # better, but inside the band: no news, no re-pin
+        ("lower", 0.0795, 0.0795 * (1 - 8.3e-16), "within"),  # breast_cancer_2's val_log_loss on another BLAS
+        ("higher", 0.9, 0.9 + 1e-7, "within"),
         ("lower", 100.0, 100.1, "WORSE"),
         ("higher", 0.9, 0.95, "better"),
         ("higher", 0.9, 0.8, "WORSE"),
