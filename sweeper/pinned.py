@@ -156,14 +156,17 @@ def _dumper() -> type:
     return Dumper
 
 
-def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any]) -> str:
-    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata."""
+def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None = None) -> str:
+    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata; ``rerun``: the
+    command that re-runs a file written elsewhere (see ``sweeper.promote.rerun_args``)."""
     name, data = pinned["name"], cfg["data"]["name"]
+    best = rerun in (None, f"python -m sweeper +best={name}")
     head = (
         "# @package _global_\n"
         f"# Promoted from MLflow run {pinned['run_id']} (experiment {pinned['experiment']}) by python -m sweeper.promote.\n"
-        f"#   re-run it:  python -m sweeper +best={name}\n"
-        "#   checked by: pytest tests/test_best.py (fails when a pinned metric is worse beyond its rtol)\n"
+        f"#   re-run it:  {rerun or f'python -m sweeper +best={name}'}\n"
+        f"#   checked by: pytest tests/test_best.py{'' if best else ', once in conf/best'} "
+        "(fails when a pinned metric is worse beyond its rtol)\n"
         f"defaults:\n  - override /data: {data}\n\n"
     )
     body = {**cfg, "pinned": {**pinned, "expected": {k: _Inline(v) for k, v in pinned["expected"].items()}}}
