@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ from sweeper import sweep
 from sweeper.config import ConfigError
 from sweeper.tracking import TrackingError
 
-# What this process is doing, for Ctrl-C (:func:`interrupted`): the multirun's config, the current job's.
-CURRENT: dict[str, DictConfig | None] = {"sweep": None, "job": None}
+# What this process is doing, for Ctrl-C (:func:`interrupted`): the multirun's config, the current job's
+# and when it began.
+CURRENT: dict[str, Any] = {"sweep": None, "job": None, "since": None}
 
 
 class SweepCallback(Callback):
@@ -39,7 +41,7 @@ class SweepCallback(Callback):
             sys.exit(1)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        CURRENT["job"] = config
+        CURRENT["job"], CURRENT["since"] = config, time.time()
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         CURRENT["job"] = None
@@ -77,7 +79,7 @@ def _killed_run(job: DictConfig) -> str | None:
     from sweeper import report, tracking
 
     result = Path(job.hydra.runtime.output_dir) / "result.json"
-    if result.is_file():
+    if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:  # this run's, not an earlier one's
         return json.loads(result.read_text()).get("run_id")
     uri = job.tracking.uri
     db = tracking.sqlite_path(uri)

@@ -269,8 +269,8 @@ def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
     if not path.is_file():
         return
     r = json.loads(path.read_text())
-    parent = parent_run_id(sweep_dir, r["tracking_uri"], r["experiment"])
-    if r.get("status") != "SKIPPED" or parent is None:
+    parent = parent_run_id(sweep_dir, r["tracking_uri"], r["experiment"]) if r.get("status") == "SKIPPED" else None
+    if parent is None:
         return
     tags = {f"skipped.{num}": f"{' '.join(r['overrides'])}: {r['reason']}"}
     if r.get("resumed_from"):

@@ -260,3 +260,26 @@ def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_ever
     table = proc.stdout[proc.stdout.index("\nrun "):proc.stdout.index("\nbest: ")]
     assert [x.split()[0] for x in table.splitlines()[3:]] == ["lr=0.02,cpu", "lr=0.05,cpu", "lr=0.001,cpu"]
     assert first["0.02"] in table and first["0.001"] in table  # the reused column
+
+
+def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
+    """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
+    KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
+    from sweeper import callbacks
+
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        job = compose(config_name="config", overrides=[f"tracking.uri=sqlite:///{store}"], return_hydra_config=True)
+    with open_dict(job):
+        job.hydra.runtime.output_dir = str(tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    old = tmp_path / "run" / "result.json"
+    old.write_text('{"run_id": "an-earlier-run", "status": "FINISHED"}')
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    monkeypatch.setitem(callbacks.CURRENT, "job", job)
+    monkeypatch.setitem(callbacks.CURRENT, "since", time.time())
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    mine = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": os.getpid()})
+    other = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": dead_pid()})
+    assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
+    assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
