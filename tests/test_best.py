@@ -346,8 +346,8 @@ def test_promote_shows_the_data_file_of_a_csv_run(tmp_path, store, capsys):
     csv = tmp_path / "table.csv"
     rows = [(i % 7, (i * 3) % 5, 2.0 * (i % 7) - (i * 3) % 5 + 0.1 * (i % 2)) for i in range(60)]
     csv.write_text("a,b,y\n" + "\n".join(",".join(map(str, r)) for r in rows))
-    run_once(tmp_path, "data=csv", f"data.path={csv}", "epochs=50", "log_every=10", store=store)
-    assert promote_cli(store, tmp_path / "promoted", "--experiment", "csv") == 0
+    result = run_once(tmp_path, "data=csv", f"data.path={csv}", "epochs=50", "log_every=10", store=store)
+    assert promote_cli(store, tmp_path / "promoted", "--experiment", result["experiment"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  ")]
     assert f"data=csv data.path={csv} lr=" in line
 

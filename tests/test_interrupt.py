@@ -23,6 +23,7 @@ from sweeper import report, sweep, tracking
 from sweeper.run import JobContext, run
 
 SWEEP = ("-m", "lr=0.001,0.002,0.003", "epochs=200000", "log_every=100")  # each job trains for seconds
+ONE_AT_A_TIME = "hydra/launcher=basic"  # a first job that trains while the others wait
 ONE_LINE = re.compile(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run; "
                       r"resume with: python -m sweeper (.*) resume=true")
 
@@ -65,7 +66,7 @@ def assert_one_line(proc: subprocess.CompletedProcess) -> str:
 @pytest.mark.slow
 def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, store):
     # config_resolved.yaml is written once the job's run exists in the store
-    proc, argv = ctrl_c(tmp_path, store, tmp_path / "sweep" / "0" / "config_resolved.yaml", *SWEEP)
+    proc, argv = ctrl_c(tmp_path, store, tmp_path / "sweep" / "0" / "config_resolved.yaml", *SWEEP, ONE_AT_A_TIME)
     line = assert_one_line(proc)
     m = ONE_LINE.fullmatch(line)
     assert m and m.groups()[:3] == ("0", "1", "2"), line
