@@ -3,12 +3,20 @@
 ``@hydra.main`` must sit in this file: under ``python -m`` Hydra resolves ``../conf`` against this
 file's folder, whereas in an importable module it would turn into ``pkg://conf``.
 """
+import signal
 import sys
 
-import hydra
-from omegaconf import DictConfig
+INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
+NOTHING = "sweeper: interrupted before any run started: nothing recorded"
 
-from sweeper.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
+try:
+    import hydra
+    from omegaconf import DictConfig
+
+    from sweeper.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
+except KeyboardInterrupt:  # Ctrl-C right at the start
+    print(NOTHING, file=sys.stderr)
+    sys.exit(INTERRUPTED)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -20,12 +28,31 @@ def main(cfg: DictConfig) -> float:
 
 
 def cli() -> None:
+    args = sys.argv[1:]
     try:
-        check_overrides(sys.argv[1:])
+        check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        main()
     except ConfigError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
-    main()
+    except KeyboardInterrupt:
+        sys.exit(_interrupted(args))
+
+
+def _interrupted(args: list[str]) -> int:
+    """Ctrl-C: close what was running in the store, say so in one line (no traceback); exit 130.
+
+    Nothing new is imported here: Ctrl-C may have cut an import short (mlflow's, say), and importing
+    it again would fail. Hydra imports sweeper.callbacks before it runs anything of ours.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the bookkeeping short
+    callbacks = sys.modules.get("sweeper.callbacks")
+    try:
+        line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
+    except Exception as e:  # e.g. a store that fails now: the line says so, still without a traceback
+        line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): see python -m sweeper.report"
+    print(line, file=sys.stderr)
+    return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """Hydra callbacks: the launching process opens and closes every multirun (see ``sweeper.sweep``)."""
 from __future__ import annotations
 
+import os
+import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,10 @@ from sweeper import sweep
 from sweeper.config import ConfigError
 from sweeper.tracking import TrackingError
 
+# What this process is doing, for Ctrl-C (:func:`interrupted`): the multirun's config, the current job's
+# and when it began.
+CURRENT: dict[str, Any] = {"sweep": None, "job": None, "since": None}
+
 
 class SweepCallback(Callback):
     """Checks all jobs and creates the parent run(s) before the first job; prints the summary after the last.
@@ -22,6 +29,7 @@ class SweepCallback(Callback):
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        CURRENT["sweep"] = config
         try:
             sweep.start(config)
         except (ConfigError, TrackingError) as e:
@@ -32,7 +40,56 @@ class SweepCallback(Callback):
             print(f"sweeper: error: the sweep could not start: {type(e).__name__}: {e}", file=sys.stderr)
             sys.exit(1)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        CURRENT["job"], CURRENT["since"] = config, time.time()
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        CURRENT["job"] = None
+        from hydra.types import RunMode
+
+        if config.hydra.mode == RunMode.MULTIRUN:
+            sweep.note_job(Path(config.hydra.sweep.dir).absolute(), Path(config.hydra.runtime.output_dir),
+                           config.hydra.job.num)
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute())
         if code:
             sys.exit(code)
+
+
+def interrupted(args: list[str]) -> str | None:
+    """Ctrl-C reached ``python -m sweeper ARGS``: record it in the store and return the one line to print
+    (None when nothing had been recorded yet).
+
+    A multirun closes its sweep (:func:`sweeper.sweep.interrupted`); a single run is KILLED — by its job
+    when Ctrl-C landed in training, else here (a RUNNING run of this process).
+    """
+    if CURRENT["sweep"] is not None:
+        return sweep.interrupted(Path(CURRENT["sweep"].hydra.sweep.dir).absolute(), args)
+    job = CURRENT["job"]
+    # no job yet, or one cut short before it loaded the tracking code: it has created no run
+    run_id = _killed_run(job) if job is not None and "sweeper.tracking" in sys.modules else None
+    return f"sweeper: interrupted: run {run_id} KILLED" if run_id else None
+
+
+def _killed_run(job: DictConfig) -> str | None:
+    """The single run that Ctrl-C ended: from its result.json, or its RUNNING run in the store, KILLED here."""
+    import json
+
+    from sweeper import report, tracking
+
+    result = Path(job.hydra.runtime.output_dir) / "result.json"
+    if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:  # this run's, not an earlier one's
+        return json.loads(result.read_text()).get("run_id")
+    uri = job.tracking.uri
+    db = tracking.sqlite_path(uri)
+    if db is not None and not db.is_file():  # interrupted before the store existed: do not create it
+        return None
+    c = tracking.client(uri)
+    exp = c.get_experiment_by_name(job.tracking.experiment)
+    if exp is None:
+        return None
+    mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.pid = '{os.getpid()}' "
+                                              f"and tags.host = '{socket.gethostname()}'")
+    killed = report.mark_orphans(c, mine, True, "KILLED", report.INTERRUPTED)
+    return killed[0] if killed else None

@@ -3,8 +3,8 @@
 A promoted file is an option of the ``best`` config group: ``python -m sweeper +best=NAME`` re-runs the
 run it was promoted from. Besides the knobs it holds ``pinned:`` — provenance and the expected metrics,
 each ``{value, rtol, direction}``. A re-run passes when no pinned metric is worse than its value by more
-than ``rtol`` relative; improvements pass and are reported. Used by ``python -m sweeper.promote`` and by
-the regression suite ``tests/test_best.py``.
+than ``rtol`` relative; improvements pass, and those beyond ``rtol`` are reported. Used by
+``python -m sweeper.promote`` and by the regression suite ``tests/test_best.py``.
 """
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ class Row:
 
 
 def verdict(expected: float, got: float | None, rtol: float, direction: str) -> str:
-    """Compare one metric. Worse means beyond ``expected ± rtol·|expected|`` in the bad direction.
+    """Compare one metric against the band ``expected ± rtol·|expected|``: inside it the re-run is
+    ``within`` (either way: the band is the noise of another CPU or BLAS build, e.g. 8e-16 relative),
+    beyond it ``better`` or ``WORSE`` by the metric's direction.
 
     ``|expected|`` keeps the band the right way round for metrics that can be negative (R²).
     """
@@ -81,10 +83,10 @@ def verdict(expected: float, got: float | None, rtol: float, direction: str) -> 
         return "MISSING"
     if got == expected:
         return "same"
+    if abs(got - expected) <= rtol * abs(expected):
+        return "within"
     better = got < expected if direction == "lower" else got > expected
-    if better:
-        return "better"
-    return "within" if abs(got - expected) <= rtol * abs(expected) else "WORSE"
+    return "better" if better else "WORSE"
 
 
 def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -> list[Row]:
@@ -154,14 +156,17 @@ def _dumper() -> type:
     return Dumper
 
 
-def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any]) -> str:
-    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata."""
+def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None = None) -> str:
+    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata; ``rerun``: the
+    command that re-runs a file written elsewhere (see ``sweeper.promote.rerun_args``)."""
     name, data = pinned["name"], cfg["data"]["name"]
+    best = rerun in (None, f"python -m sweeper +best={name}")
     head = (
         "# @package _global_\n"
         f"# Promoted from MLflow run {pinned['run_id']} (experiment {pinned['experiment']}) by python -m sweeper.promote.\n"
-        f"#   re-run it:  python -m sweeper +best={name}\n"
-        "#   checked by: pytest tests/test_best.py (fails when a pinned metric is worse beyond its rtol)\n"
+        f"#   re-run it:  {rerun or f'python -m sweeper +best={name}'}\n"
+        f"#   checked by: pytest tests/test_best.py{'' if best else ', once in conf/best'} "
+        "(fails when a pinned metric is worse beyond its rtol)\n"
         f"defaults:\n  - override /data: {data}\n\n"
     )
     body = {**cfg, "pinned": {**pinned, "expected": {k: _Inline(v) for k, v in pinned["expected"].items()}}}

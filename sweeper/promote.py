@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import shlex
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from sweeper import metrics, pinned, tracking
-from sweeper.config import NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, validate
+from sweeper.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
 
 TIE_BREAK = "val_log_loss"
 NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
+GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
 
 
 class PromoteError(ValueError):
@@ -37,6 +39,31 @@ class Promoted:
     metric: str
     value: float
     knobs: str
+    rerun: list[str]  # the arguments of python -m sweeper that re-run it
+
+
+def rerun_args(out_dir: Path, name: str) -> list[str]:
+    """The arguments of ``python -m sweeper`` that re-run ``out_dir/NAME.yaml``; PromoteError for a folder
+    Hydra cannot be told to find.
+
+    In conf/best the file is the option NAME of the group ``best``: ``+best=NAME``. Any other folder D
+    becomes a group of its own: its parent joins Hydra's search path and D's name is the group,
+    ``hydra.searchpath=[file://<D's parent>] +<D's name>=NAME``. A folder named like one of the
+    project's groups (``best`` elsewhere, ``data``, ...) would merge with it, and the project's files win.
+    """
+    if out_dir.resolve() == pinned.BEST_DIR.resolve():
+        return [f"+best={name}"]
+    group = out_dir.resolve().name
+    if not GROUP.fullmatch(group):
+        raise _fail("--out-dir", out_dir, f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
+                    "cannot be a config group: expected conf/best or a folder named with letters, digits, _ and -")
+    if group in (*GROUPS, *TOP_LEVEL, *METADATA, "hydra"):
+        raise _fail("--out-dir", out_dir, f"a folder named {group} would merge with the project's own {group} "
+                    "(conf/), whose files win: expected conf/best or a folder of another name")
+    uri = f"file://{out_dir.resolve().parent.as_posix()}"  # not as_uri(): Hydra reads no %20
+    if not re.fullmatch(r"[A-Za-z0-9_/.:-]+", uri):
+        uri = '"' + uri.replace("\\", "\\\\").replace('"', '\\"') + '"'  # Hydra's quoted string
+    return [f"hydra.searchpath=[{uri}]", f"+{group}={name}"]
 
 
 def _fail(option: str, value: Any, why: str) -> PromoteError:
@@ -117,12 +144,32 @@ def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: 
     }
 
 
-def _verify(text: str, name: str, run: Any, pins: dict[str, Any]) -> None:
-    """Compose the file as ``+best=NAME`` would and check it reproduces the run's params exactly."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}.yaml"
+def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any]) -> None:
+    """Compose the file as its re-run command would (``+best=NAME``, or ``+GROUP=NAME`` with the search path of
+    :func:`rerun_args`, through the command line's own checks) and check it reproduces the run's params exactly.
+
+    Outside conf/best the file is tried in a folder beside ``out_dir``, so the search path has the same characters."""
+    from hydra import compose, initialize_config_dir
+
+    best = out_dir.resolve() == pinned.BEST_DIR.resolve()
+    if not best:
+        out_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=None if best else out_dir.resolve().parent) as tmp:
+        folder = Path(tmp) / out_dir.resolve().name
+        folder.mkdir()
+        path = folder / f"{name}.yaml"
         path.write_text(text)
-        cfg = pinned.compose_file(path)
+        if best:
+            cfg = pinned.compose_file(path)
+        else:
+            args = rerun_args(folder, name)
+            try:
+                check_overrides(args)
+                with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
+                    cfg = compose(config_name="config", overrides=args)
+            except Exception as e:
+                raise PromoteError(f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0]} (a bug in sweeper.promote)") from None
     plain = OmegaConf.to_container(cfg, resolve=True)
     try:
         validate(plain)
@@ -164,6 +211,7 @@ def promote(
     name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
     if not NAME.fullmatch(name):
         raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
+    rerun_args(out_dir, name)  # a folder python -m sweeper cannot be told to find is refused before anything
     if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
         raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
                     "expected a validation metric (val_...)")
@@ -190,18 +238,19 @@ def promote(
     for rank, (run, n) in enumerate(zip(best, names), start=1):
         tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
         pins = _pinned(run, n, experiment, metric, rank, tol)
-        text = pinned.render(pinned.config_from_params(run.data.params), pins)
-        _verify(text, n, run, pins)
-        files.append((run, n, text))
+        rerun = rerun_args(out_dir, n)
+        text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
+        _verify(text, n, out_dir, run, pins)
+        files.append((run, n, text, rerun))
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
-    for run, n, text in files:
+    for run, n, text, rerun in files:
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
-        knobs = " ".join(f"{k}={p[k]}" for k in ("lr", "epochs", "depth", "width", "activation", "seed", "dtype")
-                         if k in p)
-        done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs))
+        knobs = " ".join(f"{k}={p[k]}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width", "activation",
+                                                  "seed", "dtype") if k in p).replace("data.name=", "data=")
+        done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs, rerun))
     return done
 
 
@@ -232,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="the file name (top 1) or its prefix: NAME_1, NAME_2, ... "
                         "(default: the experiment's name)")
     parser.add_argument("--force", action="store_true", help="overwrite existing files of the same names (re-pin)")
-    parser.add_argument("--out-dir", type=Path, default=pinned.BEST_DIR, help="where to write (default: conf/best)")
+    parser.add_argument("--out-dir", type=Path, default=pinned.BEST_DIR,
+                        help="where to write (default: conf/best); a folder F elsewhere is re-run with "
+                             "hydra.searchpath=[file://<F's parent>] +F=NAME (the command is printed)")
     parser.add_argument("--tracking-uri", default=tracking.DEFAULT_URI,
                         help=f"the MLflow store, read only (default: {tracking.DEFAULT_URI})")
     parser.add_argument("--rtol", help="relative tolerance of every pinned metric "
@@ -257,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({'lower' if lower else 'higher'} is better):")
     for d in done:
         print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={d.value:.6g}  {d.knobs}")
-    print(f"re-run one: python -m sweeper +best={done[0].name}    check them all: python -m pytest tests/test_best.py")
+    suite = "    check them all: python -m pytest tests/test_best.py" if done[0].rerun == [f"+best={done[0].name}"] else ""
+    print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}{suite}")
     return 0
 
 

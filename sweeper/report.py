@@ -37,7 +37,9 @@ class Board:
 
     @property
     def columns(self) -> list[str]:
-        return ["run", *self.keys, f"val_{self.metric}", f"test_{self.metric}", "train_time_s", "speedup", "status"]
+        reused = ["reused"] if any(r.get("reused") for r in self.rows) else []
+        return ["run", *self.keys, f"val_{self.metric}", f"test_{self.metric}", "train_time_s", "speedup", "status",
+                *reused]
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -82,13 +84,18 @@ def children(c: Any, parent: Any) -> list[Any]:
     return tracking.search(c, [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
 
 
-def build(runs: list[Any]) -> Board:
-    """Rank child runs by their primary validation metric (accuracy for binary tasks, else MSE)."""
+def build(runs: list[Any], reused: Any = ()) -> Board:
+    """Rank child runs by their primary validation metric (accuracy for binary tasks, else MSE).
+
+    ``reused`` holds the ids of those runs that a resumed sweep took over instead of training them again:
+    they rank with the others, and their ``reused`` cell holds their id.
+    """
     binary = any("val_accuracy" in r.data.metrics for r in runs)
     metric = "accuracy" if binary else "mse"
     lower = LOWER_IS_BETTER[metric]
     ignore = ("tracking.", "pinned.")
-    names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore)})
+    # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either
+    names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore) and k != "resume"})
     # a run killed before its end has no params (they come with its final batch): it makes no column
     keys = [k for k in names if len({r.data.params.get(k) for r in runs if r.data.params}) > 1]
     rows = []
@@ -100,6 +107,7 @@ def build(runs: list[Any]) -> Board:
             "train_time_s": m.get("train_time_s"), "speedup": m.get("speedup"),
             "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
+            "reused": r.info.run_id if r.info.run_id in reused else None,
         })
 
     def rank(row: dict[str, Any]) -> tuple:
@@ -177,6 +185,7 @@ def figures(c: Any, board: Board) -> dict[str, Any]:
 
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 def _alive(pid: int) -> bool:
@@ -189,27 +198,86 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool) -> list[str]:
-    """Mark child runs that a killed job left RUNNING as FAILED, with the reason; return their ids.
+def holder_alive(r: Any) -> bool | None:
+    """Whether the process that created a run (its ``host`` and ``pid`` tags) still runs: None when it ran on
+    another host or left no pid; False when it is this process, which runs no job while it reports."""
+    pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
+    if host != socket.gethostname() or pid is None or not pid.isdigit():
+        return None
+    return int(pid) != os.getpid() and _alive(int(pid))
+
+
+def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN) -> list[str]:
+    """Mark child runs that a killed job left RUNNING as ``status`` (FAILED), with the reason; return their ids.
 
     When the sweep has ended every RUNNING child is an orphan; otherwise (a report while jobs may
-    still run) only those whose process, on this host, no longer exists.
+    still run, or Ctrl-C in the launching process) only those whose process, on this host, no longer
+    exists or is this one (which runs no job while it reports).
     """
     marked = []
     for r in runs:
         if r.info.status != "RUNNING":
             continue
-        pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
-        gone = host == socket.gethostname() and pid is not None and pid.isdigit() and not _alive(int(pid))
-        if sweep_ended or gone:
-            c.set_tag(r.info.run_id, "failure_reason", ORPHAN)
-            c.set_terminated(r.info.run_id, "FAILED")
+        if sweep_ended or holder_alive(r) is False:
+            c.set_tag(r.info.run_id, "failure_reason", reason)
+            c.set_terminated(r.info.run_id, status)
             marked.append(r.info.run_id)
     return marked
 
 
-def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False) -> Board:
-    """Build the leaderboard of a parent run's children, print it, and log it with plots and metrics.
+def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None) -> list[Any]:
+    """The FINISHED runs that the jobs of a resumed sweep took over (``reused.<job>`` tags on the parent,
+    which each such job sets, and the ``resumed_from`` of the ``results`` when given)."""
+    ids = {v for k, v in parent.data.tags.items() if k.startswith("reused.")}
+    ids |= {r["resumed_from"] for r in results or () if r.get("resumed_from")}
+    if not ids:
+        return []
+    listed = ", ".join(f"'{i}'" for i in sorted(ids))
+    return tracking.search(c, [parent.info.experiment_id], f"attributes.run_id IN ({listed})")
+
+
+def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = None) -> dict[str, int]:
+    """How the jobs of a sweep ended, for the parent's metrics: ``n_finished``, ``n_failed``, ``n_killed``
+    (child runs by status), ``n_skipped`` (jobs that trained nothing: no GPU, or resumed — ``n_reused`` of
+    them), ``n_orphaned`` (children whose job died with them RUNNING) and ``n_not_run``: the parent's
+    ``n_jobs`` less the jobs accounted for (a child run or a result), absent when the parent has no ``n_jobs``.
+
+    From the store alone, skipped jobs are the parent's ``skipped.<job>`` tags (or its ``skipped_jobs``
+    lines); the jobs' ``results`` (result.json), when given, count too: a job whose tracking failed has
+    no child run.
+    """
+    tags = parent.data.tags
+    counts = {f"n_{s.lower()}": sum(r.info.status == s for r in runs) for s in ("FINISHED", "FAILED", "KILLED")}
+    counts["n_orphaned"] = sum(r.data.tags.get("failure_reason") == ORPHAN for r in runs)
+    if results is None:
+        skipped = [k for k in tags if k.startswith("skipped.")] or [s for s in tags.get("skipped_jobs", "").splitlines() if s]
+        counts["n_skipped"], counts["n_reused"] = len(skipped), sum(k.startswith("reused.") for k in tags)
+        accounted = len(runs) + len(skipped)
+    else:
+        counts["n_skipped"] = sum(r["status"] == "SKIPPED" for r in results)
+        counts["n_reused"] = sum(bool(r.get("resumed_from")) for r in results)
+        logged = {r.get("run_id") for r in results}
+        accounted = len(results) + sum(r.info.run_id not in logged for r in runs)
+    if str(tags.get("n_jobs", "")).isdigit():
+        counts["n_not_run"] = max(0, int(tags["n_jobs"]) - accounted)
+    return counts
+
+
+def incomplete(counts: dict[str, int]) -> str | None:
+    """Why a sweep with these counts (:func:`tally`) did not complete — it is then KILLED — or None."""
+    why = [f"{counts[k]} {what}" for k, what in (("n_not_run", "job(s) not run"), ("n_killed", "run(s) killed"),
+                                                  ("n_orphaned", "run(s) orphaned")) if counts.get(k)]
+    if why:
+        return "incomplete: " + ", ".join(why)
+    if not any(counts[k] for k in ("n_finished", "n_failed", "n_skipped")):
+        return "incomplete: no job reported"
+    return None
+
+
+def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False,
+            results: list[dict[str, Any]] | None = None) -> tuple[Board, dict[str, int]]:
+    """Build the leaderboard of a parent run's children and of the runs its jobs reused (resume), print it,
+    and log it with plots and the counts of :func:`tally` (``results``: the jobs' result.json, when at hand).
 
     Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
     """
@@ -222,8 +290,10 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     if orphans:
         print(f"marked {len(orphans)} orphaned run(s) FAILED: {', '.join(orphans)}", file=out)
         runs = children(c, parent)
-    board = build(runs)
-    skipped = [s for s in parent.data.tags.get("skipped_jobs", "").splitlines() if s]
+    counts = tally(parent, runs, results)
+    mine = {r.info.run_id for r in runs}
+    reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
+    board = build(runs + reused, {r.info.run_id for r in reused})
     print(board.table(), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,20 +304,33 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
         c.log_figure(parent_run_id, fig, name)
         plt.close(fig)
 
-    metrics: dict[str, float] = {f"n_{s.lower()}": sum(r["status"] == s for r in board.rows)
-                                 for s in ("FINISHED", "FAILED", "KILLED")}
-    metrics["n_skipped"] = len(skipped)
+    metrics: dict[str, float] = dict(counts)
     tags = {}
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
         tags = {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
         print(f"best: {board.best['run']}  val_{board.metric}={board.best[f'val_{board.metric}']:.4g}  "
-              f"(run {board.best['run_id']})", file=out)
+              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''})", file=out)
     tracking.log_metrics(c, parent_run_id, metrics)
     if tags:
         c.set_tag(parent_run_id, "best_run_id", tags["best_run_id"])
         c.set_tag(parent_run_id, "best_run", tags["best_run"])
-    return board
+    return board, counts
+
+
+def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
+    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``) when the sweep is incomplete
+    (:func:`incomplete`); return the status."""
+    from sweeper.sweep import resume_command
+
+    why = incomplete(counts)
+    if why:
+        c.set_tag(parent.info.run_id, "failure_reason", why)
+        again = resume_command(["-m", *parent.data.tags.get("overrides", "").split()])
+        print(f"parent run {parent.info.run_id} KILLED: {why}; finish the sweep with: {again}", file=out or sys.stdout)
+    status = "KILLED" if why else "FINISHED"
+    c.set_terminated(parent.info.run_id, status)
+    return status
 
 
 def latest_parent(c: Any, experiment: str, uri: str) -> Any:
@@ -272,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
-    publish(c, parent.info.run_id)
-    if parent.info.status == "RUNNING":  # its end-of-sweep step never ran
-        c.set_terminated(parent.info.run_id, "FINISHED")
+    _, counts = publish(c, parent.info.run_id)
+    if parent.info.status == "RUNNING" and holder_alive(parent):
+        print(f"the sweep is still running (pid {parent.data.tags['pid']}): its parent run stays RUNNING")
+    elif parent.info.status == "RUNNING":  # its end-of-sweep step never ran
+        close(c, parent, counts)
     return 0
 
 

@@ -146,9 +146,11 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     monitor = tracking.system_monitor(client, run_id, uri) if sample else None
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
-    except KeyboardInterrupt:  # Ctrl-C: this run and its sweep are KILLED; finished runs stay as they are
-        _kill(client, run_id, _parent(ctx, cfg), tracking.flatten(plain), tracking.stop(monitor))
-        _finish(ctx, {**result, "status": "KILLED", "reason": "interrupted (Ctrl-C)"})
+    except KeyboardInterrupt:  # Ctrl-C: this run is KILLED (its sweep: by the launching process, sweep.interrupted)
+        from sweeper.report import INTERRUPTED
+
+        _kill(client, run_id, tracking.flatten(plain), tracking.stop(monitor))
+        _finish(ctx, {**result, "status": "KILLED", "reason": INTERRUPTED})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
@@ -223,14 +225,15 @@ def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any
     return tags
 
 
-def _kill(client: Any, run_id: str | None, parent: str | None, params: dict[str, Any], system: list[Any]) -> None:
+def _kill(client: Any, run_id: str | None, params: dict[str, Any], system: list[Any]) -> None:
+    """Close an interrupted job's run KILLED with its params and system metrics. Its sweep's parent is closed
+    by the launching process (sweeper.sweep.interrupted), which Ctrl-C reaches before the first job, too."""
+    from sweeper.report import INTERRUPTED
+
     try:
         if run_id:
-            tracking.finish_run(client, run_id, {}, tags={"failure_reason": "interrupted (Ctrl-C)"}, status="KILLED",
+            tracking.finish_run(client, run_id, {}, tags={"failure_reason": INTERRUPTED}, status="KILLED",
                                 params=params, system=system)
-        if parent:
-            client.set_tag(parent, "failure_reason", "sweep interrupted (Ctrl-C)")
-            client.set_terminated(parent, "KILLED")
     except tracking.UNREACHABLE as e:  # result.json still says KILLED; the report marks orphans later
         log.error("tracking failed while recording the interruption: %s", tracking.first_line(e))
 

@@ -7,6 +7,9 @@ files and the store, so it also runs standalone: ``python -m sweeper.summary <sw
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import socket
 import sys
 import time
 from functools import lru_cache
@@ -20,6 +23,9 @@ from sweeper.config import ConfigError, validate
 
 SWEEP_FILE = "sweep.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+# The parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists.
+_created: dict[Path, dict[str, dict[str, Any]]] = {}
 
 
 def _plain(cfg: DictConfig) -> dict[str, Any]:
@@ -92,14 +98,16 @@ def start(config: DictConfig) -> dict[str, Any]:
 
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    parents: dict[str, dict[str, str]] = {}
-    for _, cfg in jobs:
+    parents = _created.setdefault(sweep_dir, {})
+    keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
+    for (_, cfg), key in zip(jobs, keys):
         uri, name = cfg["tracking"]["uri"], cfg["tracking"]["experiment"]
-        key = f"{uri}#{name}"
         if key in parents:
             continue
         client = tracking.open_store(uri)
-        tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task), "n_jobs": len(jobs)}
+        # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's
+        tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
+                "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid()}
         try:
             experiment = tracking.experiment_id(client, name, uri)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
@@ -243,13 +251,16 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            report.publish(client, parent["run_id"], out=out, sweep_ended=True)
-            client.set_terminated(parent["run_id"], "FINISHED")
+            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine)
+            report.close(client, client.get_run(parent["run_id"]), counts, out)
         except tracking.UNREACHABLE as e:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
                   f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=out)
             failed_parents = True
-        for reason in dict.fromkeys(r["reason"] for r in skipped):
+        reused = [r for r in skipped if r.get("resumed_from")]
+        if reused:
+            print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
+        for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
             jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
             print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
         print(f"browse with: {ui_command(parent['uri'])}", file=out)
@@ -258,3 +269,76 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         print(f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
               f"python -m sweeper.upload {sweep_dir}", file=out)
     return 1 if failed_parents else exit_code(rows, state["n_jobs"])
+
+
+def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
+    """After a job that trained nothing (SKIPPED: no GPU, or resumed), tag the sweep's parent run with it
+    (``skipped.<num>``, and ``reused.<num>``: the run it took over), so that a report from the store alone
+    counts it and ranks the reused run. A tracking failure is logged: finish() still has the result.json."""
+    path = output_dir / "result.json"
+    if not path.is_file():
+        return
+    r = json.loads(path.read_text())
+    parent = parent_run_id(sweep_dir, r["tracking_uri"], r["experiment"]) if r.get("status") == "SKIPPED" else None
+    if parent is None:
+        return
+    tags = {f"skipped.{num}": f"{' '.join(r['overrides'])}: {r['reason']}"}
+    if r.get("resumed_from"):
+        tags[f"reused.{num}"] = r["resumed_from"]
+    from mlflow.entities import RunTag
+
+    try:
+        tracking.client(r["tracking_uri"]).log_batch(parent, tags=[RunTag(k, v) for k, v in tags.items()])
+    except tracking.UNREACHABLE as e:
+        import logging
+
+        logging.getLogger("sweeper").error("job %s not noted on parent run %s: %s", num, parent, tracking.first_line(e))
+
+
+def resume_command(args: list[str]) -> str:
+    """The command line that finishes an interrupted sweep: the same arguments, ``resume=true``."""
+    kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
+    return shlex.join(["python", "-m", "sweeper", *kept, "resume=true"])
+
+
+def interrupted(sweep_dir: Path, args: list[str]) -> str:
+    """Ctrl-C in the launching process: close the sweep in the store and return the one line to print.
+
+    Each parent run (from sweep.json, or as far as :func:`start` got) is KILLED with the jobs' counts;
+    its children that this process or a dead one on this host left RUNNING are KILLED too. Finished
+    runs stay as they are; ``resume=true`` re-runs the rest.
+    """
+    from sweeper import report
+
+    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
+    parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
+    rows = results(sweep_dir) if state else []
+    cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]  # started, no result
+    failures = []
+    for p in parents:
+        mine = [r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]]
+        try:
+            c = tracking.client(p["uri"])
+            parent = c.get_run(p["run_id"])
+            runs = report.children(c, parent)
+            if report.mark_orphans(c, runs, False, "KILLED", report.INTERRUPTED):
+                runs = report.children(c, parent)
+            if parent.info.status == "RUNNING":
+                counts = report.tally(parent, runs, mine)
+                why = report.incomplete(counts)  # None when Ctrl-C came during the summary
+                tracking.log_metrics(c, p["run_id"], counts)
+                c.set_tag(p["run_id"], "failure_reason", f"sweep {report.INTERRUPTED}" + (f": {why}" if why else ""))
+                c.set_terminated(p["run_id"], "KILLED")
+        except tracking.UNREACHABLE as e:
+            failures.append(f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}")
+    if state is None:
+        done = f"parent run(s) {', '.join(p['run_id'] for p in parents)} KILLED" if parents else "nothing recorded"
+        return f"sweeper: interrupted before any job started: {done}" + "".join(f"; {f}" for f in failures)
+    status = [r["status"] for r in rows]
+    reused = sum(bool(r.get("resumed_from")) for r in rows)
+    parts = [f"{status.count('FINISHED')} finished"]
+    parts += [f"{n} {what}" for n, what in ((status.count("FAILED"), "failed"), (reused, "reused"),
+                                              (status.count("SKIPPED") - reused, "skipped")) if n]
+    parts += [f"{status.count('KILLED') + len(cut)} killed", f"{max(0, state['n_jobs'] - len(rows) - len(cut))} not run"]
+    return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
+            + f"resume with: {resume_command(args)}")

@@ -8,6 +8,7 @@ Cases whose original training took more than ``pinned.SLOW_S`` seconds are marke
 from __future__ import annotations
 
 import math
+import shlex
 import subprocess
 import sys
 import warnings
@@ -163,6 +164,9 @@ def test_improvements_pass_and_are_reported(tmp_path, store):
         ("lower", 100.0, 100.0, "same"),
         ("lower", 100.0, 90.0, "better"),
         ("lower", 100.0, 100.0 + 1e-5, "within"),   # rtol 1e-6 of 100 allows 1e-4
+        ("lower", 100.0, 100.0 - 1e-5, "within"),   # better, but inside the band: no news, no re-pin
+        ("lower", 0.0795, 0.0795 * (1 - 8.3e-16), "within"),  # breast_cancer_2's val_log_loss on another BLAS
+        ("higher", 0.9, 0.9 + 1e-7, "within"),
         ("lower", 100.0, 100.1, "WORSE"),
         ("higher", 0.9, 0.95, "better"),
         ("higher", 0.9, 0.8, "WORSE"),
@@ -254,7 +258,7 @@ def test_promote_writes_the_best_distinct_configs_by_the_validation_metric(swept
 
 def test_a_promoted_config_reruns_its_run_exactly(swept, tmp_path, store):
     """Determinism: the written file, composed as +best=NAME and re-run here, gives the very same metrics."""
-    out = tmp_path / "best"
+    out = tmp_path / "promoted"
     assert promote_cli(swept, out, "--experiment", "diabetes", "--name", "winner") == 0
     path = out / "winner.yaml"
     cfg = pinned.compose_file(path, f"tracking.uri=sqlite:///{store}")
@@ -286,14 +290,14 @@ BAD = [
 
 @pytest.mark.parametrize("args, error, allowed", BAD, ids=[" ".join(a) for a, _, _ in BAD])
 def test_promote_refuses_in_one_line_and_writes_nothing(swept, tmp_path, capsys, args, error, allowed):
-    assert promote_cli(swept, tmp_path / "best", *args) == 2
+    assert promote_cli(swept, tmp_path / "promoted", *args) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"sweeper: error: {error}") and allowed in lines[0]
-    assert not (tmp_path / "best").exists()
+    assert not (tmp_path / "promoted").exists()
 
 
 def test_promote_refuses_a_store_that_does_not_exist_and_does_not_create_it(tmp_path, capsys):
-    assert promote_cli(tmp_path / "none.db", tmp_path / "best", "--experiment", "diabetes") == 2
+    assert promote_cli(tmp_path / "none.db", tmp_path / "promoted", "--experiment", "diabetes") == 2
     assert "--tracking-uri=sqlite:///" in capsys.readouterr().err and not (tmp_path / "none.db").exists()
 
 
@@ -320,15 +324,48 @@ def test_promote_needs_an_experiment(capsys):
 
 # --- the real command lines ------------------------------------------------------------------------------
 
-def test_promote_command_line(swept, tmp_path):
+def test_promote_command_line_prints_a_re_run_command_that_works(swept, tmp_path, store):
+    out = tmp_path / "my files" / "promoted"  # any folder: its parent joins Hydra's search path
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper.promote", "--tracking-uri", f"sqlite:///{swept}", "--experiment", "breast_cancer",
-         "--name", "bc", "--out-dir", str(tmp_path)],
+         "--name", "bc", "--out-dir", str(out)],
         capture_output=True, text=True, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "by val_accuracy (higher is better)" in proc.stdout and "python -m sweeper +best=bc" in proc.stdout
-    assert yaml.safe_load((tmp_path / "bc.yaml").read_text())["pinned"]["name"] == "bc"
+    assert "by val_accuracy (higher is better)" in proc.stdout
+    pins = yaml.safe_load((out / "bc.yaml").read_text())["pinned"]
+    assert pins["name"] == "bc"
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("re-run one: ")]
+    python, m, module, *args = shlex.split(line[len("re-run one: "):])
+    assert (python, m, module) == ("python", "-m", "sweeper") and args[-1] == "+promoted=bc"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    rerun_ = cli(elsewhere, *args, store=store)  # the printed command, from another folder
+    assert rerun_.returncode == 0, rerun_.stderr
+    (run_,) = all_runs(store)
+    assert run_.data.tags["fingerprint"] == pins["fingerprint"] and run_.data.params["pinned.run_id"] == pins["run_id"]
+
+
+@pytest.mark.parametrize("folder, why", [
+    ("best", "a folder named best would merge with the project's own best (conf/), whose files win"),
+    ("data", "a folder named data would merge"),
+    ("my best", "'my best' cannot be a config group"),
+])
+def test_promote_refuses_a_folder_the_cli_cannot_be_told_to_find(swept, tmp_path, capsys, folder, why):
+    assert promote_cli(swept, tmp_path / folder, "--experiment", "diabetes") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"sweeper: error: --out-dir={tmp_path / folder} is not allowed: ") and why in line
+    assert not (tmp_path / folder).exists()
+
+
+def test_promote_shows_the_data_file_of_a_csv_run(tmp_path, store, capsys):
+    csv = tmp_path / "table.csv"
+    rows = [(i % 7, (i * 3) % 5, 2.0 * (i % 7) - (i * 3) % 5 + 0.1 * (i % 2)) for i in range(60)]
+    csv.write_text("a,b,y\n" + "\n".join(",".join(map(str, r)) for r in rows))
+    result = run_once(tmp_path, "data=csv", f"data.path={csv}", "epochs=50", "log_every=10", store=store)
+    assert promote_cli(store, tmp_path / "promoted", "--experiment", result["experiment"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  ")]
+    assert f"data=csv data.path={csv} lr=" in line
 
 
 def test_the_cli_reruns_a_committed_config_with_its_params(tmp_path, store):

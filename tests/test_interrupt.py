@@ -1,0 +1,287 @@
+"""Interrupted sweeps: Ctrl-C (one line, exit 130, everything closed), a SIGKILL then a report (the parent
+KILLED, the jobs that never ran counted), and a resumed sweep whose leaderboard keeps the runs it reused."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+import sweeper
+from conftest import all_runs, cli, client_for
+from sweeper import report, sweep, tracking
+from sweeper.run import JobContext, run
+
+SWEEP = ("-m", "lr=0.001,0.002,0.003", "epochs=200000", "log_every=100")  # each job trains for seconds
+ONE_AT_A_TIME = "hydra/launcher=basic"  # a first job that trains while the others wait
+ONE_LINE = re.compile(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run; "
+                      r"resume with: python -m sweeper (.*) resume=true")
+
+
+def parents(store: Path) -> list:
+    return [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+
+
+def children(store: Path) -> list:
+    return [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+
+
+def ctrl_c(tmp_path: Path, store: Path, ready: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``python -m sweeper ARGS`` in a subprocess, sent SIGINT (what Ctrl-C sends) once ``ready`` exists."""
+    argv = [*args, f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}",
+            f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeper", *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores it
+    )
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), argv
+
+
+def assert_one_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[-1]
+
+
+# --- Ctrl-C, for real -----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, store):
+    # config_resolved.yaml is written once the job's run exists in the store
+    proc, argv = ctrl_c(tmp_path, store, tmp_path / "sweep" / "0" / "config_resolved.yaml", *SWEEP, ONE_AT_A_TIME)
+    line = assert_one_line(proc)
+    m = ONE_LINE.fullmatch(line)
+    assert m and m.groups()[:3] == ("0", "1", "2"), line
+    assert shlex.split(m.group(4)) == argv  # the very command, to resume it
+    (parent,) = parents(store)
+    (child,) = children(store)
+    assert child.info.status == "KILLED" and child.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith("sweep interrupted (Ctrl-C)")
+    assert parent.data.metrics["n_killed"] == 1 and parent.data.metrics["n_not_run"] == 2
+    assert parent.data.metrics["n_finished"] == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_the_first_job_run_still_kills_the_parent(tmp_path, store):
+    proc, _ = ctrl_c(tmp_path, store, tmp_path / "sweep" / sweep.SWEEP_FILE, *SWEEP)
+    m = ONE_LINE.fullmatch(assert_one_line(proc))
+    assert m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3  # the first job: cut short or not begun
+    (parent,) = parents(store)
+    assert parent.info.status == "KILLED"
+    assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_single_run_names_the_run(tmp_path, store):
+    proc, _ = ctrl_c(tmp_path, store, tmp_path / "run" / "config_resolved.yaml", "data=xor", "epochs=20000000")
+    line = assert_one_line(proc)
+    (run_,) = all_runs(store)
+    assert line == f"sweeper: interrupted: run {run_.info.run_id} KILLED" and run_.info.status == "KILLED"
+
+
+# --- the same bookkeeping in-process, on sweeps built by sweep.start ---------------------------------------
+
+def start_sweep(sweep_dir: Path, store: Path, lrs: str, *overrides: str):
+    """A multirun over ``lr=lrs`` begun as the launching process begins it (sweep.start: parent run, sweep.json);
+    returns its job configs, as Hydra composes them, and the sweep's state."""
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        base = [f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}", "epochs=300", "log_every=10", *overrides]
+        config = compose(config_name="config", overrides=base, return_hydra_config=True)
+        with open_dict(config):
+            config.hydra.sweeper.params = {"lr": lrs}
+        state = sweep.start(config)
+        jobs = [compose(config_name="config", overrides=[*base, o]) for o in (f"lr={lr}" for lr in lrs.split(","))]
+    return jobs, state
+
+
+def run_job(jobs, sweep_dir: Path, num: int) -> dict:
+    """Job ``num`` of the sweep through the CLI's code path, then what Hydra calls after it (on_job_end)."""
+    ctx = JobContext(output_dir=sweep_dir / str(num), overrides=[f"lr={jobs[num].lr}"], sweep_dir=sweep_dir, num=num)
+    result = run(jobs[num], ctx)
+    sweep.note_job(sweep_dir, ctx.output_dir, num)
+    return result
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def orphan(store: Path, parent_id: str, pid: int) -> str:
+    """A child run left RUNNING by a job whose process is gone (SIGKILL): the tags of run.py's _tags."""
+    c = client_for(store)
+    exp = c.get_run(parent_id).info.experiment_id
+    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "lr=0.002", "host": socket.gethostname(), "pid": pid}
+    return tracking.start_run(c, exp, "lr=0.002,cpu", tags, parent_run_id=parent_id)
+
+
+def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that_never_ran(tmp_path, store, capsys):
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002,0.003")
+    (p,) = state["parents"]
+    assert client_for(store).get_run(p["run_id"]).data.tags["n_jobs"] == "3"
+    assert run_job(jobs, sweep_dir, 0)["status"] == "FINISHED"
+    stray = orphan(store, p["run_id"], dead_pid())  # job 1 was SIGKILLed in training; job 2 never began
+
+    assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
+    out = capsys.readouterr().out
+    c = client_for(store)
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "KILLED"
+    assert parent.data.tags["failure_reason"] == "incomplete: 1 job(s) not run, 1 run(s) orphaned"
+    m = parent.data.metrics
+    assert (m["n_finished"], m["n_failed"], m["n_killed"], m["n_not_run"], m["n_orphaned"]) == (1, 1, 0, 1, 1)
+    assert c.get_run(stray).info.status == "FAILED"
+    assert f"parent run {p['run_id']} KILLED: incomplete: 1 job(s) not run" in out
+    assert "finish the sweep with: python -m sweeper -m " in out and "resume=true" in out
+
+    # python -m sweeper.summary on the same folder (sweep.finish, from result.json) agrees: KILLED, not FINISHED
+    c.set_terminated(p["run_id"], "RUNNING")
+    assert sweep.finish(sweep_dir, out=io.StringIO()) == 1
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "KILLED" and parent.data.metrics["n_not_run"] == 1
+
+
+def test_a_report_on_a_sweep_without_children_kills_the_parent(tmp_path, store, capsys):
+    _, state = start_sweep(tmp_path / "sweep", store, "0.001,0.002,0.003")
+    (p,) = state["parents"]
+    assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
+    parent = client_for(store).get_run(p["run_id"])
+    assert parent.info.status == "KILLED" and parent.data.metrics["n_not_run"] == 3
+    assert parent.data.tags["failure_reason"] == "incomplete: 3 job(s) not run"
+
+
+def test_a_report_leaves_a_sweep_whose_launcher_still_runs_running(tmp_path, store, capsys):
+    _, state = start_sweep(tmp_path / "sweep", store, "0.001,0.002")
+    (p,) = state["parents"]
+    c = client_for(store)
+    launcher = subprocess.Popen(["sleep", "60"])
+    try:
+        c.set_tag(p["run_id"], "pid", str(launcher.pid))
+        assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
+        assert c.get_run(p["run_id"]).info.status == "RUNNING"
+        assert f"the sweep is still running (pid {launcher.pid})" in capsys.readouterr().out
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_ctrl_c_before_any_child_kills_the_parent_and_counts_the_jobs(tmp_path, store):
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002,0.003")
+    (p,) = state["parents"]
+    line = sweep.interrupted(sweep_dir, ["-m", "lr=0.001,0.002,0.003", "resume=false"])
+    assert line == ("sweeper: interrupted: 0 finished, 0 killed, 3 not run; "
+                    "resume with: python -m sweeper -m lr=0.001,0.002,0.003 resume=true")
+    parent = client_for(store).get_run(p["run_id"])
+    assert parent.info.status == "KILLED" and parent.data.metrics["n_not_run"] == 3
+
+
+def test_ctrl_c_kills_the_running_child_of_this_process(tmp_path, store):
+    """Ctrl-C outside training (say, while a run logs its model) leaves no run RUNNING behind."""
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002,0.003")
+    (p,) = state["parents"]
+    run_job(jobs, sweep_dir, 0)
+    cut = orphan(store, p["run_id"], os.getpid())
+    (sweep_dir / "1" / ".hydra").mkdir(parents=True)  # Hydra had begun job 1
+    line = sweep.interrupted(sweep_dir, ["-m", "lr=0.001,0.002,0.003"])
+    assert line.startswith("sweeper: interrupted: 1 finished, 1 killed, 1 not run; resume with: ")
+    c = client_for(store)
+    assert c.get_run(cut).info.status == "KILLED" and c.get_run(cut).data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "KILLED"
+    assert (parent.data.metrics["n_finished"], parent.data.metrics["n_killed"], parent.data.metrics["n_not_run"]) == (1, 1, 1)
+
+
+# --- resume: the reused runs stay on the leaderboard ---------------------------------------------------------
+
+def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    jobs, _ = start_sweep(first_dir, store, "0.001,0.02")
+    firsts = [run_job(jobs, first_dir, i) for i in range(2)]
+    assert sweep.finish(first_dir, out=io.StringIO()) == 0
+    jobs, state = start_sweep(second_dir, store, "0.001,0.02,0.05", "resume=true")
+    seconds = [run_job(jobs, second_dir, i) for i in range(3)]
+    assert [r.get("resumed_from") for r in seconds[:2]] == [r["run_id"] for r in firsts]
+    out = io.StringIO()
+    assert sweep.finish(second_dir, out=out) == 0
+    text = out.getvalue()
+
+    (p,) = state["parents"]
+    parent = client_for(store).get_run(p["run_id"])
+    best = min([*firsts, seconds[2]], key=lambda r: r["metrics"]["val_mse"])
+    assert best["run_id"] == firsts[1]["run_id"]  # lr=0.02 of the first sweep: the reused run is the best
+    assert parent.data.tags["best_run_id"] == best["run_id"]
+    assert f"(run {best['run_id']}, reused)" in text
+    rows = [x for x in text.splitlines() if x.startswith("lr=")]
+    assert len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2  # reused column: their ids
+    assert parent.info.status == "FINISHED"
+    m = parent.data.metrics
+    assert (m["n_finished"], m["n_skipped"], m["n_reused"], m["n_not_run"]) == (1, 2, 2, 0)
+    assert {k: v for k, v in parent.data.tags.items() if k.startswith("reused.")} == {
+        "reused.0": firsts[0]["run_id"], "reused.1": firsts[1]["run_id"]}
+
+    # the store alone (python -m sweeper.report) rebuilds the same leaderboard
+    board, counts = report.publish(client_for(store), p["run_id"], out=io.StringIO())
+    assert [r["run_id"] for r in board.rows][:1] == [best["run_id"]] and len(board.rows) == 3
+    assert counts["n_reused"] == 2 and counts["n_not_run"] == 0
+
+
+@pytest.mark.slow
+def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_every_run(tmp_path, store):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fast = ("epochs=300", "log_every=10")
+    assert cli(tmp_path / "a", "-m", "lr=0.001,0.02", *fast, store=store).returncode == 0
+    first = {r.data.params["lr"]: r.info.run_id for r in children(store)}
+    proc = cli(tmp_path / "b", "-m", "lr=0.001,0.02,0.05", "resume=true", *fast, store=store)
+    assert proc.returncode == 0, proc.stderr
+    best = re.search(r"^best: (\S+)  val_mse=\S+  \(run (\w+)(, reused)?\)$", proc.stdout, re.M)
+    assert best and best.groups() == ("lr=0.02,cpu", first["0.02"], ", reused"), proc.stdout
+    table = proc.stdout[proc.stdout.index("\nrun "):proc.stdout.index("\nbest: ")]
+    assert table.split()[:3] == ["run", "lr", "val_mse"]  # no resume column: it differs, but says nothing
+    assert [x.split()[0] for x in table.splitlines()[3:]] == ["lr=0.02,cpu", "lr=0.05,cpu", "lr=0.001,cpu"]
+    assert first["0.02"] in table and first["0.001"] in table  # the reused column
+
+
+def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
+    """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
+    KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
+    from sweeper import callbacks
+
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        job = compose(config_name="config", overrides=[f"tracking.uri=sqlite:///{store}"], return_hydra_config=True)
+    with open_dict(job):
+        job.hydra.runtime.output_dir = str(tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    old = tmp_path / "run" / "result.json"
+    old.write_text('{"run_id": "an-earlier-run", "status": "FINISHED"}')
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    monkeypatch.setitem(callbacks.CURRENT, "job", job)
+    monkeypatch.setitem(callbacks.CURRENT, "since", time.time())
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    mine = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": os.getpid()})
+    other = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": dead_pid()})
+    assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
+    assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
