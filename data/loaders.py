@@ -36,18 +36,30 @@ def xor(cfg: Any, seed: int) -> Raw:
     return Raw(X, np.array([0, 1, 1, 0], dtype=np.float64), "binary")
 
 
-def diabetes(cfg: Any, seed: int) -> Raw:
-    from sklearn.datasets import load_diabetes
+def _bundled(name: str) -> Path:
+    """A data file scikit-learn ships (``sklearn/datasets/data/NAME``), found without importing
+    scikit-learn (~1 s here: every job process would pay it for a few kB of CSV)."""
+    import importlib.util
 
-    X, y = load_diabetes(return_X_y=True)
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or spec.origin is None:
+        raise DataError(f"the bundled data set {name} comes with scikit-learn, which is not installed: pip install scikit-learn")
+    return Path(spec.origin).parent / "datasets" / "data" / name
+
+
+def diabetes(cfg: Any, seed: int) -> Raw:
+    """scikit-learn's diabetes data as ``load_diabetes()`` returns it: 442 × 10, each feature centred
+    and scaled to unit norm (``scale(X) / sqrt(n)``), the target a disease-progression score."""
+    X = np.loadtxt(_bundled("diabetes_data_raw.csv.gz"))
+    y = np.loadtxt(_bundled("diabetes_target.csv.gz"))
+    X = (X - X.mean(axis=0)) / X.std(axis=0) / np.sqrt(len(X))
     return Raw(X, y.astype(np.float64), "regression")
 
 
 def breast_cancer(cfg: Any, seed: int) -> Raw:
-    from sklearn.datasets import load_breast_cancer
-
-    X, y = load_breast_cancer(return_X_y=True)
-    return Raw(X, y.astype(np.float64), "binary")
+    """scikit-learn's Wisconsin breast cancer data: 569 × 30; 1 = benign, as ``load_breast_cancer()``."""
+    table = np.loadtxt(_bundled("breast_cancer.csv"), delimiter=",", skiprows=1)
+    return Raw(table[:, :-1], table[:, -1], "binary")
 
 
 def spambase(cfg: Any, seed: int) -> Raw:

@@ -39,3 +39,31 @@ def test_logistic_regression_matches_scikit_learn(tmp_path, store):
     assert abs(result["metrics"]["test_accuracy"] - ref_accuracy) <= 0.01
     ref_log_loss = -np.mean(np.log(np.where(ds.y_test.ravel() == 1, *ref.predict_proba(ds.X_test).T[::-1])))
     assert result["metrics"]["test_log_loss"] == pytest.approx(ref_log_loss, rel=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_binary_metrics_match_scikit_learn(seed):
+    from sklearn.metrics import f1_score, log_loss, roc_auc_score
+
+    from sweeper.metrics import binary
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 200)
+    prob = np.round(rng.random(200), 2 if seed % 2 else 6)  # rounding makes ties
+    if seed == 4:
+        prob[:] = 0.3  # nothing predicted positive: F1 = 0
+    got = binary(y.astype(float), prob)
+    assert got["f1"] == pytest.approx(f1_score(y, prob >= 0.5, zero_division=0.0), rel=1e-12)
+    assert got["log_loss"] == pytest.approx(log_loss(y, np.clip(prob, 1e-15, 1 - 1e-15), labels=[0, 1]), rel=1e-12)
+    assert got["roc_auc"] == pytest.approx(roc_auc_score(y, prob), rel=1e-12)
+
+
+def test_bundled_data_sets_are_read_as_scikit_learn_returns_them():
+    from sklearn.datasets import load_breast_cancer, load_diabetes
+
+    from sweeper.data import loaders
+
+    for ours, theirs in ((loaders.diabetes(None, 0), load_diabetes(return_X_y=True)),
+                         (loaders.breast_cancer(None, 0), load_breast_cancer(return_X_y=True))):
+        np.testing.assert_allclose(ours.X, theirs[0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(ours.y, theirs[1])
