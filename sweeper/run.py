@@ -28,6 +28,8 @@ log = logging.getLogger("sweeper")
 RESULT_FILE = "result.json"
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
+# Metrics every task has and that are finite for any finite predictions, unless their squares overflow.
+DEFINED = ("mse", "mae")
 
 
 @dataclass
@@ -292,8 +294,13 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
     truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
-    scores |= metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
-    scores |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as a divergence
+        quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
+        quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED if f"{split}_{m}" not in quality]
+    if lost:  # score() leaves out non-finite values: these overflowed
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
+    scores |= quality
     params = [backend.to_numpy(p) for p in model.params]
     return Outcome(scores, curves, None, params, pred[n_val:].ravel())
 
