@@ -6,7 +6,7 @@ samples each time:
 
 - ``patience == 0``: at most :data:`MAX_CHECKS` segments per run. The host checks for divergence
   and finds the best validation epoch. A sampled loss that is NaN/inf, or above
-  :data:`DIVERGENCE_FACTOR` × the first sampled loss (an overflow on its way), stops the run:
+  :data:`DIVERGENCE_FACTOR` × max(first sampled loss, 1) (an overflow on its way), stops the run:
   "diverged at epoch N". The last segment also checks the final weights the same way (the loss
   can explode after the last sample): their validation loss comes with that segment's copy.
 - ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
