@@ -5,17 +5,14 @@ arrays. The host looks at them only between *segments* of epochs, with one copy 
 samples each time:
 
 - ``patience == 0``: at most :data:`MAX_CHECKS` segments per run. The host checks for divergence
-  and finds the best validation epoch. A sampled loss that is NaN/inf, or above
-  :data:`DIVERGENCE_FACTOR` × max(first sampled loss, 1) (an overflow on its way), stops the run:
-  "diverged at epoch N". The last segment also checks the final weights the same way (the loss
-  can explode after the last sample): their validation loss comes with that segment's copy.
+  (a NaN/inf loss, or a training loss past :data:`EXPLODED` times the first one, stops the run:
+  "diverged at epoch N", see :func:`diverged`) and finds the best validation epoch.
 - ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
   the weights at the best validation point are kept (a device-side copy) and restored at the end.
 
-Memory is bounded whatever ``epochs`` is: at most :data:`MAX_SAMPLES` samples per curve, so the
-stride between samples is ``max(log_every, ceil(epochs / MAX_SAMPLES))``; a ``log_every`` that
-would sample the loss once (``log_every >= epochs``) becomes ``ceil(epochs / 2)`` (two samples).
-Either change is logged as a one-line warning and the curves' steps use the stride (see :func:`sampling`).
+Memory is bounded whatever ``epochs`` is: the losses are sampled every :func:`sample_stride` epochs,
+``log_every`` unless that would keep more than :data:`MAX_SAMPLES` samples (``epochs=10**12``) or a
+single one (``log_every >= epochs``); the curves' steps say the stride used, and a one-line warning too.
 
 ``sync_every_epoch=True`` reproduces the naive loop (the loss read on the host after every epoch) so
 its cost can be measured; it changes nothing else.
@@ -41,36 +38,18 @@ import numpy as np
 from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
 
 MAX_CHECKS = 10
-# Loss samples kept per curve (train and validation): 2 × 100,000 float64 = 1.6 MB on the device and the
-# host, whatever epochs is (epochs=10**12 at log_every=50 asked for 149 GiB).
+# Loss samples kept per curve (train and validation): 2 × 100,000 float64 = 1.6 MB on the device and
+# the host, whatever epochs is (epochs=10**12 at log_every=50 asked for 149 GiB).
 MAX_SAMPLES = 100_000
-# A sampled loss above DIVERGENCE_FACTOR × max(first sampled loss, 1) means the run diverged: gradient
-# descent that works lowers the loss, and one that grows a millionfold is on its way to inf (its
-# predictions reached ±1e163 and its MSE overflowed while the loss had not yet become NaN).
-DIVERGENCE_FACTOR = 1e6
 
 log = logging.getLogger(__name__)
-
-
-def sampling(epochs: int, log_every: int) -> tuple[int, str | None]:
-    """The stride (epochs between loss samples) that :func:`train` uses, and why it is not ``log_every``
-    (one line, None when it is)."""
-    if epochs > 1 and log_every >= epochs:  # a one-point curve
-        stride = -(-epochs // 2)
-        return stride, (f"log_every={log_every} is not below epochs={epochs}, which would sample the loss once: "
-                        f"sampling every {stride} epochs instead (2 samples)")
-    stride = max(log_every, -(-epochs // MAX_SAMPLES))
-    if stride == log_every:
-        return stride, None
-    return stride, (f"log_every={log_every} with epochs={epochs} would keep {-(-epochs // log_every)} loss samples: "
-                    f"sampling every {stride} epochs instead (at most {MAX_SAMPLES})")
 
 
 @dataclass
 class TrainResult:
     """What training leaves on the host: loss curves (step = epoch), the stopping point and the time."""
 
-    steps: np.ndarray  # (k,) epochs at which the losses were sampled (every ``log_every``)
+    steps: np.ndarray  # (k,) epochs at which the losses were sampled
     train_loss: np.ndarray  # (k,) loss on the training set before the update of that epoch
     val_loss: np.ndarray  # (k,)
     epochs_run: int
@@ -78,7 +57,6 @@ class TrainResult:
     diverged_at: int | None
     train_time_s: float
     warmup_time_s: float
-    log_every: int  # the stride between samples actually used (see :func:`sampling`)
 
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
@@ -103,9 +81,7 @@ def train(
     has the losses: a progress bar costs no extra synchronisation.
     """
     xp = backend.xp
-    log_every, note = sampling(epochs, log_every)
-    if note:
-        log.warning(note)
+    log_every = sample_stride(epochs, log_every)
     n_samples = math.ceil(epochs / log_every)
     hist = xp.full(n_samples, xp.nan, dtype=X.dtype)
     vhist = xp.full(n_samples, xp.nan, dtype=X.dtype)
@@ -115,7 +91,7 @@ def train(
         segment = log_every * math.ceil(n_samples / MAX_CHECKS)
 
     best_val, best_epoch, best_params, candidate = math.inf, 0, None, None
-    diverged_at, bound = None, math.inf  # bound: the loss above which the run diverged
+    diverged_at = None
     epoch = 0
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
@@ -146,23 +122,13 @@ def train(
                     float(backend.to_numpy(loss))
 
             k0, k1 = epoch // log_every, math.ceil(stop / log_every)
-            rows = [hist[k0:k1], vhist[k0:k1]]
-            if stop == epochs and not patience:  # the final weights are kept: their val loss comes along
-                val_batch.forward()
-                rows.append(xp.reshape(val_batch.loss(), (1,)))
-            flat = backend.to_numpy(xp.concatenate(rows))  # each sample leaves once, in one copy
-            seen.append(flat[: 2 * (k1 - k0)].reshape(2, k1 - k0))
+            seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
             h, v = seen[-1]
-            if k0 == 0:
-                bound = DIVERGENCE_FACTOR * max(float(h[0]), float(v[0]), 1.0)
-            bad = np.flatnonzero(~np.isfinite(h) | ~np.isfinite(v) | (h > bound) | (v > bound))
-            if bad.size:
-                diverged_at = (k0 + int(bad[0])) * log_every
+            bad = diverged(h, v, seen[0][0, 0])
+            if bad is not None:
+                diverged_at = (k0 + bad) * log_every
                 epoch = diverged_at
-                seen[-1] = seen[-1][:, : int(bad[0]) + 1]
-                break
-            if flat.size > 2 * (k1 - k0) and not flat[-1] <= bound:  # exploded after the last sample (or NaN)
-                diverged_at = epoch = stop
+                seen[-1] = seen[-1][:, : bad + 1]
                 break
             for i, val in enumerate(v):
                 if val < best_val:
@@ -189,5 +155,32 @@ def train(
         diverged_at=diverged_at,
         train_time_s=t1 - t0,
         warmup_time_s=t0 - t_warm,
-        log_every=log_every,
     )
+
+
+# A loss that grows past this many times its first sample has exploded (it would overflow soon after).
+EXPLODED = 1e6
+
+
+def diverged(train_loss: np.ndarray, val_loss: np.ndarray, first: float) -> int | None:
+    """The index of the first sample at which a run diverged (a non-finite loss, or a training loss past
+    :data:`EXPLODED` times the first one ``first``), else None."""
+    bad = ~np.isfinite(train_loss) | ~np.isfinite(val_loss) | (train_loss > EXPLODED * abs(first))
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if hits.size else None
+
+
+def sample_stride(epochs: int, log_every: int) -> int:
+    """Epochs between two loss samples: ``log_every``, but at least ``ceil(epochs / MAX_SAMPLES)`` (memory
+    stays bounded) and ``ceil(epochs / 2)`` when ``log_every >= epochs`` (two samples, not one). A change
+    is logged as a one-line warning; the run's params keep the user's ``log_every``."""
+    if epochs > 1 and log_every >= epochs:
+        stride = -(-epochs // 2)
+        log.warning("log_every=%d is not below epochs=%d, which would sample the loss once: "
+                    "sampling every %d epochs instead (2 samples)", log_every, epochs, stride)
+        return stride
+    stride = max(log_every, -(-epochs // MAX_SAMPLES))
+    if stride > log_every:
+        log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
+                    "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
+    return stride

@@ -175,46 +175,6 @@ def validate(cfg: Mapping[str, Any]) -> None:
         check_value(f"tracking.{key}", cfg["tracking"].get(key), rule)
 
 
-def check_overrides(args: list[str]) -> None:
-    """Check command-line overrides before Hydra composes, so bad input fails in one line.
-
-    Covers config-group choices (``data=nope`` would otherwise fail inside Hydra over several lines)
-    and the top-level keys, every value of a sweep included. Everything else is left to Hydra and
-    to :func:`validate`.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Override
-    from hydra.errors import HydraException
-
-    args = [a for a in args if not a.startswith("-")]
-    try:
-        overrides = OverridesParser.create().parse_overrides(args)
-    except HydraException:
-        return  # Hydra reports its own syntax errors
-    for o in overrides:
-        if o.is_delete() or o.key_or_group.startswith("hydra"):
-            continue
-        key = o.key_or_group
-        if "." in key and not o.is_add() and not o.is_force_add():
-            check_nested_key(key, overrides)
-        if not o.is_sweep_override():
-            values = [o.value()]
-        elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
-            values = list(o.sweep_iterator(transformer=Override._convert_value))
-        else:
-            continue  # globs and intervals are expanded by the sweeper; validate() sees each job
-        if key in GROUPS:
-            options = group_options(key)
-            for v in values:
-                if v not in options:
-                    raise _fail(key, v, "one of " + ", ".join(options))
-        elif key in TOP_LEVEL:
-            for v in values:
-                check_value(key, v, TOP_LEVEL[key])
-        elif "." not in key and not o.is_add() and not o.is_force_add():
-            raise _unknown(key)
-
-
 def _unknown(key: str) -> ConfigError:
     return ConfigError(
         f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
@@ -274,6 +234,46 @@ def _defaults(path: Path, group: str) -> list[str]:
         if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
             found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
     return found
+
+
+def check_overrides(args: list[str]) -> None:
+    """Check command-line overrides before Hydra composes, so bad input fails in one line.
+
+    Covers config-group choices (``data=nope`` would otherwise fail inside Hydra over several lines)
+    and the top-level keys, every value of a sweep included. Everything else is left to Hydra and
+    to :func:`validate`.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Override
+    from hydra.errors import HydraException
+
+    args = [a for a in args if not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except HydraException:
+        return  # Hydra reports its own syntax errors
+    for o in overrides:
+        if o.is_delete() or o.key_or_group.startswith("hydra"):
+            continue
+        key = o.key_or_group
+        if "." in key and not o.is_add() and not o.is_force_add():
+            check_nested_key(key, overrides)
+        if not o.is_sweep_override():
+            values = [o.value()]
+        elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+            values = list(o.sweep_iterator(transformer=Override._convert_value))
+        else:
+            continue  # globs and intervals are expanded by the sweeper; validate() sees each job
+        if key in GROUPS:
+            options = group_options(key)
+            for v in values:
+                if v not in options:
+                    raise _fail(key, v, "one of " + ", ".join(options))
+        elif key in TOP_LEVEL:
+            for v in values:
+                check_value(key, v, TOP_LEVEL[key])
+        elif "." not in key and not o.is_add() and not o.is_force_add():
+            raise _unknown(key)
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper import data, metrics, models, pyfunc, sweep, tracking
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
+from sweeper.models.train import diverged
 
 log = logging.getLogger("sweeper")
 
@@ -300,6 +301,9 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
     lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED if f"{split}_{m}" not in quality]
     if lost:  # score() leaves out non-finite values: these overflowed
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
+    final = backend.to_numpy(model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))).reshape(1)
+    if diverged(final, final, fit.train_loss[0]) is not None:  # the loss exploded after the last sample
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
     scores |= quality
     params = [backend.to_numpy(p) for p in model.params]
     return Outcome(scores, curves, None, params, pred[n_val:].ravel())

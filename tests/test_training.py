@@ -140,26 +140,25 @@ def _diabetes_fit(depth, lr, epochs, log_every, patience=0, backend=None):
 def test_a_loss_that_explodes_is_divergence_before_it_overflows():
     """lr=0.5 on diabetes: the loss grows ~1e75-fold by epoch 50 and the predictions reach ±1e163 by 200
     without a NaN; the run used to end FINISHED with its MSE overflowed (left out of the metrics)."""
-    from sweeper.models.train import DIVERGENCE_FACTOR
+    from sweeper.models.train import EXPLODED
 
     fit, _, _ = _diabetes_fit(depth=1, lr=0.5, epochs=200, log_every=50)
     assert fit.diverged_at == 50 and fit.epochs_run == 50
     assert fit.steps.tolist() == [0, 50] and np.isfinite(fit.train_loss).all()
-    assert fit.train_loss[-1] > DIVERGENCE_FACTOR * fit.train_loss[0]
+    assert fit.train_loss[-1] > EXPLODED * fit.train_loss[0]
 
 
-def test_a_loss_that_explodes_after_the_last_sample_is_divergence_too():
-    """depth=0 lr=0.3: both samples (epochs 0 and 39) are below the bound, the final weights are not;
-    their validation loss comes with the last segment's copy (no extra one)."""
-    from sweeper.models.train import DIVERGENCE_FACTOR
+def test_a_loss_that_explodes_after_the_last_sample_is_divergence_too(tmp_path, store):
+    """depth=0 lr=0.3 epochs=40 log_every=39: both samples (epochs 0 and 39) are below the bound, the
+    final weights' validation loss is not; the run used to end FINISHED with val_mse ~2e8."""
+    from sweeper.models.train import EXPLODED
 
-    CountingBackend.copies = 0
-    fit, model, ds = _diabetes_fit(depth=0, lr=0.3, epochs=40, log_every=39, backend=CountingBackend("cpu", np))
-    assert CountingBackend.copies == 2  # one per segment: [0, 39) and [39, 40)
-    assert fit.steps.tolist() == [0, 39]
-    bound = DIVERGENCE_FACTOR * max(fit.train_loss[0], fit.val_loss[0], 1.0)
-    assert max(fit.train_loss.max(), fit.val_loss.max()) < bound < float(model.loss(ds.X_val, ds.y_val))
-    assert fit.diverged_at == 40 and fit.epochs_run == 40
+    fit, model, ds = _diabetes_fit(depth=0, lr=0.3, epochs=40, log_every=39)
+    assert fit.diverged_at is None and fit.steps.tolist() == [0, 39]
+    assert fit.train_loss.max() < EXPLODED * fit.train_loss[0] < float(model.loss(ds.X_val, ds.y_val))
+    result = run_once(tmp_path, "depth=0", "lr=0.3", "epochs=40", "log_every=39", store=store)
+    assert (result["status"], result["reason"]) == ("FAILED", "diverged at epoch 40")
+    assert not any(k.startswith(("val_", "test_")) for k in result["metrics"])
 
 
 def test_a_learning_run_is_not_taken_for_divergence():
@@ -215,16 +214,16 @@ def test_the_loss_history_is_bounded_whatever_epochs_is(caplog):
     """epochs=10**9 at log_every=1 asked for 2 x 10**9 samples (16 GB; epochs=10**12 at log_every=50 asked
     for 149 GiB): now at most MAX_SAMPLES, with the stride said in one warning. patience=1 checks every
     stride, so this diverging run stops at the second check (sample 1)."""
-    from sweeper.models.train import MAX_SAMPLES, sampling
+    from sweeper.models.train import MAX_SAMPLES, sample_stride
 
     fit, _, _ = _diabetes_fit(depth=0, lr=5, epochs=10**9, log_every=1, patience=10**8, backend=Backend("cpu", BoundedNumpy()))
-    assert fit.log_every == 10**9 // MAX_SAMPLES
-    assert fit.diverged_at == fit.log_every and fit.steps.tolist() == [0, fit.log_every]
+    stride = 10**9 // MAX_SAMPLES
+    assert fit.diverged_at == stride and fit.steps.tolist() == [0, stride]
     notes = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert notes == [f"log_every=1 with epochs=1000000000 would keep 1000000000 loss samples: sampling every "
                      f"10000 epochs instead (at most {MAX_SAMPLES})"]
-    assert sampling(10**12, 50)[0] == 10**7 and -(-10**12 // 10**7) <= MAX_SAMPLES
-    assert sampling(5000, 50) == (50, None) and sampling(1, 50) == (50, None)
+    assert sample_stride(10**12, 50) == 10**7 and -(-10**12 // 10**7) <= MAX_SAMPLES
+    assert sample_stride(5000, 50) == 50 and sample_stride(1, 50) == 50 and sample_stride(3, 3) == 2
 
 
 def test_a_log_every_past_the_epochs_warns_and_still_draws_a_curve(tmp_path, store, caplog):
