@@ -5,9 +5,14 @@ arrays. The host looks at them only between *segments* of epochs, with one copy 
 samples each time:
 
 - ``patience == 0``: at most :data:`MAX_CHECKS` segments per run. The host checks for divergence
-  (a NaN/inf loss stops the run: "diverged at epoch N") and finds the best validation epoch.
+  (a NaN/inf loss, or a training loss past :data:`EXPLODED` times the first one, stops the run:
+  "diverged at epoch N", see :func:`diverged`) and finds the best validation epoch.
 - ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
   the weights at the best validation point are kept (a device-side copy) and restored at the end.
+
+Memory is bounded whatever ``epochs`` is: the losses are sampled every :func:`sample_stride` epochs,
+``log_every`` unless that would keep more than :data:`MAX_SAMPLES` samples (``epochs=10**12``) or a
+single one (``log_every >= epochs``); the curves' steps say the stride used, and a one-line warning too.
 
 ``sync_every_epoch=True`` reproduces the naive loop (the loss read on the host after every epoch) so
 its cost can be measured; it changes nothing else.
@@ -23,6 +28,7 @@ that time is reported as ``warmup_time_s``, not in ``train_time_s``.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -32,6 +38,11 @@ import numpy as np
 from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
 
 MAX_CHECKS = 10
+# Loss samples kept per curve (train and validation): 2 × 100,000 float64 = 1.6 MB on the device and
+# the host, whatever epochs is (epochs=10**12 at log_every=50 asked for 149 GiB).
+MAX_SAMPLES = 100_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,6 +81,7 @@ def train(
     has the losses: a progress bar costs no extra synchronisation.
     """
     xp = backend.xp
+    log_every = sample_stride(epochs, log_every)
     n_samples = math.ceil(epochs / log_every)
     hist = xp.full(n_samples, xp.nan, dtype=X.dtype)
     vhist = xp.full(n_samples, xp.nan, dtype=X.dtype)
@@ -159,5 +171,16 @@ def diverged(train_loss: np.ndarray, val_loss: np.ndarray, first: float) -> int 
 
 
 def sample_stride(epochs: int, log_every: int) -> int:
-    """Epochs between two loss samples."""
-    return log_every
+    """Epochs between two loss samples: ``log_every``, but at least ``ceil(epochs / MAX_SAMPLES)`` (memory
+    stays bounded) and ``ceil(epochs / 2)`` when ``log_every >= epochs`` (two samples, not one). A change
+    is logged as a one-line warning; the run's params keep the user's ``log_every``."""
+    if epochs > 1 and log_every >= epochs:
+        stride = -(-epochs // 2)
+        log.warning("log_every=%d is not below epochs=%d, which would sample the loss once: "
+                    "sampling every %d epochs instead (2 samples)", log_every, epochs, stride)
+        return stride
+    stride = max(log_every, -(-epochs // MAX_SAMPLES))
+    if stride > log_every:
+        log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
+                    "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
+    return stride

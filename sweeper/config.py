@@ -187,6 +187,67 @@ def validate(cfg: Mapping[str, Any]) -> None:
         check_value(f"tracking.{key}", cfg["tracking"].get(key), rule)
 
 
+def _unknown(key: str) -> ConfigError:
+    return ConfigError(
+        f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
+        f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
+    )
+
+
+# Groups whose keys a dotted override (``data.val_fraction=0.1``) must name.
+NESTED = ("data", "tracking")
+
+
+def check_nested_key(key: str, overrides: list[Any]) -> None:
+    """``data.val_frac=0.1``: one line naming the key and the keys of the chosen ``data`` config, where
+    Hydra says "Could not override ... not in struct" over 7 lines. ``+data.foo=1`` (an append) is left
+    to :func:`validate`, which refuses keys a data set does not have."""
+    group, _, rest = key.partition(".")
+    if group not in NESTED:
+        if group not in (*TOP_LEVEL, *GROUPS, *METADATA):  # dta.val_fraction=0.1
+            raise _unknown(group)
+        return
+    name = rest.split(".")[0]
+    for option in _chosen(group, overrides):
+        path = CONF_DIR / group / f"{option}.yaml"
+        if not path.is_file():
+            continue  # the choice itself is refused by check_overrides
+        keys = sorted(k for k in OmegaConf.load(path) if k != "defaults")
+        if name not in keys:
+            raise ConfigError(f"{group}.{name} is not a key of {group}={option}: expected one of {', '.join(keys)}")
+
+
+def _chosen(group: str, overrides: list[Any]) -> list[str]:
+    """The options of ``group`` the command composes: its own ``data=...`` (every value of a sweep), else
+    what a ``+best=``/``+sweep=`` config picks (``override /data: ...``), else conf/config.yaml's default."""
+    from hydra.core.override_parser.types import Override
+
+    for o in overrides:
+        if o.key_or_group == group and not o.is_delete():
+            if not o.is_sweep_override():
+                return [str(o.value())]
+            if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+                return [str(v) for v in o.sweep_iterator(transformer=Override._convert_value)]
+            return []  # a glob: the sweeper expands it, validate() sees each job
+    picked = [
+        option
+        for o in overrides if o.key_or_group in ("best", "sweep") and not o.is_sweep_override()
+        for option in _defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", group)
+    ]
+    return picked or _defaults(CONF_DIR / "config.yaml", group)
+
+
+def _defaults(path: Path, group: str) -> list[str]:
+    """The option of ``group`` that the defaults list of the config file ``path`` chooses (``[]``: none)."""
+    if not path.is_file():
+        return []
+    found = []
+    for entry in OmegaConf.load(path).get("defaults") or []:
+        if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
+            found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
+    return found
+
+
 def check_overrides(args: list[str]) -> None:
     """Check command-line overrides before Hydra composes, so bad input fails in one line.
 
@@ -213,6 +274,8 @@ def check_overrides(args: list[str]) -> None:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
         key = o.key_or_group
+        if "." in key and not o.is_add() and not o.is_force_add():
+            check_nested_key(key, overrides)
         if not o.is_sweep_override():
             values = [o.value()]
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
@@ -228,10 +291,7 @@ def check_overrides(args: list[str]) -> None:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
-            raise ConfigError(
-                f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
-                f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
-            )
+            raise _unknown(key)
 
 
 def _unparsable(arg: str, e: Exception) -> None:

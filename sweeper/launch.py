@@ -28,6 +28,7 @@ from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
 from sweeper.models.mlp import MLP
+from sweeper.models.train import MAX_SAMPLES
 
 log = logging.getLogger("sweeper")
 
@@ -108,7 +109,10 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         except ConfigError:
             alone.append(job)  # the one-job path reports it
             continue
-        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)):
+        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
+        # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
+        own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
+        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
         key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)

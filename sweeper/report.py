@@ -44,7 +44,8 @@ class Board:
     @property
     def best(self) -> dict[str, Any] | None:
         first = self.rows[0] if self.rows else None
-        return first if first and first["status"] == "FINISHED" and first.get(f"val_{self.metric}") is not None else None
+        value = first.get(f"val_{self.metric}") if first else None
+        return first if value is not None and math.isfinite(value) and first["status"] == "FINISHED" else None
 
     def table(self, fmt: str = "simple") -> str:
         from tabulate import tabulate

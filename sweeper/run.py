@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper import data, metrics, models, sweep, tracking  # pyfunc (MLflow) only where a model is saved
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
+from sweeper.models.train import diverged
 
 log = logging.getLogger("sweeper")
 
@@ -32,6 +33,8 @@ RESULT_FILE = "result.json"
 HANDOFF: dict[int, "Computed"] = {}
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
+# Metrics every task has and that are finite for any finite predictions, unless their squares overflow.
+DEFINED = ("mse", "mae")
 
 
 @dataclass
@@ -328,8 +331,16 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
     truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
-    scores |= metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
-    scores |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as a divergence
+        quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
+        quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED if f"{split}_{m}" not in quality]
+    if lost:  # score() leaves out non-finite values: these overflowed
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
+    final = backend.to_numpy(model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))).reshape(1)
+    if diverged(final, final, fit.train_loss[0]) is not None:  # the loss exploded after the last sample
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
+    scores |= quality
     params = [backend.to_numpy(p) for p in model.params]
     return Outcome(scores, curves, None, params, pred[n_val:].ravel())
 

@@ -15,9 +15,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing, contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -89,8 +90,13 @@ def check_server(uri: str, timeout: float = 5.0) -> None:
 
 
 def client(uri: str) -> Any:
+    """A client of the store. A new SQLite store (or one not yet in WAL mode) is first created under an
+    inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
     from mlflow import MlflowClient
 
+    db = sqlite_path(uri)
+    if db is not None and not _is_wal_database(db):
+        return _create_store(db, uri)
     return MlflowClient(tracking_uri=uri)
 
 
@@ -109,28 +115,77 @@ def artifact_location(uri: str, experiment: str) -> str | None:
 
 
 def open_store(uri: str) -> Any:
-    """Create the store if needed (call once, in the launching process) and return a client.
+    """Check that the store can be used and return a client (TrackingError, one line, if not).
 
-    A new SQLite store is created here, before any job runs: several processes creating one at once
-    race in the schema migration. It is switched to WAL journal mode, which lets parallel jobs log
-    without "database is locked".
+    An embedded store's folder must be writable (checked first: MLflow would retry for ~100 s); a new
+    SQLite store is created safely against any number of processes (see :func:`client`); a server must
+    answer ``GET /health`` and a first request.
     """
     db = sqlite_path(uri)
-    made = db is not None and _is_wal_database(db)  # by an earlier open_store: nothing to create or switch
-    if db is not None and not made:
-        db.parent.mkdir(parents=True, exist_ok=True)
+    if db is not None:
+        check_writable(db, uri)
     if uri.startswith(("http://", "https://")):
         check_server(uri)
     try:
         c = client(uri)  # MLflow opens (and checks) an SQLite store here
-        if not made:
-            c.search_experiments(max_results=1)  # creates the schema of a new store; checks a server is up
+        if db is None:
+            c.search_experiments(max_results=1)  # checks a server is up
     except Exception as e:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
-    if db is not None and not made:
-        with sqlite3.connect(db) as con:
-            con.execute("PRAGMA journal_mode=WAL")
     return c
+
+
+def check_writable(db: Path, uri: str) -> None:
+    """TrackingError unless the database ``db`` can be created or written: SQLite writes its journal
+    (``-wal``, ``-shm``) beside the file, so the folder must be writable too. Uses the real uid
+    (``os.access``), so a folder of mode 555 fails for a user and a read-only file system for anyone."""
+    folder = db.parent if str(db.parent) else Path(".")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:  # mkdir creates the missing folders
+        existing = existing.parent
+    hint = "choose a writable place for tracking.uri"
+    if not existing.is_dir():
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}")
+    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+        raise TrackingError(f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}")
+
+
+def _create_store(db: Path, uri: str) -> Any:
+    """Create the SQLite store ``db`` (schema, then WAL journal mode) and return a client.
+
+    Several processes creating one store at once race in MLflow's schema migrations and can leave it
+    unusable, so the creation holds an exclusive lock on ``<db>.lock`` (the file stays; it is empty).
+    The WAL switch comes last: a WAL header means a complete schema, which :func:`client` trusts
+    without the lock. WAL lets parallel jobs log without "database is locked".
+    """
+    from mlflow import MlflowClient
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(db.with_name(db.name + ".lock")):
+        c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store
+        if not _is_wal_database(db):  # else made by another process while this one waited
+            c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
+            with closing(sqlite3.connect(db)) as con:
+                con.execute("PRAGMA journal_mode=WAL")
+    return c
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _is_wal_database(db: Path) -> bool:

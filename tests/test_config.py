@@ -60,7 +60,7 @@ def test_bad_values_on_the_command_line_and_in_sweeps(override, message):
 def test_unknown_keys_are_refused_unless_appended():
     with pytest.raises(ConfigError, match="learning_rate is not a known key"):
         check_overrides(["learning_rate=0.1"])
-    check_overrides(["+sweep=seed", "hydra.sweep.dir=x", "data.n_samples=10", "lr=0.1,0.2"])
+    check_overrides(["+sweep=seed", "hydra.sweep.dir=x", "data=synthetic", "data.n_samples=10", "lr=0.1,0.2"])
 
 
 def test_data_specific_checks():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,3 +139,108 @@ def test_a_failing_monitor_is_dropped_and_the_others_keep_sampling(store, caplog
     assert "Broken dropped: RuntimeError: no such counter" in caplog.text
     tracking.finish_run(c, run_id, {}, system=rest)
     assert c.get_metric_history(run_id, "system/cpu_utilization_percentage")
+
+
+def _sweeps_at_once(tmp_path, n=4):
+    """``n`` multiruns launched at the same moment on one fresh store path; their (returncode, stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "mlruns" / "mlflow.db"
+    logs = [tmp_path / f"stderr{i}.txt" for i in range(n)]
+    procs = []
+    for i, log in enumerate(logs):
+        with open(log, "w") as err:  # a file, not a pipe: a blocked writer could hold the store's lock
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.005", "epochs=20", "log_every=10",
+                 f"tracking.uri=sqlite:///{db}", f"hydra.sweep.dir={tmp_path / f'sweep{i}'}"],
+                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ),
+            ))
+    return db, [(p.wait(timeout=600), log.read_text()) for p, log in zip(procs, logs)]
+
+
+@pytest.mark.parametrize("tries", [1, pytest.param(5, marks=pytest.mark.slow)])
+def test_sweeps_started_together_on_a_fresh_store_all_record_every_run(tmp_path, tries):
+    """Before the store lock, alembic's migrations raced ("Online migration expected to match one row",
+    "duplicate column name: step", "table _alembic_tmp_metrics already exists") and broke the store."""
+    for t in range(tries):
+        db, outcomes = _sweeps_at_once(tmp_path / str(t))
+        for code, err in outcomes:
+            assert code == 0, err[-2000:]
+        c = client_for(db)
+        runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id])]
+        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+        assert len(parents) == 4 and len(kids) == 8
+        assert {r.info.status for r in runs} == {"FINISHED"}
+        assert sorted(r.data.params["lr"] for r in kids) == ["0.001"] * 4 + ["0.005"] * 4
+        assert tracking._is_wal_database(db)
+
+
+def test_store_creation_waits_for_the_lock_and_then_trusts_the_finished_store(tmp_path):
+    """A process that finds the lock held waits; when the holder has made the store (WAL header),
+    the waiter uses it as it is, without creating anything."""
+    import threading
+
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    uri = f"sqlite:///{db}"
+    got = []
+    with tracking._exclusive(db.with_name("mlflow.db.lock")):
+        waiter = threading.Thread(target=lambda: got.append(tracking.open_store(uri)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not tracking._is_wal_database(db), "the store was created under a held lock"
+        from mlflow import MlflowClient  # make the store as the lock holder (another process) would
+
+        MlflowClient(tracking_uri=uri).search_experiments()
+        with sqlite3.connect(db) as con:
+            con.execute("PRAGMA journal_mode=WAL")
+    waiter.join(30)
+    assert got and tracking.experiment_id(got[0], "after", uri)
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_tracking_folder_that_cannot_be_made_fails_in_one_line(tmp_path, multirun):
+    """A db path under a regular file (tests run as root, whom chmod 555 does not stop): exit 2 with one
+    line, no traceback, no job started, fast (before: a FileExistsError traceback)."""
+    from conftest import cli
+
+    (tmp_path / "afile").write_text("not a folder")
+    db = tmp_path / "afile" / "mlflow.db"
+    t0 = time.monotonic()
+    proc = cli(tmp_path, *(["-m", "lr=0.001,0.005"] if multirun else []), "epochs=20", store=db)
+    elapsed = time.monotonic() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert lines == [f"sweeper: error: tracking.uri=sqlite:///{db} cannot be used: {tmp_path / 'afile'} is a file, "
+                     "not a folder; choose a writable place for tracking.uri"], proc.stderr
+    assert elapsed < 15  # start-up (Python, Hydra, MLflow) only; MLflow's retries took ~100 s
+    assert not list(tmp_path.glob("*/*/result.json")) and not (tmp_path / "run" / "result.json").exists()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_unwritable_tracking_folder_is_refused_before_mlflow_touches_it(tmp_path, monkeypatch, existing):
+    """``chmod 555`` on the store's folder (or a read-only mount): os.access with the real uid says no.
+    Simulated here, since root may write anywhere: the check must come before MLflow, which would retry
+    "unable to open database file" for ~100 s."""
+    import os
+
+    db = tmp_path / "mlruns" / "mlflow.db"
+    if existing:
+        tracking.open_store(f"sqlite:///{db}")
+    before = sorted(p.name for p in db.parent.iterdir()) if existing else None
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != tmp_path / ("mlruns" if existing else "")
+                        and real(p, mode, **kw))
+    import mlflow
+
+    monkeypatch.setattr(mlflow, "MlflowClient", lambda *a, **k: pytest.fail("MLflow was asked to open the store"))
+    with pytest.raises(tracking.TrackingError) as err:
+        tracking.open_store(f"sqlite:///{db}")
+    folder = tmp_path / "mlruns" if existing else tmp_path
+    assert str(err.value) == (f"tracking.uri=sqlite:///{db} cannot be used: the folder {folder} is not writable; "
+                              "choose a writable place for tracking.uri")
+    assert (sorted(p.name for p in db.parent.iterdir()) == before) if existing else not db.parent.exists()

@@ -123,3 +123,147 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     assert fits[0].train_loss[-1] < 0.5 * fits[0].train_loss[0]
     for a, b in zip(models_[0].packed, models_[1].packed):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def _diabetes_fit(depth, lr, epochs, log_every, patience=0, backend=None):
+    from sweeper import data
+
+    cfg = make_cfg("data=diabetes", f"depth={depth}", "width=16", f"lr={lr}")
+    ds = data.load(cfg.data, 0)
+    backend = backend or Backend("cpu", np)
+    model = models.build(cfg, ds.n_features, ds.task, backend)
+    fit = models.train(backend, model, ds.X_train, ds.y_train, ds.X_val, ds.y_val,
+                       lr=lr, epochs=epochs, log_every=log_every, patience=patience)
+    return fit, model, ds
+
+
+def test_a_loss_that_explodes_is_divergence_before_it_overflows():
+    """lr=0.5 on diabetes: the loss grows ~1e75-fold by epoch 50 and the predictions reach ±1e163 by 200
+    without a NaN; the run used to end FINISHED with its MSE overflowed (left out of the metrics)."""
+    from sweeper.models.train import EXPLODED
+
+    fit, _, _ = _diabetes_fit(depth=1, lr=0.5, epochs=200, log_every=50)
+    assert fit.diverged_at == 50 and fit.epochs_run == 50
+    assert fit.steps.tolist() == [0, 50] and np.isfinite(fit.train_loss).all()
+    assert fit.train_loss[-1] > EXPLODED * fit.train_loss[0]
+
+
+def test_a_loss_that_explodes_after_the_last_sample_is_divergence_too(tmp_path, store):
+    """depth=0 lr=0.3 epochs=40 log_every=39: both samples (epochs 0 and 39) are below the bound, the
+    final weights' validation loss is not; the run used to end FINISHED with val_mse ~2e8."""
+    from sweeper.models.train import EXPLODED
+
+    fit, model, ds = _diabetes_fit(depth=0, lr=0.3, epochs=40, log_every=39)
+    assert fit.diverged_at is None and fit.steps.tolist() == [0, 39]
+    assert fit.train_loss.max() < EXPLODED * fit.train_loss[0] < float(model.loss(ds.X_val, ds.y_val))
+    result = run_once(tmp_path, "depth=0", "lr=0.3", "epochs=40", "log_every=39", store=store)
+    assert (result["status"], result["reason"]) == ("FAILED", "diverged at epoch 40")
+    assert not any(k.startswith(("val_", "test_")) for k in result["metrics"])
+
+
+def test_a_learning_run_is_not_taken_for_divergence():
+    fit, _, _ = _diabetes_fit(depth=1, lr=0.05, epochs=2000, log_every=50)
+    assert fit.diverged_at is None and fit.train_loss[-1] < fit.train_loss[0]
+
+
+def test_overflowing_metrics_fail_the_run_as_divergence(tmp_path, store, monkeypatch):
+    """Finite predictions whose squared errors overflow (±1e200): not FINISHED with val_mse missing."""
+    real = models.train
+
+    def train_then_blow_up(backend, model, *args, **kwargs):
+        fit = real(backend, model, *args, **kwargs)
+        for P in model.packed:
+            P[...] = 1e200  # predictions ~1e201: finite, their squares are not
+        return fit
+
+    monkeypatch.setattr(models, "train", train_then_blow_up)
+    result = run_once(tmp_path, "depth=1", "epochs=50", "log_every=10", store=store)
+    assert result["status"] == "FAILED"
+    assert result["reason"] == "diverged at epoch 50 (non-finite val_mse)"
+    assert not any(k.startswith(("val_", "test_")) for k in result["metrics"])
+
+
+def test_the_leaderboard_never_names_a_non_finite_or_failed_run_best():
+    from types import SimpleNamespace
+
+    from sweeper.report import build
+
+    def run(name, status, val):
+        metrics = {"val_mse": val} if val is not None else {}
+        return SimpleNamespace(info=SimpleNamespace(run_name=name, status=status, run_id=name),
+                               data=SimpleNamespace(metrics=metrics, params={"lr": name}, tags={}))
+
+    assert build([run("a", "FINISHED", math.inf), run("b", "FAILED", 1.0)]).best is None
+    assert build([run("a", "FAILED", 1.0), run("b", "FINISHED", None)]).best is None
+    assert build([run("a", "FINISHED", math.inf), run("b", "FINISHED", 2.0)]).best["run"] == "b"
+
+
+class BoundedNumpy:
+    """NumPy, but an array of more than 10**6 elements is a MemoryError (as 2 x 10**9 samples would be)."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def full(self, shape, *args, **kwargs):
+        if np.prod(shape) > 10**6:
+            raise MemoryError(f"an array of shape {shape}")
+        return np.full(shape, *args, **kwargs)
+
+
+def test_the_loss_history_is_bounded_whatever_epochs_is(caplog):
+    """epochs=10**9 at log_every=1 asked for 2 x 10**9 samples (16 GB; epochs=10**12 at log_every=50 asked
+    for 149 GiB): now at most MAX_SAMPLES, with the stride said in one warning. patience=1 checks every
+    stride, so this diverging run stops at the second check (sample 1)."""
+    from sweeper.models.train import MAX_SAMPLES, sample_stride
+
+    fit, _, _ = _diabetes_fit(depth=0, lr=5, epochs=10**9, log_every=1, patience=10**8, backend=Backend("cpu", BoundedNumpy()))
+    stride = 10**9 // MAX_SAMPLES
+    assert fit.diverged_at == stride and fit.steps.tolist() == [0, stride]
+    notes = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert notes == [f"log_every=1 with epochs=1000000000 would keep 1000000000 loss samples: sampling every "
+                     f"10000 epochs instead (at most {MAX_SAMPLES})"]
+    assert sample_stride(10**12, 50) == 10**7 and -(-10**12 // 10**7) <= MAX_SAMPLES
+    assert sample_stride(5000, 50) == 50 and sample_stride(1, 50) == 50 and sample_stride(3, 3) == 2
+
+
+def test_a_log_every_past_the_epochs_warns_and_still_draws_a_curve(tmp_path, store, caplog):
+    """log_every=1000 epochs=50 recorded a one-point curve without a word: now two samples (every 25
+    epochs) and one warning line; the run's params keep the user's log_every."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        result = run_once(tmp_path, "epochs=50", "log_every=1000", store=store)
+    assert result["status"] == "FINISHED" and result["config"]["log_every"] == 1000
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["log_every=1000 is not below epochs=50, which would sample the loss once: "
+                        "sampling every 25 epochs instead (2 samples)"]
+    with np.load(tmp_path / "job" / "curves.npz") as z:
+        assert z["train_loss_steps"].tolist() == [0, 25] and z["val_loss_steps"].tolist() == [0, 25]
+
+
+def test_an_exploding_run_exits_1_with_one_line_and_no_predictions(tmp_path, store):
+    """Before: FINISHED, exit 0, test_predictions.csv at ±8.7e163 and val/test MSE silently missing."""
+    from conftest import cli
+
+    proc = cli(tmp_path, "data=diabetes", "depth=1", "lr=0.5", "epochs=200", store=store)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeper: run ") and lines[0].endswith(
+        " FAILED: diverged at epoch 50"), proc.stderr
+    assert not (tmp_path / "run" / "test_predictions.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_of_exploding_runs_names_no_best(tmp_path, store):
+    """Before: both runs FINISHED and the summary said "best: lr=0.6,cpu  val_mse=8.377e+303"."""
+    from conftest import cli, client_for
+
+    proc = cli(tmp_path, "-m", "lr=0.5,0.6", "depth=1", "epochs=200", store=store)
+    assert "best:" not in proc.stdout, proc.stdout
+    assert proc.returncode == 1  # nothing finished
+    c = client_for(store)
+    runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id])]
+    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert [(r.info.status, r.data.tags["failure_reason"]) for r in kids] == [("FAILED", "diverged at epoch 50")] * 2
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert "best_run_id" not in parent.data.tags and "best_val_mse" not in parent.data.metrics
