@@ -61,16 +61,20 @@ def _workers(n: int) -> ThreadPoolExecutor:
 
 
 def cpu_threads() -> int:
-    """How many threads a large epoch runs on: ``SWEEPER_THREADS``, else the CPUs this process may use."""
+    """How many threads a large epoch (or a batched group) runs on: ``SWEEPER_THREADS``, else the CPUs this
+    process may use, but no more than ``OMP_NUM_THREADS`` where that is set: joblib's workers get
+    ``cpu_count // n_jobs`` there, so parallel jobs share the cores instead of each taking all of them."""
     value = os.environ.get(THREADS_ENV, "")
     if value.strip():
         if not value.strip().isdigit() or int(value) < 1:
             raise ValueError(f"{THREADS_ENV}={value} is not allowed: expected an integer >= 1")
         return int(value)
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, min(cpus, int(omp))) if omp.isdigit() and int(omp) > 0 else cpus
 
 
 @contextlib.contextmanager

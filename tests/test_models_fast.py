@@ -162,6 +162,20 @@ def test_the_cpu_backend_thread_policy(monkeypatch):
     assert _blas_threads() == before
 
 
+def test_cpu_threads_respect_omp_num_threads_as_joblib_workers_get_it(monkeypatch):
+    from sweeper.backend import cpu_threads
+
+    monkeypatch.delenv("SWEEPER_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = cpu_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what joblib sets in each of cpu_count() workers
+    assert cpu_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cpus + 8))
+    assert cpu_threads() == cpus
+    monkeypatch.setenv("SWEEPER_THREADS", "3")
+    assert cpu_threads() == 3  # an explicit choice wins
+
+
 def test_an_error_in_one_block_waits_for_the_others_and_numpy_errstate_reaches_them():
     import threading
     import time
