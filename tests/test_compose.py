@@ -1,0 +1,50 @@
+"""A job's config set from a composed job of the same shape equals Hydra's own composition of it."""
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+import sweeper
+from sweeper.compose import compose_once
+
+JOBS = [
+    ["lr=0.01", "depth=1"], ["lr=0.02", "depth=2"], ["lr=1e-3", "depth=0"],  # one shape: values only
+    ["data=breast_cancer", "lr=0.5"], ["data=breast_cancer", "lr=0.25"],  # a group choice stays in the shape
+    ["+best=diabetes_1", "seed=3"], ["+best=diabetes_1", "seed=4"],
+    ["data=synthetic", "data.n_samples=100", "dtype=float32"], ["data=synthetic", "data.n_samples=300", "dtype=float64"],
+    ["tracking.curve_points=7", "epochs=10"], ["tracking.curve_points=9", "epochs=20"],
+    ["lr=0.01", "depth=1", "hydra/launcher=basic"],
+]
+
+
+def _plain(cfg):
+    cfg = OmegaConf.to_container(cfg, resolve=False)
+    cfg["hydra"]["runtime"].pop("output_dir", None)
+    return cfg
+
+
+def test_compose_once_gives_what_hydra_composes():
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        master = compose(config_name="config", return_hydra_config=True)
+        loader = GlobalHydra.instance().config_loader()
+        hydra_own = [loader.load_sweep_config(master, list(job)) for job in JOBS]
+        fast = compose_once(loader)
+        ours = [fast(master, list(job)) for job in JOBS]
+        again = fast(master, list(JOBS[1]))
+    assert len(fast.templates) == 6  # six shapes: the others were set from a template
+    for job, a, b in zip(JOBS, hydra_own, ours):
+        assert _plain(a) == _plain(b), job
+        assert (a.lr, a.tracking.experiment, a.data.name) == (b.lr, b.tracking.experiment, b.data.name)
+    assert _plain(again) == _plain(ours[1]) and again is not ours[1]
+
+
+@pytest.mark.parametrize("bad", [["lr=0.1", "nope=1"], ["data=nope"]])
+def test_a_job_hydra_refuses_is_refused_the_same_way(bad):
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        master = compose(config_name="config", return_hydra_config=True)
+        loader = GlobalHydra.instance().config_loader()
+        fast = compose_once(loader)
+        fast(master, ["lr=0.2"])
+        with pytest.raises(Exception) as err:
+            fast(master, bad)
+        assert "nope" in str(err.value)
