@@ -60,6 +60,7 @@ class Advice:
     findings: list[Finding]
     command: str | None
     metric: str  # e.g. "val_mse"
+    sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
     note: str = ""  # why there is no command
 
     def text(self, markdown: bool = False) -> str:
@@ -76,7 +77,9 @@ class Advice:
         if not self.findings:
             lines += ["", "Nothing to report."] if markdown else ["    nothing to report"]
         if self.command:
-            what = "Next command (finished configurations are reused; only new ones train)"
+            total, done = self.sizes
+            what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
+                    f"{total - done} to train)")
             lines += ["", f"## {what}", "", "```bash", self.command, "```"] if markdown else [f"{what}:", f"  {self.command}"]
         elif self.note:
             lines += ["", self.note] if markdown else [f"next command: none ({self.note})"]
@@ -90,6 +93,7 @@ class Advice:
         tags[f"{TAG}count"] = str(len(self.findings))
         if self.command:
             tags[f"{TAG}next_command"] = self.command
+            tags[f"{TAG}next_configs"], tags[f"{TAG}next_to_train"] = str(self.sizes[0]), str(self.sizes[0] - self.sizes[1])
         return tags
 
 
@@ -456,10 +460,11 @@ def training(s: Sweep, curves: dict[str, list[tuple[int, float]]]) -> list[Findi
     ref_step, v_ref = _at(val, last_step - 0.25 * run)
     fell = (v_ref - v_last) / v_ref if v_ref else 0.0
     if best_epoch >= LATE * last_step and run >= epochs and fell > STILL_FALLING:
-        more = str(2 * int(epochs))
-        if "epochs" in s.keys:
-            change: dict[str, Any] = {"add": {"epochs": [str(2 * int(max(float(v) for v in s.tried("epochs"))))]}}
+        if "epochs" in s.keys:  # twice the grid's largest
+            more = str(2 * int(max(float(v) for v in s.tried("epochs"))))
+            change: dict[str, Any] = {"add": {"epochs": [more]}}
         else:
+            more = str(2 * int(epochs))
             change = {"set": {"epochs": more}}
         return [Finding(
             "under_training", "under-training",
@@ -574,10 +579,10 @@ def ties(s: Sweep) -> list[Finding]:
                     evidence, step, str(len(tied)))]
 
 
-def next_command(argv: list[str], s: Sweep, findings: list[Finding]) -> str:
-    """The sweep's command with the findings applied: grids extended or cut, keys fixed, seeds added,
-    ``resume=true`` last. Arguments are quoted only where a shell needs it."""
-    plan: dict[str, str] = {}
+def plan(s: Sweep, findings: list[Finding]) -> dict[str, str]:
+    """The keys the findings change and their new values (a comma list): grids extended or cut, keys
+    fixed, seeds added."""
+    out: dict[str, str] = {}
     for key in dict.fromkeys(k for f in findings for k in (*f.add, *f.drop)):
         values = {float(v): v for v in s.tried(key) if _number(v) is not None}
         for f in findings:
@@ -585,19 +590,39 @@ def next_command(argv: list[str], s: Sweep, findings: list[Finding]) -> str:
                 values.pop(float(v), None)
             for v in f.add.get(key, []):
                 values.setdefault(float(v), v)
-        plan[key] = ",".join(values[k] for k in sorted(values))
+        out[key] = ",".join(values[k] for k in sorted(values))
     for f in findings:
-        plan.update(f.set)
-    out = []
+        out.update(f.set)
+    return out
+
+
+def _among(value: Any, values: list[str]) -> bool:
+    x = _number(value)
+    return any(v == str(value) or (x is not None and _number(v) == x) for v in values)
+
+
+def counts(s: Sweep, changes: dict[str, str]) -> tuple[int, int]:
+    """How many configurations the next command makes, and how many of them already FINISHED (resumed)."""
+    grid = {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
+    total = math.prod(len(v) for v in grid.values())
+    done = {tuple(sorted(r["params"].items())) for r in s.finished
+            if all(_among(r["params"].get(k), v) for k, v in grid.items())}
+    return total, len(done)
+
+
+def next_command(argv: list[str], changes: dict[str, str]) -> str:
+    """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true`` last;
+    arguments are quoted only where a shell needs it."""
+    changes, out = dict(changes), []
     for arg in argv:
         bare = arg.lstrip("+~")
         key = bare.partition("=")[0]
         if key == "resume":
             continue
-        if key in plan and not arg.startswith("~"):
-            arg = f"{arg[: len(arg) - len(bare)]}{key}={plan.pop(key)}"
+        if key in changes and not arg.startswith("~"):
+            arg = f"{arg[: len(arg) - len(bare)]}{key}={changes.pop(key)}"
         out.append(arg)
-    out += [f"{k}={v}" for k, v in plan.items()] + ["resume=true"]
+    out += [f"{k}={v}" for k, v in changes.items()] + ["resume=true"]
     return "python -m sweeper -m " + " ".join(shlex.quote(a) for a in out)
 
 
@@ -610,8 +635,11 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     flat = no_effect(s)
     found = [*edges(s, {f.tag for f in flat}), *training(s, curves or {}), *divergence(s), *flat, *noise(s), *ties(s)]
     if search:
-        return Advice(found, None, s.metric, "a search sweeper chose the values: widen its search space instead")
-    return Advice(found, next_command(list(argv or []), s, found) if s.records else None, s.metric)
+        return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead")
+    if not s.records:
+        return Advice(found, None, s.metric, note="no run to build on")
+    changes = plan(s, found)
+    return Advice(found, next_command(list(argv or []), changes), s.metric, counts(s, changes))
 
 
 def sweep_argv(tags: dict[str, str]) -> list[str]:

@@ -160,6 +160,7 @@ def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_pa
     new = max(parents, key=lambda r: r.info.start_time)
     children = [r for r in all_runs(s.store) if r.data.tags.get("mlflow.parentRunId") == new.info.run_id]
     assert len(children) == 2  # trained: only the new seeds
+    assert s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"  # as the advice said
 
 
 def test_advise_command_rebuilds_the_advice_from_the_store(sweep):

@@ -258,11 +258,21 @@ def test_next_command_keeps_other_overrides_quotes_only_where_needed_and_ends_wi
     runs = ranked([rec(5000, lr=0.001), rec(4000, lr=0.01), rec(3000, lr=0.1)])
     argv = ["hydra/launcher=basic", "data=csv", "data.path=my data.csv", 'data.sep=";"', "+lr=0.001,0.01,0.1",
             "resume=false", "~pinned"]
-    cmd = next_command(argv, Sweep(runs), run_advisor(runs, argv).findings)
+    cmd = next_command(argv, advise.plan(Sweep(runs), run_advisor(runs, argv).findings))
     assert cmd.startswith("python -m sweeper -m hydra/launcher=basic data=csv 'data.path=my data.csv' 'data.sep=\";\"' ")
     words = shlex.split(cmd)
     assert words[4:] == ["hydra/launcher=basic", "data=csv", "data.path=my data.csv", 'data.sep=";"',
                          "+lr=0.001,0.01,0.1,1.0,10.0", "~pinned", "seed=0,1,2", "resume=true"]
+
+
+def test_the_next_command_counts_its_configurations_and_those_already_finished():
+    runs = ranked([rec(5000, lr=0.001), rec(4000, lr=0.01), rec(3000, lr=0.1)])
+    a = run_advisor(runs, ARGV)  # lr gets 1.0 and 10.0, seeds 1 and 2
+    assert a.sizes == (15, 3) and "15 configurations: 3 finished already, reused; 12 to train" in a.text()
+    assert a.tags()["advice.next_configs"] == "15" and a.tags()["advice.next_to_train"] == "12"
+    diverged = ranked([rec(4000, lr=0.001), rec(3100, lr=0.01), rec(status="FAILED", reason="diverged at epoch 10", lr=3)])
+    a = run_advisor(diverged, ["lr=0.001,0.01,3"])  # lr=3 is left out, its log-midpoint with 0.01 added
+    assert "lr=0.001,0.01,0.17 " in a.command and a.sizes == (9, 2)  # a FAILED run is never reused
 
 
 def test_search_sweeps_get_findings_but_no_grid_command():
