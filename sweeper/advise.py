@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
+# Params that say where or how a run was made, not what it computes: never a swept key (a resumed
+# sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
+IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch")
 # Swept keys that do not change the model by design, or that the noise finding handles (seed).
-NOT_HYPERPARAMETERS = ("seed", "device", "sync_every_epoch", "resume", "log_every")
+NOT_HYPERPARAMETERS = ("seed", "device", "log_every")
 LOG_SPACED = ("lr",)  # extended by the grid's ratio whatever its values
 STEPPED = ("depth",)  # extended by the grid's step
 MAX_RATIO = 10.0  # a log-spaced extension steps by at most a decade
@@ -147,8 +150,7 @@ class Sweep:
         task = "binary" if any("val_accuracy" in r["metrics"] for r in self.records) else "regression"
         name, self.lower = PRIMARY[task]
         self.task, self.metric = task, f"val_{name}"
-        ignore = ("tracking.", "pinned.")
-        names = sorted({k for r in self.records for k in r["params"] if not k.startswith(ignore)})
+        names = sorted({k for r in self.records for k in r["params"] if not k.startswith(IGNORED)})
         self.keys = [k for k in names if len({r["params"].get(k) for r in self.records}) > 1]
         self.hyper = [k for k in self.keys if "." not in k and k not in NOT_HYPERPARAMETERS]
         self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None]
@@ -665,7 +667,7 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
 
     out = out or sys.stdout
     by_id = {r.info.run_id: r for r in runs}
-    records = [record(by_id[i]) for i in order if i in by_id]
+    records = [record(by_id[i] if i in by_id else c.get_run(i)) for i in order]  # a row may be a reused run
     s = Sweep(records)
     curves: dict[str, list[tuple[int, float]]] = {}
     if s.best is not None:

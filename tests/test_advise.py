@@ -196,3 +196,17 @@ def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
     out = io.StringIO()
     board = report.publish(client_for(s.store), s.parent.info.run_id, out=out)
     assert len(board.rows) == 3 and "sweeper: warning: no advice: RuntimeError: boom" in out.getvalue()
+
+
+def test_publish_reads_the_rows_it_was_not_handed(sweep):
+    """A resumed sweep's leaderboard also ranks runs of earlier parents: the advisor reads those rows by id."""
+    import io
+
+    from sweeper import advise, report
+
+    s = sweep("lr_top")
+    c = client_for(s.store)
+    parent = c.get_run(s.parent.info.run_id)
+    order = [row["run_id"] for row in report.build(report.children(c, parent)).rows]
+    a = advise.publish(c, parent, [], order, io.StringIO())
+    assert a.tags() == s.tags

@@ -219,6 +219,15 @@ def test_seeds_whose_top_two_overlap_are_not_distinguishable():
     assert a.tags()["advice.noise"] == "overlap"
 
 
+def test_a_resumed_sweeps_runs_of_one_configuration_are_one_configuration():
+    runs = seeds({0.005: [3205, 2764, 2572], 0.01: [3147, 2805, 2581]})
+    for r in runs:  # seeds 0 were reused from a sweep without resume
+        r["params"]["resume"] = "False" if r["params"]["seed"] == "0" else "True"
+    a = run_advisor(runs, ["lr=0.005,0.01", "seed=0,1,2", "resume=true"])
+    assert "lr=0.01: val_mse 2844 ± 285 (n=3)" in only(a, "noise").evidence
+    assert a.sizes == (6, 3) and a.command.count("resume=") == 1  # lr fixed (it did not matter), seeds 0-5
+
+
 def test_seeds_with_a_clear_winner_are_distinguishable():
     a = run_advisor(seeds({0.0003: [5484, 5065, 5347], 0.01: [3147, 2805, 2581]}), ["lr=0.0003,0.01", "seed=0,1,2"])
     f = only(a, "noise")
