@@ -274,10 +274,12 @@ def _slices(s: Sweep, key: str, metric: str | None = None) -> dict[tuple, dict[s
     return {k: v for k, v in out.items() if len(v) > 1}
 
 
-def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int) -> bool:
+def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int) -> bool | None:
     """Whether a slice's scores stay within the noise, one of ``tests`` slices (a value that failed
-    where another finished moved it)."""
+    where another finished moved it); None when nothing in it finished (no evidence either way)."""
     scores = list(by_value.values())
+    if all(v is None for v in scores):
+        return None
     if any(v is None for v in scores):
         return False
     lo, hi = min(scores), max(scores)
@@ -291,9 +293,11 @@ def no_effect(s: Sweep) -> list[Finding]:
     for key in s.hyper:
         flat, moved = [], []
         slices = {m: _slices(s, key, m) for m in s.measures}
+        tests = len(slices[s.metric]) * len(s.measures)
         for other in slices[s.metric]:
-            tests = len(slices[s.metric]) * len(s.measures)
-            (flat if all(_flat(s, slices[m][other], m, tests) for m in s.measures) else moved).append(other)
+            verdicts = [_flat(s, slices[m][other], m, tests) for m in s.measures]
+            if None not in verdicts:
+                (flat if all(verdicts) else moved).append(other)
         if not flat:
             continue
         slices = slices[s.metric]

@@ -184,6 +184,9 @@ def test_a_key_that_matters_only_elsewhere_is_reported_where_it_did_not():
             rec(3300, depth=1, width=16)]
     f = only(run_advisor(ranked(runs), ["depth=0,1", "width=4,16"]), "no_effect")
     assert f.title == "width did not matter at depth=0" and f.set == {}
+    nothing = [rec(status="FAILED", reason="diverged at epoch 10", lr=3, depth=d, width=w) for d in (0, 1) for w in (4, 16)]
+    f = only(run_advisor(ranked([*runs, *nothing]), ["lr=0.01,3", "depth=0,1", "width=4,16"]), "no_effect")
+    assert f.title == "width did not matter at depth=0"  # slices where every run diverged say nothing about width
 
 
 def test_a_binary_key_that_left_accuracy_but_moved_log_loss_did_matter():
