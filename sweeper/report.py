@@ -316,6 +316,12 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     if tags:
         c.set_tag(parent_run_id, "best_run_id", tags["best_run_id"])
         c.set_tag(parent_run_id, "best_run", tags["best_run"])
+    from sweeper import advise  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
+
+    try:
+        advise.publish(c, parent, runs + reused, [r["run_id"] for r in board.rows], out)
+    except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
+        print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
     return board, counts
 
 

@@ -78,6 +78,18 @@ def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[st
     return [k for k, v in values.items() if len(v) > 1]
 
 
+# Hydra overrides that say how a sweep runs (launcher, sweeper) and belong in a command that repeats it;
+# hydra.sweep.dir, hydra.run.dir and the like would make it write over this sweep's folder.
+HOW_IT_RUNS = ("hydra/", "hydra.launcher.", "hydra.sweeper.")
+
+
+def command_overrides(config: DictConfig) -> list[str]:
+    """The sweep's command-line overrides, one argument each (the ``overrides`` tag joins them with
+    spaces, which a value may contain): the task's, and the Hydra ones of :data:`HOW_IT_RUNS`."""
+    how = [o for o in config.hydra.overrides.hydra if o.lstrip("+~").startswith(HOW_IT_RUNS)]
+    return how + list(config.hydra.overrides.task)
+
+
 def start(config: DictConfig) -> dict[str, Any]:
     """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
 
@@ -105,9 +117,11 @@ def start(config: DictConfig) -> dict[str, Any]:
         if key in parents:
             continue
         client = tracking.open_store(uri)
-        # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's
+        # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's;
+        # sweep_argv (one argument each) and sweeper: for the advisor's next command
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
-                "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid()}
+                "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
+                "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_"))}
         try:
             experiment = tracking.experiment_id(client, name, uri)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
