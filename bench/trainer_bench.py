@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from sweeper import data  # noqa: E402
 from sweeper import models  # noqa: E402
 from sweeper.models.mlp import MLP, FullBatch, init_params  # noqa: E402
+from sweeper.models.optim import Optimizer  # noqa: E402
 from sweeper.backend import resolve  # noqa: E402
 
 try:
@@ -58,12 +59,17 @@ WORKLOADS = {
     "W2": dict(data=dict(name="diabetes"), depth=3, width=64, lr=0.005, epochs=4_000),
     "W3": dict(data=dict(SYNTH, n_samples=20_000, n_features=100), depth=2, width=256, lr=0.01, epochs=20),
     "W4": dict(data=dict(SYNTH, n_samples=200_000, n_features=500), depth=2, width=512, lr=0.01, epochs=2),
+    # W1 with Adam, and with mini-batches of 64 rows (in order: scikit-learn's shuffle=False), against sklearn only
+    "W1-adam": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.001, epochs=20_000, optimizer="adam"),
+    "W1-b64": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=5_000, batch_size=64),
 }
 QUICK = {
     "W1": dict(epochs=2_000),
     "W2": dict(epochs=300),
     "W3": dict(epochs=5),
     "W4": dict(epochs=1, data=dict(n_samples=20_000)),
+    "W1-adam": dict(epochs=2_000),
+    "W1-b64": dict(epochs=500),
 }
 TARGETS = {  # issue 7: (trainer whose speed ours is divided by, the least ratio)
     "W1": [("sklearn", 10.0), ("torch eager", 10.0)],
@@ -83,6 +89,7 @@ def workload(name: str, quick: bool) -> SimpleNamespace:
         spec["data"].update(QUICK[name].get("data", {}))
         spec.update({k: v for k, v in QUICK[name].items() if k != "data"})
     spec["data"].update(val_fraction=0.2, test_fraction=0.2)
+    spec = {"optimizer": "gd", "batch_size": 0, **spec}
     return SimpleNamespace(**{**spec, "data": SimpleNamespace(**spec["data"])}, activation="tanh", seed=0)
 
 
@@ -105,7 +112,8 @@ def epoch_flops(sizes: list[int], n: int) -> float:
 def run_ours(cfg, a, params, dtype) -> tuple[float, float]:
     model = MLP(np, [p.copy() for p in params], "tanh", "regression")
     fit = models.train(resolve("cpu"), model, a["X_train"], a["y_train"], a["X_val"], a["y_val"],
-                       lr=cfg.lr, epochs=cfg.epochs, log_every=LOG_EVERY)
+                       lr=cfg.lr, epochs=cfg.epochs, log_every=LOG_EVERY, opt=Optimizer(cfg.optimizer),
+                       batch_size=cfg.batch_size, shuffle=False)
     assert fit.epochs_run == cfg.epochs, fit
     return fit.train_time_s, float(np.mean((model.predict(a["X_test"]) - a["y_test"]) ** 2))
 
@@ -114,8 +122,10 @@ def run_sklearn(cfg, a, params, dtype) -> tuple[float, float]:
     from sklearn.neural_network import MLPRegressor
 
     X, y = a["X_train"], a["y_train"].ravel()
-    ref = MLPRegressor(hidden_layer_sizes=(cfg.width,) * cfg.depth, activation="tanh", solver="sgd",
-                       batch_size=len(X), learning_rate="constant", learning_rate_init=2 * cfg.lr,
+    adam = cfg.optimizer == "adam"  # Adam is invariant to the gradient's factor 2 once epsilon is halved
+    ref = MLPRegressor(hidden_layer_sizes=(cfg.width,) * cfg.depth, activation="tanh", solver="adam" if adam else "sgd",
+                       batch_size=cfg.batch_size or len(X), learning_rate="constant",
+                       learning_rate_init=cfg.lr if adam else 2 * cfg.lr, epsilon=0.5e-8,
                        momentum=0.0, nesterovs_momentum=False, alpha=0.0, shuffle=False, tol=0.0,
                        n_iter_no_change=10**9, max_iter=cfg.epochs, random_state=0)
     with warnings.catch_warnings():
@@ -304,7 +314,7 @@ def about() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", default="W1,W2,W3,W4")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W1-adam,W1-b64")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--trainers", default=None, help="comma-separated subset of: ours, sklearn, torch eager, torch.compile")
     ap.add_argument("--repeats", type=int, default=3)
@@ -333,12 +343,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"lr {cfg.lr}, {cfg.epochs} epochs", flush=True)
             rates = {}
             for trainer, fn in chosen.items():
+                if trainer.startswith("torch") and (cfg.optimizer != "gd" or cfg.batch_size):
+                    continue  # the torch trainers run full-batch gradient descent only
                 runs = [fn(cfg, a, params, dtype) for _ in range(args.repeats)]
                 seconds = statistics.median(r[0] for r in runs)
                 rates[trainer] = cfg.epochs / seconds
                 print(f"  {trainer}: {rates[trainer]:,.1f} epochs/s, test MSE {runs[0][1]:.10g}", flush=True)
                 rows.append([name, dtype, trainer, fmt_rate(rates[trainer]), "", f"{runs[0][1]:.10g}"])
-            for r in rows[-len(chosen):]:
+            for r in rows[-len(rates):]:
                 if "ours" in rates:
                     r[4] = f"{rates['ours'] / rates[r[2]]:.2f}x"
             checks += target_checks(name, dtype, rates, limits[dtype], sizes, len(a["X_train"]), cfg, a)

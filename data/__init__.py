@@ -21,7 +21,7 @@ class Dataset:
     """
 
     name: str
-    task: str  # "regression" | "binary"
+    task: str  # "regression" | "binary" | "multiclass" (y: the class index)
     X_train: np.ndarray
     y_train: np.ndarray
     X_val: np.ndarray
@@ -33,10 +33,16 @@ class Dataset:
     x_mean: np.ndarray | None = None  # (d,) the training scaler, to map raw features in
     x_scale: np.ndarray | None = None
     positive_class: str | None = None
+    classes: tuple[str, ...] | None = None  # a multi-class target's class names, in the order of its indices
 
     @property
     def n_features(self) -> int:
         return self.X_train.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        """The model's outputs: one per class for a multi-class task, else one."""
+        return len(self.classes) if self.task == "multiclass" else 1
 
     def to_original(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
@@ -62,7 +68,7 @@ def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def load(cfg: Any, seed: int) -> Dataset:
     """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it."""
-    X, y, task, positive_class = LOADERS[cfg.name](cfg, seed)
+    X, y, task, positive_class, classes = LOADERS[cfg.name](cfg, seed)
     path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
     where = f"data.path={path}" if path is not None else f"data={cfg.name}"
     if not np.isfinite(X).all() or not np.isfinite(y).all():
@@ -81,4 +87,4 @@ def load(cfg: Any, seed: int) -> Dataset:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
-                   positive_class)
+                   positive_class, classes)

@@ -19,12 +19,14 @@ class DataError(ValueError):
 
 
 class Raw(NamedTuple):
-    """What a loader returns; a binary target is 0/1 and ``positive_class`` names the value read as 1."""
+    """What a loader returns; a binary target is 0/1 and ``positive_class`` names the value read as 1; a
+    multi-class target is the class index 0..k-1 and ``classes`` names the k classes in that order."""
 
     X: np.ndarray
     y: np.ndarray
     task: str
     positive_class: str | None = None
+    classes: tuple[str, ...] | None = None
 
 
 # With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class labels, not a number.
@@ -60,6 +62,32 @@ def breast_cancer(cfg: Any, seed: int) -> Raw:
     """scikit-learn's Wisconsin breast cancer data: 569 × 30; 1 = benign, as ``load_breast_cancer()``."""
     table = np.loadtxt(_bundled("breast_cancer.csv"), delimiter=",", skiprows=1)
     return Raw(table[:, :-1], table[:, -1], "binary")
+
+
+def _class_table(name: str) -> Raw:
+    """One of scikit-learn's class tables (iris.csv, wine_data.csv): a first line ``n,d,name_0,name_1,...``,
+    then rows of d features and the class index, as ``load_iris()`` / ``load_wine()`` read them."""
+    path = _bundled(name)
+    with open(path) as f:
+        head = f.readline().strip().split(",")
+    table = np.loadtxt(path, delimiter=",", skiprows=1)
+    return Raw(table[:, :-1], table[:, -1], "multiclass", None, tuple(head[2:]))
+
+
+def iris(cfg: Any, seed: int) -> Raw:
+    """scikit-learn's iris data: 150 × 4, 3 classes (setosa, versicolor, virginica)."""
+    return _class_table("iris.csv")
+
+
+def wine(cfg: Any, seed: int) -> Raw:
+    """scikit-learn's wine data: 178 × 13, 3 classes (class_0..class_2)."""
+    return _class_table("wine_data.csv")
+
+
+def digits(cfg: Any, seed: int) -> Raw:
+    """scikit-learn's handwritten digits as ``load_digits()``: 1797 8×8 images (64 pixels, 0..16), 10 classes."""
+    table = np.loadtxt(_bundled("digits.csv.gz"), delimiter=",")
+    return Raw(table[:, :-1], table[:, -1], "multiclass", None, tuple(str(i) for i in range(10)))
 
 
 def spambase(cfg: Any, seed: int) -> Raw:
@@ -132,12 +160,14 @@ def _shown(labels: list[str], most: int = 6) -> str:
     return ", ".join(labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else []))
 
 
-def _target(values: list[Any], label: Any, task: str, positive: Any, path: Path) -> tuple[np.ndarray, str, str | None]:
-    """The target as float64, its task and, for a binary task, the value read as 1.
+def _target(values: list[Any], label: Any, task: str, positive: Any,
+            path: Path) -> tuple[np.ndarray, str, str | None, tuple[str, ...] | None]:
+    """The target as float64, its task, for a binary task the value read as 1, for a multi-class task the classes.
 
     A two-valued target (numbers or text) becomes 0/1: the later-sorted value is 1 unless ``positive`` (the
-    ``data.positive_class``) names the other. With ``task=auto``, 3 to MAX_CLASSES distinct integers are
-    refused as class labels; more distinct values make a regression.
+    ``data.positive_class``) names the other. With ``task=auto``, 3 to MAX_CLASSES distinct integers, or text
+    with 3 or more values, are class labels (multiclass: the index of the value in sorted order); more
+    distinct numbers make a regression. ``task=multiclass`` reads any target's distinct values as classes.
     """
     column = f"column {label} of {path}"
     text = all(isinstance(v, str) and not _parses(v) for v in values)  # labels such as ham/spam
@@ -160,23 +190,28 @@ def _target(values: list[Any], label: Any, task: str, positive: Any, path: Path)
         if positive != "auto":
             raise DataError(f"data.positive_class={positive} is for a binary target: leave it at auto with "
                             "data.task=regression")
-        return y, "regression", None
-    if task == "auto" and not text and positive == "auto" and len(classes) != 2:
-        if 3 <= len(classes) <= MAX_CLASSES and all(float(c).is_integer() for c in classes):
-            raise DataError(f"data.path={path}: the target (column {label}) has {len(classes)} distinct integer values "
-                            f"({shown}), which look like class labels; multi-class targets are not supported yet: "
-                            "set data.task=regression to fit it as a number")
-        return y, "regression", None
+        return y, "regression", None, None
+    if task == "multiclass" and positive != "auto":
+        raise DataError(f"data.positive_class={positive} is for a binary target: leave it at auto with "
+                        "data.task=multiclass")
+    labelled = text or (3 <= len(classes) <= MAX_CLASSES and all(float(c).is_integer() for c in classes))
+    if task == "multiclass" or task == "auto" and positive == "auto" and len(classes) > 2 and labelled:
+        if len(classes) < 2:
+            raise DataError(f"data.task=multiclass needs two or more distinct values: {column} has one ({shown})")
+        index = {c: i for i, c in enumerate(classes)}
+        return np.array([index[v] for v in y.tolist()], dtype=np.float64), "multiclass", None, tuple(labels)
+    if task == "auto" and positive == "auto" and len(classes) != 2 and not text:
+        return y, "regression", None, None
     if len(classes) != 2:
-        who, hint = (("data.task=binary", "multi-class targets are not supported yet") if task == "binary" else
+        who, hint = (("data.task=binary", "set data.task=multiclass for more classes") if task == "binary" else
                      (f"data.positive_class={positive}", "leave data.positive_class=auto") if positive != "auto" else
-                     ("a text target", "multi-class targets are not supported yet"))
+                     ("a text target", "set data.task=multiclass for more classes"))
         raise DataError(f"{who} needs two distinct values: {column} has {len(classes)} ({shown}); {hint}")
     want = labels[1] if positive == "auto" else _label(positive)
     if want not in labels:
         raise DataError(f"data.positive_class={positive} is not a value of the target: {column} holds {labels[0]} "
                         f"and {labels[1]}")
-    return (y == classes[labels.index(want)]).astype(np.float64), "binary", want
+    return (y == classes[labels.index(want)]).astype(np.float64), "binary", want, None
 
 
 def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path) -> int:
@@ -288,6 +323,9 @@ LOADERS = {
     "xor": xor,
     "diabetes": diabetes,
     "breast_cancer": breast_cancer,
+    "iris": iris,
+    "wine": wine,
+    "digits": digits,
     "spambase": spambase,
     "synthetic": synthetic,
     "csv": csv_file,

@@ -9,12 +9,14 @@ from sweeper.models.train import TrainResult, train
 __all__ = ["MLP", "TrainResult", "build", "init_params", "train"]
 
 
-def build(cfg: Any, n_features: int, task: str, backend: Any) -> MLP:
-    """The MLP of ``cfg`` (depth, width, activation, dtype, seed) for a data set, its weights on the device.
+def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1) -> MLP:
+    """The MLP of ``cfg`` (depth, width, activation, dtype, seed, weight_decay) for a data set with
+    ``n_outputs`` outputs (the classes of a multi-class task, else 1), its weights on the device.
 
     Weights are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and then copied, so
     every device starts from the same parameters.
     """
-    sizes = [n_features] + [cfg.width] * cfg.depth + [1]
+    sizes = [n_features] + [cfg.width] * cfg.depth + [n_outputs]
     host = init_params(sizes, cfg.activation, cfg.seed, cfg.dtype)
-    return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task)
+    return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task,
+               getattr(cfg, "weight_decay", 0.0))

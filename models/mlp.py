@@ -2,7 +2,8 @@
 
 Layers ``l = 0..L`` (L = depth): ``Z_l = A_{l-1} @ W_l + b_l`` with ``A_{-1} = X`` of shape ``(n, d)``,
 ``A_l = f(Z_l)`` for hidden layers and the output ``z = Z_L`` of shape ``(n, 1)`` read through the
-task's loss (identity + MSE, or sigmoid + binary cross-entropy).
+task's loss (identity + MSE, or sigmoid + binary cross-entropy), or ``(n, k)`` for a multi-class task
+(softmax + cross-entropy). Weight decay ``λ`` adds ``(λ/2) Σ ||W_l||²`` (not the biases) to the objective.
 
 Backward, from ``dZ_L = dL/dz``:  ``dW_l = A_{l-1}.T @ dZ_l``, ``db_l = sum(dZ_l, axis=0)``,
 ``dA_{l-1} = dZ_l @ W_l.T``, ``dZ_{l-1} = dA_{l-1} * f'(Z_{l-1})``.
@@ -33,6 +34,7 @@ import numpy as np
 
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
+from sweeper.models.optim import Optimizer, State
 
 
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:
@@ -59,8 +61,9 @@ class MLP:
     (``p[...] = value``), never by rebinding a list entry.
     """
 
-    def __init__(self, xp: Any, params: list[Any], activation: str, task: str):
+    def __init__(self, xp: Any, params: list[Any], activation: str, task: str, weight_decay: float = 0.0):
         self.xp = xp
+        self.weight_decay = weight_decay
         self.packed = [xp.concatenate([W, b], axis=0) for W, b in zip(params[::2], params[1::2])]
         self.params = [v for P in self.packed for v in (P[:-1], P[-1:])]  # W_l (fan_in, fan_out), b_l (1, fan_out)
         self.activation = activation
@@ -92,16 +95,25 @@ class MLP:
         z, _ = self.logits(X)
         return losses.loss(self.xp, self.task, z, y)
 
+    def objective(self, X: Any, y: Any) -> Any:
+        """What training minimises: the loss plus the weight decay ``(λ/2) Σ ||W_l||²``."""
+        return self.loss(X, y) + self._penalty()
+
+    def _penalty(self) -> Any:
+        return 0.5 * self.weight_decay * sum((W * W).sum() for W in self.params[::2]) if self.weight_decay else 0.0
+
     def gradients(self, X: Any, y: Any, with_loss: bool = False) -> tuple[Any, list[Any]]:
-        """Loss (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``."""
+        """Objective (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``."""
         xp = self.xp
         z, cache = self.logits(X)
-        loss = losses.loss(xp, self.task, z, y) if with_loss else None
+        loss = losses.loss(xp, self.task, z, y) + self._penalty() if with_loss else None
         dZ = losses.grad(xp, self.task, z, y)  # (n, 1)
         grads: list[Any] = [None] * len(self.params)
         for l in range(self.depth, -1, -1):
             A_in, _ = cache[l]
             grads[2 * l] = A_in.T @ dZ
+            if self.weight_decay:
+                grads[2 * l] = grads[2 * l] + self.weight_decay * self.params[2 * l]
             grads[2 * l + 1] = dZ.sum(axis=0, keepdims=True)
             if l > 0:
                 _, Z_prev = cache[l - 1]
@@ -123,7 +135,7 @@ class FullBatch:
 
         H_0 = [X.T; 1]            (d + 1, n)        the data, transposed once, with a row of ones
         H_l = [A_{l-1}.T; 1]      (k_l + 1, n)      hidden activations (A overwrites Z in place)
-        z = Z_L.T                 (1, n)            the output logits
+        z = Z_L.T                 (k, n)            the output logits (k = 1, or the classes)
         D_l = -lr dL/dZ_l.T       (fan_out_l, n)    D_L = g = -lr dL/dz   (only when ``lr`` is given)
         G_l = -lr dL/dP_l         (k_l + 1, fan_out_l)
 
@@ -132,7 +144,9 @@ class FullBatch:
     Update:   ``P_l += G_l`` — gradient descent, because ``G_l`` already carries ``-lr``.
 
     ``epoch()`` runs forward, backward and update with no allocation, no per-layer dispatch and no
-    host transfer; without ``lr`` only the forward pass is built (for the validation set).
+    host transfer; without ``lr`` only the forward pass is built (for the validation set). The update
+    is ``opt``'s (:mod:`models.optim`; plain gradient descent by default) on the optimizer ``state``
+    (shared by the batches of one run; made here when not given).
 
     **Column blocks.** Every array with a sample axis has it last, so the forward pass and the
     ``D_l`` of the backward pass are independent across blocks of columns (samples). With ``parts``
@@ -143,15 +157,17 @@ class FullBatch:
     elementwise pass on two cores, where BLAS threads alone leave the elementwise work on one.
     """
 
-    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None):
+    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None,
+                 opt: Optimizer | None = None, state: State | None = None):
         xp, P = model.xp, model.packed
         n, dtype = X.shape[0], model.packed[0].dtype
         self.xp, self.model = xp, model
+        self.opt = opt = opt or Optimizer()
         self.H = [_ones_row(xp, (P[0].shape[0], n), dtype)]
         self.H[0][:-1] = X.T
         self.H += [_ones_row(xp, (W.shape[1] + 1, n), dtype) for W in P[:-1]]
-        self.z = xp.empty((1, n), dtype=dtype)
-        self.y = xp.ascontiguousarray(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n): the same memory order
+        self.z = xp.empty((P[-1].shape[1], n), dtype=dtype)
+        self.y = targets(xp, model.task, y, P[-1].shape[1], dtype)
         blocks = column_blocks(n, parts) if pool is not None else [slice(None)]
         self.parts = len(blocks)
         self._mm = partial(_product, xp, len(blocks) > 1)
@@ -164,11 +180,12 @@ class FullBatch:
             self.grads = [xp.empty_like(p) for p in P]
             shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
             self._scratch(P, n, dtype)
-            backward = [self._backward(P, lr, cols, G, n) for cols, G in zip(blocks, shares)]
+            backward = [self._backward(P, opt.grad_scale(lr), cols, G, n) for cols, G in zip(blocks, shares)]
             self.update_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
             self.rescale_calls = self._rescale_calls(P)
             self.update_calls += self.rescale_calls
-            self.update_calls += [partial(xp.add, p, G, p) for p, G in zip(P, self.grads)]
+            self.state = state or State(xp, P, opt, lr)
+            self.update_calls += self.state.calls(self.grads)
         if len(blocks) == 1:
             self.forward_calls = forward[0]
             self.backward_calls = self.pre_calls + backward[0]
@@ -191,11 +208,12 @@ class FullBatch:
     def _scratch(self, P: list[Any], n: int, dtype: Any) -> None:
         """Full-width buffers of the backward pass (each block works on its columns of them)."""
         xp, L = self.xp, len(P) - 1
-        self.g = xp.empty((1, n), dtype=dtype)
+        self.g = xp.empty((P[-1].shape[1], n), dtype=dtype)
+        self.col = xp.empty((1, n), dtype=dtype)  # the softmax's max and sum per sample
         # D_l and a scratch for f' for every hidden layer l < L (D_{L-1} is kept as M, see _backward)
         self.D = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
         self.tmp = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
-        if L >= 2:
+        if L >= 2 and P[-1].shape[1] == 1:
             self.W_scaled = xp.empty_like(P[L - 1][:-1])
             # W_{L-1} ∘ w.T, from the weights of this epoch: computed before the blocks run
             self.pre_calls = [partial(xp.multiply, P[L - 1][:-1], P[L][:-1].T, self.W_scaled)]
@@ -203,17 +221,20 @@ class FullBatch:
     def _rescale_calls(self, P: list[Any]) -> list[Call]:
         """``G_{L-1} ∘ w.T`` once the shares are summed (see :meth:`_backward`)."""
         L = len(P) - 1
-        if L == 0:
+        if L == 0 or P[-1].shape[1] > 1:
             return []
         return [partial(self.xp.multiply, self.grads[L - 1], P[L][:-1].T, self.grads[L - 1])]
 
-    def _backward(self, P: list[Any], lr: float, cols: slice, G: list[Any], n: int) -> list[Call]:
+    def _backward(self, P: list[Any], scale: float, cols: slice, G: list[Any], n: int) -> list[Call]:
         xp, H, L, mm = self.xp, self.H, len(P) - 1, self._mm
         g = self.g[:, cols]
-        calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, -lr, n)
+        calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, scale, n,
+                                  self.col[:, cols])
         calls.append(mm(H[L][:, cols], g.T, G[L]))  # G_L = H_L @ g.T
         if L == 0:
             return calls
+        if P[-1].shape[1] > 1:  # k outputs: D_{L-1} = (W_L @ g) ∘ f'(Z_{L-1}.T), then as below
+            return calls + self._hidden_backward(P, cols, G, g, L + 1, P[L][:-1])
         # The output layer has one unit, so W_L @ g is an outer product w g (w = P_L[:-1], (k_L, 1)).
         # NumPy runs a broadcast multiply at a third of its contiguous speed, so D_{L-1} is kept as
         # M = [g; g; …] ∘ f'(Z_{L-1}.T), with D_{L-1} = w ∘ M row by row, and w goes onto the two small
@@ -223,10 +244,15 @@ class FullBatch:
         calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
         calls += self._times_f_prime(M, H[L][:-1][:, cols], self.tmp[L - 1][:, cols])
         calls.append(mm(H[L - 1][:, cols], M.T, G[L - 1]))
-        D = M
-        for l in range(L - 1, 0, -1):  # D_{l-1} from D_l, then G_{l-1}
+        return calls + self._hidden_backward(P, cols, G, M, L, getattr(self, "W_scaled", None))
+
+    def _hidden_backward(self, P: list[Any], cols: slice, G: list[Any], D: Any, top: int, W_top: Any) -> list[Call]:
+        """From ``D_top`` down: ``D_{l-1} = (W_l @ D_l) ∘ f'``, then ``G_{l-1}``, for ``l = top - 1 .. 1`` (layer
+        ``top - 1`` multiplies by ``W_top``)."""
+        H, mm, calls = self.H, self._mm, []
+        for l in range(top - 1, 0, -1):  # D_{l-1} from D_l, then G_{l-1}
             dA = self.D[l - 1][:, cols]
-            W = self.W_scaled if l == L - 1 else P[l][:-1]
+            W = W_top if l == top - 1 else P[l][:-1]
             calls += [mm(W, D, dA), *self._times_f_prime(dA, H[l][:-1][:, cols], self.tmp[l - 1][:, cols])]
             calls.append(mm(H[l - 1][:, cols], dA.T, G[l - 1]))
             D = dA
@@ -263,7 +289,65 @@ class FullBatch:
 
     def loss(self) -> Any:
         """The loss of the last :meth:`forward`, a 0-d device array (no host sync)."""
+        if self.model.task == "multiclass":
+            return losses.cross_entropy(self.xp, self.z, self.y, classes=0)
         return losses.loss(self.xp, self.model.task, self.z, self.y)
+
+
+class MiniBatches:
+    """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each epoch,
+    ``batch_size`` rows a step (the last step takes the rest), each step a :class:`FullBatch` epoch on
+    its rows. The data stay on the device feature-major; a step gathers its columns into the batch's
+    buffers (``take`` with ``out``). The optimizer state is shared by the two batch shapes; an epoch
+    allocates only the new order (``shuffle`` in place), and nothing waits for the host.
+
+    ``shuffle=False`` keeps the rows in order (scikit-learn's ``shuffle=False``, for the tests).
+    """
+
+    def __init__(self, model: MLP, X: Any, y: Any, lr: float, batch_size: int, seed: int, opt: Optimizer | None = None,
+                 shuffle: bool = True, parts: int = 1, pool: Any = None):
+        xp, n = model.xp, X.shape[0]
+        dtype, k = model.packed[0].dtype, model.packed[-1].shape[1]
+        self.xp, self.shuffle = xp, shuffle
+        self.X = xp.ascontiguousarray(X.T)  # (d, n)
+        self.Y = targets(xp, model.task, y, k, dtype)  # (k, n)
+        self.order = xp.arange(n)
+        self.rng = xp.random.RandomState(seed)
+        opt = opt or Optimizer()
+        state = State(xp, model.packed, opt, lr)
+        b = min(batch_size, n)
+        sizes = {b, n % b} - {0}
+        shapes = {m: FullBatch(model, X[:m], y[:m], lr, parts, pool, opt, state) for m in sizes}
+        self.batches = list(shapes.values())
+        self.calls: list[Call] = []
+        for start in range(0, n, b):
+            rows = self.order[start:start + b]
+            fb = shapes[rows.shape[0]]
+            self.calls += [_gather(xp, self.X, rows, fb.H[0][:-1]), _gather(xp, self.Y, rows, fb.y), *fb.epoch_calls]
+
+    def epoch(self) -> None:
+        if self.shuffle:
+            self.rng.shuffle(self.order)
+        for call in self.calls:
+            call()
+
+    def warm_up(self) -> None:
+        for fb in self.batches:
+            fb.warm_up()
+
+
+def targets(xp: Any, task: str, y: Any, k: int, dtype: Any) -> Any:
+    """The targets feature-major: ``y`` (n, 1) as (1, n), or as one-hot columns (k, n) for k classes."""
+    n = y.shape[0]
+    row = xp.array(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n), a copy: mini-batches write into theirs
+    return xp.ascontiguousarray(losses.one_hot(xp, row, k, classes=0)) if task == "multiclass" else row
+
+
+def _gather(xp: Any, src: Any, cols: Any, out: Any) -> Call:
+    """``out ← src[:, cols]`` without allocating (NumPy: ``take`` with ``out`` in a mode that needs no buffer)."""
+    if xp is np:
+        return partial(np.take, src, cols, axis=1, out=out, mode="wrap")
+    return partial(xp.take, src, cols, axis=1, out=out)
 
 
 def product_flops(model: MLP, n: int) -> float:

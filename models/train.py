@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, product_flops
+from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, MiniBatches, product_flops
+from sweeper.models.optim import Optimizer
 
 MAX_CHECKS = 10
 # Loss samples kept per curve (train and validation): 2 × 100,000 float64 = 1.6 MB on the device and
@@ -74,8 +75,17 @@ def train(
     patience: int = 0,
     sync_every_epoch: bool = False,
     progress: Callable[[int, float, float], None] | None = None,
+    opt: Optimizer | None = None,
+    batch_size: int = 0,
+    seed: int = 0,
+    shuffle: bool = True,
 ) -> TrainResult:
     """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``.
+
+    ``opt`` is the update rule (:mod:`models.optim`; gradient descent by default). ``batch_size`` between 1
+    and n - 1 makes an epoch a pass of mini-batch steps over the rows in an order drawn each epoch from
+    ``seed`` (:class:`models.mlp.MiniBatches`; ``shuffle=False`` keeps the rows' order); the sampled
+    training loss is then the whole training set's, measured before the epoch's first step.
 
     ``progress(epoch, train_loss, val_loss)`` is called at each segment end, where the host already
     has the losses: a progress bar costs no extra synchronisation.
@@ -97,7 +107,14 @@ def train(
     t_warm = backend.clock()
     n = X.shape[0]
     with backend.host_threads(product_flops(model, n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
-        batch = FullBatch(model, X, y, lr, parts, pool)
+        if 0 < batch_size < n:
+            batch = MiniBatches(model, X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
+            measured = FullBatch(model, X, y, parts=parts, pool=pool)  # the training loss, forward only
+            rest = batch.epoch  # after a sampled epoch's measurement: all its steps
+            measured.forward()
+        else:
+            batch = measured = FullBatch(model, X, y, lr, parts, pool, opt)
+            rest = batch.backward_and_update
         val_batch = FullBatch(model, X_val, y_val, parts=parts, pool=pool)
         batch.warm_up()
         val_batch.forward()
@@ -108,8 +125,8 @@ def train(
                 if e % log_every and not sync_every_epoch:
                     batch.epoch()
                     continue
-                batch.forward()
-                loss = batch.loss()
+                measured.forward()
+                loss = measured.loss()
                 if e % log_every == 0:  # a sampled epoch: both losses on the weights before this update
                     k = e // log_every
                     hist[k] = loss
@@ -117,7 +134,7 @@ def train(
                     vhist[k] = val_batch.loss()
                     if patience:
                         candidate = [P.copy() for P in model.packed]  # weights the val loss was measured on
-                batch.backward_and_update()
+                rest()
                 if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
                     float(backend.to_numpy(loss))
 

@@ -87,7 +87,20 @@ TOP_LEVEL: dict[str, Rule] = {
     "patience": integer(ge=0),
     "sync_every_epoch": Rule("true or false", lambda v: isinstance(v, bool)),
     "resume": Rule("true or false", lambda v: isinstance(v, bool)),
+    "optimizer": choice("gd", "momentum", "adam"),
+    "momentum": fraction(),
+    "nesterov": Rule("true or false", lambda v: isinstance(v, bool)),
+    "beta1": fraction(),
+    "beta2": fraction(),
+    "eps": positive_number(),
+    "batch_size": Rule("an integer >= 0 (0 = the full batch)", lambda v: _is_int(v) and v >= 0),
+    "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
 }
+
+# Keys added after runs were pinned, with their defaults: a key at its default is left out of the
+# fingerprint, so a run from before the key keeps its fingerprint (resume=true, conf/best pins).
+ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov": False, "beta1": 0.9,
+                                  "beta2": 0.999, "eps": 1e-8, "batch_size": 0, "weight_decay": 0.0}
 
 _SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
@@ -96,6 +109,9 @@ DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
     "diabetes": _SPLIT,
     "breast_cancer": _SPLIT,
+    "iris": _SPLIT,
+    "wine": _SPLIT,
+    "digits": _SPLIT,
     "spambase": {**_SPLIT, "path": text()},
     "csv": {
         **_SPLIT,
@@ -104,7 +120,7 @@ DATA: dict[str, dict[str, Rule]] = {
         "header": Rule("true or false", lambda v: isinstance(v, bool)),
         "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
                     lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
-        "task": choice("auto", "regression", "binary"),
+        "task": choice("auto", "regression", "binary", "multiclass"),
         "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
                                lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
     },
@@ -312,6 +328,14 @@ def _unparsable(arg: str, e: Exception) -> None:
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:
     """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs."""
-    kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED}
+    kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
     blob = json.dumps(kept, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _at_added_default(key: str, value: Any) -> bool:
+    """Whether ``key`` is one of :data:`ADDED_DEFAULTS` at its default (``0`` and ``0.0`` alike, not ``false``)."""
+    if key not in ADDED_DEFAULTS:
+        return False
+    default = ADDED_DEFAULTS[key]
+    return value == default and isinstance(value, bool) == isinstance(default, bool)

@@ -5,7 +5,8 @@ A job is *compute* (data → model → train → score) and *record* (MLflow chi
 device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
 computed for it (:data:`sweeper.run.HANDOFF`). A job that cannot join a group (``sync_every_epoch``,
-an already finished ``resume=true`` configuration, a device that is not there) and every member of a
+an optimizer other than ``gd``, mini-batches, weight decay, a multi-class target, an already finished
+``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
 # differ in lr, seed (weights, and the split: then each has its own data), epochs and patience.
-SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every")
+SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
+          "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 
 
 @dataclass
@@ -112,7 +114,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
         own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
+        if cfg["sync_every_epoch"] or not own_stride or not _batchable(cfg) or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
         key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)
@@ -133,6 +135,12 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
     return groups, alone
 
 
+def _batchable(cfg: dict[str, Any]) -> bool:
+    """Whether the batched trainer computes this configuration as the one-job path does: full-batch gradient
+    descent without weight decay (other optimizers, mini-batches and weight decay run alone)."""
+    return cfg["optimizer"] == "gd" and cfg["batch_size"] == 0 and cfg["weight_decay"] == 0
+
+
 def _fits(members: list[Job], budget: int) -> int:
     """How many of these members fit the memory budget together (estimated from the data's shape)."""
     cfg = members[0].plain
@@ -142,6 +150,8 @@ def _fits(members: list[Job], budget: int) -> int:
         return 0
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
+        return 0
+    if ds.task == "multiclass":  # k softmax outputs: the one-job path's trainer
         return 0
     sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [1]
     shared = len({m.plain["seed"] for m in members}) == 1

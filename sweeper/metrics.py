@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -11,10 +12,16 @@ TIMINGS = ("wall_time_s", "train_time_s", "group_train_time_s", "warmup_time_s",
 # Every quality metric (after its val_/test_ prefix) and whether lower is better: errors and losses
 # are, scores (accuracy, F1, ROC AUC, R²) are not.
 LOWER_IS_BETTER = {"mse": True, "mae": True, "rmse": True, "log_loss": True,
-                   "accuracy": False, "f1": False, "roc_auc": False, "r2": False}
+                   "accuracy": False, "f1": False, "f1_macro": False, "roc_auc": False, "r2": False}
 
 # The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
-PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False)}
+PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False), "multiclass": ("accuracy", False)}
+
+
+def task_of(names: Any) -> str:
+    """The task of a run from its metric names: multiclass (``val_f1_macro``), binary (``val_accuracy``), or
+    regression."""
+    return "multiclass" if "val_f1_macro" in names else "binary" if "val_accuracy" in names else "regression"
 
 
 def regression(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -63,7 +70,26 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
     return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
+def confusion(y: np.ndarray, prob: np.ndarray) -> np.ndarray:
+    """Counts ``C[i, j]`` of rows of class ``i`` predicted as ``j`` (the most probable class), (k, k)."""
+    k = prob.shape[1]
+    return np.bincount(y.ravel().astype(int) * k + prob.argmax(axis=1), minlength=k * k).reshape(k, k)
+
+
+def multiclass(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
+    """Accuracy, macro-averaged F1 (a class never true nor predicted counts 0, as scikit-learn's
+    ``zero_division=0``) and log loss (probabilities clipped to [1e-15, 1], renormalised) of class
+    probabilities ``prob`` (n, k) against class indices ``y``."""
+    c = confusion(y, prob).astype(float)
+    tp, predicted, actual = np.diag(c), c.sum(axis=0), c.sum(axis=1)
+    f1 = np.divide(2 * tp, predicted + actual, out=np.zeros_like(tp), where=predicted + actual > 0)
+    p = np.clip(prob, 1e-15, 1.0)
+    p = p / p.sum(axis=1, keepdims=True)
+    return {"accuracy": float(tp.sum() / c.sum()), "f1_macro": float(f1.mean()),
+            "log_loss": float(-np.mean(np.log(p[np.arange(len(p)), y.ravel().astype(int)])))}
+
+
 def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, float]:
     """The task's metrics named ``{prefix}_{metric}``; undefined ones (NaN) are left out."""
-    values = regression(y, pred) if task == "regression" else binary(y, pred)
+    values = {"regression": regression, "binary": binary, "multiclass": multiclass}[task](y, pred)
     return {f"{prefix}_{k}": v for k, v in values.items() if math.isfinite(v)}

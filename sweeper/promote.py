@@ -96,11 +96,11 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
     """The ranking metric: the one asked for, which the runs must have, or the task's primary one."""
     have = sorted({k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)})
     if metric is None:
-        tasks = {"binary" if "val_accuracy" in r.data.metrics else "regression" for r in runs}
-        if len(tasks) > 1:
+        primary = {metrics.PRIMARY[metrics.task_of(r.data.metrics)][0] for r in runs}
+        if len(primary) > 1:
             raise _fail("--experiment", experiment,
-                        f"it mixes regression and binary runs: pass --metric, one of {', '.join(have)}")
-        metric = "val_" + metrics.PRIMARY[tasks.pop()][0]
+                        f"it mixes regression and classification runs: pass --metric, one of {', '.join(have)}")
+        metric = "val_" + primary.pop()
     if metric not in have:
         raise _fail("--metric", metric, f"the finished runs of experiment {experiment} have no such validation metric: "
                     f"expected one of {', '.join(have)}")
@@ -135,7 +135,7 @@ def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: 
         "promoted": date.today().isoformat(),
         "git_commit": tags.get("mlflow.source.git.commit"),
         "data": params.get("data.name"),
-        "task": "binary" if "val_accuracy" in m else "regression",
+        "task": metrics.task_of(m),
         "metric": metric,
         "rank": rank,
         "fingerprint": tags["fingerprint"],
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--experiment", required=True, help="the MLflow experiment (by default the data set's name)")
     parser.add_argument("--metric", help="validation metric to rank by "
-                        "(default: val_mse for regression, val_accuracy for binary)")
+                        "(default: val_mse for regression, val_accuracy for binary and multiclass)")
     parser.add_argument("--top", default="1", help="how many configurations to promote (default 1)")
     parser.add_argument("--name", help="the file name (top 1) or its prefix: NAME_1, NAME_2, ... "
                         "(default: the experiment's name)")

@@ -1,7 +1,8 @@
 """The trained network as an MLflow pyfunc model: weights and scalers in an ``.npz``, NumPy at load time.
 
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-    model.predict(X)   # X: raw features (n, d) → predictions in the target's units, or P(y = 1)
+    model.predict(X)   # X: raw features (n, d) → predictions in the target's units, P(y = 1), or (n, k)
+                       #    class probabilities (the classes in meta.json's order)
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     weights, meta = path.parent / "weights.npz", path.parent / "meta.json"
     np.savez(weights, x_mean=dataset.x_mean, x_scale=dataset.x_scale, **{f"p{i}": p for i, p in enumerate(params)})
     meta.write_text(json.dumps({"n_params": len(params), "activation": activation, "task": dataset.task,
-                                "y_mean": dataset.y_mean, "y_scale": dataset.y_scale}))
+                                "y_mean": dataset.y_mean, "y_scale": dataset.y_scale,
+                                "classes": list(dataset.classes or [])}))
     mlflow.pyfunc.save_model(
         path,
         python_model=str(ENTRY),  # models from code, not a pickle

@@ -25,7 +25,10 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
         n = self.meta["n_params"]
         mlp = MLP(np, [a[f"p{i}"].astype(np.float64) for i in range(n)], self.meta["activation"], self.meta["task"])
-        pred = mlp.predict(X).ravel()
+        pred = mlp.predict(X)
+        if self.meta["task"] == "multiclass":
+            return pred  # (n, k): the probability of each class, in the order of meta["classes"]
+        pred = pred.ravel()
         return pred * self.meta["y_scale"] + self.meta["y_mean"] if self.meta["task"] == "regression" else pred
 
 

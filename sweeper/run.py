@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper import data, metrics, models, sweep, tracking  # pyfunc (MLflow) only where a model is saved
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
+from sweeper.models.optim import Optimizer
 from sweeper.models.train import diverged
 
 log = logging.getLogger("sweeper")
@@ -33,8 +34,8 @@ RESULT_FILE = "result.json"
 HANDOFF: dict[int, "Computed"] = {}
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
-# Metrics every task has and that are finite for any finite predictions, unless their squares overflow.
-DEFINED = ("mse", "mae")
+# Per task, metrics that are finite for any finite predictions, unless their squares overflow.
+DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass": ("log_loss",)}
 
 
 @dataclass
@@ -178,6 +179,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     files, folders = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if out.reason is None:
         files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
+        if dataset.task == "multiclass":
+            files.append(_confusion_csv(ctx.output_dir, dataset, out.test_pred))
         if cfg.tracking.log_model:
             from sweeper import pyfunc
 
@@ -242,11 +245,25 @@ def _kill(client: Any, run_id: str | None, params: dict[str, Any], system: list[
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
-    """The test split's targets and predictions (target units, or P(y = 1)), logged beside the model."""
+    """The test split's targets and predictions (target units, or P(y = 1); for k classes the predicted
+    class index and the k probabilities ``p_<class>``), logged beside the model."""
     path = folder / "test_predictions.csv"
     y = dataset.to_original(dataset.y_test).ravel()
-    np.savetxt(path, np.column_stack([y, pred.ravel()]), delimiter=",", header="y_true,y_pred", comments="",
-               fmt="%.17g")
+    if dataset.task == "multiclass":
+        columns, header = [y, pred.argmax(axis=1), pred], ",".join(["y_true", "y_pred", *(f"p_{c}" for c in dataset.classes)])
+    else:
+        columns, header = [y, pred.ravel()], "y_true,y_pred"
+    np.savetxt(path, np.column_stack(columns), delimiter=",", header=header, comments="", fmt="%.17g")
+    return path
+
+
+def _confusion_csv(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> Path:
+    """The test split's confusion matrix: a row per true class, a column per predicted class, with names."""
+    path = folder / "confusion_matrix.csv"
+    counts = metrics.confusion(dataset.y_test, prob)
+    lines = [",".join(["true\\predicted", *dataset.classes])]
+    lines += [",".join([c, *map(str, row)]) for c, row in zip(dataset.classes, counts.tolist())]
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -277,7 +294,7 @@ class Outcome:
     curves: dict[str, tuple[np.ndarray, np.ndarray]]
     reason: str | None  # why it failed (diverged), or None
     params: list[np.ndarray] = field(default_factory=list)  # the trained weights
-    test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1)
+    test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
 
 
 @dataclass
@@ -296,12 +313,13 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
     host = [a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)]
     t_h2d = backend.clock()
     X, y, Xv, yv = (backend.to_device(a) for a in host)
-    model = models.build(cfg, dataset.n_features, dataset.task, backend)
+    model = models.build(cfg, dataset.n_features, dataset.task, backend, dataset.n_outputs)
     h2d_time_s = backend.clock() - t_h2d
     with progress_bar(cfg.epochs) as progress:
         fit = models.train(
             backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
             patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
+            opt=Optimizer.from_config(cfg), batch_size=cfg.batch_size, seed=cfg.seed,
         )
     return evaluate(dataset, backend, model, fit, dtype, h2d_time_s)
 
@@ -334,7 +352,7 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as a divergence
         quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
         quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
-    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED if f"{split}_{m}" not in quality]
+    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED[dataset.task] if f"{split}_{m}" not in quality]
     if lost:  # score() leaves out non-finite values: these overflowed
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
     final = backend.to_numpy(model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))).reshape(1)
@@ -342,7 +360,8 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
     scores |= quality
     params = [backend.to_numpy(p) for p in model.params]
-    return Outcome(scores, curves, None, params, pred[n_val:].ravel())
+    test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
+    return Outcome(scores, curves, None, params, test_pred)
 
 
 def _finish(ctx: JobContext, result: dict[str, Any]) -> dict[str, Any]:

@@ -37,13 +37,23 @@ def classes(k):
 
 
 @pytest.mark.parametrize("k", [3, 20])
-def test_auto_refuses_a_few_integer_values_as_class_labels(tmp_path, k):
-    path = write_csv(tmp_path / "classes.csv", classes(k))
-    message = refused(path)
-    assert message.startswith(f"data.path={path}: the target (column y) has {k} distinct integer values (0, 1, 2")
-    assert "multi-class targets are not supported yet: set data.task=regression" in message
+def test_auto_reads_a_few_integer_values_as_class_labels(tmp_path, k):
+    path = write_csv(tmp_path / "classes.csv", classes(k) + 5)  # labels 5..5+k-1 become indices 0..k-1
+    ds = load(path)
+    assert ds.task == "multiclass" and ds.classes == tuple(str(c) for c in range(5, 5 + k)) and ds.n_outputs == k
+    ys = np.concatenate([ds.y_train, ds.y_val, ds.y_test]).ravel()
+    assert sorted(set(ys)) == list(range(k))
     ds = load(path, "data.task=regression")  # the user's choice: fit the integers as a number
-    assert ds.task == "regression" and ds.positive_class is None
+    assert ds.task == "regression" and ds.positive_class is None and ds.classes is None
+
+
+def test_text_with_several_values_and_task_multiclass_make_classes(tmp_path):
+    ds = load(write_csv(tmp_path / "t.csv", np.array(["b", "a", "c", "d"] * 10)))
+    assert ds.task == "multiclass" and ds.classes == ("a", "b", "c", "d")
+    two = load(write_csv(tmp_path / "two.csv", classes(2)), "data.task=multiclass")
+    assert two.task == "multiclass" and two.n_outputs == 2
+    many = load(write_csv(tmp_path / "many.csv", classes(21)), "data.task=multiclass")
+    assert many.n_outputs == 21
 
 
 @pytest.mark.parametrize("target", [classes(21), classes(3) + 0.5, X[:, 0] * 3])
@@ -89,7 +99,9 @@ def test_text_targets_load_from_json_and_npz_and_the_positive_class_can_be_chose
 @pytest.mark.parametrize(
     "target, overrides, message",
     [
-        (np.array(["a", "b", "c", "d"] * 10), [], "a text target needs two distinct values: column y of"),
+        (np.array(["a"] * 40), [], "a text target needs two distinct values: column y of"),
+        (classes(3), ["data.task=multiclass", "data.positive_class=1"], "data.positive_class=1 is for a binary target"),
+        (np.zeros(len(X)), ["data.task=multiclass"], "data.task=multiclass needs two or more distinct values"),
         (np.where(X[:, 0] > 0, "spam", "ham"), ["data.task=regression"], "data.task=regression needs a numeric target"),
         (np.where(X[:, 0] > 0, "spam", "ham"), ["data.positive_class=eggs"],
          "data.positive_class=eggs is not a value of the target: column y of"),
