@@ -112,10 +112,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
         own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        # sparse text features (data=sms|text, data.sparse=true) train through the one-job path, whose first
-        # layer is a sparse product; the batched trainer's shared first layer is dense (d + 1, n)
-        sparse = cfg["data"]["name"] in data.TEXT and cfg["data"].get("sparse")
-        if cfg["sync_every_epoch"] or not own_stride or sparse or (cfg["resume"] and _finished(cfg)):
+        if cfg["sync_every_epoch"] or not own_stride or sparse_text(cfg) or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
         key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)
@@ -134,6 +131,12 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         groups += [members[i:i + size] for i in range(0, len(members), size)]
     alone.sort(key=lambda j: j.idx)
     return groups, alone
+
+
+def sparse_text(cfg: dict[str, Any]) -> bool:
+    """Sparse text features (data=sms|text, data.sparse=true) train through the one-job path, whose first
+    layer is a sparse product; the batched trainer's first layer reads a dense ``[X.T; 1]`` (d + 1, n)."""
+    return cfg["data"]["name"] in data.TEXT and bool(cfg["data"].get("sparse"))
 
 
 def _fits(members: list[Job], budget: int) -> int:

@@ -99,7 +99,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     computed = HANDOFF.get(ctx.num) if ctx.sweep_dir is not None else None
     # before the store: a bad file must leave no store or experiment behind
     dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
-    if dataset.positive_class is not None:  # which of the file's two values is 1: a param of the run
+    if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
         "status": None,
