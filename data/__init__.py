@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.data.loaders import LOADERS, DataError
+from sweeper.backend import is_sparse
+from sweeper.data.loaders import LOADERS, TEXT, DataError
 
-__all__ = ["DataError", "Dataset", "load", "split"]
+__all__ = ["DataError", "Dataset", "TEXT", "is_sparse", "load", "split", "stack_rows"]
 
 
 @dataclass
@@ -34,6 +35,9 @@ class Dataset:
     x_scale: np.ndarray | None = None
     positive_class: str | None = None
     classes: tuple[str, ...] | None = None  # a multi-class target's class names, in the order of its indices
+    # text data (data=sms|text): the vectorizer fitted on the training rows, and the test rows' documents
+    vectorizer: Any = None
+    text_test: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:
@@ -43,6 +47,10 @@ class Dataset:
     def n_outputs(self) -> int:
         """The model's outputs: one per class for a multi-class task, else one."""
         return len(self.classes) if self.task == "multiclass" else 1
+
+    def test_inputs(self) -> Any:
+        """The test rows as a model takes them in: raw features, or documents (strings) for text data."""
+        return self.text_test if self.vectorizer is not None else self.raw(self.X_test)
 
     def to_original(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
@@ -66,20 +74,84 @@ def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.where(std > 0, std, 1.0)
 
 
+def stack_rows(a: Any, b: Any) -> Any:
+    """``a`` and ``b`` one above the other: ``np.concatenate``, or ``scipy.sparse.vstack`` (CSR) for sparse rows."""
+    if is_sparse(a):
+        import scipy.sparse
+
+        return scipy.sparse.vstack([a, b], format="csr")
+    return np.concatenate([a, b])
+
+
+def vectorizer(cfg: Any) -> Any:
+    """The scikit-learn vectorizer ``data.features`` names (imported here only: numeric jobs never pay for it).
+
+    ``tfidf`` (default) and ``counts`` keep the ``data.max_features`` most frequent terms (0: all) of at
+    least ``data.min_df`` training documents; ``hashing`` hashes terms into ``data.max_features`` columns
+    (0: 2**20), l2-normalised, without signs. ``data.ngram_max=2`` adds word pairs."""
+    from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
+
+    ngrams = (1, cfg.ngram_max)
+    if cfg.features == "hashing":
+        return HashingVectorizer(n_features=cfg.max_features or 2**20, ngram_range=ngrams, alternate_sign=False)
+    kind = TfidfVectorizer if cfg.features == "tfidf" else CountVectorizer
+    return kind(max_features=cfg.max_features or None, min_df=cfg.min_df, ngram_range=ngrams)
+
+
+def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tuple[Any, Any]:
+    """The vectorizer fitted on the training documents only, and every row's features (CSR, float64)."""
+    vec = vectorizer(cfg)
+    try:
+        vec.fit(docs[train])
+    except ValueError as e:  # empty vocabulary: no term in min_df training documents, or no words at all
+        raise DataError(f"{where}: no features from the training documents with data.features={cfg.features} "
+                        f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or check data.text"
+                        ) from None
+    return vec, vec.transform(docs).astype(np.float64).tocsr()
+
+
+def vectorizer_state(vec: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """What rebuilds a fitted vectorizer without a pickle: its settings (JSON) and arrays (the terms in
+    column order, the IDF weights); :func:`vectorizer_from_state` is the inverse."""
+    spec = {k: cfg[k] for k in ("features", "max_features", "min_df", "ngram_max")}
+    if spec["features"] == "hashing":
+        return spec, {}
+    arrays = {"terms": np.array(sorted(vec.vocabulary_, key=vec.vocabulary_.get), dtype=str)}
+    if spec["features"] == "tfidf":
+        arrays["idf"] = vec.idf_
+    return spec, arrays
+
+
+def vectorizer_from_state(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """The fitted vectorizer that :func:`vectorizer_state` described."""
+    from types import SimpleNamespace
+
+    vec = vectorizer(SimpleNamespace(**spec))
+    if "terms" in arrays:
+        vec.set_params(vocabulary=arrays["terms"].tolist())
+        if "idf" in arrays:
+            vec.idf_ = arrays["idf"]
+    return vec
+
+
+def vocabulary_size(vec: Any) -> int:
+    """Columns the fitted vectorizer produces: its vocabulary, or the hashing width."""
+    return len(vec.vocabulary_) if hasattr(vec, "vocabulary_") else vec.n_features
+
+
 def load(cfg: Any, seed: int) -> Dataset:
-    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it."""
+    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it.
+
+    Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
+    standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``."""
     X, y, task, positive_class, classes = LOADERS[cfg.name](cfg, seed)
     path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
     where = f"data.path={path}" if path is not None else f"data={cfg.name}"
+    if cfg.name in TEXT:
+        return _text(cfg, seed, X, y, task, positive_class, where, classes)
     if not np.isfinite(X).all() or not np.isfinite(y).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
-    train, val, test = split(len(X), cfg.val_fraction, cfg.test_fraction, seed)
-    if len(train) < 2:
-        raise DataError(
-            f"{where}: too few rows ({len(X)}) for data.val_fraction={cfg.val_fraction} and "
-            f"data.test_fraction={cfg.test_fraction}: training needs at least 2 rows, validation and test 1 each; "
-            "add rows, or set both fractions to 0 to score on the training rows"
-        )
+    train, val, test = _split(len(X), cfg, seed, where)
     mean, std = _scale(X[train])  # fitted on the training rows only
     y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
 
@@ -88,3 +160,31 @@ def load(cfg: Any, seed: int) -> Dataset:
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
                    positive_class, classes)
+
+
+def _split(n: int, cfg: Any, seed: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    train, val, test = split(n, cfg.val_fraction, cfg.test_fraction, seed)
+    if len(train) < 2:
+        raise DataError(
+            f"{where}: too few rows ({n}) for data.val_fraction={cfg.val_fraction} and "
+            f"data.test_fraction={cfg.test_fraction}: training needs at least 2 rows, validation and test 1 each; "
+            "add rows, or set both fractions to 0 to score on the training rows"
+        )
+    return train, val, test
+
+
+def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, positive_class: str | None,
+          where: str, classes: tuple[str, ...] | None = None) -> Dataset:
+    """Split the documents, fit the features on the training rows, keep them sparse (or not)."""
+    if not np.isfinite(y).all():
+        raise DataError(f"{where}: the target holds missing or non-finite values; clean them first")
+    train, val, test = _split(len(docs), cfg, seed, where)
+    vec, F = _features(cfg, docs, train, where)
+    y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
+
+    def rows(idx: np.ndarray) -> tuple[Any, np.ndarray]:
+        part = F[idx]
+        return (part if cfg.sparse else part.toarray()), ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
+
+    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
+                   positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])

@@ -122,15 +122,10 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     any two-valued target is read as 0/1, the later-sorted value (or ``data.positive_class``) being 1.
     """
     path = Path(cfg.path)
-    suffix = path.suffix.lower()
-    if suffix == ".npz":
+    if path.suffix.lower() == ".npz":
         X, target, label = *_read_npz(path), "y"
     else:
-        names, rows = _read_json(path) if suffix == ".json" else _read_delimited(path, cfg.header, cfg.sep)
-        width = _width(rows, path)
-        if names is not None and len(names) != width:
-            raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
-                            "check data.sep and data.header")
+        names, rows, width = _table(path, cfg)
         col = _target_index(cfg.target, names, width, path)
         columns = names or list(range(width))  # as the file numbers them, for the errors
         label, target = columns[col], [r[col] for r in rows]
@@ -138,6 +133,58 @@ def csv_file(cfg: Any, seed: int) -> Raw:
         if X.shape[1] == 0:
             raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
     return Raw(X, *_target(target, label, cfg.task, cfg.positive_class, path))
+
+
+def sms(cfg: Any, seed: int) -> Raw:
+    """The UCI SMS Spam Collection: ``label<TAB>message`` per line, no header, no quoting; 1 = spam.
+
+    ``X`` holds the messages (an object array of strings): :func:`sweeper.data.load` turns them into
+    features fitted on the training rows only."""
+    path = Path(cfg.path)
+    _, rows = _read_delimited(path, header=False, sep="\t", quoting=csv.QUOTE_NONE)
+    if _width(rows, path) != 2:
+        raise DataError(f"data.path={path}: expected 2 tab-separated fields per line (label, message), "
+                        f"found {_width(rows, path)}; is it SMSSpamCollection?")
+    return Raw(np.array([r[1] for r in rows], dtype=object), *_target([r[0] for r in rows], 0, "binary", "spam", path))
+
+
+def text_file(cfg: Any, seed: int) -> Raw:
+    """A user file of documents: .csv/.tsv/.txt (delimited), .json (records or columns) or .jsonl (one
+    record a line); ``data.text`` names the text column, ``data.target`` the label (read as by ``data=csv``)."""
+    path = Path(cfg.path)
+    names, rows, width = _table(path, cfg)
+    col = _target_index(cfg.target, names, width, path)
+    tcol = _target_index(cfg.text, names, width, path, key="data.text")
+    columns = names or list(range(width))
+    if tcol == col:
+        raise DataError(f"data.text={cfg.text} and data.target={cfg.target} name the same column {columns[col]} "
+                        f"of {path}: the text and the target must be different columns")
+    texts = [r[tcol] for r in rows]
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise DataError(f"data.path={path}: the text column {columns[tcol]} holds "
+                            f"{'no value' if t is None else repr(t)} in row {i + 1}; every row needs a text")
+    if not any(t.strip() for t in texts):
+        raise DataError(f"data.path={path}: the text column {columns[tcol]} is empty in every row; "
+                        "set data.text to the column that holds the documents")
+    return Raw(np.array(texts, dtype=object), *_target([r[col] for r in rows], columns[col], cfg.task,
+                                                        cfg.positive_class, path))
+
+
+def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int]:
+    """A delimited, .json or .jsonl file's column names (or None), rows and number of fields."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        names, rows = _read_json(path)
+    elif suffix == ".jsonl":
+        names, rows = _read_jsonl(path)
+    else:
+        names, rows = _read_delimited(path, cfg.header, cfg.sep)
+    width = _width(rows, path)
+    if names is not None and len(names) != width:
+        raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
+                        "check data.sep and data.header")
+    return names, rows, width
 
 
 def _parses(v: Any) -> bool:
@@ -214,16 +261,17 @@ def _target(values: list[Any], label: Any, task: str, positive: Any,
     return (y == classes[labels.index(want)]).astype(np.float64), "binary", want, None
 
 
-def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path) -> int:
+def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path, key: str = "data.target") -> int:
+    """The index of the column ``key`` (``data.target``, ``data.text``) names: a header name or an index."""
     if isinstance(target, str):
         if names is None:
-            raise DataError(f"data.target={target} is a column name, but {path} is read without a header "
-                            "(data.header=false): give the target's index instead")
+            raise DataError(f"{key}={target} is a column name, but {path} is read without a header "
+                            "(data.header=false): give the column's index instead")
         if target not in names:
-            raise DataError(f"data.target={target} is not a column of {path}: columns are {names}")
+            raise DataError(f"{key}={target} is not a column of {path}: columns are {names}")
         return names.index(target)
     if not -n_cols <= target < n_cols:
-        raise DataError(f"data.target={target} is out of range for {path}, which has {n_cols} columns")
+        raise DataError(f"{key}={target} is out of range for {path}, which has {n_cols} columns")
     return target % n_cols
 
 
@@ -268,11 +316,12 @@ def _text(path: Path) -> str:
         ) from None
 
 
-def _read_delimited(path: Path, header: bool, sep: str) -> tuple[list[str] | None, list[list[str]]]:
+def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
+                    ) -> tuple[list[str] | None, list[list[str]]]:
     """The header's names (or None) and the non-empty rows, as text."""
     sep = SEP_NAMES.get(sep, sep)
     try:
-        rows = [r for r in csv.reader(io.StringIO(_text(path), newline=""), delimiter=sep) if r]
+        rows = [r for r in csv.reader(io.StringIO(_text(path), newline=""), delimiter=sep, quoting=quoting) if r]
     except csv.Error as e:
         raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
     if not header or not rows:
@@ -296,6 +345,23 @@ def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
     if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:  # columns
         return list(obj), [list(r) for r in zip(*obj.values())]
     raise DataError(f"data.path={path}: JSON must be a list of records or an object of equal-length columns")
+
+
+def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
+    """JSON Lines: one record (an object) a line; blank lines are skipped. The first record names the columns."""
+    records = []
+    for i, line in enumerate(_text(path).splitlines()):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
+        if not isinstance(r, dict):
+            raise DataError(f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line")
+        records.append(r)
+    names = list(records[0]) if records else []
+    return names, [[r.get(k) for k in names] for r in records]
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
@@ -329,4 +395,8 @@ LOADERS = {
     "spambase": spambase,
     "synthetic": synthetic,
     "csv": csv_file,
+    "sms": sms,
+    "text": text_file,
 }
+# Data sets whose X holds documents, turned into features by sweeper.data.load (data.features, ...).
+TEXT = ("sms", "text")

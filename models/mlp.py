@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.backend import is_sparse
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
 from sweeper.models.optim import Optimizer, State
@@ -163,12 +164,17 @@ class FullBatch:
         n, dtype = X.shape[0], model.packed[0].dtype
         self.xp, self.model = xp, model
         self.opt = opt = opt or Optimizer()
-        self.H = [_ones_row(xp, (P[0].shape[0], n), dtype)]
-        self.H[0][:-1] = X.T
+        self.sparse = is_sparse(X)
+        if self.sparse:  # text features: X stays CSR, the first layer is its own product (_sparse_product)
+            self.X, self.XT = X, X.T.tocsr()  # (n, d) and (d, n): both products read rows
+            self.H = [None]
+        else:
+            self.H = [_ones_row(xp, (P[0].shape[0], n), dtype)]
+            self.H[0][:-1] = X.T
         self.H += [_ones_row(xp, (W.shape[1] + 1, n), dtype) for W in P[:-1]]
         self.z = xp.empty((P[-1].shape[1], n), dtype=dtype)
         self.y = targets(xp, model.task, y, P[-1].shape[1], dtype)
-        blocks = column_blocks(n, parts) if pool is not None else [slice(None)]
+        blocks = column_blocks(n, parts) if pool is not None and not self.sparse else [slice(None)]
         self.parts = len(blocks)
         self._mm = partial(_product, xp, len(blocks) > 1)
         forward = [self._forward(P, cols) for cols in blocks]
@@ -197,13 +203,25 @@ class FullBatch:
                                 *self.update_calls]
 
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
-        xp, H, act, mm = self.xp, self.H, self.model.act, self._mm
+        xp, H, act = self.xp, self.H, self.model.act
         calls: list[Call] = []
         for l in range(len(P) - 1):
             Z = H[l + 1][:-1][:, cols]  # Z_l.T (fan_out_l, n): overwritten by A_l.T in place
-            calls += [mm(P[l].T, H[l][:, cols], Z), *act.f_calls(xp, Z)]
-        calls.append(mm(P[-1].T, H[-1][:, cols], self.z[:, cols]))
+            calls += [self._layer(l, P, cols, Z), *act.f_calls(xp, Z)]
+        calls.append(self._layer(len(P) - 1, P, cols, self.z[:, cols]))
         return calls
+
+    def _layer(self, l: int, P: list[Any], cols: slice, out: Any) -> Call:
+        """``Z_l.T = P_l.T @ H_l`` into ``out``; the first layer on sparse X: ``(X @ W_0 + b_0).T``."""
+        if l == 0 and self.sparse:
+            return partial(_sparse_product, self.xp, self.X, P[0], out)
+        return self._mm(P[l].T, self.H[l][:, cols], out)
+
+    def _weight_grad(self, l: int, cols: slice, D: Any, G: Any) -> Call:
+        """``G_l = H_l @ D_l.T``; the first layer on sparse X: ``[X.T @ D_0.T; row sums of D_0]``."""
+        if l == 0 and self.sparse:
+            return partial(_sparse_grad, self.xp, self.XT, D, G)
+        return self._mm(self.H[l][:, cols], D.T, G)
 
     def _scratch(self, P: list[Any], n: int, dtype: Any) -> None:
         """Full-width buffers of the backward pass (each block works on its columns of them)."""
@@ -230,7 +248,7 @@ class FullBatch:
         g = self.g[:, cols]
         calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, scale, n,
                                   self.col[:, cols])
-        calls.append(mm(H[L][:, cols], g.T, G[L]))  # G_L = H_L @ g.T
+        calls.append(self._weight_grad(L, cols, g, G[L]))  # G_L = H_L @ g.T
         if L == 0:
             return calls
         if P[-1].shape[1] > 1:  # k outputs: D_{L-1} = (W_L @ g) ∘ f'(Z_{L-1}.T), then as below
@@ -243,7 +261,7 @@ class FullBatch:
         M = self.D[L - 1][:, cols]
         calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
         calls += self._times_f_prime(M, H[L][:-1][:, cols], self.tmp[L - 1][:, cols])
-        calls.append(mm(H[L - 1][:, cols], M.T, G[L - 1]))
+        calls.append(self._weight_grad(L - 1, cols, M, G[L - 1]))
         return calls + self._hidden_backward(P, cols, G, M, L, getattr(self, "W_scaled", None))
 
     def _hidden_backward(self, P: list[Any], cols: slice, G: list[Any], D: Any, top: int, W_top: Any) -> list[Call]:
@@ -254,7 +272,7 @@ class FullBatch:
             dA = self.D[l - 1][:, cols]
             W = W_top if l == top - 1 else P[l][:-1]
             calls += [mm(W, D, dA), *self._times_f_prime(dA, H[l][:-1][:, cols], self.tmp[l - 1][:, cols])]
-            calls.append(mm(H[l - 1][:, cols], dA.T, G[l - 1]))
+            calls.append(self._weight_grad(l - 1, cols, dA, G[l - 1]))
             D = dA
         return calls
 
@@ -396,6 +414,19 @@ class _Blocks:
 def _run(calls: list[Call]) -> None:
     for call in calls:
         call()
+
+
+def _sparse_product(xp: Any, X: Any, P0: Any, out: Any) -> None:
+    """``out ← (X @ W_0 + b_0).T`` (fan_out, n) for a sparse X (n, d): a sparse × dense product, never
+    densifying X (SciPy / cupyx allocate the (n, fan_out) result)."""
+    xp.copyto(out, (X @ P0[:-1]).T)
+    out += P0[-1:].T
+
+
+def _sparse_grad(xp: Any, XT: Any, D: Any, G: Any) -> None:
+    """``G ← [X.T @ D.T; D summed over samples]`` (d + 1, fan_out) from the CSR ``XT = X.T`` (d, n)."""
+    xp.copyto(G[:-1], XT @ D.T)
+    xp.sum(D, axis=1, out=G[-1])
 
 
 def _ones_row(xp: Any, shape: tuple[int, int], dtype: Any) -> Any:

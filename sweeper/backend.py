@@ -13,7 +13,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
 from typing import Any, Callable, ContextManager, Iterator
 
@@ -31,6 +31,16 @@ class BackendUnavailable(RuntimeError):
 
 def _host(a: Any) -> np.ndarray:
     return np.asarray(a)
+
+
+def is_sparse(a: Any) -> bool:
+    """A SciPy or CuPy sparse matrix (text features), told apart without importing either."""
+    return hasattr(a, "tocsr") and hasattr(a, "nnz")
+
+
+def _to_host_device(a: Any) -> Any:
+    """NumPy's "device": arrays as they are; a SciPy sparse matrix stays sparse (``np.asarray`` would box it)."""
+    return a if is_sparse(a) else np.asarray(a)
 
 
 def _no_wait() -> None:
@@ -105,7 +115,7 @@ class Backend:
 
     device: str  # "cpu" | "gpu"
     xp: ModuleType
-    to_device_fn: Callable[[np.ndarray], Any] = np.asarray
+    to_device_fn: Callable[[np.ndarray], Any] = _to_host_device
     to_numpy_fn: Callable[[Any], np.ndarray] = _host
     synchronize_fn: Callable[[], None] = _no_wait
     host_threads_fn: Callable[[float, int], ContextManager[tuple[int, Any]]] = _no_threads
@@ -152,6 +162,15 @@ def _cupy() -> ModuleType:
     return cupy
 
 
+def _to_gpu(cp: ModuleType, a: Any) -> Any:
+    """A host array on the GPU; a SciPy CSR matrix becomes a ``cupyx.scipy.sparse`` CSR matrix."""
+    if is_sparse(a):
+        import cupyx.scipy.sparse
+
+        return cupyx.scipy.sparse.csr_matrix(a)
+    return cp.asarray(a)
+
+
 def gpu_available() -> tuple[bool, str]:
     """Whether ``device=gpu`` can run here, and if not, why (for skip reasons)."""
     try:
@@ -169,5 +188,5 @@ def resolve(device: str) -> Backend:
         return Backend("gpu", np, fake=True)
     if device == "gpu":
         cp = _cupy()
-        return Backend("gpu", cp, cp.asarray, cp.asnumpy, lambda: cp.cuda.Device().synchronize())
+        return Backend("gpu", cp, partial(_to_gpu, cp), cp.asnumpy, lambda: cp.cuda.Device().synchronize())
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")

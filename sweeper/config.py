@@ -23,9 +23,9 @@ from sweeper import CONF_DIR, ROOT
 
 
 def experiment_name(data_name: str, path: str = "") -> str:
-    """The default experiment of a data set: its name, and for a user file (``data=csv``) the file's stem
-    too (``csv-sales``), so that unrelated files are not ranked together. ``${sweeper_experiment:...}``."""
-    return f"{data_name}-{Path(path).stem}" if data_name == "csv" and path else data_name
+    """The default experiment of a data set: its name, and for a user file (``data=csv``, ``data=text``) the
+    file's stem too (``csv-sales``), so that unrelated files are not ranked together. ``${sweeper_experiment:...}``."""
+    return f"{data_name}-{Path(path).stem}" if data_name in ("csv", "text") and path else data_name
 
 
 if not OmegaConf.has_resolver("sweeper_root"):
@@ -105,6 +105,23 @@ ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov"
 _SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
 SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
+# How documents become features (data=sms, data=text): sweeper.data.vectorizer.
+_TEXT_FEATURES = {
+    "features": choice("tfidf", "counts", "hashing"),
+    "max_features": Rule("an integer >= 0 (0: no cap)", lambda v: _is_int(v) and v >= 0),
+    "ngram_max": Rule("1 (words) or 2 (words and word pairs)", lambda v: _is_int(v) and v in (1, 2)),
+    "min_df": integer(ge=1),
+    "sparse": Rule("true or false", lambda v: isinstance(v, bool)),
+}
+_CSV_COLUMNS = {
+    "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
+    "header": Rule("true or false", lambda v: isinstance(v, bool)),
+    "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
+                lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
+    "task": choice("auto", "regression", "binary", "multiclass"),
+    "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
+                           lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
+}
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
     "diabetes": _SPLIT,
@@ -113,16 +130,14 @@ DATA: dict[str, dict[str, Rule]] = {
     "wine": _SPLIT,
     "digits": _SPLIT,
     "spambase": {**_SPLIT, "path": text()},
-    "csv": {
+    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS},
+    "sms": {**_SPLIT, "path": text(), **_TEXT_FEATURES},
+    "text": {
         **_SPLIT,
         "path": text(),
-        "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
-        "header": Rule("true or false", lambda v: isinstance(v, bool)),
-        "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
-                    lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
-        "task": choice("auto", "regression", "binary", "multiclass"),
-        "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
-                               lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
+        "text": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
+        **_CSV_COLUMNS,
+        **_TEXT_FEATURES,
     },
     "synthetic": {
         **_SPLIT,
@@ -131,6 +146,15 @@ DATA: dict[str, dict[str, Rule]] = {
         "n_features": integer(ge=1),
         "noise": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
     },
+}
+
+# Where a data set that is not shipped comes from (the one-line error of a missing data.path).
+DOWNLOAD = {
+    "spambase": "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to that path, "
+                "or set data.path=/path/to/spambase.data",
+    "sms": "download smsspamcollection.zip from https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
+           "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
+    "text": "expected an existing .csv/.tsv/.txt, .json or .jsonl file",
 }
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
@@ -190,13 +214,11 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"data.val_fraction+data.test_fraction={data['val_fraction'] + data['test_fraction']:g} is not allowed: "
             "expected a sum < 0.9 so that training keeps data"
         )
+    if data.get("sparse") and cfg["batch_size"]:
+        raise ConfigError(f"batch_size={cfg['batch_size']} is not allowed with sparse text features (data.sparse=true): "
+                          "expected batch_size=0 (full batch), or data.sparse=false")
     if "path" in rules and not Path(data["path"]).is_file():
-        hint = (
-            "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to that path, "
-            "or set data.path=/path/to/spambase.data"
-            if name == "spambase"
-            else "expected an existing .csv/.tsv/.txt, .json or .npz file"
-        )
+        hint = DOWNLOAD.get(name, "expected an existing .csv/.tsv/.txt, .json, .jsonl or .npz file")
         raise ConfigError(f"data.path={data['path']} does not exist: {hint}")
 
     for key, rule in TRACKING.items():

@@ -114,7 +114,8 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
         own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if cfg["sync_every_epoch"] or not own_stride or not _batchable(cfg) or (cfg["resume"] and _finished(cfg)):
+        if (cfg["sync_every_epoch"] or not own_stride or not _batchable(cfg) or sparse_text(cfg)
+                or (cfg["resume"] and _finished(cfg))):
             alone.append(job)
             continue
         key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)
@@ -141,6 +142,12 @@ def _batchable(cfg: dict[str, Any]) -> bool:
     return cfg["optimizer"] == "gd" and cfg["batch_size"] == 0 and cfg["weight_decay"] == 0
 
 
+def sparse_text(cfg: dict[str, Any]) -> bool:
+    """Sparse text features (data=sms|text, data.sparse=true) train through the one-job path, whose first
+    layer is a sparse product; the batched trainer's first layer reads a dense ``[X.T; 1]`` (d + 1, n)."""
+    return cfg["data"]["name"] in data.TEXT and bool(cfg["data"].get("sparse"))
+
+
 def _fits(members: list[Job], budget: int) -> int:
     """How many of these members fit the memory budget together (estimated from the data's shape)."""
     cfg = members[0].plain
@@ -155,7 +162,7 @@ def _fits(members: list[Job], budget: int) -> int:
         return 0
     sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [1]
     shared = len({m.plain["seed"] for m in members}) == 1
-    one = group_bytes(1, len(ds.X_train), len(ds.X_val), sizes, np.dtype(cfg["dtype"]).itemsize, shared)
+    one = group_bytes(1, ds.X_train.shape[0], ds.X_val.shape[0], sizes, np.dtype(cfg["dtype"]).itemsize, shared)
     return max(1, budget // max(one, 1))
 
 

@@ -17,12 +17,22 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         with np.load(context.artifacts["weights"]) as z:
             self.arrays = {k: z[k] for k in z.files}
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
+        self.vectorizer = None
+        if "text" in self.meta:  # text data: rebuild the fitted vectorizer from its terms and IDF weights
+            from sweeper.data import vectorizer_from_state
+
+            state = {k[4:]: v for k, v in self.arrays.items() if k.startswith("vec_")}
+            self.vectorizer = vectorizer_from_state(self.meta["text"], state)
 
     def predict(self, context, model_input: np.ndarray, params: dict | None = None) -> np.ndarray:
         from sweeper.models.mlp import MLP
 
         a = self.arrays
-        X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
+        if self.vectorizer is not None:  # a string column (or a list of strings) → sparse features
+            docs = model_input.iloc[:, 0] if hasattr(model_input, "iloc") and model_input.ndim == 2 else model_input
+            X = self.vectorizer.transform([str(d) for d in np.asarray(docs, dtype=object).ravel()])
+        else:
+            X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
         n = self.meta["n_params"]
         mlp = MLP(np, [a[f"p{i}"].astype(np.float64) for i in range(n)], self.meta["activation"], self.meta["task"])
         pred = mlp.predict(X)

@@ -100,7 +100,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     computed = HANDOFF.get(ctx.num) if ctx.sweep_dir is not None else None
     # before the store: a bad file must leave no store or experiment behind
     dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
-    if dataset.positive_class is not None:  # which of the file's two values is 1: a param of the run
+    if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
         "status": None,
@@ -171,6 +171,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         log.exception("run %s failed", run_id)
         return result
     out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
+    if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
+        out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
     system = tracking.stop(monitor)
 
     status = "FAILED" if out.reason else "FINISHED"
@@ -185,7 +187,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             from sweeper import pyfunc
 
             folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                           dataset.raw(dataset.X_test), out.test_pred)
+                                           dataset.test_inputs(), out.test_pred, plain["data"])
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
                "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
                                                                             for k, v in folders.items()}}}
@@ -341,11 +343,11 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
         return Outcome(scores, curves, f"diverged at epoch {fit.diverged_at}")
 
     # Validation and test rows go through the model together and leave the device in one copy.
-    X_eval = backend.to_device(np.concatenate([dataset.X_val, dataset.X_test]).astype(dtype))
+    X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
     pred = backend.to_numpy(model.predict(X_eval)).astype("float64")
     if not np.isfinite(pred).all():
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)")
-    n_val = len(dataset.X_val)
+    n_val = dataset.X_val.shape[0]
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
     truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}

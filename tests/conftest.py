@@ -21,7 +21,8 @@ from sweeper import tracking
 from sweeper.backend import gpu_available
 from sweeper.run import JobContext, run
 
-SHARED_DATA = sweeper.ROOT.parent / "shared" / "data"
+# ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
+SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
 

@@ -91,6 +91,8 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
+    if launch.sparse_text(sweep._plain(pin)):
+        pytest.skip("sparse text features train one configuration at a time (sweeper.launch.sparse_text)")
     companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={pin.seed + 1}", store=store)
     jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)
