@@ -175,23 +175,23 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     status = "FAILED" if out.reason else "FINISHED"
     np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
                                               for part, array in (("steps", steps), ("values", values))})
-    files, folders = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
+    files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if out.reason is None:
         files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if cfg.tracking.log_model:
             from sweeper import pyfunc
 
-            folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                           dataset.raw(dataset.X_test), out.test_pred)
+            models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
+                                          dataset.raw(dataset.X_test), out.test_pred)
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
-               "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
-                                                                            for k, v in folders.items()}}}
+               "artifacts": {"files": [f.name for f in files], "models": {k: str(v.relative_to(ctx.output_dir))
+                                                                           for k, v in models.items()}}}
     if run_id:
         try:
-            tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
+            tracking.finish_run(client, run_id, out.scores, out.curves, files, models,
                                 tags={"failure_reason": out.reason} if out.reason else None, status=status,
                                 curve_points=cfg.tracking.curve_points, system=system,
-                                params=tracking.flatten(plain))
+                                params=tracking.flatten(plain), datasets=inputs(cfg, dataset))
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:
@@ -239,6 +239,17 @@ def _kill(client: Any, run_id: str | None, params: dict[str, Any], system: list[
                                 params=params, system=system)
     except tracking.UNREACHABLE as e:  # result.json still says KILLED; the report marks orphans later
         log.error("tracking failed while recording the interruption: %s", tracking.first_line(e))
+
+
+def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
+    """The run's three splits as MLflow dataset inputs, named as the data set's default experiment is, from
+    its file (``data.path``) or the bundled data set's name."""
+    from sweeper.config import experiment_name
+
+    path = cfg.data.get("path") or ""
+    splits = {"training": (dataset.X_train, dataset.y_train), "validation": (dataset.X_val, dataset.y_val),
+              "test": (dataset.X_test, dataset.y_test)}
+    return tracking.dataset_inputs(experiment_name(cfg.data.name, path), path or cfg.data.name, splits)
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:

@@ -44,9 +44,10 @@ def upload(path: Path, uri: str | None = None) -> str:
 
     with np.load(job / CURVES_FILE) as z:
         curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
-    art = r.get("artifacts", {"files": [], "folders": {}})
+    art = r.get("artifacts", {"files": []})
+    models = art.get("models", art.get("folders", {}))  # result.json files of before logged models: "folders"
     tracking.finish_run(
-        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in art["folders"].items()},
+        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in models.items()},
         tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
         curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
     )

@@ -1,0 +1,78 @@
+"""MLflow-native records, checked through a live ``mlflow server`` (REST API): logged models, dataset
+inputs, the experiment's kind, registration with an alias."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import mlflow
+import numpy as np
+import pytest
+
+from conftest import FAST_ARGS, cli, copy_store, http_get, http_post, mlflow_server
+from sweeper import tracking
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, _template_store):
+    """A 2-job sweep logged through a live server; yields the server's URL, the store and the sweep folder."""
+    tmp = tmp_path_factory.mktemp("native")
+    db = copy_store(_template_store, tmp)
+    with mlflow_server(db) as url:
+        proc = cli(tmp, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.001,0.01", *FAST_ARGS)
+        assert proc.returncode == 0, proc.stderr
+        exp = json.loads(http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
+        yield {"url": url, "store": db, "tmp": tmp, "experiment": exp["experiment"]}
+
+
+def _children(served):
+    runs = http_post(f"{served['url']}/api/2.0/mlflow/runs/search",
+                     {"experiment_ids": [served["experiment"]["experiment_id"]]})["runs"]
+    return [r for r in runs if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"])]
+
+
+def test_the_experiment_opens_on_the_model_training_views(served):
+    tags = {t["key"]: t["value"] for t in served["experiment"].get("tags", [])}
+    assert tags[tracking.EXPERIMENT_KIND] == "custom_model_development"
+
+
+def test_each_child_has_a_logged_model_linked_to_its_run_and_metrics(served):
+    children = _children(served)
+    assert len(children) == 2
+    found = http_post(f"{served['url']}/api/2.0/mlflow/logged-models/search",
+                      {"experiment_ids": [served["experiment"]["experiment_id"]]})["models"]
+    by_run = {m["info"]["source_run_id"]: m for m in found}
+    assert set(by_run) == {c["info"]["run_id"] for c in children}
+    for child in children:
+        model = by_run[child["info"]["run_id"]]
+        assert model["info"]["name"] == "model" and model["info"]["status"] == "LOGGED_MODEL_READY"
+        metrics = {m["key"]: m for m in model["data"]["metrics"]}
+        run_metrics = {m["key"]: m["value"] for m in child["data"]["metrics"]}
+        assert metrics["val_mse"]["value"] == pytest.approx(run_metrics["val_mse"])
+        assert metrics["test_mse"]["dataset_name"] == "diabetes"
+        params = {p["key"]: p["value"] for p in model["data"]["params"]}
+        assert params["lr"] in ("0.001", "0.01")
+        outputs = child["outputs"]["model_outputs"]
+        assert [o["model_id"] for o in outputs] == [model["info"]["model_id"]]
+
+
+def test_each_child_logs_its_three_splits_as_dataset_inputs(served):
+    for child in _children(served):
+        inputs = child["inputs"]["dataset_inputs"]
+        contexts = {next(t["value"] for t in i["tags"] if t["key"] == "mlflow.data.context"): i["dataset"]
+                    for i in inputs}
+        assert set(contexts) == {"training", "validation", "test"}
+        assert {d["name"] for d in contexts.values()} == {"diabetes"}
+        assert len({d["digest"] for d in contexts.values()}) == 3  # three different splits
+        assert json.loads(contexts["test"]["source"]) == {"tags": {"sweeper.data": "diabetes"}}
+        assert json.loads(contexts["training"]["profile"])["num_features"] == 10
+
+
+def test_the_run_model_loads_as_before_through_the_server(served):
+    (child, *_) = _children(served)
+    mlflow.set_tracking_uri(served["url"])
+    model = mlflow.pyfunc.load_model(f"runs:/{child['info']['run_id']}/model")
+    out = model.predict(np.zeros((3, 10)))
+    assert out.shape == (3,) and np.isfinite(out).all()
+    assert model.metadata.run_id == child["info"]["run_id"]
