@@ -410,6 +410,28 @@ def finish_run(
     _runs.pop(run_id, None)
 
 
+CHAMPION = "champion"  # the Model Registry alias promote --register moves to the promoted run's model
+
+
+def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
+    """Register the model of run ``run_id`` as a new version of registered model ``name`` (created if new)
+    and point ``alias`` at it; return the ModelVersion. The run's logged model is the source (a run from
+    before logged models: its ``model/`` artifacts)."""
+    from mlflow.exceptions import MlflowException
+
+    outputs = c.get_run(run_id).outputs
+    model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
+    source = f"models:/{model_id}" if model_id else f"runs:/{run_id}/model"
+    try:
+        c.create_registered_model(name)
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    version = c.create_model_version(name, source, run_id=run_id, model_id=model_id)
+    c.set_registered_model_alias(name, alias, version.version)
+    return version
+
+
 def _stamp(folder: Path, model_id: str, run_id: str) -> None:
     """Write the logged model's id and its run into the folder's MLmodel file, as ``log_model`` does
     (``save_model`` writes ``model_id: null`` and no run); a line edit, not a YAML round trip (~3 ms)."""

@@ -76,3 +76,21 @@ def test_the_run_model_loads_as_before_through_the_server(served):
     out = model.predict(np.zeros((3, 10)))
     assert out.shape == (3,) and np.isfinite(out).all()
     assert model.metadata.run_id == child["info"]["run_id"]
+
+
+def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
+    out = served["tmp"] / "promoted"
+    proc = subprocess.run([sys.executable, "-m", "sweeper.promote", "--experiment", "diabetes", "--tracking-uri",
+                           served["url"], "--out-dir", str(out), "--register", "diabetes_mlp"],
+                          capture_output=True, text=True, cwd=served["tmp"])
+    assert proc.returncode == 0, proc.stderr
+    assert "models:/diabetes_mlp@champion" in proc.stdout
+    alias = json.loads(http_get(f"{served['url']}/api/2.0/mlflow/registered-models/alias"
+                                "?name=diabetes_mlp&alias=champion"))["model_version"]
+    best = next(line.split("run ")[1].split()[0] for line in proc.stdout.splitlines() if " run " in line)
+    assert alias["run_id"] == best and alias["source"].startswith("models:/m-")
+    mlflow.set_tracking_uri(served["url"])
+    X = np.random.default_rng(0).normal(size=(5, 10))
+    by_alias = mlflow.pyfunc.load_model("models:/diabetes_mlp@champion").predict(X)
+    by_run = mlflow.pyfunc.load_model(f"runs:/{best}/model").predict(X)
+    np.testing.assert_array_equal(by_alias, by_run)
