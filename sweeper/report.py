@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.helptext import describe
 from sweeper import tracking
 from sweeper.metrics import LOWER_IS_BETTER
 
@@ -343,7 +344,7 @@ def latest_parent(c: Any, experiment: str, uri: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=describe(__doc__))
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--experiment", help="report the latest sweep of this experiment")
     which.add_argument("--parent", help="report the sweep with this parent run id")

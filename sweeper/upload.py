@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.helptext import describe
 from sweeper import sweep, tracking
 from sweeper.run import CURVES_FILE, RESULT_FILE
 
@@ -63,7 +64,7 @@ def upload(path: Path, uri: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=describe(__doc__))
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
     ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
     args = ap.parse_args(argv)

@@ -94,3 +94,65 @@ def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
     by_alias = mlflow.pyfunc.load_model("models:/diabetes_mlp@champion").predict(X)
     by_run = mlflow.pyfunc.load_model(f"runs:/{best}/model").predict(X)
     np.testing.assert_array_equal(by_alias, by_run)
+
+
+def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(served):
+    def runs(*args):
+        proc = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    parent = next(r for r in http_post(f"{served['url']}/api/2.0/mlflow/runs/search",
+                                       {"experiment_ids": [served["experiment"]["experiment_id"]]})["runs"]
+                  if not any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"]))
+    row = next(line.split() for line in runs().splitlines() if line.startswith("diabetes"))
+    assert row[:3] == ["diabetes", "1", "2"]  # one sweep, two runs
+    listing = runs("--experiment", "diabetes")
+    row = next(line.split() for line in listing.splitlines() if line.startswith(parent["info"]["run_id"]))
+    assert row[3:6] == ["2", "2", "0"]  # jobs, finished, failed
+    assert "best_val_mse=" in listing
+    bad = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], "--experiment", "nope"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
+
+
+HELP_COMMANDS = ["sweeper.runs", "sweeper.report", "sweeper.compare", "sweeper.summary", "sweeper.promote",
+                 "sweeper.upload"]
+
+
+def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands():
+    from omegaconf import OmegaConf
+
+    from sweeper import CONF_DIR
+    from sweeper.config import GROUPS, TOP_LEVEL, TRACKING, group_options
+
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    cfg = OmegaConf.load(CONF_DIR / "config.yaml")
+    for key in [k for k in cfg if k not in ("defaults", "hydra")]:
+        (line,) = [ln for ln in lines if ln.split()[:1] == [key]]
+        value = str(cfg[key]).lower() if isinstance(cfg[key], bool) else str(cfg[key])
+        assert f"default {value};" in line and TOP_LEVEL[key].allowed in line
+    for key in [*(f"tracking.{k}" for k in TRACKING), "data.val_fraction", "data.test_fraction"]:
+        assert any(ln.split()[:1] == [key] for ln in lines), key
+    for group in GROUPS:
+        assert any(ln.split()[:1] == [group] and ", ".join(group_options(group)) in ln for ln in lines), group
+    for name in HELP_COMMANDS:
+        assert any(ln.split()[:1] == [name.split(".")[1]] for ln in lines), name
+    assert sum(ln.strip().startswith("python -m sweeper") for ln in lines) >= 3  # three examples
+    assert "-m, --multirun" in proc.stdout and "``" not in proc.stdout
+
+
+@pytest.mark.parametrize("module", HELP_COMMANDS)
+def test_sub_command_help_is_plain_text(module):
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "``" not in proc.stdout and "usage: python -m " + module in proc.stdout
+    if module == "sweeper.promote":
+        assert "required" in proc.stdout and "by default the data set's name" not in proc.stdout
+
+
+def test_hydra_help_stays_hydras():
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "--hydra-help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("Hydra (")
