@@ -22,7 +22,6 @@ from omegaconf import OmegaConf
 from sweeper import metrics, pinned, tracking
 from sweeper.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
 
-TIE_BREAK = "val_log_loss"
 NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
 
@@ -113,10 +112,10 @@ def _ranked(runs: list, metric: str, top: int) -> list:
     Ties — common for accuracy on a small validation set — go to the lower validation loss
     (``val_log_loss``, binary tasks), then to the earlier run.
     """
-    sign = 1 if pinned.direction(metric) == "lower" else -1
+    lower = pinned.direction(metric) == "lower"
     scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
-    scored.sort(key=lambda r: (sign * r.data.metrics[metric], r.data.metrics.get(TIE_BREAK, math.inf),
-                               r.info.start_time))
+    scored.sort(key=lambda r: metrics.rank_key(r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK),
+                                               r.info.start_time))
     best, seen = [], set()
     for r in scored:
         if r.data.tags["fingerprint"] not in seen:

@@ -22,7 +22,7 @@ from typing import Any
 
 from sweeper.helptext import describe
 from sweeper import tracking
-from sweeper.metrics import LOWER_IS_BETTER
+from sweeper.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 
 TOP_CURVES = 5
 
@@ -110,12 +110,13 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
             "reused": r.info.run_id if r.info.run_id in reused else None,
+            TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
         })
 
     def rank(row: dict[str, Any]) -> tuple:
         v = row[f"val_{metric}"]
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
-        return (not ok, (v if lower else -v) if ok else 0.0, row["run"] or "")
+        return (not ok, *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
 
     return Board(sorted(rows, key=rank), keys, metric, lower)
 

@@ -156,3 +156,26 @@ def test_sub_command_help_is_plain_text(module):
 def test_hydra_help_stays_hydras():
     proc = subprocess.run([sys.executable, "-m", "sweeper", "--hydra-help"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("Hydra (")
+
+
+def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, store):
+    """Runs with the same val_accuracy: the lower val_log_loss wins, then the earlier run, in the leaderboard (and so
+    the parent's best_run_id) and in promote alike, even when it is the older run (the leaderboard used to keep
+    the store's order, newest first, on equal run names)."""
+    from conftest import all_runs, run_once
+    from sweeper import promote, report
+
+    args = ("data=xor", "epochs=2000", "log_every=100", "tracking.log_model=false")
+    first = run_once(tmp_path / "a", *args, "lr=2.0", store=store)
+    second = run_once(tmp_path / "b", *args, "lr=0.5", store=store)
+    assert first["metrics"]["val_accuracy"] == second["metrics"]["val_accuracy"]
+    assert first["metrics"]["val_log_loss"] < second["metrics"]["val_log_loss"]
+    runs = all_runs(store)
+    assert report.build(runs).best["run_id"] == first["run_id"]
+    assert promote._ranked(runs, "val_accuracy", 1)[0].info.run_id == first["run_id"]
+
+    again = run_once(tmp_path / "c", *args, "lr=2.0", store=store)  # the same metrics as the first, later
+    assert again["metrics"] == {**again["metrics"], **{k: first["metrics"][k] for k in ("val_accuracy", "val_log_loss")}}
+    runs = all_runs(store)
+    assert report.build(runs).best["run_id"] == first["run_id"]
+    assert promote._ranked(runs, "val_accuracy", 3)[0].info.run_id == first["run_id"]
