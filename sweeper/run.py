@@ -73,6 +73,11 @@ def main(cfg: DictConfig) -> dict[str, Any]:
             raise
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
+    if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
+        ui = sweep.ui_command(cfg.tracking.uri)
+        print(f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
+              f"UI: {sweep.run_url(cfg.tracking.uri, result['experiment_id'], result['run_id'])}"
+              + ("" if ui.startswith("open") else f"  (after: {ui})"))
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)
@@ -142,6 +147,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the start")
     result["run_id"] = run_id
+    result["experiment_id"] = experiment if run_id else None
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))

@@ -179,3 +179,15 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
     runs = all_runs(store)
     assert report.build(runs).best["run_id"] == first["run_id"]
     assert promote._ranked(runs, "val_accuracy", 3)[0].info.run_id == first["run_id"]
+
+
+def test_a_single_run_ends_naming_its_experiment_run_folder_and_ui_url(tmp_path, store):
+    from conftest import all_runs
+
+    proc = cli(tmp_path, *FAST_ARGS, store=store)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = all_runs(store)
+    *_, where, ui = proc.stdout.strip().splitlines()
+    assert where == f"experiment diabetes  run {run.info.run_id}  output {tmp_path / 'run'}"
+    assert ui.startswith(f"UI: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}")
+    assert f"mlflow ui --backend-store-uri sqlite:///{store}" in ui
