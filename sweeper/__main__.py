@@ -29,6 +29,11 @@ def main(cfg: DictConfig) -> float:
 
 def cli() -> None:
     args = sys.argv[1:]
+    if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
+        from sweeper.helptext import main_help
+
+        sys.stdout.write(main_help())
+        return
     try:
         check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         main()

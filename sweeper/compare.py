@@ -10,6 +10,7 @@ import argparse
 import sys
 from statistics import median
 
+from sweeper.helptext import describe
 from sweeper import speedup, tracking
 from sweeper.tracking import DEFAULT_URI
 
@@ -26,7 +27,7 @@ def rows(c, experiment_id: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sweeper.compare", description=describe(__doc__))
     parser.add_argument("--experiment", required=True, help="MLflow experiment name (default experiments are named after the data set)")
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default: {DEFAULT_URI})")
     args = parser.parse_args(argv)

@@ -93,3 +93,15 @@ def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, 
     """The task's metrics named ``{prefix}_{metric}``; undefined ones (NaN) are left out."""
     values = {"regression": regression, "binary": binary, "multiclass": multiclass}[task](y, pred)
     return {f"{prefix}_{k}": v for k, v in values.items() if math.isfinite(v)}
+
+
+# Ties of the ranking metric (common for accuracy on a small validation set) go to the lower validation loss,
+# then to the earlier run: one rule for the leaderboard, the parent's best_run_id and promote.
+TIE_BREAK = "val_log_loss"
+
+
+def rank_key(value: float, lower: bool, tie_loss: float | None, start_time: int | None) -> tuple[float, float, int]:
+    """Sort key of a run with a finite ranking ``value``: the better value first, then the lower ``tie_loss``
+    (its TIE_BREAK metric; none ranks last), then the earlier ``start_time``."""
+    loss = tie_loss if tie_loss is not None and math.isfinite(tie_loss) else math.inf
+    return (value if lower else -value, loss, start_time or 0)

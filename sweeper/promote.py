@@ -22,7 +22,6 @@ from omegaconf import OmegaConf
 from sweeper import metrics, pinned, tracking
 from sweeper.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
 
-TIE_BREAK = "val_log_loss"
 NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
 
@@ -113,10 +112,10 @@ def _ranked(runs: list, metric: str, top: int) -> list:
     Ties — common for accuracy on a small validation set — go to the lower validation loss
     (``val_log_loss``, binary tasks), then to the earlier run.
     """
-    sign = 1 if pinned.direction(metric) == "lower" else -1
+    lower = pinned.direction(metric) == "lower"
     scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
-    scored.sort(key=lambda r: (sign * r.data.metrics[metric], r.data.metrics.get(TIE_BREAK, math.inf),
-                               r.info.start_time))
+    scored.sort(key=lambda r: metrics.rank_key(r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK),
+                                               r.info.start_time))
     best, seen = [], set()
     for r in scored:
         if r.data.tags["fingerprint"] not in seen:
@@ -274,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         "metric; python -m sweeper +best=NAME re-runs one, python -m pytest tests/test_best.py checks them all.",
         epilog="example: python -m sweeper.promote --experiment diabetes --top 2",
     )
-    parser.add_argument("--experiment", required=True, help="the MLflow experiment (by default the data set's name)")
+    parser.add_argument("--experiment", required=True,
+                        help="the MLflow experiment to rank (required; python -m sweeper names it after the data set, "
+                             "e.g. diabetes; python -m sweeper.runs lists them)")
     parser.add_argument("--metric", help="validation metric to rank by "
                         "(default: val_mse for regression, val_accuracy for binary and multiclass)")
     parser.add_argument("--top", default="1", help="how many configurations to promote (default 1)")
@@ -285,13 +286,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to write (default: conf/best); a folder F elsewhere is re-run with "
                              "hydra.searchpath=[file://<F's parent>] +F=NAME (the command is printed)")
     parser.add_argument("--tracking-uri", default=tracking.DEFAULT_URI,
-                        help=f"the MLflow store, read only (default: {tracking.DEFAULT_URI})")
+                        help=f"the MLflow store, read only unless --register (default: {tracking.DEFAULT_URI})")
     parser.add_argument("--rtol", help="relative tolerance of every pinned metric "
                         "(default: 1e-6 for float64 runs, 1e-3 for float32; see sweeper/pinned.py)")
     parser.add_argument("--run-id", action="append", default=[], help="consider only these runs (repeatable)")
     parser.add_argument("--latest", action="store_true",
                         help="consider only the newest finished run: re-pin after an intended change with "
                              "python -m sweeper +best=NAME, then --latest --name NAME --force")
+    parser.add_argument("--register", metavar="NAME",
+                        help="also register the best run's model in the Model Registry as NAME, with the alias "
+                             f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/NAME@{tracking.CHAMPION}')")
     args = parser.parse_args(argv)
     try:
         top = _number(int, "--top", args.top, "an integer >= 1")
@@ -310,6 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={d.value:.6g}  {d.knobs}")
     suite = "    check them all: python -m pytest tests/test_best.py" if done[0].rerun == [f"+best={done[0].name}"] else ""
     print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}{suite}")
+    if args.register:
+        try:
+            version = tracking.register(tracking.client(args.tracking_uri), done[0].run_id, args.register)
+        except tracking.UNREACHABLE as e:
+            print(f"sweeper: error: --register={args.register} failed: {tracking.first_line(e)}", file=sys.stderr)
+            return 2
+        print(f"registered run {done[0].run_id}'s model as {args.register} version {version.version}, alias "
+              f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@{tracking.CHAMPION}')")
     return 0
 
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.helptext import describe
 from sweeper import tracking
-from sweeper.metrics import LOWER_IS_BETTER
+from sweeper.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 
 TOP_CURVES = 5
 
@@ -109,12 +110,13 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
             "reused": r.info.run_id if r.info.run_id in reused else None,
+            TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
         })
 
     def rank(row: dict[str, Any]) -> tuple:
         v = row[f"val_{metric}"]
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
-        return (not ok, (v if lower else -v) if ok else 0.0, row["run"] or "")
+        return (not ok, *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
 
     return Board(sorted(rows, key=rank), keys, metric, lower)
 
@@ -349,7 +351,7 @@ def latest_parent(c: Any, experiment: str, uri: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=describe(__doc__))
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--experiment", help="report the latest sweep of this experiment")
     which.add_argument("--parent", help="report the sweep with this parent run id")

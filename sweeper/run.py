@@ -74,6 +74,11 @@ def main(cfg: DictConfig) -> dict[str, Any]:
             raise
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
+    if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
+        ui = sweep.ui_command(cfg.tracking.uri)
+        print(f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
+              f"UI: {sweep.run_url(cfg.tracking.uri, result['experiment_id'], result['run_id'])}"
+              + ("" if ui.startswith("open") else f"  (after: {ui})"))
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)
@@ -143,6 +148,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the start")
     result["run_id"] = run_id
+    result["experiment_id"] = experiment if run_id else None
 
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(OmegaConf.to_yaml(plain))
@@ -178,7 +184,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     status = "FAILED" if out.reason else "FINISHED"
     np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
                                               for part, array in (("steps", steps), ("values", values))})
-    files, folders = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
+    files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if out.reason is None:
         files.append(_predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if dataset.task == "multiclass":
@@ -186,17 +192,17 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if cfg.tracking.log_model:
             from sweeper import pyfunc
 
-            folders["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                           dataset.test_inputs(), out.test_pred, plain["data"])
+            models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
+                                          dataset.test_inputs(), out.test_pred, plain["data"])
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
-               "artifacts": {"files": [f.name for f in files], "folders": {k: str(v.relative_to(ctx.output_dir))
-                                                                            for k, v in folders.items()}}}
+               "artifacts": {"files": [f.name for f in files], "models": {k: str(v.relative_to(ctx.output_dir))
+                                                                           for k, v in models.items()}}}
     if run_id:
         try:
-            tracking.finish_run(client, run_id, out.scores, out.curves, files, folders,
+            tracking.finish_run(client, run_id, out.scores, out.curves, files, models,
                                 tags={"failure_reason": out.reason} if out.reason else None, status=status,
                                 curve_points=cfg.tracking.curve_points, system=system,
-                                params=tracking.flatten(plain))
+                                params=tracking.flatten(plain), datasets=inputs(cfg, dataset))
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:
@@ -244,6 +250,17 @@ def _kill(client: Any, run_id: str | None, params: dict[str, Any], system: list[
                                 params=params, system=system)
     except tracking.UNREACHABLE as e:  # result.json still says KILLED; the report marks orphans later
         log.error("tracking failed while recording the interruption: %s", tracking.first_line(e))
+
+
+def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
+    """The run's three splits as MLflow dataset inputs, named as the data set's default experiment is, from
+    its file (``data.path``) or the bundled data set's name."""
+    from sweeper.config import experiment_name
+
+    path = cfg.data.get("path") or ""
+    splits = {"training": (dataset.X_train, dataset.y_train), "validation": (dataset.X_val, dataset.y_val),
+              "test": (dataset.X_test, dataset.y_test)}
+    return tracking.dataset_inputs(experiment_name(cfg.data.name, path), path or cfg.data.name, splits)
 
 
 def _predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:

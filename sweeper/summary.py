@@ -7,11 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from sweeper.helptext import describe
 from sweeper import sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.summary", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sweeper.summary", description=describe(__doc__))
     parser.add_argument("sweep_dir", type=Path, help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00")
     args = parser.parse_args(argv)
     if not (args.sweep_dir / sweep.SWEEP_FILE).is_file():

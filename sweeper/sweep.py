@@ -210,6 +210,13 @@ def ui_command(uri: str) -> str:
     return f"open {uri} in a browser"
 
 
+def run_url(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where the MLflow UI shows a run: the server's own page, or the page ``mlflow ui`` (:func:`ui_command`)
+    serves for an embedded store."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 def add_speedups(rows: list[dict[str, Any]]) -> None:
     """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
     for uri in {r["tracking_uri"] for r in rows}:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.helptext import describe
 from sweeper import sweep, tracking
 from sweeper.run import CURVES_FILE, RESULT_FILE
 
@@ -44,9 +45,10 @@ def upload(path: Path, uri: str | None = None) -> str:
 
     with np.load(job / CURVES_FILE) as z:
         curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
-    art = r.get("artifacts", {"files": [], "folders": {}})
+    art = r.get("artifacts", {"files": []})
+    models = art.get("models", art.get("folders", {}))  # result.json files of before logged models: "folders"
     tracking.finish_run(
-        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in art["folders"].items()},
+        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in models.items()},
         tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
         curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
     )
@@ -62,7 +64,7 @@ def upload(path: Path, uri: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=describe(__doc__))
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
     ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
     args = ap.parse_args(argv)

@@ -46,7 +46,7 @@ def test_multirun_logs_one_parent_and_a_child_per_job(lr_sweep):
         history = client_for(store).get_metric_history(child.info.run_id, "train_loss")
         assert [m.step for m in history] == list(range(0, 300, 10))
         artifacts = [a.path for a in client_for(store).list_artifacts(child.info.run_id)]
-        assert artifacts == ["config_resolved.yaml", "curves.npz", "model", "test_predictions.csv"]
+        assert artifacts == ["config_resolved.yaml", "curves.npz", "test_predictions.csv"]  # the model: a logged model
     assert children[0].data.tags["fingerprint"] != children[1].data.tags["fingerprint"]
 
     results = sorted((tmp_path / "sweep").glob("*/result.json"))

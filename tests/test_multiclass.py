@@ -179,7 +179,7 @@ def test_the_pyfunc_model_returns_class_probabilities(tmp_path, store):
 
     result = run_once(tmp_path, "data=iris", "depth=1", "epochs=200", "log_every=20", "lr=0.1", store=store)
     assert result["status"] == "FINISHED" and "confusion_matrix.csv" in result["artifacts"]["files"]
-    model = mlflow.pyfunc.load_model(str(tmp_path / "job" / result["artifacts"]["folders"]["model"]))
+    model = mlflow.pyfunc.load_model(str(tmp_path / "job" / result["artifacts"]["models"]["model"]))
     ds = data.load(make_cfg("data=iris").data, 0)
     prob = model.predict(ds.raw(ds.X_test))
     assert prob.shape == (len(ds.X_test), 3) and np.allclose(prob.sum(axis=1), 1.0)

@@ -51,7 +51,7 @@ def test_a_sweep_against_a_tracking_server(tmp_path, store):
         assert len(found) == 3  # the parent and two children
         child = next(r for r in found if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"]))
         listing = json.loads(http_get(f"{url}/api/2.0/mlflow/artifacts/list?run_id={child['info']['run_id']}"))
-        assert {f["path"] for f in listing["files"]} >= {"config_resolved.yaml", "model", "test_predictions.csv"}
+        assert {f["path"] for f in listing["files"]} >= {"config_resolved.yaml", "test_predictions.csv"}
     assert list(artifacts.rglob("config_resolved.yaml"))  # stored by the server, under its own root
 
 
@@ -85,7 +85,9 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(tm
         assert uploaded.data.metrics["test_mse"] == pytest.approx(result["metrics"]["test_mse"])
         server = MlflowClient(url)  # the run's artifacts live behind the server (mlflow-artifacts:/)
         assert len(server.get_metric_history(uploaded.info.run_id, "train_loss")) == 30
-        assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {"model", "config_resolved.yaml"}
+        assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {"config_resolved.yaml"}
+        (model,) = server.search_logged_models([uploaded.info.experiment_id])  # the model, as a logged model
+        assert model.source_run_id == uploaded.info.run_id and model.status == "READY"
     after = json.loads((sweep_dir / "0" / "result.json").read_text())
     assert after["pending_upload"] is False and after["run_id"] == uploaded.info.run_id
     again = subprocess.run([sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True)

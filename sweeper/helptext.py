@@ -1,0 +1,110 @@
+"""The ``--help`` texts: ``python -m sweeper --help`` built from the configuration's own files and rules
+(conf/config.yaml's defaults and comments, ``sweeper.config``'s allowed values, the config groups' files)
+and the sub-commands' descriptions, as plain text. Nothing here imports MLflow or Hydra's composition.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from sweeper import CONF_DIR, ROOT
+
+# The standalone commands, in the order a sweep's life uses them (each module's docstring describes it).
+COMMANDS = ("runs", "report", "compare", "summary", "promote", "upload")
+EXAMPLES = (
+    ("one run, tracked in MLflow", "python -m sweeper lr=0.01 depth=2"),
+    ("a grid of 6 runs under one parent run", "python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2"),
+    ("a classification sweep, then the leaderboard", "python -m sweeper -m data=breast_cancer width=8,32 && "
+     "python -m sweeper.report --experiment breast_cancer"),
+)
+
+
+def plain(text: str) -> str:
+    """Docstring markup (````code````) as plain text."""
+    return text.replace("``", "")
+
+
+def describe(doc: str | None) -> str:
+    """A module docstring's first paragraph, as one plain line: the description of its ``--help``."""
+    first = (doc or "").strip().split("\n\n")[0]
+    return plain(" ".join(first.split()))
+
+
+def command_line(module: str) -> str:
+    """The one-line description of ``sweeper.<module>``, read from its source (not imported)."""
+    doc = ast.get_docstring(ast.parse((Path(__file__).parent / f"{module}.py").read_text()))
+    return re.sub(r"^python -m sweeper\.\w+[^:]*:\s*", "", describe(doc))
+
+
+def _comments(path: Path) -> dict[str, str]:
+    """``key: value  # comment`` lines of a YAML file: key → comment."""
+    found = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z_]\w*):[^#]*#\s*(.*)$", line)
+        if m:
+            found[m.group(1)] = m.group(2).strip()
+    return found
+
+
+def _shown(value: object) -> str:
+    text = "true" if value is True else "false" if value is False else str(value)
+    return text.replace("${sweeper_root:}", ROOT.as_posix())
+
+
+def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
+    width = max(len(k) for k, _, _ in rows) + 2
+    lines = [title]
+    for key, default, allowed in rows:
+        lines.append(f"  {key:<{width}}default {default}; {allowed}")
+    return lines
+
+
+def main_help() -> str:
+    """The text of ``python -m sweeper --help``."""
+    from sweeper.config import DATA, GROUPS, TOP_LEVEL, TRACKING, group_options
+
+    cfg = OmegaConf.load(CONF_DIR / "config.yaml")
+    notes = _comments(CONF_DIR / "config.yaml")
+    defaults = {k: v for entry in cfg.defaults if OmegaConf.is_dict(entry) for k, v in entry.items()}
+    data_name, tracking_name = defaults["data"], defaults["tracking"]
+    top = [(k, _shown(cfg[k]), f"{TOP_LEVEL[k].allowed}" + (f" ({notes[k]})" if k in notes else ""))
+           for k in cfg if k in TOP_LEVEL]
+    data_cfg = OmegaConf.load(CONF_DIR / "data" / f"{data_name}.yaml")
+    data_rows = [(f"data.{k}", _shown(data_cfg.get(k, "-")), rule.allowed if k != "name" else "set by data=CHOICE")
+                 for k, rule in DATA[data_name].items()]
+    tracking_path = CONF_DIR / "tracking" / f"{tracking_name}.yaml"
+    tracking_cfg, tracking_notes = OmegaConf.load(tracking_path), _comments(tracking_path)
+    tracking_rows = [(f"tracking.{k}", _shown(tracking_cfg[k]) if k != "experiment" else "the data set's name",
+                      rule.allowed + (f" ({tracking_notes[k]})" if k in tracking_notes and k != "experiment" else ""))
+                     for k, rule in TRACKING.items()]
+    lines = [
+        "usage: python -m sweeper [-m] [KEY=VALUE ...] [GROUP=CHOICE ...]",
+        "",
+        "Train a from-scratch NumPy/CuPy MLP on a data set and record the run in MLflow (params, metrics, loss",
+        "curves, data sets, the model). With -m (Hydra's multirun) every combination of comma-separated values",
+        "is one run, all under one parent run, and the end of the sweep prints a leaderboard.",
+        "",
+        "options:",
+        "  -m, --multirun   sweep: KEY=A,B,C runs each value (range(), choice(), glob() work too)",
+        "  -h, --help       this text (--hydra-help: Hydra's own help; --cfg job: the composed config)",
+        "",
+        *_section("keys (KEY=VALUE):", top),
+        "",
+        *_section(f"data keys (data.KEY=VALUE; shown for data={data_name}, each data set has its own):", data_rows),
+        "",
+        *_section(f"tracking keys (tracking.KEY=VALUE; shown for tracking={tracking_name}):", tracking_rows),
+        "",
+        "groups (GROUP=CHOICE; +GROUP=CHOICE for best and sweep, which have no default):",
+    ]
+    for group in GROUPS:
+        chosen = f" (default {defaults[group]})" if group in defaults else ""
+        lines.append(f"  {group:<10}{', '.join(group_options(group))}{chosen}")
+    lines += ["", "sub-commands (python -m sweeper.NAME --help for each):"]
+    lines += [f"  {name:<9}{command_line(name)}" for name in COMMANDS]
+    lines += ["", "examples:"]
+    for what, cmd in EXAMPLES:
+        lines += [f"  # {what}", f"  {cmd}"]
+    return "\n".join(lines) + "\n"
