@@ -273,7 +273,7 @@ def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
 
     path = write_csv(tmp_path / "mail.csv", np.where(X[:, 0] > 0, "spam", "ham"))
     original = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)
-    out = tmp_path / "best"
+    out = tmp_path / "promoted"  # a folder named like a project group (best) is refused
     assert promote.main(["--tracking-uri", f"sqlite:///{store}", "--out-dir", str(out), "--experiment", "csv-mail",
                          "--name", "mail"]) == 0
     again = tmp_path / "again.db"

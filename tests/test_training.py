@@ -190,7 +190,7 @@ def test_the_leaderboard_never_names_a_non_finite_or_failed_run_best():
 
     def run(name, status, val):
         metrics = {"val_mse": val} if val is not None else {}
-        return SimpleNamespace(info=SimpleNamespace(run_name=name, status=status, run_id=name),
+        return SimpleNamespace(info=SimpleNamespace(run_name=name, status=status, run_id=name, start_time=0),
                                data=SimpleNamespace(metrics=metrics, params={"lr": name}, tags={}))
 
     assert build([run("a", "FINISHED", math.inf), run("b", "FAILED", 1.0)]).best is None
