@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
     p.add_argument("--only", choices=["training", "sweeps"], default=None)
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
+    p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
     args = p.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         out += training_section(repeats, 1000 if args.quick else 3000) + [""]
         print("\n".join(out), flush=True)
     if args.only in (None, "sweeps"):
-        names = [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
+        names = args.sweeps.split(",") if args.sweeps else [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
         launchers = args.launchers.split(",")
         section = per_job_section(repeats, [l for l in launchers if l != "joblib x2"]) + [""]
         section += sweep_section(repeats, names, launchers)
