@@ -84,10 +84,9 @@ def training_section(repeats: int, epochs: int) -> list[str]:
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.mlp import MLP, init_params
 
-    class Node(dict):
-        __getattr__ = dict.__getitem__
+    from sweeper.launch import _node
 
-    ds = data.load(Node(name="diabetes", val_fraction=0.2, test_fraction=0.2), 0)
+    ds = data.load(_node(dict(name="diabetes", val_fraction=0.2, test_fraction=0.2)), 0)
     backend = resolve("cpu")
     rows = []
     for dtype in ("float32", "float64"):

@@ -4,6 +4,7 @@
 file's folder, whereas in an importable module it would turn into ``pkg://conf``.
 """
 import signal
+import os
 import sys
 
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
@@ -34,6 +35,8 @@ def cli() -> None:
 
         sys.stdout.write(main_help())
         return
+    if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
+        os.environ.setdefault("NO_COLOR", "1")
     try:
         check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         main()

@@ -350,19 +350,52 @@ def latest_parent(c: Any, experiment: str, uri: str) -> Any:
     return max(parents, key=lambda r: r.info.start_time)
 
 
+def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
+    """A report of one run that is not a sweep's parent: status, its metrics, params and where to see it."""
+    from sweeper.sweep import run_url
+
+    out = out or sys.stdout
+    info, data = run.info, run.data
+    reason = data.tags.get("failure_reason")
+    print(f"Run {info.run_name} ({info.run_id}): {info.status}" + (f" ({reason})" if reason else ""), file=out)
+    parent = data.tags.get("mlflow.parentRunId")
+    if parent:
+        print(f"  in the sweep of parent run {parent}: python -m sweeper.report --parent {parent}", file=out)
+    quality = sorted(k for k in data.metrics if k.startswith(("val_", "test_")))
+    times = [k for k in ("train_time_s", "wall_time_s", "epochs_run", "best_epoch") if k in data.metrics]
+    for k in quality + times:
+        print(f"  {k:<16} {data.metrics[k]:.4g}", file=out)
+    shown = {k: v for k, v in sorted(data.params.items()) if not k.startswith(("tracking.", "hydra"))}
+    if shown:
+        print("  params: " + " ".join(f"{k}={v}" for k, v in shown.items()), file=out)
+    print(f"  UI: {run_url(uri, info.experiment_id, info.run_id)}", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=describe(__doc__))
     which = ap.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment", help="report the latest sweep of this experiment")
-    which.add_argument("--parent", help="report the sweep with this parent run id")
+    which.add_argument("--experiment", help="report the latest sweep of this experiment (with --latest, or alone)")
+    which.add_argument("--parent", help="report the sweep with this parent run id (a run id that is no sweep's "
+                                        "parent gets a report of that single run)")
+    which.add_argument("--run", help="report this single run")
+    ap.add_argument("--latest", action="store_true", help="with --experiment: its latest sweep (the default)")
     ap.add_argument("--tracking-uri", default=tracking.DEFAULT_URI, help=f"default: {tracking.DEFAULT_URI}")
     args = ap.parse_args(argv)
+    if args.latest and not args.experiment:
+        print("sweeper: error: --latest needs --experiment NAME: expected --experiment NAME --latest", file=sys.stderr)
+        return 2
     c = tracking.client(args.tracking_uri)
     try:
-        parent = latest_parent(c, args.experiment, args.tracking_uri) if args.experiment else c.get_run(args.parent)
+        if args.experiment:
+            parent = latest_parent(c, args.experiment, args.tracking_uri)
+        else:
+            parent = c.get_run(args.parent or args.run)
     except Exception as e:
         print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
+    if args.run or "sweep_dir" not in parent.data.tags:
+        single(c, parent, args.tracking_uri)
+        return 0
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
     _, counts = publish(c, parent.info.run_id)
     if parent.info.status == "RUNNING" and holder_alive(parent):

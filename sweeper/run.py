@@ -347,7 +347,10 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
              h2d_time_s: float) -> Outcome:
     """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
     batched launcher (one call per member)."""
-    curves = {"train_loss": (fit.steps, fit.train_loss), "val_loss": (fit.steps, fit.val_loss)}
+    # the curves in the metrics' units: a regression loss is an MSE of the standardised target, so y_scale²
+    # turns it into the target's units² (what val_mse is in); cross-entropy has no unit
+    unit = dataset.y_scale ** 2 if dataset.task == "regression" else 1.0
+    curves = {"train_loss": (fit.steps, fit.train_loss * unit), "val_loss": (fit.steps, fit.val_loss * unit)}
     scores = {
         "train_time_s": fit.train_time_s,
         "warmup_time_s": fit.warmup_time_s,

@@ -67,3 +67,20 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
     assert proc.returncode == 0, proc.stderr
     groups = {r.data.tags["batch_group"] for r in _children(store).values()}
     assert len(groups) == 2 and "4 in 2 batched group(s)" in proc.stdout
+
+
+def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
+    from conftest import make_cfg
+    from sweeper import launch, sweep
+
+    def jobs(*grid):
+        return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+
+    lrs = [f"lr={0.001 * (i + 1)}" for i in range(4)]
+    groups, alone = launch.plan(jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)]))
+    assert sorted(len(g) for g in groups) == [4, 4] and not alone  # one group per epoch count
+    assert all(len({j.plain["epochs"] for j in g}) == 1 for g in groups)
+    groups, alone = launch.plan(jobs(*[(lr, f"epochs={e}") for lr in lrs[:2] for e in (2000, 10000)]))
+    assert not groups and len(alone) == 4  # 4 members, half frozen 80% of the time: alone is cheaper
+    groups, alone = launch.plan(jobs(*[(lr, "epochs=1000") for lr in lrs[:2]]))
+    assert [len(g) for g in groups] == [2] and not alone

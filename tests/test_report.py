@@ -92,6 +92,32 @@ def test_report_command_rebuilds_the_same_leaderboard_from_the_store(sweep):
     assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
 
 
+def test_report_takes_latest_and_reports_single_runs(sweep):
+    """In process (the command's main): --experiment NAME --latest is the latest sweep; --run ID (or a --parent
+    that is no sweep's parent) reports that one run; --latest alone is refused in one line."""
+    import contextlib
+
+    from sweeper import report
+
+    uri = f"sqlite:///{sweep['store']}"
+    child = next(r for r in all_runs(sweep["store"]) if "mlflow.parentRunId" in r.data.tags)
+    outs = []
+    for args in (["--experiment", "diabetes", "--latest"], ["--run", child.info.run_id],
+                 ["--parent", child.info.run_id]):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert report.main([*args, "--tracking-uri", uri]) == 0
+        outs.append(buf.getvalue())
+    assert f"parent run {sweep['parent'].info.run_id}" in outs[0] and "best:" in outs[0]
+    assert outs[1] == outs[2] and outs[1].startswith(f"Run {child.info.run_name} ({child.info.run_id}): FINISHED")
+    assert f"val_mse          {child.data.metrics['val_mse']:.4g}" in outs[1]
+    assert f"#/experiments/{child.info.experiment_id}/runs/{child.info.run_id}" in outs[1]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert report.main(["--latest", "--run", child.info.run_id, "--tracking-uri", uri]) == 2
+    assert err.getvalue().strip() == "sweeper: error: --latest needs --experiment NAME: expected --experiment NAME --latest"
+
+
 def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
     c = client_for(sweep["store"])
     child = next(r for r in all_runs(sweep["store"]) if "mlflow.parentRunId" in r.data.tags)

@@ -169,6 +169,7 @@ def test_optuna_searches_the_space_and_every_trial_is_a_child_run(tmp_path, stor
     assert len(set(lrs)) == 4 and all(0.0005 <= lr <= 0.05 for lr in lrs)
     assert {k.data.params["epochs"] for k in kids} <= {"100", "200"}
     assert "Best parameters" in proc.stdout or "best_params" in proc.stdout or "best:" in proc.stdout
+    assert "\x1b[" not in proc.stdout + proc.stderr  # no colour codes in a pipe (Optuna's colorlog)
 
 
 @pytest.mark.slow

@@ -244,3 +244,13 @@ def test_an_unwritable_tracking_folder_is_refused_before_mlflow_touches_it(tmp_p
     assert str(err.value) == (f"tracking.uri=sqlite:///{db} cannot be used: the folder {folder} is not writable; "
                               "choose a writable place for tracking.uri")
     assert (sorted(p.name for p in db.parent.iterdir()) == before) if existing else not db.parent.exists()
+
+
+def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
+    """A regression run's loss curve is an MSE in the target's units², as val_mse is: its last val_loss
+    sample (the weights of the epoch before the last) is close to val_mse, not ~1 (the standardised units)."""
+    result = run_once(tmp_path, "data=diabetes", "epochs=2000", "log_every=1", store=store)
+    c = client_for(store)
+    last = max(c.get_metric_history(result["run_id"], "val_loss"), key=lambda m: m.step)
+    assert last.value == pytest.approx(result["metrics"]["val_mse"], rel=1e-3)
+    assert result["metrics"]["val_mse"] > 100  # diabetes' target is in the hundreds: the units matter
