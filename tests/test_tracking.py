@@ -149,14 +149,14 @@ def _sweeps_at_once(tmp_path, n=4):
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     db = tmp_path / "mlruns" / "mlflow.db"
-    logs = [tmp_path / f"stderr{i}.txt" for i in range(n)]
+    logs = [tmp_path / f"output{i}.txt" for i in range(n)]
     procs = []
     for i, log in enumerate(logs):
-        with open(log, "w") as err:  # a file, not a pipe: a blocked writer could hold the store's lock
+        with open(log, "w") as out:  # a file, not a pipe: a blocked writer could hold the store's lock
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.005", "epochs=20", "log_every=10",
                  f"tracking.uri=sqlite:///{db}", f"hydra.sweep.dir={tmp_path / f'sweep{i}'}"],
-                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ),
+                cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
             ))
     return db, [(p.wait(timeout=600), log.read_text()) for p, log in zip(procs, logs)]
 
@@ -254,3 +254,4 @@ def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
     last = max(c.get_metric_history(result["run_id"], "val_loss"), key=lambda m: m.step)
     assert last.value == pytest.approx(result["metrics"]["val_mse"], rel=1e-3)
     assert result["metrics"]["val_mse"] > 100  # diabetes' target is in the hundreds: the units matter
+
