@@ -216,7 +216,7 @@ def train_group(
         threads = cpu_threads() if backend.device == "cpu" else 1
     parts = min(threads, K // MIN_PART)
     if parts < 2:
-        return _train_part(backend, params, activation, task, X, y, X_val, y_val, members, log_every, progress)
+        return _train_part(backend, params, activation, task, (X, y, X_val, y_val), members, log_every, progress)
     from concurrent.futures import ThreadPoolExecutor
     import threading
 
@@ -232,7 +232,7 @@ def train_group(
                     progress(sum(done), int(sum(m.epochs for m in members)))
 
         own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
-        return _train_part(backend, [p[idx] for p in params], activation, task, *own, [members[j] for j in idx],
+        return _train_part(backend, [p[idx] for p in params], activation, task, own, [members[j] for j in idx],
                            log_every, report)
 
     with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
@@ -243,20 +243,10 @@ def train_group(
 
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
-def _train_part(
-    backend: Any,
-    params: list[np.ndarray],
-    activation: str,
-    task: str,
-    X: Any,
-    y: Any,
-    X_val: Any,
-    y_val: Any,
-    members: Sequence[Member],
-    log_every: int,
-    progress: Callable[[int, int], None] | None,
-) -> GroupFit:
-    """:func:`train_group` on one thread."""
+def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: str, arrays: Sequence[Any],
+                members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None) -> GroupFit:
+    """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``."""
+    X, y, X_val, y_val = arrays
     xp, K = backend.xp, len(members)
     dtype = X.dtype
     lr = np.array([m.lr for m in members], dtype=np.float64)
