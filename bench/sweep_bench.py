@@ -84,9 +84,7 @@ def training_section(repeats: int, epochs: int) -> list[str]:
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.mlp import MLP, init_params
 
-    from sweeper.launch import _node
-
-    ds = data.load(_node(dict(name="diabetes", val_fraction=0.2, test_fraction=0.2)), 0)
+    ds = data.load_plain(dict(name="diabetes", val_fraction=0.2, test_fraction=0.2), 0)
     backend = resolve("cpu")
     rows = []
     for dtype in ("float32", "float64"):

@@ -1,6 +1,7 @@
 """data/: load a data set as host arrays, split it with the run's seed, and standardise on train only."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,3 +189,21 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
                    positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])
+
+
+def load_plain(node: dict, seed: int) -> Dataset:
+    """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
+    its data files, the batched launcher's memory estimate and its groups read each (node, seed) once."""
+    import json
+
+    return _load_plain(json.dumps(node, sort_keys=True, default=str), seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_plain(node: str, seed: int) -> Dataset:
+    import json
+
+    from omegaconf import OmegaConf
+
+    return load(OmegaConf.create(json.loads(node)), seed)
+

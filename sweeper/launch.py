@@ -175,7 +175,7 @@ def _fits(members: list[Job], budget: int) -> int:
     """How many of these members fit the memory budget together (estimated from the data's shape)."""
     cfg = members[0].plain
     try:
-        ds = data.load(_node(cfg["data"]), cfg["seed"])
+        ds = data.load_plain(cfg["data"], cfg["seed"])
     except data.DataError:  # the one-job path reports it in one line
         return 0
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
@@ -201,20 +201,6 @@ def _finished(cfg: dict[str, Any]) -> bool:
         return False
 
 
-class _Node(dict):
-    """A plain dict read with attributes, as the loaders read a config node."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-
-def _node(d: dict[str, Any]) -> _Node:
-    return _Node(d)
-
-
 def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     """Train the group on its device and score every member: ``{job idx: Computed}``.
 
@@ -226,7 +212,7 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     except BackendUnavailable:
         return {}  # each job records SKIPPED through the one-job path
     seeds = [m.plain["seed"] for m in members]
-    datasets = {s: data.load(_node(cfg0["data"]), s) for s in dict.fromkeys(seeds)}
+    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
     ds0 = datasets[seeds[0]]
     dtype, task = cfg0["dtype"], ds0.task
     sizes = [ds0.n_features] + [cfg0["width"]] * cfg0["depth"] + [1]

@@ -104,7 +104,7 @@ def start(config: DictConfig) -> dict[str, Any]:
             node = json.dumps(cfg["data"], sort_keys=True)
             if "path" in cfg["data"] and node not in read:  # a data file, read once per data config, first seed
                 read.add(node)
-                data.load(OmegaConf.create(cfg["data"]), cfg["seed"])
+                data.load_plain(cfg["data"], cfg["seed"])
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 
