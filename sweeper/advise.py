@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shlex
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -619,17 +618,16 @@ def counts(s: Sweep, changes: dict[str, str]) -> tuple[int, int]:
 def next_command(argv: list[str], changes: dict[str, str]) -> str:
     """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true`` last;
     arguments are quoted only where a shell needs it."""
+    from sweeper.sweep import resume_command  # drops any resume=, appends resume=true, quotes as a shell needs
+
     changes, out = dict(changes), []
     for arg in argv:
         bare = arg.lstrip("+~")
         key = bare.partition("=")[0]
-        if key == "resume":
-            continue
         if key in changes and not arg.startswith("~"):
             arg = f"{arg[: len(arg) - len(bare)]}{key}={changes.pop(key)}"
         out.append(arg)
-    out += [f"{k}={v}" for k, v in changes.items()] + ["resume=true"]
-    return "python -m sweeper -m " + " ".join(shlex.quote(a) for a in out)
+    return resume_command(["-m", *out, *(f"{k}={v}" for k, v in changes.items())])
 
 
 def advise(records: list[dict[str, Any]], argv: list[str] | None = None,

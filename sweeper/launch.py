@@ -138,16 +138,16 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
 
 # Members of one epoch count that make a group of their own (below this, a small group trains slower per
 # configuration than the one-configuration trainer: docs/benchmarks.md, K=1..8).
-MIN_PART = 4
+MIN_EPOCH_PART = 4
 
 
 def by_epochs(members: list[Job]) -> list[list[Job]]:
     """A group runs to its largest epoch count, and a member frozen earlier still costs its share of every
-    epoch: split the members by epoch count when every part keeps ``MIN_PART`` of them."""
+    epoch: split the members by epoch count when every part keeps ``MIN_EPOCH_PART`` of them."""
     parts: dict[int, list[Job]] = {}
     for job in members:
         parts.setdefault(job.plain["epochs"], []).append(job)
-    if len(parts) > 1 and all(len(p) >= MIN_PART for p in parts.values()):
+    if len(parts) > 1 and all(len(p) >= MIN_EPOCH_PART for p in parts.values()):
         return list(parts.values())
     return [members]
 
@@ -156,7 +156,7 @@ def wasteful(members: list[Job]) -> bool:
     """A small group whose members stop at very different epochs computes more than they would alone
     (K·max(epochs) against their sum) without enough members to win it back."""
     epochs = [j.plain["epochs"] for j in members]
-    return len(members) < 2 * MIN_PART and len(members) * max(epochs) > 1.5 * sum(epochs)
+    return len(members) < 2 * MIN_EPOCH_PART and len(members) * max(epochs) > 1.5 * sum(epochs)
 
 
 def _batchable(cfg: dict[str, Any]) -> bool:
