@@ -64,4 +64,6 @@ def _interrupted(args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    cli()
+    from sweeper import main_exit
+
+    main_exit(cli)

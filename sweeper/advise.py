@@ -719,4 +719,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sweeper import main_exit
+
+    main_exit(main)

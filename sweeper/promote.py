@@ -333,4 +333,6 @@ def _shown(path: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sweeper import main_exit
+
+    main_exit(main)
