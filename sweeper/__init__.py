@@ -34,7 +34,8 @@ def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:
     flushed — but without the interpreter's teardown of every module and object, which takes 0.6-1.1 s
     once MLflow is imported (measured: docs/benchmarks.md) and which the OS does at once.
 
-    Only for ``if __name__ == "__main__":``: a command called in-process keeps returning normally."""
+    Only for ``if __name__ == "__main__":``: a command called in-process keeps returning normally; under a
+    profiler or tracer (``python -m cProfile -m sweeper``, coverage) the exit is Python's own."""
     import atexit
     import os
     import threading
@@ -46,6 +47,8 @@ def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:
     if code is not None and not isinstance(code, int):  # sys.exit("message"): Python prints it, exit 1
         print(code, file=sys.stderr)
         code = 1
+    if sys.getprofile() is not None or sys.gettrace() is not None:  # cProfile, coverage, a debugger: they
+        sys.exit(code)  # write their results in the teardown
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()

@@ -103,3 +103,11 @@ def test_a_command_ends_fast_but_as_sys_exit_would(tmp_path, action, code, stder
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == code and proc.stdout == "buffered, not flushed" and proc.stderr.strip() == stderr
     assert (tmp_path / "x.thread").read_text() == "joined" and (tmp_path / "x.atexit").read_text() == "ran"
+
+
+def test_a_profiled_command_still_writes_its_profile(tmp_path):
+    """``python -m cProfile -o F -m sweeper.runs``: the profiler writes F in Python's own exit."""
+    out = tmp_path / "prof.out"
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sweeper.runs", "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0 and out.stat().st_size > 0, proc.stderr
