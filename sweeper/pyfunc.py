@@ -50,15 +50,112 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         arrays |= {"x_mean": dataset.x_mean, "x_scale": dataset.x_scale}
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
-    mlflow.pyfunc.save_model(
-        path,
+    signature, example = infer_signature(X_example, y_example), X_example[:5]
+    key = _template_key(signature, example, requirements)
+    template = _template(key, lambda where: mlflow.pyfunc.save_model(
+        where,
         python_model=str(ENTRY),  # models from code, not a pickle
         artifacts={"weights": str(weights), "meta": str(meta)},
-        signature=infer_signature(X_example, y_example),
-        input_example=X_example[:5],
+        signature=signature,
+        input_example=example,
         pip_requirements=requirements,
-    )
+    ))
+    _instantiate(template, path, {"weights": weights, "meta": meta})
     return path
+
+
+# mlflow.pyfunc.save_model costs ~12 ms a model, and ~240 ms the first time in a process (it checks the
+# requirements against every installed distribution). Everything it writes but the two artifacts and the
+# MLmodel's uuid, time, sources and size is the same for every model of one signature and input example,
+# so it runs once per such key — per process, and once per machine through a cache folder — and each
+# model is a copy of that template with its own artifacts and MLmodel fields (_instantiate).
+_TEMPLATES: dict[str, Path] = {}
+
+
+def cache_dir() -> Path:
+    """Where model templates are kept between processes: ``$SWEEPER_CACHE_DIR``, else the user's cache."""
+    import os
+
+    base = os.environ.get("SWEEPER_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
+    return Path(base) / "model-templates"
+
+
+def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
+    """A digest of all that shapes a saved model folder but its artifacts: MLflow's and Python's versions and
+    environment, the entry file, the requirements, the signature and the input example's values."""
+    import hashlib
+    import sys
+
+    if hasattr(example, "to_json"):  # a text model's DataFrame
+        values = example.to_json(orient="split").encode()
+    else:
+        values = np.ascontiguousarray(example).tobytes() + str((example.shape, example.dtype.str)).encode()
+    h = hashlib.sha256()
+    for part in (mlflow.__version__, sys.version, sys.executable, ENTRY.read_bytes(), json.dumps(requirements),
+                 json.dumps(signature.to_dict(), sort_keys=True), values):
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _template(key: str, save: Any) -> Path:
+    """The template folder for ``key``: this process's, the cache's, or made now by ``save(folder)`` (into
+    the cache when it is writable, atomically: a concurrent sweep finds a whole template or none)."""
+    import os
+    import tempfile
+    import uuid
+
+    if key in _TEMPLATES:
+        return _TEMPLATES[key]
+    cached = cache_dir() / key
+    if not (cached / "MLmodel").is_file():
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cached.parent))
+        except OSError:  # no cache: a template of this process's own
+            staging = Path(tempfile.mkdtemp(prefix="sweeper-model-"))
+            cached = staging / "model"
+            save(cached)
+            _TEMPLATES[key] = cached
+            return cached
+        save(staging / "model")
+        for _ in range(2):
+            try:
+                os.rename(staging / "model", cached)
+                break
+            except OSError:  # another process was first (its template is the same), or a broken one is there
+                if (cached / "MLmodel").is_file():
+                    break
+                shutil.rmtree(cached, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (cached / "MLmodel").is_file():  # renamed away meanwhile: keep none, save for real
+            cached = Path(tempfile.mkdtemp(prefix="sweeper-model-")) / f"model-{uuid.uuid4().hex}"
+            save(cached)
+    _TEMPLATES[key] = cached
+    return cached
+
+
+def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> None:
+    """``path`` ← a copy of ``template`` with these artifacts and its own MLmodel: a new uuid and time, the
+    artifacts' sources, and the size MLflow would compute (the template's, less its artifacts, plus ours)."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from mlflow.models import Model
+
+    model = Model.load(template / "MLmodel")
+    flavor = model.flavors["python_function"]["artifacts"]
+    shutil.copytree(template, path, ignore=lambda folder, names: ["MLmodel"] if Path(folder) == template else
+                    [n for n in names if Path(folder, n) in {template / flavor[a]["path"] for a in artifacts}])
+    size = model.model_size_bytes or 0
+    for name, source in artifacts.items():
+        size += source.stat().st_size - (template / flavor[name]["path"]).stat().st_size
+        shutil.copyfile(source, path / flavor[name]["path"])
+        flavor[name]["uri"] = str(source)
+    model.model_uuid = uuid.uuid4().hex
+    model.utc_time_created = str(datetime.now(timezone.utc).replace(tzinfo=None))
+    model.model_size_bytes = size
+    model.save(path / "MLmodel")
 
 
 def pd_text(docs: Any) -> Any:

@@ -22,6 +22,9 @@ from sweeper.backend import gpu_available
 from sweeper.run import JobContext, run
 
 # ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
+# Model templates (sweeper.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
+os.environ.setdefault("SWEEPER_CACHE_DIR", str(Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-cache-"))))
+
 SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
