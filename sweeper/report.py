@@ -24,8 +24,6 @@ from sweeper.helptext import describe
 from sweeper import tracking
 from sweeper.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 
-TOP_CURVES = 5
-
 
 @dataclass
 class Board:
@@ -119,72 +117,6 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         return (not ok, *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
 
     return Board(sorted(rows, key=rank), keys, metric, lower)
-
-
-def figures(c: Any, board: Board) -> dict[str, Any]:
-    """Plots of a sweep, by artifact name. Each is titled, with labelled axes (units) and a legend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out: dict[str, Any] = {}
-    done = [r for r in board.rows if r["status"] == "FINISHED" and r[f"val_{board.metric}"] is not None]
-    val = f"val_{board.metric}"
-    unit = " (target units²)" if board.metric == "mse" else ""
-
-    if "lr" in board.keys and len({r["lr"] for r in done}) > 1:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        others = [k for k in board.keys if k not in ("lr", "device", "sync_every_epoch")]
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for r in done:
-            if r.get("device", "cpu") == "cpu" or "device" not in board.keys:
-                groups.setdefault(", ".join(f"{k}={r[k]}" for k in others) or "all runs", []).append(r)
-        for label, rs in sorted(groups.items()):
-            rs = sorted(rs, key=lambda r: float(r["lr"]))
-            ax.plot([float(r["lr"]) for r in rs], [r[val] for r in rs], marker="o", label=label)
-        ax.set_xscale("log")
-        ax.set(title=f"Validation {board.metric} against learning rate", xlabel="learning rate (lr, log scale)",
-               ylabel=f"validation {board.metric}{unit}")
-        ax.legend(fontsize="small")
-        ax.grid(alpha=0.3)
-        out["plots/val_metric_vs_lr.png"] = fig
-
-    top = done[:TOP_CURVES]
-    if top:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for r in top:
-            history = c.get_metric_history(r["run_id"], "train_loss")
-            ax.plot([h.step for h in history], [h.value for h in history], label=r["run"])
-        ax.set_yscale("log")
-        ax.set(title=f"Training loss of the top {len(top)} runs (by {val})", xlabel="epoch",
-               ylabel="training loss (standardised, log scale)")
-        ax.legend(fontsize="small")
-        ax.grid(alpha=0.3)
-        out["plots/loss_curves_top.png"] = fig
-
-    pairs = {}
-    for r in done:
-        pairs.setdefault(r["fingerprint"], {})[r["device"]] = r
-    pairs = {fp: p for fp, p in pairs.items() if "cpu" in p and "gpu" in p}
-    if pairs:
-        labels = [p["gpu"]["run"].replace(",gpu", "").replace("device=gpu,", "") for p in pairs.values()]
-        x = range(len(pairs))
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-        left.bar([i - 0.2 for i in x], [p["cpu"]["train_time_s"] for p in pairs.values()], 0.4, label="cpu")
-        left.bar([i + 0.2 for i in x], [p["gpu"]["train_time_s"] for p in pairs.values()], 0.4, label="gpu")
-        left.set(title="Train time per configuration", ylabel="train time (s, log scale)", yscale="log")
-        right.bar(list(x), [p["gpu"].get("speedup") or 0.0 for p in pairs.values()], 0.5, color="tab:green",
-                  label="gpu over cpu")
-        right.axhline(1.0, color="grey", lw=1, ls="--", label="parity")
-        right.set(title="GPU-over-CPU speedup (train time)", ylabel="speedup (×)")
-        for ax in (left, right):
-            ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize="small")
-            ax.set_xlabel("configuration")
-            ax.legend(fontsize="small")
-        fig.tight_layout()
-        out["plots/time_and_speedup.png"] = fig
-    return out
 
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
@@ -284,7 +216,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
     Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
     """
-    import matplotlib.pyplot as plt
+    from sweeper import plots
 
     out = out or sys.stdout
     parent = c.get_run(parent_run_id)
@@ -300,13 +232,20 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     print(board.table(), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
+        painter = plots.PAINTER or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
+        painter.submit(plots.specs(c, board), Path(tmp) / "figures")  # drawn while the rest is logged
         for name, text in (("summary.csv", board.csv()), ("summary.md", board.table("github") + "\n")):
             (Path(tmp) / name).write_text(text)
             c.log_artifact(parent_run_id, str(Path(tmp) / name))
-    for name, fig in figures(c, board).items():
-        c.log_figure(parent_run_id, fig, name)
-        plt.close(fig)
+        _conclude(c, parent, board, counts, runs + reused, out)
+        for name, path in painter.collect().items():
+            c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
+    return board, counts
 
+
+def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any) -> None:
+    """The parent's counts, best run (metric, tags, line) and the advisor's findings."""
+    parent_run_id = parent.info.run_id
     metrics: dict[str, float] = dict(counts)
     tags = {}
     if board.best is not None:
@@ -321,10 +260,9 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     from sweeper import advise  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
 
     try:
-        advise.publish(c, parent, runs + reused, [r["run_id"] for r in board.rows], out)
+        advise.publish(c, parent, runs, [r["run_id"] for r in board.rows], out)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
-    return board, counts
 
 
 def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:

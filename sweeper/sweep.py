@@ -108,6 +108,9 @@ def start(config: DictConfig) -> dict[str, Any]:
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 
+    from sweeper import plots
+
+    plots.start()  # matplotlib's import on the other core while the jobs run, for the summary's plots
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     parents = _created.setdefault(sweep_dir, {})
@@ -285,6 +288,9 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
             jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
             print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
         print(f"browse with: {ui_command(parent['uri'])}", file=out)
+    from sweeper import plots
+
+    plots.stop()
     pending = [r["job"] for r in rows if r.get("pending_upload")]
     if pending:
         print(f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "

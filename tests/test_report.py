@@ -130,3 +130,26 @@ def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
     mse = float(np.mean((logged[:, 1] - logged[:, 0]) ** 2))
     assert child.data.metrics["test_mse"] == pytest.approx(mse, rel=1e-12)
     assert model.metadata.signature is not None
+
+
+def test_the_painter_draws_what_the_launching_process_would_and_a_dead_one_is_replaced(tmp_path):
+    """The sweep's painter process (sweeper.plots) and an in-process draw give the same PNG files; a painter
+    that died is not waited for: the figures are drawn here."""
+    from sweeper import plots
+
+    figure = {"name": "plots/a.png", "size": [4, 3], "axes": [{"title": "t", "xlabel": "x", "ylabel": "y", "yscale": "log",
+                                                              "lines": [{"x": [1, 2, 3], "y": [3.0, 2.0, 1.5], "label": "run"}]}]}
+    here = plots.draw_all([figure], tmp_path / "here")
+    painter = plots.Painter().start()
+    try:
+        painter.submit([figure], tmp_path / "there")
+        there = painter.collect()
+        assert there == {"plots/a.png": tmp_path / "there" / "plots" / "a.png"}
+        assert there["plots/a.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert there["plots/a.png"].stat().st_size == here["plots/a.png"].stat().st_size
+        painter.proc.kill()
+        painter.proc.wait()
+        painter.submit([figure], tmp_path / "after")
+        assert painter.collect() == {"plots/a.png": tmp_path / "after" / "plots" / "a.png"} and painter.proc is None
+    finally:
+        painter.close()

@@ -1,0 +1,206 @@
+"""A sweep's plots: described as data (:func:`specs`), drawn with matplotlib's Agg backend (:func:`draw`).
+
+Importing matplotlib and drawing three figures costs ~0.3-0.5 s, at the very end of a sweep. The
+launching process therefore starts a :class:`Painter` when the sweep starts — a second Python process
+(``python -m sweeper.plots``) that imports matplotlib on the other core while the jobs run and then
+waits — and at the end sends it the figures' data; it draws them while this process logs the
+leaderboard and the advice, and hands back the PNG files, which this process logs to the parent run.
+Without a painter (``report`` on its own, a painter that failed) the figures are drawn here, the same way.
+
+Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "specs": [...]}``; one
+JSON line per answer on its stdout, ``{"files": {name: path}}`` or ``{"error": "..."}``.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
+TIMEOUT_S = 60.0  # the longest the launching process waits for the painter's figures before drawing them itself
+
+
+def specs(c: Any, board: Any) -> list[dict[str, Any]]:
+    """The plots of a sweep's leaderboard as plain data (artifact name, size, axes with their series)."""
+    out: list[dict[str, Any]] = []
+    done = [r for r in board.rows if r["status"] == "FINISHED" and r[f"val_{board.metric}"] is not None]
+    val = f"val_{board.metric}"
+    unit = " (target units²)" if board.metric == "mse" else ""
+
+    if "lr" in board.keys and len({r["lr"] for r in done}) > 1:
+        others = [k for k in board.keys if k not in ("lr", "device", "sync_every_epoch")]
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in done:
+            if r.get("device", "cpu") == "cpu" or "device" not in board.keys:
+                groups.setdefault(", ".join(f"{k}={r[k]}" for k in others) or "all runs", []).append(r)
+        series = []
+        for label, rs in sorted(groups.items()):
+            rs = sorted(rs, key=lambda r: float(r["lr"]))
+            series.append({"x": [float(r["lr"]) for r in rs], "y": [r[val] for r in rs], "label": label, "marker": "o"})
+        out.append({"name": "plots/val_metric_vs_lr.png", "size": [7, 4.5], "axes": [{
+            "title": f"Validation {board.metric} against learning rate", "xlabel": "learning rate (lr, log scale)",
+            "ylabel": f"validation {board.metric}{unit}", "xscale": "log", "lines": series}]})
+
+    top = done[:TOP_CURVES]
+    if top:
+        series = []
+        for r in top:
+            history = c.get_metric_history(r["run_id"], "train_loss")
+            series.append({"x": [h.step for h in history], "y": [h.value for h in history], "label": r["run"]})
+        loss = "mean squared error, target units²" if board.metric == "mse" else "cross-entropy"
+        out.append({"name": "plots/loss_curves_top.png", "size": [7, 4.5], "axes": [{
+            "title": f"Training loss of the top {len(top)} runs (by {val})", "xlabel": "epoch",
+            "ylabel": f"training loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
+
+    pairs: dict[str, dict[str, Any]] = {}
+    for r in done:
+        pairs.setdefault(r["fingerprint"], {})[r["device"]] = r
+    pairs = {fp: p for fp, p in pairs.items() if "cpu" in p and "gpu" in p}
+    if pairs:
+        labels = [p["gpu"]["run"].replace(",gpu", "").replace("device=gpu,", "") for p in pairs.values()]
+        x = list(range(len(pairs)))
+        ticks = {"xticks": x, "xticklabels": labels, "xlabel": "configuration"}
+        out.append({"name": "plots/time_and_speedup.png", "size": [11, 4.5], "tight": True, "axes": [
+            {"title": "Train time per configuration", "ylabel": "train time (s, log scale)", "yscale": "log", **ticks,
+             "bars": [{"x": [i - 0.2 for i in x], "y": [p["cpu"]["train_time_s"] for p in pairs.values()], "width": 0.4,
+                       "label": "cpu"},
+                      {"x": [i + 0.2 for i in x], "y": [p["gpu"]["train_time_s"] for p in pairs.values()], "width": 0.4,
+                       "label": "gpu"}]},
+            {"title": "GPU-over-CPU speedup (train time)", "ylabel": "speedup (×)", **ticks, "hline": 1.0,
+             "bars": [{"x": x, "y": [p["gpu"].get("speedup") or 0.0 for p in pairs.values()], "width": 0.5,
+                       "color": "tab:green", "label": "gpu over cpu"}]},
+        ]})
+    return out
+
+
+def draw(spec: dict[str, Any], path: Path) -> Path:
+    """Draw one figure of :func:`specs` into the PNG ``path``: titled, labelled axes (units), a legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False)
+    try:
+        for ax, a in zip(axes[0], spec["axes"]):
+            for s in a.get("lines", []):
+                ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s["label"])
+            for b in a.get("bars", []):
+                ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
+            if "hline" in a:
+                ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
+            ax.set(title=a["title"], xlabel=a.get("xlabel", ""), ylabel=a["ylabel"])
+            if a.get("xscale"):
+                ax.set_xscale(a["xscale"])
+            if a.get("yscale"):
+                ax.set_yscale(a["yscale"])
+            if "xticks" in a:
+                ax.set_xticks(a["xticks"], a["xticklabels"], rotation=30, ha="right", fontsize="small")
+            ax.legend(fontsize="small")
+            ax.grid(alpha=0.3)
+        if spec.get("tight"):
+            fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def draw_all(figures: list[dict[str, Any]], folder: Path) -> dict[str, Path]:
+    """Every figure drawn under ``folder`` at its artifact name: ``{name: file}``."""
+    return {s["name"]: draw(s, Path(folder) / s["name"]) for s in figures}
+
+
+class Painter:
+    """A ``python -m sweeper.plots`` process that has imported matplotlib and draws on request.
+
+    ``start`` never fails: without a painter (it could not start, or died) :meth:`collect` draws here."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.pending: tuple[list[dict[str, Any]], Path] | None = None
+
+    def start(self) -> "Painter":
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.plots"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        except OSError:
+            self.proc = None
+        return self
+
+    def submit(self, figures: list[dict[str, Any]], folder: Path) -> None:
+        """Ask for these figures under ``folder``; :meth:`collect` returns them."""
+        self.pending = (figures, Path(folder))
+        if self.proc is not None and figures:
+            try:
+                self.proc.stdin.write(json.dumps({"folder": str(folder), "specs": figures}) + "\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                self.close()
+
+    def collect(self) -> dict[str, Path]:
+        """The files of the last :meth:`submit`: the painter's, or drawn here if it failed."""
+        figures, folder = self.pending or ([], Path("."))
+        self.pending = None
+        if not figures:
+            return {}
+        if self.proc is not None:
+            import select
+
+            ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)  # a hung painter is not waited on
+            line = self.proc.stdout.readline() if ready else ""
+            answer = json.loads(line) if line.strip() else {"error": "the painter ended"}
+            if "files" in answer:
+                return {name: Path(p) for name, p in answer["files"].items()}
+            self.close()
+        return draw_all(figures, folder)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
+            self.proc = None
+
+
+# The launching process's painter, from the sweep's start (sweeper.sweep.start) to its end.
+PAINTER: Painter | None = None
+
+
+def start() -> None:
+    global PAINTER
+    if PAINTER is None:
+        PAINTER = Painter().start()
+
+
+def stop() -> None:
+    global PAINTER
+    if PAINTER is not None:
+        PAINTER.close()
+        PAINTER = None
+
+
+def serve() -> None:
+    """The painter's loop: import matplotlib now, then draw each request of stdin until it closes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401  (the import is what the painter is for)
+
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            files = draw_all(request["specs"], Path(request["folder"]))
+            answer = {"files": {name: str(p) for name, p in files.items()}}
+        except Exception as e:  # noqa: BLE001  (the launching process draws them itself)
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()
