@@ -8,7 +8,8 @@
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
    trainer (``models.train``) measured in the same process, for each update rule of ``--optimizers``
-   (``gd``, ``momentum`` with Nesterov, ``adam``; ``name+wd`` adds weight decay 1e-3).
+   (``gd``, ``momentum`` with Nesterov, ``adam``; ``name+wd`` adds weight decay 1e-3); ``--threads 1``
+   compares one core with one core (the one-configuration trainer runs W1 on one).
 2. End to end: ``python -m sweeper -m ...`` in a subprocess into an empty embedded store (a copy of one
    made once, as a user's store exists after their first run), wall time from
    the command to its exit, under ``hydra/launcher=basic``, ``batched`` (the default) and ``joblib`` with 2
@@ -88,7 +89,7 @@ def update_rule(spec: str):
 
 
 def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
-                     ks: list[int] = (1, 8, 64, 256)) -> list[str]:
+                     ks: list[int] = (1, 8, 64, 256), threads: int | None = None) -> list[str]:
     from sweeper import data, models
     from sweeper.backend import resolve
     from sweeper.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
@@ -116,7 +117,8 @@ def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
                 rates = []
                 for _ in range(repeats):
                     params = stacked_params([10, 16, 1], "tanh", [m.seed for m in members], dtype)
-                    fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50, opt=opt)
+                    fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50, opt=opt,
+                                      threads=threads)
                     rates.append(k * epochs / fit.train_time_s)
                 rate = _median(rates)
                 rows.append(["W1", spec, dtype, "batched group", k, fmt_rate(rate), f"{rate / base:.2f}x"])
@@ -213,12 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
     p.add_argument("--optimizers", default="gd", help="training section: comma-separated gd, momentum, adam (+wd)")
     p.add_argument("--ks", default="1,8,64,256", help="training section: comma-separated group sizes")
+    p.add_argument("--threads", type=int, default=None,
+                   help="training section: CPU threads of a group (default: the CPUs this process may use)")
     args = p.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
     if args.only in (None, "training"):
         out += training_section(repeats, 1000 if args.quick else 3000, args.optimizers.split(","),
-                                [int(k) for k in args.ks.split(",")]) + [""]
+                                [int(k) for k in args.ks.split(",")], args.threads) + [""]
         print("\n".join(out), flush=True)
     if args.only in (None, "sweeps"):
         names = args.sweeps.split(",") if args.sweeps else [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
