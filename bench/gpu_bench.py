@@ -3,6 +3,7 @@
     python bench/gpu_bench.py                  # W1 and W4, cpu, gpu and the naive per-epoch-sync gpu loop
     python bench/gpu_bench.py --devices cpu --quick   # smoke test on a machine without a GPU
     python bench/gpu_bench.py --batched 1,16,256,1024,4096   # also the batched trainer, K members of W1
+    python bench/gpu_bench.py --workloads W1 --batched 64 --optimizer adam   # another update rule (+wd: decay)
 
 Workloads (issue 3): W1 diabetes, depth 1, width 16; W4 synthetic 200,000 x 500, depth 2, width 512.
 Each row is the median of ``--repeats`` runs from identical initial weights; ``speedup`` is the CPU row's
@@ -47,20 +48,20 @@ def workload(name: str, quick: bool, dtype: str) -> SimpleNamespace:
     return SimpleNamespace(**{**spec, "data": SimpleNamespace(**spec["data"])}, activation="tanh", seed=0, dtype=dtype)
 
 
-def run_once(cfg: SimpleNamespace, ds: data.Dataset, backend, naive: bool) -> dict[str, float]:
+def run_once(cfg: SimpleNamespace, ds: data.Dataset, backend, naive: bool, opt=None) -> dict[str, float]:
     t0 = backend.clock()
     X, y, Xv, yv, Xt = (backend.to_device(a.astype(cfg.dtype)) for a in
                         (ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test))
     model = models.build(cfg, ds.n_features, ds.task, backend)
     h2d = backend.clock() - t0
     fit = models.train(backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
-                       sync_every_epoch=naive)
+                       sync_every_epoch=naive, opt=opt)
     pred = ds.to_original(backend.to_numpy(model.predict(Xt)).astype(np.float64))
     mse = float(np.mean((pred - ds.to_original(ds.y_test)) ** 2))
     return {"train": fit.train_time_s, "warmup": fit.warmup_time_s, "h2d": h2d, "mse": mse, "epochs": fit.epochs_run}
 
 
-def batched_rows(ks: list[int], devices: list[str], dtype: str, epochs: int, repeats: int) -> list[list[str]]:
+def batched_rows(ks: list[int], devices: list[str], dtype: str, epochs: int, repeats: int, opt=None) -> list[list[str]]:
     """Configuration-epochs/s of K members of W1 trained as one group, per device; the ratio is against
     the CPU's best configuration-epochs/s over the K tried (the goal: K=1024 on the GPU >= 20x that)."""
     from sweeper.models.batched import Member, stacked_params, train_group
@@ -82,7 +83,7 @@ def batched_rows(ks: list[int], devices: list[str], dtype: str, epochs: int, rep
             for _ in range(repeats):
                 params = stacked_params([ds.n_features, cfg.width, 1], "tanh", [m.seed for m in members], dtype)
                 times.append(train_group(backend, params, "tanh", ds.task, *arrays, members,
-                                         log_every=cfg.log_every).train_time_s)
+                                         log_every=cfg.log_every, opt=opt).train_time_s)
             rates[device, k] = k * epochs / statistics.median(times)
             print(f"  batched {device} K={k}: {rates[device, k]:,.0f} configuration-epochs/s", flush=True)
     cpu_best = max((r for (d, _), r in rates.items() if d == "cpu"), default=None)
@@ -102,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     ap.add_argument("--batched", default="", help="comma-separated K: also train K members of W1 as one group")
+    ap.add_argument("--optimizer", default="gd", help="gd, momentum (Nesterov's) or adam, +wd for weight decay 1e-3")
     ap.add_argument("--out", type=Path, help="also write the table to this file")
     args = ap.parse_args(argv)
+    from sweep_bench import update_rule
+
+    opt = update_rule(args.optimizer)
 
     variants = [(d, False) for d in args.devices.split(",")]
     if "gpu" in args.devices.split(","):
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             except BackendUnavailable as e:
                 rows.append([name, label, "-", "-", "-", "-", "-", "-", f"skipped: {e}"[:60]])
                 continue
-            runs = [run_once(cfg, ds, backend, naive) for _ in range(args.repeats)]
+            runs = [run_once(cfg, ds, backend, naive, opt) for _ in range(args.repeats)]
             train = statistics.median(r["train"] for r in runs)
             cpu_median = train if device == "cpu" else cpu_median
             rows.append([
@@ -135,13 +140,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.batched:
         ks = [int(k) for k in args.batched.split(",")]
-        rows += batched_rows(ks, args.devices.split(","), args.dtype, 500 if args.quick else 2000, args.repeats)
+        rows += batched_rows(ks, args.devices.split(","), args.dtype, 500 if args.quick else 2000, args.repeats, opt)
 
     header = ["workload", "variant", "train s (median)", "epochs/s", "warmup s", "h2d s", "speedup vs cpu", "test mse", "note"]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     table = "\n".join(line.format(*r).rstrip() for r in [header, ["-" * w for w in widths], *rows])
-    about = f"numpy {np.__version__}, python {platform.python_version()}, {platform.machine()}"
+    about = f"numpy {np.__version__}, python {platform.python_version()}, {platform.machine()}, update {args.optimizer}"
     print(f"\n{about}\n{table}")
     if args.out:
         args.out.write_text(f"{about}\n{table}\n")

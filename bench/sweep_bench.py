@@ -3,10 +3,13 @@
     python bench/sweep_bench.py                  # everything, medians of 3 (about 15-25 minutes on 2 cores)
     python bench/sweep_bench.py --quick          # 1 repeat, no grid-256 (a few minutes)
     python bench/sweep_bench.py --only training  # the batched trainer alone
+    python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
 
-1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 members of the
-   W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration trainer
-   (``models.train``) measured in the same process.
+1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
+   of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
+   trainer (``models.train``) measured in the same process, for each update rule of ``--optimizers``
+   (``gd``, ``momentum`` with Nesterov, ``adam``; ``name+wd`` adds weight decay 1e-3); ``--threads 1``
+   compares one core with one core (the one-configuration trainer runs W1 on one).
 2. End to end: ``python -m sweeper -m ...`` in a subprocess into an empty embedded store (a copy of one
    made once, as a user's store exists after their first run), wall time from
    the command to its exit, under ``hydra/launcher=basic``, ``batched`` (the default) and ``joblib`` with 2
@@ -77,7 +80,16 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def training_section(repeats: int, epochs: int) -> list[str]:
+def update_rule(spec: str):
+    """``gd``, ``momentum`` (Nesterov's), ``adam``, each with ``+wd`` for weight decay 1e-3."""
+    from sweeper.models.optim import Optimizer
+
+    name, _, wd = spec.partition("+")
+    return Optimizer(name, nesterov=name == "momentum", weight_decay=1e-3 if wd else 0.0)
+
+
+def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
+                     ks: list[int] = (1, 8, 64, 256), threads: int | None = None) -> list[str]:
     from sweeper import data, models
     from sweeper.backend import resolve
     from sweeper.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
@@ -86,26 +98,32 @@ def training_section(repeats: int, epochs: int) -> list[str]:
 
     ds = data.load_plain(dict(name="diabetes", val_fraction=0.2, test_fraction=0.2), 0)
     backend = resolve("cpu")
+    lr = {"adam": 0.001}  # Adam's steps are lr-sized whatever the gradient's scale
     rows = []
-    for dtype in ("float32", "float64"):
-        a = [x.astype(dtype) for x in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-        single = []
-        for _ in range(repeats):
-            model = MLP(np, init_params([10, 16, 1], "tanh", 0, dtype), "tanh", "regression")
-            single.append(epochs / models.train(backend, model, *a, lr=0.01, epochs=epochs, log_every=50).train_time_s)
-        base = _median(single)
-        rows.append(["W1", dtype, "one-config trainer", 1, fmt_rate(base), "1.00x"])
-        for k in (1, 8, 64, 256):
-            members = [Member(0.01 * (1 + i / k), epochs, seed=i) for i in range(k)]
-            rates = []
+    for spec in optimizers:
+        opt = update_rule(spec)
+        for dtype in ("float32", "float64"):
+            a = [x.astype(dtype) for x in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+            base_lr = lr.get(opt.name, 0.01)
+            single = []
             for _ in range(repeats):
-                params = stacked_params([10, 16, 1], "tanh", [m.seed for m in members], dtype)
-                fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50)
-                rates.append(k * epochs / fit.train_time_s)
-            rate = _median(rates)
-            rows.append(["W1", dtype, "batched group", k, fmt_rate(rate), f"{rate / base:.2f}x"])
+                model = MLP(np, init_params([10, 16, 1], "tanh", 0, dtype), "tanh", "regression")
+                fit = models.train(backend, model, *a, lr=base_lr, epochs=epochs, log_every=50, opt=opt)
+                single.append(epochs / fit.train_time_s)
+            base = _median(single)
+            rows.append(["W1", spec, dtype, "one-config trainer", 1, fmt_rate(base), "1.00x"])
+            for k in ks:
+                members = [Member(base_lr * (1 + i / k), epochs, seed=i) for i in range(k)]
+                rates = []
+                for _ in range(repeats):
+                    params = stacked_params([10, 16, 1], "tanh", [m.seed for m in members], dtype)
+                    fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50, opt=opt,
+                                      threads=threads)
+                    rates.append(k * epochs / fit.train_time_s)
+                rate = _median(rates)
+                rows.append(["W1", spec, dtype, "batched group", k, fmt_rate(rate), f"{rate / base:.2f}x"])
     return ["## Training alone (configuration-epochs/s, median of %d, %d epochs)" % (repeats, epochs), "",
-            table(["shape", "dtype", "trainer", "K", "config-epochs/s", "vs one-config"], rows)]
+            table(["shape", "update", "dtype", "trainer", "K", "config-epochs/s", "vs one-config"], rows)]
 
 
 def _timed(cmd: list[str], cwd: str) -> tuple[float, str | None]:
@@ -195,11 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
     p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
+    p.add_argument("--optimizers", default="gd", help="training section: comma-separated gd, momentum, adam (+wd)")
+    p.add_argument("--ks", default="1,8,64,256", help="training section: comma-separated group sizes")
+    p.add_argument("--threads", type=int, default=None,
+                   help="training section: CPU threads of a group (default: the CPUs this process may use)")
     args = p.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
     if args.only in (None, "training"):
-        out += training_section(repeats, 1000 if args.quick else 3000) + [""]
+        out += training_section(repeats, 1000 if args.quick else 3000, args.optimizers.split(","),
+                                [int(k) for k in args.ks.split(",")], args.threads) + [""]
         print("\n".join(out), flush=True)
     if args.only in (None, "sweeps"):
         names = args.sweeps.split(",") if args.sweeps else [n for n in WORKLOADS if not (args.quick and n == "grid-256")]

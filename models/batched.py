@@ -1,12 +1,18 @@
 """K configurations of one network shape trained together: one batched epoch for the whole group.
 
-Members share the shape (inputs ``d``, ``depth``, ``width``, activation, task, dtype) and the sampling
-stride ``log_every``; each has its own learning rate, initial weights (its seed), epoch count and
-patience. Full-batch gradient descent is deterministic, so a member with fewer epochs is a prefix of
-the group's run: it is *frozen* at its own epoch count (its update multiplied by 0), never removed.
+Members share the shape (inputs ``d``, ``depth``, ``width``, outputs, activation, task, dtype), the
+sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`: gd, momentum with or
+without Nesterov, Adam; weight decay) and the batch size; each has its own learning rate, initial weights
+(its seed), epoch count and patience. Training is deterministic, so a member with fewer epochs is a
+prefix of the group's run: it is *frozen* at its own epoch count (its rate set to 0 and its optimizer
+state zeroed, so its update is 0), never removed. With mini-batches (``batch_size`` between 1 and n - 1)
+the members also share the seed, so they share the data and each epoch's row order (drawn as
+:class:`models.mlp.MiniBatches` draws it): a step gathers its rows once for the whole group.
 
 Weights are kept transposed and stacked over members, ``Wt_l`` of shape ``(K, fan_out, fan_in)`` and
-``b_l`` of shape ``(K, fan_out, 1)``; activations are feature-major, ``A_l`` of shape ``(K, width, n)``.
+``b_l`` of shape ``(K, fan_out, 1)``; activations are feature-major, ``A_l`` of shape ``(K, width, n)``, and
+so are the logits ``z`` ``(K, k, n)`` (k = 1, or the classes: softmax and cross-entropy as in
+:mod:`models.losses`).
 With ``X`` of shape ``(n, d)`` shared by every member, the first layer is one matrix product for the
 whole group, and so is its weight gradient::
 
@@ -17,8 +23,10 @@ Deeper layers are batched products (``(K, fo, fi) @ (K, fi, n)``, one cuBLAS str
 GPU) and every elementwise pass runs over all members at once. When members differ in their split (a
 seed sweep), each has its own data, ``X`` of shape ``(K, n, d)``, and the first layer is batched too.
 
-The loss gradient carries each member's ``-lr`` (and a 0/1 *active* mask), so every gradient is
-already the member's update and the step is one add per array, as in :class:`models.mlp.FullBatch`.
+The loss gradient carries each member's :meth:`~models.optim.Optimizer.grad_scale` (``-lr``, or 1 for Adam)
+and a 0/1 *active* mask, as in :class:`models.mlp.FullBatch`; the update is :class:`models.optim.State`'s
+calls on the stacked arrays, with ``lr`` an array ``(K, 1, 1)`` (weight decay shrinks ``Q_0[..., :-1]`` and
+every ``Wt_l``, never a bias).
 The host looks at the sampled losses only at segment ends (at most ``MAX_CHECKS`` plus one per
 distinct epoch count, or every ``log_every`` epochs when a member has patience), with one copy each.
 """
@@ -33,7 +41,8 @@ import numpy as np
 
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
-from sweeper.models.mlp import init_params
+from sweeper.models.mlp import _gather, init_params
+from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import MAX_CHECKS, TrainResult, diverged, sample_stride
 
 
@@ -68,26 +77,35 @@ def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
     return [Q[:, :-1].T.copy(), Q[:, -1:].T.copy(), *(a[m].T.copy() for a in stacked[1:])]
 
 
-def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool) -> int:
-    """Device memory one group of ``k`` members holds while it trains (buffers, weights, data)."""
-    hidden = sum(sizes[1:-1])
-    per_member = (n * (3 * hidden + 3) + n_val * (hidden + 1)  # activations, D, scratch; output, g
-                  + 4 * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])))  # weights, grads, copies
+def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool, copies: int = 0) -> int:
+    """Device memory one group of ``k`` members holds while it trains (buffers, weights, data); ``copies``
+    more arrays of the weights' size per member (an optimizer's state)."""
+    hidden, out = sum(sizes[1:-1]), sizes[-1]
+    per_member = (n * (3 * hidden + 3 * out) + n_val * (hidden + out)  # activations, D, scratch; output, g
+                  + (4 + copies) * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])))  # weights, grads, copies
     data = (n + n_val) * (sizes[0] + 1) * (1 if shared else k)
     return (k * per_member + data) * itemsize
+
+
+def weight_parts(depth: int) -> list[Any]:
+    """Per stacked parameter (:func:`stacked_params`), the index of its weights for weight decay: all of
+    ``Q_0`` but its last column (the bias), all of each ``Wt_l``, none of a ``b_l``."""
+    return [(Ellipsis, slice(None, -1))] + [Ellipsis, None] * depth
 
 
 class _Pass:
     """Preallocated buffers and the calls of one data set's forward (and, with a scale, backward) pass.
 
     Shapes (K members, n rows, L = depth): ``H_0 = [X.T; 1]`` (d + 1, n), or (K, d + 1, n) per member;
-    ``A_l`` (K, width, n) for hidden layers; ``z`` (K, 1, n); ``D_l`` like ``A_l``; ``g`` like ``z``.
+    ``A_l`` (K, width, n) for hidden layers; ``z`` (K, k, n); ``D_l`` like ``A_l``; ``g`` like ``z``; ``y``
+    (1 or K, 1, n), one-hot (1 or K, k, n) for k classes.
     Forward: ``A_0 = f(Q_0 @ H_0)``, ``A_l = f(Wt_l @ A_{l-1} + b_l)``, ``z = Wt_L @ A_{L-1} + b_L``.
     Backward: ``G_Q0 = D_0 @ H_0.T``; ``G_Wl = D_l @ A_{l-1}.T``, ``G_bl = D_l @ 1``;
     ``D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})`` (a broadcast product when layer l has one unit).
     """
 
-    def __init__(self, xp: Any, params: list[Any], act: Any, task: str, X: Any, y: Any, scale: Any | None):
+    def __init__(self, xp: Any, params: list[Any], act: Any, task: str, X: Any, y: Any, scale: Any | None,
+                 state: State | None = None):
         self.xp, self.task = xp, task
         K, n, dtype = params[0].shape[0], X.shape[-2], X.dtype
         self.shared = X.ndim == 2
@@ -99,7 +117,9 @@ class _Pass:
         self.Wt = [params[0]] + params[1::2]  # Wt[0] is Q_0
         self.b = [None] + params[2::2]
         self.A = [xp.empty((K, w.shape[1], n), dtype=dtype) for w in self.Wt[:-1]]
-        self.z = xp.empty((K, 1, n), dtype=dtype)
+        self.z = xp.empty((K, self.Wt[-1].shape[1], n), dtype=dtype)
+        if task == "multiclass":  # class indices (1 or K, 1, n) → one-hot columns (1 or K, k, n)
+            self.y = xp.ascontiguousarray(losses.one_hot(xp, self.y, self.z.shape[1], classes=-2))
         outs = self.A + [self.z]
         calls: list[Call] = []
         for l in range(L + 1):
@@ -119,8 +139,10 @@ class _Pass:
         self.g = xp.empty_like(self.z)
         self.D = [xp.empty_like(a) for a in self.A]
         self.tmp = [xp.empty_like(a) for a in self.A]
-        # g ← scale · (z - y), with scale = -lr · active · grad_constant per member: each member's update
-        calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g), partial(xp.multiply, self.g, scale, self.g)]
+        self.col = xp.empty((K, 1, n), dtype=dtype)  # the softmax's max and sum per sample
+        # g ← scale · dL/dz / grad_constant, with scale = grad_scale(lr) · active · grad_constant per member
+        calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g, self.col),
+                 partial(xp.multiply, self.g, scale, self.g)]
         D = self.g
         for l in range(L, -1, -1):
             calls.append(self._weight_grad(D, l, GW[l]))
@@ -135,7 +157,7 @@ class _Pass:
             calls += act.grad_calls(xp, prev, self.A[l - 1], self.tmp[l - 1])
             D = prev
         self.backward_calls = calls
-        self.update_calls = [partial(xp.add, p, g, p) for p, g in zip(params, self.grads)]
+        self.update_calls = state.calls(self.grads)
 
     def _product(self, l: int, out: Any) -> Call:
         """``out ← Wt_l @ input``; the shared first layer as one (K·fo, d + 1) @ (d + 1, n) product."""
@@ -157,6 +179,8 @@ class _Pass:
 
     def loss(self) -> Any:
         """Each member's mean loss of the last forward pass, shape ``(K,)`` (no host sync)."""
+        if self.task == "multiclass":
+            return losses.cross_entropy(self.xp, self.z, self.y, classes=1, axis=-1)
         return losses.loss(self.xp, self.task, self.z, self.y, axis=(1, 2))
 
 
@@ -165,6 +189,23 @@ def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
     matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
     K, r, c = a.shape
     return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, -1))
+
+
+def _mini_batch_calls(xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, seed: int) -> list[Call]:
+    """One epoch of mini-batch steps, as :class:`models.mlp.MiniBatches` takes them: the rows in an order drawn
+    from ``xp.random.RandomState(seed)`` each epoch, ``b`` a step (the last takes the rest). A step gathers
+    its columns of the whole training set's inputs and targets (``full``'s, shared by the members) into its
+    pass's buffers, then runs its forward, backward and update."""
+    n = full.H.shape[-1]
+    order = xp.arange(n)
+    calls: list[Call] = [partial(xp.random.RandomState(seed).shuffle, order)]
+    Y = full.y[0]  # (k, n)
+    for start in range(0, n, b):
+        rows = order[start:start + b]
+        step = steps[rows.shape[0]]
+        calls += [_gather(xp, full.H[:-1], rows, step.H[:-1]), _gather(xp, Y, rows, step.y[0]),
+                  *step.forward_calls, *step.backward_calls, *step.update_calls]
+    return calls
 
 
 @dataclass
@@ -197,12 +238,18 @@ def train_group(
     log_every: int,
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
+    opt: Optimizer | None = None,
+    batch_size: int = 0,
 ) -> GroupFit:
     """Train the group's stacked ``params`` (see :func:`stacked_params`) on device arrays.
 
     ``X`` is (n, d) shared by all members or (K, n, d), ``y`` (n, 1) or (K, n, 1); likewise the
-    validation arrays. Each member's result is what :func:`models.train.train` would return for it alone
-    (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
+    validation arrays (``y`` holds class indices for a multi-class task). Each member's result is what
+    :func:`models.train.train` would return for it alone with the same ``opt`` (gradient descent by default),
+    ``batch_size`` and seed (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
+
+    Mini-batches (``0 < batch_size < n``) need members that share their seed (it draws the rows' order) and
+    so their data: a ValueError otherwise.
 
     On the CPU the members are split into ``threads`` parts (default: the CPUs this process may use, as
     the one-configuration trainer's column blocks) that train side by side, each on one BLAS thread:
@@ -212,11 +259,16 @@ def train_group(
     from sweeper.backend import cpu_threads
 
     K = len(members)
+    opt = opt or Optimizer()
+    if 0 < batch_size < X.shape[-2] and (X.ndim == 3 or len({m.seed for m in members}) > 1):
+        raise ValueError(f"batch_size={batch_size}: the members of a mini-batch group must share their seed "
+                         f"and data, got seeds {sorted({m.seed for m in members})}")
+    rule = (opt, batch_size)
     if threads is None:
         threads = cpu_threads() if backend.device == "cpu" else 1
     parts = min(threads, K // MIN_PART)
     if parts < 2:
-        return _train_part(backend, params, activation, task, (X, y, X_val, y_val), members, log_every, progress)
+        return _train_part(backend, params, activation, task, (X, y, X_val, y_val), members, log_every, progress, rule)
     from concurrent.futures import ThreadPoolExecutor
     import threading
 
@@ -233,7 +285,7 @@ def train_group(
 
         own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
         return _train_part(backend, [p[idx] for p in params], activation, task, own, [members[j] for j in idx],
-                           log_every, report)
+                           log_every, report, rule)
 
     with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
         fits = list(pool.map(part, range(parts), chunks))
@@ -244,9 +296,12 @@ def train_group(
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
 def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: str, arrays: Sequence[Any],
-                members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None) -> GroupFit:
-    """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``."""
+                members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None,
+                rule: tuple[Optimizer, int]) -> GroupFit:
+    """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``, ``rule`` its optimizer and
+    batch size."""
     X, y, X_val, y_val = arrays
+    opt, batch_size = rule
     xp, K = backend.xp, len(members)
     dtype = X.dtype
     lr = np.array([m.lr for m in members], dtype=np.float64)
@@ -259,11 +314,21 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
     dev = [backend.to_device(p) for p in params]
     active = np.ones(K)
     n = X.shape[-2]
-    scale = xp.empty((K, 1, 1), dtype=dtype)  # -lr · active · dL/dz's constant, per member
+    step_rows = batch_size if 0 < batch_size < n else n
+    # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
+    scales = {m: xp.empty((K, 1, 1), dtype=dtype) for m in sorted({step_rows, n % step_rows} - {0})}
+    state = State(xp, dev, opt, lr.reshape(K, 1, 1), weight_parts((len(dev) - 1) // 2))
 
     def set_scale() -> None:
-        factor = -lr * active * losses.grad_constant(task, n)
-        scale[...] = backend.to_device(factor.reshape(K, 1, 1).astype(dtype))
+        for rows, scale in scales.items():
+            factor = opt.grad_scale(lr) * active * losses.grad_constant(task, rows)
+            scale[...] = backend.to_device(factor.reshape(K, 1, 1).astype(dtype))
+        state.set_lr((lr * active).reshape(K, 1, 1))
+
+    def freeze(m: int) -> None:  # no further update: a rate of 0 (set_scale) and no state carried over
+        active[m] = 0
+        for buf in state.buffers:
+            buf[m] = 0
 
     set_scale()
     act = ACTIVATIONS[activation]
@@ -289,14 +354,25 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
     # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
     # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
     with backend.host_threads(0.0, 1):
-        batch = _Pass(xp, dev, act, task, X, y, scale)
+        # a step's targets are its own (a copy): mini-batches gather theirs into them
+        steps = {rows: _Pass(xp, dev, act, task, X[..., :rows, :], y[..., :rows, :].copy(), scale, state)
+                 for rows, scale in scales.items()}
         val = _Pass(xp, dev, act, task, X_val, y_val, None)
-        batch.run(batch.forward_calls)  # warm-up: every call but the update (CuPy compiles its kernels)
-        batch.loss()
-        batch.run(batch.backward_calls)
+        for warm in steps.values():  # warm-up: every call but the update (CuPy compiles its kernels)
+            warm.run(warm.forward_calls)
+            warm.loss()
+            warm.run(warm.backward_calls)
+        if step_rows == n:  # full batch: a sampled epoch measures the loss on the forward pass it trains with
+            measured = steps[n]
+            epoch_calls = measured.forward_calls + measured.backward_calls + measured.update_calls
+            rest = measured.backward_calls + measured.update_calls
+        else:  # mini-batches: the training loss is the whole training set's, before the epoch's steps
+            measured = _Pass(xp, dev, act, task, X, y, None)
+            epoch_calls = rest = _mini_batch_calls(xp, measured, steps, step_rows, members[0].seed)
+            measured.run(measured.forward_calls)
+            measured.loss()
         val.run(val.forward_calls)
         val.loss()
-        epoch_calls = batch.forward_calls + batch.backward_calls + batch.update_calls
         t0 = backend.clock()
         epoch, first = 0, None
         for stop in ends:
@@ -304,17 +380,16 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
                 break
             for e in range(epoch, stop):  # device work only
                 if e % stride:
-                    batch.run(epoch_calls)
+                    measured.run(epoch_calls)
                     continue
-                batch.run(batch.forward_calls)
+                measured.run(measured.forward_calls)
                 k = e // stride
-                hist[k] = batch.loss()
+                hist[k] = measured.loss()
                 val.run(val.forward_calls)
                 vhist[k] = val.loss()
                 if any_patience:
                     candidate = [p.copy() for p in dev]
-                batch.run(batch.backward_calls)
-                batch.run(batch.update_calls)
+                measured.run(rest)
             k0, k1 = math.ceil(epoch / stride), math.ceil(stop / stride)  # the samples of this segment
             if k1 > k0:
                 block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # (2, k1 - k0, K)
@@ -332,7 +407,8 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
                 if bad is not None:
                     diverged_at[m] = (k0 + bad) * stride
                     epochs_run[m] = diverged_at[m]
-                    active[m], changed = 0, True
+                    freeze(m)
+                    changed = True
                     for p in dev:  # finite arithmetic from here on; the member's weights are not used
                         p[m] = 0
                     continue
@@ -344,10 +420,12 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
                                 b_[m] = c_[m]
                             kept[m] = True
                 if stop >= epochs[m]:
-                    active[m], changed = 0, True
+                    freeze(m)
+                    changed = True
                 elif patience[m] and stop % stride == 0 and stop - best_epoch[m] >= patience[m]:
                     epochs_run[m] = stop
-                    active[m], changed = 0, True
+                    freeze(m)
+                    changed = True
             if changed:
                 set_scale()
             epoch = stop

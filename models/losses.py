@@ -52,17 +52,20 @@ def softmax(xp: Any, z: Any, classes: int) -> Any:
     return e / e.sum(axis=classes, keepdims=True)
 
 
-def cross_entropy(xp: Any, z: Any, Y: Any, classes: int) -> Any:
-    """mean over samples of ``logsumexp(z) - <Y, z>`` along ``classes`` (numerically stable), a 0-d array."""
+def cross_entropy(xp: Any, z: Any, Y: Any, classes: int, axis: Any = None) -> Any:
+    """mean over samples of ``logsumexp(z) - <Y, z>`` along ``classes`` (numerically stable), a 0-d array;
+    the mean over ``axis`` (of the array without ``classes``) only, when given (a batched group's
+    ``(K, k, n)`` logits give one loss per member with ``classes=1, axis=-1``)."""
     m = z.max(axis=classes, keepdims=True)
     lse = xp.log(xp.exp(z - m).sum(axis=classes)) + m.squeeze(classes)
-    return xp.mean(lse - (Y * z).sum(axis=classes))
+    return xp.mean(lse - (Y * z).sum(axis=classes), axis=axis)
 
 
 def softmax_calls(xp: Any, z: Any, out: Any, col: Any) -> list[Call]:
-    """``out ← softmax(z)`` over axis 0 (feature-major ``(k, n)``) in place; ``col`` is a (1, n) scratch."""
-    return [partial(xp.max, z, axis=0, keepdims=True, out=col), partial(xp.subtract, z, col, out),
-            partial(xp.exp, out, out), partial(xp.sum, out, axis=0, keepdims=True, out=col),
+    """``out ← softmax(z)`` over the classes of feature-major logits (``(k, n)``, or a batched group's
+    ``(K, k, n)``: axis -2) in place; ``col`` is a (1, n) (or (K, 1, n)) scratch."""
+    return [partial(xp.max, z, axis=-2, keepdims=True, out=col), partial(xp.subtract, z, col, out),
+            partial(xp.exp, out, out), partial(xp.sum, out, axis=-2, keepdims=True, out=col),
             partial(xp.divide, out, col, out)]
 
 
@@ -73,8 +76,8 @@ def grad_constant(task: str, n: int) -> float:
 
 def residual_calls(xp: Any, task: str, z: Any, y: Any, g: Any, col: Any = None) -> list[Call]:
     """In-place calls that set ``g ← z - y`` (regression), ``g ← σ(z) - y`` (binary) or ``g ← softmax(z) - Y``
-    (multiclass, feature-major ``(k, n)`` with one-hot ``Y``; ``col`` a (1, n) scratch): dL/dz up to
-    :func:`grad_constant`."""
+    (multiclass, feature-major ``(k, n)`` or ``(K, k, n)`` with one-hot ``Y``; ``col`` a (1, n) or (K, 1, n)
+    scratch): dL/dz up to :func:`grad_constant`."""
     if task == "regression":
         return [partial(xp.subtract, z, y, g)]
     if task == "multiclass":

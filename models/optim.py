@@ -15,12 +15,18 @@ the gradient step itself), ``s = 1`` for ``adam`` (which needs the raw gradient)
 
 Adam's step count lives on the device as ``β1^t`` and ``β2^t`` (0-d arrays multiplied each step), so the
 step size needs no host value per step. ``gd`` keeps today's single add per layer: runs are unchanged.
+
+The same calls update the batched trainer's parameters (:mod:`models.batched`), stacked over K members with
+``lr`` an array ``(K, 1, 1)`` (``-lr`` and the step size broadcast over each member's weights) and the
+weights' indices of that layout (``Q_0 = [W_0; b_0].T`` keeps the bias in its last column).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from sweeper.models.activations import Call
 
@@ -45,33 +51,62 @@ class Optimizer:
         get = cfg.get if hasattr(cfg, "get") else lambda k, d: getattr(cfg, k, d)
         return cls(**{k: get(k, v) for k, v in cls().__dict__.items() if k != "name"}, name=get("optimizer", "gd"))
 
-    def grad_scale(self, lr: float) -> float:
-        """The factor the backward pass folds into the gradient: ``-lr``, or 1 for Adam."""
+    @property
+    def copies(self) -> int:
+        """Arrays of the parameters' size that :class:`State` keeps beside them (scratch, velocity, moments)."""
+        return int(self.name != "gd" or bool(self.weight_decay)) + {"momentum": 1, "adam": 2}.get(self.name, 0)
+
+    def grad_scale(self, lr: Any) -> Any:
+        """The factor the backward pass folds into the gradient: ``-lr`` (a number or an array), or 1 for Adam."""
         return 1.0 if self.name == "adam" else -lr
 
 
 class State:
-    """An optimizer's buffers for one model, allocated once (shared by every batch shape of a run)."""
+    """An optimizer's buffers for one set of parameters, allocated once (shared by every batch shape of a run).
 
-    def __init__(self, xp: Any, packed: list[Any], opt: Optimizer, lr: float):
-        self.xp, self.P, self.opt, self.lr = xp, packed, opt, lr
+    ``lr`` is a number, or an array of per-member rates that broadcasts over parameters stacked over
+    members (the batched trainer's ``(K, 1, 1)``); :meth:`set_lr` changes it in place, so the calls
+    already built see the new rates (a member's rate set to 0 freezes it, together with zeroing its
+    ``buffers``). ``weights`` gives, per parameter, the index of its weights (the part weight decay
+    shrinks), or None for a bias-only array; by default all rows but the last, as in a packed
+    ``P_l = [W_l; b_l]``.
+    """
+
+    def __init__(self, xp: Any, packed: list[Any], opt: Optimizer, lr: Any, weights: Sequence[Any] | None = None):
+        self.xp, self.P, self.opt = xp, packed, opt
+        self.weights = [slice(None, -1)] * len(packed) if weights is None else list(weights)
+        dtype = packed[0].dtype
         self.tmp = [xp.empty_like(p) for p in packed] if opt.name != "gd" or opt.weight_decay else []
+        self.buffers: list[Any] = []  # what carries over from step to step, per parameter
         if opt.name == "momentum":
             self.V = [xp.zeros_like(p) for p in packed]
+            self.buffers = self.V
         if opt.name == "adam":
-            dtype = packed[0].dtype
             self.m = [xp.zeros_like(p) for p in packed]
             self.v = [xp.zeros_like(p) for p in packed]
-            self.b1t, self.b2t, self.step_size, self.denom = (xp.ones((), dtype=dtype) for _ in range(4))
+            self.buffers = self.m + self.v
+            self.b1t, self.b2t, self.denom = (xp.ones((), dtype=dtype) for _ in range(3))
+            self.step_size = xp.ones(np.shape(lr), dtype=dtype)  # per member with an array lr
+        self.neg_lr = xp.empty(np.shape(lr), dtype=dtype)  # -lr
+        self.decay = xp.empty(np.shape(lr), dtype=dtype)  # grad_scale(lr) · λ
+        self.set_lr(lr)
+
+    def set_lr(self, lr: Any) -> None:
+        """New rates (host values) for the calls already built; a host→device copy, never inside an epoch."""
+        xp, dtype = self.xp, self.neg_lr.dtype
+        self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
+        self.decay[...] = xp.asarray(np.asarray(self.opt.grad_scale(lr), dtype=np.float64) * self.opt.weight_decay,
+                                     dtype=dtype)
 
     def calls(self, G: list[Any]) -> list[Call]:
         """The calls that apply the step ``G`` (as the backward pass left it) to the parameters."""
         xp, opt, P = self.xp, self.opt, self.P
         calls: list[Call] = []
         if opt.weight_decay:
-            c = opt.grad_scale(self.lr) * opt.weight_decay
-            for p, g, t in zip(P, G, self.tmp):
-                calls += [partial(xp.multiply, p[:-1], c, t[:-1]), partial(xp.add, g[:-1], t[:-1], g[:-1])]
+            c = self.decay
+            for p, g, t, w in zip(P, G, self.tmp, self.weights):
+                if w is not None:
+                    calls += [partial(xp.multiply, p[w], c, t[w]), partial(xp.add, g[w], t[w], g[w])]
         if opt.name == "gd":
             return calls + [partial(xp.add, p, g, p) for p, g in zip(P, G)]
         if opt.name == "momentum":
@@ -84,7 +119,7 @@ class State:
             return calls
         s, d = self.step_size, self.denom  # s ← -lr √(1 - β2^t) / (1 - β1^t)
         calls += [partial(xp.multiply, self.b1t, opt.beta1, self.b1t), partial(xp.multiply, self.b2t, opt.beta2, self.b2t),
-                  partial(xp.subtract, 1.0, self.b2t, s), partial(xp.sqrt, s, s), partial(xp.multiply, s, -self.lr, s),
+                  partial(xp.subtract, 1.0, self.b2t, s), partial(xp.sqrt, s, s), partial(xp.multiply, s, self.neg_lr, s),
                   partial(xp.subtract, 1.0, self.b1t, d), partial(xp.divide, s, d, s)]
         for p, g, m, v, t in zip(P, G, self.m, self.v, self.tmp):
             calls += [partial(xp.multiply, m, opt.beta1, m), partial(xp.multiply, g, 1.0 - opt.beta1, t), partial(xp.add, m, t, m),

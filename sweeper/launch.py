@@ -4,9 +4,10 @@ A job is *compute* (data → model → train → score) and *record* (MLflow chi
 ``result.json``; :func:`sweeper.run.run`). Here the compute half of a whole group runs at once, on the
 device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
-computed for it (:data:`sweeper.run.HANDOFF`). A job that cannot join a group (``sync_every_epoch``,
-an optimizer other than ``gd``, mini-batches, weight decay, a multi-class target, an already finished
-``resume=true`` configuration, a device that is not there) and every member of a
+computed for it (:data:`sweeper.run.HANDOFF`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
+weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
+targets. A job that cannot join a group (``sync_every_epoch``, sparse text features, a loss stride of its
+own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
 from __future__ import annotations
@@ -29,14 +30,17 @@ from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
 from sweeper.models.mlp import MLP
+from sweeper.models.optim import Optimizer
 from sweeper.models.train import MAX_SAMPLES
 
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (weights, and the split: then each has its own data), epochs and patience.
+# differ in lr, seed (weights, and the split: then each has its own data), epochs and patience; with
+# mini-batches (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order.
 SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
+MINI_BATCH_SHARED = ("seed",)
 
 
 @dataclass
@@ -114,11 +118,11 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
         own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if (cfg["sync_every_epoch"] or not own_stride or not _batchable(cfg) or sparse_text(cfg)
-                or (cfg["resume"] and _finished(cfg))):
+        if cfg["sync_every_epoch"] or not own_stride or sparse_text(cfg) or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
-        key = json.dumps({k: cfg[k] for k in SHARED}, sort_keys=True, default=str)
+        shared = SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())
+        key = json.dumps({k: cfg[k] for k in shared}, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
     groups = []
     for members in (part for same in keyed.values() for part in by_epochs(same)):
@@ -159,12 +163,6 @@ def wasteful(members: list[Job]) -> bool:
     return len(members) < 2 * MIN_EPOCH_PART and len(members) * max(epochs) > 1.5 * sum(epochs)
 
 
-def _batchable(cfg: dict[str, Any]) -> bool:
-    """Whether the batched trainer computes this configuration as the one-job path does: full-batch gradient
-    descent without weight decay (other optimizers, mini-batches and weight decay run alone)."""
-    return cfg["optimizer"] == "gd" and cfg["batch_size"] == 0 and cfg["weight_decay"] == 0
-
-
 def sparse_text(cfg: dict[str, Any]) -> bool:
     """Sparse text features (data=sms|text, data.sparse=true) train through the one-job path, whose first
     layer is a sparse product; the batched trainer's first layer reads a dense ``[X.T; 1]`` (d + 1, n)."""
@@ -181,11 +179,12 @@ def _fits(members: list[Job], budget: int) -> int:
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
         return 0
-    if ds.task == "multiclass":  # k softmax outputs: the one-job path's trainer
-        return 0
-    sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [1]
+    sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [ds.n_outputs]
     shared = len({m.plain["seed"] for m in members}) == 1
-    one = group_bytes(1, ds.X_train.shape[0], ds.X_val.shape[0], sizes, np.dtype(cfg["dtype"]).itemsize, shared)
+    n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
+    if 0 < cfg["batch_size"] < n:
+        n_val += n  # the training loss's own forward pass over every row
+    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared, Optimizer.from_config(cfg).copies)
     return max(1, budget // max(one, 1))
 
 
@@ -215,7 +214,8 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
     ds0 = datasets[seeds[0]]
     dtype, task = cfg0["dtype"], ds0.task
-    sizes = [ds0.n_features] + [cfg0["width"]] * cfg0["depth"] + [1]
+    sizes = [ds0.n_features] + [cfg0["width"]] * cfg0["depth"] + [ds0.n_outputs]
+    opt = Optimizer.from_config(cfg0)
     group = [Member(m.plain["lr"], m.plain["epochs"], m.plain["patience"], m.plain["seed"]) for m in members]
     names = ("X_train", "y_train", "X_val", "y_val")
     t_h2d = backend.clock()
@@ -228,13 +228,15 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     epochs = sum(g.epochs for g in group)
     with run.progress_bar(epochs, unit="member-epoch") as progress:
         fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
-                          progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None)
+                          progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None,
+                          opt=opt, batch_size=cfg0["batch_size"])
     K = len(members)
     group_id = uuid.uuid4().hex[:12]
     out = {}
     for job, member_fit, member_params, seed in zip(members, fit.fits, fit.params, seeds):
         ds = datasets[seed]
-        model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task)
+        model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task,
+                    opt.weight_decay)
         member_fit.train_time_s = fit.train_time_s / K  # the amortised cost of one configuration
         member_fit.warmup_time_s = fit.warmup_time_s / K
         outcome = run.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,

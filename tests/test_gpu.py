@@ -219,18 +219,24 @@ def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
 
 @pytest.mark.gpu
 @requires_gpu
-def test_batched_cupy_and_batched_numpy_agree_in_float32():
+@pytest.mark.parametrize("name,opt,batch_size", [
+    ("diabetes", dict(name="gd"), 0), ("diabetes", dict(name="adam", weight_decay=1e-3), 0),
+    ("iris", dict(name="momentum", nesterov=True), 32)], ids=["gd", "adam", "iris-momentum-mini-batches"])
+def test_batched_cupy_and_batched_numpy_agree_in_float32(name, opt, batch_size):
     from sweeper.backend import resolve
     from sweeper.models.batched import Member, stacked_params, train_group
+    from sweeper.models.optim import Optimizer
 
-    ds = data.load(make_cfg("data=diabetes").data, 0)
-    members = [Member(0.005 * (1 + i), 300, patience=40 * (i % 2), seed=i % 3) for i in range(6)]
+    ds = data.load(make_cfg(f"data={name}").data, 0)
+    members = [Member(0.005 * (1 + i) / (5 if opt["name"] == "adam" else 1), 300, patience=40 * (i % 2),
+                      seed=0 if batch_size else i % 3) for i in range(6)]
     fits = []
     for device in ("cpu", "gpu"):
         backend = resolve(device)
         arrays = [backend.to_device(a.astype("float32")) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-        params = stacked_params([ds.n_features, 16, 1], "tanh", [m.seed for m in members], "float32")
-        fits.append(train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=10, threads=1))
+        params = stacked_params([ds.n_features, 16, ds.n_outputs], "tanh", [m.seed for m in members], "float32")
+        fits.append(train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=10, threads=1,
+                                opt=Optimizer(**opt), batch_size=batch_size))
     for a, b, pa, pb in zip(fits[0].fits, fits[1].fits, fits[0].params, fits[1].params):
         assert (a.epochs_run, a.diverged_at) == (b.epochs_run, b.diverged_at)
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-4)

@@ -29,9 +29,11 @@ def _both(tmp_path, store, *args):
     return stores, proc
 
 
-def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED")):
+def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=None):
     basic, batched = _children(stores["basic"]), _children(stores["batched"])
     assert set(basic) == set(batched) and len(basic) == 16
+    if groups is not None:
+        assert len({r.data.tags["batch_group"] for r in batched.values()}) == groups
     statuses = set()
     for fp, a in basic.items():
         b = batched[fp]
@@ -61,6 +63,17 @@ def test_batched_and_basic_launchers_record_the_same_binary_sweep_in_float32(tmp
     _same_records(stores, rtol=1e-4, statuses_seen=("FINISHED",))  # cross-entropy grows, but slowly
 
 
+@pytest.mark.slow
+def test_batched_and_basic_launchers_record_the_same_momentum_adam_weight_decay_mini_batch_multiclass_sweep(
+        tmp_path, store):
+    """Groups by optimizer and batch size (4 of 4: lr and patience differ inside one), iris's 3 classes."""
+    stores, proc = _both(tmp_path, store, "data=iris", "optimizer=momentum,adam", "nesterov=true", "lr=0.01,0.05",
+                         "weight_decay=0.001", "batch_size=0,32", "patience=0,20", "epochs=60", "log_every=10",
+                         "depth=1", "width=8", "tracking.log_model=false")
+    assert "Launching 16 jobs: 16 in 4 batched group(s), 0 one at a time" in proc.stdout + proc.stderr
+    _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), groups=4)
+
+
 def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
     proc = cli(tmp_path, "-m", "lr=0.01,0.02,0.03,0.04", "epochs=20", "log_every=10", "tracking.log_model=false",
                "hydra.launcher.max_group_size=2", store=store)
@@ -69,18 +82,33 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
     assert len(groups) == 2 and "4 in 2 batched group(s)" in proc.stdout
 
 
-def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
+def _jobs(*grid):
     from conftest import make_cfg
     from sweeper import launch, sweep
 
-    def jobs(*grid):
-        return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+
+
+def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
+    from sweeper import launch
 
     lrs = [f"lr={0.001 * (i + 1)}" for i in range(4)]
-    groups, alone = launch.plan(jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)]))
+    groups, alone = launch.plan(_jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)]))
     assert sorted(len(g) for g in groups) == [4, 4] and not alone  # one group per epoch count
     assert all(len({j.plain["epochs"] for j in g}) == 1 for g in groups)
-    groups, alone = launch.plan(jobs(*[(lr, f"epochs={e}") for lr in lrs[:2] for e in (2000, 10000)]))
+    groups, alone = launch.plan(_jobs(*[(lr, f"epochs={e}") for lr in lrs[:2] for e in (2000, 10000)]))
     assert not groups and len(alone) == 4  # 4 members, half frozen 80% of the time: alone is cheaper
-    groups, alone = launch.plan(jobs(*[(lr, "epochs=1000") for lr in lrs[:2]]))
+    groups, alone = launch.plan(_jobs(*[(lr, "epochs=1000") for lr in lrs[:2]]))
     assert [len(g) for g in groups] == [2] and not alone
+
+
+def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
+    """The seed draws a mini-batch group's row order, so its members share it; full batches mix seeds."""
+    from sweeper import launch
+
+    grid = [(f"lr={lr}", f"seed={seed}", f"batch_size={b}", "epochs=100")
+            for lr in (0.01, 0.02) for seed in (0, 1) for b in (0, 32)]
+    groups, alone = launch.plan(_jobs(*grid))
+    assert not alone
+    sizes = sorted((g[0].plain["batch_size"], len(g), len({j.plain["seed"] for j in g})) for g in groups)
+    assert sizes == [(0, 4, 2), (32, 2, 1), (32, 2, 1)]

@@ -142,7 +142,7 @@ def test_a_sweep_over_optimizer_and_batch_size_runs_every_configuration(iris_swe
     assert len(combos) == 8 and len({r.data.tags["fingerprint"] for r in runs}) == 8
     for r in runs:
         assert {"val_accuracy", "val_f1_macro", "val_log_loss", "test_accuracy"} <= set(r.data.metrics)
-        assert r.data.tags.get("launcher") != "batched"  # multi-class runs alone
+        assert r.data.tags["launcher"] == "batched" and r.data.tags["batch_size"] == "2"  # 4 groups: the lrs
     artifacts = {p.name for p in (tmp / "sweep").glob("*/confusion_matrix.csv")}
     assert artifacts == {"confusion_matrix.csv"} and len(list((tmp / "sweep").glob("*/confusion_matrix.csv"))) == 8
 
@@ -158,7 +158,7 @@ def test_promote_ranks_multiclass_runs_by_val_accuracy_and_keeps_the_new_keys(ir
     assert "val_f1_macro" in doc["pinned"]["expected"]
 
 
-def test_batched_groups_take_only_full_batch_gd(tmp_path):
+def test_batched_groups_take_every_optimizer_mini_batches_weight_decay_and_classes(tmp_path):
     from sweeper import launch
 
     def job(i, *o):
@@ -167,11 +167,12 @@ def test_batched_groups_take_only_full_batch_gd(tmp_path):
 
     base = ("data=diabetes", "epochs=100", "log_every=10")
     jobs = [job(0, *base, "lr=0.1"), job(1, *base, "lr=0.2"), job(2, *base, "optimizer=adam"),
-            job(3, *base, "optimizer=adam", "lr=0.2"), job(4, *base, "batch_size=32"), job(5, *base, "weight_decay=0.1"),
-            job(6, "data=iris", "epochs=100", "log_every=10"), job(7, "data=iris", "epochs=100", "log_every=10", "lr=0.2")]
+            job(3, *base, "optimizer=adam", "lr=0.2"), job(4, *base, "batch_size=32"),
+            job(5, *base, "batch_size=32", "lr=0.2"), job(6, *base, "weight_decay=0.1"),
+            job(7, *base, "weight_decay=0.1", "lr=0.2"), job(8, "data=iris", "epochs=100", "log_every=10"),
+            job(9, "data=iris", "epochs=100", "log_every=10", "lr=0.2")]
     groups, alone = launch.plan(jobs)
-    assert [[j.idx for j in g] for g in groups] == [[0, 1]]
-    assert [j.idx for j in alone] == [2, 3, 4, 5, 6, 7]
+    assert sorted([j.idx for j in g] for g in groups) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]] and not alone
 
 
 def test_the_pyfunc_model_returns_class_probabilities(tmp_path, store):
