@@ -1,12 +1,14 @@
 """The batched trainer: K configurations in one pass give what each gives alone (to rounding)."""
 import numpy as np
 import pytest
+import scipy.sparse
 
 from sweeper import data, models
 from sweeper.backend import Backend
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models.mlp import MLP, init_params
 from conftest import make_cfg
+from test_text import needs_sms
 
 CPU = Backend("cpu", np)
 
@@ -23,7 +25,8 @@ def _alone(ds, depth, width, activation, m, log_every, dtype="float64"):
     return fit, [p.copy() for p in model.params]
 
 
-def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None, threads=1):
+def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None, threads=1,
+              backend=CPU):
     sizes = [ds.n_features] + [width] * depth + [1]
     params = stacked_params(sizes, activation, [m.seed for m in members], dtype)
     if per_member is None:
@@ -31,7 +34,7 @@ def _together(ds, depth, width, activation, members, log_every, dtype="float64",
     else:  # each member its own split
         arrays = [np.stack([getattr(d, name) for d in per_member]).astype(dtype)
                   for name in ("X_train", "y_train", "X_val", "y_val")]
-    return train_group(CPU, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads)
+    return train_group(backend, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads)
 
 
 def _same(fit, params, alone_fit, alone_params, rtol):
@@ -135,3 +138,61 @@ def test_a_group_split_across_threads_matches_one_thread():
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-12)
         for x, y in zip(pa, pb):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
+
+
+# --- sparse text features (data=sms): the group shares one CSR matrix ------------------------------------
+
+def _sms(max_features):
+    from test_text import sms_cfg
+
+    return data.load(sms_cfg(f"data.max_features={max_features}").data, 0)
+
+
+SPARSE_GRID = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 50), Member(1.0, 40, patience=20), Member(0.25, 30)]
+
+
+@needs_sms
+@pytest.mark.parametrize("depth,activation,backend", [(0, "tanh", CPU), (1, "tanh", CPU), (2, "relu", CPU),
+                                                      (1, "tanh", Backend("gpu", np, fake=True))],
+                         ids=["depth0", "depth1", "depth2-relu", "depth1-gpu-path"])
+def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_trainer(depth, activation, backend):
+    ds = _sms(500)
+    assert scipy.sparse.issparse(ds.X_train)
+    group = _together(ds, depth, 8, activation, SPARSE_GRID, log_every=10, backend=backend)
+    assert group.fits[3].best_epoch < group.fits[3].epochs_run  # patience: its weights are a kept copy
+    for m, fit, params in zip(SPARSE_GRID, group.fits, group.params):
+        _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
+
+
+@needs_sms
+def test_a_sparse_group_split_across_threads_matches_alone():
+    ds = _sms(300)
+    members = [Member(0.5 + 0.1 * i, 20, patience=10 * (i % 2)) for i in range(16)]  # 2 parts of 8
+    group = _together(ds, 1, 4, "tanh", members, log_every=5, threads=2)
+    for m, fit, params in zip(members, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 1, 4, "tanh", m, 5), rtol=1e-9)
+
+
+@needs_sms
+def test_a_sparse_group_never_densifies_its_features_and_its_memory_estimate_covers_it():
+    """d = every word of the training rows (~6.5k): a dense [X.T; 1] alone would take n·d·8 bytes (~174 MB)."""
+    import tracemalloc
+
+    from sweeper.models.batched import group_bytes
+
+    ds = _sms(0)
+    n, d = ds.X_train.shape
+    members = [Member(1.0, 20), Member(2.0, 20), Member(0.5, 20)]
+    sizes = [d, 8, 1]
+    params = stacked_params(sizes, "tanh", [m.seed for m in members], "float64")
+    tracemalloc.start()
+    try:
+        train_group(CPU, params, "tanh", ds.task, ds.X_train, ds.y_train, ds.X_val, ds.y_val, members,
+                    log_every=5, threads=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    dense = n * (d + 1) * 8
+    estimate = group_bytes(len(members), n, ds.X_val.shape[0], sizes, 8, True, (ds.X_train.nnz, ds.X_val.nnz))
+    assert peak < dense / 10, (peak, dense)
+    assert peak <= estimate < dense / 5, (peak, estimate, dense)

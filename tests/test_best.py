@@ -85,15 +85,14 @@ def test_pinned_config_is_not_worse(path, tmp_path, store):
 @pytest.mark.parametrize("path", [_case(p) for p in BEST])
 def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
-    another seed: each member has its own split) scores what it pinned."""
+    another seed: each member has its own split; text data: the same seed, the members share the features)."""
     from sweeper import launch, sweep
 
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
-    if launch.sparse_text(sweep._plain(pin)):
-        pytest.skip("sparse text features train one configuration at a time (sweeper.launch.sparse_text)")
-    companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={pin.seed + 1}", store=store)
+    seed = pin.seed + (0 if launch.split_features(sweep._plain(pin)) else 1)
+    companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={seed}", store=store)
     jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)
     assert set(computed) == {0, 1} and computed[0].tags["batch_size"] == "2"
