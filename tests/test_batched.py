@@ -164,6 +164,26 @@ def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_tra
         _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
 
 
+@pytest.mark.parametrize("per_member,blocks", [(True, 3), (False, 1)], ids=["cpu", "gpu"])
+def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, blocks):
+    """The CPU's layout gives one (d + 1, fo) block per member, the GPU's one (d + 1, K·fo) for the group:
+    writing into a block writes into the weights (and their gradient: empty_like keeps the layout)."""
+    from sweeper.models.batched import first_layer, sparse_layout
+
+    Q0 = stacked_params([5, 4, 1], "tanh", [0, 1, 2], "float64")[0]
+    Q = sparse_layout(np, Q0, per_member)
+    np.testing.assert_array_equal(Q, Q0)
+    for a in (Q, np.empty_like(Q)):
+        P = first_layer(np, a)
+        assert len(P) == blocks and all(p.flags.c_contiguous and np.shares_memory(p, a) for p in P)
+    P = first_layer(np, Q)  # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
+    np.testing.assert_array_equal(np.concatenate(P, axis=1), np.concatenate([q.T for q in Q0], axis=1))
+    P[-1][0, -1] = 7.0  # the last block's first input weight of its last unit: member 2's unit 3
+    assert Q[2, 3, 0] == 7.0
+    with pytest.raises(ValueError, match="sparse_layout"):
+        first_layer(np, Q0)
+
+
 @needs_sms
 def test_a_sparse_group_split_across_threads_matches_alone():
     ds = _sms(300)
