@@ -3,12 +3,19 @@
     python bench/text_bench.py                          # 1k / 10k / 50k / all terms, sparse and dense (~6 min on 2 cores)
     python bench/text_bench.py --caps 1000 --epochs 20  # a quick look
     python bench/text_bench.py --path /path/to/SMSSpamCollection --device gpu
+    python bench/text_bench.py --group 16 --caps 10000,50000  # 16 lr values: one batched group against one at a time
 
 Each cell is one configuration of ``data=sms data.ngram_max=2 depth=1 width=64`` trained by the project's own
 path (``sweeper.data.load`` → ``sweeper.run.train_and_score``) in a fresh subprocess, so that its peak
 memory (``ru_maxrss``: the data, the vectorizer and the trainer's buffers) is its own. Columns: the
 fitted vocabulary (``data.max_features=0``: every word and word pair of the training rows), epochs/s
 (``train_time_s``, after the warm-up pass), peak RSS, test accuracy after the same epochs.
+
+``--group K``: K configurations of that shape (lr from 1/8 to 1, geometric; sparse features), trained as the
+batched launcher trains them (``sweeper.launch.compute_group``: one group, the sparse first layer shared)
+against the same K one at a time (``train_and_score``, the one-configuration sparse trainer), each side in a
+fresh subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's, or the
+sum of the K runs'), peak RSS, and the largest difference in test log loss between the two sides.
 """
 from __future__ import annotations
 
@@ -25,22 +32,56 @@ DEFAULT_PATH = ROOT.parent / "shared" / "data" / "SMSSpamCollection.tsv"
 
 def one(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: str) -> dict:
     """Train one configuration here and return its numbers (run by the parent in a subprocess)."""
-    from hydra import compose, initialize_config_dir
-
-    from sweeper import CONF_DIR, data
+    from sweeper import data
     from sweeper.backend import resolve
     from sweeper.run import train_and_score
 
-    overrides = ["data=sms", f"data.path={path}", "data.ngram_max=2", f"data.max_features={cap}",
-                 f"data.sparse={str(sparse).lower()}", "depth=1", "width=64", f"lr={lr}", f"epochs={epochs}",
-                 f"log_every={max(1, epochs // 5)}", f"device={device}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = _config(path, cap, sparse, epochs, lr, device)
     ds = data.load(cfg.data, cfg.seed)
     out = train_and_score(cfg, ds, resolve(device))
     return {"vocabulary": ds.n_features, "epochs_per_s": out.scores["epochs_per_s"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "test_accuracy": out.scores.get("test_accuracy", float("nan"))}
+
+
+def _config(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: str) -> object:
+    from hydra import compose, initialize_config_dir
+
+    from sweeper import CONF_DIR
+
+    overrides = ["data=sms", f"data.path={path}", "data.ngram_max=2", f"data.max_features={cap}",
+                 f"data.sparse={str(sparse).lower()}", "depth=1", "width=64", f"lr={lr}", f"epochs={epochs}",
+                 f"log_every={max(1, epochs // 5)}", f"device={device}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def group_lrs(k: int) -> list[float]:
+    """From 1/8 to 1, geometric: above ~1.5 the loss of this net jumps within 100 epochs, and the curves of any
+    two computations (one at a time, batched) part from their last digit up (chaos, not the arithmetic)."""
+    return [round(2 ** (3 * i / max(1, k - 1) - 3), 4) for i in range(k)]
+
+
+def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bool) -> dict:
+    """K configurations (``group_lrs``) as one batched group, or one at a time (run in a subprocess)."""
+    from sweeper import data, launch, sweep
+    from sweeper.backend import resolve
+    from sweeper.run import train_and_score
+
+    cfgs = [_config(path, cap, True, epochs, lr, device) for lr in group_lrs(k)]
+    if batched:
+        out = launch.compute_group([launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate(cfgs)])
+        scores = [out[i].outcome.scores for i in range(k)]
+        train_time = scores[0]["group_train_time_s"]
+        vocabulary = data.load_plain(sweep._plain(cfgs[0])["data"], cfgs[0].seed).n_features
+    else:
+        ds = data.load(cfgs[0].data, cfgs[0].seed)
+        scores = [train_and_score(c, ds, resolve(device)).scores for c in cfgs]
+        train_time = sum(s["train_time_s"] for s in scores)
+        vocabulary = ds.n_features
+    return {"vocabulary": vocabulary, "config_epochs_per_s": k * epochs / train_time,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "test_log_loss": [s.get("test_log_loss", float("nan")) for s in scores]}
 
 
 def main() -> None:
@@ -50,14 +91,24 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--lr", type=float, default=4.0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--group", type=int, default=0, metavar="K",
+                    help="K lr values: one batched group against the same configurations one at a time")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: cap,sparse of one child run
+    ap.add_argument("--one-group", help=argparse.SUPPRESS)  # internal: cap,batched of one child run
     a = ap.parse_args()
     if a.one:
         cap, sparse = a.one.split(",")
         print(json.dumps(one(a.path, int(cap), sparse == "1", a.epochs, a.lr, a.device)))
         return
+    if a.one_group:
+        cap, batched = a.one_group.split(",")
+        print(json.dumps(one_group(a.path, int(cap), a.group, a.epochs, a.device, batched == "1")))
+        return
     if not Path(a.path).is_file():
         sys.exit(f"text_bench: {a.path} does not exist: download the SMS Spam Collection or pass --path")
+    if a.group:
+        groups(a)
+        return
     print(f"data=sms data.ngram_max=2 depth=1 width=64 lr={a.lr} epochs={a.epochs} device={a.device}")
     print(f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} {'speedup':>7} | "
           f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} {'sparse acc':>10}")
@@ -73,6 +124,26 @@ def main() -> None:
               f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} {s['peak_rss_mb']:>13.0f} "
               f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} {s['test_accuracy']:>10.4f}",
               flush=True)
+
+
+def groups(a: argparse.Namespace) -> None:
+    print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
+          f"device={a.device}")
+    print(f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
+          f"{'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | {'max |d test_log_loss|':>21}")
+    for cap in [int(c) for c in a.caps.split(",")]:
+        cells = {}
+        for batched in (0, 1):
+            cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--group", str(a.group),
+                   "--device", a.device, "--one-group", f"{cap},{batched}"]
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+            cells[batched] = json.loads(p.stdout.strip().splitlines()[-1])
+        s, g = cells[0], cells[1]
+        diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
+        print(f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
+              f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
+              f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} {g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
+              f"{diff:>21.2e}", flush=True)
 
 
 if __name__ == "__main__":
