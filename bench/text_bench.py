@@ -4,6 +4,7 @@
     python bench/text_bench.py --caps 1000 --epochs 20  # a quick look
     python bench/text_bench.py --path /path/to/SMSSpamCollection --device gpu
     python bench/text_bench.py --group 16 --caps 10000,50000  # 16 lr values: one batched group against one at a time
+    python bench/text_bench.py --group 16 --layouts           # one epoch: the group's two sparse layouts, one thread
 
 Each cell is one configuration of ``data=sms data.ngram_max=2 depth=1 width=64`` trained by the project's own
 path (``sweeper.data.load`` → ``sweeper.run.train_and_score``) in a fresh subprocess, so that its peak
@@ -15,7 +16,15 @@ fitted vocabulary (``data.max_features=0``: every word and word pair of the trai
 batched launcher trains them (``sweeper.launch.compute_group``: one group, the sparse first layer shared)
 against the same K one at a time (``train_and_score``, the one-configuration sparse trainer), each side in a
 fresh subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's, or the
-sum of the K runs'), peak RSS, and the largest difference in test log loss between the two sides.
+sum of the K runs'), the wall time of the compute half (one at a time, each configuration loads its data as
+the one-job path does; the group loads them once; both train and score), peak RSS, and the largest
+difference in test log loss between the two sides. ``SWEEPER_THREADS=1`` keeps the group on one thread
+(by default K >= 16 splits it across two).
+
+``--group K --layouts``: one training epoch on one thread, best of 15, per member: the group with one sparse
+product per member (the CPU's layout), with one product for the whole group (the GPU's), and one
+configuration alone (``models.mlp.FullBatch``). Shared machines make the subprocess columns noisy; this one
+is the steadier figure.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ import json
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,19 +79,55 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
     from sweeper.run import train_and_score
 
     cfgs = [_config(path, cap, True, epochs, lr, device) for lr in group_lrs(k)]
+    t0 = time.perf_counter()
     if batched:
         out = launch.compute_group([launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate(cfgs)])
         scores = [out[i].outcome.scores for i in range(k)]
         train_time = scores[0]["group_train_time_s"]
         vocabulary = data.load_plain(sweep._plain(cfgs[0])["data"], cfgs[0].seed).n_features
-    else:
-        ds = data.load(cfgs[0].data, cfgs[0].seed)
-        scores = [train_and_score(c, ds, resolve(device)).scores for c in cfgs]
+    else:  # as the one-job path: each job loads (vectorises) its data, then trains and scores
+        scores = []
+        for c in cfgs:
+            ds = data.load(c.data, c.seed)
+            scores.append(train_and_score(c, ds, resolve(device)).scores)
         train_time = sum(s["train_time_s"] for s in scores)
         vocabulary = ds.n_features
     return {"vocabulary": vocabulary, "config_epochs_per_s": k * epochs / train_time,
+            "wall_s": time.perf_counter() - t0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "test_log_loss": [s.get("test_log_loss", float("nan")) for s in scores]}
+
+
+def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
+    """Seconds per member-epoch (best of ``reps``) of the group's two sparse layouts and of one configuration."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from sweeper import data, sweep
+    from sweeper.models.activations import ACTIVATIONS
+    from sweeper.models.batched import _Pass, sparse_layout, stacked_params
+    from sweeper.models.mlp import MLP, FullBatch, init_params
+
+    cfg = _config(path, cap, True, 1, 1.0, "cpu")
+    ds = data.load_plain(sweep._plain(cfg)["data"], cfg.seed)
+    sizes, scale = [ds.n_features, 64, 1], np.full((k, 1, 1), -1e-3)
+    cells = {}
+    for name, per_member in (("per member", True), ("one product", False)):
+        params = stacked_params(sizes, "tanh", [0] * k, "float64")
+        params[0] = sparse_layout(np, params[0], per_member)
+        p = _Pass(np, params, ACTIVATIONS["tanh"], ds.task, ds.X_train, ds.y_train, scale)
+        cells[name] = (p.forward_calls + p.backward_calls + p.update_calls, k)
+    model = MLP(np, init_params(sizes, "tanh", 0, "float64"), "tanh", ds.task)
+    cells["alone"] = (FullBatch(model, ds.X_train, ds.y_train, lr=1e-3).epoch_calls, 1)
+    best = dict.fromkeys(cells, float("inf"))
+    with threadpool_limits(1):
+        for _ in range(reps):
+            for name, (calls, members) in cells.items():
+                t = time.perf_counter()
+                for call in calls:
+                    call()
+                best[name] = min(best[name], (time.perf_counter() - t) / members)
+    return {"vocabulary": ds.n_features, **best}
 
 
 def main() -> None:
@@ -93,6 +139,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--group", type=int, default=0, metavar="K",
                     help="K lr values: one batched group against the same configurations one at a time")
+    ap.add_argument("--layouts", action="store_true", help="with --group: one epoch of each sparse layout, in-process")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: cap,sparse of one child run
     ap.add_argument("--one-group", help=argparse.SUPPRESS)  # internal: cap,batched of one child run
     a = ap.parse_args()
@@ -106,6 +153,14 @@ def main() -> None:
         return
     if not Path(a.path).is_file():
         sys.exit(f"text_bench: {a.path} does not exist: download the SMS Spam Collection or pass --path")
+    if a.group and a.layouts:
+        print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group}: ms per member-epoch, one thread, best of 15")
+        print(f"{'max_features':>12} {'vocabulary':>10} | {'per member':>10} {'one product':>11} {'alone':>7}")
+        for cap in [int(c) for c in a.caps.split(",")]:
+            r = epoch_layouts(a.path, cap, a.group)
+            print(f"{cap or 'all':>12} {r['vocabulary']:>10} | {r['per member'] * 1e3:>10.2f} "
+                  f"{r['one product'] * 1e3:>11.2f} {r['alone'] * 1e3:>7.2f}", flush=True)
+        return
     if a.group:
         groups(a)
         return
@@ -130,7 +185,8 @@ def groups(a: argparse.Namespace) -> None:
     print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
           f"device={a.device}")
     print(f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
-          f"{'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | {'max |d test_log_loss|':>21}")
+          f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
+          f"{'max |d test_log_loss|':>21}")
     for cap in [int(c) for c in a.caps.split(",")]:
         cells = {}
         for batched in (0, 1):
@@ -142,6 +198,7 @@ def groups(a: argparse.Namespace) -> None:
         diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
         print(f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
               f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
+              f"{s['wall_s']:>12.2f} {g['wall_s']:>12.2f} | "
               f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} {g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
               f"{diff:>21.2e}", flush=True)
 
