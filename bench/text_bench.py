@@ -168,17 +168,22 @@ def main() -> None:
     print(f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} {'speedup':>7} | "
           f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} {'sparse acc':>10}")
     for cap in [int(c) for c in a.caps.split(",")]:
-        cells = {}
-        for sparse in (0, 1):
-            cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--lr", str(a.lr),
-                   "--device", a.device, "--one", f"{cap},{sparse}"]
-            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
-            cells[sparse] = json.loads(p.stdout.strip().splitlines()[-1])
-        d, s = cells[0], cells[1]
+        d, s = _row(a, "--one", cap, "--lr", str(a.lr))
         print(f"{cap or 'all':>12} {s['vocabulary']:>10} | {d['epochs_per_s']:>10.2f} {s['epochs_per_s']:>11.2f} "
               f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} {s['peak_rss_mb']:>13.0f} "
               f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} {s['test_accuracy']:>10.4f}",
               flush=True)
+
+
+def _row(a: argparse.Namespace, option: str, cap: int, *extra: str) -> tuple[dict, dict]:
+    """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and ``option cap,1``."""
+    cells = []
+    for side in (0, 1):
+        cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--device", a.device, *extra,
+               option, f"{cap},{side}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+        cells.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    return cells[0], cells[1]
 
 
 def groups(a: argparse.Namespace) -> None:
@@ -188,13 +193,7 @@ def groups(a: argparse.Namespace) -> None:
           f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
           f"{'max |d test_log_loss|':>21}")
     for cap in [int(c) for c in a.caps.split(",")]:
-        cells = {}
-        for batched in (0, 1):
-            cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--group", str(a.group),
-                   "--device", a.device, "--one-group", f"{cap},{batched}"]
-            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
-            cells[batched] = json.loads(p.stdout.strip().splitlines()[-1])
-        s, g = cells[0], cells[1]
+        s, g = _row(a, "--one-group", cap, "--group", str(a.group))
         diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
         print(f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
               f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
