@@ -6,7 +6,7 @@ device, with :func:`sweeper.models.batched.train_group`; then every member gets 
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
 computed for it (:data:`sweeper.run.HANDOFF`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
 weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
-targets. A job that cannot join a group (``sync_every_epoch``, sparse text features, a loss stride of its
+targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
 own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
@@ -36,8 +36,9 @@ from sweeper.models.train import MAX_SAMPLES
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (weights, and the split: then each has its own data), epochs and patience; with
-# mini-batches (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order.
+# differ in lr, seed (weights, and the split: then each has its own data; not for text, see split_features),
+# epochs and patience; with mini-batches (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which
+# draws the rows' order.
 SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
@@ -118,11 +119,13 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
         own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if cfg["sync_every_epoch"] or not own_stride or sparse_text(cfg) or (cfg["resume"] and _finished(cfg)):
+        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
-        shared = SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())
-        key = json.dumps({k: cfg[k] for k in shared}, sort_keys=True, default=str)
+        shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        if split_features(cfg):
+            shared["seed"] = cfg["seed"]
+        key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
     groups = []
     for members in (part for same in keyed.values() for part in by_epochs(same)):
@@ -163,10 +166,12 @@ def wasteful(members: list[Job]) -> bool:
     return len(members) < 2 * MIN_EPOCH_PART and len(members) * max(epochs) > 1.5 * sum(epochs)
 
 
-def sparse_text(cfg: dict[str, Any]) -> bool:
-    """Sparse text features (data=sms|text, data.sparse=true) train through the one-job path, whose first
-    layer is a sparse product; the batched trainer's first layer reads a dense ``[X.T; 1]`` (d + 1, n)."""
-    return cfg["data"]["name"] in data.TEXT and bool(cfg["data"].get("sparse"))
+def split_features(cfg: dict[str, Any]) -> bool:
+    """Text data (data=sms|text): the vocabulary is fitted on each seed's training rows, so the features (their
+    number, and the one sparse matrix a group shares) are the seed's own; such members group only with their
+    seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
+    :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
+    return cfg["data"]["name"] in data.TEXT
 
 
 def _fits(members: list[Job], budget: int) -> int:
@@ -184,7 +189,9 @@ def _fits(members: list[Job], budget: int) -> int:
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
-    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared, Optimizer.from_config(cfg).copies)
+    nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
+    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared, Optimizer.from_config(cfg).copies,
+                      nnz)
     return max(1, budget // max(one, 1))
 
 
@@ -211,6 +218,8 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     except BackendUnavailable:
         return {}  # each job records SKIPPED through the one-job path
     seeds = [m.plain["seed"] for m in members]
+    if len(set(seeds)) > 1 and split_features(cfg0):  # plan() never makes such a group
+        raise ValueError("text features are fitted on each split: a group's members need one seed")
     datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
     ds0 = datasets[seeds[0]]
     dtype, task = cfg0["dtype"], ds0.task

@@ -1,6 +1,7 @@
 """The batched trainer: K configurations in one pass give what each gives alone (to rounding)."""
 import numpy as np
 import pytest
+import scipy.sparse
 
 from sweeper import data, models
 from sweeper.backend import Backend
@@ -8,6 +9,7 @@ from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.optim import Optimizer
 from conftest import make_cfg
+from test_text import needs_sms
 
 CPU = Backend("cpu", np)
 
@@ -26,7 +28,7 @@ def _alone(ds, depth, width, activation, m, log_every, dtype="float64", opt=None
 
 
 def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None, threads=1,
-              opt=None, batch_size=0):
+              opt=None, batch_size=0, backend=CPU):
     sizes = [ds.n_features] + [width] * depth + [ds.n_outputs]
     params = stacked_params(sizes, activation, [m.seed for m in members], dtype)
     if per_member is None:
@@ -34,7 +36,7 @@ def _together(ds, depth, width, activation, members, log_every, dtype="float64",
     else:  # each member its own split
         arrays = [np.stack([getattr(d, name) for d in per_member]).astype(dtype)
                   for name in ("X_train", "y_train", "X_val", "y_val")]
-    return train_group(CPU, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads,
+    return train_group(backend, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads,
                        opt=opt, batch_size=batch_size)
 
 
@@ -190,3 +192,81 @@ def test_a_group_split_across_threads_matches_one_thread(opt):
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-12)
         for x, y in zip(pa, pb):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
+
+
+# --- sparse text features (data=sms): the group shares one CSR matrix ------------------------------------
+
+def _sms(max_features):
+    from test_text import sms_cfg
+
+    return data.load(sms_cfg(f"data.max_features={max_features}").data, 0)
+
+
+SPARSE_GRID = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 50), Member(1.0, 40, patience=20), Member(0.25, 30)]
+
+
+@needs_sms
+@pytest.mark.parametrize("depth,activation,backend", [(0, "tanh", CPU), (1, "tanh", CPU), (2, "relu", CPU),
+                                                      (1, "tanh", Backend("gpu", np, fake=True))],
+                         ids=["depth0", "depth1", "depth2-relu", "depth1-gpu-path"])
+def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_trainer(depth, activation, backend):
+    ds = _sms(500)
+    assert scipy.sparse.issparse(ds.X_train)
+    group = _together(ds, depth, 8, activation, SPARSE_GRID, log_every=10, backend=backend)
+    assert group.fits[3].best_epoch < group.fits[3].epochs_run  # patience: its weights are a kept copy
+    for m, fit, params in zip(SPARSE_GRID, group.fits, group.params):
+        _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
+
+
+@pytest.mark.parametrize("per_member,blocks", [(True, 3), (False, 1)], ids=["cpu", "gpu"])
+def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, blocks):
+    """The CPU's layout gives one (d + 1, fo) block per member, the GPU's one (d + 1, K·fo) for the group:
+    writing into a block writes into the weights (and their gradient: empty_like keeps the layout)."""
+    from sweeper.models.batched import first_layer, sparse_layout
+
+    Q0 = stacked_params([5, 4, 1], "tanh", [0, 1, 2], "float64")[0]
+    Q = sparse_layout(np, Q0, per_member)
+    np.testing.assert_array_equal(Q, Q0)
+    for a in (Q, np.empty_like(Q)):
+        P = first_layer(np, a)
+        assert len(P) == blocks and all(p.flags.c_contiguous and np.shares_memory(p, a) for p in P)
+    P = first_layer(np, Q)  # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
+    np.testing.assert_array_equal(np.concatenate(P, axis=1), np.concatenate([q.T for q in Q0], axis=1))
+    P[-1][0, -1] = 7.0  # the last block's first input weight of its last unit: member 2's unit 3
+    assert Q[2, 3, 0] == 7.0
+    with pytest.raises(ValueError, match="sparse_layout"):
+        first_layer(np, Q0)
+
+
+@needs_sms
+def test_a_sparse_group_split_across_threads_matches_alone():
+    ds = _sms(300)
+    members = [Member(0.5 + 0.1 * i, 20, patience=10 * (i % 2)) for i in range(16)]  # 2 parts of 8
+    group = _together(ds, 1, 4, "tanh", members, log_every=5, threads=2)
+    for m, fit, params in zip(members, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 1, 4, "tanh", m, 5), rtol=1e-9)
+
+
+@needs_sms
+def test_a_sparse_group_never_densifies_its_features_and_its_memory_estimate_covers_it():
+    """d = every word of the training rows (~6.5k): a dense [X.T; 1] alone would take n·d·8 bytes (~174 MB)."""
+    import tracemalloc
+
+    from sweeper.models.batched import group_bytes
+
+    ds = _sms(0)
+    n, d = ds.X_train.shape
+    members = [Member(1.0, 20), Member(2.0, 20), Member(0.5, 20)]
+    sizes = [d, 8, 1]
+    params = stacked_params(sizes, "tanh", [m.seed for m in members], "float64")
+    tracemalloc.start()
+    try:
+        train_group(CPU, params, "tanh", ds.task, ds.X_train, ds.y_train, ds.X_val, ds.y_val, members,
+                    log_every=5, threads=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    dense = n * (d + 1) * 8
+    estimate = group_bytes(len(members), n, ds.X_val.shape[0], sizes, 8, True, nnz=(ds.X_train.nnz, ds.X_val.nnz))
+    assert peak < dense / 10, (peak, dense)
+    assert peak <= estimate < dense / 5, (peak, estimate, dense)

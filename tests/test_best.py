@@ -85,16 +85,14 @@ def test_pinned_config_is_not_worse(path, tmp_path, store):
 @pytest.mark.parametrize("path", [_case(p) for p in BEST])
 def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
-    another seed: each member has its own split; the same seed with mini-batches, whose order it draws)
-    scores what it pinned."""
+    another seed: each member has its own split; the same seed with mini-batches, whose order it draws, and
+    with text data, whose features it fits) scores what it pinned."""
     from sweeper import launch, sweep
 
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
-    if launch.sparse_text(sweep._plain(pin)):
-        pytest.skip("sparse text features train one configuration at a time (sweeper.launch.sparse_text)")
-    seed = pin.seed + (0 if pin.batch_size else 1)
+    seed = pin.seed + (0 if pin.batch_size or launch.split_features(sweep._plain(pin)) else 1)
     companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={seed}", store=store)
     jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)

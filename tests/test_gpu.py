@@ -242,3 +242,33 @@ def test_batched_cupy_and_batched_numpy_agree_in_float32(name, opt, batch_size):
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-4)
         for x, y in zip(pa, pb):
             np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_a_sparse_text_group_on_cupy_matches_its_members_trained_alone_on_cupy():
+    """cupyx.scipy.sparse through the batched trainer's sparse first layer: each member as the one-configuration
+    sparse trainer gives it on the same device (float64), and the features stay a cupyx sparse matrix."""
+    from test_text import SMS, sms_cfg
+
+    from sweeper.backend import is_sparse
+    from sweeper.models.batched import Member, stacked_params, train_group
+    from sweeper.models.mlp import MLP, init_params
+
+    if not SMS.is_file():
+        pytest.skip(f"the SMS Spam Collection is not at {SMS}")
+    backend = resolve("gpu")
+    ds = data.load(sms_cfg("data.max_features=500").data, 0)
+    arrays = [backend.to_device(a) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
+    assert is_sparse(arrays[0]) and type(arrays[0]).__module__.startswith("cupyx")
+    members = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 40, patience=20)]
+    sizes = [ds.n_features, 8, 1]
+    group = train_group(backend, stacked_params(sizes, "tanh", [0] * 3, "float64"), "tanh", ds.task, *arrays,
+                        members, log_every=10)
+    for m, fit, params in zip(members, group.fits, group.params):
+        model = MLP(backend.xp, [backend.to_device(p) for p in init_params(sizes, "tanh", 0, "float64")], "tanh", ds.task)
+        alone = models.train(backend, model, *arrays, lr=m.lr, epochs=m.epochs, log_every=10, patience=m.patience)
+        assert (fit.epochs_run, fit.best_epoch) == (alone.epochs_run, alone.best_epoch)
+        np.testing.assert_allclose(fit.val_loss, alone.val_loss, rtol=1e-9)
+        for x, y in zip(params, model.params):
+            np.testing.assert_allclose(x, backend.to_numpy(y), rtol=1e-9, atol=1e-12)

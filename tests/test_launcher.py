@@ -4,8 +4,9 @@ import shutil
 
 import pytest
 
-from conftest import all_runs, cli, client_for
+from conftest import all_runs, cli, client_for, make_cfg
 from sweeper.metrics import TIMINGS
+from test_text import SMS, needs_sms
 
 GRID = ("lr=0.01,5", "epochs=100,200", "seed=0,1", "patience=0,30", "log_every=10", "depth=1", "width=8")
 
@@ -29,9 +30,9 @@ def _both(tmp_path, store, *args):
     return stores, proc
 
 
-def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=None):
+def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=None, count=16):
     basic, batched = _children(stores["basic"]), _children(stores["batched"])
-    assert set(basic) == set(batched) and len(basic) == 16
+    assert set(basic) == set(batched) and len(basic) == count
     if groups is not None:
         assert len({r.data.tags["batch_group"] for r in batched.values()}) == groups
     statuses = set()
@@ -112,3 +113,34 @@ def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
     assert not alone
     sizes = sorted((g[0].plain["batch_size"], len(g), len({j.plain["seed"] for j in g})) for g in groups)
     assert sizes == [(0, 4, 2), (32, 2, 1), (32, 2, 1)]
+
+
+@needs_sms
+def test_text_features_group_by_seed_and_sparse_ones_fit_a_budget_counted_in_stored_values():
+    """Every word of the training rows (~6.5k features): one member's dense [X.T; 1] alone would be ~230 MB
+    (training and validation rows); its CSR matrices and the sparse products' buffers are a few MB."""
+    from sweeper import launch
+
+    text = ("data=sms", f"data.path={SMS}", "data.max_features=0", "depth=1", "width=8", "epochs=50", "log_every=10")
+    jobs = _jobs(*[(*text, f"lr={lr}", f"seed={seed}") for seed in (0, 1) for lr in (0.5, 1, 2)])
+    groups, alone = launch.plan(jobs, max_bytes=40 << 20)
+    assert not alone and sorted(len(g) for g in groups) == [3, 3]
+    assert all(len({j.plain["seed"] for j in g}) == 1 for g in groups)  # each seed fits its own vocabulary
+    # dense text features too: the seeds' vocabularies differ in size, so their rows cannot stack into one group
+    dense = ("data=sms", f"data.path={SMS}", "data.sparse=false", "data.min_df=5", "epochs=20", "log_every=5")
+    groups, alone = launch.plan(_jobs(*[(*dense, f"lr={lr}", f"seed={seed}") for seed in (0, 1) for lr in (1, 2)]))
+    assert not alone and [len({j.plain["seed"] for j in g}) for g in groups] == [1, 1]
+    for g in groups:
+        assert len(launch.compute_group(g)) == 2
+
+
+@needs_sms
+@pytest.mark.slow
+def test_batched_and_basic_launchers_record_the_same_sparse_text_sweep(tmp_path, store):
+    stores, proc = _both(tmp_path, store, "data=sms", f"data.path={SMS}", "data.max_features=500", "lr=0.5,1,2",
+                         "epochs=50", "log_every=10", "depth=1", "width=8", "tracking.log_model=false")
+    assert "3 jobs: 3 in 1 batched group(s), 0 one at a time" in proc.stdout
+    _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=3)
+    batched = _children(stores["batched"]).values()
+    assert len({r.data.tags["batch_group"] for r in batched}) == 1
+    assert {r.data.tags["batch_size"] for r in batched} == {"3"}
