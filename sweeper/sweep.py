@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sweeper import data, metrics, speedup, tracking
 from sweeper.config import ConfigError, validate
+from sweeper.report import cell, text_cell
 
 SWEEP_FILE = "sweep.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -175,13 +176,15 @@ def _primary(result: dict[str, Any], split: str) -> str:
         return "-"
     name = f"{split}_{metrics.PRIMARY[result['task']][0]}"
     value = result["metrics"].get(name)
-    return f"{name}={value:.4g}" if value is not None else "-"
+    return f"{name}={cell(value)}" if value is not None else "-"
 
 
 def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
     """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
-    logs: ``lr=0.005,depth=2,cpu``."""
+    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
+    (the run's params keep it whole)."""
     parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
+    parts = [f"{k}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
     if keys is not None:
         parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
     if device is None:
@@ -197,7 +200,7 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
     if result.get("task"):
         parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
-        parts.append(f"{t:.2f} s")
+        parts.append(f"{cell(t)} s")
     parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
