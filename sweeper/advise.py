@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
+from sweeper.report import cell, text_cell  # how every number is printed (4 significant digits)
+
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
 IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch")
@@ -114,12 +116,8 @@ def _number(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _g(x: float) -> str:
-    return f"{x:.4g}"
-
-
 def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
+    return f"{'-' if x < 0 else '+'}{cell(abs(100 * x))}%"
 
 
 def nice(x: float) -> float:
@@ -203,7 +201,7 @@ class Sweep:
     def noise_text(self) -> str:
         if self.noise is not None:
             dof = self.stats[self.metric][2]
-            return (f"noise: seed-to-seed std {_g(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
+            return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
                     f"within it: not significant at {ALPHA:.0%}")
         return f"no seed sweep: scores within {SAME:.1%} count as the same"
 
@@ -226,7 +224,7 @@ def _range_quantile(among: int, dof: int, alpha: float) -> float:
 
 
 def _label(config: Iterable[tuple[str, Any]]) -> str:
-    return ",".join(f"{k}={v}" for k, v in config) or "all runs"
+    return ",".join(f"{k}={text_cell(v)}" for k, v in config) or "all runs"
 
 
 def _format(key: str, x: float, integer: bool) -> str | None:
@@ -260,7 +258,7 @@ def extend(key: str, values: list[str], up: bool, count: int = 2) -> tuple[list[
         text = _format(key, x, integer)
         if text is not None and all(float(text) != n for n in nums) and text not in out:
             out.append(text)
-    return out, (f"log-spaced, ×{ratio:.3g} a step" if log else f"a step of {step:g}")
+    return out, (f"log-spaced, ×{ratio:.3g} a step" if log else f"a step of {cell(step)}")
 
 
 def _slices(s: Sweep, key: str, metric: str | None = None) -> dict[tuple, dict[str, tuple[float, int] | None]]:
@@ -307,7 +305,7 @@ def no_effect(s: Sweep) -> list[Finding]:
         flat.sort(key=spread, reverse=True)  # the evidence shows the largest spreads
 
         def shown(other: tuple) -> str:
-            values = ", ".join(f"{v}: {_g(m[0])}" for v, m in sorted(slices[other].items(), key=lambda kv: _number(kv[0]) or 0))
+            values = ", ".join(f"{text_cell(v)}: {cell(m[0])}" for v, m in sorted(slices[other].items(), key=lambda kv: _number(kv[0]) or 0))
             return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
 
         also = [f"{', '.join(s.measures[1:])} did not move either"] if len(s.measures) > 1 else []
@@ -315,20 +313,20 @@ def no_effect(s: Sweep) -> list[Finding]:
             chosen = s.best["params"].get(key) if s.best else None
             found.append(Finding(
                 "no_effect", f"{key} did not matter",
-                f"the spread of {s.metric} across {key}'s values (at most {_g(spread(flat[0]))}) is within the noise",
+                f"the spread of {s.metric} across {key}'s values (at most {cell(spread(flat[0]))}) is within the noise",
                 [shown(o) for o in flat[:4]] + [s.noise_text] + also,
-                f"fix {key}={chosen} (the chosen run's value) and spend the runs on other keys" if chosen else
+                f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys" if chosen else
                 f"fix {key} to one value", key, set={key: chosen} if chosen else {}))
             continue
         for other_key in sorted({k for o in flat for k, _ in o}):
             for value in sorted({dict(o)[other_key] for o in flat}):
                 if all(dict(o).get(other_key) == value for o in flat) and not any(dict(o).get(other_key) == value for o in moved):
                     found.append(Finding(
-                        "no_effect", f"{key} did not matter at {other_key}={value}",
-                        f"at {other_key}={value} the spread of {s.metric} across {key}'s values is within the noise; "
+                        "no_effect", f"{key} did not matter at {other_key}={text_cell(value)}",
+                        f"at {other_key}={text_cell(value)} the spread of {s.metric} across {key}'s values is within the noise; "
                         f"elsewhere {key} matters",
                         [shown(o) for o in flat[:4]] + [s.noise_text] + also,
-                        f"sweep {key} only where {other_key}≠{value}", f"{key}@{other_key}={value}"))
+                        f"sweep {key} only where {other_key}≠{text_cell(value)}", f"{key}@{other_key}={value}"))
     return found
 
 
@@ -363,9 +361,9 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         by = f"per {key}" + (f" ({', '.join(how)})" if how else "")
         found.append(Finding(
             "edge", f"edge of the grid: {key}",
-            f"the best {key} ({best}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves toward it "
-            f"({_g(b)} at {key}={inner} → {_g(a)} at {key}={best})",
-            [f"{s.metric} {by}: " + ", ".join(f"{v}: {_g(profile[v][0])}" for v in done), s.noise_text],
+            f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
+            f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
+            [f"{s.metric} {by}: " + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done), s.noise_text],
             f"extend {key} {way} ({spacing}): add {', '.join(new)}",
             f"{key}:{'up' if up else 'down'}", add={key: new}))
     return found
@@ -386,7 +384,7 @@ def divergence(s: Sweep) -> list[Finding]:
     drop = [v for v in dict.fromkeys(r["params"]["lr"] for r in diverged) if v != chosen and len(lrs) > 1]
     add: list[str] = []
     if not ok:
-        summary = f"every run diverged; the smallest lr tried was {first['params']['lr']}"
+        summary = f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
         add = extend("lr", lrs, up=False)[0] if len(lrs) > 1 else [_format("lr", float(lrs[0]) / 10, integer=False) or ""]
         add = [a for a in add if a]
         step = f"lower lr: try {', '.join(add)}" if add else "lower lr"
@@ -394,22 +392,25 @@ def divergence(s: Sweep) -> list[Finding]:
     else:
         top = max(ok, key=lambda r: s.param(r, "lr"))
         f = s.param(top, "lr")
-        evidence.append(f"largest lr that did not diverge: {top['params']['lr']} ({top['run']}, {s.metric}={_g(s.value(top))})")
+        evidence.append(f"largest lr that did not diverge: {text_cell(top['params']['lr'])} ({top['run']}, "
+                        f"{s.metric}={cell(s.value(top))})")
         tag = f"lr:{top['params']['lr']}..{first['params']['lr']}"
         if f < d:
-            summary = f"runs diverge from lr={first['params']['lr']} on; lr={top['params']['lr']} is the largest that did not"
+            summary = (f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr={text_cell(top['params']['lr'])} "
+                       "is the largest that did not")
         else:
-            summary = (f"lr={first['params']['lr']} diverged ({first['run']}) while lr up to {top['params']['lr']} "
+            summary = (f"lr={text_cell(first['params']['lr'])} diverged ({first['run']}) while lr up to "
+                       f"{text_cell(top['params']['lr'])} "
                        f"did not elsewhere: the boundary depends on the other keys")
             evidence += _boundaries(s, diverged)
-        step = f"keep lr below {first['params']['lr']}"
+        step = f"keep lr below {text_cell(first['params']['lr'])}"
         if chosen is not None and s.param(s.best, "lr") == f and f < d:
             mid = _format("lr", math.sqrt(f * d), integer=False)
             if mid is not None and all(float(mid) != float(v) for v in lrs):
                 add = [mid]
-                step += f"; the chosen lr ({chosen}) is the largest that did not diverge: try lr={mid} between them"
+                step += f"; the chosen lr ({text_cell(chosen)}) is the largest that did not diverge: try lr={mid} between them"
     if drop:
-        step += f"; the next command leaves out lr={','.join(drop)} (it would diverge again)"
+        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it would diverge again)"
     return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
                     add={"lr": add} if add else {}, drop={"lr": drop} if drop else {})]
 
@@ -424,8 +425,8 @@ def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
     for o in list(dict.fromkeys(other(r) for r in diverged))[:4]:
         bad = min(s.param(r, "lr") for r in diverged if other(r) == o)
         good = [s.param(r, "lr") for r in s.finished if other(r) == o]
-        out.append(f"{_label(o)}: diverged from lr={bad:g}, "
-                   + (f"finished up to lr={max(good):g}" if good else "nothing finished"))
+        out.append(f"{_label(o)}: diverged from lr={cell(bad)}, "
+                   + (f"finished up to lr={cell(max(good))}" if good else "nothing finished"))
     return out
 
 
@@ -457,9 +458,9 @@ def training(s: Sweep, curves: dict[str, list[tuple[int, float]]]) -> list[Findi
             "overfitting", "overfitting",
             f"the chosen run ({name}) was best at epoch {best_epoch} of {run}; its validation loss then rose while "
             f"the training loss kept falling",
-            [f"val_loss: {_g(v_min)} (its minimum, epoch {min_step}) → {_g(v_last)} at epoch {last_step} ({_pct(v_last / v_min - 1)})",
-             f"train_loss: {_g(t_best)} at epoch {t_step} → {_g(t_last)} at epoch {train[-1][0]} ({_pct(t_last / t_best - 1)})",
-             f"{s.metric}={_g(s.value(b))} is of the last epoch's weights (patience={int(patience)})"],
+            [f"val_loss: {cell(v_min)} (its minimum, epoch {min_step}) → {cell(v_last)} at epoch {last_step} ({_pct(v_last / v_min - 1)})",
+             f"train_loss: {cell(t_best)} at epoch {t_step} → {cell(t_last)} at epoch {train[-1][0]} ({_pct(t_last / t_best - 1)})",
+             f"{s.metric}={cell(s.value(b))} is of the last epoch's weights (patience={int(patience)})"],
             f"stop early: patience={p} (keeps the best weights), or epochs≈{stop}",
             f"best_epoch={best_epoch}/{run}", set={"patience": str(p)})]
     ref_step, v_ref = _at(val, last_step - 0.25 * run)
@@ -474,7 +475,7 @@ def training(s: Sweep, curves: dict[str, list[tuple[int, float]]]) -> list[Findi
         return [Finding(
             "under_training", "under-training",
             f"the chosen run ({name}) was still improving when it stopped: its best epoch is its last ({best_epoch} of {run})",
-            [f"val_loss still falling: {_g(v_ref)} at epoch {ref_step} → {_g(v_last)} at epoch {last_step} ({_pct(-fell)})"],
+            [f"val_loss still falling: {cell(v_ref)} at epoch {ref_step} → {cell(v_last)} at epoch {last_step} ({_pct(-fell)})"],
             f"train longer: epochs={more}" + (" (added to the epochs grid)" if "epochs" in s.keys else ""),
             f"epochs_run={run}", **change)]
     return []
@@ -496,8 +497,8 @@ def noise(s: Sweep) -> list[Finding]:
         seeds = s.tried("seed") or ["0"]
         new = _seeds(seeds, 3)
         ranked = s.finished[:2]
-        gap = (f"; the best ({ranked[0]['run']}, {_g(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
-               f"{_g(s.value(ranked[1]))}) differ by {_g(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
+        gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
+               f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
         return [Finding(
             "noise", "noise and significance",
             f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
@@ -507,15 +508,15 @@ def noise(s: Sweep) -> list[Finding]:
     evidence = []
     for c in ranked[:5]:
         v = s.scores[c]
-        sd = f" ± {_g(statistics.stdev(v))}" if len(v) > 1 else ""
-        evidence.append(f"{_label(c)}: {s.metric} {_g(statistics.fmean(v))}{sd} (n={len(v)})")
+        sd = f" ± {cell(statistics.stdev(v))}" if len(v) > 1 else ""
+        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} (n={len(v)})")
     if len(ranked) < 2:
         return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
                         evidence, "sweep another key", "single")]
     first, second = ranked[:2]
     p, how = _p_value(s, first, second)
     a, b = statistics.fmean(s.scores[first]), statistics.fmean(s.scores[second])
-    evidence.append(f"best against runner-up: difference {_g(abs(a - b))}, {how}")
+    evidence.append(f"best against runner-up: difference {cell(abs(a - b))}, {how}")
     if s.config(s.best) != first:
         evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
     if p is not None and p < ALPHA:
@@ -562,8 +563,8 @@ def ties(s: Sweep) -> list[Finding]:
     second = "val_log_loss" if s.task == "binary" else "val_mae"
     values = [_number(r["metrics"].get(second)) for r in tied]
     order = [r["run_id"] for r in tied]
-    evidence = [f"{len(tied)} runs at {s.metric}={_g(top)}: "
-                + ", ".join(f"{r['run']} ({second}={_g(v)})" if v is not None else r["run"] for r, v in zip(tied, values))]
+    evidence = [f"{len(tied)} runs at {s.metric}={cell(top)}: "
+                + ", ".join(f"{r['run']} ({second}={cell(v)})" if v is not None else r["run"] for r, v in zip(tied, values))]
     have = None not in values
     if have and order == [r["run_id"] for _, r in sorted(zip(values, tied), key=lambda p: p[0])] and len(set(values)) > 1:
         how = f"by {second} (lower first)"

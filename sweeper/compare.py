@@ -12,6 +12,7 @@ from statistics import median
 
 from sweeper.helptext import describe
 from sweeper import speedup, tracking
+from sweeper.report import cell
 from sweeper.tracking import DEFAULT_URI
 
 
@@ -50,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in sorted(gpu, key=lambda r: -found[r["run_id"]]["speedup"]):
         cpu = [x["train_time_s"] for x in runs if x["fingerprint"] == r["fingerprint"] and x["device"] == "cpu"]
         s = found[r["run_id"]]
-        print(f"{r['fingerprint']:<16}  {r['run_id']:<32}  {median(cpu):>11.3f}  "
-              f"{r['train_time_s']:>11.3f}  {s['speedup']:>7.2f}x  {s['speedup_wall']:>6.2f}x  {r['name']}")
+        print(f"{r['fingerprint']:<16}  {r['run_id']:<32}  {cell(median(cpu)):>11}  "
+              f"{cell(r['train_time_s']):>11}  {cell(s['speedup']):>7}x  {cell(s['speedup_wall']):>6}x  {r['name']}")
     return 0
 
 

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from sweeper import CONF_DIR, ROOT
 from sweeper.config import NOT_FINGERPRINTED, TOP_LEVEL
 from sweeper.metrics import LOWER_IS_BETTER
+from sweeper.report import cell
 
 BEST_DIR = CONF_DIR / "best"
 
@@ -101,13 +102,13 @@ def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -
 
 
 def table(rows: list[Row]) -> str:
-    """Expected vs got per metric, aligned; the relative change is signed (+ = larger)."""
+    """Expected vs got per metric (4 significant digits, as every table of sweeper), aligned; the relative
+    change is signed (+ = larger): it shows a difference below the 4th digit."""
     header = ["metric", "expected", "got", "change", "rtol", "better", "verdict"]
     lines = []
     for r in rows:
         change = "-" if r.got is None or r.expected == 0 else f"{(r.got - r.expected) / abs(r.expected):+.3g}"
-        got = "-" if r.got is None else f"{r.got:.10g}"
-        lines.append([r.metric, f"{r.expected:.10g}", got, change, f"{r.rtol:g}", r.direction, r.verdict])
+        lines.append([r.metric, cell(r.expected), cell(r.got), change, f"{r.rtol:g}", r.direction, r.verdict])
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines])

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from sweeper import metrics, pinned, tracking
+from sweeper.report import cell, text_cell
 from sweeper.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
 
 NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
@@ -247,8 +248,9 @@ def promote(
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
-        knobs = " ".join(f"{k}={p[k]}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width", "activation",
-                                                  "seed", "dtype") if k in p).replace("data.name=", "data=")
+        knobs = " ".join(f"{k}={text_cell(p[k])}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width",
+                                                            "activation", "seed", "dtype") if k in p)
+        knobs = knobs.replace("data.name=", "data=")
         done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs, rerun))
     return done
 
@@ -311,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"promoted {len(done)} run(s) of experiment '{args.experiment}' by {done[0].metric} "
           f"({'lower' if lower else 'higher'} is better):")
     for d in done:
-        print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={d.value:.6g}  {d.knobs}")
+        print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={cell(d.value)}  {d.knobs}")
     suite = "    check them all: python -m pytest tests/test_best.py" if done[0].rerun == [f"+best={done[0].name}"] else ""
     print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}{suite}")
     if args.register:

@@ -49,7 +49,7 @@ class Board:
     def table(self, fmt: str = "simple") -> str:
         from tabulate import tabulate
 
-        body = [[_cell(_shown(r, c)) for c in self.columns] for r in self.rows]
+        body = [[(text_cell if c in self.keys else cell)(_shown(r, c)) for c in self.columns] for r in self.rows]
         return tabulate(body, headers=self.columns, tablefmt=fmt, disable_numparse=True)
 
     def csv(self) -> str:
@@ -71,12 +71,27 @@ def _shown(row: dict[str, Any], column: str) -> Any:
     return row.get(column)
 
 
-def _cell(v: Any) -> str:
+def cell(v: Any) -> str:
+    """How sweeper prints a value, in every table and line it shows: a float to 4 significant digits, an
+    integral float below 1e15 as the integer it is (MLflow keeps counts such as epochs_run as floats), None as
+    ``-``, anything else (an int, a name, an id) as it is. Param and override text goes through :func:`text_cell`."""
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.4g}"
     return str(v)
+
+
+def text_cell(text: Any) -> str:
+    """A param's or an override's value as sweeper prints it: the number it holds, through :func:`cell`, when 4
+    significant digits change it (Optuna's ``0.006260326907499732`` → ``0.00626``), else as written (``1e-3``,
+    ``200``, ``tanh``). Commands keep the exact text: a resumed sweep must match the runs it reuses."""
+    from sweeper.pinned import parse_param
+
+    x = parse_param(str(text)) if text is not None else None
+    if isinstance(x, float) and math.isfinite(x) and float(cell(x)) != x:
+        return cell(x)
+    return cell(text)
 
 
 def children(c: Any, parent: Any) -> list[Any]:
@@ -251,7 +266,7 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
         tags = {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
-        print(f"best: {board.best['run']}  val_{board.metric}={board.best[f'val_{board.metric}']:.4g}  "
+        print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''})", file=out)
     tracking.log_metrics(c, parent_run_id, metrics)
     if tags:
@@ -302,10 +317,10 @@ def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
     quality = sorted(k for k in data.metrics if k.startswith(("val_", "test_")))
     times = [k for k in ("train_time_s", "wall_time_s", "epochs_run", "best_epoch") if k in data.metrics]
     for k in quality + times:
-        print(f"  {k:<16} {data.metrics[k]:.4g}", file=out)
+        print(f"  {k:<16} {cell(data.metrics[k])}", file=out)
     shown = {k: v for k, v in sorted(data.params.items()) if not k.startswith(("tracking.", "hydra"))}
     if shown:
-        print("  params: " + " ".join(f"{k}={v}" for k, v in shown.items()), file=out)
+        print("  params: " + " ".join(f"{k}={text_cell(v)}" for k, v in shown.items()), file=out)
     print(f"  UI: {run_url(uri, info.experiment_id, info.run_id)}", file=out)
 
 

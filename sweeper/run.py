@@ -75,10 +75,9 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
     if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
-        ui = sweep.ui_command(cfg.tracking.uri)
+        url = sweep.run_url(cfg.tracking.uri, result["experiment_id"], result["run_id"])
         print(f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
-              f"UI: {sweep.run_url(cfg.tracking.uri, result['experiment_id'], result['run_id'])}"
-              + ("" if ui.startswith("open") else f"  (after: {ui})"))
+              f"UI: {sweep.ui_line(cfg.tracking.uri, url)}")
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)

@@ -12,7 +12,7 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.helptext import describe
-from sweeper.report import _cell
+from sweeper.report import cell
 
 PARENT = "mlflow.parentRunId"
 
@@ -52,12 +52,12 @@ def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[lis
             best = next(((k, v) for k, v in r.data.metrics.items() if k.startswith("best_val_")), None)
             rows.append([r.info.run_id, _date(r.info.start_time), r.data.tags.get("n_jobs", "-"),
                          sum(k.info.status == "FINISHED" for k in mine), sum(k.info.status == "FAILED" for k in mine),
-                         r.data.tags.get("best_run", "-") or "-", f"{best[0]}={_cell(best[1])}" if best else "-",
+                         r.data.tags.get("best_run", "-") or "-", f"{best[0]}={cell(best[1])}" if best else "-",
                          r.info.status])
         elif PARENT not in r.data.tags:
             metric = next((k for k in ("val_accuracy", "val_mse") if k in r.data.metrics), None)
             singles.append([r.info.run_id, _date(r.info.start_time), r.info.run_name,
-                            f"{metric}={_cell(r.data.metrics[metric])}" if metric else "-", r.info.status])
+                            f"{metric}={cell(r.data.metrics[metric])}" if metric else "-", r.info.status])
     return rows, singles
 
 

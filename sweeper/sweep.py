@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sweeper import data, metrics, speedup, tracking
 from sweeper.config import ConfigError, validate
+from sweeper.report import cell, text_cell
 
 SWEEP_FILE = "sweep.json"
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -178,13 +179,15 @@ def _primary(result: dict[str, Any], split: str) -> str:
         return "-"
     name = f"{split}_{metrics.PRIMARY[result['task']][0]}"
     value = result["metrics"].get(name)
-    return f"{name}={value:.4g}" if value is not None else "-"
+    return f"{name}={cell(value)}" if value is not None else "-"
 
 
 def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
     """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
-    logs: ``lr=0.005,depth=2,cpu``."""
+    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
+    (the run's params keep it whole)."""
     parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
+    parts = [f"{k}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
     if keys is not None:
         parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
     if device is None:
@@ -200,7 +203,7 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
     if result.get("task"):
         parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
-        parts.append(f"{t:.2f} s")
+        parts.append(f"{cell(t)} s")
     parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
@@ -213,11 +216,32 @@ def ui_command(uri: str) -> str:
     return f"open {uri} in a browser"
 
 
+# MLflow 3.17's UI picks its model-training views (runs table, models, charts) or its GenAI ones (traces,
+# evaluations) from the page address's workflowType, else from what this browser chose last (GenAI at
+# first); it does not read the experiment's mlflow.experimentKind tag. So every address sweeper prints
+# asks for the model-training views.
+UI_VIEW = "workflowType=machine_learning"
+
+
+def _ui_base(uri: str) -> str:
+    """The UI of a tracking server, or the one ``mlflow ui`` (:func:`ui_command`) serves for an embedded store."""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
 def run_url(uri: str, experiment_id: str, run_id: str) -> str:
-    """Where the MLflow UI shows a run: the server's own page, or the page ``mlflow ui`` (:func:`ui_command`)
-    serves for an embedded store."""
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    """Where the MLflow UI shows a run, on its model-training views."""
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}?{UI_VIEW}"
+
+
+def experiment_url(uri: str, experiment_id: str) -> str:
+    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs)."""
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}"
+
+
+def ui_line(uri: str, url: str) -> str:
+    """``url``, and for an embedded store the command that serves it."""
+    ui = ui_command(uri)
+    return url + ("" if ui.startswith("open") else f"  (after: {ui})")
 
 
 def add_speedups(rows: list[dict[str, Any]]) -> None:
@@ -272,11 +296,14 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         skipped = [r for r in mine if r["status"] == "SKIPPED"]
         lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
         print(f"\nExperiment '{parent['experiment']}', parent run {parent['run_id']}:", file=out)
+        browse = ui_command(parent["uri"])
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
             _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine)
-            report.close(client, client.get_run(parent["run_id"]), counts, out)
+            run = client.get_run(parent["run_id"])
+            report.close(client, run, counts, out)
+            browse = ui_line(parent["uri"], experiment_url(parent["uri"], run.info.experiment_id))
         except tracking.UNREACHABLE as e:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
                   f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=out)
@@ -287,7 +314,7 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
             jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
             print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
-        print(f"browse with: {ui_command(parent['uri'])}", file=out)
+        print(f"browse with: {browse}", file=out)
     from sweeper import plots
 
     plots.stop()

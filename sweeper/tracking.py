@@ -210,8 +210,9 @@ def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
     return [steps[i] for i in keep], [values[i] for i in keep]
 
 
-# MLflow 3's UI opens an experiment on its GenAI views (traces, evaluations) or its model-training views
-# (runs, models, charts) from this tag; without it the UI guesses, from what the experiment holds.
+# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
+# chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper
+# prints) or from what the browser chose last.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 

@@ -3,6 +3,7 @@ inputs, the experiment's kind, registration with an alias."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ def served(tmp_path_factory, _template_store):
         proc = cli(tmp, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.001,0.01", *FAST_ARGS)
         assert proc.returncode == 0, proc.stderr
         exp = json.loads(http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
-        yield {"url": url, "store": db, "tmp": tmp, "experiment": exp["experiment"]}
+        yield {"url": url, "store": db, "tmp": tmp, "experiment": exp["experiment"], "stdout": proc.stdout}
 
 
 def _children(served):
@@ -33,8 +34,18 @@ def _children(served):
 
 
 def test_the_experiment_opens_on_the_model_training_views(served):
+    """MLflow 3.17's UI opens the views its page address names (``workflowType``; else GenAI, in a browser that
+    never chose) whatever the experiment's kind tag says: the address a sweep ends with names the model-training
+    views, and the UI this server serves reads that parameter."""
     tags = {t["key"]: t["value"] for t in served["experiment"].get("tags", [])}
     assert tags[tracking.EXPERIMENT_KIND] == "custom_model_development"
+    (line,) = [ln for ln in served["stdout"].splitlines() if ln.startswith("browse with: ")]
+    page = f"{served['url']}/#/experiments/{served['experiment']['experiment_id']}/runs?workflowType=machine_learning"
+    assert line == f"browse with: {page}"
+    index = http_get(page.partition("#")[0]).decode()  # the hash part is the UI's own route
+    script = re.search(r'src="(static-files/static/js/main\.[0-9a-f]+\.js)"', index).group(1)
+    ui = http_get(f"{served['url']}/{script}").decode()
+    assert 'get("workflowType")' in ui and '"machine_learning"' in ui
 
 
 def test_each_child_has_a_logged_model_linked_to_its_run_and_metrics(served):
@@ -183,11 +194,14 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
 
 def test_a_single_run_ends_naming_its_experiment_run_folder_and_ui_url(tmp_path, store):
     from conftest import all_runs
+    from test_report import long_numbers
 
-    proc = cli(tmp_path, *FAST_ARGS, store=store)
+    proc = cli(tmp_path, *FAST_ARGS, "lr=0.0012345678", store=store)  # an lr with as many digits as Optuna's
     assert proc.returncode == 0, proc.stderr
     (run,) = all_runs(store)
-    *_, where, ui = proc.stdout.strip().splitlines()
+    *_, job, where, ui = proc.stdout.strip().splitlines()
     assert where == f"experiment diabetes  run {run.info.run_id}  output {tmp_path / 'run'}"
-    assert ui.startswith(f"UI: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}")
-    assert f"mlflow ui --backend-store-uri sqlite:///{store}" in ui
+    assert ui == (f"UI: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+                  f"?workflowType=machine_learning  (after: mlflow ui --backend-store-uri sqlite:///{store} --port 5000)")
+    assert "[1/1]  epochs=300,log_every=10,lr=0.001235  val_mse=" in job and long_numbers(job) == []
+    assert run.info.run_name == "epochs=300,log_every=10,lr=0.001235,cpu" and run.data.params["lr"] == "0.0012345678"

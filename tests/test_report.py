@@ -1,7 +1,10 @@
 """A sweep at a glance: leaderboard and plots on the parent run, a live MLflow server, loadable models."""
+import contextlib
 import csv
 import io
 import json
+import re
+import sqlite3
 import subprocess
 import sys
 
@@ -10,7 +13,7 @@ import numpy as np
 import pytest
 
 from sweeper import data
-from conftest import all_runs, cli, client_for, http_get, http_post, make_cfg, mlflow_server
+from conftest import all_runs, cli, client_for, copy_store, http_get, http_post, make_cfg, mlflow_server
 
 FAST = ("epochs=300", "log_every=10")
 
@@ -153,3 +156,113 @@ def test_the_painter_draws_what_the_launching_process_would_and_a_dead_one_is_re
         assert painter.collect() == {"plots/a.png": tmp_path / "after" / "plots" / "a.png"} and painter.proc is None
     finally:
         painter.close()
+
+
+# ---- every number sweeper prints has at most 4 significant digits --------------------------------------
+
+DECIMAL = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d+|\d+(?:\.\d+)?[eE][-+]?\d+)(?![\w.])")
+
+
+def long_numbers(text: str) -> list[str]:
+    """The numbers in ``text`` printed with more than 4 significant digits (integers, ids and dates are not
+    decimals), except in commands, which keep exact values (a resumed sweep matches its runs by them), and in
+    Hydra's own log lines."""
+    found = []
+    for line in text.splitlines():
+        if "python -m sweeper" in line or "[HYDRA]" in line:
+            continue
+        for m in DECIMAL.finditer(line):
+            mantissa = re.split("[eE]", m.group(0))[0].lstrip("+-").replace(".", "").lstrip("0")
+            if len(mantissa) > 4:
+                found.append(m.group(0))
+    return found
+
+
+def test_long_numbers_finds_what_it_should():
+    assert long_numbers("lr=0.0012345678  val_mse=3223.53  3118.2245 0.97368421 1.2345e+04") == [
+        "0.0012345678", "3223.53", "3118.2245", "0.97368421", "1.2345e+04"]
+    assert long_numbers("0.001235 3224 12345 1e-08 2.5x 127.0.0.1:5000 3.17.2 run f14dbe78dbca45659e12 12:53:16,818") == []
+    assert long_numbers("  python -m sweeper -m lr=0.0012345678 resume=true") == []
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory, _template_store):
+    """A sweep whose values have as many digits as Optuna's (lr=0.0012345678), on the CPU and a stand-in GPU
+    (CPU/GPU pairs for compare), for 12345 epochs (an integer that 4 significant digits would change)."""
+    from sweeper.backend import FAKE_GPU_ENV
+
+    tmp = tmp_path_factory.mktemp("digits")
+    store = copy_store(_template_store, tmp)
+    proc = cli(tmp, "-m", "device=cpu,gpu", "lr=0.0012345678,0.0023456789", "epochs=12345", "log_every=1000",
+               store=store, env={FAKE_GPU_ENV: "numpy"})
+    assert proc.returncode == 0, proc.stderr
+    return {"store": store, "tmp": tmp, "proc": proc, "uri": f"sqlite:///{store}"}
+
+
+def _printed(main, *argv: str) -> str:
+    """What a command prints (its main, in this process)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()
+
+
+def test_the_end_of_sweep_summary_rounds_every_number(digits):
+    out = digits["proc"].stdout
+    assert "[1/4]  device=cpu,lr=0.001235  val_mse=" in out  # the job lines (and run names) round Optuna-like values
+    assert re.search(r"^cpu,lr=0\.001235 +cpu +0\.001235 ", out, re.M)  # the leaderboard's run and lr columns
+    assert "the best lr (0.001235)" in out  # the advisor
+    assert "lr=0.0003,0.0006,0.0012345678,0.0023456789" in out  # the next command keeps the exact grid
+    assert long_numbers(out) == []
+
+
+def test_report_advise_summary_and_runs_round_every_number(digits):
+    from sweeper import advise, report, runs, summary
+
+    uri = digits["uri"]
+    child = next(r for r in all_runs(digits["store"]) if "mlflow.parentRunId" in r.data.tags)
+    outs = {
+        "report --latest": _printed(report.main, "--experiment", "diabetes", "--latest", "--tracking-uri", uri),
+        "report --run": _printed(report.main, "--run", child.info.run_id, "--tracking-uri", uri),
+        "advise": _printed(advise.main, "--experiment", "diabetes", "--tracking-uri", uri),
+        "runs": _printed(runs.main, "--tracking-uri", uri),
+        "runs --experiment": _printed(runs.main, "--experiment", "diabetes", "--tracking-uri", uri),
+        "summary": _printed(summary.main, str(digits["tmp"] / "sweep")),
+    }
+    assert {name: long_numbers(out) for name, out in outs.items()} == {name: [] for name in outs}
+    single = outs["report --run"]
+    assert re.search(r"^  epochs_run +12345$", single, re.M)  # an integer stays an integer (was 1.234e+04)
+    assert re.search(r" lr=0\.00(1235|2346) ", single) and " epochs=12345 " in single  # its params line
+    assert child.data.params["lr"] in ("0.0012345678", "0.0023456789")  # the store keeps the exact value
+
+
+def test_compare_and_promote_round_every_number(digits, tmp_path):
+    from sweeper import compare, promote
+
+    # a CPU run that trained for 52 minutes: compare's times and speedups get 4 significant digits too
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(digits["store"]) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)  # a copy of the store, its write-ahead log included
+    c = client_for(db)
+    for r in all_runs(db):
+        if r.data.tags.get("device") == "cpu" and "mlflow.parentRunId" in r.data.tags:
+            c.log_metric(r.info.run_id, "train_time_s", 3118.2245)
+    out = _printed(compare.main, "--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}")
+    assert " 3118 " in out and len(out.splitlines()) == 3  # the header and two CPU/GPU pairs
+    promoted = _printed(promote.main, "--experiment", "diabetes", "--top", "2", "--tracking-uri", digits["uri"],
+                        "--out-dir", str(tmp_path / "promoted"))
+    assert " lr=0.001235 " in promoted
+    assert {"compare": long_numbers(out), "promote": long_numbers(promoted)} == {"compare": [], "promote": []}
+    assert "lr: 0.0012345678" in (tmp_path / "promoted" / "diabetes_1.yaml").read_text()  # the file keeps it exact
+
+
+def test_a_pinned_failure_table_rounds_its_numbers(digits):
+    from sweeper import pinned
+
+    (run, *_) = [r for r in all_runs(digits["store"]) if "mlflow.parentRunId" in r.data.tags]
+    expected = pinned.expected_metrics(run.data.metrics, rtol=1e-6)
+    got = {k: v * (1 + 1e-5) for k, v in run.data.metrics.items()}  # every metric 1e-5 larger: some are WORSE
+    rows = pinned.check(expected, got)
+    text = pinned.table(rows)
+    assert any(r.verdict == "WORSE" for r in rows) and "+1e-05" in text  # the change shows what 4 digits hide
+    assert long_numbers(text) == []
