@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper import data, metrics, models, sweep, tracking  # pyfunc (MLflow) only where a model is saved
+from sweeper import data, metrics, models, sweep, tracking, writer  # pyfunc (MLflow) only where a model is saved
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 from sweeper.models.optim import Optimizer
@@ -197,11 +197,16 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                "artifacts": {"files": [f.name for f in files], "models": {k: str(v.relative_to(ctx.output_dir))
                                                                            for k, v in models.items()}}}
     if run_id:
+        end = dict(metrics=out.scores, curves=out.curves, artifacts=files, models=models,
+                   tags={"failure_reason": out.reason} if out.reason else None, status=status,
+                   curve_points=cfg.tracking.curve_points, system=system, params=tracking.flatten(plain),
+                   datasets=inputs(cfg, dataset))
+        if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
+            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
+            writer.WRITER.submit(uri, run_id, tracking._runs.pop(run_id, None), end, ctx.output_dir / RESULT_FILE)
+            return result
         try:
-            tracking.finish_run(client, run_id, out.scores, out.curves, files, models,
-                                tags={"failure_reason": out.reason} if out.reason else None, status=status,
-                                curve_points=cfg.tracking.curve_points, system=system,
-                                params=tracking.flatten(plain), datasets=inputs(cfg, dataset))
+            tracking.finish_run(client, run_id, **end)
         except tracking.UNREACHABLE as e:
             tracking_error = _tracking_failed(e, ctx, uri, "at the end")
     if tracking_error:
@@ -385,8 +390,9 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
     return Outcome(scores, curves, None, params, test_pred)
 
 
-def _finish(ctx: JobContext, result: dict[str, Any]) -> dict[str, Any]:
-    """Write ``result.json`` into the job's folder and print the job's one-line outcome."""
-    (ctx.output_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str))
+def _finish(ctx: JobContext, result: dict[str, Any], flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``result.json`` (with ``flags``, e.g. the writer's) into the job's folder and print the job's
+    one-line outcome."""
+    writer.write_result(ctx.output_dir / RESULT_FILE, {**result, **(flags or {})})
     log.info(sweep.job_line(result, ctx.num, sweep.job_count(ctx.sweep_dir), sweep.swept(ctx.sweep_dir)))
     return result

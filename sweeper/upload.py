@@ -21,12 +21,16 @@ import numpy as np
 from sweeper.helptext import describe
 from sweeper import sweep, tracking
 from sweeper.run import CURVES_FILE, RESULT_FILE
+from sweeper.writer import RECORDING, write_result
 
 
 def pending(folder: Path) -> list[Path]:
     """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload."""
+    from sweeper.writer import recording
+
     paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
-    return [p for p in paths if json.loads(p.read_text()).get("pending_upload")]
+    results = {p: json.loads(p.read_text()) for p in paths}
+    return [p for p, r in results.items() if r.get("pending_upload") and not recording(r)]  # not a live sweep's
 
 
 def upload(path: Path, uri: str | None = None) -> str:
@@ -59,7 +63,8 @@ def upload(path: Path, uri: str | None = None) -> str:
         except tracking.UNREACHABLE:
             pass  # it lived on another server, or never reached this one
     r |= {"run_id": new, "pending_upload": False, "uploaded": True}
-    path.write_text(json.dumps(r, indent=2, default=str))
+    r.pop(RECORDING, None)
+    write_result(path, r)
     return new
 
 

@@ -1,0 +1,128 @@
+"""The writer process (sweeper.writer): a sweep that logs to a server hands each run's end to it; nothing is
+lost when the store fails, the writer dies, or the launching process is killed."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from conftest import FAST_ARGS, all_runs, cli, client_for, copy_store, mlflow_server
+from sweeper import tracking, upload, writer
+
+
+def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_store):
+    db = copy_store(_template_store, tmp_path)
+    lrs = [0.001 * (i + 1) for i in range(writer_min_jobs())]
+    with mlflow_server(db) as url:
+        proc = cli(tmp_path, "-m", "tracking=server", f"tracking.uri={url}", "lr=" + ",".join(map(str, lrs)), *FAST_ARGS)
+    assert proc.returncode == 0, proc.stderr
+    assert "from a writer process" in proc.stdout + proc.stderr
+    children = [r for r in all_runs(db) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == len(lrs) and {r.info.status for r in children} == {"FINISHED"}
+    for r in children:  # the whole end of each run: metrics, curves, params, inputs, its logged model
+        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params["lr"]
+        assert len(r.inputs.dataset_inputs) == 3 and r.outputs.model_outputs
+    results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
+    assert len(results) == len(lrs)
+    assert not any(r.get("pending_upload") or r.get(writer.RECORDING) for r in results)
+
+
+def writer_min_jobs() -> int:
+    from sweeper.sweep import WRITER_MIN_JOBS
+
+    return WRITER_MIN_JOBS
+
+
+def _job(tmp_path: Path, c, uri: str, name: str) -> tuple[str, Path, dict]:
+    """A started run and its job folder's result.json, as a job leaves them for the writer."""
+    exp = tracking.experiment_id(c, "writer", uri)
+    run_id = tracking.start_run(c, exp, name, {"device": "cpu"})
+    folder = tmp_path / name
+    folder.mkdir()
+    np.savez(folder / "curves.npz", train_loss_steps=[0, 10], train_loss_values=[1.0, 0.5],
+             val_loss_steps=[0, 10], val_loss_values=[1.2, 0.7])
+    result = {"status": "FINISHED", "run_id": run_id, "tracking_uri": uri, "experiment": "writer", "device": "cpu",
+              "fingerprint": name, "overrides": [f"lr={name}"], "metrics": {"val_mse": 2.0}, "config": {"lr": name},
+              "artifacts": {"files": ["curves.npz"], "models": {}}, "reason": None}
+    writer.write_result(folder / "result.json", {**result, "pending_upload": True, writer.RECORDING: 1})
+    end = dict(metrics={"val_mse": 2.0}, curves={"train_loss": ([0, 10], [1.0, 0.5])}, artifacts=[folder / "curves.npz"],
+               status="FINISHED", params={"lr": name})
+    return run_id, folder / "result.json", end
+
+
+def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp_path, store):
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    w = writer.Writer()
+    try:
+        jobs = [_job(tmp_path, c, uri, f"0.00{i}") for i in range(1, 4)]
+        for run_id, path, end in jobs:
+            w.submit(uri, run_id, None, end, path)
+        assert w.drain() == []
+    finally:
+        w.close()
+    for run_id, path, _ in jobs:
+        run = client_for(store).get_run(run_id)
+        assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.0 and run.data.params["lr"]
+        r = json.loads(path.read_text())
+        assert "pending_upload" not in r and writer.RECORDING not in r
+
+    dead = writer.Writer()
+    dead.proc.kill()
+    dead.proc.join()
+    run_id, path, end = _job(tmp_path, c, uri, "0.009")
+    dead.submit(uri, run_id, None, end, path)
+    failed = dead.drain()
+    assert len(failed) == 1 and "writer process ended" in failed[0]
+    r = json.loads(path.read_text())
+    assert r["pending_upload"] and "writer process ended" in r["tracking_error"] and writer.RECORDING not in r
+    assert upload.pending(tmp_path / "0.009") == [path]  # python -m sweeper.upload takes it from here
+    new = upload.upload(path)
+    assert client_for(store).get_run(new).info.status == "FINISHED"
+
+
+def test_a_failing_store_keeps_the_run_for_upload(tmp_path, store):
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    run_id, path, end = _job(tmp_path, c, uri, "0.002")
+    w = writer.Writer()
+    try:
+        w.submit(uri, "no-such-run", None, end, path)  # the store refuses it
+        (failed,) = w.drain()
+    finally:
+        w.close()
+    r = json.loads(path.read_text())
+    assert r["pending_upload"] and r["tracking_error"] == failed and "failed at the end" in failed
+
+
+def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_path, store):
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    jobs = [_job(tmp_path, c, uri, f"0.0{i}") for i in range(1, 4)]
+    script = textwrap.dedent(f"""
+        import os, pickle, signal, sys
+        from pathlib import Path
+        from sweeper import writer
+        jobs = pickle.loads(bytes.fromhex(sys.argv[1]))
+        w = writer.Writer()
+        for run_id, path, end in jobs:
+            w.submit({uri!r}, run_id, None, end, Path(path))
+        os.kill(os.getpid(), signal.SIGKILL)  # before any drain
+    """)
+    import pickle
+
+    proc = subprocess.run([sys.executable, "-c", script, pickle.dumps(jobs).hex()], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    deadline = __import__("time").monotonic() + 60
+    while any(client_for(store).get_run(j[0]).info.status != "FINISHED" for j in jobs):
+        assert __import__("time").monotonic() < deadline, "the orphaned writer did not end the runs"
+        __import__("time").sleep(0.2)
+    for _, path, _ in jobs:
+        while writer.RECORDING in json.loads(path.read_text()):  # its result.json comes right after the run
+            assert __import__("time").monotonic() < deadline
+            __import__("time").sleep(0.1)
