@@ -49,9 +49,15 @@ def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:
         code = 1
     if sys.getprofile() is not None or sys.gettrace() is not None:  # cProfile, coverage, a debugger: they
         sys.exit(code)  # write their results in the teardown
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # as Python's own exit: threading's exit hooks (concurrent.futures and loky stop their threads there),
+    # then every non-daemon thread joined, then atexit
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    else:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
