@@ -89,7 +89,9 @@ def fn():
     atexit.register(lambda: out.with_suffix(".atexit").write_text("ran"))
     threading.Thread(target=late).start()
     import concurrent.futures  # its idle worker thread stops in threading's exit hooks (as loky's, joblib's)
-    concurrent.futures.ThreadPoolExecutor(1).submit(int)
+    global pool  # kept: a collected executor would stop its thread by itself
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    pool.submit(int)
     print("buffered, not flushed", end="")
     {action}
 main_exit(fn)
