@@ -6,7 +6,8 @@ embedded MLflow store lives in ``mlruns/`` beside it. ``${sweeper_root:}`` in a 
 heavy, so ``sweeper.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
 """
 import sys
-from typing import Callable, NoReturn
+from contextlib import contextmanager
+from typing import Callable, Iterator, NoReturn
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,24 @@ if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__ini
 _PLUGINS = ROOT / "plugins"
 if (_PLUGINS / "hydra_plugins").is_dir() and str(_PLUGINS) not in sys.path:
     sys.path.append(str(_PLUGINS))
+
+
+@contextmanager
+def settled() -> Iterator[None]:
+    """Around a heavy import (MLflow's): no cyclic garbage collection while it loads, and every object alive
+    after it (its modules, mostly) left out of the collector's later full passes (``gc.freeze``). Measured
+    with ``gc.callbacks`` on the quick-start sweep: six full passes walked MLflow's ~500k objects for 0.5 s
+    of its 2.2 s, the last 176 ms inside the summary. Objects made later are collected as before."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
 
 
 def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:

@@ -248,7 +248,8 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
     with tempfile.TemporaryDirectory() as tmp:
         painter = plots.PAINTER or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
-        painter.submit(plots.specs(c, board), Path(tmp) / "figures")  # drawn while the rest is logged
+        folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
+        painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
         for name, text in (("summary.csv", board.csv()), ("summary.md", board.table("github") + "\n")):
             (Path(tmp) / name).write_text(text)
             c.log_artifact(parent_run_id, str(Path(tmp) / name))

@@ -92,7 +92,10 @@ def check_server(uri: str, timeout: float = 5.0) -> None:
 def client(uri: str) -> Any:
     """A client of the store. A new SQLite store (or one not yet in WAL mode) is first created under an
     inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
-    from mlflow import MlflowClient
+    from sweeper import settled
+
+    with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+        from mlflow import MlflowClient
 
     db = sqlite_path(uri)
     if db is not None and not _is_wal_database(db):

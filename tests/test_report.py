@@ -266,3 +266,24 @@ def test_a_pinned_failure_table_rounds_its_numbers(digits):
     text = pinned.table(rows)
     assert any(r.verdict == "WORSE" for r in rows) and "+1e-05" in text  # the change shows what 4 digits hide
     assert long_numbers(text) == []
+
+
+def test_the_loss_plot_reads_a_jobs_curve_from_its_folder_and_a_run_without_one_from_the_store(tmp_path, store):
+    """plots.specs: the job folder's curves.npz (every sample) when the sweep has it, else MLflow's history."""
+    import numpy as np
+
+    from sweeper import plots, tracking
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "plots", uri)
+    ids = [tracking.start_run(c, exp, f"run{i}", {}) for i in range(2)]
+    tracking.finish_run(c, ids[1], {"val_mse": 2.0}, {"train_loss": ([0, 5], [4.0, 3.0])})
+    np.savez(tmp_path / "curves.npz", train_loss_steps=[0, 1, 2], train_loss_values=[9.0, 8.0, 7.0])
+    rows = [{"run_id": i, "run": f"run{k}", "status": "FINISHED", "val_mse": 1.0, "fingerprint": str(k), "device": "cpu"}
+            for k, i in enumerate(ids)]
+    board = type("B", (), {"rows": rows, "metric": "mse", "keys": []})()
+    (loss,) = [s for s in plots.specs(c, board, {ids[0]: tmp_path}) if s["name"] == "plots/loss_curves_top.png"]
+    first, second = loss["axes"][0]["lines"]
+    assert (first["x"], first["y"]) == ([0, 1, 2], [9.0, 8.0, 7.0])  # from the folder (the store has none)
+    assert (second["x"], second["y"]) == ([0, 5], [4.0, 3.0])  # from the store

@@ -115,3 +115,18 @@ def test_a_profiled_command_still_writes_its_profile(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "sweeper.runs", "--help"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0 and out.stat().st_size > 0, proc.stderr
+
+
+def test_settled_keeps_the_collector_off_during_an_import_and_off_its_objects_after():
+    import gc
+
+    from sweeper import settled
+
+    before = gc.get_freeze_count()
+    try:
+        with settled():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(1000)]  # what an import leaves alive
+        assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()
