@@ -61,7 +61,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     jobs = []
     for i, overrides in enumerate(job_overrides):
-        cfg = launcher.hydra_context.config_loader.load_sweep_config(config, list(overrides))
+        load = launcher.hydra_context.config_loader.load_sweep_config
+        cfg = (getattr(load, "take", None) or load)(config, list(overrides))  # the composed config, not a copy
         with open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + i
         jobs.append(Job(initial_job_idx + i, list(overrides), cfg, sweep._plain(cfg)))

@@ -61,7 +61,7 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     jobs = []
     for overrides in batches[0]:
         try:
-            cfg = loader.load_sweep_config(config, list(overrides))
+            cfg = loader.load_sweep_config.peek(config, list(overrides))  # read here, copied by later users
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), _plain(cfg)))
