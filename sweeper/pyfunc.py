@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -141,28 +142,42 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> None
     import uuid
     from datetime import datetime, timezone
 
-    from mlflow.models import Model
-
-    model = Model.load(template / "MLmodel")
-    flavor = model.flavors["python_function"]["artifacts"]
+    text = (template / "MLmodel").read_text()
+    flavor = _template_artifacts(template, text)
     shutil.copytree(template, path, ignore=lambda folder, names: ["MLmodel"] if Path(folder) == template else
-                    [n for n in names if Path(folder, n) in {template / flavor[a]["path"] for a in artifacts}])
-    size = model.model_size_bytes or 0
+                    [n for n in names if Path(folder, n) in {template / flavor[a] for a in artifacts}])
+    size = int(re.search(r"^model_size_bytes: (\d+)$", text, re.M).group(1)) if "model_size_bytes:" in text else 0
     for name, source in artifacts.items():
-        size += source.stat().st_size - (template / flavor[name]["path"]).stat().st_size
-        shutil.copyfile(source, path / flavor[name]["path"])
-        flavor[name]["uri"] = str(source)
-    model.model_uuid = uuid.uuid4().hex
-    model.utc_time_created = str(datetime.now(timezone.utc).replace(tzinfo=None))
-    model.model_size_bytes = size
-    model.save(path / "MLmodel")
+        size += source.stat().st_size - (template / flavor[name]).stat().st_size
+        shutil.copyfile(source, path / flavor[name])
+    fields = {"model_uuid": uuid.uuid4().hex, "model_size_bytes": str(size),
+              "utc_time_created": repr(str(datetime.now(timezone.utc).replace(tzinfo=None)))}
+    out, n = re.subn(r"^(%s): .*$" % "|".join(fields), lambda m: f"{m.group(1)}: {fields[m.group(1)]}", text, flags=re.M)
+    for name, source in artifacts.items():  # each artifact's source: "      <name>:\n        path: ...\n        uri: ..."
+        out, k = re.subn(r"^(\s+%s:\n\s+path: [^\n]+\n\s+uri: ).*$" % re.escape(name),
+                         lambda m, src=str(source): m.group(1) + src, out, flags=re.M)
+        n += k
+    if n != len(fields) + len(artifacts):  # a layout this code does not know: MLflow's own writer
+        from mlflow.models import Model
+
+        model = Model.load(template / "MLmodel")
+        for name, source in artifacts.items():
+            model.flavors["python_function"]["artifacts"][name]["uri"] = str(source)
+        model.model_uuid, model.utc_time_created = fields["model_uuid"], str(datetime.now(timezone.utc).replace(tzinfo=None))
+        model.model_size_bytes = size
+        model.save(path / "MLmodel")
+        return
+    (path / "MLmodel").write_text(out)
 
 
-def pd_text(docs: Any) -> Any:
-    """Documents as the one-column DataFrame (``text``, a string column) a text model's signature names."""
-    import pandas as pd
-
-    return pd.DataFrame({TEXT_COLUMN: [str(d) for d in docs]})
+_ARTIFACTS: dict[Path, dict[str, str]] = {}
 
 
-TEXT_COLUMN = "text"
+def _template_artifacts(template: Path, text: str) -> dict[str, str]:
+    """The template's artifact paths by name (``artifacts/weights.npz``), read once per template."""
+    if template not in _ARTIFACTS:
+        import yaml
+
+        doc = yaml.safe_load(text)
+        _ARTIFACTS[template] = {k: v["path"] for k, v in doc["flavors"]["python_function"]["artifacts"].items()}
+    return _ARTIFACTS[template]
