@@ -181,3 +181,13 @@ def _template_artifacts(template: Path, text: str) -> dict[str, str]:
         doc = yaml.safe_load(text)
         _ARTIFACTS[template] = {k: v["path"] for k, v in doc["flavors"]["python_function"]["artifacts"].items()}
     return _ARTIFACTS[template]
+
+
+def pd_text(docs: Any) -> Any:
+    """Documents as the one-column DataFrame (``text``, a string column) a text model's signature names."""
+    import pandas as pd
+
+    return pd.DataFrame({TEXT_COLUMN: [str(d) for d in docs]})
+
+
+TEXT_COLUMN = "text"
