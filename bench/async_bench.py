@@ -64,8 +64,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    modes = {  # seconds per run, in a fresh store (one warm run first)
+        "synchronous": lambda c, exp: statistics.median(one(c, exp, True) for _ in range(args.runs)),
+        "MLflow async (synchronous=False)": lambda c, exp: statistics.median(one(c, exp, False) for _ in range(args.runs)),
+        "MLflow async, one flush at the end": lambda c, exp: deferred(c, exp, args.runs),
+    }
     rows = {}
-    for mode in ("synchronous", "MLflow async (synchronous=False)"):
+    for mode, measure in modes.items():
         per = []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:
@@ -73,17 +78,8 @@ def main() -> None:
                 c = tracking.open_store(uri)
                 exp = tracking.experiment_id(c, "bench", uri)
                 one(c, exp, True)  # warm
-                per.append(statistics.median(one(c, exp, mode == "synchronous") for _ in range(args.runs)))
+                per.append(measure(c, exp))
         rows[mode] = statistics.median(per)
-    per = []
-    for _ in range(args.repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            uri = f"sqlite:///{tmp}/mlflow.db"
-            c = tracking.open_store(uri)
-            exp = tracking.experiment_id(c, "bench", uri)
-            one(c, exp, True)
-            per.append(deferred(c, exp, args.runs))
-    rows["MLflow async, one flush at the end"] = statistics.median(per)
     ref = rows["synchronous"]
     print(f"{'records of one run':<36} {'ms per run':>10} {'vs sync':>8}")
     for mode, t in rows.items():
