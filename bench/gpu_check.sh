@@ -33,7 +33,20 @@ tests=$?
 timeout 300 $PY bench/gpu_bench.py --batched 1,16,256,1024,4096 --out "$OUT/gpu_bench.txt" > "$OUT/gpu_bench.log" 2>&1
 bench=$?
 
+# 3. text (issue 15), when the SMS file travelled with the checkout (shared/data/ or ../shared/data/): sparse
+#    and dense on the GPU and on the CPU, and a batched group of 16 on the GPU: where the GPU overtakes the CPU
+SMS=$(ls shared/data/SMSSpamCollection.tsv ../shared/data/SMSSpamCollection.tsv 2>/dev/null | head -n 1)
+if [ -n "$SMS" ]; then
+  for dev in gpu cpu; do
+    timeout 150 $PY bench/text_bench.py --path "$SMS" --caps 1000,10000,50000 --device $dev > "$OUT/text_$dev.txt" 2>&1
+  done
+  timeout 150 $PY bench/text_bench.py --path "$SMS" --caps 10000,50000 --device gpu --group 16 > "$OUT/text_gpu_group.txt" 2>&1
+else
+  echo "no SMS file here: the text rows are left out" > "$OUT/text_gpu.txt"
+fi
+
 echo
 echo "gpu tests: exit $tests ($(tail -n 1 "$OUT/gpu_tests.log"))"
+for f in "$OUT"/text_*.txt; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 12 "$f"; }; done
 cat "$OUT/gpu_bench.txt" 2>/dev/null || echo "benchmark: exit $bench (see $OUT/gpu_bench.log)"
 [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
