@@ -81,7 +81,7 @@ class Writer:
                 ready = self.answers.poll(0.5 if timeout is None else timeout)
                 answer = self.answers.recv() if ready else None
             except (EOFError, OSError):
-                answer, ready = None, False
+                answer = None
                 self.proc.join(timeout=5)
             if answer is None:
                 if timeout is None and self.proc.is_alive():
@@ -89,7 +89,10 @@ class Writer:
                 if timeout is None:  # the writer died: what it had stays pending_upload in result.json
                     why = f"the writer process ended (exit code {self.proc.exitcode}) before recording it"
                     for path in self.pending:
-                        _keep(path, why)
+                        try:
+                            _keep(path, why)
+                        except (OSError, ValueError):  # its folder is gone: nothing is left to keep
+                            pass
                         log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
                                   why, path.parent, path.parent.parent)
                         self.failed.append(why)
