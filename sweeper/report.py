@@ -138,7 +138,8 @@ ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -154,7 +155,7 @@ def holder_alive(r: Any) -> bool | None:
     pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
     if host != socket.gethostname() or pid is None or not pid.isdigit():
         return None
-    return int(pid) != os.getpid() and _alive(int(pid))
+    return int(pid) != os.getpid() and alive(int(pid))
 
 
 def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN) -> list[str]:

@@ -365,8 +365,6 @@ def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
     try:
         tracking.client(r["tracking_uri"]).log_batch(parent, tags=[RunTag(k, v) for k, v in tags.items()])
     except tracking.UNREACHABLE as e:
-        import logging
-
         log.error("job %s not noted on parent run %s: %s", num, parent, tracking.first_line(e))
 
 

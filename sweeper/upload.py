@@ -21,13 +21,11 @@ import numpy as np
 from sweeper.helptext import describe
 from sweeper import sweep, tracking
 from sweeper.run import CURVES_FILE, RESULT_FILE
-from sweeper.writer import RECORDING, write_result
+from sweeper.writer import RECORDING, recording, write_result
 
 
 def pending(folder: Path) -> list[Path]:
     """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload."""
-    from sweeper.writer import recording
-
     paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
     results = {p: json.loads(p.read_text()) for p in paths}
     return [p for p, r in results.items() if r.get("pending_upload") and not recording(r)]  # not a live sweep's

@@ -203,13 +203,7 @@ def _keep(path: Path, error: str) -> None:
 
 def recording(result: dict[str, Any]) -> bool:
     """Whether a live writer still has this job's run (``python -m sweeper.upload`` leaves it alone)."""
+    from sweeper.report import alive
+
     pid = result.get(RECORDING)
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, OSError):
-        return True
-    return True
+    return bool(pid) and alive(int(pid))
