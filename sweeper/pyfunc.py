@@ -52,16 +52,21 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
     signature, example = infer_signature(X_example, y_example), X_example[:5]
-    key = _template_key(signature, example, requirements)
-    template = _template(key, lambda where: mlflow.pyfunc.save_model(
-        where,
-        python_model=str(ENTRY),  # models from code, not a pickle
-        artifacts={"weights": str(weights), "meta": str(meta)},
-        signature=signature,
-        input_example=example,
-        pip_requirements=requirements,
-    ))
-    _instantiate(template, path, {"weights": weights, "meta": meta})
+
+    def save_model(where: Path) -> None:
+        mlflow.pyfunc.save_model(
+            where,
+            python_model=str(ENTRY),  # models from code, not a pickle
+            artifacts={"weights": str(weights), "meta": str(meta)},
+            signature=signature,
+            input_example=example,
+            pip_requirements=requirements,
+        )
+
+    template = _template(_template_key(signature, example, requirements), save_model)
+    if not _instantiate(template, path, {"weights": weights, "meta": meta}):
+        shutil.rmtree(path)  # an MLmodel layout _instantiate does not know: MLflow saves this model itself
+        save_model(path)
     return path
 
 
@@ -136,9 +141,10 @@ def _template(key: str, save: Any) -> Path:
     return cached
 
 
-def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> None:
+def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool:
     """``path`` ← a copy of ``template`` with these artifacts and its own MLmodel: a new uuid and time, the
-    artifacts' sources, and the size MLflow would compute (the template's, less its artifacts, plus ours)."""
+    artifacts' sources, and the size MLflow would compute (the template's, less its artifacts, plus ours).
+    False, with no MLmodel written, when the template's MLmodel lacks a line this rewrites."""
     import uuid
     from datetime import datetime, timezone
 
@@ -157,17 +163,10 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> None
         out, k = re.subn(r"^(\s+%s:\n\s+path: [^\n]+\n\s+uri: ).*$" % re.escape(name),
                          lambda m, src=str(source): m.group(1) + src, out, flags=re.M)
         n += k
-    if n != len(fields) + len(artifacts):  # a layout this code does not know: MLflow's own writer
-        from mlflow.models import Model
-
-        model = Model.load(template / "MLmodel")
-        for name, source in artifacts.items():
-            model.flavors["python_function"]["artifacts"][name]["uri"] = str(source)
-        model.model_uuid, model.utc_time_created = fields["model_uuid"], str(datetime.now(timezone.utc).replace(tzinfo=None))
-        model.model_size_bytes = size
-        model.save(path / "MLmodel")
-        return
+    if n != len(fields) + len(artifacts):
+        return False
     (path / "MLmodel").write_text(out)
+    return True
 
 
 _ARTIFACTS: dict[Path, dict[str, str]] = {}

@@ -90,3 +90,15 @@ def test_an_unwritable_cache_still_saves_models(tmp_path, monkeypatch):
     for i in range(2):
         folder, pred = _save(tmp_path / str(i), i, ds, cfg)
         np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(ds.test_inputs()), pred, rtol=1e-12)
+
+
+def test_a_template_of_an_unknown_layout_is_not_copied_the_model_is_saved_by_mlflow(tmp_path, fresh_cache):
+    cfg = make_cfg("data=diabetes")
+    ds = data.load(cfg.data, 0)
+    _save(tmp_path / "a", 0, ds, cfg)
+    (template,) = fresh_cache.iterdir()
+    mlmodel = template / "MLmodel"  # a future MLflow that writes no model_uuid line
+    mlmodel.write_text("\n".join(l for l in mlmodel.read_text().splitlines() if not l.startswith("model_uuid:")) + "\n")
+    folder, pred = _save(tmp_path / "b", 1, ds, cfg)
+    assert _mlmodel(folder)["model_uuid"]  # written by MLflow itself
+    np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(ds.test_inputs()), pred, rtol=1e-12)
