@@ -6,7 +6,12 @@ from typing import Any
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.train import TrainResult, train
 
-__all__ = ["MLP", "TrainResult", "build", "init_params", "train"]
+__all__ = ["MLP", "TrainResult", "build", "init_params", "layer_sizes", "train"]
+
+
+def layer_sizes(n_features: int, depth: int, width: int, n_outputs: int = 1) -> list[int]:
+    """The widths of a network's layers, inputs first: ``[d, width × depth, outputs]``."""
+    return [n_features] + [width] * depth + [n_outputs]
 
 
 def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1) -> MLP:
@@ -16,7 +21,7 @@ def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1
     Weights are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and then copied, so
     every device starts from the same parameters.
     """
-    sizes = [n_features] + [cfg.width] * cfg.depth + [n_outputs]
+    sizes = layer_sizes(n_features, cfg.depth, cfg.width, n_outputs)
     host = init_params(sizes, cfg.activation, cfg.seed, cfg.dtype)
     return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task,
                getattr(cfg, "weight_decay", 0.0))

@@ -29,6 +29,7 @@ from sweeper import data, run, sweep
 from sweeper.backend import BackendUnavailable, resolve
 from sweeper.config import ConfigError, fingerprint, validate
 from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
+from sweeper.models import layer_sizes
 from sweeper.models.mlp import MLP
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import MAX_SAMPLES
@@ -185,7 +186,7 @@ def _fits(members: list[Job], budget: int) -> int:
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
         return 0
-    sizes = [ds.n_features] + [cfg["width"]] * cfg["depth"] + [ds.n_outputs]
+    sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
     shared = len({m.plain["seed"] for m in members}) == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
@@ -224,7 +225,7 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
     ds0 = datasets[seeds[0]]
     dtype, task = cfg0["dtype"], ds0.task
-    sizes = [ds0.n_features] + [cfg0["width"]] * cfg0["depth"] + [ds0.n_outputs]
+    sizes = layer_sizes(ds0.n_features, cfg0["depth"], cfg0["width"], ds0.n_outputs)
     opt = Optimizer.from_config(cfg0)
     group = [Member(m.plain["lr"], m.plain["epochs"], m.plain["patience"], m.plain["seed"]) for m in members]
     names = ("X_train", "y_train", "X_val", "y_val")
