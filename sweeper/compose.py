@@ -5,8 +5,9 @@ Hydra composes every job of a multirun three times: our check of all jobs before
 this machine: a 64-job grid spent 3-6 s composing before this). :func:`compose_once` wraps the config
 loader of this process:
 
-- the first composition of a job's overrides is kept, and later calls get a copy of it (our check reads
-  it without one, :meth:`_Once.peek`; the batched launcher takes it, :meth:`_Once.take`);
+- the first composition of a job's overrides is kept until its last user takes it: our check and the
+  sweeper's ``validate_batch_is_legal`` read it (:meth:`_Once.peek`), the launcher takes it
+  (:meth:`_Once.take`: no copy, ~3 ms a job; a later call composes it anew);
 - a job whose overrides differ from an already composed job's only in the *values* of plain keys
   (``lr=0.01`` vs ``lr=0.02``: no config group, no ``+``/``~``, nothing under ``hydra.``) is that job's
   config with those values set, the way Hydra applies a command-line override after composing the
@@ -15,6 +16,7 @@ loader of this process:
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any, Sequence
 
 
@@ -25,7 +27,11 @@ class _Once:
         self.templates: dict[tuple, Any] = {}  # (structural overrides, value keys) → a composed config
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        return copy.deepcopy(self.peek(master_config, sweep_overrides))  # callers write into it (hydra.job.id)
+        """Hydra's calls: the sweeper's check only reads the config; the launcher writes into it (``hydra.job.id``,
+        read-only flags) and is its last user."""
+        if sys._getframe(1).f_code.co_name == "validate_batch_is_legal":
+            return self.peek(master_config, sweep_overrides)
+        return self.take(master_config, sweep_overrides)
 
     def peek(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
         """The composed config itself, for a caller that only reads it (no copy: ~4 ms a job)."""
@@ -53,9 +59,9 @@ class _Once:
         values = [_simple(o) and o.key_or_group not in groups for o in parsed]
         shape = tuple(f"{o.key_or_group}=" if v else o.input_line for o, v in zip(parsed, values))
         template = self.templates.get(shape)
-        if template is None:
+        if template is None:  # kept as Hydra made it: the configs handed out are written into
             self.templates[shape] = cfg = self.load(master_config, overrides)
-            return cfg
+            return copy.deepcopy(cfg)
         return _with_values(template, [o for o, v in zip(parsed, values) if v], parsed, master_config)
 
 
