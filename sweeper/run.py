@@ -131,7 +131,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     run_id, tracking_error = None, None
     try:
-        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri)
+        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
         if cfg.resume:
             done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
             if done is not None:
