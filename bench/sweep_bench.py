@@ -21,6 +21,8 @@ Ratios are against the batched launcher's time in the same run. This machine is 
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import shutil
 import statistics
 import subprocess
@@ -126,9 +128,23 @@ def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
             table(["shape", "update", "dtype", "trainer", "K", "config-epochs/s", "vs one-config"], rows)]
 
 
-def _timed(cmd: list[str], cwd: str) -> tuple[float, str | None]:
+# Every timed command's folder stays until the benchmark ends: deleting a sweep's thousands of files (this
+# disk is mounted with `discard`) stalled the next command's file writes for seconds — the figures of the
+# command measured right after a deletion doubled.
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> str:
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="sweep-bench-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return tempfile.mkdtemp(dir=_SCRATCH[0])
+
+
+def _timed(cmd: list[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, str | None]:
+    os.sync()  # what earlier commands wrote is on disk before this one is timed
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - t0
     return wall, None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:100]
 
@@ -150,16 +166,16 @@ def _empty_store(where: Path) -> str:
     return f"sqlite:///{where}/mlruns/mlflow.db"
 
 
-def sweep_wall(overrides: list[str], launcher: list[str]) -> tuple[float, str | None]:
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *launcher,
-               f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
-        return _timed(cmd, tmp)
+def sweep_wall(overrides: list[str], launcher: list[str], env: dict[str, str] | None = None) -> tuple[float, str | None]:
+    tmp = _scratch()
+    cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *launcher,
+           f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+    return _timed(cmd, tmp, env)
 
 
 def by_hand_wall() -> tuple[float, str | None]:
-    with tempfile.TemporaryDirectory() as tmp:
-        return _timed([sys.executable, "-c", BY_HAND, _empty_store(Path(tmp))], tmp)
+    tmp = _scratch()
+    return _timed([sys.executable, "-c", BY_HAND, _empty_store(Path(tmp))], tmp)
 
 
 def sweep_section(repeats: int, names: list[str], launchers: list[str]) -> list[str]:
@@ -191,16 +207,21 @@ def sweep_section(repeats: int, names: list[str], launchers: list[str]) -> list[
 
 
 def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
-    """The marginal cost of a job outside training: (wall of 20 tiny jobs - wall of 2) / 18, per launcher."""
+    """The marginal cost of a job outside training: (wall of 20 tiny jobs - wall of 2) / 18, per launcher, with
+    the writer process (a sweep of 20 jobs has one) and without it (``SWEEPER_WRITER=off``). The sizes are
+    interleaved, so that a change in the machine's load touches both."""
     tiny = ["epochs=10", "log_every=5"]
     rows = []
     for launcher in launchers:
-        walls = {}
-        for n in (2, 20):
-            lrs = ",".join(f"{0.001 + 0.0001 * i:.4f}" for i in range(n))
-            times = [sweep_wall([f"lr={lrs}", *tiny], LAUNCHERS[launcher])[0] for _ in range(repeats)]
-            walls[n] = _median(times)
-        rows.append([launcher, f"{walls[2]:.2f}", f"{walls[20]:.2f}", f"{(walls[20] - walls[2]) / 18 * 1000:.0f}"])
+        for label, env in (("", {}), (" (SWEEPER_WRITER=off)", {"SWEEPER_WRITER": "off"})):
+            times: dict[int, list[float]] = {2: [], 20: []}
+            for _ in range(repeats):
+                for n in (2, 20):
+                    lrs = ",".join(f"{0.001 + 0.0001 * i:.4f}" for i in range(n))
+                    times[n].append(sweep_wall([f"lr={lrs}", *tiny], LAUNCHERS[launcher], env)[0])
+            walls = {n: _median(t) for n, t in times.items()}
+            rows.append([launcher + label, f"{walls[2]:.2f}", f"{walls[20]:.2f}",
+                         f"{(walls[20] - walls[2]) / 18 * 1000:.0f}"])
     return ["## Per job outside training (20 jobs of 10 epochs vs 2, median of %d)" % repeats, "",
             table(["launcher", "2 jobs wall s", "20 jobs wall s", "ms per extra job"], rows)]
 

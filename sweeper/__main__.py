@@ -39,6 +39,9 @@ def cli() -> None:
         os.environ.setdefault("NO_COLOR", "1")
     try:
         check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        from sweeper import writer
+
+        writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts
         main()
     except ConfigError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)

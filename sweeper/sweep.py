@@ -94,13 +94,9 @@ def command_overrides(config: DictConfig) -> list[str]:
     return how + list(config.hydra.overrides.task)
 
 
-# A sweep of this many jobs or more that logs to a tracking server hands the end of each run to a writer
-# process (sweeper.writer), when its launcher runs the jobs in this process. Measured on 2 cores, 41 jobs
-# (docs/benchmarks.md): against a server, 21.4 s instead of 26.2 s; on the embedded SQLite store no gain
-# (87 against 85 ms a job: there a job's end is ~10 ms and the rest of the job is this process's). A shorter
-# sweep ends its runs itself: the writer's own start (it imports MLflow, ~1 s) would outlast what it takes
-# off. SWEEPER_WRITER=off: never (to compare).
-WRITER_MIN_JOBS = 8
+# A sweep of writer.MIN_JOBS jobs or more whose launcher runs them in this process hands the end of each run
+# to a writer process (sweeper.writer). Measured on 2 cores (docs/benchmarks.md). SWEEPER_WRITER=off: never.
+WRITER_MIN_JOBS = writer.MIN_JOBS
 IN_PROCESS = ("BasicLauncher", "BatchedLauncher")
 
 
@@ -124,17 +120,19 @@ def start(config: DictConfig) -> dict[str, Any]:
 
     from sweeper import plots
 
-    plots.start()  # matplotlib's import on the other core while the jobs run, for the summary's plots
-    remote = any(cfg["tracking"]["uri"].startswith(("http://", "https://")) for _, cfg in jobs)
-    if (remote and len(jobs) >= WRITER_MIN_JOBS and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
+    if (len(jobs) >= WRITER_MIN_JOBS and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
             and os.environ.get("SWEEPER_WRITER", "on") != "off"):
-        writer.start()  # the process that ends each job's run while the next one trains
-        log.info("each run's records go to the server from a writer process (pid %d) while the next job runs",
+        writer.start({cfg["tracking"]["uri"] for _, cfg in jobs})  # ends each job's run while the next one trains
+        log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
                  writer.WRITER.proc.pid)
+    else:
+        writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
+        plots.start()  # matplotlib's import on the other core while MLflow's is here, for the summary's plots
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     parents = _created.setdefault(sweep_dir, {})
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
+    tracking.SWEEP_EXPERIMENTS.clear()
     for (_, cfg), key in zip(jobs, keys):
         uri, name = cfg["tracking"]["uri"], cfg["tracking"]["experiment"]
         if key in parents:
@@ -146,11 +144,13 @@ def start(config: DictConfig) -> dict[str, Any]:
                 "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
                 "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_"))}
         try:
-            experiment = tracking.experiment_id(client, name, uri)
+            experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
         except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
             raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
+    if writer.WRITER is not None:  # the other core imported MLflow for the writer meanwhile; matplotlib's turn
+        plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state

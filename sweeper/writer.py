@@ -1,13 +1,13 @@
 """A job's final MLflow records, written by a second process while the next job (or group) trains.
 
 The end of a run — its ``log_batch`` (params, metrics, curves, system metrics), data set inputs, logged
-model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is a handful of requests to a
-tracking server: ~100-200 ms a job on this 2-core machine, more over a network. The launching process of
-a multirun that logs to a server therefore starts a :class:`Writer` with the sweep (``sweeper.sweep.start``,
-which says when):
-a process of its own (``multiprocessing``'s spawn) that opens the store once and ends each run it is sent,
-in order, while the jobs go on. The run itself is created by the job (so it shows RUNNING and resume
-finds it), only its end is handed over.
+model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is a dozen requests to the
+store: ~30 ms a job on the embedded SQLite store of this 2-core machine, ~100-200 ms to a tracking server,
+more over a network. The launching process of a multirun of :data:`MIN_JOBS` jobs or more therefore starts
+a :class:`Writer` (``sweeper.sweep.start`` decides; :func:`prestart` starts it as the command begins when the
+command line already shows such a sweep): ``python -m sweeper.writer``, a process of its own that imports
+MLflow, opens the store(s) and ends each run it is sent, in order, while the jobs go on. The run itself is
+created by the job (so it shows RUNNING and resume finds it), only its end is handed over.
 
 Nothing is lost on the way:
 
@@ -16,8 +16,9 @@ Nothing is lost on the way:
   the store fails (``python -m sweeper.upload`` then logs it, as for a job whose server went away);
 - at most :data:`MAX_PENDING` runs wait (a job waits when more would): memory stays bounded;
 - the sweep's end, Ctrl-C (:func:`sweeper.sweep.interrupted`) and the process's exit wait for the
-  writer to finish what it was sent (:func:`drain`); the writer ignores SIGINT (Ctrl-C reaches the whole
-  process group) and, if the launching process dies (SIGKILL), finishes its queue before it exits.
+  writer to finish what it was sent (:func:`drain`); the writer runs in a session of its own (Ctrl-C at
+  the terminal is the launching process's to handle) and, if the launching process dies (SIGKILL),
+  finishes what it was sent before it exits.
 
 Jobs that do not run in the launching process (joblib workers, submitit, ray) end their runs themselves.
 """
@@ -27,11 +28,16 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 log = logging.getLogger("sweeper")
 
-MAX_PENDING = 8  # runs handed over and not yet written: a job waits beyond this
+# A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers), hands the end of
+# each run to a writer (sweeper.sweep.start). Measured on 2 cores (docs/benchmarks.md): below it the writer's
+# own start (it imports MLflow, ~1 s of the other core) outlasts what it takes off the jobs.
+MIN_JOBS = 8
+IN_PROCESS = ("basic", "batched")  # hydra/launcher choices whose jobs run in the launching process
+MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
 
 
@@ -43,22 +49,39 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
 
 
 class Writer:
-    """The launching process's side: :meth:`submit` hands a run's end over, :meth:`drain` waits for all."""
+    """The launching process's side: :meth:`submit` hands a run's end over, :meth:`drain` waits for all.
 
-    def __init__(self) -> None:
-        import multiprocessing as mp
+    The writer is ``python -m sweeper.writer`` (not ``multiprocessing``'s spawn, which would first import the
+    launching module — Hydra, ~0.4 s — in the child); requests and answers are length-prefixed pickles
+    (``multiprocessing.connection``) over two pipes of its own, so nothing the writer or MLflow prints can
+    get in their way. ``uris``: the stores it opens at once, while this process gets to its first job.
+    """
 
-        ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this process's state (threads, SQLite)
-        # Pipes, not Queues: a send is in the pipe when it returns (a Queue's feeder thread could still hold it
-        # when this process is killed), and the writer sees the end of its requests when this process is gone.
-        requests, self.requests = ctx.Pipe(duplex=False)
-        self.answers, answers = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_serve, args=(requests, answers), name="sweeper-writer")
-        self.proc.start()
-        requests.close()
-        answers.close()
+    def __init__(self, uris: Iterable[str] = ()) -> None:
+        import subprocess
+        import sys
+        from multiprocessing.connection import Connection
+
+        # a send is in the pipe when it returns, and the writer sees the end of the requests when this
+        # process is gone (its write end closes with it)
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.writer", str(req_r), str(ans_w), *uris],
+                                         stdin=subprocess.DEVNULL, pass_fds=(req_r, ans_w), start_new_session=True)
+        finally:
+            os.close(req_r)
+            os.close(ans_w)
+        self.requests, self.answers = Connection(req_w, readable=False), Connection(ans_r, writable=False)
         self.pending: list[Path] = []  # the result.json files of the runs handed over, in order
         self.failed: list[str] = []  # the tracking errors of runs kept for upload
+
+    def open(self, uris: Iterable[str]) -> None:
+        """Have the writer open these stores now (a writer started before the sweep's config was known)."""
+        try:
+            self.requests.send({"open": sorted(uris)})
+        except OSError:  # the writer is gone: the first submit finds out
+            pass
 
     def submit(self, uri: str, run_id: str, info: tuple[str, str] | None, kwargs: dict[str, Any], result_path: Path) -> None:
         """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s ``kwargs``) whose job
@@ -82,12 +105,13 @@ class Writer:
                 answer = self.answers.recv() if ready else None
             except (EOFError, OSError):
                 answer = None
-                self.proc.join(timeout=5)
+                _wait(self.proc, 5)
             if answer is None:
-                if timeout is None and self.proc.is_alive():
+                alive = self.proc.poll() is None
+                if timeout is None and alive:
                     continue
                 if timeout is None:  # the writer died: what it had stays pending_upload in result.json
-                    why = f"the writer process ended (exit code {self.proc.exitcode}) before recording it"
+                    why = f"the writer process ended (exit code {self.proc.returncode}) before recording it"
                     for path in self.pending:
                         try:
                             _keep(path, why)
@@ -116,20 +140,63 @@ class Writer:
     def close(self) -> None:
         self.drain()
         self.requests.close()  # the writer's end of requests: it stops
-        self.proc.join(timeout=30)
+        _wait(self.proc, 30)
+        self.answers.close()
+
+
+def _wait(proc: Any, timeout: float) -> None:
+    import subprocess
+
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 # The launching process's writer, from the sweep's start to its end (or the process's exit).
 WRITER: Writer | None = None
 
 
-def start() -> None:
+def start(uris: Iterable[str] = ()) -> None:
+    """Start the writer (once per process) and have it open the stores ``uris``."""
     global WRITER
     if WRITER is None:
         import atexit
 
-        WRITER = Writer()
-        atexit.register(stop)  # before multiprocessing joins its children: the writer is told to end
+        WRITER = Writer(uris)
+        atexit.register(stop)  # at the process's exit the writer finishes what it was sent
+    elif uris:
+        WRITER.open(uris)
+
+
+def prestart(args: list[str]) -> None:
+    """Start the writer at once when the command line ``args`` alone shows a multirun of at least
+    :data:`MIN_JOBS` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import
+    of MLflow (~1 s) then runs beside Hydra's start and the sweep's checks instead of after them.
+    ``sweeper.sweep.start`` decides with the composed jobs, and stops a writer it does not need."""
+    if os.environ.get("SWEEPER_WRITER", "on") == "off" or not {"-m", "--multirun"} & set(args):
+        return
+    launchers = [a.rpartition("=")[2] for a in args if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))]
+    if launchers and launchers[-1] not in IN_PROCESS:
+        return
+    if estimated_jobs(args) >= MIN_JOBS:
+        start()
+
+
+def estimated_jobs(args: list[str]) -> int:
+    """The jobs of the basic sweeper's grid that the command line lists (sweeps of a config file, globs and
+    intervals not counted): at most the multirun's size."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        overrides = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+    except Exception:  # noqa: BLE001  (Hydra says what is wrong with it, later)
+        return 0
+    n = 1
+    for o in overrides:
+        if o.is_sweep_override() and o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+            n *= max(1, sum(1 for _ in o.sweep_string_iterator()))
+    return n
 
 
 def drain() -> list[str]:
@@ -144,26 +211,62 @@ def stop() -> None:
         WRITER = None
 
 
-def _serve(requests: Any, answers: Any) -> None:
+def _serve(requests: Any, answers: Any, uris: Iterable[str] = ()) -> None:
     """The writer's loop: end each run it is sent, in order, until the launching process closes its end of
-    the requests or is gone (then after the ones already sent)."""
+    the requests or is gone (then after the ones already sent).
+
+    A thread takes the requests off the pipe as they come (so a job never waits for a send, not even while
+    this process still imports MLflow); the runs are ended in this thread, one at a time.
+    """
+    import queue
     import signal
+    import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launching process's to handle; we finish
-    from sweeper import tracking
+    inbox: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
+
+    def receive() -> None:
+        while True:
+            try:
+                inbox.put(requests.recv())
+            except Exception:  # noqa: BLE001  the end of the requests (EOFError), or half of one (Ctrl-C cut a send)
+                inbox.put(None)
+                return
+
+    threading.Thread(target=receive, daemon=True, name="sweeper-writer-inbox").start()
+    from sweeper import settled, tracking
+
+    with settled():
+        import mlflow  # noqa: F401  (now, not when the first run arrives)
 
     clients: dict[str, Any] = {}
-    while True:
-        try:
-            job = requests.recv()
-        except Exception:  # noqa: BLE001  the end of the requests (EOFError), or half of one (Ctrl-C cut a send)
-            break
+
+    def open_stores(uris: Iterable[str]) -> None:  # before the first run arrives
+        for uri in uris:
+            try:
+                clients.setdefault(uri, tracking.client(uri))
+            except Exception:  # noqa: BLE001  the first run that needs it says why
+                pass
+
+    open_stores(uris)
+    while (job := inbox.get()) is not None:
+        if "open" in job:
+            open_stores(job["open"])
+            continue
         answer = _record(job, clients, tracking)
         try:
             answers.send(answer)
         except OSError:  # nobody listens any more: the runs are still recorded
             pass
     os._exit(0)  # the interpreter's teardown (~1 s with MLflow) is skipped: everything is written
+
+
+def main(argv: list[str]) -> None:
+    """``python -m sweeper.writer REQUESTS_FD ANSWERS_FD [URI ...]``, started by :class:`Writer`."""
+    from multiprocessing.connection import Connection
+
+    requests, answers = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
+    _serve(requests, answers, argv[2:])
 
 
 def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict[str, Any]:
@@ -207,3 +310,9 @@ def recording(result: dict[str, Any]) -> bool:
 
     pid = result.get(RECORDING)
     return bool(pid) and alive(int(pid))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

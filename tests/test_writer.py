@@ -73,7 +73,7 @@ def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp
 
     dead = writer.Writer()
     dead.proc.kill()
-    dead.proc.join()
+    dead.proc.wait()
     run_id, path, end = _job(tmp_path, c, uri, "0.009")
     dead.submit(uri, run_id, None, end, path)
     failed = dead.drain()
@@ -126,3 +126,50 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
         while writer.RECORDING in json.loads(path.read_text()):  # its result.json comes right after the run
             assert __import__("time").monotonic() < deadline
             __import__("time").sleep(0.1)
+
+
+def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_the_command(tmp_path, store):
+    """The command line shows a sweep of MIN_JOBS jobs: the writer starts before Hydra composes
+    (writer.prestart) and ends every run in SQLite, whole."""
+    lrs = [0.001 * (i + 1) for i in range(writer.MIN_JOBS)]
+    proc = cli(tmp_path, "-m", "lr=" + ",".join(map(str, lrs)), "hydra/launcher=basic", *FAST_ARGS, store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "from a writer process" in proc.stdout + proc.stderr
+    children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == len(lrs) and {r.info.status for r in children} == {"FINISHED"}
+    for r in children:
+        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params["lr"]
+        assert len(r.inputs.dataset_inputs) == 3 and r.outputs.model_outputs
+    results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
+    assert len(results) == len(lrs) and not any(r.get("pending_upload") or r.get(writer.RECORDING) for r in results)
+
+
+def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypatch):
+    started = []
+    monkeypatch.setattr(writer, "start", lambda uris=(): started.append(True))
+    many = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS))
+    for args, expected in [
+        (["-m", many], True),
+        (["--multirun", "lr=0.1,0.2", "depth=" + ",".join(map(str, range(writer.MIN_JOBS // 2)))], True),
+        (["-m", many, "hydra/launcher=basic"], True),
+        ([many], False),  # not a multirun
+        (["-m", "lr=0.1,0.2"], False),  # too few jobs for the writer to pay
+        (["-m", many, "hydra/launcher=joblib"], False),  # its jobs end their own runs
+        (["-m", "lr=glob(*)"], False),
+    ]:
+        started.clear()
+        writer.prestart(args)
+        assert bool(started) == expected, args
+    monkeypatch.setenv("SWEEPER_WRITER", "off")
+    started.clear()
+    writer.prestart(["-m", many])
+    assert not started
+    assert writer.estimated_jobs(["lr=0.1,0.2,0.3", "depth=range(0,3)", "seed=4"]) == 9
+
+
+def test_sqlite_connections_commit_without_waiting_for_fsync(store):
+    """WAL with synchronous=NORMAL: consistent after a crash, no fsync per commit (sweeper.tracking)."""
+    c = tracking.client(f"sqlite:///{store}")
+    with c._tracking_client.store.engine.connect() as con:
+        assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        assert con.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
