@@ -120,6 +120,7 @@ def start(config: DictConfig) -> dict[str, Any]:
 
     from sweeper import plots
 
+    warming = warm_joblib_workers(config, jobs)
     if (len(jobs) >= WRITER_MIN_JOBS and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
             and os.environ.get("SWEEPER_WRITER", "on") != "off"):
         writer.start({cfg["tracking"]["uri"] for _, cfg in jobs})  # ends each job's run while the next one trains
@@ -127,6 +128,7 @@ def start(config: DictConfig) -> dict[str, Any]:
                  writer.WRITER.proc.pid)
     else:
         writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
+    if writer.WRITER is None and warming is None:
         plots.start()  # matplotlib's import on the other core while MLflow's is here, for the summary's plots
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -149,11 +151,75 @@ def start(config: DictConfig) -> dict[str, Any]:
         except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
             raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
-    if writer.WRITER is not None:  # the other core imported MLflow for the writer meanwhile; matplotlib's turn
-        plots.start()
+    if warming is not None:
+        warming.join()  # the workers are warm before the launcher hands them jobs
+    if writer.WRITER is not None or warming is not None:  # the other core imported MLflow for the writer or the
+        plots.start()  # workers meanwhile: matplotlib's turn, while the jobs run
     state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
+
+
+JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+
+
+def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str, Any]]]) -> Any:
+    """With ``hydra/launcher=joblib``, start its worker processes now and have each import what a job needs
+    (sweeper, MLflow: ~2 s a worker) and open the jobs' stores, in a thread, while this process opens them too;
+    return the thread.
+
+    The launcher's ``Parallel`` is called with the same arguments as here (hydra_joblib_launcher's
+    ``launch``), so joblib hands it the same, already warm, loky workers; were they to differ, joblib would
+    start new ones, as it does without this. None when there is nothing to warm (another launcher, one
+    worker: joblib then runs the jobs in this process)."""
+    if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER:
+        return None
+    import threading
+
+    try:
+        from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+        from joblib import Parallel, delayed, effective_n_jobs
+    except ImportError:
+        return None
+    cfg = {k: v for k, v in OmegaConf.to_container(config.hydra.launcher, resolve=True).items() if k != "_target_"}
+    cfg["backend"] = "loky"  # as the launcher sets it
+    process_joblib_cfg(cfg)
+    workers = min(effective_n_jobs(cfg.get("n_jobs") or 1), len(jobs))
+    uris = sorted({c["tracking"]["uri"] for _, c in jobs})
+    if workers <= 1:
+        return None
+
+    def warm() -> None:
+        try:
+            pids = Parallel(**cfg)(delayed(_warm_worker)(uris) for _ in range(workers))
+            log.info("joblib: %d worker processes warmed (pids %s)", len(set(pids)), ", ".join(map(str, sorted(set(pids)))))
+        except Exception as e:  # noqa: BLE001  (the launcher starts its workers itself, as without this)
+            log.warning("joblib's workers could not be warmed: %s", e)
+
+    thread = threading.Thread(target=warm, name="sweeper-warm-joblib", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_worker(uris: list[str]) -> int:
+    """In a joblib worker: import what its jobs will (the task's modules, MLflow and its pyfunc flavour) and
+    open their stores (MLflow keeps a store per URI)."""
+    import time
+
+    from sweeper import settled
+
+    t = time.perf_counter()
+    with settled():  # as the launching process imports MLflow: no GC passes over its modules
+        from sweeper import pyfunc, run  # noqa: F401  (pyfunc imports MLflow)
+
+    for uri in uris:
+        try:
+            tracking.client(uri)
+        except Exception:  # noqa: BLE001  (the job says what is wrong with it)
+            pass
+
+    time.sleep(max(0.0, 0.05 - (time.perf_counter() - t)))  # an already warm worker leaves this task to another
+    return os.getpid()
 
 
 def _state(sweep_dir: Path) -> dict[str, Any]:
