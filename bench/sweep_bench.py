@@ -226,11 +226,28 @@ def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
             table(["launcher", "2 jobs wall s", "20 jobs wall s", "ms per extra job"], rows)]
 
 
+def joblib_section(repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int = 20000) -> list[str]:
+    """joblib's 2 workers against 1 (joblib then runs the jobs in this process) on jobs that train ~0.33 s
+    (diabetes, 20000 epochs), interleaved."""
+    rows = []
+    for n in sizes:
+        lrs = ",".join(f"{0.001 + 0.0005 * i:.4f}" for i in range(n))
+        times: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(repeats):
+            for workers in (1, 2):
+                launcher = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={workers}"]
+                times[workers].append(sweep_wall([f"lr={lrs}", f"epochs={epochs}"], launcher)[0])
+        one, two = _median(times[1]), _median(times[2])
+        rows.append([n, f"{one:.2f}", f"{two:.2f}", f"{one / two:.2f}x"])
+    return ["## joblib: 2 workers against 1, jobs of ~0.33 s of training (median of %d)" % repeats, "",
+            table(["jobs", "n_jobs=1 wall s", "n_jobs=2 wall s", "2 workers' speedup"], rows)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
-    p.add_argument("--only", choices=["training", "sweeps"], default=None)
+    p.add_argument("--only", choices=["training", "sweeps", "joblib"], default=None)
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
     p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
@@ -250,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         launchers = args.launchers.split(",")
         section = per_job_section(repeats, [l for l in launchers if l != "joblib x2"]) + [""]
         section += sweep_section(repeats, names, launchers)
+        print("\n".join(section), flush=True)
+        out += section
+    if args.only in (None, "joblib"):
+        section = joblib_section(repeats) + [""]
         print("\n".join(section), flush=True)
         out += section
     if args.out:
