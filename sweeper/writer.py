@@ -74,6 +74,7 @@ class Writer:
             os.close(ans_w)
         self.requests, self.answers = Connection(req_w, readable=False), Connection(ans_r, writable=False)
         self.pending: list[Path] = []  # the result.json files of the runs handed over, in order
+        self.submitted = 0  # runs handed over in all
         self.failed: list[str] = []  # the tracking errors of runs kept for upload
 
     def open(self, uris: Iterable[str]) -> None:
@@ -89,6 +90,7 @@ class Writer:
         while len(self.pending) >= MAX_PENDING:
             self._take(timeout=None)
         self.pending.append(result_path)
+        self.submitted += 1
         try:
             self.requests.send({"uri": uri, "run_id": run_id, "info": info, "kwargs": kwargs, "result": str(result_path)})
         except OSError:  # the writer is gone: _take keeps the run for upload
@@ -138,8 +140,12 @@ class Writer:
         return failed
 
     def close(self) -> None:
+        """Wait for every run handed over, then end the writer; one that was never handed a run (a refused
+        sweep, one too short for it) is stopped at once, not waited for while it still imports MLflow."""
         self.drain()
         self.requests.close()  # the writer's end of requests: it stops
+        if not self.submitted:
+            self.proc.kill()
         _wait(self.proc, 30)
         self.answers.close()
 

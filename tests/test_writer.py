@@ -173,3 +173,14 @@ def test_sqlite_connections_commit_without_waiting_for_fsync(store):
     with c._tracking_client.store.engine.connect() as con:
         assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
         assert con.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_writer_never_handed_a_run_is_stopped_not_waited_for():
+    """A refused sweep (or one the writer does not pay for) ends at once, not after the writer's MLflow import."""
+    w = writer.Writer()
+    w.close()
+    assert w.proc.returncode == -9  # killed: it had nothing to write
+    kept = writer.Writer()
+    kept.submitted = 1  # as after a submit: close waits for the writer to end by itself
+    kept.close()
+    assert kept.proc.returncode == 0
