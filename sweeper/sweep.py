@@ -94,9 +94,8 @@ def command_overrides(config: DictConfig) -> list[str]:
     return how + list(config.hydra.overrides.task)
 
 
-# A sweep of writer.MIN_JOBS jobs or more whose launcher runs them in this process hands the end of each run
+# A sweep of writer.min_jobs jobs or more whose launcher runs them in this process hands the end of each run
 # to a writer process (sweeper.writer). Measured on 2 cores (docs/benchmarks.md). SWEEPER_WRITER=off: never.
-WRITER_MIN_JOBS = writer.MIN_JOBS
 IN_PROCESS = ("BasicLauncher", "BatchedLauncher")
 
 
@@ -121,9 +120,10 @@ def start(config: DictConfig) -> dict[str, Any]:
     from sweeper import plots
 
     warming = warm_joblib_workers(config, jobs)
-    if (len(jobs) >= WRITER_MIN_JOBS and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
+    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
+    if (len(jobs) >= writer.min_jobs(uris) and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
             and os.environ.get("SWEEPER_WRITER", "on") != "off"):
-        writer.start({cfg["tracking"]["uri"] for _, cfg in jobs})  # ends each job's run while the next one trains
+        writer.start(uris)  # ends each job's run while the next one trains
         log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
                  writer.WRITER.proc.pid)
     else:

@@ -33,9 +33,12 @@ from typing import Any, Iterable
 log = logging.getLogger("sweeper")
 
 # A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers), hands the end of
-# each run to a writer (sweeper.sweep.start). Measured on 2 cores (docs/benchmarks.md): below it the writer's
-# own start (it imports MLflow, ~1 s of the other core) outlasts what it takes off the jobs.
-MIN_JOBS = 8
+# each run to a writer (sweeper.sweep.start): 8 when a job logs to a tracking server (~100-200 ms a run's end),
+# 16 on the embedded SQLite store (~30 ms). Measured on 2 cores, basic launcher, fresh store copies
+# (docs/benchmarks.md): on SQLite 8 jobs 2.15-2.25 s with the writer against 2.06-2.11 s without, 12 jobs
+# even, 20 jobs 2.54 against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
+# the other core while this process imports it too) outlasts what it takes off the jobs.
+MIN_JOBS = {"server": 8, "sqlite": 16}
 IN_PROCESS = ("basic", "batched")  # hydra/launcher choices whose jobs run in the launching process
 MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
@@ -177,15 +180,16 @@ def start(uris: Iterable[str] = ()) -> None:
 
 def prestart(args: list[str]) -> None:
     """Start the writer at once when the command line ``args`` alone shows a multirun of at least
-    :data:`MIN_JOBS` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import
-    of MLflow (~1 s) then runs beside Hydra's start and the sweep's checks instead of after them.
+    :func:`min_jobs` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import of
+    MLflow (~1 s) then runs beside Hydra's start and the sweep's checks instead of after them.
     ``sweeper.sweep.start`` decides with the composed jobs, and stops a writer it does not need."""
     if os.environ.get("SWEEPER_WRITER", "on") == "off" or not {"-m", "--multirun"} & set(args):
         return
     launchers = [a.rpartition("=")[2] for a in args if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))]
     if launchers and launchers[-1] not in IN_PROCESS:
         return
-    if estimated_jobs(args) >= MIN_JOBS:
+    uris = [a.partition("=")[2] for a in args if a.startswith("tracking.uri=")]
+    if estimated_jobs(args) >= min_jobs(uris + (["http://"] if "tracking=server" in args else [])):
         start()
 
 
@@ -203,6 +207,11 @@ def estimated_jobs(args: list[str]) -> int:
         if o.is_sweep_override() and o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
             n *= max(1, sum(1 for _ in o.sweep_string_iterator()))
     return n
+
+
+def min_jobs(uris: Iterable[str]) -> int:
+    """The smallest sweep that gets a writer, for the stores ``uris`` of its jobs."""
+    return MIN_JOBS["server" if any(u.startswith(("http://", "https://")) for u in uris) else "sqlite"]
 
 
 def drain() -> list[str]:

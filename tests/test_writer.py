@@ -32,9 +32,7 @@ def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_sto
 
 
 def writer_min_jobs() -> int:
-    from sweeper.sweep import WRITER_MIN_JOBS
-
-    return WRITER_MIN_JOBS
+    return writer.MIN_JOBS["server"]
 
 
 def _job(tmp_path: Path, c, uri: str, name: str) -> tuple[str, Path, dict]:
@@ -131,7 +129,7 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
 def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_the_command(tmp_path, store):
     """The command line shows a sweep of MIN_JOBS jobs: the writer starts before Hydra composes
     (writer.prestart) and ends every run in SQLite, whole."""
-    lrs = [0.001 * (i + 1) for i in range(writer.MIN_JOBS)]
+    lrs = [0.001 * (i + 1) for i in range(writer.MIN_JOBS["sqlite"])]
     proc = cli(tmp_path, "-m", "lr=" + ",".join(map(str, lrs)), "hydra/launcher=basic", *FAST_ARGS, store=store)
     assert proc.returncode == 0, proc.stderr
     assert "from a writer process" in proc.stdout + proc.stderr
@@ -147,10 +145,13 @@ def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_
 def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypatch):
     started = []
     monkeypatch.setattr(writer, "start", lambda uris=(): started.append(True))
-    many = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS))
+    many = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS["sqlite"]))
+    some = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS["server"]))
     for args, expected in [
         (["-m", many], True),
-        (["--multirun", "lr=0.1,0.2", "depth=" + ",".join(map(str, range(writer.MIN_JOBS // 2)))], True),
+        (["--multirun", "lr=0.1,0.2", "depth=" + ",".join(map(str, range(writer.MIN_JOBS["sqlite"] // 2)))], True),
+        (["-m", some], False),  # on the embedded store a sweep this short ends its runs itself
+        (["-m", some, "tracking=server", "tracking.uri=http://127.0.0.1:5000"], True),  # a server's are slower
         (["-m", many, "hydra/launcher=basic"], True),
         ([many], False),  # not a multirun
         (["-m", "lr=0.1,0.2"], False),  # too few jobs for the writer to pay
