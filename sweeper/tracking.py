@@ -109,12 +109,12 @@ _TUNED = []
 
 
 def _sqlite_commits_without_fsync() -> None:
-    """Every SQLite connection this process opens from now on (MLflow's engines) commits with
-    ``synchronous=NORMAL``: in WAL mode a commit is then durable against a crash of the process and the
-    database can never be corrupted, only the last commits before a power cut can be lost (SQLite's
-    documentation recommends it for WAL). With FULL, each of a job's ~15 commits waits for an fsync, and the
-    writer process's fsyncs stall this process's file writes in the file system's journal (measured:
-    docs/benchmarks.md)."""
+    """Every SQLite connection in WAL mode that this process opens from now on (MLflow's engines) commits
+    with ``synchronous=NORMAL``: a commit is then durable against a crash of the process and the database
+    stays consistent, only the last commits before a power cut can be lost (SQLite's documentation
+    recommends it for WAL; other journal modes, e.g. an Optuna storage's, keep their setting). With FULL,
+    each of a job's ~15 commits waits for an fsync, and the writer process's fsyncs stall this process's
+    file writes in the file system's journal (measured: docs/benchmarks.md)."""
     if _TUNED:
         return
     from sqlalchemy import event
@@ -123,7 +123,8 @@ def _sqlite_commits_without_fsync() -> None:
     def tune(dbapi_connection: Any, record: Any) -> None:
         if isinstance(dbapi_connection, sqlite3.Connection):
             try:
-                dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+                if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error:  # not a database: MLflow's own first query says so (a failing connect would be
                 pass  # retried for minutes)
 
