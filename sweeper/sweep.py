@@ -449,7 +449,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     """
     from sweeper import report
 
-    writer.drain()  # the jobs that finished are recorded FINISHED, not taken for killed ones
+    writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
     parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
     rows = results(sweep_dir) if state else []

@@ -40,6 +40,7 @@ log = logging.getLogger("sweeper")
 # the other core while this process imports it too) outlasts what it takes off the jobs.
 MIN_JOBS = {"server": 8, "sqlite": 16}
 IN_PROCESS = ("basic", "batched")  # hydra/launcher choices whose jobs run in the launching process
+INTERRUPT_WAIT_S = 30.0  # after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
 MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
 
@@ -142,6 +143,46 @@ class Writer:
         failed, self.failed = self.failed, []
         return failed
 
+    def end(self, timeout: float = INTERRUPT_WAIT_S) -> list[str]:
+        """After Ctrl-C: close the requests (the writer records the whole ones it has, then exits; one cut short
+        by the interruption ends its reading), wait for it at most ``timeout`` seconds (then it is killed), and
+        keep for ``python -m sweeper.upload`` every run it did not record. Which ones is told by their
+        result.json, not by the answers (Ctrl-C may have cut one short): the writer clears ``recording`` once a
+        run is in the store or kept. Returns the tracking errors of the runs kept."""
+        import time
+
+        if self.pending:
+            log.info("recording the %d finished run(s) handed to the writer (at most %.0f s)...", len(self.pending), timeout)
+        try:
+            self.requests.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            try:  # answers are read (and dropped) so that the writer never waits to send one
+                if self.answers.poll(0.1):
+                    self.answers.recv()
+            except (EOFError, OSError):
+                _wait(self.proc, max(0.0, deadline - time.monotonic()))
+        if self.proc.poll() is None:
+            self.proc.kill()
+            _wait(self.proc, 5)
+        why = f"interrupted before the writer process recorded it (exit code {self.proc.returncode})"
+        for path in self.pending:
+            try:
+                left = json.loads(path.read_text()).get(RECORDING) == self.proc.pid
+            except (OSError, ValueError):  # its folder is gone: nothing is left to keep
+                continue
+            if left:
+                _keep(path, why)
+                log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+                          why, path.parent, path.parent.parent)
+                self.failed.append(why)
+        self.pending = []
+        self.answers.close()
+        failed, self.failed = self.failed, []
+        return failed
+
     def close(self) -> None:
         """Wait for every run handed over, then end the writer; one that was never handed a run (a refused
         sweep, one too short for it) is stopped at once, not waited for while it still imports MLflow."""
@@ -224,6 +265,16 @@ def stop() -> None:
     if WRITER is not None:
         WRITER.close()
         WRITER = None
+
+
+def interrupt() -> list[str]:
+    """Ctrl-C: let the writer (if any) record what it was sent, within :data:`INTERRUPT_WAIT_S`, and end it
+    (:meth:`Writer.end`); the tracking errors of the runs kept for upload."""
+    global WRITER
+    if WRITER is None:
+        return []
+    w, WRITER = WRITER, None
+    return w.end()
 
 
 def _serve(requests: Any, answers: Any, uris: Iterable[str] = ()) -> None:

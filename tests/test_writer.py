@@ -185,3 +185,55 @@ def test_a_writer_never_handed_a_run_is_stopped_not_waited_for():
     kept.submitted = 1  # as after a submit: close waits for the writer to end by itself
     kept.close()
     assert kept.proc.returncode == 0
+
+
+def test_ctrl_c_in_the_middle_of_a_hand_over_neither_hangs_nor_loses_a_run(tmp_path, store):
+    """Ctrl-C may land between a job's result.json and its request (or cut the request in half): the
+    interrupted sweep's writer.end records what it was sent whole, stops, and keeps the rest for upload."""
+    import os
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    w = writer.Writer()
+    whole = [_job(tmp_path, c, uri, f"0.00{i}") for i in range(1, 3)]
+    for run_id, path, end in whole:
+        w.submit(uri, run_id, None, end, path)
+    cut_id, cut_path, _ = _job(tmp_path, c, uri, "0.009")
+    writer.write_result(cut_path, {**json.loads(cut_path.read_text()), writer.RECORDING: w.proc.pid})
+    w.pending.append(cut_path)  # handed over as far as the list, then Ctrl-C
+    os.write(w.requests.fileno(), b"\x00\x00\x03\xe8" + b"\x80\x05half")  # a request cut short: 1000 bytes announced
+    failed = w.end(timeout=60)
+    assert w.proc.returncode == 0, "the writer did not end by itself (killed at the deadline: it hung on the half request)"
+    assert len(failed) == 1 and "interrupted before the writer" in failed[0]
+    for run_id, path, _ in whole:
+        assert client_for(store).get_run(run_id).info.status == "FINISHED"
+        r = json.loads(path.read_text())
+        assert "pending_upload" not in r and writer.RECORDING not in r
+    r = json.loads(cut_path.read_text())
+    assert r["pending_upload"] and "interrupted before the writer" in r["tracking_error"] and writer.RECORDING not in r
+    assert upload.pending(tmp_path / "0.009") == [cut_path]
+
+
+def test_a_writer_out_of_time_after_ctrl_c_is_killed_and_its_runs_kept_for_upload(tmp_path, store):
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    w = writer.Writer()
+    run_id, path, end = _job(tmp_path, c, uri, "0.003")
+    writer.write_result(path, {**json.loads(path.read_text()), writer.RECORDING: w.proc.pid})
+    w.submit(uri, run_id, None, end, path)
+    (failed,) = w.end(timeout=0)  # no time at all: it is still importing MLflow
+    assert w.proc.returncode == -9
+    r = json.loads(path.read_text())
+    assert r["pending_upload"] and r["tracking_error"] == failed and writer.RECORDING not in r
+    assert client_for(store).get_run(upload.upload(path)).info.status == "FINISHED"
+
+
+def test_other_sqlite_databases_keep_their_synchronous_setting(tmp_path, store):
+    """Only WAL databases commit with synchronous=NORMAL (an Optuna storage in rollback-journal mode keeps FULL)."""
+    import sqlalchemy
+
+    tracking.client(f"sqlite:///{store}")  # the listener is in place
+    other = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'optuna.db'}")
+    with other.connect() as con:
+        assert con.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
+        assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL, SQLite's default
