@@ -119,13 +119,7 @@ class Writer:
                 if timeout is None:  # the writer died: what it had stays pending_upload in result.json
                     why = f"the writer process ended (exit code {self.proc.returncode}) before recording it"
                     for path in self.pending:
-                        try:
-                            _keep(path, why)
-                        except (OSError, ValueError):  # its folder is gone: nothing is left to keep
-                            pass
-                        log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-                                  why, path.parent, path.parent.parent)
-                        self.failed.append(why)
+                        self._kept(path, why)
                     self.pending = []
                 return False
             self.pending.pop(0)
@@ -174,14 +168,21 @@ class Writer:
             except (OSError, ValueError):  # its folder is gone: nothing is left to keep
                 continue
             if left:
-                _keep(path, why)
-                log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-                          why, path.parent, path.parent.parent)
-                self.failed.append(why)
+                self._kept(path, why)
         self.pending = []
         self.answers.close()
         failed, self.failed = self.failed, []
         return failed
+
+    def _kept(self, path: Path, why: str) -> None:
+        """The run of ``path`` (a result.json) stays for ``python -m sweeper.upload``, and the sweep says so."""
+        try:
+            _keep(path, why)
+        except (OSError, ValueError):  # its folder is gone: nothing is left to keep
+            return
+        log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+                  why, path.parent, path.parent.parent)
+        self.failed.append(why)
 
     def close(self) -> None:
         """Wait for every run handed over, then end the writer; one that was never handed a run (a refused
