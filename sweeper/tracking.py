@@ -442,7 +442,7 @@ def finish_run(
         c.log_batch(run_id, metrics=items[i * BATCH : (i + 1) * BATCH],
                     params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH], tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH])
     if datasets:
-        c.log_inputs(run_id, datasets=datasets)
+        _log_inputs(c, run_id, datasets)
     if logged:
         c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
     artifacts = list(artifacts)
@@ -458,6 +458,25 @@ def finish_run(
         c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
     c.set_terminated(run_id, status)
     _runs.pop(run_id, None)
+
+
+def _log_inputs(c: Any, run_id: str, datasets: list[Any], attempts: int = 4) -> None:
+    """``log_inputs``, again when a concurrent run (another joblib worker, a second sweep) inserted the same new
+    data set between MLflow's check and its insert: the store refuses the second insert as a duplicate
+    (SQLite "UNIQUE constraint failed", PostgreSQL "duplicate key", MySQL "Duplicate entry"), rolled back
+    whole; the next attempt finds the data set and links this run to it. Reproduced: two joblib workers
+    whose first jobs ended at once; 4 threads ending runs on one new data set, 16 failures in 10 rounds."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            c.log_inputs(run_id, datasets=datasets)
+            return
+        except MlflowException as e:
+            text = str(e).lower()
+            if attempt == attempts - 1 or not ("unique constraint" in text or "duplicate" in text):
+                raise
+            time.sleep(0.02 * (attempt + 1))
 
 
 CHAMPION = "champion"  # the Model Registry alias promote --register moves to the promoted run's model

@@ -255,3 +255,41 @@ def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
     assert last.value == pytest.approx(result["metrics"]["val_mse"], rel=1e-3)
     assert result["metrics"]["val_mse"] > 100  # diabetes' target is in the hundreds: the units matter
 
+
+
+def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
+    """Concurrent runs (joblib workers whose jobs end together) log the same new data set: MLflow's
+    check-then-insert lets one of them hit the unique constraint; finish_run tries again and links it."""
+    import threading
+
+    import numpy as np
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "race", uri)
+    errors, ended = [], []
+    for round_ in range(6):
+        X = np.random.default_rng(round_).normal(size=(20, 3))
+        ds = tracking.dataset_inputs("d", "diabetes", {"train": (X, X[:, 0]), "validation": (X + 1, X[:, 0]),
+                                                       "test": (X + 2, X[:, 0])})
+        runs = [tracking.start_run(c, exp, f"r{round_}-{i}", {}) for i in range(4)]
+        barrier = threading.Barrier(len(runs))
+
+        def end(run_id, ds=ds, barrier=barrier):
+            barrier.wait()
+            try:
+                tracking.finish_run(c, run_id, {"val_mse": 1.0}, datasets=ds)
+                ended.append(run_id)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+
+        threads = [threading.Thread(target=end, args=(r,)) for r in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    for run_id in ended:
+        run = c.get_run(run_id)
+        assert run.info.status == "FINISHED" and len(run.inputs.dataset_inputs) == 3
+    assert len(ended) == 24
