@@ -123,9 +123,9 @@ def start(config: DictConfig) -> dict[str, Any]:
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
     if (len(jobs) >= writer.min_jobs(uris) and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
             and os.environ.get("SWEEPER_WRITER", "on") != "off"):
-        writer.start(uris)  # ends each job's run while the next one trains
-        log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
-                 writer.WRITER.proc.pid)
+        if writer.start(uris):  # ends each job's run while the next one trains
+            log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
+                     writer.WRITER.proc.pid)
     else:
         writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
     if writer.WRITER is None and warming is None:

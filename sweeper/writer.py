@@ -208,16 +208,22 @@ def _wait(proc: Any, timeout: float) -> None:
 WRITER: Writer | None = None
 
 
-def start(uris: Iterable[str] = ()) -> None:
-    """Start the writer (once per process) and have it open the stores ``uris``."""
+def start(uris: Iterable[str] = ()) -> bool:
+    """Start the writer (once per process) and have it open the stores ``uris``; False when no writer can be
+    started here (no ``pass_fds``: Windows; no process left): the jobs then end their runs themselves."""
     global WRITER
     if WRITER is None:
         import atexit
 
-        WRITER = Writer(uris)
+        try:
+            WRITER = Writer(uris)
+        except (OSError, ValueError) as e:
+            log.warning("no writer process (%s): each job ends its own run", e)
+            return False
         atexit.register(stop)  # at the process's exit the writer finishes what it was sent
     elif uris:
         WRITER.open(uris)
+    return True
 
 
 def prestart(args: list[str]) -> None:

@@ -237,3 +237,17 @@ def test_other_sqlite_databases_keep_their_synchronous_setting(tmp_path, store):
     with other.connect() as con:
         assert con.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
         assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL, SQLite's default
+
+
+def test_without_a_writer_process_the_jobs_end_their_own_runs(monkeypatch, caplog):
+    """Where no writer can start (Popen's pass_fds is POSIX-only), sweep.start goes on without one: run.run then
+    ends each run itself (writer.WRITER is None)."""
+    import subprocess as sp
+
+    def refuse(*args, **kwargs):
+        raise ValueError("pass_fds is not supported on this platform")
+
+    monkeypatch.setattr(sp, "Popen", refuse)
+    with caplog.at_level("WARNING", logger="sweeper"):
+        assert writer.start(["sqlite:///x"]) is False
+    assert writer.WRITER is None and "each job ends its own run" in caplog.text
