@@ -94,11 +94,6 @@ def command_overrides(config: DictConfig) -> list[str]:
     return how + list(config.hydra.overrides.task)
 
 
-# A sweep of writer.min_jobs jobs or more whose launcher runs them in this process hands the end of each run
-# to a writer process (sweeper.writer). Measured on 2 cores (docs/benchmarks.md). SWEEPER_WRITER=off: never.
-IN_PROCESS = ("BasicLauncher", "BatchedLauncher")
-
-
 def start(config: DictConfig) -> dict[str, Any]:
     """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
 
@@ -121,15 +116,17 @@ def start(config: DictConfig) -> dict[str, Any]:
 
     warming = warm_joblib_workers(config, jobs)
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
-    if (len(jobs) >= writer.min_jobs(uris) and str(config.hydra.launcher.get("_target_", "")).endswith(IN_PROCESS)
-            and os.environ.get("SWEEPER_WRITER", "on") != "off"):
-        if writer.start(uris):  # ends each job's run while the next one trains
+    if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
+        if writer.start(uris):  # ends each job's run while the next one trains (sweeper.writer)
             log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
                      writer.WRITER.proc.pid)
     else:
         writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
-    if writer.WRITER is None and warming is None:
-        plots.start()  # matplotlib's import on the other core while MLflow's is here, for the summary's plots
+    # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
+    # core imports MLflow for the writer or joblib's workers, once the store is open
+    importing = writer.WRITER is not None or warming is not None
+    if not importing:
+        plots.start()
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     parents = _created.setdefault(sweep_dir, {})
@@ -153,8 +150,8 @@ def start(config: DictConfig) -> dict[str, Any]:
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
     if warming is not None:
         warming.join()  # the workers are warm before the launcher hands them jobs
-    if writer.WRITER is not None or warming is not None:  # the other core imported MLflow for the writer or the
-        plots.start()  # workers meanwhile: matplotlib's turn, while the jobs run
+    if importing:
+        plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state

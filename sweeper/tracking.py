@@ -7,6 +7,7 @@ each), then the artifacts (resolved config, predictions, the whole curves, the m
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -105,9 +106,7 @@ def client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-_TUNED = []
-
-
+@functools.cache
 def _sqlite_commits_without_fsync() -> None:
     """Every SQLite connection in WAL mode that this process opens from now on (MLflow's engines) commits
     with ``synchronous=NORMAL``: a commit is then durable against a crash of the process and the database
@@ -115,8 +114,6 @@ def _sqlite_commits_without_fsync() -> None:
     recommends it for WAL; other journal modes, e.g. an Optuna storage's, keep their setting). With FULL,
     each of a job's ~15 commits waits for an fsync, and the writer process's fsyncs stall this process's
     file writes in the file system's journal (measured: docs/benchmarks.md)."""
-    if _TUNED:
-        return
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -128,8 +125,7 @@ def _sqlite_commits_without_fsync() -> None:
             except sqlite3.Error:  # not a database: MLflow's own first query says so (a failing connect would be
                 pass  # retried for minutes)
 
-    event.listen(Engine, "connect", tune)
-    _TUNED.append(tune)
+    event.listen(Engine, "connect", tune)  # once per process (functools.cache)
 
 
 def sqlite_path(uri: str) -> Path | None:

@@ -39,7 +39,10 @@ log = logging.getLogger("sweeper")
 # even, 20 jobs 2.54 against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
 # the other core while this process imports it too) outlasts what it takes off the jobs.
 MIN_JOBS = {"server": 8, "sqlite": 16}
-IN_PROCESS = ("basic", "batched")  # hydra/launcher choices whose jobs run in the launching process
+# The launchers whose jobs run in the launching process: as hydra/launcher choices (the command line) and as
+# the composed config's hydra.launcher._target_ class names
+IN_PROCESS = ("basic", "batched")
+IN_PROCESS_CLASSES = ("BasicLauncher", "BatchedLauncher")
 INTERRUPT_WAIT_S = 30.0  # after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
 MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
@@ -58,7 +61,8 @@ class Writer:
     The writer is ``python -m sweeper.writer`` (not ``multiprocessing``'s spawn, which would first import the
     launching module — Hydra, ~0.4 s — in the child); requests and answers are length-prefixed pickles
     (``multiprocessing.connection``) over two pipes of its own, so nothing the writer or MLflow prints can
-    get in their way. ``uris``: the stores it opens at once, while this process gets to its first job.
+    get in their way. ``uris``: the stores it opens at once (:meth:`open`), while this process gets to its
+    first job.
     """
 
     def __init__(self, uris: Iterable[str] = ()) -> None:
@@ -71,7 +75,7 @@ class Writer:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.writer", str(req_r), str(ans_w), *uris],
+            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.writer", str(req_r), str(ans_w)],
                                          stdin=subprocess.DEVNULL, pass_fds=(req_r, ans_w), start_new_session=True)
         finally:
             os.close(req_r)
@@ -80,9 +84,11 @@ class Writer:
         self.pending: list[Path] = []  # the result.json files of the runs handed over, in order
         self.submitted = 0  # runs handed over in all
         self.failed: list[str] = []  # the tracking errors of runs kept for upload
+        if uris:
+            self.open(uris)
 
     def open(self, uris: Iterable[str]) -> None:
-        """Have the writer open these stores now (a writer started before the sweep's config was known)."""
+        """Have the writer open these stores now, before their first run arrives."""
         try:
             self.requests.send({"open": sorted(uris)})
         except OSError:  # the writer is gone: the first submit finds out
@@ -226,6 +232,13 @@ def start(uris: Iterable[str] = ()) -> bool:
     return True
 
 
+def wanted(n_jobs: int, uris: Iterable[str], launcher: str) -> bool:
+    """Whether a sweep of ``n_jobs`` jobs logging to ``uris``, launched by the class ``launcher``
+    (hydra.launcher._target_), gets a writer."""
+    return (os.environ.get("SWEEPER_WRITER", "on") != "off" and launcher.endswith(IN_PROCESS_CLASSES)
+            and n_jobs >= min_jobs(uris))
+
+
 def prestart(args: list[str]) -> None:
     """Start the writer at once when the command line ``args`` alone shows a multirun of at least
     :func:`min_jobs` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import of
@@ -284,7 +297,7 @@ def interrupt() -> list[str]:
     return w.end()
 
 
-def _serve(requests: Any, answers: Any, uris: Iterable[str] = ()) -> None:
+def _serve(requests: Any, answers: Any) -> None:
     """The writer's loop: end each run it is sent, in order, until the launching process closes its end of
     the requests or is gone (then after the ones already sent).
 
@@ -314,17 +327,13 @@ def _serve(requests: Any, answers: Any, uris: Iterable[str] = ()) -> None:
 
     clients: dict[str, Any] = {}
 
-    def open_stores(uris: Iterable[str]) -> None:  # before the first run arrives
-        for uri in uris:
-            try:
-                clients.setdefault(uri, tracking.client(uri))
-            except Exception:  # noqa: BLE001  the first run that needs it says why
-                pass
-
-    open_stores(uris)
     while (job := inbox.get()) is not None:
-        if "open" in job:
-            open_stores(job["open"])
+        if "open" in job:  # the stores of the runs to come: opened before the first one arrives
+            for uri in job["open"]:
+                try:
+                    clients.setdefault(uri, tracking.client(uri))
+                except Exception:  # noqa: BLE001  the first run that needs it says why
+                    pass
             continue
         answer = _record(job, clients, tracking)
         try:
@@ -335,11 +344,10 @@ def _serve(requests: Any, answers: Any, uris: Iterable[str] = ()) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m sweeper.writer REQUESTS_FD ANSWERS_FD [URI ...]``, started by :class:`Writer`."""
+    """``python -m sweeper.writer REQUESTS_FD ANSWERS_FD``, started by :class:`Writer`."""
     from multiprocessing.connection import Connection
 
-    requests, answers = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
-    _serve(requests, answers, argv[2:])
+    _serve(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
 
 
 def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict[str, Any]:
