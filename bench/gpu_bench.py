@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from sweeper import data  # noqa: E402
 from sweeper import models  # noqa: E402
-from sweeper.backend import BackendUnavailable, resolve  # noqa: E402
+from sweeper.base.backend import BackendUnavailable, resolve  # noqa: E402
 
 WORKLOADS = {
     "W1": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=5000, log_every=50),

@@ -93,8 +93,8 @@ def update_rule(spec: str):
 def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
                      ks: list[int] = (1, 8, 64, 256), threads: int | None = None) -> list[str]:
     from sweeper import data, models
-    from sweeper.backend import resolve
-    from sweeper.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
+    from sweeper.base.backend import resolve
+    from sweeper.contract.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.mlp import MLP, init_params
 

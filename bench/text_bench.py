@@ -7,13 +7,13 @@
     python bench/text_bench.py --group 16 --layouts           # one epoch: the group's two sparse layouts, one thread
 
 Each cell is one configuration of ``data=sms data.ngram_max=2 depth=1 width=64`` trained by the project's own
-path (``sweeper.data.load`` → ``sweeper.run.train_and_score``) in a fresh subprocess, so that its peak
+path (``sweeper.data.load`` → ``sweeper.job.compute.train_and_score``) in a fresh subprocess, so that its peak
 memory (``ru_maxrss``: the data, the vectorizer and the trainer's buffers) is its own. Columns: the
 fitted vocabulary (``data.max_features=0``: every word and word pair of the training rows), epochs/s
 (``train_time_s``, after the warm-up pass), peak RSS, test accuracy after the same epochs.
 
 ``--group K``: K configurations of that shape (lr from 1/8 to 1, geometric; sparse features), trained as the
-batched launcher trains them (``sweeper.launch.compute_group``: one group, the sparse first layer shared)
+batched launcher trains them (``sweeper.sweep.launch.compute_group``: one group, the sparse first layer shared)
 against the same K one at a time (``train_and_score``, the one-configuration sparse trainer), each side in a
 fresh subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's, or the
 sum of the K runs'), the wall time of the compute half (one at a time, each configuration loads its data as
@@ -43,8 +43,8 @@ DEFAULT_PATH = ROOT.parent / "shared" / "data" / "SMSSpamCollection.tsv"
 def one(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: str) -> dict:
     """Train one configuration here and return its numbers (run by the parent in a subprocess)."""
     from sweeper import data
-    from sweeper.backend import resolve
-    from sweeper.run import train_and_score
+    from sweeper.base.backend import resolve
+    from sweeper.job.compute import train_and_score
 
     cfg = _config(path, cap, sparse, epochs, lr, device)
     ds = data.load(cfg.data, cfg.seed)
@@ -74,9 +74,10 @@ def group_lrs(k: int) -> list[float]:
 
 def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bool) -> dict:
     """K configurations (``group_lrs``) as one batched group, or one at a time (run in a subprocess)."""
-    from sweeper import data, launch, sweep
-    from sweeper.backend import resolve
-    from sweeper.run import train_and_score
+    from sweeper import data
+    from sweeper.sweep import launch, plan as sweep
+    from sweeper.base.backend import resolve
+    from sweeper.job.compute import train_and_score
 
     cfgs = [_config(path, cap, True, epochs, lr, device) for lr in group_lrs(k)]
     t0 = time.perf_counter()
@@ -103,7 +104,8 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from sweeper import data, sweep
+    from sweeper import data
+    from sweeper.sweep import plan as sweep
     from sweeper.models.activations import ACTIVATIONS
     from sweeper.models.batched import _Pass, sparse_layout, stacked_params
     from sweeper.models.mlp import MLP, FullBatch, init_params

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's sweeper, as the sweep and the server run it
 
-from sweeper.sweep import run_url  # noqa: E402
+from sweeper.base.names import run_url  # noqa: E402
 SWEEP = ["-m", "lr=0.001,0.005", "epochs=200"]
 GENAI_ONLY = "Evaluation runs"  # a sidebar link of MLflow's GenAI views only
 ML_ONLY = "Model registry"  # ... and one of its model-training views only

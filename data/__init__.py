@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.backend import is_sparse
+from sweeper.base.backend import is_sparse
 from sweeper.data.loaders import LOADERS, TEXT, DataError
 
 __all__ = ["DataError", "Dataset", "TEXT", "is_sparse", "load", "split", "stack_rows"]

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sweeper.config import SEP_NAMES
+from sweeper.contract.config import SEP_NAMES
 
 
 class DataError(ValueError):

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.backend import is_sparse
+from sweeper.base.backend import is_sparse
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
 from sweeper.models.optim import Optimizer, State

@@ -2,8 +2,8 @@
 
 The package is used from its repository (``pip install -e .``): Hydra reads ``conf/`` beside it and the
 embedded MLflow store lives in ``mlruns/`` beside it. ``${sweeper_root:}`` in a config is that folder
-(the resolver is registered by ``sweeper.config``). Importing the package itself pulls in nothing
-heavy, so ``sweeper.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
+(the resolver is registered by ``sweeper.contract.config``). Importing the package itself pulls in nothing
+heavy, so ``sweeper.base.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
 """
 import sys
 from contextlib import contextmanager

@@ -14,7 +14,7 @@ try:
     import hydra
     from omegaconf import DictConfig
 
-    from sweeper.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
+    from sweeper.contract.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
 except KeyboardInterrupt:  # Ctrl-C right at the start
     print(NOTHING, file=sys.stderr)
     sys.exit(INTERRUPTED)
@@ -23,7 +23,7 @@ except KeyboardInterrupt:  # Ctrl-C right at the start
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """One job. Returns its primary validation metric (NaN when it has none), the objective of search sweepers."""
-    from sweeper.run import main as run_main, objective
+    from sweeper.job.task import main as run_main, objective
 
     return objective(run_main(cfg))
 
@@ -31,7 +31,7 @@ def main(cfg: DictConfig) -> float:
 def cli() -> None:
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
-        from sweeper.helptext import main_help
+        from sweeper.contract.helptext import main_help
 
         sys.stdout.write(main_help())
         return
@@ -39,7 +39,7 @@ def cli() -> None:
         os.environ.setdefault("NO_COLOR", "1")
     try:
         check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
-        from sweeper import writer
+        from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts
         main()
@@ -54,10 +54,10 @@ def _interrupted(args: list[str]) -> int:
     """Ctrl-C: close what was running in the store, say so in one line (no traceback); exit 130.
 
     Nothing new is imported here: Ctrl-C may have cut an import short (mlflow's, say), and importing
-    it again would fail. Hydra imports sweeper.callbacks before it runs anything of ours.
+    it again would fail. Hydra imports sweeper.sweep.callbacks before it runs anything of ours.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the bookkeeping short
-    callbacks = sys.modules.get("sweeper.callbacks")
+    callbacks = sys.modules.get("sweeper.sweep.callbacks")
     try:
         line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
     except Exception as e:  # e.g. a store that fails now: the line says so, still without a traceback

@@ -10,9 +10,10 @@ import argparse
 import sys
 from statistics import median
 
-from sweeper.helptext import describe
-from sweeper import speedup, tracking
-from sweeper.report import cell
+from sweeper.contract.helptext import describe
+from sweeper import tracking
+from sweeper.insight import speedup
+from sweeper.base.fmt import cell
 from sweeper.tracking import DEFAULT_URI
 
 

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from sweeper import tracking
-from sweeper.helptext import describe
-from sweeper.report import cell
+from sweeper.contract.helptext import describe
+from sweeper.base.fmt import cell
 
 PARENT = "mlflow.parentRunId"
 

@@ -7,16 +7,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from sweeper.helptext import describe
-from sweeper import sweep
+from sweeper.contract.helptext import describe
+from sweeper.base.names import SWEEP_FILE
+from sweeper.sweep import life as sweep
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeper.summary", description=describe(__doc__))
     parser.add_argument("sweep_dir", type=Path, help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00")
     args = parser.parse_args(argv)
-    if not (args.sweep_dir / sweep.SWEEP_FILE).is_file():
-        print(f"sweeper: error: sweep_dir={args.sweep_dir} holds no {sweep.SWEEP_FILE}: expected a multirun folder", file=sys.stderr)
+    if not (args.sweep_dir / SWEEP_FILE).is_file():
+        print(f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a multirun folder", file=sys.stderr)
         return 2
     return sweep.finish(args.sweep_dir.absolute())
 

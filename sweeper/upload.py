@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.helptext import describe
-from sweeper import sweep, tracking
-from sweeper.run import CURVES_FILE, RESULT_FILE
-from sweeper.writer import RECORDING, recording, write_result
+from sweeper.contract.helptext import describe
+from sweeper import tracking
+from sweeper.base.names import SWEEP_FILE, label
+from sweeper.job import sweepdir
+from sweeper.base.names import CURVES_FILE, RESULT_FILE
+from sweeper.tracking.writer import RECORDING, recording, write_result
 
 
 def pending(folder: Path) -> list[Path]:
@@ -38,9 +40,9 @@ def upload(path: Path, uri: str | None = None) -> str:
     uri = uri or r["tracking_uri"]
     c = tracking.open_store(uri)
     experiment = tracking.experiment_id(c, r["experiment"], uri)
-    is_sweep = (sweep_dir / sweep.SWEEP_FILE).is_file()
-    parent = sweep.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
-    name = sweep.label(r["overrides"], r["device"], sweep.swept(sweep_dir) if is_sweep else None)
+    is_sweep = (sweep_dir / SWEEP_FILE).is_file()
+    parent = sweepdir.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
+    name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
     tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
             "uploaded_from": str(job)}
     new = tracking.start_run(c, experiment, name, tags, tracking.flatten(r["config"]), parent)

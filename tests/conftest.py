@@ -18,11 +18,12 @@ from mlflow import MlflowClient
 
 import sweeper
 from sweeper import tracking
-from sweeper.backend import gpu_available
-from sweeper.run import JobContext, run
+from sweeper.base.backend import gpu_available
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
 
 # ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
-# Model templates (sweeper.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
+# Model templates (sweeper.tracking.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
 os.environ.setdefault("SWEEPER_CACHE_DIR", str(Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-cache-"))))
 
 SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import check_overrides
+from sweeper.contract.config import check_overrides
 from conftest import all_runs, cli, client_for
 
 FAST = ("log_every=10", "tracking.log_model=false")
@@ -188,7 +188,9 @@ def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
 def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
     import io
 
-    from sweeper import advise, report
+    from sweeper.insight import report
+    from sweeper.insight import leaderboard
+    from sweeper.insight.advice import advisor as advise
 
     s = sweep("lr_top")
 
@@ -205,11 +207,13 @@ def test_publish_reads_the_rows_it_was_not_handed(sweep):
     """A resumed sweep's leaderboard also ranks runs of earlier parents: the advisor reads those rows by id."""
     import io
 
-    from sweeper import advise, report
+    from sweeper.insight import report
+    from sweeper.insight import leaderboard
+    from sweeper.insight.advice import advisor as advise
 
     s = sweep("lr_top")
     c = client_for(s.store)
     parent = c.get_run(s.parent.info.run_id)
-    order = [row["run_id"] for row in report.build(report.children(c, parent)).rows]
+    order = [row["run_id"] for row in leaderboard.build(report.children(c, parent)).rows]
     a = advise.publish(c, parent, [], order, io.StringIO())
     assert a.tags() == s.tags

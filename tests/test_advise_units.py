@@ -3,8 +3,9 @@ import shlex
 import subprocess
 import sys
 
-from sweeper import advise
-from sweeper.advise import advise as run_advisor, extend, next_command, nice, Sweep
+from sweeper.insight.advice import advisor as advise
+from sweeper.insight.advice.advisor import advise as run_advisor, next_command
+from sweeper.insight.advice.evidence import Sweep, extend, nice
 
 BASE = {"lr": "0.01", "epochs": "200", "depth": "1", "width": "16", "seed": "0", "patience": "0", "log_every": "10",
         "data.name": "diabetes", "device": "cpu"}
@@ -295,7 +296,7 @@ def test_search_sweeps_get_findings_but_no_grid_command():
 
 
 def advise_basic():
-    from sweeper.sweep import BASIC_SWEEPER
+    from sweeper.base.names import BASIC_SWEEPER
 
     return BASIC_SWEEPER
 

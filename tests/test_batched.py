@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse
 
 from sweeper import data, models
-from sweeper.backend import Backend
+from sweeper.base.backend import Backend
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.optim import Optimizer

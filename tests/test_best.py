@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from conftest import all_runs, cli, client_for, make_cfg, run_once
-from sweeper import ROOT, pinned, promote
-from sweeper.config import check_overrides
-from sweeper.run import JobContext, run
+from sweeper import ROOT, promote
+from sweeper.insight import pinned
+from sweeper.contract.config import check_overrides
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
 
 BEST = pinned.pinned_files()
 COMMITTED_DATA = {"xor", "diabetes", "breast_cancer"}  # the suite guards these from day one
@@ -87,7 +89,7 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
     another seed: each member has its own split; the same seed with mini-batches, whose order it draws, and
     with text data, whose features it fits) scores what it pinned."""
-    from sweeper import launch, sweep
+    from sweeper.sweep import launch, plan as sweep
 
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):

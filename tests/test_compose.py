@@ -5,7 +5,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 import sweeper
-from sweeper.compose import compose_once
+from sweeper.contract.compose import compose_once
 
 JOBS = [
     ["lr=0.01", "depth=1"], ["lr=0.02", "depth=2"], ["lr=1e-3", "depth=0"],  # one shape: values only

@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import make_cfg
-from sweeper.config import ConfigError, check_overrides, fingerprint, validate
+from sweeper.contract.config import ConfigError, check_overrides, fingerprint, validate
 
 
 def plain(*overrides):

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from conftest import FAST_ARGS, client_for, cli, make_cfg, run_once
 from sweeper import data
-from sweeper.config import ConfigError, check_overrides
+from sweeper.contract.config import ConfigError, check_overrides
 from sweeper.data import DataError
 
 RNG = np.random.default_rng(7)
@@ -268,8 +268,10 @@ def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
     """data.positive_class is a param and a key of data=csv: promote writes it and the re-run reads it back."""
     import shutil
 
-    from sweeper import pinned, promote
-    from sweeper.run import JobContext, run
+    from sweeper import promote
+    from sweeper.insight import pinned
+    from sweeper.job.context import JobContext
+    from sweeper.job.record import run
 
     path = write_csv(tmp_path / "mail.csv", np.where(X[:, 0] > 0, "spam", "ham"))
     original = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)

@@ -15,9 +15,9 @@ from sweeper import data
 from sweeper import models
 from conftest import all_runs, cli, client_for, make_cfg, no_gpu_here, requires_gpu, run_once
 from sweeper.models.train import MAX_CHECKS
-from sweeper import speedup
-from sweeper.backend import FAKE_GPU_ENV, Backend, resolve
-from sweeper.metrics import TIMINGS
+from sweeper.insight import speedup
+from sweeper.base.backend import FAKE_GPU_ENV, Backend, resolve
+from sweeper.job.metrics import TIMINGS
 
 FAST = ("epochs=300", "log_every=10")
 
@@ -223,7 +223,7 @@ def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
     ("diabetes", dict(name="gd"), 0), ("diabetes", dict(name="adam", weight_decay=1e-3), 0),
     ("iris", dict(name="momentum", nesterov=True), 32)], ids=["gd", "adam", "iris-momentum-mini-batches"])
 def test_batched_cupy_and_batched_numpy_agree_in_float32(name, opt, batch_size):
-    from sweeper.backend import resolve
+    from sweeper.base.backend import resolve
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.optim import Optimizer
 
@@ -251,7 +251,7 @@ def test_a_sparse_text_group_on_cupy_matches_its_members_trained_alone_on_cupy()
     sparse trainer gives it on the same device (float64), and the features stay a cupyx sparse matrix."""
     from test_text import SMS, sms_cfg
 
-    from sweeper.backend import is_sparse
+    from sweeper.base.backend import is_sparse
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.mlp import MLP, init_params
 

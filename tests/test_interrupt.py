@@ -19,8 +19,12 @@ from omegaconf import open_dict
 
 import sweeper
 from conftest import all_runs, cli, client_for
-from sweeper import report, sweep, tracking
-from sweeper.run import JobContext, run
+from sweeper import report, tracking
+from sweeper.base.names import SWEEP_FILE
+from sweeper.insight import report as insight_report
+from sweeper.sweep import life as sweep
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
 
 SWEEP = ("-m", "lr=0.001,0.002,0.003", "epochs=200000", "log_every=100")  # each job trains for seconds
 ONE_AT_A_TIME = "hydra/launcher=basic"  # a first job that trains while the others wait
@@ -81,7 +85,7 @@ def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, st
 
 @pytest.mark.slow
 def test_ctrl_c_before_the_first_job_run_still_kills_the_parent(tmp_path, store):
-    proc, _ = ctrl_c(tmp_path, store, tmp_path / "sweep" / sweep.SWEEP_FILE, *SWEEP)
+    proc, _ = ctrl_c(tmp_path, store, tmp_path / "sweep" / SWEEP_FILE, *SWEEP)
     m = ONE_LINE.fullmatch(assert_one_line(proc))
     assert m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3  # the first job: cut short or not begun
     (parent,) = parents(store)
@@ -242,7 +246,7 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
         "reused.0": firsts[0]["run_id"], "reused.1": firsts[1]["run_id"]}
 
     # the store alone (python -m sweeper.report) rebuilds the same leaderboard
-    board, counts = report.publish(client_for(store), p["run_id"], out=io.StringIO())
+    board, counts = insight_report.publish(client_for(store), p["run_id"], out=io.StringIO())
     assert [r["run_id"] for r in board.rows][:1] == [best["run_id"]] and len(board.rows) == 3
     assert counts["n_reused"] == 2 and counts["n_not_run"] == 0
 
@@ -267,7 +271,7 @@ def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_ever
 def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
     """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
     KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
-    from sweeper import callbacks
+    from sweeper.sweep import callbacks
 
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
         job = compose(config_name="config", overrides=[f"tracking.uri=sqlite:///{store}"], return_hydra_config=True)

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from conftest import all_runs, cli, client_for, make_cfg
-from sweeper.metrics import TIMINGS
+from sweeper.job.metrics import TIMINGS
 from test_text import SMS, needs_sms
 
 GRID = ("lr=0.01,5", "epochs=100,200", "seed=0,1", "patience=0,30", "log_every=10", "depth=1", "width=8")
@@ -85,13 +85,13 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
 
 def _jobs(*grid):
     from conftest import make_cfg
-    from sweeper import launch, sweep
+    from sweeper.sweep import launch, plan as sweep
 
     return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
 def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
-    from sweeper import launch
+    from sweeper.sweep import launch
 
     lrs = [f"lr={0.001 * (i + 1)}" for i in range(4)]
     groups, alone = launch.plan(_jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)]))
@@ -105,7 +105,7 @@ def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
 
 def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
     """The seed draws a mini-batch group's row order, so its members share it; full batches mix seeds."""
-    from sweeper import launch
+    from sweeper.sweep import launch
 
     grid = [(f"lr={lr}", f"seed={seed}", f"batch_size={b}", "epochs=100")
             for lr in (0.01, 0.02) for seed in (0, 1) for b in (0, 32)]
@@ -119,7 +119,7 @@ def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
 def test_text_features_group_by_seed_and_sparse_ones_fit_a_budget_counted_in_stored_values():
     """Every word of the training rows (~6.5k features): one member's dense [X.T; 1] alone would be ~230 MB
     (training and validation rows); its CSR matrices and the sparse products' buffers are a few MB."""
-    from sweeper import launch
+    from sweeper.sweep import launch
 
     text = ("data=sms", f"data.path={SMS}", "data.max_features=0", "depth=1", "width=8", "epochs=50", "log_every=10")
     jobs = _jobs(*[(*text, f"lr={lr}", f"seed={seed}") for seed in (0, 1) for lr in (0.5, 1, 2)])

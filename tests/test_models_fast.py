@@ -12,7 +12,7 @@ import pytest
 from sweeper import models
 from sweeper.models.activations import ACTIVATIONS
 from sweeper.models.mlp import MLP, FullBatch, init_params, product_flops
-from sweeper.backend import SMALL_PRODUCT_FLOPS, resolve
+from sweeper.base.backend import SMALL_PRODUCT_FLOPS, resolve
 
 
 def _problem(task, depth, activation, n=37, d=5, width=6, seed=0):
@@ -163,7 +163,7 @@ def test_the_cpu_backend_thread_policy(monkeypatch):
 
 
 def test_cpu_threads_respect_omp_num_threads_as_joblib_workers_get_it(monkeypatch):
-    from sweeper.backend import cpu_threads
+    from sweeper.base.backend import cpu_threads
 
     monkeypatch.delenv("SWEEPER_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

@@ -9,10 +9,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import all_runs, cli, make_cfg, run_once
-from sweeper import data, metrics, promote
-from sweeper.backend import resolve
-from sweeper.config import ADDED_DEFAULTS, ConfigError, check_overrides, fingerprint, validate
-from sweeper.run import train_and_score
+from sweeper import data, promote
+from sweeper.job import metrics
+from sweeper.base.backend import resolve
+from sweeper.contract.config import ADDED_DEFAULTS, ConfigError, check_overrides, fingerprint, validate
+from sweeper.job.compute import train_and_score
 
 
 def trained(*overrides: str):
@@ -159,7 +160,7 @@ def test_promote_ranks_multiclass_runs_by_val_accuracy_and_keeps_the_new_keys(ir
 
 
 def test_batched_groups_take_every_optimizer_mini_batches_weight_decay_and_classes(tmp_path):
-    from sweeper import launch
+    from sweeper.sweep import launch
 
     def job(i, *o):
         cfg = make_cfg(*o)

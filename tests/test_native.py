@@ -136,7 +136,7 @@ def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands()
     from omegaconf import OmegaConf
 
     from sweeper import CONF_DIR
-    from sweeper.config import GROUPS, TOP_LEVEL, TRACKING, group_options
+    from sweeper.contract.config import GROUPS, TOP_LEVEL, TRACKING, group_options
 
     proc = subprocess.run([sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +174,7 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
     the parent's best_run_id) and in promote alike, even when it is the older run (the leaderboard used to keep
     the store's order, newest first, on equal run names)."""
     from conftest import all_runs, run_once
-    from sweeper import promote, report
+    from sweeper.insight import leaderboard as report, promotion as promote
 
     args = ("data=xor", "epochs=2000", "log_every=100", "tracking.log_model=false")
     first = run_once(tmp_path / "a", *args, "lr=2.0", store=store)

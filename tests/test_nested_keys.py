@@ -4,7 +4,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR
-from sweeper.config import ConfigError, check_overrides
+from sweeper.contract.config import ConfigError, check_overrides
 
 
 def keys(group: str, option: str) -> str:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from sweeper.backend import resolve
+from sweeper.base.backend import resolve
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import train

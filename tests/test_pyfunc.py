@@ -1,5 +1,5 @@
 """The model folder: each run's is a copy of one template saved by MLflow per signature and input example
-(sweeper.pyfunc), and is what ``mlflow.pyfunc.save_model`` would have written."""
+(sweeper.tracking.pyfunc), and is what ``mlflow.pyfunc.save_model`` would have written."""
 from __future__ import annotations
 
 import filecmp
@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from conftest import make_cfg
-from sweeper import data, pyfunc
+from sweeper import data
+from sweeper.tracking import pyfunc
 from sweeper.models.mlp import MLP, init_params
 
 PER_MODEL = ("model_uuid", "utc_time_created")

@@ -45,7 +45,7 @@ def test_logistic_regression_matches_scikit_learn(tmp_path, store):
 def test_binary_metrics_match_scikit_learn(seed):
     from sklearn.metrics import f1_score, log_loss, roc_auc_score
 
-    from sweeper.metrics import binary
+    from sweeper.job.metrics import binary
 
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, 200)

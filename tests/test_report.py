@@ -136,9 +136,9 @@ def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
 
 
 def test_the_painter_draws_what_the_launching_process_would_and_a_dead_one_is_replaced(tmp_path):
-    """The sweep's painter process (sweeper.plots) and an in-process draw give the same PNG files; a painter
+    """The sweep's painter process (sweeper.insight.plots) and an in-process draw give the same PNG files; a painter
     that died is not waited for: the figures are drawn here."""
-    from sweeper import plots
+    from sweeper.insight import plots
 
     figure = {"name": "plots/a.png", "size": [4, 3], "axes": [{"title": "t", "xlabel": "x", "ylabel": "y", "yscale": "log",
                                                               "lines": [{"x": [1, 2, 3], "y": [3.0, 2.0, 1.5], "label": "run"}]}]}
@@ -189,7 +189,7 @@ def test_long_numbers_finds_what_it_should():
 def digits(tmp_path_factory, _template_store):
     """A sweep whose values have as many digits as Optuna's (lr=0.0012345678), on the CPU and a stand-in GPU
     (CPU/GPU pairs for compare), for 12345 epochs (an integer that 4 significant digits would change)."""
-    from sweeper.backend import FAKE_GPU_ENV
+    from sweeper.base.backend import FAKE_GPU_ENV
 
     tmp = tmp_path_factory.mktemp("digits")
     store = copy_store(_template_store, tmp)
@@ -257,7 +257,7 @@ def test_compare_and_promote_round_every_number(digits, tmp_path):
 
 
 def test_a_pinned_failure_table_rounds_its_numbers(digits):
-    from sweeper import pinned
+    from sweeper.insight import pinned
 
     (run, *_) = [r for r in all_runs(digits["store"]) if "mlflow.parentRunId" in r.data.tags]
     expected = pinned.expected_metrics(run.data.metrics, rtol=1e-6)
@@ -272,7 +272,8 @@ def test_the_loss_plot_reads_a_jobs_curve_from_its_folder_and_a_run_without_one_
     """plots.specs: the job folder's curves.npz (every sample) when the sweep has it, else MLflow's history."""
     import numpy as np
 
-    from sweeper import plots, tracking
+    from sweeper import tracking
+    from sweeper.insight import plots
 
     uri = f"sqlite:///{store}"
     c = tracking.open_store(uri)

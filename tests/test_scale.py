@@ -9,9 +9,12 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import FAST_ARGS, all_runs, cli, client_for, free_port, http_get, http_post, make_cfg, mlflow_server
-from sweeper import sweep
-from sweeper.backend import FAKE_GPU_ENV
-from sweeper.run import JobContext, run
+from sweeper.base.names import SWEEP_FILE
+from sweeper.job import sweepdir
+from sweeper.sweep import life as sweep
+from sweeper.base.backend import FAKE_GPU_ENV
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
 
 
 def children(store):
@@ -74,13 +77,13 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(tm
     port = free_port()
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
-    (sweep_dir / sweep.SWEEP_FILE).write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
     cfg = make_cfg("tracking=server", f"tracking.uri=http://127.0.0.1:{port}", "lr=0.01", *FAST_ARGS)
     result = run(cfg, JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir))
     assert result["status"] == "FINISHED" and result["pending_upload"] is True
     assert "failed at the start" in result["tracking_error"] and result["run_id"] is None
     assert result["metrics"]["test_mse"] > 0  # trained anyway: nothing lost
-    assert sweep.exit_code(sweep.results(sweep_dir), 1) == 1
+    assert sweep.exit_code(sweepdir.results(sweep_dir), 1) == 1
 
     with mlflow_server(store, port=port) as url:
         up = subprocess.run([sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True)
@@ -152,7 +155,7 @@ def test_resume_skips_configurations_that_already_finished(tmp_path, store):
     assert cli(tmp_path / "a", "-m", "lr=0.001,0.01", *FAST_ARGS, store=store).returncode == 0
     proc = cli(tmp_path / "b", "-m", "lr=0.001,0.01,0.1", "resume=true", *FAST_ARGS, store=store)
     assert proc.returncode == 0, proc.stderr
-    results = {r["overrides"][0]: r for r in sweep.results(tmp_path / "b" / "sweep")}
+    results = {r["overrides"][0]: r for r in sweepdir.results(tmp_path / "b" / "sweep")}
     assert results["lr=0.1"]["status"] == "FINISHED"
     assert results["lr=0.001"]["status"] == results["lr=0.01"]["status"] == "SKIPPED"
     assert results["lr=0.01"]["resumed_from"] in {r.info.run_id for r in children(store)}

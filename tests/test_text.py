@@ -8,9 +8,9 @@ import scipy.sparse
 
 from conftest import SHARED_DATA, cli, client_for, make_cfg, run_once
 from sweeper import data
-from sweeper.backend import resolve
+from sweeper.base.backend import resolve
 from sweeper.data import DataError
-from sweeper.run import train_and_score
+from sweeper.job.compute import train_and_score
 
 SMS = SHARED_DATA / "SMSSpamCollection.tsv"
 needs_sms = pytest.mark.skipif(not SMS.is_file(), reason=f"the SMS Spam Collection is not at {SMS} (../shared absent)")

@@ -7,8 +7,8 @@ import pytest
 from sweeper import models
 from conftest import make_cfg, run_once
 from sweeper.models.train import MAX_CHECKS
-from sweeper.backend import Backend
-from sweeper.metrics import TIMINGS
+from sweeper.base.backend import Backend
+from sweeper.job.metrics import TIMINGS
 
 
 def test_xor_is_learned(tmp_path, store):
@@ -96,7 +96,7 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     import importlib
 
     from sweeper.models.mlp import MLP, init_params
-    from sweeper.backend import resolve
+    from sweeper.base.backend import resolve
 
     train_module = importlib.import_module("sweeper.models.train")  # the module: sweeper.models.train is also the function
 
@@ -186,7 +186,7 @@ def test_overflowing_metrics_fail_the_run_as_divergence(tmp_path, store, monkeyp
 def test_the_leaderboard_never_names_a_non_finite_or_failed_run_best():
     from types import SimpleNamespace
 
-    from sweeper.report import build
+    from sweeper.insight.leaderboard import build
 
     def run(name, status, val):
         metrics = {"val_mse": val} if val is not None else {}

@@ -1,4 +1,4 @@
-"""The writer process (sweeper.writer): a sweep that logs to a server hands each run's end to it; nothing is
+"""The writer process (sweeper.tracking.writer): a sweep that logs to a server hands each run's end to it; nothing is
 lost when the store fails, the writer dies, or the launching process is killed."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from conftest import FAST_ARGS, all_runs, cli, client_for, copy_store, mlflow_server
-from sweeper import tracking, upload, writer
+from sweeper import tracking, upload
+from sweeper.tracking import writer
 
 
 def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_store):
@@ -104,7 +105,7 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
     script = textwrap.dedent(f"""
         import os, pickle, signal, sys
         from pathlib import Path
-        from sweeper import writer
+        from sweeper.tracking import writer
         jobs = pickle.loads(bytes.fromhex(sys.argv[1]))
         w = writer.Writer()
         for run_id, path, end in jobs:

@@ -1,4 +1,4 @@
-"""The thin launcher class; the work is in ``sweeper.launch``, imported only when a sweep launches."""
+"""The thin launcher class; the work is in ``sweeper.sweep.launch``, imported only when a sweep launches."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -23,7 +23,7 @@ class BatchedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from sweeper.launch import launch
+        from sweeper.sweep.launch import launch
 
         return launch(self, job_overrides, initial_job_idx)
 

@@ -49,7 +49,7 @@ class _Once:
     def _compose(self, master_config: Any, overrides: list[str]) -> Any:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from sweeper.config import GROUPS
+        from sweeper.contract.config import GROUPS
 
         try:
             parsed = OverridesParser.create().parse_overrides(overrides)

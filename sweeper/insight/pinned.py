@@ -19,9 +19,9 @@ import yaml
 from omegaconf import DictConfig
 
 from sweeper import CONF_DIR, ROOT
-from sweeper.config import NOT_FINGERPRINTED, TOP_LEVEL
-from sweeper.metrics import LOWER_IS_BETTER
-from sweeper.report import cell
+from sweeper.contract.config import NOT_FINGERPRINTED, TOP_LEVEL
+from sweeper.job.metrics import LOWER_IS_BETTER
+from sweeper.base.fmt import cell, parse_param  # noqa: F401  (parse_param: the pins' reader)
 
 BEST_DIR = CONF_DIR / "best"
 
@@ -112,16 +112,6 @@ def table(rows: list[Row]) -> str:
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines])
-
-
-def parse_param(text: str) -> Any:
-    """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool, None or str."""
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False, "None": None}.get(text, text)
 
 
 def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Importing matplotlib and drawing three figures costs ~0.3-0.5 s, at the very end of a sweep. The
 launching process therefore starts a :class:`Painter` when the sweep starts — a second Python process
-(``python -m sweeper.plots``) that imports matplotlib on the other core while the jobs run and then
+(``python -m sweeper.insight.plots``) that imports matplotlib on the other core while the jobs run and then
 waits — and at the end sends it the figures' data; it draws them while this process logs the
 leaderboard and the advice, and hands back the PNG files, which this process logs to the parent run.
 Without a painter (``report`` on its own, a painter that failed) the figures are drawn here, the same way.
@@ -83,7 +83,7 @@ def _curve(c: Any, run_id: str, folder: Path | None) -> tuple[list[float], list[
     """A run's training loss (steps, values): from its job folder's curves.npz, else MLflow's history."""
     import numpy as np
 
-    from sweeper.run import CURVES_FILE
+    from sweeper.base.names import CURVES_FILE
 
     if folder is not None and (folder / CURVES_FILE).is_file():
         try:
@@ -136,7 +136,7 @@ def draw_all(figures: list[dict[str, Any]], folder: Path) -> dict[str, Path]:
 
 
 class Painter:
-    """A ``python -m sweeper.plots`` process that has imported matplotlib and draws on request.
+    """A ``python -m sweeper.insight.plots`` process that has imported matplotlib and draws on request.
 
     ``start`` never fails: without a painter (it could not start, or died) :meth:`collect` draws here."""
 
@@ -146,7 +146,7 @@ class Painter:
 
     def start(self) -> "Painter":
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.plots"], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.insight.plots"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         except OSError:
             self.proc = None

@@ -1,10 +1,10 @@
 """The batched launcher's work: compose every job once, train compatible jobs as one group, record each.
 
 A job is *compute* (data → model → train → score) and *record* (MLflow child run, artifacts,
-``result.json``; :func:`sweeper.run.run`). Here the compute half of a whole group runs at once, on the
+``result.json``; :func:`sweeper.job.record.run`). Here the compute half of a whole group runs at once, on the
 device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
-computed for it (:data:`sweeper.run.HANDOFF`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
+computed for it (:func:`sweeper.job.context.handing`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
 weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
 own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
@@ -25,9 +25,12 @@ from typing import Any, Sequence
 import numpy as np
 from omegaconf import DictConfig, open_dict
 
-from sweeper import data, run, sweep
-from sweeper.backend import BackendUnavailable, resolve
-from sweeper.config import ConfigError, fingerprint, validate
+from sweeper import data
+from sweeper.job import compute
+from sweeper.job.context import handing
+from sweeper.sweep.plan import _plain
+from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
 from sweeper.models import layer_sizes
 from sweeper.models.mlp import MLP
@@ -66,7 +69,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         cfg = (getattr(load, "take", None) or load)(config, list(overrides))  # the composed config, not a copy
         with open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + i
-        jobs.append(Job(initial_job_idx + i, list(overrides), cfg, sweep._plain(cfg)))
+        jobs.append(Job(initial_job_idx + i, list(overrides), cfg, _plain(cfg)))
     groups, alone = plan(jobs, launcher.max_group_bytes, launcher.max_group_size)
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
@@ -86,12 +89,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                         len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             computed = {}
         for job in members:
-            if job.idx in computed:
-                run.HANDOFF[job.idx] = computed.pop(job.idx)
-            try:
+            with handing(computed.pop(job.idx, None)):
                 record(job)
-            finally:
-                run.HANDOFF.pop(job.idx, None)
     for job in alone:
         record(job)
     return [returns[j.idx] for j in jobs]
@@ -209,7 +208,7 @@ def _finished(cfg: dict[str, Any]) -> bool:
         return False
 
 
-def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
+def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
     """Train the group on its device and score every member: ``{job idx: Computed}``.
 
     Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
@@ -237,7 +236,7 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
     params = stacked_params(sizes, cfg0["activation"], seeds, dtype)
     h2d = backend.clock() - t_h2d
     epochs = sum(g.epochs for g in group)
-    with run.progress_bar(epochs, unit="member-epoch") as progress:
+    with compute.progress_bar(epochs, unit="member-epoch") as progress:
         fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
                           progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None,
                           opt=opt, batch_size=cfg0["batch_size"])
@@ -250,10 +249,10 @@ def compute_group(members: list[Job]) -> dict[int, "run.Computed"]:
                     opt.weight_decay)
         member_fit.train_time_s = fit.train_time_s / K  # the amortised cost of one configuration
         member_fit.warmup_time_s = fit.warmup_time_s / K
-        outcome = run.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
+        outcome = compute.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
                                h2d_time_s=h2d / K)
         outcome.scores["group_train_time_s"] = fit.train_time_s
-        out[job.idx] = run.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "batch_size": str(K)})
+        out[job.idx] = compute.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "batch_size": str(K)})
     wall = (time.perf_counter() - t_start) / K
     for c in out.values():
         c.wall_time_s = wall

@@ -1,5 +1,5 @@
 """The ``--help`` texts: ``python -m sweeper --help`` built from the configuration's own files and rules
-(conf/config.yaml's defaults and comments, ``sweeper.config``'s allowed values, the config groups' files)
+(conf/config.yaml's defaults and comments, ``sweeper.contract.config``'s allowed values, the config groups' files)
 and the sub-commands' descriptions, as plain text. Nothing here imports MLflow or Hydra's composition.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def describe(doc: str | None) -> str:
 
 def command_line(module: str) -> str:
     """The one-line description of ``sweeper.<module>``, read from its source (not imported)."""
-    doc = ast.get_docstring(ast.parse((Path(__file__).parent / f"{module}.py").read_text()))
+    doc = ast.get_docstring(ast.parse((Path(__file__).parent.parent / f"{module}.py").read_text()))
     return re.sub(r"^python -m sweeper\.\w+[^:]*:\s*", "", describe(doc))
 
 
@@ -64,7 +64,7 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
 
 def main_help() -> str:
     """The text of ``python -m sweeper --help``."""
-    from sweeper.config import DATA, GROUPS, TOP_LEVEL, TRACKING, group_options
+    from sweeper.contract.config import DATA, GROUPS, TOP_LEVEL, TRACKING, group_options
 
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
     notes = _comments(CONF_DIR / "config.yaml")

@@ -1,4 +1,4 @@
-"""Hydra callbacks: the launching process opens and closes every multirun (see ``sweeper.sweep``)."""
+"""Hydra callbacks: the launching process opens and closes every multirun (see ``sweeper.sweep.life``)."""
 from __future__ import annotations
 
 import os
@@ -12,9 +12,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from sweeper import sweep
-from sweeper.config import ConfigError
-from sweeper.tracking import TrackingError
+from sweeper.contract.config import ConfigError
+from sweeper.sweep import life as sweep
+from sweeper.tracking.store import TrackingError
 
 # What this process is doing, for Ctrl-C (:func:`interrupted`): the multirun's config, the current job's
 # and when it began.
@@ -76,9 +76,11 @@ def _killed_run(job: DictConfig) -> str | None:
     """The single run that Ctrl-C ended: from its result.json, or its RUNNING run in the store, KILLED here."""
     import json
 
-    from sweeper import report, tracking
+    from sweeper import tracking
+    from sweeper.base.names import INTERRUPTED, RESULT_FILE
+    from sweeper.insight import report
 
-    result = Path(job.hydra.runtime.output_dir) / "result.json"
+    result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
     if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:  # this run's, not an earlier one's
         return json.loads(result.read_text()).get("run_id")
     uri = job.tracking.uri
@@ -91,5 +93,5 @@ def _killed_run(job: DictConfig) -> str | None:
         return None
     mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.pid = '{os.getpid()}' "
                                               f"and tags.host = '{socket.gethostname()}'")
-    killed = report.mark_orphans(c, mine, True, "KILLED", report.INTERRUPTED)
+    killed = report.mark_orphans(c, mine, True, "KILLED", INTERRUPTED)
     return killed[0] if killed else None

@@ -5,7 +5,7 @@ model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is 
 store: ~30 ms a job on the embedded SQLite store of this 2-core machine, ~100-200 ms to a tracking server,
 more over a network. The launching process of a multirun of :data:`MIN_JOBS` jobs or more therefore starts
 a :class:`Writer` (``sweeper.sweep.start`` decides; :func:`prestart` starts it as the command begins when the
-command line already shows such a sweep): ``python -m sweeper.writer``, a process of its own that imports
+command line already shows such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports
 MLflow, opens the store(s) and ends each run it is sent, in order, while the jobs go on. The run itself is
 created by the job (so it shows RUNNING and resume finds it), only its end is handed over.
 
@@ -58,7 +58,7 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
 class Writer:
     """The launching process's side: :meth:`submit` hands a run's end over, :meth:`drain` waits for all.
 
-    The writer is ``python -m sweeper.writer`` (not ``multiprocessing``'s spawn, which would first import the
+    The writer is ``python -m sweeper.tracking.writer`` (not ``multiprocessing``'s spawn, which would first import the
     launching module — Hydra, ~0.4 s — in the child); requests and answers are length-prefixed pickles
     (``multiprocessing.connection``) over two pipes of its own, so nothing the writer or MLflow prints can
     get in their way. ``uris``: the stores it opens at once (:meth:`open`), while this process gets to its
@@ -75,7 +75,7 @@ class Writer:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.writer", str(req_r), str(ans_w)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.tracking.writer", str(req_r), str(ans_w)],
                                          stdin=subprocess.DEVNULL, pass_fds=(req_r, ans_w), start_new_session=True)
         finally:
             os.close(req_r)
@@ -344,7 +344,7 @@ def _serve(requests: Any, answers: Any) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m sweeper.writer REQUESTS_FD ANSWERS_FD``, started by :class:`Writer`."""
+    """``python -m sweeper.tracking.writer REQUESTS_FD ANSWERS_FD``, started by :class:`Writer`."""
     from multiprocessing.connection import Connection
 
     _serve(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
@@ -358,7 +358,9 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
     try:
         c = clients.get(uri) or clients.setdefault(uri, tracking.client(uri))
         if job["info"]:
-            tracking._runs[run_id] = tuple(job["info"])
+            from sweeper.tracking import records
+
+            records._runs[run_id] = tuple(job["info"])
         tracking.finish_run(c, run_id, **job["kwargs"])
     except tracking.UNREACHABLE as e:
         error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
@@ -387,7 +389,7 @@ def _keep(path: Path, error: str) -> None:
 
 def recording(result: dict[str, Any]) -> bool:
     """Whether a live writer still has this job's run (``python -m sweeper.upload`` leaves it alone)."""
-    from sweeper.report import alive
+    from sweeper.base.process import alive
 
     pid = result.get(RECORDING)
     return bool(pid) and alive(int(pid))

@@ -3,7 +3,7 @@
 Every check turns bad input into a :class:`ConfigError` whose message is one line naming the key,
 the value and what is allowed. Checks run before any work: on the command line before Hydra
 composes (:func:`check_overrides`), on every job of a multirun before the first job starts
-(``sweeper.callbacks``) and on the composed config of each job (:func:`validate`).
+(``sweeper.sweep.callbacks``) and on the composed config of each job (:func:`validate`).
 
 Plain YAML plus these rules is used instead of a Hydra structured config because Hydra reports
 a structured-config type error over several lines and before our code can word it.

@@ -1,0 +1,82 @@
+"""The words every layer shares: statuses and reasons, the files a job and a sweep leave, how runs are
+named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours."""
+from __future__ import annotations
+
+import shlex
+
+from sweeper.base.fmt import text_cell
+
+RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
+CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
+SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep folder
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+ORPHAN = "orphaned: its job ended without closing the run (killed?)"
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
+def sqlite_path(uri: str):
+    """The database file of a ``sqlite:///`` tracking URI, else None."""
+    from pathlib import Path
+
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def resume_command(args: list[str]) -> str:
+    """The command line that finishes an interrupted sweep: the same arguments, ``resume=true``."""
+    kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
+    return shlex.join(["python", "-m", "sweeper", *kept, "resume=true"])
+
+
+
+def ui_command(uri: str) -> str:
+    if sqlite_path(uri) is not None:
+        return f"mlflow ui --backend-store-uri {uri} --port 5000"
+    return f"open {uri} in a browser"
+
+
+
+# MLflow 3.17's UI picks its model-training views (runs table, models, charts) or its GenAI ones (traces,
+# evaluations) from the page address's workflowType, else from what this browser chose last (GenAI at
+# first); it does not read the experiment's mlflow.experimentKind tag. So every address sweeper prints
+# asks for the model-training views.
+UI_VIEW = "workflowType=machine_learning"
+
+
+
+def _ui_base(uri: str) -> str:
+    """The UI of a tracking server, or the one ``mlflow ui`` (:func:`ui_command`) serves for an embedded store."""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
+
+def run_url(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where the MLflow UI shows a run, on its model-training views."""
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}?{UI_VIEW}"
+
+
+
+def experiment_url(uri: str, experiment_id: str) -> str:
+    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs)."""
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}"
+
+
+
+def ui_line(uri: str, url: str) -> str:
+    """``url``, and for an embedded store the command that serves it."""
+    ui = ui_command(uri)
+    return url + ("" if ui.startswith("open") else f"  (after: {ui})")
+
+
+def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
+    """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
+    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
+    (the run's params keep it whole)."""
+    parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
+    parts = [f"{k}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
+    if keys is not None:
+        parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
+    if device is None:
+        return ",".join(parts) or "defaults"
+    parts = [o.split("=", 1)[1] if o.startswith("device=") else o for o in parts]
+    return ",".join(parts + ([] if device in parts else [device]))

@@ -1,0 +1,283 @@
+"""What the advisor reads of a sweep: its runs as records, their grid (:class:`Sweep`), the findings' form
+(:class:`Finding`, :class:`Advice`) and how a grid's values are extended."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 significant digits)
+
+# Params that say where or how a run was made, not what it computes: never a swept key (a resumed
+# sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
+IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch")
+# Swept keys that do not change the model by design, or that the noise finding handles (seed).
+NOT_HYPERPARAMETERS = ("seed", "device", "log_every")
+LOG_SPACED = ("lr",)  # extended by the grid's ratio whatever its values
+STEPPED = ("depth",)  # extended by the grid's step
+MAX_RATIO = 10.0  # a log-spaced extension steps by at most a decade
+# Without a seed sweep there is no noise estimate: two validation scores count as the same only
+# when they differ by less than this fraction (training is deterministic, so that is "no effect").
+SAME = 1e-3
+ALPHA = 0.05  # significance level of the best-against-runner-up test over seeds
+OVERFIT_AT = 0.5  # overfitting: the best epoch is in the first half of the run ...
+RISE = 0.01  # ... the validation loss ended > 1% above its minimum, the training loss > 1% below where it was then
+LATE = 0.9  # under-training: the best epoch is in the last 10% of the run ...
+STILL_FALLING = 0.005  # ... and the validation loss fell > 0.5% over the last quarter of the run
+CURVES = ("train_loss", "val_loss")
+TAG = "advice."
+
+
+
+@dataclass
+class Finding:
+    """One finding: what it is, the numbers behind it, what to do; and how the next command changes."""
+
+    kind: str  # edge | overfitting | under_training | divergence | no_effect | noise | ties
+    title: str
+    summary: str
+    evidence: list[str]
+    step: str
+    tag: str  # the value of the parent's advice.<kind> tag
+    add: dict[str, list[str]] = field(default_factory=dict)  # values to add to a key's grid
+    drop: dict[str, list[str]] = field(default_factory=dict)  # values to take out of it
+    set: dict[str, str] = field(default_factory=dict)  # a key's new value (or comma list)
+
+
+
+@dataclass
+class Advice:
+    findings: list[Finding]
+    command: str | None
+    metric: str  # e.g. "val_mse"
+    sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
+    note: str = ""  # why there is no command
+
+    def text(self, markdown: bool = False) -> str:
+        n = len(self.findings)
+        head = f"{n} finding{'s' * (n != 1)}, from validation metrics only (the test split is reported, never used to choose)"
+        lines = ["# Sweep advice", "", head + "."] if markdown else [f"Advice: {head}:"]
+        for i, f in enumerate(self.findings, 1):
+            if markdown:
+                lines += ["", f"## {i}. {f.title}", "", f.summary, ""]
+                lines += [f"- {e}" for e in f.evidence] + [f"- **Next:** {f.step}"]
+            else:
+                lines += [f"{i:2d}. {f.title}: {f.summary}"]
+                lines += [f"    {e}" for e in f.evidence] + [f"    next: {f.step}"]
+        if not self.findings:
+            lines += ["", "Nothing to report."] if markdown else ["    nothing to report"]
+        if self.command:
+            total, done = self.sizes
+            what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
+                    f"{total - done} to train)")
+            lines += ["", f"## {what}", "", "```bash", self.command, "```"] if markdown else [f"{what}:", f"  {self.command}"]
+        elif self.note:
+            lines += ["", self.note] if markdown else [f"next command: none ({self.note})"]
+        return "\n".join(lines) + "\n"
+
+    def tags(self) -> dict[str, str]:
+        out: dict[str, list[str]] = {}
+        for f in self.findings:
+            out.setdefault(f.kind, []).append(f.tag)
+        tags = {f"{TAG}{k}": ",".join(v) for k, v in out.items()}
+        tags[f"{TAG}count"] = str(len(self.findings))
+        if self.command:
+            tags[f"{TAG}next_command"] = self.command
+            tags[f"{TAG}next_configs"], tags[f"{TAG}next_to_train"] = str(self.sizes[0]), str(self.sizes[0] - self.sizes[1])
+        return tags
+
+
+
+def record(run: Any) -> dict[str, Any]:
+    """What the advisor reads of an MLflow run."""
+    return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
+            "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
+            "metrics": dict(run.data.metrics)}
+
+
+
+def _number(text: Any) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+
+def _pct(x: float) -> str:
+    return f"{'-' if x < 0 else '+'}{cell(abs(100 * x))}%"
+
+
+
+def nice(x: float) -> float:
+    """``x`` to one significant figure when that is within 15% of it, else to two (0.0316 → 0.03)."""
+    for digits in (0, 1):
+        r = float(f"{x:.{digits}e}")
+        if abs(r - x) <= 0.15 * abs(x):
+            return r
+    return r
+
+
+
+def _nice_int(x: float) -> int:
+    """A round count near ``x``: 1, 2 or 5 times a power of ten (65 → 50)."""
+    if x < 1:
+        return 1
+    power = 10 ** math.floor(math.log10(x))
+    return int(max(m * power for m in (1, 2, 5) if m * power <= x))
+
+
+
+class Sweep:
+    """The runs of one sweep, best first (the leaderboard's order), and what the findings share."""
+
+    def __init__(self, records: list[dict[str, Any]]):
+        from sweeper.job.metrics import PRIMARY
+
+        self.records = [r for r in records if r["params"]]  # a run killed before its end has no params
+        task = "binary" if any("val_accuracy" in r["metrics"] for r in self.records) else "regression"
+        name, self.lower = PRIMARY[task]
+        self.task, self.metric = task, f"val_{name}"
+        names = sorted({k for r in self.records for k in r["params"] if not k.startswith(IGNORED)})
+        self.keys = [k for k in names if len({r["params"].get(k) for r in self.records}) > 1]
+        self.hyper = [k for k in self.keys if "." not in k and k not in NOT_HYPERPARAMETERS]
+        self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None]
+        self.best = self.finished[0] if self.finished else None
+        self._done = {id(r) for r in self.finished}
+        self.configs: dict[tuple, list[dict[str, Any]]] = {}
+        for r in self.records:
+            self.configs.setdefault(self.config(r), []).append(r)
+        # a binary task's accuracy moves in steps of one validation row: a key that did not move it may
+        # still have changed the model, which its log loss shows
+        self.measures = (self.metric, "val_log_loss") if task == "binary" else (self.metric,)
+        self.seeded = "seed" in self.keys
+        self.stats = {m: self._stats(m) for m in self.measures}
+        self.scores, self.noise, _ = self.stats[self.metric]
+
+    def _stats(self, metric: str) -> tuple[dict[tuple, list[float]], float | None, int]:
+        """Each configuration's finished scores on ``metric``, the seed-to-seed std pooled over the
+        configurations (None without a seed sweep) and its degrees of freedom."""
+        scores = {c: [v for r in rs if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None]
+                  for c, rs in self.configs.items()}
+        spread = [(len(v) - 1, statistics.variance(v)) for v in scores.values() if len(v) > 1]
+        dof = sum(d for d, _ in spread)
+        return scores, (math.sqrt(sum(d * var for d, var in spread) / dof) if self.seeded and dof else None), dof
+
+    def value(self, r: dict[str, Any]) -> float | None:
+        return _number(r["metrics"].get(self.metric))
+
+    def config(self, r: dict[str, Any]) -> tuple:
+        """A configuration: the swept values but the seed."""
+        return tuple((k, r["params"].get(k)) for k in self.keys if k != "seed")
+
+    def mean(self, config: tuple, metric: str | None = None) -> tuple[float, int] | None:
+        """The configuration's mean validation score over its finished seeds, and how many; None if none finished."""
+        v = self.stats[metric or self.metric][0].get(config) or []
+        return (statistics.fmean(v), len(v)) if v else None
+
+    def better(self, a: float, b: float) -> bool:
+        return a < b if self.lower else a > b
+
+    def same(self, a: float, b: float, na: int = 1, nb: int = 1, metric: str | None = None, among: int = 2,
+             tests: int = 1) -> bool:
+        """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds) differ by no
+        more than the noise of ``metric``: Tukey's range test at ALPHA (split over ``tests`` such
+        comparisons); for two means, a two-sided t-test. Without seeds: within SAME of each other."""
+        _, noise, dof = self.stats[metric or self.metric]
+        if noise is not None:
+            return abs(a - b) <= _range_quantile(among, dof, ALPHA / tests) * noise * math.sqrt((1 / na + 1 / nb) / 2)
+        return abs(a - b) <= SAME * max(abs(a), abs(b)) + 1e-12
+
+    @property
+    def noise_text(self) -> str:
+        if self.noise is not None:
+            dof = self.stats[self.metric][2]
+            return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
+                    f"within it: not significant at {ALPHA:.0%}")
+        return f"no seed sweep: scores within {SAME:.1%} count as the same"
+
+    def tried(self, key: str) -> list[str]:
+        """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order."""
+        values = {r["params"][key] for r in self.records if key in r["params"]}
+        return sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
+
+    def param(self, r: dict[str, Any], key: str, default: float = 0.0) -> float:
+        v = _number(r["params"].get(key))
+        return default if v is None else v
+
+
+
+@lru_cache(maxsize=64)
+def _range_quantile(among: int, dof: int, alpha: float) -> float:
+    """The studentized range's 1 - alpha quantile for ``among`` means and ``dof`` degrees of freedom."""
+    from scipy import stats
+
+    return float(stats.studentized_range.ppf(1 - alpha, among, dof))
+
+
+
+def _label(config: Iterable[tuple[str, Any]]) -> str:
+    return ",".join(f"{k}={text_cell(v)}" for k, v in config) or "all runs"
+
+
+
+def _format(key: str, x: float, integer: bool) -> str | None:
+    """A new value of ``key`` as an override writes it, or None if the key does not allow it."""
+    from sweeper.contract.config import TOP_LEVEL
+
+    value: int | float = int(round(x)) if integer else nice(x)
+    rule = TOP_LEVEL.get(key)
+    if (rule is not None and not rule.check(value)) or (rule is None and x <= 0):
+        return None
+    return str(value) if integer else repr(float(value))
+
+
+
+def extend(key: str, values: list[str], up: bool, count: int = 2) -> tuple[list[str], str]:
+    """``count`` new values of a numeric key beyond the grid's edge, spaced like the grid: by its mean
+    ratio (at most a decade) when log-spaced (always for lr), else by its mean step; and that spacing in
+    words. Values the key does not allow are left out."""
+    nums = sorted(float(v) for v in values)
+    integer = key not in LOG_SPACED and all(_number(v) is not None and float(v).is_integer() and "." not in v
+                                            and "e" not in v.lower() for v in values)
+    edge, inner = (nums[-1], nums[-2]) if up else (nums[0], nums[1])
+    log = nums[0] > 0 and (key in LOG_SPACED or (key not in STEPPED and max(edge, inner) / min(edge, inner) >= 1.5))
+    ratio = min((nums[-1] / nums[0]) ** (1 / (len(nums) - 1)), MAX_RATIO) if log else 1.0
+    step = (nums[-1] - nums[0]) / (len(nums) - 1)
+    out: list[str] = []
+    for i in range(1, count + 1):
+        if log:
+            x = edge * ratio**i if up else edge / ratio**i
+        else:
+            x = edge + i * step if up else edge - i * step
+        text = _format(key, x, integer)
+        if text is not None and all(float(text) != n for n in nums) and text not in out:
+            out.append(text)
+    return out, (f"log-spaced, ×{ratio:.3g} a step" if log else f"a step of {cell(step)}")
+
+
+
+def _slices(s: Sweep, key: str, metric: str | None = None) -> dict[tuple, dict[str, tuple[float, int] | None]]:
+    """Configurations grouped by every swept key but ``key`` (and seed): each slice maps key's values to
+    their mean score on ``metric`` and seed count (None where nothing finished)."""
+    out: dict[tuple, dict[str, tuple[float, int] | None]] = {}
+    for config in s.configs:
+        other = tuple(kv for kv in config if kv[0] != key)
+        out.setdefault(other, {})[dict(config)[key]] = s.mean(config, metric)
+    return {k: v for k, v in out.items() if len(v) > 1}
+
+
+
+def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int) -> bool | None:
+    """Whether a slice's scores stay within the noise, one of ``tests`` slices (a value that failed
+    where another finished moved it); None when nothing in it finished (no evidence either way)."""
+    scores = list(by_value.values())
+    if all(v is None for v in scores):
+        return None
+    if any(v is None for v in scores):
+        return False
+    lo, hi = min(scores), max(scores)
+    return s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests)

@@ -1,0 +1,323 @@
+"""The advisor's findings, each from the grid's own evidence: keys with no effect, best values at an edge of the
+grid, divergence, under- and over-training, seed noise and ties."""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable
+
+from sweeper.base.fmt import cell, text_cell
+from sweeper.insight.advice.evidence import (
+    ALPHA, Finding, LATE, OVERFIT_AT, RISE, STILL_FALLING, Sweep, _flat, _format, _label, _nice_int, _number, _pct, _slices, extend,
+)
+
+
+def no_effect(s: Sweep) -> list[Finding]:
+    """Keys across whose values the score moved no more than the noise (in every slice of the other keys,
+    or in every slice where another key has one value: width at depth=0)."""
+    found = []
+    for key in s.hyper:
+        flat, moved = [], []
+        slices = {m: _slices(s, key, m) for m in s.measures}
+        tests = len(slices[s.metric]) * len(s.measures)
+        for other in slices[s.metric]:
+            verdicts = [_flat(s, slices[m][other], m, tests) for m in s.measures]
+            if None not in verdicts:
+                (flat if all(verdicts) else moved).append(other)
+        if not flat:
+            continue
+        slices = slices[s.metric]
+
+        def spread(other: tuple) -> float:
+            return max(m[0] for m in slices[other].values()) - min(m[0] for m in slices[other].values())
+
+        flat.sort(key=spread, reverse=True)  # the evidence shows the largest spreads
+
+        def shown(other: tuple) -> str:
+            values = ", ".join(f"{text_cell(v)}: {cell(m[0])}" for v, m in sorted(slices[other].items(), key=lambda kv: _number(kv[0]) or 0))
+            return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
+
+        also = [f"{', '.join(s.measures[1:])} did not move either"] if len(s.measures) > 1 else []
+        if not moved:
+            chosen = s.best["params"].get(key) if s.best else None
+            found.append(Finding(
+                "no_effect", f"{key} did not matter",
+                f"the spread of {s.metric} across {key}'s values (at most {cell(spread(flat[0]))}) is within the noise",
+                [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys" if chosen else
+                f"fix {key} to one value", key, set={key: chosen} if chosen else {}))
+            continue
+        for other_key in sorted({k for o in flat for k, _ in o}):
+            for value in sorted({dict(o)[other_key] for o in flat}):
+                if all(dict(o).get(other_key) == value for o in flat) and not any(dict(o).get(other_key) == value for o in moved):
+                    found.append(Finding(
+                        "no_effect", f"{key} did not matter at {other_key}={text_cell(value)}",
+                        f"at {other_key}={text_cell(value)} the spread of {s.metric} across {key}'s values is within the noise; "
+                        f"elsewhere {key} matters",
+                        [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                        f"sweep {key} only where {other_key}≠{text_cell(value)}", f"{key}@{other_key}={value}"))
+    return found
+
+
+
+def edges(s: Sweep, flat: set[str]) -> list[Finding]:
+    """Numeric keys whose best value is the smallest or largest tried, the score improving toward it."""
+    found = []
+    for key in s.hyper:
+        tried = s.tried(key)
+        if key in flat or len(tried) < 2 or any(_number(v) is None for v in tried):
+            continue
+        profile: dict[str, tuple[float, int]] = {}  # each value's best mean score over the other keys
+        for config in s.configs:
+            m, v = s.mean(config), dict(config)[key]
+            if m is not None and (v not in profile or s.better(m[0], profile[v][0])):
+                profile[v] = m
+        done = [v for v in tried if v in profile]
+        if len(done) < 2:
+            continue
+        best = min(done, key=lambda v: profile[v][0] if s.lower else -profile[v][0])
+        if best not in (tried[0], tried[-1]):
+            continue
+        up = best == tried[-1] and best != tried[0]
+        inner = done[-2] if up else done[1]
+        (a, na), (b, nb) = profile[best], profile[inner]
+        if s.same(a, b, na, nb) or not s.better(a, b):
+            continue
+        new, spacing = extend(key, tried, up)
+        if not new:
+            continue
+        way = "upward" if up else "downward"
+        how = [w for w, on in (("mean over seeds", s.seeded), ("best over the other keys", len(s.hyper) > 1)) if on]
+        by = f"per {key}" + (f" ({', '.join(how)})" if how else "")
+        found.append(Finding(
+            "edge", f"edge of the grid: {key}",
+            f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
+            f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
+            [f"{s.metric} {by}: " + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done), s.noise_text],
+            f"extend {key} {way} ({spacing}): add {', '.join(new)}",
+            f"{key}:{'up' if up else 'down'}", add={key: new}))
+    return found
+
+
+
+def divergence(s: Sweep) -> list[Finding]:
+    """The smallest lr that diverged (or exploded) and the largest that did not."""
+    diverged = [r for r in s.records if r["status"] == "FAILED" and (r["reason"] or "").startswith("diverged")]
+    if not diverged or any("lr" not in r["params"] for r in diverged):
+        return []
+    first = min(diverged, key=lambda r: s.param(r, "lr"))
+    d = s.param(first, "lr")
+    ok = s.finished
+    evidence = ["diverged: " + ", ".join(f"{r['run']} ({r['reason']})" for r in diverged[:5])
+                + (f" and {len(diverged) - 5} more" if len(diverged) > 5 else "")]
+    lrs = s.tried("lr")
+    chosen = s.best["params"]["lr"] if s.best else None
+    drop = [v for v in dict.fromkeys(r["params"]["lr"] for r in diverged) if v != chosen and len(lrs) > 1]
+    add: list[str] = []
+    if not ok:
+        summary = f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
+        add = extend("lr", lrs, up=False)[0] if len(lrs) > 1 else [_format("lr", float(lrs[0]) / 10, integer=False) or ""]
+        add = [a for a in add if a]
+        step = f"lower lr: try {', '.join(add)}" if add else "lower lr"
+        tag = f"lr:..{first['params']['lr']}"
+    else:
+        top = max(ok, key=lambda r: s.param(r, "lr"))
+        f = s.param(top, "lr")
+        evidence.append(f"largest lr that did not diverge: {text_cell(top['params']['lr'])} ({top['run']}, "
+                        f"{s.metric}={cell(s.value(top))})")
+        tag = f"lr:{top['params']['lr']}..{first['params']['lr']}"
+        if f < d:
+            summary = (f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr={text_cell(top['params']['lr'])} "
+                       "is the largest that did not")
+        else:
+            summary = (f"lr={text_cell(first['params']['lr'])} diverged ({first['run']}) while lr up to "
+                       f"{text_cell(top['params']['lr'])} "
+                       f"did not elsewhere: the boundary depends on the other keys")
+            evidence += _boundaries(s, diverged)
+        step = f"keep lr below {text_cell(first['params']['lr'])}"
+        if chosen is not None and s.param(s.best, "lr") == f and f < d:
+            mid = _format("lr", math.sqrt(f * d), integer=False)
+            if mid is not None and all(float(mid) != float(v) for v in lrs):
+                add = [mid]
+                step += f"; the chosen lr ({text_cell(chosen)}) is the largest that did not diverge: try lr={mid} between them"
+    if drop:
+        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it would diverge again)"
+    return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
+                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {})]
+
+
+
+def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
+    """Per slice of the other keys that had a run diverge: the smallest lr that diverged there and the
+    largest that finished."""
+    def other(r: dict[str, Any]) -> tuple:
+        return tuple(kv for kv in s.config(r) if kv[0] != "lr")
+
+    out = []
+    for o in list(dict.fromkeys(other(r) for r in diverged))[:4]:
+        bad = min(s.param(r, "lr") for r in diverged if other(r) == o)
+        good = [s.param(r, "lr") for r in s.finished if other(r) == o]
+        out.append(f"{_label(o)}: diverged from lr={cell(bad)}, "
+                   + (f"finished up to lr={cell(max(good))}" if good else "nothing finished"))
+    return out
+
+
+
+def _at(curve: list[tuple[int, float]], step: float) -> tuple[int, float]:
+    """The sample of ``curve`` nearest ``step``."""
+    return min(curve, key=lambda p: abs(p[0] - step))
+
+
+
+def training(s: Sweep, curves: dict[str, list[tuple[int, float]]]) -> list[Finding]:
+    """Overfitting or under-training of the chosen run, from its loss curves."""
+    b = s.best
+    train, val = sorted(curves.get("train_loss") or []), sorted(curves.get("val_loss") or [])
+    if b is None or not train or not val:
+        return []
+    best_epoch, run = b["metrics"].get("best_epoch"), b["metrics"].get("epochs_run")
+    epochs, patience = s.param(b, "epochs"), s.param(b, "patience")
+    if best_epoch is None or run is None or (patience and run < epochs):
+        return []  # early stopping ended it and kept its best weights
+    best_epoch, run = int(best_epoch), int(run)
+    last_step, v_last = val[-1]
+    t_last = train[-1][1]
+    min_step, v_min = min(val, key=lambda p: p[1])
+    t_step, t_best = _at(train, best_epoch)
+    name = b["run"]
+    if best_epoch <= OVERFIT_AT * run and v_last > v_min * (1 + RISE) and t_last < t_best * (1 - RISE):
+        p = max(_nice_int(best_epoch / 4), int(s.param(b, "log_every", 1)))
+        stop = _nice_int(best_epoch) if _nice_int(best_epoch) >= 0.8 * best_epoch else best_epoch
+        return [Finding(
+            "overfitting", "overfitting",
+            f"the chosen run ({name}) was best at epoch {best_epoch} of {run}; its validation loss then rose while "
+            f"the training loss kept falling",
+            [f"val_loss: {cell(v_min)} (its minimum, epoch {min_step}) → {cell(v_last)} at epoch {last_step} ({_pct(v_last / v_min - 1)})",
+             f"train_loss: {cell(t_best)} at epoch {t_step} → {cell(t_last)} at epoch {train[-1][0]} ({_pct(t_last / t_best - 1)})",
+             f"{s.metric}={cell(s.value(b))} is of the last epoch's weights (patience={int(patience)})"],
+            f"stop early: patience={p} (keeps the best weights), or epochs≈{stop}",
+            f"best_epoch={best_epoch}/{run}", set={"patience": str(p)})]
+    ref_step, v_ref = _at(val, last_step - 0.25 * run)
+    fell = (v_ref - v_last) / v_ref if v_ref else 0.0
+    if best_epoch >= LATE * last_step and run >= epochs and fell > STILL_FALLING:
+        if "epochs" in s.keys:  # twice the grid's largest
+            more = str(2 * int(max(float(v) for v in s.tried("epochs"))))
+            change: dict[str, Any] = {"add": {"epochs": [more]}}
+        else:
+            more = str(2 * int(epochs))
+            change = {"set": {"epochs": more}}
+        return [Finding(
+            "under_training", "under-training",
+            f"the chosen run ({name}) was still improving when it stopped: its best epoch is its last ({best_epoch} of {run})",
+            [f"val_loss still falling: {cell(v_ref)} at epoch {ref_step} → {cell(v_last)} at epoch {last_step} ({_pct(-fell)})"],
+            f"train longer: epochs={more}" + (" (added to the epochs grid)" if "epochs" in s.keys else ""),
+            f"epochs_run={run}", **change)]
+    return []
+
+
+
+def _seeds(values: Iterable[str], count: int) -> str:
+    """``count`` seeds: those given, then the next ones."""
+    have = sorted({int(float(v)) for v in values})
+    extra = [have[-1] + i for i in range(1, count - len(have) + 1)]
+    return ",".join(str(v) for v in have + extra)
+
+
+
+def noise(s: Sweep) -> list[Finding]:
+    """Mean ± std per configuration over seeds and whether the best beats the runner-up; or that there
+    is no noise estimate, and the seeds to add."""
+    if not s.finished:
+        return []
+    if not s.seeded:
+        seeds = s.tried("seed") or ["0"]
+        new = _seeds(seeds, 3)
+        ranked = s.finished[:2]
+        gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
+               f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
+        return [Finding(
+            "noise", "noise and significance",
+            f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
+            [f"the seed draws the weights and the train/validation split, so seed-to-seed variation is unknown{gap}"],
+            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new})]
+    ranked = sorted((c for c in s.configs if s.mean(c)), key=lambda c: s.mean(c)[0] if s.lower else -s.mean(c)[0])
+    evidence = []
+    for c in ranked[:5]:
+        v = s.scores[c]
+        sd = f" ± {cell(statistics.stdev(v))}" if len(v) > 1 else ""
+        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} (n={len(v)})")
+    if len(ranked) < 2:
+        return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
+                        evidence, "sweep another key", "single")]
+    first, second = ranked[:2]
+    p, how = _p_value(s, first, second)
+    a, b = statistics.fmean(s.scores[first]), statistics.fmean(s.scores[second])
+    evidence.append(f"best against runner-up: difference {cell(abs(a - b))}, {how}")
+    if s.config(s.best) != first:
+        evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
+    if p is not None and p < ALPHA:
+        return [Finding("noise", "noise and significance",
+                        f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
+                        evidence, f"keep {_label(first)}", "distinct")]
+    new = _seeds(s.tried("seed"), 2 * len(s.tried("seed")))
+    return [Finding("noise", "noise and significance",
+                    f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
+                    + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
+                    evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
+                    set={"seed": new})]
+
+
+
+def _p_value(s: Sweep, first: tuple, second: tuple) -> tuple[float | None, str]:
+    """A two-sided t-test of the two configurations' scores: paired by seed (same split and initial
+    weights) when they share at least two seeds, else Welch's."""
+    from scipy import stats
+
+    by_seed = [{r["params"].get("seed"): s.value(r) for r in s.configs[c] if id(r) in s._done} for c in (first, second)]
+    common = sorted(set(by_seed[0]) & set(by_seed[1]))
+    if len(common) >= 2:
+        diffs = [by_seed[0][k] - by_seed[1][k] for k in common]
+        if statistics.pstdev(diffs) == 0:
+            p = 0.0 if diffs[0] else 1.0
+        else:
+            p = float(stats.ttest_rel([by_seed[0][k] for k in common], [by_seed[1][k] for k in common]).pvalue)
+        return p, f"paired t-test over {len(common)} seeds: p={p:.2g}"
+    a, b = s.scores[first], s.scores[second]
+    if len(a) < 2 or len(b) < 2:
+        return None, "too few seeds for a test"
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return (p if math.isfinite(p) else 1.0), f"Welch t-test: p={p:.2g}"
+
+
+
+def ties(s: Sweep) -> list[Finding]:
+    """Runs that tie with the best on the primary metric, and how the leaderboard ordered them."""
+    if len(s.finished) < 2:
+        return []
+    top = s.value(s.finished[0])
+    tied = [r for r in s.finished if abs(s.value(r) - top) <= 1e-12 * max(1.0, abs(top))]
+    if len(tied) < 2:
+        return []
+    second = "val_log_loss" if s.task == "binary" else "val_mae"
+    values = [_number(r["metrics"].get(second)) for r in tied]
+    order = [r["run_id"] for r in tied]
+    evidence = [f"{len(tied)} runs at {s.metric}={cell(top)}: "
+                + ", ".join(f"{r['run']} ({second}={cell(v)})" if v is not None else r["run"] for r, v in zip(tied, values))]
+    have = None not in values
+    if have and order == [r["run_id"] for _, r in sorted(zip(values, tied), key=lambda p: p[0])] and len(set(values)) > 1:
+        how = f"by {second} (lower first)"
+    elif order == [r["run_id"] for r in sorted(tied, key=lambda r: r["run"] or "")]:
+        how = "by run name, which says nothing about the models"
+    else:
+        how = "in the leaderboard's order"
+    if have and len(set(values)) == 1:
+        step = f"the tied runs have the same {second} too: the same model in effect; any of them (prefer the cheapest)"
+    elif have and not how.startswith("by val"):
+        pick = tied[min(range(len(tied)), key=lambda i: values[i])]
+        step = f"prefer {pick['run']}: the lowest {second} of the tied runs"
+    else:
+        step = "the tie-break is a finer metric, not a better score"
+    if not s.seeded and not (have and len(set(values)) == 1):
+        step += "; seeds (see noise) would tell whether the tie is real"
+    return [Finding("ties", "ties", f"{len(tied)} runs tie with the best on {s.metric}; the leaderboard ordered them {how}",
+                    evidence, step, str(len(tied)))]

@@ -1,0 +1,255 @@
+"""``python -m sweeper.promote --experiment NAME``: freeze the best finished runs as ``conf/best/*.yaml``.
+
+Runs are ranked by a validation metric — never a test one, since choosing on the test split leaks it
+into the choice. Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
+run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
+"""
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import tempfile
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+
+from sweeper import tracking
+from sweeper.insight import pinned
+from sweeper.job import metrics
+from sweeper.base.fmt import text_cell
+from sweeper.contract.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
+
+NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
+GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
+
+
+class PromoteError(ValueError):
+    """A request that cannot be served; the message is one line naming the option and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Promoted:
+    name: str
+    path: Path
+    run_id: str
+    metric: str
+    value: float
+    knobs: str
+    rerun: list[str]  # the arguments of python -m sweeper that re-run it
+
+
+def rerun_args(out_dir: Path, name: str) -> list[str]:
+    """The arguments of ``python -m sweeper`` that re-run ``out_dir/NAME.yaml``; PromoteError for a folder
+    Hydra cannot be told to find.
+
+    In conf/best the file is the option NAME of the group ``best``: ``+best=NAME``. Any other folder D
+    becomes a group of its own: its parent joins Hydra's search path and D's name is the group,
+    ``hydra.searchpath=[file://<D's parent>] +<D's name>=NAME``. A folder named like one of the
+    project's groups (``best`` elsewhere, ``data``, ...) would merge with it, and the project's files win.
+    """
+    if out_dir.resolve() == pinned.BEST_DIR.resolve():
+        return [f"+best={name}"]
+    group = out_dir.resolve().name
+    if not GROUP.fullmatch(group):
+        raise _fail("--out-dir", out_dir, f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
+                    "cannot be a config group: expected conf/best or a folder named with letters, digits, _ and -")
+    if group in (*GROUPS, *TOP_LEVEL, *METADATA, "hydra"):
+        raise _fail("--out-dir", out_dir, f"a folder named {group} would merge with the project's own {group} "
+                    "(conf/), whose files win: expected conf/best or a folder of another name")
+    uri = f"file://{out_dir.resolve().parent.as_posix()}"  # not as_uri(): Hydra reads no %20
+    if not re.fullmatch(r"[A-Za-z0-9_/.:-]+", uri):
+        uri = '"' + uri.replace("\\", "\\\\").replace('"', '\\"') + '"'  # Hydra's quoted string
+    return [f"hydra.searchpath=[{uri}]", f"+{group}={name}"]
+
+
+def _fail(option: str, value: Any, why: str) -> PromoteError:
+    return PromoteError(f"{option}={value} is not allowed: {why}")
+
+
+def _candidates(client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> list:
+    """The experiment's finished CPU job runs (a sweep's parent run has no fingerprint and no val_ metrics)."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage == "deleted":
+        names = sorted(e.name for e in client.search_experiments())
+        raise _fail("--experiment", experiment,
+                    f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}")
+    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's.
+    runs = [
+        r for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
+        if "fingerprint" in r.data.tags and r.data.params.get("device", "cpu") == "cpu"
+    ]
+    if run_ids:
+        unknown = sorted(set(run_ids) - {r.info.run_id for r in runs})
+        if unknown:
+            raise _fail("--run-id", unknown[0], f"expected a finished CPU run of experiment {experiment}")
+        runs = [r for r in runs if r.info.run_id in run_ids]
+    if not runs:
+        raise _fail("--experiment", experiment, "it has no finished CPU runs: expected an experiment with a finished sweep")
+    return [max(runs, key=lambda r: r.info.start_time)] if latest else runs
+
+
+def _metric(runs: list, metric: str | None, experiment: str) -> str:
+    """The ranking metric: the one asked for, which the runs must have, or the task's primary one."""
+    have = sorted({k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)})
+    if metric is None:
+        primary = {metrics.PRIMARY[metrics.task_of(r.data.metrics)][0] for r in runs}
+        if len(primary) > 1:
+            raise _fail("--experiment", experiment,
+                        f"it mixes regression and classification runs: pass --metric, one of {', '.join(have)}")
+        metric = "val_" + primary.pop()
+    if metric not in have:
+        raise _fail("--metric", metric, f"the finished runs of experiment {experiment} have no such validation metric: "
+                    f"expected one of {', '.join(have)}")
+    return metric
+
+
+def _ranked(runs: list, metric: str, top: int) -> list:
+    """The ``top`` best runs by ``metric``, one per configuration (fingerprint).
+
+    Ties — common for accuracy on a small validation set — go to the lower validation loss
+    (``val_log_loss``, binary tasks), then to the earlier run.
+    """
+    lower = pinned.direction(metric) == "lower"
+    scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
+    scored.sort(key=lambda r: metrics.rank_key(r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK),
+                                               r.info.start_time))
+    best, seen = [], set()
+    for r in scored:
+        if r.data.tags["fingerprint"] not in seen:
+            seen.add(r.data.tags["fingerprint"])
+            best.append(r)
+    return best[:top]
+
+
+def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float) -> dict[str, Any]:
+    tags, params, m = run.data.tags, run.data.params, run.data.metrics
+    return {
+        "name": name,
+        "run_id": run.info.run_id,
+        "experiment": experiment,
+        "date": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds"),
+        "promoted": date.today().isoformat(),
+        "git_commit": tags.get("mlflow.source.git.commit"),
+        "data": params.get("data.name"),
+        "task": metrics.task_of(m),
+        "metric": metric,
+        "rank": rank,
+        "fingerprint": tags["fingerprint"],
+        "train_time_s": round(m.get("train_time_s", math.nan), 4),
+        "expected": pinned.expected_metrics(m, rtol),
+    }
+
+
+def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any]) -> None:
+    """Compose the file as its re-run command would (``+best=NAME``, or ``+GROUP=NAME`` with the search path of
+    :func:`rerun_args`, through the command line's own checks) and check it reproduces the run's params exactly.
+
+    Outside conf/best the file is tried in a folder beside ``out_dir``, so the search path has the same characters."""
+    from hydra import compose, initialize_config_dir
+
+    best = out_dir.resolve() == pinned.BEST_DIR.resolve()
+    if not best:
+        out_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=None if best else out_dir.resolve().parent) as tmp:
+        folder = Path(tmp) / out_dir.resolve().name
+        folder.mkdir()
+        path = folder / f"{name}.yaml"
+        path.write_text(text)
+        if best:
+            cfg = pinned.compose_file(path)
+        else:
+            args = rerun_args(folder, name)
+            try:
+                check_overrides(args)
+                with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
+                    cfg = compose(config_name="config", overrides=args)
+            except Exception as e:
+                raise PromoteError(f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0]} (a bug in sweeper.promote)") from None
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        validate(plain)
+    except ConfigError as e:  # e.g. a data file that is not on this machine
+        raise PromoteError(f"run {run.info.run_id} cannot be re-run here: {e}") from None
+    flat = tracking.flatten(plain)
+    keys = [k for k in run.data.params if (k in TOP_LEVEL and k not in NOT_FINGERPRINTED) or k.startswith("data.")]
+    differ = [k for k in keys if str(flat.get(k)) != run.data.params[k]]
+    what = (f"{differ[0]}={flat.get(differ[0])} instead of {run.data.params[differ[0]]}" if differ
+            else f"device={plain['device']}" if plain["device"] != "cpu"
+            else "pinned: reads back differently" if plain.get("pinned") != pins else None)
+    if what:
+        raise PromoteError(f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)")
+
+
+def promote(
+    experiment: str,
+    uri: str = tracking.DEFAULT_URI,
+    metric: str | None = None,
+    top: int = 1,
+    name: str | None = None,
+    force: bool = False,
+    out_dir: Path = pinned.BEST_DIR,
+    rtol: float | None = None,
+    run_ids: Sequence[str] = (),
+    latest: bool = False,
+) -> list[Promoted]:
+    """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
+
+    With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
+    ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest finished run only)
+    narrow the candidates, e.g. to re-pin a config after an intended change. Nothing is written unless
+    every file can be.
+    """
+    if not (isinstance(top, int) and top >= 1):
+        raise _fail("--top", top, "expected an integer >= 1")
+    if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
+        raise _fail("--rtol", rtol, "expected a relative tolerance in [0, 1)")
+    name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
+    if not NAME.fullmatch(name):
+        raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
+    rerun_args(out_dir, name)  # a folder python -m sweeper cannot be told to find is refused before anything
+    if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
+        raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
+                    "expected a validation metric (val_...)")
+    db = tracking.sqlite_path(uri)
+    if db is not None and not db.is_file():  # MLflow would create an empty store there
+        raise _fail("--tracking-uri", uri, "no such store: expected an existing MLflow store "
+                    "(sqlite:///path/to/mlflow.db or a server URL)")
+    try:
+        client = tracking.client(uri)
+        runs = _candidates(client, uri, experiment, run_ids, latest)
+    except PromoteError:
+        raise
+    except Exception as e:  # a server that is down, a file that is not a store
+        raise _fail("--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    metric = _metric(runs, metric, experiment)
+    best = _ranked(runs, metric, top)
+    names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
+    taken = [n for n in names if (out_dir / f"{n}.yaml").exists()]
+    if taken and not force:
+        raise _fail("--name", name, f"{out_dir / taken[0]}.yaml already exists: choose another --name "
+                    "or pass --force to re-pin it")
+
+    files = []
+    for rank, (run, n) in enumerate(zip(best, names), start=1):
+        tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
+        pins = _pinned(run, n, experiment, metric, rank, tol)
+        rerun = rerun_args(out_dir, n)
+        text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
+        _verify(text, n, out_dir, run, pins)
+        files.append((run, n, text, rerun))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = []
+    for run, n, text, rerun in files:
+        path = out_dir / f"{n}.yaml"
+        path.write_text(text)
+        p = run.data.params
+        knobs = " ".join(f"{k}={text_cell(p[k])}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width",
+                                                            "activation", "seed", "dtype") if k in p)
+        knobs = knobs.replace("data.name=", "data=")
+        done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs, rerun))
+    return done

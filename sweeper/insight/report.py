@@ -1,0 +1,199 @@
+"""A sweep at a glance, built from the MLflow store alone: the leaderboard, plots, the advice and the parent's
+counts and status; orphaned runs closed. The end of every multirun publishes it on the parent run;
+``python -m sweeper.report`` rebuilds it from the store."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sweeper import tracking
+from sweeper.base.fmt import cell, text_cell
+from sweeper.base.names import ORPHAN, resume_command, run_url
+from sweeper.base.process import alive
+from sweeper.insight.leaderboard import Board, build, children
+
+
+def holder_alive(r: Any) -> bool | None:
+    """Whether the process that created a run (its ``host`` and ``pid`` tags) still runs: None when it ran on
+    another host or left no pid; False when it is this process, which runs no job while it reports."""
+    pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
+    if host != socket.gethostname() or pid is None or not pid.isdigit():
+        return None
+    return int(pid) != os.getpid() and alive(int(pid))
+
+
+
+def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN) -> list[str]:
+    """Mark child runs that a killed job left RUNNING as ``status`` (FAILED), with the reason; return their ids.
+
+    When the sweep has ended every RUNNING child is an orphan; otherwise (a report while jobs may
+    still run, or Ctrl-C in the launching process) only those whose process, on this host, no longer
+    exists or is this one (which runs no job while it reports).
+    """
+    marked = []
+    for r in runs:
+        if r.info.status != "RUNNING":
+            continue
+        if sweep_ended or holder_alive(r) is False:
+            c.set_tag(r.info.run_id, "failure_reason", reason)
+            c.set_terminated(r.info.run_id, status)
+            marked.append(r.info.run_id)
+    return marked
+
+
+
+def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None) -> list[Any]:
+    """The FINISHED runs that the jobs of a resumed sweep took over (``reused.<job>`` tags on the parent,
+    which each such job sets, and the ``resumed_from`` of the ``results`` when given)."""
+    ids = {v for k, v in parent.data.tags.items() if k.startswith("reused.")}
+    ids |= {r["resumed_from"] for r in results or () if r.get("resumed_from")}
+    if not ids:
+        return []
+    listed = ", ".join(f"'{i}'" for i in sorted(ids))
+    return tracking.search(c, [parent.info.experiment_id], f"attributes.run_id IN ({listed})")
+
+
+
+def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = None) -> dict[str, int]:
+    """How the jobs of a sweep ended, for the parent's metrics: ``n_finished``, ``n_failed``, ``n_killed``
+    (child runs by status), ``n_skipped`` (jobs that trained nothing: no GPU, or resumed — ``n_reused`` of
+    them), ``n_orphaned`` (children whose job died with them RUNNING) and ``n_not_run``: the parent's
+    ``n_jobs`` less the jobs accounted for (a child run or a result), absent when the parent has no ``n_jobs``.
+
+    From the store alone, skipped jobs are the parent's ``skipped.<job>`` tags (or its ``skipped_jobs``
+    lines); the jobs' ``results`` (result.json), when given, count too: a job whose tracking failed has
+    no child run.
+    """
+    tags = parent.data.tags
+    counts = {f"n_{s.lower()}": sum(r.info.status == s for r in runs) for s in ("FINISHED", "FAILED", "KILLED")}
+    counts["n_orphaned"] = sum(r.data.tags.get("failure_reason") == ORPHAN for r in runs)
+    if results is None:
+        skipped = [k for k in tags if k.startswith("skipped.")] or [s for s in tags.get("skipped_jobs", "").splitlines() if s]
+        counts["n_skipped"], counts["n_reused"] = len(skipped), sum(k.startswith("reused.") for k in tags)
+        accounted = len(runs) + len(skipped)
+    else:
+        counts["n_skipped"] = sum(r["status"] == "SKIPPED" for r in results)
+        counts["n_reused"] = sum(bool(r.get("resumed_from")) for r in results)
+        logged = {r.get("run_id") for r in results}
+        accounted = len(results) + sum(r.info.run_id not in logged for r in runs)
+    if str(tags.get("n_jobs", "")).isdigit():
+        counts["n_not_run"] = max(0, int(tags["n_jobs"]) - accounted)
+    return counts
+
+
+
+def incomplete(counts: dict[str, int]) -> str | None:
+    """Why a sweep with these counts (:func:`tally`) did not complete — it is then KILLED — or None."""
+    why = [f"{counts[k]} {what}" for k, what in (("n_not_run", "job(s) not run"), ("n_killed", "run(s) killed"),
+                                                  ("n_orphaned", "run(s) orphaned")) if counts.get(k)]
+    if why:
+        return "incomplete: " + ", ".join(why)
+    if not any(counts[k] for k in ("n_finished", "n_failed", "n_skipped")):
+        return "incomplete: no job reported"
+    return None
+
+
+
+def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False,
+            results: list[dict[str, Any]] | None = None) -> tuple[Board, dict[str, int]]:
+    """Build the leaderboard of a parent run's children and of the runs its jobs reused (resume), print it,
+    and log it with plots and the counts of :func:`tally` (``results``: the jobs' result.json, when at hand).
+
+    Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
+    """
+    from sweeper.insight import plots
+
+    out = out or sys.stdout
+    parent = c.get_run(parent_run_id)
+    runs = children(c, parent)
+    orphans = mark_orphans(c, runs, sweep_ended)
+    if orphans:
+        print(f"marked {len(orphans)} orphaned run(s) FAILED: {', '.join(orphans)}", file=out)
+        runs = children(c, parent)
+    counts = tally(parent, runs, results)
+    mine = {r.info.run_id for r in runs}
+    reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
+    board = build(runs + reused, {r.info.run_id for r in reused})
+    print(board.table(), file=out)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        painter = plots.PAINTER or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
+        folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
+        painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
+        for name, text in (("summary.csv", board.csv()), ("summary.md", board.table("github") + "\n")):
+            (Path(tmp) / name).write_text(text)
+            c.log_artifact(parent_run_id, str(Path(tmp) / name))
+        _conclude(c, parent, board, counts, runs + reused, out)
+        for name, path in painter.collect().items():
+            c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
+    return board, counts
+
+
+
+def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any) -> None:
+    """The parent's counts, best run (metric, tags, line) and the advisor's findings."""
+    parent_run_id = parent.info.run_id
+    metrics: dict[str, float] = dict(counts)
+    tags = {}
+    if board.best is not None:
+        metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
+        tags = {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
+        print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
+              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''})", file=out)
+    tracking.log_metrics(c, parent_run_id, metrics)
+    if tags:
+        c.set_tag(parent_run_id, "best_run_id", tags["best_run_id"])
+        c.set_tag(parent_run_id, "best_run", tags["best_run"])
+    from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
+
+    try:
+        advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out)
+    except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
+        print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
+
+
+
+def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
+    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``) when the sweep is incomplete
+    (:func:`incomplete`); return the status."""
+    why = incomplete(counts)
+    if why:
+        c.set_tag(parent.info.run_id, "failure_reason", why)
+        again = resume_command(["-m", *parent.data.tags.get("overrides", "").split()])
+        print(f"parent run {parent.info.run_id} KILLED: {why}; finish the sweep with: {again}", file=out or sys.stdout)
+    status = "KILLED" if why else "FINISHED"
+    c.set_terminated(parent.info.run_id, status)
+    return status
+
+
+
+def latest_parent(c: Any, experiment: str, uri: str) -> Any:
+    exp = tracking.named_experiment(c, experiment, uri)
+    parents = [r for r in tracking.search(c, [exp.experiment_id], "tags.sweep_dir != ''")]
+    if not parents:
+        raise tracking.TrackingError(f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... first")
+    return max(parents, key=lambda r: r.info.start_time)
+
+
+
+def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
+    """A report of one run that is not a sweep's parent: status, its metrics, params and where to see it."""
+    out = out or sys.stdout
+    info, data = run.info, run.data
+    reason = data.tags.get("failure_reason")
+    print(f"Run {info.run_name} ({info.run_id}): {info.status}" + (f" ({reason})" if reason else ""), file=out)
+    parent = data.tags.get("mlflow.parentRunId")
+    if parent:
+        print(f"  in the sweep of parent run {parent}: python -m sweeper.report --parent {parent}", file=out)
+    quality = sorted(k for k in data.metrics if k.startswith(("val_", "test_")))
+    times = [k for k in ("train_time_s", "wall_time_s", "epochs_run", "best_epoch") if k in data.metrics]
+    for k in quality + times:
+        print(f"  {k:<16} {cell(data.metrics[k])}", file=out)
+    shown = {k: v for k, v in sorted(data.params.items()) if not k.startswith(("tracking.", "hydra"))}
+    if shown:
+        print("  params: " + " ".join(f"{k}={text_cell(v)}" for k, v in shown.items()), file=out)
+    print(f"  UI: {run_url(uri, info.experiment_id, info.run_id)}", file=out)

@@ -1,0 +1,124 @@
+"""A job's compute half: data on the device → model → train → score on the host. Knows nothing of MLflow; what it
+returns (:class:`Outcome`) is what the record half (:mod:`sweeper.job.record`) logs."""
+from __future__ import annotations
+
+import math
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from omegaconf import DictConfig
+
+from sweeper import data, models
+from sweeper.job import metrics
+from sweeper.models.optim import Optimizer
+from sweeper.models.train import diverged
+
+# Per task, metrics that are finite for any finite predictions, unless their squares overflow.
+DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass": ("log_loss",)}
+
+
+@contextmanager
+def progress_bar(epochs: int, unit: str = "epoch") -> Iterator[Callable[[int, float, float], None] | None]:
+    """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal (stderr), advanced where
+    training already syncs; else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=epochs, unit=unit, leave=False, dynamic_ncols=True) as bar:
+
+        def update(epoch: int, train_loss: float, val_loss: float) -> None:
+            bar.update(epoch - bar.n)
+            if math.isfinite(train_loss):
+                bar.set_postfix(loss=f"{train_loss:.4g}", val_loss=f"{val_loss:.4g}", refresh=False)
+
+        yield update
+
+
+
+@dataclass
+class Outcome:
+    """What a trained configuration leaves on the host."""
+
+    scores: dict[str, float]
+    curves: dict[str, tuple[np.ndarray, np.ndarray]]
+    reason: str | None  # why it failed (diverged), or None
+    params: list[np.ndarray] = field(default_factory=list)  # the trained weights
+    test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
+
+
+
+@dataclass
+class Computed:
+    """A job's compute half done ahead (by a batched group): what its record half needs."""
+
+    outcome: Outcome
+    dataset: data.Dataset
+    tags: dict[str, str]  # launcher, batch_group, batch_size
+    wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
+
+
+
+def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
+    """Train on the device and score on the host."""
+    dtype = cfg.dtype
+    host = [a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)]
+    t_h2d = backend.clock()
+    X, y, Xv, yv = (backend.to_device(a) for a in host)
+    model = models.build(cfg, dataset.n_features, dataset.task, backend, dataset.n_outputs)
+    h2d_time_s = backend.clock() - t_h2d
+    with progress_bar(cfg.epochs) as progress:
+        fit = models.train(
+            backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
+            patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
+            opt=Optimizer.from_config(cfg), batch_size=cfg.batch_size, seed=cfg.seed,
+        )
+    return evaluate(dataset, backend, model, fit, dtype, h2d_time_s)
+
+
+
+def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models.TrainResult, dtype: str,
+             h2d_time_s: float) -> Outcome:
+    """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
+    batched launcher (one call per member)."""
+    # the curves in the metrics' units: a regression loss is an MSE of the standardised target, so y_scale²
+    # turns it into the target's units² (what val_mse is in); cross-entropy has no unit
+    unit = dataset.y_scale ** 2 if dataset.task == "regression" else 1.0
+    curves = {"train_loss": (fit.steps, fit.train_loss * unit), "val_loss": (fit.steps, fit.val_loss * unit)}
+    scores = {
+        "train_time_s": fit.train_time_s,
+        "warmup_time_s": fit.warmup_time_s,
+        "h2d_time_s": h2d_time_s,
+        "epochs_per_s": fit.epochs_run / fit.train_time_s if fit.train_time_s > 0 else 0.0,
+        "best_epoch": fit.best_epoch,
+        "epochs_run": fit.epochs_run,
+    }
+    if fit.diverged_at is not None:
+        return Outcome(scores, curves, f"diverged at epoch {fit.diverged_at}")
+
+    # Validation and test rows go through the model together and leave the device in one copy.
+    X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
+    pred = backend.to_numpy(model.predict(X_eval)).astype("float64")
+    if not np.isfinite(pred).all():
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)")
+    n_val = dataset.X_val.shape[0]
+    if dataset.task == "regression":
+        pred = dataset.to_original(pred)
+    truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as a divergence
+        quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
+        quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED[dataset.task] if f"{split}_{m}" not in quality]
+    if lost:  # score() leaves out non-finite values: these overflowed
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
+    final = backend.to_numpy(model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))).reshape(1)
+    if diverged(final, final, fit.train_loss[0]) is not None:  # the loss exploded after the last sample
+        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
+    scores |= quality
+    params = [backend.to_numpy(p) for p in model.params]
+    test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
+    return Outcome(scores, curves, None, params, test_pred)

@@ -1,0 +1,198 @@
+"""A job's record half: one MLflow run and ``result.json`` for one configuration, around its compute half.
+
+``run(cfg, ctx)`` is the whole job: check the config, read the data, open the run (:class:`TrackedRun`), compute
+(:func:`sweeper.job.compute.train_and_score`, or take the outcome a batched launcher handed over:
+:func:`sweeper.job.context.handed`), then record it. Outcomes that belong to the hyperparameters (a diverged loss)
+or to the machine (no GPU in a multirun) are recorded, not raised, so Hydra still calls the end-of-multirun
+summary; tracking failures, Ctrl-C and the writer hand-over live here, never in the math.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper import data, tracking
+from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.names import CURVES_FILE, INTERRUPTED, RESULT_FILE, label
+from sweeper.contract.config import fingerprint, validate
+from sweeper.job import artifacts, sweepdir
+from sweeper.job.compute import Computed, Outcome, train_and_score
+from sweeper.job.context import JobContext, handed
+from sweeper.tracking import writer
+from sweeper.tracking.run import TrackedRun
+
+log = logging.getLogger("sweeper")
+
+
+def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
+    """Train and evaluate one configuration, log it to MLflow and write ``result.json``; return that dict.
+
+    Inside a multirun, a tracking server that fails (after MLflow's bounded retries) does not lose the
+    job: it trains anyway, keeps everything in its folder and marks ``pending_upload``, for
+    ``python -m sweeper.upload``.
+    """
+    t_start = time.perf_counter()
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    validate(plain)
+    computed: Computed | None = handed() if ctx.sweep_dir is not None else None
+    # before the store: a bad file must leave no store or experiment behind
+    dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
+    if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
+        plain["data"]["positive_class"] = dataset.positive_class
+    result: dict[str, Any] = {
+        "status": None,
+        "fingerprint": fingerprint(plain),
+        "device": cfg.device,
+        "overrides": ctx.overrides,
+        "run_id": None,
+        "tracking_uri": cfg.tracking.uri,
+        "experiment": cfg.tracking.experiment,
+        "metrics": {},
+        "config": plain,
+    }
+    if computed:
+        result["batch_size"] = int(computed.tags["batch_size"])
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        backend = resolve(cfg.device)
+    except BackendUnavailable as e:
+        if ctx.sweep_dir is None:
+            raise
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
+
+    uri = cfg.tracking.uri
+    client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
+    tracked, tracking_error = None, None
+    try:
+        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
+        if cfg.resume:
+            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
+            if done is not None:
+                reason = f"resume: this configuration already FINISHED as run {done}"
+                return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
+        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {})
+        tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
+    except tracking.UNREACHABLE as e:
+        tracking_error = _tracking_failed(e, ctx, uri, "at the start")
+    result["run_id"] = tracked and tracked.run_id
+    result["experiment_id"] = tracked and tracked.experiment_id
+
+    config_file = ctx.output_dir / "config_resolved.yaml"
+    config_file.write_text(OmegaConf.to_yaml(plain))
+    if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
+        tracked.sample_system()
+    params = tracking.flatten(plain)
+    try:
+        out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
+    except KeyboardInterrupt:  # Ctrl-C: this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
+        _end_early(tracked, INTERRUPTED, params, "KILLED")
+        _finish(ctx, {**result, "status": "KILLED", "reason": INTERRUPTED})
+        raise
+    except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
+        reason = f"{type(e).__name__}: {e}"
+        _end_early(tracked, reason, params, "FAILED")
+        _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
+        if ctx.sweep_dir is None:
+            raise
+        log.exception("run %s failed", result["run_id"])
+        return result
+    out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
+    if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
+        out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
+    system = tracked.system_samples() if tracked else []
+
+    files, models = _keep(ctx, cfg, plain, dataset, out, config_file)
+    status = "FAILED" if out.reason else "FINISHED"
+    result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
+               "artifacts": {"files": [f.name for f in files], "models": {k: str(v.relative_to(ctx.output_dir))
+                                                                           for k, v in models.items()}}}
+    if tracked:
+        end = dict(metrics=out.scores, curves=out.curves, artifacts=files, models=models,
+                   tags={"failure_reason": out.reason} if out.reason else None, status=status,
+                   curve_points=cfg.tracking.curve_points, system=system, params=params,
+                   datasets=artifacts.inputs(cfg, dataset))
+        if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
+            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
+            tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
+            return result
+        try:
+            tracked.finish(**end)
+        except tracking.UNREACHABLE as e:
+            tracking_error = _tracking_failed(e, ctx, uri, "at the end")
+    if tracking_error:
+        log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+                  tracking_error, ctx.output_dir, ctx.sweep_dir)
+        result |= {"pending_upload": True, "tracking_error": tracking_error}
+    return _finish(ctx, result)
+
+
+def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data.Dataset, out: Outcome,
+          config_file: Path) -> tuple[list[Path], dict[str, Path]]:
+    """The run's files in its job folder: the whole curves, and for a trained model its test predictions, its
+    confusion matrix (classes) and the model itself; return (files, models) for MLflow."""
+    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
+                                              for part, array in (("steps", steps), ("values", values))})
+    files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
+    if out.reason is None:
+        files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
+        if dataset.task == "multiclass":
+            files.append(artifacts.confusion_csv(ctx.output_dir, dataset, out.test_pred))
+        if cfg.tracking.log_model:
+            from sweeper.tracking import pyfunc
+
+            models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
+                                          dataset.test_inputs(), out.test_pred, plain["data"])
+    return files, models
+
+
+def _end_early(tracked: TrackedRun | None, reason: str, params: dict[str, Any], status: str) -> None:
+    """End a run that did not get to score (interrupted: KILLED; a bug: FAILED) with its params and system
+    metrics. A sweep's parent is closed by the launching process (sweeper.sweep.life.interrupted)."""
+    if tracked is None:
+        return
+    try:
+        tracked.fail(reason, params, status)
+    except tracking.UNREACHABLE as e:  # result.json still says why; the report marks orphans later
+        log.error("tracking.uri=%s failed at the end: %s", tracked.uri, tracking.first_line(e))
+
+
+def _tracking_failed(e: BaseException, ctx: JobContext, uri: str, when: str) -> str:
+    """A single run stops on a tracking failure (TrackingError, one line); a multirun job keeps going
+    and gets the reason back, for its result.json."""
+    if ctx.sweep_dir is None:
+        raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
+    return f"tracking.uri={uri} failed {when}: {tracking.first_line(e)}"
+
+
+def _name(ctx: JobContext, cfg: DictConfig) -> str:
+    return label(ctx.overrides, cfg.device, sweepdir.swept(ctx.sweep_dir))
+
+
+def _parent(ctx: JobContext, cfg: DictConfig) -> str | None:
+    if ctx.sweep_dir is None:
+        return None
+    return sweepdir.parent_run_id(ctx.sweep_dir, cfg.tracking.uri, cfg.tracking.experiment)
+
+
+def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any) -> dict[str, str]:
+    """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
+    tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
+            "host": socket.gethostname(), "pid": str(os.getpid())}
+    if backend.fake:
+        tags["fake_gpu"] = "true"
+    return tags
+
+
+def _finish(ctx: JobContext, result: dict[str, Any], flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``result.json`` (with ``flags``, e.g. the writer's) into the job's folder and print the job's
+    one-line outcome."""
+    writer.write_result(ctx.output_dir / RESULT_FILE, {**result, **(flags or {})})
+    log.info(sweepdir.job_line(result, ctx.num, sweepdir.job_count(ctx.sweep_dir), sweepdir.swept(ctx.sweep_dir)))
+    return result

@@ -1,0 +1,79 @@
+"""What a job reads from its sweep's folder: ``sweep.json`` (the parent run(s), the job count, the swept keys,
+written by the launching process: :func:`sweeper.sweep.life.start`) and the jobs' ``result.json``; a job's
+one-line outcome."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sweeper.base.fmt import cell
+from sweeper.base.names import RESULT_FILE, SWEEP_FILE, label
+from sweeper.job import metrics
+
+
+def _state(sweep_dir: Path) -> dict[str, Any]:
+    """The sweep's sweep.json; read once per version of the file (each job consults it several times)."""
+    path = sweep_dir / SWEEP_FILE
+    return _read_state(path, path.stat().st_mtime_ns) if path.is_file() else {"parents": [], "n_jobs": 0}
+
+
+
+@lru_cache(maxsize=8)
+def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+
+def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
+    for p in _state(sweep_dir)["parents"]:
+        if p["uri"] == uri and p["experiment"] == experiment:
+            return p["run_id"]
+    return None
+
+
+
+def job_count(sweep_dir: Path | None) -> int:
+    return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
+
+
+
+def swept(sweep_dir: Path | None) -> list[str] | None:
+    return _state(sweep_dir).get("swept") if sweep_dir is not None else None
+
+
+
+def results(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Every job's result.json in the sweep folder, in job order."""
+    found = []
+    for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
+        r = json.loads(path.read_text())
+        r["job"], r["path"] = path.parent.name, str(path)
+        found.append(r)
+    return sorted(found, key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]))
+
+
+
+def _primary(result: dict[str, Any], split: str) -> str:
+    """``val_mse=3145`` for a job's primary metric, or ``-``."""
+    if result.get("task") is None:
+        return "-"
+    name = f"{split}_{metrics.PRIMARY[result['task']][0]}"
+    value = result["metrics"].get(name)
+    return f"{name}={cell(value)}" if value is not None else "-"
+
+
+
+def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | None = None) -> str:
+    """``[3/12] lr=0.005,depth=2  val_mse=2901  test_mse=3012  0.41 s  FINISHED``"""
+    t = result["metrics"].get("train_time_s")
+    parts = [f"[{num + 1}/{total}]", label(result["overrides"], keys=keys)]
+    if result.get("task"):
+        parts += [_primary(result, "val"), _primary(result, "test")]
+    if t is not None:
+        parts.append(f"{cell(t)} s")
+    parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
+    if result.get("run_id"):
+        parts.append(f"run {result['run_id']}")
+    return "  ".join(parts)

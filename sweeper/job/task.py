@@ -1,0 +1,48 @@
+"""The Hydra task of ``python -m sweeper``: one job (:func:`sweeper.job.record.run`), its exit code when it runs
+alone, and its objective for search sweepers."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from omegaconf import DictConfig
+
+from sweeper import data, tracking
+from sweeper.base.backend import BackendUnavailable
+from sweeper.base.names import run_url, ui_line
+from sweeper.contract.config import ConfigError
+from sweeper.job import metrics
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
+
+EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
+
+
+def main(cfg: DictConfig) -> dict[str, Any]:
+    """The Hydra task. A single run exits 2 with one line on a bad value, a missing GPU or an unusable store,
+    and 1 when it diverged (recorded as FAILED). In a multirun every outcome is recorded and the sweep goes on.
+    """
+    ctx = JobContext.from_hydra()
+    try:
+        result = run(cfg, ctx)
+    except EXPECTED as e:
+        if ctx.sweep_dir is not None:
+            raise
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
+        url = run_url(cfg.tracking.uri, result["experiment_id"], result["run_id"])
+        print(f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
+              f"UI: {ui_line(cfg.tracking.uri, url)}")
+    if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
+        print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
+        sys.exit(1)
+    return result
+
+
+
+def objective(result: dict[str, Any]) -> float:
+    """The job's primary validation metric (val_mse, or val_accuracy for a binary task), else NaN."""
+    if result.get("task") is None:
+        return float("nan")
+    return float(result["metrics"].get(f"val_{metrics.PRIMARY[result['task']][0]}", float("nan")))

@@ -1,0 +1,77 @@
+"""``hydra/launcher=joblib``: its worker processes started and warmed (imports, stores) while the sweep starts."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper import tracking
+
+log = logging.getLogger("sweeper")
+
+
+JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+
+
+
+def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str, Any]]]) -> Any:
+    """With ``hydra/launcher=joblib``, start its worker processes now and have each import what a job needs
+    (sweeper, MLflow: ~2 s a worker) and open the jobs' stores, in a thread, while this process opens them too;
+    return the thread.
+
+    The launcher's ``Parallel`` is called with the same arguments as here (hydra_joblib_launcher's
+    ``launch``), so joblib hands it the same, already warm, loky workers; were they to differ, joblib would
+    start new ones, as it does without this. None when there is nothing to warm (another launcher, one
+    worker: joblib then runs the jobs in this process)."""
+    if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER:
+        return None
+    import threading
+
+    try:
+        from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+        from joblib import Parallel, delayed, effective_n_jobs
+    except ImportError:
+        return None
+    cfg = {k: v for k, v in OmegaConf.to_container(config.hydra.launcher, resolve=True).items() if k != "_target_"}
+    cfg["backend"] = "loky"  # as the launcher sets it
+    process_joblib_cfg(cfg)
+    workers = min(effective_n_jobs(cfg.get("n_jobs") or 1), len(jobs))
+    uris = sorted({c["tracking"]["uri"] for _, c in jobs})
+    if workers <= 1:
+        return None
+
+    def warm() -> None:
+        try:
+            pids = Parallel(**cfg)(delayed(_warm_worker)(uris) for _ in range(workers))
+            log.info("joblib: %d worker processes warmed (pids %s)", len(set(pids)), ", ".join(map(str, sorted(set(pids)))))
+        except Exception as e:  # noqa: BLE001  (the launcher starts its workers itself, as without this)
+            log.warning("joblib's workers could not be warmed: %s", e)
+
+    thread = threading.Thread(target=warm, name="sweeper-warm-joblib", daemon=True)
+    thread.start()
+    return thread
+
+
+
+def _warm_worker(uris: list[str]) -> int:
+    """In a joblib worker: import what its jobs will (the task's modules, MLflow and its pyfunc flavour) and
+    open their stores (MLflow keeps a store per URI)."""
+    import time
+
+    from sweeper import settled
+
+    t = time.perf_counter()
+    with settled():  # as the launching process imports MLflow: no GC passes over its modules
+        from sweeper.job import record  # noqa: F401
+        from sweeper.tracking import pyfunc  # noqa: F401  (imports MLflow)
+
+    for uri in uris:
+        try:
+            tracking.client(uri)
+        except Exception:  # noqa: BLE001  (the job says what is wrong with it)
+            pass
+
+    time.sleep(max(0.0, 0.05 - (time.perf_counter() - t)))  # an already warm worker leaves this task to another
+    return os.getpid()

@@ -1,0 +1,271 @@
+"""A run's records: created with its tags, ended with one ``log_batch`` of params, metrics, system metrics and
+loss curves (at most ``curve_points`` of each), its data sets, artifacts, logged model and status; the Model
+Registry. Every call takes the store's client ``c`` (:func:`sweeper.tracking.store.client`)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from sweeper import ROOT
+
+
+BATCH = 1000  # MLflow's limit of metrics per log_batch call
+
+
+
+PARAM_BATCH = 100
+
+
+
+# Points of each loss curve sent to MLflow (tracking.curve_points): as many as the default run samples
+# (5000 epochs / log_every 50), so a longer run costs MLflow no more rows (~55 µs each on SQLite) and
+# charts the same. Every sample is in the run's curves.npz artifact.
+CURVE_POINTS = 100
+
+
+
+def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
+    """At most ``points`` (plus the last) evenly strided samples of a curve; ``points`` = 0 keeps all."""
+    steps, values = list(steps), list(values)
+    if points <= 0 or len(steps) <= points:
+        return steps, values
+    stride = -(-len(steps) // points)
+    keep = list(range(0, len(steps), stride))
+    if keep[-1] != len(steps) - 1:
+        keep.append(len(steps) - 1)
+    return [steps[i] for i in keep], [values[i] for i in keep]
+
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The checkout's commit (once per process: jobs of an in-process multirun share it)."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"data": {"name": "xor"}}`` → ``{"data.name": "xor"}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+
+def start_run(
+    c: Any,
+    experiment: str,
+    name: str,
+    tags: Mapping[str, str],
+    params: Mapping[str, Any] | None = None,
+    parent_run_id: str | None = None,
+) -> str:
+    """Create a run (a child when ``parent_run_id`` is given) with its tags and params; return its id."""
+    from mlflow.entities import Param
+
+    tags = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    _runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
+    items = [Param(k, str(v)) for k, v in (params or {}).items()]
+    for i in range(0, len(items), PARAM_BATCH):
+        c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
+    return run.info.run_id
+
+
+
+def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
+    """Log a few metrics in one call (also on a run that has already ended)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+
+
+
+# Dataset contexts (MLflow's ``mlflow.data.context`` input tag) and the prefix of the metrics scored on each
+# (training has none: train_time_s is a time, train_loss a curve).
+CONTEXTS = {"training": None, "validation": "val_", "test": "test_"}
+
+
+
+def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]) -> list[Any]:
+    """The data sets of a run as MLflow inputs: one per context (``CONTEXTS``: split → (X, y)), named
+    ``name``, with a digest of its arrays and its source (a file's path, ``local``; else the bundled data
+    set's name, ``code``). Built from MLflow's entities directly: ``mlflow.data.from_numpy`` would cost a
+    schema inference per split."""
+    import hashlib
+    import json
+
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    if Path(source).is_file():
+        source_type, source_json = "local", json.dumps({"uri": Path(source).resolve().as_uri()})
+    else:
+        source_type, source_json = "code", json.dumps({"tags": {"sweeper.data": source}})
+    out = []
+    for context, (X, y) in splits.items():
+        h = hashlib.md5()
+        for a in (X, y):
+            h.update(str(a.shape).encode())
+            parts = (a.data, a.indices, a.indptr) if hasattr(a, "indptr") else (a,)  # a sparse matrix: its arrays
+            for part in parts:
+                h.update(memoryview(part).cast("B") if part.flags.c_contiguous else part.tobytes())
+        profile = {"num_rows": int(X.shape[0]), "num_features": int(X.shape[1])}
+        dataset = Dataset(name, h.hexdigest()[:8], source_type, source_json, profile=json.dumps(profile))
+        out.append(DatasetInput(dataset, [InputTag("mlflow.data.context", context)]))
+    return out
+
+
+
+def finish_run(
+    c: Any,
+    run_id: str,
+    metrics: Mapping[str, float],
+    curves: Mapping[str, tuple[Iterable[int], Iterable[float]]] = (),
+    artifacts: Iterable[Path] = (),
+    models: Mapping[str, Path] | None = None,
+    tags: Mapping[str, str] | None = None,
+    status: str = "FINISHED",
+    curve_points: int = CURVE_POINTS,
+    system: Iterable[Any] = (),
+    params: Mapping[str, Any] | None = None,
+    datasets: Iterable[Any] = (),
+) -> None:
+    """Log final metrics, curves (metric name → (steps, values), each thinned to ``curve_points``),
+    the system metrics a sampler kept (``system``), params and tags, all in as few ``log_batch`` calls
+    as MLflow's limits allow (one, for a run of ours); the run's data sets (``datasets``, from
+    :func:`dataset_inputs`); artifact files; MLflow 3 logged models (name → local model folder), each
+    linked to the run as its output and to the final metrics (which also name the data set they were
+    scored on); end the run."""
+    from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    datasets, models = list(datasets), dict(models or {})
+    logged = {name: c.create_logged_model(_run_info(c, run_id)[1], name, run_id,
+                                          params={k: str(v) for k, v in (params or {}).items()})
+              for name, folder in models.items()}
+    model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
+    scored_on = {CONTEXTS[d.tags[0].value]: d.dataset for d in datasets if d.tags and CONTEXTS.get(d.tags[0].value)}
+
+    def final(k: str, v: float) -> Any:
+        d = next((d for prefix, d in scored_on.items() if k.startswith(prefix)), None)
+        return Metric(k, float(v), now, 0, model_id=model_id, dataset_name=d and d.name, dataset_digest=d and d.digest)
+
+    items = [final(k, v) for k, v in metrics.items()] + list(system)
+    for name, (steps, values) in dict(curves).items():
+        items += [Metric(name, float(v), now, int(s)) for s, v in zip(*thin(steps, values, curve_points))]
+    ps = [Param(k, str(v)) for k, v in (params or {}).items()]
+    ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+    for i in range(max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))):
+        c.log_batch(run_id, metrics=items[i * BATCH : (i + 1) * BATCH],
+                    params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH], tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH])
+    if datasets:
+        _log_inputs(c, run_id, datasets)
+    if logged:
+        c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
+    artifacts = list(artifacts)
+    if artifacts:
+        repo = _artifact_repo(c, run_id)
+        for path in artifacts:
+            repo.log_artifact(str(path))
+    for name, model in logged.items():
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        _stamp(models[name], model.model_id, run_id)
+        get_artifact_repository(model.artifact_location, tracking_uri=c.tracking_uri).log_artifacts(str(models[name]))
+        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    c.set_terminated(run_id, status)
+    _runs.pop(run_id, None)
+
+
+
+def _log_inputs(c: Any, run_id: str, datasets: list[Any], attempts: int = 4) -> None:
+    """``log_inputs``, again when a concurrent run (another joblib worker, a second sweep) inserted the same new
+    data set between MLflow's check and its insert: the store refuses the second insert as a duplicate
+    (SQLite "UNIQUE constraint failed", PostgreSQL "duplicate key", MySQL "Duplicate entry"), rolled back
+    whole; the next attempt finds the data set and links this run to it. Reproduced: two joblib workers
+    whose first jobs ended at once; 4 threads ending runs on one new data set, 16 failures in 10 rounds."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            c.log_inputs(run_id, datasets=datasets)
+            return
+        except MlflowException as e:
+            text = str(e).lower()
+            if attempt == attempts - 1 or not ("unique constraint" in text or "duplicate" in text):
+                raise
+            time.sleep(0.02 * (attempt + 1))
+
+
+
+CHAMPION = "champion"  # the Model Registry alias promote --register moves to the promoted run's model
+
+
+
+def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
+    """Register the model of run ``run_id`` as a new version of registered model ``name`` (created if new)
+    and point ``alias`` at it; return the ModelVersion. The run's logged model is the source (a run from
+    before logged models: its ``model/`` artifacts)."""
+    from mlflow.exceptions import MlflowException
+
+    outputs = c.get_run(run_id).outputs
+    model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
+    source = f"models:/{model_id}" if model_id else f"runs:/{run_id}/model"
+    try:
+        c.create_registered_model(name)
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    version = c.create_model_version(name, source, run_id=run_id, model_id=model_id)
+    c.set_registered_model_alias(name, alias, version.version)
+    return version
+
+
+
+def _stamp(folder: Path, model_id: str, run_id: str) -> None:
+    """Write the logged model's id and its run into the folder's MLmodel file, as ``log_model`` does
+    (``save_model`` writes ``model_id: null`` and no run); a line edit, not a YAML round trip (~3 ms)."""
+    mlmodel = folder / "MLmodel"
+    if mlmodel.is_file():
+        text = re.sub(r"^(model_id|run_id):.*\n", "", mlmodel.read_text(), flags=re.M)
+        mlmodel.write_text(f"{text}model_id: {model_id}\nrun_id: {run_id}\n")
+
+
+
+# Artifact URI and experiment id of the runs this process created: no get_run round trip for them.
+_runs: dict[str, tuple[str, str]] = {}
+
+
+
+def _run_info(c: Any, run_id: str) -> tuple[str, str]:
+    """A run's artifact URI and experiment id."""
+    if run_id not in _runs:
+        info = c.get_run(run_id).info
+        return info.artifact_uri, info.experiment_id
+    return _runs[run_id]
+
+
+
+def _artifact_repo(c: Any, run_id: str) -> Any:
+    """Where a run's artifacts go, as ``MlflowClient.log_artifact`` finds it, without asking the store
+    again for a run that :func:`start_run` created."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    uri = _run_info(c, run_id)[0]
+    return get_artifact_repository(uri, tracking_uri=c.tracking_uri)

@@ -1,0 +1,47 @@
+"""One run in the store, from creation to its end: the record half's vocabulary (start, finish, fail, kill,
+hand to the writer). It keeps what every call needs together: the store's URI and client, the run's id and
+its system-metrics sampler."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweeper.tracking import records, system
+
+
+class TrackedRun:
+    """A run of the store at ``uri`` (client ``client``), created by :meth:`start`."""
+
+    def __init__(self, uri: str, client: Any, run_id: str, experiment_id: str) -> None:
+        self.uri, self.client, self.run_id, self.experiment_id = uri, client, run_id, experiment_id
+        self._monitor: system.SystemSampler | None = None
+
+    @classmethod
+    def start(cls, uri: str, client: Any, experiment_id: str, name: str, tags: Mapping[str, str],
+              parent_run_id: str | None = None) -> "TrackedRun":
+        """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
+        come with its last batch."""
+        run_id = records.start_run(client, experiment_id, name, tags, parent_run_id=parent_run_id)
+        return cls(uri, client, run_id, experiment_id)
+
+    def sample_system(self) -> None:
+        """Sample CPU, memory (and GPU) while the run trains (nothing without psutil)."""
+        self._monitor = system.system_monitor(self.client, self.run_id, self.uri)
+
+    def system_samples(self) -> list[Any]:
+        """Stop sampling; the samples not logged yet, for the run's last batch."""
+        monitor, self._monitor = self._monitor, None
+        return system.stop(monitor)
+
+    def finish(self, metrics: Mapping[str, float], **end: Any) -> None:
+        """Log the run's last batch, data sets, artifacts and models and end it (:func:`records.finish_run`)."""
+        records.finish_run(self.client, self.run_id, metrics, **end)
+
+    def fail(self, reason: str, params: Mapping[str, Any], status: str = "FAILED") -> None:
+        """End the run ``status`` (FAILED; KILLED when interrupted) with its reason, params and system metrics."""
+        records.finish_run(self.client, self.run_id, {}, tags={"failure_reason": reason}, status=status,
+                           system=self.system_samples(), params=params)
+
+    def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
+        """Let the writer process end the run (its last batch ``end``) while this process goes on."""
+        writer.submit(self.uri, self.run_id, records._runs.pop(self.run_id, None), dict(end), result_path)

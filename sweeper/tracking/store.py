@@ -1,0 +1,285 @@
+"""MLflow's store: opening it (created once, under a lock), its client, the experiment, finding runs.
+
+Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child run is created with
+its tags (its name and ``overrides`` tag say what it is while it runs), and when it ends one
+``log_batch`` carries its params, metrics, system metrics and loss curves (at most ``curve_points`` of
+each), then the artifacts (resolved config, predictions, the whole curves, the model) and the status.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import sqlite3
+import sys
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+# MLflow's own tqdm bars while it copies a model's files would bury the job's output.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120 s
+# timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
+for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                     ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
+    os.environ.setdefault(_key, _value)
+
+# MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
+# refused value and the Hydra callback's module cost nothing of it. It sets its loggers' levels when
+# imported, from this variable (INFO by default; alembic's at WARNING or above).
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+from sweeper import ROOT  # noqa: E402
+from sweeper.base.names import sqlite_path  # noqa: E402,F401  (re-exported: tracking.sqlite_path)
+
+for _name in ("mlflow", "alembic"):  # in case MLflow was imported before this module
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+# The embedded store of conf/tracking/local.yaml, for the standalone commands.
+DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used as configured; one line."""
+
+
+# What a failing store or server raises (after MLflow's own retries): ``except tracking.UNREACHABLE``.
+_UNREACHABLE = (("mlflow.exceptions", "MlflowException"), ("requests.exceptions", "RequestException"),
+                ("sqlalchemy.exc", "SQLAlchemyError"))  # the embedded store's own failures
+
+
+def __getattr__(name: str) -> Any:
+    """``UNREACHABLE``, built without importing MLflow: an exception of a class whose module was never
+    imported cannot have been raised, so the tuple holds the classes already loaded (and OSError), and
+    stays fixed once all three are."""
+    if name != "UNREACHABLE":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found = tuple(c for m, n in _UNREACHABLE if (c := getattr(sys.modules.get(m), n, None)) is not None)
+    if len(found) == len(_UNREACHABLE):
+        globals()["UNREACHABLE"] = found + (OSError,)
+    return found + (OSError,)
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def check_server(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as r:
+            r.read()
+    except OSError as e:
+        raise TrackingError(
+            f"tracking.uri={uri} does not answer ({getattr(e, 'reason', e)}): start the server "
+            "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store (tracking=local)"
+        ) from None
+
+
+def client(uri: str) -> Any:
+    """A client of the store. A new SQLite store (or one not yet in WAL mode) is first created under an
+    inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
+    from sweeper import settled
+
+    with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+        from mlflow import MlflowClient
+
+    db = sqlite_path(uri)
+    if db is not None:
+        _sqlite_commits_without_fsync()
+    if db is not None and not _is_wal_database(db):
+        return _create_store(db, uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+@functools.cache
+def _sqlite_commits_without_fsync() -> None:
+    """Every SQLite connection in WAL mode that this process opens from now on (MLflow's engines) commits
+    with ``synchronous=NORMAL``: a commit is then durable against a crash of the process and the database
+    stays consistent, only the last commits before a power cut can be lost (SQLite's documentation
+    recommends it for WAL; other journal modes, e.g. an Optuna storage's, keep their setting). With FULL,
+    each of a job's ~15 commits waits for an fsync, and the writer process's fsyncs stall this process's
+    file writes in the file system's journal (measured: docs/benchmarks.md)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def tune(dbapi_connection: Any, record: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection):
+            try:
+                if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error:  # not a database: MLflow's own first query says so (a failing connect would be
+                pass  # retried for minutes)
+
+    event.listen(Engine, "connect", tune)  # once per process (functools.cache)
+
+
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Artifacts of an embedded store sit beside its database, at an absolute path (not the cwd's)."""
+    db = sqlite_path(uri)
+    if db is None:
+        return None  # a server decides
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
+    return (db.resolve().parent / "artifacts" / safe).as_uri()
+
+
+def open_store(uri: str) -> Any:
+    """Check that the store can be used and return a client (TrackingError, one line, if not).
+
+    An embedded store's folder must be writable (checked first: MLflow would retry for ~100 s); a new
+    SQLite store is created safely against any number of processes (see :func:`client`); a server must
+    answer ``GET /health`` and a first request.
+    """
+    db = sqlite_path(uri)
+    if db is not None:
+        check_writable(db, uri)
+    if uri.startswith(("http://", "https://")):
+        check_server(uri)
+    try:
+        c = client(uri)  # MLflow opens (and checks) an SQLite store here
+        if db is None:
+            c.search_experiments(max_results=1)  # checks a server is up
+    except Exception as e:
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+    return c
+
+
+def check_writable(db: Path, uri: str) -> None:
+    """TrackingError unless the database ``db`` can be created or written: SQLite writes its journal
+    (``-wal``, ``-shm``) beside the file, so the folder must be writable too. Uses the real uid
+    (``os.access``), so a folder of mode 555 fails for a user and a read-only file system for anyone."""
+    folder = db.parent if str(db.parent) else Path(".")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:  # mkdir creates the missing folders
+        existing = existing.parent
+    hint = "choose a writable place for tracking.uri"
+    if not existing.is_dir():
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}")
+    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+        raise TrackingError(f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}")
+
+
+def _create_store(db: Path, uri: str) -> Any:
+    """Create the SQLite store ``db`` (schema, then WAL journal mode) and return a client.
+
+    Several processes creating one store at once race in MLflow's schema migrations and can leave it
+    unusable, so the creation holds an exclusive lock on ``<db>.lock`` (the file stays; it is empty).
+    The WAL switch comes last: a WAL header means a complete schema, which :func:`client` trusts
+    without the lock. WAL lets parallel jobs log without "database is locked".
+    """
+    from mlflow import MlflowClient
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(db.with_name(db.name + ".lock")):
+        c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store
+        if not _is_wal_database(db):  # else made by another process while this one waited
+            c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
+            with closing(sqlite3.connect(db)) as con:
+                con.execute("PRAGMA journal_mode=WAL")
+    return c
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _is_wal_database(db: Path) -> bool:
+    """Whether ``db`` is an SQLite database already in WAL mode (its header's read/write versions are 2)."""
+    try:
+        with open(db, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
+# chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper
+# prints) or from what the browser chose last.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+
+
+# (store URI, experiment name) → id, of the experiments this sweep found active or created (sweeper.sweep.start
+# empties it): its jobs do not ask the store again (~2.5 ms a job on SQLite).
+SWEEP_EXPERIMENTS: dict[tuple[str, str], str] = {}
+
+
+def experiment_id(c: Any, name: str, uri: str, in_sweep: bool = False) -> str:
+    """The id of experiment ``name``, created with an absolute artifact location if it is new; ``in_sweep``:
+    as the sweep's start found it."""
+    if not in_sweep:
+        return _experiment_id(c, name, uri)
+    key = (uri, name)
+    if key not in SWEEP_EXPERIMENTS:
+        SWEEP_EXPERIMENTS[key] = _experiment_id(c, name, uri)
+    return SWEEP_EXPERIMENTS[key]
+
+
+def _experiment_id(c: Any, name: str, uri: str) -> str:
+    from mlflow.exceptions import MlflowException
+
+    exp = c.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS)
+        except MlflowException:  # created meanwhile by another process
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        raise TrackingError(
+            f"tracking.experiment={name} is deleted in {uri}: restore it "
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
+        )
+    return exp.experiment_id
+
+
+def named_experiment(c: Any, name: str, uri: str) -> Any:
+    """The active experiment ``name`` of a store, or TrackingError naming the ones that exist."""
+    exp = c.get_experiment_by_name(name)
+    if exp is None or exp.lifecycle_stage == "deleted":
+        names = ", ".join(e.name for e in c.search_experiments()) or "none"
+        raise TrackingError(f"--experiment={name} does not exist in {uri}: expected one of {names}")
+    return exp
+
+
+def finished_run(c: Any, experiment: str, fingerprint: str, device: str) -> str | None:
+    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one."""
+    found = c.search_runs(
+        [experiment],
+        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
+        max_results=1,
+    )
+    return found[0].info.run_id if found else None
+
+
+def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    """Every run matching ``filter_string`` in the experiments, all pages."""
+    runs, token = [], None
+    while True:
+        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+

@@ -1,0 +1,103 @@
+"""System metrics (CPU, memory, disk, network; GPU with nvidia-ml-py) of a run, sampled in a thread."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from sweeper.tracking.records import BATCH
+from sweeper.tracking.store import first_line
+
+
+class SystemSampler:
+    """CPU, memory, disk and network (and GPU with nvidia-ml-py) sampled every ``interval`` seconds in a
+    thread, as MLflow's ``system/...`` metrics, one step per sample.
+
+    MLflow's own monitor asks the store for the run and logs at every sample (two store calls every
+    interval, each holding the GIL the training loop needs). Here the samples stay in memory: a run
+    shorter than ``flush_every`` seconds logs them with its final batch (no extra store call), a longer
+    one also sends them from the thread every ``flush_every`` seconds, so they show up live.
+    """
+
+    def __init__(self, c: Any, run_id: str, uri: str, interval: float, flush_every: float):
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        # MLflow picks the monitors (GPU only where its driver library answers); its thread is not started.
+        self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
+        self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, flush_every
+        self.rows: list[Any] = []
+        self.step = 0
+        self.flush_error: str | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="sweeper-system-metrics")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        last_flush = time.monotonic()
+        for m in self.monitors:
+            try:
+                m.collect_metrics()  # psutil's CPU percentage counts from its previous call
+            except Exception:
+                pass  # _sample drops it, with the reason
+            m.clear_metrics()
+        while not self._done.wait(self.interval):
+            self._sample()
+            if time.monotonic() - last_flush >= self.flush_every:
+                last_flush = time.monotonic()
+                self._flush()
+
+    def _sample(self) -> None:
+        from mlflow.entities import Metric
+
+        now, row = int(time.time() * 1000), []
+        for m in list(self.monitors):
+            try:
+                m.collect_metrics()
+                row += [Metric(f"system/{k}", float(v), now, self.step) for k, v in m.aggregate_metrics().items()]
+            except Exception as e:  # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
+                self.monitors.remove(m)
+                logging.getLogger(__name__).warning("system metrics: %s dropped: %s", type(m).__name__, first_line(e))
+            m.clear_metrics()
+        with self._lock:
+            self.rows += row
+            self.step += 1
+
+    def _flush(self) -> None:
+        with self._lock:
+            rows, self.rows = self.rows, []
+        try:
+            for i in range(0, len(rows), BATCH):
+                self.c.log_batch(self.run_id, metrics=rows[i : i + BATCH])
+        except Exception as e:  # the run still ends; these samples are lost, said once
+            if self.flush_error is None:
+                self.flush_error = first_line(e)
+                logging.getLogger(__name__).warning("system metrics of run %s not logged: %s", self.run_id, self.flush_error)
+
+    def stop(self) -> list[Any]:
+        """Stop sampling; return the samples not logged yet (for the run's final batch). A run shorter
+        than one interval gets one sample, over its whole length."""
+        self._done.set()
+        self._thread.join()
+        if self.step == 0:
+            self._sample()
+        with self._lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+
+
+def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_every: float = 30.0) -> SystemSampler | None:
+    """Start sampling system metrics for a run if psutil is installed (None without it)."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        return None
+    return SystemSampler(c, run_id, uri, interval, flush_every)
+
+
+
+def stop(monitor: SystemSampler | None) -> list[Any]:
+    """Stop a sampler; the samples it has not logged, to pass to :func:`finish_run` (``system=``)."""
+    return monitor.stop() if monitor is not None else []
