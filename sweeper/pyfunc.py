@@ -49,6 +49,8 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         requirements.append("scikit-learn")
     else:
         arrays |= {"x_mean": dataset.x_mean, "x_scale": dataset.x_scale}
+        if getattr(dataset, "categorical", False):  # a table with a text column: the model takes the raw columns
+            info["columns"] = dataset.encoder["columns"]  # (X_example is their DataFrame) and encodes them itself
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
     signature, example = infer_signature(X_example, y_example), X_example[:5]
