@@ -43,12 +43,12 @@ def sniff(text: str) -> tuple[str, str]:
     return best[1], f"{SNIFFED[best[1]]} (sniffed: {best[0]} fields on each of the first {len(lines)} lines)"
 
 
-def one_column_hint(first_line: str) -> str:
-    """For a file read as a single column: the separator its first line seems to use, as a key to set."""
+def one_column_hint(first_line: str) -> str | None:
+    """For a file read as a single column: the separator its first line seems to use, as the key to set
+    (None when the line holds none of comma, semicolon, tab)."""
     counts = {sep: first_line.count(sep) for sep in SNIFFED}
     sep = max(counts, key=counts.get)
-    return f"it looks {SNIFFED[sep]}-separated: set data.sep={SNIFFED[sep]}" if counts[sep] else \
-        "check data.sep (one character, or tab / space / semicolon)"
+    return f"it looks {SNIFFED[sep]}-separated: set data.sep={SNIFFED[sep]}" if counts[sep] else None
 
 
 def _names_list(value: Any) -> list[Any]:

@@ -223,8 +223,8 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
     if names is not None and len(names) != width:
         raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
                         "check data.sep and data.header")
-    if width == 1 and "sep" in decisions:
-        first = _text(path).lstrip().split("\n", 1)[0]
+    first = _text(path).lstrip().split("\n", 1)[0] if width == 1 and "sep" in decisions else ""
+    if one_column_hint(first):
         raise DataError(f"data.path={path}: each line reads as one column with data.sep={cfg.sep} "
                         f"({_shown([first[:60]], 1)}); {one_column_hint(first)}")
     return names, rows, width, decisions
