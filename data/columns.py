@@ -129,6 +129,16 @@ class Column(NamedTuple):
 def typed(name: Any, values: Sequence[Any]) -> Column:
     """A column as numbers when every value is one; as categories when fewer than half are numbers (text
     such as M/F/I); a column of numbers with a few text values is refused, naming the first."""
+    try:  # every value a number: NumPy reads them at once (text such as " 2.5" too; None as NaN)
+        numbers = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        numbers = None
+    if numbers is not None:
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        if bad.size:
+            raise ColumnError(f"column {name} holds a missing or non-finite value {values[bad[0]]!r} (row {bad[0] + 1}); "
+                              f"clean it, or leave the column out with data.drop=[{name}]")
+        return Column(name, numbers, True)
     nums = [_number(v) for v in values]
     bad = [i for i, x in enumerate(nums) if x is None]
     if not bad:

@@ -156,6 +156,7 @@ def _decided(y: np.ndarray, task: str, positive: str | None, classes: tuple[str,
              label: Any, decisions: dict[str, str]) -> dict[str, str]:
     """``_target``'s reading, with what it decided added to ``decisions`` (the resolved task, the target's
     classes or range); numbers read as classes without data.task=multiclass say how to predict the number."""
+    label = label if isinstance(label, str) else f"column {label}"
     if task == "regression":
         decisions["task"] = "regression" + ("" if asked == "regression" else f" ({asked}: a numeric target)")
         decisions["target"] = f"{label}: range [{y.min():g}, {y.max():g}]"

@@ -187,3 +187,17 @@ def test_a_bad_column_name_on_the_command_line_is_one_line_and_exit_2(tmp_path, 
     proc = cli(tmp_path, "data=csv", f"data.path={write_table(tmp_path / 't.csv')}", "data.drop=[idd]", store=store)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "data.drop=[idd] names idd, which is not a column: columns are ['id', 'sex'" in proc.stderr
+
+
+def test_json_records_encode_text_values_and_name_a_missing_number(tmp_path):
+    import json
+
+    records = [{"id": i, "sex": str(s), "x": float(x), "y": i % 2} for i, (s, x) in enumerate(zip(SEX, LENGTH))]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(records))
+    ds = load(path, "data.drop=[id]")
+    assert ds.n_features == 4 and ds.decisions["encoded"].startswith("sex (3 categories") and "sep" not in ds.decisions
+    records[3]["x"] = None
+    path.write_text(json.dumps(records))
+    assert refused(path).endswith("column x holds a missing or non-finite value None (row 4); clean it, or leave "
+                                  "the column out with data.drop=[x]")
