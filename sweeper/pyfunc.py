@@ -4,6 +4,7 @@
     model.predict(X)   # X: raw features (n, d) → predictions in the target's units, P(y = 1), or (n, k)
                        #    class probabilities (the classes in meta.json's order)
     model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
+    model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
 """
 from __future__ import annotations
 
