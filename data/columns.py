@@ -64,33 +64,43 @@ def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: 
     """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
     less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
     chosen: dict[str, list[int]] = {}
+    shown = _columns(names)
     for key, value in (("data.drop", drop), ("data.features", features)):
         picked = []
         for v in _names_list(value):
             if isinstance(v, bool) or not isinstance(v, (str, int)):
-                raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {names}")
+                raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}")
             if isinstance(v, str) and has_header:
                 if v not in names:
-                    raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {names}")
+                    raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
                 j = names.index(v)
             elif isinstance(v, int):
                 if not -len(names) <= v < len(names):
-                    raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {names}")
+                    raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {shown}")
                 j = v % len(names)
             else:
                 raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
-                                  f"(data.header=false): give column indices, columns are {names}")
+                                  f"(data.header=false): give column indices, columns are {shown}")
             if j == target:
                 raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
-                                  f"{key} (the target is never a feature); columns are {names}")
+                                  f"{key} (the target is never a feature); columns are {shown}")
             picked.append(j)
         chosen[key] = picked
     keep = chosen["data.features"] or [j for j in range(len(names)) if j != target]
     idx = [j for j in dict.fromkeys(keep) if j not in set(chosen["data.drop"])]
     if not idx:
         raise ColumnError(f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "
-                          f"columns are {names}")
+                          f"columns are {shown}")
     return idx
+
+
+def _columns(names: list[Any], most: int = 20) -> str:
+    """The file's columns for an error: the list, or its first ``most`` and how many there are."""
+    if names == list(range(len(names))):
+        return f"0..{len(names) - 1} (indices: the file is read without a header)"
+    if len(names) <= most:
+        return str(names)
+    return str(names[:most])[:-1] + f", ... ({len(names)} in all)]"
 
 
 def _list(value: Any) -> str:

@@ -126,6 +126,8 @@ _CSV_COLUMNS = {
     "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
                            lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
 }
+
+
 def _names(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and all(_is_int(c) or isinstance(c, str) and c != "" for c in v)
 
