@@ -80,7 +80,7 @@ def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: 
                 j = v % len(names)
             else:
                 raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
-                                  f"(data.header=false): give column indices, columns are {shown}")
+                                  f"(data.header=false): give column indices 0..{len(names) - 1}")
             if j == target:
                 raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
                                   f"{key} (the target is never a feature); columns are {shown}")
