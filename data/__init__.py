@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from sweeper.base.backend import is_sparse
-from sweeper.data.loaders import LOADERS, TEXT, DataError
+from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
+from sweeper.data.loaders import ASK_REGRESSION, LOADERS, TEXT, DataError
 
-__all__ = ["DataError", "Dataset", "TEXT", "is_sparse", "load", "split", "stack_rows"]
+__all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "stack_rows"]
 
 
 @dataclass
@@ -39,6 +40,13 @@ class Dataset:
     # text data (data=sms|text): the vectorizer fitted on the training rows, and the test rows' documents
     vectorizer: Any = None
     text_test: np.ndarray | None = None
+    # a table (data=csv): the encoder fitted on the training rows (sweeper.data.columns.fit: the columns in
+    # order, a categorical one's categories, the scaler) and the test rows' raw values, one list per column
+    encoder: dict[str, Any] | None = None
+    columns_test: list[list[Any]] | None = None
+    # what was read from a user file, in words, for the run's tags and first log line: task, target, sep,
+    # dropped, encoded (see :func:`describe`)
+    decisions: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -49,9 +57,23 @@ class Dataset:
         """The model's outputs: one per class for a multi-class task, else one."""
         return len(self.classes) if self.task == "multiclass" else 1
 
+    @property
+    def categorical(self) -> bool:
+        """Whether a feature column is categorical: the model then takes the file's raw columns."""
+        return self.encoder is not None and any("categories" in c for c in self.encoder["columns"])
+
     def test_inputs(self) -> Any:
-        """The test rows as a model takes them in: raw features, or documents (strings) for text data."""
-        return self.text_test if self.vectorizer is not None else self.raw(self.X_test)
+        """The test rows as a model takes them in: raw features, documents (strings) for text data, or for a
+        table with a categorical column its raw columns (a DataFrame: numbers, and categories as text)."""
+        if self.vectorizer is not None:
+            return self.text_test
+        if self.categorical:
+            import pandas as pd
+
+            return pd.DataFrame({str(c["name"]): (np.asarray(v, dtype=object).astype(str) if "categories" in c
+                                                  else np.asarray(v, dtype=np.float64))
+                                 for c, v in zip(self.encoder["columns"], self.columns_test)})
+        return self.raw(self.X_test)
 
     def to_original(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
@@ -145,11 +167,16 @@ def load(cfg: Any, seed: int) -> Dataset:
 
     Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
     standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``."""
-    X, y, task, positive_class, classes = LOADERS[cfg.name](cfg, seed)
+    raw = LOADERS[cfg.name](cfg, seed)
+    X, y, task, positive_class, classes = raw[:5]
     path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
     where = f"data.path={path}" if path is not None else f"data={cfg.name}"
     if cfg.name in TEXT:
-        return _text(cfg, seed, X, y, task, positive_class, where, classes)
+        ds = _text(cfg, seed, X, y, task, positive_class, where, classes)
+        ds.decisions = raw.decisions or {}
+        return ds
+    if raw.columns is not None:
+        return _table(cfg, seed, raw, where)
     if not np.isfinite(X).all() or not np.isfinite(y).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
     train, val, test = _split(len(X), cfg, seed, where)
@@ -160,7 +187,47 @@ def load(cfg: Any, seed: int) -> Dataset:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
-                   positive_class, classes)
+                   positive_class, classes, decisions=raw.decisions or {})
+
+
+def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:
+    """A table's columns split, encoded with the encoder fitted on the training rows (categories seen in
+    training; numeric columns standardised, one-hot columns 0/1), and the decisions said in words."""
+    y, task = raw.y, raw.task
+    train, val, test = _split(len(y), cfg, seed, where)
+    try:
+        state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
+    except ColumnError as e:
+        raise DataError(f"{where}: {e}") from None
+    X = encode_columns(state, [c.values for c in raw.columns])
+    if not np.isfinite(X).all():
+        raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
+    y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
+    decisions = dict(raw.decisions or {})
+    if any("categories" in c for c in state["columns"]):
+        from sweeper.data.columns import describe as encoded
+
+        decisions["encoded"] = encoded(state)
+
+    def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return X[idx], ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
+
+    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
+                   state["x_mean"], state["x_scale"], raw.positive_class, raw.classes, encoder=state,
+                   columns_test=[c.values[test].tolist() for c in raw.columns], decisions=decisions)
+
+
+DECIDED = ("task", "target", "sep", "dropped", "encoded")
+
+
+def describe(ds: Dataset) -> str:
+    """What was decided reading a user file, in one line (empty for a bundled data set)."""
+    return "; ".join(f"{k}: {ds.decisions[k]}" for k in DECIDED if k in ds.decisions)
+
+
+def decision_tags(ds: Dataset) -> dict[str, str]:
+    """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass, ...), at most 500 characters each."""
+    return {f"decided.{k}": ds.decisions[k][:500] for k in DECIDED if k in ds.decisions}
 
 
 def _split(n: int, cfg: Any, seed: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,32 +1,29 @@
 """Raw loaders: each returns a :class:`Raw`, host arrays ``X`` (n, d) and ``y`` (n,) in float64 and the task."""
 from __future__ import annotations
 
-import codecs
 import csv
-import io
-import json
-import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from sweeper.contract.config import SEP_NAMES
-
-
-class DataError(ValueError):
-    """A data set that cannot be read; the message is one line naming the file and what is wrong."""
+from sweeper.data.columns import Column, ColumnError, choose, one_column_hint, typed
+from sweeper.data.readers import DataError, _parses, _read_delimited, _read_json, _read_jsonl, _read_npz, _shown, _text
 
 
 class Raw(NamedTuple):
     """What a loader returns; a binary target is 0/1 and ``positive_class`` names the value read as 1; a
-    multi-class target is the class index 0..k-1 and ``classes`` names the k classes in that order."""
+    multi-class target is the class index 0..k-1 and ``classes`` names the k classes in that order.
+    A table (data=csv) leaves ``X`` None and gives its feature ``columns`` raw, to encode once split;
+    ``decisions`` says in words what was read (separator, target, dropped columns) for the run's tags."""
 
-    X: np.ndarray
+    X: np.ndarray | None
     y: np.ndarray
     task: str
     positive_class: str | None = None
     classes: tuple[str, ...] | None = None
+    columns: list[Column] | None = None
+    decisions: dict[str, str] | None = None
 
 
 # With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class labels, not a number.
@@ -93,7 +90,7 @@ def digits(cfg: Any, seed: int) -> Raw:
 def spambase(cfg: Any, seed: int) -> Raw:
     """UCI Spambase: 57 comma-separated features, then the label (1 = spam); no header."""
     path = Path(cfg.path)
-    _, rows = _read_delimited(path, header=False, sep=",")
+    _, rows, _ = _read_delimited(path, header=False, sep=",")
     if _width(rows, path) != 58:
         raise DataError(f"data.path={path}: expected 58 columns (57 features + label), found {_width(rows, path)}")
     table = _to_float(rows, None, path)
@@ -118,21 +115,61 @@ def synthetic(cfg: Any, seed: int) -> Raw:
 def csv_file(cfg: Any, seed: int) -> Raw:
     """A user file: delimited text, JSON (records or columns) or NPZ (arrays ``X`` and ``y``).
 
-    Features must be numeric. The target may be text when it holds exactly two values (``ham``/``spam``);
-    any two-valued target is read as 0/1, the later-sorted value (or ``data.positive_class``) being 1.
+    A table's numeric columns are features as read; a column of text (``M``/``F``/``I``) is one-hot
+    encoded once split (:mod:`sweeper.data.columns`); ``data.drop`` / ``data.features`` choose the columns.
+    The target may be text when it holds two or more values (``ham``/``spam``); any two-valued target is
+    read as 0/1, the later-sorted value (or ``data.positive_class``) being 1.
     """
     path = Path(cfg.path)
+    drop, features = getattr(cfg, "drop", None) or [], getattr(cfg, "features", None) or []
     if path.suffix.lower() == ".npz":
-        X, target, label = *_read_npz(path), "y"
+        if drop or features:
+            raise DataError(f"data.path={path}: data.drop and data.features choose columns of a table, not of an "
+                            ".npz file's X: leave them empty")
+        X, target = _read_npz(path)
+        y, task, positive, classes = _target(target, "y", cfg.task, cfg.positive_class, path)
+        return Raw(X, y, task, positive, classes, decisions=_decided(y, task, positive, classes, cfg.task, "y", {}))
+    names, rows, width, decisions = _table(path, cfg)
+    col = _target_index(cfg.target, names, width, path)
+    columns = names or list(range(width))  # as the file numbers them, for the errors
+    label, target = columns[col], [r[col] for r in rows]
+    if width == 1:
+        raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
+    try:
+        idx = choose(columns, col, drop, features, names is not None)
+        feats = [typed(columns[j], [r[j] for r in rows]) for j in idx]
+    except ColumnError as e:
+        raise DataError(f"data.path={path}: {e}") from None
+    left = [str(columns[j]) for j in range(width) if j != col and j not in idx]
+    if left:
+        decisions["dropped"] = ", ".join(left)
+    y, task, positive, classes = _target(target, label, cfg.task, cfg.positive_class, path)
+    return Raw(None, y, task, positive, classes, columns=feats,
+               decisions=_decided(y, task, positive, classes, cfg.task, label, decisions))
+
+
+# what an integer target read as classes (data.task=auto) says; sweeper.run logs that line as a warning
+ASK_REGRESSION = "pass data.task=regression to predict the number"
+
+
+def _decided(y: np.ndarray, task: str, positive: str | None, classes: tuple[str, ...] | None, asked: str,
+             label: Any, decisions: dict[str, str]) -> dict[str, str]:
+    """``_target``'s reading, with what it decided added to ``decisions`` (the resolved task, the target's
+    classes or range); numbers read as classes without data.task=multiclass say how to predict the number."""
+    label = label if isinstance(label, str) else f"column {label}"
+    if task == "regression":
+        decisions["task"] = "regression" + ("" if asked == "regression" else f" ({asked}: a numeric target)")
+        decisions["target"] = f"{label}: range [{y.min():g}, {y.max():g}]"
+    elif task == "binary":
+        decisions["task"] = "binary" + ("" if asked == "binary" else f" ({asked}: two distinct values)")
+        decisions["target"] = f"{label}: 1 = {positive}"
     else:
-        names, rows, width = _table(path, cfg)
-        col = _target_index(cfg.target, names, width, path)
-        columns = names or list(range(width))  # as the file numbers them, for the errors
-        label, target = columns[col], [r[col] for r in rows]
-        X = _to_float([r[:col] + r[col + 1 :] for r in rows], columns[:col] + columns[col + 1 :], path)
-        if X.shape[1] == 0:
-            raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
-    return Raw(X, *_target(target, label, cfg.task, cfg.positive_class, path))
+        numbers = all(_parses(c) for c in classes)
+        decisions["task"] = "multiclass" + ("" if asked == "multiclass" else
+                                            f" ({asked}: read as {len(classes)} classes"
+                                            + (f"; {ASK_REGRESSION})" if numbers else ")"))
+        decisions["target"] = f"{label}: {len(classes)} classes {_shown(list(classes), 10)}"
+    return decisions
 
 
 def sms(cfg: Any, seed: int) -> Raw:
@@ -141,7 +178,7 @@ def sms(cfg: Any, seed: int) -> Raw:
     ``X`` holds the messages (an object array of strings): :func:`sweeper.data.load` turns them into
     features fitted on the training rows only."""
     path = Path(cfg.path)
-    _, rows = _read_delimited(path, header=False, sep="\t", quoting=csv.QUOTE_NONE)
+    _, rows, _ = _read_delimited(path, header=False, sep="\t", quoting=csv.QUOTE_NONE)
     if _width(rows, path) != 2:
         raise DataError(f"data.path={path}: expected 2 tab-separated fields per line (label, message), "
                         f"found {_width(rows, path)}; is it SMSSpamCollection?")
@@ -152,7 +189,7 @@ def text_file(cfg: Any, seed: int) -> Raw:
     """A user file of documents: .csv/.tsv/.txt (delimited), .json (records or columns) or .jsonl (one
     record a line); ``data.text`` names the text column, ``data.target`` the label (read as by ``data=csv``)."""
     path = Path(cfg.path)
-    names, rows, width = _table(path, cfg)
+    names, rows, width, decisions = _table(path, cfg)
     col = _target_index(cfg.target, names, width, path)
     tcol = _target_index(cfg.text, names, width, path, key="data.text")
     columns = names or list(range(width))
@@ -167,33 +204,31 @@ def text_file(cfg: Any, seed: int) -> Raw:
     if not any(t.strip() for t in texts):
         raise DataError(f"data.path={path}: the text column {columns[tcol]} is empty in every row; "
                         "set data.text to the column that holds the documents")
-    return Raw(np.array(texts, dtype=object), *_target([r[col] for r in rows], columns[col], cfg.task,
-                                                        cfg.positive_class, path))
+    y, task, positive, classes = _target([r[col] for r in rows], columns[col], cfg.task, cfg.positive_class, path)
+    _decided(y, task, positive, classes, cfg.task, columns[col], decisions)
+    return Raw(np.array(texts, dtype=object), y, task, positive, classes, decisions=decisions)
 
 
-def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int]:
-    """A delimited, .json or .jsonl file's column names (or None), rows and number of fields."""
+def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int, dict[str, str]]:
+    """A delimited, .json or .jsonl file's column names (or None), rows, number of fields, and the decisions
+    taken reading it (the separator used)."""
     suffix = path.suffix.lower()
+    decisions: dict[str, str] = {}
     if suffix == ".json":
         names, rows = _read_json(path)
     elif suffix == ".jsonl":
         names, rows = _read_jsonl(path)
     else:
-        names, rows = _read_delimited(path, cfg.header, cfg.sep)
+        names, rows, decisions["sep"] = _read_delimited(path, cfg.header, cfg.sep)
     width = _width(rows, path)
     if names is not None and len(names) != width:
         raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
                         "check data.sep and data.header")
-    return names, rows, width
-
-
-def _parses(v: Any) -> bool:
-    """Whether ``float(v)`` reads the value: a number, or text such as ``" 2.5"``."""
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+    first = _text(path).lstrip().split("\n", 1)[0] if width == 1 and "sep" in decisions else ""
+    if one_column_hint(first):
+        raise DataError(f"data.path={path}: each line reads as one column with data.sep={cfg.sep} "
+                        f"({_shown([first[:60]], 1)}); {one_column_hint(first)}")
+    return names, rows, width, decisions
 
 
 def _label(v: Any) -> str:
@@ -201,10 +236,6 @@ def _label(v: Any) -> str:
     if isinstance(v, str):
         return v
     return str(int(v)) if float(v).is_integer() else str(float(v))
-
-
-def _shown(labels: list[str], most: int = 6) -> str:
-    return ", ".join(labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else []))
 
 
 def _target(values: list[Any], label: Any, task: str, positive: Any,
@@ -298,91 +329,6 @@ def _to_float(rows: list[list[Any]], names: list[Any] | None, path: Path) -> np.
                         "every column must be numeric"
                     ) from None
         raise
-
-
-def _text(path: Path) -> str:
-    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line saying where it is not."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"data.path={path} cannot be read: {e.strerror or e}") from None
-    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return raw[skip:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = skip + e.start
-        raise DataError(
-            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): save it as UTF-8"
-        ) from None
-
-
-def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
-                    ) -> tuple[list[str] | None, list[list[str]]]:
-    """The header's names (or None) and the non-empty rows, as text."""
-    sep = SEP_NAMES.get(sep, sep)
-    try:
-        rows = [r for r in csv.reader(io.StringIO(_text(path), newline=""), delimiter=sep, quoting=quoting) if r]
-    except csv.Error as e:
-        raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
-    if not header or not rows:
-        return None, rows
-    names = [c.strip() for c in rows.pop(0)]
-    if all(_parses(c) for c in names):
-        raise DataError(f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
-                        "data, not column names: set data.header=false for a file without a header line")
-    return names, rows
-
-
-def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
-    try:
-        obj = json.loads(_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(f"data.path={path} is not valid JSON: {e}") from None
-    if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):  # records
-        names = list(obj[0])
-        return names, [[r.get(k) for k in names] for r in obj]
-    cols = obj.values() if isinstance(obj, dict) else []
-    if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:  # columns
-        return list(obj), [list(r) for r in zip(*obj.values())]
-    raise DataError(f"data.path={path}: JSON must be a list of records or an object of equal-length columns")
-
-
-def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
-    """JSON Lines: one record (an object) a line; blank lines are skipped. The first record names the columns."""
-    records = []
-    for i, line in enumerate(_text(path).splitlines()):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
-        if not isinstance(r, dict):
-            raise DataError(f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line")
-        records.append(r)
-    names = list(records[0]) if records else []
-    return names, [[r.get(k) for k in names] for r in records]
-
-
-def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
-    """``X`` (n, d) as float64 and ``y``'s n values (numbers or text)."""
-    try:
-        z = np.load(path)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise ValueError("it holds a single array, not a zip archive of arrays")
-        with z:
-            if "X" not in z or "y" not in z:
-                raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}")
-            X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
-    except DataError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        why = str(e).strip().splitlines()
-        raise DataError(f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
-                        "save it with numpy.savez(path, X=X, y=y)") from None
-    if X.ndim != 2 or len(X) != y.size:
-        raise DataError(f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
-    return X, y.ravel().tolist()
 
 
 LOADERS = {

@@ -115,13 +115,12 @@ def test_targets_that_cannot_be_read_give_one_line(tmp_path, target, overrides, 
     assert message in refused(write_csv(tmp_path / "t.csv", target), *overrides)
 
 
-def test_a_text_feature_column_is_still_refused(tmp_path):
+def test_a_text_feature_column_is_encoded_not_refused(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("colour,y\nred,ham\nblue,spam\nred,spam\n")
-    assert "column colour holds a non-numeric value 'red' (row 1); every column must be numeric" in refused(path)
-    path.write_text("ham\tfree tickets\nspam\tcall now\n")  # the SMS spam collection's layout: label, text
-    message = refused(path, "data.header=false", "data.sep=tab", "data.target=0")
-    assert "column 1 holds a non-numeric value 'free tickets' (row 1)" in message
+    path.write_text("colour,y\n" + "red,ham\nblue,spam\nred,spam\ngreen,ham\n" * 5)
+    ds = load(path)
+    assert ds.encoder["columns"] == [{"name": "colour", "categories": sorted(ds.encoder["columns"][0]["categories"])}]
+    assert ds.n_features == len(ds.encoder["columns"][0]["categories"]) and ds.task == "binary"
 
 
 @pytest.mark.parametrize("target, positive", [(np.where(X[:, 0] > 0, 2, 1), "2"),

@@ -29,7 +29,17 @@ def text_cell(text: Any) -> str:
 
 
 def parse_param(text: str) -> Any:
-    """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool, None or str."""
+    """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool, None, str, or a
+    list of those (``data.drop=['id', 2]``, logged as Python writes it)."""
+    if text.startswith("[") and text.endswith("]"):
+        import ast
+
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = None
+        if isinstance(value, list):
+            return value
     for cast in (int, float):
         try:
             return cast(text)

@@ -22,10 +22,14 @@ from omegaconf import OmegaConf
 from sweeper import CONF_DIR, ROOT
 
 
-def experiment_name(data_name: str, path: str = "") -> str:
+def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
     """The default experiment of a data set: its name, and for a user file (``data=csv``, ``data=text``) the
-    file's stem too (``csv-sales``), so that unrelated files are not ranked together. ``${sweeper_experiment:...}``."""
-    return f"{data_name}-{Path(path).stem}" if data_name in ("csv", "text") and path else data_name
+    file's stem too (``csv-sales``), so that unrelated files are not ranked together; a task the command
+    forces (``data.task=regression``) is appended (``csv-sales-regression``), so that a file run both as
+    classes (auto) and as a number ranks each in its own experiment. ``${sweeper_experiment:...}``."""
+    if data_name not in ("csv", "text") or not path:
+        return data_name
+    return f"{data_name}-{Path(path).stem}" + ("" if task in ("auto", "", None) else f"-{task}")
 
 
 if not OmegaConf.has_resolver("sweeper_root"):
@@ -116,11 +120,23 @@ _TEXT_FEATURES = {
 _CSV_COLUMNS = {
     "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
     "header": Rule("true or false", lambda v: isinstance(v, bool)),
-    "sep": Rule("one character, or " + " / ".join(SEP_NAMES),
-                lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES)),
+    "sep": Rule("auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
+                lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto")),
     "task": choice("auto", "regression", "binary", "multiclass"),
     "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
                            lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
+}
+
+
+def _names(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(_is_int(c) or isinstance(c, str) and c != "" for c in v)
+
+
+# Which columns of a table are features (data=csv): sweeper.data.columns.
+_COLUMN_CHOICE = {
+    "drop": Rule("a list of column names or indices, e.g. [id,name] ([]: none)", _names),
+    "features": Rule("a list of column names or indices, e.g. [age,sex] ([]: every column but the target)", _names),
+    "max_categories": integer(ge=1),
 }
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
@@ -130,7 +146,7 @@ DATA: dict[str, dict[str, Rule]] = {
     "wine": _SPLIT,
     "digits": _SPLIT,
     "spambase": {**_SPLIT, "path": text()},
-    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS},
+    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE},
     "sms": {**_SPLIT, "path": text(), **_TEXT_FEATURES},
     "text": {
         **_SPLIT,
@@ -348,9 +364,18 @@ def _unparsable(arg: str, e: Exception) -> None:
                       "quote a value that holds special characters, e.g. 'key=\"value\"'")
 
 
+# data keys added after runs were pinned (data=csv's column choice, data.sep's sniffing), as ADDED_DEFAULTS:
+# at these values they hash as before they existed; data.sep=auto hashes as the old default ",", which is
+# what any file that ran before sniffing was read with unless data.sep named another.
+DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50}
+
+
 def fingerprint(cfg: Mapping[str, Any]) -> str:
     """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs."""
     kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
+    if isinstance(kept.get("data"), Mapping):
+        d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
+        kept["data"] = {**d, "sep": ","} if d.get("sep") == "auto" else d
     blob = json.dumps(kept, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

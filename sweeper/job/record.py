@@ -44,6 +44,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     computed: Computed | None = handed() if ctx.sweep_dir is not None else None
     # before the store: a bad file must leave no store or experiment behind
     dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
+    if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
+        log.log(logging.WARNING if data.ASK_REGRESSION in dataset.decisions.get("task", "") else logging.INFO,
+                "data: %s", data.describe(dataset))
     if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
@@ -77,7 +80,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {})
+        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset)
         tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")

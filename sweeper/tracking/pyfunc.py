@@ -4,6 +4,7 @@
     model.predict(X)   # X: raw features (n, d) → predictions in the target's units, P(y = 1), or (n, k)
                        #    class probabilities (the classes in meta.json's order)
     model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
+    model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         requirements.append("scikit-learn")
     else:
         arrays |= {"x_mean": dataset.x_mean, "x_scale": dataset.x_scale}
+        if getattr(dataset, "categorical", False):  # a table with a text column: the model takes the raw columns
+            info["columns"] = dataset.encoder["columns"]  # (X_example is their DataFrame) and encodes them itself
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
     signature, example = infer_signature(X_example, y_example), X_example[:5]

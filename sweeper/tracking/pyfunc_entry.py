@@ -31,6 +31,11 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         if self.vectorizer is not None:  # a string column (or a list of strings) → sparse features
             docs = model_input.iloc[:, 0] if hasattr(model_input, "iloc") and model_input.ndim == 2 else model_input
             X = self.vectorizer.transform([str(d) for d in np.asarray(docs, dtype=object).ravel()])
+        elif "columns" in self.meta:  # a table with a text column: its raw columns, one-hot encoded as in training
+            from sweeper.data.columns import encode_rows
+
+            state = {"columns": self.meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]}
+            X = encode_rows(state, model_input)
         else:
             X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
         n = self.meta["n_params"]

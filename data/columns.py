@@ -1,0 +1,262 @@
+"""A table's feature columns: which to keep (``data.drop``, ``data.features``), numeric or categorical, the
+one-hot encoding fitted on the training rows, and the separator of a delimited file when none is given.
+
+The fitted encoder is plain data (:func:`fit` returns it, JSON-able but for the two scaler arrays), and
+:func:`encode_rows` maps raw rows (a DataFrame, records, or rows of values in column order; categories as
+text) to the standardised features the network takes, so a logged model can take the file's own columns.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+
+class ColumnError(ValueError):
+    """A column choice or column that cannot be used; one line (the loader adds the file)."""
+
+
+# Separators tried when data.sep=auto, in order of preference when several read the file alike.
+SNIFFED = {",": "comma", ";": "semicolon", "\t": "tab"}
+SNIFF_LINES = 50
+
+
+def sniff(text: str) -> tuple[str, str]:
+    """The separator of delimited ``text`` and why: the one of comma, semicolon, tab that splits the first
+    lines into the same number (> 1) of fields, the most fields winning; comma when none does."""
+    lines = text[: 1 << 16].splitlines()[: SNIFF_LINES + 1]
+    if len(text) > 1 << 16 or len(lines) > SNIFF_LINES:
+        lines = lines[:-1]  # the last one may be cut short
+    lines = [ln for ln in lines if ln.strip()]
+    best: tuple[int, str] | None = None
+    for sep in SNIFFED:
+        try:
+            widths = {len(r) for r in csv.reader(io.StringIO("\n".join(lines)), delimiter=sep) if r}
+        except csv.Error:
+            continue
+        if len(widths) == 1 and (w := widths.pop()) > 1 and (best is None or w > best[0]):
+            best = (w, sep)
+    if best is None:
+        return ",", "comma (sniffed: no separator splits the first lines alike)"
+    return best[1], f"{SNIFFED[best[1]]} (sniffed: {best[0]} fields on each of the first {len(lines)} lines)"
+
+
+def one_column_hint(first_line: str) -> str | None:
+    """For a file read as a single column: the separator its first line seems to use, as the key to set
+    (None when the line holds none of comma, semicolon, tab)."""
+    counts = {sep: first_line.count(sep) for sep in SNIFFED}
+    sep = max(counts, key=counts.get)
+    return f"it looks {SNIFFED[sep]}-separated: set data.sep={SNIFFED[sep]}" if counts[sep] else None
+
+
+def _names_list(value: Any) -> list[Any]:
+    """``data.drop``/``data.features`` as a list (a single name or index is allowed)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, int)):
+        return [value]
+    return list(value)
+
+
+def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: bool) -> list[int]:
+    """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
+    less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
+    chosen: dict[str, list[int]] = {}
+    shown = _columns(names)
+    for key, value in (("data.drop", drop), ("data.features", features)):
+        picked = []
+        for v in _names_list(value):
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}")
+            if isinstance(v, str) and has_header:
+                if v not in names:
+                    raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
+                j = names.index(v)
+            elif isinstance(v, int):
+                if not -len(names) <= v < len(names):
+                    raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {shown}")
+                j = v % len(names)
+            else:
+                raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
+                                  f"(data.header=false): give column indices 0..{len(names) - 1}")
+            if j == target:
+                raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
+                                  f"{key} (the target is never a feature); columns are {shown}")
+            picked.append(j)
+        chosen[key] = picked
+    keep = chosen["data.features"] or [j for j in range(len(names)) if j != target]
+    idx = [j for j in dict.fromkeys(keep) if j not in set(chosen["data.drop"])]
+    if not idx:
+        raise ColumnError(f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "
+                          f"columns are {shown}")
+    return idx
+
+
+def _columns(names: list[Any], most: int = 20) -> str:
+    """The file's columns for an error: the list, or its first ``most`` and how many there are."""
+    if names == list(range(len(names))):
+        return f"0..{len(names) - 1} (indices: the file is read without a header)"
+    if len(names) <= most:
+        return str(names)
+    return str(names[:most])[:-1] + f", ... ({len(names)} in all)]"
+
+
+def _list(value: Any) -> str:
+    return "[" + ",".join(map(str, _names_list(value))) + "]"
+
+
+def _number(v: Any) -> float | None:
+    """``v`` as a float, or None when it is no number (text, missing)."""
+    if v is None or isinstance(v, str) and not v.strip():
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def category(v: Any) -> str:
+    """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
+    a missing value (a category of its own)."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v.strip()
+    if isinstance(v, bool):
+        return str(v).lower()
+    f = float(v)
+    return str(int(f)) if f.is_integer() else str(f)
+
+
+class Column(NamedTuple):
+    name: Any
+    values: np.ndarray  # float64 for a numeric column, else the categories (object, str)
+    numeric: bool
+
+
+def typed(name: Any, values: Sequence[Any]) -> Column:
+    """A column as numbers when every value is one; as categories when fewer than half are numbers (text
+    such as M/F/I); a column of numbers with a few text values is refused, naming the first."""
+    try:  # every value a number: NumPy reads them at once (text such as " 2.5" too; None as NaN)
+        numbers = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        numbers = None
+    if numbers is not None:
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        if bad.size:
+            raise ColumnError(f"column {name} holds a missing or non-finite value {values[bad[0]]!r} (row {bad[0] + 1}); "
+                              f"clean it, or leave the column out with data.drop=[{name}]")
+        return Column(name, numbers, True)
+    nums = [_number(v) for v in values]
+    bad = [i for i, x in enumerate(nums) if x is None]
+    if not bad:
+        return Column(name, np.array(nums, dtype=np.float64), True)
+    if len(bad) * 2 > len(values):
+        return Column(name, np.array([category(v) for v in values], dtype=object), False)
+    i = bad[0]
+    what = "a missing value" if _number(values[i]) is None and category(values[i]) == "" else \
+        f"a non-numeric value {values[i]!r}"
+    raise ColumnError(f"column {name} holds {what} (row {i + 1}) among numbers; clean it, or leave the column "
+                      f"out with data.drop=[{name}]")
+
+
+def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[str, Any]:
+    """The encoder fitted on the training rows: per column its name and, for a categorical one, its
+    categories (sorted); and the scaler (``x_mean``, ``x_scale``): numeric columns are standardised, one-hot
+    columns stay 0/1, so a category unseen in training is all zeros."""
+    spec, means, scales = [], [], []
+    for c in columns:
+        if c.numeric:
+            part = c.values[train]
+            mean, std = part.mean(), part.std()
+            spec.append({"name": c.name})
+            means.append(mean)
+            scales.append(std if std > 0 else 1.0)
+            continue
+        cats = sorted(set(c.values[train].tolist()))
+        if len(cats) > max_categories:
+            free = len(set(c.values.tolist())) * 2 > len(c.values)
+            raise ColumnError(
+                f"column {c.name} has {len(cats)} categories in the training rows, more than data.max_categories="
+                f"{max_categories}: raise data.max_categories, or leave it out with data.drop=[{c.name}]"
+                + (f"; for free text, use data=text data.text={c.name}" if free else ""))
+        spec.append({"name": c.name, "categories": cats})
+        means += [0.0] * len(cats)
+        scales += [1.0] * len(cats)
+    return {"columns": spec, "x_mean": np.array(means, dtype=np.float64), "x_scale": np.array(scales, dtype=np.float64)}
+
+
+def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
+    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling."""
+    n = len(columns[0]) if columns else 0
+    parts = []
+    for s, values in zip(spec, columns):
+        if "categories" not in s:
+            if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
+                parts.append(values.reshape(n, 1))
+                continue
+            nums = [_number(v) for v in values]
+            if any(x is None for x in nums):
+                i = next(i for i, x in enumerate(nums) if x is None)
+                raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {values[i]!r}")
+            parts.append(np.array(nums, dtype=np.float64).reshape(n, 1))
+            continue
+        index = {c: j for j, c in enumerate(s["categories"])}
+        onehot = np.zeros((n, len(index)))
+        for i, v in enumerate(values):
+            j = index.get(category(v))
+            if j is not None:  # a category unseen in training: all zeros
+                onehot[i, j] = 1.0
+        parts.append(onehot)
+    return np.hstack(parts) if parts else np.zeros((n, 0))
+
+
+def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.ndarray:
+    """Columns of raw values, in the encoder's order → the standardised features (n, d)."""
+    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(state["x_scale"])
+
+
+def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
+    """Raw rows → the standardised features the network takes (n, d), as the training rows were encoded.
+
+    ``rows``: a pandas DataFrame or a dict of columns (by the file's column names; other columns are
+    ignored), a list of records (dicts), or a 2-D sequence of rows whose values are in the encoder's column
+    order. Categories are matched as text (``category``); one unseen in training gives zeros."""
+    names = [s["name"] for s in state["columns"]]
+    if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
+        by_name = all(n in rows.columns or str(n) in rows.columns for n in names)
+        cols = [rows[n if n in rows.columns else str(n)].tolist() for n in names] if by_name else \
+            [rows.iloc[:, j].tolist() for j in range(len(names))]
+    elif isinstance(rows, dict):
+        cols = [list(rows[_key(rows, n)]) for n in names]
+    else:
+        rows = list(rows)
+        if rows and isinstance(rows[0], dict):
+            cols = [[r.get(n, r.get(str(n))) for r in rows] for n in names]
+        else:
+            rows = [list(r) for r in rows]
+            if rows and len(rows[0]) != len(names):
+                raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
+            cols = [[r[j] for r in rows] for j in range(len(names))]
+    return encode_columns(state, cols)
+
+
+def _key(d: dict[Any, Any], name: Any) -> Any:
+    if name in d:
+        return name
+    if str(name) in d:
+        return str(name)
+    raise ColumnError(f"column {name} is missing from the rows, which have {list(d)}")
+
+
+def describe(state: dict[str, Any]) -> str:
+    """The encoded columns in words: ``sex (3 categories: F, I, M)``; empty when every column is numeric."""
+    out = []
+    for s in state["columns"]:
+        if "categories" in s:
+            cats = s["categories"]
+            shown = ", ".join(c or "(empty)" for c in cats[:5]) + (", ..." if len(cats) > 5 else "")
+            out.append(f"{s['name']} ({len(cats)} categories: {shown})")
+    return "; ".join(out)

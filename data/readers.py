@@ -1,0 +1,123 @@
+"""Reading user files as text rows: delimited text (the separator given or sniffed), JSON, JSON Lines, NPZ."""
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweeper.contract.config import SEP_NAMES
+from sweeper.data.columns import sniff
+
+
+class DataError(ValueError):
+    """A data set that cannot be read; the message is one line naming the file and what is wrong."""
+
+
+def _parses(v: Any) -> bool:
+    """Whether ``float(v)`` reads the value: a number, or text such as ``" 2.5"``."""
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _shown(labels: list[str], most: int = 6) -> str:
+    return ", ".join(labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else []))
+
+
+def _text(path: Path) -> str:
+    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line saying where it is not."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"data.path={path} cannot be read: {e.strerror or e}") from None
+    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = skip + e.start
+        raise DataError(
+            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): save it as UTF-8"
+        ) from None
+
+
+def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
+                    ) -> tuple[list[str] | None, list[list[str]], str]:
+    """The header's names (or None), the non-empty rows as text, and the separator used in words
+    (``data.sep=auto``: sniffed from the first lines, :func:`sweeper.data.columns.sniff`)."""
+    text = _text(path)
+    if sep == "auto":
+        sep, used = sniff(text)
+    else:
+        sep = SEP_NAMES.get(sep, sep)
+        used = f"{sep!r} (data.sep)"
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting) if r]
+    except csv.Error as e:
+        raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
+    if not header or not rows:
+        return None, rows, used
+    names = [c.strip() for c in rows.pop(0)]
+    if all(_parses(c) for c in names):
+        raise DataError(f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
+                        "data, not column names: set data.header=false for a file without a header line")
+    return names, rows, used
+
+
+def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
+    try:
+        obj = json.loads(_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"data.path={path} is not valid JSON: {e}") from None
+    if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):  # records
+        names = list(obj[0])
+        return names, [[r.get(k) for k in names] for r in obj]
+    cols = obj.values() if isinstance(obj, dict) else []
+    if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:  # columns
+        return list(obj), [list(r) for r in zip(*obj.values())]
+    raise DataError(f"data.path={path}: JSON must be a list of records or an object of equal-length columns")
+
+
+def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
+    """JSON Lines: one record (an object) a line; blank lines are skipped. The first record names the columns."""
+    records = []
+    for i, line in enumerate(_text(path).splitlines()):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
+        if not isinstance(r, dict):
+            raise DataError(f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line")
+        records.append(r)
+    names = list(records[0]) if records else []
+    return names, [[r.get(k) for k in names] for r in records]
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
+    """``X`` (n, d) as float64 and ``y``'s n values (numbers or text)."""
+    try:
+        z = np.load(path)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single array, not a zip archive of arrays")
+        with z:
+            if "X" not in z or "y" not in z:
+                raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}")
+            X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        why = str(e).strip().splitlines()
+        raise DataError(f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
+                        "save it with numpy.savez(path, X=X, y=y)") from None
+    if X.ndim != 2 or len(X) != y.size:
+        raise DataError(f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+    return X, y.ravel().tolist()
