@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from conftest import FAST_ARGS, cli, client_for, make_cfg, run_once
 from sweeper import data
-from sweeper.config import ConfigError, fingerprint, validate
+from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.data import DataError, encode_rows
 from sweeper.data.columns import fit, typed
 
