@@ -241,6 +241,11 @@ def job_count(sweep_dir: Path | None) -> int:
     return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
 
 
+def job_tags(sweep_dir: Path, num: int) -> dict[str, str]:
+    """The tags a search sweeper gives job ``num`` (sweep.json's ``jobs``: its trial number, study, round)."""
+    return dict(_state(sweep_dir).get("jobs", {}).get(str(num), {}))
+
+
 def swept(sweep_dir: Path | None) -> list[str] | None:
     return _state(sweep_dir).get("swept") if sweep_dir is not None else None
 
