@@ -56,7 +56,14 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
         round_id = str(round_no)
         note_jobs(sweep_dir, space, {job_idx + i: {"optuna.trial_number": str(t.number), "optuna.study_name": study.study_name,
                                                    "optuna.round": round_id} for i, t in enumerate(trials)})
-        returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
+        try:
+            returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
+        except KeyboardInterrupt:  # the round's trials end FAILED, not RUNNING for ever (a constant liar's lie)
+            import optuna
+
+            for t in trials:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+            raise
         tell(study, trials, returns)
         numbers += [t.number for t in trials]
         job_idx += k
