@@ -29,7 +29,7 @@ from sweeper.config import ConfigError
 from sweeper.report import text_cell
 
 from ._space import Space, parse
-from ._study import open_study, report, shown, storage_url
+from ._study import one_line, open_study, report, shown, storage_url
 
 log = logging.getLogger("sweeper")
 
@@ -45,7 +45,7 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     except ConfigError as e:
         refuse(sweep_dir, str(e))
     log.info("optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d", plan["verb"], plan["metric"],
-             plan["task"], study.study_name, plan["shown_storage"], sweeper.n_trials, sweeper.batch)
+             plan["task"], study.study_name, plan["shown_storage"], sweeper.n_trials, min(sweeper.batch, sweeper.n_trials))
     record_parents(sweep_dir, plan)
     space: Space = plan["space"]
     numbers: list[int] = []
@@ -187,8 +187,7 @@ def sampler(cfg: Any) -> dict[str, Any]:
         built = make()
     except Exception as e:  # noqa: BLE001  (an unknown class or argument)
         cause = e.__cause__ or e
-        raise ConfigError(f"hydra.sweeper.sampler={text} cannot be built: {type(cause).__name__}: "
-                          f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
+        raise ConfigError(f"hydra.sweeper.sampler={text} cannot be built: {one_line(cause)}") from None
     if not isinstance(built, optuna.samplers.BaseSampler):
         raise ConfigError(f"hydra.sweeper.sampler={text} is not allowed: expected an Optuna sampler "
                           "(hydra/sweeper/sampler=tpe|random, or an optuna.samplers class as _target_)")

@@ -68,8 +68,7 @@ def open_study(plan: dict[str, Any]) -> Any:
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001  (a URL no driver reads, a server that does not answer, a bad file)
-        raise ConfigError(f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {type(e).__name__}: "
-                          f"{tracking.first_line(e)}") from None
+        raise ConfigError(f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {one_line(e)}") from None
 
 
 @contextmanager
@@ -136,3 +135,9 @@ def report(curves: list[tuple[Any, np.ndarray, np.ndarray]], study: Any) -> None
     for trial, steps, values in curves:
         for step, value in zip(steps.tolist(), values.tolist()):
             trial.report(float(value), int(step))
+
+
+def one_line(e: BaseException, most: int = 300) -> str:
+    """``Type: message`` on one line (a message's lines joined), at most ``most`` characters."""
+    text = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return text if len(text) <= most else text[: most - 3] + "..."
