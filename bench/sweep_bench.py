@@ -3,6 +3,7 @@
     python bench/sweep_bench.py                  # everything, medians of 3 (about 15-25 minutes on 2 cores)
     python bench/sweep_bench.py --quick          # 1 repeat, no grid-256 (a few minutes)
     python bench/sweep_bench.py --only training  # the batched trainer alone
+    python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch 1 (minutes)
     python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
@@ -243,11 +244,43 @@ def joblib_section(repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int =
             table(["jobs", "n_jobs=1 wall s", "n_jobs=2 wall s", "2 workers' speedup"], rows)]
 
 
+# The search of issue 30: 64 TPE trials on diabetes, depth 1-2, width 8-64 (the four widths the grids use: a width
+# of its own per trial would leave nothing to group), lr log-uniform, 3000 epochs.
+SEARCH = ["+sweep=optuna", "hydra.sweeper.n_trials=64", "epochs=3000", "depth=choice(1,2)", "width=choice(8,16,32,64)",
+          "lr=tag(log, interval(0.0005, 0.05))"]
+
+
+def search_section(batches: tuple[int, ...] = (16, 1)) -> list[str]:
+    """``+sweep=optuna`` end to end with each round's trials launched together (``hydra.sweeper.batch``) against
+    one trial a round: wall seconds and the best validation MSE the search found (its own fresh study)."""
+    from omegaconf import OmegaConf
+
+    rows, walls = [], {}
+    for batch in batches:
+        tmp = _scratch()
+        cmd = [sys.executable, "-m", "sweeper", "-m", *SEARCH, f"hydra.sweeper.batch={batch}",
+               f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+        wall, error = _timed(cmd, tmp)
+        if error:
+            rows.append([batch, "error", error, "", "", ""])
+            continue
+        found = OmegaConf.load(Path(tmp) / "sweep" / "optimization_results.yaml")
+        walls[batch] = wall
+        rows.append([batch, f"{wall:.1f}", f"{64 / wall:.2f}", f"{found.best_value:.1f}", found.best_trial,
+                     ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in found.best_params.items())])
+    ref = walls.get(1)
+    for row in rows:
+        row.append(f"{ref / walls[row[0]]:.2f}x" if ref and row[0] in walls else "-")
+    return ["## Search: 64 TPE trials on diabetes (%s), one run each" % " ".join(SEARCH[2:]), "",
+            table(["batch", "wall s", "trials/s", "best val_mse", "best trial", "best params", "faster than batch 1"], rows)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
     p.add_argument("--only", choices=["training", "sweeps", "joblib"], default=None)
+    p.add_argument("--search", action="store_true", help="only the Optuna search: batch 16 against batch 1")
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
     p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
@@ -258,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
+    if args.search:
+        section = search_section()
+        print("\n".join(out + section), flush=True)
+        if args.out:
+            args.out.write_text("\n".join(out + section) + "\n")
+        return 0
     if args.only in (None, "training"):
         out += training_section(repeats, 1000 if args.quick else 3000, args.optimizers.split(","),
                                 [int(k) for k in args.ks.split(",")], args.threads) + [""]

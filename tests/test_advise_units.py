@@ -291,7 +291,7 @@ def test_the_next_command_counts_its_configurations_and_those_already_finished()
 def test_search_sweeps_get_findings_but_no_grid_command():
     a = run_advisor(ranked([rec(5000, lr=0.001), rec(4000, lr=0.01), rec(3000, lr=0.1)]), ["+sweep=optuna"], search=True)
     assert a.command is None and "search sweeper" in a.text() and "edge" in kinds(a)
-    assert advise.is_search({"sweeper": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"})
+    assert advise.is_search({"sweeper": "hydra_plugins.sweeper_optuna_sweeper.optuna_sweeper.OptunaSweeper"})
     assert not advise.is_search({}) and not advise.is_search({"sweeper": advise_basic()})
 
 

@@ -1,4 +1,4 @@
-"""Scale out: Hydra launchers, a remote tracking server, faults (Ctrl-C, SIGKILL, a dead server), resume, Optuna."""
+"""Scale out: Hydra launchers, a remote tracking server, faults (Ctrl-C, SIGKILL, a dead server), resume (Optuna: test_optuna.py)."""
 import json
 import signal
 import subprocess
@@ -164,20 +164,6 @@ def test_resume_skips_configurations_that_already_finished(tmp_path, store):
     assert newest.data.metrics["n_skipped"] == 2 and newest.data.metrics["n_finished"] == 1
     again = cli(tmp_path / "b", "-m", "lr=0.001,0.01,0.1", "resume=true", *FAST_ARGS, store=store)
     assert again.returncode == 0 and "SKIPPED 3 job(s)" not in again.stdout  # one line per resumed run
-
-
-@pytest.mark.slow
-def test_optuna_searches_the_space_and_every_trial_is_a_child_run(tmp_path, store):
-    proc = cli(tmp_path, "-m", "+sweep=optuna", "hydra.sweeper.n_trials=4", "epochs=choice(100,200)",
-               store=store)
-    assert proc.returncode == 0, proc.stderr
-    kids = children(store)
-    assert len(kids) == 4 and all(k.info.status == "FINISHED" for k in kids)
-    lrs = [float(k.data.params["lr"]) for k in kids]
-    assert len(set(lrs)) == 4 and all(0.0005 <= lr <= 0.05 for lr in lrs)
-    assert {k.data.params["epochs"] for k in kids} <= {"100", "200"}
-    assert "Best parameters" in proc.stdout or "best_params" in proc.stdout or "best:" in proc.stdout
-    assert "\x1b[" not in proc.stdout + proc.stderr  # no colour codes in a pipe (Optuna's colorlog)
 
 
 @pytest.mark.slow

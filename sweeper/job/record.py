@@ -190,6 +190,8 @@ def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any
             "host": socket.gethostname(), "pid": str(os.getpid())}
     if backend.fake:
         tags["fake_gpu"] = "true"
+    if ctx.sweep_dir is not None:  # what a search sweeper tells this job (optuna.trial_number, ...): sweep.json
+        tags |= sweepdir.job_tags(ctx.sweep_dir, ctx.num)
     return tags
 
 

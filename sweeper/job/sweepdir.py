@@ -77,3 +77,8 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
     return "  ".join(parts)
+
+
+def job_tags(sweep_dir: Path, num: int) -> dict[str, str]:
+    """The tags a search sweeper gives job ``num`` (sweep.json's ``jobs``: its trial number, study, round)."""
+    return dict(_state(sweep_dir).get("jobs", {}).get(str(num), {}))

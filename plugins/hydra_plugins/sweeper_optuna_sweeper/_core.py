@@ -1,0 +1,329 @@
+"""The search's work: a study over Optuna >= 4's ask-and-tell interface, asked ``batch`` trials per round.
+
+Each round's trials go to the launcher in one ``launch()`` call, so the batched launcher trains those of one
+shape as one group; then each trial gets its validation curve (intermediate values) and its value, or FAIL
+(diverged, skipped, crashed). The direction comes from the task: the primary validation metric of
+:data:`sweeper.job.metrics.PRIMARY` (``val_accuracy`` maximised, ``val_mse`` minimised). The study lives in an
+Optuna storage (default: ``optuna.db`` beside the MLflow store) and is loaded when it exists, so a second
+command continues it and several processes can share it.
+
+Jobs learn their trial number, study and round from ``sweep.json`` (``jobs``: tags by job number), which
+every job of the sweep reads anyway (the parent run's id): new Hydra keys would change the fingerprints.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from sweeper import data, tracking
+from sweeper.base.names import RESULT_FILE, SWEEP_FILE
+from sweeper.job import metrics
+from sweeper.sweep import plan as sweeps
+from sweeper.contract.config import ConfigError
+from sweeper.base.fmt import text_cell
+
+from ._space import Space, parse
+from ._study import one_line, open_study, report, shown, storage_url
+
+log = logging.getLogger("sweeper")
+
+RESULTS_FILE = "optimization_results.yaml"
+
+
+def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
+    config = sweeper.config
+    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+    try:
+        plan = prepare(sweeper, arguments)
+        study = open_study(plan)
+    except ConfigError as e:
+        refuse(sweep_dir, str(e))
+    log.info("optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d", plan["verb"], plan["metric"],
+             plan["task"], study.study_name, plan["shown_storage"], sweeper.n_trials, min(sweeper.batch, sweeper.n_trials))
+    record_parents(sweep_dir, plan)
+    space: Space = plan["space"]
+    numbers: list[int] = []
+    job_idx, round_no = 0, 0
+    while job_idx < sweeper.n_trials:
+        k = min(sweeper.batch, sweeper.n_trials - job_idx)
+        trials = ask(study, space, plan, k)
+        round_id = str(round_no)
+        note_jobs(sweep_dir, space, {job_idx + i: {"optuna.trial_number": str(t.number), "optuna.study_name": study.study_name,
+                                                   "optuna.round": round_id} for i, t in enumerate(trials)})
+        try:
+            returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
+        except KeyboardInterrupt:  # the round's trials end FAILED, not RUNNING for ever (a constant liar's lie)
+            import optuna
+
+            for t in trials:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+            raise
+        tell(study, trials, returns)
+        numbers += [t.number for t in trials]
+        job_idx += k
+        round_no += 1
+    return finish(sweep_dir, study, plan, numbers)
+
+
+def ask(study: Any, space: Space, plan: dict[str, Any], k: int) -> list[Any]:
+    """``k`` new trials with their values.
+
+    The values are drawn in memory, from a copy of the study's trials (those of other processes included, so a
+    constant liar sees their running ones), each of the round's trials seeing the ones drawn before it; the
+    stored study then gets them (reading its running trials from the database for every value would cost
+    ~4 s a round of 16). The sampler of each draw is seeded from (``seed``, the trial's number): a search is
+    reproducible, and a continued study or a second process on it draws new values."""
+    import optuna
+
+    mirror = optuna.create_study(direction=plan["direction"], sampler=plan["sampler"])
+    mirror.add_trials([t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING])
+    trials = [study.ask() for _ in range(k)]  # numbers first: unique across processes
+    chosen: dict[int, dict[str, Any]] = {}
+    for trial in trials:
+        if plan["seed"] is not None:
+            seed = int(np.random.SeedSequence([plan["seed"], trial.number]).generate_state(1)[0])
+            mirror.sampler = plan["make"](seed)
+        drawn = mirror.ask()
+        chosen[trial.number] = {name: _suggest(drawn, name, d) for name, d in space.distributions.items()}
+    study.sampler = _Given(chosen)
+    for trial in trials:
+        for name, d in space.distributions.items():
+            _suggest(trial, name, d)
+    study.sampler = plan["sampler"]
+    return trials
+
+
+def _suggest(trial: Any, name: str, d: Any) -> Any:
+    import optuna
+
+    if isinstance(d, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, d.choices)
+    if isinstance(d, optuna.distributions.IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+
+
+def _given() -> type:
+    import optuna
+
+    class Given(optuna.samplers.BaseSampler):
+        """Hands the stored trials the values drawn for them in memory."""
+
+        def __init__(self, values: dict[int, dict[str, Any]]) -> None:
+            self.values = values
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return {}
+
+        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+            return {}
+
+        def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
+            return self.values[trial.number][name]
+
+    return Given
+
+
+def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802  (a class made on first use: optuna is lazy)
+    return _given()(values)
+
+
+def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
+    """Check the sweeper's settings and the space; find the task, its metric and direction, the storage, the
+    study's name and the sampler. Raises :class:`ConfigError` (one line) on bad input."""
+    for key in ("n_trials", "batch"):
+        value = getattr(sweeper, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
+    params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.params is not None else {}
+    space = parse(params or {}, list(arguments))
+    loader = sweeper.hydra_context.config_loader
+    base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
+    tasks = {_task(base)}
+    if "data" in space.distributions:  # a search over data sets ranks one metric: their tasks must agree
+        for name in space.distributions["data"].choices:
+            tasks.add(_task(sweeps._plain(loader.load_sweep_config(sweeper.config, [*space.fixed, f"data={name}"]))))
+        if len(tasks) > 1:
+            raise ConfigError(f"hydra.sweeper.params.data={space.written['data']} is not allowed: the data sets' "
+                              f"tasks differ ({', '.join(sorted(tasks))}): a search optimises one metric")
+    (task,) = tasks
+    name, lower = metrics.PRIMARY[task]
+    url = storage_url(sweeper.storage, base["tracking"]["uri"])
+    return {"space": space, "task": task, "metric": f"val_{name}", "direction": "minimize" if lower else "maximize",
+            "verb": "minimising" if lower else "maximising", "storage": url, "shown_storage": shown(url),
+            "study_name": str(sweeper.study_name or base["tracking"]["experiment"]),
+            **sampler(sweeper.sampler)}
+
+
+def _task(plain: dict[str, Any]) -> str:
+    try:
+        return data.load_plain(plain["data"], plain["seed"]).task
+    except data.DataError as e:
+        raise ConfigError(str(e)) from None
+
+
+def sampler(cfg: Any) -> dict[str, Any]:
+    """The sampler built from its config (``_target_`` and keyword arguments), and how to name it."""
+    import optuna
+    from hydra.utils import instantiate
+
+    kwargs = OmegaConf.to_container(cfg, resolve=True) if cfg is not None else {"_target_": "optuna.samplers.TPESampler"}
+    target = str(kwargs.pop("_target_", ""))
+    text = f"{target.rsplit('.', 1)[-1]}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+    seed = kwargs.get("seed") if isinstance(kwargs.get("seed"), int) else None
+
+    def make(seed: int | None = seed) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return instantiate({"_target_": target, **kwargs, **({"seed": seed} if seed is not None else {})})
+
+    try:
+        built = make()
+    except Exception as e:  # noqa: BLE001  (an unknown class or argument)
+        cause = e.__cause__ or e
+        raise ConfigError(f"hydra.sweeper.sampler={text} cannot be built: {one_line(cause)}") from None
+    if not isinstance(built, optuna.samplers.BaseSampler):
+        raise ConfigError(f"hydra.sweeper.sampler={text} is not allowed: expected an Optuna sampler "
+                          "(hydra/sweeper/sampler=tpe|random, or an optuna.samplers class as _target_)")
+    return {"sampler": built, "sampler_text": text, "make": make, "seed": seed}
+
+
+def refuse(sweep_dir: Path, message: str) -> None:
+    """Bad input found once the sweep's parent runs exist: they end FAILED with the reason; one line, exit 2."""
+    from sweeper.insight import plots
+    from sweeper.tracking import writer
+
+    for parent in _state(sweep_dir).get("parents", []):
+        try:
+            c = tracking.client(parent["uri"])
+            c.set_tag(parent["run_id"], "failure_reason", message)
+            c.set_terminated(parent["run_id"], "FAILED")
+        except tracking.UNREACHABLE as e:
+            log.error("parent run %s not closed: %s", parent["run_id"], tracking.first_line(e))
+    for stop in (plots.stop, writer.stop):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001  (exiting anyway)
+            pass
+    print(f"sweeper: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _state(sweep_dir: Path) -> dict[str, Any]:
+    path = sweep_dir / SWEEP_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def note_jobs(sweep_dir: Path, space: Space, tags: dict[int, dict[str, str]]) -> None:
+    """Give the next jobs their tags (``jobs`` in sweep.json, read by each job) and name the swept keys (run
+    names show them), replacing the file in one step (jobs in other processes may be reading it)."""
+    state = _state(sweep_dir)
+    state["swept"] = list(space.distributions)
+    state.setdefault("jobs", {}).update({str(k): v for k, v in tags.items()})
+    path = sweep_dir / SWEEP_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, path)
+
+
+def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
+    """The parent run(s) record the search: ``search.<key>`` (the space as written) and ``optuna.sampler`` as
+    params; study, storage, direction, metric as tags."""
+    from mlflow.entities import Param, RunTag
+
+    params = [Param(f"search.{k}", v) for k, v in plan["space"].written.items()]
+    params.append(Param("optuna.sampler", plan["sampler_text"]))
+    tags = {"optuna.study_name": plan["study_name"], "optuna.storage": plan["shown_storage"],
+            "optuna.direction": plan["direction"], "optuna.metric": plan["metric"], "optuna.task": plan["task"]}
+    for parent in _state(sweep_dir).get("parents", []):
+        try:
+            tracking.client(parent["uri"]).log_batch(parent["run_id"], params=params,
+                                                     tags=[RunTag(k, v) for k, v in tags.items()])
+        except tracking.UNREACHABLE as e:
+            log.error("the search space was not recorded on parent run %s: %s", parent["run_id"], tracking.first_line(e))
+
+
+def tell(study: Any, trials: list[Any], returns: list[Any]) -> None:
+    """Report each trial's validation curve and tell its value; FAIL for a run without one (diverged, skipped,
+    crashed: NaN)."""
+    import optuna
+    from hydra.core.utils import JobStatus
+
+    done = []
+    for trial, ret in zip(trials, returns):
+        value = math.nan
+        if ret.status == JobStatus.COMPLETED:
+            try:
+                value = float(ret.return_value)
+            except (TypeError, ValueError):
+                pass
+        folder = Path(str(ret.hydra_cfg.hydra.runtime.output_dir)) if ret.hydra_cfg is not None else None
+        done.append((trial, value, folder))
+    report([(t, *_curve(f)) for t, _, f in done if f is not None], study)
+    for trial, value, folder in done:
+        result = _result(folder)
+        for key in ("run_id", "status", "reason"):
+            if result.get(key):
+                study._storage.set_trial_user_attr(trial._trial_id, key, str(result[key]))
+        if math.isfinite(value):
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The job's validation-loss curve (curves.npz: epochs and values), or nothing."""
+    from sweeper.base.names import CURVES_FILE
+
+    try:
+        with np.load(folder / CURVES_FILE) as z:
+            return z["val_loss_steps"], z["val_loss_values"]
+    except (OSError, KeyError, ValueError):
+        return np.zeros(0), np.zeros(0)
+
+
+def _result(folder: Path | None) -> dict[str, Any]:
+
+    try:
+        return json.loads((folder / RESULT_FILE).read_text()) if folder is not None else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def finish(sweep_dir: Path, study: Any, plan: dict[str, Any], numbers: list[int]) -> dict[str, Any]:
+    """Say what the study found (its best trial, over every command that worked on it) and write
+    ``optimization_results.yaml`` into the sweep folder."""
+    import optuna
+
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    finished = states.count(optuna.trial.TrialState.COMPLETE)
+    out: dict[str, Any] = {"name": "optuna", "study_name": study.study_name, "storage": plan["shown_storage"],
+                           "direction": plan["direction"], "metric": plan["metric"], "task": plan["task"],
+                           "trials": numbers, "study_trials": len(states), "study_finished": finished}
+    line = (f"optuna: study '{study.study_name}': trials {_span(numbers)} run here; "
+            f"{finished} of {len(states)} finished in the study")
+    if finished:
+        best = study.best_trial
+        out |= {"best_trial": best.number, "best_value": best.value, "best_params": best.params}
+        shown_params = ", ".join(f"{k}={text_cell(v) if isinstance(v, float) else v}" for k, v in best.params.items())
+        line += f"; best trial {best.number}: {plan['metric']}={best.value:.6g} ({plan['verb'][:-3]}ed)  {shown_params}"
+    log.info(line)
+    (sweep_dir / RESULTS_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(out)))
+    return out
+
+
+def _span(numbers: list[int]) -> str:
+    if not numbers:
+        return "none"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}" if len(numbers) > 1 else str(numbers[0])
+    return ",".join(map(str, numbers))

@@ -1,0 +1,190 @@
+"""+sweep=optuna: sweeper's own sweeper over Optuna >= 4 (plugins/hydra_plugins/sweeper_optuna_sweeper)."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import optuna
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import all_runs, cli, copy_store
+from hydra_plugins.sweeper_optuna_sweeper import _core, _study
+from hydra_plugins.sweeper_optuna_sweeper._space import parse
+from sweeper.contract.config import ConfigError
+
+# one shape (depth, width, epochs fixed): each round's trials can train as one batched group
+ONE_SHAPE = ("+sweep=optuna", "depth=1", "width=8", "epochs=200", "log_every=20")
+
+
+def children(store):
+    return [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+
+
+def parents(store):
+    return [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+
+
+def study_of(db, name):
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+
+
+def results(sweep_dir):
+    return OmegaConf.to_container(OmegaConf.load(sweep_dir / _core.RESULTS_FILE))
+
+
+# --- the search space and settings (no subprocess) ---
+
+def test_the_space_is_read_from_hydras_override_syntax():
+    s = parse({"lr": "tag(log, interval(0.0005, 0.05))", "depth": "choice(0, 1, 2)", "width": "range(8, 65, 8)",
+               "epochs": "interval(100, 300)", "data.val_fraction": "interval(0.1, 0.3)"},
+              ["data=iris", "depth=2", "tracking.uri=sqlite:////tmp/x.db"])
+    d = s.distributions
+    assert d["lr"] == optuna.distributions.FloatDistribution(0.0005, 0.05, log=True)
+    assert d["width"] == optuna.distributions.IntDistribution(8, 64, step=8)  # range()'s stop is excluded, as in grids
+    assert d["epochs"] == optuna.distributions.IntDistribution(100, 300)  # an integer key: an integer interval
+    assert isinstance(d["data.val_fraction"], optuna.distributions.FloatDistribution)
+    assert "depth" not in d and "depth=2" in s.fixed  # the command's fixed value takes the key out of the space
+    assert s.overrides({"lr": 0.001, "width": 16}) == ("lr=0.001", "width=16", "data=iris", "depth=2",
+                                                        "tracking.uri=sqlite:////tmp/x.db")
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"lr": "interval(0, 0.1)"}, "hydra.sweeper.params.lr=interval(0, 0.1) is not allowed: lr=0.0 is not allowed"),
+    ({"width": "interval(8.5, 64)"}, "width is an integer"),
+    ({"depth": "tag(log, interval(0, 2))"}, "a log scale needs low > 0"),
+    ({"lr": "choice(0.01, -1)"}, "hydra.sweeper.params.lr=-1 is not allowed: expected a number > 0"),
+    ({"data": "choice(iris, nope)"}, "hydra.sweeper.params.data=nope is not allowed"),
+    ({"lr": "interval(("}, "hydra.sweeper.params.lr=interval(( is not a valid override"),
+    ({"epochs": "range(5, 5)"}, "the range is empty"),
+    ({"lr": "0.01"}, "has no search space"),
+])
+def test_a_bad_space_is_one_line_naming_the_key(params, message):
+    with pytest.raises(ConfigError) as e:
+        parse(params, [])
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_default_storage_sits_beside_the_mlflow_store(tmp_path, monkeypatch):
+    assert _study.storage_url("auto", f"sqlite:///{tmp_path}/m/mlflow.db") == f"sqlite:///{tmp_path}/m/optuna.db"
+    monkeypatch.chdir(tmp_path)
+    assert _study.storage_url("auto", "http://127.0.0.1:5000") == f"sqlite:///{tmp_path}/optuna.db"
+    assert _study.storage_url(None, "x") is None and _study.storage_url("postgresql://u:p@h/db", "x") == "postgresql://u:p@h/db"
+    assert "p@" not in _study.shown("postgresql://u:p@h/db")
+
+
+def plan_for(db, seed=0):
+    return {"storage": f"sqlite:///{db}", "study_name": "s", "direction": "minimize", "shown_storage": str(db),
+            "metric": "val_mse", "verb": "minimising",
+            **_core.sampler(OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": seed, "constant_liar": True}))}
+
+
+def test_a_round_asks_distinct_trials_and_a_continued_study_draws_new_values(tmp_path):
+    space = parse({"lr": "tag(log, interval(0.0005, 0.05))", "width": "choice(8, 16, 32, 64)"}, [])
+    plan = plan_for(tmp_path / "o.db")
+    study = _study.open_study(plan)
+    first = _core.ask(study, space, plan, 4)
+    assert [t.number for t in first] == [0, 1, 2, 3] and len({t.params["lr"] for t in first}) == 4
+    _study.report([(t, np.array([0, 50, 100]), np.array([3.0, 2.0, math.nan])) for t in first], study)
+    for t in first:
+        study.tell(t, t.params["lr"])
+    again = _study.open_study(plan_for(tmp_path / "o.db"))  # a second command, same seed: new values, numbers go on
+    second = _core.ask(again, space, plan, 4)
+    assert [t.number for t in second] == [4, 5, 6, 7]
+    assert not {t.params["lr"] for t in second} & {t.params["lr"] for t in first}
+    stored = study_of(tmp_path / "o.db", "s").trials[0]
+    assert stored.intermediate_values[0] == 3.0 and stored.intermediate_values[50] == 2.0
+    assert math.isnan(stored.intermediate_values[100])
+    fresh = _study.open_study(plan_for(tmp_path / "p.db"))  # same seed, fresh study: the same search
+    assert [t.params for t in _core.ask(fresh, space, plan_for(tmp_path / "p.db"), 4)] == [t.params for t in first]
+
+
+def test_a_study_that_optimises_the_other_way_is_refused(tmp_path):
+    _study.open_study(plan_for(tmp_path / "o.db"))
+    with pytest.raises(ConfigError, match="hydra.sweeper.study_name=s is not allowed: that study minimizes"):
+        _study.open_study({**plan_for(tmp_path / "o.db"), "direction": "maximize", "metric": "val_accuracy",
+                           "verb": "maximising"})
+
+
+# --- real searches (subprocesses) ---
+
+@pytest.mark.slow
+def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_continues(tmp_path, store):
+    proc = cli(tmp_path, "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=12", "hydra.sweeper.batch=4", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "maximising val_accuracy (multiclass)" in proc.stdout
+    found = results(tmp_path / "sweep")
+    assert found["direction"] == "maximize" and found["trials"] == list(range(12))
+    (parent,) = parents(store)
+    assert found["best_value"] == parent.data.metrics["best_val_accuracy"]  # the study's best = the leaderboard's
+    assert parent.data.params["search.lr"] == "tag(log, interval(0.0005, 0.05))"
+    assert parent.data.params["optuna.sampler"].startswith("TPESampler(seed=0, constant_liar=True")
+    assert parent.data.tags["optuna.direction"] == "maximize" and parent.data.tags["optuna.metric"] == "val_accuracy"
+    kids = children(store)
+    assert sorted(int(k.data.tags["optuna.trial_number"]) for k in kids) == list(range(12))
+    assert {k.data.tags["optuna.study_name"] for k in kids} == {"iris"}
+    rounds = {}
+    for k in kids:
+        rounds.setdefault(k.data.tags["optuna.round"], set()).add(k.data.tags["batch_group"])
+    assert sorted(rounds) == ["0", "1", "2"] and all(len(g) == 1 for g in rounds.values())  # a round: one group
+    assert len(set.union(*rounds.values())) == 3
+    db = store.parent / "optuna.db"  # beside the MLflow store
+    study = study_of(db, "iris")
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+    by_number = {t.number: t for t in study.trials}
+    trial = by_number[int(kids[0].data.tags["optuna.trial_number"])]
+    assert trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 10  # epochs 0..180
+    assert trial.value == kids[0].data.metrics["val_accuracy"]
+
+    (tmp_path / "again").mkdir()
+    proc = cli(tmp_path / "again", "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=4", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert results(tmp_path / "again" / "sweep")["trials"] == [12, 13, 14, 15]
+    assert sorted(t.number for t in study_of(db, "iris").trials) == list(range(16))
+
+
+@pytest.mark.slow
+def test_diabetes_minimises_val_mse(tmp_path, store):
+    proc = cli(tmp_path, "-m", *ONE_SHAPE, "hydra.sweeper.n_trials=4", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "minimising val_mse (regression)" in proc.stdout
+    found = results(tmp_path / "sweep")
+    (parent,) = parents(store)
+    assert found["direction"] == "minimize" and found["best_value"] == parent.data.metrics["best_val_mse"]
+    assert found["best_value"] == min(k.data.metrics["val_mse"] for k in children(store))
+    assert study_of(store.parent / "optuna.db", "diabetes").direction == optuna.study.StudyDirection.MINIMIZE
+
+
+@pytest.mark.slow
+def test_two_processes_share_one_sqlite_study(tmp_path, store):
+    shared = tmp_path / "shared" / "optuna.db"
+    procs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        db = copy_store(store, tmp_path / name)
+        args = [sys.executable, "-m", "sweeper", "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=6",
+                "hydra.sweeper.batch=3", f"hydra.sweeper.storage=sqlite:///{shared}", "hydra.sweeper.study_name=shared",
+                f"hydra.sweep.dir={tmp_path / name / 'sweep'}", f"tracking.uri=sqlite:///{db}"]
+        procs.append(subprocess.Popen(args, cwd=tmp_path / name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    trials = study_of(shared, "shared").trials
+    assert sorted(t.number for t in trials) == list(range(12))  # each number once
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert len({t.params["lr"] for t in trials}) == 12  # the two processes drew different values
+    mine = [results(tmp_path / n / "sweep")["trials"] for n in ("a", "b")]
+    assert sorted(mine[0] + mine[1]) == list(range(12))
+
+
+@pytest.mark.slow
+def test_a_bad_space_fails_in_one_line_and_the_parent_run_says_why(tmp_path, store):
+    proc = cli(tmp_path, "-m", "+sweep=optuna", "hydra.sweeper.params.lr='interval(0, 0.1)'", store=store)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("sweeper: error: hydra.sweeper.params.lr=interval(0, 0.1) "
+                                                            "is not allowed")
+    assert "Traceback" not in proc.stderr and not children(store)
+    (parent,) = parents(store)
+    assert parent.info.status == "FAILED" and "lr=0.0 is not allowed" in parent.data.tags["failure_reason"]
