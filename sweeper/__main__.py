@@ -33,7 +33,7 @@ def cli() -> None:
     if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
         from sweeper.contract.helptext import main_help
 
-        sys.stdout.write(main_help())
+        sys.stdout.write(main_help([a for a in args if a not in ('--help', '-h')]))
         return
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")

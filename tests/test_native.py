@@ -128,7 +128,7 @@ def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(ser
     assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
 
 
-HELP_COMMANDS = ["sweeper.runs", "sweeper.report", "sweeper.compare", "sweeper.summary", "sweeper.promote",
+HELP_COMMANDS = ["sweeper.runs", "sweeper.report", "sweeper.advise", "sweeper.compare", "sweeper.summary", "sweeper.promote",
                  "sweeper.upload"]
 
 

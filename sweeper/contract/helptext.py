@@ -12,8 +12,9 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 
-# The standalone commands, in the order a sweep's life uses them (each module's docstring describes it).
-COMMANDS = ("runs", "report", "compare", "summary", "promote", "upload")
+# The standalone commands, in the order a sweep's life uses them (each module's docstring describes it); a test
+# checks that this is every entry module of sweeper/ (tests/test_help.py).
+COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload")
 EXAMPLES = (
     ("one run, tracked in MLflow", "python -m sweeper lr=0.01 depth=2"),
     ("a grid of 6 runs under one parent run", "python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2"),
@@ -62,18 +63,35 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
     return lines
 
 
-def main_help() -> str:
-    """The text of ``python -m sweeper --help``."""
+def chosen_groups(args: list[str], defaults: dict[str, str]) -> dict[str, str]:
+    """The config groups a command line chooses (``data=csv``, ``tracking=server``), else their defaults; a choice
+    that is no option of its group (or a sweep of several) keeps the default."""
+    from sweeper.contract.config import group_options
+
+    chosen = dict(defaults)
+    for arg in args:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if eq and key in ("data", "tracking") and value in group_options(key):
+            chosen[key] = value
+    return chosen
+
+
+def main_help(args: list[str] | None = None) -> str:
+    """The text of ``python -m sweeper [GROUP=CHOICE ...] --help``: the keys of the data set and tracking store the
+    command line chooses (the defaults' otherwise)."""
     from sweeper.contract.config import DATA, GROUPS, TOP_LEVEL, TRACKING, group_options
 
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
     notes = _comments(CONF_DIR / "config.yaml")
     defaults = {k: v for entry in cfg.defaults if OmegaConf.is_dict(entry) for k, v in entry.items()}
-    data_name, tracking_name = defaults["data"], defaults["tracking"]
+    picked = chosen_groups(list(args or []), defaults)
+    data_name, tracking_name = picked["data"], picked["tracking"]
     top = [(k, _shown(cfg[k]), f"{TOP_LEVEL[k].allowed}" + (f" ({notes[k]})" if k in notes else ""))
            for k in cfg if k in TOP_LEVEL]
-    data_cfg = OmegaConf.load(CONF_DIR / "data" / f"{data_name}.yaml")
-    data_rows = [(f"data.{k}", _shown(data_cfg.get(k, "-")), rule.allowed if k != "name" else "set by data=CHOICE")
+    data_path = CONF_DIR / "data" / f"{data_name}.yaml"
+    data_cfg, data_notes = OmegaConf.load(data_path), _comments(data_path)
+    data_rows = [(f"data.{k}", _shown(data_cfg.get(k, "-")),
+                  (rule.allowed if k != "name" else "set by data=CHOICE") + (f" ({data_notes[k]})" if k in data_notes and k != "name" else ""))
                  for k, rule in DATA[data_name].items()]
     tracking_path = CONF_DIR / "tracking" / f"{tracking_name}.yaml"
     tracking_cfg, tracking_notes = OmegaConf.load(tracking_path), _comments(tracking_path)
@@ -93,7 +111,8 @@ def main_help() -> str:
         "",
         *_section("keys (KEY=VALUE):", top),
         "",
-        *_section(f"data keys (data.KEY=VALUE; shown for data={data_name}, each data set has its own):", data_rows),
+        *_section(f"data keys (data.KEY=VALUE; shown for data={data_name}: python -m sweeper data=NAME --help shows "
+                  f"another data set's):", data_rows),
         "",
         *_section(f"tracking keys (tracking.KEY=VALUE; shown for tracking={tracking_name}):", tracking_rows),
         "",
