@@ -137,6 +137,9 @@ def open_store(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         check_writable(db, uri)
+    if "mlflow" not in sys.modules or (db is not None and not db.is_file()):  # seconds of silence otherwise
+        _progress(f"opening the store {uri}" + (" (creating it: the first time takes a few seconds)"
+                                                if db is not None and not db.is_file() else "") + "…")
     if uri.startswith(("http://", "https://")):
         check_server(uri)
     try:
@@ -146,6 +149,16 @@ def open_store(uri: str) -> Any:
     except Exception as e:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
     return c
+
+
+def _progress(line: str) -> None:
+    """A progress line before slow work: through logging where a handler shows it (a job), else on stderr (a sweep's
+    start, before Hydra configures logging)."""
+    log = logging.getLogger("sweeper")
+    if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
+        log.info(line)
+    else:
+        print(f"sweeper: {line}", file=sys.stderr, flush=True)
 
 
 def check_writable(db: Path, uri: str) -> None:
