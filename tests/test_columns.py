@@ -8,9 +8,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import FAST_ARGS, cli, client_for, make_cfg, run_once
+from test_data_files import load, refused
 from sweeper import data
 from sweeper.contract.config import ConfigError, fingerprint, validate
-from sweeper.data import DataError, encode_rows
+from sweeper.data import encode_rows
 from sweeper.data.columns import fit, typed
 
 N = 120
@@ -32,15 +33,6 @@ def write_table(path, target=None, sep=",", sex=SEX):
     return path
 
 
-def load(path, *overrides, seed=0):
-    return data.load(make_cfg("data=csv", f"data.path={path}", *overrides).data, seed)
-
-
-def refused(path, *overrides) -> str:
-    with pytest.raises(DataError) as err:
-        load(path, *overrides)
-    assert "\n" not in str(err.value)
-    return str(err.value)
 
 
 def test_a_text_column_is_one_hot_encoded_from_the_training_rows_and_an_id_is_dropped(tmp_path):

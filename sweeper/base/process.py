@@ -1,7 +1,10 @@
-"""Processes on this host: whether one still runs. Imports nothing of ours."""
+"""Processes on this host: whether one still runs; an exclusive lock between them. Imports nothing of ours."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 
 def alive(pid: int) -> bool:
@@ -13,3 +16,19 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

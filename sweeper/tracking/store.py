@@ -13,9 +13,9 @@ import os
 import re
 import sqlite3
 import sys
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -32,6 +32,7 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 from sweeper import ROOT  # noqa: E402
 from sweeper.base.names import sqlite_path  # noqa: E402,F401  (re-exported: tracking.sqlite_path)
+from sweeper.base.process import exclusive  # noqa: E402
 
 for _name in ("mlflow", "alembic"):  # in case MLflow was imported before this module
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -137,9 +138,10 @@ def open_store(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         check_writable(db, uri)
-    if "mlflow" not in sys.modules or (db is not None and not db.is_file()):  # seconds of silence otherwise
+    creating = db is not None and not db.is_file()
+    if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):  # seconds of silence otherwise
         _progress(f"opening the store {uri}" + (" (creating it: the first time takes a few seconds)"
-                                                if db is not None and not db.is_file() else "") + "…")
+                                                if creating else "") + "…")
     if uri.startswith(("http://", "https://")):
         check_server(uri)
     try:
@@ -153,12 +155,12 @@ def open_store(uri: str) -> Any:
 
 def _progress(line: str) -> None:
     """A progress line before slow work: through logging where a handler shows it (a job), else on stderr (a sweep's
-    start, before Hydra configures logging)."""
+    start, before Hydra configures logging): stdout, so that stderr keeps only what went wrong."""
     log = logging.getLogger("sweeper")
     if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
         log.info(line)
     else:
-        print(f"sweeper: {line}", file=sys.stderr, flush=True)
+        print(f"sweeper: {line}", flush=True)
 
 
 def check_writable(db: Path, uri: str) -> None:
@@ -189,7 +191,7 @@ def _create_store(db: Path, uri: str) -> Any:
     from mlflow import MlflowClient
 
     db.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(db.with_name(db.name + ".lock")):
+    with exclusive(db.with_name(db.name + ".lock")):
         c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store
         if not _is_wal_database(db):  # else made by another process while this one waited
             c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
@@ -198,20 +200,6 @@ def _create_store(db: Path, uri: str) -> Any:
     return c
 
 
-@contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _is_wal_database(db: Path) -> bool:

@@ -4,14 +4,14 @@ as intermediate values in one transaction."""
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from sweeper import tracking
 from sweeper.contract.config import ConfigError
+from sweeper.base.process import exclusive
 
 log = logging.getLogger("sweeper")
 
@@ -55,7 +55,7 @@ def open_study(plan: dict[str, Any]) -> Any:
         if db is None:
             return _checked(optuna.create_study(storage=optuna.storages.RDBStorage(url), **kwargs), plan)
         db.parent.mkdir(parents=True, exist_ok=True)
-        with _exclusive(db.with_name(db.name + ".lock")):
+        with exclusive(db.with_name(db.name + ".lock")):
             if not db.exists() or db.stat().st_size == 0:
                 import sqlite3
                 from contextlib import closing
@@ -71,20 +71,6 @@ def open_study(plan: dict[str, Any]) -> Any:
         raise ConfigError(f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {one_line(e)}") from None
 
 
-@contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock on ``path`` (``flock``; none where fcntl is missing: Windows)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _commit_without_fsync(storage: Any) -> None:
