@@ -188,7 +188,9 @@ def test_store_creation_waits_for_the_lock_and_then_trusts_the_finished_store(tm
     db.parent.mkdir()
     uri = f"sqlite:///{db}"
     got = []
-    with tracking._exclusive(db.with_name("mlflow.db.lock")):
+    from sweeper.base.process import exclusive
+
+    with exclusive(db.with_name("mlflow.db.lock")):
         waiter = threading.Thread(target=lambda: got.append(tracking.open_store(uri)))
         waiter.start()
         waiter.join(0.5)
