@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
+from sweeper.base.names import MAX_NAME_BYTES, uri_problem
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
@@ -175,7 +176,12 @@ DOWNLOAD = {
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TRACKING: dict[str, Rule] = {
-    "uri": text(), "experiment": text(), "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
+    "uri": Rule("a tracking URI: sqlite:///PATH or http(s)://HOST:PORT",
+                lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None),
+    "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
+                       lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+                       and v.strip() != ""),
+    "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
 }
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
@@ -196,6 +202,9 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
 
 def check_value(key: str, value: Any, rule: Rule) -> None:
     if not rule.check(value):
+        if isinstance(value, str) and rule.allowed.startswith(("a number", "an integer")):  # lr='0.01'
+            raise ConfigError(f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
+                              f"(write {key}={value}, without quotes)")
         raise _fail(key, value, rule.allowed)
 
 
@@ -235,7 +244,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
                           "expected batch_size=0 (full batch), or data.sparse=false")
     if "path" in rules and not Path(data["path"]).is_file():
         hint = DOWNLOAD.get(name, "expected an existing .csv/.tsv/.txt, .json, .jsonl or .npz file")
-        raise ConfigError(f"data.path={data['path']} does not exist: {hint}")
+        path = Path(data["path"])
+        what = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise ConfigError(f"data.path={data['path']} {what}: {hint}")
 
     for key, rule in TRACKING.items():
         check_value(f"tracking.{key}", cfg["tracking"].get(key), rule)
@@ -313,7 +324,7 @@ def check_overrides(args: list[str]) -> None:
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
-    args = [a for a in args if not a.startswith("-")]
+    all_args, args = args, [a for a in args if not a.startswith("-")]
     parser = OverridesParser.create()
     try:
         overrides = parser.parse_overrides(args)
@@ -324,6 +335,9 @@ def check_overrides(args: list[str]) -> None:
             except HydraException as e:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
+    from sweeper.contract.hydra_args import check_hydra
+
+    check_hydra(all_args, overrides, ConfigError, TOP_LEVEL)
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue

@@ -20,7 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import CURVES_FILE, INTERRUPTED, RESULT_FILE, label
+from sweeper.base import stop
+from sweeper.base.names import CURVES_FILE, RESULT_FILE, label
 from sweeper.contract.config import fingerprint, validate
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, train_and_score
@@ -94,9 +95,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     params = tracking.flatten(plain)
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
-    except KeyboardInterrupt:  # Ctrl-C: this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
-        _end_early(tracked, INTERRUPTED, params, "KILLED")
-        _finish(ctx, {**result, "status": "KILLED", "reason": INTERRUPTED})
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
+        _end_early(tracked, stop.reason(), params, "KILLED")
+        _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
