@@ -355,11 +355,25 @@ def check_overrides(args: list[str]) -> None:
             for v in values:
                 if v not in options:
                     raise _fail(key, v, "one of " + ", ".join(options))
+                _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
         elif key in TOP_LEVEL:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
+
+
+def _readable(path: Path, arg: str) -> None:
+    """A config file that YAML cannot read (a broken conf/best/NAME.yaml): one line naming it, not Hydra's
+    67-line traceback."""
+    try:
+        doc = OmegaConf.load(path)
+    except Exception as e:  # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding
+        raise ConfigError(f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be read "
+                          f"({type(e).__name__}: {' '.join(str(e).split())[:160]}): fix the file or choose "
+                          "another") from None
+    if not OmegaConf.is_dict(doc):
+        raise ConfigError(f"{arg}: {path.name} is not a mapping of keys: fix the file or choose another")
 
 
 def _unparsable(arg: str, e: Exception) -> None:
