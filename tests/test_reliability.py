@@ -269,3 +269,52 @@ def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, wha
     cfg["data"]["path"] = "/dev/null"
     with pytest.raises(ConfigError, match="is not a regular file"):
         validate(cfg)
+
+
+def test_a_configuration_too_large_for_memory_is_refused_before_the_store(tmp_path):
+    store = tmp_path / "s.db"
+    proc = cli(tmp_path, "depth=100", "width=4096", store=store)
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert "depth=100 width=4096 dtype=float64 needs about" in line and "GiB" in line and "memory" in line
+    assert not store.exists()
+
+
+def test_the_memory_estimate_of_one_configuration_counts_its_weights():
+    from conftest import make_cfg
+    from sweeper import data
+    from sweeper.job.compute import config_bytes
+
+    small, big = make_cfg("depth=1", "width=16"), make_cfg("depth=100", "width=4096")
+    ds = data.load(small.data, small.seed)
+    weights = 99 * (4096 * 4096 + 4096) * 8  # the hidden layers alone, float64
+    assert config_bytes(small, ds) < 10 << 20 and config_bytes(big, ds) > 4 * weights
+
+
+def _csv(tmp_path: Path, header: str, rows) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")])
+def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
+    from conftest import make_cfg
+    from sweeper import data
+
+    rows = [(i % 7, (i * 3) % 5 * (1.5e307 if big == "b" else 1), (i + 0.5) * (1.3e306 if big == "y" else 1))
+            for i in range(60)]
+    cfg = make_cfg("data=csv", f"data.path={_csv(tmp_path, 'a,b,y', rows)}")
+    with pytest.raises(data.DataError, match=error):
+        data.load(cfg.data, cfg.seed)
+
+
+def test_a_duplicated_column_name_is_refused_where_it_names_a_column(tmp_path):
+    from conftest import make_cfg
+    from sweeper import data
+
+    path = _csv(tmp_path, "a,a,y", [(i % 7, i % 3, i % 5) for i in range(60)])
+    for override, error in (("data.target=a", "data.target=a names 2 columns"), ("data.drop=[a]", "which 2 columns are called")):
+        cfg = make_cfg("data=csv", f"data.path={path}", override)
+        with pytest.raises(data.DataError, match=error):
+            data.load(cfg.data, cfg.seed)

@@ -22,9 +22,9 @@ from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop
 from sweeper.base.names import CURVES_FILE, RESULT_FILE, label
-from sweeper.contract.config import fingerprint, validate
+from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.job import artifacts, sweepdir
-from sweeper.job.compute import Computed, Outcome, train_and_score
+from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
 from sweeper.job.context import JobContext, handed
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
@@ -70,6 +70,12 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if ctx.sweep_dir is None:
             raise
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
+
+    too_big = None if computed else memory_problem(cfg, dataset, backend)  # before the store: nothing recorded
+    if too_big and ctx.sweep_dir is None:
+        raise ConfigError(too_big)
+    if too_big:
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": too_big})
 
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
