@@ -40,7 +40,7 @@ def cli() -> None:
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
     try:
-        check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts

@@ -243,12 +243,13 @@ HYDRA = [
 @pytest.mark.parametrize("args, error", HYDRA, ids=[" ".join(a) for a, _ in HYDRA])
 def test_hydra_errors_are_seen_first(args, error):
     with pytest.raises(ConfigError) as e:
-        check_overrides(args)
+        check_overrides(args, whole=True)
     assert str(e.value).startswith(error), str(e.value)
 
 
 def test_a_sweep_with_m_and_the_right_keys_passes():
-    check_overrides(["-m", "depth=1,2", "hydra.launcher.max_group_bytes=1000", "hydra/launcher=basic", "++lr=0.1"])
+    check_overrides(["-m", "depth=1,2", "hydra.launcher.max_group_bytes=1000", "hydra/launcher=basic", "++lr=0.1"],
+                    whole=True)
 
 
 def test_hydra_errors_on_the_command_line_are_one_line_exit_2(tmp_path):

@@ -200,9 +200,18 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{key}={shown} is not allowed: expected {allowed}")
 
 
+def _parses_as_number(text: str) -> bool:
+    """A quoted number (``lr='0.01'``): a string Hydra kept as one, refused as a string, not as its value."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def check_value(key: str, value: Any, rule: Rule) -> None:
     if not rule.check(value):
-        if isinstance(value, str) and rule.allowed.startswith(("a number", "an integer")):  # lr='0.01'
+        if isinstance(value, str) and _parses_as_number(value) and rule.allowed.startswith(("a number", "an integer")):
             raise ConfigError(f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
                               f"(write {key}={value}, without quotes)")
         raise _fail(key, value, rule.allowed)
@@ -313,8 +322,9 @@ def _defaults(path: Path, group: str) -> list[str]:
     return found
 
 
-def check_overrides(args: list[str]) -> None:
-    """Check command-line overrides before Hydra composes, so bad input fails in one line.
+def check_overrides(args: list[str], whole: bool = False) -> None:
+    """Check command-line overrides before Hydra composes, so bad input fails in one line; ``whole``: ``args``
+    is the whole command line, flags included, so a sweep without ``-m`` is refused ("add -m").
 
     Covers overrides Hydra's parser rejects (``data.sep=;``, ``lr=(``), config-group choices
     (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys, every
@@ -335,9 +345,6 @@ def check_overrides(args: list[str]) -> None:
             except HydraException as e:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
-    from sweeper.contract.hydra_args import check_hydra
-
-    check_hydra(all_args, overrides, ConfigError, TOP_LEVEL)
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
@@ -361,6 +368,9 @@ def check_overrides(args: list[str]) -> None:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
+    from sweeper.contract.hydra_args import check_hydra
+
+    check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
 
 
 def _readable(path: Path, arg: str) -> None:

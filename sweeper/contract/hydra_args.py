@@ -29,10 +29,12 @@ def hydra_groups(group: str) -> list[str]:
     return sorted(names)
 
 
-def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], top_level: Any) -> None:
+def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], top_level: Any,
+                whole: bool = True) -> None:
     """Raise ``error`` (one line) for an override of ``args`` (parsed: ``overrides``) that Hydra would refuse
-    over several lines; ``top_level`` are the config's own top-level keys."""
-    multirun = any(a in ("-m", "--multirun") for a in args) or any(
+    over several lines; ``top_level`` are the config's own top-level keys; ``whole``: ``args`` is the whole
+    command line (else whether ``-m`` was given is unknown)."""
+    multirun = not whole or any(a in ("-m", "--multirun") for a in args) or any(
         o.key_or_group == "hydra.mode" for o in overrides)
     for o in overrides:
         key = o.key_or_group
