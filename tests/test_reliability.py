@@ -98,6 +98,25 @@ def test_a_group_part_stops_at_its_next_epoch_once_asked():
         stop.STOP.clear()
 
 
+@pytest.mark.slow
+def test_sigterm_in_a_single_run_records_it_killed_and_exits_143(tmp_path, store):
+    """Before: SIGTERM ended the process at once and left the run RUNNING."""
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "data=xor", "epochs=20000000",
+                             f"hydra.run.dir={tmp_path / 'run'}", f"tracking.uri=sqlite:///{store}"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready, deadline = tmp_path / "run" / "config_resolved.yaml", time.monotonic() + 120
+    while not ready.exists():  # written once the run exists, just before training
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    (run,) = all_runs(store)
+    assert proc.returncode == 143, err
+    assert one_line(err) == f"sweeper: interrupted: run {run.info.run_id} KILLED"
+    assert run.info.status == "KILLED" and run.data.tags["failure_reason"] == "interrupted (SIGTERM)"
+
+
 # --- a SIGKILLed single run is closed by report --run ---------------------------------------------------
 
 def test_report_run_closes_a_single_run_whose_process_is_gone(store, capsys):
