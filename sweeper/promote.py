@@ -15,7 +15,7 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base.fmt import cell
-from sweeper.base.names import name_problem
+from sweeper.base.names import MAX_NAME_BYTES
 from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, _fail, promote
 
@@ -38,9 +38,10 @@ def _number(cast: type, option: str, text: str, allowed: str) -> Any:
 def _check_place(name: str | None, out_dir: Path) -> None:
     """Before any store work: a --name that cannot be a file name (NAME_10.yaml) and an --out-dir that cannot
     be written are refused in one line."""
-    problem = name_problem(f"{name}_10.yaml") if name is not None else None
-    if problem:
-        raise _fail("--name", name[:60] + ("..." if len(name) > 60 else ""), problem)
+    size = len(f"{name}_10.yaml".encode("utf-8", "surrogateescape")) if name is not None else 0
+    if size > MAX_NAME_BYTES:  # its characters are promotion's to check (it becomes +best=NAME)
+        raise _fail("--name", name[:60] + "...", f"{size} bytes with its suffix (_10.yaml): expected a name that "
+                    f"makes a file name of at most {MAX_NAME_BYTES} bytes")
     existing = out_dir
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -177,6 +177,11 @@ def test_a_379_character_experiment_name_is_refused_before_the_store(tmp_path):
     assert not store.exists()
 
 
+def test_a_sweep_folder_name_too_long_is_refused_before_hydra():
+    with pytest.raises(ConfigError, match="hydra.sweep.dir=.*is 300 bytes long: expected a name of at most 200"):
+        check_overrides(["-m", "lr=0.1,0.2", f"hydra.sweep.dir=/tmp/{'s' * 300}/x"], whole=True)
+
+
 def test_promote_refuses_a_name_too_long_for_a_file(tmp_path, capsys):
     from sweeper import promote
 

@@ -11,6 +11,10 @@ LAUNCHER_INTS = {"hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = 
                  "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)"}
 
 
+# Hydra's keys whose values become folders (a sweep's, a run's, a job's).
+FOLDERS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.name")
+
+
 def hydra_groups(group: str) -> list[str]:
     """The options of a Hydra group (``hydra/launcher``): its own configs and those the installed plugins
     register (discovering the plugins imports them: ~0.4 s, paid only when the command names the group)."""
@@ -55,6 +59,15 @@ def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], t
             fields = [f.name for f in dataclasses.fields(HydraConf)]
             if key.split(".")[1] not in fields:
                 raise error(f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>")
+        if key in FOLDERS and not o.is_sweep_override() and not o.is_delete():
+            from pathlib import PurePath
+
+            from sweeper.base.names import name_problem
+
+            for part in PurePath(str(o.value())).parts:
+                why = name_problem(part) if part not in ("/", ".", "..") else None
+                if why:
+                    raise error(f"{key}={str(o.value())[:60]}...: the folder name {part[:40]}... is {why}")
         if key in LAUNCHER_INTS and not o.is_sweep_override():
             v = o.value()
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
