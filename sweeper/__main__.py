@@ -11,13 +11,12 @@ from sweeper.base import stop
 INTERRUPTED = stop.INTERRUPTED  # 130: the shell's code for a process ended by SIGINT (143: SIGTERM)
 NOTHING = "sweeper: interrupted before any run started: nothing recorded"
 
-stop.install()  # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
 try:
     import hydra
     from omegaconf import DictConfig
 
     from sweeper.contract.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
-except KeyboardInterrupt as e:  # Ctrl-C (or SIGTERM) right at the start
+except KeyboardInterrupt as e:  # Ctrl-C right at the start (SIGTERM is handled from cli() on)
     print(NOTHING, file=sys.stderr)
     sys.exit(stop.exit_code(e))
 
@@ -31,6 +30,7 @@ def main(cfg: DictConfig) -> float:
 
 
 def cli() -> None:
+    stop.install()  # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
         from sweeper.contract.helptext import main_help
