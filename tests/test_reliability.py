@@ -222,8 +222,12 @@ def test_report_on_a_truncated_store_prints_one_line(tmp_path, store, capsys):
 def test_a_malformed_server_address_is_one_line(tmp_path, capsys):
     assert report.main(["--run", "f" * 32, "--tracking-uri", "http://[::1"]) == 2
     assert "cannot be read as an address" in one_line(capsys.readouterr().err)
-    proc = cli(tmp_path, "epochs=10", "tracking.uri='http://[::1'")
-    assert proc.returncode == 2 and "tracking.uri=http://[::1 is not allowed" in one_line(proc.stderr)
+    from conftest import make_cfg
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(make_cfg("tracking.uri='http://[::1'"), resolve=True)
+    with pytest.raises(ConfigError, match=r"tracking.uri=http://\[::1 is not allowed: expected a tracking URI"):
+        validate(cfg)
 
 
 # --- counts and upload ----------------------------------------------------------------------------------
