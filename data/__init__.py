@@ -199,10 +199,20 @@ def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:
         state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
     except ColumnError as e:
         raise DataError(f"{where}: {e}") from None
-    X = encode_columns(state, [c.values for c in raw.columns])
+    unscalable = [c["name"] for c, m, s in zip(state["columns"], state["x_mean"], state["x_scale"])
+                  if "categories" not in c and not (np.isfinite(m) and np.isfinite(s))]
+    if unscalable:  # finite values so large (near 1e308) that their mean or spread overflows float64
+        raise DataError(f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
+                        "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        X = encode_columns(state, [c.values for c in raw.columns])
     if not np.isfinite(X).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
-    y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
+    if not (np.isfinite(y_mean) and np.isfinite(y_scale)):
+        raise DataError(f"{where}: the target cannot be scaled: its values are so large that their mean or spread "
+                        "overflows float64; divide it by a power of 10 first")
     decisions = dict(raw.decisions or {})
     if any("categories" in c for c in state["columns"]):
         from sweeper.data.columns import describe as encoded

@@ -73,6 +73,9 @@ def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: 
             if isinstance(v, str) and has_header:
                 if v not in names:
                     raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
+                if names.count(v) > 1:
+                    raise ColumnError(f"{key}={_list(value)} names {v}, which {names.count(v)} columns are called: "
+                                      "rename them, or give column indices")
                 j = names.index(v)
             elif isinstance(v, int):
                 if not -len(names) <= v < len(names):
@@ -170,7 +173,8 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
     for c in columns:
         if c.numeric:
             part = c.values[train]
-            mean, std = part.mean(), part.std()
+            with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
+                mean, std = part.mean(), part.std()
             spec.append({"name": c.name})
             means.append(mean)
             scales.append(std if std > 0 else 1.0)

@@ -300,6 +300,10 @@ def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path,
                             "(data.header=false): give the column's index instead")
         if target not in names:
             raise DataError(f"{key}={target} is not a column of {path}: columns are {names}")
+        if names.count(target) > 1:
+            where = ", ".join(str(j) for j, n in enumerate(names) if n == target)
+            raise DataError(f"{key}={target} names {names.count(target)} columns of {path} (indices {where}): "
+                            f"rename them, or give the column's index ({key}=INDEX)")
         return names.index(target)
     if not -n_cols <= target < n_cols:
         raise DataError(f"{key}={target} is out of range for {path}, which has {n_cols} columns")

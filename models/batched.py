@@ -54,6 +54,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sweeper.base.backend import is_sparse
+from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS
 from sweeper.models.mlp import init_params
@@ -179,6 +180,7 @@ def train_group(
     import threading
 
     chunks = np.array_split(np.arange(K), parts)
+    halt = threading.Event()  # set when this thread stops waiting for the parts (see below)
     done = [0] * parts
     lock = threading.Lock()
 
@@ -191,10 +193,14 @@ def train_group(
 
         own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
         return _train_part(backend, [p[idx] for p in params], activation, task, own, [members[j] for j in idx],
-                           log_every, report, rule)
+                           log_every, report, rule, halt)
 
     with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
-        fits = list(pool.map(part, range(parts), chunks))
+        try:
+            fits = list(pool.map(part, range(parts), chunks))
+        except BaseException:  # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
+            halt.set()  # epoch, so the pool's exit does not wait for the whole group's training
+            raise
     return GroupFit([f for g in fits for f in g.fits], [p for g in fits for p in g.params],
                     max(g.train_time_s for g in fits), max(g.warmup_time_s for g in fits),
                     sum(g.host_reads for g in fits))
@@ -203,9 +209,10 @@ def train_group(
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
 def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: str, arrays: Sequence[Any],
                 members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None,
-                rule: tuple[Optimizer, int]) -> GroupFit:
+                rule: tuple[Optimizer, int], halt: Any = None) -> GroupFit:
     """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``, ``rule`` its optimizer and
-    batch size."""
+    batch size. It ends with :class:`sweeper.base.stop.Stopped` at the next epoch once Ctrl-C or SIGTERM set
+    ``STOP``, or its caller set ``halt`` (an Event)."""
     X, y, X_val, y_val = arrays
     opt, batch_size = rule
     xp, K = backend.xp, len(members)
@@ -287,6 +294,8 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
             if not active.any():
                 break
             for e in range(epoch, stop):  # device work only
+                if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
+                    raise Stopped()
                 if e % stride:
                     measured.run(epoch_calls)
                     continue

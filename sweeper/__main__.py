@@ -3,11 +3,12 @@
 ``@hydra.main`` must sit in this file: under ``python -m`` Hydra resolves ``../conf`` against this
 file's folder, whereas in an importable module it would turn into ``pkg://conf``.
 """
-import signal
 import os
 import sys
 
-INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
+from sweeper.base import stop
+
+INTERRUPTED = stop.INTERRUPTED  # 130: the shell's code for a process ended by SIGINT (143: SIGTERM)
 NOTHING = "sweeper: interrupted before any run started: nothing recorded"
 
 try:
@@ -15,9 +16,9 @@ try:
     from omegaconf import DictConfig
 
     from sweeper.contract.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
-except KeyboardInterrupt:  # Ctrl-C right at the start
+except KeyboardInterrupt as e:  # Ctrl-C right at the start (SIGTERM is handled from cli() on)
     print(NOTHING, file=sys.stderr)
-    sys.exit(INTERRUPTED)
+    sys.exit(stop.exit_code(e))
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -29,6 +30,7 @@ def main(cfg: DictConfig) -> float:
 
 
 def cli() -> None:
+    stop.install()  # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
     args = sys.argv[1:]
     if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
         from sweeper.contract.helptext import main_help
@@ -38,7 +40,7 @@ def cli() -> None:
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
     try:
-        check_overrides(args)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts
@@ -46,24 +48,26 @@ def cli() -> None:
     except ConfigError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(_interrupted(args))
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM (stop.Terminated), a training thread's stop.Stopped
+        sys.exit(_interrupted(args, stop.exit_code(e)))
 
 
-def _interrupted(args: list[str]) -> int:
-    """Ctrl-C: close what was running in the store, say so in one line (no traceback); exit 130.
+def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
+    """Ctrl-C or SIGTERM: close what was running in the store, say so in one line (no traceback); exit
+    ``code`` (130, or 143 for SIGTERM).
 
     Nothing new is imported here: Ctrl-C may have cut an import short (mlflow's, say), and importing
     it again would fail. Hydra imports sweeper.sweep.callbacks before it runs anything of ours.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the bookkeeping short
+    stop.STOP.set()  # training threads end now
+    stop.ignore()  # a second Ctrl-C (or a SIGTERM) must not cut the bookkeeping short
     callbacks = sys.modules.get("sweeper.sweep.callbacks")
     try:
         line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
     except Exception as e:  # e.g. a store that fails now: the line says so, still without a traceback
         line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): see python -m sweeper.report"
     print(line, file=sys.stderr)
-    return INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":

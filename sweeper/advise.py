@@ -28,11 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.experiment or args.parent):
         ap.error("one of --experiment or --parent is required")
     from sweeper import tracking  # MLflow: after the arguments, so --help and a usage error stay fast
+    from sweeper.tracking.guard import guarded
 
+    uri = args.tracking_uri or tracking.DEFAULT_URI
+    return guarded(uri, lambda: _advise(args, uri))
+
+
+def _advise(args: argparse.Namespace, uri: str) -> int:
+    from sweeper import tracking
     from sweeper.insight.leaderboard import build
     from sweeper.insight.report import children, latest_parent
 
-    uri = args.tracking_uri or tracking.DEFAULT_URI
     c = tracking.client(uri)
     try:
         if args.parent:

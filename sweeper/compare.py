@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", required=True, help="MLflow experiment name (default experiments are named after the data set)")
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default: {DEFAULT_URI})")
     args = parser.parse_args(argv)
+    from sweeper.tracking.guard import guarded
 
+    return guarded(args.tracking_uri, lambda: _compare(args))
+
+
+def _compare(args: argparse.Namespace) -> int:
     c = tracking.client(args.tracking_uri)
     try:
         exp = tracking.named_experiment(c, args.experiment, args.tracking_uri)

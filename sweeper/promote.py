@@ -7,6 +7,7 @@ run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base.fmt import cell
+from sweeper.base.names import MAX_NAME_BYTES
 from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, _fail, promote
 
@@ -31,6 +33,22 @@ def _number(cast: type, option: str, text: str, allowed: str) -> Any:
     except ValueError:
         raise _fail(option, text, f"expected {allowed}") from None
 
+
+
+def _check_place(name: str | None, out_dir: Path) -> None:
+    """Before any store work: a --name that cannot be a file name (NAME_10.yaml) and an --out-dir that cannot
+    be written are refused in one line."""
+    size = len(f"{name}_10.yaml".encode("utf-8", "surrogateescape")) if name is not None else 0
+    if size > MAX_NAME_BYTES:  # its characters are promotion's to check (it becomes +best=NAME)
+        raise _fail("--name", name[:60] + "...", f"{size} bytes with its suffix (_10.yaml): expected a name that "
+                    f"makes a file name of at most {MAX_NAME_BYTES} bytes")
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise _fail("--out-dir", out_dir, f"expected a folder: {existing} is not one")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise _fail("--out-dir", out_dir, f"expected a folder this user can write: {existing} is not writable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,12 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         top = _number(int, "--top", args.top, "an integer >= 1")
         rtol = None if args.rtol is None else _number(float, "--rtol", args.rtol, "a relative tolerance in [0, 1)")
+        _check_place(args.name, args.out_dir)
         done = promote(
             args.experiment, args.tracking_uri, args.metric, top, args.name, args.force, args.out_dir, rtol,
             args.run_id, args.latest,
         )
     except PromoteError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a folder that cannot be written after all (a read-only file system, a full disk)
+        print(f"sweeper: error: --out-dir={args.out_dir} cannot be written: {e.strerror or e}"
+              + (f" ({e.filename})" if e.filename else ""), file=sys.stderr)
         return 2
     lower = pinned.direction(done[0].metric) == "lower"
     print(f"promoted {len(done)} run(s) of experiment '{args.experiment}' by {done[0].metric} "

@@ -13,7 +13,8 @@ import sys
 
 from sweeper import tracking
 from sweeper.contract.helptext import describe
-from sweeper.insight.report import close, holder_alive, latest_parent, publish, single
+from sweeper.insight.report import close, holder_alive, latest_parent, mark_orphans, publish, single
+from sweeper.tracking.guard import guarded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.latest and not args.experiment:
         print("sweeper: error: --latest needs --experiment NAME: expected --experiment NAME --latest", file=sys.stderr)
         return 2
+    return guarded(args.tracking_uri, lambda: _report(args))
+
+
+def _report(args: argparse.Namespace) -> int:
     c = tracking.client(args.tracking_uri)
     try:
         if args.experiment:
@@ -39,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.run or "sweep_dir" not in parent.data.tags:
+        if parent.info.status == "RUNNING" and holder_alive(parent) is False:  # its process died (SIGKILL)
+            mark_orphans(c, [parent], False)
+            print(f"run {parent.info.run_id} was RUNNING but its process (pid {parent.data.tags['pid']}) is gone: "
+                  "marked FAILED (orphaned)")
+            parent = c.get_run(parent.info.run_id)
         single(c, parent, args.tracking_uri)
         return 0
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")

@@ -20,7 +20,7 @@ import numpy as np
 
 from sweeper.contract.helptext import describe
 from sweeper import tracking
-from sweeper.base.names import SWEEP_FILE, label
+from sweeper.base.names import REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
 from sweeper.tracking.writer import RECORDING, recording, write_result
@@ -59,6 +59,7 @@ def upload(path: Path, uri: str | None = None) -> str:
     if r.get("run_id"):  # the run the job had started before the server failed
         try:
             c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
+            c.set_tag(r["run_id"], REPLACED_BY, new)  # a stub: counted neither finished nor failed (report.tally)
             c.set_terminated(r["run_id"], "FAILED")
         except tracking.UNREACHABLE:
             pass  # it lived on another server, or never reached this one
@@ -73,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
     ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
     args = ap.parse_args(argv)
+    if not args.folder.is_dir():
+        what = "does not exist" if not args.folder.exists() else "is not a folder"
+        print(f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or one job's folder",
+              file=sys.stderr)
+        return 2
     todo = pending(args.folder)
     if not todo:
         print(f"nothing to upload under {args.folder}: no result.json is pending")

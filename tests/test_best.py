@@ -8,7 +8,9 @@ Cases whose original training took more than ``pinned.SLOW_S`` seconds are marke
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import warnings
@@ -24,8 +26,31 @@ from sweeper.contract.config import check_overrides
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
 
-BEST = pinned.pinned_files()
+# SWEEPER_BEST_DIR: the pinned files of another folder (test_a_broken_pinned_file_fails_its_own_test only)
+BEST = pinned.pinned_files(Path(os.environ.get("SWEEPER_BEST_DIR") or pinned.BEST_DIR))
 COMMITTED_DATA = {"xor", "diabetes", "breast_cancer"}  # the suite guards these from day one
+
+
+def problem(path: Path) -> str | None:
+    """Why a pinned file cannot be read as one (None when it can): collecting the suite must never fail on
+    one file, which would abort every pinned test without naming it; its own tests fail instead."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        return f"{path.name} cannot be read: {type(e).__name__}: {' '.join(str(e).split())}"
+    if not isinstance(doc, dict) or not isinstance(doc.get("pinned"), dict) or not isinstance(doc.get("data"), dict):
+        return f"{path.name} is not a promoted config: expected a mapping with pinned: and data: (python -m sweeper.promote)"
+    return None
+
+
+def readable(path: Path) -> None:
+    """Fail this test, naming the file and its problem, when the pinned file is broken."""
+    why = problem(path)
+    if why:
+        pytest.fail(why, pytrace=False)
+
+
+GOOD = [p for p in BEST if problem(p) is None]
 
 
 class Improvement(UserWarning):
@@ -33,7 +58,7 @@ class Improvement(UserWarning):
 
 
 def _case(path: Path):
-    slow = pinned.read_pinned(path).get("train_time_s", 0) > pinned.SLOW_S
+    slow = problem(path) is None and pinned.read_pinned(path).get("train_time_s", 0) > pinned.SLOW_S
     return pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if slow else [])
 
 
@@ -79,6 +104,7 @@ def judge(name: str, expected, result: dict) -> list[pinned.Row]:
 
 @pytest.mark.parametrize("path", [_case(p) for p in BEST])
 def test_pinned_config_is_not_worse(path, tmp_path, store):
+    readable(path)
     cfg, result = rerun(path, tmp_path, store)
     rows = judge(path.stem, cfg.pinned.expected, result)
     assert result["status"] == "FINISHED" and len(rows) == len(cfg.pinned.expected) > 0
@@ -91,6 +117,7 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     with text data, whose features it fits) scores what it pinned."""
     from sweeper.sweep import launch, plan as sweep
 
+    readable(path)
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
@@ -103,11 +130,12 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
 
 
 def test_the_suite_guards_the_committed_data_sets():
-    assert COMMITTED_DATA <= {pinned.read_pinned(p)["data"] for p in BEST}
+    assert COMMITTED_DATA <= {pinned.read_pinned(p)["data"] for p in GOOD}
 
 
 @pytest.mark.parametrize("path", BEST, ids=[p.stem for p in BEST])
 def test_pinned_file_is_a_complete_promoted_config(path):
+    readable(path)
     text = path.read_text()
     doc = yaml.safe_load(text)
     pins = doc["pinned"]
@@ -133,7 +161,7 @@ MUTATIONS = {
 # Mutated: the configs with a held-out split. XOR has none (train = val = test, the seed only moves the
 # initial weights) and is learned at almost any rate: lr x100 there improves every metric, which the
 # check rightly passes (and reports as an improvement).
-SPLIT = [p for p in BEST if yaml.safe_load(p.read_text())["data"].get("val_fraction", 0) > 0]
+SPLIT = [p for p in GOOD if yaml.safe_load(p.read_text())["data"].get("val_fraction", 0) > 0]
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS)
@@ -148,7 +176,7 @@ def test_a_perturbed_pinned_config_fails_the_check(path, mutation, tmp_path, sto
 
 
 def test_improvements_pass_and_are_reported(tmp_path, store):
-    path = min(BEST, key=lambda p: pinned.read_pinned(p)["train_time_s"])
+    path = min(GOOD, key=lambda p: pinned.read_pinned(p)["train_time_s"])
     cfg, result = rerun(path, tmp_path, store)
     got = result["metrics"]
     # Pin every metric 10 % worse than the re-run: the re-run must pass and be reported as better.
@@ -373,7 +401,7 @@ def test_promote_shows_the_data_file_of_a_csv_run(tmp_path, store, capsys):
 
 
 def test_the_cli_reruns_a_committed_config_with_its_params(tmp_path, store):
-    path = min(BEST, key=lambda p: pinned.read_pinned(p)["train_time_s"])
+    path = min(GOOD, key=lambda p: pinned.read_pinned(p)["train_time_s"])
     proc = cli(tmp_path, f"+best={path.stem}", store=store)
     assert proc.returncode == 0, proc.stderr
     (run_,) = all_runs(store)
@@ -382,3 +410,22 @@ def test_the_cli_reruns_a_committed_config_with_its_params(tmp_path, store):
     knobs |= {f"data.{k}": v for k, v in doc["data"].items()}
     assert {k: run_.data.params[k] for k in knobs} == {k: str(v) for k, v in knobs.items()}
     judge(path.stem, doc["pinned"]["expected"], {"metrics": run_.data.metrics, "status": run_.info.status})
+
+
+@pytest.mark.slow
+def test_a_broken_pinned_file_fails_its_own_test_naming_it_while_the_other_pins_run(tmp_path):
+    """A copy of conf/best with a broken x.yaml (conf/best itself is never touched): collection succeeds, the
+    broken file's own tests fail naming x.yaml, every other pin's tests pass."""
+    pins = tmp_path / "best"
+    shutil.copytree(pinned.BEST_DIR, pins)
+    (pins / "x.yaml").write_text("# @package _global_\nlr: [1, 2\n")  # an unclosed list
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)),
+         "-k", "complete_promoted_config or guards_the_committed"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SWEEPER_BEST_DIR": str(pins)}, timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 1 and "error" not in out.splitlines()[-1], out  # failures, no collection error
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and failed[0].endswith("[x]") and "x.yaml cannot be read: ParserError" in out, out
+    assert f"{len(pinned.pinned_files()) + 1} passed" in out.splitlines()[-1], out

@@ -13,6 +13,40 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"
+# The longest name that becomes one file or folder name (an experiment's artifact folder, a pinned file's
+# NAME_1.yaml, a sweep folder's part): file systems allow 255 bytes, and a suffix may follow.
+MAX_NAME_BYTES = 200
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one file or folder name (None when it can): too long, empty, ``.``/``..``, or
+    holding ``/`` or a NUL."""
+    if not name or name in (".", ".."):
+        return "expected a non-empty name"
+    if "/" in name or "\0" in name:
+        return "expected a name without / (it names one file or folder)"
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size > MAX_NAME_BYTES:
+        return f"{size} bytes long: expected a name of at most {MAX_NAME_BYTES} bytes (it names a file or folder)"
+    return None
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why a tracking URI cannot be used (None when it looks usable): an address Python cannot parse
+    (``http://[::1``), or an http(s) address without a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018  (a port that is no number raises here)
+    except ValueError as e:
+        return f"cannot be read as an address ({e}): expected sqlite:///PATH or http(s)://HOST:PORT"
+    if parts.scheme in ("http", "https") and not parts.hostname:
+        return "names no host: expected http(s)://HOST:PORT"
+    return None
+
+
+REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged again as a new run (a stub)
 
 
 def sqlite_path(uri: str):

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
+from sweeper.base.names import MAX_NAME_BYTES, uri_problem
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
@@ -175,7 +176,12 @@ DOWNLOAD = {
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TRACKING: dict[str, Rule] = {
-    "uri": text(), "experiment": text(), "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
+    "uri": Rule("a tracking URI: sqlite:///PATH or http(s)://HOST:PORT",
+                lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None),
+    "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
+                       lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+                       and v.strip() != ""),
+    "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
 }
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
@@ -194,8 +200,20 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{key}={shown} is not allowed: expected {allowed}")
 
 
+def _parses_as_number(text: str) -> bool:
+    """A quoted number (``lr='0.01'``): a string Hydra kept as one, refused as a string, not as its value."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def check_value(key: str, value: Any, rule: Rule) -> None:
     if not rule.check(value):
+        if isinstance(value, str) and _parses_as_number(value) and rule.allowed.startswith(("a number", "an integer")):
+            raise ConfigError(f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
+                              f"(write {key}={value}, without quotes)")
         raise _fail(key, value, rule.allowed)
 
 
@@ -235,7 +253,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
                           "expected batch_size=0 (full batch), or data.sparse=false")
     if "path" in rules and not Path(data["path"]).is_file():
         hint = DOWNLOAD.get(name, "expected an existing .csv/.tsv/.txt, .json, .jsonl or .npz file")
-        raise ConfigError(f"data.path={data['path']} does not exist: {hint}")
+        path = Path(data["path"])
+        what = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise ConfigError(f"data.path={data['path']} {what}: {hint}")
 
     for key, rule in TRACKING.items():
         check_value(f"tracking.{key}", cfg["tracking"].get(key), rule)
@@ -302,8 +322,9 @@ def _defaults(path: Path, group: str) -> list[str]:
     return found
 
 
-def check_overrides(args: list[str]) -> None:
-    """Check command-line overrides before Hydra composes, so bad input fails in one line.
+def check_overrides(args: list[str], whole: bool = False) -> None:
+    """Check command-line overrides before Hydra composes, so bad input fails in one line; ``whole``: ``args``
+    is the whole command line, flags included, so a sweep without ``-m`` is refused ("add -m").
 
     Covers overrides Hydra's parser rejects (``data.sep=;``, ``lr=(``), config-group choices
     (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys, every
@@ -313,7 +334,7 @@ def check_overrides(args: list[str]) -> None:
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
-    args = [a for a in args if not a.startswith("-")]
+    all_args, args = args, [a for a in args if not a.startswith("-")]
     parser = OverridesParser.create()
     try:
         overrides = parser.parse_overrides(args)
@@ -341,11 +362,28 @@ def check_overrides(args: list[str]) -> None:
             for v in values:
                 if v not in options:
                     raise _fail(key, v, "one of " + ", ".join(options))
+                _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
         elif key in TOP_LEVEL:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
+    from sweeper.contract.hydra_args import check_hydra
+
+    check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
+
+
+def _readable(path: Path, arg: str) -> None:
+    """A config file that YAML cannot read (a broken conf/best/NAME.yaml): one line naming it, not Hydra's
+    67-line traceback."""
+    try:
+        doc = OmegaConf.load(path)
+    except Exception as e:  # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding
+        raise ConfigError(f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be read "
+                          f"({type(e).__name__}: {' '.join(str(e).split())[:160]}): fix the file or choose "
+                          "another") from None
+    if not OmegaConf.is_dict(doc):
+        raise ConfigError(f"{arg}: {path.name} is not a mapping of keys: fix the file or choose another")
 
 
 def _unparsable(arg: str, e: Exception) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import ORPHAN, resume_command, run_url
+from sweeper.base.names import ORPHAN, REPLACED_BY, resume_command, run_url
 from sweeper.base.process import alive
 from sweeper.insight.leaderboard import Board, build, children
 
@@ -69,6 +69,7 @@ def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = N
     no child run.
     """
     tags = parent.data.tags
+    runs = [r for r in runs if REPLACED_BY not in r.data.tags]  # stubs that upload replaced: their new run counts
     counts = {f"n_{s.lower()}": sum(r.info.status == s for r in runs) for s in ("FINISHED", "FAILED", "KILLED")}
     counts["n_orphaned"] = sum(r.data.tags.get("failure_reason") == ORPHAN for r in runs)
     if results is None:

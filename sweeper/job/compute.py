@@ -63,6 +63,40 @@ class Computed:
 
 
 
+def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
+    """Memory one configuration holds while it trains (weights, gradients, optimizer state, activations,
+    data): :func:`sweeper.models.batched.group_bytes` of a group of one, plus the weights drawn on the host."""
+    from sweeper.models.batched import group_bytes
+
+    sizes = models.layer_sizes(dataset.n_features, cfg.depth, cfg.width, dataset.n_outputs)
+    n, n_val = dataset.X_train.shape[0], dataset.X_val.shape[0] + dataset.X_test.shape[0]
+    nnz = (dataset.X_train.nnz, dataset.X_val.nnz) if data.is_sparse(dataset.X_train) else None
+    itemsize = np.dtype(cfg.dtype).itemsize
+    weights = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+    return group_bytes(1, n, n_val, sizes, itemsize, True, Optimizer.from_config(cfg).copies, nnz) + weights * itemsize
+
+
+def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
+    """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the estimate of
+    :func:`config_bytes` against the machine's physical memory (the GPU's, on a GPU)."""
+    need = config_bytes(cfg, dataset)
+    try:
+        if backend.device == "gpu" and not backend.fake:
+            have, where = int(backend.xp.cuda.Device().mem_info[1]), "the GPU's memory"
+        else:
+            import os
+
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+    except (ValueError, OSError, AttributeError):
+        return None
+    if need <= have:
+        return None
+    gib = 1 << 30
+    return (f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
+            f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
+            "expected a smaller depth or width, or dtype=float32")
+
+
 def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
     """Train on the device and score on the host."""
     dtype = cfg.dtype

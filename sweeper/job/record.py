@@ -20,10 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import CURVES_FILE, INTERRUPTED, RESULT_FILE, label
-from sweeper.contract.config import fingerprint, validate
+from sweeper.base import stop
+from sweeper.base.names import CURVES_FILE, RESULT_FILE, label
+from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.job import artifacts, sweepdir
-from sweeper.job.compute import Computed, Outcome, train_and_score
+from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
 from sweeper.job.context import JobContext, handed
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
@@ -70,6 +71,12 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             raise
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
 
+    too_big = None if computed else memory_problem(cfg, dataset, backend)  # before the store: nothing recorded
+    if too_big and ctx.sweep_dir is None:
+        raise ConfigError(too_big)
+    if too_big:
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": too_big})
+
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     tracked, tracking_error = None, None
@@ -94,9 +101,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     params = tracking.flatten(plain)
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
-    except KeyboardInterrupt:  # Ctrl-C: this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
-        _end_early(tracked, INTERRUPTED, params, "KILLED")
-        _finish(ctx, {**result, "status": "KILLED", "reason": INTERRUPTED})
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
+        _end_early(tracked, stop.reason(), params, "KILLED")
+        _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"

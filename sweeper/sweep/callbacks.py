@@ -77,7 +77,8 @@ def _killed_run(job: DictConfig) -> str | None:
     import json
 
     from sweeper import tracking
-    from sweeper.base.names import INTERRUPTED, RESULT_FILE
+    from sweeper.base import stop
+    from sweeper.base.names import RESULT_FILE
     from sweeper.insight import report
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
@@ -93,5 +94,5 @@ def _killed_run(job: DictConfig) -> str | None:
         return None
     mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.pid = '{os.getpid()}' "
                                               f"and tags.host = '{socket.gethostname()}'")
-    killed = report.mark_orphans(c, mine, True, "KILLED", INTERRUPTED)
+    killed = report.mark_orphans(c, mine, True, "KILLED", stop.reason())
     return killed[0] if killed else None

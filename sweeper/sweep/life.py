@@ -18,7 +18,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from sweeper import data, tracking
-from sweeper.base.names import INTERRUPTED, SWEEP_FILE, experiment_url, label, resume_command, ui_command, ui_line
+from sweeper.base import stop
+from sweeper.base.names import SWEEP_FILE, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, parent_run_id, results
@@ -222,13 +223,13 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
             c = tracking.client(p["uri"])
             parent = c.get_run(p["run_id"])
             runs = report.children(c, parent)
-            if report.mark_orphans(c, runs, False, "KILLED", INTERRUPTED):
+            if report.mark_orphans(c, runs, False, "KILLED", stop.reason()):
                 runs = report.children(c, parent)
             if parent.info.status == "RUNNING":
                 counts = report.tally(parent, runs, mine)
                 why = report.incomplete(counts)  # None when Ctrl-C came during the summary
                 tracking.log_metrics(c, p["run_id"], counts)
-                c.set_tag(p["run_id"], "failure_reason", f"sweep {INTERRUPTED}" + (f": {why}" if why else ""))
+                c.set_tag(p["run_id"], "failure_reason", f"sweep {stop.reason()}" + (f": {why}" if why else ""))
                 c.set_terminated(p["run_id"], "KILLED")
         except tracking.UNREACHABLE as e:
             failures.append(f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}")

@@ -88,6 +88,9 @@ def client(uri: str) -> Any:
 
     with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
         from mlflow import MlflowClient
+    # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
+    # raise is what we report, in one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
     db = sqlite_path(uri)
     if db is not None:

@@ -1,0 +1,69 @@
+"""Stopping when asked: Ctrl-C (SIGINT) and SIGTERM (``timeout``, ``docker stop``, Kubernetes, SLURM).
+
+Python delivers a signal to the main thread only, as a KeyboardInterrupt; threads that train (a batched
+group's parts, a large epoch's column blocks) would run on until their work ends, and a thread pool's exit
+waits for them. :func:`install` makes both signals set one process-wide flag, :data:`STOP`, before the main
+thread gets its exception (:class:`Terminated` for SIGTERM, a KeyboardInterrupt, so every Ctrl-C path handles
+it); training loops call :func:`check` where they already loop (once per epoch: one attribute read) and end
+with :class:`Stopped`.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+STOP = threading.Event()
+_SEEN: list[int] = []  # the signals received, in order
+
+INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
+TERMINATED = 143  # ... and by SIGTERM (128 + 15)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the main thread: handled as Ctrl-C is, with exit code 143."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A training thread saw :data:`STOP` and ended its work early."""
+
+
+def _handler(signum: int, frame: Any) -> None:
+    _SEEN.append(signum)
+    STOP.set()
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def install() -> None:
+    """Route SIGINT and SIGTERM through :data:`STOP` (main thread only; a no-op elsewhere). A SIGINT that
+    was ignored when the process started (a background job of a shell) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _handler)
+
+
+def ignore() -> None:
+    """Ignore both signals from now on: the bookkeeping after an interruption must not be cut short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
+def check() -> None:
+    """Raise :class:`Stopped` once a stop was asked for (called by training threads, once per epoch)."""
+    if STOP.is_set():
+        raise Stopped()
+
+
+def reason() -> str:
+    """Why a run or a sweep was interrupted, for its ``failure_reason``: Ctrl-C, unless SIGTERM came first."""
+    return "interrupted (SIGTERM)" if _SEEN[:1] == [signal.SIGTERM] else "interrupted (Ctrl-C)"
+
+
+def exit_code(e: BaseException) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM."""
+    return TERMINATED if isinstance(e, Terminated) else INTERRUPTED

@@ -1,0 +1,349 @@
+"""Issue 26: stop when asked (Ctrl-C and SIGTERM, a batched group's threads included), close what was killed
+(a SIGKILLed single run), refuse what cannot become a file, count a re-uploaded stub once, and one line with
+exit 2 for the bad inputs of the hostile round."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs, cli, client_for
+from sweeper import advise, compare, report, tracking, upload
+from sweeper.contract.config import ConfigError, check_overrides, validate
+from sweeper.insight import report as insight_report
+
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# --- Ctrl-C and SIGTERM stop a batched group within seconds ---------------------------------------------
+
+GROUP = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(21))  # 21 members: 2 threads on 2 CPUs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, why", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path, store, sig, code, why):
+    """Before: the group trained on for its whole training (SIGINT) or the process died leaving its parent
+    RUNNING (SIGTERM). 2M epochs: minutes of training, so only a stop ends it within the 15 s allowed."""
+    args = [sys.executable, "-m", "sweeper", "-m", f"lr={GROUP}", "epochs=2000000", "log_every=1000",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    env = {**os.environ, "SWEEPER_THREADS": "2"}  # a group split over threads, on any machine
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in proc.stdout:  # the launcher's first line, then into the group's training
+            if "Launching 21 jobs: 21 in 1 batched group" in line:
+                break
+        else:
+            pytest.fail(f"the sweep ended before its group trained: {proc.communicate()}")
+        time.sleep(2)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert took < 15, f"{took:.1f} s after the signal"
+    line = one_line(err)
+    assert line.startswith("sweeper: interrupted: 0 finished") and "resume with: python -m sweeper -m" in line
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith(f"sweep interrupted ({why})")
+    assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]
+
+
+def test_a_group_part_stops_at_its_next_epoch_once_asked():
+    """The stop flag reaches the training threads, not only the main thread: train_group, split over 2 threads
+    and 10M epochs long, ends with Stopped within seconds of the flag being set (as a signal sets it)."""
+    import threading
+
+    import numpy as np
+
+    from sweeper.base import stop
+    from sweeper.base.backend import resolve
+    from sweeper.models.batched import Member, stacked_params, train_group
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(64, 3)), rng.normal(size=(64, 1))
+    members = [Member(0.01, 10**7, 0, 0) for _ in range(16)]
+    params = stacked_params([3, 4, 1], "tanh", [0] * 16, "float64")
+    timer = threading.Timer(0.5, stop.STOP.set)
+    try:
+        timer.start()
+        t = time.monotonic()
+        with pytest.raises(stop.Stopped):
+            train_group(resolve("cpu"), params, "tanh", "regression", X, y, X, y, members, log_every=10, threads=2)
+        assert time.monotonic() - t < 10
+    finally:
+        timer.cancel()
+        stop.STOP.clear()
+
+
+@pytest.mark.slow
+def test_sigterm_in_a_single_run_records_it_killed_and_exits_143(tmp_path, store):
+    """Before: SIGTERM ended the process at once and left the run RUNNING."""
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "data=xor", "epochs=20000000",
+                             f"hydra.run.dir={tmp_path / 'run'}", f"tracking.uri=sqlite:///{store}"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready, deadline = tmp_path / "run" / "config_resolved.yaml", time.monotonic() + 120
+    while not ready.exists():  # written once the run exists, just before training
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    (run,) = all_runs(store)
+    assert proc.returncode == 143, err
+    assert one_line(err) == f"sweeper: interrupted: run {run.info.run_id} KILLED"
+    assert run.info.status == "KILLED" and run.data.tags["failure_reason"] == "interrupted (SIGTERM)"
+
+
+# --- a SIGKILLed single run is closed by report --run ---------------------------------------------------
+
+def test_report_run_closes_a_single_run_whose_process_is_gone(store, capsys):
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "", "host": socket.gethostname(), "pid": str(dead_pid())}
+    run_id = tracking.start_run(c, exp, "cpu", tags)
+    assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
+    out = capsys.readouterr().out
+    assert "marked FAILED (orphaned)" in out and f"{run_id}): FAILED" in out
+    run = c.get_run(run_id)
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
+
+
+def test_report_run_leaves_a_live_single_run_running(store, capsys):
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        tags = {"device": "cpu", "fingerprint": "f" * 16, "host": socket.gethostname(), "pid": str(live.pid)}
+        run_id = tracking.start_run(c, exp, "cpu", tags)
+        assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
+        assert c.get_run(run_id).info.status == "RUNNING"
+    finally:
+        live.kill()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_single_run_is_closed_by_report_run(tmp_path, store):
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "epochs=5000000", "log_every=1000",
+                             f"hydra.run.dir={tmp_path / 'run'}", f"tracking.uri=sqlite:///{store}"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (store.is_file() and [r for r in all_runs(store) if r.info.status == "RUNNING"]):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    (run,) = all_runs(store)
+    assert run.info.status == "RUNNING"  # what SIGKILL leaves
+    done = subprocess.run([sys.executable, "-m", "sweeper.report", "--run", run.info.run_id,
+                           "--tracking-uri", f"sqlite:///{store}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (run,) = all_runs(store)
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
+
+
+# --- names that become files or folders -----------------------------------------------------------------
+
+def test_a_379_character_experiment_name_is_refused_before_the_store(tmp_path):
+    store = tmp_path / "s.db"
+    proc = cli(tmp_path, "epochs=10", f"tracking.experiment={'e' * 379}", store=store)
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert line.startswith("sweeper: error: tracking.experiment=eee") and "expected a name of 1 to 200 bytes" in line
+    assert not store.exists()
+
+
+def test_a_sweep_folder_name_too_long_is_refused_before_hydra():
+    with pytest.raises(ConfigError, match="hydra.sweep.dir=.*is 300 bytes long: expected a name of at most 200"):
+        check_overrides(["-m", "lr=0.1,0.2", f"hydra.sweep.dir=/tmp/{'s' * 300}/x"], whole=True)
+
+
+def test_promote_refuses_a_name_too_long_for_a_file(tmp_path, capsys):
+    from sweeper import promote
+
+    code = promote.main(["--experiment", "x", "--name", "n" * 300, "--out-dir", str(tmp_path / "out"),
+                         "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert code == 2 and "--name=nnn" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_promote_refuses_an_out_dir_under_a_file(tmp_path, capsys):
+    from sweeper import promote
+
+    (tmp_path / "f").write_text("")
+    code = promote.main(["--experiment", "x", "--out-dir", str(tmp_path / "f" / "out"),
+                         "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert code == 2 and "expected a folder" in one_line(capsys.readouterr().err)
+
+
+# --- corrupt stores: one line ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (advise, ["--experiment", "diabetes"]),
+                                           (compare, ["--experiment", "diabetes"]), (report, ["--run", "f" * 32])])
+def test_read_commands_on_garbage_bytes_print_one_line(tmp_path, capsys, command, args):
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(os.urandom(4096))
+    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "not a database" in line and "it is not an MLflow store, or it is damaged" in line
+
+
+def test_report_on_a_truncated_store_prints_one_line(tmp_path, store, capsys):
+    db = tmp_path / "cut.db"
+    db.write_bytes(store.read_bytes()[:20000])
+    assert report.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}"]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"sweeper: error: tracking.uri=sqlite:///{db} failed: ")
+
+
+def test_a_malformed_server_address_is_one_line(tmp_path, capsys):
+    assert report.main(["--run", "f" * 32, "--tracking-uri", "http://[::1"]) == 2
+    assert "cannot be read as an address" in one_line(capsys.readouterr().err)
+    from conftest import make_cfg
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(make_cfg("tracking.uri='http://[::1'"), resolve=True)
+    with pytest.raises(ConfigError, match=r"tracking.uri=http://\[::1 is not allowed: expected a tracking URI"):
+        validate(cfg)
+
+
+# --- counts and upload ----------------------------------------------------------------------------------
+
+def test_upload_of_a_missing_folder_exits_non_zero(tmp_path, capsys):
+    assert upload.main([str(tmp_path / "gone")]) == 2
+    assert "does not exist" in one_line(capsys.readouterr().err)
+    (tmp_path / "file").write_text("")
+    assert upload.main([str(tmp_path / "file")]) == 2
+    assert "is not a folder" in one_line(capsys.readouterr().err)
+
+
+def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    parent_id = tracking.start_run(c, exp, "sweep", {"sweep_dir": "/x", "n_jobs": "2"})
+    finished = [tracking.start_run(c, exp, f"lr={i}", {}, parent_run_id=parent_id) for i in range(2)]
+    stub = tracking.start_run(c, exp, "lr=1", {}, parent_run_id=parent_id)
+    for run_id in finished:
+        c.set_terminated(run_id, "FINISHED")
+    c.set_tag(stub, "failure_reason", f"tracking failed mid-run; re-uploaded as run {finished[1]}")
+    c.set_tag(stub, "replaced_by", finished[1])  # what upload.upload sets
+    c.set_terminated(stub, "FAILED")
+    parent = c.get_run(parent_id)
+    counts = insight_report.tally(parent, insight_report.children(c, parent))
+    assert (counts["n_finished"], counts["n_failed"], counts["n_not_run"]) == (2, 0, 0)
+
+
+# --- the smaller bad inputs: one line, exit 2 ---------------------------------------------------------
+
+HYDRA = [
+    (["hydra.foo=1"], "hydra.foo is not a key of Hydra's config"),
+    (["+lr=0.1"], "+lr=0.1: lr is already a key of the config: write lr=0.1 (without +)"),
+    (["hydra/launcher=nope"], "hydra/launcher=nope is not allowed: expected one of basic, batched"),
+    (["depth=1,2"], "depth=1,2 is a sweep: add -m"),
+    (["-m", "hydra.launcher.max_group_bytes=-1"], "hydra.launcher.max_group_bytes=-1 is not allowed"),
+    (["lr='0.01'"], 'lr="0.01" is a string: expected a number > 0'),
+]
+
+
+@pytest.mark.parametrize("args, error", HYDRA, ids=[" ".join(a) for a, _ in HYDRA])
+def test_hydra_errors_are_seen_first(args, error):
+    with pytest.raises(ConfigError) as e:
+        check_overrides(args, whole=True)
+    assert str(e.value).startswith(error), str(e.value)
+
+
+def test_a_sweep_with_m_and_the_right_keys_passes():
+    check_overrides(["-m", "depth=1,2", "hydra.launcher.max_group_bytes=1000", "hydra/launcher=basic", "++lr=0.1"],
+                    whole=True)
+
+
+def test_hydra_errors_on_the_command_line_are_one_line_exit_2(tmp_path):
+    proc = cli(tmp_path, "depth=1,2")
+    assert proc.returncode == 2 and "add -m" in one_line(proc.stderr)
+
+
+@pytest.mark.parametrize("make, what", [(lambda p: p.mkdir(), "is a folder"), (lambda p: os.mkfifo(p), "is not a regular file")])
+def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, what):
+    from conftest import make_cfg
+    from omegaconf import OmegaConf
+
+    path = tmp_path / "thing"
+    make(path)
+    cfg = OmegaConf.to_container(make_cfg("data=csv", f"data.path={path}"), resolve=True)
+    with pytest.raises(ConfigError, match=what):
+        validate(cfg)
+    cfg["data"]["path"] = "/dev/null"
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        validate(cfg)
+
+
+def test_a_configuration_too_large_for_memory_is_refused_before_the_store(tmp_path):
+    store = tmp_path / "s.db"
+    proc = cli(tmp_path, "depth=100", "width=4096", store=store)
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert "depth=100 width=4096 dtype=float64 needs about" in line and "GiB" in line and "memory" in line
+    assert not store.exists()
+
+
+def test_the_memory_estimate_of_one_configuration_counts_its_weights():
+    from conftest import make_cfg
+    from sweeper import data
+    from sweeper.job.compute import config_bytes
+
+    small, big = make_cfg("depth=1", "width=16"), make_cfg("depth=100", "width=4096")
+    ds = data.load(small.data, small.seed)
+    weights = 99 * (4096 * 4096 + 4096) * 8  # the hidden layers alone, float64
+    assert config_bytes(small, ds) < 10 << 20 and config_bytes(big, ds) > 4 * weights
+
+
+def _csv(tmp_path: Path, header: str, rows) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")])
+def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
+    from conftest import make_cfg
+    from sweeper import data
+
+    rows = [(i % 7, (i * 3) % 5 * (1.5e307 if big == "b" else 1), (i + 0.5) * (1.3e306 if big == "y" else 1))
+            for i in range(60)]
+    cfg = make_cfg("data=csv", f"data.path={_csv(tmp_path, 'a,b,y', rows)}")
+    with pytest.raises(data.DataError, match=error):
+        data.load(cfg.data, cfg.seed)
+
+
+def test_a_duplicated_column_name_is_refused_where_it_names_a_column(tmp_path):
+    from conftest import make_cfg
+    from sweeper import data
+
+    path = _csv(tmp_path, "a,a,y", [(i % 7, i % 3, i % 5) for i in range(60)])
+    for override, error in (("data.target=a", "data.target=a names 2 columns"), ("data.drop=[a]", "which 2 columns are called")):
+        cfg = make_cfg("data=csv", f"data.path={path}", override)
+        with pytest.raises(data.DataError, match=error):
+            data.load(cfg.data, cfg.seed)
