@@ -222,7 +222,7 @@ def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_tra
 def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, blocks):
     """The CPU's layout gives one (d + 1, fo) block per member, the GPU's one (d + 1, K·fo) for the group:
     writing into a block writes into the weights (and their gradient: empty_like keeps the layout)."""
-    from sweeper.models.batched import first_layer, sparse_layout
+    from sweeper.models.batched_pass import first_layer, sparse_layout
 
     Q0 = stacked_params([5, 4, 1], "tanh", [0, 1, 2], "float64")[0]
     Q = sparse_layout(np, Q0, per_member)
