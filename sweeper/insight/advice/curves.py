@@ -64,6 +64,14 @@ def overfitting(s: Sweep) -> list[Finding]:
         rank = s.ranked().index(c2) + 1
         evidence.append(f"#{rank} {_label(c2)} ({r2['run']}): val_loss {cell(vm)} at epoch {st} (its minimum) → "
                         f"{cell(vl)} at epoch {la} ({_pct(vl / vm - 1)})")
+    first = s.ranked()[0]
+    if c != first and (lead := s.lead(first)) is not None and s.curve(lead):
+        v_best = min(v for _, v in s.curve(lead))
+        how = ("as good as" if abs(v_min - v_best) <= s.rel_noise() * max(abs(v_min), abs(v_best))
+               else "better than" if v_min < v_best else "worse than")
+        evidence.insert(1, f"at its best epoch {_label(c)} ({cell(v_min)}) is {how} the chosen {_label(first)} at its own "
+                           f"({cell(v_best)})" + ("" if how == "worse than" else
+                                                   ": the difference between them at the last epoch is one of training length"))
     train = s.curve(r, "train_loss")
     if train:
         (t0, tv0), (t1, tv1) = _at(train, step), train[-1]
