@@ -12,6 +12,9 @@ from sweeper.insight.advice.evidence import (
 )
 
 
+PATIENT_SAMPLES = 4
+
+
 def _at(curve: list[tuple[int, float]], step: float) -> tuple[int, float]:
     """The sample of ``curve`` nearest ``step``."""
     return min(curve, key=lambda p: abs(p[0] - step))
@@ -57,7 +60,9 @@ def overfitting(s: Sweep) -> list[Finding]:
     if not hits:
         return []
     c, r, (step, v_min, last, v_last) = hits[0]
-    p = max(_nice_int(step / 4), int(s.param(r, "log_every", 1)))
+    # a quarter of the best epoch, and at least PATIENT_SAMPLES loss samples: one bad sample early in training (a
+    # transient at a large lr) must not stop a run at its initial weights
+    p = max(_nice_int(step / 4), PATIENT_SAMPLES * int(s.param(r, "log_every", 1)))
     stop = _nice_int(step) if _nice_int(step) >= 0.8 * step else step
     evidence = []
     for c2, r2, (st, vm, la, vl) in hits:
@@ -97,6 +102,8 @@ def under_training(s: Sweep) -> list[Finding]:
     val = s.curve(b)
     if b is None or len(val) < 3 or _stopped(s, b) or overfit(s, b):
         return []
+    if not s.lower and s.mean(s.config(b))[0] >= 1 - 1e-12:
+        return []  # the chosen configuration is at the metric's ceiling: more epochs cannot raise it
     best_epoch, run = b["metrics"].get("best_epoch"), b["metrics"].get("epochs_run")
     epochs = s.param(b, "epochs")
     if best_epoch is None or run is None:
