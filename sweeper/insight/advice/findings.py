@@ -81,8 +81,8 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         up = best == tried[-1] and best != tried[0]
         inner = done[-2] if up else done[1]
         (a, na), (b, nb) = profile[best], profile[inner]
-        if s.same(a, b, na, nb) or not s.better(a, b):
-            continue
+        if s.same(a, b, na, nb) or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
+            continue  # within the noise; or at the metric's ceiling (accuracy 1): beyond the edge it cannot score higher
         if at_best_epoch(s, where[best], where[inner]) is False or (key == "epochs" and not up and s.curve(s.lead(where[best]))):
             continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
             # fewer epochs than a run's own are in its curve already
