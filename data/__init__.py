@@ -1,4 +1,4 @@
-"""data/: load a data set as host arrays, split it with the run's seed, and standardise on train only."""
+"""data/: load a data set as host arrays, split it with the run's ``data.split_seed``, and standardise on train only."""
 from __future__ import annotations
 
 import functools
@@ -11,7 +11,7 @@ from sweeper.base.backend import is_sparse
 from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
 from sweeper.data.loaders import ASK_REGRESSION, LOADERS, TEXT, DataError
 
-__all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "stack_rows"]
+__all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
 
 
 @dataclass
@@ -162,11 +162,20 @@ def vocabulary_size(vec: Any) -> int:
     return len(vec.vocabulary_) if hasattr(vec, "vocabulary_") else vec.n_features
 
 
-def load(cfg: Any, seed: int) -> Dataset:
-    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` and standardise it.
+def split_seed(cfg: Any, default: int = 0) -> int:
+    """The seed that draws a ``data`` node's train/val/test split (and synthetic data): ``data.split_seed``, or
+    ``default`` for a node without one (a benchmark's namespace). The top-level ``seed`` draws the weights only."""
+    value = cfg.get("split_seed") if hasattr(cfg, "get") else getattr(cfg, "split_seed", None)
+    return default if value is None else int(value)
+
+
+def load(cfg: Any, seed: int | None = None) -> Dataset:
+    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` (default: :func:`split_seed`, the
+    node's ``data.split_seed``) and standardise it.
 
     Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
     standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``."""
+    seed = split_seed(cfg) if seed is None else seed
     raw = LOADERS[cfg.name](cfg, seed)
     X, y, task, positive_class, classes = raw[:5]
     path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
@@ -268,12 +277,12 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
                    positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])
 
 
-def load_plain(node: dict, seed: int) -> Dataset:
+def load_plain(node: dict, seed: int | None = None) -> Dataset:
     """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
-    its data files, the batched launcher's memory estimate and its groups read each (node, seed) once."""
+    its data files, the batched launcher's memory estimate and its groups read each (node, split seed) once."""
     import json
 
-    return _load_plain(json.dumps(node, sort_keys=True, default=str), seed)
+    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed)
 
 
 @functools.lru_cache(maxsize=8)

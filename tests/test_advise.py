@@ -86,7 +86,8 @@ def test_edge_of_the_grid(sweep):
     assert "extend lr upward (log-spaced, ×3.16 a step): add 0.03, 0.1" in advice_of(fires.stdout)
     assert "lr=0.001,0.003,0.01,0.03,0.1 " in fires.command
     assert "advice.edge" not in silent.tags  # best lr=0.01 of 0.001..3
-    assert sweep("binary").tags["advice.edge"] == "lr:up"  # val_accuracy 0.92, 0.96, 0.97
+    # val_accuracy 0.92, 0.96, 0.97: the last step is one validation row of 114, within the stated 2% default noise
+    assert "advice.edge" not in sweep("binary").tags
 
 
 def test_overfitting_and_under_training(sweep):
@@ -95,8 +96,10 @@ def test_overfitting_and_under_training(sweep):
     best_epoch = int(overfits.tags["advice.overfitting"].split("=")[1].split("/")[0])
     assert best_epoch < 1000 and "patience=" in overfits.command
     assert "or epochs≈" in advice_of(overfits.stdout)
-    assert short.tags["advice.under_training"] == "epochs_run=200" and "advice.overfitting" not in short.tags
-    assert "epochs=400" in short.command.split()
+    # lr=0.01's val loss fell 1.2% over the last quarter of its 200 epochs: within the stated 2% default noise, so
+    # no "train longer" (the unit tests show it firing); the lr edge carries the sweep on
+    assert "advice.under_training" not in short.tags and "advice.overfitting" not in short.tags
+    assert "epochs=200" in short.command.split()
 
 
 def test_divergence_boundary(sweep):
@@ -104,7 +107,7 @@ def test_divergence_boundary(sweep):
     assert fires.tags["advice.divergence"] == "lr:0.1..3"
     text = advice_of(fires.stdout)
     assert "diverged: lr=3,cpu (diverged at epoch" in text and "largest lr that did not diverge: 0.1" in text
-    assert "lr=0.001,0.01,0.1 " in fires.command  # lr=3 would only diverge again
+    assert "lr=0.01,0.1 " in fires.command  # lr=3 would only diverge again; lr=0.001, worse, pruned for the budget
     assert "advice.divergence" not in silent.tags
 
 
@@ -120,10 +123,12 @@ def test_noise_and_significance(sweep):
     overlap, distinct, unseeded = sweep("seeds_overlap"), sweep("seeds_distinct"), sweep("lr_top")
     assert overlap.tags["advice.noise"] == "overlap"
     text = advice_of(overlap.stdout)
-    assert "lr=0.01: val_mse 2845 ± 285 (n=3)" in text and "paired t-test over 3 seeds" in text
+    assert "lr=0.01: val_mse 3184 ± 156 (n=3)" in text and "paired t-test over 3 seeds" in text  # one split, 3 inits
     assert "seed=0,1,2,3,4,5" in overlap.command
     assert distinct.tags["advice.noise"] == "distinct"
-    assert unseeded.tags["advice.noise"] == "none" and "seed=0,1,2" in unseeded.command
+    # the seeds come after the lr edge and would pass the budget (6 runs to train): said under the command
+    assert unseeded.tags["advice.noise"] == "none" and "seed=0,1,2" not in unseeded.command
+    assert "left out of the next command for its budget" in advice_of(unseeded.stdout)
     assert "no noise estimate" in advice_of(unseeded.stdout)
 
 

@@ -80,7 +80,8 @@ def test_edge_of_one_key_among_several_uses_each_values_best():
                                                       (0.01, 2): 3900}.items()]
     a = run_advisor(ranked(runs), ["lr=0.001,0.01", "depth=1,2"])
     assert {f.tag for f in a.findings if f.kind == "edge"} == {"lr:up", "depth:up"}
-    assert "depth=1,2,3,4" in a.command and "lr=0.001,0.01,0.1,1.0" in a.command
+    # within the budget (the sweep's 4 runs, at least 6): one new value a key, the values shown worse pruned
+    assert "depth=2,3,4" in a.command and "lr=0.01,0.1 " in a.command and a.sizes[0] - a.sizes[1] <= 6
 
 
 # --- overfitting / under-training ----------------------------------------------------------------
@@ -208,10 +209,13 @@ def seeds(values_by_lr):
 
 
 def test_without_seeds_the_ranking_has_no_noise_estimate_and_seeds_are_suggested():
-    a = run_advisor(ranked([rec(3000, lr=0.01), rec(3100, lr=0.1)]), ["lr=0.01,0.1", "seed=4"])
+    a = run_advisor(ranked([rec(3000, lr=0.01), rec(3010, lr=0.1)]), ["lr=0.01,0.1", "seed=4"])
     f = only(a, "noise")
-    assert f.tag == "none" and "no noise estimate" in f.summary
+    assert f.tag == "none" and "no noise estimate" in f.summary and kinds(a)[0] == "noise"
     assert "seed=0,1,2" in f.step and "seed=0,1,2" in a.command and "seed=4" not in a.command
+    # an edge first, then the seeds would pass the budget (the sweep's size, at least 6 runs): said, left out
+    edge = run_advisor(ranked([rec(3000, lr=0.01), rec(3100, lr=0.1)]), ["lr=0.01,0.1", "seed=4"])
+    assert "edge" in kinds(edge) and "seed=0,1,2" in edge.note and "seed=4" in edge.command
 
 
 def test_seeds_whose_top_two_overlap_are_not_distinguishable():
@@ -271,21 +275,22 @@ def test_next_command_keeps_other_overrides_quotes_only_where_needed_and_ends_wi
     runs = ranked([rec(5000, lr=0.001), rec(4000, lr=0.01), rec(3000, lr=0.1)])
     argv = ["hydra/launcher=basic", "data=csv", "data.path=my data.csv", 'data.sep=";"', "+lr=0.001,0.01,0.1",
             "resume=false", "~pinned"]
-    cmd = next_command(argv, advise.plan(Sweep(runs), run_advisor(runs, argv).findings))
+    cmd = next_command(argv, advise.plan(Sweep(runs), run_advisor(runs, argv).findings)[0])
     assert cmd.startswith("python -m sweeper -m hydra/launcher=basic data=csv 'data.path=my data.csv' 'data.sep=\";\"' ")
     words = shlex.split(cmd)
     assert words[4:] == ["hydra/launcher=basic", "data=csv", "data.path=my data.csv", 'data.sep=";"',
-                         "+lr=0.001,0.01,0.1,1.0,10.0", "~pinned", "seed=0,1,2", "resume=true"]
+                         "+lr=0.001,0.01,0.1,1.0,10.0", "~pinned", "resume=true"]  # seeds: past the budget
 
 
 def test_the_next_command_counts_its_configurations_and_those_already_finished():
     runs = ranked([rec(5000, lr=0.001), rec(4000, lr=0.01), rec(3000, lr=0.1)])
-    a = run_advisor(runs, ARGV)  # lr gets 1.0 and 10.0, seeds 1 and 2
-    assert a.sizes == (15, 3) and "15 configurations: 3 finished already, reused; 12 to train" in a.text()
-    assert a.tags()["advice.next_configs"] == "15" and a.tags()["advice.next_to_train"] == "12"
+    a = run_advisor(runs, ARGV)  # lr gets 1.0 and 10.0; seeds 1 and 2 would pass the budget
+    assert a.sizes == (5, 3) and "5 configurations: 3 finished already, reused; 2 to train" in a.text()
+    assert a.tags()["advice.next_configs"] == "5" and a.tags()["advice.next_to_train"] == "2"
     diverged = ranked([rec(4000, lr=0.001), rec(3100, lr=0.01), rec(status="FAILED", reason="diverged at epoch 10", lr=3)])
     a = run_advisor(diverged, ["lr=0.001,0.01,3"])  # lr=3 is left out, its log-midpoint with 0.01 added
-    assert "lr=0.001,0.01,0.17 " in a.command and a.sizes == (9, 2)  # a FAILED run is never reused
+    # seeds fit the budget (6) once lr=0.001, worse beyond the noise, leaves the grid; a FAILED run is never reused
+    assert "lr=0.01,0.17 " in a.command and "seed=0,1,2" in a.command and a.sizes == (6, 1)
 
 
 def test_search_sweeps_get_findings_but_no_grid_command():
@@ -309,7 +314,7 @@ def test_tags_and_markdown():
     assert tags["advice.edge"] == "lr:up" and tags["advice.noise"] == "none"
     assert tags["advice.next_command"] == a.command
     md = a.text(markdown=True)
-    assert md.startswith("# Sweep advice") and "## 1. edge of the grid: lr" in md and f"```bash\n{a.command}\n```" in md
+    assert md.startswith("# Sweep advice") and "## 1. noise and significance" in md and "## 2. edge of the grid: lr" in md and f"```bash\n{a.command}\n```" in md
     assert advise.sweep_argv({"overrides": "lr=0.1 depth=1"}) == ["lr=0.1", "depth=1"]
     assert advise.sweep_argv({"sweep_argv": '["data.path=a b.csv"]', "overrides": "data.path=a b.csv"}) == ["data.path=a b.csv"]
 

@@ -113,7 +113,7 @@ def test_pinned_config_is_not_worse(path, tmp_path, store):
 @pytest.mark.parametrize("path", [_case(p) for p in BEST])
 def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
-    another seed: each member has its own split; the same seed with mini-batches, whose order it draws, and
+    another seed and split seed: each member has its own split; the same seed with mini-batches, whose order it draws, and
     with text data, whose features it fits) scores what it pinned."""
     from sweeper.sweep import launch, plan as sweep
 
@@ -121,8 +121,9 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     pin = make_cfg(f"+best={path.stem}", store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
-    seed = pin.seed + (0 if pin.batch_size or launch.split_features(sweep._plain(pin)) else 1)
-    companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={seed}", store=store)
+    own = not (pin.batch_size or launch.split_features(sweep._plain(pin)))
+    seed, split = pin.seed + own, pin.data.split_seed + own
+    companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={seed}", f"data.split_seed={split}", store=store)
     jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)
     assert set(computed) == {0, 1} and computed[0].tags["batch_size"] == "2"
@@ -156,7 +157,8 @@ def test_pinned_file_is_a_complete_promoted_config(path):
 MUTATIONS = {
     "lr x100": lambda c: [f"lr={c.lr * 100}"],
     "epochs div 100": lambda c: [f"epochs={max(1, c.epochs // 100)}"],
-    "another seed's split": lambda c: [f"seed={c.seed + 1}"],
+    "another seed (initial weights)": lambda c: [f"seed={c.seed + 1}"],
+    "another split": lambda c: [f"data.split_seed={c.data.split_seed + 1}"],
 }
 # Mutated: the configs with a held-out split. XOR has none (train = val = test, the seed only moves the
 # initial weights) and is learned at almost any rate: lr x100 there improves every metric, which the

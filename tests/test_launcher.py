@@ -2,6 +2,8 @@
 import math
 import shutil
 
+import numpy as np
+
 import pytest
 
 from conftest import all_runs, cli, client_for, make_cfg
@@ -115,21 +117,41 @@ def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
     assert sizes == [(0, 4, 2), (32, 2, 1), (32, 2, 1)]
 
 
+def test_members_of_other_seeds_share_the_data_and_other_split_seeds_have_their_own():
+    """seed draws the weights only: a group of seeds 0 and 1 on one split reads one data set (2-D X); members of two
+    split seeds group too, each with its own rows (stacked), and each scores as it would alone."""
+    from sweeper.sweep import launch
+
+    grid = [("lr=0.01", f"seed={seed}", f"data.split_seed={split}", "epochs=100", "log_every=10")
+            for seed in (0, 1) for split in (0, 1)]
+    groups, alone = launch.plan(_jobs(*grid))
+    assert not alone and [len(g) for g in groups] == [4]
+    seeds_only = [j for j in groups[0] if j.plain["data"]["split_seed"] == 0]
+    computed = launch.compute_group(seeds_only)
+    a, b = (computed[j.idx] for j in seeds_only)
+    assert a.dataset is b.dataset and a.outcome.scores["val_mse"] != b.outcome.scores["val_mse"]
+    both = launch.compute_group(groups[0])
+    by = {(j.plain["seed"], j.plain["data"]["split_seed"]): both[j.idx] for j in groups[0]}
+    assert not np.array_equal(by[0, 0].dataset.y_val, by[0, 1].dataset.y_val)
+    assert np.array_equal(by[0, 0].dataset.y_val, by[1, 0].dataset.y_val)
+    assert by[0, 0].outcome.scores["val_mse"] == pytest.approx(a.outcome.scores["val_mse"], rel=1e-9)
+
+
 @needs_sms
-def test_text_features_group_by_seed_and_sparse_ones_fit_a_budget_counted_in_stored_values():
+def test_text_features_group_by_split_seed_and_sparse_ones_fit_a_budget_counted_in_stored_values():
     """Every word of the training rows (~6.5k features): one member's dense [X.T; 1] alone would be ~230 MB
     (training and validation rows); its CSR matrices and the sparse products' buffers are a few MB."""
     from sweeper.sweep import launch
 
     text = ("data=sms", f"data.path={SMS}", "data.max_features=0", "depth=1", "width=8", "epochs=50", "log_every=10")
-    jobs = _jobs(*[(*text, f"lr={lr}", f"seed={seed}") for seed in (0, 1) for lr in (0.5, 1, 2)])
+    jobs = _jobs(*[(*text, f"lr={lr}", f"data.split_seed={seed}") for seed in (0, 1) for lr in (0.5, 1, 2)])
     groups, alone = launch.plan(jobs, max_bytes=40 << 20)
     assert not alone and sorted(len(g) for g in groups) == [3, 3]
-    assert all(len({j.plain["seed"] for j in g}) == 1 for g in groups)  # each seed fits its own vocabulary
-    # dense text features too: the seeds' vocabularies differ in size, so their rows cannot stack into one group
+    assert all(len({j.plain["data"]["split_seed"] for j in g}) == 1 for g in groups)  # each split fits its own vocabulary
+    # dense text features too: the splits' vocabularies differ in size, so their rows cannot stack into one group
     dense = ("data=sms", f"data.path={SMS}", "data.sparse=false", "data.min_df=5", "epochs=20", "log_every=5")
-    groups, alone = launch.plan(_jobs(*[(*dense, f"lr={lr}", f"seed={seed}") for seed in (0, 1) for lr in (1, 2)]))
-    assert not alone and [len({j.plain["seed"] for j in g}) for g in groups] == [1, 1]
+    groups, alone = launch.plan(_jobs(*[(*dense, f"lr={lr}", f"data.split_seed={seed}") for seed in (0, 1) for lr in (1, 2)]))
+    assert not alone and [len({j.plain["data"]["split_seed"] for j in g}) for g in groups] == [1, 1]
     for g in groups:
         assert len(launch.compute_group(g)) == 2
 

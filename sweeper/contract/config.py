@@ -107,7 +107,9 @@ TOP_LEVEL: dict[str, Rule] = {
 ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov": False, "beta1": 0.9,
                                   "beta2": 0.999, "eps": 1e-8, "batch_size": 0, "weight_decay": 0.0}
 
-_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction()}
+# data.split_seed draws the split (and synthetic data); the top-level seed draws the initial weights (and the
+# mini-batch order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
+_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction(), "split_seed": integer(ge=0)}
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
 SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
 # How documents become features (data=sms, data=text): sweeper.data.vectorizer.
@@ -409,10 +411,16 @@ DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categori
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:
-    """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs."""
+    """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs.
+
+    ``data.split_seed`` is hashed only when it differs from ``seed``: a run from before the split seed existed
+    drew its split with its ``seed``, so it is the run of ``data.split_seed=seed`` and keeps its fingerprint
+    (resume, ``conf/best`` pins); ``seed=3`` with the default ``data.split_seed=0`` is another split, another hash."""
     kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
     if isinstance(kept.get("data"), Mapping):
         d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
+        if "split_seed" in d and d["split_seed"] == kept.get("seed", 0):
+            d.pop("split_seed")
         kept["data"] = {**d, "sep": ","} if d.get("sep") == "auto" else d
     blob = json.dumps(kept, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,11 +1,17 @@
-"""The leaderboard of a sweep: its child runs ranked by their primary validation metric."""
+"""The leaderboard of a sweep: its child runs ranked by their primary validation metric.
+
+With several seeds per configuration (``seed`` — the initial weights — or ``data.split_seed`` — the split — swept),
+a configuration, not a seed, wins: configurations rank by the mean of their seeds' validation metric, each shown
+as one row (mean, spread, ``n``) named by its run closest to the mean (:func:`representative`), which is the one
+``best_run`` and ``python -m sweeper.promote`` pick."""
 from __future__ import annotations
 
 import csv
 import io
 import math
-from dataclasses import dataclass
-from typing import Any
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
@@ -20,6 +26,14 @@ class Board:
     keys: list[str]  # the swept params, in the order of the columns
     metric: str  # e.g. "mse"
     lower: bool
+    seeds: list[str] = field(default_factory=list)  # the swept seed keys (seed, data.split_seed): rows then group
+    groups: list[dict[str, Any]] = field(default_factory=list)  # one per configuration, best mean first (seeds only)
+
+    @property
+    def config_columns(self) -> list[str]:
+        m = self.metric
+        return ["run", *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n", f"test_{m}",
+                "train_time_s", "status"]
 
     @property
     def columns(self) -> list[str]:
@@ -29,13 +43,23 @@ class Board:
 
     @property
     def best(self) -> dict[str, Any] | None:
+        """The best run: with seeds, the run closest to the mean of the best configuration (its row in :attr:`rows`)."""
         first = self.rows[0] if self.rows else None
         value = first.get(f"val_{self.metric}") if first else None
         return first if value is not None and math.isfinite(value) and first["status"] == "FINISHED" else None
 
     def table(self, fmt: str = "simple") -> str:
+        """One row a run; with seeds, one row a configuration (its mean over seeds, their std and ``n``; ``run``
+        is its run closest to the mean), ranked by the mean."""
         from tabulate import tabulate
 
+        if self.groups:
+            cols = self.config_columns
+            body = [[(text_cell if c in self.keys else cell)(_shown(g, c)) for c in cols] for g in self.groups]
+            over = " and ".join(self.seeds)
+            return (tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True)
+                    + f"\n(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
+                    "the mean; run: its run closest to the mean)")
         body = [[(text_cell if c in self.keys else cell)(_shown(r, c)) for c in self.columns] for r in self.rows]
         return tabulate(body, headers=self.columns, tablefmt=fmt, disable_numparse=True)
 
@@ -59,6 +83,36 @@ def _shown(row: dict[str, Any], column: str) -> Any:
         return f"{row['status']}: {_short(row['reason'])}"
     return row.get(column)
 
+
+
+SEEDS = ("seed", "data.split_seed")  # the keys that draw noise, not a configuration
+
+
+def representative(values: list[float], mean: float) -> int:
+    """The index of the value closest to ``mean`` (the earlier on a tie): the run that stands for its configuration."""
+    return min(range(len(values)), key=lambda i: (abs(values[i] - mean), i))
+
+
+def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[Any], float | None],
+          lower: bool) -> list[dict[str, Any]]:
+    """Items (runs, rows) by configuration, ranked by the mean of their finite ``value``: each ``{"config", "items"
+    (the representative first), "values", "mean", "std" (None for one value), "n"}``; configurations with no
+    value last."""
+    by: dict[Any, list[Any]] = {}
+    for it in items:
+        by.setdefault(config(it), []).append(it)
+    out = []
+    for key, its in by.items():
+        scored = [(it, v) for it in its if (v := value(it)) is not None and math.isfinite(v)]
+        values = [v for _, v in scored]
+        mean = statistics.fmean(values) if values else None
+        if values:
+            first = scored[representative(values, mean)][0]
+            its = [first, *(it for it in its if it is not first)]
+        out.append({"config": key, "items": its, "values": values, "mean": mean, "n": len(values),
+                    "std": statistics.stdev(values) if len(values) > 1 else None})
+    out.sort(key=lambda g: (g["mean"] is None, 0.0 if g["mean"] is None else g["mean"] if lower else -g["mean"]))
+    return out
 
 
 def children(c: Any, parent: Any) -> list[Any]:
@@ -99,4 +153,21 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
         return (not ok, *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
 
-    return Board(sorted(rows, key=rank), keys, metric, lower)
+    rows = sorted(rows, key=rank)
+    seeds = [k for k in keys if k in SEEDS]
+    if not seeds:
+        return Board(rows, keys, metric, lower)
+    # a configuration, not a seed, wins: rank configurations by their mean, each led by its run closest to it
+    val = f"val_{metric}"
+    groups = group((r for r in rows if r["status"] == "FINISHED"), lambda r: tuple(r[k] for k in keys if k not in seeds),
+                   lambda r: r[val], lower)
+    shown = []
+    for g in groups:
+        first = g["items"][0]
+        tests = [t for r in g["items"] if (t := r[f"test_{metric}"]) is not None and math.isfinite(t)]
+        times = [t for r in g["items"] if (t := r["train_time_s"]) is not None]
+        shown.append({**first, val: g["mean"], f"{val}_std": g["std"], "n": g["n"],
+                      f"test_{metric}": statistics.fmean(tests) if tests else None,
+                      "train_time_s": statistics.fmean(times) if times else None, "run_value": first[val]})
+    ordered = [r for g in groups for r in g["items"]]
+    return Board(ordered + [r for r in rows if r["status"] != "FINISHED"], keys, metric, lower, seeds, shown)

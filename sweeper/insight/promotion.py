@@ -1,7 +1,8 @@
 """``python -m sweeper.promote --experiment NAME``: freeze the best finished runs as ``conf/best/*.yaml``.
 
 Runs are ranked by a validation metric — never a test one, since choosing on the test split leaks it
-into the choice. Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
+into the choice. With several seeds per configuration the configurations rank by their mean, and the one
+promoted is the configuration's run closest to that mean (``pinned.over_seeds`` records n, mean and std). Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
 run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
 """
 from __future__ import annotations
@@ -107,22 +108,51 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
     return metric
 
 
+def _config(run: Any) -> tuple:
+    """A run's configuration: its params but the seeds (``seed``, ``data.split_seed``), where and how it ran, and
+    the keys added later at their defaults (so a run from before a key groups with one at its default)."""
+    from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
+    from sweeper.insight.leaderboard import SEEDS
+
+    defaults = {**{k: str(v) for k, v in ADDED_DEFAULTS.items()}, **{f"data.{k}": str(v) for k, v in DATA_ADDED_DEFAULTS.items()}}
+    skip = (*NOT_FINGERPRINTED, "pinned.", "tracking.", "hydra")
+    return tuple(sorted((k, v) for k, v in run.data.params.items()
+                        if k not in SEEDS and not k.startswith(skip) and defaults.get(k) != v))
+
+
 def _ranked(runs: list, metric: str, top: int) -> list:
-    """The ``top`` best runs by ``metric``, one per configuration (fingerprint).
+    """The ``top`` best configurations by the mean of ``metric`` over their seeds (``seed``, ``data.split_seed``),
+    each as its run closest to that mean: a configuration, not a lucky seed, wins. Without seeds that is the
+    best run of each configuration (fingerprint).
 
     Ties — common for accuracy on a small validation set — go to the lower validation loss
     (``val_log_loss``, binary tasks), then to the earlier run.
     """
+    from sweeper.insight.leaderboard import group
+
     lower = pinned.direction(metric) == "lower"
     scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
     scored.sort(key=lambda r: metrics.rank_key(r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK),
                                                r.info.start_time))
-    best, seen = [], set()
-    for r in scored:
+    unique, seen = [], set()
+    for r in scored:  # one run a fingerprint (a re-run of a configuration computes the same)
         if r.data.tags["fingerprint"] not in seen:
             seen.add(r.data.tags["fingerprint"])
-            best.append(r)
-    return best[:top]
+            unique.append(r)
+    ranked = group(unique, _config, lambda r: r.data.metrics[metric], lower)
+    return [g["items"][0] for g in ranked][:top]
+
+
+def over_seeds(runs: list, run: Any, metric: str) -> dict[str, Any] | None:
+    """The seeds of ``run``'s configuration among ``runs``: ``{n, mean, std}`` of ``metric``; None for one seed."""
+    import statistics
+
+    values = {r.data.tags["fingerprint"]: r.data.metrics[metric] for r in runs
+              if _config(r) == _config(run) and math.isfinite(r.data.metrics.get(metric, math.nan))}
+    v = list(values.values())
+    if len(v) < 2:
+        return None
+    return {"n": len(v), "mean": statistics.fmean(v), "std": statistics.stdev(v)}
 
 
 def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float) -> dict[str, Any]:
@@ -238,6 +268,9 @@ def promote(
     for rank, (run, n) in enumerate(zip(best, names), start=1):
         tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
         pins = _pinned(run, n, experiment, metric, rank, tol)
+        seeds = over_seeds(runs, run, metric)
+        if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
+            pins["over_seeds"] = seeds
         rerun = rerun_args(out_dir, n)
         text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
         _verify(text, n, out_dir, run, pins)

@@ -143,8 +143,17 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
         tags = {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
+        over = ""
+        if board.groups:  # seeds: the best configuration by its mean; best_run is its run closest to the mean
+            g = board.groups[0]
+            metrics[f"best_val_{board.metric}_mean"], metrics["best_n"] = g[f"val_{board.metric}"], g["n"]
+            if g[f"val_{board.metric}_std"] is not None:
+                metrics[f"best_val_{board.metric}_std"] = g[f"val_{board.metric}_std"]
+            spread = f" ± {cell(g[f'val_{board.metric}_std'])}" if g[f"val_{board.metric}_std"] is not None else ""
+            over = (f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
+                    "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
-              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''})", file=out)
+              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
     tracking.log_metrics(c, parent_run_id, metrics)
     if tags:
         c.set_tag(parent_run_id, "best_run_id", tags["best_run_id"])

@@ -44,7 +44,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     validate(plain)
     computed: Computed | None = handed() if ctx.sweep_dir is not None else None
     # before the store: a bad file must leave no store or experiment behind
-    dataset = computed.dataset if computed else data.load(cfg.data, cfg.seed)
+    dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
         log.log(logging.WARNING if data.ASK_REGRESSION in dataset.decisions.get("task", "") else logging.INFO,
                 "data: %s", data.describe(dataset))

@@ -40,9 +40,9 @@ from sweeper.models.train import MAX_SAMPLES
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (weights, and the split: then each has its own data; not for text, see split_features),
-# epochs and patience; with mini-batches (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which
-# draws the rows' order.
+# differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
+# split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
+# (MINI_BATCH_SHARED), which draws the rows' order, and the split.
 SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
@@ -124,8 +124,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
             alone.append(job)
             continue
         shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
-        if split_features(cfg):
-            shared["seed"] = cfg["seed"]
+        shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
+        if split_features(cfg) or cfg["batch_size"]:
+            shared["split_seed"] = data.split_seed(cfg["data"])
         key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
     groups = []
@@ -168,9 +169,9 @@ def wasteful(members: list[Job]) -> bool:
 
 
 def split_features(cfg: dict[str, Any]) -> bool:
-    """Text data (data=sms|text): the vocabulary is fitted on each seed's training rows, so the features (their
-    number, and the one sparse matrix a group shares) are the seed's own; such members group only with their
-    seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
+    """Text data (data=sms|text): the vocabulary is fitted on each split's training rows, so the features (their
+    number, and the one sparse matrix a group shares) are the split's own; such members group only with their
+    split seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
     :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
     return cfg["data"]["name"] in data.TEXT
 
@@ -179,14 +180,14 @@ def _fits(members: list[Job], budget: int) -> int:
     """How many of these members fit the memory budget together (estimated from the data's shape)."""
     cfg = members[0].plain
     try:
-        ds = data.load_plain(cfg["data"], cfg["seed"])
+        ds = data.load_plain(cfg["data"])
     except data.DataError:  # the one-job path reports it in one line
         return 0
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
         return 0
     sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
-    shared = len({m.plain["seed"] for m in members}) == 1
+    shared = len({data.split_seed(m.plain["data"]) for m in members}) == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
@@ -219,10 +220,11 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
     except BackendUnavailable:
         return {}  # each job records SKIPPED through the one-job path
     seeds = [m.plain["seed"] for m in members]
-    if len(set(seeds)) > 1 and split_features(cfg0):  # plan() never makes such a group
-        raise ValueError("text features are fitted on each split: a group's members need one seed")
-    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
-    ds0 = datasets[seeds[0]]
+    splits = [data.split_seed(m.plain["data"]) for m in members]
+    if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
+        raise ValueError("text features are fitted on each split: a group's members need one data.split_seed")
+    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(splits)}
+    ds0 = datasets[splits[0]]
     dtype, task = cfg0["dtype"], ds0.task
     sizes = layer_sizes(ds0.n_features, cfg0["depth"], cfg0["width"], ds0.n_outputs)
     opt = Optimizer.from_config(cfg0)
@@ -232,7 +234,7 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
     if len(datasets) == 1:
         arrays = [backend.to_device(getattr(ds0, a).astype(dtype)) for a in names]
     else:
-        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in seeds]).astype(dtype)) for a in names]
+        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in splits]).astype(dtype)) for a in names]
     params = stacked_params(sizes, cfg0["activation"], seeds, dtype)
     h2d = backend.clock() - t_h2d
     epochs = sum(g.epochs for g in group)
@@ -243,8 +245,8 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
     K = len(members)
     group_id = uuid.uuid4().hex[:12]
     out = {}
-    for job, member_fit, member_params, seed in zip(members, fit.fits, fit.params, seeds):
-        ds = datasets[seed]
+    for job, member_fit, member_params, split in zip(members, fit.fits, fit.params, splits):
+        ds = datasets[split]
         model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task,
                     opt.weight_decay)
         member_fit.train_time_s = fit.train_time_s / K  # the amortised cost of one configuration

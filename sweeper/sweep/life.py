@@ -46,9 +46,9 @@ def start(config: DictConfig) -> dict[str, Any]:
         try:
             validate(cfg)
             node = json.dumps(cfg["data"], sort_keys=True)
-            if "path" in cfg["data"] and node not in read:  # a data file, read once per data config, first seed
+            if "path" in cfg["data"] and node not in read:  # a data file, read once per data config
                 read.add(node)
-                data.load_plain(cfg["data"], cfg["seed"])
+                data.load_plain(cfg["data"])
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 

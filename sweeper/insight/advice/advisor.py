@@ -1,31 +1,101 @@
-"""The advisor: the findings of a sweep in order, the plan they make and the next command, published on the parent run."""
+"""The advisor: the findings of a sweep in order — what the score cannot tell (saturation, noise, ties) before any
+trend — the plan they make within a budget and the next command, published on the parent run."""
 from __future__ import annotations
 
 import json
 import math
 import sys
+from dataclasses import replace
 from typing import Any
 
-from sweeper.insight.advice.evidence import Advice, CURVES, Finding, Sweep, TAG, _number, record
-from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, ties, training
+from sweeper.insight.advice.curves import overfitting, under_training
+from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
+from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, ties
+
+# The next command trains at most as many runs as the sweep that produced it (at least MIN_BUDGET: three seeds of two): the findings'
+# changes join in order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the
+# noise leave the grid first, then a change that still does not fit is left out (and said).
+MIN_BUDGET = 6
+PRIORITY = ("divergence", "no_effect", "overfitting", "under_training", "edge", "noise")
 
 
-def plan(s: Sweep, findings: list[Finding]) -> dict[str, str]:
-    """The keys the findings change and their new values (a comma list): grids extended or cut, keys
-    fixed, seeds added."""
-    out: dict[str, str] = {}
-    for key in dict.fromkeys(k for f in findings for k in (*f.add, *f.drop)):
-        values = {float(v): v for v in s.tried(key) if _number(v) is not None}
-        for f in findings:
-            for v in f.drop.get(key, []):
-                values.pop(float(v), None)
-            for v in f.add.get(key, []):
-                values.setdefault(float(v), v)
+def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
+    """``out`` (key → comma list) with the finding's changes."""
+    out = dict(out)
+    for key in dict.fromkeys((*f.add, *f.drop)):
+        now = out[key].split(",") if key in out else s.tried(key)
+        values = {float(v): v for v in now if _number(v) is not None}
+        for v in f.drop.get(key, []):
+            values.pop(float(v), None)
+        for v in f.add.get(key, []):
+            values.setdefault(float(v), v)
         out[key] = ",".join(values[k] for k in sorted(values))
-    for f in findings:
-        out.update(f.set)
+    out.update(f.set)
     return out
 
+
+def budget(s: Sweep) -> int:
+    """The most runs a next command may train: as many as the sweep made, at least MIN_BUDGET."""
+    return max(len(s.records), MIN_BUDGET)
+
+
+def _worse_values(s: Sweep, key: str, values: list[str]) -> list[str]:
+    """Values of ``key`` (among ``values``) whose best mean over the other keys is worse than the best value's beyond
+    the noise, worst first; never the best value nor one the sweep has not tried."""
+    profile: dict[str, tuple[float, int]] = {}
+    for c in s.configs:
+        m, v = s.mean(c), dict(c).get(key)
+        if m and v is not None and (v not in profile or s.better(m[0], profile[v][0])):
+            profile[v] = m
+    if len(profile) < 2:
+        return []
+    best = min(profile, key=lambda v: profile[v][0] if s.lower else -profile[v][0])
+    a, na = profile[best]
+    worse = [v for v in values if v in profile and v != best and not s.same(a, profile[v][0], na, profile[v][1])]
+    return sorted(worse, key=lambda v: profile[v][0], reverse=s.lower)
+
+
+def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[dict[str, str], list[Finding]]:
+    """The keys the findings change and their new values (a comma list): grids extended or cut, keys fixed, seeds
+    added — within ``limit`` runs to train (default :func:`budget`); and the findings left out for it."""
+    limit = budget(s) if limit is None else limit
+    order = sorted(findings, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
+    out: dict[str, str] = {}
+    left: list[Finding] = []
+    for f in order:
+        if not (f.add or f.drop or f.set):
+            continue
+        # the finding as it is; else with one new value a key (the nearest beyond the edge)
+        shapes = [f] + ([replace(f, add={k: v[:1] for k, v in f.add.items()})] if any(len(v) > 1 for v in f.add.values()) else [])
+        for shape in shapes:
+            trial = _fit(s, _apply(s, out, shape), limit)
+            if _to_train(s, trial) <= limit:
+                out = trial
+                break
+        else:
+            left.append(f)
+    return out, left
+
+
+def _fit(s: Sweep, trial: dict[str, str], limit: int) -> dict[str, str]:
+    """``trial`` with values the grid showed worse pruned, worst first, until it trains at most ``limit`` runs (or
+    nothing is left to prune: a key keeps at least two values)."""
+    trial = dict(trial)
+    while _to_train(s, trial) > limit:
+        for key in s.hyper:
+            now = trial[key].split(",") if key in trial else s.tried(key)
+            worse = _worse_values(s, key, now)
+            if worse and len(now) > 2:
+                trial[key] = ",".join(v for v in now if v != worse[0])
+                break
+        else:
+            return trial
+    return trial
+
+
+def _to_train(s: Sweep, changes: dict[str, str]) -> int:
+    total, done = counts(s, changes)
+    return total - done
 
 
 def _among(value: Any, values: list[str]) -> bool:
@@ -61,20 +131,36 @@ def next_command(argv: list[str], changes: dict[str, str]) -> str:
 
 
 def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
-           curves: dict[str, list[tuple[int, float]]] | None = None, search: bool = False) -> Advice:
+           curves: dict[str, Any] | None = None, search: bool = False) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
-    them, ``argv`` the sweep's command-line overrides, ``curves`` the chosen run's loss curves (name →
-    (epoch, value) pairs). A search sweeper (``search``) chose its own values: no next command then."""
-    s = Sweep(records)
+    them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
+    name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
+    (``search``) chose its own values: no next command then."""
+    curves = curves or {}
+    if any(k in CURVES for k in curves):  # one run's curves: the chosen run's
+        best = next((r for r in records if r["params"] and r["status"] == "FINISHED"), None)
+        curves = {best["run_id"]: curves} if best else {}
+    s = Sweep(records, curves)
     flat = no_effect(s)
-    found = [*edges(s, {f.tag for f in flat}), *training(s, curves or {}), *divergence(s), *flat, *noise(s), *ties(s)]
+    found = [*saturation(s), *noise(s), *ties(s), *divergence(s), *overfitting(s), *under_training(s), *flat,
+             *edges(s, {f.tag for f in flat})]
     if search:
         return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead")
     if not s.records:
         return Advice(found, None, s.metric, note="no run to build on")
-    changes = plan(s, found)
-    return Advice(found, next_command(list(argv or []), changes), s.metric, counts(s, changes))
+    changes, left = plan(s, found)
+    note = ""
+    if left:
+        note = (f"left out of the next command for its budget ({budget(s)} runs to train, the sweep's size): "
+                + "; ".join(f.step for f in left))
+    return Advice(found, next_command(list(argv or []), changes), s.metric, counts(s, changes), note=note)
 
+
+def top_runs(records: list[dict[str, Any]], n: int = TOP) -> list[str]:
+    """The ids of the runs that stand for the ``n`` best configurations (each its first finished run), whose curves
+    the advisor reads."""
+    s = Sweep(records)
+    return [r["run_id"] for c in s.ranked()[:n] if (r := s.lead(c)) is not None]
 
 
 def sweep_argv(tags: dict[str, str]) -> list[str]:
@@ -104,9 +190,9 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
     by_id = {r.info.run_id: r for r in runs}
     records = [record(by_id[i] if i in by_id else c.get_run(i)) for i in order]  # a row may be a reused run
     s = Sweep(records)
-    curves: dict[str, list[tuple[int, float]]] = {}
-    if s.best is not None:
-        curves = {n: [(h.step, h.value) for h in c.get_metric_history(s.best["run_id"], n)] for n in CURVES}
+    # the curves of the top configurations and of every configuration's lead run (the edges read them too), capped
+    leads = list(dict.fromkeys([*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]))
+    curves = {i: {n: [(h.step, h.value) for h in c.get_metric_history(i, n)] for n in CURVES} for i in leads}
     tags = parent.data.tags
     advice = advise(records, sweep_argv(tags), curves, is_search(tags))
     print(advice.text(), file=out, end="")

@@ -13,14 +13,19 @@ from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 s
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
 IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch")
-# Swept keys that do not change the model by design, or that the noise finding handles (seed).
+# Swept keys that do not change the model by design, or that the noise finding handles (seed; data.split_seed
+# is left out as a dotted key).
 NOT_HYPERPARAMETERS = ("seed", "device", "log_every")
+SEEDS = ("seed", "data.split_seed")  # noise, not a configuration: the initial weights; the split
 LOG_SPACED = ("lr",)  # extended by the grid's ratio whatever its values
 STEPPED = ("depth",)  # extended by the grid's step
 MAX_RATIO = 10.0  # a log-spaced extension steps by at most a decade
-# Without a seed sweep there is no noise estimate: two validation scores count as the same only
-# when they differ by less than this fraction (training is deterministic, so that is "no effect").
-SAME = 1e-3
+# Without a seed sweep there is no noise estimate: two validation scores count as the same when they differ by
+# less than this fraction, a stated default of the seed-to-seed spread (bench/advice_eval.py measures it on the
+# bundled data sets; sweep seed to measure your own). Training is deterministic, but another seed is not.
+SAME = 0.02
+FLOOR = 1e-3  # a loss below this is at its floor: its relative changes are not evidence
+TOP = 3  # the configurations whose curves the training findings read
 ALPHA = 0.05  # significance level of the best-against-runner-up test over seeds
 OVERFIT_AT = 0.5  # overfitting: the best epoch is in the first half of the run ...
 RISE = 0.01  # ... the validation loss ended > 1% above its minimum, the training loss > 1% below where it was then
@@ -35,7 +40,7 @@ TAG = "advice."
 class Finding:
     """One finding: what it is, the numbers behind it, what to do; and how the next command changes."""
 
-    kind: str  # edge | overfitting | under_training | divergence | no_effect | noise | ties
+    kind: str  # saturation | noise | ties | divergence | overfitting | under_training | no_effect | edge
     title: str
     summary: str
     evidence: list[str]
@@ -53,7 +58,7 @@ class Advice:
     command: str | None
     metric: str  # e.g. "val_mse"
     sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
-    note: str = ""  # why there is no command
+    note: str = ""  # why there is no command, or what the command left out for its budget
 
     def text(self, markdown: bool = False) -> str:
         n = len(self.findings)
@@ -73,6 +78,8 @@ class Advice:
             what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
                     f"{total - done} to train)")
             lines += ["", f"## {what}", "", "```bash", self.command, "```"] if markdown else [f"{what}:", f"  {self.command}"]
+            if self.note:
+                lines += ["", self.note] if markdown else [f"  ({self.note})"]
         elif self.note:
             lines += ["", self.note] if markdown else [f"next command: none ({self.note})"]
         return "\n".join(lines) + "\n"
@@ -134,7 +141,7 @@ def _nice_int(x: float) -> int:
 class Sweep:
     """The runs of one sweep, best first (the leaderboard's order), and what the findings share."""
 
-    def __init__(self, records: list[dict[str, Any]]):
+    def __init__(self, records: list[dict[str, Any]], curves: dict[str, dict[str, list[tuple[int, float]]]] | None = None):
         from sweeper.job.metrics import PRIMARY
 
         self.records = [r for r in records if r["params"]]  # a run killed before its end has no params
@@ -153,7 +160,8 @@ class Sweep:
         # a binary task's accuracy moves in steps of one validation row: a key that did not move it may
         # still have changed the model, which its log loss shows
         self.measures = (self.metric, "val_log_loss") if task == "binary" else (self.metric,)
-        self.seeded = "seed" in self.keys
+        self.seeded = any(k in self.keys for k in SEEDS)
+        self.curves = curves or {}  # run id → {"train_loss": [(epoch, value)], "val_loss": [...]}
         self.stats = {m: self._stats(m) for m in self.measures}
         self.scores, self.noise, _ = self.stats[self.metric]
 
@@ -170,8 +178,28 @@ class Sweep:
         return _number(r["metrics"].get(self.metric))
 
     def config(self, r: dict[str, Any]) -> tuple:
-        """A configuration: the swept values but the seed."""
-        return tuple((k, r["params"].get(k)) for k in self.keys if k != "seed")
+        """A configuration: the swept values but the seeds (``seed``, ``data.split_seed``)."""
+        return tuple((k, r["params"].get(k)) for k in self.keys if k not in SEEDS)
+
+    def ranked(self) -> list[tuple]:
+        """The configurations with a finished run, best mean first."""
+        done = [c for c in self.configs if self.mean(c)]
+        return sorted(done, key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0])
+
+    def lead(self, config: tuple) -> dict[str, Any] | None:
+        """The run that stands for a configuration: its first finished record (the leaderboard puts the run closest
+        to the configuration's mean first)."""
+        return next((r for r in self.configs.get(config, []) if id(r) in self._done), None)
+
+    def curve(self, r: dict[str, Any] | None, name: str = "val_loss") -> list[tuple[int, float]]:
+        return sorted((self.curves.get(r["run_id"]) or {}).get(name) or []) if r else []
+
+    def rel_noise(self) -> float:
+        """The noise as a fraction of the best mean: measured over seeds, else the stated default :data:`SAME`."""
+        if self.noise is not None and self.best is not None:
+            m = abs(self.mean(self.config(self.best))[0]) or 1.0
+            return max(self.noise / m, 1e-6)
+        return SAME
 
     def mean(self, config: tuple, metric: str | None = None) -> tuple[float, int] | None:
         """The configuration's mean validation score over its finished seeds, and how many; None if none finished."""
@@ -187,6 +215,8 @@ class Sweep:
         more than the noise of ``metric``: Tukey's range test at ALPHA (split over ``tests`` such
         comparisons); for two means, a two-sided t-test. Without seeds: within SAME of each other."""
         _, noise, dof = self.stats[metric or self.metric]
+        if (metric or self.metric) == "val_log_loss" and max(abs(a), abs(b)) < FLOOR:
+            return True  # both at the loss's floor: a relative change there is not evidence
         if noise is not None:
             return abs(a - b) <= _range_quantile(among, dof, ALPHA / tests) * noise * math.sqrt((1 / na + 1 / nb) / 2)
         return abs(a - b) <= SAME * max(abs(a), abs(b)) + 1e-12
@@ -197,7 +227,8 @@ class Sweep:
             dof = self.stats[self.metric][2]
             return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
                     f"within it: not significant at {ALPHA:.0%}")
-        return f"no seed sweep: scores within {SAME:.1%} count as the same"
+        return (f"no seed sweep: scores within {SAME:.0%} count as the same (a stated default of seed-to-seed noise; "
+                "sweep seed=0,1,2 to measure it)")
 
     def tried(self, key: str) -> list[str]:
         """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order."""

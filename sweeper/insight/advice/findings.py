@@ -1,5 +1,5 @@
-"""The advisor's findings, each from the grid's own evidence: keys with no effect, best values at an edge of the
-grid, divergence, under- and over-training, seed noise and ties."""
+"""The advisor's findings, each from the grid's own evidence: a saturated score, seed noise and ties (named before any
+trend), keys with no effect, best values at an edge of the grid, divergence (the curves' findings: ``curves``)."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,8 @@ import statistics
 from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell
-from sweeper.insight.advice.evidence import (
-    ALPHA, Finding, LATE, OVERFIT_AT, RISE, STILL_FALLING, Sweep, _flat, _format, _label, _nice_int, _number, _pct, _slices, extend,
-)
+from sweeper.insight.advice.curves import at_best_epoch
+from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend
 
 
 def no_effect(s: Sweep) -> list[Finding]:
@@ -68,10 +67,11 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         if key in flat or len(tried) < 2 or any(_number(v) is None for v in tried):
             continue
         profile: dict[str, tuple[float, int]] = {}  # each value's best mean score over the other keys
+        where: dict[str, tuple] = {}  # ... and the configuration that scored it
         for config in s.configs:
             m, v = s.mean(config), dict(config)[key]
             if m is not None and (v not in profile or s.better(m[0], profile[v][0])):
-                profile[v] = m
+                profile[v], where[v] = m, config
         done = [v for v in tried if v in profile]
         if len(done) < 2:
             continue
@@ -81,8 +81,11 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         up = best == tried[-1] and best != tried[0]
         inner = done[-2] if up else done[1]
         (a, na), (b, nb) = profile[best], profile[inner]
-        if s.same(a, b, na, nb) or not s.better(a, b):
-            continue
+        if s.same(a, b, na, nb) or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
+            continue  # within the noise; or at the metric's ceiling (accuracy 1): beyond the edge it cannot score higher
+        if at_best_epoch(s, where[best], where[inner]) is False or (key == "epochs" and not up and s.curve(s.lead(where[best]))):
+            continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
+            # fewer epochs than a run's own are in its curve already
         new, spacing = extend(key, tried, up)
         if not new:
             continue
@@ -163,59 +166,6 @@ def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
 
 
 
-def _at(curve: list[tuple[int, float]], step: float) -> tuple[int, float]:
-    """The sample of ``curve`` nearest ``step``."""
-    return min(curve, key=lambda p: abs(p[0] - step))
-
-
-
-def training(s: Sweep, curves: dict[str, list[tuple[int, float]]]) -> list[Finding]:
-    """Overfitting or under-training of the chosen run, from its loss curves."""
-    b = s.best
-    train, val = sorted(curves.get("train_loss") or []), sorted(curves.get("val_loss") or [])
-    if b is None or not train or not val:
-        return []
-    best_epoch, run = b["metrics"].get("best_epoch"), b["metrics"].get("epochs_run")
-    epochs, patience = s.param(b, "epochs"), s.param(b, "patience")
-    if best_epoch is None or run is None or (patience and run < epochs):
-        return []  # early stopping ended it and kept its best weights
-    best_epoch, run = int(best_epoch), int(run)
-    last_step, v_last = val[-1]
-    t_last = train[-1][1]
-    min_step, v_min = min(val, key=lambda p: p[1])
-    t_step, t_best = _at(train, best_epoch)
-    name = b["run"]
-    if best_epoch <= OVERFIT_AT * run and v_last > v_min * (1 + RISE) and t_last < t_best * (1 - RISE):
-        p = max(_nice_int(best_epoch / 4), int(s.param(b, "log_every", 1)))
-        stop = _nice_int(best_epoch) if _nice_int(best_epoch) >= 0.8 * best_epoch else best_epoch
-        return [Finding(
-            "overfitting", "overfitting",
-            f"the chosen run ({name}) was best at epoch {best_epoch} of {run}; its validation loss then rose while "
-            f"the training loss kept falling",
-            [f"val_loss: {cell(v_min)} (its minimum, epoch {min_step}) → {cell(v_last)} at epoch {last_step} ({_pct(v_last / v_min - 1)})",
-             f"train_loss: {cell(t_best)} at epoch {t_step} → {cell(t_last)} at epoch {train[-1][0]} ({_pct(t_last / t_best - 1)})",
-             f"{s.metric}={cell(s.value(b))} is of the last epoch's weights (patience={int(patience)})"],
-            f"stop early: patience={p} (keeps the best weights), or epochs≈{stop}",
-            f"best_epoch={best_epoch}/{run}", set={"patience": str(p)})]
-    ref_step, v_ref = _at(val, last_step - 0.25 * run)
-    fell = (v_ref - v_last) / v_ref if v_ref else 0.0
-    if best_epoch >= LATE * last_step and run >= epochs and fell > STILL_FALLING:
-        if "epochs" in s.keys:  # twice the grid's largest
-            more = str(2 * int(max(float(v) for v in s.tried("epochs"))))
-            change: dict[str, Any] = {"add": {"epochs": [more]}}
-        else:
-            more = str(2 * int(epochs))
-            change = {"set": {"epochs": more}}
-        return [Finding(
-            "under_training", "under-training",
-            f"the chosen run ({name}) was still improving when it stopped: its best epoch is its last ({best_epoch} of {run})",
-            [f"val_loss still falling: {cell(v_ref)} at epoch {ref_step} → {cell(v_last)} at epoch {last_step} ({_pct(-fell)})"],
-            f"train longer: epochs={more}" + (" (added to the epochs grid)" if "epochs" in s.keys else ""),
-            f"epochs_run={run}", **change)]
-    return []
-
-
-
 def _seeds(values: Iterable[str], count: int) -> str:
     """``count`` seeds: those given, then the next ones."""
     have = sorted({int(float(v)) for v in values})
@@ -238,7 +188,8 @@ def noise(s: Sweep) -> list[Finding]:
         return [Finding(
             "noise", "noise and significance",
             f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
-            [f"the seed draws the weights and the train/validation split, so seed-to-seed variation is unknown{gap}"],
+            [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
+             s.noise_text],
             f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new})]
     ranked = sorted((c for c in s.configs if s.mean(c)), key=lambda c: s.mean(c)[0] if s.lower else -s.mean(c)[0])
     evidence = []
@@ -273,7 +224,8 @@ def _p_value(s: Sweep, first: tuple, second: tuple) -> tuple[float | None, str]:
     weights) when they share at least two seeds, else Welch's."""
     from scipy import stats
 
-    by_seed = [{r["params"].get("seed"): s.value(r) for r in s.configs[c] if id(r) in s._done} for c in (first, second)]
+    by_seed = [{tuple(r["params"].get(k) for k in SEEDS): s.value(r) for r in s.configs[c] if id(r) in s._done}
+               for c in (first, second)]
     common = sorted(set(by_seed[0]) & set(by_seed[1]))
     if len(common) >= 2:
         diffs = [by_seed[0][k] - by_seed[1][k] for k in common]
@@ -290,9 +242,41 @@ def _p_value(s: Sweep, first: tuple, second: tuple) -> tuple[float | None, str]:
 
 
 
+def saturated(s: Sweep) -> list[tuple]:
+    """The configurations whose mean sits at the primary metric's ceiling (accuracy 1) or floor (a loss of ~0) with
+    the best one: two or more of them, or []."""
+    top = s.ranked()
+    if len(top) < 2:
+        return []
+    best = s.mean(top[0])[0]
+    at_edge = best >= 1 - 1e-12 if not s.lower else abs(best) <= 1e-9
+    tied = [c for c in top if abs(s.mean(c)[0] - best) <= 1e-12] if at_edge else []
+    return tied if len(tied) > 1 else []
+
+
+def saturation(s: Sweep) -> list[Finding]:
+    """Ties at the metric's ceiling or floor: the validation score cannot rank them (and no trend is read from them)."""
+    tied = saturated(s)
+    if not tied:
+        return []
+    what = "ceiling" if not s.lower else "floor"
+    loss = [(c, m[0]) for c in tied if (m := s.mean(c, "val_log_loss") if "val_log_loss" in s.stats else None)]
+    evidence = [f"{len(tied)} of {len(s.ranked())} configurations at {s.metric}={cell(s.mean(tied[0])[0])}: "
+                + ", ".join(_label(c) for c in tied[:6]) + (" …" if len(tied) > 6 else "")]
+    if loss:
+        lo, hi = min(v for _, v in loss), max(v for _, v in loss)
+        evidence.append(f"val_log_loss among them: {cell(lo)} … {cell(hi)}"
+                        + (f" (below {FLOOR:g}: at its floor too, no evidence either)" if hi < FLOOR else ""))
+    step = ("rank by a proper scoring rule (python -m sweeper.promote --metric val_log_loss) "
+            "or hold out more validation rows (e.g. data.val_fraction=0.3, or more data); read no trend from these ties")
+    return [Finding("saturation", "the validation score cannot rank these",
+                    f"{len(tied)} configurations tie at {s.metric}'s {what} ({cell(s.mean(tied[0])[0])})",
+                    evidence, step, f"{len(tied)}@{cell(s.mean(tied[0])[0])}")]
+
+
 def ties(s: Sweep) -> list[Finding]:
     """Runs that tie with the best on the primary metric, and how the leaderboard ordered them."""
-    if len(s.finished) < 2:
+    if len(s.finished) < 2 or saturated(s):
         return []
     top = s.value(s.finished[0])
     tied = [r for r in s.finished if abs(s.value(r) - top) <= 1e-12 * max(1.0, abs(top))]
