@@ -1,0 +1,108 @@
+"""Trajectories: configurations that differ only in ``epochs`` are one run of the batched launcher, read at each
+count; each reads exactly what it gives alone (``hydra/launcher=basic``'s path, ``compute.train_and_score``)."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import make_cfg
+from sweeper import data
+from sweeper.base.backend import resolve
+from sweeper.job.compute import train_and_score
+from sweeper.job.metrics import TIMINGS
+from sweeper.models.train import EXPLODED
+from sweeper.sweep import groups, launch
+from sweeper.sweep import plan as sweep
+
+SMALL = ("depth=1", "width=8", "log_every=20")
+
+
+def _jobs(*grid):
+    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+
+
+def _grid(lrs, epochs, *extra):
+    return [(f"lr={lr}", f"epochs={e}", *SMALL, *extra) for lr in lrs for e in epochs]
+
+
+def _same_as_alone(grid, rtol=1e-9):
+    """compute_group over the grid against each configuration trained alone: the same outcome, to ``rtol``."""
+    jobs = _jobs(*grid)
+    computed = launch.compute_group(jobs)
+    assert sorted(computed) == [j.idx for j in jobs]
+    for job in jobs:
+        cfg = make_cfg(*job.overrides)
+        alone = train_and_score(cfg, data.load(cfg.data, cfg.seed), resolve("cpu"))
+        got = computed[job.idx].outcome
+        where = " ".join(job.overrides)
+        assert got.reason == alone.reason, where
+        for k in ("best_epoch", "epochs_run"):
+            assert got.scores[k] == alone.scores[k], (where, k)
+        for name, (steps, values) in alone.curves.items():
+            np.testing.assert_array_equal(got.curves[name][0], steps, err_msg=where)
+            # a diverged point is an explosion, which amplifies the last bits' difference: both past the bound
+            upto = len(values) - (alone.reason is not None)
+            np.testing.assert_allclose(got.curves[name][1][:upto], values[:upto], rtol=rtol, err_msg=where)
+            if upto < len(values) and name == "train_loss":
+                assert not got.curves[name][1][-1] < EXPLODED * got.curves[name][1][0]
+        quality = {k: v for k, v in alone.scores.items() if k not in TIMINGS and k not in ("best_epoch", "epochs_run")}
+        assert set(quality) == {k for k in got.scores if k not in TIMINGS and k not in ("best_epoch", "epochs_run",
+                                                                                         "group_train_time_s")}
+        for k, v in quality.items():
+            assert math.isclose(got.scores[k], v, rel_tol=rtol, abs_tol=1e-12), (where, k)
+        if alone.reason is None:
+            np.testing.assert_allclose(got.test_pred, alone.test_pred, rtol=rtol, atol=1e-12, err_msg=where)
+            for a, b in zip(got.params, alone.params):
+                np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12, err_msg=where)
+    by_traj = {}
+    for job in jobs:
+        by_traj.setdefault(computed[job.idx].tags["trajectory"], set()).add(job.plain["lr"])
+    assert all(len(lrs) == 1 for lrs in by_traj.values()) and len(by_traj) == len({j.plain["lr"] for j in jobs})
+    return jobs, computed
+
+
+@pytest.mark.parametrize("extra", [(), ("optimizer=momentum",), ("optimizer=momentum", "nesterov=true"),
+                                   ("optimizer=adam",), ("weight_decay=0.01",), ("batch_size=64",)],
+                         ids=["gd", "momentum", "nesterov", "adam", "weight-decay", "mini-batches"])
+def test_configurations_read_off_a_trajectory_equal_them_alone(extra):
+    """130 epochs is no multiple of log_every=20: its last point (130) is a sample of its own."""
+    jobs, computed = _same_as_alone(_grid((0.01, 0.05), (130, 200, 300), *extra))
+    for job in jobs:
+        steps = computed[job.idx].outcome.curves["val_loss"][0]
+        assert steps[-1] == job.plain["epochs"] and steps[-2] == (job.plain["epochs"] - 1) // 20 * 20
+
+
+def test_patience_reads_the_best_weights_so_far_at_each_count():
+    jobs, computed = _same_as_alone(_grid((0.3, 0.02), (50, 130, 600), "patience=40"))
+    runs = {(j.plain["lr"], j.plain["epochs"]): computed[j.idx].outcome.scores for j in jobs}
+    assert runs[(0.3, 600)]["epochs_run"] < 600  # the trajectory stopped early: the longest reads its stop
+    assert runs[(0.3, 50)]["best_epoch"] < 50 or runs[(0.3, 130)]["best_epoch"] < 130  # a kept copy, not the last
+
+
+def test_a_trajectory_that_diverges_between_two_counts_leaves_the_shorter_finished():
+    """lr=0.85 on diabetes diverges at epoch 20 (log_every=5): 8 and 12 epochs are read before it."""
+    grid = [(f"lr={lr}", f"epochs={e}", "depth=1", "width=8", "log_every=5") for lr in (0.85, 0.01) for e in (8, 12, 40)]
+    jobs, computed = _same_as_alone(grid)
+    reasons = {(j.plain["lr"], j.plain["epochs"]): computed[j.idx].outcome.reason for j in jobs}
+    assert reasons[(0.85, 8)] is None and reasons[(0.85, 40)] == "diverged at epoch 20"
+
+
+def test_plan_makes_one_member_of_a_trajectory_and_counts_its_snapshots():
+    lrs = [f"lr={0.001 * (i + 1)}" for i in range(4)]
+    jobs = _jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)])
+    plan, alone = launch.plan(jobs)
+    assert [len(g) for g in plan] == [8] and not alone
+    assert [len(t) for t in groups.trajectories(plan[0])] == [2] * 4
+    only_epochs = _jobs(*[(f"epochs={e}",) for e in (1000, 2000, 4000)])
+    plan, alone = launch.plan(only_epochs)
+    assert [len(g) for g in plan] == [3] and len(groups.trajectories(plan[0])) == 1 and not alone
+    plan, alone = launch.plan(jobs, max_size=3)  # whole trajectories: 3 + 1
+    assert sorted(len(groups.trajectories(g)) for g in plan) == [1, 3] and sorted(map(len, plan)) == [2, 6]
+    # the budget counts the snapshots: 2 epoch counts a trajectory keep one more copy of the weights
+    one = groups._fits(jobs[0].plain, groups.trajectories(jobs[:2]), 1 << 40)
+    assert one < groups._fits(jobs[0].plain, [[jobs[0]]], 1 << 40)
+
+
+def test_shares_split_each_epoch_among_the_configurations_that_need_it():
+    assert groups.shares([100, 200, 400], 4.0) == pytest.approx([1 / 3, 1 / 3 + 0.5, 1 / 3 + 0.5 + 2])
+    assert sum(groups.shares([20, 40, 80, 160, 160], 7.0)) == pytest.approx(7.0)
