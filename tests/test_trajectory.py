@@ -1,11 +1,15 @@
 """Trajectories: configurations that differ only in ``epochs`` are one run of the batched launcher, read at each
 count; each reads exactly what it gives alone (``hydra/launcher=basic``'s path, ``compute.train_and_score``)."""
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 
-from conftest import make_cfg
+from conftest import all_runs, cli, client_for, make_cfg
 from sweeper import data
 from sweeper.base.backend import resolve
 from sweeper.job.compute import train_and_score
@@ -106,3 +110,100 @@ def test_plan_makes_one_member_of_a_trajectory_and_counts_its_snapshots():
 def test_shares_split_each_epoch_among_the_configurations_that_need_it():
     assert groups.shares([100, 200, 400], 4.0) == pytest.approx([1 / 3, 1 / 3 + 0.5, 1 / 3 + 0.5 + 2])
     assert sum(groups.shares([20, 40, 80, 160, 160], 7.0)) == pytest.approx(7.0)
+
+
+# --- real multiruns ------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_sweep_over_lr_and_epochs_records_what_basic_records_one_run_per_configuration(tmp_path, store):
+    from test_launcher import _both, _children, _same_records
+
+    stores, proc = _both(tmp_path, store, "lr=0.01,0.05", "epochs=90,200", "log_every=20", "depth=1", "width=8",
+                         "tracking.log_model=false")
+    assert "4 jobs: 4 in 1 batched group(s), 0 one at a time" in proc.stdout
+    _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=4)
+    basic, batched = _children(stores["basic"]), _children(stores["batched"])
+    trajectories = {}
+    for fp, run in batched.items():
+        assert run.info.run_name == basic[fp].info.run_name
+        trajectories.setdefault(run.data.tags["trajectory"], set()).add(run.data.params["lr"])
+        history = client_for(stores["batched"]).get_metric_history(run.info.run_id, "val_loss")
+        assert max(m.step for m in history) == int(run.data.params["epochs"])  # the curve ends at its own end
+    assert len(trajectories) == 2 and all(len(lrs) == 1 for lrs in trajectories.values())
+
+
+@pytest.mark.slow
+def test_the_seed_sweep_is_8_runs_off_4_trajectories_each_curve_ending_at_its_epochs(tmp_path, store):
+    proc = cli(tmp_path, "-m", "+sweep=seed", "tracking.log_model=false", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "8 jobs: 8 in 2 batched group(s), 0 one at a time" in proc.stdout
+    runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert len(runs) == 8 and {r.info.status for r in runs} == {"FINISHED"}
+    assert len({r.data.tags["trajectory"] for r in runs}) == 4
+    for r in runs:
+        with np.load(_job_dir(tmp_path, r) / "curves.npz") as z:
+            assert z["val_loss_steps"][-1] == int(r.data.params["epochs"])
+
+
+def _job_dir(tmp_path, run):
+    """The job folder whose result.json names this run."""
+    import json
+
+    for result in (tmp_path / "sweep").glob("*/result.json"):
+        if json.loads(result.read_text())["run_id"] == run.info.run_id:
+            return result.parent
+    raise AssertionError(f"no job folder for run {run.info.run_id}")
+
+
+def _launch(tmp_path, store, *args):
+    argv = [*args, f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    return subprocess.Popen([sys.executable, "-m", "sweeper", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _members_running(proc, store, n, deadline=120):
+    """Wait (reading the store from this process) until the sweep's n children are in it; they and the process."""
+    end = time.monotonic() + deadline
+    while True:
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        try:
+            kids = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+        except Exception:  # noqa: BLE001  (the store not created yet)
+            kids = []
+        if len(kids) == n:
+            return kids
+        time.sleep(0.05)
+
+
+LONG = ("-m", "lr=0.001,0.002", "epochs=20000,40000", "log_every=100", "depth=1", "width=8", "tracking.log_model=false")
+
+
+@pytest.mark.slow
+def test_members_runs_are_running_while_their_group_trains_and_bracket_its_time(tmp_path, store):
+    proc = _launch(tmp_path, store, *LONG)
+    kids = _members_running(proc, store, 4)
+    assert {r.info.status for r in kids} == {"RUNNING"} and not list((tmp_path / "sweep").glob("*/result.json"))
+    assert all(r.data.params["lr"] in ("0.001", "0.002") and r.data.tags["trajectory"] for r in kids)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    for r in runs:
+        assert r.info.end_time - r.info.start_time >= 1000 * r.data.metrics["group_train_time_s"]
+        assert any(k.startswith("system/") for k in r.data.metrics)  # the group's system metrics
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_group_kills_every_members_run(tmp_path, store):
+    proc = _launch(tmp_path, store, *LONG[:3], "epochs=400000,800000", *LONG[4:])
+    _members_running(proc, store, 4)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    runs = all_runs(store)
+    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(kids) == 4 and {r.info.status for r in kids} == {"KILLED"}
+    assert [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags] == ["KILLED"]

@@ -63,12 +63,18 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     for members in groups:
+        tags = member_tags(members)
+        runs = open_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute())
         try:
-            computed = compute_group(members)
+            computed = compute_group(members, tags)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
                         len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             computed = {}
+        except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
+            _system(runs)
+            raise
+        hand_runs(computed, runs)
         for job in members:
             with handing(computed.pop(job.idx, None)):
                 record(job)
@@ -77,7 +83,64 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     return [returns[j.idx] for j in jobs]
 
 
-def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
+def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
+    """Each job's tags as a member of this group: the group's id and size (configurations), its trajectory's id."""
+    group_id = uuid.uuid4().hex[:12]
+    out = {}
+    for traj in trajectories(members):
+        trajectory = uuid.uuid4().hex[:12]
+        for job in traj:
+            out[job.idx] = {"launcher": "batched", "batch_group": group_id, "batch_size": str(len(members)),
+                            "trajectory": trajectory}
+    return out
+
+
+def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path) -> dict[int, Any]:
+    """Create every member's run RUNNING (name, tags, params) before the group trains, so the UI lists them at
+    once; the group's system metrics are sampled on them. A store that fails leaves the jobs to create theirs."""
+    from sweeper import tracking
+    from sweeper.job import record
+    from sweeper.job.context import JobContext
+
+    runs: dict[int, Any] = {}
+    try:
+        for job in members:
+            overrides = list(job.config.hydra.overrides.task) if job.config is not None else job.overrides
+            ctx = JobContext(sweep_dir / str(job.idx), overrides, sweep_dir, job.idx)
+            runs[job.idx] = record.start(job.plain, ctx, tags[job.idx])
+    except (BackendUnavailable, *tracking.UNREACHABLE) as e:
+        log.warning("the group's runs could not be created ahead (%s); each job creates its own", e)
+        _drop(runs)
+        return {}
+    if runs and members[0].plain["tracking"]["system_metrics"]:
+        first, *rest = runs.values()
+        first.sample_system(also=rest)
+    return runs
+
+
+def _system(runs: dict[int, Any]) -> list[Any]:
+    """Stop the group's system metrics; the samples not logged yet."""
+    return next(iter(runs.values())).system_samples() if runs else []
+
+
+def _drop(runs: dict[int, Any]) -> None:
+    """Delete runs created ahead that no outcome comes with (the group failed: its jobs run alone, and make theirs)."""
+    for tracked in runs.values():
+        try:
+            tracked.client.delete_run(tracked.run_id)
+        except Exception as e:  # noqa: BLE001  (a store gone: the report marks the run an orphan later)
+            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:
+    """Give each computed job its run and the group's system metrics; delete the runs of the others."""
+    system = _system(runs)
+    for idx, c in computed.items():
+        c.run, c.system = runs.pop(idx, None), system
+    _drop(runs)
+
+
+def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = None) -> dict[int, compute.Computed]:
     """Train the group on its device and score every member: ``{job idx: Computed}``. The jobs' trajectories
     (:func:`sweeper.sweep.groups.trajectories`) are the group's members; each job is read off its own at its
     ``epochs``.
@@ -114,10 +177,10 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
                           progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None,
                           opt=opt, batch_size=cfg0["batch_size"])
     K, count = len(trajs), len(members)
-    group_id = uuid.uuid4().hex[:12]
+    tags = tags or member_tags(members)
     out = {}
     for traj, at, seed in zip(trajs, fit.at, seeds):
-        ds, trajectory = datasets[seed], uuid.uuid4().hex[:12]
+        ds = datasets[seed]
         epochs = [j.plain["epochs"] for j in traj]
         # the trajectory's share of the group (1/K), then each configuration's share of the epochs it needed
         for job, share in zip(traj, shares(epochs, fit.train_time_s / K)):
@@ -129,8 +192,7 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
             outcome = compute.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
                                        h2d_time_s=h2d / count)
             outcome.scores["group_train_time_s"] = fit.train_time_s
-            tags = {"launcher": "batched", "batch_group": group_id, "batch_size": str(count), "trajectory": trajectory}
-            out[job.idx] = compute.Computed(outcome, ds, tags)
+            out[job.idx] = compute.Computed(outcome, ds, tags[job.idx])
     wall = (time.perf_counter() - t_start) / count
     for c in out.values():
         c.wall_time_s = wall
