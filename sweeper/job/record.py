@@ -63,6 +63,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     }
     if computed:
         result["batch_size"] = int(computed.tags["batch_size"])
+        result["trajectory"] = computed.tags.get("trajectory")
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)
