@@ -5,7 +5,15 @@ sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`:
 without Nesterov, Adam; weight decay) and the batch size; each has its own learning rate, initial weights
 (its seed), epoch count and patience. Training is deterministic, so a member with fewer epochs is a
 prefix of the group's run: it is *frozen* at its own epoch count (its rate set to 0 and its optimizer
-state zeroed, so its update is 0), never removed. With mini-batches (``batch_size`` between 1 and n - 1)
+state zeroed, so its update is 0), never removed.
+
+A member is a *trajectory*: it may carry more epoch counts (``Member.reads``), configurations that differ from
+it only in ``epochs``, each read off it at its own count ``c`` as :func:`models.train.train` gives it alone —
+the losses sampled at the multiples of the stride below ``c`` and at ``c`` (every count is a sampled epoch of
+the group, and so is its end), the best and divergence among those samples, and the weights at ``c``: a
+device-side copy taken in the epoch loop, or with patience the best so far (the candidate or the kept best
+weights, chosen by the host at that sample). A divergence after ``c`` leaves that configuration finished.
+:class:`GroupFit` ``at`` holds every configuration's fit and weights. With mini-batches (``batch_size`` between 1 and n - 1)
 the members also share the seed, so they share the data and each epoch's row order (drawn as
 :class:`models.mlp.MiniBatches` draws it): a step gathers its rows once for the whole group.
 

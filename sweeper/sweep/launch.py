@@ -4,7 +4,9 @@ A job is *compute* (data → model → train → score) and *record* (MLflow chi
 ``result.json``; :func:`sweeper.job.record.run`). Here the compute half of a whole group runs at once, on the
 device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
-computed for it (:func:`sweeper.job.context.handing`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
+computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.sweep.groups`) makes the
+configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
+created RUNNING before its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
 weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
 own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
