@@ -28,9 +28,9 @@ from sweeper.models.train import MAX_SAMPLES
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (weights, and the split: then each has its own data; not for text, see split_features),
-# epochs and patience; with mini-batches (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which
-# draws the rows' order.
+# differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
+# split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
+# (MINI_BATCH_SHARED), which draws the rows' order, and the split.
 SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
@@ -95,8 +95,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
             alone.append(job)
             continue
         shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
-        if split_features(cfg):
-            shared["seed"] = cfg["seed"]
+        shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
+        if split_features(cfg) or cfg["batch_size"]:
+            shared["split_seed"] = data.split_seed(cfg["data"])
         key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
     groups = []
@@ -132,9 +133,9 @@ def _worth(jobs: list[Job]) -> bool:
 
 
 def split_features(cfg: dict[str, Any]) -> bool:
-    """Text data (data=sms|text): the vocabulary is fitted on each seed's training rows, so the features (their
-    number, and the one sparse matrix a group shares) are the seed's own; such members group only with their
-    seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
+    """Text data (data=sms|text): the vocabulary is fitted on each split's training rows, so the features (their
+    number, and the one sparse matrix a group shares) are the split's own; such members group only with their
+    split seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
     :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
     return cfg["data"]["name"] in data.TEXT
 
@@ -143,14 +144,14 @@ def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
     """How many of these trajectories fit the memory budget together (estimated from the data's shape; each
     trajectory counted with the most snapshots any of them keeps)."""
     try:
-        ds = data.load_plain(cfg["data"], cfg["seed"])
+        ds = data.load_plain(cfg["data"])
     except data.DataError:  # the one-job path reports it in one line
         return 0
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
         return 0
     sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
-    shared = len({t[0].plain["seed"] for t in trajs}) == 1
+    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row

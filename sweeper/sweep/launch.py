@@ -7,7 +7,7 @@ device, with :func:`sweeper.models.batched.train_group`; then every member gets 
 computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.sweep.groups`) makes the
 configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
 created RUNNING before its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
-weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
+weight decay, mini-batches (members then share ``seed`` and the split too: the seed draws the rows' order) and multi-class
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
 own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
@@ -157,10 +157,11 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     except BackendUnavailable:
         return {}  # each job records SKIPPED through the one-job path
     seeds = [h["seed"] for h in heads]
-    if len(set(seeds)) > 1 and split_features(cfg0):  # plan() never makes such a group
-        raise ValueError("text features are fitted on each split: a group's members need one seed")
-    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(seeds)}
-    ds0 = datasets[seeds[0]]
+    splits = [data.split_seed(h["data"]) for h in heads]
+    if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
+        raise ValueError("text features are fitted on each split: a group's members need one data.split_seed")
+    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(splits)}
+    ds0 = datasets[splits[0]]
     dtype, task = cfg0["dtype"], ds0.task
     sizes = layer_sizes(ds0.n_features, cfg0["depth"], cfg0["width"], ds0.n_outputs)
     opt = Optimizer.from_config(cfg0)
@@ -171,7 +172,7 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     if len(datasets) == 1:
         arrays = [backend.to_device(getattr(ds0, a).astype(dtype)) for a in names]
     else:
-        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in seeds]).astype(dtype)) for a in names]
+        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in splits]).astype(dtype)) for a in names]
     params = stacked_params(sizes, cfg0["activation"], seeds, dtype)
     h2d = backend.clock() - t_h2d
     with compute.progress_bar(sum(g.epochs for g in group), unit="member-epoch") as progress:
@@ -181,8 +182,8 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     K, count = len(trajs), len(members)
     tags = tags or member_tags(members)
     out = {}
-    for traj, at, seed in zip(trajs, fit.at, seeds):
-        ds = datasets[seed]
+    for traj, at, split in zip(trajs, fit.at, splits):
+        ds = datasets[split]
         epochs = [j.plain["epochs"] for j in traj]
         # the trajectory's share of the group (1/K), then each configuration's share of the epochs it needed
         for job, share in zip(traj, shares(epochs, fit.train_time_s / K)):
