@@ -5,6 +5,7 @@
     python bench/sweep_bench.py --only training  # the batched trainer alone
     python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch 1 (minutes)
     python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
+    python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
@@ -17,6 +18,9 @@
    workers; and grid-64 done by hand: a Python loop calling scikit-learn's ``MLPRegressor`` (the same
    full-batch algorithm, as in bench/trainer_bench.py) with one ``mlflow.start_run`` + ``log_params`` +
    ``log_metrics`` per configuration into a fresh SQLite store, run the same way.
+3. Trajectories: the seed sweep and an epochs grid (8 lr x epochs 20k-160k, float32 and float64), batched
+   against basic, once each, with the configuration-epochs each trained (a trajectory's longest run counts
+   once: ``trained_work``).
 Ratios are against the batched launcher's time in the same run. This machine is shared: compare ratios.
 """
 from __future__ import annotations
@@ -207,6 +211,50 @@ def sweep_section(repeats: int, names: list[str], launchers: list[str]) -> list[
             table(["sweep", "configs", "launcher", "wall s", "configs/s", "time vs batched"], rows)]
 
 
+EPOCHS_GRID = ["lr=0.001,0.002,0.003,0.004,0.005,0.006,0.007,0.008", "epochs={}", "depth=1"]
+
+
+def trained_work(sweep_dir: Path) -> int:
+    """Configuration-epochs trained by a finished sweep, from its jobs' result.json: a batched trajectory's
+    longest run once (its configurations share it), every other job its own epochs."""
+    import json
+
+    longest: dict[str, int] = {}
+    for i, f in enumerate(sorted(sweep_dir.glob("*/result.json"))):
+        r = json.loads(f.read_text())
+        key = r.get("trajectory") or f"job-{i}"
+        longest[key] = max(longest.get(key, 0), int(r["metrics"].get("epochs_run", 0)))
+    return sum(longest.values())
+
+
+def trajectory_section(scale: int, launchers: list[str]) -> list[str]:
+    """Sweeps whose configurations share trajectories (differ only in epochs): the seed sweep (lr x depth x
+    epochs 2000,10000) and an epochs grid (8 lr x epochs 20k,40k,80k,160k, depth 1, float32 and float64),
+    each run once. ``scale`` divides the grid's epochs (1: as stated)."""
+    epochs = ",".join(str(e // scale) for e in (20000, 40000, 80000, 160000))
+    workloads = [("+sweep=seed", ["+sweep=seed"], 8)]
+    workloads += [(f"epochs grid {dtype}", [*EPOCHS_GRID[:1], EPOCHS_GRID[1].format(epochs), EPOCHS_GRID[2],
+                                             f"dtype={dtype}"], 32) for dtype in ("float32", "float64")]
+    rows = []
+    for name, overrides, n in workloads:
+        walls = {}
+        for launcher in launchers:
+            tmp = _scratch()
+            cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *LAUNCHERS[launcher], "tracking.log_model=false",
+                   f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+            wall, error = _timed(cmd, tmp)
+            if error:
+                rows.append([name, n, launcher, "error", error, ""])
+                continue
+            walls[launcher] = wall
+            rows.append([name, n, launcher, f"{wall:.2f}", f"{trained_work(Path(tmp) / 'sweep'):,}", ""])
+        for row in rows[-len(walls):]:
+            if "basic" in walls and row[2] in walls:
+                row[5] = f"{walls['basic'] / walls[row[2]]:.2f}x"
+    return [f"## Trajectories (wall s from the command to its exit, once; grid epochs / {scale})", "",
+            table(["sweep", "configs", "launcher", "wall s", "config-epochs trained", "speed vs basic"], rows)]
+
+
 def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
     """The marginal cost of a job outside training: (wall of 20 tiny jobs - wall of 2) / 18, per launcher, with
     the writer process (a sweep of 20 jobs has one) and without it (``SWEEPER_WRITER=off``). The sizes are
@@ -279,8 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
-    p.add_argument("--only", choices=["training", "sweeps", "joblib"], default=None)
+    p.add_argument("--only", choices=["training", "sweeps", "joblib", "trajectories"], default=None)
     p.add_argument("--search", action="store_true", help="only the Optuna search: batch 16 against batch 1")
+    p.add_argument("--grid-scale", type=int, default=1,
+                   help="trajectories section: divide the epochs grid's epochs by this (1: 20k..160k)")
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
     p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
@@ -306,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         launchers = args.launchers.split(",")
         section = per_job_section(repeats, [l for l in launchers if l != "joblib x2"]) + [""]
         section += sweep_section(repeats, names, launchers)
+        print("\n".join(section), flush=True)
+        out += section
+    if args.only in (None, "trajectories"):
+        section = trajectory_section(args.grid_scale, ["batched", "basic"]) + [""]
         print("\n".join(section), flush=True)
         out += section
     if args.only in (None, "joblib"):

@@ -5,7 +5,15 @@ sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`:
 without Nesterov, Adam; weight decay) and the batch size; each has its own learning rate, initial weights
 (its seed), epoch count and patience. Training is deterministic, so a member with fewer epochs is a
 prefix of the group's run: it is *frozen* at its own epoch count (its rate set to 0 and its optimizer
-state zeroed, so its update is 0), never removed. With mini-batches (``batch_size`` between 1 and n - 1)
+state zeroed, so its update is 0), never removed.
+
+A member is a *trajectory*: it may carry more epoch counts (``Member.reads``), configurations that differ from
+it only in ``epochs``, each read off it at its own count ``c`` as :func:`models.train.train` gives it alone —
+the losses sampled at the multiples of the stride below ``c`` and at ``c`` (every count is a sampled epoch of
+the group, and so is its end), the best and divergence among those samples, and the weights at ``c``: a
+device-side copy taken in the epoch loop, or with patience the best so far (the candidate or the kept best
+weights, chosen by the host at that sample). A divergence after ``c`` leaves that configuration finished.
+:class:`GroupFit` ``at`` holds every configuration's fit and weights. With mini-batches (``batch_size`` between 1 and n - 1)
 the members also share the seed, so they share the data and each epoch's row order (drawn as
 :class:`models.mlp.MiniBatches` draws it): a step gathers its rows once for the whole group.
 
@@ -47,8 +55,9 @@ distinct epoch count, or every ``log_every`` epochs when a member has patience),
 """
 from __future__ import annotations
 
+import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -71,6 +80,12 @@ class Member:
     epochs: int
     patience: int = 0
     seed: int = 0
+    reads: tuple[int, ...] = ()  # more epoch counts read off this member's trajectory (each at most ``epochs``)
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """The epoch counts of the configurations read off this member, ascending; the last is ``epochs``."""
+        return tuple(sorted({*self.reads, self.epochs}))
 
 
 def stacked_params(sizes: list[int], activation: str, seeds: Sequence[int], dtype: str) -> list[np.ndarray]:
@@ -97,7 +112,7 @@ def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
 def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool, copies: int = 0,
                 nnz: tuple[int, int] | None = None) -> int:
     """Device memory one group of ``k`` members holds while it trains (buffers, weights, data); ``copies``
-    more arrays of the weights' size per member (an optimizer's state).
+    more arrays of the weights' size per member (an optimizer's state, a trajectory's snapshots).
 
     ``nnz`` (the stored values of the training and the validation matrix) for sparse data: the data are
     then the CSR matrices (the training one twice, as ``X`` and ``X.T``; int32 indices) instead of a dense
@@ -124,6 +139,8 @@ class GroupFit:
     train_time_s: float  # the whole group's training, between two device synchronisations
     warmup_time_s: float
     host_reads: int  # device→host copies made while training (one per segment)
+    # per member, each configuration read off its trajectory: epoch count → (its fit, its weights)
+    at: list[dict[int, tuple[TrainResult, list[np.ndarray]]]] = field(default_factory=list)
 
 
 # Members per thread below which a group is not split across CPU threads (Python's per-call cost and
@@ -203,7 +220,7 @@ def train_group(
             raise
     return GroupFit([f for g in fits for f in g.fits], [p for g in fits for p in g.params],
                     max(g.train_time_s for g in fits), max(g.warmup_time_s for g in fits),
-                    sum(g.host_reads for g in fits))
+                    sum(g.host_reads for g in fits), [a for g in fits for a in g.at])
 
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
@@ -220,10 +237,12 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
     lr = np.array([m.lr for m in members], dtype=np.float64)
     epochs = np.array([m.epochs for m in members])
     patience = np.array([m.patience for m in members])
+    counts = [m.counts for m in members]
     E = int(epochs.max())
     stride = sample_stride(E, log_every)
-    n_samples = math.ceil(E / stride)
-    own_samples = [math.ceil(int(e) / stride) for e in epochs]
+    # the sampled epochs: every stride's, every configuration's own count (its curve's last point), and E
+    schedule = sorted({*range(0, E, stride), *(c for cs in counts for c in cs)})
+    slot = {t: i for i, t in enumerate(schedule)}
     dev = [backend.to_device(p) for p in params]
     if is_sparse(X):  # the CPU: one sparse product per member; the GPU: one for the group (see the docstring)
         dev[0] = sparse_layout(xp, dev[0], per_member=backend.device == "cpu")
@@ -247,24 +266,107 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
 
     set_scale()
     act = ACTIVATIONS[activation]
-    hist = xp.full((n_samples, K), xp.nan, dtype=dtype)
-    vhist = xp.full((n_samples, K), xp.nan, dtype=dtype)
+    hist = xp.full((len(schedule), K), xp.nan, dtype=dtype)
+    vhist = xp.full((len(schedule), K), xp.nan, dtype=dtype)
     any_patience = bool(patience.any())
-    if any_patience:
-        step = stride
+    if any_patience:  # one sample a segment: the host picks the best weights among the candidates
+        ends = schedule[1:]
     else:
-        step = stride * math.ceil(n_samples / MAX_CHECKS)
-    ends = sorted({*range(step, E, step), *map(int, epochs), E})
+        step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
+        ends = sorted({*range(step, E, step), *map(int, epochs), E})
+    # without patience a configuration's weights at a count below its trajectory's last are a device copy taken
+    # in the loop (no host decision); with patience the host takes it from the candidate or the best so far
+    copy_at: dict[int, list[int]] = {}
+    if not any_patience:
+        for m, cs in enumerate(counts):
+            for c in cs[:-1]:
+                copy_at.setdefault(c, []).append(m)
+    snaps: dict[tuple[int, int], list[Any]] = {}
 
     best_val = np.full(K, math.inf)
     best_epoch = np.zeros(K, dtype=int)
     best = [p.copy() for p in dev] if any_patience else None
     kept = np.zeros(K, dtype=bool)  # best weights taken for this member
-    candidate = None
-    diverged_at: list[int | None] = [None] * K
-    epochs_run = epochs.copy()
-    seen: list[np.ndarray] = []
+    candidate: list[Any] = []
+    ended: list[int | None] = [None] * K  # the epoch a member stopped training at (its last count, or patience)
+    done = np.zeros(K, dtype=bool)  # nothing more to read off this member
+    ran = epochs.copy()  # epochs each member trains (progress)
+    out: list[dict[int, tuple[int | None, int, int, Any]]] = [{} for _ in range(K)]  # count → (diverged, run, best, weights)
+    curve = np.full((2, len(schedule), K), np.nan)
+    first = None
     reads = 0
+
+    def on_sample(m: int, t: int, h: float, v: float) -> None:
+        """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
+        if ended[m] is None and t >= epochs[m]:  # the group's last epoch, sampled with the last segment's read
+            ended[m] = int(epochs[m])
+        regular = ended[m] is None and t % stride == 0 and t < epochs[m]
+        here = [c for c in counts[m] if c not in out[m] and (c == t or (ended[m] is not None and c >= t))]
+        if not regular and not here:
+            return
+        bad = diverged(np.array([h]), np.array([v]), first[m]) is not None
+        better = v < best_val[m]
+        for c in here:
+            if bad:
+                out[m][c] = (t, t, int(best_epoch[m]), None)
+                continue
+            if ended[m] is not None:
+                weights: Any = "final" if better or not (patience[m] and kept[m]) else "best"
+            elif patience[m] and kept[m] and not better:
+                weights = [b[m].copy() for b in best]
+            elif any_patience:
+                weights = [p[m].copy() for p in candidate]
+            else:
+                weights = snaps.pop((m, c))
+            out[m][c] = (None, t, t if better else int(best_epoch[m]), weights)
+        if ended[m] is not None and t >= ended[m]:
+            done[m] = True
+        if not regular:
+            return
+        if bad:  # frozen for good; every longer configuration diverged here too
+            for c in counts[m]:
+                out[m].setdefault(c, (t, t, int(best_epoch[m]), None))
+            ran[m] = t
+            done[m] = True
+            freeze(m)
+            for p in dev:  # finite arithmetic from here on; the member's weights are not used
+                p[m] = 0
+            return
+        if better:
+            best_val[m], best_epoch[m] = v, t
+            if patience[m]:
+                for b_, c_ in zip(best, candidate):
+                    b_[m] = c_[m]
+                kept[m] = True
+
+    def sample(t: int) -> None:  # device work: both losses on the weights before epoch t's update
+        measured.run(measured.forward_calls)
+        k = slot[t]
+        hist[k] = measured.loss()
+        val.run(val.forward_calls)
+        vhist[k] = val.loss()
+        if any_patience:
+            candidate[:] = [p.copy() for p in dev]
+        for m in copy_at.get(t, ()):
+            snaps[(m, t)] = [p[m].copy() for p in dev]
+
+    def read(lo: int, hi: int) -> bool:
+        """The host's look at the samples of epochs [lo, hi); whether a member changed."""
+        nonlocal first, reads
+        k0, k1 = bisect.bisect_left(schedule, lo), bisect.bisect_left(schedule, hi)
+        if k1 <= k0:
+            return False
+        block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # (2, k1 - k0, K)
+        reads += 1
+        curve[:, k0:k1] = block
+        if first is None:
+            first = block[0, 0].copy()
+        was = active.copy()
+        for i in range(k1 - k0):
+            for m in np.flatnonzero(~done):
+                on_sample(m, schedule[k0 + i], float(block[0, i, m]), float(block[1, i, m]))
+        return bool((was != active).any())
+
     t_warm = backend.clock()
     # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
     # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
@@ -289,81 +391,54 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
         val.run(val.forward_calls)
         val.loss()
         t0 = backend.clock()
-        epoch, first = 0, None
+        epoch = 0
         for stop in ends:
             if not active.any():
                 break
             for e in range(epoch, stop):  # device work only
                 if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
                     raise Stopped()
-                if e % stride:
+                if e in slot:
+                    sample(e)
+                    measured.run(rest)
+                else:
                     measured.run(epoch_calls)
-                    continue
-                measured.run(measured.forward_calls)
-                k = e // stride
-                hist[k] = measured.loss()
-                val.run(val.forward_calls)
-                vhist[k] = val.loss()
-                if any_patience:
-                    candidate = [p.copy() for p in dev]
-                measured.run(rest)
-            k0, k1 = math.ceil(epoch / stride), math.ceil(stop / stride)  # the samples of this segment
-            if k1 > k0:
-                block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # (2, k1 - k0, K)
-                reads += 1
-                seen.append(block)
-                if first is None:
-                    first = block[0, 0].copy()
-            else:
-                block = np.empty((2, 0, K))
-            changed = False
+            last = stop == E and not any_patience  # (with patience a segment's one candidate is its one sample)
+            if last:  # the last epoch's sample leaves with this segment's
+                sample(E)
+            changed = read(epoch, stop + last)
             for m in np.flatnonzero(active):
-                lim = min(k1, own_samples[m]) - k0
-                h, v = block[0, :lim, m], block[1, :lim, m]
-                bad = diverged(h, v, first[m])
-                if bad is not None:
-                    diverged_at[m] = (k0 + bad) * stride
-                    epochs_run[m] = diverged_at[m]
-                    freeze(m)
-                    changed = True
-                    for p in dev:  # finite arithmetic from here on; the member's weights are not used
-                        p[m] = 0
-                    continue
-                for i, value in enumerate(v):
-                    if value < best_val[m]:
-                        best_val[m], best_epoch[m] = float(value), (k0 + i) * stride
-                        if patience[m]:
-                            for b_, c_ in zip(best, candidate):
-                                b_[m] = c_[m]
-                            kept[m] = True
-                if stop >= epochs[m]:
-                    freeze(m)
-                    changed = True
-                elif patience[m] and stop % stride == 0 and stop - best_epoch[m] >= patience[m]:
-                    epochs_run[m] = stop
+                if stop >= epochs[m] or (patience[m] and stop % stride == 0 and stop - best_epoch[m] >= patience[m]):
+                    ended[m] = ran[m] = stop
                     freeze(m)
                     changed = True
             if changed:
                 set_scale()
             epoch = stop
             if progress is not None:
-                progress(int(np.minimum(epochs_run, epoch).sum()), int(epochs.sum()))
+                progress(int(np.minimum(ran, epoch).sum()), int(epochs.sum()))
+        if not done.all():  # the last sample: the members that stopped at this epoch
+            sample(epoch)
+            read(epoch, epoch + 1)
         t1 = backend.clock()
 
-    curve = np.concatenate(seen, axis=1)  # (2, samples, K)
     final = [backend.to_numpy(p) for p in dev]
-    if best is not None:
-        kept_best = [backend.to_numpy(p) for p in best]
-    fits, host_params = [], []
+    kept_best = [backend.to_numpy(p) for p in best] if best is not None else None
+    at: list[dict[int, tuple[TrainResult, list[np.ndarray]]]] = []
     for m in range(K):
-        count = own_samples[m] if diverged_at[m] is None else diverged_at[m] // stride + 1
-        if diverged_at[m] is None and patience[m] and epochs_run[m] < epochs[m]:
-            count = math.ceil(epochs_run[m] / stride)
-        fits.append(TrainResult(
-            steps=np.arange(count) * stride, train_loss=curve[0, :count, m], val_loss=curve[1, :count, m],
-            epochs_run=int(epochs_run[m]), best_epoch=int(best_epoch[m]), diverged_at=diverged_at[m],
-            train_time_s=t1 - t0, warmup_time_s=t0 - t_warm,
-        ))
-        source = kept_best if (kept[m] and diverged_at[m] is None) else final
-        host_params.append(member_params(source, m))
-    return GroupFit(fits, host_params, t1 - t0, t0 - t_warm, reads)
+        mine: dict[int, tuple[TrainResult, list[np.ndarray]]] = {}
+        for c, (div, run, best_at, weights) in out[m].items():
+            idx = [slot[t] for t in schedule if t == run or (t < run and t % stride == 0)]
+            fit = TrainResult(steps=np.array([schedule[i] for i in idx]), train_loss=curve[0, idx, m].astype(dtype),
+                              val_loss=curve[1, idx, m].astype(dtype), epochs_run=run, best_epoch=best_at,
+                              diverged_at=div, train_time_s=t1 - t0, warmup_time_s=t0 - t_warm)
+            if weights is None or weights == "final":
+                host = member_params(final, m)
+            elif weights == "best":
+                host = member_params(kept_best, m)
+            else:
+                host = member_params([backend.to_numpy(w)[None] for w in weights], 0)
+            mine[c] = (fit, host)
+        at.append(mine)
+    return GroupFit([a[int(e)][0] for a, e in zip(at, epochs)], [a[int(e)][1] for a, e in zip(at, epochs)],
+                    t1 - t0, t0 - t_warm, reads, at)

@@ -10,6 +10,12 @@ samples each time:
 - ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
   the weights at the best validation point are kept (a device-side copy) and restored at the end.
 
+A curve ends where training ended: after the last epoch (or the early stop) one more sample is taken on the
+last weights, so its last step is ``epochs_run`` whatever ``log_every`` (it counts for ``best_epoch`` and the
+divergence check too). A run of ``epochs=E`` is thus exactly the first ``E`` epochs of a longer run with the
+same other values, sampled at the multiples of the stride below ``E`` and at ``E`` (the batched launcher's
+trajectories read configurations off one run this way: :mod:`models.batched`).
+
 Memory is bounded whatever ``epochs`` is: the losses are sampled every :func:`sample_stride` epochs,
 ``log_every`` unless that would keep more than :data:`MAX_SAMPLES` samples (``epochs=10**12``) or a
 single one (``log_every >= epochs``); the curves' steps say the stride used, and a one-line warning too.
@@ -93,8 +99,8 @@ def train(
     xp = backend.xp
     log_every = sample_stride(epochs, log_every)
     n_samples = math.ceil(epochs / log_every)
-    hist = xp.full(n_samples, xp.nan, dtype=X.dtype)
-    vhist = xp.full(n_samples, xp.nan, dtype=X.dtype)
+    hist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)  # and the last epoch's sample
+    vhist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)
     if patience:
         segment = log_every
     else:
@@ -103,6 +109,7 @@ def train(
     best_val, best_epoch, best_params, candidate = math.inf, 0, None, None
     diverged_at = None
     epoch = 0
+    last = None
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
     n = X.shape[0]
@@ -139,24 +146,47 @@ def train(
                     float(backend.to_numpy(loss))
 
             k0, k1 = epoch // log_every, math.ceil(stop / log_every)
+            if stop == epochs and not patience:  # the curve's last point (see below) leaves with this segment
+                measured.forward()
+                hist[n_samples] = measured.loss()
+                val_batch.forward()
+                vhist[n_samples] = val_batch.loss()
+                k1 = n_samples + 1
             seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
+            if k1 > n_samples:
+                last = seen[-1][:, -1:]
+                seen[-1] = seen[-1][:, :-1]
             h, v = seen[-1]
             bad = diverged(h, v, seen[0][0, 0])
+            for i, val in enumerate(v[:bad]):  # the best sample before a divergence, whatever the segments
+                if val < best_val:
+                    best_val, best_epoch = float(val), (k0 + i) * log_every
+                    if patience:
+                        best_params = candidate
             if bad is not None:
                 diverged_at = (k0 + bad) * log_every
                 epoch = diverged_at
                 seen[-1] = seen[-1][:, : bad + 1]
                 break
-            for i, val in enumerate(v):
-                if val < best_val:
-                    best_val, best_epoch = float(val), (k0 + i) * log_every
-                    if patience:
-                        best_params = candidate
             epoch = stop
             if progress is not None:
                 progress(epoch, float(h[-1]), float(v[-1]))
             if patience and epoch - best_epoch >= patience:
                 break
+        steps = np.arange(sum(part.shape[1] for part in seen)) * log_every
+        if diverged_at is None:  # the curve ends where training ended: one more sample, on the last weights
+            if last is None:  # an early stop (or patience): its own copy
+                measured.forward()
+                hist[n_samples] = measured.loss()
+                val_batch.forward()
+                vhist[n_samples] = val_batch.loss()
+                last = backend.to_numpy(xp.stack([hist[n_samples:], vhist[n_samples:]]))
+            seen.append(last)
+            steps = np.append(steps, epoch)
+            if diverged(seen[-1][0], seen[-1][1], seen[0][0, 0]) is not None:
+                diverged_at = epoch
+            elif seen[-1][1, 0] < best_val:
+                best_val, best_epoch, best_params = float(seen[-1][1, 0]), epoch, None  # the last weights are the best
         t1 = backend.clock()
 
     if best_params is not None and diverged_at is None:
@@ -164,7 +194,7 @@ def train(
             P[...] = best
     curve = np.concatenate(seen, axis=1)
     return TrainResult(
-        steps=np.arange(curve.shape[1]) * log_every,
+        steps=steps,
         train_loss=curve[0],
         val_loss=curve[1],
         epochs_run=epoch,

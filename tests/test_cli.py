@@ -44,7 +44,7 @@ def test_multirun_logs_one_parent_and_a_child_per_job(lr_sweep):
         assert child.data.tags["overrides"].startswith("lr=0.00")
         assert child.data.params["data.name"] == "diabetes" and child.data.params["epochs"] == "300"
         history = client_for(store).get_metric_history(child.info.run_id, "train_loss")
-        assert [m.step for m in history] == list(range(0, 300, 10))
+        assert [m.step for m in history] == [*range(0, 300, 10), 300]
         artifacts = [a.path for a in client_for(store).list_artifacts(child.info.run_id)]
         assert artifacts == ["config_resolved.yaml", "curves.npz", "test_predictions.csv"]  # the model: a logged model
     assert children[0].data.tags["fingerprint"] != children[1].data.tags["fingerprint"]

@@ -92,19 +92,6 @@ def _jobs(*grid):
     return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
-def test_plan_splits_groups_by_epochs_and_leaves_wasteful_small_groups_alone():
-    from sweeper.sweep import launch
-
-    lrs = [f"lr={0.001 * (i + 1)}" for i in range(4)]
-    groups, alone = launch.plan(_jobs(*[(lr, f"epochs={e}") for lr in lrs for e in (1000, 3000)]))
-    assert sorted(len(g) for g in groups) == [4, 4] and not alone  # one group per epoch count
-    assert all(len({j.plain["epochs"] for j in g}) == 1 for g in groups)
-    groups, alone = launch.plan(_jobs(*[(lr, f"epochs={e}") for lr in lrs[:2] for e in (2000, 10000)]))
-    assert not groups and len(alone) == 4  # 4 members, half frozen 80% of the time: alone is cheaper
-    groups, alone = launch.plan(_jobs(*[(lr, "epochs=1000") for lr in lrs[:2]]))
-    assert [len(g) for g in groups] == [2] and not alone
-
-
 def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():
     """The seed draws a mini-batch group's row order, so its members share it; full batches mix seeds."""
     from sweeper.sweep import launch

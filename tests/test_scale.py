@@ -92,7 +92,7 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(tm
         assert uploaded.info.status == "FINISHED" and uploaded.data.params["lr"] == "0.01"
         assert uploaded.data.metrics["test_mse"] == pytest.approx(result["metrics"]["test_mse"])
         server = MlflowClient(url)  # the run's artifacts live behind the server (mlflow-artifacts:/)
-        assert len(server.get_metric_history(uploaded.info.run_id, "train_loss")) == 30
+        assert len(server.get_metric_history(uploaded.info.run_id, "train_loss")) == 31
         assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {"config_resolved.yaml"}
         (model,) = server.search_logged_models([uploaded.info.experiment_id])  # the model, as a logged model
         assert model.source_run_id == uploaded.info.run_id and model.status == "READY"

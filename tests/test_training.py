@@ -74,8 +74,8 @@ def _fit(epochs, log_every, patience=0, lr=0.05):
 
 def test_loss_leaves_the_device_a_bounded_number_of_times():
     fit, _, _ = _fit(epochs=5000, log_every=10)
-    assert len(fit.steps) == len(fit.train_loss) == len(fit.val_loss) == 500
-    assert fit.steps[1] - fit.steps[0] == 10
+    assert len(fit.steps) == len(fit.train_loss) == len(fit.val_loss) == 501
+    assert fit.steps[1] - fit.steps[0] == 10 and fit.steps[-2] == 4990 and fit.steps[-1] == 5000  # ends at the end
     assert CountingBackend.copies <= MAX_CHECKS  # not per epoch, not per log point
     assert fit.train_loss[-1] < fit.train_loss[0]
 
@@ -149,12 +149,12 @@ def test_a_loss_that_explodes_is_divergence_before_it_overflows():
 
 
 def test_a_loss_that_explodes_after_the_last_sample_is_divergence_too(tmp_path, store):
-    """depth=0 lr=0.3 epochs=40 log_every=39: both samples (epochs 0 and 39) are below the bound, the
-    final weights' validation loss is not; the run used to end FINISHED with val_mse ~2e8."""
+    """depth=0 lr=0.3 epochs=40 log_every=39: the training samples (epochs 0, 39 and the last, 40) are below the
+    bound, the final weights' validation loss is not; the run used to end FINISHED with val_mse ~2e8."""
     from sweeper.models.train import EXPLODED
 
     fit, model, ds = _diabetes_fit(depth=0, lr=0.3, epochs=40, log_every=39)
-    assert fit.diverged_at is None and fit.steps.tolist() == [0, 39]
+    assert fit.diverged_at is None and fit.steps.tolist() == [0, 39, 40]
     assert fit.train_loss.max() < EXPLODED * fit.train_loss[0] < float(model.loss(ds.X_val, ds.y_val))
     result = run_once(tmp_path, "depth=0", "lr=0.3", "epochs=40", "log_every=39", store=store)
     assert (result["status"], result["reason"]) == ("FAILED", "diverged at epoch 40")
@@ -238,7 +238,7 @@ def test_a_log_every_past_the_epochs_warns_and_still_draws_a_curve(tmp_path, sto
     assert warnings == ["log_every=1000 is not below epochs=50, which would sample the loss once: "
                         "sampling every 25 epochs instead (2 samples)"]
     with np.load(tmp_path / "job" / "curves.npz") as z:
-        assert z["train_loss_steps"].tolist() == [0, 25] and z["val_loss_steps"].tolist() == [0, 25]
+        assert z["train_loss_steps"].tolist() == [0, 25, 50] and z["val_loss_steps"].tolist() == [0, 25, 50]
 
 
 def test_an_exploding_run_exits_1_with_one_line_and_no_predictions(tmp_path, store):

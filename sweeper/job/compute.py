@@ -21,9 +21,10 @@ DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass":
 
 
 @contextmanager
-def progress_bar(epochs: int, unit: str = "epoch") -> Iterator[Callable[[int, float, float], None] | None]:
+def progress_bar(epochs: int, unit: str = "epoch", scale: float = 1.0) -> Iterator[Callable[[int, float, float], None] | None]:
     """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal (stderr), advanced where
-    training already syncs; else nothing."""
+    training already syncs; else nothing. Its losses are multiplied by ``scale``: the curves' units
+    (:func:`loss_unit`)."""
     if not sys.stderr.isatty():
         yield None
         return
@@ -34,7 +35,7 @@ def progress_bar(epochs: int, unit: str = "epoch") -> Iterator[Callable[[int, fl
         def update(epoch: int, train_loss: float, val_loss: float) -> None:
             bar.update(epoch - bar.n)
             if math.isfinite(train_loss):
-                bar.set_postfix(loss=f"{train_loss:.4g}", val_loss=f"{val_loss:.4g}", refresh=False)
+                bar.set_postfix(loss=f"{train_loss * scale:.4g}", val_loss=f"{val_loss * scale:.4g}", refresh=False)
 
         yield update
 
@@ -58,8 +59,10 @@ class Computed:
 
     outcome: Outcome
     dataset: data.Dataset
-    tags: dict[str, str]  # launcher, batch_group, batch_size
+    tags: dict[str, str]  # launcher, batch_group, batch_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
+    run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
+    system: list[Any] = field(default_factory=list)  # the group's system metrics, for the run's last batch
 
 
 
@@ -105,7 +108,7 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
     X, y, Xv, yv = (backend.to_device(a) for a in host)
     model = models.build(cfg, dataset.n_features, dataset.task, backend, dataset.n_outputs)
     h2d_time_s = backend.clock() - t_h2d
-    with progress_bar(cfg.epochs) as progress:
+    with progress_bar(cfg.epochs, scale=loss_unit(dataset)) as progress:
         fit = models.train(
             backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
             patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
@@ -115,13 +118,18 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
 
 
 
+def loss_unit(dataset: data.Dataset) -> float:
+    """What turns a training loss into the metrics' units: a regression loss is an MSE of the standardised
+    target, so y_scale² turns it into the target's units² (what val_mse is in); cross-entropy has no unit."""
+    return float(dataset.y_scale) ** 2 if dataset.task == "regression" else 1.0
+
+
+
 def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models.TrainResult, dtype: str,
              h2d_time_s: float) -> Outcome:
     """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
     batched launcher (one call per member)."""
-    # the curves in the metrics' units: a regression loss is an MSE of the standardised target, so y_scale²
-    # turns it into the target's units² (what val_mse is in); cross-entropy has no unit
-    unit = dataset.y_scale ** 2 if dataset.task == "regression" else 1.0
+    unit = loss_unit(dataset)
     curves = {"train_loss": (fit.steps, fit.train_loss * unit), "val_loss": (fit.steps, fit.val_loss * unit)}
     scores = {
         "train_time_s": fit.train_time_s,

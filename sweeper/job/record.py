@@ -63,6 +63,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     }
     if computed:
         result["batch_size"] = int(computed.tags["batch_size"])
+        result["trajectory"] = computed.tags.get("trajectory")
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)
@@ -79,7 +80,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
-    tracked, tracking_error = None, None
+    tracked, tracking_error, late_tags = None, None, {}
     try:
         experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
         if cfg.resume:
@@ -88,7 +89,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
         tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset)
-        tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
+        if computed and computed.run is not None:  # the launcher created it when the group started
+            tracked, late_tags = computed.run, data.decision_tags(dataset)
+        else:
+            tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
     result["run_id"] = tracked and tracked.run_id
@@ -116,7 +120,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
     if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
-    system = tracked.system_samples() if tracked else []
+    system = (computed.system if computed and computed.run is not None else tracked.system_samples()) if tracked else []
 
     files, models = _keep(ctx, cfg, plain, dataset, out, config_file)
     status = "FAILED" if out.reason else "FINISHED"
@@ -125,7 +129,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                                                                            for k, v in models.items()}}}
     if tracked:
         end = dict(metrics=out.scores, curves=out.curves, artifacts=files, models=models,
-                   tags={"failure_reason": out.reason} if out.reason else None, status=status,
+                   tags=late_tags | ({"failure_reason": out.reason} if out.reason else {}) or None, status=status,
                    curve_points=cfg.tracking.curve_points, system=system, params=params,
                    datasets=artifacts.inputs(cfg, dataset))
         if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
@@ -141,6 +145,21 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                   tracking_error, ctx.output_dir, ctx.sweep_dir)
         result |= {"pending_upload": True, "tracking_error": tracking_error}
     return _finish(ctx, result)
+
+
+def start(plain: dict[str, Any], ctx: JobContext, tags: dict[str, str]) -> TrackedRun:
+    """Create a job's run RUNNING before its compute half, as :func:`run` would (its name, tags plus ``tags``,
+    parent and params): the batched launcher opens its members' runs when their group starts training, so they
+    show while it trains, and hands each to its job (:class:`~sweeper.job.compute.Computed` ``run``)."""
+    cfg = OmegaConf.create(plain)
+    uri = cfg.tracking.uri
+    client = tracking.client(uri)
+    experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=True)
+    base = _tags(ctx, cfg, {"fingerprint": fingerprint(plain)}, resolve(cfg.device))
+    # data.positive_class is what the data were read as: the job logs it with its last batch
+    params = {k: v for k, v in tracking.flatten(plain).items() if k != "data.positive_class"}
+    return TrackedRun.start(uri, client, experiment, _name(ctx, cfg), base | tags, parent_run_id=_parent(ctx, cfg),
+                            params=params)
 
 
 def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data.Dataset, out: Outcome,

@@ -4,57 +4,40 @@ A job is *compute* (data → model → train → score) and *record* (MLflow chi
 ``result.json``; :func:`sweeper.job.record.run`). Here the compute half of a whole group runs at once, on the
 device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
-computed for it (:func:`sweeper.job.context.handing`). Groups train any optimizer (``gd``, ``momentum``, ``adam``),
-weight decay, mini-batches (members then share ``seed`` too: it draws the rows' order) and multi-class
+computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.sweep.groups`) makes the
+configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
+created RUNNING before its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
+weight decay, mini-batches (members then share ``seed`` and the split too: the seed draws the rows' order) and multi-class
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
 own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, open_dict
+from omegaconf import open_dict
 
 from sweeper import data
 from sweeper.job import compute
 from sweeper.job.context import handing
+from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import _plain
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.contract.config import ConfigError, fingerprint, validate
-from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
+from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models import layer_sizes
 from sweeper.models.mlp import MLP
 from sweeper.models.optim import Optimizer
-from sweeper.models.train import MAX_SAMPLES
+
+__all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
 log = logging.getLogger("sweeper")
-
-# What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
-# split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
-# (MINI_BATCH_SHARED), which draws the rows' order, and the split.
-SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
-          "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
-MINI_BATCH_SHARED = ("seed",)
-
-
-@dataclass
-class Job:
-    idx: int
-    overrides: list[str]
-    config: DictConfig  # the composed job config, hydra node included
-    plain: dict[str, Any] = field(default_factory=dict)  # resolved, without hydra
-
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from hydra.core.utils import configure_log, run_job, setup_globals
@@ -82,12 +65,18 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     for members in groups:
+        tags = member_tags(members)
+        runs = open_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute())
         try:
-            computed = compute_group(members)
+            computed = compute_group(members, tags)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
                         len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             computed = {}
+        except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
+            _system(runs)
+            raise
+        hand_runs(computed, runs)
         for job in members:
             with handing(computed.pop(job.idx, None)):
                 record(job)
@@ -96,131 +85,79 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     return [returns[j.idx] for j in jobs]
 
 
-def default_budget() -> int:
-    """A quarter of the machine's memory."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
-    except (ValueError, OSError, AttributeError):
-        return 2 << 30
+def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
+    """Each job's tags as a member of this group: the group's id and size (configurations), its trajectory's id."""
+    group_id = uuid.uuid4().hex[:12]
+    out = {}
+    for traj in trajectories(members):
+        trajectory = uuid.uuid4().hex[:12]
+        for job in traj:
+            out[job.idx] = {"launcher": "batched", "batch_group": group_id, "batch_size": str(len(members)),
+                            "trajectory": trajectory}
+    return out
 
 
-def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[list[Job]], list[Job]]:
-    """Split the jobs into groups that train together (each within the memory budget) and the jobs
-    that run alone (invalid configs, ``sync_every_epoch``, ``resume`` hits, data that cannot load)."""
-    budget = max_bytes or default_budget()
-    keyed: dict[str, list[Job]] = {}
-    alone = []
-    for job in jobs:
-        cfg = job.plain
-        try:
-            validate(cfg)
-        except ConfigError:
-            alone.append(job)  # the one-job path reports it
-            continue
-        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
-        # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
-        own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
-            alone.append(job)
-            continue
-        shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
-        shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
-        if split_features(cfg) or cfg["batch_size"]:
-            shared["split_seed"] = data.split_seed(cfg["data"])
-        key = json.dumps(shared, sort_keys=True, default=str)
-        keyed.setdefault(key, []).append(job)
-    groups = []
-    for members in (part for same in keyed.values() for part in by_epochs(same)):
-        if len(members) == 1 or wasteful(members):
-            alone += members
-            continue
-        size = _fits(members, budget)
-        if max_size:
-            size = min(size, max_size)
-        if size < 2:
-            alone += members
-            continue
-        groups += [members[i:i + size] for i in range(0, len(members), size)]
-    alone.sort(key=lambda j: j.idx)
-    return groups, alone
-
-
-# Members of one epoch count that make a group of their own (below this, a small group trains slower per
-# configuration than the one-configuration trainer: docs/benchmarks.md, K=1..8).
-MIN_EPOCH_PART = 4
-
-
-def by_epochs(members: list[Job]) -> list[list[Job]]:
-    """A group runs to its largest epoch count, and a member frozen earlier still costs its share of every
-    epoch: split the members by epoch count when every part keeps ``MIN_EPOCH_PART`` of them."""
-    parts: dict[int, list[Job]] = {}
-    for job in members:
-        parts.setdefault(job.plain["epochs"], []).append(job)
-    if len(parts) > 1 and all(len(p) >= MIN_EPOCH_PART for p in parts.values()):
-        return list(parts.values())
-    return [members]
-
-
-def wasteful(members: list[Job]) -> bool:
-    """A small group whose members stop at very different epochs computes more than they would alone
-    (K·max(epochs) against their sum) without enough members to win it back."""
-    epochs = [j.plain["epochs"] for j in members]
-    return len(members) < 2 * MIN_EPOCH_PART and len(members) * max(epochs) > 1.5 * sum(epochs)
-
-
-def split_features(cfg: dict[str, Any]) -> bool:
-    """Text data (data=sms|text): the vocabulary is fitted on each split's training rows, so the features (their
-    number, and the one sparse matrix a group shares) are the split's own; such members group only with their
-    split seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
-    :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
-    return cfg["data"]["name"] in data.TEXT
-
-
-def _fits(members: list[Job], budget: int) -> int:
-    """How many of these members fit the memory budget together (estimated from the data's shape)."""
-    cfg = members[0].plain
-    try:
-        ds = data.load_plain(cfg["data"])
-    except data.DataError:  # the one-job path reports it in one line
-        return 0
-    except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
-        log.warning("cannot batch %d jobs (%s: %s); they run one at a time", len(members), type(e).__name__, e)
-        return 0
-    sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
-    shared = len({data.split_seed(m.plain["data"]) for m in members}) == 1
-    n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
-    if 0 < cfg["batch_size"] < n:
-        n_val += n  # the training loss's own forward pass over every row
-    nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
-    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared, Optimizer.from_config(cfg).copies,
-                      nnz)
-    return max(1, budget // max(one, 1))
-
-
-def _finished(cfg: dict[str, Any]) -> bool:
-    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment)."""
+def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path) -> dict[int, Any]:
+    """Create every member's run RUNNING (name, tags, params) before the group trains, so the UI lists them at
+    once; the group's system metrics are sampled on them. A store that fails leaves the jobs to create theirs."""
     from sweeper import tracking
+    from sweeper.job import record
+    from sweeper.job.context import JobContext
 
+    runs: dict[int, Any] = {}
     try:
-        client = tracking.client(cfg["tracking"]["uri"])
-        exp = client.get_experiment_by_name(cfg["tracking"]["experiment"])
-        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"]) is not None
-    except tracking.UNREACHABLE:
-        return False
+        for job in members:
+            overrides = list(job.config.hydra.overrides.task) if job.config is not None else job.overrides
+            ctx = JobContext(sweep_dir / str(job.idx), overrides, sweep_dir, job.idx)
+            runs[job.idx] = record.start(job.plain, ctx, tags[job.idx])
+    except (BackendUnavailable, *tracking.UNREACHABLE) as e:
+        log.warning("the group's runs could not be created ahead (%s); each job creates its own", e)
+        _drop(runs)
+        return {}
+    if runs and members[0].plain["tracking"]["system_metrics"]:
+        first, *rest = runs.values()
+        first.sample_system(also=rest)
+    return runs
 
 
-def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
-    """Train the group on its device and score every member: ``{job idx: Computed}``.
+def _system(runs: dict[int, Any]) -> list[Any]:
+    """Stop the group's system metrics; the samples not logged yet."""
+    return next(iter(runs.values())).system_samples() if runs else []
+
+
+def _drop(runs: dict[int, Any]) -> None:
+    """Delete runs created ahead that no outcome comes with (the group failed: its jobs run alone, and make theirs)."""
+    for tracked in runs.values():
+        try:
+            tracked.client.delete_run(tracked.run_id)
+        except Exception as e:  # noqa: BLE001  (a store gone: the report marks the run an orphan later)
+            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:
+    """Give each computed job its run and the group's system metrics; delete the runs of the others."""
+    system = _system(runs)
+    for idx, c in computed.items():
+        c.run, c.system = runs.pop(idx, None), system
+    _drop(runs)
+
+
+def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = None) -> dict[int, compute.Computed]:
+    """Train the group on its device and score every member: ``{job idx: Computed}``. The jobs' trajectories
+    (:func:`sweeper.sweep.groups.trajectories`) are the group's members; each job is read off its own at its
+    ``epochs``.
 
     Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
     t_start = time.perf_counter()
-    cfg0 = members[0].plain
+    trajs = trajectories(members)
+    heads = [t[-1].plain for t in trajs]  # each trajectory's longest configuration
+    cfg0 = heads[0]
     try:
         backend = resolve(cfg0["device"])
     except BackendUnavailable:
         return {}  # each job records SKIPPED through the one-job path
-    seeds = [m.plain["seed"] for m in members]
-    splits = [data.split_seed(m.plain["data"]) for m in members]
+    seeds = [h["seed"] for h in heads]
+    splits = [data.split_seed(h["data"]) for h in heads]
     if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
         raise ValueError("text features are fitted on each split: a group's members need one data.split_seed")
     datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(splits)}
@@ -228,7 +165,8 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
     dtype, task = cfg0["dtype"], ds0.task
     sizes = layer_sizes(ds0.n_features, cfg0["depth"], cfg0["width"], ds0.n_outputs)
     opt = Optimizer.from_config(cfg0)
-    group = [Member(m.plain["lr"], m.plain["epochs"], m.plain["patience"], m.plain["seed"]) for m in members]
+    group = [Member(h["lr"], h["epochs"], h["patience"], h["seed"], tuple(j.plain["epochs"] for j in t))
+             for h, t in zip(heads, trajs)]
     names = ("X_train", "y_train", "X_val", "y_val")
     t_h2d = backend.clock()
     if len(datasets) == 1:
@@ -237,26 +175,28 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
         arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in splits]).astype(dtype)) for a in names]
     params = stacked_params(sizes, cfg0["activation"], seeds, dtype)
     h2d = backend.clock() - t_h2d
-    epochs = sum(g.epochs for g in group)
-    with compute.progress_bar(epochs, unit="member-epoch") as progress:
+    with compute.progress_bar(sum(g.epochs for g in group), unit="member-epoch") as progress:
         fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
                           progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None,
                           opt=opt, batch_size=cfg0["batch_size"])
-    K = len(members)
-    group_id = uuid.uuid4().hex[:12]
+    K, count = len(trajs), len(members)
+    tags = tags or member_tags(members)
     out = {}
-    for job, member_fit, member_params, split in zip(members, fit.fits, fit.params, splits):
+    for traj, at, split in zip(trajs, fit.at, splits):
         ds = datasets[split]
-        model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task,
-                    opt.weight_decay)
-        member_fit.train_time_s = fit.train_time_s / K  # the amortised cost of one configuration
-        member_fit.warmup_time_s = fit.warmup_time_s / K
-        outcome = compute.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
-                               h2d_time_s=h2d / K)
-        outcome.scores["group_train_time_s"] = fit.train_time_s
-        out[job.idx] = compute.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "batch_size": str(K)})
-    wall = (time.perf_counter() - t_start) / K
+        epochs = [j.plain["epochs"] for j in traj]
+        # the trajectory's share of the group (1/K), then each configuration's share of the epochs it needed
+        for job, share in zip(traj, shares(epochs, fit.train_time_s / K)):
+            member_fit, member_params = at[job.plain["epochs"]]
+            model = MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task,
+                        opt.weight_decay)
+            member_fit.train_time_s = share
+            member_fit.warmup_time_s = fit.warmup_time_s / count
+            outcome = compute.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
+                                       h2d_time_s=h2d / count)
+            outcome.scores["group_train_time_s"] = fit.train_time_s
+            out[job.idx] = compute.Computed(outcome, ds, tags[job.idx])
+    wall = (time.perf_counter() - t_start) / count
     for c in out.values():
         c.wall_time_s = wall
     return out
-

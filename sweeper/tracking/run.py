@@ -18,15 +18,18 @@ class TrackedRun:
 
     @classmethod
     def start(cls, uri: str, client: Any, experiment_id: str, name: str, tags: Mapping[str, str],
-              parent_run_id: str | None = None) -> "TrackedRun":
+              parent_run_id: str | None = None, params: Mapping[str, Any] | None = None) -> "TrackedRun":
         """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
-        come with its last batch."""
-        run_id = records.start_run(client, experiment_id, name, tags, parent_run_id=parent_run_id)
+        come with its last batch (or now, ``params``)."""
+        run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id)
         return cls(uri, client, run_id, experiment_id)
 
-    def sample_system(self) -> None:
-        """Sample CPU, memory (and GPU) while the run trains (nothing without psutil)."""
+    def sample_system(self, also: list["TrackedRun"] = ()) -> None:
+        """Sample CPU, memory (and GPU) while the run trains (nothing without psutil); the samples logged while
+        it runs go to the runs ``also`` too (a batched group's members)."""
         self._monitor = system.system_monitor(self.client, self.run_id, self.uri)
+        if self._monitor is not None:
+            self._monitor.also = [r.run_id for r in also]
 
     def system_samples(self) -> list[Any]:
         """Stop sampling; the samples not logged yet, for the run's last batch."""

@@ -27,6 +27,7 @@ class SystemSampler:
         self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
         self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, flush_every
         self.rows: list[Any] = []
+        self.also: list[str] = []  # more runs the samples go to (a batched group's other members)
         self.step = 0
         self.flush_error: str | None = None
         self._lock = threading.Lock()
@@ -68,8 +69,9 @@ class SystemSampler:
         with self._lock:
             rows, self.rows = self.rows, []
         try:
-            for i in range(0, len(rows), BATCH):
-                self.c.log_batch(self.run_id, metrics=rows[i : i + BATCH])
+            for run_id in [self.run_id, *self.also]:
+                for i in range(0, len(rows), BATCH):
+                    self.c.log_batch(run_id, metrics=rows[i : i + BATCH])
         except Exception as e:  # the run still ends; these samples are lost, said once
             if self.flush_error is None:
                 self.flush_error = first_line(e)

@@ -1,0 +1,174 @@
+"""The batched launcher's plan: which jobs are one *trajectory*, which trajectories train together as one group.
+
+Training is deterministic, so configurations that agree on everything but ``epochs`` are one run read at several
+epoch counts: a *trajectory*, trained once to its largest count (:class:`sweeper.models.batched.Member` ``reads``),
+each configuration read off it at its own count (its weights, curve, metrics: what it gives alone). Trajectories
+of one shape (``SHARED``) train side by side as one group, as many as the memory budget holds (each counts its
+weights' snapshots). A job that cannot join a group (an invalid config, ``sync_every_epoch``, a loss stride of its
+own, an already finished ``resume=true`` configuration, data that cannot load) runs through the one-job path.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from sweeper import data
+from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.models import layer_sizes
+from sweeper.models.batched import group_bytes
+from sweeper.models.optim import Optimizer
+from sweeper.models.train import MAX_SAMPLES
+
+log = logging.getLogger("sweeper")
+
+# What members of one group must share: the data and everything that shapes the computation. They may
+# differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
+# split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
+# (MINI_BATCH_SHARED), which draws the rows' order, and the split.
+SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
+          "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
+MINI_BATCH_SHARED = ("seed",)
+
+
+@dataclass
+class Job:
+    idx: int
+    overrides: list[str]
+    config: DictConfig  # the composed job config, hydra node included
+    plain: dict[str, Any] = field(default_factory=dict)  # resolved, without hydra
+
+
+def default_budget() -> int:
+    """A quarter of the machine's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 2 << 30
+
+
+def trajectories(jobs: list[Job]) -> list[list[Job]]:
+    """The jobs that agree on everything but ``epochs``, together, each list by ascending ``epochs`` (in the
+    order their first job comes)."""
+    out: dict[str, list[Job]] = {}
+    for job in jobs:
+        key = json.dumps({k: v for k, v in job.plain.items() if k != "epochs"}, sort_keys=True, default=str)
+        out.setdefault(key, []).append(job)
+    return [sorted(t, key=lambda j: (j.plain["epochs"], j.idx)) for t in out.values()]
+
+
+def shares(epochs: list[int], total: float) -> list[float]:
+    """Each configuration's share of its trajectory's time ``total`` (trained to ``max(epochs)``): every epoch's
+    cost is split evenly among the configurations that need it (those whose count is past it), so a
+    configuration of 20k epochs off a trajectory of 20k/40k/80k pays a third of the first 20k epochs, and the
+    shares add up to ``total``."""
+    E, acc, prev, at = max(epochs), 0.0, 0, {}
+    for c in sorted(set(epochs)):
+        acc += (c - prev) / E * total / sum(e >= c for e in epochs)
+        at[c], prev = acc, c
+    return [at[e] for e in epochs]
+
+
+def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[list[Job]], list[Job]]:
+    """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
+    that many trajectories a group) and the jobs that run alone. A group is a list of jobs whose trajectories
+    (:func:`trajectories`) train as its members; it has at least two configurations."""
+    budget = max_bytes or default_budget()
+    keyed: dict[str, list[Job]] = {}
+    alone = []
+    for job in jobs:
+        cfg = job.plain
+        try:
+            validate(cfg)
+        except ConfigError:
+            alone.append(job)  # the one-job path reports it
+            continue
+        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
+        # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
+        own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
+        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
+            alone.append(job)
+            continue
+        shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
+        if split_features(cfg) or cfg["batch_size"]:
+            shared["split_seed"] = data.split_seed(cfg["data"])
+        key = json.dumps(shared, sort_keys=True, default=str)
+        keyed.setdefault(key, []).append(job)
+    groups = []
+    for members in keyed.values():
+        if len(members) == 1:
+            alone += members
+            continue
+        trajs = trajectories(members)
+        size = _fits(members[0].plain, trajs, budget)
+        if max_size:
+            size = min(size, max_size)
+        if size < 1:
+            alone += members
+            continue
+        for i in range(0, len(trajs), size):
+            part = [j for t in trajs[i:i + size] for j in t]
+            together = len(trajs[i:i + size]) > 1 or _worth(part)  # one trajectory: when reading it pays
+            (groups.append(part) if len(part) > 1 and together else alone.extend(part))
+    alone.sort(key=lambda j: j.idx)
+    return groups, alone
+
+
+# A trajectory alone in its group trains on the batched trainer (K = 1), which ran at 0.65-1.2x the
+# one-configuration trainer's epochs/s (diabetes, depth 1, width 16, float32 and float64, 2026-12-01): it is
+# worth it when its configurations alone would train this many times its longest count.
+ONE_TRAJECTORY_GAIN = 1.5
+
+
+def _worth(jobs: list[Job]) -> bool:
+    """Whether one trajectory's jobs train faster read off one run than one at a time."""
+    epochs = [j.plain["epochs"] for j in jobs]
+    return sum(epochs) >= ONE_TRAJECTORY_GAIN * max(epochs)
+
+
+def split_features(cfg: dict[str, Any]) -> bool:
+    """Text data (data=sms|text): the vocabulary is fitted on each split's training rows, so the features (their
+    number, and the one sparse matrix a group shares) are the split's own; such members group only with their
+    split seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
+    :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
+    return cfg["data"]["name"] in data.TEXT
+
+
+def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
+    """How many of these trajectories fit the memory budget together (estimated from the data's shape; each
+    trajectory counted with the most snapshots any of them keeps)."""
+    try:
+        ds = data.load_plain(cfg["data"])
+    except data.DataError:  # the one-job path reports it in one line
+        return 0
+    except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
+        log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
+        return 0
+    sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
+    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1
+    n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
+    if 0 < cfg["batch_size"] < n:
+        n_val += n  # the training loss's own forward pass over every row
+    nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
+    snapshots = max(len({j.plain["epochs"] for j in t}) - 1 for t in trajs)
+    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared,
+                      Optimizer.from_config(cfg).copies + snapshots, nnz)
+    return max(1, budget // max(one, 1))
+
+
+def _finished(cfg: dict[str, Any]) -> bool:
+    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment)."""
+    from sweeper import tracking
+
+    try:
+        client = tracking.client(cfg["tracking"]["uri"])
+        exp = client.get_experiment_by_name(cfg["tracking"]["experiment"])
+        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"]) is not None
+    except tracking.UNREACHABLE:
+        return False
