@@ -21,14 +21,6 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
-# Hydra finds launchers by walking the ``hydra_plugins`` namespace package with pkgutil, which does not
-# see the portions of an editable install (setuptools' import hook). Our launcher's folder goes on the
-# path too, so Hydra discovers it from a checkout; a regular install puts it in site-packages.
-_PLUGINS = ROOT / "plugins"
-if (_PLUGINS / "hydra_plugins").is_dir() and str(_PLUGINS) not in sys.path:
-    sys.path.append(str(_PLUGINS))
-
-
 @contextmanager
 def settled() -> Iterator[None]:
     """Around a heavy import (MLflow's): no cyclic garbage collection while it loads, and every object alive

@@ -1,0 +1,99 @@
+"""``hydra/launcher=batched`` as a Hydra plugin: Hydra's own launcher suites, discovery in a fresh interpreter
+(editable and regular installs), a user's own app with configs sweeper never sees, no side effects at import."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+from hydra.test_utils.launcher_common_tests import (
+    BatchedSweeperTestSuite,
+    IntegrationTestSuite,
+    LauncherTestSuite,
+)
+
+import sweeper
+
+DISCOVER = """
+import sys
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+found = {p.__name__: sys.modules[p.__module__].__file__ for p in Plugins.instance().discover(Launcher)}
+print(found["BatchedLauncher"])
+print(sorted(m for m in sys.modules if m == "sweeper" or m.startswith("sweeper.")))
+"""
+
+
+def _discover(cwd: Path, *args: str, env: dict | None = None) -> tuple[str, str]:
+    proc = subprocess.run([sys.executable, *args, "-c", DISCOVER], cwd=cwd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    where, imported = proc.stdout.splitlines()
+    return where, imported
+
+
+def test_hydra_discovers_the_launcher_in_a_fresh_interpreter_without_importing_sweeper(tmp_path):
+    where, imported = _discover(tmp_path)
+    assert Path(where).is_relative_to(sweeper.ROOT / "plugins" / "hydra_plugins"), where
+    assert imported == "[]"
+
+
+def test_hydra_discovers_every_plugin_folder_of_the_checkout(tmp_path):
+    """Any package under plugins/hydra_plugins/ is in the install (the package list is computed), and found."""
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "site")],
+                           cwd=sweeper.ROOT, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    plugins = {p.parent.name for p in (sweeper.ROOT / "plugins" / "hydra_plugins").glob("*/__init__.py")}
+    assert "sweeper_batched_launcher" in plugins
+    assert {p.parent.name for p in (tmp_path / "site" / "hydra_plugins").glob("*/__init__.py")} == plugins
+    assert not (tmp_path / "site" / "hydra_plugins" / "__init__.py").exists()  # a namespace shared with others
+
+
+def test_hydra_discovers_the_launcher_after_a_regular_install(tmp_path):
+    """What a wheel holds (setuptools' build_py from setup.py and pyproject.toml), on the path of an interpreter
+    that has no editable finder (``-S``: no .pth files) and only the dependencies' site-packages beside it."""
+    site = tmp_path / "site"
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(site)],
+                           cwd=sweeper.ROOT, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    env = {"PYTHONPATH": f"{site}:{sysconfig.get_paths()['purelib']}", "PATH": "/usr/bin:/bin"}
+    where, imported = _discover(tmp_path, "-S", env=env)
+    assert Path(where).is_relative_to(site), where
+    assert imported == "[]"
+
+
+@pytest.mark.parametrize("launcher_name, overrides", [("batched", [])])
+class TestBatchedLauncher(LauncherTestSuite):
+    """Hydra's launcher suite (its own test apps and configs: not sweeper configurations)."""
+
+
+@pytest.mark.parametrize("launcher_name, overrides", [("batched", ["hydra.sweeper.max_batch_size=2"])])
+class TestBatchedLauncherWithBatches(BatchedSweeperTestSuite):
+    """Hydra's suite for a sweeper that launches in batches: job numbers continue across launches."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_launcher_cfg, extra_flags",
+                         [({}, ["-m", "hydra/job_logging=hydra_debug", "hydra/job_logging=disabled",
+                                "hydra/launcher=batched"])])
+class TestBatchedLauncherIntegration(IntegrationTestSuite):
+    """Hydra's integration suite: its test apps run as scripts in fresh interpreters, which find the plugin."""
+
+
+IMPORTS = """
+import logging, os
+import mlflow
+before = (dict(os.environ), logging.getLogger("mlflow").level, logging.getLogger("alembic").level)
+import hydra_plugins.sweeper_batched_launcher.batched_launcher, hydra_plugins.sweeper_batched_launcher.config
+import sweeper.sweep.launch, sweeper.sweep.callbacks, sweeper.tracking, sweeper.tracking.pyfunc, sweeper.job.task
+after = (dict(os.environ), logging.getLogger("mlflow").level, logging.getLogger("alembic").level)
+print(sorted(set(after[0].items()) ^ set(before[0].items())), before[1:], after[1:])
+assert before == after
+"""
+
+
+def test_importing_the_launcher_changes_neither_the_environment_nor_mlflows_loggers(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", IMPORTS], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
