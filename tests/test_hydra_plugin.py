@@ -64,6 +64,20 @@ def test_hydra_discovers_the_launcher_after_a_regular_install(tmp_path):
     assert imported == "[]"
 
 
+@pytest.fixture(autouse=True)
+def _hydras_version_base_unset():
+    """Hydra's suites expect a process whose version base nobody set (their jobs change directory, Hydra 1.1's
+    default); the other tests' ``initialize_config_dir(version_base="1.3")`` leave it set in this process."""
+    from hydra.core.singleton import Singleton
+    from hydra.version import VersionBase
+
+    saved = Singleton._instances.pop(VersionBase, None)
+    yield
+    Singleton._instances.pop(VersionBase, None)
+    if saved is not None:
+        Singleton._instances[VersionBase] = saved
+
+
 @pytest.mark.parametrize("launcher_name, overrides", [("batched", [])])
 class TestBatchedLauncher(LauncherTestSuite):
     """Hydra's launcher suite (its own test apps and configs: not sweeper configurations)."""
@@ -97,3 +111,41 @@ assert before == after
 def test_importing_the_launcher_changes_neither_the_environment_nor_mlflows_loggers(tmp_path):
     proc = subprocess.run([sys.executable, "-c", IMPORTS], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+
+
+APP = '''
+from pathlib import Path
+
+import hydra
+from omegaconf import OmegaConf
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="app")
+def main(cfg):
+    cfg.filled = cfg.lr * 2  # a ??? the task fills in itself
+    Path(cfg.out, "seen.txt").write_text(f"{cfg.lr} {cfg.out} {cfg.filled}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+APP_CONF = '''
+lr: 0.1
+out: ${hydra:runtime.output_dir}
+secret: ${oc.env:SWEEPER_TEST_NEVER_SET}  # never read by the task
+filled: ???
+'''
+
+
+def test_a_users_own_app_with_lazy_values_runs_every_job_under_the_batched_launcher(tmp_path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "app.yaml").write_text(APP_CONF)
+    (tmp_path / "app.py").write_text(APP)
+    proc = subprocess.run([sys.executable, "app.py", "-m", "lr=0.1,0.2,0.3", "hydra/launcher=batched",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = sorted((tmp_path / "sweep").glob("*/seen.txt"))
+    assert [p.parent.name for p in seen] == ["0", "1", "2"]
+    for i, path in enumerate(seen):
+        lr, out, filled = path.read_text().split()
+        assert float(lr) == [0.1, 0.2, 0.3][i] and Path(out) == path.parent and float(filled) == 2 * float(lr)

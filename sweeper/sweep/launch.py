@@ -28,7 +28,8 @@ from omegaconf import DictConfig, open_dict
 from sweeper import data
 from sweeper.job import compute
 from sweeper.job.context import handing
-from sweeper.sweep.plan import _plain
+from sweeper.contract.compose import compose_once
+from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.models.batched import Member, group_bytes, stacked_params, train_group
@@ -52,8 +53,8 @@ MINI_BATCH_SHARED = ("seed",)
 class Job:
     idx: int
     overrides: list[str]
-    config: DictConfig  # the composed job config, hydra node included
-    plain: dict[str, Any] = field(default_factory=dict)  # resolved, without hydra
+    config: DictConfig | None  # the composed job config, hydra node included; None: composed when it runs
+    plain: dict[str, Any] | None = field(default_factory=dict)  # resolved, without hydra; None: resolved in its job
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
@@ -63,13 +64,17 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    jobs = []
-    for i, overrides in enumerate(job_overrides):
-        load = launcher.hydra_context.config_loader.load_sweep_config
-        cfg = (getattr(load, "take", None) or load)(config, list(overrides))  # the composed config, not a copy
-        with open_dict(cfg):
-            cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + i
-        jobs.append(Job(initial_job_idx + i, list(overrides), cfg, _plain(cfg)))
+    loader = launcher.hydra_context.config_loader
+    # Only sweeper's configurations are inspected, and only as far as batching needs: each shape of overrides
+    # composed once, each job's resolved values set from it (no job composed here; each is composed when it
+    # runs, and dropped after). Another app's config (or one resolved only inside its job) goes to run_job as
+    # the basic launcher hands it over: composed by Hydra, unresolved.
+    ours = is_sweeper_config(config)
+    if ours:
+        compose_once(loader)
+    load = loader.load_sweep_config
+    jobs = [Job(initial_job_idx + i, list(o), None, load.plain(config, list(o)) if ours else None)
+            for i, o in enumerate(job_overrides)]
     groups, alone = plan(jobs, launcher.max_group_bytes, launcher.max_group_size)
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
@@ -77,8 +82,11 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     returns: dict[int, Any] = {}
 
     def record(job: Job) -> None:
+        cfg = job.config or load(config, job.overrides)  # composed now (the launcher is its only user)
+        with open_dict(cfg):
+            cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         returns[job.idx] = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
-                                   config=job.config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+                                   config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     for members in groups:
@@ -112,6 +120,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
     alone = []
     for job in jobs:
         cfg = job.plain
+        if cfg is None:  # another app's config, or one resolved only inside its job: as the basic launcher runs it
+            alone.append(job)
+            continue
         try:
             validate(cfg)
         except ConfigError:
