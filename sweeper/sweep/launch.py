@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, open_dict, read_write
 
 from sweeper import data
 from sweeper.job import compute
@@ -82,11 +82,15 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     returns: dict[int, Any] = {}
 
     def record(job: Job) -> None:
-        cfg = job.config or load(config, job.overrides)  # composed now (the launcher is its only user)
-        with open_dict(cfg):
+        # composed now; one of ours is its shape's config with the job's values set (run_job copies what it keeps)
+        cfg = job.config or (load.lend if ours else load)(config, job.overrides)
+        with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
-        returns[job.idx] = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
-                                   config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        ret = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+                      config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        if ours:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml: not kept for the sweep's end
+            ret.hydra_cfg = None
+        returns[job.idx] = ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     for members in groups:
