@@ -149,3 +149,15 @@ def test_a_users_own_app_with_lazy_values_runs_every_job_under_the_batched_launc
     for i, path in enumerate(seen):
         lr, out, filled = path.read_text().split()
         assert float(lr) == [0.1, 0.2, 0.3][i] and Path(out) == path.parent and float(filled) == 2 * float(lr)
+
+
+@pytest.mark.slow
+def test_a_grid_of_hundreds_records_every_run_as_the_basic_launcher(tmp_path, store):
+    """200 configurations of one shape (one batched group): every run recorded, the same records as basic."""
+    from test_launcher import _both, _same_records
+
+    lrs = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(100))
+    stores, proc = _both(tmp_path, store, f"lr={lrs}", "seed=0,1", "epochs=20", "log_every=5", "depth=1", "width=4",
+                         "tracking.log_model=false")
+    assert "Launching 200 jobs: 200 in 1 batched group(s)" in proc.stdout + proc.stderr
+    _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), groups=1, count=200)
