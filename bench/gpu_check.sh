@@ -7,7 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the checkout, and plugins/ for Hydra's plugin scan (an install maps plugins/hydra_plugins/ into the namespace)
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 
 if ! $PY -c "import hydra, mlflow, sklearn" 2>/dev/null; then

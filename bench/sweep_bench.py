@@ -5,7 +5,11 @@
     python bench/sweep_bench.py --only training  # the batched trainer alone
     python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch 1 (minutes)
     python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
+<<<<<<< HEAD
     python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
+=======
+    python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole, per config, RSS
+>>>>>>> hydra
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
@@ -323,6 +327,56 @@ def search_section(batches: tuple[int, ...] = (16, 1)) -> list[str]:
             table(["batch", "wall s", "trials/s", "best val_mse", "best trial", "best params", "faster than batch 1"], rows)]
 
 
+def scale_row(n: int) -> list[str]:
+    """One sweep of ``n`` configurations of one shape (``lr=range(...)``, 10 epochs, no model files) into an
+    empty embedded store: seconds to the first job line, the whole sweep, seconds per configuration beyond
+    training (after the first line: (wall - first line) / (n - 1) - mean train_time_s), peak RSS of the
+    largest process (``ru_maxrss`` of the children), and the runs recorded."""
+    import json
+    import resource
+
+    tmp = Path(_scratch())
+    uri = _empty_store(tmp)
+    stop = 0.0001 * (n + 1)
+    cmd = [sys.executable, "-m", "sweeper", "-m", f"lr=range(0.0001,{stop:.4f},0.0001)", "epochs=10",
+           "tracking.log_model=false", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep"]
+    os.sync()
+    t0 = time.perf_counter()
+    first = progress = None
+    proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail = []
+    for line in proc.stdout:
+        now = time.perf_counter() - t0
+        if progress is None and "composing" in line:
+            progress = now
+        if first is None and "[1/" in line:
+            first = now
+        tail = (tail + [line])[-5:]
+    code = proc.wait()
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    results = [json.loads(f.read_text()) for f in (tmp / "sweep").glob("*/result.json")]
+    train = sum(r["metrics"].get("train_time_s", 0.0) for r in results) / max(len(results), 1)
+    from sweeper import tracking
+
+    c = tracking.client(uri)
+    runs = sum(len(tracking.search(c, [e.experiment_id], "tags.mlflow.parentRunId != ''"))
+               for e in c.search_experiments())
+    per = (wall - (first or wall)) / max(n - 1, 1) - train
+    return [n, f"{progress:.1f}" if progress is not None else "-", f"{first:.1f}" if first else "-", f"{wall:.1f}",
+            f"{per * 1000:.1f}", f"{rss:.0f}", f"{runs}" + ("" if code == 0 else f" (exit {code}: {tail[-1].strip()[:60]})")]
+
+
+def scale_section(sizes: list[int]) -> list[str]:
+    rows = []
+    for n in sizes:
+        rows.append(scale_row(n))
+        print(" | ".join(map(str, rows[-1])), flush=True)
+    return ["## One shape at scale (lr=range(...), 10 epochs, no model files, embedded store; one run each)", "",
+            table(["configs", "progress line s", "first job line s", "whole s", "ms per config beyond training",
+                   "peak RSS MB", "runs recorded"], rows)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
@@ -338,7 +392,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ks", default="1,8,64,256", help="training section: comma-separated group sizes")
     p.add_argument("--threads", type=int, default=None,
                    help="training section: CPU threads of a group (default: the CPUs this process may use)")
+    p.add_argument("--configs", default=None,
+                   help="comma-separated sizes: only the one-shape sweeps at scale (e.g. 1000,10000)")
     args = p.parse_args(argv)
+    if args.configs:
+        out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
+        out += scale_section([int(n) for n in args.configs.split(",")])
+        print("\n".join(out), flush=True)
+        if args.out:
+            args.out.write_text("\n".join(out) + "\n")
+        return 0
     repeats = args.repeats or (1 if args.quick else 3)
     out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
     if args.search:

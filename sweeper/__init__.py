@@ -21,12 +21,7 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
-# Hydra finds launchers by walking the ``hydra_plugins`` namespace package with pkgutil, which does not
-# see the portions of an editable install (setuptools' import hook). Our launcher's folder goes on the
-# path too, so Hydra discovers it from a checkout; a regular install puts it in site-packages.
-_PLUGINS = ROOT / "plugins"
-if (_PLUGINS / "hydra_plugins").is_dir() and str(_PLUGINS) not in sys.path:
-    sys.path.append(str(_PLUGINS))
+_SETTLED: list[bool] = []  # whether this process froze its objects (once)
 
 
 @contextmanager
@@ -34,9 +29,16 @@ def settled() -> Iterator[None]:
     """Around a heavy import (MLflow's): no cyclic garbage collection while it loads, and every object alive
     after it (its modules, mostly) left out of the collector's later full passes (``gc.freeze``). Measured
     with ``gc.callbacks`` on the quick-start sweep: six full passes walked MLflow's ~500k objects for 0.5 s
-    of its 2.2 s, the last 176 ms inside the summary. Objects made later are collected as before."""
+    of its 2.2 s, the last 176 ms inside the summary. Objects made later are collected as before.
+
+    Only the first use in a process freezes: a later one (each job's store client) would make permanent
+    whatever the sweep holds at that moment — the previous jobs' configs, whose cycles the collector would
+    then never free (~1 MB a job)."""
     import gc
 
+    if _SETTLED:
+        yield
+        return
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -45,6 +47,7 @@ def settled() -> Iterator[None]:
         if enabled:
             gc.enable()
         gc.freeze()
+        _SETTLED.append(True)
 
 
 def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:

@@ -32,14 +32,15 @@ def test_a_sweep_runs_from_a_folder_that_holds_data_and_models(tmp_path, store, 
 
 def test_a_regular_install_ships_no_top_level_data_or_models(tmp_path):
     """What a regular (non-editable) install copies, as setuptools lays it out from pyproject.toml (its
-    build_py step, no network), holds sweeper.data and sweeper.models inside the package, and imports
+    build_py step, no network), holds every subpackage, sweeper.data and sweeper.models inside the package, and imports
     them from a folder that has its own."""
     target = tmp_path / "site"
-    built = subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
-                            "--build-lib", str(target)], cwd=sweeper.ROOT, capture_output=True, text=True)
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(target)],
+                           cwd=sweeper.ROOT, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     assert not (target / "data").exists() and not (target / "models").exists()
     assert (target / "sweeper" / "models" / "mlp.py").is_file() and (target / "sweeper" / "data" / "loaders.py").is_file()
+    assert (target / "sweeper" / "sweep" / "launch.py").is_file() and (target / "sweeper" / "insight" / "advice").is_dir()
     work = tmp_path / "work"
     work.mkdir()
     _user_folders(work, with_init=True)

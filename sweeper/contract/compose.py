@@ -1,23 +1,75 @@
-"""Each job's config composed once per sweep, and most of them without Hydra's composition.
+"""Each job's config composed without Hydra's composition, and planned without composing it at all.
 
 Hydra composes every job of a multirun three times: our check of all jobs before the first one
 (``sweep.job_configs``), the sweeper's ``validate_batch_is_legal`` and the launcher (45-90 ms each on
-this machine: a 64-job grid spent 3-6 s composing before this). :func:`compose_once` wraps the config
-loader of this process:
+this machine). :func:`compose_once` wraps the config loader of this process so that each *shape* of
+overrides is composed by Hydra once:
 
-- the first composition of a job's overrides is kept until its last user takes it: our check and the
-  sweeper's ``validate_batch_is_legal`` read it (:meth:`_Once.peek`), the launcher takes it
-  (:meth:`_Once.take`: no copy, ~3 ms a job; a later call composes it anew);
 - a job whose overrides differ from an already composed job's only in the *values* of plain keys
   (``lr=0.01`` vs ``lr=0.02``: no config group, no ``+``/``~``, nothing under ``hydra.``) is that job's
   config with those values set, the way Hydra applies a command-line override after composing the
-  defaults list (so the result is the same: ``tests/test_compose.py`` checks it against Hydra's own).
+  defaults list (so the result is the same: ``tests/test_compose.py`` checks it against Hydra's own);
+- :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain containers) from its shape's
+  resolved config with the values set, without composing the job: what planning and checking read
+  (O(1) per job, a few KB kept);
+- the sweeper's check (``validate_batch_is_legal``) gets the shape's template, nothing composed or kept;
+  the launcher composes each job when it runs it (:meth:`_Once.take`), so no composed config outlives its job.
+
+A job whose config cannot be resolved outside its job (:func:`resolvable`: ``${hydra:...}``, a ``???`` the
+task fills in, an interpolation that fails here) has no plain config here: it runs alone, resolved in its job.
 """
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from typing import Any, Sequence
+
+# a shape's template whose resolved values depend on a swept value (an interpolation names the key, or a value
+# is itself an interpolation): each job is composed and resolved on its own
+_DEPENDENT = object()
+
+
+def plain(cfg: Any) -> dict[str, Any]:
+    """The resolved job config without the ``hydra`` node, as plain containers (raises when it cannot be
+    resolved)."""
+    from omegaconf import OmegaConf, open_dict
+
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def _strings(node: Any) -> Any:
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _strings(v)
+    elif isinstance(node, str):
+        yield node
+
+
+def interpolations(cfg: Any) -> list[str]:
+    """Every value of the job config (no ``hydra`` node) that holds an interpolation, unresolved."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    raw.pop("hydra", None)
+    return [s for s in _strings(raw) if "${" in s]
+
+
+def resolvable(cfg: Any) -> dict[str, Any] | None:
+    """:func:`plain`, or None when the config can only be resolved inside its job: it reads Hydra's job config
+    (``${hydra:...}``: set by ``run_job``), or its resolution fails here (a ``???``, an unset variable)."""
+    if any("hydra:" in s for s in interpolations(cfg)):
+        return None
+    try:
+        return plain(cfg)
+    except Exception:  # noqa: BLE001  (OmegaConf's errors, a resolver's own): the job resolves it, or reports it
+        return None
 
 
 class _Once:
@@ -25,16 +77,33 @@ class _Once:
         self.load = load
         self.cache: dict[tuple[str, ...], Any] = {}
         self.templates: dict[tuple, Any] = {}  # (structural overrides, value keys) → a composed config
+        self.plains: dict[tuple, Any] = {}  # shape → its template resolved (plain), None, or _DEPENDENT
+        self.parsed: dict[str, Any] = {}  # an override → Hydra's parse of it
+        self.checked: set[str] = set()  # keys whose quick reading matched Hydra's
+        self.groups: set[str] | None = None
+        self.lent: dict[tuple, Any] = {}  # shape → the config lent to the launcher (:meth:`lend`)
+        self.settable: dict[tuple, bool] = {}  # shape → whether its value keys are all in its template
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """Hydra's calls: the sweeper's check only reads the config; the launcher writes into it (``hydra.job.id``,
-        read-only flags) and is its last user."""
+        """Hydra's calls: the sweeper's check only asks that the job composes (its shape's template, when the
+        shape is known: nothing composed or kept); the launcher writes into it (``hydra.job.id``, read-only
+        flags) and is its only user."""
         if sys._getframe(1).f_code.co_name == "validate_batch_is_legal":
-            return self.peek(master_config, sweep_overrides)
+            return self.check(master_config, sweep_overrides)
         return self.take(master_config, sweep_overrides)
 
+    def check(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
+        """A config that shows this job composes (not a copy: only for a caller that discards it)."""
+        parsed, values, shape = self._parse(master_config, list(sweep_overrides), quick=True)
+        if shape is not None and shape in self.templates:
+            if shape not in self.settable:  # the same keys for every job of the shape
+                self.settable[shape] = _settable(self.templates[shape], parsed, values)
+            if self.settable[shape]:
+                return self.templates[shape]
+        return self.peek(master_config, sweep_overrides)
+
     def peek(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """The composed config itself, for a caller that only reads it (no copy: ~4 ms a job)."""
+        """The composed config itself, for a caller that only reads it (no copy), kept for :meth:`take`."""
         key = tuple(sweep_overrides)
         if key not in self.cache:
             self.cache[key] = self._compose(master_config, list(sweep_overrides))
@@ -46,23 +115,135 @@ class _Once:
         del self.cache[tuple(sweep_overrides)]
         return cfg
 
-    def _compose(self, master_config: Any, overrides: list[str]) -> Any:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+    def lend(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
+        """The job's config for a caller that runs one job at a time and keeps nothing of it (the batched
+        launcher hands it to ``run_job``, which copies what it keeps): one config per shape, with this job's
+        values set in place — no copy (a deep copy of a composed config costs ~25 ms)."""
+        overrides = list(sweep_overrides)
+        parsed, values, shape = self._parse(master_config, overrides)
+        if shape is None:
+            return self.load(master_config, overrides)
+        if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
+            self.lent[shape] = copy.deepcopy(self._template(master_config, overrides, shape))
+        return _set_values(self.lent[shape], [o for o, v in zip(parsed, values) if v], parsed, master_config)
 
+    def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
+        """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template
+        with the job's values set: no composition, O(1) per job. Raises as Hydra's composition would."""
+        overrides = list(sweep_overrides)
+        parsed, values, shape = self._parse(master_config, overrides, quick=True)
+        entry = self.plains.get(shape, _DEPENDENT) if shape is not None else _DEPENDENT
+        if shape is not None and shape not in self.plains:
+            template = self._template(master_config, overrides, shape)
+            keys = [o.key_or_group for o, v in zip(parsed, values) if v]
+            found = interpolations(template)
+            dependent = any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", s) for k in keys for s in found)
+            entry = self.plains[shape] = _DEPENDENT if dependent else resolvable(template)
+        if entry is None:
+            return None
+        if entry is not _DEPENDENT:
+            out = copy.deepcopy(entry)
+            if all(_set(out, o.key_or_group, o.value()) for o, v in zip(parsed, values) if v):
+                return out
+        return resolvable(self._compose(master_config, overrides))  # each job on its own (or Hydra's error)
+
+    def _parse(self, master_config: Any, overrides: list[str], quick: bool = False) -> tuple[Any, Any, Any]:
+        """(overrides parsed, which are plain values, the shape). Each distinct override is parsed by Hydra's
+        grammar once (~1.5 ms each); with ``quick``, a ``key=number`` override is read without it (a
+        :class:`_Quick`, checked against Hydra's parse once per key)."""
         from sweeper.contract.config import GROUPS
 
+        if self.groups is None:
+            self.groups = set(GROUPS) | set(master_config.hydra.runtime.choices)
         try:
-            parsed = OverridesParser.create().parse_overrides(overrides)
+            parsed = [(quick and self._quick(s)) or self._parsed(s) for s in overrides]
         except Exception:  # noqa: BLE001  (Hydra reports its own syntax errors)
-            return self.load(master_config, overrides)
-        groups = set(GROUPS) | set(master_config.hydra.runtime.choices)
-        values = [_simple(o) and o.key_or_group not in groups for o in parsed]
+            return None, None, None
+        values = [_simple(o) and o.key_or_group not in self.groups for o in parsed]
         shape = tuple(f"{o.key_or_group}=" if v else o.input_line for o, v in zip(parsed, values))
-        template = self.templates.get(shape)
-        if template is None:  # kept as Hydra made it: the configs handed out are written into
-            self.templates[shape] = cfg = self.load(master_config, overrides)
-            return copy.deepcopy(cfg)
+        return parsed, values, shape
+
+    def _parsed(self, s: str) -> Any:
+        if s not in self.parsed:
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            self.parsed[s] = OverridesParser.create().parse_overrides([s])[0]
+        return self.parsed[s]
+
+    def _quick(self, s: str) -> Any:
+        m = _NUMBER.fullmatch(s)
+        if m is None or m["key"].startswith("hydra"):
+            return None
+        key, text = m["key"], m["value"]
+        q = _Quick(key, int(text) if _INT.fullmatch(text) else float(text), s)
+        if key not in self.checked:  # once per key: Hydra's grammar reads the same
+            o = self._parsed(s)
+            if not (_simple(o) and o.key_or_group == key and type(o.value()) is type(q.value())
+                    and o.value() == q.value()):
+                return None
+            self.checked.add(key)
+        return q
+
+    def _template(self, master_config: Any, overrides: list[str], shape: tuple) -> Any:
+        if shape not in self.templates:  # kept as Hydra made it: the configs handed out are copies
+            self.templates[shape] = self.load(master_config, overrides)
+        return self.templates[shape]
+
+    def _compose(self, master_config: Any, overrides: list[str]) -> Any:
+        parsed, values, shape = self._parse(master_config, overrides)
+        if shape is None:
+            return self.load(master_config, overrides)
+        if shape not in self.templates:
+            return copy.deepcopy(self._template(master_config, overrides, shape))
+        template = self.templates[shape]
         return _with_values(template, [o for o, v in zip(parsed, values) if v], parsed, master_config)
+
+
+# ``key=number``: an int or a float as Hydra's override grammar reads them (no ``_`` separators, no inf/nan)
+_NUMBER = re.compile(r"(?P<key>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[+-]?(?:0|[1-9]\d*|\d+\.\d*|\.\d+"
+                     r"|(?:\d+|\d+\.\d*|\.\d+)[eE][+-]?\d+))")
+_INT = re.compile(r"[+-]?(?:0|[1-9]\d*)")
+
+
+class _Quick:
+    """A ``key=number`` override read without Hydra's grammar: what planning reads of an ``Override``."""
+
+    __slots__ = ("key_or_group", "_value", "input_line")
+
+    def __init__(self, key: str, value: Any, line: str):
+        self.key_or_group, self._value, self.input_line = key, value, line
+
+    def value(self) -> Any:
+        return self._value
+
+    def is_sweep_override(self) -> bool:
+        return False
+
+    is_add = is_force_add = is_delete = is_sweep_override
+    package = None
+
+
+def _settable(template: Any, parsed: list[Any], values: list[bool]) -> bool:
+    """Whether every value override of the job names a key its shape's config has (else Hydra's error)."""
+    from omegaconf import OmegaConf
+
+    return all(OmegaConf.select(template, o.key_or_group, default=_DEPENDENT) is not _DEPENDENT
+               for o, v in zip(parsed, values) if v)
+
+
+def _set(out: dict[str, Any], key: str, value: Any) -> bool:
+    """Set ``key`` (dotted) in a plain config to an override's value, as Hydra would; False when it cannot be
+    done here (a key the config lacks: Hydra's error; a value that is itself an interpolation)."""
+    if isinstance(value, str) and "${" in value:
+        return False
+    *parents, last = key.split(".")
+    node = out
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or last not in node or isinstance(node[last], (dict, list)):
+        return False
+    node[last] = value
+    return True
 
 
 def _simple(o: Any) -> bool:
@@ -75,13 +256,17 @@ def _simple(o: Any) -> bool:
 
 def _with_values(template: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
     """``template`` (composed by Hydra for overrides of the same shape) with this job's ``values``."""
-    from hydra._internal.config_loader_impl import get_overrides_dirname
-    from omegaconf import OmegaConf, open_dict
+    return _set_values(copy.deepcopy(template), values, parsed, master_config)
 
-    cfg = copy.deepcopy(template)
+
+def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
+    """``cfg`` (a config of the job's shape) given this job's ``values`` and overrides, in place."""
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+    from omegaconf import OmegaConf, open_dict, read_write
+
     for o in values:
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override
-    with open_dict(cfg.hydra):
+    with read_write(cfg.hydra), open_dict(cfg.hydra):  # a config lent before: run_job made its hydra read-only
         cfg.hydra.overrides.task = [o.input_line for o in parsed]
         c = cfg.hydra.job.config.override_dirname
         cfg.hydra.job.override_dirname = get_overrides_dirname(

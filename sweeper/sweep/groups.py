@@ -40,8 +40,8 @@ MINI_BATCH_SHARED = ("seed",)
 class Job:
     idx: int
     overrides: list[str]
-    config: DictConfig  # the composed job config, hydra node included
-    plain: dict[str, Any] = field(default_factory=dict)  # resolved, without hydra
+    config: DictConfig | None  # the composed job config, hydra node included; None: composed when it runs
+    plain: dict[str, Any] | None = field(default_factory=dict)  # resolved, without hydra; None: resolved in its job
 
 
 def default_budget() -> int:
@@ -83,6 +83,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
     alone = []
     for job in jobs:
         cfg = job.plain
+        if cfg is None:  # another app's config, or one resolved only inside its job: as the basic launcher runs it
+            alone.append(job)
+            continue
         try:
             validate(cfg)
         except ConfigError:

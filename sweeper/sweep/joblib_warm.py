@@ -63,6 +63,7 @@ def _warm_worker(uris: list[str]) -> int:
     from sweeper import settled
 
     t = time.perf_counter()
+    tracking.mlflow_defaults()  # sweeper's MLflow settings before MLflow's import, as the job's own client sets them
     with settled():  # as the launching process imports MLflow: no GC passes over its modules
         from sweeper.job import record  # noqa: F401
         from sweeper.tracking import pyfunc  # noqa: F401  (imports MLflow)

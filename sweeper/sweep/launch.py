@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import open_dict
+from omegaconf import open_dict, read_write
 
 from sweeper import data
 from sweeper.job import compute
 from sweeper.job.context import handing
+from sweeper.contract.compose import compose_once
 from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
-from sweeper.sweep.plan import _plain
+from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models import layer_sizes
@@ -39,6 +40,7 @@ __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
 log = logging.getLogger("sweeper")
 
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from hydra.core.utils import configure_log, run_job, setup_globals
 
@@ -46,13 +48,17 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    jobs = []
-    for i, overrides in enumerate(job_overrides):
-        load = launcher.hydra_context.config_loader.load_sweep_config
-        cfg = (getattr(load, "take", None) or load)(config, list(overrides))  # the composed config, not a copy
-        with open_dict(cfg):
-            cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + i
-        jobs.append(Job(initial_job_idx + i, list(overrides), cfg, _plain(cfg)))
+    loader = launcher.hydra_context.config_loader
+    # Only sweeper's configurations are inspected, and only as far as batching needs: each shape of overrides
+    # composed once, each job's resolved values set from it (no job composed here; each is composed when it
+    # runs, and dropped after). Another app's config (or one resolved only inside its job) goes to run_job as
+    # the basic launcher hands it over: composed by Hydra, unresolved.
+    ours = is_sweeper_config(config)
+    if ours:
+        compose_once(loader)
+    load = loader.load_sweep_config
+    jobs = [Job(initial_job_idx + i, list(o), None, load.plain(config, list(o)) if ours else None)
+            for i, o in enumerate(job_overrides)]
     groups, alone = plan(jobs, launcher.max_group_bytes, launcher.max_group_size)
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
@@ -60,8 +66,15 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     returns: dict[int, Any] = {}
 
     def record(job: Job) -> None:
-        returns[job.idx] = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
-                                   config=job.config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        # composed now; one of ours is its shape's config with the job's values set (run_job copies what it keeps)
+        cfg = job.config or (load.lend if ours else load)(config, job.overrides)
+        with read_write(cfg.hydra), open_dict(cfg):
+            cfg.hydra.job.id = cfg.hydra.job.num = job.idx
+        ret = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+                      config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        if ours:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml: not kept for the sweep's end
+            ret.hydra_cfg = None
+        returns[job.idx] = ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     for members in groups:

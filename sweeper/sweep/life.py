@@ -40,7 +40,10 @@ def start(config: DictConfig) -> dict[str, Any]:
     Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
     any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
-    jobs = job_configs(config)
+    every = job_configs(config)
+    # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
+    # own run; its store and experiment are known once it runs (a parent of the same ones is found then)
+    jobs = [(overrides, cfg) for overrides, cfg in every if cfg is not None]
     read: set[str] = set()
     for i, (overrides, cfg) in enumerate(jobs):
         try:
@@ -92,7 +95,8 @@ def start(config: DictConfig) -> dict[str, Any]:
         warming.join()  # the workers are warm before the launcher hands them jobs
     if importing:
         plots.start()
-    state = {"parents": list(parents.values()), "n_jobs": len(jobs), "swept": swept_keys(jobs, config), "started": time.time()}
+    state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
+             "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
 

@@ -1,30 +1,46 @@
 """A multirun's jobs before any runs: each job's composed config and overrides, the swept keys, the command line."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
 from sweeper.base.names import BASIC_SWEEPER
+from sweeper.contract.compose import plain, resolvable
 from sweeper.contract.config import ConfigError
+
+log = logging.getLogger("sweeper")
+
+
+# A sweep this large says so before it composes its jobs (the first job's line comes after all are checked).
+ANNOUNCE = 500
 
 
 def _plain(cfg: DictConfig) -> dict[str, Any]:
     """The resolved job config without the ``hydra`` node, as plain containers."""
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.pop("hydra", None)
-    return OmegaConf.to_container(cfg, resolve=True)
+    return plain(cfg)
 
 
+def is_sweeper_config(cfg: Any) -> bool:
+    """Whether a composed config is one of sweeper's (its keys), rather than another app's that only uses the
+    batched launcher: those the launcher hands to ``run_job`` untouched."""
+    return all(k in cfg for k in SWEEPER_KEYS)
 
-def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
-    """Every job of the multirun as (overrides, resolved config), composed exactly as the basic sweeper will.
+
+SWEEPER_KEYS = ("data", "tracking", "lr", "epochs", "seed", "device", "log_every")
+
+
+def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | None]]:
+    """Every job of the multirun as (overrides, resolved config), composed as the basic sweeper will; the config
+    is None for a job that can be resolved only inside its job (:func:`sweeper.contract.compose.resolvable`).
+    Each shape of overrides is composed once; the other jobs' configs are its values set (O(1) a job) and
+    no composed config is kept.
 
     Other sweepers (e.g. Optuna) choose their jobs while running; for them only the base config is returned.
     """
     if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
-        return [([], _plain(config))] * int(config.hydra.sweeper.get("n_trials") or 1)
+        return [([], resolvable(config))] * int(config.hydra.sweeper.get("n_trials") or 1)
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -34,15 +50,17 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any]]]:
     batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(args), None)
     from sweeper.contract.compose import compose_once
 
+    if len(batches[0]) >= ANNOUNCE:
+        log.info("composing %s configurations…", f"{len(batches[0]):,}")
     loader = GlobalHydra.instance().config_loader()
-    compose_once(loader)  # the sweeper's check and the launcher reuse these compositions
+    once = compose_once(loader)  # each shape composed once; the sweeper's check and the launcher reuse it
     jobs = []
     for overrides in batches[0]:
         try:
-            cfg = loader.load_sweep_config.peek(config, list(overrides))  # read here, copied by later users
+            cfg = once.plain(config, list(overrides))
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
-        jobs.append((list(overrides), _plain(cfg)))
+        jobs.append((list(overrides), cfg))
     return jobs
 
 

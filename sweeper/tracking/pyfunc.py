@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper import tracking  # noqa: F401  (first: it sets MLflow's environment before MLflow is imported)
-import mlflow.pyfunc  # noqa: E402,I001
+import mlflow.pyfunc  # imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
 
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.

@@ -17,25 +17,41 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-# MLflow's own tqdm bars while it copies a model's files would bury the job's output.
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-# Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120 s
-# timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
-for _key, _value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
-                     ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
-    os.environ.setdefault(_key, _value)
+from sweeper import ROOT
+from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported: tracking.sqlite_path)
+from sweeper.base.process import exclusive
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
-# refused value and the Hydra callback's module cost nothing of it. It sets its loggers' levels when
-# imported, from this variable (INFO by default; alembic's at WARNING or above).
-os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+# refused value and the Hydra callback's module cost nothing of it. Importing this module changes nothing in
+# the process: sweeper's MLflow settings (:func:`mlflow_defaults`) apply once sweeper's own tracking starts.
+MLFLOW_DEFAULTS = {
+    # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    # Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120 s
+    # timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    # MLflow sets its loggers' levels when imported, from this variable (INFO by default; alembic's at WARNING
+    # or above)
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
+}
 
-from sweeper import ROOT  # noqa: E402
-from sweeper.base.names import sqlite_path  # noqa: E402,F401  (re-exported: tracking.sqlite_path)
-from sweeper.base.process import exclusive  # noqa: E402
 
-for _name in ("mlflow", "alembic"):  # in case MLflow was imported before this module
-    logging.getLogger(_name).setLevel(logging.WARNING)
+@functools.cache
+def mlflow_defaults() -> None:
+    """Sweeper's MLflow settings, for the process that uses sweeper's tracking (a job's task, a command, the
+    writer): called before sweeper first imports MLflow or opens a client, never at import. A variable the
+    user set keeps its value. MLflow reads the HTTP variables at each request; the logger levels are set here
+    in case MLflow was imported before."""
+    for key, value in MLFLOW_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    try:
+        logging.getLogger("mlflow").setLevel(os.environ["MLFLOW_LOGGING_LEVEL"].upper())
+    except ValueError:  # not a level's name: MLflow's own import says so
+        pass
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
 
 # The embedded store of conf/tracking/local.yaml, for the standalone commands.
 DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
@@ -86,6 +102,7 @@ def client(uri: str) -> Any:
     inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
     from sweeper import settled
 
+    mlflow_defaults()
     with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
         from mlflow import MlflowClient
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the

@@ -321,7 +321,9 @@ def _serve(requests: Any, answers: Any) -> None:
 
     threading.Thread(target=receive, daemon=True, name="sweeper-writer-inbox").start()
     from sweeper import settled, tracking
+    from sweeper.tracking.store import mlflow_defaults
 
+    mlflow_defaults()
     with settled():
         import mlflow  # noqa: F401  (now, not when the first run arrives)
 
