@@ -61,7 +61,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         "config": plain,
     }
     if computed:
-        result["batch_size"] = int(computed.tags["batch_size"])
+        result["batch_size"] = int(computed.tags["group_size"])
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)
@@ -80,7 +80,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset)
+        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset) \
+            | tracking.split_params(plain)[1] | {"task": dataset.task}
         tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
@@ -91,7 +92,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     config_file.write_text(OmegaConf.to_yaml(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
-    params = tracking.flatten(plain)
+    params = tracking.split_params(plain)[0]
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C: this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
@@ -147,6 +148,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
         files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if dataset.task == "multiclass":
             files.append(artifacts.confusion_csv(ctx.output_dir, dataset, out.test_pred))
+        elif dataset.task == "binary":  # confusion matrix, ROC and PR curves
+            files += artifacts.binary_csvs(ctx.output_dir, dataset, out.test_pred)
         if cfg.tracking.log_model:
             from sweeper.tracking import pyfunc
 
@@ -187,7 +190,8 @@ def _parent(ctx: JobContext, cfg: DictConfig) -> str | None:
 def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any) -> dict[str, str]:
     """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
     tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
-            "host": socket.gethostname(), "pid": str(os.getpid())}
+            "host": socket.gethostname(), "pid": str(os.getpid()), "hydra.job_dir": str(ctx.output_dir.resolve())}
+    tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])  # the command that re-runs it
     if backend.fake:
         tags["fake_gpu"] = "true"
     if ctx.sweep_dir is not None:  # what a search sweeper tells this job (optuna.trial_number, ...): sweep.json

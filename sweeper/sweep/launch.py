@@ -252,7 +252,7 @@ def compute_group(members: list[Job]) -> dict[int, compute.Computed]:
         outcome = compute.evaluate(dataset=ds, backend=backend, model=model, fit=member_fit, dtype=dtype,
                                h2d_time_s=h2d / K)
         outcome.scores["group_train_time_s"] = fit.train_time_s
-        out[job.idx] = compute.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "batch_size": str(K)})
+        out[job.idx] = compute.Computed(outcome, ds, {"launcher": "batched", "batch_group": group_id, "group_size": str(K)})
     wall = (time.perf_counter() - t_start) / K
     for c in out.values():
         c.wall_time_s = wall
