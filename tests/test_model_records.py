@@ -213,3 +213,25 @@ def test_a_model_loads_in_a_fresh_virtual_environment_of_its_requirements_only(t
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     np.testing.assert_allclose(json.loads(out.read_text()), logged["y_pred"][: len(frame)], rtol=1e-12)
+
+
+def test_a_binary_run_logs_its_confusion_matrix_roc_and_pr_curves_and_targets_print_as_in_the_data(tmp_path, store):
+    from sklearn.metrics import roc_auc_score
+
+    result = run_once(tmp_path, "data=breast_cancer", "depth=1", "width=8", "epochs=50", store=store)
+    assert {"confusion_matrix.csv", "roc_curve.csv", "pr_curve.csv"} <= set(result["artifacts"]["files"])
+    job = tmp_path / "job"
+    pred = pd.read_csv(job / "test_predictions.csv")
+    roc = pd.read_csv(job / "roc_curve.csv")
+    assert (roc.iloc[0]["fpr"], roc.iloc[0]["tpr"], roc.iloc[-1]["fpr"], roc.iloc[-1]["tpr"]) == (0, 0, 1, 1)
+    auc = float(np.sum(np.diff(roc["fpr"]) * (roc["tpr"].to_numpy()[1:] + roc["tpr"].to_numpy()[:-1]) / 2))
+    assert auc == pytest.approx(roc_auc_score(pred["y_true"], pred["y_pred"]), rel=1e-12)
+    confusion = pd.read_csv(job / "confusion_matrix.csv", index_col=0)
+    assert confusion.to_numpy().sum() == len(pred) and confusion.shape == (2, 2)
+    assert np.trace(confusion.to_numpy()) / len(pred) == pytest.approx(result["metrics"]["test_accuracy"])
+    assert len(pd.read_csv(job / "pr_curve.csv")) == len(roc) - 1
+
+    run_once(tmp_path / "r", "data=diabetes", "epochs=20", store=store)
+    lines = (tmp_path / "r" / "job" / "test_predictions.csv").read_text().splitlines()[1:]
+    targets = [line.split(",")[0] for line in lines]
+    assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[:5]  # 72, not 71.99999999999999

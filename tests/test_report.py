@@ -128,7 +128,10 @@ def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
     model = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
     logged = np.loadtxt(c.download_artifacts(child.info.run_id, "test_predictions.csv"), delimiter=",", skiprows=1)
     ds = data.load(make_cfg("data=diabetes").data, seed=0)
-    np.testing.assert_allclose(model.predict(ds.raw(ds.X_test)), logged[:, 1], rtol=1e-12)
+    import pandas as pd
+
+    frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)  # the data set's columns, by name
+    np.testing.assert_allclose(model.predict(frame), logged[:, 1], rtol=1e-12)
     np.testing.assert_allclose(logged[:, 0], ds.to_original(ds.y_test).ravel())
     mse = float(np.mean((logged[:, 1] - logged[:, 0]) ** 2))
     assert child.data.metrics["test_mse"] == pytest.approx(mse, rel=1e-12)

@@ -71,7 +71,7 @@ def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[P
     tp = np.cumsum(y_sorted)[last]
     fp = (last + 1) - tp
     positives, negatives = max(int(y.sum()), 1), max(int(len(y) - y.sum()), 1)
-    thresholds = p_sorted[last]
+    thresholds, tp, fp = p_sorted[last].tolist(), tp.tolist(), fp.tolist()  # Python floats: repr is the number
     roc, pr = folder / "roc_curve.csv", folder / "pr_curve.csv"
     roc.write_text("threshold,fpr,tpr\ninf,0,0\n" + "".join(
         f"{t!r},{f / negatives!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)))
