@@ -291,3 +291,29 @@ def test_the_loss_plot_reads_a_jobs_curve_from_its_folder_and_a_run_without_one_
     first, second = loss["axes"][0]["lines"]
     assert (first["x"], first["y"]) == ([0, 1, 2], [9.0, 8.0, 7.0])  # from the folder (the store has none)
     assert (second["x"], second["y"]) == ([0, 5], [4.0, 3.0])  # from the store
+
+
+def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_lr(tmp_path, store):
+    import numpy as np
+
+    from sweeper import tracking
+    from sweeper.insight import plots
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "plots", uri)
+    ids = [tracking.start_run(c, exp, f"run{i}", {}) for i in range(2)]
+    np.savez(tmp_path / "curves.npz", train_loss_steps=[0, 1], train_loss_values=[9.0, 8.0], val_loss_steps=[0, 1],
+             val_loss_values=[9.5, 8.5])
+    rows = [{"run_id": i, "run": f"run{k}", "status": "FINISHED", "val_mse": 1.0 + k, "fingerprint": str(k),
+             "device": "cpu", "lr": lr} for k, (i, lr) in enumerate(zip(ids, ["0.005", "0.1"]))]
+    board = type("B", (), {"rows": rows, "metric": "mse", "keys": ["lr"]})()
+    specs = {s["name"]: s for s in plots.specs(c, board, {ids[0]: tmp_path, ids[1]: tmp_path})}
+    lines = specs["plots/loss_curves_top.png"]["axes"][0]["lines"]
+    assert [(s["y"], s["ls"], s["label"]) for s in lines[:2]] == [([9.5, 8.5], "-", "run0"), ([9.0, 8.0], "--", None)]
+    assert "Validation" in specs["plots/loss_curves_top.png"]["axes"][0]["title"]
+    lr = specs["plots/val_metric_vs_lr.png"]["axes"][0]
+    assert lr["xticks"] == [0.005, 0.1] and lr["xticklabels"] == ["0.005", "0.1"]
+    for spec in specs.values():
+        plots.draw(spec, tmp_path / spec["name"])
+    assert (tmp_path / "plots" / "val_metric_vs_lr.png").stat().st_size > 1000
