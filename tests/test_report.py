@@ -317,3 +317,21 @@ def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_l
     for spec in specs.values():
         plots.draw(spec, tmp_path / spec["name"])
     assert (tmp_path / "plots" / "val_metric_vs_lr.png").stat().st_size > 1000
+
+
+def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
+    """The swept space as params, the leaderboard as its description, its source, and its best run and model."""
+    parent = client_for(sweep["store"]).get_run(sweep["parent"].info.run_id)
+    params, tags = parent.data.params, parent.data.tags
+    assert params["lr"] == "0.001,0.01" and params["depth"] == "1,2"
+    assert not [k for k in params if k.startswith("tracking.")]
+    assert tags["mlflow.source.name"].startswith("python -m sweeper -m ") and "lr=0.001,0.01" in tags["mlflow.source.name"]
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.user"]
+    note = tags["mlflow.note.content"]
+    assert note.startswith("**Best:**") and tags["best_run_id"] in note and "| lr" in note.replace("|  lr", "| lr")
+    assert tags["best_model_uri"] in (f"runs:/{tags['best_run_id']}/model",) or tags["best_model_uri"].startswith("models:/m-")
+    assert tags["n_finished"] == "4" and "n_killed" not in parent.data.metrics  # a zero: no chart
+    child = next(r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
+    assert child.data.tags["hydra.job_dir"].startswith(str(sweep["tmp"])) and child.data.tags["task"] == "regression"
+    assert "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params  # no clash with the param
+    assert child.data.tags.get("launcher") != "batched" or int(child.data.tags["group_size"]) >= 1
