@@ -9,7 +9,7 @@ import numpy as np
 
 from sweeper.base.backend import is_sparse
 from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
-from sweeper.data.loaders import ASK_REGRESSION, LOADERS, TEXT, DataError
+from sweeper.data.loaders import ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
 
 __all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
 
@@ -47,6 +47,8 @@ class Dataset:
     # what was read from a user file, in words, for the run's tags and first log line: task, target, sep,
     # dropped, encoded (see :func:`describe`)
     decisions: dict[str, str] = field(default_factory=dict)
+    # a bundled table's feature names (diabetes: age, sex, bmi, ...); None: x0, x1, ...
+    feature_names: tuple[str, ...] | None = None
 
     @property
     def n_features(self) -> int:
@@ -74,6 +76,16 @@ class Dataset:
                                                   else np.asarray(v, dtype=np.float64))
                                  for c, v in zip(self.encoder["columns"], self.columns_test)})
         return self.raw(self.X_test)
+
+    @property
+    def input_columns(self) -> list[str]:
+        """The columns a logged model takes: a table's own (a file's header, or ``0``, ``1``, ... without
+        one), a bundled data set's feature names (else ``x0``, ``x1``, ...), or ``text``."""
+        if self.vectorizer is not None:
+            return ["text"]
+        if self.encoder is not None:
+            return [str(c["name"]) for c in self.encoder["columns"]]
+        return list(self.feature_names or [f"x{i}" for i in range(self.n_features)])
 
     def to_original(self, y: np.ndarray) -> np.ndarray:
         return y * self.y_scale + self.y_mean
@@ -196,7 +208,7 @@ def load(cfg: Any, seed: int | None = None) -> Dataset:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
-                   positive_class, classes, decisions=raw.decisions or {})
+                   positive_class, classes, decisions=raw.decisions or {}, feature_names=FEATURE_NAMES.get(cfg.name))
 
 
 def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:

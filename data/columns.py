@@ -13,9 +13,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-
-class ColumnError(ValueError):
-    """A column choice or column that cannot be used; one line (the loader adds the file)."""
+# The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
+from sweeper.base.portable import ColumnError, _number, category, encode_columns, encode_rows  # noqa: F401
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
@@ -110,29 +109,6 @@ def _list(value: Any) -> str:
     return "[" + ",".join(map(str, _names_list(value))) + "]"
 
 
-def _number(v: Any) -> float | None:
-    """``v`` as a float, or None when it is no number (text, missing)."""
-    if v is None or isinstance(v, str) and not v.strip():
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def category(v: Any) -> str:
-    """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
-    a missing value (a category of its own)."""
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        return v.strip()
-    if isinstance(v, bool):
-        return str(v).lower()
-    f = float(v)
-    return str(int(f)) if f.is_integer() else str(f)
-
-
 class Column(NamedTuple):
     name: Any
     values: np.ndarray  # float64 for a numeric column, else the categories (object, str)
@@ -190,69 +166,6 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
         means += [0.0] * len(cats)
         scales += [1.0] * len(cats)
     return {"columns": spec, "x_mean": np.array(means, dtype=np.float64), "x_scale": np.array(scales, dtype=np.float64)}
-
-
-def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
-    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling."""
-    n = len(columns[0]) if columns else 0
-    parts = []
-    for s, values in zip(spec, columns):
-        if "categories" not in s:
-            if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
-                parts.append(values.reshape(n, 1))
-                continue
-            nums = [_number(v) for v in values]
-            if any(x is None for x in nums):
-                i = next(i for i, x in enumerate(nums) if x is None)
-                raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {values[i]!r}")
-            parts.append(np.array(nums, dtype=np.float64).reshape(n, 1))
-            continue
-        index = {c: j for j, c in enumerate(s["categories"])}
-        onehot = np.zeros((n, len(index)))
-        for i, v in enumerate(values):
-            j = index.get(category(v))
-            if j is not None:  # a category unseen in training: all zeros
-                onehot[i, j] = 1.0
-        parts.append(onehot)
-    return np.hstack(parts) if parts else np.zeros((n, 0))
-
-
-def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.ndarray:
-    """Columns of raw values, in the encoder's order → the standardised features (n, d)."""
-    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(state["x_scale"])
-
-
-def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
-    """Raw rows → the standardised features the network takes (n, d), as the training rows were encoded.
-
-    ``rows``: a pandas DataFrame or a dict of columns (by the file's column names; other columns are
-    ignored), a list of records (dicts), or a 2-D sequence of rows whose values are in the encoder's column
-    order. Categories are matched as text (``category``); one unseen in training gives zeros."""
-    names = [s["name"] for s in state["columns"]]
-    if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
-        by_name = all(n in rows.columns or str(n) in rows.columns for n in names)
-        cols = [rows[n if n in rows.columns else str(n)].tolist() for n in names] if by_name else \
-            [rows.iloc[:, j].tolist() for j in range(len(names))]
-    elif isinstance(rows, dict):
-        cols = [list(rows[_key(rows, n)]) for n in names]
-    else:
-        rows = list(rows)
-        if rows and isinstance(rows[0], dict):
-            cols = [[r.get(n, r.get(str(n))) for r in rows] for n in names]
-        else:
-            rows = [list(r) for r in rows]
-            if rows and len(rows[0]) != len(names):
-                raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
-            cols = [[r[j] for r in rows] for j in range(len(names))]
-    return encode_columns(state, cols)
-
-
-def _key(d: dict[Any, Any], name: Any) -> Any:
-    if name in d:
-        return name
-    if str(name) in d:
-        return str(name)
-    raise ColumnError(f"column {name} is missing from the rows, which have {list(d)}")
 
 
 def describe(state: dict[str, Any]) -> str:

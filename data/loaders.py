@@ -30,6 +30,14 @@ class Raw(NamedTuple):
 MAX_CLASSES = 20
 
 
+# The bundled tables' column names (a logged model's input columns), as scikit-learn's loaders name them;
+# the others' columns are x0, x1, ...
+FEATURE_NAMES = {
+    "diabetes": ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"),
+    "iris": ("sepal_length", "sepal_width", "petal_length", "petal_width"),
+}
+
+
 def xor(cfg: Any, seed: int) -> Raw:
     X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float64)
     return Raw(X, np.array([0, 1, 1, 0], dtype=np.float64), "binary")

@@ -24,7 +24,7 @@ def rows(c, experiment_id: str) -> list[dict]:
         tags, m = run.data.tags, run.data.metrics
         if "fingerprint" in tags and "train_time_s" in m:
             found.append({"run_id": run.info.run_id, "name": run.info.run_name, "device": tags.get("device"),
-                          "fingerprint": tags["fingerprint"], "batch_size": tags.get("batch_size"), **m})
+                          "fingerprint": tags["fingerprint"], "batch_size": tags.get("group_size", tags.get("batch_size")), **m})
     return found
 
 

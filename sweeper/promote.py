@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         top = _number(int, "--top", args.top, "an integer >= 1")
         rtol = None if args.rtol is None else _number(float, "--rtol", args.rtol, "a relative tolerance in [0, 1)")
         _check_place(args.name, args.out_dir)
+        registered: list[Any] = []
         done = promote(
             args.experiment, args.tracking_uri, args.metric, top, args.name, args.force, args.out_dir, rtol,
-            args.run_id, args.latest,
+            args.run_id, args.latest, before_write=_registrar(args, registered) if args.register else None,
         )
     except PromoteError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
@@ -104,16 +105,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={cell(d.value)}  {d.knobs}")
     suite = "    check them all: python -m pytest tests/test_best.py" if done[0].rerun == [f"+best={done[0].name}"] else ""
     print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}{suite}")
-    if args.register:
-        try:
-            version = tracking.register(tracking.client(args.tracking_uri), done[0].run_id, args.register)
-        except tracking.UNREACHABLE as e:
-            print(f"sweeper: error: --register={args.register} failed: {tracking.first_line(e)}", file=sys.stderr)
-            return 2
-        print(f"registered run {done[0].run_id}'s model as {args.register} version {version.version}, alias "
-              f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@{tracking.CHAMPION}')")
+    if registered:
+        print(f"registered run {done[0].run_id}'s model as {args.register} version {registered[0].version}, alias "
+              f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@{tracking.CHAMPION}') "
+              f"with MLFLOW_TRACKING_URI={args.tracking_uri}")
     return 0
 
+
+
+def _registrar(args: argparse.Namespace, registered: list[Any]) -> Any:
+    """Register the best run's model (before its pin is written: a failed registration writes nothing)."""
+    def register(run: Any) -> None:
+        try:
+            registered.append(tracking.register(tracking.client(args.tracking_uri), run.info.run_id, args.register))
+        except Exception as e:  # the store refused it, a server went down: one line, no pin
+            raise _fail("--register", args.register, f"registration failed: {type(e).__name__}: "
+                        f"{tracking.first_line(e)}") from None
+
+    return register
 
 
 def _shown(path: Path) -> str:

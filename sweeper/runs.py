@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = overview(c)
             print(tabulate(rows, headers=["experiment", "sweeps", "runs", "last run"], disable_numparse=True)
                   if rows else f"no experiment in {args.tracking_uri}")
+            _registered(c, args.tracking_uri)
             return 0
         rows, singles = sweeps(c, args.experiment, args.tracking_uri)
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
@@ -92,6 +93,21 @@ def main(argv: list[str] | None = None) -> int:
     if singles:
         print(tabulate(singles, headers=["run id", "started", "run", "metric", "status"], disable_numparse=True))
     return 0
+
+
+def _registered(c: Any, uri: str) -> None:
+    """The store's registered models, each with its champion and how to load it."""
+    try:
+        models = c.search_registered_models()
+    except Exception:  # a store without a registry: nothing to list
+        return
+    for m in models:
+        champion = (m.aliases or {}).get(tracking.CHAMPION)
+        if champion is None:
+            print(f"registered model {m.name}: no {tracking.CHAMPION} alias")
+            continue
+        print(f"registered model {m.name}: version {champion} is {tracking.CHAMPION}; load it with "
+              f"MLFLOW_TRACKING_URI={uri} and mlflow.pyfunc.load_model('models:/{m.name}@{tracking.CHAMPION}')")
 
 
 if __name__ == "__main__":

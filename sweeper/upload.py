@@ -43,9 +43,13 @@ def upload(path: Path, uri: str | None = None) -> str:
     is_sweep = (sweep_dir / SWEEP_FILE).is_file()
     parent = sweepdir.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
     name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
+    params, settings = tracking.split_params(r["config"])
     tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
-            "uploaded_from": str(job)}
-    new = tracking.start_run(c, experiment, name, tags, tracking.flatten(r["config"]), parent)
+            "uploaded_from": str(job), "hydra.job_dir": str(job.resolve()), **settings,
+            **tracking.source_tags(["python", "-m", "sweeper", *r["overrides"]])}
+    if r.get("task"):
+        tags["task"] = r["task"]
+    new = tracking.start_run(c, experiment, name, tags, params, parent)
 
     with np.load(job / CURVES_FILE) as z:
         curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}

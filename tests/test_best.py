@@ -126,7 +126,7 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     companion = make_cfg(f"+best={path.stem}", f"lr={pin.lr / 2}", f"seed={seed}", f"data.split_seed={split}", store=store)
     jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)
-    assert set(computed) == {0, 1} and computed[0].tags["batch_size"] == "2"
+    assert set(computed) == {0, 1} and computed[0].tags["group_size"] == "2"
     judge(path.stem, pin.pinned.expected, {"metrics": computed[0].outcome.scores, "status": "computed"})
 
 

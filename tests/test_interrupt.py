@@ -152,7 +152,7 @@ def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that
     parent = c.get_run(p["run_id"])
     assert parent.info.status == "KILLED"
     assert parent.data.tags["failure_reason"] == "incomplete: 1 job(s) not run, 1 run(s) orphaned"
-    m = parent.data.metrics
+    m = {k: parent.data.metrics.get(k, 0) for k in ("n_finished", "n_failed", "n_killed", "n_not_run", "n_orphaned")}
     assert (m["n_finished"], m["n_failed"], m["n_killed"], m["n_not_run"], m["n_orphaned"]) == (1, 1, 0, 1, 1)
     assert c.get_run(stray).info.status == "FAILED"
     assert f"parent run {p['run_id']} KILLED: incomplete: 1 job(s) not run" in out
@@ -240,7 +240,7 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
     rows = [x for x in text.splitlines() if x.startswith("lr=")]
     assert len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2  # reused column: their ids
     assert parent.info.status == "FINISHED"
-    m = parent.data.metrics
+    m = {k: parent.data.metrics.get(k, 0) for k in ("n_finished", "n_skipped", "n_reused", "n_not_run")}
     assert (m["n_finished"], m["n_skipped"], m["n_reused"], m["n_not_run"]) == (1, 2, 2, 0)
     assert {k: v for k, v in parent.data.tags.items() if k.startswith("reused.")} == {
         "reused.0": firsts[0]["run_id"], "reused.1": firsts[1]["run_id"]}

@@ -44,7 +44,7 @@ def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=Non
         assert a.info.status == b.info.status, a.data.tags["overrides"]
         assert a.data.tags.get("failure_reason") == b.data.tags.get("failure_reason")
         assert {**a.data.params, "tracking.uri": ""} == {**b.data.params, "tracking.uri": ""}
-        assert b.data.tags["launcher"] == "batched" and int(b.data.tags["batch_size"]) >= 2
+        assert b.data.tags["launcher"] == "batched" and int(b.data.tags["group_size"]) >= 2
         quality = {k: v for k, v in a.data.metrics.items() if k not in TIMINGS and not k.startswith("system/")}
         assert quality and set(quality) <= set(b.data.metrics)
         for k, v in quality.items():
@@ -152,4 +152,4 @@ def test_batched_and_basic_launchers_record_the_same_sparse_text_sweep(tmp_path,
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=3)
     batched = _children(stores["batched"]).values()
     assert len({r.data.tags["batch_group"] for r in batched}) == 1
-    assert {r.data.tags["batch_size"] for r in batched} == {"3"}
+    assert {r.data.tags["group_size"] for r in batched} == {"3"}

@@ -143,7 +143,7 @@ def test_a_sweep_over_optimizer_and_batch_size_runs_every_configuration(iris_swe
     assert len(combos) == 8 and len({r.data.tags["fingerprint"] for r in runs}) == 8
     for r in runs:
         assert {"val_accuracy", "val_f1_macro", "val_log_loss", "test_accuracy"} <= set(r.data.metrics)
-        assert r.data.tags["launcher"] == "batched" and r.data.tags["batch_size"] == "2"  # 4 groups: the lrs
+        assert r.data.tags["launcher"] == "batched" and r.data.tags["group_size"] == "2"  # 4 groups: the lrs
     artifacts = {p.name for p in (tmp / "sweep").glob("*/confusion_matrix.csv")}
     assert artifacts == {"confusion_matrix.csv"} and len(list((tmp / "sweep").glob("*/confusion_matrix.csv"))) == 8
 
@@ -183,8 +183,12 @@ def test_the_pyfunc_model_returns_class_probabilities(tmp_path, store):
     assert result["status"] == "FINISHED" and "confusion_matrix.csv" in result["artifacts"]["files"]
     model = mlflow.pyfunc.load_model(str(tmp_path / "job" / result["artifacts"]["models"]["model"]))
     ds = data.load(make_cfg("data=iris").data, 0)
-    prob = model.predict(ds.raw(ds.X_test))
+    import pandas as pd
+
+    prob = model.predict(pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns))
+    assert list(prob.columns) == ["p_setosa", "p_versicolor", "p_virginica"]  # the classes by name
     assert prob.shape == (len(ds.X_test), 3) and np.allclose(prob.sum(axis=1), 1.0)
-    saved = np.loadtxt(tmp_path / "job" / "test_predictions.csv", delimiter=",", skiprows=1)
-    np.testing.assert_allclose(prob, saved[:, 2:], rtol=1e-12)
-    np.testing.assert_array_equal(prob.argmax(axis=1), saved[:, 1])
+    saved = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
+    np.testing.assert_allclose(prob, saved[list(prob.columns)], rtol=1e-12)
+    assert saved["y_pred"].tolist() == [ds.classes[i] for i in prob.to_numpy().argmax(axis=1)]  # labels, not indices
+    assert saved["y_true"].tolist() == [ds.classes[int(i)] for i in ds.y_test.ravel()]

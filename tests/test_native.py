@@ -9,6 +9,7 @@ import sys
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import FAST_ARGS, cli, copy_store, http_get, http_post, mlflow_server
@@ -84,7 +85,7 @@ def test_the_run_model_loads_as_before_through_the_server(served):
     (child, *_) = _children(served)
     mlflow.set_tracking_uri(served["url"])
     model = mlflow.pyfunc.load_model(f"runs:/{child['info']['run_id']}/model")
-    out = model.predict(np.zeros((3, 10)))
+    out = model.predict(pd.DataFrame(np.zeros((3, 10)), columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))]))
     assert out.shape == (3,) and np.isfinite(out).all()
     assert model.metadata.run_id == child["info"]["run_id"]
 
@@ -101,7 +102,7 @@ def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
     best = next(line.split("run ")[1].split()[0] for line in proc.stdout.splitlines() if " run " in line)
     assert alias["run_id"] == best and alias["source"].startswith("models:/m-")
     mlflow.set_tracking_uri(served["url"])
-    X = np.random.default_rng(0).normal(size=(5, 10))
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(5, 10)), columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))])
     by_alias = mlflow.pyfunc.load_model("models:/diabetes_mlp@champion").predict(X)
     by_run = mlflow.pyfunc.load_model(f"runs:/{best}/model").predict(X)
     np.testing.assert_array_equal(by_alias, by_run)

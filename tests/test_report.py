@@ -69,7 +69,7 @@ def test_leaderboard_is_sorted_and_logged_on_the_parent(sweep):
     assert val == sorted(val)  # best first
     assert parent.data.metrics["best_val_mse"] == pytest.approx(val[0])
     assert parent.data.tags["best_run_id"] == rows[0]["run_id"]
-    assert parent.data.metrics["n_finished"] == 4 and parent.data.metrics["n_failed"] == 0
+    assert parent.data.metrics["n_finished"] == 4 and "n_failed" not in parent.data.metrics and parent.data.tags["n_failed"] == "0"  # zero: a tag, no chart
     assert rows[0]["run"] == f"lr={rows[0]['lr']},depth={rows[0]['depth']},cpu"  # readable run names
     png = open(c.download_artifacts(parent.info.run_id, "plots/val_metric_vs_lr.png"), "rb").read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -128,7 +128,10 @@ def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
     model = mlflow.pyfunc.load_model(f"runs:/{child.info.run_id}/model")
     logged = np.loadtxt(c.download_artifacts(child.info.run_id, "test_predictions.csv"), delimiter=",", skiprows=1)
     ds = data.load(make_cfg("data=diabetes").data, seed=0)
-    np.testing.assert_allclose(model.predict(ds.raw(ds.X_test)), logged[:, 1], rtol=1e-12)
+    import pandas as pd
+
+    frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)  # the data set's columns, by name
+    np.testing.assert_allclose(model.predict(frame), logged[:, 1], rtol=1e-12)
     np.testing.assert_allclose(logged[:, 0], ds.to_original(ds.y_test).ravel())
     mse = float(np.mean((logged[:, 1] - logged[:, 0]) ** 2))
     assert child.data.metrics["test_mse"] == pytest.approx(mse, rel=1e-12)
@@ -289,3 +292,47 @@ def test_the_loss_plot_reads_a_jobs_curve_from_its_folder_and_a_run_without_one_
     first, second = loss["axes"][0]["lines"]
     assert (first["x"], first["y"]) == ([0, 1, 2], [9.0, 8.0, 7.0])  # from the folder (the store has none)
     assert (second["x"], second["y"]) == ([0, 5], [4.0, 3.0])  # from the store
+
+
+def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_lr(tmp_path, store):
+    import numpy as np
+
+    from sweeper import tracking
+    from sweeper.insight import plots
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "plots", uri)
+    ids = [tracking.start_run(c, exp, f"run{i}", {}) for i in range(2)]
+    np.savez(tmp_path / "curves.npz", train_loss_steps=[0, 1], train_loss_values=[9.0, 8.0], val_loss_steps=[0, 1],
+             val_loss_values=[9.5, 8.5])
+    rows = [{"run_id": i, "run": f"run{k}", "status": "FINISHED", "val_mse": 1.0 + k, "fingerprint": str(k),
+             "device": "cpu", "lr": lr} for k, (i, lr) in enumerate(zip(ids, ["0.005", "0.1"]))]
+    board = type("B", (), {"rows": rows, "metric": "mse", "keys": ["lr"]})()
+    specs = {s["name"]: s for s in plots.specs(c, board, {ids[0]: tmp_path, ids[1]: tmp_path})}
+    lines = specs["plots/loss_curves_top.png"]["axes"][0]["lines"]
+    assert [(s["y"], s["ls"], s["label"]) for s in lines[:2]] == [([9.5, 8.5], "-", "run0"), ([9.0, 8.0], "--", None)]
+    assert "Validation" in specs["plots/loss_curves_top.png"]["axes"][0]["title"]
+    lr = specs["plots/val_metric_vs_lr.png"]["axes"][0]
+    assert lr["xticks"] == [0.005, 0.1] and lr["xticklabels"] == ["0.005", "0.1"]
+    for spec in specs.values():
+        plots.draw(spec, tmp_path / spec["name"])
+    assert (tmp_path / "plots" / "val_metric_vs_lr.png").stat().st_size > 1000
+
+
+def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
+    """The swept space as params, the leaderboard as its description, its source, and its best run and model."""
+    parent = client_for(sweep["store"]).get_run(sweep["parent"].info.run_id)
+    params, tags = parent.data.params, parent.data.tags
+    assert params["lr"] == "0.001,0.01" and params["depth"] == "1,2"
+    assert not [k for k in params if k.startswith("tracking.")]
+    assert tags["mlflow.source.name"].startswith("python -m sweeper -m ") and "lr=0.001,0.01" in tags["mlflow.source.name"]
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.user"]
+    note = tags["mlflow.note.content"]
+    assert note.startswith("**Best:**") and tags["best_run_id"] in note and "| lr" in note.replace("|  lr", "| lr")
+    assert tags["best_model_uri"] in (f"runs:/{tags['best_run_id']}/model",) or tags["best_model_uri"].startswith("models:/m-")
+    assert tags["n_finished"] == "4" and "n_killed" not in parent.data.metrics  # a zero: no chart
+    child = next(r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
+    assert child.data.tags["hydra.job_dir"].startswith(str(sweep["tmp"])) and child.data.tags["task"] == "regression"
+    assert "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params  # no clash with the param
+    assert child.data.tags.get("launcher") != "batched" or int(child.data.tags["group_size"]) >= 1

@@ -43,20 +43,24 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
         for label, rs in sorted(groups.items()):
             rs = sorted(rs, key=lambda r: float(r["lr"]))
             series.append({"x": [float(r["lr"]) for r in rs], "y": [r[val] for r in rs], "label": label, "marker": "o"})
+        lrs = sorted({x for s in series for x in s["x"]})  # a tick at each swept lr (0.005 too), not only decades
         out.append({"name": "plots/val_metric_vs_lr.png", "size": [7, 4.5], "axes": [{
             "title": f"Validation {board.metric} against learning rate", "xlabel": "learning rate (lr, log scale)",
-            "ylabel": f"validation {board.metric}{unit}", "xscale": "log", "lines": series}]})
+            "ylabel": f"validation {board.metric}{unit}", "xscale": "log", "lines": series,
+            "xticks": lrs, "xticklabels": [f"{v:g}" for v in lrs]}]})
 
     top = done[:TOP_CURVES]
     if top:
         series = []
-        for r in top:
-            x, y = _curve(c, r["run_id"], (folders or {}).get(r["run_id"]))
-            series.append({"x": x, "y": y, "label": r["run"]})
+        for i, r in enumerate(top):  # validation loss (what runs are ranked by) solid, training loss dashed
+            for name, style, label in (("val_loss", "-", r["run"]), ("train_loss", "--", None)):
+                x, y = _curve(c, r["run_id"], (folders or {}).get(r["run_id"]), name)
+                if x:
+                    series.append({"x": x, "y": y, "label": label, "ls": style, "color": f"C{i % 10}"})
         loss = "mean squared error, target units²" if board.metric == "mse" else "cross-entropy"
         out.append({"name": "plots/loss_curves_top.png", "size": [7, 4.5], "axes": [{
-            "title": f"Training loss of the top {len(top)} runs (by {val})", "xlabel": "epoch",
-            "ylabel": f"training loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
+            "title": f"Validation (solid) and training (dashed) loss of the top {len(top)} runs (by {val})",
+            "xlabel": "epoch", "ylabel": f"loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
 
     pairs: dict[str, dict[str, Any]] = {}
     for r in done:
@@ -79,8 +83,8 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
     return out
 
 
-def _curve(c: Any, run_id: str, folder: Path | None) -> tuple[list[float], list[float]]:
-    """A run's training loss (steps, values): from its job folder's curves.npz, else MLflow's history."""
+def _curve(c: Any, run_id: str, folder: Path | None, name: str = "train_loss") -> tuple[list[float], list[float]]:
+    """A run's loss curve ``name`` (steps, values): from its job folder's curves.npz, else MLflow's history."""
     import numpy as np
 
     from sweeper.base.names import CURVES_FILE
@@ -88,10 +92,10 @@ def _curve(c: Any, run_id: str, folder: Path | None) -> tuple[list[float], list[
     if folder is not None and (folder / CURVES_FILE).is_file():
         try:
             with np.load(folder / CURVES_FILE) as z:
-                return z["train_loss_steps"].tolist(), z["train_loss_values"].tolist()
+                return z[f"{name}_steps"].tolist(), z[f"{name}_values"].tolist()
         except (OSError, KeyError, ValueError):
             pass  # a damaged file: the store has the curve
-    history = c.get_metric_history(run_id, "train_loss")
+    history = c.get_metric_history(run_id, name)
     return [h.step for h in history], [h.value for h in history]
 
 
@@ -106,7 +110,7 @@ def draw(spec: dict[str, Any], path: Path) -> Path:
     try:
         for ax, a in zip(axes[0], spec["axes"]):
             for s in a.get("lines", []):
-                ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s["label"])
+                ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s["label"], ls=s.get("ls", "-"), color=s.get("color"))
             for b in a.get("bars", []):
                 ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
             if "hline" in a:
@@ -118,6 +122,7 @@ def draw(spec: dict[str, Any], path: Path) -> Path:
                 ax.set_yscale(a["yscale"])
             if "xticks" in a:
                 ax.set_xticks(a["xticks"], a["xticklabels"], rotation=30, ha="right", fontsize="small")
+                ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
             ax.legend(fontsize="small")
             ax.grid(alpha=0.3)
         if spec.get("tight"):

@@ -226,13 +226,15 @@ def promote(
     rtol: float | None = None,
     run_ids: Sequence[str] = (),
     latest: bool = False,
+    before_write: Any = None,
 ) -> list[Promoted]:
     """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
 
     With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
     ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest finished run only)
     narrow the candidates, e.g. to re-pin a config after an intended change. Nothing is written unless
-    every file can be.
+    every file can be; ``before_write(best_run)`` (e.g. registering its model) runs after every check, before
+    any file is written, and a PromoteError it raises leaves them unwritten.
     """
     if not (isinstance(top, int) and top >= 1):
         raise _fail("--top", top, "expected an integer >= 1")
@@ -275,6 +277,8 @@ def promote(
         text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
         _verify(text, n, out_dir, run, pins)
         files.append((run, n, text, rerun))
+    if before_write is not None:
+        before_write(files[0][0])
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
     for run, n, text, rerun in files:

@@ -137,12 +137,20 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
 def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any) -> None:
     """The parent's counts, best run (metric, tags, line) and the advisor's findings."""
+    from mlflow.entities import RunTag
+
     parent_run_id = parent.info.run_id
-    metrics: dict[str, float] = dict(counts)
-    tags = {}
+    metrics: dict[str, float] = {k: v for k, v in counts.items() if v}  # zero counters: tags only (no empty charts)
+    tags = {k: str(v) for k, v in counts.items()}
+    best = ""
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
-        tags = {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
+        tags |= {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
+        outputs = next((r.outputs for r in runs if r.info.run_id == board.best["run_id"]), None)
+        model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
+        tags["best_model_uri"] = f"models:/{model_id}" if model_id else f"runs:/{board.best['run_id']}/model"
+        best = (f"**Best:** [{board.best['run']}](#/experiments/{parent.info.experiment_id}/runs/{board.best['run_id']}) "
+                f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n")
         over = ""
         if board.groups:  # seeds: the best configuration by its mean; best_run is its run closest to the mean
             g = board.groups[0]
@@ -154,10 +162,10 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                     "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
+    table = board.table("github")
+    tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
     tracking.log_metrics(c, parent_run_id, metrics)
-    if tags:
-        c.set_tag(parent_run_id, "best_run_id", tags["best_run_id"])
-        c.set_tag(parent_run_id, "best_run", tags["best_run"])
+    c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
     from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
 
     try:

@@ -24,16 +24,60 @@ def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
 
 
 def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
-    """The test split's targets and predictions (target units, or P(y = 1); for k classes the predicted
-    class index and the k probabilities ``p_<class>``), logged beside the model."""
+    """The test split's targets and predictions: target units, or P(y = 1); for k classes the true and
+    predicted class labels and the k probabilities ``p_<class>``. Targets print as the data hold them (15
+    significant digits: ``72``, not ``71.99999999999999``), predictions in the fewest digits that read back
+    exactly."""
     path = folder / "test_predictions.csv"
     y = dataset.to_original(dataset.y_test).ravel()
     if dataset.task == "multiclass":
-        columns, header = [y, pred.argmax(axis=1), pred], ",".join(["y_true", "y_pred", *(f"p_{c}" for c in dataset.classes)])
+        names = np.asarray([str(c) for c in dataset.classes], dtype=object)
+        header = ["y_true", "y_pred", *(f"p_{c}" for c in dataset.classes)]
+        rows = [[_csv(names[int(t)]), _csv(names[int(p.argmax())]), *map(repr, map(float, p))] for t, p in zip(y, pred)]
     else:
-        columns, header = [y, pred.ravel()], "y_true,y_pred"
-    np.savetxt(path, np.column_stack(columns), delimiter=",", header=header, comments="", fmt="%.17g")
+        header = ["y_true", "y_pred"]
+        rows = [[_target(t), repr(float(p))] for t, p in zip(y, pred.ravel())]
+    path.write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
     return path
+
+
+def _target(v: float) -> str:
+    """A target value as the data wrote it: 15 significant digits (the scaler's round trip adds noise past them)."""
+    text = f"{float(v):.15g}"
+    return text
+
+
+def _csv(text: str) -> str:
+    """A CSV field: quoted when it holds a comma, quote or line break."""
+    return '"' + text.replace('"', '""') + '"' if any(ch in text for ch in ',"\n\r') else text
+
+
+def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[Path]:
+    """A binary run's test-split confusion matrix at 0.5 (``confusion_matrix.csv``, the classes by name) and its
+    ROC and precision-recall curves (``roc_curve.csv``: threshold, fpr, tpr; ``pr_curve.csv``: threshold,
+    precision, recall), one point per distinct predicted probability."""
+    y = dataset.y_test.ravel().astype(int)
+    p = np.asarray(prob, dtype=np.float64).ravel()
+    negative = "0" if dataset.positive_class is None else f"not {dataset.positive_class}"
+    names = [negative, "1" if dataset.positive_class is None else str(dataset.positive_class)]
+    counts = np.bincount(y * 2 + (p >= 0.5).astype(int), minlength=4).reshape(2, 2)
+    confusion = folder / "confusion_matrix.csv"
+    lines = [",".join(["true\\predicted", *map(_csv, names)])]
+    lines += [",".join([_csv(c), *map(str, row)]) for c, row in zip(names, counts.tolist())]
+    confusion.write_text("\n".join(lines) + "\n")
+    order = np.argsort(-p, kind="stable")
+    p_sorted, y_sorted = p[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(p_sorted)), len(p) - 1]  # the last row of each distinct threshold
+    tp = np.cumsum(y_sorted)[last]
+    fp = (last + 1) - tp
+    positives, negatives = max(int(y.sum()), 1), max(int(len(y) - y.sum()), 1)
+    thresholds, tp, fp = p_sorted[last].tolist(), tp.tolist(), fp.tolist()  # Python floats: repr is the number
+    roc, pr = folder / "roc_curve.csv", folder / "pr_curve.csv"
+    roc.write_text("threshold,fpr,tpr\ninf,0,0\n" + "".join(
+        f"{t!r},{f / negatives!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)))
+    pr.write_text("threshold,precision,recall\n" + "".join(
+        f"{t!r},{q / (q + f)!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)))
+    return [confusion, roc, pr]
 
 
 

@@ -59,7 +59,7 @@ class Computed:
 
     outcome: Outcome
     dataset: data.Dataset
-    tags: dict[str, str]  # launcher, batch_group, batch_size, trajectory
+    tags: dict[str, str]  # launcher, batch_group, group_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
     run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
     system: list[Any] = field(default_factory=list)  # the group's system metrics, for the run's last batch

@@ -62,7 +62,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         "config": plain,
     }
     if computed:
-        result["batch_size"] = int(computed.tags["batch_size"])
+        result["batch_size"] = int(computed.tags["group_size"])
         result["trajectory"] = computed.tags.get("trajectory")
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -88,9 +88,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset)
+        extra = tracking.split_params(plain)[1] | {"task": dataset.task}  # config.* tags, the resolved task
+        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset) | extra
         if computed and computed.run is not None:  # the launcher created it when the group started
-            tracked, late_tags = computed.run, data.decision_tags(dataset)
+            tracked, late_tags = computed.run, data.decision_tags(dataset) | extra
         else:
             tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
@@ -102,7 +103,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     config_file.write_text(OmegaConf.to_yaml(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
-    params = tracking.flatten(plain)
+    params = tracking.split_params(plain)[0]
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
@@ -157,7 +158,7 @@ def start(plain: dict[str, Any], ctx: JobContext, tags: dict[str, str]) -> Track
     experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=True)
     base = _tags(ctx, cfg, {"fingerprint": fingerprint(plain)}, resolve(cfg.device))
     # data.positive_class is what the data were read as: the job logs it with its last batch
-    params = {k: v for k, v in tracking.flatten(plain).items() if k != "data.positive_class"}
+    params = {k: v for k, v in tracking.split_params(plain)[0].items() if k != "data.positive_class"}
     return TrackedRun.start(uri, client, experiment, _name(ctx, cfg), base | tags, parent_run_id=_parent(ctx, cfg),
                             params=params)
 
@@ -173,6 +174,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
         files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if dataset.task == "multiclass":
             files.append(artifacts.confusion_csv(ctx.output_dir, dataset, out.test_pred))
+        elif dataset.task == "binary":  # confusion matrix, ROC and PR curves
+            files += artifacts.binary_csvs(ctx.output_dir, dataset, out.test_pred)
         if cfg.tracking.log_model:
             from sweeper.tracking import pyfunc
 
@@ -213,7 +216,8 @@ def _parent(ctx: JobContext, cfg: DictConfig) -> str | None:
 def _tags(ctx: JobContext, cfg: DictConfig, result: dict[str, Any], backend: Any) -> dict[str, str]:
     """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
     tags = {"device": cfg.device, "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
-            "host": socket.gethostname(), "pid": str(os.getpid())}
+            "host": socket.gethostname(), "pid": str(os.getpid()), "hydra.job_dir": str(ctx.output_dir.resolve())}
+    tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])  # the command that re-runs it
     if backend.fake:
         tags["fake_gpu"] = "true"
     if ctx.sweep_dir is not None:  # what a search sweeper tells this job (optuna.trial_number, ...): sweep.json

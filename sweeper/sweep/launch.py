@@ -105,7 +105,7 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     for traj in trajectories(members):
         trajectory = uuid.uuid4().hex[:12]
         for job in traj:
-            out[job.idx] = {"launcher": "batched", "batch_group": group_id, "batch_size": str(len(members)),
+            out[job.idx] = {"launcher": "batched", "batch_group": group_id, "group_size": str(len(members)),
                             "trajectory": trajectory}
     return out
 

@@ -84,10 +84,12 @@ def start(config: DictConfig) -> dict[str, Any]:
         # sweep_argv (one argument each) and sweeper: for the advisor's next command
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
                 "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
-                "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_"))}
+                "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
+                **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
-            run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags)
+            run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags,
+                                        space(config))
         except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
             raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
@@ -99,6 +101,19 @@ def start(config: DictConfig) -> dict[str, Any]:
              "started": time.time()}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
+
+
+def space(config: DictConfig) -> dict[str, str]:
+    """The swept space as the parent's params: each task override's key and its values as given (``lr`` →
+    ``0.001,0.01``), and a search sweeper's ``params``; not the tracking and resume settings."""
+    out = {}
+    for o in config.hydra.overrides.task:
+        key, _, value = o.lstrip("+~").partition("=")
+        if not key.startswith(tracking.NOT_PARAMS):
+            out[key] = value[:6000]
+    for key, value in (config.hydra.sweeper.get("params") or {}).items():
+        out[str(key)] = str(value)[:6000]
+    return out
 
 
 def add_speedups(rows: list[dict[str, Any]]) -> None:

@@ -1,8 +1,8 @@
 """The trained network as an MLflow pyfunc model: weights and scalers in an ``.npz``, NumPy at load time.
 
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-    model.predict(X)   # X: raw features (n, d) → predictions in the target's units, P(y = 1), or (n, k)
-                       #    class probabilities (the classes in meta.json's order)
+    model.predict(df)  # df: the data set's columns by name → predictions in the target's units, P(y = 1), or
+                       #    for k classes a DataFrame of probabilities p_<class>
     model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
     model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
 """
@@ -21,6 +21,28 @@ import mlflow.pyfunc  # imported by sweeper's tracking once it has set MLflow's 
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.
 ENTRY = Path(__file__).with_name("pyfunc_entry.py")
+PORTABLE = Path(__file__).parents[1] / "base" / "portable.py"  # at load: the model's code/portable.py
+
+
+def requirements_for(text: bool) -> list[str]:
+    """What a model needs at load, pinned to this process's versions (explicit: inferring them costs seconds)."""
+    import importlib.metadata as md
+
+    names = ["mlflow", "numpy", "pandas"] + (["scipy"] if text else [])
+    out = []
+    for n in names:
+        try:
+            out.append(f"{n}=={md.version(n)}")
+        except md.PackageNotFoundError:  # mlflow-skinny, say
+            out.append(n)
+    return out
+
+
+def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
+    """(n, k) class probabilities as a DataFrame with one column per class, ``p_<class>``."""
+    import pandas as pd
+
+    return pd.DataFrame(np.asarray(prob, dtype=np.float64), columns=[f"p_{c}" for c in classes])
 
 
 
@@ -28,8 +50,14 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
          y_example: np.ndarray, data_cfg: Any = None) -> Path:
     """Write the pyfunc model folder at ``path`` (weights as host arrays) and return it.
 
-    Text data (a dataset with a ``vectorizer``): the model takes a string column (``X_example`` holds
-    documents) and carries the fitted vectorizer as its terms and IDF weights in the ``.npz``."""
+    The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`; MLflow refuses one
+    that lacks a column, and the model reads them by name, in any order); a table's raw columns, categories
+    as text. Text data (a dataset with a ``vectorizer``): the ``text`` column (``X_example`` holds documents),
+    and the fitted vectorizer's terms and IDF weights travel in the ``.npz``. A multi-class model returns a
+    DataFrame of one probability column per class, ``p_<class>``.
+
+    The model needs only MLflow, NumPy, pandas (and SciPy for text) at load: its code is ``pyfunc_entry.py``
+    and ``sweeper/base/portable.py`` (the forward pass, the encoder, the vectorizer), which travel with it."""
     from mlflow.models import infer_signature
 
     if path.parent.exists():  # a job re-run into the same output folder
@@ -37,20 +65,25 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     path.parent.mkdir(parents=True)
     weights, meta = path.parent / "weights.npz", path.parent / "meta.json"
     info = {"n_params": len(params), "activation": activation, "task": dataset.task,
-            "y_mean": dataset.y_mean, "y_scale": dataset.y_scale, "classes": list(dataset.classes or [])}
+            "y_mean": dataset.y_mean, "y_scale": dataset.y_scale, "classes": [str(c) for c in dataset.classes or []]}
     arrays = {f"p{i}": p for i, p in enumerate(params)}
-    requirements = ["numpy", "mlflow"]  # explicit: inferring them costs seconds per run
+    requirements = requirements_for(text=dataset.vectorizer is not None)
     if dataset.vectorizer is not None:
         from sweeper.data import vectorizer_state
 
         info["text"], state = vectorizer_state(dataset.vectorizer, data_cfg)
         arrays |= {f"vec_{k}": v for k, v in state.items()}
         X_example = pd_text(X_example)
-        requirements.append("scikit-learn")
     else:
         arrays |= {"x_mean": dataset.x_mean, "x_scale": dataset.x_scale}
-        if getattr(dataset, "categorical", False):  # a table with a text column: the model takes the raw columns
-            info["columns"] = dataset.encoder["columns"]  # (X_example is their DataFrame) and encodes them itself
+        names = dataset.input_columns
+        info["columns"] = dataset.encoder["columns"] if dataset.encoder is not None else [{"name": n} for n in names]
+        if not hasattr(X_example, "columns"):  # raw features: the data set's columns, by name
+            import pandas as pd
+
+            X_example = pd.DataFrame(np.asarray(X_example, dtype=np.float64), columns=names)
+    if dataset.task == "multiclass":
+        y_example = class_frame(y_example, info["classes"])
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
     signature, example = infer_signature(X_example, y_example), X_example[:5]
@@ -60,6 +93,7 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
             where,
             python_model=str(ENTRY),  # models from code, not a pickle
             artifacts={"weights": str(weights), "meta": str(meta)},
+            code_paths=[str(PORTABLE)],  # the one module the entry imports: NumPy (and SciPy) only
             signature=signature,
             input_example=example,
             pip_requirements=requirements,
@@ -99,7 +133,7 @@ def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
     else:
         values = np.ascontiguousarray(example).tobytes() + str((example.shape, example.dtype.str)).encode()
     h = hashlib.sha256()
-    for part in (mlflow.__version__, sys.version, sys.executable, ENTRY.read_bytes(), json.dumps(requirements),
+    for part in (mlflow.__version__, sys.version, sys.executable, ENTRY.read_bytes(), PORTABLE.read_bytes(), json.dumps(requirements),
                  json.dumps(signature.to_dict(), sort_keys=True), values):
         h.update(part if isinstance(part, bytes) else str(part).encode())
         h.update(b"\0")

@@ -64,6 +64,36 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 
+# Config keys that say how a run executes or is recorded, not what it computes: tags, not params (hyperparameters).
+NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch")
+
+
+def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A run's config as (params: the hyperparameters and the data node, flattened; tags: the tracking, resume
+    and sync settings, ``config.<key>``)."""
+    flat = flatten(plain)
+    params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
+    return params, {f"config.{k}": str(v) for k, v in flat.items() if k not in params}
+
+
+def source_tags(command: list[str]) -> dict[str, str]:
+    """MLflow's source fields: the command (``mlflow.source.name``), its type and the user."""
+    import getpass
+    import shlex
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment (a container without one)
+        user = "unknown"
+    return {"mlflow.source.name": shlex.join(command)[:500], "mlflow.source.type": "LOCAL", "mlflow.user": user}
+
+
+def _quality_first(name: str) -> int:
+    """Metrics in the order logged: validation, test, then the rest (times, counts), so MLflow's views (which take
+    the first metric the runs share) open on ``val_*``."""
+    return 0 if name.startswith("val_") else 1 if name.startswith("test_") else 2
+
+
 def start_run(
     c: Any,
     experiment: str,
@@ -166,7 +196,7 @@ def finish_run(
         d = next((d for prefix, d in scored_on.items() if k.startswith(prefix)), None)
         return Metric(k, float(v), now, 0, model_id=model_id, dataset_name=d and d.name, dataset_digest=d and d.digest)
 
-    items = [final(k, v) for k, v in metrics.items()] + list(system)
+    items = [final(k, metrics[k]) for k in sorted(metrics, key=_quality_first)] + list(system)
     for name, (steps, values) in dict(curves).items():
         items += [Metric(name, float(v), now, int(s)) for s, v in zip(*thin(steps, values, curve_points))]
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
@@ -221,20 +251,58 @@ CHAMPION = "champion"  # the Model Registry alias promote --register moves to th
 def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
     """Register the model of run ``run_id`` as a new version of registered model ``name`` (created if new)
     and point ``alias`` at it; return the ModelVersion. The run's logged model is the source (a run from
-    before logged models: its ``model/`` artifacts)."""
+    before logged models: its ``model/`` artifacts). MLflow resolves a ``models:/<id>`` source in the
+    *current* tracking URI, so it is the client's store during the call. When any step fails, what this call
+    created is deleted again (the version, the registered model it created) and the error raised."""
     from mlflow.exceptions import MlflowException
 
     outputs = c.get_run(run_id).outputs
     model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
     source = f"models:/{model_id}" if model_id else f"runs:/{run_id}/model"
-    try:
-        c.create_registered_model(name)
-    except MlflowException as e:
-        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+    created, version = False, None
+    with _current_uri(c.tracking_uri):
+        try:
+            try:
+                c.create_registered_model(name)
+                created = True
+            except MlflowException as e:
+                if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+            version = c.create_model_version(name, source, run_id=run_id, model_id=model_id)
+            c.set_registered_model_alias(name, alias, version.version)
+        except BaseException:
+            try:
+                if created:
+                    c.delete_registered_model(name)
+                elif version is not None:
+                    c.delete_model_version(name, version.version)
+            except Exception:  # the store is down: nothing more to undo here
+                pass
             raise
-    version = c.create_model_version(name, source, run_id=run_id, model_id=model_id)
-    c.set_registered_model_alias(name, alias, version.version)
     return version
+
+
+def _current_uri(uri: str) -> Any:
+    """A context in which MLflow's current tracking URI is ``uri`` (restored after)."""
+    import contextlib
+
+    import mlflow
+
+    try:
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+        return _use_tracking_uri(uri)
+    except ImportError:  # pragma: no cover - an MLflow without it
+        @contextlib.contextmanager
+        def use() -> Any:
+            before = mlflow.get_tracking_uri()
+            mlflow.set_tracking_uri(uri)
+            try:
+                yield
+            finally:
+                mlflow.set_tracking_uri(before)
+
+        return use()
 
 
 

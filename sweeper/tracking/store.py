@@ -261,7 +261,9 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is None:
         try:
-            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS)
+            note = {"mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
+                    "leaderboard (its description), each child one configuration (params: its hyperparameters)."}
+            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note)
         except MlflowException:  # created meanwhile by another process
             exp = c.get_experiment_by_name(name)
             if exp is None:

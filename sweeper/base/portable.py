@@ -1,0 +1,215 @@
+"""What a logged model needs at load time, in one file that imports only NumPy (and SciPy for text):
+the MLP's forward pass, a table's categorical encoder (:func:`encode_rows`) and a fitted text vectorizer's
+transform (:func:`vectorize`).
+
+It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
+``portable``), so a model loads with MLflow, NumPy, pandas and SciPy only — no sweeper, OmegaConf, Hydra or
+scikit-learn. It is also the project's own code for the encoder (``sweeper.data.columns`` imports it);
+``tests/test_portable.py`` checks the forward pass against :class:`sweeper.models.mlp.MLP` and the
+vectorizer against scikit-learn's. Import nothing of sweeper here.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class ColumnError(ValueError):
+    """A column choice or column that cannot be used; one line (the loader adds the file)."""
+
+
+# --- the forward pass: [W_0, b_0, W_1, b_1, ...] → the task's output -----------------------------------------
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # as sweeper.models.activations.sigmoid: no overflow
+
+
+ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _sigmoid}
+
+
+def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) -> np.ndarray:
+    """The network's output for standardised features ``X`` (n, d; dense or SciPy sparse): the regression
+    output (n, 1), P(y = 1) (n, 1), or the class probabilities (n, k) — what ``MLP.predict`` returns."""
+    f, A = ACTIVATIONS[activation], X
+    for l in range(len(params) // 2 - 1):
+        A = f(A @ params[2 * l] + params[2 * l + 1])
+    z = A @ params[-2] + params[-1]
+    if task == "multiclass":
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    return z if task == "regression" else _sigmoid(z)
+
+
+# --- a table's columns: raw values → the standardised features -----------------------------------------------
+
+def _number(v: Any) -> float | None:
+    """``v`` as a float, or None when it is no number (text, missing)."""
+    if v is None or isinstance(v, str) and not v.strip():
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def category(v: Any) -> str:
+    """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
+    a missing value (a category of its own)."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v.strip()
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v)).lower()
+    f = float(v)
+    return str(int(f)) if f.is_integer() else str(f)
+
+
+def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
+    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling."""
+    n = len(columns[0]) if columns else 0
+    parts = []
+    for s, values in zip(spec, columns):
+        if "categories" not in s:
+            if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
+                parts.append(values.reshape(n, 1))
+                continue
+            nums = [_number(v) for v in values]
+            if any(x is None for x in nums):
+                i = next(i for i, x in enumerate(nums) if x is None)
+                raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {values[i]!r}")
+            parts.append(np.array(nums, dtype=np.float64).reshape(n, 1))
+            continue
+        index = {c: j for j, c in enumerate(s["categories"])}
+        onehot = np.zeros((n, len(index)))
+        for i, v in enumerate(values):
+            j = index.get(category(v))
+            if j is not None:  # a category unseen in training: all zeros
+                onehot[i, j] = 1.0
+        parts.append(onehot)
+    return np.hstack(parts) if parts else np.zeros((n, 0))
+
+
+def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.ndarray:
+    """Columns of raw values, in the encoder's order → the standardised features (n, d)."""
+    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(state["x_scale"])
+
+
+def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
+    """Raw rows → the standardised features the network takes (n, d), as the training rows were encoded.
+
+    ``rows``: a pandas DataFrame or a dict of columns (by the file's column names; other columns are
+    ignored), a list of records (dicts), or a 2-D sequence of rows whose values are in the encoder's column
+    order. Categories are matched as text (``category``); one unseen in training gives zeros."""
+    names = [s["name"] for s in state["columns"]]
+    if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
+        by_name = all(n in rows.columns or str(n) in rows.columns for n in names)
+        cols = [_values(rows[n if n in rows.columns else str(n)]) for n in names] if by_name else \
+            [_values(rows.iloc[:, j]) for j in range(len(names))]
+    elif isinstance(rows, dict):
+        cols = [list(rows[_key(rows, n)]) for n in names]
+    else:
+        rows = list(rows)
+        if rows and isinstance(rows[0], dict):
+            cols = [[r.get(n, r.get(str(n))) for r in rows] for n in names]
+        else:
+            rows = [list(r) for r in rows]
+            if rows and len(rows[0]) != len(names):
+                raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
+            cols = [[r[j] for r in rows] for j in range(len(names))]
+    return encode_columns(state, cols)
+
+
+def _values(series: Any) -> Any:
+    """A DataFrame column: a float64 array when it is one (no per-value parse), else its values as a list."""
+    a = series.to_numpy()
+    return a if a.dtype == np.float64 else a.tolist()
+
+
+def _key(d: dict[Any, Any], name: Any) -> Any:
+    if name in d:
+        return name
+    if str(name) in d:
+        return str(name)
+    raise ColumnError(f"column {name} is missing from the rows, which have {list(d)}")
+
+
+# --- text: a fitted vectorizer's transform, as scikit-learn's (lowercase, words of 2+ characters) ----------
+
+TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
+
+
+def terms(doc: str, ngram_max: int) -> list[str]:
+    """A document's terms: its lowercase words, then (``ngram_max`` > 1) their n-grams joined by spaces."""
+    words = TOKEN.findall(doc.lower())
+    out = list(words)
+    for n in range(2, min(ngram_max, len(words)) + 1):
+        out += [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return out
+
+
+def vectorize(spec: dict[str, Any], arrays: dict[str, np.ndarray], docs: Sequence[str]) -> Any:
+    """Documents → their features (SciPy CSR, float64) as the fitted vectorizer gave them in training.
+
+    ``spec``: ``features`` (tfidf: counts × IDF, rows l2-normalised; counts; hashing: murmurhash3 of each
+    term into ``max_features`` columns (0: 2**20), l2-normalised) and ``ngram_max``; ``arrays``: ``terms``
+    (the vocabulary in column order) and ``idf``."""
+    import scipy.sparse
+
+    hashing = spec["features"] == "hashing"
+    width = (spec.get("max_features") or 2**20) if hashing else len(arrays["terms"])
+    vocab = None if hashing else {t: j for j, t in enumerate(arrays["terms"].tolist())}
+    indptr, indices, values = [0], [], []
+    for doc in docs:
+        counts: dict[int, float] = {}
+        for t in terms(str(doc), int(spec.get("ngram_max", 1))):
+            j = _hashed(t, width) if hashing else vocab.get(t)
+            if j is not None:
+                counts[j] = counts.get(j, 0.0) + 1.0
+        cols = sorted(counts)
+        indices += cols
+        values += [counts[j] for j in cols]
+        indptr.append(len(indices))
+    X = scipy.sparse.csr_matrix((np.array(values, dtype=np.float64), np.array(indices, dtype=np.int64),
+                                 np.array(indptr, dtype=np.int64)), shape=(len(indptr) - 1, width))
+    if spec["features"] == "tfidf":
+        X.data *= np.asarray(arrays["idf"], dtype=np.float64)[X.indices]
+    if spec["features"] != "counts":  # each row divided by its l2 norm
+        per_row = np.diff(X.indptr)
+        rows = np.repeat(np.arange(X.shape[0]), per_row)
+        X.data /= np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))[rows]
+    return X
+
+
+def _hashed(term: str, width: int) -> int:
+    """scikit-learn's FeatureHasher column of a term (alternate_sign=False): |murmurhash3_32(term)| mod width."""
+    h = murmurhash3_32(term.encode("utf-8"))
+    return (2147483647 - (width - 1)) % width if h == -2147483648 else abs(h) % width
+
+
+def murmurhash3_32(key: bytes, seed: int = 0) -> int:
+    """MurmurHash3 (x86, 32-bit) of ``key``, as a signed int (scikit-learn's ``murmurhash3_32``)."""
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h, n = seed & mask, len(key)
+    for i in range(0, n - n % 4, 4):
+        k = int.from_bytes(key[i : i + 4], "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        h ^= (k * c2) & mask
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    tail = key[n - n % 4 :]
+    if tail:
+        k = int.from_bytes(tail, "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        h ^= (k * c2) & mask
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
