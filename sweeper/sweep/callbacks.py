@@ -52,7 +52,7 @@ class SweepCallback(Callback):
                            config.hydra.job.num)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        code = sweep.finish(Path(config.hydra.sweep.dir).absolute())
+        code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
         if code:
             sys.exit(code)
 

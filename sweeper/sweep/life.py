@@ -146,8 +146,12 @@ def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
     return 0 if useful and not crashed else 1
 
 
-def finish(sweep_dir: Path, out: Any = None) -> int:
+def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     """End a sweep: add speedups, publish each parent's leaderboard and plots, close the parent run(s).
+
+    ``returned``: every job returned to this launching process (Hydra's end of the multirun), so a child left
+    RUNNING is an orphan. Without it (``python -m sweeper.summary``, whose launcher may have died while its
+    jobs still run elsewhere) a child whose heartbeat is fresh stays RUNNING, and so does its parent.
 
     Returns the exit code of :func:`exit_code`.
     """
@@ -173,7 +177,8 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine)
+            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
+                                       returned=returned)
             run = client.get_run(parent["run_id"])
             report.close(client, run, counts, out)
             browse = ui_line(parent["uri"], experiment_url(parent["uri"], run.info.experiment_id))
