@@ -152,3 +152,40 @@ def test_upload_recloses_the_parent_and_the_resume_command_keeps_the_launcher(tm
     assert parent.info.status == "FINISHED" and "failure_reason" not in parent.data.tags, capsys.readouterr().out
     assert parent.data.metrics["n_orphaned"] == 0
     assert "re-closed FINISHED (was KILLED: incomplete: 1 run(s) orphaned)" in capsys.readouterr().out
+
+
+# --- through the command line ------------------------------------------------------------------------------
+
+FAST = ("epochs=300", "log_every=10", "tracking.log_model=false")
+
+
+@pytest.mark.slow
+def test_a_launcher_that_cannot_start_kills_the_parent_in_one_line(tmp_path, store):
+    from conftest import cli
+
+    proc = cli(tmp_path, "-m", "lr=0.001,0.002", *FAST, "hydra/launcher=submitit_slurm", store=store)  # no SLURM here
+    assert proc.returncode == 2, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), proc.stderr
+    (parent,) = all_runs(store)
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"] in lines[0]
+    assert parent.data.metrics["n_not_run"] == 2 and "srun" in lines[0]
+
+
+@pytest.mark.slow
+def test_resume_under_a_one_job_launcher_launches_only_what_did_not_finish(tmp_path, store):
+    from conftest import cli
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = cli(tmp_path / "a", "-m", "lr=0.001,0.002", *FAST, "hydra/launcher=basic", store=store)
+    assert first.returncode == 0, first.stderr
+    again = cli(tmp_path / "b", "-m", "lr=0.001,0.002,0.003", *FAST, "hydra/launcher=basic", "resume=true", store=store)
+    assert again.returncode == 0, again.stderr
+    sweep_dir = tmp_path / "b" / "sweep"
+    launched = sorted(p.parent.name for p in sweep_dir.glob("*/.hydra"))
+    assert launched == ["0"] and "lr=0.003" in (sweep_dir / "0" / ".hydra" / "overrides.yaml").read_text()
+    reused = [json.loads(p.read_text()) for p in sweep_dir.glob("resumed_*/result.json")]
+    assert sorted(r["overrides"][0] for r in reused) == ["lr=0.001", "lr=0.002"]
+    assert all(r["status"] == "SKIPPED" and r["resumed_from"] for r in reused)
+    parent = client_for(store).get_run(json.loads((sweep_dir / "sweep.json").read_text())["parents"][0]["run_id"])
+    assert parent.info.status == "FINISHED" and parent.data.metrics["n_reused"] == 2, again.stdout

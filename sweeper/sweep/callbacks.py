@@ -32,6 +32,9 @@ class SweepCallback(Callback):
         CURRENT["sweep"] = config
         try:
             sweep.start(config)
+            from sweeper.sweep import guard
+
+            guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
             print(f"sweeper: error: {e}", file=sys.stderr)
             sys.exit(2)
