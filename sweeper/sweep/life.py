@@ -40,6 +40,10 @@ def start(config: DictConfig) -> dict[str, Any]:
     Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
     any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
+    if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
+        from sweeper.sweep import engines
+
+        engines.check(config.hydra.launcher)  # before any store: a bad engine is one line
     every = job_configs(config)
     # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
     # own run; its store and experiment are known once it runs (a parent of the same ones is found then)
