@@ -67,9 +67,9 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[l
     if engine == "local":
         yield from _local(groups, compute, getattr(launcher, "gpus", None))
     elif engine == "ray":
-        yield from _ray(groups, dict(getattr(launcher, "ray", None) or {}))
+        yield from _ray(groups, compute, dict(getattr(launcher, "ray", None) or {}))
     else:
-        yield from _submitit(groups, engine.split("_", 1)[1], dict(getattr(launcher, "submitit", None) or {}),
+        yield from _submitit(groups, compute, engine.split("_", 1)[1], dict(getattr(launcher, "submitit", None) or {}),
                              Path(str(launcher.config.hydra.sweep.dir)))
 
 
@@ -134,16 +134,15 @@ def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any]]]:
     return [(m.idx, list(m.overrides), m.plain) for m in members]
 
 
-def compute_remote(spec: list[tuple[int, list[str], dict[str, Any]]]) -> dict[int, tuple[Any, dict[str, str], float]]:
-    """A group's compute half on a worker: ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the
-    data set stays behind: the launcher reads its own copy)."""
-    from sweeper.sweep.launch import Job, compute_group
-
+def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any]]]) -> dict[int, Any]:
+    """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
+    both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
+    behind: the launcher reads its own copy)."""
     die = os.environ.get("SWEEPER_TEST_DIE_ONCE")  # test-only: the first worker to see this file's absence dies
     if die and not Path(die).exists():
         Path(die).write_text(str(os.getpid()))
         os.kill(os.getpid(), 9)
-    computed = compute_group([Job(idx, overrides, None, plain) for idx, overrides, plain in spec])
+    computed = compute([job(idx, overrides, None, plain) for idx, overrides, plain in spec])
     where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
     return {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
 
@@ -165,7 +164,7 @@ def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
 
 # --- ray ---------------------------------------------------------------------------------------------------
 
-def _ray(groups: list[list[Any]], opts: dict[str, Any]) -> Groups:
+def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Groups:
     import ray
 
     if not ray.is_initialized():
@@ -179,7 +178,7 @@ def _ray(groups: list[list[Any]], opts: dict[str, Any]) -> Groups:
     def submit(members: list[Any]) -> Any:
         gpu = members[0].plain["device"] == "gpu"
         return task.options(num_gpus=1 if gpu else 0, num_cpus=float(opts.get("num_cpus", 1)),
-                            max_retries=retries).remote(_spec(members))
+                            max_retries=retries).remote(compute, type(members[0]), _spec(members))
 
     lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OwnerDiedError,
             ray.exceptions.TaskUnschedulableError if hasattr(ray.exceptions, "TaskUnschedulableError") else ())
@@ -202,7 +201,7 @@ def _ray(groups: list[list[Any]], opts: dict[str, Any]) -> Groups:
 
 # --- submitit --------------------------------------------------------------------------------------------------
 
-def _submitit(groups: list[list[Any]], cluster: str, opts: dict[str, Any], sweep_dir: Path) -> Groups:
+def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: dict[str, Any], sweep_dir: Path) -> Groups:
     import submitit
 
     folder = Path(opts.get("folder") or sweep_dir / ".submitit" / "%j")
@@ -226,7 +225,7 @@ def _submitit(groups: list[list[Any]], cluster: str, opts: dict[str, Any], sweep
             mine = [g for g in batch if (g[0].plain["device"] == "gpu") == gpu]
             if mine:
                 with executors[gpu].batch():  # one array job per device kind
-                    futures = [executors[gpu].submit(compute_remote, _spec(g)) for g in mine]
+                    futures = [executors[gpu].submit(compute_remote, compute, type(g[0]), _spec(g)) for g in mine]
                 jobs |= dict(zip(futures, mine))
         return jobs
 
