@@ -101,28 +101,37 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
     done: queue.Queue = queue.Queue()
 
     def gpu_worker(index: int) -> None:
-        with on_gpu(index):
-            while True:
-                try:
-                    members = todo.get_nowait()
-                except queue.Empty:
-                    return
-                computed = _safe(compute, members)
-                for c in computed.values():
-                    c.tags["gpu_device"] = str(current_gpu())
-                done.put((members, computed))
+        try:
+            with on_gpu(index):
+                while True:
+                    try:
+                        members = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    computed = _safe(compute, members)
+                    for c in computed.values():
+                        c.tags["gpu_device"] = str(current_gpu())
+                    done.put((members, computed))
+        except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+            done.put((None, e))
 
     def cpu_worker() -> None:
-        for members in groups:
-            if members[0].plain["device"] != "gpu":
-                done.put((members, _safe(compute, members)))
+        try:
+            for members in groups:
+                if members[0].plain["device"] != "gpu":
+                    done.put((members, _safe(compute, members)))
+        except BaseException as e:
+            done.put((None, e))
 
     threads = [threading.Thread(target=gpu_worker, args=(i,), name=f"sweeper-gpu{i}", daemon=True) for i in range(devices)]
     threads.append(threading.Thread(target=cpu_worker, name="sweeper-cpu-groups", daemon=True))
     for t in threads:
         t.start()
     for _ in groups:  # recorded here, in the launching thread (Hydra's run_job), as each group ends
-        yield done.get()
+        members, computed = done.get()
+        if members is None:
+            raise computed
+        yield members, computed
     for t in threads:
         t.join()
 
