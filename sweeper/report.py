@@ -55,8 +55,8 @@ def _report(args: argparse.Namespace) -> int:
     _, counts = publish(c, parent.info.run_id)
     if parent.info.status == "RUNNING" and holder_alive(parent):
         print(f"the sweep is still running (pid {parent.data.tags['pid']}): its parent run stays RUNNING")
-    elif parent.info.status == "RUNNING":  # its end-of-sweep step never ran
-        close(c, parent, counts)
+    else:  # its end-of-sweep step never ran, or its runs now support another status (re-closed)
+        close(c, c.get_run(parent.info.run_id), counts)
     return 0
 
 

@@ -73,6 +73,16 @@ def upload(path: Path, uri: str | None = None) -> str:
     return new
 
 
+def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
+    """Close each sweep's parent run again with the status its runs now support (a parent KILLED for runs that
+    the upload recovered becomes FINISHED)."""
+    from sweeper.insight import report
+
+    for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
+        for p in sweepdir._state(sweep_dir)["parents"]:
+            report.reclose(tracking.client(uri or p["uri"]), p["run_id"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=describe(__doc__))
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
@@ -90,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in todo:
             print(f"{path.parent}: uploaded as run {upload(path, args.tracking_uri)}")
+        reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
         print(f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
               file=sys.stderr)

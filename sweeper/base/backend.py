@@ -190,3 +190,40 @@ def resolve(device: str) -> Backend:
         cp = _cupy()
         return Backend("gpu", cp, partial(_to_gpu, cp), cp.asnumpy, lambda: cp.cuda.Device().synchronize())
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")
+
+
+# Test-only, with SWEEPER_FAKE_GPU=numpy: how many GPUs the fake backend pretends this node has (default 1).
+FAKE_GPUS_ENV = "SWEEPER_FAKE_GPUS"
+_fake_device = __import__("threading").local()
+
+
+def gpu_count() -> int:
+    """How many GPUs this process sees (0 without CuPy or a device)."""
+    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+        value = os.environ.get(FAKE_GPUS_ENV, "1").strip()
+        return int(value) if value.isdigit() else 1
+    try:
+        return int(_cupy().cuda.runtime.getDeviceCount())
+    except BackendUnavailable:
+        return 0
+
+
+@contextlib.contextmanager
+def on_gpu(index: int) -> Iterator[None]:
+    """Within this block, this thread's GPU work goes to device ``index`` (CuPy's ``Device`` context)."""
+    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+        before, _fake_device.index = getattr(_fake_device, "index", 0), index
+        try:
+            yield
+        finally:
+            _fake_device.index = before
+        return
+    with _cupy().cuda.Device(index):
+        yield
+
+
+def current_gpu() -> int:
+    """The device this thread's GPU work goes to."""
+    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+        return getattr(_fake_device, "index", 0)
+    return int(_cupy().cuda.Device().id)

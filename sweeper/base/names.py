@@ -13,6 +13,7 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"
+RETRIED = "an attempt: its engine retried the job"
 # The longest name that becomes one file or folder name (an experiment's artifact folder, a pinned file's
 # NAME_1.yaml, a sweep folder's part): file systems allow 255 bytes, and a suffix may follow.
 MAX_NAME_BYTES = 200

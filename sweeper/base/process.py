@@ -32,3 +32,31 @@ def exclusive(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# A running run's heartbeat: the tag ``heartbeat`` = "<unix time> <interval s>", refreshed every interval while
+# its job trains (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
+HEARTBEAT = "heartbeat"
+MISSED_BEATS = 3  # a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
+SLACK_S = 2.0
+
+
+def heartbeat_interval() -> float:
+    """Seconds between two beats: ``SWEEPER_HEARTBEAT_S`` (default 30)."""
+    try:
+        return max(0.05, float(os.environ.get("SWEEPER_HEARTBEAT_S", "30")))
+    except ValueError:
+        return 30.0
+
+
+def beat(now: float, interval: float) -> str:
+    return f"{now:.3f} {interval:g}"
+
+
+def beating(value: str | None, now: float) -> bool | None:
+    """Whether a heartbeat tag's value is recent (None without a readable one)."""
+    try:
+        t, interval = (float(x) for x in (value or "").split())
+    except ValueError:
+        return None
+    return now - t <= MISSED_BEATS * interval + SLACK_S

@@ -3,6 +3,7 @@ counts and status; orphaned runs closed. The end of every multirun publishes it 
 ``python -m sweeper.report`` rebuilds it from the store."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -12,37 +13,60 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import ORPHAN, REPLACED_BY, resume_command, run_url
-from sweeper.base.process import alive
+from sweeper.base.names import ORPHAN, REPLACED_BY, RETRIED, resume_command, run_url
+from sweeper.base.process import HEARTBEAT, alive, beating
 from sweeper.insight.leaderboard import Board, build, children
 
 
 def holder_alive(r: Any) -> bool | None:
-    """Whether the process that created a run (its ``host`` and ``pid`` tags) still runs: None when it ran on
-    another host or left no pid; False when it is this process, which runs no job while it reports."""
+    """Whether the job that created a run still runs: its ``heartbeat`` tag (:mod:`sweeper.tracking.run`) says so
+    on any host; without one, its ``host`` and ``pid`` tags on this host. None when nothing tells (another host,
+    no heartbeat); False when it is this process, which runs no job while it reports, or its pid here is gone."""
+    import time
+
     pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
-    if host != socket.gethostname() or pid is None or not pid.isdigit():
-        return None
-    return int(pid) != os.getpid() and alive(int(pid))
+    here = host == socket.gethostname() and pid is not None and pid.isdigit()
+    if here and (int(pid) == os.getpid() or not alive(int(pid))):
+        return False
+    fresh = beating(r.data.tags.get(HEARTBEAT), time.time())
+    if fresh is not None:
+        return fresh
+    return True if here else None
 
 
-
-def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN) -> list[str]:
+def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN,
+                 returned: bool = False) -> list[str]:
     """Mark child runs that a killed job left RUNNING as ``status`` (FAILED), with the reason; return their ids.
 
-    When the sweep has ended every RUNNING child is an orphan; otherwise (a report while jobs may
-    still run, or Ctrl-C in the launching process) only those whose process, on this host, no longer
-    exists or is this one (which runs no job while it reports).
+    ``returned``: every job has returned to the launching process, so every RUNNING child is an orphan. Else a
+    run whose job is alive (:func:`holder_alive`: a fresh heartbeat, a live pid here) stays RUNNING, one whose job
+    is gone is marked, and one that nothing tells about is marked when the sweep has ended (``sweep_ended``).
+    A dead run whose configuration another child of the sweep FINISHED (an engine retried its job) is an
+    attempt, not an orphan: KILLED with :data:`RETRIED`, and left out of the counts (:func:`tally`).
     """
+    finished = {_config(r): r.info.run_id for r in runs if r.info.status == "FINISHED"}
     marked = []
     for r in runs:
         if r.info.status != "RUNNING":
             continue
-        if sweep_ended or holder_alive(r) is False:
-            c.set_tag(r.info.run_id, "failure_reason", reason)
-            c.set_terminated(r.info.run_id, status)
-            marked.append(r.info.run_id)
+        holder = None if returned else holder_alive(r)
+        if holder is True or (holder is None and not (sweep_ended or returned)):
+            continue
+        again = finished.get(_config(r))
+        c.set_tag(r.info.run_id, "failure_reason", f"{RETRIED} as run {again}" if again else reason)
+        c.set_terminated(r.info.run_id, "KILLED" if again else status)
+        marked.append(r.info.run_id)
     return marked
+
+
+def _config(r: Any) -> tuple[str | None, str | None]:
+    return r.data.tags.get("fingerprint"), r.data.tags.get("device")
+
+
+def attempts(runs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(the runs that count, the attempts an engine retried: :func:`mark_orphans`)."""
+    retried = [r for r in runs if r.data.tags.get("failure_reason", "").startswith(RETRIED)]
+    return [r for r in runs if r not in retried], retried
 
 
 
@@ -70,8 +94,10 @@ def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = N
     """
     tags = parent.data.tags
     runs = [r for r in runs if REPLACED_BY not in r.data.tags]  # stubs that upload replaced: their new run counts
+    runs, retried = attempts(runs)
     counts = {f"n_{s.lower()}": sum(r.info.status == s for r in runs) for s in ("FINISHED", "FAILED", "KILLED")}
     counts["n_orphaned"] = sum(r.data.tags.get("failure_reason") == ORPHAN for r in runs)
+    counts["n_running"], counts["n_retried"] = sum(r.info.status == "RUNNING" for r in runs), len(retried)
     if results is None:
         skipped = [k for k in tags if k.startswith("skipped.")] or [s for s in tags.get("skipped_jobs", "").splitlines() if s]
         counts["n_skipped"], counts["n_reused"] = len(skipped), sum(k.startswith("reused.") for k in tags)
@@ -100,7 +126,7 @@ def incomplete(counts: dict[str, int]) -> str | None:
 
 
 def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False,
-            results: list[dict[str, Any]] | None = None) -> tuple[Board, dict[str, int]]:
+            results: list[dict[str, Any]] | None = None, returned: bool = False) -> tuple[Board, dict[str, int]]:
     """Build the leaderboard of a parent run's children and of the runs its jobs reused (resume), print it,
     and log it with plots and the counts of :func:`tally` (``results``: the jobs' result.json, when at hand).
 
@@ -111,11 +137,16 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     out = out or sys.stdout
     parent = c.get_run(parent_run_id)
     runs = children(c, parent)
-    orphans = mark_orphans(c, runs, sweep_ended)
+    orphans = mark_orphans(c, runs, sweep_ended, returned=returned)
     if orphans:
-        print(f"marked {len(orphans)} orphaned run(s) FAILED: {', '.join(orphans)}", file=out)
         runs = children(c, parent)
+        retried = {r.info.run_id for r in attempts(runs)[1]}
+        if set(orphans) - retried:
+            print(f"marked {len(set(orphans) - retried)} orphaned run(s) FAILED: {', '.join(sorted(set(orphans) - retried))}", file=out)
+        if set(orphans) & retried:
+            print(f"marked {len(set(orphans) & retried)} run(s) KILLED as attempts their engine retried", file=out)
     counts = tally(parent, runs, results)
+    runs = attempts(runs)[0]
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
@@ -176,16 +207,53 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
 
 
 def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
-    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``) when the sweep is incomplete
-    (:func:`incomplete`); return the status."""
+    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``, with the command that finishes the
+    sweep) when the sweep is incomplete (:func:`incomplete`); return the status. A parent with children still
+    running (a fresh heartbeat) stays RUNNING. A parent already ended is re-closed with the status its runs now
+    support (after ``upload`` recovered them, or their jobs ended after a summary)."""
+    out = out or sys.stdout
+    pid = parent.info.run_id
+    if counts.get("n_running"):
+        print(f"parent run {pid} stays RUNNING: {counts['n_running']} run(s) still running (their heartbeat is "
+              f"fresh); rebuild the summary once they end: python -m sweeper.report --parent {pid}", file=out)
+        return "RUNNING"
     why = incomplete(counts)
-    if why:
-        c.set_tag(parent.info.run_id, "failure_reason", why)
-        again = resume_command(["-m", *parent.data.tags.get("overrides", "").split()])
-        print(f"parent run {parent.info.run_id} KILLED: {why}; finish the sweep with: {again}", file=out or sys.stdout)
     status = "KILLED" if why else "FINISHED"
-    c.set_terminated(parent.info.run_id, status)
+    before = parent.info.status, parent.data.tags.get("failure_reason")
+    if before[0] != "RUNNING" and before == (status, why):
+        return status
+    if why:
+        c.set_tag(pid, "failure_reason", why)
+        print(f"parent run {pid} KILLED: {why}; finish the sweep with: {sweep_resume_command(parent)}", file=out)
+    elif before[1] is not None:
+        c.delete_tag(pid, "failure_reason")
+    if before[0] != "RUNNING" and before[0] != status:
+        print(f"parent run {pid} re-closed {status} (was {before[0]}" + (f": {before[1]}" if before[1] else "") + ")",
+              file=out)
+    c.set_terminated(pid, status)
     return status
+
+
+def sweep_resume_command(parent: Any) -> str:
+    """The command that finishes a parent's sweep: its own arguments (``sweep_argv``: the launcher and engine
+    included), else its ``overrides`` tag."""
+    tags = parent.data.tags
+    try:
+        argv = [str(a) for a in json.loads(tags["sweep_argv"])]
+    except (KeyError, ValueError, TypeError):
+        argv = tags.get("overrides", "").split()
+    return resume_command(["-m", *argv])
+
+
+def reclose(c: Any, parent_run_id: str, out: Any = None) -> str:
+    """Count a parent's runs again from the store and close it with the status they support (``upload``
+    after it recovered runs); a parent whose sweep still runs is left as it is."""
+    parent = c.get_run(parent_run_id)
+    if parent.info.status == "RUNNING" and holder_alive(parent) is not False:
+        return "RUNNING"
+    counts = tally(parent, children(c, parent))
+    tracking.log_metrics(c, parent_run_id, counts)
+    return close(c, parent, counts, out)
 
 
 

@@ -32,6 +32,9 @@ class SweepCallback(Callback):
         CURRENT["sweep"] = config
         try:
             sweep.start(config)
+            from sweeper.sweep import guard
+
+            guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
             print(f"sweeper: error: {e}", file=sys.stderr)
             sys.exit(2)
@@ -52,7 +55,7 @@ class SweepCallback(Callback):
                            config.hydra.job.num)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        code = sweep.finish(Path(config.hydra.sweep.dir).absolute())
+        code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
         if code:
             sys.exit(code)
 

@@ -77,6 +77,14 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         returns[job.idx] = ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
+    from sweeper.sweep import engines
+
+    if engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
+        for members, computed in engines.computed_groups(launcher, groups, compute_group):
+            for job in members:
+                with handing(computed.pop(job.idx, None)):
+                    record(job)
+        groups = []
     for members in groups:
         tags = member_tags(members)
         runs = open_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute())

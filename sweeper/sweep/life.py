@@ -40,6 +40,10 @@ def start(config: DictConfig) -> dict[str, Any]:
     Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
     any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
+    if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
+        from sweeper.sweep import engines
+
+        engines.check(config.hydra.launcher)  # before any store: a bad engine is one line
     every = job_configs(config)
     # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
     # own run; its store and experiment are known once it runs (a parent of the same ones is found then)
@@ -146,8 +150,12 @@ def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
     return 0 if useful and not crashed else 1
 
 
-def finish(sweep_dir: Path, out: Any = None) -> int:
+def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     """End a sweep: add speedups, publish each parent's leaderboard and plots, close the parent run(s).
+
+    ``returned``: every job returned to this launching process (Hydra's end of the multirun), so a child left
+    RUNNING is an orphan. Without it (``python -m sweeper.summary``, whose launcher may have died while its
+    jobs still run elsewhere) a child whose heartbeat is fresh stays RUNNING, and so does its parent.
 
     Returns the exit code of :func:`exit_code`.
     """
@@ -173,7 +181,8 @@ def finish(sweep_dir: Path, out: Any = None) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine)
+            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
+                                       returned=returned)
             run = client.get_run(parent["run_id"])
             report.close(client, run, counts, out)
             browse = ui_line(parent["uri"], experiment_url(parent["uri"], run.info.experiment_id))
@@ -263,3 +272,45 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parts += [f"{status.count('KILLED') + len(cut)} killed", f"{max(0, state['n_jobs'] - len(rows) - len(cut))} not run"]
     return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
             + f"resume with: {resume_command(args)}")
+
+
+def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str) -> None:
+    """A ``resume=true`` configuration that already FINISHED as run ``run_id`` and that the sweeper did not launch
+    (:mod:`sweeper.sweep.guard`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as the
+    job would have left them had it run and skipped itself."""
+    from sweeper.contract.config import fingerprint
+
+    folder = sweep_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    reason = f"resume: this configuration already FINISHED as run {run_id}"
+    result = {"status": "SKIPPED", "fingerprint": fingerprint(plain), "device": plain["device"], "overrides": overrides,
+              "run_id": None, "tracking_uri": plain["tracking"]["uri"], "experiment": plain["tracking"]["experiment"],
+              "metrics": {}, "config": plain, "reason": reason, "resumed_from": run_id}
+    writer.write_result(folder / "result.json", result)
+    note_job(sweep_dir, folder, name)  # type: ignore[arg-type]  (the tag's suffix: a folder name, not a number)
+
+
+def launcher_failed(sweep_dir: Path, e: BaseException) -> str:
+    """The launcher (or its engine) failed as a whole: each parent run KILLED with the reason and the jobs'
+    counts; return the one line to print."""
+    from sweeper.insight import report
+
+    why = f"the launcher failed: {tracking.first_line(e)}"
+    writer.drain()
+    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(_created.get(sweep_dir, {}).values())}
+    killed = []
+    for p in state["parents"]:
+        try:
+            c = tracking.client(p["uri"])
+            parent = c.get_run(p["run_id"])
+            runs = report.children(c, parent)
+            if report.mark_orphans(c, runs, False):
+                runs = report.children(c, parent)
+            tracking.log_metrics(c, p["run_id"], report.tally(parent, runs))
+            c.set_tag(p["run_id"], "failure_reason", why)
+            c.set_terminated(p["run_id"], "KILLED")
+            killed.append(p["run_id"])
+        except tracking.UNREACHABLE as err:
+            why += f"; tracking.uri={p['uri']} failed: {tracking.first_line(err)}"
+    writer.stop()
+    return f"sweeper: error: {why}" + (f"; parent run(s) {', '.join(killed)} KILLED" if killed else "")

@@ -3,10 +3,38 @@ hand to the writer). It keeps what every call needs together: the store's URI an
 its system-metrics sampler."""
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
+from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
 from sweeper.tracking import records, system
+
+
+class Heartbeat:
+    """Refreshes a RUNNING run's ``heartbeat`` tag every interval from a thread, so that a report on any host
+    tells a live job's run from one whose job died (:func:`sweeper.base.process.beating`). A failed refresh
+    is skipped: the next one may pass, and a run that goes silent is judged by its last beat."""
+
+    def __init__(self, owner: "TrackedRun", interval: float) -> None:
+        self.client, self.run_id, self.interval = owner.client, owner.run_id, interval
+        self._owner = weakref.ref(owner)  # a job that raised past its run drops it: the beats stop with it
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="sweeper-heartbeat")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval) and self._owner() is not None:
+            try:
+                self.client.set_tag(self.run_id, HEARTBEAT, beat(time.time(), self.interval))
+            except Exception:  # noqa: BLE001  (the store hiccuped: the next beat may pass)
+                pass
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 class TrackedRun:
@@ -15,14 +43,25 @@ class TrackedRun:
     def __init__(self, uri: str, client: Any, run_id: str, experiment_id: str) -> None:
         self.uri, self.client, self.run_id, self.experiment_id = uri, client, run_id, experiment_id
         self._monitor: system.SystemSampler | None = None
+        self._heart: Heartbeat | None = None
 
     @classmethod
     def start(cls, uri: str, client: Any, experiment_id: str, name: str, tags: Mapping[str, str],
               parent_run_id: str | None = None, params: Mapping[str, Any] | None = None) -> "TrackedRun":
         """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
         come with its last batch (or now, ``params``)."""
+        interval = heartbeat_interval()
+        tags = {**tags, HEARTBEAT: beat(time.time(), interval)}
         run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id)
-        return cls(uri, client, run_id, experiment_id)
+        run = cls(uri, client, run_id, experiment_id)
+        run._heart = Heartbeat(run, interval)
+        return run
+
+    def stop_heartbeat(self) -> None:
+        """No more beats: the run ends now (or another process ends it within an interval)."""
+        heart, self._heart = self._heart, None
+        if heart is not None:
+            heart.stop()
 
     def sample_system(self, also: list["TrackedRun"] = ()) -> None:
         """Sample CPU, memory (and GPU) while the run trains (nothing without psutil); the samples logged while
@@ -38,13 +77,16 @@ class TrackedRun:
 
     def finish(self, metrics: Mapping[str, float], **end: Any) -> None:
         """Log the run's last batch, data sets, artifacts and models and end it (:func:`records.finish_run`)."""
+        self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, metrics, **end)
 
     def fail(self, reason: str, params: Mapping[str, Any], status: str = "FAILED") -> None:
         """End the run ``status`` (FAILED; KILLED when interrupted) with its reason, params and system metrics."""
+        self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, {}, tags={"failure_reason": reason}, status=status,
                            system=self.system_samples(), params=params)
 
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
         """Let the writer process end the run (its last batch ``end``) while this process goes on."""
+        self.stop_heartbeat()
         writer.submit(self.uri, self.run_id, records._runs.pop(self.run_id, None), dict(end), result_path)

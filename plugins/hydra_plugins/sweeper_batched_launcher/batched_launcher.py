@@ -12,9 +12,11 @@ from omegaconf import DictConfig
 class BatchedLauncher(Launcher):
     """Trains every compatible configuration of a sweep together, then gives each its own Hydra job."""
 
-    def __init__(self, max_group_bytes: int = 0, max_group_size: int = 0) -> None:
+    def __init__(self, max_group_bytes: int = 0, max_group_size: int = 0, engine: str = "local",
+                 gpus: Any = None, ray: Any = None, submitit: Any = None) -> None:
         self.max_group_bytes = max_group_bytes
         self.max_group_size = max_group_size
+        self.engine, self.gpus, self.ray, self.submitit = engine, gpus, ray, submitit  # sweeper.sweep.engines
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -28,4 +30,5 @@ class BatchedLauncher(Launcher):
         return launch(self, job_overrides, initial_job_idx)
 
     def __repr__(self) -> Any:
-        return f"BatchedLauncher(max_group_bytes={self.max_group_bytes}, max_group_size={self.max_group_size})"
+        return (f"BatchedLauncher(max_group_bytes={self.max_group_bytes}, max_group_size={self.max_group_size}, "
+                f"engine={self.engine})")

@@ -1,5 +1,6 @@
 """The launcher's config, stored under ``hydra/launcher`` as ``batched`` (imported at plugin discovery: light)."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -12,6 +13,14 @@ class BatchedLauncherConf:
     max_group_bytes: int = 0
     # Most configurations in one group (0 = no limit but the memory budget).
     max_group_size: int = 0
+    # Where groups compute (sweeper.sweep.engines): local | ray | submitit_local | submitit_slurm.
+    engine: str = "local"
+    # local: how many GPUs compute groups at once (null: every visible one).
+    gpus: Optional[int] = None
+    # engine=ray: address (null: a new local cluster), num_cpus per group, max_retries, init (ray.init's arguments).
+    ray: Dict[str, Any] = field(default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}})
+    # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.
+    submitit: Dict[str, Any] = field(default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1})
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="batched", node=BatchedLauncherConf, provider="sweeper")

@@ -1,0 +1,15 @@
+"""Hydra's basic sweeper with sweeper's two duties (``resume=true`` leaves finished configurations out before a
+launcher gets them; a launcher that fails closes the parent in one line): see ``sweeper.sweep.guard``. Hydra
+accepts a sweeper only from the ``hydra_plugins`` package, hence this thin class here."""
+from __future__ import annotations
+
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+
+class GuardedSweeper(BasicSweeper):
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        from sweeper.sweep import guard
+
+        guard.setup(self, super().setup, hydra_context=hydra_context, task_function=task_function, config=config)

@@ -1,0 +1,261 @@
+"""Where the batched launcher's groups compute: ``hydra.launcher.engine``.
+
+The launcher plans the groups (:func:`sweeper.sweep.launch.plan`) and records every member itself, in the
+launching process (one MLflow run and one Hydra job folder per configuration); an engine only runs each group's
+compute half (:func:`sweeper.sweep.launch.compute_group`, wrapped here, never changed) and hands back what it
+computed, as NumPy arrays (weights, curves, predictions, scores): no model objects, no store, no shared folder.
+
+- ``local`` (the default): in this process. With several GPUs (``hydra.launcher.gpus``, default: all visible),
+  GPU groups compute at once, one per device (CuPy's ``Device`` context, chosen per group), and CPU groups
+  beside them on one thread; with one, groups compute one after another as they always did.
+- ``ray``: each group a Ray task (``num_gpus=1`` for a GPU group, 0 for a CPU group) on the cluster at
+  ``hydra.launcher.ray.address`` (default: a new local one); Ray retries a task whose worker died
+  (``max_retries``).
+- ``submitit_local`` / ``submitit_slurm``: each group a submitit job (an array per device kind), options under
+  ``hydra.launcher.submitit``.
+
+A group lost with its worker is retried once more after the engine's own retries; then its members run alone in
+the launching process (the one-job path), as a group that fails as a whole always has. Either way each member
+is recorded once.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from sweeper.contract.config import ConfigError
+
+log = logging.getLogger("sweeper")
+
+ENGINES = ("local", "ray", "submitit_local", "submitit_slurm")
+Groups = Iterator[tuple[list[Any], dict[int, Any]]]
+
+
+def check(launcher_conf: Any) -> None:
+    """A bad engine or option in one line (:class:`ConfigError`), before the sweep touches the store."""
+    engine = launcher_conf.get("engine", "local")
+    if engine not in ENGINES:
+        raise ConfigError(f"hydra.launcher.engine={engine} is not allowed: expected one of {', '.join(ENGINES)}")
+    gpus = launcher_conf.get("gpus")
+    if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
+        raise ConfigError(f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)")
+
+
+def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
+    """Whether the groups compute on an engine (not ``local``) or on several GPUs of this node at once; else
+    the launcher computes them one after another itself."""
+    if (getattr(launcher, "engine", "local") or "local") != "local":
+        return True
+    from sweeper.base.backend import gpu_count
+
+    on_gpus = sum(g[0].plain["device"] == "gpu" for g in groups)
+    return on_gpus > 1 and min(getattr(launcher, "gpus", None) or gpu_count(), on_gpus) > 1
+
+
+def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[list[Any]], dict[int, Any]]) -> Groups:
+    """Each group with what its compute gave, ``{job idx: Computed}`` (empty: its members run alone), in the
+    order the groups finish."""
+    engine = getattr(launcher, "engine", "local") or "local"
+    if not groups:
+        return
+    if engine == "local":
+        yield from _local(groups, compute, getattr(launcher, "gpus", None))
+    elif engine == "ray":
+        yield from _ray(groups, compute, dict(getattr(launcher, "ray", None) or {}))
+    else:
+        yield from _submitit(groups, compute, engine.split("_", 1)[1], dict(getattr(launcher, "submitit", None) or {}),
+                             Path(str(launcher.config.hydra.sweep.dir)))
+
+
+def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) -> dict[int, Any]:
+    try:
+        return compute(members)
+    except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
+        log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
+                    len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return {}
+
+
+# --- local: this process, every GPU of the node --------------------------------------------------------------
+
+def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Groups:
+    from sweeper.base.backend import current_gpu, gpu_count, on_gpu
+
+    on_gpu_groups = [g for g in groups if g[0].plain["device"] == "gpu"]
+    devices = min(gpus or gpu_count(), len(on_gpu_groups)) if on_gpu_groups else 0
+    if devices <= 1:
+        for members in groups:
+            yield members, _safe(compute, members)
+        return
+    log.info("%d GPU group(s) on %d devices at once, %d CPU group(s) beside them", len(on_gpu_groups), devices,
+             len(groups) - len(on_gpu_groups))
+    todo: queue.Queue = queue.Queue()
+    for g in on_gpu_groups:
+        todo.put(g)
+    done: queue.Queue = queue.Queue()
+
+    def gpu_worker(index: int) -> None:
+        try:
+            with on_gpu(index):
+                while True:
+                    try:
+                        members = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    computed = _safe(compute, members)
+                    for c in computed.values():
+                        c.tags["gpu_device"] = str(current_gpu())
+                    done.put((members, computed))
+        except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+            done.put((None, e))
+
+    def cpu_worker() -> None:
+        try:
+            for members in groups:
+                if members[0].plain["device"] != "gpu":
+                    done.put((members, _safe(compute, members)))
+        except BaseException as e:
+            done.put((None, e))
+
+    threads = [threading.Thread(target=gpu_worker, args=(i,), name=f"sweeper-gpu{i}", daemon=True) for i in range(devices)]
+    threads.append(threading.Thread(target=cpu_worker, name="sweeper-cpu-groups", daemon=True))
+    for t in threads:
+        t.start()
+    for _ in groups:  # recorded here, in the launching thread (Hydra's run_job), as each group ends
+        members, computed = done.get()
+        if members is None:
+            raise computed
+        yield members, computed
+    for t in threads:
+        t.join()
+
+
+# --- what a remote worker runs and sends back ----------------------------------------------------------------
+
+def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any]]]:
+    """What a worker needs of a group: each member's number, overrides and resolved config (plain data)."""
+    return [(m.idx, list(m.overrides), m.plain) for m in members]
+
+
+def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any]]]) -> dict[int, Any]:
+    """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
+    both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
+    behind: the launcher reads its own copy)."""
+    die = os.environ.get("SWEEPER_TEST_DIE_ONCE")  # test-only: the first worker to see this file's absence dies
+    if die and not Path(die).exists():
+        Path(die).write_text(str(os.getpid()))
+        os.kill(os.getpid(), 9)
+    computed = compute([job(idx, overrides, None, plain) for idx, overrides, plain in spec])
+    where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
+    return {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
+
+
+def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], float]], engine: str) -> dict[int, Any]:
+    from sweeper import data
+    from sweeper.job.compute import Computed
+
+    plain = {m.idx: m.plain for m in members}
+    return {idx: Computed(outcome, data.load_plain(plain[idx]["data"], plain[idx]["seed"]), {**tags, "engine": engine},
+                          wall) for idx, (outcome, tags, wall) in got.items()}
+
+
+def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
+    log.warning("group of %d lost twice (%s: %s); its configurations run one at a time here", len(members),
+                type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return {}
+
+
+# --- ray ---------------------------------------------------------------------------------------------------
+
+def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Groups:
+    import ray
+
+    if not ray.is_initialized():
+        init = dict(opts.get("init") or {})
+        address = opts.get("address")
+        # with no address, a new local cluster (address="local": not one that already runs on this machine)
+        ray.init(address=address or "local", **({} if address else {"include_dashboard": False}), **init)
+    task = ray.remote(compute_remote)
+    retries = int(opts.get("max_retries", 1))
+
+    def submit(members: list[Any]) -> Any:
+        gpu = members[0].plain["device"] == "gpu"
+        return task.options(num_gpus=1 if gpu else 0, num_cpus=float(opts.get("num_cpus", 1)),
+                            max_retries=retries).remote(compute, type(members[0]), _spec(members))
+
+    lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OwnerDiedError,
+            ray.exceptions.TaskUnschedulableError if hasattr(ray.exceptions, "TaskUnschedulableError") else ())
+    pending = {submit(g): (g, 1) for g in groups}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        members, attempt = pending.pop(ready[0])
+        try:
+            yield members, _received(members, ray.get(ready[0]), "ray")
+        except lost as e:
+            if attempt == 1:
+                log.warning("group of %d lost with its worker after Ray's retries (%s); submitted once more",
+                            len(members), type(e).__name__)
+                pending[submit(members)] = (members, 2)
+            else:
+                yield members, _alone(members, e)
+        except ray.exceptions.RayTaskError as e:  # the group's own error: as under the local engine
+            yield members, _alone(members, e)
+
+
+# --- submitit --------------------------------------------------------------------------------------------------
+
+def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: dict[str, Any], sweep_dir: Path) -> Groups:
+    import submitit
+
+    folder = Path(opts.get("folder") or sweep_dir / ".submitit" / "%j")
+    executors = {}
+    for gpu in (False, True):
+        ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        params: dict[str, Any] = {"timeout_min": int(opts.get("timeout_min", 60)),
+                                  "cpus_per_task": int(opts.get("cpus_per_task", 1)),
+                                  "gpus_per_node": 1 if gpu else 0, "name": "sweeper-group"}
+        if cluster == "slurm":
+            params |= {k: v for k, v in (("slurm_partition", opts.get("partition")),
+                                         ("slurm_array_parallelism", opts.get("array_parallelism")),
+                                         ("slurm_additional_parameters", opts.get("additional_parameters")))
+                       if v is not None}
+        ex.update_parameters(**params)
+        executors[gpu] = ex
+
+    def submit(batch: Sequence[list[Any]]) -> dict[Any, list[Any]]:
+        jobs = {}
+        for gpu in (False, True):
+            mine = [g for g in batch if (g[0].plain["device"] == "gpu") == gpu]
+            if mine:
+                with executors[gpu].batch():  # one array job per device kind
+                    futures = [executors[gpu].submit(compute_remote, compute, type(g[0]), _spec(g)) for g in mine]
+                jobs |= dict(zip(futures, mine))
+        return jobs
+
+    pending = {job: (g, 1) for job, g in submit(groups).items()}
+    while pending:
+        finished = [j for j in pending if j.done()]
+        if not finished:
+            time.sleep(0.2)
+            continue
+        for job in finished:
+            members, attempt = pending.pop(job)
+            try:
+                got = job.result()
+            except submitit.core.utils.UncompletedJobError as e:  # the worker died (killed, out of time)
+                if attempt == 1:
+                    log.warning("group of %d lost with its worker (job %s); submitted once more", len(members), job.job_id)
+                    pending |= {j: (g, 2) for j, g in submit([members]).items()}
+                else:
+                    yield members, _alone(members, e)
+                continue
+            except Exception as e:  # noqa: BLE001  (FailedJobError: the group's own error)
+                yield members, _alone(members, e)
+                continue
+            yield members, _received(members, got, f"submitit_{cluster}")

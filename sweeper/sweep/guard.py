@@ -1,0 +1,97 @@
+"""The sweeper that Hydra runs for a basic-sweeper multirun: Hydra's ``BasicSweeper`` with two duties that only
+a sweeper can take on, since it alone stands between the list of jobs and the launcher.
+
+- ``resume=true`` under a launcher that starts one job per configuration (``joblib``, ``submitit_*``, ``ray``):
+  the configurations that already FINISHED are left out of each batch *before* the launcher gets it (on SLURM
+  each would cost a queued job just to say "already done"); each gets its ``result.json`` (SKIPPED, with the run
+  it reused) in a ``resumed_<n>`` folder and its ``skipped.``/``reused.`` tags on the parent, as a job that
+  skipped itself would. The batched launcher sorts them out itself, in process.
+- A launcher that cannot start or fails as a whole (Ray refusing to connect, a submitit error) closes the
+  parent run(s) KILLED with the reason and ends the command in one line, exit 2, instead of a traceback and a
+  RUNNING parent with no children.
+
+:func:`sweeper.sweep.callbacks.SweepCallback.on_multirun_start` puts it in place of ``BasicSweeper`` (Hydra
+instantiates the sweeper after that callback, from the same config); the class is
+``hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper`` (Hydra takes plugins only from there).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+log = logging.getLogger("sweeper")
+
+TARGET = "hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper"
+
+
+def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+    """The sweeper's setup: Hydra's (``base_setup``: it instantiates the launcher), then the launcher's
+    ``launch`` wrapped: finished configurations left out (``resume=true``), a failure as a whole in one line."""
+    try:
+        base_setup(hydra_context=hydra_context, task_function=task_function, config=config)
+    except Exception as e:  # noqa: BLE001  (the launcher's own start)
+        _failed(config, e)
+    inner = sweeper.launcher.launch
+    batched = "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", ""))
+    resumed = [0]
+
+    def launch(batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        kept = batch if batched else _unfinished(sweeper, batch, resumed)
+        if not kept:
+            return []
+        try:
+            return inner(kept, initial_job_idx=initial_job_idx)
+        except Exception as e:  # noqa: BLE001  (jobs' own failures come back in their JobReturn)
+            _failed(config, e)
+
+    sweeper.launcher.launch = launch
+
+
+def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]) -> list[Sequence[str]]:
+    """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
+    from sweeper import tracking
+    from sweeper.contract.config import fingerprint
+    from sweeper.sweep import life
+    from sweeper.sweep.plan import _plain
+
+    kept = []
+    sweep_dir = Path(str(sweeper.config.hydra.sweep.dir)).absolute()
+    for overrides in batch:
+        plain = _plain(sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(overrides)))
+        done = None
+        if plain.get("resume"):
+            try:
+                c = tracking.client(plain["tracking"]["uri"])
+                exp = c.get_experiment_by_name(plain["tracking"]["experiment"])
+                done = exp and tracking.finished_run(c, exp.experiment_id, fingerprint(plain), plain["device"])
+            except tracking.UNREACHABLE:
+                done = None  # the job itself finds out, and says so
+        if not done:
+            kept.append(overrides)
+            continue
+        resumed[0] += 1
+        life.reused_job(sweep_dir, f"resumed_{resumed[0]}", list(overrides), plain, done)
+    if len(kept) < len(batch):
+        log.info("resume: %d configuration(s) already FINISHED are not launched", len(batch) - len(kept))
+    return kept
+
+
+def _failed(config: Any, e: BaseException) -> None:
+    """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2."""
+    from sweeper.sweep import life
+
+    print(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e), file=sys.stderr)
+    sys.exit(2)
+
+
+def put_in_place(config: Any) -> None:
+    """Make Hydra's basic sweeper this one (Hydra instantiates the sweeper after ``on_multirun_start``)."""
+    from omegaconf import open_dict, read_write
+
+    from sweeper.base.names import BASIC_SWEEPER
+
+    if config.hydra.sweeper.get("_target_") == BASIC_SWEEPER:
+        with read_write(config.hydra.sweeper), open_dict(config.hydra.sweeper):
+            config.hydra.sweeper._target_ = TARGET

@@ -1,0 +1,89 @@
+"""The batched launcher's engines (sweeper.sweep.engines): every GPU of a node under the local engine, and groups
+computed on submitit and Ray workers, recorded in the launching process with the local engine's metrics."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs, cli
+
+FAST = ("epochs=300", "log_every=10", "tracking.log_model=false", "tracking.system_metrics=false", "dtype=float64")
+GRID = ("lr=0.001,0.002,0.003,0.004", "depth=1,2", "seed=0,1")  # 16 configurations, 2 groups of 8
+
+
+def children(store: Path) -> list:
+    return [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+
+
+def parents(store: Path) -> list:
+    return [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+
+
+def metrics_by_config(store: Path) -> dict:
+    return {r.data.tags["fingerprint"]: r.data.metrics for r in children(store)}
+
+
+@pytest.mark.slow
+def test_two_gpu_groups_compute_on_devices_0_and_1_at_once(tmp_path, store):
+    env = {"SWEEPER_FAKE_GPU": "numpy", "SWEEPER_FAKE_GPUS": "2"}
+    proc = cli(tmp_path, "-m", "device=gpu", "depth=1,2", "lr=0.001,0.002,0.003,0.004", *FAST, store=store, env=env)
+    assert proc.returncode == 0, proc.stderr
+    runs = children(store)
+    assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
+    by_depth = {}
+    for r in runs:
+        by_depth.setdefault(r.data.params["depth"], set()).add(r.data.tags.get("gpu_device"))
+    assert sorted(by_depth) == ["1", "2"] and all(len(v) == 1 for v in by_depth.values()), by_depth
+    assert set().union(*by_depth.values()) == {"0", "1"}, by_depth
+
+
+def local_reference(tmp_path: Path, template: Path) -> dict:
+    from conftest import copy_store
+
+    folder = tmp_path / "local"
+    folder.mkdir()
+    store = copy_store(template, folder)
+    proc = cli(folder, "-m", *GRID, *FAST, store=store)
+    assert proc.returncode == 0, proc.stderr
+    return metrics_by_config(store)
+
+
+def assert_same_as_local(store: Path, reference: dict, engine: str) -> None:
+    runs = children(store)
+    assert len(runs) == 16 and all(r.info.status == "FINISHED" for r in runs)
+    (parent,) = parents(store)
+    assert parent.info.status == "FINISHED"
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
+    assert {r.data.tags.get("engine") for r in runs} == {engine}
+    pids = {r.data.tags["worker_pid"] for r in runs}
+    assert str(os.getpid()) not in pids and parent.data.tags["pid"] not in pids
+    got = metrics_by_config(store)
+    assert got.keys() == reference.keys()
+    for key, ref in reference.items():
+        for name in (m for m in ref if m.startswith(("val_", "test_"))):
+            assert got[key][name] == pytest.approx(ref[name], rel=1e-9, abs=1e-12), (key, name)
+
+
+@pytest.mark.slow
+def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_worker(tmp_path, store, _template_store):
+    reference = local_reference(tmp_path, _template_store)
+    die = tmp_path / "died"  # the first group's worker kills itself once: the group is submitted again
+    proc = cli(tmp_path, "-m", *GRID, *FAST, "hydra.launcher.engine=submitit_local", store=store,
+               env={"SWEEPER_TEST_DIE_ONCE": str(die)})
+    assert proc.returncode == 0, proc.stderr
+    assert die.is_file() and "lost with its worker" in proc.stderr + proc.stdout
+    assert_same_as_local(store, reference, "submitit_local")
+
+
+@pytest.mark.slow
+def test_a_grid_on_a_local_ray_cluster_matches_the_local_engine(tmp_path, store, _template_store):
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'ray[default]' (4 min here; not in the dev extra)")
+    reference = local_reference(tmp_path, _template_store)
+    # the engine starts a local cluster for this sweep (ray.init(address="local")), on the loopback address only,
+    # and it ends with the command
+    proc = cli(tmp_path, "-m", *GRID, *FAST, "hydra.launcher.engine=ray", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+               "+hydra.launcher.ray.init.num_cpus=2", store=store, env={"RAY_USAGE_STATS_ENABLED": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert_same_as_local(store, reference, "ray")

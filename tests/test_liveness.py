@@ -1,0 +1,192 @@
+"""Records after faults: a run's heartbeat says whether its job lives (on any host), a summary never closes a
+live run, an engine's retry is an attempt and not an orphan, upload re-closes the parent, and the printed
+resume command keeps the sweep's launcher."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+import sweeper
+from conftest import all_runs, client_for
+from sweeper import tracking, upload
+from sweeper.base.process import HEARTBEAT, beat
+from sweeper.insight import report
+from sweeper.job.context import JobContext
+from sweeper.job.record import run
+from sweeper.sweep import life as sweep
+
+
+def start_sweep(sweep_dir: Path, store: Path, lrs: str, *overrides: str):
+    """A multirun over ``lr=lrs`` begun as the launching process begins it; its job configs and state."""
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        base = [f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}", "epochs=300", "log_every=10",
+                "tracking.log_model=false", *overrides]
+        config = compose(config_name="config", overrides=base, return_hydra_config=True)
+        with open_dict(config):
+            config.hydra.sweeper.params = {"lr": lrs}
+        state = sweep.start(config)
+        tasks = [o for o in base if not o.startswith("hydra")]
+        jobs = [compose(config_name="config", overrides=[*tasks, f"lr={lr}"]) for lr in lrs.split(",")]
+    return jobs, state
+
+
+def run_job(jobs, sweep_dir: Path, num: int) -> dict:
+    ctx = JobContext(output_dir=sweep_dir / str(num), overrides=[f"lr={jobs[num].lr}"], sweep_dir=sweep_dir, num=num)
+    result = run(jobs[num], ctx)
+    sweep.note_job(sweep_dir, ctx.output_dir, num)
+    return result
+
+
+# Job 1 of the sweep in its own process, as on another node (its host tag is not this one's): it trains for
+# minutes, so only its heartbeat tells a report that it lives.
+REMOTE_JOB = textwrap.dedent("""
+    import socket, sys
+    from pathlib import Path
+    socket.gethostname = lambda: "node-7"
+    from hydra import compose, initialize_config_dir
+    import sweeper
+    from sweeper.job.context import JobContext
+    from sweeper.job.record import run
+    sweep_dir, store = Path(sys.argv[1]), sys.argv[2]
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"tracking.uri=sqlite:///{store}", "lr=0.002",
+                      "epochs=5000000", "log_every=1000", "tracking.log_model=false", "tracking.system_metrics=false"])
+    run(cfg, JobContext(output_dir=sweep_dir / "1", overrides=["lr=0.002"], sweep_dir=sweep_dir, num=1))
+""")
+
+
+def wait_for(predicate, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_summary_leaves_a_live_job_running_and_closes_it_once_its_heartbeat_stops(tmp_path, store):
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002")
+    (p,) = state["parents"]
+    assert run_job(jobs, sweep_dir, 0)["status"] == "FINISHED"
+    env = {**os.environ, "SWEEPER_HEARTBEAT_S": "0.5", "PYTHONPATH": str(sweeper.ROOT)}
+    job = subprocess.Popen([sys.executable, "-c", REMOTE_JOB, str(sweep_dir), str(store)], env=env, cwd=tmp_path,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        live = lambda: [r for r in all_runs(store) if r.info.status == "RUNNING" and r.data.tags.get("host") == "node-7"]
+        wait_for(lambda: live() and float(live()[0].data.tags[HEARTBEAT].split()[0]) > time.time() - 1.5,
+                 "the remote job's run never beat")
+        time.sleep(4)  # longer than 3 beats + the slack: only a refreshed heartbeat keeps it fresh
+        out = io.StringIO()
+        sweep.finish(sweep_dir, out=out)  # python -m sweeper.summary while the job still trains
+        (child,) = live()
+        assert child.info.status == "RUNNING", out.getvalue()
+        c = client_for(store)
+        assert c.get_run(p["run_id"]).info.status == "RUNNING"
+        assert "stays RUNNING: 1 run(s) still running" in out.getvalue()
+    finally:
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    time.sleep(4)  # its heartbeat goes stale
+    out = io.StringIO()
+    sweep.finish(sweep_dir, out=out)
+    dead = c.get_run(child.info.run_id)
+    assert dead.info.status == "FAILED" and dead.data.tags["failure_reason"].startswith("orphaned")
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "KILLED" and parent.data.metrics["n_orphaned"] == 1, out.getvalue()
+
+
+def test_an_engine_retry_is_an_attempt_not_an_orphan(tmp_path, store):
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002")
+    (p,) = state["parents"]
+    results = [run_job(jobs, sweep_dir, i) for i in range(2)]
+    c = client_for(store)
+    # the first attempt of job 1, killed on its node; the engine ran the job again (the FINISHED run above)
+    tags = {"device": "cpu", "fingerprint": results[1]["fingerprint"], "host": "node-7", "pid": "12",
+            HEARTBEAT: beat(time.time() - 600, 30)}
+    exp = c.get_run(p["run_id"]).info.experiment_id
+    first = tracking.start_run(c, exp, "lr=0.002,cpu", tags, parent_run_id=p["run_id"])
+    out = io.StringIO()
+    assert sweep.finish(sweep_dir, out=out, returned=True) == 0, out.getvalue()
+    attempt = c.get_run(first)
+    assert attempt.info.status == "KILLED" and attempt.data.tags["failure_reason"].startswith("an attempt")
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "FINISHED", out.getvalue()
+    m = parent.data.metrics
+    got = tuple(m.get(k, 0) for k in ("n_finished", "n_failed", "n_killed", "n_orphaned", "n_retried"))
+    assert got == (2, 0, 0, 0, 1), m
+    assert "finish the sweep with" not in out.getvalue()
+
+
+def test_upload_recloses_the_parent_and_the_resume_command_keeps_the_launcher(tmp_path, store, capsys):
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002", "hydra/launcher=basic")
+    (p,) = state["parents"]
+    c = client_for(store)
+    assert json.loads(c.get_run(p["run_id"]).data.tags["sweep_argv"])[0] == "hydra/launcher=basic"
+    results = [run_job(jobs, sweep_dir, i) for i in range(2)]
+    # job 1's run was handed to a writer process that was killed: RUNNING, silent, its result kept for upload
+    c.set_terminated(results[1]["run_id"], "RUNNING")
+    c.set_tag(results[1]["run_id"], HEARTBEAT, beat(time.time() - 600, 30))
+    path = sweep_dir / "1" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True}))
+    out = io.StringIO()
+    sweep.finish(sweep_dir, out=out)
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"] == "incomplete: 1 run(s) orphaned"
+    line = next(x for x in out.getvalue().splitlines() if "finish the sweep with:" in x)
+    assert line.split("finish the sweep with: ")[1].startswith("python -m sweeper -m hydra/launcher=basic "), line
+
+    assert upload.main([str(sweep_dir)]) == 0
+    parent = c.get_run(p["run_id"])
+    assert parent.info.status == "FINISHED" and "failure_reason" not in parent.data.tags, capsys.readouterr().out
+    assert parent.data.metrics.get("n_orphaned", 0) == 0
+    assert "re-closed FINISHED (was KILLED: incomplete: 1 run(s) orphaned)" in capsys.readouterr().out
+
+
+# --- through the command line ------------------------------------------------------------------------------
+
+FAST = ("epochs=300", "log_every=10", "tracking.log_model=false")
+
+
+@pytest.mark.slow
+def test_a_launcher_that_cannot_start_kills_the_parent_in_one_line(tmp_path, store):
+    from conftest import cli
+
+    proc = cli(tmp_path, "-m", "lr=0.001,0.002", *FAST, "hydra/launcher=submitit_slurm", store=store)  # no SLURM here
+    assert proc.returncode == 2, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), proc.stderr
+    (parent,) = all_runs(store)
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"] in lines[0]
+    assert parent.data.metrics["n_not_run"] == 2 and "srun" in lines[0]
+
+
+@pytest.mark.slow
+def test_resume_under_a_one_job_launcher_launches_only_what_did_not_finish(tmp_path, store):
+    from conftest import cli
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = cli(tmp_path / "a", "-m", "lr=0.001,0.002", *FAST, "hydra/launcher=basic", store=store)
+    assert first.returncode == 0, first.stderr
+    again = cli(tmp_path / "b", "-m", "lr=0.001,0.002,0.003", *FAST, "hydra/launcher=basic", "resume=true", store=store)
+    assert again.returncode == 0, again.stderr
+    sweep_dir = tmp_path / "b" / "sweep"
+    launched = sorted(p.parent.name for p in sweep_dir.glob("*/.hydra"))
+    assert launched == ["0"] and "lr=0.003" in (sweep_dir / "0" / ".hydra" / "overrides.yaml").read_text()
+    reused = [json.loads(p.read_text()) for p in sweep_dir.glob("resumed_*/result.json")]
+    assert sorted(r["overrides"][0] for r in reused) == ["lr=0.001", "lr=0.002"]
+    assert all(r["status"] == "SKIPPED" and r["resumed_from"] for r in reused)
+    parent = client_for(store).get_run(json.loads((sweep_dir / "sweep.json").read_text())["parents"][0]["run_id"])
+    assert parent.info.status == "FINISHED" and parent.data.metrics["n_reused"] == 2, again.stdout
