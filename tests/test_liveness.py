@@ -14,38 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
 
 import sweeper
 from conftest import all_runs, client_for
+from test_interrupt import run_job, start_sweep as interrupt_sweep
 from sweeper import tracking, upload
 from sweeper.base.process import HEARTBEAT, beat
-from sweeper.insight import report
-from sweeper.job.context import JobContext
-from sweeper.job.record import run
 from sweeper.sweep import life as sweep
 
 
 def start_sweep(sweep_dir: Path, store: Path, lrs: str, *overrides: str):
-    """A multirun over ``lr=lrs`` begun as the launching process begins it; its job configs and state."""
-    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
-        base = [f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}", "epochs=300", "log_every=10",
-                "tracking.log_model=false", *overrides]
-        config = compose(config_name="config", overrides=base, return_hydra_config=True)
-        with open_dict(config):
-            config.hydra.sweeper.params = {"lr": lrs}
-        state = sweep.start(config)
-        tasks = [o for o in base if not o.startswith("hydra")]
-        jobs = [compose(config_name="config", overrides=[*tasks, f"lr={lr}"]) for lr in lrs.split(",")]
-    return jobs, state
-
-
-def run_job(jobs, sweep_dir: Path, num: int) -> dict:
-    ctx = JobContext(output_dir=sweep_dir / str(num), overrides=[f"lr={jobs[num].lr}"], sweep_dir=sweep_dir, num=num)
-    result = run(jobs[num], ctx)
-    sweep.note_job(sweep_dir, ctx.output_dir, num)
-    return result
+    """A multirun over ``lr=lrs`` begun as the launching process begins it (no model files); its job configs and
+    state."""
+    return interrupt_sweep(sweep_dir, store, lrs, "tracking.log_model=false", *overrides)
 
 
 # Job 1 of the sweep in its own process, as on another node (its host tag is not this one's): it trains for
