@@ -21,7 +21,6 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
-_SETTLED: list[bool] = []  # whether this process froze its objects (once)
 
 
 @contextmanager
@@ -31,14 +30,11 @@ def settled() -> Iterator[None]:
     with ``gc.callbacks`` on the quick-start sweep: six full passes walked MLflow's ~500k objects for 0.5 s
     of its 2.2 s, the last 176 ms inside the summary. Objects made later are collected as before.
 
-    Only the first use in a process freezes: a later one (each job's store client) would make permanent
-    whatever the sweep holds at that moment — the previous jobs' configs, whose cycles the collector would
-    then never free (~1 MB a job)."""
+    Use it once a process, around the import itself (``sweeper.tracking.store.client`` does only while MLflow is
+    not imported yet): a freeze later on (each job's store client) would make permanent whatever the sweep holds
+    at that moment — the previous jobs' configs, whose cycles the collector would then never free (~1 MB a job)."""
     import gc
 
-    if _SETTLED:
-        yield
-        return
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -47,7 +43,6 @@ def settled() -> Iterator[None]:
         if enabled:
             gc.enable()
         gc.freeze()
-        _SETTLED.append(True)
 
 
 def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:

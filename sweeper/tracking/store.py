@@ -103,8 +103,11 @@ def client(uri: str) -> Any:
     from sweeper import settled
 
     mlflow_defaults()
-    with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+    if "mlflow" in sys.modules:  # imported (and frozen) already: no second freeze of what the sweep holds now
         from mlflow import MlflowClient
+    else:
+        with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+            from mlflow import MlflowClient
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
     # raise is what we report, in one line
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
