@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import open_dict, read_write
+from omegaconf import OmegaConf, open_dict, read_write
 
 from sweeper import data
 from sweeper.job import compute
@@ -72,8 +72,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         ret = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
                       config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-        if ours:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml: not kept for the sweep's end
-            ret.hydra_cfg = None
+        if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
+            # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
+            out = str(ret.hydra_cfg.hydra.runtime.output_dir)
+            ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
         returns[job.idx] = ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
