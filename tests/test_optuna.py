@@ -135,7 +135,7 @@ def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_cont
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
     by_number = {t.number: t for t in study.trials}
     trial = by_number[int(kids[0].data.tags["optuna.trial_number"])]
-    assert trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 10  # epochs 0..180
+    assert trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 11  # 0..180, 200: the last
     assert trial.value == kids[0].data.metrics["val_accuracy"]
 
     (tmp_path / "again").mkdir()
