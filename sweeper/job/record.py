@@ -78,6 +78,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if too_big:
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": too_big})
 
+    params, config_tags = tracking.split_params(plain)
+    # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
+    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task}
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     tracked, tracking_error, late_tags = None, None, {}
@@ -88,11 +91,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        extra = tracking.split_params(plain)[1] | {"task": dataset.task}  # config.* tags, the resolved task
-        tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | data.decision_tags(dataset) | extra
         if computed and computed.run is not None:  # the launcher created it when the group started
-            tracked, late_tags = computed.run, data.decision_tags(dataset) | extra
+            tracked, late_tags = computed.run, known
         else:
+            tags = _tags(ctx, cfg, result, backend) | (computed.tags if computed else {}) | known
             tracked = TrackedRun.start(uri, client, experiment, _name(ctx, cfg), tags, parent_run_id=_parent(ctx, cfg))
     except tracking.UNREACHABLE as e:
         tracking_error = _tracking_failed(e, ctx, uri, "at the start")
@@ -103,7 +105,6 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     config_file.write_text(OmegaConf.to_yaml(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
-    params = tracking.split_params(plain)[0]
     try:
         out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)

@@ -73,13 +73,18 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[l
                              Path(str(launcher.config.hydra.sweep.dir)))
 
 
+def group_failed(members: list[Any], e: BaseException) -> dict[int, Any]:
+    """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone."""
+    log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
+                len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return {}
+
+
 def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) -> dict[int, Any]:
     try:
         return compute(members)
-    except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
-        log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
-                    len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-        return {}
+    except Exception as e:  # noqa: BLE001
+        return group_failed(members, e)
 
 
 # --- local: this process, every GPU of the node --------------------------------------------------------------

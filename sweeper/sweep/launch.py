@@ -93,9 +93,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         try:
             computed = compute_group(members, tags)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
-            log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
-                        len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-            computed = {}
+            computed = engines.group_failed(members, e)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
