@@ -217,15 +217,25 @@ def diverged(train_loss: np.ndarray, val_loss: np.ndarray, first: float) -> int 
     return int(hits[0]) if hits.size else None
 
 
+def stride_of(epochs: int, log_every: int) -> int:
+    """The stride :func:`sample_stride` samples at, without its warning (what planning groups by)."""
+    if epochs > 1 and log_every >= epochs:
+        return -(-epochs // 2)
+    return max(log_every, -(-epochs // MAX_SAMPLES))
+
+
 def sample_stride(epochs: int, log_every: int) -> int:
     """Epochs between two loss samples: ``log_every``, but at least ``ceil(epochs / MAX_SAMPLES)`` (memory
     stays bounded) and ``ceil(epochs / 2)`` when ``log_every >= epochs`` (two samples, not one). A change
     is logged as a one-line warning; the run's params keep the user's ``log_every``."""
+    stride = stride_of(epochs, log_every)
     if epochs > 1 and log_every >= epochs:
-        stride = -(-epochs // 2)
         log.warning("log_every=%d is not below epochs=%d, which would sample the loss once: "
                     "sampling every %d epochs instead (2 samples)", log_every, epochs, stride)
-        return stride
+    elif stride > log_every:
+        log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
+                    "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
+    return stride
     stride = max(log_every, -(-epochs // MAX_SAMPLES))
     if stride > log_every:
         log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "

@@ -109,6 +109,19 @@ def test_plan_makes_one_member_of_a_trajectory_and_counts_its_snapshots():
     assert one < groups._fits(jobs[0].plain, [[jobs[0]]], 1 << 40)
 
 
+def test_runs_not_longer_than_log_every_group_at_their_own_stride():
+    """epochs=10 with log_every=50 samples every 5 epochs (models.train.sample_stride): a grid of such runs is
+    one group that reads what each gives alone; a run of another stride does not join it."""
+    grid = [(f"lr={lr}", f"epochs={e}", "depth=1", "width=8", "log_every=50") for lr in (0.01, 0.05) for e in (9, 10)]
+    plan, alone = launch.plan(_jobs(*grid))
+    assert [len(g) for g in plan] == [4] and not alone
+    _same_as_alone(grid)
+    mixed = _jobs(*grid, ("lr=0.02", "epochs=300", "depth=1", "width=8", "log_every=50"),
+                  ("lr=0.02", "epochs=12", "depth=1", "width=8", "log_every=50"))
+    plan, alone = launch.plan(mixed)
+    assert [len(g) for g in plan] == [4] and [j.idx for j in alone] == [4, 5]
+
+
 def test_shares_split_each_epoch_among_the_configurations_that_need_it():
     assert groups.shares([100, 200, 400], 4.0) == pytest.approx([1 / 3, 1 / 3 + 0.5, 1 / 3 + 0.5 + 2])
     assert sum(groups.shares([20, 40, 80, 160, 160], 7.0)) == pytest.approx(7.0)

@@ -4,8 +4,9 @@ Training is deterministic, so configurations that agree on everything but ``epoc
 epoch counts: a *trajectory*, trained once to its largest count (:class:`sweeper.models.batched.Member` ``reads``),
 each configuration read off it at its own count (its weights, curve, metrics: what it gives alone). Trajectories
 of one shape (``SHARED``) train side by side as one group, as many as the memory budget holds (each counts its
-weights' snapshots). A job that cannot join a group (an invalid config, ``sync_every_epoch``, a loss stride of its
-own, an already finished ``resume=true`` configuration, data that cannot load) runs through the one-job path.
+weights' snapshots); a loss stride other than ``log_every`` (``log_every >= epochs``, huge ``epochs``) is part of
+the shape. A job that cannot join a group (an invalid config, ``sync_every_epoch``, an already finished
+``resume=true`` configuration, data that cannot load) runs through the one-job path.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.models import layer_sizes
 from sweeper.models.batched import group_bytes
 from sweeper.models.optim import Optimizer
-from sweeper.models.train import MAX_SAMPLES
+from sweeper.models.train import stride_of
 
 log = logging.getLogger("sweeper")
 
@@ -91,13 +92,16 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         except ConfigError:
             alone.append(job)  # the one-job path reports it
             continue
-        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
-        # epochs, or log_every >= epochs: models.train.sample_stride) keeps it by running alone
-        own_stride = cfg["log_every"] < cfg["epochs"] and -(-cfg["epochs"] // MAX_SAMPLES) <= cfg["log_every"]
-        if cfg["sync_every_epoch"] or not own_stride or (cfg["resume"] and _finished(cfg)):
+        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
         shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
+        # epochs, or log_every >= epochs: models.train.sample_stride) groups only with runs of that same stride
+        # (their longest count then samples at it too)
+        stride = stride_of(cfg["epochs"], cfg["log_every"])
+        if stride != cfg["log_every"]:
+            shared["stride"] = stride
         shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
         if split_features(cfg) or cfg["batch_size"]:
             shared["split_seed"] = data.split_seed(cfg["data"])

@@ -8,8 +8,7 @@ computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.s
 configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
 created RUNNING before its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
 weight decay, mini-batches (members then share ``seed`` and the split too: the seed draws the rows' order) and multi-class
-targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, a loss stride of its
-own, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
+targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
 from __future__ import annotations
