@@ -110,7 +110,9 @@ def _start_long_sweep(tmp_path, store):
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
-    while not any(r.info.status == "RUNNING" for r in children(store)):
+    # the long job's run (the short one is RUNNING for a moment too: its run is created when it starts)
+    while not any(r.info.status == "RUNNING" and r.info.run_name.startswith("epochs=100000000")
+                  for r in children(store)):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.3)
     time.sleep(1.0)  # well inside the long job's training loop
