@@ -80,6 +80,7 @@ def test_advice_is_printed_after_the_leaderboard_and_logged_on_the_parent(sweep)
     assert s.command in advice_of(out)
 
 
+@pytest.mark.slow
 def test_edge_of_the_grid(sweep):
     fires, silent = sweep("lr_top"), sweep("lr_diverges")
     assert fires.tags["advice.edge"] == "lr:up"
@@ -111,6 +112,7 @@ def test_divergence_boundary(sweep):
     assert "advice.divergence" not in silent.tags
 
 
+@pytest.mark.slow
 def test_keys_that_did_not_matter(sweep):
     fires = sweep("width_at_depth0")
     assert fires.tags["advice.no_effect"] == "width"
@@ -119,6 +121,7 @@ def test_keys_that_did_not_matter(sweep):
     assert "advice.no_effect" not in sweep("binary_ties").tags  # same accuracy, but width moved the log loss
 
 
+@pytest.mark.slow
 def test_noise_and_significance(sweep):
     overlap, distinct, unseeded = sweep("seeds_overlap"), sweep("seeds_distinct"), sweep("lr_top")
     assert overlap.tags["advice.noise"] == "overlap"
@@ -171,6 +174,7 @@ def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_pa
     assert s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"  # as the advice said
 
 
+@pytest.mark.slow
 def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
     s = sweep("lr_diverges")
     c = client_for(s.store)

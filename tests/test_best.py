@@ -358,6 +358,7 @@ def test_promote_needs_an_experiment(capsys):
 
 # --- the real command lines ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_promote_command_line_prints_a_re_run_command_that_works(swept, tmp_path, store):
     out = tmp_path / "my files" / "promoted"  # any folder: its parent joins Hydra's search path
     proc = subprocess.run(

@@ -118,6 +118,7 @@ def test_device_gpu_without_a_gpu_exits_with_one_line(tmp_path, store):
     assert all_runs(store) == []
 
 
+@pytest.mark.slow
 @no_gpu_here
 def test_mixed_multirun_without_a_gpu_skips_gpu_jobs_and_finishes(tmp_path, store):
     proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", *FAST, store=store)
@@ -137,6 +138,7 @@ def test_mixed_multirun_without_a_gpu_skips_gpu_jobs_and_finishes(tmp_path, stor
     assert cli(tmp_path / "only_gpu", "-m", "device=gpu", "lr=0.001,0.002", store=store).returncode == 1
 
 
+@pytest.mark.slow
 def test_mixed_multirun_logs_a_speedup_for_every_pair(tmp_path, store):
     proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", *FAST, store=store, env={FAKE_GPU_ENV: "numpy"})
     assert proc.returncode == 0, proc.stderr
@@ -159,6 +161,7 @@ def test_mixed_multirun_logs_a_speedup_for_every_pair(tmp_path, store):
     assert proc.stdout.count("speedup") >= 1 and "FINISHED" in proc.stdout
 
 
+@pytest.mark.slow
 def test_compare_pairs_gpu_runs_with_cpu_runs_of_another_sweep(tmp_path, store):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

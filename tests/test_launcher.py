@@ -54,6 +54,7 @@ def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=Non
     assert statuses == set(statuses_seen)  # lr=5 diverges on diabetes in both, with the same reason
 
 
+@pytest.mark.slow
 def test_batched_and_basic_launchers_record_the_same_regression_sweep(tmp_path, store):
     stores, proc = _both(tmp_path, store, *GRID, "data=diabetes")
     assert "batched group(s)" in proc.stdout

@@ -199,7 +199,7 @@ def test_a_model_loads_in_a_fresh_virtual_environment_of_its_requirements_only(t
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(src / "requirements.txt")],
+    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", "-r", str(src / "requirements.txt")],
                          capture_output=True, text=True, timeout=1200)
     if pip.returncode != 0:
         pytest.skip(f"the requirements could not be installed here: {pip.stderr.strip().splitlines()[-1:]}")

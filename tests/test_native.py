@@ -34,6 +34,7 @@ def _children(served):
     return [r for r in runs if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"])]
 
 
+@pytest.mark.slow
 def test_the_experiment_opens_on_the_model_training_views(served):
     """MLflow 3.17's UI opens the views its page address names (``workflowType``; else GenAI, in a browser that
     never chose) whatever the experiment's kind tag says: the address a sweep ends with names the model-training

@@ -40,6 +40,7 @@ def server(sweep):
         yield url
 
 
+@pytest.mark.slow
 def test_a_live_server_shows_the_parent_its_children_and_the_summary(sweep, server):
     experiments = json.loads(http_get(f"{server}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
     exp_id = experiments["experiment"]["experiment_id"]
@@ -78,6 +79,7 @@ def test_leaderboard_is_sorted_and_logged_on_the_parent(sweep):
     assert "mlflow ui --backend-store-uri sqlite:///" in out
 
 
+@pytest.mark.slow
 def test_report_command_rebuilds_the_same_leaderboard_from_the_store(sweep):
     c = client_for(sweep["store"])
     parent_id = sweep["parent"].info.run_id

@@ -48,6 +48,7 @@ def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, s
     assert {a.path for a in client_for(store).list_artifacts(parent.info.run_id)} >= {"summary.csv", "summary.md"}
 
 
+@pytest.mark.slow
 def test_a_sweep_against_a_tracking_server(tmp_path, store):
     artifacts = tmp_path / "server_artifacts"
     with mlflow_server(store, artifacts=artifacts) as url:
@@ -72,6 +73,7 @@ def test_an_unreachable_server_fails_before_any_job_in_one_line(tmp_path):
     assert not list((tmp_path / "sweep").glob("*/result.json"))
 
 
+@pytest.mark.slow
 def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(tmp_path, store, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # the bounded retries, shortened for the test
     port = free_port()
@@ -151,6 +153,7 @@ def test_a_sigkilled_worker_leaves_no_run_running_after_the_report(tmp_path, sto
     assert parent.data.metrics["n_finished"] == 1 and parent.data.tags["n_not_run"] == "0"  # zero counts: tags only
 
 
+@pytest.mark.slow
 def test_resume_skips_configurations_that_already_finished(tmp_path, store):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -9,12 +9,14 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import FAST_ARGS, all_runs, cli, client_for, copy_store, mlflow_server
 from sweeper import tracking, upload
 from sweeper.tracking import writer
 
 
+@pytest.mark.slow
 def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_store):
     db = copy_store(_template_store, tmp_path)
     lrs = [0.001 * (i + 1) for i in range(writer_min_jobs())]
@@ -127,6 +129,7 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
             __import__("time").sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_the_command(tmp_path, store):
     """The command line shows a sweep of MIN_JOBS jobs: the writer starts before Hydra composes
     (writer.prestart) and ends every run in SQLite, whole."""
