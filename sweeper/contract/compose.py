@@ -266,11 +266,13 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
 
     for o in values:
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override
+    # as Hydra's loader: hydra.* overrides are the shape's (in its template's hydra.overrides.hydra), not the task's
+    task = [o for o in parsed if not o.is_hydra_override()]
     with read_write(cfg.hydra), open_dict(cfg.hydra):  # a config lent before: run_job made its hydra read-only
-        cfg.hydra.overrides.task = [o.input_line for o in parsed]
+        cfg.hydra.overrides.task = [o.input_line for o in task]
         c = cfg.hydra.job.config.override_dirname
         cfg.hydra.job.override_dirname = get_overrides_dirname(
-            overrides=parsed, kv_sep=c.kv_sep, item_sep=c.item_sep, exclude_keys=c.exclude_keys)
+            overrides=task, kv_sep=c.kv_sep, item_sep=c.item_sep, exclude_keys=c.exclude_keys)
     OmegaConf.copy_cache(from_config=master_config, to_config=cfg)
     return cfg
 
