@@ -149,10 +149,11 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     return _finish(ctx, result)
 
 
-def start(plain: dict[str, Any], ctx: JobContext, tags: dict[str, str]) -> TrackedRun:
+def start(plain: dict[str, Any], ctx: JobContext, tags: dict[str, str], start_time: int | None = None) -> TrackedRun:
     """Create a job's run RUNNING before its compute half, as :func:`run` would (its name, tags plus ``tags``,
     parent and params): the batched launcher opens its members' runs when their group starts training, so they
-    show while it trains, and hands each to its job (:class:`~sweeper.job.compute.Computed` ``run``)."""
+    show while it trains, and hands each to its job (:class:`~sweeper.job.compute.Computed` ``run``); its start is
+    ``start_time`` (ms) when given: when the group began to train."""
     cfg = OmegaConf.create(plain)
     uri = cfg.tracking.uri
     client = tracking.client(uri)
@@ -161,7 +162,7 @@ def start(plain: dict[str, Any], ctx: JobContext, tags: dict[str, str]) -> Track
     # data.positive_class is what the data were read as: the job logs it with its last batch
     params = {k: v for k, v in tracking.split_params(plain)[0].items() if k != "data.positive_class"}
     return TrackedRun.start(uri, client, experiment, _name(ctx, cfg), base | tags, parent_run_id=_parent(ctx, cfg),
-                            params=params)
+                            params=params, start_time=start_time)
 
 
 def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data.Dataset, out: Outcome,

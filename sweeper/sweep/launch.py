@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +44,8 @@ log = logging.getLogger("sweeper")
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from hydra.core.utils import configure_log, run_job, setup_globals
 
+    from sweeper.sweep.jobrun import run_job as lean_run_job
+
     setup_globals()
     config = launcher.config
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
@@ -69,8 +72,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         cfg = job.config or (load.lend if ours else load)(config, job.overrides)
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
-        ret = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
-                      config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
+        ret = (lean_run_job if ours else run_job)(
+            hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+            config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
@@ -88,9 +93,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         groups = []
     for members in groups:
         tags = member_tags(members)
-        runs = open_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute())
+        runs: dict[int, Any] = {}
         try:
-            computed = compute_group(members, tags)
+            computed = train_showing_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute(), runs)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
@@ -117,9 +122,49 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     return out
 
 
-def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path) -> dict[int, Any]:
-    """Create every member's run RUNNING (name, tags, params) before the group trains, so the UI lists them at
-    once; the group's system metrics are sampled on them. A store that fails leaves the jobs to create theirs."""
+# A group still training after this many seconds shows its members' runs RUNNING while it trains (created from
+# the launching thread, started when the group began, as many as its training lasts for); a shorter group does
+# not pay for creating them ahead (~30 ms a run: 30 s before the first job line for 1,000 members): its jobs
+# create their runs as they record.
+AHEAD_AFTER_S = 1.0
+
+
+def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
+                       runs: dict[int, Any]) -> dict[int, compute.Computed]:
+    """:func:`compute_group` on a thread of its own; once it has trained :data:`AHEAD_AFTER_S`, the members' runs
+    are opened into ``runs`` (:func:`open_runs`) while it goes on, until it ends. Raises what the group raised;
+    on Ctrl-C or SIGTERM (which stop the group at its next epoch: sweeper.base.stop) once the group has ended."""
+    out: dict[str, Any] = {}
+
+    def train() -> None:
+        try:
+            out["computed"] = compute_group(members, tags)
+        except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
+            out["error"] = e
+
+    began = int(time.time() * 1000)
+    worker = threading.Thread(target=train, name="sweeper-group-train", daemon=True)
+    worker.start()
+    try:
+        worker.join(AHEAD_AFTER_S)
+        if worker.is_alive():
+            runs.update(open_runs(members, tags, sweep_dir, began, until=lambda: not worker.is_alive()))
+        while worker.is_alive():
+            worker.join(0.1)  # in short waits: Ctrl-C reaches this thread
+    except BaseException:
+        worker.join(5.0)  # the group stops at its next epoch (STOP is set before the exception)
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["computed"]
+
+
+def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
+              start_time: int | None = None, until: Any = None) -> dict[int, Any]:
+    """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI lists them, one
+    after another until ``until()`` says stop (the group has ended: the other jobs create theirs as they record);
+    they start at ``start_time`` (ms: when the group began); the group's system metrics are sampled on them. A
+    store that fails leaves the jobs to create theirs."""
     from sweeper import tracking
     from sweeper.job import record
     from sweeper.job.context import JobContext
@@ -127,9 +172,11 @@ def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Pa
     runs: dict[int, Any] = {}
     try:
         for job in members:
+            if until is not None and until():
+                break
             overrides = list(job.config.hydra.overrides.task) if job.config is not None else job.overrides
             ctx = JobContext(sweep_dir / str(job.idx), overrides, sweep_dir, job.idx)
-            runs[job.idx] = record.start(job.plain, ctx, tags[job.idx])
+            runs[job.idx] = record.start(job.plain, ctx, tags[job.idx], start_time)
     except (BackendUnavailable, *tracking.UNREACHABLE) as e:
         log.warning("the group's runs could not be created ahead (%s); each job creates its own", e)
         _drop(runs)

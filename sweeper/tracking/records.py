@@ -101,15 +101,17 @@ def start_run(
     tags: Mapping[str, str],
     params: Mapping[str, Any] | None = None,
     parent_run_id: str | None = None,
+    start_time: int | None = None,
 ) -> str:
-    """Create a run (a child when ``parent_run_id`` is given) with its tags and params; return its id."""
+    """Create a run (a child when ``parent_run_id`` is given) with its tags and params; return its id. Its start
+    is now, or ``start_time`` (ms since the epoch: a batched member's run opened after its group began)."""
     from mlflow.entities import Param
 
     tags = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()})
+    run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()}, start_time=start_time)
     _runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
     items = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, len(items), PARAM_BATCH):

@@ -47,12 +47,14 @@ class TrackedRun:
 
     @classmethod
     def start(cls, uri: str, client: Any, experiment_id: str, name: str, tags: Mapping[str, str],
-              parent_run_id: str | None = None, params: Mapping[str, Any] | None = None) -> "TrackedRun":
+              parent_run_id: str | None = None, params: Mapping[str, Any] | None = None,
+              start_time: int | None = None) -> "TrackedRun":
         """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
-        come with its last batch (or now, ``params``)."""
+        come with its last batch (or now, ``params``); it started now, or at ``start_time`` (ms)."""
         interval = heartbeat_interval()
         tags = {**tags, HEARTBEAT: beat(time.time(), interval)}
-        run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id)
+        run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id,
+                                   start_time=start_time)
         run = cls(uri, client, run_id, experiment_id)
         run._heart = Heartbeat(run, interval)
         return run

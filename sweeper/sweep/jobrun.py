@@ -1,0 +1,147 @@
+"""Hydra's ``run_job`` for sweeper's own jobs, without its copies of the whole configuration.
+
+:func:`hydra.core.utils.run_job` is what every Hydra launcher calls per job: it sets the job's ``HydraConfig``
+(twice), makes the output folder (and enters it when ``hydra.job.chdir``), configures the job's logging, writes
+``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, calls the callbacks and the task, and returns a
+``JobReturn``. It does so by deep-copying the composed config (the ``hydra`` node alone is ~1 MB of nodes) four
+times and dumping it with PyYAML's pure-Python emitter: ~100 ms a job on this machine, more than training and
+recording a small configuration together (measured with ``bench/sweep_bench.py --configs``).
+
+:func:`run_job` here does the same steps in the same order with the same outcome, for the batched launcher's own
+jobs (a sweeper config lent by :meth:`sweeper.contract.compose.Composer.lend`, which sets each job's values on one
+config per shape): ``HydraConfig`` holds the job's ``hydra`` node itself, not a copy (its parent is the job's
+config, as Hydra's ``set_config`` arranges); the task gets a copy of the config without ``hydra`` (the node is
+left out of the copy rather than copied and deleted); the YAML files are the same documents written by libyaml's
+emitter when PyYAML has it. Another app's config goes through Hydra's own ``run_job``.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+log = logging.getLogger(__name__)
+
+
+def _dumper() -> type:
+    """OmegaConf's YAML dumper (strings that read as numbers or booleans quoted) on libyaml's emitter."""
+    from omegaconf._utils import get_omega_conf_dumper
+
+    base = get_omega_conf_dumper()
+    if not getattr(yaml, "__with_libyaml__", False):
+        return base
+
+    class Dumper(yaml.CDumper):  # the same representer (yaml.Dumper's), the C emitter
+        pass
+
+    Dumper.add_representer(str, base.str_representer)
+    return Dumper
+
+
+_DUMPER: list[type] = []
+
+
+def to_yaml(cfg: Any) -> str:
+    """``OmegaConf.to_yaml(cfg)``: the same document (unresolved, enums as names), emitted by libyaml."""
+    if not _DUMPER:
+        _DUMPER.append(_dumper())
+    container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0])
+
+
+def _save(cfg: Any, filename: str, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / filename).write_text(to_yaml(cfg), encoding="utf-8")
+
+
+def _holder(config: DictConfig) -> DictConfig:
+    """What ``HydraConfig.set_config(config)`` stores — a config whose only key is ``hydra``, that node's parent
+    being ``config`` — holding the job's own ``hydra`` node instead of a copy of it."""
+    OmegaConf.set_readonly(config.hydra, True)
+    holder = OmegaConf.create({})
+    holder.__dict__["_content"]["hydra"] = config._get_node("hydra")  # not re-parented: its parent stays config
+    return holder
+
+
+def _task_config(config: DictConfig) -> DictConfig:
+    """``deepcopy(config)`` less its ``hydra`` key, without copying that node: it is set aside for the copy."""
+    content = config.__dict__["_content"]
+    kept = dict(content)
+    del content["hydra"]
+    try:
+        return copy.deepcopy(config)
+    finally:  # the keys back in their order
+        content.clear()
+        content.update(kept)
+
+
+def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir_key: str | None,
+            hydra_context: Any, configure_logging: bool = True) -> Any:
+    """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's docstring)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
+
+    callbacks = hydra_context.callbacks
+    old_cwd = os.getcwd()
+    instance = HydraConfig.instance()
+    orig_hydra_cfg = instance.cfg
+    instance.cfg = _holder(config)  # the job's Hydra config, for ${hydra:...} in the output folder's keys
+    output_dir = str(OmegaConf.select(config, job_dir_key))
+    if job_subdir_key is not None:
+        output_dir = os.path.join(output_dir, str(OmegaConf.select(config, job_subdir_key)))
+    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+        config.hydra.runtime.output_dir = os.path.abspath(output_dir)
+    instance.cfg = hydra_cfg = _holder(config)
+    _chdir = None
+    try:
+        ret = JobReturn()
+        task_cfg = _task_config(config)
+        ret.cfg = task_cfg
+        ret.hydra_cfg = hydra_cfg
+        ret.overrides = OmegaConf.to_container(config.hydra.overrides.task)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        _chdir = hydra_cfg.hydra.job.chdir
+        if _chdir is None:
+            from hydra import version
+
+            _chdir = not version.base_at_least("1.2")
+            if _chdir:
+                from hydra._internal.deprecation_warning import deprecation_warning
+
+                deprecation_warning(message=(
+                    "Future Hydra versions will no longer change working directory at job runtime by default.\n"
+                    "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
+                    "information."), stacklevel=2)
+        if _chdir:
+            os.chdir(output_dir)
+            ret.working_dir = output_dir
+        else:
+            ret.working_dir = os.getcwd()
+        if configure_logging:
+            configure_log(config.hydra.job_logging, config.hydra.verbose)
+        if config.hydra.output_subdir is not None:
+            folder = Path(config.hydra.runtime.output_dir) / Path(config.hydra.output_subdir)
+            _save(task_cfg, "config.yaml", folder)
+            _save(hydra_cfg, "hydra.yaml", folder)
+            _save(config.hydra.overrides.task, "overrides.yaml", folder)
+        with env_override(hydra_cfg.hydra.job.env_set):
+            callbacks.on_job_start(config=config, task_function=task_function)
+            try:
+                ret.return_value = task_function(task_cfg)
+                ret.status = JobStatus.COMPLETED
+            except Exception as e:  # noqa: BLE001  (as Hydra's run_job: the JobReturn carries it)
+                ret.return_value = e
+                ret.status = JobStatus.FAILED
+        ret.task_name = JobRuntime.instance().get("name")
+        _flush_loggers()
+        callbacks.on_job_end(config=config, job_return=ret)
+        return ret
+    finally:
+        instance.cfg = orig_hydra_cfg
+        if _chdir:
+            os.chdir(old_cwd)
