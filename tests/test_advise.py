@@ -69,6 +69,7 @@ def advice_of(stdout: str) -> str:
     return stdout[start: stdout.index("browse with:", start)]
 
 
+@pytest.mark.slow
 def test_advice_is_printed_after_the_leaderboard_and_logged_on_the_parent(sweep):
     s = sweep("lr_top")
     out = s.stdout

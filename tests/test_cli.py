@@ -59,6 +59,7 @@ def test_multirun_logs_one_parent_and_a_child_per_job(lr_sweep):
     assert "lr=0.001" in proc.stdout and "lr=0.005" in proc.stdout
 
 
+@pytest.mark.slow
 def test_single_run_has_no_parent(tmp_path, store):
     proc = cli(tmp_path, "data=xor", "depth=1", "width=4", "lr=0.5", "epochs=2000", store=store)
     assert proc.returncode == 0, proc.stderr

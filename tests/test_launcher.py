@@ -78,6 +78,7 @@ def test_batched_and_basic_launchers_record_the_same_momentum_adam_weight_decay_
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), groups=4)
 
 
+@pytest.mark.slow
 def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
     proc = cli(tmp_path, "-m", "lr=0.01,0.02,0.03,0.04", "epochs=20", "log_every=10", "tracking.log_model=false",
                "hydra.launcher.max_group_size=2", store=store)

@@ -135,6 +135,7 @@ def iris_sweep(tmp_path_factory, _template_store):
     return tmp, db
 
 
+@pytest.mark.slow
 def test_a_sweep_over_optimizer_and_batch_size_runs_every_configuration(iris_sweep):
     tmp, db = iris_sweep
     runs = [r for r in all_runs(db) if "fingerprint" in r.data.tags]

@@ -109,6 +109,7 @@ def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
     np.testing.assert_array_equal(by_alias, by_run)
 
 
+@pytest.mark.slow
 def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(served):
     def runs(*args):
         proc = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], *args],
