@@ -92,6 +92,7 @@ def test_edge_of_the_grid(sweep):
     assert "advice.edge" not in sweep("binary").tags
 
 
+@pytest.mark.slow
 def test_overfitting_and_under_training(sweep):
     overfits, short = sweep("overfits"), sweep("lr_top")
     assert overfits.tags["advice.overfitting"].startswith("best_epoch=") and "advice.under_training" not in overfits.tags
@@ -154,6 +155,7 @@ def test_every_next_command_parses(sweep, name):
     check_overrides(words[4:])  # the checks the CLI makes before Hydra composes
 
 
+@pytest.mark.slow
 def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_path):
     s = sweep("width_at_depth0")
     words = shlex.split(s.command)

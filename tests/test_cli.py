@@ -73,6 +73,7 @@ def test_single_run_has_no_parent(tmp_path, store):
     assert len(all_runs(store)) == 1
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_recorded_and_the_sweep_finishes(tmp_path, store):
     proc = cli(tmp_path, "-m", "depth=0", "lr=0.01,50", *FAST, store=store)
     assert proc.returncode == 0, proc.stderr
@@ -107,6 +108,7 @@ def test_bad_input_exits_non_zero_in_one_line_and_leaves_the_store_unchanged(tmp
     assert not (tmp_path / "sweep").exists() or not list((tmp_path / "sweep").glob("*/result.json"))
 
 
+@pytest.mark.slow
 def test_summary_command_rebuilds_the_table(tmp_path, lr_sweep):
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper.summary", str(lr_sweep[0] / "sweep")], capture_output=True, text=True

@@ -108,6 +108,7 @@ def test_bad_files_give_one_line_errors(tmp_path, content, overrides, message):
     assert "\n" not in str(err.value) and str(path) in str(err.value) or "data." in str(err.value)
 
 
+@pytest.mark.slow
 def test_spambase_reaches_90_percent_test_accuracy(tmp_path, store, spambase_path):
     result = run_once(
         tmp_path, "data=spambase", f"data.path={spambase_path}", "depth=1", "width=16", "lr=0.1", "epochs=2000",

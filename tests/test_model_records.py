@@ -123,6 +123,7 @@ def test_a_text_model_loads_without_sweeper_or_scikit_learn(tmp_path, store):
     assert sorted(r.split("==")[0] for r in requirements) == ["mlflow", "numpy", "pandas", "scipy"]
 
 
+@pytest.mark.slow
 def test_mlflow_models_predict_serves_it_with_the_local_environment(tmp_path, store):
     result, logged, example = _job(tmp_path, store, "data=diabetes", "depth=1", "width=8", "epochs=50")
     frame = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
@@ -156,6 +157,7 @@ def _promote(cwd: Path, store: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_promote_register_with_a_tracking_uri_from_another_folder(tmp_path, store):
     import mlflow.pyfunc
 

@@ -195,6 +195,7 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
     assert promote._ranked(runs, "val_accuracy", 3)[0].info.run_id == first["run_id"]
 
 
+@pytest.mark.slow
 def test_a_single_run_ends_naming_its_experiment_run_folder_and_ui_url(tmp_path, store):
     from conftest import all_runs
     from test_report import long_numbers

@@ -19,6 +19,7 @@ def _user_folders(where: Path, with_init: bool) -> None:
     (where / "data" / "wine.csv").write_text("a,b\n1,2\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_init", [False, True], ids=["folders", "packages"])
 def test_a_sweep_runs_from_a_folder_that_holds_data_and_models(tmp_path, store, with_init):
     _user_folders(tmp_path, with_init)
