@@ -6,7 +6,7 @@ device, with :func:`sweeper.models.batched.train_group`; then every member gets 
 (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
 computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.sweep.groups`) makes the
 configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
-created RUNNING before its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
+created RUNNING before or while its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
 weight decay, mini-batches (members then share ``seed`` and the split too: the seed draws the rows' order) and multi-class
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
@@ -138,7 +138,7 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
     are opened into ``runs`` (:func:`open_runs`) while it goes on, until it ends. Raises what the group raised;
     on Ctrl-C or SIGTERM (which stop the group at its next epoch: sweeper.base.stop) once the group has ended."""
     if len(members) <= AHEAD_ALWAYS:
-        runs.update(open_runs(members, tags, sweep_dir))
+        open_runs(members, tags, sweep_dir, runs)
         return compute_group(members, tags)
     # Known gap: a signal that lands while a run is being created here can leave that SQLite transaction open
     # until the process ends (a 21-member group stopped 20 s after SIGTERM instead of ~8 s when it did)
@@ -156,7 +156,7 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
     try:
         worker.join(AHEAD_AFTER_S)
         if worker.is_alive():
-            runs.update(open_runs(members, tags, sweep_dir, began, until=lambda: not worker.is_alive()))
+            open_runs(members, tags, sweep_dir, runs, began, until=lambda: not worker.is_alive())
         while worker.is_alive():
             worker.join(0.1)  # in short waits: Ctrl-C reaches this thread
     except BaseException:
@@ -167,17 +167,17 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
     return out["computed"]
 
 
-def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
-              start_time: int | None = None, until: Any = None) -> dict[int, Any]:
+def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path, runs: dict[int, Any],
+              start_time: int | None = None, until: Any = None) -> None:
     """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI lists them, one
     after another until ``until()`` says stop (the group has ended: the other jobs create theirs as they record);
     they start at ``start_time`` (ms: when the group began); the group's system metrics are sampled on them. A
-    store that fails leaves the jobs to create theirs."""
+    store that fails leaves the jobs to create theirs. Each run goes into ``runs`` as it is made, so the caller
+    holds every one a Ctrl-C in the middle leaves (to end them KILLED and stop their system metrics)."""
     from sweeper import tracking
     from sweeper.job import record
     from sweeper.job.context import JobContext
 
-    runs: dict[int, Any] = {}
     try:
         for job in members:
             if until is not None and until():
@@ -188,11 +188,11 @@ def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Pa
     except (BackendUnavailable, *tracking.UNREACHABLE) as e:
         log.warning("the group's runs could not be created ahead (%s); each job creates its own", e)
         _drop(runs)
-        return {}
+        runs.clear()
+        return
     if runs and members[0].plain["tracking"]["system_metrics"]:
         first, *rest = runs.values()
         first.sample_system(also=rest)
-    return runs
 
 
 def _system(runs: dict[int, Any]) -> list[Any]:
