@@ -188,3 +188,34 @@ def test_a_bad_space_fails_in_one_line_and_the_parent_run_says_why(tmp_path, sto
     assert "Traceback" not in proc.stderr and not children(store)
     (parent,) = parents(store)
     assert parent.info.status == "FAILED" and "lr=0.0 is not allowed" in parent.data.tags["failure_reason"]
+
+
+@pytest.mark.slow
+def test_a_rerun_with_resume_tells_reused_trials_the_finished_runs_value(tmp_path, store):
+    # one value: every trial proposes the same configuration, so the second command's trials are all reused
+    space = (*ONE_SHAPE, "lr=choice(0.01)")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = cli(tmp_path / "a", "-m", *space, "hydra.sweeper.n_trials=1", store=store)
+    assert first.returncode == 0, first.stderr
+    (trained,) = children(store)
+    again = cli(tmp_path / "b", "-m", *space, "hydra.sweeper.n_trials=2", "resume=true", store=store)
+    assert again.returncode == 0, again.stderr
+    assert len(children(store)) == 1  # nothing trained again
+    trials = sorted(study_of(store.parent / "optuna.db", "diabetes").trials, key=lambda t: t.number)
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3  # not FAILED
+    assert [t.value for t in trials] == [trained.data.metrics["val_mse"]] * 3
+    assert [t.user_attrs["run_id"] for t in trials[1:]] == [trained.info.run_id] * 2
+    assert all(t.user_attrs["status"] == "SKIPPED" for t in trials[1:])
+
+
+@pytest.mark.slow
+def test_a_launcher_that_cannot_start_ends_the_search_in_one_line_and_fails_its_trials(tmp_path, store):
+    proc = cli(tmp_path, "-m", *ONE_SHAPE, "hydra.sweeper.n_trials=2", "hydra/launcher=submitit_slurm",
+               store=store)  # no SLURM here
+    assert proc.returncode == 2, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), proc.stderr
+    (parent,) = parents(store)
+    assert parent.info.status == "KILLED" and not children(store)
+    trials = study_of(store.parent / "optuna.db", "diabetes").trials
+    assert trials and all(t.state == optuna.trial.TrialState.FAIL for t in trials)  # none left RUNNING

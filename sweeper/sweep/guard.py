@@ -26,9 +26,11 @@ log = logging.getLogger("sweeper")
 TARGET = "hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper"
 
 
-def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: Any, config: Any,
+          leave_out: bool = True) -> None:
     """The sweeper's setup: Hydra's (``base_setup``: it instantiates the launcher), then the launcher's
-    ``launch`` wrapped: finished configurations left out (``resume=true``), a failure as a whole in one line."""
+    ``launch`` wrapped: finished configurations left out (``resume=true``; not when ``leave_out`` is false: a
+    search needs one return per trial, and its jobs skip themselves), a failure as a whole in one line."""
     try:
         base_setup(hydra_context=hydra_context, task_function=task_function, config=config)
     except Exception as e:  # noqa: BLE001  (the launcher's own start)
@@ -38,7 +40,7 @@ def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: A
     resumed = [0]
 
     def launch(batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        kept = batch if batched else _unfinished(sweeper, batch, resumed)
+        kept = batch if batched or not leave_out else _unfinished(sweeper, batch, resumed)
         if not kept:
             return []
         try:

@@ -32,7 +32,7 @@ from sweeper.contract.config import ConfigError
 from sweeper.base.fmt import text_cell
 
 from ._space import Space, parse
-from ._study import one_line, open_study, report, shown, storage_url
+from ._study import one_line, open_study, quiet, report, shown, storage_url
 
 log = logging.getLogger("sweeper")
 
@@ -44,7 +44,8 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     try:
         plan = prepare(sweeper, arguments)
-        study = open_study(plan)
+        with quiet():
+            study = open_study(plan)
     except ConfigError as e:
         refuse(sweep_dir, str(e))
     log.info("optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d", plan["verb"], plan["metric"],
@@ -61,13 +62,14 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
                                                    "optuna.round": round_id} for i, t in enumerate(trials)})
         try:
             returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
-        except KeyboardInterrupt:  # the round's trials end FAILED, not RUNNING for ever (a constant liar's lie)
+        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials end FAILED,
+            # not RUNNING for ever (a constant liar's lie)
             import optuna
 
             for t in trials:
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
             raise
-        tell(study, trials, returns)
+        tell(study, trials, returns, plan["metric"])
         numbers += [t.number for t in trials]
         job_idx += k
         round_no += 1
@@ -84,7 +86,8 @@ def ask(study: Any, space: Space, plan: dict[str, Any], k: int) -> list[Any]:
     reproducible, and a continued study or a second process on it draws new values."""
     import optuna
 
-    mirror = optuna.create_study(direction=plan["direction"], sampler=plan["sampler"])
+    with quiet():
+        mirror = optuna.create_study(direction=plan["direction"], sampler=plan["sampler"])
     mirror.add_trials([t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING])
     trials = [study.ask() for _ in range(k)]  # numbers first: unique across processes
     chosen: dict[int, dict[str, Any]] = {}
@@ -252,9 +255,10 @@ def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
             log.error("the search space was not recorded on parent run %s: %s", parent["run_id"], tracking.first_line(e))
 
 
-def tell(study: Any, trials: list[Any], returns: list[Any]) -> None:
+def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None:
     """Report each trial's validation curve and tell its value; FAIL for a run without one (diverged, skipped,
-    crashed: NaN)."""
+    crashed: NaN). A trial that ``resume=true`` skipped because its configuration already FINISHED is told that
+    run's ``metric`` (and gets its ``run_id``): the search learns from the work done, not a failure."""
     import optuna
     from hydra.core.utils import JobStatus
 
@@ -271,6 +275,9 @@ def tell(study: Any, trials: list[Any], returns: list[Any]) -> None:
     report([(t, *_curve(f)) for t, _, f in done if f is not None], study)
     for trial, value, folder in done:
         result = _result(folder)
+        if not math.isfinite(value) and result.get("resumed_from"):
+            value = _reused_value(result, metric)
+            result = {**result, "run_id": result["resumed_from"]}
         for key in ("run_id", "status", "reason"):
             if result.get(key):
                 study._storage.set_trial_user_attr(trial._trial_id, key, str(result[key]))
@@ -278,6 +285,17 @@ def tell(study: Any, trials: list[Any], returns: list[Any]) -> None:
             study.tell(trial, value)
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _reused_value(result: dict[str, Any], metric: str) -> float:
+    """``metric`` of the FINISHED run a resumed job reused (NaN when the store cannot say)."""
+    try:
+        uri = result["config"]["tracking"]["uri"]
+        return float(tracking.client(uri).get_run(result["resumed_from"]).data.metrics.get(metric, math.nan))
+    except (KeyError, TypeError, ValueError, *tracking.UNREACHABLE) as e:
+        log.warning("optuna: the value of reused run %s could not be read (%s): its trial is told FAILED",
+                    result.get("resumed_from"), tracking.first_line(e))
+        return math.nan
 
 
 def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:

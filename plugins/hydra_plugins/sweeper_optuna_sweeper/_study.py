@@ -4,8 +4,9 @@ as intermediate values in one transaction."""
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -38,6 +39,19 @@ def shown(url: str | None) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001  (open_study says what is wrong with it)
         return url
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Optuna's own INFO lines ("A new study created in ...") held back: the search names its study in a line of
+    its own, and each round's in-memory mirror (``_core.ask``) is no news. Warnings still show."""
+    logger = logging.getLogger("optuna")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def open_study(plan: dict[str, Any]) -> Any:

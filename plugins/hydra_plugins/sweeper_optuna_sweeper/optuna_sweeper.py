@@ -21,9 +21,16 @@ class OptunaSweeper(Sweeper):
         self.launcher: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config, self.hydra_context = config, hydra_context
-        self.launcher = Plugins.instance().instantiate_launcher(config=config, hydra_context=hydra_context,
-                                                                task_function=task_function)
+        from sweeper.sweep import guard
+
+        def base_setup(*, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+            self.config, self.hydra_context = config, hydra_context
+            self.launcher = Plugins.instance().instantiate_launcher(config=config, hydra_context=hydra_context,
+                                                                    task_function=task_function)
+
+        # a launcher that cannot start or fails as a whole: the parent run(s) KILLED, one line, exit 2
+        guard.setup(self, base_setup, hydra_context=hydra_context, task_function=task_function, config=config,
+                    leave_out=False)
 
     def sweep(self, arguments: List[str]) -> Any:
         from hydra_plugins.sweeper_optuna_sweeper._core import sweep
