@@ -10,10 +10,11 @@ mkdir -p .whl
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 # antlr4-python3-runtime 4.9.3 (pinned by hydra-core) is published as a source archive only: build it.
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
-# mlflow-skinny + SQLAlchemy + alembic is all the SQLite tracking store needs (no server extras).
+# mlflow-skinny + SQLAlchemy + alembic is all the SQLite tracking store needs (no server extras); optuna for the
+# search row (issue 30).
 python3 -m pip download -q --only-binary=:all: --find-links .whl -d .whl \
   --python-version "$py" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux1_x86_64 \
-  'hydra-core==1.3.*' 'mlflow-skinny>=3.13' sqlalchemy alembic
+  'hydra-core==1.3.*' 'mlflow-skinny>=3.13' sqlalchemy alembic 'optuna>=4'
 du -sh .whl

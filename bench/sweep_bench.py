@@ -302,7 +302,7 @@ SEARCH = ["+sweep=optuna", "hydra.sweeper.n_trials=64", "epochs=3000", "depth=ch
           "lr=tag(log, interval(0.0005, 0.05))"]
 
 
-def search_section(batches: tuple[int, ...] = (16, 1)) -> list[str]:
+def search_section(batches: tuple[int, ...] = (16, 1), device: str = "cpu") -> list[str]:
     """``+sweep=optuna`` end to end with each round's trials launched together (``hydra.sweeper.batch``) against
     one trial a round: wall seconds and the best validation MSE the search found (its own fresh study)."""
     from omegaconf import OmegaConf
@@ -310,7 +310,7 @@ def search_section(batches: tuple[int, ...] = (16, 1)) -> list[str]:
     rows, walls = [], {}
     for batch in batches:
         tmp = _scratch()
-        cmd = [sys.executable, "-m", "sweeper", "-m", *SEARCH, f"hydra.sweeper.batch={batch}",
+        cmd = [sys.executable, "-m", "sweeper", "-m", *SEARCH, f"hydra.sweeper.batch={batch}", f"device={device}",
                f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
         wall, error = _timed(cmd, tmp)
         if error:
@@ -323,7 +323,7 @@ def search_section(batches: tuple[int, ...] = (16, 1)) -> list[str]:
     ref = walls.get(1)
     for row in rows:
         row.append(f"{ref / walls[row[0]]:.2f}x" if ref and row[0] in walls else "-")
-    return ["## Search: 64 TPE trials on diabetes (%s), one run each" % " ".join(SEARCH[2:]), "",
+    return ["## Search: 64 TPE trials on diabetes (%s, device=%s), one run each" % (" ".join(SEARCH[2:]), device), "",
             table(["batch", "wall s", "trials/s", "best val_mse", "best trial", "best params", "faster than batch 1"], rows)]
 
 
@@ -383,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
     p.add_argument("--only", choices=["training", "sweeps", "joblib", "trajectories"], default=None)
     p.add_argument("--search", action="store_true", help="only the Optuna search: batch 16 against batch 1")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="--search: the trials' device")
     p.add_argument("--grid-scale", type=int, default=1,
                    help="trajectories section: divide the epochs grid's epochs by this (1: 20k..160k)")
     p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
@@ -405,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
     if args.search:
-        section = search_section()
+        section = search_section(device=args.device)
         print("\n".join(out + section), flush=True)
         if args.out:
             args.out.write_text("\n".join(out + section) + "\n")
