@@ -92,3 +92,11 @@ def test_sweepers_run_job_does_what_hydras_does(tmp_path, lend):
 def test_the_yaml_is_omegaconfs_document():
     cfg = OmegaConf.create({"a": "1.0", "b": "true", "c": [1, "x: y"], "d": {"e": None, "f": "${a}"}, "g": "ü"})
     assert jobrun.to_yaml(cfg) == OmegaConf.to_yaml(cfg)
+
+
+def test_a_plain_containers_yaml_is_omegaconfs_document():
+    from sweeper.base import yamltext
+
+    plain = {"lr": 0.0202, "s": "1e-3", "n": "null", "t": "~", "yes": "on", "e": 10, "f": 1e-300, "b": False,
+             "l": [0.1, "2", {"k": "v: w"}], "u": "é", "empty": {}, "none": None, "inf": float("inf")}
+    assert yamltext.dump(plain) == OmegaConf.to_yaml(plain)

@@ -296,3 +296,74 @@ def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
         run = c.get_run(run_id)
         assert run.info.status == "FINISHED" and len(run.inputs.dataset_inputs) == 3
     assert len(ended) == 24
+
+
+# --- runs created in bulk (a batched group's members, on a SQL store) ---
+
+def _spec(name, **extra):
+    return {"name": name, "tags": {"device": "cpu", "mlflow.user": "someone", "note": "ü"}, "parent_run_id": None,
+            "params": {"lr": 0.01, "data.name": "iris"}, "start_time": None, **extra}
+
+
+def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
+    from sweeper.tracking import records
+
+    c = tracking.client(f"sqlite:///{store}")
+    experiment = c.create_experiment("bulk")
+    parent = records.start_run(c, experiment, "parent", {})
+    assert records.creates_in_bulk(c)
+    one = c.get_run(records.start_run(c, experiment, "a", **{k: v for k, v in _spec("a", parent_run_id=parent).items()
+                                                              if k != "name"}))
+    ids = records.start_runs(c, experiment, [_spec("b", parent_run_id=parent), _spec("c", start_time=123)])
+    b, c2 = (c.get_run(i) for i in ids)
+    for run in (b, c2):
+        assert run.info.status == "RUNNING" and run.info.lifecycle_stage == "active"
+        assert run.info.experiment_id == one.info.experiment_id and run.info.user_id == one.info.user_id == "someone"
+        assert run.info.artifact_uri == one.info.artifact_uri.replace(one.info.run_id, run.info.run_id)
+        assert run.data.params == one.data.params
+    assert {k: v for k, v in b.data.tags.items() if k != "mlflow.runName"} == \
+        {k: v for k, v in one.data.tags.items() if k != "mlflow.runName"}
+    assert b.info.run_name == b.data.tags["mlflow.runName"] == "b" and c2.info.start_time == 123
+    assert abs(b.info.start_time - one.info.start_time) < 60_000
+    assert records._runs[ids[0]] == (b.info.artifact_uri, experiment)  # the writer finds its artifact folder
+    records.finish_run(c, ids[0], {"val_mse": 1.0})  # and the run ends as any other
+    assert c.get_run(ids[0]).info.status == "FINISHED"
+
+
+def test_runs_created_in_bulk_are_all_or_none(store):
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.tracking import records
+
+    c = tracking.client(f"sqlite:///{store}")
+    experiment = c.create_experiment("bulk")
+    bad = _spec("bad")
+    bad["params"] = {"x" * 300: 1}  # a key MLflow refuses
+    with pytest.raises(MlflowException):
+        records.start_runs(c, experiment, [_spec("good"), bad])
+    assert c.search_runs([experiment]) == []
+
+
+def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatch):
+    from sweeper.base.process import HEARTBEAT
+    from sweeper.tracking.run import TrackedRun
+
+    monkeypatch.setenv("SWEEPER_HEARTBEAT_S", "0.05")
+    uri = f"sqlite:///{store}"
+    c = tracking.client(uri)
+    experiment = c.create_experiment("beats")
+    runs = TrackedRun.start_many(uri, c, experiment, [_spec(n) for n in "abc"])
+    heart = runs[0]._heart
+    assert all(r._heart is heart for r in runs)  # one thread for the group
+    first = {r.run_id: c.get_run(r.run_id).data.tags[HEARTBEAT] for r in runs}
+    runs[0].stop_heartbeat()
+    time.sleep(0.4)
+    later = {r.run_id: c.get_run(r.run_id).data.tags[HEARTBEAT] for r in runs}
+    ended = later[runs[0].run_id]
+    assert all(later[r.run_id] != first[r.run_id] for r in runs[1:])  # the others still beat
+    time.sleep(0.3)
+    assert c.get_run(runs[0].run_id).data.tags[HEARTBEAT] == ended  # the one that ended does not
+    assert heart._thread.is_alive()
+    for r in runs[1:]:
+        r.stop_heartbeat()
+    assert not heart._thread.is_alive()  # gone with the last run

@@ -22,36 +22,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from sweeper.base import yamltext
 
 log = logging.getLogger(__name__)
 
 
-def _dumper() -> type:
-    """OmegaConf's YAML dumper (strings that read as numbers or booleans quoted) on libyaml's emitter."""
-    from omegaconf._utils import get_omega_conf_dumper
-
-    base = get_omega_conf_dumper()
-    if not getattr(yaml, "__with_libyaml__", False):
-        return base
-
-    class Dumper(yaml.CDumper):  # the same representer (yaml.Dumper's), the C emitter
-        pass
-
-    Dumper.add_representer(str, base.str_representer)
-    return Dumper
-
-
-_DUMPER: list[type] = []
-
-
 def to_yaml(cfg: Any) -> str:
     """``OmegaConf.to_yaml(cfg)``: the same document (unresolved, enums as names), emitted by libyaml."""
-    if not _DUMPER:
-        _DUMPER.append(_dumper())
-    container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0])
+    return yamltext.dump(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
 
 
 def _save(cfg: Any, filename: str, folder: Path) -> None:

@@ -120,6 +120,88 @@ def start_run(
 
 
 
+def _sql_store(c: Any) -> Any:
+    """The client's store when it is MLflow's SQLAlchemy store (the embedded SQLite one, or a database URI), else None."""
+    store = getattr(getattr(c, "_tracking_client", None), "store", None)
+    try:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    except ImportError:  # pragma: no cover  (an MLflow without the SQL store)
+        return None
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+def creates_in_bulk(c: Any) -> bool:
+    """Whether :func:`start_runs` creates many runs in one transaction on this client's store."""
+    return _sql_store(c) is not None
+
+
+def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[str]:
+    """:func:`start_run` for each spec (``name``, ``tags``, ``params``, ``parent_run_id``, ``start_time``); return
+    the run ids in order. On the embedded (SQLAlchemy) store the runs are created in one transaction, all or none
+    (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
+    commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
+    store = _sql_store(c)
+    if store is None:
+        return [start_run(c, experiment, **spec) for spec in specs]
+    from mlflow.entities import LifecycleStage, RunStatus, SourceType
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag
+    from mlflow.utils.uri import append_to_uri_path
+    from mlflow.utils.validation import _validate_param, _validate_tag
+
+    import uuid
+
+    commit = git_commit()
+    experiment_entity = store.get_experiment(experiment)
+    store._check_experiment_is_active(experiment_entity)
+    now, made, runs, tag_rows, param_rows = int(time.time() * 1000), [], [], [], []
+    for spec in specs:  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
+        tags = {**spec["tags"], **({"mlflow.parentRunId": spec["parent_run_id"]} if spec.get("parent_run_id") else {})}
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        tags = {"mlflow.runName": spec["name"], **{k: str(v) for k, v in tags.items()}}
+        params = {k: str(v) for k, v in (spec.get("params") or {}).items()}
+        for k, v in tags.items():
+            _validate_tag(k, v)
+        for k, v in params.items():
+            _validate_param(k, v)
+        run_id = uuid.uuid4().hex
+        artifact_uri = append_to_uri_path(experiment_entity.artifact_location, run_id,
+                                          SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
+        runs.append(dict(run_uuid=run_id, name=spec["name"], source_type=SourceType.to_string(SourceType.UNKNOWN),
+                         source_name="", entry_point_name="", user_id=tags.get("mlflow.user", "unknown"),
+                         status=RunStatus.to_string(RunStatus.RUNNING), start_time=spec.get("start_time") or now,
+                         end_time=None, deleted_time=None, source_version="", lifecycle_stage=LifecycleStage.ACTIVE,
+                         artifact_uri=artifact_uri, experiment_id=experiment))
+        tag_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in tags.items()]
+        param_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in params.items()]
+        made.append((run_id, artifact_uri))
+    if runs:
+        with store.ManagedSessionMaker() as session:  # one transaction: the runs, their tags and params
+            for table, rows in ((SqlRun.__table__, runs), (SqlTag.__table__, tag_rows), (SqlParam.__table__, param_rows)):
+                if rows:
+                    session.execute(table.insert(), rows)
+    for run_id, artifact_uri in made:
+        _runs[run_id] = (artifact_uri, str(experiment))
+    return [run_id for run_id, _ in made]
+
+
+def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> None:
+    """One tag set to one value on many runs: one statement on the embedded store, else one call a run."""
+    run_ids = list(run_ids)
+    store = _sql_store(c)
+    if store is None:
+        for run_id in run_ids:
+            c.set_tag(run_id, key, value)
+        return
+    from mlflow.store.tracking.dbmodels.models import SqlTag
+
+    with store.ManagedSessionMaker() as session:
+        for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
+            session.query(SqlTag).filter(SqlTag.run_uuid.in_(run_ids[i : i + 500]), SqlTag.key == key).update(
+                {SqlTag.value: value}, synchronize_session=False)
+
+
 def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
     """Log a few metrics in one call (also on a run that has already ended)."""
     from mlflow.entities import Metric

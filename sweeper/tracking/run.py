@@ -14,27 +14,48 @@ from sweeper.tracking import records, system
 
 
 class Heartbeat:
-    """Refreshes a RUNNING run's ``heartbeat`` tag every interval from a thread, so that a report on any host
-    tells a live job's run from one whose job died (:func:`sweeper.base.process.beating`). A failed refresh
-    is skipped: the next one may pass, and a run that goes silent is judged by its last beat."""
+    """Refreshes RUNNING runs' ``heartbeat`` tag every interval from one thread, so that a report on any host
+    tells a live job's run from one whose job died (:func:`sweeper.base.process.beating`): one run's, or a batched
+    group's members' (one statement a beat on the embedded store: one thread for the group, not one a member).
+    A run leaves it when it ends (:meth:`stop`); the thread ends with the last. A failed refresh is skipped: the
+    next one may pass, and a run that goes silent is judged by its last beat."""
 
-    def __init__(self, owner: "TrackedRun", interval: float) -> None:
-        self.client, self.run_id, self.interval = owner.client, owner.run_id, interval
-        self._owner = weakref.ref(owner)  # a job that raised past its run drops it: the beats stop with it
+    def __init__(self, client: Any, owners: list["TrackedRun"], interval: float) -> None:
+        self.client, self.interval = client, interval
+        # a job that raised past its run drops it: its beats stop with it
+        self._owners = {o.run_id: weakref.ref(o) for o in owners}
+        self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="sweeper-heartbeat")
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._done.wait(self.interval) and self._owner() is not None:
+        while not self._done.wait(self.interval):
+            with self._lock:
+                ids = [run_id for run_id, ref in self._owners.items() if ref() is not None]
+            if not ids:
+                return
             try:
-                self.client.set_tag(self.run_id, HEARTBEAT, beat(time.time(), self.interval))
+                value = beat(time.time(), self.interval)
+                if len(ids) == 1:
+                    self.client.set_tag(ids[0], HEARTBEAT, value)
+                else:
+                    records.set_tag_on_runs(self.client, ids, HEARTBEAT, value)
             except Exception:  # noqa: BLE001  (the store hiccuped: the next beat may pass)
                 pass
 
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
+    def stop(self, run_id: str | None = None) -> None:
+        """No more beats for ``run_id`` (for every run when None); the thread ends once no run is left."""
+        with self._lock:
+            if run_id is None:
+                self._owners.clear()
+            else:
+                self._owners.pop(run_id, None)
+            last = not self._owners
+        if last:
+            self._done.set()
+            if threading.current_thread() is not self._thread:
+                self._thread.join()
 
 
 class TrackedRun:
@@ -56,14 +77,27 @@ class TrackedRun:
         run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id,
                                    start_time=start_time)
         run = cls(uri, client, run_id, experiment_id)
-        run._heart = Heartbeat(run, interval)
+        run._heart = Heartbeat(client, [run], interval)
         return run
+
+    @classmethod
+    def start_many(cls, uri: str, client: Any, experiment_id: str, specs: list[Mapping[str, Any]]) -> list["TrackedRun"]:
+        """:meth:`start` for each spec (``name``, ``tags``, ``parent_run_id``, ``params``, ``start_time``): on the
+        embedded store in one transaction (:func:`records.start_runs`), with one heartbeat for them all."""
+        interval = heartbeat_interval()
+        now = beat(time.time(), interval)
+        ids = records.start_runs(client, experiment_id, [{**s, "tags": {**s["tags"], HEARTBEAT: now}} for s in specs])
+        runs = [cls(uri, client, run_id, experiment_id) for run_id in ids]
+        heart = Heartbeat(client, runs, interval) if runs else None
+        for run in runs:
+            run._heart = heart
+        return runs
 
     def stop_heartbeat(self) -> None:
         """No more beats: the run ends now (or another process ends it within an interval)."""
         heart, self._heart = self._heart, None
         if heart is not None:
-            heart.stop()
+            heart.stop(self.run_id)
 
     def sample_system(self, also: list["TrackedRun"] = ()) -> None:
         """Sample CPU, memory (and GPU) while the run trains (nothing without psutil); the samples logged while
