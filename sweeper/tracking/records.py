@@ -141,13 +141,16 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
     commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
     store = _sql_store(c)
+    try:
+        from mlflow.entities import LifecycleStage, RunStatus, SourceType
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+        from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag
+        from mlflow.utils.uri import append_to_uri_path
+        from mlflow.utils.validation import _validate_param, _validate_tag
+    except ImportError:  # another MLflow's internals: its public calls, one run after another
+        store = None
     if store is None:
         return [start_run(c, experiment, **spec) for spec in specs]
-    from mlflow.entities import LifecycleStage, RunStatus, SourceType
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-    from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag
-    from mlflow.utils.uri import append_to_uri_path
-    from mlflow.utils.validation import _validate_param, _validate_tag
 
     import uuid
 
