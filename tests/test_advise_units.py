@@ -328,3 +328,37 @@ def test_help_and_usage_errors_import_no_mlflow():
         assert "Traceback" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "sweeper.advise", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--experiment" in proc.stdout and "--parent" in proc.stdout
+
+
+def _fit_one_value_at_a_time(s, trial, limit):
+    """The pruning as it was written first: one value cut, then everything counted again (the reference)."""
+    trial = dict(trial)
+    while advise._to_train(s, trial) > limit:
+        for key in s.hyper:
+            now = trial[key].split(",") if key in trial else s.tried(key)
+            worse = advise._worse_values(s, key, now)
+            if worse and len(now) > 2:
+                trial[key] = ",".join(v for v in now if v != worse[0])
+                break
+        else:
+            return trial
+    return trial
+
+
+def test_pruning_a_grid_to_its_budget_cuts_what_cutting_one_value_at_a_time_cuts():
+    import random
+
+    rng = random.Random(0)
+    for case in range(30):
+        lrs = [f"{0.001 * (i + 1):g}" for i in range(rng.randint(3, 12))]
+        widths = [8, 16, 32, 64][: rng.randint(1, 4)]
+        seeds = list(range(rng.randint(1, 3)))
+        records = [rec(3000 + 1e5 * (float(lr) - 0.005) ** 2 + 40 * abs(w - 16) + 5 * rng.random(), lr=lr, width=w,
+                       seed=sd)
+                   for lr in lrs for w in widths for sd in seeds if rng.random() > 0.1]
+        if rng.random() < 0.3:  # a value written another way in one run ("0.002" and "0.0020")
+            records[0]["params"]["lr"] += "0"
+        s = Sweep(ranked(records))
+        for trial in ({}, {"seed": "0,1,2"}, {"seed": "0,1,2,3", "epochs": "200,400"}):
+            for limit in (2, 6, len(records) // 2, len(records)):
+                assert advise._fit(s, trial, limit) == _fit_one_value_at_a_time(s, trial, limit), (case, trial, limit)

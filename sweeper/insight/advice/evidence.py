@@ -154,6 +154,7 @@ class Sweep:
         self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None]
         self.best = self.finished[0] if self.finished else None
         self._done = {id(r) for r in self.finished}
+        self._tried: dict[str, list[str]] = {}
         self.configs: dict[tuple, list[dict[str, Any]]] = {}
         for r in self.records:
             self.configs.setdefault(self.config(r), []).append(r)
@@ -231,9 +232,12 @@ class Sweep:
                 "sweep seed=0,1,2 to measure it)")
 
     def tried(self, key: str) -> list[str]:
-        """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order."""
-        values = {r["params"][key] for r in self.records if key in r["params"]}
-        return sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
+        """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order
+        (a new list each call: the records never change, so it is worked out once a key)."""
+        if key not in self._tried:
+            values = {r["params"][key] for r in self.records if key in r["params"]}
+            self._tried[key] = sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
+        return list(self._tried[key])
 
     def param(self, r: dict[str, Any], key: str, default: float = 0.0) -> float:
         v = _number(r["params"].get(key))
