@@ -155,3 +155,23 @@ def test_batched_and_basic_launchers_record_the_same_sparse_text_sweep(tmp_path,
     batched = _children(stores["batched"]).values()
     assert len({r.data.tags["batch_group"] for r in batched}) == 1
     assert {r.data.tags["group_size"] for r in batched} == {"3"}
+
+
+@pytest.mark.slow
+def test_a_large_groups_runs_not_opened_while_it_trained_are_created_in_chunks_before_their_jobs(tmp_path, store):
+    # a group over the bound of runs opened ahead (4 here, 1,024 by default) that trains for less than a second:
+    # its runs are created a chunk at a time just before their jobs, all starting when the group began
+    import os
+
+    env = {**os.environ, "SWEEPER_AHEAD_BULK": "4", "SWEEPER_AHEAD_AFTER_S": "120"}  # none opened while training
+    proc = cli(tmp_path, "-m", "lr=range(0.001,0.011,0.001)", "epochs=20", "log_every=10", "depth=1", "width=8",
+               "tracking.log_model=false", store=store, env=env)
+    assert proc.returncode == 0, proc.stderr
+    kids = list(_children(store).values())
+    assert len(kids) == 10 and {k.info.status for k in kids} == {"FINISHED"}
+    assert len({k.data.tags["batch_group"] for k in kids}) == 1
+    assert len({k.info.start_time for k in kids}) == 1  # the group's start
+    for k in kids:  # each run handed to its own job: its name, params and overrides agree
+        lr = float(k.data.params["lr"])
+        assert float(k.data.tags["overrides"].split()[0].split("=")[1]) == lr and "val_mse" in k.data.metrics
+        assert math.isclose(float(k.info.run_name.split(",")[0].split("=")[1]), lr, rel_tol=1e-3)

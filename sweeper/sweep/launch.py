@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 import uuid
@@ -91,18 +92,24 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                 with handing(computed.pop(job.idx, None)):
                     record(job)
         groups = []
+    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     for members in groups:
         tags = member_tags(members)
         runs: dict[int, Any] = {}
+        began = int(time.time() * 1000)
         try:
-            computed = train_showing_runs(members, tags, Path(str(config.hydra.sweep.dir)).absolute(), runs)
+            computed = train_showing_runs(members, tags, sweep_dir, runs, began)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
         hand_runs(computed, runs)
-        for job in members:
+        # the runs a large group did not open while it trained: a chunk at a time, before their jobs
+        later = any(c.run is None for c in computed.values()) and _in_bulk(members[0].plain)
+        for i, job in enumerate(members):
+            if later and job.idx in computed and computed[job.idx].run is None:
+                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
             with handing(computed.pop(job.idx, None)):
                 record(job)
     for job in alone:
@@ -126,20 +133,37 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
 # a chunk of this many in one transaction, ~1.5 ms a run), opens its runs before it trains: a Ctrl-C or SIGTERM
 # then never lands in the middle of a run's creation (see train_showing_runs).
 AHEAD_ALWAYS = 64
+# On a SQL store a group of at most this many members opens its runs before it trains (~1.5 s for 1,000); a
+# larger one opens them while it trains (below), and those it has not reached when it ends are created a chunk
+# at a time, in one transaction each, just before their jobs record (10,000 ahead took ~15 s before training).
+# SWEEPER_AHEAD_BULK and SWEEPER_AHEAD_AFTER_S set other values (the tests take the large-group paths with a few
+# members).
+AHEAD_BULK = 1024
+
+
+def _knob(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
 # On a server (~30 ms a run, one request after another: 30 s before the first job line for 1,000 members), a
-# larger group still training after this many seconds shows its members' runs RUNNING while it trains (created
-# from the launching thread, started when the group began, as many as its training lasts for); a shorter group
-# does not pay for creating them ahead: its jobs create their runs as they record.
+# larger group, or on a SQL store one of more than AHEAD_BULK, still training after this many seconds shows its
+# members' runs RUNNING while it trains (created from the launching thread, started when the group began, as many
+# as its training lasts for); a shorter group does not pay for creating them ahead: on a server its jobs create
+# their runs as they record.
 AHEAD_AFTER_S = 1.0
 
 
 def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
-                       runs: dict[int, Any]) -> dict[int, compute.Computed]:
-    """:func:`compute_group` on a thread of its own; once it has trained :data:`AHEAD_AFTER_S`, the members' runs
-    are opened into ``runs`` (:func:`open_runs`) while it goes on, until it ends. Raises what the group raised;
-    on Ctrl-C or SIGTERM (which stop the group at its next epoch: sweeper.base.stop) once the group has ended."""
-    if len(members) <= AHEAD_ALWAYS or _in_bulk(members[0].plain):
-        open_runs(members, tags, sweep_dir, runs)
+                       runs: dict[int, Any], began: int | None = None) -> dict[int, compute.Computed]:
+    """:func:`compute_group`, the members' runs opened into ``runs`` (:func:`open_runs`, starting at ``began``,
+    ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`, :data:`AHEAD_BULK`); else it trains on a
+    thread of its own and, once it has trained :data:`AHEAD_AFTER_S`, the runs are opened while it goes on, until
+    it ends. Raises what the group raised; on Ctrl-C or SIGTERM (which stop the group at its next epoch:
+    sweeper.base.stop) once the group has ended."""
+    began = began or int(time.time() * 1000)
+    if len(members) <= AHEAD_ALWAYS or (len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK) and _in_bulk(members[0].plain)):
+        open_runs(members, tags, sweep_dir, runs, began)
         return compute_group(members, tags)
     # Known gap (a server store only): a signal that lands while a run is being created here can leave that
     # request's connection open until the process ends
@@ -151,11 +175,10 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
         except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
             out["error"] = e
 
-    began = int(time.time() * 1000)
     worker = threading.Thread(target=train, name="sweeper-group-train", daemon=True)
     worker.start()
     try:
-        worker.join(AHEAD_AFTER_S)
+        worker.join(_knob("SWEEPER_AHEAD_AFTER_S", AHEAD_AFTER_S))
         if worker.is_alive():
             open_runs(members, tags, sweep_dir, runs, began, until=lambda: not worker.is_alive())
         while worker.is_alive():
@@ -179,8 +202,21 @@ def _in_bulk(plain: dict[str, Any]) -> bool:
         return False
 
 
+def _open_next(chunk: list[Job], computed: dict[int, compute.Computed], tags: dict[int, dict[str, str]],
+               sweep_dir: Path, began: int) -> bool:
+    """Create in one transaction the runs of the jobs of ``chunk`` that were computed without one (a large
+    group's members its training did not reach) and hand each to its job. False when the store failed (said
+    once): the jobs then create theirs."""
+    wanting = [job for job in chunk if job.idx in computed and computed[job.idx].run is None]
+    made: dict[int, Any] = {}
+    open_runs(wanting, tags, sweep_dir, made, began, sample=False)
+    for idx, run in made.items():
+        computed[idx].run = run
+    return bool(made) or not wanting
+
+
 def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path, runs: dict[int, Any],
-              start_time: int | None = None, until: Any = None) -> None:
+              start_time: int | None = None, until: Any = None, sample: bool = True) -> None:
     """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI lists them, a
     chunk of :data:`AHEAD_ALWAYS` after another (one transaction each on the embedded store: all or none) until
     ``until()`` says stop (the group has ended: the other jobs create theirs as they record); they start at
@@ -206,7 +242,7 @@ def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Pa
         _drop(runs)
         runs.clear()
         return
-    if runs and members[0].plain["tracking"]["system_metrics"]:
+    if sample and runs and members[0].plain["tracking"]["system_metrics"]:
         first, *rest = runs.values()
         first.sample_system(also=rest)
 
