@@ -175,3 +175,15 @@ def test_a_large_groups_runs_not_opened_while_it_trained_are_created_in_chunks_b
         lr = float(k.data.params["lr"])
         assert float(k.data.tags["overrides"].split()[0].split("=")[1]) == lr and "val_mse" in k.data.metrics
         assert math.isclose(float(k.info.run_name.split(",")[0].split("=")[1]), lr, rel_tol=1e-3)
+
+
+def test_a_cpu_group_holds_at_most_1024_trajectories_unless_told_otherwise(monkeypatch):
+    from sweeper.sweep import groups, launch
+
+    assert groups.CPU_MAX_GROUP == 1024
+    monkeypatch.setattr(groups, "CPU_MAX_GROUP", 4)  # the same rule on a grid small enough to compose here
+    cpu = _jobs(*[(f"lr={0.001 * (i + 1):.3f}", "epochs=10") for i in range(6)])
+    assert sorted(map(len, launch.plan(cpu)[0])) == [2, 4]
+    assert [len(g) for g in launch.plan(cpu, max_size=6)[0]] == [6]  # max_group_size: as given
+    gpu = _jobs(*[(f"lr={0.001 * (i + 1):.3f}", "epochs=10", "device=gpu") for i in range(6)])
+    assert [len(g) for g in launch.plan(gpu)[0]] == [6]  # a GPU group: the memory budget alone

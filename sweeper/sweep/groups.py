@@ -75,9 +75,16 @@ def shares(epochs: list[int], total: float) -> list[float]:
     return [at[e] for e in epochs]
 
 
+# On the CPU a group's rate per member stops growing after a few dozen members (NumPy's per-call cost is shared,
+# the arithmetic is not: docs/benchmarks.md, "Training alone"), while its memory and the wait for its first job
+# line grow with it (10,000 members of one shape: 1.5 GB and ~45 s before the first line): without
+# hydra.launcher.max_group_size a CPU group holds at most this many trajectories.
+CPU_MAX_GROUP = 1024
+
+
 def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[list[Job]], list[Job]]:
     """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
-    that many trajectories a group) and the jobs that run alone. A group is a list of jobs whose trajectories
+    that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and the jobs that run alone. A group is a list of jobs whose trajectories
     (:func:`trajectories`) train as its members; it has at least two configurations."""
     budget = max_bytes or default_budget()
     keyed: dict[str, list[Job]] = {}
@@ -116,6 +123,8 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         size = _fits(members[0].plain, trajs, budget)
         if max_size:
             size = min(size, max_size)
+        elif members[0].plain["device"] == "cpu":
+            size = min(size, CPU_MAX_GROUP)
         if size < 1:
             alone += members
             continue
