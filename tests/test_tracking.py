@@ -367,3 +367,21 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
     for r in runs[1:]:
         r.stop_heartbeat()
     assert not heart._thread.is_alive()  # gone with the last run
+
+
+def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_them(store):
+    from sweeper.tracking import records
+
+    c = tracking.client(f"sqlite:///{store}")
+    experiment = c.create_experiment("ends")
+    a, b, keep, ref = records.start_runs(c, experiment, [_spec(n) for n in "abcd"])
+    c.set_tag(a, "failure_reason", "an earlier reason")  # replaced, not doubled
+    records.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
+    c.set_tag(ref, "failure_reason", "orphaned: its job died")
+    c.set_terminated(ref, "FAILED")
+    ra, rb, rk, rr = (c.get_run(i) for i in (a, b, keep, ref))
+    assert (ra.info.status, ra.data.tags["failure_reason"]) == ("KILLED", "sweep interrupted")
+    assert (rb.info.status, rb.data.tags["failure_reason"]) == ("FAILED", "orphaned: its job died")
+    assert rb.data.tags == {**rr.data.tags, "mlflow.runName": "b"} and rb.info.end_time and rr.info.end_time
+    assert abs(rb.info.end_time - rr.info.end_time) < 60_000
+    assert rk.info.status == "RUNNING" and "failure_reason" not in rk.data.tags and rk.info.end_time is None

@@ -44,8 +44,10 @@ def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAIL
     A dead run whose configuration another child of the sweep FINISHED (an engine retried its job) is an
     attempt, not an orphan: KILLED with :data:`RETRIED`, and left out of the counts (:func:`tally`).
     """
+    from sweeper.tracking import records
+
     finished = {_config(r): r.info.run_id for r in runs if r.info.status == "FINISHED"}
-    marked = []
+    ends = []
     for r in runs:
         if r.info.status != "RUNNING":
             continue
@@ -53,10 +55,9 @@ def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAIL
         if holder is True or (holder is None and not (sweep_ended or returned)):
             continue
         again = finished.get(_config(r))
-        c.set_tag(r.info.run_id, "failure_reason", f"{RETRIED} as run {again}" if again else reason)
-        c.set_terminated(r.info.run_id, "KILLED" if again else status)
-        marked.append(r.info.run_id)
-    return marked
+        ends.append((r.info.run_id, "KILLED" if again else status, f"{RETRIED} as run {again}" if again else reason))
+    records.end_runs(c, ends)  # on the embedded store in one transaction
+    return [run_id for run_id, _, _ in ends]
 
 
 def _config(r: Any) -> tuple[str | None, str | None]:
