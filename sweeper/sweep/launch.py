@@ -96,9 +96,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for members in groups:
         tags = member_tags(members)
         runs: dict[int, Any] = {}
-        began = int(time.time() * 1000)
+        began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
-            computed = train_showing_runs(members, tags, sweep_dir, runs, began)
+            computed = train_showing_runs(members, tags, sweep_dir, runs, began, bulk)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
@@ -106,7 +106,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             raise
         hand_runs(computed, runs)
         # the runs a large group did not open while it trained: a chunk at a time, before their jobs
-        later = any(c.run is None for c in computed.values()) and _in_bulk(members[0].plain)
+        later = bulk and any(c.run is None for c in computed.values())
         for i, job in enumerate(members):
             if later and job.idx in computed and computed[job.idx].run is None:
                 later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
@@ -129,40 +129,42 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     return out
 
 
-# A group of at most this many members, or any group on a SQL store (the embedded SQLite one: its runs are created
-# a chunk of this many in one transaction, ~1.5 ms a run), opens its runs before it trains: a Ctrl-C or SIGTERM
-# then never lands in the middle of a run's creation (see train_showing_runs).
+# A group of at most this many members opens its runs before it trains, on any store: a Ctrl-C or SIGTERM then
+# never lands in the middle of a run's creation (see train_showing_runs). On a SQL store (the embedded SQLite
+# one) runs are created a chunk of this many in one transaction (~1.5 ms a run).
 AHEAD_ALWAYS = 64
 # On a SQL store a group of at most this many members opens its runs before it trains (~1.5 s for 1,000); a
 # larger one opens them while it trains (below), and those it has not reached when it ends are created a chunk
 # at a time, in one transaction each, just before their jobs record (10,000 ahead took ~15 s before training).
-# SWEEPER_AHEAD_BULK and SWEEPER_AHEAD_AFTER_S set other values (the tests take the large-group paths with a few
-# members).
 AHEAD_BULK = 1024
+# On a server (~30 ms a run, one request after another: 30 s before the first job line for 1,000 members) a
+# group larger than AHEAD_ALWAYS, or on a SQL store one larger than AHEAD_BULK, still training after this many
+# seconds shows its members' runs RUNNING while it trains (created from the launching thread, started when the
+# group began, as many as its training lasts for); a shorter group does not pay for creating them ahead: on a
+# server its jobs create their runs as they record.
+AHEAD_AFTER_S = 1.0
 
 
 def _knob(name: str, default: float) -> float:
+    """SWEEPER_AHEAD_BULK, SWEEPER_AHEAD_AFTER_S: other values than the defaults above (the tests take the
+    large-group paths with a few members)."""
     try:
         return float(os.environ.get(name, default))
     except ValueError:
         return default
-# On a server (~30 ms a run, one request after another: 30 s before the first job line for 1,000 members), a
-# larger group, or on a SQL store one of more than AHEAD_BULK, still training after this many seconds shows its
-# members' runs RUNNING while it trains (created from the launching thread, started when the group began, as many
-# as its training lasts for); a shorter group does not pay for creating them ahead: on a server its jobs create
-# their runs as they record.
-AHEAD_AFTER_S = 1.0
 
 
 def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
-                       runs: dict[int, Any], began: int | None = None) -> dict[int, compute.Computed]:
+                       runs: dict[int, Any], began: int | None = None,
+                       bulk: bool = False) -> dict[int, compute.Computed]:
     """:func:`compute_group`, the members' runs opened into ``runs`` (:func:`open_runs`, starting at ``began``,
-    ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`, :data:`AHEAD_BULK`); else it trains on a
+    ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`; :data:`AHEAD_BULK` when ``bulk``: the store
+    creates them a chunk a transaction, :func:`_in_bulk`); else it trains on a
     thread of its own and, once it has trained :data:`AHEAD_AFTER_S`, the runs are opened while it goes on, until
     it ends. Raises what the group raised; on Ctrl-C or SIGTERM (which stop the group at its next epoch:
     sweeper.base.stop) once the group has ended."""
     began = began or int(time.time() * 1000)
-    if len(members) <= AHEAD_ALWAYS or (len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK) and _in_bulk(members[0].plain)):
+    if len(members) <= AHEAD_ALWAYS or (bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)):
         open_runs(members, tags, sweep_dir, runs, began)
         return compute_group(members, tags)
     # Known gap (a server store only): a signal that lands while a run is being created here can leave that

@@ -107,11 +107,7 @@ def start_run(
     is now, or ``start_time`` (ms since the epoch: a batched member's run opened after its group began)."""
     from mlflow.entities import Param
 
-    tags = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
-    commit = git_commit()
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
-    run = c.create_run(experiment, run_name=name, tags={k: str(v) for k, v in tags.items()}, start_time=start_time)
+    run = c.create_run(experiment, run_name=name, tags=_run_tags(tags, parent_run_id), start_time=start_time)
     _runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
     items = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, len(items), PARAM_BATCH):
@@ -120,12 +116,28 @@ def start_run(
 
 
 
+def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, str]:
+    """A new run's tags as text: ``tags``, its parent's id (a child run) and the checkout's commit."""
+    out = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
+    commit = git_commit()
+    if commit:
+        out["mlflow.source.git.commit"] = commit
+    return {k: str(v) for k, v in out.items()}
+
+
+# Rows a statement touches at most (SQLite's bound-parameter limit).
+SQL_CHUNK = 500
+
+
 def _sql_store(c: Any) -> Any:
-    """The client's store when it is MLflow's SQLAlchemy store (the embedded SQLite one, or a database URI), else None."""
+    """The client's store when it is MLflow's SQLAlchemy store (the embedded SQLite one, or a database URI) whose
+    internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
     store = getattr(getattr(c, "_tracking_client", None), "store", None)
     try:
         from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-    except ImportError:  # pragma: no cover  (an MLflow without the SQL store)
+        from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag  # noqa: F401
+        from mlflow.utils.validation import _validate_param, _validate_tag  # noqa: F401
+    except ImportError:  # another MLflow's internals
         return None
     return store if isinstance(store, SqlAlchemyStore) else None
 
@@ -141,28 +153,21 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
     commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
     store = _sql_store(c)
-    try:
-        from mlflow.entities import LifecycleStage, RunStatus, SourceType
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-        from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag
-        from mlflow.utils.uri import append_to_uri_path
-        from mlflow.utils.validation import _validate_param, _validate_tag
-    except ImportError:  # another MLflow's internals: its public calls, one run after another
-        store = None
-    if store is None:
+    if store is None:  # a server, or another MLflow's internals: its public calls, one run after another
         return [start_run(c, experiment, **spec) for spec in specs]
-
     import uuid
 
-    commit = git_commit()
+    from mlflow.entities import LifecycleStage, RunStatus, SourceType
+    from mlflow.store.tracking.dbmodels.models import SqlParam, SqlRun, SqlTag
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.utils.uri import append_to_uri_path
+    from mlflow.utils.validation import _validate_param, _validate_tag
+
     experiment_entity = store.get_experiment(experiment)
     store._check_experiment_is_active(experiment_entity)
     now, made, runs, tag_rows, param_rows = int(time.time() * 1000), [], [], [], []
     for spec in specs:  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
-        tags = {**spec["tags"], **({"mlflow.parentRunId": spec["parent_run_id"]} if spec.get("parent_run_id") else {})}
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
-        tags = {"mlflow.runName": spec["name"], **{k: str(v) for k, v in tags.items()}}
+        tags = {"mlflow.runName": spec["name"], **_run_tags(spec["tags"], spec.get("parent_run_id"))}
         params = {k: str(v) for k, v in (spec.get("params") or {}).items()}
         for k, v in tags.items():
             _validate_tag(k, v)
@@ -194,22 +199,20 @@ def end_runs(c: Any, ends: list[tuple[str, str, str]]) -> None:
     ends ``status`` now (``set_tag`` + ``set_terminated``). On a SQL store in one transaction (a Ctrl-C during a
     group of 1,024 members ended its RUNNING runs ~20 ms each, one after another); elsewhere one run at a time."""
     store = _sql_store(c)
-    try:
-        from mlflow.store.tracking.dbmodels.models import SqlRun, SqlTag
-        from mlflow.utils.validation import _validate_tag
-    except ImportError:  # another MLflow's internals: its public calls
-        store = None
     if store is None:
         for run_id, status, reason in ends:
             c.set_tag(run_id, "failure_reason", reason)
             c.set_terminated(run_id, status)
         return
+    from mlflow.store.tracking.dbmodels.models import SqlRun, SqlTag
+    from mlflow.utils.validation import _validate_tag
+
     for _, _, reason in ends:
         _validate_tag("failure_reason", reason)
     now = int(time.time() * 1000)
     with store.ManagedSessionMaker() as session:
-        for i in range(0, len(ends), 500):  # SQLite's bound-parameter limit
-            part = ends[i : i + 500]
+        for i in range(0, len(ends), SQL_CHUNK):
+            part = ends[i : i + SQL_CHUNK]
             ids = [run_id for run_id, _, _ in part]
             session.query(SqlTag).filter(SqlTag.run_uuid.in_(ids), SqlTag.key == "failure_reason").delete(
                 synchronize_session=False)
@@ -231,8 +234,8 @@ def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> Non
     from mlflow.store.tracking.dbmodels.models import SqlTag
 
     with store.ManagedSessionMaker() as session:
-        for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
-            session.query(SqlTag).filter(SqlTag.run_uuid.in_(run_ids[i : i + 500]), SqlTag.key == key).update(
+        for i in range(0, len(run_ids), SQL_CHUNK):
+            session.query(SqlTag).filter(SqlTag.run_uuid.in_(run_ids[i : i + SQL_CHUNK]), SqlTag.key == key).update(
                 {SqlTag.value: value}, synchronize_session=False)
 
 

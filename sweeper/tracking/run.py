@@ -36,11 +36,7 @@ class Heartbeat:
             if not ids:
                 return
             try:
-                value = beat(time.time(), self.interval)
-                if len(ids) == 1:
-                    self.client.set_tag(ids[0], HEARTBEAT, value)
-                else:
-                    records.set_tag_on_runs(self.client, ids, HEARTBEAT, value)
+                records.set_tag_on_runs(self.client, ids, HEARTBEAT, beat(time.time(), self.interval))
             except Exception:  # noqa: BLE001  (the store hiccuped: the next beat may pass)
                 pass
 

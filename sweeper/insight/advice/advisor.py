@@ -114,8 +114,7 @@ def _weights(s: Sweep, trial: dict[str, str], key: str, values: list[str]) -> tu
     """What each of ``values`` of ``key`` brings to the next command ``trial``: the configurations of one value (the
     other keys' grids multiplied), the FINISHED configurations of each group of values (values that read as the same
     number are one group: a run matches either, as :func:`counts` counts), and each value's group."""
-    grid = {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in trial.items()}
-    grid[key] = values
+    grid = _grid(s, trial) | {key: values}
     each = math.prod(len(v) for k, v in grid.items() if k != key)
     among = {k: _among(v) for k, v in grid.items()}
     group = {v: ("number", n) if (n := _number(v)) is not None else ("text", v) for v in values}
@@ -143,9 +142,14 @@ def _among(values: list[str]) -> Any:
 
 
 
+def _grid(s: Sweep, changes: dict[str, str]) -> dict[str, list[str]]:
+    """The next command's values per key: the sweep's, with ``changes`` (comma lists) applied."""
+    return {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
+
+
 def counts(s: Sweep, changes: dict[str, str]) -> tuple[int, int]:
     """How many configurations the next command makes, and how many of them already FINISHED (resumed)."""
-    grid = {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
+    grid = _grid(s, changes)
     total = math.prod(len(v) for v in grid.values())
     among = {k: _among(v) for k, v in grid.items()}
     done = {tuple(sorted(r["params"].items())) for r in s.finished
