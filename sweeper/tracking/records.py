@@ -169,10 +169,8 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     for spec in specs:  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
         tags = {"mlflow.runName": spec["name"], **_run_tags(spec["tags"], spec.get("parent_run_id"))}
         params = {k: str(v) for k, v in (spec.get("params") or {}).items()}
-        for k, v in tags.items():
-            _validate_tag(k, v)
-        for k, v in params.items():
-            _validate_param(k, v)
+        tags = {t.key: t.value for t in (_validate_tag(k, v) for k, v in tags.items())}  # too long: truncated
+        params = {p.key: p.value for p in (_validate_param(k, v) for k, v in params.items())}
         run_id = uuid.uuid4().hex
         artifact_uri = append_to_uri_path(experiment_entity.artifact_location, run_id,
                                           SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
@@ -303,7 +301,7 @@ def finish_run(
     :func:`dataset_inputs`); artifact files; MLflow 3 logged models (name → local model folder), each
     linked to the run as its output and to the final metrics (which also name the data set they were
     scored on); end the run."""
-    from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Metric, Param, RunTag
+    from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Param, RunTag
 
     now = int(time.time() * 1000)
     datasets, models = list(datasets), dict(models or {})
@@ -311,15 +309,8 @@ def finish_run(
                                           params={k: str(v) for k, v in (params or {}).items()})
               for name, folder in models.items()}
     model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
-    scored_on = {CONTEXTS[d.tags[0].value]: d.dataset for d in datasets if d.tags and CONTEXTS.get(d.tags[0].value)}
-
-    def final(k: str, v: float) -> Any:
-        d = next((d for prefix, d in scored_on.items() if k.startswith(prefix)), None)
-        return Metric(k, float(v), now, 0, model_id=model_id, dataset_name=d and d.name, dataset_digest=d and d.digest)
-
-    items = [final(k, metrics[k]) for k in sorted(metrics, key=_quality_first)] + list(system)
-    for name, (steps, values) in dict(curves).items():
-        items += [Metric(name, float(v), now, int(s)) for s, v in zip(*thin(steps, values, curve_points))]
+    items = _last_batch(now, dict(metrics=metrics, curves=curves, curve_points=curve_points, system=system,
+                                  datasets=datasets), model_id)
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
     ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
     for i in range(max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))):
@@ -343,6 +334,168 @@ def finish_run(
     c.set_terminated(run_id, status)
     _runs.pop(run_id, None)
 
+
+
+def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -> list[Any]:
+    """A run's last metrics (:func:`finish_run`'s ``metrics``, each naming the data set it was scored on and the
+    logged model, validation first), its system samples and its curves thinned to ``curve_points``."""
+    from mlflow.entities import Metric
+
+    metrics = end.get("metrics") or {}
+    scored_on = {CONTEXTS[d.tags[0].value]: d.dataset for d in end.get("datasets") or ()
+                 if d.tags and CONTEXTS.get(d.tags[0].value)}
+
+    def final(k: str, v: float) -> Any:
+        d = next((d for prefix, d in scored_on.items() if k.startswith(prefix)), None)
+        return Metric(k, float(v), now, 0, model_id=model_id, dataset_name=d and d.name, dataset_digest=d and d.digest)
+
+    items = [final(k, metrics[k]) for k in sorted(metrics, key=_quality_first)] + list(end.get("system") or ())
+    for name, (steps, values) in dict(end.get("curves") or {}).items():
+        items += [Metric(name, float(v), now, int(s))
+                  for s, v in zip(*thin(steps, values, end.get("curve_points", CURVE_POINTS)))]
+    return items
+
+
+def ends_in_bulk(c: Any, ends: list[Mapping[str, Any]]) -> bool:
+    """Whether :func:`finish_runs` ends runs with these :func:`finish_run` arguments in one transaction: on a SQL
+    store, for runs without logged models (MLflow creates those through its own calls) nor a new run name."""
+    return _sql_store(c) is not None and not any(
+        e.get("models") or "mlflow.runName" in (e.get("tags") or {}) for e in ends)
+
+
+def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
+    """:func:`finish_run` for each ``(run_id, its arguments)``, when :func:`ends_in_bulk`: the artifacts copied,
+    then every run's last batch (params, metrics with the latest-metric upkeep, tags), data sets and status
+    written in one transaction, all or none — the rows MLflow's ``log_batch``, ``log_inputs`` and
+    ``set_terminated`` write, checked as they check them (~65 ms a run one call after another on this machine:
+    each call a transaction that re-reads the run). A run that is gone or deleted, or a param logged before with
+    another value, raises as MLflow would, and nothing of the batch is written."""
+    from mlflow.entities import LifecycleStage
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
+    from mlflow.store.tracking.dbmodels.models import (SqlDataset, SqlInput, SqlInputTag, SqlLatestMetric,
+                                                       SqlMetric, SqlParam, SqlRun, SqlTag)
+    from mlflow.utils.validation import (_validate_dataset_inputs, _validate_metric, _validate_param,
+                                         _validate_tag)
+
+    store = _sql_store(c)
+    if store is None or not ends_in_bulk(c, [e for _, e in ends]):
+        raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
+    import uuid
+
+    now = int(time.time() * 1000)
+    metrics, params, tags, datasets = {}, {}, {}, {}  # run id -> its rows, checked
+    for run_id, end in ends:
+        for path in end.get("artifacts") or ():
+            _artifact_repo(c, run_id).log_artifact(str(path))
+        items, seen = [], set()
+        for m in _last_batch(now, end):
+            _validate_metric(m.key, m.value, m.timestamp, m.step)
+            is_nan, value = store.sanitize_metric_value(m.value)
+            row = (m.key, value, is_nan, m.timestamp, m.step)
+            if row not in seen:  # log_batch drops a metric logged twice in one call
+                seen.add(row)
+                items.append(row)
+        metrics[run_id] = items
+        params[run_id] = {p.key: p.value for p in (_validate_param(k, str(v)) for k, v in (end.get("params") or {}).items())}
+        tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in (end.get("tags") or {}).items())}
+        datasets[run_id] = list(end.get("datasets") or ())
+        _validate_dataset_inputs(datasets[run_id])
+    ids = [run_id for run_id, _ in ends]
+    with store.ManagedSessionMaker() as session:
+        runs, old_params, latest = {}, {}, {}
+        for i in range(0, len(ids), SQL_CHUNK):
+            part = ids[i : i + SQL_CHUNK]
+            for r, stage, experiment_id in session.query(SqlRun.run_uuid, SqlRun.lifecycle_stage,
+                                                         SqlRun.experiment_id).filter(SqlRun.run_uuid.in_(part)):
+                runs[r] = (stage, experiment_id)
+            for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(part)):
+                old_params[(r, k)] = v
+            for row in session.query(SqlLatestMetric).filter(SqlLatestMetric.run_uuid.in_(part)):
+                latest[(row.run_uuid, row.key)] = row
+        for run_id in ids:  # as log_batch's checks, in its words
+            if run_id not in runs:
+                raise MlflowException(f"Run with id={run_id} not found", RESOURCE_DOES_NOT_EXIST)
+            if runs[run_id][0] != LifecycleStage.ACTIVE:
+                raise MlflowException(f"The run {run_id} must be in the 'active' state. Current state is "
+                                      f"{runs[run_id][0]}.", INVALID_PARAMETER_VALUE)
+            changed = [{"key": k, "old_value": old_params[(run_id, k)], "new_value": v}
+                       for k, v in params[run_id].items() if old_params.get((run_id, k), v) != v]
+            if changed:
+                raise MlflowException(f"Changing param values is not allowed. Params were already logged='{changed}' "
+                                      f"for run ID='{run_id}'.", INVALID_PARAMETER_VALUE)
+        param_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in params[r].items() if (r, k) not in old_params]
+        metric_rows, new_latest = [], {}  # the latest value of each metric: the greatest (step, timestamp, value)
+        for r in ids:
+            for key, value, is_nan, ts, step in metrics[r]:
+                row = dict(run_uuid=r, key=key, value=value, is_nan=is_nan, timestamp=ts, step=step)
+                metric_rows.append(row)
+                old = latest.get((r, key))
+                best = new_latest.get((r, key)) or (old and dict(step=old.step, timestamp=old.timestamp, value=old.value))
+                if best is None or (step, ts, value) > (best["step"], best["timestamp"], best["value"]):
+                    new_latest[(r, key)] = row
+        for (r, key), row in new_latest.items():  # the latest value of each metric: updated, or a new row
+            old = latest.get((r, key))
+            if old is not None:
+                old.value, old.is_nan, old.timestamp, old.step = row["value"], row["is_nan"], row["timestamp"], row["step"]
+        tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
+        for r in ids:  # a tag set again replaces the old value
+            if tags[r]:
+                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
+                    synchronize_session=False)
+        input_rows, input_tag_rows, dataset_rows, known = [], [], [], {}
+        for r in ids:
+            experiment_id, linked = runs[r][1], set()
+            for d in _first_of_each(datasets[r]):
+                key = (experiment_id, d.dataset.name, d.dataset.digest)
+                if key not in known:
+                    found = session.query(SqlDataset.dataset_uuid).filter(
+                        SqlDataset.experiment_id == experiment_id, SqlDataset.name == d.dataset.name,
+                        SqlDataset.digest == d.dataset.digest).first()
+                    if found is not None:
+                        known[key] = found[0]
+                    else:
+                        known[key] = uuid.uuid4().hex
+                        ds = d.dataset
+                        dataset_rows.append(dict(dataset_uuid=known[key], experiment_id=experiment_id, name=ds.name,
+                                                 digest=ds.digest, dataset_source_type=ds.source_type,
+                                                 dataset_source=ds.source, dataset_schema=ds.schema,
+                                                 dataset_profile=ds.profile))
+                linked.add(known[key])
+            if linked:
+                existing = {s for (s,) in session.query(SqlInput.source_id).filter(
+                    SqlInput.source_type == "DATASET", SqlInput.destination_type == "RUN",
+                    SqlInput.destination_id == r, SqlInput.source_id.in_(list(linked)))}
+                for d in _first_of_each(datasets[r]):
+                    source = known[(experiment_id, d.dataset.name, d.dataset.digest)]
+                    if source in existing:
+                        continue
+                    existing.add(source)
+                    input_uuid = uuid.uuid4().hex
+                    input_rows.append(dict(input_uuid=input_uuid, source_type="DATASET", source_id=source,
+                                           destination_type="RUN", destination_id=r, step=0))
+                    input_tag_rows += [dict(input_uuid=input_uuid, name=t.key, value=t.value) for t in d.tags]
+        for table, rows in ((SqlParam.__table__, param_rows), (SqlMetric.__table__, metric_rows),
+                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
+                            (SqlTag.__table__, tag_rows), (SqlDataset.__table__, dataset_rows),
+                            (SqlInput.__table__, input_rows), (SqlInputTag.__table__, input_tag_rows)):
+            for i in range(0, len(rows), SQL_CHUNK):
+                session.execute(table.insert(), rows[i : i + SQL_CHUNK])
+        for status in {e.get("status", "FINISHED") for _, e in ends}:
+            part = [r for r, e in ends if e.get("status", "FINISHED") == status]
+            for i in range(0, len(part), SQL_CHUNK):
+                session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
+                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
+    for run_id in ids:
+        _runs.pop(run_id, None)
+
+
+def _first_of_each(datasets: list[Any]) -> list[Any]:
+    """A run's data set inputs, the first of each (name, digest): ``log_inputs`` keeps that one."""
+    first: dict[tuple[str, str], Any] = {}
+    for d in datasets:
+        first.setdefault((d.dataset.name, d.dataset.digest), d)
+    return list(first.values())
 
 
 def _log_inputs(c: Any, run_id: str, datasets: list[Any], attempts: int = 4) -> None:

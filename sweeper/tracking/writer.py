@@ -45,6 +45,7 @@ IN_PROCESS = ("basic", "batched")
 IN_PROCESS_CLASSES = ("BasicLauncher", "BatchedLauncher")
 INTERRUPT_WAIT_S = 30.0  # after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
 MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
+BULK = MAX_PENDING  # runs ended in one transaction at most (those waiting when the writer is free)
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
 
 
@@ -329,19 +330,33 @@ def _serve(requests: Any, answers: Any) -> None:
 
     clients: dict[str, Any] = {}
 
-    while (job := inbox.get()) is not None:
-        if "open" in job:  # the stores of the runs to come: opened before the first one arrives
-            for uri in job["open"]:
-                try:
-                    clients.setdefault(uri, tracking.client(uri))
-                except Exception:  # noqa: BLE001  the first run that needs it says why
-                    pass
-            continue
-        answer = _record(job, clients, tracking)
-        try:
-            answers.send(answer)
-        except OSError:  # nobody listens any more: the runs are still recorded
-            pass
+    ended = False
+    while not ended:
+        runs: list[dict[str, Any]] = []  # the runs waiting now, in order: ended together (one transaction a store)
+        job = inbox.get()
+        while True:
+            if job is None:
+                ended = True
+                break
+            if "open" in job:  # the stores of the runs to come: opened before the first one arrives
+                for uri in job["open"]:
+                    try:
+                        clients.setdefault(uri, tracking.client(uri))
+                    except Exception:  # noqa: BLE001  the first run that needs it says why
+                        pass
+            else:
+                runs.append(job)
+            if len(runs) >= BULK:
+                break
+            try:
+                job = inbox.get_nowait()
+            except queue.Empty:
+                break
+        for answer in _record_all(runs, clients, tracking):
+            try:
+                answers.send(answer)
+            except OSError:  # nobody listens any more: the runs are still recorded
+                pass
     os._exit(0)  # the interpreter's teardown (~1 s with MLflow) is skipped: everything is written
 
 
@@ -350,6 +365,45 @@ def main(argv: list[str]) -> None:
     from multiprocessing.connection import Connection
 
     _serve(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
+
+
+def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any) -> list[dict[str, Any]]:
+    """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one SQL store in one
+    transaction (:func:`sweeper.tracking.records.finish_runs`); when that fails, or elsewhere, one at a time,
+    each with its own outcome."""
+    from sweeper.tracking import records
+
+    answers: list[dict[str, Any]] = []
+    i = 0
+    while i < len(jobs):
+        j = i + 1
+        while j < len(jobs) and jobs[j]["uri"] == jobs[i]["uri"]:
+            j += 1
+        batch, i = jobs[i:j], j
+        try:
+            c = clients.get(batch[0]["uri"]) or clients.setdefault(batch[0]["uri"], tracking.client(batch[0]["uri"]))
+            bulk = records.ends_in_bulk(c, [job["kwargs"] for job in batch])
+        except Exception:  # noqa: BLE001  the store cannot be opened: each run says why
+            bulk = False
+        if bulk:
+            for job in batch:
+                if job["info"]:
+                    records._runs[job["run_id"]] = tuple(job["info"])
+            try:
+                records.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
+            except Exception:  # noqa: BLE001  nothing of the batch was written: each run on its own says why
+                bulk = False
+        if not bulk:
+            answers += [_record(job, clients, tracking) for job in batch]
+            continue
+        for job in batch:
+            path, error = Path(job["result"]), None
+            try:
+                _done(path)
+            except (OSError, ValueError) as e:
+                error = f"{path}: {e}"
+            answers.append({"run_id": job["run_id"], "error": error, "folder": str(path.parent)})
+    return answers
 
 
 def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict[str, Any]:
