@@ -61,8 +61,9 @@ def _jobs(tmp_path, runner, lend: bool) -> tuple[list, dict, list]:
             with read_write(cfg.hydra), open_dict(cfg):
                 cfg.hydra.job.id = cfg.hydra.job.num = i
             before = HydraConfig.instance().cfg
+            memo = {"memo": fast.memo(cfg)} if runner is jobrun.run_job and lend else {}
             ret = runner(hydra_context=context, task_function=task, config=cfg, job_dir_key="hydra.sweep.dir",
-                         job_subdir_key="hydra.sweep.subdir")
+                         job_subdir_key="hydra.sweep.subdir", **memo)
             assert HydraConfig.instance().cfg is before and os.getcwd() == cwd
             value = ret.return_value if ret.status.name == "COMPLETED" else repr(ret._return_value)
             returns.append((ret.status.name, value, ret.overrides, ret.working_dir, ret.task_name,
@@ -87,6 +88,21 @@ def test_sweepers_run_job_does_what_hydras_does(tmp_path, lend):
     assert returns == hydra_returns
     assert [r[0] for r in returns] == ["COMPLETED", "FAILED", "FAILED"]
     assert returns[2][3].endswith("/2")  # hydra.job.chdir=true: the task ran in its output folder
+
+
+def test_a_hydra_config_written_a_section_at_a_time_is_omegaconfs_document(tmp_path):
+    """hydra.yaml from remembered sections: the same document as the whole, also where a long value folds."""
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=[f"hydra.sweep.dir={tmp_path}/" + "x" * 120, "+hydra.job.env_set.A='a b: c'"])
+    holder = OmegaConf.create({"hydra": cfg.hydra})
+    memo: dict = {}
+    assert jobrun.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
+    assert "sweep" in memo and "job" not in memo  # hydra.job differs between jobs: written each time
+    with read_write(holder), open_dict(holder):
+        holder.hydra.job.num = 7
+        holder.hydra.runtime.output_dir = "/elsewhere"
+    assert jobrun.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
 
 
 def test_the_yaml_is_omegaconfs_document():

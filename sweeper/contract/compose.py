@@ -83,6 +83,7 @@ class _Once:
         self.groups: set[str] | None = None
         self.lent: dict[tuple, Any] = {}  # shape → the config lent to the launcher (:meth:`lend`)
         self.settable: dict[tuple, bool] = {}  # shape → whether its value keys are all in its template
+        self.memos: dict[int, dict[str, Any]] = {}  # id of a lent config (alive with self.lent) → what its jobs share
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
         """Hydra's calls: the sweeper's check only asks that the job composes (its shape's template, when the
@@ -126,6 +127,14 @@ class _Once:
         if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
             self.lent[shape] = copy.deepcopy(self._template(master_config, overrides, shape))
         return _set_values(self.lent[shape], [o for o, v in zip(parsed, values) if v], parsed, master_config)
+
+    def memo(self, cfg: Any) -> dict[str, Any] | None:
+        """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends (one per shape: its jobs
+        differ only in their values, never in ``hydra.*`` beyond what each job sets), for what they can share
+        (``sweeper.sweep.jobrun``: the YAML of the Hydra config's other sections); None for any other config."""
+        if not any(cfg is lent for lent in self.lent.values()):
+            return None
+        return self.memos.setdefault(id(cfg), {})
 
     def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
         """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template

@@ -74,9 +74,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
-        ret = (lean_run_job if ours else run_job)(
-            hydra_context=launcher.hydra_context, task_function=launcher.task_function,
-            config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        common = dict(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+                      config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        ret = lean_run_job(**common, memo=load.memo(cfg)) if ours else run_job(**common)
         if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
