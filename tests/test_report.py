@@ -320,6 +320,10 @@ def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_l
     for spec in specs.values():
         plots.draw(spec, tmp_path / spec["name"])
     assert (tmp_path / "plots" / "val_metric_vs_lr.png").stat().st_size > 1000
+    many = [dict(rows[0], lr=str(0.001 * (k + 1)), run=f"r{k}") for k in range(plots.MAX_TICKS + 1)]
+    board.rows = many
+    lr = {s["name"]: s for s in plots.specs(c, board, {ids[0]: tmp_path})}["plots/val_metric_vs_lr.png"]["axes"][0]
+    assert "xticks" not in lr and len(lr["lines"][0]["x"]) == len(many)  # too many to label: matplotlib's ticks
 
 
 def test_the_parent_run_reads_as_mlflow_users_expect(sweep):

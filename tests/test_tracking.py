@@ -450,3 +450,32 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     assert [c.get_run(i).info.status for i in (d, e)] == ["RUNNING", "RUNNING"]
     assert c.get_run(d).data.metrics == {}
     assert not records.ends_in_bulk(c, [{"models": {"model": tmp_path}}])
+
+
+def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_path):
+    from mlflow.entities import LoggedModelOutput
+
+    from sweeper.tracking import records
+
+    c = tracking.client(f"sqlite:///{store}")
+    experiment = c.create_experiment("children")
+    parent, other = (records.start_run(c, experiment, n, {}) for n in ("parent", "other"))
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    ids = records.start_runs(c, experiment, [_spec(n, parent_run_id=parent) for n in "abcd"])
+    records.start_runs(c, experiment, [_spec("elsewhere", parent_run_id=other)])
+    records.finish_runs(c, [(ids[0], _end(X, tmp_path, 0)), (ids[1], {**_end(X, tmp_path, 1), "status": "FAILED"})])
+    model = c.create_logged_model(experiment, "model", ids[0])
+    c.log_outputs(ids[0], [LoggedModelOutput(model.model_id, step=0)])
+    c.delete_run(ids[3])  # deleted: not a child any more
+
+    def seen(r):
+        return (r.info.to_proto().SerializeToString(), r.data.metrics.keys(), r.data.params, r.data.tags,
+                r.inputs.to_proto().SerializeToString(), [o.model_id for o in r.outputs.model_outputs])
+
+    want = tracking.search(c, [experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
+    got = records.child_runs(c, [experiment], parent)
+    assert [r.info.run_id for r in got] == [r.info.run_id for r in want] and len(got) == 3
+    assert [seen(r) for r in got] == [seen(r) for r in want]
+    assert [{k: repr(v) for k, v in r.data.metrics.items()} for r in got] == \
+        [{k: repr(v) for k, v in r.data.metrics.items()} for r in want]  # NaN as NaN
+    assert model.model_id in seen(next(r for r in got if r.info.run_id == ids[0]))[5]

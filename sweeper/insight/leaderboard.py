@@ -117,7 +117,9 @@ def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[A
 
 def children(c: Any, parent: Any) -> list[Any]:
     """The child runs of a parent run."""
-    return tracking.search(c, [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    from sweeper.tracking import records
+
+    return records.child_runs(c, [parent.info.experiment_id], parent.info.run_id)
 
 
 

@@ -237,6 +237,54 @@ def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> Non
                 {SqlTag.value: value}, synchronize_session=False)
 
 
+def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[Any]:
+    """The active runs of ``experiment_ids`` whose ``mlflow.parentRunId`` is ``parent_run_id``, as MLflow's
+    ``search_runs`` returns them (newest first; info, latest metrics, params, tags, data set inputs, logged-model
+    outputs). On a SQL store read table by table into MLflow's entities: ``search_runs`` makes an ORM object of
+    every tag, param and metric row and expunges them all at its commit (~4 s for 1,000 runs of ~50 each, the
+    end of a 1,000-configuration sweep); elsewhere ``search_runs``, all pages."""
+    store = _sql_store(c)
+    if store is None or not all(hasattr(store, f) for f in ("_get_run_inputs", "_get_model_outputs_bulk")):
+        from sweeper.tracking.store import search
+
+        return search(c, experiment_ids, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
+    from mlflow.entities import LifecycleStage, Metric, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, RunTag
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlParam, SqlRun, SqlTag
+
+    out = []
+    with store.ManagedSessionMaker() as session:
+        info = session.query(SqlRun.run_uuid, SqlRun.name, SqlRun.experiment_id, SqlRun.user_id, SqlRun.status,
+                             SqlRun.start_time, SqlRun.end_time, SqlRun.lifecycle_stage, SqlRun.artifact_uri).join(
+            SqlTag, SqlTag.run_uuid == SqlRun.run_uuid).filter(
+            SqlTag.key == "mlflow.parentRunId", SqlTag.value == parent_run_id,
+            SqlRun.experiment_id.in_([int(e) for e in experiment_ids]),
+            SqlRun.lifecycle_stage == LifecycleStage.ACTIVE).order_by(SqlRun.start_time.desc(), SqlRun.run_uuid).all()
+        for i in range(0, len(info), SQL_CHUNK):
+            part = info[i : i + SQL_CHUNK]
+            ids = [row[0] for row in part]
+            tags: dict[str, list[Any]] = {r: [] for r in ids}
+            params: dict[str, list[Any]] = {r: [] for r in ids}
+            metrics: dict[str, list[Any]] = {r: [] for r in ids}
+            for r, k, v in session.query(SqlTag.run_uuid, SqlTag.key, SqlTag.value).filter(SqlTag.run_uuid.in_(ids)):
+                tags[r].append(RunTag(k, v))
+            for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(ids)):
+                params[r].append(Param(k, v))
+            for r, k, v, ts, step, nan in session.query(
+                    SqlLatestMetric.run_uuid, SqlLatestMetric.key, SqlLatestMetric.value, SqlLatestMetric.timestamp,
+                    SqlLatestMetric.step, SqlLatestMetric.is_nan).filter(SqlLatestMetric.run_uuid.in_(ids)):
+                metrics[r].append(Metric(k, float("nan") if nan else v, ts, step))
+            inputs = store._get_run_inputs(run_uuids=ids, session=session)
+            outputs = store._get_model_outputs_bulk(run_ids=ids, session=session)
+            for j, (r, name, experiment, user, status, start, end, stage, artifact_uri) in enumerate(part):
+                if not name:  # as SqlRun.to_mlflow_entity: the name from its tag
+                    name = next((t.value for t in tags[r] if t.key == "mlflow.runName"), name)
+                run_info = RunInfo(run_id=r, run_name=name, experiment_id=str(experiment), user_id=user, status=status,
+                                   start_time=start, end_time=end, lifecycle_stage=stage, artifact_uri=artifact_uri)
+                out.append(Run(run_info, RunData(metrics=metrics[r], params=params[r], tags=tags[r]),
+                               RunInputs(dataset_inputs=inputs[j]), RunOutputs(outputs[r])))
+    return out
+
+
 def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
     """Log a few metrics in one call (also on a run that has already ended)."""
     from mlflow.entities import Metric
