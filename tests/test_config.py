@@ -2,6 +2,7 @@
 import pytest
 from omegaconf import OmegaConf
 
+import sweeper
 from conftest import make_cfg
 from sweeper.contract.config import ConfigError, check_overrides, fingerprint, validate
 
@@ -82,3 +83,24 @@ def test_fingerprint_ignores_device_and_tracking_only():
     assert fingerprint(plain("tracking.experiment=other", "tracking.uri=sqlite:////tmp/x.db")) == base
     assert fingerprint(plain("lr=0.001")) != base
     assert fingerprint(plain("data=xor")) != base
+
+
+@pytest.mark.parametrize("data", [
+    {"name": "diabetes"}, {"name": "csv", "path": "/x/sales.csv"}, {"name": "csv", "path": "/x/sales.csv", "task": 3},
+    {"name": "csv", "path": None}, {"name": "text", "path": "s.txt", "task": "regression"},
+    {"name": "csv", "path": "${data.name}.csv"}, {"name": "csv", "path": "a.csv", "task": "???"}])
+def test_the_default_experiment_set_without_omegaconfs_grammar_is_what_it_resolves_to(data):
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from sweeper.contract.config import EXPERIMENT, resolve_experiment
+
+    for name in ("local", "server"):  # the shortcut applies to the conf's own text
+        assert OmegaConf.load(sweeper.CONF_DIR / "tracking" / f"{name}.yaml")._get_node("experiment")._value() == EXPERIMENT
+    cfg = OmegaConf.create({"data": data, "tracking": {"experiment": EXPERIMENT}})
+    want = copy.deepcopy(cfg)
+    OmegaConf.resolve(want)
+    resolve_experiment(cfg)
+    assert "${" not in cfg.tracking._get_node("experiment")._value()  # set, not left to OmegaConf
+    assert cfg.tracking.experiment == want.tracking.experiment

@@ -121,7 +121,7 @@ class _Once:
         launcher hands it to ``run_job``, which copies what it keeps): one config per shape, with this job's
         values set in place — no copy (a deep copy of a composed config costs ~25 ms)."""
         overrides = list(sweep_overrides)
-        parsed, values, shape = self._parse(master_config, overrides)
+        parsed, values, shape = self._parse(master_config, overrides, quick=True)  # a number: not Hydra's grammar
         if shape is None:
             return self.load(master_config, overrides)
         if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
@@ -228,7 +228,7 @@ class _Quick:
     def is_sweep_override(self) -> bool:
         return False
 
-    is_add = is_force_add = is_delete = is_sweep_override
+    is_add = is_force_add = is_delete = is_hydra_override = is_sweep_override  # never a hydra.* key (_quick)
     package = None
 
 

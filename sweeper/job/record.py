@@ -22,7 +22,7 @@ from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop, yamltext
 from sweeper.base.names import CURVES_FILE, RESULT_FILE, label
-from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
 from sweeper.job.context import JobContext, handed
@@ -43,6 +43,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     # the job's own copy resolved once, in place: each later read of an interpolated key (tracking.uri,
     # tracking.experiment: ~0.5 and ~2.5 ms) would parse and resolve it again
     with read_write(cfg):
+        resolve_experiment(cfg)
         OmegaConf.resolve(cfg)
     plain = OmegaConf.to_container(cfg)
     validate(plain)

@@ -34,41 +34,64 @@ def to_yaml(cfg: Any) -> str:
     return yamltext.dump(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
 
 
-# The sections of the Hydra config that differ between the jobs of one lent config: the task's overrides
-# (hydra.overrides.task), hydra.job (num, id, override_dirname) and hydra.runtime (output_dir). ``hydra.*``
-# overrides are part of a shape (sweeper.contract.compose), so every other section is the same for its jobs.
-PER_JOB = frozenset({"overrides", "job", "runtime"})
+# What differs between the jobs of one lent config: the task's overrides (hydra.overrides.task), hydra.job's num,
+# id and override_dirname, hydra.runtime.output_dir. ``hydra.*`` overrides are part of a shape
+# (sweeper.contract.compose), so everything else in a job's Hydra config is the same for its jobs.
+PER_JOB = frozenset({("overrides", "task"), ("job", "num"), ("job", "id"), ("job", "override_dirname"),
+                     ("runtime", "output_dir")})
+_ABOVE = frozenset(p[:i] for p in PER_JOB for i in range(1, len(p)))  # the mappings that hold them
 
 
-def hydra_yaml(holder: DictConfig, memo: dict[str, str] | None = None) -> str:
-    """``to_yaml(holder)`` of a job's Hydra config (``{"hydra": node}``), a section at a time: with ``memo`` (the
-    lent config's, :meth:`sweeper.contract.compose._Once.memo`) the sections other than :data:`PER_JOB` are
-    written once for all its jobs — ~80% of a ``hydra.yaml`` (~10 ms a job). The same document: a block mapping
-    is its entries one after another, each dumped here under ``hydra:`` as in the whole (same indentation, so the
-    same line folding)."""
+def hydra_yaml(holder: DictConfig, memo: dict[Any, str] | None = None) -> str:
+    """``to_yaml(holder)`` of a job's Hydra config (``{"hydra": node}``), an entry at a time: with ``memo`` (the
+    lent config's, :meth:`sweeper.contract.compose._Once.memo`) only the entries of :data:`PER_JOB` are written
+    for each job, every other entry once for all its jobs (a whole ``hydra.yaml`` was ~10 ms a job). The same
+    document: a block mapping is its entries one after another, each dumped here at its own depth under the
+    same keys as in the whole (same indentation, so the same line folding)."""
     if memo is None:
         return to_yaml(holder)
+    parts = ["hydra:\n"]
+    _entries(holder._get_node("hydra"), (), memo, parts)
+    return "".join(parts) if len(parts) > 1 else to_yaml(holder)
+
+
+def _entries(node: DictConfig, path: tuple, memo: dict[Any, str], parts: list[str]) -> None:
     from enum import Enum
 
     from omegaconf import Container
 
-    node = holder._get_node("hydra")
-    parts = ["hydra:\n"]
     for key in node.keys():
-        text = memo.get(key) if key not in PER_JOB else None
+        at = path + (key,)
+        child = node._get_node(key)
+        if (at in _ABOVE and isinstance(child, DictConfig) and len(child) and not child._is_interpolation()
+                and not child._is_none() and not child._is_missing()):  # a mapping: its key, then its entries
+            if ("header", at) not in memo:
+                memo[("header", at)] = _dump_at(at, {"x": 0}).splitlines(keepends=True)[0]
+            parts.append(memo[("header", at)])
+            _entries(child, at, memo, parts)
+            continue
+        text = memo.get(at) if at not in PER_JOB else None
         if text is None:
-            child = node._get_node(key)
             if isinstance(child, Container):
                 value = OmegaConf.to_container(child, resolve=False, enum_to_str=True)
             else:  # a scalar, as to_container writes it
                 value = child._value()
                 if isinstance(value, Enum):
                     value = value.name
-            text = yamltext.dump({"hydra": {key: value}}).partition("\n")[2]
-            if key not in PER_JOB:
-                memo[key] = text
+            text = _dump_at(at, value)
+            if at not in PER_JOB:
+                memo[at] = text
         parts.append(text)
-    return "".join(parts) if len(parts) > 1 else to_yaml(holder)
+
+
+def _dump_at(path: tuple, value: Any) -> str:
+    """The YAML of the entry ``hydra.<path> = value`` as the whole document writes it (the lines of the mappings
+    above it left out)."""
+    doc: Any = value
+    for key in reversed(path):
+        doc = {key: doc}
+    lines = yamltext.dump({"hydra": doc}).splitlines(keepends=True)
+    return "".join(lines[len(path):])
 
 
 def _save(text: str, filename: str, folder: Path) -> None:
