@@ -110,14 +110,22 @@ def client(uri: str) -> Any:
             from mlflow import MlflowClient
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
     # raise is what we report, in one line
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    quiet = logging.getLogger("mlflow.store.db.utils")
+    if quiet.level != logging.CRITICAL:  # setLevel clears every logger's cache: not once a job
+        quiet.setLevel(logging.CRITICAL)
 
     db = sqlite_path(uri)
     if db is not None:
         _sqlite_commits_without_fsync()
     if db is not None and not _is_wal_database(db):
+        _CLIENTS.pop(uri, None)
         return _create_store(db, uri)
-    return MlflowClient(tracking_uri=uri)
+    if uri not in _CLIENTS:  # one a store (MLflow keeps one store object a URI anyway): not one a job
+        _CLIENTS[uri] = MlflowClient(tracking_uri=uri)
+    return _CLIENTS[uri]
+
+
+_CLIENTS: dict[str, Any] = {}  # a URI's client, once its store exists
 
 
 @functools.cache
