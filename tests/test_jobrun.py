@@ -116,3 +116,19 @@ def test_a_plain_containers_yaml_is_omegaconfs_document():
     plain = {"lr": 0.0202, "s": "1e-3", "n": "null", "t": "~", "yes": "on", "e": 10, "f": 1e-300, "b": False,
              "l": [0.1, "2", {"k": "v: w"}], "u": "é", "empty": {}, "none": None, "inf": float("inf")}
     assert yamltext.dump(plain) == OmegaConf.to_yaml(plain)
+
+
+def test_a_kept_job_return_holds_its_config_as_plain_data_and_reads_as_the_same_config():
+    from hydra.core.utils import JobReturn, JobStatus
+
+    cfg = OmegaConf.create({"lr": 0.1, "data": {"name": "iris", "path": "${oc.env:HOME}"}, "l": [1, 2]})
+    OmegaConf.set_struct(cfg, True)
+    ret = JobReturn(overrides=["lr=0.1"], cfg=cfg, working_dir="/w", task_name="t", status=JobStatus.COMPLETED,
+                    _return_value={"status": "FINISHED"})
+    kept = jobrun.lean(ret)
+    assert isinstance(kept, JobReturn) and "_plain" in kept.__dict__
+    assert kept.cfg == cfg and OmegaConf.is_struct(kept.cfg) and kept.cfg.data._get_node("path")._value() == "${oc.env:HOME}"
+    assert (kept.overrides, kept.working_dir, kept.task_name, kept.return_value) == \
+        (["lr=0.1"], "/w", "t", {"status": "FINISHED"})
+    kept.cfg = None  # set again: what was set
+    assert kept.cfg is None

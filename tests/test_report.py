@@ -342,3 +342,21 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
     assert child.data.tags["hydra.job_dir"].startswith(str(sweep["tmp"])) and child.data.tags["task"] == "regression"
     assert "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params  # no clash with the param
     assert child.data.tags.get("launcher") != "batched" or int(child.data.tags["group_size"]) >= 1
+
+
+def test_a_large_leaderboard_prints_its_best_rows_and_says_how_many_more():
+    from sweeper.insight.leaderboard import build
+
+    runs = []
+    for i in range(120):
+        run = type("R", (), {})()
+        run.info = type("I", (), {"run_name": f"lr={i}", "status": "FINISHED", "run_id": f"id{i}", "start_time": i})()
+        run.data = type("D", (), {"metrics": {"val_mse": float(120 - i)}, "params": {"lr": str(i)},
+                                  "tags": {"device": "cpu"}})()
+        runs.append(run)
+    board = build(runs)
+    whole, top = board.table(), board.table(limit=50)
+    assert whole.count("FINISHED") == 120 and top.count("FINISHED") == 50
+    assert top.splitlines()[:52] == whole.splitlines()[:52]  # the same best rows
+    assert "… and 70 more runs (the best 50 of 120 shown" in top.splitlines()[-1]
+    assert "more runs" not in board.table(limit=120)

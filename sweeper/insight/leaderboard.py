@@ -48,20 +48,26 @@ class Board:
         value = first.get(f"val_{self.metric}") if first else None
         return first if value is not None and math.isfinite(value) and first["status"] == "FINISHED" else None
 
-    def table(self, fmt: str = "simple") -> str:
+    def table(self, fmt: str = "simple", limit: int | None = None) -> str:
         """One row a run; with seeds, one row a configuration (its mean over seeds, their std and ``n``; ``run``
-        is its run closest to the mean), ranked by the mean."""
+        is its run closest to the mean), ranked by the mean. ``limit``: the first rows only, and a line that says
+        how many more there are."""
         from tabulate import tabulate
 
+        keys = set(self.keys)
+        rows, cols = (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
+        shown = rows if limit is None else rows[:limit]
+        body = [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in shown]
+        text = tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True)
+        if len(shown) < len(rows):
+            what = "configurations" if self.groups else "runs"
+            text += (f"\n… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
+                     "all of them: the parent run's summary.csv and summary.md)")
         if self.groups:
-            cols = self.config_columns
-            body = [[(text_cell if c in self.keys else cell)(_shown(g, c)) for c in cols] for g in self.groups]
             over = " and ".join(self.seeds)
-            return (tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True)
-                    + f"\n(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
-                    "the mean; run: its run closest to the mean)")
-        body = [[(text_cell if c in self.keys else cell)(_shown(r, c)) for c in self.columns] for r in self.rows]
-        return tabulate(body, headers=self.columns, tablefmt=fmt, disable_numparse=True)
+            text += (f"\n(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
+                     "the mean; run: its run closest to the mean)")
+        return text
 
     def csv(self) -> str:
         buf = io.StringIO()

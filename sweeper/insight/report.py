@@ -17,6 +17,9 @@ from sweeper.base.names import ORPHAN, REPLACED_BY, RETRIED, resume_command, run
 from sweeper.base.process import HEARTBEAT, alive, beating
 from sweeper.insight.leaderboard import Board, build, children
 
+SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
+NOTE_ROWS = 100  # rows of the parent run's description (MLflow's note, cut at 7,000 characters anyway)
+
 
 def holder_alive(r: Any) -> bool | None:
     """Whether the job that created a run still runs: its ``heartbeat`` tag (:mod:`sweeper.tracking.run`) says so
@@ -151,24 +154,27 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
-    print(board.table(), file=out)
+    print(board.table(limit=SHOWN), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
         painter = plots.PAINTER or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
         folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
         painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
-        for name, text in (("summary.csv", board.csv()), ("summary.md", board.table("github") + "\n")):
+        table = board.table("github")
+        for name, text in (("summary.csv", board.csv()), ("summary.md", table + "\n")):
             (Path(tmp) / name).write_text(text)
             c.log_artifact(parent_run_id, str(Path(tmp) / name))
-        _conclude(c, parent, board, counts, runs + reused, out)
+        _conclude(c, parent, board, counts, runs + reused, out, table)
         for name, path in painter.collect().items():
             c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
     return board, counts
 
 
 
-def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any) -> None:
-    """The parent's counts, best run (metric, tags, line) and the advisor's findings."""
+def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any,
+              table: str | None = None) -> None:
+    """The parent's counts, best run (metric, tags, line) and the advisor's findings (``table``: the board's in
+    markdown, when made already)."""
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
@@ -194,7 +200,7 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                     "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
-    table = board.table("github")
+    table = table if table is not None else board.table("github", limit=NOTE_ROWS)
     tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])

@@ -32,6 +32,7 @@ from sweeper.contract.compose import compose_once
 from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.process import trim_heap
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models import layer_sizes
 from sweeper.models.mlp import MLP
@@ -45,6 +46,7 @@ log = logging.getLogger("sweeper")
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from hydra.core.utils import configure_log, run_job, setup_globals
 
+    from sweeper.sweep import jobrun
     from sweeper.sweep.jobrun import run_job as lean_run_job
 
     setup_globals()
@@ -81,7 +83,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
-        returns[job.idx] = ret
+        returns[job.idx] = jobrun.lean(ret) if ours else ret  # kept until the sweep ends: its config as plain data
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     from sweeper.sweep import engines
@@ -112,6 +114,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                 later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
             with handing(computed.pop(job.idx, None)):
                 record(job)
+        del computed, runs
+        trim_heap()  # the group's arrays and records, freed: back to the system, not kept for the next group
     for job in alone:
         record(job)
     return [returns[j.idx] for j in jobs]

@@ -6,8 +6,10 @@ store: ~30 ms a job on the embedded SQLite store of this 2-core machine, ~100-20
 more over a network. The launching process of a multirun of :data:`MIN_JOBS` jobs or more therefore starts
 a :class:`Writer` (``sweeper.sweep.start`` decides; :func:`prestart` starts it as the command begins when the
 command line already shows such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports
-MLflow, opens the store(s) and ends each run it is sent, in order, while the jobs go on. The run itself is
-created by the job (so it shows RUNNING and resume finds it), only its end is handed over.
+MLflow, opens the store(s) and ends the runs it is sent, in order, while the jobs go on — on a SQL store the runs
+waiting when it is free in one transaction (:func:`sweeper.tracking.records.finish_runs`; one at a time when that
+fails, each then with its own outcome). The run itself is created by the job or its group (so it shows RUNNING and
+resume finds it), only its end is handed over.
 
 Nothing is lost on the way:
 
