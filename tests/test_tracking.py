@@ -306,15 +306,15 @@ def _spec(name, **extra):
 
 
 def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("bulk")
     parent = records.start_run(c, experiment, "parent", {})
-    assert records.creates_in_bulk(c)
+    assert bulk.creates_in_bulk(c)
     one = c.get_run(records.start_run(c, experiment, "a", **{k: v for k, v in _spec("a", parent_run_id=parent).items()
                                                               if k != "name"}))
-    ids = records.start_runs(c, experiment, [_spec("b", parent_run_id=parent), _spec("c", start_time=123)])
+    ids = bulk.start_runs(c, experiment, [_spec("b", parent_run_id=parent), _spec("c", start_time=123)])
     b, c2 = (c.get_run(i) for i in ids)
     for run in (b, c2):
         assert run.info.status == "RUNNING" and run.info.lifecycle_stage == "active"
@@ -333,14 +333,14 @@ def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
 def test_runs_created_in_bulk_are_all_or_none(store):
     from mlflow.exceptions import MlflowException
 
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("bulk")
     bad = _spec("bad")
     bad["params"] = {"x" * 300: 1}  # a key MLflow refuses
     with pytest.raises(MlflowException):
-        records.start_runs(c, experiment, [_spec("good"), bad])
+        bulk.start_runs(c, experiment, [_spec("good"), bad])
     assert c.search_runs([experiment]) == []
 
 
@@ -370,13 +370,13 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
 
 
 def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_them(store):
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("ends")
-    a, b, keep, ref = records.start_runs(c, experiment, [_spec(n) for n in "abcd"])
+    a, b, keep, ref = bulk.start_runs(c, experiment, [_spec(n) for n in "abcd"])
     c.set_tag(a, "failure_reason", "an earlier reason")  # replaced, not doubled
-    records.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
+    bulk.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
     c.set_tag(ref, "failure_reason", "orphaned: its job died")
     c.set_terminated(ref, "FAILED")
     ra, rb, rk, rr = (c.get_run(i) for i in (a, b, keep, ref))
@@ -420,18 +420,18 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     truncated), data sets (a new one made once, the next runs linked to it) and artifacts."""
     from mlflow.exceptions import MlflowException
 
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("ends")
     X = np.random.default_rng(0).normal(size=(20, 3))
-    ref, a, b = records.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
+    ref, a, b = bulk.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
     for run_id in (ref, a, b):
         c.set_tag(run_id, "sweeper.status", "RUNNING")
         c.log_metric(run_id, "big", 1.0, step=5)  # a latest value the last batch replaces (step 0 < 5: kept)
     records.finish_run(c, ref, **_end(X, tmp_path, 0))
-    assert records.ends_in_bulk(c, [_end(X, tmp_path, 1)])
-    records.finish_runs(c, [(a, _end(X, tmp_path, 1)), (b, {**_end(X, tmp_path, 2), "status": "FAILED"})])
+    assert bulk.ends_in_bulk(c, [_end(X, tmp_path, 1)])
+    bulk.finish_runs(c, [(a, _end(X, tmp_path, 1)), (b, {**_end(X, tmp_path, 2), "status": "FAILED"})])
     want = _record(c, ref)
     assert want[0] == "FINISHED" and want[1]["big"] == "1.0" and 10 < len(want[4]["train_loss"]) <= 21
     assert len(want[3]["long"]) < 9000 and want[2]["lr"] == "0.01"
@@ -439,31 +439,31 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     assert _record(c, b) == ("FAILED", *want[1:])
     from mlflow.store.tracking.dbmodels.models import SqlDataset
 
-    with records._sql_store(c).ManagedSessionMaker() as session:
+    with bulk.sql_store(c).ManagedSessionMaker() as session:
         assert session.query(SqlDataset).count() == 2  # training and validation, made once for the three runs
     artifacts = {f.path for f in c.list_artifacts(a)}
     assert artifacts == {"curves1.txt"}
     # a param logged before with another value: nothing of the batch is written
-    d, e = records.start_runs(c, experiment, [_spec("d"), _spec("e")])
+    d, e = bulk.start_runs(c, experiment, [_spec("d"), _spec("e")])
     with pytest.raises(MlflowException, match="Changing param values"):
-        records.finish_runs(c, [(d, _end(X, tmp_path, 3)), (e, {**_end(X, tmp_path, 4), "params": {"lr": 0.5}})])
+        bulk.finish_runs(c, [(d, _end(X, tmp_path, 3)), (e, {**_end(X, tmp_path, 4), "params": {"lr": 0.5}})])
     assert [c.get_run(i).info.status for i in (d, e)] == ["RUNNING", "RUNNING"]
     assert c.get_run(d).data.metrics == {}
-    assert not records.ends_in_bulk(c, [{"models": {"model": tmp_path}}])
+    assert not bulk.ends_in_bulk(c, [{"models": {"model": tmp_path}}])
 
 
 def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_path):
     from mlflow.entities import LoggedModelOutput
 
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("children")
     parent, other = (records.start_run(c, experiment, n, {}) for n in ("parent", "other"))
     X = np.random.default_rng(0).normal(size=(20, 3))
-    ids = records.start_runs(c, experiment, [_spec(n, parent_run_id=parent) for n in "abcd"])
-    records.start_runs(c, experiment, [_spec("elsewhere", parent_run_id=other)])
-    records.finish_runs(c, [(ids[0], _end(X, tmp_path, 0)), (ids[1], {**_end(X, tmp_path, 1), "status": "FAILED"})])
+    ids = bulk.start_runs(c, experiment, [_spec(n, parent_run_id=parent) for n in "abcd"])
+    bulk.start_runs(c, experiment, [_spec("elsewhere", parent_run_id=other)])
+    bulk.finish_runs(c, [(ids[0], _end(X, tmp_path, 0)), (ids[1], {**_end(X, tmp_path, 1), "status": "FAILED"})])
     model = c.create_logged_model(experiment, "model", ids[0])
     c.log_outputs(ids[0], [LoggedModelOutput(model.model_id, step=0)])
     c.delete_run(ids[3])  # deleted: not a child any more
@@ -473,7 +473,7 @@ def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_
                 r.inputs.to_proto().SerializeToString(), [o.model_id for o in r.outputs.model_outputs])
 
     want = tracking.search(c, [experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
-    got = records.child_runs(c, [experiment], parent)
+    got = bulk.child_runs(c, [experiment], parent)
     assert [r.info.run_id for r in got] == [r.info.run_id for r in want] and len(got) == 3
     assert [seen(r) for r in got] == [seen(r) for r in want]
     assert [{k: repr(v) for k, v in r.data.metrics.items()} for r in got] == \

@@ -123,9 +123,9 @@ def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[A
 
 def children(c: Any, parent: Any) -> list[Any]:
     """The child runs of a parent run."""
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk
 
-    return records.child_runs(c, [parent.info.experiment_id], parent.info.run_id)
+    return bulk.child_runs(c, [parent.info.experiment_id], parent.info.run_id)
 
 
 

@@ -47,7 +47,7 @@ def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAIL
     A dead run whose configuration another child of the sweep FINISHED (an engine retried its job) is an
     attempt, not an orphan: KILLED with :data:`RETRIED`, and left out of the counts (:func:`tally`).
     """
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk
 
     finished = {_config(r): r.info.run_id for r in runs if r.info.status == "FINISHED"}
     ends = []
@@ -59,7 +59,7 @@ def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAIL
             continue
         again = finished.get(_config(r))
         ends.append((r.info.run_id, "KILLED" if again else status, f"{RETRIED} as run {again}" if again else reason))
-    records.end_runs(c, ends)  # on the embedded store in one transaction
+    bulk.end_runs(c, ends)  # on the embedded store in one transaction
     return [run_id for run_id, _, _ in ends]
 
 

@@ -200,10 +200,10 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
 def _in_bulk(plain: dict[str, Any]) -> bool:
     """Whether the store creates a group's runs in one transaction a chunk (a SQL store: the embedded SQLite one)."""
     from sweeper import tracking
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk
 
     try:
-        return records.creates_in_bulk(tracking.client(plain["tracking"]["uri"]))
+        return bulk.creates_in_bulk(tracking.client(plain["tracking"]["uri"]))
     except Exception:  # noqa: BLE001  (a store that fails: open_runs says so, the jobs create their runs)
         return False
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
-from sweeper.tracking import records, system
+from sweeper.tracking import bulk, records, system
 
 
 class Heartbeat:
@@ -36,7 +36,7 @@ class Heartbeat:
             if not ids:
                 return
             try:
-                records.set_tag_on_runs(self.client, ids, HEARTBEAT, beat(time.time(), self.interval))
+                bulk.set_tag_on_runs(self.client, ids, HEARTBEAT, beat(time.time(), self.interval))
             except Exception:  # noqa: BLE001  (the store hiccuped: the next beat may pass)
                 pass
 
@@ -79,10 +79,10 @@ class TrackedRun:
     @classmethod
     def start_many(cls, uri: str, client: Any, experiment_id: str, specs: list[Mapping[str, Any]]) -> list["TrackedRun"]:
         """:meth:`start` for each spec (``name``, ``tags``, ``parent_run_id``, ``params``, ``start_time``): on the
-        embedded store in one transaction (:func:`records.start_runs`), with one heartbeat for them all."""
+        embedded store in one transaction (:func:`bulk.start_runs`), with one heartbeat for them all."""
         interval = heartbeat_interval()
         now = beat(time.time(), interval)
-        ids = records.start_runs(client, experiment_id, [{**s, "tags": {**s["tags"], HEARTBEAT: now}} for s in specs])
+        ids = bulk.start_runs(client, experiment_id, [{**s, "tags": {**s["tags"], HEARTBEAT: now}} for s in specs])
         runs = [cls(uri, client, run_id, experiment_id) for run_id in ids]
         heart = Heartbeat(client, runs, interval) if runs else None
         for run in runs:

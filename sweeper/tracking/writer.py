@@ -7,7 +7,7 @@ more over a network. The launching process of a multirun of :data:`MIN_JOBS` job
 a :class:`Writer` (``sweeper.sweep.start`` decides; :func:`prestart` starts it as the command begins when the
 command line already shows such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports
 MLflow, opens the store(s) and ends the runs it is sent, in order, while the jobs go on — on a SQL store the runs
-waiting when it is free in one transaction (:func:`sweeper.tracking.records.finish_runs`; one at a time when that
+waiting when it is free in one transaction (:func:`sweeper.tracking.bulk.finish_runs`; one at a time when that
 fails, each then with its own outcome). The run itself is created by the job or its group (so it shows RUNNING and
 resume finds it), only its end is handed over.
 
@@ -371,9 +371,9 @@ def main(argv: list[str]) -> None:
 
 def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any) -> list[dict[str, Any]]:
     """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one SQL store in one
-    transaction (:func:`sweeper.tracking.records.finish_runs`); when that fails, or elsewhere, one at a time,
+    transaction (:func:`sweeper.tracking.bulk.finish_runs`); when that fails, or elsewhere, one at a time,
     each with its own outcome."""
-    from sweeper.tracking import records
+    from sweeper.tracking import bulk, records
 
     answers: list[dict[str, Any]] = []
     i = 0
@@ -384,18 +384,18 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
         batch, i = jobs[i:j], j
         try:
             c = clients.get(batch[0]["uri"]) or clients.setdefault(batch[0]["uri"], tracking.client(batch[0]["uri"]))
-            bulk = records.ends_in_bulk(c, [job["kwargs"] for job in batch])
+            together = bulk.ends_in_bulk(c, [job["kwargs"] for job in batch])
         except Exception:  # noqa: BLE001  the store cannot be opened: each run says why
-            bulk = False
-        if bulk:
+            together = False
+        if together:
             for job in batch:
                 if job["info"]:
                     records._runs[job["run_id"]] = tuple(job["info"])
             try:
-                records.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
+                bulk.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
             except Exception:  # noqa: BLE001  nothing of the batch was written: each run on its own says why
-                bulk = False
-        if not bulk:
+                together = False
+        if not together:
             answers += [_record(job, clients, tracking) for job in batch]
             continue
         for job in batch:
