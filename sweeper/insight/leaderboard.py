@@ -13,9 +13,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
+from sweeper.tracking import bulk
 
 
 @dataclass
@@ -123,8 +123,6 @@ def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[A
 
 def children(c: Any, parent: Any) -> list[Any]:
     """The child runs of a parent run."""
-    from sweeper.tracking import bulk
-
     return bulk.child_runs(c, [parent.info.experiment_id], parent.info.run_id)
 
 
