@@ -126,15 +126,14 @@ class _Once:
             return self.load(master_config, overrides)
         if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
             self.lent[shape] = copy.deepcopy(self._template(master_config, overrides, shape))
+            self.memos[id(self.lent[shape])] = {}
         return _set_values(self.lent[shape], [o for o, v in zip(parsed, values) if v], parsed, master_config)
 
     def memo(self, cfg: Any) -> dict[str, Any] | None:
         """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends (one per shape: its jobs
         differ only in their values, never in ``hydra.*`` beyond what each job sets), for what they can share
         (``sweeper.sweep.jobrun``: the YAML of the Hydra config's other sections); None for any other config."""
-        if not any(cfg is lent for lent in self.lent.values()):
-            return None
-        return self.memos.setdefault(id(cfg), {})
+        return self.memos.get(id(cfg))  # a lent config lives as long as this object: no other shares its id
 
     def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
         """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template

@@ -18,7 +18,6 @@ from sweeper.base.process import HEARTBEAT, alive, beating
 from sweeper.insight.leaderboard import Board, build, children
 
 SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
-NOTE_ROWS = 100  # rows of the parent run's description (MLflow's note, cut at 7,000 characters anyway)
 
 
 def holder_alive(r: Any) -> bool | None:
@@ -172,9 +171,9 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
 
 def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any,
-              table: str | None = None) -> None:
-    """The parent's counts, best run (metric, tags, line) and the advisor's findings (``table``: the board's in
-    markdown, when made already)."""
+              table: str) -> None:
+    """The parent's counts, best run (metric, tags, line) and the advisor's findings (``table``: the board in
+    markdown, its summary.md)."""
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
@@ -200,7 +199,6 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                     "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
-    table = table if table is not None else board.table("github", limit=NOTE_ROWS)
     tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])

@@ -126,7 +126,7 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
     """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's docstring). ``memo``: what
     the jobs of a lent config share (:func:`hydra_yaml`)."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
+    from hydra.core.utils import JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
 
     callbacks = hydra_context.callbacks
     old_cwd = os.getcwd()

@@ -222,7 +222,7 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
         _validate_dataset_inputs(datasets[run_id])
     ids = [run_id for run_id, _ in ends]
     with store.ManagedSessionMaker() as session:
-        runs, old_params, latest = {}, {}, {}
+        runs, old_params, latest, top = {}, {}, {}, {}  # top: (run, key) -> its latest (step, timestamp, value)
         for i in range(0, len(ids), SQL_CHUNK):
             part = ids[i : i + SQL_CHUNK]
             for r, stage, experiment_id in session.query(SqlRun.run_uuid, SqlRun.lifecycle_stage,
@@ -232,6 +232,7 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
                 old_params[(r, k)] = v
             for row in session.query(SqlLatestMetric).filter(SqlLatestMetric.run_uuid.in_(part)):
                 latest[(row.run_uuid, row.key)] = row
+                top[(row.run_uuid, row.key)] = (row.step, row.timestamp, row.value)
         for run_id in ids:  # as log_batch's checks, in its words
             if run_id not in runs:
                 raise MlflowException(f"Run with id={run_id} not found", RESOURCE_DOES_NOT_EXIST)
@@ -249,10 +250,8 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
             for key, value, is_nan, ts, step in metrics[r]:
                 row = dict(run_uuid=r, key=key, value=value, is_nan=is_nan, timestamp=ts, step=step)
                 metric_rows.append(row)
-                old = latest.get((r, key))
-                best = new_latest.get((r, key)) or (old and dict(step=old.step, timestamp=old.timestamp, value=old.value))
-                if best is None or (step, ts, value) > (best["step"], best["timestamp"], best["value"]):
-                    new_latest[(r, key)] = row
+                if (r, key) not in top or (step, ts, value) > top[(r, key)]:
+                    top[(r, key)], new_latest[(r, key)] = (step, ts, value), row
         for (r, key), row in new_latest.items():  # the latest value of each metric: updated, or a new row
             old = latest.get((r, key))
             if old is not None:
@@ -264,8 +263,8 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
                     synchronize_session=False)
         input_rows, input_tag_rows, dataset_rows, known = [], [], [], {}
         for r in ids:
-            experiment_id, linked = runs[r][1], set()
-            for d in _first_of_each(datasets[r]):
+            experiment_id, linked, firsts = runs[r][1], set(), _first_of_each(datasets[r])
+            for d in firsts:
                 key = (experiment_id, d.dataset.name, d.dataset.digest)
                 if key not in known:
                     found = session.query(SqlDataset.dataset_uuid).filter(
@@ -285,7 +284,7 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
                 existing = {s for (s,) in session.query(SqlInput.source_id).filter(
                     SqlInput.source_type == "DATASET", SqlInput.destination_type == "RUN",
                     SqlInput.destination_id == r, SqlInput.source_id.in_(list(linked)))}
-                for d in _first_of_each(datasets[r]):
+                for d in firsts:
                     source = known[(experiment_id, d.dataset.name, d.dataset.digest)]
                     if source in existing:
                         continue

@@ -373,7 +373,7 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
     """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one SQL store in one
     transaction (:func:`sweeper.tracking.bulk.finish_runs`); when that fails, or elsewhere, one at a time,
     each with its own outcome."""
-    from sweeper.tracking import bulk, records
+    from sweeper.tracking import bulk
 
     answers: list[dict[str, Any]] = []
     i = 0
@@ -389,8 +389,7 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
             together = False
         if together:
             for job in batch:
-                if job["info"]:
-                    records._runs[job["run_id"]] = tuple(job["info"])
+                _remember(job)
             try:
                 bulk.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
             except Exception:  # noqa: BLE001  nothing of the batch was written: each run on its own says why
@@ -415,10 +414,7 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
     error = None
     try:
         c = clients.get(uri) or clients.setdefault(uri, tracking.client(uri))
-        if job["info"]:
-            from sweeper.tracking import records
-
-            records._runs[run_id] = tuple(job["info"])
+        _remember(job)
         tracking.finish_run(c, run_id, **job["kwargs"])
     except tracking.UNREACHABLE as e:
         error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
@@ -429,6 +425,14 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
     except (OSError, ValueError) as e:
         error = error or f"{path}: {e}"
     return {"run_id": run_id, "error": error, "folder": str(path.parent)}
+
+
+def _remember(job: dict[str, Any]) -> None:
+    """The artifact URI and experiment of the job's run, as the job knew them (no ``get_run`` to end it)."""
+    if job["info"]:
+        from sweeper.tracking import records
+
+        records._runs[job["run_id"]] = tuple(job["info"])
 
 
 def _done(path: Path) -> None:
