@@ -127,6 +127,18 @@ class MLP:
         for p, g in zip(self.params, grads):
             p -= lr * g
 
+    # what models.train.train asks a model for: its step objects (the fused epoch) and its largest product's cost
+    def full_batch(self, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None,
+                   opt: Optimizer | None = None, state: State | None = None) -> "FullBatch":
+        return FullBatch(self, X, y, lr, parts, pool, opt, state)
+
+    def mini_batches(self, X: Any, y: Any, lr: float, batch_size: int, seed: int, opt: Optimizer | None = None,
+                     shuffle: bool = True, parts: int = 1, pool: Any = None) -> "MiniBatches":
+        return MiniBatches(self, X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
+
+    def flops(self, n: int) -> float:
+        return product_flops(self, n)
+
 
 class FullBatch:
     """One data set's preallocated buffers and the full-batch epoch over them as a flat list of calls.

@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sweeper.models.mlp import MIN_BLOCK, MLP, FullBatch, MiniBatches, product_flops
+from sweeper.models.mlp import MIN_BLOCK, MLP
 from sweeper.models.optim import Optimizer
 
 MAX_CHECKS = 10
@@ -69,7 +69,7 @@ class TrainResult:
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
 def train(
     backend: Any,
-    model: MLP,
+    model: MLP | Any,
     X: Any,
     y: Any,
     X_val: Any,
@@ -113,16 +113,17 @@ def train(
     seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
     n = X.shape[0]
-    with backend.host_threads(product_flops(model, n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
+    # the model's step objects: the MLP's fused epoch (models.mlp), or a model of the interface's (models.generic)
+    with backend.host_threads(model.flops(n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
         if 0 < batch_size < n:
-            batch = MiniBatches(model, X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
-            measured = FullBatch(model, X, y, parts=parts, pool=pool)  # the training loss, forward only
+            batch = model.mini_batches(X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
+            measured = model.full_batch(X, y, parts=parts, pool=pool)  # the training loss, forward only
             rest = batch.epoch  # after a sampled epoch's measurement: all its steps
             measured.forward()
         else:
-            batch = measured = FullBatch(model, X, y, lr, parts, pool, opt)
+            batch = measured = model.full_batch(X, y, lr, parts, pool, opt)
             rest = batch.backward_and_update
-        val_batch = FullBatch(model, X_val, y_val, parts=parts, pool=pool)
+        val_batch = model.full_batch(X_val, y_val, parts=parts, pool=pool)
         batch.warm_up()
         val_batch.forward()
         t0 = backend.clock()
@@ -233,11 +234,6 @@ def sample_stride(epochs: int, log_every: int) -> int:
         log.warning("log_every=%d is not below epochs=%d, which would sample the loss once: "
                     "sampling every %d epochs instead (2 samples)", log_every, epochs, stride)
     elif stride > log_every:
-        log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
-                    "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
-    return stride
-    stride = max(log_every, -(-epochs // MAX_SAMPLES))
-    if stride > log_every:
         log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
                     "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
     return stride

@@ -41,6 +41,9 @@ def cli() -> None:
         os.environ.setdefault("NO_COLOR", "1")
     try:
         check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        from sweeper.contract.model import model_overrides
+
+        sys.argv[1:] = args = model_overrides(args)  # model.<hyperparameter>=...: added to the model's section
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts

@@ -98,16 +98,16 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     from sweeper.models.mlp import MLP, init_params
     from sweeper.base.backend import resolve
 
-    train_module = importlib.import_module("sweeper.models.train")  # the module: sweeper.models.train is also the function
+    mlp_module = importlib.import_module("sweeper.models.mlp")  # MLP.full_batch builds its FullBatch there
 
     used = []
 
-    class Recording(train_module.FullBatch):
+    class Recording(mlp_module.FullBatch):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             used.append(self.parts)
 
-    monkeypatch.setattr(train_module, "FullBatch", Recording)
+    monkeypatch.setattr(mlp_module, "FullBatch", Recording)
     monkeypatch.setenv("SWEEPER_THREADS", "2")
     rng = np.random.default_rng(0)
     X, Xv = rng.standard_normal((2000, 20)), rng.standard_normal((600, 20))

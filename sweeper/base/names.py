@@ -108,7 +108,7 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
     logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
     (the run's params keep it whole)."""
     parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
-    parts = [f"{k}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
+    parts = [f"{k.removeprefix('++')}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
     if keys is not None:
         parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
     if device is None:

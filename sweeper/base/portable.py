@@ -35,11 +35,29 @@ def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) ->
     f, A = ACTIVATIONS[activation], X
     for l in range(len(params) // 2 - 1):
         A = f(A @ params[2 * l] + params[2 * l + 1])
-    z = A @ params[-2] + params[-1]
+    return link(task, A @ params[-2] + params[-1])
+
+
+def link(task: str, z: np.ndarray) -> np.ndarray:
+    """The task's output from a model's ``out``: itself (regression), σ (binary), softmax (classes)."""
     if task == "multiclass":
         e = np.exp(z - z.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
     return z if task == "regression" else _sigmoid(z)
+
+
+def user_forward(spec: dict[str, Any], params: Sequence[np.ndarray], task: str, X: Any) -> np.ndarray:
+    """A model of the interface's prediction at load: its class (``spec["target"]``, importable from the model's
+    ``code/``) built with its hyperparameters, its ``predict`` hook or ``forward`` then the task's link."""
+    import importlib
+
+    target = spec["target"]
+    module, _, name = target.partition(":") if ":" in target else target.rpartition(".")
+    net = getattr(importlib.import_module(module), name)(**spec["kwargs"])
+    named = dict(zip(spec["names"], params))
+    if callable(getattr(net, "predict", None)):
+        return np.asarray(net.predict(np, named, X))
+    return link(task, np.asarray(net.forward(np, named, X)[0]))
 
 
 # --- a table's columns: raw values → the standardised features -----------------------------------------------

@@ -125,6 +125,9 @@ TOP_LEVEL: dict[str, Rule] = {
     "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
 }
 
+# The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface has its own: model.*).
+MLP_KEYS = ("depth", "width", "activation")
+
 # Keys added after runs were pinned, with their defaults: a key at its default is left out of the
 # fingerprint, so a run from before the key keeps its fingerprint (resume=true, conf/best pins).
 ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov": False, "beta1": 0.9,
@@ -210,7 +213,7 @@ TRACKING: dict[str, Rule] = {
 }
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
-GROUPS = ("data", "tracking", "sweep", "best")
+GROUPS = ("data", "tracking", "sweep", "best", "model")
 
 # Optional top-level mappings that describe a run without changing it: ``pinned`` holds the provenance
 # and expected metrics of a promoted config (conf/best/*.yaml).
@@ -252,9 +255,17 @@ def validate(cfg: Mapping[str, Any]) -> None:
         if key not in cfg:
             raise ConfigError(f"{key} is missing: expected {rule.allowed}")
         check_value(key, cfg[key], rule)
-    unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", *METADATA})
+    unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", "model", *METADATA})
     if unknown:
-        raise ConfigError(f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, tracking.*")
+        raise ConfigError(f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, "
+                          "tracking.*, model.*")
+    from sweeper.contract.model import check_model
+    from sweeper.models.interface import ModelError
+
+    try:
+        check_model(cfg.get("model"))
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
 
     data = cfg["data"]
     name = data.get("name")
@@ -382,6 +393,8 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             values = list(o.sweep_iterator(transformer=Override._convert_value))
         else:
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
+        if key == "model" and any(a.lstrip("+").startswith("hydra.searchpath") for a in args):
+            continue  # a model/<name>.yaml of the user's own config folder: Hydra finds it (validate checks it)
         if key in GROUPS:
             options = group_options(key)
             for v in values:
@@ -440,6 +453,13 @@ def fingerprint(cfg: Mapping[str, Any]) -> str:
     drew its split with its ``seed``, so it is the run of ``data.split_seed=seed`` and keeps its fingerprint
     (resume, ``conf/best`` pins); ``seed=3`` with the default ``data.split_seed=0`` is another split, another hash."""
     kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
+    from sweeper.models.interface import is_mlp
+
+    if is_mlp(kept.get("model")):  # sweeper's MLP: its hyperparameters are the top-level keys (runs from before the
+        kept.pop("model", None)  # model group keep their fingerprint)
+    else:  # a model of the interface: its import path and hyperparameters; the MLP's keys do not apply
+        for k in MLP_KEYS:
+            kept.pop(k, None)
     if isinstance(kept.get("data"), Mapping):
         d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
         if "split_seed" in d and d["split_seed"] == kept.get("seed", 0):

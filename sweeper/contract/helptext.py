@@ -14,7 +14,7 @@ from sweeper import CONF_DIR, ROOT
 
 # The standalone commands, in the order a sweep's life uses them (each module's docstring describes it); a test
 # checks that this is every entry module of sweeper/ (tests/test_help.py).
-COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload")
+COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload", "check")
 EXAMPLES = (
     ("one run, tracked in MLflow", "python -m sweeper lr=0.01 depth=2"),
     ("a grid of 6 runs under one parent run", "python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2"),

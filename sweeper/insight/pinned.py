@@ -19,7 +19,7 @@ import yaml
 from omegaconf import DictConfig
 
 from sweeper import CONF_DIR, ROOT
-from sweeper.contract.config import NOT_FINGERPRINTED, TOP_LEVEL
+from sweeper.contract.config import MLP_KEYS, NOT_FINGERPRINTED, TOP_LEVEL
 from sweeper.job.metrics import LOWER_IS_BETTER
 from sweeper.base.fmt import cell, parse_param  # noqa: F401  (parse_param: the pins' reader)
 
@@ -128,6 +128,11 @@ def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
     if isinstance(data.get("path"), str) and Path(data["path"]).is_relative_to(ROOT):
         data["path"] = "${sweeper_root:}/" + Path(data["path"]).relative_to(ROOT).as_posix()
     cfg["data"] = data
+    model = {k[len("model."):]: parse_param(v) for k, v in params.items() if k.startswith("model.")}
+    if model:  # a model of the interface: its import path and hyperparameters (the MLP's keys do not apply)
+        model["_target_"] = params["model._target_"]
+        cfg = {k: v for k, v in cfg.items() if k not in MLP_KEYS}
+        cfg["model"] = {"_target_": model.pop("_target_"), **model}
     return cfg
 
 

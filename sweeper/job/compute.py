@@ -50,6 +50,7 @@ class Outcome:
     reason: str | None  # why it failed (diverged), or None
     params: list[np.ndarray] = field(default_factory=list)  # the trained weights
     test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
+    param_names: list[str] | None = None  # a model of the interface: its parameters' names (None: the MLP's list)
 
 
 
@@ -82,6 +83,10 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
 def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
     """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the estimate of
     :func:`config_bytes` against the machine's physical memory (the GPU's, on a GPU)."""
+    from sweeper.models.interface import is_mlp
+
+    if not is_mlp(cfg.get("model") if hasattr(cfg, "get") else None):
+        return None  # a model of the interface: its size is its own (no estimate before it trains)
     need = config_bytes(cfg, dataset)
     try:
         if backend.device == "gpu" and not backend.fake:
@@ -125,7 +130,7 @@ def loss_unit(dataset: data.Dataset) -> float:
 
 
 
-def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models.TrainResult, dtype: str,
+def evaluate(dataset: data.Dataset, backend: Any, model: Any, fit: models.TrainResult, dtype: str,
              h2d_time_s: float) -> Outcome:
     """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
     batched launcher (one call per member)."""
@@ -163,4 +168,4 @@ def evaluate(dataset: data.Dataset, backend: Any, model: models.MLP, fit: models
     scores |= quality
     params = [backend.to_numpy(p) for p in model.params]
     test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
-    return Outcome(scores, curves, None, params, test_pred)
+    return Outcome(scores, curves, None, params, test_pred, getattr(model, "names", None))

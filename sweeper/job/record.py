@@ -85,7 +85,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     params, config_tags = tracking.split_params(plain)
     # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
-    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task}
+    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     tracked, tracking_error, late_tags = None, None, {}
@@ -197,8 +197,11 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
         if cfg.tracking.log_model:
             from sweeper.tracking import pyfunc
 
+            from sweeper.models.interface import is_mlp
+
+            user = None if is_mlp(plain.get("model")) else plain["model"]
             models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                          dataset.test_inputs(), out.test_pred, plain["data"])
+                                          dataset.test_inputs(), out.test_pred, plain["data"], user, out.param_names)
     return files, models
 
 
@@ -229,6 +232,21 @@ def _parent(ctx: JobContext, plain: dict[str, Any]) -> str | None:
     if ctx.sweep_dir is None:
         return None
     return sweepdir.parent_run_id(ctx.sweep_dir, plain["tracking"]["uri"], plain["tracking"]["experiment"])
+
+
+def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None) -> dict[str, str]:
+    """A model of the interface: its import path, and whether it trained stacked in a group (or why not)."""
+    from sweeper.models import stacked
+    from sweeper.models.interface import is_mlp
+
+    if is_mlp(plain.get("model")):
+        return {}
+    if computed is not None:
+        batched = "true: stacked with its group (proven by broadcasting)"
+    else:
+        reason = stacked.VERDICTS.get(stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))
+        batched = f"false: {reason}" if reason else "false: trained alone (a one-job launcher, or no other configuration of its shape)"
+    return {"model": str(plain["model"]["_target_"]), "model_batched": batched}
 
 
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:

@@ -32,7 +32,7 @@ log = logging.getLogger("sweeper")
 # differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
 # split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
 # (MINI_BATCH_SHARED), which draws the rows' order, and the split.
-SHARED = ("data", "dtype", "device", "depth", "width", "activation", "log_every",
+SHARED = ("model", "data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
 
@@ -102,7 +102,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)):
             alone.append(job)
             continue
-        shared = {k: cfg[k] for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        shared = {k: cfg.get(k) for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) groups only with runs of that same stride
         # (their longest count then samples at it too)

@@ -46,8 +46,21 @@ def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
 
 
 
+def user_code(target: str) -> list[str]:
+    """What a model of the interface needs at load beside ``portable.py``: the user's module file, or the folder of
+    its top-level package (MLflow puts the model's ``code/`` on the path, so ``my_nets.TwoLayerNet`` imports there
+    as it did here)."""
+    import importlib
+
+    module_name = target.partition(":")[0] if ":" in target else target.rpartition(".")[0]
+    top = importlib.import_module(module_name.split(".")[0])
+    where = Path(top.__file__)
+    return [str(where.parent if where.name == "__init__.py" else where)]
+
+
 def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_example: Any,
-         y_example: np.ndarray, data_cfg: Any = None) -> Path:
+         y_example: np.ndarray, data_cfg: Any = None, model: dict[str, Any] | None = None,
+         names: list[str] | None = None) -> Path:
     """Write the pyfunc model folder at ``path`` (weights as host arrays) and return it.
 
     The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`; MLflow refuses one
@@ -57,7 +70,9 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     DataFrame of one probability column per class, ``p_<class>``.
 
     The model needs only MLflow, NumPy, pandas (and SciPy for text) at load: its code is ``pyfunc_entry.py``
-    and ``sweeper/base/portable.py`` (the forward pass, the encoder, the vectorizer), which travel with it."""
+    and ``sweeper/base/portable.py`` (the forward pass, the encoder, the vectorizer), which travel with it. A model
+    of the interface (``model``: its ``_target_`` and hyperparameters; ``names``: its parameters' names) carries the
+    user's module too (:func:`user_code`) and runs its ``forward`` at load."""
     from mlflow.models import infer_signature
 
     if path.parent.exists():  # a job re-run into the same output folder
@@ -67,6 +82,12 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     info = {"n_params": len(params), "activation": activation, "task": dataset.task,
             "y_mean": dataset.y_mean, "y_scale": dataset.y_scale, "classes": [str(c) for c in dataset.classes or []]}
     arrays = {f"p{i}": p for i, p in enumerate(params)}
+    code = [str(PORTABLE)]
+    if model is not None:  # a model of the interface: rebuilt at load from its class and hyperparameters
+        target = str(model["_target_"])
+        info["model"] = {"target": target, "kwargs": {k: v for k, v in model.items() if k != "_target_"},
+                         "names": list(names or [])}
+        code += user_code(target)
     requirements = requirements_for(text=dataset.vectorizer is not None)
     if dataset.vectorizer is not None:
         from sweeper.data import vectorizer_state
@@ -93,12 +114,15 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
             where,
             python_model=str(ENTRY),  # models from code, not a pickle
             artifacts={"weights": str(weights), "meta": str(meta)},
-            code_paths=[str(PORTABLE)],  # the one module the entry imports: NumPy (and SciPy) only
+            code_paths=code,  # the module the entry imports (NumPy, and SciPy, only), and a user model's module
             signature=signature,
             input_example=example,
             pip_requirements=requirements,
         )
 
+    if model is not None:  # its own code travels: no shared template
+        save_model(path)
+        return path
     template = _template(_template_key(signature, example, requirements), save_model)
     if not _instantiate(template, path, {"weights": weights, "meta": meta}):
         shutil.rmtree(path)  # an MLmodel layout _instantiate does not know: MLflow saves this model itself

@@ -35,7 +35,10 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
             X = self.portable.encode_rows({"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
                                      model_input)
         params_ = [a[f"p{i}"].astype(np.float64) for i in range(meta["n_params"])]
-        pred = self.portable.forward(params_, meta["activation"], meta["task"], X)
+        if "model" in meta:  # a model of the interface: the user's class (its module is in the model's code/)
+            pred = self.portable.user_forward(meta["model"], params_, meta["task"], X)
+        else:
+            pred = self.portable.forward(params_, meta["activation"], meta["task"], X)
         if meta["task"] == "multiclass":  # (n, k): a column p_<class> per class
             import pandas as pd
 

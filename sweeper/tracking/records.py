@@ -71,7 +71,13 @@ NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch")
 def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A run's config as (params: the hyperparameters and the data node, flattened; tags: the tracking, resume
     and sync settings, ``config.<key>``)."""
-    flat = flatten(plain)
+    from sweeper.contract.config import MLP_KEYS
+    from sweeper.models.interface import is_mlp
+
+    # sweeper's MLP: its hyperparameters are the top-level keys (its model section adds nothing, as before the
+    # model group); a model of the interface: model._target_ and model.<name>, and the MLP's keys do not apply
+    skip = ("model.",) if is_mlp(plain.get("model")) else MLP_KEYS
+    flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
     return params, {f"config.{k}": str(v) for k, v in flat.items() if k not in params}
 

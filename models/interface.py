@@ -1,0 +1,152 @@
+"""The model contract: what a from-scratch network must give sweeper, and how sweeper finds it.
+
+A model is any class. sweeper instantiates it with its hyperparameters as keyword arguments (the config's
+``model.<name>`` keys; ``model._target_`` is its import path, ``my_nets.TwoLayerNet``) and calls three methods::
+
+    init(n_in, n_out, rng) -> dict[str, ndarray]
+        The initial parameters, on the host, drawn from ``rng`` (a ``numpy.random.Generator`` seeded by the
+        run's ``seed``; sweeper moves them to the device, so a CPU and a GPU run start identical).
+    forward(xp, params, X) -> (out, cache)
+        ``X`` (n, n_in) on the device (``xp`` is ``numpy`` or ``cupy``); ``out`` (n, n_out): predictions for a
+        regression, logits for a classification (sweeper owns the loss and the link: MSE; sigmoid + binary
+        cross-entropy; softmax + cross-entropy). ``cache`` is anything ``backward`` needs.
+    backward(xp, params, cache, dout) -> dict[str, array]
+        The gradient of the loss with respect to each parameter, given ``dout = dL/d out`` (n, n_out).
+
+Everything else — optimizers, weight decay (on every parameter of two or more axes whose first axis is not 1,
+i.e. not on a ``(1, m)`` bias), mini-batches, the epoch loop, loss sampling, early stopping, divergence,
+devices, timing, records — is sweeper's and the same for every model.
+
+**Batched for free.** Parameters stacked over a leading member axis, ``(K, *shape)``, go through the same
+``forward``/``backward`` when the code broadcasts: ``X @ W`` (``(n, d) @ (K, d, h) → (K, n, h)``), elementwise
+ops, ``A.swapaxes(-1, -2) @ dZ`` (not ``A.T``) and ``dZ.sum(axis=-2, keepdims=True)`` (not ``axis=0``). sweeper
+proves it once per shape (:func:`sweeper.models.stacked.batches`) before training K configurations as one group,
+and otherwise trains them one at a time, saying so.
+
+Optional hooks a model may define (the MLP does): ``predict(xp, params, X)`` (its own output in the task's units;
+by default sweeper's link on ``forward``'s ``out``), and a fast path of its own (see :mod:`sweeper.models.mlp_net`).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+REQUIRED = ("init", "forward", "backward")
+# The default model: sweeper's own MLP (its hyperparameters are the top-level depth, width, activation).
+MLP_TARGET = "sweeper.models.MLPNet"
+# What a config's model section holds besides the hyperparameters.
+RESERVED = ("_target_",)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What sweeper calls on a model (numpydoc shapes: ``n`` rows, ``d`` inputs, ``k`` outputs)."""
+
+    def init(self, n_in: int, n_out: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Initial parameters on the host, e.g. ``{"W1": (d, h), "b1": (1, h), ...}``."""
+
+    def forward(self, xp: Any, params: dict[str, Any], X: Any) -> tuple[Any, Any]:
+        """``X`` (n, d) → ``(out, cache)``, ``out`` of shape (n, k)."""
+
+    def backward(self, xp: Any, params: dict[str, Any], cache: Any, dout: Any) -> dict[str, Any]:
+        """``dout = dL/d out`` (n, k) → ``{name: dL/d params[name]}``, each of its parameter's shape."""
+
+
+class ModelError(ValueError):
+    """A model that cannot be used (unimportable, a missing method, an unknown hyperparameter); one line."""
+
+
+def load_target(path: str, key: str = "model._target_") -> Any:
+    """The object an import path names: ``pkg.mod.Name`` or ``pkg.mod:Name`` (one line when it cannot be had)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ModelError(f"{key}={path!r} is not allowed: expected an import path such as my_nets.TwoLayerNet")
+    module_name, sep, name = path.partition(":")
+    if not sep:
+        module_name, _, name = path.rpartition(".")
+    if not module_name or not name:
+        raise ModelError(f"{key}={path} is not allowed: expected an import path such as my_nets.TwoLayerNet "
+                         "(a module importable from the working directory or PYTHONPATH, then the class)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ModelError(f"{key}={path} cannot be imported ({type(e).__name__}: {e}): expected a module "
+                         "importable from the working directory or PYTHONPATH") from None
+    except Exception as e:  # noqa: BLE001  (the user's module raised while importing: say which and what)
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ModelError(f"{key}={path}: importing {module_name} raised {type(e).__name__}: {first}") from None
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise ModelError(f"{key}={path} cannot be imported: module {module_name} has no {name}") from None
+
+
+def is_mlp(model_cfg: Any) -> bool:
+    """Whether a config's ``model`` section (a mapping, or None for a config from before the group) is sweeper's MLP."""
+    return model_cfg is None or str(model_cfg.get("_target_", MLP_TARGET)) in (MLP_TARGET, "sweeper.models.mlp_net.MLPNet")
+
+
+def hyperparameters(cls: Any) -> dict[str, Any]:
+    """The constructor's keyword arguments and their defaults (``inspect.Parameter.empty``: required)."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return {}
+    return {n: p.default for n, p in sig.parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
+
+
+def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
+    """One line when ``cls`` is not a model or ``given`` (its hyperparameters) does not fit its constructor."""
+    if not inspect.isclass(cls):
+        raise ModelError(f"model._target_={path} is not a class: expected a class with init, forward and backward "
+                         "(a function trainer is model._target_=module.fit)")
+    missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
+    if missing:
+        raise ModelError(f"model._target_={path} lacks {', '.join(missing)}: a model defines init(n_in, n_out, rng), "
+                         "forward(xp, params, X) and backward(xp, params, cache, dout)")
+    known = hyperparameters(cls)
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in _parameters(cls))
+    unknown = sorted(set(given) - set(known))
+    if unknown and not takes_any:
+        allowed = ", ".join(f"model.{k}" for k in known) or "none (its constructor takes no arguments)"
+        raise ModelError(f"model.{unknown[0]} is not a hyperparameter of {path}: expected one of {allowed}")
+    required = [k for k, v in known.items() if v is inspect.Parameter.empty and k not in given]
+    if required:
+        raise ModelError(f"model.{required[0]} is missing for {path}: its constructor requires it "
+                         f"(e.g. model.{required[0]}=VALUE)")
+
+
+def _parameters(cls: Any) -> list[inspect.Parameter]:
+    try:
+        return list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return []
+
+
+def split(model_cfg: Any) -> tuple[str, dict[str, Any]]:
+    """A config's model section as (import path, hyperparameters)."""
+    items = dict(model_cfg.items()) if model_cfg is not None else {}
+    path = str(items.pop("_target_", MLP_TARGET))
+    return path, items
+
+
+def instantiate(model_cfg: Any) -> Any:
+    """The model object of a config's model section, checked (one line on any problem)."""
+    path, kwargs = split(model_cfg)
+    cls = load_target(path)
+    check_class(cls, path, kwargs)
+    try:
+        return cls(**kwargs)
+    except Exception as e:  # noqa: BLE001  (the user's constructor refused its values: one line)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ModelError(f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised {type(e).__name__}: "
+                         f"{first}") from None
+
+
+def decays(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether weight decay shrinks a parameter: arrays of two or more axes whose first axis is not 1 (a
+    ``(1, m)`` bias, a 1-D vector and a scalar are left alone)."""
+    return len(shape) >= 2 and shape[0] != 1

@@ -1,0 +1,170 @@
+"""``python -m sweeper.check my_nets.TwoLayerNet [hidden=32 ...]``: hold a model of your own to the interface
+before you sweep it, as scikit-learn's ``check_estimator`` does for estimators.
+
+Checks, in seconds: the three methods; ``init`` draws a dict of arrays, the same from the same seed; ``forward``
+gives ``(n, n_out)``; ``backward`` gives one gradient per parameter, of its shape; every gradient against central
+finite differences of ``sum(out · R)`` (so ``dout = R``), naming the parameter and its worst relative error; the
+model batched (parameters stacked over members) equal to each member alone; NumPy equal to CuPy where a CUDA
+device exists. Exits 0 when all pass, 1 on a failed check, 2 on a model that cannot be loaded. From Python (your
+pytest): ``sweeper.check.check_model("my_nets:TwoLayerNet", hidden=32)`` raises ``AssertionError`` naming the check.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sweeper.models.interface import ModelError, check_class, load_target
+
+N_ROWS, N_IN = 6, 5
+FD_EPS = 1e-6
+FD_RTOL = 1e-5  # central differences in float64: a right gradient is ~1e-8 or better
+FD_ENTRIES = 24  # per parameter, at most this many entries are perturbed (seeded)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: not run here (e.g. no CUDA device), or advice rather than a failure
+    detail: str
+
+
+def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
+    """Every check of a model class with its hyperparameters, in order; stops after the first that leaves nothing
+    to check further."""
+    from sweeper.models import stacked
+    from sweeper.models.generic import init_host
+
+    check_class(cls, path, kwargs)
+    out: list[Check] = [Check("methods", True, "init, forward, backward")]
+    net = cls(**kwargs)
+    try:
+        p1 = init_host(net, N_IN, 3, 7, "float64", path)
+        p2 = init_host(net, N_IN, 3, 7, "float64", path)
+    except ModelError as e:
+        return out + [Check("init", False, str(e))]
+    same = all(np.array_equal(p1[k], p2[k]) for k in p1)
+    out.append(Check("init", same, f"{len(p1)} parameters: " + ", ".join(f"{k} {p1[k].shape}" for k in p1)
+                     + ("" if same else " — not the same from the same seed: draw from the rng argument only")))
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((N_ROWS, N_IN))
+    for n_out in (1, 3):
+        params = init_host(net, N_IN, n_out, 7, "float64", path)
+        try:
+            o, cache = net.forward(np, params, X)
+        except Exception as e:  # noqa: BLE001
+            return out + [Check(f"forward (n_out={n_out})", False, f"raised {type(e).__name__}: {e}")]
+        shape_ok = tuple(np.shape(o)) == (N_ROWS, n_out)
+        out.append(Check(f"forward (n_out={n_out})", shape_ok, f"out {tuple(np.shape(o))}, expected {(N_ROWS, n_out)}"))
+        if not shape_ok:
+            return out
+        R = rng.standard_normal((N_ROWS, n_out))
+        try:
+            grads = net.backward(np, params, cache, R)
+        except Exception as e:  # noqa: BLE001
+            return out + [Check(f"backward (n_out={n_out})", False, f"raised {type(e).__name__}: {e}")]
+        bad = [k for k in params if not isinstance(grads, dict) or k not in grads
+               or tuple(np.shape(grads[k])) != params[k].shape]
+        if bad:
+            return out + [Check(f"backward (n_out={n_out})", False, f"no gradient of its shape {params[bad[0]].shape} "
+                                f"for {bad[0]}")]
+        for k in params:
+            err = _fd_error(net, params, X, R, k, np.asarray(grads[k]))
+            out.append(Check(f"gradient {k} (n_out={n_out})", err <= FD_RTOL,
+                             f"worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"))
+    for task, n_out in (("regression", 1), ("multiclass", 3)):
+        why = stacked.batches(net, N_IN, n_out, task)
+        out.append(Check(f"batched = alone ({task})", True if why is None else None,
+                         "stacked members equal each alone: configurations of one shape train as one group" if why is None
+                         else f"does not batch ({why}): its configurations train one at a time"))
+    out.append(_gpu_check(net, path))
+    return out
+
+
+def _fd_error(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, name: str, grad: np.ndarray) -> float:
+    """The worst relative error of ``grad`` against central differences of ``sum(forward(X) · R)`` over up to
+    :data:`FD_ENTRIES` entries of ``params[name]``."""
+    p = params[name]
+    flat = np.random.default_rng(1).permutation(p.size)[:FD_ENTRIES]
+    worst = 0.0
+    for i in flat:
+        idx = np.unravel_index(i, p.shape)
+        old = p[idx]
+        p[idx] = old + FD_EPS
+        up = float((net.forward(np, params, X)[0] * R).sum())
+        p[idx] = old - FD_EPS
+        down = float((net.forward(np, params, X)[0] * R).sum())
+        p[idx] = old
+        num, ana = (up - down) / (2 * FD_EPS), float(grad[idx])
+        worst = max(worst, abs(num - ana) / max(abs(num) + abs(ana), 1e-7))
+    return worst
+
+
+def _gpu_check(net: Any, path: str) -> Check:
+    from sweeper.base.backend import BackendUnavailable, resolve
+    from sweeper.models.generic import init_host
+
+    try:
+        gpu = resolve("gpu")
+    except BackendUnavailable as e:
+        return Check("NumPy = CuPy", None, f"not run: {e}")
+    if gpu.fake:
+        return Check("NumPy = CuPy", None, "not run: no CUDA device (a fake GPU namespace)")
+    params = init_host(net, N_IN, 2, 3, "float64", path)
+    X = np.random.default_rng(2).standard_normal((N_ROWS, N_IN))
+    cpu_out = net.forward(np, params, X)[0]
+    dev = {k: gpu.to_device(v) for k, v in params.items()}
+    gpu_out = gpu.to_numpy(net.forward(gpu.xp, dev, gpu.to_device(X))[0])
+    ok = bool(np.allclose(cpu_out, gpu_out, rtol=1e-10, atol=1e-12))
+    return Check("NumPy = CuPy", ok, "forward equal on both namespaces" if ok else "forward differs between NumPy and CuPy")
+
+
+def check_model(target: Any, **hyperparameters: Any) -> list[Check]:
+    """The checks for pytest: raise ``AssertionError`` naming the first failed check; return them all otherwise.
+    ``target`` is a class or an import path (``my_nets:TwoLayerNet`` or ``my_nets.TwoLayerNet``)."""
+    path = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
+    cls = load_target(path) if isinstance(target, str) else target
+    checks = run_checks(cls, path, hyperparameters)
+    failed = [c for c in checks if c.ok is False]
+    if failed:
+        raise AssertionError(f"{path}: {failed[0].name}: {failed[0].detail}")
+    return checks
+
+
+def _value(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    path, kwargs = argv[0], {}
+    for arg in argv[1:]:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            print(f"sweeper.check: error: {arg} is not allowed: expected NAME=VALUE (a hyperparameter)", file=sys.stderr)
+            return 2
+        kwargs[key.removeprefix("model.")] = _value(value)
+    try:
+        cls = load_target(path, key="the model")
+        checks = run_checks(cls, path, kwargs)
+    except ModelError as e:
+        print(f"sweeper.check: error: {e}", file=sys.stderr)
+        return 2
+    for c in checks:
+        mark = {True: "ok  ", False: "FAIL", None: "note"}[c.ok]
+        print(f"{mark}  {c.name}: {c.detail}")
+    failed = [c for c in checks if c.ok is False]
+    passed, notes = sum(c.ok is True for c in checks), sum(c.ok is None for c in checks)
+    print(f"{path}: {passed} checks passed" + (f", {len(failed)} FAILED" if failed else "") + (f", {notes} notes" if notes else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
