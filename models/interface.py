@@ -113,10 +113,40 @@ def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
     if unknown and not takes_any:
         allowed = ", ".join(f"model.{k}" for k in known) or "none (its constructor takes no arguments)"
         raise ModelError(f"model.{unknown[0]} is not a hyperparameter of {path}: expected one of {allowed}")
+    for k, v in given.items():
+        problem = _type_problem(v, known.get(k, inspect.Parameter.empty), _annotation(cls, k))
+        if problem:
+            raise ModelError(f"model.{k}={v} is not allowed: expected {problem}")
     required = [k for k, v in known.items() if v is inspect.Parameter.empty and k not in given]
     if required:
         raise ModelError(f"model.{required[0]} is missing for {path}: its constructor requires it "
                          f"(e.g. model.{required[0]}=VALUE)")
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _annotation(cls: Any, name: str) -> Any:
+    for p in _parameters(cls):
+        if p.name == name and p.annotation is not inspect.Parameter.empty:
+            a = p.annotation
+            return {"int": int, "float": float, "bool": bool, "str": str}.get(a, a) if isinstance(a, str) else a
+    return None
+
+
+def _type_problem(value: Any, default: Any, annotation: Any) -> str | None:
+    """What a hyperparameter's value should be, from its annotation or else its default's type (None: it fits, or
+    nothing says): an int where an int is, a number (int or float) where a float is, true/false where a bool is."""
+    want = annotation if annotation in _KINDS else type(default) if type(default) in _KINDS else None
+    if want is None:
+        return None
+    ok = (isinstance(value, bool) if want is bool else
+          isinstance(value, int) and not isinstance(value, bool) if want is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if want is float else isinstance(value, str))
+    if ok:
+        return None
+    shown = f" (the default is {default!r})" if default is not inspect.Parameter.empty else ""
+    return _KINDS[want] + shown
 
 
 def _parameters(cls: Any) -> list[inspect.Parameter]:

@@ -1,0 +1,276 @@
+"""The model interface: the MLP through it equals its fused kernels, a user's class from a folder outside the package
+is checked, trained alone and stacked (equal), swept, recorded, logged as a model that loads without sweeper, promoted
+and re-run; a class whose batched code is wrong trains one at a time; bad models are one-line refusals."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import all_runs, cli, make_cfg
+from sweeper import ROOT
+from sweeper.base.backend import resolve
+from sweeper.contract.config import fingerprint
+from sweeper.models import MLP, init_params, train
+from sweeper.models.generic import Interfaced, init_host
+from sweeper.models.mlp_net import MLPNet
+from sweeper.models.optim import Optimizer
+from sweeper.models.stacked import Member, batches, train_stacked
+from sweeper.sweep.plan import _plain
+
+EXAMPLE = ROOT / "examples" / "my_nets" / "my_nets.py"
+
+# A user's mistakes, each in a module of its own (written into the test's folder)
+WRONG_BATCH = '''
+import numpy as np
+from my_nets import TwoLayerNet
+
+class AxisZero(TwoLayerNet):
+    """Right alone, wrong stacked: sums the bias gradient over axis 0 (the member axis, once stacked)."""
+    def backward(self, xp, params, cache, dout):
+        g = super().backward(xp, params, cache, dout)
+        X, Z1, A1 = cache
+        g["b2"] = dout.sum(axis=0, keepdims=True) if dout.ndim == 2 else dout.sum(axis=0, keepdims=True).repeat(dout.shape[0], 0)[:, :1]
+        return g
+'''
+WRONG_GRAD = '''
+from my_nets import TwoLayerNet
+
+class HalfBias(TwoLayerNet):
+    def backward(self, xp, params, cache, dout):
+        g = super().backward(xp, params, cache, dout)
+        g["b1"] = 0.5 * g["b1"]
+        return g
+
+class NoBackward:
+    def __init__(self, hidden=4):
+        pass
+    def init(self, n_in, n_out, rng):
+        return {}
+    def forward(self, xp, params, X):
+        return X, None
+'''
+
+
+@pytest.fixture
+def user(tmp_path, monkeypatch):
+    """The example's module and the mistakes above in a folder outside the package, importable as a user's are."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(EXAMPLE, folder / "my_nets.py")
+    (folder / "wrong_batch.py").write_text(WRONG_BATCH)
+    (folder / "wrong_grad.py").write_text(WRONG_GRAD)
+    monkeypatch.syspath_prepend(str(folder))
+    for name in ("my_nets", "wrong_batch", "wrong_grad"):
+        sys.modules.pop(name, None)
+    import my_nets  # noqa: F401  (from the folder, not from the repository)
+
+    assert Path(sys.modules["my_nets"].__file__).parent == folder
+    return folder
+
+
+def _data(task: str, n: int = 60, d: int = 4, k: int = 1):
+    rng = np.random.default_rng(5)
+    X, Xv = rng.standard_normal((n, d)), rng.standard_normal((n // 2, d))
+    w = rng.standard_normal((d, 1))
+    if task == "regression":
+        return X, X @ w + 0.1 * rng.standard_normal((n, 1)), Xv, Xv @ w
+    if task == "binary":
+        return X, (X @ w > 0).astype(float), Xv, (Xv @ w > 0).astype(float)
+    return X, np.digitize(X @ w, [-0.5, 0.5]).astype(float), Xv, np.digitize(Xv @ w, [-0.5, 0.5]).astype(float)
+
+
+def _assert_fits_equal(a, b, rtol):
+    np.testing.assert_array_equal(a.steps, b.steps)
+    np.testing.assert_allclose(a.train_loss, b.train_loss, rtol=rtol, atol=0)
+    np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=rtol, atol=0)
+    assert (a.epochs_run, a.best_epoch, a.diverged_at) == (b.epochs_run, b.best_epoch, b.diverged_at)
+
+
+@pytest.mark.parametrize("task,k", [("regression", 1), ("binary", 1), ("multiclass", 3)])
+@pytest.mark.parametrize("opt,batch_size", [(Optimizer(), 0), (Optimizer("adam", weight_decay=0.01), 0),
+                                            (Optimizer("momentum", nesterov=True), 16)])
+def test_the_mlp_through_the_interface_equals_its_fused_kernel(task, k, opt, batch_size):
+    backend, (X, y, Xv, yv) = resolve("cpu"), _data(task)
+    net = MLPNet(2, 6, "tanh")
+    generic = Interfaced(np, net, init_host(net, 4, k, 3, "float64"), task, opt.weight_decay)
+    fused = MLP(np, init_params([4, 6, 6, k], "tanh", 3, "float64"), "tanh", task, opt.weight_decay)
+    args = dict(lr=0.05, epochs=120, log_every=10, opt=opt, batch_size=batch_size, seed=2)
+    a, b = train(backend, generic, X, y, Xv, yv, **args), train(backend, fused, X, y, Xv, yv, **args)
+    _assert_fits_equal(a, b, 1e-12)
+    for p, q in zip(generic.params, fused.params):
+        np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-14)
+
+
+def test_every_pin_keeps_its_fingerprint_with_the_model_group():
+    """Runs made before the model group (the pins' fingerprints were computed then) are found by resume=true."""
+    from sweeper.insight import pinned
+
+    checked = 0
+    for path in pinned.pinned_files(pinned.BEST_DIR):
+        plain = _plain(make_cfg(f"+best={path.stem}"))
+        if "path" in plain["data"]:
+            continue  # its fingerprint holds the data file's absolute path: the machine's, not the model group's
+        checked += 1
+        assert plain["model"] == {"_target_": "sweeper.models.MLPNet"}
+        assert fingerprint(plain) == pinned.read_pinned(path)["fingerprint"], path.stem
+        assert fingerprint({k: v for k, v in plain.items() if k != "model"}) == fingerprint(plain)
+    assert checked >= 3
+
+
+def test_a_user_model_is_checked_and_its_stacked_group_equals_each_member_alone(user):
+    from my_nets import TwoLayerNet
+    from sweeper.check import check_model
+
+    net = TwoLayerNet(hidden=5)
+    assert any(c.name.startswith("gradient W1") and c.ok for c in check_model(TwoLayerNet, hidden=5))
+    assert batches(net, 4, 1, "regression") is None
+    backend, (X, y, Xv, yv) = resolve("cpu"), _data("regression")
+    opt = Optimizer("adam")
+    fit = train_stacked(backend, net, "regression", X, y, Xv, yv,
+                        [Member(0.01, 0, (40, 100)), Member(0.03, 1, (100,)), Member(10.0, 2, (100,))],
+                        n_out=1, log_every=10, opt=opt, dtype="float64")
+    for i, (lr, seed, counts) in enumerate([(0.01, 0, (40, 100)), (0.03, 1, (100,)), (10.0, 2, (100,))]):
+        for c in counts:
+            alone = Interfaced(np, net, init_host(net, 4, 1, seed, "float64"), "regression")
+            want = train(backend, alone, X, y, Xv, yv, lr=lr, epochs=c, log_every=10, opt=opt)
+            got, params = fit.at[i][c]
+            if want.diverged_at is None:
+                _assert_fits_equal(got, want, 1e-9)
+                for name in alone.names:
+                    np.testing.assert_allclose(params[name], alone.dict[name], rtol=1e-9, atol=1e-12)
+            else:  # a diverged member: the same epoch of divergence, the others untouched by it
+                assert got.diverged_at == want.diverged_at
+
+
+def test_a_model_whose_batched_code_is_wrong_is_detected(user):
+    from wrong_batch import AxisZero
+
+    why = batches(AxisZero(hidden=3), 4, 1, "regression")
+    assert why is not None and "b2" in why
+
+
+def test_a_wrong_gradient_fails_the_check_naming_the_parameter(user, capsys):
+    from sweeper import check
+
+    with pytest.raises(AssertionError, match=r"gradient b1 .*relative error"):
+        check.check_model("wrong_grad:HalfBias", hidden=3)
+    assert check.main(["wrong_grad:HalfBias", "hidden=3"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  gradient b1" in out and "ok    gradient W1" in out
+    assert check.main(["wrong_grad.NoBackward"]) == 2
+    assert "lacks backward" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,says", [
+    (("model._target_=nowhere.Net",), "model._target_=nowhere.Net cannot be imported"),
+    (("model._target_=wrong_grad.NoBackward",), "model._target_=wrong_grad.NoBackward lacks backward"),
+    (("model._target_=my_nets.TwoLayerNet", "model.hiden=8"),
+     "model.hiden is not a hyperparameter of my_nets.TwoLayerNet: expected one of model.hidden, model.init_scale"),
+    (("-m", "model._target_=my_nets.TwoLayerNet", "model.hidden=4,abc"), "model.hidden"),
+])
+def test_a_bad_model_is_a_one_line_refusal_with_nothing_in_the_store(user, tmp_path, args, says):
+    store = tmp_path / "mlruns" / "mlflow.db"
+    proc = cli(user, *args, "epochs=20", store=store)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert errors[-1].startswith("sweeper: error: ") and says in errors[-1], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not store.exists() or not all_runs(store)
+
+
+ISOLATED = r"""
+import importlib.abc, json, sys
+BLOCKED = {"sweeper", "omegaconf", "hydra", "hydra_plugins", "sklearn", "my_nets"}
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED and not any("/code" in p for p in (path or [])) and name != "my_nets":
+            raise ModuleNotFoundError(f"No module named {name!r} (refused)")
+sys.meta_path.insert(0, Refuse())
+import mlflow.pyfunc, pandas as pd
+for name in BLOCKED - {"my_nets"}:
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        pass
+    else:
+        raise SystemExit(f"{name} is importable")
+model = mlflow.pyfunc.load_model(sys.argv[1])
+import my_nets
+assert "/code/" in my_nets.__file__, my_nets.__file__
+frame = pd.DataFrame(**json.load(open(sys.argv[2])))
+json.dump([float(v) for v in model.predict(frame)], open(sys.argv[3], "w"))
+"""
+
+
+@pytest.mark.slow
+def test_a_user_model_sweep_is_batched_recorded_loadable_promoted_and_pinned(user, tmp_path):
+    import subprocess
+
+    from sweeper import promote
+    from sweeper.insight import pinned
+
+    store = tmp_path / "mlruns" / "mlflow.db"
+    grid = ("-m", "model._target_=my_nets.TwoLayerNet", "model.hidden=4,8", "lr=0.01,0.05", "epochs=120", "log_every=10")
+    proc = cli(user, *grid, store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
+    assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
+    assert all(r.data.tags["model"] == "my_nets.TwoLayerNet" for r in runs)
+    assert all(r.data.tags["model_batched"].startswith("true") for r in runs)
+    assert {r.data.params["model.hidden"] for r in runs} == {"4", "8"} and "depth" not in runs[0].data.params
+
+    alone_store = tmp_path / "alone" / "mlflow.db"
+    (tmp_path / "alone").mkdir()
+    proc = cli(user, *grid, "hydra/launcher=basic", "hydra.sweep.dir=" + str(tmp_path / "alone-sweep"), store=alone_store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    alone = {r.data.tags["fingerprint"]: r for r in all_runs(alone_store) if r.data.tags.get("mlflow.parentRunId")}
+    assert all(r.data.tags["model_batched"].startswith("false") for r in alone.values())
+    for r in runs:
+        other = alone[r.data.tags["fingerprint"]]
+        for m in ("val_mse", "test_mse", "val_mae"):
+            assert r.data.metrics[m] == pytest.approx(other.data.metrics[m], rel=1e-9)
+
+    best = min(runs, key=lambda r: r.data.metrics["val_mse"])
+    job = Path(best.data.tags["hydra.job_dir"])
+    logged = pd.read_csv(job / "test_predictions.csv")
+    split = json.loads((job / "model" / "model" / "serving_input_example.json").read_text())["dataframe_split"]
+    (tmp_path / "in.json").write_text(json.dumps({"data": split["data"], "columns": split["columns"]}))
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-I", "-c", ISOLATED, str(job / "model" / "model"), str(tmp_path / "in.json"),
+                          str(tmp_path / "out.json")], cwd=clean, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    np.testing.assert_allclose(json.loads((tmp_path / "out.json").read_text()), logged["y_pred"][: len(split["data"])],
+                               rtol=1e-12)
+
+    pins = tmp_path / "pins"
+    assert promote.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}", "--out-dir", str(pins),
+                         "--name", "mynet"]) in (0, None)
+    text = (pins / "mynet.yaml").read_text()
+    assert "_target_: my_nets.TwoLayerNet" in text and "depth:" not in text
+    rerun_store = tmp_path / "rerun" / "mlflow.db"
+    (tmp_path / "rerun").mkdir()
+    proc = cli(user, f"hydra.searchpath=[file://{tmp_path}]", "+pins=mynet", store=rerun_store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rerun,) = all_runs(rerun_store)
+    rows = pinned.check(pinned.read_pinned(pins / "mynet.yaml")["expected"], rerun.data.metrics)
+    assert rows and not any(r.failed for r in rows)
+
+
+@pytest.mark.slow
+def test_a_model_that_does_not_batch_trains_one_at_a_time_and_says_so(user, tmp_path):
+    store = tmp_path / "mlruns" / "mlflow.db"
+    proc = cli(user, "-m", "model._target_=wrong_batch.AxisZero", "model.hidden=3", "lr=0.01,0.02", "epochs=30", store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert "does not batch" in said and "train one at a time" in said
+    runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    assert all(r.data.tags["model_batched"].startswith("false: stacked backward differs") for r in runs)
