@@ -88,6 +88,13 @@ def is_mlp(model_cfg: Any) -> bool:
     return model_cfg is None or str(model_cfg.get("_target_", MLP_TARGET)) in (MLP_TARGET, "sweeper.models.mlp_net.MLPNet")
 
 
+def kind(model_cfg: Any) -> str:
+    """``mlp`` (sweeper's own), ``model`` (a class of the interface) or ``trainer`` (a function of the user's)."""
+    if is_mlp(model_cfg):
+        return "mlp"
+    return "trainer" if is_trainer(load_target(split(model_cfg)[0])) else "model"
+
+
 def hyperparameters(cls: Any) -> dict[str, Any]:
     """The constructor's keyword arguments and their defaults (``inspect.Parameter.empty``: required)."""
     try:
@@ -174,6 +181,39 @@ def instantiate(model_cfg: Any) -> Any:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ModelError(f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised {type(e).__name__}: "
                          f"{first}") from None
+
+
+# The keyword arguments sweeper passes a function trainer from the top-level keys (sweeper.job.trainer).
+GIVEN = ("lr", "epochs", "seed")
+
+
+def is_trainer(obj: Any) -> bool:
+    """A function trainer (``fit(data, report, *, lr, epochs, seed, ...)``), not a model class."""
+    return callable(obj) and not inspect.isclass(obj)
+
+
+def check_trainer(fn: Any, path: str, given: dict[str, Any]) -> None:
+    """One line when ``fn`` cannot take ``(data, report, lr=, epochs=, seed=, **given)``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        raise ModelError(f"model._target_={path} takes {len(positional)} positional arguments: a function trainer is "
+                         "fit(data, report, *, lr, epochs, seed, **hyperparameters)")
+    known = {p.name: p.default for p in params[2:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params)
+    for k in (*GIVEN, *given):
+        if k not in known and not takes_any:
+            own = ", ".join(f"model.{n}" for n in known if n not in GIVEN) or "none"
+            what = "a keyword argument sweeper passes" if k in GIVEN else "not one of its keyword arguments"
+            raise ModelError(f"model.{k} is not accepted by {path} ({what}): its hyperparameters are {own}; "
+                             "a trainer takes lr, epochs and seed too")
+    for k, v in given.items():
+        problem = _type_problem(v, known.get(k, inspect.Parameter.empty), None)
+        if problem:
+            raise ModelError(f"model.{k}={v} is not allowed: expected {problem}")
 
 
 def decays(name: str, shape: tuple[int, ...]) -> bool:

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -72,6 +73,18 @@ def run_once(tmp_path: Path, *overrides: str, store: Path) -> dict:
     """One job through the same code path as the CLI's (validate → train → MLflow → result.json)."""
     cfg = make_cfg(*overrides, store=store)
     return run(cfg, JobContext(output_dir=tmp_path / "job"))
+
+
+def user_folder(tmp_path: Path, monkeypatch: Any, files: dict[str, str]) -> Path:
+    """A user's own modules (name → source) in ``tmp_path/mine``, outside the package: importable in this process
+    (and by ``cli(folder, ...)``, which runs there), each imported afresh."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+        sys.modules.pop(Path(name).stem, None)
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
 
 
 def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

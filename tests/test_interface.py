@@ -4,7 +4,6 @@ and re-run; a class whose batched code is wrong trains one at a time; bad models
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import all_runs, cli, make_cfg
+from conftest import all_runs, cli, make_cfg, user_folder
 from sweeper import ROOT
 from sweeper.base.backend import resolve
 from sweeper.contract.config import fingerprint
@@ -60,14 +59,8 @@ class NoBackward:
 @pytest.fixture
 def user(tmp_path, monkeypatch):
     """The example's module and the mistakes above in a folder outside the package, importable as a user's are."""
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    shutil.copy(EXAMPLE, folder / "my_nets.py")
-    (folder / "wrong_batch.py").write_text(WRONG_BATCH)
-    (folder / "wrong_grad.py").write_text(WRONG_GRAD)
-    monkeypatch.syspath_prepend(str(folder))
-    for name in ("my_nets", "wrong_batch", "wrong_grad"):
-        sys.modules.pop(name, None)
+    folder = user_folder(tmp_path, monkeypatch, {"my_nets.py": EXAMPLE.read_text(), "wrong_batch.py": WRONG_BATCH,
+                                                 "wrong_grad.py": WRONG_GRAD})
     import my_nets  # noqa: F401  (from the folder, not from the repository)
 
     assert Path(sys.modules["my_nets"].__file__).parent == folder
@@ -184,33 +177,9 @@ def test_a_bad_model_is_a_one_line_refusal_with_nothing_in_the_store(user, tmp_p
     assert not store.exists() or not all_runs(store)
 
 
-ISOLATED = r"""
-import importlib.abc, json, sys
-BLOCKED = {"sweeper", "omegaconf", "hydra", "hydra_plugins", "sklearn", "my_nets"}
-class Refuse(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED and not any("/code" in p for p in (path or [])) and name != "my_nets":
-            raise ModuleNotFoundError(f"No module named {name!r} (refused)")
-sys.meta_path.insert(0, Refuse())
-import mlflow.pyfunc, pandas as pd
-for name in BLOCKED - {"my_nets"}:
-    try:
-        __import__(name)
-    except ModuleNotFoundError:
-        pass
-    else:
-        raise SystemExit(f"{name} is importable")
-model = mlflow.pyfunc.load_model(sys.argv[1])
-import my_nets
-assert "/code/" in my_nets.__file__, my_nets.__file__
-frame = pd.DataFrame(**json.load(open(sys.argv[2])))
-json.dump([float(v) for v in model.predict(frame)], open(sys.argv[3], "w"))
-"""
-
-
 @pytest.mark.slow
 def test_a_user_model_sweep_is_batched_recorded_loadable_promoted_and_pinned(user, tmp_path):
-    import subprocess
+    from test_model_records import _isolated
 
     from sweeper import promote
     from sweeper.insight import pinned
@@ -240,15 +209,9 @@ def test_a_user_model_sweep_is_batched_recorded_loadable_promoted_and_pinned(use
     job = Path(best.data.tags["hydra.job_dir"])
     logged = pd.read_csv(job / "test_predictions.csv")
     split = json.loads((job / "model" / "model" / "serving_input_example.json").read_text())["dataframe_split"]
-    (tmp_path / "in.json").write_text(json.dumps({"data": split["data"], "columns": split["columns"]}))
-    clean = tmp_path / "clean"
-    clean.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-I", "-c", ISOLATED, str(job / "model" / "model"), str(tmp_path / "in.json"),
-                          str(tmp_path / "out.json")], cwd=clean, capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    np.testing.assert_allclose(json.loads((tmp_path / "out.json").read_text()), logged["y_pred"][: len(split["data"])],
-                               rtol=1e-12)
+    # with -I, from a folder without my_nets on the path: the model's code/ carries it
+    out = _isolated(tmp_path, str(job / "model" / "model"), store, pd.DataFrame(split["data"], columns=split["columns"]))
+    np.testing.assert_allclose(out["data"], logged["y_pred"][: len(split["data"])], rtol=1e-12)
 
     pins = tmp_path / "pins"
     assert promote.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}", "--out-dir", str(pins),

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from sweeper.models.interface import ModelError, check_class, is_mlp, load_target, split
+from sweeper.models.interface import ModelError, check_class, check_trainer, is_mlp, is_trainer, load_target, split
 
 
 def check_model(model: Any) -> None:
@@ -26,7 +26,8 @@ def check_model(model: Any) -> None:
                              "depth, width and activation (write depth=2, not model.depth=2)")
         return
     path, kwargs = split(model)
-    check_class(load_target(path), path, kwargs)
+    target = load_target(path)
+    (check_trainer if is_trainer(target) else check_class)(target, path, kwargs)
 
 
 _MODEL_KEY = re.compile(r"^model\.(?!_target_=)[A-Za-z_][\w.]*=")

@@ -111,7 +111,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
     try:
-        out = computed.outcome if computed else train_and_score(cfg, dataset, backend)
+        out = computed.outcome if computed else _compute(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
         _end_early(tracked, stop.reason(), params, "KILLED")
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
@@ -194,7 +194,7 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
             files.append(artifacts.confusion_csv(ctx.output_dir, dataset, out.test_pred))
         elif dataset.task == "binary":  # confusion matrix, ROC and PR curves
             files += artifacts.binary_csvs(ctx.output_dir, dataset, out.test_pred)
-        if cfg.tracking.log_model:
+        if cfg.tracking.log_model and (out.params or out.param_names):  # a function trainer leaves no weights
             from sweeper.tracking import pyfunc
 
             from sweeper.models.interface import is_mlp
@@ -234,13 +234,29 @@ def _parent(ctx: JobContext, plain: dict[str, Any]) -> str | None:
     return sweepdir.parent_run_id(ctx.sweep_dir, plain["tracking"]["uri"], plain["tracking"]["experiment"])
 
 
+def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
+    """The compute half of a job alone: sweeper's loop on a model, or the user's own function trainer."""
+    from sweeper.models.interface import kind
+
+    if kind(cfg.get("model")) == "trainer":
+        from sweeper.job import trainer
+
+        return trainer.train_and_score(cfg, dataset, backend)
+    return train_and_score(cfg, dataset, backend)
+
+
 def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None) -> dict[str, str]:
     """A model of the interface: its import path, and whether it trained stacked in a group (or why not)."""
     from sweeper.models import stacked
-    from sweeper.models.interface import is_mlp
+    from sweeper.models.interface import kind
 
-    if is_mlp(plain.get("model")):
+    what = kind(plain.get("model"))
+    if what == "mlp":
         return {}
+    if what == "trainer":
+        return {"model": str(plain["model"]["_target_"]), "model_kind": "function trainer",
+                "model_batched": "false: a function trainer runs its own loop, one configuration a call",
+                "model_logged": "false: a function trainer's predict is not saved as an MLflow model"}
     if computed is not None:
         batched = "true: stacked with its group (proven by broadcasting)"
     else:

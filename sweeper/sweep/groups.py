@@ -99,7 +99,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         except ConfigError:
             alone.append(job)  # the one-job path reports it
             continue
-        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)):
+        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)) or _own_loop(cfg):
             alone.append(job)
             continue
         shared = {k: cfg.get(k) for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
@@ -114,6 +114,10 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
             shared["split_seed"] = data.split_seed(cfg["data"])
         key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
+    own = [j for j in alone if j.plain is not None and _own_loop_quiet(j.plain)]
+    if own:
+        log.info("%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop", len(own),
+                 own[0].plain["model"]["_target_"])
     groups = []
     for members in keyed.values():
         if len(members) == 1:
@@ -146,6 +150,20 @@ def _worth(jobs: list[Job]) -> bool:
     """Whether one trajectory's jobs train faster read off one run than one at a time."""
     epochs = [j.plain["epochs"] for j in jobs]
     return sum(epochs) >= ONE_TRAJECTORY_GAIN * max(epochs)
+
+
+def _own_loop(cfg: dict[str, Any]) -> bool:
+    """A function trainer (the user's own loop): its configurations run one at a time, through the one-job path."""
+    from sweeper.models.interface import kind
+
+    return kind(cfg.get("model")) == "trainer"
+
+
+def _own_loop_quiet(cfg: dict[str, Any]) -> bool:
+    try:
+        return _own_loop(cfg)
+    except Exception:  # noqa: BLE001  (an invalid model: its job says so)
+        return False
 
 
 def split_features(cfg: dict[str, Any]) -> bool:

@@ -1,0 +1,130 @@
+"""A function trainer: a whole training loop of the user's own, swept and recorded like sweeper's runs.
+
+``model._target_=my_loop.fit`` names a function (a class with ``init``/``forward``/``backward`` is a model; a
+function is a trainer)::
+
+    def fit(data, report, *, lr, epochs, seed, **hyperparameters) -> predict
+
+``data`` holds the run's arrays on its device (``data.xp``, ``data.X_train``, ``data.y_train``, ``data.X_val``,
+``data.y_val``, ``data.task``, ``data.n_outputs``): features standardised on the training rows, a regression target
+standardised; the test rows are never passed. ``report(epoch, train_loss=…, val_loss=…)`` may be called at any epochs
+(losses on the data as given: sweeper scales a regression loss to the target's units², as its own curves are).
+``predict(X) -> (n, n_outputs)`` answers in ``y_train``'s units; for a classification it returns logits, unless the
+callable says ``predict.outputs = "probabilities"``. A function that raises is a FAILED run with its message; a
+non-finite reported loss is a divergence. Not batched: each configuration is its own call.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sweeper import data
+from sweeper.job import metrics
+from sweeper.job.compute import DEFINED, Outcome, loss_unit
+from sweeper.models.interface import load_target, split
+
+log = logging.getLogger("sweeper")
+
+
+@dataclass
+class TrainerData:
+    """What a function trainer gets: the run's arrays on its device, and what they are."""
+
+    xp: Any
+    X_train: Any  # (n, d)
+    y_train: Any  # (n, 1): standardised target, 0/1, or the class index
+    X_val: Any
+    y_val: Any
+    task: str  # regression | binary | multiclass
+    n_outputs: int
+
+
+def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
+    """Call the user's function on the device arrays, time it, score its ``predict`` on the host."""
+    path, kwargs = split(cfg.model)
+    fn = load_target(path)
+    dtype, xp = cfg.dtype, backend.xp
+    t_h2d = backend.clock()
+    arrays = [backend.to_device(getattr(dataset, a).astype(dtype)) for a in ("X_train", "y_train", "X_val", "y_val")]
+    h2d = backend.clock() - t_h2d
+    d = TrainerData(xp, *arrays, dataset.task, dataset.n_outputs)
+    reports: list[tuple[int, float | None, float | None]] = []
+
+    def report(epoch: int, train_loss: Any = None, val_loss: Any = None) -> None:
+        reports.append((int(epoch), _float(train_loss), _float(val_loss)))
+
+    t0 = backend.clock()
+    try:
+        predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **kwargs)
+    except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what)
+        first = str(e).splitlines()[0] if str(e) else ""
+        return Outcome({"train_time_s": backend.clock() - t0, "h2d_time_s": h2d}, {},
+                       f"{path} raised {type(e).__name__}: {first}".rstrip(": "))
+    train_time = backend.clock() - t0
+    unit = loss_unit(dataset)
+    curves = {}
+    for i, name in ((1, "train_loss"), (2, "val_loss")):
+        points = [(r[0], r[i]) for r in reports if r[i] is not None]
+        if points:
+            curves[name] = (np.array([p[0] for p in points]), np.array([p[1] for p in points]) * unit)
+    last = reports[-1][0] if reports else cfg.epochs
+    scores = {"train_time_s": train_time, "h2d_time_s": h2d, "warmup_time_s": 0.0, "epochs_run": last,
+              "epochs_per_s": last / train_time if train_time > 0 else 0.0}
+    if not curves:
+        log.info("%s reported no losses: no curve (call report(epoch, train_loss=..., val_loss=...) to have one)", path)
+    bad = [(e, v) for name in curves for e, v in zip(*curves[name]) if not np.isfinite(v)]
+    if bad:
+        return Outcome(scores, curves, f"diverged at epoch {min(e for e, _ in bad)} (a non-finite reported loss)")
+    if not callable(predict):
+        return Outcome(scores, curves, f"{path} returned {type(predict).__name__}: expected predict(X) -> (n, n_outputs)")
+    val = [c for c in curves.get("val_loss", ((), ()))[1]]
+    if val:
+        scores["best_epoch"] = int(curves["val_loss"][0][int(np.argmin(val))])
+    return _score(dataset, backend, predict, dtype, scores, curves, path)
+
+
+def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores: dict[str, float],
+           curves: dict[str, Any], path: str) -> Any:
+    from sweeper.base.portable import link
+
+    X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
+    try:
+        pred = np.asarray(backend.to_numpy(predict(X_eval)), dtype=np.float64)
+    except Exception as e:  # noqa: BLE001
+        return Outcome(scores, curves, f"{path}'s predict raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    want = (X_eval.shape[0], dataset.n_outputs)
+    if pred.ndim == 1 and dataset.n_outputs == 1:
+        pred = pred.reshape(-1, 1)
+    if pred.shape != want:
+        return Outcome(scores, curves, f"{path}'s predict gave shape {pred.shape}: expected {want}")
+    if not np.isfinite(pred).all():
+        return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite predictions)")
+    if dataset.task != "regression" and getattr(predict, "outputs", "logits") != "probabilities":
+        pred = link(dataset.task, pred)
+    n_val = dataset.X_val.shape[0]
+    if dataset.task == "regression":
+        pred = dataset.to_original(pred)
+    truth = {"val": dataset.to_original(dataset.y_val), "test": dataset.to_original(dataset.y_test)}
+    with np.errstate(over="ignore", invalid="ignore"):
+        quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
+        quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
+    lost = [f"{s}_{m}" for s in ("val", "test") for m in DEFINED[dataset.task] if f"{s}_{m}" not in quality]
+    if lost:
+        return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite {lost[0]})")
+    test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
+    return Outcome(scores | quality, curves, None, [], test_pred, None)
+
+
+def _float(v: Any) -> float | None:
+    """A reported loss as a float (a device scalar read once); None when not reported."""
+    if v is None:
+        return None
+    try:
+        return float(v.get()) if hasattr(v, "get") else float(v)
+    except (TypeError, ValueError):
+        return math.nan
