@@ -11,7 +11,8 @@ Backward, from ``dZ_L = dL/dz``:  ``dW_l = A_{l-1}.T @ dZ_l``, ``db_l = sum(dZ_l
 Two ways to run it, both written once against ``xp``:
 
 - :class:`MLP` ``.logits`` / ``.gradients`` / ``.step``: the equations as written, one allocation per
-  array (the reference, used for evaluation and checked against finite differences);
+  array (the reference, used for evaluation and checked against finite differences) — the model interface's
+  :class:`~sweeper.models.mlp_net.MLPNet` ``forward``/``backward``, the MLP's one forward pass;
 - :class:`FullBatch`: the same epoch as a flat list of in-place calls on preallocated buffers, for
   training. It stores activations *feature-major* (``A_l.T``, shape ``(width, n)``) with a row of ones
   appended, so the bias rides in the matrix product (``Z_l.T = [W_l; b_l].T @ [A_{l-1}.T; 1]``) and
@@ -35,6 +36,7 @@ import numpy as np
 from sweeper.base.backend import is_sparse
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
+from sweeper.models.mlp_net import MLPNet
 from sweeper.models.optim import Optimizer, State
 
 
@@ -70,22 +72,21 @@ class MLP:
         self.activation = activation
         self.task = task
         self.act = ACTIVATIONS[activation]
+        self.net = MLPNet(len(self.packed) - 1, self.packed[0].shape[1], activation)
 
     @property
     def depth(self) -> int:
         return len(self.packed) - 1
 
+    @property
+    def named(self) -> dict[str, Any]:
+        """The parameters as :class:`~sweeper.models.mlp_net.MLPNet` names them (``W1, b1, …``): views, no copies."""
+        return {f"{kind}{l + 1}": p for l, P in enumerate(self.packed) for kind, p in (("W", P[:-1]), ("b", P[-1:]))}
+
     def logits(self, X: Any) -> tuple[Any, list[tuple[Any, Any]]]:
-        """Forward pass. Returns the output ``z`` (n, 1) and the cache ``[(A_in, Z), ...]`` of hidden layers."""
-        xp, A, cache = self.xp, X, []
-        for l in range(self.depth):
-            W, b = self.params[2 * l], self.params[2 * l + 1]
-            Z = A @ W + b  # (n, width)
-            cache.append((A, Z))
-            A = self.act.f(xp, Z)
-        W, b = self.params[-2], self.params[-1]
-        cache.append((A, None))
-        return A @ W + b, cache  # (n, 1)
+        """Forward pass: :meth:`MLPNet.forward <sweeper.models.mlp_net.MLPNet.forward>` (one forward pass for both).
+        Returns the output ``z`` (n, k) and the cache ``[(A_in, Z), ...]`` of the layers."""
+        return self.net.forward(self.xp, self.named, X)
 
     def predict(self, X: Any) -> Any:
         """Predictions (n, 1): the regression output, or P(y = 1) for a binary task."""
@@ -104,22 +105,17 @@ class MLP:
         return 0.5 * self.weight_decay * sum((W * W).sum() for W in self.params[::2]) if self.weight_decay else 0.0
 
     def gradients(self, X: Any, y: Any, with_loss: bool = False) -> tuple[Any, list[Any]]:
-        """Objective (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``."""
+        """Objective (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``: the loss's
+        gradient through :meth:`MLPNet.backward <sweeper.models.mlp_net.MLPNet.backward>`, plus ``λ W`` on weights."""
         xp = self.xp
         z, cache = self.logits(X)
         loss = losses.loss(xp, self.task, z, y) + self._penalty() if with_loss else None
-        dZ = losses.grad(xp, self.task, z, y)  # (n, 1)
-        grads: list[Any] = [None] * len(self.params)
-        for l in range(self.depth, -1, -1):
-            A_in, _ = cache[l]
-            grads[2 * l] = A_in.T @ dZ
-            if self.weight_decay:
-                grads[2 * l] = grads[2 * l] + self.weight_decay * self.params[2 * l]
-            grads[2 * l + 1] = dZ.sum(axis=0, keepdims=True)
-            if l > 0:
-                _, Z_prev = cache[l - 1]
-                dA = dZ @ self.params[2 * l].T
-                dZ = dA * self.act.grad(xp, Z_prev, A_in)  # A_in of layer l is f(Z_{l-1})
+        named = self.named
+        g = self.net.backward(xp, named, cache, losses.grad(xp, self.task, z, y))
+        grads: list[Any] = []
+        for l in range(1, len(self.packed) + 1):
+            dW = g[f"W{l}"] + self.weight_decay * named[f"W{l}"] if self.weight_decay else g[f"W{l}"]
+            grads += [dW, g[f"b{l}"]]
         return loss, grads
 
     def step(self, grads: list[Any], lr: float) -> None:
