@@ -44,6 +44,21 @@ def test_a_function_trainer_run_has_its_curves_metrics_and_tags(user, tmp_path, 
     assert curve["val_loss_values"][-1] == pytest.approx(run.data.metrics["val_mse"], rel=1e-9)
 
 
+def test_a_function_trainers_logged_model_loads_without_sweeper(user, tmp_path, store):
+    import json
+
+    import pandas as pd
+    from test_model_records import _isolated
+
+    result = run_once(tmp_path, "model._target_=my_loop.fit", "lr=0.05", "epochs=50", store=store)
+    assert result["status"] == "FINISHED", result.get("reason")
+    model = tmp_path / "job" / "model" / "model"
+    split = json.loads((model / "serving_input_example.json").read_text())["dataframe_split"]
+    out = _isolated(tmp_path, str(model), store, pd.DataFrame(split["data"], columns=split["columns"]))
+    logged = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
+    np.testing.assert_allclose(out["data"], logged["y_pred"][: len(split["data"])], rtol=1e-12)
+
+
 def test_a_raising_function_is_a_failed_run_with_its_message(user, tmp_path, store):
     result = run_once(tmp_path, "model._target_=loops.boom", "epochs=10", store=store)
     assert result["status"] == "FAILED" and "ValueError: the loop gave up at epoch 3" in result["reason"]

@@ -51,6 +51,7 @@ class Outcome:
     params: list[np.ndarray] = field(default_factory=list)  # the trained weights
     test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
     param_names: list[str] | None = None  # a model of the interface: its parameters' names (None: the MLP's list)
+    predict: Any = None  # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
 
 
 

@@ -194,14 +194,15 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
             files.append(artifacts.confusion_csv(ctx.output_dir, dataset, out.test_pred))
         elif dataset.task == "binary":  # confusion matrix, ROC and PR curves
             files += artifacts.binary_csvs(ctx.output_dir, dataset, out.test_pred)
-        if cfg.tracking.log_model and (out.params or out.param_names):  # a function trainer leaves no weights
+        if cfg.tracking.log_model and (out.params or out.param_names or out.predict is not None):
             from sweeper.tracking import pyfunc
 
             from sweeper.models.interface import is_mlp
 
             user = None if is_mlp(plain.get("model")) else plain["model"]
             models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                          dataset.test_inputs(), out.test_pred, plain["data"], user, out.param_names)
+                                          dataset.test_inputs(), out.test_pred, plain["data"], user, out.param_names,
+                                          out.predict)
     return files, models
 
 
@@ -256,7 +257,8 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
     if what == "trainer":
         return {"model": str(plain["model"]["_target_"]), "model_kind": "function trainer",
                 "model_batched": "false: a function trainer runs its own loop, one configuration a call",
-                "model_logged": "false: a function trainer's predict is not saved as an MLflow model"}
+                **({} if plain["device"] == "cpu" else
+                   {"model_logged": "false: a GPU run's predict holds device arrays (a CPU run's is logged)"})}
     if computed is not None:
         batched = "true: stacked with its group (proven by broadcasting)"
     else:

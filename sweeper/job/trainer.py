@@ -11,7 +11,9 @@ standardised; the test rows are never passed. ``report(epoch, train_loss=…, va
 (losses on the data as given: sweeper scales a regression loss to the target's units², as its own curves are).
 ``predict(X) -> (n, n_outputs)`` answers in ``y_train``'s units; for a classification it returns logits, unless the
 callable says ``predict.outputs = "probabilities"``. A function that raises is a FAILED run with its message; a
-non-finite reported loss is a divergence. Not batched: each configuration is its own call.
+non-finite reported loss is a divergence. Not batched: each configuration is its own call. A CPU run's ``predict`` is
+the logged MLflow model (pickled by cloudpickle, the user's module in the model's code); a GPU run's holds device
+arrays and is not logged.
 """
 from __future__ import annotations
 
@@ -117,7 +119,7 @@ def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores
     if lost:
         return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite {lost[0]})")
     test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
-    return Outcome(scores | quality, curves, None, [], test_pred, None)
+    return Outcome(scores | quality, curves, None, [], test_pred, None, predict if backend.device == "cpu" else None)
 
 
 def _float(v: Any) -> float | None:

@@ -60,7 +60,7 @@ def user_code(target: str) -> list[str]:
 
 def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_example: Any,
          y_example: np.ndarray, data_cfg: Any = None, model: dict[str, Any] | None = None,
-         names: list[str] | None = None) -> Path:
+         names: list[str] | None = None, predict: Any = None) -> Path:
     """Write the pyfunc model folder at ``path`` (weights as host arrays) and return it.
 
     The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`; MLflow refuses one
@@ -72,7 +72,8 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     The model needs only MLflow, NumPy, pandas (and SciPy for text) at load: its code is ``pyfunc_entry.py``
     and ``sweeper/base/portable.py`` (the forward pass, the encoder, the vectorizer), which travel with it. A model
     of the interface (``model``: its ``_target_`` and hyperparameters; ``names``: its parameters' names) carries the
-    user's module too (:func:`user_code`) and runs its ``forward`` at load."""
+    user's module too (:func:`user_code`) and runs its ``forward`` at load; a function trainer's ``predict`` (a
+    callable on NumPy arrays) travels pickled by cloudpickle (an MLflow dependency) beside the user's module."""
     from mlflow.models import infer_signature
 
     if path.parent.exists():  # a job re-run into the same output folder
@@ -83,7 +84,16 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
             "y_mean": dataset.y_mean, "y_scale": dataset.y_scale, "classes": [str(c) for c in dataset.classes or []]}
     arrays = {f"p{i}": p for i, p in enumerate(params)}
     code = [str(PORTABLE)]
-    if model is not None:  # a model of the interface: rebuilt at load from its class and hyperparameters
+    files = {"weights": weights, "meta": meta}
+    if model is not None and predict is not None:  # a function trainer: its predict, pickled
+        import cloudpickle
+
+        files["predict"] = path.parent / "predict.pkl"
+        with open(files["predict"], "wb") as f:
+            cloudpickle.dump(predict, f)
+        info["trainer"] = {"target": str(model["_target_"]), "outputs": getattr(predict, "outputs", "logits")}
+        code += user_code(str(model["_target_"]))
+    elif model is not None:  # a model of the interface: rebuilt at load from its class and hyperparameters
         target = str(model["_target_"])
         info["model"] = {"target": target, "kwargs": {k: v for k, v in model.items() if k != "_target_"},
                          "names": list(names or [])}
@@ -113,7 +123,7 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         mlflow.pyfunc.save_model(
             where,
             python_model=str(ENTRY),  # models from code, not a pickle
-            artifacts={"weights": str(weights), "meta": str(meta)},
+            artifacts={k: str(v) for k, v in files.items()},
             code_paths=code,  # the module the entry imports (NumPy, and SciPy, only), and a user model's module
             signature=signature,
             input_example=example,

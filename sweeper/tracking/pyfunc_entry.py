@@ -22,6 +22,11 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         with np.load(context.artifacts["weights"]) as z:
             self.arrays = {k: z[k] for k in z.files}
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
+        if "predict" in context.artifacts:  # a function trainer's predict (its module is in the model's code/)
+            import cloudpickle
+
+            with open(context.artifacts["predict"], "rb") as f:
+                self.trainer_predict = cloudpickle.load(f)
 
     def predict(self, context, model_input: np.ndarray, params: dict | None = None) -> np.ndarray:
         a, meta = self.arrays, self.meta
@@ -35,7 +40,11 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
             X = self.portable.encode_rows({"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
                                      model_input)
         params_ = [a[f"p{i}"].astype(np.float64) for i in range(meta["n_params"])]
-        if "model" in meta:  # a model of the interface: the user's class (its module is in the model's code/)
+        if "trainer" in meta:  # a function trainer's own predict, on the standardised features
+            pred = np.asarray(self.trainer_predict(X), dtype=np.float64).reshape(X.shape[0], -1)
+            if meta["trainer"]["outputs"] != "probabilities":
+                pred = self.portable.link(meta["task"], pred)
+        elif "model" in meta:  # a model of the interface: the user's class (its module is in the model's code/)
             pred = self.portable.user_forward(meta["model"], params_, meta["task"], X)
         else:
             pred = self.portable.forward(params_, meta["activation"], meta["task"], X)
