@@ -33,11 +33,7 @@ from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.process import trim_heap
-from sweeper.models.batched import Member, stacked_params, train_group
-from sweeper.models import layer_sizes
-from sweeper.models.mlp import MLP
-from sweeper.models.interface import is_mlp
-from sweeper.models.optim import Optimizer
+from sweeper.models.group import train_members
 
 __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
@@ -302,8 +298,10 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
         arrays = [backend.to_device(getattr(ds0, a).astype(dtype)) for a in names]
     else:
         arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in splits]).astype(dtype)) for a in names]
-    train = _train_mlp if is_mlp(cfg0.get("model")) else _train_interfaced
-    trained = train(backend, cfg0, ds0, heads, trajs, arrays, t_h2d)
+    counts = [tuple(sorted({j.plain["epochs"] for j in t})) for t in trajs]
+    with compute.progress_bar(sum(c[-1] for c in counts), unit="member-epoch") as progress:
+        trained = train_members(backend, cfg0, (ds0.n_features, ds0.n_outputs, task), heads, counts, arrays, t_h2d,
+                                progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None)
     if trained is None:
         return {}  # the model does not batch (said once): each job runs through the one-job path
     fit, h2d, model_of = trained
@@ -326,57 +324,3 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     for c in out.values():
         c.wall_time_s = wall
     return out
-
-
-def _train_mlp(backend: Any, cfg0: dict[str, Any], ds0: data.Dataset, heads: list[dict[str, Any]],
-               trajs: list[list[Job]], arrays: list[Any], t_h2d: float) -> tuple[Any, float, Any]:
-    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_group`); the group's fit, its
-    host→device time and how a member's weights become a model to score."""
-    dtype, task = cfg0["dtype"], ds0.task
-    sizes = layer_sizes(ds0.n_features, cfg0["depth"], cfg0["width"], ds0.n_outputs)
-    opt = Optimizer.from_config(cfg0)
-    group = [Member(h["lr"], h["epochs"], h["patience"], h["seed"], tuple(j.plain["epochs"] for j in t))
-             for h, t in zip(heads, trajs)]
-    params = stacked_params(sizes, cfg0["activation"], [h["seed"] for h in heads], dtype)
-    h2d = backend.clock() - t_h2d
-    with compute.progress_bar(sum(g.epochs for g in group), unit="member-epoch") as progress:
-        fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
-                          progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None,
-                          opt=opt, batch_size=cfg0["batch_size"])
-
-    def model_of(member_params: list[np.ndarray]) -> MLP:
-        return MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task, opt.weight_decay)
-
-    return fit, h2d, model_of
-
-
-def _train_interfaced(backend: Any, cfg0: dict[str, Any], ds0: data.Dataset, heads: list[dict[str, Any]],
-                      trajs: list[list[Job]], arrays: list[Any], t_h2d: float) -> tuple[Any, float, Any] | None:
-    """A model of the interface, stacked over members when :func:`sweeper.models.stacked.batches` proves that its
-    code broadcasts (once per shape); else None (its jobs train one at a time, said in one line and a tag)."""
-    from sweeper.models import stacked
-    from sweeper.models.generic import Interfaced
-    from sweeper.models.interface import instantiate
-
-    net, task = instantiate(cfg0["model"]), ds0.task
-    key = stacked.shape_key(cfg0["model"], ds0.n_features, ds0.n_outputs, task)
-    if key not in stacked.VERDICTS:
-        stacked.VERDICTS[key] = stacked.why_not(cfg0) or (
-            None if arrays[0].ndim == 2 else "members with their own data split train one at a time"
-        ) or stacked.batches(net, ds0.n_features, ds0.n_outputs, task)
-    reason = stacked.VERDICTS[key]
-    if reason is not None:
-        log.info("%s does not batch (%s): its %d configurations train one at a time", cfg0["model"]["_target_"],
-                 reason, sum(map(len, trajs)))
-        return None
-    group = [stacked.Member(h["lr"], h["seed"], tuple(sorted({j.plain["epochs"] for j in t}))) for h, t in zip(heads, trajs)]
-    h2d = backend.clock() - t_h2d
-    opt = Optimizer.from_config(cfg0)
-    fit = stacked.train_stacked(backend, net, task, *arrays, group, n_out=ds0.n_outputs, log_every=cfg0["log_every"],
-                                opt=opt, dtype=cfg0["dtype"])
-
-    def model_of(member_params: dict[str, np.ndarray]) -> Interfaced:
-        return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in member_params.items()}, task,
-                          opt.weight_decay)
-
-    return fit, h2d, model_of

@@ -1,0 +1,83 @@
+"""A group of configurations of one model shape trained together: the model's own batched path when it has one
+(sweeper's MLP: :mod:`sweeper.models.batched`, its hand-tuned kernel), else its parameters stacked over members
+(:mod:`sweeper.models.stacked`) once a one-step proof shows that its code broadcasts. The launcher asks here and
+knows no model by name.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sweeper.models.interface import instantiate, is_mlp
+from sweeper.models.optim import Optimizer
+
+log = logging.getLogger("sweeper")
+
+Shape = tuple[int, int, str]  # inputs, outputs, task
+
+
+def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
+                  counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[Any, float, Callable[[Any], Any]] | None:
+    """Train the members (each trajectory's longest configuration ``heads[i]``, read at its epoch ``counts[i]``) on the
+    device arrays ``arrays`` (X, y, X_val, y_val): ``(fit, host→device seconds since t_h2d, model_of)`` where
+    ``fit.at[i][count] = (TrainResult, parameters)`` and ``model_of(parameters)`` is a model to score; None when the
+    model does not batch (said in one line; the reason is kept for the runs' tags)."""
+    if is_mlp(cfg0.get("model")):
+        return _mlp(backend, cfg0, shape, heads, counts, arrays, t_h2d, progress)
+    return _stacked(backend, cfg0, shape, heads, counts, arrays, t_h2d)
+
+
+def _mlp(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
+         counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float, progress: Any) -> tuple[Any, float, Any]:
+    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_group`)."""
+    from sweeper.models import layer_sizes
+    from sweeper.models.batched import Member, stacked_params, train_group
+    from sweeper.models.mlp import MLP
+
+    n_in, n_out, task = shape
+    sizes = layer_sizes(n_in, cfg0["depth"], cfg0["width"], n_out)
+    opt = Optimizer.from_config(cfg0)
+    group = [Member(h["lr"], h["epochs"], h["patience"], h["seed"], c) for h, c in zip(heads, counts)]
+    params = stacked_params(sizes, cfg0["activation"], [h["seed"] for h in heads], cfg0["dtype"])
+    h2d = backend.clock() - t_h2d
+    fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
+                      progress=progress, opt=opt, batch_size=cfg0["batch_size"])
+
+    def model_of(member_params: list[np.ndarray]) -> MLP:
+        return MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task, opt.weight_decay)
+
+    return fit, h2d, model_of
+
+
+def _stacked(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
+             counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float) -> tuple[Any, float, Any] | None:
+    """A model of the interface, stacked over members when :func:`sweeper.models.stacked.batches` proves that its
+    code broadcasts (once per shape in this process)."""
+    from sweeper.models import stacked
+    from sweeper.models.generic import Interfaced
+
+    net, (n_in, n_out, task) = instantiate(cfg0["model"]), shape
+    key = stacked.shape_key(cfg0["model"], n_in, n_out, task)
+    if key not in stacked.VERDICTS:
+        stacked.VERDICTS[key] = stacked.why_not(cfg0) or (
+            None if arrays[0].ndim == 2 else "members with their own data split train one at a time"
+        ) or stacked.batches(net, n_in, n_out, task)
+    reason = stacked.VERDICTS[key]
+    if reason is not None:
+        log.info("%s does not batch (%s): its %d configurations train one at a time", cfg0["model"]["_target_"],
+                 reason, sum(map(len, counts)))
+        return None
+    group = [stacked.Member(h["lr"], h["seed"], c) for h, c in zip(heads, counts)]
+    h2d = backend.clock() - t_h2d
+    opt = Optimizer.from_config(cfg0)
+    fit = stacked.train_stacked(backend, net, task, *arrays, group, n_out=n_out, log_every=cfg0["log_every"],
+                                opt=opt, dtype=cfg0["dtype"])
+
+    def model_of(member_params: dict[str, np.ndarray]) -> Interfaced:
+        return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in member_params.items()}, task,
+                          opt.weight_decay)
+
+    return fit, h2d, model_of
