@@ -22,7 +22,7 @@ import yaml
 from conftest import all_runs, cli, client_for, make_cfg, run_once
 from sweeper import ROOT, promote
 from sweeper.insight import pinned
-from sweeper.contract.config import check_overrides
+from sweeper.contract.config import ConfigError, check_overrides
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
 
@@ -78,7 +78,10 @@ def rerun(path: Path, tmp_path: Path, store: Path, *overrides: str):
     reason = missing_data(cfg)
     if reason:
         pytest.skip(reason)
-    return cfg, run(cfg, JobContext(output_dir=tmp_path / "job"))
+    try:
+        return cfg, run(cfg, JobContext(output_dir=tmp_path / "job"))
+    except ConfigError as e:  # e.g. a pin of a user's model whose module is not importable here: one line naming it
+        pytest.fail(f"{path.stem}: {e}", pytrace=False)
 
 
 def judge(name: str, expected, result: dict) -> list[pinned.Row]:

@@ -237,3 +237,15 @@ def test_a_model_that_does_not_batch_trains_one_at_a_time_and_says_so(user, tmp_
     runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.tags["model_batched"].startswith("false: stacked backward differs") for r in runs)
+
+
+def test_a_model_yaml_of_the_users_own_config_folder_is_a_choice_of_the_model_group(user, tmp_path):
+    conf = tmp_path / "myconf" / "model"
+    conf.mkdir(parents=True)
+    (conf / "twolayer.yaml").write_text("_target_: my_nets.TwoLayerNet\nhidden: 6\n")
+    store = tmp_path / "mlruns" / "mlflow.db"
+    proc = cli(user, f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "model=twolayer", "model.hidden=5", "epochs=30",
+               store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = all_runs(store)
+    assert run.data.params["model._target_"] == "my_nets.TwoLayerNet" and run.data.params["model.hidden"] == "5"
