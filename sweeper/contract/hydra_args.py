@@ -11,6 +11,11 @@ LAUNCHER_INTS = {"hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = 
                  "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)"}
 
 
+# Successive halving (sweeper.sweep.halving): allowed values and their least integer.
+HALVING = {"hydra.launcher.halving.eta": ("an integer >= 2 (null: no halving)", 2),
+           "hydra.launcher.halving.min_epochs": ("an integer >= 1 (null: the largest epochs / eta^3)", 1)}
+
+
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).
 FOLDERS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.name")
 
@@ -72,3 +77,7 @@ def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], t
             v = o.value()
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise error(f"{key}={v} is not allowed: expected {LAUNCHER_INTS[key]}")
+        if key in HALVING and not o.is_sweep_override():
+            v, (allowed, least) = o.value(), HALVING[key]
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
+                raise error(f"{key}={v} is not allowed: expected {allowed}")

@@ -87,6 +87,8 @@ def _shown(row: dict[str, Any], column: str) -> Any:
     """A cell as the table shows it: the status carries the failure reason, shortened."""
     if column == "status" and row.get("reason"):
         return f"{row['status']}: {_short(row['reason'])}"
+    if column == "status" and row.get("pruned_at"):  # successive halving stopped it (sweeper.sweep.halving)
+        return f"{row['status']} (pruned at epoch {row['pruned_at']})"
     return row.get(column)
 
 
@@ -152,12 +154,15 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
             "reused": r.info.run_id if r.info.run_id in reused else None,
             TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
+            "pruned_at": r.data.tags.get("pruned_at_epoch"),
         })
 
     def rank(row: dict[str, Any]) -> tuple:
         v = row[f"val_{metric}"]
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
-        return (not ok, *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
+        # configurations that trained their full epochs first; those halving stopped below, by their rung's score
+        return (not ok, row["pruned_at"] is not None,
+                *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else (0.0, 0.0, 0)))
 
     rows = sorted(rows, key=rank)
     seeds = [k for k in keys if k in SEEDS]

@@ -69,6 +69,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if computed:
         result["batch_size"] = int(computed.tags["group_size"])
         result["trajectory"] = computed.tags.get("trajectory")
+        if computed.tags.get("pruned_at_epoch"):  # successive halving stopped it at a rung (sweeper.sweep.halving)
+            result["pruned_at_epoch"] = int(computed.tags["pruned_at_epoch"])
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)

@@ -73,7 +73,8 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
         parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
         parts.append(f"{cell(t)} s")
-    parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else ""))
+    parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else "")
+                 + (f" (pruned at epoch {result['pruned_at_epoch']})" if result.get("pruned_at_epoch") else ""))
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
     return "  ".join(parts)

@@ -83,8 +83,20 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         returns[job.idx] = jobrun.lean(ret) if ours else ret  # kept until the sweep ends: its config as plain data
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
-    from sweeper.sweep import engines
+    from sweeper.sweep import engines, halving
 
+    rungs = halving.Halving.of(getattr(launcher, "halving", None))
+    if rungs is not None and groups and not engines.elsewhere(launcher, groups):
+        def regroup(capped: list[Job]) -> list[list[Job]]:
+            together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)
+            return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
+
+        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup,
+                             Path(str(config.hydra.sweep.dir)).absolute())
+        for job in [j for g in groups for j in g]:
+            with handing(finals.pop(job.idx, None)):
+                record(job)
+        groups = []
     if engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
         for members, computed in engines.computed_groups(launcher, groups, compute_group):
             for job in members:

@@ -21,6 +21,9 @@ class BatchedLauncherConf:
     ray: Dict[str, Any] = field(default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}})
     # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.
     submitit: Dict[str, Any] = field(default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1})
+    # Successive halving (sweeper.sweep.halving): eta (an integer >= 2; null = off) stops all but the best 1/eta of
+    # the configurations at each rung min_epochs·eta^k (min_epochs null: the largest epochs / eta^3).
+    halving: Dict[str, Any] = field(default_factory=lambda: {"eta": None, "min_epochs": None})
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="batched", node=BatchedLauncherConf, provider="sweeper")
