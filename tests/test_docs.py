@@ -36,6 +36,18 @@ def test_the_reference_names_every_key_of_the_contract():
             assert f"| `data.{key}` |" in section, (name, key)
 
 
+def test_help_and_the_reference_say_the_same_allowed_values():
+    from sweeper.contract.helptext import main_help
+
+    text = reference.page()
+    for line in main_help().splitlines():
+        key, _, rest = line.strip().partition(" ")
+        if line.startswith("  ") and key in TOP_LEVEL:
+            allowed = rest.split("; ", 1)[1].split(" (")[0]
+            row = next(r for r in text.splitlines() if r.startswith(f"| `{key}` | "))
+            assert f"| {allowed}" in row, (key, allowed, row)
+
+
 def test_the_reference_command_says_when_the_page_is_stale(tmp_path, monkeypatch, capsys):
     stale = tmp_path / "config.md"
     stale.write_text(reference.page().replace("| `lr` |", "| `learning_rate` |"))
