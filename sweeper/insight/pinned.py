@@ -31,7 +31,7 @@ DIRECTION = {name: "lower" if lower else "higher" for name, lower in LOWER_IS_BE
 # The default relative tolerance of a pinned metric, by the run's dtype. On the machine that pinned it
 # a CPU re-run reproduces every metric exactly (0 would pass). Another CPU or BLAS build sums in another
 # order and differs in the last bits, which gradient descent carries through every epoch. Measured over
-# the 66 configurations of the sweeps the committed files came from (README, "Promote the best"): OpenBLAS forced onto another
+# the 66 configurations of the sweeps the committed files came from (docs/manual/promote.md): OpenBLAS forced onto another
 # CPU kernel (OPENBLAS_CORETYPE=Haswell) moved a float64 metric by at most 9e-15 relative, inputs nudged
 # by one ulp by at most 4e-14; in float32 by at most 1.4e-5 and 2.8e-5. The defaults leave margins of
 # 10^7-10^8 (float64) and ~35 (float32), and stay far below any change that matters: each mutation of
