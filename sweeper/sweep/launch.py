@@ -91,8 +91,14 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
-        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup,
-                             Path(str(config.hydra.sweep.dir)).absolute())
+        sweep_at = Path(str(config.hydra.sweep.dir)).absolute()
+        began = int(time.time() * 1000)
+        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, sweep_at)
+        # the runs of the computed jobs opened together (one transaction a chunk on the embedded store), as a group's
+        ahead, opened = [j for g in groups for j in g if j.idx in finals], {}
+        if ahead:
+            open_runs(ahead, {i: c.tags for i, c in finals.items()}, sweep_at, opened, began)
+        hand_runs(finals, opened)
         for job in [j for g in groups for j in g]:
             with handing(finals.pop(job.idx, None)):
                 record(job)

@@ -101,7 +101,7 @@ def record(run: Any) -> dict[str, Any]:
     """What the advisor reads of an MLflow run."""
     return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
             "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
-            "metrics": dict(run.data.metrics)}
+            "metrics": dict(run.data.metrics), "pruned_at": run.data.tags.get("pruned_at_epoch")}
 
 
 
@@ -150,8 +150,12 @@ class Sweep:
         self.task, self.metric = task, f"val_{name}"
         names = sorted({k for r in self.records for k in r["params"] if not k.startswith(IGNORED)})
         self.keys = [k for k in names if len({r["params"].get(k) for r in self.records}) > 1]
-        self.hyper = [k for k in self.keys if "." not in k and k not in NOT_HYPERPARAMETERS]
-        self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None]
+        # a model of the interface's own hyperparameters (model.<name>) are hyperparameters as the MLP's keys are
+        self.hyper = [k for k in self.keys if ("." not in k or k.startswith("model.")) and k != "model._target_"
+                      and k not in NOT_HYPERPARAMETERS]
+        # a run successive halving stopped at a rung is evidence of its rung only: no finding rests on it
+        self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None
+                         and not r.get("pruned_at")]
         self.best = self.finished[0] if self.finished else None
         self._done = {id(r) for r in self.finished}
         self._tried: dict[str, list[str]] = {}
