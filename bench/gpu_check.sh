@@ -47,6 +47,9 @@ else
   echo "no SMS file here: the text rows are left out" > "$OUT/text_gpu.txt"
 fi
 
+# 3b. a user's model (issue 35): examples/my_nets stacked K=32 against one at a time, and the MLP's kernel, on the GPU
+timeout 120 $PY bench/interface_bench.py --only-models --device gpu --repeats 3 > "$OUT/interface_gpu.txt" 2>&1
+
 # 4. the search (issue 30): 64 TPE trials on the GPU, rounds of 16 trained as groups against one trial a round;
 #    target >= 3x (on 2 CPU cores a group costs about the sum of its members: 1.27x there)
 if $PY -c "import optuna" 2>/dev/null; then
@@ -57,6 +60,6 @@ fi
 
 echo
 echo "gpu tests: exit $tests ($(tail -n 1 "$OUT/gpu_tests.log"))"
-for f in "$OUT"/text_*.txt "$OUT/search_gpu.txt"; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 12 "$f"; }; done
+for f in "$OUT"/text_*.txt "$OUT/interface_gpu.txt" "$OUT/search_gpu.txt"; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 12 "$f"; }; done
 cat "$OUT/gpu_bench.txt" 2>/dev/null || echo "benchmark: exit $bench (see $OUT/gpu_bench.log)"
 [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]

@@ -75,7 +75,7 @@ def table1(against: Path | None, repeats: int) -> list[str]:
     return lines
 
 
-def table2(repeats: int) -> list[str]:
+def table2(repeats: int, device: str = "cpu") -> list[str]:
     sys.path.insert(0, str(ROOT / "examples" / "my_nets"))
     from my_nets import TwoLayerNet
 
@@ -86,12 +86,12 @@ def table2(repeats: int) -> list[str]:
     from sweeper.models.optim import Optimizer
     from sweeper.models.stacked import Member, train_stacked
 
-    b, net, epochs = resolve("cpu"), TwoLayerNet(hidden=16), 500
+    b, net, epochs = resolve(device), TwoLayerNet(hidden=16), 500
     lrs = [0.001 * (i + 1) for i in range(K)]
     lines = ["| dtype | stacked K=32 | one at a time ×32 | stacked / alone | MLP kernel K=32 | stacked / MLP kernel |",
              "|---|---|---|---|---|---|"]
     for dtype in ("float32", "float64"):
-        X, y, Xv, yv = _arrays(dtype)
+        X, y, Xv, yv = (b.to_device(a) for a in _arrays(dtype))
         rates = {"stacked": [], "alone": [], "mlp": []}
         for _ in range(repeats):
             f = train_stacked(b, net, "regression", X, y, Xv, yv, [Member(lr, i, (epochs,)) for i, lr in enumerate(lrs)],
@@ -99,10 +99,11 @@ def table2(repeats: int) -> list[str]:
             rates["stacked"].append(K * epochs / f.train_time_s)
             t = 0.0
             for i, lr in enumerate(lrs[:8]):  # 8 of the 32 alone: the rate is per configuration
-                m = Interfaced(np, net, init_host(net, X.shape[1], 1, i, dtype), "regression")
+                m = Interfaced(b.xp, net, {k: b.to_device(v) for k, v in init_host(net, X.shape[1], 1, i, dtype).items()},
+                               "regression")
                 t += train(b, m, X, y, Xv, yv, lr=lr, epochs=epochs, log_every=50).train_time_s
             rates["alone"].append(8 * epochs / t)
-            params = stacked_params([X.shape[1], 16, 1], "relu", list(range(K)), dtype)
+            params = [b.to_device(p) for p in stacked_params([X.shape[1], 16, 1], "relu", list(range(K)), dtype)]
             g = train_group(b, params, "relu", "regression", X, y, Xv, yv, [MLPMember(lr, epochs) for lr in lrs], log_every=50)
             rates["mlp"].append(K * epochs / g.train_time_s)
         med = {k: statistics.median(v) for k, v in rates.items()}
@@ -115,16 +116,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--against", type=Path, help="another checkout (e.g. a worktree of main before the interface)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="table 2's device")
+    p.add_argument("--only-models", action="store_true", help="table 2 only")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         print(json.dumps(mlp_rates()))
         return
     t0 = time.time()
-    print("Table 1: the MLP's paths (member-)epochs/s, median of", a.repeats)
-    print("\n".join(table1(a.against, a.repeats)))
-    print(f"\nTable 2: examples/my_nets TwoLayerNet(hidden=16), {K} learning rates, member-epochs/s, median of {a.repeats}")
-    print("\n".join(table2(a.repeats)))
+    if not a.only_models:
+        print("Table 1: the MLP's paths (member-)epochs/s, median of", a.repeats)
+        print("\n".join(table1(a.against, a.repeats)))
+    print(f"\nTable 2: examples/my_nets TwoLayerNet(hidden=16), {K} learning rates, member-epochs/s on {a.device}, "
+          f"median of {a.repeats}")
+    print("\n".join(table2(a.repeats, a.device)))
     print(f"\n({time.time() - t0:.0f} s, load average {os.getloadavg()[0]:.2f})")
 
 

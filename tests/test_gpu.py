@@ -275,3 +275,43 @@ def test_a_sparse_text_group_on_cupy_matches_its_members_trained_alone_on_cupy()
         np.testing.assert_allclose(fit.val_loss, alone.val_loss, rtol=1e-9)
         for x, y in zip(params, model.params):
             np.testing.assert_allclose(x, backend.to_numpy(y), rtol=1e-9, atol=1e-12)
+
+
+def _user_model_on(backend: Backend):
+    """The example's TwoLayerNet (a user's class), stacked K=3 and one member alone, on ``backend``."""
+    from sweeper import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples" / "my_nets"))
+    from my_nets import TwoLayerNet
+
+    from sweeper.models.generic import Interfaced, init_host
+    from sweeper.models.optim import Optimizer
+    from sweeper.models.stacked import Member, train_stacked
+
+    rng = np.random.default_rng(3)
+    X, Xv = rng.standard_normal((80, 5)).astype("float32"), rng.standard_normal((40, 5)).astype("float32")
+    y, yv = X[:, :1] - X[:, 1:2], Xv[:, :1] - Xv[:, 1:2]
+    dev = [backend.to_device(a) for a in (X, y, Xv, yv)]
+    net = TwoLayerNet(hidden=8)
+    fit = train_stacked(backend, net, "regression", *dev, [Member(0.01, 0, (200,)), Member(0.05, 1, (100, 200))],
+                        n_out=1, log_every=20, opt=Optimizer("adam"), dtype="float32")
+    alone = Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in init_host(net, 5, 1, 1, "float32").items()},
+                       "regression")
+    one = models.train(backend, alone, *dev, lr=0.05, epochs=200, log_every=20, opt=Optimizer("adam"))
+    return fit.at[1][200][0], one, {k: backend.to_numpy(v) for k, v in alone.dict.items()}, fit.at[1][200][1]
+
+
+def test_a_users_stacked_model_on_the_gpu_code_path_gives_the_cpu_results():
+    cpu, gpu = _user_model_on(Backend("cpu", np)), _user_model_on(Backend("gpu", np))
+    np.testing.assert_array_equal(cpu[0].val_loss, gpu[0].val_loss)
+    np.testing.assert_allclose(cpu[0].val_loss, cpu[1].val_loss, rtol=1e-5)  # stacked = alone (float32)
+
+
+@requires_gpu
+@pytest.mark.gpu
+def test_a_users_stacked_model_on_cupy_matches_numpy_and_its_member_alone():
+    cpu, gpu = _user_model_on(resolve("cpu")), _user_model_on(resolve("gpu"))
+    np.testing.assert_allclose(gpu[0].val_loss, cpu[0].val_loss, rtol=1e-4)
+    np.testing.assert_allclose(gpu[0].val_loss, gpu[1].val_loss, rtol=1e-4)
+    for k in gpu[2]:
+        np.testing.assert_allclose(gpu[3][k], gpu[2][k], rtol=1e-3, atol=1e-5)
