@@ -1,5 +1,5 @@
 """What a logged model needs at load time, in one file that imports only NumPy (and SciPy for text):
-the MLP's forward pass, a table's categorical encoder (:func:`encode_rows`) and a fitted text vectorizer's
+the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates, categories) and a fitted text vectorizer's
 transform (:func:`vectorize`).
 
 It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
@@ -44,6 +44,20 @@ def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) ->
 
 # --- a table's columns: raw values → the standardised features -----------------------------------------------
 
+# Cells read as missing (as pandas' read_csv reads them), besides None and NaN; data.na_values adds more,
+# kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
+MISSING = ("", "NA", "N/A", "NaN", "null", "?", "-")
+
+
+def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
+    """Whether a raw cell is missing: None, NaN, or text that is one of ``markers`` once stripped."""
+    if v is None:
+        return True
+    if isinstance(v, str):
+        return v.strip() in markers
+    return isinstance(v, (float, np.floating)) and v != v
+
+
 def _number(v: Any) -> float | None:
     """``v`` as a float, or None when it is no number (text, missing)."""
     if v is None or isinstance(v, str) and not v.strip():
@@ -54,10 +68,10 @@ def _number(v: Any) -> float | None:
         return None
 
 
-def category(v: Any) -> str:
+def category(v: Any, markers: Sequence[str] = MISSING) -> str:
     """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
     a missing value (a category of its own)."""
-    if v is None:
+    if is_missing(v, markers):
         return ""
     if isinstance(v, str):
         return v.strip()
@@ -67,28 +81,80 @@ def category(v: Any) -> str:
     return str(int(f)) if f.is_integer() else str(f)
 
 
+# An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
+DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
+
+
+def date_ordinal(v: Any) -> int | None:
+    """An ISO-like date's proleptic Gregorian ordinal (1 = 0001-01-01), or None when ``v`` is no such date."""
+    import datetime
+
+    m = DATE.match(v) if isinstance(v, str) else None
+    if m is None:
+        return None
+    try:
+        return datetime.date(*map(int, m.groups())).toordinal()
+    except ValueError:  # 2011-02-30
+        return None
+
+
+def date_parts(ordinals: np.ndarray) -> np.ndarray:
+    """Ordinals (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the ordinal."""
+    import datetime
+
+    out = np.empty((len(ordinals), len(DATE_PARTS)))
+    for i, o in enumerate(ordinals.tolist()):
+        d = datetime.date.fromordinal(int(round(o)))
+        out[i] = (d.year, d.month, d.weekday(), d.timetuple().tm_yday, o)
+    return out
+
+
+def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
+    """A numeric column's raw values as float64, NaN where a cell is missing; other text is one line."""
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
+        return values
+    markers = s.get("na", MISSING)
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        x = np.nan if is_missing(v, markers) else _number(v)
+        if x is None:
+            raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {v!r}")
+        out[i] = x
+    return out
+
+
 def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
-    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling."""
+    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling.
+
+    A number: its value, a missing one the training median (``fill``), and with ``indicator`` a 0/1 column
+    that says it was missing. A date: its :data:`DATE_PARTS` (a missing or unreadable date: the training
+    median's). A category: one-hot over the training categories (one unseen in training: all zeros)."""
     n = len(columns[0]) if columns else 0
     parts = []
     for s, values in zip(spec, columns):
-        if "categories" not in s:
-            if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
-                parts.append(values.reshape(n, 1))
-                continue
-            nums = [_number(v) for v in values]
-            if any(x is None for x in nums):
-                i = next(i for i, x in enumerate(nums) if x is None)
-                raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {values[i]!r}")
-            parts.append(np.array(nums, dtype=np.float64).reshape(n, 1))
-            continue
-        index = {c: j for j, c in enumerate(s["categories"])}
-        onehot = np.zeros((n, len(index)))
-        for i, v in enumerate(values):
-            j = index.get(category(v))
-            if j is not None:  # a category unseen in training: all zeros
-                onehot[i, j] = 1.0
-        parts.append(onehot)
+        if s.get("date"):
+            markers = s.get("na", MISSING)
+            ords = np.array([np.nan if is_missing(v, markers) or (o := date_ordinal(v)) is None else o
+                             for v in values], dtype=np.float64)
+            parts.append(date_parts(np.where(np.isnan(ords), s["fill"], ords)))
+        elif "categories" not in s:
+            x = _numbers(s, values)
+            gap = np.isnan(x)
+            if gap.any() and "fill" in s:
+                x = np.where(gap, s["fill"], x)
+            parts.append(x.reshape(n, 1))
+            if s.get("indicator"):
+                parts.append(gap.astype(np.float64).reshape(n, 1))
+        else:
+            index = {c: j for j, c in enumerate(s["categories"])}
+            markers = s.get("na", MISSING)
+            onehot = np.zeros((n, len(index)))
+            for i, v in enumerate(values):
+                j = index.get(category(v, markers))
+                if j is not None:  # a category unseen in training: all zeros
+                    onehot[i, j] = 1.0
+            parts.append(onehot)
     return np.hstack(parts) if parts else np.zeros((n, 0))
 
 
