@@ -87,27 +87,24 @@ DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
 
 
 def date_ordinal(v: Any) -> int | None:
-    """An ISO-like date's proleptic Gregorian ordinal (1 = 0001-01-01), or None when ``v`` is no such date."""
-    import datetime
-
+    """An ISO-like date as its day number (days since 1970-01-01), or None when ``v`` is no such date."""
     m = DATE.match(v) if isinstance(v, str) else None
     if m is None:
         return None
+    y, mo, d = map(int, m.groups())
     try:
-        return datetime.date(*map(int, m.groups())).toordinal()
+        return int(np.datetime64(f"{y:04d}-{mo:02d}-{d:02d}", "D").astype(np.int64))
     except ValueError:  # 2011-02-30
         return None
 
 
-def date_parts(ordinals: np.ndarray) -> np.ndarray:
-    """Ordinals (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the ordinal."""
-    import datetime
-
-    out = np.empty((len(ordinals), len(DATE_PARTS)))
-    for i, o in enumerate(ordinals.tolist()):
-        d = datetime.date.fromordinal(int(round(o)))
-        out[i] = (d.year, d.month, d.weekday(), d.timetuple().tm_yday, o)
-    return out
+def date_parts(days: np.ndarray) -> np.ndarray:
+    """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the day number."""
+    d = np.round(np.asarray(days, dtype=np.float64)).astype(np.int64).astype("datetime64[D]")
+    year = d.astype("datetime64[Y]")
+    return np.column_stack([year.astype(np.int64) + 1970, d.astype("datetime64[M]").astype(np.int64) % 12 + 1,
+                            (d.astype(np.int64) + 3) % 7, (d - year.astype("datetime64[D]")).astype(np.int64) + 1,
+                            d.astype(np.int64)]).astype(np.float64)
 
 
 def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
