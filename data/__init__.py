@@ -65,8 +65,7 @@ class Dataset:
     def categorical(self) -> bool:
         """Whether a feature column is categorical, a date, or has missing cells: the model then takes the
         file's raw columns (categories and dates as text, missing cells as None or NaN)."""
-        return self.encoder is not None and any("categories" in c or c.get("date") or c.get("indicator")
-                                                for c in self.encoder["columns"])
+        return bool(self.optional_columns)
 
     def test_inputs(self) -> Any:
         """The test rows as a model takes them in: raw features, documents (strings) for text data, or for a
@@ -81,6 +80,16 @@ class Dataset:
                                                   np.array([None if x is None else str(x) for x in v], dtype=object))
                                  for c, v in zip(self.encoder["columns"], self.columns_test)})
         return self.raw(self.X_test)
+
+    @property
+    def optional_columns(self) -> list[str]:
+        """A table's columns that a logged model fills when a cell is missing: a number that had missing cells in
+        training (its median and indicator), a category (a level of its own, or all zeros), a date (the median)."""
+        if self.encoder is None:
+            return []
+        from sweeper.base.portable import _fills
+
+        return [str(c["name"]) for c in self.encoder["columns"] if _fills(c)]
 
     @property
     def input_columns(self) -> list[str]:

@@ -79,16 +79,17 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
     target = [r[col] for r in rows]
     no_target = np.fromiter((is_missing(v, markers) for v in target), dtype=bool, count=len(target))
     label = columns[col]
+    problems: list[str] = []
     if no_target.any():
         k = int(no_target.sum())
         at = ", ".join(str(i + 1) for i in np.flatnonzero(no_target)[:5]) + (", ..." if k > 5 else "")
         if mode == "refuse":
-            raise ColumnError(f"target {label}: {k} rows have no value (rows {at}); data.missing=refuse: clean them, "
-                              "or set data.missing=impute to drop those rows")
+            problems.append(f"target {label}: {k} rows have no value (rows {at}); data.missing=refuse: clean them, "
+                            "or set data.missing=impute to drop those rows")
         decisions["rows"] = f"target {label}: {k} rows have no value: dropped"
     report.append({"column": str(label), "kind": "target", "missing": int(no_target.sum())})
-    keep_rows = np.flatnonzero(~no_target)
-    problems, feats, gapped = [], [], []
+    keep_rows = np.flatnonzero(~no_target) if mode != "refuse" else np.arange(len(rows))
+    feats, gapped = [], []
     ids, dates, codes = [], [], []
     for j in idx:
         values = [rows[i][j] for i in keep_rows]

@@ -86,9 +86,10 @@ def test_imputation_statistics_come_from_the_training_rows_only(tmp_path):
 
 def test_refuse_lists_every_offending_column_at_once_and_names_a_missing_target(tmp_path):
     path = write_bikes(tmp_path / "day.csv")
-    message = refused(path, "data.missing=refuse")
-    assert message.endswith("target cnt: 3 rows have no value (rows 11, 51, 91); data.missing=refuse: clean them, "
-                            "or set data.missing=impute to drop those rows")
+    message = refused(path, "data.missing=refuse")  # the target and both feature columns, in one line
+    assert message.split(": ", 1)[1].startswith("2 problems: target cnt: 3 rows have no value (rows 11, 51, 91); "
+                                                "data.missing=refuse: clean them, or set data.missing=impute to drop "
+                                                "those rows; data.missing=refuse: 2 columns hold missing values")
     no_target_gaps = tmp_path / "t.csv"
     no_target_gaps.write_text("\n".join(ln for ln in path.read_text().splitlines() if not ln.endswith(",NA")) + "\n")
     message = refused(no_target_gaps, "data.missing=refuse")
@@ -180,3 +181,6 @@ def test_a_real_table_trains_in_one_run_says_each_column_and_its_model_takes_raw
                         "registered": [500.0, 500.0]})
     pred = model.predict(raw)
     assert np.isfinite(pred).all() and len(pred) == 2
+    optional = {c.name for c in model.metadata.get_input_schema().inputs if not c.required}
+    assert optional == {"dteday", "season", "temp"}  # what the model fills; casual, registered are required
+    assert np.isfinite(model.predict(raw.drop(columns=["season", "temp"]))).all()  # optional columns left out

@@ -168,9 +168,13 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
     order. Categories are matched as text (``category``); one unseen in training gives zeros."""
     names = [s["name"] for s in state["columns"]]
     if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
-        by_name = all(n in rows.columns or str(n) in rows.columns for n in names)
-        cols = [_values(rows[n if n in rows.columns else str(n)]) for n in names] if by_name else \
-            [_values(rows.iloc[:, j]) for j in range(len(names))]
+        there = [n in rows.columns or str(n) in rows.columns for n in names]
+        if any(there) and not all(there):  # an optional column left out: every cell of it missing
+            absent = [s["name"] for s, t in zip(state["columns"], there) if not t and not _fills(s)]
+            if absent:
+                raise ColumnError(f"column {absent[0]} is missing from the rows, which have {list(rows.columns)}")
+        cols = [_values(rows[n if n in rows.columns else str(n)]) if t else [None] * len(rows)
+                for n, t in zip(names, there)] if any(there) else [_values(rows.iloc[:, j]) for j in range(len(names))]
     elif isinstance(rows, dict):
         cols = [list(rows[_key(rows, n)]) for n in names]
     else:
@@ -183,6 +187,12 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
                 raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
             cols = [[r[j] for r in rows] for j in range(len(names))]
     return encode_columns(state, cols)
+
+
+def _fills(s: dict[str, Any]) -> bool:
+    """Whether a column may be left out (an optional column of the model's signature): a category (its missing
+    level, or zeros), a date (the median date), a number that had missing cells in training (median, indicator)."""
+    return "categories" in s or bool(s.get("date") or s.get("indicator"))
 
 
 def _values(series: Any) -> Any:
