@@ -93,7 +93,8 @@ def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: 
     """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
     less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
     dropped = resolve("data.drop", drop, names, target, has_header)
-    keep = resolve("data.features", features, names, target, has_header) or [j for j in range(len(names)) if j != target]
+    keep = resolve("data.features", features, names, target, has_header) or \
+        [j for j in range(len(names)) if j != target]
     idx = [j for j in dict.fromkeys(keep) if j not in set(dropped)]
     if not idx:
         raise ColumnError(f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "

@@ -69,8 +69,8 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
     for k in ("dates", "keep", "categorical"):
         stray = [columns[j] for j in named[k] if j not in idx]
         if stray:
-            raise ColumnError(f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, which is not a feature "
-                              "(left out by data.drop or data.features)")
+            raise ColumnError(f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, which is not "
+                              "a feature (left out by data.drop or data.features)")
     both = named["dates"] & named["categorical"]
     if both:
         raise ColumnError(f"data.dates and data.categorical both name {columns[min(both)]}: choose one")
@@ -120,7 +120,8 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
         raise ColumnError(head + "; ".join(problems))
     for j in range(len(columns)):
         if j != col and j not in idx:
-            report.append({"column": str(columns[j]), "kind": "dropped", "detail": "left out by data.drop / data.features"})
+            report.append({"column": str(columns[j]), "kind": "dropped",
+                           "detail": "left out by data.drop / data.features"})
     if mode == "drop_rows" and gapped:
         bad = np.zeros(len(keep_rows), dtype=bool)
         for c, _ in gapped:
@@ -200,7 +201,7 @@ def leaks(columns: list[Column], state: dict[str, Any], y: np.ndarray, train: np
 
 
 def describe_column(r: dict[str, Any]) -> str:
-    """One column's line of the report: ``age: number, 177 missing: the training median 28 fills them (+ age_missing)``."""
+    """One column's line of the report: ``age: number; 177 missing: the training median 28 fills them, ...``."""
     kind = r["kind"]
     parts = [r.get("detail") or kind]
     if r.get("missing") and kind != "target":
@@ -249,8 +250,8 @@ def finish_report(report: list[dict[str, Any]], state: dict[str, Any], left_out:
     for r in report:
         kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
     decisions["columns"] = f"{len(report)} columns: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
-    for key, items in (("missing", missing), ("left_out", [f"{c['name']} ({c['levels']} categories)" for c in left_out]),
-                       ("leaks", found)):
+    wide = [f"{c['name']} ({c['levels']} categories)" for c in left_out]
+    for key, items in (("missing", missing), ("left_out", wide), ("leaks", found)):
         if items:
             decisions[key] = "; ".join(items)
     return report

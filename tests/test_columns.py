@@ -190,5 +190,8 @@ def test_json_records_encode_text_values_and_name_a_missing_number(tmp_path):
     assert ds.n_features == 4 and ds.decisions["encoded"].startswith("sex (3 categories") and "sep" not in ds.decisions
     records[3]["x"] = None
     path.write_text(json.dumps(records))
-    assert refused(path, "data.missing=refuse").endswith("column x holds a missing or non-finite value None (row 4); clean it, or leave "
-                                  "the column out with data.drop=[x]")
+    assert refused(path, "data.missing=refuse").endswith(  # data.missing=impute (the default) fills it
+        "column x holds a missing or non-finite value None (row 4); clean it, or leave the column out with "
+        "data.drop=[x]")
+    ds = load(path)
+    assert ds.decisions["missing"].startswith("x: 1 (the training median") and np.isfinite(ds.X_train).all()

@@ -1,6 +1,6 @@
 """What a logged model needs at load time, in one file that imports only NumPy (and SciPy for text):
-the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates, categories) and a fitted text vectorizer's
-transform (:func:`vectorize`).
+the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates, categories) and a
+fitted text vectorizer's transform (:func:`vectorize`).
 
 It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
 ``portable``), so a model loads with MLflow, NumPy, pandas and SciPy only — no sweeper, OmegaConf, Hydra or
@@ -82,7 +82,8 @@ def category(v: Any, markers: Sequence[str] = MISSING) -> str:
 
 
 # An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
-DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
+                  r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
 DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
 
 
