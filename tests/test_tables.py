@@ -184,3 +184,26 @@ def test_a_real_table_trains_in_one_run_says_each_column_and_its_model_takes_raw
     optional = {c.name for c in model.metadata.get_input_schema().inputs if not c.required}
     assert optional == {"dteday", "season", "temp"}  # what the model fills; casual, registered are required
     assert np.isfinite(model.predict(raw.drop(columns=["season", "temp"]))).all()  # optional columns left out
+
+
+@pytest.mark.parametrize("key, value", [("missing", "mean"), ("na_values", "n/a"), ("dates", "day"), ("keep", 3),
+                                        ("categorical", "origin")])
+def test_the_new_keys_are_checked_in_one_line(tmp_path, key, value):
+    from sweeper.contract.config import ConfigError, validate
+
+    cfg = make_cfg("data=csv", f"data.path={write_bikes(tmp_path / 't.csv')}", f"data.{key}={value}")
+    with pytest.raises(ConfigError, match=f"^data.{key}={value} is not allowed: expected "):
+        validate(OmegaConf.to_container(cfg, resolve=True))
+
+
+def test_data_dates_reads_a_named_column_and_names_a_cell_that_is_no_date(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("when,x,y\n" + "".join(f"2020/{i % 12 + 1}/{i % 28 + 1},{i % 5},{i % 3 + 0.5 * i}\n"
+                                          for i in range(40)))
+    assert load(path).decisions["dates"] == "when"  # 2020/1/1 is found without data.dates
+    path.write_text(path.read_text().replace("2020/3/3,", "soon,"))
+    assert "column when (a date: data.dates) holds 'soon' (row 3), which is no YYYY-MM-DD date" in \
+        refused(path, "data.dates=[when]")
+    assert "dates" not in load(path).decisions  # without data.dates: a text column
+    assert "data.keep=[zz] names zz, which is not a column: columns are ['when', 'x', 'y']" in \
+        refused(path, "data.keep=[zz]")
