@@ -138,6 +138,13 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
     when every value present is an ISO-like date (or ``as_date``: ``data.dates``); as categories when fewer
     than half are numbers (text such as M/F/I) or ``as_category`` (``data.categorical``); a column of numbers
     with a few text values, or of dates with other text, is refused, naming the first."""
+    if not (as_date or as_category):
+        try:  # every value a number (None, "nan": missing): NumPy reads them at once
+            numbers = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            numbers = None
+        if numbers is not None and numbers.ndim == 1 and not np.isinf(numbers).any():
+            return Column(name, numbers, True, gaps=np.isnan(numbers), markers=markers)
     gaps = np.fromiter((is_missing(v, markers) for v in values), dtype=bool, count=len(values))
     if as_category:
         return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
