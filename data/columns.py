@@ -15,7 +15,7 @@ import numpy as np
 
 # The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
 from sweeper.base.portable import (DATE, DATE_PARTS, MISSING, ColumnError, _encode, _number, category,  # noqa: F401
-                                   date_ordinal, encode_columns, encode_rows, is_missing)
+                                   date_days, date_ordinal, encode_columns, encode_rows, is_missing)
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
@@ -152,7 +152,8 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
     present = [i for i in range(len(values)) if not gaps[i]]
     texts = [values[i] for i in present]
     if as_date or texts and all(isinstance(v, str) and DATE.match(v) for v in texts):
-        bad = [i for i in present if date_ordinal(values[i]) is None]
+        days = date_days(values, markers)
+        bad = [i for i in present if np.isnan(days[i])]
         if bad:
             raise ColumnError(f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
                               "which is no YYYY-MM-DD date; fix it, or leave the column out of data.dates")
@@ -195,8 +196,7 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
             s["na"] = list(c.markers)
         if c.numeric or c.date:
             if c.date:
-                ords = np.array([date_ordinal(v) if not g else np.nan for v, g in zip(c.values[train], c.gaps[train])],
-                                dtype=np.float64)
+                ords = date_days(c.values[train], c.markers)
                 s["date"] = True
             else:
                 ords = c.values[train]

@@ -99,6 +99,22 @@ def date_ordinal(v: Any) -> int | None:
         return None
 
 
+def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.ndarray:
+    """A column of dates as day numbers (float64; NaN where a cell is missing or no date), read at once."""
+    out = np.full(len(values), np.nan)
+    found = [(i, m.groups()) for i, v in enumerate(values)
+             if isinstance(v, str) and not is_missing(v, markers) and (m := DATE.match(v))]
+    if not found:
+        return out
+    at = np.array([i for i, _ in found])
+    try:
+        out[at] = np.array([f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
+                            for _, (y, m, d) in found], dtype="datetime64[D]").astype(np.int64)
+    except ValueError:  # 2011-02-30 among them: one at a time
+        out[at] = [np.nan if (o := date_ordinal(values[i])) is None else o for i in at.tolist()]
+    return out
+
+
 def date_parts(days: np.ndarray) -> np.ndarray:
     """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the day number."""
     d = np.round(np.asarray(days, dtype=np.float64)).astype(np.int64).astype("datetime64[D]")
@@ -132,10 +148,8 @@ def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndar
     parts = []
     for s, values in zip(spec, columns):
         if s.get("date"):
-            markers = s.get("na", MISSING)
-            ords = np.array([np.nan if is_missing(v, markers) or (o := date_ordinal(v)) is None else o
-                             for v in values], dtype=np.float64)
-            parts.append(date_parts(np.where(np.isnan(ords), s["fill"], ords)))
+            days = date_days(values, s.get("na", MISSING))
+            parts.append(date_parts(np.where(np.isnan(days), s["fill"], days)))
         elif "categories" not in s:
             x = _numbers(s, values)
             gap = np.isnan(x)
