@@ -147,7 +147,7 @@ def csv_file(cfg: Any, seed: int) -> Raw:
         raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
     try:
         idx = choose(columns, col, drop, features, names is not None)
-        feats, kept, report, read_as = read_table(cfg, columns, rows, col, idx, names is not None, str(path))
+        feats, kept, report, read_as = read_table(cfg, columns, rows, col, idx, names is not None)
     except ColumnError as e:
         raise DataError(f"data.path={path}: {e}") from None
     left = [str(columns[j]) for j in range(width) if j != col and j not in idx]

@@ -55,8 +55,8 @@ def code_note(c: Column) -> str | None:
     return f"possibly categorical ({len(levels)} integer codes: {shown}): data.categorical=[{c.name}] encodes it"
 
 
-def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: list[int], has_header: bool,
-         where: str) -> tuple[list[Column], np.ndarray, list[dict[str, Any]], dict[str, str]]:
+def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: list[int],
+         has_header: bool) -> tuple[list[Column], np.ndarray, list[dict[str, Any]], dict[str, str]]:
     """The feature columns of ``idx`` typed, the rows kept (a missing target is dropped; ``drop_rows``: a
     missing feature too), the per-column report and the decisions (``rows``, ``ids``, ``dates``, ``codes``).
 
