@@ -8,11 +8,18 @@ import re
 from typing import Any
 
 import numpy as np
-
-from sweeper.data.columns import MISSING, Column, ColumnError, _list, is_missing, resolve, typed
+from sweeper.data.columns import (
+    MISSING,
+    Column,
+    ColumnError,
+    _list,
+    is_missing,
+    resolve,
+    typed,
+)
 
 # A column named like an identifier: id, ID, row_id, customer.id, index, uuid; PassengerId but not "valid".
-ID_NAME = re.compile(r"^(?:id|index|idx|uuid|key|row_?id)$|[_ .-]id$", re.I)
+ID_NAME = re.compile(r"^(?:id|index|idx|uuid|key|row_?id)$|[_ .-]id$", re.IGNORECASE)
 ID_NAME_CASED = re.compile(r"[a-z0-9]I[dD]$")  # PassengerId, but not "valid" or "paid"
 MIN_ROW_ORDER = 10  # increasing integers in fewer rows may be a feature
 MAX_CODES = 10      # a numeric column of 3..MAX_CODES distinct integers may hold category codes
@@ -126,8 +133,8 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
         bad = np.zeros(len(keep_rows), dtype=bool)
         for c, _ in gapped:
             bad |= c.gaps
-        decisions["rows"] = "; ".join(filter(None, [decisions.get("rows"), f"{int(bad.sum())} rows with a missing "
-                                                    f"feature dropped (data.missing=drop_rows)"]))
+        dropped = f"{int(bad.sum())} rows with a missing feature dropped (data.missing=drop_rows)"
+        decisions["rows"] = "; ".join(filter(None, [decisions.get("rows"), dropped]))
         feats = [c.rows(np.flatnonzero(~bad)) for c in feats]
         keep_rows = keep_rows[~bad]
         for r in report:
@@ -153,7 +160,8 @@ def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
         raw, row = first(c, values)
         return (f"data.missing=refuse: column {c.name} holds a missing or non-finite value {raw} (row {row}); "
                 f"clean it, or leave the column out with data.drop=[{c.name}]")
-    cells = ", ".join(f"{c.name}: {c.missing} cells, the first {'%s (row %d)' % first(c, v)}" for c, v in gapped)
+    cells = ", ".join(f"{c.name}: {c.missing} cells, the first {'{} (row {})'.format(*first(c, v))}"
+                      for c, v in gapped)
     return (f"data.missing=refuse: {len(gapped)} columns hold missing values ({cells}); clean them, set "
             "data.missing=impute or data.missing=drop_rows, or leave them out with "
             f"data.drop=[{','.join(str(c.name) for c, _ in gapped)}]")

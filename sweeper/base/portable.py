@@ -55,7 +55,7 @@ def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
         return True
     if isinstance(v, str):
         return v.strip() in markers
-    return isinstance(v, (float, np.floating)) and v != v
+    return isinstance(v, (float, np.floating)) and bool(np.isnan(v))
 
 
 def _number(v: Any) -> float | None:
