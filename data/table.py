@@ -8,15 +8,8 @@ import re
 from typing import Any
 
 import numpy as np
-from sweeper.data.columns import (
-    MISSING,
-    Column,
-    ColumnError,
-    _list,
-    is_missing,
-    resolve,
-    typed,
-)
+
+from sweeper.data.columns import MISSING, Column, ColumnError, _list, is_missing, resolve, typed
 
 # A column named like an identifier: id, ID, row_id, customer.id, index, uuid; PassengerId but not "valid".
 ID_NAME = re.compile(r"^(?:id|index|idx|uuid|key|row_?id)$|[_ .-]id$", re.IGNORECASE)

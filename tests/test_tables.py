@@ -6,12 +6,12 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST_ARGS, client_for, make_cfg, run_once
 from omegaconf import OmegaConf
-from sweeper.data import encode_rows
-from test_data_files import load, refused
 
+from conftest import FAST_ARGS, client_for, make_cfg, run_once
+from test_data_files import load, refused
 from sweeper.contract.config import fingerprint
+from sweeper.data import encode_rows
 
 N = 200
 RNG = np.random.default_rng(11)
