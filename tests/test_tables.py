@@ -207,3 +207,15 @@ def test_data_dates_reads_a_named_column_and_names_a_cell_that_is_no_date(tmp_pa
     assert "dates" not in load(path).decisions  # without data.dates: a text column
     assert "data.keep=[zz] names zz, which is not a column: columns are ['when', 'x', 'y']" in \
         refused(path, "data.keep=[zz]")
+
+
+@pytest.mark.slow
+def test_a_multirun_says_the_column_report_once(tmp_path, store):
+    from conftest import cli
+
+    path = write_bikes(tmp_path / "day.csv")
+    proc = cli(tmp_path, "-m", "data=csv", f"data.path={path}", "lr=0.05,0.1", *FAST_ARGS, store=store)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert out.count("data: column instant: id") == 1 and out.count("LEAK? casual + registered") == 2  # two columns
+    assert out.count("FINISHED") >= 2
