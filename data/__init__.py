@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.base.backend import is_sparse
-from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
+from sweeper.data.columns import encode_columns, encode_rows, fit
 from sweeper.data.loaders import ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
 
 __all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
@@ -49,6 +49,8 @@ class Dataset:
     decisions: dict[str, str] = field(default_factory=dict)
     # a bundled table's feature names (diabetes: age, sex, bmi, ...); None: x0, x1, ...
     feature_names: tuple[str, ...] | None = None
+    # a table's column report: one dict per column of the file (sweeper.data.table), the run's columns.json
+    report: list[dict[str, Any]] | None = None
 
     @property
     def n_features(self) -> int:
@@ -61,8 +63,9 @@ class Dataset:
 
     @property
     def categorical(self) -> bool:
-        """Whether a feature column is categorical: the model then takes the file's raw columns."""
-        return self.encoder is not None and any("categories" in c for c in self.encoder["columns"])
+        """Whether a feature column is categorical, a date, or has missing cells: the model then takes the
+        file's raw columns (categories and dates as text, missing cells as None or NaN)."""
+        return bool(self.optional_columns)
 
     def test_inputs(self) -> Any:
         """The test rows as a model takes them in: raw features, documents (strings) for text data, or for a
@@ -72,10 +75,21 @@ class Dataset:
         if self.categorical:
             import pandas as pd
 
-            return pd.DataFrame({str(c["name"]): (np.asarray(v, dtype=object).astype(str) if "categories" in c
-                                                  else np.asarray(v, dtype=np.float64))
+            return pd.DataFrame({str(c["name"]): (np.asarray(v, dtype=np.float64) if not ("categories" in c or
+                                                                                         c.get("date")) else
+                                                  np.array([None if x is None else str(x) for x in v], dtype=object))
                                  for c, v in zip(self.encoder["columns"], self.columns_test)})
         return self.raw(self.X_test)
+
+    @property
+    def optional_columns(self) -> list[str]:
+        """A table's columns that a logged model fills when a cell is missing: a number that had missing cells in
+        training (its median and indicator), a category (a level of its own, or all zeros), a date (the median)."""
+        if self.encoder is None:
+            return []
+        from sweeper.base.portable import _fills
+
+        return [str(c["name"]) for c in self.encoder["columns"] if _fills(c)]
 
     @property
     def input_columns(self) -> list[str]:
@@ -213,20 +227,23 @@ def load(cfg: Any, seed: int | None = None) -> Dataset:
 
 def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:
     """A table's columns split, encoded with the encoder fitted on the training rows (categories seen in
-    training; numeric columns standardised, one-hot columns 0/1), and the decisions said in words."""
+    training, medians and median dates for missing cells; numeric columns standardised, one-hot columns 0/1),
+    text columns of too many categories left out, leaks named, and the decisions said in words."""
     y, task = raw.y, raw.task
     train, val, test = _split(len(y), cfg, seed, where)
-    try:
-        state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
-    except ColumnError as e:
-        raise DataError(f"{where}: {e}") from None
-    unscalable = [c["name"] for c, m, s in zip(state["columns"], state["x_mean"], state["x_scale"])
-                  if "categories" not in c and not (np.isfinite(m) and np.isfinite(s))]
+    state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
+    columns = [raw.columns[k] for k in state.pop("used")]
+    left_out = state.pop("left_out")
+    if not columns:
+        raise DataError(f"{where}: no feature column is left: " + "; ".join(c["refusal"] for c in left_out))
+    unscalable = [c["name"] for c, m, s in zip(state["columns"], _per_column(state, state["x_mean"]),
+                                               _per_column(state, state["x_scale"]))
+                  if "categories" not in c and not (np.isfinite(m).all() and np.isfinite(s).all())]
     if unscalable:  # finite values so large (near 1e308) that their mean or spread overflows float64
         raise DataError(f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
                         "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)")
     with np.errstate(over="ignore", invalid="ignore"):
-        X = encode_columns(state, [c.values for c in raw.columns])
+        X = encode_columns(state, [c.values for c in columns])
     if not np.isfinite(X).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -239,16 +256,37 @@ def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:
         from sweeper.data.columns import describe as encoded
 
         decisions["encoded"] = encoded(state)
+    from sweeper.data.table import finish_report
+
+    report = finish_report(raw.report or [], state, left_out, columns, y, train, task, decisions)
 
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return X[idx], ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
     return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
                    state["x_mean"], state["x_scale"], raw.positive_class, raw.classes, encoder=state,
-                   columns_test=[c.values[test].tolist() for c in raw.columns], decisions=decisions)
+                   columns_test=[_raw_cells(c, test) for c in columns], decisions=decisions, report=report)
 
 
-DECIDED = ("task", "target", "sep", "dropped", "encoded")
+def _per_column(state: dict[str, Any], a: np.ndarray) -> list[np.ndarray]:
+    """A per-feature array split into each column's features."""
+    from sweeper.data.columns import _widths
+
+    return np.split(np.asarray(a), np.cumsum(_widths(state["columns"]))[:-1]) if state["columns"] else []
+
+
+def _raw_cells(c: Any, rows: np.ndarray) -> list[Any]:
+    """A column's raw cells at these rows, as a logged model takes them: numbers (NaN: missing), date text
+    (None: missing), categories as text (None: missing)."""
+    part = c.rows(rows)
+    if c.numeric:
+        return part.values.tolist()
+    return [None if g else v for v, g in zip(part.values.tolist(), part.gaps.tolist())]
+
+
+DECIDED = ("task", "target", "sep", "dropped", "encoded", "rows")
+# a table's column report (sweeper.data.table): said a line each after the first line, and as tags
+DECIDED_COLUMNS = ("columns", "missing", "ids", "dates", "left_out", "codes", "leaks")
 
 
 def describe(ds: Dataset) -> str:
@@ -256,9 +294,17 @@ def describe(ds: Dataset) -> str:
     return "; ".join(f"{k}: {ds.decisions[k]}" for k in DECIDED if k in ds.decisions)
 
 
+def column_lines(ds: Dataset) -> list[str]:
+    """A table's column report, a line per column (:func:`sweeper.data.table.describe_column`); empty otherwise."""
+    from sweeper.data.table import describe_column
+
+    return [describe_column(r) for r in ds.report or []]
+
+
 def decision_tags(ds: Dataset) -> dict[str, str]:
-    """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass, ...), at most 500 characters each."""
-    return {f"decided.{k}": ds.decisions[k][:500] for k in DECIDED if k in ds.decisions}
+    """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass, ``decided.missing``, ...), at
+    most 500 characters each."""
+    return {f"decided.{k}": ds.decisions[k][:500] for k in (*DECIDED, *DECIDED_COLUMNS) if k in ds.decisions}
 
 
 def _split(n: int, cfg: Any, seed: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

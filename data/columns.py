@@ -14,7 +14,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 # The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
-from sweeper.base.portable import ColumnError, _number, category, encode_columns, encode_rows  # noqa: F401
+from sweeper.base.portable import (DATE, DATE_PARTS, MISSING, ColumnError, _encode, _number, category,  # noqa: F401
+                                   date_days, date_ordinal, encode_columns, encode_rows, is_missing)
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
@@ -59,40 +60,45 @@ def _names_list(value: Any) -> list[Any]:
     return list(value)
 
 
+def resolve(key: str, value: Any, names: list[Any], target: int, has_header: bool) -> list[int]:
+    """The column indices a key's list (``data.drop``, ``data.dates``, ...) names; a name or index that is not a
+    column, or the target, is one line naming the key and the columns."""
+    shown = _columns(names)
+    picked = []
+    for v in _names_list(value):
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}")
+        if isinstance(v, str) and has_header:
+            if v not in names:
+                raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
+            if names.count(v) > 1:
+                raise ColumnError(f"{key}={_list(value)} names {v}, which {names.count(v)} columns are called: "
+                                  "rename them, or give column indices")
+            j = names.index(v)
+        elif isinstance(v, int):
+            if not -len(names) <= v < len(names):
+                raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {shown}")
+            j = v % len(names)
+        else:
+            raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
+                              f"(data.header=false): give column indices 0..{len(names) - 1}")
+        if j == target:
+            raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
+                              f"{key} (the target is never a feature); columns are {shown}")
+        picked.append(j)
+    return picked
+
+
 def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: bool) -> list[int]:
     """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
     less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
-    chosen: dict[str, list[int]] = {}
-    shown = _columns(names)
-    for key, value in (("data.drop", drop), ("data.features", features)):
-        picked = []
-        for v in _names_list(value):
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}")
-            if isinstance(v, str) and has_header:
-                if v not in names:
-                    raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
-                if names.count(v) > 1:
-                    raise ColumnError(f"{key}={_list(value)} names {v}, which {names.count(v)} columns are called: "
-                                      "rename them, or give column indices")
-                j = names.index(v)
-            elif isinstance(v, int):
-                if not -len(names) <= v < len(names):
-                    raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {shown}")
-                j = v % len(names)
-            else:
-                raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
-                                  f"(data.header=false): give column indices 0..{len(names) - 1}")
-            if j == target:
-                raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
-                                  f"{key} (the target is never a feature); columns are {shown}")
-            picked.append(j)
-        chosen[key] = picked
-    keep = chosen["data.features"] or [j for j in range(len(names)) if j != target]
-    idx = [j for j in dict.fromkeys(keep) if j not in set(chosen["data.drop"])]
+    dropped = resolve("data.drop", drop, names, target, has_header)
+    keep = resolve("data.features", features, names, target, has_header) or \
+        [j for j in range(len(names)) if j != target]
+    idx = [j for j in dict.fromkeys(keep) if j not in set(dropped)]
     if not idx:
         raise ColumnError(f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "
-                          f"columns are {shown}")
+                          f"columns are {_columns(names)}")
     return idx
 
 
@@ -111,61 +117,139 @@ def _list(value: Any) -> str:
 
 class Column(NamedTuple):
     name: Any
-    values: np.ndarray  # float64 for a numeric column, else the categories (object, str)
-    numeric: bool
+    values: np.ndarray  # float64 for a numeric column (NaN: missing), else the categories (object, str; "":
+    numeric: bool       # missing), or a date column's raw text
+    date: bool = False
+    gaps: np.ndarray | None = None  # (n,) bool: which cells are missing
+    markers: tuple[str, ...] = MISSING
+
+    @property
+    def missing(self) -> int:
+        return 0 if self.gaps is None else int(self.gaps.sum())
+
+    def rows(self, idx: np.ndarray) -> "Column":
+        """The column at these rows only."""
+        return self._replace(values=self.values[idx], gaps=None if self.gaps is None else self.gaps[idx])
 
 
-def typed(name: Any, values: Sequence[Any]) -> Column:
-    """A column as numbers when every value is one; as categories when fewer than half are numbers (text
-    such as M/F/I); a column of numbers with a few text values is refused, naming the first."""
-    try:  # every value a number: NumPy reads them at once (text such as " 2.5" too; None as NaN)
-        numbers = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        numbers = None
-    if numbers is not None:
-        bad = np.flatnonzero(~np.isfinite(numbers))
-        if bad.size:
-            raise ColumnError(f"column {name} holds a missing or non-finite value {values[bad[0]]!r} (row {bad[0] + 1}); "
-                              f"clean it, or leave the column out with data.drop=[{name}]")
-        return Column(name, numbers, True)
-    nums = [_number(v) for v in values]
-    bad = [i for i, x in enumerate(nums) if x is None]
+def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, as_date: bool = False,
+          as_category: bool = False) -> Column:
+    """A column as numbers when every value present is one (missing cells: ``markers``, None, NaN); as a date
+    when every value present is an ISO-like date (or ``as_date``: ``data.dates``); as categories when fewer
+    than half are numbers (text such as M/F/I) or ``as_category`` (``data.categorical``); a column of numbers
+    with a few text values, or of dates with other text, is refused, naming the first."""
+    if not (as_date or as_category):
+        try:  # every value a number (None, "nan": missing): NumPy reads them at once
+            numbers = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            numbers = None
+        if numbers is not None and numbers.ndim == 1 and not np.isinf(numbers).any():
+            return Column(name, numbers, True, gaps=np.isnan(numbers), markers=markers)
+    gaps = np.fromiter((is_missing(v, markers) for v in values), dtype=bool, count=len(values))
+    if as_category:
+        return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
+                      markers=markers)
+    present = [i for i in range(len(values)) if not gaps[i]]
+    texts = [values[i] for i in present]
+    if as_date or texts and all(isinstance(v, str) and DATE.match(v) for v in texts):
+        days = date_days(values, markers)
+        bad = [i for i in present if np.isnan(days[i])]
+        if bad:
+            raise ColumnError(f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
+                              "which is no YYYY-MM-DD date; fix it, or leave the column out of data.dates")
+        return Column(name, np.array(values, dtype=object), False, date=True, gaps=gaps, markers=markers)
+    nums = np.full(len(values), np.nan)
+    bad = []
+    for i in present:
+        x = _number(values[i])
+        if x is None:
+            bad.append(i)
+        else:
+            nums[i] = x
     if not bad:
-        return Column(name, np.array(nums, dtype=np.float64), True)
-    if len(bad) * 2 > len(values):
-        return Column(name, np.array([category(v) for v in values], dtype=object), False)
+        gaps |= np.isnan(nums)  # "nan" as text: read as a missing number
+        odd = np.flatnonzero(~np.isfinite(nums) & ~gaps)
+        if odd.size:
+            raise ColumnError(f"column {name} holds a non-finite value {values[odd[0]]!r} (row {odd[0] + 1}); clean "
+                              f"it, or leave the column out with data.drop=[{name}]")
+        return Column(name, nums, True, gaps=gaps, markers=markers)
+    if len(bad) * 2 > len(present):
+        return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
+                      markers=markers)
     i = bad[0]
-    what = "a missing value" if _number(values[i]) is None and category(values[i]) == "" else \
-        f"a non-numeric value {values[i]!r}"
-    raise ColumnError(f"column {name} holds {what} (row {i + 1}) among numbers; clean it, or leave the column "
-                      f"out with data.drop=[{name}]")
+    raise ColumnError(f"column {name} holds a non-numeric value {values[i]!r} (row {i + 1}) among numbers; clean it, "
+                      f"or leave the column out with data.drop=[{name}] (a marker of a missing value: add it to "
+                      "data.na_values)")
 
 
 def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[str, Any]:
     """The encoder fitted on the training rows: per column its name and, for a categorical one, its
-    categories (sorted); and the scaler (``x_mean``, ``x_scale``): numeric columns are standardised, one-hot
-    columns stay 0/1, so a category unseen in training is all zeros."""
-    spec, means, scales = [], [], []
-    for c in columns:
-        if c.numeric:
-            part = c.values[train]
-            with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
-                mean, std = part.mean(), part.std()
-            spec.append({"name": c.name})
-            means.append(mean)
-            scales.append(std if std > 0 else 1.0)
-            continue
-        cats = sorted(set(c.values[train].tolist()))
-        if len(cats) > max_categories:
-            free = len(set(c.values.tolist())) * 2 > len(c.values)
-            raise ColumnError(
-                f"column {c.name} has {len(cats)} categories in the training rows, more than data.max_categories="
-                f"{max_categories}: raise data.max_categories, or leave it out with data.drop=[{c.name}]"
-                + (f"; for free text, use data=text data.text={c.name}" if free else ""))
-        spec.append({"name": c.name, "categories": cats})
-        means += [0.0] * len(cats)
-        scales += [1.0] * len(cats)
-    return {"columns": spec, "x_mean": np.array(means, dtype=np.float64), "x_scale": np.array(scales, dtype=np.float64)}
+    categories (sorted); for a number its training median (``fill``, what a missing cell becomes) and
+    ``indicator`` when some cell is missing; for a date the median date's ordinal; and the scaler (``x_mean``,
+    ``x_scale``): numeric features are standardised, one-hot columns stay 0/1, so a category unseen in
+    training is all zeros. A text column with more than ``max_categories`` training categories is left out:
+    ``left_out`` names it and why; ``used`` holds the indices of the columns encoded."""
+    spec, used, left = [], [], []
+    for k, c in enumerate(columns):
+        s: dict[str, Any] = {"name": c.name}
+        if c.markers != MISSING:
+            s["na"] = list(c.markers)
+        if c.numeric or c.date:
+            if c.date:
+                ords = date_days(c.values[train], c.markers)
+                s["date"] = True
+            else:
+                ords = c.values[train]
+            known = ords[~np.isnan(ords)]
+            s["fill"] = float(np.median(known)) if known.size else 0.0
+            if c.numeric and c.missing:
+                s["indicator"] = True
+        else:
+            cats = sorted(set(c.values[train].tolist()))
+            if len(cats) > max_categories:
+                free = len(set(c.values.tolist())) * 2 > len(c.values)
+                hint = f"; for free text, use data=text data.text={c.name}" if free else ""
+                left.append({"name": c.name, "levels": len(cats),
+                             "why": f"text, {len(cats)} categories in the training rows (more than data.max_categories="
+                                    f"{max_categories}): left out; raise data.max_categories to keep it{hint}",
+                             "refusal": f"column {c.name} has {len(cats)} categories in the training rows, more than "
+                                        f"data.max_categories={max_categories}: raise data.max_categories, or leave "
+                                        f"it out with data.drop=[{c.name}]{hint}"})
+                continue
+            s["categories"] = cats
+        spec.append(s)
+        used.append(k)
+    kept = [columns[k] for k in used]
+    with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
+        F = _encode(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
+        onehot = np.concatenate([[("categories" in s)] * n for s, n in zip(spec, _widths(spec))]).astype(bool) \
+            if spec else np.zeros(0, dtype=bool)
+        means, stds = F.mean(axis=0), F.std(axis=0)
+    means = np.where(onehot, 0.0, means)
+    scales = np.where(onehot | ~(stds > 0), 1.0, stds)
+    scales = np.where(np.isfinite(stds), scales, stds)  # an overflowing spread stays inf: the caller refuses it
+    return {"columns": spec, "x_mean": np.asarray(means, dtype=np.float64),
+            "x_scale": np.asarray(scales, dtype=np.float64), "used": used, "left_out": left}
+
+
+def _widths(spec: list[dict[str, Any]]) -> list[int]:
+    """How many features each column's spec encodes to."""
+    return [len(DATE_PARTS) if s.get("date") else len(s["categories"]) if "categories" in s else
+            1 + bool(s.get("indicator")) for s in spec]
+
+
+def feature_names(spec: list[dict[str, Any]]) -> list[str]:
+    """The encoded features' names: ``age``, ``age_missing``, ``sex=F``, ``day.year``, ..."""
+    out = []
+    for s in spec:
+        n = str(s["name"])
+        if s.get("date"):
+            out += [f"{n}.{p}" for p in DATE_PARTS]
+        elif "categories" in s:
+            out += [f"{n}={c}" for c in s["categories"]]
+        else:
+            out += [n] + ([f"{n}_missing"] if s.get("indicator") else [])
+    return out
 
 
 def describe(state: dict[str, Any]) -> str:
@@ -174,6 +258,6 @@ def describe(state: dict[str, Any]) -> str:
     for s in state["columns"]:
         if "categories" in s:
             cats = s["categories"]
-            shown = ", ".join(c or "(empty)" for c in cats[:5]) + (", ..." if len(cats) > 5 else "")
+            shown = ", ".join(c or "(missing)" for c in cats[:5]) + (", ..." if len(cats) > 5 else "")
             out.append(f"{s['name']} ({len(cats)} categories: {shown})")
     return "; ".join(out)

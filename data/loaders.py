@@ -7,7 +7,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sweeper.data.columns import Column, ColumnError, choose, one_column_hint, typed
+from sweeper.data.table import read as read_table
+from sweeper.data.columns import Column, ColumnError, choose, one_column_hint
 from sweeper.data.readers import DataError, _parses, _read_delimited, _read_json, _read_jsonl, _read_npz, _shown, _text
 
 
@@ -24,6 +25,7 @@ class Raw(NamedTuple):
     classes: tuple[str, ...] | None = None
     columns: list[Column] | None = None
     decisions: dict[str, str] | None = None
+    report: list[dict[str, Any]] | None = None  # a table's column report (sweeper.data.table.read)
 
 
 # With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class labels, not a number.
@@ -145,15 +147,16 @@ def csv_file(cfg: Any, seed: int) -> Raw:
         raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
     try:
         idx = choose(columns, col, drop, features, names is not None)
-        feats = [typed(columns[j], [r[j] for r in rows]) for j in idx]
+        feats, kept, report, read_as = read_table(cfg, columns, rows, col, idx, names is not None)
     except ColumnError as e:
         raise DataError(f"data.path={path}: {e}") from None
     left = [str(columns[j]) for j in range(width) if j != col and j not in idx]
     if left:
         decisions["dropped"] = ", ".join(left)
-    y, task, positive, classes = _target(target, label, cfg.task, cfg.positive_class, path)
+    decisions |= read_as
+    y, task, positive, classes = _target([target[i] for i in kept], label, cfg.task, cfg.positive_class, path)
     return Raw(None, y, task, positive, classes, columns=feats,
-               decisions=_decided(y, task, positive, classes, cfg.task, label, decisions))
+               decisions=_decided(y, task, positive, classes, cfg.task, label, decisions), report=report)
 
 
 # what an integer target read as classes (data.task=auto) says; sweeper.run logs that line as a warning

@@ -45,7 +45,9 @@ def test_a_text_column_is_one_hot_encoded_from_the_training_rows_and_an_id_is_dr
     assert abs(ds.X_train[:, 3].mean()) < 1e-12 and abs(ds.X_train[:, 3].std() - 1) < 1e-12  # numbers are
     assert ds.decisions["dropped"] == "id" and ds.decisions["encoded"].startswith("sex (3 categories: F, I, M)")
     assert "id" not in [c["name"] for c in ds.encoder["columns"]]
-    assert load(tmp_path / "abalone.csv").n_features == 6  # without data.drop the id is a (numeric) feature
+    auto = load(tmp_path / "abalone.csv")  # without data.drop the id (1000.. in row order) is found and dropped
+    assert auto.n_features == 5 and auto.decisions["ids"] == "id"
+    assert load(tmp_path / "abalone.csv", "data.keep=[id]").n_features == 6  # data.keep keeps it, as a number
 
 
 def test_data_features_keeps_only_those_columns(tmp_path):
@@ -140,9 +142,6 @@ def test_a_file_read_as_one_column_names_the_likely_separator(tmp_path):
         (["data.drop=[9]"], "data.drop=[9]: index 9 is out of range: columns are ['id', 'sex'"),
         (["data.drop=[rings]"], "data.drop=[rings] names the target column rings: leave it out of data.drop"),
         (["data.features=[id]", "data.drop=[id]"], "leave no feature column: columns are ['id'"),
-        (["data.max_categories=2"], "column sex has 3 categories in the training rows, more than "
-                                    "data.max_categories=2: raise data.max_categories, or leave it out with "
-                                    "data.drop=[sex]"),
     ],
 )
 def test_bad_column_choices_give_one_line_naming_the_key_and_the_columns(tmp_path, overrides, message):
@@ -191,5 +190,8 @@ def test_json_records_encode_text_values_and_name_a_missing_number(tmp_path):
     assert ds.n_features == 4 and ds.decisions["encoded"].startswith("sex (3 categories") and "sep" not in ds.decisions
     records[3]["x"] = None
     path.write_text(json.dumps(records))
-    assert refused(path).endswith("column x holds a missing or non-finite value None (row 4); clean it, or leave "
-                                  "the column out with data.drop=[x]")
+    assert refused(path, "data.missing=refuse").endswith(  # data.missing=impute (the default) fills it
+        "column x holds a missing or non-finite value None (row 4); clean it, or leave the column out with "
+        "data.drop=[x]")
+    ds = load(path)
+    assert ds.decisions["missing"].startswith("x: 1 (the training median") and np.isfinite(ds.X_train).all()

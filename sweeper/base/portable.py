@@ -1,6 +1,6 @@
 """What a logged model needs at load time, in one file that imports only NumPy (and SciPy for text):
-the MLP's forward pass, a table's categorical encoder (:func:`encode_rows`) and a fitted text vectorizer's
-transform (:func:`vectorize`).
+the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates, categories) and a
+fitted text vectorizer's transform (:func:`vectorize`).
 
 It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
 ``portable``), so a model loads with MLflow, NumPy, pandas and SciPy only — no sweeper, OmegaConf, Hydra or
@@ -62,6 +62,20 @@ def user_forward(spec: dict[str, Any], params: Sequence[np.ndarray], task: str, 
 
 # --- a table's columns: raw values → the standardised features -----------------------------------------------
 
+# Cells read as missing (as pandas' read_csv reads them), besides None and NaN; data.na_values adds more,
+# kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
+MISSING = ("", "NA", "N/A", "NaN", "null", "?", "-")
+
+
+def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
+    """Whether a raw cell is missing: None, NaN, or text that is one of ``markers`` once stripped."""
+    if v is None:
+        return True
+    if isinstance(v, str):
+        return v.strip() in markers
+    return isinstance(v, (float, np.floating)) and bool(np.isnan(v))
+
+
 def _number(v: Any) -> float | None:
     """``v`` as a float, or None when it is no number (text, missing)."""
     if v is None or isinstance(v, str) and not v.strip():
@@ -72,10 +86,10 @@ def _number(v: Any) -> float | None:
         return None
 
 
-def category(v: Any) -> str:
+def category(v: Any, markers: Sequence[str] = MISSING) -> str:
     """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
     a missing value (a category of its own)."""
-    if v is None:
+    if is_missing(v, markers):
         return ""
     if isinstance(v, str):
         return v.strip()
@@ -85,28 +99,92 @@ def category(v: Any) -> str:
     return str(int(f)) if f.is_integer() else str(f)
 
 
+# An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
+DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
+                  r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
+
+
+def date_ordinal(v: Any) -> int | None:
+    """An ISO-like date as its day number (days since 1970-01-01), or None when ``v`` is no such date."""
+    m = DATE.match(v) if isinstance(v, str) else None
+    if m is None:
+        return None
+    y, mo, d = map(int, m.groups())
+    try:
+        return int(np.datetime64(f"{y:04d}-{mo:02d}-{d:02d}", "D").astype(np.int64))
+    except ValueError:  # 2011-02-30
+        return None
+
+
+def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.ndarray:
+    """A column of dates as day numbers (float64; NaN where a cell is missing or no date), read at once."""
+    out = np.full(len(values), np.nan)
+    found = [(i, m.groups()) for i, v in enumerate(values)
+             if isinstance(v, str) and not is_missing(v, markers) and (m := DATE.match(v))]
+    if not found:
+        return out
+    at = np.array([i for i, _ in found])
+    try:
+        out[at] = np.array([f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
+                            for _, (y, m, d) in found], dtype="datetime64[D]").astype(np.int64)
+    except ValueError:  # 2011-02-30 among them: one at a time
+        out[at] = [np.nan if (o := date_ordinal(values[i])) is None else o for i in at.tolist()]
+    return out
+
+
+def date_parts(days: np.ndarray) -> np.ndarray:
+    """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the day number."""
+    d = np.round(np.asarray(days, dtype=np.float64)).astype(np.int64).astype("datetime64[D]")
+    year = d.astype("datetime64[Y]")
+    return np.column_stack([year.astype(np.int64) + 1970, d.astype("datetime64[M]").astype(np.int64) % 12 + 1,
+                            (d.astype(np.int64) + 3) % 7, (d - year.astype("datetime64[D]")).astype(np.int64) + 1,
+                            d.astype(np.int64)]).astype(np.float64)
+
+
+def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
+    """A numeric column's raw values as float64, NaN where a cell is missing; other text is one line."""
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
+        return values
+    markers = s.get("na", MISSING)
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        x = np.nan if is_missing(v, markers) else _number(v)
+        if x is None:
+            raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {v!r}")
+        out[i] = x
+    return out
+
+
 def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
-    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling."""
+    """Raw values (one sequence per column, in ``spec``'s order) → features before scaling.
+
+    A number: its value, a missing one the training median (``fill``), and with ``indicator`` a 0/1 column
+    that says it was missing. A date: its :data:`DATE_PARTS` (a missing or unreadable date: the training
+    median's). A category: one-hot over the training categories (one unseen in training: all zeros)."""
     n = len(columns[0]) if columns else 0
     parts = []
     for s, values in zip(spec, columns):
-        if "categories" not in s:
-            if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
-                parts.append(values.reshape(n, 1))
-                continue
-            nums = [_number(v) for v in values]
-            if any(x is None for x in nums):
-                i = next(i for i, x in enumerate(nums) if x is None)
-                raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {values[i]!r}")
-            parts.append(np.array(nums, dtype=np.float64).reshape(n, 1))
-            continue
-        index = {c: j for j, c in enumerate(s["categories"])}
-        onehot = np.zeros((n, len(index)))
-        for i, v in enumerate(values):
-            j = index.get(category(v))
-            if j is not None:  # a category unseen in training: all zeros
-                onehot[i, j] = 1.0
-        parts.append(onehot)
+        if s.get("date"):
+            days = date_days(values, s.get("na", MISSING))
+            parts.append(date_parts(np.where(np.isnan(days), s["fill"], days)))
+        elif "categories" not in s:
+            x = _numbers(s, values)
+            gap = np.isnan(x)
+            if gap.any() and "fill" in s:
+                x = np.where(gap, s["fill"], x)
+            parts.append(x.reshape(n, 1))
+            if s.get("indicator"):
+                parts.append(gap.astype(np.float64).reshape(n, 1))
+        else:
+            index = {c: j for j, c in enumerate(s["categories"])}
+            markers = s.get("na", MISSING)
+            onehot = np.zeros((n, len(index)))
+            for i, v in enumerate(values):
+                j = index.get(category(v, markers))
+                if j is not None:  # a category unseen in training: all zeros
+                    onehot[i, j] = 1.0
+            parts.append(onehot)
     return np.hstack(parts) if parts else np.zeros((n, 0))
 
 
@@ -123,9 +201,13 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
     order. Categories are matched as text (``category``); one unseen in training gives zeros."""
     names = [s["name"] for s in state["columns"]]
     if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
-        by_name = all(n in rows.columns or str(n) in rows.columns for n in names)
-        cols = [_values(rows[n if n in rows.columns else str(n)]) for n in names] if by_name else \
-            [_values(rows.iloc[:, j]) for j in range(len(names))]
+        there = [n in rows.columns or str(n) in rows.columns for n in names]
+        if any(there) and not all(there):  # an optional column left out: every cell of it missing
+            absent = [s["name"] for s, t in zip(state["columns"], there) if not t and not _fills(s)]
+            if absent:
+                raise ColumnError(f"column {absent[0]} is missing from the rows, which have {list(rows.columns)}")
+        cols = [_values(rows[n if n in rows.columns else str(n)]) if t else [None] * len(rows)
+                for n, t in zip(names, there)] if any(there) else [_values(rows.iloc[:, j]) for j in range(len(names))]
     elif isinstance(rows, dict):
         cols = [list(rows[_key(rows, n)]) for n in names]
     else:
@@ -138,6 +220,12 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
                 raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
             cols = [[r[j] for r in rows] for j in range(len(names))]
     return encode_columns(state, cols)
+
+
+def _fills(s: dict[str, Any]) -> bool:
+    """Whether a column may be left out (an optional column of the model's signature): a category (its missing
+    level, or zeros), a date (the median date), a number that had missing cells in training (median, indicator)."""
+    return "categories" in s or bool(s.get("date") or s.get("indicator"))
 
 
 def _values(series: Any) -> Any:

@@ -166,6 +166,15 @@ _COLUMN_CHOICE = {
     "drop": Rule("a list of column names or indices, e.g. [id,name] ([]: none)", _names),
     "features": Rule("a list of column names or indices, e.g. [age,sex] ([]: every column but the target)", _names),
     "max_categories": integer(ge=1),
+    "keep": Rule("a list of column names or indices kept although they look like ids, e.g. [PassengerId]", _names),
+    "dates": Rule("a list of column names or indices read as dates, e.g. [dteday] ([]: ISO dates are found)", _names),
+    "categorical": Rule("a list of numeric column names or indices encoded as categories, e.g. [origin]", _names),
+}
+# Missing cells of a table (data=csv): sweeper.data.table.
+_MISSING_CELLS = {
+    "missing": choice("impute", "drop_rows", "refuse"),
+    "na_values": Rule("a list of texts read as a missing cell besides '', NA, N/A, NaN, null, ?, -, e.g. [n/a]",
+                      lambda v: isinstance(v, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in v)),
 }
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
@@ -175,7 +184,7 @@ DATA: dict[str, dict[str, Rule]] = {
     "wine": _SPLIT,
     "digits": _SPLIT,
     "spambase": {**_SPLIT, "path": text()},
-    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE},
+    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
     "sms": {**_SPLIT, "path": text(), **_TEXT_FEATURES},
     "text": {
         **_SPLIT,
@@ -443,7 +452,8 @@ def _unparsable(arg: str, e: Exception) -> None:
 # data keys added after runs were pinned (data=csv's column choice, data.sep's sniffing), as ADDED_DEFAULTS:
 # at these values they hash as before they existed; data.sep=auto hashes as the old default ",", which is
 # what any file that ran before sniffing was read with unless data.sep named another.
-DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50}
+DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50, "keep": [], "dates": [],
+                                       "categorical": [], "missing": "impute", "na_values": []}
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:

@@ -23,6 +23,17 @@ def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
 
 
 
+def columns_json(folder: Path, dataset: data.Dataset) -> Path:
+    """A table's column report: for each column of the file what was decided (number, category, date, id, text,
+    dropped), its missing cells and how they were filled, a possible code or leak; and the summaries."""
+    import json
+
+    path = folder / "columns.json"
+    summary = {k: dataset.decisions[k] for k in (*data.DECIDED, *data.DECIDED_COLUMNS) if k in dataset.decisions}
+    path.write_text(json.dumps({"columns": dataset.report, "decided": summary}, indent=1, default=str) + "\n")
+    return path
+
+
 def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
     """The test split's targets and predictions: target units, or P(y = 1); for k classes the true and
     predicted class labels and the k probabilities ``p_<class>``. Targets print as the data hold them (15

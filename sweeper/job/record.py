@@ -53,6 +53,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
         log.log(logging.WARNING if data.ASK_REGRESSION in dataset.decisions.get("task", "") else logging.INFO,
                 "data: %s", data.describe(dataset))
+        for line in data.column_lines(dataset):  # a table's column report: a line per column, a leak as a warning
+            log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", line)
     if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
@@ -190,6 +192,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
     np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
                                               for part, array in (("steps", steps), ("values", values))})
     files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
+    if dataset.report:  # a table's column report (docs/guide/tables.md)
+        files.append(artifacts.columns_json(ctx.output_dir, dataset))
     if out.reason is None:
         files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if dataset.task == "multiclass":

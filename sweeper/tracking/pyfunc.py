@@ -117,7 +117,7 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         y_example = class_frame(y_example, info["classes"])
     np.savez(weights, **arrays)
     meta.write_text(json.dumps(info))
-    signature, example = infer_signature(X_example, y_example), X_example[:5]
+    signature, example = _optional(infer_signature(X_example, y_example), dataset), X_example[:5]
 
     def save_model(where: Path) -> None:
         mlflow.pyfunc.save_model(
@@ -138,6 +138,19 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         shutil.rmtree(path)  # an MLmodel layout _instantiate does not know: MLflow saves this model itself
         save_model(path)
     return path
+
+
+def _optional(signature: Any, dataset: Any) -> Any:
+    """The signature with a table's columns that the model fills when missing (a number with missing cells in
+    training, a category, a date) marked optional, whether or not the example rows lack a value there."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    names = set(getattr(dataset, "optional_columns", ()))
+    if not names or signature.inputs is None or not signature.inputs.has_input_names():
+        return signature
+    cols = [ColSpec(c.type, c.name, required=c.required and c.name not in names) for c in signature.inputs.inputs]
+    return ModelSignature(inputs=Schema(cols), outputs=signature.outputs, params=signature.params)
 
 
 # mlflow.pyfunc.save_model costs ~12 ms a model, and ~240 ms the first time in a process (it checks the
