@@ -21,6 +21,21 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
+# The Python API (sweeper.api): ``sweeper.multirun([...])``, ``sweeper.run([...])``. Imported on first use, so
+# that ``import sweeper`` stays as light as the commands need it (tests/test_startup.py).
+_API = ("multirun", "run", "SweepResult", "RunResult")
+
+
+def __getattr__(name: str):  # noqa: ANN202  (PEP 562)
+    if name in _API:
+        from sweeper import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'sweeper' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from sweeper.base import stop
 from sweeper.contract.config import ConfigError
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
@@ -36,12 +37,10 @@ class SweepCallback(Callback):
 
             guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
-            print(f"sweeper: error: {e}", file=sys.stderr)
-            sys.exit(2)
+            stop.refuse(str(e))
         except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
             traceback.print_exc()
-            print(f"sweeper: error: the sweep could not start: {type(e).__name__}: {e}", file=sys.stderr)
-            sys.exit(1)
+            stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         CURRENT["job"], CURRENT["since"] = config, time.time()
