@@ -194,6 +194,9 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
     if flags:
         raise ConfigError(f"{flags[0]} is not allowed here: expected key=value overrides "
                           "(sweeper.multirun sweeps, sweeper.run trains one configuration)")
+    bare = [a for a in args if "=" not in a and not a.startswith("~")]
+    if bare:  # Hydra's parser would say so over several lines
+        raise ConfigError(f"{bare[0]} is not allowed: expected an override key=value (or ~key to delete one)")
     from sweeper.contract.config import check_overrides
 
     try:
