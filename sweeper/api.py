@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from sweeper import CONF_DIR
 from sweeper.base import stop
+from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ COMMAND = ("python", "-m", "sweeper", "-m")  # how the advisor's next command be
 @dataclass
 class Advice:
     """The advisor's findings on a sweep: ``text`` (its advice.md), ``next_overrides`` (the next command as the
-    argument of :func:`multirun`, ``resume=true`` last; None when it has none) and ``command`` (the same as a
-    command line)."""
+    argument of :func:`multirun`, ``resume=true`` last; None when it has none) and ``command`` (the same as the
+    advice prints it: ``sweeper.multirun([...])``)."""
 
     text: str
     next_overrides: list[str] | None
@@ -116,7 +117,8 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
         writer.prestart(["-m", *args])  # as the command line: a long sweep's writer imports MLflow meanwhile
         code = 0
         try:
-            _hydra().multirun(config_name="config", task_function=sweep_job, overrides=_mode(args, "MULTIRUN"))
+            _hydra().multirun(config_name="config", task_function=sweep_job,
+                              overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"])
         except stop.Refused as e:
             raise (ConfigError if e.code == 2 else RuntimeError)(e.message) from None
         except SystemExit as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
@@ -285,6 +287,19 @@ def _results(sweep_dir: Path, code: int) -> SweepResult:
     return results[0]
 
 
+def next_overrides(command: str | None) -> list[str] | None:
+    """The overrides of an advised next command, in either form: ``sweeper.multirun([...])`` (a sweep of this API)
+    or ``python -m sweeper -m ...`` (of the command line)."""
+    import ast
+
+    if not command:
+        return None
+    if command.startswith(PYTHON_CALL) and command.endswith(")"):
+        return [str(a) for a in ast.literal_eval(command[len(PYTHON_CALL):-1])]
+    argv = shlex.split(command)
+    return argv[len(COMMAND):] if tuple(argv[:len(COMMAND)]) == COMMAND else None
+
+
 def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult:
     import pandas as pd
 
@@ -302,8 +317,7 @@ def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult
             if summary else pd.DataFrame()
         text = Path(c.download_artifacts(p["run_id"], "advice.md", tmp)).read_text() if "advice.md" in names else ""
     command = tags.get(f"{TAG}next_command")
-    argv = shlex.split(command) if command else None
-    advice = Advice(text, argv[len(COMMAND):] if argv and tuple(argv[:len(COMMAND)]) == COMMAND else None, command)
+    advice = Advice(text, next_overrides(command), command)
     counts = {k: int(v) for k, v in tags.items() if k.startswith("n_") and v.isdigit()}
     return SweepResult(board, p["run_id"], p["experiment"], p["experiment_id"], p["uri"], parent.info.status, counts,
                        advice, tags.get("best_run_id"), tags.get("best_model_uri"), sweep_dir, code)

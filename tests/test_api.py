@@ -111,7 +111,8 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
         assert {"summary.csv", "summary.md", "advice.md"} <= set(names)
         assert got["best"] == got["leaderboard"][0]["run_id"] and got["model"].startswith("models:/m-")
         assert got["next"][-1] == "resume=true" and got["next"][0].startswith("lr=0.001,0.005,")
-        assert got["command"] == "python -m sweeper -m " + " ".join(got["next"])
+        assert got["command"] == f"sweeper.multirun({got['next']!r})"  # the advice speaks the caller's language
+        assert f"Next command (4 configurations: 2 finished already, reused; 2 to train):\n  {got['command']}" in out["stdout"]
         assert "# Sweep advice" in got["advice"]
     assert out["a"]["parent"] != out["b"]["parent"]
     assert len(out["predicted"]) == 2 and all(math.isfinite(v) for v in out["predicted"])
@@ -168,3 +169,15 @@ def test_python_only_input_is_refused_in_one_line():
         sweeper.multirun(["-m", "lr=0.1"])
     with pytest.raises(ValueError, match=r"^lr=0.1,0.2 is a sweep: sweeper.run trains one configuration"):
         sweeper.run(["lr=0.1,0.2"])
+
+
+def test_a_next_command_reads_back_as_overrides_in_either_form():
+    from sweeper.api import next_overrides
+    from sweeper.base.names import python_call, resume_command
+
+    args = ["lr=0.001,0.005,0.025", "data=csv", "data.path=my file.csv", "resume=false"]
+    expected = ["lr=0.001,0.005,0.025", "data=csv", "data.path=my file.csv", "resume=true"]
+    assert next_overrides(python_call(args)) == expected
+    assert next_overrides(resume_command(["-m", *args])) == expected
+    assert python_call(args) == f"sweeper.multirun({expected!r})"
+    assert next_overrides(None) is None and next_overrides("python -m sweeper.report") is None

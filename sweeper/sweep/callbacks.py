@@ -27,12 +27,18 @@ class SweepCallback(Callback):
 
     Hydra skips ``on_multirun_end`` when a job raised; jobs therefore record their expected outcomes
     instead of raising, and ``python -m sweeper.summary <sweep dir>`` does the same work by hand.
+
+    ``caller``: ``python`` when :func:`sweeper.multirun` started the sweep (``hydra.callbacks.sweeper.caller``): its
+    parent run says so, and the advisor's next command is that call.
     """
+
+    def __init__(self, caller: str = "cli") -> None:
+        self.caller = caller
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         CURRENT["sweep"] = config
         try:
-            sweep.start(config)
+            sweep.start(config, caller=self.caller)
             from sweeper.sweep import guard
 
             guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
