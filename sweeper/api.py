@@ -237,7 +237,8 @@ def _session(args: list[str]) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        stop.STOP.set()
+        stop.STOP.set()  # training threads end now
+        stop.ignore()  # a second Ctrl-C must not cut the bookkeeping short (the caller's handlers come back below)
         callbacks = sys.modules.get("sweeper.sweep.callbacks")
         try:
             line = callbacks.interrupted(args) if callbacks else None

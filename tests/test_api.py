@@ -40,7 +40,7 @@ def sweep(name, *overrides):
     return r
 
 first = sweep("a", *json.loads(sys.argv[3]))
-second = sweep("b", *json.loads(sys.argv[3]))
+second = sweep("b", *json.loads(sys.argv[3]), "hydra/launcher=basic")  # another launcher: one job at a time
 model = first.load_best_model()
 import pandas as pd
 X = pd.DataFrame([[0.0] * 10, [0.01] * 10], columns=model.metadata.get_input_schema().input_names())  # diabetes
@@ -110,7 +110,7 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
         names = [a.path for a in client_for(api_store).list_artifacts(got["parent"])]
         assert {"summary.csv", "summary.md", "advice.md"} <= set(names)
         assert got["best"] == got["leaderboard"][0]["run_id"] and got["model"].startswith("models:/m-")
-        assert got["next"][-1] == "resume=true" and got["next"][0].startswith("lr=0.001,0.005,")
+        assert got["next"][-1] == "resume=true" and "lr=0.001,0.005,0.025,0.12" in got["next"]
         assert got["command"] == f"sweeper.multirun({got['next']!r})"  # the advice speaks the caller's language
         assert f"Next command (4 configurations: 2 finished already, reused; 2 to train):\n  {got['command']}" in out["stdout"]
         assert "# Sweep advice" in got["advice"]
@@ -181,3 +181,40 @@ def test_a_next_command_reads_back_as_overrides_in_either_form():
     assert next_overrides(resume_command(["-m", *args])) == expected
     assert python_call(args) == f"sweeper.multirun({expected!r})"
     assert next_overrides(None) is None and next_overrides("python -m sweeper.report") is None
+
+
+INTERRUPTED = r'''
+import signal, sys
+import sweeper
+tmp, uri = sys.argv[1], f"tracking.uri=sqlite:///{sys.argv[2]}"
+try:
+    sweeper.multirun(["lr=0.001,0.002,0.003", "epochs=200000", "log_every=100", "hydra/launcher=basic",
+                      f"hydra.sweep.dir={tmp}/sweep", uri])
+except KeyboardInterrupt:
+    print("KeyboardInterrupt raised; the caller's handler is back:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+again = sweeper.multirun(["lr=0.001", "epochs=300", "log_every=10", f"hydra.sweep.dir={tmp}/again", uri])
+print("again", again.status, again.counts["n_finished"])
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_closes_the_sweep_raises_keyboard_interrupt_and_the_next_call_works(tmp_path, store):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path), str(store)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    ready, deadline = tmp_path / "sweep" / "0" / "config_resolved.yaml", time.monotonic() + 120  # the first job trains
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "KeyboardInterrupt raised; the caller's handler is back: True" in out and "again FINISHED 1" in out
+    assert "sweeper: interrupted: 0 finished, 1 killed, 2 not run; resume with: " in err
+    first = [r for r in all_runs(store) if str(tmp_path / "sweep") == r.data.tags.get("sweep_dir")]
+    assert [r.info.status for r in first] == ["KILLED"]
+    (killed,) = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == first[0].info.run_id]
+    assert killed.info.status == "KILLED" and killed.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
