@@ -120,7 +120,7 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
             _hydra().multirun(config_name="config", task_function=sweep_job,
                               overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"])
         except stop.Refused as e:
-            raise (ConfigError if e.code == 2 else RuntimeError)(e.message) from None
+            raise _refused(e) from None
         except SystemExit as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
             code = e.code if isinstance(e.code, int) else 1
         config = callbacks.CURRENT["sweep"]
@@ -210,6 +210,17 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
                               "sweeper.multirun([...])") from None
         raise
     return args
+
+
+def _refused(e: stop.Refused) -> Exception:
+    """What :func:`multirun` raises for input refused once Hydra runs our code: the kind of error the command line
+    reported (ConfigError and DataError are ValueErrors; TrackingError for a store that cannot be used), with its
+    one-line message; a ConfigError for other bad input, a RuntimeError for a sweep that could not start."""
+    from sweeper.job.task import EXPECTED
+
+    cause = e.__context__  # stop.refuse is called while handling it
+    kind = type(cause) if isinstance(cause, EXPECTED) else ConfigError if e.code == 2 else RuntimeError
+    return kind(e.message)
 
 
 def _hydra() -> Any:
