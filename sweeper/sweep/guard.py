@@ -81,9 +81,8 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
 
 def _failed(config: Any, e: BaseException) -> None:
     """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2."""
-    from sweeper.sweep import life
-
     from sweeper.base import stop
+    from sweeper.sweep import life
 
     stop.refuse(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix("sweeper: error: "))
 
