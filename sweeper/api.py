@@ -46,6 +46,9 @@ class Advice:
     def __str__(self) -> str:
         return self.text
 
+    def _repr_markdown_(self) -> str:  # a notebook shows the findings as a page
+        return self.text
+
 
 @dataclass
 class SweepResult:
