@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base import stop
-from sweeper.base.names import SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
+from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, parent_run_id, results
@@ -90,8 +90,9 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
                 "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
                 "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
-                **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)]),
-                **({SWEEP_FROM: caller} if caller != "cli" else {})}
+                **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
+        if caller == "python":  # MLflow's source: the call that started it (the command line would do the same)
+            tags |= {SWEEP_FROM: caller, "mlflow.source.name": f"{PYTHON_CALL}{command_overrides(config)!r})"[:500]}
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags,
