@@ -39,7 +39,22 @@ def commands(tmp: Path) -> list[tuple[str, list[str]]]:
         ("refused data.name=nope", ["-m", "sweeper", "data.name=nope", f"hydra.run.dir={tmp / 'run'}", *store]),
         ("single run", ["-m", "sweeper", *FAST, f"hydra.run.dir={tmp / 'run'}", *store]),
         ("multirun lr=0.001,0.005", ["-m", "sweeper", "-m", "lr=0.001,0.005", *FAST, f"hydra.sweep.dir={tmp / 'sweep'}", *store]),
+        # the Python API (sweeper.api) in a script: the same sweep, and two of them in one process (a notebook's
+        # second call pays neither the imports nor Hydra's plugin discovery again); Python's own exit included
+        ("python: import sweeper", ["-c", "import sweeper"]),
+        ("python: run()", ["-c", python(f"sweeper.run({[*FAST, 'hydra.run.dir=' + str(tmp / 'run'), *store]!r})")]),
+        ("python: multirun()", ["-c", python(_multirun(tmp / "sweep_py", store))]),
+        ("python: multirun() twice", ["-c", python(_multirun(tmp / "sweep_a", store), _multirun(tmp / "sweep_b", store))]),
     ]
+
+
+def _multirun(sweep_dir: Path, store: list[str]) -> str:
+    return f"sweeper.multirun({['lr=0.001,0.005', *FAST, 'hydra.sweep.dir=' + str(sweep_dir), *store]!r})"
+
+
+def python(*calls: str) -> str:
+    """A script of API calls."""
+    return "; ".join(["import sweeper", *calls])
 
 
 def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:

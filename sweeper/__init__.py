@@ -21,6 +21,23 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
+# The Python API (sweeper.api): ``sweeper.multirun([...])``, ``sweeper.run([...])``. Imported on first use, so
+# that ``import sweeper`` stays as light as the commands need it (tests/test_startup.py).
+_API = ("multirun", "run", "SweepResult", "RunResult")
+
+
+def __getattr__(name: str):  # noqa: ANN202  (PEP 562)
+    if name in _API:
+        import importlib
+
+        # by name, not ``from sweeper import api``: the package sits below every module of its own, the API's
+        # included (tests/test_layout.py's import graph); this is a look-up at the caller's request, not a dependency
+        return getattr(importlib.import_module("sweeper.api"), name)
+    raise AttributeError(f"module 'sweeper' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
 
 
 @contextmanager

@@ -130,3 +130,11 @@ def test_settled_keeps_the_collector_off_during_an_import_and_off_its_objects_af
         assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
     finally:
         gc.unfreeze()
+
+
+def test_the_python_api_is_an_attribute_that_imports_nothing_heavy(tmp_path):
+    """``import sweeper`` and ``sweeper.multirun`` (a lazy attribute: sweeper.api) import no MLflow, pandas, ...:
+    they come with the first call."""
+    proc, packages = imported(tmp_path, "-c", "import sweeper; print(sweeper.multirun.__module__, sweeper.run.__name__)")
+    assert proc.returncode == 0 and proc.stdout.split() == ["sweeper.api", "run"], proc.stderr
+    assert not packages & {*HEAVY, "hydra"}, sorted(packages & {*HEAVY, "hydra"})

@@ -10,6 +10,16 @@ RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep folder
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+# A parent run's tag: what started its sweep, when not the command line ("python": sweeper.multirun). The advisor's
+# next command then takes that form: sweeper.multirun([...]).
+SWEEP_FROM = "sweep_from"
+PYTHON_CALL = "sweeper.multirun("
+
+
+def python_call(args: list[str]) -> str:
+    """The Python form of a sweep's next command: ``sweeper.multirun([...])`` with ``resume=true`` last."""
+    kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
+    return f"{PYTHON_CALL}{[*kept, 'resume=true']!r})"
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"

@@ -10,8 +10,9 @@ with :class:`Stopped`.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 STOP = threading.Event()
 _SEEN: list[int] = []  # the signals received, in order
@@ -34,14 +35,48 @@ def _handler(signum: int, frame: Any) -> None:
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
-def install() -> None:
+def install() -> dict[int, Any]:
     """Route SIGINT and SIGTERM through :data:`STOP` (main thread only; a no-op elsewhere). A SIGINT that
-    was ignored when the process started (a background job of a shell) stays ignored."""
+    was ignored when the process started (a background job of a shell) stays ignored. Returns the handlers
+    replaced, for :func:`restore` (the Python API gives a notebook's kernel its own back)."""
     if threading.current_thread() is not threading.main_thread():
-        return
+        return {}
+    before = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _handler)
+            before[sig] = signal.signal(sig, _handler)
+    return before
+
+
+def restore(before: dict[int, Any]) -> None:
+    """Put back the handlers :func:`install` (or :func:`ignore`) replaced."""
+    for sig, handler in before.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except ValueError:  # not the main thread
+            pass
+
+
+def reset() -> None:
+    """Forget an earlier stop (the Python API, called again in the same process)."""
+    STOP.clear()
+    _SEEN.clear()
+
+
+class Refused(SystemExit):
+    """Bad input found once Hydra runs our code (a callback, the launcher, a sweeper): the line is printed and the
+    command exits ``code``. A SystemExit, not an Exception: Hydra turns a callback's exception into a warning and
+    goes on. The Python API (:mod:`sweeper.api`) raises ``ValueError(message)`` instead (RuntimeError for code 1)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(code)
+        self.message = message
+
+
+def refuse(message: str, code: int = 2) -> NoReturn:
+    """Print ``sweeper: error: MESSAGE`` on stderr and end with ``code`` (:class:`Refused`)."""
+    print(f"sweeper: error: {message}", file=sys.stderr)
+    raise Refused(message, code)
 
 
 def ignore() -> None:

@@ -183,9 +183,8 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
         tags |= {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
-        outputs = next((r.outputs for r in runs if r.info.run_id == board.best["run_id"]), None)
-        model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
-        tags["best_model_uri"] = f"models:/{model_id}" if model_id else f"runs:/{board.best['run_id']}/model"
+        tags["best_model_uri"] = model_uri(next((r for r in runs if r.info.run_id == board.best["run_id"]), None),
+                                           board.best["run_id"])
         best = (f"**Best:** [{board.best['run']}](#/experiments/{parent.info.experiment_id}/runs/{board.best['run_id']}) "
                 f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n")
         over = ""
@@ -209,6 +208,12 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
 
+
+def model_uri(run: Any, run_id: str | None = None) -> str:
+    """Where a run's model loads from: its logged model (``models:/<id>``), else ``runs:/<run id>/model``."""
+    outputs = run.outputs if run is not None else None
+    model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
+    return f"models:/{model_id}" if model_id else f"runs:/{run_id or run.info.run_id}/model"
 
 
 def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:

@@ -31,14 +31,18 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
     if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
-        url = run_url(cfg.tracking.uri, result["experiment_id"], result["run_id"])
-        print(f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
-              f"UI: {ui_line(cfg.tracking.uri, url)}")
+        print(where(cfg, ctx, result))
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)
     return result
 
+
+def where(cfg: DictConfig, ctx: JobContext, result: dict[str, Any]) -> str:
+    """A single run's last lines: its experiment, run id and folder, and its address in the UI."""
+    url = run_url(cfg.tracking.uri, result["experiment_id"], result["run_id"])
+    return (f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
+            f"UI: {ui_line(cfg.tracking.uri, url)}")
 
 
 def objective(result: dict[str, Any]) -> float:

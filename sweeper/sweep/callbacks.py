@@ -12,6 +12,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from sweeper.base import stop
 from sweeper.contract.config import ConfigError
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
@@ -26,22 +27,26 @@ class SweepCallback(Callback):
 
     Hydra skips ``on_multirun_end`` when a job raised; jobs therefore record their expected outcomes
     instead of raising, and ``python -m sweeper.summary <sweep dir>`` does the same work by hand.
+
+    ``caller``: ``python`` when :func:`sweeper.multirun` started the sweep (``hydra.callbacks.sweeper.caller``): its
+    parent run says so, and the advisor's next command is that call.
     """
+
+    def __init__(self, caller: str = "cli") -> None:
+        self.caller = caller
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         CURRENT["sweep"] = config
         try:
-            sweep.start(config)
+            sweep.start(config, caller=self.caller)
             from sweeper.sweep import guard
 
             guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
-            print(f"sweeper: error: {e}", file=sys.stderr)
-            sys.exit(2)
+            stop.refuse(str(e))
         except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
             traceback.print_exc()
-            print(f"sweeper: error: the sweep could not start: {type(e).__name__}: {e}", file=sys.stderr)
-            sys.exit(1)
+            stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         CURRENT["job"], CURRENT["since"] = config, time.time()

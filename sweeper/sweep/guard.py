@@ -17,7 +17,6 @@ instantiates the sweeper after that callback, from the same config); the class i
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -82,10 +81,10 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
 
 def _failed(config: Any, e: BaseException) -> None:
     """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2."""
+    from sweeper.base import stop
     from sweeper.sweep import life
 
-    print(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e), file=sys.stderr)
-    sys.exit(2)
+    stop.refuse(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix("sweeper: error: "))
 
 
 def put_in_place(config: Any) -> None:

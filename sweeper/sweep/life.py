@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base import stop
-from sweeper.base.names import SWEEP_FILE, experiment_url, label, resume_command, ui_command, ui_line
+from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, parent_run_id, results
@@ -34,8 +34,9 @@ log = logging.getLogger("sweeper")
 _created: dict[Path, dict[str, dict[str, Any]]] = {}
 
 
-def start(config: DictConfig) -> dict[str, Any]:
+def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
+    ``caller``: ``python`` for a sweep of :func:`sweeper.multirun` (the parent's ``sweep_from`` tag).
 
     Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
     any data file the jobs read (each distinct ``data`` node once) cannot be used.
@@ -90,6 +91,8 @@ def start(config: DictConfig) -> dict[str, Any]:
                 "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
                 "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
                 **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
+        if caller == "python":  # MLflow's source: the call that started it (the command line would do the same)
+            tags |= {SWEEP_FROM: caller, "mlflow.source.name": f"{PYTHON_CALL}{command_overrides(config)!r})"[:500]}
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags,

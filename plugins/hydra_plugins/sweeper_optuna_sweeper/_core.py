@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import os
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -217,8 +216,9 @@ def refuse(sweep_dir: Path, message: str) -> None:
             stop()
         except Exception:  # noqa: BLE001  (exiting anyway)
             pass
-    print(f"sweeper: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    from sweeper.base import stop as ending
+
+    ending.refuse(message)
 
 
 def _state(sweep_dir: Path) -> dict[str, Any]:

@@ -158,10 +158,11 @@ def counts(s: Sweep, changes: dict[str, str]) -> tuple[int, int]:
 
 
 
-def next_command(argv: list[str], changes: dict[str, str]) -> str:
+def next_command(argv: list[str], changes: dict[str, str], python: bool = False) -> str:
     """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true`` last;
-    arguments are quoted only where a shell needs it."""
-    from sweeper.base.names import resume_command  # drops any resume=, appends resume=true, quotes as a shell needs
+    arguments are quoted only where a shell needs it. ``python``: the sweep came from :func:`sweeper.multirun`,
+    and so does the next one (``sweeper.multirun([...])``)."""
+    from sweeper.base.names import python_call, resume_command  # both drop any resume= and append resume=true
 
     changes, out = dict(changes), []
     for arg in argv:
@@ -170,16 +171,18 @@ def next_command(argv: list[str], changes: dict[str, str]) -> str:
         if key in changes and not arg.startswith("~"):
             arg = f"{arg[: len(arg) - len(bare)]}{key}={changes.pop(key)}"
         out.append(arg)
-    return resume_command(["-m", *out, *(f"{k}={v}" for k, v in changes.items())])
+    args = [*out, *(f"{k}={v}" for k, v in changes.items())]
+    return python_call(args) if python else resume_command(["-m", *args])
 
 
 
 def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
-           curves: dict[str, Any] | None = None, search: bool = False) -> Advice:
+           curves: dict[str, Any] | None = None, search: bool = False, python: bool = False) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
     them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
     name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
-    (``search``) chose its own values: no next command then."""
+    (``search``) chose its own values: no next command then. ``python``: the next command as a
+    ``sweeper.multirun([...])`` call."""
     curves = curves or {}
     if any(k in CURVES for k in curves):  # one run's curves: the chosen run's
         best = next((r for r in records if r["params"] and r["status"] == "FINISHED"), None)
@@ -197,7 +200,7 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     if left:
         note = (f"left out of the next command for its budget ({budget(s)} runs to train, the sweep's size): "
                 + "; ".join(f.step for f in left))
-    return Advice(found, next_command(list(argv or []), changes), s.metric, counts(s, changes), note=note)
+    return Advice(found, next_command(list(argv or []), changes, python), s.metric, counts(s, changes), note=note)
 
 
 def top_runs(records: list[dict[str, Any]], n: int = TOP) -> list[str]:
@@ -238,7 +241,9 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
     leads = list(dict.fromkeys([*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]))
     curves = {i: {n: [(h.step, h.value) for h in c.get_metric_history(i, n)] for n in CURVES} for i in leads}
     tags = parent.data.tags
-    advice = advise(records, sweep_argv(tags), curves, is_search(tags))
+    from sweeper.base.names import SWEEP_FROM
+
+    advice = advise(records, sweep_argv(tags), curves, is_search(tags), tags.get(SWEEP_FROM) == "python")
     print(advice.text(), file=out, end="")
     run_id = parent.info.run_id
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,338 @@
+"""Sweeps from Python: ``sweeper.multirun([...])`` and ``sweeper.run([...])``, the command line's overrides in a list.
+
+    result = sweeper.multirun(["lr=0.001,0.005", "depth=1,2"])   # python -m sweeper -m lr=0.001,0.005 depth=1,2
+    result.leaderboard            # pandas DataFrame: the parent run's summary.csv, best first
+    result.advice.next_overrides  # the advisor's next command, as this function's argument
+
+Both go through Hydra as ``python -m sweeper`` does (the same config, the launcher and sweeper plugins, the Hydra
+callback that creates the parent run and publishes the summary), so they leave the same records in the store. They
+may be called again in the same process (a notebook): Hydra's global state and sweeper's per-process state (the
+writer and painter processes, the store clients, the experiments a sweep found) are reset around each call. They
+never exit the process: bad input raises :class:`ValueError` with the command line's one-line message; Ctrl-C (a
+kernel's interrupt) closes what was running as the command line does, then raises KeyboardInterrupt.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from sweeper import CONF_DIR
+from sweeper.base import stop
+from sweeper.base.names import PYTHON_CALL
+from sweeper.contract.config import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TASK_NAME = "__main__"  # hydra.job.name as python -m sweeper has it: the same job log file, the same configs
+COMMAND = ("python", "-m", "sweeper", "-m")  # how the advisor's next command begins
+
+
+@dataclass
+class Advice:
+    """The advisor's findings on a sweep: ``text`` (its advice.md), ``next_overrides`` (the next command as the
+    argument of :func:`multirun`, ``resume=true`` last; None when it has none) and ``command`` (the same as the
+    advice prints it: ``sweeper.multirun([...])``)."""
+
+    text: str
+    next_overrides: list[str] | None
+    command: str | None
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:  # a notebook shows the findings as a page
+        return self.text
+
+
+@dataclass
+class SweepResult:
+    """What :func:`multirun` returns: one sweep's parent run, its leaderboard and its advice.
+
+    ``leaderboard``: the parent's ``summary.csv`` (one row a run, best first; with seeds swept, a configuration's
+    runs follow each other). ``also``: the sweep's other parent runs, when its jobs logged to several experiments
+    or stores (e.g. ``data=diabetes,wine``), each a SweepResult of its own."""
+
+    leaderboard: "pd.DataFrame"
+    parent_run_id: str
+    experiment: str
+    experiment_id: str
+    tracking_uri: str
+    status: str  # the parent run's
+    counts: dict[str, int]  # n_finished, n_failed, ... as the parent's tags hold them
+    advice: Advice
+    best_run_id: str | None
+    best_model_uri: str | None
+    sweep_dir: Path
+    exit_code: int  # the command line's: 0 when a job finished and none crashed
+    also: list["SweepResult"] = field(default_factory=list)
+
+    def load_best_model(self) -> Any:
+        """The best run's logged model, as ``mlflow.pyfunc.load_model`` loads it (from this sweep's store)."""
+        if self.best_model_uri is None:
+            raise LookupError(f"parent run {self.parent_run_id} has no best run: no run FINISHED with a finite metric")
+        return load_model(self.best_model_uri, self.tracking_uri)
+
+    def __repr__(self) -> str:
+        best = f", best run {self.best_run_id}" if self.best_run_id else ""
+        more = f", and {len(self.also)} more parent run(s)" if self.also else ""
+        return (f"<SweepResult parent run {self.parent_run_id} ({self.status}) of experiment '{self.experiment}': "
+                f"{len(self.leaderboard)} row(s){best}{more}>")
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` returns: the run's id, status (FINISHED, FAILED: diverged, ...), metrics and model."""
+
+    run_id: str | None
+    status: str
+    metrics: dict[str, float]
+    reason: str | None
+    experiment: str
+    tracking_uri: str
+    model_uri: str | None
+    output_dir: Path
+    config: dict[str, Any]
+
+    def load_model(self) -> Any:
+        if self.model_uri is None:
+            raise LookupError(f"run {self.run_id} logged no model ({self.status})")
+        return load_model(self.model_uri, self.tracking_uri)
+
+
+def multirun(overrides: Sequence[str]) -> SweepResult:
+    """Run the sweep ``python -m sweeper -m OVERRIDES`` in this process and return its result.
+
+    ``overrides``: the command line's arguments after ``-m``, one a string (``"lr=0.001,0.005"``,
+    ``"+sweep=optuna"``, ``"hydra/launcher=joblib"``, ``"hydra.sweep.dir=..."``). Progress and the summary are
+    printed on this process's stdout, as on the command line. Raises ValueError (the command line's one-line
+    message) for bad input, before anything is written to the store."""
+    args = _checked(overrides, sweep=True)
+    with _session(["-m", *args]):
+        from sweeper.sweep import callbacks
+        from sweeper.tracking import writer
+
+        writer.prestart(["-m", *args])  # as the command line: a long sweep's writer imports MLflow meanwhile
+        code = 0
+        try:
+            _hydra().multirun(config_name="config", task_function=sweep_job,
+                              overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"])
+        except stop.Refused as e:
+            raise _refused(e) from None
+        except SystemExit as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
+            code = e.code if isinstance(e.code, int) else 1
+        config = callbacks.CURRENT["sweep"]
+        if config is None:
+            raise RuntimeError("the sweep did not start (Hydra called no multirun callback)")
+        return _results(Path(str(config.hydra.sweep.dir)).absolute(), code)
+
+
+def run(overrides: Sequence[str] = ()) -> RunResult:
+    """Train and record one configuration, as ``python -m sweeper OVERRIDES`` does; return its result.
+
+    A run that diverged is returned FAILED with its reason (the command line exits 1); bad input, a missing GPU
+    or an unusable store raise (ValueError and its kind, with the command line's one-line message)."""
+    args = _checked(overrides, sweep=False)
+    with _session(args):
+        ret = _hydra().run(config_name="config", task_function=one_job, overrides=_mode(args, "RUN"))
+        result = ret.return_value  # the job's exception, raised here
+        uri = result["tracking_uri"]
+        model = None
+        if result.get("run_id") and result.get("artifacts", {}).get("models"):
+            from sweeper import tracking
+            from sweeper.insight.report import model_uri
+
+            model = model_uri(tracking.client(uri).get_run(result["run_id"]))
+        return RunResult(result.get("run_id"), result["status"], dict(result.get("metrics") or {}), result.get("reason"),
+                         result["experiment"], uri, model, Path(str(ret.hydra_cfg.hydra.runtime.output_dir)), result["config"])
+
+
+def sweep_job(cfg: Any) -> float:
+    """The multirun's task: the command line's (:func:`sweeper.__main__.main`)."""
+    from sweeper.job.task import main, objective
+
+    return objective(main(cfg))
+
+
+def one_job(cfg: Any) -> dict[str, Any]:
+    """The single run's task: the command line's, raising where it would exit."""
+    from sweeper.job.context import JobContext
+    from sweeper.job.record import run as record
+    from sweeper.job.task import where
+
+    ctx = JobContext.from_hydra()
+    result = record(cfg, ctx)
+    if result.get("run_id"):
+        print(where(cfg, ctx, result))
+    if result["status"] != "FINISHED" and not result.get("resumed_from"):
+        print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
+    return result
+
+
+def load_model(uri: str, tracking_uri: str) -> Any:
+    """``mlflow.pyfunc.load_model(uri)`` with ``uri`` (``models:/<id>``, ``runs:/<id>/model``) looked up in the store
+    ``tracking_uri``, without changing MLflow's process-wide tracking URI."""
+    import mlflow.artifacts
+    import mlflow.pyfunc
+
+    from sweeper import tracking
+
+    model_id = uri.removeprefix("models:/")
+    if model_id != uri and "/" not in model_id and "@" not in model_id:  # a logged model: MLflow would look for it in
+        uri = tracking.client(tracking_uri).get_logged_model(model_id).artifact_location  # its global tracking URI
+    local = mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking_uri)
+    return mlflow.pyfunc.load_model(local)
+
+
+def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
+    """The overrides as strings, checked as the command line checks its own (one-line ConfigError)."""
+    if isinstance(overrides, str):
+        raise ConfigError(f"overrides={overrides!r} is not allowed: expected a list of key=value strings, "
+                          f"e.g. [{', '.join(repr(o) for o in overrides.split())}]")
+    args = [str(o) for o in overrides]
+    flags = [a for a in args if a.startswith("-")]
+    if flags:
+        raise ConfigError(f"{flags[0]} is not allowed here: expected key=value overrides "
+                          "(sweeper.multirun sweeps, sweeper.run trains one configuration)")
+    bare = [a for a in args if "=" not in a and not a.startswith("~")]
+    if bare:  # Hydra's parser would say so over several lines
+        raise ConfigError(f"{bare[0]} is not allowed: expected an override key=value (or ~key to delete one)")
+    from sweeper.contract.config import check_overrides
+
+    try:
+        check_overrides(["-m", *args] if sweep else args, whole=True)
+    except ConfigError as e:
+        swept, marker, _ = str(e).partition(" is a sweep: add -m")
+        if marker:  # the command line's hint names its flag
+            raise ConfigError(f"{swept} is a sweep: sweeper.run trains one configuration; sweep with "
+                              "sweeper.multirun([...])") from None
+        raise
+    return args
+
+
+def _refused(e: stop.Refused) -> Exception:
+    """What :func:`multirun` raises for input refused once Hydra runs our code: the kind of error the command line
+    reported (ConfigError and DataError are ValueErrors; TrackingError for a store that cannot be used), with its
+    one-line message; a ConfigError for other bad input, a RuntimeError for a sweep that could not start."""
+    from sweeper.job.task import EXPECTED
+
+    cause = e.__context__  # stop.refuse is called while handling it
+    kind = type(cause) if isinstance(cause, EXPECTED) else ConfigError if e.code == 2 else RuntimeError
+    return kind(e.message)
+
+
+def _hydra() -> Any:
+    """Hydra's app over conf/, as ``@hydra.main`` in sweeper/__main__.py builds it (plugins' search paths too)."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    return Hydra.create_main_hydra2(task_name=TASK_NAME, config_search_path=create_config_search_path(str(CONF_DIR)))
+
+
+def _mode(args: list[str], mode: str) -> list[str]:
+    """The overrides with ``hydra.mode`` added, as Hydra's command line adds it (``-m``: MULTIRUN) when the
+    config does not set it."""
+    return [*args] if any(a.lstrip("+").startswith("hydra.mode=") for a in args) else [*args, f"hydra.mode={mode}"]
+
+
+@contextmanager
+def _session(args: list[str]) -> Iterator[None]:
+    """One call: state reset before and after; Ctrl-C and SIGTERM stop training threads as on the command line (the
+    caller's own handlers back afterwards); an interruption closes the runs (KILLED) and is raised on."""
+    reset()
+    handlers = stop.install()
+    try:
+        yield
+    except KeyboardInterrupt:
+        stop.STOP.set()  # training threads end now
+        stop.ignore()  # a second Ctrl-C must not cut the bookkeeping short (the caller's handlers come back below)
+        callbacks = sys.modules.get("sweeper.sweep.callbacks")
+        try:
+            line = callbacks.interrupted(args) if callbacks else None
+        except Exception as e:  # noqa: BLE001  the interruption is what the caller hears of
+            line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}: {e})"
+        print(line or "sweeper: interrupted before any run started: nothing recorded", file=sys.stderr)
+        raise
+    finally:
+        stop.restore(handlers)
+        reset()
+
+
+def reset() -> None:
+    """Forget what an earlier sweep or run of this process left: Hydra's global state, the writer and painter
+    processes (stopped), the store clients, the experiments found, the runs created, an earlier Ctrl-C. Only the
+    modules already imported are touched: nothing heavy is imported for it."""
+    stop.reset()
+    mods = sys.modules
+    if "hydra.core.global_hydra" in mods:
+        mods["hydra.core.global_hydra"].GlobalHydra.instance().clear()
+    if "hydra.core.hydra_config" in mods:
+        mods["hydra.core.hydra_config"].HydraConfig.instance().cfg = None
+    for name in ("sweeper.tracking.writer", "sweeper.insight.plots"):
+        if name in mods:
+            mods[name].stop()
+    if "sweeper.tracking.store" in mods:
+        mods["sweeper.tracking.store"]._CLIENTS.clear()
+        mods["sweeper.tracking.store"].SWEEP_EXPERIMENTS.clear()
+    if "sweeper.tracking.records" in mods:
+        mods["sweeper.tracking.records"]._runs.clear()
+    if "sweeper.sweep.life" in mods:
+        mods["sweeper.sweep.life"]._created.clear()
+    if "sweeper.sweep.callbacks" in mods:
+        mods["sweeper.sweep.callbacks"].CURRENT.update(sweep=None, job=None, since=None)
+
+
+def _results(sweep_dir: Path, code: int) -> SweepResult:
+    """The sweep's result from its sweep.json and the store: one SweepResult a parent run (the first; the rest in
+    ``also``)."""
+    from sweeper.job.sweepdir import _state
+
+    parents = _state(sweep_dir)["parents"]
+    if not parents:
+        raise RuntimeError(f"sweep {sweep_dir} created no parent run")
+    results = [_parent_result(p, sweep_dir, code) for p in parents]
+    results[0].also = results[1:]
+    return results[0]
+
+
+def next_overrides(command: str | None) -> list[str] | None:
+    """The overrides of an advised next command, in either form: ``sweeper.multirun([...])`` (a sweep of this API)
+    or ``python -m sweeper -m ...`` (of the command line)."""
+    import ast
+
+    if not command:
+        return None
+    if command.startswith(PYTHON_CALL) and command.endswith(")"):
+        return [str(a) for a in ast.literal_eval(command[len(PYTHON_CALL):-1])]
+    argv = shlex.split(command)
+    return argv[len(COMMAND):] if tuple(argv[:len(COMMAND)]) == COMMAND else None
+
+
+def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult:
+    import pandas as pd
+
+    from sweeper import tracking
+    from sweeper.insight.advice.evidence import TAG
+
+    c = tracking.client(p["uri"])
+    parent = c.get_run(p["run_id"])
+    tags = parent.data.tags
+    with tempfile.TemporaryDirectory() as tmp:
+        names = {a.path for a in c.list_artifacts(p["run_id"])}
+        summary = Path(c.download_artifacts(p["run_id"], "summary.csv", tmp)) if "summary.csv" in names else None
+        # run ids and names as text (an id of digits only would read as a number), the swept values as pandas reads them
+        board = pd.read_csv(summary, dtype={"run": str, "run_id": str, "status": str, "reason": str}) \
+            if summary else pd.DataFrame()
+        text = Path(c.download_artifacts(p["run_id"], "advice.md", tmp)).read_text() if "advice.md" in names else ""
+    command = tags.get(f"{TAG}next_command")
+    advice = Advice(text, next_overrides(command), command)
+    counts = {k: int(v) for k, v in tags.items() if k.startswith("n_") and v.isdigit()}
+    return SweepResult(board, p["run_id"], p["experiment"], p["experiment_id"], p["uri"], parent.info.status, counts,
+                       advice, tags.get("best_run_id"), tags.get("best_model_uri"), sweep_dir, code)
