@@ -212,7 +212,9 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
             raise ConfigError(f"{swept} is a sweep: sweeper.run trains one configuration; sweep with "
                               "sweeper.multirun([...])") from None
         raise
-    return args
+    from sweeper.contract.model import model_overrides
+
+    return model_overrides(args)  # model.<hyperparameter>=...: added to the model's section, as the command line does
 
 
 def _refused(e: stop.Refused) -> Exception:

@@ -249,3 +249,14 @@ def test_a_model_yaml_of_the_users_own_config_folder_is_a_choice_of_the_model_gr
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = all_runs(store)
     assert run.data.params["model._target_"] == "my_nets.TwoLayerNet" and run.data.params["model.hidden"] == "5"
+
+
+def test_a_user_model_from_python_takes_its_hyperparameters_as_the_command_line_does(user, tmp_path):
+    import sweeper
+
+    one = sweeper.run(["model._target_=my_nets.TwoLayerNet", "model.hidden=3", "epochs=20",
+                       f"tracking.uri=sqlite:///{tmp_path / 'py.db'}", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert one.status == "FINISHED" and "val_mse" in one.metrics
+    with pytest.raises(ValueError, match="model.hiden is not a hyperparameter of my_nets.TwoLayerNet"):
+        sweeper.run(["model._target_=my_nets.TwoLayerNet", "model.hiden=3", f"tracking.uri=sqlite:///{tmp_path / 'py.db'}",
+                     f"hydra.run.dir={tmp_path / 'run2'}"])

@@ -166,6 +166,8 @@ def next_command(argv: list[str], changes: dict[str, str], python: bool = False)
 
     changes, out = dict(changes), []
     for arg in argv:
+        if arg.startswith("++model."):  # as the user typed it: sweeper adds the ++ itself (contract.model)
+            arg = arg[2:]
         bare = arg.lstrip("+~")
         key = bare.partition("=")[0]
         if key in changes and not arg.startswith("~"):
