@@ -201,7 +201,7 @@ DOWNLOAD = {
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TRACKING: dict[str, Rule] = {
-    "uri": Rule("a tracking URI: sqlite:///PATH or http(s)://HOST:PORT",
+    "uri": Rule("a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
                 lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None),
     "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
                        lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES

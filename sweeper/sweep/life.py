@@ -59,10 +59,12 @@ def start(config: DictConfig) -> dict[str, Any]:
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 
+    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
+    for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
+        tracking.check_database(uri)
     from sweeper.insight import plots
 
     warming = warm_joblib_workers(config, jobs)
-    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
         if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
             log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
@@ -102,7 +104,7 @@ def start(config: DictConfig) -> dict[str, Any]:
     if importing:
         plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
-             "started": time.time()}
+             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
 
@@ -173,6 +175,13 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
+        lost = tracking.replaced(parent["uri"], state.get("stores", {}).get(parent["uri"]))
+        if lost:  # its client would create an empty store there, and the summary would show runs it does not hold
+            print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(mine)} run(s) "
+                  f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome",
+                  file=out)
+            failed_parents = True
+            continue
         client = tracking.client(parent["uri"])
         skipped = [r for r in mine if r["status"] == "SKIPPED"]
         lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
