@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import all_runs, cli
 from sweeper import advise, compare, report, runs, tracking
 from sweeper import promote as promote_cmd
 
@@ -71,6 +71,7 @@ def test_random_bytes_in_a_store_are_refused_and_the_file_is_left_as_it_was(tmp_
     assert proc.returncode == 2
     assert f"{db} is damaged (" in one_line(proc.stderr)
     assert db.read_bytes() == before and not (tmp_path / "sweep").exists()
+    assert not Path(f"{db}-wal").is_file() or Path(f"{db}-wal").stat().st_size == 0
 
 
 @pytest.mark.parametrize("command", [report, advise, compare, promote_cmd])
@@ -111,3 +112,84 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     assert proc.returncode == 1, out
     assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|replaced by another file) "
                      r"during the sweep: the 3 run\(s\) recorded there are not in it", out), out
+
+
+# --- (2) Hydra's parse errors: one line, exit 2 ---------------------------------------------------------
+
+PARSE = [
+    (["-m", "lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2) is not allowed: interval() is a range for a search sweeper"),
+    (["-m", "lr=glob(*)"], "lr=glob(*) is not allowed: glob() chooses among the files of a config group"),
+    (["-m", "--cfg", "job"], "--multirun and --cfg cannot be given together"),
+    (["lr.x=1"], "lr.x is not a key: lr is one value (a number > 0), not a group of keys: write lr=VALUE"),
+]
+
+
+@pytest.mark.parametrize("args, error", PARSE, ids=[" ".join(a) for a, _ in PARSE])
+def test_hydra_parse_errors_are_seen_before_hydra(args, error):
+    from sweeper.contract.config import ConfigError, check_overrides
+
+    with pytest.raises(ConfigError) as e:
+        check_overrides(args, whole=True)
+    assert str(e.value).startswith(error), str(e.value)
+
+
+def test_interval_passes_with_a_search_sweeper_and_glob_on_a_group():
+    from sweeper.contract.config import check_overrides
+
+    check_overrides(["-m", "+sweep=optuna", "lr=interval(0.1,0.2)"], whole=True)
+    check_overrides(["-m", "data=glob(dia*)"], whole=True)
+
+
+def test_a_pin_that_chooses_a_missing_option_is_one_line(tmp_path):
+    from sweeper import CONF_DIR
+    from sweeper.contract.config import ConfigError, _picks
+
+    pin = tmp_path / "bad.yaml"
+    pin.write_text((CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes",
+                                                                               "override /data: nope"))
+    with pytest.raises(ConfigError, match=r"best=bad: bad.yaml chooses data=nope \(override /data: nope\), which is "
+                                          r"not allowed: expected one of breast_cancer, csv"):
+        _picks(pin, "best=bad")
+
+
+COMPOSE = [
+    (["hydra.launcher.gpus=abc"], "Error merging override hydra.launcher.gpus=abc: Value 'abc' of type 'str' could "
+                                  "not be converted to Integer"),
+    (["-m", "+sweep=optuna", "hydra.sweeper.n_trials=2.5"], "Error merging override hydra.sweeper.n_trials=2.5"),
+    (["--config-name", "nope"], "Cannot find primary config 'nope'"),
+    (["hydra.searchpath=[file://{pins}]", "+mypins=bad"], "Could not find 'data/nope': expected one of breast_cancer,"),
+]
+
+
+@pytest.mark.parametrize("args, error", COMPOSE, ids=[" ".join(a) for a, _ in COMPOSE])
+def test_hydra_composition_errors_are_one_line_exit_2(tmp_path, args, error):
+    """Before: Hydra's 4-14 lines and exit 1."""
+    from sweeper import CONF_DIR
+
+    (tmp_path / "pins" / "mypins").mkdir(parents=True)
+    (tmp_path / "pins" / "mypins" / "bad.yaml").write_text(
+        (CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes", "override /data: nope"))
+    proc = cli(tmp_path, *[a.format(pins=tmp_path / "pins") for a in args], "epochs=5",
+               store=tmp_path / "s.db")
+    assert proc.returncode == 2, proc.stderr
+    line = one_line(proc.stderr)
+    assert line.startswith("sweeper: error: ") and error in line, line
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("setting", ["hydra.sweeper.n_trials=0", "hydra.sweeper.batch=0", "hydra.sweeper.storage=foo://x",
+                                     "hydra.sweeper.sampler._target_=nope.Sampler"])
+def test_a_refused_optuna_setting_writes_no_parent_run(tmp_path, store, setting):
+    """Before: the parent run was created, then ended FAILED, although the store is not to be touched."""
+    proc = cli(tmp_path, "-m", "+sweep=optuna", setting, "epochs=5", store=store)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).startswith(f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}")
+    assert not all_runs(store) and not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
+def test_a_glob_over_a_group_runs_its_options(tmp_path, store):
+    """Before: "ConfigLoader is not set" with a traceback (the sweep's plan parsed the glob without Hydra's loader)."""
+    proc = cli(tmp_path, "-m", "data=glob(dia*)", "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "[1/1]" in proc.stdout

@@ -302,6 +302,9 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
     Hydra says "Could not override ... not in struct" over 7 lines. ``+data.foo=1`` (an append) is left
     to :func:`validate`, which refuses keys a data set does not have."""
     group, _, rest = key.partition(".")
+    if group in TOP_LEVEL:  # lr.x=1: Hydra says "Key 'x' is not in struct"
+        raise ConfigError(f"{key} is not a key: {group} is one value ({TOP_LEVEL[group].allowed}), not a group "
+                          f"of keys: write {group}=VALUE")
     if group not in NESTED:
         if group not in (*TOP_LEVEL, *GROUPS, *METADATA):  # dta.val_fraction=0.1
             raise _unknown(group)
@@ -359,6 +362,10 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
+    from sweeper.contract.hydra_args import check_commands, check_hydra
+
+    if whole:
+        check_commands(args, ConfigError)
     all_args, args = args, [a for a in args if not a.startswith("-")]
     parser = OverridesParser.create()
     try:
@@ -381,6 +388,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
             values = list(o.sweep_iterator(transformer=Override._convert_value))
         else:
+            _search_only(o, overrides, whole)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key in GROUPS:
             options = group_options(key)
@@ -388,14 +396,48 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
                 if v not in options:
                     raise _fail(key, v, "one of " + ", ".join(options))
                 _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
+                _picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
         elif key in TOP_LEVEL:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
-    from sweeper.contract.hydra_args import check_hydra
-
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
+
+
+def _picks(path: Path, arg: str) -> None:
+    """A pin or named sweep whose defaults choose an option that does not exist (``override /data: nope``): one
+    line naming the file, the choice and the options, where Hydra says "Could not find 'data/nope'" over 20."""
+    for group in GROUPS:
+        for option in _defaults(path, group):
+            if option not in group_options(group):
+                raise ConfigError(f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
+                                  f"is not allowed: expected one of {', '.join(group_options(group))}")
+
+
+def _search_only(o: Any, overrides: list[Any], whole: bool) -> None:
+    """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid sweeper, ``lr=interval(...)``
+    (a range only a search sweeper can draw from): one line, where Hydra raises "ConfigLoader is not set" or
+    "BasicSweeper does not support sweep type" with its traceback."""
+    key = o.key_or_group
+    if o.value_type.name.startswith("GLOB") and key not in GROUPS:
+        raise ConfigError(f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
+                          f"({', '.join(GROUPS)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()")
+    if o.is_interval_sweep() and whole and not _searching(overrides):
+        raise ConfigError(f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
+                          "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))")
+
+
+def _searching(overrides: list[Any]) -> bool:
+    """Whether the command picks a sweeper other than Hydra's grid (``hydra/sweeper=...``, or a ``+sweep=`` config
+    whose defaults override ``/hydra/sweeper``)."""
+    for o in overrides:
+        if o.key_or_group == "hydra/sweeper" and not o.is_delete() and str(o.value()) != "basic":
+            return True
+        if o.key_or_group in ("sweep", "best") and not o.is_sweep_override() and not o.is_delete():
+            if [v for v in _defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper") if v != "basic"]:
+                return True
+    return any(v != "basic" for v in _defaults(CONF_DIR / "config.yaml", "hydra/sweeper"))
 
 
 def _readable(path: Path, arg: str) -> None:

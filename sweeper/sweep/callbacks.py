@@ -9,10 +9,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeper.contract.config import ConfigError
+from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
 
@@ -37,6 +39,9 @@ class SweepCallback(Callback):
             guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
             print(f"sweeper: error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line
+            print(f"sweeper: error: {hydra_line(e)}", file=sys.stderr)
             sys.exit(2)
         except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
             traceback.print_exc()

@@ -44,6 +44,10 @@ def start(config: DictConfig) -> dict[str, Any]:
         from sweeper.sweep import engines
 
         engines.check(config.hydra.launcher)  # before any store: a bad engine is one line
+    if "sweeper_optuna_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
+        from hydra_plugins.sweeper_optuna_sweeper._core import check
+
+        check(config)  # a refused search setting writes no parent run
     every = job_configs(config)
     # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
     # own run; its store and experiment are known once it runs (a parent of the same ones is found then)

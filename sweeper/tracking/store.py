@@ -237,7 +237,7 @@ def _damage(db: Path) -> str | None:
     if not header:
         return None
     if header != b"SQLite format 3\x00":
-        return "is not an SQLite database (its first bytes are not SQLite's header)"
+        return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
     try:
         with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=30)) as con:
             rows = con.execute("PRAGMA quick_check").fetchall()

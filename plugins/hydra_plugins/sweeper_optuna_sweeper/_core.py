@@ -143,12 +143,7 @@ def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802  (a class ma
 def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     """Check the sweeper's settings and the space; find the task, its metric and direction, the storage, the
     study's name and the sampler. Raises :class:`ConfigError` (one line) on bad input."""
-    for key in ("n_trials", "batch"):
-        value = getattr(sweeper, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
-    params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.params is not None else {}
-    space = parse(params or {}, list(arguments))
+    space = _settings(sweeper, arguments)
     loader = sweeper.hydra_context.config_loader
     base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
     tasks = {_task(base)}
@@ -165,6 +160,33 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
             "verb": "minimising" if lower else "maximising", "storage": url, "shown_storage": shown(url),
             "study_name": str(sweeper.study_name or base["tracking"]["experiment"]),
             **sampler(sweeper.sampler)}
+
+
+def _settings(settings: Any, arguments: list[str]) -> Space:
+    """The search's counts checked and its space parsed (``settings``: the sweeper, or its config node)."""
+    for key in ("n_trials", "batch"):
+        value = getattr(settings, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
+    params = OmegaConf.to_container(settings.params, resolve=True) if settings.params is not None else {}
+    return parse(params or {}, list(arguments))
+
+
+def check(config: Any) -> None:
+    """The search's own settings (counts, space, sampler, the storage's address), checked by the sweep's start
+    (:func:`sweeper.sweep.life.start`) before any store or parent run is touched: a refused setting is one line,
+    exit 2, and writes nothing (before, the parent run was created first and ended FAILED)."""
+    settings = config.hydra.sweeper
+    _settings(settings, list(config.hydra.overrides.task))
+    sampler(settings.sampler)
+    url = storage_url(settings.storage, str(OmegaConf.select(config, "tracking.uri", default="")))
+    if url is not None:
+        try:
+            from sqlalchemy.engine import make_url
+
+            make_url(url).get_dialect()  # a URL no installed driver reads
+        except Exception as e:  # noqa: BLE001  (sqlalchemy's ArgumentError, NoSuchModuleError)
+            raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be used: {one_line(e)}") from None
 
 
 def _task(plain: dict[str, Any]) -> str:
