@@ -43,6 +43,11 @@ def cli() -> None:
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
     try:
+        from sweeper.base.environment import problem
+
+        bad = problem()
+        if bad:
+            raise ConfigError(bad)
         check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         from sweeper.contract.hydra_args import one_line_errors
 

@@ -142,14 +142,15 @@ def test_interval_passes_with_a_search_sweeper_and_glob_on_a_group():
 
 def test_a_pin_that_chooses_a_missing_option_is_one_line(tmp_path):
     from sweeper import CONF_DIR
-    from sweeper.contract.config import ConfigError, _picks
+    from sweeper.contract.choices import picks
+    from sweeper.contract.config import GROUPS, ConfigError
 
     pin = tmp_path / "bad.yaml"
     pin.write_text((CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes",
                                                                                "override /data: nope"))
     with pytest.raises(ConfigError, match=r"best=bad: bad.yaml chooses data=nope \(override /data: nope\), which is "
                                           r"not allowed: expected one of breast_cancer, csv"):
-        _picks(pin, "best=bad")
+        picks(pin, "best=bad", GROUPS, ConfigError)
 
 
 COMPOSE = [
@@ -193,3 +194,116 @@ def test_a_glob_over_a_group_runs_its_options(tmp_path, store):
     proc = cli(tmp_path, "-m", "data=glob(dia*)", "epochs=5", store=store)
     assert proc.returncode == 0, proc.stderr
     assert "[1/1]" in proc.stdout
+
+
+# --- (3) no guess goes unsaid ----------------------------------------------------------------------------
+
+def test_a_pin_and_another_data_set_on_the_command_line_are_refused():
+    """Before: +best=diabetes_1 data=wine trained diabetes while its name and overrides tag said wine."""
+    from sweeper.contract.config import ConfigError, check_overrides
+
+    with pytest.raises(ConfigError, match=r"^data=wine conflicts with \+best=diabetes_1, which chooses data=diabetes"):
+        check_overrides(["+best=diabetes_1", "data=wine"], whole=True)
+    with pytest.raises(ConfigError, match=r"^data=diabetes,wine conflicts with"):
+        check_overrides(["-m", "+best=diabetes_1", "data=diabetes,wine"], whole=True)
+    check_overrides(["+best=diabetes_1", "data=diabetes"], whole=True)  # the same choice says nothing new
+
+
+@pytest.mark.parametrize("fractions, said", [
+    ({"val_fraction": 0.0, "test_fraction": 0.2}, "validation = the training rows (data.val_fraction=0)"),
+    ({"val_fraction": 0.2, "test_fraction": 0.0}, "test = the training rows (data.test_fraction=0)"),
+])
+def test_a_fraction_of_0_is_a_decision_said_and_tagged(fractions, said):
+    """Before: data.val_fraction=0 selected on the training rows without a word."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    ds = data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, **fractions}))
+    assert ds.decisions["split"].startswith(said)
+    assert data.decision_tags(ds)["decided.split"] == ds.decisions["split"]
+    assert "split" not in data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, "val_fraction": 0.2,
+                                                       "test_fraction": 0.2})).decisions
+
+
+def test_a_fraction_of_0_is_a_warning_of_the_run(tmp_path, store):
+    proc = cli(tmp_path, "data.val_fraction=0", "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "[WARNING] - data: split: validation = the training rows (data.val_fraction=0)" in proc.stdout + proc.stderr
+    (run,) = all_runs(store)
+    assert run.data.tags["decided.split"].startswith("validation = the training rows")
+
+
+def test_the_advisor_says_when_validation_is_the_training_rows_and_when_a_sweep_was_cut():
+    from types import SimpleNamespace
+
+    from sweeper.insight.advice.advisor import advise, interrupted_caveats
+
+    records = [{"run": f"lr={lr}", "run_id": str(i), "status": "FINISHED", "reason": None,
+                "params": {"lr": str(lr), "data.val_fraction": "0.0"}, "metrics": {"val_mse": 1.0 + i}}
+               for i, lr in enumerate((0.1, 0.2, 0.3))]
+    text = advise(records, ["-m", "lr=0.1,0.2,0.3"]).text()
+    assert "caveat: validation = the training rows (data.val_fraction=0)" in text
+    parent = SimpleNamespace(info=SimpleNamespace(status="KILLED"),
+                             data=SimpleNamespace(tags={"n_jobs": "16", "failure_reason": "sweep interrupted (Ctrl-C): x"}))
+    runs = [SimpleNamespace(info=SimpleNamespace(status="FINISHED"))] * 3
+    (caveat,) = interrupted_caveats(parent, runs)
+    assert caveat.startswith("the sweep did not finish (sweep interrupted (Ctrl-C)): 3 of 16 jobs finished")
+    assert not interrupted_caveats(SimpleNamespace(info=SimpleNamespace(status="FINISHED"), data=parent.data), runs)
+
+
+def _table(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text("a,y\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("task", ["auto", "regression"])
+def test_a_constant_target_is_refused(tmp_path, task):
+    """Before: it trained as a regression (val_mse ~0.06 of nothing)."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    path = _table(tmp_path, [f"{i},3" for i in range(50)])
+    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node.path, node.task = str(path), task
+    with pytest.raises(data.DataError, match=r"the target \(column y\) holds one value \(3\) in every row: there is "
+                                             "nothing to learn"):
+        data.load(node)
+
+
+def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
+    """Before: 60 text values became 60 classes without a word (an INFO line at most)."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    path = _table(tmp_path, [f"{i},v{i % 60}" for i in range(120)])
+    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node.path = str(path)
+    ds = data.load(node)
+    assert ds.task == "multiclass" and data.ASK_CLASSES in ds.decisions["task"]
+    assert "read as 60 classes; more than 20 distinct text values, each a class" in ds.decisions["task"]
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("SWEEPER_THREADS", "two", "SWEEPER_THREADS=two is not allowed: expected an integer >= 1"),
+    ("SWEEPER_WRITER", "no", "SWEEPER_WRITER=no is not allowed: expected on or off"),
+    ("SWEEPER_HEARTBEAT_S", "-1", "SWEEPER_HEARTBEAT_S=-1 is not allowed: expected a number of seconds > 0"),
+    ("SWEEPER_AHEAD_BULK", "many", "SWEEPER_AHEAD_BULK=many is not allowed"),
+    ("SWEEPER_WRITR", "off", "SWEEPER_WRITR is not one sweeper reads: expected one of SWEEPER_WRITER"),
+])
+def test_a_bad_sweeper_environment_value_is_one_line(name, value, error):
+    """Before: accepted (a typo, SWEEPER_WRITER=no), read as the default, or "group failed as a whole"."""
+    from sweeper.base.environment import problem
+
+    assert error in problem({name: value})
+    assert problem({name: ""}) is None and problem({"SWEEPER_THREADS": "2", "SWEEPER_WRITER": "off"}) is None
+
+
+def test_a_bad_sweeper_environment_value_stops_the_command_before_anything(tmp_path):
+    proc = cli(tmp_path, "epochs=5", store=tmp_path / "s.db", env={"SWEEPER_THREADS": "two"})
+    assert proc.returncode == 2
+    assert "SWEEPER_THREADS=two is not allowed" in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()

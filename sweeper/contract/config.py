@@ -21,6 +21,8 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.names import MAX_NAME_BYTES, uri_problem
+from sweeper.contract import choices
+from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401  (group_options: re-exported)
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
@@ -242,10 +244,6 @@ def check_value(key: str, value: Any, rule: Rule) -> None:
         raise _fail(key, value, rule.allowed)
 
 
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-
-
 def validate(cfg: Mapping[str, Any]) -> None:
     """Check a composed, resolved config (a plain dict or a DictConfig); raise :class:`ConfigError`."""
     for key, rule in TOP_LEVEL.items():
@@ -339,17 +337,6 @@ def _chosen(group: str, overrides: list[Any]) -> list[str]:
     return picked or _defaults(CONF_DIR / "config.yaml", group)
 
 
-def _defaults(path: Path, group: str) -> list[str]:
-    """The option of ``group`` that the defaults list of the config file ``path`` chooses (``[]``: none)."""
-    if not path.is_file():
-        return []
-    found = []
-    for entry in OmegaConf.load(path).get("defaults") or []:
-        if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
-            found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
-    return found
-
-
 def check_overrides(args: list[str], whole: bool = False) -> None:
     """Check command-line overrides before Hydra composes, so bad input fails in one line; ``whole``: ``args``
     is the whole command line, flags included, so a sweep without ``-m`` is refused ("add -m").
@@ -388,7 +375,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
             values = list(o.sweep_iterator(transformer=Override._convert_value))
         else:
-            _search_only(o, overrides, whole)
+            choices.search_only(o, overrides, whole, GROUPS, ConfigError)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key in GROUPS:
             options = group_options(key)
@@ -396,48 +383,14 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
                 if v not in options:
                     raise _fail(key, v, "one of " + ", ".join(options))
                 _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
-                _picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
+                choices.picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}", GROUPS, ConfigError)
         elif key in TOP_LEVEL:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
+    choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
-
-
-def _picks(path: Path, arg: str) -> None:
-    """A pin or named sweep whose defaults choose an option that does not exist (``override /data: nope``): one
-    line naming the file, the choice and the options, where Hydra says "Could not find 'data/nope'" over 20."""
-    for group in GROUPS:
-        for option in _defaults(path, group):
-            if option not in group_options(group):
-                raise ConfigError(f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
-                                  f"is not allowed: expected one of {', '.join(group_options(group))}")
-
-
-def _search_only(o: Any, overrides: list[Any], whole: bool) -> None:
-    """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid sweeper, ``lr=interval(...)``
-    (a range only a search sweeper can draw from): one line, where Hydra raises "ConfigLoader is not set" or
-    "BasicSweeper does not support sweep type" with its traceback."""
-    key = o.key_or_group
-    if o.value_type.name.startswith("GLOB") and key not in GROUPS:
-        raise ConfigError(f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
-                          f"({', '.join(GROUPS)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()")
-    if o.is_interval_sweep() and whole and not _searching(overrides):
-        raise ConfigError(f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
-                          "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))")
-
-
-def _searching(overrides: list[Any]) -> bool:
-    """Whether the command picks a sweeper other than Hydra's grid (``hydra/sweeper=...``, or a ``+sweep=`` config
-    whose defaults override ``/hydra/sweeper``)."""
-    for o in overrides:
-        if o.key_or_group == "hydra/sweeper" and not o.is_delete() and str(o.value()) != "basic":
-            return True
-        if o.key_or_group in ("sweep", "best") and not o.is_sweep_override() and not o.is_delete():
-            if [v for v in _defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper") if v != "basic"]:
-                return True
-    return any(v != "basic" for v in _defaults(CONF_DIR / "config.yaml", "hydra/sweeper"))
 
 
 def _readable(path: Path, arg: str) -> None:

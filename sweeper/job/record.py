@@ -51,8 +51,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     # before the store: a bad file must leave no store or experiment behind
     dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
-        log.log(logging.WARNING if data.ASK_REGRESSION in dataset.decisions.get("task", "") else logging.INFO,
-                "data: %s", data.describe(dataset))
+        task = dataset.decisions.get("task", "")
+        guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
+        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", data.describe(dataset))
     if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
