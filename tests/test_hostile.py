@@ -307,3 +307,65 @@ def test_a_bad_sweeper_environment_value_stops_the_command_before_anything(tmp_p
     assert proc.returncode == 2
     assert "SWEEPER_THREADS=two is not allowed" in one_line(proc.stderr)
     assert not (tmp_path / "s.db").exists()
+
+
+# --- (4) a run printed FINISHED is never lost to Ctrl-C or SIGTERM -------------------------------------------
+
+@pytest.mark.parametrize("sig, error", [("SIGINT", KeyboardInterrupt), ("SIGTERM", "Terminated")])
+def test_a_signal_inside_a_deferred_section_lands_after_it(sig, error):
+    """The section that prints a run FINISHED and hands it to the writer is not cut in two: before, a Ctrl-C between
+    the two left the run KILLED with no metrics while result.json said FINISHED."""
+    import signal
+
+    from sweeper.base import stop
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop.install()
+    done = []
+    try:
+        with pytest.raises(stop.Terminated if error == "Terminated" else KeyboardInterrupt):
+            with stop.deferred():
+                os.kill(os.getpid(), getattr(signal, sig))
+                time.sleep(0.05)  # the handler runs here, and defers
+                done.append("handed")
+        assert done == ["handed"] and stop.STOP.is_set()
+    finally:
+        stop.STOP.clear()
+        stop._SEEN.clear()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+DIGITS_16 = ("-m", "data=digits", "lr=0.01,0.02,0.03,0.04", "depth=0,1", "width=8,16", "epochs=300", "hydra/launcher=basic")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("at", [2, 3])
+def test_a_signal_while_runs_are_recorded_loses_no_run_printed_finished(tmp_path, store, sig, code, at):
+    """Before: a 16-configuration sweep (it has a writer process) interrupted at [3/16] left that run KILLED with no
+    metrics (3 of 3 tries in the hostile round) while its result.json said FINISHED."""
+    import json
+    import signal
+
+    args = [sys.executable, "-m", "sweeper", *DIGITS_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed = []
+    for line in proc.stdout:
+        if "  FINISHED  run " in line:
+            printed.append(line.rsplit("run ", 1)[1].strip())
+        if f"[{at}/16]" in line:
+            proc.send_signal(getattr(signal, sig))
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "each run's records go to the store from a writer process" in out + err or len(printed) >= 1
+    runs = {r.info.run_id: r for r in all_runs(store)}
+    for run_id in printed:
+        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (run_id, out, err)
+    for path in (tmp_path / "sweep").glob("*/result.json"):
+        r = json.loads(path.read_text())
+        if r["status"] == "FINISHED":
+            assert not r.get("recording") and (not r.get("pending_upload") or "upload" in out + err), r
+            assert runs[r["run_id"]].info.status == "FINISHED"

@@ -141,8 +141,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                    curve_points=cfg.tracking.curve_points, system=system, params=params,
                    datasets=artifacts.inputs(cfg, dataset))
         if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
-            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
-            tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
+            writer.WRITER.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
+            with stop.deferred():  # printed FINISHED and handed to the writer: both, whatever signal comes between
+                _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
+                tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
             return result
         try:
             tracked.finish(**end)
