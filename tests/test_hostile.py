@@ -369,3 +369,116 @@ def test_a_signal_while_runs_are_recorded_loses_no_run_printed_finished(tmp_path
         if r["status"] == "FINISHED":
             assert not r.get("recording") and (not r.get("pending_upload") or "upload" in out + err), r
             assert runs[r["run_id"]].info.status == "FINISHED"
+
+
+# --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----
+
+@pytest.mark.parametrize("name, folder", [("..", "__"), (".", "_"), ("a/../b", "a_.._b")])
+def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name, folder):
+    """Before: tracking.experiment=.. wrote run folders and models/ beside the database."""
+    db = tmp_path / "db" / "mlflow.db"
+    assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
+
+
+def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
+    """Before: two sweeps with one hydra.sweep.dir at once wrote over each other's job folders."""
+    from sweeper.sweep.life import LOCK_FILE
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from sweeper.base.process import hold; assert hold(Path(sys.argv[1])) is None; "
+                               "print('held', flush=True); time.sleep(60)", str(sweep_dir / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = cli(tmp_path, "-m", "epochs=5,6", store=tmp_path / "s.db")
+        assert proc.returncode == 2
+        assert f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder.pid}@" in one_line(proc.stderr)
+        assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
+    finally:
+        holder.kill()
+        holder.wait()
+    from sweeper.base.process import hold
+
+    assert hold(sweep_dir / LOCK_FILE) is None  # free once its holder is gone (killed, not even cleaned up)
+
+
+@pytest.mark.parametrize("where, error", [("file", "Not a directory"), ("/proc", "No such file or directory")])
+def test_a_sweep_folder_that_cannot_be_made_is_one_line(tmp_path, where, error):
+    """Before: hydra.sweep.dir under a file (or under /proc) was a traceback."""
+    (tmp_path / "file").write_text("x")
+    folder = (tmp_path / "file" / "sweep") if where == "file" else Path("/proc/sweeper-test/sweep")
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", f"hydra.sweep.dir={folder}",
+                           f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert f"hydra.sweep.dir={folder} cannot be used: {error}" in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("text, error", [("{\"parents\": [", "cannot be read (JSONDecodeError"), ("[1, 2]", "holds a JSON list"),
+                                         ("{\"parents\": 3, \"n_jobs\": 1}", "its parents is 3, expected list")])
+def test_summary_of_a_malformed_sweep_json_is_one_line(tmp_path, capsys, text, error):
+    from sweeper import summary
+
+    (tmp_path / "sweep.json").write_text(text)
+    assert summary.main([str(tmp_path)]) == 2
+    assert error in one_line(capsys.readouterr().err)
+
+
+def _pending(tmp_path: Path, store: Path) -> Path:
+    """A sweep folder with one job whose result.json waits for an upload (as a failing server leaves it)."""
+    import json
+
+    from conftest import FAST_ARGS, make_cfg
+    from sweeper.job.context import JobContext
+    from sweeper.job.record import run
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
+    run(make_cfg("lr=0.01", *FAST_ARGS, "tracking.log_model=false", store=store),
+        JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir))
+    path = sweep_dir / "0" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True, "run_id": None}))
+    return sweep_dir
+
+
+@pytest.mark.parametrize("edit, error", [(lambda r: "{", "cannot be read (JSONDecodeError"),
+                                         (lambda r: {**r, "metrics": {**r["metrics"], "val_mse": "high"}},
+                                          'its metric val_mse is "high", expected a number')])
+def test_upload_of_a_malformed_result_json_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
+    """Before: a traceback, and a non-numeric metric left the uploaded run RUNNING."""
+    import json
+
+    from sweeper import upload
+
+    sweep_dir = _pending(tmp_path, store)
+    path = sweep_dir / "0" / "result.json"
+    edited = edit(json.loads(path.read_text()))
+    path.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    before = len(all_runs(store))
+    assert upload.main([str(sweep_dir)]) == 2
+    assert error in one_line(capsys.readouterr().err)
+    assert len(all_runs(store)) == before
+
+
+def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, store, capsys, monkeypatch):
+    """Before: a retry after a failed (disk full) upload made a second run: 5 FINISHED runs for 4 jobs."""
+    from sweeper import upload
+
+    sweep_dir = _pending(tmp_path, store)
+    real = tracking.finish_run
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tracking, "finish_run", full)
+    assert upload.main([str(sweep_dir)]) == 2
+    (half,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
+    assert half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]  # not RUNNING
+    monkeypatch.setattr(tracking, "finish_run", real)
+    assert upload.main([str(sweep_dir)]) == 0
+    uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
+    assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[0].info.run_id != half.info.run_id

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base import stop
+from sweeper.base.process import hold
 from sweeper.base.names import SWEEP_FILE, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
@@ -32,6 +33,7 @@ log = logging.getLogger("sweeper")
 
 # The parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists.
 _created: dict[Path, dict[str, dict[str, Any]]] = {}
+LOCK_FILE = ".sweep.lock"  # held (flock) by the launching process of the sweep that uses the folder
 
 
 def start(config: DictConfig) -> dict[str, Any]:
@@ -66,6 +68,16 @@ def start(config: DictConfig) -> dict[str, Any]:
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
     for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
         tracking.check_database(uri)
+    sweep_dir = Path(config.hydra.sweep.dir).absolute()
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
+    except OSError as e:  # a file on the way, /proc, a read-only or full disk
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} cannot be used: {e.strerror or e}"
+                          + (f" ({e.filename})" if e.filename else "") + ": choose a writable folder") from None
+    if holder:
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
+                          "end, or choose another hydra.sweep.dir")
     from sweeper.insight import plots
 
     warming = warm_joblib_workers(config, jobs)
@@ -80,8 +92,6 @@ def start(config: DictConfig) -> dict[str, Any]:
     importing = writer.WRITER is not None or warming is not None
     if not importing:
         plots.start()
-    sweep_dir = Path(config.hydra.sweep.dir).absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     parents = _created.setdefault(sweep_dir, {})
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
     tracking.SWEEP_EXPERIMENTS.clear()

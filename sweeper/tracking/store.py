@@ -156,6 +156,8 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     if db is None:
         return None  # a server decides
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
+    if not safe.strip("."):  # "." or "..": the folder would be artifacts/ itself, or the database's folder
+        safe = safe.replace(".", "_")
     return (db.resolve().parent / "artifacts" / safe).as_uri()
 
 
