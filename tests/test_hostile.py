@@ -482,3 +482,26 @@ def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, sto
     assert upload.main([str(sweep_dir)]) == 0
     uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
     assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[0].info.run_id != half.info.run_id
+
+
+def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_path):
+    """Before: Ctrl-C during a round told all its 16 trials FAIL although 10 runs finished; a resume trained them again."""
+    import json
+
+    import optuna
+    from hydra_plugins.sweeper_optuna_sweeper._core import cut_short
+
+    study = optuna.create_study(direction="minimize")
+    trials = [study.ask() for _ in range(3)]
+    for trial in trials:
+        trial.suggest_float("lr", 0.001, 0.1)
+    folders = [tmp_path / str(i) for i in range(3)]
+    for folder, status in zip(folders[:2], ["FINISHED", "KILLED"]):
+        folder.mkdir()
+        (folder / "result.json").write_text(json.dumps({"status": status, "run_id": f"run-{status}",
+                                                        "metrics": {"val_mse": 2.5} if status == "FINISHED" else {}}))
+    cut_short(study, trials, folders, "val_mse")
+    done = {t.number: t for t in study.get_trials()}
+    assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
+    assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
+    assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2

@@ -170,8 +170,8 @@ def open_store(uri: str) -> Any:
     """
     db = sqlite_path(uri)
     if db is not None:
-        check_database(uri)
         check_writable(db, uri)
+        check_database(uri)
     creating = db is not None and not db.is_file()
     if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):  # seconds of silence otherwise
         _progress(f"opening the store {uri}" + (" (creating it: the first time takes a few seconds)"
@@ -230,7 +230,7 @@ def check_database(uri: str, existing: bool = False) -> None:
 def _damage(db: Path) -> str | None:
     """Why the existing file ``db`` is not a healthy SQLite database (None when it is, or is empty: SQLite reads
     an empty file as an empty database): its header, then ``PRAGMA quick_check`` (a read of every page, ~ms a MB),
-    on a read-only connection."""
+    which writes nothing."""
     try:
         with open(db, "rb") as f:
             header = f.read(16)
@@ -241,13 +241,14 @@ def _damage(db: Path) -> str | None:
     if header != b"SQLite format 3\x00":
         return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
     try:
-        with closing(sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=30)) as con:
+        # an ordinary connection: a read-only one would leave a WAL store's -wal and -shm files behind it
+        with closing(sqlite3.connect(db, timeout=30)) as con:
             rows = con.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as e:
         text = str(e)
         if "not a database" in text or "malformed" in text or "corrupt" in text:
             return f"is damaged ({text})"
-        return None  # locked, cannot open read-only (a WAL store in a read-only folder): MLflow's own open decides
+        return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
     first = rows[0][0] if rows else "ok"
     return None if first == "ok" else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
 

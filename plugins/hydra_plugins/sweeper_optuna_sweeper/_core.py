@@ -62,12 +62,9 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
                                                    "optuna.round": round_id} for i, t in enumerate(trials)})
         try:
             returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
-        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials end FAILED,
-            # not RUNNING for ever (a constant liar's lie)
-            import optuna
-
-            for t in trials:
-                study.tell(t, state=optuna.trial.TrialState.FAIL)
+        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
+            # FINISHED are told their values (their runs are recorded), the others FAIL, not RUNNING for ever
+            cut_short(study, trials, [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)], plan["metric"])
             raise
         tell(study, trials, returns, plan["metric"])
         numbers += [t.number for t in trials]
@@ -329,6 +326,28 @@ def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:
             return z["val_loss_steps"], z["val_loss_values"]
     except (OSError, KeyError, ValueError):
         return np.zeros(0), np.zeros(0)
+
+
+def _job_folder(config: Any, sweep_dir: Path, num: int) -> Path | None:
+    """Job ``num``'s folder, when ``hydra.sweep.subdir`` is Hydra's default (the job's number); else None."""
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    return sweep_dir / str(num) if subdir == "${hydra.job.num}" else None
+
+
+def cut_short(study: Any, trials: list[Any], folders: list[Path | None], metric: str) -> None:
+    """A round interrupted: each trial whose job FINISHED (its result.json) is told its value and run, the rest FAIL.
+    Before, all the round's trials were told FAIL, and a resumed search trained them again."""
+    import optuna
+
+    for trial, folder in zip(trials, folders):
+        result = _result(folder)
+        value = result.get("metrics", {}).get(metric) if result.get("status") == "FINISHED" else None
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            if result.get("run_id"):
+                study._storage.set_trial_user_attr(trial._trial_id, "run_id", str(result["run_id"]))
+            study.tell(trial, float(value))
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def _result(folder: Path | None) -> dict[str, Any]:
