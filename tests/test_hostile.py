@@ -505,3 +505,28 @@ def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_
     assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
     assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
     assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2
+
+
+@pytest.mark.slow
+def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
+    """Before: Ctrl-C while a batched group trained said "0 killed, 16 not run" with its members' runs KILLED in the
+    store (they have no job folder yet)."""
+    import re
+    import signal
+
+    lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(16))
+    args = [sys.executable, "-m", "sweeper", "-m", f"lr={lrs}", "epochs=2000000", "log_every=1000",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "Launching 16 jobs" in line:
+            break
+    time.sleep(4)  # the group trains; after 1 s its members' runs are opened RUNNING (launch.AHEAD_AFTER_S)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    killed = sum(r.info.status == "KILLED" for r in children)
+    found = re.search(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run", err)
+    assert found, err
+    assert int(found[2]) == killed and int(found[1]) + killed + int(found[3]) == 16, (err, killed)

@@ -267,7 +267,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
     rows = results(sweep_dir) if state else []
     cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]  # started, no result
-    failures = []
+    failures, stored = [], []
     for p in parents:
         mine = [r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]]
         try:
@@ -276,8 +276,9 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
             runs = report.children(c, parent)
             if report.mark_orphans(c, runs, False, "KILLED", stop.reason()):
                 runs = report.children(c, parent)
+            counts = report.tally(parent, runs, mine)
+            stored.append(counts)
             if parent.info.status == "RUNNING":
-                counts = report.tally(parent, runs, mine)
                 why = report.incomplete(counts)  # None when Ctrl-C came during the summary
                 tracking.log_metrics(c, p["run_id"], counts)
                 c.set_tag(p["run_id"], "failure_reason", f"sweep {stop.reason()}" + (f": {why}" if why else ""))
@@ -292,7 +293,12 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parts = [f"{status.count('FINISHED')} finished"]
     parts += [f"{n} {what}" for n, what in ((status.count("FAILED"), "failed"), (reused, "reused"),
                                               (status.count("SKIPPED") - reused, "skipped")) if n]
-    parts += [f"{status.count('KILLED') + len(cut)} killed", f"{max(0, state['n_jobs'] - len(rows) - len(cut))} not run"]
+    killed, not_run = status.count("KILLED") + len(cut), max(0, state["n_jobs"] - len(rows) - len(cut))
+    if parents and len(stored) == len(parents) and all("n_not_run" in c for c in stored):
+        # from the store: a batched group's members KILLED with no folder of their own count too
+        parts[0] = f"{sum(c['n_finished'] for c in stored)} finished"
+        killed, not_run = sum(c["n_killed"] for c in stored), sum(c["n_not_run"] for c in stored)
+    parts += [f"{killed} killed", f"{not_run} not run"]
     return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
             + f"resume with: {resume_command(args)}")
 
