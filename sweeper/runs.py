@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     try:
-        tracking.check_database(args.tracking_uri, existing=True)  # MLflow would create an empty store there
+        tracking.check_database(args.tracking_uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store there
         c = tracking.client(args.tracking_uri)
         if args.experiment is None:
             rows = overview(c)

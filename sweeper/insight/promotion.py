@@ -248,7 +248,7 @@ def promote(
         raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
                     "expected a validation metric (val_...)")
     try:
-        tracking.check_database(uri, existing=True)  # MLflow would create an empty store at a mistyped path
+        tracking.check_database(uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store at a mistyped path
     except tracking.TrackingError as e:
         raise PromoteError(str(e)) from None
     try:

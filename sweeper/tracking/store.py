@@ -197,33 +197,34 @@ def _progress(line: str) -> None:
         print(f"sweeper: {line}", flush=True)
 
 
-def check_database(uri: str, existing: bool = False) -> None:
+def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
     """TrackingError (one line) unless ``uri`` names a store that can persist runs: not an in-memory database
     (:func:`~sweeper.base.names.uri_problem`), and for ``sqlite:///PATH`` a PATH that is no folder (MLflow would
     retry it for ~100 s) and, when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes
     (random bytes in it would otherwise be read, and written to, as runs). ``existing``: a command that only
-    reads the store (report, runs, promote) refuses a missing file instead of creating a store there. No MLflow
+    reads the store (report, runs, promote) refuses a missing file instead of creating a store there; ``key``: how
+    the line names the store (those commands: ``--tracking-uri``). No MLflow
     import: a refusal costs milliseconds and touches nothing."""
     from sweeper.base.names import uri_problem
 
     problem = uri_problem(uri)
     if problem:
-        raise TrackingError(f"tracking.uri={uri} {problem}")
+        raise TrackingError(f"{key}={uri} {problem}")
     db = sqlite_path(uri)
     if db is None:
         return
     what = "is a folder" if db.is_dir() else "is not a regular file" if db.exists() and not db.is_file() else None
     if what:
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {db} {what}: expected the path of a database file "
+        raise TrackingError(f"{key}={uri} cannot be used: {db} {what}: expected the path of a database file "
                             f"(e.g. sqlite:///{(db / 'mlflow.db').as_posix()})")
     if not db.exists():
         if existing:
-            raise TrackingError(f"tracking.uri={uri}: no such store ({db} does not exist): expected an existing "
+            raise TrackingError(f"{key}={uri}: no such store ({db} does not exist): expected an existing "
                                 "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
         return
     damage = _damage(db)
     if damage:
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
+        raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
                             "path for a new store")
 
 
