@@ -202,11 +202,12 @@ def test_a_pin_and_another_data_set_on_the_command_line_are_refused():
     """Before: +best=diabetes_1 data=wine trained diabetes while its name and overrides tag said wine."""
     from sweeper.contract.config import ConfigError, check_overrides
 
-    with pytest.raises(ConfigError, match=r"^data=wine conflicts with \+best=diabetes_1, which chooses data=diabetes"):
+    with pytest.raises(ConfigError, match=r"^data=wine conflicts with \+best=diabetes_1, which fixes data=diabetes \(data.name: diabetes in "):
         check_overrides(["+best=diabetes_1", "data=wine"], whole=True)
     with pytest.raises(ConfigError, match=r"^data=diabetes,wine conflicts with"):
         check_overrides(["-m", "+best=diabetes_1", "data=diabetes,wine"], whole=True)
     check_overrides(["+best=diabetes_1", "data=diabetes"], whole=True)  # the same choice says nothing new
+    check_overrides(["-m", "+sweep=seed", "data=wine"], whole=True)  # a named sweep's data choice gives way: no conflict
 
 
 @pytest.mark.parametrize("fractions, said", [

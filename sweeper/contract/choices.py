@@ -38,9 +38,20 @@ def _values(o: Any) -> list[str]:
     return []
 
 
+def fixed(path: Path, group: str) -> list[str]:
+    """The option of ``group`` that the body of the config file ``path`` fixes (a pin's ``data: {name: diabetes}``:
+    merged after the command's ``data=wine``, it wins), ``[]`` when it fixes none."""
+    if not path.is_file():
+        return []
+    node = OmegaConf.load(path).get(group)
+    name = node.get("name") if OmegaConf.is_dict(node) else None
+    return [str(name)] if name is not None else []
+
+
 def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Exception]) -> None:
-    """``+best=diabetes_1 data=wine``: the pin's ``override /data: diabetes`` wins in Hydra, so the run would train
-    diabetes while its name and ``overrides`` tag say wine; refused in one line."""
+    """``+best=diabetes_1 data=wine``: the pin's ``data: {name: diabetes, ...}`` is merged last in Hydra, so the run
+    would train diabetes while its name and ``overrides`` tag say wine; refused in one line. (A named sweep's
+    ``override /data: ...`` alone gives way to the command's choice: no conflict.)"""
     for o in overrides:
         if o.key_or_group not in ("best", "sweep") or o.is_sweep_override() or o.is_delete():
             continue
@@ -49,11 +60,11 @@ def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Excepti
             group = mine.key_or_group
             if group in ("best", "sweep") or group not in groups or mine.is_delete():
                 continue
-            picked = defaults(path, group)
+            picked = fixed(path, group)
             other = [v for v in _values(mine) if picked and v not in picked]
             if other:
-                raise error(f"{mine.input_line} conflicts with {o.input_line}, which chooses {group}={picked[0]} "
-                            f"(override /{group}: {picked[0]}) and wins: the run would train {group}={picked[0]} "
+                raise error(f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}={picked[0]} "
+                            f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train {group}={picked[0]} "
                             f"under the name {mine.input_line}; drop {mine.input_line}, or pin a run of "
                             f"{group}={other[0]}")
 
