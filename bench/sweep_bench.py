@@ -5,11 +5,8 @@
     python bench/sweep_bench.py --only training  # the batched trainer alone
     python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch 1 (minutes)
     python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
-<<<<<<< HEAD
     python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
-=======
     python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole, per config, RSS
->>>>>>> hydra
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration

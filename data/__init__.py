@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from sweeper.base.backend import is_sparse
-from sweeper.data.columns import encode_columns, encode_rows, fit
-from sweeper.data.loaders import ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
+from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
+from sweeper.data.loaders import ASK_CLASSES, ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
 
-__all__ = ["ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
+__all__ = ["ASK_CLASSES", "ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
 
 
 @dataclass
@@ -200,7 +200,27 @@ def load(cfg: Any, seed: int | None = None) -> Dataset:
     node's ``data.split_seed``) and standardise it.
 
     Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
-    standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``."""
+    standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``. A fraction of 0 (the split
+    reuses the training rows) is a decision said in ``decisions["split"]``."""
+    ds = _load(cfg, seed)
+    said = reused_rows(cfg)
+    if said:
+        ds.decisions = {**ds.decisions, "split": said}
+    return ds
+
+
+def reused_rows(cfg: Any) -> str:
+    """What a split with ``data.val_fraction=0`` or ``data.test_fraction=0`` scores on, in words ("" when neither)."""
+    zero = [k for k in ("val_fraction", "test_fraction") if not getattr(cfg, k, 1)]
+    if not zero:
+        return ""
+    parts = " and ".join({"val_fraction": "validation", "test_fraction": "test"}[k] for k in zero)
+    return (f"{parts} = the training rows ({', '.join(f'data.{k}=0' for k in zero)}): their metrics are training "
+            "error, not held-out error" + (", and choosing on them picks the best fit to the training rows"
+                                            if "val_fraction" in zero else ""))
+
+
+def _load(cfg: Any, seed: int | None) -> Dataset:
     seed = split_seed(cfg) if seed is None else seed
     raw = LOADERS[cfg.name](cfg, seed)
     X, y, task, positive_class, classes = raw[:5]
@@ -284,7 +304,7 @@ def _raw_cells(c: Any, rows: np.ndarray) -> list[Any]:
     return [None if g else v for v, g in zip(part.values.tolist(), part.gaps.tolist())]
 
 
-DECIDED = ("task", "target", "sep", "dropped", "encoded", "rows")
+DECIDED = ("task", "target", "sep", "dropped", "encoded", "rows", "split")
 # a table's column report (sweeper.data.table): said a line each after the first line, and as tags
 DECIDED_COLUMNS = ("columns", "missing", "ids", "dates", "left_out", "codes", "leaks")
 

@@ -161,6 +161,8 @@ def csv_file(cfg: Any, seed: int) -> Raw:
 
 # what an integer target read as classes (data.task=auto) says; sweeper.run logs that line as a warning
 ASK_REGRESSION = "pass data.task=regression to predict the number"
+# what a text target of more than MAX_CLASSES values read as classes (data.task=auto) says, also as a warning
+ASK_CLASSES = f"more than {MAX_CLASSES} distinct text values, each a class: check data.target names the label column"
 
 
 def _decided(y: np.ndarray, task: str, positive: str | None, classes: tuple[str, ...] | None, asked: str,
@@ -176,9 +178,9 @@ def _decided(y: np.ndarray, task: str, positive: str | None, classes: tuple[str,
         decisions["target"] = f"{label}: 1 = {positive}"
     else:
         numbers = all(_parses(c) for c in classes)
+        ask = ASK_REGRESSION if numbers else ASK_CLASSES if len(classes) > MAX_CLASSES else ""
         decisions["task"] = "multiclass" + ("" if asked == "multiclass" else
-                                            f" ({asked}: read as {len(classes)} classes"
-                                            + (f"; {ASK_REGRESSION})" if numbers else ")"))
+                                            f" ({asked}: read as {len(classes)} classes" + (f"; {ask})" if ask else ")"))
         decisions["target"] = f"{label}: {len(classes)} classes {_shown(list(classes), 10)}"
     return decisions
 
@@ -272,6 +274,10 @@ def _target(values: list[Any], label: Any, task: str, positive: Any,
         classes = np.unique(y).tolist()
     labels = [_label(c) for c in classes]
     shown = _shown([repr(c) for c in labels] if text else labels)
+    if not text and len(classes) < 2 <= len(values) and task in ("auto", "regression"):
+        # a constant number: a regression would "learn" it with any weights (val_mse ~0)
+        raise DataError(f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value ({shown}) in every "
+                        "row: there is nothing to learn; choose another target column (data.target)")
     if task == "regression":
         if text:
             raise DataError(f"data.task=regression needs a numeric target: {column} holds text ({shown}); "

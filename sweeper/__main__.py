@@ -24,7 +24,10 @@ except KeyboardInterrupt as e:  # Ctrl-C right at the start (SIGTERM is handled 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """One job. Returns its primary validation metric (NaN when it has none), the objective of search sweepers."""
+    from sweeper.contract import hydra_args
     from sweeper.job.task import main as run_main, objective
+
+    hydra_args.TASK_STARTED = True
 
     return objective(run_main(cfg))
 
@@ -40,10 +43,19 @@ def cli() -> None:
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
     try:
+        from sweeper.base.environment import problem
+
+        bad = problem()
+        if bad:
+            raise ConfigError(bad)
         check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         from sweeper.contract.model import model_overrides
 
         sys.argv[1:] = args = model_overrides(args)  # model.<hyperparameter>=...: added to the model's section
+
+        from sweeper.contract.hydra_args import one_line_errors
+
+        one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts

@@ -69,12 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    db = tracking.sqlite_path(args.tracking_uri)
-    if db is not None and not db.is_file():  # MLflow would create an empty store there
-        print(f"sweeper: error: --tracking-uri={args.tracking_uri}: no such store: expected an existing MLflow store",
-              file=sys.stderr)
-        return 2
     try:
+        tracking.check_database(args.tracking_uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store there
         c = tracking.client(args.tracking_uri)
         if args.experiment is None:
             rows = overview(c)

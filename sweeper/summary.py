@@ -19,7 +19,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.sweep_dir / SWEEP_FILE).is_file():
         print(f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a multirun folder", file=sys.stderr)
         return 2
-    return sweep.finish(args.sweep_dir.absolute())
+    from sweeper.job.sweepdir import SweepFileError
+
+    try:
+        return sweep.finish(args.sweep_dir.absolute())
+    except SweepFileError as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ to its replacement. DIR is a sweep folder or one job's folder.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,17 +28,22 @@ from sweeper.tracking.writer import RECORDING, recording, write_result
 def pending(folder: Path) -> list[Path]:
     """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload."""
     paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
-    results = {p: json.loads(p.read_text()) for p in paths}
+    results = {p: sweepdir.read_result(p) for p in paths}
     return [p for p, r in results.items() if r.get("pending_upload") and not recording(r)]  # not a live sweep's
 
 
 def upload(path: Path, uri: str | None = None) -> str:
     """Log one pending job as a new run; mark its result.json uploaded; return the new run id."""
-    r: dict[str, Any] = json.loads(path.read_text())
+    r: dict[str, Any] = sweepdir.read_result(path)
     job, sweep_dir = path.parent, path.parent.parent
     uri = uri or r["tracking_uri"]
     c = tracking.open_store(uri)
     experiment = tracking.experiment_id(c, r["experiment"], uri)
+    if r.get(UPLOADING):  # an upload that failed half-way (a full disk): its run goes, this one replaces it
+        try:
+            c.delete_run(r[UPLOADING])
+        except tracking.UNREACHABLE:
+            pass  # it never reached this store
     is_sweep = (sweep_dir / SWEEP_FILE).is_file()
     parent = sweepdir.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
     name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
@@ -50,16 +54,25 @@ def upload(path: Path, uri: str | None = None) -> str:
     if r.get("task"):
         tags["task"] = r["task"]
     new = tracking.start_run(c, experiment, name, tags, params, parent)
+    write_result(path, r | {UPLOADING: new})  # a retry after a failure below deletes it instead of adding a second
 
-    with np.load(job / CURVES_FILE) as z:
-        curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
-    art = r.get("artifacts", {"files": []})
-    models = art.get("models", art.get("folders", {}))  # result.json files of before logged models: "folders"
-    tracking.finish_run(
-        c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in models.items()},
-        tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
-        curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
-    )
+    try:
+        with np.load(job / CURVES_FILE) as z:
+            curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
+        art = r.get("artifacts", {"files": []})
+        models = art.get("models", art.get("folders", {}))  # result.json files of before logged models: "folders"
+        tracking.finish_run(
+            c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in models.items()},
+            tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
+            curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
+        )
+    except BaseException as e:  # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
+        try:
+            c.set_tag(new, "failure_reason", f"upload failed: {tracking.first_line(e)}")
+            c.set_terminated(new, "FAILED")
+        except Exception:  # noqa: BLE001  (the store that failed may refuse this too)
+            pass
+        raise
     if r.get("run_id"):  # the run the job had started before the server failed
         try:
             c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
@@ -69,6 +82,7 @@ def upload(path: Path, uri: str | None = None) -> str:
             pass  # it lived on another server, or never reached this one
     r |= {"run_id": new, "pending_upload": False, "uploaded": True}
     r.pop(RECORDING, None)
+    r.pop(UPLOADING, None)
     write_result(path, r)
     return new
 
@@ -93,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or one job's folder",
               file=sys.stderr)
         return 2
-    todo = pending(args.folder)
+    try:
+        todo = pending(args.folder)
+    except sweepdir.SweepFileError as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
     if not todo:
         print(f"nothing to upload under {args.folder}: no result.json is pending")
         return 0
@@ -101,11 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         for path in todo:
             print(f"{path.parent}: uploaded as run {upload(path, args.tracking_uri)}")
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
+    except sweepdir.SweepFileError as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
         print(f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
               file=sys.stderr)
         return 2
     return 0
+
+
+UPLOADING = "uploading"  # result.json's run id of an upload under way (or one that failed half-way)
 
 
 if __name__ == "__main__":

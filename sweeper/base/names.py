@@ -54,6 +54,11 @@ def uri_problem(uri: str) -> str | None:
         return f"cannot be read as an address ({e}): expected sqlite:///PATH or http(s)://HOST:PORT"
     if parts.scheme in ("http", "https") and not parts.hostname:
         return "names no host: expected http(s)://HOST:PORT"
+    if parts.scheme == "sqlite":
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        if path in ("", ":memory:") or path.startswith(("file:", ":memory:")) or "mode=memory" in path:
+            return ("is not a persistent store (an in-memory database keeps nothing once the command ends): "
+                    "expected sqlite:///PATH/TO/mlflow.db")
     return None
 
 

@@ -34,6 +34,38 @@ def exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_HELD: dict[str, object] = {}  # path -> the open file whose lock this process holds until it exits
+
+
+def hold(path: Path) -> str | None:
+    """Take an exclusive lock on ``path`` for the rest of this process (released by the OS when it ends, SIGKILL
+    included: ``flock``); None when taken (or already held here), else what the file says of its holder (its
+    ``pid@host``), which holds it now. No lock where fcntl is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    key = str(path.absolute())
+    if key in _HELD:
+        return None
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        return holder
+    import socket
+
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}@{socket.gethostname()}\n")
+    f.flush()
+    _HELD[key] = f
+    return None
+
+
 # A running run's heartbeat: the tag ``heartbeat`` = "<unix time> <interval s>", refreshed every interval while
 # its job trains (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
 HEARTBEAT = "heartbeat"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from contextlib import contextmanager
+from typing import Any, Iterator, NoReturn
 
 STOP = threading.Event()
 _SEEN: list[int] = []  # the signals received, in order
@@ -29,10 +30,33 @@ class Stopped(KeyboardInterrupt):
     """A training thread saw :data:`STOP` and ended its work early."""
 
 
+_DEFERRING = [0]  # how deep the main thread is in :func:`deferred` sections
+_DEFERRED: list[int] = []  # the signals that came during one, raised at its end
+
+
 def _handler(signum: int, frame: Any) -> None:
     _SEEN.append(signum)
     STOP.set()
+    if _DEFERRING[0]:
+        _DEFERRED.append(signum)
+        return
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A section that Ctrl-C or SIGTERM must not cut in two (a run's result.json says FINISHED and is handed to the
+    writer process: both, or neither): a signal that comes inside sets :data:`STOP` at once (training threads end)
+    and is raised as its exception when the section ends."""
+    _DEFERRING[0] += 1
+    try:
+        yield
+    finally:
+        _DEFERRING[0] -= 1
+    if not _DEFERRING[0] and _DEFERRED:
+        signum = _DEFERRED[0]
+        _DEFERRED.clear()
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def install() -> dict[int, Any]:
@@ -61,6 +85,7 @@ def reset() -> None:
     """Forget an earlier stop (the Python API, called again in the same process)."""
     STOP.clear()
     _SEEN.clear()
+    _DEFERRED.clear()
 
 
 class Refused(SystemExit):

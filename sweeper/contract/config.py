@@ -21,6 +21,8 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.names import MAX_NAME_BYTES, uri_problem
+from sweeper.contract import choices
+from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401  (group_options: re-exported)
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
@@ -213,7 +215,7 @@ DOWNLOAD = {
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TRACKING: dict[str, Rule] = {
-    "uri": Rule("a tracking URI: sqlite:///PATH or http(s)://HOST:PORT",
+    "uri": Rule("a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
                 lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None),
     "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
                        lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
@@ -252,10 +254,6 @@ def check_value(key: str, value: Any, rule: Rule) -> None:
             raise ConfigError(f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
                               f"(write {key}={value}, without quotes)")
         raise _fail(key, value, rule.allowed)
-
-
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def validate(cfg: Mapping[str, Any]) -> None:
@@ -322,6 +320,9 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
     Hydra says "Could not override ... not in struct" over 7 lines. ``+data.foo=1`` (an append) is left
     to :func:`validate`, which refuses keys a data set does not have."""
     group, _, rest = key.partition(".")
+    if group in TOP_LEVEL:  # lr.x=1: Hydra says "Key 'x' is not in struct"
+        raise ConfigError(f"{key} is not a key: {group} is one value ({TOP_LEVEL[group].allowed}), not a group "
+                          f"of keys: write {group}=VALUE")
     if group not in NESTED:
         if group not in (*TOP_LEVEL, *GROUPS, *METADATA):  # dta.val_fraction=0.1
             raise _unknown(group)
@@ -356,17 +357,6 @@ def _chosen(group: str, overrides: list[Any]) -> list[str]:
     return picked or _defaults(CONF_DIR / "config.yaml", group)
 
 
-def _defaults(path: Path, group: str) -> list[str]:
-    """The option of ``group`` that the defaults list of the config file ``path`` chooses (``[]``: none)."""
-    if not path.is_file():
-        return []
-    found = []
-    for entry in OmegaConf.load(path).get("defaults") or []:
-        if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
-            found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
-    return found
-
-
 def check_overrides(args: list[str], whole: bool = False) -> None:
     """Check command-line overrides before Hydra composes, so bad input fails in one line; ``whole``: ``args``
     is the whole command line, flags included, so a sweep without ``-m`` is refused ("add -m").
@@ -379,6 +369,10 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
     from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
+    from sweeper.contract.hydra_args import check_commands, check_hydra
+
+    if whole:
+        check_commands(args, ConfigError)
     all_args, args = args, [a for a in args if not a.startswith("-")]
     parser = OverridesParser.create()
     try:
@@ -401,6 +395,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
             values = list(o.sweep_iterator(transformer=Override._convert_value))
         else:
+            choices.search_only(o, overrides, whole, GROUPS, ConfigError)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key == "model" and any(a.lstrip("+").startswith("hydra.searchpath") for a in args):
             continue  # a model/<name>.yaml of the user's own config folder: Hydra finds it (validate checks it)
@@ -410,13 +405,13 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
                 if v not in options:
                     raise _fail(key, v, "one of " + ", ".join(options))
                 _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
+                choices.picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}", GROUPS, ConfigError)
         elif key in TOP_LEVEL:
             for v in values:
                 check_value(key, v, TOP_LEVEL[key])
         elif "." not in key and not o.is_add() and not o.is_force_add():
             raise _unknown(key)
-    from sweeper.contract.hydra_args import check_hydra
-
+    choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
 
 

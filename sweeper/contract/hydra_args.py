@@ -81,3 +81,84 @@ def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], t
             v, (allowed, least) = o.value(), HALVING[key]
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
                 raise error(f"{key}={v} is not allowed: expected {allowed}")
+
+
+# Hydra's options that each choose what the command does: Hydra allows one of them (a ValueError otherwise).
+COMMANDS = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg", "-i": "--info",
+            "--info": "--info", "--shell-completion": "--shell-completion", "-sc": "--shell-completion"}
+
+
+def check_commands(args: list[str], error: type[Exception]) -> None:
+    """``-m --cfg job``: Hydra raises a ValueError with its traceback; here one line."""
+    given = list(dict.fromkeys(COMMANDS[a] for a in args if a in COMMANDS))
+    if len(given) > 1:
+        raise error(f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python -m sweeper "
+                    f"--cfg job key=value shows one job's config; -m runs the sweep)")
+
+
+def hydra_line(e: BaseException) -> str | None:
+    """The one line for an error that Hydra or OmegaConf raised while reading the command line or composing the
+    config (a value of the wrong type for a Hydra key, ``lr.x=1``, a missing config): Hydra's first line and its
+    cause's, with the key; None for any other exception (ours, a job's), which keeps Hydra's report."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if not isinstance(e, (HydraException, OmegaConfBaseException)):
+        return None
+
+    def first(x: BaseException) -> str:
+        lines = [ln.strip() for ln in str(x).splitlines() if ln.strip()]
+        return lines[0] if lines else type(x).__name__
+
+    text = first(e)
+    cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
+    key = getattr(cause or e, "full_key", None)
+    if cause is not None:
+        text = f"{text.rstrip('.')}: {first(cause)}"
+    if key and key not in text:
+        text += f" (key {key})"
+    lines = str(e).splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.startswith("Available options in")), None)
+    if at is not None:  # Could not find 'data/nope': Hydra lists the group's options below, one a line
+        options = []
+        for ln in lines[at + 1:]:
+            if not ln.startswith(("\t", " ")) or not ln.strip():
+                break
+            options.append(ln.strip())
+        text += f": expected one of {', '.join(options)}" if options else ""
+    if "Cannot find primary config" in text:
+        text += ": expected --config-name config (conf/config.yaml) or a config of --config-path"
+    return text
+
+
+def one_line_errors(error: type[Exception]) -> None:
+    """From now on in this process, an error that Hydra or OmegaConf raises while it composes the config (before
+    any job's task starts) reaches the caller as ``error`` with one line (:func:`hydra_line`), instead of Hydra
+    printing 4-14 lines and exiting 1. ``HYDRA_FULL_ERROR=1`` keeps Hydra's own report. A job's failure is left
+    to Hydra: the caller's task function sets :data:`TASK_STARTED`."""
+    import os
+
+    from hydra._internal import utils
+
+    original = utils.run_and_report
+    if getattr(original, "one_line", False) or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return
+
+    def run_and_report(func: Any) -> Any:
+        try:
+            return func()
+        except Exception as e:  # noqa: BLE001  (every other one goes to Hydra's own report below)
+            line = None if TASK_STARTED else hydra_line(e)
+            if line is not None:
+                raise error(line) from None
+
+            def again() -> Any:
+                raise e
+
+            return original(again)
+
+    run_and_report.one_line = True  # type: ignore[attr-defined]
+    utils.run_and_report = run_and_report
+
+
+TASK_STARTED = False  # set by python -m sweeper's task function: from then on an error is a job's

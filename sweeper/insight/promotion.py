@@ -247,10 +247,10 @@ def promote(
     if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
         raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
                     "expected a validation metric (val_...)")
-    db = tracking.sqlite_path(uri)
-    if db is not None and not db.is_file():  # MLflow would create an empty store there
-        raise _fail("--tracking-uri", uri, "no such store: expected an existing MLflow store "
-                    "(sqlite:///path/to/mlflow.db or a server URL)")
+    try:
+        tracking.check_database(uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store at a mistyped path
+    except tracking.TrackingError as e:
+        raise PromoteError(str(e)) from None
     try:
         client = tracking.client(uri)
         runs = _candidates(client, uri, experiment, run_ids, latest)

@@ -51,8 +51,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     # before the store: a bad file must leave no store or experiment behind
     dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
-        log.log(logging.WARNING if data.ASK_REGRESSION in dataset.decisions.get("task", "") else logging.INFO,
-                "data: %s", data.describe(dataset))
+        task = dataset.decisions.get("task", "")
+        guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
+        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", data.describe(dataset))
         for line in data.column_lines(dataset):  # a table's column report: a line per column, a leak as a warning
             log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", line)
     if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
@@ -144,8 +145,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                    curve_points=cfg.tracking.curve_points, system=system, params=params,
                    datasets=artifacts.inputs(cfg, dataset))
         if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
-            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
-            tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
+            writer.WRITER.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
+            with stop.deferred():  # printed FINISHED and handed to the writer: both, whatever signal comes between
+                _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
+                tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
             return result
         try:
             tracked.finish(**end)

@@ -20,9 +20,45 @@ def _state(sweep_dir: Path) -> dict[str, Any]:
 
 
 
+class SweepFileError(ValueError):
+    """A sweep.json or result.json that cannot be read as the sweep wrote it; one line naming the file."""
+
+
+def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """The JSON object of ``path`` with each of ``keys`` of its type, or :class:`SweepFileError` (cut short, edited,
+    not an object, a key missing or of another type)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SweepFileError(f"{path} cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
+                             "expected the JSON file the sweep wrote; restore it, or move it away") from None
+    if not isinstance(value, dict):
+        raise SweepFileError(f"{path} holds a JSON {type(value).__name__}, not an object: expected the file the sweep "
+                             "wrote; restore it, or move it away")
+    for key, kind in keys.items():
+        if not isinstance(value.get(key), kind) or isinstance(value.get(key), bool) and kind is not bool:
+            raise SweepFileError(f"{path}: its {key} is {json.dumps(value.get(key))[:60]}, expected "
+                                 f"{getattr(kind, '__name__', 'a value of the sweep')}: restore it, or move it away")
+    return value
+
+
+STATE_KEYS = {"parents": list, "n_jobs": int}
+RESULT_KEYS = {"status": str, "tracking_uri": str, "experiment": str, "overrides": list, "metrics": dict}
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A job's result.json, checked (:func:`read_json`); every metric a number."""
+    r = read_json(path, RESULT_KEYS)
+    bad = [k for k, v in r["metrics"].items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+    if bad:
+        raise SweepFileError(f"{path}: its metric {bad[0]} is {json.dumps(r['metrics'][bad[0]])[:60]}, expected a "
+                             "number: restore it, or move it away")
+    return r
+
+
 @lru_cache(maxsize=8)
 def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    return read_json(path, STATE_KEYS)
 
 
 
@@ -48,7 +84,7 @@ def results(sweep_dir: Path) -> list[dict[str, Any]]:
     """Every job's result.json in the sweep folder, in job order."""
     found = []
     for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
-        r = json.loads(path.read_text())
+        r = read_result(path)
         r["job"], r["path"] = path.parent.name, str(path)
         found.append(r)
     return sorted(found, key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]))

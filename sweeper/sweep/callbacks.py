@@ -9,11 +9,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeper.base import stop
 from sweeper.contract.config import ConfigError
+from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
 
@@ -44,6 +46,8 @@ class SweepCallback(Callback):
             guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
         except (ConfigError, TrackingError) as e:
             stop.refuse(str(e))
+        except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line
+            stop.refuse(hydra_line(e))
         except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
             traceback.print_exc()
             stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base import stop
+from sweeper.base.process import hold
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
@@ -32,6 +33,7 @@ log = logging.getLogger("sweeper")
 
 # The parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists.
 _created: dict[Path, dict[str, dict[str, Any]]] = {}
+LOCK_FILE = ".sweep.lock"  # held (flock) by the launching process of the sweep that uses the folder
 
 
 def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
@@ -45,6 +47,10 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         from sweeper.sweep import engines
 
         engines.check(config.hydra.launcher)  # before any store: a bad engine is one line
+    if "sweeper_optuna_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
+        from hydra_plugins.sweeper_optuna_sweeper._core import check
+
+        check(config)  # a refused search setting writes no parent run
     every = job_configs(config)
     # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
     # own run; its store and experiment are known once it runs (a parent of the same ones is found then)
@@ -60,10 +66,22 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
 
+    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
+    for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
+        tracking.check_database(uri)
+    sweep_dir = Path(config.hydra.sweep.dir).absolute()
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
+    except OSError as e:  # a file on the way, /proc, a read-only or full disk
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} cannot be used: {e.strerror or e}"
+                          + (f" ({e.filename})" if e.filename else "") + ": choose a writable folder") from None
+    if holder:
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
+                          "end, or choose another hydra.sweep.dir")
     from sweeper.insight import plots
 
     warming = warm_joblib_workers(config, jobs)
-    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
         if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
             log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
@@ -75,8 +93,6 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     importing = writer.WRITER is not None or warming is not None
     if not importing:
         plots.start()
-    sweep_dir = Path(config.hydra.sweep.dir).absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     parents = _created.setdefault(sweep_dir, {})
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
     tracking.SWEEP_EXPERIMENTS.clear()
@@ -105,7 +121,7 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     if importing:
         plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
-             "started": time.time()}
+             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
     return state
 
@@ -176,6 +192,13 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
+        lost = tracking.replaced(parent["uri"], state.get("stores", {}).get(parent["uri"]))
+        if lost:  # its client would create an empty store there, and the summary would show runs it does not hold
+            print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(mine)} run(s) "
+                  f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome",
+                  file=out)
+            failed_parents = True
+            continue
         client = tracking.client(parent["uri"])
         skipped = [r for r in mine if r["status"] == "SKIPPED"]
         lines = [f"{' '.join(r['overrides'])}: {r['reason']}" for r in skipped]
@@ -247,7 +270,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
     rows = results(sweep_dir) if state else []
     cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]  # started, no result
-    failures = []
+    failures, stored = [], []
     for p in parents:
         mine = [r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]]
         try:
@@ -256,8 +279,9 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
             runs = report.children(c, parent)
             if report.mark_orphans(c, runs, False, "KILLED", stop.reason()):
                 runs = report.children(c, parent)
+            counts = report.tally(parent, runs, mine)
+            stored.append(counts)
             if parent.info.status == "RUNNING":
-                counts = report.tally(parent, runs, mine)
                 why = report.incomplete(counts)  # None when Ctrl-C came during the summary
                 tracking.log_metrics(c, p["run_id"], counts)
                 c.set_tag(p["run_id"], "failure_reason", f"sweep {stop.reason()}" + (f": {why}" if why else ""))
@@ -272,7 +296,12 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parts = [f"{status.count('FINISHED')} finished"]
     parts += [f"{n} {what}" for n, what in ((status.count("FAILED"), "failed"), (reused, "reused"),
                                               (status.count("SKIPPED") - reused, "skipped")) if n]
-    parts += [f"{status.count('KILLED') + len(cut)} killed", f"{max(0, state['n_jobs'] - len(rows) - len(cut))} not run"]
+    killed, not_run = status.count("KILLED") + len(cut), max(0, state["n_jobs"] - len(rows) - len(cut))
+    if parents and len(stored) == len(parents) and all("n_not_run" in c for c in stored):
+        # from the store: a batched group's members KILLED with no folder of their own count too
+        parts[0] = f"{sum(c['n_finished'] for c in stored)} finished"
+        killed, not_run = sum(c["n_killed"] for c in stored), sum(c["n_not_run"] for c in stored)
+    parts += [f"{killed} killed", f"{not_run} not run"]
     return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
             + f"resume with: {resume_command(args)}")
 

@@ -45,14 +45,19 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from hydra.errors import HydraException
+
     params = config.hydra.sweeper.get("params") or {}
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(args), None)
+    loader = GlobalHydra.instance().config_loader()
+    try:  # with the loader, as the basic sweeper parses them: glob() lists a group's options through it
+        batches = BasicSweeper.split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(args), None)
+    except HydraException as e:  # e.g. interval() given to the grid sweeper by a sweep config's params
+        raise ConfigError(f"{' '.join(args)[:200]}: {str(e).splitlines()[0]}") from None
     from sweeper.contract.compose import compose_once
 
     if len(batches[0]) >= ANNOUNCE:
         log.info("composing %s configurations…", f"{len(batches[0]):,}")
-    loader = GlobalHydra.instance().config_loader()
     once = compose_once(loader)  # each shape composed once; the sweeper's check and the launcher reuse it
     jobs = []
     for overrides in batches[0]:

@@ -156,6 +156,8 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     if db is None:
         return None  # a server decides
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
+    if not safe.strip("."):  # "." or "..": the folder would be artifacts/ itself, or the database's folder
+        safe = safe.replace(".", "_")
     return (db.resolve().parent / "artifacts" / safe).as_uri()
 
 
@@ -169,6 +171,7 @@ def open_store(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         check_writable(db, uri)
+        check_database(uri)
     creating = db is not None and not db.is_file()
     if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):  # seconds of silence otherwise
         _progress(f"opening the store {uri}" + (" (creating it: the first time takes a few seconds)"
@@ -192,6 +195,81 @@ def _progress(line: str) -> None:
         log.info(line)
     else:
         print(f"sweeper: {line}", flush=True)
+
+
+def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
+    """TrackingError (one line) unless ``uri`` names a store that can persist runs: not an in-memory database
+    (:func:`~sweeper.base.names.uri_problem`), and for ``sqlite:///PATH`` a PATH that is no folder (MLflow would
+    retry it for ~100 s) and, when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes
+    (random bytes in it would otherwise be read, and written to, as runs). ``existing``: a command that only
+    reads the store (report, runs, promote) refuses a missing file instead of creating a store there; ``key``: how
+    the line names the store (those commands: ``--tracking-uri``). No MLflow
+    import: a refusal costs milliseconds and touches nothing."""
+    from sweeper.base.names import uri_problem
+
+    problem = uri_problem(uri)
+    if problem:
+        raise TrackingError(f"{key}={uri} {problem}")
+    db = sqlite_path(uri)
+    if db is None:
+        return
+    what = "is a folder" if db.is_dir() else "is not a regular file" if db.exists() and not db.is_file() else None
+    if what:
+        raise TrackingError(f"{key}={uri} cannot be used: {db} {what}: expected the path of a database file "
+                            f"(e.g. sqlite:///{(db / 'mlflow.db').as_posix()})")
+    if not db.exists():
+        if existing:
+            raise TrackingError(f"{key}={uri}: no such store ({db} does not exist): expected an existing "
+                                "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
+        return
+    damage = _damage(db)
+    if damage:
+        raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
+                            "path for a new store")
+
+
+def _damage(db: Path) -> str | None:
+    """Why the existing file ``db`` is not a healthy SQLite database (None when it is, or is empty: SQLite reads
+    an empty file as an empty database): its header, then ``PRAGMA quick_check`` (a read of every page, ~ms a MB),
+    which writes nothing."""
+    try:
+        with open(db, "rb") as f:
+            header = f.read(16)
+    except OSError:
+        return None  # unreadable: check_writable and MLflow name it
+    if not header:
+        return None
+    if header != b"SQLite format 3\x00":
+        return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
+    try:
+        # an ordinary connection: a read-only one would leave a WAL store's -wal and -shm files behind it
+        with closing(sqlite3.connect(db, timeout=30)) as con:
+            rows = con.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as e:
+        text = str(e)
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return f"is damaged ({text})"
+        return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
+    first = rows[0][0] if rows else "ok"
+    return None if first == "ok" else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
+
+
+def identity(uri: str) -> list[int] | None:
+    """The device and inode of an embedded store's file (None for a server, or a file not there)."""
+    db = sqlite_path(uri)
+    try:
+        st = db.stat() if db is not None else None
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino] if st else None
+
+
+def replaced(uri: str, before: list[int] | None) -> str | None:
+    """How the store a sweep began with (its :func:`identity` then: ``before``) is gone now, or None."""
+    if before is None:
+        return None
+    now = identity(uri)
+    return None if now == list(before) else "was deleted" if now is None else "was replaced by another file"
 
 
 def check_writable(db: Path, uri: str) -> None:

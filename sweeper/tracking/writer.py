@@ -100,8 +100,7 @@ class Writer:
     def submit(self, uri: str, run_id: str, info: tuple[str, str] | None, kwargs: dict[str, Any], result_path: Path) -> None:
         """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s ``kwargs``) whose job
         wrote ``result_path``; returns at once unless :data:`MAX_PENDING` runs already wait."""
-        while len(self.pending) >= MAX_PENDING:
-            self._take(timeout=None)
+        self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
         try:
@@ -110,6 +109,11 @@ class Writer:
             pass
         while self.pending and self._take(timeout=0):
             pass
+
+    def make_room(self) -> None:
+        """Wait while :data:`MAX_PENDING` runs handed over are not written yet."""
+        while len(self.pending) >= MAX_PENDING:
+            self._take(timeout=None)
 
     def _take(self, timeout: float | None) -> bool:
         """One answer (a written run): True, or False when none came within ``timeout`` (None: until one does,
@@ -171,13 +175,18 @@ class Writer:
             self.proc.kill()
             _wait(self.proc, 5)
         why = f"interrupted before the writer process recorded it (exit code {self.proc.returncode})"
+        recorded = []
         for path in self.pending:
             try:
-                left = json.loads(path.read_text()).get(RECORDING) == self.proc.pid
+                result = json.loads(path.read_text())
             except (OSError, ValueError):  # its folder is gone: nothing is left to keep
                 continue
-            if left:
+            if result.get(RECORDING) == self.proc.pid:
                 self._kept(path, why)
+            elif not result.get("pending_upload"):
+                recorded.append(f"run {result.get('run_id')} (job {path.parent.name})")
+        if recorded:  # which ones, exactly: the sweep's line counts them finished
+            log.info("the writer recorded %d finished run(s) after the interruption: %s", len(recorded), ", ".join(recorded))
         self.pending = []
         self.answers.close()
         failed, self.failed = self.failed, []
@@ -311,7 +320,10 @@ def _serve(requests: Any, answers: Any) -> None:
     import signal
     import threading
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launching process's to handle; we finish
+    # Ctrl-C and SIGTERM are the launching process's to handle (a SIGTERM sent to every process of the sweep, e.g.
+    # by docker stop, included): the writer finishes what it was handed, and ends when its requests end
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     inbox: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
 
     def receive() -> None:

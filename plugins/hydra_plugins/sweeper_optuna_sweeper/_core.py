@@ -61,12 +61,9 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
                                                    "optuna.round": round_id} for i, t in enumerate(trials)})
         try:
             returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
-        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials end FAILED,
-            # not RUNNING for ever (a constant liar's lie)
-            import optuna
-
-            for t in trials:
-                study.tell(t, state=optuna.trial.TrialState.FAIL)
+        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
+            # FINISHED are told their values (their runs are recorded), the others FAIL, not RUNNING for ever
+            cut_short(study, trials, [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)], plan["metric"])
             raise
         tell(study, trials, returns, plan["metric"])
         numbers += [t.number for t in trials]
@@ -142,12 +139,7 @@ def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802  (a class ma
 def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     """Check the sweeper's settings and the space; find the task, its metric and direction, the storage, the
     study's name and the sampler. Raises :class:`ConfigError` (one line) on bad input."""
-    for key in ("n_trials", "batch"):
-        value = getattr(sweeper, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
-    params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.params is not None else {}
-    space = parse(params or {}, list(arguments))
+    space = _settings(sweeper, arguments)
     loader = sweeper.hydra_context.config_loader
     base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
     tasks = {_task(base)}
@@ -164,6 +156,33 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
             "verb": "minimising" if lower else "maximising", "storage": url, "shown_storage": shown(url),
             "study_name": str(sweeper.study_name or base["tracking"]["experiment"]),
             **sampler(sweeper.sampler)}
+
+
+def _settings(settings: Any, arguments: list[str]) -> Space:
+    """The search's counts checked and its space parsed (``settings``: the sweeper, or its config node)."""
+    for key in ("n_trials", "batch"):
+        value = getattr(settings, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
+    params = OmegaConf.to_container(settings.params, resolve=True) if settings.params is not None else {}
+    return parse(params or {}, list(arguments))
+
+
+def check(config: Any) -> None:
+    """The search's own settings (counts, space, sampler, the storage's address), checked by the sweep's start
+    (:func:`sweeper.sweep.life.start`) before any store or parent run is touched: a refused setting is one line,
+    exit 2, and writes nothing (before, the parent run was created first and ended FAILED)."""
+    settings = config.hydra.sweeper
+    _settings(settings, list(config.hydra.overrides.task))
+    sampler(settings.sampler)
+    url = storage_url(settings.storage, str(OmegaConf.select(config, "tracking.uri", default="")))
+    if url is not None:
+        try:
+            from sqlalchemy.engine import make_url
+
+            make_url(url).get_dialect()  # a URL no installed driver reads
+        except Exception as e:  # noqa: BLE001  (sqlalchemy's ArgumentError, NoSuchModuleError)
+            raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be used: {one_line(e)}") from None
 
 
 def _task(plain: dict[str, Any]) -> str:
@@ -307,6 +326,28 @@ def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:
             return z["val_loss_steps"], z["val_loss_values"]
     except (OSError, KeyError, ValueError):
         return np.zeros(0), np.zeros(0)
+
+
+def _job_folder(config: Any, sweep_dir: Path, num: int) -> Path | None:
+    """Job ``num``'s folder, when ``hydra.sweep.subdir`` is Hydra's default (the job's number); else None."""
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    return sweep_dir / str(num) if subdir == "${hydra.job.num}" else None
+
+
+def cut_short(study: Any, trials: list[Any], folders: list[Path | None], metric: str) -> None:
+    """A round interrupted: each trial whose job FINISHED (its result.json) is told its value and run, the rest FAIL.
+    Before, all the round's trials were told FAIL, and a resumed search trained them again."""
+    import optuna
+
+    for trial, folder in zip(trials, folders):
+        result = _result(folder)
+        value = result.get("metrics", {}).get(metric) if result.get("status") == "FINISHED" else None
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            if result.get("run_id"):
+                study._storage.set_trial_user_attr(trial._trial_id, "run_id", str(result["run_id"]))
+            study.tell(trial, float(value))
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def _result(folder: Path | None) -> dict[str, Any]:

@@ -178,8 +178,19 @@ def next_command(argv: list[str], changes: dict[str, str], python: bool = False)
 
 
 
+def split_caveats(records: list[dict[str, Any]]) -> list[str]:
+    """A sweep whose runs score validation on their training rows (``data.val_fraction=0``): its findings extrapolate
+    from training error."""
+    if not any(_number(r["params"].get("data.val_fraction")) == 0 for r in records):
+        return []
+    return ["validation = the training rows (data.val_fraction=0): every val_ metric here is training error, so these "
+            "findings say which configuration fits the training rows best, not which generalises; "
+            "set data.val_fraction > 0 to choose on held-out rows"]
+
+
 def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
-           curves: dict[str, Any] | None = None, search: bool = False, python: bool = False) -> Advice:
+           curves: dict[str, Any] | None = None, search: bool = False, python: bool = False,
+           caveats: list[str] | None = None) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
     them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
     name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
@@ -190,19 +201,21 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
         best = next((r for r in records if r["params"] and r["status"] == "FINISHED"), None)
         curves = {best["run_id"]: curves} if best else {}
     s = Sweep(records, curves)
+    caveats = [*(caveats or []), *split_caveats(records)]
     flat = no_effect(s)
     found = [*saturation(s), *noise(s), *ties(s), *divergence(s), *overfitting(s), *under_training(s), *flat,
              *edges(s, {f.tag for f in flat})]
     if search:
-        return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead")
+        return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
     if not s.records:
-        return Advice(found, None, s.metric, note="no run to build on")
+        return Advice(found, None, s.metric, note="no run to build on", caveats=caveats)
     changes, left = plan(s, found)
     note = ""
     if left:
         note = (f"left out of the next command for its budget ({budget(s)} runs to train, the sweep's size): "
                 + "; ".join(f.step for f in left))
-    return Advice(found, next_command(list(argv or []), changes, python), s.metric, counts(s, changes), note=note)
+    return Advice(found, next_command(list(argv or []), changes, python), s.metric, counts(s, changes), note=note,
+                  caveats=caveats)
 
 
 def top_runs(records: list[dict[str, Any]], n: int = TOP) -> list[str]:
@@ -227,6 +240,18 @@ def is_search(tags: dict[str, str]) -> bool:
 
 
 
+def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:
+    """A sweep that did not run to its end (KILLED: Ctrl-C, SIGTERM, a launcher that failed): advice on part of it."""
+    if parent.info.status != "KILLED":
+        return []
+    tags = parent.data.tags
+    ran = sum(r.info.status == "FINISHED" for r in runs)
+    of = f" of {tags['n_jobs']}" if tags.get("n_jobs", "").isdigit() else ""
+    why = tags.get("failure_reason", "interrupted").split(":")[0]
+    return [f"the sweep did not finish ({why}): {ran}{of} jobs finished, so these findings read part of its grid; "
+            "resume it (resume=true) before trusting them"]
+
+
 def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = None) -> Advice:
     """Advise on a parent run's children (``runs``; ``order``: their ids, best first), print it, and log
     it on the parent: ``advice.md`` and ``advice.*`` tags (stale ones removed)."""
@@ -245,7 +270,8 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
     tags = parent.data.tags
     from sweeper.base.names import SWEEP_FROM
 
-    advice = advise(records, sweep_argv(tags), curves, is_search(tags), tags.get(SWEEP_FROM) == "python")
+    advice = advise(records, sweep_argv(tags), curves, is_search(tags), tags.get(SWEEP_FROM) == "python",
+                    caveats=interrupted_caveats(parent, runs))
     print(advice.text(), file=out, end="")
     run_id = parent.info.run_id
     with tempfile.TemporaryDirectory() as tmp:

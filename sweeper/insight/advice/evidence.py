@@ -59,11 +59,13 @@ class Advice:
     metric: str  # e.g. "val_mse"
     sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
     note: str = ""  # why there is no command, or what the command left out for its budget
+    caveats: list[str] = field(default_factory=list)  # what the findings stand on that weakens them (said first)
 
     def text(self, markdown: bool = False) -> str:
         n = len(self.findings)
         head = f"{n} finding{'s' * (n != 1)}, from validation metrics only (the test split is reported, never used to choose)"
         lines = ["# Sweep advice", "", head + "."] if markdown else [f"Advice: {head}:"]
+        lines += [f"**Caveat:** {c}" if markdown else f"  caveat: {c}" for c in self.caveats]
         for i, f in enumerate(self.findings, 1):
             if markdown:
                 lines += ["", f"## {i}. {f.title}", "", f.summary, ""]

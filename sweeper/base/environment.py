@@ -1,0 +1,61 @@
+"""The ``SWEEPER_*`` environment variables sweeper reads, what each allows, and the one-line refusal of a bad one
+(checked by ``python -m sweeper`` before anything else): a value that would be ignored or half-read (a thread count
+of ``two``, ``SWEEPER_WRITER=no``) or a name sweeper does not read (a typo) would otherwise go unsaid. An empty
+value is as unset. Imports nothing of ours."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable, Mapping
+
+
+def _number(low: float, strict: bool) -> Callable[[str], bool]:
+    def check(v: str) -> bool:
+        try:
+            x = float(v)
+        except ValueError:
+            return False
+        return math.isfinite(x) and (x > low if strict else x >= low)
+    return check
+
+
+def _integer(low: int) -> Callable[[str], bool]:
+    return lambda v: v.strip().isdigit() and int(v) >= low
+
+
+def _folder(v: str) -> bool:
+    return not os.path.exists(v) or os.path.isdir(v)
+
+
+ANY: Callable[[str], bool] = lambda v: True  # noqa: E731
+
+# name -> (what it allows, in words; its check)
+VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "SWEEPER_WRITER": ("on or off (the writer process that records finished runs)", lambda v: v in ("on", "off")),
+    "SWEEPER_THREADS": ("an integer >= 1 (threads of a large epoch or a batched group)", _integer(1)),
+    "SWEEPER_HEARTBEAT_S": ("a number of seconds > 0 (between two heartbeats of a run)", _number(0, True)),
+    "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
+    "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
+    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates)", _folder),
+    "SWEEPER_FAKE_GPU": ("numpy (test-only: device=gpu on NumPy)", lambda v: v == "numpy"),
+    "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
+    "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
+    "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
+    "SWEEPER_BEST_DIR": ("a folder of pinned files (the test suite's)", ANY),
+}
+
+
+def problem(env: Mapping[str, str] | None = None) -> str | None:
+    """The one line for the first ``SWEEPER_*`` variable of ``env`` (default: this process's) that is not allowed."""
+    env = os.environ if env is None else env
+    for name in sorted(k for k in env if k.startswith("SWEEPER_")):
+        value = env[name]
+        if value == "":
+            continue
+        if name not in VARIABLES:
+            return (f"the environment variable {name} is not one sweeper reads: expected one of "
+                    f"{', '.join(VARIABLES)} (unset it: unset {name})")
+        allowed, check = VARIABLES[name]
+        if not check(value):
+            return f"the environment variable {name}={value} is not allowed: expected {allowed}"
+    return None

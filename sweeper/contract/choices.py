@@ -1,0 +1,104 @@
+"""What the command's config-group choices and the configs they pick (``+best=NAME``, ``+sweep=NAME``) decide,
+checked before Hydra composes: a pin choosing an option that does not exist, a pin whose data set overrides the
+command's, ``interval()`` without a search sweeper, ``glob()`` on a value. Each raises the caller's ``error`` (one
+line); :mod:`sweeper.contract.config` calls them."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from sweeper import CONF_DIR
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def defaults(path: Path, group: str) -> list[str]:
+    """The option of ``group`` that the defaults list of the config file ``path`` chooses (``[]``: none)."""
+    if not path.is_file():
+        return []
+    found = []
+    for entry in OmegaConf.load(path).get("defaults") or []:
+        if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
+            found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
+    return found
+
+
+def _values(o: Any) -> list[str]:
+    """An override's values: its one value, or a list sweep's (a glob or an interval: none known here)."""
+    from hydra.core.override_parser.types import Override
+
+    if not o.is_sweep_override():
+        return [str(o.value())]
+    if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+        return [str(v) for v in o.sweep_iterator(transformer=Override._convert_value)]
+    return []
+
+
+def fixed(path: Path, group: str) -> list[str]:
+    """The option of ``group`` that the body of the config file ``path`` fixes (a pin's ``data: {name: diabetes}``:
+    merged after the command's ``data=wine``, it wins), ``[]`` when it fixes none."""
+    if not path.is_file():
+        return []
+    node = OmegaConf.load(path).get(group)
+    name = node.get("name") if OmegaConf.is_dict(node) else None
+    return [str(name)] if name is not None else []
+
+
+def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Exception]) -> None:
+    """``+best=diabetes_1 data=wine``: the pin's ``data: {name: diabetes, ...}`` is merged last in Hydra, so the run
+    would train diabetes while its name and ``overrides`` tag say wine; refused in one line. (A named sweep's
+    ``override /data: ...`` alone gives way to the command's choice: no conflict.)"""
+    for o in overrides:
+        if o.key_or_group not in ("best", "sweep") or o.is_sweep_override() or o.is_delete():
+            continue
+        path = CONF_DIR / o.key_or_group / f"{o.value()}.yaml"
+        for mine in overrides:
+            group = mine.key_or_group
+            if group in ("best", "sweep") or group not in groups or mine.is_delete():
+                continue
+            picked = fixed(path, group)
+            other = [v for v in _values(mine) if picked and v not in picked]
+            if other:
+                raise error(f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}={picked[0]} "
+                            f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train {group}={picked[0]} "
+                            f"under the name {mine.input_line}; drop {mine.input_line}, or pin a run of "
+                            f"{group}={other[0]}")
+
+
+def picks(path: Path, arg: str, groups: tuple[str, ...], error: type[Exception]) -> None:
+    """A pin or named sweep whose defaults choose an option that does not exist (``override /data: nope``): one
+    line naming the file, the choice and the options, where Hydra says "Could not find 'data/nope'" over 20."""
+    for group in groups:
+        for option in defaults(path, group):
+            if option not in group_options(group):
+                raise error(f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
+                            f"is not allowed: expected one of {', '.join(group_options(group))}")
+
+
+def search_only(o: Any, overrides: list[Any], whole: bool, groups: tuple[str, ...], error: type[Exception]) -> None:
+    """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid sweeper, ``lr=interval(...)``
+    (a range only a search sweeper can draw from): one line, where Hydra raises "ConfigLoader is not set" or
+    "BasicSweeper does not support sweep type" with its traceback."""
+    key = o.key_or_group
+    if o.value_type.name.startswith("GLOB") and key not in groups:
+        raise error(f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
+                    f"({', '.join(groups)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()")
+    if o.is_interval_sweep() and whole and not searching(overrides):
+        raise error(f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
+                    "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))")
+
+
+def searching(overrides: list[Any]) -> bool:
+    """Whether the command picks a sweeper other than Hydra's grid (``hydra/sweeper=...``, or a ``+sweep=`` config
+    whose defaults override ``/hydra/sweeper``)."""
+    for o in overrides:
+        if o.key_or_group == "hydra/sweeper" and not o.is_delete() and str(o.value()) != "basic":
+            return True
+        if o.key_or_group in ("sweep", "best") and not o.is_sweep_override() and not o.is_delete():
+            if [v for v in defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper") if v != "basic"]:
+                return True
+    return any(v != "basic" for v in defaults(CONF_DIR / "config.yaml", "hydra/sweeper"))

@@ -1,0 +1,533 @@
+"""Issue 41 (the fourth hostile round): the store is a real, persistent, healthy SQLite file before any work, read
+commands never create one, Hydra's parse errors are one line, and no guess goes unsaid. Each test names the case."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs, cli
+from sweeper import advise, compare, report, runs, tracking
+from sweeper import promote as promote_cmd
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def damaged(store: Path, folder: Path) -> Path:
+    """A copy of ``store`` with random bytes written into its middle (its header intact)."""
+    db = folder / "hurt.db"
+    shutil.copy(store, db)
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.seek(size // 2)
+        f.write(os.urandom(8192))
+    return db
+
+
+# --- (1) the store is checked before any work -----------------------------------------------------------
+
+@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:///"])
+def test_an_in_memory_store_is_refused(uri):
+    """Before: runs printed FINISHED into a database that vanished with the process."""
+    with pytest.raises(tracking.TrackingError, match="is not a persistent store"):
+        tracking.check_database(uri)
+
+
+@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://"])
+def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line_and_nothing_is_written(tmp_path, uri):
+    proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri={uri}")
+    assert proc.returncode == 2
+    assert "sqlite:///PATH (a database file; not :memory:)" in one_line(proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is written, not even the sweep folder"
+
+
+def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path):
+    """Before: 104-112 s of MLflow's retries, then a traceback-free but late refusal."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    started = time.monotonic()
+    proc = cli(tmp_path, "epochs=5", f"tracking.uri=sqlite:///{folder}")
+    assert time.monotonic() - started < 20
+    assert proc.returncode == 2
+    assert f"{folder} is a folder: expected the path of a database file" in one_line(proc.stderr)
+    assert list(folder.iterdir()) == []
+
+
+def test_random_bytes_in_a_store_are_refused_and_the_file_is_left_as_it_was(tmp_path, store):
+    """Before: the sweep ran on it (runs "FAILED: orphaned"); report, advise and promote read it, promote wrote a pin."""
+    db = damaged(store, tmp_path)
+    before = db.read_bytes()
+    proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri=sqlite:///{db}")
+    assert proc.returncode == 2
+    assert f"{db} is damaged (" in one_line(proc.stderr)
+    assert db.read_bytes() == before and not (tmp_path / "sweep").exists()
+    assert not Path(f"{db}-wal").is_file() or Path(f"{db}-wal").stat().st_size == 0
+
+
+@pytest.mark.parametrize("command", [report, advise, compare, promote_cmd])
+def test_the_read_commands_refuse_a_damaged_store(tmp_path, store, capsys, command):
+    db = damaged(store, tmp_path)
+    out = tmp_path / "pins"
+    args = ["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}"]
+    assert command.main(args + (["--out-dir", str(out)] if command is promote_cmd else [])) == 2
+    assert "is damaged" in one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (advise, ["--experiment", "diabetes"]),
+                                           (compare, ["--experiment", "diabetes"]), (runs, []),
+                                           (promote_cmd, ["--experiment", "diabetes"]), (report, ["--run", "f" * 32])])
+def test_read_commands_never_create_a_store_at_a_mistyped_path(tmp_path, capsys, command, args):
+    """Before: report and summary created a ~1 MB store at the mistyped path."""
+    db = tmp_path / "typo" / "mlflow.db"
+    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
+    assert "no such store" in one_line(capsys.readouterr().err)
+    assert not db.exists() and not db.parent.exists()
+
+
+@pytest.mark.slow
+def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
+    """Before: every record was lost while the sweep printed a full leaderboard and exited 0."""
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
+            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "[1/3]" in line:
+            for f in store.parent.glob(store.name + "*"):
+                f.unlink()
+            break
+    out = "".join(seen) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 1, out
+    assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|replaced by another file) "
+                     r"during the sweep: the 3 run\(s\) recorded there are not in it", out), out
+
+
+# --- (2) Hydra's parse errors: one line, exit 2 ---------------------------------------------------------
+
+PARSE = [
+    (["-m", "lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2) is not allowed: interval() is a range for a search sweeper"),
+    (["-m", "lr=glob(*)"], "lr=glob(*) is not allowed: glob() chooses among the files of a config group"),
+    (["-m", "--cfg", "job"], "--multirun and --cfg cannot be given together"),
+    (["lr.x=1"], "lr.x is not a key: lr is one value (a number > 0), not a group of keys: write lr=VALUE"),
+]
+
+
+@pytest.mark.parametrize("args, error", PARSE, ids=[" ".join(a) for a, _ in PARSE])
+def test_hydra_parse_errors_are_seen_before_hydra(args, error):
+    from sweeper.contract.config import ConfigError, check_overrides
+
+    with pytest.raises(ConfigError) as e:
+        check_overrides(args, whole=True)
+    assert str(e.value).startswith(error), str(e.value)
+
+
+def test_interval_passes_with_a_search_sweeper_and_glob_on_a_group():
+    from sweeper.contract.config import check_overrides
+
+    check_overrides(["-m", "+sweep=optuna", "lr=interval(0.1,0.2)"], whole=True)
+    check_overrides(["-m", "data=glob(dia*)"], whole=True)
+
+
+def test_a_pin_that_chooses_a_missing_option_is_one_line(tmp_path):
+    from sweeper import CONF_DIR
+    from sweeper.contract.choices import picks
+    from sweeper.contract.config import GROUPS, ConfigError
+
+    pin = tmp_path / "bad.yaml"
+    pin.write_text((CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes",
+                                                                               "override /data: nope"))
+    with pytest.raises(ConfigError, match=r"best=bad: bad.yaml chooses data=nope \(override /data: nope\), which is "
+                                          r"not allowed: expected one of breast_cancer, csv"):
+        picks(pin, "best=bad", GROUPS, ConfigError)
+
+
+COMPOSE = [
+    (["hydra.launcher.gpus=abc"], "Error merging override hydra.launcher.gpus=abc: Value 'abc' of type 'str' could "
+                                  "not be converted to Integer"),
+    (["-m", "+sweep=optuna", "hydra.sweeper.n_trials=2.5"], "Error merging override hydra.sweeper.n_trials=2.5"),
+    (["--config-name", "nope"], "Cannot find primary config 'nope'"),
+    (["hydra.searchpath=[file://{pins}]", "+mypins=bad"], "Could not find 'data/nope': expected one of breast_cancer,"),
+]
+
+
+@pytest.mark.parametrize("args, error", COMPOSE, ids=[" ".join(a) for a, _ in COMPOSE])
+def test_hydra_composition_errors_are_one_line_exit_2(tmp_path, args, error):
+    """Before: Hydra's 4-14 lines and exit 1."""
+    from sweeper import CONF_DIR
+
+    (tmp_path / "pins" / "mypins").mkdir(parents=True)
+    (tmp_path / "pins" / "mypins" / "bad.yaml").write_text(
+        (CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes", "override /data: nope"))
+    proc = cli(tmp_path, *[a.format(pins=tmp_path / "pins") for a in args], "epochs=5",
+               store=tmp_path / "s.db")
+    assert proc.returncode == 2, proc.stderr
+    line = one_line(proc.stderr)
+    assert line.startswith("sweeper: error: ") and error in line, line
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("setting", ["hydra.sweeper.n_trials=0", "hydra.sweeper.batch=0", "hydra.sweeper.storage=foo://x",
+                                     "hydra.sweeper.sampler._target_=nope.Sampler"])
+def test_a_refused_optuna_setting_writes_no_parent_run(tmp_path, store, setting):
+    """Before: the parent run was created, then ended FAILED, although the store is not to be touched."""
+    proc = cli(tmp_path, "-m", "+sweep=optuna", setting, "epochs=5", store=store)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).startswith(f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}")
+    assert not all_runs(store) and not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
+def test_a_glob_over_a_group_runs_its_options(tmp_path, store):
+    """Before: "ConfigLoader is not set" with a traceback (the sweep's plan parsed the glob without Hydra's loader)."""
+    proc = cli(tmp_path, "-m", "data=glob(dia*)", "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "[1/1]" in proc.stdout
+
+
+# --- (3) no guess goes unsaid ----------------------------------------------------------------------------
+
+def test_a_pin_and_another_data_set_on_the_command_line_are_refused():
+    """Before: +best=diabetes_1 data=wine trained diabetes while its name and overrides tag said wine."""
+    from sweeper.contract.config import ConfigError, check_overrides
+
+    with pytest.raises(ConfigError, match=r"^data=wine conflicts with \+best=diabetes_1, which fixes data=diabetes \(data.name: diabetes in "):
+        check_overrides(["+best=diabetes_1", "data=wine"], whole=True)
+    with pytest.raises(ConfigError, match=r"^data=diabetes,wine conflicts with"):
+        check_overrides(["-m", "+best=diabetes_1", "data=diabetes,wine"], whole=True)
+    check_overrides(["+best=diabetes_1", "data=diabetes"], whole=True)  # the same choice says nothing new
+    check_overrides(["-m", "+sweep=seed", "data=wine"], whole=True)  # a named sweep's data choice gives way: no conflict
+
+
+@pytest.mark.parametrize("fractions, said", [
+    ({"val_fraction": 0.0, "test_fraction": 0.2}, "validation = the training rows (data.val_fraction=0)"),
+    ({"val_fraction": 0.2, "test_fraction": 0.0}, "test = the training rows (data.test_fraction=0)"),
+])
+def test_a_fraction_of_0_is_a_decision_said_and_tagged(fractions, said):
+    """Before: data.val_fraction=0 selected on the training rows without a word."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    ds = data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, **fractions}))
+    assert ds.decisions["split"].startswith(said)
+    assert data.decision_tags(ds)["decided.split"] == ds.decisions["split"]
+    assert "split" not in data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, "val_fraction": 0.2,
+                                                       "test_fraction": 0.2})).decisions
+
+
+def test_a_fraction_of_0_is_a_warning_of_the_run(tmp_path, store):
+    proc = cli(tmp_path, "data.val_fraction=0", "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "[WARNING] - data: split: validation = the training rows (data.val_fraction=0)" in proc.stdout + proc.stderr
+    (run,) = all_runs(store)
+    assert run.data.tags["decided.split"].startswith("validation = the training rows")
+
+
+def test_the_advisor_says_when_validation_is_the_training_rows_and_when_a_sweep_was_cut():
+    from types import SimpleNamespace
+
+    from sweeper.insight.advice.advisor import advise, interrupted_caveats
+
+    records = [{"run": f"lr={lr}", "run_id": str(i), "status": "FINISHED", "reason": None,
+                "params": {"lr": str(lr), "data.val_fraction": "0.0"}, "metrics": {"val_mse": 1.0 + i}}
+               for i, lr in enumerate((0.1, 0.2, 0.3))]
+    text = advise(records, ["-m", "lr=0.1,0.2,0.3"]).text()
+    assert "caveat: validation = the training rows (data.val_fraction=0)" in text
+    parent = SimpleNamespace(info=SimpleNamespace(status="KILLED"),
+                             data=SimpleNamespace(tags={"n_jobs": "16", "failure_reason": "sweep interrupted (Ctrl-C): x"}))
+    runs = [SimpleNamespace(info=SimpleNamespace(status="FINISHED"))] * 3
+    (caveat,) = interrupted_caveats(parent, runs)
+    assert caveat.startswith("the sweep did not finish (sweep interrupted (Ctrl-C)): 3 of 16 jobs finished")
+    assert not interrupted_caveats(SimpleNamespace(info=SimpleNamespace(status="FINISHED"), data=parent.data), runs)
+
+
+def _table(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text("a,y\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("task", ["auto", "regression"])
+def test_a_constant_target_is_refused(tmp_path, task):
+    """Before: it trained as a regression (val_mse ~0.06 of nothing)."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    path = _table(tmp_path, [f"{i},3" for i in range(50)])
+    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node.path, node.task = str(path), task
+    with pytest.raises(data.DataError, match=r"the target \(column y\) holds one value \(3\) in every row: there is "
+                                             "nothing to learn"):
+        data.load(node)
+
+
+def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
+    """Before: 60 text values became 60 classes without a word (an INFO line at most)."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    path = _table(tmp_path, [f"{i},v{i % 60}" for i in range(120)])
+    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node.path = str(path)
+    ds = data.load(node)
+    assert ds.task == "multiclass" and data.ASK_CLASSES in ds.decisions["task"]
+    assert "read as 60 classes; more than 20 distinct text values, each a class" in ds.decisions["task"]
+
+
+@pytest.mark.parametrize("name, value, error", [
+    ("SWEEPER_THREADS", "two", "SWEEPER_THREADS=two is not allowed: expected an integer >= 1"),
+    ("SWEEPER_WRITER", "no", "SWEEPER_WRITER=no is not allowed: expected on or off"),
+    ("SWEEPER_HEARTBEAT_S", "-1", "SWEEPER_HEARTBEAT_S=-1 is not allowed: expected a number of seconds > 0"),
+    ("SWEEPER_AHEAD_BULK", "many", "SWEEPER_AHEAD_BULK=many is not allowed"),
+    ("SWEEPER_WRITR", "off", "SWEEPER_WRITR is not one sweeper reads: expected one of SWEEPER_WRITER"),
+])
+def test_a_bad_sweeper_environment_value_is_one_line(name, value, error):
+    """Before: accepted (a typo, SWEEPER_WRITER=no), read as the default, or "group failed as a whole"."""
+    from sweeper.base.environment import problem
+
+    assert error in problem({name: value})
+    assert problem({name: ""}) is None and problem({"SWEEPER_THREADS": "2", "SWEEPER_WRITER": "off"}) is None
+
+
+def test_a_bad_sweeper_environment_value_stops_the_command_before_anything(tmp_path):
+    proc = cli(tmp_path, "epochs=5", store=tmp_path / "s.db", env={"SWEEPER_THREADS": "two"})
+    assert proc.returncode == 2
+    assert "SWEEPER_THREADS=two is not allowed" in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()
+
+
+# --- (4) a run printed FINISHED is never lost to Ctrl-C or SIGTERM -------------------------------------------
+
+@pytest.mark.parametrize("sig, error", [("SIGINT", KeyboardInterrupt), ("SIGTERM", "Terminated")])
+def test_a_signal_inside_a_deferred_section_lands_after_it(sig, error):
+    """The section that prints a run FINISHED and hands it to the writer is not cut in two: before, a Ctrl-C between
+    the two left the run KILLED with no metrics while result.json said FINISHED."""
+    import signal
+
+    from sweeper.base import stop
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop.install()
+    done = []
+    try:
+        with pytest.raises(stop.Terminated if error == "Terminated" else KeyboardInterrupt):
+            with stop.deferred():
+                os.kill(os.getpid(), getattr(signal, sig))
+                time.sleep(0.05)  # the handler runs here, and defers
+                done.append("handed")
+        assert done == ["handed"] and stop.STOP.is_set()
+    finally:
+        stop.STOP.clear()
+        stop._SEEN.clear()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+DIGITS_16 = ("-m", "data=digits", "lr=0.01,0.02,0.03,0.04", "depth=0,1", "width=8,16", "epochs=300", "hydra/launcher=basic")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("at", [2, 3])
+def test_a_signal_while_runs_are_recorded_loses_no_run_printed_finished(tmp_path, store, sig, code, at):
+    """Before: a 16-configuration sweep (it has a writer process) interrupted at [3/16] left that run KILLED with no
+    metrics (3 of 3 tries in the hostile round) while its result.json said FINISHED."""
+    import json
+    import signal
+
+    args = [sys.executable, "-m", "sweeper", *DIGITS_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed = []
+    for line in proc.stdout:
+        if "  FINISHED  run " in line:
+            printed.append(line.rsplit("run ", 1)[1].strip())
+        if f"[{at}/16]" in line:
+            proc.send_signal(getattr(signal, sig))
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "each run's records go to the store from a writer process" in out + err or len(printed) >= 1
+    runs = {r.info.run_id: r for r in all_runs(store)}
+    for run_id in printed:
+        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (run_id, out, err)
+    for path in (tmp_path / "sweep").glob("*/result.json"):
+        r = json.loads(path.read_text())
+        if r["status"] == "FINISHED":
+            assert not r.get("recording") and (not r.get("pending_upload") or "upload" in out + err), r
+            assert runs[r["run_id"]].info.status == "FINISHED"
+
+
+# --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----
+
+@pytest.mark.parametrize("name, folder", [("..", "__"), (".", "_"), ("a/../b", "a_.._b")])
+def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name, folder):
+    """Before: tracking.experiment=.. wrote run folders and models/ beside the database."""
+    db = tmp_path / "db" / "mlflow.db"
+    assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
+
+
+def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
+    """Before: two sweeps with one hydra.sweep.dir at once wrote over each other's job folders."""
+    from sweeper.sweep.life import LOCK_FILE
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from sweeper.base.process import hold; assert hold(Path(sys.argv[1])) is None; "
+                               "print('held', flush=True); time.sleep(60)", str(sweep_dir / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = cli(tmp_path, "-m", "epochs=5,6", store=tmp_path / "s.db")
+        assert proc.returncode == 2
+        assert f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder.pid}@" in one_line(proc.stderr)
+        assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
+    finally:
+        holder.kill()
+        holder.wait()
+    from sweeper.base.process import hold
+
+    assert hold(sweep_dir / LOCK_FILE) is None  # free once its holder is gone (killed, not even cleaned up)
+
+
+@pytest.mark.parametrize("where, error", [("file", "Not a directory"), ("/proc", "No such file or directory")])
+def test_a_sweep_folder_that_cannot_be_made_is_one_line(tmp_path, where, error):
+    """Before: hydra.sweep.dir under a file (or under /proc) was a traceback."""
+    (tmp_path / "file").write_text("x")
+    folder = (tmp_path / "file" / "sweep") if where == "file" else Path("/proc/sweeper-test/sweep")
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", f"hydra.sweep.dir={folder}",
+                           f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert f"hydra.sweep.dir={folder} cannot be used: {error}" in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("text, error", [("{\"parents\": [", "cannot be read (JSONDecodeError"), ("[1, 2]", "holds a JSON list"),
+                                         ("{\"parents\": 3, \"n_jobs\": 1}", "its parents is 3, expected list")])
+def test_summary_of_a_malformed_sweep_json_is_one_line(tmp_path, capsys, text, error):
+    from sweeper import summary
+
+    (tmp_path / "sweep.json").write_text(text)
+    assert summary.main([str(tmp_path)]) == 2
+    assert error in one_line(capsys.readouterr().err)
+
+
+def _pending(tmp_path: Path, store: Path) -> Path:
+    """A sweep folder with one job whose result.json waits for an upload (as a failing server leaves it)."""
+    import json
+
+    from conftest import FAST_ARGS, make_cfg
+    from sweeper.job.context import JobContext
+    from sweeper.job.record import run
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
+    run(make_cfg("lr=0.01", *FAST_ARGS, "tracking.log_model=false", store=store),
+        JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir))
+    path = sweep_dir / "0" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True, "run_id": None}))
+    return sweep_dir
+
+
+@pytest.mark.parametrize("edit, error", [(lambda r: "{", "cannot be read (JSONDecodeError"),
+                                         (lambda r: {**r, "metrics": {**r["metrics"], "val_mse": "high"}},
+                                          'its metric val_mse is "high", expected a number')])
+def test_upload_of_a_malformed_result_json_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
+    """Before: a traceback, and a non-numeric metric left the uploaded run RUNNING."""
+    import json
+
+    from sweeper import upload
+
+    sweep_dir = _pending(tmp_path, store)
+    path = sweep_dir / "0" / "result.json"
+    edited = edit(json.loads(path.read_text()))
+    path.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    before = len(all_runs(store))
+    assert upload.main([str(sweep_dir)]) == 2
+    assert error in one_line(capsys.readouterr().err)
+    assert len(all_runs(store)) == before
+
+
+def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, store, capsys, monkeypatch):
+    """Before: a retry after a failed (disk full) upload made a second run: 5 FINISHED runs for 4 jobs."""
+    from sweeper import upload
+
+    sweep_dir = _pending(tmp_path, store)
+    real = tracking.finish_run
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tracking, "finish_run", full)
+    assert upload.main([str(sweep_dir)]) == 2
+    (half,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
+    assert half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]  # not RUNNING
+    monkeypatch.setattr(tracking, "finish_run", real)
+    assert upload.main([str(sweep_dir)]) == 0
+    uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
+    assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[0].info.run_id != half.info.run_id
+
+
+def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_path):
+    """Before: Ctrl-C during a round told all its 16 trials FAIL although 10 runs finished; a resume trained them again."""
+    import json
+
+    import optuna
+    from hydra_plugins.sweeper_optuna_sweeper._core import cut_short
+
+    study = optuna.create_study(direction="minimize")
+    trials = [study.ask() for _ in range(3)]
+    for trial in trials:
+        trial.suggest_float("lr", 0.001, 0.1)
+    folders = [tmp_path / str(i) for i in range(3)]
+    for folder, status in zip(folders[:2], ["FINISHED", "KILLED"]):
+        folder.mkdir()
+        (folder / "result.json").write_text(json.dumps({"status": status, "run_id": f"run-{status}",
+                                                        "metrics": {"val_mse": 2.5} if status == "FINISHED" else {}}))
+    cut_short(study, trials, folders, "val_mse")
+    done = {t.number: t for t in study.get_trials()}
+    assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
+    assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
+    assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2
+
+
+@pytest.mark.slow
+def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
+    """Before: Ctrl-C while a batched group trained said "0 killed, 16 not run" with its members' runs KILLED in the
+    store (they have no job folder yet)."""
+    import re
+    import signal
+
+    lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(16))
+    args = [sys.executable, "-m", "sweeper", "-m", f"lr={lrs}", "epochs=2000000", "log_every=1000",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "Launching 16 jobs" in line:
+            break
+    time.sleep(4)  # the group trains; after 1 s its members' runs are opened RUNNING (launch.AHEAD_AFTER_S)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    killed = sum(r.info.status == "KILLED" for r in children)
+    found = re.search(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run", err)
+    assert found, err
+    assert int(found[2]) == killed and int(found[1]) + killed + int(found[3]) == 16, (err, killed)
