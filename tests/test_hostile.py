@@ -266,7 +266,7 @@ def test_a_constant_target_is_refused(tmp_path, task):
 
     from sweeper import data
 
-    path = _table(tmp_path, [f"{i},3" for i in range(50)])
+    path = _table(tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)])  # a feature that is no row id
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path, node.task = str(path), task
     with pytest.raises(data.DataError, match=r"the target \(column y\) holds one value \(3\) in every row: there is "
