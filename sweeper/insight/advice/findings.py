@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.curves import at_best_epoch
-from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend
+from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend, slice_configs
 
 
 def no_effect(s: Sweep) -> list[Finding]:
@@ -20,7 +20,8 @@ def no_effect(s: Sweep) -> list[Finding]:
         slices = {m: _slices(s, key, m) for m in s.measures}
         tests = len(slices[s.metric]) * len(s.measures)
         for other in slices[s.metric]:
-            verdicts = [_flat(s, slices[m][other], m, tests) for m in s.measures]
+            within = slice_configs(s, key, other)
+            verdicts = [_flat(s, slices[m][other], m, tests, within) for m in s.measures]
             if None not in verdicts:
                 (flat if all(verdicts) else moved).append(other)
         if not flat:
@@ -37,12 +38,13 @@ def no_effect(s: Sweep) -> list[Finding]:
             return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
 
         also = [f"{', '.join(s.measures[1:])} did not move either"] if len(s.measures) > 1 else []
+        also.append(_slice_test(s, key, flat, tests))
         if not moved:
             chosen = s.best["params"].get(key) if s.best else None
             found.append(Finding(
                 "no_effect", f"{key} did not matter",
                 f"the spread of {s.metric} across {key}'s values (at most {cell(spread(flat[0]))}) is within the noise",
-                [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                [shown(o) for o in flat[:4]] + also,
                 f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys" if chosen else
                 f"fix {key} to one value", key, set={key: chosen} if chosen else {}))
             continue
@@ -53,10 +55,20 @@ def no_effect(s: Sweep) -> list[Finding]:
                         "no_effect", f"{key} did not matter at {other_key}={text_cell(value)}",
                         f"at {other_key}={text_cell(value)} the spread of {s.metric} across {key}'s values is within the noise; "
                         f"elsewhere {key} matters",
-                        [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                        [shown(o) for o in flat[:4]] + also,
                         f"sweep {key} only where {other_key}≠{text_cell(value)}", f"{key}@{other_key}={value}"))
     return found
 
+
+
+def _slice_test(s: Sweep, key: str, flat: list[tuple], tests: int) -> str:
+    """The test that the slices of a no-effect finding passed, in words."""
+    if not s.seeded:
+        return s.noise_text
+    own = [n for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None]
+    return (f"test: each slice against its own seed-to-seed std ({', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range "
+            f"test at {ALPHA:.0%} split over {tests} slice test(s); the pooled std ({cell(s.noise)}) is not used: "
+            "noisy configurations elsewhere would inflate it")
 
 
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
@@ -115,7 +127,7 @@ def divergence(s: Sweep) -> list[Finding]:
                 + (f" and {len(diverged) - 5} more" if len(diverged) > 5 else "")]
     lrs = s.tried("lr")
     chosen = s.best["params"]["lr"] if s.best else None
-    drop = [v for v in dict.fromkeys(r["params"]["lr"] for r in diverged) if v != chosen and len(lrs) > 1]
+    drop, where = _left_out(s, diverged) if len(lrs) > 1 else ([], [])
     add: list[str] = []
     if not ok:
         summary = f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
@@ -144,9 +156,41 @@ def divergence(s: Sweep) -> list[Finding]:
                 add = [mid]
                 step += f"; the chosen lr ({text_cell(chosen)}) is the largest that did not diverge: try lr={mid} between them"
     if drop:
-        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it would diverge again)"
+        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it diverged wherever it ran)"
+    if where:
+        step += ("; the next command leaves out " + "; ".join(f"lr={','.join(map(text_cell, v))} at {_label(o.items())}"
+                                                             for o, v in where[:4])
+                 + (f" and {len(where) - 4} more" if len(where) > 4 else "")
+                 + " only: where it diverged (elsewhere it finished, and stays)")
     return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
-                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {})]
+                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {}, drop_where=where)]
+
+
+def _left_out(s: Sweep, diverged: list[dict[str, Any]]) -> tuple[list[str], list[tuple[dict[str, str], list[str]]]]:
+    """What the next command leaves out for a divergence, per slice of the other keys: the lr values that diverged
+    in every slice they ran in (left out everywhere), and per slice those that diverged only there. Never a value of
+    the chosen configuration or the runner-up (their finished seeds are the evidence the ranking stands on)."""
+    keep = set(s.ranked()[:2])
+
+    def other(c: tuple) -> tuple:
+        return tuple(kv for kv in c if kv[0] != "lr")
+
+    bad: dict[str, set[tuple]] = {}  # lr value → the slices where a run of it diverged
+    for r in diverged:
+        c = s.config(r)
+        if c not in keep:
+            bad.setdefault(r["params"]["lr"], set()).add(other(c))
+    ran: dict[str, set[tuple]] = {}  # lr value → the slices it ran in
+    for c in s.configs:
+        ran.setdefault(dict(c).get("lr"), set()).add(other(c))
+    protected = {dict(c).get("lr") for c in keep}
+    everywhere = [v for v in s.tried("lr") if v in bad and bad[v] == ran.get(v) and v not in protected]
+    where: dict[tuple, list[str]] = {}
+    for v in s.tried("lr"):
+        if v in bad and v not in everywhere:
+            for o in sorted(bad[v]):
+                where.setdefault(o, []).append(v)
+    return everywhere, [(dict(o), v) for o, v in where.items()]
 
 
 
@@ -179,6 +223,10 @@ def noise(s: Sweep) -> list[Finding]:
     is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
+    if not s.seeded and saturated(s):
+        return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
+                        [s.noise_text], "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                        "saturated")]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
         new = _seeds(seeds, 3)
@@ -210,6 +258,11 @@ def noise(s: Sweep) -> list[Finding]:
         return [Finding("noise", "noise and significance",
                         f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
                         evidence, f"keep {_label(first)}", "distinct")]
+    if saturated(s):  # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
+        return [Finding("noise", "noise and significance",
+                        f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
+                        evidence, "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                        "saturated")]
     new = _seeds(s.tried("seed"), 2 * len(s.tried("seed")))
     return [Finding("noise", "noise and significance",
                     f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
