@@ -159,8 +159,12 @@ def grids(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> l
     slice (one command each): for a slice {k1: a, k2: b}, the grid at k1≠a, then at k1=a, k2≠b, then at k1=a, k2=b
     without the values."""
     out = [_grid(s, changes)]
+    tried = set(s.tried("lr"))
     for where, values in exclude:
-        out = [piece for g in out for piece in _split(g, where, values)]
+        # a value the findings add at or above one that diverged there would diverge too: left out with it
+        low = min((x for v in values if (x := _number(v)) is not None), default=math.inf)
+        new = [v for v in out[0].get("lr", []) if v not in tried and (_number(v) or 0.0) >= low]
+        out = [piece for g in out for piece in _split(g, where, [*values, *new])]
     return out
 
 
@@ -257,13 +261,15 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     if not s.records:
         return Advice(found, None, s.metric, note="no run to build on")
     changes, left = plan(s, found)
-    exclude = [e for f in found if f not in left for e in f.drop_where]
+    # values left out everywhere (and what the findings add above them), then per slice
+    exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
+    exclude += [e for f in found if f not in left for e in f.drop_where]
     limit = budget(s)
     said = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}" + (
         f"; at least {MIN_BUDGET})" if s.trained < MIN_BUDGET else "; reused runs are free and not counted)")
     note = said
     if left:
-        note += "; left out of the next command for it: " + "; ".join(f.step for f in left)
+        note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
     sizes = counts(s, changes, exclude)
     if untried(s, changes, exclude) == 0:
         return Advice(found, None, s.metric, sizes, note=answered(s, found, left), budget=limit)

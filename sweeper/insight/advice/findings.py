@@ -161,7 +161,7 @@ def divergence(s: Sweep) -> list[Finding]:
         step += ("; the next command leaves out " + "; ".join(f"lr={','.join(map(text_cell, v))} at {_label(o.items())}"
                                                              for o, v in where[:4])
                  + (f" and {len(where) - 4} more" if len(where) > 4 else "")
-                 + " only: where it diverged (elsewhere it finished, and stays)")
+                 + " only (and any larger lr added there): where it diverged (elsewhere it finished, and stays)")
     return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
                     add={"lr": add} if add else {}, drop={"lr": drop} if drop else {}, drop_where=where)]
 
