@@ -16,6 +16,14 @@ finding kind:
   validation curve did not bottom out before its end; a saturation whose tied scores differ.
 It also prints the measured seed-to-seed spread (relative std of the validation metric) of the cases with seeds: the
 evidence for the advisor's default noise without seeds.
+
+Issue 39 added: contradictions of the per-slice rules (a divergence's value left out where it finished, or out of the
+chosen or runner-up configuration; "did not matter" where a slice, judged by its own seed spread, moved; a key both
+"did not matter" and the subject of another finding; seeds added to ties at the metric's edge; a device left in whose
+jobs were SKIPPED; a configuration with a FAILED seed ranked ahead of a fully finished one inside the noise), counted
+per finding kind on the sweeps *and* on constructed, slice-structured cases (``SLICED``, no training); the share of
+next commands that would train nothing (printed commands only; target 0) and each command's new runs against its
+round's budget. ``--baselines`` times the baselines on every bundled data set.
 """
 from __future__ import annotations
 
@@ -118,7 +126,15 @@ def contradicted(s, f) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
+    ap.add_argument("--constructed", action="store_true", help="only the constructed slice cases (no training)")
+    ap.add_argument("--baselines", action="store_true", help="also time the baselines on every bundled data set")
     args = ap.parse_args(argv)
+    if args.constructed:
+        sys.path.insert(0, str(ROOT))
+        constructed()
+        if args.baselines:
+            print("\n" + baseline_costs())
+        return 0
     cases = {k: v for k, v in CASES.items() if not args.only or k in args.only.split(",")}
     sys.path.insert(0, str(ROOT))
     from sweeper.base.fmt import cell
@@ -127,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds: dict[str, dict[str, int]] = {}
     spreads: list[str] = []
     rows = []
+    rounds: list = []  # (case, advice, sweep): the next commands' size against their budget
     with tempfile.TemporaryDirectory() as tmp:
         for name, grid in cases.items():
             uri = f"sqlite:///{tmp}/{name}.db"
@@ -138,17 +155,19 @@ def main(argv: list[str] | None = None) -> int:
                 spreads.append(f"{name}: seed-to-seed std {cell(s.noise)} = {s.noise / abs(before):.1%} of the best mean")
             command = advice.command
             t2, after = 0.0, before
+            for one in advice.commands:
+                next_args = shlex.split(one)[3:]  # drop "python -m sweeper"
+                t2 += sweep(next_args, uri, name)
             if command:
-                next_args = shlex.split(command)[3:]  # drop "python -m sweeper"
-                t2 = sweep(next_args, uri, name)
                 after = best_mean(latest(uri, name)[0])
+            rounds.append((name, advice, s))
             gain = (after - before) * (-1 if s.lower else 1)
             improved = gain > noise
             followed_kinds = []
             for f in advice.findings:
                 k = kinds.setdefault(f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0})
                 k["found"] += 1
-                why = contradicted(s, f)
+                why = contradicted(s, f) or sliced_contradiction(s, advice, f, grid)
                 if why:
                     k["contradicted"] += 1
                     print(f"  CONTRADICTED [{name}] {f.kind}: {why}")
@@ -174,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     if spreads:
         print("\nmeasured noise (the advisor's default without seeds: " + f"{SAME:.0%}):")
         print("\n".join("  " + x for x in spreads))
+    constructed()
+    if rounds:
+        print("\n" + budgets(rounds))
+    if args.baselines:
+        print("\n" + baseline_costs())
     return 0
 
 
@@ -181,6 +205,8 @@ def _left(advice) -> list:
     """The findings the command left out for its budget (named in its note)."""
     return [f for f in advice.findings if advice.note and f.step in advice.note]
 
+
+from advice_cases import baseline_costs, budgets, constructed, sliced_contradiction  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -239,12 +239,12 @@ def noise(s: Sweep) -> list[Finding]:
             [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
              s.noise_text],
             f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new})]
-    ranked = sorted((c for c in s.configs if s.mean(c)), key=lambda c: s.mean(c)[0] if s.lower else -s.mean(c)[0])
+    ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
     evidence = []
     for c in ranked[:5]:
         v = s.scores[c]
         sd = f" ± {cell(statistics.stdev(v))}" if len(v) > 1 else ""
-        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} (n={len(v)})")
+        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} ({s.n_text(c)})")
     if len(ranked) < 2:
         return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
                         evidence, "sweep another key", "single")]
@@ -254,6 +254,11 @@ def noise(s: Sweep) -> list[Finding]:
     evidence.append(f"best against runner-up: difference {cell(abs(a - b))}, {how}")
     if s.config(s.best) != first:
         evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
+    if s.failed.get(second) and s.better(b, a):
+        return [Finding("noise", "noise and significance",
+                        f"the runner-up ({_label(second)}) scored better on its finished seeds, but a seed of it FAILED "
+                        f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all finished, within the noise",
+                        evidence, f"keep {_label(first)}; {_label(second)} is not reliable at these settings", "failed")]
     if p is not None and p < ALPHA:
         return [Finding("noise", "noise and significance",
                         f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
