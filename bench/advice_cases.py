@@ -70,9 +70,9 @@ def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] 
     if f.kind == "saturation" and advice.command and all(set(_points(c)) <= {"seed", "resume"} | set(s.keys) and
                                                           _points(c).get("seed", []) != s.tried("seed") for c in advice.commands):
         return "a seeds-only command for ties at the edge"
-    for line in skipped:
-        if line.partition(": ")[2].startswith("device=gpu") and advice.command and "gpu" in advice.command:
-            return "the command keeps device=gpu, whose jobs were SKIPPED"
+    missing = any(line.partition(": ")[2].startswith("device=gpu") for line in skipped)
+    if missing and f is advice.findings[0] and any("gpu" in _points(c).get("device", []) for c in advice.commands):
+        return "the command keeps device=gpu, whose jobs were SKIPPED"  # said once a sweep, on its first finding
     if f.kind == "noise" and top and s.failed.get(top[0]):
         from scipy import stats
 

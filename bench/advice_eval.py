@@ -1,6 +1,6 @@
 """Does the sweep advisor's advice hold up? Small sweeps on bundled and synthetic data, each followed by its next command.
 
-    python bench/advice_eval.py            # every case: 14 sweeps (~3-4 min on an idle 2-core machine; 12 under load)
+    python bench/advice_eval.py            # every case: 18 sweeps with their next commands (~5 min on an idle 2-core machine; more under load)
     python bench/advice_eval.py --only iris_seeds
 
 For each case: ``python -m sweeper -m <grid>`` into a fresh embedded store, the advisor's findings on it (as the end of
@@ -48,6 +48,10 @@ CASES = {  # name → the grid (small epochs: the whole harness runs in a few mi
     "wine_splits": "data=wine lr=0.01,0.05 data.split_seed=0,1,2 epochs=300",
     "synthetic_reg": "data=synthetic data.n_samples=400 data.n_features=8 lr=0.003,0.03 width=4,16 epochs=400",
     "synthetic_bin": "data=synthetic data.task=binary data.n_samples=400 lr=0.03,0.3 epochs=200,800",
+    # issue 39: a divergence that depends on the optimizer (gd diverges at lr=3, adam does not), both baselines
+    "slices_diverge": "optimizer=gd,adam lr=0.01,0.3,3 epochs=200 baselines=linear,boosting",
+    # half the jobs SKIPPED on a machine without a GPU
+    "no_gpu": "lr=0.01,0.05 device=cpu,gpu epochs=200",
 }
 
 
@@ -63,11 +67,13 @@ def sweep(args: list[str], uri: str, experiment: str) -> float:
 
 
 def latest(uri: str, experiment: str):
-    """The latest sweep of ``experiment``: (Sweep, Advice, board, curves)."""
+    """The latest sweep of ``experiment``: (Sweep, Advice, board, its SKIPPED jobs)."""
     from sweeper import tracking
     from sweeper.insight.advice import advisor
     from sweeper.insight.advice.evidence import CURVES, Sweep, record
     from sweeper.insight.leaderboard import build
+    from sweeper.insight.advice.reference import skipped_lines
+    from sweeper.insight.baselines import read
     from sweeper.insight.report import children, latest_parent, reused_runs
 
     c = tracking.client(uri)
@@ -80,8 +86,11 @@ def latest(uri: str, experiment: str):
     records = [record(by_id[row["run_id"]]) for row in board.rows]
     curves = {r.info.run_id: {n: [(h.step, h.value) for h in c.get_metric_history(r.info.run_id, n)] for n in CURVES}
               for r in runs if r.info.status == "FINISHED"}
-    advice = advisor.advise(records, advisor.sweep_argv(parent.data.tags), curves)
-    return Sweep(records, curves), advice, board
+    for r in records:  # runs an earlier round trained, reused here: not this round's budget
+        r["reused"] = r.get("parent") not in (None, parent.info.run_id)
+    advice = advisor.advise(records, advisor.sweep_argv(parent.data.tags), curves,
+                            skipped=skipped_lines(parent.data.tags), baselines=read(parent.data.metrics))
+    return Sweep(records, curves), advice, board, tuple(skipped_lines(parent.data.tags))
 
 
 def best_mean(s) -> float | None:
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, grid in cases.items():
             uri = f"sqlite:///{tmp}/{name}.db"
             t1 = sweep(["-m", *shlex.split(grid)], uri, name)
-            s, advice, _ = latest(uri, name)
+            s, advice, _, skipped = latest(uri, name)
             before = best_mean(s)
             noise = s.noise if s.noise is not None else SAME * abs(before)
             if s.noise is not None:
@@ -167,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             for f in advice.findings:
                 k = kinds.setdefault(f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0})
                 k["found"] += 1
-                why = contradicted(s, f) or sliced_contradiction(s, advice, f, grid)
+                why = contradicted(s, f) or sliced_contradiction(s, advice, f, grid, skipped)
                 if why:
                     k["contradicted"] += 1
                     print(f"  CONTRADICTED [{name}] {f.kind}: {why}")

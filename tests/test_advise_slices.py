@@ -256,3 +256,23 @@ def test_a_foreign_parent_gets_findings_no_command_and_no_tags(tmp_path, capsys)
     assert not [k for k in run.data.tags if k.startswith("advice.")] and not c.list_artifacts(parent)
     assert main(["--parent", parent, "--tracking-uri", uri, "--log"]) == 0
     assert c.get_run(parent).data.tags["advice.count"] and "advice.next_command" not in c.get_run(parent).data.tags
+
+
+@pytest.mark.slow
+def test_a_sweep_fits_its_baselines_on_the_parent_and_shows_them_as_marked_rows(tmp_path, store):
+    from conftest import all_runs, cli
+
+    from sweeper import data
+    from sweeper.insight import baselines
+
+    proc = cli(tmp_path, "-m", "lr=0.01,0.05", "epochs=50", "baselines=linear,boosting", "tracking.log_model=false",
+               store=store)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    m = parent.data.metrics
+    ours, _ = baselines.linear(data.load_plain({"name": "diabetes", "val_fraction": 0.2, "test_fraction": 0.2,
+                                                "split_seed": 0}))
+    assert math.isclose(m["baseline_linear_val_mse"], ours["val_mse"], rel_tol=1e-12)
+    assert {"baseline_linear_test_mse", "baseline_boosting_val_mse", "baseline_linear_fit_s"} <= set(m)
+    assert "[baseline] linear" in proc.stdout and "[baseline] boosting" in proc.stdout
+    assert parent.data.tags["best_run_id"] in {r.info.run_id for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")}

@@ -72,6 +72,8 @@ def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[d
             continue
         # the finding as it is; else with one new value a key (the nearest beyond the edge)
         shapes = [f] + ([replace(f, add={k: v[:1] for k, v in f.add.items()})] if any(len(v) > 1 for v in f.add.values()) else [])
+        if f.narrow:  # keys another finding already changed keep its change
+            shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}}))
         for shape in shapes:
             trial = _fit(s, _apply(s, out, shape), limit)
             if _to_train(s, trial) <= limit:
@@ -268,6 +270,11 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     said = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}" + (
         f"; at least {MIN_BUDGET})" if s.trained < MIN_BUDGET else "; reused runs are free and not counted)")
     note = said
+    narrowed = [f for f in found if f.narrow and f not in left and f.set.get("seed") == changes.get("seed")
+                and all(changes.get(k) == v for k, v in f.narrow.items())]
+    if narrowed:
+        note += ("; to fit it, the seeds go to the best two configurations only: "
+                 + " ".join(f"{k}={v}" for k, v in narrowed[0].narrow.items()))
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
     sizes = counts(s, changes, exclude)

@@ -51,6 +51,8 @@ class Finding:
     set: dict[str, str] = field(default_factory=dict)  # a key's new value (or comma list)
     # values of a key left out in one slice only: ({other key: value}, [lr values]) — the next command splits there
     drop_where: list[tuple[dict[str, str], list[str]]] = field(default_factory=list)
+    # a narrower change to try when ``set`` does not fit the budget: e.g. seeds for the best two configurations only
+    narrow: dict[str, str] = field(default_factory=dict)
 
 
 

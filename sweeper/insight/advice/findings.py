@@ -233,12 +233,14 @@ def noise(s: Sweep) -> list[Finding]:
         ranked = s.finished[:2]
         gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
                f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
+        top = s.ranked()[:2]
         return [Finding(
             "noise", "noise and significance",
             f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
             [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
              s.noise_text],
-            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new})]
+            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new},
+            narrow=_top_two(s, *top) if len(top) == 2 else {})]
     ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
     evidence = []
     for c in ranked[:5]:
@@ -273,7 +275,15 @@ def noise(s: Sweep) -> list[Finding]:
                     f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
                     + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
                     evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
-                    set={"seed": new})]
+                    set={"seed": new}, narrow=_top_two(s, first, second))]
+
+
+def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:
+    """The grid of the best two configurations only (their keys fixed, the keys they differ in at both values): where
+    seeds for the whole grid do not fit the budget, seeds for these two still separate them."""
+    a, b = dict(first), dict(second)
+    return {k: a[k] if a[k] == b[k] else ",".join(dict.fromkeys((a[k], b[k]))) for k in a
+            if a[k] is not None and b.get(k) is not None and k in s.hyper}
 
 
 
