@@ -83,16 +83,17 @@ def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] 
     return None
 
 
+DEFAULTS = {"lr": "0.01", "epochs": "200", "depth": "1", "width": "16", "seed": "0", "patience": "0", "log_every": "10",
+            "optimizer": "gd", "device": "cpu"}
+
+
 def _rec(val=None, status="FINISHED", reason=None, metrics=None, **params):
-    p = {"lr": "0.01", "epochs": "200", "depth": "1", "width": "16", "seed": "0", "patience": "0", "log_every": "10",
-         "optimizer": "gd", "device": "cpu", **{k: str(v) for k, v in params.items()}}
-    name = ",".join(f"{k}={v}" for k, v in params.items())
-    m = dict(metrics or {})
-    if val is not None:
-        m.setdefault("val_accuracy" if "val_log_loss" in m else "val_mse", val)
-    m.setdefault("best_epoch", 190.0)
-    m.setdefault("epochs_run", float(p["epochs"]))
-    return {"run": name, "run_id": name, "status": status, "reason": reason, "params": p, "metrics": m}
+    """A run record as :func:`sweeper.insight.advice.evidence.record` makes it (val: val_accuracy beside a log loss)."""
+    given = {k: str(v) for k, v in params.items()}
+    score = {} if val is None else {("val_accuracy" if metrics and "val_log_loss" in metrics else "val_mse"): val}
+    return {"run": ",".join(f"{k}={v}" for k, v in given.items()), "run_id": str(sorted(given.items())),
+            "status": status, "reason": reason, "params": DEFAULTS | given,
+            "metrics": {"best_epoch": 190.0, "epochs_run": float((DEFAULTS | given)["epochs"])} | score | (metrics or {})}
 
 
 def _order(records, key="val_mse", lower=True):
