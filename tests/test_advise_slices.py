@@ -276,3 +276,16 @@ def test_a_sweep_fits_its_baselines_on_the_parent_and_shows_them_as_marked_rows(
     assert {"baseline_linear_test_mse", "baseline_boosting_val_mse", "baseline_linear_fit_s"} <= set(m)
     assert "[baseline] linear" in proc.stdout and "[baseline] boosting" in proc.stdout
     assert parent.data.tags["best_run_id"] in {r.info.run_id for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")}
+
+
+def test_seeds_that_do_not_fit_the_budget_go_to_the_best_two_configurations():
+    runs = ranked([rec(3139, optimizer="adam", lr="0.3"), rec(3145, optimizer="adam", lr="3"),
+                   rec(3150, optimizer="adam", lr="0.01"), rec(3160, optimizer="gd", lr="0.3"),
+                   rec(3200, optimizer="gd", lr="0.01"),
+                   rec(status="FAILED", reason="diverged at epoch 3", optimizer="gd", lr="3")])
+    a = advise(runs, ["optimizer=gd,adam", "lr=0.01,0.3,3"])
+    assert "the seeds go to the best two configurations only: lr=0.3,3 optimizer=adam" in a.note
+    assert grid_points(a.command, ("optimizer", "lr", "seed")) == {("adam", lr, s) for lr in ("0.3", "3")
+                                                                   for s in "012"}
+    total, done = a.sizes
+    assert (total, done) == (6, 2) and total - done <= a.budget == 6

@@ -282,7 +282,8 @@ def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:
     """The grid of the best two configurations only (their keys fixed, the keys they differ in at both values): where
     seeds for the whole grid do not fit the budget, seeds for these two still separate them."""
     a, b = dict(first), dict(second)
-    return {k: a[k] if a[k] == b[k] else ",".join(dict.fromkeys((a[k], b[k]))) for k in a
+    return {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=lambda v: (_number(v) is None, _number(v) or 0, v)))
+            for k in a
             if a[k] is not None and b.get(k) is not None and k in s.hyper}
 
 
