@@ -11,7 +11,7 @@ from typing import Any
 
 from sweeper.insight.advice.curves import overfitting, under_training
 from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
-from sweeper.base.fmt import cell
+from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
 from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, ties
 from sweeper.insight.advice.reference import devices, reference, skipped_lines
@@ -274,7 +274,7 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
                 and all(changes.get(k) == v for k, v in f.narrow.items())]
     if narrowed:
         note += ("; to fit it, the seeds go to the best two configurations only: "
-                 + " ".join(f"{k}={v}" for k, v in narrowed[0].narrow.items()))
+                 + " ".join(f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()))
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
     sizes = counts(s, changes, exclude)

@@ -280,8 +280,13 @@ def noise(s: Sweep) -> list[Finding]:
 
 def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:
     """The grid of the best two configurations only (their keys fixed, the keys they differ in at both values): where
-    seeds for the whole grid do not fit the budget, seeds for these two still separate them."""
-    a, b = dict(first), dict(second)
+    seeds for the whole grid do not fit the budget, seeds for these two still separate them. The runner-up is the
+    best that differs from the best in a hyperparameter (a CPU/GPU pair is one model)."""
+    a = dict(first)
+    second = next((c for c in s.ranked() if any(dict(c).get(k) != a.get(k) for k in s.hyper)), None)
+    if second is None:
+        return {}
+    b = dict(second)
     return {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=lambda v: (_number(v) is None, _number(v) or 0, v)))
             for k in a
             if a[k] is not None and b.get(k) is not None and k in s.hyper}
