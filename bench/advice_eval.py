@@ -1,6 +1,6 @@
 """Does the sweep advisor's advice hold up? Small sweeps on bundled and synthetic data, each followed by its next command.
 
-    python bench/advice_eval.py            # every case: 14 sweeps (~3-4 min on an idle 2-core machine; 12 under load)
+    python bench/advice_eval.py            # every case: 18 sweeps with their next commands (~5 min on an idle 2-core machine; more under load)
     python bench/advice_eval.py --only iris_seeds
 
 For each case: ``python -m sweeper -m <grid>`` into a fresh embedded store, the advisor's findings on it (as the end of
@@ -16,6 +16,14 @@ finding kind:
   validation curve did not bottom out before its end; a saturation whose tied scores differ.
 It also prints the measured seed-to-seed spread (relative std of the validation metric) of the cases with seeds: the
 evidence for the advisor's default noise without seeds.
+
+Issue 39 added: contradictions of the per-slice rules (a divergence's value left out where it finished, or out of the
+chosen or runner-up configuration; "did not matter" where a slice, judged by its own seed spread, moved; a key both
+"did not matter" and the subject of another finding; seeds added to ties at the metric's edge; a device left in whose
+jobs were SKIPPED; a configuration with a FAILED seed ranked ahead of a fully finished one inside the noise), counted
+per finding kind on the sweeps *and* on constructed, slice-structured cases (``SLICED``, no training); the share of
+next commands that would train nothing (printed commands only; target 0) and each command's new runs against its
+round's budget. ``--baselines`` times the baselines on every bundled data set.
 """
 from __future__ import annotations
 
@@ -40,6 +48,10 @@ CASES = {  # name → the grid (small epochs: the whole harness runs in a few mi
     "wine_splits": "data=wine lr=0.01,0.05 data.split_seed=0,1,2 epochs=300",
     "synthetic_reg": "data=synthetic data.n_samples=400 data.n_features=8 lr=0.003,0.03 width=4,16 epochs=400",
     "synthetic_bin": "data=synthetic data.task=binary data.n_samples=400 lr=0.03,0.3 epochs=200,800",
+    # issue 39: a divergence that depends on the optimizer (gd diverges at lr=3, adam does not), both baselines
+    "slices_diverge": "optimizer=gd,adam lr=0.01,0.3,3 epochs=200 baselines=linear,boosting",
+    # half the jobs SKIPPED on a machine without a GPU
+    "no_gpu": "lr=0.01,0.05 device=cpu,gpu epochs=200",
 }
 
 
@@ -55,11 +67,13 @@ def sweep(args: list[str], uri: str, experiment: str) -> float:
 
 
 def latest(uri: str, experiment: str):
-    """The latest sweep of ``experiment``: (Sweep, Advice, board, curves)."""
+    """The latest sweep of ``experiment``: (Sweep, Advice, board, its SKIPPED jobs)."""
     from sweeper import tracking
     from sweeper.insight.advice import advisor
     from sweeper.insight.advice.evidence import CURVES, Sweep, record
     from sweeper.insight.leaderboard import build
+    from sweeper.insight.advice.reference import skipped_lines
+    from sweeper.insight.baselines import read
     from sweeper.insight.report import children, latest_parent, reused_runs
 
     c = tracking.client(uri)
@@ -72,8 +86,11 @@ def latest(uri: str, experiment: str):
     records = [record(by_id[row["run_id"]]) for row in board.rows]
     curves = {r.info.run_id: {n: [(h.step, h.value) for h in c.get_metric_history(r.info.run_id, n)] for n in CURVES}
               for r in runs if r.info.status == "FINISHED"}
-    advice = advisor.advise(records, advisor.sweep_argv(parent.data.tags), curves)
-    return Sweep(records, curves), advice, board
+    for r in records:  # runs an earlier round trained, reused here: not this round's budget
+        r["reused"] = r.get("parent") not in (None, parent.info.run_id)
+    advice = advisor.advise(records, advisor.sweep_argv(parent.data.tags), curves,
+                            skipped=skipped_lines(parent.data.tags), baselines=read(parent.data.metrics))
+    return Sweep(records, curves), advice, board, tuple(skipped_lines(parent.data.tags))
 
 
 def best_mean(s) -> float | None:
@@ -118,7 +135,15 @@ def contradicted(s, f) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
+    ap.add_argument("--constructed", action="store_true", help="only the constructed slice cases (no training)")
+    ap.add_argument("--baselines", action="store_true", help="also time the baselines on every bundled data set")
     args = ap.parse_args(argv)
+    if args.constructed:
+        sys.path.insert(0, str(ROOT))
+        constructed()
+        if args.baselines:
+            print("\n" + baseline_costs())
+        return 0
     cases = {k: v for k, v in CASES.items() if not args.only or k in args.only.split(",")}
     sys.path.insert(0, str(ROOT))
     from sweeper.base.fmt import cell
@@ -127,28 +152,31 @@ def main(argv: list[str] | None = None) -> int:
     kinds: dict[str, dict[str, int]] = {}
     spreads: list[str] = []
     rows = []
+    rounds: list = []  # (case, advice, sweep): the next commands' size against their budget
     with tempfile.TemporaryDirectory() as tmp:
         for name, grid in cases.items():
             uri = f"sqlite:///{tmp}/{name}.db"
             t1 = sweep(["-m", *shlex.split(grid)], uri, name)
-            s, advice, _ = latest(uri, name)
+            s, advice, _, skipped = latest(uri, name)
             before = best_mean(s)
             noise = s.noise if s.noise is not None else SAME * abs(before)
             if s.noise is not None:
                 spreads.append(f"{name}: seed-to-seed std {cell(s.noise)} = {s.noise / abs(before):.1%} of the best mean")
             command = advice.command
             t2, after = 0.0, before
+            for one in advice.commands:
+                next_args = shlex.split(one)[3:]  # drop "python -m sweeper"
+                t2 += sweep(next_args, uri, name)
             if command:
-                next_args = shlex.split(command)[3:]  # drop "python -m sweeper"
-                t2 = sweep(next_args, uri, name)
                 after = best_mean(latest(uri, name)[0])
+            rounds.append((name, advice, s))
             gain = (after - before) * (-1 if s.lower else 1)
             improved = gain > noise
             followed_kinds = []
             for f in advice.findings:
                 k = kinds.setdefault(f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0})
                 k["found"] += 1
-                why = contradicted(s, f)
+                why = contradicted(s, f) or sliced_contradiction(s, advice, f, grid, skipped)
                 if why:
                     k["contradicted"] += 1
                     print(f"  CONTRADICTED [{name}] {f.kind}: {why}")
@@ -174,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     if spreads:
         print("\nmeasured noise (the advisor's default without seeds: " + f"{SAME:.0%}):")
         print("\n".join("  " + x for x in spreads))
+    constructed()
+    if rounds:
+        print("\n" + budgets(rounds))
+    if args.baselines:
+        print("\n" + baseline_costs())
     return 0
 
 
@@ -181,6 +214,8 @@ def _left(advice) -> list:
     """The findings the command left out for its budget (named in its note)."""
     return [f for f in advice.findings if advice.note and f.step in advice.note]
 
+
+from advice_cases import baseline_costs, budgets, constructed, sliced_contradiction  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

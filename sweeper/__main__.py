@@ -42,6 +42,9 @@ def cli() -> None:
         return
     if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
+    # baselines=linear,boosting names two references, not a sweep over them: Hydra reads it as the list it means
+    sys.argv[1:] = args = [f"{a.partition('=')[0]}=[{a.partition('=')[2]}]" if a.lstrip("+").startswith("baselines=")
+                           and "," in a and "[" not in a else a for a in args]
     try:
         from sweeper.base.environment import problem
 

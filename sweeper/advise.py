@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experiment", help="advise on the latest sweep of this experiment")
     ap.add_argument("--parent", help="advise on the sweep with this parent run id (of --experiment, if given too)")
     ap.add_argument("--tracking-uri", help="default: the embedded store, mlruns/mlflow.db in the repository")
+    ap.add_argument("--log", action="store_true", help="write advice.md and advice.* tags into the parent run even "
+                    "when sweeper did not make the sweep (a sweep of sweeper's always gets them)")
     args = ap.parse_args(argv)
     if not (args.experiment or args.parent):
         ap.error("one of --experiment or --parent is required")
@@ -53,7 +55,7 @@ def _advise(args: argparse.Namespace, uri: str) -> int:
         return 2
     runs = children(c, parent)
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
-    publish(c, parent, runs, [row["run_id"] for row in build(runs).rows])
+    publish(c, parent, runs, [row["run_id"] for row in build(runs).rows], log=True if args.log else None)
     return 0
 
 

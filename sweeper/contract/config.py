@@ -125,10 +125,19 @@ TOP_LEVEL: dict[str, Rule] = {
     "eps": positive_number(),
     "batch_size": Rule("an integer >= 0 (0 = the full batch)", lambda v: _is_int(v) and v >= 0),
     "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    "baselines": Rule("a comma list of linear, boosting, or none", lambda v: _baselines(v)),
 }
 
 # The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface has its own: model.*).
 MLP_KEYS = ("depth", "width", "activation")
+
+
+def _baselines(value: Any) -> bool:
+    """``baselines``: references fitted at a sweep's end (sweeper.insight.baselines), not part of any run."""
+    names = [str(v).strip() for v in value] if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) \
+        else [v.strip() for v in str(value).split(",")]
+    return names == ["none"] or (bool(names) and all(n in ("linear", "boosting") for n in names))
+
 
 # Keys added after runs were pinned, with their defaults: a key at its default is left out of the
 # fingerprint, so a run from before the key keeps its fingerprint (resume=true, conf/best pins).
@@ -231,7 +240,7 @@ GROUPS = ("data", "tracking", "sweep", "best", "model")
 METADATA = ("pinned",)
 
 # Keys left out of the fingerprint: where and how a run is executed, not what it computes.
-NOT_FINGERPRINTED = ("device", "sync_every_epoch", "resume", "tracking", "hydra", *METADATA)
+NOT_FINGERPRINTED = ("device", "sync_every_epoch", "resume", "tracking", "hydra", "baselines", *METADATA)
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:

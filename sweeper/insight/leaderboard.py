@@ -28,6 +28,7 @@ class Board:
     lower: bool
     seeds: list[str] = field(default_factory=list)  # the swept seed keys (seed, data.split_seed): rows then group
     groups: list[dict[str, Any]] = field(default_factory=list)  # one per configuration, best mean first (seeds only)
+    baselines: list[dict[str, Any]] = field(default_factory=list)  # marked rows (sweeper.insight.baselines), never ranked
 
     @property
     def config_columns(self) -> list[str]:
@@ -57,7 +58,7 @@ class Board:
         keys = set(self.keys)
         rows, cols = (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
         shown = rows if limit is None else rows[:limit]
-        body = [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in shown]
+        body = [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in [*shown, *self.baselines]]
         text = tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True)
         if len(shown) < len(rows):
             what = "configurations" if self.groups else "runs"
@@ -67,6 +68,12 @@ class Board:
             over = " and ".join(self.seeds)
             text += (f"\n(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
                      "the mean; run: its run closest to the mean)")
+            if any(g.get("n_total", g["n"]) > g["n"] for g in self.groups):
+                text += (f"\n({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
+                         "whose seeds all finished and whose mean is within the noise of its own)")
+        if self.baselines:
+            text += ("\n([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
+                     "promoted)")
         return text
 
     def csv(self) -> str:
@@ -89,7 +96,47 @@ def _shown(row: dict[str, Any], column: str) -> Any:
         return f"{row['status']}: {_short(row['reason'])}"
     if column == "status" and row.get("pruned_at"):  # successive halving stopped it (sweeper.sweep.halving)
         return f"{row['status']} (pruned at epoch {row['pruned_at']})"
+    if column == "n" and row.get("n_total", 0) > (row.get("n") or 0):
+        return f"{row['n']}/{row['n_total']} {FAILED_MARK}"
     return row.get(column)
+
+
+FAILED_MARK = "✗"
+
+
+def behind_finished(items: list[Any], failed: Callable[[Any], bool], same: Callable[[Any, Any], bool]) -> list[Any]:
+    """``items`` (best first) with each one that ``failed`` (a seed FAILED) moved behind every fully finished item
+    after it whose score is the ``same`` as its own within the noise: a configuration does not rank ahead by the
+    seeds that survived."""
+    out = list(items)
+    for it in [x for x in items if failed(x)][::-1]:
+        i = j = out.index(it)
+        for k in range(i + 1, len(out)):
+            if not same(it, out[k]):
+                break  # the scores only grow apart from here
+            if not failed(out[k]):
+                j = k
+        if j > i:
+            out.insert(j, out.pop(i))
+    return out
+
+
+def _pooled(groups: list[dict[str, Any]]) -> tuple[float, int] | None:
+    """The seed-to-seed std pooled over the configurations, and its degrees of freedom (None without repeats)."""
+    spread = [(g["n"] - 1, statistics.variance(g["values"])) for g in groups if g["n"] > 1]
+    dof = sum(d for d, _ in spread)
+    return (math.sqrt(sum(d * v for d, v in spread) / dof), dof) if dof else None
+
+
+def _within(noise: tuple[float, int] | None) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    """Whether two groups' means differ by no more than a two-sided t-test at 5% on the pooled noise allows."""
+    if noise is None:
+        return lambda a, b: False
+    from scipy import stats
+
+    sd, dof = noise
+    q = float(stats.t.ppf(0.975, dof))
+    return lambda a, b: None not in (a["mean"], b["mean"]) and abs(a["mean"] - b["mean"]) <= q * sd * math.sqrt(1 / a["n"] + 1 / b["n"])
 
 
 
@@ -170,14 +217,22 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         return Board(rows, keys, metric, lower)
     # a configuration, not a seed, wins: rank configurations by their mean, each led by its run closest to it
     val = f"val_{metric}"
-    groups = group((r for r in rows if r["status"] == "FINISHED"), lambda r: tuple(r[k] for k in keys if k not in seeds),
-                   lambda r: r[val], lower)
+    config = (lambda r: tuple(r[k] for k in keys if k not in seeds))
+    groups = [g for g in group((r for r in rows if r["status"] == "FINISHED"), config, lambda r: r[val], lower)]
+    tried: dict[Any, int] = {}
+    for r in rows:
+        if r["status"] in ("FINISHED", "FAILED"):
+            tried[config(r)] = tried.get(config(r), 0) + 1
+    for g in groups:
+        g["n_total"] = tried.get(g["config"], g["n"])
+    if any(g["n_total"] > g["n"] for g in groups):
+        groups = behind_finished(groups, lambda g: g["n_total"] > g["n"] > 0, _within(_pooled(groups)))
     shown = []
     for g in groups:
         first = g["items"][0]
         tests = [t for r in g["items"] if (t := r[f"test_{metric}"]) is not None and math.isfinite(t)]
         times = [t for r in g["items"] if (t := r["train_time_s"]) is not None]
-        shown.append({**first, val: g["mean"], f"{val}_std": g["std"], "n": g["n"],
+        shown.append({**first, val: g["mean"], f"{val}_std": g["std"], "n": g["n"], "n_total": g["n_total"],
                       f"test_{metric}": statistics.fmean(tests) if tests else None,
                       "train_time_s": statistics.fmean(times) if times else None, "run_value": first[val]})
     ordered = [r for g in groups for r in g["items"]]

@@ -153,6 +153,10 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
+    from sweeper.insight import baselines as references
+
+    fitted = references.ensure(c, parent, results, out)  # fitted once, at the sweep's end; then read from the parent
+    board.baselines = references.rows(fitted, board.metric)
     print(board.table(limit=SHOWN), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +167,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
         for name, text in (("summary.csv", board.csv()), ("summary.md", table + "\n")):
             (Path(tmp) / name).write_text(text)
             c.log_artifact(parent_run_id, str(Path(tmp) / name))
-        _conclude(c, parent, board, counts, runs + reused, out, table)
+        _conclude(c, parent, board, counts, runs + reused, out, table, fitted)
         for name, path in painter.collect().items():
             c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
     return board, counts
@@ -171,7 +175,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
 
 def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any,
-              table: str) -> None:
+              table: str, fitted: dict[str, dict[str, float]] | None = None) -> None:
     """The parent's counts, best run (metric, tags, line) and the advisor's findings (``table``: the board in
     markdown, its summary.md)."""
     from mlflow.entities import RunTag
@@ -204,7 +208,7 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
 
     try:
-        advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out)
+        advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
 

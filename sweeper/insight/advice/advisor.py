@@ -11,13 +11,16 @@ from typing import Any
 
 from sweeper.insight.advice.curves import overfitting, under_training
 from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
+from sweeper.base.fmt import cell, text_cell
+from sweeper.insight.advice.evidence import _label
 from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, ties
+from sweeper.insight.advice.reference import devices, reference, skipped_lines
 
 # The next command trains at most as many runs as the sweep that produced it (at least MIN_BUDGET: three seeds of two): the findings'
 # changes join in order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the
 # noise leave the grid first, then a change that still does not fit is left out (and said).
 MIN_BUDGET = 6
-PRIORITY = ("divergence", "no_effect", "overfitting", "under_training", "edge", "noise")
+PRIORITY = ("device", "divergence", "no_effect", "overfitting", "under_training", "edge", "noise")
 
 
 def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
@@ -36,8 +39,9 @@ def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
 
 
 def budget(s: Sweep) -> int:
-    """The most runs a next command may train: as many as the sweep made, at least MIN_BUDGET."""
-    return max(len(s.records), MIN_BUDGET)
+    """The most runs a next command may train: as many as this sweep trained (its reused runs are free and not
+    counted, so following the commands does not grow the budget round after round), at least MIN_BUDGET."""
+    return max(s.trained, MIN_BUDGET)
 
 
 def _worse_values(s: Sweep, key: str, values: list[str]) -> list[str]:
@@ -68,6 +72,8 @@ def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[d
             continue
         # the finding as it is; else with one new value a key (the nearest beyond the edge)
         shapes = [f] + ([replace(f, add={k: v[:1] for k, v in f.add.items()})] if any(len(v) > 1 for v in f.add.values()) else [])
+        if f.narrow:  # keys another finding already changed keep its change
+            shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}}))
         for shape in shapes:
             trial = _fit(s, _apply(s, out, shape), limit)
             if _to_train(s, trial) <= limit:
@@ -147,15 +153,74 @@ def _grid(s: Sweep, changes: dict[str, str]) -> dict[str, list[str]]:
     return {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
 
 
-def counts(s: Sweep, changes: dict[str, str]) -> tuple[int, int]:
+Exclusion = tuple[dict[str, str], list[str]]  # ({other key: value}, lr values): left out in that slice only
+
+
+def grids(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> list[dict[str, list[str]]]:
+    """The next command's grid, cut into disjoint grids that together leave out each exclusion's values only in its
+    slice (one command each): for a slice {k1: a, k2: b}, the grid at k1≠a, then at k1=a, k2≠b, then at k1=a, k2=b
+    without the values."""
+    out = [_grid(s, changes)]
+    tried = set(s.tried("lr"))
+    for where, values in exclude:
+        # a value the findings add at or above one that diverged there would diverge too: left out with it
+        low = min((x for v in values if (x := _number(v)) is not None), default=math.inf)
+        new = [v for v in out[0].get("lr", []) if v not in tried and (_number(v) or 0.0) >= low]
+        out = [piece for g in out for piece in _split(g, where, [*values, *new])]
+    return out
+
+
+def _split(g: dict[str, list[str]], where: dict[str, str], values: list[str]) -> list[dict[str, list[str]]]:
+    if "lr" not in g or any(k not in g or not any(_among([v])(x) for x in g[k]) for k, v in where.items()):
+        return [g]
+    bad = _among(values)
+    left = [x for x in g["lr"] if not bad(x)]
+    if len(left) == len(g["lr"]):
+        return [g]
+    pieces, cur = [], dict(g)
+    for k, v in where.items():
+        rest = [x for x in cur[k] if not _among([v])(x)]
+        if rest:
+            pieces.append({**cur, k: rest})
+        cur = {**cur, k: [x for x in cur[k] if _among([v])(x)]}
+    if left:
+        pieces.append({**cur, "lr": left})
+    return pieces
+
+
+def counts(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> tuple[int, int]:
     """How many configurations the next command makes, and how many of them already FINISHED (resumed)."""
-    grid = _grid(s, changes)
-    total = math.prod(len(v) for v in grid.values())
-    among = {k: _among(v) for k, v in grid.items()}
-    done = {tuple(sorted(r["params"].items())) for r in s.finished
-            if all(among[k](r["params"].get(k)) for k in grid)}
+    total, done = 0, set()
+    for grid in grids(s, changes, exclude):
+        total += math.prod(len(v) for v in grid.values())
+        among = {k: _among(v) for k, v in grid.items()}
+        done |= {tuple(sorted(r["params"].items())) for r in s.finished
+                 if all(among[k](r["params"].get(k)) for k in grid)}
     return total, len(done)
 
+
+def untried(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> int:
+    """How many of the next command's configurations no run of the sweep tried (FINISHED or not): what it would
+    learn that the sweep does not know (a FAILED configuration trained again fails again)."""
+    total, tried = 0, set()
+    for grid in grids(s, changes, exclude):
+        total += math.prod(len(v) for v in grid.values())
+        among = {k: _among(v) for k, v in grid.items()}
+        tried |= {tuple(str(r["params"].get(k)) for k in sorted(grid)) for r in s.records
+                  if all(among[k](r["params"].get(k)) for k in grid)}
+    return total - len(tried)
+
+
+def commands(s: Sweep, argv: list[str], changes: dict[str, str], exclude: list[Exclusion] = (),
+             python: bool = False) -> list[str]:
+    """The next command(s): one, or one per grid of :func:`grids` when an exclusion cuts the grid; ``python``: as
+    ``sweeper.multirun([...])`` calls."""
+    parts = grids(s, changes, exclude)
+    if len(parts) == 1:
+        return [next_command(argv, changes, python)]
+    whole = _grid(s, changes)
+    return [next_command(argv, {k: ",".join(v) for k, v in g.items() if k in changes or v != whole.get(k)}, python)
+            for g in parts]
 
 
 def next_command(argv: list[str], changes: dict[str, str], python: bool = False) -> str:
@@ -190,12 +255,16 @@ def split_caveats(records: list[dict[str, Any]]) -> list[str]:
 
 def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
            curves: dict[str, Any] | None = None, search: bool = False, python: bool = False,
-           caveats: list[str] | None = None) -> Advice:
+           caveats: list[str] | None = None, skipped: list[str] = (),
+           baselines: dict[str, dict[str, float]] | None = None, foreign: bool = False) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
     them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
     name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
-    (``search``) chose its own values: no next command then. ``python``: the next command as a
-    ``sweeper.multirun([...])`` call."""
+    (``search``) chose its own values, and a sweep that sweeper did not make (``foreign``) has no command of
+    sweeper's to build on: findings only then. ``python``: the next command as a ``sweeper.multirun([...])`` call;
+    ``caveats``: what weakens the findings (an interrupted sweep); ``skipped``: the parent's SKIPPED jobs
+    ("overrides: reason"); ``baselines``: the references fitted on the same rows (name → metrics,
+    :mod:`sweeper.insight.baselines`)."""
     curves = curves or {}
     if any(k in CURVES for k in curves):  # one run's curves: the chosen run's
         best = next((r for r in records if r["params"] and r["status"] == "FINISHED"), None)
@@ -203,19 +272,62 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     s = Sweep(records, curves)
     caveats = [*(caveats or []), *split_caveats(records)]
     flat = no_effect(s)
-    found = [*saturation(s), *noise(s), *ties(s), *divergence(s), *overfitting(s), *under_training(s), *flat,
-             *edges(s, {f.tag for f in flat})]
+    found = [*devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s), *overfitting(s),
+             *under_training(s)]
+    found += [*_one_subject(flat, found), *edges(s, {f.tag for f in flat}), *reference(s, baselines or {})]
+    if foreign:
+        return Advice(found, None, s.metric, note="this sweep was not made by sweeper (its parent run has no sweep_argv "
+                                                   "or sweep_dir tag): findings only, no command")
     if search:
         return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
     if not s.records:
         return Advice(found, None, s.metric, note="no run to build on", caveats=caveats)
     changes, left = plan(s, found)
-    note = ""
+    # values left out everywhere (and what the findings add above them), then per slice
+    exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
+    exclude += [e for f in found if f not in left for e in f.drop_where]
+    limit = budget(s)
+    said = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}" + (
+        f"; at least {MIN_BUDGET})" if s.trained < MIN_BUDGET else "; reused runs are free and not counted)")
+    note = said
+    narrowed = [f for f in found if f.narrow and f not in left and f.set.get("seed") == changes.get("seed")
+                and all(changes.get(k) == v for k, v in f.narrow.items())]
+    if narrowed:
+        note += ("; to fit it, the seeds go to the best two configurations only: "
+                 + " ".join(f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()))
     if left:
-        note = (f"left out of the next command for its budget ({budget(s)} runs to train, the sweep's size): "
-                + "; ".join(f.step for f in left))
-    return Advice(found, next_command(list(argv or []), changes, python), s.metric, counts(s, changes), note=note,
-                  caveats=caveats)
+        note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
+    sizes = counts(s, changes, exclude)
+    if untried(s, changes, exclude) == 0:
+        return Advice(found, None, s.metric, sizes, note=answered(s, found, left), budget=limit, caveats=caveats or [])
+    return Advice(found, " && ".join(commands(s, list(argv or []), changes, exclude, python)), s.metric, sizes,
+                  note=note, budget=limit, caveats=caveats or [])
+
+
+def _one_subject(flat: list[Finding], others: list[Finding]) -> list[Finding]:
+    """The no-effect findings whose key no other finding is about (a key is never both "did not matter" and the
+    subject of another finding on the same runs: "epochs did not matter" beside overfitting)."""
+    about = {"divergence": {"lr"}, "overfitting": {"epochs", "patience"}, "under_training": {"epochs"}}
+    subjects = set()
+    for f in others:
+        subjects |= {*f.add, *f.drop, *(k for k in f.set if k not in ("seed", "device"))} | about.get(f.kind, set())
+    return [f for f in flat if f.tag.split("@")[0] not in subjects]
+
+
+def answered(s: Sweep, found: list[Finding], left: list[Finding]) -> str:
+    """Why no command is printed: every configuration it would make was tried already."""
+    top = s.ranked()
+    if not top:
+        return "the grid answers its question: no configuration finished, and no change would train a new one"
+    why = f"the grid answers its question: the best configuration is {_label(top[0])} ({s.metric} {cell(s.mean(top[0])[0])})"
+    if any(f.kind == "saturation" for f in found):
+        why += ("; the ties at the metric's edge are not separated by more seeds: rank them by a proper scoring rule "
+                "(python -m sweeper.promote --metric val_log_loss) or hold out more validation rows (data.val_fraction)")
+    elif left:
+        why += "; what the findings propose does not fit the budget (see above)"
+    else:
+        why += "; no finding proposes a configuration the sweep has not trained"
+    return why
 
 
 def top_runs(records: list[dict[str, Any]], n: int = TOP) -> list[str]:
@@ -252,17 +364,29 @@ def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:
             "resume it (resume=true) before trusting them"]
 
 
-def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = None) -> Advice:
+def made_by_sweeper(tags: dict[str, str]) -> bool:
+    """Whether sweeper made the sweep of a parent run (it tags every parent with its sweep_argv and sweep_dir)."""
+    return "sweep_argv" in tags or "sweep_dir" in tags
+
+
+def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = None,
+            baselines: dict[str, dict[str, float]] | None = None, log: bool | None = None) -> Advice:
     """Advise on a parent run's children (``runs``; ``order``: their ids, best first), print it, and log
-    it on the parent: ``advice.md`` and ``advice.*`` tags (stale ones removed)."""
+    it on the parent: ``advice.md`` and ``advice.*`` tags (stale ones removed). A sweep that sweeper did not make
+    gets findings only, and nothing is written into its parent unless ``log``."""
     import tempfile
     from pathlib import Path
 
     from mlflow.entities import RunTag
 
+    from sweeper.insight.baselines import read
+
     out = out or sys.stdout
     by_id = {r.info.run_id: r for r in runs}
     records = [record(by_id[i] if i in by_id else c.get_run(i)) for i in order]  # a row may be a reused run
+    run_id = parent.info.run_id
+    for r in records:  # a resumed sweep's reused runs belong to an earlier round: not counted in its budget
+        r["reused"] = r.get("parent") not in (None, run_id)
     s = Sweep(records)
     # the curves of the top configurations and of every configuration's lead run (the edges read them too), capped
     leads = list(dict.fromkeys([*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]))
@@ -270,10 +394,14 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
     tags = parent.data.tags
     from sweeper.base.names import SWEEP_FROM
 
-    advice = advise(records, sweep_argv(tags), curves, is_search(tags), tags.get(SWEEP_FROM) == "python",
-                    caveats=interrupted_caveats(parent, runs))
+    ours = made_by_sweeper(tags)
+    advice = advise(records, sweep_argv(tags), curves, is_search(tags), python=tags.get(SWEEP_FROM) == "python",
+                    caveats=interrupted_caveats(parent, runs), skipped=skipped_lines(tags),
+                    baselines=read(parent.data.metrics) if baselines is None else baselines, foreign=not ours)
     print(advice.text(), file=out, end="")
-    run_id = parent.info.run_id
+    if not (ours if log is None else log):
+        print("(nothing written into the parent run: it is not sweeper's; --log writes the advice into it)", file=out)
+        return advice
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "advice.md"
         path.write_text(advice.text(markdown=True))

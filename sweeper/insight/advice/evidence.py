@@ -49,6 +49,10 @@ class Finding:
     add: dict[str, list[str]] = field(default_factory=dict)  # values to add to a key's grid
     drop: dict[str, list[str]] = field(default_factory=dict)  # values to take out of it
     set: dict[str, str] = field(default_factory=dict)  # a key's new value (or comma list)
+    # values of a key left out in one slice only: ({other key: value}, [lr values]) — the next command splits there
+    drop_where: list[tuple[dict[str, str], list[str]]] = field(default_factory=list)
+    # a narrower change to try when ``set`` does not fit the budget: e.g. seeds for the best two configurations only
+    narrow: dict[str, str] = field(default_factory=dict)
 
 
 
@@ -58,8 +62,14 @@ class Advice:
     command: str | None
     metric: str  # e.g. "val_mse"
     sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
-    note: str = ""  # why there is no command, or what the command left out for its budget
+    note: str = ""  # why there is no command, or the budget per round and what the command left out for it
     caveats: list[str] = field(default_factory=list)  # what the findings stand on that weakens them (said first)
+    budget: int = 0  # the most new runs the command may train (a round's budget)
+
+    @property
+    def commands(self) -> list[str]:
+        """The next command, or several when a divergence left values out in some slices only."""
+        return self.command.split(" && ") if self.command else []
 
     def text(self, markdown: bool = False) -> str:
         n = len(self.findings)
@@ -79,7 +89,10 @@ class Advice:
             total, done = self.sizes
             what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
                     f"{total - done} to train)")
-            lines += ["", f"## {what}", "", "```bash", self.command, "```"] if markdown else [f"{what}:", f"  {self.command}"]
+            if len(self.commands) > 1:
+                what += f", in {len(self.commands)} commands: the grid without the values left out in some slices only"
+            body = "\n".join(self.commands)
+            lines += ["", f"## {what}", "", "```bash", body, "```"] if markdown else [f"{what}:", *(f"  {c}" for c in self.commands)]
             if self.note:
                 lines += ["", self.note] if markdown else [f"  ({self.note})"]
         elif self.note:
@@ -95,6 +108,7 @@ class Advice:
         if self.command:
             tags[f"{TAG}next_command"] = self.command
             tags[f"{TAG}next_configs"], tags[f"{TAG}next_to_train"] = str(self.sizes[0]), str(self.sizes[0] - self.sizes[1])
+            tags[f"{TAG}next_budget"] = str(self.budget)
         return tags
 
 
@@ -103,7 +117,8 @@ def record(run: Any) -> dict[str, Any]:
     """What the advisor reads of an MLflow run."""
     return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
             "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
-            "metrics": dict(run.data.metrics), "pruned_at": run.data.tags.get("pruned_at_epoch")}
+            "metrics": dict(run.data.metrics), "parent": run.data.tags.get("mlflow.parentRunId"),
+            "pruned_at": run.data.tags.get("pruned_at_epoch")}
 
 
 
@@ -171,6 +186,10 @@ class Sweep:
         self.curves = curves or {}  # run id → {"train_loss": [(epoch, value)], "val_loss": [...]}
         self.stats = {m: self._stats(m) for m in self.measures}
         self.scores, self.noise, _ = self.stats[self.metric]
+        # the runs this sweep trained (a resumed sweep's reused runs are another round's) and each configuration's
+        # FAILED runs (a diverged seed counts against it)
+        self.trained = sum(not r.get("reused") for r in self.records)
+        self.failed = {c: sum(r["status"] == "FAILED" for r in rs) for c, rs in self.configs.items()}
 
     def _stats(self, metric: str) -> tuple[dict[tuple, list[float]], float | None, int]:
         """Each configuration's finished scores on ``metric``, the seed-to-seed std pooled over the
@@ -189,9 +208,30 @@ class Sweep:
         return tuple((k, r["params"].get(k)) for k in self.keys if k not in SEEDS)
 
     def ranked(self) -> list[tuple]:
-        """The configurations with a finished run, best mean first."""
-        done = [c for c in self.configs if self.mean(c)]
-        return sorted(done, key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0])
+        """The configurations with a finished run, best mean first; one with a FAILED seed never ahead of a fully
+        finished one whose mean is within the noise of its own (:func:`sweeper.insight.leaderboard.behind_finished`)."""
+        if getattr(self, "_ranked", None) is None:
+            from sweeper.insight.leaderboard import behind_finished
+
+            done = sorted((c for c in self.configs if self.mean(c)), key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0])
+            if any(self.failed.get(c) for c in done):
+                done = behind_finished(done, lambda c: bool(self.failed.get(c)),
+                                       lambda a, b: self.same(self.mean(a)[0], self.mean(b)[0], self.mean(a)[1], self.mean(b)[1]))
+            self._ranked = done
+        return list(self._ranked)
+
+    def n_text(self, config: tuple) -> str:
+        """``n`` of a configuration as the leaderboard shows it: finished, or finished/total and a mark."""
+        n, bad = (self.mean(config) or (0.0, 0))[1], self.failed.get(config, 0)
+        return f"n={n}/{n + bad} ✗ (a seed FAILED)" if bad else f"n={n}"
+
+    def slice_noise(self, configs: Iterable[tuple], metric: str | None = None) -> tuple[float, int] | None:
+        """The seed-to-seed std pooled over ``configs`` only (a slice's own noise, not inflated by noisy
+        configurations elsewhere in the grid) and its degrees of freedom; None without repeated seeds there."""
+        scores = self.stats[metric or self.metric][0]
+        spread = [(len(v) - 1, statistics.variance(v)) for c in configs if len(v := scores.get(c) or []) > 1]
+        dof = sum(d for d, _ in spread)
+        return (math.sqrt(sum(d * var for d, var in spread) / dof), dof) if dof else None
 
     def lead(self, config: tuple) -> dict[str, Any] | None:
         """The run that stands for a configuration: its first finished record (the leaderboard puts the run closest
@@ -217,11 +257,15 @@ class Sweep:
         return a < b if self.lower else a > b
 
     def same(self, a: float, b: float, na: int = 1, nb: int = 1, metric: str | None = None, among: int = 2,
-             tests: int = 1) -> bool:
+             tests: int = 1, noise: tuple[float, int] | None = None) -> bool:
         """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds) differ by no
-        more than the noise of ``metric``: Tukey's range test at ALPHA (split over ``tests`` such
-        comparisons); for two means, a two-sided t-test. Without seeds: within SAME of each other."""
-        _, noise, dof = self.stats[metric or self.metric]
+        more than the noise of ``metric`` (the sweep's pooled noise, or ``noise``: (std, dof) of a slice): Tukey's
+        range test at ALPHA (split over ``tests`` such comparisons); for two means, a two-sided t-test. Without
+        seeds: within SAME of each other."""
+        if noise is not None:
+            noise, dof = noise
+        else:
+            _, noise, dof = self.stats[metric or self.metric]
         if (metric or self.metric) == "val_log_loss" and max(abs(a), abs(b)) < FLOOR:
             return True  # both at the loss's floor: a relative change there is not evidence
         if noise is not None:
@@ -306,19 +350,36 @@ def _slices(s: Sweep, key: str, metric: str | None = None) -> dict[tuple, dict[s
     their mean score on ``metric`` and seed count (None where nothing finished)."""
     out: dict[tuple, dict[str, tuple[float, int] | None]] = {}
     for config in s.configs:
-        other = tuple(kv for kv in config if kv[0] != key)
-        out.setdefault(other, {})[dict(config)[key]] = s.mean(config, metric)
+        out.setdefault(_other(config, key), {})[dict(config)[key]] = s.mean(config, metric)
     return {k: v for k, v in out.items() if len(v) > 1}
 
 
+def _other(config: tuple, key: str) -> tuple:
+    """A configuration's slice along ``key``: its other keys' values."""
+    return tuple(kv for kv in config if kv[0] != key)
 
-def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int) -> bool | None:
+
+def slice_configs(s: Sweep, key: str, other: tuple) -> list[tuple]:
+    """The configurations of one slice along ``key``."""
+    return [c for c in s.configs if _other(c, key) == other]
+
+
+
+def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int,
+          configs: Iterable[tuple] = ()) -> bool | None:
     """Whether a slice's scores stay within the noise, one of ``tests`` slices (a value that failed
-    where another finished moved it); None when nothing in it finished (no evidence either way)."""
+    where another finished moved it); None when nothing in it finished, or when the sweep has seeds but the slice
+    (its ``configs``) repeats none, so that it has no noise of its own (no evidence either way).
+
+    With seeds each slice is judged by its own seed-to-seed spread (:meth:`Sweep.slice_noise`), not the sweep's
+    pooled one, which a few very noisy configurations elsewhere inflate."""
     scores = list(by_value.values())
     if all(v is None for v in scores):
         return None
     if any(v is None for v in scores):
         return False
+    own = s.slice_noise(configs, metric) if s.seeded else None
+    if s.seeded and own is None:
+        return None
     lo, hi = min(scores), max(scores)
-    return s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests)
+    return s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests, noise=own)

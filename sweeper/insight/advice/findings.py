@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.curves import at_best_epoch
-from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend
+from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend, slice_configs
 
 
 def no_effect(s: Sweep) -> list[Finding]:
@@ -20,7 +20,8 @@ def no_effect(s: Sweep) -> list[Finding]:
         slices = {m: _slices(s, key, m) for m in s.measures}
         tests = len(slices[s.metric]) * len(s.measures)
         for other in slices[s.metric]:
-            verdicts = [_flat(s, slices[m][other], m, tests) for m in s.measures]
+            within = slice_configs(s, key, other)
+            verdicts = [_flat(s, slices[m][other], m, tests, within) for m in s.measures]
             if None not in verdicts:
                 (flat if all(verdicts) else moved).append(other)
         if not flat:
@@ -37,12 +38,13 @@ def no_effect(s: Sweep) -> list[Finding]:
             return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
 
         also = [f"{', '.join(s.measures[1:])} did not move either"] if len(s.measures) > 1 else []
+        also.append(_slice_test(s, key, flat, tests))
         if not moved:
             chosen = s.best["params"].get(key) if s.best else None
             found.append(Finding(
                 "no_effect", f"{key} did not matter",
                 f"the spread of {s.metric} across {key}'s values (at most {cell(spread(flat[0]))}) is within the noise",
-                [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                [shown(o) for o in flat[:4]] + also,
                 f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys" if chosen else
                 f"fix {key} to one value", key, set={key: chosen} if chosen else {}))
             continue
@@ -53,10 +55,20 @@ def no_effect(s: Sweep) -> list[Finding]:
                         "no_effect", f"{key} did not matter at {other_key}={text_cell(value)}",
                         f"at {other_key}={text_cell(value)} the spread of {s.metric} across {key}'s values is within the noise; "
                         f"elsewhere {key} matters",
-                        [shown(o) for o in flat[:4]] + [s.noise_text] + also,
+                        [shown(o) for o in flat[:4]] + also,
                         f"sweep {key} only where {other_key}≠{text_cell(value)}", f"{key}@{other_key}={value}"))
     return found
 
+
+
+def _slice_test(s: Sweep, key: str, flat: list[tuple], tests: int) -> str:
+    """The test that the slices of a no-effect finding passed, in words."""
+    if not s.seeded:
+        return s.noise_text
+    own = [n for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None]
+    return (f"test: each slice against its own seed-to-seed std ({', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range "
+            f"test at {ALPHA:.0%} split over {tests} slice test(s); the pooled std ({cell(s.noise)}) is not used: "
+            "noisy configurations elsewhere would inflate it")
 
 
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
@@ -115,7 +127,7 @@ def divergence(s: Sweep) -> list[Finding]:
                 + (f" and {len(diverged) - 5} more" if len(diverged) > 5 else "")]
     lrs = s.tried("lr")
     chosen = s.best["params"]["lr"] if s.best else None
-    drop = [v for v in dict.fromkeys(r["params"]["lr"] for r in diverged) if v != chosen and len(lrs) > 1]
+    drop, where = _left_out(s, diverged) if len(lrs) > 1 else ([], [])
     add: list[str] = []
     if not ok:
         summary = f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
@@ -144,9 +156,41 @@ def divergence(s: Sweep) -> list[Finding]:
                 add = [mid]
                 step += f"; the chosen lr ({text_cell(chosen)}) is the largest that did not diverge: try lr={mid} between them"
     if drop:
-        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it would diverge again)"
+        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it diverged wherever it ran)"
+    if where:
+        step += ("; the next command leaves out " + "; ".join(f"lr={','.join(map(text_cell, v))} at {_label(o.items())}"
+                                                             for o, v in where[:4])
+                 + (f" and {len(where) - 4} more" if len(where) > 4 else "")
+                 + " only (and any larger lr added there): where it diverged (elsewhere it finished, and stays)")
     return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
-                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {})]
+                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {}, drop_where=where)]
+
+
+def _left_out(s: Sweep, diverged: list[dict[str, Any]]) -> tuple[list[str], list[tuple[dict[str, str], list[str]]]]:
+    """What the next command leaves out for a divergence, per slice of the other keys: the lr values that diverged
+    in every slice they ran in (left out everywhere), and per slice those that diverged only there. Never a value of
+    the chosen configuration or the runner-up (their finished seeds are the evidence the ranking stands on)."""
+    keep = set(s.ranked()[:2])
+
+    def other(c: tuple) -> tuple:
+        return tuple(kv for kv in c if kv[0] != "lr")
+
+    bad: dict[str, set[tuple]] = {}  # lr value → the slices where a run of it diverged
+    for r in diverged:
+        c = s.config(r)
+        if c not in keep:
+            bad.setdefault(r["params"]["lr"], set()).add(other(c))
+    ran: dict[str, set[tuple]] = {}  # lr value → the slices it ran in
+    for c in s.configs:
+        ran.setdefault(dict(c).get("lr"), set()).add(other(c))
+    protected = {dict(c).get("lr") for c in keep}
+    everywhere = [v for v in s.tried("lr") if v in bad and bad[v] == ran.get(v) and v not in protected]
+    where: dict[tuple, list[str]] = {}
+    for v in s.tried("lr"):
+        if v in bad and v not in everywhere:
+            for o in sorted(bad[v]):
+                where.setdefault(o, []).append(v)
+    return everywhere, [(dict(o), v) for o, v in where.items()]
 
 
 
@@ -179,24 +223,30 @@ def noise(s: Sweep) -> list[Finding]:
     is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
+    if not s.seeded and saturated(s):
+        return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
+                        [s.noise_text], "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                        "saturated")]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
         new = _seeds(seeds, 3)
         ranked = s.finished[:2]
         gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
                f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
+        top = s.ranked()[:2]
         return [Finding(
             "noise", "noise and significance",
             f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
             [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
              s.noise_text],
-            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new})]
-    ranked = sorted((c for c in s.configs if s.mean(c)), key=lambda c: s.mean(c)[0] if s.lower else -s.mean(c)[0])
+            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new},
+            narrow=_top_two(s, *top) if len(top) == 2 else {})]
+    ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
     evidence = []
     for c in ranked[:5]:
         v = s.scores[c]
         sd = f" ± {cell(statistics.stdev(v))}" if len(v) > 1 else ""
-        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} (n={len(v)})")
+        evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} ({s.n_text(c)})")
     if len(ranked) < 2:
         return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
                         evidence, "sweep another key", "single")]
@@ -206,16 +256,40 @@ def noise(s: Sweep) -> list[Finding]:
     evidence.append(f"best against runner-up: difference {cell(abs(a - b))}, {how}")
     if s.config(s.best) != first:
         evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
+    if s.failed.get(second) and s.better(b, a):
+        return [Finding("noise", "noise and significance",
+                        f"the runner-up ({_label(second)}) scored better on its finished seeds, but a seed of it FAILED "
+                        f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all finished, within the noise",
+                        evidence, f"keep {_label(first)}; {_label(second)} is not reliable at these settings", "failed")]
     if p is not None and p < ALPHA:
         return [Finding("noise", "noise and significance",
                         f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
                         evidence, f"keep {_label(first)}", "distinct")]
+    if saturated(s):  # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
+        return [Finding("noise", "noise and significance",
+                        f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
+                        evidence, "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                        "saturated")]
     new = _seeds(s.tried("seed"), 2 * len(s.tried("seed")))
     return [Finding("noise", "noise and significance",
                     f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
                     + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
                     evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
-                    set={"seed": new})]
+                    set={"seed": new}, narrow=_top_two(s, first, second))]
+
+
+def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:
+    """The grid of the best two configurations only (their keys fixed, the keys they differ in at both values): where
+    seeds for the whole grid do not fit the budget, seeds for these two still separate them. The runner-up is the
+    best that differs from the best in a hyperparameter (a CPU/GPU pair is one model)."""
+    a = dict(first)
+    second = next((c for c in s.ranked() if any(dict(c).get(k) != a.get(k) for k in s.hyper)), None)
+    if second is None:
+        return {}
+    b = dict(second)
+    return {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=lambda v: (_number(v) is None, _number(v) or 0, v)))
+            for k in a
+            if a[k] is not None and b.get(k) is not None and k in s.hyper}
 
 
 
