@@ -280,7 +280,7 @@ def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
 
     from sweeper import data
 
-    path = _table(tmp_path, [f"{i},v{i % 60}" for i in range(120)])
+    path = _table(tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)])  # a feature that is no row id
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path = str(path)
     ds = data.load(node)
