@@ -90,7 +90,11 @@ def test_chunks_keep_trajectories_whole_and_cover_every_job():
     assert sorted(j.idx for c in chunks for j in c) == list(range(8))
     for c in chunks:  # a trajectory (same lr) never straddles two chunks
         assert all({j.plain["lr"] for j in c}.isdisjoint({j.plain["lr"] for j in d}) for d in chunks if d is not c)
-    assert chunked([group, group[:2]], 2) == [group, group[:2]]  # as many groups as workers: unchanged
+    other = [job(20 + i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)]
+    assert chunked([group, other], 2) == [group, other]  # two groups of equal work on two workers: unchanged
+    small = [job(30, 0.5, 100), job(31, 0.6, 100)]
+    out = chunked([group, small], 2)  # one group of 4 trajectories of 200 epochs dwarfs one of 2 of 100: it splits
+    assert [len(c) for c in out] == [4, 4, 2] and out[-1] is small
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])

@@ -66,23 +66,31 @@ def budget(max_group_bytes: int, n: int) -> int:
 
 
 def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
-    """The groups, the CPU ones split into chunks of whole trajectories when there are fewer of them than the
-    ``n`` workers: each group gets a share of the workers by its trajectories, and its trajectories (by their
-    longest epochs: a chunk trains to its longest member) are cut into that many contiguous runs."""
+    """The groups, a CPU group split into chunks of whole trajectories when it is more than its share of the
+    ``n`` workers' work (:func:`_cost`): into ``ceil(n x its cost / all the CPU groups' cost)`` chunks (no more
+    than its trajectories), its trajectories by their longest epochs (a chunk trains to its longest member) cut
+    into that many contiguous runs. So a sweep with fewer CPU groups than workers uses every worker, and one
+    group that dwarfs the others does not keep one worker busy while the rest wait."""
+    import math
+
     from sweeper.sweep.groups import trajectories
 
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
-    if not cpu or len(cpu) >= n:
+    if not cpu or n < 2:
         return groups
     trajs = {id(g): sorted(trajectories(g), key=lambda t: t[-1].plain["epochs"]) for g in cpu}
-    total = sum(len(t) for t in trajs.values())
+    costs = {id(g): _cost(g) for g in cpu}
+    total = sum(costs.values()) or 1.0
     out = []
     for g in groups:
         if id(g) not in trajs:
             out.append(g)
             continue
         t = trajs[id(g)]
-        k = max(1, min(len(t), round(n * len(t) / total)))
+        k = max(1, min(len(t), math.ceil(n * costs[id(g)] / total - 1e-9)))
+        if k == 1:
+            out.append(g)
+            continue
         edges = [round(i * len(t) / k) for i in range(k + 1)]
         out += [[j for traj in t[a:b] for j in traj] for a, b in zip(edges, edges[1:])]
     if len(out) > len(groups):
@@ -92,9 +100,27 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
 
 
 def _cost(members: list[Any]) -> float:
-    """A group's work, roughly (members x longest epochs x hidden units): the largest go to the workers first."""
+    """A group's work, roughly: each trajectory's longest epochs x an epoch's multiply-adds (rows x (features x
+    width + (depth - 1) x width^2 + width x outputs)). The costliest groups go to the workers first."""
+    from sweeper.sweep.groups import trajectories
+
     p = members[0].plain
-    return len(members) * max(m.plain["epochs"] for m in members) * max(1, p["depth"]) * max(1, p["width"])
+    rows, features, outputs = _shape(p)
+    depth, width = p["depth"], p["width"]
+    epoch = rows * ((features * width + max(0, depth - 1) * width * width + width * outputs) if depth else
+                    features * outputs)
+    return float(sum(t[-1].plain["epochs"] for t in trajectories(members)) * max(epoch, 1))
+
+
+def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
+    """The training rows, features and outputs of a configuration's data (the launcher's cached copy)."""
+    from sweeper import data
+
+    try:
+        ds = data.load_plain(plain["data"])
+        return ds.X_train.shape[0], ds.n_features, ds.n_outputs
+    except Exception:  # noqa: BLE001  (no data node, a file gone: the group fails in its own words later)
+        return 1, 1, 1
 
 
 # --- the workers ---------------------------------------------------------------------------------------------
