@@ -10,7 +10,8 @@ bench/sweep_bench.py's end-to-end rows): a 32-configuration digits grid and a 32
 with every worker count of ``--workers`` (``default``: the option unset, i.e. the cores this process may use),
 interleaved (repeat 1 of every row, then repeat 2, ...), so that a change in the machine's load touches every row.
 Wall seconds from the command to its exit, CPU seconds of the whole process tree (``RUSAGE_CHILDREN``: the
-launching process, its workers and the writer), and the cores that kept busy on average (CPU s / wall s). The load
+launching process, its workers and the writer), and the cores that kept busy on average (CPU s / wall s); the speedup of medians, and the median of each repeat's own
+ratio (paired: the two ran back to back). The load
 average before and after is printed: this machine is shared.
 """
 from __future__ import annotations
@@ -69,16 +70,19 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
         base = None
         for w in workers:
             if (name, w) in errors:
-                rows.append([name, SWEEPS[name][1], w, "error", errors[(name, w)][:60], "", "", ""])
+                rows.append([name, SWEEPS[name][1], w, "error", errors[(name, w)][:60], "", "", "", ""])
                 continue
             walls = [x for x, _ in runs[(name, w)]]
             wall = statistics.median(walls)
             cpu = statistics.median(c for _, c in runs[(name, w)])
-            base = base or wall
+            base = base or walls
+            # the same repeat's first row over this one: the load of that moment touches both
+            paired = statistics.median(b / x for b, x in zip(base, walls))
             rows.append([name, SWEEPS[name][1], w, f"{wall:.1f}", f"{min(walls):.1f}-{max(walls):.1f}", f"{cpu:.1f}",
-                         f"{cpu / wall:.2f}", f"{base / wall:.2f}x"])
+                         f"{cpu / wall:.2f}", f"{statistics.median(base) / wall:.2f}x", f"{paired:.2f}x"])
     head = (f"## Every core: hydra.launcher.cpu_workers (median of {repeats}, interleaved; {os.cpu_count()} cores, "
             f"{len(os.sched_getaffinity(0))} usable; default = {len(os.sched_getaffinity(0))} workers)")
     return [head, "", f"load average (1, 5, 15 min) before: {start}; after: {load()}; "
                       f"{time.perf_counter() - t0:.0f} s in all", "",
-            table(["sweep", "configs", "cpu_workers", "wall s", "range", "CPU s", "cores busy", "speedup"], rows)]
+            table(["sweep", "configs", "cpu_workers", "wall s", "range", "CPU s", "cores busy", "speedup",
+                   "paired speedup"], rows)]

@@ -8,8 +8,8 @@ an epoch in one block). The launching process opens each group's runs RUNNING wh
 every member as it always does, as the groups finish. A worker runs :func:`sweeper.sweep.launch.compute_group` as
 it is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy arrays out.
 
-- Fewer CPU groups than workers: the groups split into chunks of whole trajectories (:func:`chunked`), so a
-  one-group sweep of 64 learning rates uses every core. The memory budget a group is sized with is shared by the
+- A CPU group that is more than its share of the workers' work splits into chunks of whole trajectories
+  (:func:`chunked`), so a one-group sweep of 64 learning rates uses every core. The memory budget a group is sized with is shared by the
   workers (:func:`budget`).
 - A worker that dies loses its group only: the group goes to a new worker once more, then its members run alone
   in the launching process (the one-job path), as a group that fails as a whole always has.
