@@ -2,8 +2,8 @@
 # The GPU check, for a machine with an NVIDIA GPU: the gpu-marked tests, then the CPU-vs-GPU table.
 # Installs nothing from the network. Where Hydra or MLflow is missing, it installs the wheels that
 # bench/fetch_wheels.sh put in .whl/ (carried along) into /tmp/site. Logs go to $OUT when it is set.
-# Budget: under 12 minutes (tests ~1-2 min, benchmark ~2 min, batched K=1..4096 ~2 min on a 16-core host, the
-# search <= 5 min: step 4 comes last, so a tight budget loses only it).
+# Budget: under 12 minutes before step 5 (tests ~1-2 min, benchmark ~2 min, batched K=1..4096 ~2 min on a 16-core host, the
+# search <= 5 min, the cores' curve <= 5 min: steps 4 and 5 come last, so a tight budget loses only them).
 #   bash bench/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,8 +58,14 @@ else
   echo "optuna missing (bench/fetch_wheels.sh brings it): the search row is left out" > "$OUT/search_gpu.txt"
 fi
 
+# 5. every core (issue 44): the CPU groups of bench/cores_bench.py's three sweeps on 1, 2, 4, 8 and 16 worker
+#    processes (hydra.launcher.cpu_workers), once each: the scaling curve on this host's cores (CPU only; last, so
+#    a tight budget loses only it)
+timeout 300 $PY bench/sweep_bench.py --cores --workers 1,2,4,8,16 --repeats 1 --out "$OUT/cores.txt" > "$OUT/cores.log" 2>&1 \
+  || echo "cores: exit $? (see cores.log)" >> "$OUT/cores.txt"
+
 echo
 echo "gpu tests: exit $tests ($(tail -n 1 "$OUT/gpu_tests.log"))"
-for f in "$OUT"/text_*.txt "$OUT/interface_gpu.txt" "$OUT/search_gpu.txt"; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 12 "$f"; }; done
+for f in "$OUT"/text_*.txt "$OUT/interface_gpu.txt" "$OUT/search_gpu.txt" "$OUT/cores.txt"; do [ -f "$f" ] && { echo "== $(basename "$f")"; tail -n 12 "$f"; }; done
 cat "$OUT/gpu_bench.txt" 2>/dev/null || echo "benchmark: exit $bench (see $OUT/gpu_bench.log)"
 [ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]

@@ -7,6 +7,7 @@
     python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
     python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
     python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole, per config, RSS
+    python bench/sweep_bench.py --cores [--workers 1,2,4,8,16]   # CPU groups on worker processes (bench/cores_bench.py)
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
@@ -392,7 +393,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="training section: CPU threads of a group (default: the CPUs this process may use)")
     p.add_argument("--configs", default=None,
                    help="comma-separated sizes: only the one-shape sweeps at scale (e.g. 1000,10000)")
+    p.add_argument("--cores", action="store_true",
+                   help="only hydra.launcher.cpu_workers: 1 against the default (bench/cores_bench.py)")
+    p.add_argument("--workers", default="1,default", help="--cores: comma-separated worker counts (default: the option unset)")
     args = p.parse_args(argv)
+    if args.cores:
+        from cores_bench import cores_section
+
+        out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
+        out += cores_section(args.repeats or (1 if args.quick else 3), args.workers.split(","),
+                             args.sweeps.split(",") if args.sweeps else None)
+        print("\n".join(out), flush=True)
+        if args.out:
+            args.out.write_text("\n".join(out) + "\n")
+        return 0
     if args.configs:
         out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
         out += scale_section([int(n) for n in args.configs.split(",")])

@@ -21,13 +21,13 @@ def _artifacts(store, run):
     return sorted(a.path for a in client_for(store).list_artifacts(run.info.run_id))
 
 
-def _both(tmp_path, store, *args):
+def _both(tmp_path, store, *args, batched=()):
     stores = {"basic": store, "batched": store.parent.parent / "batched_store" / "mlflow.db"}
     shutil.copytree(store.parent, stores["batched"].parent)
     for launcher, db in stores.items():
         out = tmp_path / launcher
         out.mkdir()
-        proc = cli(out, "-m", *args, f"hydra/launcher={launcher}", store=db)
+        proc = cli(out, "-m", *args, f"hydra/launcher={launcher}", *(batched if launcher == "batched" else ()), store=db)
         assert proc.returncode == 0, proc.stderr
     return stores, proc
 
@@ -149,7 +149,8 @@ def test_text_features_group_by_split_seed_and_sparse_ones_fit_a_budget_counted_
 @pytest.mark.slow
 def test_batched_and_basic_launchers_record_the_same_sparse_text_sweep(tmp_path, store):
     stores, proc = _both(tmp_path, store, "data=sms", f"data.path={SMS}", "data.max_features=500", "lr=0.5,1,2",
-                         "epochs=50", "log_every=10", "depth=1", "width=8", "tracking.log_model=false")
+                         "epochs=50", "log_every=10", "depth=1", "width=8", "tracking.log_model=false",
+                         batched=("hydra.launcher.cpu_workers=1",))  # one group, unsplit (sweeper.sweep.cores)
     assert "3 jobs: 3 in 1 batched group(s), 0 one at a time" in proc.stdout
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=3)
     batched = _children(stores["batched"]).values()
@@ -165,7 +166,7 @@ def test_a_large_groups_runs_not_opened_while_it_trained_are_created_in_chunks_b
 
     env = {**os.environ, "SWEEPER_AHEAD_BULK": "4", "SWEEPER_AHEAD_AFTER_S": "120"}  # none opened while training
     proc = cli(tmp_path, "-m", "lr=range(0.001,0.011,0.001)", "epochs=20", "log_every=10", "depth=1", "width=8",
-               "tracking.log_model=false", store=store, env=env)
+               "tracking.log_model=false", "hydra.launcher.cpu_workers=1", store=store, env=env)  # one group, unsplit
     assert proc.returncode == 0, proc.stderr
     kids = list(_children(store).values())
     assert len(kids) == 10 and {k.info.status for k in kids} == {"FINISHED"}

@@ -45,6 +45,10 @@ def check(launcher_conf: Any) -> None:
     gpus = launcher_conf.get("gpus")
     if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
         raise ConfigError(f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)")
+    workers = launcher_conf.get("cpu_workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigError(f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or null "
+                          "(the cores this process may use)")
 
 
 def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:

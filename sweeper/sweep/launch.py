@@ -61,7 +61,15 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     load = loader.load_sweep_config
     jobs = [Job(initial_job_idx + i, list(o), None, load.plain(config, list(o)) if ours else None)
             for i, o in enumerate(job_overrides)]
-    groups, alone = plan(jobs, launcher.max_group_bytes, launcher.max_group_size)
+    from sweeper.sweep import cores, engines
+
+    # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
+    n = cores.workers(launcher, sum(j.plain is not None and j.plain.get("device") != "gpu" for j in jobs)) if ours else 1
+    groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
+                         launcher.max_group_size)
+    if n > 1:
+        groups = cores.chunked(groups, n)
+        n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
 
@@ -83,7 +91,20 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         returns[job.idx] = jobrun.lean(ret) if ours else ret  # kept until the sweep ends: its config as plain data
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
-    from sweeper.sweep import engines, halving
+    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+
+    def record_group(members: list[Job], computed: dict[int, Any], runs: dict[int, Any], tags: Any, began: int,
+                     bulk: bool) -> None:
+        hand_runs(computed, runs)
+        # the runs a large group did not open while it trained: a chunk at a time, before their jobs
+        later = bulk and any(c.run is None for c in computed.values())
+        for i, job in enumerate(members):
+            if later and job.idx in computed and computed[job.idx].run is None:
+                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
+            with handing(computed.pop(job.idx, None)):
+                record(job)
+
+    from sweeper.sweep import halving
 
     rungs = halving.Halving.of(getattr(launcher, "halving", None))
     if rungs is not None and groups and not engines.elsewhere(launcher, groups):
@@ -91,27 +112,57 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
-        sweep_at = Path(str(config.hydra.sweep.dir)).absolute()
         began = int(time.time() * 1000)
-        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, sweep_at)
+        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, sweep_dir)
         # the runs of the computed jobs opened together (one transaction a chunk on the embedded store), as a group's
         ahead, opened = [j for g in groups for j in g if j.idx in finals], {}
         if ahead:
-            open_runs(ahead, {i: c.tags for i, c in finals.items()}, sweep_at, opened, began)
+            open_runs(ahead, {i: c.tags for i, c in finals.items()}, sweep_dir, opened, began)
         hand_runs(finals, opened)
         for job in [j for g in groups for j in g]:
             with handing(finals.pop(job.idx, None)):
                 record(job)
         groups = []
-    if engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
+    if n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
+        taken: dict[int, tuple] = {}
+
+        def taking(members: list[Job], where: dict[str, str]) -> dict[int, dict[str, str]]:
+            """As a worker takes the group (``where``: its tags): the members' tags; their runs open the first time."""
+            if id(members) in taken:  # a retry on a new worker: its runs say so
+                tags, runs = taken[id(members)][:2]
+                cores.retag(runs, where)
+            else:
+                tags, runs = member_tags(members), {}
+                began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
+                taken[id(members)] = (tags, runs, began, bulk)
+                for t in tags.values():
+                    t |= where
+                if len(members) <= AHEAD_ALWAYS or (bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)):
+                    open_runs(members, tags, sweep_dir, runs, began)
+            for t in tags.values():
+                t |= where
+            return tags
+
+        try:
+            for members, computed in cores.computed_groups(launcher, groups, compute_group, n, taking):
+                tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
+                record_group(members, computed, runs, tags, began, bulk)
+                trim_heap()
+        except BaseException:  # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
+            for _, runs, _, _ in taken.values():
+                _system(runs)
+            raise
+        groups = []
+    elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
         for members, computed in engines.computed_groups(launcher, groups, compute_group):
             for job in members:
                 with handing(computed.pop(job.idx, None)):
                     record(job)
         groups = []
-    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
     for members in groups:
         tags = member_tags(members)
+        for t in tags.values():
+            t["batch_worker"] = "main"
         runs: dict[int, Any] = {}
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
@@ -121,14 +172,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
-        hand_runs(computed, runs)
-        # the runs a large group did not open while it trained: a chunk at a time, before their jobs
-        later = bulk and any(c.run is None for c in computed.values())
-        for i, job in enumerate(members):
-            if later and job.idx in computed and computed[job.idx].run is None:
-                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
-            with handing(computed.pop(job.idx, None)):
-                record(job)
+        record_group(members, computed, runs, tags, began, bulk)
         del computed, runs
         trim_heap()  # the group's arrays and records, freed: back to the system, not kept for the next group
     for job in alone:

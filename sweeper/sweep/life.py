@@ -24,6 +24,7 @@ from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_u
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, parent_run_id, results
+from sweeper.sweep import cores
 from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
@@ -82,6 +83,7 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     from sweeper.insight import plots
 
     warming = warm_joblib_workers(config, jobs)
+    cores.warm(config, jobs)  # the batched launcher's CPU workers import and load their data while the store opens
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
         if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
             log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
@@ -181,6 +183,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     from sweeper.insight import report
 
     out = out or sys.stdout
+    cores.stop()  # the sweep's CPU workers: their groups are all recorded
     writer.drain()  # every run handed to the writer is in the store (or kept for upload) before the summary
     rows = results(sweep_dir)
     state = _state(sweep_dir)
@@ -265,6 +268,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     """
     from sweeper.insight import report
 
+    cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
     parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
@@ -328,6 +332,7 @@ def launcher_failed(sweep_dir: Path, e: BaseException) -> str:
     from sweeper.insight import report
 
     why = f"the launcher failed: {tracking.first_line(e)}"
+    cores.stop()
     writer.drain()
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(_created.get(sweep_dir, {}).values())}
     killed = []

@@ -17,6 +17,9 @@ class BatchedLauncherConf:
     engine: str = "local"
     # local: how many GPUs compute groups at once (null: every visible one).
     gpus: Optional[int] = None
+    # local: how many worker processes compute CPU groups at once, one BLAS thread each (sweeper.sweep.cores);
+    # null: the cores this process may use (os.sched_getaffinity); 1: one group after another in this process.
+    cpu_workers: Optional[int] = None
     # engine=ray: address (null: a new local cluster), num_cpus per group, max_retries, init (ray.init's arguments).
     ray: Dict[str, Any] = field(default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}})
     # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.

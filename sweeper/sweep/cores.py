@@ -1,0 +1,370 @@
+"""Every core of the machine: the local engine's CPU groups compute in worker processes, side by side.
+
+``hydra.launcher.cpu_workers`` (default: the cores this process may use, ``os.sched_getaffinity``; 1: one group
+after another in the launching process, as before) worker processes, started once per sweep while its store opens
+(:func:`warm`: spawned, each imports the compute half and loads the sweep's data sets), compute the CPU groups, one
+group a worker at a time, each with one BLAS thread (``OMP_NUM_THREADS=1``, threadpoolctl; ``SWEEPER_THREADS=1``:
+an epoch in one block). The launching process opens each group's runs RUNNING when a worker takes it and records
+every member as it always does, as the groups finish. A worker runs :func:`sweeper.sweep.launch.compute_group` as
+it is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy arrays out.
+
+- A CPU group that is more than its share of the workers' work splits into chunks of whole trajectories
+  (:func:`chunked`), so a one-group sweep of 64 learning rates uses every core. The memory budget a group is sized with is shared by the
+  workers (:func:`budget`).
+- A worker that dies loses its group only: the group goes to a new worker once more, then its members run alone
+  in the launching process (the one-job path), as a group that fails as a whole always has.
+- GPU groups keep one a device (:func:`sweeper.sweep.engines._local`), on a thread of the launching process.
+- Ctrl-C (SIGINT/SIGTERM reach the launching process; the workers ignore SIGINT): the groups that finished are
+  recorded, the workers are stopped, the runs of the groups they held end KILLED with the sweep.
+
+Each member's run says where its group ran: tag ``batch_worker`` (``cpu<i>``: worker i; ``main``: the launching
+process), with ``worker_pid``.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import functools
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+log = logging.getLogger("sweeper")
+
+# What a worker's native libraries and sweeper's epoch blocks get: one thread each (the workers are the threads).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "SWEEPER_THREADS": "1"}
+LAUNCHER = "sweeper_batched_launcher"
+
+
+def cores() -> int:
+    """The CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def workers(launcher: Any, cpu_jobs: int) -> int:
+    """How many worker processes compute this sweep's CPU groups: ``hydra.launcher.cpu_workers`` (null: every
+    core), never more than its CPU configurations; 1 under another engine (which places groups itself)."""
+    get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
+    if (get("engine", "local") or "local") != "local":
+        return 1
+    return max(1, min(int(get("cpu_workers", None) or cores()), cpu_jobs))
+
+
+def budget(max_group_bytes: int, n: int) -> int:
+    """A group's memory budget when ``n`` workers each hold one: the sweep's budget (0: a quarter of the
+    machine's memory) shared among them."""
+    from sweeper.sweep.groups import default_budget
+
+    return (max_group_bytes or default_budget()) // max(1, n)
+
+
+def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
+    """The groups, a CPU group split into chunks of whole trajectories when it is more than its share of the
+    ``n`` workers' work (:func:`_cost`): into ``ceil(n x its cost / all the CPU groups' cost)`` chunks (no more
+    than its trajectories), its trajectories by their longest epochs (a chunk trains to its longest member) cut
+    into that many contiguous runs. So a sweep with fewer CPU groups than workers uses every worker, and one
+    group that dwarfs the others does not keep one worker busy while the rest wait."""
+    import math
+
+    from sweeper.sweep.groups import trajectories
+
+    cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
+    if not cpu or n < 2:
+        return groups
+    trajs = {id(g): sorted(trajectories(g), key=lambda t: t[-1].plain["epochs"]) for g in cpu}
+    costs = {id(g): _cost(g) for g in cpu}
+    total = sum(costs.values()) or 1.0
+    out = []
+    for g in groups:
+        if id(g) not in trajs:
+            out.append(g)
+            continue
+        t = trajs[id(g)]
+        k = max(1, min(len(t), math.ceil(n * costs[id(g)] / total - 1e-9)))
+        if k == 1:
+            out.append(g)
+            continue
+        edges = [round(i * len(t) / k) for i in range(k + 1)]
+        out += [[j for traj in t[a:b] for j in traj] for a, b in zip(edges, edges[1:])]
+    if len(out) > len(groups):
+        log.info("%d CPU group(s) split into %d chunks of whole trajectories for %d workers", len(cpu),
+                 len(out) - (len(groups) - len(cpu)), n)
+    return out
+
+
+def _cost(members: list[Any]) -> float:
+    """A group's work, roughly: each trajectory's longest epochs x an epoch's multiply-adds (rows x (features x
+    width + (depth - 1) x width^2 + width x outputs)). The costliest groups go to the workers first."""
+    from sweeper.sweep.groups import trajectories
+
+    p = members[0].plain
+    rows, features, outputs = _shape(p)
+    depth, width = p["depth"], p["width"]
+    epoch = rows * ((features * width + max(0, depth - 1) * width * width + width * outputs) if depth else
+                    features * outputs)
+    return float(sum(t[-1].plain["epochs"] for t in trajectories(members)) * max(epoch, 1))
+
+
+def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
+    """The training rows, features and outputs of a configuration's data (the launcher's cached copy)."""
+    from sweeper import data
+
+    try:
+        ds = data.load_plain(plain["data"])
+        return ds.X_train.shape[0], ds.n_features, ds.n_outputs
+    except Exception:  # noqa: BLE001  (no data node, a file gone: the group fails in its own words later)
+        return 1, 1, 1
+
+
+# --- the workers ---------------------------------------------------------------------------------------------
+
+def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
+    """A worker: one BLAS thread, the compute half imported and the data sets loaded, then groups until told
+    to stop (``None``) or the launching process goes (EOF)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launching process's to handle: it stops us
+    os.environ.update(ONE_THREAD)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # BLAS loaded before this function ran (the parent's __main__ was imported)
+    from sweeper import data
+    from sweeper.job import compute  # noqa: F401  (compute_group's imports, before the first group)
+    from sweeper.models import batched  # noqa: F401
+    from sweeper.sweep import engines
+
+    for node, seed in warm:
+        try:
+            data.load_plain(node, seed)
+        except Exception:  # noqa: BLE001  (the group says what is wrong with it)
+            pass
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        compute, job, spec = msg
+        try:
+            out: tuple = (True, engines.compute_remote(compute, job, spec))
+        except Exception as e:  # noqa: BLE001  (the group's own error: its members run alone)
+            out = (False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        conn.send(out)
+
+
+class Worker:
+    def __init__(self, ctx: Any, index: int, warm: list[tuple[dict, int]]) -> None:
+        self.index, self.pid = index, None
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, index, warm), name=f"sweeper-cpu{index}", daemon=True)
+        self.proc.start()
+        child.close()
+
+    def receive(self) -> Any:
+        """The next message that is not the worker's "ready" (raises EOFError once it died)."""
+        while True:
+            msg = self.conn.recv()
+            if isinstance(msg, tuple) and msg[:1] == ("ready",):
+                self.pid = msg[1]
+                if not self.conn.poll():
+                    return None
+                continue
+            return msg
+
+    def stop(self, wait: float = 1.0) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(wait)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(1.0)
+        self.conn.close()
+
+
+class Pool:
+    """``n`` warm workers (spawned: a fresh interpreter each, nothing of the launching process's threads or
+    store connections)."""
+
+    def __init__(self, n: int, warm: list[tuple[dict, int]]) -> None:
+        import multiprocessing
+
+        self.ctx, self.warm = multiprocessing.get_context("spawn"), warm
+        self.workers = [Worker(self.ctx, i, warm) for i in range(n)]
+
+    def grow(self, n: int) -> None:
+        self.workers += [Worker(self.ctx, i, self.warm) for i in range(len(self.workers), n)]
+
+    def replace(self, w: Worker) -> Worker:
+        w.stop(0.0)
+        self.workers[w.index] = Worker(self.ctx, w.index, self.warm)
+        return self.workers[w.index]
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop(0.0 if w.proc.exitcode is not None else 1.0)
+        self.workers = []
+
+
+_POOL: list[Pool] = []  # this sweep's pool (one), from warm() or the first launch
+
+
+def warm(config: Any, jobs: list[tuple[list[str], dict[str, Any]]]) -> None:
+    """With the batched launcher's local engine and more than one worker, start the workers now, so that their
+    imports and data sets load while this process opens the store."""
+    launcher = config.hydra.launcher
+    if LAUNCHER not in str(launcher.get("_target_", "")) or _POOL:
+        return
+    cpu = [cfg for _, cfg in jobs if cfg.get("device") != "gpu"]
+    n = workers(launcher, len(cpu))
+    if n > 1:
+        _start(n, cpu)
+
+
+def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
+    import json
+
+    from sweeper import data
+
+    nodes = {json.dumps(c["data"], sort_keys=True, default=str): c["data"] for c in plains if c}
+    warm_data = [(node, data.split_seed(node)) for node in nodes.values()][:8]
+    pool = Pool(n, warm_data)
+    _POOL.append(pool)
+    log.info("%d CPU worker processes started (hydra.launcher.cpu_workers), one BLAS thread each", n)
+    return pool
+
+
+def stop() -> None:
+    """End the sweep's workers (at its end, on Ctrl-C, at exit)."""
+    while _POOL:
+        _POOL.pop().stop()
+
+
+atexit.register(stop)
+
+
+# --- computing the groups ------------------------------------------------------------------------------------
+
+def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n: int,
+                    taking: Callable[[list[Any], dict[str, str]], dict[int, dict[str, str]]]) -> Iterator[tuple[list[Any], dict[int, Any]]]:
+    """Each group with what its compute gave (``{job idx: Computed}``; empty: its members run alone), in the
+    order the groups finish: the CPU groups on ``n`` workers, the GPU ones on this node's devices (a thread).
+    ``taking(members, where)`` runs in this thread as a worker takes a group (``where``: the worker's tags; the
+    group's runs are opened there) and gives the members' tags, ``where`` included."""
+    from multiprocessing.connection import wait
+
+    from sweeper.sweep import engines
+
+    cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
+    gpu = [g for g in groups if g[0].plain["device"] == "gpu"]
+    pool = _POOL[0] if _POOL else _start(n, [m.plain for g in cpu for m in g[:1]])
+    pool.grow(n)
+    done: queue.Queue = queue.Queue()
+    if gpu:
+        threading.Thread(target=_on_gpus, args=(gpu, compute, getattr(launcher, "gpus", None), done),
+                         name="sweeper-gpu-groups", daemon=True).start()
+    todo = collections.deque((g, 1, None) for g in sorted(cpu, key=_cost, reverse=True))
+    busy: dict[int, tuple[list[Any], int, Any]] = {}  # worker index: (members, attempt, the tags its runs have)
+    left = len(gpu)
+    t0, used = time.perf_counter(), set()
+    try:
+        while todo or busy or left:
+            for w in list(pool.workers[:n]):
+                if w.index not in busy and todo:
+                    members, attempt, tags = todo.popleft()
+                    if w.proc.exitcode is not None:  # died idle (killed from outside): a new one takes the group
+                        w = pool.replace(w)
+                    tags = taking(members, {"batch_worker": f"cpu{w.index}", "worker_pid": str(w.proc.pid),
+                                            "worker_host": socket.gethostname(), "engine": "local"})
+                    w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
+                    busy[w.index] = (members, attempt, tags)
+            watched = [w for w in pool.workers[:n] if w.index in busy]
+            ready = set(wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], 0.05 if left else 1.0))
+            for w in watched:
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
+                members, attempt, tags = busy[w.index]
+                try:
+                    msg = w.receive() if w.conn.poll() else None
+                    if msg is None and not w.proc.is_alive():
+                        raise EOFError(f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}")
+                except (EOFError, OSError) as e:
+                    del busy[w.index]
+                    pool.replace(w)
+                    if attempt == 1:
+                        log.warning("group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
+                                    len(members), w.index, w.proc.exitcode)
+                        todo.appendleft((members, 2, tags))
+                    else:
+                        yield members, engines._alone(members, e if isinstance(e, EOFError) else EOFError(str(e)))
+                    continue
+                if msg is None:
+                    continue
+                del busy[w.index]
+                used.add(w.index)
+                yield members, _got(members, msg, w)
+            while left:
+                try:
+                    members, computed = done.get_nowait()
+                except queue.Empty:
+                    break
+                if members is None:
+                    raise computed
+                left -= 1
+                yield members, computed
+    except KeyboardInterrupt:
+        for w in [w for w in pool.workers[:n] if w.index in busy and w.conn.poll()]:  # finished as Ctrl-C came
+            members = busy.pop(w.index)[0]
+            msg = w.receive()
+            if msg is not None:
+                yield members, _got(members, msg, w)
+        stop()
+        raise
+    except BaseException:
+        stop()
+        raise
+    log.info("CPU groups computed on %d worker processes in %.1f s", len(used), time.perf_counter() - t0)
+
+
+def _got(members: list[Any], msg: tuple, w: Worker) -> dict[int, Any]:
+    from sweeper.sweep import engines
+
+    ok, got = msg
+    if not ok:
+        return engines.group_failed(members, RuntimeError(got))
+    computed = engines._received(members, got, "local")
+    for c in computed.values():
+        c.tags["batch_worker"] = f"cpu{w.index}"
+    return computed
+
+
+def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
+    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's)."""
+    for tracked in runs.values():
+        try:
+            for k, v in where.items():
+                tracked.client.set_tag(tracked.run_id, k, v)
+        except Exception as e:  # noqa: BLE001  (a store gone: the run keeps the first worker's tags)
+            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def _on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:
+    from sweeper.sweep import engines
+
+    try:
+        for members, computed in engines._local(groups, compute, gpus):
+            for c in computed.values():
+                c.tags.setdefault("batch_worker", "main")
+            done.put((members, computed))
+    except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
+        done.put((None, e))

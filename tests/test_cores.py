@@ -1,0 +1,106 @@
+"""hydra.launcher.cpu_workers (sweeper.sweep.cores): CPU groups computed by worker processes side by side, a group
+split into chunks of whole trajectories when there are fewer groups than workers, a lost worker's group retried."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs, cli, copy_store
+
+FAST = ("log_every=10", "tracking.log_model=false", "tracking.system_metrics=false", "dtype=float64")
+GRID = ("lr=0.001,0.003", "depth=1,2", "width=4,8", "epochs=200,400")  # 16 configurations, 4 groups of 2 trajectories
+ONE_GROUP = ("lr=0.001,0.002,0.003,0.004,0.005", "epochs=200,300")  # one group of 5 trajectories
+
+
+def children(store: Path) -> list:
+    return [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+
+
+def sweep(tmp_path: Path, template: Path, name: str, *args: str, env: dict | None = None) -> tuple[list, str]:
+    folder = tmp_path / name
+    folder.mkdir()
+    store = copy_store(template, folder)
+    proc = cli(folder, "-m", *args, *FAST, store=store, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return children(store), proc.stdout + proc.stderr
+
+
+def assert_same(runs: list, reference: list) -> None:
+    got = {r.data.tags["fingerprint"]: r.data.metrics for r in runs}
+    ref = {r.data.tags["fingerprint"]: r.data.metrics for r in reference}
+    assert got.keys() == ref.keys()
+    for key, metrics in ref.items():
+        names = [m for m in metrics if m.startswith(("val_", "test_", "train_loss", "epochs_run"))]
+        assert names
+        for name in names:
+            assert got[key][name] == pytest.approx(metrics[name], rel=1e-12, abs=1e-12), (key, name)
+
+
+@pytest.mark.slow
+def test_four_groups_on_two_workers_equal_one_worker_and_say_where_they_ran(tmp_path, _template_store):
+    one, _ = sweep(tmp_path, _template_store, "one", *GRID, "hydra.launcher.cpu_workers=1")
+    two, out = sweep(tmp_path, _template_store, "two", *GRID, "hydra.launcher.cpu_workers=2")
+    assert len(one) == len(two) == 16
+    assert all(r.info.status == "FINISHED" for r in one + two)
+    assert_same(two, one)
+    assert {r.data.tags["batch_worker"] for r in one} == {"main"}
+    assert {r.data.tags["batch_worker"] for r in two} == {"cpu0", "cpu1"}
+    assert len({r.data.tags["worker_pid"] for r in two}) == 2
+    assert len({r.data.tags["batch_group"] for r in two}) == 4
+    assert "computed on 2 worker processes" in out
+
+
+@pytest.mark.slow
+def test_a_single_group_split_into_chunks_equals_the_unsplit_group(tmp_path, _template_store):
+    whole, _ = sweep(tmp_path, _template_store, "whole", *ONE_GROUP, "hydra.launcher.cpu_workers=1")
+    split, out = sweep(tmp_path, _template_store, "split", *ONE_GROUP, "hydra.launcher.cpu_workers=2")
+    assert len(whole) == len(split) == 10 and all(r.info.status == "FINISHED" for r in whole + split)
+    assert len({r.data.tags["batch_group"] for r in whole}) == 1
+    assert len({r.data.tags["batch_group"] for r in split}) == 2  # chunks of 3 and 2 trajectories
+    assert sorted(r.data.tags["group_size"] for r in split) == ["4"] * 4 + ["6"] * 6
+    assert "split into 2 chunks" in out
+    assert_same(split, whole)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_group_has_its_group_retried_and_every_run_recorded(tmp_path, _template_store):
+    die = tmp_path / "died"  # the first worker to take a group kills itself (SIGKILL) once
+    runs, out = sweep(tmp_path, _template_store, "killed", *GRID, "hydra.launcher.cpu_workers=2",
+                      env={"SWEEPER_TEST_DIE_ONCE": str(die)})
+    assert die.is_file() and "lost with its worker" in out
+    assert len(runs) == 16 and {r.info.status for r in runs} == {"FINISHED"}
+    dead = die.read_text().strip()
+    assert dead not in {r.data.tags["worker_pid"] for r in runs}  # the retry's worker says it computed the group
+    assert len({r.data.tags["batch_group"] for r in runs}) == 4
+
+
+def test_chunks_keep_trajectories_whole_and_cover_every_job():
+    from sweeper.sweep.cores import chunked
+    from sweeper.sweep.groups import Job
+
+    def job(i, lr, epochs, device="cpu"):
+        return Job(i, [], None, {"lr": lr, "epochs": epochs, "device": device, "depth": 1, "width": 8})
+
+    group = [job(i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)]  # 4 trajectories of 2
+    gpu = [job(10, 0.1, 5, "gpu"), job(11, 0.2, 5, "gpu")]
+    out = chunked([group, gpu], 3)
+    assert gpu in out and len(out) == 4  # one CPU group: 3 chunks (the GPU group is left as it is)
+    chunks = [c for c in out if c is not gpu]
+    assert sorted(j.idx for c in chunks for j in c) == list(range(8))
+    for c in chunks:  # a trajectory (same lr) never straddles two chunks
+        assert all({j.plain["lr"] for j in c}.isdisjoint({j.plain["lr"] for j in d}) for d in chunks if d is not c)
+    other = [job(20 + i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)]
+    assert chunked([group, other], 2) == [group, other]  # two groups of equal work on two workers: unchanged
+    small = [job(30, 0.5, 100), job(31, 0.6, 100)]
+    out = chunked([group, small], 2)  # one group of 4 trajectories of 200 epochs dwarfs one of 2 of 100: it splits
+    assert [len(c) for c in out] == [4, 4, 2] and out[-1] is small
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_bad_cpu_workers_is_one_line_and_nothing_is_written(tmp_path, store, value):
+    proc = cli(tmp_path, "-m", "lr=0.001,0.002", "epochs=5", f"hydra.launcher.cpu_workers={value}", store=store)
+    assert proc.returncode == 2, proc.stderr
+    assert f"hydra.launcher.cpu_workers={value} is not allowed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not children(store)
