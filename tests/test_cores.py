@@ -84,9 +84,10 @@ def test_chunks_keep_trajectories_whole_and_cover_every_job():
 
     group = [job(i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)]  # 4 trajectories of 2
     gpu = [job(10, 0.1, 5, "gpu"), job(11, 0.2, 5, "gpu")]
-    out = chunked([group, gpu], 3)
-    assert gpu in out and len(out) == 4  # one CPU group: 3 chunks (the GPU group is left as it is)
-    chunks = [c for c in out if c is not gpu]
+    # beside a GPU group, CPU groups stay whole: the speedup pairs a CPU group with a GPU group of its size
+    assert chunked([group, gpu], 3) == [group, gpu]
+    chunks = chunked([group], 3)
+    assert len(chunks) == 3  # one CPU group: 3 chunks
     assert sorted(j.idx for c in chunks for j in c) == list(range(8))
     for c in chunks:  # a trajectory (same lr) never straddles two chunks
         assert all({j.plain["lr"] for j in c}.isdisjoint({j.plain["lr"] for j in d}) for d in chunks if d is not c)

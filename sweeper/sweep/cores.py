@@ -78,6 +78,9 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
     if not cpu or n < 2:
         return groups
+    if len(cpu) < len(groups):  # a CPU/GPU sweep: the speedup pairs a CPU group with a GPU group of its size
+        log.info("CPU groups left whole (a sweep with GPU groups: speedups compare groups of one size)")
+        return groups
     trajs = {id(g): sorted(trajectories(g), key=lambda t: t[-1].plain["epochs"]) for g in cpu}
     costs = {id(g): _cost(g) for g in cpu}
     total = sum(costs.values()) or 1.0
