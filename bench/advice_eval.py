@@ -28,10 +28,8 @@ round's budget. ``--baselines`` times the baselines on every bundled data set.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile

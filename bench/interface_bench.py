@@ -80,7 +80,7 @@ def table2(repeats: int, device: str = "cpu") -> list[str]:
     from my_nets import TwoLayerNet
 
     from sweeper.base.backend import resolve
-    from sweeper.models import MLP, init_params, train
+    from sweeper.models import train
     from sweeper.models.batched import Member as MLPMember, stacked_params, train_group
     from sweeper.models.generic import Interfaced, init_host
     from sweeper.models.optim import Optimizer

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.base.backend import is_sparse
-from sweeper.data.columns import ColumnError, encode_columns, encode_rows, fit
+from sweeper.data.columns import encode_columns, encode_rows, fit
 from sweeper.data.loaders import ASK_CLASSES, ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
 
 __all__ = ["ASK_CLASSES", "ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]

@@ -252,7 +252,7 @@ class FullBatch:
         return [partial(self.xp.multiply, self.grads[L - 1], P[L][:-1].T, self.grads[L - 1])]
 
     def _backward(self, P: list[Any], scale: float, cols: slice, G: list[Any], n: int) -> list[Call]:
-        xp, H, L, mm = self.xp, self.H, len(P) - 1, self._mm
+        xp, H, L = self.xp, self.H, len(P) - 1
         g = self.g[:, cols]
         calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, scale, n,
                                   self.col[:, cols])

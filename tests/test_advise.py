@@ -201,7 +201,6 @@ def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
     import io
 
     from sweeper.insight import report
-    from sweeper.insight import leaderboard
     from sweeper.insight.advice import advisor as advise
 
     s = sweep("lr_top")

@@ -3,7 +3,6 @@ failed seeds count; baselines on the same rows. Constructed run records (and one
 import itertools
 import math
 import shlex
-import statistics
 
 import numpy as np
 import pytest

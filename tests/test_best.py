@@ -89,7 +89,7 @@ def judge(name: str, expected, result: dict) -> list[pinned.Row]:
     rows = pinned.check(expected, result["metrics"])
     better = [r.metric for r in rows if r.verdict == "better"]
     if better:
-        warnings.warn(Improvement(f"{name}: {', '.join(better)} improved; re-pin to keep the gain\n{pinned.table(rows)}"))
+        warnings.warn(stacklevel=2, message=Improvement(f"{name}: {', '.join(better)} improved; re-pin to keep the gain\n{pinned.table(rows)}"))
     worse = [r for r in rows if r.failed]
     if worse:
         why = f" ({result['reason']})" if result.get("reason") else ""

@@ -88,7 +88,6 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
 
 
 def _jobs(*grid):
-    from conftest import make_cfg
     from sweeper.sweep import launch, plan as sweep
 
     return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]

@@ -3,7 +3,6 @@
 exit 2 for the bad inputs of the hostile round."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket

@@ -333,7 +333,7 @@ def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
 def test_runs_created_in_bulk_are_all_or_none(store):
     from mlflow.exceptions import MlflowException
 
-    from sweeper.tracking import bulk, records
+    from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("bulk")
@@ -370,7 +370,7 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
 
 
 def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_them(store):
-    from sweeper.tracking import bulk, records
+    from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment("ends")

@@ -152,8 +152,8 @@ def one_line_errors(error: type[Exception]) -> None:
             if line is not None:
                 raise error(line) from None
 
-            def again() -> Any:
-                raise e
+            def again(err: Exception = e) -> Any:
+                raise err
 
             return original(again)
 

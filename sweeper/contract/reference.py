@@ -7,7 +7,6 @@ runs the same comparison). Nothing here imports MLflow or composes a config.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import sys
 from pathlib import Path

@@ -17,7 +17,6 @@ arrays and is not logged.
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from dataclasses import dataclass

@@ -139,7 +139,7 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
 
     threadpool_limits(1)  # BLAS loaded before this function ran (the parent's __main__ was imported)
     from sweeper import data
-    from sweeper.job import compute  # noqa: F401  (compute_group's imports, before the first group)
+    import sweeper.job.compute  # noqa: F401  (compute_group's imports, before the first group)
     from sweeper.models import batched  # noqa: F401
     from sweeper.sweep import engines
 

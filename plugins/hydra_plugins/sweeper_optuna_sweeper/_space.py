@@ -35,7 +35,7 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
 
     lines = [f"{k}={v}" for k, v in params.items()]
     parser = OverridesParser.create()
-    for i, line in enumerate(lines):
+    for line in lines:
         try:
             parser.parse_overrides([line])
         except HydraException as e:

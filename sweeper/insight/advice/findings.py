@@ -28,12 +28,12 @@ def no_effect(s: Sweep) -> list[Finding]:
             continue
         slices = slices[s.metric]
 
-        def spread(other: tuple) -> float:
+        def spread(other: tuple, slices: dict = slices) -> float:
             return max(m[0] for m in slices[other].values()) - min(m[0] for m in slices[other].values())
 
         flat.sort(key=spread, reverse=True)  # the evidence shows the largest spreads
 
-        def shown(other: tuple) -> str:
+        def shown(other: tuple, slices: dict = slices, key: str = key) -> str:
             values = ", ".join(f"{text_cell(v)}: {cell(m[0])}" for v, m in sorted(slices[other].items(), key=lambda kv: _number(kv[0]) or 0))
             return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
 
