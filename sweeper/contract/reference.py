@@ -34,7 +34,7 @@ def shown(value: Any) -> str:
     if OmegaConf.is_config(value):
         value = OmegaConf.to_container(value)
     text = "required" if value == "???" else str(value) if not isinstance(value, (list, dict)) else _inline(value)
-    return text.replace("${sweeper_root:}", "<repo>")
+    return text.replace("${sweeper_root:}", "<repo>").replace(str(ROOT), "<repo>")
 
 
 def _inline(value: list | dict) -> str:
@@ -133,7 +133,7 @@ def tracking() -> list[str]:
     lines = ["## Tracking (`tracking=NAME`)", ""]
     for name in ("local", "server"):
         path = CONF_DIR / "tracking" / f"{name}.yaml"
-        cfg, notes = OmegaConf.load(path), helptext._comments(path)
+        cfg, notes = OmegaConf.to_container(OmegaConf.load(path), resolve=False), helptext._comments(path)
         rows = [(f"`tracking.{key}`", "the data set's name" if key == "experiment" else f"`{shown(cfg[key])}`",
                  rule.allowed, notes.get(key, "")) for key, rule in TRACKING.items()]
         lines += [f"### `tracking={name}`", "", header_comment(path), "", *table(("key", "default", "allowed", "meaning"), rows)]
