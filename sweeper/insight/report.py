@@ -202,6 +202,9 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                     "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
+    halved = halving_record(parent, runs)
+    metrics |= halved[0]
+    tags |= halved[1]
     tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
@@ -211,6 +214,29 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
         advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
+
+
+def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """What successive halving did, for the parent: ``n_pruned`` (runs stopped at a rung, from their
+    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json (sweeper.sweep.halving), the member-epochs
+    trained against the full grid's and each rung's counts. Nothing for a sweep without halving."""
+    pruned = sum(1 for r in runs if r.data.tags.get("pruned_at_epoch"))
+    where = parent.data.tags.get("sweep_dir")
+    summary = None
+    try:
+        summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
+    except (OSError, ValueError):
+        summary = None
+    if not pruned and summary is None:
+        return {}, {}
+    metrics: dict[str, float] = {"n_pruned": float(pruned)}
+    tags = {"n_pruned": str(pruned)}
+    if summary is not None:
+        metrics |= {"halving_member_epochs": float(summary["member_epochs"]),
+                    "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"])}
+        tags |= {"halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
+                 "halving_per_rung": " ".join(f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"])}
+    return metrics, tags
 
 
 def model_uri(run: Any, run_id: str | None = None) -> str:
