@@ -219,3 +219,24 @@ def test_a_launcher_that_cannot_start_ends_the_search_in_one_line_and_fails_its_
     assert parent.info.status == "KILLED" and not children(store)
     trials = study_of(store.parent / "optuna.db", "diabetes").trials
     assert trials and all(t.state == optuna.trial.TrialState.FAIL for t in trials)  # none left RUNNING
+
+
+@pytest.mark.slow
+def test_a_study_continued_with_other_choices_is_refused_in_one_line_before_any_trial(tmp_path, store):
+    """Before: Optuna's "CategoricalDistribution does not support dynamic value space" as a traceback on the first
+    trial, the round's runs left RUNNING, and the printed "finish the sweep" command repeated it."""
+    quick = ("hydra.sweeper.n_trials=2", "hydra.sweeper.batch=2", "epochs=30", "log_every=10", "width=8",
+             "tracking.log_model=false")
+    assert cli(tmp_path, "-m", "+sweep=optuna", *quick, store=store).returncode == 0
+    proc = cli(tmp_path, "-m", "+sweep=optuna", *quick, "depth=1,2,3", store=store)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("sweeper: error:")]
+    assert line.startswith("sweeper: error: hydra.sweeper.params.depth=") and "its trials drew depth from choice(0, 1, 2)" in line
+    assert "hydra.sweeper.study_name=NAME" in line
+    runs = all_runs(store)
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    assert len([r for r in runs if r.data.tags.get("mlflow.parentRunId")]) == 2  # the first sweep's trials only
+    (refused,) = [r for r in runs if r.info.status == "FAILED"]
+    assert refused.data.tags["failure_reason"] == line.removeprefix("sweeper: error: ")
+    study = optuna.load_study(study_name="diabetes", storage=f"sqlite:///{store.parent / 'optuna.db'}")
+    assert len(study.trials) == 2  # no trial asked for the refused space

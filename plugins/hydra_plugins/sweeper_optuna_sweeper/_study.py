@@ -107,7 +107,38 @@ def _checked(study: Any, plan: dict[str, Any]) -> Any:
     if have != plan["direction"]:
         raise ConfigError(f"hydra.sweeper.study_name={study.study_name} is not allowed: that study {have[:-1]}es, "
                           f"this task's {plan['metric']} is {plan['verb'][:-3]}ed: choose another study name")
+    _same_space(study, plan)
     return study
+
+
+def _same_space(study: Any, plan: dict[str, Any]) -> None:
+    """A continued study's trials must have drawn each key from a distribution of the same kind (Optuna refuses a
+    categorical whose choices changed, as a traceback on the first trial, with the round's runs opened)."""
+    from optuna.distributions import check_distribution_compatibility
+
+    space = plan.get("space")
+    if space is None:
+        return
+    for trial in study.get_trials(deepcopy=False):
+        for name, new in space.distributions.items():
+            old = trial.distributions.get(name)
+            if old is None:
+                continue
+            try:
+                check_distribution_compatibility(old, new)
+            except ValueError as e:
+                raise ConfigError(
+                    f"hydra.sweeper.params.{name}={space.written.get(name, new)} is not allowed in study "
+                    f"'{study.study_name}': its trials drew {name} from {_spelled(old)} ({one_line(e).rstrip('.')}): "
+                    f"keep that space, or start another study with hydra.sweeper.study_name=NAME") from None
+
+
+def _spelled(d: Any) -> str:
+    """An Optuna distribution as the search space writes it."""
+    choices = getattr(d, "choices", None)
+    if choices is not None:
+        return f"choice({', '.join(map(str, choices))})"
+    return f"interval({d.low}, {d.high})" + (" on a log scale" if getattr(d, "log", False) else "")
 
 
 def report(curves: list[tuple[Any, np.ndarray, np.ndarray]], study: Any) -> None:
