@@ -31,6 +31,7 @@ from sweeper.contract.config import ConfigError
 from sweeper.base.fmt import text_cell
 
 from ._space import Space, parse
+from . import _study
 from ._study import one_line, open_study, quiet, report, shown, storage_url
 
 log = logging.getLogger("sweeper")
@@ -173,7 +174,7 @@ def check(config: Any) -> None:
     (:func:`sweeper.sweep.life.start`) before any store or parent run is touched: a refused setting is one line,
     exit 2, and writes nothing (before, the parent run was created first and ended FAILED)."""
     settings = config.hydra.sweeper
-    _settings(settings, list(config.hydra.overrides.task))
+    space = _settings(settings, list(config.hydra.overrides.task))
     sampler(settings.sampler)
     url = storage_url(settings.storage, str(OmegaConf.select(config, "tracking.uri", default="")))
     if url is not None:
@@ -183,6 +184,21 @@ def check(config: Any) -> None:
             make_url(url).get_dialect()  # a URL no installed driver reads
         except Exception as e:  # noqa: BLE001  (sqlalchemy's ArgumentError, NoSuchModuleError)
             raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be used: {one_line(e)}") from None
+    if url is not None and url.startswith("sqlite:///") and Path(url[len("sqlite:///"):]).is_file():
+        _continued_space(url, str(settings.study_name or OmegaConf.select(config, "tracking.experiment")), space)
+
+
+def _continued_space(url: str, name: str, space: Space) -> None:
+    """A study this sweep continues (a SQLite file that exists) drew its keys from the same kinds of distribution
+    (:func:`._study._same_space`), checked before the store is touched."""
+    import optuna
+
+    with quiet():
+        try:
+            study = optuna.load_study(study_name=name, storage=url)
+        except Exception:  # noqa: BLE001  (no such study yet, or a file the sweep's own open will name)
+            return
+    _study._same_space(study, {"space": space})
 
 
 def _task(plain: dict[str, Any]) -> str:
