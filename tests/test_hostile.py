@@ -562,3 +562,18 @@ def test_a_relative_data_path_and_sweep_folder_with_chdir_train_and_record(tmp_p
     kids = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
     assert len(kids) == 2 and {r.info.status for r in kids} == {"FINISHED"}
     assert len(list((tmp_path / "multirun" / "here").glob("*/result.json"))) == 2
+
+
+def test_an_optuna_parents_params_are_the_space_the_command_line_left():
+    """Before: epochs=50 on the command line, yet the parent's param epochs said the config file's choice(...)."""
+    from omegaconf import OmegaConf
+
+    from sweeper.sweep.life import space
+
+    config = OmegaConf.create({"hydra": {"overrides": {"task": ["+sweep=optuna", "epochs=50", "depth=1,2",
+                                                                 "tracking.log_model=false"]},
+                                         "sweeper": {"params": {"lr": "tag(log, interval(0.0005, 0.05))",
+                                                                "epochs": "choice(1000, 3000)", "depth": "choice(0, 1)"}}}})
+    got = space(config)
+    assert got["epochs"] == "50" and got["depth"] == "1,2" and got["lr"] == "tag(log, interval(0.0005, 0.05))"
+    assert not any(k.startswith("tracking") for k in got)

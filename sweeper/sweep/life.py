@@ -130,14 +130,15 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
 
 def space(config: DictConfig) -> dict[str, str]:
     """The swept space as the parent's params: each task override's key and its values as given (``lr`` →
-    ``0.001,0.01``), and a search sweeper's ``params``; not the tracking and resume settings."""
+    ``0.001,0.01``), and a search sweeper's ``params`` for the keys the command line did not give; not the
+    tracking and resume settings."""
     out = {}
     for o in config.hydra.overrides.task:
         key, _, value = o.lstrip("+~").partition("=")
         if not key.startswith(tracking.NOT_PARAMS):
             out[key] = value[:6000]
-    for key, value in (config.hydra.sweeper.get("params") or {}).items():
-        out[str(key)] = str(value)[:6000]
+    for key, value in (config.hydra.sweeper.get("params") or {}).items():  # a key given on the command line
+        out.setdefault(str(key), str(value)[:6000])  # replaced its entry (a fixed value took it out of the space)
     return out
 
 
