@@ -21,6 +21,22 @@ CONF_DIR = ROOT / "conf"
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
+def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Callable = sys.excepthook) -> None:
+    """A command's Ctrl-C that nothing caught (in its imports, its first seconds, a read command's work): one line
+    instead of a traceback; the process then ends by SIGINT as Python's own does (exit 130 in a shell)."""
+    if issubclass(kind, KeyboardInterrupt):
+        name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("-m", "-c", "") else "sweeper"
+        command = "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
+        print(f"{command}: interrupted (Ctrl-C): what it had written stays; run it again to finish", file=sys.stderr)
+        return
+    _default(kind, value, tb)
+
+
+# ``python -m sweeper[.command]``: while Python locates the module, sys.argv[0] is "-m" (and this package is the
+# first thing it imports). Only then, never for a program or a notebook that imports sweeper, Ctrl-C is one line.
+if sys.argv[:1] == ["-m"]:
+    sys.excepthook = _interrupted_hook
+
 # The Python API (sweeper.api): ``sweeper.multirun([...])``, ``sweeper.run([...])``. Imported on first use, so
 # that ``import sweeper`` stays as light as the commands need it (tests/test_startup.py).
 _API = ("multirun", "run", "SweepResult", "RunResult")

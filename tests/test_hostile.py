@@ -577,3 +577,24 @@ def test_an_optuna_parents_params_are_the_space_the_command_line_left():
     got = space(config)
     assert got["epochs"] == "50" and got["depth"] == "1,2" and got["lr"] == "tag(log, interval(0.0005, 0.05))"
     assert not any(k.startswith("tracking") for k in got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [0.2, 1.5])
+@pytest.mark.parametrize("command", ["report", "advise"])
+def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, command, after):
+    """Before: a KeyboardInterrupt traceback from wherever the command was (its imports, opening the store)."""
+    import signal
+
+    store.parent.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", f"sweeper.{command}", "--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode in (0, 2):  # it ended before the signal came (a quick refusal): nothing to see
+        pytest.skip(f"python -m sweeper.{command} ended before {after} s")
+    assert "Traceback" not in err and proc.returncode == -signal.SIGINT, err
+    assert err.strip().splitlines()[-1] == (f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
+                                            "stays; run it again to finish")
