@@ -598,3 +598,33 @@ def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, co
     assert "Traceback" not in err and proc.returncode == -signal.SIGINT, err
     assert err.strip().splitlines()[-1] == (f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
                                             "stays; run it again to finish")
+
+
+@pytest.mark.slow
+def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_output(tmp_path, store):
+    """Before: loky's workers trained on after the sweep was killed, holding its stdout: a caller reading the
+    output waited for minutes."""
+    import signal
+    import threading
+
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=2000000", "log_every=1000",
+            "hydra/launcher=joblib", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}",
+            "tracking.log_model=false"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(180, proc.kill)
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            if "Launching" in line:
+                break
+        deadline = time.monotonic() + 60  # the workers are training once both jobs' folders exist
+        while len(list((tmp_path / "sweep").glob("*/.hydra"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGKILL)
+        ended = threading.Event()
+        threading.Thread(target=lambda: (proc.stdout.read(), ended.set()), daemon=True).start()
+        assert ended.wait(20), "the sweep's output stayed open 20 s after its kill -9 (its workers live on)"
+    finally:
+        watchdog.cancel()
+        proc.kill()

@@ -107,3 +107,28 @@ def trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # musl or another libc: no malloc_trim
         pass
+
+
+_WATCHED: list[int] = []  # the parent pid this process watches (once a process)
+
+
+def exit_with_parent(interval: float = 0.5) -> None:
+    """In a worker process of another library's pool (joblib's loky, which Hydra's joblib launcher uses): end this
+    process once its parent is gone. A ``kill -9`` of the sweep otherwise left its workers training on, holding the
+    caller's stdout open (a script reading the sweep's output never saw it end). A daemon thread; once a process;
+    nothing in the launching process itself."""
+    import multiprocessing
+    import threading
+    import time
+
+    if _WATCHED or multiprocessing.parent_process() is None and "Loky" not in multiprocessing.current_process().name:
+        return
+    parent = os.getppid()
+    _WATCHED.append(parent)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)  # the parent went: nobody records what this worker would finish
+
+    threading.Thread(target=watch, name="sweeper-parent-watch", daemon=True).start()

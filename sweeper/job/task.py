@@ -23,6 +23,10 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     and 1 when it diverged (recorded as FAILED). In a multirun every outcome is recorded and the sweep goes on.
     """
     ctx = JobContext.from_hydra()
+    if ctx.sweep_dir is not None:
+        from sweeper.base.process import exit_with_parent
+
+        exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
     try:
         result = run(cfg, ctx)
     except EXPECTED as e:
