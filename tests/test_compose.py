@@ -48,3 +48,28 @@ def test_a_job_hydra_refuses_is_refused_the_same_way(bad):
         with pytest.raises(Exception) as err:
             fast(master, bad)
         assert "nope" in str(err.value)
+
+
+def test_the_guarded_sweepers_check_composes_each_shape_once_and_keeps_nothing():
+    """The sweeper's validate_batch_is_legal reaches the composed-once check by name (no look at the caller's
+    stack frame): a batch of one shape is composed once, and no job's config is kept for the launcher."""
+    from types import SimpleNamespace
+
+    from hydra_plugins.sweeper_batched_launcher.guarded_sweeper import GuardedSweeper
+
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        master = compose(config_name="config", return_hydra_config=True)
+        loader = GlobalHydra.instance().config_loader()
+        fast = compose_once(loader)
+        composed = []
+        inner = fast._compose
+        fast._compose = lambda *a: composed.append(a[1]) or inner(*a)
+        guarded = GuardedSweeper.__new__(GuardedSweeper)
+        guarded.hydra_context, guarded.config = SimpleNamespace(config_loader=loader), master
+        batch = [["lr=0.01", "depth=1"], ["lr=0.02", "depth=1"], ["lr=0.03", "depth=1"], ["lr=0.04", "depth=1"]]
+        fast.plain(master, batch[0])  # planning: the shape's template
+        before = len(composed)
+        guarded.validate_batch_is_legal(batch)
+        assert len(composed) == before and not fast.cache  # the template served; nothing kept for the launcher
+        with pytest.raises(Exception, match="nope"):
+            guarded.validate_batch_is_legal([["data=nope"]])

@@ -12,7 +12,8 @@ overrides is composed by Hydra once:
 - :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain containers) from its shape's
   resolved config with the values set, without composing the job: what planning and checking read
   (O(1) per job, a few KB kept);
-- the sweeper's check (``validate_batch_is_legal``) gets the shape's template, nothing composed or kept;
+- the sweeper's check (``validate_batch_is_legal``, which ``sweeper.sweep.guard.validate`` points at
+  :meth:`_Once.check`) gets the shape's template, nothing composed or kept;
   the launcher composes each job when it runs it (:meth:`_Once.take`), so no composed config outlives its job.
 
 A job whose config cannot be resolved outside its job (:func:`resolvable`: ``${hydra:...}``, a ``???`` the
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import re
-import sys
 from typing import Any, Sequence
 
 # a shape's template whose resolved values depend on a swept value (an interpolation names the key, or a value
@@ -86,11 +86,8 @@ class _Once:
         self.memos: dict[int, dict[str, Any]] = {}  # id of a lent config (alive with self.lent) → what its jobs share
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """Hydra's calls: the sweeper's check only asks that the job composes (its shape's template, when the
-        shape is known: nothing composed or kept); the launcher writes into it (``hydra.job.id``, read-only
-        flags) and is its only user."""
-        if sys._getframe(1).f_code.co_name == "validate_batch_is_legal":
-            return self.check(master_config, sweep_overrides)
+        """Hydra's launchers' call: the launcher writes into the config (``hydra.job.id``, read-only flags) and is
+        its only user. The sweeper's check calls :meth:`check` by name (``sweeper.sweep.guard.validate``)."""
         return self.take(master_config, sweep_overrides)
 
     def check(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:

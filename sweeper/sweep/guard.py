@@ -50,6 +50,19 @@ def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: A
     sweeper.launcher.launch = launch
 
 
+def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -> None:
+    """The sweeper's check that each job of ``batch`` composes: through the loader's composed-once check
+    (:meth:`sweeper.contract.compose._Once.check`: its shape's template, nothing composed or kept) when the sweep
+    made one, else Hydra's own (``base_validate``)."""
+    from sweeper.contract.compose import _Once
+
+    load = sweeper.hydra_context.config_loader.load_sweep_config
+    if not isinstance(load, _Once):
+        return base_validate(batch)
+    for overrides in batch:
+        load.check(sweeper.config, list(overrides))
+
+
 def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]) -> list[Sequence[str]]:
     """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
     from sweeper import tracking

@@ -13,3 +13,8 @@ class GuardedSweeper(BasicSweeper):
         from sweeper.sweep import guard
 
         guard.setup(self, super().setup, hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def validate_batch_is_legal(self, batch: Any) -> None:
+        from sweeper.sweep import guard
+
+        guard.validate(self, batch, super().validate_batch_is_legal)
