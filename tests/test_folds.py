@@ -1,0 +1,94 @@
+"""Cross-validated configurations (data.folds=k, issue 38): the folds, their scores, the run, the refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import cli, make_cfg
+from sweeper import data
+from sweeper.contract.config import ConfigError, fingerprint, validate
+
+
+def _node(name: str, folds: int, split_seed: int = 0, **extra) -> OmegaConf:
+    return OmegaConf.create({"name": name, "val_fraction": 0.2, "test_fraction": 0.2, "split_seed": split_seed,
+                             "folds": folds, **extra})
+
+
+@pytest.mark.parametrize("name,k", [("iris", 5), ("breast_cancer", 4), ("diabetes", 5)])
+def test_folds_partition_the_non_test_rows_and_leave_the_test_rows_out(name, k):
+    raw = data.LOADERS[name](None, 0)
+    n = len(raw.y)
+    folds, test = data.split_folds(n, 0.2, 0, k, raw.y, raw.task)
+    assert np.array_equal(test, data.split(n, 0.2, 0.2, 0)[2])  # the test rows of the run without folds
+    every = np.concatenate(folds)
+    assert len(every) == len(set(every.tolist())) == n - len(test)  # each non-test row in exactly one fold
+    assert not set(every.tolist()) & set(test.tolist())
+    loaded = data.load_folds(_node(name, k))
+    assert len(loaded) == k
+    for i, ds in enumerate(loaded):  # each fold validates on its rows, trains on the other folds', tests on the test split
+        np.testing.assert_allclose(ds.raw(ds.X_val), raw.X[folds[i]], rtol=1e-12, atol=1e-12)
+        train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
+        np.testing.assert_allclose(ds.raw(ds.X_train), raw.X[train], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(ds.raw(ds.X_test), raw.X[test], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(ds.x_mean, raw.X[train].mean(axis=0), rtol=1e-12, atol=1e-15)  # fitted on its training rows
+
+
+def test_folds_are_stratified_and_differ_with_the_split_seed():
+    raw = data.LOADERS["breast_cancer"](None, 0)
+    k = 5
+    folds, test = data.split_folds(len(raw.y), 0.2, 0, k, raw.y, "binary")
+    rest = np.setdiff1d(np.arange(len(raw.y)), test)
+    share = raw.y[rest].mean()
+    for f in folds:  # each class's rows to within one per fold
+        positives = raw.y[f].sum()
+        assert abs(positives - raw.y[rest].sum() / k) <= 1 and abs(raw.y[f].mean() - share) < 0.02
+    plain, _ = data.split_folds(len(raw.y), 0.2, 0, k)  # not stratified: the shares drift more
+    assert max(abs(raw.y[f].mean() - share) for f in plain) > max(abs(raw.y[f].mean() - share) for f in folds)
+    other, other_test = data.split_folds(len(raw.y), 0.2, 1, k, raw.y, "binary")
+    assert not all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(folds, other))
+    assert not np.array_equal(np.sort(test), np.sort(other_test))
+    again, _ = data.split_folds(len(raw.y), 0.2, 0, k, raw.y, "binary")
+    assert all(np.array_equal(a, b) for a, b in zip(folds, again))  # seeded
+
+
+def test_the_fingerprint_and_params_hold_folds_only_when_it_is_not_zero():
+    from sweeper.tracking.records import split_params
+
+    def plain(*o):
+        return OmegaConf.to_container(make_cfg(*o), resolve=True)
+
+    base = plain()
+    old = plain()
+    del old["data"]["folds"]  # a run from before data.folds
+    assert fingerprint(base) == fingerprint(old) == fingerprint(plain("data.folds=0"))
+    assert fingerprint(plain("data.folds=5")) != fingerprint(base)
+    assert "data.folds" not in split_params(base)[0] and split_params(plain("data.folds=5"))[0]["data.folds"] == 5
+    validate(old)  # a node without the key is valid
+
+
+@pytest.mark.parametrize("value", [1, -1, 2.5, "two"])
+def test_bad_fold_counts_are_refused_by_the_contract(value):
+    cfg = OmegaConf.to_container(make_cfg(), resolve=True)
+    cfg["data"]["folds"] = value
+    with pytest.raises(ConfigError, match=r"^data\.folds=.* is not allowed: expected 0 \(one validation split\) or an integer >= 2"):
+        validate(cfg)
+
+
+def test_more_folds_than_a_class_has_rows_is_refused_in_one_line():
+    with pytest.raises(data.DataError, match=r"data\.folds=40 is not allowed for data=iris: expected at most"):
+        data.load(_node("iris", 40))
+    with pytest.raises(data.DataError, match=r"data\.folds=200 is not allowed for data=diabetes: expected at most 177"):
+        data.load(_node("diabetes", 200))
+    data.load(_node("xor", 2, val_fraction=0.0, test_fraction=0.0))  # 2 rows a class: 2 folds
+
+
+@pytest.mark.parametrize("args,said", [(("data.folds=1",), "data.folds=1 is not allowed: expected 0"),
+                                       (("data=iris", "data.folds=40"), "data.folds=40 is not allowed for data=iris"),
+                                       (("-m", "data=iris", "lr=0.1,0.2", "data.folds=40"),
+                                        "data.folds=40 is not allowed for data=iris")])
+def test_the_cli_refuses_bad_folds_with_one_line_and_exit_2(tmp_path, store, args, said):
+    proc = cli(tmp_path, *args, "epochs=10", store=store)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("sweeper: error:")]
+    assert len(errors) == 1 and said in errors[0], proc.stderr
