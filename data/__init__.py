@@ -419,19 +419,19 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
                    positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])
 
 
-def load_plain(node: dict, seed: int | None = None) -> Dataset:
+def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> Dataset:
     """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
-    its data files, the batched launcher's memory estimate and its groups read each (node, split seed) once."""
+    its data files, the batched launcher's memory estimate and its groups read each (node, split seed, fold) once."""
     import json
 
-    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed)
+    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed, fold)
 
 
-@functools.lru_cache(maxsize=8)
-def _load_plain(node: str, seed: int) -> Dataset:
+@functools.lru_cache(maxsize=16)
+def _load_plain(node: str, seed: int, fold: int | None = None) -> Dataset:
     import json
 
     from omegaconf import OmegaConf
 
-    return load(OmegaConf.create(json.loads(node)), seed)
+    return load(OmegaConf.create(json.loads(node)), seed, fold)
 

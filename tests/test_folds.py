@@ -92,3 +92,65 @@ def test_the_cli_refuses_bad_folds_with_one_line_and_exit_2(tmp_path, store, arg
     assert proc.returncode == 2, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("sweeper: error:")]
     assert len(errors) == 1 and said in errors[0], proc.stderr
+
+
+def _jobs(*grid):
+    from sweeper.sweep import launch, plan as sweep
+
+    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+
+
+FOLD_GRID = [("data=diabetes", "data.folds=5", f"lr={lr}", f"seed={seed}", "epochs=200", "log_every=10", "depth=1",
+              "width=8", "dtype=float64") for lr in (0.01, 0.05) for seed in (0, 1)]
+
+
+def test_a_configurations_folds_are_members_of_one_group_and_score_as_each_fold_trained_alone():
+    """The folds of 4 configurations train as one batched group (sub-batches of equal fold sizes); each fold's
+    score equals the fold trained alone by the one-configuration trainer to 1e-12 (float64), and the run's mean
+    and std are those of its fold scores."""
+    from sweeper.base.backend import resolve
+    from sweeper.job.compute import train_and_score
+    from sweeper.sweep import launch
+
+    jobs = _jobs(*FOLD_GRID)
+    groups, alone = launch.plan(jobs)
+    assert not alone and [len(g) for g in groups] == [4]
+    one = launch.plan(jobs[:1])  # even one configuration: its folds are a group
+    assert [len(g) for g in one[0]] == [1] and not one[1]
+    computed = launch.compute_group(groups[0])
+    backend = resolve("cpu")
+    for job in jobs:
+        cfg = make_cfg(*job.overrides)
+        got = computed[job.idx].outcome
+        assert got.reason is None
+        alone_scores = [train_and_score(cfg, ds, backend).scores for ds in data.load_folds(cfg.data)]
+        for i, s in enumerate(alone_scores):
+            for key in ("val_mse", "val_r2", "val_mae", "test_mse"):
+                if key.startswith("val_"):
+                    assert got.scores[f"{key}_fold{i}"] == pytest.approx(s[key], rel=1e-12, abs=1e-12), (job.overrides, key)
+        for key in ("val_mse", "val_r2"):
+            folds = np.array([got.scores[f"{key}_fold{i}"] for i in range(5)])
+            assert got.scores[key] == pytest.approx(folds.mean(), rel=1e-15)
+            assert got.scores[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-12)
+            assert got.scores[f"{key}_std"] > 0
+        assert got.scores["test_mse"] == pytest.approx(np.mean([s["test_mse"] for s in alone_scores]), rel=1e-12)
+        assert computed[job.idx].dataset.X_val.shape[0] == 71  # fold 0's rows: the run's model is fold 0's
+    a, b = (computed[j.idx].outcome.scores for j in jobs[:2])
+    assert a["val_mse_fold0"] != b["val_mse_fold0"]  # other configurations, other scores
+
+
+def test_folds_with_mini_batches_group_by_fold_and_match_alone():
+    from sweeper.base.backend import resolve
+    from sweeper.job.compute import train_and_score
+    from sweeper.sweep import launch
+
+    jobs = _jobs(*[("data=iris", "data.folds=3", f"lr={lr}", "batch_size=32", "epochs=60", "log_every=10",
+                    "dtype=float64") for lr in (0.05, 0.1)])
+    groups, alone = launch.plan(jobs)
+    assert not alone and [len(g) for g in groups] == [2]
+    computed = launch.compute_group(groups[0])
+    for job in jobs:
+        cfg = make_cfg(*job.overrides)
+        for i, ds in enumerate(data.load_folds(cfg.data)):
+            want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
+            assert computed[job.idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)
