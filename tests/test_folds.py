@@ -154,3 +154,59 @@ def test_folds_with_mini_batches_group_by_fold_and_match_alone():
         for i, ds in enumerate(data.load_folds(cfg.data)):
             want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
             assert computed[job.idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)
+
+
+def _runs(db):
+    from conftest import all_runs
+
+    return all_runs(db)
+
+
+@pytest.mark.slow
+def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_winner(tmp_path, store):
+    """A real multirun (batched launcher) and the same grid under hydra/launcher=basic: one run per configuration
+    with the fold mean, std and each fold (equal in both to 1e-12), param and tag folds=5; the winner is refit on
+    every non-test row, and the parent's best_run and best_model_uri point to the refit."""
+    import shutil
+
+    grid = ("-m", "data=diabetes", "data.folds=5", "lr=0.01,0.05", "depth=1,2", "epochs=200", "log_every=10",
+            "width=8", "dtype=float64", "baselines=none")
+    other = store.parent.parent / "basic_store" / "mlflow.db"
+    shutil.copytree(store.parent, other.parent)
+    (tmp_path / "batched").mkdir()
+    (tmp_path / "basic").mkdir()
+    proc = cli(tmp_path / "batched", *grid, store=store)
+    assert proc.returncode == 0, proc.stderr
+    basic = cli(tmp_path / "basic", *grid, "hydra/launcher=basic", store=other)
+    assert basic.returncode == 0, basic.stderr
+    runs = _runs(store)
+    parent = next(r for r in runs if r.data.tags.get("sweep_dir"))
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 4
+    alone = {r.data.tags["fingerprint"]: r for r in _runs(other) if "mlflow.parentRunId" in r.data.tags}
+    for r in children:
+        m = r.data.metrics
+        assert r.data.tags["folds"] == "5" and r.data.params["data.folds"] == "5"
+        assert r.data.tags["launcher"] == "batched"
+        for key in ("val_mse", "val_r2", "val_mae"):
+            folds = np.array([m[f"{key}_fold{i}"] for i in range(5)])
+            assert m[key] == pytest.approx(folds.mean(), rel=1e-12) and m[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-9)
+        b = alone[r.data.tags["fingerprint"]].data.metrics
+        for key in [k for k in m if k.startswith(("val_", "test_"))]:
+            assert m[key] == pytest.approx(b[key], rel=1e-12, abs=1e-12), key
+    best_cv = min(children, key=lambda r: r.data.metrics["val_mse"])
+    refit = next(r for r in runs if r.data.tags.get("refit_of"))
+    assert refit.data.tags["refit_of"] == best_cv.info.run_id == parent.data.tags["best_cv_run_id"]
+    assert parent.data.tags["best_run_id"] == refit.info.run_id and "mlflow.parentRunId" not in refit.data.tags
+    assert parent.data.tags["best_model_uri"].startswith("models:/")
+    assert refit.data.params["data.val_fraction"] == "0.0" and "data.folds" not in refit.data.params
+    assert refit.data.params["lr"] == best_cv.data.params["lr"] and refit.data.params["depth"] == best_cv.data.params["depth"]
+    assert "refit: " in proc.stdout and refit.info.run_id in proc.stdout
+    # the refit's rows: every non-test row trains, the same test rows as the folds
+    node = {**{k: v for k, v in OmegaConf.to_container(make_cfg("data=diabetes").data).items()}, "folds": 0, "val_fraction": 0.0}
+    ds, fold0 = data.load(OmegaConf.create(node)), data.load(_node("diabetes", 5))
+    assert ds.X_train.shape[0] == fold0.X_train.shape[0] + fold0.X_val.shape[0] == 354
+    np.testing.assert_allclose(ds.raw(ds.X_test), fold0.raw(fold0.X_test), rtol=1e-12)
+    assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]  # another model: all rows trained it
+    table = proc.stdout[proc.stdout.index("run "):]
+    assert "val_mse_fold_std" in table and "folds" in table
