@@ -59,7 +59,12 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     sweep_dir = Path(parent.data.tags.get("sweep_dir") or Path(job_dir).parent)
     # two levels below the sweep folder: its */result.json are the sweep's jobs, the refit is none of them
     ctx = JobContext(output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES])
-    result = run_job(OmegaConf.create(plain), ctx)
+    quiet, level = logging.getLogger("sweeper"), logging.getLogger("sweeper").level
+    quiet.setLevel(logging.ERROR)  # its job line and its split (validation = training rows, as asked): the caller says it
+    try:
+        result = run_job(OmegaConf.create(plain), ctx)
+    finally:
+        quiet.setLevel(level)
     if not result.get("run_id"):
         return None
     c.update_run(result["run_id"], name=f"refit {run.info.run_name}")
