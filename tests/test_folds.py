@@ -210,3 +210,30 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]  # another model: all rows trained it
     table = proc.stdout[proc.stdout.index("run "):]
     assert "val_mse_fold_std" in table and "folds" in table
+
+
+def _record(i: int, lr: str, folds: list[float]) -> dict:
+    metrics = {"val_mse": float(np.mean(folds)), "val_mse_std": float(np.std(folds)),
+               **{f"val_mse_fold{j}": v for j, v in enumerate(folds)}}
+    return {"run": f"lr={lr}", "run_id": f"{i:032x}", "status": "FINISHED", "reason": None,
+            "params": {"lr": lr, "depth": "1", "data.folds": "5"}, "metrics": metrics, "parent": "p", "pruned_at": None}
+
+
+@pytest.mark.parametrize("shift,verdict", [(10.0, "distinct"), (0.0, "overlap")])
+def test_the_advisor_compares_configurations_paired_across_folds(shift, verdict):
+    """Fold difficulty is shared by every configuration (the same rows): a small but consistent gap is distinguishable
+    paired by fold, an inconsistent one is not."""
+    from sweeper.insight.advice.evidence import Sweep
+    from sweeper.insight.advice.findings import noise
+
+    base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]  # folds far apart: an unpaired test would see only noise
+    jitter = [3.0, -4.0, 5.0, -2.0, 1.0]
+    better = base
+    worse = [b + shift + j for b, j in zip(base, jitter)]
+    if shift == 0.0:
+        worse = [b + 40 * j for b, j in zip(base, jitter)]
+    records = sorted([_record(0, "0.05", better), _record(1, "0.01", worse)], key=lambda r: r["metrics"]["val_mse"])
+    [finding] = noise(Sweep(records))
+    assert finding.tag == verdict, finding.summary
+    assert "across the 5 folds" in finding.summary
+    assert any("paired t-test over the 5 folds" in e for e in finding.evidence)
