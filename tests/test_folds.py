@@ -6,6 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import cli, make_cfg
+from test_text import needs_sms
 from sweeper import data
 from sweeper.contract.config import ConfigError, fingerprint, validate
 
@@ -237,3 +238,55 @@ def test_the_advisor_compares_configurations_paired_across_folds(shift, verdict)
     assert finding.tag == verdict, finding.summary
     assert "across the 5 folds" in finding.summary
     assert any("paired t-test over the 5 folds" in e for e in finding.evidence)
+
+
+def test_a_tables_encoder_and_a_texts_vocabulary_are_fitted_on_each_folds_training_rows(tmp_path):
+    """A table (data=csv): the scaler of each fold is its training rows' (the same rows as a numeric data set's folds);
+    text (data=sms): each fold's vocabulary is the one fitted on its training documents alone."""
+    from sweeper.data.columns import fit
+    from test_columns import N, write_table
+
+    path = write_table(tmp_path / "abalone.csv")
+    node = OmegaConf.create({**OmegaConf.to_container(make_cfg("data=csv", f"data.path={path}", "data.drop=[id]").data,
+                                                      resolve=True), "folds": 3})
+    loaded = data.load_folds(node)
+    assert sum(ds.X_val.shape[0] for ds in loaded) + loaded[0].X_test.shape[0] == N
+    raw = data.LOADERS["csv"](node, 0)
+    folds, _ = data.split_folds(N, node.test_fraction, 0, 3, raw.y, raw.task)
+    for i, ds in enumerate(loaded):
+        train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
+        state = fit(raw.columns, train, 50)
+        np.testing.assert_allclose(ds.encoder["x_mean"], state["x_mean"], rtol=1e-12)
+    assert not np.allclose(loaded[0].encoder["x_mean"], loaded[1].encoder["x_mean"])  # each fold's own
+
+
+@needs_sms
+def test_each_text_fold_fits_its_own_vocabulary_and_its_members_group_by_fold():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from test_text import SMS
+
+    node = OmegaConf.to_container(make_cfg("data=sms", f"data.path={SMS}", "data.max_features=0").data, resolve=True)
+    node["folds"] = 3
+    raw = data.LOADERS["sms"](OmegaConf.create(node), 0)
+    folds, _ = data.split_folds(len(raw.y), node["test_fraction"], 0, 3, raw.y, raw.task)
+    vocab = []
+    for i, ds in enumerate(data.load_folds(OmegaConf.create(node))):
+        train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
+        alone = TfidfVectorizer(min_df=node["min_df"], ngram_range=(1, node["ngram_max"])).fit(raw.X[train])
+        assert ds.vectorizer.vocabulary_ == alone.vocabulary_
+        vocab.append(set(ds.vectorizer.vocabulary_))
+    assert vocab[0] != vocab[1]
+    from sweeper.base.backend import resolve
+    from sweeper.job.compute import train_and_score
+    from sweeper.sweep import launch
+
+    jobs = _jobs(*[("data=sms", f"data.path={SMS}", "data.folds=3", f"lr={lr}", "epochs=30", "log_every=10",
+                    "dtype=float64") for lr in (0.5, 2.0)])
+    groups, alone = launch.plan(jobs)
+    assert not alone and [len(g) for g in groups] == [2]
+    computed = launch.compute_group(groups[0])
+    cfg = make_cfg(*jobs[1].overrides)
+    for i, ds in enumerate(data.load_folds(cfg.data)):
+        want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
+        assert computed[jobs[1].idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)

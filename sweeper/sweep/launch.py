@@ -383,7 +383,8 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
                 arrays = [backend.to_device(np.stack([getattr(datasets[units[u][1:]], a) for u in idx]).astype(dtype))
                           for a in names]
             offset = done_before
-            trained = train_members(backend, cfg0, (ds0.n_features, ds0.n_outputs, task),
+            first = datasets[units[idx[0]][1:]]  # a text fold's features are its own vocabulary's
+            trained = train_members(backend, cfg0, (first.n_features, first.n_outputs, task),
                                     [heads[units[u][0]] for u in idx], [counts[units[u][0]] for u in idx], arrays,
                                     t_h2d, progress=(lambda done, _, o=offset: progress(o + done, math.nan, math.nan))
                                     if progress else None)
