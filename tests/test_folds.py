@@ -290,3 +290,22 @@ def test_each_text_fold_fits_its_own_vocabulary_and_its_members_group_by_fold():
     for i, ds in enumerate(data.load_folds(cfg.data)):
         want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
         assert computed[jobs[1].idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_an_optuna_trials_value_is_its_fold_mean(tmp_path, store):
+    pytest.importorskip("optuna")
+    import optuna
+
+    from conftest import all_runs
+
+    proc = cli(tmp_path, "-m", "+sweep=optuna", "data=diabetes", "data.folds=3", "hydra.sweeper.n_trials=3",
+               "hydra.sweeper.batch=3", "epochs=choice(50,100)", "baselines=none", store=store)
+    assert proc.returncode == 0, proc.stderr
+    url = f"sqlite:///{store.parent / 'optuna.db'}"
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries(url)[0].study_name, storage=url)
+    runs = {r.data.tags.get("optuna.trial_number"): r for r in all_runs(store)}
+    assert len(study.trials) == 3
+    for t in study.trials:
+        m = runs[str(t.number)].data.metrics
+        assert t.value == pytest.approx(np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12)
