@@ -67,6 +67,10 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
         quiet.setLevel(level)
     if not result.get("run_id"):
         return None
+    if result.get("status") != "FINISHED":  # diverged on all the rows: best_run stays the cross-validated run
+        log.warning("the refit of run %s ended %s: %s", run.info.run_id, result.get("status"), result.get("reason"))
+        c.set_tag(result["run_id"], "refit_failed_of", run.info.run_id)
+        return None
     c.update_run(result["run_id"], name=f"refit {run.info.run_name}")
     c.set_tag(result["run_id"], "refit_of", run.info.run_id)
     c.set_tag(result["run_id"], "refit_sweep", parent.info.run_id)
