@@ -211,6 +211,13 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]  # another model: all rows trained it
     table = proc.stdout[proc.stdout.index("run "):]
     assert "val_mse_fold_std" in table and "folds" in table
+    # promote ranks the cross-validated runs (the refit's val_* are of its training rows: never a candidate)
+    from sweeper.promote import main as promote
+
+    assert promote(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}", "--out-dir",
+                    str(tmp_path / "pins"), "--name", "cv"]) == 0
+    pin = (tmp_path / "pins" / "cv.yaml").read_text()
+    assert best_cv.info.run_id in pin and refit.info.run_id not in pin and "folds: 5" in pin
 
 
 def _record(i: int, lr: str, folds: list[float]) -> dict:
