@@ -211,6 +211,15 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]  # another model: all rows trained it
     table = proc.stdout[proc.stdout.index("run "):]
     assert "val_mse_fold_std" in table and "folds" in table
+    # a summary rebuilt from the store finds the refit made and reuses it
+    import subprocess
+    import sys
+
+    again = subprocess.run([sys.executable, "-m", "sweeper.report", "--parent", parent.info.run_id, "--tracking-uri",
+                            f"sqlite:///{store}"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"(run {refit.info.run_id})" in again.stdout
+    assert [r.info.run_id for r in _runs(store) if r.data.tags.get("refit_of")] == [refit.info.run_id]
     # promote ranks the cross-validated runs (the refit's val_* are of its training rows: never a candidate)
     from sweeper.promote import main as promote
 
@@ -316,3 +325,25 @@ def test_an_optuna_trials_value_is_its_fold_mean(tmp_path, store):
     for t in study.trials:
         m = runs[str(t.number)].data.metrics
         assert t.value == pytest.approx(np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12)
+
+
+def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_folds_curve(tmp_path, store):
+    """hydra/launcher=basic's path (record ∘ compute): the folds train one after another into one run."""
+    from conftest import client_for, run_once
+
+    result = run_once(tmp_path, "data=iris", "data.folds=3", "epochs=200", "log_every=20", "lr=0.1", store=store)
+    assert result["status"] == "FINISHED"
+    m = result["metrics"]
+    folds = [m[f"val_accuracy_fold{i}"] for i in range(3)]
+    assert m["val_accuracy"] == pytest.approx(np.mean(folds), rel=1e-15)
+    assert m["val_log_loss_std"] == pytest.approx(np.std([m[f"val_log_loss_fold{i}"] for i in range(3)]), rel=1e-12)
+    curves = np.load(tmp_path / "job" / "curves.npz")
+    each = np.array([curves[f"val_loss_fold{i}_values"] for i in range(3)])
+    np.testing.assert_allclose(curves["val_loss_values"], each.mean(axis=0), rtol=1e-12)
+    assert not np.allclose(each[0], each[1])
+    c = client_for(store)
+    run = c.get_run(result["run_id"])
+    assert run.data.tags["folds"] == "3" and run.data.params["data.folds"] == "3"
+    logged = [p.value for p in sorted(c.get_metric_history(run.info.run_id, "val_loss"), key=lambda p: p.step)]
+    np.testing.assert_allclose(logged, curves["val_loss_values"], rtol=1e-12)
+    assert not any(k.startswith("val_loss_fold") for k in run.data.metrics)  # each fold's curve: in curves.npz only
