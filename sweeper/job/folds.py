@@ -43,8 +43,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         if key in first.scores:
             scores[key] = first.scores[key]
     epochs = [o.scores.get("epochs_run", 0) for o in outcomes]
-    scores["epochs_run"] = float(np.mean(epochs))
-    scores["best_epoch"] = float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes]))
+    scores["epochs_run"] = max(epochs)  # counts stay integers: the longest fold's, and the folds' mean best epoch
+    scores["best_epoch"] = int(round(float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes]))))
     train = scores.get("train_time_s", 0.0)
     scores["epochs_per_s"] = float(sum(epochs)) / train if train > 0 else 0.0
     curves, fold_curves = _curves(outcomes)
