@@ -68,6 +68,11 @@ def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE
     if all(_parses(c) for c in names):
         raise DataError(f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
                         "data, not column names: set data.header=false for a file without a header line")
+    twice = [n for n in dict.fromkeys(names) if n and names.count(n) > 1]
+    if twice:
+        at = [i + 1 for i, n in enumerate(names) if n == twice[0]]
+        raise DataError(f"data.path={path}: the header names column {twice[0]!r} {len(at)} times (columns "
+                        f"{', '.join(map(str, at))}): give each column its own name (or set data.header=false)")
     return names, rows, used
 
 

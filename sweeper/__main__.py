@@ -56,7 +56,9 @@ def cli() -> None:
 
         sys.argv[1:] = args = model_overrides(args)  # model.<hyperparameter>=...: added to the model's section
 
-        from sweeper.contract.hydra_args import one_line_errors
+        from sweeper.contract.hydra_args import chdir_paths, one_line_errors
+
+        sys.argv[1:] = args = chdir_paths(args)  # hydra.job.chdir=true: a relative data.path read from here
 
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         from sweeper.tracking import writer

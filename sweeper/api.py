@@ -212,9 +212,12 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
             raise ConfigError(f"{swept} is a sweep: sweeper.run trains one configuration; sweep with "
                               "sweeper.multirun([...])") from None
         raise
+    from sweeper.contract.hydra_args import chdir_paths
     from sweeper.contract.model import model_overrides
 
-    return model_overrides(args)  # model.<hyperparameter>=...: added to the model's section, as the command line does
+    # model.<hyperparameter>=...: added to the model's section; with hydra.job.chdir=true a relative data.path is
+    # read from here; as the command line does
+    return chdir_paths(model_overrides(args))
 
 
 def _refused(e: stop.Refused) -> Exception:

@@ -36,6 +36,7 @@ MASKS = (
     (re.compile(r"\b\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d\b"), "<date>/<time>"),
     (re.compile(r"/experiments/\d+/"), "/experiments/<n>/"),
     (re.compile(r"(?<![=\w.])\d+\.\d{3,}(?![\w%])"), "<t>"),  # timings (0.1749 s); not lr=0.001 nor +5.787%
+    (re.compile(r"(?<![=\w.])\d+\.\d\d? s\b"), "<t> s"),  # seconds to a tenth or hundredth (in 0.7 s)
     (re.compile(r"\s+"), " "),  # table columns widen with the values
 )
 

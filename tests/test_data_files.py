@@ -287,3 +287,12 @@ def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
         k: v for k, v in original["metrics"].items() if k.startswith("val_")}
     params = [client_for(db).get_run(r["run_id"]).data.params for db, r in ((store, original), (again, result))]
     assert [p["data.positive_class"] for p in params] == ["spam", "spam"]
+
+
+def test_a_header_that_names_a_column_twice_is_refused_in_one_line(tmp_path):
+    """Before: both columns trained under one name, and the logged model's input example dropped one (MLflow:
+    "DataFrame columns are not unique"); a run could end behind MLflow's tracebacks."""
+    path = write_csv(tmp_path / "dup.csv", X[:, 0], header="a,a,y")
+    assert refused(path, "data.target=y") == (f"data.path={path}: the header names column 'a' 2 times (columns 1, 2): "
+                                              "give each column its own name (or set data.header=false)")
+    assert load(write_csv(tmp_path / "ok.csv", X[:, 0], header="a,b,y"), "data.target=y").n_features == 2

@@ -74,7 +74,9 @@ def test_blocks_are_found_by_their_marks_and_outputs_attach_to_their_run(tmp_pat
 def test_masking_hides_what_changes_between_runs_and_keeps_the_results():
     a = "[2026-12-02 23:48:48,147][sweeper][INFO] - [1/2]  lr=0.001  val_mse=3145  0.1749 s  FINISHED  run " + "a" * 32
     b = "[2026-12-03 10:00:00,000][sweeper][INFO] - [1/2]  lr=0.001  val_mse=3145  0.09 s  FINISHED  run " + "b" * 32
-    assert docs_blocks.masked(a) != docs_blocks.masked(b)  # 0.09 has 2 decimals: not a timing mask
+    assert docs_blocks.masked(a) == docs_blocks.masked(b)  # seconds, to any precision: a timing
+    assert docs_blocks.masked("val_accuracy 0.97  test 0.95") != docs_blocks.masked("val_accuracy 0.96  test 0.95")
+    assert docs_blocks.masked("took 0.7 s") == docs_blocks.masked("took 0.8 s") != docs_blocks.masked("took 0.7 min")
     assert docs_blocks.masked(a) == docs_blocks.masked(a.replace("0.1749", "0.2001").replace("a" * 32, "c" * 32))
     assert docs_blocks.masked(a) != docs_blocks.masked(a.replace("3145", "3146"))
     assert docs_blocks.masked(a) != docs_blocks.masked(a.replace("lr=0.001", "lr=0.002"))

@@ -83,6 +83,15 @@ def test_a_27_configuration_sweep_with_halving_records_every_run_and_ranks_the_f
     assert sorted({r.data.tags["pruned_at_epoch"] for r in pruned}) == ["180", "20", "60"]
     assert [sum(r.data.tags["pruned_at_epoch"] == e for r in pruned) for e in ("20", "60", "180")] == [18, 6, 2]
     assert all(r.data.metrics["epochs_run"] == int(r.data.tags["pruned_at_epoch"]) for r in pruned)
+    (parent,) = [r for r in all_runs(store) if not r.data.tags.get("mlflow.parentRunId")]
+    from pathlib import Path
+
+    halved = json.loads((Path(parent.data.tags["sweep_dir"]) / "halving.json").read_text())
+    assert parent.data.metrics["n_pruned"] == len(pruned) == 26 and parent.data.tags["n_pruned"] == "26"
+    assert parent.data.tags["halving"] == "eta=3 rungs=20,60,180"
+    assert parent.data.tags["halving_per_rung"] == "20:27->9 60:9->3 180:3->1"
+    assert parent.data.metrics["halving_member_epochs"] < parent.data.metrics["halving_full_grid_member_epochs"] == 27 * 540
+    assert parent.data.metrics["halving_member_epochs"] == halved["member_epochs"]
     out = proc.stdout + proc.stderr
     table = [ln for ln in out.splitlines() if ln.startswith(("lr=", "width=", "depth="))]
     assert "pruned at epoch" not in table[0] and "pruned at epoch 180" in table[1]

@@ -531,3 +531,34 @@ def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
     found = re.search(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run", err)
     assert found, err
     assert int(found[2]) == killed and int(found[1]) + killed + int(found[3]) == 16, (err, killed)
+
+
+def test_chdir_paths_makes_a_relative_data_path_absolute_only_with_chdir(tmp_path, monkeypatch, capsys):
+    from sweeper.contract.hydra_args import chdir_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n")
+    (tmp_path / "b.csv").write_text("x,y\n1,2\n")
+    assert chdir_paths(["data=csv", "data.path=a.csv"]) == ["data=csv", "data.path=a.csv"]  # no chdir: as given
+    got = chdir_paths(["data.path=a.csv,b.csv,gone.csv", "hydra.job.chdir=true"])
+    assert got == [f"data.path={tmp_path / 'a.csv'},{tmp_path / 'b.csv'},gone.csv", "hydra.job.chdir=true"]
+    assert "read as" in capsys.readouterr().err
+    assert chdir_paths(["data.path=glob(*.csv)", "hydra.job.chdir=true"])[0] == "data.path=glob(*.csv)"
+
+
+@pytest.mark.slow
+def test_a_relative_data_path_and_sweep_folder_with_chdir_train_and_record(tmp_path, store):
+    """Before: hydra.job.chdir=true ran each job in its own folder, where data.path=t.csv named nothing (a
+    traceback per job in a sweep, after its group had trained) and the job lines counted [1/0]."""
+    rows = "\n".join(f"{i % 7},{(i * 3) % 5},{i % 7 + (i * 3) % 5}" for i in range(60))
+    (tmp_path / "t.csv").write_text("a,b,y\n" + rows + "\n")
+    args = [sys.executable, "-m", "sweeper", "-m", "data=csv", "data.path=t.csv", "data.target=y", "lr=0.01,0.02",
+            "epochs=20", "log_every=10", "hydra.job.chdir=true", "hydra.sweep.dir=multirun/here",
+            f"tracking.uri=sqlite:///{store}", "tracking.log_model=false"]
+    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"data.path=t.csv read as {tmp_path / 't.csv'}" in proc.stderr
+    assert "[1/2]" in proc.stdout + proc.stderr and "/0]" not in proc.stdout + proc.stderr
+    kids = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
+    assert len(kids) == 2 and {r.info.status for r in kids} == {"FINISHED"}
+    assert len(list((tmp_path / "multirun" / "here").glob("*/result.json"))) == 2

@@ -157,6 +157,6 @@ def test_a_grid_of_hundreds_records_every_run_as_the_basic_launcher(tmp_path, st
 
     lrs = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(100))
     stores, proc = _both(tmp_path, store, f"lr={lrs}", "seed=0,1", "epochs=20", "log_every=5", "depth=1", "width=4",
-                         "tracking.log_model=false")
+                         "tracking.log_model=false", batched=("hydra.launcher.cpu_workers=1",))  # one group, unsplit
     assert "Launching 200 jobs: 200 in 1 batched group(s)" in proc.stdout + proc.stderr
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), groups=1, count=200)

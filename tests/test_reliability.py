@@ -38,18 +38,26 @@ GROUP = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(21))  # 21 members: 2 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
-def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path, store, sig, code, why):
+def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path, store, sig, code, why, workers):
     """Before: the group trained on for its whole training (SIGINT) or the process died leaving its parent
-    RUNNING (SIGTERM). 2M epochs: minutes of training, so only a stop ends it within the 15 s allowed."""
+    RUNNING (SIGTERM). 2M epochs: minutes of training, so only a stop ends it within the 15 s allowed. In the
+    launching process (cpu_workers=1: the group over 2 threads) and on 2 worker processes (its 2 chunks)."""
     args = [sys.executable, "-m", "sweeper", "-m", f"lr={GROUP}", "epochs=2000000", "log_every=1000",
+            f"hydra.launcher.cpu_workers={workers}",
             f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
     env = {**os.environ, "SWEEPER_THREADS": "2"}  # a group split over threads, on any machine
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    import threading
+
+    watchdog = threading.Timer(120, proc.kill)  # a line that never comes fails the test, it does not hang it
+    watchdog.start()
     try:
         for line in proc.stdout:  # the launcher's first line, then into the group's training
-            if "Launching 21 jobs: 21 in 1 batched group" in line:
+            if "Launching 21 jobs: 21 in" in line:
+                assert f"21 in {workers} batched group" in line, line
                 break
         else:
             pytest.fail(f"the sweep ended before its group trained: {proc.communicate()}")
@@ -59,6 +67,7 @@ def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path,
         out, err = proc.communicate(timeout=60)
         took = time.monotonic() - sent
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, err

@@ -134,7 +134,7 @@ def test_a_sweep_over_lr_and_epochs_records_what_basic_records_one_run_per_confi
     from test_launcher import _both, _children, _same_records
 
     stores, proc = _both(tmp_path, store, "lr=0.01,0.05", "epochs=90,200", "log_every=20", "depth=1", "width=8",
-                         "tracking.log_model=false")
+                         "tracking.log_model=false", batched=("hydra.launcher.cpu_workers=1",))  # groups unsplit
     assert "4 jobs: 4 in 1 batched group(s), 0 one at a time" in proc.stdout
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=4)
     basic, batched = _children(stores["basic"]), _children(stores["batched"])
@@ -149,7 +149,7 @@ def test_a_sweep_over_lr_and_epochs_records_what_basic_records_one_run_per_confi
 
 @pytest.mark.slow
 def test_the_seed_sweep_is_8_runs_off_4_trajectories_each_curve_ending_at_its_epochs(tmp_path, store):
-    proc = cli(tmp_path, "-m", "+sweep=seed", "tracking.log_model=false", store=store)
+    proc = cli(tmp_path, "-m", "+sweep=seed", "tracking.log_model=false", "hydra.launcher.cpu_workers=1", store=store)
     assert proc.returncode == 0, proc.stderr
     assert "8 jobs: 8 in 2 batched group(s), 0 one at a time" in proc.stdout
     runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]

@@ -4,6 +4,9 @@ that exists, an unknown ``hydra/launcher=`` or ``hydra/sweeper=``, a sweep witho
 launcher's knobs out of range."""
 from __future__ import annotations
 
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 # The batched launcher's own keys (plugins/hydra_plugins/sweeper_batched_launcher/config.py) and what they allow.
@@ -162,3 +165,28 @@ def one_line_errors(error: type[Exception]) -> None:
 
 
 TASK_STARTED = False  # set by python -m sweeper's task function: from then on an error is a job's
+
+
+_CHDIR = re.compile(r"^\+{0,2}hydra\.job\.chdir=(true|True)$")
+_DATA_PATH = re.compile(r"^(\+{0,2}data\.path)=(.+)$")
+
+
+def chdir_paths(args: list[str]) -> list[str]:
+    """With ``hydra.job.chdir=true`` every job runs in its own folder, where a relative ``data.path`` names nothing:
+    each relative value (of a sweep's comma-separated ones) that is a file here is made absolute, and said on
+    stderr. Without chdir, or for a value with Hydra's grammar in it, the arguments are returned as they are."""
+    if not any(_CHDIR.match(a) for a in args):
+        return args
+    out = []
+    for a in args:
+        m = _DATA_PATH.match(a)
+        if m and not any(c in m[2] for c in "()${}[]'\"\\"):
+            values = [str(Path(v).absolute()) if not Path(v).is_absolute() and Path(v).is_file() else v
+                      for v in m[2].split(",")]
+            new = f"{m[1]}={','.join(values)}"
+            if new != a:
+                print(f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each job in its own "
+                      "folder)", file=sys.stderr)
+            a = new
+        out.append(a)
+    return out

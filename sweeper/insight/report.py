@@ -216,6 +216,9 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                   f"data.val_fraction=0) and scored on the test split: test_{m}="
                   f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); the parent's best_run "
                   "and best_model_uri point to it", file=out)
+    halved = halving_record(parent, runs)
+    metrics |= halved[0]
+    tags |= halved[1]
     tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
@@ -239,6 +242,29 @@ def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
     except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
         print(f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}", file=out)
         return None
+
+
+def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """What successive halving did, for the parent: ``n_pruned`` (runs stopped at a rung, from their
+    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json (sweeper.sweep.halving), the member-epochs
+    trained against the full grid's and each rung's counts. Nothing for a sweep without halving."""
+    pruned = sum(1 for r in runs if r.data.tags.get("pruned_at_epoch"))
+    where = parent.data.tags.get("sweep_dir")
+    summary = None
+    try:
+        summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
+    except (OSError, ValueError):
+        summary = None
+    if not pruned and summary is None:
+        return {}, {}
+    metrics: dict[str, float] = {"n_pruned": float(pruned)}
+    tags = {"n_pruned": str(pruned)}
+    if summary is not None:
+        metrics |= {"halving_member_epochs": float(summary["member_epochs"]),
+                    "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"])}
+        tags |= {"halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
+                 "halving_per_rung": " ".join(f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"])}
+    return metrics, tags
 
 
 def model_uri(run: Any, run_id: str | None = None) -> str:

@@ -27,7 +27,8 @@ class JobContext:
         return cls(
             output_dir=Path(hc.runtime.output_dir),
             overrides=list(hc.overrides.task),
-            sweep_dir=Path(hc.sweep.dir).absolute() if multirun else None,
+            # from where the sweep started (hydra.job.chdir=true: this job runs in its own folder)
+            sweep_dir=Path(hc.runtime.cwd) / hc.sweep.dir if multirun else None,
             num=hc.job.num if multirun else 0,
         )
 

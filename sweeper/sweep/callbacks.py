@@ -60,7 +60,8 @@ class SweepCallback(Callback):
         from hydra.types import RunMode
 
         if config.hydra.mode == RunMode.MULTIRUN:
-            sweep.note_job(Path(config.hydra.sweep.dir).absolute(), Path(config.hydra.runtime.output_dir),
+            # from where the sweep started: with hydra.job.chdir=true this job runs in its own folder
+            sweep.note_job(Path(config.hydra.runtime.cwd) / config.hydra.sweep.dir, Path(config.hydra.runtime.output_dir),
                            config.hydra.job.num)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import functools
 import logging
 import os
 import queue
 import socket
+import sys
 import threading
+import types
 import time
 from typing import Any, Callable, Iterator
 
@@ -169,7 +172,8 @@ class Worker:
         self.index, self.pid = index, None
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, index, warm), name=f"sweeper-cpu{index}", daemon=True)
-        self.proc.start()
+        with _main_hidden():
+            self.proc.start()
         child.close()
 
     def receive(self) -> Any:
@@ -193,6 +197,22 @@ class Worker:
             self.proc.kill()
             self.proc.join(1.0)
         self.conn.close()
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """A spawned worker runs the launching process's ``__main__`` again (multiprocessing's rule): sweeper's own
+    (``python -m sweeper``) is guarded, but a user's script that calls ``sweeper.multirun()`` at its top level is
+    not, and every worker would start that sweep again. Any other main is hidden while a worker starts."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(getattr(main, "__spec__", None), "name", None) == "sweeper.__main__":
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 class Pool:

@@ -20,6 +20,7 @@ is recorded once.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -160,9 +161,36 @@ def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str]
     if die and not Path(die).exists():
         Path(die).write_text(str(os.getpid()))
         os.kill(os.getpid(), 9)
-    computed = compute([job(idx, overrides, None, plain) for idx, overrides, plain in spec])
+    with _said() as said:  # what the compute says (a model that does not batch...) is said where the user looks
+        computed = compute([job(idx, overrides, None, plain) for idx, overrides, plain in spec])
     where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
-    return {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
+    from sweeper.models import stacked  # what the proof found for a user's model: the record half tags runs by it
+
+    return {SAID: said, VERDICTS: dict(stacked.VERDICTS), **{idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}}
+
+
+SAID = "said"  # compute_remote's key for the log lines of its compute: [(logger name, level, message)]
+VERDICTS = "verdicts"  # and for sweeper.models.stacked.VERDICTS as the worker found them
+
+
+@contextlib.contextmanager
+def _said() -> Iterator[list[tuple[str, int, str]]]:
+    """The INFO-and-above lines logged while the block runs (on a worker, where nobody reads its log)."""
+    said: list[tuple[str, int, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append((record.name, record.levelno, record.getMessage()))
+
+    root, keep = logging.getLogger(), Keep(logging.INFO)
+    level = root.level
+    root.addHandler(keep)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        yield said
+    finally:
+        root.removeHandler(keep)
+        root.setLevel(level)
 
 
 def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], float]], engine: str) -> dict[int, Any]:
@@ -170,6 +198,14 @@ def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], floa
     from sweeper.job.compute import Computed
 
     plain = {m.idx: m.plain for m in members}
+    got = dict(got)
+    for name, level, message in got.pop(SAID, ()):  # said on the worker: said here, once
+        logging.getLogger(name).log(level, "%s", message)
+    if got.get(VERDICTS):
+        from sweeper.models import stacked
+
+        stacked.VERDICTS.update(got[VERDICTS])
+    got.pop(VERDICTS, None)
     return {idx: Computed(outcome, data.load_plain(plain[idx]["data"], plain[idx]["seed"]), {**tags, "engine": engine},
                           wall) for idx, (outcome, tags, wall) in got.items()}
 
