@@ -11,7 +11,8 @@ from sweeper.base.backend import is_sparse
 from sweeper.data.columns import encode_columns, encode_rows, fit
 from sweeper.data.loaders import ASK_CLASSES, ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
 
-__all__ = ["ASK_CLASSES", "ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "is_sparse", "load", "split", "split_seed", "stack_rows"]
+__all__ = ["ASK_CLASSES", "ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "folds_of", "is_sparse", "load",
+           "load_folds", "split", "split_folds", "split_seed", "stack_rows"]
 
 
 @dataclass
@@ -118,6 +119,34 @@ def split(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple
     return train, (val if n_val else train), (test if n_test else train)
 
 
+def split_folds(n: int, test_fraction: float, seed: int, k: int, y: np.ndarray | None = None,
+                task: str = "regression") -> tuple[list[np.ndarray], np.ndarray]:
+    """``k`` validation folds of the rows outside the test split, and the test rows (``data.folds=k``).
+
+    The test rows are the ones :func:`split` draws with the same ``seed`` and ``test_fraction`` (the same rows as
+    a run without folds); the others, in the seed's order, are dealt out to the folds one after another, a class
+    after another for a binary or multi-class ``task`` (stratified: each fold holds a class's rows to within one).
+    Every non-test row is in exactly one fold. Fold ``i``'s training rows are the non-test rows outside it."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, round(n * test_fraction)) if test_fraction else 0
+    test, rest = order[:n_test], order[n_test:]
+    if task in ("binary", "multiclass") and y is not None:
+        labels = np.asarray(y).reshape(-1)[rest]
+        dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])  # each class in the seed's order
+    else:
+        dealt = rest
+    fold_of = np.empty(n, dtype=np.int64)
+    fold_of[dealt] = np.arange(len(dealt)) % k
+    folds = [rest[fold_of[rest] == i] for i in range(k)]  # each fold's rows in the seed's order
+    return folds, (test if n_test else rest)
+
+
+def folds_of(cfg: Any) -> int:
+    """``data.folds`` of a ``data`` node (0: one validation split, the default; a node without the key: 0)."""
+    value = cfg.get("folds") if hasattr(cfg, "get") else getattr(cfg, "folds", None)
+    return int(value or 0)
+
+
 def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     mean, std = a.mean(axis=axis), a.std(axis=axis)
     return mean, np.where(std > 0, std, 1.0)
@@ -195,15 +224,19 @@ def split_seed(cfg: Any, default: int = 0) -> int:
     return default if value is None else int(value)
 
 
-def load(cfg: Any, seed: int | None = None) -> Dataset:
+def load(cfg: Any, seed: int | None = None, fold: int | None = None) -> Dataset:
     """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` (default: :func:`split_seed`, the
     node's ``data.split_seed``) and standardise it.
+
+    With ``data.folds=k`` the validation rows are fold ``fold`` (default 0) of :func:`split_folds` and the training
+    rows the other folds; the scaler (a vectorizer, a table's encoder) is fitted on that fold's training rows only.
+    :func:`load_folds` gives every fold.
 
     Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
     standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``. A fraction of 0 (the split
     reuses the training rows) is a decision said in ``decisions["split"]``."""
-    ds = _load(cfg, seed)
-    said = reused_rows(cfg)
+    ds = _load(cfg, seed, fold)
+    said = reused_rows(cfg) if not folds_of(cfg) else ""
     if said:
         ds.decisions = {**ds.decisions, "split": said}
     return ds
@@ -220,21 +253,26 @@ def reused_rows(cfg: Any) -> str:
                                             if "val_fraction" in zero else ""))
 
 
-def _load(cfg: Any, seed: int | None) -> Dataset:
+def load_folds(cfg: Any, seed: int | None = None) -> list[Dataset]:
+    """Every fold's :class:`Dataset` of a ``data`` node with ``data.folds=k`` (:func:`load` of folds 0..k-1)."""
+    return [load(cfg, seed, i) for i in range(folds_of(cfg))]
+
+
+def _load(cfg: Any, seed: int | None, fold: int | None = None) -> Dataset:
     seed = split_seed(cfg) if seed is None else seed
     raw = LOADERS[cfg.name](cfg, seed)
     X, y, task, positive_class, classes = raw[:5]
     path = getattr(cfg, "path", None)  # a DictConfig, or a plain namespace (the benchmarks)
     where = f"data.path={path}" if path is not None else f"data={cfg.name}"
     if cfg.name in TEXT:
-        ds = _text(cfg, seed, X, y, task, positive_class, where, classes)
+        ds = _text(cfg, seed, X, y, task, positive_class, where, classes, fold)
         ds.decisions = raw.decisions or {}
         return ds
     if raw.columns is not None:
-        return _table(cfg, seed, raw, where)
+        return _table(cfg, seed, raw, where, fold)
     if not np.isfinite(X).all() or not np.isfinite(y).all():
         raise DataError(f"{where}: the data hold missing or non-finite values; clean them first")
-    train, val, test = _split(len(X), cfg, seed, where)
+    train, val, test = _split(len(X), cfg, seed, where, y, task, fold)
     mean, std = _scale(X[train])  # fitted on the training rows only
     y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
 
@@ -245,12 +283,12 @@ def _load(cfg: Any, seed: int | None) -> Dataset:
                    positive_class, classes, decisions=raw.decisions or {}, feature_names=FEATURE_NAMES.get(cfg.name))
 
 
-def _table(cfg: Any, seed: int, raw: Any, where: str) -> Dataset:
+def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -> Dataset:
     """A table's columns split, encoded with the encoder fitted on the training rows (categories seen in
     training, medians and median dates for missing cells; numeric columns standardised, one-hot columns 0/1),
     text columns of too many categories left out, leaks named, and the decisions said in words."""
     y, task = raw.y, raw.task
-    train, val, test = _split(len(y), cfg, seed, where)
+    train, val, test = _split(len(y), cfg, seed, where, y, task, fold)
     state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
     columns = [raw.columns[k] for k in state.pop("used")]
     left_out = state.pop("left_out")
@@ -327,7 +365,11 @@ def decision_tags(ds: Dataset) -> dict[str, str]:
     return {f"decided.{k}": ds.decisions[k][:500] for k in (*DECIDED, *DECIDED_COLUMNS) if k in ds.decisions}
 
 
-def _split(n: int, cfg: Any, seed: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None = None, task: str = "regression",
+           fold: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    k = folds_of(cfg)
+    if k:
+        return _fold_split(n, cfg, seed, where, y, task, k, fold or 0)
     train, val, test = split(n, cfg.val_fraction, cfg.test_fraction, seed)
     if len(train) < 2:
         raise DataError(
@@ -338,12 +380,34 @@ def _split(n: int, cfg: Any, seed: int, where: str) -> tuple[np.ndarray, np.ndar
     return train, val, test
 
 
+def _fold_split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, task: str, k: int,
+                fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fold ``fold``'s training, validation and test rows (:func:`split_folds`); a fold count the rows cannot give
+    (more folds than non-test rows, or than the rows of a class) is refused in one line."""
+    if not 0 <= fold < k:
+        raise ValueError(f"fold {fold} of data.folds={k}")
+    folds, test = split_folds(n, cfg.test_fraction, seed, k, y, task)
+    rest = np.concatenate(folds)
+    if task in ("binary", "multiclass") and y is not None:
+        labels, counts = np.unique(np.asarray(y).reshape(-1)[rest], return_counts=True)
+        if counts.min() < k:
+            raise DataError(f"data.folds={k} is not allowed for {where}: expected at most {int(counts.min())}: its "
+                            f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} rows outside the "
+                            "test split, and every fold validates on each class")
+    if len(rest) < 2 * k:
+        raise DataError(f"data.folds={k} is not allowed for {where}: expected at most {len(rest) // 2} (its "
+                        f"{len(rest)} non-test rows: every fold trains and validates on at least 2 rows)")
+    val = folds[fold]
+    train = np.concatenate([f for i, f in enumerate(folds) if i != fold])
+    return np.sort(train), val, test
+
+
 def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, positive_class: str | None,
-          where: str, classes: tuple[str, ...] | None = None) -> Dataset:
+          where: str, classes: tuple[str, ...] | None = None, fold: int | None = None) -> Dataset:
     """Split the documents, fit the features on the training rows, keep them sparse (or not)."""
     if not np.isfinite(y).all():
         raise DataError(f"{where}: the target holds missing or non-finite values; clean them first")
-    train, val, test = _split(len(docs), cfg, seed, where)
+    train, val, test = _split(len(docs), cfg, seed, where, y, task, fold)
     vec, F = _features(cfg, docs, train, where)
     y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
 
@@ -355,19 +419,19 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
                    positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])
 
 
-def load_plain(node: dict, seed: int | None = None) -> Dataset:
+def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> Dataset:
     """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
-    its data files, the batched launcher's memory estimate and its groups read each (node, split seed) once."""
+    its data files, the batched launcher's memory estimate and its groups read each (node, split seed, fold) once."""
     import json
 
-    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed)
+    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed, fold)
 
 
-@functools.lru_cache(maxsize=8)
-def _load_plain(node: str, seed: int) -> Dataset:
+@functools.lru_cache(maxsize=16)
+def _load_plain(node: str, seed: int, fold: int | None = None) -> Dataset:
     import json
 
     from omegaconf import OmegaConf
 
-    return load(OmegaConf.create(json.loads(node)), seed)
+    return load(OmegaConf.create(json.loads(node)), seed, fold)
 

@@ -146,7 +146,11 @@ ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov"
 
 # data.split_seed draws the split (and synthetic data); the top-level seed draws the initial weights (and the
 # mini-batch order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
-_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction(), "split_seed": integer(ge=0)}
+_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction(), "split_seed": integer(ge=0),
+          "folds": Rule("0 (one validation split) or an integer >= 2 (k-fold cross-validation)",
+                        lambda v: _is_int(v) and (v == 0 or v >= 2))}
+# data keys that a node may leave out (a node written before the key existed, a benchmark's namespace): absent = 0
+OPTIONAL_DATA = ("folds",)
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
 SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
 # How documents become features (data=sms, data=text): sweeper.data.vectorizer.
@@ -289,6 +293,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise _fail("data.name", name, "one of " + ", ".join(DATA))
     rules = DATA[name]
     for key, rule in rules.items():
+        if key in OPTIONAL_DATA and key not in data:
+            continue
         if data.get(key) in (None, "???"):
             raise ConfigError(f"data.{key} is missing for data={name}: expected {rule.allowed}")
         check_value(f"data.{key}", data[key], rule)
@@ -457,7 +463,7 @@ def _unparsable(arg: str, e: Exception) -> None:
 # at these values they hash as before they existed; data.sep=auto hashes as the old default ",", which is
 # what any file that ran before sniffing was read with unless data.sep named another.
 DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50, "keep": [], "dates": [],
-                                       "categorical": [], "missing": "impute", "na_values": []}
+                                       "categorical": [], "missing": "impute", "na_values": [], "folds": 0}
 
 
 def fingerprint(cfg: Mapping[str, Any]) -> str:

@@ -31,16 +31,21 @@ class Board:
     baselines: list[dict[str, Any]] = field(default_factory=list)  # marked rows (sweeper.insight.baselines), never ranked
 
     @property
+    def folded(self) -> list[str]:
+        """The columns of cross-validated runs (data.folds=k): the std of val_<metric> over a run's folds, and k."""
+        return [f"val_{self.metric}_fold_std", "folds"] if any(r.get("folds") for r in self.rows) else []
+
+    @property
     def config_columns(self) -> list[str]:
         m = self.metric
-        return ["run", *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n", f"test_{m}",
-                "train_time_s", "status"]
+        return ["run", *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n", *self.folded,
+                f"test_{m}", "train_time_s", "status"]
 
     @property
     def columns(self) -> list[str]:
         reused = ["reused"] if any(r.get("reused") for r in self.rows) else []
-        return ["run", *self.keys, f"val_{self.metric}", f"test_{self.metric}", "train_time_s", "speedup", "status",
-                *reused]
+        return ["run", *self.keys, f"val_{self.metric}", *self.folded, f"test_{self.metric}", "train_time_s",
+                "speedup", "status", *reused]
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -71,6 +76,10 @@ class Board:
             if any(g.get("n_total", g["n"]) > g["n"] for g in self.groups):
                 text += (f"\n({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
                          "whose seeds all finished and whose mean is within the noise of its own)")
+        if self.folded:
+            text += (f"\n(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
+                     f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
+                     "mean)")
         if self.baselines:
             text += ("\n([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
                      "promoted)")
@@ -202,6 +211,9 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "reused": r.info.run_id if r.info.run_id in reused else None,
             TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
             "pruned_at": r.data.tags.get("pruned_at_epoch"),
+            # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
+            "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
+            f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
         })
 
     def rank(row: dict[str, Any]) -> tuple:

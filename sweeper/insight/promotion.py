@@ -78,10 +78,11 @@ def _candidates(client: Any, uri: str, experiment: str, run_ids: Sequence[str], 
         names = sorted(e.name for e in client.search_experiments())
         raise _fail("--experiment", experiment,
                     f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}")
-    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's.
+    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's. A cross-validated sweep's
+    # refit (sweeper.insight.refit) is not ranked: its val_* are of its training rows
     runs = [
         r for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
-        if "fingerprint" in r.data.tags and r.data.params.get("device", "cpu") == "cpu"
+        if "fingerprint" in r.data.tags and r.data.params.get("device", "cpu") == "cpu" and "refit_of" not in r.data.tags
     ]
     if run_ids:
         unknown = sorted(set(run_ids) - {r.info.run_id for r in runs})

@@ -202,6 +202,20 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                     "this is its run closest to the mean)")
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
               f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
+        refitted = _refit(c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out)
+        if refitted is not None:  # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
+            m = board.metric
+            tags |= {"best_cv_run_id": board.best["run_id"], "best_run_id": refitted.info.run_id,
+                     "best_run": refitted.info.run_name or "", "best_model_uri": model_uri(refitted)}
+            if f"test_{m}" in refitted.data.metrics:
+                metrics[f"best_test_{m}"] = refitted.data.metrics[f"test_{m}"]
+            best += (f"**Refit** on every non-test row: [{refitted.info.run_name}](#/experiments/"
+                     f"{refitted.info.experiment_id}/runs/{refitted.info.run_id}) test_{m}="
+                     f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}`\n\n")
+            print(f"refit: {board.best['run']} retrained on every non-test row (train + validation, data.folds=0 "
+                  f"data.val_fraction=0) and scored on the test split: test_{m}="
+                  f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); the parent's best_run "
+                  "and best_model_uri point to it", file=out)
     halved = halving_record(parent, runs)
     metrics |= halved[0]
     tags |= halved[1]
@@ -214,6 +228,20 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
         advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
+
+
+def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
+    """The refit of the best run when it is cross-validated (:mod:`sweeper.insight.refit`), else None; a refit that
+    fails is said in one line and leaves best_run at the cross-validated run."""
+    if run is None or not run.data.tags.get("folds"):
+        return None
+    from sweeper.insight import refit
+
+    try:
+        return refit.refit(c, parent, run)
+    except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
+        print(f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}", file=out)
+        return None
 
 
 def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:

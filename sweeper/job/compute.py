@@ -52,6 +52,8 @@ class Outcome:
     test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
     param_names: list[str] | None = None  # a model of the interface: its parameters' names (None: the MLP's list)
     predict: Any = None  # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
+    # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
+    fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 

@@ -91,6 +91,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     params, config_tags = tracking.split_params(plain)
     # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
     known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
+    if data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
+        known["folds"] = str(data.folds_of(plain["data"]))
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     tracked, tracking_error, late_tags = None, None, {}
@@ -192,7 +194,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
           config_file: Path) -> tuple[list[Path], dict[str, Path]]:
     """The run's files in its job folder: the whole curves, and for a trained model its test predictions, its
     confusion matrix (classes) and the model itself; return (files, models) for MLflow."""
-    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array for name, (steps, values) in out.curves.items()
+    np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array
+                                              for name, (steps, values) in (out.curves | out.fold_curves).items()
                                               for part, array in (("steps", steps), ("values", values))})
     files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if dataset.report:  # a table's column report (docs/guide/tables.md)
@@ -245,14 +248,22 @@ def _parent(ctx: JobContext, plain: dict[str, Any]) -> str | None:
 
 
 def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
-    """The compute half of a job alone: sweeper's loop on a model, or the user's own function trainer."""
+    """The compute half of a job alone: sweeper's loop on a model, or the user's own function trainer; with
+    ``data.folds=k`` each fold in turn (``dataset`` is fold 0's), combined into one outcome (:mod:`sweeper.job.folds`)."""
     from sweeper.models.interface import kind
 
     if kind(cfg.get("model")) == "trainer":
         from sweeper.job import trainer
 
-        return trainer.train_and_score(cfg, dataset, backend)
-    return train_and_score(cfg, dataset, backend)
+        one = trainer.train_and_score
+    else:
+        one = train_and_score
+    k = data.folds_of(cfg.data)
+    if k:
+        from sweeper.job import folds
+
+        return folds.train_folds(cfg, backend, one, [dataset, *(data.load(cfg.data, fold=i) for i in range(1, k))])
+    return one(cfg, dataset, backend)
 
 
 def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None) -> dict[str, str]:

@@ -31,7 +31,9 @@ log = logging.getLogger("sweeper")
 # What members of one group must share: the data and everything that shapes the computation. They may
 # differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
 # split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
-# (MINI_BATCH_SHARED), which draws the rows' order, and the split.
+# (MINI_BATCH_SHARED), which draws the rows' order, and the split. With data.folds=k (shared by the group) each
+# configuration is k members, its folds, each with its own rows, exactly as members of other split seeds
+# (sweeper.sweep.launch.compute_group).
 SHARED = ("model", "data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
@@ -120,7 +122,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
                  own[0].plain["model"]["_target_"])
     groups = []
     for members in keyed.values():
-        if len(members) == 1:
+        # data.folds=k: a configuration is k members (its folds: other rows), so even one trains as a group
+        folds = data.folds_of(members[0].plain["data"])
+        if len(members) == 1 and not folds:
             alone += members
             continue
         trajs = trajectories(members)
@@ -128,14 +132,14 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         if max_size:
             size = min(size, max_size)
         elif members[0].plain["device"] == "cpu":
-            size = min(size, CPU_MAX_GROUP)
+            size = min(size, max(1, CPU_MAX_GROUP // max(1, folds)))
         if size < 1:
             alone += members
             continue
         for i in range(0, len(trajs), size):
             part = [j for t in trajs[i:i + size] for j in t]
-            together = len(trajs[i:i + size]) > 1 or _worth(part)  # one trajectory: when reading it pays
-            (groups.append(part) if len(part) > 1 and together else alone.extend(part))
+            together = len(trajs[i:i + size]) > 1 or _worth(part) or folds  # one trajectory: when reading it pays
+            (groups.append(part) if (len(part) > 1 or folds) and together else alone.extend(part))
     alone.sort(key=lambda j: j.idx)
     return groups, alone
 
@@ -185,13 +189,14 @@ def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
         return 0
     sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
-    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1
+    folds = max(1, data.folds_of(cfg["data"]))  # data.folds=k: a trajectory is k members, each with its own rows
+    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
     nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
     snapshots = max(len({j.plain["epochs"] for j in t}) - 1 for t in trajs)
-    one = group_bytes(1, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared,
+    one = group_bytes(folds, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared,
                       Optimizer.from_config(cfg).copies + snapshots, nnz)
     return max(1, budget // max(one, 1))
 

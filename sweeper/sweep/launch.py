@@ -351,37 +351,72 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     splits = [data.split_seed(h["data"]) for h in heads]
     if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
         raise ValueError("text features are fitted on each split: a group's members need one data.split_seed")
-    datasets = {s: data.load_plain(cfg0["data"], s) for s in dict.fromkeys(splits)}
-    ds0 = datasets[splits[0]]
+    # the group's members: each trajectory's one split, or with data.folds=k its k folds (other rows, as other
+    # split seeds: sweeper.job.folds combines a configuration's folds into its one outcome)
+    k = data.folds_of(cfg0["data"])
+    units = [(t, s, f) for t, s in enumerate(splits) for f in (range(k) if k else (None,))]
+    datasets = {(s, f): data.load_plain(cfg0["data"], s, f) for _, s, f in units}
+    ds0 = datasets[units[0][1:]]
     dtype, task = cfg0["dtype"], ds0.task
-    names = ("X_train", "y_train", "X_val", "y_val")
-    t_h2d = backend.clock()
-    if len(datasets) == 1:
-        arrays = [backend.to_device(getattr(ds0, a).astype(dtype)) for a in names]
-    else:
-        arrays = [backend.to_device(np.stack([getattr(datasets[s], a) for s in splits]).astype(dtype)) for a in names]
     counts = [tuple(sorted({j.plain["epochs"] for j in t})) for t in trajs]
-    with compute.progress_bar(sum(c[-1] for c in counts), unit="member-epoch") as progress:
-        trained = train_members(backend, cfg0, (ds0.n_features, ds0.n_outputs, task), heads, counts, arrays, t_h2d,
-                                progress=(lambda done, total: progress(done, math.nan, math.nan)) if progress else None)
-    if trained is None:
-        return {}  # the model does not batch (said once): each job runs through the one-job path
-    fit, h2d, model_of = trained
-    K, count = len(trajs), len(members)
+    # members train together when their arrays stack: folds of unequal size (by one row), a fold's own vocabulary
+    # (text) or a mini-batch group's one order of rows make sub-groups, each trained as a batched group of its own
+    batches: dict[Any, list[int]] = {}
+    for u, (_, s, f) in enumerate(units):
+        ds = datasets[(s, f)]
+        key = (s, f) if split_features(cfg0) or cfg0["batch_size"] else (ds.X_train.shape, ds.X_val.shape)
+        batches.setdefault(key, []).append(u)
+    names = ("X_train", "y_train", "X_val", "y_val")
+    at_of: dict[int, Any] = {}
+    share_of: dict[int, float] = {}
+    model_of_unit: dict[int, Any] = {}
+    group_time = warmup = h2d = 0.0
+    total = sum(counts[t][-1] for t, _, _ in units)
+    done_before = 0
+    with compute.progress_bar(total, unit="member-epoch") as progress:
+        for idx in batches.values():
+            t_h2d = backend.clock()
+            own = list(dict.fromkeys(units[u][1:] for u in idx))
+            if len(own) == 1:
+                arrays = [backend.to_device(getattr(datasets[own[0]], a).astype(dtype)) for a in names]
+            else:
+                arrays = [backend.to_device(np.stack([getattr(datasets[units[u][1:]], a) for u in idx]).astype(dtype))
+                          for a in names]
+            offset = done_before
+            first = datasets[units[idx[0]][1:]]  # a text fold's features are its own vocabulary's
+            trained = train_members(backend, cfg0, (first.n_features, first.n_outputs, task),
+                                    [heads[units[u][0]] for u in idx], [counts[units[u][0]] for u in idx], arrays,
+                                    t_h2d, progress=(lambda done, _, o=offset: progress(o + done, math.nan, math.nan))
+                                    if progress else None)
+            if trained is None:
+                return {}  # the model does not batch (said once): each job runs through the one-job path
+            fit, batch_h2d, model_of = trained
+            group_time, warmup, h2d = group_time + fit.train_time_s, warmup + fit.warmup_time_s, h2d + batch_h2d
+            for u, at in zip(idx, fit.at):
+                at_of[u], share_of[u], model_of_unit[u] = at, fit.train_time_s / len(idx), model_of
+            done_before += sum(counts[units[u][0]][-1] for u in idx)
+    count = len(members)
     tags = tags or member_tags(members)
-    out = {}
-    for traj, at, split in zip(trajs, fit.at, splits):
-        ds = datasets[split]
+    outcomes: dict[int, list[compute.Outcome]] = {}
+    for u, (t, s, f) in enumerate(units):
+        traj, ds = trajs[t], datasets[(s, f)]
         epochs = [j.plain["epochs"] for j in traj]
-        # the trajectory's share of the group (1/K), then each configuration's share of the epochs it needed
-        for job, share in zip(traj, shares(epochs, fit.train_time_s / K)):
-            member_fit, member_params = at[job.plain["epochs"]]
+        # the member's share of its batch (1/K), then each configuration's share of the epochs it needed
+        for job, share in zip(traj, shares(epochs, share_of[u])):
+            member_fit, member_params = at_of[u][job.plain["epochs"]]
             member_fit.train_time_s = share
-            member_fit.warmup_time_s = fit.warmup_time_s / count
-            outcome = compute.evaluate(dataset=ds, backend=backend, model=model_of(member_params), fit=member_fit,
-                                       dtype=dtype, h2d_time_s=h2d / count)
-            outcome.scores["group_train_time_s"] = fit.train_time_s
-            out[job.idx] = compute.Computed(outcome, ds, tags[job.idx])
+            member_fit.warmup_time_s = warmup / (count * max(1, k))
+            outcome = compute.evaluate(dataset=ds, backend=backend, model=model_of_unit[u](member_params),
+                                       fit=member_fit, dtype=dtype, h2d_time_s=h2d / (count * max(1, k)))
+            outcome.scores["group_train_time_s"] = group_time
+            outcomes.setdefault(job.idx, []).append(outcome)
+    from sweeper.job.folds import combine
+
+    out = {}
+    for traj, split in zip(trajs, splits):
+        for job in traj:
+            outcome = combine(outcomes[job.idx]) if k else outcomes[job.idx][0]
+            out[job.idx] = compute.Computed(outcome, datasets[(split, 0 if k else None)], tags[job.idx])
     wall = (time.perf_counter() - t_start) / count
     for c in out.values():
         c.wall_time_s = wall

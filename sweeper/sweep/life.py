@@ -61,7 +61,8 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         try:
             validate(cfg)
             node = json.dumps(cfg["data"], sort_keys=True)
-            if "path" in cfg["data"] and node not in read:  # a data file, read once per data config
+            # a data file, or folds the rows must allow (data.folds): read once per data config
+            if ("path" in cfg["data"] or data.folds_of(cfg["data"])) and node not in read:
                 read.add(node)
                 data.load_plain(cfg["data"])
         except (ConfigError, data.DataError) as e:

@@ -79,6 +79,8 @@ def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
     skip = ("model.",) if is_mlp(plain.get("model")) else MLP_KEYS
     flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
+    if not params.get("data.folds", 1):  # data.folds=0 (one split, the default): the params of a run from before folds
+        params.pop("data.folds")
     return params, {f"config.{k}": str(v) for k, v in flat.items() if k not in params}
 
 

@@ -223,6 +223,8 @@ def noise(s: Sweep) -> list[Finding]:
     is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
+    if not s.seeded and (by_folds := _across_folds(s)) is not None:  # data.folds=k: the noise is the folds'
+        return [by_folds]
     if not s.seeded and saturated(s):
         return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
                         [s.noise_text], "more seeds cannot separate ties at the metric's edge: see the saturation finding",
@@ -276,6 +278,56 @@ def noise(s: Sweep) -> list[Finding]:
                     + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
                     evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
                     set={"seed": new}, narrow=_top_two(s, first, second))]
+
+
+def fold_values(s: Sweep, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
+    """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
+    if r is None:
+        return []
+    metric = metric or s.metric
+    out = []
+    while (v := _number(r["metrics"].get(f"{metric}_fold{len(out)}"))) is not None:
+        out.append(v)
+    return out if len(out) >= 2 else []
+
+
+def _across_folds(s: Sweep) -> Finding | None:
+    """Without seeds, cross-validated configurations (data.folds=k, one split seed: the same folds for all) are compared
+    paired by fold: the best against the runner-up, a paired t-test over the k folds. None when the runs have no folds."""
+    from scipy import stats
+
+    ranked = s.ranked()
+    folds = {c: fold_values(s, s.lead(c)) for c in ranked[:5]}
+    if not ranked or not folds[ranked[0]]:
+        return None
+    k = len(folds[ranked[0]])
+    evidence = [f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} over {len(v)} folds"
+                for c, v in folds.items() if v]
+    if len(ranked) < 2:
+        return Finding("noise", "noise and significance", "one configuration: nothing to compare it with", evidence,
+                       "sweep another key", "single")
+    first, second = ranked[:2]
+    a, b = folds[first], folds[second]
+    if len(b) != k:
+        return None
+    diffs = [x - y for x, y in zip(a, b)]
+    if statistics.pstdev(diffs) == 0:
+        p = 0.0 if diffs[0] else 1.0
+    else:
+        p = float(stats.ttest_rel(a, b).pvalue)
+    evidence.append(f"best against runner-up: difference {cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
+                    f"paired t-test over the {k} folds (the same rows for both): p={p:.2g}")
+    if p < ALPHA:
+        return Finding("noise", "noise and significance",
+                       f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
+                       f"the {k} folds: p={p:.2g}", evidence, f"keep {_label(first)}", "distinct")
+    seeds = s.tried("seed") or ["0"]
+    new = _seeds(seeds, 3)
+    return Finding("noise", "noise and significance",
+                   f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
+                   f"distinguishable (p={p:.2g} ≥ {ALPHA})", evidence,
+                   f"treat them as equivalent (prefer the cheaper), or add seeds of the weights: seed={new}", "overlap",
+                   set={"seed": new}, narrow=_top_two(s, first, second))
 
 
 def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:

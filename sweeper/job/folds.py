@@ -1,0 +1,87 @@
+"""Cross-validated configurations (``data.folds=k``): a configuration's ``k`` fold outcomes made into the one outcome
+its run records.
+
+Each fold is trained as a configuration of its own (its training rows, its scaler: :func:`sweeper.data.load_folds`);
+the run of the configuration gets ``val_<metric>`` = the mean over the folds, ``val_<metric>_std`` (their standard
+deviation, ``ddof=0`` as scikit-learn's ``std_test_score``) and ``val_<metric>_fold<i>`` (each fold's), ``test_<metric>``
+= the mean of the fold models' test scores, the mean loss curves (``train_loss``, ``val_loss``; each fold's in
+``curves.npz`` only, as ``val_loss_fold<i>``), and fold 0's weights and test predictions as its model. One run per
+configuration rather than a parent with nested fold runs: a sweep's runs are already children of the sweep's parent,
+and the MLflow UI shows nesting deeper than one level flat (mlflow issue 4563), so fold runs would sit beside the
+configurations they belong to; one run keeps one row per configuration, sortable by its fold mean.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sweeper import data
+from sweeper.job.compute import Outcome
+
+# scores that are times: a configuration's is the sum over its folds (they train one after another, or each
+# takes its share of a group); group_train_time_s is the group's, the same for every member
+SUMMED = ("train_time_s", "warmup_time_s", "h2d_time_s")
+KEPT = ("group_train_time_s",)
+
+
+def scored(key: str) -> bool:
+    """A quality metric (``val_mse``, ``test_accuracy``): averaged over folds; ``val_*`` also gets std and folds."""
+    return key.startswith(("val_", "test_"))
+
+
+def combine(outcomes: Sequence[Outcome]) -> Outcome:
+    """The configuration's outcome from its folds' (in fold order). A fold that failed (diverged) fails the
+    configuration, with that fold named in the reason."""
+    first = outcomes[0]
+    failed = next(((i, o) for i, o in enumerate(outcomes) if o.reason), None)
+    scores: dict[str, float] = {}
+    for key in SUMMED:
+        if all(key in o.scores for o in outcomes):
+            scores[key] = float(sum(o.scores[key] for o in outcomes))
+    for key in KEPT:
+        if key in first.scores:
+            scores[key] = first.scores[key]
+    epochs = [o.scores.get("epochs_run", 0) for o in outcomes]
+    scores["epochs_run"] = max(epochs)  # counts stay integers: the longest fold's, and the folds' mean best epoch
+    scores["best_epoch"] = int(round(float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes]))))
+    train = scores.get("train_time_s", 0.0)
+    scores["epochs_per_s"] = float(sum(epochs)) / train if train > 0 else 0.0
+    curves, fold_curves = _curves(outcomes)
+    if failed is not None:
+        i, o = failed
+        return Outcome(scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves)
+    for key in first.scores:
+        if not scored(key) or not all(key in o.scores for o in outcomes):
+            continue
+        values = np.array([o.scores[key] for o in outcomes], dtype=np.float64)
+        scores[key] = float(values.mean())
+        if key.startswith("val_"):
+            scores[f"{key}_std"] = float(values.std())
+            for i, v in enumerate(values):
+                scores[f"{key}_fold{i}"] = float(v)
+    return Outcome(scores, curves, None, first.params, first.test_pred, first.param_names, first.predict,
+                   fold_curves=fold_curves)
+
+
+def _curves(outcomes: Sequence[Outcome]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
+                                                   dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The mean curves over the folds (on the steps every fold sampled: early stopping may end one sooner), and
+    each fold's own (``<curve>_fold<i>``)."""
+    mean, own = {}, {}
+    for name in outcomes[0].curves:
+        parts = [o.curves[name] for o in outcomes if name in o.curves]
+        n = min(len(steps) for steps, _ in parts)
+        steps = parts[0][0][:n]
+        mean[name] = (steps, np.mean([np.asarray(v[:n], dtype=np.float64) for _, v in parts], axis=0))
+        for i, (s, v) in enumerate(parts):
+            own[f"{name}_fold{i}"] = (s, v)
+    return mean, own
+
+
+def train_folds(cfg: Any, backend: Any, train_one: Callable[[Any, data.Dataset, Any], Outcome],
+                datasets: list[data.Dataset] | None = None) -> Outcome:
+    """The one-job path: each fold trained alone, one after another (``train_one(cfg, dataset, backend)``: the
+    job's own compute half), then :func:`combine`."""
+    datasets = datasets if datasets is not None else data.load_folds(cfg.data)
+    return combine([train_one(cfg, ds, backend) for ds in datasets])
