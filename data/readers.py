@@ -72,7 +72,7 @@ def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE
     if twice:
         at = [i + 1 for i, n in enumerate(names) if n == twice[0]]
         raise DataError(f"data.path={path}: the header names column {twice[0]!r} {len(at)} times (columns "
-                        f"{', '.join(map(str, at))}): give each column its own name (or set data.header=false)")
+                        f"{', '.join(map(str, at))}): give each column its own name in the file's first line")
     return names, rows, used
 
 

@@ -15,6 +15,7 @@ Unmarked blocks are not run. Keep the runnable set small: every block costs a pr
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -127,13 +128,22 @@ def shown(output: str, copy: Path) -> str:
     return output.replace(str(copy), SHOWN_ROOT).rstrip("\n")
 
 
+JOB_LINE = re.compile(r"^\[<time>\]\[sweeper\]\[INFO\] - \[\d+/\d+\] ")
+
+
 def masked(text: str) -> list[str]:
-    lines = []
+    """The text's lines with what changes between runs masked; a run of job lines in job order (groups on
+    worker processes finish in either order: each line keeps its job's number)."""
+    lines: list[str] = []
     for line in text.splitlines():
         for pattern, replacement in MASKS:
             line = pattern.sub(replacement, line)
         lines.append(line.strip())
-    return lines
+    out: list[str] = []
+    for is_job, run in itertools.groupby(lines, key=lambda x: bool(JOB_LINE.match(x))):
+        run = list(run)
+        out += sorted(run, key=lambda x: int(re.search(r"\[(\d+)/", x)[1])) if is_job else run
+    return out
 
 
 def write_output(block: Block, text: str) -> None:

@@ -294,5 +294,5 @@ def test_a_header_that_names_a_column_twice_is_refused_in_one_line(tmp_path):
     "DataFrame columns are not unique"); a run could end behind MLflow's tracebacks."""
     path = write_csv(tmp_path / "dup.csv", X[:, 0], header="a,a,y")
     assert refused(path, "data.target=y") == (f"data.path={path}: the header names column 'a' 2 times (columns 1, 2): "
-                                              "give each column its own name (or set data.header=false)")
+                                              "give each column its own name in the file's first line")
     assert load(write_csv(tmp_path / "ok.csv", X[:, 0], header="a,b,y"), "data.target=y").n_features == 2

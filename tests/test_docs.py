@@ -114,3 +114,10 @@ def test_every_runnable_block_runs_and_prints_what_it_shows():
                                 + (f"\n({len(shown)} lines shown, {len(got)} printed)" if len(shown) != len(got) else ""))
     assert not failures, "\n\n".join(failures)
     print(f"{len(results)} runnable blocks in {time.perf_counter() - start:.1f} s")
+
+
+def test_job_lines_compare_in_job_order_whichever_group_finished_first():
+    one = "[2026-12-02 23:48:48,147][sweeper][INFO] - [1/2]  lr=0.001  val_mse=3145  FINISHED"
+    two = "[2026-12-02 23:48:48,150][sweeper][INFO] - [2/2]  lr=0.005  val_mse=3325  FINISHED"
+    assert docs_blocks.masked(f"a\n{one}\n{two}\nb") == docs_blocks.masked(f"a\n{two}\n{one}\nb")
+    assert docs_blocks.masked(f"a\n{one}\n{two}") != docs_blocks.masked(f"a\n{two.replace('3325', '3326')}\n{one}")
