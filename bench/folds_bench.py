@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _sweeps import timed_sweep
 
 GRID = dict(lr="0.003,0.01,0.03,0.1", width="8,16", depth="1,2")
 METRIC = {"diabetes": ("val_mse", "test_mse"), "breast_cancer": ("val_accuracy", "test_accuracy"),
@@ -32,15 +32,7 @@ def sweep(data: str, folds: int, launcher: str, epochs: int) -> dict:
            *(f"{k}={v}" for k, v in GRID.items()), f"epochs={epochs}", "log_every=50", "tracking.log_model=false",
            "baselines=none", f"hydra/launcher={launcher}", f"tracking.uri=sqlite:///{tmp}/mlflow.db",
            f"hydra.sweep.dir={tmp}/sweep"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr[-800:]}")
-    from mlflow import MlflowClient
-
-    c = MlflowClient(f"sqlite:///{tmp}/mlflow.db")
-    runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id], max_results=5000)]
+    wall, runs = timed_sweep(cmd, tmp)
     parent = next(r for r in runs if r.data.tags.get("sweep_dir"))
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     best = next(r for r in runs if r.info.run_id == parent.data.tags["best_run_id"])

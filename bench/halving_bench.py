@@ -18,12 +18,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _sweeps import timed_sweep
 
 GRIDS = {64: dict(lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2", epochs="300,900"),
          256: dict(lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2,3,4", epochs="100,300,900,2700")}
@@ -37,16 +38,8 @@ def sweep(data: str, size: int, halving: bool) -> dict:
            "tracking.log_model=false", f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.sweep.dir={tmp}/sweep"]
     if halving:
         cmd.append("hydra.launcher.halving.eta=3")
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr[-500:]}")
-    from mlflow import MlflowClient
-
-    c = MlflowClient(f"sqlite:///{tmp}/mlflow.db")
-    runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id], max_results=5000)
-            if r.data.tags.get("mlflow.parentRunId")]
+    wall, runs = timed_sweep(cmd, tmp)
+    runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     val, test, lower = METRIC[data]
     full = [r for r in runs if "pruned_at_epoch" not in r.data.tags and val in r.data.metrics]
     best = (min if lower else max)(full, key=lambda r: r.data.metrics[val])
