@@ -220,13 +220,32 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     assert again.returncode == 0, again.stderr
     assert f"(run {refit.info.run_id})" in again.stdout
     assert [r.info.run_id for r in _runs(store) if r.data.tags.get("refit_of")] == [refit.info.run_id]
-    # promote ranks the cross-validated runs (the refit's val_* are of its training rows: never a candidate)
+    # promote ranks the cross-validated runs (the refit's val_* are of its training rows: never a candidate) and pins
+    # each chosen one as its refit: the sweep's for the best, a new one for the runner-up (--top 2)
+    from sweeper.insight import pinned
     from sweeper.promote import main as promote
 
     assert promote(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}", "--out-dir",
-                    str(tmp_path / "pins"), "--name", "cv"]) == 0
-    pin = (tmp_path / "pins" / "cv.yaml").read_text()
-    assert best_cv.info.run_id in pin and refit.info.run_id not in pin and "folds: 5" in pin
+                    str(tmp_path / "pins"), "--name", "cv", "--top", "2"]) == 0
+    first, second = (pinned.read_pinned(tmp_path / "pins" / f"cv_{i}.yaml") for i in (1, 2))
+    assert first["run_id"] == refit.info.run_id and first["cross_validated"]["run_id"] == best_cv.info.run_id
+    assert first["cross_validated"]["folds"] == 5
+    assert first["cross_validated"]["val_mse"] == pytest.approx(best_cv.data.metrics["val_mse"])
+    runner_up = sorted(children, key=lambda r: r.data.metrics["val_mse"])[1]
+    refits = {r.data.tags["refit_of"]: r for r in _runs(store) if r.data.tags.get("refit_of")}
+    assert set(refits) == {best_cv.info.run_id, runner_up.info.run_id}  # the runner-up's refit trained by promote
+    assert second["run_id"] == refits[runner_up.info.run_id].info.run_id
+    assert second["cross_validated"]["run_id"] == runner_up.info.run_id
+    assert "folds: 5" not in (tmp_path / "pins" / "cv_1.yaml").read_text().split("pinned:")[0]  # the refit's config
+    # the pin re-runs the refit: every non-test row trains, and its metrics come back
+    rerun_store = tmp_path / "rerun" / "mlflow.db"
+    (tmp_path / "rerun").mkdir()
+    again = cli(tmp_path / "rerun", f"hydra.searchpath=[file://{tmp_path}]", "+pins=cv_1", store=rerun_store)
+    assert again.returncode == 0, again.stderr[-3000:]
+    (rerun,) = _runs(rerun_store)
+    assert rerun.data.params["data.val_fraction"] == "0.0"
+    rows = pinned.check(first["expected"], rerun.data.metrics)
+    assert rows and not any(r.failed for r in rows)
 
 
 def _record(i: int, lr: str, folds: list[float]) -> dict:

@@ -156,6 +156,29 @@ def over_seeds(runs: list, run: Any, metric: str) -> dict[str, Any] | None:
     return {"n": len(v), "mean": statistics.fmean(v), "std": statistics.stdev(v)}
 
 
+def _refit_of(client: Any, run: Any) -> Any:
+    """The run to pin for a chosen ``run``: itself, or for a cross-validated one (tag ``folds``) its refit on every
+    non-test row (:mod:`sweeper.insight.refit`: the one its sweep made, else trained now), so that the pin re-runs
+    what the sweep's best_run is. Raises PromoteError when the refit cannot be made."""
+    if not run.data.tags.get("folds"):
+        return run
+    from sweeper.insight import refit
+
+    done = refit.existing(client, run)
+    if done is None:
+        parent_id = run.data.tags.get("mlflow.parentRunId")
+        try:
+            done = refit.refit(client, client.get_run(parent_id), run) if parent_id else None
+        except Exception as e:  # noqa: BLE001  (its data, its store: said in one line)
+            raise PromoteError(f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    if done is None:
+        raise PromoteError(f"run {run.info.run_id} is cross-validated and has no refit on every non-test row (its sweep "
+                           "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "
+                           "configuration with data.folds=0, or re-run its sweep")
+    return done
+
+
 def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float) -> dict[str, Any]:
     tags, params, m = run.data.tags, run.data.params, run.data.metrics
     return {
@@ -268,26 +291,34 @@ def promote(
                     "or pass --force to re-pin it")
 
     files = []
-    for rank, (run, n) in enumerate(zip(best, names), start=1):
+    for rank, (chosen, n) in enumerate(zip(best, names), start=1):
+        run = _refit_of(client, chosen)  # a cross-validated configuration is pinned as its refit, as the sweep's best is
         tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
         pins = _pinned(run, n, experiment, metric, rank, tol)
-        seeds = over_seeds(runs, run, metric)
+        if run is not chosen:
+            m = chosen.data.metrics
+            pins["cross_validated"] = {"run_id": chosen.info.run_id, "folds": int(chosen.data.tags["folds"]),
+                                       metric: m[metric], f"{metric}_std": m.get(f"{metric}_std")}
+        seeds = over_seeds(runs, chosen, metric)
         if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
             pins["over_seeds"] = seeds
         rerun = rerun_args(out_dir, n)
         text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
         _verify(text, n, out_dir, run, pins)
-        files.append((run, n, text, rerun))
+        files.append((run, n, text, rerun, chosen))
     if before_write is not None:
         before_write(files[0][0])
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
-    for run, n, text, rerun in files:
+    for run, n, text, rerun, chosen in files:
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
         knobs = " ".join(f"{k}={text_cell(p[k])}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width",
                                                             "activation", "seed", "dtype") if k in p)
         knobs = knobs.replace("data.name=", "data=")
-        done.append(Promoted(n, path, run.info.run_id, metric, run.data.metrics[metric], knobs, rerun))
+        if run is not chosen:  # the value is the chosen run's fold mean; the pinned run is its refit
+            knobs += (f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
+                      f"mean this {metric} is)")
+        done.append(Promoted(n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun))
     return done
