@@ -121,7 +121,8 @@ def exit_with_parent(interval: float = 0.5) -> None:
     import threading
     import time
 
-    if _WATCHED or multiprocessing.parent_process() is None and "Loky" not in multiprocessing.current_process().name:
+    worker = multiprocessing.parent_process() is not None or "Loky" in multiprocessing.current_process().name
+    if _WATCHED or not worker:
         return
     parent = os.getppid()
     _WATCHED.append(parent)

@@ -164,14 +164,12 @@ def _refit_of(client: Any, run: Any) -> Any:
         return run
     from sweeper.insight import refit
 
-    done = refit.existing(client, run)
-    if done is None:
-        parent_id = run.data.tags.get("mlflow.parentRunId")
-        try:
-            done = refit.refit(client, client.get_run(parent_id), run) if parent_id else None
-        except Exception as e:  # noqa: BLE001  (its data, its store: said in one line)
-            raise PromoteError(f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    parent_id = run.data.tags.get("mlflow.parentRunId")
+    try:  # the refit its sweep made, else one trained now (refit.refit looks for it first)
+        done = refit.refit(client, client.get_run(parent_id), run) if parent_id else refit.existing(client, run)
+    except Exception as e:  # noqa: BLE001  (its data, its store: said in one line)
+        raise PromoteError(f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
     if done is None:
         raise PromoteError(f"run {run.info.run_id} is cross-validated and has no refit on every non-test row (its sweep "
                            "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "

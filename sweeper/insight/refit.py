@@ -24,8 +24,7 @@ _DROPPED = ("data.folds=", "data.val_fraction=", "hydra.", "resume=")
 
 def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
     """A cross-validated configuration's refit: every non-test row trains (no validation rows, no folds)."""
-    out = {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
-    return out
+    return {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
 
 
 def existing(c: Any, run: Any) -> Any:

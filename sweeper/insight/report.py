@@ -233,8 +233,6 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
 def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
     """The refit of the best run when it is cross-validated (:mod:`sweeper.insight.refit`), else None; a refit that
     fails is said in one line and leaves best_run at the cross-validated run."""
-    if run is None or not run.data.tags.get("folds"):
-        return None
     from sweeper.insight import refit
 
     try:
@@ -250,10 +248,9 @@ def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict
     trained against the full grid's and each rung's counts. Nothing for a sweep without halving."""
     pruned = sum(1 for r in runs if r.data.tags.get("pruned_at_epoch"))
     where = parent.data.tags.get("sweep_dir")
-    summary = None
     try:
         summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # no halving, or a file that is gone or cut short
         summary = None
     if not pruned and summary is None:
         return {}, {}

@@ -91,8 +91,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     params, config_tags = tracking.split_params(plain)
     # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
     known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
-    if data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
-        known["folds"] = str(data.folds_of(plain["data"]))
+    if k_folds := data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
+        known["folds"] = str(k_folds)
     uri = cfg.tracking.uri
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     tracked, tracking_error, late_tags = None, None, {}

@@ -166,7 +166,8 @@ def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str]
     where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
     from sweeper.models import stacked  # what the proof found for a user's model: the record half tags runs by it
 
-    return {SAID: said, VERDICTS: dict(stacked.VERDICTS), **{idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}}
+    out: dict[Any, Any] = {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
+    return {SAID: said, VERDICTS: dict(stacked.VERDICTS), **out}
 
 
 SAID = "said"  # compute_remote's key for the log lines of its compute: [(logger name, level, message)]
@@ -201,11 +202,11 @@ def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], floa
     got = dict(got)
     for name, level, message in got.pop(SAID, ()):  # said on the worker: said here, once
         logging.getLogger(name).log(level, "%s", message)
-    if got.get(VERDICTS):
+    verdicts = got.pop(VERDICTS, None)
+    if verdicts:  # the worker's proofs of a user's model: the record half tags runs by them
         from sweeper.models import stacked
 
-        stacked.VERDICTS.update(got[VERDICTS])
-    got.pop(VERDICTS, None)
+        stacked.VERDICTS.update(verdicts)
     return {idx: Computed(outcome, data.load_plain(plain[idx]["data"], plain[idx]["seed"]), {**tags, "engine": engine},
                           wall) for idx, (outcome, tags, wall) in got.items()}
 
