@@ -366,3 +366,31 @@ def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_fold
     logged = [p.value for p in sorted(c.get_metric_history(run.info.run_id, "val_loss"), key=lambda p: p.step)]
     np.testing.assert_allclose(logged, curves["val_loss_values"], rtol=1e-12)
     assert not any(k.startswith("val_loss_fold") for k in run.data.metrics)  # each fold's curve: in curves.npz only
+
+
+def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_the_stated_default():
+    """Without seeds, the noise of a fold mean is measured from the folds (the configuration × fold residual): a key
+    whose effect is small (0.5 %, inside the stated 2 % default) but the same on every fold matters; a key whose
+    effect is only fold-to-fold scatter does not."""
+    from sweeper.insight.advice.evidence import Sweep
+    from sweeper.insight.advice.findings import no_effect
+
+    base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]
+    lr_jitter = [1.0, -1.0, 0.5, -0.5, 0.0]
+    width_scatter = [20.0, -25.0, 15.0, -5.0, -5.0]  # mean zero: width moves single folds, not the mean
+    records = []
+    for lr in ("0.05", "0.01"):
+        for width in ("8", "16"):
+            folds = [b * (1.005 if lr == "0.01" else 1.0) + (j if lr == "0.01" else 0.0) + (w if width == "16" else 0.0)
+                     for b, j, w in zip(base, lr_jitter, width_scatter)]
+            r = _record(len(records), lr, folds)
+            r["params"]["width"], r["run"] = width, f"lr={lr},width={width}"
+            records.append(r)
+    records.sort(key=lambda r: r["metrics"]["val_mse"])
+    s = Sweep(records)
+    assert s.folded and s.noise is not None and s.stats["val_mse"][2] == 3 * 4  # (n-1)(k-1) over 4 configurations
+    assert "fold mean" in s.noise_text and "stated default" not in s.noise_text
+    found = {f.tag: f for f in no_effect(s)}
+    assert "width" in found, [f.summary for f in found.values()]
+    assert "lr" not in found and not any(t.startswith("lr@") for t in found)  # under the 2 % default lr "did not matter"
+    assert any("fold noise" in e for e in found["width"].evidence)

@@ -183,6 +183,9 @@ class Sweep:
         # still have changed the model, which its log loss shows
         self.measures = (self.metric, "val_log_loss") if task == "binary" else (self.metric,)
         self.seeded = any(k in self.keys for k in SEEDS)
+        # cross-validated runs without seeds (data.folds=k, one split seed: the same folds for every configuration):
+        # the noise is the folds' (a configuration × fold residual), measured, not the stated default
+        self.folded = not self.seeded and len(self.fold_scores(self.best)) >= 2
         self.curves = curves or {}  # run id → {"train_loss": [(epoch, value)], "val_loss": [...]}
         self.stats = {m: self._stats(m) for m in self.measures}
         self.scores, self.noise, _ = self.stats[self.metric]
@@ -196,9 +199,40 @@ class Sweep:
         configurations (None without a seed sweep) and its degrees of freedom."""
         scores = {c: [v for r in rs if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None]
                   for c, rs in self.configs.items()}
+        if self.folded:
+            noise, dof = self.fold_noise(self.configs, metric) or (None, 0)
+            return scores, noise, dof
         spread = [(len(v) - 1, statistics.variance(v)) for v in scores.values() if len(v) > 1]
         dof = sum(d for d, _ in spread)
         return scores, (math.sqrt(sum(d * var for d, var in spread) / dof) if self.seeded and dof else None), dof
+
+    def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
+        """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
+        out: list[float] = []
+        while r is not None and (v := _number(r["metrics"].get(f"{metric or self.metric}_fold{len(out)}"))) is not None:
+            out.append(v)
+        return out if len(out) >= 2 else []
+
+    def fold_noise(self, configs: Iterable[tuple], metric: str | None = None) -> tuple[float, int] | None:
+        """The noise of a fold mean among ``configs`` and its degrees of freedom; None with fewer than two
+        configurations of k folds each.
+
+        Every configuration is scored on the same k folds, and a fold's difficulty is shared by all of them, so the
+        noise is what is left of the scores once each configuration's mean and each fold's are taken out (the residual
+        of the additive configuration × fold model, (n-1)(k-1) degrees of freedom): a paired comparison, as the noise
+        finding's t-test is. A fold mean's std is that residual std over sqrt(k)."""
+        rows = [v for c in configs if (v := self.fold_scores(self.lead(c), metric))]
+        k = len(rows[0]) if rows else 0
+        rows = [v for v in rows if len(v) == k]
+        n = len(rows)
+        if n < 2 or k < 2:
+            return None
+        grand = statistics.fmean(x for v in rows for x in v)
+        by_row = [statistics.fmean(v) for v in rows]
+        by_fold = [statistics.fmean(v[j] for v in rows) for j in range(k)]
+        ss = sum((v[j] - by_row[i] - by_fold[j] + grand) ** 2 for i, v in enumerate(rows) for j in range(k))
+        dof = (n - 1) * (k - 1)
+        return math.sqrt(ss / dof / k), dof
 
     def value(self, r: dict[str, Any]) -> float | None:
         return _number(r["metrics"].get(self.metric))
@@ -228,6 +262,8 @@ class Sweep:
     def slice_noise(self, configs: Iterable[tuple], metric: str | None = None) -> tuple[float, int] | None:
         """The seed-to-seed std pooled over ``configs`` only (a slice's own noise, not inflated by noisy
         configurations elsewhere in the grid) and its degrees of freedom; None without repeated seeds there."""
+        if self.folded:
+            return self.fold_noise(configs, metric)
         scores = self.stats[metric or self.metric][0]
         spread = [(len(v) - 1, statistics.variance(v)) for c in configs if len(v := scores.get(c) or []) > 1]
         dof = sum(d for d, _ in spread)
@@ -242,7 +278,7 @@ class Sweep:
         return sorted((self.curves.get(r["run_id"]) or {}).get(name) or []) if r else []
 
     def rel_noise(self) -> float:
-        """The noise as a fraction of the best mean: measured over seeds, else the stated default :data:`SAME`."""
+        """The noise as a fraction of the best mean: measured over seeds or folds, else the stated default :data:`SAME`."""
         if self.noise is not None and self.best is not None:
             m = abs(self.mean(self.config(self.best))[0]) or 1.0
             return max(self.noise / m, 1e-6)
@@ -274,6 +310,10 @@ class Sweep:
 
     @property
     def noise_text(self) -> str:
+        if self.noise is not None and self.folded:
+            dof = self.stats[self.metric][2]
+            return (f"noise: std {cell(self.noise)} of a fold mean of {self.metric} (the configuration × fold residual, "
+                    f"{dof} degrees of freedom: every configuration on the same folds); within it: not significant at {ALPHA:.0%}")
         if self.noise is not None:
             dof = self.stats[self.metric][2]
             return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
@@ -378,8 +418,9 @@ def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, 
         return None
     if any(v is None for v in scores):
         return False
-    own = s.slice_noise(configs, metric) if s.seeded else None
-    if s.seeded and own is None:
+    measured = s.seeded or s.folded
+    own = s.slice_noise(configs, metric) if measured else None
+    if measured and own is None:
         return None
     lo, hi = min(scores), max(scores)
     return s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests, noise=own)

@@ -63,9 +63,13 @@ def no_effect(s: Sweep) -> list[Finding]:
 
 def _slice_test(s: Sweep, key: str, flat: list[tuple], tests: int) -> str:
     """The test that the slices of a no-effect finding passed, in words."""
-    if not s.seeded:
+    if not (s.seeded or s.folded):
         return s.noise_text
     own = [n for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None]
+    if s.folded:
+        return (f"test: each slice against its own fold noise (the configuration × fold residual of its configurations: "
+                f"{', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range test at "
+                f"{ALPHA:.0%} split over {tests} slice test(s)")
     return (f"test: each slice against its own seed-to-seed std ({', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range "
             f"test at {ALPHA:.0%} split over {tests} slice test(s); the pooled std ({cell(s.noise)}) is not used: "
             "noisy configurations elsewhere would inflate it")
@@ -280,24 +284,13 @@ def noise(s: Sweep) -> list[Finding]:
                     set={"seed": new}, narrow=_top_two(s, first, second))]
 
 
-def fold_values(s: Sweep, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
-    """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
-    if r is None:
-        return []
-    metric = metric or s.metric
-    out = []
-    while (v := _number(r["metrics"].get(f"{metric}_fold{len(out)}"))) is not None:
-        out.append(v)
-    return out if len(out) >= 2 else []
-
-
 def _across_folds(s: Sweep) -> Finding | None:
     """Without seeds, cross-validated configurations (data.folds=k, one split seed: the same folds for all) are compared
     paired by fold: the best against the runner-up, a paired t-test over the k folds. None when the runs have no folds."""
     from scipy import stats
 
     ranked = s.ranked()
-    folds = {c: fold_values(s, s.lead(c)) for c in ranked[:5]}
+    folds = {c: s.fold_scores(s.lead(c)) for c in ranked[:5]}
     if not ranked or not folds[ranked[0]]:
         return None
     k = len(folds[ranked[0]])
@@ -427,7 +420,7 @@ def ties(s: Sweep) -> list[Finding]:
         step = f"prefer {pick['run']}: the lowest {second} of the tied runs"
     else:
         step = "the tie-break is a finer metric, not a better score"
-    if not s.seeded and not (have and len(set(values)) == 1):
+    if not (s.seeded or s.folded) and not (have and len(set(values)) == 1):
         step += "; seeds (see noise) would tell whether the tie is real"
     return [Finding("ties", "ties", f"{len(tied)} runs tie with the best on {s.metric}; the leaderboard ordered them {how}",
                     evidence, step, str(len(tied)))]
