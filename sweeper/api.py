@@ -233,12 +233,12 @@ def _refused(e: stop.Refused) -> Exception:
 
 def _hydra() -> Any:
     """Hydra's app over conf/, as ``@hydra.main`` in sweeper/__main__.py builds it (plugins' search paths too)."""
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
 
+    from sweeper.base.hydra_internals import main_hydra
+
     GlobalHydra.instance().clear()
-    return Hydra.create_main_hydra2(task_name=TASK_NAME, config_search_path=create_config_search_path(str(CONF_DIR)))
+    return main_hydra(TASK_NAME, str(CONF_DIR))
 
 
 def _mode(args: list[str], mode: str) -> list[str]:

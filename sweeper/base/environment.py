@@ -36,6 +36,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_HEARTBEAT_S": ("a number of seconds > 0 (between two heartbeats of a run)", _number(0, True)),
     "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
     "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
+    "SWEEPER_PUBLIC_ONLY": ("1 or 0 (1: MLflow's and Hydra's public calls, sweeper's fast paths off)", lambda v: v in ("0", "1")),
     "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates)", _folder),
     "SWEEPER_FAKE_GPU": ("numpy (test-only: device=gpu on NumPy)", lambda v: v == "numpy"),
     "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),

@@ -1,15 +1,15 @@
 """The words every layer shares: statuses and reasons, the files a job and a sweep leave, how runs are
-named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours."""
+named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours but the base layer."""
 from __future__ import annotations
 
 import shlex
 
 from sweeper.base.fmt import text_cell
+from sweeper.base.hydra_internals import BASIC_SWEEPER  # noqa: F401  (the basic sweeper's _target_)
 
 RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep folder
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 # A parent run's tag: what started its sweep, when not the command line ("python": sweeper.multirun). The advisor's
 # next command then takes that form: sweeper.multirun([...]).
 SWEEP_FROM = "sweep_from"

@@ -1,6 +1,7 @@
 """YAML text as ``OmegaConf.to_yaml`` writes it (block style, keys in order, strings that would read back as
 numbers or booleans quoted), emitted by libyaml when PyYAML has it: ~20x faster than PyYAML's pure-Python
-emitter, which a sweep pays for every job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours."""
+emitter, which a sweep pays for every job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours
+but OmegaConf's adapter."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,9 +13,9 @@ _DUMPER: list[type] = []
 
 def _dumper() -> type:
     """OmegaConf's YAML dumper (its string representer) on libyaml's emitter."""
-    from omegaconf._utils import get_omega_conf_dumper
+    from sweeper.base.omegaconf_internals import dumper
 
-    base = get_omega_conf_dumper()
+    base = dumper()
     if not getattr(yaml, "__with_libyaml__", False):
         return base
 

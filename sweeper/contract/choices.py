@@ -29,12 +29,12 @@ def defaults(path: Path, group: str) -> list[str]:
 
 def _values(o: Any) -> list[str]:
     """An override's values: its one value, or a list sweep's (a glob or an interval: none known here)."""
-    from hydra.core.override_parser.types import Override
+    from sweeper.base.hydra_internals import convert_value
 
     if not o.is_sweep_override():
         return [str(o.value())]
     if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
-        return [str(v) for v in o.sweep_iterator(transformer=Override._convert_value)]
+        return [str(v) for v in o.sweep_iterator(transformer=convert_value)]
     return []
 
 

@@ -266,8 +266,9 @@ def _with_values(template: Any, values: list[Any], parsed: list[Any], master_con
 
 def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
     """``cfg`` (a config of the job's shape) given this job's ``values`` and overrides, in place."""
-    from hydra._internal.config_loader_impl import get_overrides_dirname
     from omegaconf import OmegaConf, open_dict, read_write
+
+    from sweeper.base.hydra_internals import overrides_dirname
 
     for o in values:
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override
@@ -276,8 +277,7 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
     with read_write(cfg.hydra), open_dict(cfg.hydra):  # a config lent before: run_job made its hydra read-only
         cfg.hydra.overrides.task = [o.input_line for o in task]
         c = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = get_overrides_dirname(
-            overrides=task, kv_sep=c.kv_sep, item_sep=c.item_sep, exclude_keys=c.exclude_keys)
+        cfg.hydra.job.override_dirname = overrides_dirname(task, c.kv_sep, c.item_sep, c.exclude_keys)
     OmegaConf.copy_cache(from_config=master_config, to_config=cfg)
     return cfg
 

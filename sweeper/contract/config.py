@@ -20,7 +20,9 @@ from typing import Any, Callable, Mapping
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
+from sweeper.base.hydra_internals import convert_value
 from sweeper.base.names import MAX_NAME_BYTES, uri_problem
+from sweeper.base.omegaconf_internals import node as node_at, value as raw_value
 from sweeper.contract import choices
 from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401  (group_options: re-exported)
 
@@ -47,9 +49,9 @@ def resolve_experiment(cfg: Any) -> None:
     interpolations themselves) is left to OmegaConf."""
     from omegaconf import DictConfig
 
-    tracking = cfg._get_node("tracking")  # not ``in``: it would resolve the value it looks for
-    node = tracking._get_node("experiment") if isinstance(tracking, DictConfig) else None
-    if node is None or node._value() != EXPERIMENT:
+    tracking = node_at(cfg, "tracking")  # not ``in``: it would resolve the value it looks for
+    node = node_at(tracking, "experiment") if isinstance(tracking, DictConfig) else None
+    if node is None or raw_value(node) != EXPERIMENT:
         return
     args = [OmegaConf.select(cfg, "data.name", default=_MISSING), OmegaConf.select(cfg, "data.path", default=""),
             OmegaConf.select(cfg, "data.task", default="auto")]
@@ -355,14 +357,12 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
 def _chosen(group: str, overrides: list[Any]) -> list[str]:
     """The options of ``group`` the command composes: its own ``data=...`` (every value of a sweep), else
     what a ``+best=``/``+sweep=`` config picks (``override /data: ...``), else conf/config.yaml's default."""
-    from hydra.core.override_parser.types import Override
-
     for o in overrides:
         if o.key_or_group == group and not o.is_delete():
             if not o.is_sweep_override():
                 return [str(o.value())]
             if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
-                return [str(v) for v in o.sweep_iterator(transformer=Override._convert_value)]
+                return [str(v) for v in o.sweep_iterator(transformer=convert_value)]
             return []  # a glob: the sweeper expands it, validate() sees each job
     picked = [
         option
@@ -381,7 +381,6 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
     value of a sweep included. Everything else is left to Hydra and to :func:`validate`.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Override
     from hydra.errors import HydraException
 
     from sweeper.contract.hydra_args import check_commands, check_hydra
@@ -408,7 +407,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
         if not o.is_sweep_override():
             values = [o.value()]
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
-            values = list(o.sweep_iterator(transformer=Override._convert_value))
+            values = list(o.sweep_iterator(transformer=convert_value))
         else:
             choices.search_only(o, overrides, whole, GROUPS, ConfigError)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job

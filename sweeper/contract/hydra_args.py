@@ -141,9 +141,9 @@ def one_line_errors(error: type[Exception]) -> None:
     to Hydra: the caller's task function sets :data:`TASK_STARTED`."""
     import os
 
-    from hydra._internal import utils
+    from sweeper.base.hydra_internals import reporter, set_reporter
 
-    original = utils.run_and_report
+    original = reporter()
     if getattr(original, "one_line", False) or os.environ.get("HYDRA_FULL_ERROR") == "1":
         return
 
@@ -161,7 +161,7 @@ def one_line_errors(error: type[Exception]) -> None:
             return original(again)
 
     run_and_report.one_line = True  # type: ignore[attr-defined]
-    utils.run_and_report = run_and_report
+    set_reporter(run_and_report)
 
 
 TASK_STARTED = False  # set by python -m sweeper's task function: from then on an error is a job's

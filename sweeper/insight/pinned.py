@@ -143,9 +143,9 @@ class _Inline(dict):
 def _dumper() -> type:
     # OmegaConf's dumper quotes strings its own loader would read as something else (a commit hash
     # such as '1234e567' is a float to it); one line per expected metric keeps the file readable.
-    from omegaconf._utils import get_omega_conf_dumper
+    from sweeper.base.omegaconf_internals import dumper
 
-    class Dumper(get_omega_conf_dumper()):
+    class Dumper(dumper()):
         pass
 
     Dumper.add_representer(_Inline, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True))

@@ -26,6 +26,8 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from sweeper.base import yamltext
+from sweeper.base.hydra_internals import chdir_deprecation, flush_loggers, same_return
+from sweeper.base.omegaconf_internals import content, flag, node, plain_mapping, value as raw_value
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +54,19 @@ def hydra_yaml(holder: DictConfig, memo: dict[Any, str] | None = None) -> str:
     if memo is None:
         return to_yaml(holder)
     parts = ["hydra:\n"]
-    _entries(holder._get_node("hydra"), (), memo, parts)
+    _entries(node(holder, "hydra"), (), memo, parts)
     return "".join(parts) if len(parts) > 1 else to_yaml(holder)
 
 
-def _entries(node: DictConfig, path: tuple, memo: dict[Any, str], parts: list[str]) -> None:
+def _entries(mapping: DictConfig, path: tuple, memo: dict[Any, str], parts: list[str]) -> None:
     from enum import Enum
 
     from omegaconf import Container
 
-    for key in node.keys():
+    for key in mapping.keys():
         at = path + (key,)
-        child = node._get_node(key)
-        if (at in _ABOVE and isinstance(child, DictConfig) and len(child) and not child._is_interpolation()
-                and not child._is_none() and not child._is_missing()):  # a mapping: its key, then its entries
+        child = node(mapping, key)
+        if at in _ABOVE and isinstance(child, DictConfig) and len(child) and plain_mapping(child):  # its key, then its entries
             if ("header", at) not in memo:
                 memo[("header", at)] = _dump_at(at, {"x": 0}).splitlines(keepends=True)[0]
             parts.append(memo[("header", at)])
@@ -74,12 +75,12 @@ def _entries(node: DictConfig, path: tuple, memo: dict[Any, str], parts: list[st
         text = memo.get(at) if at not in PER_JOB else None
         if text is None:
             if isinstance(child, Container):
-                value = OmegaConf.to_container(child, resolve=False, enum_to_str=True)
+                raw = OmegaConf.to_container(child, resolve=False, enum_to_str=True)
             else:  # a scalar, as to_container writes it
-                value = child._value()
-                if isinstance(value, Enum):
-                    value = value.name
-            text = _dump_at(at, value)
+                raw = raw_value(child)
+                if isinstance(raw, Enum):
+                    raw = raw.name
+            text = _dump_at(at, raw)
             if at not in PER_JOB:
                 memo[at] = text
         parts.append(text)
@@ -105,20 +106,20 @@ def _holder(config: DictConfig) -> DictConfig:
     being ``config`` — holding the job's own ``hydra`` node instead of a copy of it."""
     OmegaConf.set_readonly(config.hydra, True)
     holder = OmegaConf.create({})
-    holder.__dict__["_content"]["hydra"] = config._get_node("hydra")  # not re-parented: its parent stays config
+    content(holder)["hydra"] = node(config, "hydra")  # not re-parented: its parent stays config
     return holder
 
 
 def _task_config(config: DictConfig) -> DictConfig:
     """``deepcopy(config)`` less its ``hydra`` key, without copying that node: it is set aside for the copy."""
-    content = config.__dict__["_content"]
-    kept = dict(content)
-    del content["hydra"]
+    nodes = content(config)
+    kept = dict(nodes)
+    del nodes["hydra"]
     try:
         return copy.deepcopy(config)
     finally:  # the keys back in their order
-        content.clear()
-        content.update(kept)
+        nodes.clear()
+        nodes.update(kept)
 
 
 def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir_key: str | None,
@@ -126,7 +127,7 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
     """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's docstring). ``memo``: what
     the jobs of a lent config share (:func:`hydra_yaml`)."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
+    from hydra.core.utils import JobRuntime, JobStatus, configure_log, env_override
 
     callbacks = hydra_context.callbacks
     old_cwd = os.getcwd()
@@ -153,12 +154,10 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
 
             _chdir = not version.base_at_least("1.2")
             if _chdir:
-                from hydra._internal.deprecation_warning import deprecation_warning
-
-                deprecation_warning(message=(
+                chdir_deprecation(
                     "Future Hydra versions will no longer change working directory at job runtime by default.\n"
                     "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
-                    "information."), stacklevel=2)
+                    "information.")
         if _chdir:
             os.chdir(output_dir)
             ret.working_dir = output_dir
@@ -180,7 +179,7 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
                 ret.return_value = e
                 ret.status = JobStatus.FAILED
         ret.task_name = JobRuntime.instance().get("name")
-        _flush_loggers()
+        flush_loggers()
         callbacks.on_job_end(config=config, job_return=ret)
         return ret
     finally:
@@ -210,11 +209,9 @@ class LeanReturn(JobReturn):
 def lean(ret: JobReturn) -> JobReturn:
     """``ret`` as a :class:`LeanReturn`; ``ret`` itself when its config is not a plain one (a structured config)."""
     cfg = ret.cfg
-    if type(ret) is not JobReturn or not isinstance(cfg, DictConfig) or cfg._metadata.object_type not in (dict, None):
+    if type(ret) is not JobReturn or not isinstance(cfg, DictConfig) or OmegaConf.get_type(cfg) not in (dict, None):
         return ret
-    out = LeanReturn(overrides=ret.overrides, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
-                     task_name=ret.task_name, status=ret.status, _return_value=ret._return_value)
+    out = same_return(ret, LeanReturn)
     out.__dict__["_plain"] = OmegaConf.to_container(cfg, resolve=False)
-    out.__dict__["_flags"] = {f: cfg._get_node_flag(f) for f in ("struct", "readonly")
-                              if cfg._get_node_flag(f) is not None}
+    out.__dict__["_flags"] = {f: flag(cfg, f) for f in ("struct", "readonly") if flag(cfg, f) is not None}
     return out

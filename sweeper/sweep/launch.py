@@ -43,6 +43,7 @@ log = logging.getLogger("sweeper")
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     from hydra.core.utils import configure_log, run_job, setup_globals
 
+    from sweeper.base import hydra_internals
     from sweeper.sweep import jobrun
     from sweeper.sweep.jobrun import run_job as lean_run_job
 
@@ -56,6 +57,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # runs, and dropped after). Another app's config (or one resolved only inside its job) goes to run_job as
     # the basic launcher hands it over: composed by Hydra, unresolved.
     ours = is_sweeper_config(config)
+    # sweeper's copy of Hydra's run_job only inside the Hydra and OmegaConf versions the tests ran
+    fast = ours and hydra_internals.fast()
     if ours:
         compose_once(loader)
     load = loader.load_sweep_config
@@ -83,7 +86,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
         common = dict(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
                       config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-        ret = lean_run_job(**common, memo=load.memo(cfg)) if ours else run_job(**common)
+        ret = lean_run_job(**common, memo=load.memo(cfg)) if fast else run_job(**common)
         if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)

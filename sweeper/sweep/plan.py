@@ -6,6 +6,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
 from sweeper.contract.compose import plain, resolvable
 from sweeper.contract.config import ConfigError
@@ -41,7 +42,6 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     """
     if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
         return [([], resolvable(config))] * int(config.hydra.sweeper.get("n_trials") or 1)
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -51,7 +51,7 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     loader = GlobalHydra.instance().config_loader()
     try:  # with the loader, as the basic sweeper parses them: glob() lists a group's options through it
-        batches = BasicSweeper.split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(args), None)
+        batches = basic_sweeper().split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(args), None)
     except HydraException as e:  # e.g. interval() given to the grid sweeper by a sweep config's params
         raise ConfigError(f"{' '.join(args)[:200]}: {str(e).splitlines()[0]}") from None
     from sweeper.contract.compose import compose_once

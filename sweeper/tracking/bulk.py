@@ -5,7 +5,12 @@ with its params, ~65 ms to end one, on the embedded SQLite store of this 2-core 
 to 1,024 runs at once and a sweep's writer ends the runs that wait for it. Here the rows those calls write are
 written directly through MLflow's own ORM tables, checked with MLflow's own validators; each function says which
 calls it stands for and is tested against them (``tests/test_tracking.py``). Elsewhere (a tracking server, an
-MLflow whose internals differ) :func:`sql_store` is None and the callers use MLflow's public calls.
+MLflow outside the versions the tests ran, :data:`sweeper.base.tested.TESTED`) :func:`sql_store` is None and the
+callers use MLflow's public calls.
+
+This module is MLflow's adapter: every name of MLflow's that is not its public API (``_tracking_client``,
+``_validate_*``, ``_check_experiment_is_active``, ``_get_run_inputs``, ``_get_model_outputs_bulk``) and every write
+to its tables is here and nowhere else (``tests/test_adapters.py`` says so).
 """
 from __future__ import annotations
 
@@ -22,6 +27,11 @@ SQL_CHUNK = 500
 def sql_store(c: Any) -> Any:
     """The client's store when it is MLflow's SQLAlchemy store (the embedded SQLite one, or a database URI) whose
     internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
+    from sweeper.base import tested
+
+    if not tested.within("mlflow"):  # another MLflow's tables may differ: its public calls (one line says so)
+        return None
+    # MlflowClient._tracking_client.store: the store behind the public client (no public accessor)
     store = getattr(getattr(c, "_tracking_client", None), "store", None)
     try:
         from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore

@@ -311,26 +311,22 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
 
 
 def _current_uri(uri: str) -> Any:
-    """A context in which MLflow's current tracking URI is ``uri`` (restored after)."""
+    """A context in which MLflow's current tracking URI is ``uri`` (restored after): the public
+    ``mlflow.set_tracking_uri``, where MLflow's own context for it is private (``_use_tracking_uri``)."""
     import contextlib
 
     import mlflow
 
-    try:
-        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+    @contextlib.contextmanager
+    def use() -> Any:
+        before = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(uri)
+        try:
+            yield
+        finally:
+            mlflow.set_tracking_uri(before)
 
-        return _use_tracking_uri(uri)
-    except ImportError:  # pragma: no cover - an MLflow without it
-        @contextlib.contextmanager
-        def use() -> Any:
-            before = mlflow.get_tracking_uri()
-            mlflow.set_tracking_uri(uri)
-            try:
-                yield
-            finally:
-                mlflow.set_tracking_uri(before)
-
-        return use()
+    return use()
 
 
 

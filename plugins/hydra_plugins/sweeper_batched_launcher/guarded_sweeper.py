@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Hydra's basic sweeper has no public import (it is public as the plugin hydra/sweeper=basic). This shim imports it
+# itself, not through sweeper.base.hydra_internals: Hydra imports every module of hydra_plugins at its start, in
+# every Hydra app of this environment, and this one must not import sweeper then (tests/test_hydra_plugin.py).
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 

@@ -1,0 +1,61 @@
+"""The versions of MLflow, Hydra and OmegaConf the tests ran, declared once.
+
+sweeper's fast paths reach into these packages' internals (their adapters: :mod:`sweeper.tracking.bulk` for MLflow,
+:mod:`sweeper.base.hydra_internals` and :mod:`sweeper.base.omegaconf_internals`). They are switched on only where
+the installed version is inside :data:`TESTED`; outside it the public calls run (slower, correct) and one log line
+says so (:func:`within`). pyproject.toml's bounds allow up to the next major version; ``.ci/run`` installs the
+newest versions those bounds allow in a fresh environment and runs the whole suite against them. Imports nothing
+of ours."""
+from __future__ import annotations
+
+import logging
+import os
+from functools import lru_cache
+from importlib import metadata
+
+log = logging.getLogger("sweeper")
+
+# distribution -> (lowest, below): the versions the suite ran with, lowest included, below excluded
+# (mlflow 3.17.2 on this project's machines, whose package index has no mlflow-tracing 3.18; 3.18 is what a fresh
+# environment elsewhere installs, and 3.13-3.16 were not run; hydra-core 1.3.8; omegaconf 2.3.1).
+TESTED = {"mlflow": ("3.17.2", "3.19"), "hydra-core": ("1.3.8", "1.4"), "omegaconf": ("2.3.1", "2.4")}
+# SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to compare or to rule us out)
+PUBLIC_ONLY = "SWEEPER_PUBLIC_ONLY"
+
+
+def _key(version: str) -> tuple[int, ...]:
+    """``"3.17.2"`` → (3, 17, 2); a pre-release's letters end its number (``"3.19.0rc1"`` → (3, 19, 0))."""
+    out = []
+    for part in version.split(".")[:4]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        out.append(int(digits or 0))
+        if len(digits) < len(part):
+            break
+    return tuple(out)
+
+
+def inside(version: str, lowest: str, below: str) -> bool:
+    return _key(lowest) <= _key(version) < _key(below)
+
+
+@lru_cache(maxsize=None)
+def within(dist: str) -> bool:
+    """Whether the installed ``dist`` is inside the range the tests ran; when it is not (or ``SWEEPER_PUBLIC_ONLY``
+    is set), one log line, once a process, says that its public calls are used instead."""
+    lowest, below = TESTED[dist]
+    if os.environ.get(PUBLIC_ONLY, "") not in ("", "0"):
+        log.info("%s=1: %s's public calls are used (sweeper's fast paths are off)", PUBLIC_ONLY, dist)
+        return False
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        version = "0"
+    if inside(version, lowest, below):
+        return True
+    log.warning("%s %s is outside the versions sweeper's tests ran (>=%s,<%s): its public calls are used "
+                "(correct, slower)", dist, version, lowest, below)
+    return False
