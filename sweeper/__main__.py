@@ -61,6 +61,9 @@ def cli() -> None:
         sys.argv[1:] = args = chdir_paths(args)  # hydra.job.chdir=true: a relative data.path read from here
 
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
+        from sweeper.base.logfile import quiet_unwritable_files
+
+        quiet_unwritable_files()  # a job log on a full disk: one line, not a traceback per line logged
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts

@@ -26,7 +26,10 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     if ctx.sweep_dir is not None:
         from sweeper.base.process import exit_with_parent
 
+        from sweeper.base.logfile import quiet_unwritable_files
+
         exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
+        quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process
     try:
         result = run(cfg, ctx)
     except EXPECTED as e:
