@@ -33,42 +33,39 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+def _defined(tree: ast.AST, arguments: bool = True) -> set[str]:
+    """The names a module defines: functions, classes, globals and locals, attributes set, dataclass fields (and its
+    functions' arguments: a dependency's are no name of its API)."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+            names.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            names.add(n.target.id)
+        elif arguments and isinstance(n, ast.arg):
+            names.add(n.arg)
+    return names
+
+
 @lru_cache(maxsize=None)
 def _dependency_names(dep: str) -> frozenset[str]:
-    """The private names a dependency defines: its functions, classes, module globals and attributes."""
-    folder = Path(importlib.util.find_spec(dep).origin).parent
-    names = set()
-    for f in folder.rglob("*.py"):
+    """The private names a dependency defines."""
+    names: set[str] = set()
+    for f in Path(importlib.util.find_spec(dep).origin).parent.rglob("*.py"):
         try:
-            tree = ast.parse(f.read_text(errors="ignore"))
+            names |= _defined(ast.parse(f.read_text(errors="ignore")), arguments=False)
         except SyntaxError:
             continue
-        for n in ast.walk(tree):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(n.name)
-            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
-                names.add(n.attr)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.add(n.id)
-            elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):  # a dataclass field
-                names.add(n.target.id)
     return frozenset(x for x in names if _private(x))
 
 
 def _own_names(trees: dict[str, ast.AST]) -> set[str]:
     """Names the project defines itself (an attribute of ours may share a name with one of a dependency's)."""
-    own = set()
-    for tree in trees.values():
-        for n in ast.walk(tree):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                own.add(n.name)
-            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
-                own.add(n.attr)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                own.add(n.id)
-            elif isinstance(n, ast.arg):
-                own.add(n.arg)
-    return own
+    return set().union(*(_defined(t) for t in trees.values()))
 
 
 def uses(trees: dict[str, ast.AST]) -> list[tuple[str, int, str, set[str]]]:
