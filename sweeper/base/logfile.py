@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
 
 _SAID: set[str] = set()
 _PYTHONS = logging.Handler.handleError
@@ -24,6 +23,6 @@ def _handle_error(self: logging.Handler, record: logging.LogRecord) -> None:
               "from here on; the sweep goes on and records every run in the store", file=sys.stderr)
 
 
-def quiet_unwritable_files() -> Any:
+def quiet_unwritable_files() -> None:
     """From now on in this process, a file handler whose writes fail says so once (:func:`_handle_error`)."""
     logging.FileHandler.handleError = _handle_error  # type: ignore[method-assign]

@@ -24,9 +24,8 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     """
     ctx = JobContext.from_hydra()
     if ctx.sweep_dir is not None:
-        from sweeper.base.process import exit_with_parent
-
         from sweeper.base.logfile import quiet_unwritable_files
+        from sweeper.base.process import exit_with_parent
 
         exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
         quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process

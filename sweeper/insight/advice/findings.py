@@ -65,14 +65,13 @@ def _slice_test(s: Sweep, key: str, flat: list[tuple], tests: int) -> str:
     """The test that the slices of a no-effect finding passed, in words."""
     if not (s.seeded or s.folded):
         return s.noise_text
-    own = [n for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None]
+    own = ", ".join(f"{cell(n[0])} with {n[1]} degrees of freedom"
+                    for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None)
+    test = f"Tukey's range test at {ALPHA:.0%} split over {tests} slice test(s)"
     if s.folded:
-        return (f"test: each slice against its own fold noise (the configuration × fold residual of its configurations: "
-                f"{', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range test at "
-                f"{ALPHA:.0%} split over {tests} slice test(s)")
-    return (f"test: each slice against its own seed-to-seed std ({', '.join(f'{cell(n[0])} with {n[1]} degrees of freedom' for n in own)}), Tukey's range "
-            f"test at {ALPHA:.0%} split over {tests} slice test(s); the pooled std ({cell(s.noise)}) is not used: "
-            "noisy configurations elsewhere would inflate it")
+        return f"test: each slice against its own fold noise (the configuration × fold residual of its configurations: {own}), {test}"
+    return (f"test: each slice against its own seed-to-seed std ({own}), {test}; the pooled std ({cell(s.noise)}) is not "
+            "used: noisy configurations elsewhere would inflate it")
 
 
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
