@@ -110,7 +110,10 @@ def test_divergence_boundary(sweep):
     assert fires.tags["advice.divergence"] == "lr:0.1..3"
     text = advice_of(fires.stdout)
     assert "diverged: lr=3,cpu (diverged at epoch" in text and "largest lr that did not diverge: 0.1" in text
-    assert "lr=0.01,0.1 " in fires.command  # lr=3 would only diverge again; lr=0.001, worse, pruned for the budget
+    lrs = next(w for w in shlex.split(fires.command) if w.startswith("lr=")).split("=")[1].split(",")
+    assert "3" not in lrs and "0.1" in lrs  # lr=3 would only diverge again
+    to_train = int(fires.tags["advice.next_to_train"])
+    assert 0 < to_train <= int(fires.tags["advice.next_budget"]) == 4  # the 4 runs this sweep trained
     assert "advice.divergence" not in silent.tags
 
 

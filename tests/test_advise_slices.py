@@ -7,7 +7,7 @@ import shlex
 import numpy as np
 import pytest
 
-from sweeper.insight.advice.advisor import MIN_BUDGET, advise
+from sweeper.insight.advice.advisor import advise
 from sweeper.insight.advice.evidence import Sweep
 
 BASE = {"lr": "0.01", "epochs": "200", "depth": "1", "width": "16", "seed": "0", "patience": "0", "log_every": "10",
@@ -141,9 +141,23 @@ def test_every_printed_command_trains_a_new_run_within_the_rounds_budget():
     s = Sweep(runs)
     assert s.trained == 4
     a = advise(ranked(runs), ["lr=0.001,0.003,0.01", "width=16,32,64,128"])
-    assert a.budget == max(4, MIN_BUDGET) and "budget per round: at most 6 new runs (this sweep trained 4" in a.note
+    assert a.budget == 4 and "budget per round: at most 4 new runs (this sweep trained 4;" in a.note
     total, done = a.sizes
     assert 0 < total - done <= a.budget
+
+
+def test_a_small_round_is_budgeted_at_what_it_trained_with_no_floor():
+    # two runs trained: at most two new; three seeds of the best two (4 new) do not fit, two seeds each (2 new) do
+    runs = ranked([rec(3000, optimizer="adam"), rec(3500, optimizer="gd")])  # a categorical key: no edge to extend
+    a = advise(runs, ["optimizer=gd,adam"])
+    assert a.budget == 2 and "budget per round: at most 2 new runs (this sweep trained 2;" in a.note
+    assert grid_points(a.command, ("optimizer", "seed")) == {(o, s) for o in ("adam", "gd") for s in "01"}
+    assert "with seed=0,1 (one seed more than this sweep tried" in a.note
+    total, done = a.sizes
+    assert (total, done) == (4, 2)
+    # the same sweep resumed with every run reused: it trained nothing, so it proposes nothing and says why
+    again = advise(ranked([{**r, "reused": True} for r in runs]), ["optimizer=gd,adam"])
+    assert again.command is None and "this sweep trained no new run (all 2 were reused" in again.note
 
 
 def test_a_configuration_with_a_diverged_seed_ranks_behind_a_fully_finished_one():

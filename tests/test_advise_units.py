@@ -80,8 +80,9 @@ def test_edge_of_one_key_among_several_uses_each_values_best():
                                                       (0.01, 2): 3900}.items()]
     a = run_advisor(ranked(runs), ["lr=0.001,0.01", "depth=1,2"])
     assert {f.tag for f in a.findings if f.kind == "edge"} == {"lr:up", "depth:up"}
-    # within the budget (the sweep's 4 runs, at least 6): one new value a key, the values shown worse pruned
-    assert "depth=2,3,4" in a.command and "lr=0.01,0.1 " in a.command and a.sizes[0] - a.sizes[1] <= 6
+    # within the budget (the 4 runs this sweep trained): depth's edge takes it, lr's is left out and said
+    assert "lr=0.001,0.01 depth=1,2,3,4 " in a.command and a.sizes[0] - a.sizes[1] == a.budget == 4
+    assert "left out of the next command for its budget: extend lr upward" in a.note
 
 
 # --- overfitting / under-training ----------------------------------------------------------------
@@ -134,7 +135,8 @@ def test_divergence_reports_the_boundary_and_the_next_command_leaves_the_diverge
     a = run_advisor(runs, ["lr=0.001,0.01,0.1,3"])
     f = only(a, "divergence")
     assert f.tag == "lr:0.1..3" and "lr=3 on" in f.summary and "largest lr that did not diverge: 0.1" in f.evidence[1]
-    assert "lr=0.001,0.01,0.1 " in a.command and "edge" not in kinds(a)
+    # lr=3 left out; to fit the budget (4 runs), lr=0.001 (worse) leaves and the seeds go to the best two
+    assert "lr=0.01,0.1 seed=0,1,2 " in a.command and "edge" not in kinds(a) and a.sizes == (6, 2)
     assert "divergence" not in kinds(run_advisor(ranked([rec(4000, lr=0.001), rec(3100, lr=0.01)]), ARGV))
 
 
@@ -289,8 +291,9 @@ def test_the_next_command_counts_its_configurations_and_those_already_finished()
     assert a.tags()["advice.next_configs"] == "5" and a.tags()["advice.next_to_train"] == "2"
     diverged = ranked([rec(4000, lr=0.001), rec(3100, lr=0.01), rec(status="FAILED", reason="diverged at epoch 10", lr=3)])
     a = run_advisor(diverged, ["lr=0.001,0.01,3"])  # lr=3 is left out, its log-midpoint with 0.01 added
-    # seeds fit the budget (6) once lr=0.001, worse beyond the noise, leaves the grid; a FAILED run is never reused
-    assert "lr=0.01,0.17 " in a.command and "seed=0,1,2" in a.command and a.sizes == (6, 1)
+    # a FAILED run is never reused: lr=3's place goes to its log-midpoint; the seeds do not fit the budget (3 runs)
+    assert "lr=0.001,0.01,0.17 " in a.command and "seed" not in a.command and a.sizes == (3, 2)
+    assert "left out of the next command for its budget: add seeds" in a.note
 
 
 def test_search_sweeps_get_findings_but_no_grid_command():

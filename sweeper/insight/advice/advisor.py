@@ -13,13 +13,12 @@ from sweeper.insight.advice.curves import overfitting, under_training
 from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
-from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, ties
+from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, seed_list, ties
 from sweeper.insight.advice.reference import devices, reference, skipped_lines
 
-# The next command trains at most as many runs as the sweep that produced it (at least MIN_BUDGET: three seeds of two): the findings'
-# changes join in order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the
-# noise leave the grid first, then a change that still does not fit is left out (and said).
-MIN_BUDGET = 6
+# The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
+# order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the noise leave the grid
+# first, then a change that still does not fit is left out (and said).
 PRIORITY = ("device", "divergence", "no_effect", "overfitting", "under_training", "edge", "noise")
 
 
@@ -40,8 +39,9 @@ def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
 
 def budget(s: Sweep) -> int:
     """The most runs a next command may train: as many as this sweep trained (its reused runs are free and not
-    counted, so following the commands does not grow the budget round after round), at least MIN_BUDGET."""
-    return max(s.trained, MIN_BUDGET)
+    counted, so following the commands does not grow the budget round after round). A sweep that only reused runs
+    trained none: its budget is 0 and it proposes no command."""
+    return s.trained
 
 
 def _worse_values(s: Sweep, key: str, values: list[str]) -> list[str]:
@@ -74,6 +74,10 @@ def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[d
         shapes = [f] + ([replace(f, add={k: v[:1] for k, v in f.add.items()})] if any(len(v) > 1 for v in f.add.values()) else [])
         if f.narrow:  # keys another finding already changed keep its change
             shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}}))
+        # last, when nothing else is in the command yet: one seed more than tried, the fewest that show a spread (a
+        # round too small for three seeds of the best two would otherwise propose nothing)
+        if not out and (fewer := _fewer_seeds(s, f)) is not None:
+            shapes.append(replace(shapes[-1], set={**shapes[-1].set, "seed": fewer}))
         for shape in shapes:
             trial = _fit(s, _apply(s, out, shape), limit)
             if _to_train(s, trial) <= limit:
@@ -82,6 +86,16 @@ def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[d
         else:
             left.append(f)
     return out, left
+
+
+def _fewer_seeds(s: Sweep, f: Finding) -> str | None:
+    """The seeds of ``f`` cut to one more than the sweep tried, when ``f`` adds more than one: a round too small for
+    three seeds of the best two still measures a spread with two."""
+    if "seed" not in f.set:
+        return None
+    tried = s.tried("seed") or ["0"]
+    fewer = seed_list(tried, len(tried) + 1)
+    return fewer if len(f.set["seed"].split(",")) > len(fewer.split(",")) else None
 
 
 def _fit(s: Sweep, trial: dict[str, str], limit: int) -> dict[str, str]:
@@ -282,19 +296,23 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
         return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
     if not s.records:
         return Advice(found, None, s.metric, note="no run to build on", caveats=caveats)
+    if not s.trained:
+        return Advice(found, None, s.metric, note=f"this sweep trained no new run (all {len(s.records)} were reused from "
+                      "earlier rounds): its budget per round is 0, so no command; the command of the round that trained "
+                      "them stands", caveats=caveats)
     changes, left = plan(s, found)
     # values left out everywhere (and what the findings add above them), then per slice
     exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
     exclude += [e for f in found if f not in left for e in f.drop_where]
     limit = budget(s)
-    said = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}" + (
-        f"; at least {MIN_BUDGET})" if s.trained < MIN_BUDGET else "; reused runs are free and not counted)")
-    note = said
-    narrowed = [f for f in found if f.narrow and f not in left and f.set.get("seed") == changes.get("seed")
-                and all(changes.get(k) == v for k, v in f.narrow.items())]
+    note = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}; reused runs are free and not counted)"
+    seeded = [f for f in found if f not in left and "seed" in f.set and changes.get("seed") in (f.set["seed"], _fewer_seeds(s, f))]
+    narrowed = [f for f in seeded if f.narrow and all(changes.get(k) == v for k, v in f.narrow.items())]
     if narrowed:
         note += ("; to fit it, the seeds go to the best two configurations only: "
                  + " ".join(f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()))
+    if seeded and changes["seed"] != seeded[0].set["seed"]:
+        note += f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest that show a spread)"
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
     sizes = counts(s, changes, exclude)

@@ -213,7 +213,7 @@ def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
 
 
 
-def _seeds(values: Iterable[str], count: int) -> str:
+def seed_list(values: Iterable[str], count: int) -> str:
     """``count`` seeds: those given, then the next ones."""
     have = sorted({int(float(v)) for v in values})
     extra = [have[-1] + i for i in range(1, count - len(have) + 1)]
@@ -234,7 +234,7 @@ def noise(s: Sweep) -> list[Finding]:
                         "saturated")]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
-        new = _seeds(seeds, 3)
+        new = seed_list(seeds, 3)
         ranked = s.finished[:2]
         gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
                f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
@@ -275,7 +275,7 @@ def noise(s: Sweep) -> list[Finding]:
                         f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
                         evidence, "more seeds cannot separate ties at the metric's edge: see the saturation finding",
                         "saturated")]
-    new = _seeds(s.tried("seed"), 2 * len(s.tried("seed")))
+    new = seed_list(s.tried("seed"), 2 * len(s.tried("seed")))
     return [Finding("noise", "noise and significance",
                     f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
                     + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
@@ -314,7 +314,7 @@ def _across_folds(s: Sweep) -> Finding | None:
                        f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
                        f"the {k} folds: p={p:.2g}", evidence, f"keep {_label(first)}", "distinct")
     seeds = s.tried("seed") or ["0"]
-    new = _seeds(seeds, 3)
+    new = seed_list(seeds, 3)
     return Finding("noise", "noise and significance",
                    f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
                    f"distinguishable (p={p:.2g} ≥ {ALPHA})", evidence,
