@@ -230,215 +230,258 @@ def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: s
     """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``, ``rule`` its optimizer and
     batch size. It ends with :class:`sweeper.base.stop.Stopped` at the next epoch once Ctrl-C or SIGTERM set
     ``STOP``, or its caller set ``halt`` (an Event)."""
-    X, y, X_val, y_val = arrays
-    opt, batch_size = rule
-    xp, K = backend.xp, len(members)
-    dtype = X.dtype
-    lr = np.array([m.lr for m in members], dtype=np.float64)
-    epochs = np.array([m.epochs for m in members])
-    patience = np.array([m.patience for m in members])
-    counts = [m.counts for m in members]
-    E = int(epochs.max())
-    stride = sample_stride(E, log_every)
-    # the sampled epochs: every stride's, every configuration's own count (its curve's last point), and E
-    schedule = sorted({*range(0, E, stride), *(c for cs in counts for c in cs)})
-    slot = {t: i for i, t in enumerate(schedule)}
-    dev = [backend.to_device(p) for p in params]
-    if is_sparse(X):  # the CPU: one sparse product per member; the GPU: one for the group (see the docstring)
-        dev[0] = sparse_layout(xp, dev[0], per_member=backend.device == "cpu")
-    active = np.ones(K)
-    n = X.shape[-2]
-    step_rows = batch_size if 0 < batch_size < n else n
-    # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
-    scales = {m: xp.empty((K, 1, 1), dtype=dtype) for m in sorted({step_rows, n % step_rows} - {0})}
-    state = State(xp, dev, opt, lr.reshape(K, 1, 1), weight_parts((len(dev) - 1) // 2))
+    part = _Part(backend, params, task, arrays, members, log_every, rule)
+    return part.train(ACTIVATIONS[activation], progress, halt)
 
-    def set_scale() -> None:
-        for rows, scale in scales.items():
-            factor = opt.grad_scale(lr) * active * losses.grad_constant(task, rows)
-            scale[...] = backend.to_device(factor.reshape(K, 1, 1).astype(dtype))
-        state.set_lr((lr * active).reshape(K, 1, 1))
 
-    def freeze(m: int) -> None:  # no further update: a rate of 0 (set_scale) and no state carried over
-        active[m] = 0
-        for buf in state.buffers:
+class _Part:
+    """One thread's share of a group: its sampled epochs and per-member state (here), the device loop
+    (:meth:`train`), the host's look at the sampled losses (:meth:`read`, :meth:`on_sample`: divergence, the best
+    epoch, patience, each configuration read off a trajectory) and the results per count (:meth:`results`)."""
+
+    def __init__(self, backend: Any, params: list[np.ndarray], task: str, arrays: Sequence[Any],
+                 members: Sequence[Member], log_every: int, rule: tuple[Optimizer, int]) -> None:
+        X = arrays[0]
+        self.backend, self.xp, self.task, self.arrays, self.members = backend, backend.xp, task, arrays, members
+        self.opt, batch_size = rule
+        self.K = K = len(members)
+        self.dtype = X.dtype
+        self.lr = np.array([m.lr for m in members], dtype=np.float64)
+        self.epochs = np.array([m.epochs for m in members])
+        self.patience = np.array([m.patience for m in members])
+        self.counts = [m.counts for m in members]
+        self.E = E = int(self.epochs.max())
+        self.stride = stride = sample_stride(E, log_every)
+        # the sampled epochs: every stride's, every configuration's own count (its curve's last point), and E
+        self.schedule = sorted({*range(0, E, stride), *(c for cs in self.counts for c in cs)})
+        self.slot = {t: i for i, t in enumerate(self.schedule)}
+        self.dev = [backend.to_device(p) for p in params]
+        if is_sparse(X):  # the CPU: one sparse product per member; the GPU: one for the group (see the docstring)
+            self.dev[0] = sparse_layout(self.xp, self.dev[0], per_member=backend.device == "cpu")
+        self.active = np.ones(K)
+        self.n = n = X.shape[-2]
+        self.step_rows = batch_size if 0 < batch_size < n else n
+        # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
+        self.scales = {m: self.xp.empty((K, 1, 1), dtype=self.dtype)
+                       for m in sorted({self.step_rows, n % self.step_rows} - {0})}
+        self.state = State(self.xp, self.dev, self.opt, self.lr.reshape(K, 1, 1), weight_parts((len(self.dev) - 1) // 2))
+        self.set_scale()
+        self._plan_reads()
+        self._start_records()
+
+    def _plan_reads(self) -> None:
+        """The segments' ends (where the host reads the samples) and, without patience, the device copies of the
+        weights at a trajectory's shorter counts."""
+        E, stride, xp = self.E, self.stride, self.xp
+        self.hist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
+        self.vhist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
+        self.any_patience = bool(self.patience.any())
+        if self.any_patience:  # one sample a segment: the host picks the best weights among the candidates
+            self.ends = self.schedule[1:]
+        else:
+            step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
+            self.ends = sorted({*range(step, E, step), *map(int, self.epochs), E})
+        # without patience a configuration's weights at a count below its trajectory's last are a device copy taken
+        # in the loop (no host decision); with patience the host takes it from the candidate or the best so far
+        self.copy_at: dict[int, list[int]] = {}
+        if not self.any_patience:
+            for m, cs in enumerate(self.counts):
+                for c in cs[:-1]:
+                    self.copy_at.setdefault(c, []).append(m)
+        self.snaps: dict[tuple[int, int], list[Any]] = {}
+
+    def _start_records(self) -> None:
+        """What the host keeps per member while the group trains."""
+        K = self.K
+        self.best_val = np.full(K, math.inf)
+        self.best_epoch = np.zeros(K, dtype=int)
+        self.best = [p.copy() for p in self.dev] if self.any_patience else None
+        self.kept = np.zeros(K, dtype=bool)  # best weights taken for this member
+        self.candidate: list[Any] = []
+        self.ended: list[int | None] = [None] * K  # the epoch a member stopped training at (its last count, or patience)
+        self.done = np.zeros(K, dtype=bool)  # nothing more to read off this member
+        self.ran = self.epochs.copy()  # epochs each member trains (progress)
+        # per member, count → (diverged, run, best, weights)
+        self.out: list[dict[int, tuple[int | None, int, int, Any]]] = [{} for _ in range(K)]
+        self.curve = np.full((2, len(self.schedule), K), np.nan)
+        self.first: np.ndarray | None = None
+        self.reads = 0
+
+    def set_scale(self) -> None:
+        """The members' step factors and rates, from their rates and the active mask."""
+        K = self.K
+        for rows, scale in self.scales.items():
+            factor = self.opt.grad_scale(self.lr) * self.active * losses.grad_constant(self.task, rows)
+            scale[...] = self.backend.to_device(factor.reshape(K, 1, 1).astype(self.dtype))
+        self.state.set_lr((self.lr * self.active).reshape(K, 1, 1))
+
+    def freeze(self, m: int) -> None:
+        """No further update of member ``m``: a rate of 0 (:meth:`set_scale`) and no state carried over."""
+        self.active[m] = 0
+        for buf in self.state.buffers:
             buf[m] = 0
 
-    set_scale()
-    act = ACTIVATIONS[activation]
-    hist = xp.full((len(schedule), K), xp.nan, dtype=dtype)
-    vhist = xp.full((len(schedule), K), xp.nan, dtype=dtype)
-    any_patience = bool(patience.any())
-    if any_patience:  # one sample a segment: the host picks the best weights among the candidates
-        ends = schedule[1:]
-    else:
-        step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
-        ends = sorted({*range(step, E, step), *map(int, epochs), E})
-    # without patience a configuration's weights at a count below its trajectory's last are a device copy taken
-    # in the loop (no host decision); with patience the host takes it from the candidate or the best so far
-    copy_at: dict[int, list[int]] = {}
-    if not any_patience:
-        for m, cs in enumerate(counts):
-            for c in cs[:-1]:
-                copy_at.setdefault(c, []).append(m)
-    snaps: dict[tuple[int, int], list[Any]] = {}
-
-    best_val = np.full(K, math.inf)
-    best_epoch = np.zeros(K, dtype=int)
-    best = [p.copy() for p in dev] if any_patience else None
-    kept = np.zeros(K, dtype=bool)  # best weights taken for this member
-    candidate: list[Any] = []
-    ended: list[int | None] = [None] * K  # the epoch a member stopped training at (its last count, or patience)
-    done = np.zeros(K, dtype=bool)  # nothing more to read off this member
-    ran = epochs.copy()  # epochs each member trains (progress)
-    out: list[dict[int, tuple[int | None, int, int, Any]]] = [{} for _ in range(K)]  # count → (diverged, run, best, weights)
-    curve = np.full((2, len(schedule), K), np.nan)
-    first = None
-    reads = 0
-
-    def on_sample(m: int, t: int, h: float, v: float) -> None:
+    def on_sample(self, m: int, t: int, h: float, v: float) -> None:
         """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
-        if ended[m] is None and t >= epochs[m]:  # the group's last epoch, sampled with the last segment's read
-            ended[m] = int(epochs[m])
-        regular = ended[m] is None and t % stride == 0 and t < epochs[m]
-        here = [c for c in counts[m] if c not in out[m] and (c == t or (ended[m] is not None and c >= t))]
+        ended, out, patience, kept = self.ended, self.out[m], self.patience, self.kept
+        if ended[m] is None and t >= self.epochs[m]:  # the group's last epoch, sampled with the last segment's read
+            ended[m] = int(self.epochs[m])
+        regular = ended[m] is None and t % self.stride == 0 and t < self.epochs[m]
+        here = [c for c in self.counts[m] if c not in out and (c == t or (ended[m] is not None and c >= t))]
         if not regular and not here:
             return
-        bad = diverged(np.array([h]), np.array([v]), first[m]) is not None
-        better = v < best_val[m]
+        bad = diverged(np.array([h]), np.array([v]), self.first[m]) is not None
+        better = v < self.best_val[m]
         for c in here:
             if bad:
-                out[m][c] = (t, t, int(best_epoch[m]), None)
+                out[c] = (t, t, int(self.best_epoch[m]), None)
                 continue
             if ended[m] is not None:
                 weights: Any = "final" if better or not (patience[m] and kept[m]) else "best"
             elif patience[m] and kept[m] and not better:
-                weights = [b[m].copy() for b in best]
-            elif any_patience:
-                weights = [p[m].copy() for p in candidate]
+                weights = [b[m].copy() for b in self.best]
+            elif self.any_patience:
+                weights = [p[m].copy() for p in self.candidate]
             else:
-                weights = snaps.pop((m, c))
-            out[m][c] = (None, t, t if better else int(best_epoch[m]), weights)
+                weights = self.snaps.pop((m, c))
+            out[c] = (None, t, t if better else int(self.best_epoch[m]), weights)
         if ended[m] is not None and t >= ended[m]:
-            done[m] = True
+            self.done[m] = True
         if not regular:
             return
         if bad:  # frozen for good; every longer configuration diverged here too
-            for c in counts[m]:
-                out[m].setdefault(c, (t, t, int(best_epoch[m]), None))
-            ran[m] = t
-            done[m] = True
-            freeze(m)
-            for p in dev:  # finite arithmetic from here on; the member's weights are not used
+            for c in self.counts[m]:
+                out.setdefault(c, (t, t, int(self.best_epoch[m]), None))
+            self.ran[m] = t
+            self.done[m] = True
+            self.freeze(m)
+            for p in self.dev:  # finite arithmetic from here on; the member's weights are not used
                 p[m] = 0
             return
         if better:
-            best_val[m], best_epoch[m] = v, t
+            self.best_val[m], self.best_epoch[m] = v, t
             if patience[m]:
-                for b_, c_ in zip(best, candidate):
+                for b_, c_ in zip(self.best, self.candidate):
                     b_[m] = c_[m]
                 kept[m] = True
 
-    def sample(t: int) -> None:  # device work: both losses on the weights before epoch t's update
+    def sample(self, t: int) -> None:
+        """Device work: both losses on the weights before epoch ``t``'s update (and the copies taken there)."""
+        measured, val = self.measured, self.val
         measured.run(measured.forward_calls)
-        k = slot[t]
-        hist[k] = measured.loss()
+        k = self.slot[t]
+        self.hist[k] = measured.loss()
         val.run(val.forward_calls)
-        vhist[k] = val.loss()
-        if any_patience:
-            candidate[:] = [p.copy() for p in dev]
-        for m in copy_at.get(t, ()):
-            snaps[(m, t)] = [p[m].copy() for p in dev]
+        self.vhist[k] = val.loss()
+        if self.any_patience:
+            self.candidate[:] = [p.copy() for p in self.dev]
+        for m in self.copy_at.get(t, ()):
+            self.snaps[(m, t)] = [p[m].copy() for p in self.dev]
 
-    def read(lo: int, hi: int) -> bool:
+    def read(self, lo: int, hi: int) -> bool:
         """The host's look at the samples of epochs [lo, hi); whether a member changed."""
-        nonlocal first, reads
+        schedule = self.schedule
         k0, k1 = bisect.bisect_left(schedule, lo), bisect.bisect_left(schedule, hi)
         if k1 <= k0:
             return False
-        block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # (2, k1 - k0, K)
-        reads += 1
-        curve[:, k0:k1] = block
-        if first is None:
-            first = block[0, 0].copy()
-        was = active.copy()
+        block = self.backend.to_numpy(self.xp.stack([self.hist[k0:k1], self.vhist[k0:k1]]))  # (2, k1 - k0, K)
+        self.reads += 1
+        self.curve[:, k0:k1] = block
+        if self.first is None:
+            self.first = block[0, 0].copy()
+        was = self.active.copy()
         for i in range(k1 - k0):
-            for m in np.flatnonzero(~done):
-                on_sample(m, schedule[k0 + i], float(block[0, i, m]), float(block[1, i, m]))
-        return bool((was != active).any())
+            for m in np.flatnonzero(~self.done):
+                self.on_sample(m, schedule[k0 + i], float(block[0, i, m]), float(block[1, i, m]))
+        return bool((was != self.active).any())
 
-    t_warm = backend.clock()
-    # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
-    # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
-    with backend.host_threads(0.0, 1):
+    def _passes(self, act: Any) -> None:
+        """The group's passes (a step per number of rows, the validation pass, the one that measures the training
+        loss) and the calls an epoch makes; a warm-up of every call but the update (CuPy compiles its kernels)."""
+        xp, dev, task, (X, y, X_val, y_val) = self.xp, self.dev, self.task, self.arrays
         # a step's targets are its own (a copy): mini-batches gather theirs into them
-        steps = {rows: _Pass(xp, dev, act, task, X[..., :rows, :], y[..., :rows, :].copy(), scale, state)
-                 for rows, scale in scales.items()}
-        val = _Pass(xp, dev, act, task, X_val, y_val, None)
-        for warm in steps.values():  # warm-up: every call but the update (CuPy compiles its kernels)
+        steps = {rows: _Pass(xp, dev, act, task, X[..., :rows, :], y[..., :rows, :].copy(), scale, self.state)
+                 for rows, scale in self.scales.items()}
+        self.val = _Pass(xp, dev, act, task, X_val, y_val, None)
+        for warm in steps.values():
             warm.run(warm.forward_calls)
             warm.loss()
             warm.run(warm.backward_calls)
-        if step_rows == n:  # full batch: a sampled epoch measures the loss on the forward pass it trains with
-            measured = steps[n]
-            epoch_calls = measured.forward_calls + measured.backward_calls + measured.update_calls
-            rest = measured.backward_calls + measured.update_calls
+        if self.step_rows == self.n:  # full batch: a sampled epoch measures the loss on the forward pass it trains with
+            self.measured = measured = steps[self.n]
+            self.epoch_calls = measured.forward_calls + measured.backward_calls + measured.update_calls
+            self.rest = measured.backward_calls + measured.update_calls
         else:  # mini-batches: the training loss is the whole training set's, before the epoch's steps
-            measured = _Pass(xp, dev, act, task, X, y, None)
-            epoch_calls = rest = _mini_batch_calls(xp, measured, steps, step_rows, members[0].seed)
+            self.measured = measured = _Pass(xp, dev, act, task, X, y, None)
+            self.epoch_calls = self.rest = _mini_batch_calls(xp, measured, steps, self.step_rows, self.members[0].seed)
             measured.run(measured.forward_calls)
             measured.loss()
-        val.run(val.forward_calls)
-        val.loss()
-        t0 = backend.clock()
-        epoch = 0
-        for stop in ends:
-            if not active.any():
-                break
-            for e in range(epoch, stop):  # device work only
-                if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
-                    raise Stopped()
-                if e in slot:
-                    sample(e)
-                    measured.run(rest)
-                else:
-                    measured.run(epoch_calls)
-            last = stop == E and not any_patience  # (with patience a segment's one candidate is its one sample)
-            if last:  # the last epoch's sample leaves with this segment's
-                sample(E)
-            changed = read(epoch, stop + last)
-            for m in np.flatnonzero(active):
-                if stop >= epochs[m] or (patience[m] and stop % stride == 0 and stop - best_epoch[m] >= patience[m]):
-                    ended[m] = ran[m] = stop
-                    freeze(m)
-                    changed = True
-            if changed:
-                set_scale()
-            epoch = stop
-            if progress is not None:
-                progress(int(np.minimum(ran, epoch).sum()), int(epochs.sum()))
-        if not done.all():  # the last sample: the members that stopped at this epoch
-            sample(epoch)
-            read(epoch, epoch + 1)
-        t1 = backend.clock()
+        self.val.run(self.val.forward_calls)
+        self.val.loss()
 
-    final = [backend.to_numpy(p) for p in dev]
-    kept_best = [backend.to_numpy(p) for p in best] if best is not None else None
-    at: list[dict[int, tuple[TrainResult, list[np.ndarray]]]] = []
-    for m in range(K):
-        mine: dict[int, tuple[TrainResult, list[np.ndarray]]] = {}
-        for c, (div, run, best_at, weights) in out[m].items():
-            idx = [slot[t] for t in schedule if t == run or (t < run and t % stride == 0)]
-            fit = TrainResult(steps=np.array([schedule[i] for i in idx]), train_loss=curve[0, idx, m].astype(dtype),
-                              val_loss=curve[1, idx, m].astype(dtype), epochs_run=run, best_epoch=best_at,
-                              diverged_at=div, train_time_s=t1 - t0, warmup_time_s=t0 - t_warm)
-            if weights is None or weights == "final":
-                host = member_params(final, m)
-            elif weights == "best":
-                host = member_params(kept_best, m)
-            else:
-                host = member_params([backend.to_numpy(w)[None] for w in weights], 0)
-            mine[c] = (fit, host)
-        at.append(mine)
-    return GroupFit([a[int(e)][0] for a, e in zip(at, epochs)], [a[int(e)][1] for a, e in zip(at, epochs)],
-                    t1 - t0, t0 - t_warm, reads, at)
+    def train(self, act: Any, progress: Callable[[int, int], None] | None, halt: Any) -> GroupFit:
+        """The device loop, segment by segment, with the host's read at each segment's end."""
+        t_warm = self.backend.clock()
+        active, epochs, patience, slot, E = self.active, self.epochs, self.patience, self.slot, self.E
+        # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
+        # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
+        with self.backend.host_threads(0.0, 1):
+            self._passes(act)
+            measured, epoch_calls, rest = self.measured, self.epoch_calls, self.rest
+            t0 = self.backend.clock()
+            epoch = 0
+            for stop in self.ends:
+                if not active.any():
+                    break
+                for e in range(epoch, stop):  # device work only
+                    if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
+                        raise Stopped()
+                    if e in slot:
+                        self.sample(e)
+                        measured.run(rest)
+                    else:
+                        measured.run(epoch_calls)
+                last = stop == E and not self.any_patience  # (with patience a segment's one candidate is its one sample)
+                if last:  # the last epoch's sample leaves with this segment's
+                    self.sample(E)
+                changed = self.read(epoch, stop + last)
+                for m in np.flatnonzero(active):
+                    if stop >= epochs[m] or (patience[m] and stop % self.stride == 0
+                                             and stop - self.best_epoch[m] >= patience[m]):
+                        self.ended[m] = self.ran[m] = stop
+                        self.freeze(m)
+                        changed = True
+                if changed:
+                    self.set_scale()
+                epoch = stop
+                if progress is not None:
+                    progress(int(np.minimum(self.ran, epoch).sum()), int(epochs.sum()))
+            if not self.done.all():  # the last sample: the members that stopped at this epoch
+                self.sample(epoch)
+                self.read(epoch, epoch + 1)
+            t1 = self.backend.clock()
+        return self.results(t1 - t0, t0 - t_warm)
+
+    def results(self, train_s: float, warmup_s: float) -> GroupFit:
+        """Every configuration read off every member: its curve up to its count, and its weights on the host."""
+        to_numpy, schedule, stride, curve = self.backend.to_numpy, self.schedule, self.stride, self.curve
+        final = [to_numpy(p) for p in self.dev]
+        kept_best = [to_numpy(p) for p in self.best] if self.best is not None else None
+        at: list[dict[int, tuple[TrainResult, list[np.ndarray]]]] = []
+        for m in range(self.K):
+            mine: dict[int, tuple[TrainResult, list[np.ndarray]]] = {}
+            for c, (div, run, best_at, weights) in self.out[m].items():
+                idx = [self.slot[t] for t in schedule if t == run or (t < run and t % stride == 0)]
+                fit = TrainResult(steps=np.array([schedule[i] for i in idx]), train_loss=curve[0, idx, m].astype(self.dtype),
+                                  val_loss=curve[1, idx, m].astype(self.dtype), epochs_run=run, best_epoch=best_at,
+                                  diverged_at=div, train_time_s=train_s, warmup_time_s=warmup_s)
+                if weights is None or weights == "final":
+                    host = member_params(final, m)
+                elif weights == "best":
+                    host = member_params(kept_best, m)
+                else:
+                    host = member_params([to_numpy(w)[None] for w in weights], 0)
+                mine[c] = (fit, host)
+            at.append(mine)
+        return GroupFit([a[int(e)][0] for a, e in zip(at, self.epochs)], [a[int(e)][1] for a, e in zip(at, self.epochs)],
+                        train_s, warmup_s, self.reads, at)
