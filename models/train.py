@@ -67,25 +67,10 @@ class TrainResult:
 
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
-def train(
-    backend: Any,
-    model: MLP | Any,
-    X: Any,
-    y: Any,
-    X_val: Any,
-    y_val: Any,
-    *,
-    lr: float,
-    epochs: int,
-    log_every: int,
-    patience: int = 0,
-    sync_every_epoch: bool = False,
-    progress: Callable[[int, float, float], None] | None = None,
-    opt: Optimizer | None = None,
-    batch_size: int = 0,
-    seed: int = 0,
-    shuffle: bool = True,
-) -> TrainResult:
+def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any, *, lr: float, epochs: int,
+          log_every: int, patience: int = 0, sync_every_epoch: bool = False,
+          progress: Callable[[int, float, float], None] | None = None, opt: Optimizer | None = None,
+          batch_size: int = 0, seed: int = 0, shuffle: bool = True) -> TrainResult:
     """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``.
 
     ``opt`` is the update rule (:mod:`models.optim`; gradient descent by default). ``batch_size`` between 1
@@ -101,31 +86,15 @@ def train(
     n_samples = math.ceil(epochs / log_every)
     hist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)  # and the last epoch's sample
     vhist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)
-    if patience:
-        segment = log_every
-    else:
-        segment = log_every * math.ceil(n_samples / MAX_CHECKS)
-
-    best_val, best_epoch, best_params, candidate = math.inf, 0, None, None
-    diverged_at = None
+    segment = log_every if patience else log_every * math.ceil(n_samples / MAX_CHECKS)
+    reading = _Reading(log_every, patience)
+    candidate = None
     epoch = 0
-    last = None
-    seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
     t_warm = backend.clock()
     n = X.shape[0]
-    # the model's step objects: the MLP's fused epoch (models.mlp), or a model of the interface's (models.generic)
     with backend.host_threads(model.flops(n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
-        if 0 < batch_size < n:
-            batch = model.mini_batches(X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
-            measured = model.full_batch(X, y, parts=parts, pool=pool)  # the training loss, forward only
-            rest = batch.epoch  # after a sampled epoch's measurement: all its steps
-            measured.forward()
-        else:
-            batch = measured = model.full_batch(X, y, lr, parts, pool, opt)
-            rest = batch.backward_and_update
-        val_batch = model.full_batch(X_val, y_val, parts=parts, pool=pool)
-        batch.warm_up()
-        val_batch.forward()
+        batch, measured, rest, val_batch = _passes(model, (X, y, X_val, y_val), lr, opt, (batch_size, seed, shuffle),
+                                                   parts, pool)
         t0 = backend.clock()
         while epoch < epochs:
             stop = min(epoch + segment, epochs)
@@ -148,62 +117,104 @@ def train(
 
             k0, k1 = epoch // log_every, math.ceil(stop / log_every)
             if stop == epochs and not patience:  # the curve's last point (see below) leaves with this segment
-                measured.forward()
-                hist[n_samples] = measured.loss()
-                val_batch.forward()
-                vhist[n_samples] = val_batch.loss()
+                _sample_last(measured, val_batch, hist, vhist)
                 k1 = n_samples + 1
-            seen.append(backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]])))  # each sample leaves once
-            if k1 > n_samples:
-                last = seen[-1][:, -1:]
-                seen[-1] = seen[-1][:, :-1]
-            h, v = seen[-1]
-            bad = diverged(h, v, seen[0][0, 0])
-            for i, val in enumerate(v[:bad]):  # the best sample before a divergence, whatever the segments
-                if val < best_val:
-                    best_val, best_epoch = float(val), (k0 + i) * log_every
-                    if patience:
-                        best_params = candidate
-            if bad is not None:
-                diverged_at = (k0 + bad) * log_every
-                epoch = diverged_at
-                seen[-1] = seen[-1][:, : bad + 1]
+            block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # each sample leaves once
+            if reading.take(block, k0, k1 > n_samples, candidate):
+                epoch = reading.diverged_at
                 break
             epoch = stop
             if progress is not None:
-                progress(epoch, float(h[-1]), float(v[-1]))
-            if patience and epoch - best_epoch >= patience:
+                h, v = reading.seen[-1][:, -1]
+                progress(epoch, float(h), float(v))
+            if patience and epoch - reading.best_epoch >= patience:
                 break
-        steps = np.arange(sum(part.shape[1] for part in seen)) * log_every
-        if diverged_at is None:  # the curve ends where training ended: one more sample, on the last weights
-            if last is None:  # an early stop (or patience): its own copy
-                measured.forward()
-                hist[n_samples] = measured.loss()
-                val_batch.forward()
-                vhist[n_samples] = val_batch.loss()
-                last = backend.to_numpy(xp.stack([hist[n_samples:], vhist[n_samples:]]))
-            seen.append(last)
-            steps = np.append(steps, epoch)
-            if diverged(seen[-1][0], seen[-1][1], seen[0][0, 0]) is not None:
-                diverged_at = epoch
-            elif seen[-1][1, 0] < best_val:
-                best_val, best_epoch, best_params = float(seen[-1][1, 0]), epoch, None  # the last weights are the best
+        if reading.diverged_at is None and reading.last is None:  # an early stop (or patience): its own copy
+            _sample_last(measured, val_batch, hist, vhist)
+            reading.last = backend.to_numpy(xp.stack([hist[n_samples:], vhist[n_samples:]]))
+        steps = reading.finish(epoch)
         t1 = backend.clock()
 
-    if best_params is not None and diverged_at is None:
-        for P, best in zip(model.packed, best_params):
+    if reading.best_params is not None and reading.diverged_at is None:
+        for P, best in zip(model.packed, reading.best_params):
             P[...] = best
-    curve = np.concatenate(seen, axis=1)
-    return TrainResult(
-        steps=steps,
-        train_loss=curve[0],
-        val_loss=curve[1],
-        epochs_run=epoch,
-        best_epoch=best_epoch,
-        diverged_at=diverged_at,
-        train_time_s=t1 - t0,
-        warmup_time_s=t0 - t_warm,
-    )
+    curve = np.concatenate(reading.seen, axis=1)
+    return TrainResult(steps=steps, train_loss=curve[0], val_loss=curve[1], epochs_run=epoch,
+                       best_epoch=reading.best_epoch, diverged_at=reading.diverged_at, train_time_s=t1 - t0,
+                       warmup_time_s=t0 - t_warm)
+
+
+def _passes(model: Any, arrays: tuple[Any, Any, Any, Any], lr: float, opt: Optimizer | None,
+            batching: tuple[int, int, bool], parts: int, pool: Any) -> tuple[Any, Any, Callable[[], None], Any]:
+    """The model's step objects (the MLP's fused epoch, :mod:`models.mlp`, or a model of the interface's,
+    :mod:`models.generic`), warmed up: the one that trains, the one that measures the training loss, what a sampled
+    epoch runs after its measurement, and the validation pass."""
+    X, y, X_val, y_val = arrays
+    batch_size, seed, shuffle = batching
+    if 0 < batch_size < X.shape[0]:
+        batch = model.mini_batches(X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
+        measured = model.full_batch(X, y, parts=parts, pool=pool)  # the training loss, forward only
+        rest = batch.epoch  # after a sampled epoch's measurement: all its steps
+        measured.forward()
+    else:
+        batch = measured = model.full_batch(X, y, lr, parts, pool, opt)
+        rest = batch.backward_and_update
+    val_batch = model.full_batch(X_val, y_val, parts=parts, pool=pool)
+    batch.warm_up()
+    val_batch.forward()
+    return batch, measured, rest, val_batch
+
+
+def _sample_last(measured: Any, val_batch: Any, hist: Any, vhist: Any) -> None:
+    """Both losses on the last weights, into the curves' last slot."""
+    measured.forward()
+    hist[-1] = measured.loss()
+    val_batch.forward()
+    vhist[-1] = val_batch.loss()
+
+
+class _Reading:
+    """The host's side of :func:`train`: each segment's samples (one copy each), the best sample before a divergence
+    (with patience, the weights it was measured on), the divergence, and the curve's last point."""
+
+    def __init__(self, log_every: int, patience: int) -> None:
+        self.log_every, self.patience = log_every, patience
+        self.seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
+        self.last: np.ndarray | None = None  # (2, 1): the sample on the last weights
+        self.best_val, self.best_epoch, self.best_params = math.inf, 0, None
+        self.diverged_at: int | None = None
+
+    def take(self, block: np.ndarray, k0: int, ends: bool, candidate: Any) -> bool:
+        """A segment's samples from index ``k0`` (``ends``: its last column is the curve's last point); whether the
+        run diverged in it."""
+        self.seen.append(block[:, :-1] if ends else block)
+        if ends:
+            self.last = block[:, -1:]
+        h, v = self.seen[-1]
+        bad = diverged(h, v, self.seen[0][0, 0])
+        for i, val in enumerate(v[:bad]):  # the best sample before a divergence, whatever the segments
+            if val < self.best_val:
+                self.best_val, self.best_epoch = float(val), (k0 + i) * self.log_every
+                if self.patience:
+                    self.best_params = candidate
+        if bad is None:
+            return False
+        self.diverged_at = (k0 + bad) * self.log_every
+        self.seen[-1] = self.seen[-1][:, : bad + 1]
+        return True
+
+    def finish(self, epoch: int) -> np.ndarray:
+        """The curve's steps, ending where training ended (``epoch``): one more sample, on the last weights, unless
+        the run diverged (it counts for the best epoch and the divergence check too)."""
+        steps = np.arange(sum(part.shape[1] for part in self.seen)) * self.log_every
+        if self.diverged_at is None:
+            self.seen.append(self.last)
+            steps = np.append(steps, epoch)
+            if diverged(self.last[0], self.last[1], self.seen[0][0, 0]) is not None:
+                self.diverged_at = epoch
+            elif self.last[1, 0] < self.best_val:  # the last weights are the best
+                self.best_val, self.best_epoch, self.best_params = float(self.last[1, 0]), epoch, None
+        return steps
 
 
 # A loss that grows past this many times its first sample has exploded (it would overflow soon after).
