@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,43 +38,11 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
 
     Inside a multirun, a tracking server that fails (after MLflow's bounded retries) does not lose the
     job: it trains anyway, keeps everything in its folder and marks ``pending_upload``, for
-    ``python -m sweeper.upload``.
+    ``python -m sweeper.upload``. The steps: :func:`_prepare` (config, data, the result's first fields), the
+    device, :func:`_open` (the run), the compute half, :func:`_record`.
     """
     t_start = time.perf_counter()
-    # the job's own copy resolved once, in place: each later read of an interpolated key (tracking.uri,
-    # tracking.experiment: ~0.5 and ~2.5 ms) would parse and resolve it again
-    with read_write(cfg):
-        resolve_experiment(cfg)
-        OmegaConf.resolve(cfg)
-    plain = OmegaConf.to_container(cfg)
-    validate(plain)
-    computed: Computed | None = handed() if ctx.sweep_dir is not None else None
-    # before the store: a bad file must leave no store or experiment behind
-    dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
-    if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
-        task = dataset.decisions.get("task", "")
-        guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
-        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", data.describe(dataset))
-        for line in data.column_lines(dataset):  # a table's column report: a line per column, a leak as a warning
-            log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", line)
-    if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
-        plain["data"]["positive_class"] = dataset.positive_class
-    result: dict[str, Any] = {
-        "status": None,
-        "fingerprint": fingerprint(plain),
-        "device": cfg.device,
-        "overrides": ctx.overrides,
-        "run_id": None,
-        "tracking_uri": cfg.tracking.uri,
-        "experiment": cfg.tracking.experiment,
-        "metrics": {},
-        "config": plain,
-    }
-    if computed:
-        result["batch_size"] = int(computed.tags["group_size"])
-        result["trajectory"] = computed.tags.get("trajectory")
-        if computed.tags.get("pruned_at_epoch"):  # successive halving stopped it at a rung (sweeper.sweep.halving)
-            result["pruned_at_epoch"] = int(computed.tags["pruned_at_epoch"])
+    plain, computed, dataset, result = _prepare(cfg, ctx)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     try:
         backend = resolve(cfg.device)
@@ -81,38 +50,16 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if ctx.sweep_dir is None:
             raise
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
-
     too_big = None if computed else memory_problem(cfg, dataset, backend)  # before the store: nothing recorded
     if too_big and ctx.sweep_dir is None:
         raise ConfigError(too_big)
     if too_big:
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": too_big})
 
-    params, config_tags = tracking.split_params(plain)
-    # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
-    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
-    if k_folds := data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
-        known["folds"] = str(k_folds)
-    uri = cfg.tracking.uri
-    client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
-    tracked, tracking_error, late_tags = None, None, {}
-    try:
-        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
-        if cfg.resume:
-            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
-            if done is not None:
-                reason = f"resume: this configuration already FINISHED as run {done}"
-                return _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
-        if computed and computed.run is not None:  # the launcher created it when the group started
-            tracked, late_tags = computed.run, known
-        else:
-            tags = _tags(ctx, plain, result, backend) | (computed.tags if computed else {}) | known
-            tracked = TrackedRun.start(uri, client, experiment, _name(ctx, plain), tags, parent_run_id=_parent(ctx, plain))
-    except tracking.UNREACHABLE as e:
-        tracking_error = _tracking_failed(e, ctx, uri, "at the start")
-    result["run_id"] = tracked and tracked.run_id
-    result["experiment_id"] = tracked and tracked.experiment_id
-
+    opened = _open(cfg, ctx, plain, dataset, computed, result, backend)
+    if opened.resumed is not None:
+        return opened.resumed
+    tracked = opened.tracked
     config_file = ctx.output_dir / "config_resolved.yaml"
     config_file.write_text(yamltext.dump(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
@@ -120,12 +67,12 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     try:
         out = computed.outcome if computed else _compute(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
-        _end_early(tracked, stop.reason(), params, "KILLED")
+        _end_early(tracked, stop.reason(), opened.params, "KILLED")
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
     except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
         reason = f"{type(e).__name__}: {e}"
-        _end_early(tracked, reason, params, "FAILED")
+        _end_early(tracked, reason, opened.params, "FAILED")
         _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
         if ctx.sweep_dir is None:
             raise
@@ -135,7 +82,90 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
     system = (computed.system if computed and computed.run is not None else tracked.system_samples()) if tracked else []
+    return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
 
+
+def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed | None, data.Dataset, dict[str, Any]]:
+    """The job's config resolved and checked, what a batched launcher handed over (None outside one), its data
+    (read and reported: a bad file leaves no store or experiment behind), and the result's first fields."""
+    # the job's own copy resolved once, in place: each later read of an interpolated key (tracking.uri,
+    # tracking.experiment: ~0.5 and ~2.5 ms) would parse and resolve it again
+    with read_write(cfg):
+        resolve_experiment(cfg)
+        OmegaConf.resolve(cfg)
+    plain = OmegaConf.to_container(cfg)
+    validate(plain)
+    computed: Computed | None = handed() if ctx.sweep_dir is not None else None
+    dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
+    if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
+        task = dataset.decisions.get("task", "")
+        guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
+        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", data.describe(dataset))
+        for line in data.column_lines(dataset):  # a table's column report: a line per column, a leak as a warning
+            log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", line)
+    if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
+        plain["data"]["positive_class"] = dataset.positive_class
+    result: dict[str, Any] = {"status": None, "fingerprint": fingerprint(plain), "device": cfg.device,
+                              "overrides": ctx.overrides, "run_id": None, "tracking_uri": cfg.tracking.uri,
+                              "experiment": cfg.tracking.experiment, "metrics": {}, "config": plain}
+    if computed:
+        result["batch_size"] = int(computed.tags["group_size"])
+        result["trajectory"] = computed.tags.get("trajectory")
+        if computed.tags.get("pruned_at_epoch"):  # successive halving stopped it at a rung (sweeper.sweep.halving)
+            result["pruned_at_epoch"] = int(computed.tags["pruned_at_epoch"])
+    return plain, computed, dataset, result
+
+
+@dataclass
+class _Opened:
+    """The job's run as :func:`_open` left it."""
+
+    params: dict[str, Any]  # the run's params
+    tracked: TrackedRun | None = None  # None when the store could not be reached
+    error: str | None = None  # why the store could not be reached (the job then trains and keeps its files)
+    late_tags: dict[str, str] = field(default_factory=dict)  # tags for a run the launcher created
+    resumed: dict[str, Any] | None = None  # the job's result when resume=true found it FINISHED: nothing to do
+
+
+def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None,
+          result: dict[str, Any], backend: Any) -> _Opened:
+    """The job's run: a FINISHED one under resume=true (then nothing more to do), the one the launcher created when
+    the group started, or a new one; the store's failure is kept, not raised (the job trains on)."""
+    params, config_tags = tracking.split_params(plain)
+    # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
+    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
+    if k_folds := data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
+        known["folds"] = str(k_folds)
+    uri = cfg.tracking.uri
+    client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
+    opened = _Opened(params)
+    try:
+        experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
+        if cfg.resume:
+            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
+            if done is not None:
+                reason = f"resume: this configuration already FINISHED as run {done}"
+                opened.resumed = _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
+                return opened
+        if computed and computed.run is not None:  # the launcher created it when the group started
+            opened.tracked, opened.late_tags = computed.run, known
+        else:
+            tags = _tags(ctx, plain, result, backend) | (computed.tags if computed else {}) | known
+            opened.tracked = TrackedRun.start(uri, client, experiment, _name(ctx, plain), tags,
+                                              parent_run_id=_parent(ctx, plain))
+    except tracking.UNREACHABLE as e:
+        opened.error = _tracking_failed(e, ctx, uri, "at the start")
+    result["run_id"] = opened.tracked and opened.tracked.run_id
+    result["experiment_id"] = opened.tracked and opened.tracked.experiment_id
+    return opened
+
+
+def _record(cfg: DictConfig, ctx: JobContext, computed: tuple[dict[str, Any], data.Dataset, Outcome, Path],
+            result: dict[str, Any], opened: _Opened, system: list) -> dict[str, Any]:
+    """The outcome kept in the job's folder and recorded: handed to the writer process in a sweep, else ended
+    here; a store that fails keeps the result for ``python -m sweeper.upload``."""
+    plain, dataset, out, config_file = computed
+    tracked, tracking_error = opened.tracked, opened.error
     files, models = _keep(ctx, cfg, plain, dataset, out, config_file)
     status = "FAILED" if out.reason else "FINISHED"
     result |= {"status": status, "reason": out.reason, "metrics": out.scores, "task": dataset.task,
@@ -143,8 +173,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
                                                                            for k, v in models.items()}}}
     if tracked:
         end = dict(metrics=out.scores, curves=out.curves, artifacts=files, models=models,
-                   tags=late_tags | ({"failure_reason": out.reason} if out.reason else {}) or None, status=status,
-                   curve_points=cfg.tracking.curve_points, system=system, params=params,
+                   tags=opened.late_tags | ({"failure_reason": out.reason} if out.reason else {}) or None,
+                   status=status, curve_points=cfg.tracking.curve_points, system=system, params=opened.params,
                    datasets=artifacts.inputs(cfg, dataset))
         if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
             writer.WRITER.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
@@ -155,7 +185,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         try:
             tracked.finish(**end)
         except tracking.UNREACHABLE as e:
-            tracking_error = _tracking_failed(e, ctx, uri, "at the end")
+            tracking_error = _tracking_failed(e, ctx, cfg.tracking.uri, "at the end")
     if tracking_error:
         log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
                   tracking_error, ctx.output_dir, ctx.sweep_dir)
