@@ -199,21 +199,48 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
     ``set_terminated`` write, checked as they check them (~65 ms a run one call after another on this machine:
     each call a transaction that re-reads the run). A run that is gone or deleted, or a param logged before with
     another value, raises as MLflow would, and nothing of the batch is written."""
-    from mlflow.entities import LifecycleStage
-    from mlflow.exceptions import MlflowException
-    from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
     from mlflow.store.tracking.dbmodels.models import (SqlDataset, SqlInput, SqlInputTag, SqlLatestMetric,
                                                        SqlMetric, SqlParam, SqlRun, SqlTag)
-    from mlflow.utils.validation import (_validate_dataset_inputs, _validate_metric, _validate_param,
-                                         _validate_tag)
 
     store = sql_store(c)
     if store is None or not ends_in_bulk(c, [e for _, e in ends]):
         raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
-    import uuid
-
     now = int(time.time() * 1000)
-    metrics, params, tags, datasets = {}, {}, {}, {}  # run id -> its rows, checked
+    metrics, params, tags, datasets = _checked(c, store, ends, now)
+    ids = [run_id for run_id, _ in ends]
+    with store.ManagedSessionMaker() as session:
+        runs, old_params, latest, top = _stored(session, ids)
+        _refuse_as_log_batch(ids, runs, old_params, params)
+        param_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in params[r].items() if (r, k) not in old_params]
+        metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
+        tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
+        for r in ids:  # a tag set again replaces the old value
+            if tags[r]:
+                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
+                    synchronize_session=False)
+        dataset_rows, input_rows, input_tag_rows = _input_rows(session, ids, runs, datasets)
+        for table, rows in ((SqlParam.__table__, param_rows), (SqlMetric.__table__, metric_rows),
+                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
+                            (SqlTag.__table__, tag_rows), (SqlDataset.__table__, dataset_rows),
+                            (SqlInput.__table__, input_rows), (SqlInputTag.__table__, input_tag_rows)):
+            for i in range(0, len(rows), SQL_CHUNK):
+                session.execute(table.insert(), rows[i : i + SQL_CHUNK])
+        for status in {e.get("status", "FINISHED") for _, e in ends}:
+            part = [r for r, e in ends if e.get("status", "FINISHED") == status]
+            for i in range(0, len(part), SQL_CHUNK):
+                session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
+                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
+    for run_id in ids:
+        _runs.pop(run_id, None)
+
+
+def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int) -> tuple[dict, dict, dict, dict]:
+    """Each run's artifacts copied, and its metrics, params, tags and data sets checked as ``log_batch`` and
+    ``log_inputs`` check them (run id → its rows; a metric logged twice in one call kept once)."""
+    from mlflow.utils.validation import (_validate_dataset_inputs, _validate_metric, _validate_param,
+                                         _validate_tag)
+
+    metrics, params, tags, datasets = {}, {}, {}, {}
     for run_id, end in ends:
         for path in end.get("artifacts") or ():
             _artifact_repo(c, run_id).log_artifact(str(path))
@@ -230,92 +257,104 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
         tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in (end.get("tags") or {}).items())}
         datasets[run_id] = list(end.get("datasets") or ())
         _validate_dataset_inputs(datasets[run_id])
-    ids = [run_id for run_id, _ in ends]
-    with store.ManagedSessionMaker() as session:
-        runs, old_params, latest, top = {}, {}, {}, {}  # top: (run, key) -> its latest (step, timestamp, value)
-        for i in range(0, len(ids), SQL_CHUNK):
-            part = ids[i : i + SQL_CHUNK]
-            for r, stage, experiment_id in session.query(SqlRun.run_uuid, SqlRun.lifecycle_stage,
-                                                         SqlRun.experiment_id).filter(SqlRun.run_uuid.in_(part)):
-                runs[r] = (stage, experiment_id)
-            for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(part)):
-                old_params[(r, k)] = v
-            for row in session.query(SqlLatestMetric).filter(SqlLatestMetric.run_uuid.in_(part)):
-                latest[(row.run_uuid, row.key)] = row
-                top[(row.run_uuid, row.key)] = (row.step, row.timestamp, row.value)
-        for run_id in ids:  # as log_batch's checks, in its words
-            if run_id not in runs:
-                raise MlflowException(f"Run with id={run_id} not found", RESOURCE_DOES_NOT_EXIST)
-            if runs[run_id][0] != LifecycleStage.ACTIVE:
-                raise MlflowException(f"The run {run_id} must be in the 'active' state. Current state is "
-                                      f"{runs[run_id][0]}.", INVALID_PARAMETER_VALUE)
-            changed = [{"key": k, "old_value": old_params[(run_id, k)], "new_value": v}
-                       for k, v in params[run_id].items() if old_params.get((run_id, k), v) != v]
-            if changed:
-                raise MlflowException(f"Changing param values is not allowed. Params were already logged='{changed}' "
-                                      f"for run ID='{run_id}'.", INVALID_PARAMETER_VALUE)
-        param_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in params[r].items() if (r, k) not in old_params]
-        metric_rows, new_latest = [], {}  # the latest value of each metric: the greatest (step, timestamp, value)
-        for r in ids:
-            for key, value, is_nan, ts, step in metrics[r]:
-                row = dict(run_uuid=r, key=key, value=value, is_nan=is_nan, timestamp=ts, step=step)
-                metric_rows.append(row)
-                if (r, key) not in top or (step, ts, value) > top[(r, key)]:
-                    top[(r, key)], new_latest[(r, key)] = (step, ts, value), row
-        for (r, key), row in new_latest.items():  # the latest value of each metric: updated, or a new row
-            old = latest.get((r, key))
-            if old is not None:
-                old.value, old.is_nan, old.timestamp, old.step = row["value"], row["is_nan"], row["timestamp"], row["step"]
-        tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
-        for r in ids:  # a tag set again replaces the old value
-            if tags[r]:
-                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
-                    synchronize_session=False)
-        input_rows, input_tag_rows, dataset_rows, known = [], [], [], {}
-        for r in ids:
-            experiment_id, linked, firsts = runs[r][1], set(), _first_of_each(datasets[r])
-            for d in firsts:
-                key = (experiment_id, d.dataset.name, d.dataset.digest)
-                if key not in known:
-                    found = session.query(SqlDataset.dataset_uuid).filter(
-                        SqlDataset.experiment_id == experiment_id, SqlDataset.name == d.dataset.name,
-                        SqlDataset.digest == d.dataset.digest).first()
-                    if found is not None:
-                        known[key] = found[0]
-                    else:
-                        known[key] = uuid.uuid4().hex
-                        ds = d.dataset
-                        dataset_rows.append(dict(dataset_uuid=known[key], experiment_id=experiment_id, name=ds.name,
-                                                 digest=ds.digest, dataset_source_type=ds.source_type,
-                                                 dataset_source=ds.source, dataset_schema=ds.schema,
-                                                 dataset_profile=ds.profile))
-                linked.add(known[key])
-            if linked:
-                existing = {s for (s,) in session.query(SqlInput.source_id).filter(
-                    SqlInput.source_type == "DATASET", SqlInput.destination_type == "RUN",
-                    SqlInput.destination_id == r, SqlInput.source_id.in_(list(linked)))}
-                for d in firsts:
-                    source = known[(experiment_id, d.dataset.name, d.dataset.digest)]
-                    if source in existing:
-                        continue
-                    existing.add(source)
-                    input_uuid = uuid.uuid4().hex
-                    input_rows.append(dict(input_uuid=input_uuid, source_type="DATASET", source_id=source,
-                                           destination_type="RUN", destination_id=r, step=0))
-                    input_tag_rows += [dict(input_uuid=input_uuid, name=t.key, value=t.value) for t in d.tags]
-        for table, rows in ((SqlParam.__table__, param_rows), (SqlMetric.__table__, metric_rows),
-                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
-                            (SqlTag.__table__, tag_rows), (SqlDataset.__table__, dataset_rows),
-                            (SqlInput.__table__, input_rows), (SqlInputTag.__table__, input_tag_rows)):
-            for i in range(0, len(rows), SQL_CHUNK):
-                session.execute(table.insert(), rows[i : i + SQL_CHUNK])
-        for status in {e.get("status", "FINISHED") for _, e in ends}:
-            part = [r for r, e in ends if e.get("status", "FINISHED") == status]
-            for i in range(0, len(part), SQL_CHUNK):
-                session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
-                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
+    return metrics, params, tags, datasets
+
+
+def _stored(session: Any, ids: list[str]) -> tuple[dict, dict, dict, dict]:
+    """What the store holds of the runs ``ids``: run id → (lifecycle stage, experiment id); (run, key) → a param's
+    value; (run, key) → its latest-metric row, and that row's (step, timestamp, value)."""
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlParam, SqlRun
+
+    runs, old_params, latest, top = {}, {}, {}, {}
+    for i in range(0, len(ids), SQL_CHUNK):
+        part = ids[i : i + SQL_CHUNK]
+        for r, stage, experiment_id in session.query(SqlRun.run_uuid, SqlRun.lifecycle_stage,
+                                                     SqlRun.experiment_id).filter(SqlRun.run_uuid.in_(part)):
+            runs[r] = (stage, experiment_id)
+        for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(part)):
+            old_params[(r, k)] = v
+        for row in session.query(SqlLatestMetric).filter(SqlLatestMetric.run_uuid.in_(part)):
+            latest[(row.run_uuid, row.key)] = row
+            top[(row.run_uuid, row.key)] = (row.step, row.timestamp, row.value)
+    return runs, old_params, latest, top
+
+
+def _refuse_as_log_batch(ids: list[str], runs: dict, old_params: dict, params: dict) -> None:
+    """``log_batch``'s refusals, in its words: a run not found, not active, or a param logged with another value."""
+    from mlflow.entities import LifecycleStage
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
+
     for run_id in ids:
-        _runs.pop(run_id, None)
+        if run_id not in runs:
+            raise MlflowException(f"Run with id={run_id} not found", RESOURCE_DOES_NOT_EXIST)
+        if runs[run_id][0] != LifecycleStage.ACTIVE:
+            raise MlflowException(f"The run {run_id} must be in the 'active' state. Current state is "
+                                  f"{runs[run_id][0]}.", INVALID_PARAMETER_VALUE)
+        changed = [{"key": k, "old_value": old_params[(run_id, k)], "new_value": v}
+                   for k, v in params[run_id].items() if old_params.get((run_id, k), v) != v]
+        if changed:
+            raise MlflowException(f"Changing param values is not allowed. Params were already logged='{changed}' "
+                                  f"for run ID='{run_id}'.", INVALID_PARAMETER_VALUE)
+
+
+def _metric_rows(ids: list[str], metrics: dict, latest: dict, top: dict) -> tuple[list[dict], dict]:
+    """The metric rows to insert, and each metric's new latest value (the greatest (step, timestamp, value)): an
+    existing latest-metric row is updated in place, the others are returned (run, key) → row."""
+    metric_rows, new_latest = [], {}
+    for r in ids:
+        for key, value, is_nan, ts, step in metrics[r]:
+            row = dict(run_uuid=r, key=key, value=value, is_nan=is_nan, timestamp=ts, step=step)
+            metric_rows.append(row)
+            if (r, key) not in top or (step, ts, value) > top[(r, key)]:
+                top[(r, key)], new_latest[(r, key)] = (step, ts, value), row
+    for (r, key), row in new_latest.items():  # the latest value of each metric: updated, or a new row
+        old = latest.get((r, key))
+        if old is not None:
+            old.value, old.is_nan, old.timestamp, old.step = row["value"], row["is_nan"], row["timestamp"], row["step"]
+    return metric_rows, new_latest
+
+
+def _input_rows(session: Any, ids: list[str], runs: dict, datasets: dict) -> tuple[list[dict], list[dict], list[dict]]:
+    """The data set, input and input-tag rows ``log_inputs`` writes: a data set once an experiment (name, digest),
+    each run linked once to the first input of each."""
+    import uuid
+
+    from mlflow.store.tracking.dbmodels.models import SqlDataset, SqlInput
+
+    input_rows, input_tag_rows, dataset_rows, known = [], [], [], {}
+    for r in ids:
+        experiment_id, linked, firsts = runs[r][1], set(), _first_of_each(datasets[r])
+        for d in firsts:
+            key = (experiment_id, d.dataset.name, d.dataset.digest)
+            if key not in known:
+                found = session.query(SqlDataset.dataset_uuid).filter(
+                    SqlDataset.experiment_id == experiment_id, SqlDataset.name == d.dataset.name,
+                    SqlDataset.digest == d.dataset.digest).first()
+                if found is not None:
+                    known[key] = found[0]
+                else:
+                    known[key] = uuid.uuid4().hex
+                    ds = d.dataset
+                    dataset_rows.append(dict(dataset_uuid=known[key], experiment_id=experiment_id, name=ds.name,
+                                             digest=ds.digest, dataset_source_type=ds.source_type,
+                                             dataset_source=ds.source, dataset_schema=ds.schema,
+                                             dataset_profile=ds.profile))
+            linked.add(known[key])
+        if linked:
+            existing = {s for (s,) in session.query(SqlInput.source_id).filter(
+                SqlInput.source_type == "DATASET", SqlInput.destination_type == "RUN",
+                SqlInput.destination_id == r, SqlInput.source_id.in_(list(linked)))}
+            for d in firsts:
+                source = known[(experiment_id, d.dataset.name, d.dataset.digest)]
+                if source in existing:
+                    continue
+                existing.add(source)
+                input_uuid = uuid.uuid4().hex
+                input_rows.append(dict(input_uuid=input_uuid, source_type="DATASET", source_id=source,
+                                       destination_type="RUN", destination_id=r, step=0))
+                input_tag_rows += [dict(input_uuid=input_uuid, name=t.key, value=t.value) for t in d.tags]
+    return dataset_rows, input_rows, input_tag_rows
 
 
 def _first_of_each(datasets: list[Any]) -> list[Any]:
