@@ -19,6 +19,7 @@ import os
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,11 +42,12 @@ log = logging.getLogger("sweeper")
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
-    from hydra.core.utils import configure_log, run_job, setup_globals
+    """The batched launcher's ``launch``: the jobs planned into groups and lone jobs, each group computed (with
+    successive halving, on CPU worker processes, on another engine, or here) and its members recorded as jobs."""
+    from hydra.core.utils import configure_log, setup_globals
 
     from sweeper.base import hydra_internals
-    from sweeper.sweep import jobrun
-    from sweeper.sweep.jobrun import run_job as lean_run_job
+    from sweeper.sweep import cores, engines, halving
 
     setup_globals()
     config = launcher.config
@@ -57,15 +59,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # runs, and dropped after). Another app's config (or one resolved only inside its job) goes to run_job as
     # the basic launcher hands it over: composed by Hydra, unresolved.
     ours = is_sweeper_config(config)
-    # sweeper's copy of Hydra's run_job only inside the Hydra and OmegaConf versions the tests ran
-    fast = ours and hydra_internals.fast()
     if ours:
         compose_once(loader)
-    load = loader.load_sweep_config
-    jobs = [Job(initial_job_idx + i, list(o), None, load.plain(config, list(o)) if ours else None)
+    # sweeper's copy of Hydra's run_job only inside the Hydra and OmegaConf versions the tests ran
+    run = _Launch(launcher, ours, ours and hydra_internals.fast())
+    jobs = [Job(initial_job_idx + i, list(o), None, run.load.plain(config, list(o)) if ours else None)
             for i, o in enumerate(job_overrides)]
-    from sweeper.sweep import cores, engines
-
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
     n = cores.workers(launcher, sum(j.plain is not None and j.plain.get("device") != "gpu" for j in jobs)) if ours else 1
     groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
@@ -75,58 +74,94 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
+    if halving.Halving.of(getattr(launcher, "halving", None)) is not None and groups and not engines.elsewhere(launcher, groups):
+        run.halving(groups)
+    elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
+        run.on_workers(groups, n)
+    elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
+        for members, computed in engines.computed_groups(launcher, groups, compute_group):
+            for job in members:
+                with handing(computed.pop(job.idx, None)):
+                    run.record(job)
+    else:
+        for members in groups:
+            run.here(members)
+    for job in alone:
+        run.record(job)
+    return [run.returns[j.idx] for j in jobs]
 
-    returns: dict[int, Any] = {}
 
-    def record(job: Job) -> None:
+class _Launch:
+    """One ``launch``'s jobs recorded: each through Hydra's ``run_job`` (or sweeper's copy of it), with the
+    outcome its group computed handed over; the groups computed with halving, on workers, or here."""
+
+    def __init__(self, launcher: Any, ours: bool, fast: bool) -> None:
+        self.launcher, self.ours, self.fast = launcher, ours, fast
+        self.config = launcher.config
+        self.load = launcher.hydra_context.config_loader.load_sweep_config
+        self.sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
+        self.returns: dict[int, Any] = {}
+
+    def record(self, job: Job) -> None:
+        """The job through ``run_job``; its return kept until the sweep ends (its config as plain data)."""
+        from hydra.core.utils import configure_log, run_job
+
+        from sweeper.sweep import jobrun
+
+        config, load, ours = self.config, self.load, self.ours
         # composed now; one of ours is its shape's config with the job's values set (run_job copies what it keeps)
         cfg = job.config or (load.lend if ours else load)(config, job.overrides)
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
-        common = dict(hydra_context=launcher.hydra_context, task_function=launcher.task_function,
+        common = dict(hydra_context=self.launcher.hydra_context, task_function=self.launcher.task_function,
                       config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-        ret = lean_run_job(**common, memo=load.memo(cfg)) if fast else run_job(**common)
+        ret = jobrun.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
         if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
-        returns[job.idx] = jobrun.lean(ret) if ours else ret  # kept until the sweep ends: its config as plain data
+        self.returns[job.idx] = jobrun.lean(ret) if ours else ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
-    sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
-
-    def record_group(members: list[Job], computed: dict[int, Any], runs: dict[int, Any], tags: Any, began: int,
-                     bulk: bool) -> None:
+    def record_group(self, members: list[Job], computed: dict[int, Any], runs: dict[int, Any], tags: Any,
+                     began: int, bulk: bool) -> None:
+        """A computed group's members recorded, each with its run (opened ahead, or now a chunk at a time)."""
         hand_runs(computed, runs)
         # the runs a large group did not open while it trained: a chunk at a time, before their jobs
         later = bulk and any(c.run is None for c in computed.values())
         for i, job in enumerate(members):
             if later and job.idx in computed and computed[job.idx].run is None:
-                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, sweep_dir, began)
+                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, self.sweep_dir, began)
             with handing(computed.pop(job.idx, None)):
-                record(job)
+                self.record(job)
 
-    from sweeper.sweep import halving
+    def halving(self, groups: list[list[Job]]) -> None:
+        """Successive halving inside the groups (:mod:`sweeper.sweep.halving`), then every job recorded."""
+        from sweeper.sweep import halving
 
-    rungs = halving.Halving.of(getattr(launcher, "halving", None))
-    if rungs is not None and groups and not engines.elsewhere(launcher, groups):
+        launcher = self.launcher
+        rungs = halving.Halving.of(launcher.halving)
+
         def regroup(capped: list[Job]) -> list[list[Job]]:
             together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
         began = int(time.time() * 1000)
-        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, sweep_dir)
+        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, self.sweep_dir)
         # the runs of the computed jobs opened together (one transaction a chunk on the embedded store), as a group's
         ahead, opened = [j for g in groups for j in g if j.idx in finals], {}
         if ahead:
-            open_runs(ahead, {i: c.tags for i, c in finals.items()}, sweep_dir, opened, began)
+            open_runs(ahead, {i: c.tags for i, c in finals.items()}, self.sweep_dir, opened, began)
         hand_runs(finals, opened)
         for job in [j for g in groups for j in g]:
             with handing(finals.pop(job.idx, None)):
-                record(job)
-        groups = []
-    if n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
+                self.record(job)
+
+    def on_workers(self, groups: list[list[Job]], n: int) -> None:
+        """The CPU groups on ``n`` worker processes (:mod:`sweeper.sweep.cores`), each recorded here as it ends."""
+        from sweeper.sweep import cores
+
         taken: dict[int, tuple] = {}
 
         def taking(members: list[Job], where: dict[str, str]) -> dict[int, dict[str, str]]:
@@ -141,46 +176,41 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                 for t in tags.values():
                     t |= where
                 if len(members) <= AHEAD_ALWAYS or (bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)):
-                    open_runs(members, tags, sweep_dir, runs, began)
+                    open_runs(members, tags, self.sweep_dir, runs, began)
             for t in tags.values():
                 t |= where
             return tags
 
         try:
-            for members, computed in cores.computed_groups(launcher, groups, compute_group, n, taking):
+            for members, computed in cores.computed_groups(self.launcher, groups, compute_group, n, taking):
                 tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
-                record_group(members, computed, runs, tags, began, bulk)
+                self.record_group(members, computed, runs, tags, began, bulk)
                 trim_heap()
         except BaseException:  # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
             for _, runs, _, _ in taken.values():
                 _system(runs)
             raise
-        groups = []
-    elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
-        for members, computed in engines.computed_groups(launcher, groups, compute_group):
-            for job in members:
-                with handing(computed.pop(job.idx, None)):
-                    record(job)
-        groups = []
-    for members in groups:
+
+    def here(self, members: list[Job]) -> None:
+        """One group computed in this process (its runs shown while it trains), then recorded; a group that fails
+        as a whole runs its jobs one at a time."""
+        from sweeper.sweep import engines
+
         tags = member_tags(members)
         for t in tags.values():
             t["batch_worker"] = "main"
         runs: dict[int, Any] = {}
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
-            computed = train_showing_runs(members, tags, sweep_dir, runs, began, bulk)
+            computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
-        record_group(members, computed, runs, tags, began, bulk)
+        self.record_group(members, computed, runs, tags, began, bulk)
         del computed, runs
         trim_heap()  # the group's arrays and records, freed: back to the system, not kept for the next group
-    for job in alone:
-        record(job)
-    return [returns[j.idx] for j in jobs]
 
 
 def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
@@ -359,9 +389,33 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     k = data.folds_of(cfg0["data"])
     units = [(t, s, f) for t, s in enumerate(splits) for f in (range(k) if k else (None,))]
     datasets = {(s, f): data.load_plain(cfg0["data"], s, f) for _, s, f in units}
-    ds0 = datasets[units[0][1:]]
-    dtype, task = cfg0["dtype"], ds0.task
     counts = [tuple(sorted({j.plain["epochs"] for j in t})) for t in trajs]
+    trained = _train_units(backend, cfg0, heads, counts, units, datasets)
+    if trained is None:
+        return {}  # the model does not batch (said once): each job runs through the one-job path
+    out = _outcomes(backend, cfg0["dtype"], trajs, splits, k, units, datasets, trained, tags or member_tags(members))
+    wall = (time.perf_counter() - t_start) / len(members)
+    for c in out.values():
+        c.wall_time_s = wall
+    return out
+
+
+@dataclass
+class _Trained:
+    """What a group's batches left, per unit (a trajectory on one split or fold)."""
+
+    at: dict[int, Any] = field(default_factory=dict)  # each configuration read off the unit: epochs → (fit, weights)
+    share: dict[int, float] = field(default_factory=dict)  # the unit's share of its batch's training time
+    model_of: dict[int, Any] = field(default_factory=dict)  # the unit's weights → a model to score
+    group_time: float = 0.0
+    warmup: float = 0.0
+    h2d: float = 0.0
+
+
+def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]], counts: list[tuple[int, ...]],
+                 units: list[tuple], datasets: dict[tuple, Any]) -> _Trained | None:
+    """The units trained, a batched group for each set whose arrays stack; None when the model does not batch."""
+    dtype, task = cfg0["dtype"], datasets[units[0][1:]].task
     # members train together when their arrays stack: folds of unequal size (by one row), a fold's own vocabulary
     # (text) or a mini-batch group's one order of rows make sub-groups, each trained as a batched group of its own
     batches: dict[Any, list[int]] = {}
@@ -370,10 +424,7 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
         key = (s, f) if split_features(cfg0) or cfg0["batch_size"] else (ds.X_train.shape, ds.X_val.shape)
         batches.setdefault(key, []).append(u)
     names = ("X_train", "y_train", "X_val", "y_val")
-    at_of: dict[int, Any] = {}
-    share_of: dict[int, float] = {}
-    model_of_unit: dict[int, Any] = {}
-    group_time = warmup = h2d = 0.0
+    out = _Trained()
     total = sum(counts[t][-1] for t, _, _ in units)
     done_before = 0
     with compute.progress_bar(total, unit="member-epoch") as progress:
@@ -392,35 +443,37 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
                                     t_h2d, progress=(lambda done, _, o=offset: progress(o + done, math.nan, math.nan))
                                     if progress else None)
             if trained is None:
-                return {}  # the model does not batch (said once): each job runs through the one-job path
+                return None
             fit, batch_h2d, model_of = trained
-            group_time, warmup, h2d = group_time + fit.train_time_s, warmup + fit.warmup_time_s, h2d + batch_h2d
+            out.group_time, out.warmup, out.h2d = out.group_time + fit.train_time_s, out.warmup + fit.warmup_time_s, out.h2d + batch_h2d
             for u, at in zip(idx, fit.at):
-                at_of[u], share_of[u], model_of_unit[u] = at, fit.train_time_s / len(idx), model_of
+                out.at[u], out.share[u], out.model_of[u] = at, fit.train_time_s / len(idx), model_of
             done_before += sum(counts[units[u][0]][-1] for u in idx)
-    count = len(members)
-    tags = tags or member_tags(members)
+    return out
+
+
+def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], splits: list[int], k: int, units: list[tuple],
+              datasets: dict[tuple, Any], trained: _Trained, tags: dict[int, dict[str, str]]) -> dict[int, compute.Computed]:
+    """Every job scored on its unit's fit at its epochs, its folds combined (``k``), with its share of the time."""
+    from sweeper.job.folds import combine
+
+    count = sum(map(len, trajs))
     outcomes: dict[int, list[compute.Outcome]] = {}
     for u, (t, s, f) in enumerate(units):
         traj, ds = trajs[t], datasets[(s, f)]
         epochs = [j.plain["epochs"] for j in traj]
         # the member's share of its batch (1/K), then each configuration's share of the epochs it needed
-        for job, share in zip(traj, shares(epochs, share_of[u])):
-            member_fit, member_params = at_of[u][job.plain["epochs"]]
+        for job, share in zip(traj, shares(epochs, trained.share[u])):
+            member_fit, member_params = trained.at[u][job.plain["epochs"]]
             member_fit.train_time_s = share
-            member_fit.warmup_time_s = warmup / (count * max(1, k))
-            outcome = compute.evaluate(dataset=ds, backend=backend, model=model_of_unit[u](member_params),
-                                       fit=member_fit, dtype=dtype, h2d_time_s=h2d / (count * max(1, k)))
-            outcome.scores["group_train_time_s"] = group_time
+            member_fit.warmup_time_s = trained.warmup / (count * max(1, k))
+            outcome = compute.evaluate(dataset=ds, backend=backend, model=trained.model_of[u](member_params),
+                                       fit=member_fit, dtype=dtype, h2d_time_s=trained.h2d / (count * max(1, k)))
+            outcome.scores["group_train_time_s"] = trained.group_time
             outcomes.setdefault(job.idx, []).append(outcome)
-    from sweeper.job.folds import combine
-
     out = {}
     for traj, split in zip(trajs, splits):
         for job in traj:
             outcome = combine(outcomes[job.idx]) if k else outcomes[job.idx][0]
             out[job.idx] = compute.Computed(outcome, datasets[(split, 0 if k else None)], tags[job.idx])
-    wall = (time.perf_counter() - t_start) / count
-    for c in out.values():
-        c.wall_time_s = wall
     return out
