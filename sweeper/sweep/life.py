@@ -44,6 +44,41 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
     any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
+    every, jobs = _checked_jobs(config)
+    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
+    for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
+        tracking.check_database(uri)
+    sweep_dir = Path(config.hydra.sweep.dir).absolute()
+    _claim(sweep_dir)
+    from sweeper.insight import plots
+
+    warming = warm_joblib_workers(config, jobs)
+    cores.warm(config, jobs)  # the batched launcher's CPU workers import and load their data while the store opens
+    if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
+        if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
+            log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
+                     writer.WRITER.proc.pid)
+    else:
+        writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
+    # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
+    # core imports MLflow for the writer or joblib's workers, once the store is open
+    importing = writer.WRITER is not None or warming is not None
+    if not importing:
+        plots.start()
+    parents = _open_parents(config, jobs, sweep_dir, caller)
+    if warming is not None:
+        warming.join()  # the workers are warm before the launcher hands them jobs
+    if importing:
+        plots.start()
+    state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
+             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+    return state
+
+
+def _checked_jobs(config: DictConfig) -> tuple[list, list]:
+    """Every job's (overrides, resolved config or None), and those resolved here, each checked: its config, and each
+    distinct data file or folds setting read once; a launcher's engine and a search sweeper's settings before that."""
     if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
         from sweeper.sweep import engines
 
@@ -67,11 +102,11 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
                 data.load_plain(cfg["data"])
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
+    return every, jobs
 
-    uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
-    for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
-        tracking.check_database(uri)
-    sweep_dir = Path(config.hydra.sweep.dir).absolute()
+
+def _claim(sweep_dir: Path) -> None:
+    """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
@@ -81,21 +116,10 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     if holder:
         raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
                           "end, or choose another hydra.sweep.dir")
-    from sweeper.insight import plots
 
-    warming = warm_joblib_workers(config, jobs)
-    cores.warm(config, jobs)  # the batched launcher's CPU workers import and load their data while the store opens
-    if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
-        if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
-            log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
-                     writer.WRITER.proc.pid)
-    else:
-        writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
-    # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
-    # core imports MLflow for the writer or joblib's workers, once the store is open
-    importing = writer.WRITER is not None or warming is not None
-    if not importing:
-        plots.start()
+
+def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) -> dict[str, dict[str, Any]]:
+    """A parent run per store and experiment the jobs use (once a sweep folder: a key already there is kept)."""
     parents = _created.setdefault(sweep_dir, {})
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
     tracking.SWEEP_EXPERIMENTS.clear()
@@ -119,14 +143,7 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
             raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
         parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
-    if warming is not None:
-        warming.join()  # the workers are warm before the launcher hands them jobs
-    if importing:
-        plots.start()
-    state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
-             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
-    (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
-    return state
+    return parents
 
 
 def space(config: DictConfig) -> dict[str, str]:
