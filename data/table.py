@@ -64,55 +64,11 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
     cell) is collected and refused at once in one line."""
     mode = getattr(cfg, "missing", None) or "impute"
     markers = MISSING + tuple(str(m) for m in getattr(cfg, "na_values", None) or [])
-    named = {k: set(resolve(f"data.{k}", getattr(cfg, k, None) or [], columns, col, has_header))
-             for k in ("dates", "keep", "categorical")}
-    for k in ("dates", "keep", "categorical"):
-        stray = [columns[j] for j in named[k] if j not in idx]
-        if stray:
-            raise ColumnError(f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, which is not "
-                              "a feature (left out by data.drop or data.features)")
-    both = named["dates"] & named["categorical"]
-    if both:
-        raise ColumnError(f"data.dates and data.categorical both name {columns[min(both)]}: choose one")
+    named = _named(cfg, columns, col, idx, has_header)
     decisions: dict[str, str] = {}
-    report: list[dict[str, Any]] = []
-    target = [r[col] for r in rows]
-    no_target = np.fromiter((is_missing(v, markers) for v in target), dtype=bool, count=len(target))
-    label = columns[col]
     problems: list[str] = []
-    if no_target.any():
-        k = int(no_target.sum())
-        at = ", ".join(str(i + 1) for i in np.flatnonzero(no_target)[:5]) + (", ..." if k > 5 else "")
-        if mode == "refuse":
-            problems.append(f"target {label}: {k} rows have no value (rows {at}); data.missing=refuse: clean them, "
-                            "or set data.missing=impute to drop those rows")
-        decisions["rows"] = f"target {label}: {k} rows have no value: dropped"
-    report.append({"column": str(label), "kind": "target", "missing": int(no_target.sum())})
-    keep_rows = np.flatnonzero(~no_target) if mode != "refuse" else np.arange(len(rows))
-    feats, gapped = [], []
-    ids, dates, codes = [], [], []
-    for j in idx:
-        values = [rows[i][j] for i in keep_rows]
-        try:
-            c = typed(columns[j], values, markers, as_date=j in named["dates"], as_category=j in named["categorical"])
-        except ColumnError as e:
-            problems.append(str(e))
-            continue
-        why = None if j in named["keep"] else id_reason(c)
-        if why:
-            ids.append(str(c.name))
-            report.append({"column": str(c.name), "kind": "id", "detail": why + ": dropped (data.keep keeps it)"})
-            continue
-        if c.missing:
-            gapped.append((c, values))
-        if c.date:
-            dates.append(str(c.name))
-        note = code_note(c) if j not in named["categorical"] else None
-        if note:
-            codes.append(f"{c.name}: {note}")
-        feats.append(c)
-        report.append({"column": str(c.name), "kind": "date" if c.date else "number" if c.numeric else "category",
-                       "missing": c.missing, **({"note": note} if note else {})})
+    keep_rows, report = _target_rows(rows, col, columns[col], markers, mode, problems, decisions)
+    feats, gapped, found = _features(columns, rows, idx, keep_rows, markers, named, report, problems)
     if mode == "refuse" and gapped:
         problems.append(_refusal(gapped))
     if problems:
@@ -136,10 +92,75 @@ def read(cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: lis
     if not feats:
         raise ColumnError("no feature column is left: " + "; ".join(f"{r['column']}: {r.get('detail', r['kind'])}"
                                                                     for r in report if r["kind"] != "target"))
-    for k, v in (("ids", ids), ("dates", dates), ("codes", codes)):
+    for k, v in found.items():
         if v:
             decisions[k] = ", ".join(v) if k != "codes" else "; ".join(v)
     return feats, keep_rows, report, decisions
+
+
+def _named(cfg: Any, columns: list[Any], col: int, idx: list[int], has_header: bool) -> dict[str, set[int]]:
+    """The columns ``data.dates``, ``data.keep`` and ``data.categorical`` name, each a feature, no column both a
+    date and a category."""
+    named = {k: set(resolve(f"data.{k}", getattr(cfg, k, None) or [], columns, col, has_header))
+             for k in ("dates", "keep", "categorical")}
+    for k in ("dates", "keep", "categorical"):
+        stray = [columns[j] for j in named[k] if j not in idx]
+        if stray:
+            raise ColumnError(f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, which is not "
+                              "a feature (left out by data.drop or data.features)")
+    both = named["dates"] & named["categorical"]
+    if both:
+        raise ColumnError(f"data.dates and data.categorical both name {columns[min(both)]}: choose one")
+    return named
+
+
+def _target_rows(rows: list[list[Any]], col: int, label: Any, markers: tuple[str, ...], mode: str,
+                 problems: list[str], decisions: dict[str, str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """The rows kept for the target (one without a value is dropped, or under ``refuse`` a problem), and the
+    report's first line."""
+    target = [r[col] for r in rows]
+    no_target = np.fromiter((is_missing(v, markers) for v in target), dtype=bool, count=len(target))
+    if no_target.any():
+        k = int(no_target.sum())
+        at = ", ".join(str(i + 1) for i in np.flatnonzero(no_target)[:5]) + (", ..." if k > 5 else "")
+        if mode == "refuse":
+            problems.append(f"target {label}: {k} rows have no value (rows {at}); data.missing=refuse: clean them, "
+                            "or set data.missing=impute to drop those rows")
+        decisions["rows"] = f"target {label}: {k} rows have no value: dropped"
+    report = [{"column": str(label), "kind": "target", "missing": int(no_target.sum())}]
+    return (np.flatnonzero(~no_target) if mode != "refuse" else np.arange(len(rows))), report
+
+
+def _features(columns: list[Any], rows: list[list[Any]], idx: list[int], keep_rows: np.ndarray,
+              markers: tuple[str, ...], named: dict[str, set[int]], report: list[dict[str, Any]],
+              problems: list[str]) -> tuple[list[Column], list[tuple[Column, list[Any]]], dict[str, list[str]]]:
+    """Each feature column typed (a column that cannot be read: a problem), an id column dropped unless kept; the
+    features, those with missing cells, and the ids, dates and integer codes found (each column reported)."""
+    feats, gapped = [], []
+    found: dict[str, list[str]] = {"ids": [], "dates": [], "codes": []}
+    for j in idx:
+        values = [rows[i][j] for i in keep_rows]
+        try:
+            c = typed(columns[j], values, markers, as_date=j in named["dates"], as_category=j in named["categorical"])
+        except ColumnError as e:
+            problems.append(str(e))
+            continue
+        why = None if j in named["keep"] else id_reason(c)
+        if why:
+            found["ids"].append(str(c.name))
+            report.append({"column": str(c.name), "kind": "id", "detail": why + ": dropped (data.keep keeps it)"})
+            continue
+        if c.missing:
+            gapped.append((c, values))
+        if c.date:
+            found["dates"].append(str(c.name))
+        note = code_note(c) if j not in named["categorical"] else None
+        if note:
+            found["codes"].append(f"{c.name}: {note}")
+        feats.append(c)
+        report.append({"column": str(c.name), "kind": "date" if c.date else "number" if c.numeric else "category",
+                       "missing": c.missing, **({"note": note} if note else {})})
+    return feats, gapped, found
 
 
 def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
