@@ -237,19 +237,9 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
         raise PromoteError(f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)")
 
 
-def promote(
-    experiment: str,
-    uri: str = tracking.DEFAULT_URI,
-    metric: str | None = None,
-    top: int = 1,
-    name: str | None = None,
-    force: bool = False,
-    out_dir: Path = pinned.BEST_DIR,
-    rtol: float | None = None,
-    run_ids: Sequence[str] = (),
-    latest: bool = False,
-    before_write: Any = None,
-) -> list[Promoted]:
+def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None = None, top: int = 1,
+            name: str | None = None, force: bool = False, out_dir: Path = pinned.BEST_DIR, rtol: float | None = None,
+            run_ids: Sequence[str] = (), latest: bool = False, before_write: Any = None) -> list[Promoted]:
     """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
 
     With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
@@ -258,28 +248,8 @@ def promote(
     every file can be; ``before_write(best_run)`` (e.g. registering its model) runs after every check, before
     any file is written, and a PromoteError it raises leaves them unwritten.
     """
-    if not (isinstance(top, int) and top >= 1):
-        raise _fail("--top", top, "expected an integer >= 1")
-    if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
-        raise _fail("--rtol", rtol, "expected a relative tolerance in [0, 1)")
-    name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
-    if not NAME.fullmatch(name):
-        raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
-    rerun_args(out_dir, name)  # a folder python -m sweeper cannot be told to find is refused before anything
-    if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
-        raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
-                    "expected a validation metric (val_...)")
-    try:
-        tracking.check_database(uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store at a mistyped path
-    except tracking.TrackingError as e:
-        raise PromoteError(str(e)) from None
-    try:
-        client = tracking.client(uri)
-        runs = _candidates(client, uri, experiment, run_ids, latest)
-    except PromoteError:
-        raise
-    except Exception as e:  # a server that is down, a file that is not a store
-        raise _fail("--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    name = _checked_name(experiment, top, rtol, name, out_dir, metric)
+    client, runs = _open_candidates(uri, experiment, run_ids, latest)
     metric = _metric(runs, metric, experiment)
     best = _ranked(runs, metric, top)
     names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
@@ -287,23 +257,8 @@ def promote(
     if taken and not force:
         raise _fail("--name", name, f"{out_dir / taken[0]}.yaml already exists: choose another --name "
                     "or pass --force to re-pin it")
-
-    files = []
-    for rank, (chosen, n) in enumerate(zip(best, names), start=1):
-        run = _refit_of(client, chosen)  # a cross-validated configuration is pinned as its refit, as the sweep's best is
-        tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
-        pins = _pinned(run, n, experiment, metric, rank, tol)
-        if run is not chosen:
-            m = chosen.data.metrics
-            pins["cross_validated"] = {"run_id": chosen.info.run_id, "folds": int(chosen.data.tags["folds"]),
-                                       metric: m[metric], f"{metric}_std": m.get(f"{metric}_std")}
-        seeds = over_seeds(runs, chosen, metric)
-        if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
-            pins["over_seeds"] = seeds
-        rerun = rerun_args(out_dir, n)
-        text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
-        _verify(text, n, out_dir, run, pins)
-        files.append((run, n, text, rerun, chosen))
+    files = [_pin_file(client, runs, chosen, n, rank, experiment, metric, rtol, out_dir)
+             for rank, (chosen, n) in enumerate(zip(best, names), start=1)]
     if before_write is not None:
         before_write(files[0][0])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -320,3 +275,55 @@ def promote(
                       f"mean this {metric} is)")
         done.append(Promoted(n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun))
     return done
+
+
+def _checked_name(experiment: str, top: Any, rtol: Any, name: str | None, out_dir: Path, metric: str | None) -> str:
+    """The pins' name (the experiment's, made a config name, by default), every argument checked before the store
+    is opened: one line naming the option, the value and what is allowed."""
+    if not (isinstance(top, int) and top >= 1):
+        raise _fail("--top", top, "expected an integer >= 1")
+    if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
+        raise _fail("--rtol", rtol, "expected a relative tolerance in [0, 1)")
+    name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
+    if not NAME.fullmatch(name):
+        raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
+    rerun_args(out_dir, name)  # a folder python -m sweeper cannot be told to find is refused before anything
+    if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
+        raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
+                    "expected a validation metric (val_...)")
+    return name
+
+
+def _open_candidates(uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> tuple[Any, list]:
+    """The store's client and the experiment's candidate runs; a store that is not there, or fails, is one line."""
+    try:
+        tracking.check_database(uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store at a mistyped path
+    except tracking.TrackingError as e:
+        raise PromoteError(str(e)) from None
+    try:
+        client = tracking.client(uri)
+        return client, _candidates(client, uri, experiment, run_ids, latest)
+    except PromoteError:
+        raise
+    except Exception as e:  # a server that is down, a file that is not a store
+        raise _fail("--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+
+
+def _pin_file(client: Any, runs: list, chosen: Any, n: str, rank: int, experiment: str, metric: str,
+              rtol: float | None, out_dir: Path) -> tuple[Any, str, str, list[str], Any]:
+    """The pinned config of the ``rank``-th configuration (``chosen``; a cross-validated one as its refit), checked
+    to re-run it: (the pinned run, the name, the file's text, the re-run's arguments, the chosen run)."""
+    run = _refit_of(client, chosen)  # a cross-validated configuration is pinned as its refit, as the sweep's best is
+    tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
+    pins = _pinned(run, n, experiment, metric, rank, tol)
+    if run is not chosen:
+        m = chosen.data.metrics
+        pins["cross_validated"] = {"run_id": chosen.info.run_id, "folds": int(chosen.data.tags["folds"]),
+                                   metric: m[metric], f"{metric}_std": m.get(f"{metric}_std")}
+    seeds = over_seeds(runs, chosen, metric)
+    if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
+        pins["over_seeds"] = seeds
+    rerun = rerun_args(out_dir, n)
+    text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
+    _verify(text, n, out_dir, run, pins)
+    return run, n, text, rerun, chosen
