@@ -1,5 +1,6 @@
 """The house's shape: no import cycle among the project's modules (imports inside functions included), no module
-over 500 lines, no folder of sweeper/ with more than 14 modules, and the bottom layer importing nothing above it."""
+over 500 lines, no function over 80, no folder of sweeper/ with more than 14 modules, and the bottom layer importing
+nothing above it."""
 from __future__ import annotations
 
 import ast
@@ -108,6 +109,28 @@ def test_the_bottom_layer_imports_nothing_above_it():
 @pytest.mark.parametrize("path", sorted(modules().values()), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_module_a_reader_can_hold(path):
     assert len(path.read_text().splitlines()) <= 500
+
+
+LONGEST = 80  # lines of a function (its signature and docstring included): a reader holds its steps in their head
+
+
+def long_functions(source: str, limit: int = LONGEST) -> list[tuple[str, int]]:
+    """The functions (methods and nested ones too) of ``source`` longer than ``limit`` lines: (name, lines)."""
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_longer_than_a_reader_can_hold():
+    too_long = {str(path.relative_to(ROOT)): found for path in modules().values()
+                if (found := long_functions(path.read_text()))}
+    assert too_long == {}
+
+
+def test_the_length_check_finds_a_long_function():
+    body = "\n".join(f"    x{i} = {i}" for i in range(LONGEST))
+    assert long_functions(f"def f():\n{body}\n") == [("f", LONGEST + 1)]
+    assert long_functions(f"class C:\n    def g(self):\n    {body.replace(chr(10), chr(10) + '    ')}\n") == [("g", LONGEST + 1)]
+    assert long_functions("def short():\n    return 1\n") == []
 
 
 def test_folders_of_a_size_a_reader_can_hold():
