@@ -95,3 +95,27 @@ def test_a_27_configuration_sweep_with_halving_records_every_run_and_ranks_the_f
     out = proc.stdout + proc.stderr
     table = [ln for ln in out.splitlines() if ln.startswith(("lr=", "width=", "depth="))]
     assert "pruned at epoch" not in table[0] and "pruned at epoch 180" in table[1]
+
+
+@pytest.mark.slow  # three sweeps (~20 s)
+def test_resume_takes_a_pruned_run_as_finished_only_under_the_same_halving_settings(tmp_path, store):
+    grid = ("-m", "lr=0.001,0.005,0.02", "width=4,16", "epochs=180", "log_every=20", "tracking.log_model=false")
+    halved = ("hydra.launcher.halving.eta=3", "hydra.launcher.halving.min_epochs=20")
+    first = cli(tmp_path, *grid, *halved, store=store)
+    assert first.returncode == 0, first.stderr[-3000:]
+    runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
+    pruned = {r.data.tags["fingerprint"] for r in runs if "pruned_at_epoch" in r.data.tags}
+    assert len(runs) == 6 and len(pruned) == 5
+    assert {r.data.tags["halving_settings"] for r in runs if "pruned_at_epoch" in r.data.tags} == {"eta=3 min_epochs=20"}
+    # the same settings: every configuration finished (the pruned ones at their rung), nothing trains
+    same = cli(tmp_path, *grid, *halved, "resume=true", store=store)
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert len([r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]) == 6
+    # halving off: the pruned configurations train in full, the complete one is reused; each passed-over run said
+    off = cli(tmp_path, *grid, "resume=true", store=store)
+    assert off.returncode == 0, off.stderr[-3000:]
+    new = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") and r.info.run_id not in
+           {x.info.run_id for x in runs}]
+    assert {r.data.tags["fingerprint"] for r in new} == pruned and len(new) == 5
+    assert all("pruned_at_epoch" not in r.data.tags and r.data.metrics["epochs_run"] == 180 for r in new)
+    assert (off.stdout + off.stderr).count("under halving (eta=3 min_epochs=20), and this sweep's halving is off") == 5

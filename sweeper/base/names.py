@@ -2,6 +2,8 @@
 named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours but the base layer."""
 from __future__ import annotations
 
+from typing import Any
+
 import shlex
 
 from sweeper.base.fmt import text_cell
@@ -60,6 +62,18 @@ def uri_problem(uri: str) -> str | None:
             return ("is not a persistent store (an in-memory database keeps nothing once the command ends): "
                     "expected sqlite:///PATH/TO/mlflow.db")
     return None
+
+
+PRUNED_AT = "pruned_at_epoch"  # tag of a run successive halving stopped at a rung (sweeper.sweep.halving)
+HALVING_SETTINGS = "halving_settings"  # and the halving settings it was stopped under (halving_setting)
+
+
+def halving_setting(settings: Any) -> str | None:
+    """The launcher's ``halving`` settings (a mapping) as a pruned run's tag records them; None when halving is off.
+    ``resume=true`` takes a pruned run as finished only under the same settings."""
+    if not settings or settings.get("eta") in (None, 0):
+        return None
+    return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
 
 
 REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged again as a new run (a stub)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop, yamltext
-from sweeper.base.names import CURVES_FILE, RESULT_FILE, label
+from sweeper.base.names import CURVES_FILE, RESULT_FILE, halving_setting, label
 from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
@@ -142,7 +142,7 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
     try:
         experiment = tracking.experiment_id(client, cfg.tracking.experiment, uri, in_sweep=ctx.sweep_dir is not None)
         if cfg.resume:
-            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device)
+            done = tracking.finished_run(client, experiment, result["fingerprint"], cfg.device, _halving(), say=True)
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 opened.resumed = _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
@@ -158,6 +158,15 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
     result["run_id"] = opened.tracked and opened.tracked.run_id
     result["experiment_id"] = opened.tracked and opened.tracked.experiment_id
     return opened
+
+
+def _halving() -> str | None:
+    """The halving settings of the launcher this job runs under (None: off, or no Hydra run)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    return halving_setting(HydraConfig.get().launcher.get("halving"))
 
 
 def _record(cfg: DictConfig, ctx: JobContext, computed: tuple[dict[str, Any], data.Dataset, Outcome, Path],

@@ -84,10 +84,12 @@ def shares(epochs: list[int], total: float) -> list[float]:
 CPU_MAX_GROUP = 1024
 
 
-def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[list[Job]], list[Job]]:
+def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
+         halving: str | None = None) -> tuple[list[list[Job]], list[Job]]:
     """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
     that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and the jobs that run alone. A group is a list of jobs whose trajectories
-    (:func:`trajectories`) train as its members; it has at least two configurations."""
+    (:func:`trajectories`) train as its members; it has at least two configurations. ``halving``: the sweep's
+    halving settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as finished."""
     budget = max_bytes or default_budget()
     keyed: dict[str, list[Job]] = {}
     alone = []
@@ -101,7 +103,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0) -> tuple[list[l
         except ConfigError:
             alone.append(job)  # the one-job path reports it
             continue
-        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg)) or _own_loop(cfg):
+        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, halving)) or _own_loop(cfg):
             alone.append(job)
             continue
         shared = {k: cfg.get(k) for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
@@ -201,13 +203,14 @@ def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
     return max(1, budget // max(one, 1))
 
 
-def _finished(cfg: dict[str, Any]) -> bool:
-    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment)."""
+def _finished(cfg: dict[str, Any], halving: str | None = None) -> bool:
+    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment; a pruned run
+    under the same ``halving`` settings only)."""
     from sweeper import tracking
 
     try:
         client = tracking.client(cfg["tracking"]["uri"])
         exp = client.get_experiment_by_name(cfg["tracking"]["experiment"])
-        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"]) is not None
+        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"], halving) is not None
     except tracking.UNREACHABLE:
         return False

@@ -66,6 +66,7 @@ def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -
 def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]) -> list[Sequence[str]]:
     """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
     from sweeper import tracking
+    from sweeper.base.names import halving_setting
     from sweeper.contract.config import fingerprint
     from sweeper.sweep import life
     from sweeper.sweep.plan import _plain
@@ -79,7 +80,8 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
             try:
                 c = tracking.client(plain["tracking"]["uri"])
                 exp = c.get_experiment_by_name(plain["tracking"]["experiment"])
-                done = exp and tracking.finished_run(c, exp.experiment_id, fingerprint(plain), plain["device"])
+                done = exp and tracking.finished_run(c, exp.experiment_id, fingerprint(plain), plain["device"],
+                                                     halving_setting(sweeper.config.hydra.launcher.get("halving")))
             except tracking.UNREACHABLE:
                 done = None  # the job itself finds out, and says so
         if not done:

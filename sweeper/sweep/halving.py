@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, halving_setting
 from sweeper.job import metrics
 
 log = logging.getLogger("sweeper")
@@ -41,6 +42,11 @@ class Halving:
         if not settings or settings.get("eta") in (None, 0):
             return None
         return cls(int(settings["eta"]), None if settings.get("min_epochs") is None else int(settings["min_epochs"]))
+
+    @property
+    def setting(self) -> str:
+        """These settings as a pruned run's tag records them (:func:`sweeper.base.names.halving_setting`)."""
+        return halving_setting({"eta": self.eta, "min_epochs": self.min_epochs})
 
     def rungs(self, max_epochs: int, log_every: int) -> list[int]:
         """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is ``max_epochs / eta^3`` rounded
@@ -113,7 +119,8 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[Any]]
         for js in ranked[keep:]:
             for j in js:
                 c = got[j.idx]
-                c.tags = {**c.tags, "pruned_at_epoch": str(r), "halving": f"eta={halving.eta} rungs={','.join(map(str, rungs))}"}
+                c.tags = {**c.tags, PRUNED_AT: str(r), "halving": f"eta={halving.eta} rungs={','.join(map(str, rungs))}",
+                          HALVING_SETTINGS: halving.setting}
                 final[j.idx] = c
         counts.append({"rung": r, "reached": len(ranked), "kept": min(keep, len(ranked)),
                        "pruned": len(ranked) - min(keep, len(ranked))})

@@ -33,6 +33,7 @@ from sweeper.contract.compose import compose_once
 from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.names import halving_setting
 from sweeper.base.process import trim_heap
 from sweeper.models.group import train_members
 
@@ -68,7 +69,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
     n = cores.workers(launcher, sum(j.plain is not None and j.plain.get("device") != "gpu" for j in jobs)) if ours else 1
     groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
-                         launcher.max_group_size)
+                         launcher.max_group_size, halving_setting(getattr(launcher, "halving", None)))
     if n > 1:
         groups = cores.chunked(groups, n)
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))

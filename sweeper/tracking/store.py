@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import ROOT
+from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported: tracking.sqlite_path)
 from sweeper.base.process import exclusive
 
@@ -374,14 +375,26 @@ def named_experiment(c: Any, name: str, uri: str) -> Any:
     return exp
 
 
-def finished_run(c: Any, experiment: str, fingerprint: str, device: str) -> str | None:
-    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one."""
+def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving: str | None = None,
+                 say: bool = False) -> str | None:
+    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one. A run
+    successive halving stopped at a rung counts only under the same ``halving`` settings (:func:`halving_setting`;
+    None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
     found = c.search_runs(
         [experiment],
         f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
-        max_results=1,
+        max_results=50,
     )
-    return found[0].info.run_id if found else None
+    for run in found:
+        tags = run.data.tags
+        if PRUNED_AT not in tags or (halving is not None and tags.get(HALVING_SETTINGS) == halving):
+            return run.info.run_id
+    if found and say:
+        tags = found[0].data.tags
+        logging.getLogger("sweeper").info("resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: "
+                 "the configuration trains again", found[0].info.run_id, tags[PRUNED_AT],
+                 tags.get(HALVING_SETTINGS, "settings not recorded"), halving or "off")
+    return None
 
 
 def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
