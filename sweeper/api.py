@@ -271,9 +271,10 @@ def _session(args: list[str]) -> Iterator[None]:
 
 
 def reset() -> None:
-    """Forget what an earlier sweep or run of this process left: Hydra's global state, the writer and painter
-    processes (stopped), the store clients, the experiments found, the runs created, an earlier Ctrl-C. Only the
-    modules already imported are touched: nothing heavy is imported for it."""
+    """Forget what an earlier sweep or run of this process left: Hydra's global state, an earlier Ctrl-C, and the
+    sweep's state (:mod:`sweeper.base.state`: its writer and painter processes stopped, then a fresh one: no store
+    client, experiment, run or parent of the earlier sweep). Only the modules already imported are touched: nothing
+    heavy is imported for it."""
     stop.reset()
     mods = sys.modules
     if "hydra.core.global_hydra" in mods:
@@ -283,13 +284,9 @@ def reset() -> None:
     for name in ("sweeper.tracking.writer", "sweeper.insight.plots"):
         if name in mods:
             mods[name].stop()
-    if "sweeper.tracking.store" in mods:
-        mods["sweeper.tracking.store"]._CLIENTS.clear()
-        mods["sweeper.tracking.store"].SWEEP_EXPERIMENTS.clear()
-    if "sweeper.tracking.records" in mods:
-        mods["sweeper.tracking.records"]._runs.clear()
-    if "sweeper.sweep.life" in mods:
-        mods["sweeper.sweep.life"]._created.clear()
+    from sweeper.base import state
+
+    state.begin()
     if "sweeper.sweep.callbacks" in mods:
         mods["sweeper.sweep.callbacks"].CURRENT.update(sweep=None, job=None, since=None)
 

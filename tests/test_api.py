@@ -221,3 +221,27 @@ def test_ctrl_c_closes_the_sweep_raises_keyboard_interrupt_and_the_next_call_wor
     assert [r.info.status for r in first] == ["KILLED"]
     (killed,) = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == first[0].info.run_id]
     assert killed.info.status == "KILLED" and killed.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+
+
+def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
+    """The writer, painter, store clients, experiments, runs and parents of a sweep live in one object
+    (sweeper.base.state); reset(), before each sweep of the API, stops its processes and begins a fresh one."""
+    from sweeper import tracking
+    from sweeper.api import reset
+    from sweeper.base import state
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.client(uri)  # creates the store (not kept: a new store's client is made under its lock)
+    c = tracking.client(uri)
+    now = state.current()
+    assert now.clients[uri] is c
+    experiment = tracking.experiment_id(c, "e", uri, in_sweep=True)
+    assert now.experiments[(uri, "e")] == experiment
+    run_id = tracking.start_run(c, experiment, "r", {})
+    assert now.runs[run_id][1] == experiment
+    reset()
+    fresh = state.current()
+    assert fresh is not now and (fresh.clients, fresh.experiments, fresh.runs, fresh.parents) == ({}, {}, {}, {})
+    assert fresh.writer is None and fresh.painter is None
+    assert tracking.client(uri) is not c and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
+    assert now.clients == {uri: c}  # the earlier sweep's object is untouched: nothing of it leaks into the next

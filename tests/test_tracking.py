@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sweeper import tracking
+from sweeper.base import state
 
 from conftest import client_for, run_once
 
@@ -325,7 +326,7 @@ def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
         {k: v for k, v in one.data.tags.items() if k != "mlflow.runName"}
     assert b.info.run_name == b.data.tags["mlflow.runName"] == "b" and c2.info.start_time == 123
     assert abs(b.info.start_time - one.info.start_time) < 60_000
-    assert records._runs[ids[0]] == (b.info.artifact_uri, experiment)  # the writer finds its artifact folder
+    assert state.current().runs[ids[0]] == (b.info.artifact_uri, experiment)  # the writer finds its artifact folder
     records.finish_run(c, ids[0], {"val_mse": 1.0})  # and the run ends as any other
     assert c.get_run(ids[0]).info.status == "FINISHED"
 

@@ -245,7 +245,7 @@ def test_other_sqlite_databases_keep_their_synchronous_setting(tmp_path, store):
 
 def test_without_a_writer_process_the_jobs_end_their_own_runs(monkeypatch, caplog):
     """Where no writer can start (Popen's pass_fds is POSIX-only), sweep.start goes on without one: run.run then
-    ends each run itself (writer.WRITER is None)."""
+    ends each run itself (the sweep's state has no writer)."""
     import subprocess as sp
 
     def refuse(*args, **kwargs):
@@ -254,4 +254,4 @@ def test_without_a_writer_process_the_jobs_end_their_own_runs(monkeypatch, caplo
     monkeypatch.setattr(sp, "Popen", refuse)
     with caplog.at_level("WARNING", logger="sweeper"):
         assert writer.start(["sqlite:///x"]) is False
-    assert writer.WRITER is None and "each job ends its own run" in caplog.text
+    assert writer.current() is None and "each job ends its own run" in caplog.text

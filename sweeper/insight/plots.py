@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sweeper.base import state
+
 TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
 MAX_TICKS = 30  # labelled ticks on an axis at most (a tick a swept value, a bar a configuration)
 TIMEOUT_S = 60.0  # the longest the launching process waits for the painter's figures before drawing them itself
@@ -197,21 +199,23 @@ class Painter:
             self.proc = None
 
 
-# The launching process's painter, from the sweep's start (sweeper.sweep.start) to its end.
-PAINTER: Painter | None = None
+def current() -> Painter | None:
+    """The launching process's painter, from the sweep's start (sweeper.sweep.start) to its end: the sweep's
+    state's (:mod:`sweeper.base.state`)."""
+    return state.current().painter
 
 
 def start() -> None:
-    global PAINTER
-    if PAINTER is None:
-        PAINTER = Painter().start()
+    now = state.current()
+    if now.painter is None:
+        now.painter = Painter().start()
 
 
 def stop() -> None:
-    global PAINTER
-    if PAINTER is not None:
-        PAINTER.close()
-        PAINTER = None
+    now = state.current()
+    if now.painter is not None:
+        now.painter.close()
+        now.painter = None
 
 
 def serve() -> None:

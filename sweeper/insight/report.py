@@ -160,7 +160,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     print(board.table(limit=SHOWN), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
-        painter = plots.PAINTER or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
+        painter = plots.current() or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
         folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
         painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
         table = board.table("github")

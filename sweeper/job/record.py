@@ -185,11 +185,12 @@ def _record(cfg: DictConfig, ctx: JobContext, computed: tuple[dict[str, Any], da
                    tags=opened.late_tags | ({"failure_reason": out.reason} if out.reason else {}) or None,
                    status=status, curve_points=cfg.tracking.curve_points, system=system, params=opened.params,
                    datasets=artifacts.inputs(cfg, dataset))
-        if ctx.sweep_dir is not None and writer.WRITER is not None:  # the writer process ends the run
-            writer.WRITER.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
+        w = writer.current()
+        if ctx.sweep_dir is not None and w is not None:  # the writer process ends the run
+            w.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
             with stop.deferred():  # printed FINISHED and handed to the writer: both, whatever signal comes between
-                _finish(ctx, result, {"pending_upload": True, writer.RECORDING: writer.WRITER.proc.pid})
-                tracked.hand_to(writer.WRITER, end, ctx.output_dir / RESULT_FILE)
+                _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid})
+                tracked.hand_to(w, end, ctx.output_dir / RESULT_FILE)
             return result
         try:
             tracked.finish(**end)

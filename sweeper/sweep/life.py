@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base import stop
+from sweeper.base.state import current as current_state
 from sweeper.base.process import hold
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
@@ -32,8 +33,6 @@ from sweeper.tracking import writer
 log = logging.getLogger("sweeper")
 
 
-# The parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists.
-_created: dict[Path, dict[str, dict[str, Any]]] = {}
 LOCK_FILE = ".sweep.lock"  # held (flock) by the launching process of the sweep that uses the folder
 
 
@@ -57,12 +56,12 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
         if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
             log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
-                     writer.WRITER.proc.pid)
+                     writer.current().proc.pid)
     else:
         writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
     # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
     # core imports MLflow for the writer or joblib's workers, once the store is open
-    importing = writer.WRITER is not None or warming is not None
+    importing = writer.current() is not None or warming is not None
     if not importing:
         plots.start()
     parents = _open_parents(config, jobs, sweep_dir, caller)
@@ -120,9 +119,10 @@ def _claim(sweep_dir: Path) -> None:
 
 def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) -> dict[str, dict[str, Any]]:
     """A parent run per store and experiment the jobs use (once a sweep folder: a key already there is kept)."""
-    parents = _created.setdefault(sweep_dir, {})
+    now = current_state()
+    parents = now.parents.setdefault(sweep_dir, {})  # the parent runs this process created, by sweep folder
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
-    tracking.SWEEP_EXPERIMENTS.clear()
+    now.experiments.clear()  # found again by this sweep
     for (_, cfg), key in zip(jobs, keys):
         uri, name = cfg["tracking"]["uri"], cfg["tracking"]["experiment"]
         if key in parents:
@@ -290,7 +290,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
-    parents = state["parents"] if state else list(_created.get(sweep_dir, {}).values())
+    parents = state["parents"] if state else list(current_state().parents.get(sweep_dir, {}).values())
     rows = results(sweep_dir) if state else []
     cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]  # started, no result
     failures, stored = [], []
@@ -353,7 +353,7 @@ def launcher_failed(sweep_dir: Path, e: BaseException) -> str:
     why = f"the launcher failed: {tracking.first_line(e)}"
     cores.stop()
     writer.drain()
-    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(_created.get(sweep_dir, {}).values())}
+    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(current_state().parents.get(sweep_dir, {}).values())}
     killed = []
     for p in state["parents"]:
         try:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from sweeper.tracking.records import _artifact_repo, _last_batch, _run_tags, _runs, start_run
+from sweeper.base import state
+from sweeper.tracking.records import _artifact_repo, _last_batch, _run_tags, start_run
 
 
 # Rows a statement touches at most (SQLite's bound-parameter limit).
@@ -88,7 +89,7 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
                 if rows:
                     session.execute(table.insert(), rows)
     for run_id, artifact_uri in made:
-        _runs[run_id] = (artifact_uri, str(experiment))
+        state.current().runs[run_id] = (artifact_uri, str(experiment))
     return [run_id for run_id, _ in made]
 
 
@@ -231,7 +232,7 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
                 session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
                     {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
     for run_id in ids:
-        _runs.pop(run_id, None)
+        state.current().runs.pop(run_id, None)
 
 
 def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int) -> tuple[dict, dict, dict, dict]:

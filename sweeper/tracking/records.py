@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from sweeper import ROOT
+from sweeper.base import state
 
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -116,7 +117,7 @@ def start_run(
     from mlflow.entities import Param
 
     run = c.create_run(experiment, run_name=name, tags=_run_tags(tags, parent_run_id), start_time=start_time)
-    _runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
+    state.current().runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
     items = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, len(items), PARAM_BATCH):
         c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
@@ -228,7 +229,7 @@ def finish_run(
         get_artifact_repository(model.artifact_location, tracking_uri=c.tracking_uri).log_artifacts(str(models[name]))
         c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
     c.set_terminated(run_id, status)
-    _runs.pop(run_id, None)
+    state.current().runs.pop(run_id, None)
 
 
 
@@ -340,17 +341,16 @@ def _stamp(folder: Path, model_id: str, run_id: str) -> None:
 
 
 
-# Artifact URI and experiment id of the runs this process created: no get_run round trip for them.
-_runs: dict[str, tuple[str, str]] = {}
 
 
 
 def _run_info(c: Any, run_id: str) -> tuple[str, str]:
-    """A run's artifact URI and experiment id."""
-    if run_id not in _runs:
+    """A run's artifact URI and experiment id (of a run this process created, as the sweep's state keeps it)."""
+    runs = state.current().runs
+    if run_id not in runs:
         info = c.get_run(run_id).info
         return info.artifact_uri, info.experiment_id
-    return _runs[run_id]
+    return runs[run_id]
 
 
 

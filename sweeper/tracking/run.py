@@ -9,6 +9,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
+from sweeper.base import state
 from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
 from sweeper.tracking import bulk, records, system
 
@@ -121,4 +122,4 @@ class TrackedRun:
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
         """Let the writer process end the run (its last batch ``end``) while this process goes on."""
         self.stop_heartbeat()
-        writer.submit(self.uri, self.run_id, records._runs.pop(self.run_id, None), dict(end), result_path)
+        writer.submit(self.uri, self.run_id, state.current().runs.pop(self.run_id, None), dict(end), result_path)

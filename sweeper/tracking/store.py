@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import ROOT
+from sweeper.base import state
 from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported: tracking.sqlite_path)
 from sweeper.base.process import exclusive
@@ -118,15 +119,13 @@ def client(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         _sqlite_commits_without_fsync()
+    clients = state.current().clients  # a URI's client, once its store exists
     if db is not None and not _is_wal_database(db):
-        _CLIENTS.pop(uri, None)
+        clients.pop(uri, None)
         return _create_store(db, uri)
-    if uri not in _CLIENTS:  # one a store (MLflow keeps one store object a URI anyway): not one a job
-        _CLIENTS[uri] = MlflowClient(tracking_uri=uri)
-    return _CLIENTS[uri]
-
-
-_CLIENTS: dict[str, Any] = {}  # a URI's client, once its store exists
+    if uri not in clients:  # one a store (MLflow keeps one store object a URI anyway): not one a job
+        clients[uri] = MlflowClient(tracking_uri=uri)
+    return clients[uri]
 
 
 @functools.cache
@@ -329,20 +328,16 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 
 
-# (store URI, experiment name) → id, of the experiments this sweep found active or created (sweeper.sweep.start
-# empties it): its jobs do not ask the store again (~2.5 ms a job on SQLite).
-SWEEP_EXPERIMENTS: dict[tuple[str, str], str] = {}
-
-
 def experiment_id(c: Any, name: str, uri: str, in_sweep: bool = False) -> str:
     """The id of experiment ``name``, created with an absolute artifact location if it is new; ``in_sweep``:
-    as the sweep's start found it."""
+    as the sweep's start found it (the sweep's state keeps it, :mod:`sweeper.base.state`: its jobs do not ask
+    the store again, ~2.5 ms a job on SQLite)."""
     if not in_sweep:
         return _experiment_id(c, name, uri)
-    key = (uri, name)
-    if key not in SWEEP_EXPERIMENTS:
-        SWEEP_EXPERIMENTS[key] = _experiment_id(c, name, uri)
-    return SWEEP_EXPERIMENTS[key]
+    key, found = (uri, name), state.current().experiments
+    if key not in found:
+        found[key] = _experiment_id(c, name, uri)
+    return found[key]
 
 
 def _experiment_id(c: Any, name: str, uri: str) -> str:

@@ -32,6 +32,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from sweeper.base import state
+
 log = logging.getLogger("sweeper")
 
 # A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers), hands the end of
@@ -222,25 +224,27 @@ def _wait(proc: Any, timeout: float) -> None:
         pass
 
 
-# The launching process's writer, from the sweep's start to its end (or the process's exit).
-WRITER: Writer | None = None
+def current() -> Writer | None:
+    """The launching process's writer, from the sweep's start to its end (or the process's exit): the sweep's
+    state's (:mod:`sweeper.base.state`)."""
+    return state.current().writer
 
 
 def start(uris: Iterable[str] = ()) -> bool:
-    """Start the writer (once per process) and have it open the stores ``uris``; False when no writer can be
+    """Start the sweep's writer (once) and have it open the stores ``uris``; False when no writer can be
     started here (no ``pass_fds``: Windows; no process left): the jobs then end their runs themselves."""
-    global WRITER
-    if WRITER is None:
+    now = state.current()
+    if now.writer is None:
         import atexit
 
         try:
-            WRITER = Writer(uris)
+            now.writer = Writer(uris)
         except (OSError, ValueError) as e:
             log.warning("no writer process (%s): each job ends its own run", e)
             return False
         atexit.register(stop)  # at the process's exit the writer finishes what it was sent
     elif uris:
-        WRITER.open(uris)
+        now.writer.open(uris)
     return True
 
 
@@ -289,23 +293,24 @@ def min_jobs(uris: Iterable[str]) -> int:
 
 def drain() -> list[str]:
     """Wait for the writer (if any) to write every run handed over; the errors of those kept for upload."""
-    return WRITER.drain() if WRITER is not None else []
+    w = current()
+    return w.drain() if w is not None else []
 
 
 def stop() -> None:
-    global WRITER
-    if WRITER is not None:
-        WRITER.close()
-        WRITER = None
+    now = state.current()
+    if now.writer is not None:
+        now.writer.close()
+        now.writer = None
 
 
 def interrupt() -> list[str]:
     """Ctrl-C: let the writer (if any) record what it was sent, within :data:`INTERRUPT_WAIT_S`, and end it
     (:meth:`Writer.end`); the tracking errors of the runs kept for upload."""
-    global WRITER
-    if WRITER is None:
+    now = state.current()
+    if now.writer is None:
         return []
-    w, WRITER = WRITER, None
+    w, now.writer = now.writer, None
     return w.end()
 
 
@@ -442,9 +447,7 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
 def _remember(job: dict[str, Any]) -> None:
     """The artifact URI and experiment of the job's run, as the job knew them (no ``get_run`` to end it)."""
     if job["info"]:
-        from sweeper.tracking import records
-
-        records._runs[job["run_id"]] = tuple(job["info"])
+        state.current().runs[job["run_id"]] = tuple(job["info"])
 
 
 def _done(path: Path) -> None:

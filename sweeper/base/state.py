@@ -1,0 +1,44 @@
+"""A sweep's state in one object, instead of a global in each module that keeps a part of it.
+
+What one sweep (or one run) of this process holds while it lasts: the writer process that ends runs while the next
+job trains (:mod:`sweeper.tracking.writer`), the process that draws the summary's plots
+(:mod:`sweeper.insight.plots`), a client per store, the experiments found or created, the runs this process
+created, and the parent runs by sweep folder. :func:`current` is the state the code in use reads; :func:`begin`
+makes a fresh one current (the Python API does, before each sweep or run: :func:`sweeper.api.reset`). Hydra calls
+sweeper's task function, launcher and callbacks with no argument of sweeper's to carry it, so it is found here
+rather than passed down every call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class SweepState:
+    writer: Any = None  # sweeper.tracking.writer.Writer, from the sweep's start to its end
+    painter: Any = None  # sweeper.insight.plots.Painter, likewise
+    clients: dict[str, Any] = field(default_factory=dict)  # a store URI's MlflowClient, once its store exists
+    # (uri, experiment name) → its id, found or created by this sweep (one lookup a sweep, not one a job)
+    experiments: dict[tuple[str, str], str] = field(default_factory=dict)
+    # artifact URI and experiment id of the runs this process created: no get_run round trip for them
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists
+    parents: dict[Path, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+_current = SweepState()
+
+
+def current() -> SweepState:
+    """The state of the sweep (or run) this process is in."""
+    return _current
+
+
+def begin() -> SweepState:
+    """A fresh state, current from now on. The processes of the one before (its writer, its painter) are the
+    caller's to stop first."""
+    global _current
+    _current = SweepState()
+    return _current
