@@ -31,6 +31,7 @@ def test_rungs_are_min_epochs_times_eta_powers_below_the_largest_epochs():
     assert halving.Halving(3).rungs(2700, 50) == [100, 300, 900]
     assert halving.Halving(3, min_epochs=20).rungs(200, 10) == [20, 60, 180]
     assert halving.Halving(2).rungs(10, 50) == []  # no rung below the largest epochs: nothing is stopped
+    assert halving.Halving(3).rungs(540, 20) == [40, 120, 360]  # by default at least 2 · log_every (540 / 27 = 20)
 
 
 def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_halving(tmp_path):

@@ -16,7 +16,7 @@ LAUNCHER_INTS = {"hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = 
 
 # Successive halving (sweeper.sweep.halving): allowed values and their least integer.
 HALVING = {"hydra.launcher.halving.eta": ("an integer >= 2 (null: no halving)", 2),
-           "hydra.launcher.halving.min_epochs": ("an integer >= 1 (null: the largest epochs / eta^3)", 1)}
+           "hydra.launcher.halving.min_epochs": ("an integer >= 1 (null: the largest epochs / eta^3, at least 2·log_every)", 1)}
 
 
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).

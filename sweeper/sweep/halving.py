@@ -50,8 +50,9 @@ class Halving:
 
     def rungs(self, max_epochs: int, log_every: int) -> list[int]:
         """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is ``max_epochs / eta^3`` rounded
-        down to a multiple of ``log_every`` (at least ``log_every``)."""
-        first = self.min_epochs or max(log_every, int(max_epochs / self.eta ** DEFAULT_RUNGS) // log_every * log_every)
+        down to a multiple of ``log_every``, at least ``2 · log_every`` (a rung's run then samples its loss more than
+        once: at ``log_every`` itself it would be sampled once, and the trainer says so in a warning each group)."""
+        first = self.min_epochs or max(2 * log_every, int(max_epochs / self.eta ** DEFAULT_RUNGS) // log_every * log_every)
         out, r = [], first
         while r < max_epochs:
             out.append(r)

@@ -25,7 +25,8 @@ class BatchedLauncherConf:
     # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.
     submitit: Dict[str, Any] = field(default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1})
     # Successive halving (sweeper.sweep.halving): eta (an integer >= 2; null = off) stops all but the best 1/eta of
-    # the configurations at each rung min_epochs·eta^k (min_epochs null: the largest epochs / eta^3).
+    # the configurations at each rung min_epochs·eta^k (min_epochs null: the largest epochs / eta^3, at least
+    # 2·log_every).
     halving: Dict[str, Any] = field(default_factory=lambda: {"eta": None, "min_epochs": None})
 
 
