@@ -238,3 +238,26 @@ def test_a_study_continued_with_other_choices_is_refused_in_one_line_before_any_
     assert len(runs) == 3 and len([r for r in runs if r.data.tags.get("mlflow.parentRunId")]) == 2
     study = optuna.load_study(study_name="diabetes", storage=f"sqlite:///{store.parent / 'optuna.db'}")
     assert len(study.trials) == 2  # no trial asked for the refused space
+
+
+@pytest.mark.slow
+def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_curve_to_the_rung(tmp_path, store):
+    # one round of 9 trials trained as batched groups; halving stops 6 at epoch 20 and 2 more at epoch 60
+    proc = cli(tmp_path, "-m", "+sweep=optuna", "depth=1", "width=8", "epochs=180", "log_every=10",
+               "hydra.sweeper.n_trials=9", "hydra.sweeper.batch=9", "hydra.launcher.halving.eta=3",
+               "hydra.launcher.halving.min_epochs=20", store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = study_of(store.parent / "optuna.db", "diabetes").trials
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(trials) == 9 and len(pruned) == 8 and len(complete) == 1
+    runs = {k.info.run_id: k for k in children(store)}
+    for t in pruned:
+        rung = int(t.user_attrs["pruned_at_epoch"])
+        assert rung in (20, 60) and max(t.intermediate_values) == rung  # its curve, up to its rung
+        assert runs[t.user_attrs["run_id"]].data.tags["pruned_at_epoch"] == str(rung)
+        assert t.value == t.intermediate_values[rung]  # Optuna's value of a pruned trial: its last intermediate one
+    assert sorted(int(t.user_attrs["pruned_at_epoch"]) for t in pruned) == [20] * 6 + [60] * 2
+    assert complete[0].value == runs[complete[0].user_attrs["run_id"]].data.metrics["val_mse"]
+    assert max(complete[0].intermediate_values) == 180
+    assert results(tmp_path / "sweep")["study_pruned"] == 8 and "1 of 9 finished in the study, 8 pruned" in proc.stdout

@@ -293,7 +293,9 @@ def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
 def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None:
     """Report each trial's validation curve and tell its value; FAIL for a run without one (diverged, skipped,
     crashed: NaN). A trial that ``resume=true`` skipped because its configuration already FINISHED is told that
-    run's ``metric`` (and gets its ``run_id``): the search learns from the work done, not a failure."""
+    run's ``metric`` (and gets its ``run_id``): the search learns from the work done, not a failure. A trial that
+    successive halving stopped at a rung (``hydra.launcher.halving``: its run's ``pruned_at_epoch``) is told PRUNED,
+    its curve up to the rung its intermediate values, as Optuna's own pruners leave a trial."""
     import optuna
     from hydra.core.utils import JobStatus
 
@@ -311,26 +313,30 @@ def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None
     for trial, value, folder in done:
         result = _result(folder)
         if not math.isfinite(value) and result.get("resumed_from"):
-            value = _reused_value(result, metric)
-            result = {**result, "run_id": result["resumed_from"]}
-        for key in ("run_id", "status", "reason"):
+            value, pruned_at = _reused_value(result, metric)
+            result = {**result, "run_id": result["resumed_from"], "pruned_at_epoch": pruned_at}
+        for key in ("run_id", "status", "reason", "pruned_at_epoch"):
             if result.get(key):
                 study._storage.set_trial_user_attr(trial._trial_id, key, str(result[key]))
-        if math.isfinite(value):
+        if result.get("pruned_at_epoch") and math.isfinite(value):
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif math.isfinite(value):
             study.tell(trial, value)
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-def _reused_value(result: dict[str, Any], metric: str) -> float:
-    """``metric`` of the FINISHED run a resumed job reused (NaN when the store cannot say)."""
+def _reused_value(result: dict[str, Any], metric: str) -> tuple[float, str | None]:
+    """``metric`` of the FINISHED run a resumed job reused (NaN when the store cannot say), and the rung it was
+    pruned at (None: it trained its full epochs)."""
     try:
         uri = result["config"]["tracking"]["uri"]
-        return float(tracking.client(uri).get_run(result["resumed_from"]).data.metrics.get(metric, math.nan))
+        run = tracking.client(uri).get_run(result["resumed_from"])
+        return float(run.data.metrics.get(metric, math.nan)), run.data.tags.get("pruned_at_epoch")
     except (KeyError, TypeError, ValueError, *tracking.UNREACHABLE) as e:
         log.warning("optuna: the value of reused run %s could not be read (%s): its trial is told FAILED",
                     result.get("resumed_from"), tracking.first_line(e))
-        return math.nan
+        return math.nan, None
 
 
 def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -381,11 +387,13 @@ def finish(sweep_dir: Path, study: Any, plan: dict[str, Any], numbers: list[int]
 
     states = [t.state for t in study.get_trials(deepcopy=False)]
     finished = states.count(optuna.trial.TrialState.COMPLETE)
+    pruned = states.count(optuna.trial.TrialState.PRUNED)
     out: dict[str, Any] = {"name": "optuna", "study_name": study.study_name, "storage": plan["shown_storage"],
                            "direction": plan["direction"], "metric": plan["metric"], "task": plan["task"],
-                           "trials": numbers, "study_trials": len(states), "study_finished": finished}
+                           "trials": numbers, "study_trials": len(states), "study_finished": finished,
+                           "study_pruned": pruned}
     line = (f"optuna: study '{study.study_name}': trials {_span(numbers)} run here; "
-            f"{finished} of {len(states)} finished in the study")
+            f"{finished} of {len(states)} finished in the study" + (f", {pruned} pruned" if pruned else ""))
     if finished:
         best = study.best_trial
         out |= {"best_trial": best.number, "best_value": best.value, "best_params": best.params}
