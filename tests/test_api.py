@@ -244,4 +244,4 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
     assert fresh is not now and (fresh.clients, fresh.experiments, fresh.runs, fresh.parents) == ({}, {}, {}, {})
     assert fresh.writer is None and fresh.painter is None
     assert tracking.client(uri) is not c and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
-    assert now.clients == {uri: c}  # the earlier sweep's object is untouched: nothing of it leaks into the next
+    assert now.clients[uri] is c  # the earlier sweep's object is untouched: nothing of it leaks into the next
