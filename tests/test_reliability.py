@@ -273,6 +273,9 @@ HYDRA = [
     (["hydra/launcher=nope"], "hydra/launcher=nope is not allowed: expected one of basic, batched"),
     (["depth=1,2"], "depth=1,2 is a sweep: add -m"),
     (["-m", "hydra.launcher.max_group_bytes=-1"], "hydra.launcher.max_group_bytes=-1 is not allowed"),
+    (["-m", "hydra.launcher.halving.eta=1"], "hydra.launcher.halving.eta=1 is not allowed: expected an integer >= 2"),
+    (["-m", "hydra.launcher.halving.rungs=3"],  # Hydra: "Could not override ... Key 'rungs' is not in struct"
+     "hydra.launcher.halving.rungs is not a key of hydra.launcher.halving: expected one of eta, min_epochs"),
     (["lr='0.01'"], 'lr="0.01" is a string: expected a number > 0'),
 ]
 

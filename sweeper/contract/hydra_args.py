@@ -80,6 +80,9 @@ def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], t
             v = o.value()
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise error(f"{key}={v} is not allowed: expected {LAUNCHER_INTS[key]}")
+        if key.startswith("hydra.launcher.halving.") and key not in HALVING and not o.is_delete():
+            raise error(f"{key} is not a key of hydra.launcher.halving: expected one of "
+                        f"{', '.join(k.rpartition('.')[2] for k in HALVING)}")
         if key in HALVING and not o.is_sweep_override():
             v, (allowed, least) = o.value(), HALVING[key]
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
