@@ -290,3 +290,29 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     other = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": dead_pid()})
     assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
     assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_running(tmp_path, store):
+    # the first rung's groups train for seconds; Ctrl-C lands while they do (after the sweep's start)
+    ready = tmp_path / "sweep" / SWEEP_FILE
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.003,0.01", "width=8,16", "epochs=300000", "log_every=100",
+         "hydra.launcher.halving.eta=3", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    time.sleep(3.0)  # the workers have the first rung's groups by now
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    line = assert_one_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    m = ONE_LINE.fullmatch(line)
+    assert m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 6, line
+    (parent,) = parents(store)
+    assert parent.info.status == "KILLED"
+    assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
+    assert not (tmp_path / "sweep" / "halving.json").exists()  # no summary of a halving that did not end
