@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,12 @@ from sweeper import tracking
 from sweeper.base.backend import gpu_available
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
+
+# A shell without job control starts a background command with SIGINT ignored, and Python then never raises
+# KeyboardInterrupt (nor do the CLI processes the tests start, which inherit it): the Ctrl-C tests would wait for an
+# interruption that cannot come. A terminal's Ctrl-C is what they simulate: this process and its children get it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
 # Model templates (sweeper.tracking.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
