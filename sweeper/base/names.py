@@ -2,9 +2,8 @@
 named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours but the base layer."""
 from __future__ import annotations
 
-from typing import Any
-
 import shlex
+from typing import Any
 
 from sweeper.base.fmt import text_cell
 from sweeper.base.hydra_internals import BASIC_SWEEPER  # noqa: F401  (the basic sweeper's _target_)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from sweeper.base.fmt import cell, text_cell
+from sweeper.base.names import PRUNED_AT
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
 
@@ -210,7 +211,7 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
             "reused": r.info.run_id if r.info.run_id in reused else None,
             TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
-            "pruned_at": r.data.tags.get("pruned_at_epoch"),
+            "pruned_at": r.data.tags.get(PRUNED_AT),
             # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
             "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
             f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import ORPHAN, REPLACED_BY, RETRIED, resume_command, run_url
+from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, resume_command, run_url
 from sweeper.base.process import HEARTBEAT, alive, beating
 from sweeper.insight.leaderboard import Board, build, children
 
@@ -246,7 +246,7 @@ def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict
     """What successive halving did, for the parent: ``n_pruned`` (runs stopped at a rung, from their
     ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json (sweeper.sweep.halving), the member-epochs
     trained against the full grid's and each rung's counts. Nothing for a sweep without halving."""
-    pruned = sum(1 for r in runs if r.data.tags.get("pruned_at_epoch"))
+    pruned = sum(1 for r in runs if r.data.tags.get(PRUNED_AT))
     where = parent.data.tags.get("sweep_dir")
     try:
         summary = json.loads((Path(where) / "halving.json").read_text()) if where else None

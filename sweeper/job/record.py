@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop, yamltext
-from sweeper.base.names import CURVES_FILE, RESULT_FILE, halving_setting, label
+from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, halving_setting, label
 from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
@@ -111,8 +111,8 @@ def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed
     if computed:
         result["batch_size"] = int(computed.tags["group_size"])
         result["trajectory"] = computed.tags.get("trajectory")
-        if computed.tags.get("pruned_at_epoch"):  # successive halving stopped it at a rung (sweeper.sweep.halving)
-            result["pruned_at_epoch"] = int(computed.tags["pruned_at_epoch"])
+        if computed.tags.get(PRUNED_AT):  # successive halving stopped it at a rung (sweeper.sweep.halving)
+            result[PRUNED_AT] = int(computed.tags[PRUNED_AT])
     return plain, computed, dataset, result
 
 
@@ -169,11 +169,11 @@ def _halving() -> str | None:
     return halving_setting(HydraConfig.get().launcher.get("halving"))
 
 
-def _record(cfg: DictConfig, ctx: JobContext, computed: tuple[dict[str, Any], data.Dataset, Outcome, Path],
+def _record(cfg: DictConfig, ctx: JobContext, done: tuple[dict[str, Any], data.Dataset, Outcome, Path],
             result: dict[str, Any], opened: _Opened, system: list) -> dict[str, Any]:
     """The outcome kept in the job's folder and recorded: handed to the writer process in a sweep, else ended
     here; a store that fails keeps the result for ``python -m sweeper.upload``."""
-    plain, dataset, out, config_file = computed
+    plain, dataset, out, config_file = done  # the job's config, data, outcome and resolved-config file
     tracked, tracking_error = opened.tracked, opened.error
     files, models = _keep(ctx, cfg, plain, dataset, out, config_file)
     status = "FAILED" if out.reason else "FINISHED"

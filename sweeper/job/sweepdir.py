@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base.fmt import cell
-from sweeper.base.names import RESULT_FILE, SWEEP_FILE, label
+from sweeper.base.names import PRUNED_AT, RESULT_FILE, SWEEP_FILE, label
 from sweeper.job import metrics
 
 
@@ -110,7 +110,7 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
     if t is not None:
         parts.append(f"{cell(t)} s")
     parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else "")
-                 + (f" (pruned at epoch {result['pruned_at_epoch']})" if result.get("pruned_at_epoch") else ""))
+                 + (f" (pruned at epoch {result[PRUNED_AT]})" if result.get(PRUNED_AT) else ""))
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
     return "  ".join(parts)

@@ -38,8 +38,9 @@ class Halving:
 
     @classmethod
     def of(cls, settings: Any) -> "Halving | None":
-        """The launcher's ``halving`` settings (a mapping; ``eta`` null or absent: off)."""
-        if not settings or settings.get("eta") in (None, 0):
+        """The launcher's ``halving`` settings (a mapping; ``eta`` null or absent: off, as :func:`halving_setting`
+        says)."""
+        if halving_setting(settings) is None:
             return None
         return cls(int(settings["eta"]), None if settings.get("min_epochs") is None else int(settings["min_epochs"]))
 

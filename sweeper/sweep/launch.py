@@ -33,7 +33,6 @@ from sweeper.contract.compose import compose_once
 from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import halving_setting
 from sweeper.base.process import trim_heap
 from sweeper.models.group import train_members
 
@@ -68,15 +67,16 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             for i, o in enumerate(job_overrides)]
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
     n = cores.workers(launcher, sum(j.plain is not None and j.plain.get("device") != "gpu" for j in jobs)) if ours else 1
+    halved = halving.Halving.of(getattr(launcher, "halving", None))  # successive halving, or None (off)
     groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
-                         launcher.max_group_size, halving_setting(getattr(launcher, "halving", None)))
+                         launcher.max_group_size, halved.setting if halved else None)
     if n > 1:
         groups = cores.chunked(groups, n)
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
-    if halving.Halving.of(getattr(launcher, "halving", None)) is not None and groups and not engines.elsewhere(launcher, groups):
-        run.halving(groups)
+    if halved is not None and groups and not engines.elsewhere(launcher, groups):
+        run.halving(groups, halved)
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
     elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
@@ -137,12 +137,12 @@ class _Launch:
             with handing(computed.pop(job.idx, None)):
                 self.record(job)
 
-    def halving(self, groups: list[list[Job]]) -> None:
-        """Successive halving inside the groups (:mod:`sweeper.sweep.halving`), then every job recorded."""
+    def halving(self, groups: list[list[Job]], rungs: Any) -> None:
+        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`) inside the groups, then every
+        job recorded."""
         from sweeper.sweep import halving
 
         launcher = self.launcher
-        rungs = halving.Halving.of(launcher.halving)
 
         def regroup(capped: list[Job]) -> list[list[Job]]:
             together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)

@@ -340,10 +340,6 @@ def _stamp(folder: Path, model_id: str, run_id: str) -> None:
         mlmodel.write_text(f"{text}model_id: {model_id}\nrun_id: {run_id}\n")
 
 
-
-
-
-
 def _run_info(c: Any, run_id: str) -> tuple[str, str]:
     """A run's artifact URI and experiment id (of a run this process created, as the sweep's state keeps it)."""
     runs = state.current().runs

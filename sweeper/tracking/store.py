@@ -19,8 +19,7 @@ from typing import Any
 
 from sweeper import ROOT
 from sweeper.base import state
-from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT
-from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported: tracking.sqlite_path)
+from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, sqlite_path  # noqa: F401  (sqlite_path: re-exported)
 from sweeper.base.process import exclusive
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
@@ -386,9 +385,10 @@ def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving
             return run.info.run_id
     if found and say:
         tags = found[0].data.tags
-        logging.getLogger("sweeper").info("resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: "
-                 "the configuration trains again", found[0].info.run_id, tags[PRUNED_AT],
-                 tags.get(HALVING_SETTINGS, "settings not recorded"), halving or "off")
+        logging.getLogger("sweeper").info(
+            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: the configuration "
+            "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
+            halving or "off")
     return None
 
 

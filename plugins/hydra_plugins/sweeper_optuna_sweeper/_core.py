@@ -24,7 +24,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sweeper import data, tracking
-from sweeper.base.names import RESULT_FILE, SWEEP_FILE
+from sweeper.base.names import PRUNED_AT, RESULT_FILE, SWEEP_FILE
 from sweeper.job import metrics
 from sweeper.sweep import plan as sweeps
 from sweeper.contract.config import ConfigError
@@ -314,11 +314,11 @@ def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None
         result = _result(folder)
         if not math.isfinite(value) and result.get("resumed_from"):
             value, pruned_at = _reused_value(result, metric)
-            result = {**result, "run_id": result["resumed_from"], "pruned_at_epoch": pruned_at}
-        for key in ("run_id", "status", "reason", "pruned_at_epoch"):
+            result = {**result, "run_id": result["resumed_from"], PRUNED_AT: pruned_at}
+        for key in ("run_id", "status", "reason", PRUNED_AT):
             if result.get(key):
                 study._storage.set_trial_user_attr(trial._trial_id, key, str(result[key]))
-        if result.get("pruned_at_epoch") and math.isfinite(value):
+        if result.get(PRUNED_AT) and math.isfinite(value):
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif math.isfinite(value):
             study.tell(trial, value)
@@ -332,7 +332,7 @@ def _reused_value(result: dict[str, Any], metric: str) -> tuple[float, str | Non
     try:
         uri = result["config"]["tracking"]["uri"]
         run = tracking.client(uri).get_run(result["resumed_from"])
-        return float(run.data.metrics.get(metric, math.nan)), run.data.tags.get("pruned_at_epoch")
+        return float(run.data.metrics.get(metric, math.nan)), run.data.tags.get(PRUNED_AT)
     except (KeyError, TypeError, ValueError, *tracking.UNREACHABLE) as e:
         log.warning("optuna: the value of reused run %s could not be read (%s): its trial is told FAILED",
                     result.get("resumed_from"), tracking.first_line(e))

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 significant digits)
+from sweeper.base.names import PRUNED_AT
 
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
@@ -118,7 +119,7 @@ def record(run: Any) -> dict[str, Any]:
     return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
             "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
             "metrics": dict(run.data.metrics), "parent": run.data.tags.get("mlflow.parentRunId"),
-            "pruned_at": run.data.tags.get("pruned_at_epoch")}
+            "pruned_at": run.data.tags.get(PRUNED_AT)}
 
 
 
