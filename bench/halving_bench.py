@@ -6,7 +6,9 @@
 
 Each grid is lr × width × depth × epochs (64: 4 × 4 × 2 × 2; 256: 4 × 4 × 4 × 4). sweeper runs it as one CLI multirun
 into a fresh embedded store (``tracking.log_model=false``), with and without ``hydra.launcher.halving.eta=3``:
-member-epochs trained (``halving.json``; the full grid's own count), wall seconds (the whole command), the winner
+member-epochs trained (``halving.json``; the full grid's own count), wall seconds (the whole command: start-up, the
+store, recording every run, the report) and, with halving, the seconds its rungs trained (``halving.json``
+``compute_s``: the rest of its wall is what the full grid pays too), the winner
 by validation and its test metric (from the store). scikit-learn's ``HalvingGridSearchCV`` (factor 3, resource
 ``max_iter``, 3-fold) over the same lr × width × depth grid with ``MLPRegressor``/``MLPClassifier`` (solver sgd, full
 batch, tanh) on the same training+validation rows: its fit time, chosen configuration and test metric.
@@ -46,6 +48,7 @@ def sweep(data: str, size: int, halving: bool) -> dict:
     info = json.loads((tmp / "sweep" / "halving.json").read_text()) if halving else None
     epochs = sum(int(r.data.params["epochs"]) for r in runs)  # without trajectories' sharing: the grid as asked
     out = {"wall": wall, "member_epochs": info["member_epochs"] if info else None,
+           "compute": info.get("compute_s") if info else None,
            "full_member_epochs": info["full_grid_member_epochs"] if info else None, "asked_epochs": epochs,
            "winner": {k: best.data.params[k] for k in ("lr", "width", "depth", "epochs")},
            "val": best.data.metrics[val], "test": best.data.metrics[test]}
@@ -95,8 +98,8 @@ def main() -> None:
     p.add_argument("--sizes", default="64")
     p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args()
-    print("| data | grid | mode | member-epochs | wall s | winner (lr, width, depth, epochs) | val | test |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| data | grid | mode | member-epochs | wall s | rungs' training s | winner (lr, width, depth, epochs) | val | test |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for data in a.data.split(","):
         for size in map(int, a.sizes.split(",")):
             rows = {}
@@ -106,14 +109,15 @@ def main() -> None:
                 rows[mode] = r
                 me = r["member_epochs"] if mode == "halving" else r["asked_epochs"]
                 w = r["winner"]
-                print(f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {w['lr']}, {w['width']}, {w['depth']}, "
+                train = f"{r['compute']:.1f}" if r["compute"] is not None else ""
+                print(f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {train} | {w['lr']}, {w['width']}, {w['depth']}, "
                       f"{w['epochs']} | {r['val']:.4g} | {r['test']:.4g} |")
             h, f = rows["halving"], rows["full"]
             print(f"| {data} | {size} | halving / full | {h['member_epochs'] / f['asked_epochs']:.2f} (vs the grid's "
-                  f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | {h['wall'] / f['wall']:.2f} | "
+                  f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | {h['wall'] / f['wall']:.2f} | | "
                   f"{'same winner' if h['winner'] == f['winner'] else 'another winner'} | | |")
             s = sklearn_halving(data, size)
-            print(f"| {data} | {size} | HalvingGridSearchCV | | {s['fit']:.1f} | {s['chosen']} | | {s['test']:.4g} |")
+            print(f"| {data} | {size} | HalvingGridSearchCV | | {s['fit']:.1f} (its fit) | | {s['chosen']} | | {s['test']:.4g} |")
     print(f"\n(load average {os.getloadavg()[0]:.2f})")
 
 

@@ -105,3 +105,19 @@ def test_a_bad_cpu_workers_is_one_line_and_nothing_is_written(tmp_path, store, v
     assert f"hydra.launcher.cpu_workers={value} is not allowed" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not children(store)
+
+
+@pytest.mark.slow
+def test_successive_halving_trains_its_rungs_on_the_workers_and_equals_one_worker(tmp_path, _template_store):
+    halved = ("hydra.launcher.halving.eta=3", "hydra.launcher.halving.min_epochs=20")
+    grid = ("lr=0.0003,0.001,0.003,0.01,0.03,0.1", "depth=1,2", "epochs=180")
+    one, _ = sweep(tmp_path, _template_store, "one", *grid, *halved, "hydra.launcher.cpu_workers=1")
+    two, out = sweep(tmp_path, _template_store, "two", *grid, *halved, "hydra.launcher.cpu_workers=2")
+    assert len(one) == len(two) == 12 and all(r.info.status == "FINISHED" for r in one + two)
+    pruned = {r.data.tags["fingerprint"]: r.data.tags.get("pruned_at_epoch") for r in one}
+    assert sorted(filter(None, pruned.values())) == ["20"] * 8 + ["60"] * 2  # rungs 20, 60: 12 → 4 → 2
+    assert {r.data.tags["fingerprint"]: r.data.tags.get("pruned_at_epoch") for r in two} == pruned
+    assert_same(two, one)
+    assert {r.data.tags["batch_worker"] for r in one} == {"main"}
+    assert {r.data.tags["batch_worker"] for r in two} <= {"cpu0", "cpu1"}
+    assert out.count("computed on 2 worker processes") >= 1  # the first rung's 12 configurations on both workers

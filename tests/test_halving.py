@@ -38,9 +38,9 @@ def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_h
     jobs = _jobs("lr=0.0003,0.001,0.003,0.01,0.02,0.05,0.08,0.1,0.15")
     sizes = []
 
-    def compute(members):
-        sizes.append(len(members))
-        return launch.compute_group(members, launch.member_tags(members))
+    def compute(groups):
+        sizes.extend(map(len, groups))
+        return {i: c for m in groups for i, c in launch.compute_group(m, launch.member_tags(m)).items()}
 
     final = halving.run([jobs], halving.Halving(3, min_epochs=30), compute, _regroup, tmp_path)
     assert set(final) == {j.idx for j in jobs}
@@ -61,10 +61,13 @@ def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_h
     assert summary["member_epochs"] == 9 * 30 + 3 * 90 + 270 and summary["full_grid_member_epochs"] == 9 * 270
 
 
+def _compute(groups):
+    return {i: c for m in groups for i, c in launch.compute_group(m, launch.member_tags(m)).items()}
+
+
 def test_the_seeds_of_a_configuration_are_ranked_by_their_mean_and_stop_together(tmp_path):
     jobs = _jobs("lr=0.0003,0.003,0.03", "seed=0,1")
-    final = halving.run([jobs], halving.Halving(3, min_epochs=30),
-                        lambda m: launch.compute_group(m, launch.member_tags(m)), _regroup, tmp_path)
+    final = halving.run([jobs], halving.Halving(3, min_epochs=30), _compute, _regroup, tmp_path)
     by_lr = {}
     for j in jobs:
         by_lr.setdefault(j.plain["lr"], set()).add(final[j.idx].tags.get("pruned_at_epoch"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -85,25 +86,26 @@ def _score(computed: Any) -> float:
     return v if lower else -v
 
 
-def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[Any]], dict[int, Any]],
+def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[Any]]], dict[int, Any]],
         regroup: Callable[[list[Any]], list[list[Any]]], sweep_dir: Path) -> dict[int, Any]:
     """Train ``groups`` rung by rung; ``{job idx: Computed}`` with each job's final outcome (complete, or pruned at a
-    rung: tags ``pruned_at_epoch``). ``compute(members)`` trains one group; ``regroup(jobs)`` plans the survivors
-    into groups (of their capped configs)."""
+    rung: tags ``pruned_at_epoch``). ``compute(groups)`` trains a rung's groups (``{job idx: Computed}``; a group
+    that failed as a whole is missing); ``regroup(jobs)`` plans the survivors into groups (of their capped configs)."""
     jobs = [j for g in groups for j in g]
     E = max(j.plain["epochs"] for j in jobs)
     rungs = halving.rungs(E, min(j.plain["log_every"] for j in jobs))
     final: dict[int, Any] = {}
-    active, spent, counts = list(jobs), 0, []
+    active, spent, counts, seconds = list(jobs), 0, [], 0.0
     full = sum(_trajectory_epochs(g) for g in groups)
     for r in [*rungs, E]:
         if not active:
             break
         capped = [_capped(j, r) for j in active]
-        got: dict[int, Any] = {}
-        for members in regroup(capped):
-            spent += _trajectory_epochs(members)
-            got |= compute(members)
+        rung_groups = regroup(capped)
+        spent += sum(map(_trajectory_epochs, rung_groups))
+        t0 = time.perf_counter()
+        got = compute(rung_groups)
+        seconds += time.perf_counter() - t0
         missing = [j for j in active if j.idx not in got]
         for j in missing:  # a group that failed as a whole: its jobs train alone, in full, through the one-job path
             active.remove(j)
@@ -129,8 +131,10 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[Any]]
         log.info("halving: rung %d epochs: %d configurations reached it, %d go on, %d stop there", r, len(ranked),
                  min(keep, len(ranked)), len(ranked) - min(keep, len(ranked)))
         active = [j for js in ranked[:keep] for j in js]
-    summary = {"eta": halving.eta, "rungs": rungs, "per_rung": counts, "member_epochs": spent, "full_grid_member_epochs": full}
-    log.info("halving: %d member-epochs trained of the full grid's %d (%.0f%%)", spent, full, 100 * spent / max(full, 1))
+    summary = {"eta": halving.eta, "rungs": rungs, "per_rung": counts, "member_epochs": spent, "full_grid_member_epochs": full,
+               "compute_s": round(seconds, 3)}
+    log.info("halving: %d member-epochs trained of the full grid's %d (%.0f%%), in %.1f s", spent, full,
+             100 * spent / max(full, 1), seconds)
     (sweep_dir / "halving.json").write_text(json.dumps(summary))
     return final
 

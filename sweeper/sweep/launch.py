@@ -76,7 +76,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
              sum(map(len, groups)), len(groups), len(alone))
     if halved is not None and groups and not engines.elsewhere(launcher, groups):
-        run.halving(groups, halved)
+        run.halving(groups, halved, n)
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
     elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
@@ -137,19 +137,34 @@ class _Launch:
             with handing(computed.pop(job.idx, None)):
                 self.record(job)
 
-    def halving(self, groups: list[list[Job]], rungs: Any) -> None:
-        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`) inside the groups, then every
-        job recorded."""
-        from sweeper.sweep import halving
+    def halving(self, groups: list[list[Job]], rungs: Any, n: int) -> None:
+        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`) inside the groups, each rung's
+        groups on ``n`` CPU worker processes (1: here, one after another), then every job recorded."""
+        from sweeper.sweep import cores, halving
 
         launcher = self.launcher
+        on_workers = n > 1 and all(g[0].plain["device"] != "gpu" for g in groups)
 
         def regroup(capped: list[Job]) -> list[list[Job]]:
-            together, alone_ = plan(capped, launcher.max_group_bytes, launcher.max_group_size)
+            budget = cores.budget(launcher.max_group_bytes, n) if on_workers else launcher.max_group_bytes
+            together, alone_ = plan(capped, budget, launcher.max_group_size)
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
+        def compute_all(rung: list[list[Job]]) -> dict[int, Any]:
+            """A rung's groups computed: on the workers (chunked as a sweep's groups are), or here."""
+            got: dict[int, Any] = {}
+            if not on_workers:
+                for members in rung:
+                    got |= compute_group(members, {i: t | {"batch_worker": "main"} for i, t in member_tags(members).items()})
+                return got
+            chunks = cores.chunked(rung, n)
+            taking = (lambda members, where: {i: t | where for i, t in member_tags(members).items()})
+            for _, computed in cores.computed_groups(launcher, chunks, compute_group, min(n, len(chunks)), taking):
+                got |= computed
+            return got
+
         began = int(time.time() * 1000)
-        finals = halving.run(groups, rungs, lambda m: compute_group(m, member_tags(m)), regroup, self.sweep_dir)
+        finals = halving.run(groups, rungs, compute_all, regroup, self.sweep_dir)
         # the runs of the computed jobs opened together (one transaction a chunk on the embedded store), as a group's
         ahead, opened = [j for g in groups for j in g if j.idx in finals], {}
         if ahead:
