@@ -81,9 +81,20 @@ def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_w
 def test_a_grid_on_a_local_ray_cluster_matches_the_local_engine(tmp_path, store, _template_store):
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'ray[default]' (4 min here; not in the dev extra)")
     reference = local_reference(tmp_path, _template_store)
-    # the engine starts a local cluster for this sweep (ray.init(address="local")), on the loopback address only,
-    # and it ends with the command
+    # the engine starts a local cluster for this sweep (ray.init(address="local")), which ends with the command;
+    # what it exposes is said (Ray listens on every interface whatever _node_ip_address says)
     proc = cli(tmp_path, "-m", *GRID, *FAST, "hydra.launcher.engine=ray", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
                "+hydra.launcher.ray.init.num_cpus=2", store=store, env={"RAY_USAGE_STATS_ENABLED": "0"})
     assert proc.returncode == 0, proc.stderr
     assert_same_as_local(store, reference, "ray")
+    assert (proc.stdout + proc.stderr).count("listens on every interface of this machine") == 1
+
+
+def test_a_local_ray_cluster_says_what_it_exposes_and_a_joined_one_does_not():
+    from sweeper.sweep.engines import ray_exposure
+
+    assert ray_exposure(True, {}) is None  # a cluster the user named: theirs to guard
+    guarded = ray_exposure(False, {})
+    assert "every interface" in guarded and "token authentication" in guarded and "firewall" in guarded
+    open_ = ray_exposure(False, {"RAY_AUTH_MODE": "disabled"})
+    assert "RAY_AUTH_MODE=disabled" in open_ and "anyone who reaches this machine" in open_

@@ -219,6 +219,22 @@ def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
 
 # --- ray ---------------------------------------------------------------------------------------------------
 
+def ray_exposure(joined: bool, env: Any) -> str | None:
+    """What a local Ray cluster this sweep started exposes, said once (None when it joined a cluster of its own
+    choosing). Ray 2.60's gRPC servers (GCS, raylet, workers) listen on every interface, and no option binds them
+    to the loopback: ``_node_ip_address=127.0.0.1`` changes the address Ray advertises, not where it listens
+    (checked with ``ss -ltnp``). Its token authentication, on by default, is what keeps others out."""
+    if joined:
+        return None
+    if str(env.get("RAY_AUTH_MODE", "")).lower() == "disabled":
+        return ("ray: the local cluster this sweep started listens on every interface of this machine, and "
+                "RAY_AUTH_MODE=disabled turned its token authentication off: anyone who reaches this machine can run "
+                "code in it; unset RAY_AUTH_MODE, or firewall Ray's ports")
+    return ("ray: the local cluster this sweep started listens on every interface of this machine (Ray cannot bind "
+            "it to 127.0.0.1); its token authentication (RAY_AUTH_MODE, on by default) keeps others out; on a shared "
+            "machine, firewall Ray's ports too")
+
+
 def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Groups:
     import ray
 
@@ -227,6 +243,9 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
         address = opts.get("address")
         # with no address, a new local cluster (address="local": not one that already runs on this machine)
         ray.init(address=address or "local", **({} if address else {"include_dashboard": False}), **init)
+        exposure = ray_exposure(bool(address), os.environ)
+        if exposure:
+            log.warning(exposure)
     task = ray.remote(compute_remote)
     retries = int(opts.get("max_retries", 1))
 
