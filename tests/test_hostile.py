@@ -95,6 +95,18 @@ def test_read_commands_never_create_a_store_at_a_mistyped_path(tmp_path, capsys,
     assert not db.exists() and not db.parent.exists()
 
 
+@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
+                                           (promote_cmd, ["--experiment", "diabetes"])])
+def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, command, args):
+    """Before: a 0-byte file (a failed copy, a touch) given to runs or report became a ~1 MB MLflow store, and runs
+    listed its experiment Default with exit 0."""
+    db = tmp_path / "empty.db"
+    db.touch()
+    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
+    assert "is an empty file, 0 bytes" in one_line(capsys.readouterr().err)
+    assert db.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
 @pytest.mark.slow
 def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     """Before: every record was lost while the sweep printed a full leaderboard and exited 0."""
@@ -370,6 +382,112 @@ def test_a_signal_while_runs_are_recorded_loses_no_run_printed_finished(tmp_path
         if r["status"] == "FINISHED":
             assert not r.get("recording") and (not r.get("pending_upload") or "upload" in out + err), r
             assert runs[r["run_id"]].info.status == "FINISHED"
+
+
+BATCHED_16 = ("-m", "data=digits", "lr=0.001,0.01", "width=8,16", "depth=1,2", "epochs=200,400")
+
+
+def _signalled_group(tmp_path: Path, store: Path, sig: str, at: str, times: int = 1) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The 16-configuration batched sweep (worker processes, a writer process) in a session of its own, ``sig`` sent
+    to its whole process group (as a terminal sends Ctrl-C, or SIGHUP when it closes) ``times`` times, 0.15 s apart,
+    once a line contains ``at``; the run ids it printed FINISHED."""
+    import signal
+
+    args = [sys.executable, "-m", "sweeper", *BATCHED_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    printed = []
+    try:
+        for line in proc.stdout:
+            if "  FINISHED  run " in line:
+                printed.append(line.rsplit("run ", 1)[1].strip())
+            if at in line:
+                for _ in range(times):
+                    os.killpg(proc.pid, getattr(signal, sig))
+                    time.sleep(0.15)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), printed
+
+
+def _nothing_lost(store: Path, printed: list[str], proc: subprocess.CompletedProcess) -> None:
+    runs = {r.info.run_id: r for r in all_runs(store)}
+    assert not [r for r in runs.values() if r.info.status == "RUNNING"], proc.stderr
+    for run_id in printed:
+        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (run_id, proc.stderr)
+
+
+@pytest.mark.slow
+def test_sighup_of_a_closed_terminal_ends_the_sweep_as_sigterm_does(tmp_path, store):
+    """Before: SIGHUP at [3/16] ended the process with 129 and no word, the parent and 3 runs left RUNNING."""
+    proc, printed = _signalled_group(tmp_path, store, "SIGHUP", "[3/16]")
+    assert proc.returncode == 129, proc.stderr
+    line = one_line(proc.stderr)
+    assert line.startswith("sweeper: interrupted: "), line
+    _nothing_lost(store, printed, proc)
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "KILLED" and "SIGHUP" in parent.data.tags["failure_reason"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_pressed_again_and_again_does_not_cut_the_bookkeeping_short(tmp_path, store):
+    """Before: four Ctrl-C 0.15 s apart printed a 22-line traceback (a second KeyboardInterrupt inside the workers'
+    stop) before the interruption line."""
+    proc, printed = _signalled_group(tmp_path, store, "SIGINT", "[3/16]", times=4)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert lines[-1].startswith("sweeper: interrupted: "), proc.stderr
+    assert all(x.startswith("sweeper: ") for x in lines), proc.stderr  # at most the "still stopping" line besides
+    _nothing_lost(store, printed, proc)
+
+
+@pytest.mark.parametrize("args, error", [
+    (("lr=range(1,0)",), "lr=range(1,0) is not allowed: the range is empty"),
+    (("data=glob(zz*)",), "data=glob(zz*) is not allowed: it matches none of data's options"),
+    (("depth=1,2", "depth=3"), "depth is given twice (depth=1,2 and depth=3): give it once"),
+    (("lr=0.1", "lr=0.2"), "lr is given twice (lr=0.1 and lr=0.2)"),
+    (("hydra.launcher.halving.eta=3", "hydra.launcher.halving.eta=2"), "hydra.launcher.halving.eta is given twice"),
+])
+def test_a_sweep_of_no_job_or_a_key_given_twice_is_one_line_and_writes_nothing(tmp_path, args, error):
+    """Before: an empty range or a glob matching nothing exited 1 with nothing on stderr (and wrote the sweep folder);
+    a key given twice trained the last value only, while the parent's overrides tag recorded both."""
+    proc = cli(tmp_path, "-m", *args, "epochs=5", store=tmp_path / "s.db")
+    assert proc.returncode == 2, proc.stderr
+    assert error in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
+def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the_sweeps_runs(tmp_path, store):
+    """Before (4 of 4 tries in the hostile round): a single run into the same store while a sweep ran left the sweep's
+    second run RUNNING with no metrics and its parent RUNNING, while the sweep printed both FINISHED and exited 0.
+    The sweep's own process opened and closed the database file with Python's open() (a header check a job), and on
+    POSIX a close drops every lock the process holds on the file, SQLite's too: the other command's last close then
+    checkpointed and deleted the WAL the sweep was still writing to."""
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=30000", "log_every=100",
+            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if "[1/2]" in line:
+                (tmp_path / "other").mkdir()
+                other = cli(tmp_path / "other", "lr=0.5", "epochs=5", store=store)
+                assert other.returncode == 0, other.stderr[-2000:]
+                break
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    runs = all_runs(store)
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
+    sweep_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(sweep_runs) == 2 and all("val_mse" in r.data.metrics for r in sweep_runs)
 
 
 # --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----

@@ -99,14 +99,15 @@ def test_curve_points_must_be_a_non_negative_integer(tmp_path, store):
 
 @pytest.mark.parametrize("multirun", [True, False])
 def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_path, multirun):
-    """The store is opened without a probe when it is already an SQLite file in WAL mode; a damaged one
-    still stops the command in one line, before any job, and is not changed."""
+    """A file with a WAL header and junk behind it: SQLite itself is asked (never Python's open(), which would drop
+    the process's SQLite locks), so it is no WAL store; the command stops in one line, before any job, and the
+    file is not changed."""
     from conftest import cli
 
     db = tmp_path / "mlruns" / "mlflow.db"
     db.parent.mkdir()
     db.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000)  # a WAL header, then junk
-    assert tracking._is_wal_database(db)
+    assert not tracking._is_wal_database(db)
     before = db.read_bytes()
     args = ["-m", "lr=0.001,0.005"] if multirun else []
     proc = cli(tmp_path, *args, "epochs=50", store=db)

@@ -1,14 +1,17 @@
-"""Stopping when asked: Ctrl-C (SIGINT) and SIGTERM (``timeout``, ``docker stop``, Kubernetes, SLURM).
+"""Stopping when asked: Ctrl-C (SIGINT), SIGTERM (``timeout``, ``docker stop``, Kubernetes, SLURM) and SIGHUP (the
+terminal closed, an ssh session dropped).
 
 Python delivers a signal to the main thread only, as a KeyboardInterrupt; threads that train (a batched
 group's parts, a large epoch's column blocks) would run on until their work ends, and a thread pool's exit
 waits for them. :func:`install` makes both signals set one process-wide flag, :data:`STOP`, before the main
-thread gets its exception (:class:`Terminated` for SIGTERM, a KeyboardInterrupt, so every Ctrl-C path handles
-it); training loops call :func:`check` where they already loop (once per epoch: one attribute read) and end
-with :class:`Stopped`.
+thread gets its exception (:class:`Terminated` for SIGTERM, :class:`HungUp` for SIGHUP: KeyboardInterrupts, so every
+Ctrl-C path handles them); training loops call :func:`check` where they already loop (once per epoch: one attribute
+read) and end with :class:`Stopped`. A signal after the first (Ctrl-C pressed again and again) raises nothing: the
+first one's bookkeeping (recording what finished, ending the runs still open, stopping workers) is never cut short.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -20,10 +23,16 @@ _SEEN: list[int] = []  # the signals received, in order
 
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
 TERMINATED = 143  # ... and by SIGTERM (128 + 15)
+HUNG_UP = 129  # ... and by SIGHUP (128 + 1)
+SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))  # SIGHUP: not Windows
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM reached the main thread: handled as Ctrl-C is, with exit code 143."""
+
+
+class HungUp(Terminated):
+    """SIGHUP reached the main thread (the terminal went away): handled as SIGTERM is, with exit code 129."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -34,13 +43,30 @@ _DEFERRING = [0]  # how deep the main thread is in :func:`deferred` sections
 _DEFERRED: list[int] = []  # the signals that came during one, raised at its end
 
 
+def _exception(signum: int) -> KeyboardInterrupt:
+    if signum == signal.SIGTERM:
+        return Terminated()
+    if signum == getattr(signal, "SIGHUP", None):
+        return HungUp()
+    return KeyboardInterrupt()
+
+
 def _handler(signum: int, frame: Any) -> None:
+    again = STOP.is_set()
     _SEEN.append(signum)
     STOP.set()
     if _DEFERRING[0]:
         _DEFERRED.append(signum)
         return
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if again:  # the first signal's bookkeeping runs: it is not cut short (said once)
+        if _SEEN.count(signum) == 2:
+            try:
+                os.write(2, b"sweeper: still stopping: recording what finished (another signal is not needed; "
+                            b"kill -9 would leave runs RUNNING)\n")
+            except OSError:  # the terminal is gone (SIGHUP)
+                pass
+        return
+    raise _exception(signum)
 
 
 @contextmanager
@@ -56,17 +82,17 @@ def deferred() -> Iterator[None]:
     if not _DEFERRING[0] and _DEFERRED:
         signum = _DEFERRED[0]
         _DEFERRED.clear()
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        raise _exception(signum)
 
 
 def install() -> dict[int, Any]:
-    """Route SIGINT and SIGTERM through :data:`STOP` (main thread only; a no-op elsewhere). A SIGINT that
+    """Route SIGINT, SIGTERM and SIGHUP through :data:`STOP` (main thread only; a no-op elsewhere). A signal that
     was ignored when the process started (a background job of a shell) stays ignored. Returns the handlers
     replaced, for :func:`restore` (the Python API gives a notebook's kernel its own back)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     before = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             before[sig] = signal.signal(sig, _handler)
     return before
@@ -105,8 +131,8 @@ def refuse(message: str, code: int = 2) -> NoReturn:
 
 
 def ignore() -> None:
-    """Ignore both signals from now on: the bookkeeping after an interruption must not be cut short."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    """Ignore the stopping signals from now on: the bookkeeping after an interruption must not be cut short."""
+    for sig in SIGNALS:
         try:
             signal.signal(sig, signal.SIG_IGN)
         except ValueError:  # not the main thread
@@ -120,10 +146,16 @@ def check() -> None:
 
 
 def reason() -> str:
-    """Why a run or a sweep was interrupted, for its ``failure_reason``: Ctrl-C, unless SIGTERM came first."""
-    return "interrupted (SIGTERM)" if _SEEN[:1] == [signal.SIGTERM] else "interrupted (Ctrl-C)"
+    """Why a run or a sweep was interrupted, for its ``failure_reason``: the first signal (Ctrl-C by default)."""
+    if _SEEN[:1] == [signal.SIGTERM]:
+        return "interrupted (SIGTERM)"
+    if _SEEN[:1] == [getattr(signal, "SIGHUP", None)]:
+        return "interrupted (SIGHUP: the terminal closed)"
+    return "interrupted (Ctrl-C)"
 
 
 def exit_code(e: BaseException) -> int:
-    """130 for Ctrl-C, 143 for SIGTERM."""
+    """130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    if isinstance(e, HungUp):
+        return HUNG_UP
     return TERMINATED if isinstance(e, Terminated) else INTERRUPTED

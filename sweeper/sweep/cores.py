@@ -136,7 +136,10 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     to stop (``None``) or the launching process goes (EOF)."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launching process's to handle: it stops us
+    from sweeper.base.stop import SIGNALS
+
+    for sig in SIGNALS:  # Ctrl-C, SIGTERM, SIGHUP are the launching process's to handle: it stops us
+        signal.signal(sig, signal.SIG_IGN)
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 

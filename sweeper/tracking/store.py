@@ -118,12 +118,15 @@ def client(uri: str) -> Any:
     db = sqlite_path(uri)
     if db is not None:
         _sqlite_commits_without_fsync()
-    clients = state.current().clients  # a URI's client, once its store exists
+    held = state.current()
+    clients = held.clients  # a URI's client, once its store exists
+    if uri in clients and (db is None or identity(uri) == held.client_files.get(uri)):
+        return clients[uri]  # the same file as when its client was made: no probe a job
     if db is not None and not _is_wal_database(db):
         clients.pop(uri, None)
         return _create_store(db, uri)
-    if uri not in clients:  # one a store (MLflow keeps one store object a URI anyway): not one a job
-        clients[uri] = MlflowClient(tracking_uri=uri)
+    clients[uri] = MlflowClient(tracking_uri=uri)  # one a store (MLflow keeps one store object a URI anyway)
+    held.client_files[uri] = identity(uri)
     return clients[uri]
 
 
@@ -221,6 +224,9 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
             raise TrackingError(f"{key}={uri}: no such store ({db} does not exist): expected an existing "
                                 "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
         return
+    if existing and db.stat().st_size == 0:  # SQLite would read it as an empty database, and MLflow make it a store
+        raise TrackingError(f"{key}={uri}: no such store ({db} is an empty file, 0 bytes): expected an existing "
+                            "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
     damage = _damage(db)
     if damage:
         raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
@@ -229,24 +235,22 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
 
 def _damage(db: Path) -> str | None:
     """Why the existing file ``db`` is not a healthy SQLite database (None when it is, or is empty: SQLite reads
-    an empty file as an empty database): its header, then ``PRAGMA quick_check`` (a read of every page, ~ms a MB),
-    which writes nothing."""
+    an empty file as an empty database): ``PRAGMA quick_check`` (a read of every page, ~ms a MB), which writes
+    nothing. Read through SQLite only, never Python's ``open()`` (see :func:`_is_wal_database`)."""
     try:
-        with open(db, "rb") as f:
-            header = f.read(16)
+        if db.stat().st_size == 0:
+            return None
     except OSError:
         return None  # unreadable: check_writable and MLflow name it
-    if not header:
-        return None
-    if header != b"SQLite format 3\x00":
-        return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
     try:
         # an ordinary connection: a read-only one would leave a WAL store's -wal and -shm files behind it
         with closing(sqlite3.connect(db, timeout=30)) as con:
             rows = con.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as e:
         text = str(e)
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
+        if "not a database" in text:
+            return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
+        if "malformed" in text or "corrupt" in text:
             return f"is damaged ({text})"
         return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
     first = rows[0][0] if rows else "ok"
@@ -311,13 +315,23 @@ def _create_store(db: Path, uri: str) -> Any:
 
 
 def _is_wal_database(db: Path) -> bool:
-    """Whether ``db`` is an SQLite database already in WAL mode (its header's read/write versions are 2)."""
+    """Whether ``db`` is an SQLite database already in WAL mode, asked of SQLite (``PRAGMA journal_mode``).
+
+    Never through Python's ``open()``: on POSIX, closing any descriptor of a file drops every lock this process
+    holds on it, SQLite's included (sqlite.org/howtocorrupt.html, 2.2). A sweep asks this as each job opens its
+    client, while its own connections write; with their locks gone, another command's last close of the store
+    checkpointed and deleted the WAL this sweep was still writing to, and runs printed FINISHED were lost. SQLite's
+    own connections share their locks within the process, so a connection opened and closed here drops none."""
     try:
-        with open(db, "rb") as f:
-            header = f.read(20)
+        if db.stat().st_size == 0:
+            return False
     except OSError:
         return False
-    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+    try:
+        with closing(sqlite3.connect(db, timeout=30)) as con:
+            return str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    except sqlite3.Error:
+        return False
 
 
 # What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it

@@ -325,10 +325,13 @@ def _serve(requests: Any, answers: Any) -> None:
     import signal
     import threading
 
-    # Ctrl-C and SIGTERM are the launching process's to handle (a SIGTERM sent to every process of the sweep, e.g.
-    # by docker stop, included): the writer finishes what it was handed, and ends when its requests end
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Ctrl-C, SIGTERM and SIGHUP are the launching process's to handle (a SIGTERM sent to every process of the sweep,
+    # e.g. by docker stop, or the SIGHUP of a closed terminal, included): the writer finishes what it was handed, and
+    # ends when its requests end
+    from sweeper.base.stop import SIGNALS
+
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     inbox: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
 
     def receive() -> None:
