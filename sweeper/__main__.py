@@ -32,9 +32,15 @@ def main(cfg: DictConfig) -> float:
     return objective(run_main(cfg))
 
 
-def cli() -> None:
+def cli() -> "int | None":
     stop.install()  # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
     args = sys.argv[1:]
+    from sweeper.contract.helptext import COMMANDS
+
+    if args and args[0] in COMMANDS:  # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
+        import importlib  # Hydra override, so the word can only mean the command)
+
+        return importlib.import_module(f"sweeper.{args[0]}").main(args[1:])
     if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
         from sweeper.contract.helptext import main_help
 

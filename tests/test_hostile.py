@@ -490,6 +490,19 @@ def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the
     assert len(sweep_runs) == 2 and all("val_mse" in r.data.metrics for r in sweep_runs)
 
 
+@pytest.mark.parametrize("name", ["report", "runs"])
+def test_a_command_named_after_python_m_sweeper_runs_that_command(tmp_path, name):
+    """Before: python -m sweeper report --experiment X --tracking-uri ... printed Hydra's 8-line usage (exit 2), and
+    python -m sweeper report alone "Error parsing override 'report'"."""
+    db = tmp_path / "typo" / "mlflow.db"
+    args = [sys.executable, "-m", "sweeper", name, *(["--experiment", "x"] if name == "report" else []),
+            "--tracking-uri", f"sqlite:///{db}"]
+    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"--tracking-uri=sqlite:///{db}: no such store" in one_line(proc.stderr)
+    assert not db.parent.exists()
+
+
 # --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----
 
 @pytest.mark.parametrize("name, folder", [("..", "__"), (".", "_"), ("a/../b", "a_.._b")])

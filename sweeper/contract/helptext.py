@@ -121,7 +121,7 @@ def main_help(args: list[str] | None = None) -> str:
     for group in GROUPS:
         chosen = f" (default {defaults[group]})" if group in defaults else ""
         lines.append(f"  {group:<10}{', '.join(group_options(group))}{chosen}")
-    lines += ["", "sub-commands (python -m sweeper.NAME --help for each):"]
+    lines += ["", "sub-commands (python -m sweeper.NAME, or python -m sweeper NAME; --help for each):"]
     lines += [f"  {name:<9}{command_line(name)}" for name in COMMANDS]
     lines += ["", "examples:"]
     for what, cmd in EXAMPLES:
