@@ -108,6 +108,34 @@ def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, comman
 
 
 @pytest.mark.slow
+def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_without_its_parent(tmp_path, store):
+    """Before: rm -rf of the sweep folder at [1/3] exited 0 with "2 of 0 jobs reported", the parent left RUNNING and
+    the later runs recorded without their parent (each job read its parent from the deleted sweep.json)."""
+    import shutil
+
+    sweep_dir = tmp_path / "sweep"
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
+            "hydra/launcher=basic", f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "[1/3]" in line:
+            shutil.rmtree(sweep_dir)
+            break
+    out = "".join(lines) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 1, out
+    assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in out
+    assert "Traceback" not in out
+    runs = all_runs(store)
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 3 and {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+    assert "RUNNING" not in {r.info.status for r in runs}
+    assert (sweep_dir / "sweep.json").is_file()  # written again: summary, upload and resume read it
+
+
+@pytest.mark.slow
 def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     """Before: every record was lost while the sweep printed a full leaderboard and exited 0."""
     args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
@@ -534,6 +562,41 @@ def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
     from sweeper.base.process import hold
 
     assert hold(sweep_dir / LOCK_FILE) is None  # free once its holder is gone (killed, not even cleaned up)
+
+
+@pytest.mark.parametrize("inside", ["", "0"])
+def test_a_single_run_into_a_live_sweeps_folder_is_refused(tmp_path, inside):
+    """Before: hydra.run.dir=<a live sweep's folder> was taken, and the run's result.json, model/ and curves landed
+    among the sweep's job folders (the folder's lock was checked for sweeps only)."""
+    from sweeper.sweep.life import LOCK_FILE
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from sweeper.base.process import hold; assert hold(Path(sys.argv[1])) is None; "
+                               "print('held', flush=True); time.sleep(60)", str(sweep_dir / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run_dir = sweep_dir / inside if inside else sweep_dir
+        proc = subprocess.run([sys.executable, "-m", "sweeper", "epochs=5", f"hydra.run.dir={run_dir}",
+                               f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder.pid}@" in one_line(proc.stderr)
+        assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_single_run_folder_under_a_file_is_one_line(tmp_path):
+    """Before: hydra.run.dir under a file was a traceback (NotADirectoryError from Hydra's run_job), exit 1."""
+    (tmp_path / "f").write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "epochs=5", f"hydra.run.dir={tmp_path / 'f' / 'run'}",
+                           f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"hydra.run.dir={tmp_path / 'f' / 'run'} cannot be used: Not a directory" in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()
 
 
 @pytest.mark.parametrize("where, error", [("file", "Not a directory"), ("/proc", "No such file or directory")])

@@ -37,6 +37,27 @@ def exclusive(path: Path) -> Iterator[None]:
 _HELD: dict[str, object] = {}  # path -> the open file whose lock this process holds until it exits
 
 
+def lock_holder(path: Path) -> str | None:
+    """Who holds the lock of :func:`hold` on ``path`` now (its ``pid@host``), or None: nobody does, or this process
+    (the lock is only tested, never kept)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    if str(path.absolute()) in _HELD:
+        return None
+    try:
+        with open(path) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return f.read().strip() or "another process"
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except OSError:
+        return None
+    return None
+
+
 def hold(path: Path) -> str | None:
     """Take an exclusive lock on ``path`` for the rest of this process (released by the OS when it ends, SIGKILL
     included: ``flock``); None when taken (or already held here), else what the file says of its holder (its

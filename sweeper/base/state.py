@@ -27,6 +27,8 @@ class SweepState:
     runs: dict[str, tuple[str, str]] = field(default_factory=dict)
     # the parent runs this process created, by sweep folder: what Ctrl-C closes even before sweep.json exists
     parents: dict[Path, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # sweep.json as this process wrote it, by sweep folder: its jobs here read it on, should the folder be deleted
+    sweep_files: dict[Path, dict[str, Any]] = field(default_factory=dict)
 
 
 _current = SweepState()

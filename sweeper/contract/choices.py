@@ -102,3 +102,29 @@ def searching(overrides: list[Any]) -> bool:
             if [v for v in defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper") if v != "basic"]:
                 return True
     return any(v != "basic" for v in defaults(CONF_DIR / "config.yaml", "hydra/sweeper"))
+
+
+def some_job(o: Any, values: list[Any] | None, groups: tuple[str, ...], error: type[Exception]) -> None:
+    """A sweep override that gives no value (``lr=range(1,0)``: ``values`` empty) or a glob over a config group that
+    matches none of its options (``data=glob(zz*)``): one line, where Hydra's sweep ran no job, exited 1 and said
+    nothing."""
+    key = o.key_or_group
+    if values is not None and not values:
+        raise error(f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: expected a "
+                    "range with at least one value (range(start,stop[,step]), start < stop for a step > 0) or a list a,b,c")
+    if values is None and o.value_type.name.startswith("GLOB") and key in groups and not o.value().filter(group_options(key)):
+        raise error(f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep would run no job: "
+                    f"expected a pattern matching one of {', '.join(group_options(key))}")
+
+
+def given_once(overrides: list[Any], error: type[Exception]) -> None:
+    """A key given twice (``depth=1,2 depth=3``): Hydra keeps the last and drops the first without a word, while the
+    parent's ``overrides`` tag records both; one line instead."""
+    seen: dict[tuple[str, Any], Any] = {}
+    for o in overrides:
+        if o.is_delete():
+            continue
+        first = seen.setdefault((o.key_or_group, o.package), o)
+        if first is not o:
+            raise error(f"{o.key_or_group} is given twice ({first.input_line} and {o.input_line}): give it once "
+                        f"(a sweep's values in one list: {o.key_or_group}=a,b,c)")

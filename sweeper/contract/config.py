@@ -399,7 +399,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
     if whole:  # the command line as typed (an Optuna space's lines are overridden by it, as Hydra means)
-        _given_once(overrides)
+        choices.given_once(overrides, ConfigError)
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
@@ -410,15 +410,10 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             values = [o.value()]
         elif o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
             values = list(o.sweep_iterator(transformer=convert_value))
-            if not values:
-                raise ConfigError(f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: "
-                                  "expected a range with at least one value (range(start,stop[,step]), start < stop for a "
-                                  "step > 0) or a list a,b,c")
+            choices.some_job(o, values, GROUPS, ConfigError)
         else:
             choices.search_only(o, overrides, whole, GROUPS, ConfigError)
-            if o.value_type.name.startswith("GLOB") and key in GROUPS and not o.value().filter(group_options(key)):
-                raise ConfigError(f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep "
-                                  f"would run no job: expected a pattern matching one of {', '.join(group_options(key))}")
+            choices.some_job(o, None, GROUPS, ConfigError)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key == "model" and any(a.lstrip("+").startswith("hydra.searchpath") for a in args):
             continue  # a model/<name>.yaml of the user's own config folder: Hydra finds it (validate checks it)
@@ -436,19 +431,6 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             raise _unknown(key)
     choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
-
-
-def _given_once(overrides: list[Any]) -> None:
-    """A key given twice (``depth=1,2 depth=3``): Hydra keeps the last and drops the first without a word, while the
-    parent's ``overrides`` tag records both; one line instead."""
-    seen: dict[tuple[str, Any], Any] = {}
-    for o in overrides:
-        if o.is_delete():
-            continue
-        first = seen.setdefault((o.key_or_group, o.package), o)
-        if first is not o:
-            raise ConfigError(f"{o.key_or_group} is given twice ({first.input_line} and {o.input_line}): give it once "
-                              f"(a sweep's values in one list: {o.key_or_group}=a,b,c)")
 
 
 def _readable(path: Path, arg: str) -> None:

@@ -8,6 +8,8 @@ summary; tracking failures, Ctrl-C and the writer hand-over live here, never in 
 """
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import socket
@@ -82,7 +84,19 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
     system = (computed.system if computed and computed.run is not None else tracked.system_samples()) if tracked else []
-    return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
+    try:
+        return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
+    except OSError as e:  # its folder gone (deleted under the sweep), a full disk: the run is FAILED with why, not RUNNING
+        reason = f"its results could not be kept ({type(e).__name__}: {e.strerror or e}"
+        reason += f": {e.filename})" if e.filename else ")"
+        _end_early(tracked, reason, opened.params, "FAILED")
+        with contextlib.suppress(OSError):
+            ctx.output_dir.mkdir(parents=True, exist_ok=True)
+            _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
+        if ctx.sweep_dir is None:
+            raise ConfigError(f"hydra.run.dir={ctx.output_dir}: {reason}; choose a writable folder") from None
+        log.error("run %s FAILED: %s", result["run_id"], reason)
+        return {**result, "status": "FAILED", "reason": reason, "error": True}
 
 
 def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed | None, data.Dataset, dict[str, Any]]:

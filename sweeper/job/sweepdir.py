@@ -14,9 +14,22 @@ from sweeper.job import metrics
 
 
 def _state(sweep_dir: Path) -> dict[str, Any]:
-    """The sweep's sweep.json; read once per version of the file (each job consults it several times)."""
+    """The sweep's sweep.json; read once per version of the file (each job consults it several times). In the
+    launching process, what it wrote when the file is gone (the sweep folder deleted while the sweep runs): its
+    jobs keep their parent run."""
     path = sweep_dir / SWEEP_FILE
-    return _read_state(path, path.stat().st_mtime_ns) if path.is_file() else {"parents": [], "n_jobs": 0}
+    if path.is_file():
+        return _read_state(path, path.stat().st_mtime_ns)
+    from sweeper.base.state import current
+
+    return current().sweep_files.get(Path(sweep_dir).absolute()) or {"parents": [], "n_jobs": 0}
+
+
+def folder_lost(sweep_dir: Path) -> bool:
+    """Whether this process wrote the sweep's sweep.json and it is gone now (the folder deleted under the sweep)."""
+    from sweeper.base.state import current
+
+    return Path(sweep_dir).absolute() in current().sweep_files and not (sweep_dir / SWEEP_FILE).is_file()
 
 
 

@@ -52,6 +52,16 @@ class SweepCallback(Callback):
             traceback.print_exc()
             stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run's folder, before Hydra makes it: one line when it cannot be made (a file on the way) or lies
+        in a live sweep's folder (its job folders and result.json would be mixed with the sweep's)."""
+        from sweeper.sweep.life import claim_run_dir
+
+        try:
+            claim_run_dir(Path(str(config.hydra.run.dir)))
+        except ConfigError as e:
+            stop.refuse(str(e))
+
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         CURRENT["job"], CURRENT["since"] = config, time.time()
 

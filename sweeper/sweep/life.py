@@ -20,11 +20,11 @@ from omegaconf import DictConfig
 from sweeper import data, tracking
 from sweeper.base import stop
 from sweeper.base.state import current as current_state
-from sweeper.base.process import hold
+from sweeper.base.process import hold, lock_holder
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
-from sweeper.job.sweepdir import _state, parent_run_id, results
+from sweeper.job.sweepdir import _state, folder_lost, parent_run_id, results
 from sweeper.sweep import cores
 from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import command_overrides, job_configs, swept_keys
@@ -72,6 +72,7 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
              "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+    current_state().sweep_files[sweep_dir] = state
     return state
 
 
@@ -115,6 +116,21 @@ def _claim(sweep_dir: Path) -> None:
     if holder:
         raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
                           "end, or choose another hydra.sweep.dir")
+
+
+def claim_run_dir(run_dir: Path) -> None:
+    """A single run's ``hydra.run.dir`` made; one line when it cannot be, or when it is a live sweep's folder or
+    lies inside one (its lock held by a live process)."""
+    for folder in [run_dir, *run_dir.absolute().parents]:
+        lock = folder / LOCK_FILE
+        if lock.is_file() and lock_holder(lock):
+            raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {lock_holder(lock)}, its folder "
+                              f"{folder}): choose another hydra.run.dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file on the way, /proc, a read-only or full disk
+        raise ConfigError(f"hydra.run.dir={run_dir} cannot be used: {e.strerror or e}"
+                          + (f" ({e.filename})" if e.filename else "") + ": choose a writable folder") from None
 
 
 def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) -> dict[str, dict[str, Any]]:
@@ -178,6 +194,20 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
                 path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
 
 
+def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], reported: int, out: Any) -> None:
+    """The sweep folder was deleted while the sweep ran: say so, and write its sweep.json again (summary, upload and
+    resume read it)."""
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+        again = f"; {sweep_dir / SWEEP_FILE} is written again"
+    except OSError as e:
+        again = f"; {SWEEP_FILE} could not be written again ({e.strerror or e})"
+    print(f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
+          f"{state['n_jobs'] - reported} of its {state['n_jobs']} jobs went with it; their runs are in the store "
+          f"(the leaderboard below reads it){again}", file=out)
+
+
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
     """0 when at least one job FINISHED (or was resumed) and none failed with an error; else 1.
 
@@ -207,6 +237,9 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     rows = results(sweep_dir)
     state = _state(sweep_dir)
     failed_parents = False
+    if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
+        _restore_sweep_file(sweep_dir, state, len(rows), out)
+        failed_parents = True
     try:
         add_speedups(rows)
     except tracking.UNREACHABLE as e:
