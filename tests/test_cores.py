@@ -121,3 +121,24 @@ def test_successive_halving_trains_its_rungs_on_the_workers_and_equals_one_worke
     assert {r.data.tags["batch_worker"] for r in one} == {"main"}
     assert {r.data.tags["batch_worker"] for r in two} <= {"cpu0", "cpu1"}
     assert out.count("computed on 2 worker processes") >= 1  # the first rung's 12 configurations on both workers
+
+
+def test_the_group_that_would_end_last_on_one_worker_is_split_when_that_ends_the_whole_sooner():
+    from sweeper.sweep.cores import chunked
+    from sweeper.sweep.groups import Job
+
+    big = 10 ** 8  # epochs: fake jobs (nothing trains), each group's work far above a chunk's own cost
+
+    def group(first, trajs, depth):
+        return [Job(first + i, [], None, {"lr": 0.001 * (i + 1), "epochs": big, "device": "cpu", "depth": depth,
+                                          "width": 8}) for i in range(trajs)]
+
+    a, b, c = group(0, 2, 2), group(10, 2, 2), group(20, 2, 1)  # work 5 : 5 : 1 (depth 2 adds a width x width layer)
+    out = chunked([a, b, c], 2)
+    # handed out costliest first: a and b on the two workers, then c alone on one while the other waits; c in halves
+    # (one trajectory each) ends the whole sooner
+    assert [sorted(j.idx for j in x) for x in out] == [[0, 1], [10, 11], [20], [21]]
+    small = [group(30, 2, 2), group(40, 2, 2), [Job(50 + i, [], None, {"lr": 0.1 * (i + 1), "epochs": 10,
+                                                                      "device": "cpu", "depth": 1, "width": 8})
+                                                  for i in range(2)]]
+    assert chunked(small, 2) == small  # a split that saves less than a chunk's own cost is not made

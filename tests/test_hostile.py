@@ -150,7 +150,7 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
             break
     out = "".join(seen) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 1, out
-    assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|replaced by another file) "
+    assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|deleted or replaced by another file) "
                      r"during the sweep: the 3 run\(s\) recorded there are not in it", out), out
 
 

@@ -272,7 +272,8 @@ def replaced(uri: str, before: list[int] | None) -> str | None:
     if before is None:
         return None
     now = identity(uri)
-    return None if now == list(before) else "was deleted" if now is None else "was replaced by another file"
+    # a file there now: another, or a new store the sweep's later jobs made after the first was deleted
+    return None if now == list(before) else "was deleted" if now is None else "was deleted or replaced by another file"
 
 
 def check_writable(db: Path, uri: str) -> None:

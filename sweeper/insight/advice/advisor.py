@@ -305,7 +305,8 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
     exclude += [e for f in found if f not in left for e in f.drop_where]
     limit = budget(s)
-    note = f"budget per round: at most {limit} new runs (this sweep trained {s.trained}; reused runs are free and not counted)"
+    note = (f"budget per round: at most {limit} new run{'s' if limit != 1 else ''} (this sweep trained {s.trained}; reused "
+            "runs are free and not counted)")
     seeded = [f for f in found if f not in left and "seed" in f.set and changes.get("seed") in (f.set["seed"], _fewer_seeds(s, f))]
     narrowed = [f for f in seeded if f.narrow and all(changes.get(k) == v for k, v in f.narrow.items())]
     if narrowed:
