@@ -117,14 +117,12 @@ def some_job(o: Any, values: list[Any] | None, groups: tuple[str, ...], error: t
                     f"expected a pattern matching one of {', '.join(group_options(key))}")
 
 
-def given_once(overrides: list[Any], error: type[Exception]) -> None:
-    """A key given twice (``depth=1,2 depth=3``): Hydra keeps the last and drops the first without a word, while the
-    parent's ``overrides`` tag records both; one line instead."""
-    seen: dict[tuple[str, Any], Any] = {}
+def given_twice(overrides: list[Any]) -> list[str]:
+    """A key given more than once (``depth=1,2 depth=3``, or a script that appends its own ``epochs=``): Hydra keeps
+    the last and drops the others without a word; a line for each such key, naming what is used."""
+    seen: dict[tuple[str, Any], list[Any]] = {}
     for o in overrides:
-        if o.is_delete():
-            continue
-        first = seen.setdefault((o.key_or_group, o.package), o)
-        if first is not o:
-            raise error(f"{o.key_or_group} is given twice ({first.input_line} and {o.input_line}): give it once "
-                        f"(a sweep's values in one list: {o.key_or_group}=a,b,c)")
+        if not o.is_delete():
+            seen.setdefault((o.key_or_group, o.package), []).append(o)
+    return [f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
+            f"the last, {os_[-1].input_line}, is used" for os_ in seen.values() if len(os_) > 1]
