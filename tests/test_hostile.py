@@ -2,6 +2,7 @@
 commands never create one, Hydra's parse errors are one line, and no guess goes unsaid. Each test names the case."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -107,6 +108,22 @@ def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, comman
     assert db.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
 
 
+def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
+    """A 3-job sweep of seconds a job (one job at a time), ``act()`` called once its first job is reported; its exit
+    code and output."""
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
+            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "[1/3]" in line:
+            act()
+            break
+    out = "".join(seen) + proc.communicate(timeout=300)[0]
+    return proc.returncode, out
+
+
 @pytest.mark.slow
 def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_without_its_parent(tmp_path, store):
     """Before: rm -rf of the sweep folder at [1/3] exited 0 with "2 of 0 jobs reported", the parent left RUNNING and
@@ -114,17 +131,8 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
     import shutil
 
     sweep_dir = tmp_path / "sweep"
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
-            "hydra/launcher=basic", f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "[1/3]" in line:
-            shutil.rmtree(sweep_dir)
-            break
-    out = "".join(lines) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == 1, out
+    code, out = _act_at_the_first_job(tmp_path, store, lambda: shutil.rmtree(sweep_dir))
+    assert code == 1, out
     assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in out
     assert "Traceback" not in out
     runs = all_runs(store)
@@ -138,18 +146,12 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
 @pytest.mark.slow
 def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     """Before: every record was lost while the sweep printed a full leaderboard and exited 0."""
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
-            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if "[1/3]" in line:
-            for f in store.parent.glob(store.name + "*"):
-                f.unlink()
-            break
-    out = "".join(seen) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == 1, out
+    def delete() -> None:
+        for f in store.parent.glob(store.name + "*"):
+            f.unlink()
+
+    code, out = _act_at_the_first_job(tmp_path, store, delete)
+    assert code == 1, out
     assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|deleted or replaced by another file) "
                      r"during the sweep: the 3 run\(s\) recorded there are not in it", out), out
 
@@ -547,11 +549,11 @@ def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name
     assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
 
 
-def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
-    """Before: two sweeps with one hydra.sweep.dir at once wrote over each other's job folders."""
+@contextlib.contextmanager
+def _live_sweep(sweep_dir: Path):
+    """Another process holding ``sweep_dir``'s lock, as a live sweep does; yields it."""
     from sweeper.sweep.life import LOCK_FILE
 
-    sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                                "from sweeper.base.process import hold; assert hold(Path(sys.argv[1])) is None; "
@@ -559,13 +561,22 @@ def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
+    """Before: two sweeps with one hydra.sweep.dir at once wrote over each other's job folders."""
+    from sweeper.sweep.life import LOCK_FILE
+
+    sweep_dir = tmp_path / "sweep"
+    with _live_sweep(sweep_dir) as holder:
         proc = cli(tmp_path, "-m", "epochs=5,6", store=tmp_path / "s.db")
         assert proc.returncode == 2
         assert f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder.pid}@" in one_line(proc.stderr)
         assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
-    finally:
-        holder.kill()
-        holder.wait()
     from sweeper.base.process import hold
 
     assert hold(sweep_dir / LOCK_FILE) is None  # free once its holder is gone (killed, not even cleaned up)
@@ -578,22 +589,13 @@ def test_a_single_run_into_a_live_sweeps_folder_is_refused(tmp_path, inside):
     from sweeper.sweep.life import LOCK_FILE
 
     sweep_dir = tmp_path / "sweep"
-    sweep_dir.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from sweeper.base.process import hold; assert hold(Path(sys.argv[1])) is None; "
-                               "print('held', flush=True); time.sleep(60)", str(sweep_dir / LOCK_FILE)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with _live_sweep(sweep_dir) as holder:
         run_dir = sweep_dir / inside if inside else sweep_dir
         proc = subprocess.run([sys.executable, "-m", "sweeper", "epochs=5", f"hydra.run.dir={run_dir}",
                                f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 2, proc.stderr
         assert f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder.pid}@" in one_line(proc.stderr)
         assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_single_run_folder_under_a_file_is_one_line(tmp_path):

@@ -399,8 +399,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
     if whole:  # the command line as typed (an Optuna space's lines are overridden by it, as Hydra means)
-        for line in choices.given_twice(overrides):
-            print(line, flush=True)
+        print("".join(f"{line}\n" for line in choices.given_twice(overrides)), end="", flush=True)
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
