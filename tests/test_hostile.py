@@ -499,6 +499,18 @@ def test_a_key_given_twice_says_which_value_is_used(tmp_path, store):
     assert run.data.params["depth"] == "3"
 
 
+def test_a_named_sweeps_key_given_on_the_command_line_says_it_replaces_it(tmp_path):
+    """Before: +sweep=seed depth=3 trained depth=3 only, and nothing said the named sweep's depth: 1,2 was replaced.
+    A key given twice with + is refused (depth is a key already) without first announcing it as used."""
+    proc = cli(tmp_path, "-m", "+sweep=seed", "lr=0.001", "depth=3", "epochs=5", store=tmp_path / "one.db")
+    assert proc.returncode == 0, proc.stderr
+    assert "sweeper: depth=3 replaces +sweep=seed's depth: 1,2" in proc.stdout
+    assert "sweeper: epochs=5 replaces +sweep=seed's epochs: 2000,10000" in proc.stdout
+    bad = cli(tmp_path, "-m", "depth=1,2", "+depth=3", "epochs=5", store=tmp_path / "s.db")
+    assert bad.returncode == 2 and "is given" not in bad.stdout
+    assert "+depth=3: depth is already a key of the config" in one_line(bad.stderr)
+
+
 @pytest.mark.slow
 def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the_sweeps_runs(tmp_path, store):
     """Before (4 of 4 tries in the hostile round): a single run into the same store while a sweep ran left the sweep's

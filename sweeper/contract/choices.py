@@ -124,5 +124,24 @@ def given_twice(overrides: list[Any]) -> list[str]:
     for o in overrides:
         if not o.is_delete():
             seen.setdefault((o.key_or_group, o.package), []).append(o)
-    return [f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
-            f"the last, {os_[-1].input_line}, is used" for os_ in seen.values() if len(os_) > 1]
+    lines = [f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
+             f"the last, {os_[-1].input_line}, is used" for os_ in seen.values() if len(os_) > 1]
+    return lines + _named_sweeps_replaced(overrides)
+
+
+def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
+    """A key of a named sweep's or pin's ``hydra.sweeper.params`` (``+sweep=seed``: ``depth: 1,2``) that the command
+    line gives too: the command's value is used (Hydra's rule), and a line says so."""
+    given = {o.key_or_group: o for o in overrides if not o.is_delete()}
+    out = []
+    for o in overrides:
+        if o.key_or_group not in ("sweep", "best") or o.is_sweep_override() or o.is_delete():
+            continue
+        path = CONF_DIR / o.key_or_group / f"{o.value()}.yaml"
+        try:
+            params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params") or {}
+        except Exception:  # noqa: BLE001  (a file that cannot be read: check_overrides names it)
+            continue
+        out += [f"sweeper: {given[k].input_line} replaces {o.input_line}'s {k}: {v}" for k, v in params.items()
+                if k in given and given[k] is not o]
+    return out

@@ -398,8 +398,6 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             except HydraException as e:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
-    if whole:  # the command line as typed (an Optuna space's lines are overridden by it, as Hydra means)
-        print("".join(f"{line}\n" for line in choices.given_twice(overrides)), end="", flush=True)
     for o in overrides:
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
@@ -431,6 +429,8 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             raise _unknown(key)
     choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
+    if whole:  # the command line as typed, once it passed (an Optuna space's lines are overridden by it, as Hydra means)
+        print("".join(f"{line}\n" for line in choices.given_twice(overrides)), end="", flush=True)
 
 
 def _readable(path: Path, arg: str) -> None:
