@@ -399,7 +399,8 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     except BaseException:
         stop()
         raise
-    log.info("CPU groups computed on %d worker processes in %.1f s", len(used), time.perf_counter() - t0)
+    log.info("CPU groups computed on %d worker process%s in %.1f s", len(used), "" if len(used) == 1 else "es",
+             time.perf_counter() - t0)
 
 
 def _got(members: list[Any], msg: tuple, w: Worker) -> dict[int, Any]:
