@@ -47,15 +47,14 @@ def lock_holder(path: Path) -> str | None:
     if str(path.absolute()) in _HELD:
         return None
     try:
-        with open(path) as f:
+        with open(path) as f:  # no file: nobody
             try:
                 fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError:
                 return f.read().strip() or "another process"
-            fcntl.flock(f, fcntl.LOCK_UN)
     except OSError:
-        return None
-    return None
+        pass
+    return None  # taken and let go: the close releases it
 
 
 def hold(path: Path) -> str | None:

@@ -174,12 +174,9 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
 def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     """A worker: one BLAS thread, the compute half imported and the data sets loaded, then groups until told
     to stop (``None``) or the launching process goes (EOF)."""
-    import signal
+    from sweeper.base import stop
 
-    from sweeper.base.stop import SIGNALS
-
-    for sig in SIGNALS:  # Ctrl-C, SIGTERM, SIGHUP are the launching process's to handle: it stops us
-        signal.signal(sig, signal.SIG_IGN)
+    stop.ignore()  # Ctrl-C, SIGTERM, SIGHUP are the launching process's to handle: it stops us
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 

@@ -105,14 +105,19 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
     return every, jobs
 
 
+def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
+    """One line for a folder that cannot be made or locked (a file on the way, /proc, a read-only or full disk)."""
+    return ConfigError(f"{key}={folder} cannot be used: {e.strerror or e}" + (f" ({e.filename})" if e.filename else "")
+                       + ": choose a writable folder")
+
+
 def _claim(sweep_dir: Path) -> None:
     """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
-    except OSError as e:  # a file on the way, /proc, a read-only or full disk
-        raise ConfigError(f"hydra.sweep.dir={sweep_dir} cannot be used: {e.strerror or e}"
-                          + (f" ({e.filename})" if e.filename else "") + ": choose a writable folder") from None
+    except OSError as e:
+        raise _unusable("hydra.sweep.dir", sweep_dir, e) from None
     if holder:
         raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
                           "end, or choose another hydra.sweep.dir")
@@ -122,15 +127,14 @@ def claim_run_dir(run_dir: Path) -> None:
     """A single run's ``hydra.run.dir`` made; one line when it cannot be, or when it is a live sweep's folder or
     lies inside one (its lock held by a live process)."""
     for folder in [run_dir, *run_dir.absolute().parents]:
-        lock = folder / LOCK_FILE
-        if lock.is_file() and lock_holder(lock):
-            raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {lock_holder(lock)}, its folder "
+        holder = lock_holder(folder / LOCK_FILE)
+        if holder:
+            raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
                               f"{folder}): choose another hydra.run.dir")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:  # a file on the way, /proc, a read-only or full disk
-        raise ConfigError(f"hydra.run.dir={run_dir} cannot be used: {e.strerror or e}"
-                          + (f" ({e.filename})" if e.filename else "") + ": choose a writable folder") from None
+    except OSError as e:
+        raise _unusable("hydra.run.dir", run_dir, e) from None
 
 
 def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) -> dict[str, dict[str, Any]]:

@@ -322,16 +322,14 @@ def _serve(requests: Any, answers: Any) -> None:
     this process still imports MLflow); the runs are ended in this thread, one at a time.
     """
     import queue
-    import signal
     import threading
 
     # Ctrl-C, SIGTERM and SIGHUP are the launching process's to handle (a SIGTERM sent to every process of the sweep,
     # e.g. by docker stop, or the SIGHUP of a closed terminal, included): the writer finishes what it was handed, and
     # ends when its requests end
-    from sweeper.base.stop import SIGNALS
+    from sweeper.base import stop
 
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    stop.ignore()
     inbox: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
 
     def receive() -> None:
