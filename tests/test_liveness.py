@@ -171,3 +171,30 @@ def test_resume_under_a_one_job_launcher_launches_only_what_did_not_finish(tmp_p
     assert all(r["status"] == "SKIPPED" and r["resumed_from"] for r in reused)
     parent = client_for(store).get_run(json.loads((sweep_dir / "sweep.json").read_text())["parents"][0]["run_id"])
     assert parent.info.status == "FINISHED" and parent.data.metrics["n_reused"] == 2, again.stdout
+
+
+def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a_reused_pid_is_not():
+    """A sweep stopped with Ctrl-Z (SIGSTOP) beats no more, but lives: a report meanwhile marked its runs FAILED
+    "orphaned" and the sweep, once resumed, ended a complete parent KILLED (hostile pass 2, row 40). On this host
+    the run's process decides; a pid the system gave to a process started after the run does not count."""
+    from types import SimpleNamespace
+    import socket
+
+    from sweeper.insight.report import holder_alive
+
+    stale = beat(time.time() - 3600, 30)  # an hour old: 3 beats missed many times over
+    def run_of(pid: int, started: float):
+        return SimpleNamespace(info=SimpleNamespace(start_time=int(started * 1000)),
+                               data=SimpleNamespace(tags={"host": socket.gethostname(), "pid": str(pid), HEARTBEAT: stale}))
+
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        job.send_signal(signal.SIGSTOP)
+        assert holder_alive(run_of(job.pid, time.time())) is True  # suspended, heartbeat an hour old: alive
+        assert holder_alive(run_of(job.pid, time.time() - 3600)) is False  # the pid's process began after the run
+    finally:
+        job.kill()
+        job.wait()
+    assert holder_alive(run_of(job.pid, time.time())) is False  # gone
+    assert holder_alive(run_of(os.getpid(), time.time())) is False  # the reporting process runs no job

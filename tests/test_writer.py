@@ -255,3 +255,34 @@ def test_without_a_writer_process_the_jobs_end_their_own_runs(monkeypatch, caplo
     with caplog.at_level("WARNING", logger="sweeper"):
         assert writer.start(["sqlite:///x"]) is False
     assert writer.current() is None and "each job ends its own run" in caplog.text
+
+
+def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_finished_and_says_so(tmp_path, store, caplog):
+    """The sweep folder deleted while the writer still had runs to end (hostile pass 2, row 20): each run printed
+    FINISHED ends FINISHED with its metrics, a tag names the files that went with the folder, and the sweep says
+    it in a warning, not 'kept ... upload it' (nothing is left to upload). One run alone (finish_run) and two
+    together (bulk.finish_runs) go through different code; both are checked."""
+    import shutil
+
+    uri = f"sqlite:///{store}"
+    c = tracking.open_store(uri)
+    jobs = [_job(tmp_path, c, uri, f"0.00{i}") for i in range(1, 4)]
+    for _, path, _ in jobs:
+        shutil.rmtree(path.parent)
+    w = writer.Writer()
+    try:
+        with caplog.at_level("WARNING", logger="sweeper"):
+            w.submit(uri, *jobs[0][:1], None, jobs[0][2], jobs[0][1])
+            assert w.drain() == []
+            for run_id, path, end in jobs[1:]:
+                w.submit(uri, run_id, None, end, path)
+            assert w.drain() == []
+    finally:
+        w.close()
+    for run_id, path, _ in jobs:
+        run = client_for(store).get_run(run_id)
+        assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.0
+        assert "curves.npz" in run.data.tags["artifacts_missing"] and str(path.parent) in run.data.tags["artifacts_missing"]
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("was deleted under the sweep" in m for m in said) == 3
+    assert not any("upload it" in m for m in said)

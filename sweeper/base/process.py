@@ -18,6 +18,28 @@ def alive(pid: int) -> bool:
     return True
 
 
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started (unix time, to the clock tick), from ``/proc``; None where that cannot be read
+    (another system, the process gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def holds(pid: int, since: float) -> bool:
+    """Whether process ``pid`` runs on this host and is the one that ran at ``since`` (unix time): it started
+    before then (a pid the system gave again to a later process does not count). Where the start time cannot
+    be read, whether the pid exists."""
+    if not alive(pid):
+        return False
+    start = started_at(pid)
+    return start is None or start <= since + 1.0
+
+
 @contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""

@@ -14,7 +14,7 @@ from typing import Any
 from sweeper import tracking
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, resume_command, run_url
-from sweeper.base.process import HEARTBEAT, alive, beating
+from sweeper.base.process import HEARTBEAT, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
 SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
@@ -22,18 +22,16 @@ SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent
 
 def holder_alive(r: Any) -> bool | None:
     """Whether the job that created a run still runs: its ``heartbeat`` tag (:mod:`sweeper.tracking.run`) says so
-    on any host; without one, its ``host`` and ``pid`` tags on this host. None when nothing tells (another host,
-    no heartbeat); False when it is this process, which runs no job while it reports, or its pid here is gone."""
+    on another host; on this host its ``host`` and ``pid`` tags do (the process that started the run, not a later one
+    given its pid), whatever its heartbeat says: a suspended sweep's beats stop while it lives. None when nothing
+    tells (another host, no heartbeat); False when it is this process, which runs no job while it reports."""
     import time
 
     pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
     here = host == socket.gethostname() and pid is not None and pid.isdigit()
-    if here and (int(pid) == os.getpid() or not alive(int(pid))):
-        return False
-    fresh = beating(r.data.tags.get(HEARTBEAT), time.time())
-    if fresh is not None:
-        return fresh
-    return True if here else None
+    if here:  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
+        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000)
+    return beating(r.data.tags.get(HEARTBEAT), time.time())
 
 
 def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN,

@@ -63,7 +63,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         return opened.resumed
     tracked = opened.tracked
     config_file = ctx.output_dir / "config_resolved.yaml"
-    config_file.write_text(yamltext.dump(plain))
+    with contextlib.suppress(OSError):  # its folder deleted under the sweep: _keep says it, the run ends FAILED
+        config_file.write_text(yamltext.dump(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
     try:
@@ -248,6 +249,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
           config_file: Path) -> tuple[list[Path], dict[str, Path]]:
     """The run's files in its job folder: the whole curves, and for a trained model its test predictions, its
     confusion matrix (classes) and the model itself; return (files, models) for MLflow."""
+    if not config_file.exists():  # written as the run opened, unless its folder was deleted since (then: OSError)
+        config_file.write_text(yamltext.dump(plain))
     np.savez(ctx.output_dir / CURVES_FILE, **{f"{name}_{part}": array
                                               for name, (steps, values) in (out.curves | out.fold_curves).items()
                                               for part, array in (("steps", steps), ("values", values))})

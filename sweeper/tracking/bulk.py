@@ -18,7 +18,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from sweeper.base import state
-from sweeper.tracking.records import _artifact_repo, _last_batch, _run_tags, start_run
+from sweeper.tracking.records import _artifact_repo, _last_batch, _run_tags, copy_files, missing_tag, start_run
 
 
 # Rows a statement touches at most (SQLite's bound-parameter limit).
@@ -243,8 +243,8 @@ def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now:
 
     metrics, params, tags, datasets = {}, {}, {}, {}
     for run_id, end in ends:
-        for path in end.get("artifacts") or ():
-            _artifact_repo(c, run_id).log_artifact(str(path))
+        files = list(end.get("artifacts") or ())
+        missing = copy_files(_artifact_repo(c, run_id), files) if files else []
         items, seen = [], set()
         for m in _last_batch(now, end):
             _validate_metric(m.key, m.value, m.timestamp, m.step)
@@ -255,7 +255,8 @@ def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now:
                 items.append(row)
         metrics[run_id] = items
         params[run_id] = {p.key: p.value for p in (_validate_param(k, str(v)) for k, v in (end.get("params") or {}).items())}
-        tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in (end.get("tags") or {}).items())}
+        tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in
+                                                 ({**(end.get("tags") or {}), **missing_tag(files, missing)}).items())}
         datasets[run_id] = list(end.get("datasets") or ())
         _validate_dataset_inputs(datasets[run_id])
     return metrics, params, tags, datasets

@@ -205,11 +205,25 @@ def finish_run(
     logged = {name: c.create_logged_model(_run_info(c, run_id)[1], name, run_id,
                                           params={k: str(v) for k, v in (params or {}).items()})
               for name, folder in models.items()}
+    # the files first: one its job folder lost (deleted under the sweep) is said in a tag, the run still ends
+    missing = copy_files(_artifact_repo(c, run_id), artifacts)
+    for name, model in logged.items():
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        try:
+            _stamp(models[name], model.model_id, run_id)
+            get_artifact_repository(model.artifact_location, tracking_uri=c.tracking_uri).log_artifacts(str(models[name]))
+        except FileNotFoundError:
+            missing.append(f"{name} (the logged model)")
+            c.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+            continue
+        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    tags = dict(tags or {}) | missing_tag(artifacts, missing)
     model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
     items = _last_batch(now, dict(metrics=metrics, curves=curves, curve_points=curve_points, system=system,
                                   datasets=datasets), model_id)
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
-    ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+    ts = [RunTag(k, str(v)) for k, v in tags.items()]
     for i in range(max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))):
         c.log_batch(run_id, metrics=items[i * BATCH : (i + 1) * BATCH],
                     params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH], tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH])
@@ -217,20 +231,30 @@ def finish_run(
         _log_inputs(c, run_id, datasets)
     if logged:
         c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
-    artifacts = list(artifacts)
-    if artifacts:
-        repo = _artifact_repo(c, run_id)
-        for path in artifacts:
-            repo.log_artifact(str(path))
-    for name, model in logged.items():
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-        _stamp(models[name], model.model_id, run_id)
-        get_artifact_repository(model.artifact_location, tracking_uri=c.tracking_uri).log_artifacts(str(models[name]))
-        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
     c.set_terminated(run_id, status)
     state.current().runs.pop(run_id, None)
 
+
+
+def copy_files(repo: Any, paths: Iterable[Path]) -> list[str]:
+    """Copy files into a run's artifact repository; the names of those that are gone (their job folder deleted
+    under the sweep after the job kept them), which are left out."""
+    missing = []
+    for path in paths:
+        try:
+            repo.log_artifact(str(path))
+        except FileNotFoundError:
+            missing.append(Path(path).name)
+    return missing
+
+
+def missing_tag(paths: Iterable[Path], missing: list[str]) -> dict[str, str]:
+    """The tag that says which of a run's files were not recorded (none: no tag)."""
+    if not missing:
+        return {}
+    folder = next((Path(p).parent for p in paths), None)
+    where = f"its job folder {folder}" if folder else "its job folder"
+    return {"artifacts_missing": f"{where} was deleted before these files were recorded: {', '.join(missing)}"}
 
 
 def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -> list[Any]:

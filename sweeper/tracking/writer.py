@@ -138,6 +138,8 @@ class Writer:
                     self.pending = []
                 return False
             self.pending.pop(0)
+            if answer.get("gone"):  # recorded without the files its deleted folder held: said, nothing to upload
+                log.warning("run %s is recorded: %s", answer["run_id"], answer["gone"])
             if answer.get("error"):  # said as the job itself would have said it
                 folder = Path(answer["folder"])
                 log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
@@ -414,14 +416,8 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
                 together = False
         if not together:
             answers += [_record(job, clients, tracking) for job in batch]
-            continue
-        for job in batch:
-            path, error = Path(job["result"]), None
-            try:
-                _done(path)
-            except (OSError, ValueError) as e:
-                error = f"{path}: {e}"
-            answers.append({"run_id": job["run_id"], "error": error, "folder": str(path.parent)})
+        else:
+            answers += [_settled(job, None) for job in batch]
     return answers
 
 
@@ -438,11 +434,23 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
         error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
     except Exception as e:  # noqa: BLE001  (a bug): the run is kept for upload, and the sweep says so
         error = f"recording run {run_id} failed: {type(e).__name__}: {e}"
+    return _settled(job, error)
+
+
+def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """The job's result.json updated (done, or kept for upload with the reason) and the answer for the launching
+    process; a result.json that went with its folder (deleted under the sweep) is said as that, not kept."""
+    path = Path(job["result"])
+    answer = {"run_id": job["run_id"], "error": error, "folder": str(path.parent)}
     try:
         _keep(path, error) if error else _done(path)
+    except FileNotFoundError:
+        if not error:  # in the store; nothing is left to upload
+            answer["gone"] = (f"its job folder {path.parent} was deleted under the sweep (its tag artifacts_missing "
+                              "names the files that went with it)")
     except (OSError, ValueError) as e:
-        error = error or f"{path}: {e}"
-    return {"run_id": run_id, "error": error, "folder": str(path.parent)}
+        answer["error"] = error or f"{path}: {e}"
+    return answer
 
 
 def _remember(job: dict[str, Any]) -> None:
