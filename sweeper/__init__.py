@@ -78,11 +78,14 @@ def settled() -> Iterator[None]:
         gc.freeze()
 
 
-def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:
+def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     """Run a command's ``fn`` and end the process with its code, as ``sys.exit(fn())`` would — non-daemon
     threads joined, ``atexit`` handlers run (loky's workers, MLflow's telemetry, logging), stdio
     flushed — but without the interpreter's teardown of every module and object, which takes 0.6-1.1 s
     once MLflow is imported (measured: docs/benchmarks.md) and which the OS does at once.
+
+    A standard output that cannot be written is said once and dropped (:mod:`sweeper.base.output`): the command
+    ends with 1 unless ``goes_on`` says what it goes on with (a sweep: its runs, recorded in the store).
 
     Only for ``if __name__ == "__main__":``: a command called in-process keeps returning normally; under a
     profiler or tracer (``python -m cProfile -m sweeper``, coverage) the exit is Python's own."""
@@ -90,12 +93,17 @@ def main_exit(fn: Callable[[], "int | None"]) -> NoReturn:
     import os
     import threading
 
+    from sweeper.base import output
+
+    output.guard(goes_on)
     try:
         code = fn()
     except SystemExit as e:
         code = e.code
     if code is not None and not isinstance(code, int):  # sys.exit("message"): Python prints it, exit 1
         print(code, file=sys.stderr)
+        code = 1
+    if output.BROKEN and not code and not goes_on:  # a command whose output is its result: it did not do its job
         code = 1
     if sys.getprofile() is not None or sys.gettrace() is not None:  # cProfile, coverage, a debugger: they
         sys.exit(code)  # write their results in the teardown

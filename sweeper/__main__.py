@@ -102,4 +102,4 @@ def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
 if __name__ == "__main__":
     from sweeper import main_exit
 
-    main_exit(cli)
+    main_exit(cli, goes_on="the sweep goes on and records every run in the store")
