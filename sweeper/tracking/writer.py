@@ -423,7 +423,6 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
 
 def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict[str, Any]:
     """End one run and update its job's result.json: done, or kept for upload with the reason."""
-    path = Path(job["result"])
     uri, run_id = job["uri"], job["run_id"]
     error = None
     try:
