@@ -115,23 +115,36 @@ def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
             "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if "[1/3]" in line:
-            act()
-            break
-    out = "".join(seen) + proc.communicate(timeout=300)[0]
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "[1/3]" in line:
+                act()
+                break
+        out = "".join(seen) + proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:  # act() raised: no sweep is left behind
+            proc.kill()
+            proc.wait()
     return proc.returncode, out
+
+
+def _rm_rf(folder: Path) -> None:
+    """``rm -rf`` of a folder a sweep writes into, whole: renamed away at once (a bare rmtree races the files the
+    sweep adds meanwhile: 'Directory not empty', as CI once saw), then removed."""
+    import shutil
+
+    gone = folder.with_name(folder.name + ".deleted")
+    folder.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 @pytest.mark.slow
 def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_without_its_parent(tmp_path, store):
     """Before: rm -rf of the sweep folder at [1/3] exited 0 with "2 of 0 jobs reported", the parent left RUNNING and
     the later runs recorded without their parent (each job read its parent from the deleted sweep.json)."""
-    import shutil
-
     sweep_dir = tmp_path / "sweep"
-    code, out = _act_at_the_first_job(tmp_path, store, lambda: shutil.rmtree(sweep_dir))
+    code, out = _act_at_the_first_job(tmp_path, store, lambda: _rm_rf(sweep_dir))
     assert code == 1, out
     assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in out
     assert "Traceback" not in out
