@@ -646,6 +646,17 @@ def test_a_sweep_folder_that_cannot_be_made_is_one_line(tmp_path, where, error):
     assert not (tmp_path / "s.db").exists()
 
 
+def test_a_store_refused_after_the_workers_started_exits(tmp_path):
+    """Before: tracking.uri under /proc was refused in one line at 3.5 s, then the process never exited: its two warm
+    CPU workers ignore SIGTERM (a SIGTERM to the sweep is the launching process's), and multiprocessing's exit
+    handler, run before ours, SIGTERMed them and joined them for ever."""
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "lr=0.1,0.2", "hydra.launcher.cpu_workers=2",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}", "tracking.uri=sqlite:////proc/sweeper-test.db"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "tracking.uri=sqlite:////proc/sweeper-test.db cannot be used" in one_line(proc.stderr)
+
+
 @pytest.mark.parametrize("text, error", [("{\"parents\": [", "cannot be read (JSONDecodeError"), ("[1, 2]", "holds a JSON list"),
                                          ("{\"parents\": 3, \"n_jobs\": 1}", "its parents is 3, expected list")])
 def test_summary_of_a_malformed_sweep_json_is_one_line(tmp_path, capsys, text, error):

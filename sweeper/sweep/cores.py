@@ -303,6 +303,11 @@ def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
     warm_data = [(node, data.split_seed(node)) for node in nodes.values()][:8]
     pool = Pool(n, warm_data)
     _POOL.append(pool)
+    # at exit, before multiprocessing's own handler (atexit runs last-registered first; multiprocessing registered
+    # its handler as the pool started): that one SIGTERMs daemonic children, which the workers ignore (a SIGTERM to
+    # the whole sweep is the launching process's), then joins them for ever — a refused sweep never exited
+    atexit.unregister(stop)
+    atexit.register(stop)
     log.info("%d CPU worker processes started (hydra.launcher.cpu_workers), one BLAS thread each", n)
     return pool
 
