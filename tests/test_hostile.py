@@ -108,6 +108,38 @@ def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, comman
     assert db.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
 
 
+def _foreign(folder: Path) -> tuple[Path, bytes]:
+    import sqlite3
+
+    db = folder / "app.db"
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        con.execute("CREATE TABLE people (name TEXT)")
+        con.execute("INSERT INTO people VALUES ('ann')")
+        con.commit()
+    return db, db.read_bytes()
+
+
+@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
+                                           (promote_cmd, ["--experiment", "diabetes"])])
+def test_read_commands_refuse_another_applications_sqlite_database(tmp_path, capsys, command, args):
+    """Before: a valid SQLite file that is not an MLflow store (another application's) given to runs or report got
+    MLflow's 60 tables written into it and was switched to WAL; runs listed its experiment Default, exit 0."""
+    db, before = _foreign(tmp_path)
+    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
+    assert "is another application's SQLite database (its tables: people), not an MLflow store" in one_line(capsys.readouterr().err)
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any_work(tmp_path):
+    db, before = _foreign(tmp_path)
+    for args in (["-m", "epochs=5,6"], ["epochs=5"]):
+        proc = cli(tmp_path, *args, f"tracking.uri=sqlite:///{db}")
+        assert proc.returncode == 2
+        assert "not an MLflow store: it is left as it is" in one_line(proc.stderr)
+        assert db.read_bytes() == before
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "app.db.lock").exists()
+
+
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
     """A 3-job sweep of seconds a job (one job at a time), ``act()`` called once its first job is reported; its exit
     code and output."""

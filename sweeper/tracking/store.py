@@ -231,6 +231,12 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
     if damage:
         raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
                             "path for a new store")
+    foreign = _foreign_tables(db)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise TrackingError(f"{key}={uri} cannot be used: {db} is another application's SQLite database (its "
+                            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's path, "
+                            "or a new path for a new store")
 
 
 def _damage(db: Path) -> str | None:
@@ -255,6 +261,19 @@ def _damage(db: Path) -> str | None:
         return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
     first = rows[0][0] if rows else "ok"
     return None if first == "ok" else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
+
+
+def _foreign_tables(db: Path) -> list[str]:
+    """The tables of the healthy SQLite file ``db`` when it holds some and none is MLflow's (another application's
+    database, which MLflow would otherwise fill with its schema and switch to WAL); [] for an MLflow store, a store
+    MLflow is creating (``experiments`` comes first, ``alembic_version`` with the migrations) or an empty file."""
+    try:
+        with closing(sqlite3.connect(db, timeout=30)) as con:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    except sqlite3.Error:
+        return []  # locked or unreadable: MLflow's own open decides, as for _damage
+    tables = [t for t in tables if not t.startswith("sqlite_")]
+    return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
 
 
 def identity(uri: str) -> list[int] | None:
