@@ -11,6 +11,9 @@ to its replacement. DIR is a sweep folder or one job's folder.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,16 +28,45 @@ from sweeper.base.names import CURVES_FILE, RESULT_FILE
 from sweeper.tracking.writer import RECORDING, recording, write_result
 
 
-def pending(folder: Path) -> list[Path]:
-    """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload."""
+STATUSES = ("FINISHED", "FAILED", "KILLED")
+UPLOAD_KEYS = {"config": dict, "fingerprint": str, "device": str}  # besides sweepdir.RESULT_KEYS
+
+
+def pending(folder: Path, uri: str | None = None) -> list[Path]:
+    """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload (to ``uri``: one
+    uploaded to another store is still pending for its own, not for that one), each checked whole first: a
+    malformed one refuses the command (SweepFileError) before any is uploaded."""
     paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
     results = {p: sweepdir.read_result(p) for p in paths}
-    return [p for p, r in results.items() if r.get("pending_upload") and not recording(r)]  # not a live sweep's
+    todo = [p for p, r in results.items() if r.get("pending_upload") and not recording(r)  # not a live sweep's
+            and (uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})]
+    for p in todo:
+        _check(p, results[p])
+    return todo
+
+
+def _check(path: Path, r: dict[str, Any]) -> None:
+    """SweepFileError (one line) unless ``r`` holds what an upload logs: its config, fingerprint and device, an
+    ended status, and its artifacts as result.json writes them."""
+    def bad(what: str) -> sweepdir.SweepFileError:
+        return sweepdir.SweepFileError(f"{path}: {what}: restore it, or move it away")
+
+    for key, kind in UPLOAD_KEYS.items():
+        if not isinstance(r.get(key), kind):
+            raise bad(f"its {key} is {json.dumps(r.get(key))[:60]}, expected {kind.__name__} (an upload logs it)")
+    if r["status"] not in STATUSES:
+        raise bad(f"its status is {json.dumps(r['status'])[:60]}, expected one of {', '.join(STATUSES)}")
+    art = r.get("artifacts", {"files": []})
+    files = art.get("files") if isinstance(art, dict) else None
+    models = art.get("models", art.get("folders", {})) if isinstance(art, dict) else None
+    if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(models, dict)):
+        raise bad(f"its artifacts is {json.dumps(art)[:60]}, expected {{\"files\": [names], \"models\": {{name: folder}}}}")
 
 
 def upload(path: Path, uri: str | None = None) -> str:
     """Log one pending job as a new run; mark its result.json uploaded; return the new run id."""
     r: dict[str, Any] = sweepdir.read_result(path)
+    _check(path, r)
     job, sweep_dir = path.parent, path.parent.parent
     uri = uri or r["tracking_uri"]
     c = tracking.open_store(uri)
@@ -45,7 +77,7 @@ def upload(path: Path, uri: str | None = None) -> str:
         except tracking.UNREACHABLE:
             pass  # it never reached this store
     is_sweep = (sweep_dir / SWEEP_FILE).is_file()
-    parent = sweepdir.parent_run_id(sweep_dir, uri, r["experiment"]) if is_sweep else None
+    parent, own = _parent(c, sweep_dir, uri, experiment, r) if is_sweep else (None, uri == r["tracking_uri"])
     name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
     params, settings = tracking.split_params(r["config"])
     tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
@@ -73,7 +105,11 @@ def upload(path: Path, uri: str | None = None) -> str:
         except Exception:  # noqa: BLE001  (the store that failed may refuse this too)
             pass
         raise
-    if r.get("run_id"):  # the run the job had started before the server failed
+    if not own:  # another store: the job's own still lacks the run, and a later upload there still adds it
+        r.pop(UPLOADING, None)
+        write_result(path, r | {UPLOADED_TO: {**(r.get(UPLOADED_TO) or {}), uri: new}})
+        return new
+    if isinstance(r.get("run_id"), str) and r["run_id"]:  # the run the job had started before the server failed
         try:
             c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
             c.set_tag(r["run_id"], REPLACED_BY, new)  # a stub: counted neither finished nor failed (report.tally)
@@ -87,6 +123,36 @@ def upload(path: Path, uri: str | None = None) -> str:
     return new
 
 
+def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, Any]) -> tuple[str | None, bool]:
+    """The parent run the job's upload goes under in the store ``uri`` (client ``c``), and whether that store is the
+    job's own. The sweep's parent there when sweep.json names one; the sweep's own parent when ``c`` finds it (the
+    same store under another address); else, for a sweep that has a parent in its own store, a parent made here for
+    the uploads (named and tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
+    name = r["experiment"]
+    here = sweepdir.parent_run_id(sweep_dir, uri, name)
+    if uri == r["tracking_uri"]:
+        return here, True
+    if here:
+        return here, False
+    original = sweepdir.parent_run_id(sweep_dir, r["tracking_uri"], name)
+    if original is None:
+        return None, False
+    try:
+        c.get_run(original)
+        return original, True  # the sweep's own store, reached by another address
+    except tracking.UNREACHABLE:
+        pass
+    state = sweepdir._state(sweep_dir)
+    tags = {"sweep_dir": str(sweep_dir), "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
+            "uploaded_from": str(sweep_dir), "parent_in_own_store": f"{original} in {r['tracking_uri']}",
+            "host": socket.gethostname(), "pid": os.getpid()}
+    run_id = tracking.start_run(c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {})
+    state = {**state, "parents": [*state["parents"], {"uri": uri, "experiment": name, "experiment_id": experiment_id,
+                                                      "run_id": run_id, "uploaded": True}]}
+    write_result(sweep_dir / SWEEP_FILE, state)
+    return run_id, False
+
+
 def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
     """Close each sweep's parent run again with the status its runs now support (a parent KILLED for runs that
     the upload recovered becomes FINISHED)."""
@@ -94,7 +160,12 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
 
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
         for p in sweepdir._state(sweep_dir)["parents"]:
-            report.reclose(tracking.client(uri or p["uri"]), p["run_id"])
+            c = tracking.client(uri or p["uri"])
+            try:
+                c.get_run(p["run_id"])
+            except tracking.UNREACHABLE:
+                continue  # a parent in another store than the one uploaded to: not touched
+            report.reclose(c, p["run_id"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        todo = pending(args.folder)
+        todo = pending(args.folder, args.tracking_uri)
     except sweepdir.SweepFileError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
@@ -117,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         for path in todo:
-            print(f"{path.parent}: uploaded as run {upload(path, args.tracking_uri)}")
+            run_id = upload(path, args.tracking_uri)
+            own = sweepdir.read_result(path)["tracking_uri"]
+            print(f"{path.parent}: uploaded as run {run_id}" + (
+                f" to {args.tracking_uri}; its own store {own} still lacks it (python -m sweeper.upload {path.parent} "
+                "adds it there)" if sweepdir.read_result(path).get("pending_upload") else ""))
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
     except sweepdir.SweepFileError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
@@ -130,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 UPLOADING = "uploading"  # result.json's run id of an upload under way (or one that failed half-way)
+UPLOADED_TO = "uploaded_to"  # result.json's {store: run id} of uploads to another store than the job's own
 
 
 if __name__ == "__main__":

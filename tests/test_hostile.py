@@ -946,3 +946,67 @@ def test_output_to_a_full_disk_is_one_line(tmp_path, store, command, code):
     assert "the standard output cannot be written (No space left on device)" in one_line(proc.stderr)
     if code == 0:
         assert [r.info.status for r in all_runs(store)] == ["FINISHED"]
+
+
+def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for_its_own(tmp_path, store, capsys,
+                                                                                          _template_store):
+    """Before: upload --tracking-uri of another, new store logged the runs as top-level runs, failed on the parent that
+    lives in the sweep's own store (exit 2) and had marked every result.json uploaded: a later upload to the sweep's
+    own store said there was nothing to upload."""
+    import json
+
+    from conftest import client_for, copy_store
+    from sweeper import upload
+    from test_liveness import start_sweep
+    from test_interrupt import run_job
+
+    sweep_dir = tmp_path / "sweep"
+    jobs, state = start_sweep(sweep_dir, store, "0.001,0.002", "hydra/launcher=basic")
+    (p,) = state["parents"]
+    for i in range(2):
+        run_job(jobs, sweep_dir, i)
+        path = sweep_dir / str(i) / "result.json"  # as a store that failed at the run's end leaves it
+        path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True}))
+    (tmp_path / "other").mkdir()
+    other = copy_store(_template_store, tmp_path / "other")  # a new, empty store
+    other_uri = f"sqlite:///{other}"
+
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"its own store sqlite:///{store} still lacks it") == 2, out
+    there = [r for r in all_runs(other) if r.info.lifecycle_stage == "active"]
+    (parent,) = [r for r in there if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in there if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+    assert parent.info.status == "FINISHED" and parent.data.tags["parent_in_own_store"].startswith(p["run_id"])
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0  # again: nothing new there
+    assert "nothing to upload" in capsys.readouterr().out and len(all_runs(other)) == len(there)
+
+    assert upload.main([str(sweep_dir)]) == 0  # the sweep's own store: both are still pending for it
+    assert capsys.readouterr().out.count("uploaded as run") == 2
+    own = client_for(store).search_runs([p["experiment_id"]], f"tags.mlflow.parentRunId = '{p['run_id']}' and tags.uploaded_from != ''")
+    assert len(own) == 2 and {r.info.status for r in own} == {"FINISHED"}
+    assert upload.main([str(sweep_dir)]) == 0 and "nothing to upload" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("edit, error", [
+    (lambda r: {k: v for k, v in r.items() if k != "config"}, "its config is null, expected dict"),
+    (lambda r: {k: v for k, v in r.items() if k != "fingerprint"}, "its fingerprint is null, expected str"),
+    (lambda r: {**r, "device": 7}, "its device is 7, expected str"),
+    (lambda r: {**r, "status": "BOGUS"}, 'its status is "BOGUS", expected one of FINISHED, FAILED, KILLED'),
+    (lambda r: {**r, "artifacts": None}, "its artifacts is null, expected"),
+])
+def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
+    """Before: a result.json missing config, fingerprint or device, or with status BOGUS, was a traceback (the last
+    after a run was started)."""
+    import json
+
+    from sweeper import upload
+
+    sweep_dir = _pending(tmp_path, store)
+    path = sweep_dir / "0" / "result.json"
+    path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    before = len(all_runs(store))
+    assert upload.main([str(sweep_dir)]) == 2
+    assert error in one_line(capsys.readouterr().err)
+    assert len(all_runs(store)) == before
