@@ -145,3 +145,34 @@ def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
         out += [f"sweeper: {given[k].input_line} replaces {o.input_line}'s {k}: {v}" for k, v in params.items()
                 if k in given and given[k] is not o]
     return out
+
+
+MAX_JOBS = 100_000  # a sweep's jobs from the command line; Hydra's basic sweeper lists every one before the first
+
+
+def sized(overrides: list[Any], error: type[Exception]) -> list[Any]:
+    """A ``range()`` whose step is 0 or moves away from its stop, and a command whose swept values multiply to more
+    than :data:`MAX_JOBS` jobs, refused in one line before any value is listed (before: a traceback from Python's
+    ``range``, or a launching process listing 10^9 values at ~25 MB/s without a word). Returns ``overrides``."""
+    import math
+
+    from hydra.core.override_parser.types import RangeSweep
+
+    total, counts = 1, []
+    for o in overrides:
+        if not o.is_sweep_override() or not o.is_discrete_sweep() or o.value_type.name.startswith("GLOB"):
+            continue
+        v, arg = o.value(), o.input_line
+        if isinstance(v, RangeSweep):
+            if v.step == 0:
+                raise error(f"{arg}: a range's step cannot be 0: write range(start, stop, step) with a step that goes "
+                            "from start towards stop (e.g. range(10,20,2))")
+            n = max(0, math.ceil((v.stop - v.start) / v.step))
+        else:
+            n = len(v.list)
+        counts.append(f"{o.key_or_group}: {n:,}")
+        total *= max(n, 1)
+        if total > MAX_JOBS:
+            raise error(f"{arg}: the sweep would have more than {MAX_JOBS:,} jobs ({' × '.join(counts)} values): "
+                        "choose fewer values (a larger step), or a search sweeper (+sweep=optuna) for a large space")
+    return overrides

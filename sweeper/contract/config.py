@@ -398,7 +398,7 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             except HydraException as e:
                 _unparsable(arg, e)
         return  # e.g. the value of an option such as --cfg job: Hydra's own parser decides
-    for o in overrides:
+    for o in choices.sized(overrides, ConfigError):
         if o.is_delete() or o.key_or_group.startswith("hydra"):
             continue
         key = o.key_or_group
