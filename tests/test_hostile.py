@@ -1014,3 +1014,23 @@ def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_
     assert upload.main([str(sweep_dir)]) == 2
     assert error in one_line(capsys.readouterr().err)
     assert len(all_runs(store)) == before
+
+
+def test_our_list_of_hydras_options_is_hydras():
+    from hydra._internal.utils import get_args_parser
+
+    from sweeper.contract.hydra_args import OPTIONS
+
+    assert sorted(OPTIONS) == sorted(o for a in get_args_parser()._actions for o in a.option_strings)
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--experiment", "digits"], "--experiment is not an option of python -m sweeper"),  # before: argparse took it for
+    (["--lr=3"], "a key is given as key=value (lr=...)"),                                 # --experimental-rerun: a traceback
+    (["--experimental-rerun", "nope"], "--experimental-rerun=nope: no such file"),
+])
+def test_an_option_hydra_does_not_have_is_one_line(tmp_path, args, error):
+    proc = cli(tmp_path, *args, store=tmp_path / "s.db")
+    assert proc.returncode == 2
+    assert error in one_line(proc.stderr)
+    assert not (tmp_path / "s.db").exists()

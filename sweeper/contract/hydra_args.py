@@ -4,6 +4,7 @@ that exists, an unknown ``hydra/launcher=`` or ``hydra/sweeper=``, a sweep witho
 launcher's knobs out of range."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -94,8 +95,26 @@ COMMANDS = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cf
             "--info": "--info", "--shell-completion": "--shell-completion", "-sc": "--shell-completion"}
 
 
+# Hydra 1.3's command-line options (hydra._internal.utils.get_args_parser; a test keeps the two equal)
+OPTIONS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p", "--run", "-r",
+           "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp", "--config-name", "-cn",
+           "--config-dir", "-cd", "--experimental-rerun", "--info", "-i")
+
+
 def check_commands(args: list[str], error: type[Exception]) -> None:
-    """``-m --cfg job``: Hydra raises a ValueError with its traceback; here one line."""
+    """``-m --cfg job``: Hydra raises a ValueError with its traceback; here one line. So is an option Hydra does not
+    have: argparse takes a prefix of one for it (``--experiment digits`` became ``--experimental-rerun digits``, a
+    traceback), and a report command's flag given to the main command is the likeliest."""
+    for i, a in enumerate(args):
+        name = a.partition("=")[0]
+        if a.startswith("-") and a != "--" and name not in OPTIONS:
+            raise error(f"{name} is not an option of python -m sweeper (-m for a sweep, --cfg job, --help; Hydra's: "
+                        f"--hydra-help): a key is given as key=value ({name.lstrip('-')}=...), and the read commands "
+                        "take their own flags (python -m sweeper report --help)")
+        if name == "--experimental-rerun":
+            rerun = a.partition("=")[2] or (args[i + 1] if i + 1 < len(args) else "")
+            if not os.path.isfile(rerun):
+                raise error(f"--experimental-rerun={rerun}: no such file: expected a job's .hydra/config.pickle")
     given = list(dict.fromkeys(COMMANDS[a] for a in args if a in COMMANDS))
     if len(given) > 1:
         raise error(f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python -m sweeper "
