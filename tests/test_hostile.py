@@ -1034,3 +1034,24 @@ def test_an_option_hydra_does_not_have_is_one_line(tmp_path, args, error):
     assert proc.returncode == 2
     assert error in one_line(proc.stderr)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_sweep_folder_deleted_while_the_store_opens_ends_the_parent_in_one_line(tmp_path, store, monkeypatch):
+    """Before: a 12-line traceback (sweep.json could not be written) and the parent run left RUNNING."""
+    from sweeper.contract.config import ConfigError
+    from sweeper.sweep import life
+    from test_interrupt import start_sweep
+
+    opened = life._open_parents
+
+    def open_then_delete(config, jobs, sweep_dir, caller):
+        parents = opened(config, jobs, sweep_dir, caller)
+        _rm_rf(sweep_dir)
+        return parents
+
+    monkeypatch.setattr(life, "_open_parents", open_then_delete)
+    with pytest.raises(ConfigError) as e:
+        start_sweep(tmp_path / "sweep", store, "0.001,0.002", "hydra/launcher=basic", "tracking.log_model=false")
+    assert f"hydra.sweep.dir={tmp_path / 'sweep'} was deleted before the first job: no job ran; parent run(s) " in str(e.value)
+    (parent,) = all_runs(store)
+    assert parent.info.status == "KILLED" and "was deleted before the first job" in parent.data.tags["failure_reason"]

@@ -71,7 +71,12 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
              "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
-    (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+    try:
+        writer.write_result(sweep_dir / SWEEP_FILE, state)
+    except OSError as e:  # the folder deleted (or its disk full) while the store opened: the parents end, one line
+        why = (f"hydra.sweep.dir={sweep_dir} was deleted before the first job" if not sweep_dir.is_dir() else
+               f"hydra.sweep.dir={sweep_dir} cannot be written: {e.strerror or e}") + ": no job ran"
+        raise ConfigError(launcher_failed(sweep_dir, e, why).removeprefix("sweeper: error: ")) from None
     current_state().sweep_files[sweep_dir] = state
     return state
 
@@ -382,12 +387,12 @@ def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str
     note_job(sweep_dir, folder, name)  # type: ignore[arg-type]  (the tag's suffix: a folder name, not a number)
 
 
-def launcher_failed(sweep_dir: Path, e: BaseException) -> str:
-    """The launcher (or its engine) failed as a whole: each parent run KILLED with the reason and the jobs'
-    counts; return the one line to print."""
+def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -> str:
+    """The launcher (or its engine) failed as a whole (or ``why``: the sweep could not start): each parent run
+    KILLED with the reason and the jobs' counts; return the one line to print."""
     from sweeper.insight import report
 
-    why = f"the launcher failed: {tracking.first_line(e)}"
+    why = why or f"the launcher failed: {tracking.first_line(e)}"
     cores.stop()
     writer.drain()
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(current_state().parents.get(sweep_dir, {}).values())}
