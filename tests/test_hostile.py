@@ -1055,3 +1055,15 @@ def test_a_sweep_folder_deleted_while_the_store_opens_ends_the_parent_in_one_lin
     assert f"hydra.sweep.dir={tmp_path / 'sweep'} was deleted before the first job: no job ran; parent run(s) " in str(e.value)
     (parent,) = all_runs(store)
     assert parent.info.status == "KILLED" and "was deleted before the first job" in parent.data.tags["failure_reason"]
+
+
+@pytest.mark.parametrize("uri", ["sqlite:////tmp/a%20b/x.db", "sqlite:////tmp/ro%2Fx.db", "sqlite:////tmp/a%zz.db",
+                                 "sqlite:////tmp/x.db?mode=ro", "sqlite:///relative/a%20b.db"])
+def test_the_store_file_checked_is_the_one_sqlalchemy_opens(uri):
+    """Before: sqlite:////.../a%20b/x.db made and checked the folder a%20b while MLflow (SQLAlchemy) opened a b/x.db:
+    a folder that did not exist, retried for ~100 s before a refusal."""
+    from sqlalchemy.engine import make_url
+
+    from sweeper.base.names import sqlite_path
+
+    assert sqlite_path(uri) == Path(make_url(uri).database)

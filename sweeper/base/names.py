@@ -79,10 +79,13 @@ REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged
 
 
 def sqlite_path(uri: str):
-    """The database file of a ``sqlite:///`` tracking URI, else None."""
+    """The database file of a ``sqlite:///`` tracking URI, else None: the file SQLAlchemy opens (its URL rules:
+    ``%20`` is a space, a ``?query`` no part of the path), so the checks, the folder made and the lock are of that
+    file (before: ``a%20b/`` was made and checked while MLflow retried ``a b/x.db`` for ~100 s)."""
     from pathlib import Path
+    from urllib.parse import unquote
 
-    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    return Path(unquote(uri[len("sqlite:///"):].partition("?")[0])) if uri.startswith("sqlite:///") else None
 
 
 def resume_command(args: list[str]) -> str:
