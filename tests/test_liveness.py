@@ -133,6 +133,8 @@ def test_upload_recloses_the_parent_and_the_resume_command_keeps_the_launcher(tm
     parent = c.get_run(p["run_id"])
     assert parent.info.status == "FINISHED" and "failure_reason" not in parent.data.tags, capsys.readouterr().out
     assert parent.data.metrics.get("n_orphaned", 0) == 0
+    # before: the metrics were counted again, the tags the summary wrote kept the counts from before the upload
+    assert parent.data.tags["n_orphaned"] == "0" and parent.data.tags["n_finished"] == "2"
     assert "re-closed FINISHED (was KILLED: incomplete: 1 run(s) orphaned)" in capsys.readouterr().out
 
 

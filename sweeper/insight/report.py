@@ -316,6 +316,9 @@ def reclose(c: Any, parent_run_id: str, out: Any = None) -> str:
         return "RUNNING"
     counts = tally(parent, children(c, parent))
     tracking.log_metrics(c, parent_run_id, counts)
+    from mlflow.entities import RunTag
+
+    c.log_batch(parent_run_id, tags=[RunTag(k, str(v)) for k, v in counts.items()])  # the tags the summary wrote too
     return close(c, parent, counts, out)
 
 
