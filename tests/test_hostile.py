@@ -1067,3 +1067,20 @@ def test_the_store_file_checked_is_the_one_sqlalchemy_opens(uri):
     from sweeper.base.names import sqlite_path
 
     assert sqlite_path(uri) == Path(make_url(uri).database)
+
+
+def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path, _template_store):
+    """Before: tracking.experiment=Default wrote the runs' files and models under ./mlruns/0 of the folder the store
+    was first opened from, outside the store's folder. MLflow's Default experiment is made there with the store."""
+    from conftest import copy_store
+
+    store = copy_store(_template_store, tmp_path / "elsewhere")
+    (tmp_path / "here").mkdir()
+    c = tracking.open_store(f"sqlite:///{store}")
+    where = c.get_experiment("0").artifact_location
+    assert not where.startswith(str(store.parent)) and not where.startswith(store.parent.as_uri()), where
+    proc = cli(tmp_path / "here", "epochs=5", "tracking.experiment=Default", store=store)
+    assert proc.returncode == 2, proc.stderr
+    assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
+    assert "outside the store folder" in proc.stderr and not (tmp_path / "here" / "mlruns").exists()
+    assert len(all_runs(store)) == 0

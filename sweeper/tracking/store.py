@@ -391,7 +391,32 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
             f"tracking.experiment={name} is deleted in {uri}: restore it "
             f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
         )
+    outside = _artifacts_outside(exp, uri)
+    if outside:
+        raise TrackingError(
+            f"tracking.experiment={name} keeps its artifacts in {outside}, {'a path relative to the folder each command runs in' if not Path(outside).is_absolute() else 'outside the store folder'} "
+            "(MLflow made its Default experiment there: under the folder the store was first opened from): choose "
+            "another name (sweeper creates an experiment with its artifacts beside the store)")
     return exp.experiment_id
+
+
+def _artifacts_outside(exp: Any, uri: str) -> str | None:
+    """Where the embedded store's experiment ``exp`` keeps its artifacts when that is a relative path, or for MLflow's
+    own Default experiment a folder outside the store's (``./mlruns/0`` of the first command's working directory);
+    None otherwise (a server decides; an experiment made elsewhere on purpose keeps its place)."""
+    from urllib.parse import unquote, urlsplit
+
+    db, where = sqlite_path(uri), exp.artifact_location or ""
+    if db is None:
+        return None
+    parts = urlsplit(where)
+    if parts.scheme not in ("", "file"):
+        return None
+    path = Path(unquote(parts.path) if parts.scheme else where)
+    if not path.is_absolute():
+        return where
+    inside = path.resolve().is_relative_to(db.resolve().parent)
+    return str(path) if exp.experiment_id == "0" and not inside else None
 
 
 def named_experiment(c: Any, name: str, uri: str) -> Any:
