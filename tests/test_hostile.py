@@ -1084,3 +1084,32 @@ def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path
     assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
     assert "outside the store folder" in proc.stderr and not (tmp_path / "here" / "mlruns").exists()
     assert len(all_runs(store)) == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB file system (tmpfs) at ``tmp_path/small``, 236 kB of it free; skips where it cannot be mounted."""
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("a small file system cannot be mounted here (mount -t tmpfs needs root)")
+    try:
+        (disk / "fill").write_bytes(bytes(2_900_000))
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_the_sweep_folder_names_the_cause_in_every_run_it_ended(tmp_path, store, small_disk):
+    """Before: the runs the failure cut short ended FAILED 'orphaned: its job ended without closing the run
+    (killed?)' while the sweep said 'No space left on device'."""
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003,0.004,0.005,0.006",
+                           "epochs=50", f"hydra.sweep.dir={small_disk / 'sweep'}", f"tracking.uri=sqlite:///{store}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "No space left on device" in proc.stderr.splitlines()[-1], proc.stderr
+    runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert "RUNNING" not in {r.info.status for r in runs}
+    reasons = [r.data.tags.get("failure_reason", "") for r in runs if r.info.status != "FINISHED"]
+    assert reasons and all("No space left on device" in x for x in reasons), reasons
+    assert not any("killed?" in x for x in reasons), reasons

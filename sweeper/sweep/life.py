@@ -402,7 +402,7 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
             c = tracking.client(p["uri"])
             parent = c.get_run(p["run_id"])
             runs = report.children(c, parent)
-            if report.mark_orphans(c, runs, False):
+            if report.mark_orphans(c, runs, False, reason=f"ended unfinished: {why}"):  # the cause, not 'killed?'
                 runs = report.children(c, parent)
             tracking.log_metrics(c, p["run_id"], report.tally(parent, runs))
             c.set_tag(p["run_id"], "failure_reason", why)
