@@ -25,7 +25,7 @@ from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_u
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, folder_lost, parent_run_id, results
-from sweeper.sweep import cores
+from sweeper.sweep import cores, local_jobs
 from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
@@ -51,6 +51,9 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     _claim(sweep_dir)
     from sweeper.insight import plots
 
+    launcher = config.hydra.launcher
+    if "submitit" in str(launcher.get("_target_", "")) or str(launcher.get("engine", "")) == "submitit_local":
+        local_jobs.own_session()  # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
     warming = warm_joblib_workers(config, jobs)
     cores.warm(config, jobs)  # the batched launcher's CPU workers import and load their data while the store opens
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
@@ -329,6 +332,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     """
     from sweeper.insight import report
 
+    local_jobs.stop()  # submitit_local's jobs: each records its run KILLED (they run on past a SIGTERM otherwise)
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
