@@ -659,6 +659,21 @@ def test_a_single_run_into_a_live_sweeps_folder_is_refused(tmp_path, inside):
         assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
 
 
+def test_a_sweep_folder_inside_a_live_sweeps_folder_is_refused(tmp_path):
+    """Before: a sweep's hydra.sweep.dir inside a live sweep's folder was taken (a single run's was refused): its
+    job folders 0, 1, ... and sweep.json landed among the live sweep's."""
+    from sweeper.sweep.life import LOCK_FILE
+
+    sweep_dir = tmp_path / "sweep"
+    with _live_sweep(sweep_dir) as holder:
+        inner = sweep_dir / "inner"
+        proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", f"hydra.sweep.dir={inner}",
+                               f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert f"hydra.sweep.dir={inner} lies inside the folder of a live sweep (process {holder.pid}@" in one_line(proc.stderr)
+        assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
+
+
 def test_a_single_run_folder_under_a_file_is_one_line(tmp_path):
     """Before: hydra.run.dir under a file was a traceback (NotADirectoryError from Hydra's run_job), exit 1."""
     (tmp_path / "f").write_text("x")

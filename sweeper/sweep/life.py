@@ -120,7 +120,13 @@ def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
 
 
 def _claim(sweep_dir: Path) -> None:
-    """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it."""
+    """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it
+    or a folder it lies in (its job folders would be mixed with that sweep's)."""
+    for folder in sweep_dir.absolute().parents:
+        holder = lock_holder(folder / LOCK_FILE)
+        if holder:
+            raise ConfigError(f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process {holder}, "
+                              f"its folder {folder}): choose another hydra.sweep.dir")
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
