@@ -1168,3 +1168,15 @@ def test_submitit_local_jobs_stop_with_their_sweep_in_one_line(tmp_path, store, 
     assert sorted(r.info.status for r in runs) == ["KILLED"] * 3
     left = subprocess.run(["pgrep", "-f", f"submitit.*{tmp_path}"], capture_output=True, text=True).stdout
     assert not left.strip(), left
+
+
+@pytest.mark.slow
+def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
+    """Before: hydra.job.chdir=true with tracking.uri=sqlite:///st/m.db: where the store landed was not said."""
+    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", "hydra.job.chdir=true", "hydra/launcher=basic",
+                           "tracking.uri=sqlite:///st/m.db", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"sweeper: tracking.uri=sqlite:///st/m.db read as sqlite:///{tmp_path / 'st' / 'm.db'} (hydra.job.chdir=true" in proc.stderr
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.db")) == ["st/m.db"]
+    assert len(all_runs(tmp_path / "st" / "m.db")) == 3

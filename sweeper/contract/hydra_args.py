@@ -191,11 +191,13 @@ TASK_STARTED = False  # set by python -m sweeper's task function: from then on a
 
 _CHDIR = re.compile(r"^\+{0,2}hydra\.job\.chdir=(true|True)$")
 _DATA_PATH = re.compile(r"^(\+{0,2}data\.path)=(.+)$")
+_STORE = re.compile(r"^(\+{0,2}tracking\.uri)=sqlite:///([^/].*)$")  # a relative database path
 
 
 def chdir_paths(args: list[str]) -> list[str]:
-    """With ``hydra.job.chdir=true`` every job runs in its own folder, where a relative ``data.path`` names nothing:
-    each relative value (of a sweep's comma-separated ones) that is a file here is made absolute, and said on
+    """With ``hydra.job.chdir=true`` every job runs in its own folder, where a relative ``data.path`` names nothing
+    and a relative ``tracking.uri=sqlite:///PATH`` a new store in each job's folder: each relative value (of a
+    sweep's comma-separated data paths) that is a file here, and the store's path, is made absolute, and said on
     stderr. Without chdir, or for a value with Hydra's grammar in it, the arguments are returned as they are."""
     if not any(_CHDIR.match(a) for a in args):
         return args
@@ -210,5 +212,10 @@ def chdir_paths(args: list[str]) -> list[str]:
                 print(f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each job in its own "
                       "folder)", file=sys.stderr)
             a = new
+        m = _STORE.match(a)
+        if m and not any(c in m[2] for c in "()${}[]'\"\\,"):
+            a = f"{m[1]}=sqlite:///{Path(m[2]).absolute()}"  # each job's folder would get a store of its own
+            print(f"sweeper: {m[1]}=sqlite:///{m[2]} read as {a.partition('=')[2]} (hydra.job.chdir=true runs each "
+                  "job in its own folder)", file=sys.stderr)
         out.append(a)
     return out
