@@ -138,6 +138,7 @@ def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any
         assert "not an MLflow store: it is left as it is" in one_line(proc.stderr)
         assert db.read_bytes() == before
     assert not (tmp_path / "sweep").exists() and not (tmp_path / "app.db.lock").exists()
+    assert not (tmp_path / "run").exists()  # before: the refused single run left its folder (.hydra/, an empty log)
 
 
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:

@@ -29,6 +29,8 @@ class SweepState:
     parents: dict[Path, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # sweep.json as this process wrote it, by sweep folder: its jobs here read it on, should the folder be deleted
     sweep_files: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    # a single run's folder this command made (hydra.run.dir): removed again when the run is refused before it starts
+    new_run_dir: Path | None = None
 
 
 _current = SweepState()

@@ -2,7 +2,9 @@
 alone, and its objective for search sweepers."""
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -35,6 +37,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         if ctx.sweep_dir is not None:
             raise
         print(f"sweeper: error: {e}", file=sys.stderr)
+        _forget_run_dir(ctx)
         sys.exit(2)
     if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
         print(where(cfg, ctx, result))
@@ -42,6 +45,23 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
         sys.exit(1)
     return result
+
+
+def _forget_run_dir(ctx: JobContext) -> None:
+    """A refused single run leaves no folder behind: the one this command made (hydra.run.dir) goes again while it
+    holds only what Hydra wrote into it (``.hydra/``, the job's log)."""
+    import shutil
+
+    from sweeper.base.state import current
+
+    made = current().new_run_dir
+    here = Path(ctx.output_dir).absolute()
+    if made is None or not here.is_relative_to(made) or not made.is_dir():
+        return
+    hydras = [p for p in made.rglob("*") if not p.is_dir()]
+    if all(p.parent == here / ".hydra" or (p.parent == here and p.suffix == ".log") for p in hydras):
+        logging.shutdown()  # the job's log file, closed before it goes
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def where(cfg: DictConfig, ctx: JobContext, result: dict[str, Any]) -> str:

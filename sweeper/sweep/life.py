@@ -146,6 +146,12 @@ def claim_run_dir(run_dir: Path) -> None:
             raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
                               f"{folder}): choose another hydra.run.dir")
     try:
+        top = None  # the first folder of the path this command makes (outputs/ of outputs/DATE/TIME)
+        for folder in [run_dir.absolute(), *run_dir.absolute().parents]:
+            if folder.exists():
+                break
+            top = folder
+        current_state().new_run_dir = top
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _unusable("hydra.run.dir", run_dir, e) from None
