@@ -38,6 +38,13 @@ def writer_min_jobs() -> int:
     return writer.MIN_JOBS["server"]
 
 
+def _hand_over(w: "writer.Writer", uri: str, jobs: list) -> None:
+    """Each job's (run id, result.json, end) handed to the writer ``w``, then waited for: none failed."""
+    for run_id, path, end in jobs:
+        w.submit(uri, run_id, None, end, path)
+    assert w.drain() == []
+
+
 def _job(tmp_path: Path, c, uri: str, name: str) -> tuple[str, Path, dict]:
     """A started run and its job folder's result.json, as a job leaves them for the writer."""
     exp = tracking.experiment_id(c, "writer", uri)
@@ -61,9 +68,7 @@ def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp
     w = writer.Writer()
     try:
         jobs = [_job(tmp_path, c, uri, f"0.00{i}") for i in range(1, 4)]
-        for run_id, path, end in jobs:
-            w.submit(uri, run_id, None, end, path)
-        assert w.drain() == []
+        _hand_over(w, uri, jobs)
     finally:
         w.close()
     for run_id, path, _ in jobs:
@@ -272,11 +277,8 @@ def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_fini
     w = writer.Writer()
     try:
         with caplog.at_level("WARNING", logger="sweeper"):
-            w.submit(uri, *jobs[0][:1], None, jobs[0][2], jobs[0][1])
-            assert w.drain() == []
-            for run_id, path, end in jobs[1:]:
-                w.submit(uri, run_id, None, end, path)
-            assert w.drain() == []
+            _hand_over(w, uri, jobs[:1])  # one run alone: finish_run
+            _hand_over(w, uri, jobs[1:])  # two together: bulk.finish_runs
     finally:
         w.close()
     for run_id, path, _ in jobs:
