@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             run_id = upload(path, args.tracking_uri)
             own = sweepdir.read_result(path)["tracking_uri"]
             print(f"{path.parent}: uploaded as run {run_id}" + (
-                f" to {args.tracking_uri}; its own store {own} still lacks it (python -m sweeper.upload {path.parent} "
+                f" to {args.tracking_uri}; its own store {own} still lacks it (python -m sweeper.upload {args.folder} "
                 "adds it there)" if sweepdir.read_result(path).get("pending_upload") else ""))
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
     except sweepdir.SweepFileError as e:
