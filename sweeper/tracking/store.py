@@ -322,8 +322,12 @@ def _create_store(db: Path, uri: str) -> Any:
     """
     from mlflow import MlflowClient
 
+    from sweeper.base import stop
+
     db.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(db.with_name(db.name + ".lock")):
+    # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
+    # that every later command refused ("table spans already exists")
+    with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
         c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store
         if not _is_wal_database(db):  # else made by another process while this one waited
             c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
