@@ -1212,3 +1212,32 @@ def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args
                            capture_output=True, text=True, timeout=120)
     assert after.returncode == 0, after.stderr
     assert "RUNNING" not in {r.info.status for r in all_runs(db)}
+
+
+def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):
+    """Before (a hostile try, 1 of 14): Ctrl-C while SQLAlchemy's garbage-collection callback ran was printed as
+    'Exception ignored in: <function _collection_gced ...> KeyboardInterrupt' and lost: the sweep ran on to exit 0."""
+    import textwrap
+
+    script = textwrap.dedent("""
+        import os, signal, threading, time
+        from sweeper.base import stop
+        stop.install()
+        class Slow:
+            def __del__(self):
+                time.sleep(1.0)  # the signal lands here, where Python cannot raise it
+        try:
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            x = Slow(); del x
+            for _ in range(300):
+                time.sleep(0.01)
+            print("ran on to the end")
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    import signal
+
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr

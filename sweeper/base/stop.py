@@ -51,7 +51,16 @@ def _exception(signum: int) -> KeyboardInterrupt:
     return KeyboardInterrupt()
 
 
+_AGAIN: list[int] = []  # a signal whose exception Python swallowed (:func:`_unraisable`), sent again to land
+
+
 def _handler(signum: int, frame: Any) -> None:
+    if _AGAIN:  # the signal sent again: this time it raises where it lands (or at the end of a deferred section)
+        _AGAIN.clear()
+        if _DEFERRING[0]:
+            _DEFERRED.append(signum)
+            return
+        raise _exception(signum)
     again = STOP.is_set()
     _SEEN.append(signum)
     STOP.set()
@@ -85,6 +94,23 @@ def deferred() -> Iterator[None]:
         raise _exception(signum)
 
 
+def _unraisable(hook: Any) -> Any:
+    """``sys.unraisablehook`` around ``hook``: a KeyboardInterrupt of ours raised where Python cannot raise it (inside
+    a ``__del__`` or a garbage collector's callback: SQLAlchemy has some) was printed as 'Exception ignored' and lost,
+    and the sweep ran on to its end (a hostile try, 1 of 14). The signal is sent again, once the callback is over."""
+    def unraisable(u: Any) -> None:
+        if isinstance(u.exc_value, KeyboardInterrupt) and _SEEN and not _AGAIN:
+            _AGAIN.append(_SEEN[-1])
+            timer = threading.Timer(0.02, os.kill, (os.getpid(), _SEEN[-1]))
+            timer.daemon = True
+            timer.start()
+            return
+        hook(u)
+
+    unraisable.sweeper = True  # type: ignore[attr-defined]
+    return unraisable
+
+
 def install() -> dict[int, Any]:
     """Route SIGINT, SIGTERM and SIGHUP through :data:`STOP` (main thread only; a no-op elsewhere). A signal that
     was ignored when the process started (a background job of a shell) stays ignored. Returns the handlers
@@ -95,6 +121,8 @@ def install() -> dict[int, Any]:
     for sig in SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             before[sig] = signal.signal(sig, _handler)
+    if not getattr(sys.unraisablehook, "sweeper", False):
+        sys.unraisablehook = _unraisable(sys.unraisablehook)
     return before
 
 
@@ -112,6 +140,7 @@ def reset() -> None:
     STOP.clear()
     _SEEN.clear()
     _DEFERRED.clear()
+    _AGAIN.clear()
 
 
 class Refused(SystemExit):
