@@ -660,19 +660,22 @@ def test_a_single_run_into_a_live_sweeps_folder_is_refused(tmp_path, inside):
         assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
 
 
-def test_a_sweep_folder_inside_a_live_sweeps_folder_is_refused(tmp_path):
+@pytest.mark.parametrize("through", ["", "zz/../"], ids=["inside", "through a missing folder and .."])
+def test_a_sweep_folder_inside_a_live_sweeps_folder_is_refused(tmp_path, through):
     """Before: a sweep's hydra.sweep.dir inside a live sweep's folder was taken (a single run's was refused): its
-    job folders 0, 1, ... and sweep.json landed among the live sweep's."""
+    job folders 0, 1, ... and sweep.json landed among the live sweep's. Then (hostile pass 3) a path through a
+    folder that does not exist and .. still got through."""
     from sweeper.sweep.life import LOCK_FILE
 
     sweep_dir = tmp_path / "sweep"
     with _live_sweep(sweep_dir) as holder:
-        inner = sweep_dir / "inner"
+        inner = Path(f"{tmp_path}/{through}sweep/inner")
         proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", f"hydra.sweep.dir={inner}",
                                f"tracking.uri=sqlite:///{tmp_path / 's.db'}"], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 2, proc.stderr
         assert f"hydra.sweep.dir={inner} lies inside the folder of a live sweep (process {holder.pid}@" in one_line(proc.stderr)
         assert not (tmp_path / "s.db").exists() and sorted(p.name for p in sweep_dir.iterdir()) == [LOCK_FILE]
+        assert not (tmp_path / "zz").exists()
 
 
 def test_a_single_run_folder_under_a_file_is_one_line(tmp_path):
@@ -706,7 +709,9 @@ def test_a_store_refused_after_the_workers_started_exits(tmp_path):
                            f"hydra.sweep.dir={tmp_path / 'sweep'}", "tracking.uri=sqlite:////proc/sweeper-test.db"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert "tracking.uri=sqlite:////proc/sweeper-test.db cannot be used" in one_line(proc.stderr)
+    assert ("tracking.uri=sqlite:////proc/sweeper-test.db cannot be used: the folder /proc takes no new file "
+            "(No such file or directory)") in one_line(proc.stderr)  # before: a raw FileNotFoundError of its .lock
+    assert not (tmp_path / "sweep").exists()  # before: the refused sweep left its folder and .sweep.lock
 
 
 @pytest.mark.parametrize("text, error", [("{\"parents\": [", "cannot be read (JSONDecodeError"), ("[1, 2]", "holds a JSON list"),
@@ -1095,10 +1100,12 @@ def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path
     c = tracking.open_store(f"sqlite:///{store}")
     where = c.get_experiment("0").artifact_location
     assert not where.startswith(str(store.parent)) and not where.startswith(store.parent.as_uri()), where
-    proc = cli(tmp_path / "here", "epochs=5", "tracking.experiment=Default", store=store)
-    assert proc.returncode == 2, proc.stderr
-    assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
-    assert "outside the store folder" in proc.stderr and not (tmp_path / "here" / "mlruns").exists()
+    for args in (["epochs=5"], ["-m", "epochs=5,6"]):
+        proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
+        assert proc.returncode == 2, proc.stderr
+        assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
+        assert "outside the store folder" in proc.stderr
+        assert sorted(p.name for p in (tmp_path / "here").iterdir()) == []  # no mlruns/, no sweep or run folder
     assert len(all_runs(store)) == 0
 
 

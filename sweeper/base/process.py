@@ -108,6 +108,13 @@ def hold(path: Path) -> str | None:
     return None
 
 
+def release(path: Path) -> None:
+    """Let go of the lock :func:`hold` took on ``path`` (a refused sweep, before its folder goes)."""
+    f = _HELD.pop(str(path.absolute()), None)
+    if f is not None:
+        f.close()  # type: ignore[attr-defined]
+
+
 # A running run's heartbeat: the tag ``heartbeat`` = "<unix time> <interval s>", refreshed every interval while
 # its job trains (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
 HEARTBEAT = "heartbeat"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import time
@@ -20,7 +21,7 @@ from omegaconf import DictConfig
 from sweeper import data, tracking
 from sweeper.base import stop
 from sweeper.base.state import current as current_state
-from sweeper.base.process import hold, lock_holder
+from sweeper.base.process import hold, lock_holder, release
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
@@ -47,8 +48,20 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
     for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
         tracking.check_database(uri)
+        db = tracking.sqlite_path(uri)
+        if db is not None:
+            tracking.check_writable(db, uri)  # a folder that takes no new file (/proc, /sys): one line, now
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
-    _claim(sweep_dir)
+    made = _claim(sweep_dir)
+    try:
+        return _begin(config, every, jobs, uris, sweep_dir, caller)
+    except (ConfigError, tracking.TrackingError):  # refused: no folder left behind but one that was there
+        _unclaim(sweep_dir, made)
+        raise
+
+
+def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_dir: Path, caller: str) -> dict[str, Any]:
+    """:func:`start` once the sweep folder is claimed: workers, writer, stores, parents, sweep.json."""
     from sweeper.insight import plots
 
     launcher = config.hydra.launcher
@@ -119,14 +132,26 @@ def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
                        + ": choose a writable folder")
 
 
-def _claim(sweep_dir: Path) -> None:
+def _made(folder: Path) -> Path | None:
+    """The first folder of ``folder``'s path that does not exist yet (what a mkdir of it makes), or None."""
+    top = None
+    for f in [folder, *folder.parents]:
+        if f.exists():
+            break
+        top = f
+    return top
+
+
+def _claim(sweep_dir: Path) -> Path | None:
     """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it
-    or a folder it lies in (its job folders would be mixed with that sweep's)."""
-    for folder in sweep_dir.absolute().parents:
+    or a folder it lies in (its job folders would be mixed with that sweep's; ``..`` in the path resolved first).
+    Returns the first folder it made (None: the folder was there)."""
+    for folder in Path(os.path.abspath(sweep_dir)).parents:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
             raise ConfigError(f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process {holder}, "
                               f"its folder {folder}): choose another hydra.sweep.dir")
+    made = _made(Path(os.path.abspath(sweep_dir)))
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
@@ -135,23 +160,27 @@ def _claim(sweep_dir: Path) -> None:
     if holder:
         raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
                           "end, or choose another hydra.sweep.dir")
+    return made
+
+
+def _unclaim(sweep_dir: Path, made: Path | None) -> None:
+    """A refused sweep's folder goes again when this sweep made it and it holds nothing but its lock."""
+    if made is None or any(p.is_file() and p != sweep_dir / LOCK_FILE for p in made.rglob("*")):
+        return
+    release(sweep_dir / LOCK_FILE)
+    shutil.rmtree(made, ignore_errors=True)
 
 
 def claim_run_dir(run_dir: Path) -> None:
     """A single run's ``hydra.run.dir`` made; one line when it cannot be, or when it is a live sweep's folder or
     lies inside one (its lock held by a live process)."""
-    for folder in [run_dir, *run_dir.absolute().parents]:
+    for folder in [run_dir, *Path(os.path.abspath(run_dir)).parents]:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
             raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
                               f"{folder}): choose another hydra.run.dir")
     try:
-        top = None  # the first folder of the path this command makes (outputs/ of outputs/DATE/TIME)
-        for folder in [run_dir.absolute(), *run_dir.absolute().parents]:
-            if folder.exists():
-                break
-            top = folder
-        current_state().new_run_dir = top
+        current_state().new_run_dir = _made(Path(os.path.abspath(run_dir)))  # outputs/ of outputs/DATE/TIME
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _unusable("hydra.run.dir", run_dir, e) from None

@@ -308,6 +308,16 @@ def check_writable(db: Path, uri: str) -> None:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}")
+    if not db.exists():  # root passes os.access everywhere: /proc and /sys take no new file all the same
+        import tempfile
+
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".sweeper-probe-", dir=existing)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} takes no new file "
+                                f"({e.strerror or e}); {hint}") from None
     if db.exists() and not os.access(db, os.R_OK | os.W_OK):
         raise TrackingError(f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}")
 
