@@ -128,29 +128,36 @@ def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, 
     job's own. The sweep's parent there when sweep.json names one; the sweep's own parent when ``c`` finds it (the
     same store under another address); else, for a sweep that has a parent in its own store, a parent made here for
     the uploads (named and tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
-    name = r["experiment"]
+    name, own = r["experiment"], uri == r["tracking_uri"]
     here = sweepdir.parent_run_id(sweep_dir, uri, name)
-    if uri == r["tracking_uri"]:
-        return here, True
-    if here:
-        return here, False
-    original = sweepdir.parent_run_id(sweep_dir, r["tracking_uri"], name)
-    if original is None:
-        return None, False
-    try:
-        c.get_run(original)
+    if here and _has(c, here):
+        return here, own
+    original = None if own else sweepdir.parent_run_id(sweep_dir, r["tracking_uri"], name)
+    if original and _has(c, original):
         return original, True  # the sweep's own store, reached by another address
-    except tracking.UNREACHABLE:
-        pass
+    if here is None and original is None:
+        return None, own
+    # another store, or the sweep's own made anew (the file was deleted during the sweep): a parent for the uploads
     state = sweepdir._state(sweep_dir)
     tags = {"sweep_dir": str(sweep_dir), "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
-            "uploaded_from": str(sweep_dir), "parent_in_own_store": f"{original} in {r['tracking_uri']}",
-            "host": socket.gethostname(), "pid": os.getpid()}
+            "uploaded_from": str(sweep_dir), "host": socket.gethostname(), "pid": os.getpid()}
+    tags |= {"parent_in_own_store": f"{original} in {r['tracking_uri']}"} if original else {"parent_gone": here}
     run_id = tracking.start_run(c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {})
-    state = {**state, "parents": [*state["parents"], {"uri": uri, "experiment": name, "experiment_id": experiment_id,
-                                                      "run_id": run_id, "uploaded": True}]}
+    kept = [p for p in state["parents"] if not (p["uri"] == uri and p["experiment"] == name)]
+    state |= {"parents": [*kept, {"uri": uri, "experiment": name, "run_id": run_id, "experiment_id": experiment_id,
+                                  "uploaded": True}]}
+    if own and isinstance(state.get("stores"), dict):  # the file at that path now: the one summary finds there
+        state["stores"] = {**state["stores"], uri: tracking.identity(uri)}
     write_result(sweep_dir / SWEEP_FILE, state)
-    return run_id, False
+    return run_id, own
+
+
+def _has(c: Any, run_id: str) -> bool:
+    try:
+        c.get_run(run_id)
+        return True
+    except tracking.UNREACHABLE:
+        return False
 
 
 def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:

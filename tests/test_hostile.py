@@ -141,6 +141,24 @@ def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any
     assert not (tmp_path / "run").exists()  # before: the refused single run left its folder (.hydra/, an empty log)
 
 
+@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, [])])
+def test_read_commands_refuse_an_sqlite_database_without_tables(tmp_path, capsys, command, args):
+    """Before (hostile pass 3): a 4 kB SQLite file without tables (what a deleted store's path can be left with) given
+    to runs was made an MLflow store (its bytes changed)."""
+    import sqlite3
+
+    db = tmp_path / "blank.db"
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        con.execute("CREATE TABLE t (x)")
+        con.execute("DROP TABLE t")
+        con.commit()
+    before = db.read_bytes()
+    assert len(before) > 0
+    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
+    assert "is an SQLite database without tables" in one_line(capsys.readouterr().err)
+    assert db.read_bytes() == before
+
+
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
     """A 3-job sweep of seconds a job (one job at a time), ``act()`` called once its first job is reported; its exit
     code and output."""
@@ -198,8 +216,16 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
 
     code, out = _act_at_the_first_job(tmp_path, store, delete)
     assert code == 1, out
-    assert re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|deleted or replaced by another file) "
-                     r"during the sweep: the 3 run\(s\) recorded there are not in it", out), out
+    said = re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|deleted or replaced by another file) "
+                     r"during the sweep: the (\d) run\(s\) recorded there are not in it.*, and (\d) wait for an upload", out)
+    assert said and said[2] == said[3] and int(said[2]) >= 1, out
+    # before: upload said there was nothing to upload, and the runs printed FINISHED were lost for good
+    from sweeper import upload
+
+    assert upload.main([str(tmp_path / "sweep")]) == 0
+    children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], out  # each once
+    assert {r.info.status for r in children} == {"FINISHED"}
 
 
 # --- (2) Hydra's parse errors: one line, exit 2 ---------------------------------------------------------

@@ -132,6 +132,25 @@ def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
                        + ": choose a writable folder")
 
 
+def _not_in(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs whose runs the file now at ``uri``'s path does not hold (a later job may have made a new store there
+    and recorded its run in it): all of them when no file is there."""
+    held = tracking.runs_in_file(uri, [r["run_id"] for r in rows if isinstance(r.get("run_id"), str)])
+    return [r for r in rows if r.get("run_id") not in held]
+
+
+def _keep_for_upload(rows: list[dict[str, Any]]) -> int:
+    """The ended jobs of a store deleted under the sweep marked pending in their result.json, so ``upload`` logs them
+    again (before: it said there was nothing to upload, and runs printed FINISHED were lost for good)."""
+    kept = 0
+    for r in rows:
+        if r["status"] in ("FINISHED", "FAILED", "KILLED") and not r.get("resumed_from") and r.get("config"):
+            writer.write_result(Path(r["path"]), {k: v for k, v in r.items() if k not in ("job", "path")}
+                                | {"pending_upload": True, "reason_pending": "the store was deleted during the sweep"})
+            kept += 1
+    return kept
+
+
 def _made(folder: Path) -> Path | None:
     """The first folder of ``folder``'s path that does not exist yet (what a mkdir of it makes), or None."""
     top = None
@@ -302,9 +321,12 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
         lost = tracking.replaced(parent["uri"], state.get("stores", {}).get(parent["uri"]))
         if lost:  # its client would create an empty store there, and the summary would show runs it does not hold
-            print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(mine)} run(s) "
-                  f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome",
-                  file=out)
+            gone = _not_in(parent["uri"], mine)
+            kept = _keep_for_upload(gone)
+            print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(gone)} run(s) "
+                  f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
+                  + (f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
+                     "path, or --tracking-uri another)" if kept else ""), file=out)
             failed_parents = True
             continue
         client = tracking.client(parent["uri"])

@@ -231,6 +231,9 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
     if damage:
         raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
                             "path for a new store")
+    if existing and _tables(db) == [] and db.stat().st_size > 0:  # an empty SQLite database: MLflow would make it a store
+        raise TrackingError(f"{key}={uri}: no such store ({db} is an SQLite database without tables): expected an "
+                            "existing MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
     foreign = _foreign_tables(db)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
@@ -267,13 +270,33 @@ def _foreign_tables(db: Path) -> list[str]:
     """The tables of the healthy SQLite file ``db`` when it holds some and none is MLflow's (another application's
     database, which MLflow would otherwise fill with its schema and switch to WAL); [] for an MLflow store, a store
     MLflow is creating (``experiments`` comes first, ``alembic_version`` with the migrations) or an empty file."""
+    tables = _tables(db)
+    return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
+
+
+def _tables(db: Path) -> list[str] | None:
+    """The tables of the SQLite file ``db`` (SQLite's own left out); None where it cannot be read (locked, unreadable:
+    MLflow's own open decides, as for :func:`_damage`)."""
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
             tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     except sqlite3.Error:
-        return []  # locked or unreadable: MLflow's own open decides, as for _damage
-    tables = [t for t in tables if not t.startswith("sqlite_")]
-    return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
+        return None
+    return [t for t in tables if not t.startswith("sqlite_")]
+
+
+def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
+    """Which of ``run_ids`` the database file now at an embedded store's path holds, asked of that file itself (a
+    client made earlier may still read a deleted file through its open connections); none for a server, or no file."""
+    db = sqlite_path(uri)
+    if db is None or not db.is_file() or not run_ids:
+        return set()
+    try:
+        with closing(sqlite3.connect(db, timeout=30)) as con:
+            marks = ",".join("?" * len(run_ids))
+            return {r[0] for r in con.execute(f"SELECT run_uuid FROM runs WHERE run_uuid IN ({marks})", run_ids)}
+    except sqlite3.Error:  # no runs table (not a store yet), locked, damaged
+        return set()
 
 
 def identity(uri: str) -> list[int] | None:
