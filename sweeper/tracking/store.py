@@ -369,8 +369,6 @@ def _create_store(db: Path, uri: str) -> Any:
     return c
 
 
-
-
 def _is_wal_database(db: Path) -> bool:
     """Whether ``db`` is an SQLite database already in WAL mode, asked of SQLite (``PRAGMA journal_mode``).
 
@@ -497,5 +495,3 @@ def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[A
         token = page.token
         if not token:
             return runs
-
-
