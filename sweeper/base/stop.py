@@ -111,6 +111,22 @@ def _unraisable(hook: Any) -> Any:
     return unraisable
 
 
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Start helper processes (CPU workers, the writer, the painter) inside: they begin with Ctrl-C, SIGTERM and SIGHUP
+    blocked (a child inherits its parent's signal mask), as their work is the launching process's to stop. A
+    terminal's Ctrl-C in their first second otherwise reached them while Python started, before they could ignore
+    it: 21-46 lines of 'Fatal Python error: init_import_site ... KeyboardInterrupt'. A signal that comes meanwhile
+    reaches this process when the section ends."""
+    blocked = getattr(signal, "pthread_sigmask", None)
+    before = blocked(signal.SIG_BLOCK, set(SIGNALS)) if blocked else None
+    try:
+        yield
+    finally:
+        if blocked:
+            blocked(signal.SIG_SETMASK, before)
+
+
 def install() -> dict[int, Any]:
     """Route SIGINT, SIGTERM and SIGHUP through :data:`STOP` (main thread only; a no-op elsewhere). A signal that
     was ignored when the process started (a background job of a shell) stays ignored. Returns the handlers
@@ -172,6 +188,13 @@ def check() -> None:
     """Raise :class:`Stopped` once a stop was asked for (called by training threads, once per epoch)."""
     if STOP.is_set():
         raise Stopped()
+
+
+def masked() -> KeyboardInterrupt | None:
+    """The exception of the signal received, for a caller whose ``except Exception`` caught something else that a
+    signal caused (a library's ``finally`` that failed as the KeyboardInterrupt went through it, raising its own
+    error instead: OmegaConf's 'cannot access local variable'); None when no signal came."""
+    return _exception(_SEEN[0]) if _SEEN and STOP.is_set() else None
 
 
 def reason() -> str:

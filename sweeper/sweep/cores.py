@@ -212,7 +212,12 @@ class Worker:
         self.index, self.pid = index, None
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, index, warm), name=f"sweeper-cpu{index}", daemon=True)
-        with _main_hidden():
+        from multiprocessing import resource_tracker
+
+        from sweeper.base.stop import shielded
+
+        resource_tracker.ensure_running()  # first: starting it unblocks SIGINT and SIGTERM in this thread again
+        with _main_hidden(), shielded():  # a terminal's Ctrl-C as it starts: not its to take
             self.proc.start()
         child.close()
 

@@ -64,6 +64,11 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
         try:
             cfg = once.plain(config, list(overrides))
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
+            from sweeper.base import stop
+
+            signalled = stop.masked()  # or Ctrl-C, whose way through OmegaConf raised another error in its place
+            if signalled is not None:
+                raise signalled from None
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), cfg))
     return jobs
