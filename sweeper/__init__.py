@@ -5,6 +5,7 @@ embedded MLflow store lives in ``mlruns/`` beside it. ``${sweeper_root:}`` in a 
 (the resolver is registered by ``sweeper.contract.config``). Importing the package itself pulls in nothing
 heavy, so ``sweeper.base.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
 """
+import os
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn
@@ -24,10 +25,16 @@ if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__ini
 def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Callable = sys.excepthook) -> None:
     """A command's Ctrl-C that nothing caught (in its imports, its first seconds, a read command's work): one line
     instead of a traceback; the process then ends by SIGINT as Python's own does (exit 130 in a shell)."""
-    if issubclass(kind, KeyboardInterrupt):
+    cause: BaseException | None = value
+    while cause is not None and not isinstance(cause, KeyboardInterrupt):  # an import that Ctrl-C cut short
+        cause = cause.__cause__ or cause.__context__  # raises its own error (scipy: 'initialization failed')
+    if issubclass(kind, KeyboardInterrupt) or cause is not None:
         name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("-m", "-c", "") else "sweeper"
         command = "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
         print(f"{command}: interrupted (Ctrl-C): what it had written stays; run it again to finish", file=sys.stderr)
+        if cause is not value:  # Python ends with 130 on its own only for a KeyboardInterrupt itself
+            sys.stderr.flush()
+            os._exit(130)
         return
     _default(kind, value, tb)
 
@@ -78,6 +85,27 @@ def settled() -> Iterator[None]:
         gc.freeze()
 
 
+def _exiting(code: int) -> None:
+    """The command's work is done: a Ctrl-C or SIGTERM from here on ends the process at once, in one line, with the
+    command's own code (before: raised inside an atexit handler, it printed 'Exception ignored in atexit callback'
+    with a traceback, and the command exited 0 all the same)."""
+    import os
+    import signal
+
+    def done(signum: int, frame: object) -> None:
+        try:
+            os.write(2, b"sweeper: interrupted as it exited: its work was done\n")
+        finally:
+            os._exit(code)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, done)
+        except ValueError:  # not the main thread
+            pass
+
+
 def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     """Run a command's ``fn`` and end the process with its code, as ``sys.exit(fn())`` would — non-daemon
     threads joined, ``atexit`` handlers run (loky's workers, MLflow's telemetry, logging), stdio
@@ -107,6 +135,7 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
         code = 1
     if sys.getprofile() is not None or sys.gettrace() is not None:  # cProfile, coverage, a debugger: they
         sys.exit(code)  # write their results in the teardown
+    _exiting(code or 0)
     # as Python's own exit: threading's exit hooks (concurrent.futures and loky stop their threads there),
     # then every non-daemon thread joined, then atexit
     shutdown = getattr(threading, "_shutdown", None)

@@ -1306,3 +1306,28 @@ def test_the_cpu_workers_start_with_the_stopping_signals_blocked(tmp_path, store
     assert len(masks) == 2, masks
     wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
     assert all(m & wanted == wanted for m in masks.values()), {p: hex(m) for p, m in masks.items()}
+
+
+def test_an_import_ctrl_c_cut_short_is_the_one_interruption_line(tmp_path):
+    """Before (advise, 1 of 8 hostile tries): Ctrl-C while scipy loaded made its import raise 'ImportError:
+    initialization failed' with the KeyboardInterrupt as its context: a 54-line traceback, exit 1."""
+    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/advise.py']\n"
+            "try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    raise ImportError('initialization failed')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130
+    assert one_line(proc.stderr) == "python -m sweeper.advise: interrupted (Ctrl-C): what it had written stays; run it again to finish"
+
+
+def test_ctrl_c_once_a_commands_work_is_done_is_one_line_and_its_own_exit_code(tmp_path):
+    """Before (promote, 1 of 8): Ctrl-C inside an exit handler, after the pin was written, printed 'Exception ignored
+    in atexit callback' and a KeyboardInterrupt traceback, and the command exited 0 all the same."""
+    code = ("import atexit, os, signal, threading, time\nfrom sweeper import main_exit\n"
+            "def work():\n    atexit.register(time.sleep, 3)\n"
+            "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n    return 0\n"
+            "main_exit(work)\n")
+    import signal
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == 0
+    assert one_line(proc.stderr) == "sweeper: interrupted as it exited: its work was done"
