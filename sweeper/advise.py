@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sweeper.contract.helptext import Parser
 from sweeper.insight.advice.advisor import publish
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.advise", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m sweeper.advise", description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", help="advise on the latest sweep of this experiment")
     ap.add_argument("--parent", help="advise on the sweep with this parent run id (of --experiment, if given too)")
     ap.add_argument("--tracking-uri", help="default: the embedded store, mlruns/mlflow.db in the repository")

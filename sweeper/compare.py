@@ -10,7 +10,7 @@ import argparse
 import sys
 from statistics import median
 
-from sweeper.contract.helptext import describe
+from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.insight import speedup
 from sweeper.base.fmt import cell
@@ -29,7 +29,7 @@ def rows(c, experiment_id: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.compare", description=describe(__doc__))
+    parser = Parser(prog="python -m sweeper.compare", description=describe(__doc__))
     parser.add_argument("--experiment", required=True, help="MLflow experiment name (default experiments are named after the data set)")
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default: {DEFAULT_URI})")
     args = parser.parse_args(argv)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sweeper.contract.helptext import Parser
 from sweeper import tracking
 from sweeper.base.fmt import cell
 from sweeper.base.names import MAX_NAME_BYTES
@@ -20,10 +21,6 @@ from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, _fail, promote
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, like every other error of the project
-        print(f"sweeper: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 
@@ -52,7 +49,7 @@ def _check_place(name: str | None, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m sweeper.promote",
         description="Freeze the best finished runs of an experiment as conf/best/NAME.yaml, ranked by a validation "
         "metric; python -m sweeper +best=NAME re-runs one, python -m pytest tests/test_best.py checks them all.",

@@ -12,13 +12,13 @@ import argparse
 import sys
 
 from sweeper import tracking
-from sweeper.contract.helptext import describe
+from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.report import close, holder_alive, latest_parent, mark_orphans, publish, single
 from sweeper.tracking.guard import guarded
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.report", description=describe(__doc__))
+    ap = Parser(prog="python -m sweeper.report", description=describe(__doc__))
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--experiment", help="report the latest sweep of this experiment (with --latest, or alone)")
     which.add_argument("--parent", help="report the sweep with this parent run id (a run id that is no sweep's "

@@ -5,13 +5,12 @@ failed runs, the best run by the sweep's validation metric), then its single run
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import datetime
 from typing import Any
 
 from sweeper import tracking
-from sweeper.contract.helptext import describe
+from sweeper.contract.helptext import Parser, describe
 from sweeper.base.fmt import cell
 
 PARENT = "mlflow.parentRunId"
@@ -62,7 +61,7 @@ def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.runs", description=describe(__doc__),
+    ap = Parser(prog="python -m sweeper.runs", description=describe(__doc__),
                                  epilog="then: python -m sweeper.report --parent PARENT_RUN_ID")
     ap.add_argument("--experiment", help="list this experiment's sweeps and single runs")
     ap.add_argument("--tracking-uri", default=tracking.DEFAULT_URI, help=f"the MLflow store (default: {tracking.DEFAULT_URI})")

@@ -3,17 +3,16 @@
 Use it when Hydra skipped its end-of-multirun callback (a job raised, the launcher was killed):
 it prints the table from each job's result.json and closes the parent run(s) in MLflow.
 """
-import argparse
 import sys
 from pathlib import Path
 
-from sweeper.contract.helptext import describe
+from sweeper.contract.helptext import Parser, describe
 from sweeper.base.names import SWEEP_FILE
 from sweeper.sweep import life as sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.summary", description=describe(__doc__))
+    parser = Parser(prog="python -m sweeper.summary", description=describe(__doc__))
     parser.add_argument("sweep_dir", type=Path, help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00")
     args = parser.parse_args(argv)
     if not (args.sweep_dir / SWEEP_FILE).is_file():

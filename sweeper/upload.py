@@ -10,7 +10,6 @@ to its replacement. DIR is a sweep folder or one job's folder.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.contract.helptext import describe
+from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.base.names import REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
@@ -176,7 +175,7 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.upload", description=describe(__doc__))
+    ap = Parser(prog="python -m sweeper.upload", description=describe(__doc__))
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
     ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
     args = ap.parse_args(argv)

@@ -356,7 +356,21 @@ def test_promote_needs_an_experiment(capsys):
     with pytest.raises(SystemExit) as exit_:
         promote.main([])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip() == "sweeper: error: the following arguments are required: --experiment"
+    assert capsys.readouterr().err.strip() == ("sweeper: error: python -m sweeper.promote: the following arguments are "
+                                               "required: --experiment (see python -m sweeper.promote --help)")
+
+
+@pytest.mark.parametrize("module", ["advise", "compare", "report", "runs", "summary", "upload"])
+def test_every_commands_argument_errors_are_one_line(module, capsys):
+    """Before: argparse's usage (3-4 lines) above the error, for every command but promote."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(f"sweeper.{module}").main(["--no-such-flag"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"sweeper: error: python -m sweeper.{module}: ") and err.strip().endswith(f"(see python -m sweeper.{module} --help)")
 
 
 # --- the real command lines ------------------------------------------------------------------------------

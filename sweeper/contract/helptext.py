@@ -4,8 +4,10 @@ and the sub-commands' descriptions, as plain text. Nothing here imports MLflow o
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import re
+import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -26,6 +28,16 @@ EXAMPLES = (
 def plain(text: str) -> str:
     """Docstring markup (````code````) as plain text."""
     return text.replace("``", "")
+
+
+class Parser(argparse.ArgumentParser):
+    """A command's argument parser whose refusal is one line, like every other error of the project:
+    ``sweeper: error: python -m sweeper.report: MESSAGE (see ... --help)``, exit 2 (argparse's own printed its
+    usage over 3-4 lines first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"sweeper: error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def describe(doc: str | None) -> str:
