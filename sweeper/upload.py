@@ -37,6 +37,10 @@ def pending(folder: Path, uri: str | None = None) -> list[Path]:
     malformed one refuses the command (SweepFileError) before any is uploaded."""
     paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
     results = {p: sweepdir.read_result(p) for p in paths}
+    for p, r in results.items():
+        if not isinstance(r.get("pending_upload", False), bool):
+            raise sweepdir.SweepFileError(f"{p}: its pending_upload is {json.dumps(r['pending_upload'])[:60]}, "
+                                          "expected true or false: restore it, or move it away")
     todo = [p for p, r in results.items() if r.get("pending_upload") and not recording(r)  # not a live sweep's
             and (uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})]
     for p in todo:

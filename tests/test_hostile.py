@@ -1046,6 +1046,7 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     (lambda r: {**r, "device": 7}, "its device is 7, expected str"),
     (lambda r: {**r, "status": "BOGUS"}, 'its status is "BOGUS", expected one of FINISHED, FAILED, KILLED'),
     (lambda r: {**r, "artifacts": None}, "its artifacts is null, expected"),
+    (lambda r: {**r, "pending_upload": "yes"}, 'its pending_upload is "yes", expected true or false'),
 ])
 def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
     """Before: a result.json missing config, fingerprint or device, or with status BOGUS, was a traceback (the last
