@@ -1332,3 +1332,19 @@ def test_ctrl_c_once_a_commands_work_is_done_is_one_line_and_its_own_exit_code(t
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 0
     assert one_line(proc.stderr) == "sweeper: interrupted as it exited: its work was done"
+
+
+def test_a_deleted_sweep_folder_counts_the_jobs_it_made_fail(tmp_path):
+    """Before (hostile pass 3): 'the result.json of 0 of its 2 jobs went with it' while one job had FAILED because
+    its folder went as it recorded (its result.json written again with that reason)."""
+    import io
+
+    from sweeper.sweep import life
+
+    rows = [{"status": "FINISHED", "reason": None},
+            {"status": "FAILED", "reason": "its results could not be kept (FileNotFoundError: No such file or directory: x)"}]
+    out = io.StringIO()
+    life._restore_sweep_file(tmp_path / "sweep", {"parents": [], "n_jobs": 2}, rows, out)
+    line = one_line(out.getvalue())
+    assert "the result.json of 0 of its 2 jobs went with it, and 1 job(s) FAILED for it" in line
+    assert (tmp_path / "sweep" / "sweep.json").is_file()

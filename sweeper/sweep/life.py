@@ -266,8 +266,9 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
                 path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
 
 
-def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], reported: int, out: Any) -> None:
-    """The sweep folder was deleted while the sweep ran: say so, and write its sweep.json again (summary, upload and
+def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], out: Any) -> None:
+    """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json went with it, and how
+    many jobs it made fail: their folder gone as they recorded), and write its sweep.json again (summary, upload and
     resume read it)."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -275,9 +276,12 @@ def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], reported: int, o
         again = f"; {sweep_dir / SWEEP_FILE} is written again"
     except OSError as e:
         again = f"; {SWEEP_FILE} could not be written again ({e.strerror or e})"
+    failed = sum(r["status"] == "FAILED" and str(r.get("reason", "")).startswith(
+        "its results could not be kept (FileNotFoundError") for r in rows)
     print(f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
-          f"{state['n_jobs'] - reported} of its {state['n_jobs']} jobs went with it; their runs are in the store "
-          f"(the leaderboard below reads it){again}", file=out)
+          f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
+          + (f", and {failed} job(s) FAILED for it (their folder gone as they recorded)" if failed else "")
+          + f"; their runs are in the store (the leaderboard below reads it){again}", file=out)
 
 
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
@@ -310,7 +314,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     state = _state(sweep_dir)
     failed_parents = False
     if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
-        _restore_sweep_file(sweep_dir, state, len(rows), out)
+        _restore_sweep_file(sweep_dir, state, rows, out)
         failed_parents = True
     try:
         add_speedups(rows)
