@@ -1117,6 +1117,7 @@ def test_the_store_file_checked_is_the_one_sqlalchemy_opens(uri):
     assert sqlite_path(uri) == Path(make_url(uri).database)
 
 
+@pytest.mark.slow
 def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path, _template_store):
     """Before: tracking.experiment=Default wrote the runs' files and models under ./mlruns/0 of the folder the store
     was first opened from, outside the store's folder. MLflow's Default experiment is made there with the store."""
@@ -1217,6 +1218,7 @@ def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
     assert len(all_runs(tmp_path / "st" / "m.db")) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["epochs=5000000", "log_every=1000"], ["-m", "lr=0.001,0.002", "epochs=5000"]],
                          ids=["single run", "sweep"])
 def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args):
