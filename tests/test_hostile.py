@@ -1350,3 +1350,20 @@ def test_a_deleted_sweep_folder_counts_the_jobs_it_made_fail(tmp_path):
     line = one_line(out.getvalue())
     assert "the result.json of 0 of its 2 jobs went with it, and 1 job(s) FAILED for it" in line
     assert (tmp_path / "sweep" / "sweep.json").is_file()
+
+
+def test_a_read_commands_ctrl_c_python_swallows_is_raised_once_it_is_over(tmp_path):
+    """Before (promote --force, ~8 of 30 hostile tries): Ctrl-C inside a destructor printed 'Exception ignored in:
+    <... _MultipleClassMarker._remove_item> ... KeyboardInterrupt' and the command ran on to exit 0."""
+    import signal
+
+    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/promote.py']\n"
+            "import os, threading, time\n"
+            "class Slow:\n    def __del__(self):\n        time.sleep(1.0)\n"
+            "def work():\n    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            "    x = Slow(); del x\n    time.sleep(3)\n    print('ran on to the end')\n    return 0\n"
+            "import signal\nsweeper.main_exit(work)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert "ran on to the end" not in proc.stdout and "Exception ignored" not in proc.stderr, proc.stderr
+    assert one_line(proc.stderr).startswith("python -m sweeper.promote: interrupted (Ctrl-C)")
