@@ -85,27 +85,6 @@ def settled() -> Iterator[None]:
         gc.freeze()
 
 
-def _resend_swallowed_ctrl_c() -> None:
-    """A command's Ctrl-C that Python swallowed (raised inside a destructor or a garbage collector's callback: it
-    printed 'Exception ignored in: ... KeyboardInterrupt' and the command ran on, promote to exit 0) is sent again
-    once that is over, where it raises (the sweep's own handler does the same: sweeper.base.stop)."""
-    import os
-    import signal
-    import threading
-
-    hook = sys.unraisablehook
-
-    def unraisable(u: object) -> None:
-        if isinstance(getattr(u, "exc_value", None), KeyboardInterrupt):
-            timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
-            timer.daemon = True
-            timer.start()
-            return
-        hook(u)  # type: ignore[arg-type]
-
-    sys.unraisablehook = unraisable
-
-
 def _exiting(code: int) -> None:
     """The command's work is done: a Ctrl-C or SIGTERM from here on ends the process at once, in one line, with the
     command's own code (before: raised inside an atexit handler, it printed 'Exception ignored in atexit callback'
@@ -142,10 +121,10 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     import os
     import threading
 
-    from sweeper.base import output
+    from sweeper.base import output, stop
 
     output.guard(goes_on)
-    _resend_swallowed_ctrl_c()
+    stop.catch_swallowed()  # a Ctrl-C Python swallowed in a destructor is sent again
     try:
         code = fn()
     except SystemExit as e:

@@ -199,10 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in todo:
             run_id = upload(path, args.tracking_uri)
-            own = sweepdir.read_result(path)["tracking_uri"]
+            r = sweepdir.read_result(path)
             print(f"{path.parent}: uploaded as run {run_id}" + (
-                f" to {args.tracking_uri}; its own store {own} still lacks it (python -m sweeper.upload {args.folder} "
-                "adds it there)" if sweepdir.read_result(path).get("pending_upload") else ""))
+                f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it (python -m sweeper.upload "
+                f"{args.folder} adds it there)" if r.get("pending_upload") else ""))
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
     except sweepdir.SweepFileError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)

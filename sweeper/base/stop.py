@@ -51,7 +51,7 @@ def _exception(signum: int) -> KeyboardInterrupt:
     return KeyboardInterrupt()
 
 
-_AGAIN: list[int] = []  # a signal whose exception Python swallowed (:func:`_unraisable`), sent again to land
+_AGAIN: list[int] = []  # a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -94,26 +94,36 @@ def deferred() -> Iterator[None]:
         raise _exception(signum)
 
 
-def _unraisable(hook: Any) -> Any:
-    """``sys.unraisablehook`` around ``hook``: a KeyboardInterrupt of ours raised where Python cannot raise it (inside
-    a ``__del__`` or a garbage collector's callback: SQLAlchemy has some) was printed as 'Exception ignored' and lost,
-    and the sweep ran on to its end (a hostile try, 1 of 14). The signal is sent again, once the callback is over."""
+def catch_swallowed() -> None:
+    """``sys.unraisablehook`` wrapped once a process: a KeyboardInterrupt raised where Python cannot raise it (inside a
+    ``__del__`` or a garbage collector's callback: SQLAlchemy has some) was printed as 'Exception ignored' and lost,
+    and the command ran on to its end (a sweep to exit 0, 1 of 14 hostile tries; promote, ~8 of 30). The signal is
+    sent again once the callback is over: to our handler (:func:`install`), which then raises it, or to Python's own
+    (a read command)."""
+    hook = sys.unraisablehook
+    if getattr(hook, "sweeper", False):
+        return
+
     def unraisable(u: Any) -> None:
-        if isinstance(u.exc_value, KeyboardInterrupt) and _SEEN and not _AGAIN:
-            _AGAIN.append(_SEEN[-1])
-            timer = threading.Timer(0.02, os.kill, (os.getpid(), _SEEN[-1]))
-            timer.daemon = True
-            timer.start()
+        if not isinstance(u.exc_value, KeyboardInterrupt):
+            hook(u)
             return
-        hook(u)
+        if _AGAIN:  # sent again already
+            return
+        signum = _SEEN[-1] if _SEEN else signal.SIGINT
+        if _SEEN:
+            _AGAIN.append(signum)
+        timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
 
     unraisable.sweeper = True  # type: ignore[attr-defined]
-    return unraisable
+    sys.unraisablehook = unraisable
 
 
 @contextmanager
 def shielded() -> Iterator[None]:
-    """Start helper processes (CPU workers, the writer, the painter) inside: they begin with Ctrl-C, SIGTERM and SIGHUP
+    """Start helper processes inside (the CPU workers): they begin with Ctrl-C, SIGTERM and SIGHUP
     blocked (a child inherits its parent's signal mask), as their work is the launching process's to stop. A
     terminal's Ctrl-C in their first second otherwise reached them while Python started, before they could ignore
     it: 21-46 lines of 'Fatal Python error: init_import_site ... KeyboardInterrupt'. A signal that comes meanwhile
@@ -137,8 +147,7 @@ def install() -> dict[int, Any]:
     for sig in SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             before[sig] = signal.signal(sig, _handler)
-    if not getattr(sys.unraisablehook, "sweeper", False):
-        sys.unraisablehook = _unraisable(sys.unraisablehook)
+    catch_swallowed()
     return before
 
 

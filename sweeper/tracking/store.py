@@ -428,10 +428,11 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
         )
     outside = _artifacts_outside(exp, uri)
     if outside:
+        where = "outside the store folder" if Path(outside).is_absolute() else "a path relative to the folder each command runs in"
         raise TrackingError(
-            f"tracking.experiment={name} keeps its artifacts in {outside}, {'a path relative to the folder each command runs in' if not Path(outside).is_absolute() else 'outside the store folder'} "
-            "(MLflow made its Default experiment there: under the folder the store was first opened from): choose "
-            "another name (sweeper creates an experiment with its artifacts beside the store)")
+            f"tracking.experiment={name} keeps its artifacts in {outside}, {where} (MLflow made its Default experiment "
+            "there: under the folder the store was first opened from): choose another name (sweeper creates an "
+            "experiment with its artifacts beside the store)")
     return exp.experiment_id
 
 
