@@ -1137,6 +1137,35 @@ def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path
     assert len(all_runs(store)) == 0
 
 
+def test_mlflows_default_experiment_in_a_new_store_is_refused_before_the_store_is_made(tmp_path):
+    """Before: the refusal came once MLflow had made the store, and left it (d.db, -wal, -shm, .lock): a store whose
+    Default experiment points outside its folder for good. Now refused before the store is made."""
+    store = tmp_path / "elsewhere" / "d.db"
+    (tmp_path / "here").mkdir()
+    for args in (["epochs=5"], ["-m", "epochs=5,6"]):
+        proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
+        assert proc.returncode == 2, proc.stderr
+        line = one_line(proc.stderr)
+        assert "tracking.experiment=Default keeps its artifacts in " in line and "outside the store folder" in line
+        assert str(tmp_path / "here" / "mlruns" / "0") in line
+        assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
+        assert list((tmp_path / "here").iterdir()) == []
+
+
+def test_mlflows_default_in_a_new_store_is_where_sweeper_expects_it(tmp_path, monkeypatch):
+    """The prediction above is MLflow's own: a new store made here puts its Default experiment under ./mlruns/0,
+    named "Default\"."""
+    from mlflow.entities import Experiment
+
+    from sweeper.tracking import experiments
+
+    monkeypatch.chdir(tmp_path)
+    assert experiments.DEFAULT_EXPERIMENT == Experiment.DEFAULT_EXPERIMENT_NAME
+    c = tracking.open_store(f"sqlite:///{tmp_path / 'sub' / 'x.db'}")
+    where = c.get_experiment("0").artifact_location
+    assert where.removeprefix("file://") == str(Path(experiments.new_store_artifact_root()) / "0")
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 3 MB file system (tmpfs) at ``tmp_path/small``, 236 kB of it free; skips where it cannot be mounted."""

@@ -152,6 +152,8 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
     if k_folds := data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
         known["folds"] = str(k_folds)
     uri = cfg.tracking.uri
+    if ctx.sweep_dir is None:
+        tracking.check_new_default(uri, cfg.tracking.experiment)  # refused before a store is made for it
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     opened = _Opened(params)
     try:

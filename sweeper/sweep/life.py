@@ -51,6 +51,8 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
         db = tracking.sqlite_path(uri)
         if db is not None:
             tracking.check_writable(db, uri)  # a folder that takes no new file (/proc, /sys): one line, now
+    for uri, name in sorted({(cfg["tracking"]["uri"], cfg["tracking"]["experiment"]) for _, cfg in jobs}):
+        tracking.check_new_default(uri, name)  # refused once the store is made, and the store left behind
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     made = _claim(sweep_dir)
     try:

@@ -1,11 +1,12 @@
 """Tracking: the MLflow store (``store``), a run's records (``records``), system metrics (``system``), the tracked
 run of one job (``run``), the writer process (``writer``) and the logged model (``pyfunc``).
 
-``from sweeper import tracking`` gives the store's, the records' and the system metrics' functions under one
+``from sweeper import tracking`` gives the store's, the experiments', the records' and the system metrics' functions under one
 name (``tracking.client``, ``tracking.finish_run``, ``tracking.UNREACHABLE``); ``run``, ``writer`` and
 ``pyfunc`` (which imports MLflow) are imported by name where they are used.
 """
 from sweeper.tracking import store as _store
+from sweeper.tracking.experiments import *  # noqa: F401,F403
 from sweeper.tracking.records import *  # noqa: F401,F403
 from sweeper.tracking.store import *  # noqa: F401,F403
 from sweeper.tracking.system import *  # noqa: F401,F403

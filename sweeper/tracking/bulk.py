@@ -146,7 +146,7 @@ def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[An
     end of a 1,000-configuration sweep); elsewhere ``search_runs``, all pages."""
     store = sql_store(c)
     if store is None or not all(hasattr(store, f) for f in ("_get_run_inputs", "_get_model_outputs_bulk")):
-        from sweeper.tracking.store import search
+        from sweeper.tracking.experiments import search
 
         return search(c, experiment_ids, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
     from mlflow.entities import LifecycleStage, Metric, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, RunTag

@@ -1,4 +1,5 @@
-"""MLflow's store: opening it (created once, under a lock), its client, the experiment, finding runs.
+"""MLflow's store: opening it (created once, under a lock, checked first), its client (the experiments and
+finding runs: :mod:`sweeper.tracking.experiments`).
 
 Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child run is created with
 its tags (its name and ``overrides`` tag say what it is while it runs), and when it ends one
@@ -19,7 +20,7 @@ from typing import Any
 
 from sweeper import ROOT
 from sweeper.base import state
-from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, sqlite_path  # noqa: F401  (sqlite_path: re-exported)
+from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
 from sweeper.base.process import exclusive
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
@@ -387,112 +388,3 @@ def _is_wal_database(db: Path) -> bool:
             return str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
     except sqlite3.Error:
         return False
-
-
-# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
-# chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper
-# prints) or from what the browser chose last.
-EXPERIMENT_KIND = "mlflow.experimentKind"
-EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
-
-
-def experiment_id(c: Any, name: str, uri: str, in_sweep: bool = False) -> str:
-    """The id of experiment ``name``, created with an absolute artifact location if it is new; ``in_sweep``:
-    as the sweep's start found it (the sweep's state keeps it, :mod:`sweeper.base.state`: its jobs do not ask
-    the store again, ~2.5 ms a job on SQLite)."""
-    if not in_sweep:
-        return _experiment_id(c, name, uri)
-    key, found = (uri, name), state.current().experiments
-    if key not in found:
-        found[key] = _experiment_id(c, name, uri)
-    return found[key]
-
-
-def _experiment_id(c: Any, name: str, uri: str) -> str:
-    from mlflow.exceptions import MlflowException
-
-    exp = c.get_experiment_by_name(name)
-    if exp is None:
-        try:
-            note = {"mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
-                    "leaderboard (its description), each child one configuration (params: its hyperparameters)."}
-            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note)
-        except MlflowException:  # created meanwhile by another process
-            exp = c.get_experiment_by_name(name)
-            if exp is None:
-                raise
-    if exp.lifecycle_stage == "deleted":
-        raise TrackingError(
-            f"tracking.experiment={name} is deleted in {uri}: restore it "
-            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
-        )
-    outside = _artifacts_outside(exp, uri)
-    if outside:
-        where = "outside the store folder" if Path(outside).is_absolute() else "a path relative to the folder each command runs in"
-        raise TrackingError(
-            f"tracking.experiment={name} keeps its artifacts in {outside}, {where} (MLflow made its Default experiment "
-            "there: under the folder the store was first opened from): choose another name (sweeper creates an "
-            "experiment with its artifacts beside the store)")
-    return exp.experiment_id
-
-
-def _artifacts_outside(exp: Any, uri: str) -> str | None:
-    """Where the embedded store's experiment ``exp`` keeps its artifacts when that is a relative path, or for MLflow's
-    own Default experiment a folder outside the store's (``./mlruns/0`` of the first command's working directory);
-    None otherwise (a server decides; an experiment made elsewhere on purpose keeps its place)."""
-    from urllib.parse import unquote, urlsplit
-
-    db, where = sqlite_path(uri), exp.artifact_location or ""
-    if db is None:
-        return None
-    parts = urlsplit(where)
-    if parts.scheme not in ("", "file"):
-        return None
-    path = Path(unquote(parts.path) if parts.scheme else where)
-    if not path.is_absolute():
-        return where
-    inside = path.resolve().is_relative_to(db.resolve().parent)
-    return str(path) if exp.experiment_id == "0" and not inside else None
-
-
-def named_experiment(c: Any, name: str, uri: str) -> Any:
-    """The active experiment ``name`` of a store, or TrackingError naming the ones that exist."""
-    exp = c.get_experiment_by_name(name)
-    if exp is None or exp.lifecycle_stage == "deleted":
-        names = ", ".join(e.name for e in c.search_experiments()) or "none"
-        raise TrackingError(f"--experiment={name} does not exist in {uri}: expected one of {names}")
-    return exp
-
-
-def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving: str | None = None,
-                 say: bool = False) -> str | None:
-    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one. A run
-    successive halving stopped at a rung counts only under the same ``halving`` settings (:func:`halving_setting`;
-    None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
-    found = c.search_runs(
-        [experiment],
-        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
-        max_results=50,
-    )
-    for run in found:
-        tags = run.data.tags
-        if PRUNED_AT not in tags or (halving is not None and tags.get(HALVING_SETTINGS) == halving):
-            return run.info.run_id
-    if found and say:
-        tags = found[0].data.tags
-        logging.getLogger("sweeper").info(
-            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: the configuration "
-            "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
-            halving or "off")
-    return None
-
-
-def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
-    """Every run matching ``filter_string`` in the experiments, all pages."""
-    runs, token = [], None
-    while True:
-        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs

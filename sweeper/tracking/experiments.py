@@ -1,0 +1,148 @@
+"""The store's experiments (created with their artifacts beside the store, refused where MLflow put them elsewhere)
+and finding runs in them."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sweeper.base import state
+from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, sqlite_path
+from sweeper.tracking.store import TrackingError, artifact_location
+
+
+# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
+# chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper
+# prints) or from what the browser chose last.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+DEFAULT_EXPERIMENT = "Default"  # MLflow's own (mlflow.entities.Experiment.DEFAULT_EXPERIMENT_NAME), made with a store
+
+
+def experiment_id(c: Any, name: str, uri: str, in_sweep: bool = False) -> str:
+    """The id of experiment ``name``, created with an absolute artifact location if it is new; ``in_sweep``:
+    as the sweep's start found it (the sweep's state keeps it, :mod:`sweeper.base.state`: its jobs do not ask
+    the store again, ~2.5 ms a job on SQLite)."""
+    if not in_sweep:
+        return _experiment_id(c, name, uri)
+    key, found = (uri, name), state.current().experiments
+    if key not in found:
+        found[key] = _experiment_id(c, name, uri)
+    return found[key]
+
+
+def _experiment_id(c: Any, name: str, uri: str) -> str:
+    from mlflow.exceptions import MlflowException
+
+    exp = c.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            note = {"mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
+                    "leaderboard (its description), each child one configuration (params: its hyperparameters)."}
+            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note)
+        except MlflowException:  # created meanwhile by another process
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        raise TrackingError(
+            f"tracking.experiment={name} is deleted in {uri}: restore it "
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
+        )
+    outside = _artifacts_outside(exp, uri)
+    if outside:
+        raise _outside(name, outside)
+    return exp.experiment_id
+
+
+def _outside(name: str, outside: str) -> TrackingError:
+    where = "outside the store folder" if Path(outside).is_absolute() else "a path relative to the folder each command runs in"
+    return TrackingError(
+        f"tracking.experiment={name} keeps its artifacts in {outside}, {where} (MLflow made its Default experiment "
+        "there: under the folder the store was first opened from): choose another name (sweeper creates an "
+        "experiment with its artifacts beside the store)")
+
+
+def check_new_default(uri: str, name: str) -> None:
+    """MLflow's Default experiment in an embedded store that does not exist yet: MLflow will put its artifacts under
+    ``./mlruns/0`` of the folder this command runs in (its default artifact root). Outside the store's folder, that
+    is refused now, as :func:`experiment_id` would refuse it once the store is made: the refusal leaves no new store
+    behind (before, ``d.db`` with its ``-wal``, ``-shm`` and ``.lock``)."""
+    db = sqlite_path(uri)
+    if name != DEFAULT_EXPERIMENT or db is None or db.exists():
+        return
+    root = Path(new_store_artifact_root())
+    if not root.resolve().is_relative_to(db.resolve().parent):
+        raise _outside(name, str(root.absolute() / "0"))
+
+
+def new_store_artifact_root() -> str:
+    """Where MLflow puts the artifacts of a new embedded store's Default experiment (its ``/0``) when no artifact root
+    is given, as an absolute path: ``./mlruns`` of the working directory (``DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH``)."""
+    import os
+
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+
+    return os.path.abspath(DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+
+
+def _artifacts_outside(exp: Any, uri: str) -> str | None:
+    """Where the embedded store's experiment ``exp`` keeps its artifacts when that is a relative path, or for MLflow's
+    own Default experiment a folder outside the store's (``./mlruns/0`` of the first command's working directory);
+    None otherwise (a server decides; an experiment made elsewhere on purpose keeps its place)."""
+    from urllib.parse import unquote, urlsplit
+
+    db, where = sqlite_path(uri), exp.artifact_location or ""
+    if db is None:
+        return None
+    parts = urlsplit(where)
+    if parts.scheme not in ("", "file"):
+        return None
+    path = Path(unquote(parts.path) if parts.scheme else where)
+    if not path.is_absolute():
+        return where
+    inside = path.resolve().is_relative_to(db.resolve().parent)
+    return str(path) if exp.experiment_id == "0" and not inside else None
+
+
+def named_experiment(c: Any, name: str, uri: str) -> Any:
+    """The active experiment ``name`` of a store, or TrackingError naming the ones that exist."""
+    exp = c.get_experiment_by_name(name)
+    if exp is None or exp.lifecycle_stage == "deleted":
+        names = ", ".join(e.name for e in c.search_experiments()) or "none"
+        raise TrackingError(f"--experiment={name} does not exist in {uri}: expected one of {names}")
+    return exp
+
+
+def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving: str | None = None,
+                 say: bool = False) -> str | None:
+    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one. A run
+    successive halving stopped at a rung counts only under the same ``halving`` settings (:func:`halving_setting`;
+    None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
+    found = c.search_runs(
+        [experiment],
+        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
+        max_results=50,
+    )
+    for run in found:
+        tags = run.data.tags
+        if PRUNED_AT not in tags or (halving is not None and tags.get(HALVING_SETTINGS) == halving):
+            return run.info.run_id
+    if found and say:
+        tags = found[0].data.tags
+        logging.getLogger("sweeper").info(
+            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: the configuration "
+            "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
+            halving or "off")
+    return None
+
+
+def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    """Every run matching ``filter_string`` in the experiments, all pages."""
+    runs, token = [], None
+    while True:
+        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
