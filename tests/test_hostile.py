@@ -159,13 +159,17 @@ def test_read_commands_refuse_an_sqlite_database_without_tables(tmp_path, capsys
     assert db.read_bytes() == before
 
 
-def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
+def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, str]:
     """A 3-job sweep of seconds a job (one job at a time), ``act()`` called once its first job is reported; its exit
-    code and output."""
+    code, its output and its standard error."""
+    import threading
+
     args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=30000", "log_every=100",
             "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = []
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, errors = [], []
+    reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)
+    reader.start()
     try:
         for line in proc.stdout:
             seen.append(line)
@@ -177,7 +181,8 @@ def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str]:
         if proc.poll() is None:  # act() raised: no sweep is left behind
             proc.kill()
             proc.wait()
-    return proc.returncode, out
+    reader.join(10)
+    return proc.returncode, out, "".join(errors)
 
 
 def _rm_rf(folder: Path) -> None:
@@ -195,10 +200,10 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
     """Before: rm -rf of the sweep folder at [1/3] exited 0 with "2 of 0 jobs reported", the parent left RUNNING and
     the later runs recorded without their parent (each job read its parent from the deleted sweep.json)."""
     sweep_dir = tmp_path / "sweep"
-    code, out = _act_at_the_first_job(tmp_path, store, lambda: _rm_rf(sweep_dir))
-    assert code == 1, out
-    assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in out
-    assert "Traceback" not in out
+    code, out, err = _act_at_the_first_job(tmp_path, store, lambda: _rm_rf(sweep_dir))
+    assert code == 1, out + err
+    assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in err  # not with the summary
+    assert "sweeper: error:" not in out and "Traceback" not in out + err
     runs = all_runs(store)
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
@@ -214,17 +219,18 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
         for f in store.parent.glob(store.name + "*"):
             f.unlink()
 
-    code, out = _act_at_the_first_job(tmp_path, store, delete)
-    assert code == 1, out
+    code, out, err = _act_at_the_first_job(tmp_path, store, delete)
+    assert code == 1, out + err
     said = re.search(f"tracking.uri=sqlite:///{re.escape(str(store))} was (deleted|deleted or replaced by another file) "
-                     r"during the sweep: the (\d) run\(s\) recorded there are not in it.*, and (\d) wait for an upload", out)
-    assert said and said[2] == said[3] and int(said[2]) >= 1, out
+                     r"during the sweep: the (\d) run\(s\) recorded there are not in it.*, and (\d) wait for an upload", err)
+    assert "sweeper: error:" not in out
+    assert said and said[2] == said[3] and int(said[2]) >= 1, out + err
     # before: upload said there was nothing to upload, and the runs printed FINISHED were lost for good
     from sweeper import upload
 
     assert upload.main([str(tmp_path / "sweep")]) == 0
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], out  # each once
+    assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], out + err  # each once
     assert {r.info.status for r in children} == {"FINISHED"}
 
 

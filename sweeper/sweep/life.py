@@ -268,7 +268,7 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
                 path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
 
 
-def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], out: Any) -> None:
+def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any) -> None:
     """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json went with it, and how
     many jobs it made fail: their folder gone as they recorded), and write its sweep.json again (summary, upload and
     resume read it)."""
@@ -283,7 +283,7 @@ def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[
     print(f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
           f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
           + (f", and {failed} job(s) FAILED for it (their folder gone as they recorded)" if failed else "")
-          + f"; their runs are in the store (the leaderboard below reads it){again}", file=out)
+          + f"; their runs are in the store (the leaderboard below reads it){again}", file=err)
 
 
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
@@ -310,18 +310,19 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     from sweeper.insight import report
 
     out = out or sys.stdout
+    err = sys.stderr if out is sys.stdout else out  # what failed: on stderr, apart from the summary
     cores.stop()  # the sweep's CPU workers: their groups are all recorded
     writer.drain()  # every run handed to the writer is in the store (or kept for upload) before the summary
     rows = results(sweep_dir)
     state = _state(sweep_dir)
     failed_parents = False
     if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
-        _restore_sweep_file(sweep_dir, state, rows, out)
+        _restore_sweep_file(sweep_dir, state, rows, err)
         failed_parents = True
     try:
         add_speedups(rows)
     except tracking.UNREACHABLE as e:
-        print(f"sweeper: error: speedups not logged: {tracking.first_line(e)}", file=out)
+        print(f"sweeper: error: speedups not logged: {tracking.first_line(e)}", file=err)
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
@@ -332,7 +333,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
             print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(gone)} run(s) "
                   f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
                   + (f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
-                     "path, or --tracking-uri another)" if kept else ""), file=out)
+                     "path, or --tracking-uri another)" if kept else ""), file=err)
             failed_parents = True
             continue
         client = tracking.client(parent["uri"])
@@ -350,7 +351,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
             browse = ui_line(parent["uri"], experiment_url(parent["uri"], run.info.experiment_id))
         except tracking.UNREACHABLE as e:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
-                  f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=out)
+                  f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=err)
             failed_parents = True
         reused = [r for r in skipped if r.get("resumed_from")]
         if reused:
