@@ -141,9 +141,13 @@ def _value(text: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        print("sweeper.check: error: no model given: expected python -m sweeper.check MODULE.CLASS [NAME=VALUE ...] "
+              "(--help says more)", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if argv else 2
+        return 0
     path, kwargs = argv[0], {}
     for arg in argv[1:]:
         key, eq, value = arg.partition("=")

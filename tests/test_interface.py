@@ -158,6 +158,10 @@ def test_a_wrong_gradient_fails_the_check_naming_the_parameter(user, capsys):
     assert "FAIL  gradient b1" in out and "ok    gradient W1" in out
     assert check.main(["wrong_grad.NoBackward"]) == 2
     assert "lacks backward" in capsys.readouterr().err
+    assert check.main([]) == 2  # before: its docstring on stdout, exit 2, no error line
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith("sweeper.check: error: no model given") and said.err.count("\n") == 1
+    assert check.main(["--help"]) == 0 and "check_estimator" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args,says", [
