@@ -176,7 +176,8 @@ def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, s
             if "[1/3]" in line:
                 act()
                 break
-        out = "".join(seen) + proc.communicate(timeout=300)[0]
+        out = "".join(seen) + proc.stdout.read()  # stderr is the reader's alone (communicate() would take some)
+        proc.wait(timeout=300)
     finally:
         if proc.poll() is None:  # act() raised: no sweep is left behind
             proc.kill()
