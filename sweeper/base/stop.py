@@ -81,17 +81,21 @@ def _handler(signum: int, frame: Any) -> None:
 @contextmanager
 def deferred() -> Iterator[None]:
     """A section that Ctrl-C or SIGTERM must not cut in two (a run's result.json says FINISHED and is handed to the
-    writer process: both, or neither): a signal that comes inside sets :data:`STOP` at once (training threads end)
-    and is raised as its exception when the section ends."""
+    writer process: both, or neither; a store transaction; a model's files): a signal that comes inside sets
+    :data:`STOP` at once (training threads end) and is raised as its exception when the section ends, also in place of
+    an error the section raised meanwhile. Signals reach the main thread only: elsewhere this is a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _DEFERRING[0] += 1
     try:
         yield
     finally:
         _DEFERRING[0] -= 1
-    if not _DEFERRING[0] and _DEFERRED:
-        signum = _DEFERRED[0]
-        _DEFERRED.clear()
-        raise _exception(signum)
+        if not _DEFERRING[0] and _DEFERRED:
+            signum = _DEFERRED[0]
+            _DEFERRED.clear()
+            raise _exception(signum)  # noqa: B012  (the interruption is what the caller hears of)
 
 
 def catch_swallowed() -> None:
@@ -199,11 +203,20 @@ def check() -> None:
         raise Stopped()
 
 
-def masked() -> KeyboardInterrupt | None:
+def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
     """The exception of the signal received, for a caller whose ``except Exception`` caught something else that a
     signal caused (a library's ``finally`` that failed as the KeyboardInterrupt went through it, raising its own
-    error instead: OmegaConf's 'cannot access local variable'); None when no signal came."""
-    return _exception(_SEEN[0]) if _SEEN and STOP.is_set() else None
+    error instead: OmegaConf's 'cannot access local variable'); None when no signal came. With ``e``, also the
+    KeyboardInterrupt in its chain of causes (a read command: Python's own handler, nothing recorded here)."""
+    if _SEEN and STOP.is_set():
+        return _exception(_SEEN[0])
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def reason() -> str:

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from sweeper import tracking
+from sweeper.base import stop
 from sweeper.insight import pinned
 from sweeper.job import metrics
 from sweeper.base.fmt import text_cell
@@ -220,6 +221,8 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
                 with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
                     cfg = compose(config_name="config", overrides=args)
             except Exception as e:
+                if (signalled := stop.masked(e)) is not None:  # Ctrl-C, whose way through Hydra raised another error
+                    raise signalled from None
                 raise PromoteError(f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0]} (a bug in sweeper.promote)") from None
     plain = OmegaConf.to_container(cfg, resolve=True)

@@ -29,7 +29,7 @@ def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
 
 def existing(c: Any, run: Any) -> Any:
     """The finished refit of the cross-validated ``run``, or None."""
-    from sweeper.tracking.experiments import search
+    from sweeper.tracking.records import search
 
     found = search(c, [run.info.experiment_id], f"tags.refit_of = '{run.info.run_id}' and attributes.status = 'FINISHED'")
     return found[0] if found else None

@@ -86,7 +86,10 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
     system = (computed.system if computed and computed.run is not None else tracked.system_samples()) if tracked else []
     try:
-        return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
+        # a Ctrl-C lands once the run is kept and recorded, not inside pandas' writing of the model's example (it
+        # raised ValueError in its place: the run FAILED with a traceback, exit 1) or MLflow's calls
+        with stop.deferred():
+            return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
     except OSError as e:  # its folder gone (deleted under the sweep), a full disk: the run is FAILED with why, not RUNNING
         reason = f"its results could not be kept ({type(e).__name__}: {e.strerror or e}"
         reason += f": {e.filename})" if e.filename else ")"
@@ -204,10 +207,9 @@ def _record(cfg: DictConfig, ctx: JobContext, done: tuple[dict[str, Any], data.D
                    datasets=artifacts.inputs(cfg, dataset))
         w = writer.current()
         if ctx.sweep_dir is not None and w is not None:  # the writer process ends the run
-            w.make_room()  # waits (a Ctrl-C may land here) while MAX_PENDING runs wait
-            with stop.deferred():  # printed FINISHED and handed to the writer: both, whatever signal comes between
-                _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid})
-                tracked.hand_to(w, end, ctx.output_dir / RESULT_FILE)
+            w.make_room()  # waits while MAX_PENDING runs wait (not once a Ctrl-C came)
+            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid})  # printed FINISHED and
+            tracked.hand_to(w, end, ctx.output_dir / RESULT_FILE)  # handed to the writer: both (run() defers a signal)
             return result
         try:
             tracked.finish(**end)

@@ -400,8 +400,6 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     its children that this process or a dead one on this host left RUNNING are KILLED too. Finished
     runs stay as they are; ``resume=true`` re-runs the rest.
     """
-    from sweeper.insight import report
-
     local_jobs.stop()  # submitit_local's jobs: each records its run KILLED (they run on past a SIGTERM otherwise)
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
@@ -413,18 +411,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     for p in parents:
         mine = [r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]]
         try:
-            c = tracking.client(p["uri"])
-            parent = c.get_run(p["run_id"])
-            runs = report.children(c, parent)
-            if report.mark_orphans(c, runs, False, "KILLED", stop.reason()):
-                runs = report.children(c, parent)
-            counts = report.tally(parent, runs, mine)
-            stored.append(counts)
-            if parent.info.status == "RUNNING":
-                why = report.incomplete(counts)  # None when Ctrl-C came during the summary
-                tracking.log_metrics(c, p["run_id"], counts)
-                c.set_tag(p["run_id"], "failure_reason", f"sweep {stop.reason()}" + (f": {why}" if why else ""))
-                c.set_terminated(p["run_id"], "KILLED")
+            stored.append(tracking.when_unlocked(_end_parent, p, mine))
         except tracking.UNREACHABLE as e:
             failures.append(f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}")
     if state is None:
@@ -443,6 +430,27 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     parts += [f"{killed} killed", f"{not_run} not run"]
     return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
             + f"resume with: {resume_command(args)}")
+
+
+def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None) -> dict[str, int]:
+    """Parent ``p`` KILLED with its jobs' counts, and its children this process or a dead one left RUNNING: an
+    interrupted sweep's (``why`` None: the children KILLED) or one that cannot go on (``why``: the cause, on the
+    children too, not 'killed?'). A parent closed already (Ctrl-C during the summary) keeps its status."""
+    from sweeper.insight import report
+
+    c = tracking.client(p["uri"])
+    parent = c.get_run(p["run_id"])
+    runs = report.children(c, parent)
+    orphans = ("KILLED", stop.reason()) if why is None else ("FAILED", f"ended unfinished: {why}")
+    if report.mark_orphans(c, runs, False, *orphans):
+        runs = report.children(c, parent)
+    counts = report.tally(parent, runs, mine)
+    if parent.info.status == "RUNNING":
+        left = report.incomplete(counts)  # None when Ctrl-C came during the summary
+        tracking.log_metrics(c, p["run_id"], counts)
+        c.set_tag(p["run_id"], "failure_reason", why or f"sweep {stop.reason()}" + (f": {left}" if left else ""))
+        c.set_terminated(p["run_id"], "KILLED")
+    return counts
 
 
 def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str) -> None:
@@ -464,8 +472,6 @@ def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str
 def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -> str:
     """The launcher (or its engine) failed as a whole (or ``why``: the sweep could not start): each parent run
     KILLED with the reason and the jobs' counts; return the one line to print."""
-    from sweeper.insight import report
-
     why = why or f"the launcher failed: {tracking.first_line(e)}"
     cores.stop()
     writer.drain()
@@ -473,14 +479,7 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
     killed = []
     for p in state["parents"]:
         try:
-            c = tracking.client(p["uri"])
-            parent = c.get_run(p["run_id"])
-            runs = report.children(c, parent)
-            if report.mark_orphans(c, runs, False, reason=f"ended unfinished: {why}"):  # the cause, not 'killed?'
-                runs = report.children(c, parent)
-            tracking.log_metrics(c, p["run_id"], report.tally(parent, runs))
-            c.set_tag(p["run_id"], "failure_reason", why)
-            c.set_terminated(p["run_id"], "KILLED")
+            tracking.when_unlocked(_end_parent, p, None, why)
             killed.append(p["run_id"])
         except tracking.UNREACHABLE as err:
             why += f"; tracking.uri={p['uri']} failed: {tracking.first_line(err)}"

@@ -43,6 +43,30 @@ def sql_store(c: Any) -> Any:
     return store if isinstance(store, SqlAlchemyStore) else None
 
 
+def whole_sessions(c: Any) -> None:
+    """Each store transaction of this client (MLflow's ``ManagedSessionMaker``) a :func:`sweeper.base.stop.deferred`
+    section: a Ctrl-C lands after the transaction, never inside SQLAlchemy. Landing inside, it broke the
+    session and its pool (hostile tries, 4 of 40: a connection left holding the write lock, so the interrupted
+    sweep's parent stayed RUNNING after 20 s of 'database is locked'; "Exception ignored ... InstanceState._cleanup"
+    blocks). A store other than MLflow's SQLAlchemy one is left as it is."""
+    from contextlib import contextmanager
+
+    from sweeper.base import stop
+
+    store = getattr(getattr(c, "_tracking_client", None), "store", None)
+    maker = getattr(store, "ManagedSessionMaker", None)
+    if maker is None or getattr(maker, "sweeper", False):
+        return
+
+    @contextmanager
+    def session(*args: Any, **kwargs: Any) -> Any:
+        with stop.deferred(), maker(*args, **kwargs) as s:
+            yield s
+
+    session.sweeper = True  # type: ignore[attr-defined]
+    store.ManagedSessionMaker = session
+
+
 def creates_in_bulk(c: Any) -> bool:
     """Whether :func:`start_runs` creates many runs in one transaction on this client's store."""
     return sql_store(c) is not None
@@ -146,7 +170,7 @@ def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[An
     end of a 1,000-configuration sweep); elsewhere ``search_runs``, all pages."""
     store = sql_store(c)
     if store is None or not all(hasattr(store, f) for f in ("_get_run_inputs", "_get_model_outputs_bulk")):
-        from sweeper.tracking.experiments import search
+        from sweeper.tracking.records import search
 
         return search(c, experiment_ids, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
     from mlflow.entities import LifecycleStage, Metric, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, RunTag

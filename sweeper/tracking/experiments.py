@@ -135,14 +135,3 @@ def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving
             "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
             halving or "off")
     return None
-
-
-def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
-    """Every run matching ``filter_string`` in the experiments, all pages."""
-    runs, token = [], None
-    while True:
-        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs

@@ -381,3 +381,14 @@ def _artifact_repo(c: Any, run_id: str) -> Any:
 
     uri = _run_info(c, run_id)[0]
     return get_artifact_repository(uri, tracking_uri=c.tracking_uri)
+
+
+def search(c: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    """Every run matching ``filter_string`` in the experiments, all pages."""
+    runs, token = [], None
+    while True:
+        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs

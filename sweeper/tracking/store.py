@@ -81,8 +81,27 @@ def __getattr__(name: str) -> Any:
 
 
 def first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
+    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised as a result of
+    Query-invoked autoflush; ...)"), which comes before what failed."""
+    text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
     return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
+    """``call(*args)``, again while SQLite answers "database is locked" (at most ``wait_s`` seconds). It answers so at
+    once, without its busy wait, when another connection wrote between a transaction's read and its write (WAL):
+    an interrupted sweep's parent stayed RUNNING for it (the heartbeats and the writer write meanwhile)."""
+    import time
+
+    deadline, delay = time.monotonic() + wait_s, 0.05
+    while True:
+        try:
+            return call(*args)
+        except __getattr__("UNREACHABLE") as e:
+            if "database is locked" not in str(e) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
 
 
 def check_server(uri: str, timeout: float = 5.0) -> None:
@@ -123,12 +142,16 @@ def client(uri: str) -> Any:
     clients = held.clients  # a URI's client, once its store exists
     if uri in clients and (db is None or identity(uri) == held.client_files.get(uri)):
         return clients[uri]  # the same file as when its client was made: no probe a job
+    from sweeper.tracking.bulk import whole_sessions
+
     if db is not None and not _is_wal_database(db):
         clients.pop(uri, None)
-        return _create_store(db, uri)
-    clients[uri] = MlflowClient(tracking_uri=uri)  # one a store (MLflow keeps one store object a URI anyway)
-    held.client_files[uri] = identity(uri)
-    return clients[uri]
+        c = _create_store(db, uri)
+    else:
+        c = clients[uri] = MlflowClient(tracking_uri=uri)  # one a store (MLflow keeps one store object a URI anyway)
+        held.client_files[uri] = identity(uri)
+    whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in
+    return c
 
 
 @functools.cache

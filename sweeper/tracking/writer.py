@@ -113,8 +113,11 @@ class Writer:
             pass
 
     def make_room(self) -> None:
-        """Wait while :data:`MAX_PENDING` runs handed over are not written yet."""
-        while len(self.pending) >= MAX_PENDING:
+        """Wait while :data:`MAX_PENDING` runs handed over are not written yet (not once a stop is asked for: the job's
+        run is handed over at once, and the interruption waits for the writer)."""
+        from sweeper.base.stop import STOP
+
+        while len(self.pending) >= MAX_PENDING and not STOP.is_set():
             self._take(timeout=None)
 
     def _take(self, timeout: float | None) -> bool:
