@@ -179,7 +179,7 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
     from sweeper.tracking import bulk
 
     c = MlflowClient(f"sqlite:///{tmp_path}/m.db")
-    e = c.create_experiment("x")
+    e = c.create_experiment("x", artifact_location=(tmp_path / "artifacts").as_uri())
     with caplog.at_level(logging.INFO, logger="sweeper"):
         assert bulk.sql_store(c) is None and not bulk.creates_in_bulk(c)
         assert bulk.sql_store(c) is None

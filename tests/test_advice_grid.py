@@ -107,7 +107,7 @@ def seeded_store(store):
     from mlflow import MlflowClient
 
     c = MlflowClient(f"sqlite:///{store}")
-    exp = c.create_experiment("seeds")
+    exp = c.create_experiment("seeds", artifact_location=(store.parent / "artifacts").as_uri())
     for (lr, seed), v in seeded_runs().items():
         r = c.create_run(exp, run_name=f"lr={lr},seed={seed}", tags={"fingerprint": f"fp-{lr}-{seed}"})
         for k, p in {"lr": lr, "seed": seed, "epochs": 100, "depth": 1, "device": "cpu"}.items():

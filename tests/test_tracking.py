@@ -311,7 +311,7 @@ def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("bulk")
+    experiment = c.create_experiment("bulk", artifact_location=(store.parent / "artifacts").as_uri())
     parent = records.start_run(c, experiment, "parent", {})
     assert bulk.creates_in_bulk(c)
     one = c.get_run(records.start_run(c, experiment, "a", **{k: v for k, v in _spec("a", parent_run_id=parent).items()
@@ -338,7 +338,7 @@ def test_runs_created_in_bulk_are_all_or_none(store):
     from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("bulk")
+    experiment = c.create_experiment("bulk", artifact_location=(store.parent / "artifacts").as_uri())
     bad = _spec("bad")
     bad["params"] = {"x" * 300: 1}  # a key MLflow refuses
     with pytest.raises(MlflowException):
@@ -353,7 +353,7 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
     monkeypatch.setenv("SWEEPER_HEARTBEAT_S", "0.05")
     uri = f"sqlite:///{store}"
     c = tracking.client(uri)
-    experiment = c.create_experiment("beats")
+    experiment = c.create_experiment("beats", artifact_location=(store.parent / "artifacts").as_uri())
     runs = TrackedRun.start_many(uri, c, experiment, [_spec(n) for n in "abc"])
     heart = runs[0]._heart
     assert all(r._heart is heart for r in runs)  # one thread for the group
@@ -375,7 +375,7 @@ def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_the
     from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("ends")
+    experiment = c.create_experiment("ends", artifact_location=(store.parent / "artifacts").as_uri())
     a, b, keep, ref = bulk.start_runs(c, experiment, [_spec(n) for n in "abcd"])
     c.set_tag(a, "failure_reason", "an earlier reason")  # replaced, not doubled
     bulk.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
@@ -425,7 +425,7 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("ends")
+    experiment = c.create_experiment("ends", artifact_location=(store.parent / "artifacts").as_uri())
     X = np.random.default_rng(0).normal(size=(20, 3))
     ref, a, b = bulk.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
     for run_id in (ref, a, b):
@@ -460,7 +460,7 @@ def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("children")
+    experiment = c.create_experiment("children", artifact_location=(store.parent / "artifacts").as_uri())
     parent, other = (records.start_run(c, experiment, n, {}) for n in ("parent", "other"))
     X = np.random.default_rng(0).normal(size=(20, 3))
     ids = bulk.start_runs(c, experiment, [_spec(n, parent_run_id=parent) for n in "abcd"])
