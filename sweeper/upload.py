@@ -145,6 +145,8 @@ def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, 
     tags = {"sweep_dir": str(sweep_dir), "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
             "uploaded_from": str(sweep_dir), "host": socket.gethostname(), "pid": os.getpid()}
     tags |= {"parent_in_own_store": f"{original} in {r['tracking_uri']}"} if original else {"parent_gone": here}
+    if isinstance(state.get("argv"), list):  # the sweep's command, as its own parent has it: advise and resume read it
+        tags |= {"sweep_argv": json.dumps(state["argv"]), "sweeper": str(state.get("sweeper"))}
     run_id = tracking.start_run(c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {})
     kept = [p for p in state["parents"] if not (p["uri"] == uri and p["experiment"] == name)]
     state |= {"parents": [*kept, {"uri": uri, "experiment": name, "run_id": run_id, "experiment_id": experiment_id,

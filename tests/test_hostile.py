@@ -1157,6 +1157,8 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     children = [r for r in there if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
     assert parent.info.status == "FINISHED" and parent.data.tags["parent_in_own_store"].startswith(p["run_id"])
+    original = client_for(store).get_run(p["run_id"]).data.tags  # before: no sweep_argv (advise had no next command)
+    assert [parent.data.tags.get(k) for k in ("sweep_argv", "sweeper")] == [original["sweep_argv"], original["sweeper"]]
     assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0  # again: nothing new there
     assert "nothing to upload" in capsys.readouterr().out and len(all_runs(other)) == len(there)
 

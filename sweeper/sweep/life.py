@@ -88,7 +88,8 @@ def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_di
     if importing:
         plots.start()
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
-             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)}}
+             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)},
+             "argv": command_overrides(config), "sweeper": str(config.hydra.sweeper.get("_target_"))}  # upload's parent
     try:
         writer.write_result(sweep_dir / SWEEP_FILE, state)
     except OSError as e:  # the folder deleted (or its disk full) while the store opened: the parents end, one line
