@@ -21,6 +21,7 @@ import numpy as np
 
 from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
+from sweeper.base import stop
 from sweeper.base.names import REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
@@ -180,6 +181,23 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
             report.reclose(c, p["run_id"])
 
 
+def _close_left_open(folder: Path, uri: str | None) -> None:
+    """A parent an interrupted upload made (``uploaded`` in sweep.json) and left RUNNING: closed now, as the upload
+    would have closed it. Only in a store file that exists (nothing is created for it)."""
+    for p in sweepdir._state(folder)["parents"] if (folder / SWEEP_FILE).is_file() else []:
+        db = tracking.sqlite_path(p["uri"])
+        if p.get("uploaded") and (uri is None or uri == p["uri"]) and (db is None or db.is_file()):
+            from sweeper.insight import report
+
+            try:
+                c = tracking.client(p["uri"])
+                if c.get_run(p["run_id"]).info.status == "RUNNING":
+                    status = report.reclose(c, p["run_id"])
+                    print(f"parent run {p['run_id']}, left RUNNING by an interrupted upload: {status}")
+            except tracking.UNREACHABLE:
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m sweeper.upload", description=describe(__doc__))
     ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
@@ -197,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not todo:
         print(f"nothing to upload under {args.folder}: no result.json is pending")
+        _close_left_open(args.folder, args.tracking_uri)
         return 0
     try:
         for path in todo:
@@ -206,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                 f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it (python -m sweeper.upload "
                 f"{args.folder} adds it there)" if r.get("pending_upload") else ""))
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
+        stop.ignore()
+        reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
+        raise
     except sweepdir.SweepFileError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2

@@ -1295,6 +1295,51 @@ def test_mlflows_default_in_a_new_store_is_where_sweeper_expects_it(tmp_path, mo
     assert where.removeprefix("file://") == str(Path(experiments.new_store_artifact_root()) / "0")
 
 
+def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_a_parent_left_open(
+        tmp_path, store, capsys, _template_store, monkeypatch):
+    """Before: Ctrl-C of `upload --tracking-uri OTHER` after its runs were uploaded left the parent it made there
+    RUNNING with no metrics, and a second upload said "nothing to upload" and left it RUNNING for good (hostile
+    pass 5, 1 of 8 tries; SIGTERM: 1 more, silently)."""
+    import json
+
+    from conftest import client_for, copy_store
+    from sweeper import upload
+    from test_interrupt import run_job
+    from test_liveness import start_sweep
+
+    sweep_dir = tmp_path / "sweep"
+    jobs, _ = start_sweep(sweep_dir, store, "0.001,0.002", "hydra/launcher=basic")
+    for i in range(2):
+        run_job(jobs, sweep_dir, i)
+        path = sweep_dir / str(i) / "result.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True}))
+    (tmp_path / "other").mkdir()
+    other_uri = f"sqlite:///{copy_store(_template_store, tmp_path / 'other')}"
+    real, calls = upload.upload, []
+
+    def cut_short(path, uri=None):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(path, uri)
+
+    monkeypatch.setattr(upload, "upload", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        upload.main([str(sweep_dir), "--tracking-uri", other_uri])
+    monkeypatch.setattr(upload, "upload", real)
+    c = client_for(Path(other_uri.removeprefix("sqlite:///")))
+    (parent,) = [r for r in c.search_runs([e.experiment_id for e in c.search_experiments()])
+                 if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status != "RUNNING" and parent.data.metrics, parent.info  # before: RUNNING, no metrics
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0  # the job it did not get to
+    c.update_run(parent.info.run_id, status="RUNNING")  # as an upload killed before it closed the parent leaves it
+    capsys.readouterr()
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to upload" in out and f"parent run {parent.info.run_id}, left RUNNING by an interrupted upload" in out
+    assert c.get_run(parent.info.run_id).info.status == "FINISHED"
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 3 MB file system (tmpfs) at ``tmp_path/small``, 236 kB of it free; skips where it cannot be mounted."""
