@@ -31,10 +31,12 @@ def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Ca
     if issubclass(kind, KeyboardInterrupt) or cause is not None:
         name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("-m", "-c", "") else "sweeper"
         command = "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
-        print(f"{command}: interrupted (Ctrl-C): what it had written stays; run it again to finish", file=sys.stderr)
-        if cause is not value:  # Python ends with 130 on its own only for a KeyboardInterrupt itself
+        stop = sys.modules.get("sweeper.base.stop")  # SIGTERM, SIGHUP: its own name and code (143, 129)
+        why, code = (stop.reason(), stop.exit_code(cause)) if stop and stop._SEEN else ("interrupted (Ctrl-C)", 130)
+        print(f"{command}: {why}: what it had written stays; run it again to finish", file=sys.stderr)
+        if cause is not value or code != 130:  # Python ends with 130 on its own only for a KeyboardInterrupt itself
             sys.stderr.flush()
-            os._exit(130)
+            os._exit(code)
         return
     _default(kind, value, tb)
 
@@ -124,9 +126,11 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     from sweeper.base import output, stop
 
     output.guard(goes_on)
-    stop.catch_swallowed()  # a Ctrl-C Python swallowed in a destructor is sent again
+    stop.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupts that wait for a store transaction to end
     try:
         code = fn()
+        if (signalled := stop.masked()) is not None:  # a signal a library swallowed on its way (an import's
+            raise signalled  # `except ImportError`, a fallback's `except Exception`): the command was interrupted
     except SystemExit as e:
         code = e.code
     if code is not None and not isinstance(code, int):  # sys.exit("message"): Python prints it, exit 1

@@ -512,6 +512,54 @@ def test_a_ctrl_c_that_a_librarys_cleanup_turned_into_its_own_error_is_still_the
     assert stop.masked(ValueError("another")) is None
 
 
+def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
+    """Before: Ctrl-C 0.41 s after "Launching" (1 of 25 hostile tries) printed "sweeper: error: the launcher failed:
+    AttributeError: 'NoneType' object has no attribute '_invalidate_flags_cache'" (OmegaConf's cleanup raised in the
+    KeyboardInterrupt's way), exit 2, instead of the interruption line and 130."""
+    import signal
+
+    from sweeper.base import stop
+    from sweeper.sweep import guard
+
+    stop.reset()
+    stop._SEEN.append(signal.SIGINT)
+    stop.STOP.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            guard._failed(None, AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'"))
+    finally:
+        stop.reset()
+
+
+SWALLOWS = """
+import os, signal, sys, time
+import sweeper
+from sweeper import main_exit
+sys.excepthook = sweeper._interrupted_hook  # as for python -m sweeper.COMMAND
+def fn():
+    try:  # a library that swallows the signal's exception on its way (an import's `except ImportError`, say)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    print("done")
+    return 0
+main_exit(fn)
+"""
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", {130, -2}), ("SIGTERM", {143})])
+def test_a_signal_a_library_swallowed_still_ends_the_command_as_interrupted(tmp_path, sig, code):
+    """Before: Ctrl-C 1.8-2.0 s after "Launching" (2 of 20 hostile tries) went into the summary's advice (an import
+    cut short, caught as 'no advice'), or nowhere that was said: the sweep exited 0, its parent FINISHED, no word.
+    SIGTERM of upload, report or advise died with nothing on stderr. Now the command ends interrupted, one line."""
+    proc = subprocess.run([sys.executable, "-c", SWALLOWS, sig], capture_output=True, text=True, timeout=60)
+    assert proc.returncode in code, proc.stderr
+    assert proc.stdout == "done\n"
+    reason = "SIGTERM" if sig == "SIGTERM" else "Ctrl-C"
+    assert one_line(proc.stderr) == f"python -m sweeper: interrupted ({reason}): what it had written stays; run it again to finish"
+
+
 def test_a_ctrl_c_inside_a_store_transaction_lands_after_its_commit(store):
     """Before: a Ctrl-C that landed inside SQLAlchemy (the launching process records runs) broke the session and its
     pool: 4 of 40 hostile tries of a 3-job sweep Ctrl-C'd 0.36-0.46 s after "Launching" left its parent (and once

@@ -219,6 +219,18 @@ def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
     return None
 
 
+@contextmanager
+def unmasked() -> Iterator[None]:
+    """A section whose error a signal caused (:func:`masked`) raises the signal's KeyboardInterrupt instead: the
+    interruption, not a failure (a run FAILED, a launcher that 'failed')."""
+    try:
+        yield
+    except Exception as e:
+        if (signalled := masked(e)) is None:
+            raise
+        raise signalled from e
+
+
 def reason() -> str:
     """Why a run or a sweep was interrupted, for its ``failure_reason``: the first signal (Ctrl-C by default)."""
     if _SEEN[:1] == [signal.SIGTERM]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import tracking
+from sweeper.base import stop
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, resume_command, run_url
 from sweeper.base.process import HEARTBEAT, beating, holds
@@ -223,7 +224,8 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
 
     try:
-        advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
+        with stop.unmasked():  # not a Ctrl-C that an import on its way turned into its own error: that is raised
+            advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
 
@@ -234,7 +236,8 @@ def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
     from sweeper.insight import refit
 
     try:
-        return refit.refit(c, parent, run)
+        with stop.unmasked():
+            return refit.refit(c, parent, run)
     except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
         print(f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}", file=out)
         return None

@@ -68,7 +68,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
         tracked.sample_system()
     try:
-        out = computed.outcome if computed else _compute(cfg, dataset, backend)
+        with stop.unmasked():  # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
+            out = computed.outcome if computed else _compute(cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
         _end_early(tracked, stop.reason(), opened.params, "KILLED")
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})

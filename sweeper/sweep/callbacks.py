@@ -76,6 +76,8 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
+        if (signalled := stop.masked()) is not None:  # a signal some library swallowed on its way (an import's `except
+            raise signalled  # ImportError`, a fallback's `except Exception`): the sweep is interrupted all the same
         if code:
             sys.exit(code)
 

@@ -95,10 +95,14 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
 
 
 def _failed(config: Any, e: BaseException) -> None:
-    """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2."""
+    """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2. Not when a signal
+    came: a library's cleanup that failed as the KeyboardInterrupt went through it (OmegaConf's
+    "'NoneType' object has no attribute '_invalidate_flags_cache'") is the interruption, not a failure."""
     from sweeper.base import stop
     from sweeper.sweep import life
 
+    if (signalled := stop.masked(e)) is not None:
+        raise signalled from e
     stop.refuse(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix("sweeper: error: "))
 
 

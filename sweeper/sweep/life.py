@@ -429,8 +429,9 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
         parts[0] = f"{sum(c['n_finished'] for c in stored)} finished"
         killed, not_run = sum(c["n_killed"] for c in stored), sum(c["n_not_run"] for c in stored)
     parts += [f"{killed} killed", f"{not_run} not run"]
+    left = killed or not_run or status.count("FAILED")  # else every job had ended as it would have (Ctrl-C at the end)
     return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
-            + f"resume with: {resume_command(args)}")
+            + (f"resume with: {resume_command(args)}" if left else "every job had ended: nothing to resume"))
 
 
 def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None) -> dict[str, int]:
