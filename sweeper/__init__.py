@@ -7,7 +7,7 @@ heavy, so ``sweeper.base.backend`` and the benchmarks run where only NumPy (and 
 """
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Callable, Iterator, NoReturn
 from pathlib import Path
 
@@ -33,9 +33,13 @@ def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Ca
         command = "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
         stop = sys.modules.get("sweeper.base.stop")  # SIGTERM, SIGHUP: its own name and code (143, 129)
         why, code = (stop.reason(), stop.exit_code(cause)) if stop and stop._SEEN else ("interrupted (Ctrl-C)", 130)
-        print(f"{command}: {why}: what it had written stays; run it again to finish", file=sys.stderr)
+        try:
+            print(f"{command}: {why}: what it had written stays; run it again to finish", file=sys.stderr)
+        except (OSError, ValueError):  # the terminal is gone (SIGHUP)
+            pass
         if cause is not value or code != 130:  # Python ends with 130 on its own only for a KeyboardInterrupt itself
-            sys.stderr.flush()
+            with suppress(OSError, ValueError):
+                sys.stderr.flush()
             os._exit(code)
         return
     _default(kind, value, tb)
