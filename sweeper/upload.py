@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.folder} adds it there)" if r.get("pending_upload") else ""))
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
-        stop.ignore()
-        reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
+        with stop.ignoring():
+            reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
         raise
     except sweepdir.SweepFileError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)

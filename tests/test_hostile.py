@@ -672,8 +672,12 @@ def _signalled_group(tmp_path: Path, store: Path, sig: str, at: str, times: int 
 
     args = [sys.executable, "-m", "sweeper", *BATCHED_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
             f"tracking.uri=sqlite:///{store}"]
+    def default_signals() -> None:  # as a terminal's process has them (a background job of a shell ignores some)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            start_new_session=True, preexec_fn=default_signals)
     printed = []
     try:
         for line in proc.stdout:
@@ -1349,6 +1353,7 @@ def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_
     RUNNING with no metrics, and a second upload said "nothing to upload" and left it RUNNING for good (hostile
     pass 5, 1 of 8 tries; SIGTERM: 1 more, silently)."""
     import json
+    import signal
 
     from conftest import client_for, copy_store
     from sweeper import upload
@@ -1372,8 +1377,11 @@ def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_
         return real(path, uri)
 
     monkeypatch.setattr(upload, "upload", cut_short)
+    signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     with pytest.raises(KeyboardInterrupt):
         upload.main([str(sweep_dir), "--tracking-uri", other_uri])
+    # the caller's signals as they were (once ignored for good: every later test's sweep ignored SIGTERM)
+    assert {s: signal.getsignal(s) for s in signals} == signals
     monkeypatch.setattr(upload, "upload", real)
     c = client_for(Path(other_uri.removeprefix("sqlite:///")))
     (parent,) = [r for r in c.search_runs([e.experiment_id for e in c.search_experiments()])

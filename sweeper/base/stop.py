@@ -197,6 +197,19 @@ def ignore() -> None:
             pass
 
 
+@contextmanager
+def ignoring() -> Iterator[None]:
+    """:func:`ignore` for a section (a command's bookkeeping after its interruption), the handlers put back after it:
+    a command called in-process (a test, a notebook) leaves its caller's signals as they were. Ignored for good, they
+    were inherited by every process the caller started later (its SIGTERM then did nothing)."""
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    ignore()
+    try:
+        yield
+    finally:
+        restore(before)
+
+
 def check() -> None:
     """Raise :class:`Stopped` once a stop was asked for (called by training threads, once per epoch)."""
     if STOP.is_set():
