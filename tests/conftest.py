@@ -38,6 +38,19 @@ SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent 
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
 
+@pytest.fixture(autouse=True)
+def _signals_left_as_they_were():
+    """Each test leaves this process's signal handlers as it found them. One left SIGTERM ignored, and every sweep a
+    later test started inherited it (four CI tests waited for a SIGTERM that did nothing)."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in signals}
+    yield
+    changed = {s.name: signal.getsignal(s) for s in signals if signal.getsignal(s) != before[s]}
+    for s, handler in before.items():  # put back: one leak fails one test, not the rest
+        signal.signal(s, handler)
+    assert not changed, f"the test left signal handlers changed: {changed}"
+
+
 def make_cfg(*overrides: str, store: Path | None = None):
     """The config ``python -m sweeper`` would compose with these overrides (tracking into ``store``)."""
     extra = [f"tracking.uri=sqlite:///{store}"] if store else []

@@ -442,7 +442,7 @@ def test_a_signal_inside_a_deferred_section_lands_after_it(sig, error):
 
     from sweeper.base import stop
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     stop.install()
     done = []
     try:
@@ -465,7 +465,7 @@ def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section
 
     from sweeper.base import stop
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     stop.install()
     try:
         with pytest.raises(KeyboardInterrupt) as e:
@@ -582,7 +582,7 @@ def test_a_ctrl_c_inside_a_store_transaction_lands_after_its_commit(store):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)  # the handler runs here, inside the transaction
 
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     event.listen(engine, "after_cursor_execute", hit)
     stop.install()
     try:
