@@ -38,14 +38,16 @@ def damaged(store: Path, folder: Path) -> Path:
 
 # --- (1) the store is checked before any work -----------------------------------------------------------
 
-@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:///"])
+@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:///", "sqlite:////:memory:",
+                                 "sqlite:////tmp/x/:memory:"])
 def test_an_in_memory_store_is_refused(uri):
-    """Before: runs printed FINISHED into a database that vanished with the process."""
+    """Before: runs printed FINISHED into a database that vanished with the process. With four slashes, the store was
+    a file ':memory:' at the file system's root, with the runs' artifacts in /artifacts (hostile pass 6)."""
     with pytest.raises(tracking.TrackingError, match="is not a persistent store"):
         tracking.check_database(uri)
 
 
-@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://"])
+@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:////:memory:"])
 def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line_and_nothing_is_written(tmp_path, uri):
     proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri={uri}")
     assert proc.returncode == 2
@@ -234,6 +236,21 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
     assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], out + err  # each once
     assert {r.info.status for r in children} == {"FINISHED"}
+
+
+@pytest.mark.slow
+def test_a_store_and_sweep_folder_deleted_together_are_both_said_without_a_contradiction(tmp_path, store):
+    """Before (hostile pass 6): the sweep folder's line said "their runs are in the store" while the next line said the
+    store had been deleted and the runs were not in it."""
+    def delete_both() -> None:
+        for f in store.parent.glob(store.name + "*"):
+            f.unlink()
+        _rm_rf(tmp_path / "sweep")
+
+    code, out, err = _act_at_the_first_job(tmp_path, store, delete_both)
+    assert code == 1, out + err
+    assert "was deleted during the sweep: the result.json of" in err and "recorded there are not in it" in err, err
+    assert "their runs are in the store" not in err and "Traceback" not in out + err
 
 
 # --- (2) Hydra's parse errors: one line, exit 2 ---------------------------------------------------------
@@ -1327,8 +1344,8 @@ def test_mlflows_default_experiment_in_a_new_store_is_refused_before_the_store_i
         proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
         assert proc.returncode == 2, proc.stderr
         line = one_line(proc.stderr)
-        assert "tracking.experiment=Default keeps its artifacts in " in line and "outside the store folder" in line
-        assert str(tmp_path / "here" / "mlruns" / "0") in line
+        assert "tracking.experiment=Default would keep its artifacts in " in line and "outside the store folder" in line
+        assert str(tmp_path / "here" / "mlruns" / "0") in line and "a new store's Default" in line
         assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
         assert list((tmp_path / "here").iterdir()) == []
 

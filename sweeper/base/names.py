@@ -57,7 +57,9 @@ def uri_problem(uri: str) -> str | None:
         return "names no host: expected http(s)://HOST:PORT"
     if parts.scheme == "sqlite":
         path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
-        if path in ("", ":memory:") or path.startswith(("file:", ":memory:")) or "mode=memory" in path:
+        name = path.rstrip("/").rsplit("/", 1)[-1]  # sqlite:////:memory: is a file ":memory:" (at /): meant in-memory
+        if path in ("", ":memory:") or path.startswith(("file:", ":memory:")) or "mode=memory" in path \
+                or name.startswith(":memory:"):
             return ("is not a persistent store (an in-memory database keeps nothing once the command ends): "
                     "expected sqlite:///PATH/TO/mlflow.db")
     return None

@@ -269,10 +269,11 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
                 path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
 
 
-def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any) -> None:
+def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any,
+                        stored: bool = True) -> None:
     """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json went with it, and how
     many jobs it made fail: their folder gone as they recorded), and write its sweep.json again (summary, upload and
-    resume read it)."""
+    resume read it). ``stored``: the store is still the one the sweep began with (its own line says when not)."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
@@ -284,7 +285,7 @@ def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[
     print(f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
           f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
           + (f", and {failed} job(s) FAILED for it (their folder gone as they recorded)" if failed else "")
-          + f"; their runs are in the store (the leaderboard below reads it){again}", file=err)
+          + ("; their runs are in the store (the leaderboard below reads it)" if stored else "") + again, file=err)
 
 
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
@@ -318,7 +319,8 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     state = _state(sweep_dir)
     failed_parents = False
     if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
-        _restore_sweep_file(sweep_dir, state, rows, err)
+        stored = not any(tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"])) for p in state["parents"])
+        _restore_sweep_file(sweep_dir, state, rows, err, stored)
         failed_parents = True
     try:
         add_speedups(rows)

@@ -55,12 +55,13 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
     return exp.experiment_id
 
 
-def _outside(name: str, outside: str) -> TrackingError:
+def _outside(name: str, outside: str, new: bool = False) -> TrackingError:
     where = "outside the store folder" if Path(outside).is_absolute() else "a path relative to the folder each command runs in"
-    return TrackingError(
-        f"tracking.experiment={name} keeps its artifacts in {outside}, {where} (MLflow made its Default experiment "
-        "there: under the folder the store was first opened from): choose another name (sweeper creates an "
-        "experiment with its artifacts beside the store)")
+    made = ("would keep its artifacts in {0}, {1} (MLflow makes a new store's Default experiment there: under the "
+            "folder the command runs in)" if new else "keeps its artifacts in {0}, {1} (MLflow made its Default "
+            "experiment there: under the folder the store was first opened from)").format(outside, where)
+    return TrackingError(f"tracking.experiment={name} {made}: choose another name (sweeper creates an experiment with "
+                         "its artifacts beside the store)")
 
 
 def check_new_default(uri: str, name: str) -> None:
@@ -73,7 +74,7 @@ def check_new_default(uri: str, name: str) -> None:
         return
     root = Path(new_store_artifact_root())
     if not root.resolve().is_relative_to(db.resolve().parent):
-        raise _outside(name, str(root.absolute() / "0"))
+        raise _outside(name, str(root.absolute() / "0"), new=True)
 
 
 def new_store_artifact_root() -> str:
