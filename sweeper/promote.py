@@ -21,9 +21,6 @@ from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, _fail, promote
 
 
-
-
-
 def _number(cast: type, option: str, text: str, allowed: str) -> Any:
     try:
         return cast(text)

@@ -217,12 +217,11 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
         else:
             args = rerun_args(folder, name)
             try:
-                check_overrides(args)
-                with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
-                    cfg = compose(config_name="config", overrides=args)
+                with stop.unmasked():  # a Ctrl-C whose way through Hydra raised another error is the interruption
+                    check_overrides(args)
+                    with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
+                        cfg = compose(config_name="config", overrides=args)
             except Exception as e:
-                if (signalled := stop.masked(e)) is not None:  # Ctrl-C, whose way through Hydra raised another error
-                    raise signalled from None
                 raise PromoteError(f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0]} (a bug in sweeper.promote)") from None
     plain = OmegaConf.to_container(cfg, resolve=True)

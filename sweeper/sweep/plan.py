@@ -6,6 +6,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from sweeper.base import stop
 from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
 from sweeper.contract.compose import plain, resolvable
@@ -62,13 +63,9 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     jobs = []
     for overrides in batches[0]:
         try:
-            cfg = once.plain(config, list(overrides))
+            with stop.unmasked():  # a Ctrl-C whose way through OmegaConf raised another error is the interruption
+                cfg = once.plain(config, list(overrides))
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
-            from sweeper.base import stop
-
-            signalled = stop.masked()  # or Ctrl-C, whose way through OmegaConf raised another error in its place
-            if signalled is not None:
-                raise signalled from None
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), cfg))
     return jobs
