@@ -166,36 +166,27 @@ def _has(c: Any, run_id: str) -> bool:
         return False
 
 
-def reclose_parents(sweep_dirs: set[Path], uri: str | None = None) -> None:
+def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bool = False) -> None:
     """Close each sweep's parent run again with the status its runs now support (a parent KILLED for runs that
-    the upload recovered becomes FINISHED)."""
+    the upload recovered becomes FINISHED). ``left_open``: only a parent an interrupted upload made (``uploaded``
+    in sweep.json) and left RUNNING, in a store file that exists (nothing is created for it); each is said."""
     from sweeper.insight import report
 
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
         for p in sweepdir._state(sweep_dir)["parents"]:
-            c = tracking.client(uri or p["uri"])
+            target, db = uri or p["uri"], tracking.sqlite_path(p["uri"])
+            if left_open and not (p.get("uploaded") and target == p["uri"] and (db is None or db.is_file())):
+                continue
+            c = tracking.client(target)
             try:
-                c.get_run(p["run_id"])
+                run = c.get_run(p["run_id"])
             except tracking.UNREACHABLE:
                 continue  # a parent in another store than the one uploaded to: not touched
-            report.reclose(c, p["run_id"])
-
-
-def _close_left_open(folder: Path, uri: str | None) -> None:
-    """A parent an interrupted upload made (``uploaded`` in sweep.json) and left RUNNING: closed now, as the upload
-    would have closed it. Only in a store file that exists (nothing is created for it)."""
-    for p in sweepdir._state(folder)["parents"] if (folder / SWEEP_FILE).is_file() else []:
-        db = tracking.sqlite_path(p["uri"])
-        if p.get("uploaded") and (uri is None or uri == p["uri"]) and (db is None or db.is_file()):
-            from sweeper.insight import report
-
-            try:
-                c = tracking.client(p["uri"])
-                if c.get_run(p["run_id"]).info.status == "RUNNING":
-                    status = report.reclose(c, p["run_id"])
-                    print(f"parent run {p['run_id']}, left RUNNING by an interrupted upload: {status}")
-            except tracking.UNREACHABLE:
-                pass
+            if left_open and run.info.status != "RUNNING":
+                continue
+            status = report.reclose(c, p["run_id"])
+            if left_open:
+                print(f"parent run {p['run_id']}, left RUNNING by an interrupted upload: {status}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not todo:
         print(f"nothing to upload under {args.folder}: no result.json is pending")
-        _close_left_open(args.folder, args.tracking_uri)
+        reclose_parents({args.folder}, args.tracking_uri, left_open=True)
         return 0
     try:
         for path in todo:
