@@ -318,9 +318,11 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     rows = results(sweep_dir)
     state = _state(sweep_dir)
     failed_parents = False
+    # a store deleted or replaced during the sweep: its client would create an empty store there, and the summary
+    # would show runs it does not hold
+    lost = {p["uri"]: tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"])) for p in state["parents"]}
     if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
-        stored = not any(tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"])) for p in state["parents"])
-        _restore_sweep_file(sweep_dir, state, rows, err, stored)
+        _restore_sweep_file(sweep_dir, state, rows, err, stored=not any(lost.values()))
         failed_parents = True
     try:
         add_speedups(rows)
@@ -329,11 +331,10 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
         mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
-        lost = tracking.replaced(parent["uri"], state.get("stores", {}).get(parent["uri"]))
-        if lost:  # its client would create an empty store there, and the summary would show runs it does not hold
+        if lost[parent["uri"]]:
             gone = _not_in(parent["uri"], mine)
             kept = _keep_for_upload(gone)
-            print(f"sweeper: error: tracking.uri={parent['uri']} {lost} during the sweep: the {len(gone)} run(s) "
+            print(f"sweeper: error: tracking.uri={parent['uri']} {lost[parent['uri']]} during the sweep: the {len(gone)} run(s) "
                   f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
                   + (f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
                      "path, or --tracking-uri another)" if kept else ""), file=err)
