@@ -216,6 +216,19 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
     assert (sweep_dir / "sweep.json").is_file()  # written again: summary, upload and resume read it
 
 
+def test_the_runs_a_store_file_holds_are_found_among_more_ids_than_sqlite_binds_at_once(store):
+    """Before: one query bound every run id; past SQLite's limit (999 in older builds, 32,766 or 250,000 in newer
+    ones) it failed, read as "none held": every job of a sweep that large whose store was replaced would have been
+    uploaded twice."""
+    import sqlite3
+
+    c = tracking.client(f"sqlite:///{store}")
+    run = c.create_run(tracking.experiment_id(c, "x", f"sqlite:///{store}")).info.run_id
+    limit = sqlite3.connect(":memory:").getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    ids = [f"{i:032x}" for i in range(limit)] + [run]
+    assert tracking.runs_in_file(f"sqlite:///{store}", ids) == {run}
+
+
 @pytest.mark.slow
 def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
     """Before: every record was lost while the sweep printed a full leaderboard and exited 0."""

@@ -315,10 +315,14 @@ def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
     db = sqlite_path(uri)
     if db is None or not db.is_file() or not run_ids:
         return set()
+    held: set[str] = set()
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
-            marks = ",".join("?" * len(run_ids))
-            return {r[0] for r in con.execute(f"SELECT run_uuid FROM runs WHERE run_uuid IN ({marks})", run_ids)}
+            for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit (999 in older builds)
+                part = run_ids[i:i + 500]
+                query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
+                held |= {r[0] for r in con.execute(query, part)}
+        return held
     except sqlite3.Error:  # no runs table (not a store yet), locked, damaged
         return set()
 
