@@ -14,6 +14,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = ROOT / "conf"
 
+# MLflow's telemetry (3.17: a lookup of its telemetry host, an installation id in ~/.config/mlflow/telemetry.json, usage
+# events) is off in every process of sweeper: its commands, its workers (they inherit the environment) and a program
+# that imports it. An environment setting, so that a user who wants it keeps it: MLFLOW_DISABLE_TELEMETRY=false or
+# DO_NOT_TRACK=false (either set by the user is left as it is). Set at import, before anything imports MLflow, which
+# decides at its own import whether to start its telemetry client.
+if "MLFLOW_DISABLE_TELEMETRY" not in os.environ and "DO_NOT_TRACK" not in os.environ:
+    os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+
 # The repository's models/ and data/ folders are the subpackages sweeper.models and sweeper.data
 # (pyproject.toml's package-dir maps them for an install). Run from a checkout without installing
 # (the benchmarks, a GPU machine), this package's search path takes the repository's root as well.
