@@ -37,8 +37,9 @@ import numpy as np
 REQUIRED = ("init", "forward", "backward")
 # The default model: sweeper's own MLP (its hyperparameters are the top-level depth, width, activation).
 MLP_TARGET = "sweeper.models.MLPNet"
-# What a config's model section holds besides the hyperparameters.
-RESERVED = ("_target_",)
+# What a config's model section holds besides the hyperparameters: the import path, and whether a failed gradient
+# check refuses the sweep (model.check=false: it trains anyway, its runs tagged gradient_check=failed).
+RESERVED = ("_target_", "check")
 
 
 @runtime_checkable
@@ -164,10 +165,16 @@ def _parameters(cls: Any) -> list[inspect.Parameter]:
 
 
 def split(model_cfg: Any) -> tuple[str, dict[str, Any]]:
-    """A config's model section as (import path, hyperparameters)."""
+    """A config's model section as (import path, hyperparameters): ``check`` and the other reserved keys are not
+    the model's."""
     items = dict(model_cfg.items()) if model_cfg is not None else {}
     path = str(items.pop("_target_", MLP_TARGET))
-    return path, items
+    return path, {k: v for k, v in items.items() if k not in RESERVED}
+
+
+def check_on(model_cfg: Any) -> bool:
+    """Whether a failed gradient check refuses the sweep (``model.check``, true unless set false)."""
+    return model_cfg is None or model_cfg.get("check", True) is not False
 
 
 def instantiate(model_cfg: Any) -> Any:

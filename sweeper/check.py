@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.models import gradcheck
+from sweeper.models.gradcheck import FD_RTOL, N_ROWS
 from sweeper.models.interface import ModelError, check_class, load_target
 
-N_ROWS, N_IN = 6, 5
-FD_EPS = 1e-6
-FD_RTOL = 1e-5  # central differences in float64: a right gradient is ~1e-8 or better
-FD_ENTRIES = 24  # per parameter, at most this many entries are perturbed (seeded)
+N_IN = 5
 
 
 @dataclass
@@ -48,30 +47,15 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
     same = all(np.array_equal(p1[k], p2[k]) for k in p1)
     out.append(Check("init", same, f"{len(p1)} parameters: " + ", ".join(f"{k} {p1[k].shape}" for k in p1)
                      + ("" if same else " — not the same from the same seed: draw from the rng argument only")))
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((N_ROWS, N_IN))
     for n_out in (1, 3):
-        params = init_host(net, N_IN, n_out, 7, "float64", path)
-        try:
-            o, cache = net.forward(np, params, X)
-        except Exception as e:  # noqa: BLE001
-            return out + [Check(f"forward (n_out={n_out})", False, f"raised {type(e).__name__}: {e}")]
-        shape_ok = tuple(np.shape(o)) == (N_ROWS, n_out)
-        out.append(Check(f"forward (n_out={n_out})", shape_ok, f"out {tuple(np.shape(o))}, expected {(N_ROWS, n_out)}"))
-        if not shape_ok:
-            return out
-        R = rng.standard_normal((N_ROWS, n_out))
-        try:
-            grads = net.backward(np, params, cache, R)
-        except Exception as e:  # noqa: BLE001
-            return out + [Check(f"backward (n_out={n_out})", False, f"raised {type(e).__name__}: {e}")]
-        bad = [k for k in params if not isinstance(grads, dict) or k not in grads
-               or tuple(np.shape(grads[k])) != params[k].shape]
-        if bad:
-            return out + [Check(f"backward (n_out={n_out})", False, f"no gradient of its shape {params[bad[0]].shape} "
-                                f"for {bad[0]}")]
-        for k in params:
-            err = _fd_error(net, params, X, R, k, np.asarray(grads[k]))
+        got = gradcheck.check_gradients(net, N_IN, n_out, path)
+        where = (got.problem or "").partition(" ")[0]
+        if where in ("forward", "init"):
+            return out + [Check(f"forward (n_out={n_out})", False, got.problem)]
+        out.append(Check(f"forward (n_out={n_out})", True, f"out {(N_ROWS, n_out)}, expected {(N_ROWS, n_out)}"))
+        if got.problem:
+            return out + [Check(f"backward (n_out={n_out})", False, got.problem.removeprefix("backward "))]
+        for k, err in got.errors.items():
             out.append(Check(f"gradient {k} (n_out={n_out})", err <= FD_RTOL,
                              f"worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"))
     for task, n_out in (("regression", 1), ("multiclass", 3)):
@@ -81,25 +65,6 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
                          else f"does not batch ({why}): its configurations train one at a time"))
     out.append(_gpu_check(net, path))
     return out
-
-
-def _fd_error(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, name: str, grad: np.ndarray) -> float:
-    """The worst relative error of ``grad`` against central differences of ``sum(forward(X) · R)`` over up to
-    :data:`FD_ENTRIES` entries of ``params[name]``."""
-    p = params[name]
-    flat = np.random.default_rng(1).permutation(p.size)[:FD_ENTRIES]
-    worst = 0.0
-    for i in flat:
-        idx = np.unravel_index(i, p.shape)
-        old = p[idx]
-        p[idx] = old + FD_EPS
-        up = float((net.forward(np, params, X)[0] * R).sum())
-        p[idx] = old - FD_EPS
-        down = float((net.forward(np, params, X)[0] * R).sum())
-        p[idx] = old
-        num, ana = (up - down) / (2 * FD_EPS), float(grad[idx])
-        worst = max(worst, abs(num - ana) / max(abs(num) + abs(ana), 1e-7))
-    return worst
 
 
 def _gpu_check(net: Any, path: str) -> Check:

@@ -196,6 +196,7 @@ def test_a_user_model_sweep_is_batched_recorded_loadable_promoted_and_pinned(use
     assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.tags["model"] == "my_nets.TwoLayerNet" for r in runs)
     assert all(r.data.tags["model_batched"].startswith("true") for r in runs)
+    assert all(r.data.tags["gradient_check"] == "passed" for r in runs)  # checked before it trained, and passed
     assert {r.data.params["model.hidden"] for r in runs} == {"4", "8"} and "depth" not in runs[0].data.params
 
     alone_store = tmp_path / "alone" / "mlflow.db"

@@ -99,6 +99,7 @@ def test_a_function_trainer_sweep_is_promoted_and_its_pin_re_runs(user, tmp_path
     proc = cli(user, "-m", "model._target_=my_loop.fit", "lr=0.01,0.05", "model.l2=0,0.01", "epochs=60", store=store)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "run one at a time: it runs its own loop" in proc.stdout + proc.stderr
+    assert (proc.stdout + proc.stderr).count("no gradients for sweeper to check") == 1  # said once, not per run
     runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
     assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
     pins = tmp_path / "pins"

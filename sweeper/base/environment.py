@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Callable, Mapping
 
 
@@ -37,13 +38,20 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
     "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
     "SWEEPER_PUBLIC_ONLY": ("1 or 0 (1: MLflow's and Hydra's public calls, sweeper's fast paths off)", lambda v: v in ("0", "1")),
-    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates)", _folder),
+    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates, gradient checks)", _folder),
     "SWEEPER_FAKE_GPU": ("numpy (test-only: device=gpu on NumPy)", lambda v: v == "numpy"),
     "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
     "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
     "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
     "SWEEPER_BEST_DIR": ("a folder of pinned files (the test suite's)", ANY),
 }
+
+
+def cache_root() -> Path:
+    """Where sweeper keeps what it computes once per machine (model templates, gradient checks):
+    ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper`` (``~/.cache/sweeper``)."""
+    base = os.environ.get("SWEEPER_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
+    return Path(base)
 
 
 def problem(env: Mapping[str, str] | None = None) -> str | None:

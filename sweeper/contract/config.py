@@ -481,8 +481,8 @@ def fingerprint(cfg: Mapping[str, Any]) -> str:
     if is_mlp(kept.get("model")):  # sweeper's MLP: its hyperparameters are the top-level keys (runs from before the
         kept.pop("model", None)  # model group keep their fingerprint)
     else:  # a model of the interface: its import path and hyperparameters; the MLP's keys do not apply
-        for k in MLP_KEYS:
-            kept.pop(k, None)
+        kept = {k: v for k, v in kept.items() if k not in MLP_KEYS}  # and model.check is no hyperparameter:
+        kept["model"] = {k: v for k, v in kept["model"].items() if k != "check"}
     if isinstance(kept.get("data"), Mapping):
         d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
         if "split_seed" in d and d["split_seed"] == kept.get("seed", 0):

@@ -88,6 +88,14 @@ def chosen_groups(args: list[str], defaults: dict[str, str]) -> dict[str, str]:
     return chosen
 
 
+def model_section(args: list[str]) -> list[str]:
+    """The model section's keys (``model._target_``, ``model.check``)."""
+    from sweeper.contract.model import MODEL_KEYS
+
+    rows = [(f"model.{k}", default, f"{allowed} ({meaning})") for k, (default, allowed, meaning) in MODEL_KEYS.items()]
+    return _section("model keys (model.KEY=VALUE):", rows)
+
+
 def main_help(args: list[str] | None = None) -> str:
     """The text of ``python -m sweeper [GROUP=CHOICE ...] --help``: the keys of the data set and tracking store the
     command line chooses (the defaults' otherwise)."""
@@ -127,6 +135,8 @@ def main_help(args: list[str] | None = None) -> str:
                   f"another data set's):", data_rows),
         "",
         *_section(f"tracking keys (tracking.KEY=VALUE; shown for tracking={tracking_name}):", tracking_rows),
+        "",
+        *model_section(list(args or [])),
         "",
         "groups (GROUP=CHOICE; +GROUP=CHOICE for best and sweep, which have no default):",
     ]

@@ -140,6 +140,16 @@ def tracking() -> list[str]:
     return lines
 
 
+def model() -> list[str]:
+    from sweeper.contract.model import MODEL_KEYS
+
+    rows = [(f"`model.{k}`", f"`{default}`", allowed, meaning) for k, (default, allowed, meaning) in MODEL_KEYS.items()]
+    return ["## The model (`model.KEY=VALUE`)", "",
+            "Beside these, `model.<name>` sets a hyperparameter of a model of yours (its constructor's or function's "
+            "keyword arguments). See "
+            "[Your own model](../guide/models.md).", "", *table(("key", "default", "allowed", "meaning"), rows)]
+
+
 def groups() -> list[str]:
     from sweeper.contract.config import GROUPS, group_options
 
@@ -198,7 +208,7 @@ def page() -> str:
              "Every key a command line can set, its default and what it allows, read from the same sources as "
              "`python -m sweeper --help` (`python -m sweeper data=NAME --help` prints one data set's keys). "
              f"Regenerate with `{COMMAND}`.", "",
-             *top_level(), *data_sets(), *tracking(), *groups(), *launcher(), *optuna_sweeper(), *commands()]
+             *top_level(), *data_sets(), *tracking(), *model(), *groups(), *launcher(), *optuna_sweeper(), *commands()]
     return "\n".join(lines).rstrip() + "\n"
 
 

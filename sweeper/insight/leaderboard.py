@@ -81,6 +81,9 @@ class Board:
             text += (f"\n(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
                      f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
                      "mean)")
+        if any(r.get("gradient_check") == "failed" for r in shown):
+            text += (f"\n({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
+                     "under model.check=false: its scores are not those of the model it claims to be)")
         if self.baselines:
             text += ("\n([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
                      "promoted)")
@@ -104,6 +107,8 @@ def _shown(row: dict[str, Any], column: str) -> Any:
     """A cell as the table shows it: the status carries the failure reason, shortened."""
     if column == "status" and row.get("reason"):
         return f"{row['status']}: {_short(row['reason'])}"
+    if column == "status" and row.get("gradient_check") == "failed":  # model.check=false: its gradients are wrong
+        return f"{row['status']} {WRONG_GRADIENT}"
     if column == "status" and row.get("pruned_at"):  # successive halving stopped it (sweeper.sweep.halving)
         return f"{row['status']} (pruned at epoch {row['pruned_at']})"
     if column == "n" and row.get("n_total", 0) > (row.get("n") or 0):
@@ -112,6 +117,7 @@ def _shown(row: dict[str, Any], column: str) -> Any:
 
 
 FAILED_MARK = "✗"
+WRONG_GRADIENT = "(gradient check failed)"
 
 
 def behind_finished(items: list[Any], failed: Callable[[Any], bool], same: Callable[[Any, Any], bool]) -> list[Any]:
@@ -212,6 +218,7 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "reused": r.info.run_id if r.info.run_id in reused else None,
             TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
             "pruned_at": r.data.tags.get(PRUNED_AT),
+            "gradient_check": r.data.tags.get("gradient_check"),  # failed: trained anyway under model.check=false
             # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
             "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
             f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),

@@ -52,6 +52,11 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         if ctx.sweep_dir is None:
             raise
         return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
+    refused = _gradients_refused(plain, dataset)  # a model of yours whose gradients fail the check: before the store
+    if refused and ctx.sweep_dir is None:
+        raise ConfigError(refused)
+    if refused:  # a job of a sweep its launching process could not check ahead (a search's trial)
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": refused})
     too_big = None if computed else memory_problem(cfg, dataset, backend)  # before the store: nothing recorded
     if too_big and ctx.sweep_dir is None:
         raise ConfigError(too_big)
@@ -328,6 +333,12 @@ def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
     return one(cfg, dataset, backend)
 
 
+def _gradients_refused(plain: dict[str, Any], dataset: data.Dataset) -> str | None:
+    from sweeper.contract.model import gradient_check
+
+    return gradient_check(plain.get("model"), dataset.n_features, dataset.n_outputs, dataset.task)[0]
+
+
 def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None) -> dict[str, str]:
     """A model of the interface: its import path, and whether it trained stacked in a group (or why not)."""
     from sweeper.models import stacked
@@ -346,7 +357,10 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
     else:
         reason = stacked.VERDICTS.get(stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))
         batched = f"false: {reason}" if reason else "false: trained alone (a one-job launcher, or no other configuration of its shape)"
-    return {"model": str(plain["model"]["_target_"]), "model_batched": batched}
+    from sweeper.contract.model import gradient_check
+
+    checked = gradient_check(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task)[1]
+    return {"model": str(plain["model"]["_target_"]), "model_batched": batched, **checked}
 
 
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:

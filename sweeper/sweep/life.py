@@ -24,11 +24,12 @@ from sweeper.base.state import current as current_state
 from sweeper.base.process import hold, lock_holder, release
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
+from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import _state, folder_lost, parent_run_id, results
 from sweeper.sweep import cores, local_jobs
 from sweeper.sweep.joblib_warm import warm_joblib_workers
-from sweeper.sweep.plan import command_overrides, job_configs, swept_keys
+from sweeper.sweep.plan import check_sweep_gradients, command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
 
 log = logging.getLogger("sweeper")
@@ -126,6 +127,10 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
                 data.load_plain(cfg["data"])
         except (ConfigError, data.DataError) as e:
             raise ConfigError(f"{e} [job {i + 1}/{len(jobs)}: {' '.join(overrides)}]") from None
+    try:  # a model of yours: its gradients against finite differences, before anything trains
+        check_sweep_gradients([cfg for _, cfg in jobs])
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
     return every, jobs
 
 

@@ -97,3 +97,32 @@ def command_overrides(config: DictConfig) -> list[str]:
     spaces, which a value may contain): the task's, and the Hydra ones of :data:`HOW_IT_RUNS`."""
     how = [o for o in config.hydra.overrides.hydra if o.lstrip("+~").startswith(HOW_IT_RUNS)]
     return how + list(config.hydra.overrides.task)
+
+
+def check_sweep_gradients(configs: list[dict[str, Any]]) -> None:
+    """Before a sweep's store is touched: the gradient check of each model of the interface at each data set's shape
+    (each model, hyperparameters and data node once); :class:`ModelError` with the one line of the first that fails
+    (unless its ``model.check`` is false). A function trainer is said once: it has no gradients to check."""
+    import json
+
+    from sweeper import data
+    from sweeper.contract.model import gradient_check
+    from sweeper.models.interface import ModelError, kind, split
+
+    seen: set[str] = set()
+    for cfg in configs:
+        model = cfg.get("model")
+        what = kind(model)
+        path, kwargs = split(model)
+        node = json.dumps([path, kwargs, cfg["data"]] if what == "model" else path, sort_keys=True, default=str)
+        if what == "mlp" or node in seen:
+            continue
+        seen.add(node)
+        if what == "trainer":
+            log.info("%s is a function trainer: it computes its own updates, so there are no gradients for sweeper to "
+                     "check", path)
+            continue
+        ds = data.load_plain(cfg["data"])
+        refusal, _ = gradient_check(model, ds.n_features, ds.n_outputs, ds.task)
+        if refusal:
+            raise ModelError(refusal)

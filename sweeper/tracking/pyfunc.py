@@ -163,10 +163,9 @@ _TEMPLATES: dict[str, Path] = {}
 
 def cache_dir() -> Path:
     """Where model templates are kept between processes: ``$SWEEPER_CACHE_DIR``, else the user's cache."""
-    import os
+    from sweeper.base.environment import cache_root
 
-    base = os.environ.get("SWEEPER_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
-    return Path(base) / "model-templates"
+    return cache_root() / "model-templates"
 
 
 def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:

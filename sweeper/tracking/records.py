@@ -66,7 +66,7 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # Config keys that say how a run executes or is recorded, not what it computes: tags, not params (hyperparameters).
-NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch")
+NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch", "model.check")
 
 
 def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

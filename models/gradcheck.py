@@ -1,0 +1,214 @@
+"""A model's hand-written gradients held against central finite differences, in float64, on a few random rows:
+what ``python -m sweeper.check`` shows in full and what a sweep proves before a model of the interface trains.
+
+With random rows ``X`` (n, d) and a random ``R`` (n, k), ``f(P) = Σ forward(X; P) · R`` has ``∂f/∂P`` =
+``backward(dout = R)``; for up to :data:`FD_ENTRIES` entries of each parameter the central difference
+``(f(P + ε) − f(P − ε)) / 2ε`` is compared with it, and the worst relative error ``|num − ana| / (|num| + |ana|)``
+(a floor of 1e-7 below) is the parameter's. A right gradient gives ~1e-8 or better; a parameter over
+:data:`FD_RTOL` is checked once more on other rows (a ReLU's kink within ε of a pre-activation is bad luck, not a
+wrong gradient) and fails only when both draws fail.
+
+:func:`verdict` is the sweep's: once per model class, hyperparameters and data shape, cached in this process and,
+keyed by the model's source (every module its class and base classes come from), in ``$SWEEPER_CACHE_DIR``: an
+edited model is checked again, an unchanged one is not.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweeper.models.generic import init_host
+from sweeper.models.interface import ModelError, instantiate, split
+
+N_ROWS = 6
+FD_EPS = 1e-6
+FD_RTOL = 1e-5  # central differences in float64: a right gradient is ~1e-8 or better
+FD_ENTRIES = 24  # per parameter, at most this many entries are perturbed (seeded)
+
+
+@dataclass
+class GradientCheck:
+    """Per parameter, the worst relative error of its gradient (``errors``), or what stopped the check
+    (``problem``: forward or backward raised, a gradient missing or of another shape)."""
+
+    errors: dict[str, float] = field(default_factory=dict)
+    problem: str | None = None
+    n_in: int = 0
+    n_out: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and all(e <= FD_RTOL for e in self.errors.values())
+
+    @property
+    def worst(self) -> tuple[str, float] | None:
+        """The parameter with the worst relative error, and that error."""
+        return max(self.errors.items(), key=lambda kv: kv[1]) if self.errors else None
+
+    def detail(self) -> str:
+        """What failed, in a few words: ``b1: worst relative error 0.33`` (or the problem)."""
+        if self.problem:
+            return self.problem
+        name, err = self.worst or ("", 0.0)
+        return f"{name}: worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"
+
+
+def fd_error(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, name: str, grad: np.ndarray) -> float:
+    """The worst relative error of ``grad`` against central differences of ``sum(forward(X) · R)`` over up to
+    :data:`FD_ENTRIES` entries of ``params[name]``."""
+    p = params[name]
+    flat = np.random.default_rng(1).permutation(p.size)[:FD_ENTRIES]
+    worst = 0.0
+    for i in flat:
+        idx = np.unravel_index(i, p.shape)
+        old = p[idx]
+        p[idx] = old + FD_EPS
+        up = float((net.forward(np, params, X)[0] * R).sum())
+        p[idx] = old - FD_EPS
+        down = float((net.forward(np, params, X)[0] * R).sum())
+        p[idx] = old
+        num, ana = (up - down) / (2 * FD_EPS), float(grad[idx])
+        worst = max(worst, abs(num - ana) / max(abs(num) + abs(ana), 1e-7))
+    return worst
+
+
+def check_gradients(net: Any, n_in: int, n_out: int, path: str = "the model", seed: int = 0) -> GradientCheck:
+    """Every parameter's gradient of ``net`` (initialised from seed 7, float64) at ``n_in`` inputs and ``n_out``
+    outputs against finite differences on :data:`N_ROWS` random rows (``seed``); see the module's docstring."""
+    out = GradientCheck(n_in=n_in, n_out=n_out)
+    try:
+        params = init_host(net, n_in, n_out, 7, "float64", path)
+    except Exception as e:  # noqa: BLE001  (the user's init)
+        out.problem = f"init raised {type(e).__name__}: {_first(e)}"
+        return out
+    draws = [_draw(seed, n_in, n_out), _draw(seed + 1, n_in, n_out)]
+    for i, (X, R) in enumerate(draws):
+        grads = _gradients(net, params, X, R, out)
+        if grads is None:
+            return out
+        names = [k for k in params if i == 0 or out.errors[k] > FD_RTOL]
+        for k in names:  # the second draw: only the parameters the first failed, each failing only if both do
+            err = fd_error(net, params, X, R, k, np.asarray(grads[k], dtype=np.float64))
+            out.errors[k] = err if i == 0 else min(out.errors[k], err)
+        if out.ok:
+            break
+    return out
+
+
+def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((N_ROWS, n_in)), rng.standard_normal((N_ROWS, n_out))
+
+
+def _gradients(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, out: GradientCheck) -> Any:
+    """``backward`` at ``dout = R`` after ``forward(X)``; None (and ``out.problem`` said) when it cannot be checked."""
+    try:
+        o, cache = net.forward(np, params, X)
+    except Exception as e:  # noqa: BLE001  (the user's code)
+        out.problem = f"forward raised {type(e).__name__}: {_first(e)}"
+        return None
+    if tuple(np.shape(o)) != (X.shape[0], R.shape[1]):
+        out.problem = f"forward gave out of shape {tuple(np.shape(o))}, expected {(X.shape[0], R.shape[1])}"
+        return None
+    try:
+        grads = net.backward(np, params, cache, R)
+    except Exception as e:  # noqa: BLE001
+        out.problem = f"backward raised {type(e).__name__}: {_first(e)}"
+        return None
+    bad = [k for k in params if not isinstance(grads, dict) or k not in grads
+           or tuple(np.shape(grads[k])) != params[k].shape]
+    if bad:
+        out.problem = f"backward gave no gradient of its shape {params[bad[0]].shape} for {bad[0]}"
+        return None
+    return grads
+
+
+def _first(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else ""
+
+
+# --- the sweep's check: once per model, hyperparameters and shape ------------------------------------------------
+
+CHECKED: dict[str, GradientCheck] = {}  # this process's verdicts, by :func:`key`
+CACHE_VERSION = 1
+
+
+def source_digest(cls: Any) -> str | None:
+    """A digest of the source of every module the class and its base classes come from (None when one has no
+    source file: a class typed into a notebook is checked once per process)."""
+    h = hashlib.sha256()
+    seen = set()
+    for c in inspect.getmro(cls):
+        mod = sys.modules.get(c.__module__)
+        if c is object or mod is None or mod.__name__ in seen or mod.__name__ == "builtins":
+            continue
+        seen.add(mod.__name__)
+        file = getattr(mod, "__file__", None)
+        if not file or not os.path.isfile(file):
+            return None
+        h.update(mod.__name__.encode() + b"\0" + Path(file).read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
+    """What decides a verdict: the model's import path and hyperparameters, the data's shape and task."""
+    path, kwargs = split(model_cfg)
+    return json.dumps([path, kwargs, n_in, n_out, task], sort_keys=True, default=str)
+
+
+def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
+    """The gradient check of the model of ``model_cfg`` at this shape: this process's, the cache's (the same model
+    source), or run now (and cached). :class:`ModelError` when the model cannot be built."""
+    k = key(model_cfg, n_in, n_out, task)
+    if k in CHECKED:
+        return CHECKED[k]
+    net = instantiate(model_cfg)
+    digest = source_digest(type(net))
+    file = _cache_file(digest, k) if digest else None
+    got = _read(file) if file else None
+    if got is None:
+        got = check_gradients(net, n_in, n_out, split(model_cfg)[0])
+        if file:
+            _write(file, got)
+    CHECKED[k] = got
+    return got
+
+
+def _cache_file(digest: str, k: str) -> Path:
+    from sweeper.base.environment import cache_root
+
+    name = hashlib.sha256(f"{CACHE_VERSION}\0{digest}\0{k}".encode()).hexdigest()[:32]
+    return cache_root() / "gradient-checks" / f"{name}.json"
+
+
+def _read(file: Path) -> GradientCheck | None:
+    try:
+        d = json.loads(file.read_text())
+        return GradientCheck({str(k): float(v) for k, v in d["errors"].items()}, d["problem"], int(d["n_in"]),
+                             int(d["n_out"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write(file: Path, got: GradientCheck) -> None:
+    """Atomically (a concurrent sweep reads a whole verdict or none); a cache that cannot be written is no cache."""
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".check-", dir=file.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"errors": got.errors, "problem": got.problem, "n_in": got.n_in, "n_out": got.n_out}, f)
+        os.replace(tmp, file)
+    except OSError:
+        pass
+
+
+__all__ = ["FD_RTOL", "GradientCheck", "ModelError", "check_gradients", "fd_error", "verdict"]
