@@ -3,6 +3,10 @@ import shlex
 import subprocess
 import sys
 
+import numpy as np
+import pytest
+
+from sweeper.base.fmt import cell
 from sweeper.insight.advice import advisor as advise
 from sweeper.insight.advice.advisor import advise as run_advisor, next_command
 from sweeper.insight.advice.evidence import Sweep, extend, nice
@@ -236,6 +240,23 @@ def test_a_resumed_sweeps_runs_of_one_configuration_are_one_configuration():
     a = run_advisor(runs, ["lr=0.005,0.01", "seed=0,1,2", "resume=true"])
     assert "lr=0.01: val_mse 2844 ± 285 (n=3)" in only(a, "noise").evidence
     assert a.sizes == (6, 3) and a.command.count("resume=") == 1  # lr fixed (it did not matter), seeds 0-5
+
+
+def test_the_seed_noise_is_the_pooled_sample_std_and_its_degrees_of_freedom():
+    """Configurations of 3, 2 and 4 seeds (and one of 1, which adds nothing): the noise is sqrt(sum of (n_i - 1) s_i²
+    over sum of (n_i - 1)), each s_i² the sample variance (ddof=1), with 6 degrees of freedom."""
+    values = {"0.001": [3200.0, 2700.0, 2500.0], "0.003": [3100.0, 2900.0], "0.01": [2600.0, 2800.0, 3300.0, 2400.0],
+              "0.1": [5000.0]}
+    runs = ranked([rec(v, lr=lr, seed=s) for lr, vs in values.items() for s, v in enumerate(vs)])
+    s = Sweep(runs)
+    squares = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in values.values())  # the 1-seed one adds 0
+    expected = (squares / (2 + 1 + 3)) ** 0.5
+    assert s.noise == pytest.approx(expected, rel=1e-12) and s.stats["val_mse"][2] == 6
+    assert round(expected, 1) == 348.2  # by hand: sums of squares 260000 + 20000 + 447500 = 727500, / 6, its root
+    assert f"seed-to-seed std {cell(expected)} of val_mse (pooled, 6 degrees of freedom)" in s.noise_text
+    two = [c for c in s.configs if dict(c)["lr"] in ("0.001", "0.003")]
+    own = (sum(float(np.sum((np.array(values[lr]) - np.mean(values[lr])) ** 2)) for lr in ("0.001", "0.003")) / 3) ** 0.5
+    assert s.slice_noise(two) == (pytest.approx(own, rel=1e-12), 3)
 
 
 def test_seeds_with_a_clear_winner_are_distinguishable():

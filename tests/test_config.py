@@ -23,7 +23,13 @@ def test_defaults_are_valid_and_name_the_contract_keys():
 
 @pytest.mark.parametrize("name", ["xor", "diabetes", "breast_cancer", "synthetic"])
 def test_every_data_config_is_valid(name):
-    validate(plain(f"data={name}"))
+    """Each bundled data set's config passes the contract (validate returns, raising nothing), and the contract does
+    check that group: a bad value in it is refused, naming the key."""
+    cfg = plain(f"data={name}")
+    assert validate(cfg) is None and cfg["data"]["name"] == name and cfg["tracking"]["experiment"] == name
+    bad = plain(f"data={name}", "data.test_fraction=1.5")
+    with pytest.raises(ConfigError, match="data.test_fraction=1.5"):
+        validate(bad)
 
 
 BAD = [

@@ -394,3 +394,25 @@ def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_th
     assert "width" in found, [f.summary for f in found.values()]
     assert "lr" not in found and not any(t.startswith("lr@") for t in found)  # under the 2 % default lr "did not matter"
     assert any("fold noise" in e for e in found["width"].evidence)
+
+
+def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store):
+    """The refit of a cross-validated run (insight.refit, as a sweep's end calls it): its training rows are all the
+    non-test rows (diabetes: 442 rows, 88 test, so 354), none held out for validation, and its test rows the folds'."""
+    import json
+
+    from conftest import client_for, run_once
+    from sweeper.insight import refit
+
+    result = run_once(tmp_path, "data=diabetes", "data.folds=3", "epochs=60", "log_every=20", "lr=0.05",
+                      "tracking.log_model=false", "tracking.system_metrics=false", store=store)
+    c = client_for(store)
+    cv = c.get_run(result["run_id"])
+    cv_rows = {i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in cv.inputs.dataset_inputs}
+    parent = c.create_run(cv.info.experiment_id, run_name="sweep", tags={"sweep_dir": str(tmp_path / "sweep")})
+    made = refit.refit(c, parent, cv)
+    assert made is not None and made.info.status == "FINISHED" and made.data.tags["refit_of"] == cv.info.run_id
+    assert made.data.params["data.val_fraction"] == "0.0" and "data.folds" not in made.data.params
+    rows = {i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in made.inputs.dataset_inputs}
+    assert rows["training"] == 442 - 88 and rows["test"] == 88 == cv_rows["test"]
+    assert refit.refit(c, parent, cv).info.run_id == made.info.run_id  # made once: found again, not retrained

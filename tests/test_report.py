@@ -336,12 +336,23 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
     assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.user"]
     note = tags["mlflow.note.content"]
     assert note.startswith("**Best:**") and tags["best_run_id"] in note and "| lr" in note.replace("|  lr", "| lr")
-    assert tags["best_model_uri"] in (f"runs:/{tags['best_run_id']}/model",) or tags["best_model_uri"].startswith("models:/m-")
+    # MLflow 3: the best run's model is a logged model (models:/m-<id>), the one its run links to
+    best = client_for(sweep["store"]).get_run(tags["best_run_id"])
+    assert tags["best_model_uri"] == f"models:/{best.outputs.model_outputs[0].model_id}"
     assert tags["n_finished"] == "4" and "n_killed" not in parent.data.metrics  # a zero: no chart
     child = next(r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
     assert child.data.tags["hydra.job_dir"].startswith(str(sweep["tmp"])) and child.data.tags["task"] == "regression"
     assert "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params  # no clash with the param
-    assert child.data.tags.get("launcher") != "batched" or int(child.data.tags["group_size"]) >= 1
+    # the default launcher trains configurations of one shape together (a group may be split over the cores: the
+    # sizes depend on the machine): each group's size is its runs' count, and depth=1 and depth=2 never share one
+    kids = [r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {r.data.tags["launcher"] for r in kids} == {"batched"}
+    groups = {}
+    for r in kids:
+        groups.setdefault(r.data.tags["batch_group"], []).append(r)
+    for members in groups.values():
+        assert {int(r.data.tags["group_size"]) for r in members} == {len(members)}
+        assert len({r.data.params["depth"] for r in members}) == 1
 
 
 def test_a_large_leaderboard_prints_its_best_rows_and_says_how_many_more():
@@ -360,3 +371,32 @@ def test_a_large_leaderboard_prints_its_best_rows_and_says_how_many_more():
     assert top.splitlines()[:52] == whole.splitlines()[:52]  # the same best rows
     assert "… and 70 more runs (the best 50 of 120 shown" in top.splitlines()[-1]
     assert "more runs" not in board.table(limit=120)
+
+
+def test_a_classification_sweep_ranks_by_accuracy_best_first_then_log_loss_then_start(store):
+    """Without seeds, one row a run: the highest val_accuracy first; equal accuracies by the lower val_log_loss, then
+    the earlier start; runs successive halving pruned after every run that trained its epochs; FAILED ones last."""
+    from sweeper.base.names import PRUNED_AT
+    from sweeper.insight.leaderboard import build
+    from sweeper.tracking.records import search
+
+    c = client_for(store)
+    exp = c.create_experiment("acc", artifact_location=(store.parent / "artifacts").as_uri())
+    runs = {  # width: (val_accuracy, val_log_loss, status, pruned at)
+        "4": (0.90, 0.30, "FINISHED", None), "8": (0.95, 0.20, "FINISHED", None), "16": (0.95, 0.15, "FINISHED", None),
+        "32": (0.97, 0.25, "FINISHED", None), "64": (0.99, 0.01, "FAILED", None), "2": (0.99, 0.05, "FINISHED", "50"),
+        "256": (0.80, 0.50, "FINISHED", "50"), "128": (0.90, 0.30, "FINISHED", None)}
+    for start, (width, (acc, loss, status, pruned)) in enumerate(runs.items()):
+        tags = {PRUNED_AT: pruned} if pruned else {}
+        r = c.create_run(exp, run_name=f"width={width}", start_time=1_000 + start, tags=tags)
+        c.log_param(r.info.run_id, "width", width)
+        for k, v in {"val_accuracy": acc, "val_log_loss": loss, "test_accuracy": acc - 0.01}.items():
+            c.log_metric(r.info.run_id, k, v)
+        c.set_terminated(r.info.run_id, status)
+    board = build(search(c, [exp]))
+    assert board.metric == "accuracy" and board.lower is False and not board.groups
+    # 128 ties 4 on both metrics and started later
+    assert [r["width"] for r in board.rows] == ["32", "16", "8", "4", "128", "2", "256", "64"]
+    assert board.best["run"] == "width=32"
+    shown = [line.split()[0] for line in board.table().splitlines()[2:]]
+    assert shown == [f"width={w}" for w in ("32", "16", "8", "4", "128", "2", "256", "64")]

@@ -67,21 +67,28 @@ def test_one_pass_decides_every_column_of_a_real_looking_table(tmp_path):
 
 
 def test_imputation_statistics_come_from_the_training_rows_only(tmp_path):
+    """The training rows' median fills a missing number (not their mean: the column is skewed, mean != median; not
+    the held-out rows' values), and the output says that value."""
     from sweeper import data
 
     train, val, test = data.split(60, 0.2, 0.2, seed=0)
     x = np.zeros(60)
-    x[train], x[val], x[test] = 1.0, 100.0, 100.0  # the held-out rows' median differs
+    x[train] = 2.0 ** (np.arange(len(train)) % 6)  # 1, 2, 4, ..., 32, 1, 2, ...: skewed, the mean above the median
+    x[val], x[test] = 100.0, 100.0  # the held-out rows' median differs
     cells = [f"{v:g}" for v in x]
     for i in (train[0], val[0], test[0]):
         cells[i] = "?"
+    known = np.delete(x[train], 0)  # the training cells that are not missing
+    median = float(np.median(known))
+    assert abs(median - float(np.mean(known))) > 2
     path = tmp_path / "t.csv"
     path.write_text("x,z,y\n" + "".join(f"{c},{i % 7},{i % 5 + 0.5 * (c == '?')}\n" for i, c in enumerate(cells)))
     ds = load(path)
     spec = ds.encoder["columns"][0]
-    assert spec == {"name": "x", "fill": 1.0, "indicator": True}  # the median of the training rows, not 100
+    assert spec == {"name": "x", "fill": median, "indicator": True}
     raw_val = ds.X_val[list(val).index(val[0])] * ds.x_scale + ds.x_mean
-    assert raw_val[0] == 1.0 and raw_val[1] == 1.0  # filled with the training median, flagged as missing
+    assert raw_val[0] == pytest.approx(median, abs=1e-12) and raw_val[1] == 1.0  # filled, flagged as missing
+    assert ds.decisions["missing"] == f"x: 3 (the training median {median:g} fills them, and x_missing says which)"
 
 
 def test_refuse_lists_every_offending_column_at_once_and_names_a_missing_target(tmp_path):
@@ -144,7 +151,12 @@ def test_the_encoder_fills_missing_cells_reads_dates_and_zeroes_unknown_categori
     names = ["dteday", "season", "weathersit", "temp", "casual", "registered"]
     back = X * ds.x_scale + ds.x_mean
     temp = 5 + len(ds.encoder["columns"][1]["categories"]) + 1
-    assert back[1, temp] == ds.encoder["columns"][3]["fill"] and back[1, temp + 1] == 1.0
+    # the missing temp: the median of the training rows' temps (those not missing, as read from the file)
+    train = ds.raw(ds.X_train)
+    known = np.round(train[train[:, temp + 1] == 0, temp], 3)
+    file_temps = pd.read_csv(tmp_path / "day.csv", na_values=["?", "NA", ""])["temp"].dropna().round(3)
+    assert set(known.tolist()) <= set(file_temps.tolist()) and len(known) > 100
+    assert back[1, temp] == pytest.approx(float(np.median(known)), abs=1e-9) and back[1, temp + 1] == 1.0
     assert back[0, :2].tolist() == [2011, 3] and back[0, 2] == 1  # 2011-03-01 was a Tuesday
     assert np.allclose(X, encode_rows(ds.encoder, rows[names[::-1]]))  # by name, in any order
 

@@ -1,11 +1,13 @@
 """Training behaviour: XOR is learned, runs are deterministic, divergence and early stopping are handled."""
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
 
 from sweeper import models
-from conftest import make_cfg, run_once
+from conftest import all_runs, client_for, make_cfg, run_once
 from sweeper.models.train import MAX_CHECKS
 from sweeper.base.backend import Backend
 from sweeper.job.metrics import TIMINGS
@@ -45,6 +47,35 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, store):
     assert 0 < epoch < 100000 // MAX_CHECKS  # stopped within the first segment, not after 100k epochs
     assert result["metrics"]["epochs_run"] == epoch
     assert "test_mse" not in result["metrics"]
+    run = client_for(store).get_run(result["run_id"])  # the store says so too, not FINISHED
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"] == result["reason"]
+
+
+@pytest.mark.parametrize("event,status,reason", [
+    (lambda: os.kill(os.getpid(), signal.SIGINT), "KILLED", "interrupted (Ctrl-C)"),  # Ctrl-C in the middle
+    (lambda: 1 / 0, "FAILED", "ZeroDivisionError: division by zero"),  # a bug in the compute half
+], ids=["ctrl-c", "error"])
+def test_a_run_interrupted_or_broken_while_training_is_recorded_killed_or_failed(tmp_path, store, monkeypatch, event,
+                                                                                  status, reason):
+    """The single run's path (record ∘ compute): the run in the store ends KILLED or FAILED with the reason, its
+    result.json says the same, and the interruption or the error reaches the caller."""
+    import json
+
+    real = models.train
+
+    def train_then(backend, model, *args, **kwargs):
+        fit = real(backend, model, *args, **kwargs)
+        event()
+        return fit
+
+    monkeypatch.setattr(models, "train", train_then)
+    with pytest.raises(KeyboardInterrupt if status == "KILLED" else ZeroDivisionError):
+        run_once(tmp_path, "depth=1", "epochs=50", "log_every=10", "tracking.log_model=false", store=store)
+    (run,) = all_runs(store)
+    assert run.info.status == status and run.data.tags["failure_reason"] == reason
+    assert run.data.params["epochs"] == "50" and not any(k.startswith("test_") for k in run.data.metrics)
+    kept = json.loads((tmp_path / "job" / "result.json").read_text())
+    assert kept["status"] == status and kept["reason"] == reason
 
 
 class CountingBackend(Backend):
