@@ -5,13 +5,16 @@ relu' = [Z > 0], tanh' = 1 - A², sigmoid' = A (1 - A).
 
 Each activation also comes as *calls*: zero-argument functions with every array bound, that apply
 ``f`` in place and multiply a gradient by ``f'`` in place. The fused epoch (:mod:`models.mlp`) strings
-them into one flat list, so an epoch allocates nothing and dispatches on nothing. They use the same
-operations in the same order as ``f`` and ``grad`` above, so both paths round identically.
+them into one flat list, so an epoch allocates nothing and dispatches on nothing. ``f`` is computed in the
+form :mod:`models.forms` chose for this machine (NumPy's ``tanh``, or an ``exp`` form within 5e-16 of it),
+the same in both paths, so they round identically.
 """
 from __future__ import annotations
 
 from functools import partial
 from typing import Any, Callable, NamedTuple
+
+from sweeper.models import forms
 
 Call = Callable[[], Any]
 
@@ -46,21 +49,21 @@ def _sigmoid_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
 class Activation(NamedTuple):
     f: Callable[[Any, Any], Any]  # (xp, Z) -> A
     grad: Callable[[Any, Any, Any], Any]  # (xp, Z, A) -> dA/dZ
-    f_calls: Callable[[Any, Any], list[Call]]  # (xp, Z) -> calls that set Z ← f(Z) in place
+    f_calls: Callable[..., list[Call]]  # (xp, Z, scratch=None) -> calls that set Z ← f(Z) in place (forms.calls)
     grad_calls: Callable[[Any, Any, Any, Any], list[Call]]  # (xp, dA, A, tmp) -> calls: dA ← dA f'(Z)
 
 
 ACTIVATIONS: dict[str, Activation] = {
     "relu": Activation(
         lambda xp, z: xp.maximum(z, 0), lambda xp, z, a: (z > 0).astype(z.dtype),
-        lambda xp, z: [partial(xp.maximum, z, 0, out=z)], _relu_grad_calls,
+        lambda xp, z, scratch=None: forms.calls(xp, "relu", z, scratch), _relu_grad_calls,
     ),
     "tanh": Activation(
-        lambda xp, z: xp.tanh(z), lambda xp, z, a: 1.0 - a * a,
-        lambda xp, z: [partial(xp.tanh, z, z)], _tanh_grad_calls,
+        lambda xp, z: forms.apply(xp, "tanh", z), lambda xp, z, a: 1.0 - a * a,
+        lambda xp, z, scratch=None: forms.calls(xp, "tanh", z, scratch), _tanh_grad_calls,
     ),
     "sigmoid": Activation(
-        sigmoid, lambda xp, z, a: a * (1.0 - a),
-        lambda xp, z: sigmoid_calls(xp, z, z), _sigmoid_grad_calls,
+        lambda xp, z: forms.apply(xp, "sigmoid", z), lambda xp, z, a: a * (1.0 - a),
+        lambda xp, z, scratch=None: forms.calls(xp, "sigmoid", z, scratch), _sigmoid_grad_calls,
     ),
 }

@@ -85,13 +85,15 @@ class _Pass:
         if task == "multiclass":  # class indices (1 or K, 1, n) → one-hot columns (1 or K, k, n)
             self.y = xp.ascontiguousarray(losses.one_hot(xp, self.y, self.z.shape[1], classes=-2))
         outs = self.A + [self.z]
+        # the backward pass's scratch (free while the forward pass runs) for the activation's form, when it needs one
+        self.tmp = [xp.empty_like(a) for a in self.A] if scale is not None else [None] * L
         calls: list[Call] = []
         for l in range(L + 1):
             calls.append(self._product(l, outs[l]))
             if l:
                 calls.append(partial(xp.add, outs[l], self.b[l], outs[l]))
             if l < L:
-                calls += act.f_calls(xp, outs[l])
+                calls += act.f_calls(xp, outs[l], self.tmp[l])
         self.forward_calls = calls
         self.backward_calls: list[Call] = []
         if scale is None:
@@ -102,7 +104,6 @@ class _Pass:
         self.ones = xp.ones((n, 1), dtype=dtype)
         self.g = xp.empty_like(self.z)
         self.D = [xp.empty_like(a) for a in self.A]
-        self.tmp = [xp.empty_like(a) for a in self.A]
         self.col = xp.empty((K, 1, n), dtype=dtype)  # the softmax's max and sum per sample
         # g ← scale · dL/dz / grad_constant, with scale = grad_scale(lr) · active · grad_constant per member
         calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g, self.col),

@@ -18,6 +18,13 @@ log = logging.getLogger("sweeper")
 Shape = tuple[int, int, str]  # inputs, outputs, task
 
 
+def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
+    """sweeper's MLP: the form this process computes its activation in (:mod:`sweeper.models.forms`), as a run's tag."""
+    from sweeper.models import forms
+
+    return {forms.TAG: forms.tag(backend.xp, plain["activation"], plain["dtype"])} if is_mlp(plain.get("model")) else {}
+
+
 def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
                   counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float,
                   progress: Callable[[int, int], None] | None = None) -> tuple[Any, float, Callable[[Any], Any]] | None:

@@ -185,15 +185,16 @@ class FullBatch:
         blocks = column_blocks(n, parts) if pool is not None and not self.sparse else [slice(None)]
         self.parts = len(blocks)
         self._mm = partial(_product, xp, len(blocks) > 1)
-        forward = [self._forward(P, cols) for cols in blocks]
         self.pre_calls: list[Call] = []  # weight-only work before the backward pass
+        if lr is not None:
+            self._scratch(P, n, dtype)
+        forward = [self._forward(P, cols) for cols in blocks]
         backward: list[list[Call]] = [[] for _ in blocks]
         self.update_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
         self.rescale_calls: list[Call] = []  # (part of update_calls) G_{L-1} ∘ w.T
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
             shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
-            self._scratch(P, n, dtype)
             backward = [self._backward(P, opt.grad_scale(lr), cols, G, n) for cols, G in zip(blocks, shares)]
             self.update_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
             self.rescale_calls = self._rescale_calls(P)
@@ -213,9 +214,10 @@ class FullBatch:
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
         xp, H, act = self.xp, self.H, self.model.act
         calls: list[Call] = []
+        tmp = getattr(self, "tmp", {})  # the backward pass's scratch, free while the forward pass runs
         for l in range(len(P) - 1):
             Z = H[l + 1][:-1][:, cols]  # Z_l.T (fan_out_l, n): overwritten by A_l.T in place
-            calls += [self._layer(l, P, cols, Z), *act.f_calls(xp, Z)]
+            calls += [self._layer(l, P, cols, Z), *act.f_calls(xp, Z, tmp[l][:, cols] if l in tmp else None)]
         calls.append(self._layer(len(P) - 1, P, cols, self.z[:, cols]))
         return calls
 

@@ -28,6 +28,20 @@ def _folder(v: str) -> bool:
     return not os.path.exists(v) or os.path.isdir(v)
 
 
+# SWEEPER_ACTIVATION_FORMS: each activation's forms (sweeper.models.forms implements them; a test holds the two equal)
+ACTIVATION_FORMS = {"tanh": ("library", "exp"), "sigmoid": ("library", "exp"), "relu": ("library",)}
+
+
+def _forms_allowed(value: str) -> bool:
+    if value.strip() in ("probe", "library"):
+        return True
+    for item in value.split(","):
+        name, eq, form = item.partition("=")
+        if not eq or form.strip() not in ACTIVATION_FORMS.get(name.strip(), ()):
+            return False
+    return True
+
+
 ANY: Callable[[str], bool] = lambda v: True  # noqa: E731
 
 # name -> (what it allows, in words; its check)
@@ -38,7 +52,9 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
     "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
     "SWEEPER_PUBLIC_ONLY": ("1 or 0 (1: MLflow's and Hydra's public calls, sweeper's fast paths off)", lambda v: v in ("0", "1")),
-    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates, gradient checks)", _folder),
+    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates, gradient checks, probes)", _folder),
+    "SWEEPER_ACTIVATION_FORMS": ("probe, library, or forms such as tanh=exp,sigmoid=library (models.forms)",
+                                 _forms_allowed),
     "SWEEPER_FAKE_GPU": ("numpy (test-only: device=gpu on NumPy)", lambda v: v == "numpy"),
     "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
     "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
@@ -48,7 +64,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
 
 
 def cache_root() -> Path:
-    """Where sweeper keeps what it computes once per machine (model templates, gradient checks):
+    """Where sweeper keeps what it computes once per machine (model templates, gradient checks, probes):
     ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper`` (``~/.cache/sweeper``)."""
     base = os.environ.get("SWEEPER_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
     return Path(base)

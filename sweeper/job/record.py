@@ -157,7 +157,7 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
     the group started, or a new one; the store's failure is kept, not raised (the job trains on)."""
     params, config_tags = tracking.split_params(plain)
     # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
-    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed)
+    known = data.decision_tags(dataset) | config_tags | {"task": dataset.task} | _model_tags(plain, dataset, computed, backend)
     if k_folds := data.folds_of(plain["data"]):  # cross-validated (sweeper.job.folds): val_* are fold means
         known["folds"] = str(k_folds)
     uri = cfg.tracking.uri
@@ -339,14 +339,18 @@ def _gradients_refused(plain: dict[str, Any], dataset: data.Dataset) -> str | No
     return gradient_check(plain.get("model"), dataset.n_features, dataset.n_outputs, dataset.task)[0]
 
 
-def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None) -> dict[str, str]:
-    """A model of the interface: its import path, and whether it trained stacked in a group (or why not)."""
+def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None, backend: Any) -> dict[str, str]:
+    """sweeper's MLP: the form its activation was computed in (:mod:`sweeper.models.forms`; a group's, as the process
+    that trained it chose). A model of the interface: its import path, and whether it trained stacked in a group (or
+    why not)."""
     from sweeper.models import stacked
+    from sweeper.models.group import form_tags
     from sweeper.models.interface import kind
 
     what = kind(plain.get("model"))
-    if what == "mlp":
-        return {}
+    if what == "mlp":  # the activation's form: a group's as the process that trained it chose, else this one's
+        own = form_tags(backend, plain)
+        return own | {k: computed.tags[k] for k in own if computed and k in computed.tags}
     if what == "trainer":
         return {"model": str(plain["model"]["_target_"]), "model_kind": "function trainer",
                 "model_batched": "false: a function trainer runs its own loop, one configuration a call",

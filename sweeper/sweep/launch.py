@@ -34,7 +34,7 @@ from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.process import trim_heap
-from sweeper.models.group import train_members
+from sweeper.models.group import form_tags, train_members
 
 __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
@@ -491,5 +491,6 @@ def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], splits: list[int
     for traj, split in zip(trajs, splits):
         for job in traj:
             outcome = combine(outcomes[job.idx]) if k else outcomes[job.idx][0]
-            out[job.idx] = compute.Computed(outcome, datasets[(split, 0 if k else None)], tags[job.idx])
+            out[job.idx] = compute.Computed(outcome, datasets[(split, 0 if k else None)],
+                                            tags[job.idx] | form_tags(backend, job.plain))
     return out
