@@ -22,6 +22,12 @@ CONF_DIR = ROOT / "conf"
 if "MLFLOW_DISABLE_TELEMETRY" not in os.environ and "DO_NOT_TRACK" not in os.environ:
     os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 
+# A password in a tracking URI (http://alice:s3cr3t@host) is masked in every log record of every process of sweeper
+# (sweeper.base.output.masked: http://alice:***@host): its own lines and Hydra's, in the terminal and the log files.
+from sweeper.base import output as _output  # noqa: E402  (after the environment: nothing of MLflow's is imported)
+
+_output.mask_log_records()
+
 # The repository's models/ and data/ folders are the subpackages sweeper.models and sweeper.data
 # (pyproject.toml's package-dir maps them for an install). Run from a checkout without installing
 # (the benchmarks, a GPU machine), this package's search path takes the repository's root as well.

@@ -22,6 +22,7 @@ import numpy as np
 from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.base import stop
+from sweeper.base.output import masked
 from sweeper.base.names import REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
@@ -43,7 +44,7 @@ def pending(folder: Path, uri: str | None = None) -> list[Path]:
             raise sweepdir.SweepFileError(f"{p}: its pending_upload is {json.dumps(r['pending_upload'])[:60]}, "
                                           "expected true or false: restore it, or move it away")
     todo = [p for p, r in results.items() if r.get("pending_upload") and not recording(r)  # not a live sweep's
-            and (uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})]
+            and masked(uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})]
     for p in todo:
         _check(p, results[p])
     return todo
@@ -81,7 +82,7 @@ def upload(path: Path, uri: str | None = None) -> str:
         except tracking.UNREACHABLE:
             pass  # it never reached this store
     is_sweep = (sweep_dir / SWEEP_FILE).is_file()
-    parent, own = _parent(c, sweep_dir, uri, experiment, r) if is_sweep else (None, uri == r["tracking_uri"])
+    parent, own = _parent(c, sweep_dir, uri, experiment, r) if is_sweep else (None, masked(uri) == masked(r["tracking_uri"]))
     name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
     params, settings = tracking.split_params(r["config"])
     tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
@@ -132,7 +133,7 @@ def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, 
     job's own. The sweep's parent there when sweep.json names one; the sweep's own parent when ``c`` finds it (the
     same store under another address); else, for a sweep that has a parent in its own store, a parent made here for
     the uploads (named and tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
-    name, own = r["experiment"], uri == r["tracking_uri"]
+    name, own = r["experiment"], masked(uri) == masked(r["tracking_uri"])
     here = sweepdir.parent_run_id(sweep_dir, uri, name)
     if here and _has(c, here):
         return here, own

@@ -1,10 +1,20 @@
-"""A standard output that cannot be written — its reader closed it (``| head``, a killed ``tee``, a dropped ssh
+"""What sweeper writes, made safe to read: a standard output that cannot be written, a password in a URI, a
+spreadsheet formula in a CSV cell, a line break in a logged value. Imports nothing of ours.
+
+A standard output that cannot be written — its reader closed it (``| head``, a killed ``tee``, a dropped ssh
 pipe) or it is a file on a full disk (``> /dev/full``) — is said once on stderr and its further lines are dropped
 (the stream then writes into ``os.devnull``), instead of a ``BrokenPipeError`` traceback per line logged and a
-command cut short where it printed: a sweep goes on and records every run in the store. Imports nothing of ours."""
+command cut short where it printed: a sweep goes on and records every run in the store.
+
+A URI's password (``http://alice:s3cr3t@host``, ``postgresql://bob:pw@host/db``) is masked (:func:`masked`:
+``http://alice:***@host``) in every line (the standard streams, every log record), tag and file sweeper writes; the
+process that masked it keeps it to connect again (:func:`unmasked`).
+"""
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -12,8 +22,8 @@ BROKEN: list[str] = []  # why the standard output could not be written (empty: i
 GOES_ON = "the command goes on"  # what the warning says comes next (a sweep: it records every run)
 
 
-class _Guarded:
-    """``sys.stdout`` whose write or flush failing (``OSError``) points it at ``os.devnull``, said once."""
+class _Masking:
+    """A standard stream whose lines have every URI's password masked (:func:`masked`): an error line quotes the URI."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -22,8 +32,16 @@ class _Guarded:
         return getattr(self._stream, name)
 
     def write(self, text: str) -> int:
+        self._stream.write(masked(text))
+        return len(text)
+
+
+class _Guarded(_Masking):
+    """``sys.stdout``, masked, whose write or flush failing (``OSError``) points it at ``os.devnull``, said once."""
+
+    def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return super().write(text)
         except OSError as e:
             self._broke(e)
             return len(text)
@@ -55,8 +73,90 @@ class _Guarded:
 
 
 def guard(goes_on: str = GOES_ON) -> None:
-    """From now on, the standard output that fails says so once and drops its lines (:class:`_Guarded`)."""
+    """From now on, the standard output that fails says so once and drops its lines (:class:`_Guarded`), and both
+    standard streams mask a URI's password (:class:`_Masking`)."""
     global GOES_ON
     GOES_ON = goes_on or "the command ends with exit code 1 (its output is lost)"
     if not isinstance(sys.stdout, _Guarded) and sys.stdout is not None:
         sys.stdout = _Guarded(sys.stdout)
+    if not isinstance(sys.stderr, _Masking) and sys.stderr is not None:
+        sys.stderr = _Masking(sys.stderr)
+
+
+# --- secrets: a URI's user info (RFC 3986: scheme://user:password@host) -----------------------------------------
+
+MASK = "***"
+# scheme://user:password@host, the password up to the last @ before the host (a raw @ in it stays hidden); a quote,
+# a space or the path ends the address (a URI inside JSON, a shell-quoted argument, a sentence). Hydra's overrides of
+# a sweep's job escape the colons (tracking.uri=http\://alice\:PW@host), and JSON its backslashes: read alike.
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
+                       r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)")
+_PASSWORDS: dict[tuple[str, str], str] = {}  # (scheme://user, host) -> the password masked in this process
+
+
+def masked(text: str) -> str:
+    """``text`` with the password of every URI in it replaced by ``***``: ``http://alice:***@127.0.0.1:5000``
+    (a user name without a password is left as it is). The password is kept in this process for
+    :func:`unmasked`."""
+    if "@" not in text or "://" not in text:
+        return text
+
+    def hide(m: re.Match) -> str:
+        if m["password"] != MASK:
+            _PASSWORDS[(m["head"], m["host"])] = m["password"]
+        return f"{m['head']}{m['colon']}{MASK}@{m['host']}"
+
+    return _USERINFO.sub(hide, text)
+
+
+def unmasked(uri: str) -> str:
+    """A URI that :func:`masked` hid in this process, with its password again (a sweep's parents and jobs, read
+    back from its sweep.json); one masked by another process (``upload`` of a sweep folder) without its user info,
+    so that MLflow takes the credentials from ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``."""
+    if MASK not in uri:
+        return uri
+
+    def back(m: re.Match) -> str:
+        if m["password"] != MASK:
+            return m[0]
+        known = _PASSWORDS.get((m["head"], m["host"]))
+        if known is not None:
+            return f"{m['head']}{m['colon']}{known}@{m['host']}"
+        return f"{m['head'].partition('://')[0]}://{m['host']}"
+
+    return _USERINFO.sub(back, uri)
+
+
+def mask_files(paths: list[Any]) -> None:
+    """Each of these text files (Hydra's ``.hydra/*.yaml`` of a job, its sweep's ``multirun.yaml``: the command line
+    as typed) written again with its URIs' passwords masked, where it holds one; a file that is gone is skipped."""
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if (safe := masked(text)) != text:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(safe)
+        except (OSError, UnicodeError):  # gone, unreadable: nothing of it is shown
+            continue
+
+
+def mask_log_records() -> None:
+    """From now on in this process, every log record's message has its URIs' passwords masked (:func:`masked`), for
+    every handler: the terminal, a job's log file, a worker's output (Hydra's own lines quote the overrides)."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "masks", False):
+        return
+
+    def record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        r = make(*args, **kwargs)
+        try:
+            text = r.getMessage()
+        except Exception:  # a message that does not format: logging's own error says so when a handler emits it
+            return r
+        if "@" in text and (safe := masked(text)) != text:
+            r.msg, r.args = safe, None
+        return r
+
+    record.masks = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(record)

@@ -1,12 +1,14 @@
 """YAML text as ``OmegaConf.to_yaml`` writes it (block style, keys in order, strings that would read back as
 numbers or booleans quoted), emitted by libyaml when PyYAML has it: ~20x faster than PyYAML's pure-Python
 emitter, which a sweep pays for every job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours
-but OmegaConf's adapter."""
+but OmegaConf's adapter and the output's masking of passwords."""
 from __future__ import annotations
 
 from typing import Any
 
 import yaml
+
+from sweeper.base.output import masked
 
 _DUMPER: list[type] = []
 
@@ -30,4 +32,5 @@ def dump(container: Any) -> str:
     """``OmegaConf.to_yaml(container)`` for a plain container (dicts, lists, scalars): the same document."""
     if not _DUMPER:
         _DUMPER.append(_dumper())
-    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0])
+    text = yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0])
+    return masked(text)  # a URI's password (tracking.uri) is in no YAML file sweeper writes

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base.fmt import cell
+from sweeper.base.output import masked
 from sweeper.base.names import PRUNED_AT, RESULT_FILE, SWEEP_FILE, label
 from sweeper.job import metrics
 
@@ -76,8 +77,9 @@ def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
 
 
 def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
+    """The sweep's parent run in the store ``uri`` for ``experiment`` (sweep.json holds its URI masked)."""
     for p in _state(sweep_dir)["parents"]:
-        if p["uri"] == uri and p["experiment"] == experiment:
+        if masked(p["uri"]) == masked(uri) and p["experiment"] == experiment:
             return p["run_id"]
     return None
 

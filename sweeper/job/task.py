@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable
 from sweeper.base.names import run_url, ui_line
+from sweeper.base.output import mask_files, masked
 from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
 from sweeper.job.context import JobContext
@@ -31,6 +32,9 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
         exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
         quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process
+    if any(masked(o) != o for o in ctx.overrides):  # a URI's password on the command line: not in Hydra's files
+        hydra_files = [*Path(ctx.output_dir, ".hydra").glob("*.yaml")]
+        mask_files(hydra_files + ([ctx.sweep_dir / "multirun.yaml"] if ctx.sweep_dir is not None else []))
     try:
         result = run(cfg, ctx)
     except EXPECTED as e:

@@ -271,7 +271,7 @@ def add_speedups(rows: list[dict[str, Any]]) -> None:
             if r.get("run_id") in found:
                 r["metrics"].update(found[r["run_id"]])
                 path = Path(r["path"])
-                path.write_text(json.dumps({k: v for k, v in r.items() if k not in ("job", "path")}, indent=2))
+                writer.write_result(path, {k: v for k, v in r.items() if k not in ("job", "path")})
 
 
 def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any,
@@ -281,7 +281,7 @@ def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[
     resume read it). ``stored``: the store is still the one the sweep began with (its own line says when not)."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / SWEEP_FILE).write_text(json.dumps(state, indent=2))
+        writer.write_result(sweep_dir / SWEEP_FILE, state)
         again = f"; {sweep_dir / SWEEP_FILE} is written again"
     except OSError as e:
         again = f"; {SWEEP_FILE} could not be written again ({e.strerror or e})"

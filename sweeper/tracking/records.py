@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from sweeper import ROOT
 from sweeper.base import state
+from sweeper.base.output import masked
 
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -131,7 +132,7 @@ def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, s
     commit = git_commit()
     if commit:
         out["mlflow.source.git.commit"] = commit
-    return {k: str(v) for k, v in out.items()}
+    return {k: masked(str(v)) for k, v in out.items()}  # the command line and overrides without a URI's password
 
 
 def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from sweeper import ROOT
 from sweeper.base import state
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
+from sweeper.base.output import masked, unmasked
 from sweeper.base.process import exclusive
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
@@ -105,17 +106,48 @@ def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
 
 
 def check_server(uri: str, timeout: float = 5.0) -> None:
-    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``."""
+    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``. Credentials go as
+    MLflow's client sends them: the URI's user info (``http://alice:PW@host``) as HTTP basic authentication, else
+    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``, or ``MLFLOW_TRACKING_TOKEN`` (a bearer token);
+    the address asked is the URI without its user info (urllib would read ``alice:PW@host`` as the host's name)."""
     import urllib.request
 
+    import urllib.error
+
     try:
-        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as r:
+        with urllib.request.urlopen(_health_request(uri), timeout=timeout) as r:
             r.read()
+    except urllib.error.HTTPError as e:  # it answers, and refuses
+        hint = ("the server refuses the credentials: give them in the URI (http://USER:PASSWORD@HOST:PORT) or in "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if e.code in (401, 403) else
+                "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT ...)")
+        raise TrackingError(f"tracking.uri={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): "
+                            f"{hint}") from None
     except OSError as e:
         raise TrackingError(
-            f"tracking.uri={uri} does not answer ({getattr(e, 'reason', e)}): start the server "
+            f"tracking.uri={masked(uri)} does not answer ({getattr(e, 'reason', e)}): start the server "
             "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store (tracking=local)"
         ) from None
+
+
+def _health_request(uri: str) -> Any:
+    """``GET <uri>/health`` with the credentials MLflow's client would send (:func:`check_server`)."""
+    import base64
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(uri.rstrip("/"))
+    address = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    user, password = parts.username, parts.password
+    if user is None and os.environ.get("MLFLOW_TRACKING_USERNAME"):
+        user, password = os.environ["MLFLOW_TRACKING_USERNAME"], os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+    headers = {}
+    if user is not None:
+        pair = f"{unquote(user)}:{unquote(password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+    return urllib.request.Request(f"{address}/health", headers=headers)
 
 
 def client(uri: str) -> Any:
@@ -123,12 +155,13 @@ def client(uri: str) -> Any:
     inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
     from sweeper import settled
 
+    uri = unmasked(uri)  # a store named by a sweep's files (their passwords masked): the one this process opened
     mlflow_defaults()
     if "mlflow" in sys.modules:  # imported (and frozen) already: no second freeze of what the sweep holds now
-        from mlflow import MlflowClient
+        MlflowClient = _client_class()
     else:
         with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
-            from mlflow import MlflowClient
+            MlflowClient = _client_class()
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
     # raise is what we report, in one line
     quiet = logging.getLogger("mlflow.store.db.utils")
@@ -152,6 +185,26 @@ def client(uri: str) -> Any:
         held.client_files[uri] = identity(uri)
     whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in
     return c
+
+
+@functools.cache
+def _client_class() -> type:
+    """MLflow's client, whose tag and param values have a URI's password masked (:func:`sweeper.base.output.masked`):
+    a run's tags quote its command line, overrides and errors, and none of them keeps a password."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Param, RunTag
+
+    class Client(MlflowClient):
+        def set_tag(self, run_id: str, key: str, value: Any, synchronous: bool | None = None) -> Any:
+            return super().set_tag(run_id, key, masked(value) if isinstance(value, str) else value, synchronous)
+
+        def log_batch(self, run_id: str, metrics: Any = (), params: Any = (), tags: Any = (),
+                      synchronous: bool | None = None) -> Any:
+            params = [Param(p.key, masked(str(p.value))) for p in params]
+            tags = [RunTag(t.key, masked(str(t.value))) for t in tags]
+            return super().log_batch(run_id, metrics, params, tags, synchronous)
+
+    return Client
 
 
 @functools.cache
@@ -194,6 +247,7 @@ def open_store(uri: str) -> Any:
     SQLite store is created safely against any number of processes (see :func:`client`); a server must
     answer ``GET /health`` and a first request.
     """
+    uri = unmasked(uri)
     db = sqlite_path(uri)
     if db is not None:
         check_writable(db, uri)
@@ -381,10 +435,9 @@ def _create_store(db: Path, uri: str) -> Any:
     The WAL switch comes last: a WAL header means a complete schema, which :func:`client` trusts
     without the lock. WAL lets parallel jobs log without "database is locked".
     """
-    from mlflow import MlflowClient
-
     from sweeper.base import stop
 
+    MlflowClient = _client_class()
     db.parent.mkdir(parents=True, exist_ok=True)
     # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
     # that every later command refused ("table spans already exists")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sweeper.base import state
+from sweeper.base.output import masked
 
 log = logging.getLogger("sweeper")
 
@@ -54,9 +55,10 @@ RECORDING = "recording"  # result.json's flag while the writer (this pid) has th
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
-    """``result.json`` written whole or not at all (a reader never sees half of it)."""
+    """``result.json`` (or ``sweep.json``) written whole or not at all (a reader never sees half of it), a URI's
+    password masked (:func:`sweeper.base.output.masked`: the process that masked it connects again with it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result, indent=2, default=str))
+    tmp.write_text(masked(json.dumps(result, indent=2, default=str)))
     os.replace(tmp, path)
 
 
