@@ -285,7 +285,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
     from sweeper.models.interface import ModelError
 
     try:
-        check_model(cfg.get("model"))
+        check_model(cfg.get("model"), cfg)  # and the keys it would ignore
     except ModelError as e:
         raise ConfigError(str(e)) from None
 

@@ -2,6 +2,7 @@
 (:mod:`sweeper.models.interface`) named by ``model._target_`` with its hyperparameters as ``model.<name>``."""
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -12,11 +13,20 @@ from sweeper.models.interface import (MLP_TARGET, ModelError, check_class, check
                                       load_target, split)
 
 
-def check_model(model: Any) -> None:
+def check_model(model: Any, cfg: Any = None) -> None:
     """Sweeper's MLP, or a class of the model interface that imports, has its three methods and takes the given
-    hyperparameters: :class:`ModelError` (one line naming what is wrong) otherwise. Imports the user's module."""
+    hyperparameters: :class:`ModelError` (one line naming what is wrong) otherwise. Imports the user's module.
+    With the whole config ``cfg``: a top-level key set away from its default that this model would ignore is
+    refused too (:func:`ignored_key`)."""
     if model is None:
         return
+    _check_section(model)
+    problem = ignored_key(model, cfg) if cfg is not None else None
+    if problem:
+        raise ModelError(problem)
+
+
+def _check_section(model: Any) -> None:
     if not isinstance(model, Mapping) and not OmegaConf.is_dict(model):
         raise ModelError(f"model={model} is not allowed: expected a model section with _target_ (model=mlp, or "
                          "model._target_=my_nets.Net)")
@@ -39,6 +49,74 @@ def check_model(model: Any) -> None:
         raise ModelError(f"model.check={model['check']} is not allowed: expected true or false (false: a model whose "
                          "gradient check fails trains anyway, its runs tagged gradient_check=failed)")
     (check_trainer if is_trainer(target) else check_class)(target, path, kwargs)
+
+
+# sweeper's own training loop's keys: a function trainer runs its own loop, and receives one of them only when its
+# signature names it (sweeper.job.trainer); lr, epochs and seed it always receives (interface.GIVEN).
+TRAINER_KEYS = ("optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay", "patience",
+                "log_every", "sync_every_epoch")
+
+
+def trainer_keys(fn: Any) -> tuple[str, ...]:
+    """The keys of sweeper's training loop (:data:`TRAINER_KEYS`) that a function trainer's signature names: it
+    receives them as keyword arguments, beside lr, epochs and seed."""
+    import inspect
+
+    try:
+        named = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    return tuple(k for k in TRAINER_KEYS if k in named and named[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                                              inspect.Parameter.KEYWORD_ONLY))
+
+
+def ignored_key(model: Any, cfg: Any) -> str | None:
+    """The one line for the first top-level key of ``cfg`` set away from its default (conf/config.yaml) that the
+    model of ``model`` would ignore: the MLP's hyperparameters (depth, width, activation) with another model, and
+    sweeper's training-loop keys with a function trainer whose signature does not name them. None: every key set
+    does something."""
+    from sweeper.models.interface import hyperparameters
+
+    if is_mlp(model):
+        return None
+    mlp_keys = tuple(hyperparameters(load_target(MLP_TARGET)))  # the MLP's own: the top-level depth, width, activation
+    path, _ = split(model)
+    target = load_target(path)
+    defaults = top_defaults()
+    changed = [k for k in cfg if k in defaults and not _same(cfg[k], defaults[k])]
+    for k in changed:
+        if k in mlp_keys:
+            own = ", ".join(f"model.{n}" for n in _own_names(target)) or "none"
+            return (f"{k}={cfg[k]} does nothing with {path}: depth, width and activation are sweeper's MLP's "
+                    f"hyperparameters; {path}'s are {own} (model.NAME=VALUE)")
+    if not is_trainer(target):
+        return None
+    takes = trainer_keys(target)
+    for k in changed:
+        if k in TRAINER_KEYS and k not in takes:
+            return (f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop and receives lr, "
+                    f"epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, only those its "
+                    f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it")
+    return None
+
+
+def _own_names(target: Any) -> list[str]:
+    from sweeper.models.interface import GIVEN, hyperparameters
+
+    return [n for n in hyperparameters(target) if n not in GIVEN and n not in ("data", "report")]
+
+
+def _same(value: Any, default: Any) -> bool:
+    return value == default and isinstance(value, bool) == isinstance(default, bool)
+
+
+@functools.cache
+def top_defaults() -> dict[str, Any]:
+    """conf/config.yaml's top-level values (the defaults a command line changes)."""
+    from sweeper import CONF_DIR
+
+    cfg = OmegaConf.load(CONF_DIR / "config.yaml")
+    return {k: cfg[k] for k in cfg if k not in ("defaults", "hydra") and not OmegaConf.is_config(cfg[k])}
 
 
 def gradient_check(model: Any, n_in: int, n_out: int, task: str) -> tuple[str | None, dict[str, str]]:

@@ -5,6 +5,10 @@ function is a trainer)::
 
     def fit(data, report, *, lr, epochs, seed, **hyperparameters) -> predict
 
+It receives ``lr``, ``epochs``, ``seed``, its ``model.NAME`` hyperparameters and, of sweeper's training-loop keys
+(:data:`sweeper.contract.model.TRAINER_KEYS`: ``patience``, ``batch_size``, ``optimizer``, ...), only those its
+signature names; one it does not name, set on the command line, is refused before anything runs.
+
 ``data`` holds the run's arrays on its device (``data.xp``, ``data.X_train``, ``data.y_train``, ``data.X_val``,
 ``data.y_val``, ``data.task``, ``data.n_outputs``): features standardised on the training rows, a regression target
 standardised; the test rows are never passed. ``report(epoch, train_loss=…, val_loss=…)`` may be called at any epochs
@@ -27,6 +31,7 @@ import numpy as np
 from sweeper import data
 from sweeper.job import metrics
 from sweeper.job.compute import DEFINED, Outcome, loss_unit
+from sweeper.contract.model import trainer_keys
 from sweeper.models.interface import load_target, split
 
 log = logging.getLogger("sweeper")
@@ -59,9 +64,10 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
     def report(epoch: int, train_loss: Any = None, val_loss: Any = None) -> None:
         reports.append((int(epoch), _float(train_loss), _float(val_loss)))
 
+    own = {k: cfg[k] for k in trainer_keys(fn) if k not in kwargs}  # sweeper's loop keys its signature names
     t0 = backend.clock()
     try:
-        predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **kwargs)
+        predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **own, **kwargs)
     except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what)
         first = str(e).splitlines()[0] if str(e) else ""
         return Outcome({"train_time_s": backend.clock() - t0, "h2d_time_s": h2d}, {},

@@ -1,0 +1,52 @@
+"""Keys that would do nothing with a model of yours are refused in one line before anything trains: the MLP's
+hyperparameters with another model, sweeper's training-loop keys with a function trainer whose signature does not
+name them (one that names them receives them)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import all_runs, cli, run_once, user_folder
+from sweeper import ROOT
+
+LOOPS = '''
+def takes_batch(data, report, *, lr, epochs, seed, batch_size=0):
+    raise ValueError(f"received batch_size={batch_size}")
+'''
+
+
+@pytest.fixture
+def user(tmp_path, monkeypatch):
+    return user_folder(tmp_path, monkeypatch, {"my_nets.py": (ROOT / "examples" / "my_nets" / "my_nets.py").read_text(),
+                                               "my_loop.py": (ROOT / "examples" / "my_loop" / "my_loop.py").read_text(),
+                                               "loops.py": LOOPS})
+
+
+@pytest.mark.parametrize("args,says", [
+    (("-m", "model._target_=my_nets.TwoLayerNet", "depth=1,2"),
+     "depth=2 does nothing with my_nets.TwoLayerNet: depth, width and activation are sweeper's MLP's hyperparameters; "
+     "my_nets.TwoLayerNet's are model.hidden, model.init_scale"),
+    (("model._target_=my_loop.fit", "activation=relu"), "activation=relu does nothing with my_loop.fit"),
+    (("model._target_=my_loop.fit", "patience=5"),
+     "patience=5 does nothing with my_loop.fit: a function trainer runs its own loop and receives lr, epochs, seed, its "
+     "model.NAME hyperparameters and, of sweeper's training keys, only those its signature names (none)"),
+    (("-m", "model._target_=loops.takes_batch", "optimizer=gd,adam"), "optimizer=adam does nothing with loops.takes_batch"),
+])
+def test_a_key_that_would_do_nothing_is_a_one_line_refusal(user, tmp_path, args, says):
+    store = tmp_path / "mlruns" / "mlflow.db"
+    proc = cli(user, *args, "epochs=10", store=store)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[-1].startswith("sweeper: error: ") and says in lines[-1], lines[-1]
+    assert not store.exists()
+
+
+def test_a_trainer_receives_the_loop_keys_its_signature_names(user, tmp_path, store):
+    result = run_once(tmp_path, "model._target_=loops.takes_batch", "batch_size=7", "epochs=10", store=store)
+    assert result["status"] == "FAILED" and "received batch_size=7" in result["reason"]
+
+
+def test_a_key_at_its_default_or_one_the_model_uses_is_accepted(user, tmp_path, store):
+    result = run_once(tmp_path, "model._target_=my_nets.TwoLayerNet", "depth=1", "optimizer=adam", "patience=3",
+                      "epochs=10", store=store)  # depth=1 is the default: nothing was asked of it
+    assert result["status"] == "FINISHED"
+    assert {r.data.params["optimizer"] for r in all_runs(store)} == {"adam"}
