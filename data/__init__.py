@@ -421,10 +421,14 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
 
 def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> Dataset:
     """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
-    its data files, the batched launcher's memory estimate and its groups read each (node, split seed, fold) once."""
+    its data files, the batched launcher's memory estimate and its groups, and every run's record half
+    (:func:`sweeper.job.compute.scored_on`) read each (node, split seed, fold) once. The node's own ``split_seed`` is
+    no part of the key once ``seed`` says the split: members of one group share the rows of theirs."""
     import json
 
-    return _load_plain(json.dumps(node, sort_keys=True, default=str), split_seed(node) if seed is None else seed, fold)
+    seed = split_seed(node) if seed is None else seed
+    rest = {k: v for k, v in node.items() if k != "split_seed"}
+    return _load_plain(json.dumps(rest, sort_keys=True, default=str), seed, fold)
 
 
 @functools.lru_cache(maxsize=16)

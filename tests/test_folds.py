@@ -9,6 +9,7 @@ from conftest import cli, make_cfg
 from test_text import needs_sms
 from sweeper import data
 from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.job.compute import scored_on
 
 
 def _node(name: str, folds: int, split_seed: int = 0, **extra) -> OmegaConf:
@@ -135,7 +136,7 @@ def test_a_configurations_folds_are_members_of_one_group_and_score_as_each_fold_
             assert got.scores[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-12)
             assert got.scores[f"{key}_std"] > 0
         assert got.scores["test_mse"] == pytest.approx(np.mean([s["test_mse"] for s in alone_scores]), rel=1e-12)
-        assert computed[job.idx].dataset.X_val.shape[0] == 71  # fold 0's rows: the run's model is fold 0's
+        assert scored_on(job.plain["data"]).X_val.shape[0] == 71  # fold 0's rows: the run's model is fold 0's
     a, b = (computed[j.idx].outcome.scores for j in jobs[:2])
     assert a["val_mse_fold0"] != b["val_mse_fold0"]  # other configurations, other scores
 

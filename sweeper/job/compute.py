@@ -59,15 +59,25 @@ class Outcome:
 
 @dataclass
 class Computed:
-    """A job's compute half done ahead (by a batched group): what its record half needs."""
+    """A job's compute half done ahead (by a batched group): what its record half needs. Not the data set: the
+    record half reads the one the job was scored on itself (:func:`scored_on`), whichever process computed it."""
 
     outcome: Outcome
-    dataset: data.Dataset
     tags: dict[str, str]  # launcher, batch_group, group_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
     run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
     system: list[Any] = field(default_factory=list)  # the group's system metrics, for the run's last batch
 
+
+
+def scored_on(node: dict[str, Any]) -> data.Dataset:
+    """The data set a run with this (plain, resolved) ``data`` node was scored on, and so the one its files and logged
+    model are built from (test targets, scaler, encoder, vocabulary): the split of its ``data.split_seed`` (never
+    the run's weight ``seed``), and with ``data.folds=k`` fold 0, whose weights the run keeps
+    (:func:`sweeper.job.folds.combine`). Every path that records a run reads it here: one at a time, a batched group
+    in the launching process or in a worker (joblib, Ray, submitit), resume and upload. Cached per (node, split,
+    fold): a group's record half reads what its compute half loaded."""
+    return data.load_plain(node, None, 0 if data.folds_of(node) else None)
 
 
 def config_bytes(cfg: Any, dataset: data.Dataset) -> int:

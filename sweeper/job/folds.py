@@ -4,8 +4,10 @@ its run records.
 Each fold is trained as a configuration of its own (its training rows, its scaler: :func:`sweeper.data.load_folds`);
 the run of the configuration gets ``val_<metric>`` = the mean over the folds, ``val_<metric>_std`` (their standard
 deviation, ``ddof=0`` as scikit-learn's ``std_test_score``) and ``val_<metric>_fold<i>`` (each fold's), ``test_<metric>``
-= the mean of the fold models' test scores, the mean loss curves (``train_loss``, ``val_loss``; each fold's in
-``curves.npz`` only, as ``val_loss_fold<i>``), and fold 0's weights and test predictions as its model. One run per
+= the mean of the fold models' test scores and ``test_<metric>_fold<i>`` each fold model's, the mean loss curves
+(``train_loss``, ``val_loss``; each fold's in ``curves.npz`` only, as ``val_loss_fold<i>``), and fold 0's weights and
+test predictions as its model: the logged model, ``test_predictions.csv`` and the scaler they use are fold 0's
+(:func:`sweeper.job.compute.scored_on`), and ``test_<metric>_fold0`` is what that model scores on the test rows. One run per
 configuration rather than a parent with nested fold runs: a sweep's runs are already children of the sweep's parent,
 and the MLflow UI shows nesting deeper than one level flat (mlflow issue 4563), so fold runs would sit beside the
 configurations they belong to; one run keeps one row per configuration, sortable by its fold mean.
@@ -58,8 +60,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         scores[key] = float(values.mean())
         if key.startswith("val_"):
             scores[f"{key}_std"] = float(values.std())
-            for i, v in enumerate(values):
-                scores[f"{key}_fold{i}"] = float(v)
+        for i, v in enumerate(values):  # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
+            scores[f"{key}_fold{i}"] = float(v)
     return Outcome(scores, curves, None, first.params, first.test_pred, first.param_names, first.predict,
                    fold_curves=fold_curves)
 

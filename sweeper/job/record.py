@@ -27,7 +27,7 @@ from sweeper.base import stop, yamltext
 from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, halving_setting, label
 from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
 from sweeper.job import artifacts, sweepdir
-from sweeper.job.compute import Computed, Outcome, memory_problem, train_and_score
+from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
@@ -120,7 +120,7 @@ def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed
     plain = OmegaConf.to_container(cfg)
     validate(plain)
     computed: Computed | None = handed() if ctx.sweep_dir is not None else None
-    dataset = computed.dataset if computed else data.load(cfg.data)  # split by data.split_seed
+    dataset = scored_on(plain["data"])  # the split (and fold) it was scored on, wherever it was computed
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
         task = dataset.decisions.get("task", "")
         guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions

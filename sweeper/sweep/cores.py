@@ -416,7 +416,7 @@ def _got(members: list[Any], msg: tuple, w: Worker) -> dict[int, Any]:
     ok, got = msg
     if not ok:
         return engines.group_failed(members, RuntimeError(got))
-    computed = engines._received(members, got, "local")
+    computed = engines._received(got, "local")
     for c in computed.values():
         c.tags["batch_worker"] = f"cpu{w.index}"
     return computed

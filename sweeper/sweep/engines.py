@@ -194,11 +194,9 @@ def _said() -> Iterator[list[tuple[str, int, str]]]:
         root.setLevel(level)
 
 
-def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], float]], engine: str) -> dict[int, Any]:
-    from sweeper import data
+def _received(got: dict[int, tuple[Any, dict[str, str], float]], engine: str) -> dict[int, Any]:
     from sweeper.job.compute import Computed
 
-    plain = {m.idx: m.plain for m in members}
     got = dict(got)
     for name, level, message in got.pop(SAID, ()):  # said on the worker: said here, once
         logging.getLogger(name).log(level, "%s", message)
@@ -207,8 +205,7 @@ def _received(members: list[Any], got: dict[int, tuple[Any, dict[str, str], floa
         from sweeper.models import stacked
 
         stacked.VERDICTS.update(verdicts)
-    return {idx: Computed(outcome, data.load_plain(plain[idx]["data"], plain[idx]["seed"]), {**tags, "engine": engine},
-                          wall) for idx, (outcome, tags, wall) in got.items()}
+    return {idx: Computed(outcome, {**tags, "engine": engine}, wall) for idx, (outcome, tags, wall) in got.items()}
 
 
 def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
@@ -261,7 +258,7 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
         ready, _ = ray.wait(list(pending), num_returns=1)
         members, attempt = pending.pop(ready[0])
         try:
-            yield members, _received(members, ray.get(ready[0]), "ray")
+            yield members, _received(ray.get(ready[0]), "ray")
         except lost as e:
             if attempt == 1:
                 log.warning("group of %d lost with its worker after Ray's retries (%s); submitted once more",
@@ -323,4 +320,4 @@ def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: di
             except Exception as e:  # noqa: BLE001  (FailedJobError: the group's own error)
                 yield members, _alone(members, e)
                 continue
-            yield members, _received(members, got, f"submitit_{cluster}")
+            yield members, _received(got, f"submitit_{cluster}")

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, halving_setting
 from sweeper.job import metrics
+from sweeper.job.compute import scored_on
 
 log = logging.getLogger("sweeper")
 
@@ -75,10 +76,10 @@ def _config_key(plain: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-def _score(computed: Any) -> float:
+def _score(computed: Any, job: Any) -> float:
     """The primary validation metric, as a loss (lower is better); a failed member is the worst."""
     out = computed.outcome
-    task = computed.dataset.task
+    task = scored_on(job.plain["data"]).task
     name, lower = metrics.PRIMARY[task]
     v = out.scores.get(f"val_{name}")
     if out.reason is not None or v is None or not math.isfinite(v):
@@ -118,7 +119,7 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
         by_config: dict[str, list[Any]] = {}
         for j in going:
             by_config.setdefault(_config_key(j.plain), []).append(j)
-        ranked = sorted(by_config.values(), key=lambda js: sum(_score(got[j.idx]) for j in js) / len(js))
+        ranked = sorted(by_config.values(), key=lambda js: sum(_score(got[j.idx], j) for j in js) / len(js))
         keep = math.ceil(len(ranked) / halving.eta)
         for js in ranked[keep:]:
             for j in js:

@@ -409,7 +409,7 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     trained = _train_units(backend, cfg0, heads, counts, units, datasets)
     if trained is None:
         return {}  # the model does not batch (said once): each job runs through the one-job path
-    out = _outcomes(backend, cfg0["dtype"], trajs, splits, k, units, datasets, trained, tags or member_tags(members))
+    out = _outcomes(backend, cfg0["dtype"], trajs, k, units, datasets, trained, tags or member_tags(members))
     wall = (time.perf_counter() - t_start) / len(members)
     for c in out.values():
         c.wall_time_s = wall
@@ -468,7 +468,7 @@ def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]]
     return out
 
 
-def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], splits: list[int], k: int, units: list[tuple],
+def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], k: int, units: list[tuple],
               datasets: dict[tuple, Any], trained: _Trained, tags: dict[int, dict[str, str]]) -> dict[int, compute.Computed]:
     """Every job scored on its unit's fit at its epochs, its folds combined (``k``), with its share of the time."""
     from sweeper.job.folds import combine
@@ -488,9 +488,8 @@ def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], splits: list[int
             outcome.scores["group_train_time_s"] = trained.group_time
             outcomes.setdefault(job.idx, []).append(outcome)
     out = {}
-    for traj, split in zip(trajs, splits):
+    for traj in trajs:
         for job in traj:
             outcome = combine(outcomes[job.idx]) if k else outcomes[job.idx][0]
-            out[job.idx] = compute.Computed(outcome, datasets[(split, 0 if k else None)],
-                                            tags[job.idx] | form_tags(backend, job.plain))
+            out[job.idx] = compute.Computed(outcome, tags[job.idx] | form_tags(backend, job.plain))
     return out
