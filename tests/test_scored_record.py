@@ -66,6 +66,7 @@ def _own_tracking_uri():
     mlflow.set_tracking_uri(None)
 
 
+@pytest.mark.slow
 def test_a_single_run_records_the_model_it_scored(tmp_path, store):
     proc = cli(tmp_path, *SEEDS, "lr=0.01", *FAST, store=store)
     assert proc.returncode == 0, proc.stderr
