@@ -11,12 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base.output import one_line
 from sweeper.contract.config import SEP_NAMES
 from sweeper.data.columns import sniff
 
 
 class DataError(ValueError):
-    """A data set that cannot be read; the message is one line naming the file and what is wrong."""
+    """A data set that cannot be read; the message is one line naming the file and what is wrong (a line break in a
+    value it quotes, a column's name or a cell, is written ``\\n``: :func:`sweeper.base.output.one_line`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 def _parses(v: Any) -> bool:

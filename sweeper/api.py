@@ -321,6 +321,7 @@ def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult
     import pandas as pd
 
     from sweeper import tracking
+    from sweeper.insight import leaderboard
     from sweeper.insight.advice.evidence import TAG
 
     c = tracking.client(p["uri"])
@@ -329,9 +330,7 @@ def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult
     with tempfile.TemporaryDirectory() as tmp:
         names = {a.path for a in c.list_artifacts(p["run_id"])}
         summary = Path(c.download_artifacts(p["run_id"], "summary.csv", tmp)) if "summary.csv" in names else None
-        # run ids and names as text (an id of digits only would read as a number), the swept values as pandas reads them
-        board = pd.read_csv(summary, dtype={"run": str, "run_id": str, "status": str, "reason": str}) \
-            if summary else pd.DataFrame()
+        board = leaderboard.read_csv(summary) if summary else pd.DataFrame()
         text = Path(c.download_artifacts(p["run_id"], "advice.md", tmp)).read_text() if "advice.md" in names else ""
     command = tags.get(f"{TAG}next_command")
     advice = Advice(text, next_overrides(command), command)

@@ -160,3 +160,39 @@ def mask_log_records() -> None:
 
     record.masks = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(record)
+
+
+# --- files and lines a person reads: a CSV cell a spreadsheet would run, a value that would start a log line --------
+
+# OWASP's CSV injection rule: a cell beginning with one of these is run as a formula by a spreadsheet
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")  # -3.2, +1e-3: a spreadsheet's number
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs as a formula (OWASP): text beginning with ``=``, ``+``, ``-``, ``@``, tab
+    or carriage return gets a leading ``'`` (so does text that is ``'`` before one of them: the rule stays reversible,
+    :func:`spreadsheet_value`); a number, and text that reads as a plain number (``-3.2``), are left as they are."""
+    if not isinstance(value, str) or not value.lstrip("'").startswith(FORMULA_START) or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value
+
+
+def spreadsheet_value(text: Any) -> Any:
+    """The value :func:`spreadsheet_safe` wrote as ``text`` (a CSV cell read back: the leaderboard of the Python API)."""
+    if isinstance(text, str) and text.startswith("'") and text[1:].lstrip("'").startswith(FORMULA_START):
+        return text[1:]
+    return text
+
+
+def csv_field(text: str) -> str:
+    """A text CSV field: spreadsheet-safe (:func:`spreadsheet_safe`), quoted when it holds a comma, quote or line
+    break."""
+    text = spreadsheet_safe(text)
+    return '"' + text.replace('"', '""') + '"' if any(ch in text for ch in ',"\n\r') else text
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks written ``\\n`` and ``\\r``: a value from a user's file (a category, a column
+    name) cannot start a line of its own in a log (a forged ``[...][sweeper][INFO]`` line)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n") if "\n" in text or "\r" in text else text

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import PRUNED_AT
+from sweeper.base.output import spreadsheet_safe, spreadsheet_value
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
 
@@ -93,8 +94,21 @@ class Board:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=[*self.columns, "reason", "run_id"], extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(self.rows)
+        writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in self.rows)  # no cell runs as a formula
         return buf.getvalue()
+
+
+def read_csv(path: Any) -> Any:
+    """The leaderboard that :meth:`Board.csv` wrote (a parent's ``summary.csv``), as a DataFrame of the values it
+    held: run ids and names as text (an id of digits only would read as a number), the swept values as pandas reads
+    them, text cells without the quote that kept a spreadsheet from running them (:func:`spreadsheet_value`)."""
+    import pandas as pd
+
+    board = pd.read_csv(path, dtype={"run": str, "run_id": str, "status": str, "reason": str})
+    for column in board.columns:
+        if not pd.api.types.is_numeric_dtype(board[column]):
+            board[column] = board[column].map(spreadsheet_value)
+    return board
 
 
 

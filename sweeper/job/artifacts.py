@@ -8,6 +8,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sweeper import data, tracking
+from sweeper.base.output import csv_field
 from sweeper.job import metrics
 
 
@@ -44,7 +45,7 @@ def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Pa
     if dataset.task == "multiclass":
         names = np.asarray([str(c) for c in dataset.classes], dtype=object)
         header = ["y_true", "y_pred", *(f"p_{c}" for c in dataset.classes)]
-        rows = [[_csv(names[int(t)]), _csv(names[int(p.argmax())]), *map(repr, map(float, p))] for t, p in zip(y, pred)]
+        rows = [[csv_field(names[int(t)]), csv_field(names[int(p.argmax())]), *map(repr, map(float, p))] for t, p in zip(y, pred)]
     else:
         header = ["y_true", "y_pred"]
         rows = [[_target(t), repr(float(p))] for t, p in zip(y, pred.ravel())]
@@ -58,11 +59,6 @@ def _target(v: float) -> str:
     return text
 
 
-def _csv(text: str) -> str:
-    """A CSV field: quoted when it holds a comma, quote or line break."""
-    return '"' + text.replace('"', '""') + '"' if any(ch in text for ch in ',"\n\r') else text
-
-
 def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[Path]:
     """A binary run's test-split confusion matrix at 0.5 (``confusion_matrix.csv``, the classes by name) and its
     ROC and precision-recall curves (``roc_curve.csv``: threshold, fpr, tpr; ``pr_curve.csv``: threshold,
@@ -73,8 +69,8 @@ def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[P
     names = [negative, "1" if dataset.positive_class is None else str(dataset.positive_class)]
     counts = np.bincount(y * 2 + (p >= 0.5).astype(int), minlength=4).reshape(2, 2)
     confusion = folder / "confusion_matrix.csv"
-    lines = [",".join(["true\\predicted", *map(_csv, names)])]
-    lines += [",".join([_csv(c), *map(str, row)]) for c, row in zip(names, counts.tolist())]
+    lines = [",".join(["true\\predicted", *map(csv_field, names)])]
+    lines += [",".join([csv_field(c), *map(str, row)]) for c, row in zip(names, counts.tolist())]
     confusion.write_text("\n".join(lines) + "\n")
     order = np.argsort(-p, kind="stable")
     p_sorted, y_sorted = p[order], y[order]
@@ -96,7 +92,7 @@ def confusion_csv(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> Path
     """The test split's confusion matrix: a row per true class, a column per predicted class, with names."""
     path = folder / "confusion_matrix.csv"
     counts = metrics.confusion(dataset.y_test, prob)
-    lines = [",".join(["true\\predicted", *dataset.classes])]
-    lines += [",".join([c, *map(str, row)]) for c, row in zip(dataset.classes, counts.tolist())]
+    lines = [",".join(["true\\predicted", *map(csv_field, dataset.classes)])]
+    lines += [",".join([csv_field(c), *map(str, row)]) for c, row in zip(dataset.classes, counts.tolist())]
     path.write_text("\n".join(lines) + "\n")
     return path

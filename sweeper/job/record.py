@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop, yamltext
+from sweeper.base.output import one_line
 from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, halving_setting, label
 from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
 from sweeper.job import artifacts, sweepdir
@@ -124,9 +125,10 @@ def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed
     if dataset.decisions and ctx.num == 0:  # what a user file was read as: the single run's (a sweep's) first line
         task = dataset.decisions.get("task", "")
         guessed = data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
-        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", data.describe(dataset))
+        # the file's own values (a category, a column's name) quoted: a line break in one starts no line of its own
+        log.log(logging.WARNING if guessed else logging.INFO, "data: %s", one_line(data.describe(dataset)))
         for line in data.column_lines(dataset):  # a table's column report: a line per column, a leak as a warning
-            log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", line)
+            log.log(logging.WARNING if "LEAK?" in line else logging.INFO, "data: column %s", one_line(line))
     if dataset.positive_class is not None and "positive_class" in plain["data"]:  # which value is 1: a param (data=csv|text)
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {"status": None, "fingerprint": fingerprint(plain), "device": cfg.device,
