@@ -176,7 +176,7 @@ def ensure(c: Any, parent: Any, results: list[dict[str, Any]] | None, out: Any =
     except Exception as e:  # a reference, not the sweep: whatever goes wrong, the sweep still ends
         print(f"sweeper: warning: no baselines: {tracking.first_line(e)}", file=out)
         return have
-    metrics, tags = {}, {}
+    metrics, tags = {}, {"baselines": ",".join(names) or "none"}  # what was asked: the parent's, never a run's param
     for name, b in fitted.items():
         metrics |= {f"{PREFIX}{name}_{k}": v for k, v in b["metrics"].items()}
         metrics[f"{PREFIX}{name}_fit_s"] = b["fit_s"]

@@ -216,8 +216,9 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     metric = "accuracy" if binary else "mse"
     lower = LOWER_IS_BETTER[metric]
     ignore = ("tracking.", "pinned.")
-    # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either
-    names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore) and k != "resume"})
+    # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either;
+    # baselines: a param of runs made before it became a tag (references fitted at the sweep's end, not a run's key)
+    names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore) and k not in ("resume", "baselines")})
     # a run killed before its end has no params (they come with its final batch): it makes no column
     keys = [k for k in names if len({r.data.params.get(k) for r in runs if r.data.params}) > 1]
     rows = []

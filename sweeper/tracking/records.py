@@ -67,7 +67,9 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # Config keys that say how a run executes or is recorded, not what it computes: tags, not params (hyperparameters).
-NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch", "model.check")
+# baselines: references fitted once at a sweep's end, not part of any run (a run made with baselines=linear,boosting is
+# the same configuration as one made without it; the parent says which were fitted: its baseline_<name> tags)
+NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch", "model.check", "baselines")
 
 
 def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

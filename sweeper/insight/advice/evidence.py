@@ -13,7 +13,8 @@ from sweeper.base.names import PRUNED_AT
 
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
-IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch")
+# baselines: a run param before it became a tag; its values are one grid to the advisor.
+IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch", "baselines")
 # Swept keys that do not change the model by design, or that the noise finding handles (seed; data.split_seed
 # is left out as a dotted key).
 NOT_HYPERPARAMETERS = ("seed", "device", "log_every")
