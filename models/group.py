@@ -17,6 +17,17 @@ log = logging.getLogger("sweeper")
 
 Shape = tuple[int, int, str]  # inputs, outputs, task
 
+# The keys a group's members may differ in, beside epochs (a trajectory's counts) and those every member shares
+# (sweeper.sweep.groups.SHARED): the MLP's kernel takes each member's learning rate, seed, patience and split; a
+# model of the interface stacked (models.stacked) each member's learning rate and seed only.
+MEMBER_KEYS = ("lr", "seed", "patience", "data.split_seed")
+
+
+def per_member(model_cfg: Any) -> tuple[str, ...]:
+    """Which of :data:`MEMBER_KEYS` the group path of this model trains per member; the others its members share
+    (or a member trains apart), so that each member trains as it would alone."""
+    return MEMBER_KEYS if is_mlp(model_cfg) else ("lr", "seed")
+
 
 def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
     """sweeper's MLP: the form this process computes its activation in (:mod:`sweeper.models.forms`), as a run's tag."""
@@ -67,12 +78,15 @@ def _stacked(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[d
     from sweeper.models.generic import Interfaced
 
     net, (n_in, n_out, task) = instantiate(cfg0["model"]), shape
-    key = stacked.shape_key(cfg0["model"], n_in, n_out, task)
-    if key not in stacked.VERDICTS:
-        stacked.VERDICTS[key] = stacked.why_not(cfg0) or (
-            None if arrays[0].ndim == 2 else "members with their own data split train one at a time"
-        ) or stacked.batches(net, n_in, n_out, task)
-    reason = stacked.VERDICTS[key]
+    # what the group's settings forbid (shared by its members), then the proof, once per model and shape: the
+    # proof's verdict alone is kept, by everything that decides it
+    reason = stacked.why_not(cfg0) or (None if arrays[0].ndim == 2 else "members with their own data split train one "
+                                                                         "at a time")
+    if reason is None:
+        key = stacked.shape_key(cfg0["model"], n_in, n_out, task)
+        if key not in stacked.VERDICTS:
+            stacked.VERDICTS[key] = stacked.batches(net, n_in, n_out, task)
+        reason = stacked.VERDICTS[key]
     if reason is not None:
         log.info("%s does not batch (%s): its %d configurations train one at a time", cfg0["model"]["_target_"],
                  reason, sum(map(len, counts)))

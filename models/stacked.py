@@ -57,16 +57,19 @@ def targets(xp: Any, task: str, y: Any, k: int) -> Any:
     return losses.one_hot(xp, y, k) if task == "multiclass" else y
 
 
-# What the proof found per model shape (shape_key) in this process: None (it batches) or why not. The record half
-# reads it for the run's model_batched tag.
+# What the proof (:func:`batches`) found per model shape (shape_key) in this process: None (it batches) or why not.
+# The record half reads it for the run's model_batched tag. What a configuration's settings forbid (:func:`why_not`)
+# is no part of it: it is asked of each group.
 VERDICTS: dict[str, str | None] = {}
 
 
 def shape_key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
-    """One proof per model class, hyperparameters, data shape and task."""
+    """One proof per model class, hyperparameters, data shape and task: all that decides :func:`batches`."""
     import json
 
-    return json.dumps([dict(model_cfg), n_in, n_out, task], sort_keys=True, default=str)
+    from sweeper.models.interface import split
+
+    return json.dumps([*split(model_cfg), n_in, n_out, task], sort_keys=True, default=str)
 
 
 def why_not(cfg: dict[str, Any]) -> str | None:

@@ -265,3 +265,30 @@ def test_a_user_model_from_python_takes_its_hyperparameters_as_the_command_line_
     with pytest.raises(ValueError, match="model.hiden is not a hyperparameter of my_nets.TwoLayerNet"):
         sweeper.run(["model._target_=my_nets.TwoLayerNet", "model.hiden=3", f"tracking.uri=sqlite:///{tmp_path / 'py.db'}",
                      f"hydra.run.dir={tmp_path / 'run2'}"])
+
+
+@pytest.mark.slow
+def test_a_user_model_group_trains_each_member_as_it_would_alone(user, tmp_path):
+    """patience is no key the stacked path varies per member: members of other patience train apart, whichever comes
+    first (before: patience=0 first stacked the patience=20 run for all its epochs; patience=20 first trained the
+    whole group one at a time, its verdict cached by shape)."""
+    grid = ("-m", "model._target_=my_nets.TwoLayerNet", "lr=0.05,0.03", "epochs=400", "log_every=10")
+    got = {}
+    for name, args in (("alone", ("patience=0,20", "hydra/launcher=basic")), ("first0", ("patience=0,20",)),
+                       ("first20", ("patience=20,0",))):
+        store = tmp_path / name / "mlflow.db"
+        store.parent.mkdir()
+        proc = cli(user, *grid, *args, f"hydra.sweep.dir={tmp_path / name / 'sweep'}", store=store)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got[name] = {r.data.tags["fingerprint"]: r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")}
+        assert len(got[name]) == 4
+    for order in ("first0", "first20"):
+        stacked = [r for r in got[order].values() if r.data.tags["model_batched"].startswith("true")]
+        assert {r.data.params["patience"] for r in stacked} == {"0"} and len(stacked) == 2  # the patience=0 pair stacks
+        for fp, r in got[order].items():
+            alone = got["alone"][fp]
+            assert r.data.metrics["epochs_run"] == alone.data.metrics["epochs_run"]
+            for m in ("val_mse", "test_mse"):
+                assert r.data.metrics[m] == pytest.approx(alone.data.metrics[m], rel=1e-9, abs=0)
+            if r.data.params["patience"] == "20":
+                assert r.data.metrics["epochs_run"] < 400  # it stopped early, as alone

@@ -361,7 +361,8 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
     if computed is not None:
         batched = "true: stacked with its group (proven by broadcasting)"
     else:
-        reason = stacked.VERDICTS.get(stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))
+        reason = stacked.why_not(plain) or stacked.VERDICTS.get(
+            stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))
         batched = f"false: {reason}" if reason else "false: trained alone (a one-job launcher, or no other configuration of its shape)"
     from sweeper.contract.model import gradient_check
 

@@ -23,17 +23,19 @@ from sweeper import data
 from sweeper.contract.config import ConfigError, fingerprint, validate
 from sweeper.models import layer_sizes
 from sweeper.models.batched import group_bytes
+from sweeper.models.group import MEMBER_KEYS, per_member
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import stride_of
 
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation. They may
-# differ in lr, seed (the weights), data.split_seed (the split: then each has its own data; not for text, see
-# split_features), epochs and patience; with mini-batches (batch_size > 0) they share the seed too
-# (MINI_BATCH_SHARED), which draws the rows' order, and the split. With data.folds=k (shared by the group) each
-# configuration is k members, its folds, each with its own rows, exactly as members of other split seeds
-# (sweeper.sweep.launch.compute_group).
+# differ in epochs and in the keys the model's group path trains per member (models.group.per_member: the MLP's lr,
+# seed, patience and data.split_seed — the split: then each has its own data; not for text, see split_features — a
+# stacked model of yours lr and seed only: it shares the rest of models.group.MEMBER_KEYS); with mini-batches
+# (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order, and the split. With
+# data.folds=k (shared by the group) each configuration is k members, its folds, each with its own rows, exactly as
+# members of other split seeds (sweeper.sweep.launch.compute_group).
 SHARED = ("model", "data", "dtype", "device", "depth", "width", "activation", "log_every",
           "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
 MINI_BATCH_SHARED = ("seed",)
@@ -106,7 +108,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
         if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, halving)) or _own_loop(cfg):
             alone.append(job)
             continue
-        shared = {k: cfg.get(k) for k in SHARED + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        varies = per_member(cfg.get("model"))  # a key the group path cannot vary per member: shared, or apart
+        own = tuple(k for k in MEMBER_KEYS if k not in varies and "." not in k)
+        shared = {k: cfg.get(k) for k in SHARED + own + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) groups only with runs of that same stride
         # (their longest count then samples at it too)
@@ -114,7 +118,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
         if stride != cfg["log_every"]:
             shared["stride"] = stride
         shared["data"] = {k: v for k, v in cfg["data"].items() if k != "split_seed"}
-        if split_features(cfg) or cfg["batch_size"]:
+        if split_features(cfg) or cfg["batch_size"] or "data.split_seed" not in varies:
             shared["split_seed"] = data.split_seed(cfg["data"])
         key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
