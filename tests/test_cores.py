@@ -142,3 +142,38 @@ def test_the_group_that_would_end_last_on_one_worker_is_split_when_that_ends_the
                                                                       "device": "cpu", "depth": 1, "width": 8})
                                                   for i in range(2)]]
     assert chunked(small, 2) == small  # a split that saves less than a chunk's own cost is not made
+
+
+def _plain(lr: float, epochs: int, width: int = 16, depth: int = 1) -> dict:
+    return {"lr": lr, "epochs": epochs, "device": "cpu", "depth": depth, "width": width,
+            "data": {"name": "diabetes", "val_fraction": 0.2, "test_fraction": 0.2}}
+
+
+def test_worker_processes_start_only_where_they_shorten_the_training(monkeypatch):
+    from sweeper.sweep import cores
+
+    monkeypatch.setattr(cores, "cores", lambda: 2)
+    quick = [_plain(0.001, 5000), _plain(0.005, 5000)]  # README's first sweep: ~0.5 s of training
+    heavy = [_plain(0.001 * i, 20000, width=256, depth=2) for i in range(1, 9)]  # ~10 s a configuration
+    auto = {"engine": "local", "cpu_workers": None}
+    assert cores.estimated_s(quick) < cores.WORKERS_PAY_S < cores.estimated_s(heavy) / 2
+    assert cores.workers(auto, quick) == 1
+    assert "trained here (~" in cores.declined(auto, quick, 1) and "cpu_workers=2 uses them" in cores.declined(auto, quick, 1)
+    assert cores.workers(auto, heavy) == 2 and cores.declined(auto, heavy, 2) == ""
+    asked = {"engine": "local", "cpu_workers": 2}
+    assert cores.workers(asked, quick) == 2 and cores.declined(asked, quick, 2) == ""  # asked for: given, unsaid
+    assert cores.workers({"engine": "ray", "cpu_workers": None}, heavy) == 1
+    # a trajectory trains once, to its longest epochs: epochs=1000,5000 of one lr costs what 5000 alone does
+    assert cores.estimated_s([_plain(0.001, 1000), _plain(0.001, 5000)]) == cores.estimated_s([_plain(0.001, 5000)])
+    assert cores.estimated_s([_plain(0.001, 5000, width=64)]) > cores.estimated_s([_plain(0.001, 5000)])
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="one core: no worker processes to decline")
+def test_a_small_sweep_trains_in_the_launching_process_and_says_so(tmp_path, store):
+    proc = cli(tmp_path, "-m", "lr=0.001,0.005", "epochs=100", *FAST, store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "worker processes started" not in out
+    assert "trained here (~" in out, out
+    runs = children(store)
+    assert len(runs) == 2 and {r.data.tags["batch_worker"] for r in runs} == {"main"}

@@ -52,7 +52,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
     "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
     "SWEEPER_PUBLIC_ONLY": ("1 or 0 (1: MLflow's and Hydra's public calls, sweeper's fast paths off)", lambda v: v in ("0", "1")),
-    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model templates, gradient checks, probes)", _folder),
+    "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model and store templates, gradient checks, probes)", _folder),
     "SWEEPER_ACTIVATION_FORMS": ("probe, library, or forms such as tanh=exp,sigmoid=library (models.forms)",
                                  _forms_allowed),
     "SWEEPER_FAKE_GPU": ("numpy (test-only: device=gpu on NumPy)", lambda v: v == "numpy"),
@@ -64,7 +64,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
 
 
 def cache_root() -> Path:
-    """Where sweeper keeps what it computes once per machine (model templates, gradient checks, probes):
+    """Where sweeper keeps what it computes once per machine (model and store templates, gradient checks, probes):
     ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper`` (``~/.cache/sweeper``)."""
     base = os.environ.get("SWEEPER_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
     return Path(base)

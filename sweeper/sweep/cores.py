@@ -51,13 +51,54 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def workers(launcher: Any, cpu_jobs: int) -> int:
-    """How many worker processes compute this sweep's CPU groups: ``hydra.launcher.cpu_workers`` (null: every
-    core), never more than its CPU configurations; 1 under another engine (which places groups itself)."""
+def workers(launcher: Any, cpu: list[dict[str, Any]]) -> int:
+    """How many worker processes compute this sweep's CPU groups (``cpu``: their configurations, plain):
+    ``hydra.launcher.cpu_workers``, never more than its CPU configurations; 1 under another engine (which places
+    groups itself). Unset (null), every core when workers pay (:func:`pays`), else 1: this process trains."""
     get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
     if (get("engine", "local") or "local") != "local":
         return 1
-    return max(1, min(int(get("cpu_workers", None) or cores()), cpu_jobs))
+    asked = get("cpu_workers", None)
+    n = max(1, min(int(asked or cores()), len(cpu)))
+    return n if asked or n == 1 or pays(cpu, n) else 1
+
+
+# What a CPU configuration's training costs, roughly: each member-epoch's fixed part (a step's dozens of NumPy calls on
+# small arrays) and its multiply-adds at one core's rate for small products. Fitted on this 2-core machine: the quick
+# start (diabetes, 2 x 5000 epochs, width 16: 0.48 s), a digits grid (6.7e10 multiply-adds in 11 s).
+MEMBER_EPOCH_S = 3e-5
+MULTIPLY_ADDS_PER_S = 6e9
+# Starting a worker (a fresh interpreter, its imports and data sets) takes ~1 s of a core, beside the store's opening;
+# a sweep whose training would end less than this much sooner on n workers than here trains here.
+WORKERS_PAY_S = 1.5
+
+
+def declined(launcher: Any, cpu: list[dict[str, Any]], n: int) -> str:
+    """The plan line's words when this process trains the CPU groups because workers would not pay ('' else)."""
+    get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
+    if n > 1 or get("cpu_workers", None) or (get("engine", "local") or "local") != "local":
+        return ""
+    m = min(cores(), len(cpu))
+    if m < 2:
+        return ""
+    return (f"; trained here (~{estimated_s(cpu):.1f} s of training: {m} worker processes would cost more than they "
+            f"save; hydra.launcher.cpu_workers={m} uses them)")
+
+
+def estimated_s(cpu: list[dict[str, Any]]) -> float:
+    """The training of these CPU configurations on one core, in seconds (a trajectory trains once, to its longest
+    epochs): a rough estimate, enough to tell a sweep of a second from one of a minute."""
+    from sweeper.sweep.groups import Job, trajectories
+
+    total = 0.0
+    for t in trajectories([Job(i, [], None, p) for i, p in enumerate(cpu)]):
+        total += _cost(t) / MULTIPLY_ADDS_PER_S + t[-1].plain["epochs"] * MEMBER_EPOCH_S
+    return total
+
+
+def pays(cpu: list[dict[str, Any]], n: int) -> bool:
+    """Whether ``n`` worker processes shorten the training of these CPU configurations by more than they cost."""
+    return estimated_s(cpu) * (1 - 1 / n) > WORKERS_PAY_S
 
 
 def budget(max_group_bytes: int, n: int) -> int:
@@ -293,8 +334,8 @@ def warm(config: Any, jobs: list[tuple[list[str], dict[str, Any]]]) -> None:
     launcher = config.hydra.launcher
     if LAUNCHER not in str(launcher.get("_target_", "")) or _POOL:
         return
-    cpu = [cfg for _, cfg in jobs if cfg.get("device") != "gpu"]
-    n = workers(launcher, len(cpu))
+    cpu = [cfg for _, cfg in jobs if cfg and cfg.get("device") != "gpu"]
+    n = workers(launcher, cpu)
     if n > 1:
         _start(n, cpu)
 

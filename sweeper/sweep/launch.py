@@ -66,15 +66,16 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     jobs = [Job(initial_job_idx + i, list(o), None, run.load.plain(config, list(o)) if ours else None)
             for i, o in enumerate(job_overrides)]
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
-    n = cores.workers(launcher, sum(j.plain is not None and j.plain.get("device") != "gpu" for j in jobs)) if ours else 1
+    cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
+    n = cores.workers(launcher, cpu) if ours else 1
     halved = halving.Halving.of(getattr(launcher, "halving", None))  # successive halving, or None (off)
     groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
                          launcher.max_group_size, halved.setting if halved else None)
     if n > 1:
         groups = cores.chunked(groups, n)
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
-    log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time", len(jobs),
-             sum(map(len, groups)), len(groups), len(alone))
+    log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time%s", len(jobs),
+             sum(map(len, groups)), len(groups), len(alone), cores.declined(launcher, cpu, n) if ours and groups else "")
     if halved is not None and groups and not engines.elsewhere(launcher, groups):
         run.halving(groups, halved, n)
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends

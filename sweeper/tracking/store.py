@@ -12,9 +12,10 @@ import functools
 import logging
 import os
 import re
+import shutil
 import sqlite3
 import sys
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +255,7 @@ def open_store(uri: str) -> Any:
         check_database(uri)
     creating = db is not None and not db.is_file()
     if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):  # seconds of silence otherwise
-        _progress(f"opening the store {uri}" + (" (creating it: the first time takes a few seconds)"
-                                                if creating else "") + "…")
+        _progress(f"opening the store {uri}" + (_creating() if creating else "") + "…")
     if uri.startswith(("http://", "https://")):
         check_server(uri)
     try:
@@ -265,6 +265,12 @@ def open_store(uri: str) -> Any:
     except Exception as e:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
     return c
+
+
+def _creating() -> str:
+    if _template().is_file():
+        return " (creating it)"
+    return " (creating it: the first store of this MLflow version on this machine takes a few seconds)"
 
 
 def _progress(line: str) -> None:
@@ -432,6 +438,8 @@ def _create_store(db: Path, uri: str) -> Any:
 
     Several processes creating one store at once race in MLflow's schema migrations and can leave it
     unusable, so the creation holds an exclusive lock on ``<db>.lock`` (the file stays; it is empty).
+    The schema is a copy of this MLflow's empty store (:func:`_template`, made by its migrations the first time,
+    ~4 s; a copy then takes ~0.2 s); MLflow adds its Default experiment to it as to a store it made.
     The WAL switch comes last: a WAL header means a complete schema, which :func:`client` trusts
     without the lock. WAL lets parallel jobs log without "database is locked".
     """
@@ -442,12 +450,94 @@ def _create_store(db: Path, uri: str) -> Any:
     # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
     # that every later command refused ("table spans already exists")
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
-        c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store
-        if not _is_wal_database(db):  # else made by another process while this one waited
-            c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
-            with closing(sqlite3.connect(db)) as con:
-                con.execute("PRAGMA journal_mode=WAL")
+        if _is_wal_database(db):  # made by another process while this one waited
+            return MlflowClient(tracking_uri=uri)
+        copied = _from_template(db)
+        c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store (or adds Default to a copy)
+        c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
+        with closing(sqlite3.connect(db)) as con:
+            con.execute("PRAGMA journal_mode=WAL")
+        if not copied:
+            _keep_template(db)
     return c
+
+
+def _template() -> Path:
+    """The empty store of this MLflow version (its migrated schema, no experiment), kept in sweeper's cache."""
+    from importlib.metadata import version
+
+    from sweeper.base.environment import cache_root
+
+    return Path(cache_root()) / "store-templates" / f"mlflow-{version('mlflow')}.db"
+
+
+@functools.cache
+def _schema_head() -> str | None:
+    """The schema revision this MLflow's migrations end at, read off their files (alembic's own reading of them
+    takes ~1 s): the revision no other names as its ``down_revision``. None when that is not one revision."""
+    from importlib.util import find_spec
+
+    spec = find_spec("mlflow")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "store" / "db_migrations" / "versions"
+    revisions, downs = set(), set()
+    for script in folder.glob("*.py"):
+        text = script.read_text(encoding="utf-8", errors="replace")
+        if (rev := re.search(r"^revision = [\"']([0-9a-z_]+)[\"']", text, re.M)) is None:
+            continue
+        revisions.add(rev.group(1))
+        if (down := re.search(r"^down_revision = (.*)$", text, re.M)) is not None:
+            downs.update(re.findall(r"[\"']([0-9a-z_]+)[\"']", down.group(1)))
+    heads = revisions - downs
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _from_template(db: Path) -> bool:
+    """Copy the cached empty store to ``db`` (absent, or an empty file); False when there is none to copy, or the
+    one cached is of another schema than this MLflow's (it is removed: the migrations make it again)."""
+    template = _template()
+    if not template.is_file() or (db.exists() and db.stat().st_size):
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as con:
+            held = con.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error:
+        held = None
+    if held is None or held[0] != _schema_head():
+        with suppress(OSError):
+            template.unlink()
+        return False
+    new = db.with_name(f".{db.name}.{os.getpid()}.new")
+    try:
+        shutil.copyfile(template, new)
+        os.replace(new, db)  # whole or not at all: a crash leaves no half-copied store at db
+    except OSError:
+        with suppress(OSError):
+            new.unlink()
+        return False
+    return True
+
+
+def _keep_template(db: Path) -> None:
+    """Keep the store MLflow's migrations just made (its schema; Default left out) for the next new store. A cache
+    that cannot be written costs the next store its migrations again, nothing more."""
+    template = _template()
+    if template.is_file():
+        return
+    new = template.with_name(f".{template.name}.{os.getpid()}.new")
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(new)) as dst:
+            src.backup(dst)
+            dst.execute("DELETE FROM experiment_tags")
+            dst.execute("DELETE FROM experiments")
+            dst.commit()
+            dst.execute("PRAGMA journal_mode=DELETE")
+        os.replace(new, template)
+    except (OSError, sqlite3.Error):
+        with suppress(OSError):
+            new.unlink()
 
 
 def _is_wal_database(db: Path) -> bool:

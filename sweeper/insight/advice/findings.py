@@ -286,12 +286,12 @@ def noise(s: Sweep) -> list[Finding]:
 def _across_folds(s: Sweep) -> Finding | None:
     """Without seeds, cross-validated configurations (data.folds=k, one split seed: the same folds for all) are compared
     paired by fold: the best against the runner-up, a paired t-test over the k folds. None when the runs have no folds."""
-    from scipy import stats
-
     ranked = s.ranked()
     folds = {c: s.fold_scores(s.lead(c)) for c in ranked[:5]}
     if not ranked or not folds[ranked[0]]:
         return None
+    from scipy import stats  # ~0.5 s of a small sweep's end: only where a test is made
+
     k = len(folds[ranked[0]])
     evidence = [f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} over {len(v)} folds"
                 for c, v in folds.items() if v]
