@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,11 +429,22 @@ def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> 
 
     seed = split_seed(node) if seed is None else seed
     rest = {k: v for k, v in node.items() if k != "split_seed"}
-    return _load_plain(json.dumps(rest, sort_keys=True, default=str), seed, fold)
+    return _load_plain(json.dumps(rest, sort_keys=True, default=str), seed, fold, _stamp(node))
+
+
+def _stamp(node: dict) -> tuple:
+    """What the node's file is now (size, modification time, inode): a file rewritten since it was read is read
+    again (a notebook's second sweep of an edited CSV trained on the first version)."""
+    path = node.get("path") if isinstance(node, dict) else None
+    try:
+        st = os.stat(path) if path else None
+    except (OSError, TypeError, ValueError):
+        return ()
+    return (st.st_size, st.st_mtime_ns, st.st_ino) if st else ()
 
 
 @functools.lru_cache(maxsize=16)
-def _load_plain(node: str, seed: int, fold: int | None = None) -> Dataset:
+def _load_plain(node: str, seed: int, fold: int | None = None, stamp: tuple = ()) -> Dataset:
     import json
 
     from omegaconf import OmegaConf

@@ -296,3 +296,23 @@ def test_a_header_that_names_a_column_twice_is_refused_in_one_line(tmp_path):
     assert refused(path, "data.target=y") == (f"data.path={path}: the header names column 'a' 2 times (columns 1, 2): "
                                               "give each column its own name in the file's first line")
     assert load(write_csv(tmp_path / "ok.csv", X[:, 0], header="a,b,y"), "data.target=y").n_features == 2
+
+
+def test_a_file_rewritten_between_two_sweeps_of_one_process_is_read_again(tmp_path):
+    """load_plain keeps what it read for the sweep's launching process: a notebook's second sweep of an edited CSV
+    (same path, same split) trained on the first version of it."""
+    path = tmp_path / "t.csv"
+    def write(scale: int) -> None:
+        path.write_text("a,b,y\n" + "".join(f"{i},{(i * 7) % 5},{scale * (2 * i + 1)}\n" for i in range(40)))
+
+    write(1)
+    import sweeper
+
+    node = {**OmegaConf.to_container(OmegaConf.load(sweeper.CONF_DIR / "data" / "csv.yaml")), "path": str(path),
+            "target": "y"}
+    first = data.load_plain(node)
+    assert data.load_plain(node) is first  # unchanged: the same Dataset, read once
+    write(100)
+    second = data.load_plain(node)
+    assert second is not first
+    assert second.y_mean == pytest.approx(100 * first.y_mean)
