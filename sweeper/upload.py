@@ -23,7 +23,7 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.output import masked
-from sweeper.base.names import REPLACED_BY, SWEEP_FILE, label
+from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
 from sweeper.tracking.writer import RECORDING, recording, write_result
@@ -90,6 +90,7 @@ def upload(path: Path, uri: str | None = None) -> str:
             **tracking.source_tags(["python", "-m", "sweeper", *r["overrides"]])}
     if r.get("task"):
         tags["task"] = r["task"]
+    tags |= {k: r[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if isinstance(r.get(k), str)}  # what its file held
     new = tracking.start_run(c, experiment, name, tags, params, parent)
     write_result(path, r | {UPLOADING: new})  # a retry after a failure below deletes it instead of adding a second
 

@@ -168,7 +168,7 @@ def test_split_seed_changes_the_rows_and_seed_changes_the_weights_only():
 def test_the_split_seed_is_fingerprinted_only_when_it_differs_from_seed():
     from omegaconf import OmegaConf
 
-    from sweeper.contract.config import fingerprint
+    from sweeper.contract.fingerprint import fingerprint
 
     from conftest import make_cfg
 

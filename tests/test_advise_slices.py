@@ -235,7 +235,8 @@ def test_the_linear_reference_is_scikit_learns_on_the_same_rows(name):
 
 
 def test_the_baselines_key_changes_no_fingerprint_and_is_checked():
-    from sweeper.contract.config import ConfigError, TOP_LEVEL, check_value, fingerprint
+    from sweeper.contract.config import ConfigError, TOP_LEVEL, check_value
+    from sweeper.contract.fingerprint import fingerprint
 
     cfg = {"lr": 0.01, "epochs": 10, "data": {"name": "diabetes"}}
     assert fingerprint(cfg) == fingerprint({**cfg, "baselines": ["linear", "boosting"]}) == \

@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 from conftest import FAST_ARGS, cli, client_for, make_cfg, run_once
 from test_data_files import load, refused
 from sweeper import data
-from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.contract.config import ConfigError, validate
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.data import encode_rows
 from sweeper.data.columns import fit, typed
 

@@ -4,7 +4,8 @@ from omegaconf import OmegaConf
 
 import sweeper
 from conftest import make_cfg
-from sweeper.contract.config import ConfigError, check_overrides, fingerprint, validate
+from sweeper.contract.config import ConfigError, check_overrides, validate
+from sweeper.contract.fingerprint import fingerprint
 
 
 def plain(*overrides):

@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 from conftest import cli, make_cfg
 from test_text import needs_sms
 from sweeper import data
-from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.contract.config import ConfigError, validate
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.job.compute import scored_on
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import all_runs, cli, make_cfg, user_folder
 from sweeper import ROOT
 from sweeper.base.backend import resolve
-from sweeper.contract.config import fingerprint
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.models import MLP, init_params, train
 from sweeper.models.generic import Interfaced, init_host
 from sweeper.models.mlp_net import MLPNet

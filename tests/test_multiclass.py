@@ -12,7 +12,8 @@ from conftest import all_runs, cli, make_cfg, run_once
 from sweeper import data, promote
 from sweeper.job import metrics
 from sweeper.base.backend import resolve
-from sweeper.contract.config import ADDED_DEFAULTS, ConfigError, check_overrides, fingerprint, validate
+from sweeper.contract.config import ADDED_DEFAULTS, ConfigError, check_overrides, validate
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.job.compute import train_and_score
 
 

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from conftest import FAST_ARGS, client_for, make_cfg, run_once
 from test_data_files import load, refused
-from sweeper.contract.config import fingerprint
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.data import encode_rows
 
 N = 200

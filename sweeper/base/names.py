@@ -77,6 +77,10 @@ def halving_setting(settings: Any) -> str | None:
     return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
 
 
+# A run on a data file: its content's SHA-256, and the fingerprint of its configuration alone (the fingerprint holds
+# both: sweeper.contract.fingerprint); resume names the runs of the configuration that read another version
+DATA_SHA256, CONFIG_FINGERPRINT = "data_sha256", "config_fingerprint"
+
 REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged again as a new run (a stub)
 
 

@@ -10,6 +10,9 @@ rather than passed down every call.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,8 @@ class SweepState:
     sweep_files: dict[Path, dict[str, Any]] = field(default_factory=dict)
     # a single run's folder this command made (hydra.run.dir): removed again when the run is refused before it starts
     new_run_dir: Path | None = None
+    # the SHA-256 of each data file the sweep's fingerprints read (:func:`digest`), by its (device, inode, size, mtime)
+    digests: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
 
 
 _current = SweepState()
@@ -47,3 +52,21 @@ def begin() -> SweepState:
     global _current
     _current = SweepState()
     return _current
+
+
+def digest(path: Any) -> str | None:
+    """The SHA-256 of a data file's content (a run's fingerprint holds it), read once a sweep: again only when the
+    file changes (another size, modification time or inode); None when it is no readable file (the job that reads
+    it says why)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        held = current().digests
+        if key not in held:
+            with open(path, "rb") as f:
+                held[key] = hashlib.file_digest(f, "sha256").hexdigest()
+        return held[key]
+    except OSError:
+        return None

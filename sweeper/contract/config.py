@@ -1,4 +1,5 @@
-"""The configuration contract: which keys exist, which values they allow, and the fingerprint of a run.
+"""The configuration contract: which keys exist and which values they allow (the fingerprint of a run:
+:mod:`sweeper.contract.fingerprint`).
 
 Every check turns bad input into a :class:`ConfigError` whose message is one line naming the key,
 the value and what is allowed. Checks run before any work: on the command line before Hydra
@@ -10,7 +11,6 @@ a structured-config type error over several lines and before our code can word i
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -467,34 +467,3 @@ def _unparsable(arg: str, e: Exception) -> None:
 # what any file that ran before sniffing was read with unless data.sep named another.
 DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50, "keep": [], "dates": [],
                                        "categorical": [], "missing": "impute", "na_values": [], "folds": 0}
-
-
-def fingerprint(cfg: Mapping[str, Any]) -> str:
-    """Hash of the resolved config without where it runs (device, tracking, hydra): pairs CPU and GPU runs.
-
-    ``data.split_seed`` is hashed only when it differs from ``seed``: a run from before the split seed existed
-    drew its split with its ``seed``, so it is the run of ``data.split_seed=seed`` and keeps its fingerprint
-    (resume, ``conf/best`` pins); ``seed=3`` with the default ``data.split_seed=0`` is another split, another hash."""
-    kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
-    from sweeper.models.interface import is_mlp
-
-    if is_mlp(kept.get("model")):  # sweeper's MLP: its hyperparameters are the top-level keys (runs from before the
-        kept.pop("model", None)  # model group keep their fingerprint)
-    else:  # a model of the interface: its import path and hyperparameters; the MLP's keys do not apply
-        kept = {k: v for k, v in kept.items() if k not in MLP_KEYS}  # and model.check is no hyperparameter:
-        kept["model"] = {k: v for k, v in kept["model"].items() if k != "check"}
-    if isinstance(kept.get("data"), Mapping):
-        d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
-        if "split_seed" in d and d["split_seed"] == kept.get("seed", 0):
-            d.pop("split_seed")
-        kept["data"] = {**d, "sep": ","} if d.get("sep") == "auto" else d
-    blob = json.dumps(kept, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _at_added_default(key: str, value: Any) -> bool:
-    """Whether ``key`` is one of :data:`ADDED_DEFAULTS` at its default (``0`` and ``0.0`` alike, not ``false``)."""
-    if key not in ADDED_DEFAULTS:
-        return False
-    default = ADDED_DEFAULTS[key]
-    return value == default and isinstance(value, bool) == isinstance(default, bool)

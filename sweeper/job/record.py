@@ -25,8 +25,10 @@ from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import stop, yamltext
 from sweeper.base.output import one_line
-from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, halving_setting, label
-from sweeper.contract.config import ConfigError, fingerprint, resolve_experiment, validate
+from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, PRUNED_AT, RESULT_FILE, halving_setting,
+                                label)
+from sweeper.contract.config import ConfigError, resolve_experiment, validate
+from sweeper.contract.fingerprint import content_tags, fingerprint
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
@@ -133,7 +135,8 @@ def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {"status": None, "fingerprint": fingerprint(plain), "device": cfg.device,
                               "overrides": ctx.overrides, "run_id": None, "tracking_uri": cfg.tracking.uri,
-                              "experiment": cfg.tracking.experiment, "metrics": {}, "config": plain}
+                              "experiment": cfg.tracking.experiment, "metrics": {}, "config": plain,
+                              **content_tags(plain)}  # a data file's content: data_sha256, config_fingerprint
     if computed:
         result["batch_size"] = int(computed.tags["group_size"])
         result["trajectory"] = computed.tags.get("trajectory")
@@ -175,6 +178,8 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
                 reason = f"resume: this configuration already FINISHED as run {done}"
                 opened.resumed = _finish(ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done})
                 return opened
+            if CONFIG_FINGERPRINT in result:  # runs of the configuration on another version of its data file
+                result["not_reused"] = _other_versions(client, experiment, cfg, result)
         if computed and computed.run is not None:  # the launcher created it when the group started
             opened.tracked, opened.late_tags = computed.run, known
         else:
@@ -186,6 +191,20 @@ def _open(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], dataset: data
     result["run_id"] = opened.tracked and opened.tracked.run_id
     result["experiment_id"] = opened.tracked and opened.tracked.experiment_id
     return opened
+
+
+def _other_versions(client: Any, experiment: str, cfg: DictConfig, result: dict[str, Any]) -> str | None:
+    """Why ``resume=true`` reuses none of this configuration's FINISHED runs, when they read another version of its
+    data file (a line, a warning); None when it has none."""
+    runs = tracking.other_versions(client, experiment, result[CONFIG_FINGERPRINT], cfg.device, result[DATA_SHA256])
+    if not runs:
+        return None
+    theirs = sorted({r.data.tags[DATA_SHA256][:12] if DATA_SHA256 in r.data.tags else "not recorded" for r in runs})
+    why = (f"resume: {len(runs)} FINISHED run(s) of this configuration ({', '.join(r.info.run_id for r in runs[:3])}) "
+           f"read another version of data.path={cfg.data.path} (sha256 {', '.join(theirs)}; now "
+           f"{result[DATA_SHA256][:12]}): not reused, it trains again")
+    log.warning(why)
+    return why
 
 
 def _halving() -> str | None:
@@ -247,7 +266,7 @@ def start_many(jobs: list[tuple[dict[str, Any], JobContext, dict[str, str]]],
         specs = []
         for i in idx:
             plain, ctx, tags = jobs[i]
-            base = _tags(ctx, plain, {"fingerprint": fingerprint(plain)}, resolve(plain["device"]))
+            base = _tags(ctx, plain, {"fingerprint": fingerprint(plain), **content_tags(plain)}, resolve(plain["device"]))
             # data.positive_class is what the data were read as: the job logs it with its last batch
             params = {k: v for k, v in tracking.split_params(plain)[0].items() if k != "data.positive_class"}
             specs.append({"name": _name(ctx, plain), "tags": base | tags, "parent_run_id": _parent(ctx, plain),
@@ -373,7 +392,8 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:
     """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
     tags = {"device": plain["device"], "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
-            "host": socket.gethostname(), "pid": str(os.getpid()), "hydra.job_dir": str(ctx.output_dir.resolve())}
+            "host": socket.gethostname(), "pid": str(os.getpid()), "hydra.job_dir": str(ctx.output_dir.resolve()),
+            **{k: result[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if k in result}}
     tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])  # the command that re-runs it
     if backend.fake:
         tags["fake_gpu"] = "true"

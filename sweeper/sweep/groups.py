@@ -20,7 +20,8 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sweeper import data
-from sweeper.contract.config import ConfigError, fingerprint, validate
+from sweeper.contract.config import ConfigError, validate
+from sweeper.contract.fingerprint import fingerprint
 from sweeper.models import layer_sizes
 from sweeper.models.batched import group_bytes
 from sweeper.models.group import MEMBER_KEYS, per_member

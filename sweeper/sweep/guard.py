@@ -67,7 +67,7 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
     """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
     from sweeper import tracking
     from sweeper.base.names import halving_setting
-    from sweeper.contract.config import fingerprint
+    from sweeper.contract.fingerprint import fingerprint
     from sweeper.sweep import life
     from sweeper.sweep.plan import _plain
 

@@ -365,6 +365,9 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         reused = [r for r in skipped if r.get("resumed_from")]
         if reused:
             print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
+        if stale := [r for r in mine if r.get("not_reused")]:  # FINISHED before on another version of the data file
+            print(f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
+                  "the data file (changed since, or not recorded then): trained again", file=out)
         for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
             jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
             print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
@@ -467,7 +470,7 @@ def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str
     """A ``resume=true`` configuration that already FINISHED as run ``run_id`` and that the sweeper did not launch
     (:mod:`sweeper.sweep.guard`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as the
     job would have left them had it run and skipped itself."""
-    from sweeper.contract.config import fingerprint
+    from sweeper.contract.fingerprint import fingerprint
 
     folder = sweep_dir / name
     folder.mkdir(parents=True, exist_ok=True)

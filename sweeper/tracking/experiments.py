@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base import state
-from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, sqlite_path
+from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HALVING_SETTINGS, PRUNED_AT, sqlite_path
 from sweeper.tracking.store import TrackingError, artifact_location
 
 
@@ -136,3 +136,13 @@ def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving
             "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
             halving or "off")
     return None
+
+
+def other_versions(c: Any, experiment: str, config_fingerprint: str, device: str, sha256: str | None) -> list[Any]:
+    """The FINISHED runs of a configuration on this device (its fingerprint without its data file's content:
+    ``config_fingerprint``) that read another version of that file than ``sha256``, or one not recorded (a run from
+    before sweeper hashed data files: its fingerprint is the configuration's alone). ``resume=true`` reuses none."""
+    where = f"tags.device = '{device}' and attributes.status = 'FINISHED'"
+    found = {r.info.run_id: r for key in (CONFIG_FINGERPRINT, "fingerprint")
+             for r in c.search_runs([experiment], f"tags.{key} = '{config_fingerprint}' and {where}", max_results=50)}
+    return [r for r in found.values() if r.data.tags.get(DATA_SHA256) != sha256]
