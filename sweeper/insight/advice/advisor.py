@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from sweeper.insight.advice.curves import overfitting, under_training
+from sweeper.insight.advice.curves import overfitting, rising_loss, under_training
 from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
@@ -19,7 +19,7 @@ from sweeper.insight.advice.reference import devices, reference, skipped_lines
 # The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
 # order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the noise leave the grid
 # first, then a change that still does not fit is left out (and said).
-PRIORITY = ("device", "divergence", "no_effect", "overfitting", "under_training", "edge", "noise")
+PRIORITY = ("device", "divergence", "rising_loss", "no_effect", "overfitting", "under_training", "edge", "noise")
 
 
 def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
@@ -286,7 +286,7 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     s = Sweep(records, curves)
     caveats = [*(caveats or []), *split_caveats(records)]
     flat = no_effect(s)
-    found = [*devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s), *overfitting(s),
+    found = [*devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s), *rising_loss(s), *overfitting(s),
              *under_training(s)]
     found += [*_one_subject(flat, found), *edges(s, {f.tag for f in flat}), *reference(s, baselines or {})]
     if foreign:
@@ -326,7 +326,8 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
 def _one_subject(flat: list[Finding], others: list[Finding]) -> list[Finding]:
     """The no-effect findings whose key no other finding is about (a key is never both "did not matter" and the
     subject of another finding on the same runs: "epochs did not matter" beside overfitting)."""
-    about = {"divergence": {"lr"}, "overfitting": {"epochs", "patience"}, "under_training": {"epochs"}}
+    about = {"divergence": {"lr"}, "rising_loss": {"lr"}, "overfitting": {"epochs", "patience"},
+             "under_training": {"epochs"}}
     subjects = set()
     for f in others:
         subjects |= {*f.add, *f.drop, *(k for k in f.set if k not in ("seed", "device"))} | about.get(f.kind, set())

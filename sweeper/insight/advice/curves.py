@@ -8,7 +8,7 @@ from typing import Any
 
 from sweeper.base.fmt import cell
 from sweeper.insight.advice.evidence import (
-    FLOOR, Finding, LATE, OVERFIT_AT, RISE, STILL_FALLING, TOP, Sweep, _label, _nice_int, _pct,
+    FLOOR, Finding, LATE, OVERFIT_AT, RISE, STILL_FALLING, TOP, Sweep, _label, _nice_int, _pct, extend, nice,
 )
 
 
@@ -43,15 +43,87 @@ def longer(s: Sweep, r: dict[str, Any]) -> list[tuple[tuple, float]]:
 
 def overfit(s: Sweep, r: dict[str, Any]) -> tuple[int, float, int, float] | None:
     """(epoch of the validation minimum, that minimum, last epoch, last value) when the run's validation loss
-    bottomed out in the first OVERFIT_AT of the run and then rose by more than RISE and above the loss's floor."""
+    bottomed out in the first OVERFIT_AT of the run and then rose by more than RISE and above the loss's floor, while
+    its training loss did not rise (a training loss that rose is another story: :func:`rising`)."""
     val = s.curve(r)
     if len(val) < 3 or _stopped(s, r):
         return None
     min_step, v_min = min(val, key=lambda p: p[1])
     last_step, v_last = val[-1]
     if min_step <= OVERFIT_AT * last_step and v_last > v_min * (1 + RISE) and v_last - v_min > FLOOR:
+        train = s.curve(r, "train_loss")
+        if train and _risen(_at(train, min_step)[1], train[-1][1]):
+            return None
         return min_step, v_min, last_step, v_last
     return None
+
+
+def _risen(before: float, after: float) -> bool:
+    return after > before * (1 + RISE) and after - before > FLOOR
+
+
+def plain_descent(s: Sweep, r: dict[str, Any]) -> bool:
+    """Whether sweeper's loop trained ``r`` by plain full-batch gradient descent (optimizer=gd, batch_size=0, no
+    weight decay): its training loss then falls at every step when the step is small enough and the gradient right."""
+    return (r["params"].get("optimizer", "gd") == "gd" and not s.param(r, "batch_size") and not s.param(r, "weight_decay")
+            and r.get("model_kind") != "function trainer")
+
+
+def rising(s: Sweep, r: dict[str, Any]) -> tuple[int, float, int, float] | None:
+    """(epoch of the training loss's minimum, that minimum, last epoch, last value) when a run of plain full-batch
+    gradient descent (:func:`plain_descent`) ended with its training loss more than RISE above its minimum."""
+    train = s.curve(r, "train_loss")
+    if len(train) < 3 or not plain_descent(s, r):
+        return None
+    min_step, t_min = min(train, key=lambda p: p[1])
+    last_step, t_last = train[-1]
+    return (min_step, t_min, last_step, t_last) if min_step < last_step and _risen(t_min, t_last) else None
+
+
+def rising_loss(s: Sweep) -> list[Finding]:
+    """Top configurations whose training loss rose under plain full-batch gradient descent: the step is too large or
+    the gradient is wrong (never overfitting, which is a falling training loss under a rising validation loss)."""
+    hits = [(c, r, o) for c in s.ranked()[:TOP] if (r := s.lead(c)) is not None and (o := rising(s, r))]
+    if not hits:
+        return []
+    c, r, (step, t_min, last, t_last) = hits[0]
+    evidence = [f"#{s.ranked().index(c2) + 1} {_label(c2)} ({r2['run']}): train_loss {cell(tm)} at epoch {st} (its "
+                f"minimum) → {cell(tl)} at epoch {la} ({_pct(tl / tm - 1)})" for c2, r2, (st, tm, la, tl) in hits]
+    evidence.append("plain gradient descent on the full batch (optimizer=gd, batch_size=0, no weight decay) lowers the "
+                    "training loss at every step when the step is small enough and the gradient right: a rise is "
+                    "neither overfitting nor noise")
+    check = _check_command(r)
+    wrong = r.get("gradient_check") == "failed"
+    if check:
+        said = "its gradient check FAILED (it trained under model.check=false)" if wrong else "check it"
+        evidence.append(f"the gradient is the model's own backward: {said}: {check}")
+    why = "the step is too large or the gradient is wrong"
+    summary = (f"{_label(c)} ({r['run']}): its training loss rose under full-batch gradient descent, from epoch {step} to "
+               f"{last}: " + ("the gradient is wrong (its check failed)" if wrong and check else why)
+               + (f"; {len(hits) - 1} more of the top {TOP} configurations did the same" if len(hits) > 1 else ""))
+    if wrong and check:  # a smaller step cannot mend a wrong gradient
+        return [Finding("rising_loss", "training loss rising", summary, evidence,
+                        f"fix the model's backward pass ({check} names the parameter), then sweep again",
+                        f"train_rise={step}/{last}")]
+    lr = s.param(r, "lr")
+    lower = [f"{nice(lr / 2):g}"]  # one lr: half the run's; a swept lr: extended below the grid's smallest
+    if "lr" in s.keys:
+        lower = extend("lr", s.tried("lr"), up=False)[0] or lower
+    step_text = f"a smaller step: lr={','.join(lower)}" + (f"; and check the gradient: {check}" if check else "")
+    return [Finding(
+        "rising_loss", "training loss rising", summary, evidence, step_text, f"train_rise={step}/{last}",
+        **({"add": {"lr": lower}} if "lr" in s.keys else {"set": {"lr": ",".join(lower)}}))]
+
+
+def _check_command(r: dict[str, Any]) -> str | None:
+    """The command that checks the gradients of a run's model of yours (None: sweeper's MLP, or a function trainer)."""
+    path = r["params"].get("model._target_")
+    if not path or r.get("model_kind") == "function trainer":
+        return None
+    from sweeper.contract.model import check_command
+
+    kwargs = {k.removeprefix("model."): v for k, v in r["params"].items() if k.startswith("model.") and k != "model._target_"}
+    return check_command(path, kwargs)
 
 
 def overfitting(s: Sweep) -> list[Finding]:
@@ -100,7 +172,7 @@ def under_training(s: Sweep) -> list[Finding]:
     (it did no better: the chosen is the best), or the loss is at its floor, or the fall is within the noise."""
     b = s.best
     val = s.curve(b)
-    if b is None or len(val) < 3 or _stopped(s, b) or overfit(s, b):
+    if b is None or len(val) < 3 or _stopped(s, b) or overfit(s, b) or rising(s, b):
         return []
     if not s.lower and s.mean(s.config(b))[0] >= 1 - 1e-12:
         return []  # the chosen configuration is at the metric's ceiling: more epochs cannot raise it

@@ -42,7 +42,7 @@ TAG = "advice."
 class Finding:
     """One finding: what it is, the numbers behind it, what to do; and how the next command changes."""
 
-    kind: str  # saturation | noise | ties | divergence | overfitting | under_training | no_effect | edge
+    kind: str  # saturation | noise | ties | divergence | rising_loss | overfitting | under_training | no_effect | edge
     title: str
     summary: str
     evidence: list[str]
@@ -120,7 +120,9 @@ def record(run: Any) -> dict[str, Any]:
     return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
             "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
             "metrics": dict(run.data.metrics), "parent": run.data.tags.get("mlflow.parentRunId"),
-            "pruned_at": run.data.tags.get(PRUNED_AT)}
+            "pruned_at": run.data.tags.get(PRUNED_AT),
+            # which model trained it: a function trainer (its own loop), a class of yours (its gradient check)
+            "model_kind": run.data.tags.get("model_kind"), "gradient_check": run.data.tags.get("gradient_check")}
 
 
 
@@ -185,6 +187,10 @@ class Sweep:
         # still have changed the model, which its log loss shows
         self.measures = (self.metric, "val_log_loss") if task == "binary" else (self.metric,)
         self.seeded = any(k in self.keys for k in SEEDS)
+        # a model that draws nothing from seed (a closed form, a function trainer of its own): seed is no noise there
+        self.deterministic = self._same_for_every_seed()
+        if self.deterministic and "data.split_seed" not in self.keys:
+            self.seeded = False
         # cross-validated runs without seeds (data.folds=k, one split seed: the same folds for every configuration):
         # the noise is the folds' (a configuration × fold residual), measured, not the stated default
         self.folded = not self.seeded and len(self.fold_scores(self.best)) >= 2
@@ -195,6 +201,20 @@ class Sweep:
         # FAILED runs (a diverged seed counts against it)
         self.trained = sum(not r.get("reused") for r in self.records)
         self.failed = {c: sum(r["status"] == "FAILED" for r in rs) for c, rs in self.configs.items()}
+
+    def _same_for_every_seed(self) -> bool:
+        """Whether ``seed`` was swept and every configuration (on each split) scored the same, to 1e-9, on every
+        measure for every seed it finished: the model is deterministic in ``seed``."""
+        if "seed" not in self.keys:
+            return False
+        by: dict[tuple, list[dict[str, Any]]] = {}
+        for r in self.finished:
+            by.setdefault((self.config(r), r["params"].get("data.split_seed")), []).append(r)
+        repeated = [rs for rs in by.values() if len({r["params"].get("seed") for r in rs}) > 1]
+        return bool(repeated) and all(
+            max(vs) - min(vs) <= 1e-9 * max(1.0, max(abs(v) for v in vs))
+            for rs in repeated for m in self.measures
+            if len(vs := [v for r in rs if (v := _number(r["metrics"].get(m))) is not None]) > 1)
 
     def _stats(self, metric: str) -> tuple[dict[tuple, list[float]], float | None, int]:
         """Each configuration's finished scores on ``metric``, the seed-to-seed std pooled over the
@@ -320,6 +340,10 @@ class Sweep:
             dof = self.stats[self.metric][2]
             return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
                     f"within it: not significant at {ALPHA:.0%}")
+        if self.deterministic:
+            return (f"no noise from seed: the model is deterministic in seed (every configuration scored the same for "
+                    f"seed={','.join(self.tried('seed'))}); scores within {SAME:.0%} count as the same (a stated default, "
+                    "not measured: the noise left is the split's, data.split_seed=0,1,2 measures it)")
         return (f"no seed sweep: scores within {SAME:.0%} count as the same (a stated default of seed-to-seed noise; "
                 "sweep seed=0,1,2 to measure it)")
 

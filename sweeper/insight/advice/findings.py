@@ -232,6 +232,13 @@ def noise(s: Sweep) -> list[Finding]:
         return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
                         [s.noise_text], "more seeds cannot separate ties at the metric's edge: see the saturation finding",
                         "saturated")]
+    if not s.seeded and s.deterministic:  # seeds repeat the same scores: none proposed
+        seeds = s.tried("seed")
+        return [Finding(
+            "noise", "noise and significance",
+            f"the model is deterministic in seed: every configuration scored the same for seed={','.join(seeds)}",
+            [s.noise_text], f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)", "deterministic",
+            set={"seed": seeds[0]})]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
         new = seed_list(seeds, 3)
@@ -313,11 +320,14 @@ def _across_folds(s: Sweep) -> Finding | None:
         return Finding("noise", "noise and significance",
                        f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
                        f"the {k} folds: p={p:.2g}", evidence, f"keep {_label(first)}", "distinct")
+    overlap = (f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
+               f"distinguishable (p={p:.2g} ≥ {ALPHA})")
+    if s.deterministic:  # seeds of the weights repeat the same scores
+        return Finding("noise", "noise and significance", overlap, evidence,
+                       "treat them as equivalent (prefer the cheaper); the model is deterministic in seed", "overlap")
     seeds = s.tried("seed") or ["0"]
     new = seed_list(seeds, 3)
-    return Finding("noise", "noise and significance",
-                   f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
-                   f"distinguishable (p={p:.2g} ≥ {ALPHA})", evidence,
+    return Finding("noise", "noise and significance", overlap, evidence,
                    f"treat them as equivalent (prefer the cheaper), or add seeds of the weights: seed={new}", "overlap",
                    set={"seed": new}, narrow=_top_two(s, first, second))
 
@@ -398,6 +408,9 @@ def ties(s: Sweep) -> list[Finding]:
         return []
     top = s.value(s.finished[0])
     tied = [r for r in s.finished if abs(s.value(r) - top) <= 1e-12 * max(1.0, abs(top))]
+    if s.deterministic:  # a configuration's seeds tie by design: one run of each
+        firsts: dict[tuple, dict[str, Any]] = {}
+        tied = [firsts.setdefault(s.config(r), r) for r in tied if s.config(r) not in firsts]
     if len(tied) < 2:
         return []
     second = "val_log_loss" if s.task == "binary" else "val_mae"
@@ -419,7 +432,7 @@ def ties(s: Sweep) -> list[Finding]:
         step = f"prefer {pick['run']}: the lowest {second} of the tied runs"
     else:
         step = "the tie-break is a finer metric, not a better score"
-    if not (s.seeded or s.folded) and not (have and len(set(values)) == 1):
+    if not (s.seeded or s.folded or s.deterministic) and not (have and len(set(values)) == 1):
         step += "; seeds (see noise) would tell whether the tie is real"
     return [Finding("ties", "ties", f"{len(tied)} runs tie with the best on {s.metric}; the leaderboard ordered them {how}",
                     evidence, step, str(len(tied)))]
