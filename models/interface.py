@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -132,6 +133,51 @@ def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
 
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def doc_line(obj: Any, name: str) -> str:
+    """The line of ``obj``'s docstrings (its class's, its constructor's; a function's own) that documents the
+    hyperparameter ``name``: a numpydoc ``name : type`` entry (its description, the next line), or a line that names
+    it first (``name: ...``, ``name -- ...``, ````name````...); "" when none does."""
+    docs = [inspect.getdoc(obj) or ""]
+    if inspect.isclass(obj):
+        docs.append(inspect.getdoc(obj.__init__) or "" if "__init__" in vars(obj) else "")
+    pattern = re.compile(rf"^[\s*-]*(?:``|`)?{re.escape(name)}(?:``|`)?\s*(?:\([^)]*\))?\s*(:|--|—|-|=)\s*(.*)$")
+    for doc in docs:
+        lines = doc.splitlines()
+        for i, line in enumerate(lines):
+            m = pattern.match(line)
+            if not m:
+                continue
+            text = m.group(2).strip()
+            if m.group(1) == ":" and (i + 1 < len(lines)) and lines[i + 1].startswith((" ", "\t")) and line.lstrip() == line:
+                return f"{text}: {lines[i + 1].strip()}" if text else lines[i + 1].strip()  # numpydoc: name : type
+            return text
+    return ""
+
+
+_BOUND = re.compile(r"(>=|≥|>)\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+def domain(obj: Any, name: str) -> tuple[type | None, float | None, bool]:
+    """What the constructor (or function) declares of a numeric hyperparameter: its type (the annotation, else its
+    default's type: ``int`` or ``float``; None when neither says), and a lower bound its documentation states (``>= 1``,
+    ``> 0``, "positive", "non-negative") with whether it is strict; (None, None, False) for an unknown name."""
+    params = {p.name: p for p in _parameters(obj)}
+    if name not in params:
+        return None, None, False
+    want = _annotation(obj, name)
+    default = params[name].default
+    kind = want if want in (int, float) else type(default) if type(default) in (int, float) else None
+    doc = doc_line(obj, name).lower()
+    m = _BOUND.search(doc)
+    if m:
+        return kind, float(m.group(2)), m.group(1) == ">"
+    if "non-negative" in doc or "nonnegative" in doc:
+        return kind, 0.0, False
+    if "positive" in doc:
+        return kind, 0.0, True
+    return kind, None, False
 
 
 def _annotation(cls: Any, name: str) -> Any:

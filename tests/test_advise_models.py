@@ -98,3 +98,44 @@ def test_a_closed_form_trainer_swept_over_seeds_is_deterministic(user, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     advice = (proc.stdout + proc.stderr).partition("Advice:")[2]
     assert "deterministic in seed" in advice and "add seeds" not in advice and "seed=0,1,2 to measure" not in advice
+
+
+BOUNDED = '''
+class Net:
+    """A net of ``hidden`` units (an integer, >= 3)."""
+
+    def __init__(self, hidden: int = 16, scale=0.5):
+        """hidden: units of the hidden layer, >= 3"""
+'''
+
+
+def _edge_down(key, values, **extra):
+    runs = ranked([rec(3000.0 + 100 * i, **{key: v}, **extra) for i, v in enumerate(values)])
+    return run_advisor(runs, [f"{key}={','.join(map(str, values))}"])
+
+
+def test_a_models_own_hyperparameter_is_extended_within_its_declared_domain(tmp_path, monkeypatch):
+    user_folder(tmp_path, monkeypatch, {"bounded.py": BOUNDED})
+    # not importable here, or no bound declared: a grid of positive integers stays at 1 or more (never 0)
+    a = _edge_down("model.hidden", [2, 4], **{"model._target_": "nowhere.Net"})
+    assert only(a, "edge").add == {"model.hidden": ["1"]}
+    # declared: an int >= 3 (the constructor's docstring): nothing below 3, so no edge to extend
+    a = _edge_down("model.hidden", [3, 6], **{"model._target_": "bounded.Net"})
+    assert "edge" not in kinds(a)
+    # its default's type: a float, so halves and quarters
+    a = _edge_down("model.scale", [1, 2], **{"model._target_": "bounded.Net"})
+    assert only(a, "edge").add == {"model.scale": ["0.5", "0.25"]}
+
+
+def test_the_linear_reference_finding_speaks_the_models_terms():
+    base = {"linear": {"val_mse": 2000.0}}
+    mlp = run_advisor(ranked([rec(3000.0, lr=0.01), rec(3100.0, lr=0.1)]), ["lr=0.01,0.1"], baselines=base)
+    assert "prefer the linear model (depth=0)" in only(mlp, "baseline").step
+    runs = []
+    for lr, v in ((0.01, 3000.0), (0.1, 3100.0)):
+        r = rec(v, lr=lr, **{"model._target_": "my_nets.TwoLayerNet"})
+        for k in ("depth", "width"):
+            r["params"].pop(k)  # a model of yours has no depth: its runs do not record the MLP's keys
+        runs.append(r)
+    mine = run_advisor(ranked(runs), ["model._target_=my_nets.TwoLayerNet", "lr=0.01,0.1"], baselines=base)
+    assert "prefer the linear reference unless" in only(mine, "baseline").step and "depth" not in mine.text()

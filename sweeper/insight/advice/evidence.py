@@ -34,6 +34,7 @@ RISE = 0.01  # ... the validation loss ended > 1% above its minimum, the trainin
 LATE = 0.9  # under-training: the best epoch is in the last 10% of the run ...
 STILL_FALLING = 0.005  # ... and the validation loss fell > 0.5% over the last quarter of the run
 CURVES = ("train_loss", "val_loss")
+Bounds = tuple  # (integer: bool | None, lowest: float | None, strict: bool): Sweep.bounds
 TAG = "advice."
 
 
@@ -355,6 +356,29 @@ class Sweep:
             self._tried[key] = sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
         return list(self._tried[key])
 
+    def bounds(self, key: str) -> "Bounds | None":
+        """What a new value of a model's own hyperparameter (``model.<name>``) must respect: its type and lower bound
+        as the model's constructor declares them (:func:`sweeper.models.interface.domain`); without a declared bound, a
+        grid of positive values stays positive and one of positive integers at 1 or more (an integer hidden size never
+        goes to 0). None for sweeper's keys (their rules decide)."""
+        if not key.startswith("model.") or key == "model._target_":
+            return None
+        from sweeper.models.interface import ModelError, domain, load_target
+
+        kind, low, strict = None, None, False
+        path = next((r["params"].get("model._target_") for r in self.records if r["params"].get("model._target_")), None)
+        if path:
+            try:
+                kind, low, strict = domain(load_target(path), key.removeprefix("model."))
+            except ModelError:  # not importable here: the values say what they can
+                pass
+        nums = [n for v in self.tried(key) if (n := _number(v)) is not None]
+        integer = (kind is int) if kind in (int, float) else None
+        if low is None and nums and min(nums) > 0:
+            whole = integer if integer is not None else all(n.is_integer() for n in nums)
+            low, strict = (1.0, False) if whole else (0.0, True)
+        return integer, low, strict
+
     def param(self, r: dict[str, Any], key: str, default: float = 0.0) -> float:
         v = _number(r["params"].get(key))
         return default if v is None else v
@@ -375,25 +399,32 @@ def _label(config: Iterable[tuple[str, Any]]) -> str:
 
 
 
-def _format(key: str, x: float, integer: bool) -> str | None:
-    """A new value of ``key`` as an override writes it, or None if the key does not allow it."""
+def _format(key: str, x: float, integer: bool, bounds: "Bounds | None" = None) -> str | None:
+    """A new value of ``key`` as an override writes it, or None if the key does not allow it (its rule, or the
+    ``bounds`` its model declares; a key with neither stays positive)."""
     from sweeper.contract.config import TOP_LEVEL
 
     value: int | float = int(round(x)) if integer else nice(x)
     rule = TOP_LEVEL.get(key)
-    if (rule is not None and not rule.check(value)) or (rule is None and x <= 0):
+    low, strict = bounds[1:] if bounds else (None, False)
+    if rule is None and low is None:
+        low, strict = 0.0, True
+    if (rule is not None and not rule.check(value)) or (low is not None and (value <= low if strict else value < low)):
         return None
     return str(value) if integer else repr(float(value))
 
 
 
-def extend(key: str, values: list[str], up: bool, count: int = 2) -> tuple[list[str], str]:
+def extend(key: str, values: list[str], up: bool, count: int = 2, bounds: "Bounds | None" = None) -> tuple[list[str], str]:
     """``count`` new values of a numeric key beyond the grid's edge, spaced like the grid: by its mean
     ratio (at most a decade) when log-spaced (always for lr), else by its mean step; and that spacing in
-    words. Values the key does not allow are left out."""
+    words. Values the key does not allow (its rule; for a model's own hyperparameter the ``bounds`` its constructor
+    declares, :meth:`Sweep.bounds`) are left out."""
     nums = sorted(float(v) for v in values)
     integer = key not in LOG_SPACED and all(_number(v) is not None and float(v).is_integer() and "." not in v
                                             and "e" not in v.lower() for v in values)
+    if bounds is not None and bounds[0] is not None:
+        integer = bounds[0]
     edge, inner = (nums[-1], nums[-2]) if up else (nums[0], nums[1])
     log = nums[0] > 0 and (key in LOG_SPACED or (key not in STEPPED and max(edge, inner) / min(edge, inner) >= 1.5))
     ratio = min((nums[-1] / nums[0]) ** (1 / (len(nums) - 1)), MAX_RATIO) if log else 1.0
@@ -404,7 +435,7 @@ def extend(key: str, values: list[str], up: bool, count: int = 2) -> tuple[list[
             x = edge * ratio**i if up else edge / ratio**i
         else:
             x = edge + i * step if up else edge - i * step
-        text = _format(key, x, integer)
+        text = _format(key, x, integer, bounds)
         if text is not None and all(float(text) != n for n in nums) and text not in out:
             out.append(text)
     return out, (f"log-spaced, ×{ratio:.3g} a step" if log else f"a step of {cell(step)}")

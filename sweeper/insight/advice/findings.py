@@ -101,7 +101,7 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         if at_best_epoch(s, where[best], where[inner]) is False or (key == "epochs" and not up and s.curve(s.lead(where[best]))):
             continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
             # fewer epochs than a run's own are in its curve already
-        new, spacing = extend(key, tried, up)
+        new, spacing = extend(key, tried, up, bounds=s.bounds(key))
         if not new:
             continue
         way = "upward" if up else "downward"

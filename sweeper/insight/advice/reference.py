@@ -53,7 +53,7 @@ def reference(s: Sweep, baselines: dict[str, dict[str, float]]) -> list[Finding]
             [f"linear reference (same split and rows): {s.metric} {cell(lin)}"
              + (f", {test} {cell(baselines['linear'][test])}" if test in baselines["linear"] else ""),
              f"best configuration: {shown}", s.noise_text],
-            "prefer the linear model (depth=0) unless a configuration beats it beyond the noise", "linear"))
+            f"prefer {_linear(s)} unless a configuration beats it beyond the noise", "linear"))
     boost = baselines.get("boosting", {}).get(s.metric)
     if boost is not None and s.better(boost, a) and not s.same(a, boost, na, 1):
         found.append(Finding(
@@ -66,6 +66,12 @@ def reference(s: Sweep, baselines: dict[str, dict[str, float]]) -> list[Finding]
             "use gradient boosting for this table, or give the network what trees exploit (more data, features)",
             "boosting"))
     return found
+
+
+def _linear(s: Sweep) -> str:
+    """The linear model in the sweep's own terms: sweeper's MLP at depth=0, else (a model of yours, a function trainer)
+    the reference itself."""
+    return "the linear model (depth=0)" if any("depth" in r["params"] for r in s.records) else "the linear reference"
 
 
 def skipped_lines(tags: dict[str, Any]) -> list[str]:
