@@ -20,7 +20,9 @@ from omegaconf import open_dict
 import sweeper
 from conftest import all_runs, cli, client_for
 from sweeper import report, tracking
+from sweeper.base import process
 from sweeper.base.names import SWEEP_FILE
+from sweeper.base.process import PID_START
 from sweeper.insight import report as insight_report
 from sweeper.sweep import life as sweep
 from sweeper.job.context import JobContext
@@ -178,9 +180,10 @@ def test_a_report_leaves_a_sweep_whose_launcher_still_runs_running(tmp_path, sto
     _, state = start_sweep(tmp_path / "sweep", store, "0.001,0.002")
     (p,) = state["parents"]
     c = client_for(store)
-    launcher = subprocess.Popen(["sleep", "60"])
+    launcher = subprocess.Popen(["sleep", "60"])  # the launching process: its pid and its start, as recorded
     try:
         c.set_tag(p["run_id"], "pid", str(launcher.pid))
+        c.set_tag(p["run_id"], PID_START, process.start_mark(launcher.pid))
         assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
         assert c.get_run(p["run_id"]).info.status == "RUNNING"
         assert f"the sweep is still running (pid {launcher.pid})" in capsys.readouterr().out

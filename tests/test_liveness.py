@@ -19,7 +19,7 @@ import sweeper
 from conftest import all_runs, client_for
 from test_interrupt import run_job, start_sweep as interrupt_sweep
 from sweeper import tracking, upload
-from sweeper.base.process import HEARTBEAT, beat
+from sweeper.base.process import HEARTBEAT, PID_START, beat, start_mark
 from sweeper.sweep import life as sweep
 
 
@@ -185,18 +185,35 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
     from sweeper.insight.report import holder_alive
 
     stale = beat(time.time() - 3600, 30)  # an hour old: 3 beats missed many times over
-    def run_of(pid: int, started: float):
-        return SimpleNamespace(info=SimpleNamespace(start_time=int(started * 1000)),
-                               data=SimpleNamespace(tags={"host": socket.gethostname(), "pid": str(pid), HEARTBEAT: stale}))
+    def run_of(pid: int, started: float, mark: str | None = None):
+        tags = {"host": socket.gethostname(), "pid": str(pid), HEARTBEAT: stale, **({PID_START: mark} if mark else {})}
+        return SimpleNamespace(info=SimpleNamespace(start_time=int(started * 1000)), data=SimpleNamespace(tags=tags))
 
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        time.sleep(0.3)
         job.send_signal(signal.SIGSTOP)
-        assert holder_alive(run_of(job.pid, time.time())) is True  # suspended, heartbeat an hour old: alive
-        assert holder_alive(run_of(job.pid, time.time() - 3600)) is False  # the pid's process began after the run
+        mark = start_mark(job.pid)
+        assert mark == start_mark(job.pid) and mark != start_mark()  # a process's own, read the same each time
+        # the process recorded (its pid and its start): alive, suspended, its heartbeat an hour old; and whenever the
+        # run's start time says it began (the launching process may start long before its run, or under load after)
+        assert holder_alive(run_of(job.pid, time.time(), mark)) is True
+        assert holder_alive(run_of(job.pid, time.time() - 3600, mark)) is True
+        boot, ticks = mark.split("+")
+        other = f"{boot}+{int(ticks) - 1}"  # another process that had this pid: started a tick earlier
+        assert holder_alive(run_of(job.pid, time.time(), other)) is False
+        # a run recorded without the start (an older sweeper): the pid's process must have begun by the run's start
+        assert holder_alive(run_of(job.pid, time.time())) is True
+        assert holder_alive(run_of(job.pid, time.time() - 3600)) is False
     finally:
         job.kill()
         job.wait()
-    assert holder_alive(run_of(job.pid, time.time())) is False  # gone
+    assert holder_alive(run_of(job.pid, time.time(), mark)) is False  # gone
     assert holder_alive(run_of(os.getpid(), time.time())) is False  # the reporting process runs no job
+
+
+def test_a_run_records_the_process_that_started_it_pid_and_start(tmp_path, store):
+    from conftest import run_once
+
+    result = run_once(tmp_path, "epochs=20", "tracking.log_model=false", store=store)
+    tags = client_for(store).get_run(result["run_id"]).data.tags
+    assert tags["pid"] == str(os.getpid()) and tags[PID_START] == start_mark() is not None

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import all_runs, cli, client_for
 from sweeper import advise, compare, report, tracking, upload
+from sweeper.base.process import PID_START, start_mark
 from sweeper.contract.config import ConfigError, check_overrides, validate
 from sweeper.insight import report as insight_report
 
@@ -144,7 +145,8 @@ def test_report_run_leaves_a_live_single_run_running(store, capsys):
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
     live = subprocess.Popen(["sleep", "30"])
     try:
-        tags = {"device": "cpu", "fingerprint": "f" * 16, "host": socket.gethostname(), "pid": str(live.pid)}
+        tags = {"device": "cpu", "fingerprint": "f" * 16, "host": socket.gethostname(), "pid": str(live.pid),
+                PID_START: start_mark(live.pid)}  # the job's process, as its run records it
         run_id = tracking.start_run(c, exp, "cpu", tags)
         assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
         assert c.get_run(run_id).info.status == "RUNNING"

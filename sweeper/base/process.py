@@ -18,24 +18,54 @@ def alive(pid: int) -> bool:
     return True
 
 
-def started_at(pid: int) -> float | None:
-    """When process ``pid`` started (unix time, to the clock tick), from ``/proc``; None where that cannot be read
-    (another system, the process gone)."""
+def _stat(pid: int) -> tuple[float, int] | None:
+    """The boot time (unix seconds, as ``/proc/stat`` says it) and process ``pid``'s start in clock ticks after it;
+    None where ``/proc`` cannot be read (another system, the process gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return boot, int(fields[19])
     except (OSError, ValueError, IndexError, StopIteration):
         return None
 
 
-def holds(pid: int, since: float) -> bool:
-    """Whether process ``pid`` runs on this host and is the one that ran at ``since`` (unix time): it started
-    before then (a pid the system gave again to a later process does not count). Where the start time cannot
-    be read, whether the pid exists."""
+def started_at(pid: int) -> float | None:
+    """When process ``pid`` started (unix time, to the clock tick; the boot time is whole seconds), from ``/proc``;
+    None where that cannot be read (another system, the process gone)."""
+    found = _stat(pid)
+    return None if found is None else found[0] + found[1] / os.sysconf("SC_CLK_TCK")
+
+
+# The tag beside a run's ``pid`` that tells its process from a later one the system gave the same pid: the process's
+# start as /proc gives it (:func:`start_mark`), compared exactly.
+PID_START = "pid_start"
+
+
+def start_mark(pid: int | None = None) -> str | None:
+    """What tells process ``pid`` (this one by default) from any later process given its pid: its start as ``/proc``
+    gives it, ``<boot time>+<clock ticks after boot>`` (two integers, so two reads of one process give the same
+    text); None where that cannot be read."""
+    found = _stat(os.getpid() if pid is None else pid)
+    return None if found is None else f"{found[0]:.0f}+{found[1]}"
+
+
+def identity() -> dict[str, str]:
+    """This process's tags for a run it starts: ``pid``, and ``pid_start`` where ``/proc`` gives it."""
+    mark = start_mark()
+    return {"pid": str(os.getpid()), **({PID_START: mark} if mark else {})}
+
+
+def holds(pid: int, since: float, mark: str | None = None) -> bool:
+    """Whether process ``pid`` runs on this host and is the one that started a run at ``since`` (unix time), not a
+    later process the system gave its pid: with ``mark`` (the run's ``pid_start`` tag, :func:`start_mark`), when
+    that process's start is exactly the one recorded; without one (a run recorded before the tag existed), when it
+    started no later than a second after ``since`` (the boot time /proc gives is whole seconds). Where the start
+    cannot be read, whether the pid exists."""
     if not alive(pid):
         return False
+    if mark is not None and (now := start_mark(pid)) is not None:
+        return now == mark
     start = started_at(pid)
     return start is None or start <= since + 1.0
 

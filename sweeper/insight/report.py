@@ -15,7 +15,7 @@ from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, resume_command, run_url
-from sweeper.base.process import HEARTBEAT, beating, holds
+from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
 SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
@@ -31,7 +31,7 @@ def holder_alive(r: Any) -> bool | None:
     pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
     here = host == socket.gethostname() and pid is not None and pid.isdigit()
     if here:  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
-        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000)
+        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000, r.data.tags.get(PID_START))
     return beating(r.data.tags.get(HEARTBEAT), time.time())
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 
 import logging
-import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base import stop, yamltext
+from sweeper.base import process, stop, yamltext
 from sweeper.base.output import one_line
 from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, PRUNED_AT, RESULT_FILE, halving_setting,
                                 label)
@@ -392,7 +391,7 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:
     """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
     tags = {"device": plain["device"], "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
-            "host": socket.gethostname(), "pid": str(os.getpid()), "hydra.job_dir": str(ctx.output_dir.resolve()),
+            "host": socket.gethostname(), **process.identity(), "hydra.job_dir": str(ctx.output_dir.resolve()),
             **{k: result[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if k in result}}
     tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])  # the command that re-runs it
     if backend.fake:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from sweeper import data, tracking
 from sweeper.base import stop
 from sweeper.base.state import current as current_state
+from sweeper.base import process
 from sweeper.base.process import hold, lock_holder, release
 from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
@@ -227,7 +228,7 @@ def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) 
         # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's;
         # sweep_argv (one argument each) and sweeper: for the advisor's next command
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
-                "n_jobs": keys.count(key), "host": socket.gethostname(), "pid": os.getpid(),
+                "n_jobs": keys.count(key), "host": socket.gethostname(), **process.identity(),
                 "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
                 **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
         if caller == "python":  # MLflow's source: the call that started it (the command line would do the same)
