@@ -36,6 +36,17 @@ _output.mask_log_records()
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
+def _command() -> str:
+    """``python -m sweeper[.command]``, as this process was started. While Python still locates the module (a Ctrl-C
+    in its imports), ``sys.argv[0]`` is "-m": then the module named after ``-m`` in ``sys.orig_argv``."""
+    argv = list(getattr(sys, "orig_argv", []))
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+    if sys.argv[:1] == ["-m"] and module.startswith("sweeper"):
+        return f"python -m {module.removesuffix('.__main__')}"
+    name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("-m", "-c", "") else "sweeper"
+    return "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
+
+
 def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Callable = sys.excepthook) -> None:
     """A command's Ctrl-C that nothing caught (in its imports, its first seconds, a read command's work): one line
     instead of a traceback; the process then ends by SIGINT as Python's own does (exit 130 in a shell)."""
@@ -43,8 +54,7 @@ def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Ca
     while cause is not None and not isinstance(cause, KeyboardInterrupt):  # an import that Ctrl-C cut short
         cause = cause.__cause__ or cause.__context__  # raises its own error (scipy: 'initialization failed')
     if issubclass(kind, KeyboardInterrupt) or cause is not None:
-        name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("-m", "-c", "") else "sweeper"
-        command = "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
+        command = _command()
         stop = sys.modules.get("sweeper.base.stop")  # SIGTERM, SIGHUP: its own name and code (143, 129)
         why, code = (stop.reason(), stop.exit_code(cause)) if stop and stop._SEEN else ("interrupted (Ctrl-C)", 130)
         try:

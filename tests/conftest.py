@@ -1,6 +1,7 @@
 """Shared fixtures: composed and shrunk configs, a fresh MLflow store per test, the CLI as a subprocess."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,18 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 # ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
 # Model templates (sweeper.tracking.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
-os.environ.setdefault("SWEEPER_CACHE_DIR", str(Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-cache-"))))
+# Made once, by the first process of the session (under xdist: the controller, whose environment its workers inherit),
+# and removed by that process at the session's end (pytest_sessionfinish).
+_OWN_CACHE = None if os.environ.get("SWEEPER_CACHE_DIR") else __import__("tempfile").mkdtemp(prefix="sweeper-test-cache-")
+if _OWN_CACHE:
+    os.environ["SWEEPER_CACHE_DIR"] = _OWN_CACHE
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's cache folder goes with the process that made it (a worker's session ends before the
+    controller's, and uses the controller's folder)."""
+    if _OWN_CACHE and os.environ.get("SWEEPER_CACHE_DIR") == _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
@@ -120,6 +132,35 @@ def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None 
         timeout=600,
         env={**os.environ, **(env or {})},
     )
+
+
+def wait_for(ready: Any, what: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
+    """Poll ``ready()`` until it is true: the event a test waits for before it acts (sends a signal, reads the store)
+    instead of sleeping a guessed time. Fails naming ``what`` when ``proc`` ends first (with its output), or after
+    ``timeout`` s: a hang guard, not a verdict on the machine's speed."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the process ended (exit {proc.returncode}) while the test waited for {what}: "
+                        f"{proc.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"hang: {what} did not happen within {timeout:g} s")
+        time.sleep(0.05)
+
+
+def running_children(db: Path) -> int:
+    """How many child runs the store holds RUNNING now (0 before it exists): a cheap read of its SQLite file, for
+    :func:`wait_for` while a sweep writes to it."""
+    import sqlite3
+
+    if not db.is_file():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+            return con.execute("SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                               "AND tags.key = 'mlflow.parentRunId' WHERE runs.status = 'RUNNING'").fetchone()[0]
+    except sqlite3.OperationalError:  # its tables not made yet
+        return 0
 
 
 GPU_OK, GPU_WHY = gpu_available()

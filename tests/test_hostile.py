@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from conftest import all_runs, cli
+from conftest import all_runs, cli, running_children, wait_for
 from sweeper import advise, compare, report, runs, tracking
 from sweeper import promote as promote_cmd
 
@@ -55,13 +55,17 @@ def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line_and_nothing_is_wri
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is written, not even the sweep folder"
 
 
-def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path):
-    """Before: 104-112 s of MLflow's retries, then a traceback-free but late refusal."""
+def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path, monkeypatch):
+    """Before: 104-112 s of MLflow's retries, then a traceback-free but late refusal. Now refused before MLflow is
+    handed the store (which is what retried)."""
+    from sweeper.tracking import store
+
     folder = tmp_path / "store"
     folder.mkdir()
-    started = time.monotonic()
+    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s"))
+    with pytest.raises(tracking.TrackingError, match="is a folder: expected the path of a database file"):
+        tracking.open_store(f"sqlite:///{folder}")
     proc = cli(tmp_path, "epochs=5", f"tracking.uri=sqlite:///{folder}")
-    assert time.monotonic() - started < 20
     assert proc.returncode == 2
     assert f"{folder} is a folder: expected the path of a database file" in one_line(proc.stderr)
     assert list(folder.iterdir()) == []
@@ -627,7 +631,7 @@ def test_a_ctrl_c_inside_a_store_transaction_lands_after_its_commit(store):
     c.set_tag(run, "after", "1")  # nothing holds the store's lock
 
 
-def test_a_store_that_answers_locked_at_once_is_asked_again():
+def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
     """SQLite answers "database is locked" without its busy wait when another connection wrote between a
     transaction's read and its write; the interrupted sweep's parent then stayed RUNNING (its end was not tried
     again). The first line of such an error names the lock, not SQLAlchemy's autoflush note."""
@@ -646,10 +650,16 @@ def test_a_store_that_answers_locked_at_once_is_asked_again():
 
     assert tracking.when_unlocked(flaky, 5) == 5 and calls == [5, 5, 5]
     assert tracking.first_line(locked) == "OperationalError: (sqlite3.OperationalError) database is locked"
-    t0 = time.monotonic()
+    # it gives up once the next wait would pass wait_s: on a clock of its own (no wall-clock verdict), waits of
+    # 0.05 and 0.1 s, then 0.2 s more would end past 0.3 s
+    clock, slept = [0.0], []
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
+    calls.clear()
     with pytest.raises(OperationalError):
-        tracking.when_unlocked(lambda: (_ for _ in ()).throw(locked), wait_s=0.3)
-    assert time.monotonic() - t0 < 2.0
+        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(locked), wait_s=0.3)
+    assert slept == [0.05, 0.1] and calls == [1, 1, 1]
+    monkeypatch.undo()
     calls.clear()
     with pytest.raises(OperationalError):
         tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(OperationalError("x", {}, Exception("no such table"))))
@@ -1056,7 +1066,8 @@ def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
     for line in proc.stdout:
         if "Launching 16 jobs" in line:
             break
-    time.sleep(4)  # the group trains; after 1 s its members' runs are opened RUNNING (launch.AHEAD_AFTER_S)
+    # the group trains: once it has trained 1 s, its members' runs are opened RUNNING (launch.AHEAD_AFTER_S)
+    wait_for(lambda: running_children(store) == 16, "the group's 16 runs RUNNING", proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -1114,21 +1125,42 @@ def test_an_optuna_parents_params_are_the_space_the_command_line_left():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("after", [0.2, 1.5])
+@pytest.mark.parametrize("at", ["imports", "store"])
 @pytest.mark.parametrize("command", ["report", "advise"])
-def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, command, after):
-    """Before: a KeyboardInterrupt traceback from wherever the command was (its imports, opening the store)."""
-    import signal
+def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, command, at):
+    """Before: a KeyboardInterrupt traceback from wherever the command was (its imports, opening the store).
 
-    store.parent.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", f"sweeper.{command}", "--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}"]
+    Where the signal lands is decided by events, not by a clock: the test holds the store locked (a rollback-journal
+    database, so the command's first read of it waits), so the command cannot end before the signal; Ctrl-C comes
+    while it imports (the line ``-X importtime`` writes once the sweeper package is imported: its handler is set,
+    MLflow is still to come) or once it has the store's file open (it waits on the lock there)."""
+    import signal
+    import sqlite3
+
+    lock = sqlite3.connect(store, isolation_level=None)
+    lock.execute("PRAGMA journal_mode=DELETE")
+    lock.execute("BEGIN EXCLUSIVE")
+    args = [sys.executable, "-X", "importtime", "-m", f"sweeper.{command}", "--experiment", "diabetes",
+            "--tracking-uri", f"sqlite:///{store}"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(after)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    if proc.returncode in (0, 2):  # it ended before the signal came (a quick refusal): nothing to see
-        pytest.skip(f"python -m sweeper.{command} ended before {after} s")
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.rstrip().endswith("| sweeper"):
+                break
+        if at == "store":  # the file open in the process: it reads the store, and waits for the lock
+            fd = Path(f"/proc/{proc.pid}/fd")
+            wait_for(lambda: any(os.path.realpath(f) == str(store.resolve()) for f in fd.iterdir()),
+                     f"python -m sweeper.{command} to open the store", proc)
+        assert proc.poll() is None, "".join(seen)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
     assert "Traceback" not in err and proc.returncode == -signal.SIGINT, err
     assert err.strip().splitlines()[-1] == (f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
                                             "stays; run it again to finish")
@@ -1151,10 +1183,8 @@ def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_outpu
         for line in proc.stdout:
             if "Launching" in line:
                 break
-        deadline = time.monotonic() + 60  # the workers are training once both jobs' folders exist
-        while len(list((tmp_path / "sweep").glob("*/.hydra"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(1)
+        # the workers train once both jobs' runs are RUNNING (a job creates its run, then trains)
+        wait_for(lambda: running_children(store) == 2, "both jobs' runs RUNNING", proc)
         proc.send_signal(signal.SIGKILL)
         ended = threading.Event()
         threading.Thread(target=lambda: (proc.stdout.read(), ended.set()), daemon=True).start()
@@ -1526,11 +1556,8 @@ def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "opening the store" in line:
-            deadline = time.monotonic() + 60
-            while not db.exists() and time.monotonic() < deadline:
-                time.sleep(0.005)
-            time.sleep(0.2)  # inside MLflow's migrations (they take ~1 s here)
+        if "opening the store" in line:  # then inside MLflow's migrations once they have written to the file
+            wait_for(lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc)
             proc.send_signal(signal.SIGINT)
             break
     out = "".join(seen) + proc.communicate(timeout=120)[0]
@@ -1548,14 +1575,14 @@ def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_
     import textwrap
 
     script = textwrap.dedent("""
-        import os, signal, threading, time
+        import os, signal, time
         from sweeper.base import stop
         stop.install()
         class Slow:
-            def __del__(self):
-                time.sleep(1.0)  # the signal lands here, where Python cannot raise it
+            def __del__(self):  # the signal lands here, where Python cannot raise it
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.1)
         try:
-            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
             x = Slow(); del x
             for _ in range(300):
                 time.sleep(0.01)
@@ -1650,9 +1677,9 @@ def test_a_read_commands_ctrl_c_python_swallows_is_raised_once_it_is_over(tmp_pa
     import signal
 
     code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/promote.py']\n"
-            "import os, threading, time\n"
-            "class Slow:\n    def __del__(self):\n        time.sleep(1.0)\n"
-            "def work():\n    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            "import os, time\n"  # the signal comes inside a destructor, where Python cannot raise it
+            "class Slow:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.1)\n"
+            "def work():\n"
             "    x = Slow(); del x\n    time.sleep(3)\n    print('ran on to the end')\n    return 0\n"
             "import signal\nsweeper.main_exit(work)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

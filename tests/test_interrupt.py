@@ -304,12 +304,14 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
          "hydra.launcher.halving.eta=3", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not ready.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.02)
-    time.sleep(3.0)  # the workers have the first rung's groups by now
-    assert proc.poll() is None, proc.communicate()
+    # the first rung's groups go to the workers once the launch line is followed by the line that splits them into
+    # the workers' chunks (no run exists yet: halving opens them after its last rung)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "split into" in line and any("Launching 6 jobs" in x for x in seen):
+            break
+    assert ready.exists() and proc.poll() is None, "".join(seen)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     line = assert_one_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import sweeper
-from conftest import all_runs, client_for
+from conftest import all_runs, client_for, wait_for
 from test_interrupt import run_job, start_sweep as interrupt_sweep
 from sweeper import tracking, upload
-from sweeper.base.process import HEARTBEAT, PID_START, beat, start_mark
+from sweeper.base.process import HEARTBEAT, MISSED_BEATS, PID_START, SLACK_S, beat, beating, start_mark
 from sweeper.sweep import life as sweep
 
 
@@ -47,13 +47,6 @@ REMOTE_JOB = textwrap.dedent("""
 """)
 
 
-def wait_for(predicate, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 @pytest.mark.slow
 def test_a_summary_leaves_a_live_job_running_and_closes_it_once_its_heartbeat_stops(tmp_path, store):
     sweep_dir = tmp_path / "sweep"
@@ -65,9 +58,13 @@ def test_a_summary_leaves_a_live_job_running_and_closes_it_once_its_heartbeat_st
                            stderr=subprocess.PIPE, text=True)
     try:
         live = lambda: [r for r in all_runs(store) if r.info.status == "RUNNING" and r.data.tags.get("host") == "node-7"]
-        wait_for(lambda: live() and float(live()[0].data.tags[HEARTBEAT].split()[0]) > time.time() - 1.5,
-                 "the remote job's run never beat")
-        time.sleep(4)  # longer than 3 beats + the slack: only a refreshed heartbeat keeps it fresh
+        def last_beat() -> float:
+            return float(live()[0].data.tags[HEARTBEAT].split()[0]) if live() else 0.0
+
+        wait_for(lambda: last_beat() > 0, "the remote job's run to beat", job)
+        first = last_beat()
+        # beats past the time its first one went stale (3 beats + the slack): only a refreshed heartbeat is fresh now
+        wait_for(lambda: last_beat() - first > MISSED_BEATS * 0.5 + SLACK_S, "the job's heartbeats to go on", job)
         out = io.StringIO()
         sweep.finish(sweep_dir, out=out)  # python -m sweeper.summary while the job still trains
         (child,) = live()
@@ -78,7 +75,8 @@ def test_a_summary_leaves_a_live_job_running_and_closes_it_once_its_heartbeat_st
     finally:
         job.send_signal(signal.SIGKILL)
         job.wait()
-    time.sleep(4)  # its heartbeat goes stale
+    gone = c.get_run(child.info.run_id).data.tags[HEARTBEAT]
+    wait_for(lambda: beating(gone, time.time()) is False, "the killed job's heartbeat to go stale")
     out = io.StringIO()
     sweep.finish(sweep_dir, out=out)
     dead = c.get_run(child.info.run_id)

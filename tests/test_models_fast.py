@@ -178,19 +178,19 @@ def test_cpu_threads_respect_omp_num_threads_as_joblib_workers_get_it(monkeypatc
 
 def test_an_error_in_one_block_waits_for_the_others_and_numpy_errstate_reaches_them():
     import threading
-    import time
     import warnings
     from concurrent.futures import ThreadPoolExecutor
 
     from sweeper.models.mlp import _Blocks
 
-    done = threading.Event()
+    done, failed = threading.Event(), threading.Event()
 
-    def slow():
-        time.sleep(0.2)
+    def slow():  # still running when the other block fails: it waits for that
+        assert failed.wait(60), "the other block never ran"
         done.set()
 
     def fail():
+        failed.set()
         raise RuntimeError("block 0 failed")
 
     big = np.array([1e308])

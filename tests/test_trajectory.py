@@ -212,8 +212,7 @@ def test_members_runs_are_running_while_their_group_trains_and_bracket_its_time(
 @pytest.mark.slow
 def test_ctrl_c_during_a_group_kills_every_members_run(tmp_path, store):
     proc = _launch(tmp_path, store, *LONG[:3], "epochs=400000,800000", *LONG[4:])
-    _members_running(proc, store, 4)
-    time.sleep(0.5)
+    _members_running(proc, store, 4)  # RUNNING: the group trains (its runs are opened as it begins)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
