@@ -421,6 +421,8 @@ class _Part:
 
     def train(self, act: Any, progress: Callable[[int, int], None] | None, halt: Any) -> GroupFit:
         """The device loop, segment by segment, with the host's read at each segment's end."""
+        mark = self.backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+        mark("warm-up", 0)
         t_warm = self.backend.clock()
         active, epochs, patience, slot, E = self.active, self.epochs, self.patience, self.slot, self.E
         # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
@@ -434,6 +436,7 @@ class _Part:
                 if not active.any():
                     break
                 for e in range(epoch, stop):  # device work only
+                    mark("epoch", e)
                     if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
                         raise Stopped()
                     if e in slot:
@@ -441,6 +444,7 @@ class _Part:
                         measured.run(rest)
                     else:
                         measured.run(epoch_calls)
+                mark("segment end", stop)
                 last = stop == E and not self.any_patience  # (with patience a segment's one candidate is its one sample)
                 if last:  # the last epoch's sample leaves with this segment's
                     self.sample(E)
@@ -456,6 +460,7 @@ class _Part:
                 epoch = stop
                 if progress is not None:
                     progress(int(np.minimum(self.ran, epoch).sum()), int(epochs.sum()))
+            mark("end", epoch)
             if not self.done.all():  # the last sample: the members that stopped at this epoch
                 self.sample(epoch)
                 self.read(epoch, epoch + 1)

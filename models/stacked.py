@@ -168,17 +168,20 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
         vout, _ = net.forward(xp, params, X_val)
         samples[e] = (member_loss(xp, task, out, Y), member_loss(xp, task, vout, Yv))
 
+    mark = backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
     t_warm = backend.clock()
     out, cache = net.forward(xp, params, X)
     net.backward(xp, params, cache, member_grad(xp, task, out, Y) * scale)  # warm-up: CuPy compiles its kernels
     t0 = backend.clock()
     for e in range(E + 1):
+        mark("epoch", e)
         if STOP.is_set():
             raise Stopped("stopped")
         out, cache = net.forward(xp, params, X)
         if e % stride == 0 or e in ends:
             sample(e, out)
-        if e in ends:
+        if e in ends:  # a count's end: the only host work between two epochs
+            mark("segment end", e)
             snaps[e] = [p.copy() for p in packed]
             done = [i for i, m in enumerate(members) if m.reads[-1] == e]
             if done:  # frozen: rate 0, buffers zeroed (a host→device copy between epochs, once a count)
@@ -188,6 +191,7 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
                 scale[...] = xp.asarray(np.broadcast_to(np.asarray(opt.grad_scale(lr)), (K, 1, 1)), dtype=dtype)
                 for b in state.buffers:
                     b[done] = 0
+            mark("epoch", e)
         if e == E:
             break
         grads = net.backward(xp, params, cache, member_grad(xp, task, out, Y) * scale)
@@ -195,7 +199,8 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
             xp.copyto(g, grads[name])
         for call in calls:
             call()
-    curves = {e: backend.to_numpy(xp.stack([a, b])) for e, (a, b) in samples.items()}  # each sample leaves once
+    mark("end", E)  # every sample leaves in one copy: (epochs, 2, K)
+    curves = dict(zip(sorted(samples), backend.to_numpy(xp.stack([xp.stack(samples[e]) for e in sorted(samples)]))))
     t1 = backend.clock()
     host_snaps = {c: [backend.to_numpy(p) for p in ps] for c, ps in snaps.items()}
     at = []

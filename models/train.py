@@ -90,6 +90,8 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
     reading = _Reading(log_every, patience)
     candidate = None
     epoch = 0
+    mark = backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    mark("warm-up", 0)
     t_warm = backend.clock()
     n = X.shape[0]
     with backend.host_threads(model.flops(n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
@@ -99,6 +101,7 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
         while epoch < epochs:
             stop = min(epoch + segment, epochs)
             for e in range(epoch, stop):  # the epoch loop: device work only
+                mark("epoch", e)
                 if e % log_every and not sync_every_epoch:
                     batch.epoch()
                     continue
@@ -115,6 +118,7 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
                 if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
                     float(backend.to_numpy(loss))
 
+            mark("segment end", stop)
             k0, k1 = epoch // log_every, math.ceil(stop / log_every)
             if stop == epochs and not patience:  # the curve's last point (see below) leaves with this segment
                 _sample_last(measured, val_batch, hist, vhist)
@@ -129,6 +133,7 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
                 progress(epoch, float(h), float(v))
             if patience and epoch - reading.best_epoch >= patience:
                 break
+        mark("end", epoch)
         if reading.diverged_at is None and reading.last is None:  # an early stop (or patience): its own copy
             _sample_last(measured, val_batch, hist, vhist)
             reading.last = backend.to_numpy(xp.stack([hist[n_samples:], vhist[n_samples:]]))

@@ -21,8 +21,17 @@ import numpy as np
 
 
 # Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns that
-# mix devices can be tested end to end where no CUDA device exists. Such runs are tagged fake_gpu=true.
+# mix devices can be tested end to end where no CUDA device exists; SWEEPER_FAKE_GPU=strict runs it on the strict
+# device stand-in (sweeper.base.strict: it refuses what CuPy refuses and counts every transfer and sync). Such runs
+# are tagged fake_gpu=true.
 FAKE_GPU_ENV = "SWEEPER_FAKE_GPU"
+FAKE_GPU_MODES = ("numpy", "strict")
+
+
+def fake_gpu() -> str:
+    """The fake GPU this process runs ``device=gpu`` on (``numpy`` or ``strict``), or "" for CuPy."""
+    mode = os.environ.get(FAKE_GPU_ENV, "")
+    return mode if mode in FAKE_GPU_MODES else ""
 
 
 class BackendUnavailable(RuntimeError):
@@ -44,6 +53,10 @@ def _to_host_device(a: Any) -> Any:
 
 
 def _no_wait() -> None:
+    return None
+
+
+def _no_mark(phase: str, step: int = -1) -> None:
     return None
 
 
@@ -120,6 +133,9 @@ class Backend:
     synchronize_fn: Callable[[], None] = _no_wait
     host_threads_fn: Callable[[float, int], ContextManager[tuple[int, Any]]] = _no_threads
     fake: bool = False  # a "gpu" backend running on NumPy (tests on machines without CUDA)
+    # the training loops name their phases here (``epoch``, ``segment end``, ``end``): the strict stand-in files
+    # every transfer and sync under the phase it happened in; a no-op elsewhere (one call an epoch)
+    mark_fn: Callable[[str, int], None] = _no_mark
 
     def to_device(self, a: np.ndarray) -> Any:
         """Copy a host array to the device (a no-op for NumPy)."""
@@ -139,6 +155,10 @@ class Backend:
         epoch runs in and the threads that run them (``(1, None)``: one block, on this thread).
         CPU only; on the GPU the host only queues work."""
         return self.host_threads_fn(product_flops, max_blocks)
+
+    def mark(self, phase: str, step: int = -1) -> None:
+        """The training loop enters ``phase`` at epoch ``step`` (for the strict stand-in's accounts)."""
+        self.mark_fn(phase, step)
 
     def clock(self) -> float:
         """A host clock read after synchronising, so device work is timed honestly."""
@@ -184,22 +204,28 @@ def resolve(device: str) -> Backend:
     """Map ``cfg.device`` to a backend: ``cpu`` → NumPy, ``gpu`` → CuPy."""
     if device == "cpu":
         return Backend("cpu", np, host_threads_fn=_host_threads)
-    if device == "gpu" and os.environ.get(FAKE_GPU_ENV) == "numpy":
+    if device == "gpu" and fake_gpu() == "numpy":
         return Backend("gpu", np, fake=True)
+    if device == "gpu" and fake_gpu() == "strict":
+        from sweeper.base import strict
+
+        strict.append_summary_at_exit()
+        return Backend("gpu", strict.xp, strict.to_device, strict.to_numpy, strict.synchronize, fake=True,
+                       mark_fn=strict.mark)
     if device == "gpu":
         cp = _cupy()
         return Backend("gpu", cp, partial(_to_gpu, cp), cp.asnumpy, lambda: cp.cuda.Device().synchronize())
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")
 
 
-# Test-only, with SWEEPER_FAKE_GPU=numpy: how many GPUs the fake backend pretends this node has (default 1).
+# Test-only, with SWEEPER_FAKE_GPU=numpy or strict: how many GPUs the fake backend pretends this node has (default 1).
 FAKE_GPUS_ENV = "SWEEPER_FAKE_GPUS"
 _fake_device = __import__("threading").local()
 
 
 def gpu_count() -> int:
     """How many GPUs this process sees (0 without CuPy or a device)."""
-    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+    if fake_gpu():
         value = os.environ.get(FAKE_GPUS_ENV, "1").strip()
         return int(value) if value.isdigit() else 1
     try:
@@ -211,7 +237,7 @@ def gpu_count() -> int:
 @contextlib.contextmanager
 def on_gpu(index: int) -> Iterator[None]:
     """Within this block, this thread's GPU work goes to device ``index`` (CuPy's ``Device`` context)."""
-    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+    if fake_gpu():
         before, _fake_device.index = getattr(_fake_device, "index", 0), index
         try:
             yield
@@ -224,6 +250,6 @@ def on_gpu(index: int) -> Iterator[None]:
 
 def current_gpu() -> int:
     """The device this thread's GPU work goes to."""
-    if os.environ.get(FAKE_GPU_ENV) == "numpy":
+    if fake_gpu():
         return getattr(_fake_device, "index", 0)
     return int(_cupy().cuda.Device().id)
