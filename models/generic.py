@@ -23,6 +23,7 @@ import numpy as np
 from sweeper.models import losses
 from sweeper.models.interface import ModelError, decays
 from sweeper.models.optim import Optimizer, State
+from sweeper.models.order import RowOrder
 
 
 def init_host(net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model") -> dict[str, np.ndarray]:
@@ -130,8 +131,9 @@ class Step:
 
 
 class MiniSteps:
-    """An epoch of mini-batch steps: the rows in an order drawn on the device each epoch from ``seed`` (as the
-    MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size`` rows a step, the optimizer state shared."""
+    """An epoch of mini-batch steps: the rows in an order drawn on the device each epoch from ``seed``
+    (:class:`~sweeper.models.order.RowOrder`, as the MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size``
+    rows a step, the optimizer state shared."""
 
     def __init__(self, model: Interfaced, X: Any, y: Any, lr: float, batch_size: int, seed: int,
                  opt: Optimizer | None = None, shuffle: bool = True):
@@ -139,13 +141,13 @@ class MiniSteps:
         self.xp, self.X, self.y, self.shuffle = xp, X, y, shuffle
         self.n, self.b = X.shape[0], min(batch_size, X.shape[0])
         self.order = xp.arange(self.n)
-        self.rng = xp.random.RandomState(seed)
+        self.rows = RowOrder(xp, self.order, seed).calls if shuffle else []
         opt = opt or Optimizer()
         self.step = Step(model, X[: self.b], y[: self.b], lr, opt)
 
     def epoch(self) -> None:
-        if self.shuffle:
-            self.rng.shuffle(self.order)
+        for call in self.rows:
+            call()
         for start in range(0, self.n, self.b):
             rows = self.order[start:start + self.b]
             self.step.X, self.step.y = self.X[rows], self.y[rows]

@@ -38,6 +38,7 @@ from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
 from sweeper.models.mlp_net import MLPNet
 from sweeper.models.optim import Optimizer, State
+from sweeper.models.order import RowOrder
 
 
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:
@@ -323,11 +324,12 @@ class FullBatch:
 
 
 class MiniBatches:
-    """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each epoch,
+    """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each epoch
+    (:class:`~sweeper.models.order.RowOrder`: the same orders on every device),
     ``batch_size`` rows a step (the last step takes the rest), each step a :class:`FullBatch` epoch on
     its rows. The data stay on the device feature-major; a step gathers its columns into the batch's
     buffers (``take`` with ``out``). The optimizer state is shared by the two batch shapes; an epoch
-    allocates only the new order (``shuffle`` in place), and nothing waits for the host.
+    allocates only the new order (its sort), and nothing waits for the host.
 
     ``shuffle=False`` keeps the rows in order (scikit-learn's ``shuffle=False``, for the tests).
     """
@@ -340,22 +342,19 @@ class MiniBatches:
         self.X = xp.ascontiguousarray(X.T)  # (d, n)
         self.Y = targets(xp, model.task, y, k, dtype)  # (k, n)
         self.order = xp.arange(n)
-        self.rng = xp.random.RandomState(seed)
         opt = opt or Optimizer()
         state = State(xp, model.packed, opt, lr)
         b = min(batch_size, n)
         sizes = {b, n % b} - {0}
         shapes = {m: FullBatch(model, X[:m], y[:m], lr, parts, pool, opt, state) for m in sizes}
         self.batches = list(shapes.values())
-        self.calls: list[Call] = []
+        self.calls: list[Call] = RowOrder(xp, self.order, seed).calls if shuffle else []
         for start in range(0, n, b):
             rows = self.order[start:start + b]
             fb = shapes[rows.shape[0]]
             self.calls += [_gather(xp, self.X, rows, fb.H[0][:-1]), _gather(xp, self.Y, rows, fb.y), *fb.epoch_calls]
 
     def epoch(self) -> None:
-        if self.shuffle:
-            self.rng.shuffle(self.order)
         for call in self.calls:
             call()
 
