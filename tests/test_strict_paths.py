@@ -8,6 +8,7 @@ stacked). From the command line (slow): a mixed ``device=cpu,gpu`` sweep with it
 logged model's scoring.
 """
 import json
+import re
 
 import numpy as np
 import pytest
@@ -200,24 +201,25 @@ def _pairs(store):
 
 @pytest.mark.slow
 def test_a_mixed_sweep_on_the_stand_in_gives_the_cpus_metrics_and_a_speedup_for_every_pair(tmp_path, store):
-    grid = ("-m", "device=cpu,gpu", "optimizer=gd,adam", "batch_size=0,64", "patience=0,20", "epochs=60,120",
-            "lr=0.01,3.0", "log_every=10", "width=8")
+    grid = ("-m", "device=cpu,gpu", "optimizer=gd,adam", "batch_size=0,64", "epochs=60,120", "lr=0.01,3.0",
+            "log_every=10", "width=8")
     proc = cli(tmp_path, *grid, store=store, env=_strict_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = proc.stdout + proc.stderr
-    assert "failed as a whole" not in said and "one at a time" not in said.split("Launching")[-1].split("\n")[0]
+    assert "failed as a whole" not in said and re.search(r"Launching 32 jobs: 32 in \d+ batched group", said), said
     _ledger(tmp_path)
     pairs = _pairs(store)
-    assert len(pairs) == 32 and all(set(p) == {"cpu", "gpu"} for p in pairs.values())
+    assert len(pairs) == 16 and all(set(p) == {"cpu", "gpu"} for p in pairs.values())
     for pair in pairs.values():
         cpu, gpu = pair["cpu"].data, pair["gpu"].data
-        assert gpu.tags["fake_gpu"] == "true" and cpu.tags.get("status", "") == gpu.tags.get("status", "")
-        assert gpu.metrics["speedup"] == pytest.approx(cpu.metrics["train_time_s"] / gpu.metrics["train_time_s"])
-        for k, v in cpu.metrics.items():
-            if k not in TIMINGS:
-                assert gpu.metrics[k] == pytest.approx(v, rel=RTOL, abs=0), k
-    assert any("diverged" in (p["gpu"].data.tags.get("reason", "") or "") or p["gpu"].info.status == "FAILED"
-               or "val_mse" not in p["gpu"].data.metrics for p in pairs.values())
+        assert gpu.tags["fake_gpu"] == "true" and pair["gpu"].info.status == pair["cpu"].info.status
+        if pair["gpu"].info.status == "FINISHED":
+            assert gpu.metrics["speedup"] == pytest.approx(cpu.metrics["train_time_s"] / gpu.metrics["train_time_s"])
+        quality = [k for k in cpu.metrics if k.startswith(("val_", "test_")) or k in ("best_epoch", "epochs_run")]
+        assert quality and set(quality) <= set(gpu.metrics)
+        for k in quality:
+            assert gpu.metrics[k] == pytest.approx(cpu.metrics[k], rel=RTOL, abs=0), k
+    assert sum(p["gpu"].info.status == "FAILED" for p in pairs.values()) >= 2  # lr=3 diverges with gd
 
 
 @pytest.mark.slow

@@ -51,12 +51,14 @@ class Ledger:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.marks: Counter = Counter()  # how many times each phase was entered (every epoch, every segment end)
         self._local = threading.local()
         self.implicit = 0  # > 0 inside allow_implicit(): np.asarray(device array) is a counted sync, not an error
 
     def mark(self, phase: str, step: int = -1) -> None:
         """Enter ``phase`` (``epoch``, ``segment end``, ``end``, ...) at ``step`` on this thread."""
         self._local.phase, self._local.step = phase, step
+        self.marks[phase] += 1
 
     def record(self, kind: str, what: str) -> None:
         local = self._local
@@ -65,6 +67,7 @@ class Ledger:
     def reset(self) -> None:
         self.events = []
         self.mark("")
+        self.marks = Counter()
 
     def counts(self, phase: str | None = None) -> Counter:
         """Events per kind, in ``phase`` only when given."""
@@ -76,6 +79,16 @@ class Ledger:
         for e in self.events:
             if e.phase == phase:
                 out.setdefault(e.step, Counter())[e.kind] += 1
+        return out
+
+    def per_phase(self) -> dict[str, dict[str, int]]:
+        """Per phase: how often it was entered (``marks``) and, per kind, the events in all and the most at one step
+        (``d2h``, ``d2h_max``, ...): the figures of the design's promise (0 in an epoch, one copy a segment end)."""
+        out: dict[str, dict[str, int]] = {p: {"marks": n} for p, n in self.marks.items() if p}
+        for phase, steps in ((p, self.per_step(p)) for p in out):
+            for kind in KINDS:
+                out[phase][kind] = sum(c[kind] for c in steps.values())
+                out[phase][f"{kind}_max"] = max((c[kind] for c in steps.values()), default=0)
         return out
 
     def inside(self, phase: str = "epoch") -> list[Event]:
