@@ -10,7 +10,7 @@ from sweeper.models import losses
 from sweeper.models.activations import Call
 from sweeper.models.mlp import _gather, _run, _sparse_grad, _sparse_product
 from sweeper.models.optim import State
-from sweeper.models.order import RowOrder
+from sweeper.models.optim import RowOrder
 
 
 def sparse_layout(xp: Any, Q: Any, per_member: bool) -> Any:
@@ -168,7 +168,7 @@ def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
 
 def _mini_batch_calls(xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, seed: int) -> list[Call]:
     """One epoch of mini-batch steps, as :class:`models.mlp.MiniBatches` takes them: the rows in the order
-    :class:`~sweeper.models.order.RowOrder` draws from ``seed`` each epoch, ``b`` a step (the last takes the rest). A
+    :class:`~sweeper.models.optim.RowOrder` draws from ``seed`` each epoch, ``b`` a step (the last takes the rest). A
     step gathers
     its columns of the whole training set's inputs and targets (``full``'s, shared by the members) into its
     pass's buffers, then runs its forward, backward and update."""

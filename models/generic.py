@@ -23,7 +23,7 @@ import numpy as np
 from sweeper.models import losses
 from sweeper.models.interface import ModelError, decays
 from sweeper.models.optim import Optimizer, State
-from sweeper.models.order import RowOrder
+from sweeper.models.optim import RowOrder
 
 
 def init_host(net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model") -> dict[str, np.ndarray]:
@@ -132,7 +132,7 @@ class Step:
 
 class MiniSteps:
     """An epoch of mini-batch steps: the rows in an order drawn on the device each epoch from ``seed``
-    (:class:`~sweeper.models.order.RowOrder`, as the MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size``
+    (:class:`~sweeper.models.optim.RowOrder`, as the MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size``
     rows a step, the optimizer state shared."""
 
     def __init__(self, model: Interfaced, X: Any, y: Any, lr: float, batch_size: int, seed: int,

@@ -38,7 +38,7 @@ from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS, Call
 from sweeper.models.mlp_net import MLPNet
 from sweeper.models.optim import Optimizer, State
-from sweeper.models.order import RowOrder
+from sweeper.models.optim import RowOrder
 
 
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:
@@ -325,7 +325,7 @@ class FullBatch:
 
 class MiniBatches:
     """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each epoch
-    (:class:`~sweeper.models.order.RowOrder`: the same orders on every device),
+    (:class:`~sweeper.models.optim.RowOrder`: the same orders on every device),
     ``batch_size`` rows a step (the last step takes the rest), each step a :class:`FullBatch` epoch on
     its rows. The data stay on the device feature-major; a step gathers its columns into the batch's
     buffers (``take`` with ``out``). The optimizer state is shared by the two batch shapes; an epoch

@@ -185,12 +185,12 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
             snaps[e] = [p.copy() for p in packed]
             done = [i for i, m in enumerate(members) if m.reads[-1] == e]
             if done:  # frozen: rate 0, buffers zeroed (a host→device copy between epochs, once a count)
-                for i in done:
-                    lr[i] = 0.0
+                lr[done] = 0.0
                 state.set_lr(lr)
                 scale[...] = xp.asarray(np.broadcast_to(np.asarray(opt.grad_scale(lr)), (K, 1, 1)), dtype=dtype)
+                rows = xp.asarray(done)  # one copy for every buffer (a list index is copied for each)
                 for b in state.buffers:
-                    b[done] = 0
+                    b[rows] = 0
             mark("epoch", e)
         if e == E:
             break

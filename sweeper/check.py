@@ -11,6 +11,7 @@ pytest): ``sweeper.check.check_model("my_nets:TwoLayerNet", hidden=32)`` raises 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,22 +69,56 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
 
 
 def _gpu_check(net: Any, path: str) -> Check:
-    from sweeper.base.backend import BackendUnavailable, resolve
+    """Forward and backward on the GPU (or, with ``SWEEPER_FAKE_GPU=strict``, on the strict device stand-in, which
+    refuses what CuPy refuses) against NumPy; a refusal names the line of the model's code that made it."""
+    from sweeper.base.backend import BackendUnavailable, fake_gpu, resolve
     from sweeper.models.generic import init_host
 
+    name = "NumPy = CuPy"
     try:
         gpu = resolve("gpu")
     except BackendUnavailable as e:
-        return Check("NumPy = CuPy", None, f"not run: {e}")
+        return Check(name, None, f"not run: {e} (SWEEPER_FAKE_GPU=strict checks the device's rules without one)")
+    if gpu.fake and fake_gpu() != "strict":
+        return Check(name, None, "not run: no CUDA device (a fake GPU namespace; SWEEPER_FAKE_GPU=strict checks the "
+                                 "device's rules)")
     if gpu.fake:
-        return Check("NumPy = CuPy", None, "not run: no CUDA device (a fake GPU namespace)")
+        name = "NumPy = CuPy (the strict device stand-in)"
     params = init_host(net, N_IN, 2, 3, "float64", path)
-    X = np.random.default_rng(2).standard_normal((N_ROWS, N_IN))
-    cpu_out = net.forward(np, params, X)[0]
+    rng = np.random.default_rng(2)
+    X, R = rng.standard_normal((N_ROWS, N_IN)), rng.standard_normal((N_ROWS, 2))
+    cpu_out, cache = net.forward(np, params, X)
+    cpu_grads = net.backward(np, params, cache, R)
     dev = {k: gpu.to_device(v) for k, v in params.items()}
-    gpu_out = gpu.to_numpy(net.forward(gpu.xp, dev, gpu.to_device(X))[0])
-    ok = bool(np.allclose(cpu_out, gpu_out, rtol=1e-10, atol=1e-12))
-    return Check("NumPy = CuPy", ok, "forward equal on both namespaces" if ok else "forward differs between NumPy and CuPy")
+    try:
+        out, cache = net.forward(gpu.xp, dev, gpu.to_device(X))
+        grads = net.backward(gpu.xp, dev, cache, gpu.to_device(R))
+        host = [k for k, g in [("out", out), *grads.items()] if isinstance(g, np.ndarray)]
+        if host:
+            return Check(name, False, f"{'forward' if host[0] == 'out' else 'backward'} gave a NumPy array "
+                                      f"({host[0]}) on the device: make every array with xp")
+        gpu_out, gpu_grads = gpu.to_numpy(out), {k: gpu.to_numpy(g) for k, g in grads.items()}
+    except Exception as e:  # noqa: BLE001  (CuPy's refusal, or the model's own error on the device)
+        return Check(name, False, f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                                  f"{_where(e, net)}: on the device, every array forward and backward use must be "
+                                  "xp's (a NumPy array mixed in, or np.asarray of a device array, is refused)")
+    ok = bool(np.allclose(cpu_out, gpu_out, rtol=1e-10, atol=1e-12)) and all(
+        np.allclose(cpu_grads[k], gpu_grads[k], rtol=1e-10, atol=1e-12) for k in cpu_grads)
+    return Check(name, ok, "forward and backward equal on both namespaces" if ok
+                 else "forward or backward differs between NumPy and CuPy")
+
+
+def _where(e: BaseException, net: Any) -> str:
+    """`` (at my_nets.py:12 in forward)``: the innermost frame of the model's own module, or ""."""
+    import inspect
+    import traceback
+
+    try:
+        source = inspect.getsourcefile(type(net))
+    except TypeError:
+        return ""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == source]
+    return f" (at {Path(source).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
 
 
 def check_model(target: Any, **hyperparameters: Any) -> list[Check]:

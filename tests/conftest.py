@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 
 import sweeper
 from sweeper import tracking
-from sweeper.base.backend import gpu_available
+from sweeper.base.backend import fake_gpu, gpu_available
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
 
@@ -164,6 +164,8 @@ def running_children(db: Path) -> int:
 
 
 GPU_OK, GPU_WHY = gpu_available()
+if not GPU_OK and fake_gpu() == "strict":  # bench/gpu_check.sh --dry-run: the gpu tests on the strict device stand-in
+    GPU_OK, GPU_WHY = True, ""
 requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no usable CUDA device: {GPU_WHY}")
 no_gpu_here = pytest.mark.skipif(GPU_OK, reason="a CUDA device is present: the gpu-marked tests cover device=gpu")
 

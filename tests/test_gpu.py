@@ -2,7 +2,9 @@
 
 Where no CUDA device exists (CI), the GPU code path runs with NumPy as its array namespace: a "gpu"
 backend whose copies and synchronisations are counted, and ``SWEEPER_FAKE_GPU=numpy`` for whole
-multiruns. Tests marked ``gpu`` need real CuPy and skip with the reason otherwise.
+multiruns; the strict device stand-in (``SWEEPER_FAKE_GPU=strict``) runs every GPU path in tests/test_strict_paths.py
+and tests/test_syncs.py. Tests marked ``gpu`` need real CuPy and skip with the reason otherwise, except under
+``SWEEPER_FAKE_GPU=strict`` (``bench/gpu_check.sh --dry-run``), where they run on the stand-in.
 """
 import json
 import subprocess
@@ -10,13 +12,14 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from sweeper import data
 from sweeper import models
 from conftest import all_runs, cli, client_for, make_cfg, no_gpu_here, requires_gpu, run_once
 from sweeper.models.train import MAX_CHECKS
 from sweeper.insight import speedup
-from sweeper.base.backend import FAKE_GPU_ENV, Backend, resolve
+from sweeper.base.backend import FAKE_GPU_ENV, Backend, fake_gpu, resolve
 from sweeper.job.metrics import TIMINGS
 
 FAST = ("epochs=300", "log_every=10")
@@ -217,7 +220,7 @@ def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
     gpu = [r for r in all_runs(store) if r.data.tags.get("device") == "gpu"]
     assert len(gpu) == 4
     assert all(r.data.metrics["speedup"] > 0 and "speedup_wall" in r.data.metrics for r in gpu)
-    assert all("fake_gpu" not in r.data.tags for r in gpu)
+    assert all(("fake_gpu" in r.data.tags) == (fake_gpu() == "strict") for r in gpu)  # bench/gpu_check.sh --dry-run
 
 
 @pytest.mark.gpu
@@ -263,7 +266,7 @@ def test_a_sparse_text_group_on_cupy_matches_its_members_trained_alone_on_cupy()
     backend = resolve("gpu")
     ds = data.load(sms_cfg("data.max_features=500").data, 0)
     arrays = [backend.to_device(a) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-    assert is_sparse(arrays[0]) and type(arrays[0]).__module__.startswith("cupyx")
+    assert is_sparse(arrays[0]) and not scipy.sparse.issparse(arrays[0])  # cupyx's, on the device
     members = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 40, patience=20)]
     sizes = [ds.n_features, 8, 1]
     group = train_group(backend, stacked_params(sizes, "tanh", [0] * 3, "float64"), "tanh", ds.task, *arrays,

@@ -1,5 +1,6 @@
 """Every GPU code path on the strict device stand-in (``SWEEPER_FAKE_GPU=strict``): nothing CuPy would refuse, nothing
-crossing to the host inside an epoch, and the CPU's metrics (float64: 1e-12).
+crossing to the host inside an epoch, and the CPU's metrics (float64: 1e-12; the CPU's activations in NumPy's own
+form, as the GPU's: ``SWEEPER_ACTIVATION_FORMS=library``, see :mod:`sweeper.models.forms`).
 
 In this process: one configuration (:func:`sweeper.job.record._compute`: the MLP, a model of the interface alone, a
 function trainer, folds, text) and batched groups (:func:`sweeper.sweep.launch.compute_group`: gradient descent,
@@ -9,6 +10,7 @@ logged model's scoring.
 """
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +19,8 @@ from sweeper import ROOT, data
 from sweeper.base.backend import FAKE_GPU_ENV, resolve
 from sweeper.base.strict import LEDGER, LEDGER_ENV, DeviceArray, describe
 from sweeper.job.metrics import TIMINGS
-from sweeper.models.order import row_orders
+from sweeper.models.forms import ENV as FORMS_ENV
+from sweeper.models.optim import row_orders
 from conftest import all_runs, cli, make_cfg
 from test_text import SMS, needs_sms
 
@@ -30,6 +33,7 @@ LOOP = str(ROOT / "examples" / "my_loop")
 def strict_gpu(monkeypatch):
     """The strict stand-in as this process's device=gpu, with a fresh ledger; a user's examples importable."""
     monkeypatch.setenv(FAKE_GPU_ENV, "strict")
+    monkeypatch.setenv(FORMS_ENV, "library")  # the CPU's activations in NumPy's own form, as CuPy's (models.forms)
     monkeypatch.syspath_prepend(NETS)
     monkeypatch.syspath_prepend(LOOP)
     LEDGER.reset()
@@ -161,7 +165,7 @@ def test_a_batched_group_on_the_stand_in_gives_the_cpus_metrics(strict_gpu, grid
 def test_the_rows_order_is_the_same_on_every_device_and_differs_by_epoch_and_seed(strict_gpu):
     """xp.random's shuffle drew NumPy's order on the CPU and another on the GPU (the stand-in's, as cuRAND's):
     mini-batch runs on the two devices trained on other batches."""
-    from sweeper.models.order import RowOrder
+    from sweeper.models.optim import RowOrder
 
     host = row_orders(50, 3, 4)
     order = strict_gpu.xp.arange(50)
@@ -180,7 +184,7 @@ def test_the_rows_order_is_the_same_on_every_device_and_differs_by_epoch_and_see
 
 
 def _strict_env(tmp_path):
-    return {FAKE_GPU_ENV: "strict", LEDGER_ENV: str(tmp_path / "ledger.jsonl"),
+    return {FAKE_GPU_ENV: "strict", LEDGER_ENV: str(tmp_path / "ledger.jsonl"), FORMS_ENV: "library",
             "PYTHONPATH": f"{NETS}:{LOOP}:{ROOT}"}
 
 
@@ -264,3 +268,86 @@ def test_a_gpu_runs_logged_model_scores_as_the_run_and_its_cpu_twin_did(tmp_path
         np.testing.assert_allclose(pred[device], logged, rtol=1e-12)
     np.testing.assert_allclose(pred["gpu"], pred["cpu"], rtol=RTOL)
     _nothing_inside_epochs()
+
+
+HOST_MIX = '''import numpy as np
+
+
+class HostMix:
+    """A two-layer net whose forward slips a host array into a device expression."""
+
+    def __init__(self, hidden: int = 8):
+        self.hidden = hidden
+
+    def init(self, n_in, n_out, rng):
+        return {"W1": rng.standard_normal((n_in, self.hidden)) / np.sqrt(n_in), "b1": np.zeros((1, self.hidden)),
+                "W2": rng.standard_normal((self.hidden, n_out)) / np.sqrt(self.hidden), "b2": np.zeros((1, n_out))}
+
+    def forward(self, xp, params, X):
+        h = xp.tanh(X @ params["W1"] + params["b1"])
+        h = h * np.ones(self.hidden)  # a host array: fine on NumPy, refused by CuPy
+        return h @ params["W2"] + params["b2"], (X, h)
+
+    def backward(self, xp, params, cache, dout):
+        X, h = cache
+        dh = (dout @ params["W2"].swapaxes(-1, -2)) * (1 - h * h)
+        return {"W2": h.swapaxes(-1, -2) @ dout, "b2": dout.sum(axis=-2, keepdims=True),
+                "W1": X.swapaxes(-1, -2) @ dh, "b1": dh.sum(axis=-2, keepdims=True)}
+'''
+
+
+@pytest.mark.slow
+def test_a_model_mixing_a_host_array_fails_its_run_in_cupys_words_and_the_check_names_its_line(
+        tmp_path, store, strict_gpu, monkeypatch, capsys):
+    """On NumPy (SWEEPER_FAKE_GPU=numpy, or the CPU) the model trains; on the stand-in, as on a GPU, its run is
+    FAILED with CuPy's TypeError, and python -m sweeper.check says so, naming the model's line."""
+    from conftest import client_for, run_once, user_folder
+    from sweeper import check
+
+    user_folder(tmp_path, monkeypatch, {"host_mix.py": HOST_MIX})
+    args = ("model._target_=host_mix.HostMix", "epochs=30", "log_every=10")
+    assert run_once(tmp_path / "cpu", *args, "device=cpu", store=store)["status"] == "FINISHED"
+    with pytest.raises(TypeError, match=MIXED):
+        run_once(tmp_path / "gpu", *args, "device=gpu", store=store)
+    result = json.loads((tmp_path / "gpu" / "job" / "result.json").read_text())
+    assert result["status"] == "FAILED" and result["reason"] == "TypeError: " + MIXED.replace("\\", "")
+    assert client_for(store).get_run(result["run_id"]).info.status == "FAILED"
+
+    assert check.main(["host_mix.HostMix"]) == 1
+    said = capsys.readouterr().out
+    line = next(i for i, x in enumerate(HOST_MIX.splitlines(), 1) if "np.ones(self.hidden)" in x)
+    assert (f"FAIL  NumPy = CuPy (the strict device stand-in): raised TypeError: {MIXED.replace(chr(92), '')} "
+            f"(at host_mix.py:{line} in forward)") in said
+    monkeypatch.setenv(FAKE_GPU_ENV, "numpy")  # NumPy as the "device": nothing to see
+    assert check.main(["host_mix.HostMix"]) == 0 and "SWEEPER_FAKE_GPU=strict checks" in capsys.readouterr().out
+
+
+MIXED = r"Unsupported type <class 'numpy\.ndarray'>"
+
+
+@pytest.mark.slow
+def test_the_gpu_checks_dry_run_runs_its_steps_on_the_stand_in_and_prints_one_table_last(tmp_path):
+    """bench/gpu_check.sh --dry-run: its own logic with the strict stand-in in place of CuPy, so the script (and the
+    gpu-marked tests it runs) cannot rot where no GPU comes: the tests pass there (none skipped), the benchmarks'
+    table comes last, the logs are in $OUT; a wrong argument is one line, exit 2."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEEPER_")} | {
+        "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, FORMS_ENV: "library"}
+    proc = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), "--dry-run"], capture_output=True, text=True,
+                          env=env, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.rstrip().splitlines()
+    table = lines.index(next(x for x in lines if x.startswith("workload")))
+    assert lines[table + 1].startswith("----------") and lines[-1].startswith("W1 batched  gpu K=4")
+    assert all(x.startswith("W1") for x in lines[table + 2:])  # the table is the last thing printed
+    said = next(x for x in lines if x.startswith("gpu tests: exit 0"))
+    sms = SMS.is_file()  # the sparse text test needs the SMS file (../shared)
+    assert re.search(rf"\b{8 + sms} passed\b", said) and ("skipped" in said) != sms and "failed" not in said, said
+    assert {"env.txt", "gpu_tests.log", "gpu_bench.log", "gpu_bench.txt"} <= {p.name for p in (tmp_path / "out").iterdir()}
+    assert "strict device stand-in" in (tmp_path / "out" / "env.txt").read_text()
+    bad = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), "--dryrun"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("bench/gpu_check.sh: error: --dryrun is not allowed: "
+                                                          "expected --dry-run or --more")
