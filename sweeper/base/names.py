@@ -94,6 +94,18 @@ def sqlite_path(uri: str):
     return Path(unquote(uri[len("sqlite:///"):].partition("?")[0])) if uri.startswith("sqlite:///") else None
 
 
+def ended(code: int | None) -> str:
+    """How a process ended, in words: ``exit code 3``, or the signal that killed it (``killed by SIGKILL``); a bus
+    error (SIGBUS) in a process that writes a store is SQLite's write to its ``-shm`` that the file system could not
+    back."""
+    import signal
+
+    if code is None or code >= 0:
+        return f"exit code {code}"
+    bus = ": the store's -shm file could not be written (a full disk, or the file cut short under it)"
+    return f"killed by {signal.Signals(-code).name}" + (bus if -code == signal.SIGBUS else "")
+
+
 def resume_command(args: list[str]) -> str:
     """The command line that finishes an interrupted sweep: the same arguments, ``resume=true``."""
     kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]

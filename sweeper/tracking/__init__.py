@@ -1,4 +1,4 @@
-"""Tracking: the MLflow store (``store``), a run's records (``records``), system metrics (``system``), the tracked
+"""Tracking: the MLflow store (``store``; its file: ``storefile``), a run's records (``records``), system metrics (``system``), the tracked
 run of one job (``run``), the writer process (``writer``) and the logged model (``pyfunc``).
 
 ``from sweeper import tracking`` gives the store's, the experiments', the records' and the system metrics' functions under one
@@ -9,6 +9,7 @@ from sweeper.tracking import store as _store
 from sweeper.tracking.experiments import *  # noqa: F401,F403
 from sweeper.tracking.records import *  # noqa: F401,F403
 from sweeper.tracking.store import *  # noqa: F401,F403
+from sweeper.tracking.storefile import *  # noqa: F401,F403
 from sweeper.tracking.system import *  # noqa: F401,F403
 
 

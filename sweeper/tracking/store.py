@@ -24,6 +24,7 @@ from sweeper.base import state
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
 from sweeper.base.output import masked, unmasked
 from sweeper.base.process import exclusive
+from sweeper.tracking.storefile import TrackingError, check_database, check_writable, identity  # noqa: F401
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
 # refused value and the Hydra callback's module cost nothing of it. Importing this module changes nothing in
@@ -59,10 +60,6 @@ def mlflow_defaults() -> None:
 
 # The embedded store of conf/tracking/local.yaml, for the standalone commands.
 DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
-
-
-class TrackingError(RuntimeError):
-    """The tracking store cannot be used as configured; one line."""
 
 
 # What a failing store or server raises (after MLflow's own retries): ``except tracking.UNREACHABLE``.
@@ -283,156 +280,6 @@ def _progress(line: str) -> None:
         print(f"sweeper: {line}", flush=True)
 
 
-def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
-    """TrackingError (one line) unless ``uri`` names a store that can persist runs: not an in-memory database
-    (:func:`~sweeper.base.names.uri_problem`), and for ``sqlite:///PATH`` a PATH that is no folder (MLflow would
-    retry it for ~100 s) and, when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes
-    (random bytes in it would otherwise be read, and written to, as runs). ``existing``: a command that only
-    reads the store (report, runs, promote) refuses a missing file instead of creating a store there; ``key``: how
-    the line names the store (those commands: ``--tracking-uri``). No MLflow
-    import: a refusal costs milliseconds and touches nothing."""
-    from sweeper.base.names import uri_problem
-
-    problem = uri_problem(uri)
-    if problem:
-        raise TrackingError(f"{key}={uri} {problem}")
-    db = sqlite_path(uri)
-    if db is None:
-        return
-    what = "is a folder" if db.is_dir() else "is not a regular file" if db.exists() and not db.is_file() else None
-    if what:
-        raise TrackingError(f"{key}={uri} cannot be used: {db} {what}: expected the path of a database file "
-                            f"(e.g. sqlite:///{(db / 'mlflow.db').as_posix()})")
-    if not db.exists():
-        if existing:
-            raise TrackingError(f"{key}={uri}: no such store ({db} does not exist): expected an existing "
-                                "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
-        return
-    if existing and db.stat().st_size == 0:  # SQLite would read it as an empty database, and MLflow make it a store
-        raise TrackingError(f"{key}={uri}: no such store ({db} is an empty file, 0 bytes): expected an existing "
-                            "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
-    damage = _damage(db)
-    if damage:
-        raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
-                            "path for a new store")
-    if existing and _tables(db) == [] and db.stat().st_size > 0:  # an empty SQLite database: MLflow would make it a store
-        raise TrackingError(f"{key}={uri}: no such store ({db} is an SQLite database without tables): expected an "
-                            "existing MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
-    foreign = _foreign_tables(db)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise TrackingError(f"{key}={uri} cannot be used: {db} is another application's SQLite database (its "
-                            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's path, "
-                            "or a new path for a new store")
-
-
-def _damage(db: Path) -> str | None:
-    """Why the existing file ``db`` is not a healthy SQLite database (None when it is, or is empty: SQLite reads
-    an empty file as an empty database): ``PRAGMA quick_check`` (a read of every page, ~ms a MB), which writes
-    nothing. Read through SQLite only, never Python's ``open()`` (see :func:`_is_wal_database`)."""
-    try:
-        if db.stat().st_size == 0:
-            return None
-    except OSError:
-        return None  # unreadable: check_writable and MLflow name it
-    try:
-        # an ordinary connection: a read-only one would leave a WAL store's -wal and -shm files behind it
-        with closing(sqlite3.connect(db, timeout=30)) as con:
-            rows = con.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.DatabaseError as e:
-        text = str(e)
-        if "not a database" in text:
-            return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
-        if "malformed" in text or "corrupt" in text:
-            return f"is damaged ({text})"
-        return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
-    first = rows[0][0] if rows else "ok"
-    return None if first == "ok" else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
-
-
-def _foreign_tables(db: Path) -> list[str]:
-    """The tables of the healthy SQLite file ``db`` when it holds some and none is MLflow's (another application's
-    database, which MLflow would otherwise fill with its schema and switch to WAL); [] for an MLflow store, a store
-    MLflow is creating (``experiments`` comes first, ``alembic_version`` with the migrations) or an empty file."""
-    tables = _tables(db)
-    return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
-
-
-def _tables(db: Path) -> list[str] | None:
-    """The tables of the SQLite file ``db`` (SQLite's own left out); None where it cannot be read (locked, unreadable:
-    MLflow's own open decides, as for :func:`_damage`)."""
-    try:
-        with closing(sqlite3.connect(db, timeout=30)) as con:
-            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    except sqlite3.Error:
-        return None
-    return [t for t in tables if not t.startswith("sqlite_")]
-
-
-def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
-    """Which of ``run_ids`` the database file now at an embedded store's path holds, asked of that file itself (a
-    client made earlier may still read a deleted file through its open connections); none for a server, or no file."""
-    db = sqlite_path(uri)
-    if db is None or not db.is_file() or not run_ids:
-        return set()
-    held: set[str] = set()
-    try:
-        with closing(sqlite3.connect(db, timeout=30)) as con:
-            for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit (999 in older builds)
-                part = run_ids[i:i + 500]
-                query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
-                held |= {r[0] for r in con.execute(query, part)}
-        return held
-    except sqlite3.Error:  # no runs table (not a store yet), locked, damaged
-        return set()
-
-
-def identity(uri: str) -> list[int] | None:
-    """The device and inode of an embedded store's file (None for a server, or a file not there)."""
-    db = sqlite_path(uri)
-    try:
-        st = db.stat() if db is not None else None
-    except OSError:
-        return None
-    return [st.st_dev, st.st_ino] if st else None
-
-
-def replaced(uri: str, before: list[int] | None) -> str | None:
-    """How the store a sweep began with (its :func:`identity` then: ``before``) is gone now, or None."""
-    if before is None:
-        return None
-    now = identity(uri)
-    # a file there now: another, or a new store the sweep's later jobs made after the first was deleted
-    return None if now == list(before) else "was deleted" if now is None else "was deleted or replaced by another file"
-
-
-def check_writable(db: Path, uri: str) -> None:
-    """TrackingError unless the database ``db`` can be created or written: SQLite writes its journal
-    (``-wal``, ``-shm``) beside the file, so the folder must be writable too. Uses the real uid
-    (``os.access``), so a folder of mode 555 fails for a user and a read-only file system for anyone."""
-    folder = db.parent if str(db.parent) else Path(".")
-    existing = folder
-    while not existing.exists() and existing != existing.parent:  # mkdir creates the missing folders
-        existing = existing.parent
-    hint = "choose a writable place for tracking.uri"
-    if not existing.is_dir():
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}")
-    if not db.exists():  # root passes os.access everywhere: /proc and /sys take no new file all the same
-        import tempfile
-
-        try:
-            fd, probe = tempfile.mkstemp(prefix=".sweeper-probe-", dir=existing)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as e:
-            raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} takes no new file "
-                                f"({e.strerror or e}); {hint}") from None
-    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
-        raise TrackingError(f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}")
-
-
 def _create_store(db: Path, uri: str) -> Any:
     """Create the SQLite store ``db`` (schema, then WAL journal mode) and return a client.
 
@@ -446,7 +293,7 @@ def _create_store(db: Path, uri: str) -> Any:
     from sweeper.base import stop
 
     MlflowClient = _client_class()
-    db.parent.mkdir(parents=True, exist_ok=True)
+    db.parent.mkdir(exist_ok=True)  # the store's own folder only: check_writable refuses a path of missing folders
     # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
     # that every later command refused ("table spans already exists")
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():

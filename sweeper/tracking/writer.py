@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sweeper.base import state
+from sweeper.base.names import ended
 from sweeper.base.output import masked
 
 log = logging.getLogger("sweeper")
@@ -137,7 +138,7 @@ class Writer:
                 if timeout is None and alive:
                     continue
                 if timeout is None:  # the writer died: what it had stays pending_upload in result.json
-                    why = f"the writer process ended (exit code {self.proc.returncode}) before recording it"
+                    why = f"the writer process ended ({ended(self.proc.returncode)}) before recording it"
                     for path in self.pending:
                         self._kept(path, why)
                     self.pending = []
@@ -183,7 +184,7 @@ class Writer:
         if self.proc.poll() is None:
             self.proc.kill()
             _wait(self.proc, 5)
-        why = f"interrupted before the writer process recorded it (exit code {self.proc.returncode})"
+        why = f"interrupted before the writer process recorded it ({ended(self.proc.returncode)})"
         recorded = []
         for path in self.pending:
             try:
