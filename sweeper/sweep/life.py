@@ -363,8 +363,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
                   f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=err)
             failed_parents = True
-        reused = [r for r in skipped if r.get("resumed_from")]
-        if reused:
+        if reused := [r for r in skipped if r.get("resumed_from")]:
             print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
         if stale := [r for r in mine if r.get("not_reused")]:  # FINISHED before on another version of the data file
             print(f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
