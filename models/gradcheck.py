@@ -15,10 +15,8 @@ edited model is checked again, an unchanged one is not.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.models.generic import init_host
-from sweeper.models.interface import ModelError, instantiate, split
+from sweeper.models.interface import ModelError, instantiate, source_digest, split
 
 N_ROWS = 6
 FD_EPS = 1e-6
@@ -140,23 +138,6 @@ def _first(e: BaseException) -> str:
 
 CHECKED: dict[str, GradientCheck] = {}  # this process's verdicts, by :func:`key`
 CACHE_VERSION = 1
-
-
-def source_digest(cls: Any) -> str | None:
-    """A digest of the source of every module the class and its base classes come from (None when one has no
-    source file: a class typed into a notebook is checked once per process)."""
-    h = hashlib.sha256()
-    seen = set()
-    for c in inspect.getmro(cls):
-        mod = sys.modules.get(c.__module__)
-        if c is object or mod is None or mod.__name__ in seen or mod.__name__ == "builtins":
-            continue
-        seen.add(mod.__name__)
-        file = getattr(mod, "__file__", None)
-        if not file or not os.path.isfile(file):
-            return None
-        h.update(mod.__name__.encode() + b"\0" + Path(file).read_bytes() + b"\0")
-    return h.hexdigest()[:32]
 
 
 def key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:

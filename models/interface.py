@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
+import sys
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -83,6 +86,39 @@ def load_target(path: str, key: str = "model._target_") -> Any:
         return getattr(module, name)
     except AttributeError:
         raise ModelError(f"{key}={path} cannot be imported: module {module_name} has no {name}") from None
+
+
+def source_digest(obj: Any) -> str | None:
+    """A digest of the source of every module a class and its base classes come from (a function: its module); None
+    when one has no source file (a class typed into a notebook)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    seen = set()
+    for c in inspect.getmro(obj) if inspect.isclass(obj) else (obj,):
+        mod = sys.modules.get(getattr(c, "__module__", "") or "")
+        if c is object or mod is None or mod.__name__ in seen or mod.__name__ == "builtins":
+            continue
+        seen.add(mod.__name__)
+        file = getattr(mod, "__file__", None)
+        if not file or not os.path.isfile(file):
+            return None
+        h.update(mod.__name__.encode() + b"\0" + Path(file).read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def home(obj: Any) -> str | None:
+    """The folder from which the module of a class or function imports (what PYTHONPATH would need to hold):
+    ``/x/mine`` for ``my_nets`` in ``/x/mine/my_nets.py``, ``/x`` for ``pkg.nets`` in ``/x/pkg/nets.py``; None for
+    sweeper's own modules and modules without a file."""
+    name = getattr(obj, "__module__", "") or ""
+    mod = sys.modules.get(name)
+    file = getattr(mod, "__file__", None)
+    if not file or name.split(".")[0] == "sweeper":
+        return None
+    path = Path(file).resolve()
+    depth = len(name.split(".")) - (0 if path.stem == "__init__" else 1)
+    return str(path.parents[depth])
 
 
 def is_mlp(model_cfg: Any) -> bool:

@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({'lower' if lower else 'higher'} is better):")
     for d in done:
         print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={cell(d.value)}  {d.knobs}")
-    suite = "    check them all: python -m pytest tests/test_best.py" if done[0].rerun == [f"+best={done[0].name}"] else ""
-    print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}{suite}")
+    own = "" if done[0].rerun == [f"+best={done[0].name}"] else f" --best-dir {pinned.suite_dir(args.out_dir)}"
+    print(f"re-run one: {shlex.join(['python', '-m', 'sweeper', *done[0].rerun])}")
+    print(f"check them all: python -m pytest tests/test_best.py{own}  (in sweeper's checkout)")
     if registered:
         print(f"registered run {done[0].run_id}'s model as {args.register} version {registered[0].version}, alias "
               f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@{tracking.CHAMPION}') "

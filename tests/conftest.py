@@ -50,6 +50,17 @@ SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent 
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
 
+def pytest_addoption(parser):
+    parser.addoption("--best-dir", metavar="DIR", help="a folder of pinned files of one's own (python -m sweeper.promote "
+                     "--out-dir DIR) for tests/test_best.py to check instead of conf/best (as SWEEPER_BEST_DIR=DIR)")
+
+
+def pytest_configure(config):
+    folder = config.getoption("--best-dir", default=None)
+    if folder:  # read by tests/test_best.py as it is collected, and by the processes the tests start
+        os.environ["SWEEPER_BEST_DIR"] = str(Path(folder).resolve())
+
+
 @pytest.fixture(autouse=True)
 def _signals_left_as_they_were():
     """Each test leaves this process's signal handlers as it found them. One left SIGTERM ignored, and every sweep a

@@ -61,7 +61,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
     "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
     "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
-    "SWEEPER_BEST_DIR": ("a folder of pinned files (the test suite's)", ANY),
+    "SWEEPER_BEST_DIR": ("a folder of pinned files for tests/test_best.py (as its --best-dir)", ANY),
 }
 
 

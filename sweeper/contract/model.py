@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -20,6 +21,8 @@ def check_model(model: Any, cfg: Any = None) -> None:
     refused too (:func:`ignored_key`)."""
     if model is None:
         return
+    if cfg is not None:
+        reach(cfg)  # a pin of a model of yours: where its module lives
     _check_section(model)
     problem = ignored_key(model, cfg) if cfg is not None else None
     if problem:
@@ -49,6 +52,51 @@ def _check_section(model: Any) -> None:
         raise ModelError(f"model.check={model['check']} is not allowed: expected true or false (false: a model whose "
                          "gradient check fails trains anyway, its runs tagged gradient_check=failed)")
     (check_trainer if is_trainer(target) else check_class)(target, path, kwargs)
+
+
+def where_tags(model: Any) -> dict[str, str]:
+    """Where a model of yours (a class or a function trainer) imports from and its source's digest: the run's
+    ``model_dir`` and ``model_source`` tags, which ``python -m sweeper.promote`` writes into a pin (``pinned.model_dir``,
+    ``pinned.model_source``) so that it re-runs without PYTHONPATH (:func:`reach`)."""
+    from sweeper.models.interface import home, source_digest
+
+    target = load_target(split(model)[0])
+    out = {"model_dir": home(target), "model_source": source_digest(target)}
+    return {k: v for k, v in out.items() if v}
+
+
+_SAID_SOURCE: set[str] = set()
+
+
+def reach(cfg: Any) -> None:
+    """A pin of a model of yours (``pinned.model_dir``): its folder joins ``sys.path`` (at the end: a module of that
+    name nearer the command still wins), so the pin re-runs from any folder without PYTHONPATH; a source that differs
+    from the pinned one (``pinned.model_source``) is said once."""
+    import logging
+    import sys
+
+    pins = cfg.get("pinned") if hasattr(cfg, "get") else None
+    folder = pins.get("model_dir") if hasattr(pins, "get") else None
+    if not folder:
+        return
+    if folder not in sys.path and Path(folder).is_dir():
+        sys.path.append(str(folder))
+    want = pins.get("model_source")
+    model = cfg.get("model")
+    if not want or model is None or is_mlp(model):
+        return
+    from sweeper.models.interface import source_digest
+
+    try:
+        got = source_digest(load_target(split(model)[0]))
+    except ModelError:
+        return
+    key = f"{split(model)[0]}:{got}"
+    if got and got != want and key not in _SAID_SOURCE:
+        _SAID_SOURCE.add(key)
+        logging.getLogger("sweeper").warning(
+            "%s: its source differs from the one pinned (%s, not %s): a changed model may score otherwise",
+            split(model)[0], got, want)
 
 
 # sweeper's own training loop's keys: a function trainer runs its own loop, and receives one of them only when its

@@ -152,21 +152,28 @@ def _dumper() -> type:
     return Dumper
 
 
-def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None = None) -> str:
+def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None = None, out_dir: Path | None = None) -> str:
     """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata; ``rerun``: the
-    command that re-runs a file written elsewhere (see ``sweeper.promote.rerun_args``)."""
+    command that re-runs a file written elsewhere (``out_dir``; see ``sweeper.promote.rerun_args``)."""
     name, data = pinned["name"], cfg["data"]["name"]
     best = rerun in (None, f"python -m sweeper +best={name}")
     head = (
         "# @package _global_\n"
         f"# Promoted from MLflow run {pinned['run_id']} (experiment {pinned['experiment']}) by python -m sweeper.promote.\n"
         f"#   re-run it:  {rerun or f'python -m sweeper +best={name}'}\n"
-        f"#   checked by: pytest tests/test_best.py{'' if best else ', once in conf/best'} "
+        f"#   checked by: python -m pytest tests/test_best.py{'' if best else f' --best-dir {suite_dir(out_dir)}'} "
         "(fails when a pinned metric is worse beyond its rtol)\n"
         f"defaults:\n  - override /data: {data}\n\n"
     )
     body = {**cfg, "pinned": {**pinned, "expected": {k: _Inline(v) for k, v in pinned["expected"].items()}}}
     return head + yaml.dump(body, Dumper=_dumper(), sort_keys=False, allow_unicode=True)
+
+
+def suite_dir(out_dir: Path | None) -> str:
+    """A pin folder as ``--best-dir`` takes it: absolute (the suite runs from sweeper's checkout), quoted for a shell."""
+    import shlex
+
+    return shlex.quote(str(Path(out_dir or BEST_DIR).resolve()))
 
 
 def compose_file(path: Path, *overrides: str) -> DictConfig:

@@ -194,6 +194,9 @@ def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: 
         "fingerprint": tags["fingerprint"],
         "train_time_s": round(m.get("train_time_s", math.nan), 4),
         "expected": pinned.expected_metrics(m, rtol),
+        # a model of yours: where its module imports from and its source's digest (a re-run reaches it without
+        # PYTHONPATH; a changed source is said)
+        **{k: tags[k] for k in ("model_dir", "model_source") if tags.get(k)},
     }
 
 
@@ -326,6 +329,7 @@ def _pin_file(client: Any, runs: list, chosen: Any, n: str, rank: int, experimen
     if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
         pins["over_seeds"] = seeds
     rerun = rerun_args(out_dir, n)
-    text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]))
+    text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]),
+                         out_dir)
     _verify(text, n, out_dir, run, pins)
     return run, n, text, rerun, chosen

@@ -371,8 +371,10 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
     if what == "mlp":  # the activation's form: a group's as the process that trained it chose, else this one's
         own = form_tags(backend, plain)
         return own | {k: computed.tags[k] for k in own if computed and k in computed.tags}
+    from sweeper.contract.model import gradient_check, where_tags
+
     if what == "trainer":
-        return {"model": str(plain["model"]["_target_"]), "model_kind": "function trainer",
+        return {"model": str(plain["model"]["_target_"]), "model_kind": "function trainer", **where_tags(plain["model"]),
                 "model_batched": "false: a function trainer runs its own loop, one configuration a call",
                 **({} if plain["device"] == "cpu" else
                    {"model_logged": "false: a GPU run's predict holds device arrays (a CPU run's is logged)"})}
@@ -382,10 +384,8 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
         reason = stacked.why_not(plain) or stacked.VERDICTS.get(
             stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))
         batched = f"false: {reason}" if reason else "false: trained alone (a one-job launcher, or no other configuration of its shape)"
-    from sweeper.contract.model import gradient_check
-
     checked = gradient_check(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task)[1]
-    return {"model": str(plain["model"]["_target_"]), "model_batched": batched, **checked}
+    return {"model": str(plain["model"]["_target_"]), "model_batched": batched, **checked, **where_tags(plain["model"])}
 
 
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:
