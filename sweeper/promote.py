@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", default="1", help="how many configurations to promote (default 1)")
     parser.add_argument("--name", help="the file name (top 1) or its prefix: NAME_1, NAME_2, ... "
                         "(default: the experiment's name)")
+    parser.add_argument("--model", help="rank the runs of this model only: its short name as sweeper.runs shows it "
+                        "(mlp, my_nets.TwoLayerNet) or its import path; all: every model together (default: when the "
+                        "runs trained several models, the best run's)")
     parser.add_argument("--force", action="store_true", help="overwrite existing files of the same names (re-pin)")
     parser.add_argument("--out-dir", type=Path, default=pinned.BEST_DIR,
                         help="where to write (default: conf/best); a folder F elsewhere is re-run with "
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         done = promote(
             args.experiment, args.tracking_uri, args.metric, top, args.name, args.force, args.out_dir, rtol,
             args.run_id, args.latest, before_write=_registrar(args, registered) if args.register else None,
+            model=args.model,
         )
     except PromoteError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
@@ -93,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
               + (f" ({e.filename})" if e.filename else ""), file=sys.stderr)
         return 2
     lower = pinned.direction(done[0].metric) == "lower"
+    among = f", {done[0].among}" if done[0].among else ""
     print(f"promoted {len(done)} run(s) of experiment '{args.experiment}' by {done[0].metric} "
-          f"({'lower' if lower else 'higher'} is better):")
+          f"({'lower' if lower else 'higher'} is better){among}:")
     for d in done:
         print(f"  {_shown(d.path)}  run {d.run_id}  {d.metric}={cell(d.value)}  {d.knobs}")
     own = "" if done[0].rerun == [f"+best={done[0].name}"] else f" --best-dir {pinned.suite_dir(args.out_dir)}"

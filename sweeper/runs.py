@@ -1,7 +1,7 @@
 """``python -m sweeper.runs``: what the store holds: each experiment with its number of sweeps and runs.
 
-With ``--experiment NAME``: that experiment's sweeps, newest first (parent run id, date, jobs, finished and
-failed runs, the best run by the sweep's validation metric), then its single runs.
+With ``--experiment NAME``: that experiment's sweeps, newest first (parent run id, date, the model its runs trained,
+jobs, finished and failed runs, the best run by the sweep's validation metric), then its single runs and their models.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from sweeper import tracking
 from sweeper.contract.helptext import Parser, describe
 from sweeper.base.fmt import cell
+from sweeper.base.names import model_name
 
 PARENT = "mlflow.parentRunId"
 
@@ -36,8 +37,9 @@ def overview(c: Any) -> list[list[Any]]:
 
 
 def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[list[Any]]]:
-    """The sweeps of an experiment, newest first (parent run id, date, jobs, finished, failed, best run and its
-    metric as the sweep's report published them), and its single runs (no parent)."""
+    """The sweeps of an experiment, newest first (parent run id, date, the model(s) its runs trained, jobs, finished,
+    failed, best run and its metric as the sweep's report published them), and its single runs (no parent), each
+    with its model (short: ``mlp``, ``my_nets.TwoLayerNet``)."""
     exp = tracking.named_experiment(c, experiment, uri)
     runs = tracking.search(c, [exp.experiment_id])
     kids: dict[str, list[Any]] = {}
@@ -49,13 +51,14 @@ def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[lis
         if _is_sweep(r):
             mine = kids.get(r.info.run_id, [])
             best = next(((k, v) for k, v in r.data.metrics.items() if k.startswith("best_val_")), None)
-            rows.append([r.info.run_id, _date(r.info.start_time), r.data.tags.get("n_jobs", "-"),
+            models = sorted({model_name(k.data.tags) for k in mine}) or ["-"]
+            rows.append([r.info.run_id, _date(r.info.start_time), ", ".join(models), r.data.tags.get("n_jobs", "-"),
                          sum(k.info.status == "FINISHED" for k in mine), sum(k.info.status == "FAILED" for k in mine),
                          r.data.tags.get("best_run", "-") or "-", f"{best[0]}={cell(best[1])}" if best else "-",
                          r.info.status])
         elif PARENT not in r.data.tags:
             metric = next((k for k in ("val_accuracy", "val_mse") if k in r.data.metrics), None)
-            singles.append([r.info.run_id, _date(r.info.start_time), r.info.run_name,
+            singles.append([r.info.run_id, _date(r.info.start_time), r.info.run_name, model_name(r.data.tags),
                             f"{metric}={cell(r.data.metrics[metric])}" if metric else "-", r.info.status])
     return rows, singles
 
@@ -83,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"experiment {args.experiment}: {len(rows)} sweep(s), {len(singles)} single run(s)")
     if rows:
-        print(tabulate(rows, headers=["parent run id", "started", "jobs", "finished", "failed", "best run", "best",
-                                      "status"], disable_numparse=True))
+        print(tabulate(rows, headers=["parent run id", "started", "model", "jobs", "finished", "failed", "best run",
+                                      "best", "status"], disable_numparse=True))
     if singles:
-        print(tabulate(singles, headers=["run id", "started", "run", "metric", "status"], disable_numparse=True))
+        print(tabulate(singles, headers=["run id", "started", "run", "model", "metric", "status"], disable_numparse=True))
     return 0
 
 

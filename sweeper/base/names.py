@@ -164,3 +164,13 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
         return ",".join(parts) or "defaults"
     parts = [o.split("=", 1)[1] if o.startswith("device=") else o for o in parts]
     return ",".join(parts + ([] if device in parts else [device]))
+
+
+MLP_NAME = "mlp"  # sweeper's own network, as runs, tables and promote --model name it (its config: model=mlp)
+
+
+def model_name(tags: Any) -> str:
+    """A run's model, short, from its tags: the last two parts of its import path (``my_nets.TwoLayerNet``,
+    ``nets.resnets.ResTanh`` → ``resnets.ResTanh``), or ``mlp`` for sweeper's MLP (a run without a ``model`` tag)."""
+    path = str((tags or {}).get("model") or "").replace(":", ".")
+    return ".".join(path.split(".")[-2:]) if path else MLP_NAME

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import PRUNED_AT
+from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name
 from sweeper.base.output import spreadsheet_safe, spreadsheet_value
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
@@ -38,16 +38,22 @@ class Board:
         return [f"val_{self.metric}_fold_std", "folds"] if any(r.get("folds") for r in self.rows) else []
 
     @property
+    def model(self) -> list[str]:
+        """The model column: shown when a run of the board is not sweeper's MLP (a model of yours, a function
+        trainer, or several models side by side)."""
+        return ["model"] if any(r.get("model", MLP_NAME) != MLP_NAME for r in self.rows) else []
+
+    @property
     def config_columns(self) -> list[str]:
         m = self.metric
-        return ["run", *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n", *self.folded,
-                f"test_{m}", "train_time_s", "status"]
+        return ["run", *self.model, *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n",
+                *self.folded, f"test_{m}", "train_time_s", "status"]
 
     @property
     def columns(self) -> list[str]:
         reused = ["reused"] if any(r.get("reused") for r in self.rows) else []
-        return ["run", *self.keys, f"val_{self.metric}", *self.folded, f"test_{self.metric}", "train_time_s",
-                "speedup", "status", *reused]
+        return ["run", *self.model, *self.keys, f"val_{self.metric}", *self.folded, f"test_{self.metric}",
+                "train_time_s", "speedup", "status", *reused]
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -218,14 +224,16 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     ignore = ("tracking.", "pinned.")
     # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either;
     # baselines: a param of runs made before it became a tag (references fitted at the sweep's end, not a run's key)
-    names = sorted({k for r in runs for k in r.data.params if not k.startswith(ignore) and k not in ("resume", "baselines")})
+    # model._target_: the model column says it, short (a run of sweeper's MLP has no such param)
+    names = sorted({k for r in runs for k in r.data.params
+                    if not k.startswith(ignore) and k not in ("resume", "baselines", "model._target_")})
     # a run killed before its end has no params (they come with its final batch): it makes no column
     keys = [k for k in names if len({r.data.params.get(k) for r in runs if r.data.params}) > 1]
     rows = []
     for r in runs:
         m = r.data.metrics
         rows.append({
-            "run": r.info.run_name, **{k: r.data.params.get(k) for k in keys},
+            "run": r.info.run_name, "model": model_name(r.data.tags), **{k: r.data.params.get(k) for k in keys},
             f"val_{metric}": m.get(f"val_{metric}"), f"test_{metric}": m.get(f"test_{metric}"),
             "train_time_s": m.get("train_time_s"), "speedup": m.get("speedup"),
             "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
@@ -252,7 +260,7 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         return Board(rows, keys, metric, lower)
     # a configuration, not a seed, wins: rank configurations by their mean, each led by its run closest to it
     val = f"val_{metric}"
-    config = (lambda r: tuple(r[k] for k in keys if k not in seeds))
+    config = (lambda r: (r["model"], *(r[k] for k in keys if k not in seeds)))
     groups = [g for g in group((r for r in rows if r["status"] == "FINISHED"), config, lambda r: r[val], lower)]
     tried: dict[Any, int] = {}
     for r in rows:

@@ -23,6 +23,7 @@ from sweeper.base import stop
 from sweeper.insight import pinned
 from sweeper.job import metrics
 from sweeper.base.fmt import text_cell
+from sweeper.base.names import model_name
 from sweeper.contract.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
 
 NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
@@ -42,6 +43,7 @@ class Promoted:
     value: float
     knobs: str
     rerun: list[str]  # the arguments of python -m sweeper that re-run it
+    among: str = ""  # how the runs were narrowed to one model (said by the command), "" when they hold one
 
 
 def rerun_args(out_dir: Path, name: str) -> list[str]:
@@ -244,18 +246,22 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
 
 def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None = None, top: int = 1,
             name: str | None = None, force: bool = False, out_dir: Path = pinned.BEST_DIR, rtol: float | None = None,
-            run_ids: Sequence[str] = (), latest: bool = False, before_write: Any = None) -> list[Promoted]:
+            run_ids: Sequence[str] = (), latest: bool = False, before_write: Any = None,
+            model: str | None = None) -> list[Promoted]:
     """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
 
     With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
     ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest finished run only)
     narrow the candidates, e.g. to re-pin a config after an intended change. Nothing is written unless
     every file can be; ``before_write(best_run)`` (e.g. registering its model) runs after every check, before
-    any file is written, and a PromoteError it raises leaves them unwritten.
+    any file is written, and a PromoteError it raises leaves them unwritten. ``model``: rank the runs of this model
+    only (its short name, ``mlp``, or its import path; ``all``: every model together); by default, when the runs
+    trained several models, those of the best run's model.
     """
     name = _checked_name(experiment, top, rtol, name, out_dir, metric)
     client, runs = _open_candidates(uri, experiment, run_ids, latest)
     metric = _metric(runs, metric, experiment)
+    runs, among = _one_model(runs, model, metric, experiment)
     best = _ranked(runs, metric, top)
     names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
     taken = [n for n in names if (out_dir / f"{n}.yaml").exists()]
@@ -272,14 +278,36 @@ def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
+        own = [k for k in sorted(p) if k.startswith("model.") and k != "model._target_"]  # a model of yours'
         knobs = " ".join(f"{k}={text_cell(p[k])}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width",
-                                                            "activation", "seed", "dtype") if k in p)
-        knobs = knobs.replace("data.name=", "data=")
+                                                            "activation", *own, "seed", "dtype") if k in p)
+        knobs = f"model={model_name(run.data.tags)} " + knobs.replace("data.name=", "data=")
         if run is not chosen:  # the value is the chosen run's fold mean; the pinned run is its refit
             knobs += (f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
                       f"mean this {metric} is)")
-        done.append(Promoted(n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun))
+        done.append(Promoted(n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun, among))
     return done
+
+
+def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> tuple[list, str]:
+    """The candidates of one model (``model``, else the best run's when they trained several; ``all``: every one),
+    and how they were narrowed, in words ("" when there was nothing to narrow)."""
+    models = sorted({model_name(r.data.tags) for r in runs})
+    if model == "all":
+        return runs, ""
+    if model is not None:
+        mine = [r for r in runs if model in (model_name(r.data.tags), r.data.tags.get("model"))]
+        if not mine:
+            raise _fail("--model", model, f"no finished CPU run of experiment {experiment} trained it: expected one of "
+                        f"{', '.join(models)}, or all")
+        return mine, f"within model {model}" if len(models) > 1 else ""
+    if len(models) == 1:
+        return runs, ""
+    chosen = model_name(_ranked(runs, metric, 1)[0].data.tags)
+    others = ", ".join(m for m in models if m != chosen)
+    return ([r for r in runs if model_name(r.data.tags) == chosen],
+            f"within model {chosen}, the best run's (the experiment's runs trained {others} too: --model NAME ranks "
+            "another's, --model all ranks them together)")
 
 
 def _checked_name(experiment: str, top: Any, rtol: Any, name: str | None, out_dir: Path, metric: str | None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, resume_command, run_url
+from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, model_name, resume_command, run_url
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
@@ -341,6 +341,8 @@ def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
     info, data = run.info, run.data
     reason = data.tags.get("failure_reason")
     print(f"Run {info.run_name} ({info.run_id}): {info.status}" + (f" ({reason})" if reason else ""), file=out)
+    print(f"  model: {model_name(data.tags)}" + (f" ({data.tags['model_kind']})" if data.tags.get("model_kind") else ""),
+          file=out)
     parent = data.tags.get("mlflow.parentRunId")
     if parent:
         print(f"  in the sweep of parent run {parent}: python -m sweeper.report --parent {parent}", file=out)
