@@ -192,6 +192,27 @@ def doc_line(obj: Any, name: str) -> str:
     return ""
 
 
+def described(target: Any) -> list[tuple[str, str, str, str]]:
+    """Each hyperparameter of a model class (its constructor's keyword arguments) or a function trainer (its keyword
+    arguments but ``lr``, ``epochs``, ``seed``): ``(name, default, kind, doc)`` as ``--help`` shows them — the default
+    (``required`` when there is none), the kind from the annotation or the default's type (``an integer``, ``a
+    number``, ``true or false``, ``a string``, else the annotation's name or ``any value``), and its docstring's line
+    (:func:`doc_line`)."""
+    out = []
+    params = _parameters(target)[2:] if is_trainer(target) else _parameters(target)
+    for p in params:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.name == "self" or p.name in GIVEN:
+            continue
+        want = _annotation(target, p.name)
+        kind = (_KINDS.get(want) or _KINDS.get(type(p.default)) if p.default is not p.empty or want in _KINDS else None)
+        if kind is None:
+            kind = getattr(want, "__name__", None) or (str(want) if want is not None else "any value")
+        default = "required" if p.default is p.empty else "null" if p.default is None else (
+            str(p.default).lower() if isinstance(p.default, bool) else str(p.default))
+        out.append((p.name, default, kind, doc_line(target, p.name)))
+    return out
+
+
 _BOUND = re.compile(r"(>=|≥|>)\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
 
 

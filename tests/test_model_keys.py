@@ -50,3 +50,43 @@ def test_a_key_at_its_default_or_one_the_model_uses_is_accepted(user, tmp_path, 
                       "epochs=10", store=store)  # depth=1 is the default: nothing was asked of it
     assert result["status"] == "FINISHED"
     assert {r.data.params["optimizer"] for r in all_runs(store)} == {"adam"}
+
+
+NUMPYDOC = '''
+class Net:
+    """A net.
+
+    Parameters
+    ----------
+    hidden : int
+        units of the hidden layer
+    act : str
+        its activation
+    """
+
+    def __init__(self, hidden: int = 8, act="relu", scale=None):
+        pass
+'''
+
+
+def test_help_with_a_model_lists_its_own_hyperparameters(user):
+    from sweeper.contract.helptext import main_help
+
+    (user / "numpydoc_net.py").write_text(NUMPYDOC)
+
+    def shown(*args: str) -> str:
+        return " ".join(main_help(list(args)).split())
+
+    text = shown("model._target_=my_nets.TwoLayerNet")
+    assert "shown for model._target_=my_nets.TwoLayerNet, a model class" in text
+    assert "model.hidden default 16; an integer (ReLU units of the hidden layer, >= 1)" in text
+    assert "model.init_scale default 1.0; a number (a factor on the He-normal initial weights, > 0)" in text
+    text = shown("++model._target_=numpydoc_net.Net")
+    assert "model.hidden default 8; an integer (int: units of the hidden layer)" in text
+    assert "model.act default relu; a string (str: its activation)" in text and "model.scale default null; any value" in text
+    text = shown("model._target_=my_loop.fit")
+    assert "model.l2 default 0.0; a number (the weights' L2 penalty, >= 0)" in text and "model.check" not in text
+    assert "those its signature names: none" in text
+    text = shown("model._target_=nowhere.Net")
+    assert "model._target_=nowhere.Net cannot be imported" in text and "its hyperparameters cannot be listed" in text
+    assert "model._target_=PATH --help lists a model's own" in main_help([])

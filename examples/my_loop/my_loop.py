@@ -3,7 +3,10 @@ from-scratch script has), swept, tracked and pinned by sweeper without a forward
 
 
 def fit(data, report, *, lr, epochs, seed, l2=0.0):
-    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both losses every 10 epochs."""
+    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both losses every 10 epochs.
+
+    l2: the weights' L2 penalty, >= 0
+    """
     xp = data.xp
     n, d = data.X_train.shape
     w = xp.zeros((d, data.n_outputs), dtype=data.X_train.dtype)

@@ -9,7 +9,11 @@ import numpy as np
 
 
 class TwoLayerNet:
-    """``out = relu(X @ W1 + b1) @ W2 + b2``: ``hidden`` ReLU units, He-initialised."""
+    """``out = relu(X @ W1 + b1) @ W2 + b2``: ``hidden`` ReLU units, He-initialised.
+
+    hidden: ReLU units of the hidden layer, >= 1
+    init_scale: a factor on the He-normal initial weights, > 0
+    """
 
     def __init__(self, hidden: int = 16, init_scale: float = 1.0):
         self.hidden, self.init_scale = hidden, init_scale

@@ -89,11 +89,31 @@ def chosen_groups(args: list[str], defaults: dict[str, str]) -> dict[str, str]:
 
 
 def model_section(args: list[str]) -> list[str]:
-    """The model section's keys (``model._target_``, ``model.check``)."""
-    from sweeper.contract.model import MODEL_KEYS
+    """The model section's keys (``model._target_``, ``model.check``); with ``model._target_=PATH`` on the command
+    line, that model's own hyperparameters too (name, default, kind, its docstring's line), or one line saying why
+    they cannot be shown (its module does not import)."""
+    from sweeper.contract.model import MODEL_KEYS, trainer_keys
+    from sweeper.models.interface import ModelError, described, is_trainer, load_target
 
     rows = [(f"model.{k}", default, f"{allowed} ({meaning})") for k, (default, allowed, meaning) in MODEL_KEYS.items()]
-    return _section("model keys (model.KEY=VALUE):", rows)
+    path = next((a.partition("=")[2] for a in args if a.lstrip("+").startswith("model._target_=")), None)
+    if not path:
+        return _section("model keys (model.KEY=VALUE; model._target_=PATH --help lists a model's own):", rows)
+    try:
+        target = load_target(path)
+    except ModelError as e:
+        return [*_section("model keys (model.KEY=VALUE):", rows), f"  ({e}: its hyperparameters cannot be listed)"]
+    trainer = is_trainer(target)
+    rows = [r for r in rows if not (trainer and r[0] == "model.check")]  # a trainer has no gradients to check
+    rows += [(f"model.{name}", default, kind + (f" ({doc})" if doc else "")) for name, default, kind, doc in described(target)
+             if not (trainer and name in trainer_keys(target))]
+    lines = _section(f"model keys (model.KEY=VALUE; shown for model._target_={path}, "
+                     f"{'a function trainer' if trainer else 'a model class'}):", rows)
+    if trainer:
+        taken = ", ".join(trainer_keys(target)) or "none"
+        lines.append(f"  (a function trainer receives lr, epochs, seed, these model.KEY values and, of sweeper's "
+                     f"training-loop keys, those its signature names: {taken})")
+    return lines
 
 
 def main_help(args: list[str] | None = None) -> str:

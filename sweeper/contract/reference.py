@@ -146,7 +146,7 @@ def model() -> list[str]:
     rows = [(f"`model.{k}`", f"`{default}`", allowed, meaning) for k, (default, allowed, meaning) in MODEL_KEYS.items()]
     return ["## The model (`model.KEY=VALUE`)", "",
             "Beside these, `model.<name>` sets a hyperparameter of a model of yours (its constructor's or function's "
-            "keyword arguments). See "
+            "keyword arguments; `python -m sweeper model._target_=PATH --help` lists them). See "
             "[Your own model](../guide/models.md).", "", *table(("key", "default", "allowed", "meaning"), rows)]
 
 
