@@ -14,8 +14,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 # The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
-from sweeper.base.portable import (DATE, DATE_PARTS, MISSING, ColumnError, _encode, _number, category,  # noqa: F401
-                                   date_days, date_ordinal, encode_columns, encode_rows, is_missing)
+from sweeper.base.portable import (DATE, DATE_PARTS, MISSING, OTHER_DATE, ColumnError, _encode, _number, category,  # noqa: F401
+                                   date_days, date_ordinal, encode_columns, encode_rows, is_missing, widths)
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
@@ -122,6 +122,7 @@ class Column(NamedTuple):
     date: bool = False
     gaps: np.ndarray | None = None  # (n,) bool: which cells are missing
     markers: tuple[str, ...] = MISSING
+    said: str = ""  # what reading it decided, in words (text among numbers, dates in mixed formats, levels trimmed)
 
     @property
     def missing(self) -> int:
@@ -135,9 +136,12 @@ class Column(NamedTuple):
 def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, as_date: bool = False,
           as_category: bool = False) -> Column:
     """A column as numbers when every value present is one (missing cells: ``markers``, None, NaN); as a date
-    when every value present is an ISO-like date (or ``as_date``: ``data.dates``); as categories when fewer
-    than half are numbers (text such as M/F/I) or ``as_category`` (``data.categorical``); a column of numbers
-    with a few text values, or of dates with other text, is refused, naming the first."""
+    when every value present is a date (ISO-like, or another form pandas reads: 01/02/2011, Jan 5, 2011), or
+    ``as_date`` (``data.dates``); else as categories (text such as M/F/I; ``as_category``: ``data.categorical``,
+    integer codes or text). Each decision past the plain ones is said in :attr:`Column.said`: numbers with some
+    text read as text, dates in mixed formats and those pandas cannot read (missing), levels trimmed of spaces.
+    A non-finite number, a date of ``data.dates`` that is none, a non-integer code of ``data.categorical`` are
+    refused, naming the first."""
     if not (as_date or as_category):
         try:  # every value a number (None, "nan": missing): NumPy reads them at once
             numbers = np.asarray(values, dtype=np.float64)
@@ -146,18 +150,16 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
         if numbers is not None and numbers.ndim == 1 and not np.isinf(numbers).any():
             return Column(name, numbers, True, gaps=np.isnan(numbers), markers=markers)
     gaps = np.fromiter((is_missing(v, markers) for v in values), dtype=bool, count=len(values))
-    if as_category:
-        return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
-                      markers=markers)
     present = [i for i in range(len(values)) if not gaps[i]]
+    if as_category:
+        _integer_codes(name, values, present)
+        return _categories(name, values, gaps, markers)
     texts = [values[i] for i in present]
-    if as_date or texts and all(isinstance(v, str) and DATE.match(v) for v in texts):
-        days = date_days(values, markers)
-        bad = [i for i in present if np.isnan(days[i])]
-        if bad:
-            raise ColumnError(f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
-                              "which is no YYYY-MM-DD date; fix it, or leave the column out of data.dates")
-        return Column(name, np.array(values, dtype=object), False, date=True, gaps=gaps, markers=markers)
+    dated = texts and all(isinstance(v, str) and (DATE.match(v) or OTHER_DATE.match(v)) for v in texts)
+    if as_date or dated:
+        column = _dates(name, values, gaps, present, markers, as_date)
+        if column is not None:
+            return column
     nums = np.full(len(values), np.nan)
     bad = []
     for i in present:
@@ -173,13 +175,64 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
             raise ColumnError(f"column {name} holds a non-finite value {values[odd[0]]!r} (row {odd[0] + 1}); clean "
                               f"it, or leave the column out with data.drop=[{name}]")
         return Column(name, nums, True, gaps=gaps, markers=markers)
+    column = _categories(name, values, gaps, markers)
     if len(bad) * 2 > len(present):
-        return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
-                      markers=markers)
-    i = bad[0]
-    raise ColumnError(f"column {name} holds a non-numeric value {values[i]!r} (row {i + 1}) among numbers; clean it, "
-                      f"or leave the column out with data.drop=[{name}] (a marker of a missing value: add it to "
-                      "data.na_values)")
+        return column
+    i = bad[0]  # mostly numbers, some text (a ticket number A/5 21171 among 21171): text, said
+    mixed = (f"text: {len(bad)} of its {len(present)} values are no number (the first {values[i]!r}, row {i + 1}), so "
+             "it is read as categories; if those cells mark missing values, add them to data.na_values")
+    return column._replace(said="; ".join(filter(None, [mixed, column.said])))
+
+
+def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None:
+    """ColumnError when ``data.categorical`` names a column of numbers that are no integer codes (2.5)."""
+    for i in present:
+        x = values[i] if isinstance(values[i], (int, float)) else _number(values[i])
+        if x is not None and not float(x).is_integer():
+            raise ColumnError(f"data.categorical names column {name}, whose value {values[i]!r} (row {i + 1}) is no "
+                              f"integer code: a category column holds codes such as 1/2/3, or text; leave {name} out "
+                              "of data.categorical (it is read as a number)")
+
+
+def _categories(name: Any, values: Sequence[Any], gaps: np.ndarray, markers: tuple[str, ...]) -> Column:
+    """A column of categories (:func:`category`: the text without surrounding spaces, ``3`` for 3.0), and in words
+    the cells trimmed of spaces and the levels that differ only in case (kept apart)."""
+    texts = [v for v, g in zip(values, gaps) if not g and isinstance(v, str)]
+    padded = [v for v in texts if v != v.strip()]
+    by_case: dict[str, set[str]] = {}
+    for v in set(texts):
+        by_case.setdefault(v.strip().casefold(), set()).add(v.strip())
+    twins = [sorted(v) for v in by_case.values() if len(v) > 1]
+    said = [f"{len(padded)} cell(s) trimmed of surrounding spaces ({padded[0]!r} is {padded[0].strip()!r})"] if padded \
+        else []
+    if twins:
+        said.append(f"levels that differ only in case are kept apart ({' and '.join(map(repr, twins[0]))}"
+                    + (f", and {len(twins) - 1} more such" if len(twins) > 1 else "") + ")")
+    return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
+                  markers=markers, said="; ".join(said))
+
+
+def _dates(name: Any, values: Sequence[Any], gaps: np.ndarray, present: list[int], markers: tuple[str, ...],
+           named: bool) -> Column | None:
+    """A date column (``named``: ``data.dates``), None when fewer than half its values are dates. A form other than
+    ISO is read by pandas (format="mixed", month first where ambiguous), said; a cell no date: refused when named,
+    else missing (said)."""
+    days = date_days(values, markers)
+    bad = [i for i in present if np.isnan(days[i])]
+    if bad and named:
+        raise ColumnError(f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
+                          "which is no date pandas can read; fix it, or leave the column out of data.dates")
+    if len(bad) * 2 > len(present):
+        return None
+    forms = [values[i] for i in present if not DATE.match(values[i])]
+    said = [f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by pandas, month first where a "
+            "form is ambiguous"] if forms else []
+    if bad:
+        said.append(f"{len(bad)} cell(s) no date pandas can read (the first {values[bad[0]]!r}, row {bad[0] + 1}): "
+                    "missing")
+    gaps = gaps | np.isnan(days)
+    return Column(name, np.array(values, dtype=object), False, date=True, gaps=gaps, markers=markers,
+                  said="; ".join(said))
 
 
 def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[str, Any]:
@@ -232,10 +285,7 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
             "x_scale": np.asarray(scales, dtype=np.float64), "used": used, "left_out": left}
 
 
-def _widths(spec: list[dict[str, Any]]) -> list[int]:
-    """How many features each column's spec encodes to."""
-    return [len(DATE_PARTS) if s.get("date") else len(s["categories"]) if "categories" in s else
-            1 + bool(s.get("indicator")) for s in spec]
+_widths = widths  # how many features each column's spec encodes to (sweeper.base.portable)
 
 
 def feature_names(spec: list[dict[str, Any]]) -> list[str]:

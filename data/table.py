@@ -120,7 +120,10 @@ def _target_rows(rows: list[list[Any]], col: int, label: Any, markers: tuple[str
     report's first line."""
     target = [r[col] for r in rows]
     no_target = np.fromiter((is_missing(v, markers) for v in target), dtype=bool, count=len(target))
-    if no_target.any():
+    if no_target.all() and len(target):
+        problems.append(f"target {label}: every one of its {len(target)} rows has no value (all missing): choose "
+                        "another column with data.target, or fill it")
+    elif no_target.any():
         k = int(no_target.sum())
         at = ", ".join(str(i + 1) for i in np.flatnonzero(no_target)[:5]) + (", ..." if k > 5 else "")
         if mode == "refuse":
@@ -145,6 +148,9 @@ def _features(columns: list[Any], rows: list[list[Any]], idx: list[int], keep_ro
         except ColumnError as e:
             problems.append(str(e))
             continue
+        if len(values) and c.missing == len(values):  # nothing to learn from: constant, and its indicator too
+            report.append({"column": str(c.name), "kind": "empty", "detail": "every cell missing: left out"})
+            continue
         why = None if j in named["keep"] else id_reason(c)
         if why:
             found["ids"].append(str(c.name))
@@ -154,10 +160,11 @@ def _features(columns: list[Any], rows: list[list[Any]], idx: list[int], keep_ro
             gapped.append((c, values))
         if c.date:
             found["dates"].append(str(c.name))
-        note = code_note(c) if j not in named["categorical"] else None
-        if note:
-            found["codes"].append(f"{c.name}: {note}")
+        code = code_note(c) if j not in named["categorical"] else None
+        if code:
+            found["codes"].append(f"{c.name}: {code}")
         feats.append(c)
+        note = "; ".join(filter(None, [c.said, code]))  # what reading it decided: text among numbers, dates, levels
         report.append({"column": str(c.name), "kind": "date" if c.date else "number" if c.numeric else "category",
                        "missing": c.missing, **({"note": note} if note else {})})
     return feats, gapped, found

@@ -149,11 +149,12 @@ def test_bad_column_choices_give_one_line_naming_the_key_and_the_columns(tmp_pat
     assert message in refused(write_table(tmp_path / "t.csv"), *overrides)
 
 
-def test_a_stray_text_value_among_numbers_is_refused_and_free_text_points_to_data_text(tmp_path):
+def test_a_stray_text_value_among_numbers_is_read_as_text_and_free_text_points_to_data_text(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("a,y\n" + "".join(f"{i},{i % 2}\n" for i in range(9)) + "n/a,1\n")
-    assert ("column a holds a non-numeric value 'n/a' (row 10) among numbers; clean it, or leave the column out "
-            "with data.drop=[a]") in refused(path)
+    path.write_text("a,b,y\n" + "".join(f"{i},{i % 4},{i % 2}\n" for i in range(9)) + "oops,1,1\n")
+    (a,) = [r for r in load(path, "data.keep=[a]").report if r["column"] == "a"]
+    assert a["kind"] == "category" and a["note"].startswith(
+        "text: 1 of its 10 values are no number (the first 'oops', row 10), so it is read as categories")
     path.write_text("".join(f"{'spam' if i % 2 else 'ham'}\tmessage number {i}\n" for i in range(N)))  # SMS layout
     assert refused(path, "data.header=false", "data.sep=tab", "data.target=0").endswith(
         "raise data.max_categories, or leave it out with data.drop=[1]; for free text, use data=text data.text=1")

@@ -1,6 +1,7 @@
-"""What a logged model needs at load time, in one file that imports only NumPy (and SciPy for text):
-the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates, categories) and a
-fitted text vectorizer's transform (:func:`vectorize`).
+"""What a logged model needs at load time, in one file that imports only NumPy (SciPy for text, pandas for a date
+in another form than ISO): the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates,
+categories), a fitted text vectorizer's transform (:func:`vectorize`), and the warning for rows far outside the
+training rows (:func:`far_from_training`).
 
 It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
 ``portable``), so a model loads with MLflow, NumPy, pandas and SciPy only — no sweeper, OmegaConf, Hydra or
@@ -62,9 +63,10 @@ def user_forward(spec: dict[str, Any], params: Sequence[np.ndarray], task: str, 
 
 # --- a table's columns: raw values → the standardised features -----------------------------------------------
 
-# Cells read as missing (as pandas' read_csv reads them), besides None and NaN; data.na_values adds more,
-# kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
-MISSING = ("", "NA", "N/A", "NaN", "null", "?", "-")
+# Cells read as missing, besides None and NaN: pandas' read_csv defaults (n/a, NULL, #N/A, ...) and ? and -;
+# data.na_values adds more, kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
+MISSING = ("", "NA", "N/A", "NaN", "null", "?", "-", "n/a", "nan", "NULL", "None", "<NA>", "#N/A", "#N/A N/A", "#NA",
+           "-NaN", "-nan", "1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN")
 
 
 def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
@@ -102,6 +104,11 @@ def category(v: Any, markers: Sequence[str] = MISSING) -> str:
 # An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
 DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
                   r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+# A date in another common form (01/02/2011, 31.01.2011, Jan 5, 2011, 5 Jan 2011; a time may follow): read by pandas
+# (format="mixed": month first where a form is ambiguous, as pandas reads it), the same in training and in a logged model
+OTHER_DATE = re.compile(r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ -][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
+                        r"[A-Za-z]{3,9}\.? \d{1,2},? \d{4})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*"
+                        r"(?:[AaPp][Mm])?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
 DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
 
 
@@ -122,14 +129,21 @@ def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.nda
     out = np.full(len(values), np.nan)
     found = [(i, m.groups()) for i, v in enumerate(values)
              if isinstance(v, str) and not is_missing(v, markers) and (m := DATE.match(v))]
-    if not found:
-        return out
-    at = np.array([i for i, _ in found])
-    try:
-        out[at] = np.array([f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
-                            for _, (y, m, d) in found], dtype="datetime64[D]").astype(np.int64)
-    except ValueError:  # 2011-02-30 among them: one at a time
-        out[at] = [np.nan if (o := date_ordinal(values[i])) is None else o for i in at.tolist()]
+    if found:
+        at = np.array([i for i, _ in found])
+        try:
+            out[at] = np.array([f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
+                                for _, (y, m, d) in found], dtype="datetime64[D]").astype(np.int64)
+        except ValueError:  # 2011-02-30 among them: one at a time
+            out[at] = [np.nan if (o := date_ordinal(values[i])) is None else o for i in at.tolist()]
+    other = [i for i in np.flatnonzero(np.isnan(out)).tolist() if isinstance(values[i], str) and
+             OTHER_DATE.match(values[i]) and not is_missing(values[i], markers)]
+    if other:  # 01/02/2011, Jan 5, 2011: pandas reads them (31/02/2011, no date: missing)
+        import pandas as pd
+
+        read = pd.to_datetime([values[i] for i in other], format="mixed", errors="coerce")
+        days = np.asarray(read.values.astype("datetime64[D]").astype(np.int64), dtype=np.float64)
+        out[other] = np.where(read.isna(), np.nan, days)
     return out
 
 
@@ -220,6 +234,39 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
                 raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
             cols = [[r[j] for r in rows] for j in range(len(names))]
     return encode_columns(state, cols)
+
+
+def widths(spec: list[dict[str, Any]]) -> list[int]:
+    """How many features each column's spec encodes to (:func:`_encode`)."""
+    return [len(DATE_PARTS) if s.get("date") else len(s["categories"]) if "categories" in s else
+            1 + bool(s.get("indicator")) for s in spec]
+
+
+# A row's number this many training standard deviations from the training mean is far outside what the model learned
+FAR = 10.0
+
+
+def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
+    """A warning, naming the column, when a number of the rows given (their standardised features ``X``, (n, d))
+    lies beyond :data:`FAR` training standard deviations from its training mean; None when none does. Rows in
+    another scale (unscaled where the model learned scaled ones) make a model answer nearly alike for every row."""
+    if not isinstance(X, np.ndarray) or X.ndim != 2:
+        return None
+    starts = np.cumsum([0, *widths(spec)])[:-1]
+    numbers = [(str(s["name"]), int(at)) for s, at in zip(spec, starts) if not s.get("date") and "categories" not in s]
+    if not numbers or X.shape[1] < int(starts[-1]) + 1:
+        return None
+    z = np.abs(np.nan_to_num(X[:, [at for _, at in numbers]], nan=0.0))
+    far = z > FAR
+    if not far.any():
+        return None
+    worst = int(np.argmax(np.where(far, z, 0.0).max(axis=0)))
+    others = [numbers[k][0] for k in np.flatnonzero(far.any(axis=0)) if k != worst]
+    also = f"; so do rows of {', '.join(others[:5])}" if others else ""
+    return (f"column {numbers[worst][0]}: {int(far[:, worst].sum())} of {len(X)} row(s) lie up to "
+            f"{z[:, worst].max():.3g} training standard deviations from the training mean (beyond {FAR:g}){also}: "
+            "the model learned from rows unlike these, so its answers there mean little; check their units and scale "
+            "(a bundled data set's model takes rows as its loader gives them)")
 
 
 def _fills(s: dict[str, Any]) -> bool:

@@ -106,9 +106,12 @@ def text() -> Rule:
     return Rule("a non-empty string", lambda v: isinstance(v, str) and v != "")
 
 
+# The most epochs a run may ask for: 10^8 full passes take ~20 minutes for the smallest net (~10 us an epoch) and
+# days for most; a number past it is a typo (epochs=99999999999999999999999 trained forever), refused before any work
+MAX_EPOCHS = 100_000_000
 TOP_LEVEL: dict[str, Rule] = {
     "lr": positive_number(),
-    "epochs": integer(ge=1),
+    "epochs": Rule(f"an integer from 1 to {MAX_EPOCHS:,}", lambda v: _is_int(v) and 1 <= v <= MAX_EPOCHS),
     "depth": integer(ge=0),
     "width": integer(ge=1),
     "activation": choice("relu", "tanh", "sigmoid"),

@@ -113,6 +113,9 @@ def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores
         return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite predictions)")
     if dataset.task != "regression" and getattr(predict, "outputs", "logits") != "probabilities":
         pred = link(dataset.task, pred)
+    elif dataset.task != "regression" and (wrong := _not_probabilities(pred, dataset.task)):
+        return Outcome(scores, curves, f"{path}'s predict says outputs='probabilities', but {wrong}: return "
+                                       "probabilities, or logits without predict.outputs")
     n_val = dataset.X_val.shape[0]
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
@@ -125,6 +128,17 @@ def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores
         return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite {lost[0]})")
     test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
     return Outcome(scores | quality, curves, None, [], test_pred, None, predict if backend.device == "cpu" else None)
+
+
+def _not_probabilities(pred: np.ndarray, task: str) -> str | None:
+    """Why ``pred`` (n, k) are no probabilities of the task (None when they are): a value outside [0, 1], or a
+    multi-class row whose values do not sum to 1."""
+    if pred.min() < 0 or pred.max() > 1:
+        return f"it returned values from {pred.min():.4g} to {pred.max():.4g}, outside [0, 1]"
+    sums = pred.sum(axis=1)
+    if task == "multiclass" and not np.allclose(sums, 1.0, atol=1e-6):
+        return f"its rows sum to {sums.min():.4g}..{sums.max():.4g}, not 1"
+    return None
 
 
 def _float(v: Any) -> float | None:

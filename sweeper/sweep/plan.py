@@ -68,7 +68,28 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), cfg))
+    one_protocol(jobs)
+    if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
+        from sweeper.sweep import halving
+
+        halving.check(config.hydra.launcher.get("halving"), [cfg for _, cfg in jobs if cfg is not None])
     return jobs
+
+
+def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
+    """ConfigError unless the jobs of one experiment share ``data.folds``: a run's ``val_<metric>`` is one split's
+    score (0) or the mean of k folds' (k), and a leaderboard ranks them against each other in one experiment."""
+    by_experiment: dict[tuple[str, str], dict[int, list[str]]] = {}
+    for overrides, cfg in jobs:
+        if cfg is not None:
+            where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
+            by_experiment.setdefault(where, {}).setdefault(int(cfg["data"].get("folds") or 0), overrides)
+    for (_, experiment), seen in by_experiment.items():
+        if len(seen) > 1:
+            values = ",".join(map(str, sorted(seen)))
+            raise ConfigError(f"data.folds={values} is not allowed in one sweep of experiment {experiment}: expected one "
+                              "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair ranking against "
+                              "each other: sweep each value on its own (or into another tracking.experiment)")
 
 
 def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[str]:

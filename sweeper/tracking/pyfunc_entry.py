@@ -39,6 +39,11 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         else:  # a DataFrame (or records): the columns by name, categories one-hot encoded as in training
             X = self.portable.encode_rows({"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
                                      model_input)
+        far = None if "text" in meta else self.portable.far_from_training(meta.get("columns", []), X)
+        if far:  # rows in another scale than the training rows (unscaled ones where it learned scaled ones): said
+            import warnings
+
+            warnings.warn(f"sweeper model: {far}", UserWarning, stacklevel=2)
         params_ = [a[f"p{i}"].astype(np.float64) for i in range(meta["n_params"])]
         if "trainer" in meta:  # a function trainer's own predict, on the standardised features
             pred = np.asarray(self.trainer_predict(X), dtype=np.float64).reshape(X.shape[0], -1)
