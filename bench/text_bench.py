@@ -18,8 +18,9 @@ against the same K one at a time (``train_and_score``, the one-configuration spa
 fresh subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's, or the
 sum of the K runs'), the wall time of the compute half (one at a time, each configuration loads its data as
 the one-job path does; the group loads them once; both train and score), peak RSS, and the largest
-difference in test log loss between the two sides. ``SWEEPER_THREADS=1`` keeps the group on one thread
-(by default K >= 16 splits it across two).
+difference in test log loss between the two sides. Both sides get the same threads, ``--threads`` (default 1:
+``SWEEPER_THREADS`` and the BLAS thread variables in each subprocess); the header says how many. Without it a group of
+K >= 16 split across two threads while a configuration alone ran on one: the ratio compared unequal cores.
 
 ``--group K --layouts``: one training epoch on one thread, best of 15, per member: the group with one sparse
 product per member (the CPU's layout), with one product for the whole group (the GPU's), and one
@@ -142,6 +143,7 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=0, metavar="K",
                     help="K lr values: one batched group against the same configurations one at a time")
     ap.add_argument("--layouts", action="store_true", help="with --group: one epoch of each sparse layout, in-process")
+    ap.add_argument("--threads", type=int, default=1, help="with --group: the threads of both sides (default 1)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: cap,sparse of one child run
     ap.add_argument("--one-group", help=argparse.SUPPRESS)  # internal: cap,batched of one child run
     a = ap.parse_args()
@@ -177,25 +179,31 @@ def main() -> None:
               flush=True)
 
 
-def _row(a: argparse.Namespace, option: str, cap: int, *extra: str) -> tuple[dict, dict]:
-    """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and ``option cap,1``."""
+def _row(a: argparse.Namespace, option: str, cap: int, *extra: str, threads: int | None = None) -> tuple[dict, dict]:
+    """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and ``option cap,1``; with
+    ``threads``, both on that many threads (sweeper's and BLAS's)."""
+    import os
+
+    env = dict(os.environ)
+    if threads:
+        env |= {k: str(threads) for k in ("SWEEPER_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     cells = []
     for side in (0, 1):
         cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--device", a.device, *extra,
                option, f"{cap},{side}"]
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env)
         cells.append(json.loads(p.stdout.strip().splitlines()[-1]))
     return cells[0], cells[1]
 
 
 def groups(a: argparse.Namespace) -> None:
     print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
-          f"device={a.device}")
+          f"device={a.device}; threads: {a.threads} on each side (the group's and a configuration's alone)")
     print(f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
           f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
           f"{'max |d test_log_loss|':>21}")
     for cap in [int(c) for c in a.caps.split(",")]:
-        s, g = _row(a, "--one-group", cap, "--group", str(a.group))
+        s, g = _row(a, "--one-group", cap, "--group", str(a.group), threads=a.threads)
         diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
         print(f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
               f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
