@@ -277,6 +277,6 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         times = [t for r in g["items"] if (t := r["train_time_s"]) is not None]
         shown.append({**first, val: g["mean"], f"{val}_std": g["std"], "n": g["n"], "n_total": g["n_total"],
                       f"test_{metric}": statistics.fmean(tests) if tests else None,
-                      "train_time_s": statistics.fmean(times) if times else None, "run_value": first[val]})
+                      "train_time_s": statistics.fmean(times) if times else None})
     ordered = [r for g in groups for r in g["items"]]
     return Board(ordered + [r for r in rows if r["status"] != "FINISHED"], keys, metric, lower, seeds, shown)

@@ -1,0 +1,162 @@
+"""Mutation testing of one core module: ``python tests/mutate.py TARGET`` (docs/manual/tests.md).
+
+A target (``[tool.sweeper.mutation.TARGET]`` in pyproject.toml) names the files to mutate, the functions whose
+mutants to run (``build``, ``Board.best``; all of a file's when absent) and the fast tests that concern them. This
+script copies the checkout as it is (uncommitted changes included) into a scratch folder, sets mutmut's
+``[tool.mutmut]`` there to the target (``only_mutate``, the test selection), runs ``mutmut run`` on those functions'
+mutants, and prints how many were killed, survived, timed out (and the rest), then each survivor. mutmut runs the
+tests that reach a function only (it records which do in a first pass), each mutant in a process of its own.
+
+    python tests/mutate.py --list                 # the targets
+    python tests/mutate.py leaderboard            # its table and survivors
+    python tests/mutate.py leaderboard --show     # each survivor's diff too
+    python tests/mutate.py splits --tests-from 83f6702   # the same functions against an older commit's tests
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import io
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUSES = ("killed", "survived", "timeout", "no tests", "suspicious", "segfault", "skipped", "not checked")
+
+
+def targets() -> dict[str, dict]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return data["tool"]["sweeper"]["mutation"]
+
+
+def module_of(path: str) -> str:
+    """The module name mutmut gives a file (its path, dotted; a package's ``__init__`` is the package)."""
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def patterns(target: dict) -> list[str]:
+    """mutmut's names of the target's mutants: ``module.x_func__mutmut_N``, ``module.xǁClassǁmethod__mutmut_N``."""
+    out = []
+    for path in target["files"]:
+        module = module_of(path)
+        names = target.get("functions", {}).get(path)
+        if names is None:
+            out.append(f"{module}.*")
+            continue
+        for name in names:
+            cls, _, func = name.rpartition(".")
+            out.append(f"{module}.{'xǁ' + cls + 'ǁ' + func if cls else 'x_' + func}__mutmut_*")
+    return out
+
+
+def scratch_copy(folder: Path, tests_from: str | None) -> None:
+    """The checkout's files (tracked and untracked but not ignored, as they are now) in ``folder``; with
+    ``tests_from``, tests/ as that commit has it."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        src = ROOT / name
+        if src.is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, folder / name)
+    if tests_from:
+        shutil.rmtree(folder / "tests")
+        archive = subprocess.run(["git", "archive", tests_from, "tests"], cwd=ROOT, capture_output=True, check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(folder, filter="data")
+
+
+def present(folder: Path, selections: list[str]) -> tuple[list[str], list[str]]:
+    """The test selections that exist in ``folder``'s tests (a file, or ``file::test`` defined in it), and the others
+    (an older commit's tests lack the newer ones)."""
+    kept, missing = [], []
+    for sel in selections:
+        path, _, name = sel.partition("::")
+        f = folder / path
+        ok = f.is_file() and (not name or re.search(rf"^def {re.escape(name.split('[')[0])}\(", f.read_text(), re.M))
+        (kept if ok else missing).append(sel)
+    return kept, missing
+
+
+def configure(folder: Path, target: dict) -> list[str]:
+    """The scratch copy's ``[tool.mutmut]``: the repository's, plus the target's files and its tests that exist there
+    (the missing ones are returned)."""
+    text = (folder / "pyproject.toml").read_text()
+    base = tomllib.loads(text)["tool"]["mutmut"]
+    tests, missing = present(folder, list(target["tests"]))
+    base |= {"only_mutate": list(target["files"]), "pytest_add_cli_args_test_selection": tests}
+    section = "[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in base.items())
+    text = re.sub(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", section + "\n", text, count=1, flags=re.M)
+    (folder / "pyproject.toml").write_text(text)
+    return missing
+
+
+def results(folder: Path, wanted: list[str]) -> dict[str, str]:
+    """Each of the wanted mutants' status, as ``mutmut results --all true`` gives it."""
+    import fnmatch
+
+    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=folder, capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name and any(fnmatch.fnmatch(name, p) for p in wanted):
+            found[name] = status
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tests/mutate.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("target", nargs="?", help="a target of [tool.sweeper.mutation] in pyproject.toml")
+    parser.add_argument("--list", action="store_true", help="list the targets and exit")
+    parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--tests-from", metavar="REV", help="run against tests/ as the commit REV has it")
+    parser.add_argument("--dir", type=Path, help="the scratch folder (default: $TMPDIR/sweeper-mutate-TARGET)")
+    args = parser.parse_args(argv)
+    every = targets()
+    if args.list or not args.target:
+        for name, t in every.items():
+            print(f"{name:12} {', '.join(t['files'])}  ({len(t['tests'])} test selections)")
+        return 0
+    if args.target not in every:
+        parser.error(f"no target {args.target!r}: expected one of {', '.join(every)}")
+    if shutil.which("mutmut") is None:
+        parser.error("mutmut is not installed: pip install 'mutmut>=3.8,<4' (it is in the dev extra)")
+    target = every[args.target]
+    folder = args.dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{args.target}"
+    scratch_copy(folder, args.tests_from)
+    for sel in configure(folder, target):
+        print(f"not in these tests: {sel}")
+    wanted = patterns(target)
+    env = {**os.environ, "SWEEPER_SHARED_DATA": os.environ.get("SWEEPER_SHARED_DATA", str(ROOT.parent / "shared" / "data"))}
+    log = folder / "mutmut.log"
+    print(f"mutmut run in {folder} ({', '.join(wanted)}); its output: {log}", flush=True)
+    with open(log, "w") as f:
+        done = subprocess.run(["mutmut", "run", *wanted], cwd=folder, env=env, stdout=f, stderr=subprocess.STDOUT)
+    found = results(folder, wanted)
+    if done.returncode or not found:
+        print(f"mutmut ended with exit {done.returncode} and {len(found)} results: see {log}", file=sys.stderr)
+        return 1
+    counts = Counter(found.values())
+    print(f"\n{args.target}: {len(found)} mutants" + (f" (tests of {args.tests_from})" if args.tests_from else ""))
+    print("  ".join(f"{s}: {counts[s]}" for s in STATUSES if counts[s] or s in ("killed", "survived", "timeout")))
+    for name, status in sorted(found.items()):
+        if status not in ("killed",):
+            print(f"  {status:9} {name}")
+            if args.show:
+                shown = subprocess.run(["mutmut", "show", name], cwd=folder, capture_output=True, text=True).stdout
+                print("    " + shown.replace("\n", "\n    "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
