@@ -26,9 +26,9 @@ def user(tmp_path, monkeypatch):
      "depth=2 does nothing with my_nets.TwoLayerNet: depth, width and activation are sweeper's MLP's hyperparameters; "
      "my_nets.TwoLayerNet's are model.hidden, model.init_scale"),
     (("model._target_=my_loop.fit", "activation=relu"), "activation=relu does nothing with my_loop.fit"),
-    (("model._target_=my_loop.fit", "patience=5"),
-     "patience=5 does nothing with my_loop.fit: a function trainer runs its own loop and receives lr, epochs, seed, its "
-     "model.NAME hyperparameters and, of sweeper's training keys, only those its signature names (none)"),
+    (("model._target_=my_loop.fit", "batch_size=32"),
+     "batch_size=32 does nothing with my_loop.fit: a function trainer runs its own loop and receives lr, epochs, seed, "
+     "its model.NAME hyperparameters and, of sweeper's training keys, only those its signature names (none)"),
     (("-m", "model._target_=loops.takes_batch", "optimizer=gd,adam"), "optimizer=adam does nothing with loops.takes_batch"),
 ])
 def test_a_key_that_would_do_nothing_is_a_one_line_refusal(user, tmp_path, args, says):

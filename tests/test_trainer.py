@@ -112,3 +112,47 @@ def test_a_function_trainer_sweep_is_promoted_and_its_pin_re_runs(user, tmp_path
     (rerun,) = all_runs(again)
     rows = pinned.check(pinned.read_pinned(pins / "loop.yaml")["expected"], rerun.data.metrics)
     assert rows and not any(r.failed for r in rows)
+
+
+def test_report_answers_whether_to_go_on_as_a_run_of_ours_would():
+    from sweeper.job.trainer import Stop
+
+    s = Stop(patience=20)
+    answers = [s.go_on(e, (1.0, v)) for e, v in ((0, 5.0), (10, 4.0), (20, 4.5), (25, 3.9), (35, 4.0), (40, 4.1),
+                                                  (45, 4.0), (50, 3.0), (60, 2.0))]
+    assert answers == [True] * 6 + [False, False, False]  # 45 - 25 >= 20: stop at 45; every later report too
+    assert s.tags() == {"stopped_at_epoch": "45", "stopped_by": "early stopping: patience=20 (best val_loss at epoch 25)",
+                        "stop_ignored": "2 report(s) came after report() answered False at epoch 45"}
+    rung = Stop(rung=40)
+    assert [rung.go_on(e, (1.0, None)) for e in (0, 25, 50)] == [True, True, False] and rung.at == 50
+    bad = Stop()
+    assert bad.go_on(0, (1.0, 1.0)) and not bad.go_on(5, (float("nan"), None)) and "non-finite" in bad.tags()["stopped_by"]
+    assert Stop(patience=0).go_on(1000, (1.0, 9.0)) and Stop().tags() == {}
+
+
+def test_a_function_trainer_with_patience_stops_early_and_records_where_and_why(user, tmp_path, store):
+    result = run_once(tmp_path, "model._target_=my_loop.fit", "lr=0.05", "epochs=2000", "patience=30", store=store)
+    assert result["status"] == "FINISHED", result.get("reason")
+    (run,) = all_runs(store)
+    stopped = int(run.data.tags["stopped_at_epoch"])
+    assert stopped < 2000 and run.data.metrics["epochs_run"] == stopped
+    assert run.data.tags["stopped_by"].startswith("early stopping: patience=30 (best val_loss at epoch ")
+    assert stopped - int(run.data.metrics["best_epoch"]) == 30  # where a run of ours stops: patience past the best
+    assert "stop_ignored" not in run.data.tags  # the example's loop honours the answer
+
+
+@pytest.mark.slow
+def test_successive_halving_stops_a_function_trainer_at_its_rung(user, tmp_path):
+    store = tmp_path / "mlruns" / "mlflow.db"
+    proc = cli(user, "-m", "model._target_=my_loop.fit", "lr=0.01,0.02,0.05,0.1", "epochs=270",
+               "hydra.launcher.halving.eta=3", store=store)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "halving: rung 100 epochs: 4 configurations reached it, 2 go on, 2 stop there" in proc.stdout + proc.stderr
+    runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
+    pruned = [r for r in runs if r.data.tags.get("pruned_at_epoch")]
+    assert len(runs) == 4 and len(pruned) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    for r in pruned:
+        assert r.data.tags["stopped_at_epoch"] == "100" == r.data.tags["pruned_at_epoch"]
+        assert r.data.metrics["epochs_run"] == 100 and "the rung at 100 epochs" in r.data.tags["stopped_by"]
+    assert all(r.data.metrics["epochs_run"] == 270 and "stopped_at_epoch" not in r.data.tags
+               for r in runs if r not in pruned)

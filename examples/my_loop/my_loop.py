@@ -3,7 +3,8 @@ from-scratch script has), swept, tracked and pinned by sweeper without a forward
 
 
 def fit(data, report, *, lr, epochs, seed, l2=0.0):
-    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both losses every 10 epochs.
+    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both losses every 10 epochs and
+    stops where ``report`` says (patience, successive halving).
 
     l2: the weights' L2 penalty, >= 0
     """
@@ -15,7 +16,9 @@ def fit(data, report, *, lr, epochs, seed, l2=0.0):
         err = data.X_train @ w + b - data.y_train
         if epoch % 10 == 0 or epoch == epochs:
             val = data.X_val @ w + b - data.y_val
-            report(epoch, train_loss=float((err * err).mean()), val_loss=float((val * val).mean()))
+            go_on = report(epoch, train_loss=float((err * err).mean()), val_loss=float((val * val).mean()))
+            if not go_on:  # early stopping (patience) or a halving rung: a run of sweeper's would stop here
+                break
         if epoch == epochs:
             break
         w -= lr * (2.0 / n * data.X_train.T @ err + 2.0 * l2 * w)

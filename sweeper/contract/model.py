@@ -103,6 +103,8 @@ def reach(cfg: Any) -> None:
 # signature names it (sweeper.job.trainer); lr, epochs and seed it always receives (interface.GIVEN).
 TRAINER_KEYS = ("optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay", "patience",
                 "log_every", "sync_every_epoch")
+# ... of which sweeper applies these to any function trainer itself, through report()'s answer (sweeper.job.trainer.Stop)
+BY_REPORT = ("patience",)
 
 
 def trainer_keys(fn: Any) -> tuple[str, ...]:
@@ -141,10 +143,11 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
         return None
     takes = trainer_keys(target)
     for k in changed:
-        if k in TRAINER_KEYS and k not in takes:
+        if k in TRAINER_KEYS and k not in takes and k not in BY_REPORT:
             return (f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop and receives lr, "
                     f"epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, only those its "
-                    f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it")
+                    f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it "
+                    "(patience applies to any: report() answers False where it would stop)")
     return None
 
 

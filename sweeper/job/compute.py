@@ -54,6 +54,7 @@ class Outcome:
     predict: Any = None  # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
     # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)  # what the run's tags add (a function trainer's stop)
 
 
 

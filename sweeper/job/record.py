@@ -228,7 +228,7 @@ def _record(cfg: DictConfig, ctx: JobContext, done: tuple[dict[str, Any], data.D
                                                                            for k, v in models.items()}}}
     if tracked:
         end = dict(metrics=out.scores, curves=out.curves, artifacts=files, models=models,
-                   tags=opened.late_tags | ({"failure_reason": out.reason} if out.reason else {}) or None,
+                   tags=opened.late_tags | out.tags | ({"failure_reason": out.reason} if out.reason else {}) or None,
                    status=status, curve_points=cfg.tracking.curve_points, system=system, params=opened.params,
                    datasets=artifacts.inputs(cfg, dataset))
         w = writer.current()

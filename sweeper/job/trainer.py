@@ -12,7 +12,10 @@ signature names; one it does not name, set on the command line, is refused befor
 ``data`` holds the run's arrays on its device (``data.xp``, ``data.X_train``, ``data.y_train``, ``data.X_val``,
 ``data.y_val``, ``data.task``, ``data.n_outputs``): features standardised on the training rows, a regression target
 standardised; the test rows are never passed. ``report(epoch, train_loss=…, val_loss=…)`` may be called at any epochs
-(losses on the data as given: sweeper scales a regression loss to the target's units², as its own curves are).
+(losses on the data as given: sweeper scales a regression loss to the target's units², as its own curves are); it
+returns whether to go on, as Optuna's ``trial.should_prune()`` answers the other way round: False where a run of
+sweeper's would stop (``patience``, a halving rung, a non-finite loss), recorded as the run's ``stopped_at_epoch`` and
+``stopped_by`` tags.
 ``predict(X) -> (n, n_outputs)`` answers in ``y_train``'s units; for a classification it returns logits, unless the
 callable says ``predict.outputs = "probabilities"``. A function that raises is a FAILED run with its message; a
 non-finite reported loss is a divergence. Not batched: each configuration is its own call. A CPU run's ``predict`` is
@@ -50,8 +53,50 @@ class TrainerData:
     n_outputs: int
 
 
-def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
-    """Call the user's function on the device arrays, time it, score its ``predict`` on the host."""
+class Stop:
+    """When a function trainer's run of ours would stop, as ``report`` answers it (False: stop): early stopping
+    (``patience``: ``epoch - best_epoch >= patience`` at a reported ``val_loss``, as :func:`sweeper.models.train.train`
+    checks at its samples), a halving rung (``rung``: at the first report at or past it), a non-finite loss (a
+    divergence), Ctrl-C. Where and why it said so are the run's tags (:meth:`tags`)."""
+
+    def __init__(self, patience: int = 0, rung: int | None = None) -> None:
+        self.patience, self.rung = patience, rung
+        self.best, self.best_epoch = math.inf, 0
+        self.at: int | None = None  # the epoch it answered stop
+        self.why = ""
+        self.after = 0  # reports after that answer: the loop went on
+
+    def go_on(self, epoch: int, losses: tuple[float | None, float | None]) -> bool:
+        from sweeper.base.stop import STOP
+
+        if self.at is not None:
+            self.after += 1
+            return False
+        val = losses[1]
+        if val is not None and val < self.best:
+            self.best, self.best_epoch = val, epoch
+        if any(v is not None and not math.isfinite(v) for v in losses):
+            self.at, self.why = epoch, "a non-finite reported loss"
+        elif self.patience and val is not None and epoch - self.best_epoch >= self.patience:
+            self.at, self.why = epoch, f"early stopping: patience={self.patience} (best val_loss at epoch {self.best_epoch})"
+        elif self.rung is not None and epoch >= self.rung:
+            self.at, self.why = epoch, f"successive halving: the rung at {self.rung} epochs"
+        elif STOP.is_set():
+            self.at, self.why = epoch, "interrupted"
+        return self.at is None
+
+    def tags(self) -> dict[str, str]:
+        if self.at is None:
+            return {}
+        out = {"stopped_at_epoch": str(self.at), "stopped_by": self.why}
+        if self.after:
+            out["stop_ignored"] = f"{self.after} report(s) came after report() answered False at epoch {self.at}"
+        return out
+
+
+def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | None = None) -> Any:
+    """Call the user's function on the device arrays, time it, score its ``predict`` on the host. ``report`` answers
+    whether to go on (:class:`Stop`: ``patience``, the halving ``rung`` it is trained to, a divergence)."""
     path, kwargs = split(cfg.model)
     fn = load_target(path)
     dtype, xp = cfg.dtype, backend.xp
@@ -60,9 +105,13 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
     h2d = backend.clock() - t_h2d
     d = TrainerData(xp, *arrays, dataset.task, dataset.n_outputs)
     reports: list[tuple[int, float | None, float | None]] = []
+    stop = Stop(int(cfg.get("patience") or 0), rung)
 
-    def report(epoch: int, train_loss: Any = None, val_loss: Any = None) -> None:
-        reports.append((int(epoch), _float(train_loss), _float(val_loss)))
+    def report(epoch: int, train_loss: Any = None, val_loss: Any = None) -> bool:
+        """Keep the losses of ``epoch``; whether to go on (False: a run of ours would stop here)."""
+        e, losses = int(epoch), (_float(train_loss), _float(val_loss))
+        reports.append((e, *losses))
+        return stop.go_on(e, losses)
 
     own = {k: cfg[k] for k in trainer_keys(fn) if k not in kwargs}  # sweeper's loop keys its signature names
     t0 = backend.clock()
@@ -73,6 +122,14 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
         return Outcome({"train_time_s": backend.clock() - t0, "h2d_time_s": h2d}, {},
                        f"{path} raised {type(e).__name__}: {first}".rstrip(": "))
     train_time = backend.clock() - t0
+    out = _scored(cfg, dataset, backend, path, predict, reports, train_time, h2d)
+    out.tags |= stop.tags()
+    return out
+
+
+def _scored(cfg: Any, dataset: data.Dataset, backend: Any, path: str, predict: Any, reports: list, train_time: float,
+            h2d: float) -> Any:
+    """The outcome of a trainer's call that returned: its curves, times, and its ``predict`` scored."""
     unit = loss_unit(dataset)
     curves = {}
     for i, name in ((1, "train_loss"), (2, "val_loss")):
@@ -92,7 +149,7 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any) -> Any:
     val = [c for c in curves.get("val_loss", ((), ()))[1]]
     if val:
         scores["best_epoch"] = int(curves["val_loss"][0][int(np.argmin(val))])
-    return _score(dataset, backend, predict, dtype, scores, curves, path)
+    return _score(dataset, backend, predict, cfg.dtype, scores, curves, path)
 
 
 def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores: dict[str, float],
@@ -149,3 +206,37 @@ def _float(v: Any) -> float | None:
         return float(v.get()) if hasattr(v, "get") else float(v)
     except (TypeError, ValueError):
         return math.nan
+
+
+def computed(plain: dict[str, Any], rung: int | None = None) -> Any:
+    """A function trainer's job computed ahead of its record (the batched launcher's successive halving), trained
+    by its own loop until ``report`` answers stop at ``rung`` (its ``epochs`` kept: a loop may read them); None when
+    its device is not there (its job then says so through the one-job path)."""
+    import time
+    import uuid
+
+    from omegaconf import OmegaConf
+
+    from sweeper.base.backend import BackendUnavailable, resolve
+    from sweeper.job.compute import Computed
+
+    t0 = time.perf_counter()
+    try:
+        backend = resolve(plain["device"])
+    except BackendUnavailable:
+        return None
+    cfg, k = OmegaConf.create(plain), data.folds_of(plain["data"])
+    dataset = data.load_plain(plain["data"])
+
+    def one(c: Any, ds: data.Dataset, b: Any) -> Any:
+        return train_and_score(c, ds, b, rung)
+
+    if k:
+        from sweeper.job import folds
+
+        out = folds.train_folds(cfg, backend, one, [dataset, *(data.load_plain(plain["data"], fold=i) for i in range(1, k))])
+    else:
+        out = one(cfg, dataset, backend)
+    tags = {"launcher": "batched", "batch_group": uuid.uuid4().hex[:12], "group_size": "1",
+            "trajectory": uuid.uuid4().hex[:12]}
+    return Computed(out, tags, time.perf_counter() - t0)

@@ -123,7 +123,7 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
             shared["split_seed"] = data.split_seed(cfg["data"])
         key = json.dumps(shared, sort_keys=True, default=str)
         keyed.setdefault(key, []).append(job)
-    own = [j for j in alone if j.plain is not None and _own_loop_quiet(j.plain)]
+    own = [j for j in alone if j.plain is not None and runs_own_loop(j.plain)]
     if own:
         log.info("%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop", len(own),
                  own[0].plain["model"]["_target_"])
@@ -170,7 +170,8 @@ def _own_loop(cfg: dict[str, Any]) -> bool:
     return kind(cfg.get("model")) == "trainer"
 
 
-def _own_loop_quiet(cfg: dict[str, Any]) -> bool:
+def runs_own_loop(cfg: dict[str, Any]) -> bool:
+    """:func:`_own_loop`, False for a model that cannot be loaded (its job says why)."""
     try:
         return _own_loop(cfg)
     except Exception:  # noqa: BLE001  (an invalid model: its job says so)

@@ -121,6 +121,7 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
     rung: tags ``pruned_at_epoch``). ``compute(groups)`` trains a rung's groups (``{job idx: Computed}``; a group
     that failed as a whole is missing); ``regroup(jobs)`` plans the survivors into groups (of their capped configs)."""
     jobs = [j for g in groups for j in g]
+    compute = _trainers_too(compute, jobs)
     E = max(j.plain["epochs"] for j in jobs)
     rungs = halving.rungs(E, min(j.plain["log_every"] for j in jobs))
     final: dict[int, Any] = {}
@@ -166,6 +167,26 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
              100 * spent / max(full, 1), seconds)
     (sweep_dir / "halving.json").write_text(json.dumps(summary))
     return final
+
+
+def _trainers_too(compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: list[Any]) -> Callable:
+    """``compute``, with each function trainer's job (a group of one) trained by its own loop: ``report`` answers stop
+    at the rung its capped job reaches (:func:`sweeper.job.trainer.computed`), its own ``epochs`` kept."""
+    from sweeper.job import trainer
+    from sweeper.sweep.groups import runs_own_loop
+
+    full = {j.idx: j.plain for j in jobs}
+
+    def both(groups: list[list[Any]]) -> dict[int, Any]:
+        own = [g for g in groups if runs_own_loop(g[0].plain)]
+        got = compute([g for g in groups if g not in own]) if len(own) < len(groups) else {}
+        for j in (j for g in own for j in g):
+            c = trainer.computed(full[j.idx], j.plain["epochs"] if j.plain["epochs"] < full[j.idx]["epochs"] else None)
+            if c is not None:
+                got[j.idx] = c
+        return got
+
+    return both
 
 
 def _trajectory_epochs(members: list[Any]) -> int:

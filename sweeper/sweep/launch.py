@@ -30,7 +30,7 @@ from sweeper import data
 from sweeper.job import compute
 from sweeper.job.context import handing
 from sweeper.contract.compose import compose_once
-from sweeper.sweep.groups import Job, plan, shares, split_features, trajectories
+from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.process import trim_heap
@@ -76,8 +76,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
     log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time%s", len(jobs),
              sum(map(len, groups)), len(groups), len(alone), cores.declined(launcher, cpu, n) if ours and groups else "")
-    if halved is not None and groups and not engines.elsewhere(launcher, groups):
-        run.halving(groups, halved, n)
+    own = [j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)]
+    if halved is not None and (groups or own) and not engines.elsewhere(launcher, groups):  # trainers: through report
+        run.halving(groups + [[j] for j in own], halved, n)
+        alone = [j for j in alone if j not in own]
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
     elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
