@@ -31,12 +31,12 @@ def _telemetry_file(home: Path) -> Path:
     return home / ".config" / "mlflow" / "telemetry.json"
 
 
-def test_a_program_that_imports_sweeper_has_mlflow_telemetry_off(tmp_path):
+def test_a_program_that_imports_sweeper_has_mlflow_telemetry_off(tmp_path, store):
     """Before: ``import sweeper`` then a client of a store wrote ~/.config/mlflow/telemetry.json (an installation id)."""
     code = ("import os, sweeper, mlflow; c = mlflow.MlflowClient(os.environ['STORE']); c.search_experiments(); "
             "from mlflow.telemetry import get_telemetry_client; print('client', get_telemetry_client())")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env=_user_env(tmp_path, STORE=f"sqlite:///{tmp_path / 'x.db'}"))
+                         env=_user_env(tmp_path, STORE=f"sqlite:///{store}"))
     assert out.returncode == 0, out.stderr
     assert "client None" in out.stdout, out.stdout
     assert not _telemetry_file(tmp_path).exists()
