@@ -90,12 +90,17 @@ def test_halving_settings_that_stop_nothing_are_refused(tmp_path, args, line):
     assert _refused_sweep(tmp_path, *args).startswith(f"sweeper: error: {line}")
 
 
-def test_halving_with_a_function_trainer_is_refused(tmp_path, monkeypatch):
-    folder = user_folder(tmp_path, monkeypatch, {"five.py": FIVE})
-    line = _refused_sweep(folder, "model._target_=five.fit", "hydra.launcher.halving.eta=3", "epochs=400",
-                          "lr=0.1,0.2")
-    assert line.startswith("sweeper: error: hydra.launcher.halving.eta=3 is not allowed with a function trainer "
-                           "(model._target_=five.fit): it trains in its own loop")
+def test_halving_with_a_function_trainer_is_checked_as_any_sweep(tmp_path, monkeypatch):
+    """A function trainer is halved through report()'s answer (tests/test_trainer.py): its settings pass the same
+    check as a model's (no refusal of the trainer as such; a rung above its epochs still is refused)."""
+    from sweeper.sweep import halving
+
+    user_folder(tmp_path, monkeypatch, {"five.py": FIVE})
+    plain = {"lr": 0.1, "epochs": 400, "log_every": 10, "seed": 0, "model": {"_target_": "five.fit"},
+             "data": {"name": "diabetes"}, "tracking": {}}
+    halving.check({"eta": 3}, [plain, {**plain, "lr": 0.2}])
+    with pytest.raises(Exception, match="min_epochs=500 is not allowed"):
+        halving.check({"eta": 3, "min_epochs": 500}, [plain, {**plain, "lr": 0.2}])
 
 
 def test_halving_over_one_configuration_is_said(caplog):

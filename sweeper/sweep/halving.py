@@ -65,19 +65,14 @@ class Halving:
 
 def check(settings: Any, plains: list[dict[str, Any]]) -> None:
     """Halving settings that would do nothing, before any store: ConfigError when no rung lies below the sweep's
-    largest ``epochs`` (``min_epochs`` at or above it) or every job is a function trainer (its own loop, never stopped
-    at a rung); said in a line when one configuration is swept (nothing to rank it against)."""
+    largest ``epochs`` (``min_epochs`` at or above it); said in a line when one configuration is swept (nothing to rank
+    it against). A function trainer is halved too: its ``report`` answers stop at a rung (:func:`_trainers_too`)."""
     from sweeper.contract.config import ConfigError
-    from sweeper.sweep.groups import _own_loop_quiet
 
     halving = Halving.of(settings)
     if halving is None or not plains:
         return
     key = "hydra.launcher.halving"
-    if all(_own_loop_quiet(p) for p in plains):
-        raise ConfigError(f"{key}.eta={halving.eta} is not allowed with a function trainer "
-                          f"(model._target_={plains[0]['model']['_target_']}): it trains in its own loop, which halving "
-                          f"cannot stop at a rung; drop {key}")
     top, every = max(int(p["epochs"]) for p in plains), min(int(p["log_every"]) for p in plains)
     if not halving.rungs(top, every) and halving.min_epochs is not None:
         raise ConfigError(f"{key}.min_epochs={halving.min_epochs} is not allowed: expected below the sweep's largest "
@@ -86,7 +81,7 @@ def check(settings: Any, plains: list[dict[str, Any]]) -> None:
         raise ConfigError(f"{key}.eta={halving.eta} is not allowed here: its first rung (at least 2 x log_every = "
                           f"{2 * every} epochs) is not below the sweep's largest epochs ({top}), so no run would stop "
                           f"early; raise epochs, lower log_every or set {key}.min_epochs, or drop {key}")
-    if len({_config_key(p) for p in plains if not _own_loop_quiet(p)}) < 2:
+    if len({_config_key(p) for p in plains}) < 2:
         log.warning("halving: one configuration is swept, so there is none to rank it against at a rung: it trains its "
                     "full epochs (%s=... does nothing here)", key)
 
