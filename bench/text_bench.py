@@ -108,17 +108,20 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
     from sweeper import data
     from sweeper.sweep import plan as sweep
     from sweeper.models.activations import ACTIVATIONS
-    from sweeper.models.batched import _Pass, sparse_layout, stacked_params
+    from sweeper.models.batched import _Pass, stacked_params
     from sweeper.models.mlp import MLP, FullBatch, init_params
+    from sweeper.models.optim import Optimizer, State
+    from sweeper.models.packed import Layout, Shape
 
     cfg = _config(path, cap, True, 1, 1.0, "cpu")
     ds = data.load_plain(sweep._plain(cfg)["data"], cfg.seed)
     sizes, scale = [ds.n_features, 64, 1], np.full((k, 1, 1), -1e-3)
     cells = {}
     for name, per_member in (("per member", True), ("one product", False)):
-        params = stacked_params(sizes, "tanh", [0] * k, "float64")
-        params[0] = sparse_layout(np, params[0], per_member)
-        p = _Pass(np, params, ACTIVATIONS["tanh"], ds.task, ds.X_train, ds.y_train, scale)
+        layout = Layout([Shape(tuple(sizes), "tanh")], [k], "member" if per_member else "group")
+        P = layout.pack([stacked_params(sizes, "tanh", [0] * k, "float64")], "float64")
+        p = _Pass(np, layout, P, [ACTIVATIONS["tanh"]], ds.task, ds.X_train, ds.y_train, scale,
+                  State(np, [P], Optimizer(), 0.0, [Ellipsis]))
         cells[name] = (p.forward_calls + p.backward_calls + p.update_calls, k)
     model = MLP(np, init_params(sizes, "tanh", 0, "float64"), "tanh", ds.task)
     cells["alone"] = (FullBatch(model, ds.X_train, ds.y_train, lr=1e-3).epoch_calls, 1)

@@ -1,7 +1,8 @@
-"""K configurations of one network shape trained together: one batched epoch for the whole group.
+"""K configurations trained together: one batched epoch for the whole group.
 
-Members share the shape (inputs ``d``, ``depth``, ``width``, outputs, activation, task, dtype), the
-sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`: gd, momentum with or
+Members of one shape (inputs ``d``, ``depth``, ``width``, outputs, activation) are a *block*; a group is one block,
+or several (a *packed* group: :mod:`models.packed`, one first-layer product for every block, each block's deeper
+layers its own batched products). All members share the task, dtype, the sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`: gd, momentum with or
 without Nesterov, Adam; weight decay) and the batch size; each has its own learning rate, initial weights
 (its seed), epoch count and patience. Training is deterministic, so a member with fewer epochs is a
 prefix of the group's run: it is *frozen* at its own epoch count (its rate set to 0 and its optimizer
@@ -17,8 +18,8 @@ weights, chosen by the host at that sample). A divergence after ``c`` leaves tha
 the members also share the seed, so they share the data and each epoch's row order (drawn as
 :class:`models.mlp.MiniBatches` draws it): a step gathers its rows once for the whole group.
 
-Weights are kept transposed and stacked over members, ``Wt_l`` of shape ``(K, fan_out, fan_in)`` and
-``b_l`` of shape ``(K, fan_out, 1)``; activations are feature-major, ``A_l`` of shape ``(K, width, n)``, and
+Weights are kept transposed and stacked over a block's members, ``Wt_l`` of shape ``(K, fan_out, fan_in)`` and
+``b_l`` of shape ``(K, fan_out, 1)``, each a view of the group's one flat array (:class:`models.packed.Layout`); activations are feature-major, ``A_l`` of shape ``(K, width, n)``, and
 so are the logits ``z`` ``(K, k, n)`` (k = 1, or the classes: softmax and cross-entropy as in
 :mod:`models.losses`).
 With ``X`` of shape ``(n, d)`` shared by every member, the first layer is one matrix product for the
@@ -66,10 +67,10 @@ from sweeper.base.backend import is_sparse
 from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS
-from sweeper.models.mlp import init_params
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import MAX_CHECKS, TrainResult, diverged, sample_stride
-from sweeper.models.batched_pass import _Pass, _mini_batch_calls, sparse_layout, weight_parts
+from sweeper.models.batched_pass import _Pass, _mini_batch_calls
+from sweeper.models.packed import Layout, Shape, group_bytes, member_params, stacked_params  # noqa: F401  (their home was here)
 
 
 @dataclass(frozen=True)
@@ -86,48 +87,6 @@ class Member:
     def counts(self) -> tuple[int, ...]:
         """The epoch counts of the configurations read off this member, ascending; the last is ``epochs``."""
         return tuple(sorted({*self.reads, self.epochs}))
-
-
-def stacked_params(sizes: list[int], activation: str, seeds: Sequence[int], dtype: str) -> list[np.ndarray]:
-    """``[Q_0, Wt_1, b_1, ..., Wt_L, b_L]`` stacked over members, each member drawn by :func:`init_params`
-    with its own seed (so member k starts exactly where a one-configuration run of seed k starts).
-
-    ``Q_0 = [W_0; b_0].T`` of shape ``(K, fan_out, d + 1)`` carries the first layer's bias in its last
-    column (the data get a row of ones); deeper layers keep ``Wt_l = W_l.T`` ``(K, fan_out, fan_in)``
-    and ``b_l.T`` ``(K, fan_out, 1)`` apart."""
-    per = [init_params(sizes, activation, s, dtype) for s in seeds]
-    out = [np.ascontiguousarray(np.stack([np.concatenate([p[0], p[1]]).T for p in per]))]
-    for l in range(1, len(sizes) - 1):
-        out.append(np.ascontiguousarray(np.stack([p[2 * l].T for p in per])))  # (K, fo, fi)
-        out.append(np.ascontiguousarray(np.stack([p[2 * l + 1].T for p in per])))  # (K, fo, 1)
-    return out
-
-
-def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
-    """Member ``m``'s ``[W_0, b_0, W_1, b_1, ...]`` in :class:`models.mlp.MLP`'s layout, from host arrays."""
-    Q = stacked[0][m]
-    return [Q[:, :-1].T.copy(), Q[:, -1:].T.copy(), *(a[m].T.copy() for a in stacked[1:])]
-
-
-def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool, copies: int = 0,
-                nnz: tuple[int, int] | None = None) -> int:
-    """Device memory one group of ``k`` members holds while it trains (buffers, weights, data); ``copies``
-    more arrays of the weights' size per member (an optimizer's state, a trajectory's snapshots).
-
-    ``nnz`` (the stored values of the training and the validation matrix) for sparse data: the data are
-    then the CSR matrices (the training one twice, as ``X`` and ``X.T``; int32 indices) instead of a dense
-    ``[X.T; 1]``, and every member adds its columns of the sparse products' results (``X @ W`` on both
-    sets, the copy of ``D_0.T``, ``X.T @ D_0.T``)."""
-    hidden, out = sum(sizes[1:-1]), sizes[-1]
-    per_member = (n * (3 * hidden + 3 * out) + n_val * (hidden + out)  # activations, D, scratch; output, g
-                  + (4 + copies) * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])))  # weights, grads, copies
-    if nnz is None:
-        data = (n + n_val) * (sizes[0] + 1) * (1 if shared else k) * itemsize
-    else:
-        index = 4
-        data = (2 * nnz[0] + nnz[1]) * (itemsize + index) + (2 * n + n_val + sizes[0] + 3) * index
-        per_member += sizes[1] * (2 * n + n_val + sizes[0])
-    return k * per_member * itemsize + data
 
 
 @dataclass
@@ -148,26 +107,27 @@ class GroupFit:
 MIN_PART = 8
 
 
-def train_group(
-    backend: Any,
-    params: list[np.ndarray],
-    activation: str,
-    task: str,
-    X: Any,
-    y: Any,
-    X_val: Any,
-    y_val: Any,
-    members: Sequence[Member],
-    *,
-    log_every: int,
-    progress: Callable[[int, int], None] | None = None,
-    threads: int | None = None,
-    opt: Optimizer | None = None,
-    batch_size: int = 0,
-) -> GroupFit:
-    """Train the group's stacked ``params`` (see :func:`stacked_params`) on device arrays.
+def train_group(backend: Any, params: list[np.ndarray], activation: str, task: str, X: Any, y: Any, X_val: Any,
+                y_val: Any, members: Sequence[Member], **kw: Any) -> GroupFit:
+    """:func:`train_packed` for members of one shape: their stacked ``params`` (:func:`stacked_params`)."""
+    return train_packed(backend, [(Shape(sizes_of(params), activation), params)], task, X, y, X_val, y_val, members, **kw)
 
-    ``X`` is (n, d) shared by all members or (K, n, d), ``y`` (n, 1) or (K, n, 1); likewise the
+
+def sizes_of(params: Sequence[np.ndarray]) -> tuple[int, ...]:
+    """The layer sizes ``[d, h_1, …, k]`` of stacked parameters ``[Q_0, Wt_1, b_1, …]``."""
+    return (params[0].shape[2] - 1, params[0].shape[1], *(W.shape[1] for W in params[1::2]))
+
+
+def train_packed(backend: Any, blocks: Sequence[tuple[Shape, list[np.ndarray]]], task: str, X: Any, y: Any, X_val: Any,
+                 y_val: Any, members: Sequence[Member], *, log_every: int,
+                 progress: Callable[[int, int], None] | None = None, threads: int | None = None,
+                 opt: Optimizer | None = None, batch_size: int = 0) -> GroupFit:
+    """Train a group on device arrays: ``blocks`` are its members' shapes, each with their stacked parameters (see
+    :func:`stacked_params`), ``members`` the members in that order (the first block's, then the next's…). One block
+    is a group of one shape; several are a *packed* group (:mod:`sweeper.models.packed`: one first-layer product
+    for all, each block's deeper layers its own batched products).
+
+    ``X`` is (n, d) shared by all members or (K, n, d) (one block), ``y`` (n, 1) or (K, n, 1); likewise the
     validation arrays (``y`` holds class indices for a multi-class task). Each member's result is what
     :func:`models.train.train` would return for it alone with the same ``opt`` (gradient descent by default),
     ``batch_size`` and seed (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
@@ -183,16 +143,21 @@ def train_group(
     from sweeper.base.backend import cpu_threads
 
     K = len(members)
+    if K != sum(p[0].shape[0] for _, p in blocks):
+        raise ValueError(f"{K} members for blocks of {[p[0].shape[0] for _, p in blocks]}")
     opt = opt or Optimizer()
     if 0 < batch_size < X.shape[-2] and (X.ndim == 3 or len({m.seed for m in members}) > 1):
         raise ValueError(f"batch_size={batch_size}: the members of a mini-batch group must share their seed "
                          f"and data, got seeds {sorted({m.seed for m in members})}")
+    sparse = ("member" if backend.device == "cpu" else "group") if is_sparse(X) else None
+    layout = Layout([b[0] for b in blocks], [b[1][0].shape[0] for b in blocks], sparse)
     rule = (opt, batch_size)
     if threads is None:
         threads = cpu_threads() if backend.device == "cpu" else 1
     parts = min(threads, K // MIN_PART)
     if parts < 2:
-        return _train_part(backend, params, activation, task, (X, y, X_val, y_val), members, log_every, progress, rule)
+        return _train_part(backend, layout, [p for _, p in blocks], task, (X, y, X_val, y_val), members, log_every,
+                           progress, rule)
     from concurrent.futures import ThreadPoolExecutor
     import threading
 
@@ -209,8 +174,9 @@ def train_group(
                     progress(sum(done), int(sum(m.epochs for m in members)))
 
         own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
-        return _train_part(backend, [p[idx] for p in params], activation, task, own, [members[j] for j in idx],
-                           log_every, report, rule, halt)
+        sub, cuts = layout.subset(int(idx[0]), int(idx[-1]) + 1)
+        return _train_part(backend, sub, [[p[c] for p in blocks[b][1]] for b, c in cuts], task, own,
+                           [members[j] for j in idx], log_every, report, rule, halt)
 
     with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
         try:
@@ -224,14 +190,14 @@ def train_group(
 
 
 @np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
-def _train_part(backend: Any, params: list[np.ndarray], activation: str, task: str, arrays: Sequence[Any],
+def _train_part(backend: Any, layout: Layout, params: list[list[np.ndarray]], task: str, arrays: Sequence[Any],
                 members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None,
                 rule: tuple[Optimizer, int], halt: Any = None) -> GroupFit:
-    """:func:`train_group` on one thread; ``arrays`` are its ``X, y, X_val, y_val``, ``rule`` its optimizer and
-    batch size. It ends with :class:`sweeper.base.stop.Stopped` at the next epoch once Ctrl-C or SIGTERM set
-    ``STOP``, or its caller set ``halt`` (an Event)."""
-    part = _Part(backend, params, task, arrays, members, log_every, rule)
-    return part.train(ACTIVATIONS[activation], progress, halt)
+    """:func:`train_packed` on one thread; ``params`` are its blocks' stacked parameters, ``arrays`` its ``X, y,
+    X_val, y_val``, ``rule`` its optimizer and batch size. It ends with :class:`sweeper.base.stop.Stopped` at the
+    next epoch once Ctrl-C or SIGTERM set ``STOP``, or its caller set ``halt`` (an Event)."""
+    part = _Part(backend, layout, params, task, arrays, members, log_every, rule)
+    return part.train([ACTIVATIONS[b.shape.activation] for b in layout.blocks], progress, halt)
 
 
 class _Part:
@@ -239,7 +205,7 @@ class _Part:
     (:meth:`train`), the host's look at the sampled losses (:meth:`read`, :meth:`on_sample`: divergence, the best
     epoch, patience, each configuration read off a trajectory) and the results per count (:meth:`results`)."""
 
-    def __init__(self, backend: Any, params: list[np.ndarray], task: str, arrays: Sequence[Any],
+    def __init__(self, backend: Any, layout: Layout, params: list[list[np.ndarray]], task: str, arrays: Sequence[Any],
                  members: Sequence[Member], log_every: int, rule: tuple[Optimizer, int]) -> None:
         X = arrays[0]
         self.backend, self.xp, self.task, self.arrays, self.members = backend, backend.xp, task, arrays, members
@@ -255,16 +221,17 @@ class _Part:
         # the sampled epochs: every stride's, every configuration's own count (its curve's last point), and E
         self.schedule = sorted({*range(0, E, stride), *(c for cs in self.counts for c in cs)})
         self.slot = {t: i for i, t in enumerate(self.schedule)}
-        self.dev = [backend.to_device(p) for p in params]
-        if is_sparse(X):  # the CPU: one sparse product per member; the GPU: one for the group (see the docstring)
-            self.dev[0] = sparse_layout(self.xp, self.dev[0], per_member=backend.device == "cpu")
+        # every member's parameters in one flat array (on sparse data the first layer in its products' memory order)
+        self.layout = layout
+        self.P = backend.to_device(layout.pack(params, self.dtype))
         self.active = np.ones(K)
         self.n = n = X.shape[-2]
         self.step_rows = batch_size if 0 < batch_size < n else n
         # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
         self.scales = {m: self.xp.empty((K, 1, 1), dtype=self.dtype)
                        for m in sorted({self.step_rows, n % self.step_rows} - {0})}
-        self.state = State(self.xp, self.dev, self.opt, self.lr.reshape(K, 1, 1), weight_parts((len(self.dev) - 1) // 2))
+        self.state = State(self.xp, [self.P], self.opt, self._rates(self.lr), [Ellipsis],
+                           layout.weights() if self.opt.weight_decay else None)
         self.set_scale()
         self._plan_reads()
         self._start_records()
@@ -295,9 +262,9 @@ class _Part:
         K = self.K
         self.best_val = np.full(K, math.inf)
         self.best_epoch = np.zeros(K, dtype=int)
-        self.best = [p.copy() for p in self.dev] if self.any_patience else None
+        self.best = self.P.copy() if self.any_patience else None
         self.kept = np.zeros(K, dtype=bool)  # best weights taken for this member
-        self.candidate: list[Any] = []
+        self.candidate = self.P.copy() if self.any_patience else None  # the weights at the last sample
         self.ended: list[int | None] = [None] * K  # the epoch a member stopped training at (its last count, or patience)
         self.done = np.zeros(K, dtype=bool)  # nothing more to read off this member
         self.ran = self.epochs.copy()  # epochs each member trains (progress)
@@ -313,13 +280,18 @@ class _Part:
         for rows, scale in self.scales.items():
             factor = self.opt.grad_scale(self.lr) * self.active * losses.grad_constant(self.task, rows)
             scale[...] = self.backend.to_device(factor.reshape(K, 1, 1).astype(self.dtype))
-        self.state.set_lr((self.lr * self.active).reshape(K, 1, 1))
+        self.state.set_lr(self._rates(self.lr * self.active))
+
+    def _rates(self, per_member: np.ndarray) -> Any:
+        """The members' rates per element of the flat parameters, where the update reads them (else none)."""
+        return self.layout.expand(per_member) if self.opt.uses_rates else 0.0
 
     def freeze(self, m: int) -> None:
         """No further update of member ``m``: a rate of 0 (:meth:`set_scale`) and no state carried over."""
         self.active[m] = 0
         for buf in self.state.buffers:
-            buf[m] = 0
+            for v in self.layout.member(buf, m):
+                v[...] = 0
 
     def on_sample(self, m: int, t: int, h: float, v: float) -> None:
         """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
@@ -339,9 +311,9 @@ class _Part:
             if ended[m] is not None:
                 weights: Any = "final" if better or not (patience[m] and kept[m]) else "best"
             elif patience[m] and kept[m] and not better:
-                weights = [b[m].copy() for b in self.best]
+                weights = [v.copy() for v in self.layout.member(self.best, m)]
             elif self.any_patience:
-                weights = [p[m].copy() for p in self.candidate]
+                weights = [v.copy() for v in self.layout.member(self.candidate, m)]
             else:
                 weights = self.snaps.pop((m, c))
             out[c] = (None, t, t if better else int(self.best_epoch[m]), weights)
@@ -355,14 +327,14 @@ class _Part:
             self.ran[m] = t
             self.done[m] = True
             self.freeze(m)
-            for p in self.dev:  # finite arithmetic from here on; the member's weights are not used
-                p[m] = 0
+            for v in self.layout.member(self.P, m):  # finite arithmetic from here on; the member's weights are not used
+                v[...] = 0
             return
         if better:
             self.best_val[m], self.best_epoch[m] = v, t
             if patience[m]:
-                for b_, c_ in zip(self.best, self.candidate):
-                    b_[m] = c_[m]
+                for b_, c_ in zip(self.layout.member(self.best, m), self.layout.member(self.candidate, m)):
+                    b_[...] = c_
                 kept[m] = True
 
     def sample(self, t: int) -> None:
@@ -374,9 +346,9 @@ class _Part:
         val.run(val.forward_calls)
         self.vhist[k] = val.loss()
         if self.any_patience:
-            self.candidate[:] = [p.copy() for p in self.dev]
+            self.xp.copyto(self.candidate, self.P)
         for m in self.copy_at.get(t, ()):
-            self.snaps[(m, t)] = [p[m].copy() for p in self.dev]
+            self.snaps[(m, t)] = [v.copy() for v in self.layout.member(self.P, m)]
 
     def read(self, lo: int, hi: int) -> bool:
         """The host's look at the samples of epochs [lo, hi); whether a member changed."""
@@ -395,14 +367,16 @@ class _Part:
                 self.on_sample(m, schedule[k0 + i], float(block[0, i, m]), float(block[1, i, m]))
         return bool((was != self.active).any())
 
-    def _passes(self, act: Any) -> None:
+    def _passes(self, acts: list[Any]) -> None:
         """The group's passes (a step per number of rows, the validation pass, the one that measures the training
-        loss) and the calls an epoch makes; a warm-up of every call but the update (CuPy compiles its kernels)."""
-        xp, dev, task, (X, y, X_val, y_val) = self.xp, self.dev, self.task, self.arrays
+        loss) and the calls an epoch makes; a warm-up of every call but the update (CuPy compiles its kernels).
+        ``acts``: each block's activation."""
+        xp, task, (X, y, X_val, y_val) = self.xp, self.task, self.arrays
+        on = (xp, self.layout, self.P, acts, task)
         # a step's targets are its own (a copy): mini-batches gather theirs into them
-        steps = {rows: _Pass(xp, dev, act, task, X[..., :rows, :], y[..., :rows, :].copy(), scale, self.state)
+        steps = {rows: _Pass(*on, X[..., :rows, :], y[..., :rows, :].copy(), scale, self.state)
                  for rows, scale in self.scales.items()}
-        self.val = _Pass(xp, dev, act, task, X_val, y_val, None)
+        self.val = _Pass(*on, X_val, y_val, None)
         for warm in steps.values():
             warm.run(warm.forward_calls)
             warm.loss()
@@ -412,14 +386,14 @@ class _Part:
             self.epoch_calls = measured.forward_calls + measured.backward_calls + measured.update_calls
             self.rest = measured.backward_calls + measured.update_calls
         else:  # mini-batches: the training loss is the whole training set's, before the epoch's steps
-            self.measured = measured = _Pass(xp, dev, act, task, X, y, None)
+            self.measured = measured = _Pass(*on, X, y, None)
             self.epoch_calls = self.rest = _mini_batch_calls(xp, measured, steps, self.step_rows, self.members[0].seed)
             measured.run(measured.forward_calls)
             measured.loss()
         self.val.run(self.val.forward_calls)
         self.val.loss()
 
-    def train(self, act: Any, progress: Callable[[int, int], None] | None, halt: Any) -> GroupFit:
+    def train(self, acts: list[Any], progress: Callable[[int, int], None] | None, halt: Any) -> GroupFit:
         """The device loop, segment by segment, with the host's read at each segment's end."""
         mark = self.backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
         mark("warm-up", 0)
@@ -428,7 +402,7 @@ class _Part:
         # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
         # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
         with self.backend.host_threads(0.0, 1):
-            self._passes(act)
+            self._passes(acts)
             measured, epoch_calls, rest = self.measured, self.epoch_calls, self.rest
             t0 = self.backend.clock()
             epoch = 0
@@ -470,8 +444,9 @@ class _Part:
     def results(self, train_s: float, warmup_s: float) -> GroupFit:
         """Every configuration read off every member: its curve up to its count, and its weights on the host."""
         to_numpy, schedule, stride, curve = self.backend.to_numpy, self.schedule, self.stride, self.curve
-        final = [to_numpy(p) for p in self.dev]
-        kept_best = [to_numpy(p) for p in self.best] if self.best is not None else None
+        layout = self.layout
+        final = layout.views(to_numpy(self.P))
+        kept_best = layout.views(to_numpy(self.best)) if self.best is not None else None
         at: list[dict[int, tuple[TrainResult, list[np.ndarray]]]] = []
         for m in range(self.K):
             mine: dict[int, tuple[TrainResult, list[np.ndarray]]] = {}
@@ -480,10 +455,11 @@ class _Part:
                 fit = TrainResult(steps=np.array([schedule[i] for i in idx]), train_loss=curve[0, idx, m].astype(self.dtype),
                                   val_loss=curve[1, idx, m].astype(self.dtype), epochs_run=run, best_epoch=best_at,
                                   diverged_at=div, train_time_s=train_s, warmup_time_s=warmup_s)
+                b, i = layout.block_of(m)
                 if weights is None or weights == "final":
-                    host = member_params(final, m)
+                    host = member_params(final[b], i)
                 elif weights == "best":
-                    host = member_params(kept_best, m)
+                    host = member_params(kept_best[b], i)
                 else:
                     host = member_params([to_numpy(w)[None] for w in weights], 0)
                 mine[c] = (fit, host)

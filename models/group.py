@@ -6,6 +6,7 @@ knows no model by name.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,11 +39,12 @@ def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
 
 def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
                   counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float,
-                  progress: Callable[[int, int], None] | None = None) -> tuple[Any, float, Callable[[Any], Any]] | None:
+                  progress: Callable[[int, int], None] | None = None) -> tuple[Any, float, list[Callable[[Any], Any]]] | None:
     """Train the members (each trajectory's longest configuration ``heads[i]``, read at its epoch ``counts[i]``) on the
-    device arrays ``arrays`` (X, y, X_val, y_val): ``(fit, host→device seconds since t_h2d, model_of)`` where
-    ``fit.at[i][count] = (TrainResult, parameters)`` and ``model_of(parameters)`` is a model to score; None when the
-    model does not batch (said in one line; the reason is kept for the runs' tags)."""
+    device arrays ``arrays`` (X, y, X_val, y_val): ``(fit, host→device seconds since t_h2d, models_of)`` where
+    ``fit.at[i][count] = (TrainResult, parameters)`` and ``models_of[i](parameters)`` is a model to score; None when
+    the model does not batch (said in one line; the reason is kept for the runs' tags). sweeper's MLP trains heads of
+    several shapes (depth, width, activation) as one packed group."""
     if is_mlp(cfg0.get("model")):
         return _mlp(backend, cfg0, shape, heads, counts, arrays, t_h2d, progress)
     return _stacked(backend, cfg0, shape, heads, counts, arrays, t_h2d)
@@ -50,24 +52,32 @@ def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Seque
 
 def _mlp(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
          counts: Sequence[tuple[int, ...]], arrays: list[Any], t_h2d: float, progress: Any) -> tuple[Any, float, Any]:
-    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_group`)."""
+    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_packed`), the heads of one shape
+    (depth, width, activation) a block, several shapes a packed group."""
     from sweeper.models import layer_sizes
-    from sweeper.models.batched import Member, stacked_params, train_group
+    from sweeper.models.batched import Member, stacked_params, train_packed
     from sweeper.models.mlp import MLP
+    from sweeper.models.packed import Shape as Block
 
     n_in, n_out, task = shape
-    sizes = layer_sizes(n_in, cfg0["depth"], cfg0["width"], n_out)
     opt = Optimizer.from_config(cfg0)
-    group = [Member(h["lr"], h["epochs"], h["patience"], h["seed"], c) for h, c in zip(heads, counts)]
-    params = stacked_params(sizes, cfg0["activation"], [h["seed"] for h in heads], cfg0["dtype"])
+    blocks: dict[Block, list[int]] = {}  # each shape's heads, in the order the shapes come
+    for i, h in enumerate(heads):
+        blocks.setdefault(Block(tuple(layer_sizes(n_in, h["depth"], h["width"], n_out)), h["activation"]), []).append(i)
+    order = [i for idx in blocks.values() for i in idx]
+    group = [Member(heads[i]["lr"], heads[i]["epochs"], heads[i]["patience"], heads[i]["seed"], counts[i]) for i in order]
+    shaped = [(b, stacked_params(list(b.sizes), b.activation, [heads[i]["seed"] for i in idx], cfg0["dtype"]))
+              for b, idx in blocks.items()]
     h2d = backend.clock() - t_h2d
-    fit = train_group(backend, params, cfg0["activation"], task, *arrays, group, log_every=cfg0["log_every"],
-                      progress=progress, opt=opt, batch_size=cfg0["batch_size"])
+    fit = train_packed(backend, shaped, task, *arrays, group, log_every=cfg0["log_every"], progress=progress, opt=opt,
+                       batch_size=cfg0["batch_size"])
+    back = np.argsort(order)  # the heads' order again
+    fit.fits, fit.params, fit.at = [fit.fits[j] for j in back], [fit.params[j] for j in back], [fit.at[j] for j in back]
 
-    def model_of(member_params: list[np.ndarray]) -> MLP:
-        return MLP(backend.xp, [backend.to_device(p) for p in member_params], cfg0["activation"], task, opt.weight_decay)
+    def model_of(activation: str, member_params: list[np.ndarray]) -> MLP:
+        return MLP(backend.xp, [backend.to_device(p) for p in member_params], activation, task, opt.weight_decay)
 
-    return fit, h2d, model_of
+    return fit, h2d, [partial(model_of, h["activation"]) for h in heads]
 
 
 def _stacked(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
@@ -101,4 +111,4 @@ def _stacked(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[d
         return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in member_params.items()}, task,
                           opt.weight_decay)
 
-    return fit, h2d, model_of
+    return fit, h2d, [model_of] * len(heads)

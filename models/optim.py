@@ -12,7 +12,7 @@ the gradient step itself), ``s = 1`` for ``adam`` (which needs the raw gradient)
 - ``gd``:        ``P += G``
 - ``momentum``:  ``V ← μ V + G``;  ``P += V``, or with ``nesterov`` ``P += μ V + G`` (scikit-learn's SGD)
 - ``adam``:      ``m ← β1 m + (1-β1) G``, ``v ← β2 v + (1-β2) G²``,
-                 ``P -= lr √(1-β2^t) / (1-β1^t) · m / (√v + ε)`` (scikit-learn's Adam, ``t`` = step).
+                 ``P -= lr (√(1-β2^t) / (1-β1^t)) · m / (√v + ε)`` (scikit-learn's Adam, ``t`` = step).
 
 Adam's step count lives on the device as ``β1^t`` and ``β2^t`` (0-d arrays multiplied each step), so the
 step size needs no host value per step. ``gd`` keeps today's single add per layer: runs are unchanged.
@@ -61,9 +61,16 @@ class Optimizer:
         return cls(**{k: get(k, v) for k, v in cls().__dict__.items() if k != "name"}, name=get("optimizer", "gd"))
 
     @property
+    def uses_rates(self) -> bool:
+        """Whether the update reads the rates itself (Adam's step size, weight decay), besides the gradient's scale."""
+        return self.name == "adam" or bool(self.weight_decay)
+
+    @property
     def copies(self) -> int:
-        """Arrays of the parameters' size that :class:`State` keeps beside them (scratch, velocity, moments)."""
-        return int(self.name != "gd" or bool(self.weight_decay)) + {"momentum": 1, "adam": 2}.get(self.name, 0)
+        """Arrays of the parameters' size that :class:`State` keeps beside them (scratch, velocity, moments; in a
+        group the rates per element that the rule reads, and each element's member)."""
+        rates = 2 * (self.name == "adam") + bool(self.weight_decay) + self.uses_rates
+        return int(self.name != "gd" or bool(self.weight_decay)) + {"momentum": 1, "adam": 2}.get(self.name, 0) + rates
 
     def grad_scale(self, lr: Any) -> Any:
         """The factor the backward pass folds into the gradient: ``-lr`` (a number or an array), or 1 for Adam."""
@@ -78,12 +85,16 @@ class State:
     already built see the new rates (a member's rate set to 0 freezes it, together with zeroing its
     ``buffers``). ``weights`` gives, per parameter, the index of its weights (the part weight decay
     shrinks), or None for a bias-only array; by default all rows but the last, as in a packed
-    ``P_l = [W_l; b_l]``.
+    ``P_l = [W_l; b_l]``. The batched trainer's one flat array of every member's parameters
+    (:class:`sweeper.models.packed.Layout`) takes ``lr`` per element and ``decay_mask``, 1 on its weights and 0 on
+    its biases, with ``weights=[Ellipsis]``.
     """
 
-    def __init__(self, xp: Any, packed: list[Any], opt: Optimizer, lr: Any, weights: Sequence[Any] | None = None):
+    def __init__(self, xp: Any, packed: list[Any], opt: Optimizer, lr: Any, weights: Sequence[Any] | None = None,
+                 decay_mask: np.ndarray | None = None):
         self.xp, self.P, self.opt = xp, packed, opt
         self.weights = [slice(None, -1)] * len(packed) if weights is None else list(weights)
+        self.decay_mask = 1.0 if decay_mask is None else decay_mask
         dtype = packed[0].dtype
         self.tmp = [xp.empty_like(p) for p in packed] if opt.name != "gd" or opt.weight_decay else []
         self.buffers: list[Any] = []  # what carries over from step to step, per parameter
@@ -94,18 +105,23 @@ class State:
             self.m = [xp.zeros_like(p) for p in packed]
             self.v = [xp.zeros_like(p) for p in packed]
             self.buffers = self.m + self.v
-            self.b1t, self.b2t, self.denom = (xp.ones((), dtype=dtype) for _ in range(3))
-            self.step_size = xp.ones(np.shape(lr), dtype=dtype)  # per member with an array lr
-        self.neg_lr = xp.empty(np.shape(lr), dtype=dtype)  # -lr
-        self.decay = xp.empty(np.shape(lr), dtype=dtype)  # grad_scale(lr) · λ
+            self.b1t, self.b2t, self.denom, self.factor = (xp.ones((), dtype=dtype) for _ in range(4))
+            self.step_size = xp.ones(np.shape(lr), dtype=dtype)  # per member (or element) with an array lr
+        # -lr (Adam's step size) and grad_scale(lr) · λ (weight decay), where the rule uses them: gd and momentum
+        # carry the rate in the gradient (Optimizer.grad_scale)
+        self.neg_lr = xp.empty(np.shape(lr), dtype=dtype) if opt.name == "adam" else None
+        self.decay = xp.empty(np.shape(lr), dtype=dtype) if opt.weight_decay else None
+        self.dtype = dtype
         self.set_lr(lr)
 
     def set_lr(self, lr: Any) -> None:
         """New rates (host values) for the calls already built; a host→device copy, never inside an epoch."""
-        xp, dtype = self.xp, self.neg_lr.dtype
-        self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
-        self.decay[...] = xp.asarray(np.asarray(self.opt.grad_scale(lr), dtype=np.float64) * self.opt.weight_decay,
-                                     dtype=dtype)
+        xp, dtype = self.xp, self.dtype
+        if self.neg_lr is not None:
+            self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
+        if self.decay is not None:
+            self.decay[...] = xp.asarray(np.asarray(self.opt.grad_scale(lr), dtype=np.float64) * self.opt.weight_decay
+                                         * self.decay_mask, dtype=dtype)
 
     def calls(self, G: list[Any]) -> list[Call]:
         """The calls that apply the step ``G`` (as the backward pass left it) to the parameters."""
@@ -126,10 +142,10 @@ class State:
                 else:
                     calls.append(partial(xp.add, p, v, p))
             return calls
-        s, d = self.step_size, self.denom  # s ← -lr √(1 - β2^t) / (1 - β1^t)
+        s, d, c = self.step_size, self.denom, self.factor  # s ← -lr · (√(1 - β2^t) / (1 - β1^t)): one pass per lr
         calls += [partial(xp.multiply, self.b1t, opt.beta1, self.b1t), partial(xp.multiply, self.b2t, opt.beta2, self.b2t),
-                  partial(xp.subtract, 1.0, self.b2t, s), partial(xp.sqrt, s, s), partial(xp.multiply, s, self.neg_lr, s),
-                  partial(xp.subtract, 1.0, self.b1t, d), partial(xp.divide, s, d, s)]
+                  partial(xp.subtract, 1.0, self.b2t, c), partial(xp.sqrt, c, c), partial(xp.subtract, 1.0, self.b1t, d),
+                  partial(xp.divide, c, d, c), partial(xp.multiply, self.neg_lr, c, s)]
         for p, g, m, v, t in zip(P, G, self.m, self.v, self.tmp):
             calls += [partial(xp.multiply, m, opt.beta1, m), partial(xp.multiply, g, 1.0 - opt.beta1, t), partial(xp.add, m, t, m),
                       partial(xp.multiply, v, opt.beta2, v), partial(xp.multiply, g, g, t),

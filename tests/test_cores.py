@@ -9,7 +9,8 @@ import pytest
 from conftest import all_runs, cli, copy_store
 
 FAST = ("log_every=10", "tracking.log_model=false", "tracking.system_metrics=false", "dtype=float64")
-GRID = ("lr=0.001,0.003", "depth=1,2", "width=4,8", "epochs=200,400")  # 16 configurations, 4 groups of 2 trajectories
+# 16 configurations, 4 groups of 2 trajectories (one a shape: packing them is tests/test_packing.py's)
+GRID = ("lr=0.001,0.003", "depth=1,2", "width=4,8", "epochs=200,400", "hydra.launcher.pack=false")
 ONE_GROUP = ("lr=0.001,0.002,0.003,0.004,0.005", "epochs=200,300")  # one group of 5 trajectories
 
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import all_runs, cli
 
 FAST = ("epochs=300", "log_every=10", "tracking.log_model=false", "tracking.system_metrics=false", "dtype=float64")
-GRID = ("lr=0.001,0.002,0.003,0.004", "depth=1,2", "seed=0,1")  # 16 configurations, 2 groups of 8
+GRID = ("lr=0.001,0.002,0.003,0.004", "depth=1,2", "seed=0,1", "hydra.launcher.pack=false")  # 16 configurations, 2 groups of 8
 
 
 def children(store: Path) -> list:
@@ -28,7 +28,8 @@ def metrics_by_config(store: Path) -> dict:
 @pytest.mark.slow
 def test_two_gpu_groups_compute_on_devices_0_and_1_at_once(tmp_path, store):
     env = {"SWEEPER_FAKE_GPU": "numpy", "SWEEPER_FAKE_GPUS": "2"}
-    proc = cli(tmp_path, "-m", "device=gpu", "depth=1,2", "lr=0.001,0.002,0.003,0.004", *FAST, store=store, env=env)
+    proc = cli(tmp_path, "-m", "device=gpu", "depth=1,2", "lr=0.001,0.002,0.003,0.004", "hydra.launcher.pack=false", *FAST,
+               store=store, env=env)  # a group a depth (packed, they would be one)
     assert proc.returncode == 0, proc.stderr
     runs = children(store)
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)

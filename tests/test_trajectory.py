@@ -105,8 +105,8 @@ def test_plan_makes_one_member_of_a_trajectory_and_counts_its_snapshots():
     plan, alone = launch.plan(jobs, max_size=3)  # whole trajectories: 3, and 1 left that runs alone (4000 < 4500)
     assert [len(groups.trajectories(g)) for g in plan] == [3] and [len(g) for g in plan] == [6] and len(alone) == 2
     # the budget counts the snapshots: 2 epoch counts a trajectory keep one more copy of the weights
-    one = groups._fits(jobs[0].plain, groups.trajectories(jobs[:2]), 1 << 40)
-    assert one < groups._fits(jobs[0].plain, [[jobs[0]]], 1 << 40)
+    one = groups._fits(groups.trajectories(jobs[:2]), 1 << 40)
+    assert one < groups._fits([[jobs[0]]], 1 << 40)
 
 
 def test_runs_not_longer_than_log_every_group_at_their_own_stride():

@@ -188,15 +188,18 @@ def _even_tail(chunks: list[list[Any]], n: int) -> list[list[Any]]:
 
 def _cost(members: list[Any]) -> float:
     """A group's work, roughly: each trajectory's longest epochs x an epoch's multiply-adds (rows x (features x
-    width + (depth - 1) x width^2 + width x outputs)). The costliest groups go to the workers first."""
+    width + (depth - 1) x width^2 + width x outputs), its own depth and width: a packed group's trajectories differ in
+    them). The costliest groups go to the workers first."""
     from sweeper.sweep.groups import trajectories
 
-    p = members[0].plain
-    rows, features, outputs = _shape(p)
-    depth, width = p["depth"], p["width"]
-    epoch = rows * ((features * width + max(0, depth - 1) * width * width + width * outputs) if depth else
-                    features * outputs)
-    return float(sum(t[-1].plain["epochs"] for t in trajectories(members)) * max(epoch, 1))
+    rows, features, outputs = _shape(members[0].plain)
+    total = 0.0
+    for t in trajectories(members):
+        depth, width = t[-1].plain["depth"], t[-1].plain["width"]
+        epoch = rows * ((features * width + max(0, depth - 1) * width * width + width * outputs) if depth else
+                        features * outputs)
+        total += t[-1].plain["epochs"] * max(epoch, 1)
+    return total
 
 
 def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:

@@ -46,6 +46,10 @@ def check(launcher_conf: Any) -> None:
     gpus = launcher_conf.get("gpus")
     if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
         raise ConfigError(f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)")
+    pack = launcher_conf.get("pack", True)
+    if not isinstance(pack, bool):
+        raise ConfigError(f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes where "
+                          "they pay) or false (one shape a group)")
     workers = launcher_conf.get("cpu_workers")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or null "
@@ -148,12 +152,13 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
 
 # --- what a remote worker runs and sends back ----------------------------------------------------------------
 
-def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any]]]:
-    """What a worker needs of a group: each member's number, overrides and resolved config (plain data)."""
-    return [(m.idx, list(m.overrides), m.plain) for m in members]
+def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any], str]]:
+    """What a worker needs of a group: each member's number, overrides, resolved config (plain data) and the planner's
+    packing decision (its tag)."""
+    return [(m.idx, list(m.overrides), m.plain, m.pack) for m in members]
 
 
-def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any]]]) -> dict[int, Any]:
+def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any], str]]) -> dict[int, Any]:
     """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
     both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
     behind: the launcher reads its own copy)."""
@@ -162,7 +167,7 @@ def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str]
         Path(die).write_text(str(os.getpid()))
         os.kill(os.getpid(), 9)
     with _said() as said:  # what the compute says (a model that does not batch...) is said where the user looks
-        computed = compute([job(idx, overrides, None, plain) for idx, overrides, plain in spec])
+        computed = compute([job(idx, overrides, None, plain, pack) for idx, overrides, plain, pack in spec])
     where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
     from sweeper.models import stacked  # what the proof found for a user's model: the record half tags runs by it
 

@@ -48,6 +48,7 @@ class Job:
     overrides: list[str]
     config: DictConfig | None  # the composed job config, hydra node included; None: composed when it runs
     plain: dict[str, Any] | None = field(default_factory=dict)  # resolved, without hydra; None: resolved in its job
+    pack: str = ""  # the planner's packing decision for its group (sweeper.sweep.packing: tag batch_packed)
 
 
 def default_budget() -> int:
@@ -88,11 +89,15 @@ CPU_MAX_GROUP = 1024
 
 
 def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
-         halving: str | None = None) -> tuple[list[list[Job]], list[Job]]:
+         halving: str | None = None, pack: bool = True) -> tuple[list[list[Job]], list[Job]]:
     """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
     that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and the jobs that run alone. A group is a list of jobs whose trajectories
     (:func:`trajectories`) train as its members; it has at least two configurations. ``halving``: the sweep's
-    halving settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as finished."""
+    halving settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as finished.
+    Groups of one shape that differ only in depth, width and activation are packed into one where that is estimated
+    to end sooner (``pack``; :mod:`sweeper.sweep.packing`)."""
+    from sweeper.sweep import packing
+
     budget = max_bytes or default_budget()
     keyed: dict[str, list[Job]] = {}
     alone = []
@@ -128,14 +133,16 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
         log.info("%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop", len(own),
                  own[0].plain["model"]["_target_"])
     groups = []
-    for members in keyed.values():
+    # groups of one shape that differ only in depth, width and activation: one packed group where that pays
+    packable = [json.loads(k) if _mlp_dense(m[0].plain) else None for k, m in keyed.items()]
+    for members in packing.pack([trajectories(m) for m in keyed.values()], packable, pack):
         # data.folds=k: a configuration is k members (its folds: other rows), so even one trains as a group
         folds = data.folds_of(members[0].plain["data"])
         if len(members) == 1 and not folds:
             alone += members
             continue
         trajs = trajectories(members)
-        size = _fits(members[0].plain, trajs, budget)
+        size = _fits(trajs, budget)
         if max_size:
             size = min(size, max_size)
         elif members[0].plain["device"] == "cpu":
@@ -163,6 +170,13 @@ def _worth(jobs: list[Job]) -> bool:
     return sum(epochs) >= ONE_TRAJECTORY_GAIN * max(epochs)
 
 
+def _mlp_dense(cfg: dict[str, Any]) -> bool:
+    """sweeper's MLP on dense data: its groups may pack with groups of other shapes (sweeper.sweep.packing)."""
+    from sweeper.models.interface import is_mlp
+
+    return is_mlp(cfg.get("model")) and not split_features(cfg)
+
+
 def _own_loop(cfg: dict[str, Any]) -> bool:
     """A function trainer (the user's own loop): its configurations run one at a time, through the one-job path."""
     from sweeper.models.interface import kind
@@ -186,9 +200,10 @@ def split_features(cfg: dict[str, Any]) -> bool:
     return cfg["data"]["name"] in data.TEXT
 
 
-def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
+def _fits(trajs: list[list[Job]], budget: int) -> int:
     """How many of these trajectories fit the memory budget together (estimated from the data's shape; each
-    trajectory counted with the most snapshots any of them keeps)."""
+    trajectory counted as the largest of their shapes, with the most snapshots any of them keeps)."""
+    cfg = trajs[0][0].plain
     try:
         ds = data.load_plain(cfg["data"])
     except data.DataError:  # the one-job path reports it in one line
@@ -196,7 +211,6 @@ def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
         return 0
-    sizes = layer_sizes(ds.n_features, cfg["depth"], cfg["width"], ds.n_outputs)
     folds = max(1, data.folds_of(cfg["data"]))  # data.folds=k: a trajectory is k members, each with its own rows
     shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
@@ -204,8 +218,10 @@ def _fits(cfg: dict[str, Any], trajs: list[list[Job]], budget: int) -> int:
         n_val += n  # the training loss's own forward pass over every row
     nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
     snapshots = max(len({j.plain["epochs"] for j in t}) - 1 for t in trajs)
-    one = group_bytes(folds, n, n_val, sizes, np.dtype(cfg["dtype"]).itemsize, shared,
-                      Optimizer.from_config(cfg).copies + snapshots, nnz)
+    copies = Optimizer.from_config(cfg).copies + snapshots
+    one = max(group_bytes(folds, n, n_val, layer_sizes(ds.n_features, depth, width, ds.n_outputs),
+                          np.dtype(cfg["dtype"]).itemsize, shared, copies, nnz)
+              for depth, width in {(t[0].plain["depth"], t[0].plain["width"]) for t in trajs})
     return max(1, budget // max(one, 1))
 
 

@@ -30,6 +30,7 @@ from sweeper import data
 from sweeper.job import compute
 from sweeper.job.context import handing
 from sweeper.contract.compose import compose_once
+from sweeper.sweep import packing
 from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
@@ -70,12 +71,13 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     n = cores.workers(launcher, cpu) if ours else 1
     halved = halving.Halving.of(getattr(launcher, "halving", None))  # successive halving, or None (off)
     groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
-                         launcher.max_group_size, halved.setting if halved else None)
+                         launcher.max_group_size, halved.setting if halved else None, packing.enabled(launcher))
+    packed = packing.summary(groups)  # groups of several shapes (hydra.launcher.pack)
     if n > 1:
         groups = cores.chunked(groups, n)
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
-    log.info("Launching %d jobs: %d in %d batched group(s), %d one at a time%s", len(jobs),
-             sum(map(len, groups)), len(groups), len(alone), cores.declined(launcher, cpu, n) if ours and groups else "")
+    log.info("Launching %d jobs: %d in %d batched group(s)%s, %d one at a time%s", len(jobs), sum(map(len, groups)),
+             len(groups), packed, len(alone), cores.declined(launcher, cpu, n) if ours and groups else "")
     own = [j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)]
     if halved is not None and (groups or own) and not engines.elsewhere(launcher, groups):  # trainers: through report
         run.halving(groups + [[j] for j in own], halved, n)
@@ -150,7 +152,7 @@ class _Launch:
 
         def regroup(capped: list[Job]) -> list[list[Job]]:
             budget = cores.budget(launcher.max_group_bytes, n) if on_workers else launcher.max_group_bytes
-            together, alone_ = plan(capped, budget, launcher.max_group_size)
+            together, alone_ = plan(capped, budget, launcher.max_group_size, pack=packing.enabled(launcher))
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
         def compute_all(rung: list[list[Job]]) -> dict[int, Any]:
@@ -233,14 +235,14 @@ class _Launch:
 
 
 def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
-    """Each job's tags as a member of this group: the group's id and size (configurations), its trajectory's id."""
+    """Each job's tags as a member of this group: the group's id and size, its trajectory's id, its packing's."""
     group_id = uuid.uuid4().hex[:12]
     out = {}
     for traj in trajectories(members):
         trajectory = uuid.uuid4().hex[:12]
         for job in traj:
             out[job.idx] = {"launcher": "batched", "batch_group": group_id, "group_size": str(len(members)),
-                            "trajectory": trajectory}
+                            "trajectory": trajectory, **({packing.TAG: job.pack} if job.pack else {})}
     return out
 
 
@@ -463,9 +465,9 @@ def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]]
                                     if progress else None)
             if trained is None:
                 return None
-            fit, batch_h2d, model_of = trained
+            fit, batch_h2d, models_of = trained
             out.group_time, out.warmup, out.h2d = out.group_time + fit.train_time_s, out.warmup + fit.warmup_time_s, out.h2d + batch_h2d
-            for u, at in zip(idx, fit.at):
+            for u, at, model_of in zip(idx, fit.at, models_of):
                 out.at[u], out.share[u], out.model_of[u] = at, fit.train_time_s / len(idx), model_of
             done_before += sum(counts[units[u][0]][-1] for u in idx)
     return out

@@ -14,12 +14,13 @@ class BatchedLauncher(Launcher):
 
     def __init__(self, max_group_bytes: int = 0, max_group_size: int = 0, engine: str = "local",
                  gpus: Any = None, ray: Any = None, submitit: Any = None, halving: Any = None,
-                 cpu_workers: Any = None) -> None:
+                 cpu_workers: Any = None, pack: Any = True) -> None:
         self.max_group_bytes = max_group_bytes
         self.max_group_size = max_group_size
         self.engine, self.gpus, self.ray, self.submitit = engine, gpus, ray, submitit  # sweeper.sweep.engines
         self.halving = halving  # sweeper.sweep.halving
         self.cpu_workers = cpu_workers  # sweeper.sweep.cores
+        self.pack = pack  # sweeper.sweep.packing
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None

@@ -24,6 +24,10 @@ class BatchedLauncherConf:
     ray: Dict[str, Any] = field(default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}})
     # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.
     submitit: Dict[str, Any] = field(default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1})
+    # Groups of one shape that differ only in depth, width and activation train as one packed group (one first-layer
+    # product for all) where the planner estimates it ends sooner on this device (sweeper.sweep.packing); false: one
+    # shape a group.
+    pack: bool = True
     # Successive halving (sweeper.sweep.halving): eta (an integer >= 2; null = off) stops all but the best 1/eta of
     # the configurations at each rung min_epochs·eta^k (min_epochs null: the largest epochs / eta^3, at least
     # 2·log_every).
