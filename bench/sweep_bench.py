@@ -8,6 +8,7 @@
     python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
     python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole, per config, RSS
     python bench/sweep_bench.py --cores [--workers 1,2,4,8,16]   # CPU groups on worker processes (bench/cores_bench.py)
+    python bench/sweep_bench.py --only packing --quick|--full   # packed groups vs one shape a group (bench/packing_bench.py)
 
 1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
    of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
@@ -384,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
     p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
-    p.add_argument("--only", choices=["training", "sweeps", "joblib", "trajectories"], default=None)
+    p.add_argument("--only", choices=["training", "sweeps", "joblib", "trajectories", "packing"], default=None,
+                   help="packing: packed groups against one shape a group (bench/packing_bench.py; --quick or --full)")
+    p.add_argument("--full", action="store_true", help="every row, median of 3 (the default; --only packing: the table)")
     p.add_argument("--search", action="store_true", help="only the Optuna search: batch 16 against batch 1")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="--search: the trials' device")
     p.add_argument("--grid-scale", type=int, default=1,
@@ -402,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="only hydra.launcher.cpu_workers: 1 against the default (bench/cores_bench.py)")
     p.add_argument("--workers", default="1,default", help="--cores: comma-separated worker counts (default: the option unset)")
     args = p.parse_args(argv)
+    if args.only == "packing":
+        from packing_bench import main as packing
+
+        return packing(["--quick" if args.quick else "--full", *(["--repeats", str(args.repeats)] if args.repeats else [])])
     if args.cores:
         from cores_bench import cores_section
 
