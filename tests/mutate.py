@@ -36,8 +36,20 @@ def targets() -> dict[str, dict]:
     return data["tool"]["sweeper"]["mutation"]
 
 
+# The repository's models/ and data/ are the packages sweeper.models and sweeper.data (pyproject.toml's package-dir):
+# in the scratch copy they move under sweeper/, so that a file's path is its module's name, as mutmut assumes
+# (sweeper/__init__.py finds them there as an installed package has them).
+MOVED = {"models/": "sweeper/models/", "data/": "sweeper/data/"}
+
+
+def in_copy(path: str) -> str:
+    """Where a file of the repository is in the scratch copy."""
+    return next((new + path[len(old):] for old, new in MOVED.items() if path.startswith(old)), path)
+
+
 def module_of(path: str) -> str:
-    """The module name mutmut gives a file (its path, dotted; a package's ``__init__`` is the package)."""
+    """The module name mutmut gives a file of the scratch copy (its path, dotted; a package's ``__init__`` is the
+    package)."""
     return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
@@ -45,7 +57,7 @@ def patterns(target: dict) -> list[str]:
     """mutmut's names of the target's mutants: ``module.x_func__mutmut_N``, ``module.xǁClassǁmethod__mutmut_N``."""
     out = []
     for path in target["files"]:
-        module = module_of(path)
+        module = module_of(in_copy(path))
         names = target.get("functions", {}).get(path)
         if names is None:
             out.append(f"{module}.*")
@@ -69,6 +81,8 @@ def scratch_copy(folder: Path, tests_from: str | None) -> None:
         if src.is_file():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, folder / name)
+    for old, new in MOVED.items():
+        (folder / old).rename(folder / new)
     if tests_from:
         shutil.rmtree(folder / "tests")
         archive = subprocess.run(["git", "archive", tests_from, "tests"], cwd=ROOT, capture_output=True, check=True)
@@ -94,7 +108,8 @@ def configure(folder: Path, target: dict) -> list[str]:
     text = (folder / "pyproject.toml").read_text()
     base = tomllib.loads(text)["tool"]["mutmut"]
     tests, missing = present(folder, list(target["tests"]))
-    base |= {"only_mutate": list(target["files"]), "pytest_add_cli_args_test_selection": tests}
+    base |= {"source_paths": ["sweeper"], "only_mutate": [in_copy(f) for f in target["files"]],
+             "pytest_add_cli_args_test_selection": tests}
     section = "[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in base.items())
     text = re.sub(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", section + "\n", text, count=1, flags=re.M)
     (folder / "pyproject.toml").write_text(text)

@@ -123,3 +123,141 @@ def test_resume_takes_a_pruned_run_as_finished_only_under_the_same_halving_setti
     assert {r.data.tags["fingerprint"] for r in new} == pruned and len(new) == 5
     assert all("pruned_at_epoch" not in r.data.tags and r.data.metrics["epochs_run"] == 180 for r in new)
     assert (off.stdout + off.stderr).count("under halving (eta=3 min_epochs=20), and this sweep's halving is off") == 5
+
+
+# --- the rule itself, on scores the test chooses (compute returns real Computed outcomes it made up) -----------------
+
+def _scripted(score):
+    """A rung's compute that trains nothing: each job's outcome holds ``score(job)`` as its val_mse; the calls it got."""
+    from sweeper.job.compute import Computed, Outcome
+
+    calls = []
+
+    def compute(groups):
+        calls.append(sorted((j.idx, j.plain["epochs"]) for g in groups for j in g))
+        return {j.idx: Computed(Outcome({"val_mse": score(j)}, {}, None), {"group": "g"}) for g in groups for j in g}
+
+    return compute, calls
+
+
+def _each_alone(capped):
+    return [[j] for j in capped]
+
+
+def _by_epochs(lrs: str, epochs: list[int]) -> list[launch.Job]:
+    """lr × epochs, each job its own epochs (``_jobs`` sets one count for all)."""
+    import itertools
+
+    out = []
+    for i, (lr, e) in enumerate(itertools.product(lrs.split(","), epochs)):
+        cfg = make_cfg(f"lr={lr}", f"epochs={e}", "log_every=10")
+        out.append(launch.Job(i, [], cfg, _plain(cfg)))
+    return out
+
+
+def test_halving_settings_read_from_the_launcher_and_the_default_rungs():
+    H = halving.Halving
+    assert H.of({"eta": 3, "min_epochs": None}) == H(3, None) and H.of({"eta": "2", "min_epochs": "40"}) == H(2, 40)
+    assert H.of({"eta": None}) is None and H.of({}) is None and H.of(None) is None
+    assert H(3, 40).setting == "eta=3 min_epochs=40" and H(3).setting == "eta=3 min_epochs=auto"
+    # 1000 / 27 = 37.04, down to a multiple of log_every 10: 30
+    assert H(3).rungs(1000, 10) == [30, 90, 270, 810] and H(2).rungs(1000, 50) == [100, 200, 400, 800]
+
+
+def test_a_configurations_key_leaves_out_its_seeds_and_the_store_only(tmp_path):
+    from pathlib import Path
+
+    from sweeper.sweep.halving import _config_key
+
+    base = {"lr": 0.1, "seed": 0, "tracking": {"uri": "a"}, "data": {"name": "diabetes", "split_seed": 0}, "p": Path("x")}
+    same = {"data": {"split_seed": 3, "name": "diabetes"}, "p": Path("x"), "tracking": {"uri": "b"}, "seed": 7, "lr": 0.1}
+    assert _config_key(base) == _config_key(same)  # another seed, split seed, store; keys in another order
+    assert _config_key(base) != _config_key({**base, "lr": 0.2})
+    assert _config_key(base) != _config_key({**base, "data": {"name": "wine", "split_seed": 0}})
+    assert _config_key(base) != _config_key({**base, "p": Path("y")})  # a value JSON cannot hold: as its text
+
+
+def test_a_failed_or_unscored_member_is_the_worst_and_accuracy_ranks_high_first():
+    import math
+
+    from sweeper.job.compute import Computed, Outcome
+    from sweeper.sweep.halving import _score
+
+    (reg,) = _jobs("lr=0.1", epochs=30)
+    (cls,) = _jobs("data=iris", epochs=30)
+    out = lambda scores, reason=None: Computed(Outcome(scores, {}, reason), {})  # noqa: E731
+    assert _score(out({"val_mse": 3.0}), reg) == 3.0
+    assert _score(out({"val_accuracy": 0.9}), cls) == -0.9  # higher is better: ranked by its negative
+    assert _score(out({"val_mse": 3.0}, "diverged at epoch 5"), reg) == math.inf  # failed, even with a score
+    assert _score(out({}), reg) == math.inf and _score(out({"val_mse": math.nan}), reg) == math.inf
+    assert _score(out({"val_mse": math.inf}), reg) == math.inf
+
+
+def test_configurations_rank_by_their_seeds_mean_the_best_third_go_on_and_the_rest_are_tagged(tmp_path, caplog, monkeypatch):
+    """lr=0.1 has one seed scored 10, lr=0.2 three scored 4 (mean 4, sum 12), lr=0.3 two of 20: the best third by the
+    mean (not the sum) goes on. The halving.json and the log lines say it; compute_s is the time compute took."""
+    import logging
+
+    jobs = _jobs("lr=0.1,0.2,0.3", "seed=0,1,2", epochs=90)
+    jobs = [j for j in jobs if not (j.plain["lr"] == 0.1 and j.plain["seed"]) and
+            not (j.plain["lr"] == 0.3 and j.plain["seed"] == 2)]
+    clock = [100.0]
+    monkeypatch.setattr(halving.time, "perf_counter", lambda: clock[0])
+    compute, calls = _scripted(lambda j: {0.1: 10.0, 0.2: 4.0, 0.3: 20.0}[j.plain["lr"]])
+
+    def timed(groups):
+        clock[0] += 0.1234
+        return compute(groups)
+
+    with caplog.at_level(logging.INFO, logger="sweeper"):
+        final = halving.run([jobs], halving.Halving(3, min_epochs=30), timed, _each_alone, tmp_path)
+    pruned = {j.idx: final[j.idx].tags.get("pruned_at_epoch") for j in jobs}
+    assert {j.plain["lr"] for j in jobs if pruned[j.idx] is None} == {0.2}
+    assert {j.plain["lr"] for j in jobs if pruned[j.idx] == "30"} == {0.1, 0.3}
+    tags = final[next(j.idx for j in jobs if j.plain["lr"] == 0.1)].tags
+    assert tags == {"group": "g", "pruned_at_epoch": "30", "halving": "eta=3 rungs=30", "halving_settings":
+                    "eta=3 min_epochs=30"}
+    assert [len(c) for c in calls] == [6, 3] and all(e == 30 for _, e in calls[0]) and all(e == 90 for _, e in calls[1])
+    summary = json.loads((tmp_path / "halving.json").read_text())
+    assert summary == {"eta": 3, "rungs": [30], "per_rung": [{"rung": 30, "reached": 3, "kept": 1, "pruned": 2}],
+                       "member_epochs": 6 * 30 + 3 * 90, "full_grid_member_epochs": 6 * 90, "compute_s": 0.247}
+    lines = [r.getMessage() for r in caplog.records]
+    assert "halving: rung 30 epochs: 3 configurations reached it, 1 go on, 2 stop there" in lines
+    assert "halving: 450 member-epochs trained of the full grid's 540 (83%), in 0.2 s" in lines
+
+
+def test_a_run_that_ends_at_a_rung_is_complete_there_and_halving_stops_when_none_goes_on(tmp_path):
+    """epochs=30 ends at the rung 30: complete (never pruned there). Once only configurations that end by the next rung
+    are left, nothing trains past it. The default rungs need each job's log_every."""
+    jobs = _by_epochs("0.1,0.2,0.3", [30, 90, 270])
+    score = {0.1: 5.0, 0.2: 1.0, 0.3: 9.0}  # lr=0.2 best: its 90-epoch run ends at the rung 90, the 270 one goes on
+    compute, calls = _scripted(lambda j: score[j.plain["lr"]])
+    final = halving.run([jobs], halving.Halving(3, min_epochs=30), compute, _each_alone, tmp_path)
+    for j in jobs:
+        if j.plain["epochs"] == 30:
+            assert "pruned_at_epoch" not in final[j.idx].tags  # complete at its own count
+    assert sorted(final[j.idx].tags.get("pruned_at_epoch", "-") for j in jobs if j.plain["lr"] == 0.2) == ["-", "-", "-"]
+    assert [len(c) for c in calls] == [9, 2, 1]  # 30: all; 90: lr=0.2's 90 and 270; 270: lr=0.2's 270
+    # the best configuration stops early: only runs that end by the next rung are left, and nothing trains past it
+    short = _by_epochs("0.1,0.2", [60, 270])  # eta 2: rungs 30, 60, 120, 240
+    compute, calls = _scripted(lambda j: {0: 0.1, 2: 0.2}.get(j.idx, 5.0))  # (a rung's jobs hold its epochs)
+    halving.run([short], halving.Halving(2, min_epochs=30), compute, _each_alone, tmp_path)
+    assert [len(c) for c in calls] == [4, 2]  # rung 30: 4; the best half (the 60-epoch runs) end at rung 60
+    compute, calls = _scripted(lambda j: 1.0)
+    halving.run([_jobs("lr=0.1,0.2", epochs=270)], halving.Halving(3), compute, _each_alone, tmp_path)
+    assert [c[0][1] for c in calls] == [20, 60, 180, 270]  # default rungs: 270 / 27 = 10, at least 2 · log_every
+
+
+def test_a_group_that_fails_as_a_whole_leaves_its_jobs_to_the_one_job_path(tmp_path):
+    """compute returns nothing for a failed group: its jobs are not halving's (they train alone, in full); the rest go
+    on; with every group failed, halving ends at once and still writes its summary."""
+    jobs = _jobs("lr=0.1,0.2,0.3", epochs=90)
+    compute, _ = _scripted(lambda j: j.plain["lr"])
+
+    def without_first(groups):
+        return {i: c for i, c in compute(groups).items() if i != jobs[0].idx}
+
+    final = halving.run([jobs], halving.Halving(2, min_epochs=30), without_first, _each_alone, tmp_path)
+    assert jobs[0].idx not in final and set(final) == {jobs[1].idx, jobs[2].idx}
+    assert halving.run([jobs], halving.Halving(2, min_epochs=30), lambda groups: {}, _each_alone, tmp_path) == {}
+    assert json.loads((tmp_path / "halving.json").read_text())["per_rung"] == []

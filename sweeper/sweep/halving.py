@@ -94,9 +94,9 @@ def _capped(job: Any, epochs: int) -> Any:
 
 def _config_key(plain: dict[str, Any]) -> str:
     """A configuration without its seeds: the seeds of one configuration are ranked (averaged) and stop together."""
-    data = {k: v for k, v in plain["data"].items() if k != "split_seed"}
-    return json.dumps({**{k: v for k, v in plain.items() if k not in ("seed", "tracking", "data")}, "data": data},
-                      sort_keys=True, default=str)
+    config = {k: v for k, v in plain.items() if k not in ("seed", "tracking")}
+    config["data"] = {k: v for k, v in plain["data"].items() if k != "split_seed"}
+    return json.dumps(config, sort_keys=True, default=str)
 
 
 def _score(computed: Any, job: Any) -> float:
