@@ -25,10 +25,10 @@ def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1
     Parameters are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and then copied, so
     every device starts from the same parameters.
     """
-    from sweeper.models.interface import instantiate, is_mlp
+    from sweeper.models.interface import instantiate, offer
 
     model_cfg = cfg.get("model") if hasattr(cfg, "get") else getattr(cfg, "model", None)
-    if not is_mlp(model_cfg):
+    if not offer(model_cfg).fast_path:
         from sweeper.models.generic import Interfaced, init_host
 
         net = instantiate(model_cfg)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sweeper.models.interface import instantiate, is_mlp
+from sweeper.models.interface import instantiate, offer
 from sweeper.models.optim import Optimizer
 
 log = logging.getLogger("sweeper")
@@ -27,14 +27,14 @@ MEMBER_KEYS = ("lr", "seed", "patience", "data.split_seed")
 def per_member(model_cfg: Any) -> tuple[str, ...]:
     """Which of :data:`MEMBER_KEYS` the group path of this model trains per member; the others its members share
     (or a member trains apart), so that each member trains as it would alone."""
-    return MEMBER_KEYS if is_mlp(model_cfg) else ("lr", "seed")
+    return MEMBER_KEYS if offer(model_cfg).fast_path else ("lr", "seed")
 
 
 def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
     """sweeper's MLP: the form this process computes its activation in (:mod:`sweeper.models.forms`), as a run's tag."""
     from sweeper.models import forms
 
-    return {forms.TAG: forms.tag(backend.xp, plain["activation"], plain["dtype"])} if is_mlp(plain.get("model")) else {}
+    return {forms.TAG: forms.tag(backend.xp, plain["activation"], plain["dtype"])} if offer(plain.get("model")).fast_path else {}
 
 
 def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[dict[str, Any]],
@@ -45,7 +45,7 @@ def train_members(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Seque
     ``fit.at[i][count] = (TrainResult, parameters)`` and ``models_of[i](parameters)`` is a model to score; None when
     the model does not batch (said in one line; the reason is kept for the runs' tags). sweeper's MLP trains heads of
     several shapes (depth, width, activation) as one packed group."""
-    if is_mlp(cfg0.get("model")):
+    if offer(cfg0.get("model")).fast_path:  # its own batched kernel
         return _mlp(backend, cfg0, shape, heads, counts, arrays, t_h2d, progress)
     return _stacked(backend, cfg0, shape, heads, counts, arrays, t_h2d)
 

@@ -23,13 +23,19 @@ ops, ``A.swapaxes(-1, -2) @ dZ`` (not ``A.T``) and ``dZ.sum(axis=-2, keepdims=Tr
 proves it once per shape (:func:`sweeper.models.stacked.batches`) before training K configurations as one group,
 and otherwise trains them one at a time, saying so.
 
-Optional hooks a model may define (the MLP does): ``predict(xp, params, X)`` (its own output in the task's units;
-by default sweeper's link on ``forward``'s ``out``), and a fast path of its own (see :mod:`sweeper.models.mlp_net`).
+Optional hooks a model may define: ``predict(xp, params, X)`` (its own output in the task's units; by default
+sweeper's link on ``forward``'s ``out``). What else a model offers, sweeper reads off its class (:class:`Offer`,
+:func:`offer`) instead of knowing it by name — the attributes the class declares itself (a subclass that overrides
+``forward`` declares none, and trains through the interface): ``fast_path = True`` (sweeper's own fused kernels
+compute exactly this model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batched`; sweeper's MLP alone),
+``top_level = (...)`` (its hyperparameters are the config's top-level keys: the MLP's ``depth``, ``width``,
+``activation``), ``linear = {...}`` (the values that make it linear: the MLP's ``depth=0``).
 """
 from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass
 import os
 import re
 import sys
@@ -39,7 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 REQUIRED = ("init", "forward", "backward")
-# The default model: sweeper's own MLP (its hyperparameters are the top-level depth, width, activation).
+# The default model, when a config has no model section (one from before the group): conf/model/mlp.yaml's.
 MLP_TARGET = "sweeper.models.MLPNet"
 # What a config's model section holds besides the hyperparameters: the import path, and whether a failed gradient
 # check refuses the sweep (model.check=false: it trains anyway, its runs tagged gradient_check=failed).
@@ -121,16 +127,66 @@ def home(obj: Any) -> str | None:
     return str(path.parents[depth])
 
 
+@dataclass(frozen=True)
+class Offer:
+    """What a model offers sweeper beyond the interface, read off its class (its optional attributes), so that sweeper
+    asks a model what it has rather than knowing it by name: sweeper's MLP says so like any model would.
+
+    ``fast_path``: sweeper's own fused kernels train it (a single run's epoch, the batched group's kernel, the
+    portable logged model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batched`); ``top_level``: its
+    hyperparameters are the config's top-level keys (``depth=2``), not ``model.<name>``; ``linear``: the values that
+    make it a linear model (the linear reference's own form); ``trainer``: a function trainer (its own loop)."""
+
+    path: str
+    trainer: bool = False
+    fast_path: bool = False
+    top_level: tuple[str, ...] = ()
+    linear: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``mlp`` (sweeper's own kernels), ``trainer`` (a function of the user's) or ``model`` (a class of the
+        interface)."""
+        return "mlp" if self.fast_path else "trainer" if self.trainer else "model"
+
+
+_OFFERS: dict[str, Offer] = {}
+
+
+def offer(model_cfg: Any, quiet: bool = False) -> Offer:
+    """What the model of a config's ``model`` section (a mapping; None or no ``_target_``: the default) offers, asked
+    of its class once per import path. :class:`ModelError` when it cannot be imported; with ``quiet``, a model that
+    offers nothing beyond the interface instead (a stored run's model read where its module is not)."""
+    path = MLP_TARGET if model_cfg is None else str(model_cfg.get("_target_", MLP_TARGET))
+    if path not in _OFFERS:
+        try:
+            target = load_target(path)
+        except ModelError:
+            if quiet:
+                return Offer(path)
+            raise
+        own = vars(target) if inspect.isclass(target) else {}  # declared by the class itself: a subclass that
+        _OFFERS[path] = Offer(path, is_trainer(target), bool(own.get("fast_path", False)),  # overrides forward is a
+                              tuple(own.get("top_level", ())), tuple(dict(own.get("linear", {})).items()))  # model
+    return _OFFERS[path]
+
+
+def top_level_keys() -> tuple[str, ...]:
+    """The default model's hyperparameters set as top-level keys (sweeper's MLP: depth, width, activation): keys that
+    mean nothing to a model whose hyperparameters are ``model.<name>``."""
+    return offer(None).top_level
+
+
 def is_mlp(model_cfg: Any) -> bool:
-    """Whether a config's ``model`` section (a mapping, or None for a config from before the group) is sweeper's MLP."""
-    return model_cfg is None or str(model_cfg.get("_target_", MLP_TARGET)) in (MLP_TARGET, "sweeper.models.mlp_net.MLPNet")
+    """Whether the model trains on sweeper's own kernels (:attr:`Offer.fast_path`; its module read where it is not
+    importable as a model without them)."""
+    return offer(model_cfg, quiet=True).fast_path
 
 
 def kind(model_cfg: Any) -> str:
-    """``mlp`` (sweeper's own), ``model`` (a class of the interface) or ``trainer`` (a function of the user's)."""
-    if is_mlp(model_cfg):
-        return "mlp"
-    return "trainer" if is_trainer(load_target(split(model_cfg)[0])) else "model"
+    """``mlp`` (sweeper's own kernels), ``model`` (a class of the interface) or ``trainer`` (a function of the
+    user's): :attr:`Offer.kind`."""
+    return offer(model_cfg).kind
 
 
 def hyperparameters(cls: Any) -> dict[str, Any]:

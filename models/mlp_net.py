@@ -23,7 +23,10 @@ class MLPNet:
     """A multilayer perceptron: ``depth`` hidden layers of ``width`` units with ``activation``; depth 0 is linear,
     logistic or softmax regression (the task's link is sweeper's)."""
 
+    # what it offers sweeper beyond the interface (models.interface.Offer), read off the class like any model's:
     fast_path = True  # sweeper trains it with the MLP's own kernels (models.mlp, models.batched)
+    top_level = ("depth", "width", "activation")  # its hyperparameters are the config's top-level keys
+    linear = {"depth": 0}  # no hidden layer: linear, logistic or softmax regression
 
     def __init__(self, depth: int = 1, width: int = 16, activation: str = "tanh"):
         self.depth, self.width, self.activation = depth, width, activation

@@ -298,3 +298,46 @@ def test_a_user_model_group_trains_each_member_as_it_would_alone(user, tmp_path)
                 assert r.data.metrics[m] == pytest.approx(alone.data.metrics[m], rel=1e-9, abs=0)
             if r.data.params["patience"] == "20":
                 assert r.data.metrics["epochs_run"] < 400  # it stopped early, as alone
+
+
+SUBCLASS = '''
+from sweeper.models import MLPNet
+
+class Shifted(MLPNet):
+    """The MLP with its output shifted by one: its own forward, so sweeper's fused kernels are not it."""
+    def forward(self, xp, params, X):
+        out, cache = super().forward(xp, params, X)
+        return out + 1.0, cache
+'''
+
+
+def test_the_system_asks_the_model_what_it_offers(tmp_path, monkeypatch):
+    """sweeper's MLP declares its fast path, top-level keys and linear form like any model would; a subclass that
+    changes its forward declares nothing and trains through the interface; nothing outside models/ names the MLP."""
+    import re
+
+    from sweeper.models import interface
+
+    user_folder(tmp_path, monkeypatch, {"shifted.py": SUBCLASS})
+    mlp = interface.offer(None)
+    assert mlp.fast_path and mlp.top_level == ("depth", "width", "activation") and mlp.linear == (("depth", 0),)
+    assert interface.offer({"_target_": "sweeper.models.mlp_net:MLPNet"}) == interface.Offer(
+        "sweeper.models.mlp_net:MLPNet", False, True, mlp.top_level, mlp.linear)
+    sub = interface.offer({"_target_": "shifted.Shifted", "depth": 1})
+    assert not sub.fast_path and not sub.top_level and sub.kind == "model"
+    assert interface.offer({"_target_": "nowhere.Net"}, quiet=True) == interface.Offer("nowhere.Net")
+    from omegaconf import OmegaConf
+
+    from sweeper.models import build
+
+    base = {"seed": 0, "dtype": "float64", "depth": 1, "width": 4, "activation": "tanh", "weight_decay": 0.0}
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    fused = build(OmegaConf.create(base), 3, "regression", resolve("cpu"))  # no model section: the MLP's own kernels
+    own = build(OmegaConf.create({**base, "model": {"_target_": "shifted.Shifted", "width": 4}}), 3, "regression",
+                resolve("cpu"))
+    assert isinstance(own, Interfaced) and not isinstance(fused, Interfaced)
+    np.testing.assert_allclose(own.output(X), fused.predict(X) + 1.0, rtol=1e-12)  # its own forward, not the kernel
+    named = [f"{p.relative_to(ROOT)}:{i}" for folder in ("sweeper", "plugins") for p in (ROOT / folder).rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"MLPNet|is_mlp\(|MLP_TARGET|\"sweeper\.models\.", line)]
+    assert named == []  # the places outside models/ that name the MLP (11 in 9 files before issue 53)

@@ -134,7 +134,6 @@ TOP_LEVEL: dict[str, Rule] = {
 }
 
 # The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface has its own: model.*).
-MLP_KEYS = ("depth", "width", "activation")
 
 
 def _baselines(value: Any) -> bool:

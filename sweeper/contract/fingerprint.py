@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256
 from sweeper.base.state import digest
-from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS, MLP_KEYS, NOT_FINGERPRINTED
+from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS, NOT_FINGERPRINTED
 
 
 def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
@@ -23,12 +23,12 @@ def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
     drew its split with its ``seed``, so it is the run of ``data.split_seed=seed`` and keeps its fingerprint
     (resume, ``conf/best`` pins); ``seed=3`` with the default ``data.split_seed=0`` is another split, another hash."""
     kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
-    from sweeper.models.interface import is_mlp
+    from sweeper.models.interface import offer, top_level_keys
 
-    if is_mlp(kept.get("model")):  # sweeper's MLP: its hyperparameters are the top-level keys (runs from before the
-        kept.pop("model", None)  # model group keep their fingerprint)
-    else:  # a model of the interface: its import path and hyperparameters; the MLP's keys do not apply
-        kept = {k: v for k, v in kept.items() if k not in MLP_KEYS}  # and model.check is no hyperparameter:
+    if offer(kept.get("model"), quiet=True).top_level:  # its hyperparameters are the top-level keys (sweeper's MLP:
+        kept.pop("model", None)  # runs from before the model group keep their fingerprint)
+    else:  # a model of the interface: its import path and hyperparameters; the default model's keys do not apply
+        kept = {k: v for k, v in kept.items() if k not in top_level_keys()}  # and model.check is no hyperparameter:
         kept["model"] = {k: v for k, v in kept["model"].items() if k != "check"}
     if isinstance(kept.get("data"), Mapping):
         d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}

@@ -10,8 +10,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from sweeper.models.interface import (MLP_TARGET, ModelError, check_class, check_trainer, is_mlp, is_trainer,
-                                      load_target, split)
+from sweeper import CONF_DIR
+from sweeper.models.interface import ModelError, check_class, check_trainer, is_trainer, load_target, offer, split
 
 
 def check_model(model: Any, cfg: Any = None) -> None:
@@ -33,15 +33,17 @@ def _check_section(model: Any) -> None:
     if not isinstance(model, Mapping) and not OmegaConf.is_dict(model):
         raise ModelError(f"model={model} is not allowed: expected a model section with _target_ (model=mlp, or "
                          "model._target_=my_nets.Net)")
-    if is_mlp(model):
+    offers = offer(model)
+    if offers.top_level:  # its hyperparameters are top-level keys (sweeper's MLP): its section holds nothing else
         extra = sorted(k for k in model if k != "_target_")
-        if "check" in extra:
+        if "check" in extra and offers.fast_path:
             raise ModelError(f"model.check={model['check']} is not allowed with sweeper's MLP: its gradients are "
                              "sweeper's own (held to finite differences by its test suite); model.check applies to "
                              "a model of yours")
         if extra:
-            raise ModelError(f"model.{extra[0]} is not a key of sweeper's MLP: its hyperparameters are the top-level "
-                             "depth, width and activation (write depth=2, not model.depth=2)")
+            top = offers.top_level
+            raise ModelError(f"model.{extra[0]} is not a key of {_named(offers)}: its hyperparameters are the top-level "
+                             f"{', '.join(top)} (write {top[0]}=VALUE, not model.{top[0]}=VALUE)")
         return
     path, kwargs = split(model)
     target = load_target(path)
@@ -81,9 +83,9 @@ def reach(cfg: Any) -> None:
         return
     if folder not in sys.path and Path(folder).is_dir():
         sys.path.append(str(folder))
-    want = pins.get("model_source")
+    want = pins.get("model_source")  # a pin of sweeper's own model has none
     model = cfg.get("model")
-    if not want or model is None or is_mlp(model):
+    if not want or model is None:
         return
     from sweeper.models.interface import source_digest
 
@@ -125,11 +127,11 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
     model of ``model`` would ignore: the MLP's hyperparameters (depth, width, activation) with another model, and
     sweeper's training-loop keys with a function trainer whose signature does not name them. None: every key set
     does something."""
-    from sweeper.models.interface import hyperparameters
+    from sweeper.models.interface import top_level_keys
 
-    if is_mlp(model):
+    if offer(model).top_level:
         return None
-    mlp_keys = tuple(hyperparameters(load_target(MLP_TARGET)))  # the MLP's own: the top-level depth, width, activation
+    mlp_keys = top_level_keys()  # the default model's own (sweeper's MLP: depth, width, activation)
     path, _ = split(model)
     target = load_target(path)
     defaults = top_defaults()
@@ -137,8 +139,8 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
     for k in changed:
         if k in mlp_keys:
             own = ", ".join(f"model.{n}" for n in _own_names(target)) or "none"
-            return (f"{k}={cfg[k]} does nothing with {path}: depth, width and activation are sweeper's MLP's "
-                    f"hyperparameters; {path}'s are {own} (model.NAME=VALUE)")
+            return (f"{k}={cfg[k]} does nothing with {path}: {', '.join(mlp_keys[:-1])} and {mlp_keys[-1]} are "
+                    f"{_named(offer(None))}'s hyperparameters; {path}'s are {own} (model.NAME=VALUE)")
     if not is_trainer(target):
         return None
     takes = trainer_keys(target)
@@ -164,10 +166,13 @@ def _same(value: Any, default: Any) -> bool:
 @functools.cache
 def top_defaults() -> dict[str, Any]:
     """conf/config.yaml's top-level values (the defaults a command line changes)."""
-    from sweeper import CONF_DIR
-
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
     return {k: cfg[k] for k in cfg if k not in ("defaults", "hydra") and not OmegaConf.is_config(cfg[k])}
+
+
+def _named(offers: Any) -> str:
+    """A model in words: sweeper's MLP (a model with sweeper's own kernels), else its import path."""
+    return "sweeper's MLP" if offers.fast_path else offers.path
 
 
 def gradient_check(model: Any, n_in: int, n_out: int, task: str) -> tuple[str | None, dict[str, str]]:
@@ -209,7 +214,7 @@ def check_command(path: str, kwargs: dict[str, Any]) -> str:
 # The model section's own keys (beside a model's hyperparameters, model.<name>): key -> (default, allowed, meaning);
 # python -m sweeper --help and the configuration reference show them.
 MODEL_KEYS = {
-    "_target_": (MLP_TARGET, "an import path (module.Name or module:Name)",
+    "_target_": (str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]), "an import path (module.Name or module:Name)",
                  "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, activation), "
                  "a class of yours with init/forward/backward (model.<name>: its constructor's keyword arguments), or "
                  "a function trainer fit(data, report, *, lr, epochs, seed, ...)"),

@@ -19,7 +19,7 @@ import yaml
 from omegaconf import DictConfig
 
 from sweeper import CONF_DIR, ROOT
-from sweeper.contract.config import MLP_KEYS, NOT_FINGERPRINTED, TOP_LEVEL
+from sweeper.contract.config import NOT_FINGERPRINTED, TOP_LEVEL
 from sweeper.job.metrics import LOWER_IS_BETTER
 from sweeper.base.fmt import cell, parse_param  # noqa: F401  (parse_param: the pins' reader)
 
@@ -129,9 +129,11 @@ def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
         data["path"] = "${sweeper_root:}/" + Path(data["path"]).relative_to(ROOT).as_posix()
     cfg["data"] = data
     model = {k[len("model."):]: parse_param(v) for k, v in params.items() if k.startswith("model.")}
-    if model:  # a model of the interface: its import path and hyperparameters (the MLP's keys do not apply)
+    if model:  # a model of the interface: its import path and hyperparameters (the default model's keys do not apply)
+        from sweeper.models.interface import top_level_keys
+
         model["_target_"] = params["model._target_"]
-        cfg = {k: v for k, v in cfg.items() if k not in MLP_KEYS}
+        cfg = {k: v for k, v in cfg.items() if k not in top_level_keys()}
         cfg["model"] = {"_target_": model.pop("_target_"), **model}
     return cfg
 

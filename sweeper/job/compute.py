@@ -97,9 +97,9 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
 def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
     """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the estimate of
     :func:`config_bytes` against the machine's physical memory (the GPU's, on a GPU)."""
-    from sweeper.models.interface import is_mlp
+    from sweeper.models.interface import offer
 
-    if not is_mlp(cfg.get("model") if hasattr(cfg, "get") else None):
+    if not offer(cfg.get("model") if hasattr(cfg, "get") else None).fast_path:
         return None  # a model of the interface: its size is its own (no estimate before it trains)
     need = config_bytes(cfg, dataset)
     try:

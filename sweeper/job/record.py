@@ -296,9 +296,9 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
         if cfg.tracking.log_model and (out.params or out.param_names or out.predict is not None):
             from sweeper.tracking import pyfunc
 
-            from sweeper.models.interface import is_mlp
+            from sweeper.models.interface import offer
 
-            user = None if is_mlp(plain.get("model")) else plain["model"]
+            user = None if offer(plain.get("model")).fast_path else plain["model"]  # sweeper's own portable model
             models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
                                           dataset.test_inputs(), out.test_pred, plain["data"], user, out.param_names,
                                           out.predict)

@@ -171,10 +171,11 @@ def _worth(jobs: list[Job]) -> bool:
 
 
 def _mlp_dense(cfg: dict[str, Any]) -> bool:
-    """sweeper's MLP on dense data: its groups may pack with groups of other shapes (sweeper.sweep.packing)."""
-    from sweeper.models.interface import is_mlp
+    """A model of sweeper's own kernels (the MLP) on dense data: its groups may pack with groups of other shapes
+    (sweeper.sweep.packing)."""
+    from sweeper.models.interface import offer
 
-    return is_mlp(cfg.get("model")) and not split_features(cfg)
+    return offer(cfg.get("model")).fast_path and not split_features(cfg)
 
 
 def _own_loop(cfg: dict[str, Any]) -> bool:

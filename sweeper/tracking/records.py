@@ -75,12 +75,11 @@ NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch", "model.check", "baselin
 def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A run's config as (params: the hyperparameters and the data node, flattened; tags: the tracking, resume
     and sync settings, ``config.<key>``)."""
-    from sweeper.contract.config import MLP_KEYS
-    from sweeper.models.interface import is_mlp
+    from sweeper.models.interface import offer, top_level_keys
 
-    # sweeper's MLP: its hyperparameters are the top-level keys (its model section adds nothing, as before the
-    # model group); a model of the interface: model._target_ and model.<name>, and the MLP's keys do not apply
-    skip = ("model.",) if is_mlp(plain.get("model")) else MLP_KEYS
+    # a model whose hyperparameters are the top-level keys (sweeper's MLP): its model section adds nothing, as before
+    # the model group; a model of the interface: model._target_ and model.<name>, and the default model's keys do not
+    skip = ("model.",) if offer(plain.get("model"), quiet=True).top_level else top_level_keys()
     flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
     if not params.get("data.folds", 1):  # data.folds=0 (one split, the default): the params of a run from before folds

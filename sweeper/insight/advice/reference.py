@@ -69,9 +69,13 @@ def reference(s: Sweep, baselines: dict[str, dict[str, float]]) -> list[Finding]
 
 
 def _linear(s: Sweep) -> str:
-    """The linear model in the sweep's own terms: sweeper's MLP at depth=0, else (a model of yours, a function trainer)
-    the reference itself."""
-    return "the linear model (depth=0)" if any("depth" in r["params"] for r in s.records) else "the linear reference"
+    """The linear model in the sweep's own terms, as its model offers one (sweeper's MLP: depth=0); else (a model of
+    yours, a function trainer) the reference itself."""
+    from sweeper.models.interface import offer
+
+    path = next((p for r in s.records if (p := r["params"].get("model._target_"))), None)
+    linear = offer({"_target_": path} if path else None, quiet=True).linear
+    return f"the linear model ({', '.join(f'{k}={v}' for k, v in linear)})" if linear else "the linear reference"
 
 
 def skipped_lines(tags: dict[str, Any]) -> list[str]:
