@@ -124,7 +124,7 @@ def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(ser
     assert row[:3] == ["diabetes", "1", "2"]  # one sweep, two runs
     listing = runs("--experiment", "diabetes")
     row = next(line.split() for line in listing.splitlines() if line.startswith(parent["info"]["run_id"]))
-    assert row[3:6] == ["2", "2", "0"]  # jobs, finished, failed
+    assert row[row.index("mlp"):][:4] == ["mlp", "2", "2", "0"]  # model, jobs, finished, failed
     assert "best_val_mse=" in listing
     bad = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], "--experiment", "nope"],
                          capture_output=True, text=True)
