@@ -34,7 +34,7 @@ def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1
         net = instantiate(model_cfg)
         host = init_host(net, n_features, n_outputs, cfg.seed, cfg.dtype, str(model_cfg["_target_"]))
         return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in host.items()}, task,
-                          getattr(cfg, "weight_decay", 0.0))
+                          getattr(cfg, "weight_decay", 0.0), n_outputs)
     sizes = layer_sizes(n_features, cfg.depth, cfg.width, n_outputs)
     host = init_params(sizes, cfg.activation, cfg.seed, cfg.dtype)
     return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task,

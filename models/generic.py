@@ -38,12 +38,37 @@ def init_host(net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str 
         raise ModelError(f"{path}.init returned a value that is not an array of numbers ({e})") from None
 
 
+def footprint(net: Any, n_in: int, n_out: int, X: np.ndarray, seed: int, dtype: str, path: str = "the model") -> tuple[int, int]:
+    """What a model of the interface holds, measured rather than assumed: the bytes of the parameters ``init`` draws,
+    and the bytes per row of one ``forward`` on the few rows of ``X`` (its output and the arrays its cache keeps,
+    not counting the parameters themselves): ``(parameter bytes, activation bytes per row)``."""
+    params = init_host(net, n_in, n_out, seed, dtype, path)
+    out, cache = net.forward(np, params, np.asarray(X, dtype=dtype))
+    own = {id(p) for p in params.values()}
+    seen: set[int] = set()
+
+    def size(obj: Any, depth: int = 0) -> int:
+        if id(obj) in seen or depth > 4:
+            return 0
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            return 0 if id(obj) in own or id(obj.base) in own else obj.nbytes
+        if isinstance(obj, dict):
+            obj = list(obj.values())
+        if isinstance(obj, (list, tuple)):
+            return sum(size(o, depth + 1) for o in obj)
+        return 0
+
+    return sum(p.nbytes for p in params.values()), -(-size((out, cache)) // max(1, len(X)))
+
+
 class Interfaced:
     """A model object (``net``) with its parameters on the device, in the shape :func:`models.train.train` and
     :func:`sweeper.job.compute.evaluate` use (``packed``, ``params``, ``predict``, ``loss``)."""
 
-    def __init__(self, xp: Any, net: Any, params: dict[str, Any], task: str, weight_decay: float = 0.0):
-        self.xp, self.net, self.task, self.weight_decay = xp, net, task, weight_decay
+    def __init__(self, xp: Any, net: Any, params: dict[str, Any], task: str, weight_decay: float = 0.0,
+                 n_out: int | None = None):
+        self.xp, self.net, self.task, self.weight_decay, self.n_out = xp, net, task, weight_decay, n_out
         self.names = list(params)
         self.dict = params
         self.packed = [params[k] for k in self.names]  # trained in place: the dict sees every update
@@ -54,14 +79,24 @@ class Interfaced:
 
     def output(self, X: Any) -> Any:
         out, _ = self.net.forward(self.xp, self.dict, X)
-        return out
+        return self.shaped(out, X, "forward")
 
     def predict(self, X: Any) -> Any:
         """The task's prediction (n, k): the model's own ``predict`` hook when it has one, else sweeper's link."""
         own = getattr(self.net, "predict", None)
         if callable(own):
-            return own(self.xp, self.dict, X)
+            return self.shaped(own(self.xp, self.dict, X), X, "predict")
         return losses.output(self.xp, self.task, self.output(X))
+
+    def shaped(self, out: Any, X: Any, method: str) -> Any:
+        """``out`` when it is ``(n, n_out)`` for ``n`` rows of ``X``; else one line naming it as ``python -m
+        sweeper.check`` does (a wrong shape otherwise broadcasts into a NumPy error, or a silently wrong loss)."""
+        want = (X.shape[0], self.n_out)
+        if self.n_out is not None and tuple(getattr(out, "shape", ())) != want:
+            raise ModelError(f"{type(self.net).__name__}.{method} gave out of shape {tuple(getattr(out, 'shape', ()))}, "
+                             f"expected {want} (n_out={self.n_out}: one row per input row, one column per output; "
+                             "python -m sweeper.check names the same)")
+        return out
 
     def loss(self, X: Any, y: Any) -> Any:
         return losses.loss(self.xp, self.task, self.output(X), y)
@@ -124,7 +159,7 @@ class Step:
         self.backward_and_update()
 
     def warm_up(self) -> None:
-        self.forward()
+        self.m.shaped(self.forward(), self.X, "forward")  # before its loss broadcasts a wrong shape
         self.loss()
         if hasattr(self, "G"):
             self.gradients()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.models.generic import init_host
-from sweeper.models.interface import ModelError, instantiate, source_digest, split
+from sweeper.models.interface import ModelError, UserCodeError, call_user, instantiate, source_digest, split
 
 N_ROWS = 6
 FD_EPS = 1e-6
@@ -157,7 +157,10 @@ def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
     file = _cache_file(digest, k) if digest else None
     got = _read(file) if file else None
     if got is None:
-        got = check_gradients(net, n_in, n_out, split(model_cfg)[0])
+        try:  # a model that would end the process (sys.exit, os._exit, its own KeyboardInterrupt): its problem
+            got = call_user(check_gradients, net, n_in, n_out, split(model_cfg)[0])
+        except UserCodeError as e:
+            got = GradientCheck(n_in=n_in, n_out=n_out, problem=str(e))
         if file:
             _write(file, got)
     CHECKED[k] = got

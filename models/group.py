@@ -109,6 +109,6 @@ def _stacked(backend: Any, cfg0: dict[str, Any], shape: Shape, heads: Sequence[d
 
     def model_of(member_params: dict[str, np.ndarray]) -> Interfaced:
         return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in member_params.items()}, task,
-                          opt.weight_decay)
+                          opt.weight_decay, n_out)
 
     return fit, h2d, [model_of] * len(heads)

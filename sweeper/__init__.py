@@ -76,7 +76,7 @@ if sys.argv[:1] == ["-m"]:
 
 # The Python API (sweeper.api): ``sweeper.multirun([...])``, ``sweeper.run([...])``. Imported on first use, so
 # that ``import sweeper`` stays as light as the commands need it (tests/test_startup.py).
-_API = ("multirun", "run", "SweepResult", "RunResult")
+_API = ("multirun", "run", "SweepResult", "RunResult", "SweepFailed")
 
 
 def __getattr__(name: str):  # noqa: ANN202  (PEP 562)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,20 +106,31 @@ class RunResult:
         return load_model(self.model_uri, self.tracking_uri)
 
 
+class SweepFailed(RuntimeError):
+    """What :func:`multirun` raises for a sweep that failed — the command line would exit non-zero: no run
+    FINISHED, or a run crashed or could not be recorded. Its message is one line; ``result`` is the sweep's
+    :class:`SweepResult` (its parent's status and counts, as the store holds them)."""
+
+    def __init__(self, message: str, result: SweepResult | None = None):
+        super().__init__(message)
+        self.result = result
+
+
 def multirun(overrides: Sequence[str]) -> SweepResult:
     """Run the sweep ``python -m sweeper -m OVERRIDES`` in this process and return its result.
 
     ``overrides``: the command line's arguments after ``-m``, one a string (``"lr=0.001,0.005"``,
     ``"+sweep=optuna"``, ``"hydra/launcher=joblib"``, ``"hydra.sweep.dir=..."``). Progress and the summary are
     printed on this process's stdout, as on the command line. Raises ValueError (the command line's one-line
-    message) for bad input, before anything is written to the store."""
+    message) for bad input, before anything is written to the store, and :class:`SweepFailed` (its ``result``
+    attached) for a sweep that failed."""
     args = _checked(overrides, sweep=True)
     with _session(["-m", *args]):
         from sweeper.sweep import callbacks
         from sweeper.tracking import writer
 
         writer.prestart(["-m", *args])  # as the command line: a long sweep's writer imports MLflow meanwhile
-        code = 0
+        code, error = 0, None
         try:
             _hydra().multirun(config_name="config", task_function=sweep_job,
                               overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"])
@@ -126,10 +138,36 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
             raise _refused(e) from None
         except SystemExit as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
             code = e.code if isinstance(e.code, int) else 1
+        except Exception as e:  # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
+            code, error = 1, e
         config = callbacks.CURRENT["sweep"]
+        if config is None and error is not None:  # before the sweep began (Hydra's own error): as it was raised
+            raise error
         if config is None:
-            raise RuntimeError("the sweep did not start (Hydra called no multirun callback)")
-        return _results(Path(str(config.hydra.sweep.dir)).absolute(), code)
+            raise SweepFailed("the sweep did not start (Hydra called no multirun callback)")
+        sweep_dir = Path(str(config.hydra.sweep.dir)).absolute()
+        if error is not None:
+            from sweeper.sweep import life
+
+            life.finish(sweep_dir)
+        result = _results(sweep_dir, code)
+        if code:
+            raise SweepFailed(_failure(result, error), result) from error
+        return result
+
+
+def _said(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+
+
+def _failure(result: SweepResult, error: BaseException | None) -> str:
+    """A failed sweep in one line: its counts and parent as the store holds them, and why."""
+    counts = ", ".join(f"{v} {k.removeprefix('n_')}" for k, v in result.counts.items() if v) or "no run"
+    board = result.leaderboard
+    reasons = [r for r in (board["reason"] if "reason" in board else []) if isinstance(r, str) and r]
+    why = f"; {_said(error)}" if error is not None else f"; the first: {reasons[0]}" if reasons else ""
+    return (f"the sweep failed ({counts}; parent run {result.parent_run_id} {result.status}){why}: its leaderboard "
+            "says why each run failed (this error's .result.leaderboard)")
 
 
 def run(overrides: Sequence[str] = ()) -> RunResult:
@@ -247,10 +285,29 @@ def _mode(args: list[str], mode: str) -> list[str]:
     return [*args] if any(a.lstrip("+").startswith("hydra.mode=") for a in args) else [*args, f"hydra.mode={mode}"]
 
 
+_ONE_AT_A_TIME = threading.Lock()  # Hydra's global state and sweeper's per-process state hold one sweep at a time
+_CALLER: list[int] = []  # the thread whose call holds it
+
+
 @contextmanager
 def _session(args: list[str]) -> Iterator[None]:
     """One call: state reset before and after; Ctrl-C and SIGTERM stop training threads as on the command line (the
-    caller's own handlers back afterwards); an interruption closes the runs (KILLED) and is raised on."""
+    caller's own handlers back afterwards); an interruption closes the runs (KILLED) and is raised on. Calls from
+    several threads run one after another; a call from inside a call (a model's code) is refused."""
+    if _CALLER == [threading.get_ident()]:
+        raise RuntimeError("sweeper.multirun/run was called while a sweep of this same thread runs (from a model's "
+                           "or a callback's code): one sweep at a time a process; call it after this one returns")
+    with _ONE_AT_A_TIME:
+        _CALLER[:] = [threading.get_ident()]
+        try:
+            with _one(args):
+                yield
+        finally:
+            _CALLER.clear()
+
+
+@contextmanager
+def _one(args: list[str]) -> Iterator[None]:
     reset()
     handlers = stop.install()
     try:
@@ -284,8 +341,9 @@ def reset() -> None:
     for name in ("sweeper.tracking.writer", "sweeper.insight.plots"):
         if name in mods:
             mods[name].stop()
-    from sweeper.base import state
+    from sweeper.base import process, state
 
+    process.release_all()  # the sweep folders' locks (the command line holds its one until it exits)
     state.begin()
     if "sweeper.sweep.callbacks" in mods:
         mods["sweeper.sweep.callbacks"].CURRENT.update(sweep=None, job=None, since=None)
@@ -298,7 +356,7 @@ def _results(sweep_dir: Path, code: int) -> SweepResult:
 
     parents = _state(sweep_dir)["parents"]
     if not parents:
-        raise RuntimeError(f"sweep {sweep_dir} created no parent run")
+        raise SweepFailed(f"sweep {sweep_dir} created no parent run")
     results = [_parent_result(p, sweep_dir, code) for p in parents]
     results[0].also = results[1:]
     return results[0]

@@ -19,7 +19,7 @@ import numpy as np
 
 from sweeper.models import gradcheck
 from sweeper.models.gradcheck import FD_RTOL, N_ROWS
-from sweeper.models.interface import ModelError, check_class, load_target
+from sweeper.models.interface import ModelError, UserCodeError, call_user, check_class, load_target
 
 N_IN = 5
 
@@ -126,7 +126,10 @@ def check_model(target: Any, **hyperparameters: Any) -> list[Check]:
     ``target`` is a class or an import path (``my_nets:TwoLayerNet`` or ``my_nets.TwoLayerNet``)."""
     path = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
     cls = load_target(path) if isinstance(target, str) else target
-    checks = run_checks(cls, path, hyperparameters)
+    try:
+        checks = call_user(run_checks, cls, path, hyperparameters)
+    except UserCodeError as e:
+        raise AssertionError(f"{path}: {e}") from None
     failed = [c for c in checks if c.ok is False]
     if failed:
         raise AssertionError(f"{path}: {failed[0].name}: {failed[0].detail}")
@@ -157,10 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         kwargs[key.removeprefix("model.")] = _value(value)
     try:
         cls = load_target(path, key="the model")
-        checks = run_checks(cls, path, kwargs)
+        checks = call_user(run_checks, cls, path, kwargs)  # a model that would end this process: one line, exit 1
     except ModelError as e:
         print(f"sweeper.check: error: {e}", file=sys.stderr)
         return 2
+    except UserCodeError as e:
+        print(f"sweeper.check: FAIL {path}: {e}", file=sys.stderr)
+        return 1
     for c in checks:
         mark = {True: "ok  ", False: "FAIL", None: "note"}[c.ok]
         print(f"{mark}  {c.name}: {c.detail}")
@@ -171,4 +177,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sweeper import main_exit
+
+    main_exit(main)  # Ctrl-C through sweeper's handler: told apart from a model's own KeyboardInterrupt

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     try:
-        tracking.check_database(args.tracking_uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store there
+        tracking.check_readable(args.tracking_uri)  # MLflow would create an empty store there, or wait minutes for a server
         c = tracking.client(args.tracking_uri)
         if args.experiment is None:
             rows = overview(c)

@@ -60,6 +60,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_STRICT_LEDGER": ("a file path (test-only: the strict stand-in's counts, appended at exit)", ANY),
     "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
     "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
+    "SWEEPER_OOM_COUNTER": ("a file holding the host's out-of-memory kill count (test-only: /proc/vmstat's)", ANY),
     "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
     "SWEEPER_BEST_DIR": ("a folder of pinned files for tests/test_best.py (as its --best-dir)", ANY),
 }

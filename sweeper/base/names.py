@@ -9,6 +9,7 @@ from sweeper.base.fmt import text_cell
 from sweeper.base.hydra_internals import BASIC_SWEEPER  # noqa: F401  (the basic sweeper's _target_)
 
 RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
+ERROR_FILE = "error.txt"  # a failed run's whole traceback, in its folder and among its artifacts
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep folder
 # A parent run's tag: what started its sweep, when not the command line ("python": sweeper.multirun). The advisor's

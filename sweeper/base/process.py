@@ -145,6 +145,12 @@ def release(path: Path) -> None:
         f.close()  # type: ignore[attr-defined]
 
 
+def release_all() -> None:
+    """Let go of every lock :func:`hold` took in this process (the Python API, as each sweep ends)."""
+    for key in list(_HELD):
+        release(Path(key))
+
+
 # A running run's heartbeat: the tag ``heartbeat`` = "<unix time> <interval s>", refreshed every interval while
 # its job trains (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
 HEARTBEAT = "heartbeat"
@@ -191,17 +197,18 @@ def trim_heap() -> None:
 _WATCHED: list[int] = []  # the parent pid this process watches (once a process)
 
 
-def exit_with_parent(interval: float = 0.5) -> None:
-    """In a worker process of another library's pool (joblib's loky, which Hydra's joblib launcher uses): end this
-    process once its parent is gone. A ``kill -9`` of the sweep otherwise left its workers training on, holding the
-    caller's stdout open (a script reading the sweep's output never saw it end). A daemon thread; once a process;
+def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
+    """In a worker process (sweeper's CPU workers, joblib's loky, which Hydra's joblib launcher uses) or a helper
+    process of the sweep (``helper``: the painter): end this process, quietly, once its parent is gone. A ``kill -9``
+    of the sweep otherwise left its workers training on, holding the caller's stdout open (a script reading the
+    sweep's output never saw it end), then printing BrokenPipeError tracebacks. A daemon thread; once a process;
     nothing in the launching process itself."""
     import multiprocessing
     import threading
     import time
 
     worker = multiprocessing.parent_process() is not None or "Loky" in multiprocessing.current_process().name
-    if _WATCHED or not worker:
+    if _WATCHED or not (worker or helper):
         return
     parent = os.getppid()
     _WATCHED.append(parent)
@@ -212,3 +219,45 @@ def exit_with_parent(interval: float = 0.5) -> None:
         os._exit(1)  # the parent went: nobody records what this worker would finish
 
     threading.Thread(target=watch, name="sweeper-parent-watch", daemon=True).start()
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended on this host since it started (``oom_kill`` of
+    ``/proc/vmstat``, cgroup limits included; ``SWEEPER_OOM_COUNTER``: a file holding that count instead, for tests);
+    None where it cannot be read."""
+    path = os.environ.get("SWEEPER_OOM_COUNTER") or "/proc/vmstat"
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.rpartition(" ")
+        if key in ("oom_kill", "") and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def memory_limit() -> tuple[int, str] | None:
+    """The memory this process may use, and what bounds it: the machine's physical memory, or less where a cgroup
+    (a container's limit) or ``ulimit -v`` (RLIMIT_AS) sets less; None where none can be read."""
+    found: list[tuple[int, str]] = []
+    try:
+        found.append((os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit() and int(value) < 1 << 60:
+            found.append((int(value), "this container's memory limit (cgroup)"))
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            found.append((soft, "this process's address-space limit (ulimit -v)"))
+    except (ImportError, ValueError, OSError):
+        pass
+    return min(found) if found else None

@@ -36,6 +36,8 @@ class SweepState:
     new_run_dir: Path | None = None
     # the SHA-256 of each data file the sweep's fingerprints read (:func:`digest`), by its (device, inode, size, mtime)
     digests: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
+    # the failures whose traceback was printed (sweeper.job.record): once each, then the run's line only
+    errors_said: set[str] = field(default_factory=set)
 
 
 _current = SweepState()

@@ -192,10 +192,11 @@ class Painter:
 
     def close(self) -> None:
         if self.proc is not None:
-            try:
-                self.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
+            for pipe in (self.proc.stdin, self.proc.stdout):  # both: a process calling sweeps (the Python API) keeps
+                try:  # no pipe of an earlier sweep's painter open
+                    pipe.close()
+                except (OSError, ValueError):
+                    pass
             self.proc = None
 
 
@@ -223,6 +224,9 @@ def serve() -> None:
     ~30 ms more: fonts, the log axes' mathtext), then draw each request of stdin until it closes."""
     import io
 
+    from sweeper.base.process import exit_with_parent
+
+    exit_with_parent(helper=True)  # the launching process killed (kill -9): this one ends with it, quietly
     import matplotlib
 
     matplotlib.use("Agg")

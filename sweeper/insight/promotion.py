@@ -330,7 +330,7 @@ def _checked_name(experiment: str, top: Any, rtol: Any, name: str | None, out_di
 def _open_candidates(uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> tuple[Any, list]:
     """The store's client and the experiment's candidate runs; a store that is not there, or fails, is one line."""
     try:
-        tracking.check_database(uri, existing=True, key="--tracking-uri")  # MLflow would create an empty store at a mistyped path
+        tracking.check_readable(uri)  # MLflow would create an empty store at a mistyped path, or wait minutes for a server
     except tracking.TrackingError as e:
         raise PromoteError(str(e)) from None
     try:

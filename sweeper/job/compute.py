@@ -55,6 +55,7 @@ class Outcome:
     # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)  # what the run's tags add (a function trainer's stop)
+    error: str | None = None  # a failure's whole traceback (the run's error file), when an exception was its reason
 
 
 
@@ -94,29 +95,80 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
     return group_bytes(1, n, n_val, sizes, itemsize, True, Optimizer.from_config(cfg).copies, nnz) + weights * itemsize
 
 
+PROBE_ROWS = 4  # the rows of the forward pass that measures a model of the interface's activations
+_FOOTPRINTS: dict[str, tuple[int, int] | None] = {}  # a model shape's (parameter bytes, activation bytes a row)
+
+
+def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
+    """Memory a model of the interface holds while one configuration trains, from its own ``init`` and a forward
+    pass on :data:`PROBE_ROWS` rows (once per model shape in this process, :func:`sweeper.models.generic.footprint`):
+    ``(total, parameter part, activation part)`` in bytes. Parameters count four times and once more per optimizer
+    copy (the host's draw, the device's, the gradients and their buffer); activations for the rows a step holds,
+    twice (the backward pass's arrays), plus the validation and test rows scored at the end. None when it cannot
+    be measured (its code raised: training then says so in its own words)."""
+    import json
+
+    from sweeper.models.generic import footprint
+    from sweeper.models.interface import call_user, instantiate
+
+    model = dict(cfg["model"])
+    key = json.dumps([model, dataset.n_features, dataset.n_outputs, cfg["dtype"]], sort_keys=True, default=str)
+    if key not in _FOOTPRINTS:
+        try:
+            X = dataset.X_train[:PROBE_ROWS]
+            _FOOTPRINTS[key] = call_user(footprint, instantiate(model), dataset.n_features, dataset.n_outputs,
+                                             X.toarray() if data.is_sparse(X) else X, cfg["seed"], cfg["dtype"],
+                                             str(model["_target_"]))
+        except Exception:  # noqa: BLE001  (its init or forward raised: its run says so as it trains)
+            _FOOTPRINTS[key] = None
+    found = _FOOTPRINTS[key]
+    if found is None:
+        return None
+    param, per_row = found
+    n, scored = dataset.X_train.shape[0], dataset.X_val.shape[0] + dataset.X_test.shape[0]
+    step = min(cfg["batch_size"], n) if cfg["batch_size"] else n
+    params = param * (4 + Optimizer.from_config(cfg).copies)
+    activations = per_row * (2 * step + max(n, scored))
+    return params + activations, params, activations
+
+
 def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
     """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the estimate of
-    :func:`config_bytes` against the machine's physical memory (the GPU's, on a GPU)."""
+    :func:`config_bytes` (sweeper's MLP) or :func:`model_bytes` (a model of the interface) against the memory this
+    process may use (:func:`sweeper.base.process.memory_limit`; the GPU's, on a GPU). A function trainer's loop is
+    its own: not estimated."""
+    from sweeper.base.process import memory_limit
     from sweeper.models.interface import offer
 
-    if not offer(cfg.get("model") if hasattr(cfg, "get") else None).fast_path:
-        return None  # a model of the interface: its size is its own (no estimate before it trains)
-    need = config_bytes(cfg, dataset)
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    offered = offer(model)
+    mlp = offered.fast_path
+    if offered.trainer:
+        return None
+    user = None if mlp else model_bytes(cfg, dataset)
+    if not mlp and user is None:
+        return None
+    need = config_bytes(cfg, dataset) if mlp else user[0]
     try:
         if backend.device == "gpu" and not backend.fake:
             have, where = int(backend.xp.cuda.Device().mem_info[1]), "the GPU's memory"
         else:
-            import os
-
-            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+            have, where = memory_limit() or (0, "")
     except (ValueError, OSError, AttributeError):
         return None
-    if need <= have:
+    if not have or need <= have:
         return None
     gib = 1 << 30
-    return (f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
-            f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
-            "expected a smaller depth or width, or dtype=float32")
+    if mlp:
+        return (f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
+                f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
+                "expected a smaller depth or width, or dtype=float32")
+    shown = " ".join(f"model.{k}={v}" for k, v in model.items() if k != "_target_")
+    return (f"model._target_={model['_target_']}{' ' + shown if shown else ''} dtype={cfg.dtype} needs about "
+            f"{need / gib:.1f} GiB to train (parameters with their gradients and optimizer state {user[1] / gib:.1f} "
+            f"GiB, activations {user[2] / gib:.1f} GiB: measured from its init and a forward pass on {PROBE_ROWS} "
+            f"rows), more than {where} ({have / gib:.1f} GiB): expected smaller hyperparameters, a batch_size, or "
+            "dtype=float32")
 
 
 def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:

@@ -52,7 +52,7 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
     curves, fold_curves = _curves(outcomes)
     if failed is not None:
         i, o = failed
-        return Outcome(scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves)
+        return Outcome(scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves, error=o.error)
     for key in first.scores:
         if not scored(key) or not all(key in o.scores for o in outcomes):
             continue

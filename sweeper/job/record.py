@@ -22,19 +22,22 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base import process, stop, yamltext
+from sweeper.base import process, state, stop, yamltext
 from sweeper.base.output import one_line
-from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, PRUNED_AT, RESULT_FILE, halving_setting,
-                                label)
+from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, ERROR_FILE, PRUNED_AT, RESULT_FILE,
+                                halving_setting, label)
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
 from sweeper.contract.fingerprint import content_tags, fingerprint
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
+from sweeper.models.interface import call_user, user_line, user_traceback
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
 
 log = logging.getLogger("sweeper")
+# what a single run reports as bad input (one line, exit 2: sweeper.job.task), raised on from its compute half
+REFUSALS = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
 
 
 def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
@@ -76,19 +79,21 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         tracked.sample_system()
     try:
         with stop.unmasked():  # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
-            out = computed.outcome if computed else _compute(cfg, dataset, backend)
+            # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit, its own
+            # KeyboardInterrupt are this run's failure (sweeper.models.interface.call_user)
+            out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
         _end_early(tracked, stop.reason(), opened.params, "KILLED")
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
-    except Exception as e:  # a bug or an exhausted device: the run is FAILED with the reason, not lost
-        reason = f"{type(e).__name__}: {e}"
-        _end_early(tracked, reason, opened.params, "FAILED")
-        _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
-        if ctx.sweep_dir is None:
+    except Exception as e:  # a bug, an exhausted device, the user's code: the run is FAILED with the reason, not lost
+        if ctx.sweep_dir is None and isinstance(e, REFUSALS):  # a single run's refusal: one line, exit 2
+            _end_early(tracked, user_line(e), opened.params, "FAILED")
             raise
-        log.exception("run %s failed", result["run_id"])
-        return result
+        reason = user_line(e)
+        error_file = _error_file(ctx, reason, user_traceback(e))
+        _end_early(tracked, reason, opened.params, "FAILED", [error_file] if error_file else [])
+        return _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
     out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
     if dataset.vectorizer is not None:  # text data: the fitted vocabulary's size (the hashing width)
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
@@ -287,6 +292,8 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
     files, models = [config_file, ctx.output_dir / CURVES_FILE], {}  # MLflow gets the whole curves too
     if dataset.report:  # a table's column report (docs/guide/tables.md)
         files.append(artifacts.columns_json(ctx.output_dir, dataset))
+    if out.error:  # a failure's traceback (a function trainer's, a group's that its user code ended)
+        files += [f for f in [_error_file(ctx, out.reason or "", out.error)] if f]
     if out.reason is None:
         files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
         if dataset.task == "multiclass":
@@ -299,21 +306,42 @@ def _keep(ctx: JobContext, cfg: DictConfig, plain: dict[str, Any], dataset: data
             from sweeper.models.interface import offer
 
             user = None if offer(plain.get("model")).fast_path else plain["model"]  # sweeper's own portable model
-            models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
-                                          dataset.test_inputs(), out.test_pred, plain["data"], user, out.param_names,
-                                          out.predict)
+            try:
+                models["model"] = pyfunc.save(ctx.output_dir / "model" / "model", out.params, dataset, cfg.activation,
+                                              dataset.test_inputs(), out.test_pred, plain["data"], user,
+                                              out.param_names, out.predict)
+            except pyfunc.NotSaved as e:  # a trainer's predict that cannot be pickled: FAILED, its metrics kept
+                out.reason = str(e)
     return files, models
 
 
-def _end_early(tracked: TrackedRun | None, reason: str, params: dict[str, Any], status: str) -> None:
+def _end_early(tracked: TrackedRun | None, reason: str, params: dict[str, Any], status: str,
+               files: list[Path] | None = None) -> None:
     """End a run that did not get to score (interrupted: KILLED; a bug: FAILED) with its params and system
-    metrics. A sweep's parent is closed by the launching process (sweeper.sweep.life.interrupted)."""
+    metrics (and ``files``: its error file). A sweep's parent is closed by the launching process
+    (sweeper.sweep.life.interrupted)."""
     if tracked is None:
         return
     try:
-        tracked.fail(reason, params, status)
+        tracked.fail(reason, params, status, files or [])
     except tracking.UNREACHABLE as e:  # result.json still says why; the report marks orphans later
         log.error("tracking.uri=%s failed at the end: %s", tracked.uri, tracking.first_line(e))
+
+
+def _error_file(ctx: JobContext, reason: str, detail: str) -> Path | None:
+    """A failed run's whole traceback: in its folder's error file (an artifact of the run), and on the terminal
+    once per distinct error a sweep (a grid of 20 runs that fail alike prints one traceback, and 20 job lines)."""
+    said = state.current().errors_said
+    if reason not in said:
+        said.add(reason)
+        log.error("%s; its traceback (printed once; each run that failed so keeps it in its %s):\n%s", reason,
+                  ERROR_FILE, detail.rstrip())
+    path = ctx.output_dir / ERROR_FILE
+    try:
+        path.write_text(detail)
+    except OSError:  # its folder gone: the run's line says why it failed all the same
+        return None
+    return path
 
 
 def _tracking_failed(e: BaseException, ctx: JobContext, uri: str, when: str) -> str:
@@ -378,8 +406,8 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
                 "model_batched": "false: a function trainer runs its own loop, one configuration a call",
                 **({} if plain["device"] == "cpu" else
                    {"model_logged": "false: a GPU run's predict holds device arrays (a CPU run's is logged)"})}
-    if computed is not None:
-        batched = "true: stacked with its group (proven by broadcasting)"
+    if computed is not None:  # a group's member (one that failed as a whole says so)
+        batched = computed.tags.get("model_batched") or "true: stacked with its group (proven by broadcasting)"
     else:
         reason = stacked.why_not(plain) or stacked.VERDICTS.get(
             stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task))

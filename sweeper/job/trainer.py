@@ -35,7 +35,7 @@ from sweeper import data
 from sweeper.job import metrics
 from sweeper.job.compute import DEFINED, Outcome, loss_unit
 from sweeper.contract.model import trainer_keys
-from sweeper.models.interface import load_target, split
+from sweeper.models.interface import load_target, split, user_line, user_traceback
 
 log = logging.getLogger("sweeper")
 
@@ -117,10 +117,9 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | N
     t0 = backend.clock()
     try:
         predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **own, **kwargs)
-    except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what)
-        first = str(e).splitlines()[0] if str(e) else ""
+    except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what, and where)
         return Outcome({"train_time_s": backend.clock() - t0, "h2d_time_s": h2d}, {},
-                       f"{path} raised {type(e).__name__}: {first}".rstrip(": "))
+                       f"{path} raised {user_line(e)}", error=user_traceback(e))
     train_time = backend.clock() - t0
     out = _scored(cfg, dataset, backend, path, predict, reports, train_time, h2d)
     out.tags |= stop.tags()
@@ -160,7 +159,7 @@ def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores
     try:
         pred = np.asarray(backend.to_numpy(predict(X_eval)), dtype=np.float64)
     except Exception as e:  # noqa: BLE001
-        return Outcome(scores, curves, f"{path}'s predict raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return Outcome(scores, curves, f"{path}'s predict raised {user_line(e)}", error=user_traceback(e))
     want = (X_eval.shape[0], dataset.n_outputs)
     if pred.ndim == 1 and dataset.n_outputs == 1:
         pred = pred.reshape(-1, 1)

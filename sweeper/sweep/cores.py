@@ -36,6 +36,8 @@ import types
 import time
 from typing import Any, Callable, Iterator
 
+from sweeper.base.process import oom_kills
+
 log = logging.getLogger("sweeper")
 
 # What a worker's native libraries and sweeper's epoch blocks get: one thread each (the workers are the threads).
@@ -221,12 +223,16 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     from sweeper.base import stop
 
     stop.ignore()  # Ctrl-C, SIGTERM, SIGHUP are the launching process's to handle: it stops us
+    from sweeper.base.process import exit_with_parent
+
+    exit_with_parent()  # a kill -9 of the launching process: this worker ends at once, quietly (not after its group)
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # BLAS loaded before this function ran (the parent's __main__ was imported)
     from sweeper import data
     import sweeper.job.compute  # noqa: F401  (compute_group's imports, before the first group)
+    from sweeper.models.interface import UserCodeError
     from sweeper.models import batched  # noqa: F401
     from sweeper.sweep import engines
 
@@ -246,9 +252,14 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         compute, job, spec = msg
         try:
             out: tuple = (True, engines.compute_remote(compute, job, spec))
+        except UserCodeError as e:  # the user's code would have ended this worker: its members FAILED with why
+            out = (False, e)
         except Exception as e:  # noqa: BLE001  (the group's own error: its members run alone)
             out = (False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        conn.send(out)
+        try:
+            conn.send(out)
+        except OSError:  # the launching process is gone: nobody records it
+            return
 
 
 class Worker:
@@ -391,7 +402,8 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
         threading.Thread(target=_on_gpus, args=(gpu, compute, getattr(launcher, "gpus", None), done),
                          name="sweeper-gpu-groups", daemon=True).start()
     todo = collections.deque((g, 1, None) for g in sorted(cpu, key=_cost, reverse=True))
-    busy: dict[int, tuple[list[Any], int, Any]] = {}  # worker index: (members, attempt, the tags its runs have)
+    # worker index: (members, attempt, the tags its runs have, the host's out-of-memory kills when it was sent)
+    busy: dict[int, tuple[list[Any], int, Any, int | None]] = {}
     left = len(gpu)
     t0, used = time.perf_counter(), set()
     try:
@@ -404,32 +416,31 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
                     tags = taking(members, {"batch_worker": f"cpu{w.index}", "worker_pid": str(w.proc.pid),
                                             "worker_host": socket.gethostname(), "engine": "local"})
                     w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
-                    busy[w.index] = (members, attempt, tags)
+                    busy[w.index] = (members, attempt, tags, oom_kills())
             watched = [w for w in pool.workers[:n] if w.index in busy]
             ready = set(wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], 0.05 if left else 1.0))
             for w in watched:
                 if w.conn not in ready and w.proc.sentinel not in ready:
                     continue
-                members, attempt, tags = busy[w.index]
+                members, attempt, tags, ooms = busy[w.index]
                 try:
                     msg = w.receive() if w.conn.poll() else None
                     if msg is None and not w.proc.is_alive():
                         raise EOFError(f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}")
-                except (EOFError, OSError) as e:
+                except (EOFError, OSError):
                     del busy[w.index]
                     pool.replace(w)
-                    if attempt == 1:
-                        log.warning("group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
-                                    len(members), w.index, w.proc.exitcode)
+                    lost = engines.lost(members, attempt, tags, w.index, w.proc.exitcode, ooms)
+                    if lost is None:
                         todo.appendleft((members, 2, tags))
                     else:
-                        yield members, engines._alone(members, e if isinstance(e, EOFError) else EOFError(str(e)))
+                        yield members, lost
                     continue
                 if msg is None:
                     continue
                 del busy[w.index]
                 used.add(w.index)
-                yield members, _got(members, msg, w)
+                yield members, _got(members, msg, w, tags)
             while left:
                 try:
                     members, computed = done.get_nowait()
@@ -454,12 +465,12 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
              time.perf_counter() - t0)
 
 
-def _got(members: list[Any], msg: tuple, w: Worker) -> dict[int, Any]:
+def _got(members: list[Any], msg: tuple, w: Worker, tags: Any = None) -> dict[int, Any]:
     from sweeper.sweep import engines
 
     ok, got = msg
     if not ok:
-        return engines.group_failed(members, RuntimeError(got))
+        return engines.group_failed(members, got if isinstance(got, BaseException) else RuntimeError(got), tags)
     computed = engines._received(got, "local")
     for c in computed.values():
         c.tags["batch_worker"] = f"cpu{w.index}"

@@ -82,11 +82,64 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[l
                              Path(str(launcher.config.hydra.sweep.dir)))
 
 
-def group_failed(members: list[Any], e: BaseException) -> dict[int, Any]:
-    """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone."""
+def group_failed(members: list[Any], e: BaseException, tags: dict[int, dict[str, str]] | None = None) -> dict[int, Any]:
+    """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone. A
+    group whose user code ended its process (:class:`~sweeper.models.interface.UserCodeError`: ``sys.exit``,
+    ``os._exit``, its own KeyboardInterrupt) is not run again in the launching process: each member FAILED with why."""
+    from sweeper.models.interface import UserCodeError
+
+    if isinstance(e, UserCodeError):
+        return failed_members(members, str(e), tags, e.detail)
     log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
                 len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
     return {}
+
+
+def failed_members(members: list[Any], reason: str, tags: dict[int, dict[str, str]] | None = None,
+                   detail: str | None = None) -> dict[int, Any]:
+    """``{job idx: Computed}``: each member FAILED with ``reason`` (``detail``: the traceback, for its error
+    file), recorded by its job without training it again. ``tags``: the members' group tags (None: a group's
+    size only)."""
+    from sweeper.job.compute import Computed, Outcome
+    from sweeper.models.interface import is_mlp
+
+    out = {}
+    for m in members:
+        t = dict((tags or {}).get(m.idx) or {"launcher": "batched", "group_size": str(len(members))})
+        if not is_mlp(m.plain.get("model")):
+            t["model_batched"] = "false: its group failed as a whole"
+        out[m.idx] = Computed(Outcome({}, {}, reason, error=detail), t)
+    return out
+
+
+def lost(members: list[Any], attempt: int, tags: Any, worker: int, code: int | None, ooms: int | None) -> dict[int, Any] | None:
+    """What becomes of a group whose CPU worker (``worker``: its index) died with exit ``code`` (``ooms``: the host's
+    out-of-memory kills when it was sent, :func:`sweeper.base.process.oom_kills`): None, given to a new worker once
+    more; or what its members get. Killed for memory (SIGKILL while the host's out-of-memory kills rose): never again
+    at the same size (one trajectory FAILED with why; several: one at a time here, each first held to its memory
+    estimate). Lost twice (a crash, an exit of the model's that sweeper's guard did not see): FAILED with why, not run
+    in the launching process, where the same would end the sweep."""
+    from sweeper.base.process import oom_kills
+    from sweeper.sweep.groups import trajectories
+
+    if code == -9 and ooms is not None and (oom_kills() or 0) > ooms:
+        if len(trajectories(members)) > 1:
+            log.warning("group of %d killed for memory (the kernel's out-of-memory killer ended worker cpu%d): its "
+                        "configurations run one at a time here, not again as one group", len(members), worker)
+            return {}
+        why = (f"killed for memory: the kernel's out-of-memory killer ended its worker process (cpu{worker}) as it "
+               "trained; not retried at the same size: expected smaller hyperparameters, dtype=float32 or fewer "
+               "hydra.launcher.cpu_workers")
+        log.warning("group of %d %s", len(members), why)
+        return failed_members(members, why, tags)
+    if attempt == 1:
+        log.warning("group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
+                    len(members), worker, code)
+        return None
+    why = (f"its worker process ended twice as it trained (exit code {code}: a crash, or an exit in the model's "
+           "code): not run again in the launching process, which it would end too")
+    log.warning("group of %d lost twice: %s", len(members), why)
+    return failed_members(members, why, tags)
 
 
 def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) -> dict[int, Any]:

@@ -25,6 +25,7 @@ from sweeper.contract.fingerprint import fingerprint
 from sweeper.models import layer_sizes
 from sweeper.models.batched import group_bytes
 from sweeper.models.group import MEMBER_KEYS, per_member
+from sweeper.models.interface import is_mlp
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import stride_of
 
@@ -213,6 +214,8 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
         return 0
     folds = max(1, data.folds_of(cfg["data"]))  # data.folds=k: a trajectory is k members, each with its own rows
+    if not is_mlp(cfg.get("model")):  # a model of the interface: its own init and forward measure it
+        return _fits_model(cfg, ds, folds, budget)
     shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
@@ -223,6 +226,23 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
     one = max(group_bytes(folds, n, n_val, layer_sizes(ds.n_features, depth, width, ds.n_outputs),
                           np.dtype(cfg["dtype"]).itemsize, shared, copies, nnz)
               for depth, width in {(t[0].plain["depth"], t[0].plain["width"]) for t in trajs})
+    return max(1, budget // max(one, 1))
+
+
+def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) -> int:
+    """How many trajectories of a model of the interface fit the budget together (each ``folds`` members of
+    :func:`sweeper.job.compute.model_bytes`); 0 when one alone needs more than this process may use: its jobs then
+    run alone, where the one-job path refuses it in one line before it trains."""
+    from sweeper.base.process import memory_limit
+    from sweeper.job.compute import model_bytes
+
+    need = model_bytes(cfg, ds)
+    if need is None:
+        return max(1, budget)  # not measured (its code raised): the group's proof says why, in its words
+    limit = memory_limit()
+    one = need[0] * folds
+    if limit is not None and cfg["device"] != "gpu" and one > limit[0]:
+        return 0
     return max(1, budget // max(one, 1))
 
 

@@ -36,6 +36,7 @@ from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.process import trim_heap
 from sweeper.models.group import form_tags, train_members
+from sweeper.models.interface import guarded
 
 __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
@@ -225,7 +226,7 @@ class _Launch:
         try:
             computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
-            computed = engines.group_failed(members, e)
+            computed = engines.group_failed(members, e, tags)
         except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
@@ -388,12 +389,11 @@ def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> No
     _drop(runs)
 
 
+@guarded  # user code that would end the process raises UserCodeError: its members fail (engines.group_failed)
 def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = None) -> dict[int, compute.Computed]:
     """Train the group on its device and score every member: ``{job idx: Computed}``. The jobs' trajectories
     (:func:`sweeper.sweep.groups.trajectories`) are the group's members; each job is read off its own at its
-    ``epochs``.
-
-    Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
+    ``epochs``. Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
     t_start = time.perf_counter()
     trajs = trajectories(members)
     heads = [t[-1].plain for t in trajs]  # each trajectory's longest configuration

@@ -58,6 +58,52 @@ def user_code(target: str) -> list[str]:
     return [str(where.parent if where.name == "__init__.py" else where)]
 
 
+class NotSaved(Exception):
+    """A function trainer's ``predict`` that cannot be pickled: its run fails with this line, its metrics kept."""
+
+
+def _pickled(predict: Any, path: Path) -> Path:
+    """``predict`` pickled by cloudpickle into ``path``; :class:`NotSaved` (one line: what of it cannot be) if not."""
+    import cloudpickle
+
+    try:
+        with open(path, "wb") as f:
+            cloudpickle.dump(predict, f)
+    except Exception as e:  # noqa: BLE001  (a lock, a file, a connection it holds: its run says what)
+        shutil.rmtree(path.parent, ignore_errors=True)
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise NotSaved(f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} cannot "
+                       f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what predict "
+                       "uses (or tracking.log_model=false)") from None
+    return path
+
+
+def _unpicklable(fn: Any) -> str | None:
+    """What of ``fn`` cannot be pickled: a variable it closes over, a global it reads, an attribute, its object
+    (``"the variable 'lock' it closes over (a _thread.lock)"``); None when no single part says it."""
+    import cloudpickle
+
+    code = getattr(fn, "__code__", None)
+    parts: list[tuple[str, Any]] = []
+    for name, cell in zip(getattr(code, "co_freevars", ()), getattr(fn, "__closure__", None) or ()):
+        try:
+            parts.append((f"the variable {name!r} it closes over", cell.cell_contents))
+        except ValueError:  # an empty cell
+            continue
+    names = getattr(fn, "__globals__", {})
+    parts += [(f"the global {n!r} it reads", names[n]) for n in getattr(code, "co_names", ()) if n in names]
+    parts += [(f"its attribute {n!r}", v) for n, v in (getattr(fn, "__dict__", None) or {}).items()]
+    if getattr(fn, "__self__", None) is not None:
+        parts.append(("the object it is a method of", fn.__self__))
+    for what, value in parts:
+        try:
+            cloudpickle.dumps(value)
+        except Exception:  # noqa: BLE001
+            kind = type(value)
+            return f"{what} (a {kind.__module__}.{kind.__qualname__})".replace("a builtins.", "a ")
+    return None
+
+
 def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_example: Any,
          y_example: np.ndarray, data_cfg: Any = None, model: dict[str, Any] | None = None,
          names: list[str] | None = None, predict: Any = None) -> Path:
@@ -86,11 +132,7 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     code = [str(PORTABLE)]
     files = {"weights": weights, "meta": meta}
     if model is not None and predict is not None:  # a function trainer: its predict, pickled
-        import cloudpickle
-
-        files["predict"] = path.parent / "predict.pkl"
-        with open(files["predict"], "wb") as f:
-            cloudpickle.dump(predict, f)
+        files["predict"] = _pickled(predict, path.parent / "predict.pkl")
         info["trainer"] = {"target": str(model["_target_"]), "outputs": getattr(predict, "outputs", "logits")}
         code += user_code(str(model["_target_"]))
     elif model is not None:  # a model of the interface: rebuilt at load from its class and hyperparameters

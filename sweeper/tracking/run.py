@@ -7,7 +7,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from sweeper.base import state
 from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
@@ -113,11 +113,12 @@ class TrackedRun:
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, metrics, **end)
 
-    def fail(self, reason: str, params: Mapping[str, Any], status: str = "FAILED") -> None:
-        """End the run ``status`` (FAILED; KILLED when interrupted) with its reason, params and system metrics."""
+    def fail(self, reason: str, params: Mapping[str, Any], status: str = "FAILED", artifacts: Iterable[Path] = ()) -> None:
+        """End the run ``status`` (FAILED; KILLED when interrupted) with its reason, params, system metrics and
+        ``artifacts`` (a failed run's error file)."""
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, {}, tags={"failure_reason": reason}, status=status,
-                           system=self.system_samples(), params=params)
+                           system=self.system_samples(), params=params, artifacts=artifacts)
 
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
         """Let the writer process end the run (its last batch ``end``) while this process goes on."""

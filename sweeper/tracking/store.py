@@ -103,8 +103,19 @@ def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
         delay = min(2 * delay, 1.0)
 
 
-def check_server(uri: str, timeout: float = 5.0) -> None:
-    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``. Credentials go as
+def check_readable(uri: str, key: str = "--tracking-uri") -> None:
+    """What a read command (report, runs, promote, advise, compare) asks of its store before MLflow's client does:
+    :func:`check_database` (an existing store: never one made at a mistyped path) and, for a server, :func:`check_server`
+    (seconds, as a sweep's start: MLflow's client retries for ~10 s on a closed port and waits 130 s on a server that
+    accepts connections and never answers). One line (TrackingError) naming ``key``."""
+    check_database(uri, existing=True, key=key)
+    if uri.startswith(("http://", "https://")):
+        check_server(uri, key=key)
+
+
+def check_server(uri: str, timeout: float = 5.0, key: str = "tracking.uri") -> None:
+    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health`` within ``timeout``
+    seconds (a closed port at once, one that accepts and never answers after ``timeout``). Credentials go as
     MLflow's client sends them: the URI's user info (``http://alice:PW@host``) as HTTP basic authentication, else
     ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``, or ``MLFLOW_TRACKING_TOKEN`` (a bearer token);
     the address asked is the URI without its user info (urllib would read ``alice:PW@host`` as the host's name)."""
@@ -119,11 +130,11 @@ def check_server(uri: str, timeout: float = 5.0) -> None:
         hint = ("the server refuses the credentials: give them in the URI (http://USER:PASSWORD@HOST:PORT) or in "
                 "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if e.code in (401, 403) else
                 "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT ...)")
-        raise TrackingError(f"tracking.uri={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): "
+        raise TrackingError(f"{key}={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): "
                             f"{hint}") from None
     except OSError as e:
         raise TrackingError(
-            f"tracking.uri={masked(uri)} does not answer ({getattr(e, 'reason', e)}): start the server "
+            f"{key}={masked(uri)} does not answer ({getattr(e, 'reason', e)}): start the server "
             "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store (tracking=local)"
         ) from None
 
