@@ -61,8 +61,13 @@ def end(how):
     if how == "ValueError":
         raise ValueError("the model gave up")
     if how == "oom" and in_a_worker():  # as the kernel's out-of-memory killer ends a CPU worker
-        counter = Path(os.environ["SWEEPER_OOM_COUNTER"])
-        counter.write_text(str(int(counter.read_text()) + 1))
+        import fcntl
+
+        with open(os.environ["SWEEPER_OOM_COUNTER"], "r+") as counter:  # two workers at once: one after the other
+            fcntl.flock(counter, fcntl.LOCK_EX)
+            count = int(counter.read())
+            counter.seek(0)
+            counter.write(str(count + 1))
         with open(os.environ["KILLED_LOG"], "a") as f:
             f.write(f"{os.getpid()}\\n")
         os.kill(os.getpid(), 9)
