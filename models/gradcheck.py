@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from sweeper.models.generic import init_host
-from sweeper.models.interface import ModelError, UserCodeError, call_user, instantiate, source_digest, split
+from sweeper.models.interface import ModelError, instantiate, source_digest, split
+from sweeper.models.usercode import UserCodeError, call_user
 
 N_ROWS = 6
 FD_EPS = 1e-6

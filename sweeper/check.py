@@ -19,7 +19,8 @@ import numpy as np
 
 from sweeper.models import gradcheck
 from sweeper.models.gradcheck import FD_RTOL, N_ROWS
-from sweeper.models.interface import ModelError, UserCodeError, call_user, check_class, load_target
+from sweeper.models.interface import ModelError, check_class, load_target
+from sweeper.models.usercode import UserCodeError, call_user
 
 N_IN = 5
 

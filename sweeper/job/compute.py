@@ -109,7 +109,8 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
     import json
 
     from sweeper.models.generic import footprint
-    from sweeper.models.interface import call_user, instantiate
+    from sweeper.models.interface import instantiate
+    from sweeper.models.usercode import call_user
 
     model = dict(cfg["model"])
     key = json.dumps([model, dataset.n_features, dataset.n_outputs, cfg["dtype"]], sort_keys=True, default=str)

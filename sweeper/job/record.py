@@ -31,7 +31,7 @@ from sweeper.contract.fingerprint import content_tags, fingerprint
 from sweeper.job import artifacts, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
-from sweeper.models.interface import call_user, user_line, user_traceback
+from sweeper.models.usercode import call_user, user_line, user_traceback
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
 
@@ -80,7 +80,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     try:
         with stop.unmasked():  # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
             # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit, its own
-            # KeyboardInterrupt are this run's failure (sweeper.models.interface.call_user)
+            # KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
             out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
         _end_early(tracked, stop.reason(), opened.params, "KILLED")

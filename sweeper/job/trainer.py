@@ -35,7 +35,8 @@ from sweeper import data
 from sweeper.job import metrics
 from sweeper.job.compute import DEFINED, Outcome, loss_unit
 from sweeper.contract.model import trainer_keys
-from sweeper.models.interface import load_target, split, user_line, user_traceback
+from sweeper.models.interface import load_target, split
+from sweeper.models.usercode import user_line, user_traceback
 
 log = logging.getLogger("sweeper")
 

@@ -232,7 +232,7 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     threadpool_limits(1)  # BLAS loaded before this function ran (the parent's __main__ was imported)
     from sweeper import data
     import sweeper.job.compute  # noqa: F401  (compute_group's imports, before the first group)
-    from sweeper.models.interface import UserCodeError
+    from sweeper.models.usercode import UserCodeError
     from sweeper.models import batched  # noqa: F401
     from sweeper.sweep import engines
 

@@ -84,9 +84,9 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[l
 
 def group_failed(members: list[Any], e: BaseException, tags: dict[int, dict[str, str]] | None = None) -> dict[int, Any]:
     """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone. A
-    group whose user code ended its process (:class:`~sweeper.models.interface.UserCodeError`: ``sys.exit``,
+    group whose user code ended its process (:class:`~sweeper.models.usercode.UserCodeError`: ``sys.exit``,
     ``os._exit``, its own KeyboardInterrupt) is not run again in the launching process: each member FAILED with why."""
-    from sweeper.models.interface import UserCodeError
+    from sweeper.models.usercode import UserCodeError
 
     if isinstance(e, UserCodeError):
         return failed_members(members, str(e), tags, e.detail)

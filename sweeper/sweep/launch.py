@@ -36,7 +36,7 @@ from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.process import trim_heap
 from sweeper.models.group import form_tags, train_members
-from sweeper.models.interface import guarded
+from sweeper.models.usercode import guarded
 
 __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 
