@@ -101,12 +101,12 @@ def failed_members(members: list[Any], reason: str, tags: dict[int, dict[str, st
     file), recorded by its job without training it again. ``tags``: the members' group tags (None: a group's
     size only)."""
     from sweeper.job.compute import Computed, Outcome
-    from sweeper.models.interface import is_mlp
+    from sweeper.models.interface import offer
 
     out = {}
     for m in members:
         t = dict((tags or {}).get(m.idx) or {"launcher": "batched", "group_size": str(len(members))})
-        if not is_mlp(m.plain.get("model")):
+        if not offer(m.plain.get("model"), quiet=True).fast_path:
             t["model_batched"] = "false: its group failed as a whole"
         out[m.idx] = Computed(Outcome({}, {}, reason, error=detail), t)
     return out

@@ -25,7 +25,7 @@ from sweeper.contract.fingerprint import fingerprint
 from sweeper.models import layer_sizes
 from sweeper.models.batched import group_bytes
 from sweeper.models.group import MEMBER_KEYS, per_member
-from sweeper.models.interface import is_mlp
+from sweeper.models.interface import offer
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import stride_of
 
@@ -174,8 +174,6 @@ def _worth(jobs: list[Job]) -> bool:
 def _mlp_dense(cfg: dict[str, Any]) -> bool:
     """A model of sweeper's own kernels (the MLP) on dense data: its groups may pack with groups of other shapes
     (sweeper.sweep.packing)."""
-    from sweeper.models.interface import offer
-
     return offer(cfg.get("model")).fast_path and not split_features(cfg)
 
 
@@ -214,7 +212,7 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
         log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
         return 0
     folds = max(1, data.folds_of(cfg["data"]))  # data.folds=k: a trajectory is k members, each with its own rows
-    if not is_mlp(cfg.get("model")):  # a model of the interface: its own init and forward measure it
+    if not offer(cfg.get("model"), quiet=True).fast_path:  # a model of the interface: its own init and forward measure it
         return _fits_model(cfg, ds, folds, budget)
     shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
