@@ -56,15 +56,16 @@ def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] 
             if not any(r["status"] == "FAILED" and r["params"].get("lr") in values
                        and all(r["params"].get(k) == v for k, v in where.items()) for r in s.records):
                 return f"lr={values} left out at {where}, where nothing diverged"
-    if f.kind == "no_effect" and "@" not in f.tag and s.seeded:
+    measured = f.tag.startswith("unmeasured:")  # "not measured: a, b": neither said to matter nor not to
+    if f.kind == "no_effect" and "@" not in f.tag and not measured and s.seeded:
         why = _slice_moved(s, f.tag)
         if why:
             return f"'{f.title}' but {why}"
     if f.kind == "no_effect":
-        key = f.tag.split("@")[0]
-        also = [g.kind for g in advice.findings if g is not f and g.kind != "no_effect" and key in _subjects(g)]
-        if also:
-            return f"'{f.title}' beside a {also[0]} finding about {key}"
+        for key in f.tag.removeprefix("unmeasured:").split(",") if measured else [f.tag.split("@")[0]]:
+            also = [g.kind for g in advice.findings if g is not f and g.kind != "no_effect" and key in _subjects(g)]
+            if also:
+                return f"'{f.title}' beside a {also[0]} finding about {key}"
     if "seed" in f.set and any(g.kind == "saturation" for g in advice.findings):
         return "seeds added to configurations tied at the metric's edge"
     if f.kind == "saturation" and advice.command and all(set(_points(c)) <= {"seed", "resume"} | set(s.keys) and
@@ -124,7 +125,7 @@ def cases() -> dict[str, tuple[list[dict], list[str], dict]]:
             div.append(_rec(3000 - 1000 * float(lr) * (opt == "adam") - 10 * (width == "16"), optimizer=opt, width=width, lr=lr))
     failed = [_rec(v, lr="0.1", seed=i) for i, v in enumerate((100.0, 101.0, 99.0))]
     failed += [_rec(status="FAILED", reason="diverged at epoch 40", lr="0.1", seed=3)]
-    failed += [_rec(v, lr="0.01", seed=i) for i, v in enumerate((101.0, 102.0, 100.0, 101.5))]
+    failed += [_rec(v, lr="0.01", seed=i) for i, v in enumerate((101.0, 100.5, 102.0, 101.5))]
     sat = [_rec(1.0, metrics={"val_log_loss": 0.01 * (w + i)}, width=w, seed=i) for w in (4, 8, 16) for i in (0, 1)]
     over = _order([_rec(3000, epochs=200), _rec(3000.5, epochs=400)])
     bump = [(e * 10, 1.0 - 0.002 * e if e < 20 else 0.96 + 0.004 * (e - 20)) for e in range(41)]
@@ -198,8 +199,12 @@ def budgets(rounds: list) -> str:
 
 
 def baseline_costs() -> str:
-    """The baselines' fit time (one thread, the import excluded and measured apart) on every bundled data set."""
+    """The baselines' fit time (one thread, the import excluded and measured apart) on every bundled data set: the
+    linear reference, boosting tuned as the sweep fits it (its grid, early stopping on the validation rows) and
+    boosting at scikit-learn's defaults (what the sweep fitted before issue 54), with each one's validation score;
+    and whether ``baselines=auto`` fits boosting there (its cell bound)."""
     from omegaconf import OmegaConf
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from tabulate import tabulate
 
     import sweeper.contract.config  # noqa: F401  (registers ${sweeper_root:})
@@ -210,6 +215,15 @@ def baseline_costs() -> str:
     import sklearn.ensemble  # noqa: F401
     import sklearn.linear_model  # noqa: F401
     imported = time.perf_counter() - t
+
+    def defaults(ds):
+        regression = ds.task == "regression"
+        kind = HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier
+        model = kind(random_state=0).fit(ds.X_train, ds.y_train.ravel() if regression else ds.y_train.ravel().astype(int))
+        predict = ((lambda A: ds.to_original(model.predict(A).reshape(-1, 1))) if regression else
+                   (lambda A: baselines._proba(ds.task, model, A)))
+        return baselines._scores(ds, predict), ""
+
     rows = []
     for yaml in sorted((ROOT / "conf" / "data").glob("*.yaml")):
         node = OmegaConf.to_container(OmegaConf.load(yaml), resolve=True)
@@ -218,18 +232,20 @@ def baseline_costs() -> str:
         except Exception as e:  # a user-file loader (csv, text) without a file
             rows.append([yaml.stem, "-", f"n/a ({str(e).splitlines()[0][:50]})", "", ""])
             continue
-        cells = [yaml.stem, f"{ds.X_train.shape[0]}×{ds.X_train.shape[1]}"]
-        for name in ("linear", "boosting"):
+        primary = "val_mse" if ds.task == "regression" else "val_accuracy"
+        cells = [yaml.stem, f"{ds.X_train.shape[0]}×{ds.X_train.shape[1]}", f"{baselines.cells(ds):,}",
+                 "no" if baselines.too_big(ds) else "yes"]
+        for fit in (baselines.linear, baselines.boosting, defaults):
             t = time.perf_counter()
             try:
                 with baselines._one_thread():
-                    metrics, _ = baselines.FIT[name](ds)
-                cells.append(f"{time.perf_counter() - t:.3f} s")
+                    metrics, _ = fit(ds)
+                cells.append(f"{time.perf_counter() - t:.3f} s ({metrics[primary]:.4g})")
             except Exception as e:
                 cells.append(f"n/a ({str(e).splitlines()[0][:40]})")
-        primary = "val_mse" if ds.task == "regression" else "val_accuracy"
         cells.append(primary)
         rows.append(cells)
-    return (f"baselines' cost per data set (one thread; scikit-learn's import, once: {imported:.2f} s):\n"
-            + tabulate(rows, headers=["data", "train rows×features", "linear", "boosting", "ranked by"],
-                       disable_numparse=True))
+    return (f"baselines' cost per data set (one thread; scikit-learn's import, once: {imported:.2f} s), each with its "
+            "validation score:\n"
+            + tabulate(rows, headers=["data", "train rows×features", "cells", "auto fits boosting", "linear",
+                                      "boosting (tuned)", "boosting (defaults)", "scored by"], disable_numparse=True))

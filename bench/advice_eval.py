@@ -91,11 +91,6 @@ def latest(uri: str, experiment: str):
     return Sweep(records, curves), advice, board, tuple(skipped_lines(parent.data.tags))
 
 
-def best_mean(s) -> float | None:
-    top = s.ranked()
-    return s.mean(top[0])[0] if top else None
-
-
 def contradicted(s, f) -> str | None:
     """Why the runs already in the sweep contradict finding ``f`` (None: they do not). Independent of the advisor."""
     b = s.best
@@ -145,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = {k: v for k, v in CASES.items() if not args.only or k in args.only.split(",")}
     sys.path.insert(0, str(ROOT))
     from sweeper.base.fmt import cell
-    from sweeper.insight.advice.evidence import SAME
+    from sweeper.insight.advice.noise import SAME, between
+    from advice_tables import best
 
     kinds: dict[str, dict[str, int]] = {}
     spreads: list[str] = []
@@ -156,20 +152,21 @@ def main(argv: list[str] | None = None) -> int:
             uri = f"sqlite:///{tmp}/{name}.db"
             t1 = sweep(["-m", *shlex.split(grid)], uri, name)
             s, advice, _, skipped = latest(uri, name)
-            before = best_mean(s)
-            noise = s.noise if s.noise is not None else SAME * abs(before)
-            if s.noise is not None:
-                spreads.append(f"{name}: seed-to-seed std {cell(s.noise)} = {s.noise / abs(before):.1%} of the best mean")
+            first = best(s)
+            before = first[2]
+            if s.seeded:
+                spreads.append(f"{name}: the best configuration's own seed std = {s.rel_noise():.1%} of its mean")
             command = advice.command
-            t2, after = 0.0, before
+            t2, after, improved = 0.0, before, False
             for one in advice.commands:
                 next_args = shlex.split(one)[3:]  # drop "python -m sweeper"
                 t2 += sweep(next_args, uri, name)
-            if command:
-                after = best_mean(latest(uri, name)[0])
+            if command:  # the best after against the best before, by their own seeds (paired where shared)
+                then = best(latest(uri, name)[0])
+                after, d = then[2], between(then[1], first[1])
+                improved = (-d.d if s.lower else d.d) > 0 and d.beyond()
             rounds.append((name, advice, s))
-            gain = (after - before) * (-1 if s.lower else 1)
-            improved = gain > noise
+            noise = d.se if command and d.se is not None else SAME * abs(before)
             followed_kinds = []
             for f in advice.findings:
                 k = kinds.setdefault(f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0})

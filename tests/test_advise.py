@@ -131,7 +131,7 @@ def test_noise_and_significance(sweep):
     overlap, distinct, unseeded = sweep("seeds_overlap"), sweep("seeds_distinct"), sweep("lr_top")
     assert overlap.tags["advice.noise"] == "overlap"
     text = advice_of(overlap.stdout)
-    assert "lr=0.01: val_mse 3184 ± 156 (n=3)" in text and "paired t-test over 3 seeds" in text  # one split, 3 inits
+    assert "lr=0.01: val_mse 3184 ± 156 (n=3)" in text and "paired t-test over their 3 shared seeds" in text  # 3 inits
     assert "seed=0,1,2,3,4,5" in overlap.command
     assert distinct.tags["advice.noise"] == "distinct"
     # the seeds come after the lr edge and would pass the budget (6 runs to train): said under the command

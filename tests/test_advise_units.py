@@ -6,7 +6,6 @@ import sys
 import numpy as np
 import pytest
 
-from sweeper.base.fmt import cell
 from sweeper.insight.advice import advisor as advise
 from sweeper.insight.advice.advisor import advise as run_advisor, next_command
 from sweeper.insight.advice.evidence import Sweep, extend, nice
@@ -171,30 +170,43 @@ def test_a_key_that_changes_nothing_is_reported_and_fixed_in_the_next_command():
     assert "no_effect" not in kinds(matters)
 
 
-def test_with_seeds_a_spread_that_seed_noise_explains_did_not_matter_and_a_real_effect_did():
-    # seed-to-seed std 200 (offsets ±0.5, ±1.5 × 155), 4 seeds: a mean's standard error is 100. Across 5
-    # widths the means spread 3.5 standard errors: more than two means may differ by chance (2.8), less
-    # than the range of 5 means may (Tukey: 4.6 at 5% over the 6 slices)
-    offsets = [-1.5 * 155, -0.5 * 155, 0.5 * 155, 1.5 * 155]
+def _widths(std):
+    """lr × depth × 5 widths, 4 seeds of offsets ±0.5, ±1.5 × ``std``/1.29 (a seed std of ``std``; another seed takes
+    each offset in each configuration); width moves the score by up to 350 (within Tukey's range of 5 means at std
+    200), depth not at all."""
+    offsets = [x * std / 1.2910 for x in (-1.5, -0.5, 0.5, 1.5)]
     by_lr = {0.001: 2000, 0.01: 0, 0.1: 1500}
     by_width = dict(zip((4, 8, 16, 32, 64), (0, 87.5, 175, 262.5, 350)))
-    runs = ranked([rec(3000 + by_lr[lr] + by_width[w] + offsets[s], lr=lr, depth=d, width=w, seed=s)
-                   for lr in by_lr for d in (1, 2) for w in by_width for s in range(4)])
-    a = run_advisor(runs, ["lr=0.001,0.01,0.1", "depth=1,2", "width=4,8,16,32,64", "seed=0,1,2,3"])
-    assert {f.tag for f in a.findings if f.kind == "no_effect"} == {"depth", "width"}
-    width = next(f for f in a.findings if f.tag == "width")
-    assert "at most 350" in width.summary and "degrees of freedom" in width.evidence[-1]
+    return ranked([rec(3000 + by_lr[lr] + by_width[w] + offsets[(s + d + i) % 4], lr=lr, depth=d, width=w, seed=s)
+                   for lr in by_lr for d in (1, 2) for i, w in enumerate(by_width) for s in range(4)])
+
+
+def test_with_seeds_a_spread_within_the_noise_is_not_measured_and_an_interval_inside_the_margin_did_not_matter():
+    # seed std 200, 4 seeds: width's spread (350) passes Tukey's range test, and depth changes nothing; but a 90%
+    # interval of a difference is ±1.94·200·sqrt(1/2) = ±275 wide, more than the margin max(200, 2% of ~3000 = 60):
+    # neither shown not to matter. Before: "width did not matter" and "depth did not matter", both fixed
+    argv = ["lr=0.001,0.01,0.1", "depth=1,2", "width=4,8,16,32,64", "seed=0,1,2,3"]
+    a = run_advisor(_widths(200.0), argv)
+    assert [f.title for f in a.findings if f.kind == "no_effect"] == ["not measured: depth, width"]
+    assert "depth=1,2 width=4,8,16,32,64 " in a.command  # no command fixes a key on no evidence
     assert "edge" not in kinds(a)  # lr's best is inside its grid
+    # seed std 2: depth's 90% interval, ±1.94·2·sqrt(1/2)·... inside ±60 everywhere; width moves 350 ≫ the noise
+    quiet = run_advisor(_widths(2.0), argv)
+    (f,) = [f for f in quiet.findings if f.kind == "no_effect"]
+    assert f.title == "depth did not matter"
+    assert f.set["depth"] in ("1", "2") and f"depth={f.set['depth']} " in quiet.command
+    assert "90% interval of its largest difference" in f.evidence[0] and "inside ±60" in f.evidence[0]
 
 
 def test_a_key_that_matters_only_elsewhere_is_reported_where_it_did_not():
     runs = [rec(3091.6, depth=0, width=4), rec(3091.6, depth=0, width=16), rec(2900, depth=1, width=4),
             rec(3300, depth=1, width=16)]
     f = only(run_advisor(ranked(runs), ["depth=0,1", "width=4,16"]), "no_effect")
-    assert f.title == "width did not matter at depth=0" and f.set == {}
+    assert f.title == "width matters in some slices only" and f.set == {} and f.step == "sweep width only where depth≠0"
+    assert "it did not matter at depth=0" in f.summary and "identical scores" in f.evidence[-1]
     nothing = [rec(status="FAILED", reason="diverged at epoch 10", lr=3, depth=d, width=w) for d in (0, 1) for w in (4, 16)]
     f = only(run_advisor(ranked([*runs, *nothing]), ["lr=0.01,3", "depth=0,1", "width=4,16"]), "no_effect")
-    assert f.title == "width did not matter at depth=0"  # slices where every run diverged say nothing about width
+    assert f.tag == "width@depth=0"  # slices where every run diverged say nothing about width
 
 
 def test_a_binary_key_that_left_accuracy_but_moved_log_loss_did_matter():
@@ -218,7 +230,9 @@ def test_without_seeds_the_ranking_has_no_noise_estimate_and_seeds_are_suggested
     a = run_advisor(ranked([rec(3000, lr=0.01), rec(3010, lr=0.1)]), ["lr=0.01,0.1", "seed=4"])
     f = only(a, "noise")
     assert f.tag == "none" and "no noise estimate" in f.summary and kinds(a)[0] == "noise"
-    assert "seed=0,1,2" in f.step and "seed=0,1,2" in a.command and "seed=4" not in a.command
+    # lr is not shown not to matter (no seeds: no interval), so it is not fixed: the seeds of both fit the budget of
+    # 2 new runs as one seed more than tried (before: "lr did not matter" by the 2% default, and lr was fixed)
+    assert "seed=0,1,2" in f.step and "lr=0.01,0.1 seed=0,1 " in a.command and "seed=4" not in a.command
     # an edge first, then the seeds would pass the budget (the sweep's size, at least 6 runs): said, left out
     edge = run_advisor(ranked([rec(3000, lr=0.01), rec(3100, lr=0.1)]), ["lr=0.01,0.1", "seed=4"])
     assert "edge" in kinds(edge) and "seed=0,1,2" in edge.note and "seed=4" in edge.command
@@ -227,7 +241,7 @@ def test_without_seeds_the_ranking_has_no_noise_estimate_and_seeds_are_suggested
 def test_seeds_whose_top_two_overlap_are_not_distinguishable():
     a = run_advisor(seeds({0.005: [3205, 2764, 2572], 0.01: [3147, 2805, 2581]}), ["lr=0.005,0.01", "seed=0,1,2"])
     f = only(a, "noise")
-    assert f.tag == "overlap" and "paired t-test over 3 seeds" in f.evidence[-2]
+    assert f.tag == "overlap" and "paired t-test over their 3 shared seeds" in f.evidence[-2]
     assert "lr=0.01: val_mse 2844 ± 285 (n=3)" in f.evidence  # mean ± std per configuration
     assert "seed=0,1,2,3,4,5" in a.command
     assert a.tags()["advice.noise"] == "overlap"
@@ -239,7 +253,8 @@ def test_a_resumed_sweeps_runs_of_one_configuration_are_one_configuration():
         r["params"]["resume"] = "False" if r["params"]["seed"] == "0" else "True"
     a = run_advisor(runs, ["lr=0.005,0.01", "seed=0,1,2", "resume=true"])
     assert "lr=0.01: val_mse 2844 ± 285 (n=3)" in only(a, "noise").evidence
-    assert a.sizes == (6, 3) and a.command.count("resume=") == 1  # lr fixed (it did not matter), seeds 0-5
+    # lr is not measured (its interval is wider than the margin): not fixed; seeds 0-5 of both
+    assert a.sizes == (12, 6) and a.command.count("resume=") == 1
 
 
 def test_the_seed_noise_is_the_pooled_sample_std_and_its_degrees_of_freedom():
@@ -251,9 +266,9 @@ def test_the_seed_noise_is_the_pooled_sample_std_and_its_degrees_of_freedom():
     s = Sweep(runs)
     squares = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in values.values())  # the 1-seed one adds 0
     expected = (squares / (2 + 1 + 3)) ** 0.5
-    assert s.noise == pytest.approx(expected, rel=1e-12) and s.stats["val_mse"][2] == 6
+    assert s.slice_noise(list(s.configs)) == (pytest.approx(expected, rel=1e-12), 6)
     assert round(expected, 1) == 348.2  # by hand: sums of squares 260000 + 20000 + 447500 = 727500, / 6, its root
-    assert f"seed-to-seed std {cell(expected)} of val_mse (pooled, 6 degrees of freedom)" in s.noise_text
+    assert "never a spread pooled over the grid" in s.noise_text  # what the findings compare by: their own seeds
     two = [c for c in s.configs if dict(c)["lr"] in ("0.001", "0.003")]
     own = (sum(float(np.sum((np.array(values[lr]) - np.mean(values[lr])) ** 2)) for lr in ("0.001", "0.003")) / 3) ** 0.5
     assert s.slice_noise(two) == (pytest.approx(own, rel=1e-12), 3)

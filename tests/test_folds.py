@@ -375,7 +375,7 @@ def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_th
     whose effect is small (0.5 %, inside the stated 2 % default) but the same on every fold matters; a key whose
     effect is only fold-to-fold scatter does not."""
     from sweeper.insight.advice.evidence import Sweep
-    from sweeper.insight.advice.findings import no_effect
+    from sweeper.insight.advice.slices import no_effect
 
     base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]
     lr_jitter = [1.0, -1.0, 0.5, -0.5, 0.0]
@@ -390,12 +390,12 @@ def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_th
             records.append(r)
     records.sort(key=lambda r: r["metrics"]["val_mse"])
     s = Sweep(records)
-    assert s.folded and s.noise is not None and s.stats["val_mse"][2] == 3 * 4  # (n-1)(k-1) over 4 configurations
-    assert "fold mean" in s.noise_text and "stated default" not in s.noise_text
+    assert s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4  # (n-1)(k-1) over 4 configurations
+    assert "own folds" in s.noise_text and "stated default" not in s.noise_text
     found = {f.tag: f for f in no_effect(s)}
     assert "width" in found, [f.summary for f in found.values()]
     assert "lr" not in found and not any(t.startswith("lr@") for t in found)  # under the 2 % default lr "did not matter"
-    assert any("fold noise" in e for e in found["width"].evidence)
+    assert all("90% interval of its largest difference" in e for e in found["width"].evidence)  # the fold noise's
 
 
 def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store):

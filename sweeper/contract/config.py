@@ -130,7 +130,7 @@ TOP_LEVEL: dict[str, Rule] = {
     "eps": positive_number(),
     "batch_size": Rule("an integer >= 0 (0 = the full batch)", lambda v: _is_int(v) and v >= 0),
     "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
-    "baselines": Rule("a comma list of linear, boosting, or none", lambda v: _baselines(v)),
+    "baselines": Rule("auto, a comma list of linear, boosting, or none", lambda v: _baselines(v)),
 }
 
 # The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface has its own: model.*).
@@ -140,7 +140,7 @@ def _baselines(value: Any) -> bool:
     """``baselines``: references fitted at a sweep's end (sweeper.insight.baselines), not part of any run."""
     names = [str(v).strip() for v in value] if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) \
         else [v.strip() for v in str(value).split(",")]
-    return names == ["none"] or (bool(names) and all(n in ("linear", "boosting") for n in names))
+    return names in (["none"], ["auto"]) or (bool(names) and all(n in ("linear", "boosting") for n in names))
 
 
 # Keys added after runs were pinned, with their defaults: a key at its default is left out of the

@@ -7,8 +7,12 @@ waits — and at the end sends it the figures' data; it draws them while this pr
 leaderboard and the advice, and hands back the PNG files, which this process logs to the parent run.
 Without a painter (``report`` on its own, a painter that failed) the figures are drawn here, the same way.
 
-Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "specs": [...]}``; one
-JSON line per answer on its stdout, ``{"files": {name: path}}`` or ``{"error": "..."}``.
+The painter also fits the sweep's baselines (:mod:`sweeper.insight.baselines`: scikit-learn's import and the fits,
+~1 s of a small sweep) while the jobs run, when the sweep asks it to at its start (:func:`start` with a request).
+
+Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "specs": [...]}`` or
+``{"baselines": request}``; one JSON line per answer on its stdout, in order: ``{"files": {name: path}}`` or
+``{"error": "..."}``; ``{"baselines": fitted, "request": request}`` or ``{"baselines_error": "..."}``.
 """
 from __future__ import annotations
 
@@ -154,6 +158,7 @@ class Painter:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.pending: tuple[list[dict[str, Any]], Path] | None = None
+        self.fitting: dict[str, Any] | None = None  # the baselines request sent, until its answer is read
 
     def start(self) -> "Painter":
         try:
@@ -180,15 +185,42 @@ class Painter:
         if not figures:
             return {}
         if self.proc is not None:
-            import select
-
-            ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)  # a hung painter is not waited on
-            line = self.proc.stdout.readline() if ready else ""
-            answer = json.loads(line) if line.strip() else {"error": "the painter ended"}
+            if self.fitting is not None:
+                self.baselines()  # its answer comes first: read (and dropped) before the figures'
+            answer = self._answer()
             if "files" in answer:
                 return {name: Path(p) for name, p in answer["files"].items()}
             self.close()
         return draw_all(figures, folder)
+
+    def prefit(self, request: dict[str, Any] | None) -> None:
+        """Ask the painter to fit the baselines of ``request`` (:func:`sweeper.insight.baselines.request`) now."""
+        if self.proc is None or request is None:
+            return
+        try:
+            self.proc.stdin.write(json.dumps({"baselines": request}) + "\n")
+            self.proc.stdin.flush()
+            self.fitting = request
+        except (OSError, ValueError):
+            self.close()
+
+    def baselines(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The request sent by :meth:`prefit` and the baselines the painter fitted for it; None without one (none
+        asked, the painter failed or hung: the caller fits them itself)."""
+        request, self.fitting = self.fitting, None
+        if request is None or self.proc is None:
+            return None
+        answer = self._answer()
+        if "baselines" not in answer:
+            return None
+        return answer.get("request", request), answer["baselines"]
+
+    def _answer(self) -> dict[str, Any]:
+        import select
+
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)  # a hung painter is not waited on
+        line = self.proc.stdout.readline() if ready else ""
+        return json.loads(line) if line.strip() else {"error": "the painter ended"}
 
     def close(self) -> None:
         if self.proc is not None:
@@ -206,10 +238,12 @@ def current() -> Painter | None:
     return state.current().painter
 
 
-def start() -> None:
+def start(baselines: dict[str, Any] | None = None) -> None:
+    """Start the sweep's painter (once); ``baselines``: a request it fits while the jobs run."""
     now = state.current()
     if now.painter is None:
         now.painter = Painter().start()
+        now.painter.prefit(baselines)
 
 
 def stop() -> None:
@@ -238,9 +272,14 @@ def serve() -> None:
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            files = draw_all(request["specs"], Path(request["folder"]))
-            answer = {"files": {name: str(p) for name, p in files.items()}}
-        except Exception as e:  # noqa: BLE001  (the launching process draws them itself)
+            if "baselines" in request:
+                from sweeper.insight import baselines
+
+                answer = baselines.serve(request["baselines"])
+            else:
+                files = draw_all(request["specs"], Path(request["folder"]))
+                answer = {"files": {name: str(p) for name, p in files.items()}}
+        except Exception as e:  # noqa: BLE001  (the launching process draws them, or fits them, itself)
             answer = {"error": f"{type(e).__name__}: {e}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

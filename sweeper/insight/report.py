@@ -154,12 +154,13 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     board = build(runs + reused, {r.info.run_id for r in reused})
     from sweeper.insight import baselines as references
 
-    fitted = references.ensure(c, parent, results, out)  # fitted once, at the sweep's end; then read from the parent
+    painter = plots.current() or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
+    # fitted once, by the sweep's painter while its jobs ran or here at its end; then read from the parent
+    fitted = references.ensure(c, parent, results, out, prefitted=painter.baselines())
     board.baselines = references.rows(fitted, board.metric)
     print(board.table(limit=SHOWN), file=out)
 
     with tempfile.TemporaryDirectory() as tmp:
-        painter = plots.current() or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
         folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
         painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
         table = board.table("github")
@@ -199,8 +200,13 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
             spread = f" ± {cell(g[f'val_{board.metric}_std'])}" if g[f"val_{board.metric}_std"] is not None else ""
             over = (f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
                     "this is its run closest to the mean)")
+        beaten = _beside(runs, board, fitted)  # a baseline that beats the network is named on the best: line
+        if beaten is not None:
+            tags["best_baseline"], metrics[f"best_baseline_val_{board.metric}"] = beaten[0], beaten[2]
+            best += f"**Baseline:** {beaten[1]}\n\n"
         print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
-              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}", file=out)
+              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}"
+              + (f"; {beaten[1]}" if beaten else ""), file=out)
         refitted = _refit(c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out)
         if refitted is not None:  # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
             m = board.metric
@@ -228,6 +234,17 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
             advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
     except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
+
+
+def _beside(runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] | None) -> tuple[str, str, float] | None:
+    """The baseline that beats the network's best beyond the noise: its name, words and score (None: none does)."""
+    if not fitted:
+        return None
+    from sweeper.insight.advice.evidence import record
+    from sweeper.insight.advice.reference import beside_best
+
+    by_id = {r.info.run_id: r for r in runs}
+    return beside_best([record(by_id[row["run_id"]]) for row in board.rows if row["run_id"] in by_id], fitted)
 
 
 def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:

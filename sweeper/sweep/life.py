@@ -66,7 +66,7 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
 
 def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_dir: Path, caller: str) -> dict[str, Any]:
     """:func:`start` once the sweep folder is claimed: workers, writer, stores, parents, sweep.json."""
-    from sweeper.insight import plots
+    from sweeper.insight import baselines, plots
 
     launcher = config.hydra.launcher
     if "submitit" in str(launcher.get("_target_", "")) or str(launcher.get("engine", "")) == "submitit_local":
@@ -82,13 +82,13 @@ def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_di
     # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
     # core imports MLflow for the writer or joblib's workers, once the store is open
     importing = writer.current() is not None or warming is not None
-    if not importing:
-        plots.start()
+    if not importing:  # the painter fits the baselines while the jobs run
+        plots.start(baselines.request([cfg for _, cfg in jobs]))
     parents = _open_parents(config, jobs, sweep_dir, caller)
     if warming is not None:
         warming.join()  # the workers are warm before the launcher hands them jobs
     if importing:
-        plots.start()
+        plots.start(baselines.request([cfg for _, cfg in jobs]))
     state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
              "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)},
              "argv": command_overrides(config), "sweeper": str(config.hydra.sweeper.get("_target_"))}  # upload's parent

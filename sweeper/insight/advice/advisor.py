@@ -13,7 +13,8 @@ from sweeper.insight.advice.curves import overfitting, rising_loss, under_traini
 from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
-from sweeper.insight.advice.findings import divergence, edges, no_effect, noise, saturation, seed_list, ties
+from sweeper.insight.advice.findings import divergence, edges, noise, saturation, seed_list, ties
+from sweeper.insight.advice.slices import UNMEASURED, no_effect, not_measured
 from sweeper.insight.advice.reference import devices, reference, skipped_lines
 
 # The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
@@ -44,48 +45,62 @@ def budget(s: Sweep) -> int:
     return s.trained
 
 
-def _worse_values(s: Sweep, key: str, values: list[str]) -> list[str]:
-    """Values of ``key`` (among ``values``) whose best mean over the other keys is worse than the best value's beyond
-    the noise, worst first; never the best value nor one the sweep has not tried."""
-    profile: dict[str, tuple[float, int]] = {}
+def _worse_values(s: Sweep, key: str, values: list[str], kept: set[str] = frozenset()) -> list[str]:
+    """Values of ``key`` (among ``values``) whose best configuration is worse than the best value's beyond the noise
+    (the two configurations' own seeds), worst first; never the best value, one the sweep has not tried, nor one a
+    finding keeps (``kept``)."""
+    profile: dict[str, tuple[float, tuple]] = {}
     for c in s.configs:
         m, v = s.mean(c), dict(c).get(key)
         if m and v is not None and (v not in profile or s.better(m[0], profile[v][0])):
-            profile[v] = m
+            profile[v] = (m[0], c)
     if len(profile) < 2:
         return []
     best = min(profile, key=lambda v: profile[v][0] if s.lower else -profile[v][0])
-    a, na = profile[best]
-    worse = [v for v in values if v in profile and v != best and not s.same(a, profile[v][0], na, profile[v][1])]
+    worse = [v for v in values if v in profile and v != best and v not in kept
+             and s.between(profile[best][1], profile[v][1]).beyond()]
     return sorted(worse, key=lambda v: profile[v][0], reverse=s.lower)
 
 
-def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[dict[str, str], list[Finding]]:
+def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[dict[str, str], list[Finding],
+                                                                            list[dict[str, str]]]:
     """The keys the findings change and their new values (a comma list): grids extended or cut, keys fixed, seeds
-    added — within ``limit`` runs to train (default :func:`budget`); and the findings left out for it."""
+    added — within ``limit`` runs to train (default :func:`budget`); the findings left out for it; and, when seeds go to
+    the best two configurations only and they differ in more than one key, each one's values of those keys (the
+    command is then two, one a configuration: the grid of their values would train more than two)."""
     limit = budget(s) if limit is None else limit
+    kept = _kept(s, findings)
     order = sorted(findings, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
     out: dict[str, str] = {}
     left: list[Finding] = []
+    pair: list[dict[str, str]] = []
     for f in order:
         if not (f.add or f.drop or f.set):
             continue
         # the finding as it is; else with one new value a key (the nearest beyond the edge)
-        shapes = [f] + ([replace(f, add={k: v[:1] for k, v in f.add.items()})] if any(len(v) > 1 for v in f.add.values()) else [])
+        shapes = [replace(f, pair=[])]
+        shapes += [replace(f, add={k: v[:1] for k, v in f.add.items()}, pair=[])] if any(len(v) > 1 for v in f.add.values()) else []
         if f.narrow:  # keys another finding already changed keep its change
-            shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}}))
+            shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}},
+                                  pair=[{k: v for k, v in p.items() if k not in out} for p in f.pair]))
         # last, when nothing else is in the command yet: one seed more than tried, the fewest that show a spread (a
         # round too small for three seeds of the best two would otherwise propose nothing)
         if not out and (fewer := _fewer_seeds(s, f)) is not None:
             shapes.append(replace(shapes[-1], set={**shapes[-1].set, "seed": fewer}))
         for shape in shapes:
-            trial = _fit(s, _apply(s, out, shape), limit)
-            if _to_train(s, trial) <= limit:
-                out = trial
+            trial = _fit(s, _apply(s, out, shape), limit, kept)
+            now = shape.pair if len(shape.pair) == 2 and len(shape.pair[0]) > 1 else pair
+            if sum(_to_train(s, part) for part in parts(trial, now)) <= limit:
+                out, pair = trial, now
                 break
         else:
             left.append(f)
-    return out, left
+    return out, left, pair
+
+
+def parts(changes: dict[str, str], pair: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The next command's changes, one a configuration of ``pair`` (or as they are, without one)."""
+    return [{**changes, **p} for p in pair] if pair else [changes]
 
 
 def _fewer_seeds(s: Sweep, f: Finding) -> str | None:
@@ -98,9 +113,36 @@ def _fewer_seeds(s: Sweep, f: Finding) -> str | None:
     return fewer if len(f.set["seed"].split(",")) > len(fewer.split(",")) else None
 
 
-def _fit(s: Sweep, trial: dict[str, str], limit: int) -> dict[str, str]:
+def _kept(s: Sweep, findings: list[Finding]) -> dict[str, set[str]]:
+    """The values a command never prunes for its budget, because a finding keeps them: the best two configurations'
+    (the noise finding compares them), and an lr a divergence left out in some slices only (elsewhere it stays)."""
+    kept: dict[str, set[str]] = {}
+    for c in s.ranked()[:2]:
+        for k, v in c:
+            kept.setdefault(k, set()).add(v)
+    for f in findings:
+        for _, values in f.drop_where:
+            kept.setdefault("lr", set()).update(values)
+    return kept
+
+
+def pruned(s: Sweep, changes: dict[str, str], findings: list[Finding]) -> dict[str, list[str]]:
+    """The tried values the next command leaves out that no finding dropped: pruned for the budget (worse beyond the
+    noise), each key's."""
+    dropped = {v for f in findings for vs in f.drop.values() for v in vs}
+    out = {}
+    for key in s.hyper:
+        if key in changes and key not in {k for f in findings for k in f.set}:
+            now = set(changes[key].split(","))
+            gone = [v for v in s.tried(key) if v not in now and v not in dropped]
+            if gone:
+                out[key] = gone
+    return out
+
+
+def _fit(s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] | None = None) -> dict[str, str]:
     """``trial`` with values the grid showed worse pruned, worst first, until it trains at most ``limit`` runs (or
-    nothing is left to prune: a key keeps at least two values).
+    nothing is left to prune: a key keeps at least two values, and every value a finding keeps, ``kept``).
 
     The first key that has a worse value and more than two loses its worst ones, one after another, until the
     command fits or the key has none left to give; then the next key. What a value weighs (the configurations it
@@ -111,7 +153,7 @@ def _fit(s: Sweep, trial: dict[str, str], limit: int) -> dict[str, str]:
     while to_train > limit:
         for key in s.hyper:
             now = trial[key].split(",") if key in trial else s.tried(key)
-            worse = _worse_values(s, key, now)
+            worse = _worse_values(s, key, now, (kept or {}).get(key, set()))
             if worse and len(now) > 2:
                 each, done, group = _weights(s, trial, key, now)
                 left = Counter(group[v] for v in now)
@@ -159,7 +201,6 @@ def _among(values: list[str]) -> Any:
     strings = set(values)
     numbers = {x for x in map(_number, values) if x is not None}
     return lambda value: str(value) in strings or _number(value) in numbers
-
 
 
 def _grid(s: Sweep, changes: dict[str, str]) -> dict[str, list[str]]:
@@ -256,7 +297,6 @@ def next_command(argv: list[str], changes: dict[str, str], python: bool = False)
     return python_call(args) if python else resume_command(["-m", *args])
 
 
-
 def split_caveats(records: list[dict[str, Any]]) -> list[str]:
     """A sweep whose runs score validation on their training rows (``data.val_fraction=0``): its findings extrapolate
     from training error."""
@@ -286,21 +326,24 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     s = Sweep(records, curves)
     caveats = [*(caveats or []), *split_caveats(records)]
     flat = no_effect(s)
-    found = [*devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s), *rising_loss(s), *overfitting(s),
-             *under_training(s)]
-    found += [*_one_subject(flat, found), *edges(s, {f.tag for f in flat}), *reference(s, baselines or {})]
+    beaten, tie = reference(s, baselines or {})  # a baseline that beats the network is said first
+    found = [*beaten, *devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s),
+             *rising_loss(s), *overfitting(s), *under_training(s)]
+    flat = _one_subject(flat, found)
+    found = _measured([*found, *flat, *edges(s, {f.tag for f in flat}), *tie], s.metric)
+    model = s.noise_text
     if foreign:
-        return Advice(found, None, s.metric, note="this sweep was not made by sweeper (its parent run has no sweep_argv "
+        return Advice(found, None, s.metric, noise=model, note="this sweep was not made by sweeper (its parent run has no sweep_argv "
                                                    "or sweep_dir tag): findings only, no command")
     if search:
-        return Advice(found, None, s.metric, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
+        return Advice(found, None, s.metric, noise=model, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
     if not s.records:
-        return Advice(found, None, s.metric, note="no run to build on", caveats=caveats)
+        return Advice(found, None, s.metric, noise=model, note="no run to build on", caveats=caveats)
     if not s.trained:
-        return Advice(found, None, s.metric, note=f"this sweep trained no new run (all {len(s.records)} were reused from "
+        return Advice(found, None, s.metric, noise=model, note=f"this sweep trained no new run (all {len(s.records)} were reused from "
                       "earlier rounds): its budget per round is 0, so no command; the command of the round that trained "
                       "them stands", caveats=caveats)
-    changes, left = plan(s, found)
+    changes, left, pair = plan(s, found)
     # values left out everywhere (and what the findings add above them), then per slice
     exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
     exclude += [e for f in found if f not in left for e in f.drop_where]
@@ -309,28 +352,53 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
             "runs are free and not counted)")
     seeded = [f for f in found if f not in left and "seed" in f.set and changes.get("seed") in (f.set["seed"], _fewer_seeds(s, f))]
     narrowed = [f for f in seeded if f.narrow and all(changes.get(k) == v for k, v in f.narrow.items())]
-    if narrowed:
+    if narrowed and pair:
+        note += ("; to fit it, the seeds go to the best two configurations only, a command each: "
+                 + " and ".join(" ".join(f"{k}={text_cell(v)}" for k, v in p.items()) for p in pair))
+    elif narrowed:
         note += ("; to fit it, the seeds go to the best two configurations only: "
                  + " ".join(f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()))
+    cut = {k: v for k, v in pruned(s, changes, found).items() if not (narrowed and k in narrowed[0].narrow)}
+    if cut:
+        note += ("; to fit it, the command leaves out " + ", ".join(f"{k}={','.join(map(text_cell, v))}" for k, v in cut.items())
+                 + " (worse than the best beyond the noise)")
     if seeded and changes["seed"] != seeded[0].set["seed"]:
         note += f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest that show a spread)"
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
-    sizes = counts(s, changes, exclude)
-    if untried(s, changes, exclude) == 0:
-        return Advice(found, None, s.metric, sizes, note=answered(s, found, left), budget=limit, caveats=caveats or [])
-    return Advice(found, " && ".join(commands(s, list(argv or []), changes, exclude, python)), s.metric, sizes,
-                  note=note, budget=limit, caveats=caveats or [])
+    each = [counts(s, part, exclude) for part in parts(changes, pair)]  # a pair's two commands share no configuration
+    sizes = (sum(t for t, _ in each), sum(d for _, d in each))
+    if sum(untried(s, part, exclude) for part in parts(changes, pair)) == 0:
+        return Advice(found, None, s.metric, sizes, noise=model, note=answered(s, found, left), budget=limit, caveats=caveats or [])
+    said = [c for part in parts(changes, pair) for c in commands(s, list(argv or []), part, exclude, python)]
+    return Advice(found, " && ".join(said), s.metric, sizes, noise=model, note=note, budget=limit, caveats=caveats or [],
+                  split="one for each of the best two configurations" if pair else Advice.split)
+
+
+ABOUT = {"divergence": {"lr"}, "rising_loss": {"lr"}, "overfitting": {"epochs", "patience"},
+         "under_training": {"epochs"}}  # the keys a finding of each kind is about
+
+
+def _measured(found: list[Finding], metric: str) -> list[Finding]:
+    """The findings with the keys another finding shows to matter (an edge beyond the noise, a divergence) taken out of
+    the "not measured" one: a key is never both."""
+    subjects = {k for f in found for k in (*f.add, *f.drop, *ABOUT.get(f.kind, ()))}
+    out = []
+    for f in found:
+        keys = f.tag[len(UNMEASURED):].split(",") if f.tag.startswith(UNMEASURED) else []
+        if left := [k for k in keys if k not in subjects] if keys else None:
+            out.append(f if left == keys else not_measured(left, metric))
+        elif not keys:
+            out.append(f)
+    return out
 
 
 def _one_subject(flat: list[Finding], others: list[Finding]) -> list[Finding]:
     """The no-effect findings whose key no other finding is about (a key is never both "did not matter" and the
     subject of another finding on the same runs: "epochs did not matter" beside overfitting)."""
-    about = {"divergence": {"lr"}, "rising_loss": {"lr"}, "overfitting": {"epochs", "patience"},
-             "under_training": {"epochs"}}
     subjects = set()
     for f in others:
-        subjects |= {*f.add, *f.drop, *(k for k in f.set if k not in ("seed", "device"))} | about.get(f.kind, set())
+        subjects |= {*f.add, *f.drop, *(k for k in f.set if k not in ("seed", "device"))} | ABOUT.get(f.kind, set())
     return [f for f in flat if f.tag.split("@")[0] not in subjects]
 
 
@@ -364,12 +432,10 @@ def sweep_argv(tags: dict[str, str]) -> list[str]:
     return tags.get("overrides", "").split()
 
 
-
 def is_search(tags: dict[str, str]) -> bool:
     from sweeper.base.names import BASIC_SWEEPER
 
     return tags.get("sweeper", BASIC_SWEEPER) != BASIC_SWEEPER
-
 
 
 def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 significant digits)
 from sweeper.base.names import PRUNED_AT
+from sweeper.insight.advice import noise as _noise
+from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
 
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
@@ -22,13 +23,8 @@ SEEDS = ("seed", "data.split_seed")  # noise, not a configuration: the initial w
 LOG_SPACED = ("lr",)  # extended by the grid's ratio whatever its values
 STEPPED = ("depth",)  # extended by the grid's step
 MAX_RATIO = 10.0  # a log-spaced extension steps by at most a decade
-# Without a seed sweep there is no noise estimate: two validation scores count as the same when they differ by
-# less than this fraction, a stated default of the seed-to-seed spread (bench/advice_eval.py measures it on the
-# bundled data sets; sweep seed to measure your own). Training is deterministic, but another seed is not.
-SAME = 0.02
 FLOOR = 1e-3  # a loss below this is at its floor: its relative changes are not evidence
 TOP = 3  # the configurations whose curves the training findings read
-ALPHA = 0.05  # significance level of the best-against-runner-up test over seeds
 OVERFIT_AT = 0.5  # overfitting: the best epoch is in the first half of the run ...
 RISE = 0.01  # ... the validation loss ended > 1% above its minimum, the training loss > 1% below where it was then
 LATE = 0.9  # under-training: the best epoch is in the last 10% of the run ...
@@ -56,6 +52,8 @@ class Finding:
     drop_where: list[tuple[dict[str, str], list[str]]] = field(default_factory=list)
     # a narrower change to try when ``set`` does not fit the budget: e.g. seeds for the best two configurations only
     narrow: dict[str, str] = field(default_factory=dict)
+    # with ``narrow``: the two configurations' own values of the keys they differ in (more than one key: two commands)
+    pair: list[dict[str, str]] = field(default_factory=list)
 
 
 
@@ -68,6 +66,8 @@ class Advice:
     note: str = ""  # why there is no command, or the budget per round and what the command left out for it
     caveats: list[str] = field(default_factory=list)  # what the findings stand on that weakens them (said first)
     budget: int = 0  # the most new runs the command may train (a round's budget)
+    split: str = "the grid without the values left out in some slices only"  # why several commands, when they are
+    noise: str = ""  # the one noise model every finding uses, said once at the top
 
     @property
     def commands(self) -> list[str]:
@@ -78,6 +78,8 @@ class Advice:
         n = len(self.findings)
         head = f"{n} finding{'s' * (n != 1)}, from validation metrics only (the test split is reported, never used to choose)"
         lines = ["# Sweep advice", "", head + "."] if markdown else [f"Advice: {head}:"]
+        if self.noise:
+            lines += ["", f"*{self.noise}*"] if markdown else [f"  {self.noise}"]
         lines += [f"**Caveat:** {c}" if markdown else f"  caveat: {c}" for c in self.caveats]
         for i, f in enumerate(self.findings, 1):
             if markdown:
@@ -93,7 +95,7 @@ class Advice:
             what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
                     f"{total - done} to train)")
             if len(self.commands) > 1:
-                what += f", in {len(self.commands)} commands: the grid without the values left out in some slices only"
+                what += f", in {len(self.commands)} commands: {self.split}"
             body = "\n".join(self.commands)
             lines += ["", f"## {what}", "", "```bash", body, "```"] if markdown else [f"{what}:", *(f"  {c}" for c in self.commands)]
             if self.note:
@@ -197,7 +199,7 @@ class Sweep:
         self.folded = not self.seeded and len(self.fold_scores(self.best)) >= 2
         self.curves = curves or {}  # run id → {"train_loss": [(epoch, value)], "val_loss": [...]}
         self.stats = {m: self._stats(m) for m in self.measures}
-        self.scores, self.noise, _ = self.stats[self.metric]
+        self.scores = self.stats[self.metric]
         # the runs this sweep trained (a resumed sweep's reused runs are another round's) and each configuration's
         # FAILED runs (a diverged seed counts against it)
         self.trained = sum(not r.get("reused") for r in self.records)
@@ -217,17 +219,35 @@ class Sweep:
             for rs in repeated for m in self.measures
             if len(vs := [v for r in rs if (v := _number(r["metrics"].get(m))) is not None]) > 1)
 
-    def _stats(self, metric: str) -> tuple[dict[tuple, list[float]], float | None, int]:
-        """Each configuration's finished scores on ``metric``, the seed-to-seed std pooled over the
-        configurations (None without a seed sweep) and its degrees of freedom."""
-        scores = {c: [v for r in rs if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None]
-                  for c, rs in self.configs.items()}
-        if self.folded:
-            noise, dof = self.fold_noise(self.configs, metric) or (None, 0)
-            return scores, noise, dof
-        spread = [(len(v) - 1, statistics.variance(v)) for v in scores.values() if len(v) > 1]
-        dof = sum(d for d, _ in spread)
-        return scores, (math.sqrt(sum(d * var for d, var in spread) / dof) if self.seeded and dof else None), dof
+    def _stats(self, metric: str) -> dict[tuple, list[float]]:
+        """Each configuration's finished scores on ``metric`` (no spread pooled over the grid: each comparison reads
+        its configurations' own, :mod:`sweeper.insight.advice.noise`)."""
+        return {c: [v for r in rs if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None]
+                for c, rs in self.configs.items()}
+
+    def samples(self, config: tuple, metric: str | None = None) -> tuple[dict[Any, float], str]:
+        """A configuration's own scores by unit, and the unit: by seed (``seed``, ``data.split_seed``), or without
+        seeds when cross-validated by fold (its lead run's ``val_<metric>_fold<i>``); a model deterministic in seed has
+        one score a configuration (its lead run's)."""
+        metric = metric or self.metric
+        if self.folded and (folds := self.fold_scores(self.lead(config), metric)):
+            return dict(enumerate(folds)), "folds"
+        if self.deterministic and not self.seeded:  # its seeds repeat one score: one score, not a spread of 0
+            lead = self.lead(config)
+            v = _number(lead["metrics"].get(metric)) if lead else None
+            return ({tuple(lead["params"].get(k) for k in SEEDS): v} if v is not None else {}), "seeds"
+        return ({tuple(r["params"].get(k) for k in SEEDS): v for r in self.configs.get(config, [])
+                 if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None}, "seeds")
+
+    def between(self, a: tuple, b: tuple, metric: str | None = None) -> Diff:
+        """Configuration ``a`` against ``b`` by their own seeds or folds (paired where shared)."""
+        (sa, unit), (sb, _) = self.samples(a, metric), self.samples(b, metric)
+        return _noise.between(sa, sb, unit)
+
+    def against(self, a: tuple, value: float, metric: str | None = None) -> Diff:
+        """Configuration ``a`` against a constant (a baseline) by its own seeds or folds."""
+        sa, unit = self.samples(a, metric)
+        return _noise.against(list(sa.values()), value, unit)
 
     def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
         """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
@@ -272,8 +292,7 @@ class Sweep:
 
             done = sorted((c for c in self.configs if self.mean(c)), key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0])
             if any(self.failed.get(c) for c in done):
-                done = behind_finished(done, lambda c: bool(self.failed.get(c)),
-                                       lambda a, b: self.same(self.mean(a)[0], self.mean(b)[0], self.mean(a)[1], self.mean(b)[1]))
+                done = behind_finished(done, lambda c: bool(self.failed.get(c)), lambda a, b: not self.between(a, b).beyond())
             self._ranked = done
         return list(self._ranked)
 
@@ -287,10 +306,8 @@ class Sweep:
         configurations elsewhere in the grid) and its degrees of freedom; None without repeated seeds there."""
         if self.folded:
             return self.fold_noise(configs, metric)
-        scores = self.stats[metric or self.metric][0]
-        spread = [(len(v) - 1, statistics.variance(v)) for c in configs if len(v := scores.get(c) or []) > 1]
-        dof = sum(d for d, _ in spread)
-        return (math.sqrt(sum(d * var for d, var in spread) / dof), dof) if dof else None
+        scores = self.stats[metric or self.metric]
+        return _noise.pooled([scores.get(c) or [] for c in configs])
 
     def lead(self, config: tuple) -> dict[str, Any] | None:
         """The run that stands for a configuration: its first finished record (the leaderboard puts the run closest
@@ -301,15 +318,20 @@ class Sweep:
         return sorted((self.curves.get(r["run_id"]) or {}).get(name) or []) if r else []
 
     def rel_noise(self) -> float:
-        """The noise as a fraction of the best mean: measured over seeds or folds, else the stated default :data:`SAME`."""
-        if self.noise is not None and self.best is not None:
-            m = abs(self.mean(self.config(self.best))[0]) or 1.0
-            return max(self.noise / m, 1e-6)
-        return SAME
+        """The best configuration's own noise as a fraction of its mean: the std of a score over its seeds (of a fold
+        mean, over its folds), else the stated default :data:`SAME`."""
+        if self.best is None:
+            return SAME
+        scores, unit = self.samples(self.config(self.best))
+        v = list(scores.values())
+        if len(v) < 2:
+            return SAME
+        sd = statistics.stdev(v) / (math.sqrt(len(v)) if unit == "folds" else 1.0)
+        return max(sd / (abs(statistics.fmean(v)) or 1.0), 1e-6)
 
     def mean(self, config: tuple, metric: str | None = None) -> tuple[float, int] | None:
         """The configuration's mean validation score over its finished seeds, and how many; None if none finished."""
-        v = self.stats[metric or self.metric][0].get(config) or []
+        v = self.stats[metric or self.metric].get(config) or []
         return (statistics.fmean(v), len(v)) if v else None
 
     def better(self, a: float, b: float) -> bool:
@@ -318,35 +340,24 @@ class Sweep:
     def same(self, a: float, b: float, na: int = 1, nb: int = 1, metric: str | None = None, among: int = 2,
              tests: int = 1, noise: tuple[float, int] | None = None) -> bool:
         """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds) differ by no
-        more than the noise of ``metric`` (the sweep's pooled noise, or ``noise``: (std, dof) of a slice): Tukey's
-        range test at ALPHA (split over ``tests`` such comparisons); for two means, a two-sided t-test. Without
-        seeds: within SAME of each other."""
-        if noise is not None:
-            noise, dof = noise
-        else:
-            _, noise, dof = self.stats[metric or self.metric]
+        more than ``noise`` ((std, dof) of the compared configurations' own scores): Tukey's range test at ALPHA
+        (split over ``tests`` such comparisons); for two means, a two-sided t-test. Without a noise: within SAME of
+        each other (the stated default)."""
         if (metric or self.metric) == "val_log_loss" and max(abs(a), abs(b)) < FLOOR:
             return True  # both at the loss's floor: a relative change there is not evidence
         if noise is not None:
-            return abs(a - b) <= _range_quantile(among, dof, ALPHA / tests) * noise * math.sqrt((1 / na + 1 / nb) / 2)
+            std, dof = noise
+            return abs(a - b) <= range_quantile(among, dof, ALPHA / tests) * std * math.sqrt((1 / na + 1 / nb) / 2)
         return abs(a - b) <= SAME * max(abs(a), abs(b)) + 1e-12
 
     @property
     def noise_text(self) -> str:
-        if self.noise is not None and self.folded:
-            dof = self.stats[self.metric][2]
-            return (f"noise: std {cell(self.noise)} of a fold mean of {self.metric} (the configuration × fold residual, "
-                    f"{dof} degrees of freedom: every configuration on the same folds); within it: not significant at {ALPHA:.0%}")
-        if self.noise is not None:
-            dof = self.stats[self.metric][2]
-            return (f"noise: seed-to-seed std {cell(self.noise)} of {self.metric} (pooled, {dof} degrees of freedom); "
-                    f"within it: not significant at {ALPHA:.0%}")
-        if self.deterministic:
-            return (f"no noise from seed: the model is deterministic in seed (every configuration scored the same for "
-                    f"seed={','.join(self.tried('seed'))}); scores within {SAME:.0%} count as the same (a stated default, "
-                    "not measured: the noise left is the split's, data.split_seed=0,1,2 measures it)")
-        return (f"no seed sweep: scores within {SAME:.0%} count as the same (a stated default of seed-to-seed noise; "
-                "sweep seed=0,1,2 to measure it)")
+        """The one noise model every finding uses, in one line (said once, at the top of the advice)."""
+        if self.deterministic and not self.seeded:
+            return _noise.model_text(None, f"the model is deterministic in seed (every configuration scored the same for "
+                                           f"seed={','.join(self.tried('seed'))}): the noise left is the split's, "
+                                           "data.split_seed=0,1,2 measures it")
+        return _noise.model_text("folds" if self.folded else "seeds" if self.seeded else None)
 
     def tried(self, key: str) -> list[str]:
         """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order
@@ -382,15 +393,6 @@ class Sweep:
     def param(self, r: dict[str, Any], key: str, default: float = 0.0) -> float:
         v = _number(r["params"].get(key))
         return default if v is None else v
-
-
-
-@lru_cache(maxsize=64)
-def _range_quantile(among: int, dof: int, alpha: float) -> float:
-    """The studentized range's 1 - alpha quantile for ``among`` means and ``dof`` degrees of freedom."""
-    from scipy import stats
-
-    return float(stats.studentized_range.ppf(1 - alpha, among, dof))
 
 
 
@@ -439,45 +441,3 @@ def extend(key: str, values: list[str], up: bool, count: int = 2, bounds: "Bound
         if text is not None and all(float(text) != n for n in nums) and text not in out:
             out.append(text)
     return out, (f"log-spaced, ×{ratio:.3g} a step" if log else f"a step of {cell(step)}")
-
-
-
-def _slices(s: Sweep, key: str, metric: str | None = None) -> dict[tuple, dict[str, tuple[float, int] | None]]:
-    """Configurations grouped by every swept key but ``key`` (and seed): each slice maps key's values to
-    their mean score on ``metric`` and seed count (None where nothing finished)."""
-    out: dict[tuple, dict[str, tuple[float, int] | None]] = {}
-    for config in s.configs:
-        out.setdefault(_other(config, key), {})[dict(config)[key]] = s.mean(config, metric)
-    return {k: v for k, v in out.items() if len(v) > 1}
-
-
-def _other(config: tuple, key: str) -> tuple:
-    """A configuration's slice along ``key``: its other keys' values."""
-    return tuple(kv for kv in config if kv[0] != key)
-
-
-def slice_configs(s: Sweep, key: str, other: tuple) -> list[tuple]:
-    """The configurations of one slice along ``key``."""
-    return [c for c in s.configs if _other(c, key) == other]
-
-
-
-def _flat(s: Sweep, by_value: dict[str, tuple[float, int] | None], metric: str, tests: int,
-          configs: Iterable[tuple] = ()) -> bool | None:
-    """Whether a slice's scores stay within the noise, one of ``tests`` slices (a value that failed
-    where another finished moved it); None when nothing in it finished, or when the sweep has seeds but the slice
-    (its ``configs``) repeats none, so that it has no noise of its own (no evidence either way).
-
-    With seeds each slice is judged by its own seed-to-seed spread (:meth:`Sweep.slice_noise`), not the sweep's
-    pooled one, which a few very noisy configurations elsewhere inflate."""
-    scores = list(by_value.values())
-    if all(v is None for v in scores):
-        return None
-    if any(v is None for v in scores):
-        return False
-    measured = s.seeded or s.folded
-    own = s.slice_noise(configs, metric) if measured else None
-    if measured and own is None:
-        return None
-    lo, hi = min(scores), max(scores)
-    return s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests, noise=own)

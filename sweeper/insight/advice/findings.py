@@ -8,70 +8,8 @@ from typing import Any, Iterable
 
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.curves import at_best_epoch
-from sweeper.insight.advice.evidence import ALPHA, FLOOR, SEEDS, Finding, Sweep, _flat, _format, _label, _number, _slices, extend, slice_configs
-
-
-def no_effect(s: Sweep) -> list[Finding]:
-    """Keys across whose values the score moved no more than the noise (in every slice of the other keys,
-    or in every slice where another key has one value: width at depth=0)."""
-    found = []
-    for key in s.hyper:
-        flat, moved = [], []
-        slices = {m: _slices(s, key, m) for m in s.measures}
-        tests = len(slices[s.metric]) * len(s.measures)
-        for other in slices[s.metric]:
-            within = slice_configs(s, key, other)
-            verdicts = [_flat(s, slices[m][other], m, tests, within) for m in s.measures]
-            if None not in verdicts:
-                (flat if all(verdicts) else moved).append(other)
-        if not flat:
-            continue
-        slices = slices[s.metric]
-
-        def spread(other: tuple, slices: dict = slices) -> float:
-            return max(m[0] for m in slices[other].values()) - min(m[0] for m in slices[other].values())
-
-        flat.sort(key=spread, reverse=True)  # the evidence shows the largest spreads
-
-        def shown(other: tuple, slices: dict = slices, key: str = key) -> str:
-            values = ", ".join(f"{text_cell(v)}: {cell(m[0])}" for v, m in sorted(slices[other].items(), key=lambda kv: _number(kv[0]) or 0))
-            return f"{s.metric} by {key}" + (f" at {_label(other)}" if other else "") + f": {values}"
-
-        also = [f"{', '.join(s.measures[1:])} did not move either"] if len(s.measures) > 1 else []
-        also.append(_slice_test(s, key, flat, tests))
-        if not moved:
-            chosen = s.best["params"].get(key) if s.best else None
-            found.append(Finding(
-                "no_effect", f"{key} did not matter",
-                f"the spread of {s.metric} across {key}'s values (at most {cell(spread(flat[0]))}) is within the noise",
-                [shown(o) for o in flat[:4]] + also,
-                f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys" if chosen else
-                f"fix {key} to one value", key, set={key: chosen} if chosen else {}))
-            continue
-        for other_key in sorted({k for o in flat for k, _ in o}):
-            for value in sorted({dict(o)[other_key] for o in flat}):
-                if all(dict(o).get(other_key) == value for o in flat) and not any(dict(o).get(other_key) == value for o in moved):
-                    found.append(Finding(
-                        "no_effect", f"{key} did not matter at {other_key}={text_cell(value)}",
-                        f"at {other_key}={text_cell(value)} the spread of {s.metric} across {key}'s values is within the noise; "
-                        f"elsewhere {key} matters",
-                        [shown(o) for o in flat[:4]] + also,
-                        f"sweep {key} only where {other_key}≠{text_cell(value)}", f"{key}@{other_key}={value}"))
-    return found
-
-
-
-def _slice_test(s: Sweep, key: str, flat: list[tuple], tests: int) -> str:
-    """The test that the slices of a no-effect finding passed, in words."""
-    if not (s.seeded or s.folded):
-        return s.noise_text
-    own = ", ".join(f"{cell(n[0])} with {n[1]} degrees of freedom"
-                    for o in flat[:4] if (n := s.slice_noise(slice_configs(s, key, o))) is not None)
-    test = f"Tukey's range test at {ALPHA:.0%} split over {tests} slice test(s)"
-    if s.folded:
-        return f"test: each slice against its own fold noise (the configuration × fold residual of its configurations: {own}), {test}"
-    return (f"test: each slice against its own seed-to-seed std ({own}), {test}; the pooled std ({cell(s.noise)}) is not "
-            "used: noisy configurations elsewhere would inflate it")
+from sweeper.insight.advice.evidence import FLOOR, Finding, Sweep, _format, _label, _number, extend
+from sweeper.insight.advice.noise import ALPHA, SAME
 
 
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
@@ -95,8 +33,9 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
             continue
         up = best == tried[-1] and best != tried[0]
         inner = done[-2] if up else done[1]
-        (a, na), (b, nb) = profile[best], profile[inner]
-        if s.same(a, b, na, nb) or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
+        a, b = profile[best][0], profile[inner][0]
+        diff = s.between(where[best], where[inner])
+        if not diff.beyond() or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
             continue  # within the noise; or at the metric's ceiling (accuracy 1): beyond the edge it cannot score higher
         if at_best_epoch(s, where[best], where[inner]) is False or (key == "epochs" and not up and s.curve(s.lead(where[best]))):
             continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
@@ -111,7 +50,8 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
             "edge", f"edge of the grid: {key}",
             f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
             f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
-            [f"{s.metric} {by}: " + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done), s.noise_text],
+            [f"{s.metric} {by}: " + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done),
+             f"{_label(where[best])} against {_label(where[inner])}: {diff.text()}"],
             f"extend {key} {way} ({spacing}): add {', '.join(new)}",
             f"{key}:{'up' if up else 'down'}", add={key: new}))
     return found
@@ -230,14 +170,16 @@ def noise(s: Sweep) -> list[Finding]:
         return [by_folds]
     if not s.seeded and saturated(s):
         return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
-                        [s.noise_text], "more seeds cannot separate ties at the metric's edge: see the saturation finding",
-                        "saturated")]
+                        [f"every configuration ran with one seed: scores within {SAME:.0%} count as the same"],
+                        "more seeds cannot separate ties at the metric's edge: see the saturation finding", "saturated")]
     if not s.seeded and s.deterministic:  # seeds repeat the same scores: none proposed
         seeds = s.tried("seed")
         return [Finding(
             "noise", "noise and significance",
             f"the model is deterministic in seed: every configuration scored the same for seed={','.join(seeds)}",
-            [s.noise_text], f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)", "deterministic",
+            [f"no noise from seed: its seeds repeat the same scores; scores within {SAME:.0%} count as the same (a "
+             "stated default)"],
+            f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)", "deterministic",
             set={"seed": seeds[0]})]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
@@ -250,9 +192,9 @@ def noise(s: Sweep) -> list[Finding]:
             "noise", "noise and significance",
             f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
             [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
-             s.noise_text],
+             f"until it is measured, scores within {SAME:.0%} count as the same (a stated default)"],
             f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new},
-            narrow=_top_two(s, *top) if len(top) == 2 else {})]
+            **(_top_two(s, *top) if len(top) == 2 else {}))]
     ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
     evidence = []
     for c in ranked[:5]:
@@ -263,9 +205,10 @@ def noise(s: Sweep) -> list[Finding]:
         return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
                         evidence, "sweep another key", "single")]
     first, second = ranked[:2]
-    p, how = _p_value(s, first, second)
-    a, b = statistics.fmean(s.scores[first]), statistics.fmean(s.scores[second])
-    evidence.append(f"best against runner-up: difference {cell(abs(a - b))}, {how}")
+    diff = s.between(first, second)  # their own seeds, paired where shared: never a spread other configurations inflate
+    p = diff.p()
+    a, b = diff.a, diff.b
+    evidence.append(f"best against runner-up: {diff.text() if diff.measured else 'too few seeds for a test'}")
     if s.config(s.best) != first:
         evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
     if s.failed.get(second) and s.better(b, a):
@@ -287,7 +230,7 @@ def noise(s: Sweep) -> list[Finding]:
                     f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
                     + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
                     evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
-                    set={"seed": new}, narrow=_top_two(s, first, second))]
+                    set={"seed": new}, **_top_two(s, first, second))]
 
 
 def _across_folds(s: Sweep) -> Finding | None:
@@ -329,44 +272,25 @@ def _across_folds(s: Sweep) -> Finding | None:
     new = seed_list(seeds, 3)
     return Finding("noise", "noise and significance", overlap, evidence,
                    f"treat them as equivalent (prefer the cheaper), or add seeds of the weights: seed={new}", "overlap",
-                   set={"seed": new}, narrow=_top_two(s, first, second))
+                   set={"seed": new}, **_top_two(s, first, second))
 
 
-def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, str]:
-    """The grid of the best two configurations only (their keys fixed, the keys they differ in at both values): where
-    seeds for the whole grid do not fit the budget, seeds for these two still separate them. The runner-up is the
-    best that differs from the best in a hyperparameter (a CPU/GPU pair is one model)."""
+def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, Any]:
+    """A finding's ``narrow`` and ``pair``: the best two configurations only (their keys fixed, the keys they differ
+    in at both values), and each one's values of the keys they differ in: where seeds for the whole grid do not fit the
+    budget, seeds for these two still separate them (two commands when they differ in more than one key: the grid of
+    their values would be more than two). The runner-up is the best that differs from the best in a hyperparameter (a
+    CPU/GPU pair is one model)."""
     a = dict(first)
     second = next((c for c in s.ranked() if any(dict(c).get(k) != a.get(k) for k in s.hyper)), None)
     if second is None:
         return {}
     b = dict(second)
-    return {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=lambda v: (_number(v) is None, _number(v) or 0, v)))
-            for k in a
-            if a[k] is not None and b.get(k) is not None and k in s.hyper}
-
-
-
-def _p_value(s: Sweep, first: tuple, second: tuple) -> tuple[float | None, str]:
-    """A two-sided t-test of the two configurations' scores: paired by seed (same split and initial
-    weights) when they share at least two seeds, else Welch's."""
-    from scipy import stats
-
-    by_seed = [{tuple(r["params"].get(k) for k in SEEDS): s.value(r) for r in s.configs[c] if id(r) in s._done}
-               for c in (first, second)]
-    common = sorted(set(by_seed[0]) & set(by_seed[1]))
-    if len(common) >= 2:
-        diffs = [by_seed[0][k] - by_seed[1][k] for k in common]
-        if statistics.pstdev(diffs) == 0:
-            p = 0.0 if diffs[0] else 1.0
-        else:
-            p = float(stats.ttest_rel([by_seed[0][k] for k in common], [by_seed[1][k] for k in common]).pvalue)
-        return p, f"paired t-test over {len(common)} seeds: p={p:.2g}"
-    a, b = s.scores[first], s.scores[second]
-    if len(a) < 2 or len(b) < 2:
-        return None, "too few seeds for a test"
-    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    return (p if math.isfinite(p) else 1.0), f"Welch t-test: p={p:.2g}"
+    keys = [k for k in a if a[k] is not None and b.get(k) is not None and k in s.hyper]
+    order = (lambda v: (_number(v) is None, _number(v) or 0, v))
+    narrow = {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=order)) for k in keys}
+    differ = [k for k in keys if a[k] != b[k]]
+    return {"narrow": narrow, "pair": [{k: a[k] for k in differ}, {k: b[k] for k in differ}]}
 
 
 

@@ -33,39 +33,80 @@ def devices(argv: list[str], skipped: list[str]) -> list[Finding]:
                     ",".join(gone), set={"device": ",".join(left)})]
 
 
-def reference(s: Sweep, baselines: dict[str, dict[str, float]]) -> list[Finding]:
-    """Whether any configuration beats the linear reference beyond the noise, and whether gradient boosting beats
-    every configuration beyond it (validation metric only; the test split is shown, never used)."""
+NAMES = {"linear": "the linear reference", "boosting": "gradient boosting (tuned on the validation rows)"}
+
+
+def reference(s: Sweep, baselines: dict[str, dict[str, float]]) -> tuple[list[Finding], list[Finding]]:
+    """The baselines against the network's best configuration, by its own seeds or folds (a one-sample test: a
+    baseline is fitted once on the same rows): ``(first, last)``. ``first``: the strongest baseline that beats it
+    beyond the noise (validation metric; the test split is shown, never used), said before every other finding with
+    both numbers and the gap in percent; ``last``: the linear reference when no configuration beats it beyond the
+    noise and it does not beat them either (a tie)."""
     top = s.ranked()
     if not top or not baselines:
-        return []
-    a, na = s.mean(top[0])
+        return [], []
+    best = top[0]
+    a = s.mean(best)[0]
     test = f"test_{s.metric[4:]}"
-    tests = [r["metrics"].get(test) for r in s.configs[top[0]] if r["status"] == "FINISHED" and test in r["metrics"]]
-    shown = f"{s.metric} {cell(a)} ({s.n_text(top[0])})" + (f", {test} {cell(sum(tests) / len(tests))}" if tests else "")
-    found = []
-    lin = baselines.get("linear", {}).get(s.metric)
-    if lin is not None and not (s.better(a, lin) and not s.same(a, lin, na, 1)):
-        how = "scores better than" if s.better(lin, a) and not s.same(a, lin, na, 1) else "ties with"
-        found.append(Finding(
+    tests = [r["metrics"].get(test) for r in s.configs[best] if r["status"] == "FINISHED" and test in r["metrics"]]
+    shown = f"{s.metric} {cell(a)} ({s.n_text(best)})" + (f", {test} {cell(sum(tests) / len(tests))}" if tests else "")
+    diffs = {name: s.against(best, m[s.metric]) for name, m in baselines.items() if m.get(s.metric) is not None}
+
+    def line(name: str) -> str:
+        m = baselines[name]
+        return (f"{NAMES.get(name, name)} (same split and rows): {s.metric} {cell(m[s.metric])}"
+                + (f", {test} {cell(m[test])}" if test in m else "") + f"; the best against it: {diffs[name].text()}")
+
+    name = _strongest(s, diffs)
+    first, last = [], []
+    if name is not None:
+        b = diffs[name].b
+        said = (f"{NAMES.get(name, name)} scores {s.metric} {cell(b)} against the network's best {cell(a)} "
+                f"({_label(best)}): {_gap(a, b)} better, beyond the noise")
+        evidence = [line(n) for n in (name, *(n for n in diffs if n != name))] + [f"best configuration: {shown}"]
+        if name == "linear":
+            first.append(Finding("baseline", "the network does not beat the linear reference", said, evidence,
+                                 f"prefer {_linear(s)} unless a configuration beats it beyond the noise",
+                                 "linear"))
+        else:
+            first.append(Finding("baseline", "a tree model fits this table better", said, evidence,
+                                 "use gradient boosting for this table, or give the network what trees exploit (more "
+                                 "data, features)", name))
+    lin = diffs.get("linear")
+    if lin is not None and not lin.beyond():
+        last.append(Finding(
             "baseline", "the network does not beat the linear reference",
-            f"no configuration beats the linear reference beyond the noise: it {how} the best ({_label(top[0])})",
-            [f"linear reference (same split and rows): {s.metric} {cell(lin)}"
-             + (f", {test} {cell(baselines['linear'][test])}" if test in baselines["linear"] else ""),
-             f"best configuration: {shown}", s.noise_text],
+            f"no configuration beats the linear reference beyond the noise: it ties with the best ({_label(best)})",
+            [line("linear"), f"best configuration: {shown}"],
             f"prefer {_linear(s)} unless a configuration beats it beyond the noise", "linear"))
-    boost = baselines.get("boosting", {}).get(s.metric)
-    if boost is not None and s.better(boost, a) and not s.same(a, boost, na, 1):
-        found.append(Finding(
-            "baseline", "a tree model fits this table better",
-            f"a tree model fits this table better: HistGradientBoosting scores {s.metric} {cell(boost)} against the best "
-            f"configuration's {cell(a)}, beyond the noise",
-            [f"HistGradientBoosting (same split and rows, its defaults): {s.metric} {cell(boost)}"
-             + (f", {test} {cell(baselines['boosting'][test])}" if test in baselines["boosting"] else ""),
-             f"best configuration: {shown}", s.noise_text],
-            "use gradient boosting for this table, or give the network what trees exploit (more data, features)",
-            "boosting"))
-    return found
+    return first, last
+
+
+def _strongest(s: Sweep, diffs: dict[str, Any]) -> str | None:
+    """The best of the baselines that beat the network's best beyond the noise (None: none does)."""
+    beaten = [n for n, d in diffs.items() if s.better(d.b, d.a) and d.beyond()]
+    return min(beaten, key=lambda n: diffs[n].b if s.lower else -diffs[n].b) if beaten else None
+
+
+def _gap(a: float, b: float) -> str:
+    return f"{abs(a - b) / (abs(a) or 1.0):.1%}"
+
+
+def beside_best(records: list[dict[str, Any]], baselines: dict[str, dict[str, float]]) -> tuple[str, str, float] | None:
+    """The baseline that beats the network's best beyond the noise (``records``: the runs as the advisor reads them,
+    best first), for the sweep's ``best:`` line: its name, words and validation score; None when none does."""
+    s = Sweep(records)
+    top = s.ranked()
+    if not top:
+        return None
+    diffs = {n: s.against(top[0], m[s.metric]) for n, m in baselines.items() if m.get(s.metric) is not None}
+    name = _strongest(s, diffs)
+    if name is None:
+        return None
+    d = diffs[name]
+    said = (f"beside it, the {name} baseline scores {s.metric}={cell(d.b)}: {_gap(d.a, d.b)} better than the network's "
+            "best configuration, beyond the noise")
+    return name, said, d.b
 
 
 def _linear(s: Sweep) -> str:
