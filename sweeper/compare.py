@@ -14,6 +14,7 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.insight import speedup
 from sweeper.base.fmt import cell
+from sweeper.base.names import GROUP_SIZE, booked
 from sweeper.tracking import DEFAULT_URI
 
 
@@ -24,7 +25,7 @@ def rows(c, experiment_id: str) -> list[dict]:
         tags, m = run.data.tags, run.data.metrics
         if "fingerprint" in tags and "train_time_s" in m:
             found.append({"run_id": run.info.run_id, "name": run.info.run_name, "device": tags.get("device"),
-                          "fingerprint": tags["fingerprint"], "batch_size": tags.get("group_size", tags.get("batch_size")), **m})
+                          "fingerprint": tags["fingerprint"], "batch_size": booked(tags, GROUP_SIZE) or tags.get("batch_size"), **m})
     return found
 
 

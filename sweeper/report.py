@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from sweeper import tracking
+from sweeper.base.names import PID, booked, ui_line
 from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.report import close, holder_alive, latest_parent, mark_orphans, publish, single
 from sweeper.tracking.guard import guarded
@@ -46,17 +47,18 @@ def _report(args: argparse.Namespace) -> int:
     if args.run or "sweep_dir" not in parent.data.tags:
         if parent.info.status == "RUNNING" and holder_alive(parent) is False:  # its process died (SIGKILL)
             mark_orphans(c, [parent], False)
-            print(f"run {parent.info.run_id} was RUNNING but its process (pid {parent.data.tags['pid']}) is gone: "
+            print(f"run {parent.info.run_id} was RUNNING but its process (pid {booked(parent.data.tags, PID)}) is gone: "
                   "marked FAILED (orphaned)")
             parent = c.get_run(parent.info.run_id)
         single(c, parent, args.tracking_uri)
         return 0
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
-    _, counts = publish(c, parent.info.run_id)
+    board, counts = publish(c, parent.info.run_id)
     if parent.info.status == "RUNNING" and holder_alive(parent):
-        print(f"the sweep is still running (pid {parent.data.tags['pid']}): its parent run stays RUNNING")
+        print(f"the sweep is still running (pid {booked(parent.data.tags, PID)}): its parent run stays RUNNING")
     else:  # its end-of-sweep step never ran, or its runs now support another status (re-closed)
         close(c, c.get_run(parent.info.run_id), counts)
+    print(f"browse with: {ui_line(args.tracking_uri, board.address)}")
     return 0
 
 

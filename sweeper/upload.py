@@ -22,7 +22,7 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.base import process, stop
 from sweeper.base.output import masked
-from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, REPLACED_BY, SWEEP_FILE, label
+from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HOST, REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
 from sweeper.tracking.writer import RECORDING, recording, write_result
@@ -145,7 +145,7 @@ def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, 
     # another store, or the sweep's own made anew (the file was deleted during the sweep): a parent for the uploads
     state = sweepdir._state(sweep_dir)
     tags = {"sweep_dir": str(sweep_dir), "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
-            "uploaded_from": str(sweep_dir), "host": socket.gethostname(), **process.identity()}
+            "uploaded_from": str(sweep_dir), HOST: socket.gethostname(), **process.identity()}
     tags |= {"parent_in_own_store": f"{original} in {r['tracking_uri']}"} if original else {"parent_gone": here}
     if isinstance(state.get("argv"), list):  # the sweep's command, as its own parent has it: advise and resume read it
         tags |= {"sweep_argv": json.dumps(state["argv"]), "sweeper": str(state.get("sweeper"))}

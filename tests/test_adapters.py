@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("sweeper", "models", "data", "plugins")
 # each dependency's adapter: the only files where its private names (and, for MLflow, its tables) may be used
 ADAPTERS = {
-    "mlflow": ("sweeper/tracking/bulk.py",),
+    "mlflow": ("sweeper/tracking/bulk.py", "sweeper/tracking/ui.py"),
     # and the guarded sweeper's shim, a subclass of Hydra's BasicSweeper that Hydra imports in every app at its start,
     # where importing sweeper's adapter would import sweeper (tests/test_hydra_plugin.py)
     "hydra": ("sweeper/base/hydra_internals.py", "plugins/hydra_plugins/sweeper_batched_launcher/guarded_sweeper.py"),
@@ -164,7 +164,8 @@ def test_the_tested_range_is_declared_once_and_the_installed_versions_are_inside
     from sweeper.base import tested
 
     for dist, (lowest, below) in tested.TESTED.items():
-        assert tested.inside(metadata.version(dist), lowest, below), (dist, metadata.version(dist))
+        version = metadata.version(tested.DISTRIBUTION.get(dist, dist))
+        assert tested.inside(version, lowest, below), (dist, version)
     assert tested.inside("3.18.0", "3.17", "3.19") and not tested.inside("3.19.0rc1", "3.17", "3.19")
     assert not tested.inside("3.16.9", "3.17", "3.19") and tested.inside("1.3.8", "1.3.2", "1.4")
 

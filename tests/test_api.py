@@ -108,8 +108,8 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
             kid = kids[row["run_id"]]
             assert math.isclose(row["val_mse"], kid.data.metrics["val_mse"], rel_tol=1e-12)
         tags = client_for(api_store).get_run(got["parent"]).data.tags
-        assert tags["sweep_from"] == "python" and tags["mlflow.source.name"].startswith("sweeper.multirun([")
-        assert "'lr=0.001,0.005', 'epochs=300'" in tags["mlflow.source.name"]
+        assert tags["sweep_from"] == "python" and tags["mlflow.source.name"] == "sweeper.multirun"  # the UI's Source
+        assert tags["sweeper.rerun"].startswith("sweeper.multirun([") and "'lr=0.001,0.005', 'epochs=300'" in tags["sweeper.rerun"]
         names = [a.path for a in client_for(api_store).list_artifacts(got["parent"])]
         assert {"summary.csv", "summary.md", "advice.md"} <= set(names)
         assert got["best"] == got["leaderboard"][0]["run_id"] and got["model"].startswith("models:/m-")

@@ -163,7 +163,7 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
 
         pytest.skip(f"{pin.model._target_} does not batch: {next(iter(stacked.VERDICTS.values()), '')} (it trains one "
                     "configuration at a time)")
-    assert set(computed) == {0, 1} and computed[0].tags["group_size"] == "2"
+    assert set(computed) == {0, 1} and computed[0].tags["sweeper.group_size"] == "2"
     judge(path.stem, pin.pinned.expected, {"metrics": computed[0].outcome.scores, "status": "computed"})
 
 

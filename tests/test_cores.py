@@ -45,10 +45,10 @@ def test_four_groups_on_two_workers_equal_one_worker_and_say_where_they_ran(tmp_
     assert len(one) == len(two) == 16
     assert all(r.info.status == "FINISHED" for r in one + two)
     assert_same(two, one)
-    assert {r.data.tags["batch_worker"] for r in one} == {"main"}
-    assert {r.data.tags["batch_worker"] for r in two} == {"cpu0", "cpu1"}
-    assert len({r.data.tags["worker_pid"] for r in two}) == 2
-    assert len({r.data.tags["batch_group"] for r in two}) == 4
+    assert {r.data.tags["sweeper.batch_worker"] for r in one} == {"main"}
+    assert {r.data.tags["sweeper.batch_worker"] for r in two} == {"cpu0", "cpu1"}
+    assert len({r.data.tags["sweeper.worker_pid"] for r in two}) == 2
+    assert len({r.data.tags["sweeper.batch_group"] for r in two}) == 4
     assert "computed on 2 worker processes" in out
 
 
@@ -57,9 +57,9 @@ def test_a_single_group_split_into_chunks_equals_the_unsplit_group(tmp_path, _te
     whole, _ = sweep(tmp_path, _template_store, "whole", *ONE_GROUP, "hydra.launcher.cpu_workers=1")
     split, out = sweep(tmp_path, _template_store, "split", *ONE_GROUP, "hydra.launcher.cpu_workers=2")
     assert len(whole) == len(split) == 10 and all(r.info.status == "FINISHED" for r in whole + split)
-    assert len({r.data.tags["batch_group"] for r in whole}) == 1
-    assert len({r.data.tags["batch_group"] for r in split}) == 2  # chunks of 3 and 2 trajectories
-    assert sorted(r.data.tags["group_size"] for r in split) == ["4"] * 4 + ["6"] * 6
+    assert len({r.data.tags["sweeper.batch_group"] for r in whole}) == 1
+    assert len({r.data.tags["sweeper.batch_group"] for r in split}) == 2  # chunks of 3 and 2 trajectories
+    assert sorted(r.data.tags["sweeper.group_size"] for r in split) == ["4"] * 4 + ["6"] * 6
     assert "split into 2 chunks" in out
     assert_same(split, whole)
 
@@ -72,8 +72,8 @@ def test_a_worker_killed_mid_group_has_its_group_retried_and_every_run_recorded(
     assert die.is_file() and "lost with its worker" in out
     assert len(runs) == 16 and {r.info.status for r in runs} == {"FINISHED"}
     dead = die.read_text().strip()
-    assert dead not in {r.data.tags["worker_pid"] for r in runs}  # the retry's worker says it computed the group
-    assert len({r.data.tags["batch_group"] for r in runs}) == 4
+    assert dead not in {r.data.tags["sweeper.worker_pid"] for r in runs}  # the retry's worker says it computed the group
+    assert len({r.data.tags["sweeper.batch_group"] for r in runs}) == 4
 
 
 def test_chunks_keep_trajectories_whole_and_cover_every_job():
@@ -119,8 +119,8 @@ def test_successive_halving_trains_its_rungs_on_the_workers_and_equals_one_worke
     assert sorted(filter(None, pruned.values())) == ["20"] * 8 + ["60"] * 2  # rungs 20, 60: 12 → 4 → 2
     assert {r.data.tags["fingerprint"]: r.data.tags.get("pruned_at_epoch") for r in two} == pruned
     assert_same(two, one)
-    assert {r.data.tags["batch_worker"] for r in one} == {"main"}
-    assert {r.data.tags["batch_worker"] for r in two} <= {"cpu0", "cpu1"}
+    assert {r.data.tags["sweeper.batch_worker"] for r in one} == {"main"}
+    assert {r.data.tags["sweeper.batch_worker"] for r in two} <= {"cpu0", "cpu1"}
     assert out.count("computed on 2 worker processes") >= 1  # the first rung's 12 configurations on both workers
 
 
@@ -177,4 +177,4 @@ def test_a_small_sweep_trains_in_the_launching_process_and_says_so(tmp_path, sto
     assert "worker processes started" not in out
     assert "trained here (~" in out, out
     runs = children(store)
-    assert len(runs) == 2 and {r.data.tags["batch_worker"] for r in runs} == {"main"}
+    assert len(runs) == 2 and {r.data.tags["sweeper.batch_worker"] for r in runs} == {"main"}

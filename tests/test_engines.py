@@ -35,7 +35,7 @@ def test_two_gpu_groups_compute_on_devices_0_and_1_at_once(tmp_path, store):
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
     by_depth = {}
     for r in runs:
-        by_depth.setdefault(r.data.params["depth"], set()).add(r.data.tags.get("gpu_device"))
+        by_depth.setdefault(r.data.params["depth"], set()).add(r.data.tags.get("sweeper.gpu_device"))
     assert sorted(by_depth) == ["1", "2"] and all(len(v) == 1 for v in by_depth.values()), by_depth
     assert set().union(*by_depth.values()) == {"0", "1"}, by_depth
 
@@ -57,9 +57,9 @@ def assert_same_as_local(store: Path, reference: dict, engine: str) -> None:
     (parent,) = parents(store)
     assert parent.info.status == "FINISHED"
     assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
-    assert {r.data.tags.get("engine") for r in runs} == {engine}
-    pids = {r.data.tags["worker_pid"] for r in runs}
-    assert str(os.getpid()) not in pids and parent.data.tags["pid"] not in pids
+    assert {r.data.tags.get("sweeper.engine") for r in runs} == {engine}
+    pids = {r.data.tags["sweeper.worker_pid"] for r in runs}
+    assert str(os.getpid()) not in pids and parent.data.tags["sweeper.pid"] not in pids
     got = metrics_by_config(store)
     assert got.keys() == reference.keys()
     for key, ref in reference.items():

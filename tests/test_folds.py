@@ -190,7 +190,7 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     for r in children:
         m = r.data.metrics
         assert r.data.tags["folds"] == "5" and r.data.params["data.folds"] == "5"
-        assert r.data.tags["launcher"] == "batched"
+        assert r.data.tags["sweeper.launcher"] == "batched"
         for key in ("val_mse", "val_r2", "val_mae"):
             folds = np.array([m[f"{key}_fold{i}"] for i in range(5)])
             assert m[key] == pytest.approx(folds.mean(), rel=1e-12) and m[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-9)

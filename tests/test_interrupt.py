@@ -136,7 +136,7 @@ def orphan(store: Path, parent_id: str, pid: int) -> str:
     """A child run left RUNNING by a job whose process is gone (SIGKILL): the tags of run.py's _tags."""
     c = client_for(store)
     exp = c.get_run(parent_id).info.experiment_id
-    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "lr=0.002", "host": socket.gethostname(), "pid": pid}
+    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "lr=0.002", "sweeper.host": socket.gethostname(), "sweeper.pid": pid}
     return tracking.start_run(c, exp, "lr=0.002,cpu", tags, parent_run_id=parent_id)
 
 
@@ -182,7 +182,7 @@ def test_a_report_leaves_a_sweep_whose_launcher_still_runs_running(tmp_path, sto
     c = client_for(store)
     launcher = subprocess.Popen(["sleep", "60"])  # the launching process: its pid and its start, as recorded
     try:
-        c.set_tag(p["run_id"], "pid", str(launcher.pid))
+        c.set_tag(p["run_id"], "sweeper.pid", str(launcher.pid))
         c.set_tag(p["run_id"], PID_START, process.start_mark(launcher.pid))
         assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
         assert c.get_run(p["run_id"]).info.status == "RUNNING"
@@ -289,8 +289,8 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     monkeypatch.setitem(callbacks.CURRENT, "since", time.time())
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
-    mine = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": os.getpid()})
-    other = tracking.start_run(c, exp, "defaults,cpu", {"host": socket.gethostname(), "pid": dead_pid()})
+    mine = tracking.start_run(c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": os.getpid()})
+    other = tracking.start_run(c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": dead_pid()})
     assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
     assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
 

@@ -37,7 +37,7 @@ def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=Non
     basic, batched = _children(stores["basic"]), _children(stores["batched"])
     assert set(basic) == set(batched) and len(basic) == count
     if groups is not None:
-        assert len({r.data.tags["batch_group"] for r in batched.values()}) == groups
+        assert len({r.data.tags["sweeper.batch_group"] for r in batched.values()}) == groups
     statuses = set()
     for fp, a in basic.items():
         b = batched[fp]
@@ -45,8 +45,9 @@ def _same_records(stores, rtol, statuses_seen=("FINISHED", "FAILED"), groups=Non
         assert a.info.status == b.info.status, a.data.tags["overrides"]
         assert a.data.tags.get("failure_reason") == b.data.tags.get("failure_reason")
         assert {**a.data.params, "tracking.uri": ""} == {**b.data.params, "tracking.uri": ""}
-        assert b.data.tags["launcher"] == "batched" and int(b.data.tags["group_size"]) >= 2
-        quality = {k: v for k, v in a.data.metrics.items() if k not in TIMINGS and not k.startswith("system/")}
+        assert b.data.tags["sweeper.launcher"] == "batched" and int(b.data.tags["sweeper.group_size"]) >= 2
+        # rank: the run's place in its sweep's leaderboard, where runs that tie exactly fall in either order
+        quality = {k: v for k, v in a.data.metrics.items() if k not in (*TIMINGS, "rank") and not k.startswith("system/")}
         assert quality and set(quality) <= set(b.data.metrics)
         for k, v in quality.items():
             assert math.isclose(b.data.metrics[k], v, rel_tol=rtol, abs_tol=1e-12), (a.data.tags["overrides"], k)
@@ -84,7 +85,7 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
     proc = cli(tmp_path, "-m", "lr=0.01,0.02,0.03,0.04", "epochs=20", "log_every=10", "tracking.log_model=false",
                "hydra.launcher.max_group_size=2", store=store)
     assert proc.returncode == 0, proc.stderr
-    groups = {r.data.tags["batch_group"] for r in _children(store).values()}
+    groups = {r.data.tags["sweeper.batch_group"] for r in _children(store).values()}
     assert len(groups) == 2 and "4 in 2 batched group(s)" in proc.stdout
 
 
@@ -155,8 +156,8 @@ def test_batched_and_basic_launchers_record_the_same_sparse_text_sweep(tmp_path,
     assert "3 jobs: 3 in 1 batched group(s), 0 one at a time" in proc.stdout
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), count=3)
     batched = _children(stores["batched"]).values()
-    assert len({r.data.tags["batch_group"] for r in batched}) == 1
-    assert {r.data.tags["group_size"] for r in batched} == {"3"}
+    assert len({r.data.tags["sweeper.batch_group"] for r in batched}) == 1
+    assert {r.data.tags["sweeper.group_size"] for r in batched} == {"3"}
 
 
 @pytest.mark.slow
@@ -171,7 +172,7 @@ def test_a_large_groups_runs_not_opened_while_it_trained_are_created_in_chunks_b
     assert proc.returncode == 0, proc.stderr
     kids = list(_children(store).values())
     assert len(kids) == 10 and {k.info.status for k in kids} == {"FINISHED"}
-    assert len({k.data.tags["batch_group"] for k in kids}) == 1
+    assert len({k.data.tags["sweeper.batch_group"] for k in kids}) == 1
     assert len({k.info.start_time for k in kids}) == 1  # the group's start
     for k in kids:  # each run handed to its own job: its name, params and overrides agree
         lr = float(k.data.params["lr"])

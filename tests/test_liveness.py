@@ -57,7 +57,7 @@ def test_a_summary_leaves_a_live_job_running_and_closes_it_once_its_heartbeat_st
     job = subprocess.Popen([sys.executable, "-c", REMOTE_JOB, str(sweep_dir), str(store)], env=env, cwd=tmp_path,
                            stderr=subprocess.PIPE, text=True)
     try:
-        live = lambda: [r for r in all_runs(store) if r.info.status == "RUNNING" and r.data.tags.get("host") == "node-7"]
+        live = lambda: [r for r in all_runs(store) if r.info.status == "RUNNING" and r.data.tags.get("sweeper.host") == "node-7"]
         def last_beat() -> float:
             return float(live()[0].data.tags[HEARTBEAT].split()[0]) if live() else 0.0
 
@@ -92,7 +92,7 @@ def test_an_engine_retry_is_an_attempt_not_an_orphan(tmp_path, store):
     results = [run_job(jobs, sweep_dir, i) for i in range(2)]
     c = client_for(store)
     # the first attempt of job 1, killed on its node; the engine ran the job again (the FINISHED run above)
-    tags = {"device": "cpu", "fingerprint": results[1]["fingerprint"], "host": "node-7", "pid": "12",
+    tags = {"device": "cpu", "fingerprint": results[1]["fingerprint"], "sweeper.host": "node-7", "sweeper.pid": "12",
             HEARTBEAT: beat(time.time() - 600, 30)}
     exp = c.get_run(p["run_id"]).info.experiment_id
     first = tracking.start_run(c, exp, "lr=0.002,cpu", tags, parent_run_id=p["run_id"])
@@ -182,9 +182,13 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
 
     from sweeper.insight.report import holder_alive
 
+    from sweeper.base.names import HOST, PID
+
     stale = beat(time.time() - 3600, 30)  # an hour old: 3 beats missed many times over
-    def run_of(pid: int, started: float, mark: str | None = None):
-        tags = {"host": socket.gethostname(), "pid": str(pid), HEARTBEAT: stale, **({PID_START: mark} if mark else {})}
+    def run_of(pid: int, started: float, mark: str | None = None, before_the_prefix: bool = False):
+        tags = {HOST: socket.gethostname(), PID: str(pid), HEARTBEAT: stale, **({PID_START: mark} if mark else {})}
+        if before_the_prefix:  # a run recorded before bookkeeping tags had their prefix: its bare names
+            tags = {k.removeprefix("sweeper."): v for k, v in tags.items()}
         return SimpleNamespace(info=SimpleNamespace(start_time=int(started * 1000)), data=SimpleNamespace(tags=tags))
 
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -202,6 +206,7 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
         # a run recorded without the start (an older sweeper): the pid's process must have begun by the run's start
         assert holder_alive(run_of(job.pid, time.time())) is True
         assert holder_alive(run_of(job.pid, time.time() - 3600)) is False
+        assert holder_alive(run_of(job.pid, time.time(), mark, before_the_prefix=True)) is True  # a store from before
     finally:
         job.kill()
         job.wait()
@@ -214,4 +219,4 @@ def test_a_run_records_the_process_that_started_it_pid_and_start(tmp_path, store
 
     result = run_once(tmp_path, "epochs=20", "tracking.log_model=false", store=store)
     tags = client_for(store).get_run(result["run_id"]).data.tags
-    assert tags["pid"] == str(os.getpid()) and tags[PID_START] == start_mark() is not None
+    assert tags["sweeper.pid"] == str(os.getpid()) and tags[PID_START] == start_mark() is not None

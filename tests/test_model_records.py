@@ -145,7 +145,13 @@ def test_a_child_runs_params_are_its_hyperparameters_and_its_tags_name_its_sourc
     assert params["lr"] and params["data.name"] == "diabetes"
     assert tags["config.tracking.curve_points"] and tags["config.resume"] == "False"
     assert tags["hydra.job_dir"] == str((tmp_path / "job").resolve())
-    assert tags["mlflow.source.name"].startswith("python -m sweeper") and tags["mlflow.source.type"] == "LOCAL"
+    # the UI's Source column: a short name (its last /-part: the whole command's was a cut path); the command: its own tag
+    assert tags["mlflow.source.name"] == "python -m sweeper" and tags["mlflow.source.type"] == "LOCAL"
+    assert tags["sweeper.rerun"].startswith("python -m sweeper")
+    # its logged model keeps the name runs:/<id>/model resolves, and is found by its run's name (the Models tab)
+    c = client_for(store)
+    found = c.search_logged_models([run.info.experiment_id], filter_string=f"tags.run_name = '{run.info.run_name}'")
+    assert [(m.source_run_id, m.name) for m in found] == [(run.info.run_id, "model")]
     assert tags["mlflow.user"] and tags["task"] == "regression"
     metrics = client_for(store).get_run(result["run_id"]).data.metrics
     assert "val_mse" in metrics

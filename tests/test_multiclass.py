@@ -145,7 +145,7 @@ def test_a_sweep_over_optimizer_and_batch_size_runs_every_configuration(iris_swe
     assert len(combos) == 8 and len({r.data.tags["fingerprint"] for r in runs}) == 8
     for r in runs:
         assert {"val_accuracy", "val_f1_macro", "val_log_loss", "test_accuracy"} <= set(r.data.metrics)
-        assert r.data.tags["launcher"] == "batched" and r.data.tags["group_size"] == "2"  # 4 groups: the lrs
+        assert r.data.tags["sweeper.launcher"] == "batched" and r.data.tags["sweeper.group_size"] == "2"  # 4 groups: the lrs
     artifacts = {p.name for p in (tmp / "sweep").glob("*/confusion_matrix.csv")}
     assert artifacts == {"confusion_matrix.csv"} and len(list((tmp / "sweep").glob("*/confusion_matrix.csv"))) == 8
 

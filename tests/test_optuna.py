@@ -128,7 +128,7 @@ def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_cont
     assert {k.data.tags["optuna.study_name"] for k in kids} == {"iris"}
     rounds = {}
     for k in kids:
-        rounds.setdefault(k.data.tags["optuna.round"], set()).add(k.data.tags["batch_group"])
+        rounds.setdefault(k.data.tags["optuna.round"], set()).add(k.data.tags["sweeper.batch_group"])
     assert sorted(rounds) == ["0", "1", "2"] and all(len(g) == 1 for g in rounds.values())  # a round: one group
     assert len(set.union(*rounds.values())) == 3
     db = store.parent / "optuna.db"  # beside the MLflow store

@@ -131,7 +131,7 @@ def test_sigterm_in_a_single_run_records_it_killed_and_exits_143(tmp_path, store
 def test_report_run_closes_a_single_run_whose_process_is_gone(store, capsys):
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
-    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "", "host": socket.gethostname(), "pid": str(dead_pid())}
+    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "", "sweeper.host": socket.gethostname(), "sweeper.pid": str(dead_pid())}
     run_id = tracking.start_run(c, exp, "cpu", tags)
     assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
     out = capsys.readouterr().out
@@ -145,7 +145,7 @@ def test_report_run_leaves_a_live_single_run_running(store, capsys):
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
     live = subprocess.Popen(["sleep", "30"])
     try:
-        tags = {"device": "cpu", "fingerprint": "f" * 16, "host": socket.gethostname(), "pid": str(live.pid),
+        tags = {"device": "cpu", "fingerprint": "f" * 16, "sweeper.host": socket.gethostname(), "sweeper.pid": str(live.pid),
                 PID_START: start_mark(live.pid)}  # the job's process, as its run records it
         run_id = tracking.start_run(c, exp, "cpu", tags)
         assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0

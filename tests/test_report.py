@@ -314,7 +314,7 @@ def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_l
     specs = {s["name"]: s for s in plots.specs(c, board, {ids[0]: tmp_path, ids[1]: tmp_path})}
     lines = specs["plots/loss_curves_top.png"]["axes"][0]["lines"]
     assert [(s["y"], s["ls"], s["label"]) for s in lines[:2]] == [([9.5, 8.5], "-", "run0"), ([9.0, 8.0], "--", None)]
-    assert "Validation" in specs["plots/loss_curves_top.png"]["axes"][0]["title"]
+    assert "validation solid" in specs["plots/loss_curves_top.png"]["axes"][0]["title"]
     lr = specs["plots/val_metric_vs_lr.png"]["axes"][0]
     assert lr["xticks"] == [0.005, 0.1] and lr["xticklabels"] == ["0.005", "0.1"]
     for spec in specs.values():
@@ -332,10 +332,11 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
     params, tags = parent.data.params, parent.data.tags
     assert params["lr"] == "0.001,0.01" and params["depth"] == "1,2"
     assert not [k for k in params if k.startswith("tracking.")]
-    assert tags["mlflow.source.name"].startswith("python -m sweeper -m ") and "lr=0.001,0.01" in tags["mlflow.source.name"]
+    assert tags["mlflow.source.name"] == "python -m sweeper -m"  # the UI's Source column; the command: sweeper.rerun
+    assert tags["sweeper.rerun"].startswith("python -m sweeper -m ") and "lr=0.001,0.01" in tags["sweeper.rerun"]
     assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.user"]
     note = tags["mlflow.note.content"]
-    assert note.startswith("**Best:**") and tags["best_run_id"] in note and "| lr" in note.replace("|  lr", "| lr")
+    assert note.startswith("**Best:**") and tags["best_run_id"] in note and "|\u00a0\u00a0lr\u00a0\u00a0|" in note
     # MLflow 3: the best run's model is a logged model (models:/m-<id>), the one its run links to
     best = client_for(sweep["store"]).get_run(tags["best_run_id"])
     assert tags["best_model_uri"] == f"models:/{best.outputs.model_outputs[0].model_id}"
@@ -346,12 +347,12 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
     # the default launcher trains the configurations together (packed across depths; a group may be split over the
     # cores: the sizes depend on the machine): each group's size is its runs' count
     kids = [r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert {r.data.tags["launcher"] for r in kids} == {"batched"}
+    assert {r.data.tags["sweeper.launcher"] for r in kids} == {"batched"}
     groups = {}
     for r in kids:
-        groups.setdefault(r.data.tags["batch_group"], []).append(r)
+        groups.setdefault(r.data.tags["sweeper.batch_group"], []).append(r)
     for members in groups.values():
-        assert {int(r.data.tags["group_size"]) for r in members} == {len(members)}
+        assert {int(r.data.tags["sweeper.group_size"]) for r in members} == {len(members)}
 
 
 def test_a_large_leaderboard_prints_its_best_rows_and_says_how_many_more():

@@ -36,14 +36,14 @@ def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, s
     kids = children(store)
     assert len(kids) == 4 and all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)
     assert all(k.info.status == "FINISHED" for k in kids)
-    pids = {k.data.tags["pid"] for k in kids}
-    assert parent.data.tags["pid"] not in pids  # the jobs ran in other processes than the launching one
+    pids = {k.data.tags["sweeper.pid"] for k in kids}
+    assert parent.data.tags["sweeper.pid"] not in pids  # the jobs ran in other processes than the launching one
     assert len(pids) == (2 if launcher[0].endswith("joblib") else 4)  # joblib: its 2 workers; submitit: one a job
     if launcher[0].endswith("joblib"):  # the workers warmed at the sweep's start are the ones that ran its jobs
         import re
 
         (warmed,) = re.findall(r"joblib: 2 worker processes warmed \(pids (\d+), (\d+)\)", proc.stdout + proc.stderr)
-        assert {k.data.tags["pid"] for k in kids} == set(warmed)
+        assert {k.data.tags["sweeper.pid"] for k in kids} == set(warmed)
     gpu = [k for k in kids if k.data.tags["device"] == "gpu"]
     assert len(gpu) == 2 and all("speedup" in k.data.metrics for k in gpu)
     assert parent.data.metrics["n_finished"] == 4 and parent.info.status == "FINISHED"

@@ -82,7 +82,7 @@ def test_each_recording_path_records_the_model_it_scored(tmp_path, store, path):
     proc = cli(tmp_path, *PATHS[path], *SEEDS, *FAST, store=store)
     assert proc.returncode == 0, proc.stderr
     if path == "groups in workers":  # each group computed in a worker process, recorded in this one
-        assert {r.data.tags.get("batch_worker") for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags} \
+        assert {r.data.tags.get("sweeper.batch_worker") for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags} \
             <= {"cpu0", "cpu1"}
     assert_the_record_is_the_scored_model(store, 2)
 

@@ -46,7 +46,7 @@ def test_a_run_sends_at_most_curve_points_and_keeps_every_sample_as_an_artifact(
 
 def test_a_run_shorter_than_one_sampling_interval_still_has_system_metrics(tmp_path, store):
     pytest.importorskip("psutil", reason="system metrics need psutil (the dev extra installs it)")
-    result = run_once(tmp_path, "epochs=50", "log_every=10", store=store)
+    result = run_once(tmp_path, "epochs=50", "log_every=10", "tracking.system_metrics_min_s=0", store=store)
     history = client_for(store).get_metric_history(result["run_id"], "system/cpu_utilization_percentage")
     # ~0.05 s of work: shorter than one 0.5 s interval unless the machine is loaded (then it may get more samples)
     short = result["metrics"]["wall_time_s"] < 0.5

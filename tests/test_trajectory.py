@@ -61,7 +61,7 @@ def _same_as_alone(grid, rtol=1e-9):
                 np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-12, err_msg=where)
     by_traj = {}
     for job in jobs:
-        by_traj.setdefault(computed[job.idx].tags["trajectory"], set()).add(job.plain["lr"])
+        by_traj.setdefault(computed[job.idx].tags["sweeper.trajectory"], set()).add(job.plain["lr"])
     assert all(len(lrs) == 1 for lrs in by_traj.values()) and len(by_traj) == len({j.plain["lr"] for j in jobs})
     return jobs, computed
 
@@ -142,7 +142,7 @@ def test_a_sweep_over_lr_and_epochs_records_what_basic_records_one_run_per_confi
     trajectories = {}
     for fp, run in batched.items():
         assert run.info.run_name == basic[fp].info.run_name
-        trajectories.setdefault(run.data.tags["trajectory"], set()).add(run.data.params["lr"])
+        trajectories.setdefault(run.data.tags["sweeper.trajectory"], set()).add(run.data.params["lr"])
         history = client_for(stores["batched"]).get_metric_history(run.info.run_id, "val_loss")
         assert max(m.step for m in history) == int(run.data.params["epochs"])  # the curve ends at its own end
     assert len(trajectories) == 2 and all(len(lrs) == 1 for lrs in trajectories.values())
@@ -157,7 +157,7 @@ def test_the_seed_sweep_is_8_runs_off_4_trajectories_each_curve_ending_at_its_ep
                      r"|1 batched group\(s\) \(2 groups of one shape packed into 1)", proc.stdout), proc.stdout
     runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
     assert len(runs) == 8 and {r.info.status for r in runs} == {"FINISHED"}
-    assert len({r.data.tags["trajectory"] for r in runs}) == 4
+    assert len({r.data.tags["sweeper.trajectory"] for r in runs}) == 4
     for r in runs:
         with np.load(_job_dir(tmp_path, r) / "curves.npz") as z:
             assert z["val_loss_steps"][-1] == int(r.data.params["epochs"])
@@ -199,10 +199,10 @@ LONG = ("-m", "lr=0.001,0.002", "epochs=20000,40000", "log_every=100", "depth=1"
 
 @pytest.mark.slow
 def test_members_runs_are_running_while_their_group_trains_and_bracket_its_time(tmp_path, store):
-    proc = _launch(tmp_path, store, *LONG)
+    proc = _launch(tmp_path, store, *LONG, "tracking.system_metrics_min_s=0")  # every run keeps its system metrics
     kids = _members_running(proc, store, 4)
     assert {r.info.status for r in kids} == {"RUNNING"} and not list((tmp_path / "sweep").glob("*/result.json"))
-    assert all(r.data.params["lr"] in ("0.001", "0.002") and r.data.tags["trajectory"] for r in kids)
+    assert all(r.data.params["lr"] in ("0.001", "0.002") and r.data.tags["sweeper.trajectory"] for r in kids)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     runs = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]

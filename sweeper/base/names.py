@@ -82,6 +82,23 @@ def halving_setting(settings: Any) -> str | None:
 # both: sweeper.contract.fingerprint); resume names the runs of the configuration that read another version
 DATA_SHA256, CONFIG_FINGERPRINT = "data_sha256", "config_fingerprint"
 
+# Bookkeeping tags: how and where a run ran (its process and host, heartbeat, batched group, worker, engine, the command
+# that re-runs it), not what it is or scored. One prefix keeps them together, apart from what a reader came for.
+BOOK = "sweeper."
+HOST, PID = BOOK + "host", BOOK + "pid"  # the process that created the run (liveness: sweeper.insight.report)
+LAUNCHER, GROUP, GROUP_SIZE, TRAJECTORY = (BOOK + k for k in ("launcher", "batch_group", "group_size", "trajectory"))
+WORKER, WORKER_HOST, WORKER_PID, ENGINE, GPU_DEVICE = (BOOK + k for k in ("batch_worker", "worker_host", "worker_pid",
+                                                                           "engine", "gpu_device"))
+RERUN = BOOK + "rerun"  # the command that re-runs the run (MLflow's mlflow.source.name is a short name)
+SWEEPS = BOOK + "sweeps"  # the parent runs whose leaderboard ranks the run (space-separated ids)
+
+
+def booked(tags: Any, key: str) -> str | None:
+    """A bookkeeping tag's value, also on a run recorded before the prefix (its bare name then)."""
+    value = tags.get(key)
+    return value if value is not None else tags.get(key.removeprefix(BOOK))
+
+
 REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged again as a new run (a stub)
 
 
@@ -135,15 +152,30 @@ def _ui_base(uri: str) -> str:
 
 
 
+def run_path(experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI, relative to the UI (a link in a run's description), on its model-training views."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{UI_VIEW}"
+
+
 def run_url(uri: str, experiment_id: str, run_id: str) -> str:
     """Where the MLflow UI shows a run, on its model-training views."""
-    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}?{UI_VIEW}"
+    return f"{_ui_base(uri)}/{run_path(experiment_id, run_id)}"
 
 
 
-def experiment_url(uri: str, experiment_id: str) -> str:
-    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs)."""
-    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}"
+def experiment_url(uri: str, experiment_id: str, query: str = "") -> str:
+    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs); ``query``: more of the
+    page address (:func:`table_query`, or ``viewStateShareKey=<key>``: :mod:`sweeper.tracking.ui`)."""
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}" + (f"&{query}" if query else "")
+
+
+def table_query(order_by: str, ascending: bool, search: str = "") -> str:
+    """The runs table's own search and sort as the page address gives them (every MLflow 3 UI honours them; a sort
+    flattens the tree of parents and children): ``orderByKey=metrics.%60val_mse%60&orderByAsc=true``."""
+    from urllib.parse import quote
+
+    parts = [f"searchFilter={quote(search, safe='')}"] if search else []
+    return "&".join([*parts, f"orderByKey={quote(order_by, safe='')}", f"orderByAsc={str(bool(ascending)).lower()}"])
 
 
 

@@ -37,9 +37,9 @@ def started_at(pid: int) -> float | None:
     return None if found is None else found[0] + found[1] / os.sysconf("SC_CLK_TCK")
 
 
-# The tag beside a run's ``pid`` that tells its process from a later one the system gave the same pid: the process's
-# start as /proc gives it (:func:`start_mark`), compared exactly.
-PID_START = "pid_start"
+# The tag beside a run's ``sweeper.pid`` that tells its process from a later one the system gave the same pid: the
+# process's start as /proc gives it (:func:`start_mark`), compared exactly. (Bookkeeping: sweeper.base.names.BOOK.)
+PID_START = "sweeper.pid_start"
 
 
 def start_mark(pid: int | None = None) -> str | None:
@@ -51,9 +51,11 @@ def start_mark(pid: int | None = None) -> str | None:
 
 
 def identity() -> dict[str, str]:
-    """This process's tags for a run it starts: ``pid``, and ``pid_start`` where ``/proc`` gives it."""
+    """This process's tags for a run it starts: ``sweeper.pid``, and ``sweeper.pid_start`` where ``/proc`` gives it."""
+    from sweeper.base.names import PID
+
     mark = start_mark()
-    return {"pid": str(os.getpid()), **({PID_START: mark} if mark else {})}
+    return {PID: str(os.getpid()), **({PID_START: mark} if mark else {})}
 
 
 def holds(pid: int, since: float, mark: str | None = None) -> bool:
@@ -151,9 +153,10 @@ def release_all() -> None:
         release(Path(key))
 
 
-# A running run's heartbeat: the tag ``heartbeat`` = "<unix time> <interval s>", refreshed every interval while
-# its job trains (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
-HEARTBEAT = "heartbeat"
+# A running run's heartbeat: the tag ``sweeper.heartbeat`` = "<unix time> <interval s>" (a bookkeeping tag:
+# sweeper.base.names.BOOK), refreshed every interval while its job trains (sweeper.tracking.run). It says a run is
+# alive on any host; a pid says so only on its own.
+HEARTBEAT = "sweeper.heartbeat"
 MISSED_BEATS = 3  # a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
 SLACK_S = 2.0
 

@@ -237,7 +237,7 @@ TRACKING: dict[str, Rule] = {
     "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
                        lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
                        and v.strip() != ""),
-    "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0),
+    "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0), "system_metrics_min_s": integer(ge=0),
 }
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).

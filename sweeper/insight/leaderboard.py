@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name
+from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name, run_path
 from sweeper.base.output import spreadsheet_safe, spreadsheet_value
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
@@ -31,6 +31,7 @@ class Board:
     seeds: list[str] = field(default_factory=list)  # the swept seed keys (seed, data.split_seed): rows then group
     groups: list[dict[str, Any]] = field(default_factory=list)  # one per configuration, best mean first (seeds only)
     baselines: list[dict[str, Any]] = field(default_factory=list)  # marked rows (sweeper.insight.baselines), never ranked
+    address: str | None = None  # where the MLflow UI shows the board's runs (sweeper.insight.standing.address)
 
     @property
     def folded(self) -> list[str]:
@@ -62,39 +63,70 @@ class Board:
         value = first.get(f"val_{self.metric}") if first else None
         return first if value is not None and math.isfinite(value) and first["status"] == "FINISHED" else None
 
+    def _view(self, limit: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+        """(every row, the first ``limit`` of them, the columns): one row a run, or with seeds one a configuration."""
+        rows, cols = (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
+        return rows, rows if limit is None else rows[:limit], cols
+
+    def _cells(self, rows: list[dict[str, Any]], cols: list[str]) -> list[list[str]]:
+        keys = set(self.keys)
+        return [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in rows]
+
     def table(self, fmt: str = "simple", limit: int | None = None) -> str:
         """One row a run; with seeds, one row a configuration (its mean over seeds, their std and ``n``; ``run``
         is its run closest to the mean), ranked by the mean. ``limit``: the first rows only, and a line that says
         how many more there are."""
         from tabulate import tabulate
 
-        keys = set(self.keys)
-        rows, cols = (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
-        shown = rows if limit is None else rows[:limit]
-        body = [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in [*shown, *self.baselines]]
-        text = tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True)
+        rows, shown, cols = self._view(limit)
+        body = self._cells([*shown, *self.baselines], cols)
+        return "\n".join([tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True), *self.notes(shown)])
+
+    def markdown(self, experiment_id: str | None = None, limit: int | None = None) -> str:
+        """:meth:`table` in the markdown of MLflow's UI (a run's description, summary.md): each cell padded with
+        non-breaking spaces (MLflow draws its tables without padding: lr 0.001 beside val_mse 3118 read
+        ``0.0013118``), each run's name a link to its page on the model-training views (``experiment_id`` given),
+        and each note a paragraph of its own (a line right after a table row becomes a row)."""
+        rows, shown, cols = self._view(limit)
+        pad = "\u00a0\u00a0"
+
+        def line(cells: list[str]) -> str:
+            return "|" + "|".join(f"{pad}{c.replace('|', chr(92) + '|')}{pad}" for c in cells) + "|"
+
+        body = self._cells([*shown, *self.baselines], cols)
+        if experiment_id is not None:
+            for cells, r in zip(body, shown):  # the baselines are no run
+                cells[0] = f"[{cells[0]}]({run_path(experiment_id, r['run_id'])})"
+        table = [line(cols), "|" + "|".join("---" for _ in cols) + "|", *map(line, body)]
+        return "\n\n".join(["\n".join(table), *self.notes(shown)])
+
+    def notes(self, shown: list[dict[str, Any]]) -> list[str]:
+        """The lines under the table: how many rows were left out (``shown``: the rows printed), and what its columns
+        mean where they are not plain (seeds, folds, a failed gradient check, baselines)."""
+        rows = self.groups or self.rows
+        out = []
         if len(shown) < len(rows):
             what = "configurations" if self.groups else "runs"
-            text += (f"\n… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
-                     "all of them: the parent run's summary.csv and summary.md)")
+            out.append(f"… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
+                       "all of them: the parent run's summary.csv and summary.md)")
         if self.groups:
             over = " and ".join(self.seeds)
-            text += (f"\n(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
-                     "the mean; run: its run closest to the mean)")
+            out.append(f"(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
+                       "the mean; run: its run closest to the mean)")
             if any(g.get("n_total", g["n"]) > g["n"] for g in self.groups):
-                text += (f"\n({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
-                         "whose seeds all finished and whose mean is within the noise of its own)")
+                out.append(f"({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
+                           "whose seeds all finished and whose mean is within the noise of its own)")
         if self.folded:
-            text += (f"\n(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
-                     f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
-                     "mean)")
+            out.append(f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
+                       f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
+                       "mean)")
         if any(r.get("gradient_check") == "failed" for r in shown):
-            text += (f"\n({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
-                     "under model.check=false: its scores are not those of the model it claims to be)")
+            out.append(f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
+                       "under model.check=false: its scores are not those of the model it claims to be)")
         if self.baselines:
-            text += ("\n([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
-                     "promoted)")
-        return text
+            out.append("([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
+                       "promoted)")
+        return out
 
     def csv(self) -> str:
         buf = io.StringIO()
@@ -239,7 +271,7 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
             "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
             "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
             "reused": r.info.run_id if r.info.run_id in reused else None,
-            TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time,
+            TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time, "end_time": getattr(r.info, "end_time", None),
             "pruned_at": r.data.tags.get(PRUNED_AT),
             "gradient_check": r.data.tags.get("gradient_check"),  # failed: trained anyway under model.check=false
             # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean

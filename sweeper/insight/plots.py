@@ -68,29 +68,128 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
                     series.append({"x": x, "y": y, "label": label, "ls": style, "color": f"C{i % 10}"})
         loss = "mean squared error, target units²" if board.metric == "mse" else "cross-entropy"
         out.append({"name": "plots/loss_curves_top.png", "size": [7, 4.5], "axes": [{
-            "title": f"Validation (solid) and training (dashed) loss of the top {len(top)} runs (by {val})",
+            "title": f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, training dashed",
             "xlabel": "epoch", "ylabel": f"loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
+
+    if len(done) >= 2:
+        out.append(_history(board, done))
+    parallel = _parallel(board, done)
+    if parallel is not None:
+        out.append(parallel)
 
     pairs: dict[str, dict[str, Any]] = {}
     for r in done:
         pairs.setdefault(r["fingerprint"], {})[r["device"]] = r
     pairs = {fp: p for fp, p in pairs.items() if "cpu" in p and "gpu" in p}
     if pairs:
-        labels = [p["gpu"]["run"].replace(",gpu", "").replace("device=gpu,", "") for p in pairs.values()]
-        x = list(range(len(pairs)))
-        ticks = {"xticks": x, "xticklabels": labels} if len(x) <= MAX_TICKS else {}
-        ticks["xlabel"] = "configuration"
-        out.append({"name": "plots/time_and_speedup.png", "size": [11, 4.5], "tight": True, "axes": [
-            {"title": "Train time per configuration", "ylabel": "train time (s, log scale)", "yscale": "log", **ticks,
-             "bars": [{"x": [i - 0.2 for i in x], "y": [p["cpu"]["train_time_s"] for p in pairs.values()], "width": 0.4,
-                       "label": "cpu"},
-                      {"x": [i + 0.2 for i in x], "y": [p["gpu"]["train_time_s"] for p in pairs.values()], "width": 0.4,
-                       "label": "gpu"}]},
-            {"title": "GPU-over-CPU speedup (train time)", "ylabel": "speedup (×)", **ticks, "hline": 1.0,
-             "bars": [{"x": x, "y": [p["gpu"].get("speedup") or 0.0 for p in pairs.values()], "width": 0.5,
-                       "color": "tab:green", "label": "gpu over cpu"}]},
-        ]})
+        out.append(_times(board, list(pairs.values())))
     return out
+
+
+def _times(board: Any, pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """CPU and GPU train time of each configuration run on both, and the speedup: bars on a linear axis from 0 with
+    each bar's value printed (a log axis made a 2% difference look large), or on a log axis where the times span
+    :data:`LOG_SPAN` or more; configurations named by their swept values but the device."""
+    from sweeper.base.fmt import cell, text_cell
+
+    keys = [k for k in board.keys if k not in ("device", "sync_every_epoch")]
+    labels = [", ".join(f"{k}={text_cell(p['gpu'].get(k))}" for k in keys) or "all runs" for p in pairs]
+    x = list(range(len(pairs)))
+    ticks = {"xticks": x, "xticklabels": labels} if len(x) <= MAX_TICKS else {}
+    ticks["xlabel"] = "configuration"
+    times = {d: [p[d]["train_time_s"] for p in pairs] for d in ("cpu", "gpu")}
+    scale = _scale([t for ts in times.values() for t in ts])
+    shown = len(x) <= MAX_TICKS  # each bar's value printed while they can be read
+    speedups = [p["gpu"].get("speedup") or 0.0 for p in pairs]
+    return {"name": "plots/time_and_speedup.png", "size": [11, 4.5], "axes": [
+        {"title": "Train time per configuration", "legend": "outside", **ticks, **scale,
+         "ylabel": "train time (s" + (", log scale)" if scale.get("yscale") == "log" else ")"),
+         "bars": [{"x": [i + dx for i in x], "y": times[d], "width": 0.4, "label": d,
+                   **({"labels": [cell(t) for t in times[d]]} if shown else {})}
+                  for d, dx in (("cpu", -0.2), ("gpu", 0.2))]},
+        {"title": "GPU-over-CPU speedup (train time)", "ylabel": "speedup (×)", **ticks, "hline": 1.0, "ymin": 0.0,
+         "legend": "outside",
+         "bars": [{"x": x, "y": speedups, "width": 0.5, "color": "tab:green", "label": "gpu over cpu",
+                   **({"labels": [f"{cell(v)}×" for v in speedups]} if shown else {})}]},
+    ]}
+
+
+def _history(board: Any, done: list[dict[str, Any]]) -> dict[str, Any]:
+    """The optimisation history: each finished run's validation metric in the order the runs finished, and the best
+    so far (Optuna Dashboard's and W&B's first plot)."""
+    val = f"val_{board.metric}"
+    ordered = sorted(done, key=lambda r: (r.get("end_time") or 0, r.get("start_time") or 0))
+    y = [r[val] for r in ordered]
+    from sweeper.job.metrics import LOWER_IS_BETTER
+
+    pick = min if LOWER_IS_BETTER[board.metric] else max
+    best = [pick(y[: i + 1]) for i in range(len(y))]
+    x = list(range(1, len(y) + 1))
+    return {"name": "plots/history.png", "size": [7, 4.5], "axes": [{
+        "title": f"Validation {board.metric} of each run as the runs finished", "xlabel": "runs finished",
+        "ylabel": f"validation {board.metric}", "points": [{"x": x, "y": y, "label": "a run", "color": "tab:blue"}],
+        "lines": [{"x": x, "y": best, "label": "best so far", "color": "tab:orange", "drawstyle": "steps-post"}]}]}
+
+
+MAX_LINES = 1000  # the runs a parallel-coordinates plot draws at most (the best ones)
+
+
+def _parallel(board: Any, done: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Parallel coordinates: an axis a swept key (seeds aside; logarithmic for a log-spaced key: positive numbers
+    spanning :data:`LOG_SPAN` or more) and one for the metric, each run a line coloured by its metric (the best
+    darkest), drawn on top. MLflow's own put ``lr`` on a linear axis."""
+    import math
+
+    from sweeper.base.fmt import cell, text_cell
+    from sweeper.insight.advice.evidence import SEEDS, _number
+    from sweeper.job.metrics import LOWER_IS_BETTER
+
+    keys = [k for k in board.keys if k not in (*SEEDS, "sync_every_epoch") and len({r[k] for r in done}) > 1]
+    if not keys or len(done) < 2:
+        return None
+    val = f"val_{board.metric}"
+    runs = done[:MAX_LINES][::-1]  # the best drawn last, on top
+    axes, texts = [], []
+    for i, k in enumerate([*keys, val]):
+        values = [r[k] for r in runs]
+        numbers = [_number(v) for v in values]
+        if all(v is not None for v in numbers):
+            log = min(numbers) > 0 and max(numbers) / min(numbers) >= LOG_SPAN
+            f = math.log10 if log else float
+            lo, hi = f(min(numbers)), f(max(numbers))
+            pos = [(f(v) - lo) / ((hi - lo) or 1.0) for v in numbers]
+            marks = sorted(set(numbers)) if len(set(numbers)) <= 8 else [min(numbers), max(numbers)]
+            texts += [{"x": i, "y": (f(v) - lo) / ((hi - lo) or 1.0), "text": cell(v) if k == val else text_cell(v)}
+                      for v in marks]
+            name = f"{k} (log)" if log else k
+        else:  # categories: evenly spaced
+            cats = sorted({str(v) for v in values})
+            pos = [cats.index(str(v)) / ((len(cats) - 1) or 1) for v in values]
+            texts += [{"x": i, "y": j / ((len(cats) - 1) or 1), "text": c} for j, c in enumerate(cats)]
+            name = k
+        axes.append((name, pos))
+    scores = [r[val] for r in runs]
+    lo, hi = min(scores), max(scores)
+    lower = LOWER_IS_BETTER[board.metric]
+    shade = [((v - lo) / ((hi - lo) or 1.0)) if lower else ((hi - v) / ((hi - lo) or 1.0)) for v in scores]
+    lines = [{"x": list(range(len(axes))), "y": [pos[j] for _, pos in axes], "cvalue": shade[j], "lw": 1.2,
+              "alpha": 0.8} for j in range(len(runs))]
+    return {"name": "plots/parallel_coordinates.png", "size": [2.2 * len(axes) + 1.5, 4.8], "axes": [{
+        "title": f"Each run through its swept values to its {val} (darker: better)", "lines": lines, "cmap": "viridis",
+        "xlim": [-0.15, len(axes) - 0.6],
+        "vlines": list(range(len(axes))), "texts": texts, "xticks": list(range(len(axes))), "rotation": 0,
+        "xticklabels": [n for n, _ in axes], "yticks": [], "yticklabels": [], "legend": False, "grid": False}]}
+
+
+LOG_SPAN = 10.0  # bars go on a log axis only where their values span this factor or more
+
+
+def _scale(values: list[float]) -> dict[str, Any]:
+    """A bar chart's value axis: linear from 0, or logarithmic where the positive values span :data:`LOG_SPAN`."""
+    positive = [v for v in values if v is not None and v > 0]
+    if positive and max(positive) / min(positive) >= LOG_SPAN:
+        return {"yscale": "log"}
+    return {"ymin": 0.0}
 
 
 def _curve(c: Any, run_id: str, folder: Path | None, name: str = "train_loss") -> tuple[list[float], list[float]]:
@@ -109,34 +208,70 @@ def _curve(c: Any, run_id: str, folder: Path | None, name: str = "train_loss") -
     return [h.step for h in history], [h.value for h in history]
 
 
-def draw(spec: dict[str, Any], path: Path) -> Path:
-    """Draw one figure of :func:`specs` into the PNG ``path``: titled, labelled axes (units), a legend."""
+def figure(spec: dict[str, Any]) -> Any:
+    """One figure of :func:`specs`, laid out so that nothing is cut (matplotlib's constrained layout: titles,
+    labels, rotated ticks and a legend outside the axes all inside the canvas); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False)
-    try:
-        for ax, a in zip(axes[0], spec["axes"]):
-            for s in a.get("lines", []):
-                ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s["label"], ls=s.get("ls", "-"), color=s.get("color"))
-            for b in a.get("bars", []):
-                ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
-            if "hline" in a:
-                ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
-            ax.set(title=a["title"], xlabel=a.get("xlabel", ""), ylabel=a["ylabel"])
-            if a.get("xscale"):
-                ax.set_xscale(a["xscale"])
-            if a.get("yscale"):
-                ax.set_yscale(a["yscale"])
-            if "xticks" in a:
-                ax.set_xticks(a["xticks"], a["xticklabels"], rotation=30, ha="right", fontsize="small")
-                ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
+    fig, axes = plt.subplots(1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False, layout="constrained")
+    for ax, a in zip(axes[0], spec["axes"]):
+        cmap = matplotlib.colormaps[a["cmap"]] if "cmap" in a else None
+        for s in a.get("lines", []):
+            color = cmap(s["cvalue"]) if cmap is not None and "cvalue" in s else s.get("color")
+            ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s.get("label"), ls=s.get("ls", "-"),
+                    color=color, lw=s.get("lw", 1.5), alpha=s.get("alpha", 1.0), drawstyle=s.get("drawstyle", "default"))
+        for x in a.get("vlines", []):
+            ax.axvline(x, color="black", lw=1)
+        for t in a.get("texts", []):
+            ax.annotate(t["text"], (t["x"], t["y"]), xytext=(4, 0), textcoords="offset points", fontsize="x-small",
+                        va="center", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+        for s in a.get("points", []):
+            ax.scatter(s["x"], s["y"], s=s.get("size", 16), color=s.get("color"), label=s.get("label"), zorder=3)
+        for b in a.get("bars", []):
+            bars = ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
+            if "labels" in b:
+                ax.bar_label(bars, labels=b["labels"], fontsize="x-small", padding=2)
+        for b in a.get("hbars", []):  # horizontal bars with an interval each (importance)
+            ax.barh(b["y"], b["x"], xerr=b.get("xerr"), color=b.get("color"), label=b.get("label"), capsize=3)
+        if "hline" in a:
+            ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
+        if "vline" in a:
+            ax.axvline(a["vline"], color="grey", lw=1)
+        ax.set(title=a["title"], xlabel=a.get("xlabel", ""), ylabel=a.get("ylabel", ""))
+        if a.get("xscale"):
+            ax.set_xscale(a["xscale"])
+        if a.get("yscale"):
+            ax.set_yscale(a["yscale"])
+        if "xlim" in a:
+            ax.set_xlim(*a["xlim"])
+        if "ymin" in a:
+            ax.set_ylim(bottom=a["ymin"])
+            ax.margins(y=0.12)  # room above the tallest bar for its value
+            ax.set_ylim(bottom=a["ymin"])
+        if "xticks" in a:
+            ax.set_xticks(a["xticks"], a["xticklabels"], rotation=a.get("rotation", 30),
+                          ha="right" if a.get("rotation", 30) else "center", fontsize="small")
+            ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
+        if "yticks" in a:
+            ax.set_yticks(a["yticks"], a["yticklabels"], fontsize="small")
+        if a.get("legend") == "outside":  # beside the axes, never over a bar
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        elif a.get("legend", True) and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
+        if a.get("grid", True):
             ax.grid(alpha=0.3)
-        if spec.get("tight"):
-            fig.tight_layout()
+    return fig
+
+
+def draw(spec: dict[str, Any], path: Path) -> Path:
+    """Draw one figure of :func:`specs` into the PNG ``path``: titled, labelled axes (units), a legend."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(spec)
+    try:
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png")

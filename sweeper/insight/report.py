@@ -14,7 +14,8 @@ from typing import Any
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import ORPHAN, PRUNED_AT, REPLACED_BY, RETRIED, model_name, resume_command, run_url
+from sweeper.base.names import (HOST, ORPHAN, PID, PRUNED_AT, REPLACED_BY, RETRIED, booked, model_name, resume_command,
+                                run_path, run_url)
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
@@ -28,11 +29,11 @@ def holder_alive(r: Any) -> bool | None:
     tells (another host, no heartbeat); False when it is this process, which runs no job while it reports."""
     import time
 
-    pid, host = r.data.tags.get("pid"), r.data.tags.get("host")
+    pid, host = booked(r.data.tags, PID), booked(r.data.tags, HOST)
     here = host == socket.gethostname() and pid is not None and pid.isdigit()
     if here:  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
-        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000, r.data.tags.get(PID_START))
-    return beating(r.data.tags.get(HEARTBEAT), time.time())
+        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000, booked(r.data.tags, PID_START))
+    return beating(booked(r.data.tags, HEARTBEAT), time.time())
 
 
 def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN,
@@ -134,7 +135,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
     Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
     """
-    from sweeper.insight import plots
+    from sweeper.insight import importance, plots, standing
 
     out = out or sys.stdout
     parent = c.get_run(parent_run_id)
@@ -162,22 +163,34 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
     with tempfile.TemporaryDirectory() as tmp:
         folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
-        painter.submit(plots.specs(c, board, folders), Path(tmp) / "figures")  # drawn while the rest is logged
-        table = board.table("github")
-        for name, text in (("summary.csv", board.csv()), ("summary.md", table + "\n")):
+        found = importance.compute(records(board, runs + reused))  # each key's share of the variance, its interval
+        painter.submit([*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
+                       Path(tmp) / "figures")  # drawn while the rest is logged
+        (Path(tmp) / "importance.json").write_text(json.dumps(found, indent=1) + "\n")
+        c.log_artifact(parent_run_id, str(Path(tmp) / "importance.json"))
+        for name, text in (("summary.csv", board.csv()), ("summary.md", board.markdown(parent.info.experiment_id) + "\n")):
             (Path(tmp) / name).write_text(text)
             c.log_artifact(parent_run_id, str(Path(tmp) / name))
-        _conclude(c, parent, board, counts, runs + reused, out, table, fitted)
+        standing.record(c, board, runs + reused, parent_run_id)  # each run's rank and description, on the run
+        board.address = standing.address(c, c.tracking_uri, parent.info.experiment_id, board, runs + reused, parent_run_id)
+        _conclude(c, parent, board, counts, runs + reused, out, fitted)
         for name, path in painter.collect().items():
             c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
     return board, counts
 
 
+def records(board: Board, runs: list[Any]) -> list[dict[str, Any]]:
+    """The advisor's records of the board's runs, in its order (best first)."""
+    from sweeper.insight.advice.evidence import record
+
+    by_id = {r.info.run_id: r for r in runs}
+    return [record(by_id[row["run_id"]]) for row in board.rows if row["run_id"] in by_id]
+
 
 def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any,
-              table: str, fitted: dict[str, dict[str, float]] | None = None) -> None:
-    """The parent's counts, best run (metric, tags, line) and the advisor's findings (``table``: the board in
-    markdown, its summary.md)."""
+              fitted: dict[str, dict[str, float]] | None = None) -> None:
+    """The parent's counts, best run (metric, tags, line), its description (the best run and the board) and the
+    advisor's findings."""
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
@@ -189,7 +202,7 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
         tags |= {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
         tags["best_model_uri"] = model_uri(next((r for r in runs if r.info.run_id == board.best["run_id"]), None),
                                            board.best["run_id"])
-        best = (f"**Best:** [{board.best['run']}](#/experiments/{parent.info.experiment_id}/runs/{board.best['run_id']}) "
+        best = (f"**Best:** [{board.best['run']}]({run_path(parent.info.experiment_id, board.best['run_id'])}) "
                 f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n")
         over = ""
         if board.groups:  # seeds: the best configuration by its mean; best_run is its run closest to the mean
@@ -214,8 +227,8 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
                      "best_run": refitted.info.run_name or "", "best_model_uri": model_uri(refitted)}
             if f"test_{m}" in refitted.data.metrics:
                 metrics[f"best_test_{m}"] = refitted.data.metrics[f"test_{m}"]
-            best += (f"**Refit** on every non-test row: [{refitted.info.run_name}](#/experiments/"
-                     f"{refitted.info.experiment_id}/runs/{refitted.info.run_id}) test_{m}="
+            best += (f"**Refit** on every non-test row: [{refitted.info.run_name}]"
+                     f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{m}="
                      f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}`\n\n")
             print(f"refit: {board.best['run']} retrained on every non-test row (train + validation, data.folds=0 "
                   f"data.val_fraction=0) and scored on the test split: test_{m}="
@@ -224,7 +237,7 @@ def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: l
     halved = halving_record(parent, runs)
     metrics |= halved[0]
     tags |= halved[1]
-    tags["mlflow.note.content"] = (best + table)[:7000]  # the run's description in MLflow's UI: its leaderboard
+    tags["mlflow.note.content"] = description(best, board, parent.info.experiment_id)
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
     from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
@@ -240,11 +253,22 @@ def _beside(runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] |
     """The baseline that beats the network's best beyond the noise: its name, words and score (None: none does)."""
     if not fitted:
         return None
-    from sweeper.insight.advice.evidence import record
     from sweeper.insight.advice.reference import beside_best
 
-    by_id = {r.info.run_id: r for r in runs}
-    return beside_best([record(by_id[row["run_id"]]) for row in board.rows if row["run_id"] in by_id], fitted)
+    return beside_best(records(board, runs), fitted)
+
+
+NOTE_CHARS = 7000  # the parent's description at most (MLflow keeps a tag's first 8,000 characters)
+
+
+def description(best: str, board: Board, experiment_id: str) -> str:
+    """The parent's description in MLflow's UI: its best run (``best``: markdown) and its leaderboard's first rows,
+    as many of :data:`SHOWN` as :data:`NOTE_CHARS` holds (summary.md has them all)."""
+    for limit in (SHOWN, 20, 10, 5, 1):
+        text = best + board.markdown(experiment_id, limit)
+        if len(text) <= NOTE_CHARS:
+            return text
+    return text[:NOTE_CHARS]
 
 
 def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:

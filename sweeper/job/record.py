@@ -24,8 +24,8 @@ from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base import process, state, stop, yamltext
 from sweeper.base.output import one_line
-from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, ERROR_FILE, PRUNED_AT, RESULT_FILE,
-                                halving_setting, label)
+from sweeper.base.names import (CONFIG_FINGERPRINT, CURVES_FILE, DATA_SHA256, ERROR_FILE, GROUP_SIZE, HOST, PRUNED_AT,
+                                RESULT_FILE, TRAJECTORY, halving_setting, label)
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
 from sweeper.contract.fingerprint import content_tags, fingerprint
 from sweeper.job import artifacts, sweepdir
@@ -76,7 +76,7 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     with contextlib.suppress(OSError):  # its folder deleted under the sweep: _keep says it, the run ends FAILED
         config_file.write_text(yamltext.dump(plain))
     if tracked and cfg.tracking.system_metrics and not computed:  # a batched group trained before this job
-        tracked.sample_system()
+        tracked.sample_system(min_s=cfg.tracking.system_metrics_min_s)
     try:
         with stop.unmasked():  # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
             # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit, its own
@@ -142,8 +142,8 @@ def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed
                               "experiment": cfg.tracking.experiment, "metrics": {}, "config": plain,
                               **content_tags(plain)}  # a data file's content: data_sha256, config_fingerprint
     if computed:
-        result["batch_size"] = int(computed.tags["group_size"])
-        result["trajectory"] = computed.tags.get("trajectory")
+        result["batch_size"] = int(computed.tags[GROUP_SIZE])
+        result["trajectory"] = computed.tags.get(TRAJECTORY)
         if computed.tags.get(PRUNED_AT):  # successive halving stopped it at a rung (sweeper.sweep.halving)
             result[PRUNED_AT] = int(computed.tags[PRUNED_AT])
     return plain, computed, dataset, result
@@ -419,7 +419,7 @@ def _model_tags(plain: dict[str, Any], dataset: data.Dataset, computed: Computed
 def _tags(ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any) -> dict[str, str]:
     """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
     tags = {"device": plain["device"], "fingerprint": result["fingerprint"], "overrides": " ".join(ctx.overrides),
-            "host": socket.gethostname(), **process.identity(), "hydra.job_dir": str(ctx.output_dir.resolve()),
+            HOST: socket.gethostname(), **process.identity(), "hydra.job_dir": str(ctx.output_dir.resolve()),
             **{k: result[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if k in result}}
     tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])  # the command that re-runs it
     if backend.fake:

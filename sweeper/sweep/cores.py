@@ -17,8 +17,8 @@ it is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy
 - Ctrl-C (SIGINT/SIGTERM reach the launching process; the workers ignore SIGINT): the groups that finished are
   recorded, the workers are stopped, the runs of the groups they held end KILLED with the sweep.
 
-Each member's run says where its group ran: tag ``batch_worker`` (``cpu<i>``: worker i; ``main``: the launching
-process), with ``worker_pid``.
+Each member's run says where its group ran: tag ``sweeper.batch_worker`` (``cpu<i>``: worker i; ``main``: the launching
+process), with ``sweeper.worker_pid``.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from sweeper.base.process import oom_kills
+from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 
 log = logging.getLogger("sweeper")
 
@@ -413,8 +414,8 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
                     members, attempt, tags = todo.popleft()
                     if w.proc.exitcode is not None:  # died idle (killed from outside): a new one takes the group
                         w = pool.replace(w)
-                    tags = taking(members, {"batch_worker": f"cpu{w.index}", "worker_pid": str(w.proc.pid),
-                                            "worker_host": socket.gethostname(), "engine": "local"})
+                    tags = taking(members, {WORKER: f"cpu{w.index}", WORKER_PID: str(w.proc.pid),
+                                            WORKER_HOST: socket.gethostname(), ENGINE: "local"})
                     w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
                     busy[w.index] = (members, attempt, tags, oom_kills())
             watched = [w for w in pool.workers[:n] if w.index in busy]
@@ -473,7 +474,7 @@ def _got(members: list[Any], msg: tuple, w: Worker, tags: Any = None) -> dict[in
         return engines.group_failed(members, got if isinstance(got, BaseException) else RuntimeError(got), tags)
     computed = engines._received(got, "local")
     for c in computed.values():
-        c.tags["batch_worker"] = f"cpu{w.index}"
+        c.tags[WORKER] = f"cpu{w.index}"
     return computed
 
 
@@ -493,7 +494,7 @@ def _on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.
     try:
         for members, computed in engines._local(groups, compute, gpus):
             for c in computed.values():
-                c.tags.setdefault("batch_worker", "main")
+                c.tags.setdefault(WORKER, "main")
             done.put((members, computed))
     except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
         done.put((None, e))

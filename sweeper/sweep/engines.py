@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from sweeper.base.names import ENGINE, GPU_DEVICE, WORKER_HOST, WORKER_PID
 from sweeper.contract.config import ConfigError
 
 log = logging.getLogger("sweeper")
@@ -177,7 +178,7 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
                         return
                     computed = _safe(compute, members)
                     for c in computed.values():
-                        c.tags["gpu_device"] = str(current_gpu())
+                        c.tags[GPU_DEVICE] = str(current_gpu())
                     done.put((members, computed))
         except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
             done.put((None, e))
@@ -221,7 +222,7 @@ def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str]
         os.kill(os.getpid(), 9)
     with _said() as said:  # what the compute says (a model that does not batch...) is said where the user looks
         computed = compute([job(idx, overrides, None, plain, pack) for idx, overrides, plain, pack in spec])
-    where = {"worker_host": socket.gethostname(), "worker_pid": str(os.getpid())}
+    where = {WORKER_HOST: socket.gethostname(), WORKER_PID: str(os.getpid())}
     from sweeper.models import stacked  # what the proof found for a user's model: the record half tags runs by it
 
     out: dict[Any, Any] = {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
@@ -263,7 +264,7 @@ def _received(got: dict[int, tuple[Any, dict[str, str], float]], engine: str) ->
         from sweeper.models import stacked
 
         stacked.VERDICTS.update(verdicts)
-    return {idx: Computed(outcome, {**tags, "engine": engine}, wall) for idx, (outcome, tags, wall) in got.items()}
+    return {idx: Computed(outcome, {**tags, ENGINE: engine}, wall) for idx, (outcome, tags, wall) in got.items()}
 
 
 def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:

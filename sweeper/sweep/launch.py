@@ -34,6 +34,7 @@ from sweeper.sweep import packing
 from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
 from sweeper.base.process import trim_heap
 from sweeper.models.group import form_tags, train_members
 from sweeper.models.usercode import guarded
@@ -161,7 +162,7 @@ class _Launch:
             got: dict[int, Any] = {}
             if not on_workers:
                 for members in rung:
-                    got |= compute_group(members, {i: t | {"batch_worker": "main"} for i, t in member_tags(members).items()})
+                    got |= compute_group(members, {i: t | {WORKER: "main"} for i, t in member_tags(members).items()})
                 return got
             chunks = cores.chunked(rung, n)
             taking = (lambda members, where: {i: t | where for i, t in member_tags(members).items()})
@@ -220,7 +221,7 @@ class _Launch:
 
         tags = member_tags(members)
         for t in tags.values():
-            t["batch_worker"] = "main"
+            t[WORKER] = "main"
         runs: dict[int, Any] = {}
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
@@ -242,8 +243,8 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     for traj in trajectories(members):
         trajectory = uuid.uuid4().hex[:12]
         for job in traj:
-            out[job.idx] = {"launcher": "batched", "batch_group": group_id, "group_size": str(len(members)),
-                            "trajectory": trajectory, **({packing.TAG: job.pack} if job.pack else {})}
+            out[job.idx] = {LAUNCHER: "batched", GROUP: group_id, GROUP_SIZE: str(len(members)), TRAJECTORY: trajectory,
+                            **({packing.TAG: job.pack} if job.pack else {})}
     return out
 
 
@@ -364,7 +365,7 @@ def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Pa
         return
     if sample and runs and members[0].plain["tracking"]["system_metrics"]:
         first, *rest = runs.values()
-        first.sample_system(also=rest)
+        first.sample_system(also=rest, min_s=members[0].plain["tracking"]["system_metrics_min_s"])
 
 
 def _system(runs: dict[int, Any]) -> list[Any]:

@@ -23,7 +23,8 @@ from sweeper.base import stop
 from sweeper.base.state import current as current_state
 from sweeper.base import process
 from sweeper.base.process import hold, lock_holder, release
-from sweeper.base.names import PYTHON_CALL, SWEEP_FILE, SWEEP_FROM, experiment_url, label, resume_command, ui_command, ui_line
+from sweeper.base.names import (HOST, PYTHON_CALL, RERUN, SWEEP_FILE, SWEEP_FROM, label, resume_command,
+                                 ui_command, ui_line)
 from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
@@ -228,11 +229,12 @@ def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) 
         # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's;
         # sweep_argv (one argument each) and sweeper: for the advisor's next command
         tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
-                "n_jobs": keys.count(key), "host": socket.gethostname(), **process.identity(),
+                "n_jobs": keys.count(key), HOST: socket.gethostname(), **process.identity(),
                 "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
                 **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
         if caller == "python":  # MLflow's source: the call that started it (the command line would do the same)
-            tags |= {SWEEP_FROM: caller, "mlflow.source.name": f"{PYTHON_CALL}{command_overrides(config)!r})"[:500]}
+            tags |= {SWEEP_FROM: caller, "mlflow.source.name": PYTHON_CALL.rstrip("("),
+                     RERUN: f"{PYTHON_CALL}{command_overrides(config)!r})"[:5000]}
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
             run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags,
@@ -354,11 +356,10 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            _, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
-                                       returned=returned)
-            run = client.get_run(parent["run_id"])
-            report.close(client, run, counts, out)
-            browse = ui_line(parent["uri"], experiment_url(parent["uri"], run.info.experiment_id))
+            board, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
+                                           returned=returned)
+            report.close(client, client.get_run(parent["run_id"]), counts, out)
+            browse = ui_line(parent["uri"], board.address)  # the sweep's runs, best first
         except tracking.UNREACHABLE as e:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
                   f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=err)

@@ -162,6 +162,46 @@ def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> Non
                 {SqlTag.value: value}, synchronize_session=False)
 
 
+def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, str]]]) -> None:
+    """Metrics and tags added to runs that may have ended (each ``(run_id, metrics, tags)``: a sweep's ranks and
+    descriptions, :mod:`sweeper.insight.standing`): ``log_batch`` for each, or on a SQL store the rows it writes
+    (the metrics with the latest-metric upkeep, a tag set again replaced) in one transaction, all or none."""
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    store = sql_store(c)
+    if store is None:
+        for run_id, metrics, tags in marks:
+            c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                        tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        return
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlTag
+    from mlflow.utils.validation import _validate_metric, _validate_tag
+
+    ids = [run_id for run_id, _, _ in marks]
+    metrics, tags = {}, {}
+    for run_id, ms, ts in marks:
+        metrics[run_id] = []
+        for k, v in ms.items():
+            _validate_metric(k, float(v), now, 0)
+            is_nan, value = store.sanitize_metric_value(float(v))
+            metrics[run_id].append((k, value, is_nan, now, 0))
+        tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in ts.items())}
+    with store.ManagedSessionMaker(read_only=False) as session:  # it updates latest-metric rows in place
+        runs, _, latest, top = _stored(session, ids)
+        _refuse_as_log_batch(ids, runs, {}, {r: {} for r in ids})
+        metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
+        for r in ids:
+            if tags[r]:
+                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
+                    synchronize_session=False)
+        tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
+        for table, rows in ((SqlMetric.__table__, metric_rows), (SqlTag.__table__, tag_rows),
+                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest])):
+            for i in range(0, len(rows), SQL_CHUNK):
+                session.execute(table.insert(), rows[i : i + SQL_CHUNK])
+
+
 def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[Any]:
     """The active runs of ``experiment_ids`` whose ``mlflow.parentRunId`` is ``parent_run_id``, as MLflow's
     ``search_runs`` returns them (newest first; info, latest metrics, params, tags, data set inputs, logged-model

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from sweeper import ROOT
 from sweeper.base import state
 from sweeper.base.output import masked
+from sweeper.base.names import RERUN
 
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -20,6 +21,8 @@ BATCH = 1000  # MLflow's limit of metrics per log_batch call
 
 
 PARAM_BATCH = 100
+
+MODEL_RUN_NAME = "run_name"  # a logged model's tag: the name of the run that logged it
 
 
 
@@ -88,7 +91,9 @@ def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
 
 
 def source_tags(command: list[str]) -> dict[str, str]:
-    """MLflow's source fields: the command (``mlflow.source.name``), its type and the user."""
+    """MLflow's source fields: a short name (``mlflow.source.name``: ``python -m sweeper``, ``-m`` added for a sweep;
+    the UI's Source column shows the last ``/``-part of it, which of a whole command was a cut path), its type and
+    the user; and the command that re-runs it whole (``sweeper.rerun``)."""
     import getpass
     import shlex
 
@@ -96,7 +101,9 @@ def source_tags(command: list[str]) -> dict[str, str]:
         user = getpass.getuser()
     except Exception:  # no user name in this environment (a container without one)
         user = "unknown"
-    return {"mlflow.source.name": shlex.join(command)[:500], "mlflow.source.type": "LOCAL", "mlflow.user": user}
+    short = " ".join(command[:3] + (["-m"] if command[3:4] == ["-m"] else []))
+    return {"mlflow.source.name": short, RERUN: shlex.join(command)[:5000], "mlflow.source.type": "LOCAL",
+            "mlflow.user": user}
 
 
 def _quality_first(name: str) -> int:
@@ -204,7 +211,10 @@ def finish_run(
 
     now = int(time.time() * 1000)
     datasets, models = list(datasets), dict(models or {})
-    logged = {name: c.create_logged_model(_run_info(c, run_id)[1], name, run_id,
+    # each model also says its run's name: the UI's Models tab finds it by ``tags.run_name = '<run name>'`` (its own
+    # name stays ``model``, which runs:/<run id>/model resolves)
+    named = {MODEL_RUN_NAME: c.get_run(run_id).info.run_name or ""} if models else {}
+    logged = {name: c.create_logged_model(_run_info(c, run_id)[1], name, run_id, tags=named,
                                           params={k: str(v) for k, v in (params or {}).items()})
               for name, folder in models.items()}
     # the files first: one its job folder lost (deleted under the sweep) is said in a tag, the run still ends

@@ -96,10 +96,10 @@ class TrackedRun:
         if heart is not None:
             heart.stop(self.run_id)
 
-    def sample_system(self, also: list["TrackedRun"] = ()) -> None:
+    def sample_system(self, also: list["TrackedRun"] = (), min_s: float = 0.0) -> None:
         """Sample CPU, memory (and GPU) while the run trains (nothing without psutil); the samples logged while
-        it runs go to the runs ``also`` too (a batched group's members)."""
-        self._monitor = system.system_monitor(self.client, self.run_id, self.uri)
+        it runs go to the runs ``also`` too (a batched group's members); none if it ends within ``min_s`` seconds."""
+        self._monitor = system.system_monitor(self.client, self.run_id, self.uri, min_s=min_s)
         if self._monitor is not None:
             self._monitor.also = [r.run_id for r in also]
 

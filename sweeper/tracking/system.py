@@ -20,12 +20,13 @@ class SystemSampler:
     one also sends them from the thread every ``flush_every`` seconds, so they show up live.
     """
 
-    def __init__(self, c: Any, run_id: str, uri: str, interval: float, flush_every: float):
+    def __init__(self, c: Any, run_id: str, uri: str, interval: float, flush_every: float, min_s: float = 0.0):
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         # MLflow picks the monitors (GPU only where its driver library answers); its thread is not started.
         self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
-        self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, flush_every
+        self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, max(flush_every, min_s)
+        self.min_s, self.began = min_s, time.monotonic()  # a run shorter than min_s keeps no samples
         self.rows: list[Any] = []
         self.also: list[str] = []  # more runs the samples go to (a batched group's other members)
         self.step = 0
@@ -79,9 +80,13 @@ class SystemSampler:
 
     def stop(self) -> list[Any]:
         """Stop sampling; return the samples not logged yet (for the run's final batch). A run shorter
+        than ``min_s`` gets none (nothing was sent: the first flush waits that long too); a longer one shorter
         than one interval gets one sample, over its whole length."""
         self._done.set()
         self._thread.join()
+        if time.monotonic() - self.began < self.min_s:
+            self.rows = []
+            return []
         if self.step == 0:
             self._sample()
         with self._lock:
@@ -90,13 +95,15 @@ class SystemSampler:
 
 
 
-def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_every: float = 30.0) -> SystemSampler | None:
-    """Start sampling system metrics for a run if psutil is installed (None without it)."""
+def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_every: float = 30.0,
+                   min_s: float = 0.0) -> SystemSampler | None:
+    """Start sampling system metrics for a run if psutil is installed (None without it); a run that ends before
+    ``min_s`` seconds (``tracking.system_metrics_min_s``) keeps none."""
     try:
         import psutil  # noqa: F401
     except ImportError:
         return None
-    return SystemSampler(c, run_id, uri, interval, flush_every)
+    return SystemSampler(c, run_id, uri, interval, flush_every, min_s)
 
 
 
