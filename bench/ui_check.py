@@ -10,14 +10,19 @@ Run, from the checkout (the sweep and the server run with this interpreter and t
 
     python bench/ui_check.py                      # screenshots into /tmp/ui_shots, server on 127.0.0.1:5077
     python bench/ui_check.py --port 5099 --shots /tmp/shots --keep    # --keep: leave the store and sweep folder
+    python bench/ui_check.py --docs               # also writes docs/mlflow_runs.png and docs/mlflow_parent_plots.png
 
-It runs ``python -m sweeper -m lr=0.001,0.005 epochs=200`` into a fresh SQLite store, serves it, and checks in
-a fresh browser profile: the address the sweep ends with ("browse with:") opens the runs table on the
-model-training views; the parent expands into its two runs, each with its Dataset and Models cells; a run
-opened from the table lists its logged model and data sets, charts train_loss and val_loss, and lists its
-artifacts; the parent's plots (PNG) display. It also says where MLflow's own links land (the home page's
-link to the experiment, ``#/experiments/<id>``): MLflow 3.17 opens those on the GenAI views until the
-browser has chosen "Model training" once, whatever the experiment's ``mlflow.experimentKind`` tag says.
+It runs ``python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2 epochs=200`` (6 runs) and, with
+``SWEEPER_FAKE_GPU=numpy`` (the GPU path on NumPy), ``device=cpu,gpu lr=0.001,0.005`` into a fresh SQLite store,
+serves it, and checks in a fresh browser profile each time: the address each sweep ends with ("browse with:") opens
+the runs table on the model-training views with the sweep's runs, best first, its rank and val_mse columns in view
+(and the speedup column for the device sweep), its chart view charting the best runs first (no parent run, no
+baseline metric); MLflow's own address shows the parent, which expands into its runs, each with its Dataset and
+Models cells; a run opened from the table says where it stands (its rank in its description), lists its logged model
+and data sets, charts train_loss and val_loss, and lists its artifacts; the parent's description is a table whose run
+links carry workflowType; the parent's plots (PNG) display. It also says where MLflow's own links land (the home
+page's link to the experiment, ``#/experiments/<id>``): MLflow 3.17 opens those on the GenAI views until the browser
+has chosen "Model training" once, whatever the experiment's ``mlflow.experimentKind`` tag says.
 
 Prints one line per check (PASS, FAIL or NOTE), then the count; exits 1 when a check failed, 2 when Chromium
 or the driver is missing (one line saying what to install) or the sweep or server would not start.
@@ -40,7 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's sweeper, as the sweep and the server run it
 
 from sweeper.base.names import run_url  # noqa: E402
-SWEEP = ["-m", "lr=0.001,0.005", "epochs=200"]
+SWEEP = ["-m", "lr=0.001,0.005,0.01", "depth=1,2", "epochs=200"]
+DEVICES = ["-m", "device=cpu,gpu", "lr=0.001,0.005", "epochs=200", "tracking.experiment=diabetes-devices"]
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"]  # this machine's closed network: no background connections
 GENAI_ONLY = "Evaluation runs"  # a sidebar link of MLflow's GenAI views only
 ML_ONLY = "Model registry"  # ... and one of its model-training views only
 
@@ -76,16 +84,16 @@ def _up(url: str) -> bool:
         return False
 
 
-def sweep(work: Path) -> tuple[str, str | None]:
-    """Run the sweep into ``work``; return the store's URI and the address its "browse with:" line gives (if any)."""
+def sweep(work: Path, args: list[str] = SWEEP, folder: str = "sweep", **env: str) -> tuple[str, str | None]:
+    """Run a sweep into ``work``; return the store's URI and the address its "browse with:" line gives (if any)."""
     uri = f"sqlite:///{work / 'mlflow.db'}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "sweeper", *SWEEP, f"tracking.uri={uri}",
-                           f"hydra.sweep.dir={work / 'sweep'}"], cwd=work, env=env, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env}
+    proc = subprocess.run([sys.executable, "-m", "sweeper", *args, f"tracking.uri={uri}",
+                           f"hydra.sweep.dir={work / folder}"], cwd=work, env=env, capture_output=True, text=True)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("browse with: ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"ui_check: the sweep failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}")
-    print(f"sweep: python -m sweeper {' '.join(SWEEP)} -> {line}", flush=True)
+    print(f"sweep: python -m sweeper {' '.join(args)} -> {line}", flush=True)
     return uri, next((w for w in line.split() if w.startswith(("http://", "https://"))), None)
 
 
@@ -95,16 +103,37 @@ def server(uri: str, port: int, work: Path) -> subprocess.Popen:
     if _up(url):
         raise SystemExit(f"ui_check: --port={port} is taken: a server already answers at {url}; choose another --port")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job runner: up in ~5 s
+    log = (work / "server.log").open("w")
+    # a session of its own: mlflow server runs uvicorn as its child, and stopping it stops both (killing the first
+    # alone left uvicorn serving, holding the log pipe)
     proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1", "--artifacts-destination", str(work / "served")],
-                            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
+                            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + START_S
     while not _up(url):
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"ui_check: mlflow server did not start: {proc.stderr.read()[-500:]}")
+            stop(proc)
+            raise SystemExit(f"ui_check: mlflow server did not start in {START_S} s: "
+                             f"{(work / 'server.log').read_text()[-500:]}")
         time.sleep(0.5)
     return proc
+
+
+START_S = 300  # seconds the server may take to answer (20-50 s on a quiet 2-core machine; minutes under load)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the server and its uvicorn (its process group)."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def view(page) -> str:
@@ -144,15 +173,83 @@ def dismiss(page) -> None:
         got_it.first.click()
 
 
-def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check) -> None:
-    exp = _get(f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes")["experiment"]
-    eid = exp["experiment_id"]
-    runs = _get(f"{base}/api/2.0/mlflow/runs/search", {"experiment_ids": [eid]})["runs"]
-    is_child = {r["info"]["run_id"]: any(t["key"] == "mlflow.parentRunId" for t in r["data"].get("tags", [])) for r in runs}
-    (parent,) = [i for i, c in is_child.items() if not c]
-    children = {r["info"]["run_id"]: r["info"]["run_name"] for r in runs if is_child[r["info"]["run_id"]]}
+def sweep_runs(base: str, experiment: str) -> tuple[str, str, dict[str, dict]]:
+    """The experiment's id, its one parent run and its children (id → the run as the REST API gives it)."""
+    exp = _get(f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}")["experiment"]
+    runs = _get(f"{base}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 1000})["runs"]
+    tags = {r["info"]["run_id"]: {t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs}
+    (parent,) = [i for i, t in tags.items() if "mlflow.parentRunId" not in t]
+    return exp["experiment_id"], parent, {r["info"]["run_id"]: {**r, "tags": tags[r["info"]["run_id"]]} for r in runs
+                                          if "mlflow.parentRunId" in tags[r["info"]["run_id"]]}
+
+
+def rows_of(page) -> list[str]:
+    """The run ids of the table's rows, top first (waiting up to 60 s for the first)."""
+    rows = page.locator(".ag-pinned-left-cols-container [row-id]")
+    rows.first.wait_for(timeout=60_000)
+    return [r.get_attribute("row-id") for r in rows.all()]
+
+
+def in_view(page, col: str) -> bool:
+    """Whether the runs table's column ``col`` has its header on screen (no scrolling sideways)."""
+    head = page.locator(f'.ag-header-cell[col-id="{col}"]')
+    box = head.first.bounding_box() if head.count() else None
+    return bool(box) and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
+
+
+def check_answer(browser, base: str, printed: str | None, experiment: str, shots: Path, check: Check,
+                 metric: str = "val_mse", speedup: bool = False) -> None:
+    """The address a sweep printed, in a fresh profile: its runs, best first, the columns that answer it in view; its
+    chart view charting the best runs first."""
+    eid, parent, children = sweep_runs(base, experiment)
+    best = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={parent}")["run"]["data"]
+    best = {t["key"]: t["value"] for t in best.get("tags", [])}["best_run_id"]
+    if not check(printed is not None, f"{experiment}: the sweep's last line gives an address in the UI"):
+        return
+    page = fresh(browser, re.sub(r"^https?://[^/]+", base, printed))
+    ids = rows_of(page)
+    score = {i: next((m["value"] for m in r["data"]["metrics"] if m["key"] == metric), None) for i, r in children.items()}
+
+    def best_first(rows: list[str]) -> bool:  # the best run, or one that ties it exactly (a CPU and a GPU twin)
+        return bool(rows) and score.get(rows[0]) == score[best] and best in [r for r in rows if score.get(r) == score[best]]
+
+    page.screenshot(path=str(shots / f"10_{experiment}_printed_address.png"))
+    check(route(page) == f"/experiments/{eid}/runs?workflowType=machine_learning" and view(page) == "model training",
+          f"{experiment}: the printed address opens the runs table (model training)", f"{route(page)} ({view(page)} views)")
+    check(best_first(ids) and set(ids) == set(children), f"{experiment}: it lists the sweep's {len(children)} runs, "
+          "the best first, and no parent", f"first {children.get(ids[0], {}).get('info', {}).get('run_name')}, "
+          f"{len(ids)} rows, parent listed: {parent in ids}")
+    col = f"metrics.`{metric}`"
+    cell = page.locator(f'.ag-center-cols-container [row-id="{best}"] [col-id="{col}"]')
+    value = next(m["value"] for m in children[best]["data"]["metrics"] if m["key"] == metric)
+    shown = cell.inner_text().strip() if cell.count() else ""
+    check(in_view(page, col) and shown and abs(float(shown.rstrip(".…")) - value) <= 1e-3 * abs(value) + 1e-6,
+          f"{experiment}: its {metric} column is in view, the best run's value in the first row", f"{shown} ({value:.6g})")
+    rank = page.locator(f'.ag-center-cols-container [row-id="{best}"] [col-id="metrics.`rank`"]')
+    check(in_view(page, "metrics.`rank`") and rank.count() and rank.inner_text().strip() == "1",
+          f"{experiment}: its rank column is in view, 1 in the first row")
+    if speedup:
+        check(in_view(page, "metrics.`speedup`"), f"{experiment}: devices were swept: its speedup column is in view")
+    page.locator('label:has(input[value="CHART"])').first.click()
+    page.wait_for_timeout(4000)
+    page.screenshot(path=str(shots / f"11_{experiment}_chart_view.png"))
+    listed = rows_of(page)
+    cards = [c.inner_text().split("\n")[0] for c in page.locator('[data-testid="experiment-view-compare-runs-card"]').all()]
+    check(best_first(listed) and parent not in listed and cards and not any(c.startswith("baseline") for c in cards),
+          f"{experiment}: the chart view charts the best runs first, no parent's baseline metric",
+          f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts {', '.join(cards[:4])}, …")
+
+
+def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check, docs: Path | None = None) -> None:
+    eid, parent, children = sweep_runs(base, "diabetes")
+    exp = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={eid}")["experiment"]
     kind = {t["key"]: t["value"] for t in exp.get("tags", [])}.get("mlflow.experimentKind")
     print(f"experiment {eid} (mlflow.experimentKind={kind}), parent run {parent}, {len(children)} runs", flush=True)
+
+    # the address the sweep printed (for mlflow ui's port 5000: the same page on this server)
+    check_answer(browser, base, printed, "diabetes", shots, check)
+    if docs is not None:
+        shutil.copy(shots / "10_diabetes_printed_address.png", docs / "mlflow_runs.png")
 
     # MLflow's own links, in a browser that never chose a view
     page = fresh(browser, f"{base}/")
@@ -174,16 +271,11 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check)
           "after clicking Model training once, #/experiments/<id> opens the runs table",
           f"{route(page)} ({view(page)} views)")
 
-    # the address the sweep printed (for mlflow ui's port 5000: the same page on this server)
-    if not check(printed is not None, "the sweep's last line gives the experiment's address in the UI"):
-        printed = f"{base}/#/experiments/{eid}"  # the rest of the checks, from MLflow's own address
-    page = fresh(browser, re.sub(r"^https?://[^/]+", base, printed))
-    where = route(page)
-    check(where == f"/experiments/{eid}/runs?workflowType=machine_learning"
-          and view(page) == "model training", "the address the sweep printed opens the runs table (model training)",
-          f"{where} ({view(page)} views)")
+    # MLflow's own runs table (no search, newest first): the parent, expanded into its runs
+    page = fresh(browser, f"{base}/#/experiments/{eid}/runs?workflowType=machine_learning")
+    rows_of(page)
     row = page.locator(f'.ag-pinned-left-cols-container [row-id="{parent}"]')
-    if not check(row.count() == 1, "the runs table shows the sweep's parent run"):
+    if not check(row.count() == 1, "MLflow's own runs table shows the sweep's parent run"):
         return
     row.locator('button[data-component-id$="runnamecellrenderer.tsx_46"]').click()  # the ⊞ beside its name
     page.wait_for_timeout(2000)
@@ -192,10 +284,11 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check)
     for rid in children:
         cells[rid] = {c.get_attribute("col-id"): c.inner_text() for c in
                       page.locator(f'.ag-center-cols-container [row-id="{rid}"] [role=gridcell]').all()}
-    check(all(cells.values()), "expanded, the parent shows its runs", ", ".join(children.values()))
+    check(all(cells.values()), "expanded, the parent shows its runs",
+          ", ".join(c["info"]["run_name"] for c in children.values()))
     check(all(all(w in c.get("attributes.`Dataset`", "") for w in ("diabetes (", "Training", "Validation", "Test"))
               for c in cells.values()), "each run's Dataset cell names its data set and its three splits",
-          " | ".join(c.get("attributes.`Dataset`", "-").replace("\n", " ") for c in cells.values()))
+          " | ".join(c.get("attributes.`Dataset`", "-").replace("\n", " ") for c in list(cells.values())[:2]) + " …")
     check(all(c.get("attributes.`Models`", "").strip() == "model" for c in cells.values()),
           "each run's Models cell shows its logged model", " | ".join(c.get("attributes.`Models`", "-") for c in cells.values()))
 
@@ -205,8 +298,15 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check)
     page.wait_for_timeout(3000)
     check.note(f"a run opened from the table: {route(page)} ({view(page)} views: the table's links "
                "carry no workflowType, so the browser's own choice applies)")
+    for _ in range(60):  # the run's logged models load after its page
+        if re.search(r"Logged models \([1-9]", page.inner_text("body")):
+            break
+        page.wait_for_timeout(500)
     page.screenshot(path=str(shots / "04_run_overview.png"))
     text = page.inner_text("body")
+    rank = int(next(m["value"] for m in children[child]["data"]["metrics"] if m["key"] == "rank"))
+    check(f"rank {rank} of {len(children)} by val_mse" in text, "the run's description says where it stands",
+          next((ln for ln in text.splitlines() if ln.startswith(f"rank {rank} of")), "no 'rank' line"))
     logged = re.search(r"Logged models \((\d+)\)", text)
     check(bool(logged) and logged.group(1) == "1" and "Ready" in text, "the run's Overview lists its logged model",
           logged.group(0) if logged else "no 'Logged models' section")
@@ -233,20 +333,53 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check)
 
     # the address sweeper prints for a run (a single run's last line, report --run)
     page = fresh(browser, run_url(base, eid, child))
-    check(route(page) == f"/experiments/{eid}/runs/{child}?workflowType=machine_learning" and view(page) == "model training"
-          and "Logged models (1)" in page.inner_text("body"), "the address sweeper prints for a run opens it on the "
-          "model-training views", f"{route(page)} ({view(page)} views)")
+    page.get_by_text("Logged models (1)").first.wait_for(timeout=30_000)
+    check(route(page) == f"/experiments/{eid}/runs/{child}?workflowType=machine_learning" and view(page) == "model training",
+          "the address sweeper prints for a run opens it on the model-training views", f"{route(page)} ({view(page)} views)")
+
+    # the parent's description: a table, its run links on the model-training views
+    page = fresh(browser, run_url(base, eid, parent))
+    more = page.get_by_text("Show more", exact=True)
+    if more.count():
+        more.first.click()
+        page.wait_for_timeout(1000)
+    page.screenshot(path=str(shots / "07_parent_description.png"), full_page=True)
+    table = page.locator("table:has(th:text-is('val_mse'))")
+    body = table.locator("tbody tr").count() if table.count() else 0
+    desc = table.first.locator("xpath=..")  # the description's markdown: the best run's line and the table
+    links = [a.get_attribute("href") for a in desc.locator('a[href^="#/experiments/"]').all()] if table.count() else []
+    check(body == len(children) + 1, "the parent's description is a table: a row a run, and the baseline's",
+          f"{body} rows")
+    check(len(links) >= len(children) + 1 and all(h.endswith("workflowType=machine_learning") for h in links),
+          "every run link in the parent's description carries workflowType=machine_learning", f"{len(links)} links")
 
     # the parent's plots
     page = fresh(browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning")
     page.get_by_text("plots", exact=True).first.click()
-    for i, name in enumerate(("loss_curves_top.png", "val_metric_vs_lr.png")):
+    for i, name in enumerate(("loss_curves_top.png", "val_metric_vs_lr.png", "history.png", "importance.png",
+                              "parallel_coordinates.png")):
         page.get_by_text(name, exact=True).first.click()
         page.wait_for_timeout(2000)
-        page.screenshot(path=str(shots / f"0{7 + i}_parent_{name}"))
+        page.screenshot(path=str(shots / f"0{8 + i}_parent_{name}" if i < 2 else shots / f"{8 + i}_parent_{name}"))
         sizes = [img.evaluate("e => [e.naturalWidth, e.naturalHeight]") for img in page.locator("img[src^='blob:']").all()]
         check(any(w > 100 and h > 100 for w, h in sizes), f"the parent's plots/{name} displays",
               f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image")
+        if docs is not None and name == "importance.png":
+            page.screenshot(path=str(docs / "mlflow_parent_plots.png"))
+
+
+def check_devices(browser, base: str, printed: str | None, shots: Path, check: Check) -> None:
+    """The device sweep: its address shows the speedup column; its parent's time plot displays."""
+    check_answer(browser, base, printed, "diabetes-devices", shots, check, speedup=True)
+    eid, parent, _ = sweep_runs(base, "diabetes-devices")
+    page = fresh(browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning")
+    page.get_by_text("plots", exact=True).first.click()
+    page.get_by_text("time_and_speedup.png", exact=True).first.click()
+    page.wait_for_timeout(2000)
+    page.screenshot(path=str(shots / "13_devices_time_and_speedup.png"))
+    sizes = [img.evaluate("e => [e.naturalWidth, e.naturalHeight]") for img in page.locator("img[src^='blob:']").all()]
+    check(any(w > 100 and h > 100 for w, h in sizes), "the device sweep's plots/time_and_speedup.png displays",
+          f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=5077, help="the server's port on 127.0.0.1 (default 5077)")
     ap.add_argument("--shots", type=Path, default=Path("/tmp/ui_shots"), help="where the screenshots go")
     ap.add_argument("--keep", action="store_true", help="keep the store and sweep folder (their path is printed)")
+    ap.add_argument("--docs", action="store_true", help="write docs/mlflow_runs.png and docs/mlflow_parent_plots.png "
+                    "from the screenshots (the pictures of the manual, from the current code)")
     args = ap.parse_args(argv)
     if not Path(args.chromium).is_file():
         print(f"ui_check: no Chromium at {args.chromium}: apt-get install -y chromium (or pass --chromium PATH)",
@@ -274,13 +409,18 @@ def main(argv: list[str] | None = None) -> int:
     check, proc = Check(), None
     try:
         uri, printed = sweep(work)
+        _, on_devices = sweep(work, DEVICES, "devices", SWEEPER_FAKE_GPU="numpy")  # the GPU path on NumPy
         proc = server(uri, args.port, work)
+        base = f"http://127.0.0.1:{args.port}"
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
             try:
-                check_ui(browser, f"http://127.0.0.1:{args.port}", printed, args.shots, check)
-            except PlaywrightError as e:  # a page that never showed what the next step looks for
-                check(False, "the page had what the next step needs", str(e).strip().splitlines()[0])
+                for part in (lambda: check_ui(browser, base, printed, args.shots, check, ROOT / "docs" if args.docs else None),
+                             lambda: check_devices(browser, base, on_devices, args.shots, check)):
+                    try:
+                        part()
+                    except PlaywrightError as e:  # a page that never showed what the next step looks for
+                        check(False, "the page had what the next step needs", str(e).strip().splitlines()[0])
             finally:
                 browser.close()
     except SystemExit as e:
@@ -288,8 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop(proc)
         if args.keep:
             print(f"store and sweep kept in {work}")
         else:
