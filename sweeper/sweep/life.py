@@ -23,8 +23,7 @@ from sweeper.base import stop
 from sweeper.base.state import current as current_state
 from sweeper.base import process
 from sweeper.base.process import hold, lock_holder, release
-from sweeper.base.names import (HOST, PYTHON_CALL, RERUN, SWEEP_FILE, SWEEP_FROM, label, resume_command,
-                                 ui_command, ui_line)
+from sweeper.base.names import HOST, PYTHON_CALL, RERUN, SWEEP_FILE, SWEEP_FROM, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
