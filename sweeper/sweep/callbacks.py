@@ -103,7 +103,7 @@ def _killed_run(job: DictConfig) -> str | None:
 
     from sweeper import tracking
     from sweeper.base import stop
-    from sweeper.base.names import RESULT_FILE
+    from sweeper.base.names import HOST, PID, RESULT_FILE
     from sweeper.insight import report
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
@@ -117,7 +117,7 @@ def _killed_run(job: DictConfig) -> str | None:
     exp = c.get_experiment_by_name(job.tracking.experiment)
     if exp is None:
         return None
-    mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.pid = '{os.getpid()}' "
-                                              f"and tags.host = '{socket.gethostname()}'")
+    mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.`{PID}` = '{os.getpid()}' "
+                                              f"and tags.`{HOST}` = '{socket.gethostname()}'")
     killed = report.mark_orphans(c, mine, True, "KILLED", stop.reason())
     return killed[0] if killed else None
