@@ -26,6 +26,7 @@ from sweeper.base import state
 
 TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
 MAX_TICKS = 30  # labelled ticks on an axis at most (a tick a swept value, a bar a configuration)
+FEW = 3  # finished runs a sweep needs for its history and parallel-coordinates plots
 TIMEOUT_S = 60.0  # the longest the launching process waits for the painter's figures before drawing them itself
 
 
@@ -71,11 +72,11 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
             "title": f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, training dashed",
             "xlabel": "epoch", "ylabel": f"loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
 
-    if len(done) >= 2:
+    if len(done) >= FEW:  # a history and parallel coordinates of two runs say nothing their table does not
         out.append(_history(board, done))
-    parallel = _parallel(board, done)
-    if parallel is not None:
-        out.append(parallel)
+        parallel = _parallel(board, done)
+        if parallel is not None:
+            out.append(parallel)
 
     pairs: dict[str, dict[str, Any]] = {}
     for r in done:
