@@ -135,7 +135,7 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
 
     Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
     """
-    from sweeper.insight import importance, plots, standing
+    from sweeper.insight import importance, plots
 
     out = out or sys.stdout
     parent = c.get_run(parent_run_id)
@@ -153,30 +153,43 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
-    from sweeper.insight import baselines as references
-
     painter = plots.current() or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
-    # fitted once, by the sweep's painter while its jobs ran or here at its end; then read from the parent
-    fitted = references.ensure(c, parent, results, out, prefitted=painter.baselines())
-    board.baselines = references.rows(fitted, board.metric)
-    print(board.table(limit=SHOWN), file=out)
-
     with tempfile.TemporaryDirectory() as tmp:
         folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
         found = importance.compute(records(board, runs + reused))  # each key's share of the variance, its interval
         painter.submit([*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
-                       Path(tmp) / "figures")  # drawn while the rest is logged
-        (Path(tmp) / "importance.json").write_text(json.dumps(found, indent=1) + "\n")
-        c.log_artifact(parent_run_id, str(Path(tmp) / "importance.json"))
-        for name, text in (("summary.csv", board.csv()), ("summary.md", board.markdown(parent.info.experiment_id) + "\n")):
-            (Path(tmp) / name).write_text(text)
-            c.log_artifact(parent_run_id, str(Path(tmp) / name))
-        standing.record(c, board, runs + reused, parent_run_id)  # each run's rank and description, on the run
-        board.address = standing.address(c, c.tracking_uri, parent.info.experiment_id, board, runs + reused, parent_run_id)
-        _conclude(c, parent, board, counts, runs + reused, out, fitted)
+                       Path(tmp) / "figures")  # drawn while the baselines are fitted and the rest is logged
+        try:
+            # the baselines: fitted by the sweep's painter while its jobs ran (its answer read first), or here
+            _record(c, parent, board, counts, runs + reused, results, out, {"importance.json": found}, Path(tmp),
+                    painter.baselines())
+        except BaseException:
+            painter.close()  # its answer to this request would be read as the next one's
+            raise
         for name, path in painter.collect().items():
             c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
     return board, counts
+
+
+def _record(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any],
+            results: list[dict[str, Any]] | None, out: Any, files: dict[str, Any], tmp: Path,
+            prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+    """What :func:`publish` records while its figures are drawn: the baselines (fitted once, by the sweep's painter
+    while its jobs ran, ``prefitted``, or here; then read from the parent), the table, the parent's files (``files``:
+    name → JSON), each run's rank and description, the address, the parent's counts, best run and advice."""
+    from sweeper.insight import baselines as references, standing
+
+    parent_run_id, experiment_id = parent.info.run_id, parent.info.experiment_id
+    fitted = references.ensure(c, parent, results, out, prefitted=prefitted)
+    board.baselines = references.rows(fitted, board.metric)
+    print(board.table(limit=SHOWN), file=out)
+    texts = {name: json.dumps(found, indent=1) + "\n" for name, found in files.items()}
+    for name, text in {**texts, "summary.csv": board.csv(), "summary.md": board.markdown(experiment_id) + "\n"}.items():
+        (tmp / name).write_text(text)
+        c.log_artifact(parent_run_id, str(tmp / name))
+    standing.record(c, board, runs, parent_run_id)  # each run's rank and description, on the run
+    board.address = standing.address(c, c.tracking_uri, experiment_id, board, runs, parent_run_id)
+    _conclude(c, parent, board, counts, runs, out, fitted)
 
 
 def records(board: Board, runs: list[Any]) -> list[dict[str, Any]]:
