@@ -241,10 +241,9 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     group_id = uuid.uuid4().hex[:12]
     out = {}
     for traj in trajectories(members):
-        trajectory = uuid.uuid4().hex[:12]
+        tags = {LAUNCHER: "batched", GROUP: group_id, GROUP_SIZE: str(len(members)), TRAJECTORY: uuid.uuid4().hex[:12]}
         for job in traj:
-            out[job.idx] = {LAUNCHER: "batched", GROUP: group_id, GROUP_SIZE: str(len(members)), TRAJECTORY: trajectory,
-                            **({packing.TAG: job.pack} if job.pack else {})}
+            out[job.idx] = tags | ({packing.TAG: job.pack} if job.pack else {})
     return out
 
 
