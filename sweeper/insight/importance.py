@@ -14,9 +14,9 @@ The method is stated with the numbers:
 - otherwise (a key with more than :data:`MAX_LEVELS` values, fewer configurations than the model's terms): omitted,
   with the reason.
 
-Uncertainty: a parametric bootstrap with the advisor's noise (:class:`sweeper.insight.advice.evidence.Sweep`: the
-seed-to-seed std pooled over configurations, the folds' residual, or without either the stated default that scores
-within 2 % are the same): each of :data:`REPLICATES` replicates adds that noise to every configuration's mean and
+Uncertainty: a parametric bootstrap with the sweep's noise (:meth:`sweeper.insight.advice.evidence.Sweep.slice_noise`
+over every configuration: the seed-to-seed std pooled over configurations, a fold mean's std from the folds' residual,
+or without either the advisor's stated default that scores within 2 % are the same): each of :data:`REPLICATES` replicates adds that noise to every configuration's mean and
 estimates the shares again. Noise inflates a share, so the share reported is bias-corrected (twice the estimate less
 the replicates' mean) and its interval is the basic bootstrap's (the estimate less the replicates' 97.5th and
 2.5th percentile deviations), both within [0, 1]: a key that does nothing has an interval from 0, as the advice's
@@ -60,10 +60,12 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not full and len(configs) <= terms:
         return {"omitted": f"{len(configs)} configurations for an additive model of {terms} terms (a partial grid): "
                            "too few"}
-    if s.noise is not None:
-        std, source = s.noise / np.sqrt(1 if s.folded else n), ("the folds' residual std" if s.folded else
-                                                                 "the seed-to-seed std pooled over configurations")
-        noise = {"std": float(s.noise), "source": source + " (the advisor's)"}
+    pooled = None if s.deterministic and not s.seeded else s.slice_noise(configs)
+    if pooled is not None and pooled[0] > 0:
+        std, source = pooled[0] / np.sqrt(1 if s.folded else n), ("a fold mean's std, from the configuration × fold "
+                                                                   "residual" if s.folded else
+                                                                   "the seed-to-seed std pooled over configurations")
+        noise = {"std": float(pooled[0]), "source": source}
     else:  # the advisor's stated default: two scores within SAME of each other are the same (a 5 % two-sided test)
         one = SAME * abs(s.mean(s.config(s.best))[0]) / (1.96 * math.sqrt(2))
         std = np.full(len(configs), one)
