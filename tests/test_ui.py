@@ -34,4 +34,6 @@ def test_the_printed_address_opens_the_best_run_first_with_its_metrics_in_a_real
                            "--shots", str(tmp_path / "shots")], capture_output=True, text=True, timeout=1500)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], proc.stdout + proc.stderr
-    assert any("the printed address" in ln and "best first" in ln for ln in lines if ln.startswith("PASS"))
+    passed = [ln for ln in lines if ln.startswith("PASS")]
+    assert any("the printed address opens the runs table" in ln for ln in passed), proc.stdout
+    assert any("the best first, and no parent" in ln for ln in passed), proc.stdout
