@@ -146,12 +146,14 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     ends with 1 unless ``goes_on`` says what it goes on with (a sweep: its runs, recorded in the store).
 
     Only for ``if __name__ == "__main__":``: a command called in-process keeps returning normally; under a
-    profiler or tracer (``python -m cProfile -m sweeper``, coverage) the exit is Python's own."""
+    profiler or tracer (``python -m cProfile -m sweeper``, coverage), or with ``SWEEPER_PUBLIC_ONLY=exit``, the exit is
+    Python's own."""
     import atexit
     import os
     import threading
 
     from sweeper.base import output, stop
+    from sweeper.base.tested import shortcut
 
     output.guard(goes_on)
     stop.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupts that wait for a store transaction to end
@@ -166,8 +168,10 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
         code = 1
     if output.BROKEN and not code and not goes_on:  # a command whose output is its result: it did not do its job
         code = 1
-    if sys.getprofile() is not None or sys.gettrace() is not None:  # cProfile, coverage, a debugger: they
-        sys.exit(code)  # write their results in the teardown
+    # cProfile, coverage, a debugger (they write their results in the teardown), or the shortcut "exit" turned
+    # off (SWEEPER_PUBLIC_ONLY): Python's own exit
+    if sys.getprofile() is not None or sys.gettrace() is not None or not shortcut("exit"):
+        sys.exit(code)
     _exiting(code or 0)
     # as Python's own exit: threading's exit hooks (concurrent.futures and loky stop their threads there),
     # then every non-daemon thread joined, then atexit

@@ -171,16 +171,19 @@ def test_the_tested_range_is_declared_once_and_the_installed_versions_are_inside
 
 
 @pytest.fixture
-def public_only(monkeypatch):
+def outside_range(monkeypatch):
+    """The installed MLflow outside the tested range (a range that excludes it), the answers asked afresh."""
     from sweeper.base import tested
 
-    monkeypatch.setenv(tested.PUBLIC_ONLY, "1")
+    monkeypatch.setitem(tested.TESTED, "mlflow", ("0.1", "0.2"))
     tested.within.cache_clear()
+    tested.shortcut.cache_clear()
     yield
     tested.within.cache_clear()
+    tested.shortcut.cache_clear()
 
 
-def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(public_only, tmp_path, caplog):
+def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(outside_range, tmp_path, caplog):
     """The embedded store, used the way a sweep does, through MLflow's public calls only: the same records."""
     from mlflow import MlflowClient
 
@@ -199,34 +202,3 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
     runs = {r.info.run_id: r for r in c.search_runs([e])}
     assert runs[a].info.status == "FAILED" and runs[a].data.tags["failure_reason"] == "diverged"
     assert runs[b].data.params == {"lr": "0.1"} and {r.data.tags["k"] for r in runs.values()} == {"v"}
-
-
-def test_outside_the_tested_range_a_sweep_runs_on_the_public_calls_with_the_same_records(tmp_path, store):
-    """A whole sweep (batched launcher, embedded store) with MLflow's public calls and Hydra's own run_job instead of
-    sweeper's fast paths: the same metrics, every run recorded, and one line for each package."""
-    from conftest import all_runs, cli, copy_store
-
-    other = copy_store(store, tmp_path / "other")
-    for name in ("fast", "public"):
-        (tmp_path / name).mkdir()
-    args = ("-m", "lr=0.01,0.1", "depth=1,2", "epochs=30")
-    fast = cli(tmp_path / "fast", *args, store=store)
-    public = cli(tmp_path / "public", *args, store=other, env={"SWEEPER_PUBLIC_ONLY": "1"})
-    assert fast.returncode == 0 and public.returncode == 0, public.stderr[-2000:]
-    said = public.stdout + public.stderr
-    for dist in ("mlflow", "hydra-core"):
-        assert said.count(f"SWEEPER_PUBLIC_ONLY=1: {dist}'s public calls are used") == 1, said[-3000:]
-    assert "public calls are used" not in fast.stdout + fast.stderr
-
-    def scores(db):
-        return {r.info.run_name: (r.info.status, {k: v for k, v in r.data.metrics.items() if k.startswith(("val_", "test_"))},
-                                  {k: v for k, v in r.data.params.items() if not k.startswith(("tracking.", "hydra."))})
-                for r in all_runs(db) if "mlflow.parentRunId" in r.data.tags}
-
-    a, b = scores(store), scores(other)
-    assert len(a) == 4 and a.keys() == b.keys()
-    for name in a:
-        assert a[name][0] == b[name][0] == "FINISHED"
-        assert a[name][1] and a[name][1].keys() == b[name][1].keys() and a[name][2] == b[name][2]
-        for k, v in a[name][1].items():
-            assert b[name][1][k] == pytest.approx(v, rel=1e-12, abs=1e-12), (name, k)

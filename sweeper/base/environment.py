@@ -42,6 +42,54 @@ def _forms_allowed(value: str) -> bool:
     return True
 
 
+# SWEEPER_PUBLIC_ONLY: sweeper's shortcuts past a framework's public API, each turned off by name (1: all) to run the
+# public path it stands in for (docs/benchmarks.md "Shortcuts past the frameworks" measures each against it).
+# name -> (the packages whose internals it reaches into: it runs only inside their tested range, sweeper.base.tested;
+#          where it lives; the public path that runs instead)
+SHORTCUTS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "jobrun": (("hydra-core", "omegaconf"), "sweeper.sweep.jobrun: a copy of Hydra's run_job without its config copies",
+               "Hydra's run_job"),
+    "compose": ((), "sweeper.contract.compose: each shape of overrides composed once, the jobs' values set on it",
+                "Hydra composes every job (sweeper's check, the sweeper's, the launcher's)"),
+    "bulk": (("mlflow",), "sweeper.tracking.bulk: MLflow's ORM tables written many runs a transaction",
+             "MLflow's client calls, a run at a time"),
+    "writer": ((), "sweeper.tracking.writer: a second process ends the runs while the next job trains",
+               "each job ends its own run (as SWEEPER_WRITER=off)"),
+    "painter": ((), "sweeper.insight.plots: a process imports matplotlib while the sweep runs and draws the plots",
+                "the plots drawn in the launching process at the sweep's end"),
+    "exit": ((), "sweeper.main_exit: threading._shutdown, atexit._run_exitfuncs, os._exit (no interpreter teardown)",
+             "sys.exit"),
+    "pyfunc_cache": ((), "sweeper.tracking.pyfunc: a model is a copy of a cached template with its own files",
+                     "mlflow.pyfunc.save_model for every model"),
+    "joblib_warm": ((), "sweeper.sweep.joblib_warm: joblib's workers started and warmed while the sweep starts",
+                    "joblib starts its workers when the launcher first calls it"),
+    "ui_view": (("mlflow-ui",), "sweeper.tracking.ui: the printed address opens a shared view of MLflow's UI (its "
+                "internal UI state: the columns in view)", "the printed address carries the sort and search alone"),
+}
+
+
+def _shortcuts_allowed(value: str) -> bool:
+    return value.strip() in ("0", "1") or all(n.strip() in SHORTCUTS for n in value.split(","))
+
+
+def turned_off_by(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The setting of ``env`` (default: this process's) that turns the shortcut ``name`` off, as ``VARIABLE=value``:
+    ``SWEEPER_PUBLIC_ONLY`` naming it (``1``: all), or ``SWEEPER_WRITER=off`` (the writer's older spelling); None when
+    none does (a value :func:`problem` refuses turns none off)."""
+    env = os.environ if env is None else env
+    value = env.get("SWEEPER_PUBLIC_ONLY", "").strip()
+    if value == "1" or name in {n.strip() for n in value.split(",")}:
+        return f"SWEEPER_PUBLIC_ONLY={value}"
+    if name == "writer" and env.get("SWEEPER_WRITER", "") == "off":
+        return "SWEEPER_WRITER=off"
+    return None
+
+
+def shortcuts_off(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The shortcuts ``env`` (default: this process's) turns off (:func:`turned_off_by`)."""
+    return frozenset(n for n in SHORTCUTS if turned_off_by(n, env))
+
+
 ANY: Callable[[str], bool] = lambda v: True  # noqa: E731
 
 # name -> (what it allows, in words; its check)
@@ -51,7 +99,8 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "SWEEPER_HEARTBEAT_S": ("a number of seconds > 0 (between two heartbeats of a run)", _number(0, True)),
     "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
     "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
-    "SWEEPER_PUBLIC_ONLY": ("1 or 0 (1: MLflow's and Hydra's public calls, sweeper's fast paths off)", lambda v: v in ("0", "1")),
+    "SWEEPER_PUBLIC_ONLY": ("1, 0, or shortcuts to turn off, comma-separated, of " + ", ".join(SHORTCUTS)
+                            + " (1: all of them: MLflow's and Hydra's public calls)", _shortcuts_allowed),
     "SWEEPER_CACHE_DIR": ("a folder, or a path where one can be made (model and store templates, gradient checks, probes)", _folder),
     "SWEEPER_ACTIVATION_FORMS": ("probe, library, or forms such as tanh=exp,sigmoid=library (models.forms)",
                                  _forms_allowed),

@@ -13,8 +13,9 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 def fast() -> bool:
     """Whether sweeper's own ``run_job`` (:mod:`sweeper.sweep.jobrun`, a copy of Hydra's without its copies of the
-    config) may run: Hydra and OmegaConf inside the versions the tests ran. Else Hydra's public ``run_job``."""
-    return tested.within("hydra-core") and tested.within("omegaconf")
+    config) may run: Hydra and OmegaConf inside the versions the tests ran, and the shortcut ``jobrun`` not turned
+    off (``SWEEPER_PUBLIC_ONLY``). Else Hydra's public ``run_job``."""
+    return tested.shortcut("jobrun")
 
 
 def convert_value(value: Any) -> Any:

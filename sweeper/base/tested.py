@@ -1,17 +1,18 @@
 """The versions of MLflow, Hydra and OmegaConf the tests ran, declared once.
 
-sweeper's fast paths reach into these packages' internals (their adapters: :mod:`sweeper.tracking.bulk` for MLflow,
-:mod:`sweeper.base.hydra_internals` and :mod:`sweeper.base.omegaconf_internals`). They are switched on only where
+sweeper's shortcuts past a framework's public API (:data:`sweeper.base.environment.SHORTCUTS`) are asked for by name
+(:func:`shortcut`). Those that reach into these packages' internals (their adapters: :mod:`sweeper.tracking.bulk` for
+MLflow, :mod:`sweeper.base.hydra_internals` and :mod:`sweeper.base.omegaconf_internals`) are switched on only where
 the installed version is inside :data:`TESTED`; outside it the public calls run (slower, correct) and one log line
-says so (:func:`within`). pyproject.toml's bounds allow up to the next major version; ``.ci/run`` installs the
-newest versions those bounds allow in a fresh environment and runs the whole suite against them. Imports nothing
-of ours."""
+says so (:func:`within`). ``SWEEPER_PUBLIC_ONLY`` turns any of them off by name. pyproject.toml's bounds allow up to
+the next major version; ``.ci/run`` installs the newest versions those bounds allow in a fresh environment and runs
+the whole suite against them. Imports nothing of ours but :mod:`sweeper.base.environment`."""
 from __future__ import annotations
 
 import logging
-import os
 from functools import lru_cache
-from importlib import metadata
+
+from sweeper.base.environment import SHORTCUTS, turned_off_by
 
 log = logging.getLogger("sweeper")
 
@@ -23,7 +24,8 @@ TESTED = {"mlflow": ("3.17.2", "3.19"), "hydra-core": ("1.3.8", "1.4"), "omegaco
           # (bench/ui_check.py) on 3.17.2 only; outside it the address sweeper prints carries the sort alone
           "mlflow-ui": ("3.17.2", "3.18")}
 DISTRIBUTION = {"mlflow-ui": "mlflow"}  # a TESTED entry that is a part of a distribution: the distribution
-# SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to compare or to rule us out)
+# SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to compare or to rule us out);
+# SWEEPER_PUBLIC_ONLY=jobrun,bulk: those shortcuts only
 PUBLIC_ONLY = "SWEEPER_PUBLIC_ONLY"
 
 
@@ -48,12 +50,11 @@ def inside(version: str, lowest: str, below: str) -> bool:
 
 @lru_cache(maxsize=None)
 def within(dist: str) -> bool:
-    """Whether the installed ``dist`` is inside the range the tests ran; when it is not (or ``SWEEPER_PUBLIC_ONLY``
-    is set), one log line, once a process, says that its public calls are used instead."""
+    """Whether the installed ``dist`` is inside the range the tests ran; when it is not, one log line, once a
+    process, says that its public calls are used instead."""
+    from importlib import metadata  # 12 ms of imports, only once a shortcut into a package is asked for
+
     lowest, below = TESTED[dist]
-    if os.environ.get(PUBLIC_ONLY, "") not in ("", "0"):
-        log.info("%s=1: %s's public calls are used (sweeper's fast paths are off)", PUBLIC_ONLY, dist)
-        return False
     try:
         version = metadata.version(DISTRIBUTION.get(dist, dist))
     except metadata.PackageNotFoundError:
@@ -67,3 +68,15 @@ def within(dist: str) -> bool:
         log.warning("%s %s is outside the versions sweeper's tests ran (>=%s,<%s): its public calls are used "
                     "(correct, slower)", dist, version, lowest, below)
     return False
+
+
+@lru_cache(maxsize=None)
+def shortcut(name: str) -> bool:
+    """Whether sweeper's shortcut ``name`` (a key of :data:`SHORTCUTS`) runs: not turned off by ``SWEEPER_PUBLIC_ONLY``
+    (one log line, once a process, names the public path that runs instead) and each package it reaches into inside
+    its tested range (:func:`within`)."""
+    packages, _, public = SHORTCUTS[name]
+    if (setting := turned_off_by(name)) is not None:
+        log.info("%s: the shortcut %s is off: %s", setting, name, public)
+        return False
+    return all([within(dist) for dist in packages])  # each package outside its range said

@@ -25,6 +25,8 @@ import copy
 import re
 from typing import Any, Sequence
 
+from sweeper.base.tested import shortcut
+
 # a shape's template whose resolved values depend on a swept value (an interpolation names the key, or a value
 # is itself an interpolation): each job is composed and resolved on its own
 _DEPENDENT = object()
@@ -282,8 +284,29 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
     return cfg
 
 
+class _Public:
+    """:class:`_Once`'s calls, each job composed by Hydra (``SWEEPER_PUBLIC_ONLY=compose``: the shortcut off): what
+    Hydra's own sweeper and launcher do, for the benchmark that measures the shortcut (and to rule it out)."""
+
+    def __init__(self, load: Any):
+        self.load = load
+
+    def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
+        return self.load(master_config, list(sweep_overrides))
+
+    lend = take = peek = __call__
+
+    def memo(self, cfg: Any) -> None:
+        return None
+
+    def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
+        return resolvable(self.load(master_config, list(sweep_overrides)))
+
+
 def compose_once(loader: Any) -> Any:
-    """Make ``loader.load_sweep_config`` compose each set of overrides once (idempotent); return it."""
-    if not isinstance(loader.load_sweep_config, _Once):
-        loader.load_sweep_config = _Once(loader.load_sweep_config)
+    """Make ``loader.load_sweep_config`` compose each set of overrides once (idempotent); return it. With the
+    shortcut ``compose`` off, a :class:`_Public` that composes each job through Hydra (the sweeper's check, then
+    Hydra's own ``validate_batch_is_legal``, then the launcher's: three times, as without sweeper)."""
+    if not isinstance(loader.load_sweep_config, (_Once, _Public)):
+        loader.load_sweep_config = (_Once if shortcut("compose") else _Public)(loader.load_sweep_config)
     return loader.load_sweep_config

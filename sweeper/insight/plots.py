@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base import state
+from sweeper.base.tested import shortcut
 
 TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
 MAX_TICKS = 30  # labelled ticks on an axis at most (a tick a swept value, a bar a configuration)
@@ -375,9 +376,11 @@ def current() -> Painter | None:
 
 
 def start(baselines: dict[str, Any] | None = None) -> None:
-    """Start the sweep's painter (once); ``baselines``: a request it fits while the jobs run."""
+    """Start the sweep's painter (once); ``baselines``: a request it fits while the jobs run. Unless the shortcut
+    ``painter`` is off (``SWEEPER_PUBLIC_ONLY``): then the report draws its figures and fits the baselines in this
+    process."""
     now = state.current()
-    if now.painter is None:
+    if now.painter is None and shortcut("painter"):
         now.painter = Painter().start()
         now.painter.prefit(baselines)
 

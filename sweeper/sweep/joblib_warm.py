@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from sweeper import tracking
+from sweeper.base.tested import shortcut
 
 log = logging.getLogger("sweeper")
 
@@ -24,8 +25,8 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
     The launcher's ``Parallel`` is called with the same arguments as here (hydra_joblib_launcher's
     ``launch``), so joblib hands it the same, already warm, loky workers; were they to differ, joblib would
     start new ones, as it does without this. None when there is nothing to warm (another launcher, one
-    worker: joblib then runs the jobs in this process)."""
-    if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER:
+    worker: joblib then runs the jobs in this process; the shortcut ``joblib_warm`` off: ``SWEEPER_PUBLIC_ONLY``)."""
+    if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER or not shortcut("joblib_warm"):
         return None
     import threading
 

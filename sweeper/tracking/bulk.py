@@ -5,8 +5,8 @@ with its params, ~65 ms to end one, on the embedded SQLite store of this 2-core 
 to 1,024 runs at once and a sweep's writer ends the runs that wait for it. Here the rows those calls write are
 written directly through MLflow's own ORM tables, checked with MLflow's own validators; each function says which
 calls it stands for and is tested against them (``tests/test_tracking.py``). Elsewhere (a tracking server, an
-MLflow outside the versions the tests ran, :data:`sweeper.base.tested.TESTED`) :func:`sql_store` is None and the
-callers use MLflow's public calls.
+MLflow outside the versions the tests ran, :data:`sweeper.base.tested.TESTED`; ``SWEEPER_PUBLIC_ONLY=bulk``)
+:func:`sql_store` is None and the callers use MLflow's public calls.
 
 This module is MLflow's adapter: every name of MLflow's that is not its public API (``_tracking_client``,
 ``_validate_*``, ``_check_experiment_is_active``, ``_get_run_inputs``, ``_get_model_outputs_bulk``) and every write
@@ -30,7 +30,7 @@ def sql_store(c: Any) -> Any:
     internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
     from sweeper.base import tested
 
-    if not tested.within("mlflow"):  # another MLflow's tables may differ: its public calls (one line says so)
+    if not tested.shortcut("bulk"):  # another MLflow's tables may differ, or turned off: its public calls (said)
         return None
     # MlflowClient._tracking_client.store: the store behind the public client (no public accessor)
     store = getattr(getattr(c, "_tracking_client", None), "store", None)

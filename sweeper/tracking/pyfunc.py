@@ -18,6 +18,8 @@ import numpy as np
 
 import mlflow.pyfunc  # imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
 
+from sweeper.base.tested import shortcut
+
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.
 ENTRY = Path(__file__).with_name("pyfunc_entry.py")
@@ -172,8 +174,8 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
             pip_requirements=requirements,
         )
 
-    if model is not None:  # its own code travels: no shared template
-        save_model(path)
+    if model is not None or not shortcut("pyfunc_cache"):  # its own code travels (no shared template), or the
+        save_model(path)  # template cache is off (SWEEPER_PUBLIC_ONLY=pyfunc_cache): MLflow saves the model
         return path
     template = _template(_template_key(signature, example, requirements), save_model)
     if not _instantiate(template, path, {"weights": weights, "meta": meta}):

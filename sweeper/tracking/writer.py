@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sweeper.base import state
+from sweeper.base.environment import turned_off_by
 from sweeper.base.names import ended
 from sweeper.base.output import masked
+from sweeper.base.tested import shortcut
 
 log = logging.getLogger("sweeper")
 
@@ -259,8 +261,7 @@ def start(uris: Iterable[str] = ()) -> bool:
 def wanted(n_jobs: int, uris: Iterable[str], launcher: str) -> bool:
     """Whether a sweep of ``n_jobs`` jobs logging to ``uris``, launched by the class ``launcher``
     (hydra.launcher._target_), gets a writer."""
-    return (os.environ.get("SWEEPER_WRITER", "on") != "off" and launcher.endswith(IN_PROCESS_CLASSES)
-            and n_jobs >= min_jobs(uris))
+    return launcher.endswith(IN_PROCESS_CLASSES) and n_jobs >= min_jobs(uris) and shortcut("writer")
 
 
 def prestart(args: list[str]) -> None:
@@ -268,7 +269,7 @@ def prestart(args: list[str]) -> None:
     :func:`min_jobs` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import of
     MLflow (~1 s) then runs beside Hydra's start and the sweep's checks instead of after them.
     ``sweeper.sweep.start`` decides with the composed jobs, and stops a writer it does not need."""
-    if os.environ.get("SWEEPER_WRITER", "on") == "off" or not {"-m", "--multirun"} & set(args):
+    if turned_off_by("writer") or not {"-m", "--multirun"} & set(args):
         return
     launchers = [a.rpartition("=")[2] for a in args if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))]
     if launchers and launchers[-1] not in IN_PROCESS:
