@@ -110,6 +110,7 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
 
     monkeypatch.setitem(tested.TESTED, "mlflow-ui", ("0.1", "0.2"))
     tested.within.cache_clear()
+    tested.shortcut.cache_clear()
     try:
         c = client_for(sweep["store"])
         before = c.get_experiment(sweep["parent"].info.experiment_id).tags
@@ -117,6 +118,7 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
         assert c.get_experiment(sweep["parent"].info.experiment_id).tags == before
     finally:
         tested.within.cache_clear()
+        tested.shortcut.cache_clear()
     query = unquote(board.address.partition("?")[2])
     assert "viewStateShareKey" not in query
     assert "orderByKey=metrics.`val_mse`&orderByAsc=true" in query
@@ -388,12 +390,14 @@ def test_marks_written_in_one_transaction_are_what_log_batch_writes(store, monke
     mark(ids[0])
     monkeypatch.setenv(tested.PUBLIC_ONLY, "1")
     tested.within.cache_clear()
+    tested.shortcut.cache_clear()
     try:
         assert bulk.sql_store(c) is None
         mark(ids[1])
     finally:
         monkeypatch.delenv(tested.PUBLIC_ONLY)
         tested.within.cache_clear()
+        tested.shortcut.cache_clear()
     a, b = (c.get_run(i) for i in ids)
     assert a.data.metrics == b.data.metrics == {"val_mse": 2.0, "rank": 2.0}
     assert {k: v for k, v in a.data.tags.items() if k != "mlflow.runName"} == \

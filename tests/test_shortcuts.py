@@ -108,9 +108,11 @@ def test_exit_off_is_pythons_own_exit_with_the_same_code(tmp_path):
     assert (off.returncode, off.stdout) == (3, "atexit teardown")
 
 
-# Records that say when, where or by which process a run was made (they differ between any two sweeps), and metrics
-# that are timings
-WHEN = {"heartbeat", "pid", "pid_start"}
+# Records that say when, where or by which process a run was made (they differ between any two sweeps), a group's
+# and a trajectory's ids (random), the packing planner's estimate (from this machine's timings), and metrics that are
+# timings
+WHEN = {"sweeper.heartbeat", "sweeper.pid", "sweeper.pid_start", "sweeper.batch_group", "sweeper.trajectory",
+        "batch_packed"}
 TIMING = re.compile(r"(_time_s|_fit_s|_per_s)$|^system/")
 
 
