@@ -131,12 +131,13 @@ def split_folds(n: int, test_fraction: float, seed: int, k: int, y: np.ndarray |
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
     test, rest = order[:n_test], order[n_test:]
-    if task in ("binary", "multiclass") and y is not None:
+    stratified = {"regression": False, "binary": True, "multiclass": True}[task]  # another task: a KeyError
+    if stratified and y is not None:
         labels = np.asarray(y).reshape(-1)[rest]
         dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])  # each class in the seed's order
     else:
         dealt = rest
-    fold_of = np.empty(n, dtype=np.int64)
+    fold_of = np.empty(n, dtype=np.int64)  # pragma: no mutate  (any dtype holds the fold numbers alike)
     fold_of[dealt] = np.arange(len(dealt)) % k
     folds = [rest[fold_of[rest] == i] for i in range(k)]  # each fold's rows in the seed's order
     return folds, (test if n_test else rest)

@@ -10,7 +10,7 @@ tests that reach a function only (it records which do in a first pass), each mut
     python tests/mutate.py --list                 # the targets
     python tests/mutate.py leaderboard            # its table and survivors
     python tests/mutate.py leaderboard --show     # each survivor's diff too
-    python tests/mutate.py splits --tests-from 83f6702   # the same functions against an older commit's tests
+    python tests/mutate.py splits --at 83f6702      # the same functions at an older commit (its code and tests)
 """
 from __future__ import annotations
 
@@ -68,26 +68,26 @@ def patterns(target: dict) -> list[str]:
     return out
 
 
-def scratch_copy(folder: Path, tests_from: str | None) -> None:
-    """The checkout's files (tracked and untracked but not ignored, as they are now) in ``folder``; with
-    ``tests_from``, tests/ as that commit has it."""
+def scratch_copy(folder: Path, at: str | None) -> None:
+    """The checkout's files (tracked and untracked but not ignored, as they are now) in ``folder``; with ``at``, the
+    files of that commit instead (its code and its tests)."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                            check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        src = ROOT / name
-        if src.is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, folder / name)
-    for old, new in MOVED.items():
-        (folder / old).rename(folder / new)
-    if tests_from:
-        shutil.rmtree(folder / "tests")
-        archive = subprocess.run(["git", "archive", tests_from, "tests"], cwd=ROOT, capture_output=True, check=True)
+    if at:
+        archive = subprocess.run(["git", "archive", at], cwd=ROOT, capture_output=True, check=True)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="data")
+    else:
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                                check=True).stdout.decode().split("\0")
+        for name in filter(None, listed):
+            src = ROOT / name
+            if src.is_file():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, folder / name)
+    for old, new in MOVED.items():
+        (folder / old).rename(folder / new)
 
 
 def present(folder: Path, selections: list[str]) -> tuple[list[str], list[str]]:
@@ -103,10 +103,12 @@ def present(folder: Path, selections: list[str]) -> tuple[list[str], list[str]]:
 
 
 def configure(folder: Path, target: dict) -> list[str]:
-    """The scratch copy's ``[tool.mutmut]``: the repository's, plus the target's files and its tests that exist there
-    (the missing ones are returned)."""
+    """The scratch copy's ``[tool.mutmut]``: this checkout's, plus the target's files and its tests that exist there
+    (the missing ones are returned: an older commit's tests lack the newer ones)."""
     text = (folder / "pyproject.toml").read_text()
-    base = tomllib.loads(text)["tool"]["mutmut"]
+    if not re.search(r"^\[tool\.mutmut\]$", text, re.M):  # an older commit: before mutation testing
+        text += "\n[tool.mutmut]\n"
+    base = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     tests, missing = present(folder, list(target["tests"]))
     base |= {"source_paths": ["sweeper"], "only_mutate": [in_copy(f) for f in target["files"]],
              "pytest_add_cli_args_test_selection": tests}
@@ -134,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", nargs="?", help="a target of [tool.sweeper.mutation] in pyproject.toml")
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
-    parser.add_argument("--tests-from", metavar="REV", help="run against tests/ as the commit REV has it")
+    parser.add_argument("--at", metavar="REV", help="mutate the commit REV (its code and its tests) instead of the "
+                        "checkout (a before/after comparison)")
     parser.add_argument("--dir", type=Path, help="the scratch folder (default: $TMPDIR/sweeper-mutate-TARGET)")
     args = parser.parse_args(argv)
     every = targets()
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("mutmut is not installed: pip install 'mutmut>=3.8,<4' (it is in the dev extra)")
     target = every[args.target]
     folder = args.dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{args.target}"
-    scratch_copy(folder, args.tests_from)
+    scratch_copy(folder, args.at)
     for sel in configure(folder, target):
         print(f"not in these tests: {sel}")
     wanted = patterns(target)
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutmut ended with exit {done.returncode} and {len(found)} results: see {log}", file=sys.stderr)
         return 1
     counts = Counter(found.values())
-    print(f"\n{args.target}: {len(found)} mutants" + (f" (tests of {args.tests_from})" if args.tests_from else ""))
+    print(f"\n{args.target}: {len(found)} mutants" + (f" (at {args.at})" if args.at else ""))
     print("  ".join(f"{s}: {counts[s]}" for s in STATUSES if counts[s] or s in ("killed", "survived", "timeout")))
     for name, status in sorted(found.items()):
         if status not in ("killed",):

@@ -418,3 +418,64 @@ def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store
     rows = {i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in made.inputs.dataset_inputs}
     assert rows["training"] == 442 - 88 and rows["test"] == 88 == cv_rows["test"]
     assert refit.refit(c, parent, cv).info.run_id == made.info.run_id  # made once: found again, not retrained
+
+
+def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespace():
+    from types import SimpleNamespace as NS
+
+    assert data.folds_of(OmegaConf.create({"folds": 3})) == 3 and data.folds_of({"folds": None}) == 0
+    assert data.folds_of(NS(folds="4")) == 4 and data.folds_of(NS()) == 0 and data.folds_of({}) == 0
+    assert data.split_seed(OmegaConf.create({"split_seed": 5}), default=9) == 5
+    assert data.split_seed({"split_seed": 0}, default=9) == 0  # a seed of 0 is a seed
+    assert data.split_seed(NS(split_seed="7")) == 7 and data.split_seed(NS(), default=9) == 9
+    assert data.split_seed({}, default=2) == 2 and data.split_seed(OmegaConf.create({"split_seed": None})) == 0
+
+
+def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
+    train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
+    assert (len(train), len(val), len(test)) == (8, 1, 1)
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(10))
+    train, val, test = data.split(10, 0.0, 0.3, 3)  # no validation fraction: validate on the training rows
+    assert (len(train), len(test)) == (7, 3) and val is train
+    node = OmegaConf.create({"val_fraction": 0.25, "test_fraction": 0.25})
+    assert len(data._split(4, node, 0, "data=x")[0]) == 2  # 2 training rows: enough
+    with pytest.raises(data.DataError) as e:
+        data._split(3, node, 0, "data=x")
+    assert str(e.value) == ("data=x: too few rows (3) for data.val_fraction=0.25 and data.test_fraction=0.25: training "
+                            "needs at least 2 rows, validation and test 1 each; add rows, or set both fractions to 0 to "
+                            "score on the training rows")
+
+
+def test_k_folds_for_classes_regression_and_no_test_split():
+    """Multi-class folds hold each class to within one row; a regression target never stratifies; a test fraction of
+    0 leaves every row to the folds; the fold count is checked against each class's rows and the rows."""
+    raw = data.LOADERS["iris"](None, 0)
+    y = raw.y.reshape(-1, 1)  # a column, as the loaders give it
+    folds, test = data.split_folds(len(y), 0.2, 0, 4, y, "multiclass")
+    rest = np.setdiff1d(np.arange(len(y)), test)
+    assert sorted(np.concatenate(folds).tolist()) == rest.tolist()
+    for c in np.unique(y):
+        counts = [int((y[f].ravel() == c).sum()) for f in folds]
+        assert max(counts) - min(counts) <= 1, (c, counts)
+    target = np.linspace(0, 1, 30).reshape(-1, 1)  # a regression target: its values are no classes
+    reg = data.split_folds(30, 0.2, 0, 3, target, "regression")
+    assert all(np.array_equal(a, b) for a, b in zip(reg[0], data.split_folds(30, 0.2, 0, 3)[0]))
+    folds, test = data.split_folds(12, 0.0, 0, 3)
+    assert sorted(test.tolist()) == list(range(12)) and sorted(np.concatenate(folds).tolist()) == list(range(12))
+    small = data.split_folds(10, 0.04, 0, 3)[1]
+    assert len(small) == 1  # 0.4 test rows: one
+    node = OmegaConf.create({"test_fraction": 0.2, "folds": 5})
+    with pytest.raises(ValueError, match="^fold 5 of data.folds=5$"):
+        data._fold_split(30, node, 0, "data=x", None, "regression", 5, 5)
+    labels = np.array([0] * 26 + [1] * 4).reshape(-1, 1)  # one class of 4 rows: not 5 folds of it
+    with pytest.raises(data.DataError) as e:
+        data._fold_split(30, node, 0, "data=x", labels, "binary", 5, 0)
+    rows = int((labels[np.concatenate(data.split_folds(30, 0.2, 0, 5, labels, "binary")[0])] == 1).sum())
+    assert str(e.value) == (f"data.folds=5 is not allowed for data=x: expected at most {rows}: its smallest class (1) "
+                            f"has {rows} rows outside the test split, and every fold validates on each class")
+    with pytest.raises(data.DataError) as e:
+        data._fold_split(11, node, 0, "data=x", None, "regression", 5, 0)  # 9 non-test rows: 4 folds at most
+    assert str(e.value) == ("data.folds=5 is not allowed for data=x: expected at most 4 (its 9 non-test rows: every "
+                            "fold trains and validates on at least 2 rows)")
+    train, val, test = data._fold_split(30, node, 0, "data=x", None, "regression", 5, 2)
+    assert np.array_equal(val, data.split_folds(30, 0.2, 0, 5)[0][2]) and np.all(np.diff(train) > 0)
