@@ -66,14 +66,29 @@ def _grid_blocks(ds, activation: str, epochs: int):
     return blocks
 
 
-def _train(ds, blocks, packed: bool) -> float:
-    """Training seconds of the grid, packed (one group) or apart (a group a shape, one after another)."""
+def planned(blocks, epochs: int) -> list[list[int]]:
+    """How the planner groups the grid's shapes on this machine (indices into ``blocks``): its cost model's decision
+    (:func:`sweeper.sweep.packing.pack`; each job's ``idx`` is its block's)."""
+    from sweeper.sweep import plan as sweep
+    from sweeper.sweep.groups import Job
+    from sweeper.sweep.packing import pack
+    from conftest import make_cfg
+
+    base = sweep._plain(make_cfg("data=digits", f"epochs={epochs}", "log_every=50"))
+    sets = [[[Job(b, [], None, {**base, "depth": len(s.sizes) - 2, "width": s.sizes[1], "lr": m.lr,
+                                "activation": s.activation})] for m in members]
+            for b, (s, _, members) in enumerate(blocks)]
+    return [sorted({j.idx for j in g}) for g in pack(sets, [{"shared": "all"}] * len(sets), True)]
+
+
+def _train(ds, blocks, grouping: list[list[int]]) -> float:
+    """Training seconds of the grid grouped as ``grouping`` (lists of block indices), one group after another."""
     from sweeper.base.backend import Backend
     from sweeper.models.batched import train_packed
 
     arrays = [a.astype("float64") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
     cpu = Backend("cpu", np)
-    groups = [blocks] if packed else [[b] for b in blocks]
+    groups = [[blocks[b] for b in g] for g in grouping]
     total = 0.0
     for g in groups:
         fit = train_packed(cpu, [(s, [p.copy() for p in params]) for s, params, _ in g], ds.task, *arrays,
@@ -82,16 +97,16 @@ def _train(ds, blocks, packed: bool) -> float:
     return total
 
 
-def _products(ds, blocks, packed: bool) -> tuple[float, float]:
-    """The matrix products an epoch of the grid makes (packed or apart): their FLOPs, and the seconds one thread of
-    NumPy takes for them, each product timed alone (median of 5 loops) on its own operands."""
+def _products(ds, blocks, grouping: list[list[int]]) -> tuple[float, float]:
+    """The matrix products an epoch of the grid makes (grouped as ``grouping``): their FLOPs, and the seconds one
+    thread of NumPy takes for them, each product timed alone (median of 5 loops) on its own operands."""
     from sweeper.models.activations import ACTIVATIONS
     from sweeper.models.batched_pass import _Pass
     from sweeper.models.optim import Optimizer, State
     from sweeper.models.packed import Layout
 
     flops, seconds = 0.0, 0.0
-    for g in ([blocks] if packed else [[b] for b in blocks]):
+    for g in [[blocks[b] for b in g] for g in grouping]:
         layout = Layout([s for s, _, _ in g], [len(ms) for _, _, ms in g])
         P = layout.pack([p for _, p, _ in g], "float64")
         scale = np.full((layout.K, 1, 1), -1e-3)
@@ -138,27 +153,33 @@ def training_section(repeats: int, epochs: int) -> list[str]:
     with threadpool_limits(1):
         peak = gemm_peak()
         blocks = {a: _grid_blocks(ds, a, epochs) for a in ("tanh", "relu")}
-        for _ in range(repeats):  # interleaved: every case packed and apart in each round
+        n = len(blocks["tanh"])
+        groupings = {"one packed group": [list(range(n))], "as planned": planned(blocks["tanh"], epochs),
+                     "apart (today)": [[b] for b in range(n)]}
+        for _ in range(repeats):  # interleaved: every case in every grouping in each round
             for activation, form in cases:
                 os.environ[forms.ENV] = f"{activation}={form}" if form != "library" else "library"
-                for packed in (True, False):
-                    times.setdefault((activation, form, packed), []).append(_train(ds, blocks[activation], packed))
+                for name, grouping in groupings.items():
+                    times.setdefault((activation, form, name), []).append(_train(ds, blocks[activation], grouping))
         os.environ.pop(forms.ENV, None)
-        gemm = {packed: _products(ds, blocks["tanh"], packed) for packed in (True, False)}
+        gemm = {name: _products(ds, blocks["tanh"], grouping) for name, grouping in groupings.items()}
     members = len(WIDTHS) * len(DEPTHS) * len(LRS)
     rows = []
-    for (activation, form, packed), ts in times.items():
+    for (activation, form, name), ts in times.items():
         t = statistics.median(ts)
-        flops, gemm_s = gemm[packed]
+        flops, gemm_s = gemm[name]
         useful = flops * epochs  # every member trains all its epochs here: executed = useful
-        apart = statistics.median(times[(activation, form, False)])
-        rows.append([f"{activation} ({form})", "packed" if packed else "apart (today)", f"{t:.2f}",
-                     f"{members * epochs / t:,.0f}", f"{useful / t / 1e9:.1f}", f"{flops / gemm_s / 1e9:.1f}",
-                     f"{100 * gemm_s * epochs / t:.0f}%", f"{apart / t:.2f}x"])
+        apart = statistics.median(times[(activation, form, "apart (today)")])
+        rows.append([f"{activation} ({form})", name, f"{t:.2f}", f"{members * epochs / t:,.0f}",
+                     f"{useful / t / 1e9:.1f}", f"{flops / gemm_s / 1e9:.1f}", f"{100 * gemm_s * epochs / t:.0f}%",
+                     f"{apart / t:.2f}x"])
+    plan = ", ".join("+".join(f"{len(blocks['tanh'][b][0].sizes) - 2}x{blocks['tanh'][b][0].sizes[1]}" for b in g)
+                     for g in groupings["as planned"])
     return [f"## Training alone: the digits grid (160 members: width {WIDTHS} x depth {DEPTHS} x 16 lr, {epochs} "
             f"epochs, float64, one thread, median of {repeats}, interleaved)", "",
             f"One thread's float64 GEMM at 1024²: {peak:.1f} GFLOP/s (this run). Useful FLOPs = executed FLOPs here "
-            "(every member trains all the epochs; the validation passes every 50 epochs are not counted).", "",
+            "(every member trains all the epochs; the validation passes every 50 epochs are not counted). The "
+            f"planner's groups (depth x width): {plan}.", "",
             _table(["activation (form)", "grouping", "train s", "member-epochs/s", "GFLOP/s",
                     "GEMM GFLOP/s on its products", "share of GEMM rate", "speed-up vs apart"], rows)]
 

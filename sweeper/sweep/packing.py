@@ -5,12 +5,15 @@ its own batched products) when that is estimated to end sooner on this device.
 The estimate (:func:`group_s`) is a group's epochs (its longest trajectory's: a member that ends sooner is frozen,
 not removed, so a packed group computes every member to the longest) times an epoch's time: the first layers'
 two products (forward and weight gradient) as measured here on the data's shape (:class:`Costs`, a short probe a
-sweep: a few products of the rows each grouping would multiply, one BLAS thread as a group trains), the deeper
-layers' FLOPs at the largest product's rate, the elementwise passes and the calls at their measured cost, and a
-fixed cost a group (its start and warm-up). Packing pays through the one wider first-layer product (a wider
-product runs nearer the machine's peak) and fewer calls and groups; it does not where the shapes' epochs differ
-(the shorter ones would run to the longest) or where every product is already at the peak and the calls are few
-(large widths, long data): there the groups stay apart. Shape groups are packed greedily, longest epochs first.
+sweep: the products of the rows each grouping would multiply, one BLAS thread as a group trains), the elementwise
+passes over the first hidden layer's array of the whole group at the speed measured for an array of its size, the
+deeper layers' FLOPs, passes and calls, and a fixed cost a group (its start and warm-up). Packing pays through the
+one wider first-layer product and fewer calls and groups (small groups, short data: a call costs more than its
+arithmetic). It does not where the shapes' epochs differ (the shorter ones would run to the longest), nor on the
+CPU where the packed first layer outgrows the caches (160 digits members: a 34 MB array each pass reads from memory,
+where a group a shape keeps its ≤ 9 MB nearer the core; measured 0.85x here), nor where every product is already at
+the machine's rate: there the groups stay apart. Shape groups are packed greedily, longest epochs first, then the
+smallest first.
 
 Only sweeper's MLP packs, on dense data (text features are sparse: one shape a group). ``hydra.launcher.pack=false``
 keeps every shape apart. Each run of a packed group, or of a group kept apart beside others it could have joined,
@@ -31,7 +34,9 @@ FREE = ("depth", "width", "activation")  # what a packed group's members may dif
 TAG = "batch_packed"
 GROUP_S = 0.05  # a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
 SHARED_CALLS = 30  # calls an epoch makes once a group: the loss, its gradient, the first layer, the update
-PROBE_COLUMNS = 2048  # the probe's products take at most this many rows of the data (the time scales with them)
+GAIN = 0.95  # a shape joins a packed group when the two together are estimated to take at most this share of apart
+PASSES = 4  # in-place passes over a hidden layer's values an epoch beside its activation: a bias, its derivative
+PROBE_COLUMNS = 2048  # the probe's products take at least this many of the data's rows (or all), at most 2²³ values
 PROBE_ROWS = 4096  # ... and at most this many of a product's rows (wider ones run at its rate)
 
 
@@ -86,11 +91,11 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
     ds = data.load_plain(plain["data"])
     shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, max(1, data.folds_of(plain["data"])))
     costs = Costs.of(plain["device"], plain["dtype"], shape[1], shape[0])
-    order = sorted(sets, key=lambda s: -max(t[-1].plain["epochs"] for t in s))
+    order = sorted(sets, key=lambda s: (-max(t[-1].plain["epochs"] for t in s), len(s) * s[0][-1].plain["width"]))
     packs: list[list[list[list[Any]]]] = [[order[0]]]
     for s in order[1:]:
         now = packs[-1]
-        if group_s(costs, now + [s], shape) < group_s(costs, now, shape) + group_s(costs, [s], shape):
+        if group_s(costs, now + [s], shape) < GAIN * (group_s(costs, now, shape) + group_s(costs, [s], shape)):
             now.append(s)
         else:
             packs.append([s])
@@ -101,29 +106,37 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
             out.append(_jobs(p[0]))
             continue
         apart, together = sum(group_s(costs, [s], shape) for s in p), group_s(costs, p, shape)
-        _say(p, f"{len(p)} shapes (estimated {apart / together:.1f}x faster than {len(p)} groups apart)")
+        _say(p, f"{len(p)} shapes (estimated {apart / together:.2f}x faster than {len(p)} groups apart)")
         out.append([j for s in p for j in _jobs(s)])
+    costs.save()
     return out
 
 
 def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, int, int]) -> float:
     """A group's estimated training seconds: ``sets`` are its shapes' trajectories (lists of jobs), ``shape`` the
-    data's training rows, features, outputs and folds (each configuration that many members)."""
+    data's training rows, features, outputs and folds (each configuration that many members). An epoch: the first
+    layers' two products over all the group's rows ``R`` and their elementwise passes over the ``R × n`` array they
+    share (at that array's measured speed: a pass over more than the caches hold runs at memory's speed), then each
+    shape's deeper products, passes and calls, and the calls made once a group; times the longest trajectory's
+    epochs, plus a start."""
     n, d, k, folds = shape
-    epochs, rows, rest, calls = 0, 0, 0.0, SHARED_CALLS
+    epochs, rows, first, rest, calls = 0, 0, 0.0, 0.0, SHARED_CALLS
     for trajs in sets:
         p, K = trajs[0][-1].plain, len(trajs) * folds
         epochs = max(epochs, *(t[-1].plain["epochs"] for t in trajs))
-        L, w = p["depth"], p["width"]
+        L, w, act = p["depth"], p["width"], costs.activation(p["activation"])
         if L:
             rows += K * w
-            flops = 2 * n * K * (3 * (L - 1) * w * w + 3 * w * k)  # deeper layers: forward, gradients, backward
-            elems = n * K * (12 * w * L + 8 * k)  # activations, their derivatives, biases, the loss
+            first += K * w * n * (PASSES + act)  # the first hidden layer: its share of the group's R × n passes
+            size = K * w * n  # a deeper layer's array
+            flops = 2 * n * K * (3 * (L - 1) * w * w + 3 * w * k)  # forward, weight gradients, backward
+            rest += flops * costs.flop_s(K * w) + size * (L - 1) * (PASSES + 1 + act) * costs.pass_s(size)
         else:
-            flops, elems = 4 * n * K * k * (d + 1), 8 * n * K * k
-        rest += flops * costs.flop_s + elems * costs.elem_s
+            rest += 4 * n * K * k * (d + 1) * costs.flop_s(K * k)
+        rest += 8 * K * k * n * costs.pass_s(K * k * n)  # the outputs, the loss and its gradient
         calls += 10 * L + 4
-    return epochs * (2 * costs.gemm(rows) + rest + calls * costs.call_s) + GROUP_S
+    epoch = 2 * costs.gemm(rows) + first * costs.pass_s(rows * n) + rest + calls * costs.call_s
+    return epochs * epoch + GROUP_S
 
 
 def summary(groups: list[list[Any]]) -> str:
@@ -141,18 +154,20 @@ def _shape_of(plain: dict[str, Any]) -> tuple[Any, ...]:
 
 @dataclass
 class Costs:
-    """What an epoch's parts cost on one device, dtype and data shape (``d`` features, ``n`` rows), measured once a
-    process (:meth:`of`): a small in-place call, an element of an in-place pass, a FLOP at the largest first-layer
-    product's rate, and each first-layer product ``(R, d + 1) @ (d + 1, n)`` asked for (:meth:`gemm`)."""
+    """What an epoch's parts cost on one device, dtype and data shape (``d`` features, ``n`` rows), measured as asked
+    and kept once a machine (the cache folder, as the activations' forms are), one BLAS thread as a group trains, the
+    best of a few runs: a small in-place
+    call, an element of an in-place pass over an array of a given size (:meth:`pass_s`), an activation's pass over a
+    multiply's (:meth:`activation`), and each first-layer product ``(R, d + 1) @ (d + 1, n)`` (:meth:`gemm`)."""
 
     backend: Any
     dtype: str
     d: int
     n: int
     call_s: float = 0.0
-    elem_s: float = 0.0
-    flop_s: float = 0.0
     gemms: dict[int, float] = field(default_factory=dict)
+    passes: dict[int, float] = field(default_factory=dict)
+    acts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, device: str, dtype: str, d: int, n: int) -> "Costs":
@@ -161,12 +176,51 @@ class Costs:
         key = (device, dtype, d, n)
         if key not in _CACHE:
             costs = cls(resolve(device), dtype, d, n)
-            costs._measure()
+            if not costs._load():
+                xp = costs.backend.xp
+                tiny = xp.ones((4, 4), dtype=dtype)
+                with costs._one_thread():
+                    costs.call_s = costs._time([lambda: xp.multiply(tiny, 1.0, tiny)] * 200) / 200
             _CACHE[key] = costs
         return _CACHE[key]
 
+    def _key(self) -> str:
+        from sweeper.models.forms import machine_key
+
+        return f"{machine_key(self.dtype)} {self.backend.device}{' fake' if self.backend.fake else ''} d={self.d} n={self.n}"
+
+    def _load(self) -> bool:
+        """This machine's measurements of an earlier sweep (the cache folder's ``packing-costs.json``), if any."""
+        try:
+            known = json.loads(_path().read_text())[self._key()]
+            self.call_s = float(known["call_s"])
+            for name, into in (("gemms", self.gemms), ("passes", self.passes)):
+                into.update({int(k): float(v) for k, v in known[name].items()})
+            self.acts.update({k: float(v) for k, v in known["acts"].items()})
+            return True
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
+
+    def save(self) -> None:
+        """Keep the measurements for the machine's later sweeps (atomically; a folder that cannot be written: not)."""
+        import os
+
+        path = _path()
+        try:
+            try:
+                known = json.loads(path.read_text())
+            except (OSError, ValueError):
+                known = {}
+            known[self._key()] = {"call_s": self.call_s, "gemms": self.gemms, "passes": self.passes, "acts": self.acts}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except (OSError, TypeError):
+            pass
+
     def _time(self, calls: list[Any], repeats: int = 5) -> float:
-        """The median seconds of running ``calls`` once (after one run to warm up), device work included."""
+        """The least seconds of running ``calls`` once (after one run to warm up), device work included."""
         backend = self.backend
         for c in calls:
             c()
@@ -176,16 +230,35 @@ class Costs:
             for c in calls:
                 c()
             runs.append(backend.clock() - t0)
-        return float(np.median(runs))
+        return float(min(runs))
 
-    def _measure(self) -> None:
-        xp, dtype = self.backend.xp, self.dtype
-        with self._one_thread():
-            tiny = xp.ones((4, 4), dtype=dtype)
-            self.call_s = self._time([lambda: xp.multiply(tiny, 1.0, tiny)] * 200) / 200
-            big = xp.ones(1 << 18, dtype=dtype)
-            self.elem_s = max(0.0, self._time([lambda: xp.multiply(big, 1.0, big)] * 4) / 4 - self.call_s) / big.size
-        self.flop_s = self.gemm(min(PROBE_ROWS, 1024)) / (2.0 * min(PROBE_ROWS, 1024) * (self.d + 1) * self.n)
+    def pass_s(self, elements: int) -> float:
+        """Seconds an element of one in-place pass over an array of about ``elements`` values (measured at the power
+        of 2 above, at most 2²³)."""
+        size = 1 << min(23, max(12, int(elements - 1).bit_length()))
+        if size not in self.passes:
+            xp = self.backend.xp
+            a = xp.ones(size, dtype=self.dtype)
+            with self._one_thread():
+                self.passes[size] = max(0.0, self._time([lambda: xp.multiply(a, 1.0, a)] * 4) / 4 - self.call_s) / size
+        return self.passes[size]
+
+    def activation(self, name: str) -> float:
+        """The activation's pass (the form :mod:`sweeper.models.forms` chose) in multiply passes."""
+        if name not in self.acts:
+            from sweeper.models import forms
+
+            xp = self.backend.xp
+            z = xp.ones(1 << 17, dtype=self.dtype)
+            calls = forms.calls(xp, name, z)
+            with self._one_thread():
+                self.acts[name] = self._time(calls) / max(1e-12, (self.pass_s(z.size) * z.size + self.call_s))
+        return self.acts[name]
+
+    def flop_s(self, rows: int) -> float:
+        """Seconds a FLOP of a product with about ``rows`` rows (the first layer's rate at that width)."""
+        r = max(16, min(rows, PROBE_ROWS))
+        return self.gemm(r) / (2.0 * r * (self.d + 1) * self.n)
 
     def gemm(self, rows: int) -> float:
         """Seconds of one first-layer product of ``rows`` rows on the data (0 for none)."""
@@ -193,7 +266,7 @@ class Costs:
             return 0.0
         r = min(rows, PROBE_ROWS)
         if r not in self.gemms:
-            xp, cols = self.backend.xp, min(self.n, PROBE_COLUMNS)
+            xp, cols = self.backend.xp, min(self.n, max(PROBE_COLUMNS, (1 << 23) // r))
             rng = np.random.default_rng(0)
             a = self.backend.to_device(rng.standard_normal((r, self.d + 1)).astype(self.dtype))
             b = self.backend.to_device(rng.standard_normal((self.d + 1, cols)).astype(self.dtype))
@@ -213,3 +286,9 @@ class Costs:
 
 
 _CACHE: dict[tuple, Costs] = {}
+
+
+def _path() -> Any:
+    from sweeper.base.environment import cache_root
+
+    return cache_root() / "packing-costs.json"
