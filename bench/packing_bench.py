@@ -82,12 +82,17 @@ def planned(blocks, epochs: int) -> list[list[int]]:
 
 
 def _train(ds, blocks, grouping: list[list[int]]) -> float:
-    """Training seconds of the grid grouped as ``grouping`` (lists of block indices), one group after another."""
+    """Training seconds of the grid grouped as ``grouping`` (lists of block indices), one group after another: this
+    thread's CPU seconds (a shared machine's other work does not count in them, as it does in wall seconds)."""
     from sweeper.base.backend import Backend
     from sweeper.models.batched import train_packed
 
+    class CPUTime(Backend):
+        def clock(self) -> float:
+            return time.thread_time()
+
     arrays = [a.astype("float64") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-    cpu = Backend("cpu", np)
+    cpu = CPUTime("cpu", np)
     groups = [[blocks[b] for b in g] for g in grouping]
     total = 0.0
     for g in groups:
@@ -99,7 +104,7 @@ def _train(ds, blocks, grouping: list[list[int]]) -> float:
 
 def _products(ds, blocks, grouping: list[list[int]]) -> tuple[float, float]:
     """The matrix products an epoch of the grid makes (grouped as ``grouping``): their FLOPs, and the seconds one
-    thread of NumPy takes for them, each product timed alone (median of 5 loops) on its own operands."""
+    thread of NumPy takes for them, each product timed alone (median of 5 loops, CPU seconds) on its own operands."""
     from sweeper.models.activations import ACTIVATIONS
     from sweeper.models.batched_pass import _Pass
     from sweeper.models.optim import Optimizer, State
@@ -120,10 +125,10 @@ def _products(ds, blocks, grouping: list[list[int]]) -> tuple[float, float]:
             flops += 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
             reps = []
             for _ in range(5):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 for _ in range(3):
                     call()
-                reps.append((time.perf_counter() - t0) / 3)
+                reps.append((time.thread_time() - t0) / 3)
             seconds += statistics.median(reps)
     return flops, seconds
 
@@ -134,9 +139,9 @@ def gemm_peak() -> float:
     out = np.empty_like(a)
     reps = []
     for _ in range(7):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         np.matmul(a, b, out=out)
-        reps.append(time.perf_counter() - t0)
+        reps.append(time.thread_time() - t0)
     return 2 * 1024 ** 3 / statistics.median(reps) / 1e9
 
 
@@ -176,11 +181,11 @@ def training_section(repeats: int, epochs: int) -> list[str]:
     plan = ", ".join("+".join(f"{len(blocks['tanh'][b][0].sizes) - 2}x{blocks['tanh'][b][0].sizes[1]}" for b in g)
                      for g in groupings["as planned"])
     return [f"## Training alone: the digits grid (160 members: width {WIDTHS} x depth {DEPTHS} x 16 lr, {epochs} "
-            f"epochs, float64, one thread, median of {repeats}, interleaved)", "",
+            f"epochs, float64, one thread, CPU seconds, median of {repeats}, interleaved)", "",
             f"One thread's float64 GEMM at 1024²: {peak:.1f} GFLOP/s (this run). Useful FLOPs = executed FLOPs here "
             "(every member trains all the epochs; the validation passes every 50 epochs are not counted). The "
             f"planner's groups (depth x width): {plan}.", "",
-            _table(["activation (form)", "grouping", "train s", "member-epochs/s", "GFLOP/s",
+            _table(["activation (form)", "grouping", "train CPU s", "member-epochs/s", "GFLOP/s",
                     "GEMM GFLOP/s on its products", "share of GEMM rate", "speed-up vs apart"], rows)]
 
 
@@ -192,25 +197,32 @@ def _store(where: Path) -> str:
     return _empty_store(where)
 
 
-def sweep_wall(overrides: list[str]) -> float:
-    from sweep_bench import _scratch, _timed
+def _timed(cmd: list[str], cwd: str) -> tuple[float, float]:
+    """Wall seconds of ``cmd`` and the CPU seconds it and the processes it waited for used (its workers')."""
+    import resource
+
+    os.sync()
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {proc.stderr.strip()[-600:]}")
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def sweep_wall(overrides: list[str]) -> tuple[float, float]:
+    from sweep_bench import _scratch
 
     tmp = _scratch()
-    wall, error = _timed([sys.executable, "-m", "sweeper", "-m", *overrides, f"tracking.uri={_store(Path(tmp))}",
-                          f"hydra.sweep.dir={tmp}/sweep"], tmp)
-    if error:
-        raise SystemExit(f"sweeper {' '.join(overrides)} failed: {error}")
-    return wall
+    return _timed([sys.executable, "-m", "sweeper", "-m", *overrides, f"tracking.uri={_store(Path(tmp))}",
+                   f"hydra.sweep.dir={tmp}/sweep"], tmp)
 
 
-def gridsearch_wall(name: str, epochs: str) -> float:
-    from sweep_bench import _scratch, _timed
+def gridsearch_wall(name: str, epochs: str) -> tuple[float, float]:
+    from sweep_bench import _scratch
 
     tmp = _scratch()
-    wall, error = _timed([sys.executable, __file__, "--gridsearch", name, epochs, _store(Path(tmp))], tmp)
-    if error:
-        raise SystemExit(f"GridSearchCV on {name} failed: {error}")
-    return wall
+    return _timed([sys.executable, __file__, "--gridsearch", name, epochs, _store(Path(tmp))], tmp)
 
 
 def gridsearch(name: str, epochs: str, uri: str) -> None:
@@ -258,23 +270,33 @@ def sweep_section(repeats: int, scale: int) -> list[str]:
         "peers' 32, digits": (["data=digits", *peers], "digits"),
         "digits 160 (width x depth x lr)": (digits, None),
     }
-    walls: dict[tuple[str, str], list[float]] = {}
+    walls: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for _ in range(repeats):
         for name, (args, peer) in cases.items():  # interleaved: each contender once a round
             walls.setdefault((name, "packed"), []).append(sweep_wall(args))
-            walls.setdefault((name, "apart"), []).append(sweep_wall([*args, "hydra.launcher.pack=false"]))
+            walls.setdefault((name, "apart (today)"), []).append(sweep_wall([*args, "hydra.launcher.pack=false"]))
             if peer:
-                walls.setdefault((name, "GridSearchCV"), []).append(gridsearch_wall(peer, epochs))
+                walls.setdefault((name, f"GridSearchCV(n_jobs={_cores()})"), []).append(gridsearch_wall(peer, epochs))
     rows = []
     for name in cases:
-        packed = statistics.median(walls[(name, "packed")])
-        for who in ("packed", "apart", "GridSearchCV"):
-            if (name, who) in walls:
-                ts = walls[(name, who)]
-                rows.append([name, who, f"{statistics.median(ts):.1f}", f"{min(ts):.1f}-{max(ts):.1f}",
-                             f"{statistics.median(ts) / packed:.2f}x"])
-    return [f"## End to end (wall s, command to exit, median of {repeats}, interleaved; epochs / {scale})", "",
-            _table(["sweep", "contender", "wall s", "range", "its wall / packed"], rows)]
+        mine = walls[(name, "packed")]
+        for (case, who), ts in walls.items():
+            if case != name:
+                continue
+            wall, cpu = statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)
+            rows.append([name, who, f"{wall:.1f}", f"{min(t[0] for t in ts):.1f}-{max(t[0] for t in ts):.1f}",
+                         f"{cpu:.1f}", f"{wall / statistics.median(t[0] for t in mine):.2f}x",
+                         f"{cpu / statistics.median(t[1] for t in mine):.2f}x"])
+    return [f"## End to end (wall s from the command to its exit, and the CPU s it and its workers used; median of "
+            f"{repeats}, interleaved; epochs / {scale})", "",
+            _table(["sweep", "contender", "wall s", "range", "CPU s", "its wall / packed's", "its CPU / packed's"],
+                   rows)]
+
+
+def _cores() -> int:
+    from sweeper.sweep.cores import cores
+
+    return cores()
 
 
 # --- 3. the activations' forms -----------------------------------------------------------------------------------
