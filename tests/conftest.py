@@ -130,9 +130,19 @@ def user_folder(tmp_path: Path, monkeypatch: Any, files: dict[str, str]) -> Path
     return folder
 
 
+# The suite's command-line multiruns fit the linear baseline only, unless a test names ``baselines``: the default (auto)
+# also fits boosting, whose import (scikit-learn's ensemble, ~1.7 s of CPU in the painter process) in each of the
+# suite's few hundred sweeps cost minutes of its wall on 2 cores. The tests of the baselines and of the default name
+# baselines=auto themselves (tests/test_advise_intervals.py).
+LINEAR_ONLY = "baselines=linear"
+
+
 def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``."""
+    """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``; a multirun with
+    ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`)."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
+    if {"-m", "--multirun"} & set(args) and not any(a.lstrip("+").startswith("baselines=") for a in args):
+        extra.append(LINEAR_ONLY)
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
     return subprocess.run(

@@ -183,7 +183,8 @@ def test_a_baseline_that_beats_the_network_is_the_first_finding_and_named_on_the
     from conftest import all_runs, cli
 
     # 30 epochs of plain gradient descent leave the network far from ridge regression: beyond any noise
-    proc = cli(tmp_path, "-m", "lr=0.001,0.002", "seed=0,1", "epochs=30", "tracking.log_model=false", store=store)
+    proc = cli(tmp_path, "-m", "lr=0.001,0.002", "seed=0,1", "epochs=30", "tracking.log_model=false", "baselines=auto",
+               store=store)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     best = next(line for line in out.splitlines() if line.startswith("best: "))

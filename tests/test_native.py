@@ -43,7 +43,9 @@ def test_the_experiment_opens_on_the_model_training_views(served):
     assert tags[tracking.EXPERIMENT_KIND] == "custom_model_development"
     (line,) = [ln for ln in served["stdout"].splitlines() if ln.startswith("browse with: ")]
     page = f"{served['url']}/#/experiments/{served['experiment']['experiment_id']}/runs?workflowType=machine_learning"
-    assert line == f"browse with: {page}"
+    # and opens the sweep's shared view (its columns in view): an experiment tag of MLflow's UI state (tracking.ui)
+    key = re.fullmatch(rf"browse with: {re.escape(page)}&viewStateShareKey=(sweeper-[0-9a-f]{{32}})", line).group(1)
+    assert "mlflow.sharedViewState." + key in tags
     index = http_get(page.partition("#")[0]).decode()  # the hash part is the UI's own route
     script = re.search(r'src="(static-files/static/js/main\.[0-9a-f]+\.js)"', index).group(1)
     ui = http_get(f"{served['url']}/{script}").decode()

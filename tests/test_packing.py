@@ -134,10 +134,10 @@ def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_pack
                                    (*args, "hydra.launcher.pack=false", "hydra.launcher.cpu_workers=1"))
     assert "(8 groups of one shape packed into 1: hydra.launcher.pack)" in on.stdout + on.stderr
     assert "packed into" not in off.stdout + off.stderr
-    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "batch_group" in r.data.tags} for db in (store, other)}
+    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "sweeper.batch_group" in r.data.tags} for db in (store, other)}
     assert len(runs[store]) == len(runs[other]) == 64
-    assert {r.data.tags["batch_worker"] for r in runs[store].values()} == {"cpu0", "cpu1"}
-    assert len({r.data.tags["batch_group"] for r in runs[store].values()}) == 2  # one group, two chunks
+    assert {r.data.tags["sweeper.batch_worker"] for r in runs[store].values()} == {"cpu0", "cpu1"}
+    assert len({r.data.tags["sweeper.batch_group"] for r in runs[store].values()}) == 2  # one group, two chunks
     assert {r.data.tags["batch_packed"] for r in runs[store].values()} == {
         next(iter(runs[store].values())).data.tags["batch_packed"]}
     assert next(iter(runs[store].values())).data.tags["batch_packed"].startswith("8 shapes (estimated")
@@ -193,7 +193,7 @@ def test_halving_and_folds_work_on_packed_groups_as_on_groups_of_one_shape(tmp_p
             "hydra.launcher.cpu_workers=1", "tracking.log_model=false", "baselines=none")
     on, off, store, other = _twice(tmp_path, store, args, (*args, "hydra.launcher.pack=false"))
     assert "(4 groups of one shape packed into 1: hydra.launcher.pack)" in on.stdout + on.stderr
-    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "batch_group" in r.data.tags} for db in (store, other)}
+    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "sweeper.batch_group" in r.data.tags} for db in (store, other)}
     assert len(runs[store]) == 12 and sum(PRUNED_AT in r.data.tags for r in runs[store].values()) >= 8
     assert all(r.data.tags["folds"] == "3" for r in runs[store].values())
     _same_metrics(runs[other], runs[store])

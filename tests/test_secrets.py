@@ -112,6 +112,6 @@ def test_a_sweep_to_a_server_with_credentials_works_and_writes_no_password(tmp_p
         values = [*r.data.tags.values(), *r.data.params.values()]
         assert not [v for v in values if PASSWORD in v], r.data.tags
         if "fingerprint" in r.data.tags:  # a child: its command line and settings name the store, masked
-            assert ":***@127.0.0.1" in r.data.tags["mlflow.source.name"]  # as Hydra escapes a job's override
+            assert ":***@127.0.0.1" in r.data.tags["sweeper.rerun"]  # as Hydra escapes a job's override
             assert r.data.tags["config.tracking.uri"] == shown
     assert _files_holding(tmp_path, PASSWORD) == []

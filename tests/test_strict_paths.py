@@ -307,15 +307,16 @@ def test_a_model_mixing_a_host_array_fails_its_run_in_cupys_words_and_the_check_
     user_folder(tmp_path, monkeypatch, {"host_mix.py": HOST_MIX})
     args = ("model._target_=host_mix.HostMix", "epochs=30", "log_every=10")
     assert run_once(tmp_path / "cpu", *args, "device=cpu", store=store)["status"] == "FINISHED"
-    with pytest.raises(TypeError, match=MIXED):
-        run_once(tmp_path / "gpu", *args, "device=gpu", store=store)
+    returned = run_once(tmp_path / "gpu", *args, "device=gpu", store=store)  # FAILED, not raised (one line a run)
     result = json.loads((tmp_path / "gpu" / "job" / "result.json").read_text())
-    assert result["status"] == "FAILED" and result["reason"] == "TypeError: " + MIXED.replace("\\", "")
+    assert returned["status"] == result["status"] == "FAILED"
+    line = next(i for i, x in enumerate(HOST_MIX.splitlines(), 1) if "np.ones(self.hidden)" in x)
+    assert result["reason"].startswith("TypeError: " + MIXED.replace("\\", "")), result["reason"]
+    assert result["reason"].endswith(f"host_mix.py:{line} in forward)"), result["reason"]  # the user's line
     assert client_for(store).get_run(result["run_id"]).info.status == "FAILED"
 
     assert check.main(["host_mix.HostMix"]) == 1
     said = capsys.readouterr().out
-    line = next(i for i, x in enumerate(HOST_MIX.splitlines(), 1) if "np.ones(self.hidden)" in x)
     assert (f"FAIL  NumPy = CuPy (the strict device stand-in): raised TypeError: {MIXED.replace(chr(92), '')} "
             f"(at host_mix.py:{line} in forward)") in said
     monkeypatch.setenv(FAKE_GPU_ENV, "numpy")  # NumPy as the "device": nothing to see

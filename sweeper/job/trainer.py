@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from sweeper import data
+from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
 from sweeper.job import metrics
 from sweeper.job.compute import DEFINED, Outcome, loss_unit
 from sweeper.contract.model import trainer_keys
@@ -237,6 +238,5 @@ def computed(plain: dict[str, Any], rung: int | None = None) -> Any:
         out = folds.train_folds(cfg, backend, one, [dataset, *(data.load_plain(plain["data"], fold=i) for i in range(1, k))])
     else:
         out = one(cfg, dataset, backend)
-    tags = {"launcher": "batched", "batch_group": uuid.uuid4().hex[:12], "group_size": "1",
-            "trajectory": uuid.uuid4().hex[:12]}
+    tags = {LAUNCHER: "batched", GROUP: uuid.uuid4().hex[:12], GROUP_SIZE: "1", TRAJECTORY: uuid.uuid4().hex[:12]}
     return Computed(out, tags, time.perf_counter() - t0)

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from sweeper.base.names import ENGINE, GPU_DEVICE, WORKER_HOST, WORKER_PID
+from sweeper.base.names import ENGINE, GPU_DEVICE, GROUP_SIZE, LAUNCHER, WORKER_HOST, WORKER_PID
 from sweeper.contract.config import ConfigError
 
 log = logging.getLogger("sweeper")
@@ -106,7 +106,7 @@ def failed_members(members: list[Any], reason: str, tags: dict[int, dict[str, st
 
     out = {}
     for m in members:
-        t = dict((tags or {}).get(m.idx) or {"launcher": "batched", "group_size": str(len(members))})
+        t = dict((tags or {}).get(m.idx) or {LAUNCHER: "batched", GROUP_SIZE: str(len(members))})
         if not offer(m.plain.get("model"), quiet=True).fast_path:
             t["model_batched"] = "false: its group failed as a whole"
         out[m.idx] = Computed(Outcome({}, {}, reason, error=detail), t)
