@@ -7,7 +7,8 @@
 Both go through Hydra as ``python -m sweeper`` does (the same config, the launcher and sweeper plugins, the Hydra
 callback that creates the parent run and publishes the summary), so they leave the same records in the store. They
 may be called again in the same process (a notebook): Hydra's global state and sweeper's per-process state (the
-writer and painter processes, the store clients, the experiments a sweep found) are reset around each call. They
+writer process, the store clients, the experiments a sweep found) are reset around each call; an idle painter process
+(matplotlib and scikit-learn imported: the plots and the baselines) is kept for the next call. They
 never exit the process: bad input raises :class:`ValueError` with the command line's one-line message; Ctrl-C (a
 kernel's interrupt) closes what was running as the command line does, then raises KeyboardInterrupt.
 """

@@ -42,6 +42,10 @@ class SweepState:
 
 _current = SweepState()
 
+# What outlives one sweep in this process: a painter between the Python API's calls (sweeper.insight.plots.stop
+# keeps a live, idle one here; the next sweep's start takes it: its matplotlib and scikit-learn already imported)
+spare: dict[str, Any] = {"painter": None}
+
 
 def current() -> SweepState:
     """The state of the sweep (or run) this process is in."""

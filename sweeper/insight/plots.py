@@ -359,6 +359,10 @@ class Painter:
         line = self.proc.stdout.readline() if ready else ""
         return json.loads(line) if line.strip() else {"error": "the painter ended"}
 
+    def idle(self) -> bool:
+        """Whether the painter process is alive with no request unanswered (a next sweep may use it)."""
+        return self.proc is not None and self.proc.poll() is None and self.pending is None and self.fitting is None
+
     def close(self) -> None:
         if self.proc is not None:
             for pipe in (self.proc.stdin, self.proc.stdout):  # both: a process calling sweeps (the Python API) keeps
@@ -381,14 +385,22 @@ def start(baselines: dict[str, Any] | None = None) -> None:
     process."""
     now = state.current()
     if now.painter is None and shortcut("painter"):
-        now.painter = Painter().start()
+        warm, state.spare["painter"] = state.spare["painter"], None
+        now.painter = warm if warm is not None and warm.idle() else Painter().start()
+        if warm is not None and now.painter is not warm:
+            warm.close()
         now.painter.prefit(baselines)
 
 
-def stop() -> None:
+def stop(keep: bool = False) -> None:
+    """The sweep's painter closed; with ``keep`` (a sweep's normal end), a live and idle one is kept for the next
+    sweep of this process instead (the Python API's next call: its imports already paid)."""
     now = state.current()
     if now.painter is not None:
-        now.painter.close()
+        if keep and now.painter.idle() and state.spare["painter"] is None:
+            state.spare["painter"] = now.painter
+        else:
+            now.painter.close()
         now.painter = None
 
 

@@ -374,7 +374,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         print(f"browse with: {browse}", file=out)
     from sweeper.insight import plots
 
-    plots.stop()
+    plots.stop(keep=True)  # an idle painter kept for this process's next sweep (the Python API's)
     writer.stop()
     pending = [r["job"] for r in rows if r.get("pending_upload")]
     if pending:
