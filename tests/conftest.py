@@ -155,6 +155,21 @@ def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None 
     )
 
 
+def shared_sweep(tmp_path_factory: Any, template: Path, name: str, *args: str) -> dict:
+    """A real multirun (``args``) into its own copy of the template store, for a module's tests to share: its store,
+    folder, process and parent run."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp(name)
+    store = tmp / "mlruns" / "mlflow.db"
+    store.parent.mkdir()
+    shutil.copy(template, store)
+    proc = cli(tmp, "-m", *args, store=store)
+    assert proc.returncode == 0, proc.stderr
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
+
+
 def wait_for(ready: Any, what: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
     """Poll ``ready()`` until it is true: the event a test waits for before it acts (sends a signal, reads the store)
     instead of sleeping a guessed time. Fails naming ``what`` when ``proc`` ends first (with its output), or after

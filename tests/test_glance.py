@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, unquote
 
 import pytest
 
-from conftest import all_runs, cli, client_for
+from conftest import all_runs, cli, client_for, shared_sweep
 
 FAST = ("epochs=200", "log_every=10", "tracking.log_model=false")
 
@@ -17,16 +17,7 @@ FAST = ("epochs=200", "log_every=10", "tracking.log_model=false")
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, _template_store):
     """A real 6-run regression sweep (lr x depth) into its own store, shared by this module's tests."""
-    import shutil
-
-    tmp = tmp_path_factory.mktemp("glance")
-    store = tmp / "mlruns" / "mlflow.db"
-    store.parent.mkdir()
-    shutil.copy(_template_store, store)
-    proc = cli(tmp, "-m", "lr=0.001,0.005,0.01", "depth=1,2", *FAST, store=store)
-    assert proc.returncode == 0, proc.stderr
-    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
-    return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
+    return shared_sweep(tmp_path_factory, _template_store, "glance", "lr=0.001,0.005,0.01", "depth=1,2", *FAST)
 
 
 def printed_address(stdout: str) -> str:

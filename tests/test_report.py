@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sweeper import data
-from conftest import all_runs, cli, client_for, copy_store, http_get, http_post, make_cfg, mlflow_server
+from conftest import all_runs, cli, client_for, copy_store, http_get, http_post, make_cfg, mlflow_server, shared_sweep
 
 FAST = ("epochs=300", "log_every=10")
 
@@ -21,16 +21,7 @@ FAST = ("epochs=300", "log_every=10")
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, _template_store):
     """One real 4-run multirun (lr x depth) into its own store, shared by the tests of this module."""
-    import shutil
-
-    tmp = tmp_path_factory.mktemp("report")
-    store = tmp / "mlruns" / "mlflow.db"
-    store.parent.mkdir()
-    shutil.copy(_template_store, store)
-    proc = cli(tmp, "-m", "lr=0.001,0.01", "depth=1,2", *FAST, store=store)
-    assert proc.returncode == 0, proc.stderr
-    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
-    return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
+    return shared_sweep(tmp_path_factory, _template_store, "report", "lr=0.001,0.01", "depth=1,2", *FAST)
 
 
 @pytest.fixture
