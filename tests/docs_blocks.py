@@ -38,6 +38,9 @@ MASKS = (
     (re.compile(r"/experiments/\d+/"), "/experiments/<n>/"),
     (re.compile(r"(?<![=\w.])\d+\.\d{3,}(?![\w%])"), "<t>"),  # timings (0.1749 s); not lr=0.001 nor +5.787%
     (re.compile(r"(?<![=\w.])\d+\.\d\d? s\b"), "<t> s"),  # seconds to a tenth or hundredth (in 0.7 s)
+    # whether this machine already keeps an empty store of this MLflow version (the cache folder) decides the words
+    (re.compile(r"\(creating it: the first store of this MLflow version on this machine takes a few seconds\)"),
+     "(creating it)"),
     (re.compile(r"\s+"), " "),  # table columns widen with the values
 )
 
