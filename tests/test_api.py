@@ -245,3 +245,27 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
     assert fresh.writer is None and fresh.painter is None
     assert tracking.client(uri) is not c and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
     assert now.clients[uri] is c  # the earlier sweep's object is untouched: nothing of it leaks into the next
+
+
+def test_a_sweeps_idle_painter_is_kept_for_the_next_sweep_and_a_busy_one_is_closed(monkeypatch):
+    """The Python API's next call takes the painter the last sweep left idle (its imports paid); a painter with a
+    request unanswered is closed instead, or its answer would be read as the next sweep's."""
+    from sweeper.base import state
+    from sweeper.insight import plots
+
+    monkeypatch.setitem(state.spare, "painter", None)
+    state.begin()
+    plots.start(None)
+    first = plots.current()
+    try:
+        assert first is not None and first.idle()
+        plots.stop(keep=True)
+        assert state.spare["painter"] is first and plots.current() is None
+        plots.start(None)
+        assert plots.current() is first and state.spare["painter"] is None
+        first.fitting = {"nodes": [], "asked": "auto"}  # as if its baselines' answer were never read
+        plots.stop(keep=True)
+        assert state.spare["painter"] is None and first.proc is None
+    finally:
+        first.close()
+        state.begin()
