@@ -443,28 +443,31 @@ def test_seeds_rank_configurations_by_their_mean_each_shown_by_its_run_closest_t
 
 def test_a_leaderboard_row_holds_what_the_table_promote_and_speedup_read_of_its_run():
     """Each field of a row from its run's metrics and tags; the keys are the swept params only (not tracking.*,
-    pinned.*, resume or baselines, which differ without being a configuration, nor a param every run shares)."""
+    pinned.*, resume, baselines or model._target_, which differ without being a configuration's key or which the model
+    column says, nor a param every run shares)."""
     from sweeper.base.names import PRUNED_AT
     from sweeper.insight.leaderboard import build
 
     tags = {"failure_reason": "diverged at epoch 7", "device": "gpu", "fingerprint": "f-1", "gradient_check": "failed",
-            "folds": "5", PRUNED_AT: "40"}
-    runs = [_run(f"lr={lr},epochs=100,tracking.uri=u{i},pinned.a=p{i},resume={i == 0},baselines=b{i}", start=i,
-                 tags=tags if i == 1 else {}, val_mse=10.0 + i, test_mse=20.0 + i, train_time_s=0.5 + i,
-                 speedup=3.0 + i, val_mse_std=0.25 + i, val_log_loss=0.1)
+            "folds": "5", PRUNED_AT: "40", "model": "nets.resnets.ResTanh"}
+    runs = [_run(f"lr={lr},epochs=100,tracking.uri=u{i},pinned.a=p{i},resume={i == 0},baselines=b{i},"
+                 f"model._target_=nets.M{i}", start=i, tags=tags if i == 1 else {}, val_mse=10.0 + i,
+                 test_mse=20.0 + i, train_time_s=0.5 + i, speedup=3.0 + i, val_mse_std=0.25 + i, val_log_loss=0.1)
             for i, lr in enumerate(("0.1", "0.2"))]
+    runs[1].info.end_time = 7  # a run MLflow has ended; runs[0] as a run still running (no end_time)
     board = build(runs, reused={runs[1].info.run_id})
     assert board.keys == ["lr"]
     first, second = board.rows
-    assert {k: second[k] for k in ("run", "lr", "val_mse", "test_mse", "train_time_s", "speedup", "status", "reason",
-                                   "run_id", "device", "fingerprint", "reused", "gradient_check", "folds",
-                                   "val_mse_fold_std", "pruned_at", "start_time", "val_log_loss")} == {
-        "run": runs[1].info.run_name, "lr": "0.2", "val_mse": 11.0, "test_mse": 21.0, "train_time_s": 1.5,
-        "speedup": 4.0, "status": "FINISHED", "reason": "diverged at epoch 7", "run_id": runs[1].info.run_id,
-        "device": "gpu", "fingerprint": "f-1", "reused": runs[1].info.run_id, "gradient_check": "failed", "folds": 5,
-        "val_mse_fold_std": 1.25, "pruned_at": "40", "start_time": 1, "val_log_loss": 0.1}
-    assert (first["reason"], first["device"], first["fingerprint"], first["reused"], first["gradient_check"],
-            first["folds"]) == (None,) * 6
+    assert {k: second[k] for k in ("run", "model", "lr", "val_mse", "test_mse", "train_time_s", "speedup", "status",
+                                   "reason", "run_id", "device", "fingerprint", "reused", "gradient_check", "folds",
+                                   "val_mse_fold_std", "pruned_at", "start_time", "end_time", "val_log_loss")} == {
+        "run": runs[1].info.run_name, "model": "resnets.ResTanh", "lr": "0.2", "val_mse": 11.0, "test_mse": 21.0,
+        "train_time_s": 1.5, "speedup": 4.0, "status": "FINISHED", "reason": "diverged at epoch 7",
+        "run_id": runs[1].info.run_id, "device": "gpu", "fingerprint": "f-1", "reused": runs[1].info.run_id,
+        "gradient_check": "failed", "folds": 5, "val_mse_fold_std": 1.25, "pruned_at": "40", "start_time": 1,
+        "end_time": 7, "val_log_loss": 0.1}
+    assert (first["model"], first["reason"], first["device"], first["fingerprint"], first["reused"],
+            first["gradient_check"], first["folds"], first["end_time"]) == ("mlp",) + (None,) * 7
 
 
 def test_the_later_run_of_two_equal_ones_ranks_second_and_unscored_seeds_count_for_nothing():
