@@ -33,18 +33,26 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 # ../shared/data beside the checkout; SWEEPER_SHARED_DATA points elsewhere (a worktree whose parent has none)
 # Model templates (sweeper.tracking.pyfunc) are cached per session, not in the user's ~/.cache; CLI subprocesses inherit it.
-# Made once, by the first process of the session (under xdist: the controller, whose environment its workers inherit),
-# and removed by that process at the session's end (pytest_sessionfinish).
-_OWN_CACHE = None if os.environ.get("SWEEPER_CACHE_DIR") else __import__("tempfile").mkdtemp(prefix="sweeper-test-cache-")
-if _OWN_CACHE:
-    os.environ["SWEEPER_CACHE_DIR"] = _OWN_CACHE
+# The session's temporary files go to a folder of its own too (TMPDIR, and tempfile's default in this process): MLflow
+# downloads an artifact to a new temporary folder it never removes, and so do a few other libraries the tests drive.
+# Both are made once, by the first process of the session (under xdist: the controller, whose environment its workers
+# inherit), and removed by that process at the session's end (pytest_sessionfinish). pytest's own tmp_path folders
+# stay where pytest keeps them (PYTEST_DEBUG_TEMPROOT: the system's temporary folder), its last three sessions' kept.
+_OWN_TEMP = None if os.environ.get("SWEEPER_CACHE_DIR") else Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-"))
+if _OWN_TEMP:
+    import tempfile
+
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    os.environ["SWEEPER_CACHE_DIR"] = str(_OWN_TEMP / "cache")
+    (_OWN_TEMP / "tmp").mkdir()
+    os.environ["TMPDIR"] = tempfile.tempdir = str(_OWN_TEMP / "tmp")
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The session's cache folder goes with the process that made it (a worker's session ends before the
-    controller's, and uses the controller's folder)."""
-    if _OWN_CACHE and os.environ.get("SWEEPER_CACHE_DIR") == _OWN_CACHE:
-        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+    """The session's folder goes with the process that made it (a worker's session ends before the controller's,
+    and uses the controller's folder)."""
+    if _OWN_TEMP and os.environ.get("SWEEPER_CACHE_DIR") == str(_OWN_TEMP / "cache"):
+        shutil.rmtree(_OWN_TEMP, ignore_errors=True)
 
 SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training

@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not in these tests: {sel}")
     wanted = patterns(target)
     env = {**os.environ, "SWEEPER_SHARED_DATA": os.environ.get("SWEEPER_SHARED_DATA", str(ROOT.parent / "shared" / "data"))}
+    # each mutant's pytest session ends by os._exit (no session finish to clean up after it): its cache and temporary
+    # files go to the scratch folder, removed with it, not one folder a mutant in the system's temporary folder
+    (folder / "tmp").mkdir(exist_ok=True)
+    env.update(SWEEPER_CACHE_DIR=str(folder / "cache"), TMPDIR=str(folder / "tmp"))
     log = folder / "mutmut.log"
     print(f"mutmut run in {folder} ({', '.join(wanted)}); its output: {log}", flush=True)
     with open(log, "w") as f:
