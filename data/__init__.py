@@ -133,7 +133,7 @@ def split_folds(n: int, test_fraction: float, seed: int, k: int, y: np.ndarray |
     test, rest = order[:n_test], order[n_test:]
     stratified = {"regression": False, "binary": True, "multiclass": True}[task]  # another task: a KeyError
     if stratified and y is not None:
-        labels = np.asarray(y).reshape(-1)[rest]
+        labels = np.ravel(y)[rest]
         dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])  # each class in the seed's order
     else:
         dealt = rest
@@ -391,7 +391,7 @@ def _fold_split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, t
     folds, test = split_folds(n, cfg.test_fraction, seed, k, y, task)
     rest = np.concatenate(folds)
     if task in ("binary", "multiclass") and y is not None:
-        labels, counts = np.unique(np.asarray(y).reshape(-1)[rest], return_counts=True)
+        labels, counts = np.unique(np.ravel(y)[rest], return_counts=True)
         if counts.min() < k:
             raise DataError(f"data.folds={k} is not allowed for {where}: expected at most {int(counts.min())}: its "
                             f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} rows outside the "

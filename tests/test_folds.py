@@ -425,6 +425,7 @@ def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespac
 
     assert data.folds_of(OmegaConf.create({"folds": 3})) == 3 and data.folds_of({"folds": None}) == 0
     assert data.folds_of(NS(folds="4")) == 4 and data.folds_of(NS()) == 0 and data.folds_of({}) == 0
+    assert data.folds_of({"folds": 5}) == 5  # a mapping's key, not an attribute
     assert data.split_seed(OmegaConf.create({"split_seed": 5}), default=9) == 5
     assert data.split_seed({"split_seed": 0}, default=9) == 0  # a seed of 0 is a seed
     assert data.split_seed(NS(split_seed="7")) == 7 and data.split_seed(NS(), default=9) == 9
@@ -444,6 +445,11 @@ def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused
     assert str(e.value) == ("data=x: too few rows (3) for data.val_fraction=0.25 and data.test_fraction=0.25: training "
                             "needs at least 2 rows, validation and test 1 each; add rows, or set both fractions to 0 to "
                             "score on the training rows")
+    # a split without a task is a regression's: folds dealt in the seed's order, unstratified
+    order = np.random.default_rng(4).permutation(10)
+    test, rest = order[:2], order[2:]  # round(10 * 0.2) test rows, then fold i takes every k-th of the rest
+    train, val, held = data._split(10, OmegaConf.create({"folds": 2, "test_fraction": 0.2}), 4, "data=x", fold=1)
+    assert (train.tolist(), val.tolist(), held.tolist()) == (sorted(rest[0::2]), rest[1::2].tolist(), test.tolist())
 
 
 def test_k_folds_for_classes_regression_and_no_test_split():
