@@ -192,6 +192,20 @@ def wait_for(ready: Any, what: str, proc: subprocess.Popen | None = None, timeou
         time.sleep(0.05)
 
 
+def one_line(err: str) -> str:
+    """The one line ``err`` holds (blank lines aside), failing when it holds more or a traceback."""
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def write_csv(tmp_path: Path, header: str, rows) -> Path:
+    """``tmp_path/t.csv``: ``header``, then one line per row of ``rows`` (its values joined by commas)."""
+    path = tmp_path / "t.csv"
+    path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    return path
+
+
 def running_children(db: Path) -> int:
     """How many child runs the store holds RUNNING now (0 before it exists): a cheap read of its SQLite file, for
     :func:`wait_for` while a sweep writes to it."""

@@ -14,15 +14,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from conftest import all_runs, cli, running_children, wait_for
+from conftest import all_runs, cli, one_line, running_children, wait_for
 from sweeper import advise, compare, report, runs, tracking
 from sweeper import promote as promote_cmd
-
-
-def one_line(err: str) -> str:
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def damaged(store: Path, folder: Path) -> Path:

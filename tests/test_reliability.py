@@ -9,28 +9,20 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, client_for, running_children, wait_for
+from conftest import all_runs, cli, client_for, one_line, running_children, wait_for, write_csv
 from sweeper import advise, compare, report, tracking, upload
 from sweeper.base.process import PID_START, start_mark
 from sweeper.contract.config import ConfigError, check_overrides, validate
 from sweeper.insight import report as insight_report
 
 
-
 def dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
-
-
-def one_line(err: str) -> str:
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 # --- Ctrl-C and SIGTERM stop a batched group within seconds ---------------------------------------------
@@ -334,12 +326,6 @@ def test_the_memory_estimate_of_one_configuration_counts_its_weights():
     assert config_bytes(small, ds) < 10 << 20 and config_bytes(big, ds) > 4 * weights
 
 
-def _csv(tmp_path: Path, header: str, rows) -> Path:
-    path = tmp_path / "t.csv"
-    path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
-    return path
-
-
 @pytest.mark.parametrize("big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")])
 def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
     from conftest import make_cfg
@@ -347,7 +333,7 @@ def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
 
     rows = [(i % 7, (i * 3) % 5 * (1.5e307 if big == "b" else 1), (i + 0.5) * (1.3e306 if big == "y" else 1))
             for i in range(60)]
-    cfg = make_cfg("data=csv", f"data.path={_csv(tmp_path, 'a,b,y', rows)}")
+    cfg = make_cfg("data=csv", f"data.path={write_csv(tmp_path, 'a,b,y', rows)}")
     with pytest.raises(data.DataError, match=error):
         data.load(cfg.data, cfg.seed)
 
@@ -358,7 +344,7 @@ def test_a_duplicated_column_name_is_refused_whatever_names_it(tmp_path):
     from conftest import make_cfg
     from sweeper import data
 
-    path = _csv(tmp_path, "a,a,y", [(i % 7, i % 3, i % 5) for i in range(60)])
+    path = write_csv(tmp_path, "a,a,y", [(i % 7, i % 3, i % 5) for i in range(60)])
     for override in ("data.target=a", "data.drop=[a]", "data.target=y"):
         cfg = make_cfg("data=csv", f"data.path={path}", override)
         with pytest.raises(data.DataError, match="the header names column 'a' 2 times"):
