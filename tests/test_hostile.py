@@ -5,159 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
 
 from conftest import all_runs, cli, one_line, running_children, wait_for
-from sweeper import advise, compare, report, runs, tracking
-from sweeper import promote as promote_cmd
-
-
-def damaged(store: Path, folder: Path) -> Path:
-    """A copy of ``store`` with random bytes written into its middle (its header intact)."""
-    db = folder / "hurt.db"
-    shutil.copy(store, db)
-    size = db.stat().st_size
-    with open(db, "r+b") as f:
-        f.seek(size // 2)
-        f.write(os.urandom(8192))
-    return db
+from sweeper import tracking
 
 
 # --- (1) the store is checked before any work -----------------------------------------------------------
-
-@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:///", "sqlite:////:memory:",
-                                 "sqlite:////tmp/x/:memory:"])
-def test_an_in_memory_store_is_refused(uri):
-    """Before: runs printed FINISHED into a database that vanished with the process. With four slashes, the store was
-    a file ':memory:' at the file system's root, with the runs' artifacts in /artifacts (hostile pass 6)."""
-    with pytest.raises(tracking.TrackingError, match="is not a persistent store"):
-        tracking.check_database(uri)
-
-
-@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:////:memory:"])
-def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line_and_nothing_is_written(tmp_path, uri):
-    proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri={uri}")
-    assert proc.returncode == 2
-    assert "sqlite:///PATH (a database file; not :memory:)" in one_line(proc.stderr)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is written, not even the sweep folder"
-
-
-def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path, monkeypatch):
-    """Before: 104-112 s of MLflow's retries, then a traceback-free but late refusal. Now refused before MLflow is
-    handed the store (which is what retried)."""
-    from sweeper.tracking import store
-
-    folder = tmp_path / "store"
-    folder.mkdir()
-    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s"))
-    with pytest.raises(tracking.TrackingError, match="is a folder: expected the path of a database file"):
-        tracking.open_store(f"sqlite:///{folder}")
-    proc = cli(tmp_path, "epochs=5", f"tracking.uri=sqlite:///{folder}")
-    assert proc.returncode == 2
-    assert f"{folder} is a folder: expected the path of a database file" in one_line(proc.stderr)
-    assert list(folder.iterdir()) == []
-
-
-def test_random_bytes_in_a_store_are_refused_and_the_file_is_left_as_it_was(tmp_path, store):
-    """Before: the sweep ran on it (runs "FAILED: orphaned"); report, advise and promote read it, promote wrote a pin."""
-    db = damaged(store, tmp_path)
-    before = db.read_bytes()
-    proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri=sqlite:///{db}")
-    assert proc.returncode == 2
-    assert f"{db} is damaged (" in one_line(proc.stderr)
-    assert db.read_bytes() == before and not (tmp_path / "sweep").exists()
-    assert not Path(f"{db}-wal").is_file() or Path(f"{db}-wal").stat().st_size == 0
-
-
-@pytest.mark.parametrize("command", [report, advise, compare, promote_cmd])
-def test_the_read_commands_refuse_a_damaged_store(tmp_path, store, capsys, command):
-    db = damaged(store, tmp_path)
-    out = tmp_path / "pins"
-    args = ["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}"]
-    assert command.main(args + (["--out-dir", str(out)] if command is promote_cmd else [])) == 2
-    assert "is damaged" in one_line(capsys.readouterr().err)
-    assert not out.exists()
-
-
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (advise, ["--experiment", "diabetes"]),
-                                           (compare, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"]), (report, ["--run", "f" * 32])])
-def test_read_commands_never_create_a_store_at_a_mistyped_path(tmp_path, capsys, command, args):
-    """Before: report and summary created a ~1 MB store at the mistyped path."""
-    db = tmp_path / "typo" / "mlflow.db"
-    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
-    assert "no such store" in one_line(capsys.readouterr().err)
-    assert not db.exists() and not db.parent.exists()
-
-
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"])])
-def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, command, args):
-    """Before: a 0-byte file (a failed copy, a touch) given to runs or report became a ~1 MB MLflow store, and runs
-    listed its experiment Default with exit 0."""
-    db = tmp_path / "empty.db"
-    db.touch()
-    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
-    assert "is an empty file, 0 bytes" in one_line(capsys.readouterr().err)
-    assert db.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
-
-
-def _foreign(folder: Path) -> tuple[Path, bytes]:
-    import sqlite3
-
-    db = folder / "app.db"
-    with contextlib.closing(sqlite3.connect(db)) as con:
-        con.execute("CREATE TABLE people (name TEXT)")
-        con.execute("INSERT INTO people VALUES ('ann')")
-        con.commit()
-    return db, db.read_bytes()
-
-
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"])])
-def test_read_commands_refuse_another_applications_sqlite_database(tmp_path, capsys, command, args):
-    """Before: a valid SQLite file that is not an MLflow store (another application's) given to runs or report got
-    MLflow's 60 tables written into it and was switched to WAL; runs listed its experiment Default, exit 0."""
-    db, before = _foreign(tmp_path)
-    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
-    assert "is another application's SQLite database (its tables: people), not an MLflow store" in one_line(capsys.readouterr().err)
-    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
-
-
-def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any_work(tmp_path):
-    db, before = _foreign(tmp_path)
-    for args in (["-m", "epochs=5,6"], ["epochs=5"]):
-        proc = cli(tmp_path, *args, f"tracking.uri=sqlite:///{db}")
-        assert proc.returncode == 2
-        assert "not an MLflow store: it is left as it is" in one_line(proc.stderr)
-        assert db.read_bytes() == before
-    assert not (tmp_path / "sweep").exists() and not (tmp_path / "app.db.lock").exists()
-    assert not (tmp_path / "run").exists()  # before: the refused single run left its folder (.hydra/, an empty log)
-
-
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, [])])
-def test_read_commands_refuse_an_sqlite_database_without_tables(tmp_path, capsys, command, args):
-    """Before (hostile pass 3): a 4 kB SQLite file without tables (what a deleted store's path can be left with) given
-    to runs was made an MLflow store (its bytes changed)."""
-    import sqlite3
-
-    db = tmp_path / "blank.db"
-    with contextlib.closing(sqlite3.connect(db)) as con:
-        con.execute("CREATE TABLE t (x)")
-        con.execute("DROP TABLE t")
-        con.commit()
-    before = db.read_bytes()
-    assert len(before) > 0
-    assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
-    assert "is an SQLite database without tables" in one_line(capsys.readouterr().err)
-    assert db.read_bytes() == before
 
 
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, str]:
@@ -212,19 +71,6 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
     assert len(children) == 3 and {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
     assert "RUNNING" not in {r.info.status for r in runs}
     assert (sweep_dir / "sweep.json").is_file()  # written again: summary, upload and resume read it
-
-
-def test_the_runs_a_store_file_holds_are_found_among_more_ids_than_sqlite_binds_at_once(store):
-    """Before: one query bound every run id; past SQLite's limit (999 in older builds, 32,766 or 250,000 in newer
-    ones) it failed, read as "none held": every job of a sweep that large whose store was replaced would have been
-    uploaded twice."""
-    import sqlite3
-
-    c = tracking.client(f"sqlite:///{store}")
-    run = c.create_run(tracking.experiment_id(c, "x", f"sqlite:///{store}")).info.run_id
-    limit = sqlite3.connect(":memory:").getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    ids = [f"{i:032x}" for i in range(limit)] + [run]
-    assert tracking.runs_in_file(f"sqlite:///{store}", ids) == {run}
 
 
 @pytest.mark.slow
@@ -588,78 +434,6 @@ def test_a_signal_a_library_swallowed_still_ends_the_command_as_interrupted(tmp_
     assert one_line(proc.stderr) == f"python -m sweeper: interrupted ({reason}): what it had written stays; run it again to finish"
 
 
-def test_a_ctrl_c_inside_a_store_transaction_lands_after_its_commit(store):
-    """Before: a Ctrl-C that landed inside SQLAlchemy (the launching process records runs) broke the session and its
-    pool: 4 of 40 hostile tries of a 3-job sweep Ctrl-C'd 0.36-0.46 s after "Launching" left its parent (and once
-    every run) RUNNING after 'database is locked', or printed "Exception ignored ... InstanceState._cleanup" blocks.
-    Here the signal comes while MLflow's INSERT holds the write lock: the transaction commits, then it is raised."""
-    import signal
-
-    from sqlalchemy import event
-
-    from sweeper.base import stop
-    from sweeper.tracking import bulk
-
-    uri = f"sqlite:///{store}"
-    c = tracking.client(uri)
-    run = c.create_run(tracking.experiment_id(c, "x", uri)).info.run_id
-    engine = bulk.sql_store(c).engine
-
-    def hit(conn, cursor, statement, *args):
-        if statement.startswith("INSERT INTO metrics"):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the handler runs here, inside the transaction
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    event.listen(engine, "after_cursor_execute", hit)
-    stop.install()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            c.log_metric(run, "m", 1.0)
-    finally:
-        event.remove(engine, "after_cursor_execute", hit)
-        stop.reset()
-        for s, h in old.items():
-            signal.signal(s, h)
-    assert [m.value for m in MlflowClient(uri).get_metric_history(run, "m")] == [1.0]
-    c.set_tag(run, "after", "1")  # nothing holds the store's lock
-
-
-def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
-    """SQLite answers "database is locked" without its busy wait when another connection wrote between a
-    transaction's read and its write; the interrupted sweep's parent then stayed RUNNING (its end was not tried
-    again). The first line of such an error names the lock, not SQLAlchemy's autoflush note."""
-    from sqlalchemy.exc import OperationalError
-
-    note = "(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block)"
-    locked = OperationalError("INSERT INTO metrics", {}, Exception("database is locked"))
-    locked.args = (f"{note}\n(sqlite3.OperationalError) database is locked",)
-    calls = []
-
-    def flaky(n: int) -> int:
-        calls.append(n)
-        if len(calls) < 3:
-            raise locked
-        return n
-
-    assert tracking.when_unlocked(flaky, 5) == 5 and calls == [5, 5, 5]
-    assert tracking.first_line(locked) == "OperationalError: (sqlite3.OperationalError) database is locked"
-    # it gives up once the next wait would pass wait_s: on a clock of its own (no wall-clock verdict), waits of
-    # 0.05 and 0.1 s, then 0.2 s more would end past 0.3 s
-    clock, slept = [0.0], []
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
-    calls.clear()
-    with pytest.raises(OperationalError):
-        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(locked), wait_s=0.3)
-    assert slept == [0.05, 0.1] and calls == [1, 1, 1]
-    monkeypatch.undo()
-    calls.clear()
-    with pytest.raises(OperationalError):
-        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(OperationalError("x", {}, Exception("no such table"))))
-    assert calls == [1]  # another failure is not asked again
-
-
 DIGITS_16 = ("-m", "data=digits", "lr=0.01,0.02,0.03,0.04", "depth=0,1", "width=8,16", "epochs=300", "hydra/launcher=basic")
 
 
@@ -803,34 +577,6 @@ def test_a_named_sweeps_key_given_on_the_command_line_says_it_replaces_it(tmp_pa
     assert "+depth=3: depth is already a key of the config" in one_line(bad.stderr)
 
 
-@pytest.mark.slow
-def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the_sweeps_runs(tmp_path, store):
-    """Before (4 of 4 tries in the hostile round): a single run into the same store while a sweep ran left the sweep's
-    second run RUNNING with no metrics and its parent RUNNING, while the sweep printed both FINISHED and exited 0.
-    The sweep's own process opened and closed the database file with Python's open() (a header check a job), and on
-    POSIX a close drops every lock the process holds on the file, SQLite's too: the other command's last close then
-    checkpointed and deleted the WAL the sweep was still writing to."""
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=30000", "log_every=100",
-            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        for line in proc.stdout:
-            if "[1/2]" in line:
-                (tmp_path / "other").mkdir()
-                other = cli(tmp_path / "other", "lr=0.5", "epochs=5", store=store)
-                assert other.returncode == 0, other.stderr[-2000:]
-                break
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    runs = all_runs(store)
-    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
-    sweep_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
-    assert len(sweep_runs) == 2 and all("val_mse" in r.data.metrics for r in sweep_runs)
-
-
 @pytest.mark.parametrize("name", ["report", "runs"])
 def test_a_command_named_after_python_m_sweeper_runs_that_command(tmp_path, name):
     """Before: python -m sweeper report --experiment X --tracking-uri ... printed Hydra's 8-line usage (exit 2), and
@@ -845,12 +591,6 @@ def test_a_command_named_after_python_m_sweeper_runs_that_command(tmp_path, name
 
 
 # --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----
-
-@pytest.mark.parametrize("name, folder", [("..", "__"), (".", "_"), ("a/../b", "a_.._b")])
-def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name, folder):
-    """Before: tracking.experiment=.. wrote run folders and models/ beside the database."""
-    db = tmp_path / "db" / "mlflow.db"
-    assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
 
 
 @contextlib.contextmanager
@@ -941,19 +681,6 @@ def test_a_sweep_folder_that_cannot_be_made_is_one_line(tmp_path, where, error):
     assert proc.returncode == 2
     assert f"hydra.sweep.dir={folder} cannot be used: {error}" in one_line(proc.stderr)
     assert not (tmp_path / "s.db").exists()
-
-
-def test_a_store_refused_after_the_workers_started_exits(tmp_path):
-    """Before: tracking.uri under /proc was refused in one line at 3.5 s, then the process never exited: its two warm
-    CPU workers ignore SIGTERM (a SIGTERM to the sweep is the launching process's), and multiprocessing's exit
-    handler, run before ours, SIGTERMed them and joined them for ever."""
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "lr=0.1,0.2", "hydra.launcher.cpu_workers=2",
-                           f"hydra.sweep.dir={tmp_path / 'sweep'}", "tracking.uri=sqlite:////proc/sweeper-test.db"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    assert ("tracking.uri=sqlite:////proc/sweeper-test.db cannot be used: the folder /proc takes no new file "
-            "(No such file or directory)") in one_line(proc.stderr)  # before: a raw FileNotFoundError of its .lock
-    assert not (tmp_path / "sweep").exists()  # before: the refused sweep left its folder and .sweep.lock
 
 
 @pytest.mark.parametrize("text, error", [("{\"parents\": [", "cannot be read (JSONDecodeError"), ("[1, 2]", "holds a JSON list"),
@@ -1343,67 +1070,6 @@ def test_a_sweep_folder_deleted_while_the_store_opens_ends_the_parent_in_one_lin
     assert parent.info.status == "KILLED" and "was deleted before the first job" in parent.data.tags["failure_reason"]
 
 
-@pytest.mark.parametrize("uri", ["sqlite:////tmp/a%20b/x.db", "sqlite:////tmp/ro%2Fx.db", "sqlite:////tmp/a%zz.db",
-                                 "sqlite:////tmp/x.db?mode=ro", "sqlite:///relative/a%20b.db"])
-def test_the_store_file_checked_is_the_one_sqlalchemy_opens(uri):
-    """Before: sqlite:////.../a%20b/x.db made and checked the folder a%20b while MLflow (SQLAlchemy) opened a b/x.db:
-    a folder that did not exist, retried for ~100 s before a refusal."""
-    from sqlalchemy.engine import make_url
-
-    from sweeper.base.names import sqlite_path
-
-    assert sqlite_path(uri) == Path(make_url(uri).database)
-
-
-@pytest.mark.slow
-def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path, _template_store):
-    """Before: tracking.experiment=Default wrote the runs' files and models under ./mlruns/0 of the folder the store
-    was first opened from, outside the store's folder. MLflow's Default experiment is made there with the store."""
-    from conftest import copy_store
-
-    store = copy_store(_template_store, tmp_path / "elsewhere")
-    (tmp_path / "here").mkdir()
-    c = tracking.open_store(f"sqlite:///{store}")
-    where = c.get_experiment("0").artifact_location
-    assert not where.startswith(str(store.parent)) and not where.startswith(store.parent.as_uri()), where
-    for args in (["epochs=5"], ["-m", "epochs=5,6"]):
-        proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
-        assert proc.returncode == 2, proc.stderr
-        assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
-        assert "outside the store folder" in proc.stderr
-        assert sorted(p.name for p in (tmp_path / "here").iterdir()) == []  # no mlruns/, no sweep or run folder
-    assert len(all_runs(store)) == 0
-
-
-def test_mlflows_default_experiment_in_a_new_store_is_refused_before_the_store_is_made(tmp_path):
-    """Before: the refusal came once MLflow had made the store, and left it (d.db, -wal, -shm, .lock): a store whose
-    Default experiment points outside its folder for good. Now refused before the store is made."""
-    store = tmp_path / "elsewhere" / "d.db"
-    (tmp_path / "here").mkdir()
-    for args in (["epochs=5"], ["-m", "epochs=5,6"]):
-        proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
-        assert proc.returncode == 2, proc.stderr
-        line = one_line(proc.stderr)
-        assert "tracking.experiment=Default would keep its artifacts in " in line and "outside the store folder" in line
-        assert str(tmp_path / "here" / "mlruns" / "0") in line and "a new store's Default" in line
-        assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
-        assert list((tmp_path / "here").iterdir()) == []
-
-
-def test_mlflows_default_in_a_new_store_is_where_sweeper_expects_it(tmp_path, monkeypatch):
-    """The prediction above is MLflow's own: a new store made here puts its Default experiment under ./mlruns/0,
-    named "Default\"."""
-    from mlflow.entities import Experiment
-
-    from sweeper.tracking import experiments
-
-    monkeypatch.chdir(tmp_path)
-    assert experiments.DEFAULT_EXPERIMENT == Experiment.DEFAULT_EXPERIMENT_NAME
-    c = tracking.open_store(f"sqlite:///{tmp_path / 'sub' / 'x.db'}")
-    where = c.get_experiment("0").artifact_location
-    assert where.removeprefix("file://") == str(Path(experiments.new_store_artifact_root()) / "0")
-
-
 def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_a_parent_left_open(
         tmp_path, store, capsys, _template_store, monkeypatch):
     """Before: Ctrl-C of `upload --tracking-uri OTHER` after its runs were uploaded left the parent it made there
@@ -1532,35 +1198,6 @@ def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
     assert f"sweeper: tracking.uri=sqlite:///st/m.db read as sqlite:///{tmp_path / 'st' / 'm.db'} (hydra.job.chdir=true" in proc.stderr
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.db")) == ["st/m.db"]
     assert len(all_runs(tmp_path / "st" / "m.db")) == 3
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("args", [["epochs=5000000", "log_every=1000"], ["-m", "lr=0.001,0.002", "epochs=5000"]],
-                         ids=["single run", "sweep"])
-def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args):
-    """Before (a single run, 2 of 8 tries): Ctrl-C while MLflow created the schema left a half-built file that every
-    later command refused ('OperationalError: table spans already exists'). Now the signal waits for the schema."""
-    import signal
-
-    db = tmp_path / "new.db"
-    proc = subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"tracking.uri=sqlite:///{db}",
-                             f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if "opening the store" in line:  # then inside MLflow's migrations once they have written to the file
-            wait_for(lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc)
-            proc.send_signal(signal.SIGINT)
-            break
-    out = "".join(seen) + proc.communicate(timeout=120)[0]
-    assert proc.returncode == 130, out
-    assert "OperationalError" not in out and "Traceback" not in out, out
-    after = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", f"sqlite:///{db}"],
-                           capture_output=True, text=True, timeout=120)
-    assert after.returncode == 0, after.stderr
-    assert "RUNNING" not in {r.info.status for r in all_runs(db)}
 
 
 def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):

@@ -3,6 +3,9 @@ MLflow's migrations once per machine and version; the copy is what MLflow itself
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -11,6 +14,7 @@ from mlflow import MlflowClient
 
 from sweeper import tracking
 from sweeper.tracking import store as store_module
+from conftest import all_runs, cli, one_line, wait_for
 
 
 @pytest.fixture
@@ -107,3 +111,90 @@ def test_a_cache_that_cannot_be_written_costs_only_the_migrations(tmp_path, monk
     c = tracking.open_store(f"sqlite:///{db}")
     assert tracking.experiment_id(c, "works", f"sqlite:///{db}") and tracking._is_wal_database(db)
     assert not store_module._template().exists()
+
+
+def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path, monkeypatch):
+    """Before: 104-112 s of MLflow's retries, then a traceback-free but late refusal. Now refused before MLflow is
+    handed the store (which is what retried)."""
+    from sweeper.tracking import store
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s"))
+    with pytest.raises(tracking.TrackingError, match="is a folder: expected the path of a database file"):
+        tracking.open_store(f"sqlite:///{folder}")
+    proc = cli(tmp_path, "epochs=5", f"tracking.uri=sqlite:///{folder}")
+    assert proc.returncode == 2
+    assert f"{folder} is a folder: expected the path of a database file" in one_line(proc.stderr)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
+    """SQLite answers "database is locked" without its busy wait when another connection wrote between a
+    transaction's read and its write; the interrupted sweep's parent then stayed RUNNING (its end was not tried
+    again). The first line of such an error names the lock, not SQLAlchemy's autoflush note."""
+    from sqlalchemy.exc import OperationalError
+
+    note = "(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block)"
+    locked = OperationalError("INSERT INTO metrics", {}, Exception("database is locked"))
+    locked.args = (f"{note}\n(sqlite3.OperationalError) database is locked",)
+    calls = []
+
+    def flaky(n: int) -> int:
+        calls.append(n)
+        if len(calls) < 3:
+            raise locked
+        return n
+
+    assert tracking.when_unlocked(flaky, 5) == 5 and calls == [5, 5, 5]
+    assert tracking.first_line(locked) == "OperationalError: (sqlite3.OperationalError) database is locked"
+    # it gives up once the next wait would pass wait_s: on a clock of its own (no wall-clock verdict), waits of
+    # 0.05 and 0.1 s, then 0.2 s more would end past 0.3 s
+    clock, slept = [0.0], []
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
+    calls.clear()
+    with pytest.raises(OperationalError):
+        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(locked), wait_s=0.3)
+    assert slept == [0.05, 0.1] and calls == [1, 1, 1]
+    monkeypatch.undo()
+    calls.clear()
+    with pytest.raises(OperationalError):
+        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(OperationalError("x", {}, Exception("no such table"))))
+    assert calls == [1]  # another failure is not asked again
+
+
+@pytest.mark.parametrize("name, folder", [("..", "__"), (".", "_"), ("a/../b", "a_.._b")])
+def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name, folder):
+    """Before: tracking.experiment=.. wrote run folders and models/ beside the database."""
+    db = tmp_path / "db" / "mlflow.db"
+    assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["epochs=5000000", "log_every=1000"], ["-m", "lr=0.001,0.002", "epochs=5000"]],
+                         ids=["single run", "sweep"])
+def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args):
+    """Before (a single run, 2 of 8 tries): Ctrl-C while MLflow created the schema left a half-built file that every
+    later command refused ('OperationalError: table spans already exists'). Now the signal waits for the schema."""
+    import signal
+
+    db = tmp_path / "new.db"
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"tracking.uri=sqlite:///{db}",
+                             f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "opening the store" in line:  # then inside MLflow's migrations once they have written to the file
+            wait_for(lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc)
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(seen) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    assert "OperationalError" not in out and "Traceback" not in out, out
+    after = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", f"sqlite:///{db}"],
+                           capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert "RUNNING" not in {r.info.status for r in all_runs(db)}
