@@ -46,6 +46,9 @@ import numpy as np
 
 from sweeper.models.usercode import UserCodeError, call_user
 
+# A model author's surface (sweeper.models re-exports Model and ModelError); the rest serves sweeper itself.
+__all__ = ["Model", "ModelError", "Offer", "offer"]
+
 
 REQUIRED = ("init", "forward", "backward")
 # The default model, when a config has no model section (one from before the group): conf/model/mlp.yaml's.

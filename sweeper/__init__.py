@@ -76,7 +76,10 @@ if sys.argv[:1] == ["-m"]:
 
 # The Python API (sweeper.api): ``sweeper.multirun([...])``, ``sweeper.run([...])``. Imported on first use, so
 # that ``import sweeper`` stays as light as the commands need it (tests/test_startup.py).
-_API = ("multirun", "run", "SweepResult", "RunResult", "SweepFailed")
+# The user's surface (docs/guide/python.md). A model's contract and its check live where a user imports them:
+# ``sweeper.models.Model`` and ``sweeper.check.check_model`` (docs/guide/models.md).
+__all__ = ["RunResult", "SweepFailed", "SweepResult", "multirun", "run"]
+_API = tuple(__all__)
 
 
 def __getattr__(name: str):  # noqa: ANN202  (PEP 562)

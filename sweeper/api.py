@@ -28,6 +28,8 @@ from sweeper.base import stop
 from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
 
+__all__ = ["Advice", "RunResult", "SweepFailed", "SweepResult", "multirun", "run"]  # sweeper.multirun, sweeper.run
+
 if TYPE_CHECKING:
     import pandas as pd
 

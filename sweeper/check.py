@@ -22,6 +22,8 @@ from sweeper.models.gradcheck import FD_RTOL, N_ROWS
 from sweeper.models.interface import ModelError, check_class, load_target
 from sweeper.models.usercode import UserCodeError, call_user
 
+__all__ = ["Check", "check_model", "main", "run_checks"]
+
 N_IN = 5
 
 

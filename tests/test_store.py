@@ -61,7 +61,7 @@ def test_a_second_new_store_is_a_copy_of_the_first_and_equal_to_what_mlflows_mig
     second = tmp_path / "b" / "mlflow.db"
     c = tracking.open_store(f"sqlite:///{second}")
     assert copied == [True], "the second store was not copied from the template"
-    assert tracking._is_wal_database(second)
+    assert store_module._is_wal_database(second)
 
     reference = _made_by_mlflow(tmp_path / "ref")
     assert _schema(second) == _schema(reference), "the copy's schema is not what MLflow's migrations make"
@@ -109,7 +109,7 @@ def test_a_cache_that_cannot_be_written_costs_only_the_migrations(tmp_path, monk
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(blocker))
     db = tmp_path / "a" / "mlflow.db"
     c = tracking.open_store(f"sqlite:///{db}")
-    assert tracking.experiment_id(c, "works", f"sqlite:///{db}") and tracking._is_wal_database(db)
+    assert tracking.experiment_id(c, "works", f"sqlite:///{db}") and store_module._is_wal_database(db)
     assert not store_module._template().exists()
 
 

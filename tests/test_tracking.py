@@ -11,6 +11,7 @@ import pytest
 
 from sweeper import tracking
 from sweeper.base import state
+from sweeper.tracking.store import _is_wal_database
 
 from conftest import client_for, run_once, wait_for
 
@@ -75,14 +76,14 @@ def test_open_store_switches_a_new_store_to_wal_and_reopens_it_without_a_probe(t
     db = tmp_path / "mlruns" / "mlflow.db"
     uri = f"sqlite:///{db}"
     tracking.open_store(uri)
-    assert tracking._is_wal_database(db)
+    assert _is_wal_database(db)
     with sqlite3.connect(db) as con:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     c = tracking.open_store(uri)  # the fast path: a client on the existing store
     assert tracking.experiment_id(c, "again", uri)
     plain = tmp_path / "plain.db"
     sqlite3.connect(plain).execute("create table t (a)").connection.commit()
-    assert not tracking._is_wal_database(plain) and not tracking._is_wal_database(tmp_path / "missing.db")
+    assert not _is_wal_database(plain) and not _is_wal_database(tmp_path / "missing.db")
 
 
 def test_curve_points_must_be_a_non_negative_integer(tmp_path, store):
@@ -107,7 +108,7 @@ def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_p
     db = tmp_path / "mlruns" / "mlflow.db"
     db.parent.mkdir()
     db.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000)  # a WAL header, then junk
-    assert not tracking._is_wal_database(db)
+    assert not _is_wal_database(db)
     before = db.read_bytes()
     args = ["-m", "lr=0.001,0.005"] if multirun else []
     proc = cli(tmp_path, *args, "epochs=50", store=db)
@@ -179,7 +180,7 @@ def test_sweeps_started_together_on_a_fresh_store_all_record_every_run(tmp_path)
     assert len(parents) == 4 and len(kids) == 8
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert sorted(r.data.params["lr"] for r in kids) == ["0.001"] * 4 + ["0.005"] * 4
-    assert tracking._is_wal_database(db)
+    assert _is_wal_database(db)
 
 
 def test_store_creation_waits_for_the_lock_and_then_trusts_the_finished_store(tmp_path):
@@ -197,7 +198,7 @@ def test_store_creation_waits_for_the_lock_and_then_trusts_the_finished_store(tm
         waiter = threading.Thread(target=lambda: got.append(tracking.open_store(uri)))
         waiter.start()
         waiter.join(0.5)
-        assert waiter.is_alive() and not tracking._is_wal_database(db), "the store was created under a held lock"
+        assert waiter.is_alive() and not _is_wal_database(db), "the store was created under a held lock"
         from mlflow import MlflowClient  # make the store as the lock holder (another process) would
 
         MlflowClient(tracking_uri=uri).search_experiments()

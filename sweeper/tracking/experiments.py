@@ -10,6 +10,9 @@ from sweeper.base import state
 from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HALVING_SETTINGS, PRUNED_AT, sqlite_path
 from sweeper.tracking.store import TrackingError, artifact_location
 
+__all__ = ["DEFAULT_EXPERIMENT", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "check_new_default", "experiment_id",
+           "finished_run", "named_experiment", "new_store_artifact_root", "other_versions"]
+
 
 # What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
 # chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper

@@ -15,6 +15,10 @@ from sweeper.base import state
 from sweeper.base.output import masked
 from sweeper.base.names import RERUN
 
+__all__ = ["BATCH", "CHAMPION", "CONTEXTS", "CURVE_POINTS", "MODEL_RUN_NAME", "NOT_PARAMS", "PARAM_BATCH", "copy_files",
+           "dataset_inputs", "finish_run", "flatten", "git_commit", "log_metrics", "missing_tag", "register", "search",
+           "source_tags", "split_params", "start_run", "thin"]
+
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
 

@@ -26,6 +26,12 @@ from sweeper.base.output import masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database, check_writable, identity  # noqa: F401
 
+# With the store file's errors and checks and the SQLite path of a URI, re-exported. UNREACHABLE is built on first
+# use (``__getattr__`` below), so it is not in the list: ``from ... import *`` would build it at once.
+__all__ = ["DEFAULT_URI", "MLFLOW_DEFAULTS", "TrackingError", "artifact_location", "check_database", "check_readable",
+           "check_server", "check_writable", "client", "first_line", "identity", "mlflow_defaults", "open_store",
+           "sqlite_path", "when_unlocked"]
+
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
 # refused value and the Hydra callback's module cost nothing of it. Importing this module changes nothing in
 # the process: sweeper's MLflow settings (:func:`mlflow_defaults`) apply once sweeper's own tracking starts.

@@ -9,6 +9,8 @@ from typing import Any
 from sweeper.tracking.records import BATCH
 from sweeper.tracking.store import first_line
 
+__all__ = ["SystemSampler", "stop", "system_monitor"]
+
 
 class SystemSampler:
     """CPU, memory, disk and network (and GPU with nvidia-ml-py) sampled every ``interval`` seconds in a
