@@ -1,4 +1,6 @@
 """The configuration contract: defaults, one-line errors for bad values, the fingerprint."""
+import os
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -111,3 +113,18 @@ def test_the_default_experiment_set_without_omegaconfs_grammar_is_what_it_resolv
     resolve_experiment(cfg)
     assert "${" not in cfg.tracking._get_node("experiment")._value()  # set, not left to OmegaConf
     assert cfg.tracking.experiment == want.tracking.experiment
+
+
+@pytest.mark.parametrize("make, what", [(lambda p: p.mkdir(), "is a folder"), (lambda p: os.mkfifo(p), "is not a regular file")])
+def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, what):
+    from conftest import make_cfg
+    from omegaconf import OmegaConf
+
+    path = tmp_path / "thing"
+    make(path)
+    cfg = OmegaConf.to_container(make_cfg("data=csv", f"data.path={path}"), resolve=True)
+    with pytest.raises(ConfigError, match=what):
+        validate(cfg)
+    cfg["data"]["path"] = "/dev/null"
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        validate(cfg)

@@ -112,98 +112,8 @@ def test_a_store_and_sweep_folder_deleted_together_are_both_said_without_a_contr
 
 # --- (2) Hydra's parse errors: one line, exit 2 ---------------------------------------------------------
 
-PARSE = [
-    (["-m", "lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2) is not allowed: interval() is a range for a search sweeper"),
-    (["-m", "lr=glob(*)"], "lr=glob(*) is not allowed: glob() chooses among the files of a config group"),
-    (["-m", "--cfg", "job"], "--multirun and --cfg cannot be given together"),
-    (["lr.x=1"], "lr.x is not a key: lr is one value (a number > 0), not a group of keys: write lr=VALUE"),
-]
-
-
-@pytest.mark.parametrize("args, error", PARSE, ids=[" ".join(a) for a, _ in PARSE])
-def test_hydra_parse_errors_are_seen_before_hydra(args, error):
-    from sweeper.contract.config import ConfigError, check_overrides
-
-    with pytest.raises(ConfigError) as e:
-        check_overrides(args, whole=True)
-    assert str(e.value).startswith(error), str(e.value)
-
-
-def test_interval_passes_with_a_search_sweeper_and_glob_on_a_group():
-    from sweeper.contract.config import check_overrides
-
-    check_overrides(["-m", "+sweep=optuna", "lr=interval(0.1,0.2)"], whole=True)
-    check_overrides(["-m", "data=glob(dia*)"], whole=True)
-
-
-def test_a_pin_that_chooses_a_missing_option_is_one_line(tmp_path):
-    from sweeper import CONF_DIR
-    from sweeper.contract.choices import picks
-    from sweeper.contract.config import GROUPS, ConfigError
-
-    pin = tmp_path / "bad.yaml"
-    pin.write_text((CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes",
-                                                                               "override /data: nope"))
-    with pytest.raises(ConfigError, match=r"best=bad: bad.yaml chooses data=nope \(override /data: nope\), which is "
-                                          r"not allowed: expected one of breast_cancer, csv"):
-        picks(pin, "best=bad", GROUPS, ConfigError)
-
-
-COMPOSE = [
-    (["hydra.launcher.gpus=abc"], "Error merging override hydra.launcher.gpus=abc: Value 'abc' of type 'str' could "
-                                  "not be converted to Integer"),
-    (["-m", "+sweep=optuna", "hydra.sweeper.n_trials=2.5"], "Error merging override hydra.sweeper.n_trials=2.5"),
-    (["--config-name", "nope"], "Cannot find primary config 'nope'"),
-    (["hydra.searchpath=[file://{pins}]", "+mypins=bad"], "Could not find 'data/nope': expected one of breast_cancer,"),
-]
-
-
-@pytest.mark.parametrize("args, error", COMPOSE, ids=[" ".join(a) for a, _ in COMPOSE])
-def test_hydra_composition_errors_are_one_line_exit_2(tmp_path, args, error):
-    """Before: Hydra's 4-14 lines and exit 1."""
-    from sweeper import CONF_DIR
-
-    (tmp_path / "pins" / "mypins").mkdir(parents=True)
-    (tmp_path / "pins" / "mypins" / "bad.yaml").write_text(
-        (CONF_DIR / "best" / "diabetes_1.yaml").read_text().replace("override /data: diabetes", "override /data: nope"))
-    proc = cli(tmp_path, *[a.format(pins=tmp_path / "pins") for a in args], "epochs=5",
-               store=tmp_path / "s.db")
-    assert proc.returncode == 2, proc.stderr
-    line = one_line(proc.stderr)
-    assert line.startswith("sweeper: error: ") and error in line, line
-    assert not (tmp_path / "s.db").exists()
-
-
-@pytest.mark.parametrize("setting", ["hydra.sweeper.n_trials=0", "hydra.sweeper.batch=0", "hydra.sweeper.storage=foo://x",
-                                     "hydra.sweeper.sampler._target_=nope.Sampler"])
-def test_a_refused_optuna_setting_writes_no_parent_run(tmp_path, store, setting):
-    """Before: the parent run was created, then ended FAILED, although the store is not to be touched."""
-    proc = cli(tmp_path, "-m", "+sweep=optuna", setting, "epochs=5", store=store)
-    assert proc.returncode == 2
-    assert one_line(proc.stderr).startswith(f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}")
-    assert not all_runs(store) and not (tmp_path / "sweep").exists()
-
-
-@pytest.mark.slow
-def test_a_glob_over_a_group_runs_its_options(tmp_path, store):
-    """Before: "ConfigLoader is not set" with a traceback (the sweep's plan parsed the glob without Hydra's loader)."""
-    proc = cli(tmp_path, "-m", "data=glob(dia*)", "epochs=5", store=store)
-    assert proc.returncode == 0, proc.stderr
-    assert "[1/1]" in proc.stdout
-
 
 # --- (3) no guess goes unsaid ----------------------------------------------------------------------------
-
-def test_a_pin_and_another_data_set_on_the_command_line_are_refused():
-    """Before: +best=diabetes_1 data=wine trained diabetes while its name and overrides tag said wine."""
-    from sweeper.contract.config import ConfigError, check_overrides
-
-    with pytest.raises(ConfigError, match=r"^data=wine conflicts with \+best=diabetes_1, which fixes data=diabetes \(data.name: diabetes in "):
-        check_overrides(["+best=diabetes_1", "data=wine"], whole=True)
-    with pytest.raises(ConfigError, match=r"^data=diabetes,wine conflicts with"):
-        check_overrides(["-m", "+best=diabetes_1", "data=diabetes,wine"], whole=True)
-    check_overrides(["+best=diabetes_1", "data=diabetes"], whole=True)  # the same choice says nothing new
-    check_overrides(["-m", "+sweep=seed", "data=wine"], whole=True)  # a named sweep's data choice gives way: no conflict
 
 
 @pytest.mark.parametrize("fractions, said", [
@@ -282,28 +192,6 @@ def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
     ds = data.load(node)
     assert ds.task == "multiclass" and data.ASK_CLASSES in ds.decisions["task"]
     assert "read as 60 classes; more than 20 distinct text values, each a class" in ds.decisions["task"]
-
-
-@pytest.mark.parametrize("name, value, error", [
-    ("SWEEPER_THREADS", "two", "SWEEPER_THREADS=two is not allowed: expected an integer >= 1"),
-    ("SWEEPER_WRITER", "no", "SWEEPER_WRITER=no is not allowed: expected on or off"),
-    ("SWEEPER_HEARTBEAT_S", "-1", "SWEEPER_HEARTBEAT_S=-1 is not allowed: expected a number of seconds > 0"),
-    ("SWEEPER_AHEAD_BULK", "many", "SWEEPER_AHEAD_BULK=many is not allowed"),
-    ("SWEEPER_WRITR", "off", "SWEEPER_WRITR is not one sweeper reads: expected one of SWEEPER_WRITER"),
-])
-def test_a_bad_sweeper_environment_value_is_one_line(name, value, error):
-    """Before: accepted (a typo, SWEEPER_WRITER=no), read as the default, or "group failed as a whole"."""
-    from sweeper.base.environment import problem
-
-    assert error in problem({name: value})
-    assert problem({name: ""}) is None and problem({"SWEEPER_THREADS": "2", "SWEEPER_WRITER": "off"}) is None
-
-
-def test_a_bad_sweeper_environment_value_stops_the_command_before_anything(tmp_path):
-    proc = cli(tmp_path, "epochs=5", store=tmp_path / "s.db", env={"SWEEPER_THREADS": "two"})
-    assert proc.returncode == 2
-    assert "SWEEPER_THREADS=two is not allowed" in one_line(proc.stderr)
-    assert not (tmp_path / "s.db").exists()
 
 
 # --- (4) a run printed FINISHED is never lost to Ctrl-C or SIGTERM -------------------------------------------
@@ -538,58 +426,6 @@ def test_ctrl_c_pressed_again_and_again_does_not_cut_the_bookkeeping_short(tmp_p
     _nothing_lost(store, printed, proc)
 
 
-@pytest.mark.parametrize("args, error", [
-    (("lr=range(1,0)",), "lr=range(1,0) is not allowed: the range is empty"),
-    (("data=glob(zz*)",), "data=glob(zz*) is not allowed: it matches none of data's options"),
-    (("epochs=range(10,20,0)",), "epochs=range(10,20,0): a range's step cannot be 0"),  # before: a 21-line traceback
-    # before: silent while the launching process listed 10^9 values, growing ~25 MB/s
-    (("epochs=range(1,1e9)",), "epochs=range(1,1e9): the sweep would have more than 100,000 jobs (epochs: 999,999,999 values)"),
-    (("epochs=range(1,1e4)", "seed=range(0,20)"), "(epochs: 9,999 × seed: 20 values)"),
-])
-def test_a_sweep_of_no_job_is_one_line_and_writes_nothing(tmp_path, args, error):
-    """Before: an empty range or a glob matching nothing exited 1 with nothing on stderr (and wrote the sweep folder)."""
-    proc = cli(tmp_path, "-m", *args, "epochs=5", store=tmp_path / "s.db")
-    assert proc.returncode == 2, proc.stderr
-    assert error in one_line(proc.stderr)
-    assert not (tmp_path / "s.db").exists() and not (tmp_path / "sweep").exists()
-
-
-@pytest.mark.slow
-def test_a_key_given_twice_says_which_value_is_used(tmp_path, store):
-    """Before: depth=1,2 depth=3 trained depth=3 alone without a word, while the parent's overrides tag recorded
-    both. Giving a key again is how a script overrides its own defaults, so it stays allowed, and is said."""
-    proc = cli(tmp_path, "-m", "depth=1,2", "depth=3", "epochs=5", store=store)
-    assert proc.returncode == 0, proc.stderr
-    assert "sweeper: depth is given 2 times (depth=1,2 and depth=3): the last, depth=3, is used" in proc.stdout
-    (run,) = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
-    assert run.data.params["depth"] == "3"
-
-
-def test_a_named_sweeps_key_given_on_the_command_line_says_it_replaces_it(tmp_path):
-    """Before: +sweep=seed depth=3 trained depth=3 only, and nothing said the named sweep's depth: 1,2 was replaced.
-    A key given twice with + is refused (depth is a key already) without first announcing it as used."""
-    proc = cli(tmp_path, "-m", "+sweep=seed", "lr=0.001", "depth=3", "epochs=5", store=tmp_path / "one.db")
-    assert proc.returncode == 0, proc.stderr
-    assert "sweeper: depth=3 replaces +sweep=seed's depth: 1,2" in proc.stdout
-    assert "sweeper: epochs=5 replaces +sweep=seed's epochs: 2000,10000" in proc.stdout
-    bad = cli(tmp_path, "-m", "depth=1,2", "+depth=3", "epochs=5", store=tmp_path / "s.db")
-    assert bad.returncode == 2 and "is given" not in bad.stdout
-    assert "+depth=3: depth is already a key of the config" in one_line(bad.stderr)
-
-
-@pytest.mark.parametrize("name", ["report", "runs"])
-def test_a_command_named_after_python_m_sweeper_runs_that_command(tmp_path, name):
-    """Before: python -m sweeper report --experiment X --tracking-uri ... printed Hydra's 8-line usage (exit 2), and
-    python -m sweeper report alone "Error parsing override 'report'"."""
-    db = tmp_path / "typo" / "mlflow.db"
-    args = [sys.executable, "-m", "sweeper", name, *(["--experiment", "x"] if name == "report" else []),
-            "--tracking-uri", f"sqlite:///{db}"]
-    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert f"--tracking-uri=sqlite:///{db}: no such store" in one_line(proc.stderr)
-    assert not db.parent.exists()
-
-
 # --- (5) paths confined, a sweep folder in use refused, sweep files read in one line, upload retried once ----
 
 
@@ -750,29 +586,6 @@ def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, sto
     assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[0].info.run_id != half.info.run_id
 
 
-def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_path):
-    """Before: Ctrl-C during a round told all its 16 trials FAIL although 10 runs finished; a resume trained them again."""
-    import json
-
-    import optuna
-    from hydra_plugins.sweeper_optuna_sweeper._core import cut_short
-
-    study = optuna.create_study(direction="minimize")
-    trials = [study.ask() for _ in range(3)]
-    for trial in trials:
-        trial.suggest_float("lr", 0.001, 0.1)
-    folders = [tmp_path / str(i) for i in range(3)]
-    for folder, status in zip(folders[:2], ["FINISHED", "KILLED"]):
-        folder.mkdir()
-        (folder / "result.json").write_text(json.dumps({"status": status, "run_id": f"run-{status}",
-                                                        "metrics": {"val_mse": 2.5} if status == "FINISHED" else {}}))
-    cut_short(study, trials, folders, "val_mse")
-    done = {t.number: t for t in study.get_trials()}
-    assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
-    assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
-    assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2
-
-
 @pytest.mark.slow
 def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
     """Before: Ctrl-C while a batched group trained said "0 killed, 16 not run" with its members' runs KILLED in the
@@ -797,37 +610,6 @@ def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
     found = re.search(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run", err)
     assert found, err
     assert int(found[2]) == killed and int(found[1]) + killed + int(found[3]) == 16, (err, killed)
-
-
-def test_chdir_paths_makes_a_relative_data_path_absolute_only_with_chdir(tmp_path, monkeypatch, capsys):
-    from sweeper.contract.hydra_args import chdir_paths
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "a.csv").write_text("x,y\n1,2\n")
-    (tmp_path / "b.csv").write_text("x,y\n1,2\n")
-    assert chdir_paths(["data=csv", "data.path=a.csv"]) == ["data=csv", "data.path=a.csv"]  # no chdir: as given
-    got = chdir_paths(["data.path=a.csv,b.csv,gone.csv", "hydra.job.chdir=true"])
-    assert got == [f"data.path={tmp_path / 'a.csv'},{tmp_path / 'b.csv'},gone.csv", "hydra.job.chdir=true"]
-    assert "read as" in capsys.readouterr().err
-    assert chdir_paths(["data.path=glob(*.csv)", "hydra.job.chdir=true"])[0] == "data.path=glob(*.csv)"
-
-
-@pytest.mark.slow
-def test_a_relative_data_path_and_sweep_folder_with_chdir_train_and_record(tmp_path, store):
-    """Before: hydra.job.chdir=true ran each job in its own folder, where data.path=t.csv named nothing (a
-    traceback per job in a sweep, after its group had trained) and the job lines counted [1/0]."""
-    rows = "\n".join(f"{i % 7},{(i * 3) % 5},{i % 7 + (i * 3) % 5}" for i in range(60))
-    (tmp_path / "t.csv").write_text("a,b,y\n" + rows + "\n")
-    args = [sys.executable, "-m", "sweeper", "-m", "data=csv", "data.path=t.csv", "data.target=y", "lr=0.01,0.02",
-            "epochs=20", "log_every=10", "hydra.job.chdir=true", "hydra.sweep.dir=multirun/here",
-            f"tracking.uri=sqlite:///{store}", "tracking.log_model=false"]
-    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert f"data.path=t.csv read as {tmp_path / 't.csv'}" in proc.stderr
-    assert "[1/2]" in proc.stdout + proc.stderr and "/0]" not in proc.stdout + proc.stderr
-    kids = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
-    assert len(kids) == 2 and {r.info.status for r in kids} == {"FINISHED"}
-    assert len(list((tmp_path / "multirun" / "here").glob("*/result.json"))) == 2
 
 
 def test_an_optuna_parents_params_are_the_space_the_command_line_left():
@@ -1029,26 +811,6 @@ def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_
     assert len(all_runs(store)) == before
 
 
-def test_our_list_of_hydras_options_is_hydras():
-    from hydra._internal.utils import get_args_parser
-
-    from sweeper.contract.hydra_args import OPTIONS
-
-    assert sorted(OPTIONS) == sorted(o for a in get_args_parser()._actions for o in a.option_strings)
-
-
-@pytest.mark.parametrize("args, error", [
-    (["--experiment", "digits"], "--experiment is not an option of python -m sweeper"),  # before: argparse took it for
-    (["--lr=3"], "a key is given as key=value (lr=...)"),                                 # --experimental-rerun: a traceback
-    (["--experimental-rerun", "nope"], "--experimental-rerun=nope: no such file"),
-])
-def test_an_option_hydra_does_not_have_is_one_line(tmp_path, args, error):
-    proc = cli(tmp_path, *args, store=tmp_path / "s.db")
-    assert proc.returncode == 2
-    assert error in one_line(proc.stderr)
-    assert not (tmp_path / "s.db").exists()
-
-
 def test_a_sweep_folder_deleted_while_the_store_opens_ends_the_parent_in_one_line(tmp_path, store, monkeypatch):
     """Before: a 12-line traceback (sweep.json could not be written) and the parent run left RUNNING."""
     from sweeper.contract.config import ConfigError
@@ -1186,18 +948,6 @@ def test_submitit_local_jobs_stop_with_their_sweep_in_one_line(tmp_path, store, 
     assert sorted(r.info.status for r in runs) == ["KILLED"] * 3
     left = subprocess.run(["pgrep", "-f", f"submitit.*{tmp_path}"], capture_output=True, text=True).stdout
     assert not left.strip(), left
-
-
-@pytest.mark.slow
-def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
-    """Before: hydra.job.chdir=true with tracking.uri=sqlite:///st/m.db: where the store landed was not said."""
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "epochs=5,6", "hydra.job.chdir=true", "hydra/launcher=basic",
-                           "tracking.uri=sqlite:///st/m.db", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert f"sweeper: tracking.uri=sqlite:///st/m.db read as sqlite:///{tmp_path / 'st' / 'm.db'} (hydra.job.chdir=true" in proc.stderr
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.db")) == ["st/m.db"]
-    assert len(all_runs(tmp_path / "st" / "m.db")) == 3
 
 
 def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):

@@ -10,7 +10,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import all_runs, cli, copy_store
+from conftest import all_runs, cli, copy_store, one_line
 from hydra_plugins.sweeper_optuna_sweeper import _core, _study
 from hydra_plugins.sweeper_optuna_sweeper._space import parse
 from sweeper.contract.config import ConfigError
@@ -261,3 +261,36 @@ def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_cu
     assert complete[0].value == runs[complete[0].user_attrs["run_id"]].data.metrics["val_mse"]
     assert max(complete[0].intermediate_values) == 180
     assert results(tmp_path / "sweep")["study_pruned"] == 8 and "1 of 9 finished in the study, 8 pruned" in proc.stdout
+
+
+@pytest.mark.parametrize("setting", ["hydra.sweeper.n_trials=0", "hydra.sweeper.batch=0", "hydra.sweeper.storage=foo://x",
+                                     "hydra.sweeper.sampler._target_=nope.Sampler"])
+def test_a_refused_optuna_setting_writes_no_parent_run(tmp_path, store, setting):
+    """Before: the parent run was created, then ended FAILED, although the store is not to be touched."""
+    proc = cli(tmp_path, "-m", "+sweep=optuna", setting, "epochs=5", store=store)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).startswith(f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}")
+    assert not all_runs(store) and not (tmp_path / "sweep").exists()
+
+
+def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_path):
+    """Before: Ctrl-C during a round told all its 16 trials FAIL although 10 runs finished; a resume trained them again."""
+    import json
+
+    import optuna
+    from hydra_plugins.sweeper_optuna_sweeper._core import cut_short
+
+    study = optuna.create_study(direction="minimize")
+    trials = [study.ask() for _ in range(3)]
+    for trial in trials:
+        trial.suggest_float("lr", 0.001, 0.1)
+    folders = [tmp_path / str(i) for i in range(3)]
+    for folder, status in zip(folders[:2], ["FINISHED", "KILLED"]):
+        folder.mkdir()
+        (folder / "result.json").write_text(json.dumps({"status": status, "run_id": f"run-{status}",
+                                                        "metrics": {"val_mse": 2.5} if status == "FINISHED" else {}}))
+    cut_short(study, trials, folders, "val_mse")
+    done = {t.number: t for t in study.get_trials()}
+    assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
+    assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
+    assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2

@@ -15,7 +15,6 @@ import pytest
 from conftest import all_runs, cli, client_for, one_line, running_children, wait_for, write_csv
 from sweeper import report, tracking, upload
 from sweeper.base.process import PID_START, start_mark
-from sweeper.contract.config import ConfigError, check_overrides, validate
 from sweeper.insight import report as insight_report
 
 
@@ -219,50 +218,6 @@ def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
 
 
 # --- the smaller bad inputs: one line, exit 2 ---------------------------------------------------------
-
-HYDRA = [
-    (["hydra.foo=1"], "hydra.foo is not a key of Hydra's config"),
-    (["+lr=0.1"], "+lr=0.1: lr is already a key of the config: write lr=0.1 (without +)"),
-    (["hydra/launcher=nope"], "hydra/launcher=nope is not allowed: expected one of basic, batched"),
-    (["depth=1,2"], "depth=1,2 is a sweep: add -m"),
-    (["-m", "hydra.launcher.max_group_bytes=-1"], "hydra.launcher.max_group_bytes=-1 is not allowed"),
-    (["-m", "hydra.launcher.halving.eta=1"], "hydra.launcher.halving.eta=1 is not allowed: expected an integer >= 2"),
-    (["-m", "hydra.launcher.halving.rungs=3"],  # Hydra: "Could not override ... Key 'rungs' is not in struct"
-     "hydra.launcher.halving.rungs is not a key of hydra.launcher.halving: expected one of eta, min_epochs"),
-    (["lr='0.01'"], 'lr="0.01" is a string: expected a number > 0'),
-]
-
-
-@pytest.mark.parametrize("args, error", HYDRA, ids=[" ".join(a) for a, _ in HYDRA])
-def test_hydra_errors_are_seen_first(args, error):
-    with pytest.raises(ConfigError) as e:
-        check_overrides(args, whole=True)
-    assert str(e.value).startswith(error), str(e.value)
-
-
-def test_a_sweep_with_m_and_the_right_keys_passes():
-    check_overrides(["-m", "depth=1,2", "hydra.launcher.max_group_bytes=1000", "hydra/launcher=basic", "++lr=0.1"],
-                    whole=True)
-
-
-def test_hydra_errors_on_the_command_line_are_one_line_exit_2(tmp_path):
-    proc = cli(tmp_path, "depth=1,2")
-    assert proc.returncode == 2 and "add -m" in one_line(proc.stderr)
-
-
-@pytest.mark.parametrize("make, what", [(lambda p: p.mkdir(), "is a folder"), (lambda p: os.mkfifo(p), "is not a regular file")])
-def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, what):
-    from conftest import make_cfg
-    from omegaconf import OmegaConf
-
-    path = tmp_path / "thing"
-    make(path)
-    cfg = OmegaConf.to_container(make_cfg("data=csv", f"data.path={path}"), resolve=True)
-    with pytest.raises(ConfigError, match=what):
-        validate(cfg)
-    cfg["data"]["path"] = "/dev/null"
-    with pytest.raises(ConfigError, match="is not a regular file"):
-        validate(cfg)
 
 
 def test_a_configuration_too_large_for_memory_is_refused_before_the_store(tmp_path):
