@@ -3,6 +3,11 @@ split into chunks of whole trajectories when there are fewer groups than workers
 from __future__ import annotations
 
 from pathlib import Path
+import os
+import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -178,3 +183,35 @@ def test_a_small_sweep_trains_in_the_launching_process_and_says_so(tmp_path, sto
     assert "trained here (~" in out, out
     runs = children(store)
     assert len(runs) == 2 and {r.data.tags["sweeper.batch_worker"] for r in runs} == {"main"}
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads signal masks from /proc (Linux)")
+def test_the_cpu_workers_start_with_the_stopping_signals_blocked(tmp_path, store):
+    """Before: a terminal's Ctrl-C in a sweep's first second reached its CPU workers while Python started in them,
+    before they could ignore it: 21-46 lines of 'Fatal Python error: init_import_site ... KeyboardInterrupt' above
+    the sweep's one line (2 of 2 hostile tries). Starting multiprocessing's resource tracker also unblocked the
+    signals again for the first worker. Now each worker starts with SIGINT, SIGTERM and SIGHUP blocked."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=3000000",
+                             "log_every=1000", "hydra.launcher.cpu_workers=2", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                             f"tracking.uri=sqlite:///{store}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        masks: dict[int, int] = {}
+        deadline = time.monotonic() + 120
+        while len(masks) < 2 and time.monotonic() < deadline:
+            for pid in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split():
+                try:
+                    if "multiprocessing.spawn" in Path(f"/proc/{pid}/cmdline").read_text():
+                        status = Path(f"/proc/{pid}/status").read_text()
+                        masks[int(pid)] = int(re.search(r"SigBlk:\s*([0-9a-f]+)", status)[1], 16)
+                except OSError:
+                    continue
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert len(masks) == 2, masks
+    wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
+    assert all(m & wanted == wanted for m in masks.values()), {p: hex(m) for p, m in masks.items()}

@@ -13,9 +13,8 @@ import time
 import pytest
 
 from conftest import all_runs, cli, client_for, one_line, running_children, wait_for, write_csv
-from sweeper import report, tracking, upload
+from sweeper import report, tracking
 from sweeper.base.process import PID_START, start_mark
-from sweeper.insight import report as insight_report
 
 
 def dead_pid() -> int:
@@ -192,29 +191,6 @@ def test_promote_refuses_an_out_dir_under_a_file(tmp_path, capsys):
 
 
 # --- counts and upload ----------------------------------------------------------------------------------
-
-def test_upload_of_a_missing_folder_exits_non_zero(tmp_path, capsys):
-    assert upload.main([str(tmp_path / "gone")]) == 2
-    assert "does not exist" in one_line(capsys.readouterr().err)
-    (tmp_path / "file").write_text("")
-    assert upload.main([str(tmp_path / "file")]) == 2
-    assert "is not a folder" in one_line(capsys.readouterr().err)
-
-
-def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
-    c = client_for(store)
-    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
-    parent_id = tracking.start_run(c, exp, "sweep", {"sweep_dir": "/x", "n_jobs": "2"})
-    finished = [tracking.start_run(c, exp, f"lr={i}", {}, parent_run_id=parent_id) for i in range(2)]
-    stub = tracking.start_run(c, exp, "lr=1", {}, parent_run_id=parent_id)
-    for run_id in finished:
-        c.set_terminated(run_id, "FINISHED")
-    c.set_tag(stub, "failure_reason", f"tracking failed mid-run; re-uploaded as run {finished[1]}")
-    c.set_tag(stub, "replaced_by", finished[1])  # what upload.upload sets
-    c.set_terminated(stub, "FAILED")
-    parent = c.get_run(parent_id)
-    counts = insight_report.tally(parent, insight_report.children(c, parent))
-    assert (counts["n_finished"], counts["n_failed"], counts["n_not_run"]) == (2, 0, 0)
 
 
 # --- the smaller bad inputs: one line, exit 2 ---------------------------------------------------------

@@ -1,0 +1,37 @@
+"""sweeper.base.process: a worker process ends with its parent."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import running_children, wait_for
+
+
+@pytest.mark.slow
+def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_output(tmp_path, store):
+    """Before: loky's workers trained on after the sweep was killed, holding its stdout: a caller reading the
+    output waited for minutes."""
+    import signal
+    import threading
+
+    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=2000000", "log_every=1000",
+            "hydra/launcher=joblib", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}",
+            "tracking.log_model=false"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(180, proc.kill)
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            if "Launching" in line:
+                break
+        # the workers train once both jobs' runs are RUNNING (a job creates its run, then trains)
+        wait_for(lambda: running_children(store) == 2, "both jobs' runs RUNNING", proc)
+        proc.send_signal(signal.SIGKILL)
+        ended = threading.Event()
+        threading.Thread(target=lambda: (proc.stdout.read(), ended.set()), daemon=True).start()
+        assert ended.wait(20), "the sweep's output stayed open 20 s after its kill -9 (its workers live on)"
+    finally:
+        watchdog.cancel()
+        proc.kill()
