@@ -1,4 +1,9 @@
 """The batched trainer: K configurations in one pass give what each gives alone (to rounding)."""
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse
@@ -8,7 +13,7 @@ from sweeper.base.backend import Backend
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.optim import Optimizer
-from conftest import make_cfg
+from conftest import all_runs, make_cfg, one_line, running_children, wait_for
 from test_text import needs_sms
 
 CPU = Backend("cpu", np)
@@ -271,3 +276,78 @@ def test_a_sparse_group_never_densifies_its_features_and_its_memory_estimate_cov
     estimate = group_bytes(len(members), n, ds.X_val.shape[0], sizes, 8, True, nnz=(ds.X_train.nnz, ds.X_val.nnz))
     assert peak < dense / 10, (peak, dense)
     assert peak <= estimate < dense / 5, (peak, estimate, dense)
+
+
+GROUP = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(21))  # 21 members: 2 threads on 2 CPUs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("sig, code, why", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path, store, sig, code, why, workers):
+    """Before: the group trained on for its whole training (SIGINT) or the process died leaving its parent
+    RUNNING (SIGTERM). 2M epochs: minutes of training, so only a stop ends it within the 15 s allowed. In the
+    launching process (cpu_workers=1: the group over 2 threads) and on 2 worker processes (its 2 chunks)."""
+    args = [sys.executable, "-m", "sweeper", "-m", f"lr={GROUP}", "epochs=2000000", "log_every=1000",
+            f"hydra.launcher.cpu_workers={workers}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    env = {**os.environ, "SWEEPER_THREADS": "2"}  # a group split over threads, on any machine
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    import threading
+
+    watchdog = threading.Timer(120, proc.kill)  # a line that never comes fails the test, it does not hang it
+    watchdog.start()
+    try:
+        for line in proc.stdout:  # the launcher's first line, then into the group's training
+            if "Launching 21 jobs: 21 in" in line:
+                assert f"21 in {workers} batched group" in line, line
+                break
+        else:
+            pytest.fail(f"the sweep ended before its group trained: {proc.communicate()}")
+        wait_for(lambda: running_children(store) == 21, "the group's 21 runs RUNNING: it trains", proc)
+        proc.send_signal(sig)
+        try:  # a group that does not stop trains on for minutes: a hang, not a verdict on speed
+            out, err = proc.communicate(timeout=100)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"hang: the sweep still ran 100 s after {sig.name}: the stop did not reach its group")
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    line = one_line(err)
+    assert line.startswith("sweeper: interrupted: 0 finished") and "resume with: python -m sweeper -m" in line
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith(f"sweep interrupted ({why})")
+    assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]
+
+
+@pytest.mark.timeout(300)  # a hang guard: a part that missed the flag would train its 10^7 epochs (hours)
+def test_a_group_part_stops_at_its_next_epoch_once_asked():
+    """The stop flag reaches the training threads, not only the main thread: train_group, split over 2 threads
+    and 10M epochs long, ends with Stopped once the flag is set (as a signal sets it) while it trains: at its
+    first progress report, which a member with patience makes every log_every epochs."""
+    import numpy as np
+
+    from sweeper.base import stop
+    from sweeper.base.backend import resolve
+    from sweeper.models.batched import Member, stacked_params, train_group
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(64, 3)), rng.normal(size=(64, 1))
+    members = [Member(0.01, 10**7, patience=10**8) for _ in range(16)]
+    params = stacked_params([3, 4, 1], "tanh", [0] * 16, "float64")
+    reported = []
+
+    def progress(done: int, total: int) -> None:
+        reported.append(done)
+        stop.STOP.set()
+
+    try:
+        with pytest.raises(stop.Stopped):
+            train_group(resolve("cpu"), params, "tanh", "regression", X, y, X, y, members, log_every=10, threads=2,
+                        progress=progress)
+    finally:
+        stop.STOP.clear()
+    assert reported and max(reported) < 16 * 10**7  # it was training when the flag came, and stopped

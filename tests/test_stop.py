@@ -1,0 +1,318 @@
+"""sweeper.base.stop and the commands' exit (sweeper.main_exit): a signal lands after a deferred section, one
+that a library swallowed still ends the command as interrupted, one line; SIGHUP and repeated Ctrl-C."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs, one_line, wait_for
+
+
+@pytest.mark.parametrize("sig, error", [("SIGINT", KeyboardInterrupt), ("SIGTERM", "Terminated")])
+def test_a_signal_inside_a_deferred_section_lands_after_it(sig, error):
+    """The section that prints a run FINISHED and hands it to the writer is not cut in two: before, a Ctrl-C between
+    the two left the run KILLED with no metrics while result.json said FINISHED."""
+    import signal
+
+    from sweeper.base import stop
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop.install()
+    done = []
+    try:
+        with pytest.raises(stop.Terminated if error == "Terminated" else KeyboardInterrupt):
+            with stop.deferred():
+                os.kill(os.getpid(), getattr(signal, sig))
+                time.sleep(0.05)  # the handler runs here, and defers
+                done.append("handed")
+        assert done == ["handed"] and stop.STOP.is_set()
+    finally:
+        stop.STOP.clear()
+        stop._SEEN.clear()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section_defers_nothing():
+    import signal
+    import threading
+
+    from sweeper.base import stop
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop.install()
+    try:
+        with pytest.raises(KeyboardInterrupt) as e:
+            with stop.deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                raise ValueError("a library's error the interruption caused")
+        assert isinstance(e.value.__context__, ValueError)
+        stop.reset()
+        depth = []
+
+        def section() -> None:
+            with stop.deferred():
+                depth.append(stop._DEFERRING[0])
+
+        t = threading.Thread(target=section)
+        t.start()
+        t.join()
+        assert depth == [0]  # a thread's section: signals reach the main thread only
+    finally:
+        stop.reset()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def test_a_ctrl_c_that_a_librarys_cleanup_turned_into_its_own_error_is_still_the_interruption(tmp_path, monkeypatch):
+    """Before: Ctrl-C of promote while it composed the pin's re-run command printed "the re-run command for run ...
+    does not compose: AttributeError" (Hydra's cleanup raised in the KeyboardInterrupt's way), exit 2."""
+    from types import SimpleNamespace
+
+    from sweeper.base import stop
+    from sweeper.insight import promotion
+
+    def cut_short(args):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise AttributeError("'NoneType' object has no attribute 'pop'")
+
+    monkeypatch.setattr(promotion, "check_overrides", cut_short)
+    run = SimpleNamespace(info=SimpleNamespace(run_id="r1"))
+    with pytest.raises(KeyboardInterrupt):
+        promotion._verify("x: 1\n", "p", tmp_path / "pins", run, {})
+    assert stop.masked(ValueError("another")) is None
+
+
+def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
+    """Before: Ctrl-C 0.41 s after "Launching" (1 of 25 hostile tries) printed "sweeper: error: the launcher failed:
+    AttributeError: 'NoneType' object has no attribute '_invalidate_flags_cache'" (OmegaConf's cleanup raised in the
+    KeyboardInterrupt's way), exit 2, instead of the interruption line and 130."""
+    import signal
+
+    from sweeper.base import stop
+    from sweeper.sweep import guard
+
+    stop.reset()
+    stop._SEEN.append(signal.SIGINT)
+    stop.STOP.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            guard._failed(None, AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'"))
+    finally:
+        stop.reset()
+
+
+SWALLOWS = """
+import os, signal, sys, time
+import sweeper
+from sweeper import main_exit
+sys.excepthook = sweeper._interrupted_hook  # as for python -m sweeper.COMMAND
+def fn():
+    try:  # a library that swallows the signal's exception on its way (an import's `except ImportError`, say)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    print("done")
+    return 0
+main_exit(fn)
+"""
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", {130, -2}), ("SIGTERM", {143})])
+def test_a_signal_a_library_swallowed_still_ends_the_command_as_interrupted(tmp_path, sig, code):
+    """Before: Ctrl-C 1.8-2.0 s after "Launching" (2 of 20 hostile tries) went into the summary's advice (an import
+    cut short, caught as 'no advice'), or nowhere that was said: the sweep exited 0, its parent FINISHED, no word.
+    SIGTERM of upload, report or advise died with nothing on stderr. Now the command ends interrupted, one line."""
+    proc = subprocess.run([sys.executable, "-c", SWALLOWS, sig], capture_output=True, text=True, timeout=60)
+    assert proc.returncode in code, proc.stderr
+    assert proc.stdout == "done\n"
+    reason = "SIGTERM" if sig == "SIGTERM" else "Ctrl-C"
+    assert one_line(proc.stderr) == f"python -m sweeper: interrupted ({reason}): what it had written stays; run it again to finish"
+
+
+BATCHED_16 = ("-m", "data=digits", "lr=0.001,0.01", "width=8,16", "depth=1,2", "epochs=200,400")
+
+
+def _signalled_group(tmp_path: Path, store: Path, sig: str, at: str, times: int = 1) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The 16-configuration batched sweep (worker processes, a writer process) in a session of its own, ``sig`` sent
+    to its whole process group (as a terminal sends Ctrl-C, or SIGHUP when it closes) ``times`` times, 0.15 s apart,
+    once a line contains ``at``; the run ids it printed FINISHED."""
+    import signal
+
+    args = [sys.executable, "-m", "sweeper", *BATCHED_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}"]
+    def default_signals() -> None:  # as a terminal's process has them (a background job of a shell ignores some)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=default_signals)
+    printed = []
+    try:
+        for line in proc.stdout:
+            if "  FINISHED  run " in line:
+                printed.append(line.rsplit("run ", 1)[1].strip())
+            if at in line:
+                for _ in range(times):
+                    os.killpg(proc.pid, getattr(signal, sig))
+                    time.sleep(0.15)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), printed
+
+
+def _nothing_lost(store: Path, printed: list[str], proc: subprocess.CompletedProcess) -> None:
+    runs = {r.info.run_id: r for r in all_runs(store)}
+    assert not [r for r in runs.values() if r.info.status == "RUNNING"], proc.stderr
+    for run_id in printed:
+        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (run_id, proc.stderr)
+
+
+@pytest.mark.slow
+def test_sighup_of_a_closed_terminal_ends_the_sweep_as_sigterm_does(tmp_path, store):
+    """Before: SIGHUP at [3/16] ended the process with 129 and no word, the parent and 3 runs left RUNNING."""
+    proc, printed = _signalled_group(tmp_path, store, "SIGHUP", "[3/16]")
+    assert proc.returncode == 129, proc.stderr
+    line = one_line(proc.stderr)
+    assert line.startswith("sweeper: interrupted: "), line
+    _nothing_lost(store, printed, proc)
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "KILLED" and "SIGHUP" in parent.data.tags["failure_reason"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_pressed_again_and_again_does_not_cut_the_bookkeeping_short(tmp_path, store):
+    """Before: four Ctrl-C 0.15 s apart printed a 22-line traceback (a second KeyboardInterrupt inside the workers'
+    stop) before the interruption line."""
+    proc, printed = _signalled_group(tmp_path, store, "SIGINT", "[3/16]", times=4)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert lines[-1].startswith("sweeper: interrupted: "), proc.stderr
+    assert all(x.startswith("sweeper: ") for x in lines), proc.stderr  # at most the "still stopping" line besides
+    _nothing_lost(store, printed, proc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", ["imports", "store"])
+@pytest.mark.parametrize("command", ["report", "advise"])
+def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, command, at):
+    """Before: a KeyboardInterrupt traceback from wherever the command was (its imports, opening the store).
+
+    Where the signal lands is decided by events, not by a clock: the test holds the store locked (a rollback-journal
+    database, so the command's first read of it waits), so the command cannot end before the signal; Ctrl-C comes
+    while it imports (the line ``-X importtime`` writes once the sweeper package is imported: its handler is set,
+    MLflow is still to come) or once it has the store's file open (it waits on the lock there)."""
+    import signal
+    import sqlite3
+
+    lock = sqlite3.connect(store, isolation_level=None)
+    lock.execute("PRAGMA journal_mode=DELETE")
+    lock.execute("BEGIN EXCLUSIVE")
+    args = [sys.executable, "-X", "importtime", "-m", f"sweeper.{command}", "--experiment", "diabetes",
+            "--tracking-uri", f"sqlite:///{store}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.rstrip().endswith("| sweeper"):
+                break
+        if at == "store":  # the file open in the process: it reads the store, and waits for the lock
+            fd = Path(f"/proc/{proc.pid}/fd")
+            wait_for(lambda: any(os.path.realpath(f) == str(store.resolve()) for f in fd.iterdir()),
+                     f"python -m sweeper.{command} to open the store", proc)
+        assert proc.poll() is None, "".join(seen)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
+    assert "Traceback" not in err and proc.returncode == -signal.SIGINT, err
+    assert err.strip().splitlines()[-1] == (f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
+                                            "stays; run it again to finish")
+
+
+def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):
+    """Before (a hostile try, 1 of 14): Ctrl-C while SQLAlchemy's garbage-collection callback ran was printed as
+    'Exception ignored in: <function _collection_gced ...> KeyboardInterrupt' and lost: the sweep ran on to exit 0."""
+    import textwrap
+
+    script = textwrap.dedent("""
+        import os, signal, time
+        from sweeper.base import stop
+        stop.install()
+        class Slow:
+            def __del__(self):  # the signal lands here, where Python cannot raise it
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.1)
+        try:
+            x = Slow(); del x
+            for _ in range(300):
+                time.sleep(0.01)
+            print("ran on to the end")
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    import signal
+
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_an_import_ctrl_c_cut_short_is_the_one_interruption_line(tmp_path):
+    """Before (advise, 1 of 8 hostile tries): Ctrl-C while scipy loaded made its import raise 'ImportError:
+    initialization failed' with the KeyboardInterrupt as its context: a 54-line traceback, exit 1."""
+    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/advise.py']\n"
+            "try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    raise ImportError('initialization failed')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130
+    assert one_line(proc.stderr) == "python -m sweeper.advise: interrupted (Ctrl-C): what it had written stays; run it again to finish"
+
+
+def test_ctrl_c_once_a_commands_work_is_done_is_one_line_and_its_own_exit_code(tmp_path):
+    """Before (promote, 1 of 8): Ctrl-C inside an exit handler, after the pin was written, printed 'Exception ignored
+    in atexit callback' and a KeyboardInterrupt traceback, and the command exited 0 all the same."""
+    code = ("import atexit, os, signal, threading, time\nfrom sweeper import main_exit\n"
+            "def work():\n    atexit.register(time.sleep, 3)\n"
+            "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n    return 0\n"
+            "main_exit(work)\n")
+    import signal
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == 0
+    assert one_line(proc.stderr) == "sweeper: interrupted as it exited: its work was done"
+
+
+def test_a_read_commands_ctrl_c_python_swallows_is_raised_once_it_is_over(tmp_path):
+    """Before (promote --force, ~8 of 30 hostile tries): Ctrl-C inside a destructor printed 'Exception ignored in:
+    <... _MultipleClassMarker._remove_item> ... KeyboardInterrupt' and the command ran on to exit 0."""
+    import signal
+
+    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/promote.py']\n"
+            "import os, time\n"  # the signal comes inside a destructor, where Python cannot raise it
+            "class Slow:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.1)\n"
+            "def work():\n"
+            "    x = Slow(); del x\n    time.sleep(3)\n    print('ran on to the end')\n    return 0\n"
+            "import signal\nsweeper.main_exit(work)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert "ran on to the end" not in proc.stdout and "Exception ignored" not in proc.stderr, proc.stderr
+    assert one_line(proc.stderr).startswith("python -m sweeper.promote: interrupted (Ctrl-C)")
