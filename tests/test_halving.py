@@ -32,6 +32,9 @@ def test_rungs_are_min_epochs_times_eta_powers_below_the_largest_epochs():
     assert halving.Halving(3, min_epochs=20).rungs(200, 10) == [20, 60, 180]
     assert halving.Halving(2).rungs(10, 50) == []  # no rung below the largest epochs: nothing is stopped
     assert halving.Halving(3).rungs(540, 20) == [40, 120, 360]  # by default at least 2 · log_every (540 / 27 = 20)
+    assert halving.Halving(3, min_epochs=30).rungs(270, 10) == [30, 90]  # not 270: a rung lies below the largest
+    assert halving.Halving(2, min_epochs=1).rungs(1024, 1) == [2 ** k for k in range(10)]  # 1, 2, ..., 512
+    assert halving.Halving(7, min_epochs=1).rungs(2, 1) == [1]
 
 
 def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_halving(tmp_path):
@@ -48,6 +51,7 @@ def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_h
     order = sorted(jobs, key=lambda j: at30[j.idx].outcome.scores["val_mse"])
     pruned30 = {i for i, c in final.items() if c.tags.get("pruned_at_epoch") == "30"}
     assert pruned30 == {j.idx for j in order[3:]}  # 9 reached the first rung, the best 3 go on
+    assert {final[i].tags["halving"] for i in pruned30} == {"eta=3 rungs=30,90"}
     for i in pruned30:
         assert final[i].outcome.scores["epochs_run"] == 30
         assert final[i].outcome.scores["val_mse"] == pytest.approx(at30[i].outcome.scores["val_mse"], rel=1e-12)
@@ -246,6 +250,19 @@ def test_a_run_that_ends_at_a_rung_is_complete_there_and_halving_stops_when_none
     compute, calls = _scripted(lambda j: 1.0)
     halving.run([_jobs("lr=0.1,0.2", epochs=270)], halving.Halving(3), compute, _each_alone, tmp_path)
     assert [c[0][1] for c in calls] == [20, 60, 180, 270]  # default rungs: 270 / 27 = 10, at least 2 · log_every
+
+
+def test_a_one_epoch_grid_is_trained_whole_and_its_summary_says_100_percent(tmp_path, caplog):
+    """One configuration of 1 epoch: no rung lies below it; it trains its one member-epoch, all of the full grid's."""
+    import logging
+
+    compute, calls = _scripted(lambda j: 1.0)
+    with caplog.at_level(logging.INFO, logger="sweeper"):
+        final = halving.run([_jobs("lr=0.1", epochs=1)], halving.Halving(2, min_epochs=1), compute, _each_alone,
+                            tmp_path)
+    assert list(final) == [0] and calls == [[(0, 1)]]
+    assert any(r.getMessage().startswith("halving: 1 member-epochs trained of the full grid's 1 (100%), in ")
+               for r in caplog.records)
 
 
 def test_a_group_that_fails_as_a_whole_leaves_its_jobs_to_the_one_job_path(tmp_path):

@@ -56,11 +56,9 @@ class Halving:
         down to a multiple of ``log_every``, at least ``2 · log_every`` (a rung's run then samples its loss more than
         once: at ``log_every`` itself it would be sampled once, and the trainer says so in a warning each group)."""
         first = self.min_epochs or max(2 * log_every, int(max_epochs / self.eta ** DEFAULT_RUNGS) // log_every * log_every)
-        out, r = [], first
-        while r < max_epochs:
-            out.append(r)
-            r *= self.eta
-        return out
+        # eta >= 2 and first >= 1: rung k lies at 2^k or above, so max_epochs' bit length bounds the count (a
+        # counted loop: a wrong step gives wrong rungs, never a loop without end)
+        return [r for k in range(int(max_epochs).bit_length()) if (r := first * self.eta ** k) < max_epochs]
 
 
 def check(settings: Any, plains: list[dict[str, Any]]) -> None:
@@ -122,9 +120,7 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
     final: dict[int, Any] = {}
     active, spent, counts, seconds = list(jobs), 0, [], 0.0
     full = sum(_trajectory_epochs(g) for g in groups)
-    for r in [*rungs, E]:
-        if not active:
-            break
+    for r in [*rungs, E]:  # active is never empty here: a rung that leaves none going on ends the loop below
         capped = [_capped(j, r) for j in active]
         rung_groups = regroup(capped)
         spent += sum(map(_trajectory_epochs, rung_groups))
