@@ -401,3 +401,21 @@ def test_pruning_a_grid_to_its_budget_cuts_what_cutting_one_value_at_a_time_cuts
         for trial in ({}, {"seed": "0,1,2"}, {"seed": "0,1,2,3", "epochs": "200,400"}):
             for limit in (2, 6, len(records) // 2, len(records)):
                 assert advise._fit(s, trial, limit) == _fit_one_value_at_a_time(s, trial, limit), (case, trial, limit)
+
+
+def test_the_advisor_says_when_validation_is_the_training_rows_and_when_a_sweep_was_cut():
+    from types import SimpleNamespace
+
+    from sweeper.insight.advice.advisor import advise, interrupted_caveats
+
+    records = [{"run": f"lr={lr}", "run_id": str(i), "status": "FINISHED", "reason": None,
+                "params": {"lr": str(lr), "data.val_fraction": "0.0"}, "metrics": {"val_mse": 1.0 + i}}
+               for i, lr in enumerate((0.1, 0.2, 0.3))]
+    text = advise(records, ["-m", "lr=0.1,0.2,0.3"]).text()
+    assert "caveat: validation = the training rows (data.val_fraction=0)" in text
+    parent = SimpleNamespace(info=SimpleNamespace(status="KILLED"),
+                             data=SimpleNamespace(tags={"n_jobs": "16", "failure_reason": "sweep interrupted (Ctrl-C): x"}))
+    runs = [SimpleNamespace(info=SimpleNamespace(status="FINISHED"))] * 3
+    (caveat,) = interrupted_caveats(parent, runs)
+    assert caveat.startswith("the sweep did not finish (sweep interrupted (Ctrl-C)): 3 of 16 jobs finished")
+    assert not interrupted_caveats(SimpleNamespace(info=SimpleNamespace(status="FINISHED"), data=parent.data), runs)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sweeper import data
-from conftest import make_cfg, run_once
+from conftest import all_runs, cli, make_cfg, run_once, write_csv
 from sweeper.data import DataError
 
 
@@ -116,3 +116,40 @@ def test_spambase_reaches_90_percent_test_accuracy(tmp_path, store, spambase_pat
     )
     assert result["status"] == "FINISHED"
     assert result["metrics"]["test_accuracy"] >= 0.90
+
+
+@pytest.mark.parametrize("fractions, said", [
+    ({"val_fraction": 0.0, "test_fraction": 0.2}, "validation = the training rows (data.val_fraction=0)"),
+    ({"val_fraction": 0.2, "test_fraction": 0.0}, "test = the training rows (data.test_fraction=0)"),
+])
+def test_a_fraction_of_0_is_a_decision_said_and_tagged(fractions, said):
+    """Before: data.val_fraction=0 selected on the training rows without a word."""
+    from omegaconf import OmegaConf
+
+    from sweeper import data
+
+    ds = data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, **fractions}))
+    assert ds.decisions["split"].startswith(said)
+    assert data.decision_tags(ds)["decided.split"] == ds.decisions["split"]
+    assert "split" not in data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, "val_fraction": 0.2,
+                                                       "test_fraction": 0.2})).decisions
+
+
+def test_a_fraction_of_0_is_a_warning_of_the_run(tmp_path, store):
+    proc = cli(tmp_path, "data.val_fraction=0", "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "[WARNING] - data: split: validation = the training rows (data.val_fraction=0)" in proc.stdout + proc.stderr
+    (run,) = all_runs(store)
+    assert run.data.tags["decided.split"].startswith("validation = the training rows")
+
+
+@pytest.mark.parametrize("big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")])
+def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
+    from conftest import make_cfg
+    from sweeper import data
+
+    rows = [(i % 7, (i * 3) % 5 * (1.5e307 if big == "b" else 1), (i + 0.5) * (1.3e306 if big == "y" else 1))
+            for i in range(60)]
+    cfg = make_cfg("data=csv", f"data.path={write_csv(tmp_path, 'a,b,y', rows)}")
+    with pytest.raises(data.DataError, match=error):
+        data.load(cfg.data, cfg.seed)

@@ -7,13 +7,16 @@ import re
 import sqlite3
 import subprocess
 import sys
+import socket
+import time
 
 import mlflow
 import numpy as np
 import pytest
 
-from sweeper import data
+from sweeper import data, report, tracking
 from conftest import all_runs, cli, client_for, copy_store, http_get, http_post, make_cfg, mlflow_server, shared_sweep
+from sweeper.base.process import PID_START, start_mark
 
 FAST = ("epochs=300", "log_every=10")
 
@@ -520,3 +523,57 @@ def test_a_failed_seed_moves_its_configuration_behind_every_finished_one_within_
     assert _within((sd, dof))({"mean": 0.0, "n": 3}, {"mean": q * sd * math.sqrt(1 / 3 + 1 / 2), "n": 2})  # the bound
     assert _within((sd, dof))({"mean": 10.0, "n": 2}, {"mean": 10.0 + 0.99 * bound, "n": 3})
     assert _within(None)(a, a) is False and not _within((sd, dof))(a, {"mean": None, "n": 2})
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_report_run_closes_a_single_run_whose_process_is_gone(store, capsys):
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "", "sweeper.host": socket.gethostname(), "sweeper.pid": str(dead_pid())}
+    run_id = tracking.start_run(c, exp, "cpu", tags)
+    assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
+    out = capsys.readouterr().out
+    assert "marked FAILED (orphaned)" in out and f"{run_id}): FAILED" in out
+    run = c.get_run(run_id)
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
+
+
+def test_report_run_leaves_a_live_single_run_running(store, capsys):
+    c = client_for(store)
+    exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        tags = {"device": "cpu", "fingerprint": "f" * 16, "sweeper.host": socket.gethostname(), "sweeper.pid": str(live.pid),
+                PID_START: start_mark(live.pid)}  # the job's process, as its run records it
+        run_id = tracking.start_run(c, exp, "cpu", tags)
+        assert report.main(["--run", run_id, "--tracking-uri", f"sqlite:///{store}"]) == 0
+        assert c.get_run(run_id).info.status == "RUNNING"
+    finally:
+        live.kill()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_single_run_is_closed_by_report_run(tmp_path, store):
+    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "epochs=5000000", "log_every=1000",
+                             f"hydra.run.dir={tmp_path / 'run'}", f"tracking.uri=sqlite:///{store}"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (store.is_file() and [r for r in all_runs(store) if r.info.status == "RUNNING"]):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    (run,) = all_runs(store)
+    assert run.info.status == "RUNNING"  # what SIGKILL leaves
+    done = subprocess.run([sys.executable, "-m", "sweeper.report", "--run", run.info.run_id,
+                           "--tracking-uri", f"sqlite:///{store}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (run,) = all_runs(store)
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
