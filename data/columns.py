@@ -273,16 +273,14 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
         spec.append(s)
         used.append(k)
     kept = [columns[k] for k in used]
+    onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(bool)  # a feature's own flag
     with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
         F = _encode(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
-        onehot = np.concatenate([[("categories" in s)] * n for s, n in zip(spec, _widths(spec))]).astype(bool) \
-            if spec else np.zeros(0, dtype=bool)
-        means, stds = F.mean(axis=0), F.std(axis=0)
-    means = np.where(onehot, 0.0, means)
+        means, stds = F.mean(axis=0), F.std(axis=0)  # float64
+    means[onehot] = 0.0  # one-hot features stay 0/1 (onehot and means are one feature each: an index, no broadcast)
     scales = np.where(onehot | ~(stds > 0), 1.0, stds)
     scales = np.where(np.isfinite(stds), scales, stds)  # an overflowing spread stays inf: the caller refuses it
-    return {"columns": spec, "x_mean": np.asarray(means, dtype=np.float64),
-            "x_scale": np.asarray(scales, dtype=np.float64), "used": used, "left_out": left}
+    return {"columns": spec, "x_mean": means, "x_scale": scales, "used": used, "left_out": left}
 
 
 _widths = widths  # how many features each column's spec encodes to (sweeper.base.portable)

@@ -121,6 +121,56 @@ def test_drop_rows_and_na_values(tmp_path):
     assert load(marked, "data.na_values=[n/a]").encoder["columns"][0]["na"][-1] == "n/a"
 
 
+def test_fit_fills_a_date_by_its_training_median_a_number_without_one_by_0_and_keeps_an_overflow_inf():
+    """The encoder's statistics by hand: a date column's fill is the day number of its training rows' median date (a
+    sentinel date among its missing markers is no date); a number with no value in the training rows is filled with 0;
+    values near 1e308 give an inf spread (or NaN statistics) that the caller refuses, without a NumPy warning."""
+    import datetime
+    import warnings
+
+    from sweeper.data.columns import Column, fit
+
+    def day(text):
+        return float((datetime.date.fromisoformat(text) - datetime.date(1970, 1, 1)).days)
+
+    dates = np.array(["2011-01-01", "1900-01-01", "2011-03-01", "2011-01-11", "2012-06-30"], dtype=object)
+    state = fit([Column("d", dates, False, date=True, markers=("1900-01-01",))], np.arange(4), 10)  # 2012: held out
+    assert state["columns"] == [{"name": "d", "na": ["1900-01-01"], "date": True, "fill": day("2011-01-11")}]
+    empty = Column("x", np.array([np.nan, np.nan, 5.0]), True, gaps=np.array([True, True, False]))
+    assert fit([empty], np.arange(2), 10)["columns"] == [{"name": "x", "fill": 0.0, "indicator": True}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's overflow and invalid-value warnings would be errors
+        wide = fit([Column("a", np.array([1e308, -1e308]), True)], np.arange(2), 10)  # mean 0, the square overflows
+        lost = fit([Column("b", np.array([1e308] * 4 + [-1e308] * 4), True)], np.arange(8), 10)  # inf - inf: NaN
+    assert wide["x_mean"].tolist() == [0.0] and wide["x_scale"].tolist() == [np.inf]
+    assert np.isnan(lost["x_mean"]).all() and np.isnan(lost["x_scale"]).all()
+
+
+def test_fit_keeps_a_column_of_max_categories_and_hints_data_text_when_over_half_its_values_differ():
+    """A text column of exactly data.max_categories training categories is kept (one-hot: mean 0, scale 1); one of more
+    is left out, with the data=text hint only when its distinct values are over half its rows; every column left out
+    leaves no feature."""
+    from sweeper.data.columns import Column, fit
+
+    def text(name, values):
+        return Column(name, np.array(list(values), dtype=object), False)
+
+    state = fit([text("c", "abca")], np.arange(4), 3)
+    assert state["columns"] == [{"name": "c", "categories": ["a", "b", "c"]}] and state["left_out"] == []
+    assert state["x_mean"].tolist() == [0.0] * 3 and state["x_scale"].tolist() == [1.0] * 3
+    # 4, 5 and 6 distinct values of 10: 8, 10 and 12 against the 10 rows
+    state = fit([text("four", "abcdabcdab"), text("five", "abcdeabcde"), text("six", "abcdefabcd")], np.arange(10), 3)
+    hint = "; for free text, use data=text data.text=six"
+    assert [(o["name"], o["levels"], o["why"]) for o in state["left_out"]] == [
+        (name, n, f"text, {n} categories in the training rows (more than data.max_categories=3): left out; raise "
+                  f"data.max_categories to keep it{hint if name == 'six' else ''}")
+        for name, n in (("four", 4), ("five", 5), ("six", 6))]
+    assert state["left_out"][2]["refusal"] == ("column six has 6 categories in the training rows, more than "
+                                               f"data.max_categories=3: raise data.max_categories, or leave it out "
+                                               f"with data.drop=[six]{hint}")
+    assert (state["columns"], state["used"], state["x_mean"].shape, state["x_scale"].shape) == ([], [], (0,), (0,))
+
+
 def test_a_text_column_of_too_many_categories_is_left_out_with_a_line(tmp_path):
     path = tmp_path / "titanic.csv"
     names = [f"Passenger {i}, Mr. {chr(65 + i % 26)}" for i in range(60)]
