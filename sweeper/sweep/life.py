@@ -19,9 +19,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from sweeper import data, tracking
-from sweeper.base import stop
+from sweeper.base import process, stop
 from sweeper.base.state import current as current_state
-from sweeper.base import process
 from sweeper.base.process import hold, lock_holder, release
 from sweeper.base.names import HOST, PYTHON_CALL, RERUN, SWEEP_FILE, SWEEP_FROM, label, resume_command, ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
@@ -261,19 +260,15 @@ def space(config: DictConfig) -> dict[str, str]:
 def add_speedups(rows: list[dict[str, Any]]) -> None:
     """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
     for uri in {r["tracking_uri"] for r in rows}:
-        finished = [
-            {"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"],
-             "batch_size": r.get("batch_size"), **r["metrics"]}
-            for r in rows
-            if r["status"] == "FINISHED" and r["tracking_uri"] == uri
-        ]
+        finished = [{"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"],
+                     "batch_size": r.get("batch_size"), **r["metrics"]}
+                    for r in rows if r["status"] == "FINISHED" and r["tracking_uri"] == uri]
         found = speedup.pair(finished)
         speedup.log(uri, found)
         for r in rows:
             if r.get("run_id") in found:
                 r["metrics"].update(found[r["run_id"]])
-                path = Path(r["path"])
-                writer.write_result(path, {k: v for k, v in r.items() if k not in ("job", "path")})
+                writer.write_result(Path(r["path"]), {k: v for k, v in r.items() if k not in ("job", "path")})
 
 
 def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any,
@@ -363,14 +358,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
                   f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=err)
             failed_parents = True
-        if reused := [r for r in skipped if r.get("resumed_from")]:
-            print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
-        if stale := [r for r in mine if r.get("not_reused")]:  # FINISHED before on another version of the data file
-            print(f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
-                  "the data file (changed since, or not recorded then): trained again", file=out)
-        for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
-            jobs = [label(r["overrides"], keys=state.get("swept")) for r in skipped if r["reason"] == reason]
-            print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
+        _say_untrained(mine, skipped, state.get("swept"), out)
         print(f"browse with: {browse}", file=out)
     from sweeper.insight import plots
 
@@ -381,6 +369,18 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         print(f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
               f"python -m sweeper.upload {sweep_dir}", file=out)
     return 1 if failed_parents else exit_code(rows, state["n_jobs"])
+
+
+def _say_untrained(mine: list[dict[str, Any]], skipped: list[dict[str, Any]], swept: Any, out: Any) -> None:
+    """A parent's jobs that trained nothing this time: reused (resume=true), not reused, skipped (by reason)."""
+    if reused := [r for r in skipped if r.get("resumed_from")]:
+        print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
+    if stale := [r for r in mine if r.get("not_reused")]:  # FINISHED before on another version of the data file
+        print(f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
+              "the data file (changed since, or not recorded then): trained again", file=out)
+    for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
+        jobs = [label(r["overrides"], keys=swept) for r in skipped if r["reason"] == reason]
+        print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
 
 
 def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
