@@ -51,22 +51,9 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     t_start = time.perf_counter()
     plain, computed, dataset, result = _prepare(cfg, ctx)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        backend = resolve(cfg.device)
-    except BackendUnavailable as e:
-        if ctx.sweep_dir is None:
-            raise
-        return _finish(ctx, {**result, "status": "SKIPPED", "reason": str(e)})
-    refused = _gradients_refused(plain, dataset)  # a model of yours whose gradients fail the check: before the store
-    if refused and ctx.sweep_dir is None:
-        raise ConfigError(refused)
-    if refused:  # a job of a sweep its launching process could not check ahead (a search's trial)
-        return _finish(ctx, {**result, "status": "SKIPPED", "reason": refused})
-    too_big = None if computed else memory_problem(cfg, dataset, backend)  # before the store: nothing recorded
-    if too_big and ctx.sweep_dir is None:
-        raise ConfigError(too_big)
-    if too_big:
-        return _finish(ctx, {**result, "status": "SKIPPED", "reason": too_big})
+    backend, skipped = _device_or_skip(cfg, ctx, plain, computed, dataset)
+    if skipped:
+        return _finish(ctx, {**result, "status": "SKIPPED", "reason": skipped})
 
     opened = _open(cfg, ctx, plain, dataset, computed, result, backend)
     if opened.resumed is not None:
@@ -114,6 +101,25 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
             raise ConfigError(f"hydra.run.dir={ctx.output_dir}: {reason}; choose a writable folder") from None
         log.error("run %s FAILED: %s", result["run_id"], reason)
         return {**result, "status": "FAILED", "reason": reason, "error": True}
+
+
+def _device_or_skip(cfg: DictConfig, ctx: JobContext, plain: dict[str, Any], computed: Computed | None,
+                    dataset: data.Dataset) -> tuple[Any, str | None]:
+    """The job's backend, and why it trains nothing (None: it trains), found before the store, so nothing is recorded:
+    no GPU, a model whose gradients fail the check, a job too big for the device. A single run raises its one line;
+    a sweep's job is SKIPPED with the reason."""
+    try:
+        backend = resolve(cfg.device)
+    except BackendUnavailable as e:
+        if ctx.sweep_dir is None:
+            raise
+        return None, str(e)
+    # a model of yours whose gradients fail the check (in a sweep: a job its launching process could not check
+    # ahead, a search's trial), then the device's memory
+    why = _gradients_refused(plain, dataset) or (None if computed else memory_problem(cfg, dataset, backend))
+    if why and ctx.sweep_dir is None:
+        raise ConfigError(why)
+    return backend, why
 
 
 def _prepare(cfg: DictConfig, ctx: JobContext) -> tuple[dict[str, Any], Computed | None, data.Dataset, dict[str, Any]]:
