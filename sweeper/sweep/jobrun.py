@@ -148,16 +148,7 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
         ret.hydra_cfg = hydra_cfg
         ret.overrides = OmegaConf.to_container(config.hydra.overrides.task)
         Path(output_dir).mkdir(parents=True, exist_ok=True)
-        _chdir = hydra_cfg.hydra.job.chdir
-        if _chdir is None:
-            from hydra import version
-
-            _chdir = not version.base_at_least("1.2")
-            if _chdir:
-                chdir_deprecation(
-                    "Future Hydra versions will no longer change working directory at job runtime by default.\n"
-                    "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
-                    "information.")
+        _chdir = _job_chdir(hydra_cfg)
         if _chdir:
             os.chdir(output_dir)
             ret.working_dir = output_dir
@@ -165,11 +156,7 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
             ret.working_dir = os.getcwd()
         if configure_logging:
             configure_log(config.hydra.job_logging, config.hydra.verbose)
-        if config.hydra.output_subdir is not None:
-            folder = Path(config.hydra.runtime.output_dir) / Path(config.hydra.output_subdir)
-            _save(to_yaml(task_cfg), "config.yaml", folder)
-            _save(hydra_yaml(hydra_cfg, memo), "hydra.yaml", folder)
-            _save(to_yaml(config.hydra.overrides.task), "overrides.yaml", folder)
+        _save_configs(config, task_cfg, hydra_cfg, memo)
         with env_override(hydra_cfg.hydra.job.env_set):
             callbacks.on_job_start(config=config, task_function=task_function)
             try:
@@ -187,6 +174,30 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
         if _chdir:
             os.chdir(old_cwd)
 
+
+def _job_chdir(hydra_cfg: DictConfig) -> bool:
+    """Whether the job runs in its output folder (``hydra.job.chdir``; unset: Hydra's default for its version base,
+    with Hydra's deprecation warning where that default changes the folder)."""
+    chdir = hydra_cfg.hydra.job.chdir
+    if chdir is None:
+        from hydra import version
+
+        chdir = not version.base_at_least("1.2")
+        if chdir:
+            chdir_deprecation(
+                "Future Hydra versions will no longer change working directory at job runtime by default.\n"
+                "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
+                "information.")
+    return chdir
+
+
+def _save_configs(config: DictConfig, task_cfg: DictConfig, hydra_cfg: DictConfig, memo: dict[str, Any] | None) -> None:
+    """The job's ``config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` in ``hydra.output_subdir`` (none: not saved)."""
+    if config.hydra.output_subdir is not None:
+        folder = Path(config.hydra.runtime.output_dir) / Path(config.hydra.output_subdir)
+        _save(to_yaml(task_cfg), "config.yaml", folder)
+        _save(hydra_yaml(hydra_cfg, memo), "hydra.yaml", folder)
+        _save(to_yaml(config.hydra.overrides.task), "overrides.yaml", folder)
 
 
 class LeanReturn(JobReturn):
