@@ -417,22 +417,28 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key == "model" and any(a.lstrip("+").startswith("hydra.searchpath") for a in args):
             continue  # a model/<name>.yaml of the user's own config folder: Hydra finds it (validate checks it)
-        if key in GROUPS:
-            options = group_options(key)
-            for v in values:
-                if v not in options:
-                    raise _fail(key, v, "one of " + ", ".join(options))
-                _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
-                choices.picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}", GROUPS, ConfigError)
-        elif key in TOP_LEVEL:
-            for v in values:
-                check_value(key, v, TOP_LEVEL[key])
-        elif "." not in key and not o.is_add() and not o.is_force_add():
-            raise _unknown(key)
+        _check_values(o, key, values)
     choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
     if whole:  # the command line as typed, once it passed (an Optuna space's lines are overridden by it, as Hydra means)
         print("".join(f"{line}\n" for line in choices.given_twice(overrides)), end="", flush=True)
+
+
+def _check_values(o: Any, key: str, values: list[Any]) -> None:
+    """Each value an override gives a config group (an option that exists and can be read) or a top-level key; a
+    plain key that is neither is unknown (a nested or an added one is left to Hydra and :func:`validate`)."""
+    if key in GROUPS:
+        options = group_options(key)
+        for v in values:
+            if v not in options:
+                raise _fail(key, v, "one of " + ", ".join(options))
+            _readable(CONF_DIR / key / f"{v}.yaml", f"{key}={v}")
+            choices.picks(CONF_DIR / key / f"{v}.yaml", f"{key}={v}", GROUPS, ConfigError)
+    elif key in TOP_LEVEL:
+        for v in values:
+            check_value(key, v, TOP_LEVEL[key])
+    elif "." not in key and not o.is_add() and not o.is_force_add():
+        raise _unknown(key)
 
 
 def _readable(path: Path, arg: str) -> None:
