@@ -61,33 +61,49 @@ def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], t
             if options and str(o.value()) not in options:
                 raise error(f"{key}={o.value()} is not allowed: expected one of {', '.join(options)}")
         if key.startswith("hydra.") and not o.is_add() and not o.is_force_add() and not o.is_delete():
-            import dataclasses
-
-            from hydra.conf import HydraConf
-
-            fields = [f.name for f in dataclasses.fields(HydraConf)]
-            if key.split(".")[1] not in fields:
-                raise error(f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>")
+            _check_hydra_key(key, error)
         if key in FOLDERS and not o.is_sweep_override() and not o.is_delete():
-            from pathlib import PurePath
-
-            from sweeper.base.names import name_problem
-
-            for part in PurePath(str(o.value())).parts:
-                why = name_problem(part) if part not in ("/", ".", "..") else None
-                if why:
-                    raise error(f"{key}={str(o.value())[:60]}...: the folder name {part[:40]}... is {why}")
+            _check_folder_names(key, str(o.value()), error)
         if key in LAUNCHER_INTS and not o.is_sweep_override():
             v = o.value()
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise error(f"{key}={v} is not allowed: expected {LAUNCHER_INTS[key]}")
-        if key.startswith("hydra.launcher.halving.") and key not in HALVING and not o.is_delete():
-            raise error(f"{key} is not a key of hydra.launcher.halving: expected one of "
-                        f"{', '.join(k.rpartition('.')[2] for k in HALVING)}")
-        if key in HALVING and not o.is_sweep_override():
-            v, (allowed, least) = o.value(), HALVING[key]
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
-                raise error(f"{key}={v} is not allowed: expected {allowed}")
+        if key.startswith("hydra.launcher.halving."):
+            _check_halving(o, key, error)
+
+
+def _check_hydra_key(key: str, error: type[Exception]) -> None:
+    """``hydra.<name>...``: ``name`` one of the fields of Hydra's own config."""
+    import dataclasses
+
+    from hydra.conf import HydraConf
+
+    fields = [f.name for f in dataclasses.fields(HydraConf)]
+    if key.split(".")[1] not in fields:
+        raise error(f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>")
+
+
+def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
+    """Each folder name of an output folder's path (``hydra.run.dir``, ...) one the file system takes."""
+    from pathlib import PurePath
+
+    from sweeper.base.names import name_problem
+
+    for part in PurePath(value).parts:
+        why = name_problem(part) if part not in ("/", ".", "..") else None
+        if why:
+            raise error(f"{key}={value[:60]}...: the folder name {part[:40]}... is {why}")
+
+
+def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
+    """``hydra.launcher.halving.<name>``: a name of :data:`HALVING`, its value an int in its range (or null)."""
+    if key not in HALVING and not o.is_delete():
+        raise error(f"{key} is not a key of hydra.launcher.halving: expected one of "
+                    f"{', '.join(k.rpartition('.')[2] for k in HALVING)}")
+    if key in HALVING and not o.is_sweep_override():
+        v, (allowed, least) = o.value(), HALVING[key]
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
+            raise error(f"{key}={v} is not allowed: expected {allowed}")
 
 
 # Hydra's options that each choose what the command does: Hydra allows one of them (a ValueError otherwise).
