@@ -69,47 +69,14 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
 def distribution(o: Any, where: str) -> Any:
     """The Optuna distribution of one sweep override ``o``."""
     from hydra.core.override_parser.types import Transformer
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.distributions import CategoricalDistribution
 
     key = o.get_key_element()
     written = f"{where}{key}={o.input_line.partition('=')[2]}"
-    rule = TOP_LEVEL.get(key.lstrip("+"))
     if o.is_interval_sweep():
-        v = o.value()
-        low, high, log = v.start, v.end, "log" in v.tags
-        if key in GROUPS:
-            raise ConfigError(f"{written} is not allowed: {key} is a config group: expected choice(...)")
-        if not low < high:
-            raise ConfigError(f"{written} is not allowed: expected interval(low, high) with low < high")
-        if log and low <= 0:
-            raise ConfigError(f"{written} is not allowed: a log scale needs low > 0")
-        # Hydra reads interval()'s bounds as floats: an integer key (epochs, depth, width...) or bounds written
-        # without a point make an integer interval
-        integer = rule is not None and "integer" in rule.allowed
-        whole = float(low).is_integer() and float(high).is_integer()
-        integral = whole and (integer or not any(c in written.partition("=")[2] for c in ".eE"))
-        if integer and not whole:
-            raise ConfigError(f"{written} is not allowed: {key} is an integer: expected interval(int, int)")
-        if rule is not None:
-            for bound in (low, high):
-                try:
-                    check_value(key, int(bound) if integral else bound, rule)
-                except ConfigError as e:
-                    raise ConfigError(f"{written} is not allowed: {e}") from None
-        if integral:
-            return IntDistribution(int(low), int(high), log=log)
-        return FloatDistribution(float(low), float(high), log=log)
+        return _interval(o, key, written)
     if o.is_range_sweep() and not o.value().shuffle:
-        values = list(o.sweep_iterator())
-        if not values:
-            raise ConfigError(f"{written} is not allowed: the range is empty")
-        r = o.value()
-        if len(values) == 1:
-            return CategoricalDistribution(values)
-        if all(isinstance(x, int) for x in values):
-            return IntDistribution(values[0], values[-1], step=int(r.step)) if r.step > 0 else \
-                IntDistribution(values[-1], values[0], step=-int(r.step))
-        return FloatDistribution(min(values), max(values), step=abs(float(r.step)))
+        return _range(o, written)
     if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):  # choice(), a list, a shuffled range
         choices = list(dict.fromkeys(o.sweep_iterator(transformer=Transformer.encode)))
         for x in choices:
@@ -117,3 +84,51 @@ def distribution(o: Any, where: str) -> Any:
                 raise ConfigError(f"{written} is not allowed: a choice holds str, int, float, bool or null values")
         return CategoricalDistribution(choices)
     raise ConfigError(f"{written} is not allowed: expected interval(), tag(log, interval()), choice() or range()")
+
+
+def _interval(o: Any, key: str, written: str) -> Any:
+    """``interval(low, high)`` (``tag(log, ...)``: a log scale) as an Int- or FloatDistribution, its bounds checked
+    against the key's own rule."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    rule = TOP_LEVEL.get(key.lstrip("+"))
+    v = o.value()
+    low, high, log = v.start, v.end, "log" in v.tags
+    if key in GROUPS:
+        raise ConfigError(f"{written} is not allowed: {key} is a config group: expected choice(...)")
+    if not low < high:
+        raise ConfigError(f"{written} is not allowed: expected interval(low, high) with low < high")
+    if log and low <= 0:
+        raise ConfigError(f"{written} is not allowed: a log scale needs low > 0")
+    # Hydra reads interval()'s bounds as floats: an integer key (epochs, depth, width...) or bounds written
+    # without a point make an integer interval
+    integer = rule is not None and "integer" in rule.allowed
+    whole = float(low).is_integer() and float(high).is_integer()
+    integral = whole and (integer or not any(c in written.partition("=")[2] for c in ".eE"))
+    if integer and not whole:
+        raise ConfigError(f"{written} is not allowed: {key} is an integer: expected interval(int, int)")
+    if rule is not None:
+        for bound in (low, high):
+            try:
+                check_value(key, int(bound) if integral else bound, rule)
+            except ConfigError as e:
+                raise ConfigError(f"{written} is not allowed: {e}") from None
+    if integral:
+        return IntDistribution(int(low), int(high), log=log)
+    return FloatDistribution(float(low), float(high), log=log)
+
+
+def _range(o: Any, written: str) -> Any:
+    """``range(start, stop, step)`` (not shuffled) as a stepped Int- or FloatDistribution (one value: categorical)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    values = list(o.sweep_iterator())
+    if not values:
+        raise ConfigError(f"{written} is not allowed: the range is empty")
+    r = o.value()
+    if len(values) == 1:
+        return CategoricalDistribution(values)
+    if all(isinstance(x, int) for x in values):
+        return IntDistribution(values[0], values[-1], step=int(r.step)) if r.step > 0 else \
+            IntDistribution(values[-1], values[0], step=-int(r.step))
+    return FloatDistribution(min(values), max(values), step=abs(float(r.step)))
