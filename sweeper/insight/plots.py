@@ -220,52 +220,62 @@ def figure(spec: dict[str, Any]) -> Any:
 
     fig, axes = plt.subplots(1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False, layout="constrained")
     for ax, a in zip(axes[0], spec["axes"]):
-        cmap = matplotlib.colormaps[a["cmap"]] if "cmap" in a else None
-        for s in a.get("lines", []):
-            color = cmap(s["cvalue"]) if cmap is not None and "cvalue" in s else s.get("color")
-            ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s.get("label"), ls=s.get("ls", "-"),
-                    color=color, lw=s.get("lw", 1.5), alpha=s.get("alpha", 1.0), drawstyle=s.get("drawstyle", "default"))
-        for x in a.get("vlines", []):
-            ax.axvline(x, color="black", lw=1)
-        for t in a.get("texts", []):
-            ax.annotate(t["text"], (t["x"], t["y"]), xytext=(4, 0), textcoords="offset points", fontsize="x-small",
-                        va="center", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
-        for s in a.get("points", []):
-            ax.scatter(s["x"], s["y"], s=s.get("size", 16), color=s.get("color"), label=s.get("label"), zorder=3)
-        for b in a.get("bars", []):
-            bars = ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
-            if "labels" in b:
-                ax.bar_label(bars, labels=b["labels"], fontsize="x-small", padding=2)
-        for b in a.get("hbars", []):  # horizontal bars with an interval each (importance)
-            ax.barh(b["y"], b["x"], xerr=b.get("xerr"), color=b.get("color"), label=b.get("label"), capsize=3)
-        if "hline" in a:
-            ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
-        if "vline" in a:
-            ax.axvline(a["vline"], color="grey", lw=1)
-        ax.set(title=a["title"], xlabel=a.get("xlabel", ""), ylabel=a.get("ylabel", ""))
-        if a.get("xscale"):
-            ax.set_xscale(a["xscale"])
-        if a.get("yscale"):
-            ax.set_yscale(a["yscale"])
-        if "xlim" in a:
-            ax.set_xlim(*a["xlim"])
-        if "ymin" in a:
-            ax.set_ylim(bottom=a["ymin"])
-            ax.margins(y=0.12)  # room above the tallest bar for its value
-            ax.set_ylim(bottom=a["ymin"])
-        if "xticks" in a:
-            ax.set_xticks(a["xticks"], a["xticklabels"], rotation=a.get("rotation", 30),
-                          ha="right" if a.get("rotation", 30) else "center", fontsize="small")
-            ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
-        if "yticks" in a:
-            ax.set_yticks(a["yticks"], a["yticklabels"], fontsize="small")
-        if a.get("legend") == "outside":  # beside the axes, never over a bar
-            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        elif a.get("legend", True) and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
-        if a.get("grid", True):
-            ax.grid(alpha=0.3)
+        _draw_marks(ax, a, matplotlib.colormaps[a["cmap"]] if "cmap" in a else None)
+        _dress(ax, a)
     return fig
+
+
+def _draw_marks(ax: Any, a: dict[str, Any], cmap: Any) -> None:
+    """What one axes' spec ``a`` plots: lines (coloured by ``cmap`` where they give a ``cvalue``), vertical lines,
+    text labels, points, bars and horizontal bars, a parity line."""
+    for s in a.get("lines", []):
+        color = cmap(s["cvalue"]) if cmap is not None and "cvalue" in s else s.get("color")
+        ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s.get("label"), ls=s.get("ls", "-"),
+                color=color, lw=s.get("lw", 1.5), alpha=s.get("alpha", 1.0), drawstyle=s.get("drawstyle", "default"))
+    for x in a.get("vlines", []):
+        ax.axvline(x, color="black", lw=1)
+    for t in a.get("texts", []):
+        ax.annotate(t["text"], (t["x"], t["y"]), xytext=(4, 0), textcoords="offset points", fontsize="x-small",
+                    va="center", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+    for s in a.get("points", []):
+        ax.scatter(s["x"], s["y"], s=s.get("size", 16), color=s.get("color"), label=s.get("label"), zorder=3)
+    for b in a.get("bars", []):
+        bars = ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
+        if "labels" in b:
+            ax.bar_label(bars, labels=b["labels"], fontsize="x-small", padding=2)
+    for b in a.get("hbars", []):  # horizontal bars with an interval each (importance)
+        ax.barh(b["y"], b["x"], xerr=b.get("xerr"), color=b.get("color"), label=b.get("label"), capsize=3)
+    if "hline" in a:
+        ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
+    if "vline" in a:
+        ax.axvline(a["vline"], color="grey", lw=1)
+
+
+def _dress(ax: Any, a: dict[str, Any]) -> None:
+    """One axes' title, labels, scales, limits, ticks, legend and grid from its spec ``a``."""
+    ax.set(title=a["title"], xlabel=a.get("xlabel", ""), ylabel=a.get("ylabel", ""))
+    if a.get("xscale"):
+        ax.set_xscale(a["xscale"])
+    if a.get("yscale"):
+        ax.set_yscale(a["yscale"])
+    if "xlim" in a:
+        ax.set_xlim(*a["xlim"])
+    if "ymin" in a:
+        ax.set_ylim(bottom=a["ymin"])
+        ax.margins(y=0.12)  # room above the tallest bar for its value
+        ax.set_ylim(bottom=a["ymin"])
+    if "xticks" in a:
+        ax.set_xticks(a["xticks"], a["xticklabels"], rotation=a.get("rotation", 30),
+                      ha="right" if a.get("rotation", 30) else "center", fontsize="small")
+        ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
+    if "yticks" in a:
+        ax.set_yticks(a["yticks"], a["yticklabels"], fontsize="small")
+    if a.get("legend") == "outside":  # beside the axes, never over a bar
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    elif a.get("legend", True) and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    if a.get("grid", True):
+        ax.grid(alpha=0.3)
 
 
 def draw(spec: dict[str, Any], path: Path) -> Path:
