@@ -87,7 +87,7 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
     hist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)  # and the last epoch's sample
     vhist = xp.full(n_samples + 1, xp.nan, dtype=X.dtype)
     segment = log_every if patience else log_every * math.ceil(n_samples / MAX_CHECKS)
-    reading = _Reading(log_every, patience)
+    reading = _Reading(backend, (hist, vhist), log_every, patience)
     candidate = None
     epoch = 0
     mark = backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
@@ -119,12 +119,9 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
                     float(backend.to_numpy(loss))
 
             mark("segment end", stop)
-            k0, k1 = epoch // log_every, math.ceil(stop / log_every)
-            if stop == epochs and not patience:  # the curve's last point (see below) leaves with this segment
-                _sample_last(measured, val_batch, hist, vhist)
-                k1 = n_samples + 1
-            block = backend.to_numpy(xp.stack([hist[k0:k1], vhist[k0:k1]]))  # each sample leaves once
-            if reading.take(block, k0, k1 > n_samples, candidate):
+            # the curve's last point (see _Reading.finish) leaves with the last segment
+            last = (measured, val_batch) if stop == epochs and not patience else None
+            if reading.segment(epoch, stop, last, candidate):
                 epoch = reading.diverged_at
                 break
             epoch = stop
@@ -134,19 +131,10 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
             if patience and epoch - reading.best_epoch >= patience:
                 break
         mark("end", epoch)
-        if reading.diverged_at is None and reading.last is None:  # an early stop (or patience): its own copy
-            _sample_last(measured, val_batch, hist, vhist)
-            reading.last = backend.to_numpy(xp.stack([hist[n_samples:], vhist[n_samples:]]))
-        steps = reading.finish(epoch)
+        steps = reading.finish(epoch, (measured, val_batch))
         t1 = backend.clock()
 
-    if reading.best_params is not None and reading.diverged_at is None:
-        for P, best in zip(model.packed, reading.best_params):
-            P[...] = best
-    curve = np.concatenate(reading.seen, axis=1)
-    return TrainResult(steps=steps, train_loss=curve[0], val_loss=curve[1], epochs_run=epoch,
-                       best_epoch=reading.best_epoch, diverged_at=reading.diverged_at, train_time_s=t1 - t0,
-                       warmup_time_s=t0 - t_warm)
+    return reading.result(model, steps, epoch, t1 - t0, t0 - t_warm)
 
 
 def _passes(model: Any, arrays: tuple[Any, Any, Any, Any], lr: float, opt: Optimizer | None,
@@ -180,14 +168,33 @@ def _sample_last(measured: Any, val_batch: Any, hist: Any, vhist: Any) -> None:
 
 class _Reading:
     """The host's side of :func:`train`: each segment's samples (one copy each), the best sample before a divergence
-    (with patience, the weights it was measured on), the divergence, and the curve's last point."""
+    (with patience, the weights it was measured on), the divergence, and the curve's last point.
 
-    def __init__(self, log_every: int, patience: int) -> None:
+    ``curves``: the device's (n_samples + 1,) train and validation loss samples, the last slot for the last weights."""
+
+    def __init__(self, backend: Any, curves: tuple[Any, Any], log_every: int, patience: int) -> None:
+        self.backend, self.curves = backend, curves
+        self.n_samples = curves[0].shape[0] - 1
         self.log_every, self.patience = log_every, patience
         self.seen: list[np.ndarray] = []  # (2, k) host copies of each segment's samples: train, val
         self.last: np.ndarray | None = None  # (2, 1): the sample on the last weights
         self.best_val, self.best_epoch, self.best_params = math.inf, 0, None
         self.diverged_at: int | None = None
+
+    def segment(self, epoch: int, stop: int, last: tuple[Any, Any] | None, candidate: Any) -> bool:
+        """The samples of epochs ``epoch`` to ``stop`` copied to the host at once (each sample leaves once), and
+        taken; ``last``: the passes (training, validation) that first sample the last weights into the curves' last
+        slot, which leaves with them. Whether the run diverged in the segment."""
+        k0, k1 = epoch // self.log_every, math.ceil(stop / self.log_every)
+        if last is not None:
+            _sample_last(*last, *self.curves)
+            k1 = self.n_samples + 1
+        return self.take(self._copy(k0, k1), k0, k1 > self.n_samples, candidate)
+
+    def _copy(self, k0: int, k1: int) -> np.ndarray:
+        """Samples ``k0`` to ``k1`` of both curves on the host: (2, k1 - k0), train then validation."""
+        hist, vhist = self.curves
+        return self.backend.to_numpy(self.backend.xp.stack([hist[k0:k1], vhist[k0:k1]]))
 
     def take(self, block: np.ndarray, k0: int, ends: bool, candidate: Any) -> bool:
         """A segment's samples from index ``k0`` (``ends``: its last column is the curve's last point); whether the
@@ -208,9 +215,13 @@ class _Reading:
         self.seen[-1] = self.seen[-1][:, : bad + 1]
         return True
 
-    def finish(self, epoch: int) -> np.ndarray:
+    def finish(self, epoch: int, passes: tuple[Any, Any]) -> np.ndarray:
         """The curve's steps, ending where training ended (``epoch``): one more sample, on the last weights, unless
-        the run diverged (it counts for the best epoch and the divergence check too)."""
+        the run diverged (it counts for the best epoch and the divergence check too). A run stopped early (or by
+        patience) samples its last weights now with ``passes`` (training, validation), a copy of its own."""
+        if self.diverged_at is None and self.last is None:
+            _sample_last(*passes, *self.curves)
+            self.last = self._copy(self.n_samples, self.n_samples + 1)
         steps = np.arange(sum(part.shape[1] for part in self.seen)) * self.log_every
         if self.diverged_at is None:
             self.seen.append(self.last)
@@ -220,6 +231,18 @@ class _Reading:
             elif self.last[1, 0] < self.best_val:  # the last weights are the best
                 self.best_val, self.best_epoch, self.best_params = float(self.last[1, 0]), epoch, None
         return steps
+
+    def result(self, model: Any, steps: np.ndarray, epoch: int, train_time_s: float,
+               warmup_time_s: float) -> TrainResult:
+        """The run's :class:`TrainResult`; with patience, the best sample's weights put back into ``model`` first
+        (unless it diverged)."""
+        if self.best_params is not None and self.diverged_at is None:
+            for P, best in zip(model.packed, self.best_params):
+                P[...] = best
+        curve = np.concatenate(self.seen, axis=1)
+        return TrainResult(steps=steps, train_loss=curve[0], val_loss=curve[1], epochs_run=epoch,
+                           best_epoch=self.best_epoch, diverged_at=self.diverged_at, train_time_s=train_time_s,
+                           warmup_time_s=warmup_time_s)
 
 
 # A loss that grows past this many times its first sample has exploded (it would overflow soon after).
