@@ -184,13 +184,8 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
             mark("segment end", e)
             snaps[e] = [p.copy() for p in packed]
             done = [i for i, m in enumerate(members) if m.reads[-1] == e]
-            if done:  # frozen: rate 0, buffers zeroed (a host→device copy between epochs, once a count)
-                lr[done] = 0.0
-                state.set_lr(lr)
-                scale[...] = xp.asarray(np.broadcast_to(np.asarray(opt.grad_scale(lr)), (K, 1, 1)), dtype=dtype)
-                rows = xp.asarray(done)  # one copy for every buffer (a list index is copied for each)
-                for b in state.buffers:
-                    b[rows] = 0
+            if done:
+                _freeze(xp, state, lr, scale, done, opt, dtype)
             mark("epoch", e)
         if e == E:
             break
@@ -202,23 +197,44 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
     mark("end", E)  # every sample leaves in one copy: (epochs, 2, K)
     curves = dict(zip(sorted(samples), backend.to_numpy(xp.stack([xp.stack(samples[e]) for e in sorted(samples)]))))
     t1 = backend.clock()
+    return StackedFit(_member_fits(backend, members, curves, snaps, names, stride), t1 - t0, t0 - t_warm)
+
+
+def _freeze(xp: Any, state: State, lr: np.ndarray, scale: Any, done: list[int], opt: Optimizer, dtype: str) -> None:
+    """The members ``done`` (their last count reached) frozen: rate 0, gradient scale renewed, the optimiser's
+    buffers zeroed in their rows (a host→device copy between epochs, once a count)."""
+    lr[done] = 0.0
+    state.set_lr(lr)
+    scale[...] = xp.asarray(np.broadcast_to(np.asarray(opt.grad_scale(lr)), scale.shape), dtype=dtype)
+    rows = xp.asarray(done)  # one copy for every buffer (a list index is copied for each)
+    for b in state.buffers:
+        b[rows] = 0
+
+
+def _member_fits(backend: Any, members: Sequence[Member], curves: dict[int, np.ndarray], snaps: dict[int, list[Any]],
+                 names: list[str], stride: int) -> list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]:
+    """Each member's result at each of its counts: its fit (:func:`_fit_at`) and its parameters there (the device's
+    snapshots ``snaps``, count -> every parameter (K, ...), copied to the host once)."""
     host_snaps = {c: [backend.to_numpy(p) for p in ps] for c, ps in snaps.items()}
     at = []
     for i, m in enumerate(members):
-        mine = {}
-        for c in m.reads:
-            steps = [e for e in sorted(curves) if e <= c and (e % stride == 0 or e == c)]
-            steps = [e for e in steps if e % stride == 0 and e < c] + [c]
-            h = np.array([curves[e][0, i] for e in steps])
-            v = np.array([curves[e][1, i] for e in steps])
-            bad = diverged(h, v, h[0])
-            if bad is not None:
-                steps, h, v = steps[: bad + 1], h[: bad + 1], v[: bad + 1]
-            valid = v[:bad] if bad is not None else v  # the best sample before a divergence, as train() finds it
-            best = int(np.argmin(valid)) if len(valid) else 0
-            fit = TrainResult(steps=np.array(steps), train_loss=h, val_loss=v,
-                              epochs_run=steps[-1] if bad is not None else c, best_epoch=steps[best] if len(steps) else 0,
-                              diverged_at=steps[bad] if bad is not None else None, train_time_s=0.0, warmup_time_s=0.0)
-            mine[c] = (fit, {k: host_snaps[c][j][i] for j, k in enumerate(names)})
-        at.append(mine)
-    return StackedFit(at, t1 - t0, t0 - t_warm)
+        at.append({c: (_fit_at(curves, i, c, stride), {k: host_snaps[c][j][i] for j, k in enumerate(names)})
+                   for c in m.reads})
+    return at
+
+
+def _fit_at(curves: dict[int, np.ndarray], i: int, c: int, stride: int) -> TrainResult:
+    """Member ``i``'s result at its count ``c`` from the group's host samples ``curves`` (epoch -> (2, K)): its curve
+    sampled at the multiples of ``stride`` below ``c`` and at ``c``, cut at a divergence; its best sample before it."""
+    steps = [e for e in sorted(curves) if e <= c and (e % stride == 0 or e == c)]
+    steps = [e for e in steps if e % stride == 0 and e < c] + [c]
+    h = np.array([curves[e][0, i] for e in steps])
+    v = np.array([curves[e][1, i] for e in steps])
+    bad = diverged(h, v, h[0])
+    if bad is not None:
+        steps, h, v = steps[: bad + 1], h[: bad + 1], v[: bad + 1]
+    valid = v[:bad] if bad is not None else v  # the best sample before a divergence, as train() finds it
+    best = int(np.argmin(valid)) if len(valid) else 0
+    return TrainResult(steps=np.array(steps), train_loss=h, val_loss=v,
+                       epochs_run=steps[-1] if bad is not None else c, best_epoch=steps[best] if len(steps) else 0,
+                       diverged_at=steps[bad] if bad is not None else None, train_time_s=0.0, warmup_time_s=0.0)
