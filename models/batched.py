@@ -308,27 +308,13 @@ class _Part:
             if bad:
                 out[c] = (t, t, int(self.best_epoch[m]), None)
                 continue
-            if ended[m] is not None:
-                weights: Any = "final" if better or not (patience[m] and kept[m]) else "best"
-            elif patience[m] and kept[m] and not better:
-                weights = [v.copy() for v in self.layout.member(self.best, m)]
-            elif self.any_patience:
-                weights = [v.copy() for v in self.layout.member(self.candidate, m)]
-            else:
-                weights = self.snaps.pop((m, c))
-            out[c] = (None, t, t if better else int(self.best_epoch[m]), weights)
+            out[c] = (None, t, t if better else int(self.best_epoch[m]), self._weights_at(m, c, better))
         if ended[m] is not None and t >= ended[m]:
             self.done[m] = True
         if not regular:
             return
-        if bad:  # frozen for good; every longer configuration diverged here too
-            for c in self.counts[m]:
-                out.setdefault(c, (t, t, int(self.best_epoch[m]), None))
-            self.ran[m] = t
-            self.done[m] = True
-            self.freeze(m)
-            for v in self.layout.member(self.P, m):  # finite arithmetic from here on; the member's weights are not used
-                v[...] = 0
+        if bad:
+            self._diverged(m, t)
             return
         if better:
             self.best_val[m], self.best_epoch[m] = v, t
@@ -336,6 +322,30 @@ class _Part:
                 for b_, c_ in zip(self.layout.member(self.best, m), self.layout.member(self.candidate, m)):
                     b_[...] = c_
                 kept[m] = True
+
+    def _weights_at(self, m: int, c: int, better: bool) -> Any:
+        """Member ``m``'s weights for its count ``c``, which ends at this sample (``better``: its best so far): once the
+        member ended, which of its final and best weights; else a copy of its best (patience), of the sampled
+        weights (a group with patience), or the device's copy taken at ``c`` in the loop."""
+        patience, kept = self.patience, self.kept
+        if self.ended[m] is not None:
+            return "final" if better or not (patience[m] and kept[m]) else "best"
+        if patience[m] and kept[m] and not better:
+            return [v.copy() for v in self.layout.member(self.best, m)]
+        if self.any_patience:
+            return [v.copy() for v in self.layout.member(self.candidate, m)]
+        return self.snaps.pop((m, c))
+
+    def _diverged(self, m: int, t: int) -> None:
+        """Member ``m`` diverged at its sample of epoch ``t``: every longer configuration diverged here too, and it is
+        frozen for good."""
+        for c in self.counts[m]:
+            self.out[m].setdefault(c, (t, t, int(self.best_epoch[m]), None))
+        self.ran[m] = t
+        self.done[m] = True
+        self.freeze(m)
+        for v in self.layout.member(self.P, m):  # finite arithmetic from here on; the member's weights are not used
+            v[...] = 0
 
     def sample(self, t: int) -> None:
         """Device work: both losses on the weights before epoch ``t``'s update (and the copies taken there)."""
