@@ -153,7 +153,7 @@ def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) ->
 # --- local: this process, every GPU of the node --------------------------------------------------------------
 
 def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Groups:
-    from sweeper.base.backend import current_gpu, gpu_count, on_gpu
+    from sweeper.base.backend import gpu_count
 
     on_gpu_groups = [g for g in groups if g[0].plain["device"] == "gpu"]
     devices = min(gpus or gpu_count(), len(on_gpu_groups)) if on_gpu_groups else 0
@@ -167,32 +167,10 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
     for g in on_gpu_groups:
         todo.put(g)
     done: queue.Queue = queue.Queue()
-
-    def gpu_worker(index: int) -> None:
-        try:
-            with on_gpu(index):
-                while True:
-                    try:
-                        members = todo.get_nowait()
-                    except queue.Empty:
-                        return
-                    computed = _safe(compute, members)
-                    for c in computed.values():
-                        c.tags[GPU_DEVICE] = str(current_gpu())
-                    done.put((members, computed))
-        except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
-            done.put((None, e))
-
-    def cpu_worker() -> None:
-        try:
-            for members in groups:
-                if members[0].plain["device"] != "gpu":
-                    done.put((members, _safe(compute, members)))
-        except BaseException as e:
-            done.put((None, e))
-
-    threads = [threading.Thread(target=gpu_worker, args=(i,), name=f"sweeper-gpu{i}", daemon=True) for i in range(devices)]
-    threads.append(threading.Thread(target=cpu_worker, name="sweeper-cpu-groups", daemon=True))
+    threads = [threading.Thread(target=_gpu_worker, args=(i, todo, done, compute), name=f"sweeper-gpu{i}", daemon=True)
+               for i in range(devices)]
+    threads.append(threading.Thread(target=_cpu_worker, args=(groups, done, compute), name="sweeper-cpu-groups",
+                                    daemon=True))
     for t in threads:
         t.start()
     for _ in groups:  # recorded here, in the launching thread (Hydra's run_job), as each group ends
@@ -202,6 +180,36 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
         yield members, computed
     for t in threads:
         t.join()
+
+
+def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Callable) -> None:
+    """A thread on GPU ``index``: computes the groups it takes from ``todo`` (each run tagged with its device) into
+    ``done``, until none is left; an exception goes to ``done`` as ``(None, e)``."""
+    from sweeper.base.backend import current_gpu, on_gpu
+
+    try:
+        with on_gpu(index):
+            while True:
+                try:
+                    members = todo.get_nowait()
+                except queue.Empty:
+                    return
+                computed = _safe(compute, members)
+                for c in computed.values():
+                    c.tags[GPU_DEVICE] = str(current_gpu())
+                done.put((members, computed))
+    except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+        done.put((None, e))
+
+
+def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -> None:
+    """A thread beside the GPU ones: computes the CPU groups of ``groups`` into ``done`` (an exception: ``(None, e)``)."""
+    try:
+        for members in groups:
+            if members[0].plain["device"] != "gpu":
+                done.put((members, _safe(compute, members)))
+    except BaseException as e:
+        done.put((None, e))
 
 
 # --- what a remote worker runs and sends back ----------------------------------------------------------------
