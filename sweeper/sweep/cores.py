@@ -390,8 +390,6 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     order the groups finish: the CPU groups on ``n`` workers, the GPU ones on this node's devices (a thread).
     ``taking(members, where)`` runs in this thread as a worker takes a group (``where``: the worker's tags; the
     group's runs are opened there) and gives the members' tags, ``where`` included."""
-    from multiprocessing.connection import wait
-
     from sweeper.sweep import engines
 
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
@@ -400,7 +398,7 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     pool.grow(n)
     done: queue.Queue = queue.Queue()
     if gpu:
-        threading.Thread(target=_on_gpus, args=(gpu, compute, getattr(launcher, "gpus", None), done),
+        threading.Thread(target=engines.on_gpus, args=(gpu, compute, getattr(launcher, "gpus", None), done),
                          name="sweeper-gpu-groups", daemon=True).start()
     todo = collections.deque((g, 1, None) for g in sorted(cpu, key=_cost, reverse=True))
     # worker index: (members, attempt, the tags its runs have, the host's out-of-memory kills when it was sent)
@@ -409,39 +407,8 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     t0, used = time.perf_counter(), set()
     try:
         while todo or busy or left:
-            for w in list(pool.workers[:n]):
-                if w.index not in busy and todo:
-                    members, attempt, tags = todo.popleft()
-                    if w.proc.exitcode is not None:  # died idle (killed from outside): a new one takes the group
-                        w = pool.replace(w)
-                    tags = taking(members, {WORKER: f"cpu{w.index}", WORKER_PID: str(w.proc.pid),
-                                            WORKER_HOST: socket.gethostname(), ENGINE: "local"})
-                    w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
-                    busy[w.index] = (members, attempt, tags, oom_kills())
-            watched = [w for w in pool.workers[:n] if w.index in busy]
-            ready = set(wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], 0.05 if left else 1.0))
-            for w in watched:
-                if w.conn not in ready and w.proc.sentinel not in ready:
-                    continue
-                members, attempt, tags, ooms = busy[w.index]
-                try:
-                    msg = w.receive() if w.conn.poll() else None
-                    if msg is None and not w.proc.is_alive():
-                        raise EOFError(f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}")
-                except (EOFError, OSError):
-                    del busy[w.index]
-                    pool.replace(w)
-                    lost = engines.lost(members, attempt, tags, w.index, w.proc.exitcode, ooms)
-                    if lost is None:
-                        todo.appendleft((members, 2, tags))
-                    else:
-                        yield members, lost
-                    continue
-                if msg is None:
-                    continue
-                del busy[w.index]
-                used.add(w.index)
-                yield members, _got(members, msg, w, tags)
+            _hand_out(pool, n, todo, busy, compute, taking)
+            yield from _collected(pool, n, todo, busy, used, 0.05 if left else 1.0)
             while left:
                 try:
                     members, computed = done.get_nowait()
@@ -466,6 +433,57 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
              time.perf_counter() - t0)
 
 
+def _hand_out(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any], compute: Callable,
+              taking: Callable) -> None:
+    """Each idle worker of the first ``n`` sent the next group of ``todo`` (one that died idle, killed from outside,
+    replaced first), its runs' tags from ``taking``; ``busy`` keeps what it holds."""
+    from sweeper.sweep import engines
+
+    for w in list(pool.workers[:n]):
+        if w.index not in busy and todo:
+            members, attempt, tags = todo.popleft()
+            if w.proc.exitcode is not None:  # died idle (killed from outside): a new one takes the group
+                w = pool.replace(w)
+            tags = taking(members, {WORKER: f"cpu{w.index}", WORKER_PID: str(w.proc.pid),
+                                    WORKER_HOST: socket.gethostname(), ENGINE: "local"})
+            w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
+            busy[w.index] = (members, attempt, tags, oom_kills())
+
+
+def _collected(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any], used: set[int],
+               timeout: float) -> Iterator[tuple[list[Any], dict[int, Any]]]:
+    """The groups the busy workers finish within ``timeout`` s (``used``: the workers that computed one). A worker that
+    died is replaced; its group goes back to ``todo`` once, then its members run alone (:func:`engines.lost`)."""
+    from multiprocessing.connection import wait
+
+    from sweeper.sweep import engines
+
+    watched = [w for w in pool.workers[:n] if w.index in busy]
+    ready = set(wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], timeout))
+    for w in watched:
+        if w.conn not in ready and w.proc.sentinel not in ready:
+            continue
+        members, attempt, tags, ooms = busy[w.index]
+        try:
+            msg = w.receive() if w.conn.poll() else None
+            if msg is None and not w.proc.is_alive():
+                raise EOFError(f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}")
+        except (EOFError, OSError):
+            del busy[w.index]
+            pool.replace(w)
+            lost = engines.lost(members, attempt, tags, w.index, w.proc.exitcode, ooms)
+            if lost is None:
+                todo.appendleft((members, 2, tags))
+            else:
+                yield members, lost
+            continue
+        if msg is None:
+            continue
+        del busy[w.index]
+        used.add(w.index)
+        yield members, _got(members, msg, w, tags)
+
+
 def _got(members: list[Any], msg: tuple, w: Worker, tags: Any = None) -> dict[int, Any]:
     from sweeper.sweep import engines
 
@@ -476,25 +494,3 @@ def _got(members: list[Any], msg: tuple, w: Worker, tags: Any = None) -> dict[in
     for c in computed.values():
         c.tags[WORKER] = f"cpu{w.index}"
     return computed
-
-
-def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
-    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's)."""
-    for tracked in runs.values():
-        try:
-            for k, v in where.items():
-                tracked.client.set_tag(tracked.run_id, k, v)
-        except Exception as e:  # noqa: BLE001  (a store gone: the run keeps the first worker's tags)
-            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
-
-
-def _on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:
-    from sweeper.sweep import engines
-
-    try:
-        for members, computed in engines._local(groups, compute, gpus):
-            for c in computed.values():
-                c.tags.setdefault(WORKER, "main")
-            done.put((members, computed))
-    except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
-        done.put((None, e))

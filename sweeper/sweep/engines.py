@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from sweeper.base.names import ENGINE, GPU_DEVICE, GROUP_SIZE, LAUNCHER, WORKER_HOST, WORKER_PID
+from sweeper.base.names import ENGINE, GPU_DEVICE, GROUP_SIZE, LAUNCHER, WORKER, WORKER_HOST, WORKER_PID
 from sweeper.contract.config import ConfigError
 
 log = logging.getLogger("sweeper")
@@ -210,6 +210,29 @@ def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -
                 done.put((members, _safe(compute, members)))
     except BaseException as e:
         done.put((None, e))
+
+
+def on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:
+    """The batched launcher's GPU groups on this node's devices (:func:`_local`), on a thread of the launching process
+    beside the CPU workers (:func:`sweeper.sweep.cores.computed_groups`): each into ``done``, its runs tagged
+    ``main``; an exception as ``(None, e)``."""
+    try:
+        for members, computed in _local(groups, compute, gpus):
+            for c in computed.values():
+                c.tags.setdefault(WORKER, "main")
+            done.put((members, computed))
+    except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
+        done.put((None, e))
+
+
+def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
+    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's)."""
+    for tracked in runs.values():
+        try:
+            for k, v in where.items():
+                tracked.client.set_tag(tracked.run_id, k, v)
+        except Exception as e:  # noqa: BLE001  (a store gone: the run keeps the first worker's tags)
+            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
 # --- what a remote worker runs and sends back ----------------------------------------------------------------

@@ -183,7 +183,7 @@ class _Launch:
 
     def on_workers(self, groups: list[list[Job]], n: int) -> None:
         """The CPU groups on ``n`` worker processes (:mod:`sweeper.sweep.cores`), each recorded here as it ends."""
-        from sweeper.sweep import cores
+        from sweeper.sweep import cores, engines
 
         taken: dict[int, tuple] = {}
 
@@ -191,7 +191,7 @@ class _Launch:
             """As a worker takes the group (``where``: its tags): the members' tags; their runs open the first time."""
             if id(members) in taken:  # a retry on a new worker: its runs say so
                 tags, runs = taken[id(members)][:2]
-                cores.retag(runs, where)
+                engines.retag(runs, where)
             else:
                 tags, runs = member_tags(members), {}
                 began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
