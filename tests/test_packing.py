@@ -18,23 +18,20 @@ def _jobs(*grid):
 
 
 class _Fixed:
-    """Costs of a machine where a product costs 50 µs to start plus 10 ns a row (so one wide product beats several
-    narrow ones), and a call, an element of a pass (whatever the array's size), an activation and a FLOP cost what
-    they cost here (roughly)."""
+    """A probe's fixed answer (no timing): an epoch of a group costs 100 µs to start (its calls) plus 1 µs a member
+    and hidden unit, times ``packed`` when the group holds several shapes (a packed group's passes slower than its
+    shapes' apart: its values outgrow the caches)."""
 
-    call_s = 1e-6
+    def __init__(self, packed=1.0):
+        self.packed, self.asked = packed, []
 
-    def gemm(self, rows):
-        return 5e-5 + 1e-8 * rows if rows else 0.0
+    def epoch(self, blocks):
+        self.asked.append(list(blocks))
+        units = sum(K * w * L for L, w, _, K in blocks)
+        return 1e-4 + 1e-6 * units * (self.packed if len(blocks) > 1 else 1.0)
 
-    def pass_s(self, elements):
-        return 5e-10
-
-    def activation(self, name):
-        return 6.0
-
-    def flop_s(self, rows):
-        return 3e-11
+    def measure(self, *parts):
+        pass
 
     def save(self):
         pass
@@ -87,40 +84,86 @@ def test_only_groups_that_share_everything_else_pack_and_only_sweepers_mlp_on_de
     assert all(len({j.plain["optimizer"] for j in g}) == 1 for g in groups)
 
 
-def test_the_cost_model_counts_the_wider_product_the_calls_and_the_longest_epochs():
+def test_the_cost_model_asks_the_probe_for_the_packed_group_and_counts_the_longest_epochs():
+    """A group's seconds: its longest epochs times the epoch the probe measured for *all* its shapes together (each
+    configuration its folds' members), plus a start; apart, each shape's own."""
     from sweeper.sweep.groups import trajectories
 
     jobs = _jobs(*GRID)
     sets = [trajectories([j for j in jobs if (j.plain["width"], j.plain["depth"]) == s])
             for s in ((4, 1), (4, 2), (16, 1), (16, 2))]
-    shape = (309, 10, 1, 1)
-    apart = sum(packing.group_s(_Fixed(), [s], shape) for s in sets)
-    together = packing.group_s(_Fixed(), sets, shape)
-    # apart, 4 groups of 200 epochs: each 2 products (a start each) and the calls made once a group, and its start;
-    # together one group: what differs is 3 groups' products' starts, once-a-group calls and starts
-    assert apart - together == pytest.approx(
-        200 * (3 * 2 * 5e-5 + 3 * packing.SHARED_CALLS * 1e-6) + 3 * packing.GROUP_S, rel=1e-9)
+    probe = _Fixed()
+    together = packing.group_s(probe, sets, (309, 10, 1, 3))
+    assert probe.asked == [[(1, 4, "tanh", 6), (2, 4, "tanh", 6), (1, 16, "tanh", 6), (2, 16, "tanh", 6)]]
+    assert together == pytest.approx(200 * (1e-4 + 1e-6 * 6 * (4 + 8 + 16 + 32)) + packing.GROUP_S, rel=1e-12)
+    apart = sum(packing.group_s(probe, [s], (309, 10, 1, 3)) for s in sets)
+    assert apart - together == pytest.approx(200 * 3 * 1e-4 + 3 * packing.GROUP_S, rel=1e-9)
     longer = sets
     for t in longer[0]:
         for j in t:
             j.plain = {**j.plain, "epochs": 20000}  # one shape's epochs 100x: the others would run them too
-    assert packing.group_s(_Fixed(), longer, shape) > sum(packing.group_s(_Fixed(), [s], shape) for s in longer)
+    assert packing.group_s(probe, longer, (309, 10, 1, 1)) > sum(packing.group_s(probe, [s], (309, 10, 1, 1)) for s in longer)
 
 
-def test_the_probe_measures_once_a_machine_and_the_cache_folder_keeps_it(monkeypatch, tmp_path):
+@pytest.mark.parametrize("packed, expect", [(1.0, 1), (1.2, 1), (2.0, 4)])
+def test_the_planner_packs_only_where_the_probe_measured_the_packed_epoch_faster_than_the_groups_apart(
+        monkeypatch, packed, expect):
+    """With the probe's answer fixed: a packed epoch as dear as its shapes' apart (or 20 % dearer: the starts and
+    calls it saves still pay) packs; twice as dear, what packing saves is lost: each shape apart, and said."""
+    from sweeper.sweep import launch
+
+    probe = _Fixed(packed)
+    monkeypatch.setattr(packing.Costs, "of", classmethod(lambda cls, *a: probe))
+    (base,) = _jobs(("epochs=2000", "data=diabetes"))  # one composition, its plain config varied (fast)
+    grid = [{"width": w, "depth": d, "lr": lr} for w in (16, 32) for d in (1, 2) for lr in (0.01, 0.02, 0.05, 0.1)]
+    groups, _ = launch.plan([launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid)])
+    assert len(groups) == expect
+    apart = 2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S  # independently of group_s
+    together = 2000 * (1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64) * packed) + packing.GROUP_S
+    assert (expect == 1) == (together < packing.GAIN * apart)
+    said = {j.pack for g in groups for j in g}
+    if expect == 1:
+        assert said == {f"4 shapes (estimated {apart / together:.2f}x faster than 4 groups apart)"}
+        assert packing.summary(groups) == " (4 groups of one shape packed into 1: hydra.launcher.pack)"
+    else:
+        assert len(said) == 1 and said.pop().startswith("apart (estimated sooner done apart")
+        assert packing.summary(groups) == ""
+
+
+def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folder_keeps_it(monkeypatch, tmp_path):
+    from sweeper import data
+
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(packing, "_CACHE", {})
-    costs = packing.Costs.of("cpu", "float64", 10, 309)
-    assert costs is packing.Costs.of("cpu", "float64", 10, 309)
-    one = costs.gemm(64)
-    assert costs.call_s > 0 and costs.pass_s(1000) >= 0 and costs.flop_s(64) > 0 and costs.activation("tanh") > 0
-    assert costs.gemm(64) == one and costs.gemm(0) == 0.0 and costs.gemm(8192) == pytest.approx(costs.gemm(4096) * 2)
+    ds = data.load_plain(make_cfg("data=diabetes").data)
+    costs = packing.Costs.of("cpu", "float64", ds)
+    assert costs is packing.Costs.of("cpu", "float64", ds)
+    blocks = [(1, 4, "tanh", 2), (2, 8, "relu", 3)]
+    costs.measure(blocks[:1], blocks[1:])  # the two groups and the packed one, side by side
+    assert len(costs.epochs) == 3
+    both, one = costs.epoch(blocks), costs.epoch(blocks[:1])
+    assert both > 0 and one > 0 and costs.epoch(blocks) == both and len(costs.epochs) == 3
     costs.save()
     monkeypatch.setattr(packing, "_CACHE", {})  # another process of this machine: the measurements, not a new probe
-    again = packing.Costs.of("cpu", "float64", 10, 309)
-    assert again is not costs and again.gemms == costs.gemms and again.call_s == costs.call_s
+    again = packing.Costs.of("cpu", "float64", ds)
+    assert again is not costs and again.epochs == costs.epochs
     monkeypatch.setattr(packing.Costs, "_time", lambda *a, **k: pytest.fail("measured again"))
-    assert again.gemm(64) == one
+    again.measure(blocks[:1], blocks[1:])
+    assert again.epoch(blocks) == both
+
+
+def test_the_probes_epoch_is_the_packed_groups_own_computation():
+    """What the probe times: one first-layer product over every shape's rows, each shape's deeper products."""
+    from sweeper import data
+
+    import numpy as np
+
+    costs = packing.Costs.of("cpu", "float64", data.load_plain(make_cfg("data=diabetes").data))
+    calls = costs._calls([(1, 4, "tanh", 2), (2, 8, "relu", 3)])
+    shapes = [(c.args[0].shape, c.args[1].shape) for c in calls if getattr(c, "func", None) is np.matmul]
+    n = costs.n
+    assert ((2 * 4 + 3 * 8, 11), (11, n)) in shapes  # the packed first layer: 32 rows, one product
+    assert ((3, 8, 8), (3, 8, n)) in shapes  # the 2x8 shape's deeper layer, its own batched product
 
 
 @pytest.mark.slow
@@ -145,18 +188,25 @@ def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_pack
     _same_metrics(runs[other], runs[store])
 
 
-def _calls_dear(folder, name):
-    """A cache folder whose packing measurements say a call costs 1 ms on ``name``'s shape here: packing, which saves
-    calls, then pays whatever this (shared, noisy) machine measures for the rest."""
-    import json
+def _packing_pays(folder, args):
+    """A cache folder holding the probe's measurements that a sweep of ``args`` (its first plan) asks for, each packed
+    epoch as dear as its dearest shape's: packing then pays in the sweep whatever this (shared, noisy) machine would
+    measure. Planned here, with the probe's answer fixed."""
+    import itertools
 
-    from sweeper import data
-    from sweeper.base.backend import resolve
+    from sweeper.sweep import launch
 
-    ds = data.load_plain(make_cfg(f"data={name}").data)
-    key = packing.Costs(resolve("cpu"), "float64", ds.n_features, ds.X_train.shape[0])._key()
-    folder.mkdir()
-    (folder / "packing-costs.json").write_text(json.dumps({key: {"call_s": 1e-3, "gemms": {}, "passes": {}, "acts": {}}}))
+    def timed(self, groups):
+        return [1e-3 + max(1e-6 * K * w * L for L, w, _, K in blocks) for blocks in groups]
+
+    lists = [[f"{k}={v}" for v in vs.split(",")] for k, vs in (a.split("=", 1) for a in args if "=" in a)
+             if not k.startswith("hydra.")]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWEEPER_CACHE_DIR", str(folder))
+        mp.setattr(packing, "_CACHE", {})
+        mp.setattr(packing.Costs, "_time", timed)
+        launch.plan(_jobs(*itertools.product(*lists)))  # the packing step saves the measurements asked
+    assert (folder / "packing-costs.json").exists()
     return {"SWEEPER_CACHE_DIR": str(folder)}
 
 
@@ -166,7 +216,7 @@ def _twice(tmp_path, store, first, second):
 
     other = store.parent.parent / "second_store" / "mlflow.db"
     shutil.copytree(store.parent, other.parent)
-    procs, env = [], _calls_dear(tmp_path / "cache", "diabetes")
+    procs, env = [], _packing_pays(tmp_path / "cache", first)
     for folder, args, db in (("first", first, store), ("second", second, other)):
         (tmp_path / folder).mkdir()
         procs.append(cli(tmp_path / folder, *args, store=db, env=env))

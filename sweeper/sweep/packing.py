@@ -3,17 +3,18 @@
 its own batched products) when that is estimated to end sooner on this device.
 
 The estimate (:func:`group_s`) is a group's epochs (its longest trajectory's: a member that ends sooner is frozen,
-not removed, so a packed group computes every member to the longest) times an epoch's time: the first layers'
-two products (forward and weight gradient) as measured here on the data's shape (:class:`Costs`, a short probe a
-sweep: the products of the rows each grouping would multiply, one BLAS thread as a group trains), the elementwise
-passes over the first hidden layer's array of the whole group at the speed measured for an array of its size, the
-deeper layers' FLOPs, passes and calls, and a fixed cost a group (its start and warm-up). Packing pays through the
-one wider first-layer product and fewer calls and groups (small groups, short data: a call costs more than its
-arithmetic). It does not where the shapes' epochs differ (the shorter ones would run to the longest), nor on the
-CPU where the packed first layer outgrows the caches (160 digits members: a 34 MB array each pass reads from memory,
-where a group a shape keeps its ≤ 9 MB nearer the core; measured 0.85x here), nor where every product is already at
-the machine's rate: there the groups stay apart. Shape groups are packed greedily, longest epochs first, then the
-smallest first.
+not removed, so a packed group computes every member to the longest) times the epoch a short probe measured on
+this device (:class:`Costs`: the group's own forward, backward and update calls on the data's training rows, one
+BLAS thread as a group trains, this thread's CPU seconds; kept once a machine in the cache folder), plus a fixed
+cost a group (its start, warm-up and hand-off). A set of shapes packs when the packed group is estimated to take at
+most :data:`GAIN` of the groups apart. An analytic model (products' FLOPs, passes at an array's measured speed,
+calls) predicted gains packing did not give (main before this change: 1.28x predicted, 0.87x measured for the
+digits grid's planned group): the packed group's hidden values outgrow the caches where each shape's fit, every
+pass and product then reads memory, and what a wider first-layer product or fewer calls save is small beside
+that. So the probe times the packed computation itself. Packing then pays where the groups' starts and calls are
+a large share (small data, short epochs: diabetes), not where the shapes' epochs differ (the shorter ones would
+run to the longest) nor where the packed group's passes run slower than its shapes' apart (digits: they stay
+apart). Shape groups are packed greedily, longest epochs first, then the smallest first.
 
 Only sweeper's MLP packs, on dense data (text features are sparse: one shape a group). ``hydra.launcher.pack=false``
 keeps every shape apart. Each run of a packed group, or of a group kept apart beside others it could have joined,
@@ -33,11 +34,9 @@ log = logging.getLogger("sweeper")
 FREE = ("depth", "width", "activation")  # what a packed group's members may differ in, beside a group's own keys
 TAG = "batch_packed"
 GROUP_S = 0.05  # a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
-SHARED_CALLS = 30  # calls an epoch makes once a group: the loss, its gradient, the first layer, the update
 GAIN = 0.95  # a shape joins a packed group when the two together are estimated to take at most this share of apart
-PASSES = 4  # in-place passes over a hidden layer's values an epoch beside its activation: a bias, its derivative
-PROBE_COLUMNS = 2048  # the probe's products take at least this many of the data's rows (or all), at most 2²³ values
-PROBE_ROWS = 4096  # ... and at most this many of a product's rows (wider ones run at its rate)
+REPEATS = 3  # the probe's rounds: in each, every group an epoch to warm up and one timed (the least counts)
+PROBE_ROWS = 4096  # ... on at most this many training rows
 
 
 def enabled(launcher: Any) -> bool:
@@ -90,11 +89,12 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
     plain = sets[0][0][0].plain
     ds = data.load_plain(plain["data"])
     shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, max(1, data.folds_of(plain["data"])))
-    costs = Costs.of(plain["device"], plain["dtype"], shape[1], shape[0])
+    costs = Costs.of(plain["device"], plain["dtype"], ds)
     order = sorted(sets, key=lambda s: (-max(t[-1].plain["epochs"] for t in s), len(s) * s[0][-1].plain["width"]))
     packs: list[list[list[list[Any]]]] = [[order[0]]]
     for s in order[1:]:
         now = packs[-1]
+        costs.measure(_blocks(now, shape[3]), _blocks([s], shape[3]))  # the two and their packing, side by side
         if group_s(costs, now + [s], shape) < GAIN * (group_s(costs, now, shape) + group_s(costs, [s], shape)):
             now.append(s)
         else:
@@ -102,7 +102,7 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
     out = []
     for p in packs:
         if len(p) == 1:
-            _say(p, "apart (estimated sooner done apart: other epochs, or products already at the machine's rate)")
+            _say(p, "apart (estimated sooner done apart: other epochs, or its packed epoch measured no faster)")
             out.append(_jobs(p[0]))
             continue
         apart, together = sum(group_s(costs, [s], shape) for s in p), group_s(costs, p, shape)
@@ -114,29 +114,20 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
 
 def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, int, int]) -> float:
     """A group's estimated training seconds: ``sets`` are its shapes' trajectories (lists of jobs), ``shape`` the
-    data's training rows, features, outputs and folds (each configuration that many members). An epoch: the first
-    layers' two products over all the group's rows ``R`` and their elementwise passes over the ``R × n`` array they
-    share (at that array's measured speed: a pass over more than the caches hold runs at memory's speed), then each
-    shape's deeper products, passes and calls, and the calls made once a group; times the longest trajectory's
-    epochs, plus a start."""
-    n, d, k, folds = shape
-    epochs, rows, first, rest, calls = 0, 0, 0.0, 0.0, SHARED_CALLS
+    data's training rows, features, outputs and folds (each configuration that many members): the longest
+    trajectory's epochs (a packed group computes every member to them) times the epoch the probe measured for
+    these blocks (:meth:`Costs.epoch`), plus a start."""
+    epochs = max(t[-1].plain["epochs"] for trajs in sets for t in trajs)
+    return epochs * costs.epoch(_blocks(sets, shape[3])) + GROUP_S
+
+
+def _blocks(sets: list[list[list[Any]]], folds: int) -> list[tuple[int, int, str, int]]:
+    """The probe's blocks of a group of ``sets``: ``(depth, width, activation, members)`` a shape."""
+    out = []
     for trajs in sets:
-        p, K = trajs[0][-1].plain, len(trajs) * folds
-        epochs = max(epochs, *(t[-1].plain["epochs"] for t in trajs))
-        L, w, act = p["depth"], p["width"], costs.activation(p["activation"])
-        if L:
-            rows += K * w
-            first += K * w * n * (PASSES + act)  # the first hidden layer: its share of the group's R × n passes
-            size = K * w * n  # a deeper layer's array
-            flops = 2 * n * K * (3 * (L - 1) * w * w + 3 * w * k)  # forward, weight gradients, backward
-            rest += flops * costs.flop_s(K * w) + size * (L - 1) * (PASSES + 1 + act) * costs.pass_s(size)
-        else:
-            rest += 4 * n * K * k * (d + 1) * costs.flop_s(K * k)
-        rest += 8 * K * k * n * costs.pass_s(K * k * n)  # the outputs, the loss and its gradient
-        calls += 10 * L + 4
-    epoch = 2 * costs.gemm(rows) + first * costs.pass_s(rows * n) + rest + calls * costs.call_s
-    return epochs * epoch + GROUP_S
+        p = trajs[0][-1].plain
+        out.append((p["depth"], p["width"], p["activation"], len(trajs) * folds))
+    return out
 
 
 def summary(groups: list[list[Any]]) -> str:
@@ -154,49 +145,48 @@ def _shape_of(plain: dict[str, Any]) -> tuple[Any, ...]:
 
 @dataclass
 class Costs:
-    """What an epoch's parts cost on one device, dtype and data shape (``d`` features, ``n`` rows), measured as asked
-    and kept once a machine (the cache folder, as the activations' forms are), one BLAS thread as a group trains, the
-    best of a few runs: a small in-place
-    call, an element of an in-place pass over an array of a given size (:meth:`pass_s`), an activation's pass over a
-    multiply's (:meth:`activation`), and each first-layer product ``(R, d + 1) @ (d + 1, n)`` (:meth:`gemm`)."""
+    """The probe: what an epoch of a group costs on one device, dtype and data set (``d`` features, ``n`` training
+    rows, ``k`` outputs), measured as asked and kept once a machine (the cache folder, as the activations' forms
+    are). :meth:`epoch` times the very computation a group trains (:class:`sweeper.models.batched_pass._Pass`:
+    its forward, backward and update calls on the data's training rows, one BLAS thread as a group trains), so
+    what no formula of this module foresaw is in the measurement: on the CPU, a packed group's hidden values
+    outgrowing the caches where its shapes' groups apart fit them (digits, 160 members: each of its passes at
+    memory's speed), products that a wider first layer does not make faster (64 features: every width already
+    at the machine's rate)."""
 
     backend: Any
     dtype: str
     d: int
     n: int
-    call_s: float = 0.0
-    gemms: dict[int, float] = field(default_factory=dict)
-    passes: dict[int, float] = field(default_factory=dict)
-    acts: dict[str, float] = field(default_factory=dict)
+    task: str = "regression"
+    k: int = 1
+    data: Any = field(default=None, repr=False, compare=False)  # the data set: the probe runs on its training rows
+    epochs: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, device: str, dtype: str, d: int, n: int) -> "Costs":
+    def of(cls, device: str, dtype: str, ds: Any) -> "Costs":
+        """The costs of ``ds``'s training rows (a :class:`sweeper.data.Dataset`) on ``device`` in ``dtype``."""
         from sweeper.base.backend import resolve
 
-        key = (device, dtype, d, n)
+        key = (device, dtype, ds.n_features, ds.X_train.shape[0], ds.task, ds.n_outputs)
         if key not in _CACHE:
-            costs = cls(resolve(device), dtype, d, n)
-            if not costs._load():
-                xp = costs.backend.xp
-                tiny = xp.ones((4, 4), dtype=dtype)
-                with costs._one_thread():
-                    costs.call_s = costs._time([lambda: xp.multiply(tiny, 1.0, tiny)] * 200) / 200
+            costs = cls(resolve(device), dtype, *key[2:])
+            costs._load()
             _CACHE[key] = costs
+        _CACHE[key].data = ds
         return _CACHE[key]
 
     def _key(self) -> str:
         from sweeper.models.forms import machine_key
 
-        return f"{machine_key(self.dtype)} {self.backend.device}{' fake' if self.backend.fake else ''} d={self.d} n={self.n}"
+        fake = " fake" if self.backend.fake else ""
+        return f"{machine_key(self.dtype)} {self.backend.device}{fake} d={self.d} n={self.n} {self.task} k={self.k}"
 
     def _load(self) -> bool:
         """This machine's measurements of an earlier sweep (the cache folder's ``packing-costs.json``), if any."""
         try:
             known = json.loads(_path().read_text())[self._key()]
-            self.call_s = float(known["call_s"])
-            for name, into in (("gemms", self.gemms), ("passes", self.passes)):
-                into.update({int(k): float(v) for k, v in known[name].items()})
-            self.acts.update({k: float(v) for k, v in known["acts"].items()})
+            self.epochs.update({k: float(v) for k, v in known["epochs"].items()})
             return True
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
@@ -211,7 +201,7 @@ class Costs:
                 known = json.loads(path.read_text())
             except (OSError, ValueError):
                 known = {}
-            known[self._key()] = {"call_s": self.call_s, "gemms": self.gemms, "passes": self.passes, "acts": self.acts}
+            known[self._key()] = {"epochs": self.epochs}
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
@@ -219,61 +209,67 @@ class Costs:
         except (OSError, TypeError):
             pass
 
-    def _time(self, calls: list[Any], repeats: int = 5) -> float:
-        """The least seconds of running ``calls`` once (after one run to warm up), device work included."""
-        backend = self.backend
-        for c in calls:
-            c()
-        runs = []
-        for _ in range(repeats):
-            t0 = backend.clock()
-            for c in calls:
-                c()
-            runs.append(backend.clock() - t0)
-        return float(min(runs))
+    def epoch(self, blocks: list[tuple[int, int, str, int]]) -> float:
+        """Seconds of one full-batch epoch of a group of ``blocks`` (``(depth, width, activation, members)`` each,
+        one block: a group of one shape; several: a packed group), as last measured (:meth:`measure`)."""
+        key = _key(blocks)
+        if key not in self.epochs:
+            self.epochs[key] = self._time([blocks])[0]
+        return self.epochs[key]
 
-    def pass_s(self, elements: int) -> float:
-        """Seconds an element of one in-place pass over an array of about ``elements`` values (measured at the power
-        of 2 above, at most 2²³)."""
-        size = 1 << min(23, max(12, int(elements - 1).bit_length()))
-        if size not in self.passes:
-            xp = self.backend.xp
-            a = xp.ones(size, dtype=self.dtype)
-            with self._one_thread():
-                self.passes[size] = max(0.0, self._time([lambda: xp.multiply(a, 1.0, a)] * 4) / 4 - self.call_s) / size
-        return self.passes[size]
+    def measure(self, *parts: list[tuple[int, int, str, int]]) -> None:
+        """Time the groups ``parts`` (lists of blocks) and the packed group of them all side by side, unless this
+        machine knows them all: a shared machine's other work then weighs on each alike, and the planner compares
+        the one with the others from the same rounds."""
+        groups = [*parts, [b for p in parts for b in p]]
+        keys = [_key(g) for g in groups]
+        if not all(k in self.epochs for k in keys):
+            self.epochs.update(zip(keys, self._time(groups)))
 
-    def activation(self, name: str) -> float:
-        """The activation's pass (the form :mod:`sweeper.models.forms` chose) in multiply passes."""
-        if name not in self.acts:
-            from sweeper.models import forms
+    def _time(self, groups: list[list[tuple[int, int, str, int]]]) -> list[float]:
+        """Each group's epoch: the least of :data:`REPEATS` rounds, each group in each round an epoch to warm up and
+        one timed (so the timed one finds its buffers where its training's epoch does: in the caches its last epoch
+        left them, not in those another group's epoch did), on at most :data:`PROBE_ROWS` of the training rows (the
+        time scaled to all of them: more rows than that outgrow the caches whatever the grouping)."""
+        calls, clock = [self._calls(g) for g in groups], self._clock()
+        best = [float("inf")] * len(groups)
+        with self._one_thread():
+            for _ in range(REPEATS):
+                for i, cs in enumerate(calls):
+                    for c in cs:
+                        c()
+                    t0 = clock()
+                    for c in cs:
+                        c()
+                    best[i] = min(best[i], clock() - t0)
+        return [t * self.n / min(self.n, PROBE_ROWS) for t in best]
 
-            xp = self.backend.xp
-            z = xp.ones(1 << 17, dtype=self.dtype)
-            calls = forms.calls(xp, name, z)
-            with self._one_thread():
-                self.acts[name] = self._time(calls) / max(1e-12, (self.pass_s(z.size) * z.size + self.call_s))
-        return self.acts[name]
+    def _calls(self, blocks: list[tuple[int, int, str, int]]) -> list[Any]:
+        """An epoch's calls of a group of ``blocks`` on the data, gradient descent (:meth:`epoch`)."""
+        from sweeper.models.activations import ACTIVATIONS
+        from sweeper.models.batched_pass import _Pass
+        from sweeper.models.optim import Optimizer, State
+        from sweeper.models.packed import Layout, Shape, stacked_params
 
-    def flop_s(self, rows: int) -> float:
-        """Seconds a FLOP of a product with about ``rows`` rows (the first layer's rate at that width)."""
-        r = max(16, min(rows, PROBE_ROWS))
-        return self.gemm(r) / (2.0 * r * (self.d + 1) * self.n)
+        be, xp = self.backend, self.backend.xp
+        shapes = [Shape((self.d, *[w] * L, self.k), a) for L, w, a, _ in blocks]
+        layout = Layout(shapes, [K for *_, K in blocks])
+        P = be.to_device(layout.pack([stacked_params(list(s.sizes), s.activation, range(K), self.dtype)
+                                      for s, (*_, K) in zip(shapes, blocks)], self.dtype))
+        rows = min(self.n, PROBE_ROWS)
+        X = be.to_device(np.asarray(self.data.X_train[:rows], dtype=self.dtype))
+        y = be.to_device(np.asarray(self.data.y_train[:rows], dtype=self.dtype))
+        scale = xp.full((layout.K, 1, 1), -1e-3, dtype=self.dtype)
+        run = _Pass(xp, layout, P, [ACTIVATIONS[s.activation] for s in shapes], self.task, X, y, scale,
+                    State(xp, [P], Optimizer(), 1e-3, [Ellipsis]))
+        return run.forward_calls + run.backward_calls + run.update_calls
 
-    def gemm(self, rows: int) -> float:
-        """Seconds of one first-layer product of ``rows`` rows on the data (0 for none)."""
-        if rows <= 0:
-            return 0.0
-        r = min(rows, PROBE_ROWS)
-        if r not in self.gemms:
-            xp, cols = self.backend.xp, min(self.n, max(PROBE_COLUMNS, (1 << 23) // r))
-            rng = np.random.default_rng(0)
-            a = self.backend.to_device(rng.standard_normal((r, self.d + 1)).astype(self.dtype))
-            b = self.backend.to_device(rng.standard_normal((self.d + 1, cols)).astype(self.dtype))
-            out = xp.empty((r, cols), dtype=self.dtype)
-            with self._one_thread():
-                self.gemms[r] = self._time([lambda: xp.matmul(a, b, out=out)], repeats=3) * self.n / cols
-        return self.gemms[r] * rows / r
+    def _clock(self) -> Any:
+        """The CPU's: this thread's CPU seconds (one BLAS thread computes in it; another process's work on a
+        shared machine is not counted); a GPU's: the backend's clock, after synchronising."""
+        import time
+
+        return time.thread_time if self.backend.device == "cpu" else self.backend.clock
 
     def _one_thread(self) -> Any:
         import contextlib
@@ -283,6 +279,10 @@ class Costs:
         from threadpoolctl import threadpool_limits
 
         return threadpool_limits(1)
+
+
+def _key(blocks: list[tuple[int, int, str, int]]) -> str:
+    return " + ".join(f"{K}x{L}x{w}{a}" for L, w, a, K in blocks)
 
 
 _CACHE: dict[tuple, Costs] = {}
