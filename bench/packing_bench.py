@@ -17,7 +17,11 @@
    ``GridSearchCV(n_jobs=<cores>)`` over the same grid on sweeper's split (``MLPRegressor``/``MLPClassifier``, sgd,
    full batch, no momentum, tanh) logging the same 32 runs (params and the validation score) to a fresh MLflow store;
    and the digits grid of 1. as a sweep, packed and apart.
-3. The activations' forms: ns a value of each form on this machine (:func:`sweeper.models.forms.probe`), and with
+3. The planner's estimate against the training (:func:`calibration_section`): for each packed group the planner
+   forms (diabetes and digits; the peers' shapes and the 160 grid) and for all the shapes in one, the probe's
+   epoch ratio, the planner's estimate and the measured training ratio, and how long the planning with a fresh
+   probe took.
+4. The activations' forms: ns a value of each form on this machine (:func:`sweeper.models.forms.probe`), and with
    NumPy's AVX-512 loops turned off (``NPY_DISABLE_CPU_FEATURES=X86_V4``: a CPU like the one DESIGN.md measured).
 
 This machine is shared: compare ratios measured in the same run, never absolute times across runs.
@@ -52,33 +56,38 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 # --- 1. training alone ------------------------------------------------------------------------------------------
 
-def _grid_blocks(ds, activation: str, epochs: int):
+def _grid_blocks(ds, activation: str, epochs: int, widths=WIDTHS, depths=DEPTHS, lrs=LRS):
     from sweeper.models.batched import Member, stacked_params
     from sweeper.models.packed import Shape
 
     blocks = []
-    for depth in DEPTHS:
-        for width in WIDTHS:
+    for depth in depths:
+        for width in widths:
             sizes = [ds.n_features] + [width] * depth + [ds.n_outputs]
-            members = [Member(lr, epochs, seed=i) for i, lr in enumerate(LRS)]
+            members = [Member(lr, epochs, seed=i) for i, lr in enumerate(lrs)]
             blocks.append((Shape(tuple(sizes), activation), stacked_params(sizes, activation, [m.seed for m in members],
                                                                            "float64"), members))
     return blocks
 
 
-def planned(blocks, epochs: int) -> list[list[int]]:
+def planned(blocks, epochs: int, name: str = "digits") -> list[list[int]]:
     """How the planner groups the grid's shapes on this machine (indices into ``blocks``): its cost model's decision
     (:func:`sweeper.sweep.packing.pack`; each job's ``idx`` is its block's)."""
+    from sweeper.sweep.packing import pack
+
+    return [sorted({j.idx for j in g}) for g in pack(_sets(blocks, epochs, name), [{"shared": "all"}] * len(blocks), True)]
+
+
+def _sets(blocks, epochs: int, name: str):
+    """The planner's input for ``blocks``: each shape's trajectories (one job each, ``idx`` its block's)."""
     from sweeper.sweep import plan as sweep
     from sweeper.sweep.groups import Job
-    from sweeper.sweep.packing import pack
     from conftest import make_cfg
 
-    base = sweep._plain(make_cfg("data=digits", f"epochs={epochs}", "log_every=50"))
-    sets = [[[Job(b, [], None, {**base, "depth": len(s.sizes) - 2, "width": s.sizes[1], "lr": m.lr,
-                                "activation": s.activation})] for m in members]
+    base = sweep._plain(make_cfg(f"data={name}", f"epochs={epochs}", "log_every=50"))
+    return [[[Job(b, [], None, {**base, "depth": len(s.sizes) - 2, "width": s.sizes[1], "lr": m.lr,
+                                 "activation": s.activation})] for m in members]
             for b, (s, _, members) in enumerate(blocks)]
-    return [sorted({j.idx for j in g}) for g in pack(sets, [{"shared": "all"}] * len(sets), True)]
 
 
 def _train(ds, blocks, grouping: list[list[int]]) -> float:
@@ -178,8 +187,7 @@ def training_section(repeats: int, epochs: int) -> list[str]:
         rows.append([f"{activation} ({form})", name, f"{t:.2f}", f"{members * epochs / t:,.0f}",
                      f"{useful / t / 1e9:.1f}", f"{flops / gemm_s / 1e9:.1f}", f"{100 * gemm_s * epochs / t:.0f}%",
                      f"{apart / t:.2f}x"])
-    plan = ", ".join("+".join(f"{len(blocks['tanh'][b][0].sizes) - 2}x{blocks['tanh'][b][0].sizes[1]}" for b in g)
-                     for g in groupings["as planned"])
+    plan = ", ".join(_names(blocks["tanh"], g) for g in groupings["as planned"])
     return [f"## Training alone: the digits grid (160 members: width {WIDTHS} x depth {DEPTHS} x 16 lr, {epochs} "
             f"epochs, float64, one thread, CPU seconds, median of {repeats}, interleaved)", "",
             f"One thread's float64 GEMM at 1024²: {peak:.1f} GFLOP/s (this run). Useful FLOPs = executed FLOPs here "
@@ -187,6 +195,68 @@ def training_section(repeats: int, epochs: int) -> list[str]:
             f"planner's groups (depth x width): {plan}.", "",
             _table(["activation (form)", "grouping", "train CPU s", "member-epochs/s", "GFLOP/s",
                     "GEMM GFLOP/s on its products", "share of GEMM rate", "speed-up vs apart"], rows)]
+
+
+def calibration_section(repeats: int, epochs: int) -> list[str]:
+    """The planner's cost model against the training it predicts: on diabetes and digits, the peers' shapes (width
+    8, 16 x depth 1, 2 x 4 lr) and the 160-member grid, for every packed group the planner forms and for one packed
+    group of all the shapes: the probe's epoch apart over packed, the planner's estimate (epochs and starts
+    included) and the measured training apart over packed (train_packed, CPU s, interleaved, least of the repeats).
+    The probe runs fresh (an empty cache folder): its seconds are the planner's on a machine's first sweep."""
+    import tempfile
+
+    from threadpoolctl import threadpool_limits
+
+    from sweeper import data
+    from sweeper.sweep import packing
+    from conftest import make_cfg
+
+    grids = {"peers' shapes": ((8, 16), (1, 2), [0.001, 0.002, 0.005, 0.01]), "160": (WIDTHS, DEPTHS, LRS)}
+    rows = []
+    with tempfile.TemporaryDirectory() as cache, threadpool_limits(1):
+        os.environ["SWEEPER_CACHE_DIR"] = cache
+        for name in ("diabetes", "digits"):
+            ds = data.load(make_cfg(f"data={name}").data, 0)
+            for grid, (widths, depths, lrs) in grids.items():
+                packing._CACHE.clear()
+                blocks = _grid_blocks(ds, "tanh", epochs, widths, depths, lrs)
+                t0 = time.perf_counter()
+                plan = planned(blocks, epochs, name)
+                probe_s = time.perf_counter() - t0
+                sets, costs = _sets(blocks, epochs, name), next(iter(packing._CACHE.values()))
+                shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, 1)
+                cands = {f"planned {_names(blocks, g)}": g for g in plan if len(g) > 1}
+                cands[f"all {len(blocks)} shapes"] = list(range(len(blocks)))
+                times: dict[tuple[str, str], list[float]] = {}
+                for _ in range(repeats):
+                    for c, g in cands.items():
+                        times.setdefault((c, "packed"), []).append(_train(ds, blocks, [g]))
+                        times.setdefault((c, "apart"), []).append(_train(ds, blocks, [[b] for b in g]))
+                for c, g in cands.items():
+                    sub = [sets[b] for b in g]
+                    epoch = sum(packing.group_s(costs, [s], shape) for s in sub) / packing.group_s(costs, sub, shape)
+                    probe = (sum(costs.epoch([_block(blocks[b])]) for b in g)
+                             / costs.epoch([_block(blocks[b]) for b in g]))
+                    rows.append([name, grid, c, f"{probe:.2f}x", f"{epoch:.2f}x",
+                                 f"{min(times[(c, 'apart')]) / min(times[(c, 'packed')]):.2f}x",
+                                 "packed" if g in plan else "apart", f"{probe_s:.2f}"])
+        os.environ.pop("SWEEPER_CACHE_DIR")
+    return [f"## The planner's estimate against the training ({epochs} epochs, tanh, float64, one thread, least of "
+            f"{repeats}, interleaved)", "",
+            "Ratios are apart over packed (above 1: packing is faster). The probe's: its measured epochs; the "
+            "planner's: with each trajectory's epochs and each group's start (what it decides on, packing at "
+            f"{1 / packing.GAIN:.2f}x); measured: training alone apart over packed.", "",
+            _table(["data", "grid", "group (depth x width)", "probe's epoch", "planner's estimate",
+                    "measured training", "planner", "plan + probe s"], rows)]
+
+
+def _block(block) -> tuple[int, int, str, int]:
+    shape, _, members = block
+    return len(shape.sizes) - 2, shape.sizes[1], shape.activation, len(members)
+
+
+def _names(blocks, group: list[int]) -> str:
+    return "+".join(f"{len(blocks[b][0].sizes) - 2}x{blocks[b][0].sizes[1]}" for b in group)
 
 
 # --- 2. end to end -----------------------------------------------------------------------------------------------
@@ -324,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1 repeat, epochs / 10")
     p.add_argument("--full", action="store_true", help="median of 3, the issue's epochs (the default)")
     p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--sections", default="forms,training,sweeps", help="comma-separated: forms, training, sweeps")
+    p.add_argument("--sections", default="forms,training,calibration,sweeps",
+                   help="comma-separated: forms, training, calibration, sweeps")
     p.add_argument("--gridsearch", nargs=3, metavar=("DATA", "EPOCHS", "URI"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.gridsearch:
@@ -338,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(out), flush=True)
     for section in args.sections.split(","):
         lines = {"forms": forms_section, "training": lambda: training_section(repeats, 1000 // scale),
+                 "calibration": lambda: calibration_section(max(repeats, 2), 1000 // scale),
                  "sweeps": lambda: sweep_section(repeats, scale)}[section]() + [""]
         print("\n".join(lines), flush=True)
         out += lines
