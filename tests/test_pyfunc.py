@@ -88,6 +88,20 @@ def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_us
     np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
 
 
+def test_a_cache_cleared_while_a_process_runs_is_made_again(tmp_path, fresh_cache):
+    """A long process (the Python API, a pytest worker) keeps its template's path: the user clearing the cache
+    folder meanwhile must not fail the next run's records ("its results could not be kept")."""
+    import shutil
+
+    cfg = make_cfg("data=diabetes")
+    ds = data.load(cfg.data, 0)
+    _save(tmp_path / "a", 0, ds, cfg)
+    shutil.rmtree(fresh_cache)
+    folder, pred = _save(tmp_path / "b", 1, ds, cfg)
+    assert len(list(fresh_cache.iterdir())) == 1  # the template made again, in the cache
+    np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
+
+
 def test_an_unwritable_cache_still_saves_models(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -237,7 +237,7 @@ def _template(key: str, save: Any) -> Path:
     import tempfile
     import uuid
 
-    if key in _TEMPLATES:
+    if key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file():  # gone when the cache was cleared meanwhile
         return _TEMPLATES[key]
     cached = cache_dir() / key
     if not (cached / "MLmodel").is_file():
