@@ -62,3 +62,145 @@ def test_sigterm_in_a_single_run_records_it_killed_and_exits_143(tmp_path, store
     assert proc.returncode == 143, err
     assert one_line(err) == f"sweeper: interrupted: run {run.info.run_id} KILLED"
     assert run.info.status == "KILLED" and run.data.tags["failure_reason"] == "interrupted (SIGTERM)"
+
+
+# The status a run ends with, unit by unit (python tests/mutate.py status): one job in this process, a real store.
+FAST_JOB = ("depth=0", "epochs=50", "log_every=10", "tracking.system_metrics=true", "tracking.system_metrics_min_s=0")
+
+
+def test_a_finished_run_is_recorded_finished_with_its_metrics_curves_params_files_and_data(tmp_path, store):
+    """result.json and the store say the same: FINISHED, no failure_reason, the scores as metrics, the curves thinned
+    to tracking.curve_points, the params, the job's files, the system metrics, the data set as the run's input."""
+    import json
+
+    import numpy as np
+
+    from conftest import client_for, run_once
+
+    result = run_once(tmp_path, *FAST_JOB, "tracking.curve_points=3", store=store)
+    kept = json.loads((tmp_path / "job" / "result.json").read_text())
+    for r in (result, kept):
+        assert (r["status"], r["reason"], r["task"]) == ("FINISHED", None, "regression")
+        assert r["artifacts"] == {"files": ["config_resolved.yaml", "curves.npz", "test_predictions.csv"],
+                                  "models": {"model": "model/model"}}
+        assert "pending_upload" not in r and "tracking_error" not in r
+    client = client_for(store)
+    run = client.get_run(result["run_id"])
+    assert run.info.status == "FINISHED" and "failure_reason" not in run.data.tags
+    assert run.data.tags["task"] == "regression"
+    assert {k: run.data.metrics[k] for k in ("val_mse", "test_mse", "epochs_run")} == {
+        k: result["metrics"][k] for k in ("val_mse", "test_mse", "epochs_run")}
+    assert any(k.startswith("system/") for k in run.data.metrics), sorted(run.data.metrics)
+    assert (run.data.params["epochs"], run.data.params["depth"]) == ("50", "0")
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == kept["artifacts"]["files"]
+    whole = np.load(tmp_path / "job" / "curves.npz")["train_loss_steps"]  # epochs 0, 10, ..., 50: 6 points
+    assert len(whole) == 6 and 1 < len(client.get_metric_history(run.info.run_id, "train_loss")) < 6
+    assert run.inputs.dataset_inputs and run.outputs.model_outputs
+
+
+def _store_error():
+    from mlflow.exceptions import MlflowException
+
+    return MlflowException("the store went away\nits second line")
+
+
+def test_a_sweep_job_whose_store_fails_at_the_end_keeps_its_result_for_upload(tmp_path, store, monkeypatch, caplog):
+    """A job of a sweep (no writer process) whose store fails as it ends its run: FINISHED in result.json, which keeps
+    pending_upload and the error for python -m sweeper.upload, said in one line."""
+    import json
+    import logging
+
+    from conftest import make_cfg
+    from sweeper.job import record
+    from sweeper.job.context import JobContext
+    from sweeper.tracking.run import TrackedRun
+
+    def fail(self, **end):
+        raise _store_error()
+
+    monkeypatch.setattr(TrackedRun, "finish", fail)
+    sweep = tmp_path / "sweep"
+    ctx = JobContext(output_dir=sweep / "0", sweep_dir=sweep, num=0)
+    with caplog.at_level(logging.ERROR, logger="sweeper"):
+        result = record.run(make_cfg(*FAST_JOB, store=store), ctx)
+    error = f"tracking.uri=sqlite:///{store} failed at the end: MlflowException: the store went away"
+    kept = json.loads((sweep / "0" / "result.json").read_text())
+    for r in (result, kept):
+        assert (r["status"], r["reason"], r["pending_upload"], r["tracking_error"]) == ("FINISHED", None, True, error)
+        assert r["metrics"]["epochs_run"] == 50
+    assert f"{error}; the result is kept in {sweep / '0'}: upload it with python -m sweeper.upload {sweep}" in [
+        r.getMessage() for r in caplog.records]
+
+
+def test_a_sweep_job_hands_its_run_to_the_writer_and_result_json_says_so_until_it_is_written(tmp_path, store,
+                                                                                           monkeypatch):
+    """With a writer process, the job writes result.json FINISHED with pending_upload and the writer's pid before it
+    hands the run over (read as the writer is handed it), and the writer ends the run: FINISHED with the job's metrics,
+    params and files; result.json then drops both flags."""
+    import json
+
+    from conftest import client_for, make_cfg
+    from sweeper.base import state
+    from sweeper.job import record
+    from sweeper.job.context import JobContext
+    from sweeper.tracking import writer
+
+    w = writer.Writer()
+    monkeypatch.setattr(state.current(), "writer", w)
+    sweep = tmp_path / "sweep"
+    handed, submit = [], w.submit
+
+    def seen(uri, run_id, info, end, path):  # the real hand-over, after a look at what the job left
+        handed.append((json.loads(path.read_text()), end["status"], path))
+        submit(uri, run_id, info, end, path)
+
+    monkeypatch.setattr(w, "submit", seen)
+    try:
+        result = record.run(make_cfg(*FAST_JOB, store=store), JobContext(sweep / "0", [], sweep, 0))
+        assert w.drain() == []
+    finally:
+        w.close()
+    ((kept, status, path),) = handed
+    assert (kept["status"], kept["pending_upload"], kept[writer.RECORDING], status) == (
+        "FINISHED", True, w.proc.pid, "FINISHED")
+    assert path == sweep / "0" / "result.json"
+    run = client_for(store).get_run(result["run_id"])
+    assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == result["metrics"]["val_mse"]
+    assert run.data.params["epochs"] == "50" and "failure_reason" not in run.data.tags
+    assert [a.path for a in client_for(store).list_artifacts(run.info.run_id)] == kept["artifacts"]["files"]
+    final = json.loads(path.read_text())
+    assert "pending_upload" not in final and writer.RECORDING not in final and final["status"] == "FINISHED"
+
+
+def test_a_run_failed_by_its_code_keeps_its_traceback_params_and_system_metrics_or_says_the_store_failed(
+        tmp_path, store, monkeypatch, caplog):
+    """A bug in the compute half: FAILED with its reason, its error file among its artifacts, its params and system
+    metrics; when the store fails as the run is ended, one line says so and result.json still says why."""
+    import json
+    import logging
+
+    from conftest import client_for, run_once
+    from sweeper import models
+    from sweeper.tracking import records
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(models, "train", broken)
+    result = run_once(tmp_path, *FAST_JOB, store=store)
+    assert result["status"] == "FAILED" and result["reason"].startswith("ZeroDivisionError: division by zero (")
+    run = client_for(store).get_run(result["run_id"])
+    assert run.info.status == "FAILED" and run.data.tags["failure_reason"] == result["reason"]
+    assert "error.txt" in [a.path for a in client_for(store).list_artifacts(run.info.run_id)]
+    assert run.data.params["epochs"] == "50" and any(k.startswith("system/") for k in run.data.metrics)
+
+    def gone(*args, **kwargs):
+        raise _store_error()
+
+    monkeypatch.setattr(records, "finish_run", gone)
+    with caplog.at_level(logging.ERROR, logger="sweeper"):
+        result = run_once(tmp_path / "again", *FAST_JOB, store=store)
+    kept = json.loads((tmp_path / "again" / "job" / "result.json").read_text())
+    assert kept["status"] == "FAILED" and kept["reason"].startswith("ZeroDivisionError: division by zero (")
+    assert (f"tracking.uri=sqlite:///{store} failed at the end: MlflowException: the store went away"
+            in [r.getMessage() for r in caplog.records])

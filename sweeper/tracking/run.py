@@ -113,9 +113,9 @@ class TrackedRun:
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, metrics, **end)
 
-    def fail(self, reason: str, params: Mapping[str, Any], status: str = "FAILED", artifacts: Iterable[Path] = ()) -> None:
-        """End the run ``status`` (FAILED; KILLED when interrupted) with its reason, params, system metrics and
-        ``artifacts`` (a failed run's error file)."""
+    def fail(self, reason: str, params: Mapping[str, Any], status: str, artifacts: Iterable[Path] = ()) -> None:
+        """End the run ``status`` (FAILED, or KILLED when interrupted: the caller says which) with its reason, params,
+        system metrics and ``artifacts`` (a failed run's error file)."""
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, {}, tags={"failure_reason": reason}, status=status,
                            system=self.system_samples(), params=params, artifacts=artifacts)
