@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.experiment or args.parent):
         ap.error("one of --experiment or --parent is required")
     from sweeper import tracking  # MLflow: after the arguments, so --help and a usage error stay fast
-    from sweeper.tracking.guard import guarded
+    from sweeper.tracking.store_errors import guarded
 
     uri = args.tracking_uri or tracking.DEFAULT_URI
     return guarded(uri, lambda: _advise(args, uri))

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", required=True, help="MLflow experiment name (default experiments are named after the data set)")
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default: {DEFAULT_URI})")
     args = parser.parse_args(argv)
-    from sweeper.tracking.guard import guarded
+    from sweeper.tracking.store_errors import guarded
 
     return guarded(args.tracking_uri, lambda: _compare(args))
 
