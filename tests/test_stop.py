@@ -98,14 +98,15 @@ def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
     import signal
 
     from sweeper.base import stop
-    from sweeper.sweep import guard
+    from sweeper.sweep import resuming_sweeper
 
     stop.reset()
     stop._SEEN.append(signal.SIGINT)
     stop.STOP.set()
     try:
         with pytest.raises(KeyboardInterrupt):
-            guard._failed(None, AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'"))
+            error = AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+            resuming_sweeper._failed(None, error)
     finally:
         stop.reset()
 

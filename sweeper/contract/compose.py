@@ -12,7 +12,7 @@ overrides is composed by Hydra once:
 - :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain containers) from its shape's
   resolved config with the values set, without composing the job: what planning and checking read
   (O(1) per job, a few KB kept);
-- the sweeper's check (``validate_batch_is_legal``, which ``sweeper.sweep.guard.validate`` points at
+- the sweeper's check (``validate_batch_is_legal``, which ``sweeper.sweep.resuming_sweeper.validate`` points at
   :meth:`_Once.check`) gets the shape's template, nothing composed or kept;
   the launcher composes each job when it runs it (:meth:`_Once.take`), so no composed config outlives its job.
 
@@ -89,7 +89,7 @@ class _Once:
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
         """Hydra's launchers' call: the launcher writes into the config (``hydra.job.id``, read-only flags) and is
-        its only user. The sweeper's check calls :meth:`check` by name (``sweeper.sweep.guard.validate``)."""
+        its only user. The sweeper's check calls :meth:`check` by name (``sweeper.sweep.resuming_sweeper.validate``)."""
         return self.take(master_config, sweep_overrides)
 
     def check(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:

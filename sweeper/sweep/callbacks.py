@@ -41,9 +41,10 @@ class SweepCallback(Callback):
         CURRENT["sweep"] = config
         try:
             sweep.start(config, caller=self.caller)
-            from sweeper.sweep import guard
+            from sweeper.sweep import resuming_sweeper
 
-            guard.put_in_place(config)  # resume=true filters finished configurations; a launcher's failure: one line
+            # resume=true filters finished configurations; a launcher's failure: one line
+            resuming_sweeper.put_in_place(config)
         except (ConfigError, TrackingError) as e:
             stop.refuse(str(e))
         except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line

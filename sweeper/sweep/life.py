@@ -468,8 +468,8 @@ def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str |
 
 def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str) -> None:
     """A ``resume=true`` configuration that already FINISHED as run ``run_id`` and that the sweeper did not launch
-    (:mod:`sweeper.sweep.guard`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as the
-    job would have left them had it run and skipped itself."""
+    (:mod:`sweeper.sweep.resuming_sweeper`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as
+    the job would have left them had it run and skipped itself."""
     from sweeper.contract.fingerprint import fingerprint
 
     folder = sweep_dir / name

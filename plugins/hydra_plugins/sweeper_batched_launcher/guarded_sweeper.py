@@ -1,6 +1,7 @@
 """Hydra's basic sweeper with sweeper's two duties (``resume=true`` leaves finished configurations out before a
-launcher gets them; a launcher that fails closes the parent in one line): see ``sweeper.sweep.guard``. Hydra
-accepts a sweeper only from the ``hydra_plugins`` package, hence this thin class here."""
+launcher gets them; a launcher that fails closes the parent in one line): see
+``sweeper.sweep.resuming_sweeper``. Hydra accepts a sweeper only from the ``hydra_plugins`` package, hence this thin
+class here."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,11 +14,12 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 class GuardedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-        from sweeper.sweep import guard
+        from sweeper.sweep import resuming_sweeper
 
-        guard.setup(self, super().setup, hydra_context=hydra_context, task_function=task_function, config=config)
+        resuming_sweeper.setup(self, super().setup, hydra_context=hydra_context, task_function=task_function,
+                               config=config)
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        from sweeper.sweep import guard
+        from sweeper.sweep import resuming_sweeper
 
-        guard.validate(self, batch, super().validate_batch_is_legal)
+        resuming_sweeper.validate(self, batch, super().validate_batch_is_legal)

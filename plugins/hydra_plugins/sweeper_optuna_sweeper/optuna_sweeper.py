@@ -21,7 +21,7 @@ class OptunaSweeper(Sweeper):
         self.launcher: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        from sweeper.sweep import guard
+        from sweeper.sweep import resuming_sweeper
 
         def base_setup(*, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
             self.config, self.hydra_context = config, hydra_context
@@ -29,8 +29,8 @@ class OptunaSweeper(Sweeper):
                                                                     task_function=task_function)
 
         # a launcher that cannot start or fails as a whole: the parent run(s) KILLED, one line, exit 2
-        guard.setup(self, base_setup, hydra_context=hydra_context, task_function=task_function, config=config,
-                    leave_out=False)
+        resuming_sweeper.setup(self, base_setup, hydra_context=hydra_context, task_function=task_function,
+                               config=config, leave_out=False)
 
     def sweep(self, arguments: List[str]) -> Any:
         from hydra_plugins.sweeper_optuna_sweeper._core import sweep
