@@ -70,7 +70,7 @@ def latest(uri: str, experiment: str):
     from sweeper.insight.advice import advisor
     from sweeper.insight.advice.evidence import CURVES, Sweep, record
     from sweeper.insight.leaderboard import build
-    from sweeper.insight.advice.reference import skipped_lines
+    from sweeper.insight.advice.outside_grid import skipped_lines
     from sweeper.insight.baselines import read
     from sweeper.insight.report import children, latest_parent, reused_runs
 

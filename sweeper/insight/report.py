@@ -266,7 +266,7 @@ def _beside(runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] |
     """The baseline that beats the network's best beyond the noise: its name, words and score (None: none does)."""
     if not fitted:
         return None
-    from sweeper.insight.advice.reference import beside_best
+    from sweeper.insight.advice.outside_grid import beside_best
 
     return beside_best(records(board, runs), fitted)
 

@@ -15,7 +15,7 @@ from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
 from sweeper.insight.advice.findings import divergence, edges, noise, saturation, seed_list, ties
 from sweeper.insight.advice.slices import UNMEASURED, no_effect, not_measured
-from sweeper.insight.advice.reference import devices, reference, skipped_lines
+from sweeper.insight.advice.outside_grid import devices, reference, skipped_lines
 
 # The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
 # order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the noise leave the grid
