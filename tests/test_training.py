@@ -311,15 +311,16 @@ def test_the_hosts_reading_of_segments_keeps_the_best_before_a_divergence_and_cu
     divergence, the weights measured there with patience, the curve cut at the diverged sample, the last point."""
     from sweeper.models.train import _Reading
 
-    r = _Reading(log_every=10, patience=5)
+    curves = (np.zeros(6), np.zeros(6))  # the device's samples: only their count is read here (take gets copies)
+    r = _Reading(None, curves, log_every=10, patience=5)
     assert not r.take(np.array([[4.0, 3.0], [5.0, 2.0]]), 0, False, "w@10")  # samples at epochs 0, 10
     assert (r.best_val, r.best_epoch, r.best_params) == (2.0, 10, "w@10")
     assert r.take(np.array([[2.0, np.nan, 1.0], [1.5, 0.5, 0.1]]), 2, False, "w@40")  # epochs 20, 30 (NaN), 40
     assert r.diverged_at == 30 and r.seen[-1].shape == (2, 2)  # kept up to the diverged sample, not past it
     assert (r.best_val, r.best_epoch, r.best_params) == (1.5, 20, "w@40")  # not the 0.5 of the diverged sample
-    assert list(r.finish(30)) == [0, 10, 20, 30]  # a diverged run gets no last point
+    assert list(r.finish(30, None)) == [0, 10, 20, 30]  # a diverged run gets no last point: no pass samples it
 
-    done = _Reading(log_every=10, patience=0)
+    done = _Reading(None, curves, log_every=10, patience=0)
     assert not done.take(np.array([[4.0, 3.0, 2.5], [5.0, 4.0, 1.0]]), 0, True, None)  # its last column: the end
     assert done.last.tolist() == [[2.5], [1.0]] and done.seen[-1].shape == (2, 2)
-    assert list(done.finish(25)) == [0, 10, 25] and (done.best_val, done.best_epoch) == (1.0, 25)
+    assert list(done.finish(25, None)) == [0, 10, 25] and (done.best_val, done.best_epoch) == (1.0, 25)
