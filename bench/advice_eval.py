@@ -72,7 +72,7 @@ def latest(uri: str, experiment: str):
     from sweeper.insight.leaderboard import build
     from sweeper.insight.advice.outside_grid import skipped_lines
     from sweeper.insight.baselines import read
-    from sweeper.insight.report import children, latest_parent, reused_runs
+    from sweeper.insight.publish import children, latest_parent, reused_runs
 
     c = tracking.client(uri)
     parent = latest_parent(c, experiment, uri)

@@ -88,7 +88,7 @@ def _label(config: tuple) -> str:
 def _parent_metrics(uri: str, experiment: str) -> dict[str, float]:
     """The first sweep's parent metrics (its baselines); the latest parent is the first until the command runs."""
     from sweeper import tracking
-    from sweeper.insight.report import latest_parent
+    from sweeper.insight.publish import latest_parent
 
     return dict(latest_parent(tracking.client(uri), experiment, uri).data.metrics)
 

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def _advise(args: argparse.Namespace, uri: str) -> int:
     from sweeper import tracking
     from sweeper.insight.leaderboard import build
-    from sweeper.insight.report import children, latest_parent
+    from sweeper.insight.publish import children, latest_parent
 
     c = tracking.client(uri)
     try:

@@ -186,7 +186,7 @@ def run(overrides: Sequence[str] = ()) -> RunResult:
         model = None
         if result.get("run_id") and result.get("artifacts", {}).get("models"):
             from sweeper import tracking
-            from sweeper.insight.report import model_uri
+            from sweeper.insight.publish import model_uri
 
             model = model_uri(tracking.client(uri).get_run(result["run_id"]))
         return RunResult(result.get("run_id"), result["status"], dict(result.get("metrics") or {}), result.get("reason"),

@@ -14,7 +14,7 @@ import sys
 from sweeper import tracking
 from sweeper.base.names import PID, booked, ui_line
 from sweeper.contract.helptext import Parser, describe
-from sweeper.insight.report import close, holder_alive, latest_parent, mark_orphans, publish, single
+from sweeper.insight.publish import close, holder_alive, latest_parent, mark_orphans, publish, single
 from sweeper.tracking.store_errors import guarded
 
 

@@ -117,7 +117,7 @@ def upload(path: Path, uri: str | None = None) -> str:
     if isinstance(r.get("run_id"), str) and r["run_id"]:  # the run the job had started before the server failed
         try:
             c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
-            c.set_tag(r["run_id"], REPLACED_BY, new)  # a stub: counted neither finished nor failed (report.tally)
+            c.set_tag(r["run_id"], REPLACED_BY, new)  # a stub: counted neither finished nor failed (publish.tally)
             c.set_terminated(r["run_id"], "FAILED")
         except tracking.UNREACHABLE:
             pass  # it lived on another server, or never reached this one
@@ -171,7 +171,7 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
     """Close each sweep's parent run again with the status its runs now support (a parent KILLED for runs that
     the upload recovered becomes FINISHED). ``left_open``: only a parent an interrupted upload made (``uploaded``
     in sweep.json) and left RUNNING, in a store file that exists (nothing is created for it); each is said."""
-    from sweeper.insight import report
+    from sweeper.insight import publish
 
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
         for p in sweepdir._state(sweep_dir)["parents"]:
@@ -185,7 +185,7 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
                 continue  # a parent in another store than the one uploaded to: not touched
             if left_open and run.info.status != "RUNNING":
                 continue
-            status = report.reclose(c, p["run_id"])
+            status = publish.reclose(c, p["run_id"])
             if left_open:
                 print(f"parent run {p['run_id']}, left RUNNING by an interrupted upload: {status}")
 

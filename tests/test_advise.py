@@ -203,7 +203,7 @@ def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
 def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
     import io
 
-    from sweeper.insight import report
+    from sweeper.insight import publish
     from sweeper.insight.advice import advisor as advise
 
     s = sweep("lr_top")
@@ -213,7 +213,7 @@ def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
 
     monkeypatch.setattr(advise, "advise", broken)
     out = io.StringIO()
-    board, _ = report.publish(client_for(s.store), s.parent.info.run_id, out=out)
+    board, _ = publish.publish(client_for(s.store), s.parent.info.run_id, out=out)
     assert len(board.rows) == 3 and "sweeper: warning: no advice: RuntimeError: boom" in out.getvalue()
 
 
@@ -221,13 +221,13 @@ def test_publish_reads_the_rows_it_was_not_handed(sweep):
     """A resumed sweep's leaderboard also ranks runs of earlier parents: the advisor reads those rows by id."""
     import io
 
-    from sweeper.insight import report
+    from sweeper.insight import publish
     from sweeper.insight import leaderboard
     from sweeper.insight.advice import advisor as advise
 
     s = sweep("lr_top")
     c = client_for(s.store)
     parent = c.get_run(s.parent.info.run_id)
-    order = [row["run_id"] for row in leaderboard.build(report.children(c, parent)).rows]
+    order = [row["run_id"] for row in leaderboard.build(publish.children(c, parent)).rows]
     a = advise.publish(c, parent, [], order, io.StringIO())
     assert a.tags() == s.tags

@@ -97,7 +97,7 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
     """The shared view is MLflow's internal UI state: with the UI outside the versions checked, no experiment tag is
     written and the page address itself sorts and searches (orderByKey / orderByAsc / searchFilter)."""
     from sweeper.base import tested
-    from sweeper.insight import report
+    from sweeper.insight import publish
 
     monkeypatch.setitem(tested.TESTED, "mlflow-ui", ("0.1", "0.2"))
     tested.within.cache_clear()
@@ -105,7 +105,7 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
     try:
         c = client_for(sweep["store"])
         before = c.get_experiment(sweep["parent"].info.experiment_id).tags
-        board, _ = report.publish(c, sweep["parent"].info.run_id, out=io.StringIO())
+        board, _ = publish.publish(c, sweep["parent"].info.run_id, out=io.StringIO())
         assert c.get_experiment(sweep["parent"].info.experiment_id).tags == before
     finally:
         tested.within.cache_clear()
@@ -153,7 +153,7 @@ def test_the_parents_description_reads_as_a_table_in_mlflows_markdown(sweep):
 
 def test_a_long_leaderboards_description_says_how_many_more_in_a_paragraph_of_its_own():
     from sweeper.insight.leaderboard import build
-    from sweeper.insight.report import NOTE_CHARS, description
+    from sweeper.insight.publish import NOTE_CHARS, description
 
     runs = []
     for i in range(300):
@@ -209,7 +209,7 @@ def _pairs_board(times: list[tuple[float, float]]):
 def test_every_plot_a_sweep_writes_fits_its_canvas(sweep):
     from sweeper.insight import importance, plots
     from sweeper.insight.leaderboard import build, children
-    from sweeper.insight.report import records
+    from sweeper.insight.publish import records
 
     c = client_for(sweep["store"])
     parent = c.get_run(sweep["parent"].info.run_id)

@@ -23,7 +23,7 @@ from sweeper import report, tracking
 from sweeper.base import process
 from sweeper.base.names import SWEEP_FILE
 from sweeper.base.process import PID_START
-from sweeper.insight import report as insight_report
+from sweeper.insight import publish
 from sweeper.sweep import life as sweep
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
@@ -249,7 +249,7 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
         "reused.0": firsts[0]["run_id"], "reused.1": firsts[1]["run_id"]}
 
     # the store alone (python -m sweeper.report) rebuilds the same leaderboard
-    board, counts = insight_report.publish(client_for(store), p["run_id"], out=io.StringIO())
+    board, counts = publish.publish(client_for(store), p["run_id"], out=io.StringIO())
     assert [r["run_id"] for r in board.rows][:1] == [best["run_id"]] and len(board.rows) == 3
     assert counts["n_reused"] == 2 and counts["n_not_run"] == 0
 

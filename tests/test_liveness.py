@@ -180,7 +180,7 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
     from types import SimpleNamespace
     import socket
 
-    from sweeper.insight.report import holder_alive
+    from sweeper.insight.publish import holder_alive
 
     from sweeper.base.names import HOST, PID
 

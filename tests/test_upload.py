@@ -7,7 +7,7 @@ import pytest
 
 from conftest import all_runs, client_for, one_line
 from sweeper import tracking, upload
-from sweeper.insight import report as insight_report
+from sweeper.insight import publish
 
 
 def _pending(tmp_path: Path, store: Path) -> Path:
@@ -203,5 +203,5 @@ def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
     c.set_tag(stub, "replaced_by", finished[1])  # what upload.upload sets
     c.set_terminated(stub, "FAILED")
     parent = c.get_run(parent_id)
-    counts = insight_report.tally(parent, insight_report.children(c, parent))
+    counts = publish.tally(parent, publish.children(c, parent))
     assert (counts["n_finished"], counts["n_failed"], counts["n_not_run"]) == (2, 0, 0)

@@ -85,7 +85,7 @@ DATA_SHA256, CONFIG_FINGERPRINT = "data_sha256", "config_fingerprint"
 # Bookkeeping tags: how and where a run ran (its process and host, heartbeat, batched group, worker, engine, the command
 # that re-runs it), not what it is or scored. One prefix keeps them together, apart from what a reader came for.
 BOOK = "sweeper."
-HOST, PID = BOOK + "host", BOOK + "pid"  # the process that created the run (liveness: sweeper.insight.report)
+HOST, PID = BOOK + "host", BOOK + "pid"  # the process that created the run (liveness: sweeper.insight.publish)
 LAUNCHER, GROUP, GROUP_SIZE, TRAJECTORY = (BOOK + k for k in ("launcher", "batch_group", "group_size", "trajectory"))
 WORKER, WORKER_HOST, WORKER_PID, ENGINE, GPU_DEVICE = (BOOK + k for k in ("batch_worker", "worker_host", "worker_pid",
                                                                            "engine", "gpu_device"))

@@ -105,7 +105,7 @@ def _killed_run(job: DictConfig) -> str | None:
     from sweeper import tracking
     from sweeper.base import stop
     from sweeper.base.names import HOST, PID, RESULT_FILE
-    from sweeper.insight import report
+    from sweeper.insight import publish
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
     if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:  # this run's, not an earlier one's
@@ -120,5 +120,5 @@ def _killed_run(job: DictConfig) -> str | None:
         return None
     mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.`{PID}` = '{os.getpid()}' "
                                               f"and tags.`{HOST}` = '{socket.gethostname()}'")
-    killed = report.mark_orphans(c, mine, True, "KILLED", stop.reason())
+    killed = publish.mark_orphans(c, mine, True, "KILLED", stop.reason())
     return killed[0] if killed else None

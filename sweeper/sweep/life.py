@@ -311,7 +311,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
 
     Returns the exit code of :func:`exit_code`.
     """
-    from sweeper.insight import report
+    from sweeper.insight import publish
 
     out = out or sys.stdout
     err = sys.stderr if out is sys.stdout else out  # what failed: on stderr, apart from the summary
@@ -350,9 +350,9 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            board, counts = report.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
+            board, counts = publish.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
                                            returned=returned)
-            report.close(client, client.get_run(parent["run_id"]), counts, out)
+            publish.close(client, client.get_run(parent["run_id"]), counts, out)
             browse = ui_line(parent["uri"], board.address)  # the sweep's runs, best first
         except tracking.UNREACHABLE as e:
             print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
@@ -449,17 +449,17 @@ def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str |
     """Parent ``p`` KILLED with its jobs' counts, and its children this process or a dead one left RUNNING: an
     interrupted sweep's (``why`` None: the children KILLED) or one that cannot go on (``why``: the cause, on the
     children too, not 'killed?'). A parent closed already (Ctrl-C during the summary) keeps its status."""
-    from sweeper.insight import report
+    from sweeper.insight import publish
 
     c = tracking.client(p["uri"])
     parent = c.get_run(p["run_id"])
-    runs = report.children(c, parent)
+    runs = publish.children(c, parent)
     orphans = ("KILLED", stop.reason()) if why is None else ("FAILED", f"ended unfinished: {why}")
-    if report.mark_orphans(c, runs, False, *orphans):
-        runs = report.children(c, parent)
-    counts = report.tally(parent, runs, mine)
+    if publish.mark_orphans(c, runs, False, *orphans):
+        runs = publish.children(c, parent)
+    counts = publish.tally(parent, runs, mine)
     if parent.info.status == "RUNNING":
-        left = report.incomplete(counts)  # None when Ctrl-C came during the summary
+        left = publish.incomplete(counts)  # None when Ctrl-C came during the summary
         tracking.log_metrics(c, p["run_id"], counts)
         c.set_tag(p["run_id"], "failure_reason", why or f"sweep {stop.reason()}" + (f": {left}" if left else ""))
         c.set_terminated(p["run_id"], "KILLED")
