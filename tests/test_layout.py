@@ -1,6 +1,6 @@
 """The house's shape: no import cycle among the project's modules (imports inside functions included), no module
-over 500 lines, no function over 80, no folder of sweeper/ with more than 14 modules, and the bottom layer importing
-nothing above it."""
+over 500 lines, no function over 80, no folder of sweeper/ with more than 14 modules, no two modules of one file name,
+and the bottom layer importing nothing above it."""
 from __future__ import annotations
 
 import ast
@@ -136,3 +136,27 @@ def test_the_length_check_finds_a_long_function():
 def test_folders_of_a_size_a_reader_can_hold():
     for folder in [ROOT / "sweeper", *(p for p in (ROOT / "sweeper").rglob("*") if p.is_dir() and p.name != "__pycache__")]:
         assert len([p for p in folder.glob("*.py") if p.name != "__init__.py"]) <= 14, folder
+
+
+HYDRA_NAMES = {"__init__.py", "config.py"}  # a package's own file; a Hydra plugin's config.py is Hydra's convention
+
+
+def same_names(paths: list[Path]) -> dict[str, list[str]]:
+    """The file names (``HYDRA_NAMES`` aside) that more than one of ``paths`` has: name -> the paths, relative to ROOT."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        if path.name not in HYDRA_NAMES:
+            by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    return {name: sorted(found) for name, found in by_name.items() if len(found) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says what it holds, once: ``guard`` or ``report`` in two folders makes a reader (and a grep,
+    a traceback, a test's name) ask which one."""
+    assert same_names(list(modules().values())) == {}
+
+
+def test_the_name_check_finds_two_modules_of_one_name():
+    paths = [ROOT / "sweeper/a/guard.py", ROOT / "sweeper/b/guard.py", ROOT / "sweeper/a/config.py",
+             ROOT / "plugins/p/config.py", ROOT / "sweeper/a/__init__.py", ROOT / "sweeper/b/__init__.py"]
+    assert same_names(paths) == {"guard.py": ["sweeper/a/guard.py", "sweeper/b/guard.py"]}
