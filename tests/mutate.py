@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument("--at", metavar="REV", help="mutate the commit REV (its code and its tests) instead of the "
                         "checkout (a before/after comparison)")
-    parser.add_argument("--dir", type=Path, help="the scratch folder (default: $TMPDIR/sweeper-mutate-TARGET)")
+    parser.add_argument("--dir", type=Path, help="the scratch folder (default: $TMPDIR/sweeper-mutate-CHECKOUT-TARGET, "
+                        "CHECKOUT this checkout's folder name)")
     args = parser.parse_args(argv)
     every = targets()
     if args.list or not args.target:
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("mutmut") is None:
         parser.error("mutmut is not installed: pip install 'mutmut>=3.8,<4' (it is in the dev extra)")
     target = every[args.target]
-    folder = args.dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{args.target}"
+    # the checkout's name in it: two checkouts on one machine (worktrees) must not remove each other's copy mid-run
+    folder = args.dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{ROOT.name}-{args.target}"
     scratch_copy(folder, args.at)
     for sel in configure(folder, target):
         print(f"not in these tests: {sel}")

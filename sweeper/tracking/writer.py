@@ -328,7 +328,9 @@ def _serve(requests: Any, answers: Any) -> None:
     the requests or is gone (then after the ones already sent).
 
     A thread takes the requests off the pipe as they come (so a job never waits for a send, not even while
-    this process still imports MLflow); the runs are ended in this thread, one at a time.
+    this process still imports MLflow); this thread unpickles them and ends the runs, one at a time (unpickling a
+    run's end imports MLflow's modules for its data set inputs: in the other thread, while this one imported
+    MLflow, one got a module half imported, and the writer ended with an ImportError, its runs left for upload).
     """
     import pickle
     import queue
@@ -340,21 +342,15 @@ def _serve(requests: Any, answers: Any) -> None:
     from sweeper.base import stop
 
     stop.ignore()
-    inbox: "queue.Queue[bytes | None]" = queue.Queue()
+    inbox: "queue.Queue[bytes]" = queue.Queue()
 
     def receive() -> None:
         while True:
             try:
-                inbox.put(requests.recv_bytes())  # unpickled by the main thread (take): see there
+                inbox.put(requests.recv_bytes())
             except Exception:  # noqa: BLE001  the end of the requests (EOFError), or half of one (Ctrl-C cut a send)
-                inbox.put(None)
+                inbox.put(pickle.dumps(None))
                 return
-    def take(item: bytes | None) -> dict[str, Any] | None:  # unpickling a run's end imports MLflow's modules (its
-        # inputs): in the inbox's thread while this one imported MLflow, one got a module half imported (ImportError)
-        try:
-            return None if item is None else pickle.loads(item)
-        except Exception:  # noqa: BLE001  a request that cannot be read: the end of the requests, as a cut one
-            return None
 
     threading.Thread(target=receive, daemon=True, name="sweeper-writer-inbox").start()
     from sweeper import settled, tracking
@@ -369,7 +365,7 @@ def _serve(requests: Any, answers: Any) -> None:
     ended = False
     while not ended:
         runs: list[dict[str, Any]] = []  # the runs waiting now, in order: ended together (one transaction a store)
-        job = take(inbox.get())
+        job = pickle.loads(inbox.get())
         while True:
             if job is None:
                 ended = True
@@ -385,7 +381,7 @@ def _serve(requests: Any, answers: Any) -> None:
             if len(runs) >= BULK:
                 break
             try:
-                job = take(inbox.get_nowait())
+                job = pickle.loads(inbox.get_nowait())
             except queue.Empty:
                 break
         for answer in _record_all(runs, clients, tracking):
