@@ -8,23 +8,6 @@ import pytest
 from conftest import all_runs, cli, one_line
 
 
-PARSE = [
-    (["-m", "lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2) is not allowed: interval() is a range for a search sweeper"),
-    (["-m", "lr=glob(*)"], "lr=glob(*) is not allowed: glob() chooses among the files of a config group"),
-    (["-m", "--cfg", "job"], "--multirun and --cfg cannot be given together"),
-    (["lr.x=1"], "lr.x is not a key: lr is one value (a number > 0), not a group of keys: write lr=VALUE"),
-]
-
-
-@pytest.mark.parametrize("args, error", PARSE, ids=[" ".join(a) for a, _ in PARSE])
-def test_hydra_parse_errors_are_seen_before_hydra(args, error):
-    from sweeper.contract.config import ConfigError, check_overrides
-
-    with pytest.raises(ConfigError) as e:
-        check_overrides(args, whole=True)
-    assert str(e.value).startswith(error), str(e.value)
-
-
 def test_interval_passes_with_a_search_sweeper_and_glob_on_a_group():
     from sweeper.contract.config import check_overrides
 

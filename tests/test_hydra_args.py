@@ -122,6 +122,11 @@ HYDRA = [
     (["-m", "hydra.launcher.halving.rungs=3"],  # Hydra: "Could not override ... Key 'rungs' is not in struct"
      "hydra.launcher.halving.rungs is not a key of hydra.launcher.halving: expected one of eta, min_epochs"),
     (["lr='0.01'"], 'lr="0.01" is a string: expected a number > 0'),
+    # Hydra's parse errors (its grammar's functions, --cfg with -m, a key under a value), before Hydra parses
+    (["-m", "lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2) is not allowed: interval() is a range for a search sweeper"),
+    (["-m", "lr=glob(*)"], "lr=glob(*) is not allowed: glob() chooses among the files of a config group"),
+    (["-m", "--cfg", "job"], "--multirun and --cfg cannot be given together"),
+    (["lr.x=1"], "lr.x is not a key: lr is one value (a number > 0), not a group of keys: write lr=VALUE"),
 ]
 
 
