@@ -7,7 +7,15 @@ pyproject.toml's package-dir, so that an editable install (``pip install -e .``)
 namespace's ``__path__``: Hydra's plugin scan (pkgutil) then lists every plugin in it, as it does in
 site-packages after a regular install.
 """
+
 from setuptools import find_packages, setup
 
-setup(packages=[*find_packages(include=["sweeper", "sweeper.*"]), "sweeper.models", "sweeper.data",
-                "hydra_plugins", *(f"hydra_plugins.{p}" for p in find_packages("plugins/hydra_plugins"))])
+setup(
+    packages=[
+        *find_packages(include=["sweeper", "sweeper.*"]),
+        "sweeper.models",
+        "sweeper.data",
+        "hydra_plugins",
+        *(f"hydra_plugins.{p}" for p in find_packages("plugins/hydra_plugins")),
+    ]
+)

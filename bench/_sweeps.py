@@ -1,4 +1,5 @@
 """What the sweep benchmarks share: one command timed, and the runs it left in its store."""
+
 from __future__ import annotations
 
 import subprocess
@@ -17,4 +18,8 @@ def timed_sweep(cmd: list[str], tmp: Path) -> tuple[float, list]:
     from mlflow import MlflowClient
 
     c = MlflowClient(f"sqlite:///{tmp}/mlflow.db")
-    return wall, [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id], max_results=5000)]
+    return wall, [
+        r
+        for e in c.search_experiments()
+        for r in c.search_runs([e.experiment_id], max_results=5000)
+    ]

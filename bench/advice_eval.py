@@ -25,6 +25,7 @@ per finding kind on the sweeps *and* on constructed, slice-structured cases (``S
 next commands that would train nothing (printed commands only; target 0) and each command's new runs against its
 round's budget. ``--baselines`` times the baselines on every bundled data set.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,22 @@ CASES = {  # name → the grid (small epochs: the whole harness runs in a few mi
 
 def sweep(args: list[str], uri: str, experiment: str) -> float:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "sweeper", *args, f"tracking.uri={uri}", f"tracking.experiment={experiment}",
-           "tracking.log_model=false", "tracking.system_metrics=false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        *args,
+        f"tracking.uri={uri}",
+        f"tracking.experiment={experiment}",
+        "tracking.log_model=false",
+        "tracking.system_metrics=false",
+    ]
     t = time.perf_counter()
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(
+            f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}"
+        )
     return time.perf_counter() - t
 
 
@@ -82,12 +93,22 @@ def latest(uri: str, experiment: str):
     board = build(runs)
     by_id = {r.info.run_id: r for r in runs}
     records = [record(by_id[row["run_id"]]) for row in board.rows]
-    curves = {r.info.run_id: {n: [(h.step, h.value) for h in c.get_metric_history(r.info.run_id, n)] for n in CURVES}
-              for r in runs if r.info.status == "FINISHED"}
+    curves = {
+        r.info.run_id: {
+            n: [(h.step, h.value) for h in c.get_metric_history(r.info.run_id, n)] for n in CURVES
+        }
+        for r in runs
+        if r.info.status == "FINISHED"
+    }
     for r in records:  # runs an earlier round trained, reused here: not this round's budget
         r["reused"] = r.get("parent") not in (None, parent.info.run_id)
-    advice = advisor.advise(records, advisor.sweep_argv(parent.data.tags), curves,
-                            skipped=skipped_lines(parent.data.tags), baselines=read(parent.data.metrics))
+    advice = advisor.advise(
+        records,
+        advisor.sweep_argv(parent.data.tags),
+        curves,
+        skipped=skipped_lines(parent.data.tags),
+        baselines=read(parent.data.metrics),
+    )
     return Sweep(records, curves), advice, board, tuple(skipped_lines(parent.data.tags))
 
 
@@ -97,25 +118,47 @@ def contradicted(s, f) -> str | None:
     if b is None:
         return None
     if f.kind == "under_training":
-        others = {k: v for k, v in b["params"].items() if k not in ("epochs", "patience", "resume") and not k.startswith(("tracking.", "hydra"))}
+        others = {
+            k: v
+            for k, v in b["params"].items()
+            if k not in ("epochs", "patience", "resume")
+            and not k.startswith(("tracking.", "hydra"))
+        }
         for r in s.finished:
-            if all(r["params"].get(k) == v for k, v in others.items()) and float(r["params"]["epochs"]) > float(b["params"]["epochs"]):
+            if all(r["params"].get(k) == v for k, v in others.items()) and float(
+                r["params"]["epochs"]
+            ) > float(b["params"]["epochs"]):
                 return f"{r['run']} trained longer and scored {s.value(r)} (chosen: {s.value(b)})"
     if f.kind == "edge":
         key, way = f.tag.split(":")
         best_value = float(b["params"][key])
-        beyond = [r for r in s.finished if (float(r["params"][key]) > best_value if way == "up" else float(r["params"][key]) < best_value)]
+        beyond = [
+            r
+            for r in s.finished
+            if (
+                float(r["params"][key]) > best_value
+                if way == "up"
+                else float(r["params"][key]) < best_value
+            )
+        ]
         if beyond:
             return f"{key} {way}: {beyond[0]['run']} was tried and scored {s.value(beyond[0])}"
     if f.kind == "divergence" and f.add.get("lr"):
-        bad = [float(r["params"]["lr"]) for r in s.records if r["status"] == "FAILED" and (r["reason"] or "").startswith("diverged")]
+        bad = [
+            float(r["params"]["lr"])
+            for r in s.records
+            if r["status"] == "FAILED" and (r["reason"] or "").startswith("diverged")
+        ]
         if bad and any(float(v) >= min(bad) for v in f.add["lr"]):
             return f"lr={f.add['lr']} at or above a diverged lr ({min(bad)})"
     if f.kind == "overfitting":
         step = int(f.tag.split("=")[1].split("/")[0])
         named = [r for r in s.finished if s.curve(r)]
-        if not any(min(s.curve(r), key=lambda p: p[1])[0] == step and s.curve(r)[-1][1] > min(v for _, v in s.curve(r))
-                   for r in named):
+        if not any(
+            min(s.curve(r), key=lambda p: p[1])[0] == step
+            and s.curve(r)[-1][1] > min(v for _, v in s.curve(r))
+            for r in named
+        ):
             return f"no run's validation curve bottoms out at epoch {step} and rises"
     if f.kind == "saturation":
         top = s.ranked()
@@ -128,8 +171,12 @@ def contradicted(s, f) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
-    ap.add_argument("--constructed", action="store_true", help="only the constructed slice cases (no training)")
-    ap.add_argument("--baselines", action="store_true", help="also time the baselines on every bundled data set")
+    ap.add_argument(
+        "--constructed", action="store_true", help="only the constructed slice cases (no training)"
+    )
+    ap.add_argument(
+        "--baselines", action="store_true", help="also time the baselines on every bundled data set"
+    )
     args = ap.parse_args(argv)
     if args.constructed:
         sys.path.insert(0, str(ROOT))
@@ -155,13 +202,17 @@ def main(argv: list[str] | None = None) -> int:
             first = best(s)
             before = first[2]
             if s.seeded:
-                spreads.append(f"{name}: the best configuration's own seed std = {s.rel_noise():.1%} of its mean")
+                spreads.append(
+                    f"{name}: the best configuration's own seed std = {s.rel_noise():.1%} of its mean"
+                )
             command = advice.command
             t2, after, improved = 0.0, before, False
             for one in advice.commands:
                 next_args = shlex.split(one)[3:]  # drop "python -m sweeper"
                 t2 += sweep(next_args, uri, name)
-            if command:  # the best after against the best before, by their own seeds (paired where shared)
+            if (
+                command
+            ):  # the best after against the best before, by their own seeds (paired where shared)
                 then = best(latest(uri, name)[0])
                 after, d = then[2], between(then[1], first[1])
                 improved = (-d.d if s.lower else d.d) > 0 and d.beyond()
@@ -169,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
             noise = d.se if command and d.se is not None else SAME * abs(before)
             followed_kinds = []
             for f in advice.findings:
-                k = kinds.setdefault(f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0})
+                k = kinds.setdefault(
+                    f.kind, {"found": 0, "followed": 0, "improved": 0, "contradicted": 0}
+                )
                 k["found"] += 1
                 why = contradicted(s, f) or sliced_contradiction(s, advice, f, grid, skipped)
                 if why:
@@ -179,21 +232,62 @@ def main(argv: list[str] | None = None) -> int:
                     k["followed"] += 1
                     k["improved"] += improved
                     followed_kinds.append(f.kind)
-            rows.append([name, s.metric, cell(before), cell(after), cell(noise), "yes" if improved else "no",
-                         ",".join(f.kind for f in advice.findings), f"{advice.sizes[0] - advice.sizes[1]}/{len(s.records)}",
-                         f"{t1 + t2:.0f}"])
-            print(f"[{name}] {grid}\n  next: {command}\n  best {s.metric}: {cell(before)} → {cell(after)} "
-                  f"(noise {cell(noise)}); findings: {', '.join(f.kind for f in advice.findings)}", flush=True)
+            rows.append(
+                [
+                    name,
+                    s.metric,
+                    cell(before),
+                    cell(after),
+                    cell(noise),
+                    "yes" if improved else "no",
+                    ",".join(f.kind for f in advice.findings),
+                    f"{advice.sizes[0] - advice.sizes[1]}/{len(s.records)}",
+                    f"{t1 + t2:.0f}",
+                ]
+            )
+            print(
+                f"[{name}] {grid}\n  next: {command}\n  best {s.metric}: {cell(before)} → {cell(after)} "
+                f"(noise {cell(noise)}); findings: {', '.join(f.kind for f in advice.findings)}",
+                flush=True,
+            )
     from tabulate import tabulate
 
     print()
-    print(tabulate(rows, headers=["case", "metric", "best before", "after", "noise", "improved", "findings",
-                                  "to train/sweep runs", "s"], disable_numparse=True))
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "case",
+                "metric",
+                "best before",
+                "after",
+                "noise",
+                "improved",
+                "findings",
+                "to train/sweep runs",
+                "s",
+            ],
+            disable_numparse=True,
+        )
+    )
     print()
-    table = [[k, v["found"], v["followed"], f"{v['improved']}/{v['followed']}", v["contradicted"]]
-             for k, v in sorted(kinds.items())]
-    print(tabulate(table, headers=["finding", "found", "followed", "improved beyond noise", "contradicted by the sweep"],
-                   disable_numparse=True))
+    table = [
+        [k, v["found"], v["followed"], f"{v['improved']}/{v['followed']}", v["contradicted"]]
+        for k, v in sorted(kinds.items())
+    ]
+    print(
+        tabulate(
+            table,
+            headers=[
+                "finding",
+                "found",
+                "followed",
+                "improved beyond noise",
+                "contradicted by the sweep",
+            ],
+            disable_numparse=True,
+        )
+    )
     if spreads:
         print("\nmeasured noise (the advisor's default without seeds: " + f"{SAME:.0%}):")
         print("\n".join("  " + x for x in spreads))

@@ -14,6 +14,7 @@ share, else Welch's: :mod:`sweeper.insight.advice.noise`), never a pooled spread
 The tables load without a network (scikit-learn's bundled files: ``load_diabetes``, ``load_iris``, ``load_wine``,
 ``load_breast_cancer``, ``load_digits``; ``load_linnerud`` has three targets, which sweeper does not train).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,11 @@ def best(s) -> tuple[tuple, dict, float, float | None] | None:
     c = top[0]
     samples, _ = s.samples(c)
     test = f"test_{s.metric[4:]}"
-    tests = [r["metrics"][test] for r in s.configs[c] if r["status"] == "FINISHED" and test in r["metrics"]]
+    tests = [
+        r["metrics"][test]
+        for r in s.configs[c]
+        if r["status"] == "FINISHED" and test in r["metrics"]
+    ]
     return c, samples, s.mean(c)[0], (sum(tests) / len(tests) if tests else None)
 
 
@@ -74,11 +79,25 @@ def one(name: str, grid: str, tmp: str) -> list[str]:
     metric = s.metric[4:]
 
     def base(b: str) -> str:
-        v, te = parent_metrics.get(f"baseline_{b}_val_{metric}"), parent_metrics.get(f"baseline_{b}_test_{metric}")
+        v, te = (
+            parent_metrics.get(f"baseline_{b}_val_{metric}"),
+            parent_metrics.get(f"baseline_{b}_test_{metric}"),
+        )
         return f"{cell(v)} ({cell(te)})" if v is not None else "-"
 
-    return [name, s.metric, f"{cell(before[2])} ({cell(before[3])})", base("linear"), base("boosting"), first, kinds,
-            f"{cell(after[2])} ({_label(after[0])})", improved, worse, f"{time.perf_counter() - t:.0f}"]
+    return [
+        name,
+        s.metric,
+        f"{cell(before[2])} ({cell(before[3])})",
+        base("linear"),
+        base("boosting"),
+        first,
+        kinds,
+        f"{cell(after[2])} ({_label(after[0])})",
+        improved,
+        worse,
+        f"{time.perf_counter() - t:.0f}",
+    ]
 
 
 def _label(config: tuple) -> str:
@@ -96,25 +115,51 @@ def _parent_metrics(uri: str, experiment: str) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma list of tables: " + ", ".join({**TABLES, **DIGITS}))
-    ap.add_argument("--digits", action="store_true", help="also digits (1797 rows × 64, 10 classes: minutes under load)")
+    ap.add_argument(
+        "--digits",
+        action="store_true",
+        help="also digits (1797 rows × 64, 10 classes: minutes under load)",
+    )
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
     tables = {**TABLES, **(DIGITS if args.digits else {})}
-    tables = {k: v for k, v in {**TABLES, **DIGITS}.items() if k in args.only.split(",")} if args.only else tables
+    tables = (
+        {k: v for k, v in {**TABLES, **DIGITS}.items() if k in args.only.split(",")}
+        if args.only
+        else tables
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, grid in tables.items():
             rows.append(one(name, grid, tmp))
             print(f"[{name}] {grid}: " + " | ".join(rows[-1][2:]), flush=True)
     print()
-    print(tabulate(rows, headers=["table", "metric", "network best val (test)", "linear val (test)",
-                                  "boosting val (test)", "first finding", "findings", "best after the next command",
-                                  "improved beyond noise", "worse beyond noise", "s"], disable_numparse=True))
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "table",
+                "metric",
+                "network best val (test)",
+                "linear val (test)",
+                "boosting val (test)",
+                "first finding",
+                "findings",
+                "best after the next command",
+                "improved beyond noise",
+                "worse beyond noise",
+                "s",
+            ],
+            disable_numparse=True,
+        )
+    )
     followed = [r for r in rows if r[8] != "no command"]
-    print(f"\nfollowed next commands: {len(followed)}/{len(rows)}; improved the best beyond the noise: "
-          f"{sum(r[8] == 'yes' for r in followed)}/{len(followed)}; made it worse beyond the noise: "
-          f"{sum(r[9] == 'yes' for r in followed)}/{len(followed)}")
+    print(
+        f"\nfollowed next commands: {len(followed)}/{len(rows)}; improved the best beyond the noise: "
+        f"{sum(r[8] == 'yes' for r in followed)}/{len(followed)}; made it worse beyond the noise: "
+        f"{sum(r[9] == 'yes' for r in followed)}/{len(followed)}"
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ Each run is what a sweep job sends: ``create_run``, one ``log_batch`` (params, ~
 synchronous or with ``log_batch(..., synchronous=False)`` (MLFLOW's queue, flushed before the run ends,
 as ``mlflow.end_run`` does), or all runs queued and flushed once at the end. The table: the time the caller spends per run (median of repeats).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,11 @@ def one(c, exp: str, synchronous: bool) -> float:
 
     now = int(time.time() * 1000)
     metrics = [Metric(f"m{i}", 0.5 + i, now, 0) for i in range(30)]
-    metrics += [Metric(name, 1.0 / (s + 1), now, s) for name in ("train_loss", "val_loss") for s in range(100)]
+    metrics += [
+        Metric(name, 1.0 / (s + 1), now, s)
+        for name in ("train_loss", "val_loss")
+        for s in range(100)
+    ]
     params = [Param(f"p{i}", str(i)) for i in range(40)]
     t = time.perf_counter()
     run = c.create_run(exp)
@@ -47,11 +52,21 @@ def deferred(c, exp: str, runs: int) -> float:
     ops, ids = [], []
     for _ in range(runs):
         metrics = [Metric(f"m{i}", 0.5 + i, now, 0) for i in range(30)]
-        metrics += [Metric(name, 1.0 / (s + 1), now, s) for name in ("train_loss", "val_loss") for s in range(100)]
+        metrics += [
+            Metric(name, 1.0 / (s + 1), now, s)
+            for name in ("train_loss", "val_loss")
+            for s in range(100)
+        ]
         run = c.create_run(exp)
         ids.append(run.info.run_id)
-        ops.append(c.log_batch(run.info.run_id, metrics=metrics, params=[Param(f"p{i}", str(i)) for i in range(40)],
-                               synchronous=False))
+        ops.append(
+            c.log_batch(
+                run.info.run_id,
+                metrics=metrics,
+                params=[Param(f"p{i}", str(i)) for i in range(40)],
+                synchronous=False,
+            )
+        )
     for op in ops:
         op.wait()
     for run_id in ids:
@@ -65,8 +80,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     modes = {  # seconds per run, in a fresh store (one warm run first)
-        "synchronous": lambda c, exp: statistics.median(one(c, exp, True) for _ in range(args.runs)),
-        "MLflow async (synchronous=False)": lambda c, exp: statistics.median(one(c, exp, False) for _ in range(args.runs)),
+        "synchronous": lambda c, exp: statistics.median(
+            one(c, exp, True) for _ in range(args.runs)
+        ),
+        "MLflow async (synchronous=False)": lambda c, exp: statistics.median(
+            one(c, exp, False) for _ in range(args.runs)
+        ),
         "MLflow async, one flush at the end": lambda c, exp: deferred(c, exp, args.runs),
     }
     rows = {}

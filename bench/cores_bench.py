@@ -15,6 +15,7 @@ launching process, its workers and the writer), and the cores that kept busy on 
 ratio (paired: the two ran back to back). The load
 average before and after is printed: this machine is shared.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,11 +25,23 @@ import time
 
 SWEEPS = {  # name: (overrides, configurations)
     # the issue's weight: on one worker ~90% of the wall is training (the issue measured 42.9 s of 48.4 s)
-    "digits 32": (["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=64,128", "epochs=600,1200"], 32),
+    "digits 32": (
+        ["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=64,128", "epochs=600,1200"],
+        32,
+    ),
     # lighter: on one worker about half the wall is training, the rest start-up, recording and the summary
-    "digits 32, light": (["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=32,64", "epochs=300,600"], 32),
-    "diabetes 32": (["lr=0.002,0.005,0.01,0.02", "depth=1,2", "width=16,32", "epochs=4000,8000"], 32),
-    "one group, 64 lr": (["lr=range(0.0005,0.0325,0.0005)", "depth=1", "width=32", "epochs=2000"], 64),
+    "digits 32, light": (
+        ["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=32,64", "epochs=300,600"],
+        32,
+    ),
+    "diabetes 32": (
+        ["lr=0.002,0.005,0.01,0.02", "depth=1,2", "width=16,32", "epochs=4000,8000"],
+        32,
+    ),
+    "one group, 64 lr": (
+        ["lr=range(0.0005,0.0325,0.0005)", "depth=1", "width=32", "epochs=2000"],
+        64,
+    ),
 }
 COMMON = ["tracking.log_model=false"]
 
@@ -53,7 +66,9 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
     from trainer_bench import table
 
     names = names or list(SWEEPS)
-    runs: dict[tuple[str, str], list[tuple[float, float]]] = {(n, w): [] for n in names for w in workers}
+    runs: dict[tuple[str, str], list[tuple[float, float]]] = {
+        (n, w): [] for n in names for w in workers
+    }
     errors: dict[tuple[str, str], str] = {}
     start = load()
     t0 = time.perf_counter()
@@ -67,14 +82,19 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
                     errors[(name, w)] = error
                     continue
                 runs[(name, w)].append((wall, cpu))
-                print(f"  [{r + 1}/{repeats}] {name}, cpu_workers={w}: {wall:.1f} s wall, {cpu:.1f} s CPU "
-                      f"(load {load()})", flush=True)
+                print(
+                    f"  [{r + 1}/{repeats}] {name}, cpu_workers={w}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+                    f"(load {load()})",
+                    flush=True,
+                )
     rows = []
     for name in names:
         base = None
         for w in workers:
             if (name, w) in errors:
-                rows.append([name, SWEEPS[name][1], w, "error", errors[(name, w)][:60], "", "", "", ""])
+                rows.append(
+                    [name, SWEEPS[name][1], w, "error", errors[(name, w)][:60], "", "", "", ""]
+                )
                 continue
             walls = [x for x, _ in runs[(name, w)]]
             wall = statistics.median(walls)
@@ -82,11 +102,41 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
             base = base or walls
             # the same repeat's first row over this one: the load of that moment touches both
             paired = statistics.median(b / x for b, x in zip(base, walls))
-            rows.append([name, SWEEPS[name][1], w, f"{wall:.1f}", f"{min(walls):.1f}-{max(walls):.1f}", f"{cpu:.1f}",
-                         f"{cpu / wall:.2f}", f"{statistics.median(base) / wall:.2f}x", f"{paired:.2f}x"])
-    head = (f"## Every core: hydra.launcher.cpu_workers (median of {repeats}, interleaved; {os.cpu_count()} cores, "
-            f"{len(os.sched_getaffinity(0))} usable; default = {len(os.sched_getaffinity(0))} workers)")
-    return [head, "", f"load average (1, 5, 15 min) before: {start}; after: {load()}; "
-                      f"{time.perf_counter() - t0:.0f} s in all", "",
-            table(["sweep", "configs", "cpu_workers", "wall s", "range", "CPU s", "cores busy", "speedup",
-                   "paired speedup"], rows)]
+            rows.append(
+                [
+                    name,
+                    SWEEPS[name][1],
+                    w,
+                    f"{wall:.1f}",
+                    f"{min(walls):.1f}-{max(walls):.1f}",
+                    f"{cpu:.1f}",
+                    f"{cpu / wall:.2f}",
+                    f"{statistics.median(base) / wall:.2f}x",
+                    f"{paired:.2f}x",
+                ]
+            )
+    head = (
+        f"## Every core: hydra.launcher.cpu_workers (median of {repeats}, interleaved; {os.cpu_count()} cores, "
+        f"{len(os.sched_getaffinity(0))} usable; default = {len(os.sched_getaffinity(0))} workers)"
+    )
+    return [
+        head,
+        "",
+        f"load average (1, 5, 15 min) before: {start}; after: {load()}; "
+        f"{time.perf_counter() - t0:.0f} s in all",
+        "",
+        table(
+            [
+                "sweep",
+                "configs",
+                "cpu_workers",
+                "wall s",
+                "range",
+                "CPU s",
+                "cores busy",
+                "speedup",
+                "paired speedup",
+            ],
+            rows,
+        ),
+    ]

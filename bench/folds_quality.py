@@ -16,6 +16,7 @@ on the test split, which none of them sees:
 Printed: per data set, the test metric's mean ± std over the split seeds for each way, and how often 5-fold selection
 scored better / the same / worse than one split on the same seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +28,27 @@ from pathlib import Path
 
 GRID = dict(lr=("0.003", "0.03"), width=("8", "32"), depth=("1", "2"))
 EPOCHS = 1000
-TEST = {"regression": ("test_mse", True), "binary": ("test_accuracy", False), "multiclass": ("test_accuracy", False)}
+TEST = {
+    "regression": ("test_mse", True),
+    "binary": ("test_accuracy", False),
+    "multiclass": ("test_accuracy", False),
+}
 
 
 def _cfgs(data: str, seed: int, extra: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    return [(f"data={data}", f"data.split_seed={seed}", f"lr={lr}", f"width={w}", f"depth={d}", f"epochs={EPOCHS}",
-             "log_every=50", *extra) for lr, w, d in itertools.product(*GRID.values())]
+    return [
+        (
+            f"data={data}",
+            f"data.split_seed={seed}",
+            f"lr={lr}",
+            f"width={w}",
+            f"depth={d}",
+            f"epochs={EPOCHS}",
+            "log_every=50",
+            *extra,
+        )
+        for lr, w, d in itertools.product(*GRID.values())
+    ]
 
 
 def _compose(overrides: tuple[str, ...]):
@@ -93,15 +109,36 @@ def _gridsearch(data: str, seed: int, task: str) -> float:
     rest = np.setdiff1d(np.arange(len(raw.y)), test)
     X, y = raw.X, raw.y
     regression = task == "regression"
-    est = (MLPRegressor if regression else MLPClassifier)(solver="sgd", batch_size=len(rest), momentum=0.0, alpha=0.0,
-                                                         activation="tanh", max_iter=EPOCHS, tol=0.0,
-                                                         n_iter_no_change=EPOCHS + 1, random_state=seed)
+    est = (MLPRegressor if regression else MLPClassifier)(
+        solver="sgd",
+        batch_size=len(rest),
+        momentum=0.0,
+        alpha=0.0,
+        activation="tanh",
+        max_iter=EPOCHS,
+        tol=0.0,
+        n_iter_no_change=EPOCHS + 1,
+        random_state=seed,
+    )
     prefix = "mlpregressor__" if regression else "mlpclassifier__"
-    params = {f"{prefix}learning_rate_init": [float(v) for v in GRID["lr"]],
-              f"{prefix}hidden_layer_sizes": [tuple([int(w)] * int(d)) for w in GRID["width"] for d in GRID["depth"]]}
-    cv = KFold(5, shuffle=True, random_state=seed) if regression else StratifiedKFold(5, shuffle=True, random_state=seed)
-    search = GridSearchCV(make_pipeline(StandardScaler(), est), params, cv=cv,
-                          scoring="neg_mean_squared_error" if regression else "accuracy", refit=True)
+    params = {
+        f"{prefix}learning_rate_init": [float(v) for v in GRID["lr"]],
+        f"{prefix}hidden_layer_sizes": [
+            tuple([int(w)] * int(d)) for w in GRID["width"] for d in GRID["depth"]
+        ],
+    }
+    cv = (
+        KFold(5, shuffle=True, random_state=seed)
+        if regression
+        else StratifiedKFold(5, shuffle=True, random_state=seed)
+    )
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), est),
+        params,
+        cv=cv,
+        scoring="neg_mean_squared_error" if regression else "accuracy",
+        refit=True,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         search.fit(X[rest], y[rest])
@@ -127,9 +164,11 @@ def main() -> None:
             got["5-fold + refit"].append(t5)
             if not args.no_sklearn:
                 got["GridSearchCV"].append(_gridsearch(data, seed, task))
-            print(f"{data} split_seed={seed}: one split chose lr={one['lr']},width={one['width']},depth={one['depth']} "
-                  f"({t1:.4g}); 5-fold chose lr={cv['lr']},width={cv['width']},depth={cv['depth']} ({t5:.4g})",
-                  file=sys.stderr)
+            print(
+                f"{data} split_seed={seed}: one split chose lr={one['lr']},width={one['width']},depth={one['depth']} "
+                f"({t1:.4g}); 5-fold chose lr={cv['lr']},width={cv['width']},depth={cv['depth']} ({t5:.4g})",
+                file=sys.stderr,
+            )
         metric, lower = TEST[task]
         pairs = list(zip(got["5-fold + refit"], got["one split"]))
         better = sum((a < b) if lower else (a > b) for a, b in pairs)
@@ -137,12 +176,35 @@ def main() -> None:
         for way, values in got.items():
             if values:
                 spread = f" ± {statistics.stdev(values):.3g}" if len(values) > 1 else ""
-                rows.append([data, metric, way, f"{statistics.fmean(values):.4g}{spread}",
-                             f"{better}/{same}/{len(pairs) - better - same}" if way == "5-fold + refit" else ""])
-    print(f"test metric of the chosen configuration, mean ± std over split seeds {args.seeds}; grid lr × width × depth "
-          f"({len(list(itertools.product(*GRID.values())))} configurations), epochs={EPOCHS}")
-    print(tabulate(rows, headers=["data", "metric", "selection", "test (mean ± std)", "5-fold vs one split: better/same/worse"],
-                   tablefmt="github", disable_numparse=True))
+                rows.append(
+                    [
+                        data,
+                        metric,
+                        way,
+                        f"{statistics.fmean(values):.4g}{spread}",
+                        f"{better}/{same}/{len(pairs) - better - same}"
+                        if way == "5-fold + refit"
+                        else "",
+                    ]
+                )
+    print(
+        f"test metric of the chosen configuration, mean ± std over split seeds {args.seeds}; grid lr × width × depth "
+        f"({len(list(itertools.product(*GRID.values())))} configurations), epochs={EPOCHS}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "data",
+                "metric",
+                "selection",
+                "test (mean ± std)",
+                "5-fold vs one split: better/same/worse",
+            ],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
 
 
 if __name__ == "__main__":

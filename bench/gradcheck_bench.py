@@ -8,6 +8,7 @@ in float64, each parameter, a second draw only for a parameter that fails), the 
 sweep's launching process spends on it in all (``contract.model.check_sweep_gradients``: the data set's shape read
 too, as a sweep of a built-in data set would not otherwise). Median of ``--repeats``, seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "my_nets"))
 
 CASES = [  # (label, model section, data node name)
-    ("my_nets.TwoLayerNet hidden=16", {"_target_": "my_nets.TwoLayerNet", "hidden": 16}, "diabetes"),
+    (
+        "my_nets.TwoLayerNet hidden=16",
+        {"_target_": "my_nets.TwoLayerNet", "hidden": 16},
+        "diabetes",
+    ),
     ("my_nets.TwoLayerNet hidden=64", {"_target_": "my_nets.TwoLayerNet", "hidden": 64}, "digits"),
-    ("sweeper.models.mlp_net:MLPNet depth=3 width=64 (as a class of yours)",
-     {"_target_": "sweeper.models.mlp_net:MLPNet", "depth": 3, "width": 64}, "digits"),
+    (
+        "sweeper.models.mlp_net:MLPNet depth=3 width=64 (as a class of yours)",
+        {"_target_": "sweeper.models.mlp_net:MLPNet", "depth": 3, "width": 64},
+        "digits",
+    ),
 ]
 
 
@@ -49,7 +57,9 @@ def row(label: str, model: dict, name: str, repeats: int) -> str:
     plain = compose_plain(name)
     ds = data.load_plain(plain["data"])
     net = interface.instantiate(model)
-    n_params = sum(v.size for v in net.init(ds.n_features, ds.n_outputs, np.random.default_rng(0)).values())
+    n_params = sum(
+        v.size for v in net.init(ds.n_features, ds.n_outputs, np.random.default_rng(0)).values()
+    )
     cold = _median(lambda: gradcheck.check_gradients(net, ds.n_features, ds.n_outputs), repeats)
     gradcheck.verdict(model, ds.n_features, ds.n_outputs, ds.task)  # into the cache
 
@@ -73,7 +83,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     os.environ["SWEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradcheck-bench-")
-    print("| model | data (n_in → n_out) | parameters | check, cold s | cached verdict s | sweep's start, in all s |")
+    print(
+        "| model | data (n_in → n_out) | parameters | check, cold s | cached verdict s | sweep's start, in all s |"
+    )
     print("|---|---|---|---|---|---|")
     for label, model, name in CASES:
         print(row(label, model, name, args.repeats))

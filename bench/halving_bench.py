@@ -16,6 +16,7 @@ fit a candidate as sweeper's one run a configuration; before, 3-fold: three fits
 cores sweeper's CPU workers use: its fit time (not a whole command: the row says so), chosen configuration and test
 metric.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,16 +32,33 @@ from pathlib import Path
 
 from _sweeps import timed_sweep
 
-GRIDS = {64: dict(lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2", epochs="300,900"),
-         256: dict(lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2,3,4", epochs="100,300,900,2700")}
-METRIC = {"diabetes": ("val_mse", "test_mse", True), "digits": ("val_accuracy", "test_accuracy", False)}
+GRIDS = {
+    64: dict(lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2", epochs="300,900"),
+    256: dict(
+        lr="0.001,0.003,0.01,0.03", width="4,8,16,32", depth="1,2,3,4", epochs="100,300,900,2700"
+    ),
+}
+METRIC = {
+    "diabetes": ("val_mse", "test_mse", True),
+    "digits": ("val_accuracy", "test_accuracy", False),
+}
 
 
 def sweep(data: str, size: int, halving: bool) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="halving-bench-"))
     g = GRIDS[size]
-    cmd = [sys.executable, "-m", "sweeper", "-m", f"data={data}", *(f"{k}={v}" for k, v in g.items()), "log_every=50",
-           "tracking.log_model=false", f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.sweep.dir={tmp}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        f"data={data}",
+        *(f"{k}={v}" for k, v in g.items()),
+        "log_every=50",
+        "tracking.log_model=false",
+        f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+        f"hydra.sweep.dir={tmp}/sweep",
+    ]
     if halving:
         cmd.append("hydra.launcher.halving.eta=3")
     wall, runs = timed_sweep(cmd, tmp)
@@ -49,12 +67,19 @@ def sweep(data: str, size: int, halving: bool) -> dict:
     full = [r for r in runs if "pruned_at_epoch" not in r.data.tags and val in r.data.metrics]
     best = (min if lower else max)(full, key=lambda r: r.data.metrics[val])
     info = json.loads((tmp / "sweep" / "halving.json").read_text()) if halving else None
-    epochs = sum(int(r.data.params["epochs"]) for r in runs)  # without trajectories' sharing: the grid as asked
-    out = {"wall": wall, "member_epochs": info["member_epochs"] if info else None,
-           "compute": info.get("compute_s") if info else None,
-           "full_member_epochs": info["full_grid_member_epochs"] if info else None, "asked_epochs": epochs,
-           "winner": {k: best.data.params[k] for k in ("lr", "width", "depth", "epochs")},
-           "val": best.data.metrics[val], "test": best.data.metrics[test]}
+    epochs = sum(
+        int(r.data.params["epochs"]) for r in runs
+    )  # without trajectories' sharing: the grid as asked
+    out = {
+        "wall": wall,
+        "member_epochs": info["member_epochs"] if info else None,
+        "compute": info.get("compute_s") if info else None,
+        "full_member_epochs": info["full_grid_member_epochs"] if info else None,
+        "asked_epochs": epochs,
+        "winner": {k: best.data.params[k] for k in ("lr", "width", "depth", "epochs")},
+        "val": best.data.metrics[val],
+        "test": best.data.metrics[test],
+    }
     shutil.rmtree(tmp, ignore_errors=True)
     return out
 
@@ -78,14 +103,35 @@ def sklearn_halving(data: str, size: int) -> dict:
     X = np.vstack([ds.X_train, ds.X_val])
     y = np.vstack([ds.y_train, ds.y_val]).ravel()
     g = GRIDS[size]
-    layers = [tuple([int(w)] * int(d)) for w in g["width"].split(",") for d in g["depth"].split(",")]
-    grid = {"learning_rate_init": [float(v) for v in g["lr"].split(",")], "hidden_layer_sizes": layers}
+    layers = [
+        tuple([int(w)] * int(d)) for w in g["width"].split(",") for d in g["depth"].split(",")
+    ]
+    grid = {
+        "learning_rate_init": [float(v) for v in g["lr"].split(",")],
+        "hidden_layer_sizes": layers,
+    }
     est = (MLPRegressor if ds.task == "regression" else MLPClassifier)(
-        solver="sgd", batch_size=len(ds.X_train), momentum=0.0, activation="tanh", alpha=0.0, shuffle=False, tol=0,
-        n_iter_no_change=10 ** 9, random_state=0)
+        solver="sgd",
+        batch_size=len(ds.X_train),
+        momentum=0.0,
+        activation="tanh",
+        alpha=0.0,
+        shuffle=False,
+        tol=0,
+        n_iter_no_change=10**9,
+        random_state=0,
+    )
     max_iter = max(int(e) for e in g["epochs"].split(","))
-    search = HalvingGridSearchCV(est, grid, factor=3, resource="max_iter", max_resources=max_iter, min_resources=max_iter // 27,
-                                 cv=PredefinedSplit([-1] * len(ds.X_train) + [0] * len(ds.X_val)), n_jobs=cores())
+    search = HalvingGridSearchCV(
+        est,
+        grid,
+        factor=3,
+        resource="max_iter",
+        max_resources=max_iter,
+        min_resources=max_iter // 27,
+        cv=PredefinedSplit([-1] * len(ds.X_train) + [0] * len(ds.X_val)),
+        n_jobs=cores(),
+    )
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -93,7 +139,9 @@ def sklearn_halving(data: str, size: int) -> dict:
     fit = time.perf_counter() - t0
     pred = search.best_estimator_.predict(ds.X_test)
     if ds.task == "regression":
-        test = float(np.mean((ds.to_original(pred.reshape(-1, 1)) - ds.to_original(ds.y_test)) ** 2))
+        test = float(
+            np.mean((ds.to_original(pred.reshape(-1, 1)) - ds.to_original(ds.y_test)) ** 2)
+        )
     else:
         test = float(np.mean(pred == ds.y_test.ravel()))
     return {"fit": fit, "chosen": search.best_params_, "test": test}
@@ -105,7 +153,9 @@ def main() -> None:
     p.add_argument("--sizes", default="64")
     p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args()
-    print("| data | grid | mode | member-epochs | wall s | rungs' training s | winner (lr, width, depth, epochs) | val | test |")
+    print(
+        "| data | grid | mode | member-epochs | wall s | rungs' training s | winner (lr, width, depth, epochs) | val | test |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for data in a.data.split(","):
         for size in map(int, a.sizes.split(",")):
@@ -117,17 +167,25 @@ def main() -> None:
                 me = r["member_epochs"] if mode == "halving" else r["asked_epochs"]
                 w = r["winner"]
                 train = f"{r['compute']:.1f}" if r["compute"] is not None else ""
-                print(f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {train} | {w['lr']}, {w['width']}, {w['depth']}, "
-                      f"{w['epochs']} | {r['val']:.4g} | {r['test']:.4g} |")
+                print(
+                    f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {train} | {w['lr']}, {w['width']}, {w['depth']}, "
+                    f"{w['epochs']} | {r['val']:.4g} | {r['test']:.4g} |"
+                )
             h, f = rows["halving"], rows["full"]
-            print(f"| {data} | {size} | halving / full | {h['member_epochs'] / f['asked_epochs']:.2f} (vs the grid's "
-                  f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | {h['wall'] / f['wall']:.2f} | | "
-                  f"{'same winner' if h['winner'] == f['winner'] else 'another winner'} | | |")
+            print(
+                f"| {data} | {size} | halving / full | {h['member_epochs'] / f['asked_epochs']:.2f} (vs the grid's "
+                f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | {h['wall'] / f['wall']:.2f} | | "
+                f"{'same winner' if h['winner'] == f['winner'] else 'another winner'} | | |"
+            )
             s = sklearn_halving(data, size)
-            print(f"| {data} | {size} | HalvingGridSearchCV (n_jobs={cores()}, sweeper's split) | | {s['fit']:.1f} (its fit "
-                  f"only) | | {s['chosen']} | | {s['test']:.4g} |")
-    print(f"\n(load average {os.getloadavg()[0]:.2f}; sweeper's rows: the whole command on {cores()} CPU workers where "
-          f"they pay; HalvingGridSearchCV's: its fit on {cores()} processes)")
+            print(
+                f"| {data} | {size} | HalvingGridSearchCV (n_jobs={cores()}, sweeper's split) | | {s['fit']:.1f} (its fit "
+                f"only) | | {s['chosen']} | | {s['test']:.4g} |"
+            )
+    print(
+        f"\n(load average {os.getloadavg()[0]:.2f}; sweeper's rows: the whole command on {cores()} CPU workers where "
+        f"they pay; HalvingGridSearchCV's: its fit on {cores()} processes)"
+    )
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ examples are not in it). What each figure counts, exactly:
   or rebinds it under ``global NAME``; or any module of the core does the first three through an attribute of that
   name (``stop._SEEN.append(...)``: matched by the attribute's name alone).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,17 +55,49 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ("sweeper", "models", "data", "plugins")
 STATE_MODULE = "sweeper/base/state.py"
-MUTABLE_CALLS = {"list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter", "WeakValueDictionary",
-                 "WeakKeyDictionary", "WeakSet"}
-MUTATORS = {"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault", "add",
-            "discard", "appendleft", "popleft", "extendleft", "rotate", "move_to_end", "sort", "reverse",
-            "difference_update", "intersection_update", "symmetric_difference_update"}
+MUTABLE_CALLS = {
+    "list",
+    "dict",
+    "set",
+    "defaultdict",
+    "deque",
+    "OrderedDict",
+    "Counter",
+    "WeakValueDictionary",
+    "WeakKeyDictionary",
+    "WeakSet",
+}
+MUTATORS = {
+    "append",
+    "extend",
+    "insert",
+    "remove",
+    "pop",
+    "popitem",
+    "clear",
+    "update",
+    "setdefault",
+    "add",
+    "discard",
+    "appendleft",
+    "popleft",
+    "extendleft",
+    "rotate",
+    "move_to_end",
+    "sort",
+    "reverse",
+    "difference_update",
+    "intersection_update",
+    "symmetric_difference_update",
+}
 BROAD = {"Exception", "BaseException"}
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def core_files(root: Path) -> list[Path]:
-    return sorted(p for top in CORE for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(
+        p for top in CORE for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts
+    )
 
 
 def _docstrings(tree: ast.Module) -> list[ast.Constant]:
@@ -72,8 +105,11 @@ def _docstrings(tree: ast.Module) -> list[ast.Constant]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, *FUNCTIONS)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                    first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.append(first.value)
     return found
 
@@ -82,7 +118,10 @@ def _is_broad(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else None for t in types}
+    names = {
+        t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else None
+        for t in types
+    }
     return bool(names & BROAD)
 
 
@@ -112,7 +151,11 @@ def _identifiers(tree: ast.Module, docstrings: set[int]) -> list[str]:
             words += [node.name, node.asname or ""]
         elif isinstance(node, ast.ImportFrom):
             words.append(node.module or "")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
             words.append(node.value)
     return words
 
@@ -138,15 +181,22 @@ def _is_mutable(value: ast.expr | None) -> bool:
         return True
     if isinstance(value, ast.Call):
         f = value.func
-        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) in MUTABLE_CALLS
+        return (
+            f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        ) in MUTABLE_CALLS
     return False
 
 
 def _mutable_bindings(tree: ast.Module) -> list[str]:
     found = []
     for stmt in _top_level(tree.body):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-            stmt, ast.AnnAssign) else []
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else [stmt.target]
+            if isinstance(stmt, ast.AnnAssign)
+            else []
+        )
         if _is_mutable(stmt.value if targets else None):
             found += [t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
     return found
@@ -164,7 +214,11 @@ def _mutated(tree: ast.Module) -> tuple[set[str], set[str]]:
             attributes.add(target.attr)
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATORS
+        ):
             note(node.func.value)
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
             note(node.value)
@@ -177,22 +231,43 @@ def _mutated(tree: ast.Module) -> tuple[set[str], set[str]]:
 
 def _binds_all(tree: ast.Module) -> bool:
     for stmt in _top_level(tree.body):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-            stmt, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else [stmt.target]
+            if isinstance(stmt, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
             return True
     return False
 
 
 def _comment_columns(source: str) -> dict[int, int]:
-    return {tok.start[0]: tok.start[1] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-            if tok.type == tokenize.COMMENT}
+    return {
+        tok.start[0]: tok.start[1]
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
 
 
 def measure(root: Path) -> dict:
     """Every figure of the module docstring, for the core under ``root``; the per-module lists under ``where``."""
-    f = dict(modules=0, lines=0, code_lines=0, code_chars=0, bare_chars=0, nonblank=0, nonblank_chars=0, over100=0,
-             over120=0, handlers=0, broad=0, with_all=0, inner_imports=0)
+    f = dict(
+        modules=0,
+        lines=0,
+        code_lines=0,
+        code_chars=0,
+        bare_chars=0,
+        nonblank=0,
+        nonblank_chars=0,
+        over100=0,
+        over120=0,
+        handlers=0,
+        broad=0,
+        with_all=0,
+        inner_imports=0,
+    )
     where: dict[str, list[str]] = {"halving": [], "folds": []}
     bindings: list[tuple[str, str, bool]] = []  # (module, name, mutated there by name)
     as_attributes: set[str] = set()
@@ -218,7 +293,7 @@ def measure(root: Path) -> dict:
             f["code_lines"] += 1
             f["code_chars"] += len(line)
             if number not in doc_lines:
-                f["bare_chars"] += len(line[:comments.get(number, len(line))].rstrip())
+                f["bare_chars"] += len(line[: comments.get(number, len(line))].rstrip())
         handlers = [n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler)]
         f["handlers"] += len(handlers)
         f["broad"] += sum(map(_is_broad, handlers))
@@ -233,7 +308,9 @@ def measure(root: Path) -> dict:
         if rel != STATE_MODULE:
             bindings += [(rel, name, name in names) for name in _mutable_bindings(tree)]
     where["mutable"] = [f"{rel}: {name}" for rel, name, _ in bindings]
-    where["state"] = [f"{rel}: {name}" for rel, name, by_name in bindings if by_name or name in as_attributes]
+    where["state"] = [
+        f"{rel}: {name}" for rel, name, by_name in bindings if by_name or name in as_attributes
+    ]
     f["where"] = where
     return f
 
@@ -245,9 +322,15 @@ def rows(f: dict) -> list[tuple[str, str]]:
         ("lines / code lines", f"{f['lines']:,} / {f['code_lines']:,}"),
         ("code characters", f"{f['code_chars'] / 1000:.0f}k"),
         ("code characters without docstrings and comments", f"{f['bare_chars'] / 1000:.0f}k"),
-        ("mean line length (non-blank lines)", f"{f['nonblank_chars'] / max(f['nonblank'], 1):.1f}"),
+        (
+            "mean line length (non-blank lines)",
+            f"{f['nonblank_chars'] / max(f['nonblank'], 1):.1f}",
+        ),
         ("lines over 100 / over 120", f"{f['over100']:,} / {f['over120']:,}"),
-        ("except handlers / 1,000 code lines (broad)", f"{f['handlers'] * per_k:.1f} ({f['broad'] * per_k:.1f})"),
+        (
+            "except handlers / 1,000 code lines (broad)",
+            f"{f['handlers'] * per_k:.1f} ({f['broad'] * per_k:.1f})",
+        ),
         ("except handlers (broad)", f"{f['handlers']} ({f['broad']})"),
         ("`__all__` coverage", f"{f['with_all']} / {f['modules']}"),
         ("imports inside functions", f"{f['inner_imports']}"),
@@ -260,8 +343,11 @@ def rows(f: dict) -> list[tuple[str, str]]:
 
 def archived(commit: str, into: Path) -> Path:
     """The core of ``commit`` (``git archive``), unpacked under ``into``."""
-    blob = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, *CORE], capture_output=True,
-                          check=False)
+    blob = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, *CORE],
+        capture_output=True,
+        check=False,
+    )
     if blob.returncode:
         raise SystemExit(f"house_figures: error: --at {commit}: {blob.stderr.decode().strip()}")
     with tarfile.open(fileobj=io.BytesIO(blob.stdout)) as tar:
@@ -271,16 +357,31 @@ def archived(commit: str, into: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--at", action="append", default=[], metavar="COMMIT",
-                        help="measure a commit's tree (git archive); repeat for columns side by side")
-    parser.add_argument("--list", action="store_true", help="also list the files naming halving and folds and the "
-                                                            "mutable bindings")
+    parser.add_argument(
+        "--at",
+        action="append",
+        default=[],
+        metavar="COMMIT",
+        help="measure a commit's tree (git archive); repeat for columns side by side",
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="also list the files naming halving and folds and the mutable bindings",
+    )
     args = parser.parse_args(argv)
     columns: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, commit in enumerate(args.at):
-            label = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", commit], capture_output=True,
-                                   text=True, check=False).stdout.strip() or commit
+            label = (
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "rev-parse", "--short", commit],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout.strip()
+                or commit
+            )
             columns.append((label, measure(archived(commit, Path(tmp) / str(i)))))
     if not args.at:
         columns.append(("working tree", measure(ROOT)))
@@ -290,10 +391,20 @@ def main(argv: list[str] | None = None) -> int:
         table.append((name, *(col[i][1] for col in per_column)))
     widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
     print("| " + " | ".join(cell.ljust(w) for cell, w in zip(table[0], widths)) + " |")
-    print("|" + "|".join("-" * (w + 2) if c == 0 else "-" * (w + 1) + ":" for c, w in enumerate(widths)) + "|")
+    print(
+        "|"
+        + "|".join("-" * (w + 2) if c == 0 else "-" * (w + 1) + ":" for c, w in enumerate(widths))
+        + "|"
+    )
     for r in table[1:]:
-        print("| " + " | ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in
-                                enumerate(zip(r, widths))) + " |")
+        print(
+            "| "
+            + " | ".join(
+                cell.ljust(w) if c == 0 else cell.rjust(w)
+                for c, (cell, w) in enumerate(zip(r, widths))
+            )
+            + " |"
+        )
     if args.list:
         for label, f in columns:
             for key, names in f["where"].items():

@@ -7,6 +7,7 @@ Prints one table: jobs asked, children recorded and their statuses, "database is
 in the output, wall time and jobs/s. The store is created first by the launching process (the parent
 run), in WAL mode, as every sweep does. Needs the parallel extra (hydra-joblib-launcher).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,21 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "mlflow.db"
-        cmd = [sys.executable, "-m", "sweeper", "-m", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.workers}",
-               f"seed=range(0,{seeds})", f"lr={','.join(LRS)}", f"epochs={args.epochs}", "log_every=20",
-               f"tracking.uri=sqlite:///{store}", f"hydra.sweep.dir={tmp}/sweep", "tracking.experiment=load"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "hydra/launcher=joblib",
+            f"hydra.launcher.n_jobs={args.workers}",
+            f"seed=range(0,{seeds})",
+            f"lr={','.join(LRS)}",
+            f"epochs={args.epochs}",
+            "log_every=20",
+            f"tracking.uri=sqlite:///{store}",
+            f"hydra.sweep.dir={tmp}/sweep",
+            "tracking.experiment=load",
+        ]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -58,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             ("jobs per second", f"{seeds * len(LRS) / wall:.2f}"),
         ]
     width = max(len(k) for k, _ in rows)
-    print(f"load test: {args.workers} joblib workers, {seeds * len(LRS)} jobs, one embedded SQLite store (WAL)")
+    print(
+        f"load test: {args.workers} joblib workers, {seeds * len(LRS)} jobs, one embedded SQLite store (WAL)"
+    )
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
     return 0 if len(kids) == seeds * len(LRS) and proc.returncode == 0 else 1

@@ -29,6 +29,7 @@ tree / wall s). Interleaved: repeat 1 of every tool, then repeat 2, ... (the ord
 of the machine's load touches every tool; the median of the repeats, and each tool's wall over sweeper's in the same
 repeat (median of those ratios). The machine is shared: compare ratios, and run it on a quiet machine for figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,26 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "bench"))
 
 GRIDS = {  # name: (data set, {key: values}) — the digits grid is the weight README and issue 44 quote
-    "digits": ("digits", {"lr": [0.05, 0.1, 0.2, 0.3], "depth": [1, 2], "width": [64, 128], "epochs": [600, 1200]}),
-    "diabetes": ("diabetes", {"lr": [0.002, 0.005, 0.01, 0.02], "depth": [1, 2], "width": [16, 32],
-                              "epochs": [4000, 8000]}),
+    "digits": (
+        "digits",
+        {"lr": [0.05, 0.1, 0.2, 0.3], "depth": [1, 2], "width": [64, 128], "epochs": [600, 1200]},
+    ),
+    "diabetes": (
+        "diabetes",
+        {
+            "lr": [0.002, 0.005, 0.01, 0.02],
+            "depth": [1, 2],
+            "width": [16, 32],
+            "epochs": [4000, 8000],
+        },
+    ),
     "quick": ("digits", {"lr": [0.1, 0.3], "depth": [1], "width": [16], "epochs": [50, 100]}),
 }
 TOOLS = ("sweeper", "gridsearch", "optuna", "ray")
-ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")}
+ONE_THREAD = {
+    k: "1"
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+}
 
 
 def cores() -> int:
@@ -66,6 +80,7 @@ def configurations(grid: dict[str, list]) -> list[dict[str, float | int]]:
 
 
 # --- one tool, in its own process (python bench/peers.py --one TOOL --grid G --store URI) -------------------------
+
 
 def _dataset(name: str):
     """sweeper's own split and scaling of the data set (its bundled loader, data.split_seed 0)."""
@@ -84,10 +99,21 @@ def _fit(ds, cfg: dict, seed: int = 0):
 
     regression = ds.task == "regression"
     kind = MLPRegressor if regression else MLPClassifier
-    model = kind(hidden_layer_sizes=(int(cfg["width"]),) * int(cfg["depth"]), activation="tanh", solver="sgd",
-                 batch_size=len(ds.X_train), learning_rate="constant",
-                 learning_rate_init=(2 if regression else 1) * float(cfg["lr"]), momentum=0.0, alpha=0.0,
-                 shuffle=False, tol=0.0, n_iter_no_change=10**9, max_iter=int(cfg["epochs"]), random_state=seed)
+    model = kind(
+        hidden_layer_sizes=(int(cfg["width"]),) * int(cfg["depth"]),
+        activation="tanh",
+        solver="sgd",
+        batch_size=len(ds.X_train),
+        learning_rate="constant",
+        learning_rate_init=(2 if regression else 1) * float(cfg["lr"]),
+        momentum=0.0,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        max_iter=int(cfg["epochs"]),
+        random_state=seed,
+    )
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: max_iter reached on purpose
@@ -118,9 +144,13 @@ def _record(uri: str, tool: str, rows: list[tuple[dict, float, float, float]], m
     mlflow.set_experiment(f"peers-{tool}")
     with mlflow.start_run(run_name=tool):
         for cfg, val, test, seconds in rows:
-            with mlflow.start_run(nested=True, run_name=",".join(f"{k}={v}" for k, v in cfg.items())):
+            with mlflow.start_run(
+                nested=True, run_name=",".join(f"{k}={v}" for k, v in cfg.items())
+            ):
                 mlflow.log_params(cfg)
-                mlflow.log_metrics({f"val_{metric}": val, f"test_{metric}": test, "train_time_s": seconds})
+                mlflow.log_metrics(
+                    {f"val_{metric}": val, f"test_{metric}": test, "train_time_s": seconds}
+                )
 
 
 def run_gridsearch(ds, grid: dict, uri: str) -> None:
@@ -132,14 +162,28 @@ def run_gridsearch(ds, grid: dict, uri: str) -> None:
     X = np.vstack([ds.X_train, ds.X_val])
     y = np.concatenate([ds.y_train.ravel(), ds.y_val.ravel()])
     y = y if regression else y.astype(int)
-    split = PredefinedSplit([-1] * len(ds.X_train) + [0] * len(ds.X_val))  # train on the training rows, score on val
+    split = PredefinedSplit(
+        [-1] * len(ds.X_train) + [0] * len(ds.X_val)
+    )  # train on the training rows, score on val
     n = len(ds.X_train)
     kind = MLPRegressor if regression else MLPClassifier
-    base = kind(activation="tanh", solver="sgd", batch_size=n, learning_rate="constant", momentum=0.0, alpha=0.0,
-                shuffle=False, tol=0.0, n_iter_no_change=10**9, random_state=0)
-    params = {"learning_rate_init": [(2 if regression else 1) * lr for lr in grid["lr"]],
-              "hidden_layer_sizes": [(w,) * d for d in grid["depth"] for w in grid["width"]],
-              "max_iter": list(grid["epochs"])}
+    base = kind(
+        activation="tanh",
+        solver="sgd",
+        batch_size=n,
+        learning_rate="constant",
+        momentum=0.0,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        random_state=0,
+    )
+    params = {
+        "learning_rate_init": [(2 if regression else 1) * lr for lr in grid["lr"]],
+        "hidden_layer_sizes": [(w,) * d for d in grid["depth"] for w in grid["width"]],
+        "max_iter": list(grid["epochs"]),
+    }
     X_test, y_test = ds.X_test, ds.y_test
 
     def on_val(model, Xv, yv):
@@ -148,8 +192,14 @@ def run_gridsearch(ds, grid: dict, uri: str) -> None:
     def on_test(model, _X, _y):  # the test rows, not the fold's: each configuration's test metric
         return _score(ds, model, X_test, y_test)
 
-    search = GridSearchCV(base, params, cv=split, refit=False, n_jobs=cores(),
-                          scoring={"val": on_val, "test": on_test})
+    search = GridSearchCV(
+        base,
+        params,
+        cv=split,
+        refit=False,
+        n_jobs=cores(),
+        scoring={"val": on_val, "test": on_test},
+    )
     import warnings
 
     with warnings.catch_warnings():
@@ -158,9 +208,20 @@ def run_gridsearch(ds, grid: dict, uri: str) -> None:
     r = search.cv_results_
     rows = []
     for i, p in enumerate(r["params"]):
-        cfg = {"lr": p["learning_rate_init"] / (2 if regression else 1), "depth": len(p["hidden_layer_sizes"]),
-               "width": p["hidden_layer_sizes"][0], "epochs": p["max_iter"]}
-        rows.append((cfg, float(r["mean_test_val"][i]), float(r["mean_test_test"][i]), float(r["mean_fit_time"][i])))
+        cfg = {
+            "lr": p["learning_rate_init"] / (2 if regression else 1),
+            "depth": len(p["hidden_layer_sizes"]),
+            "width": p["hidden_layer_sizes"][0],
+            "epochs": p["max_iter"],
+        }
+        rows.append(
+            (
+                cfg,
+                float(r["mean_test_val"][i]),
+                float(r["mean_test_test"][i]),
+                float(r["mean_fit_time"][i]),
+            )
+        )
     _record(uri, "gridsearch", rows, _metric(ds))
 
 
@@ -172,8 +233,10 @@ def run_optuna(ds, grid: dict, uri: str) -> None:
     metric = _metric(ds)
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("peers-optuna")
-    study = optuna.create_study(sampler=optuna.samplers.GridSampler(grid, seed=0),
-                                direction="minimize" if ds.task == "regression" else "maximize")
+    study = optuna.create_study(
+        sampler=optuna.samplers.GridSampler(grid, seed=0),
+        direction="minimize" if ds.task == "regression" else "maximize",
+    )
 
     def objective(trial):
         cfg = {k: trial.suggest_categorical(k, v) for k, v in grid.items()}
@@ -181,7 +244,9 @@ def run_optuna(ds, grid: dict, uri: str) -> None:
         val, test = _score(ds, model, ds.X_val, ds.y_val), _score(ds, model, ds.X_test, ds.y_test)
         with mlflow.start_run(nested=True, run_name=",".join(f"{k}={v}" for k, v in cfg.items())):
             mlflow.log_params(cfg)
-            mlflow.log_metrics({f"val_{metric}": val, f"test_{metric}": test, "train_time_s": seconds})
+            mlflow.log_metrics(
+                {f"val_{metric}": val, f"test_{metric}": test, "train_time_s": seconds}
+            )
         return val
 
     with mlflow.start_run(run_name="optuna"):
@@ -192,20 +257,38 @@ def run_ray(ds, grid: dict, uri: str) -> None:
     import ray
     from ray import tune
 
-    ray.init(num_cpus=cores(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        num_cpus=cores(), include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
 
     def trainable(cfg):
         model, seconds = _fit(ds, cfg)
-        return {"val": _score(ds, model, ds.X_val, ds.y_val), "test": _score(ds, model, ds.X_test, ds.y_test),
-                "train_time_s": seconds}
+        return {
+            "val": _score(ds, model, ds.X_val, ds.y_val),
+            "test": _score(ds, model, ds.X_test, ds.y_test),
+            "train_time_s": seconds,
+        }
 
-    RunConfig = getattr(tune, "RunConfig", None) or __import__("ray.train", fromlist=["RunConfig"]).RunConfig
-    tuner = tune.Tuner(trainable, param_space={k: tune.grid_search(v) for k, v in grid.items()},
-                       tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cores()),
-                       run_config=RunConfig(storage_path=str(Path.cwd() / "ray_results"), verbose=0))
+    RunConfig = (
+        getattr(tune, "RunConfig", None)
+        or __import__("ray.train", fromlist=["RunConfig"]).RunConfig
+    )
+    tuner = tune.Tuner(
+        trainable,
+        param_space={k: tune.grid_search(v) for k, v in grid.items()},
+        tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cores()),
+        run_config=RunConfig(storage_path=str(Path.cwd() / "ray_results"), verbose=0),
+    )
     results = tuner.fit()
-    rows = [({k: r.config[k] for k in grid}, r.metrics["val"], r.metrics["test"], r.metrics["train_time_s"])
-            for r in results]
+    rows = [
+        (
+            {k: r.config[k] for k in grid},
+            r.metrics["val"],
+            r.metrics["test"],
+            r.metrics["train_time_s"],
+        )
+        for r in results
+    ]
     _record(uri, "ray", rows, _metric(ds))
     ray.shutdown()
 
@@ -218,23 +301,44 @@ def one(tool: str, grid_name: str, uri: str) -> None:
 
 # --- the measurement -------------------------------------------------------------------------------------------------
 
+
 def available(tool: str) -> str | None:
     """Why ``tool`` cannot run here (None: it can)."""
     import importlib.util
 
     need = {"optuna": "optuna", "ray": "ray"}.get(tool)
     if need and importlib.util.find_spec(need) is None:
-        return f"{need} is not installed" + (" (pip install 'ray[tune]')" if tool == "ray" else " (the dev extra)")
+        return f"{need} is not installed" + (
+            " (pip install 'ray[tune]')" if tool == "ray" else " (the dev extra)"
+        )
     return None
 
 
 def command(tool: str, grid_name: str, uri: str, scratch: str) -> list[str]:
     if tool == "sweeper":
         name, grid = GRIDS[grid_name]
-        return [sys.executable, "-m", "sweeper", "-m", f"data={name}",
-                *(f"{k}={','.join(map(str, v))}" for k, v in grid.items()),
-                "activation=tanh", "baselines=none", f"tracking.uri={uri}", f"hydra.sweep.dir={scratch}/sweep"]
-    return [sys.executable, str(Path(__file__).resolve()), "--one", tool, "--grid", grid_name, "--store", uri]
+        return [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            f"data={name}",
+            *(f"{k}={','.join(map(str, v))}" for k, v in grid.items()),
+            "activation=tanh",
+            "baselines=none",
+            f"tracking.uri={uri}",
+            f"hydra.sweep.dir={scratch}/sweep",
+        ]
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        tool,
+        "--grid",
+        grid_name,
+        "--store",
+        uri,
+    ]
 
 
 def logged(uri: str, n: int) -> str:
@@ -242,9 +346,18 @@ def logged(uri: str, n: int) -> str:
     from mlflow import MlflowClient
 
     c = MlflowClient(uri)
-    runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id], max_results=5000)]
-    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags
-            and any(k.startswith("val_") for k in r.data.metrics) and any(k.startswith("test_") for k in r.data.metrics)]
+    runs = [
+        r
+        for e in c.search_experiments()
+        for r in c.search_runs([e.experiment_id], max_results=5000)
+    ]
+    kids = [
+        r
+        for r in runs
+        if "mlflow.parentRunId" in r.data.tags
+        and any(k.startswith("val_") for k in r.data.metrics)
+        and any(k.startswith("test_") for k in r.data.metrics)
+    ]
     return f"{len(kids)}/{n}"
 
 
@@ -261,8 +374,13 @@ def timed(tool: str, grid_name: str) -> tuple[float, float, str, str, str | None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     os.sync()
     t0 = time.perf_counter()
-    proc = subprocess.run(command(tool, grid_name, uri, scratch), cwd=scratch, capture_output=True, text=True,
-                          env={**os.environ, **ONE_THREAD})
+    proc = subprocess.run(
+        command(tool, grid_name, uri, scratch),
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ONE_THREAD},
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -280,7 +398,9 @@ def timed(tool: str, grid_name: str) -> tuple[float, float, str, str, str | None
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", choices=sorted(GRIDS), default="digits")
-    ap.add_argument("--quick", action="store_true", help="the 4-configuration grid, once (checks the script)")
+    ap.add_argument(
+        "--quick", action="store_true", help="the 4-configuration grid, once (checks the script)"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tools", default=",".join(TOOLS), help=f"a comma list of {', '.join(TOOLS)}")
     ap.add_argument("--one", choices=TOOLS[1:], help=argparse.SUPPRESS)  # a peer's own process
@@ -302,8 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     skipped = {t: why for t in tools if (why := available(t))}
     tools = [t for t in tools if t not in skipped]
     print(f"# bench/peers.py, {datetime.datetime.now():%Y-%m-%d %H:%M}, {about()}")
-    print(f"# grid {args.grid}: data={name}, {n} configurations ({' × '.join(f'{k} {v}' for k, v in grid.items())}), "
-          f"{args.repeats} repeat(s), interleaved; load {' '.join(f'{x:.2f}' for x in os.getloadavg())} before")
+    print(
+        f"# grid {args.grid}: data={name}, {n} configurations ({' × '.join(f'{k} {v}' for k, v in grid.items())}), "
+        f"{args.repeats} repeat(s), interleaved; load {' '.join(f'{x:.2f}' for x in os.getloadavg())} before"
+    )
     for t, why in skipped.items():
         print(f"# {t}: skipped: {why}")
     walls: dict[str, list[float]] = {t: [] for t in tools}
@@ -312,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     used: dict[str, str] = {}
     errors: dict[str, str] = {}
     for r in range(args.repeats):
-        for tool in tools[r % len(tools):] + tools[:r % len(tools)]:
+        for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
             if tool in errors:
                 continue
             wall, cpu, kept, used[tool], error = timed(tool, args.grid)
@@ -329,15 +451,43 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([tool, used.get(tool, ""), "error", errors[tool], "", "", "", ""])
             continue
         w = walls[tool]
-        ratio = (f"{statistics.median(a / b for a, b in zip(w, base)):.2f}x" if base and len(base) == len(w) else "")
-        rows.append([tool, used[tool], f"{statistics.median(w):.1f}", f"{min(w):.1f}-{max(w):.1f}",
-                     f"{statistics.median(cpus[tool]):.1f}", f"{statistics.median(c / x for c, x in zip(cpus[tool], w)):.2f}",
-                     ratio, records[tool]])
-    print(table(["tool", "procs × threads", "wall s", "range", "CPU s", "cores busy", "wall / sweeper's",
-                 "runs logged"], rows))
-    print(f"# load {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {cores()} cores: procs × threads is what each "
-          "tool trained on (sweeper: its CPU workers, started where they pay, one BLAS thread each); Optuna runs its trials "
-          "one after another: where the processes differ, the ratio compares unequal cores, as this line says")
+        ratio = (
+            f"{statistics.median(a / b for a, b in zip(w, base)):.2f}x"
+            if base and len(base) == len(w)
+            else ""
+        )
+        rows.append(
+            [
+                tool,
+                used[tool],
+                f"{statistics.median(w):.1f}",
+                f"{min(w):.1f}-{max(w):.1f}",
+                f"{statistics.median(cpus[tool]):.1f}",
+                f"{statistics.median(c / x for c, x in zip(cpus[tool], w)):.2f}",
+                ratio,
+                records[tool],
+            ]
+        )
+    print(
+        table(
+            [
+                "tool",
+                "procs × threads",
+                "wall s",
+                "range",
+                "CPU s",
+                "cores busy",
+                "wall / sweeper's",
+                "runs logged",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"# load {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {cores()} cores: procs × threads is what each "
+        "tool trained on (sweeper: its CPU workers, started where they pay, one BLAS thread each); Optuna runs its trials "
+        "one after another: where the processes differ, the ratio compares unequal cores, as this line says"
+    )
     return 1 if errors else 0
 
 

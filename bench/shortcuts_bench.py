@@ -20,6 +20,7 @@ today that the shortcut saves (negative: the public path was faster). The first 
 (``none``): a pair with every shortcut on in both runs, whose "saving" is the noise of one figure on this machine at
 that time. The rule (docs/benchmarks.md): a shortcut that saves less than 5 % on every standard sweep goes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,28 +46,46 @@ CONTROL = "none"
 
 def one_shape(n: int) -> list[str]:
     """``n`` learning rates of one shape at 10 epochs, no model files: ``bench/sweep_bench.py --configs n``."""
-    return [f"lr=range(0.0001,{0.0001 * (n + 1):.4f},0.0001)", "epochs=10", "tracking.log_model=false"]
+    return [
+        f"lr=range(0.0001,{0.0001 * (n + 1):.4f},0.0001)",
+        "epochs=10",
+        "tracking.log_model=false",
+    ]
 
 
 def sweeps(configs: int) -> dict[str, tuple[list[str], int]]:
     """The standard sweeps: name -> (overrides, configurations)."""
-    return {"grid-16": (GRID_16, 16), "grid-64": (GRID_64, 64), f"{configs} configs": (one_shape(configs), configs)}
+    return {
+        "grid-16": (GRID_16, 16),
+        "grid-64": (GRID_64, 64),
+        f"{configs} configs": (one_shape(configs), configs),
+    }
 
 
 def wall(overrides: list[str], launcher: list[str], off: str) -> tuple[float, str | None]:
     """One sweep's wall seconds (and its error's last line) with the shortcuts ``off`` (``"0"``: none)."""
     tmp = _scratch()
-    cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *launcher,
-           f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        *overrides,
+        *launcher,
+        f"tracking.uri={_empty_store(Path(tmp))}",
+        f"hydra.sweep.dir={tmp}/sweep",
+    ]
     return _timed(cmd, tmp, {"SWEEPER_PUBLIC_ONLY": off, "SWEEPER_WRITER": ""})
 
 
-def pair(overrides: list[str], launcher: list[str], name: str, repeats: int) -> tuple[list[float], list[float], str]:
+def pair(
+    overrides: list[str], launcher: list[str], name: str, repeats: int
+) -> tuple[list[float], list[float], str]:
     """``repeats`` walls with every shortcut on and with ``name`` off (:data:`CONTROL`: on as well), interleaved;
     the first error, if any."""
     walls: tuple[list[float], list[float]] = ([], [])
     for i in range(repeats):
-        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
             t, error = wall(overrides, launcher, name if side and name != CONTROL else "0")
             if error:
                 return *walls, error
@@ -92,36 +111,99 @@ def section(names: list[str], chosen: dict[str, tuple[list[str], int]], repeats:
                 w, wo = _median(on), _median(off)
                 saving = 100 * (wo - w) / w
                 verdict = "(noise)" if name == CONTROL else "yes" if saving >= RULE else "no"
-                rows.append([name, sweep, n, label, f"{w:.2f}", f"{wo:.2f}", f"{wo - w:+.2f}", f"{saving:+.1f}",
-                             verdict])
-            print(" | ".join(map(str, rows[-1])) + f"   (load before {before}, after {load()})", flush=True)
-    return ["## Shortcuts past the frameworks (wall s from the command to its exit, median of %d, interleaved)"
-            % repeats, "", table(["shortcut", "sweep", "configs", "launcher", "wall with s", "wall without s",
-                                  "saving s", "saving % of wall", f"saves >= {RULE:g} %"], rows)]
+                rows.append(
+                    [
+                        name,
+                        sweep,
+                        n,
+                        label,
+                        f"{w:.2f}",
+                        f"{wo:.2f}",
+                        f"{wo - w:+.2f}",
+                        f"{saving:+.1f}",
+                        verdict,
+                    ]
+                )
+            print(
+                " | ".join(map(str, rows[-1])) + f"   (load before {before}, after {load()})",
+                flush=True,
+            )
+    return [
+        "## Shortcuts past the frameworks (wall s from the command to its exit, median of %d, interleaved)"
+        % repeats,
+        "",
+        table(
+            [
+                "shortcut",
+                "sweep",
+                "configs",
+                "launcher",
+                "wall with s",
+                "wall without s",
+                "saving s",
+                "saving % of wall",
+                f"saves >= {RULE:g} %",
+            ],
+            rows,
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a validation run: 1 repeat, 200 configurations")
-    p.add_argument("--repeats", type=int, default=None, help="pairs per figure (default 3; 1 with --quick)")
-    p.add_argument("--configs", type=int, default=None, help="the one-shape sweep's size (default 1000; 200 with --quick)")
-    p.add_argument("--shortcuts", default=",".join([CONTROL, *SHORTCUTS]),
-                   help=f"comma-separated: {CONTROL} (the control: every shortcut on in both runs), " + ", ".join(SHORTCUTS))
-    p.add_argument("--sweeps", default=None, help="comma-separated: grid-16, grid-64, configs (default: all three)")
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="a validation run: 1 repeat, 200 configurations"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=None, help="pairs per figure (default 3; 1 with --quick)"
+    )
+    p.add_argument(
+        "--configs",
+        type=int,
+        default=None,
+        help="the one-shape sweep's size (default 1000; 200 with --quick)",
+    )
+    p.add_argument(
+        "--shortcuts",
+        default=",".join([CONTROL, *SHORTCUTS]),
+        help=f"comma-separated: {CONTROL} (the control: every shortcut on in both runs), "
+        + ", ".join(SHORTCUTS),
+    )
+    p.add_argument(
+        "--sweeps",
+        default=None,
+        help="comma-separated: grid-16, grid-64, configs (default: all three)",
+    )
     p.add_argument("--out", type=Path, default=None, help="also write the table to this file")
     args = p.parse_args(argv)
     names = [s.strip() for s in args.shortcuts.split(",") if s.strip()]
     unknown = [s for s in names if s not in SHORTCUTS and s != CONTROL]
     if unknown:
-        p.error(f"--shortcuts {','.join(unknown)}: not a shortcut; expected some of {', '.join(SHORTCUTS)}")
+        p.error(
+            f"--shortcuts {','.join(unknown)}: not a shortcut; expected some of {', '.join(SHORTCUTS)}"
+        )
     everything = sweeps(args.configs or (200 if args.quick else 1000))
-    wanted = [s.strip() for s in args.sweeps.split(",")] if args.sweeps else ["grid-16", "grid-64", "configs"]
-    chosen = {k: v for k, v in everything.items() if k in wanted or (k.endswith(" configs") and "configs" in wanted)}
+    wanted = (
+        [s.strip() for s in args.sweeps.split(",")]
+        if args.sweeps
+        else ["grid-16", "grid-64", "configs"]
+    )
+    chosen = {
+        k: v
+        for k, v in everything.items()
+        if k in wanted or (k.endswith(" configs") and "configs" in wanted)
+    }
     if not chosen:
         p.error(f"--sweeps {args.sweeps}: expected some of grid-16, grid-64, configs")
     repeats = args.repeats or (1 if args.quick else 3)
-    out = [f"# Shortcuts benchmark ({time.strftime('%Y-%m-%d %H:%M')}; load average at the start {load()})", "",
-           about(), ""]
+    out = [
+        f"# Shortcuts benchmark ({time.strftime('%Y-%m-%d %H:%M')}; load average at the start {load()})",
+        "",
+        about(),
+        "",
+    ]
     print("\n".join(out), flush=True)
     out += section(names, chosen, repeats)
     out += ["", f"load average at the end: {load()}"]

@@ -14,6 +14,7 @@ the cost a command pays when it imports MLflow before it needs it. The runs use 
 (created by an untimed first run) and folders in a temporary directory; the checkout benchmarked is
 the one this file sits in (``PYTHONPATH`` points at it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,24 +37,56 @@ def commands(tmp: Path) -> list[tuple[str, list[str]]]:
     return [
         ("import hydra", ["-c", "import hydra"]),
         ("import mlflow", ["-c", "import mlflow"]),
-        *[(f"{m} --help", ["-m", m, "--help"]) for m in
-          ("sweeper", "sweeper.promote", "sweeper.report", "sweeper.compare", "sweeper.summary", "sweeper.upload")],
+        *[
+            (f"{m} --help", ["-m", m, "--help"])
+            for m in (
+                "sweeper",
+                "sweeper.promote",
+                "sweeper.report",
+                "sweeper.compare",
+                "sweeper.summary",
+                "sweeper.upload",
+            )
+        ],
         ("refused lr=-1", ["-m", "sweeper", "lr=-1"]),
         ("refused -m lr=0.1,-1", ["-m", "sweeper", "-m", "lr=0.1,-1"]),
-        ("refused data.name=nope", ["-m", "sweeper", "data.name=nope", f"hydra.run.dir={tmp / 'run'}", *store]),
+        (
+            "refused data.name=nope",
+            ["-m", "sweeper", "data.name=nope", f"hydra.run.dir={tmp / 'run'}", *store],
+        ),
         ("single run", ["-m", "sweeper", *FAST, f"hydra.run.dir={tmp / 'run'}", *store]),
-        ("multirun lr=0.001,0.005", ["-m", "sweeper", "-m", "lr=0.001,0.005", *FAST, f"hydra.sweep.dir={tmp / 'sweep'}", *store]),
+        (
+            "multirun lr=0.001,0.005",
+            [
+                "-m",
+                "sweeper",
+                "-m",
+                "lr=0.001,0.005",
+                *FAST,
+                f"hydra.sweep.dir={tmp / 'sweep'}",
+                *store,
+            ],
+        ),
         # the Python API (sweeper.api) in a script: the same sweep, and two of them in one process (a notebook's
         # second call pays neither the imports nor Hydra's plugin discovery again); Python's own exit included
         ("python: import sweeper", ["-c", "import sweeper"]),
-        ("python: run()", ["-c", python(f"sweeper.run({[*FAST, 'hydra.run.dir=' + str(tmp / 'run'), *store]!r})")]),
+        (
+            "python: run()",
+            [
+                "-c",
+                python(f"sweeper.run({[*FAST, 'hydra.run.dir=' + str(tmp / 'run'), *store]!r})"),
+            ],
+        ),
         ("python: multirun()", ["-c", python(_multirun(tmp / "sweep_py", store))]),
-        ("python: multirun() twice", ["-c", python(_multirun(tmp / "sweep_a", store), _multirun(tmp / "sweep_b", store))]),
+        (
+            "python: multirun() twice",
+            ["-c", python(_multirun(tmp / "sweep_a", store), _multirun(tmp / "sweep_b", store))],
+        ),
     ]
 
 
 GRID_16 = ["lr=0.001,0.002,0.005,0.01", "depth=1,2", "width=8,16", "epochs=1000"]
-BY_HAND_16 = r'''
+BY_HAND_16 = r"""
 import itertools, sys, warnings
 import mlflow, numpy as np
 from sklearn.datasets import load_diabetes
@@ -77,16 +110,16 @@ for lr, depth, width in itertools.product([0.001, 0.002, 0.005, 0.01], [1, 2], [
     with mlflow.start_run():
         mlflow.log_params({"lr": lr, "depth": depth, "width": width, "epochs": 1000})
         mlflow.log_metrics({"test_mse": float(np.mean((pred - ys) ** 2)), "test_mae": float(np.mean(np.abs(pred - ys)))})
-'''
+"""
 # Two 2-configuration sweeps in one process (a notebook): each call's wall and training (the group's train time), printed
-API_TWICE = r'''
+API_TWICE = r"""
 import sys, time, sweeper
 for name in ("first", "second"):
     t = time.perf_counter()
     r = sweeper.multirun(["lr=0.001,0.005", "hydra.sweep.dir=" + sys.argv[1] + "/" + name, "tracking.uri=" + sys.argv[2]])
     wall = time.perf_counter() - t
     print(f"API {name} {wall:.3f} {float(r.leaderboard['train_time_s'].astype(float).sum()):.3f}")
-'''
+"""
 
 
 def small(tmp: Path, counter: list[int]) -> list[tuple[str, list[str]]]:
@@ -99,11 +132,20 @@ def small(tmp: Path, counter: list[int]) -> list[tuple[str, list[str]]]:
 
     return [
         ("import mlflow", ["-c", "import mlflow"]),
-        ("quick start, new store", ["-m", "sweeper", "-m", "lr=0.001,0.005", f"hydra.sweep.dir={tmp / 'q'}", fresh()]),
-        ("quick start, existing store", ["-m", "sweeper", "-m", "lr=0.001,0.005", f"hydra.sweep.dir={tmp / 'q'}", store]),
+        (
+            "quick start, new store",
+            ["-m", "sweeper", "-m", "lr=0.001,0.005", f"hydra.sweep.dir={tmp / 'q'}", fresh()],
+        ),
+        (
+            "quick start, existing store",
+            ["-m", "sweeper", "-m", "lr=0.001,0.005", f"hydra.sweep.dir={tmp / 'q'}", store],
+        ),
         ("grid-16", ["-m", "sweeper", "-m", *GRID_16, f"hydra.sweep.dir={tmp / 'g'}", store]),
         ("grid-16 by hand", ["-c", BY_HAND_16, f"sqlite:///{tmp / 'hand' / f'{counter[0]}.db'}"]),
-        ("python: multirun() x2", ["-c", API_TWICE, str(tmp / "api"), f"sqlite:///{tmp / 'mlflow.db'}"]),
+        (
+            "python: multirun() x2",
+            ["-c", API_TWICE, str(tmp / "api"), f"sqlite:///{tmp / 'mlflow.db'}"],
+        ),
     ]
 
 
@@ -112,17 +154,33 @@ def small_main(args: Any, checkouts: dict[str, Path], envs: dict[str, dict[str, 
     with tempfile.TemporaryDirectory() as name:
         tmp, counter = Path(name), [0]
         (tmp / "hand").mkdir()
-        timed(["-m", "sweeper", "epochs=10", f"hydra.run.dir={tmp / 'run'}", f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"],
-              tmp, envs["this"])  # the existing store (and sweeper's store template, where it keeps one)
+        timed(
+            [
+                "-m",
+                "sweeper",
+                "epochs=10",
+                f"hydra.run.dir={tmp / 'run'}",
+                f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}",
+            ],
+            tmp,
+            envs["this"],
+        )  # the existing store (and sweeper's store template, where it keeps one)
         times: dict[tuple[str, str], list[float]] = {}
         api: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for _ in range(args.runs):
             for row, _cmd in small(tmp, [0]):
-                for who in checkouts if row not in ("import mlflow", "grid-16 by hand") else ["this"]:
+                for who in (
+                    checkouts if row not in ("import mlflow", "grid-16 by hand") else ["this"]
+                ):
                     cmd = dict(small(tmp, counter))[row]
                     if row.startswith("python:"):
-                        out = subprocess.run([sys.executable, *cmd], cwd=tmp, env=envs[who], capture_output=True,
-                                             text=True)
+                        out = subprocess.run(
+                            [sys.executable, *cmd],
+                            cwd=tmp,
+                            env=envs[who],
+                            capture_output=True,
+                            text=True,
+                        )
                         for line in out.stdout.splitlines():
                             if line.startswith("API "):
                                 _, call, wall, train = line.split()
@@ -131,8 +189,11 @@ def small_main(args: Any, checkouts: dict[str, Path], envs: dict[str, dict[str, 
                     times.setdefault((row, who), []).append(timed(cmd, tmp, envs[who]))
         med = {k: statistics.median(v) for k, v in times.items()}
         ref = med["import mlflow", "this"]
-        print(f"{sys.executable} · {os.cpu_count()} CPUs · median of {args.runs} runs · this: {ROOT}"
-              + (f" · baseline: {args.baseline}" if args.baseline else "") + "\n")
+        print(
+            f"{sys.executable} · {os.cpu_count()} CPUs · median of {args.runs} runs · this: {ROOT}"
+            + (f" · baseline: {args.baseline}" if args.baseline else "")
+            + "\n"
+        )
         head = f"{'row':<30} {'this s':>8} {'/ import mlflow':>16} {'/ by hand':>10}"
         print(head + (f" {'baseline s':>11} {'baseline / this':>16}" if args.baseline else ""))
         hand = med.get(("grid-16 by hand", "this"))
@@ -151,8 +212,10 @@ def small_main(args: Any, checkouts: dict[str, Path], envs: dict[str, dict[str, 
                 if got:
                     wall = statistics.median(w for w, _ in got)
                     train = statistics.median(t for _, t in got)
-                    print(f"python: multirun() {call} call ({who}): {wall:.2f} s, of which training {train:.2f} s: "
-                          f"{wall - train:.2f} s beside its training")
+                    print(
+                        f"python: multirun() {call} call ({who}): {wall:.2f} s, of which training {train:.2f} s: "
+                        f"{wall - train:.2f} s beside its training"
+                    )
     return 0
 
 
@@ -170,52 +233,97 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 2):
-        raise SystemExit(f"python {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"python {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}"
+        )
     return wall
 
 
-def importtime(args: list[str], cwd: Path, env: dict[str, str], least: float) -> list[tuple[float, str]]:
+def importtime(
+    args: list[str], cwd: Path, env: dict[str, str], least: float
+) -> list[tuple[float, str]]:
     """What a command's own code imported (the outermost imports of ``-X importtime``, in order), each with
     its cumulative seconds, those of at least ``least`` s; the first row is their total."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     rows = []
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line and "cumulative" not in line:
-            _, cum_us, name = line[len("import time:"):].split("|")
-            if not name[1:].startswith(" "):  # not nested: imported by the command's code or the interpreter
+            _, cum_us, name = line[len("import time:") :].split("|")
+            if not name[1:].startswith(
+                " "
+            ):  # not nested: imported by the command's code or the interpreter
                 rows.append((int(cum_us) / 1e6, name.strip()))
     return [(sum(t for t, _ in rows), "all imports")] + [r for r in rows if r[0] >= least]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", "--runs", type=int, default=3, help="runs of each command; the table shows the median")
-    ap.add_argument("--only", help="measure only the rows whose name contains this (the two references always run)")
-    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. git worktree add /tmp/base main), run "
-                    "interleaved with this one: its medians and the ratio baseline / this")
-    ap.add_argument("--importtime", action="store_true", help="also list what a single run and a multirun import")
-    ap.add_argument("--small", action="store_true", help="the small sweeps' table (issue 57) instead")
+    ap.add_argument(
+        "-n", "--runs", type=int, default=3, help="runs of each command; the table shows the median"
+    )
+    ap.add_argument(
+        "--only",
+        help="measure only the rows whose name contains this (the two references always run)",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. git worktree add /tmp/base main), run "
+        "interleaved with this one: its medians and the ratio baseline / this",
+    )
+    ap.add_argument(
+        "--importtime",
+        action="store_true",
+        help="also list what a single run and a multirun import",
+    )
+    ap.add_argument(
+        "--small", action="store_true", help="the small sweeps' table (issue 57) instead"
+    )
     args = ap.parse_args(argv)
     checkouts = {"this": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
-    envs = {name: {**os.environ, "PYTHONWARNINGS": "ignore",
-                   "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-            for name, root in checkouts.items()}
+    envs = {
+        name: {
+            **os.environ,
+            "PYTHONWARNINGS": "ignore",
+            "PYTHONPATH": os.pathsep.join(
+                [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+        }
+        for name, root in checkouts.items()
+    }
     if args.small:
         return small_main(args, checkouts, envs)
 
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        rows = [c for c in commands(tmp) if c[0].startswith("import ") or not args.only or args.only in c[0]]
-        timed(dict(commands(tmp))["single run"], tmp, envs["this"])  # creates the store: later runs find it warm
+        rows = [
+            c
+            for c in commands(tmp)
+            if c[0].startswith("import ") or not args.only or args.only in c[0]
+        ]
+        timed(
+            dict(commands(tmp))["single run"], tmp, envs["this"]
+        )  # creates the store: later runs find it warm
         times = {(row, name): [] for row, _ in rows for name in checkouts}
-        for _ in range(args.runs):  # interleaved, so that a busy moment of the machine hits every row alike
+        for _ in range(
+            args.runs
+        ):  # interleaved, so that a busy moment of the machine hits every row alike
             for row, cmd in rows:
                 for name in checkouts if not row.startswith("import ") else ["this"]:
                     times[row, name].append(timed(cmd, tmp, envs[name]))
         med = {key: statistics.median(t) for key, t in times.items() if t}
         hydra, mlflow = med["import hydra", "this"], med["import mlflow", "this"]
-        print(f"{sys.executable} · {os.cpu_count()} CPUs · median of {args.runs} runs · this: {ROOT}"
-              + (f" · baseline: {args.baseline}" if args.baseline else "") + "\n")
+        print(
+            f"{sys.executable} · {os.cpu_count()} CPUs · median of {args.runs} runs · this: {ROOT}"
+            + (f" · baseline: {args.baseline}" if args.baseline else "")
+            + "\n"
+        )
         head = f"{'command':<26} {'median s':>9} {'min s':>6} {'max s':>6} {'/ import hydra':>15} {'/ import mlflow':>16}"
         print(head + (f" {'baseline s':>11} {'baseline / this':>16}" if args.baseline else ""))
         for row, _ in rows:
@@ -226,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         if args.importtime:
             for row in ("single run", "multirun lr=0.001,0.005"):
-                print(f"\nimports of one {row} in the order they happen, >= 50 ms (cumulative s, python -X importtime):")
+                print(
+                    f"\nimports of one {row} in the order they happen, >= 50 ms (cumulative s, python -X importtime):"
+                )
                 for cum, module in importtime(dict(commands(tmp))[row], tmp, envs["this"], 0.05):
                     print(f"  {cum:6.2f}  {module}")
     return 0

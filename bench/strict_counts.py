@@ -8,6 +8,7 @@ run (marked), the events inside them (the design: 0), the segment ends and, at o
 the host (d2h), waits (sync) and copies to the device (h2d: new rates when a member stops), then the end's events
 (the clock's wait; the weights' copies). Counts, not times: the stand-in has no kernels.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,16 @@ def row(trainer: str, mode: str, task: str, runs: list) -> list[str]:
         return max(g.get(phase, {}).get(key, 0) for g in got)
 
     in_epochs = max(sum(g["epoch"].get(k, 0) for k in ("h2d", "d2h", "sync")) for g in got)
-    return [trainer, mode, task, str(most("epoch", "marks")), str(in_epochs), str(most("segment end", "marks")),
-            *(str(most("segment end", f"{k}_max")) for k in ("d2h", "sync", "h2d")),
-            *(str(most("end", k)) for k in ("d2h", "sync", "h2d"))]
+    return [
+        trainer,
+        mode,
+        task,
+        str(most("epoch", "marks")),
+        str(in_epochs),
+        str(most("segment end", "marks")),
+        *(str(most("segment end", f"{k}_max")) for k in ("d2h", "sync", "h2d")),
+        *(str(most("end", k)) for k in ("d2h", "sync", "h2d")),
+    ]
 
 
 def main() -> int:
@@ -48,15 +56,43 @@ def main() -> int:
     for task in TASKS:
         opts = list(OPTIMIZERS.values())
         for mode, (patience, batch_size) in MODES.items():
-            rows.append(row("one", mode, task, [partial(one_run, gpu, task, o, patience, batch_size) for o in opts]))
-            rows.append(row("group", mode, task, [partial(group, gpu, task, o, patience, batch_size) for o in opts]))
+            rows.append(
+                row(
+                    "one",
+                    mode,
+                    task,
+                    [partial(one_run, gpu, task, o, patience, batch_size) for o in opts],
+                )
+            )
+            rows.append(
+                row(
+                    "group",
+                    mode,
+                    task,
+                    [partial(group, gpu, task, o, patience, batch_size) for o in opts],
+                )
+            )
         rows.append(row("stacked", "no-stop", task, [partial(stacked, gpu, task, o) for o in opts]))
-    header = ["trainer", "mode", "task", "epochs", "in epochs", "segment ends", "seg d2h", "seg sync", "seg h2d",
-              "end d2h", "end sync", "end h2d"]
+    header = [
+        "trainer",
+        "mode",
+        "task",
+        "epochs",
+        "in epochs",
+        "segment ends",
+        "seg d2h",
+        "seg sync",
+        "seg h2d",
+        "end d2h",
+        "end sync",
+        "end h2d",
+    ]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     for r in [header, ["-" * w for w in widths], *sorted(rows, key=lambda r: (r[0], r[1], r[2]))]:
         print("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip())
-    print(f"(worst case over the optimizers {', '.join(OPTIMIZERS)}; seg = the most at one segment end)")
+    print(
+        f"(worst case over the optimizers {', '.join(OPTIMIZERS)}; seg = the most at one segment end)"
+    )
     return 0
 
 

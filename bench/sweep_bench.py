@@ -26,6 +26,7 @@
    once: ``trained_work``).
 Ratios are against the batched launcher's time in the same run. This machine is shared: compare ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,18 +49,26 @@ sys.path.insert(0, str(ROOT / "bench"))
 from trainer_bench import about, fmt_rate, table  # noqa: E402
 
 GRID_64 = ["lr=0.001,0.002,0.005,0.01", "depth=1,2", "width=8,16", "epochs=1000,3000", "seed=0,1"]
-GRID_256 = ["lr=0.001,0.0015,0.002,0.003,0.005,0.007,0.01,0.015", "depth=1,2", "width=8,16", "epochs=1000,3000",
-            "seed=0,1,2,3"]
+GRID_256 = [
+    "lr=0.001,0.0015,0.002,0.003,0.005,0.007,0.01,0.015",
+    "depth=1,2",
+    "width=8,16",
+    "epochs=1000,3000",
+    "seed=0,1,2,3",
+]
 WORKLOADS = {  # name: (overrides, configurations)
     "quick start": (["lr=0.001,0.005"], 2),
     "+sweep=seed": (["+sweep=seed"], 8),
     "grid-64": (GRID_64, 64),
     "grid-256": (GRID_256, 256),
 }
-LAUNCHERS = {"batched": [], "basic": ["hydra/launcher=basic"],
-             "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]}
+LAUNCHERS = {
+    "batched": [],
+    "basic": ["hydra/launcher=basic"],
+    "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+}
 
-BY_HAND = r'''
+BY_HAND = r"""
 import itertools, sys, warnings
 import mlflow, numpy as np
 from sklearn.datasets import load_diabetes
@@ -83,7 +92,7 @@ for lr, depth, width, epochs, seed in itertools.product([0.001, 0.002, 0.005, 0.
     with mlflow.start_run():
         mlflow.log_params({"lr": lr, "depth": depth, "width": width, "epochs": epochs, "seed": seed})
         mlflow.log_metrics({"test_mse": float(np.mean((pred - ys) ** 2)), "test_mae": float(np.mean(np.abs(pred - ys)))})
-'''
+"""
 
 
 def _median(xs: list[float]) -> float:
@@ -98,8 +107,13 @@ def update_rule(spec: str):
     return Optimizer(name, nesterov=name == "momentum", weight_decay=1e-3 if wd else 0.0)
 
 
-def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
-                     ks: list[int] = (1, 8, 64, 256), threads: int | None = None) -> list[str]:
+def training_section(
+    repeats: int,
+    epochs: int,
+    optimizers: list[str] = ("gd",),
+    ks: list[int] = (1, 8, 64, 256),
+    threads: int | None = None,
+) -> list[str]:
     from sweeper import data, models
     from sweeper.base.backend import resolve
     from sweeper.contract.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
@@ -119,26 +133,67 @@ def training_section(repeats: int, epochs: int, optimizers: list[str] = ("gd",),
             single = []
             for _ in range(repeats):
                 model = MLP(np, init_params([10, 16, 1], "tanh", 0, dtype), "tanh", "regression")
-                fit = models.train(backend, model, *a, lr=base_lr, epochs=epochs, log_every=50, opt=opt)
+                fit = models.train(
+                    backend, model, *a, lr=base_lr, epochs=epochs, log_every=50, opt=opt
+                )
                 single.append(epochs / fit.train_time_s)
             base = _median(single)
-            rows.append(["W1", spec, dtype, "one-config trainer", 1, 1, fmt_rate(base), "1.00x"])  # W1: one block
+            rows.append(
+                ["W1", spec, dtype, "one-config trainer", 1, 1, fmt_rate(base), "1.00x"]
+            )  # W1: one block
             for k in ks:
                 members = [Member(base_lr * (1 + i / k), epochs, seed=i) for i in range(k)]
                 rates = []
                 for _ in range(repeats):
                     params = stacked_params([10, 16, 1], "tanh", [m.seed for m in members], dtype)
-                    fit = train_group(backend, params, "tanh", "regression", *a, members, log_every=50, opt=opt,
-                                      threads=threads)
+                    fit = train_group(
+                        backend,
+                        params,
+                        "tanh",
+                        "regression",
+                        *a,
+                        members,
+                        log_every=50,
+                        opt=opt,
+                        threads=threads,
+                    )
                     rates.append(k * epochs / fit.train_time_s)
                 rate = _median(rates)
-                parts = min(threads or cpu_threads(), k // MIN_PART)  # as train_group splits a group
-                rows.append(["W1", spec, dtype, "batched group", k, parts if parts >= 2 else 1, fmt_rate(rate),
-                             f"{rate / base:.2f}x"])
-    return ["## Training alone (configuration-epochs/s, median of %d, %d epochs)" % (repeats, epochs), "",
-            table(["shape", "update", "dtype", "trainer", "K", "threads", "config-epochs/s", "vs one-config"], rows),
-            "", "(threads: the one-configuration trainer runs W1 on one (its products are small); a group of K >= 16 "
-            "splits over the cores unless --threads 1: where the threads differ, so do the cores the ratio compares)"]
+                parts = min(
+                    threads or cpu_threads(), k // MIN_PART
+                )  # as train_group splits a group
+                rows.append(
+                    [
+                        "W1",
+                        spec,
+                        dtype,
+                        "batched group",
+                        k,
+                        parts if parts >= 2 else 1,
+                        fmt_rate(rate),
+                        f"{rate / base:.2f}x",
+                    ]
+                )
+    return [
+        "## Training alone (configuration-epochs/s, median of %d, %d epochs)" % (repeats, epochs),
+        "",
+        table(
+            [
+                "shape",
+                "update",
+                "dtype",
+                "trainer",
+                "K",
+                "threads",
+                "config-epochs/s",
+                "vs one-config",
+            ],
+            rows,
+        ),
+        "",
+        "(threads: the one-configuration trainer runs W1 on one (its products are small); a group of K >= 16 "
+        "splits over the cores unless --threads 1: where the threads differ, so do the cores the ratio compares)",
+    ]
 
 
 # Every timed command's folder stays until the benchmark ends: deleting a sweep's thousands of files (this
@@ -157,9 +212,13 @@ def _scratch() -> str:
 def _timed(cmd: list[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, str | None]:
     os.sync()  # what earlier commands wrote is on disk before this one is timed
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
     wall = time.perf_counter() - t0
-    return wall, None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:100]
+    return wall, None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][
+        :100
+    ]
 
 
 _EMPTY_STORE: list[Path] = []
@@ -179,10 +238,20 @@ def _empty_store(where: Path) -> str:
     return f"sqlite:///{where}/mlruns/mlflow.db"
 
 
-def sweep_wall(overrides: list[str], launcher: list[str], env: dict[str, str] | None = None) -> tuple[float, str | None]:
+def sweep_wall(
+    overrides: list[str], launcher: list[str], env: dict[str, str] | None = None
+) -> tuple[float, str | None]:
     tmp = _scratch()
-    cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *launcher,
-           f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        *overrides,
+        *launcher,
+        f"tracking.uri={_empty_store(Path(tmp))}",
+        f"hydra.sweep.dir={tmp}/sweep",
+    ]
     return _timed(cmd, tmp, env)
 
 
@@ -215,8 +284,11 @@ def sweep_section(repeats: int, names: list[str], launchers: list[str]) -> list[
         for launcher, wall in walls.items():
             ratio = f"{wall / ref:.2f}x" if ref else "-"
             rows.append([name, n, launcher, f"{wall:.2f}", f"{n / wall:.2f}", ratio])
-    return ["## End to end (wall s from the command to its exit, median of %d)" % repeats, "",
-            table(["sweep", "configs", "launcher", "wall s", "configs/s", "time vs batched"], rows)]
+    return [
+        "## End to end (wall s from the command to its exit, median of %d)" % repeats,
+        "",
+        table(["sweep", "configs", "launcher", "wall s", "configs/s", "time vs batched"], rows),
+    ]
 
 
 EPOCHS_GRID = ["lr=0.001,0.002,0.003,0.004,0.005,0.006,0.007,0.008", "epochs={}", "depth=1"]
@@ -241,26 +313,49 @@ def trajectory_section(scale: int, launchers: list[str]) -> list[str]:
     each run once. ``scale`` divides the grid's epochs (1: as stated)."""
     epochs = ",".join(str(e // scale) for e in (20000, 40000, 80000, 160000))
     workloads = [("+sweep=seed", ["+sweep=seed"], 8)]
-    workloads += [(f"epochs grid {dtype}", [*EPOCHS_GRID[:1], EPOCHS_GRID[1].format(epochs), EPOCHS_GRID[2],
-                                             f"dtype={dtype}"], 32) for dtype in ("float32", "float64")]
+    workloads += [
+        (
+            f"epochs grid {dtype}",
+            [*EPOCHS_GRID[:1], EPOCHS_GRID[1].format(epochs), EPOCHS_GRID[2], f"dtype={dtype}"],
+            32,
+        )
+        for dtype in ("float32", "float64")
+    ]
     rows = []
     for name, overrides, n in workloads:
         walls = {}
         for launcher in launchers:
             tmp = _scratch()
-            cmd = [sys.executable, "-m", "sweeper", "-m", *overrides, *LAUNCHERS[launcher], "tracking.log_model=false",
-                   f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "sweeper",
+                "-m",
+                *overrides,
+                *LAUNCHERS[launcher],
+                "tracking.log_model=false",
+                f"tracking.uri={_empty_store(Path(tmp))}",
+                f"hydra.sweep.dir={tmp}/sweep",
+            ]
             wall, error = _timed(cmd, tmp)
             if error:
                 rows.append([name, n, launcher, "error", error, ""])
                 continue
             walls[launcher] = wall
-            rows.append([name, n, launcher, f"{wall:.2f}", f"{trained_work(Path(tmp) / 'sweep'):,}", ""])
-        for row in rows[-len(walls):]:
+            rows.append(
+                [name, n, launcher, f"{wall:.2f}", f"{trained_work(Path(tmp) / 'sweep'):,}", ""]
+            )
+        for row in rows[-len(walls) :]:
             if "basic" in walls and row[2] in walls:
                 row[5] = f"{walls['basic'] / walls[row[2]]:.2f}x"
-    return [f"## Trajectories (wall s from the command to its exit, once; grid epochs / {scale})", "",
-            table(["sweep", "configs", "launcher", "wall s", "config-epochs trained", "speed vs basic"], rows)]
+    return [
+        f"## Trajectories (wall s from the command to its exit, once; grid epochs / {scale})",
+        "",
+        table(
+            ["sweep", "configs", "launcher", "wall s", "config-epochs trained", "speed vs basic"],
+            rows,
+        ),
+    ]
 
 
 def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
@@ -277,13 +372,24 @@ def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
                     lrs = ",".join(f"{0.001 + 0.0001 * i:.4f}" for i in range(n))
                     times[n].append(sweep_wall([f"lr={lrs}", *tiny], LAUNCHERS[launcher], env)[0])
             walls = {n: _median(t) for n, t in times.items()}
-            rows.append([launcher + label, f"{walls[2]:.2f}", f"{walls[20]:.2f}",
-                         f"{(walls[20] - walls[2]) / 18 * 1000:.0f}"])
-    return ["## Per job outside training (20 jobs of 10 epochs vs 2, median of %d)" % repeats, "",
-            table(["launcher", "2 jobs wall s", "20 jobs wall s", "ms per extra job"], rows)]
+            rows.append(
+                [
+                    launcher + label,
+                    f"{walls[2]:.2f}",
+                    f"{walls[20]:.2f}",
+                    f"{(walls[20] - walls[2]) / 18 * 1000:.0f}",
+                ]
+            )
+    return [
+        "## Per job outside training (20 jobs of 10 epochs vs 2, median of %d)" % repeats,
+        "",
+        table(["launcher", "2 jobs wall s", "20 jobs wall s", "ms per extra job"], rows),
+    ]
 
 
-def joblib_section(repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int = 20000) -> list[str]:
+def joblib_section(
+    repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int = 20000
+) -> list[str]:
     """joblib's 2 workers against 1 (joblib then runs the jobs in this process) on jobs that train ~0.33 s
     (diabetes, 20000 epochs), interleaved."""
     rows = []
@@ -296,14 +402,23 @@ def joblib_section(repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int =
                 times[workers].append(sweep_wall([f"lr={lrs}", f"epochs={epochs}"], launcher)[0])
         one, two = _median(times[1]), _median(times[2])
         rows.append([n, f"{one:.2f}", f"{two:.2f}", f"{one / two:.2f}x"])
-    return ["## joblib: 2 workers against 1, jobs of ~0.33 s of training (median of %d)" % repeats, "",
-            table(["jobs", "n_jobs=1 wall s", "n_jobs=2 wall s", "2 workers' speedup"], rows)]
+    return [
+        "## joblib: 2 workers against 1, jobs of ~0.33 s of training (median of %d)" % repeats,
+        "",
+        table(["jobs", "n_jobs=1 wall s", "n_jobs=2 wall s", "2 workers' speedup"], rows),
+    ]
 
 
 # The search of issue 30: 64 TPE trials on diabetes, depth 1-2, width 8-64 (the four widths the grids use: a width
 # of its own per trial would leave nothing to group), lr log-uniform, 3000 epochs.
-SEARCH = ["+sweep=optuna", "hydra.sweeper.n_trials=64", "epochs=3000", "depth=choice(1,2)", "width=choice(8,16,32,64)",
-          "lr=tag(log, interval(0.0005, 0.05))"]
+SEARCH = [
+    "+sweep=optuna",
+    "hydra.sweeper.n_trials=64",
+    "epochs=3000",
+    "depth=choice(1,2)",
+    "width=choice(8,16,32,64)",
+    "lr=tag(log, interval(0.0005, 0.05))",
+]
 
 
 def search_section(batches: tuple[int, ...] = (16, 1), device: str = "cpu") -> list[str]:
@@ -314,21 +429,56 @@ def search_section(batches: tuple[int, ...] = (16, 1), device: str = "cpu") -> l
     rows, walls = [], {}
     for batch in batches:
         tmp = _scratch()
-        cmd = [sys.executable, "-m", "sweeper", "-m", *SEARCH, f"hydra.sweeper.batch={batch}", f"device={device}",
-               f"tracking.uri={_empty_store(Path(tmp))}", f"hydra.sweep.dir={tmp}/sweep"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            *SEARCH,
+            f"hydra.sweeper.batch={batch}",
+            f"device={device}",
+            f"tracking.uri={_empty_store(Path(tmp))}",
+            f"hydra.sweep.dir={tmp}/sweep",
+        ]
         wall, error = _timed(cmd, tmp)
         if error:
             rows.append([batch, "error", error, "", "", ""])
             continue
         found = OmegaConf.load(Path(tmp) / "sweep" / "optimization_results.yaml")
         walls[batch] = wall
-        rows.append([batch, f"{wall:.1f}", f"{64 / wall:.2f}", f"{found.best_value:.1f}", found.best_trial,
-                     ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in found.best_params.items())])
+        rows.append(
+            [
+                batch,
+                f"{wall:.1f}",
+                f"{64 / wall:.2f}",
+                f"{found.best_value:.1f}",
+                found.best_trial,
+                ", ".join(
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in found.best_params.items()
+                ),
+            ]
+        )
     ref = walls.get(1)
     for row in rows:
         row.append(f"{ref / walls[row[0]]:.2f}x" if ref and row[0] in walls else "-")
-    return ["## Search: 64 TPE trials on diabetes (%s, device=%s), one run each" % (" ".join(SEARCH[2:]), device), "",
-            table(["batch", "wall s", "trials/s", "best val_mse", "best trial", "best params", "faster than batch 1"], rows)]
+    return [
+        "## Search: 64 TPE trials on diabetes (%s, device=%s), one run each"
+        % (" ".join(SEARCH[2:]), device),
+        "",
+        table(
+            [
+                "batch",
+                "wall s",
+                "trials/s",
+                "best val_mse",
+                "best trial",
+                "best params",
+                "faster than batch 1",
+            ],
+            rows,
+        ),
+    ]
 
 
 def scale_row(n: int) -> list[str]:
@@ -342,12 +492,23 @@ def scale_row(n: int) -> list[str]:
     tmp = Path(_scratch())
     uri = _empty_store(tmp)
     stop = 0.0001 * (n + 1)
-    cmd = [sys.executable, "-m", "sweeper", "-m", f"lr=range(0.0001,{stop:.4f},0.0001)", "epochs=10",
-           "tracking.log_model=false", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        f"lr=range(0.0001,{stop:.4f},0.0001)",
+        "epochs=10",
+        "tracking.log_model=false",
+        f"tracking.uri={uri}",
+        f"hydra.sweep.dir={tmp}/sweep",
+    ]
     os.sync()
     t0 = time.perf_counter()
     first = progress = None
-    proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     tail = []
     for line in proc.stdout:
         now = time.perf_counter() - t0
@@ -364,11 +525,20 @@ def scale_row(n: int) -> list[str]:
     from sweeper import tracking
 
     c = tracking.client(uri)
-    runs = sum(len(tracking.search(c, [e.experiment_id], "tags.mlflow.parentRunId != ''"))
-               for e in c.search_experiments())
+    runs = sum(
+        len(tracking.search(c, [e.experiment_id], "tags.mlflow.parentRunId != ''"))
+        for e in c.search_experiments()
+    )
     per = (wall - (first or wall)) / max(n - 1, 1) - train
-    return [n, f"{progress:.1f}" if progress is not None else "-", f"{first:.1f}" if first else "-", f"{wall:.1f}",
-            f"{per * 1000:.1f}", f"{rss:.0f}", f"{runs}" + ("" if code == 0 else f" (exit {code}: {tail[-1].strip()[:60]})")]
+    return [
+        n,
+        f"{progress:.1f}" if progress is not None else "-",
+        f"{first:.1f}" if first else "-",
+        f"{wall:.1f}",
+        f"{per * 1000:.1f}",
+        f"{rss:.0f}",
+        f"{runs}" + ("" if code == 0 else f" (exit {code}: {tail[-1].strip()[:60]})"),
+    ]
 
 
 def scale_section(sizes: list[int]) -> list[str]:
@@ -376,45 +546,108 @@ def scale_section(sizes: list[int]) -> list[str]:
     for n in sizes:
         rows.append(scale_row(n))
         print(" | ".join(map(str, rows[-1])), flush=True)
-    return ["## One shape at scale (lr=range(...), 10 epochs, no model files, embedded store; one run each)", "",
-            table(["configs", "progress line s", "first job line s", "whole s", "ms per config beyond training",
-                   "peak RSS MB", "runs recorded"], rows)]
+    return [
+        "## One shape at scale (lr=range(...), 10 epochs, no model files, embedded store; one run each)",
+        "",
+        table(
+            [
+                "configs",
+                "progress line s",
+                "first job line s",
+                "whole s",
+                "ms per config beyond training",
+                "peak RSS MB",
+                "runs recorded",
+            ],
+            rows,
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
-    p.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)")
-    p.add_argument("--only", choices=["training", "sweeps", "joblib", "trajectories", "packing"], default=None,
-                   help="packing: packed groups against one shape a group (bench/packing_bench.py; --quick or --full)")
-    p.add_argument("--full", action="store_true", help="every row, median of 3 (the default; --only packing: the table)")
-    p.add_argument("--search", action="store_true", help="only the Optuna search: batch 16 against batch 1")
-    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="--search: the trials' device")
-    p.add_argument("--grid-scale", type=int, default=1,
-                   help="trajectories section: divide the epochs grid's epochs by this (1: 20k..160k)")
-    p.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS))
+    p.add_argument(
+        "--repeats", type=int, default=None, help="runs per figure (default 3; 1 with --quick)"
+    )
+    p.add_argument(
+        "--only",
+        choices=["training", "sweeps", "joblib", "trajectories", "packing"],
+        default=None,
+        help="packing: packed groups against one shape a group (bench/packing_bench.py; --quick or --full)",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="every row, median of 3 (the default; --only packing: the table)",
+    )
+    p.add_argument(
+        "--search", action="store_true", help="only the Optuna search: batch 16 against batch 1"
+    )
+    p.add_argument(
+        "--device", choices=["cpu", "gpu"], default="cpu", help="--search: the trials' device"
+    )
+    p.add_argument(
+        "--grid-scale",
+        type=int,
+        default=1,
+        help="trajectories section: divide the epochs grid's epochs by this (1: 20k..160k)",
+    )
+    p.add_argument(
+        "--launchers", default=",".join(LAUNCHERS), help="comma-separated: " + ", ".join(LAUNCHERS)
+    )
     p.add_argument("--sweeps", default=None, help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--out", type=Path, default=None, help="also write the tables to this file")
-    p.add_argument("--optimizers", default="gd", help="training section: comma-separated gd, momentum, adam (+wd)")
-    p.add_argument("--ks", default="1,8,64,256", help="training section: comma-separated group sizes")
-    p.add_argument("--threads", type=int, default=None,
-                   help="training section: CPU threads of a group (default: the CPUs this process may use)")
-    p.add_argument("--configs", default=None,
-                   help="comma-separated sizes: only the one-shape sweeps at scale (e.g. 1000,10000)")
-    p.add_argument("--cores", action="store_true",
-                   help="only hydra.launcher.cpu_workers: 1 against the default (bench/cores_bench.py)")
-    p.add_argument("--workers", default="1,default", help="--cores: comma-separated worker counts (default: the option unset)")
+    p.add_argument(
+        "--optimizers",
+        default="gd",
+        help="training section: comma-separated gd, momentum, adam (+wd)",
+    )
+    p.add_argument(
+        "--ks", default="1,8,64,256", help="training section: comma-separated group sizes"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="training section: CPU threads of a group (default: the CPUs this process may use)",
+    )
+    p.add_argument(
+        "--configs",
+        default=None,
+        help="comma-separated sizes: only the one-shape sweeps at scale (e.g. 1000,10000)",
+    )
+    p.add_argument(
+        "--cores",
+        action="store_true",
+        help="only hydra.launcher.cpu_workers: 1 against the default (bench/cores_bench.py)",
+    )
+    p.add_argument(
+        "--workers",
+        default="1,default",
+        help="--cores: comma-separated worker counts (default: the option unset)",
+    )
     args = p.parse_args(argv)
     if args.only == "packing":
         from packing_bench import main as packing
 
-        return packing(["--quick" if args.quick else "--full", *(["--repeats", str(args.repeats)] if args.repeats else [])])
+        return packing(
+            [
+                "--quick" if args.quick else "--full",
+                *(["--repeats", str(args.repeats)] if args.repeats else []),
+            ]
+        )
     if args.cores:
         from cores_bench import cores_section
 
         out = [f"# Sweep benchmark ({time.strftime('%Y-%m-%d %H:%M')})", "", about(), ""]
-        out += cores_section(args.repeats or (1 if args.quick else 3), args.workers.split(","),
-                             args.sweeps.split(",") if args.sweeps else None)
+        out += cores_section(
+            args.repeats or (1 if args.quick else 3),
+            args.workers.split(","),
+            args.sweeps.split(",") if args.sweeps else None,
+        )
         print("\n".join(out), flush=True)
         if args.out:
             args.out.write_text("\n".join(out) + "\n")
@@ -435,11 +668,20 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text("\n".join(out + section) + "\n")
         return 0
     if args.only in (None, "training"):
-        out += training_section(repeats, 1000 if args.quick else 3000, args.optimizers.split(","),
-                                [int(k) for k in args.ks.split(",")], args.threads) + [""]
+        out += training_section(
+            repeats,
+            1000 if args.quick else 3000,
+            args.optimizers.split(","),
+            [int(k) for k in args.ks.split(",")],
+            args.threads,
+        ) + [""]
         print("\n".join(out), flush=True)
     if args.only in (None, "sweeps"):
-        names = args.sweeps.split(",") if args.sweeps else [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
+        names = (
+            args.sweeps.split(",")
+            if args.sweeps
+            else [n for n in WORKLOADS if not (args.quick and n == "grid-256")]
+        )
         launchers = args.launchers.split(",")
         section = per_job_section(repeats, [l for l in launchers if l != "joblib x2"]) + [""]
         section += sweep_section(repeats, names, launchers)

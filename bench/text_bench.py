@@ -27,6 +27,7 @@ product per member (the CPU's layout), with one product for the whole group (the
 configuration alone (``models.mlp.FullBatch``). Shared machines make the subprocess columns noisy; this one
 is the steadier figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,12 @@ def one(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: str) 
     cfg = _config(path, cap, sparse, epochs, lr, device)
     ds = data.load(cfg.data, cfg.seed)
     out = train_and_score(cfg, ds, resolve(device))
-    return {"vocabulary": ds.n_features, "epochs_per_s": out.scores["epochs_per_s"],
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "test_accuracy": out.scores.get("test_accuracy", float("nan"))}
+    return {
+        "vocabulary": ds.n_features,
+        "epochs_per_s": out.scores["epochs_per_s"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "test_accuracy": out.scores.get("test_accuracy", float("nan")),
+    }
 
 
 def _config(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: str) -> object:
@@ -60,9 +64,19 @@ def _config(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: s
 
     from sweeper import CONF_DIR
 
-    overrides = ["data=sms", f"data.path={path}", "data.ngram_max=2", f"data.max_features={cap}",
-                 f"data.sparse={str(sparse).lower()}", "depth=1", "width=64", f"lr={lr}", f"epochs={epochs}",
-                 f"log_every={max(1, epochs // 5)}", f"device={device}"]
+    overrides = [
+        "data=sms",
+        f"data.path={path}",
+        "data.ngram_max=2",
+        f"data.max_features={cap}",
+        f"data.sparse={str(sparse).lower()}",
+        "depth=1",
+        "width=64",
+        f"lr={lr}",
+        f"epochs={epochs}",
+        f"log_every={max(1, epochs // 5)}",
+        f"device={device}",
+    ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=overrides)
 
@@ -83,7 +97,9 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
     cfgs = [_config(path, cap, True, epochs, lr, device) for lr in group_lrs(k)]
     t0 = time.perf_counter()
     if batched:
-        out = launch.compute_group([launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate(cfgs)])
+        out = launch.compute_group(
+            [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate(cfgs)]
+        )
         scores = [out[i].outcome.scores for i in range(k)]
         train_time = scores[0]["group_train_time_s"]
         vocabulary = data.load_plain(sweep._plain(cfgs[0])["data"], cfgs[0].seed).n_features
@@ -94,10 +110,13 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
             scores.append(train_and_score(c, ds, resolve(device)).scores)
         train_time = sum(s["train_time_s"] for s in scores)
         vocabulary = ds.n_features
-    return {"vocabulary": vocabulary, "config_epochs_per_s": k * epochs / train_time,
-            "wall_s": time.perf_counter() - t0,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "test_log_loss": [s.get("test_log_loss", float("nan")) for s in scores]}
+    return {
+        "vocabulary": vocabulary,
+        "config_epochs_per_s": k * epochs / train_time,
+        "wall_s": time.perf_counter() - t0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "test_log_loss": [s.get("test_log_loss", float("nan")) for s in scores],
+    }
 
 
 def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
@@ -120,8 +139,17 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
     for name, per_member in (("per member", True), ("one product", False)):
         layout = Layout([Shape(tuple(sizes), "tanh")], [k], "member" if per_member else "group")
         P = layout.pack([stacked_params(sizes, "tanh", [0] * k, "float64")], "float64")
-        p = _Pass(np, layout, P, [ACTIVATIONS["tanh"]], ds.task, ds.X_train, ds.y_train, scale,
-                  State(np, [P], Optimizer(), 0.0, [Ellipsis]))
+        p = _Pass(
+            np,
+            layout,
+            P,
+            [ACTIVATIONS["tanh"]],
+            ds.task,
+            ds.X_train,
+            ds.y_train,
+            scale,
+            State(np, [P], Optimizer(), 0.0, [Ellipsis]),
+        )
         cells[name] = (p.forward_calls + p.backward_calls + p.update_calls, k)
     model = MLP(np, init_params(sizes, "tanh", 0, "float64"), "tanh", ds.task)
     cells["alone"] = (FullBatch(model, ds.X_train, ds.y_train, lr=1e-3).epoch_calls, 1)
@@ -139,14 +167,27 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--path", default=str(DEFAULT_PATH))
-    ap.add_argument("--caps", default="1000,10000,50000,0", help="data.max_features values (0: no cap)")
+    ap.add_argument(
+        "--caps", default="1000,10000,50000,0", help="data.max_features values (0: no cap)"
+    )
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--lr", type=float, default=4.0)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--group", type=int, default=0, metavar="K",
-                    help="K lr values: one batched group against the same configurations one at a time")
-    ap.add_argument("--layouts", action="store_true", help="with --group: one epoch of each sparse layout, in-process")
-    ap.add_argument("--threads", type=int, default=1, help="with --group: the threads of both sides (default 1)")
+    ap.add_argument(
+        "--group",
+        type=int,
+        default=0,
+        metavar="K",
+        help="K lr values: one batched group against the same configurations one at a time",
+    )
+    ap.add_argument(
+        "--layouts",
+        action="store_true",
+        help="with --group: one epoch of each sparse layout, in-process",
+    )
+    ap.add_argument(
+        "--threads", type=int, default=1, help="with --group: the threads of both sides (default 1)"
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: cap,sparse of one child run
     ap.add_argument("--one-group", help=argparse.SUPPRESS)  # internal: cap,batched of one child run
     a = ap.parse_args()
@@ -159,60 +200,103 @@ def main() -> None:
         print(json.dumps(one_group(a.path, int(cap), a.group, a.epochs, a.device, batched == "1")))
         return
     if not Path(a.path).is_file():
-        sys.exit(f"text_bench: {a.path} does not exist: download the SMS Spam Collection or pass --path")
+        sys.exit(
+            f"text_bench: {a.path} does not exist: download the SMS Spam Collection or pass --path"
+        )
     if a.group and a.layouts:
-        print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group}: ms per member-epoch, one thread, best of 15")
-        print(f"{'max_features':>12} {'vocabulary':>10} | {'per member':>10} {'one product':>11} {'alone':>7}")
+        print(
+            f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group}: ms per member-epoch, one thread, best of 15"
+        )
+        print(
+            f"{'max_features':>12} {'vocabulary':>10} | {'per member':>10} {'one product':>11} {'alone':>7}"
+        )
         for cap in [int(c) for c in a.caps.split(",")]:
             r = epoch_layouts(a.path, cap, a.group)
-            print(f"{cap or 'all':>12} {r['vocabulary']:>10} | {r['per member'] * 1e3:>10.2f} "
-                  f"{r['one product'] * 1e3:>11.2f} {r['alone'] * 1e3:>7.2f}", flush=True)
+            print(
+                f"{cap or 'all':>12} {r['vocabulary']:>10} | {r['per member'] * 1e3:>10.2f} "
+                f"{r['one product'] * 1e3:>11.2f} {r['alone'] * 1e3:>7.2f}",
+                flush=True,
+            )
         return
     if a.group:
         groups(a)
         return
-    print(f"data=sms data.ngram_max=2 depth=1 width=64 lr={a.lr} epochs={a.epochs} device={a.device}")
-    print(f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} {'speedup':>7} | "
-          f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} {'sparse acc':>10}")
+    print(
+        f"data=sms data.ngram_max=2 depth=1 width=64 lr={a.lr} epochs={a.epochs} device={a.device}"
+    )
+    print(
+        f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} {'speedup':>7} | "
+        f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} {'sparse acc':>10}"
+    )
     for cap in [int(c) for c in a.caps.split(",")]:
         d, s = _row(a, "--one", cap, "--lr", str(a.lr))
-        print(f"{cap or 'all':>12} {s['vocabulary']:>10} | {d['epochs_per_s']:>10.2f} {s['epochs_per_s']:>11.2f} "
-              f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} {s['peak_rss_mb']:>13.0f} "
-              f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} {s['test_accuracy']:>10.4f}",
-              flush=True)
+        print(
+            f"{cap or 'all':>12} {s['vocabulary']:>10} | {d['epochs_per_s']:>10.2f} {s['epochs_per_s']:>11.2f} "
+            f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} {s['peak_rss_mb']:>13.0f} "
+            f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} {s['test_accuracy']:>10.4f}",
+            flush=True,
+        )
 
 
-def _row(a: argparse.Namespace, option: str, cap: int, *extra: str, threads: int | None = None) -> tuple[dict, dict]:
+def _row(
+    a: argparse.Namespace, option: str, cap: int, *extra: str, threads: int | None = None
+) -> tuple[dict, dict]:
     """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and ``option cap,1``; with
     ``threads``, both on that many threads (sweeper's and BLAS's)."""
     import os
 
     env = dict(os.environ)
     if threads:
-        env |= {k: str(threads) for k in ("SWEEPER_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        env |= {
+            k: str(threads)
+            for k in (
+                "SWEEPER_THREADS",
+                "OMP_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS",
+                "MKL_NUM_THREADS",
+            )
+        }
     cells = []
     for side in (0, 1):
-        cmd = [sys.executable, __file__, "--path", a.path, "--epochs", str(a.epochs), "--device", a.device, *extra,
-               option, f"{cap},{side}"]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--path",
+            a.path,
+            "--epochs",
+            str(a.epochs),
+            "--device",
+            a.device,
+            *extra,
+            option,
+            f"{cap},{side}",
+        ]
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True, env=env)
         cells.append(json.loads(p.stdout.strip().splitlines()[-1]))
     return cells[0], cells[1]
 
 
 def groups(a: argparse.Namespace) -> None:
-    print(f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
-          f"device={a.device}; threads: {a.threads} on each side (the group's and a configuration's alone)")
-    print(f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
-          f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
-          f"{'max |d test_log_loss|':>21}")
+    print(
+        f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
+        f"device={a.device}; threads: {a.threads} on each side (the group's and a configuration's alone)"
+    )
+    print(
+        f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
+        f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
+        f"{'max |d test_log_loss|':>21}"
+    )
     for cap in [int(c) for c in a.caps.split(",")]:
         s, g = _row(a, "--one-group", cap, "--group", str(a.group), threads=a.threads)
         diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
-        print(f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
-              f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
-              f"{s['wall_s']:>12.2f} {g['wall_s']:>12.2f} | "
-              f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} {g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
-              f"{diff:>21.2e}", flush=True)
+        print(
+            f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
+            f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
+            f"{s['wall_s']:>12.2f} {g['wall_s']:>12.2f} | "
+            f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} {g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
+            f"{diff:>21.2e}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

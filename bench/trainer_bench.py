@@ -24,6 +24,7 @@ Each cell is the median of ``--repeats`` runs (epochs/s) with the final test MSE
 units), so equal work is visible. Limits: the measured matmul peak (GFLOP/s) and the per-call floor
 (the cheapest NumPy ufunc call with ``out=``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,15 +62,35 @@ SYNTH = dict(name="synthetic", task="regression", noise=0.1)
 WORKLOADS = {
     "W1": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=40_000),
     "W2": dict(data=dict(name="diabetes"), depth=3, width=64, lr=0.005, epochs=4_000),
-    "W3": dict(data=dict(SYNTH, n_samples=20_000, n_features=100), depth=2, width=256, lr=0.01, epochs=20),
-    "W4": dict(data=dict(SYNTH, n_samples=200_000, n_features=500), depth=2, width=512, lr=0.01, epochs=2),
+    "W3": dict(
+        data=dict(SYNTH, n_samples=20_000, n_features=100), depth=2, width=256, lr=0.01, epochs=20
+    ),
+    "W4": dict(
+        data=dict(SYNTH, n_samples=200_000, n_features=500), depth=2, width=512, lr=0.01, epochs=2
+    ),
     # W1 and W3 with Adam, and with mini-batches of 64 rows (in order: scikit-learn's shuffle=False)
-    "W1-adam": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.001, epochs=20_000, optimizer="adam"),
-    "W1-b64": dict(data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=5_000, batch_size=64),
-    "W3-adam": dict(data=dict(SYNTH, n_samples=20_000, n_features=100), depth=2, width=256, lr=0.001, epochs=20,
-                    optimizer="adam"),
-    "W3-b64": dict(data=dict(SYNTH, n_samples=20_000, n_features=100), depth=2, width=256, lr=0.001, epochs=2,
-                   batch_size=64),
+    "W1-adam": dict(
+        data=dict(name="diabetes"), depth=1, width=16, lr=0.001, epochs=20_000, optimizer="adam"
+    ),
+    "W1-b64": dict(
+        data=dict(name="diabetes"), depth=1, width=16, lr=0.005, epochs=5_000, batch_size=64
+    ),
+    "W3-adam": dict(
+        data=dict(SYNTH, n_samples=20_000, n_features=100),
+        depth=2,
+        width=256,
+        lr=0.001,
+        epochs=20,
+        optimizer="adam",
+    ),
+    "W3-b64": dict(
+        data=dict(SYNTH, n_samples=20_000, n_features=100),
+        depth=2,
+        width=256,
+        lr=0.001,
+        epochs=2,
+        batch_size=64,
+    ),
 }
 QUICK = {
     "W1": dict(epochs=2_000),
@@ -100,7 +121,9 @@ def workload(name: str, quick: bool) -> SimpleNamespace:
         spec.update({k: v for k, v in QUICK[name].items() if k != "data"})
     spec["data"].update(val_fraction=0.2, test_fraction=0.2)
     spec = {"optimizer": "gd", "batch_size": 0, **spec}
-    return SimpleNamespace(**{**spec, "data": SimpleNamespace(**spec["data"])}, activation="tanh", seed=0)
+    return SimpleNamespace(
+        **{**spec, "data": SimpleNamespace(**spec["data"])}, activation="tanh", seed=0
+    )
 
 
 def arrays(ds: data.Dataset, dtype: str) -> dict[str, np.ndarray]:
@@ -121,9 +144,20 @@ def epoch_flops(sizes: list[int], n: int) -> float:
 
 def run_ours(cfg, a, params, dtype) -> tuple[float, float]:
     model = MLP(np, [p.copy() for p in params], "tanh", "regression")
-    fit = models.train(resolve("cpu"), model, a["X_train"], a["y_train"], a["X_val"], a["y_val"],
-                       lr=cfg.lr, epochs=cfg.epochs, log_every=LOG_EVERY, opt=Optimizer(cfg.optimizer),
-                       batch_size=cfg.batch_size, shuffle=False)
+    fit = models.train(
+        resolve("cpu"),
+        model,
+        a["X_train"],
+        a["y_train"],
+        a["X_val"],
+        a["y_val"],
+        lr=cfg.lr,
+        epochs=cfg.epochs,
+        log_every=LOG_EVERY,
+        opt=Optimizer(cfg.optimizer),
+        batch_size=cfg.batch_size,
+        shuffle=False,
+    )
     assert fit.epochs_run == cfg.epochs, fit
     return fit.train_time_s, float(np.mean((model.predict(a["X_test"]) - a["y_test"]) ** 2))
 
@@ -132,15 +166,31 @@ def run_sklearn(cfg, a, params, dtype) -> tuple[float, float]:
     from sklearn.neural_network import MLPRegressor
 
     X, y = a["X_train"], a["y_train"].ravel()
-    adam = cfg.optimizer == "adam"  # Adam is invariant to the gradient's factor 2 once epsilon is halved
-    ref = MLPRegressor(hidden_layer_sizes=(cfg.width,) * cfg.depth, activation="tanh", solver="adam" if adam else "sgd",
-                       batch_size=cfg.batch_size or len(X), learning_rate="constant",
-                       learning_rate_init=cfg.lr if adam else 2 * cfg.lr, epsilon=0.5e-8,
-                       momentum=0.0, nesterovs_momentum=False, alpha=0.0, shuffle=False, tol=0.0,
-                       n_iter_no_change=10**9, max_iter=cfg.epochs, random_state=0)
+    adam = (
+        cfg.optimizer == "adam"
+    )  # Adam is invariant to the gradient's factor 2 once epsilon is halved
+    ref = MLPRegressor(
+        hidden_layer_sizes=(cfg.width,) * cfg.depth,
+        activation="tanh",
+        solver="adam" if adam else "sgd",
+        batch_size=cfg.batch_size or len(X),
+        learning_rate="constant",
+        learning_rate_init=cfg.lr if adam else 2 * cfg.lr,
+        epsilon=0.5e-8,
+        momentum=0.0,
+        nesterovs_momentum=False,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        max_iter=cfg.epochs,
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: max_iter is reached on purpose
-        ref.partial_fit(X, y)  # builds coefs_ and the optimizer (one step), then our weights replace them
+        ref.partial_fit(
+            X, y
+        )  # builds coefs_ and the optimizer (one step), then our weights replace them
         ref.coefs_ = [p.copy() for p in params[::2]]
         ref.intercepts_ = [p.ravel().copy() for p in params[1::2]]
         ref.warm_start = True
@@ -167,10 +217,15 @@ def run_torch(cfg, a, params, dtype, compiled: bool) -> tuple[float, float]:
     model = _torch_model(params)
     X, y = torch.from_numpy(a["X_train"]), torch.from_numpy(a["y_train"])
     # the same objective as ours (mean squared error: the same gradient), so Adam takes the same epsilon
-    opt = (torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8) if cfg.optimizer == "adam"
-           else torch.optim.SGD(model.parameters(), lr=cfg.lr))
+    opt = (
+        torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+        if cfg.optimizer == "adam"
+        else torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    )
     b = cfg.batch_size or len(X)
-    batches = [(X[i:i + b], y[i:i + b]) for i in range(0, len(X), b)]  # in order, as ours with shuffle=False
+    batches = [
+        (X[i : i + b], y[i : i + b]) for i in range(0, len(X), b)
+    ]  # in order, as ours with shuffle=False
 
     def mse(X, y):
         return torch.mean((model(X) - y) ** 2)
@@ -183,7 +238,9 @@ def run_torch(cfg, a, params, dtype, compiled: bool) -> tuple[float, float]:
         opt.step()
 
     initial = [p.detach().clone() for p in model.parameters()]
-    for Xb, yb in (batches * 3)[:max(3, len(batches))]:  # compile (every batch shape) and warm the allocator
+    for Xb, yb in (batches * 3)[
+        : max(3, len(batches))
+    ]:  # compile (every batch shape) and warm the allocator
         step(Xb, yb)
     with torch.no_grad():  # the weights and the optimizer's state start over
         for p, p0 in zip(model.parameters(), initial):
@@ -240,7 +297,11 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 def calls_per_epoch(cfg, a, dtype) -> int:
     params = init_params([a["X_train"].shape[1]] + [cfg.width] * cfg.depth + [1], "tanh", 0, dtype)
-    return len(FullBatch(MLP(np, params, "tanh", "regression"), a["X_train"][:8], a["y_train"][:8], 0.1).epoch_calls)
+    return len(
+        FullBatch(
+            MLP(np, params, "tanh", "regression"), a["X_train"][:8], a["y_train"][:8], 0.1
+        ).epoch_calls
+    )
 
 
 # ---- the sweep's own overhead ---------------------------------------------------------------------
@@ -250,8 +311,17 @@ def sweep_overhead(n_runs: int, epochs: int, extra: list[str]) -> dict[str, Any]
     """``python -m sweeper -m`` with ``n_runs`` tiny jobs into a fresh embedded store: wall time and time outside training."""
     with tempfile.TemporaryDirectory() as tmp:
         lrs = ",".join(f"{0.001 + 0.0001 * i:.4f}" for i in range(n_runs))
-        cmd = [sys.executable, "-m", "sweeper", "-m", f"lr={lrs}", f"epochs={epochs}", *extra,
-               f"tracking.uri=sqlite:///{tmp}/mlruns/mlflow.db", f"hydra.sweep.dir={tmp}/sweep"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            f"lr={lrs}",
+            f"epochs={epochs}",
+            *extra,
+            f"tracking.uri=sqlite:///{tmp}/mlruns/mlflow.db",
+            f"hydra.sweep.dir={tmp}/sweep",
+        ]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -259,7 +329,12 @@ def sweep_overhead(n_runs: int, epochs: int, extra: list[str]) -> dict[str, Any]
             return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:100]}
         results = [json.loads(p.read_text()) for p in Path(tmp, "sweep").glob("*/result.json")]
         train = sum(r["metrics"]["train_time_s"] + r["metrics"]["warmup_time_s"] for r in results)
-        return {"runs": len(results), "wall": wall, "per_run": wall / n_runs, "outside": (wall - train) / n_runs}
+        return {
+            "runs": len(results),
+            "wall": wall,
+            "per_run": wall / n_runs,
+            "outside": (wall - train) / n_runs,
+        }
 
 
 def tracking_overhead(epochs: int) -> dict[str, float]:
@@ -274,7 +349,15 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
     from sweeper.job.record import run
 
     spent = {"t": 0.0}
-    for name in ("client", "open_store", "experiment_id", "start_run", "finish_run", "system_monitor", "stop"):
+    for name in (
+        "client",
+        "open_store",
+        "experiment_id",
+        "start_run",
+        "finish_run",
+        "system_monitor",
+        "stop",
+    ):
         fn = getattr(tracking, name)
 
         def timed(*args, _fn=fn, **kwargs):
@@ -285,14 +368,19 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
                 spent["t"] += time.perf_counter() - t0
 
         setattr(tracking, name, timed)
-        for module in (records, system):  # the tracked run (sweeper.tracking.run) calls these by their modules
+        for module in (
+            records,
+            system,
+        ):  # the tracked run (sweeper.tracking.run) calls these by their modules
             if getattr(module, name, None) is fn:
                 setattr(module, name, timed)
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite:///{tmp}/mlruns/mlflow.db"
         tracking.open_store(store)  # an existing store, as on any run after the first
         with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[f"epochs={epochs}", f"tracking.uri={store}"])
+            cfg = compose(
+                config_name="config", overrides=[f"epochs={epochs}", f"tracking.uri={store}"]
+            )
         rows = []
         for i in range(5):
             spent["t"] = 0.0
@@ -300,8 +388,14 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
             result = run(cfg, JobContext(output_dir=Path(tmp) / f"job{i}"))
             total = time.perf_counter() - t0
             m = result["metrics"]
-            rows.append({"total": total, "train": m["train_time_s"], "tracking": spent["t"],
-                         "outside": total - m["train_time_s"] - m["warmup_time_s"]})
+            rows.append(
+                {
+                    "total": total,
+                    "train": m["train_time_s"],
+                    "tracking": spent["t"],
+                    "outside": total - m["train_time_s"] - m["warmup_time_s"],
+                }
+            )
         return {k: statistics.median(r[k] for r in rows) for k in rows[0]}  # medians of 5 runs
 
 
@@ -322,14 +416,34 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def about() -> str:
     from threadpoolctl import threadpool_info
 
-    blas = next((f"{i['internal_api']} {i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
-                 for i in threadpool_info() if i["user_api"] == "blas"), "?")
+    blas = next(
+        (
+            f"{i['internal_api']} {i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
+            for i in threadpool_info()
+            if i["user_api"] == "blas"
+        ),
+        "?",
+    )
     import sklearn
 
-    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    cpu = (
+        next(
+            (
+                l.split(":", 1)[1].strip()
+                for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "?"
+    )
     versions = f"numpy {np.__version__} ({blas}), scikit-learn {sklearn.__version__}"
-    versions += f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ", torch not installed"
+    versions += (
+        f", torch {torch.__version__} ({torch.get_num_threads()} threads)"
+        if torch
+        else ", torch not installed"
+    )
     return f"{cpu}, {os.cpu_count()} cores; python {platform.python_version()}; {versions}"
 
 
@@ -337,10 +451,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W1-adam,W1-b64,W3-adam,W3-b64")
     ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--trainers", default=None, help="comma-separated subset of: ours, sklearn, torch eager, torch.compile")
+    ap.add_argument(
+        "--trainers",
+        default=None,
+        help="comma-separated subset of: ours, sklearn, torch eager, torch.compile",
+    )
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="small sizes and a 4-job sweep: a smoke test")
-    ap.add_argument("--no-sweep", action="store_true", help="leave out the sweep and tracking overhead")
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes and a 4-job sweep: a smoke test"
+    )
+    ap.add_argument(
+        "--no-sweep", action="store_true", help="leave out the sweep and tracking overhead"
+    )
     ap.add_argument("--out", type=Path, help="also write the report (markdown) to this file")
     args = ap.parse_args(argv)
     if args.repeats < 1:
@@ -360,26 +482,52 @@ def main(argv: list[str] | None = None) -> int:
             a = arrays(ds, dtype)
             sizes = [ds.n_features] + [cfg.width] * cfg.depth + [1]
             params = init_params(sizes, "tanh", cfg.seed, dtype)
-            print(f"{name} {dtype}: {len(a['X_train'])} x {ds.n_features}, depth {cfg.depth}, width {cfg.width}, "
-                  f"lr {cfg.lr}, {cfg.epochs} epochs", flush=True)
+            print(
+                f"{name} {dtype}: {len(a['X_train'])} x {ds.n_features}, depth {cfg.depth}, width {cfg.width}, "
+                f"lr {cfg.lr}, {cfg.epochs} epochs",
+                flush=True,
+            )
             rates = {}
             for trainer, fn in chosen.items():
                 runs = [fn(cfg, a, params, dtype) for _ in range(args.repeats)]
                 seconds = statistics.median(r[0] for r in runs)
                 rates[trainer] = cfg.epochs / seconds
-                print(f"  {trainer}: {rates[trainer]:,.1f} epochs/s, test MSE {runs[0][1]:.10g}", flush=True)
-                rows.append([name, dtype, trainer, fmt_rate(rates[trainer]), "", f"{runs[0][1]:.10g}"])
-            for r in rows[-len(rates):]:
+                print(
+                    f"  {trainer}: {rates[trainer]:,.1f} epochs/s, test MSE {runs[0][1]:.10g}",
+                    flush=True,
+                )
+                rows.append(
+                    [name, dtype, trainer, fmt_rate(rates[trainer]), "", f"{runs[0][1]:.10g}"]
+                )
+            for r in rows[-len(rates) :]:
                 if "ours" in rates:
                     r[4] = f"{rates['ours'] / rates[r[2]]:.2f}x"
-            checks += target_checks(name, dtype, rates, limits[dtype], sizes, len(a["X_train"]), cfg, a)
+            checks += target_checks(
+                name, dtype, rates, limits[dtype], sizes, len(a["X_train"]), cfg, a
+            )
 
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    out = [f"Machine: {about()}", f"Load average at the end (1/5/15 min): {load} — other processes share these cores", "", f"Command: python bench/trainer_bench.py {' '.join(argv or sys.argv[1:])}".rstrip(), ""]
-    out += [table(["workload", "dtype", "trainer", "epochs/s (median)", "ours ÷ this", "test MSE"], rows), ""]
-    out += ["Limits (measured here): " + "; ".join(
-        f"{dt}: matmul peak {v['peak']:.1f} GFLOP/s (2048³), per-call floor {v['call'] * 1e6:.3f} µs"
-        for dt, v in limits.items()), ""]
+    out = [
+        f"Machine: {about()}",
+        f"Load average at the end (1/5/15 min): {load} — other processes share these cores",
+        "",
+        f"Command: python bench/trainer_bench.py {' '.join(argv or sys.argv[1:])}".rstrip(),
+        "",
+    ]
+    out += [
+        table(
+            ["workload", "dtype", "trainer", "epochs/s (median)", "ours ÷ this", "test MSE"], rows
+        ),
+        "",
+    ]
+    out += [
+        "Limits (measured here): "
+        + "; ".join(
+            f"{dt}: matmul peak {v['peak']:.1f} GFLOP/s (2048³), per-call floor {v['call'] * 1e6:.3f} µs"
+            for dt, v in limits.items()
+        ),
+        "",
+    ]
     if checks:
         out += [table(["target", "measured", "met"], checks), ""]
     if not args.no_sweep:
@@ -398,18 +546,34 @@ def target_checks(name, dtype, rates, limit, sizes, n_train, cfg, a) -> list[lis
     for other, least in TARGETS.get(name, []):
         if other in rates:
             ratio = rates["ours"] / rates[other]
-            checks.append([f"{name} {dtype}: ours ≥ {least:g}× {other}", f"{ratio:.2f}×", "yes" if ratio >= least else "NO"])
+            checks.append(
+                [
+                    f"{name} {dtype}: ours ≥ {least:g}× {other}",
+                    f"{ratio:.2f}×",
+                    "yes" if ratio >= least else "NO",
+                ]
+            )
     if name == "W1":
         n_calls = calls_per_epoch(cfg, a, dtype)
         floor = 1 / (n_calls * limit["call"])
-        checks.append([f"W1 {dtype}: ≥ {W1_MIN_EPOCHS_PER_S:,} epochs/s", f"{rates['ours']:,.0f} "
-                       f"(per-call floor: {n_calls} calls × {limit['call'] * 1e6:.2f} µs = {floor:,.0f}/s)",
-                       "yes" if rates["ours"] >= W1_MIN_EPOCHS_PER_S else "NO"])
+        checks.append(
+            [
+                f"W1 {dtype}: ≥ {W1_MIN_EPOCHS_PER_S:,} epochs/s",
+                f"{rates['ours']:,.0f} "
+                f"(per-call floor: {n_calls} calls × {limit['call'] * 1e6:.2f} µs = {floor:,.0f}/s)",
+                "yes" if rates["ours"] >= W1_MIN_EPOCHS_PER_S else "NO",
+            ]
+        )
     if name == "W4":
         gflops = epoch_flops(sizes, n_train) * rates["ours"] / 1e9
         frac = gflops / limit["peak"]
-        checks.append([f"W4 {dtype}: ≥ {W4_MIN_PEAK_FRACTION:.0%} of matmul peak", f"{gflops:.1f} GFLOP/s = "
-                       f"{frac:.0%} of {limit['peak']:.1f}", "yes" if frac >= W4_MIN_PEAK_FRACTION else "NO"])
+        checks.append(
+            [
+                f"W4 {dtype}: ≥ {W4_MIN_PEAK_FRACTION:.0%} of matmul peak",
+                f"{gflops:.1f} GFLOP/s = {frac:.0%} of {limit['peak']:.1f}",
+                "yes" if frac >= W4_MIN_PEAK_FRACTION else "NO",
+            ]
+        )
     return checks
 
 
@@ -423,31 +587,57 @@ def sweep_section(quick: bool) -> list[str]:
     try:
         import hydra_plugins.hydra_joblib_launcher  # noqa: F401
     except ImportError:
-        rows.append(["hydra/launcher=joblib", "-", "-", "-", "skipped: hydra-joblib-launcher is not installed"])
+        rows.append(
+            [
+                "hydra/launcher=joblib",
+                "-",
+                "-",
+                "-",
+                "skipped: hydra-joblib-launcher is not installed",
+            ]
+        )
     else:
         for jobs in (1, 2):
-            joblib[jobs] = sweep_overhead(n_runs, epochs, ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"])
+            joblib[jobs] = sweep_overhead(
+                n_runs, epochs, ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
+            )
             rows.append(_sweep_row(f"joblib n_jobs={jobs}", n_runs, joblib[jobs]))
         if all("wall" in joblib[j] for j in (1, 2)):
-            rows[-1][-1] = f"speedup of 2 workers over 1: {joblib[1]['wall'] / joblib[2]['wall']:.2f}x"
+            rows[-1][-1] = (
+                f"speedup of 2 workers over 1: {joblib[1]['wall'] / joblib[2]['wall']:.2f}x"
+            )
         # the same with jobs that train for a while (~0.3-0.5 s each here): where a second worker pays
         heavy_runs, heavy_epochs = (4, 2_000) if quick else (8, 20_000)
-        print(f"sweep: {heavy_runs} jobs of {heavy_epochs} epochs, basic and joblib n_jobs=2 ...", flush=True)
-        heavy = {label: sweep_overhead(heavy_runs, heavy_epochs, extra) for label, extra in
-                 (("basic", []), ("joblib", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]))}
+        print(
+            f"sweep: {heavy_runs} jobs of {heavy_epochs} epochs, basic and joblib n_jobs=2 ...",
+            flush=True,
+        )
+        heavy = {
+            label: sweep_overhead(heavy_runs, heavy_epochs, extra)
+            for label, extra in (
+                ("basic", []),
+                ("joblib", ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]),
+            )
+        }
         rows.append(_sweep_row(f"basic, {heavy_epochs} epochs", heavy_runs, heavy["basic"]))
-        rows.append(_sweep_row(f"joblib n_jobs=2, {heavy_epochs} epochs", heavy_runs, heavy["joblib"]))
+        rows.append(
+            _sweep_row(f"joblib n_jobs=2, {heavy_epochs} epochs", heavy_runs, heavy["joblib"])
+        )
         if all("wall" in r for r in heavy.values()):
-            rows[-1][-1] = f"speedup of 2 workers over the basic launcher: {heavy['basic']['wall'] / heavy['joblib']['wall']:.2f}x"
+            rows[-1][-1] = (
+                f"speedup of 2 workers over the basic launcher: {heavy['basic']['wall'] / heavy['joblib']['wall']:.2f}x"
+            )
     print("tracking: one ~1 s run ...", flush=True)
     t = tracking_overhead(10_000 if quick else 40_000)
     share = t["tracking"] / t["train"]
     return [
-        table(["sweep", "jobs", "wall s", "s per job", "s per job outside training / note"], rows), "",
+        table(["sweep", "jobs", "wall s", "s per job", "s per job outside training / note"], rows),
+        "",
         f"Tracking overhead (one run, embedded SQLite store, every sweeper.tracking call timed; medians of 5): "
         f"{t['tracking'] * 1e3:.0f} ms for a {t['train']:.2f} s training ({share:.1%}; target ≤ 5%); "
         f"the whole run took {t['total']:.2f} s, {t['outside'] * 1e3:.0f} ms of it outside training "
-        f"(tracking, the model's files, data, config).", "",
+        f"(tracking, the model's files, data, config).",
+        "",
     ]
 
 

@@ -27,6 +27,7 @@ has chosen "Model training" once, whatever the experiment's ``mlflow.experimentK
 Prints one line per check (PASS, FAIL or NOTE), then the count; exits 1 when a check failed, 2 when Chromium
 or the driver is missing (one line saying what to install) or the sweep or server would not start.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's sweeper, as the sweep and the server run it
 
 from sweeper.base.names import run_url  # noqa: E402
+
 SWEEP = ["-m", "lr=0.001,0.005,0.01", "depth=1,2", "epochs=200"]
-DEVICES = ["-m", "device=cpu,gpu", "lr=0.001,0.005", "epochs=200", "tracking.experiment=diabetes-devices"]
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"]  # this machine's closed network: no background connections
+DEVICES = [
+    "-m",
+    "device=cpu,gpu",
+    "lr=0.001,0.005",
+    "epochs=200",
+    "tracking.experiment=diabetes-devices",
+]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]  # this machine's closed network: no background connections
 GENAI_ONLY = "Evaluation runs"  # a sidebar link of MLflow's GenAI views only
 ML_ONLY = "Model registry"  # ... and one of its model-training views only
 
@@ -84,15 +98,35 @@ def _up(url: str) -> bool:
         return False
 
 
-def sweep(work: Path, args: list[str] = SWEEP, folder: str = "sweep", **env: str) -> tuple[str, str | None]:
+def sweep(
+    work: Path, args: list[str] = SWEEP, folder: str = "sweep", **env: str
+) -> tuple[str, str | None]:
     """Run a sweep into ``work``; return the store's URI and the address its "browse with:" line gives (if any)."""
     uri = f"sqlite:///{work / 'mlflow.db'}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env}
-    proc = subprocess.run([sys.executable, "-m", "sweeper", *args, f"tracking.uri={uri}",
-                           f"hydra.sweep.dir={work / folder}"], cwd=work, env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **env,
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            *args,
+            f"tracking.uri={uri}",
+            f"hydra.sweep.dir={work / folder}",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("browse with: ")), None)
     if proc.returncode != 0 or line is None:
-        raise SystemExit(f"ui_check: the sweep failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}")
+        raise SystemExit(
+            f"ui_check: the sweep failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}"
+        )
     print(f"sweep: python -m sweeper {' '.join(args)} -> {line}", flush=True)
     return uri, next((w for w in line.split() if w.startswith(("http://", "https://"))), None)
 
@@ -101,20 +135,47 @@ def server(uri: str, port: int, work: Path) -> subprocess.Popen:
     """``mlflow server`` over the store (its runs' artifacts are files beside it, which it reads as they are)."""
     url = f"http://127.0.0.1:{port}"
     if _up(url):
-        raise SystemExit(f"ui_check: --port={port} is taken: a server already answers at {url}; choose another --port")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no GenAI job runner: up in ~5 s
+        raise SystemExit(
+            f"ui_check: --port={port} is taken: a server already answers at {url}; choose another --port"
+        )
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }  # no GenAI job runner: up in ~5 s
     log = (work / "server.log").open("w")
     # a session of its own: mlflow server runs uvicorn as its child, and stopping it stops both (killing the first
     # alone left uvicorn serving, holding the log pipe)
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1", "--artifacts-destination", str(work / "served")],
-                            cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--artifacts-destination",
+            str(work / "served"),
+        ],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + START_S
     while not _up(url):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(proc)
-            raise SystemExit(f"ui_check: mlflow server did not start in {START_S} s: "
-                             f"{(work / 'server.log').read_text()[-500:]}")
+            raise SystemExit(
+                f"ui_check: mlflow server did not start in {START_S} s: "
+                f"{(work / 'server.log').read_text()[-500:]}"
+            )
         time.sleep(0.5)
     return proc
 
@@ -175,12 +236,26 @@ def dismiss(page) -> None:
 
 def sweep_runs(base: str, experiment: str) -> tuple[str, str, dict[str, dict]]:
     """The experiment's id, its one parent run and its children (id → the run as the REST API gives it)."""
-    exp = _get(f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}")["experiment"]
-    runs = _get(f"{base}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 1000})["runs"]
-    tags = {r["info"]["run_id"]: {t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs}
+    exp = _get(f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}")[
+        "experiment"
+    ]
+    runs = _get(
+        f"{base}/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [exp["experiment_id"]], "max_results": 1000},
+    )["runs"]
+    tags = {
+        r["info"]["run_id"]: {t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs
+    }
     (parent,) = [i for i, t in tags.items() if "mlflow.parentRunId" not in t]
-    return exp["experiment_id"], parent, {r["info"]["run_id"]: {**r, "tags": tags[r["info"]["run_id"]]} for r in runs
-                                          if "mlflow.parentRunId" in tags[r["info"]["run_id"]]}
+    return (
+        exp["experiment_id"],
+        parent,
+        {
+            r["info"]["run_id"]: {**r, "tags": tags[r["info"]["run_id"]]}
+            for r in runs
+            if "mlflow.parentRunId" in tags[r["info"]["run_id"]]
+        },
+    )
 
 
 def rows_of(page) -> list[str]:
@@ -197,54 +272,103 @@ def in_view(page, col: str) -> bool:
     return bool(box) and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
 
 
-def check_answer(browser, base: str, printed: str | None, experiment: str, shots: Path, check: Check,
-                 metric: str = "val_mse", speedup: bool = False) -> None:
+def check_answer(
+    browser,
+    base: str,
+    printed: str | None,
+    experiment: str,
+    shots: Path,
+    check: Check,
+    metric: str = "val_mse",
+    speedup: bool = False,
+) -> None:
     """The address a sweep printed, in a fresh profile: its runs, best first, the columns that answer it in view; its
     chart view charting the best runs first."""
     eid, parent, children = sweep_runs(base, experiment)
     best = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={parent}")["run"]["data"]
     best = {t["key"]: t["value"] for t in best.get("tags", [])}["best_run_id"]
-    if not check(printed is not None, f"{experiment}: the sweep's last line gives an address in the UI"):
+    if not check(
+        printed is not None, f"{experiment}: the sweep's last line gives an address in the UI"
+    ):
         return
     page = fresh(browser, re.sub(r"^https?://[^/]+", base, printed))
     ids = rows_of(page)
-    score = {i: next((m["value"] for m in r["data"]["metrics"] if m["key"] == metric), None) for i, r in children.items()}
+    score = {
+        i: next((m["value"] for m in r["data"]["metrics"] if m["key"] == metric), None)
+        for i, r in children.items()
+    }
 
-    def best_first(rows: list[str]) -> bool:  # the best run, or one that ties it exactly (a CPU and a GPU twin)
-        return bool(rows) and score.get(rows[0]) == score[best] and best in [r for r in rows if score.get(r) == score[best]]
+    def best_first(
+        rows: list[str],
+    ) -> bool:  # the best run, or one that ties it exactly (a CPU and a GPU twin)
+        return (
+            bool(rows)
+            and score.get(rows[0]) == score[best]
+            and best in [r for r in rows if score.get(r) == score[best]]
+        )
 
     page.screenshot(path=str(shots / f"10_{experiment}_printed_address.png"))
-    check(route(page) == f"/experiments/{eid}/runs?workflowType=machine_learning" and view(page) == "model training",
-          f"{experiment}: the printed address opens the runs table (model training)", f"{route(page)} ({view(page)} views)")
-    check(best_first(ids) and set(ids) == set(children), f"{experiment}: it lists the sweep's {len(children)} runs, "
-          "the best first, and no parent", f"first {children.get(ids[0], {}).get('info', {}).get('run_name')}, "
-          f"{len(ids)} rows, parent listed: {parent in ids}")
+    check(
+        route(page) == f"/experiments/{eid}/runs?workflowType=machine_learning"
+        and view(page) == "model training",
+        f"{experiment}: the printed address opens the runs table (model training)",
+        f"{route(page)} ({view(page)} views)",
+    )
+    check(
+        best_first(ids) and set(ids) == set(children),
+        f"{experiment}: it lists the sweep's {len(children)} runs, the best first, and no parent",
+        f"first {children.get(ids[0], {}).get('info', {}).get('run_name')}, "
+        f"{len(ids)} rows, parent listed: {parent in ids}",
+    )
     col = f"metrics.`{metric}`"
     cell = page.locator(f'.ag-center-cols-container [row-id="{best}"] [col-id="{col}"]')
     value = next(m["value"] for m in children[best]["data"]["metrics"] if m["key"] == metric)
     shown = cell.inner_text().strip() if cell.count() else ""
-    check(in_view(page, col) and shown and abs(float(shown.rstrip(".…")) - value) <= 1e-3 * abs(value) + 1e-6,
-          f"{experiment}: its {metric} column is in view, the best run's value in the first row", f"{shown} ({value:.6g})")
+    check(
+        in_view(page, col)
+        and shown
+        and abs(float(shown.rstrip(".…")) - value) <= 1e-3 * abs(value) + 1e-6,
+        f"{experiment}: its {metric} column is in view, the best run's value in the first row",
+        f"{shown} ({value:.6g})",
+    )
     rank = page.locator(f'.ag-center-cols-container [row-id="{best}"] [col-id="metrics.`rank`"]')
-    check(in_view(page, "metrics.`rank`") and rank.count() and rank.inner_text().strip() == "1",
-          f"{experiment}: its rank column is in view, 1 in the first row")
+    check(
+        in_view(page, "metrics.`rank`") and rank.count() and rank.inner_text().strip() == "1",
+        f"{experiment}: its rank column is in view, 1 in the first row",
+    )
     if speedup:
-        check(in_view(page, "metrics.`speedup`"), f"{experiment}: devices were swept: its speedup column is in view")
+        check(
+            in_view(page, "metrics.`speedup`"),
+            f"{experiment}: devices were swept: its speedup column is in view",
+        )
     page.locator('label:has(input[value="CHART"])').first.click()
     page.wait_for_timeout(4000)
     page.screenshot(path=str(shots / f"11_{experiment}_chart_view.png"))
     listed = rows_of(page)
-    cards = [c.inner_text().split("\n")[0] for c in page.locator('[data-testid="experiment-view-compare-runs-card"]').all()]
-    check(best_first(listed) and parent not in listed and cards and not any(c.startswith("baseline") for c in cards),
-          f"{experiment}: the chart view charts the best runs first, no parent's baseline metric",
-          f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts {', '.join(cards[:4])}, …")
+    cards = [
+        c.inner_text().split("\n")[0]
+        for c in page.locator('[data-testid="experiment-view-compare-runs-card"]').all()
+    ]
+    check(
+        best_first(listed)
+        and parent not in listed
+        and cards
+        and not any(c.startswith("baseline") for c in cards),
+        f"{experiment}: the chart view charts the best runs first, no parent's baseline metric",
+        f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts {', '.join(cards[:4])}, …",
+    )
 
 
-def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check, docs: Path | None = None) -> None:
+def check_ui(
+    browser, base: str, printed: str | None, shots: Path, check: Check, docs: Path | None = None
+) -> None:
     eid, parent, children = sweep_runs(base, "diabetes")
     exp = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={eid}")["experiment"]
     kind = {t["key"]: t["value"] for t in exp.get("tags", [])}.get("mlflow.experimentKind")
-    print(f"experiment {eid} (mlflow.experimentKind={kind}), parent run {parent}, {len(children)} runs", flush=True)
+    print(
+        f"experiment {eid} (mlflow.experimentKind={kind}), parent run {parent}, {len(children)} runs",
+        flush=True,
+    )
 
     # the address the sweep printed (for mlflow ui's port 5000: the same page on this server)
     check_answer(browser, base, printed, "diabetes", shots, check)
@@ -263,13 +387,17 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check,
     page = fresh(browser, f"{base}/#/experiments/{eid}")
     page.screenshot(path=str(shots / "02_experiment_bare.png"))
     check.note(f"#/experiments/{eid} lands on {route(page)} ({view(page)} views)")
-    page.get_by_text("Model training", exact=True).first.click()  # the choice the browser then remembers
+    page.get_by_text(
+        "Model training", exact=True
+    ).first.click()  # the choice the browser then remembers
     page.wait_for_timeout(2000)
     page.goto(f"{base}/#/experiments/{eid}", wait_until="load")
     page.wait_for_timeout(3000)
-    check("/runs" in page.url and view(page) == "model training",
-          "after clicking Model training once, #/experiments/<id> opens the runs table",
-          f"{route(page)} ({view(page)} views)")
+    check(
+        "/runs" in page.url and view(page) == "model training",
+        "after clicking Model training once, #/experiments/<id> opens the runs table",
+        f"{route(page)} ({view(page)} views)",
+    )
 
     # MLflow's own runs table (no search, newest first): the parent, expanded into its runs
     page = fresh(browser, f"{base}/#/experiments/{eid}/runs?workflowType=machine_learning")
@@ -277,27 +405,52 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check,
     row = page.locator(f'.ag-pinned-left-cols-container [row-id="{parent}"]')
     if not check(row.count() == 1, "MLflow's own runs table shows the sweep's parent run"):
         return
-    row.locator('button[data-component-id$="runnamecellrenderer.tsx_46"]').click()  # the ⊞ beside its name
+    row.locator(
+        'button[data-component-id$="runnamecellrenderer.tsx_46"]'
+    ).click()  # the ⊞ beside its name
     page.wait_for_timeout(2000)
     page.screenshot(path=str(shots / "03_runs_table.png"))
     cells = {}
     for rid in children:
-        cells[rid] = {c.get_attribute("col-id"): c.inner_text() for c in
-                      page.locator(f'.ag-center-cols-container [row-id="{rid}"] [role=gridcell]').all()}
-    check(all(cells.values()), "expanded, the parent shows its runs",
-          ", ".join(c["info"]["run_name"] for c in children.values()))
-    check(all(all(w in c.get("attributes.`Dataset`", "") for w in ("diabetes (", "Training", "Validation", "Test"))
-              for c in cells.values()), "each run's Dataset cell names its data set and its three splits",
-          " | ".join(c.get("attributes.`Dataset`", "-").replace("\n", " ") for c in list(cells.values())[:2]) + " …")
-    check(all(c.get("attributes.`Models`", "").strip() == "model" for c in cells.values()),
-          "each run's Models cell shows its logged model", " | ".join(c.get("attributes.`Models`", "-") for c in cells.values()))
+        cells[rid] = {
+            c.get_attribute("col-id"): c.inner_text()
+            for c in page.locator(
+                f'.ag-center-cols-container [row-id="{rid}"] [role=gridcell]'
+            ).all()
+        }
+    check(
+        all(cells.values()),
+        "expanded, the parent shows its runs",
+        ", ".join(c["info"]["run_name"] for c in children.values()),
+    )
+    check(
+        all(
+            all(
+                w in c.get("attributes.`Dataset`", "")
+                for w in ("diabetes (", "Training", "Validation", "Test")
+            )
+            for c in cells.values()
+        ),
+        "each run's Dataset cell names its data set and its three splits",
+        " | ".join(
+            c.get("attributes.`Dataset`", "-").replace("\n", " ") for c in list(cells.values())[:2]
+        )
+        + " …",
+    )
+    check(
+        all(c.get("attributes.`Models`", "").strip() == "model" for c in cells.values()),
+        "each run's Models cell shows its logged model",
+        " | ".join(c.get("attributes.`Models`", "-") for c in cells.values()),
+    )
 
     # a run opened from the table
     child = next(iter(children))
     page.locator(f'a[href="#/experiments/{eid}/runs/{child}"]').first.click()
     page.wait_for_timeout(3000)
-    check.note(f"a run opened from the table: {route(page)} ({view(page)} views: the table's links "
-               "carry no workflowType, so the browser's own choice applies)")
+    check.note(
+        f"a run opened from the table: {route(page)} ({view(page)} views: the table's links "
+        "carry no workflowType, so the browser's own choice applies)"
+    )
     for _ in range(60):  # the run's logged models load after its page
         if re.search(r"Logged models \([1-9]", page.inner_text("body")):
             break
@@ -305,14 +458,27 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check,
     page.screenshot(path=str(shots / "04_run_overview.png"))
     text = page.inner_text("body")
     rank = int(next(m["value"] for m in children[child]["data"]["metrics"] if m["key"] == "rank"))
-    check(f"rank {rank} of {len(children)} by val_mse" in text, "the run's description says where it stands",
-          next((ln for ln in text.splitlines() if ln.startswith(f"rank {rank} of")), "no 'rank' line"))
+    check(
+        f"rank {rank} of {len(children)} by val_mse" in text,
+        "the run's description says where it stands",
+        next(
+            (ln for ln in text.splitlines() if ln.startswith(f"rank {rank} of")), "no 'rank' line"
+        ),
+    )
     logged = re.search(r"Logged models \((\d+)\)", text)
-    check(bool(logged) and logged.group(1) == "1" and "Ready" in text, "the run's Overview lists its logged model",
-          logged.group(0) if logged else "no 'Logged models' section")
-    datasets = text.partition("\nTags\n")[0].rpartition("\nDatasets\n")[2]  # its section, not the sidebar's link
-    check(re.fullmatch(r"diabetes \([0-9a-f]{8}\)\nTraining\n\+2", datasets) is not None,
-          "the run's Overview lists its data sets (training shown, +2: validation and test)", " ".join(datasets.split()))
+    check(
+        bool(logged) and logged.group(1) == "1" and "Ready" in text,
+        "the run's Overview lists its logged model",
+        logged.group(0) if logged else "no 'Logged models' section",
+    )
+    datasets = text.partition("\nTags\n")[0].rpartition("\nDatasets\n")[
+        2
+    ]  # its section, not the sidebar's link
+    check(
+        re.fullmatch(r"diabetes \([0-9a-f]{8}\)\nTraining\n\+2", datasets) is not None,
+        "the run's Overview lists its data sets (training shown, +2: validation and test)",
+        " ".join(datasets.split()),
+    )
     if logged:
         page.get_by_text(logged.group(0), exact=True).first.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "04b_run_logged_model.png"))
@@ -320,22 +486,34 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check,
     page.get_by_placeholder("Search metric charts").fill("_loss")
     page.wait_for_timeout(3000)
     page.screenshot(path=str(shots / "05_run_loss_charts.png"))
-    charts = {c.inner_text().split("\n")[0]: c.locator(".js-plotly-plot path").count()
-              for c in page.locator('[data-testid="experiment-view-compare-runs-card"]').all()}
-    check({"train_loss", "val_loss"} <= set(charts) and all(charts.values()),
-          "Model metrics charts train_loss and val_loss", f"cards {charts} (plot paths each)")
+    charts = {
+        c.inner_text().split("\n")[0]: c.locator(".js-plotly-plot path").count()
+        for c in page.locator('[data-testid="experiment-view-compare-runs-card"]').all()
+    }
+    check(
+        {"train_loss", "val_loss"} <= set(charts) and all(charts.values()),
+        "Model metrics charts train_loss and val_loss",
+        f"cards {charts} (plot paths each)",
+    )
     page.get_by_text("Artifacts", exact=True).first.click()
     page.wait_for_timeout(2000)
     page.screenshot(path=str(shots / "06_run_artifacts.png"))
-    files = [f for f in ("config_resolved.yaml", "curves.npz", "test_predictions.csv")
-             if page.get_by_text(f, exact=True).count()]
+    files = [
+        f
+        for f in ("config_resolved.yaml", "curves.npz", "test_predictions.csv")
+        if page.get_by_text(f, exact=True).count()
+    ]
     check(len(files) == 3, "the run's Artifacts tab lists its files", ", ".join(files))
 
     # the address sweeper prints for a run (a single run's last line, report --run)
     page = fresh(browser, run_url(base, eid, child))
     page.get_by_text("Logged models (1)").first.wait_for(timeout=30_000)
-    check(route(page) == f"/experiments/{eid}/runs/{child}?workflowType=machine_learning" and view(page) == "model training",
-          "the address sweeper prints for a run opens it on the model-training views", f"{route(page)} ({view(page)} views)")
+    check(
+        route(page) == f"/experiments/{eid}/runs/{child}?workflowType=machine_learning"
+        and view(page) == "model training",
+        "the address sweeper prints for a run opens it on the model-training views",
+        f"{route(page)} ({view(page)} views)",
+    )
 
     # the parent's description: a table, its run links on the model-training views
     page = fresh(browser, run_url(base, eid, parent))
@@ -346,25 +524,57 @@ def check_ui(browser, base: str, printed: str | None, shots: Path, check: Check,
     page.screenshot(path=str(shots / "07_parent_description.png"), full_page=True)
     table = page.locator("table:has(th:text-is('val_mse'))")
     body = table.locator("tbody tr").count() if table.count() else 0
-    desc = table.first.locator("xpath=..")  # the description's markdown: the best run's line and the table
-    links = [a.get_attribute("href") for a in desc.locator('a[href^="#/experiments/"]').all()] if table.count() else []
+    desc = table.first.locator(
+        "xpath=.."
+    )  # the description's markdown: the best run's line and the table
+    links = (
+        [a.get_attribute("href") for a in desc.locator('a[href^="#/experiments/"]').all()]
+        if table.count()
+        else []
+    )
     refs = table.locator("tbody tr:has-text('[baseline]')").count() if table.count() else 0
-    check(body - refs == len(children) and refs >= 1,
-          "the parent's description is a table: a row a run, and one a baseline", f"{body} rows, {refs} baselines")
-    check(len(links) >= len(children) + 1 and all(h.endswith("workflowType=machine_learning") for h in links),
-          "every run link in the parent's description carries workflowType=machine_learning", f"{len(links)} links")
+    check(
+        body - refs == len(children) and refs >= 1,
+        "the parent's description is a table: a row a run, and one a baseline",
+        f"{body} rows, {refs} baselines",
+    )
+    check(
+        len(links) >= len(children) + 1
+        and all(h.endswith("workflowType=machine_learning") for h in links),
+        "every run link in the parent's description carries workflowType=machine_learning",
+        f"{len(links)} links",
+    )
 
     # the parent's plots
-    page = fresh(browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning")
+    page = fresh(
+        browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning"
+    )
     page.get_by_text("plots", exact=True).first.click()
-    for i, name in enumerate(("loss_curves_top.png", "val_metric_vs_lr.png", "history.png", "importance.png",
-                              "parallel_coordinates.png")):
+    for i, name in enumerate(
+        (
+            "loss_curves_top.png",
+            "val_metric_vs_lr.png",
+            "history.png",
+            "importance.png",
+            "parallel_coordinates.png",
+        )
+    ):
         page.get_by_text(name, exact=True).first.click()
         page.wait_for_timeout(2000)
-        page.screenshot(path=str(shots / f"0{8 + i}_parent_{name}" if i < 2 else shots / f"{8 + i}_parent_{name}"))
-        sizes = [img.evaluate("e => [e.naturalWidth, e.naturalHeight]") for img in page.locator("img[src^='blob:']").all()]
-        check(any(w > 100 and h > 100 for w, h in sizes), f"the parent's plots/{name} displays",
-              f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image")
+        page.screenshot(
+            path=str(
+                shots / f"0{8 + i}_parent_{name}" if i < 2 else shots / f"{8 + i}_parent_{name}"
+            )
+        )
+        sizes = [
+            img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
+            for img in page.locator("img[src^='blob:']").all()
+        ]
+        check(
+            any(w > 100 and h > 100 for w, h in sizes),
+            f"the parent's plots/{name} displays",
+            f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image",
+        )
         if docs is not None and name == "importance.png":
             page.screenshot(path=str(docs / "mlflow_parent_plots.png"))
 
@@ -373,55 +583,106 @@ def check_devices(browser, base: str, printed: str | None, shots: Path, check: C
     """The device sweep: its address shows the speedup column; its parent's time plot displays."""
     check_answer(browser, base, printed, "diabetes-devices", shots, check, speedup=True)
     eid, parent, _ = sweep_runs(base, "diabetes-devices")
-    page = fresh(browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning")
+    page = fresh(
+        browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning"
+    )
     page.get_by_text("plots", exact=True).first.click()
     page.get_by_text("time_and_speedup.png", exact=True).first.click()
     page.wait_for_timeout(2000)
     page.screenshot(path=str(shots / "13_devices_time_and_speedup.png"))
-    sizes = [img.evaluate("e => [e.naturalWidth, e.naturalHeight]") for img in page.locator("img[src^='blob:']").all()]
-    check(any(w > 100 and h > 100 for w, h in sizes), "the device sweep's plots/time_and_speedup.png displays",
-          f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image")
+    sizes = [
+        img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
+        for img in page.locator("img[src^='blob:']").all()
+    ]
+    check(
+        any(w > 100 and h > 100 for w, h in sizes),
+        "the device sweep's plots/time_and_speedup.png displays",
+        f"image {sizes[0][0]}x{sizes[0][1]}" if sizes else "no image",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium", help="the browser binary")
-    ap.add_argument("--driver", type=Path, default=Path("/tmp/ui-driver"),
-                    help="the folder playwright was installed into with pip --target (default /tmp/ui-driver)")
-    ap.add_argument("--port", type=int, default=5077, help="the server's port on 127.0.0.1 (default 5077)")
-    ap.add_argument("--shots", type=Path, default=Path("/tmp/ui_shots"), help="where the screenshots go")
-    ap.add_argument("--keep", action="store_true", help="keep the store and sweep folder (their path is printed)")
-    ap.add_argument("--docs", action="store_true", help="write docs/mlflow_runs.png and docs/mlflow_parent_plots.png "
-                    "from the screenshots (the pictures of the manual, from the current code)")
+    ap.add_argument(
+        "--chromium",
+        default=shutil.which("chromium") or "/usr/bin/chromium",
+        help="the browser binary",
+    )
+    ap.add_argument(
+        "--driver",
+        type=Path,
+        default=Path("/tmp/ui-driver"),
+        help="the folder playwright was installed into with pip --target (default /tmp/ui-driver)",
+    )
+    ap.add_argument(
+        "--port", type=int, default=5077, help="the server's port on 127.0.0.1 (default 5077)"
+    )
+    ap.add_argument(
+        "--shots", type=Path, default=Path("/tmp/ui_shots"), help="where the screenshots go"
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the store and sweep folder (their path is printed)",
+    )
+    ap.add_argument(
+        "--docs",
+        action="store_true",
+        help="write docs/mlflow_runs.png and docs/mlflow_parent_plots.png "
+        "from the screenshots (the pictures of the manual, from the current code)",
+    )
     args = ap.parse_args(argv)
     if not Path(args.chromium).is_file():
-        print(f"ui_check: no Chromium at {args.chromium}: apt-get install -y chromium (or pass --chromium PATH)",
-              file=sys.stderr)
+        print(
+            f"ui_check: no Chromium at {args.chromium}: apt-get install -y chromium (or pass --chromium PATH)",
+            file=sys.stderr,
+        )
         return 2
-    sys.path.append(str(args.driver))  # after the project's packages: the driver's never shadow them
+    sys.path.append(
+        str(args.driver)
+    )  # after the project's packages: the driver's never shadow them
     try:
         from playwright.sync_api import Error as PlaywrightError, sync_playwright
     except ImportError:
-        print(f"ui_check: the playwright package is missing: python -m pip install --target {args.driver} playwright",
-              file=sys.stderr)
+        print(
+            f"ui_check: the playwright package is missing: python -m pip install --target {args.driver} playwright",
+            file=sys.stderr,
+        )
         return 2
     args.shots.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="sweeper-ui-"))
     check, proc = Check(), None
     try:
         uri, printed = sweep(work)
-        _, on_devices = sweep(work, DEVICES, "devices", SWEEPER_FAKE_GPU="numpy")  # the GPU path on NumPy
+        _, on_devices = sweep(
+            work, DEVICES, "devices", SWEEPER_FAKE_GPU="numpy"
+        )  # the GPU path on NumPy
         proc = server(uri, args.port, work)
         base = f"http://127.0.0.1:{args.port}"
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
             try:
-                for part in (lambda: check_ui(browser, base, printed, args.shots, check, ROOT / "docs" if args.docs else None),
-                             lambda: check_devices(browser, base, on_devices, args.shots, check)):
+                for part in (
+                    lambda: check_ui(
+                        browser,
+                        base,
+                        printed,
+                        args.shots,
+                        check,
+                        ROOT / "docs" if args.docs else None,
+                    ),
+                    lambda: check_devices(browser, base, on_devices, args.shots, check),
+                ):
                     try:
                         part()
-                    except PlaywrightError as e:  # a page that never showed what the next step looks for
-                        check(False, "the page had what the next step needs", str(e).strip().splitlines()[0])
+                    except (
+                        PlaywrightError
+                    ) as e:  # a page that never showed what the next step looks for
+                        check(
+                            False,
+                            "the page had what the next step needs",
+                            str(e).strip().splitlines()[0],
+                        )
             finally:
                 browser.close()
     except SystemExit as e:

@@ -1,4 +1,5 @@
 """data/: load a data set as host arrays, split it with the run's ``data.split_seed``, and standardise on train only."""
+
 from __future__ import annotations
 
 import functools
@@ -10,10 +11,31 @@ import numpy as np
 
 from sweeper.base.backend import is_sparse
 from sweeper.data.columns import encode_columns, encode_rows, fit
-from sweeper.data.loaders import ASK_CLASSES, ASK_REGRESSION, FEATURE_NAMES, LOADERS, TEXT, DataError
+from sweeper.data.loaders import (
+    ASK_CLASSES,
+    ASK_REGRESSION,
+    FEATURE_NAMES,
+    LOADERS,
+    TEXT,
+    DataError,
+)
 
-__all__ = ["ASK_CLASSES", "ASK_REGRESSION", "DataError", "Dataset", "TEXT", "encode_rows", "folds_of", "is_sparse", "load",
-           "load_folds", "split", "split_folds", "split_seed", "stack_rows"]
+__all__ = [
+    "ASK_CLASSES",
+    "ASK_REGRESSION",
+    "DataError",
+    "Dataset",
+    "TEXT",
+    "encode_rows",
+    "folds_of",
+    "is_sparse",
+    "load",
+    "load_folds",
+    "split",
+    "split_folds",
+    "split_seed",
+    "stack_rows",
+]
 
 
 @dataclass
@@ -38,7 +60,8 @@ class Dataset:
     x_mean: np.ndarray | None = None  # (d,) the training scaler, to map raw features in
     x_scale: np.ndarray | None = None
     positive_class: str | None = None
-    classes: tuple[str, ...] | None = None  # a multi-class target's class names, in the order of its indices
+    # a multi-class target's class names, in the order of its indices
+    classes: tuple[str, ...] | None = None
     # text data (data=sms|text): the vectorizer fitted on the training rows, and the test rows' documents
     vectorizer: Any = None
     text_test: np.ndarray | None = None
@@ -77,10 +100,16 @@ class Dataset:
         if self.categorical:
             import pandas as pd
 
-            return pd.DataFrame({str(c["name"]): (np.asarray(v, dtype=np.float64) if not ("categories" in c or
-                                                                                         c.get("date")) else
-                                                  np.array([None if x is None else str(x) for x in v], dtype=object))
-                                 for c, v in zip(self.encoder["columns"], self.columns_test)})
+            return pd.DataFrame(
+                {
+                    str(c["name"]): (
+                        np.asarray(v, dtype=np.float64)
+                        if not ("categories" in c or c.get("date"))
+                        else np.array([None if x is None else str(x) for x in v], dtype=object)
+                    )
+                    for c, v in zip(self.encoder["columns"], self.columns_test)
+                }
+            )
         return self.raw(self.X_test)
 
     @property
@@ -111,7 +140,9 @@ class Dataset:
         return X * self.x_scale + self.x_mean
 
 
-def split(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split(
+    n: int, val_fraction: float, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seeded train/val/test row indices. A fraction of 0 reuses the training rows (e.g. XOR's 4 points)."""
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
@@ -120,8 +151,14 @@ def split(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple
     return train, (val if n_val else train), (test if n_test else train)
 
 
-def split_folds(n: int, test_fraction: float, seed: int, k: int, y: np.ndarray | None = None,
-                task: str = "regression") -> tuple[list[np.ndarray], np.ndarray]:
+def split_folds(
+    n: int,
+    test_fraction: float,
+    seed: int,
+    k: int,
+    y: np.ndarray | None = None,
+    task: str = "regression",
+) -> tuple[list[np.ndarray], np.ndarray]:
     """``k`` validation folds of the rows outside the test split, and the test rows (``data.folds=k``).
 
     The test rows are the ones :func:`split` draws with the same ``seed`` and ``test_fraction`` (the same rows as
@@ -131,13 +168,19 @@ def split_folds(n: int, test_fraction: float, seed: int, k: int, y: np.ndarray |
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
     test, rest = order[:n_test], order[n_test:]
-    stratified = {"regression": False, "binary": True, "multiclass": True}[task]  # another task: a KeyError
+    stratified = {"regression": False, "binary": True, "multiclass": True}[
+        task
+    ]  # another task: a KeyError
     if stratified and y is not None:
         labels = np.ravel(y)[rest]
-        dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])  # each class in the seed's order
+        dealt = np.concatenate(
+            [rest[labels == c] for c in np.unique(labels)]
+        )  # each class in the seed's order
     else:
         dealt = rest
-    fold_of = np.empty(n, dtype=np.int64)  # pragma: no mutate  (any dtype holds the fold numbers alike)
+    fold_of = np.empty(
+        n, dtype=np.int64
+    )  # pragma: no mutate  (any dtype holds the fold numbers alike)
     fold_of[dealt] = np.arange(len(dealt)) % k
     folds = [rest[fold_of[rest] == i] for i in range(k)]  # each fold's rows in the seed's order
     return folds, (test if n_test else rest)
@@ -173,7 +216,9 @@ def vectorizer(cfg: Any) -> Any:
 
     ngrams = (1, cfg.ngram_max)
     if cfg.features == "hashing":
-        return HashingVectorizer(n_features=cfg.max_features or 2**20, ngram_range=ngrams, alternate_sign=False)
+        return HashingVectorizer(
+            n_features=cfg.max_features or 2**20, ngram_range=ngrams, alternate_sign=False
+        )
     kind = TfidfVectorizer if cfg.features == "tfidf" else CountVectorizer
     return kind(max_features=cfg.max_features or None, min_df=cfg.min_df, ngram_range=ngrams)
 
@@ -183,10 +228,13 @@ def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tupl
     vec = vectorizer(cfg)
     try:
         vec.fit(docs[train])
-    except ValueError as e:  # empty vocabulary: no term in min_df training documents, or no words at all
-        raise DataError(f"{where}: no features from the training documents with data.features={cfg.features} "
-                        f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or check data.text"
-                        ) from None
+    except (
+        ValueError
+    ) as e:  # empty vocabulary: no term in min_df training documents, or no words at all
+        raise DataError(
+            f"{where}: no features from the training documents with data.features={cfg.features} "
+            f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or check data.text"
+        ) from None
     return vec, vec.transform(docs).astype(np.float64).tocsr()
 
 
@@ -250,9 +298,15 @@ def reused_rows(cfg: Any) -> str:
     if not zero:
         return ""
     parts = " and ".join({"val_fraction": "validation", "test_fraction": "test"}[k] for k in zero)
-    return (f"{parts} = the training rows ({', '.join(f'data.{k}=0' for k in zero)}): their metrics are training "
-            "error, not held-out error" + (", and choosing on them picks the best fit to the training rows"
-                                            if "val_fraction" in zero else ""))
+    return (
+        f"{parts} = the training rows ({', '.join(f'data.{k}=0' for k in zero)}): their metrics are training "
+        "error, not held-out error"
+        + (
+            ", and choosing on them picks the best fit to the training rows"
+            if "val_fraction" in zero
+            else ""
+        )
+    )
 
 
 def load_folds(cfg: Any, seed: int | None = None) -> list[Dataset]:
@@ -281,8 +335,21 @@ def _load(cfg: Any, seed: int | None, fold: int | None = None) -> Dataset:
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return (X[idx] - mean) / std, ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
-    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale), mean, std,
-                   positive_class, classes, decisions=raw.decisions or {}, feature_names=FEATURE_NAMES.get(cfg.name))
+    return Dataset(
+        cfg.name,
+        task,
+        *rows(train),
+        *rows(val),
+        *rows(test),
+        float(y_mean),
+        float(y_scale),
+        mean,
+        std,
+        positive_class,
+        classes,
+        decisions=raw.decisions or {},
+        feature_names=FEATURE_NAMES.get(cfg.name),
+    )
 
 
 def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -> Dataset:
@@ -295,13 +362,25 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
     columns = [raw.columns[k] for k in state.pop("used")]
     left_out = state.pop("left_out")
     if not columns:
-        raise DataError(f"{where}: no feature column is left: " + "; ".join(c["refusal"] for c in left_out))
-    unscalable = [c["name"] for c, m, s in zip(state["columns"], _per_column(state, state["x_mean"]),
-                                               _per_column(state, state["x_scale"]))
-                  if "categories" not in c and not (np.isfinite(m).all() and np.isfinite(s).all())]
-    if unscalable:  # finite values so large (near 1e308) that their mean or spread overflows float64
-        raise DataError(f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
-                        "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)")
+        raise DataError(
+            f"{where}: no feature column is left: " + "; ".join(c["refusal"] for c in left_out)
+        )
+    unscalable = [
+        c["name"]
+        for c, m, s in zip(
+            state["columns"],
+            _per_column(state, state["x_mean"]),
+            _per_column(state, state["x_scale"]),
+        )
+        if "categories" not in c and not (np.isfinite(m).all() and np.isfinite(s).all())
+    ]
+    if (
+        unscalable
+    ):  # finite values so large (near 1e308) that their mean or spread overflows float64
+        raise DataError(
+            f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
+            "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)"
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         X = encode_columns(state, [c.values for c in columns])
     if not np.isfinite(X).all():
@@ -309,8 +388,10 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
     with np.errstate(over="ignore", invalid="ignore"):
         y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
     if not (np.isfinite(y_mean) and np.isfinite(y_scale)):
-        raise DataError(f"{where}: the target cannot be scaled: its values are so large that their mean or spread "
-                        "overflows float64; divide it by a power of 10 first")
+        raise DataError(
+            f"{where}: the target cannot be scaled: its values are so large that their mean or spread "
+            "overflows float64; divide it by a power of 10 first"
+        )
     decisions = dict(raw.decisions or {})
     if any("categories" in c for c in state["columns"]):
         from sweeper.data.columns import describe as encoded
@@ -323,16 +404,34 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
     def rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return X[idx], ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
 
-    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
-                   state["x_mean"], state["x_scale"], raw.positive_class, raw.classes, encoder=state,
-                   columns_test=[_raw_cells(c, test) for c in columns], decisions=decisions, report=report)
+    return Dataset(
+        cfg.name,
+        task,
+        *rows(train),
+        *rows(val),
+        *rows(test),
+        float(y_mean),
+        float(y_scale),
+        state["x_mean"],
+        state["x_scale"],
+        raw.positive_class,
+        raw.classes,
+        encoder=state,
+        columns_test=[_raw_cells(c, test) for c in columns],
+        decisions=decisions,
+        report=report,
+    )
 
 
 def _per_column(state: dict[str, Any], a: np.ndarray) -> list[np.ndarray]:
     """A per-feature array split into each column's features."""
     from sweeper.data.columns import _widths
 
-    return np.split(np.asarray(a), np.cumsum(_widths(state["columns"]))[:-1]) if state["columns"] else []
+    return (
+        np.split(np.asarray(a), np.cumsum(_widths(state["columns"]))[:-1])
+        if state["columns"]
+        else []
+    )
 
 
 def _raw_cells(c: Any, rows: np.ndarray) -> list[Any]:
@@ -364,11 +463,22 @@ def column_lines(ds: Dataset) -> list[str]:
 def decision_tags(ds: Dataset) -> dict[str, str]:
     """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass, ``decided.missing``, ...), at
     most 500 characters each."""
-    return {f"decided.{k}": ds.decisions[k][:500] for k in (*DECIDED, *DECIDED_COLUMNS) if k in ds.decisions}
+    return {
+        f"decided.{k}": ds.decisions[k][:500]
+        for k in (*DECIDED, *DECIDED_COLUMNS)
+        if k in ds.decisions
+    }
 
 
-def _split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None = None, task: str = "regression",
-           fold: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split(
+    n: int,
+    cfg: Any,
+    seed: int,
+    where: str,
+    y: np.ndarray | None = None,
+    task: str = "regression",
+    fold: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     k = folds_of(cfg)
     if k:
         return _fold_split(n, cfg, seed, where, y, task, k, fold or 0)
@@ -382,8 +492,9 @@ def _split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None = None,
     return train, val, test
 
 
-def _fold_split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, task: str, k: int,
-                fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _fold_split(
+    n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, task: str, k: int, fold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fold ``fold``'s training, validation and test rows (:func:`split_folds`); a fold count the rows cannot give
     (more folds than non-test rows, or than the rows of a class) is refused in one line."""
     if not 0 <= fold < k:
@@ -393,19 +504,32 @@ def _fold_split(n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, t
     if task in ("binary", "multiclass") and y is not None:
         labels, counts = np.unique(np.ravel(y)[rest], return_counts=True)
         if counts.min() < k:
-            raise DataError(f"data.folds={k} is not allowed for {where}: expected at most {int(counts.min())}: its "
-                            f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} rows outside the "
-                            "test split, and every fold validates on each class")
+            raise DataError(
+                f"data.folds={k} is not allowed for {where}: expected at most {int(counts.min())}: its "
+                f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} rows outside the "
+                "test split, and every fold validates on each class"
+            )
     if len(rest) < 2 * k:
-        raise DataError(f"data.folds={k} is not allowed for {where}: expected at most {len(rest) // 2} (its "
-                        f"{len(rest)} non-test rows: every fold trains and validates on at least 2 rows)")
+        raise DataError(
+            f"data.folds={k} is not allowed for {where}: expected at most {len(rest) // 2} (its "
+            f"{len(rest)} non-test rows: every fold trains and validates on at least 2 rows)"
+        )
     val = folds[fold]
     train = np.concatenate([f for i, f in enumerate(folds) if i != fold])
     return np.sort(train), val, test
 
 
-def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, positive_class: str | None,
-          where: str, classes: tuple[str, ...] | None = None, fold: int | None = None) -> Dataset:
+def _text(
+    cfg: Any,
+    seed: int,
+    docs: np.ndarray,
+    y: np.ndarray,
+    task: str,
+    positive_class: str | None,
+    where: str,
+    classes: tuple[str, ...] | None = None,
+    fold: int | None = None,
+) -> Dataset:
     """Split the documents, fit the features on the training rows, keep them sparse (or not)."""
     if not np.isfinite(y).all():
         raise DataError(f"{where}: the target holds missing or non-finite values; clean them first")
@@ -415,10 +539,23 @@ def _text(cfg: Any, seed: int, docs: np.ndarray, y: np.ndarray, task: str, posit
 
     def rows(idx: np.ndarray) -> tuple[Any, np.ndarray]:
         part = F[idx]
-        return (part if cfg.sparse else part.toarray()), ((y[idx] - y_mean) / y_scale).reshape(-1, 1)
+        return (part if cfg.sparse else part.toarray()), ((y[idx] - y_mean) / y_scale).reshape(
+            -1, 1
+        )
 
-    return Dataset(cfg.name, task, *rows(train), *rows(val), *rows(test), float(y_mean), float(y_scale),
-                   positive_class=positive_class, classes=classes, vectorizer=vec, text_test=docs[test])
+    return Dataset(
+        cfg.name,
+        task,
+        *rows(train),
+        *rows(val),
+        *rows(test),
+        float(y_mean),
+        float(y_scale),
+        positive_class=positive_class,
+        classes=classes,
+        vectorizer=vec,
+        text_test=docs[test],
+    )
 
 
 def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> Dataset:
@@ -451,4 +588,3 @@ def _load_plain(node: str, seed: int, fold: int | None = None, stamp: tuple = ()
     from omegaconf import OmegaConf
 
     return load(OmegaConf.create(json.loads(node)), seed, fold)
-

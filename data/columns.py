@@ -5,6 +5,7 @@ The fitted encoder is plain data (:func:`fit` returns it, JSON-able but for the 
 :func:`encode_rows` maps raw rows (a DataFrame, records, or rows of values in column order; categories as
 text) to the standardised features the network takes, so a logged model can take the file's own columns.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,8 +15,22 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 # The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
-from sweeper.base.portable import (DATE, DATE_PARTS, MISSING, OTHER_DATE, ColumnError, _encode, _number, category,  # noqa: F401
-                                   date_days, date_ordinal, encode_columns, encode_rows, is_missing, widths)
+from sweeper.base.portable import (
+    DATE,
+    DATE_PARTS,
+    MISSING,
+    OTHER_DATE,
+    ColumnError,
+    _encode,
+    _number,
+    category,  # noqa: F401 (re-exported)
+    date_days,
+    date_ordinal,  # noqa: F401 (re-exported)
+    encode_columns,  # noqa: F401 (re-exported)
+    encode_rows,  # noqa: F401 (re-exported)
+    is_missing,
+    widths,
+)
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
@@ -40,7 +55,9 @@ def sniff(text: str) -> tuple[str, str]:
             best = (w, sep)
     if best is None:
         return ",", "comma (sniffed: no separator splits the first lines alike)"
-    return best[1], f"{SNIFFED[best[1]]} (sniffed: {best[0]} fields on each of the first {len(lines)} lines)"
+    return best[
+        1
+    ], f"{SNIFFED[best[1]]} (sniffed: {best[0]} fields on each of the first {len(lines)} lines)"
 
 
 def one_column_hint(first_line: str) -> str | None:
@@ -48,7 +65,9 @@ def one_column_hint(first_line: str) -> str | None:
     (None when the line holds none of comma, semicolon, tab)."""
     counts = {sep: first_line.count(sep) for sep in SNIFFED}
     sep = max(counts, key=counts.get)
-    return f"it looks {SNIFFED[sep]}-separated: set data.sep={SNIFFED[sep]}" if counts[sep] else None
+    return (
+        f"it looks {SNIFFED[sep]}-separated: set data.sep={SNIFFED[sep]}" if counts[sep] else None
+    )
 
 
 def _names_list(value: Any) -> list[Any]:
@@ -67,24 +86,36 @@ def resolve(key: str, value: Any, names: list[Any], target: int, has_header: boo
     picked = []
     for v in _names_list(value):
         if isinstance(v, bool) or not isinstance(v, (str, int)):
-            raise ColumnError(f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}")
+            raise ColumnError(
+                f"{key}={_list(value)}: {v!r} is not a column name or index; columns are {shown}"
+            )
         if isinstance(v, str) and has_header:
             if v not in names:
-                raise ColumnError(f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}")
+                raise ColumnError(
+                    f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}"
+                )
             if names.count(v) > 1:
-                raise ColumnError(f"{key}={_list(value)} names {v}, which {names.count(v)} columns are called: "
-                                  "rename them, or give column indices")
+                raise ColumnError(
+                    f"{key}={_list(value)} names {v}, which {names.count(v)} columns are called: "
+                    "rename them, or give column indices"
+                )
             j = names.index(v)
         elif isinstance(v, int):
             if not -len(names) <= v < len(names):
-                raise ColumnError(f"{key}={_list(value)}: index {v} is out of range: columns are {shown}")
+                raise ColumnError(
+                    f"{key}={_list(value)}: index {v} is out of range: columns are {shown}"
+                )
             j = v % len(names)
         else:
-            raise ColumnError(f"{key}={_list(value)} names {v}, but the file is read without a header "
-                              f"(data.header=false): give column indices 0..{len(names) - 1}")
+            raise ColumnError(
+                f"{key}={_list(value)} names {v}, but the file is read without a header "
+                f"(data.header=false): give column indices 0..{len(names) - 1}"
+            )
         if j == target:
-            raise ColumnError(f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
-                              f"{key} (the target is never a feature); columns are {shown}")
+            raise ColumnError(
+                f"{key}={_list(value)} names the target column {names[j]}: leave it out of "
+                f"{key} (the target is never a feature); columns are {shown}"
+            )
         picked.append(j)
     return picked
 
@@ -93,12 +124,15 @@ def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: 
     """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
     less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
     dropped = resolve("data.drop", drop, names, target, has_header)
-    keep = resolve("data.features", features, names, target, has_header) or \
-        [j for j in range(len(names)) if j != target]
+    keep = resolve("data.features", features, names, target, has_header) or [
+        j for j in range(len(names)) if j != target
+    ]
     idx = [j for j in dict.fromkeys(keep) if j not in set(dropped)]
     if not idx:
-        raise ColumnError(f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "
-                          f"columns are {_columns(names)}")
+        raise ColumnError(
+            f"data.drop={_list(drop)} and data.features={_list(features)} leave no feature column: "
+            f"columns are {_columns(names)}"
+        )
     return idx
 
 
@@ -117,8 +151,10 @@ def _list(value: Any) -> str:
 
 class Column(NamedTuple):
     name: Any
-    values: np.ndarray  # float64 for a numeric column (NaN: missing), else the categories (object, str; "":
-    numeric: bool       # missing), or a date column's raw text
+    values: (
+        np.ndarray
+    )  # float64 for a numeric column (NaN: missing), else the categories (object, str; "":
+    numeric: bool  # missing), or a date column's raw text
     date: bool = False
     gaps: np.ndarray | None = None  # (n,) bool: which cells are missing
     markers: tuple[str, ...] = MISSING
@@ -130,11 +166,18 @@ class Column(NamedTuple):
 
     def rows(self, idx: np.ndarray) -> "Column":
         """The column at these rows only."""
-        return self._replace(values=self.values[idx], gaps=None if self.gaps is None else self.gaps[idx])
+        return self._replace(
+            values=self.values[idx], gaps=None if self.gaps is None else self.gaps[idx]
+        )
 
 
-def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, as_date: bool = False,
-          as_category: bool = False) -> Column:
+def typed(
+    name: Any,
+    values: Sequence[Any],
+    markers: tuple[str, ...] = MISSING,
+    as_date: bool = False,
+    as_category: bool = False,
+) -> Column:
     """A column as numbers when every value present is one (missing cells: ``markers``, None, NaN); as a date
     when every value present is a date (ISO-like, or another form pandas reads: 01/02/2011, Jan 5, 2011), or
     ``as_date`` (``data.dates``); else as categories (text such as M/F/I; ``as_category``: ``data.categorical``,
@@ -155,7 +198,9 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
         _integer_codes(name, values, present)
         return _categories(name, values, gaps, markers)
     texts = [values[i] for i in present]
-    dated = texts and all(isinstance(v, str) and (DATE.match(v) or OTHER_DATE.match(v)) for v in texts)
+    dated = texts and all(
+        isinstance(v, str) and (DATE.match(v) or OTHER_DATE.match(v)) for v in texts
+    )
     if as_date or dated:
         column = _dates(name, values, gaps, present, markers, as_date)
         if column is not None:
@@ -172,15 +217,19 @@ def typed(name: Any, values: Sequence[Any], markers: tuple[str, ...] = MISSING, 
         gaps |= np.isnan(nums)  # "nan" as text: read as a missing number
         odd = np.flatnonzero(~np.isfinite(nums) & ~gaps)
         if odd.size:
-            raise ColumnError(f"column {name} holds a non-finite value {values[odd[0]]!r} (row {odd[0] + 1}); clean "
-                              f"it, or leave the column out with data.drop=[{name}]")
+            raise ColumnError(
+                f"column {name} holds a non-finite value {values[odd[0]]!r} (row {odd[0] + 1}); clean "
+                f"it, or leave the column out with data.drop=[{name}]"
+            )
         return Column(name, nums, True, gaps=gaps, markers=markers)
     column = _categories(name, values, gaps, markers)
     if len(bad) * 2 > len(present):
         return column
     i = bad[0]  # mostly numbers, some text (a ticket number A/5 21171 among 21171): text, said
-    mixed = (f"text: {len(bad)} of its {len(present)} values are no number (the first {values[i]!r}, row {i + 1}), so "
-             "it is read as categories; if those cells mark missing values, add them to data.na_values")
+    mixed = (
+        f"text: {len(bad)} of its {len(present)} values are no number (the first {values[i]!r}, row {i + 1}), so "
+        "it is read as categories; if those cells mark missing values, add them to data.na_values"
+    )
     return column._replace(said="; ".join(filter(None, [mixed, column.said])))
 
 
@@ -189,12 +238,16 @@ def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None
     for i in present:
         x = values[i] if isinstance(values[i], (int, float)) else _number(values[i])
         if x is not None and not float(x).is_integer():
-            raise ColumnError(f"data.categorical names column {name}, whose value {values[i]!r} (row {i + 1}) is no "
-                              f"integer code: a category column holds codes such as 1/2/3, or text; leave {name} out "
-                              "of data.categorical (it is read as a number)")
+            raise ColumnError(
+                f"data.categorical names column {name}, whose value {values[i]!r} (row {i + 1}) is no "
+                f"integer code: a category column holds codes such as 1/2/3, or text; leave {name} out "
+                "of data.categorical (it is read as a number)"
+            )
 
 
-def _categories(name: Any, values: Sequence[Any], gaps: np.ndarray, markers: tuple[str, ...]) -> Column:
+def _categories(
+    name: Any, values: Sequence[Any], gaps: np.ndarray, markers: tuple[str, ...]
+) -> Column:
     """A column of categories (:func:`category`: the text without surrounding spaces, ``3`` for 3.0), and in words
     the cells trimmed of spaces and the levels that differ only in case (kept apart)."""
     texts = [v for v, g in zip(values, gaps) if not g and isinstance(v, str)]
@@ -203,36 +256,73 @@ def _categories(name: Any, values: Sequence[Any], gaps: np.ndarray, markers: tup
     for v in set(texts):
         by_case.setdefault(v.strip().casefold(), set()).add(v.strip())
     twins = [sorted(v) for v in by_case.values() if len(v) > 1]
-    said = [f"{len(padded)} cell(s) trimmed of surrounding spaces ({padded[0]!r} is {padded[0].strip()!r})"] if padded \
+    said = (
+        [
+            f"{len(padded)} cell(s) trimmed of surrounding spaces ({padded[0]!r} is {padded[0].strip()!r})"
+        ]
+        if padded
         else []
+    )
     if twins:
-        said.append(f"levels that differ only in case are kept apart ({' and '.join(map(repr, twins[0]))}"
-                    + (f", and {len(twins) - 1} more such" if len(twins) > 1 else "") + ")")
-    return Column(name, np.array([category(v, markers) for v in values], dtype=object), False, gaps=gaps,
-                  markers=markers, said="; ".join(said))
+        said.append(
+            f"levels that differ only in case are kept apart ({' and '.join(map(repr, twins[0]))}"
+            + (f", and {len(twins) - 1} more such" if len(twins) > 1 else "")
+            + ")"
+        )
+    return Column(
+        name,
+        np.array([category(v, markers) for v in values], dtype=object),
+        False,
+        gaps=gaps,
+        markers=markers,
+        said="; ".join(said),
+    )
 
 
-def _dates(name: Any, values: Sequence[Any], gaps: np.ndarray, present: list[int], markers: tuple[str, ...],
-           named: bool) -> Column | None:
+def _dates(
+    name: Any,
+    values: Sequence[Any],
+    gaps: np.ndarray,
+    present: list[int],
+    markers: tuple[str, ...],
+    named: bool,
+) -> Column | None:
     """A date column (``named``: ``data.dates``), None when fewer than half its values are dates. A form other than
     ISO is read by pandas (format="mixed", month first where ambiguous), said; a cell no date: refused when named,
     else missing (said)."""
     days = date_days(values, markers)
     bad = [i for i in present if np.isnan(days[i])]
     if bad and named:
-        raise ColumnError(f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
-                          "which is no date pandas can read; fix it, or leave the column out of data.dates")
+        raise ColumnError(
+            f"column {name} (a date: data.dates) holds {values[bad[0]]!r} (row {bad[0] + 1}), "
+            "which is no date pandas can read; fix it, or leave the column out of data.dates"
+        )
     if len(bad) * 2 > len(present):
         return None
     forms = [values[i] for i in present if not DATE.match(values[i])]
-    said = [f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by pandas, month first where a "
-            "form is ambiguous"] if forms else []
+    said = (
+        [
+            f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by pandas, month first where a "
+            "form is ambiguous"
+        ]
+        if forms
+        else []
+    )
     if bad:
-        said.append(f"{len(bad)} cell(s) no date pandas can read (the first {values[bad[0]]!r}, row {bad[0] + 1}): "
-                    "missing")
+        said.append(
+            f"{len(bad)} cell(s) no date pandas can read (the first {values[bad[0]]!r}, row {bad[0] + 1}): "
+            "missing"
+        )
     gaps = gaps | np.isnan(days)
-    return Column(name, np.array(values, dtype=object), False, date=True, gaps=gaps, markers=markers,
-                  said="; ".join(said))
+    return Column(
+        name,
+        np.array(values, dtype=object),
+        False,
+        date=True,
+        gaps=gaps,
+        markers=markers,
+        said="; ".join(said),
+    )
 
 
 def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[str, Any]:
@@ -262,24 +352,34 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
             if len(cats) > max_categories:
                 free = len(set(c.values.tolist())) * 2 > len(c.values)
                 hint = f"; for free text, use data=text data.text={c.name}" if free else ""
-                left.append({"name": c.name, "levels": len(cats),
-                             "why": f"text, {len(cats)} categories in the training rows (more than data.max_categories="
-                                    f"{max_categories}): left out; raise data.max_categories to keep it{hint}",
-                             "refusal": f"column {c.name} has {len(cats)} categories in the training rows, more than "
-                                        f"data.max_categories={max_categories}: raise data.max_categories, or leave "
-                                        f"it out with data.drop=[{c.name}]{hint}"})
+                left.append(
+                    {
+                        "name": c.name,
+                        "levels": len(cats),
+                        "why": f"text, {len(cats)} categories in the training rows (more than data.max_categories="
+                        f"{max_categories}): left out; raise data.max_categories to keep it{hint}",
+                        "refusal": f"column {c.name} has {len(cats)} categories in the training rows, more than "
+                        f"data.max_categories={max_categories}: raise data.max_categories, or leave "
+                        f"it out with data.drop=[{c.name}]{hint}",
+                    }
+                )
                 continue
             s["categories"] = cats
         spec.append(s)
         used.append(k)
     kept = [columns[k] for k in used]
-    onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(bool)  # a feature's own flag
+    onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(
+        bool
+    )  # a feature's own flag
     with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
         F = _encode(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
         means, stds = F.mean(axis=0), F.std(axis=0)  # float64
-    means[onehot] = 0.0  # one-hot features stay 0/1 (onehot and means are one feature each: an index, no broadcast)
+    # one-hot features stay 0/1 (onehot and means are one feature each: an index, no broadcast)
+    means[onehot] = 0.0
     scales = np.where(onehot | ~(stds > 0), 1.0, stds)
-    scales = np.where(np.isfinite(stds), scales, stds)  # an overflowing spread stays inf: the caller refuses it
+    scales = np.where(
+        np.isfinite(stds), scales, stds
+    )  # an overflowing spread stays inf: the caller refuses it
     return {"columns": spec, "x_mean": means, "x_scale": scales, "used": used, "left_out": left}
 
 
@@ -306,6 +406,8 @@ def describe(state: dict[str, Any]) -> str:
     for s in state["columns"]:
         if "categories" in s:
             cats = s["categories"]
-            shown = ", ".join(c or "(missing)" for c in cats[:5]) + (", ..." if len(cats) > 5 else "")
+            shown = ", ".join(c or "(missing)" for c in cats[:5]) + (
+                ", ..." if len(cats) > 5 else ""
+            )
             out.append(f"{s['name']} ({len(cats)} categories: {shown})")
     return "; ".join(out)

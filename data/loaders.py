@@ -1,4 +1,5 @@
 """Raw loaders: each returns a :class:`Raw`, host arrays ``X`` (n, d) and ``y`` (n,) in float64 and the task."""
+
 from __future__ import annotations
 
 import csv
@@ -9,7 +10,16 @@ import numpy as np
 
 from sweeper.data.table import read as read_table
 from sweeper.data.columns import Column, ColumnError, choose, one_column_hint
-from sweeper.data.readers import DataError, _parses, _read_delimited, _read_json, _read_jsonl, _read_npz, _shown, _text
+from sweeper.data.readers import (
+    DataError,
+    _parses,
+    _read_delimited,
+    _read_json,
+    _read_jsonl,
+    _read_npz,
+    _shown,
+    _text,
+)
 
 
 class Raw(NamedTuple):
@@ -52,7 +62,9 @@ def _bundled(name: str) -> Path:
 
     spec = importlib.util.find_spec("sklearn")
     if spec is None or spec.origin is None:
-        raise DataError(f"the bundled data set {name} comes with scikit-learn, which is not installed: pip install scikit-learn")
+        raise DataError(
+            f"the bundled data set {name} comes with scikit-learn, which is not installed: pip install scikit-learn"
+        )
     return Path(spec.origin).parent / "datasets" / "data" / name
 
 
@@ -102,7 +114,9 @@ def spambase(cfg: Any, seed: int) -> Raw:
     path = Path(cfg.path)
     _, rows, _ = _read_delimited(path, header=False, sep=",")
     if _width(rows, path) != 58:
-        raise DataError(f"data.path={path}: expected 58 columns (57 features + label), found {_width(rows, path)}")
+        raise DataError(
+            f"data.path={path}: expected 58 columns (57 features + label), found {_width(rows, path)}"
+        )
     table = _to_float(rows, None, path)
     return Raw(table[:, :-1], table[:, -1], "binary")
 
@@ -134,17 +148,28 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     drop, features = getattr(cfg, "drop", None) or [], getattr(cfg, "features", None) or []
     if path.suffix.lower() == ".npz":
         if drop or features:
-            raise DataError(f"data.path={path}: data.drop and data.features choose columns of a table, not of an "
-                            ".npz file's X: leave them empty")
+            raise DataError(
+                f"data.path={path}: data.drop and data.features choose columns of a table, not of an "
+                ".npz file's X: leave them empty"
+            )
         X, target = _read_npz(path)
         y, task, positive, classes = _target(target, "y", cfg.task, cfg.positive_class, path)
-        return Raw(X, y, task, positive, classes, decisions=_decided(y, task, positive, classes, cfg.task, "y", {}))
+        return Raw(
+            X,
+            y,
+            task,
+            positive,
+            classes,
+            decisions=_decided(y, task, positive, classes, cfg.task, "y", {}),
+        )
     names, rows, width, decisions = _table(path, cfg)
     col = _target_index(cfg.target, names, width, path)
     columns = names or list(range(width))  # as the file numbers them, for the errors
     label, target = columns[col], [r[col] for r in rows]
     if width == 1:
-        raise DataError(f"data.path={path}: there is no column besides the target {label}; add feature columns")
+        raise DataError(
+            f"data.path={path}: there is no column besides the target {label}; add feature columns"
+        )
     try:
         idx = choose(columns, col, drop, features, names is not None)
         feats, kept, report, read_as = read_table(cfg, columns, rows, col, idx, names is not None)
@@ -154,9 +179,19 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     if left:
         decisions["dropped"] = ", ".join(left)
     decisions |= read_as
-    y, task, positive, classes = _target([target[i] for i in kept], label, cfg.task, cfg.positive_class, path)
-    return Raw(None, y, task, positive, classes, columns=feats,
-               decisions=_decided(y, task, positive, classes, cfg.task, label, decisions), report=report)
+    y, task, positive, classes = _target(
+        [target[i] for i in kept], label, cfg.task, cfg.positive_class, path
+    )
+    return Raw(
+        None,
+        y,
+        task,
+        positive,
+        classes,
+        columns=feats,
+        decisions=_decided(y, task, positive, classes, cfg.task, label, decisions),
+        report=report,
+    )
 
 
 # what an integer target read as classes (data.task=auto) says; sweeper.run logs that line as a warning
@@ -165,22 +200,36 @@ ASK_REGRESSION = "pass data.task=regression to predict the number"
 ASK_CLASSES = f"more than {MAX_CLASSES} distinct text values, each a class: check data.target names the label column"
 
 
-def _decided(y: np.ndarray, task: str, positive: str | None, classes: tuple[str, ...] | None, asked: str,
-             label: Any, decisions: dict[str, str]) -> dict[str, str]:
+def _decided(
+    y: np.ndarray,
+    task: str,
+    positive: str | None,
+    classes: tuple[str, ...] | None,
+    asked: str,
+    label: Any,
+    decisions: dict[str, str],
+) -> dict[str, str]:
     """``_target``'s reading, with what it decided added to ``decisions`` (the resolved task, the target's
     classes or range); numbers read as classes without data.task=multiclass say how to predict the number."""
     label = label if isinstance(label, str) else f"column {label}"
     if task == "regression":
-        decisions["task"] = "regression" + ("" if asked == "regression" else f" ({asked}: a numeric target)")
+        decisions["task"] = "regression" + (
+            "" if asked == "regression" else f" ({asked}: a numeric target)"
+        )
         decisions["target"] = f"{label}: range [{y.min():g}, {y.max():g}]"
     elif task == "binary":
-        decisions["task"] = "binary" + ("" if asked == "binary" else f" ({asked}: two distinct values)")
+        decisions["task"] = "binary" + (
+            "" if asked == "binary" else f" ({asked}: two distinct values)"
+        )
         decisions["target"] = f"{label}: 1 = {positive}"
     else:
         numbers = all(_parses(c) for c in classes)
         ask = ASK_REGRESSION if numbers else ASK_CLASSES if len(classes) > MAX_CLASSES else ""
-        decisions["task"] = "multiclass" + ("" if asked == "multiclass" else
-                                            f" ({asked}: read as {len(classes)} classes" + (f"; {ask})" if ask else ")"))
+        decisions["task"] = "multiclass" + (
+            ""
+            if asked == "multiclass"
+            else f" ({asked}: read as {len(classes)} classes" + (f"; {ask})" if ask else ")")
+        )
         decisions["target"] = f"{label}: {len(classes)} classes {_shown(list(classes), 10)}"
     return decisions
 
@@ -193,9 +242,14 @@ def sms(cfg: Any, seed: int) -> Raw:
     path = Path(cfg.path)
     _, rows, _ = _read_delimited(path, header=False, sep="\t", quoting=csv.QUOTE_NONE)
     if _width(rows, path) != 2:
-        raise DataError(f"data.path={path}: expected 2 tab-separated fields per line (label, message), "
-                        f"found {_width(rows, path)}; is it SMSSpamCollection?")
-    return Raw(np.array([r[1] for r in rows], dtype=object), *_target([r[0] for r in rows], 0, "binary", "spam", path))
+        raise DataError(
+            f"data.path={path}: expected 2 tab-separated fields per line (label, message), "
+            f"found {_width(rows, path)}; is it SMSSpamCollection?"
+        )
+    return Raw(
+        np.array([r[1] for r in rows], dtype=object),
+        *_target([r[0] for r in rows], 0, "binary", "spam", path),
+    )
 
 
 def text_file(cfg: Any, seed: int) -> Raw:
@@ -207,17 +261,25 @@ def text_file(cfg: Any, seed: int) -> Raw:
     tcol = _target_index(cfg.text, names, width, path, key="data.text")
     columns = names or list(range(width))
     if tcol == col:
-        raise DataError(f"data.text={cfg.text} and data.target={cfg.target} name the same column {columns[col]} "
-                        f"of {path}: the text and the target must be different columns")
+        raise DataError(
+            f"data.text={cfg.text} and data.target={cfg.target} name the same column {columns[col]} "
+            f"of {path}: the text and the target must be different columns"
+        )
     texts = [r[tcol] for r in rows]
     for i, t in enumerate(texts):
         if not isinstance(t, str):
-            raise DataError(f"data.path={path}: the text column {columns[tcol]} holds "
-                            f"{'no value' if t is None else repr(t)} in row {i + 1}; every row needs a text")
+            raise DataError(
+                f"data.path={path}: the text column {columns[tcol]} holds "
+                f"{'no value' if t is None else repr(t)} in row {i + 1}; every row needs a text"
+            )
     if not any(t.strip() for t in texts):
-        raise DataError(f"data.path={path}: the text column {columns[tcol]} is empty in every row; "
-                        "set data.text to the column that holds the documents")
-    y, task, positive, classes = _target([r[col] for r in rows], columns[col], cfg.task, cfg.positive_class, path)
+        raise DataError(
+            f"data.path={path}: the text column {columns[tcol]} is empty in every row; "
+            "set data.text to the column that holds the documents"
+        )
+    y, task, positive, classes = _target(
+        [r[col] for r in rows], columns[col], cfg.task, cfg.positive_class, path
+    )
     _decided(y, task, positive, classes, cfg.task, columns[col], decisions)
     return Raw(np.array(texts, dtype=object), y, task, positive, classes, decisions=decisions)
 
@@ -235,12 +297,16 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
         names, rows, decisions["sep"] = _read_delimited(path, cfg.header, cfg.sep)
     width = _width(rows, path)
     if names is not None and len(names) != width:
-        raise DataError(f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
-                        "check data.sep and data.header")
+        raise DataError(
+            f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
+            "check data.sep and data.header"
+        )
     first = _text(path).lstrip().split("\n", 1)[0] if width == 1 and "sep" in decisions else ""
     if one_column_hint(first):
-        raise DataError(f"data.path={path}: each line reads as one column with data.sep={cfg.sep} "
-                        f"({_shown([first[:60]], 1)}); {one_column_hint(first)}")
+        raise DataError(
+            f"data.path={path}: each line reads as one column with data.sep={cfg.sep} "
+            f"({_shown([first[:60]], 1)}); {one_column_hint(first)}"
+        )
     return names, rows, width, decisions
 
 
@@ -251,8 +317,9 @@ def _label(v: Any) -> str:
     return str(int(v)) if float(v).is_integer() else str(float(v))
 
 
-def _target(values: list[Any], label: Any, task: str, positive: Any,
-            path: Path) -> tuple[np.ndarray, str, str | None, tuple[str, ...] | None]:
+def _target(
+    values: list[Any], label: Any, task: str, positive: Any, path: Path
+) -> tuple[np.ndarray, str, str | None, tuple[str, ...] | None]:
     """The target as float64, its task, for a binary task the value read as 1, for a multi-class task the classes.
 
     A two-valued target (numbers or text) becomes 0/1: the later-sorted value is 1 unless ``positive`` (the
@@ -266,61 +333,102 @@ def _target(values: list[Any], label: Any, task: str, positive: Any,
         y = np.array([v.strip() for v in values], dtype=object)
         classes = sorted(set(y))
     else:
-        y = _to_float([[v] for v in values], [label], path).ravel()  # a stray text value: the column's own error
+        y = _to_float(
+            [[v] for v in values], [label], path
+        ).ravel()  # a stray text value: the column's own error
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
-            raise DataError(f"data.path={path}: the target (column {label}) holds a missing or non-finite value "
-                            f"(row {bad[0] + 1}); clean it first")
+            raise DataError(
+                f"data.path={path}: the target (column {label}) holds a missing or non-finite value "
+                f"(row {bad[0] + 1}); clean it first"
+            )
         classes = np.unique(y).tolist()
     labels = [_label(c) for c in classes]
     shown = _shown([repr(c) for c in labels] if text else labels)
     if not text and len(classes) < 2 <= len(values) and task in ("auto", "regression"):
         # a constant number: a regression would "learn" it with any weights (val_mse ~0)
-        raise DataError(f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value ({shown}) in every "
-                        "row: there is nothing to learn; choose another target column (data.target)")
+        raise DataError(
+            f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value ({shown}) in every "
+            "row: there is nothing to learn; choose another target column (data.target)"
+        )
     if task == "regression":
         if text:
-            raise DataError(f"data.task=regression needs a numeric target: {column} holds text ({shown}); "
-                            "set data.task=auto for a two-valued text target")
+            raise DataError(
+                f"data.task=regression needs a numeric target: {column} holds text ({shown}); "
+                "set data.task=auto for a two-valued text target"
+            )
         if positive != "auto":
-            raise DataError(f"data.positive_class={positive} is for a binary target: leave it at auto with "
-                            "data.task=regression")
+            raise DataError(
+                f"data.positive_class={positive} is for a binary target: leave it at auto with "
+                "data.task=regression"
+            )
         return y, "regression", None, None
     if task == "multiclass" and positive != "auto":
-        raise DataError(f"data.positive_class={positive} is for a binary target: leave it at auto with "
-                        "data.task=multiclass")
-    labelled = text or (3 <= len(classes) <= MAX_CLASSES and all(float(c).is_integer() for c in classes))
-    if task == "multiclass" or task == "auto" and positive == "auto" and len(classes) > 2 and labelled:
+        raise DataError(
+            f"data.positive_class={positive} is for a binary target: leave it at auto with "
+            "data.task=multiclass"
+        )
+    labelled = text or (
+        3 <= len(classes) <= MAX_CLASSES and all(float(c).is_integer() for c in classes)
+    )
+    if (
+        task == "multiclass"
+        or task == "auto"
+        and positive == "auto"
+        and len(classes) > 2
+        and labelled
+    ):
         if len(classes) < 2:
-            raise DataError(f"data.task=multiclass needs two or more distinct values: {column} has one ({shown})")
+            raise DataError(
+                f"data.task=multiclass needs two or more distinct values: {column} has one ({shown})"
+            )
         index = {c: i for i, c in enumerate(classes)}
-        return np.array([index[v] for v in y.tolist()], dtype=np.float64), "multiclass", None, tuple(labels)
+        return (
+            np.array([index[v] for v in y.tolist()], dtype=np.float64),
+            "multiclass",
+            None,
+            tuple(labels),
+        )
     if task == "auto" and positive == "auto" and len(classes) != 2 and not text:
         return y, "regression", None, None
     if len(classes) != 2:
-        who, hint = (("data.task=binary", "set data.task=multiclass for more classes") if task == "binary" else
-                     (f"data.positive_class={positive}", "leave data.positive_class=auto") if positive != "auto" else
-                     ("a text target", "set data.task=multiclass for more classes"))
-        raise DataError(f"{who} needs two distinct values: {column} has {len(classes)} ({shown}); {hint}")
+        who, hint = (
+            ("data.task=binary", "set data.task=multiclass for more classes")
+            if task == "binary"
+            else (f"data.positive_class={positive}", "leave data.positive_class=auto")
+            if positive != "auto"
+            else ("a text target", "set data.task=multiclass for more classes")
+        )
+        raise DataError(
+            f"{who} needs two distinct values: {column} has {len(classes)} ({shown}); {hint}"
+        )
     want = labels[1] if positive == "auto" else _label(positive)
     if want not in labels:
-        raise DataError(f"data.positive_class={positive} is not a value of the target: {column} holds {labels[0]} "
-                        f"and {labels[1]}")
+        raise DataError(
+            f"data.positive_class={positive} is not a value of the target: {column} holds {labels[0]} "
+            f"and {labels[1]}"
+        )
     return (y == classes[labels.index(want)]).astype(np.float64), "binary", want, None
 
 
-def _target_index(target: Any, names: list[str] | None, n_cols: int, path: Path, key: str = "data.target") -> int:
+def _target_index(
+    target: Any, names: list[str] | None, n_cols: int, path: Path, key: str = "data.target"
+) -> int:
     """The index of the column ``key`` (``data.target``, ``data.text``) names: a header name or an index."""
     if isinstance(target, str):
         if names is None:
-            raise DataError(f"{key}={target} is a column name, but {path} is read without a header "
-                            "(data.header=false): give the column's index instead")
+            raise DataError(
+                f"{key}={target} is a column name, but {path} is read without a header "
+                "(data.header=false): give the column's index instead"
+            )
         if target not in names:
             raise DataError(f"{key}={target} is not a column of {path}: columns are {names}")
         if names.count(target) > 1:
             where = ", ".join(str(j) for j, n in enumerate(names) if n == target)
-            raise DataError(f"{key}={target} names {names.count(target)} columns of {path} (indices {where}): "
-                            f"rename them, or give the column's index ({key}=INDEX)")
+            raise DataError(
+                f"{key}={target} names {names.count(target)} columns of {path} (indices {where}): "
+                f"rename them, or give the column's index ({key}=INDEX)"
+            )
         return names.index(target)
     if not -n_cols <= target < n_cols:
         raise DataError(f"{key}={target} is out of range for {path}, which has {n_cols} columns")
@@ -333,7 +441,9 @@ def _width(rows: list[list[Any]], path: Path) -> int:
         raise DataError(f"data.path={path} holds no rows")
     widths = {len(r) for r in rows}
     if len(widths) != 1:
-        raise DataError(f"data.path={path}: rows have different numbers of fields {sorted(widths)}; check data.sep")
+        raise DataError(
+            f"data.path={path}: rows have different numbers of fields {sorted(widths)}; check data.sep"
+        )
     return widths.pop()
 
 

@@ -1,4 +1,5 @@
 """Reading user files as text rows: delimited text (the separator given or sniffed), JSON, JSON Lines, NPZ."""
+
 from __future__ import annotations
 
 import codecs
@@ -34,7 +35,9 @@ def _parses(v: Any) -> bool:
 
 
 def _shown(labels: list[str], most: int = 6) -> str:
-    return ", ".join(labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else []))
+    return ", ".join(
+        labels[:most] + ([f"... ({len(labels)} in all)"] if len(labels) > most else [])
+    )
 
 
 def _text(path: Path) -> str:
@@ -53,8 +56,9 @@ def _text(path: Path) -> str:
         ) from None
 
 
-def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
-                    ) -> tuple[list[str] | None, list[list[str]], str]:
+def _read_delimited(
+    path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
+) -> tuple[list[str] | None, list[list[str]], str]:
     """The header's names (or None), the non-empty rows as text, and the separator used in words
     (``data.sep=auto``: sniffed from the first lines, :func:`sweeper.data.columns.sniff`)."""
     text = _text(path)
@@ -64,20 +68,28 @@ def _read_delimited(path: Path, header: bool, sep: str, quoting: int = csv.QUOTE
         sep = SEP_NAMES.get(sep, sep)
         used = f"{sep!r} (data.sep)"
     try:
-        rows = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting) if r]
+        rows = [
+            r
+            for r in csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting)
+            if r
+        ]
     except csv.Error as e:
         raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
     if not header or not rows:
         return None, rows, used
     names = [c.strip() for c in rows.pop(0)]
     if all(_parses(c) for c in names):
-        raise DataError(f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
-                        "data, not column names: set data.header=false for a file without a header line")
+        raise DataError(
+            f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
+            "data, not column names: set data.header=false for a file without a header line"
+        )
     twice = [n for n in dict.fromkeys(names) if n and names.count(n) > 1]
     if twice:
         at = [i + 1 for i, n in enumerate(names) if n == twice[0]]
-        raise DataError(f"data.path={path}: the header names column {twice[0]!r} {len(at)} times (columns "
-                        f"{', '.join(map(str, at))}): give each column its own name in the file's first line")
+        raise DataError(
+            f"data.path={path}: the header names column {twice[0]!r} {len(at)} times (columns "
+            f"{', '.join(map(str, at))}): give each column its own name in the file's first line"
+        )
     return names, rows, used
 
 
@@ -90,9 +102,13 @@ def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
         names = list(obj[0])
         return names, [[r.get(k) for k in names] for r in obj]
     cols = obj.values() if isinstance(obj, dict) else []
-    if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:  # columns
+    if (
+        cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1
+    ):  # columns
         return list(obj), [list(r) for r in zip(*obj.values())]
-    raise DataError(f"data.path={path}: JSON must be a list of records or an object of equal-length columns")
+    raise DataError(
+        f"data.path={path}: JSON must be a list of records or an object of equal-length columns"
+    )
 
 
 def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
@@ -106,7 +122,9 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
         except json.JSONDecodeError as e:
             raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
         if not isinstance(r, dict):
-            raise DataError(f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line")
+            raise DataError(
+                f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line"
+            )
         records.append(r)
     names = list(records[0]) if records else []
     return names, [[r.get(k) for k in names] for r in records]
@@ -120,14 +138,20 @@ def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
             raise ValueError("it holds a single array, not a zip archive of arrays")
         with z:
             if "X" not in z or "y" not in z:
-                raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}")
+                raise DataError(
+                    f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}"
+                )
             X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
     except DataError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         why = str(e).strip().splitlines()
-        raise DataError(f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
-                        "save it with numpy.savez(path, X=X, y=y)") from None
+        raise DataError(
+            f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
+            "save it with numpy.savez(path, X=X, y=y)"
+        ) from None
     if X.ndim != 2 or len(X) != y.size:
-        raise DataError(f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+        raise DataError(
+            f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}"
+        )
     return X, y.ravel().tolist()

@@ -1,4 +1,5 @@
 """models/: the networks, their losses and activations, and gradient descent — written once against ``xp``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,17 @@ from sweeper.models.mlp import MLP, init_params
 from sweeper.models.mlp_net import MLPNet
 from sweeper.models.train import TrainResult, train
 
-__all__ = ["MLP", "MLPNet", "Model", "ModelError", "TrainResult", "build", "init_params", "layer_sizes", "train"]
+__all__ = [
+    "MLP",
+    "MLPNet",
+    "Model",
+    "ModelError",
+    "TrainResult",
+    "build",
+    "init_params",
+    "layer_sizes",
+    "train",
+]
 
 
 def layer_sizes(n_features: int, depth: int, width: int, n_outputs: int = 1) -> list[int]:
@@ -32,10 +43,23 @@ def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1
         from sweeper.models.generic import Interfaced, init_host
 
         net = instantiate(model_cfg)
-        host = init_host(net, n_features, n_outputs, cfg.seed, cfg.dtype, str(model_cfg["_target_"]))
-        return Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in host.items()}, task,
-                          getattr(cfg, "weight_decay", 0.0), n_outputs)
+        host = init_host(
+            net, n_features, n_outputs, cfg.seed, cfg.dtype, str(model_cfg["_target_"])
+        )
+        return Interfaced(
+            backend.xp,
+            net,
+            {k: backend.to_device(v) for k, v in host.items()},
+            task,
+            getattr(cfg, "weight_decay", 0.0),
+            n_outputs,
+        )
     sizes = layer_sizes(n_features, cfg.depth, cfg.width, n_outputs)
     host = init_params(sizes, cfg.activation, cfg.seed, cfg.dtype)
-    return MLP(backend.xp, [backend.to_device(p) for p in host], cfg.activation, task,
-               getattr(cfg, "weight_decay", 0.0))
+    return MLP(
+        backend.xp,
+        [backend.to_device(p) for p in host],
+        cfg.activation,
+        task,
+        getattr(cfg, "weight_decay", 0.0),
+    )

@@ -54,6 +54,7 @@ every ``Wt_l``, never a bias).
 The host looks at the sampled losses only at segment ends (at most ``MAX_CHECKS`` plus one per
 distinct epoch count, or every ``log_every`` epochs when a member has patience), with one copy each.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -81,7 +82,9 @@ class Member:
     epochs: int
     patience: int = 0
     seed: int = 0
-    reads: tuple[int, ...] = ()  # more epoch counts read off this member's trajectory (each at most ``epochs``)
+    reads: tuple[
+        int, ...
+    ] = ()  # more epoch counts read off this member's trajectory (each at most ``epochs``)
 
     @property
     def counts(self) -> tuple[int, ...]:
@@ -93,8 +96,12 @@ class Member:
 class GroupFit:
     """What a group's training leaves on the host."""
 
-    fits: list[TrainResult]  # per member, as :func:`models.train.train` returns for one configuration
-    params: list[list[np.ndarray]]  # per member ``[W_0, b_0, ...]`` in :class:`models.mlp.MLP`'s layout
+    fits: list[
+        TrainResult
+    ]  # per member, as :func:`models.train.train` returns for one configuration
+    params: list[
+        list[np.ndarray]
+    ]  # per member ``[W_0, b_0, ...]`` in :class:`models.mlp.MLP`'s layout
     train_time_s: float  # the whole group's training, between two device synchronisations
     warmup_time_s: float
     host_reads: int  # device→host copies made while training (one per segment)
@@ -107,10 +114,30 @@ class GroupFit:
 MIN_PART = 8
 
 
-def train_group(backend: Any, params: list[np.ndarray], activation: str, task: str, X: Any, y: Any, X_val: Any,
-                y_val: Any, members: Sequence[Member], **kw: Any) -> GroupFit:
+def train_group(
+    backend: Any,
+    params: list[np.ndarray],
+    activation: str,
+    task: str,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    members: Sequence[Member],
+    **kw: Any,
+) -> GroupFit:
     """:func:`train_packed` for members of one shape: their stacked ``params`` (:func:`stacked_params`)."""
-    return train_packed(backend, [(Shape(sizes_of(params), activation), params)], task, X, y, X_val, y_val, members, **kw)
+    return train_packed(
+        backend,
+        [(Shape(sizes_of(params), activation), params)],
+        task,
+        X,
+        y,
+        X_val,
+        y_val,
+        members,
+        **kw,
+    )
 
 
 def sizes_of(params: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -118,10 +145,22 @@ def sizes_of(params: Sequence[np.ndarray]) -> tuple[int, ...]:
     return (params[0].shape[2] - 1, params[0].shape[1], *(W.shape[1] for W in params[1::2]))
 
 
-def train_packed(backend: Any, blocks: Sequence[tuple[Shape, list[np.ndarray]]], task: str, X: Any, y: Any, X_val: Any,
-                 y_val: Any, members: Sequence[Member], *, log_every: int,
-                 progress: Callable[[int, int], None] | None = None, threads: int | None = None,
-                 opt: Optimizer | None = None, batch_size: int = 0) -> GroupFit:
+def train_packed(
+    backend: Any,
+    blocks: Sequence[tuple[Shape, list[np.ndarray]]],
+    task: str,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    members: Sequence[Member],
+    *,
+    log_every: int,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
+    opt: Optimizer | None = None,
+    batch_size: int = 0,
+) -> GroupFit:
     """Train a group on device arrays: ``blocks`` are its members' shapes, each with their stacked parameters (see
     :func:`stacked_params`), ``members`` the members in that order (the first block's, then the next's…). One block
     is a group of one shape; several are a *packed* group (:mod:`sweeper.models.packed`: one first-layer product
@@ -147,8 +186,10 @@ def train_packed(backend: Any, blocks: Sequence[tuple[Shape, list[np.ndarray]]],
         raise ValueError(f"{K} members for blocks of {[p[0].shape[0] for _, p in blocks]}")
     opt = opt or Optimizer()
     if 0 < batch_size < X.shape[-2] and (X.ndim == 3 or len({m.seed for m in members}) > 1):
-        raise ValueError(f"batch_size={batch_size}: the members of a mini-batch group must share their seed "
-                         f"and data, got seeds {sorted({m.seed for m in members})}")
+        raise ValueError(
+            f"batch_size={batch_size}: the members of a mini-batch group must share their seed "
+            f"and data, got seeds {sorted({m.seed for m in members})}"
+        )
     sparse = ("member" if backend.device == "cpu" else "group") if is_sparse(X) else None
     layout = Layout([b[0] for b in blocks], [b[1][0].shape[0] for b in blocks], sparse)
     rule = (opt, batch_size)
@@ -156,8 +197,17 @@ def train_packed(backend: Any, blocks: Sequence[tuple[Shape, list[np.ndarray]]],
         threads = cpu_threads() if backend.device == "cpu" else 1
     parts = min(threads, K // MIN_PART)
     if parts < 2:
-        return _train_part(backend, layout, [p for _, p in blocks], task, (X, y, X_val, y_val), members, log_every,
-                           progress, rule)
+        return _train_part(
+            backend,
+            layout,
+            [p for _, p in blocks],
+            task,
+            (X, y, X_val, y_val),
+            members,
+            log_every,
+            progress,
+            rule,
+        )
     from concurrent.futures import ThreadPoolExecutor
     import threading
 
@@ -175,24 +225,55 @@ def train_packed(backend: Any, blocks: Sequence[tuple[Shape, list[np.ndarray]]],
 
         own = [a[idx] if a.ndim == 3 else a for a in (X, y, X_val, y_val)]
         sub, cuts = layout.subset(int(idx[0]), int(idx[-1]) + 1)
-        return _train_part(backend, sub, [[p[c] for p in blocks[b][1]] for b, c in cuts], task, own,
-                           [members[j] for j in idx], log_every, report, rule, halt)
+        return _train_part(
+            backend,
+            sub,
+            [[p[c] for p in blocks[b][1]] for b, c in cuts],
+            task,
+            own,
+            [members[j] for j in idx],
+            log_every,
+            report,
+            rule,
+            halt,
+        )
 
-    with backend.host_threads(0.0, 1), ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool:
+    with (
+        backend.host_threads(0.0, 1),
+        ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool,
+    ):
         try:
             fits = list(pool.map(part, range(parts), chunks))
-        except BaseException:  # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
+        except (
+            BaseException
+        ):  # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
             halt.set()  # epoch, so the pool's exit does not wait for the whole group's training
             raise
-    return GroupFit([f for g in fits for f in g.fits], [p for g in fits for p in g.params],
-                    max(g.train_time_s for g in fits), max(g.warmup_time_s for g in fits),
-                    sum(g.host_reads for g in fits), [a for g in fits for a in g.at])
+    return GroupFit(
+        [f for g in fits for f in g.fits],
+        [p for g in fits for p in g.params],
+        max(g.train_time_s for g in fits),
+        max(g.warmup_time_s for g in fits),
+        sum(g.host_reads for g in fits),
+        [a for g in fits for a in g.at],
+    )
 
 
-@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
-def _train_part(backend: Any, layout: Layout, params: list[list[np.ndarray]], task: str, arrays: Sequence[Any],
-                members: Sequence[Member], log_every: int, progress: Callable[[int, int], None] | None,
-                rule: tuple[Optimizer, int], halt: Any = None) -> GroupFit:
+@np.errstate(
+    over="ignore", invalid="ignore"
+)  # divergence is detected and reported, not warned about
+def _train_part(
+    backend: Any,
+    layout: Layout,
+    params: list[list[np.ndarray]],
+    task: str,
+    arrays: Sequence[Any],
+    members: Sequence[Member],
+    log_every: int,
+    progress: Callable[[int, int], None] | None,
+    rule: tuple[Optimizer, int],
+    halt: Any = None,
+) -> GroupFit:
     """:func:`train_packed` on one thread; ``params`` are its blocks' stacked parameters, ``arrays`` its ``X, y,
     X_val, y_val``, ``rule`` its optimizer and batch size. It ends with :class:`sweeper.base.stop.Stopped` at the
     next epoch once Ctrl-C or SIGTERM set ``STOP``, or its caller set ``halt`` (an Event)."""
@@ -205,10 +286,25 @@ class _Part:
     (:meth:`train`), the host's look at the sampled losses (:meth:`read`, :meth:`on_sample`: divergence, the best
     epoch, patience, each configuration read off a trajectory) and the results per count (:meth:`results`)."""
 
-    def __init__(self, backend: Any, layout: Layout, params: list[list[np.ndarray]], task: str, arrays: Sequence[Any],
-                 members: Sequence[Member], log_every: int, rule: tuple[Optimizer, int]) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        layout: Layout,
+        params: list[list[np.ndarray]],
+        task: str,
+        arrays: Sequence[Any],
+        members: Sequence[Member],
+        log_every: int,
+        rule: tuple[Optimizer, int],
+    ) -> None:
         X = arrays[0]
-        self.backend, self.xp, self.task, self.arrays, self.members = backend, backend.xp, task, arrays, members
+        self.backend, self.xp, self.task, self.arrays, self.members = (
+            backend,
+            backend.xp,
+            task,
+            arrays,
+            members,
+        )
         self.opt, batch_size = rule
         self.K = K = len(members)
         self.dtype = X.dtype
@@ -228,10 +324,18 @@ class _Part:
         self.n = n = X.shape[-2]
         self.step_rows = batch_size if 0 < batch_size < n else n
         # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
-        self.scales = {m: self.xp.empty((K, 1, 1), dtype=self.dtype)
-                       for m in sorted({self.step_rows, n % self.step_rows} - {0})}
-        self.state = State(self.xp, [self.P], self.opt, self._rates(self.lr), [Ellipsis],
-                           layout.weights() if self.opt.weight_decay else None)
+        self.scales = {
+            m: self.xp.empty((K, 1, 1), dtype=self.dtype)
+            for m in sorted({self.step_rows, n % self.step_rows} - {0})
+        }
+        self.state = State(
+            self.xp,
+            [self.P],
+            self.opt,
+            self._rates(self.lr),
+            [Ellipsis],
+            layout.weights() if self.opt.weight_decay else None,
+        )
         self.set_scale()
         self._plan_reads()
         self._start_records()
@@ -243,7 +347,9 @@ class _Part:
         self.hist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
         self.vhist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
         self.any_patience = bool(self.patience.any())
-        if self.any_patience:  # one sample a segment: the host picks the best weights among the candidates
+        if (
+            self.any_patience
+        ):  # one sample a segment: the host picks the best weights among the candidates
             self.ends = self.schedule[1:]
         else:
             step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
@@ -264,8 +370,12 @@ class _Part:
         self.best_epoch = np.zeros(K, dtype=int)
         self.best = self.P.copy() if self.any_patience else None
         self.kept = np.zeros(K, dtype=bool)  # best weights taken for this member
-        self.candidate = self.P.copy() if self.any_patience else None  # the weights at the last sample
-        self.ended: list[int | None] = [None] * K  # the epoch a member stopped training at (its last count, or patience)
+        self.candidate = (
+            self.P.copy() if self.any_patience else None
+        )  # the weights at the last sample
+        self.ended: list[int | None] = [
+            None
+        ] * K  # the epoch a member stopped training at (its last count, or patience)
         self.done = np.zeros(K, dtype=bool)  # nothing more to read off this member
         self.ran = self.epochs.copy()  # epochs each member trains (progress)
         # per member, count → (diverged, run, best, weights)
@@ -278,7 +388,9 @@ class _Part:
         """The members' step factors and rates, from their rates and the active mask."""
         K = self.K
         for rows, scale in self.scales.items():
-            factor = self.opt.grad_scale(self.lr) * self.active * losses.grad_constant(self.task, rows)
+            factor = (
+                self.opt.grad_scale(self.lr) * self.active * losses.grad_constant(self.task, rows)
+            )
             scale[...] = self.backend.to_device(factor.reshape(K, 1, 1).astype(self.dtype))
         self.state.set_lr(self._rates(self.lr * self.active))
 
@@ -296,10 +408,16 @@ class _Part:
     def on_sample(self, m: int, t: int, h: float, v: float) -> None:
         """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
         ended, out, patience, kept = self.ended, self.out[m], self.patience, self.kept
-        if ended[m] is None and t >= self.epochs[m]:  # the group's last epoch, sampled with the last segment's read
+        if (
+            ended[m] is None and t >= self.epochs[m]
+        ):  # the group's last epoch, sampled with the last segment's read
             ended[m] = int(self.epochs[m])
         regular = ended[m] is None and t % self.stride == 0 and t < self.epochs[m]
-        here = [c for c in self.counts[m] if c not in out and (c == t or (ended[m] is not None and c >= t))]
+        here = [
+            c
+            for c in self.counts[m]
+            if c not in out and (c == t or (ended[m] is not None and c >= t))
+        ]
         if not regular and not here:
             return
         bad = diverged(np.array([h]), np.array([v]), self.first[m]) is not None
@@ -308,7 +426,12 @@ class _Part:
             if bad:
                 out[c] = (t, t, int(self.best_epoch[m]), None)
                 continue
-            out[c] = (None, t, t if better else int(self.best_epoch[m]), self._weights_at(m, c, better))
+            out[c] = (
+                None,
+                t,
+                t if better else int(self.best_epoch[m]),
+                self._weights_at(m, c, better),
+            )
         if ended[m] is not None and t >= ended[m]:
             self.done[m] = True
         if not regular:
@@ -319,7 +442,9 @@ class _Part:
         if better:
             self.best_val[m], self.best_epoch[m] = v, t
             if patience[m]:
-                for b_, c_ in zip(self.layout.member(self.best, m), self.layout.member(self.candidate, m)):
+                for b_, c_ in zip(
+                    self.layout.member(self.best, m), self.layout.member(self.candidate, m)
+                ):
                     b_[...] = c_
                 kept[m] = True
 
@@ -344,7 +469,9 @@ class _Part:
         self.ran[m] = t
         self.done[m] = True
         self.freeze(m)
-        for v in self.layout.member(self.P, m):  # finite arithmetic from here on; the member's weights are not used
+        for v in self.layout.member(
+            self.P, m
+        ):  # finite arithmetic from here on; the member's weights are not used
             v[...] = 0
 
     def sample(self, t: int) -> None:
@@ -366,7 +493,9 @@ class _Part:
         k0, k1 = bisect.bisect_left(schedule, lo), bisect.bisect_left(schedule, hi)
         if k1 <= k0:
             return False
-        block = self.backend.to_numpy(self.xp.stack([self.hist[k0:k1], self.vhist[k0:k1]]))  # (2, k1 - k0, K)
+        block = self.backend.to_numpy(
+            self.xp.stack([self.hist[k0:k1], self.vhist[k0:k1]])
+        )  # (2, k1 - k0, K)
         self.reads += 1
         self.curve[:, k0:k1] = block
         if self.first is None:
@@ -384,31 +513,49 @@ class _Part:
         xp, task, (X, y, X_val, y_val) = self.xp, self.task, self.arrays
         on = (xp, self.layout, self.P, acts, task)
         # a step's targets are its own (a copy): mini-batches gather theirs into them
-        steps = {rows: _Pass(*on, X[..., :rows, :], y[..., :rows, :].copy(), scale, self.state)
-                 for rows, scale in self.scales.items()}
+        steps = {
+            rows: _Pass(*on, X[..., :rows, :], y[..., :rows, :].copy(), scale, self.state)
+            for rows, scale in self.scales.items()
+        }
         self.val = _Pass(*on, X_val, y_val, None)
         for warm in steps.values():
             warm.run(warm.forward_calls)
             warm.loss()
             warm.run(warm.backward_calls)
-        if self.step_rows == self.n:  # full batch: a sampled epoch measures the loss on the forward pass it trains with
+        if (
+            self.step_rows == self.n
+        ):  # full batch: a sampled epoch measures the loss on the forward pass it trains with
             self.measured = measured = steps[self.n]
-            self.epoch_calls = measured.forward_calls + measured.backward_calls + measured.update_calls
+            self.epoch_calls = (
+                measured.forward_calls + measured.backward_calls + measured.update_calls
+            )
             self.rest = measured.backward_calls + measured.update_calls
         else:  # mini-batches: the training loss is the whole training set's, before the epoch's steps
             self.measured = measured = _Pass(*on, X, y, None)
-            self.epoch_calls = self.rest = _mini_batch_calls(xp, measured, steps, self.step_rows, self.members[0].seed)
+            self.epoch_calls = self.rest = _mini_batch_calls(
+                xp, measured, steps, self.step_rows, self.members[0].seed
+            )
             measured.run(measured.forward_calls)
             measured.loss()
         self.val.run(self.val.forward_calls)
         self.val.loss()
 
-    def train(self, acts: list[Any], progress: Callable[[int, int], None] | None, halt: Any) -> GroupFit:
+    def train(
+        self, acts: list[Any], progress: Callable[[int, int], None] | None, halt: Any
+    ) -> GroupFit:
         """The device loop, segment by segment, with the host's read at each segment's end."""
-        mark = self.backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+        mark = (
+            self.backend.mark_fn
+        )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
         mark("warm-up", 0)
         t_warm = self.backend.clock()
-        active, epochs, patience, slot, E = self.active, self.epochs, self.patience, self.slot, self.E
+        active, epochs, patience, slot, E = (
+            self.active,
+            self.epochs,
+            self.patience,
+            self.slot,
+            self.E,
+        )
         # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
         # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
         with self.backend.host_threads(0.0, 1):
@@ -421,7 +568,9 @@ class _Part:
                     break
                 for e in range(epoch, stop):  # device work only
                     mark("epoch", e)
-                    if STOP.is_set() or (halt is not None and halt.is_set()):  # Ctrl-C, SIGTERM: within an epoch
+                    if STOP.is_set() or (
+                        halt is not None and halt.is_set()
+                    ):  # Ctrl-C, SIGTERM: within an epoch
                         raise Stopped()
                     if e in slot:
                         self.sample(e)
@@ -429,13 +578,18 @@ class _Part:
                     else:
                         measured.run(epoch_calls)
                 mark("segment end", stop)
-                last = stop == E and not self.any_patience  # (with patience a segment's one candidate is its one sample)
+                last = (
+                    stop == E and not self.any_patience
+                )  # (with patience a segment's one candidate is its one sample)
                 if last:  # the last epoch's sample leaves with this segment's
                     self.sample(E)
                 changed = self.read(epoch, stop + last)
                 for m in np.flatnonzero(active):
-                    if stop >= epochs[m] or (patience[m] and stop % self.stride == 0
-                                             and stop - self.best_epoch[m] >= patience[m]):
+                    if stop >= epochs[m] or (
+                        patience[m]
+                        and stop % self.stride == 0
+                        and stop - self.best_epoch[m] >= patience[m]
+                    ):
                         self.ended[m] = self.ran[m] = stop
                         self.freeze(m)
                         changed = True
@@ -453,7 +607,12 @@ class _Part:
 
     def results(self, train_s: float, warmup_s: float) -> GroupFit:
         """Every configuration read off every member: its curve up to its count, and its weights on the host."""
-        to_numpy, schedule, stride, curve = self.backend.to_numpy, self.schedule, self.stride, self.curve
+        to_numpy, schedule, stride, curve = (
+            self.backend.to_numpy,
+            self.schedule,
+            self.stride,
+            self.curve,
+        )
         layout = self.layout
         final = layout.views(to_numpy(self.P))
         kept_best = layout.views(to_numpy(self.best)) if self.best is not None else None
@@ -462,9 +621,16 @@ class _Part:
             mine: dict[int, tuple[TrainResult, list[np.ndarray]]] = {}
             for c, (div, run, best_at, weights) in self.out[m].items():
                 idx = [self.slot[t] for t in schedule if t == run or (t < run and t % stride == 0)]
-                fit = TrainResult(steps=np.array([schedule[i] for i in idx]), train_loss=curve[0, idx, m].astype(self.dtype),
-                                  val_loss=curve[1, idx, m].astype(self.dtype), epochs_run=run, best_epoch=best_at,
-                                  diverged_at=div, train_time_s=train_s, warmup_time_s=warmup_s)
+                fit = TrainResult(
+                    steps=np.array([schedule[i] for i in idx]),
+                    train_loss=curve[0, idx, m].astype(self.dtype),
+                    val_loss=curve[1, idx, m].astype(self.dtype),
+                    epochs_run=run,
+                    best_epoch=best_at,
+                    diverged_at=div,
+                    train_time_s=train_s,
+                    warmup_time_s=warmup_s,
+                )
                 b, i = layout.block_of(m)
                 if weights is None or weights == "final":
                     host = member_params(final[b], i)
@@ -474,5 +640,11 @@ class _Part:
                     host = member_params([to_numpy(w)[None] for w in weights], 0)
                 mine[c] = (fit, host)
             at.append(mine)
-        return GroupFit([a[int(e)][0] for a, e in zip(at, self.epochs)], [a[int(e)][1] for a, e in zip(at, self.epochs)],
-                        train_s, warmup_s, self.reads, at)
+        return GroupFit(
+            [a[int(e)][0] for a, e in zip(at, self.epochs)],
+            [a[int(e)][1] for a, e in zip(at, self.epochs)],
+            train_s,
+            warmup_s,
+            self.reads,
+            at,
+        )

@@ -1,5 +1,6 @@
 """One batched pass of K members over the data: the forward and backward calls of a group's epoch, built once and
 replayed (see :mod:`models.batched` for the shapes and the first layer's shared product)."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -22,7 +23,6 @@ def sparse_layout(xp: Any, Q: Any, per_member: bool) -> Any:
     return xp.moveaxis(xp.ascontiguousarray(xp.moveaxis(Q, 2, 0)), 0, 2)
 
 
-
 def first_layer(xp: Any, Q: Any) -> list[Any]:
     """The first layer's ``[W_0; b_0]`` as contiguous views of a ``Q_0`` (or its gradient) in
     :func:`sparse_layout`: ``[P_0]``, the whole group's (d + 1, K·fo) with column ``k·fo + j`` member k's
@@ -36,14 +36,12 @@ def first_layer(xp: Any, Q: Any) -> list[Any]:
     raise ValueError("the first layer's weights on sparse data must be in sparse_layout")
 
 
-
 def _per_block(P: list[Any], rows: Any, make: Callable[[Any, Any], Call]) -> Call:
     """``make(P[i], rows of block i)`` for each block ``P[i]`` (d + 1, c) of :func:`first_layer`, with ``rows``
     (K·fo, n) cut into blocks of ``c`` rows: the one call, or one call that runs them all."""
     c = P[0].shape[1]
-    calls = [make(p, rows[i * c:(i + 1) * c]) for i, p in enumerate(P)]
+    calls = [make(p, rows[i * c : (i + 1) * c]) for i, p in enumerate(P)]
     return calls[0] if len(calls) == 1 else partial(_run, calls)
-
 
 
 class _Block:
@@ -52,12 +50,21 @@ class _Block:
     the pass's ``A0``), their scratch ``tmp`` and gradients ``D`` (``D[0]`` rows of ``D0``; training only), its
     rows of the logits ``z``, its activation ``act``, its ``members`` (a slice of the group's)."""
 
-    def __init__(self, params: list[Any], A: list[Any], tmp: list[Any], D: list[Any], z: Any, act: Any,
-                 members: slice) -> None:
+    def __init__(
+        self,
+        params: list[Any],
+        A: list[Any],
+        tmp: list[Any],
+        D: list[Any],
+        z: Any,
+        act: Any,
+        members: slice,
+    ) -> None:
         self.Wt, self.b = [params[0]] + params[1::2], [None] + params[2::2]
         self.A, self.tmp, self.D, self.z, self.act, self.members = A, tmp, D, z, act, members
         self.L = len(self.Wt) - 1
-        self.GQ: Any = None  # its first layer's gradient (a view of the pass's flat gradients; training only)
+        # its first layer's gradient (a view of the pass's flat gradients; training only)
+        self.GQ: Any = None
 
 
 class _Pass:
@@ -78,8 +85,18 @@ class _Pass:
     (:class:`models.optim.State` on the flat parameters) is one pass whatever the blocks.
     """
 
-    def __init__(self, xp: Any, layout: Any, P: Any, acts: list[Any], task: str, X: Any, y: Any, scale: Any | None,
-                 state: State | None = None):
+    def __init__(
+        self,
+        xp: Any,
+        layout: Any,
+        P: Any,
+        acts: list[Any],
+        task: str,
+        X: Any,
+        y: Any,
+        scale: Any | None,
+        state: State | None = None,
+    ):
         self.xp, self.task, self.layout = xp, task, layout
         K, n, dtype = layout.K, X.shape[-2], X.dtype
         self.sparse = is_sparse(X)
@@ -87,7 +104,9 @@ class _Pass:
         if self.sparse:  # shared by the group; never densified (see the module's docstring)
             self.X = X
         else:
-            self.H = xp.ones((*X.shape[:-2], X.shape[-1] + 1, n), dtype=dtype)  # (d + 1, n) or (K, d + 1, n)
+            self.H = xp.ones(
+                (*X.shape[:-2], X.shape[-1] + 1, n), dtype=dtype
+            )  # (d + 1, n) or (K, d + 1, n)
             self.H[..., :-1, :] = xp.swapaxes(X, -1, -2)
             self.HT = xp.swapaxes(self.H, -1, -2)
         self.y = xp.ascontiguousarray(y.reshape((1, 1, n) if y.ndim == 2 else (K, 1, n)))
@@ -115,20 +134,28 @@ class _Pass:
                 D.append(xp.empty_like(A[-1]) if training else None)
             members = slice(blk.start, blk.start + blk.count)
             self.blocks.append(_Block(params, A, tmp, D, self.z[members], act, members))
-        self.forward_calls = self._forward(layout.first(P) if R and self.shared and not self.sparse else None)
+        self.forward_calls = self._forward(
+            layout.first(P) if R and self.shared and not self.sparse else None
+        )
         self.backward_calls: list[Call] = []
         if not training:
             return
-        self.grads = xp.empty_like(P)  # the layout's flat gradients (the sparse layer's memory order kept)
+        self.grads = xp.empty_like(
+            P
+        )  # the layout's flat gradients (the sparse layer's memory order kept)
         self.ones = xp.ones((n, 1), dtype=dtype)
         self.g = xp.empty_like(self.z)
         self.col = xp.empty((K, 1, n), dtype=dtype)  # the softmax's max and sum per sample
         # g ← scale · dL/dz / grad_constant, with scale = grad_scale(lr) · active · grad_constant per member
-        calls = [*losses.residual_calls(xp, task, self.z, self.y, self.g, self.col),
-                 partial(xp.multiply, self.g, scale, self.g)]
+        calls = [
+            *losses.residual_calls(xp, task, self.z, self.y, self.g, self.col),
+            partial(xp.multiply, self.g, scale, self.g),
+        ]
         for blk, b, G in zip(layout.blocks, self.blocks, layout.views(self.grads)):
-            calls += self._block_backward(b, G, self.g[blk.start:blk.start + blk.count])
-        calls += self._first_backward(layout.first(self.grads) if R and self.shared and not self.sparse else None)
+            calls += self._block_backward(b, G, self.g[blk.start : blk.start + blk.count])
+        calls += self._first_backward(
+            layout.first(self.grads) if R and self.shared and not self.sparse else None
+        )
         self.backward_calls = calls
         self.update_calls = state.calls([self.grads])
 
@@ -138,8 +165,11 @@ class _Pass:
         xp, deep = self.xp, [b for b in self.blocks if b.L]
         calls: list[Call] = []
         if deep:  # one product; else (sparse: one block; each member its own data) one a block
-            calls += [partial(xp.matmul, Q, self.H, out=self.A0)] if Q is not None else \
-                [self._from_inputs(b.Wt[0], b.A[0], b.members) for b in deep]
+            calls += (
+                [partial(xp.matmul, Q, self.H, out=self.A0)]
+                if Q is not None
+                else [self._from_inputs(b.Wt[0], b.A[0], b.members) for b in deep]
+            )
             if len({b.act for b in deep}) == 1:
                 calls += deep[0].act.f_calls(xp, self.A0, self.T0)
             else:
@@ -150,7 +180,10 @@ class _Pass:
                 calls.append(self._from_inputs(b.Wt[0], b.z, b.members))
             for l in range(1, b.L + 1):
                 out = b.A[l] if l < b.L else b.z
-                calls += [partial(xp.matmul, b.Wt[l], b.A[l - 1], out=out), partial(xp.add, out, b.b[l], out)]
+                calls += [
+                    partial(xp.matmul, b.Wt[l], b.A[l - 1], out=out),
+                    partial(xp.add, out, b.b[l], out),
+                ]
                 if l < b.L:
                     calls += b.act.f_calls(xp, out, b.tmp[l])
         return calls
@@ -165,8 +198,10 @@ class _Pass:
             return [self._into_inputs(g, GW[0], b.members)]
         calls, D = [], g
         for l in range(b.L, 0, -1):
-            calls += [partial(xp.matmul, D, xp.swapaxes(b.A[l - 1], 1, 2), out=GW[l]),
-                      _flat_product(xp, D, self.ones, Gb[l])]  # G_bl = D_l @ 1: the sum over rows
+            calls += [
+                partial(xp.matmul, D, xp.swapaxes(b.A[l - 1], 1, 2), out=GW[l]),
+                _flat_product(xp, D, self.ones, Gb[l]),
+            ]  # G_bl = D_l @ 1: the sum over rows
             Wt, prev = b.Wt[l], b.D[l - 1]
             if Wt.shape[1] == 1:  # one unit: Wt_l.T @ D_l is the broadcast product w ∘ D_l
                 calls.append(partial(xp.multiply, xp.swapaxes(Wt, 1, 2), D, out=prev))
@@ -188,7 +223,9 @@ class _Pass:
             calls = [c for b in deep for c in b.act.grad_calls(xp, b.D[0], b.A[0], b.tmp[0])]
         if GQ is not None:
             return calls + [partial(xp.matmul, self.D0, self.HT, out=GQ)]
-        return calls + [self._into_inputs(b.D[0], b.GQ, b.members) for b in deep]  # sparse (one block), own data
+        return calls + [
+            self._into_inputs(b.D[0], b.GQ, b.members) for b in deep
+        ]  # sparse (one block), own data
 
     def _from_inputs(self, Q: Any, out: Any, members: slice) -> Call:
         """``out ← Q @ H_0`` for one block's ``Q`` (K_b, fo, d + 1): with shared data one (K_b·fo, d + 1) @ (d + 1, n)
@@ -196,8 +233,11 @@ class _Pass:
         data (its ``members``' rows of ``H_0``) a batched one."""
         xp = self.xp
         if self.sparse:  # written into out as (K·fo, n)
-            return _per_block(first_layer(xp, Q), out.reshape(-1, out.shape[-1]),
-                              lambda P, rows: partial(_sparse_product, xp, self.X, P, rows))
+            return _per_block(
+                first_layer(xp, Q),
+                out.reshape(-1, out.shape[-1]),
+                lambda P, rows: partial(_sparse_product, xp, self.X, P, rows),
+            )
         if self.shared:
             return _flat_product(xp, Q, self.H, out)
         return partial(xp.matmul, Q, self.H[members], out=out)
@@ -207,8 +247,11 @@ class _Pass:
         xp = self.xp
         if self.sparse:  # G_0 = [X.T @ D_0.T; row sums of D_0] (d + 1, K·fo), a view of out
             XT = self.X.T.tocsr()  # (d, n): the product reads its rows, as models.mlp.FullBatch's
-            return _per_block(first_layer(xp, out), D.reshape(-1, D.shape[-1]),
-                              lambda G, rows: partial(_sparse_grad, xp, XT, rows, G))
+            return _per_block(
+                first_layer(xp, out),
+                D.reshape(-1, D.shape[-1]),
+                lambda G, rows: partial(_sparse_grad, xp, XT, rows, G),
+            )
         if self.shared:
             return _flat_product(xp, D, self.HT, out)
         return partial(xp.matmul, D, self.HT[members], out=out)
@@ -224,7 +267,6 @@ class _Pass:
         return losses.loss(self.xp, self.task, self.z, self.y, axis=(1, 2))
 
 
-
 def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
     """``out ← a @ b`` for a stacked ``a`` (K, r, c) and one shared ``b`` (c, m): one (K·r, c) @ (c, m)
     matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
@@ -232,8 +274,9 @@ def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
     return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, -1))
 
 
-
-def _mini_batch_calls(xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, seed: int) -> list[Call]:
+def _mini_batch_calls(
+    xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, seed: int
+) -> list[Call]:
     """One epoch of mini-batch steps, as :class:`models.mlp.MiniBatches` takes them: the rows in the order
     :class:`~sweeper.models.optim.RowOrder` draws from ``seed`` each epoch, ``b`` a step (the last takes the rest). A
     step gathers
@@ -244,8 +287,13 @@ def _mini_batch_calls(xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, see
     calls: list[Call] = list(RowOrder(xp, order, seed).calls)
     Y = full.y[0]  # (k, n)
     for start in range(0, n, b):
-        rows = order[start:start + b]
+        rows = order[start : start + b]
         step = steps[rows.shape[0]]
-        calls += [_gather(xp, full.H[:-1], rows, step.H[:-1]), _gather(xp, Y, rows, step.y[0]),
-                  *step.forward_calls, *step.backward_calls, *step.update_calls]
+        calls += [
+            _gather(xp, full.H[:-1], rows, step.H[:-1]),
+            _gather(xp, Y, rows, step.y[0]),
+            *step.forward_calls,
+            *step.backward_calls,
+            *step.update_calls,
+        ]
     return calls

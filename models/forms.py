@@ -30,6 +30,7 @@ machine (a sweep's workers) trains with the same forms. ``SWEEPER_ACTIVATION_FOR
 (NumPy's own everywhere), ``probe`` (the default), or ``tanh=exp,sigmoid=library``. A run records its form (tag
 ``activation_form``).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,10 @@ import numpy as np
 Call = Callable[[], Any]
 ENV = "SWEEPER_ACTIVATION_FORMS"
 TAG = "activation_form"
-SMALL = {"float64": 2.0 ** -26, "float32": 2.0 ** -12}  # below these |z|, tanh(z) rounds to z (z²/3 < half an ulp)
+SMALL = {
+    "float64": 2.0**-26,
+    "float32": 2.0**-12,
+}  # below these |z|, tanh(z) rounds to z (z²/3 < half an ulp)
 MARGIN = 0.9  # a form replaces the library's when it takes at most this share of its time
 PROBE_SIZE = 1 << 17
 
@@ -55,19 +59,33 @@ def _tanh_library(xp: Any, z: Any, scratch: Any) -> list[Call]:
 def _tanh_exp(xp: Any, z: Any, scratch: Any) -> list[Call]:
     t, m = scratch
     small = SMALL.get(z.dtype.name, SMALL["float32"])
-    return [partial(xp.abs, z, t), partial(xp.greater_equal, t, small, m),  # m: where the exp form is used
-            partial(xp.multiply, z, 2.0, t), partial(xp.exp, t, t), partial(xp.add, t, 1.0, t),
-            partial(xp.divide, 2.0, t, t), partial(xp.subtract, 1.0, t, out=z, where=m)]
+    return [
+        partial(xp.abs, z, t),
+        partial(xp.greater_equal, t, small, m),  # m: where the exp form is used
+        partial(xp.multiply, z, 2.0, t),
+        partial(xp.exp, t, t),
+        partial(xp.add, t, 1.0, t),
+        partial(xp.divide, 2.0, t, t),
+        partial(xp.subtract, 1.0, t, out=z, where=m),
+    ]
 
 
 def _sigmoid_library(xp: Any, z: Any, scratch: Any) -> list[Call]:
-    return [partial(xp.multiply, z, 0.5, z), partial(xp.tanh, z, z), partial(xp.add, z, 1.0, z),
-            partial(xp.multiply, z, 0.5, z)]
+    return [
+        partial(xp.multiply, z, 0.5, z),
+        partial(xp.tanh, z, z),
+        partial(xp.add, z, 1.0, z),
+        partial(xp.multiply, z, 0.5, z),
+    ]
 
 
 def _sigmoid_exp(xp: Any, z: Any, scratch: Any) -> list[Call]:
-    return [partial(xp.negative, z, z), partial(xp.exp, z, z), partial(xp.add, z, 1.0, z),
-            partial(xp.divide, 1.0, z, z)]
+    return [
+        partial(xp.negative, z, z),
+        partial(xp.exp, z, z),
+        partial(xp.add, z, 1.0, z),
+        partial(xp.divide, 1.0, z, z),
+    ]
 
 
 def _relu(xp: Any, z: Any, scratch: Any) -> list[Call]:
@@ -85,7 +103,9 @@ FORMS: dict[str, dict[str, tuple[Callable[[Any, Any, Any], list[Call]], bool]]] 
 def scratch_for(xp: Any, z: Any, buffer: Any = None) -> tuple[Any, Any]:
     """A scratch for a form that needs one: a buffer of ``z``'s shape and dtype (``buffer``: one the caller has free
     while ``f`` runs, e.g. the backward pass's) and a boolean mask."""
-    return (xp.empty(z.shape, dtype=z.dtype) if buffer is None else buffer), xp.empty(z.shape, dtype=bool)
+    return (xp.empty(z.shape, dtype=z.dtype) if buffer is None else buffer), xp.empty(
+        z.shape, dtype=bool
+    )
 
 
 def calls(xp: Any, activation: str, z: Any, scratch: Any = None) -> list[Call]:
@@ -148,8 +168,12 @@ def machine_key(dtype: str) -> str:
     try:
         from numpy.lib import introspect
 
-        info = introspect.opt_func_info(func_name="^(tanh|exp)$", signature=f"^{np.dtype(dtype).char}")
-        targets = json.dumps({k: sorted(v2["current"] for v2 in v.values()) for k, v in info.items()}, sort_keys=True)
+        info = introspect.opt_func_info(
+            func_name="^(tanh|exp)$", signature=f"^{np.dtype(dtype).char}"
+        )
+        targets = json.dumps(
+            {k: sorted(v2["current"] for v2 in v.values()) for k, v in info.items()}, sort_keys=True
+        )
     except Exception:  # noqa: BLE001  (an older NumPy: the CPU's name stands in)
         import platform
 
@@ -164,7 +188,9 @@ def _cached_probe(dtype: str) -> dict[str, str]:
     key = machine_key(dtype)
     try:
         known = json.loads(path.read_text())
-        if isinstance(known.get(key), dict) and all(f in FORMS.get(a, {}) for a, f in known[key].items()):
+        if isinstance(known.get(key), dict) and all(
+            f in FORMS.get(a, {}) for a, f in known[key].items()
+        ):
             return {a: known[key].get(a, "library") for a in FORMS}
     except (OSError, ValueError, AttributeError):
         known = {}
@@ -172,7 +198,13 @@ def _cached_probe(dtype: str) -> dict[str, str]:
     try:  # kept for the machine's other processes (atomically: a sweep's workers may probe at once)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps({**(known if isinstance(known, dict) else {}), key: choice}, indent=1, sort_keys=True))
+        tmp.write_text(
+            json.dumps(
+                {**(known if isinstance(known, dict) else {}), key: choice},
+                indent=1,
+                sort_keys=True,
+            )
+        )
         os.replace(tmp, path)
     except OSError:
         pass
@@ -180,7 +212,9 @@ def _cached_probe(dtype: str) -> dict[str, str]:
 
 
 @np.errstate(over="ignore")
-def probe(dtype: str, size: int = PROBE_SIZE, repeats: int = 7) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+def probe(
+    dtype: str, size: int = PROBE_SIZE, repeats: int = 7
+) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
     """Each form's time on ``size`` values of ``dtype`` (ns a value, the median of ``repeats`` interleaved runs) and
     the fastest form of each activation (the library's unless another takes at most :data:`MARGIN` of its time)."""
     import time
@@ -189,7 +223,9 @@ def probe(dtype: str, size: int = PROBE_SIZE, repeats: int = 7) -> tuple[dict[st
     x = (rng.standard_normal(size) * 2.0).astype(dtype)
     z = np.empty_like(x)
     scratch = scratch_for(np, z)
-    runs: dict[str, dict[str, list[float]]] = {a: {f: [] for f in forms} for a, forms in FORMS.items()}
+    runs: dict[str, dict[str, list[float]]] = {
+        a: {f: [] for f in forms} for a, forms in FORMS.items()
+    }
     for _ in range(repeats):
         for a, forms in FORMS.items():
             for f, (build, _) in forms.items():
@@ -199,7 +235,10 @@ def probe(dtype: str, size: int = PROBE_SIZE, repeats: int = 7) -> tuple[dict[st
                 for call in todo:
                     call()
                 runs[a][f].append(time.perf_counter() - t0)
-    rates = {a: {f: float(np.median(t)) / size * 1e9 for f, t in forms.items()} for a, forms in runs.items()}
+    rates = {
+        a: {f: float(np.median(t)) / size * 1e9 for f, t in forms.items()}
+        for a, forms in runs.items()
+    }
     choice = {}
     for a, r in rates.items():
         best = min(r, key=r.__getitem__)

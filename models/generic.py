@@ -14,6 +14,7 @@ and :class:`~sweeper.models.mlp.MiniBatches` in the MLP's case. A step is::
 
 Nothing here waits for the device or copies to the host.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,19 +27,27 @@ from sweeper.models.optim import Optimizer, State
 from sweeper.models.optim import RowOrder
 
 
-def init_host(net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model") -> dict[str, np.ndarray]:
+def init_host(
+    net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model"
+) -> dict[str, np.ndarray]:
     """``net.init`` with NumPy's generator seeded by ``seed``, as arrays of ``dtype`` (one line when it is not a
     dict of arrays)."""
     params = net.init(n_in, n_out, np.random.default_rng(seed))
     if not isinstance(params, dict) or not params:
-        raise ModelError(f"{path}.init returned {type(params).__name__}: expected a non-empty dict of arrays")
+        raise ModelError(
+            f"{path}.init returned {type(params).__name__}: expected a non-empty dict of arrays"
+        )
     try:
         return {str(k): np.asarray(v, dtype=dtype) for k, v in params.items()}
     except (TypeError, ValueError) as e:
-        raise ModelError(f"{path}.init returned a value that is not an array of numbers ({e})") from None
+        raise ModelError(
+            f"{path}.init returned a value that is not an array of numbers ({e})"
+        ) from None
 
 
-def footprint(net: Any, n_in: int, n_out: int, X: np.ndarray, seed: int, dtype: str, path: str = "the model") -> tuple[int, int]:
+def footprint(
+    net: Any, n_in: int, n_out: int, X: np.ndarray, seed: int, dtype: str, path: str = "the model"
+) -> tuple[int, int]:
     """What a model of the interface holds, measured rather than assumed: the bytes of the parameters ``init`` draws,
     and the bytes per row of one ``forward`` on the few rows of ``X`` (its output and the arrays its cache keeps,
     not counting the parameters themselves): ``(parameter bytes, activation bytes per row)``."""
@@ -66,12 +75,27 @@ class Interfaced:
     """A model object (``net``) with its parameters on the device, in the shape :func:`models.train.train` and
     :func:`sweeper.job.compute.evaluate` use (``packed``, ``params``, ``predict``, ``loss``)."""
 
-    def __init__(self, xp: Any, net: Any, params: dict[str, Any], task: str, weight_decay: float = 0.0,
-                 n_out: int | None = None):
-        self.xp, self.net, self.task, self.weight_decay, self.n_out = xp, net, task, weight_decay, n_out
+    def __init__(
+        self,
+        xp: Any,
+        net: Any,
+        params: dict[str, Any],
+        task: str,
+        weight_decay: float = 0.0,
+        n_out: int | None = None,
+    ):
+        self.xp, self.net, self.task, self.weight_decay, self.n_out = (
+            xp,
+            net,
+            task,
+            weight_decay,
+            n_out,
+        )
         self.names = list(params)
         self.dict = params
-        self.packed = [params[k] for k in self.names]  # trained in place: the dict sees every update
+        self.packed = [
+            params[k] for k in self.names
+        ]  # trained in place: the dict sees every update
         self.params = self.packed
 
     def flops(self, n: int) -> float:
@@ -93,9 +117,11 @@ class Interfaced:
         sweeper.check`` does (a wrong shape otherwise broadcasts into a NumPy error, or a silently wrong loss)."""
         want = (X.shape[0], self.n_out)
         if self.n_out is not None and tuple(getattr(out, "shape", ())) != want:
-            raise ModelError(f"{type(self.net).__name__}.{method} gave out of shape {tuple(getattr(out, 'shape', ()))}, "
-                             f"expected {want} (n_out={self.n_out}: one row per input row, one column per output; "
-                             "python -m sweeper.check names the same)")
+            raise ModelError(
+                f"{type(self.net).__name__}.{method} gave out of shape {tuple(getattr(out, 'shape', ()))}, "
+                f"expected {want} (n_out={self.n_out}: one row per input row, one column per output; "
+                "python -m sweeper.check names the same)"
+            )
         return out
 
     def loss(self, X: Any, y: Any) -> Any:
@@ -103,14 +129,34 @@ class Interfaced:
 
     def weights(self) -> list[Any]:
         """Per parameter, the part weight decay shrinks (the whole array) or None."""
-        return [slice(None) if decays(k, p.shape) else None for k, p in zip(self.names, self.packed)]
+        return [
+            slice(None) if decays(k, p.shape) else None for k, p in zip(self.names, self.packed)
+        ]
 
-    def full_batch(self, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None,
-                   opt: Optimizer | None = None, state: State | None = None) -> "Step":
+    def full_batch(
+        self,
+        X: Any,
+        y: Any,
+        lr: float | None = None,
+        parts: int = 1,
+        pool: Any = None,
+        opt: Optimizer | None = None,
+        state: State | None = None,
+    ) -> "Step":
         return Step(self, X, y, lr, opt, state)
 
-    def mini_batches(self, X: Any, y: Any, lr: float, batch_size: int, seed: int, opt: Optimizer | None = None,
-                     shuffle: bool = True, parts: int = 1, pool: Any = None) -> "MiniSteps":
+    def mini_batches(
+        self,
+        X: Any,
+        y: Any,
+        lr: float,
+        batch_size: int,
+        seed: int,
+        opt: Optimizer | None = None,
+        shuffle: bool = True,
+        parts: int = 1,
+        pool: Any = None,
+    ) -> "MiniSteps":
         return MiniSteps(self, X, y, lr, batch_size, seed, opt, shuffle)
 
 
@@ -118,8 +164,15 @@ class Step:
     """One full-batch step of an :class:`Interfaced` model on ``X`` (n, d), ``y`` (n, 1); without ``lr`` only the
     forward pass and the loss (the validation set)."""
 
-    def __init__(self, model: Interfaced, X: Any, y: Any, lr: float | None = None, opt: Optimizer | None = None,
-                 state: State | None = None):
+    def __init__(
+        self,
+        model: Interfaced,
+        X: Any,
+        y: Any,
+        lr: float | None = None,
+        opt: Optimizer | None = None,
+        state: State | None = None,
+    ):
         self.m, self.X, self.y = model, X, y
         self.out = self.cache = None
         if lr is not None:
@@ -145,8 +198,10 @@ class Step:
             got = grads.get(name) if isinstance(grads, dict) else None
             if got is None or tuple(got.shape) != tuple(p.shape):
                 what = "no gradient" if got is None else f"a gradient of shape {tuple(got.shape)}"
-                raise ModelError(f"{type(m.net).__name__}.backward gave {what} for {name} {tuple(p.shape)}: expected "
-                                 "a dict with one gradient per parameter, of its shape")
+                raise ModelError(
+                    f"{type(m.net).__name__}.backward gave {what} for {name} {tuple(p.shape)}: expected "
+                    "a dict with one gradient per parameter, of its shape"
+                )
             m.xp.copyto(g, got)
 
     def backward_and_update(self) -> None:
@@ -170,8 +225,17 @@ class MiniSteps:
     (:class:`~sweeper.models.optim.RowOrder`, as the MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size``
     rows a step, the optimizer state shared."""
 
-    def __init__(self, model: Interfaced, X: Any, y: Any, lr: float, batch_size: int, seed: int,
-                 opt: Optimizer | None = None, shuffle: bool = True):
+    def __init__(
+        self,
+        model: Interfaced,
+        X: Any,
+        y: Any,
+        lr: float,
+        batch_size: int,
+        seed: int,
+        opt: Optimizer | None = None,
+        shuffle: bool = True,
+    ):
         xp = model.xp
         self.xp, self.X, self.y, self.shuffle = xp, X, y, shuffle
         self.n, self.b = X.shape[0], min(batch_size, X.shape[0])
@@ -184,7 +248,7 @@ class MiniSteps:
         for call in self.rows:
             call()
         for start in range(0, self.n, self.b):
-            rows = self.order[start:start + self.b]
+            rows = self.order[start : start + self.b]
             self.step.X, self.step.y = self.X[rows], self.y[rows]
             self.step.epoch()
 

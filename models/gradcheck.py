@@ -12,6 +12,7 @@ wrong gradient) and fails only when both draws fail.
 keyed by the model's source (every module its class and base classes come from), in ``$SWEEPER_CACHE_DIR``: an
 edited model is checked again, an unchanged one is not.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,7 +62,14 @@ class GradientCheck:
         return f"{name}: worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"
 
 
-def fd_error(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, name: str, grad: np.ndarray) -> float:
+def fd_error(
+    net: Any,
+    params: dict[str, np.ndarray],
+    X: np.ndarray,
+    R: np.ndarray,
+    name: str,
+    grad: np.ndarray,
+) -> float:
     """The worst relative error of ``grad`` against central differences of ``sum(forward(X) · R)`` over up to
     :data:`FD_ENTRIES` entries of ``params[name]``."""
     p = params[name]
@@ -80,7 +88,9 @@ def fd_error(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarr
     return worst
 
 
-def check_gradients(net: Any, n_in: int, n_out: int, path: str = "the model", seed: int = 0) -> GradientCheck:
+def check_gradients(
+    net: Any, n_in: int, n_out: int, path: str = "the model", seed: int = 0
+) -> GradientCheck:
     """Every parameter's gradient of ``net`` (initialised from seed 7, float64) at ``n_in`` inputs and ``n_out``
     outputs against finite differences on :data:`N_ROWS` random rows (``seed``); see the module's docstring."""
     out = GradientCheck(n_in=n_in, n_out=n_out)
@@ -95,7 +105,9 @@ def check_gradients(net: Any, n_in: int, n_out: int, path: str = "the model", se
         if grads is None:
             return out
         names = [k for k in params if i == 0 or out.errors[k] > FD_RTOL]
-        for k in names:  # the second draw: only the parameters the first failed, each failing only if both do
+        for k in (
+            names
+        ):  # the second draw: only the parameters the first failed, each failing only if both do
             err = fd_error(net, params, X, R, k, np.asarray(grads[k], dtype=np.float64))
             out.errors[k] = err if i == 0 else min(out.errors[k], err)
         if out.ok:
@@ -108,7 +120,9 @@ def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((N_ROWS, n_in)), rng.standard_normal((N_ROWS, n_out))
 
 
-def _gradients(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, out: GradientCheck) -> Any:
+def _gradients(
+    net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, out: GradientCheck
+) -> Any:
     """``backward`` at ``dout = R`` after ``forward(X)``; None (and ``out.problem`` said) when it cannot be checked."""
     try:
         o, cache = net.forward(np, params, X)
@@ -116,15 +130,22 @@ def _gradients(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.nda
         out.problem = f"forward raised {type(e).__name__}: {_first(e)}"
         return None
     if tuple(np.shape(o)) != (X.shape[0], R.shape[1]):
-        out.problem = f"forward gave out of shape {tuple(np.shape(o))}, expected {(X.shape[0], R.shape[1])}"
+        out.problem = (
+            f"forward gave out of shape {tuple(np.shape(o))}, expected {(X.shape[0], R.shape[1])}"
+        )
         return None
     try:
         grads = net.backward(np, params, cache, R)
     except Exception as e:  # noqa: BLE001
         out.problem = f"backward raised {type(e).__name__}: {_first(e)}"
         return None
-    bad = [k for k in params if not isinstance(grads, dict) or k not in grads
-           or tuple(np.shape(grads[k])) != params[k].shape]
+    bad = [
+        k
+        for k in params
+        if not isinstance(grads, dict)
+        or k not in grads
+        or tuple(np.shape(grads[k])) != params[k].shape
+    ]
     if bad:
         out.problem = f"backward gave no gradient of its shape {params[bad[0]].shape} for {bad[0]}"
         return None
@@ -178,8 +199,12 @@ def _cache_file(digest: str, k: str) -> Path:
 def _read(file: Path) -> GradientCheck | None:
     try:
         d = json.loads(file.read_text())
-        return GradientCheck({str(k): float(v) for k, v in d["errors"].items()}, d["problem"], int(d["n_in"]),
-                             int(d["n_out"]))
+        return GradientCheck(
+            {str(k): float(v) for k, v in d["errors"].items()},
+            d["problem"],
+            int(d["n_in"]),
+            int(d["n_out"]),
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -190,7 +215,15 @@ def _write(file: Path, got: GradientCheck) -> None:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".check-", dir=file.parent)
         with os.fdopen(fd, "w") as f:
-            json.dump({"errors": got.errors, "problem": got.problem, "n_in": got.n_in, "n_out": got.n_out}, f)
+            json.dump(
+                {
+                    "errors": got.errors,
+                    "problem": got.problem,
+                    "n_in": got.n_in,
+                    "n_out": got.n_out,
+                },
+                f,
+            )
         os.replace(tmp, file)
     except OSError:
         pass

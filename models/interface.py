@@ -31,6 +31,7 @@ compute exactly this model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batc
 ``top_level = (...)`` (its hyperparameters are the config's top-level keys: the MLP's ``depth``, ``width``,
 ``activation``), ``linear = {...}`` (the values that make it linear: the MLP's ``depth=0``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -79,27 +80,39 @@ class ModelError(ValueError):
 def load_target(path: str, key: str = "model._target_") -> Any:
     """The object an import path names: ``pkg.mod.Name`` or ``pkg.mod:Name`` (one line when it cannot be had)."""
     if not isinstance(path, str) or not path.strip():
-        raise ModelError(f"{key}={path!r} is not allowed: expected an import path such as my_nets.TwoLayerNet")
+        raise ModelError(
+            f"{key}={path!r} is not allowed: expected an import path such as my_nets.TwoLayerNet"
+        )
     module_name, sep, name = path.partition(":")
     if not sep:
         module_name, _, name = path.rpartition(".")
     if not module_name or not name:
-        raise ModelError(f"{key}={path} is not allowed: expected an import path such as my_nets.TwoLayerNet "
-                         "(a module importable from the working directory or PYTHONPATH, then the class)")
+        raise ModelError(
+            f"{key}={path} is not allowed: expected an import path such as my_nets.TwoLayerNet "
+            "(a module importable from the working directory or PYTHONPATH, then the class)"
+        )
     try:
-        module = call_user(importlib.import_module, module_name)  # a module that exits on import: refused, not our end
+        module = call_user(
+            importlib.import_module, module_name
+        )  # a module that exits on import: refused, not our end
     except UserCodeError as e:
         raise ModelError(f"{key}={path}: importing {module_name}: {e}") from None
     except ImportError as e:
-        raise ModelError(f"{key}={path} cannot be imported ({type(e).__name__}: {e}): expected a module "
-                         "importable from the working directory or PYTHONPATH") from None
+        raise ModelError(
+            f"{key}={path} cannot be imported ({type(e).__name__}: {e}): expected a module "
+            "importable from the working directory or PYTHONPATH"
+        ) from None
     except Exception as e:  # noqa: BLE001  (the user's module raised while importing: say which and what)
         first = str(e).splitlines()[0] if str(e) else ""
-        raise ModelError(f"{key}={path}: importing {module_name} raised {type(e).__name__}: {first}") from None
+        raise ModelError(
+            f"{key}={path}: importing {module_name} raised {type(e).__name__}: {first}"
+        ) from None
     try:
         return getattr(module, name)
     except AttributeError:
-        raise ModelError(f"{key}={path} cannot be imported: module {module_name} has no {name}") from None
+        raise ModelError(
+            f"{key}={path} cannot be imported: module {module_name} has no {name}"
+        ) from None
 
 
 def source_digest(obj: Any) -> str | None:
@@ -173,9 +186,16 @@ def offer(model_cfg: Any, quiet: bool = False) -> Offer:
             if quiet:
                 return Offer(path)
             raise
-        own = vars(target) if inspect.isclass(target) else {}  # declared by the class itself: a subclass that
-        _OFFERS[path] = Offer(path, is_trainer(target), bool(own.get("fast_path", False)),  # overrides forward is a
-                              tuple(own.get("top_level", ())), tuple(dict(own.get("linear", {})).items()))  # model
+        own = (
+            vars(target) if inspect.isclass(target) else {}
+        )  # declared by the class itself: a subclass that
+        _OFFERS[path] = Offer(
+            path,
+            is_trainer(target),
+            bool(own.get("fast_path", False)),  # overrides forward is a
+            tuple(own.get("top_level", ())),
+            tuple(dict(own.get("linear", {})).items()),
+        )  # model
     return _OFFERS[path]
 
 
@@ -203,33 +223,46 @@ def hyperparameters(cls: Any) -> dict[str, Any]:
         sig = inspect.signature(cls)
     except (TypeError, ValueError):
         return {}
-    return {n: p.default for n, p in sig.parameters.items()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
+    return {
+        n: p.default
+        for n, p in sig.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"
+    }
 
 
 def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
     """One line when ``cls`` is not a model or ``given`` (its hyperparameters) does not fit its constructor."""
     if not inspect.isclass(cls):
-        raise ModelError(f"model._target_={path} is not a class: expected a class with init, forward and backward "
-                         "(a function trainer is model._target_=module.fit)")
+        raise ModelError(
+            f"model._target_={path} is not a class: expected a class with init, forward and backward "
+            "(a function trainer is model._target_=module.fit)"
+        )
     missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
     if missing:
-        raise ModelError(f"model._target_={path} lacks {', '.join(missing)}: a model defines init(n_in, n_out, rng), "
-                         "forward(xp, params, X) and backward(xp, params, cache, dout)")
+        raise ModelError(
+            f"model._target_={path} lacks {', '.join(missing)}: a model defines init(n_in, n_out, rng), "
+            "forward(xp, params, X) and backward(xp, params, cache, dout)"
+        )
     known = hyperparameters(cls)
     takes_any = any(p.kind == p.VAR_KEYWORD for p in _parameters(cls))
     unknown = sorted(set(given) - set(known))
     if unknown and not takes_any:
-        allowed = ", ".join(f"model.{k}" for k in known) or "none (its constructor takes no arguments)"
-        raise ModelError(f"model.{unknown[0]} is not a hyperparameter of {path}: expected one of {allowed}")
+        allowed = (
+            ", ".join(f"model.{k}" for k in known) or "none (its constructor takes no arguments)"
+        )
+        raise ModelError(
+            f"model.{unknown[0]} is not a hyperparameter of {path}: expected one of {allowed}"
+        )
     for k, v in given.items():
         problem = _type_problem(v, known.get(k, inspect.Parameter.empty), _annotation(cls, k))
         if problem:
             raise ModelError(f"model.{k}={v} is not allowed: expected {problem}")
     required = [k for k, v in known.items() if v is inspect.Parameter.empty and k not in given]
     if required:
-        raise ModelError(f"model.{required[0]} is missing for {path}: its constructor requires it "
-                         f"(e.g. model.{required[0]}=VALUE)")
+        raise ModelError(
+            f"model.{required[0]} is missing for {path}: its constructor requires it "
+            f"(e.g. model.{required[0]}=VALUE)"
+        )
 
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -242,7 +275,9 @@ def doc_line(obj: Any, name: str) -> str:
     docs = [inspect.getdoc(obj) or ""]
     if inspect.isclass(obj):
         docs.append(inspect.getdoc(obj.__init__) or "" if "__init__" in vars(obj) else "")
-    pattern = re.compile(rf"^[\s*-]*(?:``|`)?{re.escape(name)}(?:``|`)?\s*(?:\([^)]*\))?\s*(:|--|—|-|=)\s*(.*)$")
+    pattern = re.compile(
+        rf"^[\s*-]*(?:``|`)?{re.escape(name)}(?:``|`)?\s*(?:\([^)]*\))?\s*(:|--|—|-|=)\s*(.*)$"
+    )
     for doc in docs:
         lines = doc.splitlines()
         for i, line in enumerate(lines):
@@ -250,8 +285,15 @@ def doc_line(obj: Any, name: str) -> str:
             if not m:
                 continue
             text = m.group(2).strip()
-            if m.group(1) == ":" and (i + 1 < len(lines)) and lines[i + 1].startswith((" ", "\t")) and line.lstrip() == line:
-                return f"{text}: {lines[i + 1].strip()}" if text else lines[i + 1].strip()  # numpydoc: name : type
+            if (
+                m.group(1) == ":"
+                and (i + 1 < len(lines))
+                and lines[i + 1].startswith((" ", "\t"))
+                and line.lstrip() == line
+            ):
+                return (
+                    f"{text}: {lines[i + 1].strip()}" if text else lines[i + 1].strip()
+                )  # numpydoc: name : type
             return text
     return ""
 
@@ -265,14 +307,29 @@ def described(target: Any) -> list[tuple[str, str, str, str]]:
     out = []
     params = _parameters(target)[2:] if is_trainer(target) else _parameters(target)
     for p in params:
-        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.name == "self" or p.name in GIVEN:
+        if (
+            p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            or p.name == "self"
+            or p.name in GIVEN
+        ):
             continue
         want = _annotation(target, p.name)
-        kind = (_KINDS.get(want) or _KINDS.get(type(p.default)) if p.default is not p.empty or want in _KINDS else None)
+        kind = (
+            _KINDS.get(want) or _KINDS.get(type(p.default))
+            if p.default is not p.empty or want in _KINDS
+            else None
+        )
         if kind is None:
-            kind = getattr(want, "__name__", None) or (str(want) if want is not None else "any value")
-        default = "required" if p.default is p.empty else "null" if p.default is None else (
-            str(p.default).lower() if isinstance(p.default, bool) else str(p.default))
+            kind = getattr(want, "__name__", None) or (
+                str(want) if want is not None else "any value"
+            )
+        default = (
+            "required"
+            if p.default is p.empty
+            else "null"
+            if p.default is None
+            else (str(p.default).lower() if isinstance(p.default, bool) else str(p.default))
+        )
         out.append((p.name, default, kind, doc_line(target, p.name)))
     return out
 
@@ -289,7 +346,9 @@ def domain(obj: Any, name: str) -> tuple[type | None, float | None, bool]:
         return None, None, False
     want = _annotation(obj, name)
     default = params[name].default
-    kind = want if want in (int, float) else type(default) if type(default) in (int, float) else None
+    kind = (
+        want if want in (int, float) else type(default) if type(default) in (int, float) else None
+    )
     doc = doc_line(obj, name).lower()
     m = _BOUND.search(doc)
     if m:
@@ -305,19 +364,31 @@ def _annotation(cls: Any, name: str) -> Any:
     for p in _parameters(cls):
         if p.name == name and p.annotation is not inspect.Parameter.empty:
             a = p.annotation
-            return {"int": int, "float": float, "bool": bool, "str": str}.get(a, a) if isinstance(a, str) else a
+            return (
+                {"int": int, "float": float, "bool": bool, "str": str}.get(a, a)
+                if isinstance(a, str)
+                else a
+            )
     return None
 
 
 def _type_problem(value: Any, default: Any, annotation: Any) -> str | None:
     """What a hyperparameter's value should be, from its annotation or else its default's type (None: it fits, or
     nothing says): an int where an int is, a number (int or float) where a float is, true/false where a bool is."""
-    want = annotation if annotation in _KINDS else type(default) if type(default) in _KINDS else None
+    want = (
+        annotation if annotation in _KINDS else type(default) if type(default) in _KINDS else None
+    )
     if want is None:
         return None
-    ok = (isinstance(value, bool) if want is bool else
-          isinstance(value, int) and not isinstance(value, bool) if want is int else
-          isinstance(value, (int, float)) and not isinstance(value, bool) if want is float else isinstance(value, str))
+    ok = (
+        isinstance(value, bool)
+        if want is bool
+        else isinstance(value, int) and not isinstance(value, bool)
+        if want is int
+        else isinstance(value, (int, float)) and not isinstance(value, bool)
+        if want is float
+        else isinstance(value, str)
+    )
     if ok:
         return None
     shown = f" (the default is {default!r})" if default is not inspect.Parameter.empty else ""
@@ -353,8 +424,10 @@ def instantiate(model_cfg: Any) -> Any:
         return call_user(cls, **kwargs)
     except Exception as e:  # noqa: BLE001  (the user's constructor refused its values: one line)
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ModelError(f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised {type(e).__name__}: "
-                         f"{first}") from None
+        raise ModelError(
+            f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised {type(e).__name__}: "
+            f"{first}"
+        ) from None
 
 
 # The keyword arguments sweeper passes a function trainer from the top-level keys (sweeper.job.trainer).
@@ -374,16 +447,26 @@ def check_trainer(fn: Any, path: str, given: dict[str, Any]) -> None:
         return
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        raise ModelError(f"model._target_={path} takes {len(positional)} positional arguments: a function trainer is "
-                         "fit(data, report, *, lr, epochs, seed, **hyperparameters)")
-    known = {p.name: p.default for p in params[2:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        raise ModelError(
+            f"model._target_={path} takes {len(positional)} positional arguments: a function trainer is "
+            "fit(data, report, *, lr, epochs, seed, **hyperparameters)"
+        )
+    known = {
+        p.name: p.default for p in params[2:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     takes_any = any(p.kind == p.VAR_KEYWORD for p in params)
     for k in (*GIVEN, *given):
         if k not in known and not takes_any:
             own = ", ".join(f"model.{n}" for n in known if n not in GIVEN) or "none"
-            what = "a keyword argument sweeper passes" if k in GIVEN else "not one of its keyword arguments"
-            raise ModelError(f"model.{k} is not accepted by {path} ({what}): its hyperparameters are {own}; "
-                             "a trainer takes lr, epochs and seed too")
+            what = (
+                "a keyword argument sweeper passes"
+                if k in GIVEN
+                else "not one of its keyword arguments"
+            )
+            raise ModelError(
+                f"model.{k} is not accepted by {path} ({what}): its hyperparameters are {own}; "
+                "a trainer takes lr, epochs and seed too"
+            )
     for k, v in given.items():
         problem = _type_problem(v, known.get(k, inspect.Parameter.empty), None)
         if problem:
@@ -394,4 +477,3 @@ def decays(name: str, shape: tuple[int, ...]) -> bool:
     """Whether weight decay shrinks a parameter: arrays of two or more axes whose first axis is not 1 (a
     ``(1, m)`` bias, a 1-D vector and a scalar are left alone)."""
     return len(shape) >= 2 and shape[0] != 1
-

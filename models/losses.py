@@ -8,6 +8,7 @@
 All are written on logits, so the sigmoid never saturates into log(0); the log-sum-exp subtracts the
 row's largest logit first, so no exp overflows.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -64,9 +65,13 @@ def cross_entropy(xp: Any, z: Any, Y: Any, classes: int, axis: Any = None) -> An
 def softmax_calls(xp: Any, z: Any, out: Any, col: Any) -> list[Call]:
     """``out ← softmax(z)`` over the classes of feature-major logits (``(k, n)``, or a batched group's
     ``(K, k, n)``: axis -2) in place; ``col`` is a (1, n) (or (K, 1, n)) scratch."""
-    return [partial(xp.max, z, axis=-2, keepdims=True, out=col), partial(xp.subtract, z, col, out),
-            partial(xp.exp, out, out), partial(xp.sum, out, axis=-2, keepdims=True, out=col),
-            partial(xp.divide, out, col, out)]
+    return [
+        partial(xp.max, z, axis=-2, keepdims=True, out=col),
+        partial(xp.subtract, z, col, out),
+        partial(xp.exp, out, out),
+        partial(xp.sum, out, axis=-2, keepdims=True, out=col),
+        partial(xp.divide, out, col, out),
+    ]
 
 
 def grad_constant(task: str, n: int) -> float:
@@ -85,8 +90,9 @@ def residual_calls(xp: Any, task: str, z: Any, y: Any, g: Any, col: Any = None) 
     return [*sigmoid_calls(xp, z, g), partial(xp.subtract, g, y, g)]
 
 
-def grad_calls(xp: Any, task: str, z: Any, y: Any, g: Any, scale: float, n: int | None = None,
-               col: Any = None) -> list[Call]:
+def grad_calls(
+    xp: Any, task: str, z: Any, y: Any, g: Any, scale: float, n: int | None = None, col: Any = None
+) -> list[Call]:
     """In-place calls that set ``g ← scale · dL/dz`` for preallocated ``z``, ``y``, ``g`` of one shape.
 
     The fused epoch passes ``scale = -lr``: backpropagation is linear in ``dL/dz``, so every weight

@@ -24,6 +24,7 @@ The parameters live in one packed matrix per layer, ``P_l = [W_l; b_l]`` of shap
 ``(fan_in + 1, fan_out)``; ``MLP.params`` are views into them, so both paths see the same weights.
 The arrays live wherever ``xp`` puts them; nothing here copies to the host or waits for the device.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -65,11 +66,15 @@ class MLP:
     (``p[...] = value``), never by rebinding a list entry.
     """
 
-    def __init__(self, xp: Any, params: list[Any], activation: str, task: str, weight_decay: float = 0.0):
+    def __init__(
+        self, xp: Any, params: list[Any], activation: str, task: str, weight_decay: float = 0.0
+    ):
         self.xp = xp
         self.weight_decay = weight_decay
         self.packed = [xp.concatenate([W, b], axis=0) for W, b in zip(params[::2], params[1::2])]
-        self.params = [v for P in self.packed for v in (P[:-1], P[-1:])]  # W_l (fan_in, fan_out), b_l (1, fan_out)
+        self.params = [
+            v for P in self.packed for v in (P[:-1], P[-1:])
+        ]  # W_l (fan_in, fan_out), b_l (1, fan_out)
         self.activation = activation
         self.task = task
         self.act = ACTIVATIONS[activation]
@@ -82,7 +87,11 @@ class MLP:
     @property
     def named(self) -> dict[str, Any]:
         """The parameters as :class:`~sweeper.models.mlp_net.MLPNet` names them (``W1, b1, …``): views, no copies."""
-        return {f"{kind}{l + 1}": p for l, P in enumerate(self.packed) for kind, p in (("W", P[:-1]), ("b", P[-1:]))}
+        return {
+            f"{kind}{l + 1}": p
+            for l, P in enumerate(self.packed)
+            for kind, p in (("W", P[:-1]), ("b", P[-1:]))
+        }
 
     def logits(self, X: Any) -> tuple[Any, list[tuple[Any, Any]]]:
         """Forward pass: :meth:`MLPNet.forward <sweeper.models.mlp_net.MLPNet.forward>` (one forward pass for both).
@@ -103,7 +112,11 @@ class MLP:
         return self.loss(X, y) + self._penalty()
 
     def _penalty(self) -> Any:
-        return 0.5 * self.weight_decay * sum((W * W).sum() for W in self.params[::2]) if self.weight_decay else 0.0
+        return (
+            0.5 * self.weight_decay * sum((W * W).sum() for W in self.params[::2])
+            if self.weight_decay
+            else 0.0
+        )
 
     def gradients(self, X: Any, y: Any, with_loss: bool = False) -> tuple[Any, list[Any]]:
         """Objective (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``: the loss's
@@ -115,7 +128,9 @@ class MLP:
         g = self.net.backward(xp, named, cache, losses.grad(xp, self.task, z, y))
         grads: list[Any] = []
         for l in range(1, len(self.packed) + 1):
-            dW = g[f"W{l}"] + self.weight_decay * named[f"W{l}"] if self.weight_decay else g[f"W{l}"]
+            dW = (
+                g[f"W{l}"] + self.weight_decay * named[f"W{l}"] if self.weight_decay else g[f"W{l}"]
+            )
             grads += [dW, g[f"b{l}"]]
         return loss, grads
 
@@ -125,12 +140,30 @@ class MLP:
             p -= lr * g
 
     # what models.train.train asks a model for: its step objects (the fused epoch) and its largest product's cost
-    def full_batch(self, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None,
-                   opt: Optimizer | None = None, state: State | None = None) -> "FullBatch":
+    def full_batch(
+        self,
+        X: Any,
+        y: Any,
+        lr: float | None = None,
+        parts: int = 1,
+        pool: Any = None,
+        opt: Optimizer | None = None,
+        state: State | None = None,
+    ) -> "FullBatch":
         return FullBatch(self, X, y, lr, parts, pool, opt, state)
 
-    def mini_batches(self, X: Any, y: Any, lr: float, batch_size: int, seed: int, opt: Optimizer | None = None,
-                     shuffle: bool = True, parts: int = 1, pool: Any = None) -> "MiniBatches":
+    def mini_batches(
+        self,
+        X: Any,
+        y: Any,
+        lr: float,
+        batch_size: int,
+        seed: int,
+        opt: Optimizer | None = None,
+        shuffle: bool = True,
+        parts: int = 1,
+        pool: Any = None,
+    ) -> "MiniBatches":
         return MiniBatches(self, X, y, lr, batch_size, seed, opt, shuffle, parts, pool)
 
     def flops(self, n: int) -> float:
@@ -167,14 +200,25 @@ class FullBatch:
     elementwise pass on two cores, where BLAS threads alone leave the elementwise work on one.
     """
 
-    def __init__(self, model: MLP, X: Any, y: Any, lr: float | None = None, parts: int = 1, pool: Any = None,
-                 opt: Optimizer | None = None, state: State | None = None):
+    def __init__(
+        self,
+        model: MLP,
+        X: Any,
+        y: Any,
+        lr: float | None = None,
+        parts: int = 1,
+        pool: Any = None,
+        opt: Optimizer | None = None,
+        state: State | None = None,
+    ):
         xp, P = model.xp, model.packed
         n, dtype = X.shape[0], model.packed[0].dtype
         self.xp, self.model = xp, model
         self.opt = opt = opt or Optimizer()
         self.sparse = is_sparse(X)
-        if self.sparse:  # text features: X stays CSR, the first layer is its own product (_sparse_product)
+        if (
+            self.sparse
+        ):  # text features: X stays CSR, the first layer is its own product (_sparse_product)
             self.X, self.XT = X, X.T.tocsr()  # (n, d) and (d, n): both products read rows
             self.H = [None]
         else:
@@ -191,13 +235,19 @@ class FullBatch:
             self._scratch(P, n, dtype)
         forward = [self._forward(P, cols) for cols in blocks]
         backward: list[list[Call]] = [[] for _ in blocks]
-        self.update_calls: list[Call] = []  # after the blocks meet: sum the gradient shares, then update
+        self.update_calls: list[
+            Call
+        ] = []  # after the blocks meet: sum the gradient shares, then update
         self.rescale_calls: list[Call] = []  # (part of update_calls) G_{L-1} ∘ w.T
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
             shares = [self.grads] + [[xp.empty_like(p) for p in P] for _ in blocks[1:]]
-            backward = [self._backward(P, opt.grad_scale(lr), cols, G, n) for cols, G in zip(blocks, shares)]
-            self.update_calls = [partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)]
+            backward = [
+                self._backward(P, opt.grad_scale(lr), cols, G, n) for cols, G in zip(blocks, shares)
+            ]
+            self.update_calls = [
+                partial(xp.add, G, S, G) for share in shares[1:] for G, S in zip(self.grads, share)
+            ]
             self.rescale_calls = self._rescale_calls(P)
             self.update_calls += self.rescale_calls
             self.state = state or State(xp, P, opt, lr)
@@ -208,17 +258,27 @@ class FullBatch:
             self.epoch_calls = self.forward_calls + self.backward_calls + self.update_calls
         else:
             self.forward_calls = [_Blocks(pool, forward)]
-            self.backward_calls = self.pre_calls + [_Blocks(pool, backward)] if lr is not None else []
-            self.epoch_calls = [*self.pre_calls, _Blocks(pool, [f + b for f, b in zip(forward, backward)]),
-                                *self.update_calls]
+            self.backward_calls = (
+                self.pre_calls + [_Blocks(pool, backward)] if lr is not None else []
+            )
+            self.epoch_calls = [
+                *self.pre_calls,
+                _Blocks(pool, [f + b for f, b in zip(forward, backward)]),
+                *self.update_calls,
+            ]
 
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
         xp, H, act = self.xp, self.H, self.model.act
         calls: list[Call] = []
-        tmp = getattr(self, "tmp", {})  # the backward pass's scratch, free while the forward pass runs
+        tmp = getattr(
+            self, "tmp", {}
+        )  # the backward pass's scratch, free while the forward pass runs
         for l in range(len(P) - 1):
             Z = H[l + 1][:-1][:, cols]  # Z_l.T (fan_out_l, n): overwritten by A_l.T in place
-            calls += [self._layer(l, P, cols, Z), *act.f_calls(xp, Z, tmp[l][:, cols] if l in tmp else None)]
+            calls += [
+                self._layer(l, P, cols, Z),
+                *act.f_calls(xp, Z, tmp[l][:, cols] if l in tmp else None),
+            ]
         calls.append(self._layer(len(P) - 1, P, cols, self.z[:, cols]))
         return calls
 
@@ -254,11 +314,14 @@ class FullBatch:
             return []
         return [partial(self.xp.multiply, self.grads[L - 1], P[L][:-1].T, self.grads[L - 1])]
 
-    def _backward(self, P: list[Any], scale: float, cols: slice, G: list[Any], n: int) -> list[Call]:
+    def _backward(
+        self, P: list[Any], scale: float, cols: slice, G: list[Any], n: int
+    ) -> list[Call]:
         xp, H, L = self.xp, self.H, len(P) - 1
         g = self.g[:, cols]
-        calls = losses.grad_calls(xp, self.model.task, self.z[:, cols], self.y[:, cols], g, scale, n,
-                                  self.col[:, cols])
+        calls = losses.grad_calls(
+            xp, self.model.task, self.z[:, cols], self.y[:, cols], g, scale, n, self.col[:, cols]
+        )
         calls.append(self._weight_grad(L, cols, g, G[L]))  # G_L = H_L @ g.T
         if L == 0:
             return calls
@@ -275,14 +338,19 @@ class FullBatch:
         calls.append(self._weight_grad(L - 1, cols, M, G[L - 1]))
         return calls + self._hidden_backward(P, cols, G, M, L, getattr(self, "W_scaled", None))
 
-    def _hidden_backward(self, P: list[Any], cols: slice, G: list[Any], D: Any, top: int, W_top: Any) -> list[Call]:
+    def _hidden_backward(
+        self, P: list[Any], cols: slice, G: list[Any], D: Any, top: int, W_top: Any
+    ) -> list[Call]:
         """From ``D_top`` down: ``D_{l-1} = (W_l @ D_l) ∘ f'``, then ``G_{l-1}``, for ``l = top - 1 .. 1`` (layer
         ``top - 1`` multiplies by ``W_top``)."""
         H, mm, calls = self.H, self._mm, []
         for l in range(top - 1, 0, -1):  # D_{l-1} from D_l, then G_{l-1}
             dA = self.D[l - 1][:, cols]
             W = W_top if l == top - 1 else P[l][:-1]
-            calls += [mm(W, D, dA), *self._times_f_prime(dA, H[l][:-1][:, cols], self.tmp[l - 1][:, cols])]
+            calls += [
+                mm(W, D, dA),
+                *self._times_f_prime(dA, H[l][:-1][:, cols], self.tmp[l - 1][:, cols]),
+            ]
             calls.append(self._weight_grad(l - 1, cols, dA, G[l - 1]))
             D = dA
         return calls
@@ -334,8 +402,19 @@ class MiniBatches:
     ``shuffle=False`` keeps the rows in order (scikit-learn's ``shuffle=False``, for the tests).
     """
 
-    def __init__(self, model: MLP, X: Any, y: Any, lr: float, batch_size: int, seed: int, opt: Optimizer | None = None,
-                 shuffle: bool = True, parts: int = 1, pool: Any = None):
+    def __init__(
+        self,
+        model: MLP,
+        X: Any,
+        y: Any,
+        lr: float,
+        batch_size: int,
+        seed: int,
+        opt: Optimizer | None = None,
+        shuffle: bool = True,
+        parts: int = 1,
+        pool: Any = None,
+    ):
         xp, n = model.xp, X.shape[0]
         dtype, k = model.packed[0].dtype, model.packed[-1].shape[1]
         self.xp, self.shuffle = xp, shuffle
@@ -350,9 +429,13 @@ class MiniBatches:
         self.batches = list(shapes.values())
         self.calls: list[Call] = RowOrder(xp, self.order, seed).calls if shuffle else []
         for start in range(0, n, b):
-            rows = self.order[start:start + b]
+            rows = self.order[start : start + b]
             fb = shapes[rows.shape[0]]
-            self.calls += [_gather(xp, self.X, rows, fb.H[0][:-1]), _gather(xp, self.Y, rows, fb.y), *fb.epoch_calls]
+            self.calls += [
+                _gather(xp, self.X, rows, fb.H[0][:-1]),
+                _gather(xp, self.Y, rows, fb.y),
+                *fb.epoch_calls,
+            ]
 
     def epoch(self) -> None:
         for call in self.calls:
@@ -366,8 +449,12 @@ class MiniBatches:
 def targets(xp: Any, task: str, y: Any, k: int, dtype: Any) -> Any:
     """The targets feature-major: ``y`` (n, 1) as (1, n), or as one-hot columns (k, n) for k classes."""
     n = y.shape[0]
-    row = xp.array(y.reshape(1, n), dtype=dtype)  # (n, 1) → (1, n), a copy: mini-batches write into theirs
-    return xp.ascontiguousarray(losses.one_hot(xp, row, k, classes=0)) if task == "multiclass" else row
+    row = xp.array(
+        y.reshape(1, n), dtype=dtype
+    )  # (n, 1) → (1, n), a copy: mini-batches write into theirs
+    return (
+        xp.ascontiguousarray(losses.one_hot(xp, row, k, classes=0)) if task == "multiclass" else row
+    )
 
 
 def _gather(xp: Any, src: Any, cols: Any, out: Any) -> Call:
@@ -411,7 +498,10 @@ class _Blocks:
     def __call__(self) -> None:
         # each worker runs in a copy of this thread's context: NumPy's errstate (train() silences
         # overflow, which divergence detection handles) lives there
-        pending = [self.pool.submit(contextvars.copy_context().run, _run, calls) for calls in self.calls[1:]]
+        pending = [
+            self.pool.submit(contextvars.copy_context().run, _run, calls)
+            for calls in self.calls[1:]
+        ]
         try:
             _run(self.calls[0])
         finally:  # never leave a block writing into the buffers after an error here
@@ -443,4 +533,3 @@ def _ones_row(xp: Any, shape: tuple[int, int], dtype: Any) -> Any:
     H = xp.empty(shape, dtype=dtype)
     H[-1] = 1
     return H
-

@@ -10,6 +10,7 @@ Its fast path (an optional hook: ``fast_path = True``) is :class:`sweeper.models
 (:class:`~sweeper.models.mlp.FullBatch`) and the batched group's kernel (:mod:`sweeper.models.batched`): the
 same equations, feature-major, on preallocated buffers; ``tests/test_interface.py`` holds the two equal.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,11 @@ class MLPNet:
 
     # what it offers sweeper beyond the interface (models.interface.Offer), read off the class like any model's:
     fast_path = True  # sweeper trains it with the MLP's own kernels (models.mlp, models.batched)
-    top_level = ("depth", "width", "activation")  # its hyperparameters are the config's top-level keys
+    top_level = (
+        "depth",
+        "width",
+        "activation",
+    )  # its hyperparameters are the config's top-level keys
     linear = {"depth": 0}  # no hidden layer: linear, logistic or softmax regression
 
     def __init__(self, depth: int = 1, width: int = 16, activation: str = "tanh"):
@@ -37,7 +42,11 @@ class MLPNet:
         sizes = [n_in] + [self.width] * self.depth + [n_out]
         params = {}
         for l, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
-            scale = np.sqrt(2.0 / fan_in) if self.activation == "relu" else np.sqrt(2.0 / (fan_in + fan_out))
+            scale = (
+                np.sqrt(2.0 / fan_in)
+                if self.activation == "relu"
+                else np.sqrt(2.0 / (fan_in + fan_out))
+            )
             params[f"W{l}"] = rng.standard_normal((fan_in, fan_out)) * scale
             params[f"b{l}"] = np.zeros((1, fan_out))
         return params
@@ -52,7 +61,9 @@ class MLPNet:
         L = self.depth + 1
         return A @ params[f"W{L}"] + params[f"b{L}"], cache
 
-    def backward(self, xp: Any, params: dict[str, Any], cache: list[tuple[Any, Any]], dout: Any) -> dict[str, Any]:
+    def backward(
+        self, xp: Any, params: dict[str, Any], cache: list[tuple[Any, Any]], dout: Any
+    ) -> dict[str, Any]:
         grads, dZ = {}, dout
         for l in range(self.depth + 1, 0, -1):
             A_in, _ = cache[l - 1]

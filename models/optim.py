@@ -29,6 +29,7 @@ of 64-bit integers: xor-shifts and multiplications by odd constants, modulo 2⁶
 does alike; the keys of one epoch are distinct, so the sort has one answer whatever its algorithm. The epoch count
 lives on the device (one add an epoch): nothing crosses to the host.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,7 +59,10 @@ class Optimizer:
     def from_config(cls, cfg: Mapping[str, Any] | Any) -> "Optimizer":
         """From a run config (a DictConfig or a dict); keys it lacks keep their defaults."""
         get = cfg.get if hasattr(cfg, "get") else lambda k, d: getattr(cfg, k, d)
-        return cls(**{k: get(k, v) for k, v in cls().__dict__.items() if k != "name"}, name=get("optimizer", "gd"))
+        return cls(
+            **{k: get(k, v) for k, v in cls().__dict__.items() if k != "name"},
+            name=get("optimizer", "gd"),
+        )
 
     @property
     def uses_rates(self) -> bool:
@@ -70,7 +74,11 @@ class Optimizer:
         """Arrays of the parameters' size that :class:`State` keeps beside them (scratch, velocity, moments; in a
         group the rates per element that the rule reads, and each element's member)."""
         rates = 2 * (self.name == "adam") + bool(self.weight_decay) + self.uses_rates
-        return int(self.name != "gd" or bool(self.weight_decay)) + {"momentum": 1, "adam": 2}.get(self.name, 0) + rates
+        return (
+            int(self.name != "gd" or bool(self.weight_decay))
+            + {"momentum": 1, "adam": 2}.get(self.name, 0)
+            + rates
+        )
 
     def grad_scale(self, lr: Any) -> Any:
         """The factor the backward pass folds into the gradient: ``-lr`` (a number or an array), or 1 for Adam."""
@@ -90,13 +98,22 @@ class State:
     its biases, with ``weights=[Ellipsis]``.
     """
 
-    def __init__(self, xp: Any, packed: list[Any], opt: Optimizer, lr: Any, weights: Sequence[Any] | None = None,
-                 decay_mask: np.ndarray | None = None):
+    def __init__(
+        self,
+        xp: Any,
+        packed: list[Any],
+        opt: Optimizer,
+        lr: Any,
+        weights: Sequence[Any] | None = None,
+        decay_mask: np.ndarray | None = None,
+    ):
         self.xp, self.P, self.opt = xp, packed, opt
         self.weights = [slice(None, -1)] * len(packed) if weights is None else list(weights)
         self.decay_mask = 1.0 if decay_mask is None else decay_mask
         dtype = packed[0].dtype
-        self.tmp = [xp.empty_like(p) for p in packed] if opt.name != "gd" or opt.weight_decay else []
+        self.tmp = (
+            [xp.empty_like(p) for p in packed] if opt.name != "gd" or opt.weight_decay else []
+        )
         self.buffers: list[Any] = []  # what carries over from step to step, per parameter
         if opt.name == "momentum":
             self.V = [xp.zeros_like(p) for p in packed]
@@ -105,8 +122,12 @@ class State:
             self.m = [xp.zeros_like(p) for p in packed]
             self.v = [xp.zeros_like(p) for p in packed]
             self.buffers = self.m + self.v
-            self.b1t, self.b2t, self.denom, self.factor = (xp.ones((), dtype=dtype) for _ in range(4))
-            self.step_size = xp.ones(np.shape(lr), dtype=dtype)  # per member (or element) with an array lr
+            self.b1t, self.b2t, self.denom, self.factor = (
+                xp.ones((), dtype=dtype) for _ in range(4)
+            )
+            self.step_size = xp.ones(
+                np.shape(lr), dtype=dtype
+            )  # per member (or element) with an array lr
         # -lr (Adam's step size) and grad_scale(lr) · λ (weight decay), where the rule uses them: gd and momentum
         # carry the rate in the gradient (Optimizer.grad_scale)
         self.neg_lr = xp.empty(np.shape(lr), dtype=dtype) if opt.name == "adam" else None
@@ -120,8 +141,12 @@ class State:
         if self.neg_lr is not None:
             self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
         if self.decay is not None:
-            self.decay[...] = xp.asarray(np.asarray(self.opt.grad_scale(lr), dtype=np.float64) * self.opt.weight_decay
-                                         * self.decay_mask, dtype=dtype)
+            self.decay[...] = xp.asarray(
+                np.asarray(self.opt.grad_scale(lr), dtype=np.float64)
+                * self.opt.weight_decay
+                * self.decay_mask,
+                dtype=dtype,
+            )
 
     def calls(self, G: list[Any]) -> list[Call]:
         """The calls that apply the step ``G`` (as the backward pass left it) to the parameters."""
@@ -131,33 +156,63 @@ class State:
             c = self.decay
             for p, g, t, w in zip(P, G, self.tmp, self.weights):
                 if w is not None:
-                    calls += [partial(xp.multiply, p[w], c, t[w]), partial(xp.add, g[w], t[w], g[w])]
+                    calls += [
+                        partial(xp.multiply, p[w], c, t[w]),
+                        partial(xp.add, g[w], t[w], g[w]),
+                    ]
         if opt.name == "gd":
             return calls + [partial(xp.add, p, g, p) for p, g in zip(P, G)]
         if opt.name == "momentum":
             for p, g, v, t in zip(P, G, self.V, self.tmp):
                 calls += [partial(xp.multiply, v, opt.momentum, v), partial(xp.add, v, g, v)]
                 if opt.nesterov:
-                    calls += [partial(xp.multiply, v, opt.momentum, t), partial(xp.add, t, g, t), partial(xp.add, p, t, p)]
+                    calls += [
+                        partial(xp.multiply, v, opt.momentum, t),
+                        partial(xp.add, t, g, t),
+                        partial(xp.add, p, t, p),
+                    ]
                 else:
                     calls.append(partial(xp.add, p, v, p))
             return calls
-        s, d, c = self.step_size, self.denom, self.factor  # s ← -lr · (√(1 - β2^t) / (1 - β1^t)): one pass per lr
-        calls += [partial(xp.multiply, self.b1t, opt.beta1, self.b1t), partial(xp.multiply, self.b2t, opt.beta2, self.b2t),
-                  partial(xp.subtract, 1.0, self.b2t, c), partial(xp.sqrt, c, c), partial(xp.subtract, 1.0, self.b1t, d),
-                  partial(xp.divide, c, d, c), partial(xp.multiply, self.neg_lr, c, s)]
+        s, d, c = (
+            self.step_size,
+            self.denom,
+            self.factor,
+        )  # s ← -lr · (√(1 - β2^t) / (1 - β1^t)): one pass per lr
+        calls += [
+            partial(xp.multiply, self.b1t, opt.beta1, self.b1t),
+            partial(xp.multiply, self.b2t, opt.beta2, self.b2t),
+            partial(xp.subtract, 1.0, self.b2t, c),
+            partial(xp.sqrt, c, c),
+            partial(xp.subtract, 1.0, self.b1t, d),
+            partial(xp.divide, c, d, c),
+            partial(xp.multiply, self.neg_lr, c, s),
+        ]
         for p, g, m, v, t in zip(P, G, self.m, self.v, self.tmp):
-            calls += [partial(xp.multiply, m, opt.beta1, m), partial(xp.multiply, g, 1.0 - opt.beta1, t), partial(xp.add, m, t, m),
-                      partial(xp.multiply, v, opt.beta2, v), partial(xp.multiply, g, g, t),
-                      partial(xp.multiply, t, 1.0 - opt.beta2, t), partial(xp.add, v, t, v),
-                      partial(xp.sqrt, v, t), partial(xp.add, t, opt.eps, t), partial(xp.divide, m, t, t),
-                      partial(xp.multiply, t, s, t), partial(xp.add, p, t, p)]
+            calls += [
+                partial(xp.multiply, m, opt.beta1, m),
+                partial(xp.multiply, g, 1.0 - opt.beta1, t),
+                partial(xp.add, m, t, m),
+                partial(xp.multiply, v, opt.beta2, v),
+                partial(xp.multiply, g, g, t),
+                partial(xp.multiply, t, 1.0 - opt.beta2, t),
+                partial(xp.add, v, t, v),
+                partial(xp.sqrt, v, t),
+                partial(xp.add, t, opt.eps, t),
+                partial(xp.divide, m, t, t),
+                partial(xp.multiply, t, s, t),
+                partial(xp.add, p, t, p),
+            ]
         return calls
 
 
 _U64 = np.uint64
 GOLDEN = 0x9E3779B97F4A7C15  # 2⁶⁴/φ: spreads the seeds
-MIX = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None))  # SplitMix64: z ^= z >> s; z *= c
+MIX = (
+    (30, 0xBF58476D1CE4E5B9),
+    (27, 0x94D049BB133111EB),
+    (31, None),
+)  # SplitMix64: z ^= z >> s; z *= c
 
 
 class RowOrder:
@@ -174,11 +229,16 @@ class RowOrder:
         self.keys = xp.empty(n, dtype=_U64)
         scratch = xp.empty(n, dtype=_U64)
         k = self.keys
-        self.calls: list[Call] = [partial(xp.multiply, self.epoch, _U64(n), self.offset),  # t·n
-                                  partial(xp.add, self.base, self.offset, k),
-                                  partial(xp.add, self.epoch, _U64(1), self.epoch)]
+        self.calls: list[Call] = [
+            partial(xp.multiply, self.epoch, _U64(n), self.offset),  # t·n
+            partial(xp.add, self.base, self.offset, k),
+            partial(xp.add, self.epoch, _U64(1), self.epoch),
+        ]
         for shift, factor in MIX:
-            self.calls += [partial(xp.right_shift, k, _U64(shift), scratch), partial(xp.bitwise_xor, k, scratch, k)]
+            self.calls += [
+                partial(xp.right_shift, k, _U64(shift), scratch),
+                partial(xp.bitwise_xor, k, scratch, k),
+            ]
             if factor is not None:
                 self.calls.append(partial(xp.multiply, k, _U64(factor), k))
         self.calls.append(self._sort)

@@ -18,6 +18,7 @@ per element: :meth:`expand`), and a member's weights are a few views (:meth:`mem
 only) the first layer's memory is in :func:`sweeper.models.batched_pass.sparse_layout`'s order, ``(K, d + 1, fo)``
 (``sparse="member"``) or ``(d + 1, K, fo)`` (``"group"``), and its view the strided ``(K, fo, d + 1)`` of that.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ class Layout:
     docstring). All the shapes share the inputs ``d`` and outputs ``k``; ``sparse`` (one block) orders the first
     layer for the sparse products."""
 
-    def __init__(self, shapes: Sequence[Shape], counts: Sequence[int], sparse: str | None = None) -> None:
+    def __init__(
+        self, shapes: Sequence[Shape], counts: Sequence[int], sparse: str | None = None
+    ) -> None:
         if len({(s.sizes[0], s.sizes[-1]) for s in shapes}) != 1:
             raise ValueError("the blocks of a group share their inputs and outputs")
         if sparse and len(shapes) > 1:
@@ -94,7 +97,7 @@ class Layout:
         for specs in self.specs:
             arrays = []
             for j, (off, shape) in enumerate(specs):
-                part = flat[off:off + int(np.prod(shape))]
+                part = flat[off : off + int(np.prod(shape))]
                 if j == 0 and self.sparse == "member":  # memory (K, d + 1, fo)
                     arrays.append(part.reshape(shape[0], shape[2], shape[1]).swapaxes(1, 2))
                 elif j == 0 and self.sparse == "group":  # memory (d + 1, K, fo)
@@ -107,7 +110,7 @@ class Layout:
 
     def first(self, flat: Any) -> Any:
         """The first layers of the blocks with hidden layers as one ``(R, d + 1)`` matrix (dense data)."""
-        return flat[:self.first_size].reshape(self.rows, self.d + 1)
+        return flat[: self.first_size].reshape(self.rows, self.d + 1)
 
     def member(self, flat: Any, m: int) -> list[Any]:
         """Member ``m``'s ``[Q_0, Wt_1, b_1, …]`` (views of ``flat``)."""
@@ -139,7 +142,9 @@ class Layout:
             owners = np.empty(self.size, dtype=np.int64)
             for b, views in zip(self.blocks, self.views(owners)):
                 for v in views:
-                    v[...] = np.arange(b.start, b.start + b.count).reshape(-1, *([1] * (v.ndim - 1)))
+                    v[...] = np.arange(b.start, b.start + b.count).reshape(
+                        -1, *([1] * (v.ndim - 1))
+                    )
             self._views.pop(id(owners), None)
             self._owners = owners
         return self._owners
@@ -169,7 +174,9 @@ class Layout:
         return Layout(shapes, counts, self.sparse), cuts
 
 
-def stacked_params(sizes: list[int], activation: str, seeds: Sequence[int], dtype: str) -> list[np.ndarray]:
+def stacked_params(
+    sizes: list[int], activation: str, seeds: Sequence[int], dtype: str
+) -> list[np.ndarray]:
     """``[Q_0, Wt_1, b_1, ..., Wt_L, b_L]`` stacked over members, each member drawn by :func:`init_params`
     with its own seed (so member k starts exactly where a one-configuration run of seed k starts).
 
@@ -190,8 +197,16 @@ def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
     return [Q[:, :-1].T.copy(), Q[:, -1:].T.copy(), *(a[m].T.copy() for a in stacked[1:])]
 
 
-def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, shared: bool, copies: int = 0,
-                nnz: tuple[int, int] | None = None) -> int:
+def group_bytes(
+    k: int,
+    n: int,
+    n_val: int,
+    sizes: list[int],
+    itemsize: int,
+    shared: bool,
+    copies: int = 0,
+    nnz: tuple[int, int] | None = None,
+) -> int:
     """Device memory one group of ``k`` members holds while it trains (buffers, weights, data); ``copies``
     more arrays of the weights' size per member (an optimizer's state, a trajectory's snapshots).
 
@@ -200,8 +215,11 @@ def group_bytes(k: int, n: int, n_val: int, sizes: list[int], itemsize: int, sha
     ``[X.T; 1]``, and every member adds its columns of the sparse products' results (``X @ W`` on both
     sets, the copy of ``D_0.T``, ``X.T @ D_0.T``)."""
     hidden, out = sum(sizes[1:-1]), sizes[-1]
-    per_member = (n * (3 * hidden + 3 * out) + n_val * (hidden + out)  # activations, D, scratch; output, g
-                  + (4 + copies) * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])))  # weights, grads, copies
+    per_member = (
+        n * (3 * hidden + 3 * out)
+        + n_val * (hidden + out)  # activations, D, scratch; output, g
+        + (4 + copies) * sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+    )  # weights, grads, copies
     if nnz is None:
         data = (n + n_val) * (sizes[0] + 1) * (1 if shared else k) * itemsize
     else:

@@ -12,6 +12,7 @@ crosses the member axis), so one member's divergence stays its own.
 Full batch, no early stopping (``patience = 0``), parameters of two axes (stacked three): the conditions under
 which :func:`why_not` lets a group of them form; other configurations train one at a time.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,18 +82,26 @@ def why_not(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def batches(net: Any, n_in: int, n_out: int, task: str, dtype: str = "float64", xp: Any = np) -> str | None:
+def batches(
+    net: Any, n_in: int, n_out: int, task: str, dtype: str = "float64", xp: Any = np
+) -> str | None:
     """Prove that ``net`` broadcasts over a leading member axis: one forward and backward of
     :data:`PROOF_MEMBERS` stacked members against each alone, on random rows, equal within :data:`PROOF_RTOL`.
     Returns None when proven, else why not (one line)."""
     rng = np.random.default_rng(12345)
     X = xp.asarray(rng.standard_normal((PROOF_ROWS, n_in)), dtype="float64")
-    y = rng.integers(0, max(n_out, 2), (PROOF_ROWS, 1)) if task != "regression" else rng.standard_normal((PROOF_ROWS, 1))
+    y = (
+        rng.integers(0, max(n_out, 2), (PROOF_ROWS, 1))
+        if task != "regression"
+        else rng.standard_normal((PROOF_ROWS, 1))
+    )
     Y = targets(xp, task, xp.asarray(y, dtype="float64"), n_out)
     try:
         alone = [init_host(net, n_in, n_out, s, "float64") for s in range(PROOF_MEMBERS)]
         if any(p.ndim != 2 for p in alone[0].values()):
-            return "its parameters are not all 2-D (a stacked group needs (K, rows, cols) parameters)"
+            return (
+                "its parameters are not all 2-D (a stacked group needs (K, rows, cols) parameters)"
+            )
         want = []
         for params in alone:
             dev = {k: xp.asarray(v) for k, v in params.items()}
@@ -111,16 +120,22 @@ def batches(net: Any, n_in: int, n_out: int, task: str, dtype: str = "float64", 
                 if k not in grads or tuple(grads[k].shape) != tuple(stacked[k].shape):
                     return f"stacked backward gave no gradient of shape (K, ...) for {k}"
                 if not _close(grads[k][i], g[k]):
-                    return (f"stacked backward differs from one member alone for {k} (e.g. a sum over axis 0 or a .T "
-                            "on a 3-D array: use sum(axis=-2, keepdims=True) and swapaxes(-1, -2))")
+                    return (
+                        f"stacked backward differs from one member alone for {k} (e.g. a sum over axis 0 or a .T "
+                        "on a 3-D array: use sum(axis=-2, keepdims=True) and swapaxes(-1, -2))"
+                    )
     except Exception as e:  # noqa: BLE001  (the user's code failed on stacked arrays: it does not batch)
-        return f"stacked parameters raise {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+        return f"stacked parameters raise {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(
+            ": "
+        )
     return None
 
 
 def _close(a: Any, b: Any) -> bool:
     a, b = np.asarray(_host(a), dtype=np.float64), np.asarray(_host(b), dtype=np.float64)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=PROOF_RTOL, atol=PROOF_RTOL * max(1.0, np.abs(b).max(initial=0))))
+    return a.shape == b.shape and bool(
+        np.allclose(a, b, rtol=PROOF_RTOL, atol=PROOF_RTOL * max(1.0, np.abs(b).max(initial=0)))
+    )
 
 
 def _host(a: Any) -> Any:
@@ -131,19 +146,36 @@ def _host(a: Any) -> Any:
 class Member:
     lr: float
     seed: int
-    reads: tuple[int, ...]  # the epoch counts read off this member, ascending; the last is where it stops
+    reads: tuple[
+        int, ...
+    ]  # the epoch counts read off this member, ascending; the last is where it stops
 
 
 @dataclass
 class StackedFit:
-    at: list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]  # per member: {epochs: (fit, host params)}
+    at: list[
+        dict[int, tuple[TrainResult, dict[str, np.ndarray]]]
+    ]  # per member: {epochs: (fit, host params)}
     train_time_s: float
     warmup_time_s: float
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any, y_val: Any, members: Sequence[Member],
-                  *, n_out: int, log_every: int, opt: Optimizer, dtype: str) -> StackedFit:
+def train_stacked(
+    backend: Any,
+    net: Any,
+    task: str,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    members: Sequence[Member],
+    *,
+    n_out: int,
+    log_every: int,
+    opt: Optimizer,
+    dtype: str,
+) -> StackedFit:
     """Train ``members`` as one stacked group on the device arrays ``X`` (n, d), ``y`` (n, 1); each member's result
     at each of its counts: its curve (sampled at the multiples of the stride below the count, and at the count), its
     best and divergence, its parameters there."""
@@ -155,7 +187,9 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
     params = {k: backend.to_device(np.stack([h[k] for h in host])) for k in names}
     packed = [params[k] for k in names]
     lr = np.array([m.lr for m in members], dtype=np.float64).reshape(K, 1, 1)
-    state = State(xp, packed, opt, lr, [slice(None) if decays(k, host[0][k].shape) else None for k in names])
+    state = State(
+        xp, packed, opt, lr, [slice(None) if decays(k, host[0][k].shape) else None for k in names]
+    )
     G = [xp.empty_like(p) for p in packed]
     calls = state.calls(G)
     Y, Yv = targets(xp, task, y, n_out), targets(xp, task, y_val, n_out)
@@ -168,10 +202,14 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
         vout, _ = net.forward(xp, params, X_val)
         samples[e] = (member_loss(xp, task, out, Y), member_loss(xp, task, vout, Yv))
 
-    mark = backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    mark = (
+        backend.mark_fn
+    )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
     t_warm = backend.clock()
     out, cache = net.forward(xp, params, X)
-    net.backward(xp, params, cache, member_grad(xp, task, out, Y) * scale)  # warm-up: CuPy compiles its kernels
+    net.backward(
+        xp, params, cache, member_grad(xp, task, out, Y) * scale
+    )  # warm-up: CuPy compiles its kernels
     t0 = backend.clock()
     for e in range(E + 1):
         mark("epoch", e)
@@ -195,31 +233,55 @@ def train_stacked(backend: Any, net: Any, task: str, X: Any, y: Any, X_val: Any,
         for call in calls:
             call()
     mark("end", E)  # every sample leaves in one copy: (epochs, 2, K)
-    curves = dict(zip(sorted(samples), backend.to_numpy(xp.stack([xp.stack(samples[e]) for e in sorted(samples)]))))
+    curves = dict(
+        zip(
+            sorted(samples),
+            backend.to_numpy(xp.stack([xp.stack(samples[e]) for e in sorted(samples)])),
+        )
+    )
     t1 = backend.clock()
-    return StackedFit(_member_fits(backend, members, curves, snaps, names, stride), t1 - t0, t0 - t_warm)
+    return StackedFit(
+        _member_fits(backend, members, curves, snaps, names, stride), t1 - t0, t0 - t_warm
+    )
 
 
-def _freeze(xp: Any, state: State, lr: np.ndarray, scale: Any, done: list[int], opt: Optimizer, dtype: str) -> None:
+def _freeze(
+    xp: Any, state: State, lr: np.ndarray, scale: Any, done: list[int], opt: Optimizer, dtype: str
+) -> None:
     """The members ``done`` (their last count reached) frozen: rate 0, gradient scale renewed, the optimiser's
     buffers zeroed in their rows (a host→device copy between epochs, once a count)."""
     lr[done] = 0.0
     state.set_lr(lr)
-    scale[...] = xp.asarray(np.broadcast_to(np.asarray(opt.grad_scale(lr)), scale.shape), dtype=dtype)
+    scale[...] = xp.asarray(
+        np.broadcast_to(np.asarray(opt.grad_scale(lr)), scale.shape), dtype=dtype
+    )
     rows = xp.asarray(done)  # one copy for every buffer (a list index is copied for each)
     for b in state.buffers:
         b[rows] = 0
 
 
-def _member_fits(backend: Any, members: Sequence[Member], curves: dict[int, np.ndarray], snaps: dict[int, list[Any]],
-                 names: list[str], stride: int) -> list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]:
+def _member_fits(
+    backend: Any,
+    members: Sequence[Member],
+    curves: dict[int, np.ndarray],
+    snaps: dict[int, list[Any]],
+    names: list[str],
+    stride: int,
+) -> list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]:
     """Each member's result at each of its counts: its fit (:func:`_fit_at`) and its parameters there (the device's
     snapshots ``snaps``, count -> every parameter (K, ...), copied to the host once)."""
     host_snaps = {c: [backend.to_numpy(p) for p in ps] for c, ps in snaps.items()}
     at = []
     for i, m in enumerate(members):
-        at.append({c: (_fit_at(curves, i, c, stride), {k: host_snaps[c][j][i] for j, k in enumerate(names)})
-                   for c in m.reads})
+        at.append(
+            {
+                c: (
+                    _fit_at(curves, i, c, stride),
+                    {k: host_snaps[c][j][i] for j, k in enumerate(names)},
+                )
+                for c in m.reads
+            }
+        )
     return at
 
 
@@ -233,8 +295,17 @@ def _fit_at(curves: dict[int, np.ndarray], i: int, c: int, stride: int) -> Train
     bad = diverged(h, v, h[0])
     if bad is not None:
         steps, h, v = steps[: bad + 1], h[: bad + 1], v[: bad + 1]
-    valid = v[:bad] if bad is not None else v  # the best sample before a divergence, as train() finds it
+    valid = (
+        v[:bad] if bad is not None else v
+    )  # the best sample before a divergence, as train() finds it
     best = int(np.argmin(valid)) if len(valid) else 0
-    return TrainResult(steps=np.array(steps), train_loss=h, val_loss=v,
-                       epochs_run=steps[-1] if bad is not None else c, best_epoch=steps[best] if len(steps) else 0,
-                       diverged_at=steps[bad] if bad is not None else None, train_time_s=0.0, warmup_time_s=0.0)
+    return TrainResult(
+        steps=np.array(steps),
+        train_loss=h,
+        val_loss=v,
+        epochs_run=steps[-1] if bad is not None else c,
+        best_epoch=steps[best] if len(steps) else 0,
+        diverged_at=steps[bad] if bad is not None else None,
+        train_time_s=0.0,
+        warmup_time_s=0.0,
+    )

@@ -32,6 +32,7 @@ Before the clock starts, the buffers are allocated (the data transposed once int
 forward/backward pass without an update warms the device up (CuPy compiles its kernels on first use);
 that time is reported as ``warmup_time_s``, not in ``train_time_s``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,11 +67,28 @@ class TrainResult:
     warmup_time_s: float
 
 
-@np.errstate(over="ignore", invalid="ignore")  # divergence is detected and reported, not warned about
-def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any, *, lr: float, epochs: int,
-          log_every: int, patience: int = 0, sync_every_epoch: bool = False,
-          progress: Callable[[int, float, float], None] | None = None, opt: Optimizer | None = None,
-          batch_size: int = 0, seed: int = 0, shuffle: bool = True) -> TrainResult:
+@np.errstate(
+    over="ignore", invalid="ignore"
+)  # divergence is detected and reported, not warned about
+def train(
+    backend: Any,
+    model: MLP | Any,
+    X: Any,
+    y: Any,
+    X_val: Any,
+    y_val: Any,
+    *,
+    lr: float,
+    epochs: int,
+    log_every: int,
+    patience: int = 0,
+    sync_every_epoch: bool = False,
+    progress: Callable[[int, float, float], None] | None = None,
+    opt: Optimizer | None = None,
+    batch_size: int = 0,
+    seed: int = 0,
+    shuffle: bool = True,
+) -> TrainResult:
     """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``.
 
     ``opt`` is the update rule (:mod:`models.optim`; gradient descent by default). ``batch_size`` between 1
@@ -90,13 +108,19 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
     reading = _Reading(backend, (hist, vhist), log_every, patience)
     candidate = None
     epoch = 0
-    mark = backend.mark_fn  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    mark = (
+        backend.mark_fn
+    )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
     mark("warm-up", 0)
     t_warm = backend.clock()
     n = X.shape[0]
-    with backend.host_threads(model.flops(n), max(1, n // MIN_BLOCK)) as (parts, pool):  # the backend's policy
-        batch, measured, rest, val_batch = _passes(model, (X, y, X_val, y_val), lr, opt, (batch_size, seed, shuffle),
-                                                   parts, pool)
+    with backend.host_threads(model.flops(n), max(1, n // MIN_BLOCK)) as (
+        parts,
+        pool,
+    ):  # the backend's policy
+        batch, measured, rest, val_batch = _passes(
+            model, (X, y, X_val, y_val), lr, opt, (batch_size, seed, shuffle), parts, pool
+        )
         t0 = backend.clock()
         while epoch < epochs:
             stop = min(epoch + segment, epochs)
@@ -107,13 +131,17 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
                     continue
                 measured.forward()
                 loss = measured.loss()
-                if e % log_every == 0:  # a sampled epoch: both losses on the weights before this update
+                if (
+                    e % log_every == 0
+                ):  # a sampled epoch: both losses on the weights before this update
                     k = e // log_every
                     hist[k] = loss
                     val_batch.forward()
                     vhist[k] = val_batch.loss()
                     if patience:
-                        candidate = [P.copy() for P in model.packed]  # weights the val loss was measured on
+                        candidate = [
+                            P.copy() for P in model.packed
+                        ]  # weights the val loss was measured on
                 rest()
                 if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
                     float(backend.to_numpy(loss))
@@ -137,8 +165,15 @@ def train(backend: Any, model: MLP | Any, X: Any, y: Any, X_val: Any, y_val: Any
     return reading.result(model, steps, epoch, t1 - t0, t0 - t_warm)
 
 
-def _passes(model: Any, arrays: tuple[Any, Any, Any, Any], lr: float, opt: Optimizer | None,
-            batching: tuple[int, int, bool], parts: int, pool: Any) -> tuple[Any, Any, Callable[[], None], Any]:
+def _passes(
+    model: Any,
+    arrays: tuple[Any, Any, Any, Any],
+    lr: float,
+    opt: Optimizer | None,
+    batching: tuple[int, int, bool],
+    parts: int,
+    pool: Any,
+) -> tuple[Any, Any, Callable[[], None], Any]:
     """The model's step objects (the MLP's fused epoch, :mod:`models.mlp`, or a model of the interface's,
     :mod:`models.generic`), warmed up: the one that trains, the one that measures the training loss, what a sampled
     epoch runs after its measurement, and the validation pass."""
@@ -172,7 +207,9 @@ class _Reading:
 
     ``curves``: the device's (n_samples + 1,) train and validation loss samples, the last slot for the last weights."""
 
-    def __init__(self, backend: Any, curves: tuple[Any, Any], log_every: int, patience: int) -> None:
+    def __init__(
+        self, backend: Any, curves: tuple[Any, Any], log_every: int, patience: int
+    ) -> None:
         self.backend, self.curves = backend, curves
         self.n_samples = curves[0].shape[0] - 1
         self.log_every, self.patience = log_every, patience
@@ -204,7 +241,9 @@ class _Reading:
             self.last = block[:, -1:]
         h, v = self.seen[-1]
         bad = diverged(h, v, self.seen[0][0, 0])
-        for i, val in enumerate(v[:bad]):  # the best sample before a divergence, whatever the segments
+        for i, val in enumerate(
+            v[:bad]
+        ):  # the best sample before a divergence, whatever the segments
             if val < self.best_val:
                 self.best_val, self.best_epoch = float(val), (k0 + i) * self.log_every
                 if self.patience:
@@ -229,20 +268,32 @@ class _Reading:
             if diverged(self.last[0], self.last[1], self.seen[0][0, 0]) is not None:
                 self.diverged_at = epoch
             elif self.last[1, 0] < self.best_val:  # the last weights are the best
-                self.best_val, self.best_epoch, self.best_params = float(self.last[1, 0]), epoch, None
+                self.best_val, self.best_epoch, self.best_params = (
+                    float(self.last[1, 0]),
+                    epoch,
+                    None,
+                )
         return steps
 
-    def result(self, model: Any, steps: np.ndarray, epoch: int, train_time_s: float,
-               warmup_time_s: float) -> TrainResult:
+    def result(
+        self, model: Any, steps: np.ndarray, epoch: int, train_time_s: float, warmup_time_s: float
+    ) -> TrainResult:
         """The run's :class:`TrainResult`; with patience, the best sample's weights put back into ``model`` first
         (unless it diverged)."""
         if self.best_params is not None and self.diverged_at is None:
             for P, best in zip(model.packed, self.best_params):
                 P[...] = best
         curve = np.concatenate(self.seen, axis=1)
-        return TrainResult(steps=steps, train_loss=curve[0], val_loss=curve[1], epochs_run=epoch,
-                           best_epoch=self.best_epoch, diverged_at=self.diverged_at, train_time_s=train_time_s,
-                           warmup_time_s=warmup_time_s)
+        return TrainResult(
+            steps=steps,
+            train_loss=curve[0],
+            val_loss=curve[1],
+            epochs_run=epoch,
+            best_epoch=self.best_epoch,
+            diverged_at=self.diverged_at,
+            train_time_s=train_time_s,
+            warmup_time_s=warmup_time_s,
+        )
 
 
 # A loss that grows past this many times its first sample has exploded (it would overflow soon after).
@@ -270,9 +321,21 @@ def sample_stride(epochs: int, log_every: int) -> int:
     is logged as a one-line warning; the run's params keep the user's ``log_every``."""
     stride = stride_of(epochs, log_every)
     if epochs > 1 and log_every >= epochs:
-        log.warning("log_every=%d is not below epochs=%d, which would sample the loss once: "
-                    "sampling every %d epochs instead (2 samples)", log_every, epochs, stride)
+        log.warning(
+            "log_every=%d is not below epochs=%d, which would sample the loss once: "
+            "sampling every %d epochs instead (2 samples)",
+            log_every,
+            epochs,
+            stride,
+        )
     elif stride > log_every:
-        log.warning("log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
-                    "instead (at most %d)", log_every, epochs, -(-epochs // log_every), stride, MAX_SAMPLES)
+        log.warning(
+            "log_every=%d with epochs=%d would keep %d loss samples: sampling every %d epochs "
+            "instead (at most %d)",
+            log_every,
+            epochs,
+            -(-epochs // log_every),
+            stride,
+            MAX_SAMPLES,
+        )
     return stride

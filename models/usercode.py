@@ -5,6 +5,7 @@ A model's import, constructor, gradient check and training, a function trainer a
 names the user's file and line (:func:`user_line`), the whole traceback kept for the run's error file
 (:func:`user_traceback`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,9 +33,18 @@ from sweeper.base import stop
 
 # sweeper's own code and the interpreter's: a frame elsewhere is the user's
 _HERE = Path(__file__).resolve().parent  # models/
-_OURS = tuple(str(p) + os.sep for p in (_HERE, _HERE.parent / "data", Path(stop.__file__).resolve().parents[1],
-                                        Path(traceback.__file__).resolve().parent))
-_LIBRARIES = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+_OURS = tuple(
+    str(p) + os.sep
+    for p in (
+        _HERE,
+        _HERE.parent / "data",
+        Path(stop.__file__).resolve().parents[1],
+        Path(traceback.__file__).resolve().parent,
+    )
+)
+_LIBRARIES = tuple(
+    str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+)
 
 
 class UserCodeError(Exception):
@@ -106,7 +116,9 @@ def call_user(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except KeyboardInterrupt as e:
         if _a_signal():
             raise
-        err = _error("KeyboardInterrupt", "KeyboardInterrupt raised by the code itself, not a Ctrl-C", e)
+        err = _error(
+            "KeyboardInterrupt", "KeyboardInterrupt raised by the code itself, not a Ctrl-C", e
+        )
     finally:
         _leave()
     raise err
@@ -124,8 +136,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _error(kind: str, what: str, e: BaseException) -> UserCodeError:
     at = user_frame(e)
-    return UserCodeError(kind, f"{what}{f' ({at})' if at else ''}: user code must not end the process (raise an "
-                               "exception to fail a run)", at, user_traceback(e))
+    return UserCodeError(
+        kind,
+        f"{what}{f' ({at})' if at else ''}: user code must not end the process (raise an "
+        "exception to fail a run)",
+        at,
+        user_traceback(e),
+    )
 
 
 def user_frame(e: BaseException) -> str | None:
@@ -135,7 +152,11 @@ def user_frame(e: BaseException) -> str | None:
         return e.where
     frames = traceback.extract_tb(e.__traceback__)
     for f in reversed(frames):
-        path = str(Path(f.filename).resolve()) if f.filename and not f.filename.startswith("<") else f.filename
+        path = (
+            str(Path(f.filename).resolve())
+            if f.filename and not f.filename.startswith("<")
+            else f.filename
+        )
         if path and not path.startswith(_OURS + _LIBRARIES):
             shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
             return f"{shown}:{f.lineno} in {f.name}"
@@ -148,7 +169,9 @@ def user_line(e: BaseException) -> str:
         return str(e)
     text = str(e).strip().splitlines()
     at = user_frame(e)
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ") + (f" ({at})" if at else "")
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ") + (
+        f" ({at})" if at else ""
+    )
 
 
 def user_traceback(e: BaseException) -> str:

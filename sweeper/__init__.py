@@ -5,6 +5,7 @@ embedded MLflow store lives in ``mlruns/`` beside it. ``${sweeper_root:}`` in a 
 (the resolver is registered by ``sweeper.contract.config``). Importing the package itself pulls in nothing
 heavy, so ``sweeper.base.backend`` and the benchmarks run where only NumPy (and CuPy) are installed.
 """
+
 import os
 import sys
 from contextlib import contextmanager, suppress
@@ -36,6 +37,7 @@ _output.mask_log_records()
 if not (Path(__file__).parent / "models").is_dir() and (ROOT / "models" / "__init__.py").is_file():
     __path__.append(str(ROOT))  # type: ignore[name-defined]  # noqa: F821
 
+
 def _command() -> str:
     """``python -m sweeper[.command]``, as this process was started. While Python still locates the module (a Ctrl-C
     in its imports), ``sys.argv[0]`` is "-m": then the module named after ``-m`` in ``sys.orig_argv``."""
@@ -47,21 +49,38 @@ def _command() -> str:
     return "python -m sweeper" + ("" if name in ("__main__", "sweeper") else f".{name}")
 
 
-def _interrupted_hook(kind: type, value: BaseException, tb: object, _default: Callable = sys.excepthook) -> None:
+def _interrupted_hook(
+    kind: type, value: BaseException, tb: object, _default: Callable = sys.excepthook
+) -> None:
     """A command's Ctrl-C that nothing caught (in its imports, its first seconds, a read command's work): one line
     instead of a traceback; the process then ends by SIGINT as Python's own does (exit 130 in a shell)."""
     cause: BaseException | None = value
-    while cause is not None and not isinstance(cause, KeyboardInterrupt):  # an import that Ctrl-C cut short
-        cause = cause.__cause__ or cause.__context__  # raises its own error (scipy: 'initialization failed')
+    while cause is not None and not isinstance(
+        cause, KeyboardInterrupt
+    ):  # an import that Ctrl-C cut short
+        cause = (
+            cause.__cause__ or cause.__context__
+        )  # raises its own error (scipy: 'initialization failed')
     if issubclass(kind, KeyboardInterrupt) or cause is not None:
         command = _command()
-        stop = sys.modules.get("sweeper.base.stop")  # SIGTERM, SIGHUP: its own name and code (143, 129)
-        why, code = (stop.reason(), stop.exit_code(cause)) if stop and stop._SEEN else ("interrupted (Ctrl-C)", 130)
+        stop = sys.modules.get(
+            "sweeper.base.stop"
+        )  # SIGTERM, SIGHUP: its own name and code (143, 129)
+        why, code = (
+            (stop.reason(), stop.exit_code(cause))
+            if stop and stop._SEEN
+            else ("interrupted (Ctrl-C)", 130)
+        )
         try:
-            print(f"{command}: {why}: what it had written stays; run it again to finish", file=sys.stderr)
+            print(
+                f"{command}: {why}: what it had written stays; run it again to finish",
+                file=sys.stderr,
+            )
         except (OSError, ValueError):  # the terminal is gone (SIGHUP)
             pass
-        if cause is not value or code != 130:  # Python ends with 130 on its own only for a KeyboardInterrupt itself
+        if (
+            cause is not value or code != 130
+        ):  # Python ends with 130 on its own only for a KeyboardInterrupt itself
             with suppress(OSError, ValueError):
                 sys.stderr.flush()
             os._exit(code)
@@ -162,14 +181,20 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     stop.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupts that wait for a store transaction to end
     try:
         code = fn()
-        if (signalled := stop.masked()) is not None:  # a signal a library swallowed on its way (an import's
+        if (
+            signalled := stop.masked()
+        ) is not None:  # a signal a library swallowed on its way (an import's
             raise signalled  # `except ImportError`, a fallback's `except Exception`): the command was interrupted
     except SystemExit as e:
         code = e.code
-    if code is not None and not isinstance(code, int):  # sys.exit("message"): Python prints it, exit 1
+    if code is not None and not isinstance(
+        code, int
+    ):  # sys.exit("message"): Python prints it, exit 1
         print(code, file=sys.stderr)
         code = 1
-    if output.BROKEN and not code and not goes_on:  # a command whose output is its result: it did not do its job
+    if (
+        output.BROKEN and not code and not goes_on
+    ):  # a command whose output is its result: it did not do its job
         code = 1
     # cProfile, coverage, a debugger (they write their results in the teardown), or the shortcut "exit" turned
     # off (SWEEPER_PUBLIC_ONLY): Python's own exit

@@ -3,6 +3,7 @@
 ``@hydra.main`` must sit in this file: under ``python -m`` Hydra resolves ``../conf`` against this
 file's folder, whereas in an importable module it would turn into ``pkg://conf``.
 """
+
 import os
 import sys
 
@@ -15,7 +16,10 @@ try:
     import hydra
     from omegaconf import DictConfig
 
-    from sweeper.contract.config import ConfigError, check_overrides  # also registers the ${sweeper_root:} resolver
+    from sweeper.contract.config import (
+        ConfigError,
+        check_overrides,
+    )  # also registers the ${sweeper_root:} resolver
 except KeyboardInterrupt as e:  # Ctrl-C right at the start (SIGTERM is handled from cli() on)
     print(NOTHING, file=sys.stderr)
     sys.exit(stop.exit_code(e))
@@ -37,34 +41,50 @@ def cli() -> "int | None":
     args = sys.argv[1:]
     from sweeper.contract.helptext import COMMANDS
 
-    if args and args[0] in COMMANDS:  # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
+    if (
+        args and args[0] in COMMANDS
+    ):  # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
         import importlib  # Hydra override, so the word can only mean the command)
 
         return importlib.import_module(f"sweeper.{args[0]}").main(args[1:])
-    if "--help" in args or "-h" in args:  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
+    if (
+        "--help" in args or "-h" in args
+    ):  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
         from sweeper.contract.helptext import main_help
 
-        sys.stdout.write(main_help([a for a in args if a not in ('--help', '-h')]))
+        sys.stdout.write(main_help([a for a in args if a not in ("--help", "-h")]))
         return
-    if not sys.stderr.isatty():  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
+    if (
+        not sys.stderr.isatty()
+    ):  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
         os.environ.setdefault("NO_COLOR", "1")
     # baselines=linear,boosting names two references, not a sweep over them: Hydra reads it as the list it means
-    sys.argv[1:] = args = [f"{a.partition('=')[0]}=[{a.partition('=')[2]}]" if a.lstrip("+").startswith("baselines=")
-                           and "," in a and "[" not in a else a for a in args]
+    sys.argv[1:] = args = [
+        f"{a.partition('=')[0]}=[{a.partition('=')[2]}]"
+        if a.lstrip("+").startswith("baselines=") and "," in a and "[" not in a
+        else a
+        for a in args
+    ]
     try:
         from sweeper.base.environment import problem
 
         bad = problem()
         if bad:
             raise ConfigError(bad)
-        check_overrides(args, whole=True)  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        check_overrides(
+            args, whole=True
+        )  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
         from sweeper.contract.model import model_overrides
 
-        sys.argv[1:] = args = model_overrides(args)  # model.<hyperparameter>=...: added to the model's section
+        sys.argv[1:] = args = model_overrides(
+            args
+        )  # model.<hyperparameter>=...: added to the model's section
 
         from sweeper.contract.hydra_args import chdir_paths, one_line_errors
 
-        sys.argv[1:] = args = chdir_paths(args)  # hydra.job.chdir=true: a relative data.path read from here
+        sys.argv[1:] = args = chdir_paths(
+            args
+        )  # hydra.job.chdir=true: a relative data.path read from here
 
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         from sweeper.base.logfile import quiet_unwritable_files
@@ -77,7 +97,9 @@ def cli() -> "int | None":
     except ConfigError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM (stop.Terminated), a training thread's stop.Stopped
+    except (
+        KeyboardInterrupt
+    ) as e:  # Ctrl-C, SIGTERM (stop.Terminated), a training thread's stop.Stopped
         sys.exit(_interrupted(args, stop.exit_code(e)))
 
 
@@ -93,7 +115,9 @@ def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
     callbacks = sys.modules.get("sweeper.sweep.callbacks")
     try:
         line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
-    except Exception as e:  # e.g. a store that fails now: the line says so, still without a traceback
+    except (
+        Exception
+    ) as e:  # e.g. a store that fails now: the line says so, still without a traceback
         line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): see python -m sweeper.report"
     print(line, file=sys.stderr)
     return code

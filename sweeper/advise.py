@@ -11,6 +11,7 @@ Only validation metrics drive the findings: the test split is reported in the le
 to choose. The last line is a command that applies the findings; with ``resume=true`` it trains only
 the configurations that have not finished yet.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,14 +24,25 @@ from sweeper.insight.advice.advisor import publish
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m sweeper.advise", description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", help="advise on the latest sweep of this experiment")
-    ap.add_argument("--parent", help="advise on the sweep with this parent run id (of --experiment, if given too)")
-    ap.add_argument("--tracking-uri", help="default: the embedded store, mlruns/mlflow.db in the repository")
-    ap.add_argument("--log", action="store_true", help="write advice.md and advice.* tags into the parent run even "
-                    "when sweeper did not make the sweep (a sweep of sweeper's always gets them)")
+    ap.add_argument(
+        "--parent",
+        help="advise on the sweep with this parent run id (of --experiment, if given too)",
+    )
+    ap.add_argument(
+        "--tracking-uri", help="default: the embedded store, mlruns/mlflow.db in the repository"
+    )
+    ap.add_argument(
+        "--log",
+        action="store_true",
+        help="write advice.md and advice.* tags into the parent run even "
+        "when sweeper did not make the sweep (a sweep of sweeper's always gets them)",
+    )
     args = ap.parse_args(argv)
     if not (args.experiment or args.parent):
         ap.error("one of --experiment or --parent is required")
-    from sweeper import tracking  # MLflow: after the arguments, so --help and a usage error stay fast
+    from sweeper import (
+        tracking,
+    )  # MLflow: after the arguments, so --help and a usage error stay fast
     from sweeper.tracking.store_errors import guarded
 
     uri = args.tracking_uri or tracking.DEFAULT_URI
@@ -46,9 +58,14 @@ def _advise(args: argparse.Namespace, uri: str) -> int:
     try:
         if args.parent:
             parent = c.get_run(args.parent)
-            if args.experiment and tracking.named_experiment(c, args.experiment, uri).experiment_id \
-                    != parent.info.experiment_id:
-                raise tracking.TrackingError(f"--parent={args.parent} is not a run of --experiment={args.experiment}")
+            if (
+                args.experiment
+                and tracking.named_experiment(c, args.experiment, uri).experiment_id
+                != parent.info.experiment_id
+            ):
+                raise tracking.TrackingError(
+                    f"--parent={args.parent} is not a run of --experiment={args.experiment}"
+                )
         else:
             parent = latest_parent(c, args.experiment, uri)
     except Exception as e:
@@ -56,7 +73,9 @@ def _advise(args: argparse.Namespace, uri: str) -> int:
         return 2
     runs = children(c, parent)
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
-    publish(c, parent, runs, [row["run_id"] for row in build(runs).rows], log=True if args.log else None)
+    publish(
+        c, parent, runs, [row["run_id"] for row in build(runs).rows], log=True if args.log else None
+    )
     return 0
 
 

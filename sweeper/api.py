@@ -12,6 +12,7 @@ writer process, the store clients, the experiments a sweep found) are reset arou
 never exit the process: bad input raises :class:`ValueError` with the command line's one-line message; Ctrl-C (a
 kernel's interrupt) closes what was running as the command line does, then raises KeyboardInterrupt.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -28,7 +29,14 @@ from sweeper.base import stop
 from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
 
-__all__ = ["Advice", "RunResult", "SweepFailed", "SweepResult", "multirun", "run"]  # sweeper.multirun, sweeper.run
+__all__ = [
+    "Advice",
+    "RunResult",
+    "SweepFailed",
+    "SweepResult",
+    "multirun",
+    "run",
+]  # sweeper.multirun, sweeper.run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,14 +87,18 @@ class SweepResult:
     def load_best_model(self) -> Any:
         """The best run's logged model, as ``mlflow.pyfunc.load_model`` loads it (from this sweep's store)."""
         if self.best_model_uri is None:
-            raise LookupError(f"parent run {self.parent_run_id} has no best run: no run FINISHED with a finite metric")
+            raise LookupError(
+                f"parent run {self.parent_run_id} has no best run: no run FINISHED with a finite metric"
+            )
         return load_model(self.best_model_uri, self.tracking_uri)
 
     def __repr__(self) -> str:
         best = f", best run {self.best_run_id}" if self.best_run_id else ""
         more = f", and {len(self.also)} more parent run(s)" if self.also else ""
-        return (f"<SweepResult parent run {self.parent_run_id} ({self.status}) of experiment '{self.experiment}': "
-                f"{len(self.leaderboard)} row(s){best}{more}>")
+        return (
+            f"<SweepResult parent run {self.parent_run_id} ({self.status}) of experiment '{self.experiment}': "
+            f"{len(self.leaderboard)} row(s){best}{more}>"
+        )
 
 
 @dataclass
@@ -132,19 +144,28 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
         from sweeper.sweep import callbacks
         from sweeper.tracking import writer
 
-        writer.prestart(["-m", *args])  # as the command line: a long sweep's writer imports MLflow meanwhile
+        writer.prestart(
+            ["-m", *args]
+        )  # as the command line: a long sweep's writer imports MLflow meanwhile
         code, error = 0, None
         try:
-            _hydra().multirun(config_name="config", task_function=sweep_job,
-                              overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"])
+            _hydra().multirun(
+                config_name="config",
+                task_function=sweep_job,
+                overrides=[*_mode(args, "MULTIRUN"), "+hydra.callbacks.sweeper.caller=python"],
+            )
         except stop.Refused as e:
             raise _refused(e) from None
-        except SystemExit as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
+        except (
+            SystemExit
+        ) as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
             code = e.code if isinstance(e.code, int) else 1
         except Exception as e:  # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
             code, error = 1, e
         config = callbacks.CURRENT["sweep"]
-        if config is None and error is not None:  # before the sweep began (Hydra's own error): as it was raised
+        if (
+            config is None and error is not None
+        ):  # before the sweep began (Hydra's own error): as it was raised
             raise error
         if config is None:
             raise SweepFailed("the sweep did not start (Hydra called no multirun callback)")
@@ -165,12 +186,24 @@ def _said(e: BaseException) -> str:
 
 def _failure(result: SweepResult, error: BaseException | None) -> str:
     """A failed sweep in one line: its counts and parent as the store holds them, and why."""
-    counts = ", ".join(f"{v} {k.removeprefix('n_')}" for k, v in result.counts.items() if v) or "no run"
+    counts = (
+        ", ".join(f"{v} {k.removeprefix('n_')}" for k, v in result.counts.items() if v) or "no run"
+    )
     board = result.leaderboard
-    reasons = [r for r in (board["reason"] if "reason" in board else []) if isinstance(r, str) and r]
-    why = f"; {_said(error)}" if error is not None else f"; the first: {reasons[0]}" if reasons else ""
-    return (f"the sweep failed ({counts}; parent run {result.parent_run_id} {result.status}){why}: its leaderboard "
-            "says why each run failed (this error's .result.leaderboard)")
+    reasons = [
+        r for r in (board["reason"] if "reason" in board else []) if isinstance(r, str) and r
+    ]
+    why = (
+        f"; {_said(error)}"
+        if error is not None
+        else f"; the first: {reasons[0]}"
+        if reasons
+        else ""
+    )
+    return (
+        f"the sweep failed ({counts}; parent run {result.parent_run_id} {result.status}){why}: its leaderboard "
+        "says why each run failed (this error's .result.leaderboard)"
+    )
 
 
 def run(overrides: Sequence[str] = ()) -> RunResult:
@@ -180,7 +213,9 @@ def run(overrides: Sequence[str] = ()) -> RunResult:
     or an unusable store raise (ValueError and its kind, with the command line's one-line message)."""
     args = _checked(overrides, sweep=False)
     with _session(args):
-        ret = _hydra().run(config_name="config", task_function=one_job, overrides=_mode(args, "RUN"))
+        ret = _hydra().run(
+            config_name="config", task_function=one_job, overrides=_mode(args, "RUN")
+        )
         result = ret.return_value  # the job's exception, raised here
         uri = result["tracking_uri"]
         model = None
@@ -189,8 +224,17 @@ def run(overrides: Sequence[str] = ()) -> RunResult:
             from sweeper.insight.publish import model_uri
 
             model = model_uri(tracking.client(uri).get_run(result["run_id"]))
-        return RunResult(result.get("run_id"), result["status"], dict(result.get("metrics") or {}), result.get("reason"),
-                         result["experiment"], uri, model, Path(str(ret.hydra_cfg.hydra.runtime.output_dir)), result["config"])
+        return RunResult(
+            result.get("run_id"),
+            result["status"],
+            dict(result.get("metrics") or {}),
+            result.get("reason"),
+            result["experiment"],
+            uri,
+            model,
+            Path(str(ret.hydra_cfg.hydra.runtime.output_dir)),
+            result["config"],
+        )
 
 
 def sweep_job(cfg: Any) -> float:
@@ -211,7 +255,10 @@ def one_job(cfg: Any) -> dict[str, Any]:
     if result.get("run_id"):
         print(where(cfg, ctx, result))
     if result["status"] != "FINISHED" and not result.get("resumed_from"):
-        print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
+        print(
+            f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}",
+            file=sys.stderr,
+        )
     return result
 
 
@@ -224,8 +271,12 @@ def load_model(uri: str, tracking_uri: str) -> Any:
     from sweeper import tracking
 
     model_id = uri.removeprefix("models:/")
-    if model_id != uri and "/" not in model_id and "@" not in model_id:  # a logged model: MLflow would look for it in
-        uri = tracking.client(tracking_uri).get_logged_model(model_id).artifact_location  # its global tracking URI
+    if (
+        model_id != uri and "/" not in model_id and "@" not in model_id
+    ):  # a logged model: MLflow would look for it in
+        uri = (
+            tracking.client(tracking_uri).get_logged_model(model_id).artifact_location
+        )  # its global tracking URI
     local = mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking_uri)
     return mlflow.pyfunc.load_model(local)
 
@@ -233,16 +284,22 @@ def load_model(uri: str, tracking_uri: str) -> Any:
 def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
     """The overrides as strings, checked as the command line checks its own (one-line ConfigError)."""
     if isinstance(overrides, str):
-        raise ConfigError(f"overrides={overrides!r} is not allowed: expected a list of key=value strings, "
-                          f"e.g. [{', '.join(repr(o) for o in overrides.split())}]")
+        raise ConfigError(
+            f"overrides={overrides!r} is not allowed: expected a list of key=value strings, "
+            f"e.g. [{', '.join(repr(o) for o in overrides.split())}]"
+        )
     args = [str(o) for o in overrides]
     flags = [a for a in args if a.startswith("-")]
     if flags:
-        raise ConfigError(f"{flags[0]} is not allowed here: expected key=value overrides "
-                          "(sweeper.multirun sweeps, sweeper.run trains one configuration)")
+        raise ConfigError(
+            f"{flags[0]} is not allowed here: expected key=value overrides "
+            "(sweeper.multirun sweeps, sweeper.run trains one configuration)"
+        )
     bare = [a for a in args if "=" not in a and not a.startswith("~")]
     if bare:  # Hydra's parser would say so over several lines
-        raise ConfigError(f"{bare[0]} is not allowed: expected an override key=value (or ~key to delete one)")
+        raise ConfigError(
+            f"{bare[0]} is not allowed: expected an override key=value (or ~key to delete one)"
+        )
     from sweeper.contract.config import check_overrides
 
     try:
@@ -250,8 +307,10 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
     except ConfigError as e:
         swept, marker, _ = str(e).partition(" is a sweep: add -m")
         if marker:  # the command line's hint names its flag
-            raise ConfigError(f"{swept} is a sweep: sweeper.run trains one configuration; sweep with "
-                              "sweeper.multirun([...])") from None
+            raise ConfigError(
+                f"{swept} is a sweep: sweeper.run trains one configuration; sweep with "
+                "sweeper.multirun([...])"
+            ) from None
         raise
     from sweeper.contract.hydra_args import chdir_paths
     from sweeper.contract.model import model_overrides
@@ -268,7 +327,9 @@ def _refused(e: stop.Refused) -> Exception:
     from sweeper.job.task import EXPECTED
 
     cause = e.__context__  # stop.refuse is called while handling it
-    kind = type(cause) if isinstance(cause, EXPECTED) else ConfigError if e.code == 2 else RuntimeError
+    kind = (
+        type(cause) if isinstance(cause, EXPECTED) else ConfigError if e.code == 2 else RuntimeError
+    )
     return kind(e.message)
 
 
@@ -285,10 +346,16 @@ def _hydra() -> Any:
 def _mode(args: list[str], mode: str) -> list[str]:
     """The overrides with ``hydra.mode`` added, as Hydra's command line adds it (``-m``: MULTIRUN) when the
     config does not set it."""
-    return [*args] if any(a.lstrip("+").startswith("hydra.mode=") for a in args) else [*args, f"hydra.mode={mode}"]
+    return (
+        [*args]
+        if any(a.lstrip("+").startswith("hydra.mode=") for a in args)
+        else [*args, f"hydra.mode={mode}"]
+    )
 
 
-_ONE_AT_A_TIME = threading.Lock()  # Hydra's global state and sweeper's per-process state hold one sweep at a time
+_ONE_AT_A_TIME = (
+    threading.Lock()
+)  # Hydra's global state and sweeper's per-process state hold one sweep at a time
 _CALLER: list[int] = []  # the thread whose call holds it
 
 
@@ -298,8 +365,10 @@ def _session(args: list[str]) -> Iterator[None]:
     caller's own handlers back afterwards); an interruption closes the runs (KILLED) and is raised on. Calls from
     several threads run one after another; a call from inside a call (a model's code) is refused."""
     if _CALLER == [threading.get_ident()]:
-        raise RuntimeError("sweeper.multirun/run was called while a sweep of this same thread runs (from a model's "
-                           "or a callback's code): one sweep at a time a process; call it after this one returns")
+        raise RuntimeError(
+            "sweeper.multirun/run was called while a sweep of this same thread runs (from a model's "
+            "or a callback's code): one sweep at a time a process; call it after this one returns"
+        )
     with _ONE_AT_A_TIME:
         _CALLER[:] = [threading.get_ident()]
         try:
@@ -322,8 +391,12 @@ def _one(args: list[str]) -> Iterator[None]:
         try:
             line = callbacks.interrupted(args) if callbacks else None
         except Exception as e:  # noqa: BLE001  the interruption is what the caller hears of
-            line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}: {e})"
-        print(line or "sweeper: interrupted before any run started: nothing recorded", file=sys.stderr)
+            line = (
+                f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}: {e})"
+            )
+        print(
+            line or "sweeper: interrupted before any run started: nothing recorded", file=sys.stderr
+        )
         raise
     finally:
         stop.restore(handlers)
@@ -373,9 +446,9 @@ def next_overrides(command: str | None) -> list[str] | None:
     if not command:
         return None
     if command.startswith(PYTHON_CALL) and command.endswith(")"):
-        return [str(a) for a in ast.literal_eval(command[len(PYTHON_CALL):-1])]
+        return [str(a) for a in ast.literal_eval(command[len(PYTHON_CALL) : -1])]
     argv = shlex.split(command)
-    return argv[len(COMMAND):] if tuple(argv[:len(COMMAND)]) == COMMAND else None
+    return argv[len(COMMAND) :] if tuple(argv[: len(COMMAND)]) == COMMAND else None
 
 
 def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult:
@@ -390,11 +463,31 @@ def _parent_result(p: dict[str, Any], sweep_dir: Path, code: int) -> SweepResult
     tags = parent.data.tags
     with tempfile.TemporaryDirectory() as tmp:
         names = {a.path for a in c.list_artifacts(p["run_id"])}
-        summary = Path(c.download_artifacts(p["run_id"], "summary.csv", tmp)) if "summary.csv" in names else None
+        summary = (
+            Path(c.download_artifacts(p["run_id"], "summary.csv", tmp))
+            if "summary.csv" in names
+            else None
+        )
         board = leaderboard.read_csv(summary) if summary else pd.DataFrame()
-        text = Path(c.download_artifacts(p["run_id"], "advice.md", tmp)).read_text() if "advice.md" in names else ""
+        text = (
+            Path(c.download_artifacts(p["run_id"], "advice.md", tmp)).read_text()
+            if "advice.md" in names
+            else ""
+        )
     command = tags.get(f"{TAG}next_command")
     advice = Advice(text, next_overrides(command), command)
     counts = {k: int(v) for k, v in tags.items() if k.startswith("n_") and v.isdigit()}
-    return SweepResult(board, p["run_id"], p["experiment"], p["experiment_id"], p["uri"], parent.info.status, counts,
-                       advice, tags.get("best_run_id"), tags.get("best_model_uri"), sweep_dir, code)
+    return SweepResult(
+        board,
+        p["run_id"],
+        p["experiment"],
+        p["experiment_id"],
+        p["uri"],
+        parent.info.status,
+        counts,
+        advice,
+        tags.get("best_run_id"),
+        tags.get("best_model_uri"),
+        sweep_dir,
+        code,
+    )

@@ -8,6 +8,7 @@ model batched (parameters stacked over members) equal to each member alone; NumP
 device exists. Exits 0 when all pass, 1 on a failed check, 2 on a model that cannot be loaded. From Python (your
 pytest): ``sweeper.check.check_model("my_nets:TwoLayerNet", hidden=32)`` raises ``AssertionError`` naming the check.
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,24 +50,54 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
     except ModelError as e:
         return out + [Check("init", False, str(e))]
     same = all(np.array_equal(p1[k], p2[k]) for k in p1)
-    out.append(Check("init", same, f"{len(p1)} parameters: " + ", ".join(f"{k} {p1[k].shape}" for k in p1)
-                     + ("" if same else " — not the same from the same seed: draw from the rng argument only")))
+    out.append(
+        Check(
+            "init",
+            same,
+            f"{len(p1)} parameters: "
+            + ", ".join(f"{k} {p1[k].shape}" for k in p1)
+            + (
+                ""
+                if same
+                else " — not the same from the same seed: draw from the rng argument only"
+            ),
+        )
+    )
     for n_out in (1, 3):
         got = gradcheck.check_gradients(net, N_IN, n_out, path)
         where = (got.problem or "").partition(" ")[0]
         if where in ("forward", "init"):
             return out + [Check(f"forward (n_out={n_out})", False, got.problem)]
-        out.append(Check(f"forward (n_out={n_out})", True, f"out {(N_ROWS, n_out)}, expected {(N_ROWS, n_out)}"))
+        out.append(
+            Check(
+                f"forward (n_out={n_out})",
+                True,
+                f"out {(N_ROWS, n_out)}, expected {(N_ROWS, n_out)}",
+            )
+        )
         if got.problem:
-            return out + [Check(f"backward (n_out={n_out})", False, got.problem.removeprefix("backward "))]
+            return out + [
+                Check(f"backward (n_out={n_out})", False, got.problem.removeprefix("backward "))
+            ]
         for k, err in got.errors.items():
-            out.append(Check(f"gradient {k} (n_out={n_out})", err <= FD_RTOL,
-                             f"worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"))
+            out.append(
+                Check(
+                    f"gradient {k} (n_out={n_out})",
+                    err <= FD_RTOL,
+                    f"worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})",
+                )
+            )
     for task, n_out in (("regression", 1), ("multiclass", 3)):
         why = stacked.batches(net, N_IN, n_out, task)
-        out.append(Check(f"batched = alone ({task})", True if why is None else None,
-                         "stacked members equal each alone: configurations of one shape train as one group" if why is None
-                         else f"does not batch ({why}): its configurations train one at a time"))
+        out.append(
+            Check(
+                f"batched = alone ({task})",
+                True if why is None else None,
+                "stacked members equal each alone: configurations of one shape train as one group"
+                if why is None
+                else f"does not batch ({why}): its configurations train one at a time",
+            )
+        )
     out.append(_gpu_check(net, path))
     return out
 
@@ -81,10 +112,18 @@ def _gpu_check(net: Any, path: str) -> Check:
     try:
         gpu = resolve("gpu")
     except BackendUnavailable as e:
-        return Check(name, None, f"not run: {e} (SWEEPER_FAKE_GPU=strict checks the device's rules without one)")
+        return Check(
+            name,
+            None,
+            f"not run: {e} (SWEEPER_FAKE_GPU=strict checks the device's rules without one)",
+        )
     if gpu.fake and fake_gpu() != "strict":
-        return Check(name, None, "not run: no CUDA device (a fake GPU namespace; SWEEPER_FAKE_GPU=strict checks the "
-                                 "device's rules)")
+        return Check(
+            name,
+            None,
+            "not run: no CUDA device (a fake GPU namespace; SWEEPER_FAKE_GPU=strict checks the "
+            "device's rules)",
+        )
     if gpu.fake:
         name = "NumPy = CuPy (the strict device stand-in)"
     params = init_host(net, N_IN, 2, 3, "float64", path)
@@ -98,17 +137,31 @@ def _gpu_check(net: Any, path: str) -> Check:
         grads = net.backward(gpu.xp, dev, cache, gpu.to_device(R))
         host = [k for k, g in [("out", out), *grads.items()] if isinstance(g, np.ndarray)]
         if host:
-            return Check(name, False, f"{'forward' if host[0] == 'out' else 'backward'} gave a NumPy array "
-                                      f"({host[0]}) on the device: make every array with xp")
+            return Check(
+                name,
+                False,
+                f"{'forward' if host[0] == 'out' else 'backward'} gave a NumPy array "
+                f"({host[0]}) on the device: make every array with xp",
+            )
         gpu_out, gpu_grads = gpu.to_numpy(out), {k: gpu.to_numpy(g) for k, g in grads.items()}
     except Exception as e:  # noqa: BLE001  (CuPy's refusal, or the model's own error on the device)
-        return Check(name, False, f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                                  f"{_where(e, net)}: on the device, every array forward and backward use must be "
-                                  "xp's (a NumPy array mixed in, or np.asarray of a device array, is refused)")
+        return Check(
+            name,
+            False,
+            f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            f"{_where(e, net)}: on the device, every array forward and backward use must be "
+            "xp's (a NumPy array mixed in, or np.asarray of a device array, is refused)",
+        )
     ok = bool(np.allclose(cpu_out, gpu_out, rtol=1e-10, atol=1e-12)) and all(
-        np.allclose(cpu_grads[k], gpu_grads[k], rtol=1e-10, atol=1e-12) for k in cpu_grads)
-    return Check(name, ok, "forward and backward equal on both namespaces" if ok
-                 else "forward or backward differs between NumPy and CuPy")
+        np.allclose(cpu_grads[k], gpu_grads[k], rtol=1e-10, atol=1e-12) for k in cpu_grads
+    )
+    return Check(
+        name,
+        ok,
+        "forward and backward equal on both namespaces"
+        if ok
+        else "forward or backward differs between NumPy and CuPy",
+    )
 
 
 def _where(e: BaseException, net: Any) -> str:
@@ -148,8 +201,11 @@ def _value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("sweeper.check: error: no model given: expected python -m sweeper.check MODULE.CLASS [NAME=VALUE ...] "
-              "(--help says more)", file=sys.stderr)
+        print(
+            "sweeper.check: error: no model given: expected python -m sweeper.check MODULE.CLASS [NAME=VALUE ...] "
+            "(--help says more)",
+            file=sys.stderr,
+        )
         return 2
     if argv[0] in ("-h", "--help"):
         print(__doc__.strip())
@@ -158,12 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     for arg in argv[1:]:
         key, eq, value = arg.partition("=")
         if not eq:
-            print(f"sweeper.check: error: {arg} is not allowed: expected NAME=VALUE (a hyperparameter)", file=sys.stderr)
+            print(
+                f"sweeper.check: error: {arg} is not allowed: expected NAME=VALUE (a hyperparameter)",
+                file=sys.stderr,
+            )
             return 2
         kwargs[key.removeprefix("model.")] = _value(value)
     try:
         cls = load_target(path, key="the model")
-        checks = call_user(run_checks, cls, path, kwargs)  # a model that would end this process: one line, exit 1
+        checks = call_user(
+            run_checks, cls, path, kwargs
+        )  # a model that would end this process: one line, exit 1
     except ModelError as e:
         print(f"sweeper.check: error: {e}", file=sys.stderr)
         return 2
@@ -175,11 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mark}  {c.name}: {c.detail}")
     failed = [c for c in checks if c.ok is False]
     passed, notes = sum(c.ok is True for c in checks), sum(c.ok is None for c in checks)
-    print(f"{path}: {passed} checks passed" + (f", {len(failed)} FAILED" if failed else "") + (f", {notes} notes" if notes else ""))
+    print(
+        f"{path}: {passed} checks passed"
+        + (f", {len(failed)} FAILED" if failed else "")
+        + (f", {notes} notes" if notes else "")
+    )
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
     from sweeper import main_exit
 
-    main_exit(main)  # Ctrl-C through sweeper's handler: told apart from a model's own KeyboardInterrupt
+    main_exit(
+        main
+    )  # Ctrl-C through sweeper's handler: told apart from a model's own KeyboardInterrupt

@@ -3,6 +3,7 @@
 With ``--experiment NAME``: that experiment's sweeps, newest first (parent run id, date, the model its runs trained,
 jobs, finished and failed runs, the best run by the sweep's validation metric), then its single runs and their models.
 """
+
 from __future__ import annotations
 
 import sys
@@ -50,46 +51,105 @@ def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[lis
     for r in sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True):
         if _is_sweep(r):
             mine = kids.get(r.info.run_id, [])
-            best = next(((k, v) for k, v in r.data.metrics.items() if k.startswith("best_val_")), None)
+            best = next(
+                ((k, v) for k, v in r.data.metrics.items() if k.startswith("best_val_")), None
+            )
             models = sorted({model_name(k.data.tags) for k in mine}) or ["-"]
-            rows.append([r.info.run_id, _date(r.info.start_time), ", ".join(models), r.data.tags.get("n_jobs", "-"),
-                         sum(k.info.status == "FINISHED" for k in mine), sum(k.info.status == "FAILED" for k in mine),
-                         r.data.tags.get("best_run", "-") or "-", f"{best[0]}={cell(best[1])}" if best else "-",
-                         r.info.status])
+            rows.append(
+                [
+                    r.info.run_id,
+                    _date(r.info.start_time),
+                    ", ".join(models),
+                    r.data.tags.get("n_jobs", "-"),
+                    sum(k.info.status == "FINISHED" for k in mine),
+                    sum(k.info.status == "FAILED" for k in mine),
+                    r.data.tags.get("best_run", "-") or "-",
+                    f"{best[0]}={cell(best[1])}" if best else "-",
+                    r.info.status,
+                ]
+            )
         elif PARENT not in r.data.tags:
             metric = next((k for k in ("val_accuracy", "val_mse") if k in r.data.metrics), None)
-            singles.append([r.info.run_id, _date(r.info.start_time), r.info.run_name, model_name(r.data.tags),
-                            f"{metric}={cell(r.data.metrics[metric])}" if metric else "-", r.info.status])
+            singles.append(
+                [
+                    r.info.run_id,
+                    _date(r.info.start_time),
+                    r.info.run_name,
+                    model_name(r.data.tags),
+                    f"{metric}={cell(r.data.metrics[metric])}" if metric else "-",
+                    r.info.status,
+                ]
+            )
     return rows, singles
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(prog="python -m sweeper.runs", description=describe(__doc__),
-                                 epilog="then: python -m sweeper.report --parent PARENT_RUN_ID")
+    ap = Parser(
+        prog="python -m sweeper.runs",
+        description=describe(__doc__),
+        epilog="then: python -m sweeper.report --parent PARENT_RUN_ID",
+    )
     ap.add_argument("--experiment", help="list this experiment's sweeps and single runs")
-    ap.add_argument("--tracking-uri", default=tracking.DEFAULT_URI, help=f"the MLflow store (default: {tracking.DEFAULT_URI})")
+    ap.add_argument(
+        "--tracking-uri",
+        default=tracking.DEFAULT_URI,
+        help=f"the MLflow store (default: {tracking.DEFAULT_URI})",
+    )
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
     try:
-        tracking.check_readable(args.tracking_uri)  # MLflow would create an empty store there, or wait minutes for a server
+        tracking.check_readable(
+            args.tracking_uri
+        )  # MLflow would create an empty store there, or wait minutes for a server
         c = tracking.client(args.tracking_uri)
         if args.experiment is None:
             rows = overview(c)
-            print(tabulate(rows, headers=["experiment", "sweeps", "runs", "last run"], disable_numparse=True)
-                  if rows else f"no experiment in {args.tracking_uri}")
+            print(
+                tabulate(
+                    rows,
+                    headers=["experiment", "sweeps", "runs", "last run"],
+                    disable_numparse=True,
+                )
+                if rows
+                else f"no experiment in {args.tracking_uri}"
+            )
             _registered(c, args.tracking_uri)
             return 0
         rows, singles = sweeps(c, args.experiment, args.tracking_uri)
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
-        print(f"sweeper: error: {e if isinstance(e, tracking.TrackingError) else tracking.first_line(e)}", file=sys.stderr)
+        print(
+            f"sweeper: error: {e if isinstance(e, tracking.TrackingError) else tracking.first_line(e)}",
+            file=sys.stderr,
+        )
         return 2
     print(f"experiment {args.experiment}: {len(rows)} sweep(s), {len(singles)} single run(s)")
     if rows:
-        print(tabulate(rows, headers=["parent run id", "started", "model", "jobs", "finished", "failed", "best run",
-                                      "best", "status"], disable_numparse=True))
+        print(
+            tabulate(
+                rows,
+                headers=[
+                    "parent run id",
+                    "started",
+                    "model",
+                    "jobs",
+                    "finished",
+                    "failed",
+                    "best run",
+                    "best",
+                    "status",
+                ],
+                disable_numparse=True,
+            )
+        )
     if singles:
-        print(tabulate(singles, headers=["run id", "started", "run", "model", "metric", "status"], disable_numparse=True))
+        print(
+            tabulate(
+                singles,
+                headers=["run id", "started", "run", "model", "metric", "status"],
+                disable_numparse=True,
+            )
+        )
     return 0
 
 
@@ -104,8 +164,10 @@ def _registered(c: Any, uri: str) -> None:
         if champion is None:
             print(f"registered model {m.name}: no {tracking.CHAMPION} alias")
             continue
-        print(f"registered model {m.name}: version {champion} is {tracking.CHAMPION}; load it with "
-              f"MLFLOW_TRACKING_URI={uri} and mlflow.pyfunc.load_model('models:/{m.name}@{tracking.CHAMPION}')")
+        print(
+            f"registered model {m.name}: version {champion} is {tracking.CHAMPION}; load it with "
+            f"MLFLOW_TRACKING_URI={uri} and mlflow.pyfunc.load_model('models:/{m.name}@{tracking.CHAMPION}')"
+        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Use it when Hydra skipped its end-of-multirun callback (a job raised, the launcher was killed):
 it prints the table from each job's result.json and closes the parent run(s) in MLflow.
 """
+
 import sys
 from pathlib import Path
 
@@ -13,10 +14,17 @@ from sweeper.sweep import life as sweep
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m sweeper.summary", description=describe(__doc__))
-    parser.add_argument("sweep_dir", type=Path, help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00")
+    parser.add_argument(
+        "sweep_dir",
+        type=Path,
+        help="the multirun folder (hydra.sweep.dir), e.g. multirun/2026-11-29/21-30-00",
+    )
     args = parser.parse_args(argv)
     if not (args.sweep_dir / SWEEP_FILE).is_file():
-        print(f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a multirun folder", file=sys.stderr)
+        print(
+            f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a multirun folder",
+            file=sys.stderr,
+        )
         return 2
     from sweeper.job.sweepdir import SweepFileError
 

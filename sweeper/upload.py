@@ -8,6 +8,7 @@ to its replacement. DIR is a sweep folder or one job's folder.
 
     python -m sweeper.upload multirun/2026-11-29/21-30-00 [--tracking-uri URI]
 """
+
 from __future__ import annotations
 
 import json
@@ -36,14 +37,25 @@ def pending(folder: Path, uri: str | None = None) -> list[Path]:
     """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload (to ``uri``: one
     uploaded to another store is still pending for its own, not for that one), each checked whole first: a
     malformed one refuses the command (SweepFileError) before any is uploaded."""
-    paths = [folder / RESULT_FILE] if (folder / RESULT_FILE).is_file() else sorted(folder.glob(f"*/{RESULT_FILE}"))
+    paths = (
+        [folder / RESULT_FILE]
+        if (folder / RESULT_FILE).is_file()
+        else sorted(folder.glob(f"*/{RESULT_FILE}"))
+    )
     results = {p: sweepdir.read_result(p) for p in paths}
     for p, r in results.items():
         if not isinstance(r.get("pending_upload", False), bool):
-            raise sweepdir.SweepFileError(f"{p}: its pending_upload is {json.dumps(r['pending_upload'])[:60]}, "
-                                          "expected true or false: restore it, or move it away")
-    todo = [p for p, r in results.items() if r.get("pending_upload") and not recording(r)  # not a live sweep's
-            and masked(uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})]
+            raise sweepdir.SweepFileError(
+                f"{p}: its pending_upload is {json.dumps(r['pending_upload'])[:60]}, "
+                "expected true or false: restore it, or move it away"
+            )
+    todo = [
+        p
+        for p, r in results.items()
+        if r.get("pending_upload")
+        and not recording(r)  # not a live sweep's
+        and masked(uri or r["tracking_uri"]) not in (r.get(UPLOADED_TO) or {})
+    ]
     for p in todo:
         _check(p, results[p])
     return todo
@@ -52,19 +64,30 @@ def pending(folder: Path, uri: str | None = None) -> list[Path]:
 def _check(path: Path, r: dict[str, Any]) -> None:
     """SweepFileError (one line) unless ``r`` holds what an upload logs: its config, fingerprint and device, an
     ended status, and its artifacts as result.json writes them."""
+
     def bad(what: str) -> sweepdir.SweepFileError:
         return sweepdir.SweepFileError(f"{path}: {what}: restore it, or move it away")
 
     for key, kind in UPLOAD_KEYS.items():
         if not isinstance(r.get(key), kind):
-            raise bad(f"its {key} is {json.dumps(r.get(key))[:60]}, expected {kind.__name__} (an upload logs it)")
+            raise bad(
+                f"its {key} is {json.dumps(r.get(key))[:60]}, expected {kind.__name__} (an upload logs it)"
+            )
     if r["status"] not in STATUSES:
-        raise bad(f"its status is {json.dumps(r['status'])[:60]}, expected one of {', '.join(STATUSES)}")
+        raise bad(
+            f"its status is {json.dumps(r['status'])[:60]}, expected one of {', '.join(STATUSES)}"
+        )
     art = r.get("artifacts", {"files": []})
     files = art.get("files") if isinstance(art, dict) else None
     models = art.get("models", art.get("folders", {})) if isinstance(art, dict) else None
-    if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(models, dict)):
-        raise bad(f"its artifacts is {json.dumps(art)[:60]}, expected {{\"files\": [names], \"models\": {{name: folder}}}}")
+    if not (
+        isinstance(files, list)
+        and all(isinstance(f, str) for f in files)
+        and isinstance(models, dict)
+    ):
+        raise bad(
+            f'its artifacts is {json.dumps(art)[:60]}, expected {{"files": [names], "models": {{name: folder}}}}'
+        )
 
 
 def upload(path: Path, uri: str | None = None) -> str:
@@ -75,49 +98,86 @@ def upload(path: Path, uri: str | None = None) -> str:
     uri = uri or r["tracking_uri"]
     c = tracking.open_store(uri)
     experiment = tracking.experiment_id(c, r["experiment"], uri)
-    if r.get(UPLOADING):  # an upload that failed half-way (a full disk): its run goes, this one replaces it
+    if r.get(
+        UPLOADING
+    ):  # an upload that failed half-way (a full disk): its run goes, this one replaces it
         try:
             c.delete_run(r[UPLOADING])
         except tracking.UNREACHABLE:
             pass  # it never reached this store
     is_sweep = (sweep_dir / SWEEP_FILE).is_file()
-    parent, own = _parent(c, sweep_dir, uri, experiment, r) if is_sweep else (None, masked(uri) == masked(r["tracking_uri"]))
+    parent, own = (
+        _parent(c, sweep_dir, uri, experiment, r)
+        if is_sweep
+        else (None, masked(uri) == masked(r["tracking_uri"]))
+    )
     name = label(r["overrides"], r["device"], sweepdir.swept(sweep_dir) if is_sweep else None)
     params, settings = tracking.split_params(r["config"])
-    tags = {"device": r["device"], "fingerprint": r["fingerprint"], "overrides": " ".join(r["overrides"]),
-            "uploaded_from": str(job), "hydra.job_dir": str(job.resolve()), **settings,
-            **tracking.source_tags(["python", "-m", "sweeper", *r["overrides"]])}
+    tags = {
+        "device": r["device"],
+        "fingerprint": r["fingerprint"],
+        "overrides": " ".join(r["overrides"]),
+        "uploaded_from": str(job),
+        "hydra.job_dir": str(job.resolve()),
+        **settings,
+        **tracking.source_tags(["python", "-m", "sweeper", *r["overrides"]]),
+    }
     if r.get("task"):
         tags["task"] = r["task"]
-    tags |= {k: r[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if isinstance(r.get(k), str)}  # what its file held
+    tags |= {
+        k: r[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if isinstance(r.get(k), str)
+    }  # what its file held
     new = tracking.start_run(c, experiment, name, tags, params, parent)
-    write_result(path, r | {UPLOADING: new})  # a retry after a failure below deletes it instead of adding a second
+    write_result(
+        path, r | {UPLOADING: new}
+    )  # a retry after a failure below deletes it instead of adding a second
 
     try:
         with np.load(job / CURVES_FILE) as z:
-            curves = {name: (z[f"{name}_steps"], z[f"{name}_values"]) for name in ("train_loss", "val_loss")}
+            curves = {
+                name: (z[f"{name}_steps"], z[f"{name}_values"])
+                for name in ("train_loss", "val_loss")
+            }
         art = r.get("artifacts", {"files": []})
-        models = art.get("models", art.get("folders", {}))  # result.json files of before logged models: "folders"
+        models = art.get(
+            "models", art.get("folders", {})
+        )  # result.json files of before logged models: "folders"
         tracking.finish_run(
-            c, new, r["metrics"], curves, [job / f for f in art["files"]], {k: job / v for k, v in models.items()},
-            tags={"failure_reason": r["reason"]} if r.get("reason") else None, status=r["status"],
+            c,
+            new,
+            r["metrics"],
+            curves,
+            [job / f for f in art["files"]],
+            {k: job / v for k, v in models.items()},
+            tags={"failure_reason": r["reason"]} if r.get("reason") else None,
+            status=r["status"],
             curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
         )
-    except BaseException as e:  # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
+    except (
+        BaseException
+    ) as e:  # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
         try:
             c.set_tag(new, "failure_reason", f"upload failed: {tracking.first_line(e)}")
             c.set_terminated(new, "FAILED")
         except Exception:  # noqa: BLE001  (the store that failed may refuse this too)
             pass
         raise
-    if not own:  # another store: the job's own still lacks the run, and a later upload there still adds it
+    if (
+        not own
+    ):  # another store: the job's own still lacks the run, and a later upload there still adds it
         r.pop(UPLOADING, None)
         write_result(path, r | {UPLOADED_TO: {**(r.get(UPLOADED_TO) or {}), uri: new}})
         return new
-    if isinstance(r.get("run_id"), str) and r["run_id"]:  # the run the job had started before the server failed
+    if (
+        isinstance(r.get("run_id"), str) and r["run_id"]
+    ):  # the run the job had started before the server failed
         try:
-            c.set_tag(r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}")
-            c.set_tag(r["run_id"], REPLACED_BY, new)  # a stub: counted neither finished nor failed (publish.tally)
+            c.set_tag(
+                r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}"
+            )
+            c.set_tag(
+                r["run_id"], REPLACED_BY, new
+            )  # a stub: counted neither finished nor failed (publish.tally)
             c.set_terminated(r["run_id"], "FAILED")
         except tracking.UNREACHABLE:
             pass  # it lived on another server, or never reached this one
@@ -128,7 +188,9 @@ def upload(path: Path, uri: str | None = None) -> str:
     return new
 
 
-def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, Any]) -> tuple[str | None, bool]:
+def _parent(
+    c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, Any]
+) -> tuple[str | None, bool]:
     """The parent run the job's upload goes under in the store ``uri`` (client ``c``), and whether that store is the
     job's own. The sweep's parent there when sweep.json names one; the sweep's own parent when ``c`` finds it (the
     same store under another address); else, for a sweep that has a parent in its own store, a parent made here for
@@ -144,16 +206,41 @@ def _parent(c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, 
         return None, own
     # another store, or the sweep's own made anew (the file was deleted during the sweep): a parent for the uploads
     state = sweepdir._state(sweep_dir)
-    tags = {"sweep_dir": str(sweep_dir), "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
-            "uploaded_from": str(sweep_dir), HOST: socket.gethostname(), **process.identity()}
-    tags |= {"parent_in_own_store": f"{original} in {r['tracking_uri']}"} if original else {"parent_gone": here}
-    if isinstance(state.get("argv"), list):  # the sweep's command, as its own parent has it: advise and resume read it
+    tags = {
+        "sweep_dir": str(sweep_dir),
+        "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
+        "uploaded_from": str(sweep_dir),
+        HOST: socket.gethostname(),
+        **process.identity(),
+    }
+    tags |= (
+        {"parent_in_own_store": f"{original} in {r['tracking_uri']}"}
+        if original
+        else {"parent_gone": here}
+    )
+    if isinstance(
+        state.get("argv"), list
+    ):  # the sweep's command, as its own parent has it: advise and resume read it
         tags |= {"sweep_argv": json.dumps(state["argv"]), "sweeper": str(state.get("sweeper"))}
-    run_id = tracking.start_run(c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {})
+    run_id = tracking.start_run(
+        c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {}
+    )
     kept = [p for p in state["parents"] if not (p["uri"] == uri and p["experiment"] == name)]
-    state |= {"parents": [*kept, {"uri": uri, "experiment": name, "run_id": run_id, "experiment_id": experiment_id,
-                                  "uploaded": True}]}
-    if own and isinstance(state.get("stores"), dict):  # the file at that path now: the one summary finds there
+    state |= {
+        "parents": [
+            *kept,
+            {
+                "uri": uri,
+                "experiment": name,
+                "run_id": run_id,
+                "experiment_id": experiment_id,
+                "uploaded": True,
+            },
+        ]
+    }
+    if own and isinstance(
+        state.get("stores"), dict
+    ):  # the file at that path now: the one summary finds there
         state["stores"] = {**state["stores"], uri: tracking.identity(uri)}
     write_result(sweep_dir / SWEEP_FILE, state)
     return run_id, own
@@ -176,7 +263,9 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
         for p in sweepdir._state(sweep_dir)["parents"]:
             target, db = uri or p["uri"], tracking.sqlite_path(p["uri"])
-            if left_open and not (p.get("uploaded") and target == p["uri"] and (db is None or db.is_file())):
+            if left_open and not (
+                p.get("uploaded") and target == p["uri"] and (db is None or db.is_file())
+            ):
                 continue
             c = tracking.client(target)
             try:
@@ -192,13 +281,19 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m sweeper.upload", description=describe(__doc__))
-    ap.add_argument("folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder")
-    ap.add_argument("--tracking-uri", help="log there instead of the tracking.uri each job was given")
+    ap.add_argument(
+        "folder", type=Path, help="a sweep folder (hydra.sweep.dir) or one job's folder"
+    )
+    ap.add_argument(
+        "--tracking-uri", help="log there instead of the tracking.uri each job was given"
+    )
     args = ap.parse_args(argv)
     if not args.folder.is_dir():
         what = "does not exist" if not args.folder.exists() else "is not a folder"
-        print(f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or one job's folder",
-              file=sys.stderr)
+        print(
+            f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or one job's folder",
+            file=sys.stderr,
+        )
         return 2
     try:
         todo = pending(args.folder, args.tracking_uri)
@@ -213,11 +308,19 @@ def main(argv: list[str] | None = None) -> int:
         for path in todo:
             run_id = upload(path, args.tracking_uri)
             r = sweepdir.read_result(path)
-            print(f"{path.parent}: uploaded as run {run_id}" + (
-                f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it (python -m sweeper.upload "
-                f"{args.folder} adds it there)" if r.get("pending_upload") else ""))
+            print(
+                f"{path.parent}: uploaded as run {run_id}"
+                + (
+                    f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it (python -m sweeper.upload "
+                    f"{args.folder} adds it there)"
+                    if r.get("pending_upload")
+                    else ""
+                )
+            )
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
         with stop.ignoring():
             reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
         raise
@@ -225,14 +328,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
-        print(f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
-              file=sys.stderr)
+        print(
+            f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
 
 UPLOADING = "uploading"  # result.json's run id of an upload under way (or one that failed half-way)
-UPLOADED_TO = "uploaded_to"  # result.json's {store: run id} of uploads to another store than the job's own
+# result.json's {store: run id} of uploads to another store than the job's own
+UPLOADED_TO = "uploaded_to"
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Shared fixtures: composed and shrunk configs, a fresh MLflow store per test, the CLI as a subprocess."""
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +39,11 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # Both are made once, by the first process of the session (under xdist: the controller, whose environment its workers
 # inherit), and removed by that process at the session's end (pytest_sessionfinish). pytest's own tmp_path folders
 # stay where pytest keeps them (PYTEST_DEBUG_TEMPROOT: the system's temporary folder), its last three sessions' kept.
-_OWN_TEMP = None if os.environ.get("SWEEPER_CACHE_DIR") else Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-"))
+_OWN_TEMP = (
+    None
+    if os.environ.get("SWEEPER_CACHE_DIR")
+    else Path(__import__("tempfile").mkdtemp(prefix="sweeper-test-"))
+)
 if _OWN_TEMP:
     import tempfile
 
@@ -54,18 +59,25 @@ def pytest_sessionfinish(session, exitstatus):
     if _OWN_TEMP and os.environ.get("SWEEPER_CACHE_DIR") == str(_OWN_TEMP / "cache"):
         shutil.rmtree(_OWN_TEMP, ignore_errors=True)
 
+
 SHARED_DATA = Path(os.environ.get("SWEEPER_SHARED_DATA") or sweeper.ROOT.parent / "shared" / "data")
 FAST_ARGS = ("epochs=300", "log_every=10")  # a job of ~0.05 s of training
 
 
 def pytest_addoption(parser):
-    parser.addoption("--best-dir", metavar="DIR", help="a folder of pinned files of one's own (python -m sweeper.promote "
-                     "--out-dir DIR) for tests/test_best.py to check instead of conf/best (as SWEEPER_BEST_DIR=DIR)")
+    parser.addoption(
+        "--best-dir",
+        metavar="DIR",
+        help="a folder of pinned files of one's own (python -m sweeper.promote "
+        "--out-dir DIR) for tests/test_best.py to check instead of conf/best (as SWEEPER_BEST_DIR=DIR)",
+    )
 
 
 def pytest_configure(config):
     folder = config.getoption("--best-dir", default=None)
-    if folder:  # read by tests/test_best.py as it is collected, and by the processes the tests start
+    if (
+        folder
+    ):  # read by tests/test_best.py as it is collected, and by the processes the tests start
         os.environ["SWEEPER_BEST_DIR"] = str(Path(folder).resolve())
 
 
@@ -145,11 +157,15 @@ def user_folder(tmp_path: Path, monkeypatch: Any, files: dict[str, str]) -> Path
 LINEAR_ONLY = "baselines=linear"
 
 
-def cli(tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def cli(
+    tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``; a multirun with
     ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`)."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
-    if {"-m", "--multirun"} & set(args) and not any(a.lstrip("+").startswith("baselines=") for a in args):
+    if {"-m", "--multirun"} & set(args) and not any(
+        a.lstrip("+").startswith("baselines=") for a in args
+    ):
         extra.append(LINEAR_ONLY)
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
@@ -178,15 +194,19 @@ def shared_sweep(tmp_path_factory: Any, template: Path, name: str, *args: str) -
     return {"store": store, "tmp": tmp, "proc": proc, "parent": parent}
 
 
-def wait_for(ready: Any, what: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
+def wait_for(
+    ready: Any, what: str, proc: subprocess.Popen | None = None, timeout: float = 120.0
+) -> None:
     """Poll ``ready()`` until it is true: the event a test waits for before it acts (sends a signal, reads the store)
     instead of sleeping a guessed time. Fails naming ``what`` when ``proc`` ends first (with its output), or after
     ``timeout`` s: a hang guard, not a verdict on the machine's speed."""
     deadline = time.monotonic() + timeout
     while not ready():
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the process ended (exit {proc.returncode}) while the test waited for {what}: "
-                        f"{proc.communicate()}")
+            pytest.fail(
+                f"the process ended (exit {proc.returncode}) while the test waited for {what}: "
+                f"{proc.communicate()}"
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"hang: {what} did not happen within {timeout:g} s")
         time.sleep(0.05)
@@ -215,24 +235,32 @@ def running_children(db: Path) -> int:
         return 0
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
-            return con.execute("SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-                               "AND tags.key = 'mlflow.parentRunId' WHERE runs.status = 'RUNNING'").fetchone()[0]
+            return con.execute(
+                "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                "AND tags.key = 'mlflow.parentRunId' WHERE runs.status = 'RUNNING'"
+            ).fetchone()[0]
     except sqlite3.OperationalError:  # its tables not made yet
         return 0
 
 
 GPU_OK, GPU_WHY = gpu_available()
-if not GPU_OK and fake_gpu() == "strict":  # bench/gpu_check.sh --dry-run: the gpu tests on the strict device stand-in
+if (
+    not GPU_OK and fake_gpu() == "strict"
+):  # bench/gpu_check.sh --dry-run: the gpu tests on the strict device stand-in
     GPU_OK, GPU_WHY = True, ""
 requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no usable CUDA device: {GPU_WHY}")
-no_gpu_here = pytest.mark.skipif(GPU_OK, reason="a CUDA device is present: the gpu-marked tests cover device=gpu")
+no_gpu_here = pytest.mark.skipif(
+    GPU_OK, reason="a CUDA device is present: the gpu-marked tests cover device=gpu"
+)
 
 
 @pytest.fixture
 def spambase_path() -> Path:
     path = SHARED_DATA / "spambase.data"
     if not path.is_file():
-        pytest.skip(f"{path} is absent: the UCI Spambase file is read from ../shared/data, which this checkout lacks")
+        pytest.skip(
+            f"{path} is absent: the UCI Spambase file is read from ../shared/data, which this checkout lacks"
+        )
     return path
 
 
@@ -248,7 +276,9 @@ def http_get(url: str) -> bytes:
 
 
 def http_post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -257,13 +287,31 @@ def http_post(url: str, body: dict) -> dict:
 def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = None):
     """A real ``mlflow server`` on 127.0.0.1 over the SQLite store ``db``; yields its URL, then stops it."""
     port = port or free_port()
-    artifacts = artifacts or db.parent / "server_artifacts"  # never the default ./mlartifacts of the cwd
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-           "--backend-store-uri", f"sqlite:///{db}", "--workers", "1", "--artifacts-destination", str(artifacts)]
+    artifacts = (
+        artifacts or db.parent / "server_artifacts"
+    )  # never the default ./mlartifacts of the cwd
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--backend-store-uri",
+        f"sqlite:///{db}",
+        "--workers",
+        "1",
+        "--artifacts-destination",
+        str(artifacts),
+    ]
     # Without MLflow's job runner (a second process, for GenAI jobs none of ours uses) the server is up in
     # ~5 s instead of ~15 s and stops in ~1 s instead of ~10 s on 2 cores.
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen(cmd, cwd=db.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, cwd=db.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -274,7 +322,9 @@ def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = No
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}")
+                pytest.fail(
+                    f"mlflow server did not come up: {proc.stderr.read() if proc.poll() is not None else 'timeout'}"
+                )
             time.sleep(0.5)
         yield url
     finally:

@@ -13,6 +13,7 @@ Markings (an HTML comment on the line right before a fenced block; Markdown rend
 
 Unmarked blocks are not run. Keep the runnable set small: every block costs a process start (~3 s here).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,11 +37,21 @@ MASKS = (
     (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),
     (re.compile(r"\b\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d\b"), "<date>/<time>"),
     (re.compile(r"/experiments/\d+/"), "/experiments/<n>/"),
-    (re.compile(r"(?<![=\w.])\d+\.\d{3,}(?![\w%])"), "<t>"),  # timings (0.1749 s); not lr=0.001 nor +5.787%
-    (re.compile(r"(?<![=\w.])\d+\.\d\d? s\b"), "<t> s"),  # seconds to a tenth or hundredth (in 0.7 s)
+    (
+        re.compile(r"(?<![=\w.])\d+\.\d{3,}(?![\w%])"),
+        "<t>",
+    ),  # timings (0.1749 s); not lr=0.001 nor +5.787%
+    (
+        re.compile(r"(?<![=\w.])\d+\.\d\d? s\b"),
+        "<t> s",
+    ),  # seconds to a tenth or hundredth (in 0.7 s)
     # whether this machine already keeps an empty store of this MLflow version (the cache folder) decides the words
-    (re.compile(r"\(creating it: the first store of this MLflow version on this machine takes a few seconds\)"),
-     "(creating it)"),
+    (
+        re.compile(
+            r"\(creating it: the first store of this MLflow version on this machine takes a few seconds\)"
+        ),
+        "(creating it)",
+    ),
     (re.compile(r"\s+"), " "),  # table columns widen with the values
 )
 
@@ -72,7 +83,10 @@ def blocks(page: Path) -> list[Block]:
     """The marked blocks of one page; each output block attached to the run block before it."""
     lines = page.read_text().splitlines()
     found: list[Block] = []
-    i, fence = 0, ""  # fence: the backticks of the fenced block the scan is inside (marks there are examples)
+    i, fence = (
+        0,
+        "",
+    )  # fence: the backticks of the fenced block the scan is inside (marks there are examples)
     while i < len(lines):
         ticks = re.match(r"^(`{3,})", lines[i])
         if fence:
@@ -81,7 +95,12 @@ def blocks(page: Path) -> list[Block]:
             fence = ticks.group(1)
         elif lines[i].strip() in (RUN, OUTPUT) and i + 1 < len(lines) and FENCE.match(lines[i + 1]):
             end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
-            block = Block(page, i + 2, "run" if lines[i].strip() == RUN else "output", "\n".join(lines[i + 2:end]))
+            block = Block(
+                page,
+                i + 2,
+                "run" if lines[i].strip() == RUN else "output",
+                "\n".join(lines[i + 2 : end]),
+            )
             if block.kind == "output":
                 if not found or found[-1].kind != "run" or found[-1].output is not None:
                     raise ValueError(f"{block.where}: an output block must follow a runnable block")
@@ -95,8 +114,11 @@ def blocks(page: Path) -> list[Block]:
 
 def scratch_copy(dest: Path) -> Path:
     """The checkout's files (tracked and untracked, not ignored ones: no store, no sweep folders) under ``dest``."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+    )
     if listed.returncode == 0:
         for name in filter(None, listed.stdout.decode().split("\0")):
             src = ROOT / name
@@ -104,8 +126,22 @@ def scratch_copy(dest: Path) -> Path:
                 (dest / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest / name)
     else:  # not a git checkout: everything but what a checkout ignores
-        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
-            ".git", ".venv", "mlruns", "multirun", "outputs", "site", "__pycache__", "*.egg-info", ".pytest_cache"))
+        shutil.copytree(
+            ROOT,
+            dest,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(
+                ".git",
+                ".venv",
+                "mlruns",
+                "multirun",
+                "outputs",
+                "site",
+                "__pycache__",
+                "*.egg-info",
+                ".pytest_cache",
+            ),
+        )
     return dest
 
 
@@ -123,7 +159,15 @@ def run(block: Block, copy: Path, timeout: float = 120) -> subprocess.CompletedP
     for line in block.text.splitlines():
         (block.skipped if PLACEHOLDER.search(line) else kept).append(line)
     script = "set -e\n" + "\n".join(kept) + "\n"
-    return subprocess.run(["bash", "-c", script], cwd=copy, env=environment(copy), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=copy,
+        env=environment(copy),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def shown(output: str, copy: Path) -> str:
@@ -171,7 +215,9 @@ def run_all(write: bool = False) -> list[tuple[Block, subprocess.CompletedProces
                 proc = run(block, copy)
                 proc.stdout = shown(proc.stdout, copy)
                 ran.append((block, proc, time.perf_counter() - start))
-            if write:  # from the page's end, so that the line numbers of the blocks above stay right
+            if (
+                write
+            ):  # from the page's end, so that the line numbers of the blocks above stay right
                 for block, proc, _ in reversed(ran):
                     if block.output is not None and proc.returncode == 0:
                         write_output(block, proc.stdout)

@@ -12,6 +12,7 @@ tests that reach a function only (it records which do in a first pass), each mut
     python tests/mutate.py leaderboard --show     # each survivor's diff too
     python tests/mutate.py splits --at 83f6702      # the same functions at an older commit (its code and tests)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,16 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATUSES = ("killed", "survived", "timeout", "no tests", "suspicious", "segfault", "skipped", "not checked")
+STATUSES = (
+    "killed",
+    "survived",
+    "timeout",
+    "no tests",
+    "suspicious",
+    "segfault",
+    "skipped",
+    "not checked",
+)
 
 
 def targets() -> dict[str, dict]:
@@ -44,7 +54,9 @@ MOVED = {"models/": "sweeper/models/", "data/": "sweeper/data/"}
 
 def in_copy(path: str) -> str:
     """Where a file of the repository is in the scratch copy."""
-    return next((new + path[len(old):] for old, new in MOVED.items() if path.startswith(old)), path)
+    return next(
+        (new + path[len(old) :] for old, new in MOVED.items() if path.startswith(old)), path
+    )
 
 
 def module_of(path: str) -> str:
@@ -79,8 +91,16 @@ def scratch_copy(folder: Path, at: str | None) -> None:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="data")
     else:
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                                check=True).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+                cwd=ROOT,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         for name in filter(None, listed):
             src = ROOT / name
             if src.is_file():
@@ -97,7 +117,9 @@ def present(folder: Path, selections: list[str]) -> tuple[list[str], list[str]]:
     for sel in selections:
         path, _, name = sel.partition("::")
         f = folder / path
-        ok = f.is_file() and (not name or re.search(rf"^def {re.escape(name.split('[')[0])}\(", f.read_text(), re.M))
+        ok = f.is_file() and (
+            not name or re.search(rf"^def {re.escape(name.split('[')[0])}\(", f.read_text(), re.M)
+        )
         (kept if ok else missing).append(sel)
     return kept, missing
 
@@ -110,9 +132,14 @@ def configure(folder: Path, target: dict) -> list[str]:
         text += "\n[tool.mutmut]\n"
     base = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     tests, missing = present(folder, list(target["tests"]))
-    base |= {"source_paths": ["sweeper"], "only_mutate": [in_copy(f) for f in target["files"]],
-             "pytest_add_cli_args_test_selection": tests}
-    section = "[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in base.items())
+    base |= {
+        "source_paths": ["sweeper"],
+        "only_mutate": [in_copy(f) for f in target["files"]],
+        "pytest_add_cli_args_test_selection": tests,
+    }
+    section = "[tool.mutmut]\n" + "".join(
+        f"{k} = {json.dumps(v, ensure_ascii=False)}\n" for k, v in base.items()
+    )
     text = re.sub(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", section + "\n", text, count=1, flags=re.M)
     (folder / "pyproject.toml").write_text(text)
     return missing
@@ -122,7 +149,9 @@ def results(folder: Path, wanted: list[str]) -> dict[str, str]:
     """Each of the wanted mutants' status, as ``mutmut results --all true`` gives it."""
     import fnmatch
 
-    out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=folder, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["mutmut", "results", "--all", "true"], cwd=folder, capture_output=True, text=True
+    ).stdout
     found = {}
     for line in out.splitlines():
         name, _, status = line.strip().rpartition(": ")
@@ -132,14 +161,26 @@ def results(folder: Path, wanted: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tests/mutate.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", nargs="?", help="a target of [tool.sweeper.mutation] in pyproject.toml")
+    parser = argparse.ArgumentParser(
+        prog="python tests/mutate.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "target", nargs="?", help="a target of [tool.sweeper.mutation] in pyproject.toml"
+    )
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
-    parser.add_argument("--at", metavar="REV", help="mutate the commit REV (its code and its tests) instead of the "
-                        "checkout (a before/after comparison)")
-    parser.add_argument("--dir", type=Path, help="the scratch folder (default: $TMPDIR/sweeper-mutate-CHECKOUT-TARGET, "
-                        "CHECKOUT this checkout's folder name)")
+    parser.add_argument(
+        "--at",
+        metavar="REV",
+        help="mutate the commit REV (its code and its tests) instead of the "
+        "checkout (a before/after comparison)",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="the scratch folder (default: $TMPDIR/sweeper-mutate-CHECKOUT-TARGET, "
+        "CHECKOUT this checkout's folder name)",
+    )
     args = parser.parse_args(argv)
     every = targets()
     if args.list or not args.target:
@@ -149,15 +190,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.target not in every:
         parser.error(f"no target {args.target!r}: expected one of {', '.join(every)}")
     if shutil.which("mutmut") is None:
-        parser.error("mutmut is not installed: pip install 'mutmut>=3.8,<4' (it is in the dev extra)")
+        parser.error(
+            "mutmut is not installed: pip install 'mutmut>=3.8,<4' (it is in the dev extra)"
+        )
     target = every[args.target]
     # the checkout's name in it: two checkouts on one machine (worktrees) must not remove each other's copy mid-run
-    folder = args.dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{ROOT.name}-{args.target}"
+    folder = (
+        args.dir
+        or Path(os.environ.get("TMPDIR", "/tmp")) / f"sweeper-mutate-{ROOT.name}-{args.target}"
+    )
     scratch_copy(folder, args.at)
     for sel in configure(folder, target):
         print(f"not in these tests: {sel}")
     wanted = patterns(target)
-    env = {**os.environ, "SWEEPER_SHARED_DATA": os.environ.get("SWEEPER_SHARED_DATA", str(ROOT.parent / "shared" / "data"))}
+    env = {
+        **os.environ,
+        "SWEEPER_SHARED_DATA": os.environ.get(
+            "SWEEPER_SHARED_DATA", str(ROOT.parent / "shared" / "data")
+        ),
+    }
     # each mutant's pytest session ends by os._exit (no session finish to clean up after it): its cache and temporary
     # files go to the scratch folder, removed with it, not one folder a mutant in the system's temporary folder
     (folder / "tmp").mkdir(exist_ok=True)
@@ -165,19 +216,32 @@ def main(argv: list[str] | None = None) -> int:
     log = folder / "mutmut.log"
     print(f"mutmut run in {folder} ({', '.join(wanted)}); its output: {log}", flush=True)
     with open(log, "w") as f:
-        done = subprocess.run(["mutmut", "run", *wanted], cwd=folder, env=env, stdout=f, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            ["mutmut", "run", *wanted], cwd=folder, env=env, stdout=f, stderr=subprocess.STDOUT
+        )
     found = results(folder, wanted)
     if done.returncode or not found:
-        print(f"mutmut ended with exit {done.returncode} and {len(found)} results: see {log}", file=sys.stderr)
+        print(
+            f"mutmut ended with exit {done.returncode} and {len(found)} results: see {log}",
+            file=sys.stderr,
+        )
         return 1
     counts = Counter(found.values())
     print(f"\n{args.target}: {len(found)} mutants" + (f" (at {args.at})" if args.at else ""))
-    print("  ".join(f"{s}: {counts[s]}" for s in STATUSES if counts[s] or s in ("killed", "survived", "timeout")))
+    print(
+        "  ".join(
+            f"{s}: {counts[s]}"
+            for s in STATUSES
+            if counts[s] or s in ("killed", "survived", "timeout")
+        )
+    )
     for name, status in sorted(found.items()):
         if status not in ("killed",):
             print(f"  {status:9} {name}")
             if args.show:
-                shown = subprocess.run(["mutmut", "show", name], cwd=folder, capture_output=True, text=True).stdout
+                shown = subprocess.run(
+                    ["mutmut", "show", name], cwd=folder, capture_output=True, text=True
+                ).stdout
                 print("    " + shown.replace("\n", "\n    "))
     return 0
 

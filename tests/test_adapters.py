@@ -1,6 +1,7 @@
 """Dependencies at arm's length (issue 42): no name of MLflow's, Hydra's or OmegaConf's that is not their public API
 outside its adapter, no write to MLflow's tables outside it, no caller found by its stack frame; and outside the
 versions the tests ran the public calls run, with one line saying so."""
+
 from __future__ import annotations
 
 import ast
@@ -18,7 +19,10 @@ ADAPTERS = {
     "mlflow": ("sweeper/tracking/bulk.py", "sweeper/tracking/ui.py"),
     # and the guarded sweeper's shim, a subclass of Hydra's BasicSweeper that Hydra imports in every app at its start,
     # where importing sweeper's adapter would import sweeper (tests/test_hydra_plugin.py)
-    "hydra": ("sweeper/base/hydra_internals.py", "plugins/hydra_plugins/sweeper_batched_launcher/guarded_sweeper.py"),
+    "hydra": (
+        "sweeper/base/hydra_internals.py",
+        "plugins/hydra_plugins/sweeper_batched_launcher/guarded_sweeper.py",
+    ),
     "omegaconf": ("sweeper/base/omegaconf_internals.py",),
     # not named by the issue: Optuna's internals are used by sweeper's own Optuna sweeper plugin only
     "optuna": ("plugins/hydra_plugins/sweeper_optuna_sweeper/",),
@@ -26,7 +30,11 @@ ADAPTERS = {
 
 
 def _files() -> dict[str, ast.AST]:
-    return {str(f.relative_to(ROOT)): ast.parse(f.read_text()) for d in SCANNED for f in (ROOT / d).rglob("*.py")}
+    return {
+        str(f.relative_to(ROOT)): ast.parse(f.read_text())
+        for d in SCANNED
+        for f in (ROOT / d).rglob("*.py")
+    }
 
 
 def _private(name: str) -> bool:
@@ -84,21 +92,43 @@ def uses(trees: dict[str, ast.AST]) -> list[tuple[str, int, str, set[str]]]:
                 if n.module.startswith("mlflow.store.tracking.dbmodels"):  # MLflow's tables
                     hits.append((n.module, {"mlflow"}))
             elif isinstance(n, ast.Import):
-                hits += [(a.name, {a.name.split(".")[0]}) for a in n.names
-                         if a.name.split(".")[0] in deps and any(_private(p) for p in a.name.split("."))]
-            elif isinstance(n, ast.Attribute) and _private(n.attr) and n.attr not in own and not _stdlib(n.value):
+                hits += [
+                    (a.name, {a.name.split(".")[0]})
+                    for a in n.names
+                    if a.name.split(".")[0] in deps and any(_private(p) for p in a.name.split("."))
+                ]
+            elif (
+                isinstance(n, ast.Attribute)
+                and _private(n.attr)
+                and n.attr not in own
+                and not _stdlib(n.value)
+            ):
                 hits.append((n.attr, {d for d, names in deps.items() if n.attr in names}))
             elif isinstance(n, ast.keyword) and n.arg and _private(n.arg) and n.arg not in own:
                 hits.append((f"{n.arg}=", {d for d, names in deps.items() if n.arg in names}))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str):
                 v = n.value
-                if any(v.startswith(f"{d}.") for d in deps) and any(_private(p) for p in v.split(".")):
-                    hits.append((v, {v.split(".")[0]}))  # a private module named in a string (a _target_)
-            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr", "setattr")
-                    and len(n.args) > 1 and isinstance(n.args[1], ast.Constant) and not _stdlib(n.args[0])):
+                if any(v.startswith(f"{d}.") for d in deps) and any(
+                    _private(p) for p in v.split(".")
+                ):
+                    hits.append(
+                        (v, {v.split(".")[0]})
+                    )  # a private module named in a string (a _target_)
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in ("getattr", "hasattr", "setattr")
+                and len(n.args) > 1
+                and isinstance(n.args[1], ast.Constant)
+                and not _stdlib(n.args[0])
+            ):
                 named = n.args[1].value  # getattr(x, "_name")
-            elif (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "__dict__"
-                  and isinstance(n.slice, ast.Constant)):
+            elif (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Attribute)
+                and n.value.attr == "__dict__"
+                and isinstance(n.slice, ast.Constant)
+            ):
                 named = n.slice.value  # x.__dict__["_name"]
             else:
                 named = None
@@ -124,24 +154,41 @@ def _allowed(path: str, owners: set[str]) -> bool:
 
 
 def test_no_private_name_of_mlflow_hydra_or_omegaconf_outside_its_adapter():
-    outside = [f"{p}:{line}: {what} ({'/'.join(sorted(o))})" for p, line, what, o in uses(_files()) if not _allowed(p, o)]
+    outside = [
+        f"{p}:{line}: {what} ({'/'.join(sorted(o))})"
+        for p, line, what, o in uses(_files())
+        if not _allowed(p, o)
+    ]
     assert outside == [], "\n".join(outside)
 
 
 def test_the_scan_finds_a_private_name_outside_an_adapter():
-    trees = {"sweeper/x.py": ast.parse(
-        "from hydra._internal.utils import run_and_report\n"
-        "from mlflow.utils.validation import _validate_tag\n"
-        "from mlflow.store.tracking.dbmodels.models import SqlRun\n"
-        "def f(c, cfg):\n"
-        "    return c._tracking_client, cfg._get_node('x'), cfg.__dict__['_content'], getattr(c, '_tracking_client')\n")}
+    trees = {
+        "sweeper/x.py": ast.parse(
+            "from hydra._internal.utils import run_and_report\n"
+            "from mlflow.utils.validation import _validate_tag\n"
+            "from mlflow.store.tracking.dbmodels.models import SqlRun\n"
+            "def f(c, cfg):\n"
+            "    return c._tracking_client, cfg._get_node('x'), cfg.__dict__['_content'], getattr(c, '_tracking_client')\n"
+        )
+    }
     found = {what for p, _, what, o in uses(trees) if not _allowed(p, o)}
-    assert {"from hydra._internal.utils import", "mlflow.utils.validation._validate_tag",
-            "mlflow.store.tracking.dbmodels.models", "_tracking_client", "_get_node", "'_content'",
-            "'_tracking_client'"} <= found
+    assert {
+        "from hydra._internal.utils import",
+        "mlflow.utils.validation._validate_tag",
+        "mlflow.store.tracking.dbmodels.models",
+        "_tracking_client",
+        "_get_node",
+        "'_content'",
+        "'_tracking_client'",
+    } <= found
     # the same lines inside the adapters are allowed
-    assert all(_allowed(a, o) for p, _, _, o in uses(trees) for a in ADAPTERS["mlflow"] + ADAPTERS["hydra"]
-               + ADAPTERS["omegaconf"] if any(a in ADAPTERS[d] for d in o))
+    assert all(
+        _allowed(a, o)
+        for p, _, _, o in uses(trees)
+        for a in ADAPTERS["mlflow"] + ADAPTERS["hydra"] + ADAPTERS["omegaconf"]
+        if any(a in ADAPTERS[d] for d in o)
+    )
 
 
 # Files that read a stack frame only to record where something happened, never to choose what to do: the
@@ -154,8 +201,12 @@ def test_no_behaviour_is_chosen_by_a_callers_stack_frame():
         if path in RECORDS_A_SITE:
             continue
         for n in ast.walk(tree):
-            assert not (isinstance(n, ast.Attribute) and n.attr in ("_getframe", "currentframe", "stack")
-                        and isinstance(n.value, ast.Name) and n.value.id in ("sys", "inspect")), f"{path}:{n.lineno}"
+            assert not (
+                isinstance(n, ast.Attribute)
+                and n.attr in ("_getframe", "currentframe", "stack")
+                and isinstance(n.value, ast.Name)
+                and n.value.id in ("sys", "inspect")
+            ), f"{path}:{n.lineno}"
 
 
 def test_the_tested_range_is_declared_once_and_the_installed_versions_are_inside_it():
@@ -166,7 +217,9 @@ def test_the_tested_range_is_declared_once_and_the_installed_versions_are_inside
     for dist, (lowest, below) in tested.TESTED.items():
         version = metadata.version(tested.DISTRIBUTION.get(dist, dist))
         assert tested.inside(version, lowest, below), (dist, version)
-    assert tested.inside("3.18.0", "3.17", "3.19") and not tested.inside("3.19.0rc1", "3.17", "3.19")
+    assert tested.inside("3.18.0", "3.17", "3.19") and not tested.inside(
+        "3.19.0rc1", "3.17", "3.19"
+    )
     assert not tested.inside("3.16.9", "3.17", "3.19") and tested.inside("1.3.8", "1.3.2", "1.4")
 
 
@@ -183,7 +236,9 @@ def outside_range(monkeypatch):
     tested.shortcut.cache_clear()
 
 
-def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(outside_range, tmp_path, caplog):
+def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
+    outside_range, tmp_path, caplog
+):
     """The embedded store, used the way a sweep does, through MLflow's public calls only: the same records."""
     from mlflow import MlflowClient
 
@@ -196,9 +251,13 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
         assert bulk.sql_store(c) is None
     said = [r.getMessage() for r in caplog.records if "public calls" in r.getMessage()]
     assert len(said) == 1 and "mlflow" in said[0], said  # once a process
-    [a, b] = bulk.start_runs(c, e, [{"name": n, "tags": {"k": n}, "params": {"lr": 0.1}} for n in ("a", "b")])
+    [a, b] = bulk.start_runs(
+        c, e, [{"name": n, "tags": {"k": n}, "params": {"lr": 0.1}} for n in ("a", "b")]
+    )
     bulk.end_runs(c, [(a, "FAILED", "diverged")])
     bulk.set_tag_on_runs(c, [a, b], "k", "v")
     runs = {r.info.run_id: r for r in c.search_runs([e])}
     assert runs[a].info.status == "FAILED" and runs[a].data.tags["failure_reason"] == "diverged"
-    assert runs[b].data.params == {"lr": "0.1"} and {r.data.tags["k"] for r in runs.values()} == {"v"}
+    assert runs[b].data.params == {"lr": "0.1"} and {r.data.tags["k"] for r in runs.values()} == {
+        "v"
+    }

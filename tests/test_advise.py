@@ -1,5 +1,6 @@
 """The sweep advisor on real sweeps: each finding fires on a sweep made to show it and stays silent on one
 that does not; the printed next command runs as is and trains only new configurations."""
+
 import json
 import shlex
 import shutil
@@ -19,11 +20,22 @@ SWEEPS = {
     "lr_diverges": ("lr=0.001,0.01,0.1,3", "epochs=200"),  # best inside the grid; lr=3 diverges
     "overfits": ("lr=0.05", "width=64", "epochs=2000"),  # best val loss near epoch 260 of 2000
     # the same linear model thrice, one job at a time (the next command keeps the launcher)
-    "width_at_depth0": ("hydra/launcher=basic", "depth=0", "width=4,16,64", "lr=0.05", "epochs=300"),
+    "width_at_depth0": (
+        "hydra/launcher=basic",
+        "depth=0",
+        "width=4,16,64",
+        "lr=0.05",
+        "epochs=300",
+    ),
     "seeds_overlap": ("lr=0.005,0.01", "seed=0,1,2", "epochs=300"),
     "seeds_distinct": ("lr=0.0003,0.01", "seed=0,1,2", "epochs=300"),
     "binary": ("data=breast_cancer", "lr=0.01,0.03,0.1", "epochs=200"),  # one best accuracy
-    "binary_ties": ("data=breast_cancer", "width=4,8,16", "lr=0.1", "epochs=300"),  # three at 0.9737
+    "binary_ties": (
+        "data=breast_cancer",
+        "width=4,8,16",
+        "lr=0.1",
+        "epochs=300",
+    ),  # three at 0.9737
 }
 
 
@@ -66,7 +78,7 @@ def sweep(tmp_path_factory, _template_store):
 def advice_of(stdout: str) -> str:
     """The advice a sweep printed: from its "Advice:" line to the line before "browse with"."""
     start = stdout.index("Advice: ")
-    return stdout[start: stdout.index("browse with:", start)]
+    return stdout[start : stdout.index("browse with:", start)]
 
 
 @pytest.mark.slow
@@ -77,7 +89,9 @@ def test_advice_is_printed_after_the_leaderboard_and_logged_on_the_parent(sweep)
     c = client_for(s.store)
     md = Path(c.download_artifacts(s.parent.info.run_id, "advice.md")).read_text()
     assert md.startswith("# Sweep advice") and f"```bash\n{s.command}\n```" in md
-    assert s.tags["advice.count"] == str(md.count("\n## ") - 1)  # the findings and the command's section
+    assert s.tags["advice.count"] == str(
+        md.count("\n## ") - 1
+    )  # the findings and the command's section
     assert s.command in advice_of(out)
 
 
@@ -95,7 +109,10 @@ def test_edge_of_the_grid(sweep):
 @pytest.mark.slow
 def test_overfitting_and_under_training(sweep):
     overfits, short = sweep("overfits"), sweep("lr_top")
-    assert overfits.tags["advice.overfitting"].startswith("best_epoch=") and "advice.under_training" not in overfits.tags
+    assert (
+        overfits.tags["advice.overfitting"].startswith("best_epoch=")
+        and "advice.under_training" not in overfits.tags
+    )
     best_epoch = int(overfits.tags["advice.overfitting"].split("=")[1].split("/")[0])
     assert best_epoch < 1000 and "patience=" in overfits.command
     assert "or epochs≈" in advice_of(overfits.stdout)
@@ -109,11 +126,18 @@ def test_divergence_boundary(sweep):
     fires, silent = sweep("lr_diverges"), sweep("lr_top")
     assert fires.tags["advice.divergence"] == "lr:0.1..3"
     text = advice_of(fires.stdout)
-    assert "diverged: lr=3,cpu (diverged at epoch" in text and "largest lr that did not diverge: 0.1" in text
-    lrs = next(w for w in shlex.split(fires.command) if w.startswith("lr=")).split("=")[1].split(",")
+    assert (
+        "diverged: lr=3,cpu (diverged at epoch" in text
+        and "largest lr that did not diverge: 0.1" in text
+    )
+    lrs = (
+        next(w for w in shlex.split(fires.command) if w.startswith("lr=")).split("=")[1].split(",")
+    )
     assert "3" not in lrs and "0.1" in lrs  # lr=3 would only diverge again
     to_train = int(fires.tags["advice.next_to_train"])
-    assert 0 < to_train <= int(fires.tags["advice.next_budget"]) == 4  # the 4 runs this sweep trained
+    assert (
+        0 < to_train <= int(fires.tags["advice.next_budget"]) == 4
+    )  # the 4 runs this sweep trained
     assert "advice.divergence" not in silent.tags
 
 
@@ -123,7 +147,9 @@ def test_keys_that_did_not_matter(sweep):
     assert fires.tags["advice.no_effect"] == "width"
     assert "val_mse by width: 4: 3092, 16: 3092, 64: 3092" in advice_of(fires.stdout)
     assert "advice.no_effect" not in sweep("lr_top").tags  # lr moved val_mse by 28%
-    assert "advice.no_effect" not in sweep("binary_ties").tags  # same accuracy, but width moved the log loss
+    assert (
+        "advice.no_effect" not in sweep("binary_ties").tags
+    )  # same accuracy, but width moved the log loss
 
 
 @pytest.mark.slow
@@ -131,7 +157,10 @@ def test_noise_and_significance(sweep):
     overlap, distinct, unseeded = sweep("seeds_overlap"), sweep("seeds_distinct"), sweep("lr_top")
     assert overlap.tags["advice.noise"] == "overlap"
     text = advice_of(overlap.stdout)
-    assert "lr=0.01: val_mse 3184 ± 156 (n=3)" in text and "paired t-test over their 3 shared seeds" in text  # 3 inits
+    assert (
+        "lr=0.01: val_mse 3184 ± 156 (n=3)" in text
+        and "paired t-test over their 3 shared seeds" in text
+    )  # 3 inits
     assert "seed=0,1,2,3,4,5" in overlap.command
     assert distinct.tags["advice.noise"] == "distinct"
     # the seeds come after the lr edge and would pass the budget (6 runs to train): said under the command
@@ -165,7 +194,9 @@ def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_pa
     # width fixed to the chosen run's (the tie on val_mse goes to the earlier run: width=4), seeds added
     assert "width=4" in words and "seed=0,1,2" in words
     assert words[4] == "hydra/launcher=basic"  # the sweep's launcher (a Hydra override) is kept
-    proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, *words[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/*/result.json")]
     assert len(results) == 3
@@ -175,9 +206,13 @@ def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_pa
     parents = [r for r in all_runs(s.store) if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 2
     new = max(parents, key=lambda r: r.info.start_time)
-    children = [r for r in all_runs(s.store) if r.data.tags.get("mlflow.parentRunId") == new.info.run_id]
+    children = [
+        r for r in all_runs(s.store) if r.data.tags.get("mlflow.parentRunId") == new.info.run_id
+    ]
     assert len(children) == 2  # trained: only the new seeds
-    assert s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"  # as the advice said
+    assert (
+        s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"
+    )  # as the advice said
 
 
 @pytest.mark.slow
@@ -188,15 +223,25 @@ def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
     c.set_tag(parent_id, "advice.ties", "9")  # a stale finding: the rebuild removes it
     uri = f"sqlite:///{s.store}"
     for args in (["--experiment", "diabetes"], ["--experiment", "diabetes", "--parent", parent_id]):
-        proc = subprocess.run([sys.executable, "-m", "sweeper.advise", *args, "--tracking-uri", uri],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "sweeper.advise", *args, "--tracking-uri", uri],
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
-        assert advice_of(s.stdout).strip() in proc.stdout  # the very advice printed at the end of the sweep
+        assert (
+            advice_of(s.stdout).strip() in proc.stdout
+        )  # the very advice printed at the end of the sweep
     tags = {k: v for k, v in c.get_run(parent_id).data.tags.items() if k.startswith("advice.")}
     assert tags == s.tags
-    bad = subprocess.run([sys.executable, "-m", "sweeper.advise", "--experiment", "nope", "--tracking-uri", uri],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
+    bad = subprocess.run(
+        [sys.executable, "-m", "sweeper.advise", "--experiment", "nope", "--tracking-uri", uri],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "sweeper: error: --experiment=nope does not exist"
+    )
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -214,7 +259,9 @@ def test_a_failing_advisor_costs_the_leaderboard_nothing(sweep, monkeypatch):
     monkeypatch.setattr(advise, "advise", broken)
     out = io.StringIO()
     board, _ = publish.publish(client_for(s.store), s.parent.info.run_id, out=out)
-    assert len(board.rows) == 3 and "sweeper: warning: no advice: RuntimeError: boom" in out.getvalue()
+    assert (
+        len(board.rows) == 3 and "sweeper: warning: no advice: RuntimeError: boom" in out.getvalue()
+    )
 
 
 def test_publish_reads_the_rows_it_was_not_handed(sweep):

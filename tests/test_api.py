@@ -4,6 +4,7 @@ The sweeps run in one child process (as a notebook's kernel would run them: twic
 sweep, then a single run), whose stdout is replaced the way a kernel replaces it; the equivalent command line runs
 beside it into a store of its own.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,7 +21,7 @@ from conftest import all_runs, cli, client_for, copy_store
 FAST = ("epochs=300", "log_every=10")
 GRID = ("lr=0.001,0.005", *FAST)
 
-SCRIPT = r'''
+SCRIPT = r"""
 import io, json, sys
 from pathlib import Path
 import sweeper
@@ -56,16 +57,24 @@ out["run"] = {"run_id": one.run_id, "status": one.status, "metrics": one.metrics
 text, sys.stdout = sys.stdout.getvalue(), caller
 out["stdout"] = text
 (tmp / "out.json").write_text(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory, _template_store):
     """The API's sweeps (child process) and the command line's sweep, each into its own store."""
     tmp = tmp_path_factory.mktemp("api")
-    api_store, cli_store = copy_store(_template_store, tmp / "api"), copy_store(_template_store, tmp / "cli")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(api_store), str(tmp), json.dumps(GRID)], cwd=tmp,
-                          capture_output=True, text=True, timeout=600)
+    api_store, cli_store = (
+        copy_store(_template_store, tmp / "api"),
+        copy_store(_template_store, tmp / "cli"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(api_store), str(tmp), json.dumps(GRID)],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = cli(tmp / "cli", "-m", *GRID, store=cli_store)
     assert line.returncode == 0, line.stderr
@@ -73,13 +82,19 @@ def both(tmp_path_factory, _template_store):
 
 
 def _children(store, parent):
-    return {r.info.run_id: r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == parent}
+    return {
+        r.info.run_id: r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == parent
+    }
 
 
 def _by_fingerprint(store, parent):
     """fingerprint → the run's validation and test metrics, for one parent's children."""
-    return {r.data.tags["fingerprint"]: {k: v for k, v in r.data.metrics.items() if k.startswith(("val_", "test_"))}
-            for r in _children(store, parent).values()}
+    return {
+        r.data.tags["fingerprint"]: {
+            k: v for k, v in r.data.metrics.items() if k.startswith(("val_", "test_"))
+        }
+        for r in _children(store, parent).values()
+    }
 
 
 @pytest.mark.slow
@@ -103,19 +118,34 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
         assert mine.keys() == expected.keys()  # the same configurations
         for fp, metrics in expected.items():
             assert metrics.keys() == mine[fp].keys()
-            assert all(math.isclose(mine[fp][k], v, rel_tol=1e-12, abs_tol=1e-12) for k, v in metrics.items())
+            assert all(
+                math.isclose(mine[fp][k], v, rel_tol=1e-12, abs_tol=1e-12)
+                for k, v in metrics.items()
+            )
         for row in got["leaderboard"]:  # the frame's numbers are the store's
             kid = kids[row["run_id"]]
             assert math.isclose(row["val_mse"], kid.data.metrics["val_mse"], rel_tol=1e-12)
         tags = client_for(api_store).get_run(got["parent"]).data.tags
-        assert tags["sweep_from"] == "python" and tags["mlflow.source.name"] == "sweeper.multirun"  # the UI's Source
-        assert tags["sweeper.rerun"].startswith("sweeper.multirun([") and "'lr=0.001,0.005', 'epochs=300'" in tags["sweeper.rerun"]
+        assert (
+            tags["sweep_from"] == "python" and tags["mlflow.source.name"] == "sweeper.multirun"
+        )  # the UI's Source
+        assert (
+            tags["sweeper.rerun"].startswith("sweeper.multirun([")
+            and "'lr=0.001,0.005', 'epochs=300'" in tags["sweeper.rerun"]
+        )
         names = [a.path for a in client_for(api_store).list_artifacts(got["parent"])]
         assert {"summary.csv", "summary.md", "advice.md"} <= set(names)
-        assert got["best"] == got["leaderboard"][0]["run_id"] and got["model"].startswith("models:/m-")
+        assert got["best"] == got["leaderboard"][0]["run_id"] and got["model"].startswith(
+            "models:/m-"
+        )
         assert got["next"][-1] == "resume=true" and "lr=0.001,0.005,0.025,0.12" in got["next"]
-        assert got["command"] == f"sweeper.multirun({got['next']!r})"  # the advice speaks the caller's language
-        assert f"Next command (4 configurations: 2 finished already, reused; 2 to train):\n  {got['command']}" in out["stdout"]
+        assert (
+            got["command"] == f"sweeper.multirun({got['next']!r})"
+        )  # the advice speaks the caller's language
+        assert (
+            f"Next command (4 configurations: 2 finished already, reused; 2 to train):\n  {got['command']}"
+            in out["stdout"]
+        )
         assert "# Sweep advice" in got["advice"]
     assert out["a"]["parent"] != out["b"]["parent"]
     assert len(out["predicted"]) == 2 and all(math.isfinite(v) for v in out["predicted"])
@@ -141,14 +171,18 @@ def test_an_optuna_search_and_a_single_run_in_the_same_process(both):
     run = out["run"]
     (mine,) = [r for r in all_runs(api_store) if r.info.run_id == run["run_id"]]
     assert run["status"] == "FINISHED" and "mlflow.parentRunId" not in mine.data.tags
-    assert run["metrics"]["val_mse"] == mine.data.metrics["val_mse"] and run["model"].startswith("models:/m-")
+    assert run["metrics"]["val_mse"] == mine.data.metrics["val_mse"] and run["model"].startswith(
+        "models:/m-"
+    )
 
 
 @pytest.mark.slow
 def test_a_value_refused_once_hydra_composed_raises_value_error_and_writes_no_run(both, tmp_path):
     out, proc, api_store, _ = both
     kind, message = out["refused"]
-    assert kind == "ConfigError" and message.startswith("data.val_fraction+data.test_fraction=1.15 is not allowed")
+    assert kind == "ConfigError" and message.startswith(
+        "data.val_fraction+data.test_fraction=1.15 is not allowed"
+    )
     assert not any("refused" in (r.data.tags.get("sweep_dir") or "") for r in all_runs(api_store))
 
 
@@ -166,11 +200,15 @@ def test_a_bad_override_raises_value_error_with_the_command_lines_message(tmp_pa
 
 
 def test_python_only_input_is_refused_in_one_line():
-    with pytest.raises(ValueError, match=r"^overrides='lr=0.1 depth=2' is not allowed: expected a list"):
+    with pytest.raises(
+        ValueError, match=r"^overrides='lr=0.1 depth=2' is not allowed: expected a list"
+    ):
         sweeper.multirun("lr=0.1 depth=2")
     with pytest.raises(ValueError, match=r"^-m is not allowed here"):
         sweeper.multirun(["-m", "lr=0.1"])
-    with pytest.raises(ValueError, match=r"^lr=0.1,0.2 is a sweep: sweeper.run trains one configuration"):
+    with pytest.raises(
+        ValueError, match=r"^lr=0.1,0.2 is a sweep: sweeper.run trains one configuration"
+    ):
         sweeper.run(["lr=0.1,0.2"])
 
 
@@ -186,7 +224,7 @@ def test_a_next_command_reads_back_as_overrides_in_either_form():
     assert next_overrides(None) is None and next_overrides("python -m sweeper.report") is None
 
 
-INTERRUPTED = r'''
+INTERRUPTED = r"""
 import signal, sys
 import sweeper
 tmp, uri = sys.argv[1], f"tracking.uri=sqlite:///{sys.argv[2]}"
@@ -197,7 +235,7 @@ except KeyboardInterrupt:
     print("KeyboardInterrupt raised; the caller's handler is back:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 again = sweeper.multirun(["lr=0.001", "epochs=300", "log_every=10", f"hydra.sweep.dir={tmp}/again", uri])
 print("again", again.status, again.counts["n_finished"])
-'''
+"""
 
 
 @pytest.mark.slow
@@ -205,22 +243,38 @@ def test_ctrl_c_closes_the_sweep_raises_keyboard_interrupt_and_the_next_call_wor
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path), str(store)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    ready, deadline = tmp_path / "sweep" / "0" / "config_resolved.yaml", time.monotonic() + 120  # the first job trains
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, str(tmp_path), str(store)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    ready, deadline = (
+        tmp_path / "sweep" / "0" / "config_resolved.yaml",
+        time.monotonic() + 120,
+    )  # the first job trains
     while not ready.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert "KeyboardInterrupt raised; the caller's handler is back: True" in out and "again FINISHED 1" in out
+    assert (
+        "KeyboardInterrupt raised; the caller's handler is back: True" in out
+        and "again FINISHED 1" in out
+    )
     assert "sweeper: interrupted: 0 finished, 1 killed, 2 not run; resume with: " in err
     first = [r for r in all_runs(store) if str(tmp_path / "sweep") == r.data.tags.get("sweep_dir")]
     assert [r.info.status for r in first] == ["KILLED"]
-    (killed,) = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == first[0].info.run_id]
-    assert killed.info.status == "KILLED" and killed.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    (killed,) = [
+        r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId") == first[0].info.run_id
+    ]
+    assert (
+        killed.info.status == "KILLED"
+        and killed.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    )
 
 
 def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
@@ -231,7 +285,9 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
     from sweeper.base import state
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracking.client(uri)  # creates the store (not kept: a new store's client is made under its lock)
+    tracking.client(
+        uri
+    )  # creates the store (not kept: a new store's client is made under its lock)
     c = tracking.client(uri)
     now = state.current()
     assert now.clients[uri] is c
@@ -241,10 +297,20 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
     assert now.runs[run_id][1] == experiment
     reset()
     fresh = state.current()
-    assert fresh is not now and (fresh.clients, fresh.experiments, fresh.runs, fresh.parents) == ({}, {}, {}, {})
+    assert fresh is not now and (fresh.clients, fresh.experiments, fresh.runs, fresh.parents) == (
+        {},
+        {},
+        {},
+        {},
+    )
     assert fresh.writer is None and fresh.painter is None
-    assert tracking.client(uri) is not c and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
-    assert now.clients[uri] is c  # the earlier sweep's object is untouched: nothing of it leaks into the next
+    assert (
+        tracking.client(uri) is not c
+        and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
+    )
+    assert (
+        now.clients[uri] is c
+    )  # the earlier sweep's object is untouched: nothing of it leaks into the next
 
 
 def test_a_sweeps_idle_painter_is_kept_for_the_next_sweep_and_a_busy_one_is_closed(monkeypatch):
@@ -263,7 +329,10 @@ def test_a_sweeps_idle_painter_is_kept_for_the_next_sweep_and_a_busy_one_is_clos
         assert state.spare["painter"] is first and plots.current() is None
         plots.start(None)
         assert plots.current() is first and state.spare["painter"] is None
-        first.fitting = {"nodes": [], "asked": "auto"}  # as if its baselines' answer were never read
+        first.fitting = {
+            "nodes": [],
+            "asked": "auto",
+        }  # as if its baselines' answer were never read
         plots.stop(keep=True)
         assert state.spare["painter"] is None and first.proc is None
     finally:

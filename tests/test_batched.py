@@ -1,4 +1,5 @@
 """The batched trainer: K configurations in one pass give what each gives alone (to rounding)."""
+
 import os
 import signal
 import subprocess
@@ -27,22 +28,56 @@ def _alone(ds, depth, width, activation, m, log_every, dtype="float64", opt=None
     sizes = [ds.n_features] + [width] * depth + [ds.n_outputs]
     model = MLP(np, init_params(sizes, activation, m.seed, dtype), activation, ds.task)
     cast = [a.astype(dtype) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-    fit = models.train(CPU, model, *cast, lr=m.lr, epochs=m.epochs, log_every=log_every, patience=m.patience,
-                       opt=opt, batch_size=batch_size, seed=m.seed)
+    fit = models.train(
+        CPU,
+        model,
+        *cast,
+        lr=m.lr,
+        epochs=m.epochs,
+        log_every=log_every,
+        patience=m.patience,
+        opt=opt,
+        batch_size=batch_size,
+        seed=m.seed,
+    )
     return fit, [p.copy() for p in model.params]
 
 
-def _together(ds, depth, width, activation, members, log_every, dtype="float64", per_member=None, threads=1,
-              opt=None, batch_size=0, backend=CPU):
+def _together(
+    ds,
+    depth,
+    width,
+    activation,
+    members,
+    log_every,
+    dtype="float64",
+    per_member=None,
+    threads=1,
+    opt=None,
+    batch_size=0,
+    backend=CPU,
+):
     sizes = [ds.n_features] + [width] * depth + [ds.n_outputs]
     params = stacked_params(sizes, activation, [m.seed for m in members], dtype)
     if per_member is None:
         arrays = [a.astype(dtype) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
     else:  # each member its own split
-        arrays = [np.stack([getattr(d, name) for d in per_member]).astype(dtype)
-                  for name in ("X_train", "y_train", "X_val", "y_val")]
-    return train_group(backend, params, activation, ds.task, *arrays, members, log_every=log_every, threads=threads,
-                       opt=opt, batch_size=batch_size)
+        arrays = [
+            np.stack([getattr(d, name) for d in per_member]).astype(dtype)
+            for name in ("X_train", "y_train", "X_val", "y_val")
+        ]
+    return train_group(
+        backend,
+        params,
+        activation,
+        ds.task,
+        *arrays,
+        members,
+        log_every=log_every,
+        threads=threads,
+        opt=opt,
+        batch_size=batch_size,
+    )
 
 
 def _same(fit, params, alone_fit, alone_params, rtol):
@@ -56,22 +91,41 @@ def _same(fit, params, alone_fit, alone_params, rtol):
             np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * 1e-3)
 
 
-GRID = [Member(0.01, 400), Member(0.05, 250, seed=1), Member(0.02, 400, patience=30), Member(0.005, 130, seed=2)]
+GRID = [
+    Member(0.01, 400),
+    Member(0.05, 250, seed=1),
+    Member(0.02, 400, patience=30),
+    Member(0.005, 130, seed=2),
+]
 
 
-@pytest.mark.parametrize("name,depth,activation", [("diabetes", 1, "tanh"), ("diabetes", 2, "relu"),
-                                                  ("breast_cancer", 0, "tanh"), ("breast_cancer", 2, "sigmoid")])
+@pytest.mark.parametrize(
+    "name,depth,activation",
+    [
+        ("diabetes", 1, "tanh"),
+        ("diabetes", 2, "relu"),
+        ("breast_cancer", 0, "tanh"),
+        ("breast_cancer", 2, "sigmoid"),
+    ],
+)
 def test_a_group_matches_each_member_trained_alone(name, depth, activation):
     ds = _data(name)
     group = _together(ds, depth, 8, activation, GRID, log_every=10)
-    assert len(group.fits) == len(GRID) and group.host_reads <= 10 + len(GRID) + 40  # patience: every log_every
+    assert (
+        len(group.fits) == len(GRID) and group.host_reads <= 10 + len(GRID) + 40
+    )  # patience: every log_every
     for m, fit, params in zip(GRID, group.fits, group.params):
         _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
 
 
 KNOBS = [  # data, depth, activation, update rule: every optimizer, weight decay at every depth, k classes
     ("diabetes", 1, "tanh", Optimizer("momentum")),
-    ("breast_cancer", 2, "relu", Optimizer("momentum", momentum=0.8, nesterov=True, weight_decay=1e-3)),
+    (
+        "breast_cancer",
+        2,
+        "relu",
+        Optimizer("momentum", momentum=0.8, nesterov=True, weight_decay=1e-3),
+    ),
     ("diabetes", 1, "relu", Optimizer("adam", beta1=0.8, beta2=0.99)),
     ("breast_cancer", 0, "tanh", Optimizer("adam", weight_decay=1e-2)),
     ("diabetes", 1, "sigmoid", Optimizer("gd", weight_decay=1e-2)),
@@ -82,7 +136,9 @@ KNOBS = [  # data, depth, activation, update rule: every optimizer, weight decay
 
 
 @pytest.mark.parametrize("name,depth,activation,opt", KNOBS, ids=lambda v: getattr(v, "name", v))
-def test_a_group_with_an_optimizer_weight_decay_or_classes_matches_each_member_alone(name, depth, activation, opt):
+def test_a_group_with_an_optimizer_weight_decay_or_classes_matches_each_member_alone(
+    name, depth, activation, opt
+):
     """Members stop at three epoch counts and by patience: a frozen member's velocity or moments stop with it."""
     ds = _data(name)
     group = _together(ds, depth, 8, activation, GRID, log_every=10, opt=opt)
@@ -93,27 +149,54 @@ def test_a_group_with_an_optimizer_weight_decay_or_classes_matches_each_member_a
         assert group.fits[2].epochs_run < GRID[2].epochs  # patience stopped it
 
 
-@pytest.mark.parametrize("name,depth,opt,batch_size", [
-    ("diabetes", 1, Optimizer("gd"), 32), ("iris", 1, Optimizer("adam", weight_decay=1e-3), 50),
-    ("wine", 2, Optimizer("momentum", nesterov=True), 16), ("digits", 1, Optimizer("momentum"), 256)],
-    ids=["diabetes-gd", "iris-adam", "wine-momentum", "digits-momentum"])
-def test_a_mini_batch_group_sharing_its_seed_matches_each_member_alone(name, depth, opt, batch_size):
+@pytest.mark.parametrize(
+    "name,depth,opt,batch_size",
+    [
+        ("diabetes", 1, Optimizer("gd"), 32),
+        ("iris", 1, Optimizer("adam", weight_decay=1e-3), 50),
+        ("wine", 2, Optimizer("momentum", nesterov=True), 16),
+        ("digits", 1, Optimizer("momentum"), 256),
+    ],
+    ids=["diabetes-gd", "iris-adam", "wine-momentum", "digits-momentum"],
+)
+def test_a_mini_batch_group_sharing_its_seed_matches_each_member_alone(
+    name, depth, opt, batch_size
+):
     ds = _data(name, 3)
-    members = [Member(0.01, 60, seed=3), Member(0.05, 40, seed=3), Member(0.02, 60, patience=10, seed=3),
-               Member(0.003, 30, seed=3)]
+    members = [
+        Member(0.01, 60, seed=3),
+        Member(0.05, 40, seed=3),
+        Member(0.02, 60, patience=10, seed=3),
+        Member(0.003, 30, seed=3),
+    ]
     assert len(ds.X_train) % batch_size  # a last, shorter step too
     group = _together(ds, depth, 8, "tanh", members, log_every=5, opt=opt, batch_size=batch_size)
     for m, fit, params in zip(members, group.fits, group.params):
-        _same(fit, params, *_alone(ds, depth, 8, "tanh", m, 5, opt=opt, batch_size=batch_size), rtol=1e-9)
+        _same(
+            fit,
+            params,
+            *_alone(ds, depth, 8, "tanh", m, 5, opt=opt, batch_size=batch_size),
+            rtol=1e-9,
+        )
 
 
 def test_a_mini_batch_group_of_several_seeds_is_refused():
     ds = _data("diabetes")
     with pytest.raises(ValueError, match="share their seed"):
-        _together(ds, 1, 4, "tanh", [Member(0.01, 10), Member(0.01, 10, seed=1)], log_every=5, batch_size=32)
+        _together(
+            ds,
+            1,
+            4,
+            "tanh",
+            [Member(0.01, 10), Member(0.01, 10, seed=1)],
+            log_every=5,
+            batch_size=32,
+        )
 
 
-@pytest.mark.parametrize("opt", [None, Optimizer("momentum", nesterov=True, weight_decay=1e-3)], ids=["gd", "momentum"])
+@pytest.mark.parametrize(
+    "opt", [None, Optimizer("momentum", nesterov=True, weight_decay=1e-3)], ids=["gd", "momentum"]
+)
 def test_a_diverging_member_is_frozen_and_leaves_its_group_mates_alone(opt):
     ds = _data("diabetes")
     members = [Member(0.01, 300), Member(5.0, 300), Member(0.02, 300)]
@@ -138,7 +221,9 @@ def test_members_with_their_own_split_match_alone():
 
 
 # At lr=0.05 Adam's loss oscillates, which amplifies float32 rounding past 1e-4 (lr / 5 here)
-@pytest.mark.parametrize("opt,lr", [(None, 1), (Optimizer("adam", weight_decay=1e-3), 0.2)], ids=["gd", "adam"])
+@pytest.mark.parametrize(
+    "opt,lr", [(None, 1), (Optimizer("adam", weight_decay=1e-3), 0.2)], ids=["gd", "adam"]
+)
 def test_float32_group_matches_alone_to_float32_tolerance(opt, lr):
     ds = _data("diabetes")
     members = [Member(m.lr * lr, m.epochs, m.patience, m.seed) for m in GRID]
@@ -149,8 +234,12 @@ def test_float32_group_matches_alone_to_float32_tolerance(opt, lr):
 
 def test_host_reads_do_not_grow_with_epochs_or_members():
     ds = _data("diabetes")
-    reads = [_together(ds, 1, 4, "tanh", [Member(0.01, e, seed=s) for s in range(k)], log_every=5).host_reads
-             for e, k in ((100, 2), (2000, 2), (2000, 16))]
+    reads = [
+        _together(
+            ds, 1, 4, "tanh", [Member(0.01, e, seed=s) for s in range(k)], log_every=5
+        ).host_reads
+        for e, k in ((100, 2), (2000, 2), (2000, 16))
+    ]
     assert reads[0] <= 11 and reads[1] == reads[2] <= 11
 
 
@@ -169,16 +258,35 @@ class _Counting(Backend):
         self.counts["syncs"] += 1
 
 
-@pytest.mark.parametrize("epochs,k,opt,batch_size", [(200, 2, None, 0), (4000, 2, None, 0), (4000, 32, None, 0),
-                                                    (1000, 3, Optimizer("adam", weight_decay=1e-3), 128)])
-def test_the_gpu_path_copies_and_waits_the_same_whatever_the_epochs_or_members(epochs, k, opt, batch_size):
+@pytest.mark.parametrize(
+    "epochs,k,opt,batch_size",
+    [
+        (200, 2, None, 0),
+        (4000, 2, None, 0),
+        (4000, 32, None, 0),
+        (1000, 3, Optimizer("adam", weight_decay=1e-3), 128),
+    ],
+)
+def test_the_gpu_path_copies_and_waits_the_same_whatever_the_epochs_or_members(
+    epochs, k, opt, batch_size
+):
     """Adam's step count and the mini-batches' order stay on the device too."""
     ds = _data("diabetes")
     backend = _Counting()
     members = [Member(0.01, epochs, seed=s if not batch_size else 0) for s in range(k)]
     params = stacked_params([ds.n_features, 4, 1], "tanh", [m.seed for m in members], "float32")
     arrays = [a.astype("float32") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-    fit = train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=10, opt=opt, batch_size=batch_size)
+    fit = train_group(
+        backend,
+        params,
+        "tanh",
+        ds.task,
+        *arrays,
+        members,
+        log_every=10,
+        opt=opt,
+        batch_size=batch_size,
+    )
     # one copy per segment (at most MAX_CHECKS) and one at the end (every member's parameters: one flat array);
     # three clock waits
     assert backend.counts["copies"] == fit.host_reads + 1 <= 10 + 1
@@ -191,10 +299,26 @@ def test_a_group_split_across_threads_matches_one_thread(opt):
     members = [Member(0.01 * (1 + i), 120, patience=20 * (i % 2), seed=i % 3) for i in range(17)]
     sizes = [ds.n_features, 8, 1]
     arrays = [a.astype("float64") for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-    fits = [train_group(CPU, stacked_params(sizes, "tanh", [m.seed for m in members], "float64"), "tanh", ds.task,
-                        *arrays, members, log_every=10, threads=t, opt=opt) for t in (1, 2)]
+    fits = [
+        train_group(
+            CPU,
+            stacked_params(sizes, "tanh", [m.seed for m in members], "float64"),
+            "tanh",
+            ds.task,
+            *arrays,
+            members,
+            log_every=10,
+            threads=t,
+            opt=opt,
+        )
+        for t in (1, 2)
+    ]
     for a, b, pa, pb in zip(fits[0].fits, fits[1].fits, fits[0].params, fits[1].params):
-        assert (a.epochs_run, a.best_epoch, a.diverged_at) == (b.epochs_run, b.best_epoch, b.diverged_at)
+        assert (a.epochs_run, a.best_epoch, a.diverged_at) == (
+            b.epochs_run,
+            b.best_epoch,
+            b.diverged_at,
+        )
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-12)
         for x, y in zip(pa, pb):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
@@ -202,24 +326,42 @@ def test_a_group_split_across_threads_matches_one_thread(opt):
 
 # --- sparse text features (data=sms): the group shares one CSR matrix ------------------------------------
 
+
 def _sms(max_features):
     from test_text import sms_cfg
 
     return data.load(sms_cfg(f"data.max_features={max_features}").data, 0)
 
 
-SPARSE_GRID = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 50), Member(1.0, 40, patience=20), Member(0.25, 30)]
+SPARSE_GRID = [
+    Member(0.5, 50),
+    Member(1.0, 50),
+    Member(2.0, 50),
+    Member(1.0, 40, patience=20),
+    Member(0.25, 30),
+]
 
 
 @needs_sms
-@pytest.mark.parametrize("depth,activation,backend", [(0, "tanh", CPU), (1, "tanh", CPU), (2, "relu", CPU),
-                                                      (1, "tanh", Backend("gpu", np, fake=True))],
-                         ids=["depth0", "depth1", "depth2-relu", "depth1-gpu-path"])
-def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_trainer(depth, activation, backend):
+@pytest.mark.parametrize(
+    "depth,activation,backend",
+    [
+        (0, "tanh", CPU),
+        (1, "tanh", CPU),
+        (2, "relu", CPU),
+        (1, "tanh", Backend("gpu", np, fake=True)),
+    ],
+    ids=["depth0", "depth1", "depth2-relu", "depth1-gpu-path"],
+)
+def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_trainer(
+    depth, activation, backend
+):
     ds = _sms(500)
     assert scipy.sparse.issparse(ds.X_train)
     group = _together(ds, depth, 8, activation, SPARSE_GRID, log_every=10, backend=backend)
-    assert group.fits[3].best_epoch <= group.fits[3].epochs_run  # patience: the best weights (its last, here)
+    assert (
+        group.fits[3].best_epoch <= group.fits[3].epochs_run
+    )  # patience: the best weights (its last, here)
     for m, fit, params in zip(SPARSE_GRID, group.fits, group.params):
         _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
 
@@ -236,8 +378,12 @@ def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, b
     for a in (Q, np.empty_like(Q)):
         P = first_layer(np, a)
         assert len(P) == blocks and all(p.flags.c_contiguous and np.shares_memory(p, a) for p in P)
-    P = first_layer(np, Q)  # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
-    np.testing.assert_array_equal(np.concatenate(P, axis=1), np.concatenate([q.T for q in Q0], axis=1))
+    P = first_layer(
+        np, Q
+    )  # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
+    np.testing.assert_array_equal(
+        np.concatenate(P, axis=1), np.concatenate([q.T for q in Q0], axis=1)
+    )
     P[-1][0, -1] = 7.0  # the last block's first input weight of its last unit: member 2's unit 3
     assert Q[2, 3, 0] == 7.0
     with pytest.raises(ValueError, match="sparse_layout"):
@@ -267,13 +413,26 @@ def test_a_sparse_group_never_densifies_its_features_and_its_memory_estimate_cov
     params = stacked_params(sizes, "tanh", [m.seed for m in members], "float64")
     tracemalloc.start()
     try:
-        train_group(CPU, params, "tanh", ds.task, ds.X_train, ds.y_train, ds.X_val, ds.y_val, members,
-                    log_every=5, threads=1)
+        train_group(
+            CPU,
+            params,
+            "tanh",
+            ds.task,
+            ds.X_train,
+            ds.y_train,
+            ds.X_val,
+            ds.y_val,
+            members,
+            log_every=5,
+            threads=1,
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     dense = n * (d + 1) * 8
-    estimate = group_bytes(len(members), n, ds.X_val.shape[0], sizes, 8, True, nnz=(ds.X_train.nnz, ds.X_val.nnz))
+    estimate = group_bytes(
+        len(members), n, ds.X_val.shape[0], sizes, 8, True, nnz=(ds.X_train.nnz, ds.X_val.nnz)
+    )
     assert peak < dense / 10, (peak, dense)
     assert peak <= estimate < dense / 5, (peak, estimate, dense)
 
@@ -283,20 +442,42 @@ GROUP = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(21))  # 21 members: 2 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
-@pytest.mark.parametrize("sig, code, why", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
-def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path, store, sig, code, why, workers):
+@pytest.mark.parametrize(
+    "sig, code, why", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")]
+)
+def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(
+    tmp_path, store, sig, code, why, workers
+):
     """Before: the group trained on for its whole training (SIGINT) or the process died leaving its parent
     RUNNING (SIGTERM). 2M epochs: minutes of training, so only a stop ends it within the 15 s allowed. In the
     launching process (cpu_workers=1: the group over 2 threads) and on 2 worker processes (its 2 chunks)."""
-    args = [sys.executable, "-m", "sweeper", "-m", f"lr={GROUP}", "epochs=2000000", "log_every=1000",
-            f"hydra.launcher.cpu_workers={workers}",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    args = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        f"lr={GROUP}",
+        "epochs=2000000",
+        "log_every=1000",
+        f"hydra.launcher.cpu_workers={workers}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
     env = {**os.environ, "SWEEPER_THREADS": "2"}  # a group split over threads, on any machine
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     import threading
 
-    watchdog = threading.Timer(120, proc.kill)  # a line that never comes fails the test, it does not hang it
+    watchdog = threading.Timer(
+        120, proc.kill
+    )  # a line that never comes fails the test, it does not hang it
     watchdog.start()
     try:
         for line in proc.stdout:  # the launcher's first line, then into the group's training
@@ -305,25 +486,36 @@ def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(tmp_path,
                 break
         else:
             pytest.fail(f"the sweep ended before its group trained: {proc.communicate()}")
-        wait_for(lambda: running_children(store) == 21, "the group's 21 runs RUNNING: it trains", proc)
+        wait_for(
+            lambda: running_children(store) == 21, "the group's 21 runs RUNNING: it trains", proc
+        )
         proc.send_signal(sig)
         try:  # a group that does not stop trains on for minutes: a hang, not a verdict on speed
             out, err = proc.communicate(timeout=100)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"hang: the sweep still ran 100 s after {sig.name}: the stop did not reach its group")
+            pytest.fail(
+                f"hang: the sweep still ran 100 s after {sig.name}: the stop did not reach its group"
+            )
     finally:
         watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, err
     line = one_line(err)
-    assert line.startswith("sweeper: interrupted: 0 finished") and "resume with: python -m sweeper -m" in line
+    assert (
+        line.startswith("sweeper: interrupted: 0 finished")
+        and "resume with: python -m sweeper -m" in line
+    )
     (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
-    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith(f"sweep interrupted ({why})")
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith(
+        f"sweep interrupted ({why})"
+    )
     assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]
 
 
-@pytest.mark.timeout(300)  # a hang guard: a part that missed the flag would train its 10^7 epochs (hours)
+@pytest.mark.timeout(
+    300
+)  # a hang guard: a part that missed the flag would train its 10^7 epochs (hours)
 def test_a_group_part_stops_at_its_next_epoch_once_asked():
     """The stop flag reaches the training threads, not only the main thread: train_group, split over 2 threads
     and 10M epochs long, ends with Stopped once the flag is set (as a signal sets it) while it trains: at its
@@ -346,8 +538,22 @@ def test_a_group_part_stops_at_its_next_epoch_once_asked():
 
     try:
         with pytest.raises(stop.Stopped):
-            train_group(resolve("cpu"), params, "tanh", "regression", X, y, X, y, members, log_every=10, threads=2,
-                        progress=progress)
+            train_group(
+                resolve("cpu"),
+                params,
+                "tanh",
+                "regression",
+                X,
+                y,
+                X,
+                y,
+                members,
+                log_every=10,
+                threads=2,
+                progress=progress,
+            )
     finally:
         stop.STOP.clear()
-    assert reported and max(reported) < 16 * 10**7  # it was training when the flag came, and stopped
+    assert (
+        reported and max(reported) < 16 * 10**7
+    )  # it was training when the flag came, and stopped

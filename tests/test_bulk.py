@@ -1,4 +1,5 @@
 """sweeper.tracking.bulk: a store transaction of the client is one deferred section."""
+
 from __future__ import annotations
 
 import os

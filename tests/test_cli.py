@@ -1,4 +1,5 @@
 """The command line for real: Hydra multiruns in subprocesses, a real MLflow store, bad input refused."""
+
 import hashlib
 import json
 import subprocess
@@ -11,7 +12,16 @@ import sweeper
 from conftest import all_runs, cli, client_for, copy_store, make_cfg
 
 FAST = ("epochs=300", "log_every=10")
-REGRESSION_METRICS = {"test_mse", "test_mae", "test_rmse", "test_r2", "val_mse", "val_mae", "val_rmse", "val_r2"}
+REGRESSION_METRICS = {
+    "test_mse",
+    "test_mae",
+    "test_rmse",
+    "test_r2",
+    "val_mse",
+    "val_mae",
+    "val_rmse",
+    "val_r2",
+}
 TIMES = {"wall_time_s", "train_time_s", "epochs_per_s", "best_epoch"}
 
 
@@ -46,14 +56,20 @@ def test_multirun_logs_one_parent_and_a_child_per_job(lr_sweep):
         history = client_for(store).get_metric_history(child.info.run_id, "train_loss")
         assert [m.step for m in history] == [*range(0, 300, 10), 300]
         artifacts = [a.path for a in client_for(store).list_artifacts(child.info.run_id)]
-        assert artifacts == ["config_resolved.yaml", "curves.npz", "test_predictions.csv"]  # the model: a logged model
+        assert artifacts == [
+            "config_resolved.yaml",
+            "curves.npz",
+            "test_predictions.csv",
+        ]  # the model: a logged model
     assert children[0].data.tags["fingerprint"] != children[1].data.tags["fingerprint"]
 
     results = sorted((tmp_path / "sweep").glob("*/result.json"))
     assert len(results) == 2
     for path in results:
         result = json.loads(path.read_text())
-        assert result["status"] == "FINISHED" and result["run_id"] in {c.info.run_id for c in children}
+        assert result["status"] == "FINISHED" and result["run_id"] in {
+            c.info.run_id for c in children
+        }
         assert REGRESSION_METRICS <= set(result["metrics"])
     assert "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
     assert "lr=0.001" in proc.stdout and "lr=0.005" in proc.stdout
@@ -67,9 +83,23 @@ def test_single_run_has_no_parent(tmp_path, store):
     assert "mlflow.parentRunId" not in run.data.tags
     assert run.data.metrics["test_accuracy"] == 1.0
     assert json.loads((tmp_path / "run" / "result.json").read_text())["run_id"] == run.info.run_id
-    assert f"FINISHED  run {run.info.run_id}" in proc.stdout + proc.stderr  # the id, for promote --run-id
-    again = cli(tmp_path, "data=xor", "depth=1", "width=4", "lr=0.5", "epochs=2000", "resume=true", store=store)
-    assert again.returncode == 0 and f"already FINISHED as run {run.info.run_id}" in again.stdout + again.stderr
+    assert (
+        f"FINISHED  run {run.info.run_id}" in proc.stdout + proc.stderr
+    )  # the id, for promote --run-id
+    again = cli(
+        tmp_path,
+        "data=xor",
+        "depth=1",
+        "width=4",
+        "lr=0.5",
+        "epochs=2000",
+        "resume=true",
+        store=store,
+    )
+    assert (
+        again.returncode == 0
+        and f"already FINISHED as run {run.info.run_id}" in again.stdout + again.stderr
+    )
     assert len(all_runs(store)) == 1
 
 
@@ -87,12 +117,25 @@ def test_a_diverged_run_is_recorded_and_the_sweep_finishes(tmp_path, store):
 
 
 def digest(db):
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(db.parent.glob("mlflow.db*"))}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(db.parent.glob("mlflow.db*"))
+    }
 
 
 BAD_INPUTS = [
-    ["lr=abc"], ["lr=0"], ["lr=-1"], ["depth=-1"], ["width=0"], ["epochs=0"], ["activation=foo"], ["data=nope"],
-    ["-m", "lr=0.001,abc"], ["-m", "depth=1,-1"], ["-m", "data=xor,nope"], ["-m", "data=csv"],
+    ["lr=abc"],
+    ["lr=0"],
+    ["lr=-1"],
+    ["depth=-1"],
+    ["width=0"],
+    ["epochs=0"],
+    ["activation=foo"],
+    ["data=nope"],
+    ["-m", "lr=0.001,abc"],
+    ["-m", "depth=1,-1"],
+    ["-m", "data=xor,nope"],
+    ["-m", "data=csv"],
 ]
 
 
@@ -103,7 +146,9 @@ def test_bad_input_exits_non_zero_in_one_line_and_leaves_the_store_unchanged(tmp
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("sweeper: error: ")
-    assert "is not allowed: expected" in errors[0] or "is missing for data=csv: expected" in errors[0]
+    assert (
+        "is not allowed: expected" in errors[0] or "is missing for data=csv: expected" in errors[0]
+    )
     assert digest(store) == before
     assert not (tmp_path / "sweep").exists() or not list((tmp_path / "sweep").glob("*/result.json"))
 
@@ -111,11 +156,15 @@ def test_bad_input_exits_non_zero_in_one_line_and_leaves_the_store_unchanged(tmp
 @pytest.mark.slow
 def test_summary_command_rebuilds_the_table(tmp_path, lr_sweep):
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper.summary", str(lr_sweep[0] / "sweep")], capture_output=True, text=True
+        [sys.executable, "-m", "sweeper.summary", str(lr_sweep[0] / "sweep")],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 of 2 jobs reported" in proc.stdout and proc.stdout.count("FINISHED") == 2
-    missing = subprocess.run([sys.executable, "-m", "sweeper.summary", str(tmp_path)], capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "sweeper.summary", str(tmp_path)], capture_output=True, text=True
+    )
     assert missing.returncode == 2 and "holds no sweep.json" in missing.stderr
 
 
@@ -125,7 +174,11 @@ def test_named_seed_sweep_reproduces_the_seed_experiments():
     # The sweep is defined in the config, where Hydra's basic sweeper reads it.
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
         full = compose(config_name="config", overrides=["+sweep=seed"], return_hydra_config=True)
-    assert dict(full.hydra.sweeper.params) == {"lr": "0.001,0.005", "depth": "1,2", "epochs": "2000,10000"}
+    assert dict(full.hydra.sweeper.params) == {
+        "lr": "0.001,0.005",
+        "depth": "1,2",
+        "epochs": "2000,10000",
+    }
 
 
 @pytest.mark.slow
@@ -134,6 +187,6 @@ def test_named_seed_sweep_runs_eight_jobs(tmp_path, store):
     assert proc.returncode == 0, proc.stderr
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 8 and all(c.info.status == "FINISHED" for c in children)
-    assert {(c.data.params["lr"], c.data.params["depth"], c.data.params["epochs"]) for c in children} == {
-        (lr, d, e) for lr in ("0.001", "0.005") for d in ("1", "2") for e in ("2000", "10000")
-    }
+    assert {
+        (c.data.params["lr"], c.data.params["depth"], c.data.params["epochs"]) for c in children
+    } == {(lr, d, e) for lr in ("0.001", "0.005") for d in ("1", "2") for e in ("2000", "10000")}

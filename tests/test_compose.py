@@ -1,4 +1,5 @@
 """A job's config set from a composed job of the same shape equals Hydra's own composition of it."""
+
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -8,11 +9,17 @@ import sweeper
 from sweeper.contract.compose import compose_once
 
 JOBS = [
-    ["lr=0.01", "depth=1"], ["lr=0.02", "depth=2"], ["lr=1e-3", "depth=0"],  # one shape: values only
-    ["data=breast_cancer", "lr=0.5"], ["data=breast_cancer", "lr=0.25"],  # a group choice stays in the shape
-    ["+best=diabetes_1", "seed=3"], ["+best=diabetes_1", "seed=4"],
-    ["data=synthetic", "data.n_samples=100", "dtype=float32"], ["data=synthetic", "data.n_samples=300", "dtype=float64"],
-    ["tracking.curve_points=7", "epochs=10"], ["tracking.curve_points=9", "epochs=20"],
+    ["lr=0.01", "depth=1"],
+    ["lr=0.02", "depth=2"],
+    ["lr=1e-3", "depth=0"],  # one shape: values only
+    ["data=breast_cancer", "lr=0.5"],
+    ["data=breast_cancer", "lr=0.25"],  # a group choice stays in the shape
+    ["+best=diabetes_1", "seed=3"],
+    ["+best=diabetes_1", "seed=4"],
+    ["data=synthetic", "data.n_samples=100", "dtype=float32"],
+    ["data=synthetic", "data.n_samples=300", "dtype=float64"],
+    ["tracking.curve_points=7", "epochs=10"],
+    ["tracking.curve_points=9", "epochs=20"],
     ["lr=0.01", "depth=1", "hydra/launcher=basic"],
 ]
 
@@ -34,7 +41,11 @@ def test_compose_once_gives_what_hydra_composes():
     assert len(fast.templates) == 6  # six shapes: the others were set from a template
     for job, a, b in zip(JOBS, hydra_own, ours):
         assert _plain(a) == _plain(b), job
-        assert (a.lr, a.tracking.experiment, a.data.name) == (b.lr, b.tracking.experiment, b.data.name)
+        assert (a.lr, a.tracking.experiment, a.data.name) == (
+            b.lr,
+            b.tracking.experiment,
+            b.data.name,
+        )
     assert _plain(again) == _plain(ours[1]) and again is not ours[1]
 
 
@@ -66,10 +77,17 @@ def test_the_guarded_sweepers_check_composes_each_shape_once_and_keeps_nothing()
         fast._compose = lambda *a: composed.append(a[1]) or inner(*a)
         guarded = GuardedSweeper.__new__(GuardedSweeper)
         guarded.hydra_context, guarded.config = SimpleNamespace(config_loader=loader), master
-        batch = [["lr=0.01", "depth=1"], ["lr=0.02", "depth=1"], ["lr=0.03", "depth=1"], ["lr=0.04", "depth=1"]]
+        batch = [
+            ["lr=0.01", "depth=1"],
+            ["lr=0.02", "depth=1"],
+            ["lr=0.03", "depth=1"],
+            ["lr=0.04", "depth=1"],
+        ]
         fast.plain(master, batch[0])  # planning: the shape's template
         before = len(composed)
         guarded.validate_batch_is_legal(batch)
-        assert len(composed) == before and not fast.cache  # the template served; nothing kept for the launcher
+        assert (
+            len(composed) == before and not fast.cache
+        )  # the template served; nothing kept for the launcher
         with pytest.raises(Exception, match="nope"):
             guarded.validate_batch_is_legal([["data=nope"]])

@@ -1,6 +1,6 @@
 """sweeper.job.compute: one configuration's memory, estimated before the store."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 
 from conftest import cli, one_line
@@ -11,7 +11,11 @@ def test_a_configuration_too_large_for_memory_is_refused_before_the_store(tmp_pa
     proc = cli(tmp_path, "depth=100", "width=4096", store=store)
     assert proc.returncode == 2
     line = one_line(proc.stderr)
-    assert "depth=100 width=4096 dtype=float64 needs about" in line and "GiB" in line and "memory" in line
+    assert (
+        "depth=100 width=4096 dtype=float64 needs about" in line
+        and "GiB" in line
+        and "memory" in line
+    )
     assert not store.exists()
 
 

@@ -1,4 +1,5 @@
 """The configuration contract: defaults, one-line errors for bad values, the fingerprint."""
+
 import os
 
 import pytest
@@ -17,11 +18,24 @@ def plain(*overrides):
 def test_defaults_are_valid_and_name_the_contract_keys():
     cfg = plain()
     validate(cfg)
-    for key in ("lr", "epochs", "depth", "width", "activation", "device", "seed", "dtype", "log_every", "patience"):
+    for key in (
+        "lr",
+        "epochs",
+        "depth",
+        "width",
+        "activation",
+        "device",
+        "seed",
+        "dtype",
+        "log_every",
+        "patience",
+    ):
         assert key in cfg
     assert cfg["data"]["name"] == "diabetes" and cfg["device"] == "cpu"
     assert cfg["tracking"]["experiment"] == "diabetes"
-    assert cfg["tracking"]["uri"].startswith("sqlite:////") and cfg["tracking"]["uri"].endswith("/mlruns/mlflow.db")
+    assert cfg["tracking"]["uri"].startswith("sqlite:////") and cfg["tracking"]["uri"].endswith(
+        "/mlruns/mlflow.db"
+    )
 
 
 @pytest.mark.parametrize("name", ["xor", "diabetes", "breast_cancer", "synthetic"])
@@ -29,7 +43,11 @@ def test_every_data_config_is_valid(name):
     """Each bundled data set's config passes the contract (validate returns, raising nothing), and the contract does
     check that group: a bad value in it is refused, naming the key."""
     cfg = plain(f"data={name}")
-    assert validate(cfg) is None and cfg["data"]["name"] == name and cfg["tracking"]["experiment"] == name
+    assert (
+        validate(cfg) is None
+        and cfg["data"]["name"] == name
+        and cfg["tracking"]["experiment"] == name
+    )
     bad = plain(f"data={name}", "data.test_fraction=1.5")
     with pytest.raises(ConfigError, match="data.test_fraction=1.5"):
         validate(bad)
@@ -58,10 +76,15 @@ def test_bad_values_in_a_composed_config(override, message):
     assert str(err.value) == message
 
 
-@pytest.mark.parametrize("override, message", BAD + [("data=nope", "data=nope is not allowed: expected one of")])
+@pytest.mark.parametrize(
+    "override, message", BAD + [("data=nope", "data=nope is not allowed: expected one of")]
+)
 def test_bad_values_on_the_command_line_and_in_sweeps(override, message):
     key, value = override.split("=")
-    for args in ([override], [f"{key}={value},{value}"] if key != "data" else [f"data=xor,{value}"]):
+    for args in (
+        [override],
+        [f"{key}={value},{value}"] if key != "data" else [f"data=xor,{value}"],
+    ):
         with pytest.raises(ConfigError) as err:
             check_overrides(args)
         assert str(err.value).startswith(message) and "\n" not in str(err.value)
@@ -70,7 +93,9 @@ def test_bad_values_on_the_command_line_and_in_sweeps(override, message):
 def test_unknown_keys_are_refused_unless_appended():
     with pytest.raises(ConfigError, match="learning_rate is not a known key"):
         check_overrides(["learning_rate=0.1"])
-    check_overrides(["+sweep=seed", "hydra.sweep.dir=x", "data=synthetic", "data.n_samples=10", "lr=0.1,0.2"])
+    check_overrides(
+        ["+sweep=seed", "hydra.sweep.dir=x", "data=synthetic", "data.n_samples=10", "lr=0.1,0.2"]
+    )
 
 
 def test_data_specific_checks():
@@ -78,7 +103,9 @@ def test_data_specific_checks():
         validate(plain("data=csv"))
     with pytest.raises(ConfigError, match=r"^data.path=/no/such.csv does not exist"):
         validate(plain("data=csv", "data.path=/no/such.csv"))
-    with pytest.raises(ConfigError, match=r"download spambase.data from https://archive.ics.uci.edu"):
+    with pytest.raises(
+        ConfigError, match=r"download spambase.data from https://archive.ics.uci.edu"
+    ):
         validate(plain("data=spambase", "data.path=/no/spambase.data"))
     with pytest.raises(ConfigError, match=r"^data.n_samples=2 is not allowed"):
         validate(plain("data=synthetic", "data.n_samples=2"))
@@ -89,15 +116,25 @@ def test_data_specific_checks():
 def test_fingerprint_ignores_device_and_tracking_only():
     base = fingerprint(plain())
     assert fingerprint(plain("device=gpu")) == base
-    assert fingerprint(plain("tracking.experiment=other", "tracking.uri=sqlite:////tmp/x.db")) == base
+    assert (
+        fingerprint(plain("tracking.experiment=other", "tracking.uri=sqlite:////tmp/x.db")) == base
+    )
     assert fingerprint(plain("lr=0.001")) != base
     assert fingerprint(plain("data=xor")) != base
 
 
-@pytest.mark.parametrize("data", [
-    {"name": "diabetes"}, {"name": "csv", "path": "/x/sales.csv"}, {"name": "csv", "path": "/x/sales.csv", "task": 3},
-    {"name": "csv", "path": None}, {"name": "text", "path": "s.txt", "task": "regression"},
-    {"name": "csv", "path": "${data.name}.csv"}, {"name": "csv", "path": "a.csv", "task": "???"}])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"name": "diabetes"},
+        {"name": "csv", "path": "/x/sales.csv"},
+        {"name": "csv", "path": "/x/sales.csv", "task": 3},
+        {"name": "csv", "path": None},
+        {"name": "text", "path": "s.txt", "task": "regression"},
+        {"name": "csv", "path": "${data.name}.csv"},
+        {"name": "csv", "path": "a.csv", "task": "???"},
+    ],
+)
 def test_the_default_experiment_set_without_omegaconfs_grammar_is_what_it_resolves_to(data):
     import copy
 
@@ -106,7 +143,12 @@ def test_the_default_experiment_set_without_omegaconfs_grammar_is_what_it_resolv
     from sweeper.contract.config import EXPERIMENT, resolve_experiment
 
     for name in ("local", "server"):  # the shortcut applies to the conf's own text
-        assert OmegaConf.load(sweeper.CONF_DIR / "tracking" / f"{name}.yaml")._get_node("experiment")._value() == EXPERIMENT
+        assert (
+            OmegaConf.load(sweeper.CONF_DIR / "tracking" / f"{name}.yaml")
+            ._get_node("experiment")
+            ._value()
+            == EXPERIMENT
+        )
     cfg = OmegaConf.create({"data": data, "tracking": {"experiment": EXPERIMENT}})
     want = copy.deepcopy(cfg)
     OmegaConf.resolve(want)
@@ -115,7 +157,10 @@ def test_the_default_experiment_set_without_omegaconfs_grammar_is_what_it_resolv
     assert cfg.tracking.experiment == want.tracking.experiment
 
 
-@pytest.mark.parametrize("make, what", [(lambda p: p.mkdir(), "is a folder"), (lambda p: os.mkfifo(p), "is not a regular file")])
+@pytest.mark.parametrize(
+    "make, what",
+    [(lambda p: p.mkdir(), "is a folder"), (lambda p: os.mkfifo(p), "is not a regular file")],
+)
 def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, what):
     from conftest import make_cfg
     from omegaconf import OmegaConf

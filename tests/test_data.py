@@ -1,4 +1,5 @@
 """Data sets: loaders, the seeded split, scaling fitted on the training rows only, clear errors."""
+
 import json
 
 import numpy as np
@@ -15,7 +16,11 @@ def load(*overrides, seed=0):
 
 @pytest.mark.parametrize(
     "name, task, n, d",
-    [("xor", "binary", 4, 2), ("diabetes", "regression", 442, 10), ("breast_cancer", "binary", 569, 30)],
+    [
+        ("xor", "binary", 4, 2),
+        ("diabetes", "regression", 442, 10),
+        ("breast_cancer", "binary", 569, 30),
+    ],
 )
 def test_bundled_data_sets(name, task, n, d):
     ds = load(f"data={name}")
@@ -35,7 +40,9 @@ def test_split_is_seeded_disjoint_and_scaled_on_train_only():
     assert np.abs(a.X_test.mean(axis=0)).max() > 1e-3  # test rows did not take part in the fit
     # regression targets are standardised for training and mapped back for scoring
     assert a.y_train.mean() == pytest.approx(0, abs=1e-12)
-    raw = np.concatenate([a.to_original(a.y_train), a.to_original(a.y_val), a.to_original(a.y_test)])
+    raw = np.concatenate(
+        [a.to_original(a.y_train), a.to_original(a.y_val), a.to_original(a.y_test)]
+    )
     from sklearn.datasets import load_diabetes
 
     assert sorted(raw.ravel()) == pytest.approx(sorted(load_diabetes().target))
@@ -71,9 +78,13 @@ def test_csv_json_and_npz_files_load_alike(tmp_path, table):
     tsv = tmp_path / "t.tsv"
     tsv.write_text("\n".join("\t".join(map(str, [t, *r])) for r, t in zip(X, y)))
     records = tmp_path / "r.json"
-    records.write_text(json.dumps([{"a": r[0], "b": r[1], "c": r[2], "label": t} for r, t in zip(X, y)]))
+    records.write_text(
+        json.dumps([{"a": r[0], "b": r[1], "c": r[2], "label": t} for r, t in zip(X, y)])
+    )
     columns = tmp_path / "c.json"
-    columns.write_text(json.dumps({"a": list(X[:, 0]), "b": list(X[:, 1]), "c": list(X[:, 2]), "label": list(y)}))
+    columns.write_text(
+        json.dumps({"a": list(X[:, 0]), "b": list(X[:, 1]), "c": list(X[:, 2]), "label": list(y)})
+    )
     npz = tmp_path / "t.npz"
     np.savez(npz, X=X, y=y)
 
@@ -97,7 +108,11 @@ def test_csv_json_and_npz_files_load_alike(tmp_path, table):
         ("a,b\n1,2\n3\n", [], "rows have different numbers of fields"),
         ("a,b\n1,2\n3,4\n", ["data.target=zz"], "data.target=zz is not a column"),
         ("a,b\n1,2\n3,4\n", ["data.target=5"], "data.target=5 is out of range"),
-        ("a,b\n1,2\n3,4\n5,6\n", ["data.task=binary", "data.target=a"], "data.task=binary needs two distinct values"),
+        (
+            "a,b\n1,2\n3,4\n5,6\n",
+            ["data.task=binary", "data.target=a"],
+            "data.task=binary needs two distinct values",
+        ),
     ],
 )
 def test_bad_files_give_one_line_errors(tmp_path, content, overrides, message):
@@ -111,17 +126,32 @@ def test_bad_files_give_one_line_errors(tmp_path, content, overrides, message):
 @pytest.mark.slow
 def test_spambase_reaches_90_percent_test_accuracy(tmp_path, store, spambase_path):
     result = run_once(
-        tmp_path, "data=spambase", f"data.path={spambase_path}", "depth=1", "width=16", "lr=0.1", "epochs=2000",
+        tmp_path,
+        "data=spambase",
+        f"data.path={spambase_path}",
+        "depth=1",
+        "width=16",
+        "lr=0.1",
+        "epochs=2000",
         store=store,
     )
     assert result["status"] == "FINISHED"
     assert result["metrics"]["test_accuracy"] >= 0.90
 
 
-@pytest.mark.parametrize("fractions, said", [
-    ({"val_fraction": 0.0, "test_fraction": 0.2}, "validation = the training rows (data.val_fraction=0)"),
-    ({"val_fraction": 0.2, "test_fraction": 0.0}, "test = the training rows (data.test_fraction=0)"),
-])
+@pytest.mark.parametrize(
+    "fractions, said",
+    [
+        (
+            {"val_fraction": 0.0, "test_fraction": 0.2},
+            "validation = the training rows (data.val_fraction=0)",
+        ),
+        (
+            {"val_fraction": 0.2, "test_fraction": 0.0},
+            "test = the training rows (data.test_fraction=0)",
+        ),
+    ],
+)
 def test_a_fraction_of_0_is_a_decision_said_and_tagged(fractions, said):
     """Before: data.val_fraction=0 selected on the training rows without a word."""
     from omegaconf import OmegaConf
@@ -131,25 +161,42 @@ def test_a_fraction_of_0_is_a_decision_said_and_tagged(fractions, said):
     ds = data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, **fractions}))
     assert ds.decisions["split"].startswith(said)
     assert data.decision_tags(ds)["decided.split"] == ds.decisions["split"]
-    assert "split" not in data.load(OmegaConf.create({"name": "diabetes", "split_seed": 0, "val_fraction": 0.2,
-                                                       "test_fraction": 0.2})).decisions
+    assert (
+        "split"
+        not in data.load(
+            OmegaConf.create(
+                {"name": "diabetes", "split_seed": 0, "val_fraction": 0.2, "test_fraction": 0.2}
+            )
+        ).decisions
+    )
 
 
 def test_a_fraction_of_0_is_a_warning_of_the_run(tmp_path, store):
     proc = cli(tmp_path, "data.val_fraction=0", "epochs=5", store=store)
     assert proc.returncode == 0, proc.stderr
-    assert "[WARNING] - data: split: validation = the training rows (data.val_fraction=0)" in proc.stdout + proc.stderr
+    assert (
+        "[WARNING] - data: split: validation = the training rows (data.val_fraction=0)"
+        in proc.stdout + proc.stderr
+    )
     (run,) = all_runs(store)
     assert run.data.tags["decided.split"].startswith("validation = the training rows")
 
 
-@pytest.mark.parametrize("big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")])
+@pytest.mark.parametrize(
+    "big, error", [("y", "the target cannot be scaled"), ("b", "column b cannot be scaled")]
+)
 def test_values_near_1e308_are_refused_as_unscalable_data(tmp_path, big, error):
     from conftest import make_cfg
     from sweeper import data
 
-    rows = [(i % 7, (i * 3) % 5 * (1.5e307 if big == "b" else 1), (i + 0.5) * (1.3e306 if big == "y" else 1))
-            for i in range(60)]
+    rows = [
+        (
+            i % 7,
+            (i * 3) % 5 * (1.5e307 if big == "b" else 1),
+            (i + 0.5) * (1.3e306 if big == "y" else 1),
+        )
+        for i in range(60)
+    ]
     cfg = make_cfg("data=csv", f"data.path={write_csv(tmp_path, 'a,b,y', rows)}")
     with pytest.raises(data.DataError, match=error):
         data.load(cfg.data, cfg.seed)

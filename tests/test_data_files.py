@@ -1,4 +1,5 @@
 """User data files (data=csv): what a file's target, header, encoding and size make of a run; one line when refused."""
+
 import json
 
 import numpy as np
@@ -38,9 +39,15 @@ def classes(k):
 
 @pytest.mark.parametrize("k", [3, 20])
 def test_auto_reads_a_few_integer_values_as_class_labels(tmp_path, k):
-    path = write_csv(tmp_path / "classes.csv", classes(k) + 5)  # labels 5..5+k-1 become indices 0..k-1
+    path = write_csv(
+        tmp_path / "classes.csv", classes(k) + 5
+    )  # labels 5..5+k-1 become indices 0..k-1
     ds = load(path)
-    assert ds.task == "multiclass" and ds.classes == tuple(str(c) for c in range(5, 5 + k)) and ds.n_outputs == k
+    assert (
+        ds.task == "multiclass"
+        and ds.classes == tuple(str(c) for c in range(5, 5 + k))
+        and ds.n_outputs == k
+    )
     ys = np.concatenate([ds.y_train, ds.y_val, ds.y_test]).ravel()
     assert sorted(set(ys)) == list(range(k))
     ds = load(path, "data.task=regression")  # the user's choice: fit the integers as a number
@@ -68,7 +75,10 @@ def test_many_values_or_non_integers_stay_a_regression(tmp_path, target):
         (np.where(X[:, 0] > 0, 1, -1), "1"),
         (np.where(X[:, 0] > 0, 1.5, 0.25), "1.5"),
         (np.where(X[:, 0] > 0, "spam", "ham"), "spam"),
-        (np.where(X[:, 0] > 0, " yes", " no"), "yes"),  # spaces after the separator are not part of the label
+        (
+            np.where(X[:, 0] > 0, " yes", " no"),
+            "yes",
+        ),  # spaces after the separator are not part of the label
     ],
 )
 def test_a_two_valued_target_is_read_as_0_1_with_the_later_value_as_1(tmp_path, target, positive):
@@ -100,15 +110,42 @@ def test_text_targets_load_from_json_and_npz_and_the_positive_class_can_be_chose
     "target, overrides, message",
     [
         (np.array(["a"] * 40), [], "a text target needs two distinct values: column y of"),
-        (classes(3), ["data.task=multiclass", "data.positive_class=1"], "data.positive_class=1 is for a binary target"),
-        (np.zeros(len(X)), ["data.task=multiclass"], "data.task=multiclass needs two or more distinct values"),
-        (np.where(X[:, 0] > 0, "spam", "ham"), ["data.task=regression"], "data.task=regression needs a numeric target"),
-        (np.where(X[:, 0] > 0, "spam", "ham"), ["data.positive_class=eggs"],
-         "data.positive_class=eggs is not a value of the target: column y of"),
-        (classes(3), ["data.task=binary"], "data.task=binary needs two distinct values: column y of"),
+        (
+            classes(3),
+            ["data.task=multiclass", "data.positive_class=1"],
+            "data.positive_class=1 is for a binary target",
+        ),
+        (
+            np.zeros(len(X)),
+            ["data.task=multiclass"],
+            "data.task=multiclass needs two or more distinct values",
+        ),
+        (
+            np.where(X[:, 0] > 0, "spam", "ham"),
+            ["data.task=regression"],
+            "data.task=regression needs a numeric target",
+        ),
+        (
+            np.where(X[:, 0] > 0, "spam", "ham"),
+            ["data.positive_class=eggs"],
+            "data.positive_class=eggs is not a value of the target: column y of",
+        ),
+        (
+            classes(3),
+            ["data.task=binary"],
+            "data.task=binary needs two distinct values: column y of",
+        ),
         (X[:, 0], ["data.positive_class=1"], "data.positive_class=1 needs two distinct values"),
-        (classes(2), ["data.task=regression", "data.positive_class=1"], "data.positive_class=1 is for a binary target"),
-        (np.array(["1", "x"] * 20), [], "column y holds a non-numeric value 'x' (row 2)"),  # a stray text value
+        (
+            classes(2),
+            ["data.task=regression", "data.positive_class=1"],
+            "data.positive_class=1 is for a binary target",
+        ),
+        (
+            np.array(["1", "x"] * 20),
+            [],
+            "column y holds a non-numeric value 'x' (row 2)",
+        ),  # a stray text value
     ],
 )
 def test_targets_that_cannot_be_read_give_one_line(tmp_path, target, overrides, message):
@@ -119,23 +156,34 @@ def test_a_text_feature_column_is_encoded_not_refused(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("colour,y\n" + "red,ham\nblue,spam\nred,spam\ngreen,ham\n" * 5)
     ds = load(path)
-    assert ds.encoder["columns"] == [{"name": "colour", "categories": sorted(ds.encoder["columns"][0]["categories"])}]
+    assert ds.encoder["columns"] == [
+        {"name": "colour", "categories": sorted(ds.encoder["columns"][0]["categories"])}
+    ]
     assert ds.n_features == len(ds.encoder["columns"][0]["categories"]) and ds.task == "binary"
 
 
-@pytest.mark.parametrize("target, positive", [(np.where(X[:, 0] > 0, 2, 1), "2"),
-                                              (np.where(X[:, 0] > 0, "spam", "ham"), "spam")])
-def test_a_two_valued_target_trains_binary_and_logs_its_positive_class(tmp_path, store, target, positive):
+@pytest.mark.parametrize(
+    "target, positive",
+    [(np.where(X[:, 0] > 0, 2, 1), "2"), (np.where(X[:, 0] > 0, "spam", "ham"), "spam")],
+)
+def test_a_two_valued_target_trains_binary_and_logs_its_positive_class(
+    tmp_path, store, target, positive
+):
     path = write_csv(tmp_path / "mail.csv", target)
     result = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)
     assert result["status"] == "FINISHED" and result["task"] == "binary"
     assert result["metrics"]["test_accuracy"] >= 0.75 and "val_roc_auc" in result["metrics"]
     assert result["config"]["data"]["positive_class"] == positive
-    assert client_for(store).get_run(result["run_id"]).data.params["data.positive_class"] == positive
+    assert (
+        client_for(store).get_run(result["run_id"]).data.params["data.positive_class"] == positive
+    )
 
 
-@pytest.mark.parametrize("n, fractions", [(1, []), (2, []), (3, []), (1, ["data.val_fraction=0", "data.test_fraction=0"])],
-                         ids=["1-row", "2-rows", "3-rows", "1-row-unsplit"])
+@pytest.mark.parametrize(
+    "n, fractions",
+    [(1, []), (2, []), (3, []), (1, ["data.val_fraction=0", "data.test_fraction=0"])],
+    ids=["1-row", "2-rows", "3-rows", "1-row-unsplit"],
+)
 def test_too_few_rows_for_the_split_give_one_line(tmp_path, n, fractions):
     path = write_csv(tmp_path / "tiny.csv", classes(2))
     path.write_text("\n".join(path.read_text().splitlines()[: n + 1]) + "\n")
@@ -199,7 +247,9 @@ def test_other_unreadable_files_give_one_line(tmp_path, name, content, message):
 
 def test_a_target_name_without_a_header_says_to_give_an_index(tmp_path):
     path = write_csv(tmp_path / "t.csv", X[:, 0], header=None)
-    assert "data.target=y is a column name, but" in refused(path, "data.header=false", "data.target=y")
+    assert "data.target=y is a column name, but" in refused(
+        path, "data.header=false", "data.target=y"
+    )
 
 
 def test_a_semicolon_separator_by_name_or_quoted(tmp_path):
@@ -211,8 +261,11 @@ def test_a_semicolon_separator_by_name_or_quoted(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["data=csv", "data.sep=;"], "data.sep=; cannot be read by Hydra's override parser: quote the character "
-                                     """('data.sep=";"') or name it: data.sep=tab|space|semicolon"""),
+        (
+            ["data=csv", "data.sep=;"],
+            "data.sep=; cannot be read by Hydra's override parser: quote the character "
+            """('data.sep=";"') or name it: data.sep=tab|space|semicolon""",
+        ),
         (["-m", "lr=(0.1"], "lr=(0.1 is not a valid override (extraneous input '('"),
         (["lr=[1,2"], "lr=[1,2 is not a valid override (no viable alternative at input '[1,2')"),
     ],
@@ -224,7 +277,9 @@ def test_overrides_hydra_cannot_parse_give_one_line(args, message):
 
 
 def test_option_values_are_left_to_hydra():
-    check_overrides(["--cfg", "job", "lr=0.1"])  # "job" is no override: Hydra's argument parser reads it
+    check_overrides(
+        ["--cfg", "job", "lr=0.1"]
+    )  # "job" is no override: Hydra's argument parser reads it
 
 
 def test_each_data_file_has_its_own_experiment(tmp_path):
@@ -263,7 +318,9 @@ def test_a_bad_data_file_leaves_no_store_behind(tmp_path, args):
 
 
 @pytest.mark.slow
-def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(tmp_path, store, _template_store):
+def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
+    tmp_path, store, _template_store
+):
     """data.positive_class is a param and a key of data=csv: promote writes it and the re-run reads it back."""
     import shutil
 
@@ -273,10 +330,25 @@ def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
     from sweeper.job.record import run
 
     path = write_csv(tmp_path / "mail.csv", np.where(X[:, 0] > 0, "spam", "ham"))
-    original = run_once(tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store)
+    original = run_once(
+        tmp_path, "data=csv", f"data.path={path}", "lr=0.5", *FAST_ARGS, store=store
+    )
     out = tmp_path / "promoted"  # a folder named like a project group (best) is refused
-    assert promote.main(["--tracking-uri", f"sqlite:///{store}", "--out-dir", str(out), "--experiment", "csv-mail",
-                         "--name", "mail"]) == 0
+    assert (
+        promote.main(
+            [
+                "--tracking-uri",
+                f"sqlite:///{store}",
+                "--out-dir",
+                str(out),
+                "--experiment",
+                "csv-mail",
+                "--name",
+                "mail",
+            ]
+        )
+        == 0
+    )
     again = tmp_path / "again.db"
     shutil.copy(_template_store, again)
     cfg = pinned.compose_file(out / "mail.yaml", f"tracking.uri=sqlite:///{again}")
@@ -284,8 +356,12 @@ def test_a_promoted_text_target_run_reruns_with_the_same_fingerprint_and_params(
     result = run(cfg, JobContext(output_dir=tmp_path / "rerun"))
     assert result["fingerprint"] == original["fingerprint"]
     assert {k: v for k, v in result["metrics"].items() if k.startswith("val_")} == {
-        k: v for k, v in original["metrics"].items() if k.startswith("val_")}
-    params = [client_for(db).get_run(r["run_id"]).data.params for db, r in ((store, original), (again, result))]
+        k: v for k, v in original["metrics"].items() if k.startswith("val_")
+    }
+    params = [
+        client_for(db).get_run(r["run_id"]).data.params
+        for db, r in ((store, original), (again, result))
+    ]
     assert [p["data.positive_class"] for p in params] == ["spam", "spam"]
 
 
@@ -293,23 +369,34 @@ def test_a_header_that_names_a_column_twice_is_refused_in_one_line(tmp_path):
     """Before: both columns trained under one name, and the logged model's input example dropped one (MLflow:
     "DataFrame columns are not unique"); a run could end behind MLflow's tracebacks."""
     path = write_csv(tmp_path / "dup.csv", X[:, 0], header="a,a,y")
-    assert refused(path, "data.target=y") == (f"data.path={path}: the header names column 'a' 2 times (columns 1, 2): "
-                                              "give each column its own name in the file's first line")
-    assert load(write_csv(tmp_path / "ok.csv", X[:, 0], header="a,b,y"), "data.target=y").n_features == 2
+    assert refused(path, "data.target=y") == (
+        f"data.path={path}: the header names column 'a' 2 times (columns 1, 2): "
+        "give each column its own name in the file's first line"
+    )
+    assert (
+        load(write_csv(tmp_path / "ok.csv", X[:, 0], header="a,b,y"), "data.target=y").n_features
+        == 2
+    )
 
 
 def test_a_file_rewritten_between_two_sweeps_of_one_process_is_read_again(tmp_path):
     """load_plain keeps what it read for the sweep's launching process: a notebook's second sweep of an edited CSV
     (same path, same split) trained on the first version of it."""
     path = tmp_path / "t.csv"
+
     def write(scale: int) -> None:
-        path.write_text("a,b,y\n" + "".join(f"{i},{(i * 7) % 5},{scale * (2 * i + 1)}\n" for i in range(40)))
+        path.write_text(
+            "a,b,y\n" + "".join(f"{i},{(i * 7) % 5},{scale * (2 * i + 1)}\n" for i in range(40))
+        )
 
     write(1)
     import sweeper
 
-    node = {**OmegaConf.to_container(OmegaConf.load(sweeper.CONF_DIR / "data" / "csv.yaml")), "path": str(path),
-            "target": "y"}
+    node = {
+        **OmegaConf.to_container(OmegaConf.load(sweeper.CONF_DIR / "data" / "csv.yaml")),
+        "path": str(path),
+        "target": "y",
+    }
     first = data.load_plain(node)
     assert data.load_plain(node) is first  # unchanged: the same Dataset, read once
     write(100)

@@ -1,6 +1,7 @@
 """``resume=true`` never mixes two versions of a data file (issue 55, finding 1): a run's fingerprint holds its file's
 content (a SHA-256, read once a sweep), so a FINISHED run of the same configuration on an older version of the file is
 not reused; the job says how many it did not reuse and why, and the sweep counts them."""
+
 from __future__ import annotations
 
 import subprocess
@@ -30,9 +31,17 @@ def test_resume_reuses_only_a_run_of_the_same_file_content(tmp_path, store):
     assert first["status"] == "FINISHED"
     _write(path, scale=2.0, shift=5.0)
     second = run_once(tmp_path, *args, "resume=true", store=store)
-    assert second["status"] == "FINISHED" and not second.get("resumed_from")  # trained again, on the new content
-    assert second["fingerprint"] != first["fingerprint"] and second["config_fingerprint"] == first["config_fingerprint"]
-    assert f"resume: 1 FINISHED run(s) of this configuration ({first['run_id']})" in second["not_reused"]
+    assert second["status"] == "FINISHED" and not second.get(
+        "resumed_from"
+    )  # trained again, on the new content
+    assert (
+        second["fingerprint"] != first["fingerprint"]
+        and second["config_fingerprint"] == first["config_fingerprint"]
+    )
+    assert (
+        f"resume: 1 FINISHED run(s) of this configuration ({first['run_id']})"
+        in second["not_reused"]
+    )
     third = run_once(tmp_path, *args, "resume=true", store=store)  # the same content again: reused
     assert third["status"] == "SKIPPED" and third["resumed_from"] == second["run_id"]
     tags = {r.info.run_id: r.data.tags for r in all_runs(store)}
@@ -52,7 +61,9 @@ def test_a_sweeps_fingerprints_read_each_data_file_once(tmp_path, monkeypatch):
     _write(path)
     reads = []
     real = hashlib.file_digest
-    monkeypatch.setattr(state.hashlib, "file_digest", lambda f, name: reads.append(name) or real(f, name))
+    monkeypatch.setattr(
+        state.hashlib, "file_digest", lambda f, name: reads.append(name) or real(f, name)
+    )
     state.begin()
     cfg = {"lr": 0.1, "epochs": 10, "data": {"name": "csv", "path": str(path)}}
     prints = {fingerprint({**cfg, "lr": lr}) for lr in (0.1, 0.2, 0.3) for _ in range(3)}
@@ -60,7 +71,9 @@ def test_a_sweeps_fingerprints_read_each_data_file_once(tmp_path, monkeypatch):
     before = fingerprint(cfg)
     _write(path, scale=3.0)
     assert fingerprint(cfg) != before and len(reads) == 2
-    assert fingerprint(cfg, content=False) == fingerprint({**cfg, "data": {**cfg["data"], "path": str(path)}}, False)
+    assert fingerprint(cfg, content=False) == fingerprint(
+        {**cfg, "data": {**cfg["data"], "path": str(path)}}, False
+    )
 
 
 @pytest.mark.slow
@@ -70,10 +83,26 @@ def test_a_resumed_sweep_on_a_rewritten_file_trains_again_and_counts_it(tmp_path
     _write(path)
 
     def sweep(folder: str, *extra: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "sweeper", "-m", "data=csv", f"data.path={path}", "lr=0.01,0.02",
-                              *FAST_ARGS, "baselines=none", f"tracking.uri=sqlite:///{store}",
-                              f"hydra.sweep.dir={tmp_path / folder}", *extra],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sweeper",
+                "-m",
+                "data=csv",
+                f"data.path={path}",
+                "lr=0.01,0.02",
+                *FAST_ARGS,
+                "baselines=none",
+                f"tracking.uri=sqlite:///{store}",
+                f"hydra.sweep.dir={tmp_path / folder}",
+                *extra,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout
 

@@ -1,5 +1,6 @@
 """The batched launcher's engines (sweeper.sweep.engines): every GPU of a node under the local engine, and groups
 computed on submitit and Ray workers, recorded in the launching process with the local engine's metrics."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,19 @@ import pytest
 
 from conftest import all_runs, cli
 
-FAST = ("epochs=300", "log_every=10", "tracking.log_model=false", "tracking.system_metrics=false", "dtype=float64")
-GRID = ("lr=0.001,0.002,0.003,0.004", "depth=1,2", "seed=0,1", "hydra.launcher.pack=false")  # 16 configurations, 2 groups of 8
+FAST = (
+    "epochs=300",
+    "log_every=10",
+    "tracking.log_model=false",
+    "tracking.system_metrics=false",
+    "dtype=float64",
+)
+GRID = (
+    "lr=0.001,0.002,0.003,0.004",
+    "depth=1,2",
+    "seed=0,1",
+    "hydra.launcher.pack=false",
+)  # 16 configurations, 2 groups of 8
 
 
 def children(store: Path) -> list:
@@ -28,14 +40,25 @@ def metrics_by_config(store: Path) -> dict:
 @pytest.mark.slow
 def test_two_gpu_groups_compute_on_devices_0_and_1_at_once(tmp_path, store):
     env = {"SWEEPER_FAKE_GPU": "numpy", "SWEEPER_FAKE_GPUS": "2"}
-    proc = cli(tmp_path, "-m", "device=gpu", "depth=1,2", "lr=0.001,0.002,0.003,0.004", "hydra.launcher.pack=false", *FAST,
-               store=store, env=env)  # a group a depth (packed, they would be one)
+    proc = cli(
+        tmp_path,
+        "-m",
+        "device=gpu",
+        "depth=1,2",
+        "lr=0.001,0.002,0.003,0.004",
+        "hydra.launcher.pack=false",
+        *FAST,
+        store=store,
+        env=env,
+    )  # a group a depth (packed, they would be one)
     assert proc.returncode == 0, proc.stderr
     runs = children(store)
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
     by_depth = {}
     for r in runs:
-        by_depth.setdefault(r.data.params["depth"], set()).add(r.data.tags.get("sweeper.gpu_device"))
+        by_depth.setdefault(r.data.params["depth"], set()).add(
+            r.data.tags.get("sweeper.gpu_device")
+        )
     assert sorted(by_depth) == ["1", "2"] and all(len(v) == 1 for v in by_depth.values()), by_depth
     assert set().union(*by_depth.values()) == {"0", "1"}, by_depth
 
@@ -68,11 +91,22 @@ def assert_same_as_local(store: Path, reference: dict, engine: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_worker(tmp_path, store, _template_store):
+def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_worker(
+    tmp_path, store, _template_store
+):
     reference = local_reference(tmp_path, _template_store)
-    die = tmp_path / "died"  # the first group's worker kills itself once: the group is submitted again
-    proc = cli(tmp_path, "-m", *GRID, *FAST, "hydra.launcher.engine=submitit_local", store=store,
-               env={"SWEEPER_TEST_DIE_ONCE": str(die)})
+    die = (
+        tmp_path / "died"
+    )  # the first group's worker kills itself once: the group is submitted again
+    proc = cli(
+        tmp_path,
+        "-m",
+        *GRID,
+        *FAST,
+        "hydra.launcher.engine=submitit_local",
+        store=store,
+        env={"SWEEPER_TEST_DIE_ONCE": str(die)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert die.is_file() and "lost with its worker" in proc.stderr + proc.stdout
     assert_same_as_local(store, reference, "submitit_local")
@@ -80,12 +114,24 @@ def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_w
 
 @pytest.mark.slow
 def test_a_grid_on_a_local_ray_cluster_matches_the_local_engine(tmp_path, store, _template_store):
-    pytest.importorskip("ray", reason="Ray is not installed: pip install 'ray[default]' (4 min here; not in the dev extra)")
+    pytest.importorskip(
+        "ray",
+        reason="Ray is not installed: pip install 'ray[default]' (4 min here; not in the dev extra)",
+    )
     reference = local_reference(tmp_path, _template_store)
     # the engine starts a local cluster for this sweep (ray.init(address="local")), which ends with the command;
     # what it exposes is said (Ray listens on every interface whatever _node_ip_address says)
-    proc = cli(tmp_path, "-m", *GRID, *FAST, "hydra.launcher.engine=ray", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
-               "+hydra.launcher.ray.init.num_cpus=2", store=store, env={"RAY_USAGE_STATS_ENABLED": "0"})
+    proc = cli(
+        tmp_path,
+        "-m",
+        *GRID,
+        *FAST,
+        "hydra.launcher.engine=ray",
+        "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        store=store,
+        env={"RAY_USAGE_STATS_ENABLED": "0"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert_same_as_local(store, reference, "ray")
     assert (proc.stdout + proc.stderr).count("listens on every interface of this machine") == 1
@@ -96,6 +142,8 @@ def test_a_local_ray_cluster_says_what_it_exposes_and_a_joined_one_does_not():
 
     assert ray_exposure(True, {}) is None  # a cluster the user named: theirs to guard
     guarded = ray_exposure(False, {})
-    assert "every interface" in guarded and "token authentication" in guarded and "firewall" in guarded
+    assert (
+        "every interface" in guarded and "token authentication" in guarded and "firewall" in guarded
+    )
     open_ = ray_exposure(False, {"RAY_AUTH_MODE": "disabled"})
     assert "RAY_AUTH_MODE=disabled" in open_ and "anyone who reaches this machine" in open_

@@ -1,4 +1,5 @@
 """sweeper.tracking.experiments: where MLflow's Default experiment keeps its artifacts."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,13 +20,17 @@ def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path
     (tmp_path / "here").mkdir()
     c = tracking.open_store(f"sqlite:///{store}")
     where = c.get_experiment("0").artifact_location
-    assert not where.startswith(str(store.parent)) and not where.startswith(store.parent.as_uri()), where
+    assert not where.startswith(str(store.parent)) and not where.startswith(
+        store.parent.as_uri()
+    ), where
     for args in (["epochs=5"], ["-m", "epochs=5,6"]):
         proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
         assert proc.returncode == 2, proc.stderr
         assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
         assert "outside the store folder" in proc.stderr
-        assert sorted(p.name for p in (tmp_path / "here").iterdir()) == []  # no mlruns/, no sweep or run folder
+        assert (
+            sorted(p.name for p in (tmp_path / "here").iterdir()) == []
+        )  # no mlruns/, no sweep or run folder
     assert len(all_runs(store)) == 0
 
 
@@ -38,9 +43,14 @@ def test_mlflows_default_experiment_in_a_new_store_is_refused_before_the_store_i
         proc = cli(tmp_path / "here", *args, "tracking.experiment=Default", store=store)
         assert proc.returncode == 2, proc.stderr
         line = one_line(proc.stderr)
-        assert "tracking.experiment=Default would keep its artifacts in " in line and "outside the store folder" in line
+        assert (
+            "tracking.experiment=Default would keep its artifacts in " in line
+            and "outside the store folder" in line
+        )
         assert str(tmp_path / "here" / "mlruns" / "0") in line and "a new store's Default" in line
-        assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
+        assert (
+            not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
+        )
         assert list((tmp_path / "here").iterdir()) == []
 
 

@@ -1,4 +1,5 @@
 """Cross-validated configurations (data.folds=k, issue 38): the folds, their scores, the run, the refusals."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,16 @@ from sweeper.job.compute import scored_on
 
 
 def _node(name: str, folds: int, split_seed: int = 0, **extra) -> OmegaConf:
-    return OmegaConf.create({"name": name, "val_fraction": 0.2, "test_fraction": 0.2, "split_seed": split_seed,
-                             "folds": folds, **extra})
+    return OmegaConf.create(
+        {
+            "name": name,
+            "val_fraction": 0.2,
+            "test_fraction": 0.2,
+            "split_seed": split_seed,
+            "folds": folds,
+            **extra,
+        }
+    )
 
 
 @pytest.mark.parametrize("name,k", [("iris", 5), ("breast_cancer", 4), ("diabetes", 5)])
@@ -23,18 +32,26 @@ def test_folds_partition_the_non_test_rows_and_leave_the_test_rows_out(name, k):
     raw = data.LOADERS[name](None, 0)
     n = len(raw.y)
     folds, test = data.split_folds(n, 0.2, 0, k, raw.y, raw.task)
-    assert np.array_equal(test, data.split(n, 0.2, 0.2, 0)[2])  # the test rows of the run without folds
+    assert np.array_equal(
+        test, data.split(n, 0.2, 0.2, 0)[2]
+    )  # the test rows of the run without folds
     every = np.concatenate(folds)
-    assert len(every) == len(set(every.tolist())) == n - len(test)  # each non-test row in exactly one fold
+    assert (
+        len(every) == len(set(every.tolist())) == n - len(test)
+    )  # each non-test row in exactly one fold
     assert not set(every.tolist()) & set(test.tolist())
     loaded = data.load_folds(_node(name, k))
     assert len(loaded) == k
-    for i, ds in enumerate(loaded):  # each fold validates on its rows, trains on the other folds', tests on the test split
+    for i, ds in enumerate(
+        loaded
+    ):  # each fold validates on its rows, trains on the other folds', tests on the test split
         np.testing.assert_allclose(ds.raw(ds.X_val), raw.X[folds[i]], rtol=1e-12, atol=1e-12)
         train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
         np.testing.assert_allclose(ds.raw(ds.X_train), raw.X[train], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(ds.raw(ds.X_test), raw.X[test], rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(ds.x_mean, raw.X[train].mean(axis=0), rtol=1e-12, atol=1e-15)  # fitted on its training rows
+        np.testing.assert_allclose(
+            ds.x_mean, raw.X[train].mean(axis=0), rtol=1e-12, atol=1e-15
+        )  # fitted on its training rows
 
 
 def test_folds_are_stratified_and_differ_with_the_split_seed():
@@ -47,7 +64,9 @@ def test_folds_are_stratified_and_differ_with_the_split_seed():
         positives = raw.y[f].sum()
         assert abs(positives - raw.y[rest].sum() / k) <= 1 and abs(raw.y[f].mean() - share) < 0.02
     plain, _ = data.split_folds(len(raw.y), 0.2, 0, k)  # not stratified: the shares drift more
-    assert max(abs(raw.y[f].mean() - share) for f in plain) > max(abs(raw.y[f].mean() - share) for f in folds)
+    assert max(abs(raw.y[f].mean() - share) for f in plain) > max(
+        abs(raw.y[f].mean() - share) for f in folds
+    )
     other, other_test = data.split_folds(len(raw.y), 0.2, 1, k, raw.y, "binary")
     assert not all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(folds, other))
     assert not np.array_equal(np.sort(test), np.sort(other_test))
@@ -66,7 +85,10 @@ def test_the_fingerprint_and_params_hold_folds_only_when_it_is_not_zero():
     del old["data"]["folds"]  # a run from before data.folds
     assert fingerprint(base) == fingerprint(old) == fingerprint(plain("data.folds=0"))
     assert fingerprint(plain("data.folds=5")) != fingerprint(base)
-    assert "data.folds" not in split_params(base)[0] and split_params(plain("data.folds=5"))[0]["data.folds"] == 5
+    assert (
+        "data.folds" not in split_params(base)[0]
+        and split_params(plain("data.folds=5"))[0]["data.folds"] == 5
+    )
     validate(old)  # a node without the key is valid
 
 
@@ -74,22 +96,37 @@ def test_the_fingerprint_and_params_hold_folds_only_when_it_is_not_zero():
 def test_bad_fold_counts_are_refused_by_the_contract(value):
     cfg = OmegaConf.to_container(make_cfg(), resolve=True)
     cfg["data"]["folds"] = value
-    with pytest.raises(ConfigError, match=r"^data\.folds=.* is not allowed: expected 0 \(one validation split\) or an integer >= 2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^data\.folds=.* is not allowed: expected 0 \(one validation split\) or an integer >= 2",
+    ):
         validate(cfg)
 
 
 def test_more_folds_than_a_class_has_rows_is_refused_in_one_line():
-    with pytest.raises(data.DataError, match=r"data\.folds=40 is not allowed for data=iris: expected at most"):
+    with pytest.raises(
+        data.DataError, match=r"data\.folds=40 is not allowed for data=iris: expected at most"
+    ):
         data.load(_node("iris", 40))
-    with pytest.raises(data.DataError, match=r"data\.folds=200 is not allowed for data=diabetes: expected at most 177"):
+    with pytest.raises(
+        data.DataError,
+        match=r"data\.folds=200 is not allowed for data=diabetes: expected at most 177",
+    ):
         data.load(_node("diabetes", 200))
     data.load(_node("xor", 2, val_fraction=0.0, test_fraction=0.0))  # 2 rows a class: 2 folds
 
 
-@pytest.mark.parametrize("args,said", [(("data.folds=1",), "data.folds=1 is not allowed: expected 0"),
-                                       (("data=iris", "data.folds=40"), "data.folds=40 is not allowed for data=iris"),
-                                       (("-m", "data=iris", "lr=0.1,0.2", "data.folds=40"),
-                                        "data.folds=40 is not allowed for data=iris")])
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (("data.folds=1",), "data.folds=1 is not allowed: expected 0"),
+        (("data=iris", "data.folds=40"), "data.folds=40 is not allowed for data=iris"),
+        (
+            ("-m", "data=iris", "lr=0.1,0.2", "data.folds=40"),
+            "data.folds=40 is not allowed for data=iris",
+        ),
+    ],
+)
 def test_the_cli_refuses_bad_folds_with_one_line_and_exit_2(tmp_path, store, args, said):
     proc = cli(tmp_path, *args, "epochs=10", store=store)
     assert proc.returncode == 2, proc.stderr
@@ -103,8 +140,21 @@ def _jobs(*grid):
     return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
-FOLD_GRID = [("data=diabetes", "data.folds=5", f"lr={lr}", f"seed={seed}", "epochs=200", "log_every=10", "depth=1",
-              "width=8", "dtype=float64") for lr in (0.01, 0.05) for seed in (0, 1)]
+FOLD_GRID = [
+    (
+        "data=diabetes",
+        "data.folds=5",
+        f"lr={lr}",
+        f"seed={seed}",
+        "epochs=200",
+        "log_every=10",
+        "depth=1",
+        "width=8",
+        "dtype=float64",
+    )
+    for lr in (0.01, 0.05)
+    for seed in (0, 1)
+]
 
 
 def test_a_configurations_folds_are_members_of_one_group_and_score_as_each_fold_trained_alone():
@@ -126,18 +176,26 @@ def test_a_configurations_folds_are_members_of_one_group_and_score_as_each_fold_
         cfg = make_cfg(*job.overrides)
         got = computed[job.idx].outcome
         assert got.reason is None
-        alone_scores = [train_and_score(cfg, ds, backend).scores for ds in data.load_folds(cfg.data)]
+        alone_scores = [
+            train_and_score(cfg, ds, backend).scores for ds in data.load_folds(cfg.data)
+        ]
         for i, s in enumerate(alone_scores):
             for key in ("val_mse", "val_r2", "val_mae", "test_mse"):
                 if key.startswith("val_"):
-                    assert got.scores[f"{key}_fold{i}"] == pytest.approx(s[key], rel=1e-12, abs=1e-12), (job.overrides, key)
+                    assert got.scores[f"{key}_fold{i}"] == pytest.approx(
+                        s[key], rel=1e-12, abs=1e-12
+                    ), (job.overrides, key)
         for key in ("val_mse", "val_r2"):
             folds = np.array([got.scores[f"{key}_fold{i}"] for i in range(5)])
             assert got.scores[key] == pytest.approx(folds.mean(), rel=1e-15)
             assert got.scores[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-12)
             assert got.scores[f"{key}_std"] > 0
-        assert got.scores["test_mse"] == pytest.approx(np.mean([s["test_mse"] for s in alone_scores]), rel=1e-12)
-        assert scored_on(job.plain["data"]).X_val.shape[0] == 71  # fold 0's rows: the run's model is fold 0's
+        assert got.scores["test_mse"] == pytest.approx(
+            np.mean([s["test_mse"] for s in alone_scores]), rel=1e-12
+        )
+        assert (
+            scored_on(job.plain["data"]).X_val.shape[0] == 71
+        )  # fold 0's rows: the run's model is fold 0's
     a, b = (computed[j.idx].outcome.scores for j in jobs[:2])
     assert a["val_mse_fold0"] != b["val_mse_fold0"]  # other configurations, other scores
 
@@ -147,8 +205,20 @@ def test_folds_with_mini_batches_group_by_fold_and_match_alone():
     from sweeper.job.compute import train_and_score
     from sweeper.sweep import launch
 
-    jobs = _jobs(*[("data=iris", "data.folds=3", f"lr={lr}", "batch_size=32", "epochs=60", "log_every=10",
-                    "dtype=float64") for lr in (0.05, 0.1)])
+    jobs = _jobs(
+        *[
+            (
+                "data=iris",
+                "data.folds=3",
+                f"lr={lr}",
+                "batch_size=32",
+                "epochs=60",
+                "log_every=10",
+                "dtype=float64",
+            )
+            for lr in (0.05, 0.1)
+        ]
+    )
     groups, alone = launch.plan(jobs)
     assert not alone and [len(g) for g in groups] == [2]
     computed = launch.compute_group(groups[0])
@@ -156,7 +226,9 @@ def test_folds_with_mini_batches_group_by_fold_and_match_alone():
         cfg = make_cfg(*job.overrides)
         for i, ds in enumerate(data.load_folds(cfg.data)):
             want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
-            assert computed[job.idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)
+            assert computed[job.idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(
+                want, rel=1e-12
+            )
 
 
 def _runs(db):
@@ -166,14 +238,26 @@ def _runs(db):
 
 
 @pytest.mark.slow
-def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_winner(tmp_path, store):
+def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_winner(
+    tmp_path, store
+):
     """A real multirun (batched launcher) and the same grid under hydra/launcher=basic: one run per configuration
     with the fold mean, std and each fold (equal in both to 1e-12), param and tag folds=5; the winner is refit on
     every non-test row, and the parent's best_run and best_model_uri point to the refit."""
     import shutil
 
-    grid = ("-m", "data=diabetes", "data.folds=5", "lr=0.01,0.05", "depth=1,2", "epochs=200", "log_every=10",
-            "width=8", "dtype=float64", "baselines=none")
+    grid = (
+        "-m",
+        "data=diabetes",
+        "data.folds=5",
+        "lr=0.01,0.05",
+        "depth=1,2",
+        "epochs=200",
+        "log_every=10",
+        "width=8",
+        "dtype=float64",
+        "baselines=none",
+    )
     other = store.parent.parent / "basic_store" / "mlflow.db"
     shutil.copytree(store.parent, other.parent)
     (tmp_path / "batched").mkdir()
@@ -186,63 +270,119 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     parent = next(r for r in runs if r.data.tags.get("sweep_dir"))
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(children) == 4
-    alone = {r.data.tags["fingerprint"]: r for r in _runs(other) if "mlflow.parentRunId" in r.data.tags}
+    alone = {
+        r.data.tags["fingerprint"]: r for r in _runs(other) if "mlflow.parentRunId" in r.data.tags
+    }
     for r in children:
         m = r.data.metrics
         assert r.data.tags["folds"] == "5" and r.data.params["data.folds"] == "5"
         assert r.data.tags["sweeper.launcher"] == "batched"
         for key in ("val_mse", "val_r2", "val_mae"):
             folds = np.array([m[f"{key}_fold{i}"] for i in range(5)])
-            assert m[key] == pytest.approx(folds.mean(), rel=1e-12) and m[f"{key}_std"] == pytest.approx(folds.std(), rel=1e-9)
+            assert m[key] == pytest.approx(folds.mean(), rel=1e-12) and m[
+                f"{key}_std"
+            ] == pytest.approx(folds.std(), rel=1e-9)
         b = alone[r.data.tags["fingerprint"]].data.metrics
         for key in [k for k in m if k.startswith(("val_", "test_"))]:
             assert m[key] == pytest.approx(b[key], rel=1e-12, abs=1e-12), key
     best_cv = min(children, key=lambda r: r.data.metrics["val_mse"])
     refit = next(r for r in runs if r.data.tags.get("refit_of"))
     assert refit.data.tags["refit_of"] == best_cv.info.run_id == parent.data.tags["best_cv_run_id"]
-    assert parent.data.tags["best_run_id"] == refit.info.run_id and "mlflow.parentRunId" not in refit.data.tags
+    assert (
+        parent.data.tags["best_run_id"] == refit.info.run_id
+        and "mlflow.parentRunId" not in refit.data.tags
+    )
     assert parent.data.tags["best_model_uri"].startswith("models:/")
     assert refit.data.params["data.val_fraction"] == "0.0" and "data.folds" not in refit.data.params
-    assert refit.data.params["lr"] == best_cv.data.params["lr"] and refit.data.params["depth"] == best_cv.data.params["depth"]
+    assert (
+        refit.data.params["lr"] == best_cv.data.params["lr"]
+        and refit.data.params["depth"] == best_cv.data.params["depth"]
+    )
     assert "refit: " in proc.stdout and refit.info.run_id in proc.stdout
     # the refit's rows: every non-test row trains, the same test rows as the folds
-    node = {**{k: v for k, v in OmegaConf.to_container(make_cfg("data=diabetes").data).items()}, "folds": 0, "val_fraction": 0.0}
+    node = {
+        **{k: v for k, v in OmegaConf.to_container(make_cfg("data=diabetes").data).items()},
+        "folds": 0,
+        "val_fraction": 0.0,
+    }
     ds, fold0 = data.load(OmegaConf.create(node)), data.load(_node("diabetes", 5))
     assert ds.X_train.shape[0] == fold0.X_train.shape[0] + fold0.X_val.shape[0] == 354
     np.testing.assert_allclose(ds.raw(ds.X_test), fold0.raw(fold0.X_test), rtol=1e-12)
-    assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]  # another model: all rows trained it
-    table = proc.stdout[proc.stdout.index("run "):]
+    assert (
+        refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]
+    )  # another model: all rows trained it
+    table = proc.stdout[proc.stdout.index("run ") :]
     assert "val_mse_fold_std" in table and "folds" in table
     # a summary rebuilt from the store finds the refit made and reuses it
     import subprocess
     import sys
 
-    again = subprocess.run([sys.executable, "-m", "sweeper.report", "--parent", parent.info.run_id, "--tracking-uri",
-                            f"sqlite:///{store}"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.report",
+            "--parent",
+            parent.info.run_id,
+            "--tracking-uri",
+            f"sqlite:///{store}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr
     assert f"(run {refit.info.run_id})" in again.stdout
-    assert [r.info.run_id for r in _runs(store) if r.data.tags.get("refit_of")] == [refit.info.run_id]
+    assert [r.info.run_id for r in _runs(store) if r.data.tags.get("refit_of")] == [
+        refit.info.run_id
+    ]
     # promote ranks the cross-validated runs (the refit's val_* are of its training rows: never a candidate) and pins
     # each chosen one as its refit: the sweep's for the best, a new one for the runner-up (--top 2)
     from sweeper.insight import pinned
     from sweeper.promote import main as promote
 
-    assert promote(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}", "--out-dir",
-                    str(tmp_path / "pins"), "--name", "cv", "--top", "2"]) == 0
+    assert (
+        promote(
+            [
+                "--experiment",
+                "diabetes",
+                "--tracking-uri",
+                f"sqlite:///{store}",
+                "--out-dir",
+                str(tmp_path / "pins"),
+                "--name",
+                "cv",
+                "--top",
+                "2",
+            ]
+        )
+        == 0
+    )
     first, second = (pinned.read_pinned(tmp_path / "pins" / f"cv_{i}.yaml") for i in (1, 2))
-    assert first["run_id"] == refit.info.run_id and first["cross_validated"]["run_id"] == best_cv.info.run_id
+    assert (
+        first["run_id"] == refit.info.run_id
+        and first["cross_validated"]["run_id"] == best_cv.info.run_id
+    )
     assert first["cross_validated"]["folds"] == 5
     assert first["cross_validated"]["val_mse"] == pytest.approx(best_cv.data.metrics["val_mse"])
     runner_up = sorted(children, key=lambda r: r.data.metrics["val_mse"])[1]
     refits = {r.data.tags["refit_of"]: r for r in _runs(store) if r.data.tags.get("refit_of")}
-    assert set(refits) == {best_cv.info.run_id, runner_up.info.run_id}  # the runner-up's refit trained by promote
+    assert set(refits) == {
+        best_cv.info.run_id,
+        runner_up.info.run_id,
+    }  # the runner-up's refit trained by promote
     assert second["run_id"] == refits[runner_up.info.run_id].info.run_id
     assert second["cross_validated"]["run_id"] == runner_up.info.run_id
-    assert "folds: 5" not in (tmp_path / "pins" / "cv_1.yaml").read_text().split("pinned:")[0]  # the refit's config
+    assert (
+        "folds: 5" not in (tmp_path / "pins" / "cv_1.yaml").read_text().split("pinned:")[0]
+    )  # the refit's config
     # the pin re-runs the refit: every non-test row trains, and its metrics come back
     rerun_store = tmp_path / "rerun" / "mlflow.db"
     (tmp_path / "rerun").mkdir()
-    again = cli(tmp_path / "rerun", f"hydra.searchpath=[file://{tmp_path}]", "+pins=cv_1", store=rerun_store)
+    again = cli(
+        tmp_path / "rerun", f"hydra.searchpath=[file://{tmp_path}]", "+pins=cv_1", store=rerun_store
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     (rerun,) = _runs(rerun_store)
     assert rerun.data.params["data.val_fraction"] == "0.0"
@@ -251,10 +391,21 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
 
 
 def _record(i: int, lr: str, folds: list[float]) -> dict:
-    metrics = {"val_mse": float(np.mean(folds)), "val_mse_std": float(np.std(folds)),
-               **{f"val_mse_fold{j}": v for j, v in enumerate(folds)}}
-    return {"run": f"lr={lr}", "run_id": f"{i:032x}", "status": "FINISHED", "reason": None,
-            "params": {"lr": lr, "depth": "1", "data.folds": "5"}, "metrics": metrics, "parent": "p", "pruned_at": None}
+    metrics = {
+        "val_mse": float(np.mean(folds)),
+        "val_mse_std": float(np.std(folds)),
+        **{f"val_mse_fold{j}": v for j, v in enumerate(folds)},
+    }
+    return {
+        "run": f"lr={lr}",
+        "run_id": f"{i:032x}",
+        "status": "FINISHED",
+        "reason": None,
+        "params": {"lr": lr, "depth": "1", "data.folds": "5"},
+        "metrics": metrics,
+        "parent": "p",
+        "pruned_at": None,
+    }
 
 
 @pytest.mark.parametrize("shift,verdict", [(10.0, "distinct"), (0.0, "overlap")])
@@ -264,13 +415,22 @@ def test_the_advisor_compares_configurations_paired_across_folds(shift, verdict)
     from sweeper.insight.advice.evidence import Sweep
     from sweeper.insight.advice.findings import noise
 
-    base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]  # folds far apart: an unpaired test would see only noise
+    base = [
+        3000.0,
+        3400.0,
+        2800.0,
+        3600.0,
+        3100.0,
+    ]  # folds far apart: an unpaired test would see only noise
     jitter = [3.0, -4.0, 5.0, -2.0, 1.0]
     better = base
     worse = [b + shift + j for b, j in zip(base, jitter)]
     if shift == 0.0:
         worse = [b + 40 * j for b, j in zip(base, jitter)]
-    records = sorted([_record(0, "0.05", better), _record(1, "0.01", worse)], key=lambda r: r["metrics"]["val_mse"])
+    records = sorted(
+        [_record(0, "0.05", better), _record(1, "0.01", worse)],
+        key=lambda r: r["metrics"]["val_mse"],
+    )
     [finding] = noise(Sweep(records))
     assert finding.tag == verdict, finding.summary
     assert "across the 5 folds" in finding.summary
@@ -284,8 +444,14 @@ def test_a_tables_encoder_and_a_texts_vocabulary_are_fitted_on_each_folds_traini
     from test_columns import N, write_table
 
     path = write_table(tmp_path / "abalone.csv")
-    node = OmegaConf.create({**OmegaConf.to_container(make_cfg("data=csv", f"data.path={path}", "data.drop=[id]").data,
-                                                      resolve=True), "folds": 3})
+    node = OmegaConf.create(
+        {
+            **OmegaConf.to_container(
+                make_cfg("data=csv", f"data.path={path}", "data.drop=[id]").data, resolve=True
+            ),
+            "folds": 3,
+        }
+    )
     loaded = data.load_folds(node)
     assert sum(ds.X_val.shape[0] for ds in loaded) + loaded[0].X_test.shape[0] == N
     raw = data.LOADERS["csv"](node, 0)
@@ -294,7 +460,9 @@ def test_a_tables_encoder_and_a_texts_vocabulary_are_fitted_on_each_folds_traini
         train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
         state = fit(raw.columns, train, 50)
         np.testing.assert_allclose(ds.encoder["x_mean"], state["x_mean"], rtol=1e-12)
-    assert not np.allclose(loaded[0].encoder["x_mean"], loaded[1].encoder["x_mean"])  # each fold's own
+    assert not np.allclose(
+        loaded[0].encoder["x_mean"], loaded[1].encoder["x_mean"]
+    )  # each fold's own
 
 
 @needs_sms
@@ -303,14 +471,18 @@ def test_each_text_fold_fits_its_own_vocabulary_and_its_members_group_by_fold():
 
     from test_text import SMS
 
-    node = OmegaConf.to_container(make_cfg("data=sms", f"data.path={SMS}", "data.max_features=0").data, resolve=True)
+    node = OmegaConf.to_container(
+        make_cfg("data=sms", f"data.path={SMS}", "data.max_features=0").data, resolve=True
+    )
     node["folds"] = 3
     raw = data.LOADERS["sms"](OmegaConf.create(node), 0)
     folds, _ = data.split_folds(len(raw.y), node["test_fraction"], 0, 3, raw.y, raw.task)
     vocab = []
     for i, ds in enumerate(data.load_folds(OmegaConf.create(node))):
         train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
-        alone = TfidfVectorizer(min_df=node["min_df"], ngram_range=(1, node["ngram_max"])).fit(raw.X[train])
+        alone = TfidfVectorizer(min_df=node["min_df"], ngram_range=(1, node["ngram_max"])).fit(
+            raw.X[train]
+        )
         assert ds.vectorizer.vocabulary_ == alone.vocabulary_
         vocab.append(set(ds.vectorizer.vocabulary_))
     assert vocab[0] != vocab[1]
@@ -318,15 +490,29 @@ def test_each_text_fold_fits_its_own_vocabulary_and_its_members_group_by_fold():
     from sweeper.job.compute import train_and_score
     from sweeper.sweep import launch
 
-    jobs = _jobs(*[("data=sms", f"data.path={SMS}", "data.folds=3", f"lr={lr}", "epochs=30", "log_every=10",
-                    "dtype=float64") for lr in (0.5, 2.0)])
+    jobs = _jobs(
+        *[
+            (
+                "data=sms",
+                f"data.path={SMS}",
+                "data.folds=3",
+                f"lr={lr}",
+                "epochs=30",
+                "log_every=10",
+                "dtype=float64",
+            )
+            for lr in (0.5, 2.0)
+        ]
+    )
     groups, alone = launch.plan(jobs)
     assert not alone and [len(g) for g in groups] == [2]
     computed = launch.compute_group(groups[0])
     cfg = make_cfg(*jobs[1].overrides)
     for i, ds in enumerate(data.load_folds(cfg.data)):
         want = train_and_score(cfg, ds, resolve("cpu")).scores["val_log_loss"]
-        assert computed[jobs[1].idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(want, rel=1e-12)
+        assert computed[jobs[1].idx].outcome.scores[f"val_log_loss_fold{i}"] == pytest.approx(
+            want, rel=1e-12
+        )
 
 
 @pytest.mark.slow
@@ -336,28 +522,48 @@ def test_an_optuna_trials_value_is_its_fold_mean(tmp_path, store):
 
     from conftest import all_runs
 
-    proc = cli(tmp_path, "-m", "+sweep=optuna", "data=diabetes", "data.folds=3", "hydra.sweeper.n_trials=3",
-               "hydra.sweeper.batch=3", "epochs=choice(50,100)", "baselines=none", store=store)
+    proc = cli(
+        tmp_path,
+        "-m",
+        "+sweep=optuna",
+        "data=diabetes",
+        "data.folds=3",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.batch=3",
+        "epochs=choice(50,100)",
+        "baselines=none",
+        store=store,
+    )
     assert proc.returncode == 0, proc.stderr
     url = f"sqlite:///{store.parent / 'optuna.db'}"
-    study = optuna.load_study(study_name=optuna.get_all_study_summaries(url)[0].study_name, storage=url)
+    study = optuna.load_study(
+        study_name=optuna.get_all_study_summaries(url)[0].study_name, storage=url
+    )
     runs = {r.data.tags.get("optuna.trial_number"): r for r in all_runs(store)}
     assert len(study.trials) == 3
     for t in study.trials:
         m = runs[str(t.number)].data.metrics
-        assert t.value == pytest.approx(np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12)
+        assert t.value == pytest.approx(
+            np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12
+        )
 
 
-def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_folds_curve(tmp_path, store):
+def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_folds_curve(
+    tmp_path, store
+):
     """hydra/launcher=basic's path (record ∘ compute): the folds train one after another into one run."""
     from conftest import client_for, run_once
 
-    result = run_once(tmp_path, "data=iris", "data.folds=3", "epochs=200", "log_every=20", "lr=0.1", store=store)
+    result = run_once(
+        tmp_path, "data=iris", "data.folds=3", "epochs=200", "log_every=20", "lr=0.1", store=store
+    )
     assert result["status"] == "FINISHED"
     m = result["metrics"]
     folds = [m[f"val_accuracy_fold{i}"] for i in range(3)]
     assert m["val_accuracy"] == pytest.approx(np.mean(folds), rel=1e-15)
-    assert m["val_log_loss_std"] == pytest.approx(np.std([m[f"val_log_loss_fold{i}"] for i in range(3)]), rel=1e-12)
+    assert m["val_log_loss_std"] == pytest.approx(
+        np.std([m[f"val_log_loss_fold{i}"] for i in range(3)]), rel=1e-12
+    )
     curves = np.load(tmp_path / "job" / "curves.npz")
     each = np.array([curves[f"val_loss_fold{i}_values"] for i in range(3)])
     np.testing.assert_allclose(curves["val_loss_values"], each.mean(axis=0), rtol=1e-12)
@@ -365,9 +571,14 @@ def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_fold
     c = client_for(store)
     run = c.get_run(result["run_id"])
     assert run.data.tags["folds"] == "3" and run.data.params["data.folds"] == "3"
-    logged = [p.value for p in sorted(c.get_metric_history(run.info.run_id, "val_loss"), key=lambda p: p.step)]
+    logged = [
+        p.value
+        for p in sorted(c.get_metric_history(run.info.run_id, "val_loss"), key=lambda p: p.step)
+    ]
     np.testing.assert_allclose(logged, curves["val_loss_values"], rtol=1e-12)
-    assert not any(k.startswith("val_loss_fold") for k in run.data.metrics)  # each fold's curve: in curves.npz only
+    assert not any(
+        k.startswith("val_loss_fold") for k in run.data.metrics
+    )  # each fold's curve: in curves.npz only
 
 
 def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_the_stated_default():
@@ -379,23 +590,39 @@ def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_th
 
     base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]
     lr_jitter = [1.0, -1.0, 0.5, -0.5, 0.0]
-    width_scatter = [20.0, -25.0, 15.0, -5.0, -5.0]  # mean zero: width moves single folds, not the mean
+    width_scatter = [
+        20.0,
+        -25.0,
+        15.0,
+        -5.0,
+        -5.0,
+    ]  # mean zero: width moves single folds, not the mean
     records = []
     for lr in ("0.05", "0.01"):
         for width in ("8", "16"):
-            folds = [b * (1.005 if lr == "0.01" else 1.0) + (j if lr == "0.01" else 0.0) + (w if width == "16" else 0.0)
-                     for b, j, w in zip(base, lr_jitter, width_scatter)]
+            folds = [
+                b * (1.005 if lr == "0.01" else 1.0)
+                + (j if lr == "0.01" else 0.0)
+                + (w if width == "16" else 0.0)
+                for b, j, w in zip(base, lr_jitter, width_scatter)
+            ]
             r = _record(len(records), lr, folds)
             r["params"]["width"], r["run"] = width, f"lr={lr},width={width}"
             records.append(r)
     records.sort(key=lambda r: r["metrics"]["val_mse"])
     s = Sweep(records)
-    assert s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4  # (n-1)(k-1) over 4 configurations
+    assert (
+        s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4
+    )  # (n-1)(k-1) over 4 configurations
     assert "own folds" in s.noise_text and "stated default" not in s.noise_text
     found = {f.tag: f for f in no_effect(s)}
     assert "width" in found, [f.summary for f in found.values()]
-    assert "lr" not in found and not any(t.startswith("lr@") for t in found)  # under the 2 % default lr "did not matter"
-    assert all("90% interval of its largest difference" in e for e in found["width"].evidence)  # the fold noise's
+    assert "lr" not in found and not any(
+        t.startswith("lr@") for t in found
+    )  # under the 2 % default lr "did not matter"
+    assert all(
+        "90% interval of its largest difference" in e for e in found["width"].evidence
+    )  # the fold noise's
 
 
 def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store):
@@ -406,50 +633,90 @@ def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store
     from conftest import client_for, run_once
     from sweeper.insight import refit
 
-    result = run_once(tmp_path, "data=diabetes", "data.folds=3", "epochs=60", "log_every=20", "lr=0.05",
-                      "tracking.log_model=false", "tracking.system_metrics=false", store=store)
+    result = run_once(
+        tmp_path,
+        "data=diabetes",
+        "data.folds=3",
+        "epochs=60",
+        "log_every=20",
+        "lr=0.05",
+        "tracking.log_model=false",
+        "tracking.system_metrics=false",
+        store=store,
+    )
     c = client_for(store)
     cv = c.get_run(result["run_id"])
-    cv_rows = {i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in cv.inputs.dataset_inputs}
-    parent = c.create_run(cv.info.experiment_id, run_name="sweep", tags={"sweep_dir": str(tmp_path / "sweep")})
+    cv_rows = {
+        i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in cv.inputs.dataset_inputs
+    }
+    parent = c.create_run(
+        cv.info.experiment_id, run_name="sweep", tags={"sweep_dir": str(tmp_path / "sweep")}
+    )
     made = refit.refit(c, parent, cv)
-    assert made is not None and made.info.status == "FINISHED" and made.data.tags["refit_of"] == cv.info.run_id
+    assert (
+        made is not None
+        and made.info.status == "FINISHED"
+        and made.data.tags["refit_of"] == cv.info.run_id
+    )
     assert made.data.params["data.val_fraction"] == "0.0" and "data.folds" not in made.data.params
-    rows = {i.tags[0].value: json.loads(i.dataset.profile)["num_rows"] for i in made.inputs.dataset_inputs}
+    rows = {
+        i.tags[0].value: json.loads(i.dataset.profile)["num_rows"]
+        for i in made.inputs.dataset_inputs
+    }
     assert rows["training"] == 442 - 88 and rows["test"] == 88 == cv_rows["test"]
-    assert refit.refit(c, parent, cv).info.run_id == made.info.run_id  # made once: found again, not retrained
+    assert (
+        refit.refit(c, parent, cv).info.run_id == made.info.run_id
+    )  # made once: found again, not retrained
 
 
 def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespace():
     from types import SimpleNamespace as NS
 
-    assert data.folds_of(OmegaConf.create({"folds": 3})) == 3 and data.folds_of({"folds": None}) == 0
+    assert (
+        data.folds_of(OmegaConf.create({"folds": 3})) == 3 and data.folds_of({"folds": None}) == 0
+    )
     assert data.folds_of(NS(folds="4")) == 4 and data.folds_of(NS()) == 0 and data.folds_of({}) == 0
     assert data.folds_of({"folds": 5}) == 5  # a mapping's key, not an attribute
     assert data.split_seed(OmegaConf.create({"split_seed": 5}), default=9) == 5
     assert data.split_seed({"split_seed": 0}, default=9) == 0  # a seed of 0 is a seed
     assert data.split_seed(NS(split_seed="7")) == 7 and data.split_seed(NS(), default=9) == 9
-    assert data.split_seed({}, default=2) == 2 and data.split_seed(OmegaConf.create({"split_seed": None})) == 0
+    assert (
+        data.split_seed({}, default=2) == 2
+        and data.split_seed(OmegaConf.create({"split_seed": None})) == 0
+    )
 
 
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)
     assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(10))
-    train, val, test = data.split(10, 0.0, 0.3, 3)  # no validation fraction: validate on the training rows
+    train, val, test = data.split(
+        10, 0.0, 0.3, 3
+    )  # no validation fraction: validate on the training rows
     assert (len(train), len(test)) == (7, 3) and val is train
     node = OmegaConf.create({"val_fraction": 0.25, "test_fraction": 0.25})
     assert len(data._split(4, node, 0, "data=x")[0]) == 2  # 2 training rows: enough
     with pytest.raises(data.DataError) as e:
         data._split(3, node, 0, "data=x")
-    assert str(e.value) == ("data=x: too few rows (3) for data.val_fraction=0.25 and data.test_fraction=0.25: training "
-                            "needs at least 2 rows, validation and test 1 each; add rows, or set both fractions to 0 to "
-                            "score on the training rows")
+    assert str(e.value) == (
+        "data=x: too few rows (3) for data.val_fraction=0.25 and data.test_fraction=0.25: training "
+        "needs at least 2 rows, validation and test 1 each; add rows, or set both fractions to 0 to "
+        "score on the training rows"
+    )
     # a split without a task is a regression's: folds dealt in the seed's order, unstratified
     order = np.random.default_rng(4).permutation(10)
-    test, rest = order[:2], order[2:]  # round(10 * 0.2) test rows, then fold i takes every k-th of the rest
-    train, val, held = data._split(10, OmegaConf.create({"folds": 2, "test_fraction": 0.2}), 4, "data=x", fold=1)
-    assert (train.tolist(), val.tolist(), held.tolist()) == (sorted(rest[0::2]), rest[1::2].tolist(), test.tolist())
+    test, rest = (
+        order[:2],
+        order[2:],
+    )  # round(10 * 0.2) test rows, then fold i takes every k-th of the rest
+    train, val, held = data._split(
+        10, OmegaConf.create({"folds": 2, "test_fraction": 0.2}), 4, "data=x", fold=1
+    )
+    assert (train.tolist(), val.tolist(), held.tolist()) == (
+        sorted(rest[0::2]),
+        rest[1::2].tolist(),
+        test.tolist(),
+    )
 
 
 def test_k_folds_for_classes_regression_and_no_test_split():
@@ -467,7 +734,9 @@ def test_k_folds_for_classes_regression_and_no_test_split():
     reg = data.split_folds(30, 0.2, 0, 3, target, "regression")
     assert all(np.array_equal(a, b) for a, b in zip(reg[0], data.split_folds(30, 0.2, 0, 3)[0]))
     folds, test = data.split_folds(12, 0.0, 0, 3)
-    assert sorted(test.tolist()) == list(range(12)) and sorted(np.concatenate(folds).tolist()) == list(range(12))
+    assert sorted(test.tolist()) == list(range(12)) and sorted(
+        np.concatenate(folds).tolist()
+    ) == list(range(12))
     small = data.split_folds(10, 0.04, 0, 3)[1]
     assert len(small) == 1  # 0.4 test rows: one
     node = OmegaConf.create({"test_fraction": 0.2, "folds": 5})
@@ -476,12 +745,20 @@ def test_k_folds_for_classes_regression_and_no_test_split():
     labels = np.array([0] * 26 + [1] * 4).reshape(-1, 1)  # one class of 4 rows: not 5 folds of it
     with pytest.raises(data.DataError) as e:
         data._fold_split(30, node, 0, "data=x", labels, "binary", 5, 0)
-    rows = int((labels[np.concatenate(data.split_folds(30, 0.2, 0, 5, labels, "binary")[0])] == 1).sum())
-    assert str(e.value) == (f"data.folds=5 is not allowed for data=x: expected at most {rows}: its smallest class (1) "
-                            f"has {rows} rows outside the test split, and every fold validates on each class")
+    rows = int(
+        (labels[np.concatenate(data.split_folds(30, 0.2, 0, 5, labels, "binary")[0])] == 1).sum()
+    )
+    assert str(e.value) == (
+        f"data.folds=5 is not allowed for data=x: expected at most {rows}: its smallest class (1) "
+        f"has {rows} rows outside the test split, and every fold validates on each class"
+    )
     with pytest.raises(data.DataError) as e:
-        data._fold_split(11, node, 0, "data=x", None, "regression", 5, 0)  # 9 non-test rows: 4 folds at most
-    assert str(e.value) == ("data.folds=5 is not allowed for data=x: expected at most 4 (its 9 non-test rows: every "
-                            "fold trains and validates on at least 2 rows)")
+        data._fold_split(
+            11, node, 0, "data=x", None, "regression", 5, 0
+        )  # 9 non-test rows: 4 folds at most
+    assert str(e.value) == (
+        "data.folds=5 is not allowed for data=x: expected at most 4 (its 9 non-test rows: every "
+        "fold trains and validates on at least 2 rows)"
+    )
     train, val, test = data._fold_split(30, node, 0, "data=x", None, "regression", 5, 2)
     assert np.array_equal(val, data.split_folds(30, 0.2, 0, 5)[0][2]) and np.all(np.diff(train) > 0)

@@ -6,6 +6,7 @@ multiruns; the strict device stand-in (``SWEEPER_FAKE_GPU=strict``) runs every G
 and tests/test_syncs.py. Tests marked ``gpu`` need real CuPy and skip with the reason otherwise, except under
 ``SWEEPER_FAKE_GPU=strict`` (``bench/gpu_check.sh --dry-run``), where they run on the stand-in.
 """
+
 import json
 import subprocess
 import sys
@@ -48,17 +49,35 @@ class Counter:
         return Backend("gpu", self.base.xp, to_device, to_numpy, sync)
 
 
-def fit_counting(base: Backend, epochs: int, sync_every_epoch: bool = False, dtype: str = "float64"):
+def fit_counting(
+    base: Backend, epochs: int, sync_every_epoch: bool = False, dtype: str = "float64"
+):
     cfg = make_cfg("depth=2", "width=8", f"dtype={dtype}")
     ds = data.load(cfg.data, 0)
     counter = Counter(base)
     backend = counter.backend()
-    X, y, Xv, yv = (backend.to_device(a.astype(dtype)) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val))
+    X, y, Xv, yv = (
+        backend.to_device(a.astype(dtype)) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)
+    )
     model = models.build(cfg, ds.n_features, ds.task, backend)
     counter.copies_in = counter.copies_out = counter.syncs = 0
-    fit = models.train(backend, model, X, y, Xv, yv, lr=0.01, epochs=epochs, log_every=10,
-                       sync_every_epoch=sync_every_epoch)
-    counts = {"syncs": counter.syncs, "copies_out": counter.copies_out, "copies_in": counter.copies_in}
+    fit = models.train(
+        backend,
+        model,
+        X,
+        y,
+        Xv,
+        yv,
+        lr=0.01,
+        epochs=epochs,
+        log_every=10,
+        sync_every_epoch=sync_every_epoch,
+    )
+    counts = {
+        "syncs": counter.syncs,
+        "copies_out": counter.copies_out,
+        "copies_in": counter.copies_in,
+    }
     return counts, fit, backend.to_numpy(model.predict(Xv))
 
 
@@ -68,7 +87,9 @@ def _assert_nothing_per_epoch(base: Backend):
     # The host only looks between segments (at most MAX_CHECKS of them), never per epoch or per sample.
     assert long == short
     assert long["copies_in"] == 0 and long["copies_out"] <= MAX_CHECKS
-    assert len(fit_long.train_loss) == 401  # every 10th epoch, and the last (4000): a curve ends where training ended
+    assert (
+        len(fit_long.train_loss) == 401
+    )  # every 10th epoch, and the last (4000): a curve ends where training ended
     naive, _, _ = fit_counting(base, epochs=500, sync_every_epoch=True)
     assert naive["copies_out"] >= 500  # the seed's loop: a host read of the loss every epoch
 
@@ -87,27 +108,89 @@ def test_gpu_code_path_on_numpy_gives_the_cpu_results():
 
 def test_speedup_pairs_runs_by_fingerprint():
     rows = [
-        {"run_id": "c1", "device": "cpu", "fingerprint": "a", "train_time_s": 4.0, "wall_time_s": 6.0},
-        {"run_id": "c2", "device": "cpu", "fingerprint": "a", "train_time_s": 6.0, "wall_time_s": 8.0},
-        {"run_id": "g1", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 3.5},
-        {"run_id": "g2", "device": "gpu", "fingerprint": "b", "train_time_s": 0.5, "wall_time_s": 3.5},
-        {"run_id": "c3", "device": "cpu", "fingerprint": "c", "train_time_s": 1.0, "wall_time_s": 2.0},
+        {
+            "run_id": "c1",
+            "device": "cpu",
+            "fingerprint": "a",
+            "train_time_s": 4.0,
+            "wall_time_s": 6.0,
+        },
+        {
+            "run_id": "c2",
+            "device": "cpu",
+            "fingerprint": "a",
+            "train_time_s": 6.0,
+            "wall_time_s": 8.0,
+        },
+        {
+            "run_id": "g1",
+            "device": "gpu",
+            "fingerprint": "a",
+            "train_time_s": 0.5,
+            "wall_time_s": 3.5,
+        },
+        {
+            "run_id": "g2",
+            "device": "gpu",
+            "fingerprint": "b",
+            "train_time_s": 0.5,
+            "wall_time_s": 3.5,
+        },
+        {
+            "run_id": "c3",
+            "device": "cpu",
+            "fingerprint": "c",
+            "train_time_s": 1.0,
+            "wall_time_s": 2.0,
+        },
     ]
     found = speedup.pair(rows)
-    assert found["g1"] == {"speedup": pytest.approx(10.0), "speedup_wall": pytest.approx(2.0)}  # medians 5 and 7
+    assert found["g1"] == {
+        "speedup": pytest.approx(10.0),
+        "speedup_wall": pytest.approx(2.0),
+    }  # medians 5 and 7
     assert found["c1"] == found["c2"] == {"speedup": 1.0, "speedup_wall": 1.0}
     assert "g2" not in found and "c3" not in found  # no partner on the other device
 
 
 def test_speedup_pairs_batched_runs_only_with_groups_of_their_size():
     rows = [
-        {"run_id": "c1", "device": "cpu", "fingerprint": "a", "train_time_s": 4.0, "wall_time_s": 6.0},
-        {"run_id": "c8", "device": "cpu", "fingerprint": "a", "train_time_s": 1.0, "wall_time_s": 2.0, "batch_size": 8},
-        {"run_id": "g8", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 1.0, "batch_size": 8},
-        {"run_id": "g4", "device": "gpu", "fingerprint": "a", "train_time_s": 0.5, "wall_time_s": 1.0, "batch_size": 4},
+        {
+            "run_id": "c1",
+            "device": "cpu",
+            "fingerprint": "a",
+            "train_time_s": 4.0,
+            "wall_time_s": 6.0,
+        },
+        {
+            "run_id": "c8",
+            "device": "cpu",
+            "fingerprint": "a",
+            "train_time_s": 1.0,
+            "wall_time_s": 2.0,
+            "batch_size": 8,
+        },
+        {
+            "run_id": "g8",
+            "device": "gpu",
+            "fingerprint": "a",
+            "train_time_s": 0.5,
+            "wall_time_s": 1.0,
+            "batch_size": 8,
+        },
+        {
+            "run_id": "g4",
+            "device": "gpu",
+            "fingerprint": "a",
+            "train_time_s": 0.5,
+            "wall_time_s": 1.0,
+            "batch_size": 4,
+        },
     ]
     found = speedup.pair(rows)
-    assert found["g8"]["speedup"] == pytest.approx(2.0)  # against the CPU group of 8, not the lone run
+    assert found["g8"]["speedup"] == pytest.approx(
+        2.0
+    )  # against the CPU group of 8, not the lone run
     assert "g4" not in found and "c1" not in found
 
 
@@ -128,22 +211,39 @@ def test_mixed_multirun_without_a_gpu_skips_gpu_jobs_and_finishes(tmp_path, stor
     assert proc.returncode == 0, proc.stderr
     results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
     assert sorted(r["status"] for r in results) == ["FINISHED", "FINISHED", "SKIPPED", "SKIPPED"]
-    assert all(r["device"] == "gpu" and "device=gpu" in r["reason"] for r in results if r["status"] == "SKIPPED")
+    assert all(
+        r["device"] == "gpu" and "device=gpu" in r["reason"]
+        for r in results
+        if r["status"] == "SKIPPED"
+    )
     runs = all_runs(store)
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 2 and {c.data.tags["device"] for c in children} == {"cpu"}
     assert parent.data.metrics["n_skipped"] == 2 and parent.data.metrics["n_finished"] == 2
-    assert [line.split()[0] for line in parent.data.tags["skipped_jobs"].splitlines()] == ["device=gpu"] * 2
+    assert [line.split()[0] for line in parent.data.tags["skipped_jobs"].splitlines()] == [
+        "device=gpu"
+    ] * 2
     assert "SKIPPED 2 job(s): device=gpu" in proc.stdout  # the summary
     # nothing finished at all: the sweep exits 1
     (tmp_path / "only_gpu").mkdir()
-    assert cli(tmp_path / "only_gpu", "-m", "device=gpu", "lr=0.001,0.002", store=store).returncode == 1
+    assert (
+        cli(tmp_path / "only_gpu", "-m", "device=gpu", "lr=0.001,0.002", store=store).returncode
+        == 1
+    )
 
 
 @pytest.mark.slow
 def test_mixed_multirun_logs_a_speedup_for_every_pair(tmp_path, store):
-    proc = cli(tmp_path, "-m", "device=cpu,gpu", "depth=1,2", *FAST, store=store, env={FAKE_GPU_ENV: "numpy"})
+    proc = cli(
+        tmp_path,
+        "-m",
+        "device=cpu,gpu",
+        "depth=1,2",
+        *FAST,
+        store=store,
+        env={FAKE_GPU_ENV: "numpy"},
+    )
     assert proc.returncode == 0, proc.stderr
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 4
@@ -169,10 +269,35 @@ def test_compare_pairs_gpu_runs_with_cpu_runs_of_another_sweep(tmp_path, store):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     # one configuration at a time, as the lone GPU job trains: a batched run pairs only with a group of its size
-    assert cli(tmp_path / "a", "-m", "device=cpu", "lr=0.001,0.002", "hydra/launcher=basic", *FAST, store=store).returncode == 0
-    assert cli(tmp_path / "b", "-m", "device=gpu", "lr=0.001", *FAST, store=store,
-               env={FAKE_GPU_ENV: "numpy"}).returncode == 0
-    gpu_run = next(r for r in all_runs(store) if r.data.tags.get("device") == "gpu" and "mlflow.parentRunId" in r.data.tags)
+    assert (
+        cli(
+            tmp_path / "a",
+            "-m",
+            "device=cpu",
+            "lr=0.001,0.002",
+            "hydra/launcher=basic",
+            *FAST,
+            store=store,
+        ).returncode
+        == 0
+    )
+    assert (
+        cli(
+            tmp_path / "b",
+            "-m",
+            "device=gpu",
+            "lr=0.001",
+            *FAST,
+            store=store,
+            env={FAKE_GPU_ENV: "numpy"},
+        ).returncode
+        == 0
+    )
+    gpu_run = next(
+        r
+        for r in all_runs(store)
+        if r.data.tags.get("device") == "gpu" and "mlflow.parentRunId" in r.data.tags
+    )
     assert "speedup" not in gpu_run.data.metrics  # its own sweep had no CPU partner
 
     compare = [sys.executable, "-m", "sweeper.compare", "--tracking-uri", f"sqlite:///{store}"]
@@ -180,10 +305,14 @@ def test_compare_pairs_gpu_runs_with_cpu_runs_of_another_sweep(tmp_path, store):
     assert proc.returncode == 0, proc.stderr
     metrics = client_for(store).get_run(gpu_run.info.run_id).data.metrics
     cpu_run = next(
-        r for r in all_runs(store)
-        if r.data.tags.get("device") == "cpu" and r.data.tags.get("fingerprint") == gpu_run.data.tags["fingerprint"]
+        r
+        for r in all_runs(store)
+        if r.data.tags.get("device") == "cpu"
+        and r.data.tags.get("fingerprint") == gpu_run.data.tags["fingerprint"]
     )
-    assert metrics["speedup"] == pytest.approx(cpu_run.data.metrics["train_time_s"] / metrics["train_time_s"])
+    assert metrics["speedup"] == pytest.approx(
+        cpu_run.data.metrics["train_time_s"] / metrics["train_time_s"]
+    )
     assert gpu_run.info.run_id in proc.stdout
 
     missing = subprocess.run([*compare, "--experiment", "nope"], capture_output=True, text=True)
@@ -220,29 +349,61 @@ def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
     gpu = [r for r in all_runs(store) if r.data.tags.get("device") == "gpu"]
     assert len(gpu) == 4
     assert all(r.data.metrics["speedup"] > 0 and "speedup_wall" in r.data.metrics for r in gpu)
-    assert all(("fake_gpu" in r.data.tags) == (fake_gpu() == "strict") for r in gpu)  # bench/gpu_check.sh --dry-run
+    assert all(
+        ("fake_gpu" in r.data.tags) == (fake_gpu() == "strict") for r in gpu
+    )  # bench/gpu_check.sh --dry-run
 
 
 @pytest.mark.gpu
 @requires_gpu
-@pytest.mark.parametrize("name,opt,batch_size", [
-    ("diabetes", dict(name="gd"), 0), ("diabetes", dict(name="adam", weight_decay=1e-3), 0),
-    ("iris", dict(name="momentum", nesterov=True), 32)], ids=["gd", "adam", "iris-momentum-mini-batches"])
+@pytest.mark.parametrize(
+    "name,opt,batch_size",
+    [
+        ("diabetes", dict(name="gd"), 0),
+        ("diabetes", dict(name="adam", weight_decay=1e-3), 0),
+        ("iris", dict(name="momentum", nesterov=True), 32),
+    ],
+    ids=["gd", "adam", "iris-momentum-mini-batches"],
+)
 def test_batched_cupy_and_batched_numpy_agree_in_float32(name, opt, batch_size):
     from sweeper.base.backend import resolve
     from sweeper.models.batched import Member, stacked_params, train_group
     from sweeper.models.optim import Optimizer
 
     ds = data.load(make_cfg(f"data={name}").data, 0)
-    members = [Member(0.005 * (1 + i) / (5 if opt["name"] == "adam" else 1), 300, patience=40 * (i % 2),
-                      seed=0 if batch_size else i % 3) for i in range(6)]
+    members = [
+        Member(
+            0.005 * (1 + i) / (5 if opt["name"] == "adam" else 1),
+            300,
+            patience=40 * (i % 2),
+            seed=0 if batch_size else i % 3,
+        )
+        for i in range(6)
+    ]
     fits = []
     for device in ("cpu", "gpu"):
         backend = resolve(device)
-        arrays = [backend.to_device(a.astype("float32")) for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)]
-        params = stacked_params([ds.n_features, 16, ds.n_outputs], "tanh", [m.seed for m in members], "float32")
-        fits.append(train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=10, threads=1,
-                                opt=Optimizer(**opt), batch_size=batch_size))
+        arrays = [
+            backend.to_device(a.astype("float32"))
+            for a in (ds.X_train, ds.y_train, ds.X_val, ds.y_val)
+        ]
+        params = stacked_params(
+            [ds.n_features, 16, ds.n_outputs], "tanh", [m.seed for m in members], "float32"
+        )
+        fits.append(
+            train_group(
+                backend,
+                params,
+                "tanh",
+                ds.task,
+                *arrays,
+                members,
+                log_every=10,
+                threads=1,
+                opt=Optimizer(**opt),
+                batch_size=batch_size,
+            )
+        )
     for a, b, pa, pb in zip(fits[0].fits, fits[1].fits, fits[0].params, fits[1].params):
         assert (a.epochs_run, a.diverged_at) == (b.epochs_run, b.diverged_at)
         np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-4)
@@ -269,11 +430,25 @@ def test_a_sparse_text_group_on_cupy_matches_its_members_trained_alone_on_cupy()
     assert is_sparse(arrays[0]) and not scipy.sparse.issparse(arrays[0])  # cupyx's, on the device
     members = [Member(0.5, 50), Member(1.0, 50), Member(2.0, 40, patience=20)]
     sizes = [ds.n_features, 8, 1]
-    group = train_group(backend, stacked_params(sizes, "tanh", [0] * 3, "float64"), "tanh", ds.task, *arrays,
-                        members, log_every=10)
+    group = train_group(
+        backend,
+        stacked_params(sizes, "tanh", [0] * 3, "float64"),
+        "tanh",
+        ds.task,
+        *arrays,
+        members,
+        log_every=10,
+    )
     for m, fit, params in zip(members, group.fits, group.params):
-        model = MLP(backend.xp, [backend.to_device(p) for p in init_params(sizes, "tanh", 0, "float64")], "tanh", ds.task)
-        alone = models.train(backend, model, *arrays, lr=m.lr, epochs=m.epochs, log_every=10, patience=m.patience)
+        model = MLP(
+            backend.xp,
+            [backend.to_device(p) for p in init_params(sizes, "tanh", 0, "float64")],
+            "tanh",
+            ds.task,
+        )
+        alone = models.train(
+            backend, model, *arrays, lr=m.lr, epochs=m.epochs, log_every=10, patience=m.patience
+        )
         assert (fit.epochs_run, fit.best_epoch) == (alone.epochs_run, alone.best_epoch)
         np.testing.assert_allclose(fit.val_loss, alone.val_loss, rtol=1e-9)
         for x, y in zip(params, model.params):
@@ -292,22 +467,47 @@ def _user_model_on(backend: Backend):
     from sweeper.models.stacked import Member, train_stacked
 
     rng = np.random.default_rng(3)
-    X, Xv = rng.standard_normal((80, 5)).astype("float32"), rng.standard_normal((40, 5)).astype("float32")
+    X, Xv = (
+        rng.standard_normal((80, 5)).astype("float32"),
+        rng.standard_normal((40, 5)).astype("float32"),
+    )
     y, yv = X[:, :1] - X[:, 1:2], Xv[:, :1] - Xv[:, 1:2]
     dev = [backend.to_device(a) for a in (X, y, Xv, yv)]
     net = TwoLayerNet(hidden=8)
-    fit = train_stacked(backend, net, "regression", *dev, [Member(0.01, 0, (200,)), Member(0.05, 1, (100, 200))],
-                        n_out=1, log_every=20, opt=Optimizer("adam"), dtype="float32")
-    alone = Interfaced(backend.xp, net, {k: backend.to_device(v) for k, v in init_host(net, 5, 1, 1, "float32").items()},
-                       "regression")
-    one = models.train(backend, alone, *dev, lr=0.05, epochs=200, log_every=20, opt=Optimizer("adam"))
-    return fit.at[1][200][0], one, {k: backend.to_numpy(v) for k, v in alone.dict.items()}, fit.at[1][200][1]
+    fit = train_stacked(
+        backend,
+        net,
+        "regression",
+        *dev,
+        [Member(0.01, 0, (200,)), Member(0.05, 1, (100, 200))],
+        n_out=1,
+        log_every=20,
+        opt=Optimizer("adam"),
+        dtype="float32",
+    )
+    alone = Interfaced(
+        backend.xp,
+        net,
+        {k: backend.to_device(v) for k, v in init_host(net, 5, 1, 1, "float32").items()},
+        "regression",
+    )
+    one = models.train(
+        backend, alone, *dev, lr=0.05, epochs=200, log_every=20, opt=Optimizer("adam")
+    )
+    return (
+        fit.at[1][200][0],
+        one,
+        {k: backend.to_numpy(v) for k, v in alone.dict.items()},
+        fit.at[1][200][1],
+    )
 
 
 def test_a_users_stacked_model_on_the_gpu_code_path_gives_the_cpu_results():
     cpu, gpu = _user_model_on(Backend("cpu", np)), _user_model_on(Backend("gpu", np))
     np.testing.assert_array_equal(cpu[0].val_loss, gpu[0].val_loss)
-    np.testing.assert_allclose(cpu[0].val_loss, cpu[1].val_loss, rtol=1e-5)  # stacked = alone (float32)
+    np.testing.assert_allclose(
+        cpu[0].val_loss, cpu[1].val_loss, rtol=1e-5
+    )  # stacked = alone (float32)
 
 
 @requires_gpu

@@ -1,6 +1,7 @@
 """A model of yours is checked before it trains: its gradients against finite differences, once per model source,
 hyperparameters and data shape. A wrong one refuses the sweep in one line, with nothing in the store;
 ``model.check=false`` trains it anyway and tags (and marks) every run; a right one trains as before."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,7 @@ from sweeper.contract.config import ConfigError
 
 EXAMPLE = ROOT / "examples" / "my_nets" / "my_nets.py"
 # A sign lost in one bias's gradient: the rest of the backward pass is right
-WRONG = '''
+WRONG = """
 from my_nets import TwoLayerNet
 
 class SignBias(TwoLayerNet):
@@ -19,12 +20,14 @@ class SignBias(TwoLayerNet):
         g = super().backward(xp, params, cache, dout)
         g["b1"] = -g["b1"]
         return g
-'''
+"""
 
 
 @pytest.fixture
 def user(tmp_path, monkeypatch):
-    return user_folder(tmp_path, monkeypatch, {"my_nets.py": EXAMPLE.read_text(), "wrong.py": WRONG})
+    return user_folder(
+        tmp_path, monkeypatch, {"my_nets.py": EXAMPLE.read_text(), "wrong.py": WRONG}
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +48,15 @@ def _refusal(proc) -> str:
 
 def test_a_wrong_gradient_refuses_the_sweep_in_one_line_naming_the_parameter(user, tmp_path):
     store = tmp_path / "mlruns" / "mlflow.db"
-    proc = cli(user, "-m", "model._target_=wrong.SignBias", "model.hidden=4,8", "lr=0.01,0.02", "epochs=20", store=store)
+    proc = cli(
+        user,
+        "-m",
+        "model._target_=wrong.SignBias",
+        "model.hidden=4,8",
+        "lr=0.01,0.02",
+        "epochs=20",
+        store=store,
+    )
     line = _refusal(proc)
     assert "the gradient of b1 is wrong" in line and "worst relative error" in line, line
     assert "python -m sweeper.check wrong.SignBias hidden=4 shows the whole check" in line
@@ -55,31 +66,53 @@ def test_a_wrong_gradient_refuses_the_sweep_in_one_line_naming_the_parameter(use
 
 def test_a_single_run_of_a_wrong_gradient_is_refused_before_the_store(user, tmp_path, store):
     before = all_runs(store)
-    with pytest.raises(ConfigError, match=r"model._target_=wrong.SignBias: the gradient of b1 is wrong"):
-        run_once(tmp_path, "model._target_=wrong.SignBias", "++model.hidden=3", "epochs=10", store=store)
+    with pytest.raises(
+        ConfigError, match=r"model._target_=wrong.SignBias: the gradient of b1 is wrong"
+    ):
+        run_once(
+            tmp_path, "model._target_=wrong.SignBias", "++model.hidden=3", "epochs=10", store=store
+        )
     assert all_runs(store) == before
 
 
 @pytest.mark.slow
 def test_with_model_check_false_it_trains_and_every_run_is_tagged_and_marked(user, tmp_path):
     store = tmp_path / "mlruns" / "mlflow.db"
-    proc = cli(user, "-m", "model._target_=wrong.SignBias", "model.hidden=4", "lr=0.01,0.02", "epochs=20",
-               "model.check=false", store=store)
+    proc = cli(
+        user,
+        "-m",
+        "model._target_=wrong.SignBias",
+        "model.hidden=4",
+        "lr=0.01,0.02",
+        "epochs=20",
+        "model.check=false",
+        store=store,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
-    assert all(r.data.tags["gradient_check"] == "failed" and r.data.tags["gradient_check_detail"].startswith("b1: ")
-               for r in runs)
-    assert all("model.check" not in r.data.params and r.data.tags["config.model.check"] == "False" for r in runs)
+    assert all(
+        r.data.tags["gradient_check"] == "failed"
+        and r.data.tags["gradient_check_detail"].startswith("b1: ")
+        for r in runs
+    )
+    assert all(
+        "model.check" not in r.data.params and r.data.tags["config.model.check"] == "False"
+        for r in runs
+    )
     board = proc.stdout + proc.stderr
     assert board.count("FINISHED (gradient check failed)") == 2, board[-3000:]
 
 
 def test_a_right_model_passes_and_its_runs_say_so(user, tmp_path, store):
-    result = run_once(tmp_path, "model._target_=my_nets.TwoLayerNet", "++model.hidden=3", "epochs=10", store=store)
+    result = run_once(
+        tmp_path, "model._target_=my_nets.TwoLayerNet", "++model.hidden=3", "epochs=10", store=store
+    )
     assert result["status"] == "FINISHED"
     (run,) = all_runs(store)
-    assert run.data.tags["gradient_check"] == "passed" and "gradient_check_detail" not in run.data.tags
+    assert (
+        run.data.tags["gradient_check"] == "passed" and "gradient_check_detail" not in run.data.tags
+    )
 
 
 def test_the_verdict_is_kept_by_the_models_source(user, monkeypatch):
@@ -89,7 +122,9 @@ def test_the_verdict_is_kept_by_the_models_source(user, monkeypatch):
 
     calls = []
     real = gradcheck.check_gradients
-    monkeypatch.setattr(gradcheck, "check_gradients", lambda *a, **k: calls.append(a[1:3]) or real(*a, **k))
+    monkeypatch.setattr(
+        gradcheck, "check_gradients", lambda *a, **k: calls.append(a[1:3]) or real(*a, **k)
+    )
     model = {"_target_": "wrong.SignBias", "hidden": 3}
     assert not gradcheck.verdict(model, 5, 1, "regression").ok
     assert not gradcheck.verdict(model, 5, 1, "regression").ok  # this process's
@@ -100,7 +135,7 @@ def test_the_verdict_is_kept_by_the_models_source(user, monkeypatch):
     gradcheck.verdict({**model, "hidden": 4}, 5, 1, "regression")  # other hyperparameters
     assert calls == [(5, 1), (5, 2), (5, 1)]
     gradcheck.CHECKED.clear()
-    (user / "wrong.py").write_text(WRONG.replace('g["b1"] = -g["b1"]', 'pass'))  # fixed
+    (user / "wrong.py").write_text(WRONG.replace('g["b1"] = -g["b1"]', "pass"))  # fixed
     import importlib
     import sys
 
@@ -117,7 +152,9 @@ def test_a_kink_is_not_a_wrong_gradient():
 
     X0, R0 = gradcheck._draw(0, 3, 1)
     W = np.random.default_rng(7).standard_normal((3, 1))
-    W[0, 0] = -(X0[0, 1:] @ W[1:, 0]) / X0[0, 0]  # the first draw's row 0 sits on the kink: its product is 0
+    W[0, 0] = (
+        -(X0[0, 1:] @ W[1:, 0]) / X0[0, 0]
+    )  # the first draw's row 0 sits on the kink: its product is 0
 
     class Relu:
         def init(self, n_in, n_out, rng):
@@ -133,14 +170,22 @@ def test_a_kink_is_not_a_wrong_gradient():
 
     net, params = Relu(), {"W": W.copy()}
     grads = net.backward(np, params, net.forward(np, params, X0)[1], R0)
-    assert gradcheck.fd_error(net, params, X0, R0, "W", grads["W"]) > gradcheck.FD_RTOL  # the bad luck is real
+    assert (
+        gradcheck.fd_error(net, params, X0, R0, "W", grads["W"]) > gradcheck.FD_RTOL
+    )  # the bad luck is real
     assert gradcheck.check_gradients(net, 3, 1).ok
 
 
-@pytest.mark.parametrize("args,says", [
-    (("model.check=false",), "model.check=False is not allowed with sweeper's MLP"),
-    (("model._target_=my_nets.TwoLayerNet", "model.check=maybe"), "model.check=maybe is not allowed: expected true or false"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (("model.check=false",), "model.check=False is not allowed with sweeper's MLP"),
+        (
+            ("model._target_=my_nets.TwoLayerNet", "model.check=maybe"),
+            "model.check=maybe is not allowed: expected true or false",
+        ),
+    ],
+)
 def test_model_check_where_it_means_nothing_is_refused(user, tmp_path, args, says):
     proc = cli(user, *args, "epochs=5", store=tmp_path / "s" / "mlflow.db")
     assert says in _refusal(proc)

@@ -1,4 +1,5 @@
 """Backpropagation against central finite differences, for every activation × task × depth, in float64."""
+
 import numpy as np
 import pytest
 
@@ -30,7 +31,11 @@ def finite_difference(model: MLP, X, y, eps: float = 1e-6) -> list[np.ndarray]:
 def test_gradients_match_finite_differences(activation, task, depth):
     rng = np.random.default_rng(depth + 10 * len(task) + len(activation))
     X = rng.standard_normal((9, 3))
-    y = rng.standard_normal((9, 1)) if task == "regression" else (rng.random((9, 1)) > 0.5).astype(float)
+    y = (
+        rng.standard_normal((9, 1))
+        if task == "regression"
+        else (rng.random((9, 1)) > 0.5).astype(float)
+    )
     params = init_params([3] + [5] * depth + [1], activation, seed=1, dtype="float64")
     params = [p + 0.1 * rng.standard_normal(p.shape) for p in params]  # non-zero biases too
     model = MLP(np, params, activation, task)
@@ -51,9 +56,13 @@ def test_sigmoid_and_cross_entropy_are_stable_at_extreme_logits():
     assert np.isfinite(p).all() and p[0, 0] == 0.0 and p[-1, 0] == 1.0 and p[2, 0] == 0.5
     # log(1 + e^z) - y z: exactly 0 where the logit is confidently right, ln 2 at z = 0
     per_row = np.logaddexp(0.0, z) - y * z
-    np.testing.assert_allclose(per_row.ravel(), [0.0, 4.248e-18, np.log(2), 4.248e-18, 0.0], atol=1e-15)
+    np.testing.assert_allclose(
+        per_row.ravel(), [0.0, 4.248e-18, np.log(2), 4.248e-18, 0.0], atol=1e-15
+    )
     assert np.isfinite(losses.loss(np, "binary", z, 1 - y))  # confidently wrong: large but finite
-    assert float(losses.loss(np, "binary", np.array([[1000.0]]), np.array([[0.0]]))) == pytest.approx(1000.0)
+    assert float(
+        losses.loss(np, "binary", np.array([[1000.0]]), np.array([[0.0]]))
+    ) == pytest.approx(1000.0)
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2])
@@ -71,7 +80,9 @@ def test_softmax_cross_entropy_and_weight_decay_gradients_match_finite_differenc
     numeric = finite_difference(model, X, y)
 
     assert float(objective) == pytest.approx(float(model.objective(X, y)), rel=1e-12)
-    assert (float(objective) > float(model.loss(X, y))) == (decay > 0)  # the penalty is in the objective
+    assert (float(objective) > float(model.loss(X, y))) == (
+        decay > 0
+    )  # the penalty is in the objective
     for a, n in zip(analytic, numeric):
         np.testing.assert_allclose(a, n, rtol=1e-5, atol=1e-8)
 
@@ -80,8 +91,15 @@ def test_softmax_cross_entropy_and_weight_decay_gradients_match_finite_differenc
 def test_weight_decay_gradients_match_finite_differences(task):
     rng = np.random.default_rng(5)
     X = rng.standard_normal((9, 3))
-    y = rng.standard_normal((9, 1)) if task == "regression" else (rng.random((9, 1)) > 0.5).astype(float)
-    params = [p + 0.1 * rng.standard_normal(p.shape) for p in init_params([3, 5, 5, 1], "relu", 1, "float64")]
+    y = (
+        rng.standard_normal((9, 1))
+        if task == "regression"
+        else (rng.random((9, 1)) > 0.5).astype(float)
+    )
+    params = [
+        p + 0.1 * rng.standard_normal(p.shape)
+        for p in init_params([3, 5, 5, 1], "relu", 1, "float64")
+    ]
     model = MLP(np, params, "relu", task, weight_decay=0.5)
     _, analytic = model.gradients(X, y)
     _, plain = MLP(np, params, "relu", task).gradients(X, y)
@@ -93,6 +111,8 @@ def test_weight_decay_gradients_match_finite_differences(task):
 def test_softmax_cross_entropy_is_stable_at_extreme_logits():
     z = np.array([[1000.0, -1000.0, 0.0], [-800.0, 800.0, 799.0]])
     y = np.array([[0.0], [2.0]])
-    assert float(losses.loss(np, "multiclass", z, y)) == pytest.approx(0.5 * (0.0 + 1.0 + np.log1p(np.exp(-1.0))))
+    assert float(losses.loss(np, "multiclass", z, y)) == pytest.approx(
+        0.5 * (0.0 + 1.0 + np.log1p(np.exp(-1.0)))
+    )
     p = losses.output(np, "multiclass", z)
     assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1.0)

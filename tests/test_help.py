@@ -1,5 +1,6 @@
 """``--help`` follows the command line and the code: every key, allowed value and sub-command it names exists, and
 none is missing (python -m sweeper data=csv --help shows the csv keys)."""
+
 from __future__ import annotations
 
 import ast
@@ -46,14 +47,24 @@ def test_each_data_set_shows_exactly_its_own_keys(group):
 
 
 def test_top_level_keys_and_their_allowed_values():
-    shown = {line.split()[0]: line for line in main_help().splitlines() if line[:2] == "  " and line[2:3].isalpha()}
+    shown = {
+        line.split()[0]: line
+        for line in main_help().splitlines()
+        if line[:2] == "  " and line[2:3].isalpha()
+    }
     for key, rule in TOP_LEVEL.items():
         assert key in shown and rule.allowed in shown[key], key
 
 
 def test_a_group_chosen_on_the_command_line_is_the_one_shown():
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "data=csv", "--help"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "data=csv", "--help"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "shown for data=csv" in proc.stdout and "  data.path" in proc.stdout and "  data.sep" in proc.stdout
+    assert (
+        "shown for data=csv" in proc.stdout
+        and "  data.path" in proc.stdout
+        and "  data.sep" in proc.stdout
+    )
     # a choice that is no data set keeps the default's keys (Hydra's own check reports it when the command runs)
     assert "shown for data=diabetes" in main_help(["data=nope"])

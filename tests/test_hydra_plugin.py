@@ -1,5 +1,6 @@
 """``hydra/launcher=batched`` as a Hydra plugin: Hydra's own launcher suites, discovery in a fresh interpreter
 (editable and regular installs), a user's own app with configs sweeper never sees, no side effects at import."""
+
 from __future__ import annotations
 
 import subprocess
@@ -27,7 +28,9 @@ print(sorted(m for m in sys.modules if m == "sweeper" or m.startswith("sweeper."
 
 
 def _discover(cwd: Path, *args: str, env: dict | None = None) -> tuple[str, str]:
-    proc = subprocess.run([sys.executable, *args, "-c", DISCOVER], cwd=cwd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, *args, "-c", DISCOVER], cwd=cwd, capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     where, imported = proc.stdout.splitlines()
     return where, imported
@@ -41,21 +44,35 @@ def test_hydra_discovers_the_launcher_in_a_fresh_interpreter_without_importing_s
 
 def test_hydra_discovers_every_plugin_folder_of_the_checkout(tmp_path):
     """Any package under plugins/hydra_plugins/ is in the install (the package list is computed), and found."""
-    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "site")],
-                           cwd=sweeper.ROOT, capture_output=True, text=True)
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "site")],
+        cwd=sweeper.ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr
-    plugins = {p.parent.name for p in (sweeper.ROOT / "plugins" / "hydra_plugins").glob("*/__init__.py")}
+    plugins = {
+        p.parent.name for p in (sweeper.ROOT / "plugins" / "hydra_plugins").glob("*/__init__.py")
+    }
     assert "sweeper_batched_launcher" in plugins
-    assert {p.parent.name for p in (tmp_path / "site" / "hydra_plugins").glob("*/__init__.py")} == plugins
-    assert not (tmp_path / "site" / "hydra_plugins" / "__init__.py").exists()  # a namespace shared with others
+    assert {
+        p.parent.name for p in (tmp_path / "site" / "hydra_plugins").glob("*/__init__.py")
+    } == plugins
+    assert not (
+        tmp_path / "site" / "hydra_plugins" / "__init__.py"
+    ).exists()  # a namespace shared with others
 
 
 def test_hydra_discovers_the_launcher_after_a_regular_install(tmp_path):
     """What a wheel holds (setuptools' build_py from setup.py and pyproject.toml), on the path of an interpreter
     that has no editable finder (``-S``: no .pth files) and only the dependencies' site-packages beside it."""
     site = tmp_path / "site"
-    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(site)],
-                           cwd=sweeper.ROOT, capture_output=True, text=True)
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(site)],
+        cwd=sweeper.ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr
     env = {"PYTHONPATH": f"{site}:{sysconfig.get_paths()['purelib']}", "PATH": "/usr/bin:/bin"}
     where, imported = _discover(tmp_path, "-S", env=env)
@@ -82,15 +99,28 @@ class TestBatchedLauncher(LauncherTestSuite):
     """Hydra's launcher suite (its own test apps and configs: not sweeper configurations)."""
 
 
-@pytest.mark.parametrize("launcher_name, overrides", [("batched", ["hydra.sweeper.max_batch_size=2"])])
+@pytest.mark.parametrize(
+    "launcher_name, overrides", [("batched", ["hydra.sweeper.max_batch_size=2"])]
+)
 class TestBatchedLauncherWithBatches(BatchedSweeperTestSuite):
     """Hydra's suite for a sweeper that launches in batches: job numbers continue across launches."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_launcher_cfg, extra_flags",
-                         [({}, ["-m", "hydra/job_logging=hydra_debug", "hydra/job_logging=disabled",
-                                "hydra/launcher=batched"])])
+@pytest.mark.parametrize(
+    "task_launcher_cfg, extra_flags",
+    [
+        (
+            {},
+            [
+                "-m",
+                "hydra/job_logging=hydra_debug",
+                "hydra/job_logging=disabled",
+                "hydra/launcher=batched",
+            ],
+        )
+    ],
+)
 class TestBatchedLauncherIntegration(IntegrationTestSuite):
     """Hydra's integration suite: its test apps run as scripts in fresh interpreters, which find the plugin."""
 
@@ -108,11 +138,13 @@ assert before == after
 
 
 def test_importing_the_launcher_changes_neither_the_environment_nor_mlflows_loggers(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", IMPORTS], cwd=tmp_path, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORTS], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
 
 
-APP = '''
+APP = """
 from pathlib import Path
 
 import hydra
@@ -127,27 +159,42 @@ def main(cfg):
 
 if __name__ == "__main__":
     main()
-'''
-APP_CONF = '''
+"""
+APP_CONF = """
 lr: 0.1
 out: ${hydra:runtime.output_dir}
 secret: ${oc.env:SWEEPER_TEST_NEVER_SET}  # never read by the task
 filled: ???
-'''
+"""
 
 
 def test_a_users_own_app_with_lazy_values_runs_every_job_under_the_batched_launcher(tmp_path):
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "app.yaml").write_text(APP_CONF)
     (tmp_path / "app.py").write_text(APP)
-    proc = subprocess.run([sys.executable, "app.py", "-m", "lr=0.1,0.2,0.3", "hydra/launcher=batched",
-                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "-m",
+            "lr=0.1,0.2,0.3",
+            "hydra/launcher=batched",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = sorted((tmp_path / "sweep").glob("*/seen.txt"))
     assert [p.parent.name for p in seen] == ["0", "1", "2"]
     for i, path in enumerate(seen):
         lr, out, filled = path.read_text().split()
-        assert float(lr) == [0.1, 0.2, 0.3][i] and Path(out) == path.parent and float(filled) == 2 * float(lr)
+        assert (
+            float(lr) == [0.1, 0.2, 0.3][i]
+            and Path(out) == path.parent
+            and float(filled) == 2 * float(lr)
+        )
 
 
 @pytest.mark.slow
@@ -156,7 +203,17 @@ def test_a_grid_of_hundreds_records_every_run_as_the_basic_launcher(tmp_path, st
     from test_launcher import _both, _same_records
 
     lrs = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(100))
-    stores, proc = _both(tmp_path, store, f"lr={lrs}", "seed=0,1", "epochs=20", "log_every=5", "depth=1", "width=4",
-                         "tracking.log_model=false", batched=("hydra.launcher.cpu_workers=1",))  # one group, unsplit
+    stores, proc = _both(
+        tmp_path,
+        store,
+        f"lr={lrs}",
+        "seed=0,1",
+        "epochs=20",
+        "log_every=5",
+        "depth=1",
+        "width=4",
+        "tracking.log_model=false",
+        batched=("hydra.launcher.cpu_workers=1",),
+    )  # one group, unsplit
     assert "Launching 200 jobs: 200 in 1 batched group(s)" in proc.stdout + proc.stderr
     _same_records(stores, rtol=1e-9, statuses_seen=("FINISHED",), groups=1, count=200)

@@ -1,5 +1,6 @@
 """Interrupted sweeps: Ctrl-C (one line, exit 130, everything closed), a SIGKILL then a report (the parent
 KILLED, the jobs that never ran counted), and a resumed sweep whose leaderboard keeps the runs it reused."""
+
 from __future__ import annotations
 
 import io
@@ -28,10 +29,17 @@ from sweeper.sweep import life as sweep
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
 
-SWEEP = ("-m", "lr=0.001,0.002,0.003", "epochs=200000", "log_every=100")  # each job trains for seconds
+SWEEP = (
+    "-m",
+    "lr=0.001,0.002,0.003",
+    "epochs=200000",
+    "log_every=100",
+)  # each job trains for seconds
 ONE_AT_A_TIME = "hydra/launcher=basic"  # a first job that trains while the others wait
-ONE_LINE = re.compile(r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run; "
-                      r"resume with: python -m sweeper (.*) resume=true")
+ONE_LINE = re.compile(
+    r"sweeper: interrupted: (\d+) finished, (\d+) killed, (\d+) not run; "
+    r"resume with: python -m sweeper (.*) resume=true"
+)
 
 
 def parents(store: Path) -> list:
@@ -42,13 +50,25 @@ def children(store: Path) -> list:
     return [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
 
 
-def ctrl_c(tmp_path: Path, store: Path, ready: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def ctrl_c(
+    tmp_path: Path, store: Path, ready: Path, *args: str
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     """``python -m sweeper ARGS`` in a subprocess, sent SIGINT (what Ctrl-C sends) once ``ready`` exists."""
-    argv = [*args, f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}",
-            f"tracking.uri=sqlite:///{store}"]
+    argv = [
+        *args,
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores it
+        [sys.executable, "-m", "sweeper", *argv],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(
+            signal.SIGINT, signal.SIG_DFL
+        ),  # a background shell ignores it
     )
     deadline = time.monotonic() + 120
     while not ready.exists():
@@ -69,18 +89,26 @@ def assert_one_line(proc: subprocess.CompletedProcess) -> str:
 
 # --- Ctrl-C, for real -----------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, store):
     # config_resolved.yaml is written once the job's run exists in the store
-    proc, argv = ctrl_c(tmp_path, store, tmp_path / "sweep" / "0" / "config_resolved.yaml", *SWEEP, ONE_AT_A_TIME)
+    proc, argv = ctrl_c(
+        tmp_path, store, tmp_path / "sweep" / "0" / "config_resolved.yaml", *SWEEP, ONE_AT_A_TIME
+    )
     line = assert_one_line(proc)
     m = ONE_LINE.fullmatch(line)
     assert m and m.groups()[:3] == ("0", "1", "2"), line
     assert shlex.split(m.group(4)) == argv  # the very command, to resume it
     (parent,) = parents(store)
     (child,) = children(store)
-    assert child.info.status == "KILLED" and child.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
-    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith("sweep interrupted (Ctrl-C)")
+    assert (
+        child.info.status == "KILLED"
+        and child.data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    )
+    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"].startswith(
+        "sweep interrupted (Ctrl-C)"
+    )
     assert parent.data.metrics["n_killed"] == 1 and parent.data.metrics["n_not_run"] == 2
     assert parent.data.metrics["n_finished"] == 0
 
@@ -89,7 +117,9 @@ def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, st
 def test_ctrl_c_before_the_first_job_run_still_kills_the_parent(tmp_path, store):
     proc, _ = ctrl_c(tmp_path, store, tmp_path / "sweep" / SWEEP_FILE, *SWEEP)
     m = ONE_LINE.fullmatch(assert_one_line(proc))
-    assert m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3  # the first job: cut short or not begun
+    assert (
+        m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3
+    )  # the first job: cut short or not begun
     (parent,) = parents(store)
     assert parent.info.status == "KILLED"
     assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
@@ -97,30 +127,50 @@ def test_ctrl_c_before_the_first_job_run_still_kills_the_parent(tmp_path, store)
 
 @pytest.mark.slow
 def test_ctrl_c_in_a_single_run_names_the_run(tmp_path, store):
-    proc, _ = ctrl_c(tmp_path, store, tmp_path / "run" / "config_resolved.yaml", "data=xor", "epochs=20000000")
+    proc, _ = ctrl_c(
+        tmp_path, store, tmp_path / "run" / "config_resolved.yaml", "data=xor", "epochs=20000000"
+    )
     line = assert_one_line(proc)
     (run_,) = all_runs(store)
-    assert line == f"sweeper: interrupted: run {run_.info.run_id} KILLED" and run_.info.status == "KILLED"
+    assert (
+        line == f"sweeper: interrupted: run {run_.info.run_id} KILLED"
+        and run_.info.status == "KILLED"
+    )
 
 
 # --- the same bookkeeping in-process, on sweeps built by sweep.start ---------------------------------------
+
 
 def start_sweep(sweep_dir: Path, store: Path, lrs: str, *overrides: str):
     """A multirun over ``lr=lrs`` begun as the launching process begins it (sweep.start: parent run, sweep.json);
     returns its job configs, as Hydra composes them, and the sweep's state."""
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
-        base = [f"hydra.sweep.dir={sweep_dir}", f"tracking.uri=sqlite:///{store}", "epochs=300", "log_every=10", *overrides]
+        base = [
+            f"hydra.sweep.dir={sweep_dir}",
+            f"tracking.uri=sqlite:///{store}",
+            "epochs=300",
+            "log_every=10",
+            *overrides,
+        ]
         config = compose(config_name="config", overrides=base, return_hydra_config=True)
         with open_dict(config):
             config.hydra.sweeper.params = {"lr": lrs}
         state = sweep.start(config)
-        jobs = [compose(config_name="config", overrides=[*base, o]) for o in (f"lr={lr}" for lr in lrs.split(","))]
+        jobs = [
+            compose(config_name="config", overrides=[*base, o])
+            for o in (f"lr={lr}" for lr in lrs.split(","))
+        ]
     return jobs, state
 
 
 def run_job(jobs, sweep_dir: Path, num: int) -> dict:
     """Job ``num`` of the sweep through the CLI's code path, then what Hydra calls after it (on_job_end)."""
-    ctx = JobContext(output_dir=sweep_dir / str(num), overrides=[f"lr={jobs[num].lr}"], sweep_dir=sweep_dir, num=num)
+    ctx = JobContext(
+        output_dir=sweep_dir / str(num),
+        overrides=[f"lr={jobs[num].lr}"],
+        sweep_dir=sweep_dir,
+        num=num,
+    )
     result = run(jobs[num], ctx)
     sweep.note_job(sweep_dir, ctx.output_dir, num)
     return result
@@ -136,17 +186,27 @@ def orphan(store: Path, parent_id: str, pid: int) -> str:
     """A child run left RUNNING by a job whose process is gone (SIGKILL): the tags of run.py's _tags."""
     c = client_for(store)
     exp = c.get_run(parent_id).info.experiment_id
-    tags = {"device": "cpu", "fingerprint": "f" * 16, "overrides": "lr=0.002", "sweeper.host": socket.gethostname(), "sweeper.pid": pid}
+    tags = {
+        "device": "cpu",
+        "fingerprint": "f" * 16,
+        "overrides": "lr=0.002",
+        "sweeper.host": socket.gethostname(),
+        "sweeper.pid": pid,
+    }
     return tracking.start_run(c, exp, "lr=0.002,cpu", tags, parent_run_id=parent_id)
 
 
-def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that_never_ran(tmp_path, store, capsys):
+def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that_never_ran(
+    tmp_path, store, capsys
+):
     sweep_dir = tmp_path / "sweep"
     jobs, state = start_sweep(sweep_dir, store, "0.001,0.002,0.003")
     (p,) = state["parents"]
     assert client_for(store).get_run(p["run_id"]).data.tags["n_jobs"] == "3"
     assert run_job(jobs, sweep_dir, 0)["status"] == "FINISHED"
-    stray = orphan(store, p["run_id"], dead_pid())  # job 1 was SIGKILLed in training; job 2 never began
+    stray = orphan(
+        store, p["run_id"], dead_pid()
+    )  # job 1 was SIGKILLed in training; job 2 never began
 
     assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
     out = capsys.readouterr().out
@@ -154,8 +214,17 @@ def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that
     parent = c.get_run(p["run_id"])
     assert parent.info.status == "KILLED"
     assert parent.data.tags["failure_reason"] == "incomplete: 1 job(s) not run, 1 run(s) orphaned"
-    m = {k: parent.data.metrics.get(k, 0) for k in ("n_finished", "n_failed", "n_killed", "n_not_run", "n_orphaned")}
-    assert (m["n_finished"], m["n_failed"], m["n_killed"], m["n_not_run"], m["n_orphaned"]) == (1, 1, 0, 1, 1)
+    m = {
+        k: parent.data.metrics.get(k, 0)
+        for k in ("n_finished", "n_failed", "n_killed", "n_not_run", "n_orphaned")
+    }
+    assert (m["n_finished"], m["n_failed"], m["n_killed"], m["n_not_run"], m["n_orphaned"]) == (
+        1,
+        1,
+        0,
+        1,
+        1,
+    )
     assert c.get_run(stray).info.status == "FAILED"
     assert f"parent run {p['run_id']} KILLED: incomplete: 1 job(s) not run" in out
     assert "finish the sweep with: python -m sweeper -m " in out and "resume=true" in out
@@ -180,7 +249,9 @@ def test_a_report_leaves_a_sweep_whose_launcher_still_runs_running(tmp_path, sto
     _, state = start_sweep(tmp_path / "sweep", store, "0.001,0.002")
     (p,) = state["parents"]
     c = client_for(store)
-    launcher = subprocess.Popen(["sleep", "60"])  # the launching process: its pid and its start, as recorded
+    launcher = subprocess.Popen(
+        ["sleep", "60"]
+    )  # the launching process: its pid and its start, as recorded
     try:
         c.set_tag(p["run_id"], "sweeper.pid", str(launcher.pid))
         c.set_tag(p["run_id"], PID_START, process.start_mark(launcher.pid))
@@ -197,8 +268,10 @@ def test_ctrl_c_before_any_child_kills_the_parent_and_counts_the_jobs(tmp_path, 
     jobs, state = start_sweep(sweep_dir, store, "0.001,0.002,0.003")
     (p,) = state["parents"]
     line = sweep.interrupted(sweep_dir, ["-m", "lr=0.001,0.002,0.003", "resume=false"])
-    assert line == ("sweeper: interrupted: 0 finished, 0 killed, 3 not run; "
-                    "resume with: python -m sweeper -m lr=0.001,0.002,0.003 resume=true")
+    assert line == (
+        "sweeper: interrupted: 0 finished, 0 killed, 3 not run; "
+        "resume with: python -m sweeper -m lr=0.001,0.002,0.003 resume=true"
+    )
     parent = client_for(store).get_run(p["run_id"])
     assert parent.info.status == "KILLED" and parent.data.metrics["n_not_run"] == 3
 
@@ -214,13 +287,21 @@ def test_ctrl_c_kills_the_running_child_of_this_process(tmp_path, store):
     line = sweep.interrupted(sweep_dir, ["-m", "lr=0.001,0.002,0.003"])
     assert line.startswith("sweeper: interrupted: 1 finished, 1 killed, 1 not run; resume with: ")
     c = client_for(store)
-    assert c.get_run(cut).info.status == "KILLED" and c.get_run(cut).data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    assert (
+        c.get_run(cut).info.status == "KILLED"
+        and c.get_run(cut).data.tags["failure_reason"] == "interrupted (Ctrl-C)"
+    )
     parent = c.get_run(p["run_id"])
     assert parent.info.status == "KILLED"
-    assert (parent.data.metrics["n_finished"], parent.data.metrics["n_killed"], parent.data.metrics["n_not_run"]) == (1, 1, 1)
+    assert (
+        parent.data.metrics["n_finished"],
+        parent.data.metrics["n_killed"],
+        parent.data.metrics["n_not_run"],
+    ) == (1, 1, 1)
 
 
 # --- resume: the reused runs stay on the leaderboard ---------------------------------------------------------
+
 
 def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
@@ -237,16 +318,25 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
     (p,) = state["parents"]
     parent = client_for(store).get_run(p["run_id"])
     best = min([*firsts, seconds[2]], key=lambda r: r["metrics"]["val_mse"])
-    assert best["run_id"] == firsts[1]["run_id"]  # lr=0.02 of the first sweep: the reused run is the best
+    assert (
+        best["run_id"] == firsts[1]["run_id"]
+    )  # lr=0.02 of the first sweep: the reused run is the best
     assert parent.data.tags["best_run_id"] == best["run_id"]
     assert f"(run {best['run_id']}, reused)" in text
     rows = [x for x in text.splitlines() if x.startswith("lr=")]
-    assert len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2  # reused column: their ids
+    assert (
+        len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2
+    )  # reused column: their ids
     assert parent.info.status == "FINISHED"
-    m = {k: parent.data.metrics.get(k, 0) for k in ("n_finished", "n_skipped", "n_reused", "n_not_run")}
+    m = {
+        k: parent.data.metrics.get(k, 0)
+        for k in ("n_finished", "n_skipped", "n_reused", "n_not_run")
+    }
     assert (m["n_finished"], m["n_skipped"], m["n_reused"], m["n_not_run"]) == (1, 2, 2, 0)
     assert {k: v for k, v in parent.data.tags.items() if k.startswith("reused.")} == {
-        "reused.0": firsts[0]["run_id"], "reused.1": firsts[1]["run_id"]}
+        "reused.0": firsts[0]["run_id"],
+        "reused.1": firsts[1]["run_id"],
+    }
 
     # the store alone (python -m sweeper.report) rebuilds the same leaderboard
     board, counts = publish.publish(client_for(store), p["run_id"], out=io.StringIO())
@@ -255,7 +345,9 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
 
 
 @pytest.mark.slow
-def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_every_run(tmp_path, store):
+def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_every_run(
+    tmp_path, store
+):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     fast = ("epochs=300", "log_every=10")
@@ -264,11 +356,21 @@ def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_ever
     proc = cli(tmp_path / "b", "-m", "lr=0.001,0.02,0.05", "resume=true", *fast, store=store)
     assert proc.returncode == 0, proc.stderr
     # (and, where a baseline beats it beyond the noise, "; beside it, the boosting baseline scores ...")
-    best = re.search(r"^best: (\S+)  val_mse=\S+  \(run (\w+)(, reused)?\)(; beside it, .*)?$", proc.stdout, re.M)
+    best = re.search(
+        r"^best: (\S+)  val_mse=\S+  \(run (\w+)(, reused)?\)(; beside it, .*)?$", proc.stdout, re.M
+    )
     assert best and best.groups()[:3] == ("lr=0.02,cpu", first["0.02"], ", reused"), proc.stdout
-    table = proc.stdout[proc.stdout.index("\nrun "):proc.stdout.index("\nbest: ")]
-    assert table.split()[:3] == ["run", "lr", "val_mse"]  # no resume column: it differs, but says nothing
-    ranked = [x.split()[0] for x in table.splitlines()[3:] if x.strip() and not x.startswith(("[baseline]", "([baseline]"))]
+    table = proc.stdout[proc.stdout.index("\nrun ") : proc.stdout.index("\nbest: ")]
+    assert table.split()[:3] == [
+        "run",
+        "lr",
+        "val_mse",
+    ]  # no resume column: it differs, but says nothing
+    ranked = [
+        x.split()[0]
+        for x in table.splitlines()[3:]
+        if x.strip() and not x.startswith(("[baseline]", "([baseline]"))
+    ]
     assert ranked == ["lr=0.02,cpu", "lr=0.05,cpu", "lr=0.001,cpu"]
     assert first["0.02"] in table and first["0.001"] in table  # the reused column
 
@@ -279,7 +381,11 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     from sweeper.sweep import callbacks
 
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
-        job = compose(config_name="config", overrides=[f"tracking.uri=sqlite:///{store}"], return_hydra_config=True)
+        job = compose(
+            config_name="config",
+            overrides=[f"tracking.uri=sqlite:///{store}"],
+            return_hydra_config=True,
+        )
     with open_dict(job):
         job.hydra.runtime.output_dir = str(tmp_path / "run")
     (tmp_path / "run").mkdir()
@@ -290,8 +396,12 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     monkeypatch.setitem(callbacks.CURRENT, "since", time.time())
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
-    mine = tracking.start_run(c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": os.getpid()})
-    other = tracking.start_run(c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": dead_pid()})
+    mine = tracking.start_run(
+        c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": os.getpid()}
+    )
+    other = tracking.start_run(
+        c, exp, "defaults,cpu", {"sweeper.host": socket.gethostname(), "sweeper.pid": dead_pid()}
+    )
     assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
     assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
 
@@ -301,10 +411,25 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
     # the first rung's groups train for seconds; Ctrl-C lands while they do (after the sweep's start)
     ready = tmp_path / "sweep" / SWEEP_FILE
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.003,0.01", "width=8,16", "epochs=300000", "log_every=100",
-         "hydra.launcher.halving.eta=3", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "lr=0.001,0.003,0.01",
+            "width=8,16",
+            "epochs=300000",
+            "log_every=100",
+            "hydra.launcher.halving.eta=3",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     # the first rung's groups go to the workers once the launch line is followed by the line that splits them into
     # the workers' chunks (no run exists yet: halving opens them after its last rung)
     seen = []
@@ -321,4 +446,6 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
     (parent,) = parents(store)
     assert parent.info.status == "KILLED"
     assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
-    assert not (tmp_path / "sweep" / "halving.json").exists()  # no summary of a halving that did not end
+    assert not (
+        tmp_path / "sweep" / "halving.json"
+    ).exists()  # no summary of a halving that did not end

@@ -6,6 +6,7 @@ kernels: a wrong derivative they share passes every such comparison. Here each a
 checked on its own (on a stacked ``(K, ...)`` array, as the batched trainer calls it), and a whole group's steps
 against a NumPy trainer written from the textbook formulas (its gradient itself checked by finite differences).
 """
+
 import numpy as np
 import pytest
 
@@ -45,8 +46,11 @@ def numeric_grad(scalar, x):
 
 # --- activations -----------------------------------------------------------------------------------------------
 
-PLAIN = {"relu": lambda z: np.where(z > 0, z, 0.0), "tanh": lambda z: np.sinh(z) / np.cosh(z),
-         "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z))}
+PLAIN = {
+    "relu": lambda z: np.where(z > 0, z, 0.0),
+    "tanh": lambda z: np.sinh(z) / np.cosh(z),
+    "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z)),
+}
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
@@ -83,8 +87,11 @@ def plain_loss(task, z, y):
 
 def problem(task, n=11, k=3):
     z = RNG.standard_normal((n, k if task == "multiclass" else 1))
-    y = {"regression": RNG.standard_normal((n, 1)), "binary": (RNG.random((n, 1)) > 0.5).astype(float),
-         "multiclass": RNG.integers(0, k, (n, 1)).astype(float)}[task]
+    y = {
+        "regression": RNG.standard_normal((n, 1)),
+        "binary": (RNG.random((n, 1)) > 0.5).astype(float),
+        "multiclass": RNG.integers(0, k, (n, 1)).astype(float),
+    }[task]
     return z, y
 
 
@@ -150,17 +157,24 @@ def textbook_steps(opt, lr, P, grads, decayed):
         else:
             m = opt.beta1 * m + (1 - opt.beta1) * g
             v = opt.beta2 * v + (1 - opt.beta2) * g * g
-            step = lr * np.sqrt(1 - opt.beta2 ** t) / (1 - opt.beta1 ** t)
+            step = lr * np.sqrt(1 - opt.beta2**t) / (1 - opt.beta1**t)
             P = P - step * m / (np.sqrt(v) + opt.eps)
     return P
 
 
-RULES = [Optimizer("gd"), Optimizer("gd", weight_decay=0.1), Optimizer("momentum", momentum=0.8),
-         Optimizer("momentum", nesterov=True, weight_decay=0.05), Optimizer("adam", beta1=0.8, beta2=0.95),
-         Optimizer("adam", weight_decay=0.1)]
+RULES = [
+    Optimizer("gd"),
+    Optimizer("gd", weight_decay=0.1),
+    Optimizer("momentum", momentum=0.8),
+    Optimizer("momentum", nesterov=True, weight_decay=0.05),
+    Optimizer("adam", beta1=0.8, beta2=0.95),
+    Optimizer("adam", weight_decay=0.1),
+]
 
 
-@pytest.mark.parametrize("opt", RULES, ids=lambda o: f"{o.name}{'-nesterov' if o.nesterov else ''}-wd{o.weight_decay}")
+@pytest.mark.parametrize(
+    "opt", RULES, ids=lambda o: f"{o.name}{'-nesterov' if o.nesterov else ''}-wd{o.weight_decay}"
+)
 def test_each_update_rule_over_a_group_follows_its_textbook_formula(opt):
     """A group's stacked parameters as the batched trainer holds them: ``Q_0 = [W_0; b_0].T`` (K, fo, d + 1), the bias
     its last column, and a bias-only ``b_1`` (K, fo, 1); each member its own rate."""
@@ -171,7 +185,9 @@ def test_each_update_rule_over_a_group_follows_its_textbook_formula(opt):
     grads = [[RNG.standard_normal(p.shape) for p in P0] for _ in range(4)]
     P, G = [p.copy() for p in P0], [np.empty_like(p) for p in P0]
     calls = State(np, P, opt, lr, [(Ellipsis, slice(None, -1)), None]).calls(G)
-    for step in grads:  # the backward pass leaves G = grad_scale · ∇ (the update adds the weight decay)
+    for (
+        step
+    ) in grads:  # the backward pass leaves G = grad_scale · ∇ (the update adds the weight decay)
         for buf, g in zip(G, step):
             buf[...] = opt.grad_scale(lr) * g
         run(calls)
@@ -186,8 +202,11 @@ def test_each_update_rule_over_a_group_follows_its_textbook_formula(opt):
 def reference_loss_and_grads(params, X, y, activation, task, weight_decay=0.0):
     """The objective and its gradient for one MLP (``[W_0, b_0, ...]``) by backpropagation written from the formulas."""
     f = PLAIN[activation]
-    slope = {"relu": lambda z: (z > 0) * 1.0, "tanh": lambda z: 1.0 / np.cosh(z) ** 2,
-             "sigmoid": lambda z: np.exp(-z) / (1.0 + np.exp(-z)) ** 2}[activation]
+    slope = {
+        "relu": lambda z: (z > 0) * 1.0,
+        "tanh": lambda z: 1.0 / np.cosh(z) ** 2,
+        "sigmoid": lambda z: np.exp(-z) / (1.0 + np.exp(-z)) ** 2,
+    }[activation]
     L = len(params) // 2
     A, Zs, As = X, [], [X]
     for i in range(L):
@@ -204,7 +223,7 @@ def reference_loss_and_grads(params, X, y, activation, task, weight_decay=0.0):
     else:
         p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
         dz = (p - np.eye(z.shape[1])[y.ravel().astype(int)]) / n
-    loss = plain_loss(task, z, y) + weight_decay / 2 * sum(float((W ** 2).sum()) for W in params[::2])
+    loss = plain_loss(task, z, y) + weight_decay / 2 * sum(float((W**2).sum()) for W in params[::2])
     grads = [None] * len(params)
     for i in reversed(range(L)):
         grads[2 * i] = As[i].T @ dz + weight_decay * params[2 * i]
@@ -220,38 +239,70 @@ def test_the_reference_trainers_gradient_is_the_finite_difference_of_its_objecti
     for activation in PLAIN:
         _, grads = reference_loss_and_grads(params, X, y, activation, "multiclass", 0.1)
         for p, g in zip(params, grads):
-            numeric = numeric_grad(lambda _, a=activation: reference_loss_and_grads(params, X, y, a, "multiclass", 0.1)[0], p)
+            numeric = numeric_grad(
+                lambda _, a=activation: reference_loss_and_grads(
+                    params, X, y, a, "multiclass", 0.1
+                )[0],
+                p,
+            )
             np.testing.assert_allclose(g, numeric, rtol=1e-6, atol=1e-9)
 
 
-CASES = [("regression", "tanh", 2, Optimizer("gd")), ("binary", "sigmoid", 1, Optimizer("gd")),
-         ("binary", "sigmoid", 2, Optimizer("momentum", nesterov=True, weight_decay=0.01)),
-         ("multiclass", "relu", 2, Optimizer("adam", weight_decay=0.01)),
-         ("regression", "sigmoid", 1, Optimizer("momentum")), ("multiclass", "tanh", 1, Optimizer("adam"))]
+CASES = [
+    ("regression", "tanh", 2, Optimizer("gd")),
+    ("binary", "sigmoid", 1, Optimizer("gd")),
+    ("binary", "sigmoid", 2, Optimizer("momentum", nesterov=True, weight_decay=0.01)),
+    ("multiclass", "relu", 2, Optimizer("adam", weight_decay=0.01)),
+    ("regression", "sigmoid", 1, Optimizer("momentum")),
+    ("multiclass", "tanh", 1, Optimizer("adam")),
+]
 
 
 @pytest.mark.parametrize("task,activation,depth,opt", CASES, ids=lambda v: getattr(v, "name", v))
-def test_a_groups_training_follows_a_numpy_trainer_written_from_the_formulas(task, activation, depth, opt):
+def test_a_groups_training_follows_a_numpy_trainer_written_from_the_formulas(
+    task, activation, depth, opt
+):
     """K members, each its own rate and weights, trained E full-batch epochs by the batched trainer, land where the
     reference trainer's E steps take each of them."""
     n, d, width, E = 23, 4, 5, 6
     k = 3 if task == "multiclass" else 1
     X = RNG.standard_normal((n, d))
-    y = {"regression": RNG.standard_normal((n, 1)), "binary": (RNG.random((n, 1)) > 0.5).astype(float),
-         "multiclass": RNG.integers(0, k, (n, 1)).astype(float)}[task]
+    y = {
+        "regression": RNG.standard_normal((n, 1)),
+        "binary": (RNG.random((n, 1)) > 0.5).astype(float),
+        "multiclass": RNG.integers(0, k, (n, 1)).astype(float),
+    }[task]
     members = [Member(lr, E, seed=s) for s, lr in enumerate((0.05, 0.2, 0.5))]
-    params = stacked_params([d] + [width] * depth + [k], activation, [m.seed for m in members], "float64")
+    params = stacked_params(
+        [d] + [width] * depth + [k], activation, [m.seed for m in members], "float64"
+    )
     params = [p + 0.2 * RNG.standard_normal(p.shape) for p in params]  # non-zero biases
-    fit = train_group(Backend("cpu", np), [p.copy() for p in params], activation, task, X, y, X, y, members,
-                      log_every=1, threads=1, opt=opt)
+    fit = train_group(
+        Backend("cpu", np),
+        [p.copy() for p in params],
+        activation,
+        task,
+        X,
+        y,
+        X,
+        y,
+        members,
+        log_every=1,
+        threads=1,
+        opt=opt,
+    )
     for m, member in enumerate(members):
         P = member_params(params, m)
         state = [{} for _ in P]
         for t in range(1, E + 1):
             loss, grads = reference_loss_and_grads(P, X, y, activation, task)
-            assert fit.fits[m].train_loss[t - 1] == pytest.approx(loss, rel=1e-9)  # sampled before the update
-            P = [reference_step(opt, member.lr, p, g, s, t, bias=i % 2 == 1) for i, (p, g, s) in
-                 enumerate(zip(P, grads, state))]
+            assert fit.fits[m].train_loss[t - 1] == pytest.approx(
+                loss, rel=1e-9
+            )  # sampled before the update
+            P = [
+                reference_step(opt, member.lr, p, g, s, t, bias=i % 2 == 1)
+                for i, (p, g, s) in enumerate(zip(P, grads, state))
+            ]
         for ours, theirs in zip(fit.params[m], P):
             np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
 
@@ -266,4 +317,6 @@ def reference_step(opt, lr, p, g, s, t, bias):
         return p + (opt.momentum * s["V"] - lr * g if opt.nesterov else s["V"])
     s["m"] = opt.beta1 * s.get("m", 0.0) + (1 - opt.beta1) * g
     s["v"] = opt.beta2 * s.get("v", 0.0) + (1 - opt.beta2) * g * g
-    return p - lr * np.sqrt(1 - opt.beta2 ** t) / (1 - opt.beta1 ** t) * s["m"] / (np.sqrt(s["v"]) + opt.eps)
+    return p - lr * np.sqrt(1 - opt.beta2**t) / (1 - opt.beta1**t) * s["m"] / (
+        np.sqrt(s["v"]) + opt.eps
+    )

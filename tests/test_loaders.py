@@ -1,10 +1,10 @@
 """data.loaders: what a table's target makes of a run (refused, or a decision said)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 
 
 def _table(tmp_path: Path, rows: list[str]) -> Path:
@@ -20,11 +20,16 @@ def test_a_constant_target_is_refused(tmp_path, task):
 
     from sweeper import data
 
-    path = _table(tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)])  # a feature that is no row id
+    path = _table(
+        tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)]
+    )  # a feature that is no row id
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path, node.task = str(path), task
-    with pytest.raises(data.DataError, match=r"the target \(column y\) holds one value \(3\) in every row: there is "
-                                             "nothing to learn"):
+    with pytest.raises(
+        data.DataError,
+        match=r"the target \(column y\) holds one value \(3\) in every row: there is "
+        "nothing to learn",
+    ):
         data.load(node)
 
 
@@ -34,9 +39,14 @@ def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
 
     from sweeper import data
 
-    path = _table(tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)])  # a feature that is no row id
+    path = _table(
+        tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)]
+    )  # a feature that is no row id
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path = str(path)
     ds = data.load(node)
     assert ds.task == "multiclass" and data.ASK_CLASSES in ds.decisions["task"]
-    assert "read as 60 classes; more than 20 distinct text values, each a class" in ds.decisions["task"]
+    assert (
+        "read as 60 classes; more than 20 distinct text values, each a class"
+        in ds.decisions["task"]
+    )

@@ -1,4 +1,5 @@
 """sweeper.sweep.local_jobs: submitit_local's jobs stop with their sweep."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,31 @@ def _submitit_sweep(tmp_path: Path, store: Path) -> subprocess.Popen:
     """A 2-job submitit_local sweep (minutes a job) in a process group of its own, once both jobs' runs are RUNNING."""
     import signal
 
-    proc = subprocess.Popen([sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=5000000", "log_every=1000",
-                             "hydra/launcher=submitit_local", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                             f"tracking.uri=sqlite:///{store}"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "lr=0.001,0.002",
+            "epochs=5000000",
+            "log_every=1000",
+            "hydra/launcher=submitit_local",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if [r.info.status for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags] == ["RUNNING"] * 2:
+        if [r.info.status for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags] == [
+            "RUNNING"
+        ] * 2:
             return proc
         time.sleep(0.5)
     proc.kill()
@@ -42,11 +60,15 @@ def test_submitit_local_jobs_stop_with_their_sweep_in_one_line(tmp_path, store, 
     if how == "SIGTERM":
         proc.send_signal(signal.SIGTERM)
     else:
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: every process of its foreground group
+        os.killpg(
+            proc.pid, signal.SIGINT
+        )  # what a terminal does: every process of its foreground group
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == (143 if how == "SIGTERM" else 130), err
     assert "sweeper: interrupted: 0 finished, 2 killed, 0 not run" in one_line(err)
     runs = all_runs(store)
     assert sorted(r.info.status for r in runs) == ["KILLED"] * 3
-    left = subprocess.run(["pgrep", "-f", f"submitit.*{tmp_path}"], capture_output=True, text=True).stdout
+    left = subprocess.run(
+        ["pgrep", "-f", f"submitit.*{tmp_path}"], capture_output=True, text=True
+    ).stdout
     assert not left.strip(), left

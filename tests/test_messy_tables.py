@@ -2,6 +2,7 @@
 in mixed formats are read where pandas can (said where not), an all-missing target says so, pandas' missing markers
 are missing, levels are trimmed of spaces (said); and a logged model fed rows far outside its training rows warns,
 naming the column."""
+
 from __future__ import annotations
 
 import csv
@@ -30,10 +31,15 @@ def _titanic_like(path, n: int = 80) -> None:
         w.writerow(["Ticket", "when", "region", "age", "fare"])
         for i in range(n):
             age = rng.normal(30, 10)
-            w.writerow([f"A/5 {21171 + i}" if i % 8 == 0 else str(300000 + i % 5),
-                        ["2011-01-31", "01/02/2011", "Jan 5, 2011", "31/02/2011"][i % 4],
-                        ["East", "east ", " West", "West"][i % 4], "n/a" if i % 10 == 3 else f"{age:.1f}",
-                        f"{2 * age + rng.normal():.2f}"])
+            w.writerow(
+                [
+                    f"A/5 {21171 + i}" if i % 8 == 0 else str(300000 + i % 5),
+                    ["2011-01-31", "01/02/2011", "Jan 5, 2011", "31/02/2011"][i % 4],
+                    ["East", "east ", " West", "West"][i % 4],
+                    "n/a" if i % 10 == 3 else f"{age:.1f}",
+                    f"{2 * age + rng.normal():.2f}",
+                ]
+            )
 
 
 def test_a_messy_table_is_read_in_one_pass_and_each_decision_is_said(tmp_path):
@@ -44,20 +50,30 @@ def test_a_messy_table_is_read_in_one_pass_and_each_decision_is_said(tmp_path):
     report = _report(load(path, "data.target=fare"))
     ticket, when, region, age = report["Ticket"], report["when"], report["region"], report["age"]
     assert ticket["kind"] == "category" and ticket["note"].startswith(
-        "text: 10 of its 80 values are no number (the first 'A/5 21171', row 1), so it is read as categories")
+        "text: 10 of its 80 values are no number (the first 'A/5 21171', row 1), so it is read as categories"
+    )
     assert when["kind"] == "date" and when["missing"] == 20
     assert "dates in mixed formats ('2011-01-31', '01/02/2011', ...) read by pandas" in when["note"]
-    assert "20 cell(s) no date pandas can read (the first '31/02/2011', row 4): missing" in when["note"]
+    assert (
+        "20 cell(s) no date pandas can read (the first '31/02/2011', row 4): missing"
+        in when["note"]
+    )
     assert region["detail"] == "category, 3 levels (East, West, east)"
-    assert region["note"] == ("40 cell(s) trimmed of surrounding spaces ('east ' is 'east'); levels that differ only "
-                              "in case are kept apart ('East' and 'east')")
+    assert region["note"] == (
+        "40 cell(s) trimmed of surrounding spaces ('east ' is 'east'); levels that differ only "
+        "in case are kept apart ('East' and 'east')"
+    )
     assert age["kind"] == "number" and age["missing"] == 8  # n/a: missing, as pandas reads it
 
 
 def test_mixed_format_dates_mean_the_same_day_in_training_and_in_a_logged_model(tmp_path):
     """The encoder a logged model runs (sweeper/base/portable.py) reads the same forms as the training did."""
-    days = portable.date_days(["2011-01-31", "01/31/2011", "31.01.2011", "Jan 31, 2011", "31 Jan 2011", "soon"])
-    assert days[:5].tolist() == [float(np.datetime64("2011-01-31", "D").astype(np.int64))] * 5 and np.isnan(days[5])
+    days = portable.date_days(
+        ["2011-01-31", "01/31/2011", "31.01.2011", "Jan 31, 2011", "31 Jan 2011", "soon"]
+    )
+    assert days[:5].tolist() == [
+        float(np.datetime64("2011-01-31", "D").astype(np.int64))
+    ] * 5 and np.isnan(days[5])
     path = tmp_path / "titanic.csv"
     _titanic_like(path)
     ds = load(path, "data.target=fare")
@@ -69,8 +85,10 @@ def test_an_all_missing_target_says_so(tmp_path):
     """Before: 'a text target needs two distinct values ... has 0 ()'."""
     path = tmp_path / "t.csv"
     path.write_text("a,y\n" + "".join(f"{i % 7},n/a\n" for i in range(30)))
-    assert refused(path).endswith("target y: every one of its 30 rows has no value (all missing): choose another "
-                                  "column with data.target, or fill it")
+    assert refused(path).endswith(
+        "target y: every one of its 30 rows has no value (all missing): choose another "
+        "column with data.target, or fill it"
+    )
 
 
 def test_a_logged_model_warns_on_rows_far_outside_its_training_rows(tmp_path):
@@ -86,13 +104,21 @@ def test_a_logged_model_warns_on_rows_far_outside_its_training_rows(tmp_path):
     ds = data.load(cfg.data, 0)
     params = init_params([ds.n_features, 8, 1], "tanh", 0, "float64")
     X = ds.test_inputs()
-    pred = MLP(np, params, "tanh", ds.task).predict((X - ds.x_mean) / ds.x_scale).ravel() * ds.y_scale + ds.y_mean
-    model = mlflow.pyfunc.load_model(str(pyfunc.save(tmp_path / "model" / "model", params, ds, "tanh", X, pred, cfg.data)))
+    pred = (
+        MLP(np, params, "tanh", ds.task).predict((X - ds.x_mean) / ds.x_scale).ravel() * ds.y_scale
+        + ds.y_mean
+    )
+    model = mlflow.pyfunc.load_model(
+        str(pyfunc.save(tmp_path / "model" / "model", params, ds, "tanh", X, pred, cfg.data))
+    )
     scaled = pd.DataFrame(load_diabetes().data[:20], columns=ds.input_columns)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the rows it was trained on: no warning
         model.predict(scaled)
     unscaled = pd.DataFrame(load_diabetes(scaled=False).data[:20], columns=ds.input_columns)
-    with pytest.warns(UserWarning, match=r"sweeper model: column \w+: 20 of 20 row\(s\) lie up to .* training standard "
-                                         r"deviations from the training mean \(beyond 10\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"sweeper model: column \w+: 20 of 20 row\(s\) lie up to .* training standard "
+        r"deviations from the training mean \(beyond 10\)",
+    ):
         model.predict(unscaled)

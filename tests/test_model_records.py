@@ -1,5 +1,6 @@
 """A logged model anyone can load (only what its requirements name), its named signature, the Model Registry
 through promote --register, and the records an MLflow user reads (params, source, job folder, task)."""
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,20 @@ assert not loaded, loaded
 
 def _isolated(tmp_path: Path, uri: str, store: Path, frame: pd.DataFrame) -> dict:
     inputs, out = tmp_path / "in.json", tmp_path / "out.json"
-    inputs.write_text(json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)}))  # exact floats
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)} | {"MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
-    proc = subprocess.run([sys.executable, "-I", "-c", ISOLATED, uri, str(inputs), str(out)], cwd=tmp_path,
-                          capture_output=True, text=True, env=env, timeout=300)
+    inputs.write_text(
+        json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)})
+    )  # exact floats
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)} | {
+        "MLFLOW_TRACKING_URI": f"sqlite:///{store}"
+    }
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", ISOLATED, uri, str(inputs), str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -68,7 +79,9 @@ def _job(tmp_path: Path, store: Path, *overrides: str) -> tuple[dict, pd.DataFra
     result = run_once(tmp_path, *overrides, store=store)
     assert result["status"] == "FINISHED", result.get("reason")
     logged = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
-    example = json.loads((tmp_path / "job" / "model" / "model" / "serving_input_example.json").read_text())
+    example = json.loads(
+        (tmp_path / "job" / "model" / "model" / "serving_input_example.json").read_text()
+    )
     return result, logged, example
 
 
@@ -99,10 +112,14 @@ def test_a_multiclass_model_names_its_classes_and_loads_without_sweeper(tmp_path
     from sweeper import data
     from conftest import make_cfg
 
-    result, logged, _ = _job(tmp_path, store, "data=iris", "depth=1", "width=8", "epochs=50", "lr=0.1")
+    result, logged, _ = _job(
+        tmp_path, store, "data=iris", "depth=1", "width=8", "epochs=50", "lr=0.1"
+    )
     ds = data.load(make_cfg("data=iris").data, 0)
     frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)
-    out = _isolated(tmp_path, f"models:/{_model_id(store, result['run_id'])}", store, frame[frame.columns[::-1]])
+    out = _isolated(
+        tmp_path, f"models:/{_model_id(store, result['run_id'])}", store, frame[frame.columns[::-1]]
+    )
     assert out["columns"] == ["p_setosa", "p_versicolor", "p_virginica"]
     np.testing.assert_allclose(out["data"], logged[out["columns"]].to_numpy(), rtol=1e-12)
     assert set(logged["y_true"]) <= set(ds.classes)  # labels, not indices
@@ -110,13 +127,23 @@ def test_a_multiclass_model_names_its_classes_and_loads_without_sweeper(tmp_path
 
 def test_a_text_model_loads_without_sweeper_or_scikit_learn(tmp_path, store):
     path = write_docs(tmp_path / "docs.csv", DOCS)
-    result, logged, _ = _job(tmp_path, store, "data=text", f"data.path={path}", "data.ngram_max=2", "depth=1",
-                             "width=4", "epochs=50")
+    result, logged, _ = _job(
+        tmp_path,
+        store,
+        "data=text",
+        f"data.path={path}",
+        "data.ngram_max=2",
+        "depth=1",
+        "width=4",
+        "epochs=50",
+    )
     from sweeper import data
     from conftest import make_cfg
 
     ds = data.load(make_cfg("data=text", f"data.path={path}", "data.ngram_max=2").data, 0)
-    frame = pd.DataFrame({"text": [str(d) for d in ds.text_test] + ["win a free prize", "unseen words only"]})
+    frame = pd.DataFrame(
+        {"text": [str(d) for d in ds.text_test] + ["win a free prize", "unseen words only"]}
+    )
     out = _isolated(tmp_path, f"runs:/{result['run_id']}/model", store, frame)
     np.testing.assert_allclose(out["data"][: len(logged)], logged["y_pred"], rtol=1e-12)
     requirements = (tmp_path / "job" / "model" / "model" / "requirements.txt").read_text().split()
@@ -125,13 +152,35 @@ def test_a_text_model_loads_without_sweeper_or_scikit_learn(tmp_path, store):
 
 @pytest.mark.slow
 def test_mlflow_models_predict_serves_it_with_the_local_environment(tmp_path, store):
-    result, logged, example = _job(tmp_path, store, "data=diabetes", "depth=1", "width=8", "epochs=50")
+    result, logged, example = _job(
+        tmp_path, store, "data=diabetes", "depth=1", "width=8", "epochs=50"
+    )
     frame = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
     src = tmp_path / "job" / "model" / "model"
     out = tmp_path / "pred.json"
-    proc = subprocess.run([sys.executable, "-m", "mlflow", "models", "predict", "-m", str(src), "-i",
-                           str(src / "serving_input_example.json"), "-t", "json", "-o", str(out), "--env-manager", "local"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "models",
+            "predict",
+            "-m",
+            str(src),
+            "-i",
+            str(src / "serving_input_example.json"),
+            "-t",
+            "json",
+            "-o",
+            str(out),
+            "--env-manager",
+            "local",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     n = len(example["dataframe_split"]["data"])
     assert len(json.loads(out.read_text())["predictions"]) == n and n == min(5, len(frame))
@@ -141,16 +190,22 @@ def test_a_child_runs_params_are_its_hyperparameters_and_its_tags_name_its_sourc
     result = run_once(tmp_path, "data=diabetes", "epochs=20", store=store)
     run = client_for(store).get_run(result["run_id"])
     params, tags = run.data.params, run.data.tags
-    assert not [k for k in params if k.startswith("tracking.") or k in ("resume", "sync_every_epoch")], params
+    assert not [
+        k for k in params if k.startswith("tracking.") or k in ("resume", "sync_every_epoch")
+    ], params
     assert params["lr"] and params["data.name"] == "diabetes"
     assert tags["config.tracking.curve_points"] and tags["config.resume"] == "False"
     assert tags["hydra.job_dir"] == str((tmp_path / "job").resolve())
     # the UI's Source column: a short name (its last /-part: the whole command's was a cut path); the command: its own tag
-    assert tags["mlflow.source.name"] == "python -m sweeper" and tags["mlflow.source.type"] == "LOCAL"
+    assert (
+        tags["mlflow.source.name"] == "python -m sweeper" and tags["mlflow.source.type"] == "LOCAL"
+    )
     assert tags["sweeper.rerun"].startswith("python -m sweeper")
     # its logged model keeps the name runs:/<id>/model resolves, and is found by its run's name (the Models tab)
     c = client_for(store)
-    found = c.search_logged_models([run.info.experiment_id], filter_string=f"tags.run_name = '{run.info.run_name}'")
+    found = c.search_logged_models(
+        [run.info.experiment_id], filter_string=f"tags.run_name = '{run.info.run_name}'"
+    )
     assert [(m.source_run_id, m.name) for m in found] == [(run.info.run_id, "model")]
     assert tags["mlflow.user"] and tags["task"] == "regression"
     metrics = client_for(store).get_run(result["run_id"]).data.metrics
@@ -158,9 +213,24 @@ def test_a_child_runs_params_are_its_hyperparameters_and_its_tags_name_its_sourc
 
 
 def _promote(cwd: Path, store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweeper.promote", "--experiment", "diabetes", "--tracking-uri",
-                           f"sqlite:///{store}", "--out-dir", str(cwd / "frozen"), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.promote",
+            "--experiment",
+            "diabetes",
+            "--tracking-uri",
+            f"sqlite:///{store}",
+            "--out-dir",
+            str(cwd / "frozen"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -176,7 +246,10 @@ def test_promote_register_with_a_tracking_uri_from_another_folder(tmp_path, stor
     assert sorted(p.name for p in elsewhere.iterdir()) == ["frozen"]  # no stray mlflow.db or mlruns
     c = client_for(store)
     (version,) = c.search_model_versions("name='diabetes_mlp'")
-    assert version.run_id == result["run_id"] and c.get_model_version_by_alias("diabetes_mlp", "champion").version == version.version
+    assert (
+        version.run_id == result["run_id"]
+        and c.get_model_version_by_alias("diabetes_mlp", "champion").version == version.version
+    )
     mlflow.set_tracking_uri(f"sqlite:///{store}")
     try:
         model = mlflow.pyfunc.load_model("models:/diabetes_mlp@champion")
@@ -189,12 +262,17 @@ def test_promote_register_with_a_tracking_uri_from_another_folder(tmp_path, stor
 def test_a_failed_registration_writes_no_pin_and_no_empty_model(tmp_path, store):
     result = run_once(tmp_path, "data=diabetes", "epochs=50", store=store)
     c = client_for(store)
-    c.delete_logged_model(_model_id(store, result["run_id"]))  # the source cannot be resolved: the version fails
+    c.delete_logged_model(
+        _model_id(store, result["run_id"])
+    )  # the source cannot be resolved: the version fails
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     proc = _promote(elsewhere, store, "--register", "broken")
-    assert proc.returncode == 2 and proc.stderr.startswith("sweeper: error: --register=broken") and \
-        len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("sweeper: error: --register=broken")
+        and len(proc.stderr.strip().splitlines()) == 1
+    ), proc.stderr
     assert list(elsewhere.iterdir()) == []  # no pin, no stray store
     assert c.search_registered_models() == []
 
@@ -207,39 +285,88 @@ def test_a_model_loads_in_a_fresh_virtual_environment_of_its_requirements_only(t
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", "-r", str(src / "requirements.txt")],
-                         capture_output=True, text=True, timeout=1200)
+    pip = subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "-r",
+            str(src / "requirements.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if pip.returncode != 0:
-        pytest.skip(f"the requirements could not be installed here: {pip.stderr.strip().splitlines()[-1:]}")
-    assert subprocess.run([str(py), "-c", "import sweeper"], capture_output=True, cwd=tmp_path).returncode != 0
+        pytest.skip(
+            f"the requirements could not be installed here: {pip.stderr.strip().splitlines()[-1:]}"
+        )
+    assert (
+        subprocess.run(
+            [str(py), "-c", "import sweeper"], capture_output=True, cwd=tmp_path
+        ).returncode
+        != 0
+    )
     frame = _example(src)
     inputs, out = tmp_path / "in.json", tmp_path / "out.json"
-    inputs.write_text(json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)}))
-    script = ("import json, sys, mlflow.pyfunc, pandas as pd; m = mlflow.pyfunc.load_model(sys.argv[1]); "
-              "json.dump([float(v) for v in m.predict(pd.DataFrame(**json.load(open(sys.argv[2]))))], open(sys.argv[3], 'w'))")
-    proc = subprocess.run([str(py), "-I", "-c", script, str(src), str(inputs), str(out)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+    inputs.write_text(
+        json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)})
+    )
+    script = (
+        "import json, sys, mlflow.pyfunc, pandas as pd; m = mlflow.pyfunc.load_model(sys.argv[1]); "
+        "json.dump([float(v) for v in m.predict(pd.DataFrame(**json.load(open(sys.argv[2]))))], open(sys.argv[3], 'w'))"
+    )
+    proc = subprocess.run(
+        [str(py), "-I", "-c", script, str(src), str(inputs), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    np.testing.assert_allclose(json.loads(out.read_text()), logged["y_pred"][: len(frame)], rtol=1e-12)
+    np.testing.assert_allclose(
+        json.loads(out.read_text()), logged["y_pred"][: len(frame)], rtol=1e-12
+    )
 
 
-def test_a_binary_run_logs_its_confusion_matrix_roc_and_pr_curves_and_targets_print_as_in_the_data(tmp_path, store):
+def test_a_binary_run_logs_its_confusion_matrix_roc_and_pr_curves_and_targets_print_as_in_the_data(
+    tmp_path, store
+):
     from sklearn.metrics import roc_auc_score
 
-    result = run_once(tmp_path, "data=breast_cancer", "depth=1", "width=8", "epochs=50", store=store)
-    assert {"confusion_matrix.csv", "roc_curve.csv", "pr_curve.csv"} <= set(result["artifacts"]["files"])
+    result = run_once(
+        tmp_path, "data=breast_cancer", "depth=1", "width=8", "epochs=50", store=store
+    )
+    assert {"confusion_matrix.csv", "roc_curve.csv", "pr_curve.csv"} <= set(
+        result["artifacts"]["files"]
+    )
     job = tmp_path / "job"
     pred = pd.read_csv(job / "test_predictions.csv")
     roc = pd.read_csv(job / "roc_curve.csv")
-    assert (roc.iloc[0]["fpr"], roc.iloc[0]["tpr"], roc.iloc[-1]["fpr"], roc.iloc[-1]["tpr"]) == (0, 0, 1, 1)
-    auc = float(np.sum(np.diff(roc["fpr"]) * (roc["tpr"].to_numpy()[1:] + roc["tpr"].to_numpy()[:-1]) / 2))
+    assert (roc.iloc[0]["fpr"], roc.iloc[0]["tpr"], roc.iloc[-1]["fpr"], roc.iloc[-1]["tpr"]) == (
+        0,
+        0,
+        1,
+        1,
+    )
+    auc = float(
+        np.sum(np.diff(roc["fpr"]) * (roc["tpr"].to_numpy()[1:] + roc["tpr"].to_numpy()[:-1]) / 2)
+    )
     assert auc == pytest.approx(roc_auc_score(pred["y_true"], pred["y_pred"]), rel=1e-12)
     confusion = pd.read_csv(job / "confusion_matrix.csv", index_col=0)
     assert confusion.to_numpy().sum() == len(pred) and confusion.shape == (2, 2)
-    assert np.trace(confusion.to_numpy()) / len(pred) == pytest.approx(result["metrics"]["test_accuracy"])
+    assert np.trace(confusion.to_numpy()) / len(pred) == pytest.approx(
+        result["metrics"]["test_accuracy"]
+    )
     assert len(pd.read_csv(job / "pr_curve.csv")) == len(roc) - 1
 
     run_once(tmp_path / "r", "data=diabetes", "epochs=20", store=store)
     lines = (tmp_path / "r" / "job" / "test_predictions.csv").read_text().splitlines()[1:]
     targets = [line.split(",")[0] for line in lines]
-    assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[:5]  # 72, not 71.99999999999999
+    assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[
+        :5
+    ]  # 72, not 71.99999999999999

@@ -4,6 +4,7 @@ The fused epoch reorders floating-point sums (bias inside the matrix product, -l
 gradient, the output unit's weight applied after the product), so it must equal the reference
 ``gradients`` + ``step`` to rounding (1e-12 relative in float64), never more.
 """
+
 import warnings
 
 import numpy as np
@@ -18,7 +19,11 @@ from sweeper.base.backend import SMALL_PRODUCT_FLOPS, resolve
 def _problem(task, depth, activation, n=37, d=5, width=6, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
-    y = rng.standard_normal((n, 1)) if task == "regression" else (rng.random((n, 1)) > 0.5).astype(float)
+    y = (
+        rng.standard_normal((n, 1))
+        if task == "regression"
+        else (rng.random((n, 1)) > 0.5).astype(float)
+    )
     params = init_params([d] + [width] * depth + [1], activation, seed=seed, dtype="float64")
     params = [p + 0.1 * rng.standard_normal(p.shape) for p in params]  # non-zero biases too
     return X, y, params
@@ -107,10 +112,22 @@ def test_training_follows_scikit_learns_gradient_descent(dtype, rtol):
     lr, epochs = 0.05, 300
     params = init_params([6, 8, 8, 1], "tanh", seed=0, dtype=dtype)
 
-    ref = MLPRegressor(hidden_layer_sizes=(8, 8), activation="tanh", solver="sgd", batch_size=len(X),
-                       learning_rate="constant", learning_rate_init=2 * lr, momentum=0.0,
-                       nesterovs_momentum=False, alpha=0.0, shuffle=False, tol=0.0,
-                       n_iter_no_change=10**9, max_iter=epochs, random_state=0)
+    ref = MLPRegressor(
+        hidden_layer_sizes=(8, 8),
+        activation="tanh",
+        solver="sgd",
+        batch_size=len(X),
+        learning_rate="constant",
+        learning_rate_init=2 * lr,
+        momentum=0.0,
+        nesterovs_momentum=False,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        max_iter=epochs,
+        random_state=0,
+    )
     ref.partial_fit(X, y.ravel())  # creates coefs_ (one step), which are then overwritten with ours
     ref.coefs_ = [p.copy() for p in params[::2]]
     ref.intercepts_ = [p.ravel().copy() for p in params[1::2]]
@@ -139,24 +156,38 @@ def _blas_threads() -> list[int]:
 def test_the_cpu_backend_thread_policy(monkeypatch):
     backend, before = resolve("cpu"), _blas_threads()
     assert before, "NumPy's BLAS is not visible to threadpoolctl"
-    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2, 100) as (parts, pool):  # small: one block, one BLAS thread
+    with backend.host_threads(SMALL_PRODUCT_FLOPS / 2, 100) as (
+        parts,
+        pool,
+    ):  # small: one block, one BLAS thread
         assert (parts, pool) == (1, None)
         assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
     monkeypatch.setenv("SWEEPER_THREADS", "3")
-    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 100) as (parts, pool):  # large: 3 blocks, 1 BLAS thread each
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 100) as (
+        parts,
+        pool,
+    ):  # large: 3 blocks, 1 BLAS thread each
         assert parts == 3 and pool.submit(lambda: 42).result() == 42
         assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
-    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 1) as (parts, pool):  # too few rows to split: BLAS keeps its threads
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 1) as (
+        parts,
+        pool,
+    ):  # too few rows to split: BLAS keeps its threads
         assert (parts, pool) == (1, None)
         assert _blas_threads() == before
     monkeypatch.setenv("SWEEPER_THREADS", "4")
-    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 2) as (parts, pool):  # 2 blocks share 4 threads
+    with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 2) as (
+        parts,
+        pool,
+    ):  # 2 blocks share 4 threads
         assert parts == 2
         assert _blas_threads() == [2] * len(before)
     monkeypatch.setenv("SWEEPER_THREADS", "0")
-    with pytest.raises(ValueError, match="SWEEPER_THREADS=0 is not allowed: expected an integer >= 1"):
+    with pytest.raises(
+        ValueError, match="SWEEPER_THREADS=0 is not allowed: expected an integer >= 1"
+    ):
         with backend.host_threads(SMALL_PRODUCT_FLOPS * 2, 100):
             pass
     assert _blas_threads() == before
@@ -205,14 +236,20 @@ def test_an_error_in_one_block_waits_for_the_others_and_numpy_errstate_reaches_t
 
 
 def test_the_gpu_backend_leaves_threads_alone():
-    with resolve("cpu").__class__("gpu", np).host_threads(SMALL_PRODUCT_FLOPS * 100) as (parts, pool):
+    with (
+        resolve("cpu").__class__("gpu", np).host_threads(SMALL_PRODUCT_FLOPS * 100) as (parts, pool)
+    ):
         assert (parts, pool) == (1, None)
 
 
 @pytest.mark.parametrize("parts", [2, 3])
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])
-@pytest.mark.parametrize("task, activation", [("regression", "tanh"), ("binary", "sigmoid"), ("regression", "relu")])
-def test_an_epoch_in_column_blocks_on_threads_equals_the_single_block_epoch(task, activation, depth, parts):
+@pytest.mark.parametrize(
+    "task, activation", [("regression", "tanh"), ("binary", "sigmoid"), ("regression", "relu")]
+)
+def test_an_epoch_in_column_blocks_on_threads_equals_the_single_block_epoch(
+    task, activation, depth, parts
+):
     from concurrent.futures import ThreadPoolExecutor
 
     X, y, params = _problem(task, depth, activation, n=1000)
@@ -235,9 +272,13 @@ def test_an_epoch_in_column_blocks_on_threads_equals_the_single_block_epoch(task
                 single.backward_and_update()
                 batch.backward_and_update()
         np.testing.assert_allclose(val.forward(), one.logits(X[:600])[0].T, rtol=1e-9, atol=1e-12)
-    assert sum(float(np.abs(p - q).max()) for p, q in zip(one.params, params)) > 1e-3  # the weights moved
+    assert (
+        sum(float(np.abs(p - q).max()) for p, q in zip(one.params, params)) > 1e-3
+    )  # the weights moved
     for a, b in zip(blocked.packed, one.packed):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)  # the gradient shares sum in another order
+        np.testing.assert_allclose(
+            a, b, rtol=1e-10, atol=1e-13
+        )  # the gradient shares sum in another order
 
 
 def test_a_block_epoch_is_deterministic_and_allocates_nothing():

@@ -1,5 +1,6 @@
 """MLflow-native records, checked through a live ``mlflow server`` (REST API): logged models, dataset
 inputs, the experiment's kind, registration with an alias."""
+
 from __future__ import annotations
 
 import json
@@ -24,13 +25,23 @@ def served(tmp_path_factory, _template_store):
     with mlflow_server(db) as url:
         proc = cli(tmp, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.001,0.01", *FAST_ARGS)
         assert proc.returncode == 0, proc.stderr
-        exp = json.loads(http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
-        yield {"url": url, "store": db, "tmp": tmp, "experiment": exp["experiment"], "stdout": proc.stdout}
+        exp = json.loads(
+            http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes")
+        )
+        yield {
+            "url": url,
+            "store": db,
+            "tmp": tmp,
+            "experiment": exp["experiment"],
+            "stdout": proc.stdout,
+        }
 
 
 def _children(served):
-    runs = http_post(f"{served['url']}/api/2.0/mlflow/runs/search",
-                     {"experiment_ids": [served["experiment"]["experiment_id"]]})["runs"]
+    runs = http_post(
+        f"{served['url']}/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [served["experiment"]["experiment_id"]]},
+    )["runs"]
     return [r for r in runs if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"])]
 
 
@@ -44,7 +55,9 @@ def test_the_experiment_opens_on_the_model_training_views(served):
     (line,) = [ln for ln in served["stdout"].splitlines() if ln.startswith("browse with: ")]
     page = f"{served['url']}/#/experiments/{served['experiment']['experiment_id']}/runs?workflowType=machine_learning"
     # and opens the sweep's shared view (its columns in view): an experiment tag of MLflow's UI state (tracking.ui)
-    key = re.fullmatch(rf"browse with: {re.escape(page)}&viewStateShareKey=(sweeper-[0-9a-f]{{32}})", line).group(1)
+    key = re.fullmatch(
+        rf"browse with: {re.escape(page)}&viewStateShareKey=(sweeper-[0-9a-f]{{32}})", line
+    ).group(1)
     assert "mlflow.sharedViewState." + key in tags
     index = http_get(page.partition("#")[0]).decode()  # the hash part is the UI's own route
     script = re.search(r'src="(static-files/static/js/main\.[0-9a-f]+\.js)"', index).group(1)
@@ -55,8 +68,10 @@ def test_the_experiment_opens_on_the_model_training_views(served):
 def test_each_child_has_a_logged_model_linked_to_its_run_and_metrics(served):
     children = _children(served)
     assert len(children) == 2
-    found = http_post(f"{served['url']}/api/2.0/mlflow/logged-models/search",
-                      {"experiment_ids": [served["experiment"]["experiment_id"]]})["models"]
+    found = http_post(
+        f"{served['url']}/api/2.0/mlflow/logged-models/search",
+        {"experiment_ids": [served["experiment"]["experiment_id"]]},
+    )["models"]
     by_run = {m["info"]["source_run_id"]: m for m in found}
     assert set(by_run) == {c["info"]["run_id"] for c in children}
     for child in children:
@@ -75,8 +90,10 @@ def test_each_child_has_a_logged_model_linked_to_its_run_and_metrics(served):
 def test_each_child_logs_its_three_splits_as_dataset_inputs(served):
     for child in _children(served):
         inputs = child["inputs"]["dataset_inputs"]
-        contexts = {next(t["value"] for t in i["tags"] if t["key"] == "mlflow.data.context"): i["dataset"]
-                    for i in inputs}
+        contexts = {
+            next(t["value"] for t in i["tags"] if t["key"] == "mlflow.data.context"): i["dataset"]
+            for i in inputs
+        }
         assert set(contexts) == {"training", "validation", "test"}
         assert {d["name"] for d in contexts.values()} == {"diabetes"}
         assert len({d["digest"] for d in contexts.values()}) == 3  # three different splits
@@ -88,24 +105,52 @@ def test_the_run_model_loads_as_before_through_the_server(served):
     (child, *_) = _children(served)
     mlflow.set_tracking_uri(served["url"])
     model = mlflow.pyfunc.load_model(f"runs:/{child['info']['run_id']}/model")
-    out = model.predict(pd.DataFrame(np.zeros((3, 10)), columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))]))
+    out = model.predict(
+        pd.DataFrame(
+            np.zeros((3, 10)), columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))]
+        )
+    )
     assert out.shape == (3,) and np.isfinite(out).all()
     assert model.metadata.run_id == child["info"]["run_id"]
 
 
 def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
     out = served["tmp"] / "promoted"
-    proc = subprocess.run([sys.executable, "-m", "sweeper.promote", "--experiment", "diabetes", "--tracking-uri",
-                           served["url"], "--out-dir", str(out), "--register", "diabetes_mlp"],
-                          capture_output=True, text=True, cwd=served["tmp"])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.promote",
+            "--experiment",
+            "diabetes",
+            "--tracking-uri",
+            served["url"],
+            "--out-dir",
+            str(out),
+            "--register",
+            "diabetes_mlp",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=served["tmp"],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "models:/diabetes_mlp@champion" in proc.stdout
-    alias = json.loads(http_get(f"{served['url']}/api/2.0/mlflow/registered-models/alias"
-                                "?name=diabetes_mlp&alias=champion"))["model_version"]
-    best = next(line.split("run ")[1].split()[0] for line in proc.stdout.splitlines() if " run " in line)
+    alias = json.loads(
+        http_get(
+            f"{served['url']}/api/2.0/mlflow/registered-models/alias"
+            "?name=diabetes_mlp&alias=champion"
+        )
+    )["model_version"]
+    best = next(
+        line.split("run ")[1].split()[0] for line in proc.stdout.splitlines() if " run " in line
+    )
     assert alias["run_id"] == best and alias["source"].startswith("models:/m-")
     mlflow.set_tracking_uri(served["url"])
-    X = pd.DataFrame(np.random.default_rng(0).normal(size=(5, 10)), columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))])
+    X = pd.DataFrame(
+        np.random.default_rng(0).normal(size=(5, 10)),
+        columns=["age", "sex", "bmi", "bp", *(f"s{i}" for i in range(1, 7))],
+    )
     by_alias = mlflow.pyfunc.load_model("models:/diabetes_mlp@champion").predict(X)
     by_run = mlflow.pyfunc.load_model(f"runs:/{best}/model").predict(X)
     np.testing.assert_array_equal(by_alias, by_run)
@@ -114,27 +159,57 @@ def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
 @pytest.mark.slow
 def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(served):
     def runs(*args):
-        proc = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], *args],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], *args],
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    parent = next(r for r in http_post(f"{served['url']}/api/2.0/mlflow/runs/search",
-                                       {"experiment_ids": [served["experiment"]["experiment_id"]]})["runs"]
-                  if not any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"]))
+    parent = next(
+        r
+        for r in http_post(
+            f"{served['url']}/api/2.0/mlflow/runs/search",
+            {"experiment_ids": [served["experiment"]["experiment_id"]]},
+        )["runs"]
+        if not any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"])
+    )
     row = next(line.split() for line in runs().splitlines() if line.startswith("diabetes"))
     assert row[:3] == ["diabetes", "1", "2"]  # one sweep, two runs
     listing = runs("--experiment", "diabetes")
-    row = next(line.split() for line in listing.splitlines() if line.startswith(parent["info"]["run_id"]))
-    assert row[row.index("mlp"):][:4] == ["mlp", "2", "2", "0"]  # model, jobs, finished, failed
+    row = next(
+        line.split() for line in listing.splitlines() if line.startswith(parent["info"]["run_id"])
+    )
+    assert row[row.index("mlp") :][:4] == ["mlp", "2", "2", "0"]  # model, jobs, finished, failed
     assert "best_val_mse=" in listing
-    bad = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], "--experiment", "nope"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("sweeper: error: --experiment=nope does not exist")
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.runs",
+            "--tracking-uri",
+            served["url"],
+            "--experiment",
+            "nope",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "sweeper: error: --experiment=nope does not exist"
+    )
 
 
-HELP_COMMANDS = ["sweeper.runs", "sweeper.report", "sweeper.advise", "sweeper.compare", "sweeper.summary", "sweeper.promote",
-                 "sweeper.upload"]
+HELP_COMMANDS = [
+    "sweeper.runs",
+    "sweeper.report",
+    "sweeper.advise",
+    "sweeper.compare",
+    "sweeper.summary",
+    "sweeper.promote",
+    "sweeper.upload",
+]
 
 
 def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands():
@@ -143,7 +218,9 @@ def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands()
     from sweeper import CONF_DIR
     from sweeper.contract.config import GROUPS, TOP_LEVEL, TRACKING, group_options
 
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
@@ -154,7 +231,9 @@ def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands()
     for key in [*(f"tracking.{k}" for k in TRACKING), "data.val_fraction", "data.test_fraction"]:
         assert any(ln.split()[:1] == [key] for ln in lines), key
     for group in GROUPS:
-        assert any(ln.split()[:1] == [group] and ", ".join(group_options(group)) in ln for ln in lines), group
+        assert any(
+            ln.split()[:1] == [group] and ", ".join(group_options(group)) in ln for ln in lines
+        ), group
     for name in HELP_COMMANDS:
         assert any(ln.split()[:1] == [name.split(".")[1]] for ln in lines), name
     assert sum(ln.strip().startswith("python -m sweeper") for ln in lines) >= 3  # three examples
@@ -164,13 +243,19 @@ def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands()
 @pytest.mark.parametrize("module", HELP_COMMANDS)
 def test_sub_command_help_is_plain_text(module):
     proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "``" not in proc.stdout and "usage: python -m " + module in proc.stdout
+    assert (
+        proc.returncode == 0
+        and "``" not in proc.stdout
+        and "usage: python -m " + module in proc.stdout
+    )
     if module == "sweeper.promote":
         assert "required" in proc.stdout and "by default the data set's name" not in proc.stdout
 
 
 def test_hydra_help_stays_hydras():
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "--hydra-help"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "--hydra-help"], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("Hydra (")
 
 
@@ -190,8 +275,13 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
     assert report.build(runs).best["run_id"] == first["run_id"]
     assert promote._ranked(runs, "val_accuracy", 1)[0].info.run_id == first["run_id"]
 
-    again = run_once(tmp_path / "c", *args, "lr=2.0", store=store)  # the same metrics as the first, later
-    assert again["metrics"] == {**again["metrics"], **{k: first["metrics"][k] for k in ("val_accuracy", "val_log_loss")}}
+    again = run_once(
+        tmp_path / "c", *args, "lr=2.0", store=store
+    )  # the same metrics as the first, later
+    assert again["metrics"] == {
+        **again["metrics"],
+        **{k: first["metrics"][k] for k in ("val_accuracy", "val_log_loss")},
+    }
     runs = all_runs(store)
     assert report.build(runs).best["run_id"] == first["run_id"]
     assert promote._ranked(runs, "val_accuracy", 3)[0].info.run_id == first["run_id"]
@@ -202,12 +292,19 @@ def test_a_single_run_ends_naming_its_experiment_run_folder_and_ui_url(tmp_path,
     from conftest import all_runs
     from test_report import long_numbers
 
-    proc = cli(tmp_path, *FAST_ARGS, "lr=0.0012345678", store=store)  # an lr with as many digits as Optuna's
+    proc = cli(
+        tmp_path, *FAST_ARGS, "lr=0.0012345678", store=store
+    )  # an lr with as many digits as Optuna's
     assert proc.returncode == 0, proc.stderr
     (run,) = all_runs(store)
     *_, job, where, ui = proc.stdout.strip().splitlines()
     assert where == f"experiment diabetes  run {run.info.run_id}  output {tmp_path / 'run'}"
-    assert ui == (f"UI: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
-                  f"?workflowType=machine_learning  (after: mlflow ui --backend-store-uri sqlite:///{store} --port 5000)")
+    assert ui == (
+        f"UI: http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+        f"?workflowType=machine_learning  (after: mlflow ui --backend-store-uri sqlite:///{store} --port 5000)"
+    )
     assert "[1/1]  epochs=300,log_every=10,lr=0.001235  val_mse=" in job and long_numbers(job) == []
-    assert run.info.run_name == "epochs=300,log_every=10,lr=0.001235,cpu" and run.data.params["lr"] == "0.0012345678"
+    assert (
+        run.info.run_name == "epochs=300,log_every=10,lr=0.001235,cpu"
+        and run.data.params["lr"] == "0.0012345678"
+    )

@@ -5,6 +5,7 @@ MLPRegressor minimises ½·mean squared error (ours: the mean squared error, so 
 theirs: ``lr`` is halved and Adam's ``eps`` doubled) and both penalise ``alpha / (2 n_batch) Σ ||W||²``
 (ours: ``(λ/2) Σ ||W||²``, so ``alpha = λ n`` for cross-entropy and ``λ n / 2`` for squared error).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -36,8 +37,20 @@ def _data(task: str, n: int = 80, d: int = 4, seed: int = 3):
 def _ours(X, y, task, params, activation, lr, epochs, opt, batch_size=0):
     model = MLP(np, [p.copy() for p in params], activation, task, opt.weight_decay)
     yc = y.reshape(-1, 1)
-    train(resolve("cpu"), model, X, yc, X, yc, lr=lr, epochs=epochs, log_every=epochs + 1, opt=opt,
-          batch_size=batch_size, shuffle=False)
+    train(
+        resolve("cpu"),
+        model,
+        X,
+        yc,
+        X,
+        yc,
+        lr=lr,
+        epochs=epochs,
+        log_every=epochs + 1,
+        opt=opt,
+        batch_size=batch_size,
+        shuffle=False,
+    )
     return [p.copy() for p in model.params]
 
 
@@ -55,13 +68,19 @@ def _sklearn(est, X, y, params, epochs):
         for e in range(1, epochs + 1):
             est.partial_fit(X, y)
             if e in CHECKPOINTS:
-                out[e] = [q.copy() for W, b in zip(est.coefs_, est.intercepts_) for q in (W, b.reshape(1, -1))]
+                out[e] = [
+                    q.copy()
+                    for W, b in zip(est.coefs_, est.intercepts_)
+                    for q in (W, b.reshape(1, -1))
+                ]
     return out
 
 
 def _close(ours, theirs):
     for a, b in zip(ours, theirs):
-        assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), np.max(np.abs(a - b)) / np.max(np.abs(b))
+        assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), np.max(np.abs(a - b)) / np.max(
+            np.abs(b)
+        )
 
 
 CASES = [  # task, optimizer keys, batch size, weight decay λ, activation, depth
@@ -88,11 +107,24 @@ def test_trajectory_matches_scikit_learn(task, keys, batch_size, decay, activati
     lr = lr_sk / 2 if regression and opt.name != "adam" else lr_sk
     alpha = decay * n / (2 if regression else 1)
     Est = sk.MLPRegressor if regression else sk.MLPClassifier
-    est = Est(hidden_layer_sizes=(6,) * depth, activation={"sigmoid": "logistic"}.get(activation, activation),
-              solver="adam" if opt.name == "adam" else "sgd", learning_rate="constant", learning_rate_init=lr_sk,
-              momentum=opt.momentum if opt.name == "momentum" else 0.0, nesterovs_momentum=opt.nesterov,
-              beta_1=opt.beta1, beta_2=opt.beta2, epsilon=1e-8, alpha=alpha, batch_size=batch_size or n,
-              shuffle=False, tol=0.0, n_iter_no_change=10**6, random_state=0)
+    est = Est(
+        hidden_layer_sizes=(6,) * depth,
+        activation={"sigmoid": "logistic"}.get(activation, activation),
+        solver="adam" if opt.name == "adam" else "sgd",
+        learning_rate="constant",
+        learning_rate_init=lr_sk,
+        momentum=opt.momentum if opt.name == "momentum" else 0.0,
+        nesterovs_momentum=opt.nesterov,
+        beta_1=opt.beta1,
+        beta_2=opt.beta2,
+        epsilon=1e-8,
+        alpha=alpha,
+        batch_size=batch_size or n,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**6,
+        random_state=0,
+    )
     theirs = _sklearn(est, X, y, params, max(CHECKPOINTS))
     for epochs in CHECKPOINTS:
         ours = _ours(X, y, task, params, activation, lr, epochs, opt, batch_size)

@@ -1,4 +1,5 @@
 """+sweep=optuna: sweeper's own sweeper over Optuna >= 4 (plugins/hydra_plugins/sweeper_optuna_sweeper)."""
+
 from __future__ import annotations
 
 import math
@@ -37,30 +38,58 @@ def results(sweep_dir):
 
 # --- the search space and settings (no subprocess) ---
 
+
 def test_the_space_is_read_from_hydras_override_syntax():
-    s = parse({"lr": "tag(log, interval(0.0005, 0.05))", "depth": "choice(0, 1, 2)", "width": "range(8, 65, 8)",
-               "epochs": "interval(100, 300)", "data.val_fraction": "interval(0.1, 0.3)"},
-              ["data=iris", "depth=2", "tracking.uri=sqlite:////tmp/x.db"])
+    s = parse(
+        {
+            "lr": "tag(log, interval(0.0005, 0.05))",
+            "depth": "choice(0, 1, 2)",
+            "width": "range(8, 65, 8)",
+            "epochs": "interval(100, 300)",
+            "data.val_fraction": "interval(0.1, 0.3)",
+        },
+        ["data=iris", "depth=2", "tracking.uri=sqlite:////tmp/x.db"],
+    )
     d = s.distributions
     assert d["lr"] == optuna.distributions.FloatDistribution(0.0005, 0.05, log=True)
-    assert d["width"] == optuna.distributions.IntDistribution(8, 64, step=8)  # range()'s stop is excluded, as in grids
-    assert d["epochs"] == optuna.distributions.IntDistribution(100, 300)  # an integer key: an integer interval
+    assert d["width"] == optuna.distributions.IntDistribution(
+        8, 64, step=8
+    )  # range()'s stop is excluded, as in grids
+    assert d["epochs"] == optuna.distributions.IntDistribution(
+        100, 300
+    )  # an integer key: an integer interval
     assert isinstance(d["data.val_fraction"], optuna.distributions.FloatDistribution)
-    assert "depth" not in d and "depth=2" in s.fixed  # the command's fixed value takes the key out of the space
-    assert s.overrides({"lr": 0.001, "width": 16}) == ("lr=0.001", "width=16", "data=iris", "depth=2",
-                                                        "tracking.uri=sqlite:////tmp/x.db")
+    assert (
+        "depth" not in d and "depth=2" in s.fixed
+    )  # the command's fixed value takes the key out of the space
+    assert s.overrides({"lr": 0.001, "width": 16}) == (
+        "lr=0.001",
+        "width=16",
+        "data=iris",
+        "depth=2",
+        "tracking.uri=sqlite:////tmp/x.db",
+    )
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"lr": "interval(0, 0.1)"}, "hydra.sweeper.params.lr=interval(0, 0.1) is not allowed: lr=0.0 is not allowed"),
-    ({"width": "interval(8.5, 64)"}, "width is an integer"),
-    ({"depth": "tag(log, interval(0, 2))"}, "a log scale needs low > 0"),
-    ({"lr": "choice(0.01, -1)"}, "hydra.sweeper.params.lr=-1 is not allowed: expected a number > 0"),
-    ({"data": "choice(iris, nope)"}, "hydra.sweeper.params.data=nope is not allowed"),
-    ({"lr": "interval(("}, "hydra.sweeper.params.lr=interval(( is not a valid override"),
-    ({"epochs": "range(5, 5)"}, "the range is empty"),
-    ({"lr": "0.01"}, "has no search space"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"lr": "interval(0, 0.1)"},
+            "hydra.sweeper.params.lr=interval(0, 0.1) is not allowed: lr=0.0 is not allowed",
+        ),
+        ({"width": "interval(8.5, 64)"}, "width is an integer"),
+        ({"depth": "tag(log, interval(0, 2))"}, "a log scale needs low > 0"),
+        (
+            {"lr": "choice(0.01, -1)"},
+            "hydra.sweeper.params.lr=-1 is not allowed: expected a number > 0",
+        ),
+        ({"data": "choice(iris, nope)"}, "hydra.sweeper.params.data=nope is not allowed"),
+        ({"lr": "interval(("}, "hydra.sweeper.params.lr=interval(( is not a valid override"),
+        ({"epochs": "range(5, 5)"}, "the range is empty"),
+        ({"lr": "0.01"}, "has no search space"),
+    ],
+)
 def test_a_bad_space_is_one_line_naming_the_key(params, message):
     with pytest.raises(ConfigError) as e:
         parse(params, [])
@@ -68,17 +97,33 @@ def test_a_bad_space_is_one_line_naming_the_key(params, message):
 
 
 def test_the_default_storage_sits_beside_the_mlflow_store(tmp_path, monkeypatch):
-    assert _study.storage_url("auto", f"sqlite:///{tmp_path}/m/mlflow.db") == f"sqlite:///{tmp_path}/m/optuna.db"
+    assert (
+        _study.storage_url("auto", f"sqlite:///{tmp_path}/m/mlflow.db")
+        == f"sqlite:///{tmp_path}/m/optuna.db"
+    )
     monkeypatch.chdir(tmp_path)
     assert _study.storage_url("auto", "http://127.0.0.1:5000") == f"sqlite:///{tmp_path}/optuna.db"
-    assert _study.storage_url(None, "x") is None and _study.storage_url("postgresql://u:p@h/db", "x") == "postgresql://u:p@h/db"
+    assert (
+        _study.storage_url(None, "x") is None
+        and _study.storage_url("postgresql://u:p@h/db", "x") == "postgresql://u:p@h/db"
+    )
     assert "p@" not in _study.shown("postgresql://u:p@h/db")
 
 
 def plan_for(db, seed=0):
-    return {"storage": f"sqlite:///{db}", "study_name": "s", "direction": "minimize", "shown_storage": str(db),
-            "metric": "val_mse", "verb": "minimising",
-            **_core.sampler(OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": seed, "constant_liar": True}))}
+    return {
+        "storage": f"sqlite:///{db}",
+        "study_name": "s",
+        "direction": "minimize",
+        "shown_storage": str(db),
+        "metric": "val_mse",
+        "verb": "minimising",
+        **_core.sampler(
+            OmegaConf.create(
+                {"_target_": "optuna.samplers.TPESampler", "seed": seed, "constant_liar": True}
+            )
+        ),
+    }
 
 
 def test_a_round_asks_distinct_trials_and_a_continued_study_draws_new_values(tmp_path):
@@ -87,60 +132,100 @@ def test_a_round_asks_distinct_trials_and_a_continued_study_draws_new_values(tmp
     study = _study.open_study(plan)
     first = _core.ask(study, space, plan, 4)
     assert [t.number for t in first] == [0, 1, 2, 3] and len({t.params["lr"] for t in first}) == 4
-    _study.report([(t, np.array([0, 50, 100]), np.array([3.0, 2.0, math.nan])) for t in first], study)
+    _study.report(
+        [(t, np.array([0, 50, 100]), np.array([3.0, 2.0, math.nan])) for t in first], study
+    )
     for t in first:
         study.tell(t, t.params["lr"])
-    again = _study.open_study(plan_for(tmp_path / "o.db"))  # a second command, same seed: new values, numbers go on
+    again = _study.open_study(
+        plan_for(tmp_path / "o.db")
+    )  # a second command, same seed: new values, numbers go on
     second = _core.ask(again, space, plan, 4)
     assert [t.number for t in second] == [4, 5, 6, 7]
     assert not {t.params["lr"] for t in second} & {t.params["lr"] for t in first}
     stored = study_of(tmp_path / "o.db", "s").trials[0]
     assert stored.intermediate_values[0] == 3.0 and stored.intermediate_values[50] == 2.0
     assert math.isnan(stored.intermediate_values[100])
-    fresh = _study.open_study(plan_for(tmp_path / "p.db"))  # same seed, fresh study: the same search
-    assert [t.params for t in _core.ask(fresh, space, plan_for(tmp_path / "p.db"), 4)] == [t.params for t in first]
+    fresh = _study.open_study(
+        plan_for(tmp_path / "p.db")
+    )  # same seed, fresh study: the same search
+    assert [t.params for t in _core.ask(fresh, space, plan_for(tmp_path / "p.db"), 4)] == [
+        t.params for t in first
+    ]
 
 
 def test_a_study_that_optimises_the_other_way_is_refused(tmp_path):
     _study.open_study(plan_for(tmp_path / "o.db"))
-    with pytest.raises(ConfigError, match="hydra.sweeper.study_name=s is not allowed: that study minimizes"):
-        _study.open_study({**plan_for(tmp_path / "o.db"), "direction": "maximize", "metric": "val_accuracy",
-                           "verb": "maximising"})
+    with pytest.raises(
+        ConfigError, match="hydra.sweeper.study_name=s is not allowed: that study minimizes"
+    ):
+        _study.open_study(
+            {
+                **plan_for(tmp_path / "o.db"),
+                "direction": "maximize",
+                "metric": "val_accuracy",
+                "verb": "maximising",
+            }
+        )
 
 
 # --- real searches (subprocesses) ---
 
+
 @pytest.mark.slow
-def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_continues(tmp_path, store):
-    proc = cli(tmp_path, "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=12", "hydra.sweeper.batch=4",
-               "hydra.launcher.cpu_workers=1", store=store)  # a round's group unsplit (split, its chunks are groups)
+def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_continues(
+    tmp_path, store
+):
+    proc = cli(
+        tmp_path,
+        "-m",
+        *ONE_SHAPE,
+        "data=iris",
+        "hydra.sweeper.n_trials=12",
+        "hydra.sweeper.batch=4",
+        "hydra.launcher.cpu_workers=1",
+        store=store,
+    )  # a round's group unsplit (split, its chunks are groups)
     assert proc.returncode == 0, proc.stderr
     assert "maximising val_accuracy (multiclass)" in proc.stdout
     found = results(tmp_path / "sweep")
     assert found["direction"] == "maximize" and found["trials"] == list(range(12))
     (parent,) = parents(store)
-    assert found["best_value"] == parent.data.metrics["best_val_accuracy"]  # the study's best = the leaderboard's
+    assert (
+        found["best_value"] == parent.data.metrics["best_val_accuracy"]
+    )  # the study's best = the leaderboard's
     assert parent.data.params["search.lr"] == "tag(log, interval(0.0005, 0.05))"
     assert parent.data.params["optuna.sampler"].startswith("TPESampler(seed=0, constant_liar=True")
-    assert parent.data.tags["optuna.direction"] == "maximize" and parent.data.tags["optuna.metric"] == "val_accuracy"
+    assert (
+        parent.data.tags["optuna.direction"] == "maximize"
+        and parent.data.tags["optuna.metric"] == "val_accuracy"
+    )
     kids = children(store)
     assert sorted(int(k.data.tags["optuna.trial_number"]) for k in kids) == list(range(12))
     assert {k.data.tags["optuna.study_name"] for k in kids} == {"iris"}
     rounds = {}
     for k in kids:
-        rounds.setdefault(k.data.tags["optuna.round"], set()).add(k.data.tags["sweeper.batch_group"])
-    assert sorted(rounds) == ["0", "1", "2"] and all(len(g) == 1 for g in rounds.values())  # a round: one group
+        rounds.setdefault(k.data.tags["optuna.round"], set()).add(
+            k.data.tags["sweeper.batch_group"]
+        )
+    assert sorted(rounds) == ["0", "1", "2"] and all(
+        len(g) == 1 for g in rounds.values()
+    )  # a round: one group
     assert len(set.union(*rounds.values())) == 3
     db = store.parent / "optuna.db"  # beside the MLflow store
     study = study_of(db, "iris")
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
     by_number = {t.number: t for t in study.trials}
     trial = by_number[int(kids[0].data.tags["optuna.trial_number"])]
-    assert trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 11  # 0..180, 200: the last
+    assert (
+        trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 11
+    )  # 0..180, 200: the last
     assert trial.value == kids[0].data.metrics["val_accuracy"]
 
     (tmp_path / "again").mkdir()
-    proc = cli(tmp_path / "again", "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=4", store=store)
+    proc = cli(
+        tmp_path / "again", "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=4", store=store
+    )
     assert proc.returncode == 0, proc.stderr
     assert results(tmp_path / "again" / "sweep")["trials"] == [12, 13, 14, 15]
     assert sorted(t.number for t in study_of(db, "iris").trials) == list(range(16))
@@ -153,9 +238,15 @@ def test_diabetes_minimises_val_mse(tmp_path, store):
     assert "minimising val_mse (regression)" in proc.stdout
     found = results(tmp_path / "sweep")
     (parent,) = parents(store)
-    assert found["direction"] == "minimize" and found["best_value"] == parent.data.metrics["best_val_mse"]
+    assert (
+        found["direction"] == "minimize"
+        and found["best_value"] == parent.data.metrics["best_val_mse"]
+    )
     assert found["best_value"] == min(k.data.metrics["val_mse"] for k in children(store))
-    assert study_of(store.parent / "optuna.db", "diabetes").direction == optuna.study.StudyDirection.MINIMIZE
+    assert (
+        study_of(store.parent / "optuna.db", "diabetes").direction
+        == optuna.study.StudyDirection.MINIMIZE
+    )
 
 
 @pytest.mark.slow
@@ -165,10 +256,25 @@ def test_two_processes_share_one_sqlite_study(tmp_path, store):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         db = copy_store(store, tmp_path / name)
-        args = [sys.executable, "-m", "sweeper", "-m", *ONE_SHAPE, "data=iris", "hydra.sweeper.n_trials=6",
-                "hydra.sweeper.batch=3", f"hydra.sweeper.storage=sqlite:///{shared}", "hydra.sweeper.study_name=shared",
-                f"hydra.sweep.dir={tmp_path / name / 'sweep'}", f"tracking.uri=sqlite:///{db}"]
-        procs.append(subprocess.Popen(args, cwd=tmp_path / name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        args = [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            *ONE_SHAPE,
+            "data=iris",
+            "hydra.sweeper.n_trials=6",
+            "hydra.sweeper.batch=3",
+            f"hydra.sweeper.storage=sqlite:///{shared}",
+            "hydra.sweeper.study_name=shared",
+            f"hydra.sweep.dir={tmp_path / name / 'sweep'}",
+            f"tracking.uri=sqlite:///{db}",
+        ]
+        procs.append(
+            subprocess.Popen(
+                args, cwd=tmp_path / name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -182,12 +288,19 @@ def test_two_processes_share_one_sqlite_study(tmp_path, store):
 
 @pytest.mark.slow
 def test_a_bad_space_fails_in_one_line_before_any_parent_run(tmp_path, store):
-    proc = cli(tmp_path, "-m", "+sweep=optuna", "hydra.sweeper.params.lr='interval(0, 0.1)'", store=store)
+    proc = cli(
+        tmp_path, "-m", "+sweep=optuna", "hydra.sweeper.params.lr='interval(0, 0.1)'", store=store
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("sweeper: error: hydra.sweeper.params.lr=interval(0, 0.1) "
-                                                            "is not allowed")
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("sweeper: error: hydra.sweeper.params.lr=interval(0, 0.1) is not allowed")
+    )
     assert "Traceback" not in proc.stderr and not children(store)
-    assert not parents(store)  # refused before the store is touched (issue 41): no FAILED parent left behind
+    assert not parents(
+        store
+    )  # refused before the store is touched (issue 41): no FAILED parent left behind
 
 
 @pytest.mark.slow
@@ -198,7 +311,9 @@ def test_a_rerun_with_resume_tells_reused_trials_the_finished_runs_value(tmp_pat
     first = cli(tmp_path / "a", "-m", *space, "hydra.sweeper.n_trials=1", store=store)
     assert first.returncode == 0, first.stderr
     (trained,) = children(store)
-    again = cli(tmp_path / "b", "-m", *space, "hydra.sweeper.n_trials=2", "resume=true", store=store)
+    again = cli(
+        tmp_path / "b", "-m", *space, "hydra.sweeper.n_trials=2", "resume=true", store=store
+    )
     assert again.returncode == 0, again.stderr
     assert len(children(store)) == 1  # nothing trained again
     trials = sorted(study_of(store.parent / "optuna.db", "diabetes").trials, key=lambda t: t.number)
@@ -209,43 +324,83 @@ def test_a_rerun_with_resume_tells_reused_trials_the_finished_runs_value(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_launcher_that_cannot_start_ends_the_search_in_one_line_and_fails_its_trials(tmp_path, store):
-    proc = cli(tmp_path, "-m", *ONE_SHAPE, "hydra.sweeper.n_trials=2", "hydra/launcher=submitit_slurm",
-               store=store)  # no SLURM here
+def test_a_launcher_that_cannot_start_ends_the_search_in_one_line_and_fails_its_trials(
+    tmp_path, store
+):
+    proc = cli(
+        tmp_path,
+        "-m",
+        *ONE_SHAPE,
+        "hydra.sweeper.n_trials=2",
+        "hydra/launcher=submitit_slurm",
+        store=store,
+    )  # no SLURM here
     assert proc.returncode == 2, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), (
+        proc.stderr
+    )
     (parent,) = parents(store)
     assert parent.info.status == "KILLED" and not children(store)
     trials = study_of(store.parent / "optuna.db", "diabetes").trials
-    assert trials and all(t.state == optuna.trial.TrialState.FAIL for t in trials)  # none left RUNNING
+    assert trials and all(
+        t.state == optuna.trial.TrialState.FAIL for t in trials
+    )  # none left RUNNING
 
 
 @pytest.mark.slow
-def test_a_study_continued_with_other_choices_is_refused_in_one_line_before_any_trial(tmp_path, store):
+def test_a_study_continued_with_other_choices_is_refused_in_one_line_before_any_trial(
+    tmp_path, store
+):
     """Before: Optuna's "CategoricalDistribution does not support dynamic value space" as a traceback on the first
     trial, the round's runs left RUNNING, and the printed "finish the sweep" command repeated it."""
-    quick = ("hydra.sweeper.n_trials=2", "hydra.sweeper.batch=2", "epochs=30", "log_every=10", "width=8",
-             "tracking.log_model=false")
+    quick = (
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.batch=2",
+        "epochs=30",
+        "log_every=10",
+        "width=8",
+        "tracking.log_model=false",
+    )
     assert cli(tmp_path, "-m", "+sweep=optuna", *quick, store=store).returncode == 0
     proc = cli(tmp_path, "-m", "+sweep=optuna", *quick, "depth=1,2,3", store=store)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("sweeper: error:")]
-    assert line.startswith("sweeper: error: hydra.sweeper.params.depth=") and "its trials drew depth from choice(0, 1, 2)" in line
+    assert (
+        line.startswith("sweeper: error: hydra.sweeper.params.depth=")
+        and "its trials drew depth from choice(0, 1, 2)" in line
+    )
     assert "hydra.sweeper.study_name=NAME" in line
     runs = all_runs(store)
-    assert not [r for r in runs if r.info.status != "FINISHED"]  # refused before the store is touched: no parent
+    assert not [
+        r for r in runs if r.info.status != "FINISHED"
+    ]  # refused before the store is touched: no parent
     assert len(runs) == 3 and len([r for r in runs if r.data.tags.get("mlflow.parentRunId")]) == 2
-    study = optuna.load_study(study_name="diabetes", storage=f"sqlite:///{store.parent / 'optuna.db'}")
+    study = optuna.load_study(
+        study_name="diabetes", storage=f"sqlite:///{store.parent / 'optuna.db'}"
+    )
     assert len(study.trials) == 2  # no trial asked for the refused space
 
 
 @pytest.mark.slow
-def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_curve_to_the_rung(tmp_path, store):
+def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_curve_to_the_rung(
+    tmp_path, store
+):
     # one round of 9 trials trained as batched groups; halving stops 6 at epoch 20 and 2 more at epoch 60
-    proc = cli(tmp_path, "-m", "+sweep=optuna", "depth=1", "width=8", "epochs=180", "log_every=10",
-               "hydra.sweeper.n_trials=9", "hydra.sweeper.batch=9", "hydra.launcher.halving.eta=3",
-               "hydra.launcher.halving.min_epochs=20", store=store)
+    proc = cli(
+        tmp_path,
+        "-m",
+        "+sweep=optuna",
+        "depth=1",
+        "width=8",
+        "epochs=180",
+        "log_every=10",
+        "hydra.sweeper.n_trials=9",
+        "hydra.sweeper.batch=9",
+        "hydra.launcher.halving.eta=3",
+        "hydra.launcher.halving.min_epochs=20",
+        store=store,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = study_of(store.parent / "optuna.db", "diabetes").trials
     pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
@@ -256,20 +411,34 @@ def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_cu
         rung = int(t.user_attrs["pruned_at_epoch"])
         assert rung in (20, 60) and max(t.intermediate_values) == rung  # its curve, up to its rung
         assert runs[t.user_attrs["run_id"]].data.tags["pruned_at_epoch"] == str(rung)
-        assert t.value == t.intermediate_values[rung]  # Optuna's value of a pruned trial: its last intermediate one
+        assert (
+            t.value == t.intermediate_values[rung]
+        )  # Optuna's value of a pruned trial: its last intermediate one
     assert sorted(int(t.user_attrs["pruned_at_epoch"]) for t in pruned) == [20] * 6 + [60] * 2
     assert complete[0].value == runs[complete[0].user_attrs["run_id"]].data.metrics["val_mse"]
     assert max(complete[0].intermediate_values) == 180
-    assert results(tmp_path / "sweep")["study_pruned"] == 8 and "1 of 9 finished in the study, 8 pruned" in proc.stdout
+    assert (
+        results(tmp_path / "sweep")["study_pruned"] == 8
+        and "1 of 9 finished in the study, 8 pruned" in proc.stdout
+    )
 
 
-@pytest.mark.parametrize("setting", ["hydra.sweeper.n_trials=0", "hydra.sweeper.batch=0", "hydra.sweeper.storage=foo://x",
-                                     "hydra.sweeper.sampler._target_=nope.Sampler"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "hydra.sweeper.n_trials=0",
+        "hydra.sweeper.batch=0",
+        "hydra.sweeper.storage=foo://x",
+        "hydra.sweeper.sampler._target_=nope.Sampler",
+    ],
+)
 def test_a_refused_optuna_setting_writes_no_parent_run(tmp_path, store, setting):
     """Before: the parent run was created, then ended FAILED, although the store is not to be touched."""
     proc = cli(tmp_path, "-m", "+sweep=optuna", setting, "epochs=5", store=store)
     assert proc.returncode == 2
-    assert one_line(proc.stderr).startswith(f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}")
+    assert one_line(proc.stderr).startswith(
+        f"sweeper: error: {setting.split('=')[0].removesuffix('._target_')}"
+    )
     assert not all_runs(store) and not (tmp_path / "sweep").exists()
 
 
@@ -287,10 +456,20 @@ def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_
     folders = [tmp_path / str(i) for i in range(3)]
     for folder, status in zip(folders[:2], ["FINISHED", "KILLED"]):
         folder.mkdir()
-        (folder / "result.json").write_text(json.dumps({"status": status, "run_id": f"run-{status}",
-                                                        "metrics": {"val_mse": 2.5} if status == "FINISHED" else {}}))
+        (folder / "result.json").write_text(
+            json.dumps(
+                {
+                    "status": status,
+                    "run_id": f"run-{status}",
+                    "metrics": {"val_mse": 2.5} if status == "FINISHED" else {},
+                }
+            )
+        )
     cut_short(study, trials, folders, "val_mse")
     done = {t.number: t for t in study.get_trials()}
-    assert done[trials[0].number].state == optuna.trial.TrialState.COMPLETE and done[trials[0].number].value == 2.5
+    assert (
+        done[trials[0].number].state == optuna.trial.TrialState.COMPLETE
+        and done[trials[0].number].value == 2.5
+    )
     assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
     assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2

@@ -1,4 +1,5 @@
 """sweeper.base.output: the standard output closed or full is said once; the work goes on."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,32 +14,59 @@ from conftest import all_runs, cli, one_line
 def test_output_piped_into_head_is_said_once_and_the_sweep_records_everything(tmp_path, store):
     """Hostile pass 2, row 33: ``python -m sweeper ... | head -3`` went on with a BrokenPipeError traceback for
     every line logged (18) and left the parent RUNNING. Now: one warning on stderr, the runs and the parent closed."""
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002,0.003", "epochs=20", "tracking.log_model=false",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        "lr=0.001,0.002,0.003",
+        "epochs=20",
+        "tracking.log_model=false",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     proc.stdout.readline()
     proc.stdout.close()  # the reader goes away, as head does after its lines
     err = proc.stderr.read()
     assert proc.wait(timeout=300) == 0, err
     assert "Traceback" not in err and "Logging error" not in err, err
-    assert "the standard output cannot be written (Broken pipe)" in err and err.count("cannot be written") == 1, err
+    assert (
+        "the standard output cannot be written (Broken pipe)" in err
+        and err.count("cannot be written") == 1
+    ), err
     found = all_runs(store)
     assert sorted(r.info.status for r in found) == ["FINISHED"] * 4  # 3 runs and their parent
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full (a device whose writes fail: disk full)")
-@pytest.mark.parametrize("command, code", [(["-m", "sweeper", "epochs=20", "tracking.log_model=false"], 0),
-                                           (["-m", "sweeper.runs"], 1)])
+@pytest.mark.skipif(
+    not Path("/dev/full").exists(), reason="no /dev/full (a device whose writes fail: disk full)"
+)
+@pytest.mark.parametrize(
+    "command, code",
+    [(["-m", "sweeper", "epochs=20", "tracking.log_model=false"], 0), (["-m", "sweeper.runs"], 1)],
+)
 def test_output_to_a_full_disk_is_one_line(tmp_path, store, command, code):
     """Row 32: ``> /dev/full`` was a traceback (exit 1) before the sweep began; ``runs`` blamed the store. A sweep
     now runs and says it; a read command, whose output is its result, says it and exits 1."""
-    args = [sys.executable, *command, f"hydra.run.dir={tmp_path / 'run'}", f"tracking.uri=sqlite:///{store}"]
+    args = [
+        sys.executable,
+        *command,
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
     if command[1] == "sweeper.runs":
         args = [sys.executable, *command, "--tracking-uri", f"sqlite:///{store}"]
         cli(tmp_path, "epochs=5", "tracking.log_model=false", store=store)
     with open("/dev/full", "w") as full:
-        proc = subprocess.run(args, cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+        proc = subprocess.run(
+            args, cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
+        )
     assert proc.returncode == code
-    assert "the standard output cannot be written (No space left on device)" in one_line(proc.stderr)
+    assert "the standard output cannot be written (No space left on device)" in one_line(
+        proc.stderr
+    )
     if code == 0:
         assert [r.info.status for r in all_runs(store)] == ["FINISHED"]

@@ -1,6 +1,7 @@
 """The planner's packing (sweeper.sweep.packing): groups of one shape that differ only in depth, width and activation
 train as one packed group where the cost model says it ends sooner; the decision is said and recorded, and a sweep
 with packing off gives the same metrics."""
+
 import math
 import re
 
@@ -42,14 +43,21 @@ def fixed(monkeypatch):
     monkeypatch.setattr(packing.Costs, "of", classmethod(lambda cls, *a: _Fixed()))
 
 
-GRID = [(f"width={w}", f"depth={d}", f"lr={lr}", "epochs=200", "data=diabetes")
-        for w in (4, 16) for d in (1, 2) for lr in (0.01, 0.02)]
+GRID = [
+    (f"width={w}", f"depth={d}", f"lr={lr}", "epochs=200", "data=diabetes")
+    for w in (4, 16)
+    for d in (1, 2)
+    for lr in (0.01, 0.02)
+]
 
 
 def test_groups_of_one_shape_that_differ_in_depth_width_and_activation_pack_into_one(fixed):
     from sweeper.sweep import launch
 
-    grid = GRID + [("width=8", "depth=1", "activation=relu", f"lr={lr}", "epochs=200", "data=diabetes") for lr in (0.01, 0.02)]
+    grid = GRID + [
+        ("width=8", "depth=1", "activation=relu", f"lr={lr}", "epochs=200", "data=diabetes")
+        for lr in (0.01, 0.02)
+    ]
     groups, alone = launch.plan(_jobs(*grid))
     assert not alone and len(groups) == 1 and len(groups[0]) == 10
     (said,) = {j.pack for j in groups[0]}
@@ -57,7 +65,9 @@ def test_groups_of_one_shape_that_differ_in_depth_width_and_activation_pack_into
     assert ratio and float(ratio[1]) > 1
     assert packing.summary(groups) == " (5 groups of one shape packed into 1: hydra.launcher.pack)"
     groups, _ = launch.plan(_jobs(*grid), pack=False)
-    assert len(groups) == 5 and {j.pack for g in groups for j in g} == {"off (hydra.launcher.pack=false)"}
+    assert len(groups) == 5 and {j.pack for g in groups for j in g} == {
+        "off (hydra.launcher.pack=false)"
+    }
     assert packing.summary(groups) == ""
 
 
@@ -65,8 +75,17 @@ def test_shapes_whose_epochs_differ_far_stay_apart_and_say_why(fixed):
     """A packed group trains every member to its longest epochs: 200 epochs beside 20,000 would run 20,000."""
     from sweeper.sweep import launch
 
-    grid = [(f"width={w}", f"lr={lr}", f"epochs={200 if w == 4 else 20000}", "log_every=10", "data=diabetes")
-            for w in (4, 16, 32) for lr in (0.01, 0.02)]
+    grid = [
+        (
+            f"width={w}",
+            f"lr={lr}",
+            f"epochs={200 if w == 4 else 20000}",
+            "log_every=10",
+            "data=diabetes",
+        )
+        for w in (4, 16, 32)
+        for lr in (0.01, 0.02)
+    ]
     groups, alone = launch.plan(_jobs(*grid))
     shapes = sorted(sorted({j.plain["width"] for j in g}) for g in groups)
     assert shapes == [[4], [16, 32]]
@@ -78,9 +97,16 @@ def test_shapes_whose_epochs_differ_far_stay_apart_and_say_why(fixed):
 def test_only_groups_that_share_everything_else_pack_and_only_sweepers_mlp_on_dense_data(fixed):
     from sweeper.sweep import launch
 
-    grid = [(f"width={w}", f"optimizer={o}", "lr=0.01", "epochs=100", "data=diabetes") for w in (4, 16) for o in ("gd", "adam")]
+    grid = [
+        (f"width={w}", f"optimizer={o}", "lr=0.01", "epochs=100", "data=diabetes")
+        for w in (4, 16)
+        for o in ("gd", "adam")
+    ]
     groups, _ = launch.plan(_jobs(*grid))
-    assert sorted(sorted(j.plain["width"] for j in g) for g in groups) == [[4, 16], [4, 16]]  # by optimizer
+    assert sorted(sorted(j.plain["width"] for j in g) for g in groups) == [
+        [4, 16],
+        [4, 16],
+    ]  # by optimizer
     assert all(len({j.plain["optimizer"] for j in g}) == 1 for g in groups)
 
 
@@ -90,47 +116,74 @@ def test_the_cost_model_asks_the_probe_for_the_packed_group_and_counts_the_longe
     from sweeper.sweep.groups import trajectories
 
     jobs = _jobs(*GRID)
-    sets = [trajectories([j for j in jobs if (j.plain["width"], j.plain["depth"]) == s])
-            for s in ((4, 1), (4, 2), (16, 1), (16, 2))]
+    sets = [
+        trajectories([j for j in jobs if (j.plain["width"], j.plain["depth"]) == s])
+        for s in ((4, 1), (4, 2), (16, 1), (16, 2))
+    ]
     probe = _Fixed()
     together = packing.group_s(probe, sets, (309, 10, 1, 3))
-    assert probe.asked == [[(1, 4, "tanh", 6), (2, 4, "tanh", 6), (1, 16, "tanh", 6), (2, 16, "tanh", 6)]]
-    assert together == pytest.approx(200 * (1e-4 + 1e-6 * 6 * (4 + 8 + 16 + 32)) + packing.GROUP_S, rel=1e-12)
+    assert probe.asked == [
+        [(1, 4, "tanh", 6), (2, 4, "tanh", 6), (1, 16, "tanh", 6), (2, 16, "tanh", 6)]
+    ]
+    assert together == pytest.approx(
+        200 * (1e-4 + 1e-6 * 6 * (4 + 8 + 16 + 32)) + packing.GROUP_S, rel=1e-12
+    )
     apart = sum(packing.group_s(probe, [s], (309, 10, 1, 3)) for s in sets)
     assert apart - together == pytest.approx(200 * 3 * 1e-4 + 3 * packing.GROUP_S, rel=1e-9)
     longer = sets
     for t in longer[0]:
         for j in t:
-            j.plain = {**j.plain, "epochs": 20000}  # one shape's epochs 100x: the others would run them too
-    assert packing.group_s(probe, longer, (309, 10, 1, 1)) > sum(packing.group_s(probe, [s], (309, 10, 1, 1)) for s in longer)
+            j.plain = {
+                **j.plain,
+                "epochs": 20000,
+            }  # one shape's epochs 100x: the others would run them too
+    assert packing.group_s(probe, longer, (309, 10, 1, 1)) > sum(
+        packing.group_s(probe, [s], (309, 10, 1, 1)) for s in longer
+    )
 
 
 @pytest.mark.parametrize("packed, expect", [(1.0, 1), (1.2, 1), (2.0, 4)])
 def test_the_planner_packs_only_where_the_probe_measured_the_packed_epoch_faster_than_the_groups_apart(
-        monkeypatch, packed, expect):
+    monkeypatch, packed, expect
+):
     """With the probe's answer fixed: a packed epoch as dear as its shapes' apart (or 20 % dearer: the starts and
     calls it saves still pay) packs; twice as dear, what packing saves is lost: each shape apart, and said."""
     from sweeper.sweep import launch
 
     probe = _Fixed(packed)
     monkeypatch.setattr(packing.Costs, "of", classmethod(lambda cls, *a: probe))
-    (base,) = _jobs(("epochs=2000", "data=diabetes"))  # one composition, its plain config varied (fast)
-    grid = [{"width": w, "depth": d, "lr": lr} for w in (16, 32) for d in (1, 2) for lr in (0.01, 0.02, 0.05, 0.1)]
-    groups, _ = launch.plan([launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid)])
+    (base,) = _jobs(
+        ("epochs=2000", "data=diabetes")
+    )  # one composition, its plain config varied (fast)
+    grid = [
+        {"width": w, "depth": d, "lr": lr}
+        for w in (16, 32)
+        for d in (1, 2)
+        for lr in (0.01, 0.02, 0.05, 0.1)
+    ]
+    groups, _ = launch.plan(
+        [launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid)]
+    )
     assert len(groups) == expect
-    apart = 2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S  # independently of group_s
+    apart = (
+        2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S
+    )  # independently of group_s
     together = 2000 * (1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64) * packed) + packing.GROUP_S
     assert (expect == 1) == (together < packing.GAIN * apart)
     said = {j.pack for g in groups for j in g}
     if expect == 1:
         assert said == {f"4 shapes (estimated {apart / together:.2f}x faster than 4 groups apart)"}
-        assert packing.summary(groups) == " (4 groups of one shape packed into 1: hydra.launcher.pack)"
+        assert (
+            packing.summary(groups) == " (4 groups of one shape packed into 1: hydra.launcher.pack)"
+        )
     else:
         assert len(said) == 1 and said.pop().startswith("apart (estimated sooner done apart")
         assert packing.summary(groups) == ""
 
 
-def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folder_keeps_it(monkeypatch, tmp_path):
+def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folder_keeps_it(
+    monkeypatch, tmp_path
+):
     from sweeper import data
 
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
@@ -144,7 +197,9 @@ def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folde
     both, one = costs.epoch(blocks), costs.epoch(blocks[:1])
     assert both > 0 and one > 0 and costs.epoch(blocks) == both and len(costs.epochs) == 3
     costs.save()
-    monkeypatch.setattr(packing, "_CACHE", {})  # another process of this machine: the measurements, not a new probe
+    monkeypatch.setattr(
+        packing, "_CACHE", {}
+    )  # another process of this machine: the measurements, not a new probe
     again = packing.Costs.of("cpu", "float64", ds)
     assert again is not costs and again.epochs == costs.epochs
     monkeypatch.setattr(packing.Costs, "_time", lambda *a, **k: pytest.fail("measured again"))
@@ -160,31 +215,62 @@ def test_the_probes_epoch_is_the_packed_groups_own_computation():
 
     costs = packing.Costs.of("cpu", "float64", data.load_plain(make_cfg("data=diabetes").data))
     calls = costs._calls([(1, 4, "tanh", 2), (2, 8, "relu", 3)])
-    shapes = [(c.args[0].shape, c.args[1].shape) for c in calls if getattr(c, "func", None) is np.matmul]
+    shapes = [
+        (c.args[0].shape, c.args[1].shape) for c in calls if getattr(c, "func", None) is np.matmul
+    ]
     n = costs.n
     assert ((2 * 4 + 3 * 8, 11), (11, n)) in shapes  # the packed first layer: 32 rows, one product
     assert ((3, 8, 8), (3, 8, n)) in shapes  # the 2x8 shape's deeper layer, its own batched product
 
 
 @pytest.mark.slow
-def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_packing_off(tmp_path, store):
+def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_packing_off(
+    tmp_path, store
+):
     """Each run says its group packed (tag batch_packed), the plan line counts the groups, and every metric equals
     the sweep's with hydra.launcher.pack=false (one shape a group) to 1e-9."""
-    args = ("-m", "data=diabetes", "width=4,16", "depth=1,2", "activation=tanh,relu", "lr=0.01,0.05", "epochs=150,300",
-            "patience=0,20", "log_every=10")
+    args = (
+        "-m",
+        "data=diabetes",
+        "width=4,16",
+        "depth=1,2",
+        "activation=tanh,relu",
+        "lr=0.01,0.05",
+        "epochs=150,300",
+        "patience=0,20",
+        "log_every=10",
+    )
     # packed, its one group in chunks on two worker processes; apart, one group a shape after another here
-    on, off, store, other = _twice(tmp_path, store, (*args, "hydra.launcher.cpu_workers=2"),
-                                   (*args, "hydra.launcher.pack=false", "hydra.launcher.cpu_workers=1"))
+    on, off, store, other = _twice(
+        tmp_path,
+        store,
+        (*args, "hydra.launcher.cpu_workers=2"),
+        (*args, "hydra.launcher.pack=false", "hydra.launcher.cpu_workers=1"),
+    )
     assert "(8 groups of one shape packed into 1: hydra.launcher.pack)" in on.stdout + on.stderr
     assert "packed into" not in off.stdout + off.stderr
-    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "sweeper.batch_group" in r.data.tags} for db in (store, other)}
+    runs = {
+        db: {
+            r.data.tags["fingerprint"]: r
+            for r in all_runs(db)
+            if "sweeper.batch_group" in r.data.tags
+        }
+        for db in (store, other)
+    }
     assert len(runs[store]) == len(runs[other]) == 64
     assert {r.data.tags["sweeper.batch_worker"] for r in runs[store].values()} == {"cpu0", "cpu1"}
-    assert len({r.data.tags["sweeper.batch_group"] for r in runs[store].values()}) == 2  # one group, two chunks
+    assert (
+        len({r.data.tags["sweeper.batch_group"] for r in runs[store].values()}) == 2
+    )  # one group, two chunks
     assert {r.data.tags["batch_packed"] for r in runs[store].values()} == {
-        next(iter(runs[store].values())).data.tags["batch_packed"]}
-    assert next(iter(runs[store].values())).data.tags["batch_packed"].startswith("8 shapes (estimated")
-    assert {r.data.tags["batch_packed"] for r in runs[other].values()} == {"off (hydra.launcher.pack=false)"}
+        next(iter(runs[store].values())).data.tags["batch_packed"]
+    }
+    assert (
+        next(iter(runs[store].values())).data.tags["batch_packed"].startswith("8 shapes (estimated")
+    )
+    assert {r.data.tags["batch_packed"] for r in runs[other].values()} == {
+        "off (hydra.launcher.pack=false)"
+    }
     _same_metrics(runs[other], runs[store])
 
 
@@ -199,13 +285,18 @@ def _packing_pays(folder, args):
     def timed(self, groups):
         return [1e-3 + max(1e-6 * K * w * L for L, w, _, K in blocks) for blocks in groups]
 
-    lists = [[f"{k}={v}" for v in vs.split(",")] for k, vs in (a.split("=", 1) for a in args if "=" in a)
-             if not k.startswith("hydra.")]
+    lists = [
+        [f"{k}={v}" for v in vs.split(",")]
+        for k, vs in (a.split("=", 1) for a in args if "=" in a)
+        if not k.startswith("hydra.")
+    ]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWEEPER_CACHE_DIR", str(folder))
         mp.setattr(packing, "_CACHE", {})
         mp.setattr(packing.Costs, "_time", timed)
-        launch.plan(_jobs(*itertools.product(*lists)))  # the packing step saves the measurements asked
+        launch.plan(
+            _jobs(*itertools.product(*lists))
+        )  # the packing step saves the measurements asked
     assert (folder / "packing-costs.json").exists()
     return {"SWEEPER_CACHE_DIR": str(folder)}
 
@@ -228,22 +319,48 @@ def _same_metrics(runs, others, rtol=1e-9):
     assert set(runs) == set(others)
     for fp, a in runs.items():
         b = others[fp]
-        assert a.info.status == b.info.status and a.data.tags.get(PRUNED_AT) == b.data.tags.get(PRUNED_AT)
+        assert a.info.status == b.info.status and a.data.tags.get(PRUNED_AT) == b.data.tags.get(
+            PRUNED_AT
+        )
         for k, v in a.data.metrics.items():
             if k.startswith(("val_", "test_", "best_epoch", "epochs_run")):
-                assert math.isclose(b.data.metrics[k], v, rel_tol=rtol, abs_tol=1e-12), (a.data.tags["overrides"], k)
+                assert math.isclose(b.data.metrics[k], v, rel_tol=rtol, abs_tol=1e-12), (
+                    a.data.tags["overrides"],
+                    k,
+                )
 
 
 @pytest.mark.slow
 def test_halving_and_folds_work_on_packed_groups_as_on_groups_of_one_shape(tmp_path, store):
     """A rung's survivors leave a packed group (regrouped, packed again) and a configuration's folds are its members:
     pruned where the sweep with packing off prunes, with the same fold means."""
-    args = ("-m", "data=diabetes", "data.folds=3", "width=4,16", "depth=1,2", "lr=0.005,0.02,0.08", "epochs=180",
-            "log_every=10", "hydra.launcher.halving.eta=3", "hydra.launcher.halving.min_epochs=20",
-            "hydra.launcher.cpu_workers=1", "tracking.log_model=false", "baselines=none")
+    args = (
+        "-m",
+        "data=diabetes",
+        "data.folds=3",
+        "width=4,16",
+        "depth=1,2",
+        "lr=0.005,0.02,0.08",
+        "epochs=180",
+        "log_every=10",
+        "hydra.launcher.halving.eta=3",
+        "hydra.launcher.halving.min_epochs=20",
+        "hydra.launcher.cpu_workers=1",
+        "tracking.log_model=false",
+        "baselines=none",
+    )
     on, off, store, other = _twice(tmp_path, store, args, (*args, "hydra.launcher.pack=false"))
     assert "(4 groups of one shape packed into 1: hydra.launcher.pack)" in on.stdout + on.stderr
-    runs = {db: {r.data.tags["fingerprint"]: r for r in all_runs(db) if "sweeper.batch_group" in r.data.tags} for db in (store, other)}
-    assert len(runs[store]) == 12 and sum(PRUNED_AT in r.data.tags for r in runs[store].values()) >= 8
+    runs = {
+        db: {
+            r.data.tags["fingerprint"]: r
+            for r in all_runs(db)
+            if "sweeper.batch_group" in r.data.tags
+        }
+        for db in (store, other)
+    }
+    assert (
+        len(runs[store]) == 12 and sum(PRUNED_AT in r.data.tags for r in runs[store].values()) >= 8
+    )
     assert all(r.data.tags["folds"] == "3" for r in runs[store].values())
     _same_metrics(runs[other], runs[store])

@@ -1,4 +1,5 @@
 """sweeper.sweep.plan: a sweep's plan reads its command line as Hydra's sweeper does."""
+
 from __future__ import annotations
 
 

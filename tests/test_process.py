@@ -1,4 +1,5 @@
 """sweeper.base.process: a worker process ends with its parent."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,10 +17,22 @@ def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_outpu
     import signal
     import threading
 
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=2000000", "log_every=1000",
-            "hydra/launcher=joblib", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}",
-            "tracking.log_model=false"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        "lr=0.001,0.002",
+        "epochs=2000000",
+        "log_every=1000",
+        "hydra/launcher=joblib",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+        "tracking.log_model=false",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     watchdog = threading.Timer(180, proc.kill)
     watchdog.start()
     try:
@@ -31,7 +44,9 @@ def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_outpu
         proc.send_signal(signal.SIGKILL)
         ended = threading.Event()
         threading.Thread(target=lambda: (proc.stdout.read(), ended.set()), daemon=True).start()
-        assert ended.wait(20), "the sweep's output stayed open 20 s after its kill -9 (its workers live on)"
+        assert ended.wait(20), (
+            "the sweep's output stayed open 20 s after its kill -9 (its workers live on)"
+        )
     finally:
         watchdog.cancel()
         proc.kill()

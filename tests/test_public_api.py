@@ -1,6 +1,7 @@
 """The declared public surface: every ``__all__`` of the core resolves, ``from sweeper import *`` gives the user's
 names, ``sweeper.tracking`` re-exports no module it imports yet has every name the tree reaches through it, and the
 imports README.md and docs/ show work."""
+
 from __future__ import annotations
 
 import ast
@@ -17,15 +18,26 @@ import sweeper
 from sweeper import tracking
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE = {"sweeper": "sweeper", "models": "sweeper.models", "data": "sweeper.data", "plugins/hydra_plugins": "hydra_plugins"}
-USER_SURFACE = {"RunResult", "SweepFailed", "SweepResult", "multirun", "run"}  # docs/guide/python.md
+CORE = {
+    "sweeper": "sweeper",
+    "models": "sweeper.models",
+    "data": "sweeper.data",
+    "plugins/hydra_plugins": "hydra_plugins",
+}
+USER_SURFACE = {
+    "RunResult",
+    "SweepFailed",
+    "SweepResult",
+    "multirun",
+    "run",
+}  # docs/guide/python.md
 
 
 def module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).as_posix()
     for folder, package in CORE.items():
         if rel.startswith(folder + "/"):
-            parts = [package, *rel[len(folder) + 1:].removesuffix(".py").split("/")]
+            parts = [package, *rel[len(folder) + 1 :].removesuffix(".py").split("/")]
             return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
     raise AssertionError(rel)
 
@@ -36,7 +48,9 @@ def declared() -> dict[str, list[str]]:
     for folder in CORE:
         for path in sorted((ROOT / folder).rglob("*.py")):
             for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
-                if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in stmt.targets):
+                if isinstance(stmt, ast.Assign) and any(
+                    getattr(t, "id", None) == "__all__" for t in stmt.targets
+                ):
                     found[module_name(path)] = ast.literal_eval(stmt.value)
     return found
 
@@ -52,7 +66,9 @@ def resolve(dotted: str) -> object:
             continue
         for j, name in enumerate(parts[i:], start=i):
             if not hasattr(obj, name) and isinstance(obj, types.ModuleType):
-                obj = importlib.import_module(".".join(parts[:j + 1]))  # ImportError: not there either
+                obj = importlib.import_module(
+                    ".".join(parts[: j + 1])
+                )  # ImportError: not there either
             obj = getattr(obj, name)
         return obj
     raise ImportError(dotted)
@@ -60,9 +76,19 @@ def resolve(dotted: str) -> object:
 
 def test_every_name_of_every___all___resolves():
     found = declared()
-    assert {"sweeper", "sweeper.api", "sweeper.check", "sweeper.models", "sweeper.models.interface", "sweeper.data",
-            "sweeper.tracking.experiments", "sweeper.tracking.records", "sweeper.tracking.store",
-            "sweeper.tracking.storefile", "sweeper.tracking.system"} <= set(found)
+    assert {
+        "sweeper",
+        "sweeper.api",
+        "sweeper.check",
+        "sweeper.models",
+        "sweeper.models.interface",
+        "sweeper.data",
+        "sweeper.tracking.experiments",
+        "sweeper.tracking.records",
+        "sweeper.tracking.store",
+        "sweeper.tracking.storefile",
+        "sweeper.tracking.system",
+    } <= set(found)
     missing = []
     for module, names in found.items():
         assert len(names) == len(set(names)), f"{module}.__all__ repeats a name"
@@ -80,10 +106,24 @@ def test_from_sweeper_import_star_gives_the_user_surface():
 
 
 def test_the_tracking_package_re_exports_no_module_it_imports():
-    leaked = {name: value.__name__ for name in dir(tracking) if isinstance(value := getattr(tracking, name), types.ModuleType)
-              and not value.__name__.startswith("sweeper.tracking.")}
+    leaked = {
+        name: value.__name__
+        for name in dir(tracking)
+        if isinstance(value := getattr(tracking, name), types.ModuleType)
+        and not value.__name__.startswith("sweeper.tracking.")
+    }
     assert not leaked, f"sweeper.tracking re-exports modules it imports: {leaked}"
-    for name in ("os", "sqlite3", "subprocess", "re", "logging", "Path", "Any", "masked", "_is_wal_database"):
+    for name in (
+        "os",
+        "sqlite3",
+        "subprocess",
+        "re",
+        "logging",
+        "Path",
+        "Any",
+        "masked",
+        "_is_wal_database",
+    ):
         assert not hasattr(tracking, name), f"tracking.{name}"
 
 
@@ -94,20 +134,39 @@ def names_used_through_tracking() -> dict[str, set[str]]:
     for folder in ("sweeper", "models", "data", "plugins", "tests", "bench", "examples"):
         for path in (ROOT / folder).rglob("*.py"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            bound = any(isinstance(n, ast.ImportFrom) and n.module == "sweeper"
-                        and any(a.name == "tracking" and a.asname in (None, "tracking") for a in n.names)
-                        for n in ast.walk(tree))
+            bound = any(
+                isinstance(n, ast.ImportFrom)
+                and n.module == "sweeper"
+                and any(a.name == "tracking" and a.asname in (None, "tracking") for a in n.names)
+                for n in ast.walk(tree)
+            )
             for n in ast.walk(tree):
                 names: list[str] = []
-                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "tracking" and bound:
+                if (
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == "tracking"
+                    and bound
+                ):
                     names.append(n.attr)
-                elif (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "tracking"
-                      and isinstance(n.value.value, ast.Name) and n.value.value.id == "sweeper"):
+                elif (
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Attribute)
+                    and n.value.attr == "tracking"
+                    and isinstance(n.value.value, ast.Name)
+                    and n.value.value.id == "sweeper"
+                ):
                     names.append(n.attr)
                 elif isinstance(n, ast.ImportFrom) and n.module == "sweeper.tracking":
                     names += [a.name for a in n.names]
-                elif (isinstance(n, ast.Call) and bound and len(n.args) >= 2 and isinstance(n.args[0], ast.Name)
-                      and n.args[0].id == "tracking" and isinstance(n.args[1], ast.Constant)):
+                elif (
+                    isinstance(n, ast.Call)
+                    and bound
+                    and len(n.args) >= 2
+                    and isinstance(n.args[0], ast.Name)
+                    and n.args[0].id == "tracking"
+                    and isinstance(n.args[1], ast.Constant)
+                ):
                     names.append(n.args[1].value)
                 for name in names:
                     uses.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
@@ -116,9 +175,22 @@ def names_used_through_tracking() -> dict[str, set[str]]:
 
 def test_every_name_the_tree_reaches_through_tracking_is_there():
     uses = names_used_through_tracking()
-    assert {"client", "finish_run", "thin", "stop", "UNREACHABLE", "TrackingError", "sqlite_path", "writer"} <= set(uses)
-    missing = {name: sorted(where) for name, where in uses.items()
-               if not hasattr(tracking, name) and importlib.util.find_spec(f"sweeper.tracking.{name}") is None}
+    assert {
+        "client",
+        "finish_run",
+        "thin",
+        "stop",
+        "UNREACHABLE",
+        "TrackingError",
+        "sqlite_path",
+        "writer",
+    } <= set(uses)
+    missing = {
+        name: sorted(where)
+        for name, where in uses.items()
+        if not hasattr(tracking, name)
+        and importlib.util.find_spec(f"sweeper.tracking.{name}") is None
+    }
     assert not missing, f"used as tracking.X but not exported: {missing}"
 
 
@@ -135,14 +207,20 @@ def documented_names() -> dict[str, set[str]]:
             inline.setdefault(name, set()).add(rel)
     for path in sorted((ROOT / "examples").rglob("*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        sources += [(path.relative_to(ROOT).as_posix(), "".join(c["source"])) for c in cells if c["cell_type"] == "code"]
+        sources += [
+            (path.relative_to(ROOT).as_posix(), "".join(c["source"]))
+            for c in cells
+            if c["cell_type"] == "code"
+        ]
     names = dict(inline)
     for rel, code in sources:
         for node in ast.walk(ast.parse(code)):
             found = []
             if isinstance(node, ast.Import):
                 found = [a.name for a in node.names if a.name.split(".")[0] == "sweeper"]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sweeper":
+            elif (
+                isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sweeper"
+            ):
                 found = [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Attribute):
                 chain = []
@@ -158,8 +236,14 @@ def documented_names() -> dict[str, set[str]]:
 
 def test_the_imports_the_docs_show_work():
     names = documented_names()
-    assert {"sweeper", "sweeper.multirun", "sweeper.run", "sweeper.check.check_model", "sweeper.models.Model",
-            "sweeper.models.MLPNet"} <= set(names), sorted(names)
+    assert {
+        "sweeper",
+        "sweeper.multirun",
+        "sweeper.run",
+        "sweeper.check.check_model",
+        "sweeper.models.Model",
+        "sweeper.models.MLPNet",
+    } <= set(names), sorted(names)
     broken = {}
     for name, where in sorted(names.items()):
         try:
@@ -169,8 +253,15 @@ def test_the_imports_the_docs_show_work():
     assert not broken, broken
 
 
-@pytest.mark.parametrize("dotted, ok", [("sweeper.models.interface.offer", True), ("sweeper.tracking.store.client", True),
-                                        ("sweeper.models.nothing_here", False), ("sweeper.no_module.x", False)])
+@pytest.mark.parametrize(
+    "dotted, ok",
+    [
+        ("sweeper.models.interface.offer", True),
+        ("sweeper.tracking.store.client", True),
+        ("sweeper.models.nothing_here", False),
+        ("sweeper.no_module.x", False),
+    ],
+)
 def test_resolve_finds_what_an_import_finds(dotted, ok):
     if ok:
         assert callable(resolve(dotted))

@@ -1,5 +1,6 @@
 """The model folder: each run's is a copy of one template saved by MLflow per signature and input example
 (sweeper.tracking.pyfunc), and is what ``mlflow.pyfunc.save_model`` would have written."""
+
 from __future__ import annotations
 
 import filecmp
@@ -28,7 +29,10 @@ def fresh_cache(tmp_path, monkeypatch):
 def _save(folder: Path, seed: int, ds, cfg):
     params = init_params([ds.n_features, 8, 1], "tanh", seed, "float64")
     X = ds.test_inputs()
-    pred = MLP(np, params, "tanh", ds.task).predict((X - ds.x_mean) / ds.x_scale).ravel() * ds.y_scale + ds.y_mean
+    pred = (
+        MLP(np, params, "tanh", ds.task).predict((X - ds.x_mean) / ds.x_scale).ravel() * ds.y_scale
+        + ds.y_mean
+    )
     return pyfunc.save(folder / "model" / "model", params, ds, "tanh", X, pred, cfg.data), pred
 
 
@@ -54,22 +58,30 @@ def test_a_model_copied_from_the_template_is_what_mlflow_saves(tmp_path, fresh_c
     direct, _ = _save(tmp_path / "c", 1, ds, cfg)  # the same model saved by MLflow itself
 
     files = sorted(p.relative_to(second).as_posix() for p in second.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(direct).as_posix() for p in direct.rglob("*") if p.is_file())
+    assert files == sorted(
+        p.relative_to(direct).as_posix() for p in direct.rglob("*") if p.is_file()
+    )
     for f in files:
         if f != "MLmodel":
             assert filecmp.cmp(second / f, direct / f, shallow=False), f
     got, want = _mlmodel(second), _mlmodel(direct)
     assert got["model_uuid"] != _mlmodel(first)["model_uuid"]
     for name in ("weights", "meta"):
-        assert got["flavors"]["python_function"]["artifacts"][name]["uri"] == str(tmp_path / "b" / "model" / f"{name}{'.npz' if name == 'weights' else '.json'}")
+        assert got["flavors"]["python_function"]["artifacts"][name]["uri"] == str(
+            tmp_path / "b" / "model" / f"{name}{'.npz' if name == 'weights' else '.json'}"
+        )
         for d in (got, want):
             d["flavors"]["python_function"]["artifacts"][name].pop("uri")
-    assert {k: v for k, v in got.items() if k not in PER_MODEL} == {k: v for k, v in want.items() if k not in PER_MODEL}
+    assert {k: v for k, v in got.items() if k not in PER_MODEL} == {
+        k: v for k, v in want.items() if k not in PER_MODEL
+    }
     loaded = mlflow.pyfunc.load_model(str(second))
     np.testing.assert_allclose(loaded.predict(_inputs(ds)), pred, rtol=1e-12)
 
 
-def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_used(tmp_path, fresh_cache, monkeypatch):
+def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_used(
+    tmp_path, fresh_cache, monkeypatch
+):
     cfg = make_cfg("data=diabetes")
     ds = data.load(cfg.data, 0)
     _save(tmp_path / "a", 0, ds, cfg)
@@ -85,7 +97,9 @@ def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_us
     monkeypatch.setattr(pyfunc, "_TEMPLATES", {})
     folder, pred = _save(tmp_path / "c", 2, ds, cfg)
     assert (template / "MLmodel").is_file()  # repaired for the next process
-    np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
+    np.testing.assert_allclose(
+        mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12
+    )
 
 
 def test_a_cache_cleared_while_a_process_runs_is_made_again(tmp_path, fresh_cache):
@@ -99,7 +113,9 @@ def test_a_cache_cleared_while_a_process_runs_is_made_again(tmp_path, fresh_cach
     shutil.rmtree(fresh_cache)
     folder, pred = _save(tmp_path / "b", 1, ds, cfg)
     assert len(list(fresh_cache.iterdir())) == 1  # the template made again, in the cache
-    np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
+    np.testing.assert_allclose(
+        mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12
+    )
 
 
 def test_an_unwritable_cache_still_saves_models(tmp_path, monkeypatch):
@@ -111,16 +127,25 @@ def test_an_unwritable_cache_still_saves_models(tmp_path, monkeypatch):
     ds = data.load(cfg.data, 0)
     for i in range(2):
         folder, pred = _save(tmp_path / str(i), i, ds, cfg)
-        np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
+        np.testing.assert_allclose(
+            mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12
+        )
 
 
-def test_a_template_of_an_unknown_layout_is_not_copied_the_model_is_saved_by_mlflow(tmp_path, fresh_cache):
+def test_a_template_of_an_unknown_layout_is_not_copied_the_model_is_saved_by_mlflow(
+    tmp_path, fresh_cache
+):
     cfg = make_cfg("data=diabetes")
     ds = data.load(cfg.data, 0)
     _save(tmp_path / "a", 0, ds, cfg)
     (template,) = fresh_cache.iterdir()
     mlmodel = template / "MLmodel"  # a future MLflow that writes no model_uuid line
-    mlmodel.write_text("\n".join(l for l in mlmodel.read_text().splitlines() if not l.startswith("model_uuid:")) + "\n")
+    mlmodel.write_text(
+        "\n".join(l for l in mlmodel.read_text().splitlines() if not l.startswith("model_uuid:"))
+        + "\n"
+    )
     folder, pred = _save(tmp_path / "b", 1, ds, cfg)
     assert _mlmodel(folder)["model_uuid"]  # written by MLflow itself
-    np.testing.assert_allclose(mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12)
+    np.testing.assert_allclose(
+        mlflow.pyfunc.load_model(str(folder)).predict(_inputs(ds)), pred, rtol=1e-12
+    )

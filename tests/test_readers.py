@@ -1,4 +1,5 @@
 """data.readers: a file's header read once, its faults refused as it is read."""
+
 from __future__ import annotations
 
 

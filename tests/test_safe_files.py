@@ -1,6 +1,7 @@
 """What sweeper writes is safe to open (issue 55, finding 5): no CSV cell that a spreadsheet would run as a formula
 (OWASP: a text cell beginning with =, +, -, @, tab or carriage return gets a leading '), numbers left as numbers, the
 Python API's leaderboard the values as they were; and no value from a user's file starts a log line of its own."""
+
 from __future__ import annotations
 
 import csv
@@ -17,6 +18,7 @@ LABELS = ["=cmd|' /C calc'!A0", "@SUM(A1)", "+x"]  # class labels a spreadsheet 
 
 def _risky(cells: list[str]) -> list[str]:
     """The cells a spreadsheet would run: text beginning with a formula character that is no plain number."""
+
     def number(c: str) -> bool:
         try:
             float(c)
@@ -42,20 +44,36 @@ def test_a_runs_csv_files_escape_labels_a_spreadsheet_would_run(tmp_path, store)
         w.writerow(["x", "label"])
         for i in range(90):
             w.writerow([f"{(i % 3) + 0.1 * rng.normal():.3f}", LABELS[i % 3]])
-    result = run_once(tmp_path, "data=csv", f"data.path={path}", "data.task=multiclass", *FAST_ARGS, store=store)
+    result = run_once(
+        tmp_path, "data=csv", f"data.path={path}", "data.task=multiclass", *FAST_ARGS, store=store
+    )
     assert result["status"] == "FINISHED", result
     job = tmp_path / "job"
     for name in ("test_predictions.csv", "confusion_matrix.csv"):
         cells = _cells(job / name)
         assert _risky(cells) == [], name
-        assert f"'{LABELS[0]}" in cells and f"'{LABELS[1]}" in cells, name  # the label, one quote in front
+        assert f"'{LABELS[0]}" in cells and f"'{LABELS[1]}" in cells, (
+            name
+        )  # the label, one quote in front
 
 
 def test_summary_csv_escapes_text_keeps_numbers_and_reads_back_as_it_was(tmp_path):
     """Before: summary.csv wrote a swept value =1+1 as it was. Numbers stay numbers (-3.2 is no formula), and the
     Python API's leaderboard (read from summary.csv) gives the values as the sweep had them."""
-    rows = [{"run": "=1+1", "model.kind": "=HYPERLINK(\"http://x\")", "model.shift": -3.2, "model.note": "'=kept",
-             "val_mse": 0.5, "test_mse": -0.25, "train_time_s": 1.0, "status": "FINISHED", "reason": "@bad", "run_id": "0123"}]
+    rows = [
+        {
+            "run": "=1+1",
+            "model.kind": '=HYPERLINK("http://x")',
+            "model.shift": -3.2,
+            "model.note": "'=kept",
+            "val_mse": 0.5,
+            "test_mse": -0.25,
+            "train_time_s": 1.0,
+            "status": "FINISHED",
+            "reason": "@bad",
+            "run_id": "0123",
+        }
+    ]
     board = Board(rows, ["model.kind", "model.shift", "model.note"], "mse", True)
     path = tmp_path / "summary.csv"
     path.write_text(board.csv())
@@ -65,7 +83,11 @@ def test_summary_csv_escapes_text_keeps_numbers_and_reads_back_as_it_was(tmp_pat
     from sweeper.insight.leaderboard import read_csv
 
     back = read_csv(path).iloc[0]
-    assert back["run"] == "=1+1" and back["model.kind"] == rows[0]["model.kind"] and back["model.note"] == "'=kept"
+    assert (
+        back["run"] == "=1+1"
+        and back["model.kind"] == rows[0]["model.kind"]
+        and back["model.note"] == "'=kept"
+    )
     assert back["reason"] == "@bad" and back["model.shift"] == -3.2 and back["run_id"] == "0123"
 
 

@@ -1,4 +1,5 @@
 """Scale out: Hydra launchers, a remote tracking server, faults (Ctrl-C, SIGKILL, a dead server), resume (Optuna: test_optuna.py)."""
+
 import json
 import signal
 import subprocess
@@ -8,7 +9,17 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-from conftest import FAST_ARGS, all_runs, cli, client_for, free_port, http_get, http_post, make_cfg, mlflow_server
+from conftest import (
+    FAST_ARGS,
+    all_runs,
+    cli,
+    client_for,
+    free_port,
+    http_get,
+    http_post,
+    make_cfg,
+    mlflow_server,
+)
 from sweeper.base.names import SWEEP_FILE
 from sweeper.job import sweepdir
 from sweeper.sweep import life as sweep
@@ -26,43 +37,80 @@ def parents(store):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-                                      ["hydra/launcher=submitit_local"]], ids=["joblib", "submitit_local"])
+@pytest.mark.parametrize(
+    "launcher",
+    [["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], ["hydra/launcher=submitit_local"]],
+    ids=["joblib", "submitit_local"],
+)
 def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, store, launcher):
-    proc = cli(tmp_path, "-m", *launcher, "device=cpu,gpu", "lr=0.001,0.01", *FAST_ARGS, store=store,
-               env={FAKE_GPU_ENV: "numpy"})
+    proc = cli(
+        tmp_path,
+        "-m",
+        *launcher,
+        "device=cpu,gpu",
+        "lr=0.001,0.01",
+        *FAST_ARGS,
+        store=store,
+        env={FAKE_GPU_ENV: "numpy"},
+    )
     assert proc.returncode == 0, proc.stderr
     (parent,) = parents(store)
     kids = children(store)
-    assert len(kids) == 4 and all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)
+    assert len(kids) == 4 and all(
+        k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids
+    )
     assert all(k.info.status == "FINISHED" for k in kids)
     pids = {k.data.tags["sweeper.pid"] for k in kids}
-    assert parent.data.tags["sweeper.pid"] not in pids  # the jobs ran in other processes than the launching one
-    assert len(pids) == (2 if launcher[0].endswith("joblib") else 4)  # joblib: its 2 workers; submitit: one a job
-    if launcher[0].endswith("joblib"):  # the workers warmed at the sweep's start are the ones that ran its jobs
+    assert (
+        parent.data.tags["sweeper.pid"] not in pids
+    )  # the jobs ran in other processes than the launching one
+    assert len(pids) == (
+        2 if launcher[0].endswith("joblib") else 4
+    )  # joblib: its 2 workers; submitit: one a job
+    if launcher[0].endswith(
+        "joblib"
+    ):  # the workers warmed at the sweep's start are the ones that ran its jobs
         import re
 
-        (warmed,) = re.findall(r"joblib: 2 worker processes warmed \(pids (\d+), (\d+)\)", proc.stdout + proc.stderr)
+        (warmed,) = re.findall(
+            r"joblib: 2 worker processes warmed \(pids (\d+), (\d+)\)", proc.stdout + proc.stderr
+        )
         assert {k.data.tags["sweeper.pid"] for k in kids} == set(warmed)
     gpu = [k for k in kids if k.data.tags["device"] == "gpu"]
     assert len(gpu) == 2 and all("speedup" in k.data.metrics for k in gpu)
     assert parent.data.metrics["n_finished"] == 4 and parent.info.status == "FINISHED"
-    assert {a.path for a in client_for(store).list_artifacts(parent.info.run_id)} >= {"summary.csv", "summary.md"}
+    assert {a.path for a in client_for(store).list_artifacts(parent.info.run_id)} >= {
+        "summary.csv",
+        "summary.md",
+    }
 
 
 @pytest.mark.slow
 def test_a_sweep_against_a_tracking_server(tmp_path, store):
     artifacts = tmp_path / "server_artifacts"
     with mlflow_server(store, artifacts=artifacts) as url:
-        proc = cli(tmp_path, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.001,0.01", *FAST_ARGS)
+        proc = cli(
+            tmp_path, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.001,0.01", *FAST_ARGS
+        )
         assert proc.returncode == 0, proc.stderr
-        exp = json.loads(http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes"))
-        found = http_post(f"{url}/api/2.0/mlflow/runs/search",
-                          {"experiment_ids": [exp["experiment"]["experiment_id"]]})["runs"]
+        exp = json.loads(
+            http_get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=diabetes")
+        )
+        found = http_post(
+            f"{url}/api/2.0/mlflow/runs/search",
+            {"experiment_ids": [exp["experiment"]["experiment_id"]]},
+        )["runs"]
         assert len(found) == 3  # the parent and two children
-        child = next(r for r in found if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"]))
-        listing = json.loads(http_get(f"{url}/api/2.0/mlflow/artifacts/list?run_id={child['info']['run_id']}"))
-        assert {f["path"] for f in listing["files"]} >= {"config_resolved.yaml", "test_predictions.csv"}
+        child = next(
+            r for r in found if any(t["key"] == "mlflow.parentRunId" for t in r["data"]["tags"])
+        )
+        listing = json.loads(
+            http_get(f"{url}/api/2.0/mlflow/artifacts/list?run_id={child['info']['run_id']}")
+        )
+        assert {f["path"] for f in listing["files"]} >= {
+            "config_resolved.yaml",
+            "test_predictions.csv",
+        }
     assert list(artifacts.rglob("config_resolved.yaml"))  # stored by the server, under its own root
 
 
@@ -72,58 +120,94 @@ def test_an_unreachable_server_fails_before_any_job_in_one_line(tmp_path, monkey
     from sweeper.tracking import store
 
     url = f"http://127.0.0.1:{free_port()}"
-    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: its requests retry"))
+    monkeypatch.setattr(
+        store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: its requests retry")
+    )
     with pytest.raises(tracking.TrackingError, match="does not answer"):
         tracking.open_store(url)
     proc = cli(tmp_path, "-m", "tracking=server", f"tracking.uri={url}", "lr=0.1,0.2")
     assert proc.returncode == 2
     (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
-    assert line.startswith("sweeper: error: tracking.uri=http://127.0.0.1:") and "does not answer" in line
+    assert (
+        line.startswith("sweeper: error: tracking.uri=http://127.0.0.1:")
+        and "does not answer" in line
+    )
     assert not list((tmp_path / "sweep").glob("*/result.json"))
 
 
 @pytest.mark.slow
-def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(tmp_path, store, monkeypatch):
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # the bounded retries, shortened for the test
+def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(
+    tmp_path, store, monkeypatch
+):
+    monkeypatch.setenv(
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0"
+    )  # the bounded retries, shortened for the test
     port = free_port()
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
     (sweep_dir / SWEEP_FILE).write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
-    cfg = make_cfg("tracking=server", f"tracking.uri=http://127.0.0.1:{port}", "lr=0.01", *FAST_ARGS)
-    result = run(cfg, JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir))
+    cfg = make_cfg(
+        "tracking=server", f"tracking.uri=http://127.0.0.1:{port}", "lr=0.01", *FAST_ARGS
+    )
+    result = run(
+        cfg, JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir)
+    )
     assert result["status"] == "FINISHED" and result["pending_upload"] is True
     assert "failed at the start" in result["tracking_error"] and result["run_id"] is None
     assert result["metrics"]["test_mse"] > 0  # trained anyway: nothing lost
     assert sweep.exit_code(sweepdir.results(sweep_dir), 1) == 1
 
     with mlflow_server(store, port=port) as url:
-        up = subprocess.run([sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True)
+        up = subprocess.run(
+            [sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True
+        )
         assert up.returncode == 0, up.stderr
         (uploaded,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
         assert uploaded.info.status == "FINISHED" and uploaded.data.params["lr"] == "0.01"
         assert uploaded.data.metrics["test_mse"] == pytest.approx(result["metrics"]["test_mse"])
-        server = MlflowClient(url)  # the run's artifacts live behind the server (mlflow-artifacts:/)
+        server = MlflowClient(
+            url
+        )  # the run's artifacts live behind the server (mlflow-artifacts:/)
         assert len(server.get_metric_history(uploaded.info.run_id, "train_loss")) == 31
-        assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {"config_resolved.yaml"}
-        (model,) = server.search_logged_models([uploaded.info.experiment_id])  # the model, as a logged model
+        assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {
+            "config_resolved.yaml"
+        }
+        (model,) = server.search_logged_models(
+            [uploaded.info.experiment_id]
+        )  # the model, as a logged model
         assert model.source_run_id == uploaded.info.run_id and model.status == "READY"
     after = json.loads((sweep_dir / "0" / "result.json").read_text())
     assert after["pending_upload"] is False and after["run_id"] == uploaded.info.run_id
-    again = subprocess.run([sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True
+    )
     assert again.returncode == 0 and "nothing to upload" in again.stdout
 
 
 def _start_long_sweep(tmp_path, store):
     """A 2-job sweep: a short job, then one that would train for minutes; returns once the second runs."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", "-m", "epochs=300,100000000", "log_every=100000000",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "epochs=300,100000000",
+            "log_every=100000000",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"tracking.uri=sqlite:///{store}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     # the long job's run (the short one is RUNNING for a moment too: its run is created when it starts)
-    while not any(r.info.status == "RUNNING" and r.info.run_name.startswith("epochs=100000000")
-                  for r in children(store)):
+    while not any(
+        r.info.status == "RUNNING" and r.info.run_name.startswith("epochs=100000000")
+        for r in children(store)
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.3)
     return proc  # its run is RUNNING: it trains, or is about to (a signal either way KILLs it)
@@ -136,7 +220,9 @@ def test_ctrl_c_kills_the_running_job_and_keeps_the_finished_ones(tmp_path, stor
     proc.communicate(timeout=60)
     assert proc.returncode != 0
     by_epochs = {r.data.params["epochs"]: r for r in children(store)}
-    assert by_epochs["300"].info.status == "FINISHED" and "test_mse" in by_epochs["300"].data.metrics
+    assert (
+        by_epochs["300"].info.status == "FINISHED" and "test_mse" in by_epochs["300"].data.metrics
+    )
     assert by_epochs["100000000"].info.status == "KILLED"
     (parent,) = parents(store)
     assert parent.info.status == "KILLED"
@@ -150,15 +236,33 @@ def test_a_sigkilled_worker_leaves_no_run_running_after_the_report(tmp_path, sto
     proc.kill()
     proc.communicate(timeout=60)
     (orphan,) = [r for r in children(store) if r.info.status == "RUNNING"]
-    report = subprocess.run([sys.executable, "-m", "sweeper.report", "--experiment", "diabetes",
-                             "--tracking-uri", f"sqlite:///{store}"], capture_output=True, text=True)
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.report",
+            "--experiment",
+            "diabetes",
+            "--tracking-uri",
+            f"sqlite:///{store}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert report.returncode == 0, report.stderr
     assert "marked 1 orphaned run(s) FAILED" in report.stdout
     now = client_for(store).get_run(orphan.info.run_id)
     assert now.info.status == "FAILED" and now.data.tags["failure_reason"].startswith("orphaned")
-    (parent,) = parents(store)  # the report closed the parent too: KILLED, since a job died with the sweep
-    assert parent.info.status == "KILLED" and parent.data.tags["failure_reason"] == "incomplete: 1 run(s) orphaned"
-    assert parent.data.metrics["n_finished"] == 1 and parent.data.tags["n_not_run"] == "0"  # zero counts: tags only
+    (parent,) = parents(
+        store
+    )  # the report closed the parent too: KILLED, since a job died with the sweep
+    assert (
+        parent.info.status == "KILLED"
+        and parent.data.tags["failure_reason"] == "incomplete: 1 run(s) orphaned"
+    )
+    assert (
+        parent.data.metrics["n_finished"] == 1 and parent.data.tags["n_not_run"] == "0"
+    )  # zero counts: tags only
 
 
 @pytest.mark.slow
@@ -176,15 +280,28 @@ def test_resume_skips_configurations_that_already_finished(tmp_path, store):
     newest = max(parents(store), key=lambda r: r.info.start_time)
     assert newest.data.metrics["n_skipped"] == 2 and newest.data.metrics["n_finished"] == 1
     again = cli(tmp_path / "b", "-m", "lr=0.001,0.01,0.1", "resume=true", *FAST_ARGS, store=store)
-    assert again.returncode == 0 and "SKIPPED 3 job(s)" not in again.stdout  # one line per resumed run
+    assert (
+        again.returncode == 0 and "SKIPPED 3 job(s)" not in again.stdout
+    )  # one line per resumed run
 
 
 @pytest.mark.slow
 def test_ray_launcher_on_an_in_process_local_ray(tmp_path, store):
     """Ray (the ray extra, not installed by dev) started by the launcher itself, bound to the loopback."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="hydra-ray-launcher is not installed: pip install -e '.[ray]'")
-    proc = cli(tmp_path, "-m", "hydra/launcher=ray", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
-               "+hydra.launcher.ray.init.include_dashboard=false", "lr=0.001,0.01", *FAST_ARGS, store=store)
+    pytest.importorskip(
+        "hydra_plugins.hydra_ray_launcher",
+        reason="hydra-ray-launcher is not installed: pip install -e '.[ray]'",
+    )
+    proc = cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+        "+hydra.launcher.ray.init.include_dashboard=false",
+        "lr=0.001,0.01",
+        *FAST_ARGS,
+        store=store,
+    )
     assert proc.returncode == 0, proc.stderr
     (parent,) = parents(store)
     kids = children(store)

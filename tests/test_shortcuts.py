@@ -1,5 +1,6 @@
 """sweeper's shortcuts past a framework's public API (``sweeper.base.environment.SHORTCUTS``), each turned off by name
 with ``SWEEPER_PUBLIC_ONLY``: the public path then runs, and a sweep records the same runs either way."""
+
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,17 @@ import sweeper
 from sweeper.base import environment, tested
 from sweeper.base.environment import problem, shortcuts_off
 
-NAMES = {"jobrun", "compose", "bulk", "writer", "painter", "exit", "pyfunc_cache", "joblib_warm", "ui_view"}
+NAMES = {
+    "jobrun",
+    "compose",
+    "bulk",
+    "writer",
+    "painter",
+    "exit",
+    "pyfunc_cache",
+    "joblib_warm",
+    "ui_view",
+}
 
 
 @pytest.fixture
@@ -39,10 +50,14 @@ def test_each_shortcut_is_turned_off_by_name_and_a_name_sweeper_lacks_is_refused
     assert shortcuts_off({}) == shortcuts_off({"SWEEPER_PUBLIC_ONLY": "0"}) == frozenset()
     assert shortcuts_off({"SWEEPER_PUBLIC_ONLY": "1"}) == NAMES
     assert shortcuts_off({"SWEEPER_PUBLIC_ONLY": "jobrun, bulk"}) == {"jobrun", "bulk"}
-    assert shortcuts_off({"SWEEPER_WRITER": "off"}) == {"writer"}  # the writer's older switch, the same one
+    assert shortcuts_off({"SWEEPER_WRITER": "off"}) == {
+        "writer"
+    }  # the writer's older switch, the same one
     assert problem({"SWEEPER_PUBLIC_ONLY": "painter,exit"}) is None
     said = problem({"SWEEPER_PUBLIC_ONLY": "jobrun,bluk"})
-    assert said.startswith("the environment variable SWEEPER_PUBLIC_ONLY=jobrun,bluk is not allowed: expected 1, 0")
+    assert said.startswith(
+        "the environment variable SWEEPER_PUBLIC_ONLY=jobrun,bluk is not allowed: expected 1, 0"
+    )
     assert all(n in said for n in NAMES)
     assert problem({"SWEEPER_PUBLIC_ONLY": "yes"}) is not None
 
@@ -55,7 +70,9 @@ def test_one_shortcut_off_leaves_the_others_on_and_says_which_once(turned_off, c
             assert [n for n in sorted(NAMES) if not tested.shortcut(n)] == [name]
             assert not tested.shortcut(name)
         said = [r.getMessage() for r in caplog.records]
-        assert said == [f"SWEEPER_PUBLIC_ONLY={name}: the shortcut {name} is off: {environment.SHORTCUTS[name][2]}"]
+        assert said == [
+            f"SWEEPER_PUBLIC_ONLY={name}: the shortcut {name} is off: {environment.SHORTCUTS[name][2]}"
+        ]
 
 
 def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, tmp_path):
@@ -87,7 +104,9 @@ def test_compose_off_has_hydra_compose_every_job_the_same(turned_off):
             master = compose(config_name="config", return_hydra_config=True)
             loader = GlobalHydra.instance().config_loader()
             calls, load = [], loader.load_sweep_config
-            loader.load_sweep_config = lambda cfg, o, calls=calls, load=load: calls.append(o) or load(cfg, o)
+            loader.load_sweep_config = lambda cfg, o, calls=calls, load=load: (
+                calls.append(o) or load(cfg, o)
+            )
             once = composing.compose_once(loader)
             got[value] = ([once.plain(master, job) for job in jobs], len(calls), type(once))
     assert got[""][0] == got["compose"][0] and [p["depth"] for p in got[""][0]] == [1, 2, 3]
@@ -98,12 +117,21 @@ def test_exit_off_is_pythons_own_exit_with_the_same_code(tmp_path):
     """On, the process ends by ``os._exit`` once atexit ran (no interpreter teardown: a global's ``__del__`` never
     runs); off, by ``sys.exit``, whose teardown runs it."""
     program = tmp_path / "p.py"
-    program.write_text("import atexit, os, sweeper\nclass D:\n    def __del__(self):\n        os.write(1, b'teardown')\n"
-                       "d = D()\natexit.register(lambda: os.write(1, b'atexit '))\nsweeper.main_exit(lambda: 3)\n")
+    program.write_text(
+        "import atexit, os, sweeper\nclass D:\n    def __del__(self):\n        os.write(1, b'teardown')\n"
+        "d = D()\natexit.register(lambda: os.write(1, b'atexit '))\nsweeper.main_exit(lambda: 3)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != tested.PUBLIC_ONLY}
-    on = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, env=env, timeout=120)
-    off = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120,
-                         env={**env, tested.PUBLIC_ONLY: "exit"})
+    on = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, env=env, timeout=120
+    )
+    off = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, tested.PUBLIC_ONLY: "exit"},
+    )
     assert (on.returncode, on.stdout) == (3, "atexit ")
     assert (off.returncode, off.stdout) == (3, "atexit teardown")
 
@@ -111,8 +139,14 @@ def test_exit_off_is_pythons_own_exit_with_the_same_code(tmp_path):
 # Records that say when, where or by which process a run was made (they differ between any two sweeps), a group's
 # and a trajectory's ids (random), the packing planner's estimate (from this machine's timings), and metrics that are
 # timings
-WHEN = {"sweeper.heartbeat", "sweeper.pid", "sweeper.pid_start", "sweeper.batch_group", "sweeper.trajectory",
-        "batch_packed"}
+WHEN = {
+    "sweeper.heartbeat",
+    "sweeper.pid",
+    "sweeper.pid_start",
+    "sweeper.batch_group",
+    "sweeper.trajectory",
+    "batch_packed",
+}
 TIMING = re.compile(r"(_time_s|_fit_s|_per_s)$|^system/")
 
 
@@ -167,24 +201,46 @@ def _records(db: Path, folder: Path) -> dict:
             "metrics": {k: None if TIMING.search(k) else v for k, v in r.data.metrics.items()},
             "tags": {k: plain(v) for k, v in r.data.tags.items() if k not in WHEN},
             "artifacts": files(lambda p, r=r: c.list_artifacts(r.info.run_id, p)),
-            "models": sorted((m.name, m.status, tuple(files(lambda p, m=m: c.list_logged_model_artifacts(m.model_id, p))))
-                             for m in models if m.source_run_id == r.info.run_id),
+            "models": sorted(
+                (
+                    m.name,
+                    m.status,
+                    tuple(files(lambda p, m=m: c.list_logged_model_artifacts(m.model_id, p))),
+                )
+                for m in models
+                if m.source_run_id == r.info.run_id
+            ),
         }
     return out
 
 
 LAUNCHES = {  # (overrides, jobs, what the shortcuts' log says only when they are on)
     # 16 jobs: the writer (sweeper.tracking.writer.MIN_JOBS), the pyfunc models (log_model), the painter
-    "batched": (["lr=0.01,0.02,0.05,0.1", "depth=1,2", "width=4,8", "epochs=30"], 16, "from a writer process"),
+    "batched": (
+        ["lr=0.01,0.02,0.05,0.1", "depth=1,2", "width=4,8", "epochs=30"],
+        16,
+        "from a writer process",
+    ),
     # the warm joblib pool
-    "joblib": (["lr=0.01,0.05", "depth=1,2", "epochs=30", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], 4,
-               "worker processes warmed"),
+    "joblib": (
+        [
+            "lr=0.01,0.05",
+            "depth=1,2",
+            "epochs=30",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+        ],
+        4,
+        "worker processes warmed",
+    ),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launch", list(LAUNCHES))
-def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_on(tmp_path, _template_store, launch):
+def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_on(
+    tmp_path, _template_store, launch
+):
     """The same sweep twice into two empty stores, every shortcut on and every one off (SWEEPER_PUBLIC_ONLY=1): the
     same runs, statuses, params, metrics (timings aside), tags (when and where aside), artifacts and logged models,
     read with MLflow's own client; off, one line for each shortcut the sweep asked about, and no template cached."""
@@ -196,25 +252,40 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
         folder = tmp_path / name / "s"  # the same parent run name in both: "sweep s/sweep"
         folder.mkdir(parents=True)
         db = copy_store(_template_store, folder)
-        env = {tested.PUBLIC_ONLY: value, "SWEEPER_CACHE_DIR": str(folder / "cache"), "SWEEPER_WRITER": ""}
+        env = {
+            tested.PUBLIC_ONLY: value,
+            "SWEEPER_CACHE_DIR": str(folder / "cache"),
+            "SWEEPER_WRITER": "",
+        }
         proc = cli(folder, "-m", *overrides, "tracking.log_model=true", store=db, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         got[name], said[name] = _records(db, folder), proc.stdout + proc.stderr
         models = sorted((folder / "cache" / "model-templates").glob("*/MLmodel"))
-        assert len(models) == (name == "fast"), models  # the pyfunc template cache, used only when on
+        assert len(models) == (name == "fast"), (
+            models
+        )  # the pyfunc template cache, used only when on
     fast, public = got["fast"], got["public"]
     assert len(fast) == n + 1 and fast.keys() == public.keys()
     assert {r["status"] for r in fast.values()} == {"FINISHED"}
     for run in fast:
         a, b = fast[run], public[run]
-        assert bool(a["models"]) == run.startswith("lr="), run  # each job's model, none on the parent
+        assert bool(a["models"]) == run.startswith("lr="), (
+            run
+        )  # each job's model, none on the parent
         for part in ("status", "params", "tags", "artifacts", "models"):
             assert a[part] == b[part], (run, part)
         assert a["metrics"].keys() == b["metrics"].keys(), run
         for k, v in a["metrics"].items():
-            assert b["metrics"][k] == (v if v is None else pytest.approx(v, rel=1e-12, abs=1e-12)), (run, k)
+            assert b["metrics"][k] == (
+                v if v is None else pytest.approx(v, rel=1e-12, abs=1e-12)
+            ), (run, k)
     assert on_only in said["fast"] and on_only not in said["public"]
     asked = NAMES - ({"joblib_warm"} if launch == "batched" else {"writer", "jobrun", "compose"})
-    for name in sorted(asked):  # once a process that asks (joblib's workers ask for bulk and pyfunc_cache)
-        assert f"SWEEPER_PUBLIC_ONLY=1: the shortcut {name} is off" in said["public"], (name, said["public"][-3000:])
+    for name in sorted(
+        asked
+    ):  # once a process that asks (joblib's workers ask for bulk and pyfunc_cache)
+        assert f"SWEEPER_PUBLIC_ONLY=1: the shortcut {name} is off" in said["public"], (
+            name,
+            said["public"][-3000:],
+        )
     assert "is off" not in said["fast"] and "public calls are used" not in said["fast"]

@@ -1,5 +1,6 @@
 """sweeper.base.stop and the commands' exit (sweeper.main_exit): a signal lands after a deferred section, one
 that a library swallowed still ends the command as interrupted, one line; SIGHUP and repeated Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -70,7 +71,9 @@ def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section
             signal.signal(s, h)
 
 
-def test_a_ctrl_c_that_a_librarys_cleanup_turned_into_its_own_error_is_still_the_interruption(tmp_path, monkeypatch):
+def test_a_ctrl_c_that_a_librarys_cleanup_turned_into_its_own_error_is_still_the_interruption(
+    tmp_path, monkeypatch
+):
     """Before: Ctrl-C of promote while it composed the pin's re-run command printed "the re-run command for run ...
     does not compose: AttributeError" (Hydra's cleanup raised in the KeyboardInterrupt's way), exit 2."""
     from types import SimpleNamespace
@@ -133,30 +136,53 @@ def test_a_signal_a_library_swallowed_still_ends_the_command_as_interrupted(tmp_
     """Before: Ctrl-C 1.8-2.0 s after "Launching" (2 of 20 hostile tries) went into the summary's advice (an import
     cut short, caught as 'no advice'), or nowhere that was said: the sweep exited 0, its parent FINISHED, no word.
     SIGTERM of upload, report or advise died with nothing on stderr. Now the command ends interrupted, one line."""
-    proc = subprocess.run([sys.executable, "-c", SWALLOWS, sig], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", SWALLOWS, sig], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode in code, proc.stderr
     assert proc.stdout == "done\n"
     reason = "SIGTERM" if sig == "SIGTERM" else "Ctrl-C"
-    assert one_line(proc.stderr) == f"python -m sweeper: interrupted ({reason}): what it had written stays; run it again to finish"
+    assert (
+        one_line(proc.stderr)
+        == f"python -m sweeper: interrupted ({reason}): what it had written stays; run it again to finish"
+    )
 
 
 BATCHED_16 = ("-m", "data=digits", "lr=0.001,0.01", "width=8,16", "depth=1,2", "epochs=200,400")
 
 
-def _signalled_group(tmp_path: Path, store: Path, sig: str, at: str, times: int = 1) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _signalled_group(
+    tmp_path: Path, store: Path, sig: str, at: str, times: int = 1
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     """The 16-configuration batched sweep (worker processes, a writer process) in a session of its own, ``sig`` sent
     to its whole process group (as a terminal sends Ctrl-C, or SIGHUP when it closes) ``times`` times, 0.15 s apart,
     once a line contains ``at``; the run ids it printed FINISHED."""
     import signal
 
-    args = [sys.executable, "-m", "sweeper", *BATCHED_16, f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            f"tracking.uri=sqlite:///{store}"]
-    def default_signals() -> None:  # as a terminal's process has them (a background job of a shell ignores some)
+    args = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        *BATCHED_16,
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
+
+    def default_signals() -> (
+        None
+    ):  # as a terminal's process has them (a background job of a shell ignores some)
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
 
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=default_signals)
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )
     printed = []
     try:
         for line in proc.stdout:
@@ -178,7 +204,10 @@ def _nothing_lost(store: Path, printed: list[str], proc: subprocess.CompletedPro
     runs = {r.info.run_id: r for r in all_runs(store)}
     assert not [r for r in runs.values() if r.info.status == "RUNNING"], proc.stderr
     for run_id in printed:
-        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (run_id, proc.stderr)
+        assert runs[run_id].info.status == "FINISHED" and runs[run_id].data.metrics, (
+            run_id,
+            proc.stderr,
+        )
 
 
 @pytest.mark.slow
@@ -202,7 +231,9 @@ def test_ctrl_c_pressed_again_and_again_does_not_cut_the_bookkeeping_short(tmp_p
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert lines[-1].startswith("sweeper: interrupted: "), proc.stderr
-    assert all(x.startswith("sweeper: ") for x in lines), proc.stderr  # at most the "still stopping" line besides
+    assert all(x.startswith("sweeper: ") for x in lines), (
+        proc.stderr
+    )  # at most the "still stopping" line besides
     _nothing_lost(store, printed, proc)
 
 
@@ -222,20 +253,40 @@ def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, co
     lock = sqlite3.connect(store, isolation_level=None)
     lock.execute("PRAGMA journal_mode=DELETE")
     lock.execute("BEGIN EXCLUSIVE")
-    args = [sys.executable, "-X", "importtime", "-m", f"sweeper.{command}", "--experiment", "diabetes",
-            "--tracking-uri", f"sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    args = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        f"sweeper.{command}",
+        "--experiment",
+        "diabetes",
+        "--tracking-uri",
+        f"sqlite:///{store}",
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen = []
     try:
         for line in proc.stderr:
             seen.append(line)
             if line.rstrip().endswith("| sweeper"):
                 break
-        if at == "store":  # the file open in the process: it reads the store, and waits for the lock
+        if (
+            at == "store"
+        ):  # the file open in the process: it reads the store, and waits for the lock
             fd = Path(f"/proc/{proc.pid}/fd")
-            wait_for(lambda: any(os.path.realpath(f) == str(store.resolve()) for f in fd.iterdir()),
-                     f"python -m sweeper.{command} to open the store", proc)
+            wait_for(
+                lambda: any(os.path.realpath(f) == str(store.resolve()) for f in fd.iterdir()),
+                f"python -m sweeper.{command} to open the store",
+                proc,
+            )
         assert proc.poll() is None, "".join(seen)
         proc.send_signal(signal.SIGINT)
     finally:
@@ -244,8 +295,10 @@ def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, co
     _, rest = proc.communicate(timeout=120)
     err = "".join(seen) + rest
     assert "Traceback" not in err and proc.returncode == -signal.SIGINT, err
-    assert err.strip().splitlines()[-1] == (f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
-                                            "stays; run it again to finish")
+    assert err.strip().splitlines()[-1] == (
+        f"python -m sweeper.{command}: interrupted (Ctrl-C): what it had written "
+        "stays; run it again to finish"
+    )
 
 
 def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):
@@ -271,8 +324,13 @@ def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_
     """)
     import signal
 
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr
     assert "Exception ignored" not in proc.stderr, proc.stderr
 
@@ -280,24 +338,36 @@ def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_
 def test_an_import_ctrl_c_cut_short_is_the_one_interruption_line(tmp_path):
     """Before (advise, 1 of 8 hostile tries): Ctrl-C while scipy loaded made its import raise 'ImportError:
     initialization failed' with the KeyboardInterrupt as its context: a 54-line traceback, exit 1."""
-    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/advise.py']\n"
-            "try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    raise ImportError('initialization failed')\n")
+    code = (
+        "import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/advise.py']\n"
+        "try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    raise ImportError('initialization failed')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130
-    assert one_line(proc.stderr) == "python -m sweeper.advise: interrupted (Ctrl-C): what it had written stays; run it again to finish"
+    assert (
+        one_line(proc.stderr)
+        == "python -m sweeper.advise: interrupted (Ctrl-C): what it had written stays; run it again to finish"
+    )
 
 
 def test_ctrl_c_once_a_commands_work_is_done_is_one_line_and_its_own_exit_code(tmp_path):
     """Before (promote, 1 of 8): Ctrl-C inside an exit handler, after the pin was written, printed 'Exception ignored
     in atexit callback' and a KeyboardInterrupt traceback, and the command exited 0 all the same."""
-    code = ("import atexit, os, signal, threading, time\nfrom sweeper import main_exit\n"
-            "def work():\n    atexit.register(time.sleep, 3)\n"
-            "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n    return 0\n"
-            "main_exit(work)\n")
+    code = (
+        "import atexit, os, signal, threading, time\nfrom sweeper import main_exit\n"
+        "def work():\n    atexit.register(time.sleep, 3)\n"
+        "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n    return 0\n"
+        "main_exit(work)\n"
+    )
     import signal
 
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert proc.returncode == 0
     assert one_line(proc.stderr) == "sweeper: interrupted as it exited: its work was done"
 
@@ -307,13 +377,22 @@ def test_a_read_commands_ctrl_c_python_swallows_is_raised_once_it_is_over(tmp_pa
     <... _MultipleClassMarker._remove_item> ... KeyboardInterrupt' and the command ran on to exit 0."""
     import signal
 
-    code = ("import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/promote.py']\n"
-            "import os, time\n"  # the signal comes inside a destructor, where Python cannot raise it
-            "class Slow:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.1)\n"
-            "def work():\n"
-            "    x = Slow(); del x\n    time.sleep(3)\n    print('ran on to the end')\n    return 0\n"
-            "import signal\nsweeper.main_exit(work)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert "ran on to the end" not in proc.stdout and "Exception ignored" not in proc.stderr, proc.stderr
+    code = (
+        "import sys\nsys.argv = ['-m']\nimport sweeper\nsys.argv = ['/x/promote.py']\n"
+        "import os, time\n"  # the signal comes inside a destructor, where Python cannot raise it
+        "class Slow:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.1)\n"
+        "def work():\n"
+        "    x = Slow(); del x\n    time.sleep(3)\n    print('ran on to the end')\n    return 0\n"
+        "import signal\nsweeper.main_exit(work)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert "ran on to the end" not in proc.stdout and "Exception ignored" not in proc.stderr, (
+        proc.stderr
+    )
     assert one_line(proc.stderr).startswith("python -m sweeper.promote: interrupted (Ctrl-C)")

@@ -1,5 +1,6 @@
 """sweeper.tracking.store: a new SQLite store is a copy of this MLflow's empty store (its migrated schema), made by
 MLflow's migrations once per machine and version; the copy is what MLflow itself would have made."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -29,8 +30,17 @@ def _schema(db: Path) -> tuple[list, list]:
     """Every table's and index's definition (its clauses as a set: two runs of MLflow's migrations order a rebuilt
     table's constraints differently) and the schema's version."""
     with closing(sqlite3.connect(db)) as con:
-        sql = sorted((kind, name, table, sorted(line.strip().rstrip(",") for line in (text or "").splitlines()))
-                     for kind, name, table, text in con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        sql = sorted(
+            (
+                kind,
+                name,
+                table,
+                sorted(line.strip().rstrip(",") for line in (text or "").splitlines()),
+            )
+            for kind, name, table, text in con.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master"
+            )
+        )
         version = con.execute("SELECT version_num FROM alembic_version").fetchall()
     return sql, version
 
@@ -45,43 +55,60 @@ def _made_by_mlflow(folder: Path) -> Path:
     return db
 
 
-def test_a_second_new_store_is_a_copy_of_the_first_and_equal_to_what_mlflows_migrations_make(tmp_path, cache,
-                                                                                           monkeypatch):
+def test_a_second_new_store_is_a_copy_of_the_first_and_equal_to_what_mlflows_migrations_make(
+    tmp_path, cache, monkeypatch
+):
     first = tmp_path / "a" / "mlflow.db"
     tracking.open_store(f"sqlite:///{first}")
     template = store_module._template()
-    assert template.is_file() and template.parent.parent == cache, "the first store's schema was not kept"
+    assert template.is_file() and template.parent.parent == cache, (
+        "the first store's schema was not kept"
+    )
     with closing(sqlite3.connect(template)) as con:
         assert con.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
     copied = []
     real = store_module._from_template
-    monkeypatch.setattr(store_module, "_from_template", lambda db: copied.append(real(db)) or copied[-1])
+    monkeypatch.setattr(
+        store_module, "_from_template", lambda db: copied.append(real(db)) or copied[-1]
+    )
     second = tmp_path / "b" / "mlflow.db"
     c = tracking.open_store(f"sqlite:///{second}")
     assert copied == [True], "the second store was not copied from the template"
     assert store_module._is_wal_database(second)
 
     reference = _made_by_mlflow(tmp_path / "ref")
-    assert _schema(second) == _schema(reference), "the copy's schema is not what MLflow's migrations make"
+    assert _schema(second) == _schema(reference), (
+        "the copy's schema is not what MLflow's migrations make"
+    )
     # MLflow adds its Default experiment to the copy, where it would put it in a store of its own
     ref = MlflowClient(tracking_uri=f"sqlite:///{reference}")
     ours, theirs = c.get_experiment("0"), ref.get_experiment("0")
-    assert (ours.name, ours.lifecycle_stage) == (theirs.name, theirs.lifecycle_stage) == ("Default", "active")
+    assert (
+        (ours.name, ours.lifecycle_stage)
+        == (theirs.name, theirs.lifecycle_stage)
+        == ("Default", "active")
+    )
     assert ours.artifact_location == theirs.artifact_location
     assert c.create_experiment("x") == ref.create_experiment("x") == "1"
     run = c.create_run("1")
     c.log_metric(run.info.run_id, "m", 1.5)
     c.set_terminated(run.info.run_id)
-    assert MlflowClient(tracking_uri=f"sqlite:///{second}").get_run(run.info.run_id).data.metrics == {"m": 1.5}
+    assert MlflowClient(tracking_uri=f"sqlite:///{second}").get_run(
+        run.info.run_id
+    ).data.metrics == {"m": 1.5}
 
 
 def test_a_template_of_another_schema_is_made_again_by_this_mlflows_migrations(tmp_path, cache):
     tracking.open_store(f"sqlite:///{tmp_path / 'a' / 'mlflow.db'}")
     template = store_module._template()
-    assert store_module._schema_head() == _schema(template)[1][0][0], "the head read off MLflow's migrations"
-    with closing(sqlite3.connect(template)) as con:  # as another MLflow version's migrations would have left it
+    assert store_module._schema_head() == _schema(template)[1][0][0], (
+        "the head read off MLflow's migrations"
+    )
+    with closing(
+        sqlite3.connect(template)
+    ) as con:  # as another MLflow version's migrations would have left it
         con.execute("UPDATE alembic_version SET version_num = 'aaaaaaaaaaaa'")
         con.commit()
     db = tmp_path / "b" / "mlflow.db"
@@ -109,7 +136,9 @@ def test_a_cache_that_cannot_be_written_costs_only_the_migrations(tmp_path, monk
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(blocker))
     db = tmp_path / "a" / "mlflow.db"
     c = tracking.open_store(f"sqlite:///{db}")
-    assert tracking.experiment_id(c, "works", f"sqlite:///{db}") and store_module._is_wal_database(db)
+    assert tracking.experiment_id(c, "works", f"sqlite:///{db}") and store_module._is_wal_database(
+        db
+    )
     assert not store_module._template().exists()
 
 
@@ -120,8 +149,12 @@ def test_a_store_path_that_is_a_folder_is_refused_at_once(tmp_path, monkeypatch)
 
     folder = tmp_path / "store"
     folder.mkdir()
-    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s"))
-    with pytest.raises(tracking.TrackingError, match="is a folder: expected the path of a database file"):
+    monkeypatch.setattr(
+        store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s")
+    )
+    with pytest.raises(
+        tracking.TrackingError, match="is a folder: expected the path of a database file"
+    ):
         tracking.open_store(f"sqlite:///{folder}")
     proc = cli(tmp_path, "epochs=5", f"tracking.uri=sqlite:///{folder}")
     assert proc.returncode == 2
@@ -147,12 +180,17 @@ def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
         return n
 
     assert tracking.when_unlocked(flaky, 5) == 5 and calls == [5, 5, 5]
-    assert tracking.first_line(locked) == "OperationalError: (sqlite3.OperationalError) database is locked"
+    assert (
+        tracking.first_line(locked)
+        == "OperationalError: (sqlite3.OperationalError) database is locked"
+    )
     # it gives up once the next wait would pass wait_s: on a clock of its own (no wall-clock verdict), waits of
     # 0.05 and 0.1 s, then 0.2 s more would end past 0.3 s
     clock, slept = [0.0], []
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
+    monkeypatch.setattr(
+        time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s))
+    )
     calls.clear()
     with pytest.raises(OperationalError):
         tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(locked), wait_s=0.3)
@@ -160,7 +198,12 @@ def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
     monkeypatch.undo()
     calls.clear()
     with pytest.raises(OperationalError):
-        tracking.when_unlocked(lambda: calls.append(1) or (_ for _ in ()).throw(OperationalError("x", {}, Exception("no such table"))))
+        tracking.when_unlocked(
+            lambda: (
+                calls.append(1)
+                or (_ for _ in ()).throw(OperationalError("x", {}, Exception("no such table")))
+            )
+        )
     assert calls == [1]  # another failure is not asked again
 
 
@@ -168,33 +211,59 @@ def test_a_store_that_answers_locked_at_once_is_asked_again(monkeypatch):
 def test_an_experiment_name_of_dots_stays_in_the_artifacts_folder(tmp_path, name, folder):
     """Before: tracking.experiment=.. wrote run folders and models/ beside the database."""
     db = tmp_path / "db" / "mlflow.db"
-    assert tracking.artifact_location(f"sqlite:///{db}", name) == (tmp_path / "db" / "artifacts" / folder).as_uri()
+    assert (
+        tracking.artifact_location(f"sqlite:///{db}", name)
+        == (tmp_path / "db" / "artifacts" / folder).as_uri()
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["epochs=5000000", "log_every=1000"], ["-m", "lr=0.001,0.002", "epochs=5000"]],
-                         ids=["single run", "sweep"])
+@pytest.mark.parametrize(
+    "args",
+    [["epochs=5000000", "log_every=1000"], ["-m", "lr=0.001,0.002", "epochs=5000"]],
+    ids=["single run", "sweep"],
+)
 def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args):
     """Before (a single run, 2 of 8 tries): Ctrl-C while MLflow created the schema left a half-built file that every
     later command refused ('OperationalError: table spans already exists'). Now the signal waits for the schema."""
     import signal
 
     db = tmp_path / "new.db"
-    proc = subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"tracking.uri=sqlite:///{db}",
-                             f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            *args,
+            f"tracking.uri=sqlite:///{db}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "opening the store" in line:  # then inside MLflow's migrations once they have written to the file
-            wait_for(lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc)
+        if (
+            "opening the store" in line
+        ):  # then inside MLflow's migrations once they have written to the file
+            wait_for(
+                lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc
+            )
             proc.send_signal(signal.SIGINT)
             break
     out = "".join(seen) + proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, out
     assert "OperationalError" not in out and "Traceback" not in out, out
-    after = subprocess.run([sys.executable, "-m", "sweeper.runs", "--tracking-uri", f"sqlite:///{db}"],
-                           capture_output=True, text=True, timeout=120)
+    after = subprocess.run(
+        [sys.executable, "-m", "sweeper.runs", "--tracking-uri", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert after.returncode == 0, after.stderr
     assert "RUNNING" not in {r.info.status for r in all_runs(db)}

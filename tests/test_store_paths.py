@@ -1,6 +1,7 @@
 """Stores only where asked (issue 55, finding 13): a store's own folder is made inside a folder that exists, never a
 path of missing folders; a ``-shm`` SQLite could not write is refused before anything opens the store; a writer
 process killed by a bus error (SIGBUS) is one line, and its runs are kept for upload."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,23 @@ from test_writer import _job
 
 
 def _sweep(tmp_path, uri: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweeper", "-m", "lr=0.01,0.02", "epochs=20", "log_every=10",
-                           f"tracking.uri={uri}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "lr=0.01,0.02",
+            "epochs=20",
+            "log_every=10",
+            f"tracking.uri={uri}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("path", ["nonexistent/dir/x.db", "u19.db/../u19b.db"])
@@ -31,8 +46,13 @@ def test_a_store_path_through_missing_folders_is_refused_and_makes_none(tmp_path
     out = _sweep(tmp_path, uri)
     assert out.returncode == 2, out.stderr[-2000:]
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith(f"sweeper: error: tracking.uri={uri} cannot be used: its folder ") and "does not exist" in line
-    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder of the path, no sweep folder
+    assert (
+        line.startswith(f"sweeper: error: tracking.uri={uri} cannot be used: its folder ")
+        and "does not exist" in line
+    )
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == []
+    )  # no folder of the path, no sweep folder
 
 
 def test_the_store_folder_itself_is_made_inside_one_that_exists(tmp_path):
@@ -67,7 +87,10 @@ def test_a_writer_killed_by_a_bus_error_says_so_and_keeps_its_runs_for_upload(tm
         (failed,) = w.drain()
     finally:
         w.close()
-    assert "the writer process ended (killed by SIGBUS: the store's -shm file could not be written" in failed
+    assert (
+        "the writer process ended (killed by SIGBUS: the store's -shm file could not be written"
+        in failed
+    )
     r = json.loads(path.read_text())
     assert r["pending_upload"] and r["tracking_error"] == failed
     assert client_for(store).get_run(upload.upload(path)).info.status == "FINISHED"

@@ -1,5 +1,6 @@
 """sweeper.tracking.storefile: a store is a real, persistent, healthy SQLite file of MLflow's before any work;
 read commands never create one or change another application's database."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,16 @@ def damaged(store: Path, folder: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("uri", ["sqlite:///:memory:", "sqlite://", "sqlite:///", "sqlite:////:memory:",
-                                 "sqlite:////tmp/x/:memory:"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite:///:memory:",
+        "sqlite://",
+        "sqlite:///",
+        "sqlite:////:memory:",
+        "sqlite:////tmp/x/:memory:",
+    ],
+)
 def test_an_in_memory_store_is_refused(uri):
     """Before: runs printed FINISHED into a database that vanished with the process. With four slashes, the store was
     a file ':memory:' at the file system's root, with the runs' artifacts in /artifacts (hostile pass 6)."""
@@ -40,7 +49,9 @@ def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line_and_nothing_is_wri
     proc = cli(tmp_path, "-m", "epochs=5,6", f"tracking.uri={uri}")
     assert proc.returncode == 2
     assert "sqlite:///PATH (a database file; not :memory:)" in one_line(proc.stderr)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is written, not even the sweep folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], (
+        "nothing is written, not even the sweep folder"
+    )
 
 
 def test_random_bytes_in_a_store_are_refused_and_the_file_is_left_as_it_was(tmp_path, store):
@@ -64,9 +75,17 @@ def test_the_read_commands_refuse_a_damaged_store(tmp_path, store, capsys, comma
     assert not out.exists()
 
 
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (advise, ["--experiment", "diabetes"]),
-                                           (compare, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"]), (report, ["--run", "f" * 32])])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        (report, ["--experiment", "diabetes"]),
+        (advise, ["--experiment", "diabetes"]),
+        (compare, ["--experiment", "diabetes"]),
+        (runs, []),
+        (promote_cmd, ["--experiment", "diabetes"]),
+        (report, ["--run", "f" * 32]),
+    ],
+)
 def test_read_commands_never_create_a_store_at_a_mistyped_path(tmp_path, capsys, command, args):
     """Before: report and summary created a ~1 MB store at the mistyped path."""
     db = tmp_path / "typo" / "mlflow.db"
@@ -75,8 +94,14 @@ def test_read_commands_never_create_a_store_at_a_mistyped_path(tmp_path, capsys,
     assert not db.exists() and not db.parent.exists()
 
 
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"])])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        (report, ["--experiment", "diabetes"]),
+        (runs, []),
+        (promote_cmd, ["--experiment", "diabetes"]),
+    ],
+)
 def test_read_commands_never_make_an_empty_file_a_store(tmp_path, capsys, command, args):
     """Before: a 0-byte file (a failed copy, a touch) given to runs or report became a ~1 MB MLflow store, and runs
     listed its experiment Default with exit 0."""
@@ -98,14 +123,23 @@ def _foreign(folder: Path) -> tuple[Path, bytes]:
     return db, db.read_bytes()
 
 
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, []),
-                                           (promote_cmd, ["--experiment", "diabetes"])])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        (report, ["--experiment", "diabetes"]),
+        (runs, []),
+        (promote_cmd, ["--experiment", "diabetes"]),
+    ],
+)
 def test_read_commands_refuse_another_applications_sqlite_database(tmp_path, capsys, command, args):
     """Before: a valid SQLite file that is not an MLflow store (another application's) given to runs or report got
     MLflow's 60 tables written into it and was switched to WAL; runs listed its experiment Default, exit 0."""
     db, before = _foreign(tmp_path)
     assert command.main([*args, "--tracking-uri", f"sqlite:///{db}"]) == 2
-    assert "is another application's SQLite database (its tables: people), not an MLflow store" in one_line(capsys.readouterr().err)
+    assert (
+        "is another application's SQLite database (its tables: people), not an MLflow store"
+        in one_line(capsys.readouterr().err)
+    )
     assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
@@ -117,7 +151,9 @@ def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any
         assert "not an MLflow store: it is left as it is" in one_line(proc.stderr)
         assert db.read_bytes() == before
     assert not (tmp_path / "sweep").exists() and not (tmp_path / "app.db.lock").exists()
-    assert not (tmp_path / "run").exists()  # before: the refused single run left its folder (.hydra/, an empty log)
+    assert not (
+        tmp_path / "run"
+    ).exists()  # before: the refused single run left its folder (.hydra/, an empty log)
 
 
 @pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, [])])
@@ -152,15 +188,29 @@ def test_the_runs_a_store_file_holds_are_found_among_more_ids_than_sqlite_binds_
 
 
 @pytest.mark.slow
-def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the_sweeps_runs(tmp_path, store):
+def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the_sweeps_runs(
+    tmp_path, store
+):
     """Before (4 of 4 tries in the hostile round): a single run into the same store while a sweep ran left the sweep's
     second run RUNNING with no metrics and its parent RUNNING, while the sweep printed both FINISHED and exited 0.
     The sweep's own process opened and closed the database file with Python's open() (a header check a job), and on
     POSIX a close drops every lock the process holds on the file, SQLite's too: the other command's last close then
     checkpointed and deleted the WAL the sweep was still writing to."""
-    args = [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.002", "epochs=30000", "log_every=100",
-            "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "-m",
+        "lr=0.001,0.002",
+        "epochs=30000",
+        "log_every=100",
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         for line in proc.stdout:
             if "[1/2]" in line:
@@ -174,7 +224,9 @@ def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the
             proc.kill()
     assert proc.returncode == 0, err
     runs = all_runs(store)
-    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}, [
+        (r.info.run_name, r.info.status) for r in runs
+    ]
     sweep_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(sweep_runs) == 2 and all("val_mse" in r.data.metrics for r in sweep_runs)
 
@@ -183,17 +235,41 @@ def test_a_store_refused_after_the_workers_started_exits(tmp_path):
     """Before: tracking.uri under /proc was refused in one line at 3.5 s, then the process never exited: its two warm
     CPU workers ignore SIGTERM (a SIGTERM to the sweep is the launching process's), and multiprocessing's exit
     handler, run before ours, SIGTERMed them and joined them for ever."""
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", "lr=0.1,0.2", "hydra.launcher.cpu_workers=2",
-                           f"hydra.sweep.dir={tmp_path / 'sweep'}", "tracking.uri=sqlite:////proc/sweeper-test.db"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "lr=0.1,0.2",
+            "hydra.launcher.cpu_workers=2",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            "tracking.uri=sqlite:////proc/sweeper-test.db",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
-    assert ("tracking.uri=sqlite:////proc/sweeper-test.db cannot be used: the folder /proc takes no new file "
-            "(No such file or directory)") in one_line(proc.stderr)  # before: a raw FileNotFoundError of its .lock
-    assert not (tmp_path / "sweep").exists()  # before: the refused sweep left its folder and .sweep.lock
+    assert (
+        "tracking.uri=sqlite:////proc/sweeper-test.db cannot be used: the folder /proc takes no new file "
+        "(No such file or directory)"
+    ) in one_line(proc.stderr)  # before: a raw FileNotFoundError of its .lock
+    assert not (
+        tmp_path / "sweep"
+    ).exists()  # before: the refused sweep left its folder and .sweep.lock
 
 
-@pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (advise, ["--experiment", "diabetes"]),
-                                           (compare, ["--experiment", "diabetes"]), (report, ["--run", "f" * 32])])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        (report, ["--experiment", "diabetes"]),
+        (advise, ["--experiment", "diabetes"]),
+        (compare, ["--experiment", "diabetes"]),
+        (report, ["--run", "f" * 32]),
+    ],
+)
 def test_read_commands_on_garbage_bytes_print_one_line(tmp_path, capsys, command, args):
     db = tmp_path / "mlflow.db"
     db.write_bytes(os.urandom(4096))
@@ -206,5 +282,10 @@ def test_report_on_a_truncated_store_prints_one_line(tmp_path, store, capsys):
     db = tmp_path / "cut.db"
     db.write_bytes(store.read_bytes()[:20000])
     assert report.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}"]) == 2
-    line = one_line(capsys.readouterr().err)  # refused by the store's check (issue 41) before MLflow reads it
-    assert line.startswith(f"sweeper: error: --tracking-uri=sqlite:///{db} cannot be used: ") and "is damaged" in line
+    line = one_line(
+        capsys.readouterr().err
+    )  # refused by the store's check (issue 41) before MLflow reads it
+    assert (
+        line.startswith(f"sweeper: error: --tracking-uri=sqlite:///{db} cannot be used: ")
+        and "is damaged" in line
+    )

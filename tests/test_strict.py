@@ -1,5 +1,6 @@
 """The strict device stand-in itself (``SWEEPER_FAKE_GPU=strict``, :mod:`sweeper.base.strict`): it refuses what CuPy
 refuses, in CuPy's words, lets through what CuPy lets through, and counts every transfer and sync exactly."""
+
 import numpy as np
 import pytest
 import scipy.sparse
@@ -24,9 +25,17 @@ def _dev(*shape):
     return to_device(np.arange(float(np.prod(shape))).reshape(shape))
 
 
-@pytest.mark.parametrize("convert", [np.asarray, np.array, np.ascontiguousarray, lambda a: np.zeros(6) + np.asarray(a),
-                                     lambda a: np.mean(np.asarray(a))], ids=["asarray", "array", "contiguous",
-                                                                            "inside", "reduce"])
+@pytest.mark.parametrize(
+    "convert",
+    [
+        np.asarray,
+        np.array,
+        np.ascontiguousarray,
+        lambda a: np.zeros(6) + np.asarray(a),
+        lambda a: np.mean(np.asarray(a)),
+    ],
+    ids=["asarray", "array", "contiguous", "inside", "reduce"],
+)
 def test_an_implicit_conversion_to_numpy_raises_cupys_error(convert):
     with pytest.raises(TypeError, match=IMPLICIT):
         convert(_dev(6))
@@ -37,15 +46,45 @@ def test_an_implicit_conversion_to_numpy_raises_cupys_error(convert):
 HOST = np.ones((2, 3))
 
 
-@pytest.mark.parametrize("mix", [
-    lambda d: d + HOST, lambda d: HOST + d, lambda d: HOST * d, lambda d: d - HOST[0],
-    lambda d: np.add(d, HOST), lambda d: np.maximum(HOST, d), lambda d: d @ HOST.T, lambda d: HOST.T @ d,
-    lambda d: d * np.asarray(2.0),  # a 0-d host array is an array, not a scalar, to CuPy
-    lambda d: np.concatenate([d, HOST]), lambda d: xp.stack([d, HOST]), lambda d: xp.where(d > 0, d, HOST),
-    lambda d: np.add(d, 1.0, out=np.empty((2, 3))), lambda d: xp.multiply(HOST, 2.0, xp.empty((2, 3))),
-    lambda d: xp.sum(d, axis=0, out=np.empty(3)), lambda d: d.dot(HOST.T),
-], ids=["add", "radd", "rmul", "sub-row", "np.add", "np.maximum", "matmul", "rmatmul", "0-d", "concatenate", "stack",
-        "where", "host-out", "host-input-device-out", "reduce-host-out", "dot-method"])
+@pytest.mark.parametrize(
+    "mix",
+    [
+        lambda d: d + HOST,
+        lambda d: HOST + d,
+        lambda d: HOST * d,
+        lambda d: d - HOST[0],
+        lambda d: np.add(d, HOST),
+        lambda d: np.maximum(HOST, d),
+        lambda d: d @ HOST.T,
+        lambda d: HOST.T @ d,
+        lambda d: d * np.asarray(2.0),  # a 0-d host array is an array, not a scalar, to CuPy
+        lambda d: np.concatenate([d, HOST]),
+        lambda d: xp.stack([d, HOST]),
+        lambda d: xp.where(d > 0, d, HOST),
+        lambda d: np.add(d, 1.0, out=np.empty((2, 3))),
+        lambda d: xp.multiply(HOST, 2.0, xp.empty((2, 3))),
+        lambda d: xp.sum(d, axis=0, out=np.empty(3)),
+        lambda d: d.dot(HOST.T),
+    ],
+    ids=[
+        "add",
+        "radd",
+        "rmul",
+        "sub-row",
+        "np.add",
+        "np.maximum",
+        "matmul",
+        "rmatmul",
+        "0-d",
+        "concatenate",
+        "stack",
+        "where",
+        "host-out",
+        "host-input-device-out",
+        "reduce-host-out",
+        "dot-method",
+    ],
+)
 def test_a_host_array_in_a_device_expression_raises_cupys_error(mix):
     with pytest.raises(TypeError, match=MIXED):
         mix(_dev(2, 3))
@@ -53,11 +92,29 @@ def test_a_host_array_in_a_device_expression_raises_cupys_error(mix):
 
 def test_numpy_functions_on_device_arrays_only_dispatch_and_stay_on_the_device():
     d = _dev(2, 3)
-    for got in (np.maximum(d, 0), np.sum(d, axis=0), np.sum(d), np.mean(d), np.concatenate([d, d]), np.tanh(d),
-                np.isfinite(d), d.max(), d[0, 1], np.stack([d, d]), np.swapaxes(d, 0, 1), np.linalg.norm(d),
-                d + np.float64(2.0), 2.0 * d, d > 1):
-        assert type(got) is DeviceArray  # a reduction or an element too: a 0-d device array, as CuPy's
-    assert LEDGER.events == [LEDGER.events[0]] and LEDGER.events[0].what == "to_device"  # nothing else crossed
+    for got in (
+        np.maximum(d, 0),
+        np.sum(d, axis=0),
+        np.sum(d),
+        np.mean(d),
+        np.concatenate([d, d]),
+        np.tanh(d),
+        np.isfinite(d),
+        d.max(),
+        d[0, 1],
+        np.stack([d, d]),
+        np.swapaxes(d, 0, 1),
+        np.linalg.norm(d),
+        d + np.float64(2.0),
+        2.0 * d,
+        d > 1,
+    ):
+        assert (
+            type(got) is DeviceArray
+        )  # a reduction or an element too: a 0-d device array, as CuPy's
+    assert (
+        LEDGER.events == [LEDGER.events[0]] and LEDGER.events[0].what == "to_device"
+    )  # nothing else crossed
     np.testing.assert_array_equal(to_numpy(np.sum(d, axis=0)), [3.0, 5.0, 7.0])
 
 
@@ -77,36 +134,56 @@ def test_writing_into_a_device_array_takes_scalars_and_device_arrays_not_host_ar
 
 
 def test_counts_are_exact_for_a_known_sequence_and_name_their_sites():
-    d = to_device(np.ones(4))                  # h2d
-    loss = (d * d).mean()                      # nothing
+    d = to_device(np.ones(4))  # h2d
+    loss = (d * d).mean()  # nothing
     strict.mark("epoch", 7)
-    host = float(loss)                         # sync, in epoch 7
-    flag = bool(loss > 0)                      # sync
-    n = int(xp.sum(d > 0))                     # sync
-    v = loss.item()                            # sync
+    host = float(loss)  # sync, in epoch 7
+    flag = bool(loss > 0)  # sync
+    n = int(xp.sum(d > 0))  # sync
+    v = loss.item()  # sync
     strict.mark("segment end", 10)
-    h = to_numpy(d)                            # d2h
-    g = d.get()                                # d2h
-    lst = d.tolist()                           # sync
-    e = xp.asarray(np.zeros(2))                # h2d
-    d[np.array([0, 1])] = 2.0                  # h2d (a host index array goes to the device first)
-    d[d > 1.5] = 0.0                           # sync (a boolean mask: CuPy counts its entries)
-    text = repr(loss)                          # sync
-    strict.synchronize()                       # sync
+    h = to_numpy(d)  # d2h
+    g = d.get()  # d2h
+    lst = d.tolist()  # sync
+    e = xp.asarray(np.zeros(2))  # h2d
+    d[np.array([0, 1])] = 2.0  # h2d (a host index array goes to the device first)
+    d[d > 1.5] = 0.0  # sync (a boolean mask: CuPy counts its entries)
+    text = repr(loss)  # sync
+    strict.synchronize()  # sync
     with LEDGER.allow_implicit():
-        np.asarray(d)                          # sync
-    assert (host, flag, n, v, h.tolist(), g.tolist(), lst, e.shape) == (1.0, True, 4, 1.0, [1.0] * 4, [1.0] * 4,
-                                                                          [1.0] * 4, (2,)) and "1." in text
+        np.asarray(d)  # sync
+    assert (host, flag, n, v, h.tolist(), g.tolist(), lst, e.shape) == (
+        1.0,
+        True,
+        4,
+        1.0,
+        [1.0] * 4,
+        [1.0] * 4,
+        [1.0] * 4,
+        (2,),
+    ) and "1." in text
     assert [(e.kind, e.what) for e in LEDGER.events] == [
-        ("h2d", "to_device"), ("sync", "float()"), ("sync", "bool()"), ("sync", "int()"), ("sync", ".item()"),
-        ("d2h", "cupy.asnumpy"), ("d2h", ".get()"), ("sync", ".tolist()"), ("h2d", "xp.asarray(host data)"),
-        ("h2d", "a host index array"), ("sync", "a boolean mask index"), ("sync", "repr()"),
-        ("sync", "synchronize()"), ("sync", "__array__ (allowed)")]
+        ("h2d", "to_device"),
+        ("sync", "float()"),
+        ("sync", "bool()"),
+        ("sync", "int()"),
+        ("sync", ".item()"),
+        ("d2h", "cupy.asnumpy"),
+        ("d2h", ".get()"),
+        ("sync", ".tolist()"),
+        ("h2d", "xp.asarray(host data)"),
+        ("h2d", "a host index array"),
+        ("sync", "a boolean mask index"),
+        ("sync", "repr()"),
+        ("sync", "synchronize()"),
+        ("sync", "__array__ (allowed)"),
+    ]
     assert LEDGER.counts("epoch") == {"sync": 4} and LEDGER.per_step("epoch") == {7: {"sync": 4}}
     assert LEDGER.counts("segment end") == {"d2h": 2, "sync": 5, "h2d": 2}
     site = LEDGER.inside()[0].site[0]
-    assert site.startswith("tests/test_strict.py:") and site.endswith("in test_counts_are_exact_for_a_known_sequence"
-                                                                       "_and_name_their_sites")
+    assert site.startswith("tests/test_strict.py:") and site.endswith(
+        "in test_counts_are_exact_for_a_known_sequence_and_name_their_sites"
+    )
     assert int(site.split(":")[1].split()[0]) == _line_of("host = float(loss)")
 
 
@@ -171,7 +248,12 @@ def test_the_strict_backend_is_chosen_by_the_environment(monkeypatch):
     gpu.mark("epoch", 3)
     gpu.clock()
     assert type(a) is DeviceArray and type(gpu.to_numpy(a)) is np.ndarray
-    assert [(e.kind, e.phase, e.step) for e in LEDGER.events] == [("h2d", "", -1), ("sync", "epoch", 3),
-                                                                   ("d2h", "epoch", 3)]
+    assert [(e.kind, e.phase, e.step) for e in LEDGER.events] == [
+        ("h2d", "", -1),
+        ("sync", "epoch", 3),
+        ("d2h", "epoch", 3),
+    ]
     assert resolve("cpu").xp is np
-    assert problem({FAKE_GPU_ENV: "strict"}) is None and "numpy or strict" in problem({FAKE_GPU_ENV: "cupy"})
+    assert problem({FAKE_GPU_ENV: "strict"}) is None and "numpy or strict" in problem(
+        {FAKE_GPU_ENV: "cupy"}
+    )

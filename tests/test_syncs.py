@@ -7,6 +7,7 @@ task and early-stopping mode, one configuration (:func:`sweeper.models.train.tra
 (:func:`sweeper.models.batched.train_group`) and a user's model stacked (:func:`sweeper.models.stacked.train_stacked`).
 A failure names the call site (``path:line in function``). ``python bench/strict_counts.py`` prints the table.
 """
+
 from functools import lru_cache
 
 import pytest
@@ -18,10 +19,19 @@ from sweeper.models.optim import Optimizer
 from sweeper.models.train import MAX_CHECKS
 from conftest import make_cfg
 
-OPTIMIZERS = {"gd": Optimizer(), "momentum": Optimizer("momentum"), "nesterov": Optimizer("momentum", nesterov=True),
-              "adam": Optimizer("adam", weight_decay=1e-3)}
+OPTIMIZERS = {
+    "gd": Optimizer(),
+    "momentum": Optimizer("momentum"),
+    "nesterov": Optimizer("momentum", nesterov=True),
+    "adam": Optimizer("adam", weight_decay=1e-3),
+}
 TASKS = {"regression": "diabetes", "binary": "breast_cancer", "multiclass": "iris"}
-MODES = {"no-stop": (0, 0), "early-stop": (20, 0), "mini-batches": (0, 32), "mini-batches-early-stop": (20, 32)}
+MODES = {
+    "no-stop": (0, 0),
+    "early-stop": (20, 0),
+    "mini-batches": (0, 32),
+    "mini-batches-early-stop": (20, 32),
+}
 EPOCHS, LOG_EVERY = 200, 10
 
 
@@ -47,10 +57,23 @@ def one_run(backend, task, opt, patience, batch_size, epochs=EPOCHS, lr=0.02, **
     """One configuration (depth 1, width 4) trained by :func:`models.train` on ``backend``; the ledger counts it."""
     ds, arrays = _arrays(backend, TASKS[task])
     host = models.init_params([ds.n_features, 4, ds.n_outputs], "tanh", 0, "float64")
-    model = models.MLP(backend.xp, [backend.to_device(p) for p in host], "tanh", ds.task, opt.weight_decay)
+    model = models.MLP(
+        backend.xp, [backend.to_device(p) for p in host], "tanh", ds.task, opt.weight_decay
+    )
     LEDGER.reset()
-    return models.train(backend, model, *arrays, lr=lr, epochs=epochs, log_every=LOG_EVERY, patience=patience, opt=opt,
-                        batch_size=batch_size, seed=0, **kwargs)
+    return models.train(
+        backend,
+        model,
+        *arrays,
+        lr=lr,
+        epochs=epochs,
+        log_every=LOG_EVERY,
+        patience=patience,
+        opt=opt,
+        batch_size=batch_size,
+        seed=0,
+        **kwargs,
+    )
 
 
 def group(backend, task, opt, patience, batch_size, epochs=EPOCHS):
@@ -60,12 +83,25 @@ def group(backend, task, opt, patience, batch_size, epochs=EPOCHS):
     from sweeper.models.batched import Member, stacked_params, train_group
 
     ds, arrays = _arrays(backend, TASKS[task])
-    members = [Member(0.01, epochs, patience), Member(0.05, epochs // 2, patience, reads=(epochs // 4,)),
-               Member(0.02, epochs, 0), Member(60.0, epochs, patience)]
+    members = [
+        Member(0.01, epochs, patience),
+        Member(0.05, epochs // 2, patience, reads=(epochs // 4,)),
+        Member(0.02, epochs, 0),
+        Member(60.0, epochs, patience),
+    ]
     params = stacked_params([ds.n_features, 4, ds.n_outputs], "tanh", [0] * 4, "float64")
     LEDGER.reset()
-    return train_group(backend, params, "tanh", ds.task, *arrays, members, log_every=LOG_EVERY, opt=opt,
-                       batch_size=batch_size)
+    return train_group(
+        backend,
+        params,
+        "tanh",
+        ds.task,
+        *arrays,
+        members,
+        log_every=LOG_EVERY,
+        opt=opt,
+        batch_size=batch_size,
+    )
 
 
 def stacked(backend, task, opt, epochs=EPOCHS):
@@ -78,24 +114,41 @@ def stacked(backend, task, opt, epochs=EPOCHS):
     from sweeper.models.stacked import Member, train_stacked
 
     ds, arrays = _arrays(backend, TASKS[task])
-    members = [Member(0.01, 0, (epochs,)), Member(0.02, 1, (epochs // 2, epochs)), Member(0.05, 2, (epochs // 4,))]
+    members = [
+        Member(0.01, 0, (epochs,)),
+        Member(0.02, 1, (epochs // 2, epochs)),
+        Member(0.05, 2, (epochs // 4,)),
+    ]
     LEDGER.reset()
-    return train_stacked(backend, TwoLayerNet(hidden=4), ds.task, *arrays, members, n_out=ds.n_outputs,
-                         log_every=LOG_EVERY, opt=opt, dtype="float64")
+    return train_stacked(
+        backend,
+        TwoLayerNet(hidden=4),
+        ds.task,
+        *arrays,
+        members,
+        n_out=ds.n_outputs,
+        log_every=LOG_EVERY,
+        opt=opt,
+        dtype="float64",
+    )
 
 
 def assert_the_design(copies_a_segment=1, waits_at_end=1):
     """Nothing inside an epoch; at most ``copies_a_segment`` copies and no wait at a segment end; ``waits_at_end``
     waits at the end (the clock). A failure names every offending call site."""
     inside = LEDGER.inside("epoch")
-    assert not inside, f"{len(inside)} host transfer(s) or sync(s) inside the epochs:\n" + describe(inside[:5])
+    assert not inside, f"{len(inside)} host transfer(s) or sync(s) inside the epochs:\n" + describe(
+        inside[:5]
+    )
     counts = LEDGER.per_phase()
     assert counts["epoch"]["marks"] >= 1
     seg = counts.get("segment end", {"sync": 0, "d2h_max": 0})
     waits = [e for e in LEDGER.events if e.phase == "segment end" and e.kind == "sync"]
     assert not waits, "a segment end waits for the device:\n" + describe(waits)
     copies = [e for e in LEDGER.events if e.phase == "segment end" and e.kind == "d2h"]
-    assert seg["d2h_max"] <= copies_a_segment, "more than one copy at a segment end:\n" + describe(copies)
+    assert seg["d2h_max"] <= copies_a_segment, "more than one copy at a segment end:\n" + describe(
+        copies
+    )
     end = [e for e in LEDGER.events if e.phase == "end" and e.kind == "sync"]
     assert len(end) == waits_at_end, "the end waits other than on the clock:\n" + describe(end)
     return counts
@@ -117,17 +170,23 @@ def test_one_configuration_reads_the_device_only_at_segment_ends(gpu, opt, task,
         assert seg["marks"] == -(-counts["epoch"]["marks"] // LOG_EVERY)
 
 
-@pytest.mark.parametrize("mode", [pytest.param(m, marks=pytest.mark.slow if "mini" in m else ()) for m in MODES])
+@pytest.mark.parametrize(
+    "mode", [pytest.param(m, marks=pytest.mark.slow if "mini" in m else ()) for m in MODES]
+)
 @pytest.mark.parametrize("task", list(TASKS))
 @pytest.mark.parametrize("opt", list(OPTIMIZERS))
 def test_a_group_reads_the_device_only_at_segment_ends(gpu, opt, task, mode):
     patience, batch_size = MODES[mode]
     fit = group(gpu, task, OPTIMIZERS[opt], patience, batch_size)
-    if task == "regression" and opt != "adam":  # the diverging member is frozen: its group carries on
+    if (
+        task == "regression" and opt != "adam"
+    ):  # the diverging member is frozen: its group carries on
         assert fit.fits[3].diverged_at is not None
     counts = assert_the_design()
     seg = counts["segment end"]
-    assert seg["d2h"] == seg["marks"] and seg["d2h"] <= fit.host_reads <= seg["d2h"] + 1  # + the last sample's
+    assert (
+        seg["d2h"] == seg["marks"] and seg["d2h"] <= fit.host_reads <= seg["d2h"] + 1
+    )  # + the last sample's
     if not patience:  # MAX_CHECKS, plus the members' own epoch counts and reads
         assert seg["marks"] <= MAX_CHECKS + 3
 
@@ -137,17 +196,25 @@ def test_a_group_reads_the_device_only_at_segment_ends(gpu, opt, task, mode):
 def test_a_users_stacked_model_reads_the_device_only_at_its_end(gpu, opt, task):
     stacked(gpu, task, OPTIMIZERS[opt])
     counts = assert_the_design(copies_a_segment=0)
-    assert counts["end"]["d2h"] == 1 + 4 * 3  # the samples in one copy; each count's weights (4 arrays, 3 counts)
+    assert (
+        counts["end"]["d2h"] == 1 + 4 * 3
+    )  # the samples in one copy; each count's weights (4 arrays, 3 counts)
 
 
 def test_the_naive_loop_reads_every_epoch_and_the_assertion_names_its_line(gpu):
     """``sync_every_epoch=true`` is the seed's loop, kept to measure its cost: a copy of the loss every epoch."""
     one_run(gpu, "regression", Optimizer(), 0, 0, epochs=30, sync_every_epoch=True)
-    with pytest.raises(AssertionError, match=r"30 host transfer\(s\) or sync\(s\) inside the epochs:\n\s*"
-                                             r"d2h cupy.asnumpy at models/train.py:(\d+) in train") as failed:
+    with pytest.raises(
+        AssertionError,
+        match=r"30 host transfer\(s\) or sync\(s\) inside the epochs:\n\s*"
+        r"d2h cupy.asnumpy at models/train.py:(\d+) in train",
+    ) as failed:
         assert_the_design()
     line = int(str(failed.value).split("models/train.py:")[1].split()[0])
-    assert "float(backend.to_numpy(loss))" in (ROOT / "models" / "train.py").read_text().splitlines()[line - 1]
+    assert (
+        "float(backend.to_numpy(loss))"
+        in (ROOT / "models" / "train.py").read_text().splitlines()[line - 1]
+    )
 
 
 def test_a_planted_float_of_the_loss_fails_naming_the_line(gpu, monkeypatch):
@@ -161,10 +228,15 @@ def test_a_planted_float_of_the_loss_fails_naming_the_line(gpu, monkeypatch):
 
     monkeypatch.setattr(mlp.FullBatch, "epoch", planted)
     one_run(gpu, "binary", Optimizer("adam"), 0, 0, epochs=30)
-    with pytest.raises(AssertionError, match="sync float\\(\\) at tests/test_syncs.py:(\\d+) in planted") as failed:
+    with pytest.raises(
+        AssertionError, match="sync float\\(\\) at tests/test_syncs.py:(\\d+) in planted"
+    ) as failed:
         assert_the_design()
     line = int(str(failed.value).split("tests/test_syncs.py:")[1].split()[0])
-    assert "the planted host read" in (ROOT / "tests" / "test_syncs.py").read_text().splitlines()[line - 1]
+    assert (
+        "the planted host read"
+        in (ROOT / "tests" / "test_syncs.py").read_text().splitlines()[line - 1]
+    )
 
 
 def test_a_planted_read_in_a_groups_sampling_fails_naming_the_line(gpu, monkeypatch):
@@ -179,7 +251,9 @@ def test_a_planted_read_in_a_groups_sampling_fails_naming_the_line(gpu, monkeypa
 
     monkeypatch.setattr(batched._Part, "sample", planted)
     group(gpu, "regression", Optimizer(), 0, 0, epochs=60)
-    with pytest.raises(AssertionError, match="sync bool\\(\\) at tests/test_syncs.py:\\d+ in planted"):
+    with pytest.raises(
+        AssertionError, match="sync bool\\(\\) at tests/test_syncs.py:\\d+ in planted"
+    ):
         assert_the_design()
 
 

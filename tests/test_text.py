@@ -1,4 +1,5 @@
 """Text data (data=sms, data=text): features fitted on the training rows, sparse training, raw-string models."""
+
 import csv
 import re
 
@@ -13,7 +14,9 @@ from sweeper.data import DataError
 from sweeper.job.compute import train_and_score
 
 SMS = SHARED_DATA / "SMSSpamCollection.tsv"
-needs_sms = pytest.mark.skipif(not SMS.is_file(), reason=f"the SMS Spam Collection is not at {SMS} (../shared absent)")
+needs_sms = pytest.mark.skipif(
+    not SMS.is_file(), reason=f"the SMS Spam Collection is not at {SMS} (../shared absent)"
+)
 TIMINGS = ("time_s", "epochs_per_s")
 
 
@@ -30,8 +33,10 @@ def write_docs(path, rows, header=("text", "label"), sep=","):
     return path
 
 
-DOCS = [(f"win a free prize now {i}", "spam") if i % 3 == 0 else (f"see you at lunch friend {i}", "ham")
-        for i in range(30)]
+DOCS = [
+    (f"win a free prize now {i}", "spam") if i % 3 == 0 else (f"see you at lunch friend {i}", "ham")
+    for i in range(30)
+]
 
 
 @needs_sms
@@ -41,7 +46,9 @@ def test_sms_reads_every_message_and_spam_is_one():
     assert n == 5574  # quote characters inside messages do not merge lines
     y = np.concatenate([ds.y_train, ds.y_val, ds.y_test]).ravel()
     assert ds.task == "binary" and ds.positive_class == "spam" and int(y.sum()) == 747
-    assert scipy.sparse.issparse(ds.X_train) and ds.X_train.shape[1] == data.vocabulary_size(ds.vectorizer)
+    assert scipy.sparse.issparse(ds.X_train) and ds.X_train.shape[1] == data.vocabulary_size(
+        ds.vectorizer
+    )
     capped = data.load(sms_cfg("data.max_features=1000").data, 0)
     assert capped.X_train.shape[1] == 1000 < ds.X_train.shape[1]
 
@@ -76,12 +83,22 @@ def test_depth_0_reaches_logistic_regression_on_the_same_features():
 def test_sparse_and_dense_training_agree():
     scores = {}
     for sparse in ("true", "false"):
-        cfg = sms_cfg("depth=1", "width=8", "lr=1", "epochs=100", "log_every=10", "data.max_features=2000",
-                      f"data.sparse={sparse}")
+        cfg = sms_cfg(
+            "depth=1",
+            "width=8",
+            "lr=1",
+            "epochs=100",
+            "log_every=10",
+            "data.max_features=2000",
+            f"data.sparse={sparse}",
+        )
         ds = data.load(cfg.data, cfg.seed)
         assert scipy.sparse.issparse(ds.X_train) == (sparse == "true")
-        scores[sparse] = {k: v for k, v in train_and_score(cfg, ds, resolve("cpu")).scores.items()
-                          if not k.endswith(TIMINGS)}
+        scores[sparse] = {
+            k: v
+            for k, v in train_and_score(cfg, ds, resolve("cpu")).scores.items()
+            if not k.endswith(TIMINGS)
+        }
     assert scores["true"].keys() == scores["false"].keys() and "test_log_loss" in scores["true"]
     for k, v in scores["true"].items():
         assert v == pytest.approx(scores["false"][k], rel=1e-9, abs=1e-12), k
@@ -91,14 +108,28 @@ def test_sparse_and_dense_training_agree():
 def test_depth_1_run_logs_the_vocabulary_and_a_model_that_takes_raw_strings(tmp_path, store):
     import mlflow.pyfunc
 
-    result = run_once(tmp_path, "data=sms", f"data.path={SMS}", "depth=1", "width=16", "lr=5", "epochs=300",
-                      "log_every=50", store=store)
+    result = run_once(
+        tmp_path,
+        "data=sms",
+        f"data.path={SMS}",
+        "depth=1",
+        "width=16",
+        "lr=5",
+        "epochs=300",
+        "log_every=50",
+        store=store,
+    )
     assert result["status"] == "FINISHED", result.get("reason")
     assert result["metrics"]["test_accuracy"] >= 0.97
     run = client_for(store).get_run(result["run_id"])
     ds = data.load(sms_cfg().data, 0)
-    assert run.data.metrics["vocabulary_size"] == ds.X_train.shape[1] and run.data.params["data.max_features"] == "10000"
-    assert "data.positive_class" not in run.data.params  # data=sms has no such key: promote could not re-run it
+    assert (
+        run.data.metrics["vocabulary_size"] == ds.X_train.shape[1]
+        and run.data.params["data.max_features"] == "10000"
+    )
+    assert (
+        "data.positive_class" not in run.data.params
+    )  # data=sms has no such key: promote could not re-run it
 
     model = mlflow.pyfunc.load_model(str(tmp_path / "job" / "model" / "model"))
     inputs = model.metadata.get_input_schema().inputs
@@ -108,7 +139,12 @@ def test_depth_1_run_logs_the_vocabulary_and_a_model_that_takes_raw_strings(tmp_
 
     pred = model.predict(pd.DataFrame({"text": ds.text_test.tolist()}))
     np.testing.assert_allclose(pred, logged, rtol=1e-12, atol=1e-15)
-    assert model.predict(pd.DataFrame({"text": ["WINNER!! Claim your free prize: call 09061701461 now"]}))[0] > 0.5
+    assert (
+        model.predict(
+            pd.DataFrame({"text": ["WINNER!! Claim your free prize: call 09061701461 now"]})
+        )[0]
+        > 0.5
+    )
 
 
 def test_a_text_file_trains_and_counts_features(tmp_path):
@@ -118,18 +154,42 @@ def test_a_text_file_trains_and_counts_features(tmp_path):
     assert ds.X_train.max() == 1 and "prize" in ds.vectorizer.vocabulary_
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(f'{{"body": "{t}", "y": "{y}"}}\n' for t, y in DOCS))
-    ds = data.load(make_cfg("data=text", f"data.path={jsonl}", "data.text=body", "data.target=y",
-                            "data.features=hashing", "data.max_features=64").data, 0)
+    ds = data.load(
+        make_cfg(
+            "data=text",
+            f"data.path={jsonl}",
+            "data.text=body",
+            "data.target=y",
+            "data.features=hashing",
+            "data.max_features=64",
+        ).data,
+        0,
+    )
     assert ds.X_train.shape[1] == 64
 
 
-@pytest.mark.parametrize("rows, overrides, error", [
-    (DOCS, ("data.text=body",), r"data.text=body is not a column of .*: columns are \['text', 'label'\]"),
-    ([("", y) for _, y in DOCS], (), r"the text column text is empty in every row"),
-    ([(t, "ham") for t, _ in DOCS], (), r"a text target needs two distinct values: column label of .* has 1 \('ham'\)"),
-    (DOCS, ("data.text=label", "data.target=label"), r"data.text=label and data.target=label name the same column"),
-    (DOCS, ("data.min_df=100",), r"no features from the training documents .* data.min_df=100"),
-])
+@pytest.mark.parametrize(
+    "rows, overrides, error",
+    [
+        (
+            DOCS,
+            ("data.text=body",),
+            r"data.text=body is not a column of .*: columns are \['text', 'label'\]",
+        ),
+        ([("", y) for _, y in DOCS], (), r"the text column text is empty in every row"),
+        (
+            [(t, "ham") for t, _ in DOCS],
+            (),
+            r"a text target needs two distinct values: column label of .* has 1 \('ham'\)",
+        ),
+        (
+            DOCS,
+            ("data.text=label", "data.target=label"),
+            r"data.text=label and data.target=label name the same column",
+        ),
+        (DOCS, ("data.min_df=100",), r"no features from the training documents .* data.min_df=100"),
+    ],
+)
 def test_bad_text_files_are_refused_in_one_line(tmp_path, rows, overrides, error):
     path = write_docs(tmp_path / "docs.csv", rows)
     with pytest.raises(DataError) as err:
@@ -140,21 +200,30 @@ def test_bad_text_files_are_refused_in_one_line(tmp_path, rows, overrides, error
 def test_a_missing_text_value_in_a_jsonl_record_is_refused(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text('{"text": "hello", "label": "ham"}\n{"label": "spam"}\n')
-    with pytest.raises(DataError, match=r"the text column text holds no value in row 2; every row needs a text"):
+    with pytest.raises(
+        DataError, match=r"the text column text holds no value in row 2; every row needs a text"
+    ):
         data.load(make_cfg("data=text", f"data.path={path}").data, 0)
 
 
 def test_cli_refuses_bad_text_input_with_exit_2_and_leaves_the_store_untouched(tmp_path, store):
     bad = tmp_path / "latin1.csv"
-    bad.write_bytes("text,label\n".encode() + "".join(f"caf\xe9 {t},{y}\n" for t, y in DOCS).encode("latin-1"))
+    bad.write_bytes(
+        "text,label\n".encode() + "".join(f"caf\xe9 {t},{y}\n" for t, y in DOCS).encode("latin-1")
+    )
     before = store.read_bytes()
     p = cli(tmp_path, "data=text", f"data.path={bad}", store=store)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-    assert p.stderr.startswith(f"sweeper: error: data.path={bad} is not UTF-8 text (byte 0xe9 at offset 14)")
+    assert p.stderr.startswith(
+        f"sweeper: error: data.path={bad} is not UTF-8 text (byte 0xe9 at offset 14)"
+    )
     missing = tmp_path / "nope" / "SMSSpamCollection"
     p = cli(tmp_path, "data=sms", f"data.path={missing}", store=store)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-    assert f"data.path={missing} does not exist: download smsspamcollection.zip from https://archive.ics.uci.edu" in p.stderr
+    assert (
+        f"data.path={missing} does not exist: download smsspamcollection.zip from https://archive.ics.uci.edu"
+        in p.stderr
+    )
     assert store.read_bytes() == before
 
 
@@ -164,4 +233,5 @@ def test_mini_batches_of_sparse_features_are_refused_in_one_line(tmp_path, store
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "sweeper: error: batch_size=32 is not allowed with sparse text features (data.sparse=true): "
-        "expected batch_size=0 (full batch), or data.sparse=false"]
+        "expected batch_size=0 (full batch), or data.sparse=false"
+    ]

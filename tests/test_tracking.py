@@ -1,5 +1,6 @@
 """What a run sends to MLflow and what it keeps: thinned curves, the whole curves as an artifact, system
 metrics from the sampler (live on long runs), the store opened without a second probe."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -33,10 +34,15 @@ def test_thin_keeps_evenly_strided_samples_and_the_last(n, points, expected):
 
 
 def test_a_run_sends_at_most_curve_points_and_keeps_every_sample_as_an_artifact(tmp_path, store):
-    result = run_once(tmp_path, "epochs=3000", "log_every=10", "tracking.curve_points=40", store=store)
+    result = run_once(
+        tmp_path, "epochs=3000", "log_every=10", "tracking.curve_points=40", store=store
+    )
     c = client_for(store)
     history = sorted(c.get_metric_history(result["run_id"], "train_loss"), key=lambda m: m.step)
-    assert [m.step for m in history] == [*range(0, 3000, 80), 3000]  # the last point: the last epoch
+    assert [m.step for m in history] == [
+        *range(0, 3000, 80),
+        3000,
+    ]  # the last point: the last epoch
     local = c.download_artifacts(result["run_id"], "curves.npz", str(tmp_path))
     with np.load(local) as z:
         assert z["train_loss_steps"].tolist() == [*range(0, 3000, 10), 3000]
@@ -47,11 +53,17 @@ def test_a_run_sends_at_most_curve_points_and_keeps_every_sample_as_an_artifact(
 
 def test_a_run_shorter_than_one_sampling_interval_still_has_system_metrics(tmp_path, store):
     pytest.importorskip("psutil", reason="system metrics need psutil (the dev extra installs it)")
-    result = run_once(tmp_path, "epochs=50", "log_every=10", "tracking.system_metrics_min_s=0", store=store)
-    history = client_for(store).get_metric_history(result["run_id"], "system/cpu_utilization_percentage")
+    result = run_once(
+        tmp_path, "epochs=50", "log_every=10", "tracking.system_metrics_min_s=0", store=store
+    )
+    history = client_for(store).get_metric_history(
+        result["run_id"], "system/cpu_utilization_percentage"
+    )
     # ~0.05 s of work: shorter than one 0.5 s interval unless the machine is loaded (then it may get more samples)
     short = result["metrics"]["wall_time_s"] < 0.5
-    assert (len(history) == 1 if short else len(history) >= 1) and 0 <= history[0].value <= 100 * 1024
+    assert (len(history) == 1 if short else len(history) >= 1) and 0 <= history[
+        0
+    ].value <= 100 * 1024
 
 
 def test_the_sampler_logs_live_during_a_long_run_and_hands_back_the_rest(store):
@@ -61,14 +73,19 @@ def test_the_sampler_logs_live_during_a_long_run_and_hands_back_the_rest(store):
     run_id = tracking.start_run(c, tracking.experiment_id(c, "sampler", uri), "r", {})
     sampler = tracking.system_monitor(c, run_id, uri, interval=0.02, flush_every=0.1)
     deadline = time.monotonic() + 10
-    while not c.get_metric_history(run_id, "system/cpu_utilization_percentage") and time.monotonic() < deadline:
+    while (
+        not c.get_metric_history(run_id, "system/cpu_utilization_percentage")
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     live = len(c.get_metric_history(run_id, "system/cpu_utilization_percentage"))
     rest = tracking.stop(sampler)
     tracking.finish_run(c, run_id, {}, system=rest)
     history = c.get_metric_history(run_id, "system/cpu_utilization_percentage")
     assert live >= 1, "nothing was logged while the run was running"
-    assert sorted(m.step for m in history) == list(range(sampler.step)), "a sample was lost or sent twice"
+    assert sorted(m.step for m in history) == list(range(sampler.step)), (
+        "a sample was lost or sent twice"
+    )
     assert c.get_run(run_id).info.status == "FINISHED"
 
 
@@ -92,8 +109,10 @@ def test_curve_points_must_be_a_non_negative_integer(tmp_path, store):
     before = store.read_bytes()
     proc = cli(tmp_path, "tracking.curve_points=-1", store=store)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].endswith(
-        "tracking.curve_points=-1 is not allowed: expected an integer >= 0"
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .endswith("tracking.curve_points=-1 is not allowed: expected an integer >= 0")
     ), proc.stderr
     assert store.read_bytes() == before
 
@@ -107,7 +126,9 @@ def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_p
 
     db = tmp_path / "mlruns" / "mlflow.db"
     db.parent.mkdir()
-    db.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000)  # a WAL header, then junk
+    db.write_bytes(
+        b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000
+    )  # a WAL header, then junk
     assert not _is_wal_database(db)
     before = db.read_bytes()
     args = ["-m", "lr=0.001,0.005"] if multirun else []
@@ -137,7 +158,9 @@ def test_a_failing_monitor_is_dropped_and_the_others_keep_sampling(store, caplog
             pass
 
     sampler.monitors.append(Broken())
-    wait_for(lambda: not any(isinstance(m, Broken) for m in sampler.monitors), "the sampler's next pass")
+    wait_for(
+        lambda: not any(isinstance(m, Broken) for m in sampler.monitors), "the sampler's next pass"
+    )
     rest = tracking.stop(sampler)
     assert not any(isinstance(m, Broken) for m in sampler.monitors)
     assert "Broken dropped: RuntimeError: no such counter" in caplog.text
@@ -156,12 +179,28 @@ def _sweeps_at_once(tmp_path, n=4):
     logs = [tmp_path / f"output{i}.txt" for i in range(n)]
     procs = []
     for i, log in enumerate(logs):
-        with open(log, "w") as out:  # a file, not a pipe: a blocked writer could hold the store's lock
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "sweeper", "-m", "lr=0.001,0.005", "epochs=20", "log_every=10",
-                 f"tracking.uri=sqlite:///{db}", f"hydra.sweep.dir={tmp_path / f'sweep{i}'}"],
-                cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
-            ))
+        with open(
+            log, "w"
+        ) as out:  # a file, not a pipe: a blocked writer could hold the store's lock
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "sweeper",
+                        "-m",
+                        "lr=0.001,0.005",
+                        "epochs=20",
+                        "log_every=10",
+                        f"tracking.uri=sqlite:///{db}",
+                        f"hydra.sweep.dir={tmp_path / f'sweep{i}'}",
+                    ],
+                    cwd=tmp_path,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=dict(os.environ),
+                )
+            )
     return db, [(p.wait(timeout=600), log.read_text()) for p, log in zip(procs, logs)]
 
 
@@ -198,7 +237,9 @@ def test_store_creation_waits_for_the_lock_and_then_trusts_the_finished_store(tm
         waiter = threading.Thread(target=lambda: got.append(tracking.open_store(uri)))
         waiter.start()
         waiter.join(0.5)
-        assert waiter.is_alive() and not _is_wal_database(db), "the store was created under a held lock"
+        assert waiter.is_alive() and not _is_wal_database(db), (
+            "the store was created under a held lock"
+        )
         from mlflow import MlflowClient  # make the store as the lock holder (another process) would
 
         MlflowClient(tracking_uri=uri).search_experiments()
@@ -218,19 +259,28 @@ def test_a_tracking_folder_that_cannot_be_made_fails_in_one_line(tmp_path, multi
 
     (tmp_path / "afile").write_text("not a folder")
     db = tmp_path / "afile" / "mlflow.db"
-    monkeypatch.setattr(store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s"))
+    monkeypatch.setattr(
+        store, "client", lambda uri: pytest.fail(f"MLflow was handed {uri}: it retries ~100 s")
+    )
     with pytest.raises(tracking.TrackingError, match="is a file, not a folder"):
         tracking.open_store(f"sqlite:///{db}")
     proc = cli(tmp_path, *(["-m", "lr=0.001,0.005"] if multirun else []), "epochs=20", store=db)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
-    assert lines == [f"sweeper: error: tracking.uri=sqlite:///{db} cannot be used: {tmp_path / 'afile'} is a file, "
-                     "not a folder; choose a writable place for tracking.uri"], proc.stderr
-    assert not list(tmp_path.glob("*/*/result.json")) and not (tmp_path / "run" / "result.json").exists()
+    assert lines == [
+        f"sweeper: error: tracking.uri=sqlite:///{db} cannot be used: {tmp_path / 'afile'} is a file, "
+        "not a folder; choose a writable place for tracking.uri"
+    ], proc.stderr
+    assert (
+        not list(tmp_path.glob("*/*/result.json"))
+        and not (tmp_path / "run" / "result.json").exists()
+    )
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_an_unwritable_tracking_folder_is_refused_before_mlflow_touches_it(tmp_path, monkeypatch, existing):
+def test_an_unwritable_tracking_folder_is_refused_before_mlflow_touches_it(
+    tmp_path, monkeypatch, existing
+):
     """``chmod 555`` on the store's folder (or a read-only mount): os.access with the real uid says no.
     Simulated here, since root may write anywhere: the check must come before MLflow, which would retry
     "unable to open database file" for ~100 s."""
@@ -241,17 +291,30 @@ def test_an_unwritable_tracking_folder_is_refused_before_mlflow_touches_it(tmp_p
         tracking.open_store(f"sqlite:///{db}")
     before = sorted(p.name for p in db.parent.iterdir()) if existing else None
     real = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != tmp_path / ("mlruns" if existing else "")
-                        and real(p, mode, **kw))
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: (
+            Path(p) != tmp_path / ("mlruns" if existing else "") and real(p, mode, **kw)
+        ),
+    )
     import mlflow
 
-    monkeypatch.setattr(mlflow, "MlflowClient", lambda *a, **k: pytest.fail("MLflow was asked to open the store"))
+    monkeypatch.setattr(
+        mlflow, "MlflowClient", lambda *a, **k: pytest.fail("MLflow was asked to open the store")
+    )
     with pytest.raises(tracking.TrackingError) as err:
         tracking.open_store(f"sqlite:///{db}")
     folder = tmp_path / "mlruns" if existing else tmp_path
-    assert str(err.value) == (f"tracking.uri=sqlite:///{db} cannot be used: the folder {folder} is not writable; "
-                              "choose a writable place for tracking.uri")
-    assert (sorted(p.name for p in db.parent.iterdir()) == before) if existing else not db.parent.exists()
+    assert str(err.value) == (
+        f"tracking.uri=sqlite:///{db} cannot be used: the folder {folder} is not writable; "
+        "choose a writable place for tracking.uri"
+    )
+    assert (
+        (sorted(p.name for p in db.parent.iterdir()) == before)
+        if existing
+        else not db.parent.exists()
+    )
 
 
 def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
@@ -261,8 +324,9 @@ def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
     c = client_for(store)
     last = max(c.get_metric_history(result["run_id"], "val_loss"), key=lambda m: m.step)
     assert last.value == pytest.approx(result["metrics"]["val_mse"], rel=1e-3)
-    assert result["metrics"]["val_mse"] > 100  # diabetes' target is in the hundreds: the units matter
-
+    assert (
+        result["metrics"]["val_mse"] > 100
+    )  # diabetes' target is in the hundreds: the units matter
 
 
 def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
@@ -278,8 +342,11 @@ def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
     errors, ended = [], []
     for round_ in range(6):
         X = np.random.default_rng(round_).normal(size=(20, 3))
-        ds = tracking.dataset_inputs("d", "diabetes", {"train": (X, X[:, 0]), "validation": (X + 1, X[:, 0]),
-                                                       "test": (X + 2, X[:, 0])})
+        ds = tracking.dataset_inputs(
+            "d",
+            "diabetes",
+            {"train": (X, X[:, 0]), "validation": (X + 1, X[:, 0]), "test": (X + 2, X[:, 0])},
+        )
         runs = [tracking.start_run(c, exp, f"r{round_}-{i}", {}) for i in range(4)]
         barrier = threading.Barrier(len(runs))
 
@@ -305,32 +372,58 @@ def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
 
 # --- runs created in bulk (a batched group's members, on a SQL store) ---
 
+
 def _spec(name, **extra):
-    return {"name": name, "tags": {"device": "cpu", "mlflow.user": "someone", "note": "ü"}, "parent_run_id": None,
-            "params": {"lr": 0.01, "data.name": "iris"}, "start_time": None, **extra}
+    return {
+        "name": name,
+        "tags": {"device": "cpu", "mlflow.user": "someone", "note": "ü"},
+        "parent_run_id": None,
+        "params": {"lr": 0.01, "data.name": "iris"},
+        "start_time": None,
+        **extra,
+    }
 
 
 def test_runs_created_in_one_transaction_are_what_one_at_a_time_makes(store):
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("bulk", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "bulk", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     parent = records.start_run(c, experiment, "parent", {})
     assert bulk.creates_in_bulk(c)
-    one = c.get_run(records.start_run(c, experiment, "a", **{k: v for k, v in _spec("a", parent_run_id=parent).items()
-                                                              if k != "name"}))
-    ids = bulk.start_runs(c, experiment, [_spec("b", parent_run_id=parent), _spec("c", start_time=123)])
+    one = c.get_run(
+        records.start_run(
+            c,
+            experiment,
+            "a",
+            **{k: v for k, v in _spec("a", parent_run_id=parent).items() if k != "name"},
+        )
+    )
+    ids = bulk.start_runs(
+        c, experiment, [_spec("b", parent_run_id=parent), _spec("c", start_time=123)]
+    )
     b, c2 = (c.get_run(i) for i in ids)
     for run in (b, c2):
         assert run.info.status == "RUNNING" and run.info.lifecycle_stage == "active"
-        assert run.info.experiment_id == one.info.experiment_id and run.info.user_id == one.info.user_id == "someone"
-        assert run.info.artifact_uri == one.info.artifact_uri.replace(one.info.run_id, run.info.run_id)
+        assert (
+            run.info.experiment_id == one.info.experiment_id
+            and run.info.user_id == one.info.user_id == "someone"
+        )
+        assert run.info.artifact_uri == one.info.artifact_uri.replace(
+            one.info.run_id, run.info.run_id
+        )
         assert run.data.params == one.data.params
-    assert {k: v for k, v in b.data.tags.items() if k != "mlflow.runName"} == \
-        {k: v for k, v in one.data.tags.items() if k != "mlflow.runName"}
+    assert {k: v for k, v in b.data.tags.items() if k != "mlflow.runName"} == {
+        k: v for k, v in one.data.tags.items() if k != "mlflow.runName"
+    }
     assert b.info.run_name == b.data.tags["mlflow.runName"] == "b" and c2.info.start_time == 123
     assert abs(b.info.start_time - one.info.start_time) < 60_000
-    assert state.current().runs[ids[0]] == (b.info.artifact_uri, experiment)  # the writer finds its artifact folder
+    assert state.current().runs[ids[0]] == (
+        b.info.artifact_uri,
+        experiment,
+    )  # the writer finds its artifact folder
     records.finish_run(c, ids[0], {"val_mse": 1.0})  # and the run ends as any other
     assert c.get_run(ids[0]).info.status == "FINISHED"
 
@@ -341,7 +434,9 @@ def test_runs_created_in_bulk_are_all_or_none(store):
     from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("bulk", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "bulk", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     bad = _spec("bad")
     bad["params"] = {"x" * 300: 1}  # a key MLflow refuses
     with pytest.raises(MlflowException):
@@ -356,10 +451,13 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
     monkeypatch.setenv("SWEEPER_HEARTBEAT_S", "0.05")
     uri = f"sqlite:///{store}"
     c = tracking.client(uri)
-    experiment = c.create_experiment("beats", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "beats", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     runs = TrackedRun.start_many(uri, c, experiment, [_spec(n) for n in "abc"])
     heart = runs[0]._heart
     assert all(r._heart is heart for r in runs)  # one thread for the group
+
     def beats() -> dict[str, str]:
         return {r.run_id: c.get_run(r.run_id).data.tags[HEARTBEAT] for r in runs}
 
@@ -369,10 +467,14 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
         return beats()
 
     runs[0].stop_heartbeat()
-    next_beat("the others' next beat")  # the others still beat; one under way when the first run left may name it
+    next_beat(
+        "the others' next beat"
+    )  # the others still beat; one under way when the first run left may name it
     ended = next_beat("the others' beat after that")[runs[0].run_id]  # no later one does
     next_beat("a third beat of the others")
-    assert c.get_run(runs[0].run_id).data.tags[HEARTBEAT] == ended  # the one that ended beats no more
+    assert (
+        c.get_run(runs[0].run_id).data.tags[HEARTBEAT] == ended
+    )  # the one that ended beats no more
     assert heart._thread.is_alive()
     for r in runs[1:]:
         r.stop_heartbeat()
@@ -383,7 +485,9 @@ def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_the
     from sweeper.tracking import bulk
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("ends", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "ends", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     a, b, keep, ref = bulk.start_runs(c, experiment, [_spec(n) for n in "abcd"])
     c.set_tag(a, "failure_reason", "an earlier reason")  # replaced, not doubled
     bulk.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
@@ -392,12 +496,21 @@ def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_the
     ra, rb, rk, rr = (c.get_run(i) for i in (a, b, keep, ref))
     assert (ra.info.status, ra.data.tags["failure_reason"]) == ("KILLED", "sweep interrupted")
     assert (rb.info.status, rb.data.tags["failure_reason"]) == ("FAILED", "orphaned: its job died")
-    assert rb.data.tags == {**rr.data.tags, "mlflow.runName": "b"} and rb.info.end_time and rr.info.end_time
+    assert (
+        rb.data.tags == {**rr.data.tags, "mlflow.runName": "b"}
+        and rb.info.end_time
+        and rr.info.end_time
+    )
     assert abs(rb.info.end_time - rr.info.end_time) < 60_000
-    assert rk.info.status == "RUNNING" and "failure_reason" not in rk.data.tags and rk.info.end_time is None
+    assert (
+        rk.info.status == "RUNNING"
+        and "failure_reason" not in rk.data.tags
+        and rk.info.end_time is None
+    )
 
 
 # --- runs ended in bulk (the writer process, on a SQL store) ---
+
 
 def _end(X, tmp_path, n):
     """finish_run's arguments for a run of ours: final metrics, curves, system samples, params, tags, data sets,
@@ -406,19 +519,40 @@ def _end(X, tmp_path, n):
 
     artifact = tmp_path / f"curves{n}.txt"
     artifact.write_text("0 1 2")
-    ds = tracking.dataset_inputs("d", "diabetes", {"training": (X, X[:, 0]), "validation": (X + 1, X[:, 0])})
-    return dict(metrics={"val_mse": 2.5, "train_time_s": 0.01, "test_mae": float("nan"), "big": float("inf")},
-                curves={"train_loss": (list(range(0, 300, 3)) + [300, 300], [1.0 / (i + 1) for i in range(102)])},
-                system=[Metric("system/cpu_utilization_percentage", 50.0 + i, 1000 * i, i) for i in range(3)],
-                params={"lr": 0.01, "depth": 2}, tags={"note": "ü", "sweeper.status": "FINISHED", "long": "x" * 9000},
-                datasets=ds, artifacts=[artifact], curve_points=20)
+    ds = tracking.dataset_inputs(
+        "d", "diabetes", {"training": (X, X[:, 0]), "validation": (X + 1, X[:, 0])}
+    )
+    return dict(
+        metrics={
+            "val_mse": 2.5,
+            "train_time_s": 0.01,
+            "test_mae": float("nan"),
+            "big": float("inf"),
+        },
+        curves={
+            "train_loss": (list(range(0, 300, 3)) + [300, 300], [1.0 / (i + 1) for i in range(102)])
+        },
+        system=[
+            Metric("system/cpu_utilization_percentage", 50.0 + i, 1000 * i, i) for i in range(3)
+        ],
+        params={"lr": 0.01, "depth": 2},
+        tags={"note": "ü", "sweeper.status": "FINISHED", "long": "x" * 9000},
+        datasets=ds,
+        artifacts=[artifact],
+        curve_points=20,
+    )
 
 
 def _record(c, run_id):
     run = c.get_run(run_id)
-    history = {k: [(m.step, repr(m.value)) for m in c.get_metric_history(run_id, k)] for k in run.data.metrics}
-    inputs = sorted((d.dataset.name, d.dataset.digest, tuple((t.key, t.value) for t in d.tags))
-                    for d in run.inputs.dataset_inputs)
+    history = {
+        k: [(m.step, repr(m.value)) for m in c.get_metric_history(run_id, k)]
+        for k in run.data.metrics
+    }
+    inputs = sorted(
+        (d.dataset.name, d.dataset.digest, tuple((t.key, t.value) for t in d.tags))
+        for d in run.inputs.dataset_inputs
+    )
     tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.runName"}
     metrics = {k: repr(v) for k, v in run.data.metrics.items()}  # nan == nan
     return run.info.status, metrics, run.data.params, tags, history, inputs
@@ -433,30 +567,42 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("ends", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "ends", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     X = np.random.default_rng(0).normal(size=(20, 3))
     ref, a, b = bulk.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
     for run_id in (ref, a, b):
         c.set_tag(run_id, "sweeper.status", "RUNNING")
-        c.log_metric(run_id, "big", 1.0, step=5)  # a latest value the last batch replaces (step 0 < 5: kept)
+        c.log_metric(
+            run_id, "big", 1.0, step=5
+        )  # a latest value the last batch replaces (step 0 < 5: kept)
     records.finish_run(c, ref, **_end(X, tmp_path, 0))
     assert bulk.ends_in_bulk(c, [_end(X, tmp_path, 1)])
-    bulk.finish_runs(c, [(a, _end(X, tmp_path, 1)), (b, {**_end(X, tmp_path, 2), "status": "FAILED"})])
+    bulk.finish_runs(
+        c, [(a, _end(X, tmp_path, 1)), (b, {**_end(X, tmp_path, 2), "status": "FAILED"})]
+    )
     want = _record(c, ref)
-    assert want[0] == "FINISHED" and want[1]["big"] == "1.0" and 10 < len(want[4]["train_loss"]) <= 21
+    assert (
+        want[0] == "FINISHED" and want[1]["big"] == "1.0" and 10 < len(want[4]["train_loss"]) <= 21
+    )
     assert len(want[3]["long"]) < 9000 and want[2]["lr"] == "0.01"
     assert _record(c, a) == want
     assert _record(c, b) == ("FAILED", *want[1:])
     from mlflow.store.tracking.dbmodels.models import SqlDataset
 
     with bulk.sql_store(c).ManagedSessionMaker() as session:
-        assert session.query(SqlDataset).count() == 2  # training and validation, made once for the three runs
+        assert (
+            session.query(SqlDataset).count() == 2
+        )  # training and validation, made once for the three runs
     artifacts = {f.path for f in c.list_artifacts(a)}
     assert artifacts == {"curves1.txt"}
     # a param logged before with another value: nothing of the batch is written
     d, e = bulk.start_runs(c, experiment, [_spec("d"), _spec("e")])
     with pytest.raises(MlflowException, match="Changing param values"):
-        bulk.finish_runs(c, [(d, _end(X, tmp_path, 3)), (e, {**_end(X, tmp_path, 4), "params": {"lr": 0.5}})])
+        bulk.finish_runs(
+            c, [(d, _end(X, tmp_path, 3)), (e, {**_end(X, tmp_path, 4), "params": {"lr": 0.5}})]
+        )
     assert [c.get_run(i).info.status for i in (d, e)] == ["RUNNING", "RUNNING"]
     assert c.get_run(d).data.metrics == {}
     assert not bulk.ends_in_bulk(c, [{"models": {"model": tmp_path}}])
@@ -468,24 +614,35 @@ def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_
     from sweeper.tracking import bulk, records
 
     c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment("children", artifact_location=(store.parent / "artifacts").as_uri())
+    experiment = c.create_experiment(
+        "children", artifact_location=(store.parent / "artifacts").as_uri()
+    )
     parent, other = (records.start_run(c, experiment, n, {}) for n in ("parent", "other"))
     X = np.random.default_rng(0).normal(size=(20, 3))
     ids = bulk.start_runs(c, experiment, [_spec(n, parent_run_id=parent) for n in "abcd"])
     bulk.start_runs(c, experiment, [_spec("elsewhere", parent_run_id=other)])
-    bulk.finish_runs(c, [(ids[0], _end(X, tmp_path, 0)), (ids[1], {**_end(X, tmp_path, 1), "status": "FAILED"})])
+    bulk.finish_runs(
+        c, [(ids[0], _end(X, tmp_path, 0)), (ids[1], {**_end(X, tmp_path, 1), "status": "FAILED"})]
+    )
     model = c.create_logged_model(experiment, "model", ids[0])
     c.log_outputs(ids[0], [LoggedModelOutput(model.model_id, step=0)])
     c.delete_run(ids[3])  # deleted: not a child any more
 
     def seen(r):
-        return (r.info.to_proto().SerializeToString(), r.data.metrics.keys(), r.data.params, r.data.tags,
-                r.inputs.to_proto().SerializeToString(), [o.model_id for o in r.outputs.model_outputs])
+        return (
+            r.info.to_proto().SerializeToString(),
+            r.data.metrics.keys(),
+            r.data.params,
+            r.data.tags,
+            r.inputs.to_proto().SerializeToString(),
+            [o.model_id for o in r.outputs.model_outputs],
+        )
 
     want = tracking.search(c, [experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
     got = bulk.child_runs(c, [experiment], parent)
     assert [r.info.run_id for r in got] == [r.info.run_id for r in want] and len(got) == 3
     assert [seen(r) for r in got] == [seen(r) for r in want]
-    assert [{k: repr(v) for k, v in r.data.metrics.items()} for r in got] == \
-        [{k: repr(v) for k, v in r.data.metrics.items()} for r in want]  # NaN as NaN
+    assert [{k: repr(v) for k, v in r.data.metrics.items()} for r in got] == [
+        {k: repr(v) for k, v in r.data.metrics.items()} for r in want
+    ]  # NaN as NaN
     assert model.model_id in seen(next(r for r in got if r.info.run_id == ids[0]))[5]

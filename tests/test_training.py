@@ -1,4 +1,5 @@
 """Training behaviour: XOR is learned, runs are deterministic, divergence and early stopping are handled."""
+
 import math
 import os
 import signal
@@ -14,7 +15,9 @@ from sweeper.job.metrics import TIMINGS
 
 
 def test_xor_is_learned(tmp_path, store):
-    result = run_once(tmp_path, "data=xor", "depth=1", "width=4", "lr=0.5", "epochs=2000", store=store)
+    result = run_once(
+        tmp_path, "data=xor", "depth=1", "width=4", "lr=0.5", "epochs=2000", store=store
+    )
     assert result["status"] == "FINISHED"
     assert result["metrics"]["test_accuracy"] == 1.0
     assert result["metrics"]["test_log_loss"] < 0.1
@@ -44,19 +47,34 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, store):
     assert result["status"] == "FAILED"
     assert result["reason"].startswith("diverged at epoch ")
     epoch = int(result["reason"].split()[-1])
-    assert 0 < epoch < 100000 // MAX_CHECKS  # stopped within the first segment, not after 100k epochs
+    assert (
+        0 < epoch < 100000 // MAX_CHECKS
+    )  # stopped within the first segment, not after 100k epochs
     assert result["metrics"]["epochs_run"] == epoch
     assert "test_mse" not in result["metrics"]
     run = client_for(store).get_run(result["run_id"])  # the store says so too, not FINISHED
     assert run.info.status == "FAILED" and run.data.tags["failure_reason"] == result["reason"]
 
 
-@pytest.mark.parametrize("event,status,reason", [
-    (lambda: os.kill(os.getpid(), signal.SIGINT), "KILLED", "interrupted (Ctrl-C)"),  # Ctrl-C in the middle
-    (lambda: 1 / 0, "FAILED", "ZeroDivisionError: division by zero"),  # a bug in the compute half
-], ids=["ctrl-c", "error"])
-def test_a_run_interrupted_or_broken_while_training_is_recorded_killed_or_failed(tmp_path, store, monkeypatch, event,
-                                                                                  status, reason):
+@pytest.mark.parametrize(
+    "event,status,reason",
+    [
+        (
+            lambda: os.kill(os.getpid(), signal.SIGINT),
+            "KILLED",
+            "interrupted (Ctrl-C)",
+        ),  # Ctrl-C in the middle
+        (
+            lambda: 1 / 0,
+            "FAILED",
+            "ZeroDivisionError: division by zero",
+        ),  # a bug in the compute half
+    ],
+    ids=["ctrl-c", "error"],
+)
+def test_a_run_interrupted_or_broken_while_training_is_recorded_killed_or_failed(
+    tmp_path, store, monkeypatch, event, status, reason
+):
     """The single run's path (record ∘ compute): the run in the store ends KILLED or FAILED with the reason, its
     result.json says the same; the interruption reaches the caller, an error is the run's (FAILED, one line, the
     caller goes on: a sweep's next job runs)."""
@@ -79,7 +97,9 @@ def test_a_run_interrupted_or_broken_while_training_is_recorded_killed_or_failed
     (run,) = all_runs(store)
     # an error's reason names the line that raised it (here this file's lambda: code outside sweeper)
     assert run.info.status == status and run.data.tags["failure_reason"].startswith(reason)
-    assert run.data.params["epochs"] == "50" and not any(k.startswith("test_") for k in run.data.metrics)
+    assert run.data.params["epochs"] == "50" and not any(
+        k.startswith("test_") for k in run.data.metrics
+    )
     kept = json.loads((tmp_path / "job" / "result.json").read_text())
     assert kept["status"] == status and kept["reason"] == run.data.tags["failure_reason"]
 
@@ -103,8 +123,16 @@ def _fit(epochs, log_every, patience=0, lr=0.05):
     model = models.build(cfg, ds.n_features, ds.task, backend)
     CountingBackend.copies = 0
     fit = models.train(
-        backend, model, ds.X_train, ds.y_train, ds.X_val, ds.y_val,
-        lr=lr, epochs=epochs, log_every=log_every, patience=patience,
+        backend,
+        model,
+        ds.X_train,
+        ds.y_train,
+        ds.X_val,
+        ds.y_val,
+        lr=lr,
+        epochs=epochs,
+        log_every=log_every,
+        patience=patience,
     )
     return fit, model, ds
 
@@ -112,7 +140,9 @@ def _fit(epochs, log_every, patience=0, lr=0.05):
 def test_loss_leaves_the_device_a_bounded_number_of_times():
     fit, _, _ = _fit(epochs=5000, log_every=10)
     assert len(fit.steps) == len(fit.train_loss) == len(fit.val_loss) == 501
-    assert fit.steps[1] - fit.steps[0] == 10 and fit.steps[-2] == 4990 and fit.steps[-1] == 5000  # ends at the end
+    assert (
+        fit.steps[1] - fit.steps[0] == 10 and fit.steps[-2] == 4990 and fit.steps[-1] == 5000
+    )  # ends at the end
     assert CountingBackend.copies <= MAX_CHECKS  # not per epoch, not per log point
     assert fit.train_loss[-1] < fit.train_loss[0]
 
@@ -135,7 +165,9 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     from sweeper.models.mlp import MLP, init_params
     from sweeper.base.backend import resolve
 
-    mlp_module = importlib.import_module("sweeper.models.mlp")  # MLP.full_batch builds its FullBatch there
+    mlp_module = importlib.import_module(
+        "sweeper.models.mlp"
+    )  # MLP.full_batch builds its FullBatch there
 
     used = []
 
@@ -154,7 +186,12 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
         model = MLP(np, init_params([20, 64, 64, 1], "tanh", 0, "float64"), "tanh", "regression")
         fits.append(models.train(backend, model, X, y, Xv, yv, lr=0.05, epochs=200, log_every=10))
         models_.append(model)
-    assert used == [2, 2, 1, 1]  # train and validation batches: blocks with the CPU backend's policy only
+    assert used == [
+        2,
+        2,
+        1,
+        1,
+    ]  # train and validation batches: blocks with the CPU backend's policy only
     np.testing.assert_allclose(fits[0].train_loss, fits[1].train_loss, rtol=1e-10)
     np.testing.assert_allclose(fits[0].val_loss, fits[1].val_loss, rtol=1e-10)
     assert fits[0].train_loss[-1] < 0.5 * fits[0].train_loss[0]
@@ -169,8 +206,18 @@ def _diabetes_fit(depth, lr, epochs, log_every, patience=0, backend=None):
     ds = data.load(cfg.data, 0)
     backend = backend or Backend("cpu", np)
     model = models.build(cfg, ds.n_features, ds.task, backend)
-    fit = models.train(backend, model, ds.X_train, ds.y_train, ds.X_val, ds.y_val,
-                       lr=lr, epochs=epochs, log_every=log_every, patience=patience)
+    fit = models.train(
+        backend,
+        model,
+        ds.X_train,
+        ds.y_train,
+        ds.X_val,
+        ds.y_val,
+        lr=lr,
+        epochs=epochs,
+        log_every=log_every,
+        patience=patience,
+    )
     return fit, model, ds
 
 
@@ -192,7 +239,9 @@ def test_a_loss_that_explodes_after_the_last_sample_is_divergence_too(tmp_path, 
 
     fit, model, ds = _diabetes_fit(depth=0, lr=0.3, epochs=40, log_every=39)
     assert fit.diverged_at is None and fit.steps.tolist() == [0, 39, 40]
-    assert fit.train_loss.max() < EXPLODED * fit.train_loss[0] < float(model.loss(ds.X_val, ds.y_val))
+    assert (
+        fit.train_loss.max() < EXPLODED * fit.train_loss[0] < float(model.loss(ds.X_val, ds.y_val))
+    )
     result = run_once(tmp_path, "depth=0", "lr=0.3", "epochs=40", "log_every=39", store=store)
     assert (result["status"], result["reason"]) == ("FAILED", "diverged at epoch 40")
     assert not any(k.startswith(("val_", "test_")) for k in result["metrics"])
@@ -227,8 +276,10 @@ def test_the_leaderboard_never_names_a_non_finite_or_failed_run_best():
 
     def run(name, status, val):
         metrics = {"val_mse": val} if val is not None else {}
-        return SimpleNamespace(info=SimpleNamespace(run_name=name, status=status, run_id=name, start_time=0),
-                               data=SimpleNamespace(metrics=metrics, params={"lr": name}, tags={}))
+        return SimpleNamespace(
+            info=SimpleNamespace(run_name=name, status=status, run_id=name, start_time=0),
+            data=SimpleNamespace(metrics=metrics, params={"lr": name}, tags={}),
+        )
 
     assert build([run("a", "FINISHED", math.inf), run("b", "FAILED", 1.0)]).best is None
     assert build([run("a", "FAILED", 1.0), run("b", "FINISHED", None)]).best is None
@@ -253,13 +304,22 @@ def test_the_loss_history_is_bounded_whatever_epochs_is(caplog):
     stride, so this diverging run stops at the second check (sample 1)."""
     from sweeper.models.train import MAX_SAMPLES, sample_stride
 
-    fit, _, _ = _diabetes_fit(depth=0, lr=5, epochs=10**9, log_every=1, patience=10**8, backend=Backend("cpu", BoundedNumpy()))
+    fit, _, _ = _diabetes_fit(
+        depth=0,
+        lr=5,
+        epochs=10**9,
+        log_every=1,
+        patience=10**8,
+        backend=Backend("cpu", BoundedNumpy()),
+    )
     stride = 10**9 // MAX_SAMPLES
     assert fit.diverged_at == stride and fit.steps.tolist() == [0, stride]
     notes = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert notes == [f"log_every=1 with epochs=1000000000 would keep 1000000000 loss samples: sampling every "
-                     f"10000 epochs instead (at most {MAX_SAMPLES})"]
-    assert sample_stride(10**12, 50) == 10**7 and -(-10**12 // 10**7) <= MAX_SAMPLES
+    assert notes == [
+        f"log_every=1 with epochs=1000000000 would keep 1000000000 loss samples: sampling every "
+        f"10000 epochs instead (at most {MAX_SAMPLES})"
+    ]
+    assert sample_stride(10**12, 50) == 10**7 and -(-(10**12) // 10**7) <= MAX_SAMPLES
     assert sample_stride(5000, 50) == 50 and sample_stride(1, 50) == 50 and sample_stride(3, 3) == 2
 
 
@@ -272,10 +332,16 @@ def test_a_log_every_past_the_epochs_warns_and_still_draws_a_curve(tmp_path, sto
         result = run_once(tmp_path, "epochs=50", "log_every=1000", store=store)
     assert result["status"] == "FINISHED" and result["config"]["log_every"] == 1000
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings == ["log_every=1000 is not below epochs=50, which would sample the loss once: "
-                        "sampling every 25 epochs instead (2 samples)"]
+    assert warnings == [
+        "log_every=1000 is not below epochs=50, which would sample the loss once: "
+        "sampling every 25 epochs instead (2 samples)"
+    ]
     with np.load(tmp_path / "job" / "curves.npz") as z:
-        assert z["train_loss_steps"].tolist() == [0, 25, 50] and z["val_loss_steps"].tolist() == [0, 25, 50]
+        assert z["train_loss_steps"].tolist() == [0, 25, 50] and z["val_loss_steps"].tolist() == [
+            0,
+            25,
+            50,
+        ]
 
 
 def test_an_exploding_run_exits_1_with_one_line_and_no_predictions(tmp_path, store):
@@ -285,8 +351,11 @@ def test_an_exploding_run_exits_1_with_one_line_and_no_predictions(tmp_path, sto
     proc = cli(tmp_path, "data=diabetes", "depth=1", "lr=0.5", "epochs=200", store=store)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("sweeper: run ") and lines[0].endswith(
-        " FAILED: diverged at epoch 50"), proc.stderr
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("sweeper: run ")
+        and lines[0].endswith(" FAILED: diverged at epoch 50")
+    ), proc.stderr
     assert not (tmp_path / "run" / "test_predictions.csv").exists()
 
 
@@ -301,7 +370,9 @@ def test_a_sweep_of_exploding_runs_names_no_best(tmp_path, store):
     c = client_for(store)
     runs = [r for e in c.search_experiments() for r in c.search_runs([e.experiment_id])]
     kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert [(r.info.status, r.data.tags["failure_reason"]) for r in kids] == [("FAILED", "diverged at epoch 50")] * 2
+    assert [(r.info.status, r.data.tags["failure_reason"]) for r in kids] == [
+        ("FAILED", "diverged at epoch 50")
+    ] * 2
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     assert "best_run_id" not in parent.data.tags and "best_val_mse" not in parent.data.metrics
 
@@ -311,16 +382,40 @@ def test_the_hosts_reading_of_segments_keeps_the_best_before_a_divergence_and_cu
     divergence, the weights measured there with patience, the curve cut at the diverged sample, the last point."""
     from sweeper.models.train import _Reading
 
-    curves = (np.zeros(6), np.zeros(6))  # the device's samples: only their count is read here (take gets copies)
+    curves = (
+        np.zeros(6),
+        np.zeros(6),
+    )  # the device's samples: only their count is read here (take gets copies)
     r = _Reading(None, curves, log_every=10, patience=5)
-    assert not r.take(np.array([[4.0, 3.0], [5.0, 2.0]]), 0, False, "w@10")  # samples at epochs 0, 10
+    assert not r.take(
+        np.array([[4.0, 3.0], [5.0, 2.0]]), 0, False, "w@10"
+    )  # samples at epochs 0, 10
     assert (r.best_val, r.best_epoch, r.best_params) == (2.0, 10, "w@10")
-    assert r.take(np.array([[2.0, np.nan, 1.0], [1.5, 0.5, 0.1]]), 2, False, "w@40")  # epochs 20, 30 (NaN), 40
-    assert r.diverged_at == 30 and r.seen[-1].shape == (2, 2)  # kept up to the diverged sample, not past it
-    assert (r.best_val, r.best_epoch, r.best_params) == (1.5, 20, "w@40")  # not the 0.5 of the diverged sample
-    assert list(r.finish(30, None)) == [0, 10, 20, 30]  # a diverged run gets no last point: no pass samples it
+    assert r.take(
+        np.array([[2.0, np.nan, 1.0], [1.5, 0.5, 0.1]]), 2, False, "w@40"
+    )  # epochs 20, 30 (NaN), 40
+    assert r.diverged_at == 30 and r.seen[-1].shape == (
+        2,
+        2,
+    )  # kept up to the diverged sample, not past it
+    assert (r.best_val, r.best_epoch, r.best_params) == (
+        1.5,
+        20,
+        "w@40",
+    )  # not the 0.5 of the diverged sample
+    assert list(r.finish(30, None)) == [
+        0,
+        10,
+        20,
+        30,
+    ]  # a diverged run gets no last point: no pass samples it
 
     done = _Reading(None, curves, log_every=10, patience=0)
-    assert not done.take(np.array([[4.0, 3.0, 2.5], [5.0, 4.0, 1.0]]), 0, True, None)  # its last column: the end
+    assert not done.take(
+        np.array([[4.0, 3.0, 2.5], [5.0, 4.0, 1.0]]), 0, True, None
+    )  # its last column: the end
     assert done.last.tolist() == [[2.5], [1.0]] and done.seen[-1].shape == (2, 2)
-    assert list(done.finish(25, None)) == [0, 10, 25] and (done.best_val, done.best_epoch) == (1.0, 25)
+    assert list(done.finish(25, None)) == [0, 10, 25] and (done.best_val, done.best_epoch) == (
+        1.0,
+        25,
+    )

@@ -1,4 +1,5 @@
 """sweeper.upload: result.json read in one line, a retry that duplicates nothing, another store, an interrupted upload."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,17 +22,30 @@ def _pending(tmp_path: Path, store: Path) -> Path:
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
     (sweep_dir / "sweep.json").write_text(json.dumps({"parents": [], "n_jobs": 1, "swept": ["lr"]}))
-    run(make_cfg("lr=0.01", *FAST_ARGS, "tracking.log_model=false", store=store),
-        JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir))
+    run(
+        make_cfg("lr=0.01", *FAST_ARGS, "tracking.log_model=false", store=store),
+        JobContext(output_dir=sweep_dir / "0", overrides=["lr=0.01"], sweep_dir=sweep_dir),
+    )
     path = sweep_dir / "0" / "result.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True, "run_id": None}))
+    path.write_text(
+        json.dumps({**json.loads(path.read_text()), "pending_upload": True, "run_id": None})
+    )
     return sweep_dir
 
 
-@pytest.mark.parametrize("edit, error", [(lambda r: "{", "cannot be read (JSONDecodeError"),
-                                         (lambda r: {**r, "metrics": {**r["metrics"], "val_mse": "high"}},
-                                          'its metric val_mse is "high", expected a number')])
-def test_upload_of_a_malformed_result_json_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        (lambda r: "{", "cannot be read (JSONDecodeError"),
+        (
+            lambda r: {**r, "metrics": {**r["metrics"], "val_mse": "high"}},
+            'its metric val_mse is "high", expected a number',
+        ),
+    ],
+)
+def test_upload_of_a_malformed_result_json_is_one_line_and_starts_no_run(
+    tmp_path, store, capsys, edit, error
+):
     """Before: a traceback, and a non-numeric metric left the uploaded run RUNNING."""
     import json
 
@@ -47,7 +61,9 @@ def test_upload_of_a_malformed_result_json_is_one_line_and_starts_no_run(tmp_pat
     assert len(all_runs(store)) == before
 
 
-def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, store, capsys, monkeypatch):
+def test_upload_retried_after_a_failure_does_not_duplicate_the_run(
+    tmp_path, store, capsys, monkeypatch
+):
     """Before: a retry after a failed (disk full) upload made a second run: 5 FINISHED runs for 4 jobs."""
     from sweeper import upload
 
@@ -60,15 +76,20 @@ def test_upload_retried_after_a_failure_does_not_duplicate_the_run(tmp_path, sto
     monkeypatch.setattr(tracking, "finish_run", full)
     assert upload.main([str(sweep_dir)]) == 2
     (half,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
-    assert half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]  # not RUNNING
+    assert (
+        half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]
+    )  # not RUNNING
     monkeypatch.setattr(tracking, "finish_run", real)
     assert upload.main([str(sweep_dir)]) == 0
     uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
-    assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[0].info.run_id != half.info.run_id
+    assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[
+        0
+    ].info.run_id != half.info.run_id
 
 
-def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for_its_own(tmp_path, store, capsys,
-                                                                                          _template_store):
+def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for_its_own(
+    tmp_path, store, capsys, _template_store
+):
     """Before: upload --tracking-uri of another, new store logged the runs as top-level runs, failed on the parent that
     lives in the sweep's own store (exit 2) and had marked every result.json uploaded: a later upload to the sweep's
     own store said there was nothing to upload."""
@@ -84,7 +105,9 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     (p,) = state["parents"]
     for i in range(2):
         run_job(jobs, sweep_dir, i)
-        path = sweep_dir / str(i) / "result.json"  # as a store that failed at the run's end leaves it
+        path = (
+            sweep_dir / str(i) / "result.json"
+        )  # as a store that failed at the run's end leaves it
         path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True}))
     (tmp_path / "other").mkdir()
     other = copy_store(_template_store, tmp_path / "other")  # a new, empty store
@@ -96,29 +119,62 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     there = [r for r in all_runs(other) if r.info.lifecycle_stage == "active"]
     (parent,) = [r for r in there if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in there if "mlflow.parentRunId" in r.data.tags]
-    assert len(children) == 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
-    assert parent.info.status == "FINISHED" and parent.data.tags["parent_in_own_store"].startswith(p["run_id"])
-    original = client_for(store).get_run(p["run_id"]).data.tags  # before: no sweep_argv (advise had no next command)
-    assert [parent.data.tags.get(k) for k in ("sweep_argv", "sweeper")] == [original["sweep_argv"], original["sweeper"]]
-    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0  # again: nothing new there
+    assert len(children) == 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {
+        parent.info.run_id
+    }
+    assert parent.info.status == "FINISHED" and parent.data.tags["parent_in_own_store"].startswith(
+        p["run_id"]
+    )
+    original = (
+        client_for(store).get_run(p["run_id"]).data.tags
+    )  # before: no sweep_argv (advise had no next command)
+    assert [parent.data.tags.get(k) for k in ("sweep_argv", "sweeper")] == [
+        original["sweep_argv"],
+        original["sweeper"],
+    ]
+    assert (
+        upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
+    )  # again: nothing new there
     assert "nothing to upload" in capsys.readouterr().out and len(all_runs(other)) == len(there)
 
-    assert upload.main([str(sweep_dir)]) == 0  # the sweep's own store: both are still pending for it
+    assert (
+        upload.main([str(sweep_dir)]) == 0
+    )  # the sweep's own store: both are still pending for it
     assert capsys.readouterr().out.count("uploaded as run") == 2
-    own = client_for(store).search_runs([p["experiment_id"]], f"tags.mlflow.parentRunId = '{p['run_id']}' and tags.uploaded_from != ''")
+    own = client_for(store).search_runs(
+        [p["experiment_id"]],
+        f"tags.mlflow.parentRunId = '{p['run_id']}' and tags.uploaded_from != ''",
+    )
     assert len(own) == 2 and {r.info.status for r in own} == {"FINISHED"}
     assert upload.main([str(sweep_dir)]) == 0 and "nothing to upload" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("edit, error", [
-    (lambda r: {k: v for k, v in r.items() if k != "config"}, "its config is null, expected dict"),
-    (lambda r: {k: v for k, v in r.items() if k != "fingerprint"}, "its fingerprint is null, expected str"),
-    (lambda r: {**r, "device": 7}, "its device is 7, expected str"),
-    (lambda r: {**r, "status": "BOGUS"}, 'its status is "BOGUS", expected one of FINISHED, FAILED, KILLED'),
-    (lambda r: {**r, "artifacts": None}, "its artifacts is null, expected"),
-    (lambda r: {**r, "pending_upload": "yes"}, 'its pending_upload is "yes", expected true or false'),
-])
-def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_run(tmp_path, store, capsys, edit, error):
+@pytest.mark.parametrize(
+    "edit, error",
+    [
+        (
+            lambda r: {k: v for k, v in r.items() if k != "config"},
+            "its config is null, expected dict",
+        ),
+        (
+            lambda r: {k: v for k, v in r.items() if k != "fingerprint"},
+            "its fingerprint is null, expected str",
+        ),
+        (lambda r: {**r, "device": 7}, "its device is 7, expected str"),
+        (
+            lambda r: {**r, "status": "BOGUS"},
+            'its status is "BOGUS", expected one of FINISHED, FAILED, KILLED',
+        ),
+        (lambda r: {**r, "artifacts": None}, "its artifacts is null, expected"),
+        (
+            lambda r: {**r, "pending_upload": "yes"},
+            'its pending_upload is "yes", expected true or false',
+        ),
+    ],
+)
+def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_run(
+    tmp_path, store, capsys, edit, error
+):
     """Before: a result.json missing config, fingerprint or device, or with status BOGUS, was a traceback (the last
     after a run was started)."""
     import json
@@ -135,7 +191,8 @@ def test_upload_of_a_result_json_without_what_it_logs_is_one_line_and_starts_no_
 
 
 def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_a_parent_left_open(
-        tmp_path, store, capsys, _template_store, monkeypatch):
+    tmp_path, store, capsys, _template_store, monkeypatch
+):
     """Before: Ctrl-C of `upload --tracking-uri OTHER` after its runs were uploaded left the parent it made there
     RUNNING with no metrics, and a second upload said "nothing to upload" and left it RUNNING for good (hostile
     pass 5, 1 of 8 tries; SIGTERM: 1 more, silently)."""
@@ -171,15 +228,27 @@ def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_
     assert {s: signal.getsignal(s) for s in signals} == signals
     monkeypatch.setattr(upload, "upload", real)
     c = client_for(Path(other_uri.removeprefix("sqlite:///")))
-    (parent,) = [r for r in c.search_runs([e.experiment_id for e in c.search_experiments()])
-                 if "mlflow.parentRunId" not in r.data.tags]
-    assert parent.info.status != "RUNNING" and parent.data.metrics, parent.info  # before: RUNNING, no metrics
-    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0  # the job it did not get to
-    c.update_run(parent.info.run_id, status="RUNNING")  # as an upload killed before it closed the parent leaves it
+    (parent,) = [
+        r
+        for r in c.search_runs([e.experiment_id for e in c.search_experiments()])
+        if "mlflow.parentRunId" not in r.data.tags
+    ]
+    assert parent.info.status != "RUNNING" and parent.data.metrics, (
+        parent.info
+    )  # before: RUNNING, no metrics
+    assert (
+        upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
+    )  # the job it did not get to
+    c.update_run(
+        parent.info.run_id, status="RUNNING"
+    )  # as an upload killed before it closed the parent leaves it
     capsys.readouterr()
     assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
     out = capsys.readouterr().out
-    assert "nothing to upload" in out and f"parent run {parent.info.run_id}, left RUNNING by an interrupted upload" in out
+    assert (
+        "nothing to upload" in out
+        and f"parent run {parent.info.run_id}, left RUNNING by an interrupted upload" in out
+    )
     assert c.get_run(parent.info.run_id).info.status == "FINISHED"
 
 
@@ -195,7 +264,9 @@ def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
     parent_id = tracking.start_run(c, exp, "sweep", {"sweep_dir": "/x", "n_jobs": "2"})
-    finished = [tracking.start_run(c, exp, f"lr={i}", {}, parent_run_id=parent_id) for i in range(2)]
+    finished = [
+        tracking.start_run(c, exp, f"lr={i}", {}, parent_run_id=parent_id) for i in range(2)
+    ]
     stub = tracking.start_run(c, exp, "lr=1", {}, parent_run_id=parent_id)
     for run_id in finished:
         c.set_terminated(run_id, "FINISHED")

@@ -1,5 +1,6 @@
 """The writer process (sweeper.tracking.writer): a sweep that logs to a server hands each run's end to it; nothing is
 lost when the store fails, the writer dies, or the launching process is killed."""
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,24 @@ def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_sto
     db = copy_store(_template_store, tmp_path)
     lrs = [0.001 * (i + 1) for i in range(writer_min_jobs())]
     with mlflow_server(db) as url:
-        proc = cli(tmp_path, "-m", "tracking=server", f"tracking.uri={url}", "lr=" + ",".join(map(str, lrs)), *FAST_ARGS)
+        proc = cli(
+            tmp_path,
+            "-m",
+            "tracking=server",
+            f"tracking.uri={url}",
+            "lr=" + ",".join(map(str, lrs)),
+            *FAST_ARGS,
+        )
     assert proc.returncode == 0, proc.stderr
     assert "from a writer process" in proc.stdout + proc.stderr
     children = [r for r in all_runs(db) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == len(lrs) and {r.info.status for r in children} == {"FINISHED"}
-    for r in children:  # the whole end of each run: metrics, curves, params, inputs, its logged model
-        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params["lr"]
+    for (
+        r
+    ) in children:  # the whole end of each run: metrics, curves, params, inputs, its logged model
+        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params[
+            "lr"
+        ]
         assert len(r.inputs.dataset_inputs) == 3 and r.outputs.model_outputs
     results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
     assert len(results) == len(lrs)
@@ -51,14 +63,36 @@ def _job(tmp_path: Path, c, uri: str, name: str) -> tuple[str, Path, dict]:
     run_id = tracking.start_run(c, exp, name, {"device": "cpu"})
     folder = tmp_path / name
     folder.mkdir()
-    np.savez(folder / "curves.npz", train_loss_steps=[0, 10], train_loss_values=[1.0, 0.5],
-             val_loss_steps=[0, 10], val_loss_values=[1.2, 0.7])
-    result = {"status": "FINISHED", "run_id": run_id, "tracking_uri": uri, "experiment": "writer", "device": "cpu",
-              "fingerprint": name, "overrides": [f"lr={name}"], "metrics": {"val_mse": 2.0}, "config": {"lr": name},
-              "artifacts": {"files": ["curves.npz"], "models": {}}, "reason": None}
-    writer.write_result(folder / "result.json", {**result, "pending_upload": True, writer.RECORDING: 1})
-    end = dict(metrics={"val_mse": 2.0}, curves={"train_loss": ([0, 10], [1.0, 0.5])}, artifacts=[folder / "curves.npz"],
-               status="FINISHED", params={"lr": name})
+    np.savez(
+        folder / "curves.npz",
+        train_loss_steps=[0, 10],
+        train_loss_values=[1.0, 0.5],
+        val_loss_steps=[0, 10],
+        val_loss_values=[1.2, 0.7],
+    )
+    result = {
+        "status": "FINISHED",
+        "run_id": run_id,
+        "tracking_uri": uri,
+        "experiment": "writer",
+        "device": "cpu",
+        "fingerprint": name,
+        "overrides": [f"lr={name}"],
+        "metrics": {"val_mse": 2.0},
+        "config": {"lr": name},
+        "artifacts": {"files": ["curves.npz"], "models": {}},
+        "reason": None,
+    }
+    writer.write_result(
+        folder / "result.json", {**result, "pending_upload": True, writer.RECORDING: 1}
+    )
+    end = dict(
+        metrics={"val_mse": 2.0},
+        curves={"train_loss": ([0, 10], [1.0, 0.5])},
+        artifacts=[folder / "curves.npz"],
+        status="FINISHED",
+        params={"lr": name},
+    )
     return run_id, folder / "result.json", end
 
 
@@ -73,7 +107,11 @@ def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp
         w.close()
     for run_id, path, _ in jobs:
         run = client_for(store).get_run(run_id)
-        assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.0 and run.data.params["lr"]
+        assert (
+            run.info.status == "FINISHED"
+            and run.data.metrics["val_mse"] == 2.0
+            and run.data.params["lr"]
+        )
         r = json.loads(path.read_text())
         assert "pending_upload" not in r and writer.RECORDING not in r
 
@@ -85,8 +123,14 @@ def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp
     failed = dead.drain()
     assert len(failed) == 1 and "writer process ended" in failed[0]
     r = json.loads(path.read_text())
-    assert r["pending_upload"] and "writer process ended" in r["tracking_error"] and writer.RECORDING not in r
-    assert upload.pending(tmp_path / "0.009") == [path]  # python -m sweeper.upload takes it from here
+    assert (
+        r["pending_upload"]
+        and "writer process ended" in r["tracking_error"]
+        and writer.RECORDING not in r
+    )
+    assert upload.pending(tmp_path / "0.009") == [
+        path
+    ]  # python -m sweeper.upload takes it from here
     new = upload.upload(path)
     assert client_for(store).get_run(new).info.status == "FINISHED"
 
@@ -121,34 +165,53 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
     """)
     import pickle
 
-    proc = subprocess.run([sys.executable, "-c", script, pickle.dumps(jobs).hex()], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, pickle.dumps(jobs).hex()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -9, proc.stderr
     deadline = __import__("time").monotonic() + 60
     while any(client_for(store).get_run(j[0]).info.status != "FINISHED" for j in jobs):
         assert __import__("time").monotonic() < deadline, "the orphaned writer did not end the runs"
         __import__("time").sleep(0.2)
     for _, path, _ in jobs:
-        while writer.RECORDING in json.loads(path.read_text()):  # its result.json comes right after the run
+        while writer.RECORDING in json.loads(
+            path.read_text()
+        ):  # its result.json comes right after the run
             assert __import__("time").monotonic() < deadline
             __import__("time").sleep(0.1)
 
 
 @pytest.mark.slow
-def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_the_command(tmp_path, store):
+def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_the_command(
+    tmp_path, store
+):
     """The command line shows a sweep of MIN_JOBS jobs: the writer starts before Hydra composes
     (writer.prestart) and ends every run in SQLite, whole."""
     lrs = [0.001 * (i + 1) for i in range(writer.MIN_JOBS["sqlite"])]
-    proc = cli(tmp_path, "-m", "lr=" + ",".join(map(str, lrs)), "hydra/launcher=basic", *FAST_ARGS, store=store)
+    proc = cli(
+        tmp_path,
+        "-m",
+        "lr=" + ",".join(map(str, lrs)),
+        "hydra/launcher=basic",
+        *FAST_ARGS,
+        store=store,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "from a writer process" in proc.stdout + proc.stderr
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == len(lrs) and {r.info.status for r in children} == {"FINISHED"}
     for r in children:
-        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params["lr"]
+        assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params[
+            "lr"
+        ]
         assert len(r.inputs.dataset_inputs) == 3 and r.outputs.model_outputs
     results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
-    assert len(results) == len(lrs) and not any(r.get("pending_upload") or r.get(writer.RECORDING) for r in results)
+    assert len(results) == len(lrs) and not any(
+        r.get("pending_upload") or r.get(writer.RECORDING) for r in results
+    )
 
 
 def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypatch):
@@ -158,9 +221,19 @@ def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypa
     some = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS["server"]))
     for args, expected in [
         (["-m", many], True),
-        (["--multirun", "lr=0.1,0.2", "depth=" + ",".join(map(str, range(writer.MIN_JOBS["sqlite"] // 2)))], True),
+        (
+            [
+                "--multirun",
+                "lr=0.1,0.2",
+                "depth=" + ",".join(map(str, range(writer.MIN_JOBS["sqlite"] // 2))),
+            ],
+            True,
+        ),
         (["-m", some], False),  # on the embedded store a sweep this short ends its runs itself
-        (["-m", some, "tracking=server", "tracking.uri=http://127.0.0.1:5000"], True),  # a server's are slower
+        (
+            ["-m", some, "tracking=server", "tracking.uri=http://127.0.0.1:5000"],
+            True,
+        ),  # a server's are slower
         (["-m", many, "hydra/launcher=basic"], True),
         ([many], False),  # not a multirun
         (["-m", "lr=0.1,0.2"], False),  # too few jobs for the writer to pay
@@ -208,18 +281,28 @@ def test_ctrl_c_in_the_middle_of_a_hand_over_neither_hangs_nor_loses_a_run(tmp_p
     for run_id, path, end in whole:
         w.submit(uri, run_id, None, end, path)
     cut_id, cut_path, _ = _job(tmp_path, c, uri, "0.009")
-    writer.write_result(cut_path, {**json.loads(cut_path.read_text()), writer.RECORDING: w.proc.pid})
+    writer.write_result(
+        cut_path, {**json.loads(cut_path.read_text()), writer.RECORDING: w.proc.pid}
+    )
     w.pending.append(cut_path)  # handed over as far as the list, then Ctrl-C
-    os.write(w.requests.fileno(), b"\x00\x00\x03\xe8" + b"\x80\x05half")  # a request cut short: 1000 bytes announced
+    os.write(
+        w.requests.fileno(), b"\x00\x00\x03\xe8" + b"\x80\x05half"
+    )  # a request cut short: 1000 bytes announced
     failed = w.end(timeout=60)
-    assert w.proc.returncode == 0, "the writer did not end by itself (killed at the deadline: it hung on the half request)"
+    assert w.proc.returncode == 0, (
+        "the writer did not end by itself (killed at the deadline: it hung on the half request)"
+    )
     assert len(failed) == 1 and "interrupted before the writer" in failed[0]
     for run_id, path, _ in whole:
         assert client_for(store).get_run(run_id).info.status == "FINISHED"
         r = json.loads(path.read_text())
         assert "pending_upload" not in r and writer.RECORDING not in r
     r = json.loads(cut_path.read_text())
-    assert r["pending_upload"] and "interrupted before the writer" in r["tracking_error"] and writer.RECORDING not in r
+    assert (
+        r["pending_upload"]
+        and "interrupted before the writer" in r["tracking_error"]
+        and writer.RECORDING not in r
+    )
     assert upload.pending(tmp_path / "0.009") == [cut_path]
 
 
@@ -262,7 +345,9 @@ def test_without_a_writer_process_the_jobs_end_their_own_runs(monkeypatch, caplo
     assert writer.current() is None and "each job ends its own run" in caplog.text
 
 
-def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_finished_and_says_so(tmp_path, store, caplog):
+def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_finished_and_says_so(
+    tmp_path, store, caplog
+):
     """The sweep folder deleted while the writer still had runs to end (hostile pass 2, row 20): each run printed
     FINISHED ends FINISHED with its metrics, a tag names the files that went with the folder, and the sweep says
     it in a warning, not 'kept ... upload it' (nothing is left to upload). One run alone (finish_run) and two
@@ -284,7 +369,10 @@ def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_fini
     for run_id, path, _ in jobs:
         run = client_for(store).get_run(run_id)
         assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.0
-        assert "curves.npz" in run.data.tags["artifacts_missing"] and str(path.parent) in run.data.tags["artifacts_missing"]
+        assert (
+            "curves.npz" in run.data.tags["artifacts_missing"]
+            and str(path.parent) in run.data.tags["artifacts_missing"]
+        )
     said = [r.getMessage() for r in caplog.records]
     assert sum("was deleted under the sweep" in m for m in said) == 3
     assert not any("upload it" in m for m in said)

@@ -16,8 +16,12 @@ def fit(data, report, *, lr, epochs, seed, l2=0.0):
         err = data.X_train @ w + b - data.y_train
         if epoch % 10 == 0 or epoch == epochs:
             val = data.X_val @ w + b - data.y_val
-            go_on = report(epoch, train_loss=float((err * err).mean()), val_loss=float((val * val).mean()))
-            if not go_on:  # early stopping (patience) or a halving rung: a run of sweeper's would stop here
+            go_on = report(
+                epoch, train_loss=float((err * err).mean()), val_loss=float((val * val).mean())
+            )
+            if (
+                not go_on
+            ):  # early stopping (patience) or a halving rung: a run of sweeper's would stop here
                 break
         if epoch == epochs:
             break

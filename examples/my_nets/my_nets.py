@@ -5,6 +5,7 @@ The three idioms that make it batch for free (parameters stacked over a leading 
 ``X @ W`` (never ``np.dot``), ``A.swapaxes(-1, -2)`` (never ``A.T``), ``dZ.sum(axis=-2, keepdims=True)``
 (never ``axis=0``).
 """
+
 import numpy as np
 
 
@@ -20,13 +21,15 @@ class TwoLayerNet:
 
     def init(self, n_in, n_out, rng):
         s = self.init_scale
-        return {"W1": rng.standard_normal((n_in, self.hidden)) * s * np.sqrt(2.0 / n_in),
-                "b1": np.zeros((1, self.hidden)),
-                "W2": rng.standard_normal((self.hidden, n_out)) * s * np.sqrt(2.0 / self.hidden),
-                "b2": np.zeros((1, n_out))}
+        return {
+            "W1": rng.standard_normal((n_in, self.hidden)) * s * np.sqrt(2.0 / n_in),
+            "b1": np.zeros((1, self.hidden)),
+            "W2": rng.standard_normal((self.hidden, n_out)) * s * np.sqrt(2.0 / self.hidden),
+            "b2": np.zeros((1, n_out)),
+        }
 
     def forward(self, xp, params, X):
-        Z1 = X @ params["W1"] + params["b1"]   # (n, hidden)
+        Z1 = X @ params["W1"] + params["b1"]  # (n, hidden)
         A1 = xp.maximum(Z1, 0)
         out = A1 @ params["W2"] + params["b2"]  # (n, n_out)
         return out, (X, Z1, A1)
@@ -34,5 +37,9 @@ class TwoLayerNet:
     def backward(self, xp, params, cache, dout):
         X, Z1, A1 = cache
         dZ1 = (dout @ params["W2"].swapaxes(-1, -2)) * (Z1 > 0)
-        return {"W2": A1.swapaxes(-1, -2) @ dout, "b2": dout.sum(axis=-2, keepdims=True),
-                "W1": X.swapaxes(-1, -2) @ dZ1, "b1": dZ1.sum(axis=-2, keepdims=True)}
+        return {
+            "W2": A1.swapaxes(-1, -2) @ dout,
+            "b2": dout.sum(axis=-2, keepdims=True),
+            "W1": X.swapaxes(-1, -2) @ dZ1,
+            "b1": dZ1.sum(axis=-2, keepdims=True),
+        }

@@ -6,6 +6,7 @@ every wait for the device through :meth:`Backend.synchronize`, so both can be co
 A backend is plain data (a namespace and three functions), so tests can build a "gpu" backend on
 NumPy where no CUDA device exists and drive the very same code path.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -73,7 +74,9 @@ THREADS_ENV = "SWEEPER_THREADS"
 def _threadpools() -> Any:
     """The thread pools of the native libraries loaded now (~1 ms: looked up per training, because
     importing scikit-learn or SciPy later loads BLAS libraries of their own)."""
-    from threadpoolctl import ThreadpoolController  # comes with scikit-learn; a dependency of its own here
+    from threadpoolctl import (
+        ThreadpoolController,
+    )  # comes with scikit-learn; a dependency of its own here
 
     return ThreadpoolController()
 
@@ -149,7 +152,9 @@ class Backend:
         """Wait until the device has finished all queued work (nothing to wait for on the CPU)."""
         self.synchronize_fn()
 
-    def host_threads(self, product_flops: float, max_blocks: int = 1) -> ContextManager[tuple[int, Any]]:
+    def host_threads(
+        self, product_flops: float, max_blocks: int = 1
+    ) -> ContextManager[tuple[int, Any]]:
         """A context for training whose largest matrix product is ``product_flops`` and whose data
         allow at most ``max_blocks`` column blocks; it gives ``(blocks, pool)``: how many blocks an
         epoch runs in and the threads that run them (``(1, None)``: one block, on this thread).
@@ -172,11 +177,15 @@ def _cupy() -> ModuleType:
     try:
         import cupy  # the only import of cupy in the project
     except ImportError as e:
-        raise BackendUnavailable(f"device=gpu needs cupy, which is not installed ({e}): {advice}") from e
+        raise BackendUnavailable(
+            f"device=gpu needs cupy, which is not installed ({e}): {advice}"
+        ) from e
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDARuntimeError: no driver, driver too old, no device
-        raise BackendUnavailable(f"device=gpu: CuPy cannot reach a CUDA device ({e}): {advice}") from e
+        raise BackendUnavailable(
+            f"device=gpu: CuPy cannot reach a CUDA device ({e}): {advice}"
+        ) from e
     if count == 0:
         raise BackendUnavailable(f"device=gpu: CuPy found no CUDA device: {advice}")
     return cupy
@@ -210,11 +219,20 @@ def resolve(device: str) -> Backend:
         from sweeper.base import strict
 
         strict.append_summary_at_exit()
-        return Backend("gpu", strict.xp, strict.to_device, strict.to_numpy, strict.synchronize, fake=True,
-                       mark_fn=strict.mark)
+        return Backend(
+            "gpu",
+            strict.xp,
+            strict.to_device,
+            strict.to_numpy,
+            strict.synchronize,
+            fake=True,
+            mark_fn=strict.mark,
+        )
     if device == "gpu":
         cp = _cupy()
-        return Backend("gpu", cp, partial(_to_gpu, cp), cp.asnumpy, lambda: cp.cuda.Device().synchronize())
+        return Backend(
+            "gpu", cp, partial(_to_gpu, cp), cp.asnumpy, lambda: cp.cuda.Device().synchronize()
+        )
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")
 
 

@@ -1,5 +1,6 @@
 """How sweeper prints numbers and reads them back: every table, line and tag goes through :func:`cell`
 (4 significant digits) or :func:`text_cell`; :func:`parse_param` reads MLflow's param text. Imports nothing of ours."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,6 @@ def cell(v: Any) -> str:
     if isinstance(v, float):
         return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.4g}"
     return str(v)
-
 
 
 def text_cell(text: Any) -> str:

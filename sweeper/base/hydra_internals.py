@@ -1,6 +1,7 @@
 """Hydra's adapter: every name of Hydra's that is not its public API, here and nowhere else, each with the public
 call it stands for (or why there is none). ``tests/test_adapters.py`` fails on a private name of Hydra's used
 outside this module. Imports nothing of ours but :mod:`sweeper.base.tested`."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,12 +35,16 @@ def basic_sweeper() -> type:
     return BasicSweeper
 
 
-def overrides_dirname(overrides: list[Any], kv_sep: str, item_sep: str, exclude_keys: list[str]) -> str:
+def overrides_dirname(
+    overrides: list[Any], kv_sep: str, item_sep: str, exclude_keys: list[str]
+) -> str:
     """``hydra.job.override_dirname`` as Hydra's config loader computes it (``get_overrides_dirname``; public
     only through a composed config)."""
     from hydra._internal.config_loader_impl import get_overrides_dirname
 
-    return get_overrides_dirname(overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys)
+    return get_overrides_dirname(
+        overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys
+    )
 
 
 def main_hydra(task_name: str, conf_dir: str) -> Any:
@@ -48,7 +53,9 @@ def main_hydra(task_name: str, conf_dir: str) -> Any:
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
 
-    return Hydra.create_main_hydra2(task_name=task_name, config_search_path=create_config_search_path(conf_dir))
+    return Hydra.create_main_hydra2(
+        task_name=task_name, config_search_path=create_config_search_path(conf_dir)
+    )
 
 
 def reporter() -> Any:
@@ -86,5 +93,11 @@ def same_return(ret: Any, cls: type) -> Any:
     """A ``JobReturn`` of class ``cls`` (a subclass) with ``ret``'s fields, its stored return value included without
     raising a failed job's exception (the dataclass field ``_return_value``; the public ``return_value`` re-raises
     it)."""
-    return cls(overrides=ret.overrides, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir, task_name=ret.task_name,
-               status=ret.status, _return_value=ret._return_value)
+    return cls(
+        overrides=ret.overrides,
+        hydra_cfg=ret.hydra_cfg,
+        working_dir=ret.working_dir,
+        task_name=ret.task_name,
+        status=ret.status,
+        _return_value=ret._return_value,
+    )

@@ -2,6 +2,7 @@
 file, and its lines dropped, instead of Python's "--- Logging error ---" block with a traceback for every line
 logged. Only a file's failure to write (``OSError``) is met so; any other logging error is Python's as before.
 Imports nothing of ours."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,11 @@ def _handle_error(self: logging.Handler, record: logging.LogRecord) -> None:
     name = self.baseFilename
     if name not in _SAID:
         _SAID.add(name)
-        print(f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its lines are dropped "
-              "from here on; the sweep goes on and records every run in the store", file=sys.stderr)
+        print(
+            f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its lines are dropped "
+            "from here on; the sweep goes on and records every run in the store",
+            file=sys.stderr,
+        )
 
 
 def quiet_unwritable_files() -> None:

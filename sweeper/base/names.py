@@ -1,5 +1,6 @@
 """The words every layer shares: statuses and reasons, the files a job and a sweep leave, how runs are
 named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours but the base layer."""
+
 from __future__ import annotations
 
 import shlex
@@ -22,6 +23,7 @@ def python_call(args: list[str]) -> str:
     """The Python form of a sweep's next command: ``sweeper.multirun([...])`` with ``resume=true`` last."""
     kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
     return f"{PYTHON_CALL}{[*kept, 'resume=true']!r})"
+
 
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"
@@ -57,17 +59,27 @@ def uri_problem(uri: str) -> str | None:
     if parts.scheme in ("http", "https") and not parts.hostname:
         return "names no host: expected http(s)://HOST:PORT"
     if parts.scheme == "sqlite":
-        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
-        name = path.rstrip("/").rsplit("/", 1)[-1]  # sqlite:////:memory: is a file ":memory:" (at /): meant in-memory
-        if path in ("", ":memory:") or path.startswith(("file:", ":memory:")) or "mode=memory" in path \
-                or name.startswith(":memory:"):
-            return ("is not a persistent store (an in-memory database keeps nothing once the command ends): "
-                    "expected sqlite:///PATH/TO/mlflow.db")
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
+        name = path.rstrip("/").rsplit("/", 1)[
+            -1
+        ]  # sqlite:////:memory: is a file ":memory:" (at /): meant in-memory
+        if (
+            path in ("", ":memory:")
+            or path.startswith(("file:", ":memory:"))
+            or "mode=memory" in path
+            or name.startswith(":memory:")
+        ):
+            return (
+                "is not a persistent store (an in-memory database keeps nothing once the command ends): "
+                "expected sqlite:///PATH/TO/mlflow.db"
+            )
     return None
 
 
-PRUNED_AT = "pruned_at_epoch"  # tag of a run successive halving stopped at a rung (sweeper.sweep.halving)
-HALVING_SETTINGS = "halving_settings"  # and the halving settings it was stopped under (halving_setting)
+# tag of a run successive halving stopped at a rung (sweeper.sweep.halving)
+PRUNED_AT = "pruned_at_epoch"
+# and the halving settings it was stopped under (halving_setting)
+HALVING_SETTINGS = "halving_settings"
 
 
 def halving_setting(settings: Any) -> str | None:
@@ -85,11 +97,19 @@ DATA_SHA256, CONFIG_FINGERPRINT = "data_sha256", "config_fingerprint"
 # Bookkeeping tags: how and where a run ran (its process and host, heartbeat, batched group, worker, engine, the command
 # that re-runs it), not what it is or scored. One prefix keeps them together, apart from what a reader came for.
 BOOK = "sweeper."
-HOST, PID = BOOK + "host", BOOK + "pid"  # the process that created the run (liveness: sweeper.insight.publish)
-LAUNCHER, GROUP, GROUP_SIZE, TRAJECTORY = (BOOK + k for k in ("launcher", "batch_group", "group_size", "trajectory"))
-WORKER, WORKER_HOST, WORKER_PID, ENGINE, GPU_DEVICE = (BOOK + k for k in ("batch_worker", "worker_host", "worker_pid",
-                                                                           "engine", "gpu_device"))
-RERUN = BOOK + "rerun"  # the command that re-runs the run (MLflow's mlflow.source.name is a short name)
+HOST, PID = (
+    BOOK + "host",
+    BOOK + "pid",
+)  # the process that created the run (liveness: sweeper.insight.publish)
+LAUNCHER, GROUP, GROUP_SIZE, TRAJECTORY = (
+    BOOK + k for k in ("launcher", "batch_group", "group_size", "trajectory")
+)
+WORKER, WORKER_HOST, WORKER_PID, ENGINE, GPU_DEVICE = (
+    BOOK + k for k in ("batch_worker", "worker_host", "worker_pid", "engine", "gpu_device")
+)
+RERUN = (
+    BOOK + "rerun"
+)  # the command that re-runs the run (MLflow's mlflow.source.name is a short name)
 SWEEPS = BOOK + "sweeps"  # the parent runs whose leaderboard ranks the run (space-separated ids)
 
 
@@ -99,7 +119,8 @@ def booked(tags: Any, key: str) -> str | None:
     return value if value is not None else tags.get(key.removeprefix(BOOK))
 
 
-REPLACED_BY = "replaced_by"  # tag of a run that python -m sweeper.upload logged again as a new run (a stub)
+# tag of a run that python -m sweeper.upload logged again as a new run (a stub)
+REPLACED_BY = "replaced_by"
 
 
 def sqlite_path(uri: str):
@@ -109,7 +130,11 @@ def sqlite_path(uri: str):
     from pathlib import Path
     from urllib.parse import unquote
 
-    return Path(unquote(uri[len("sqlite:///"):].partition("?")[0])) if uri.startswith("sqlite:///") else None
+    return (
+        Path(unquote(uri[len("sqlite:///") :].partition("?")[0]))
+        if uri.startswith("sqlite:///")
+        else None
+    )
 
 
 def ended(code: int | None) -> str:
@@ -120,7 +145,9 @@ def ended(code: int | None) -> str:
 
     if code is None or code >= 0:
         return f"exit code {code}"
-    bus = ": the store's -shm file could not be written (a full disk, or the file cut short under it)"
+    bus = (
+        ": the store's -shm file could not be written (a full disk, or the file cut short under it)"
+    )
     return f"killed by {signal.Signals(-code).name}" + (bus if -code == signal.SIGBUS else "")
 
 
@@ -130,12 +157,10 @@ def resume_command(args: list[str]) -> str:
     return shlex.join(["python", "-m", "sweeper", *kept, "resume=true"])
 
 
-
 def ui_command(uri: str) -> str:
     if sqlite_path(uri) is not None:
         return f"mlflow ui --backend-store-uri {uri} --port 5000"
     return f"open {uri} in a browser"
-
 
 
 # MLflow 3.17's UI picks its model-training views (runs table, models, charts) or its GenAI ones (traces,
@@ -145,11 +170,9 @@ def ui_command(uri: str) -> str:
 UI_VIEW = "workflowType=machine_learning"
 
 
-
 def _ui_base(uri: str) -> str:
     """The UI of a tracking server, or the one ``mlflow ui`` (:func:`ui_command`) serves for an embedded store."""
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-
 
 
 def run_path(experiment_id: str, run_id: str) -> str:
@@ -162,11 +185,12 @@ def run_url(uri: str, experiment_id: str, run_id: str) -> str:
     return f"{_ui_base(uri)}/{run_path(experiment_id, run_id)}"
 
 
-
 def experiment_url(uri: str, experiment_id: str, query: str = "") -> str:
     """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs); ``query``: more of the
     page address (:func:`table_query`, or ``viewStateShareKey=<key>``: :mod:`sweeper.tracking.ui`)."""
-    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}" + (f"&{query}" if query else "")
+    return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}" + (
+        f"&{query}" if query else ""
+    )
 
 
 def table_query(order_by: str, ascending: bool, search: str = "") -> str:
@@ -175,8 +199,13 @@ def table_query(order_by: str, ascending: bool, search: str = "") -> str:
     from urllib.parse import quote
 
     parts = [f"searchFilter={quote(search, safe='')}"] if search else []
-    return "&".join([*parts, f"orderByKey={quote(order_by, safe='')}", f"orderByAsc={str(bool(ascending)).lower()}"])
-
+    return "&".join(
+        [
+            *parts,
+            f"orderByKey={quote(order_by, safe='')}",
+            f"orderByAsc={str(bool(ascending)).lower()}",
+        ]
+    )
 
 
 def ui_line(uri: str, url: str) -> str:
@@ -190,7 +219,10 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
     logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
     (the run's params keep it whole)."""
     parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
-    parts = [f"{k.removeprefix('++')}={text_cell(v)}" if eq else k for k, eq, v in (o.partition("=") for o in parts)]
+    parts = [
+        f"{k.removeprefix('++')}={text_cell(v)}" if eq else k
+        for k, eq, v in (o.partition("=") for o in parts)
+    ]
     if keys is not None:
         parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
     if device is None:

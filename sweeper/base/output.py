@@ -10,6 +10,7 @@ A URI's password (``http://alice:s3cr3t@host``, ``postgresql://bob:pw@host/db``)
 ``http://alice:***@host``) in every line (the standard streams, every log record), tag and file sweeper writes; the
 process that masked it keeps it to connect again (:func:`unmasked`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,8 +63,12 @@ class _Guarded(_Masking):
             except (OSError, ValueError):
                 pass
             try:
-                print(f"sweeper: warning: the standard output cannot be written ({BROKEN[0]}): its lines are dropped "
-                      f"from here on; {GOES_ON}", file=sys.stderr, flush=True)
+                print(
+                    f"sweeper: warning: the standard output cannot be written ({BROKEN[0]}): its lines are dropped "
+                    f"from here on; {GOES_ON}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             except OSError:
                 pass
         try:  # what was buffered goes to devnull now
@@ -89,9 +94,13 @@ MASK = "***"
 # scheme://user:password@host, the password up to the last @ before the host (a raw @ in it stays hidden); a quote,
 # a space or the path ends the address (a URI inside JSON, a shell-quoted argument, a sentence). Hydra's overrides of
 # a sweep's job escape the colons (tracking.uri=http\://alice\:PW@host), and JSON its backslashes: read alike.
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
-                       r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)")
-_PASSWORDS: dict[tuple[str, str], str] = {}  # (scheme://user, host) -> the password masked in this process
+_USERINFO = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
+    r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)"
+)
+_PASSWORDS: dict[
+    tuple[str, str], str
+] = {}  # (scheme://user, host) -> the password masked in this process
 
 
 def masked(text: str) -> str:
@@ -152,7 +161,9 @@ def mask_log_records() -> None:
         r = make(*args, **kwargs)
         try:
             text = r.getMessage()
-        except Exception:  # a message that does not format: logging's own error says so when a handler emits it
+        except (
+            Exception
+        ):  # a message that does not format: logging's own error says so when a handler emits it
             return r
         if "@" in text and (safe := masked(text)) != text:
             r.msg, r.args = safe, None
@@ -166,21 +177,31 @@ def mask_log_records() -> None:
 
 # OWASP's CSV injection rule: a cell beginning with one of these is run as a formula by a spreadsheet
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")  # -3.2, +1e-3: a spreadsheet's number
+_NUMBER = re.compile(
+    r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*"
+)  # -3.2, +1e-3: a spreadsheet's number
 
 
 def spreadsheet_safe(value: Any) -> Any:
     """A CSV cell that no spreadsheet runs as a formula (OWASP): text beginning with ``=``, ``+``, ``-``, ``@``, tab
     or carriage return gets a leading ``'`` (so does text that is ``'`` before one of them: the rule stays reversible,
     :func:`spreadsheet_value`); a number, and text that reads as a plain number (``-3.2``), are left as they are."""
-    if not isinstance(value, str) or not value.lstrip("'").startswith(FORMULA_START) or _NUMBER.fullmatch(value):
+    if (
+        not isinstance(value, str)
+        or not value.lstrip("'").startswith(FORMULA_START)
+        or _NUMBER.fullmatch(value)
+    ):
         return value
     return "'" + value
 
 
 def spreadsheet_value(text: Any) -> Any:
     """The value :func:`spreadsheet_safe` wrote as ``text`` (a CSV cell read back: the leaderboard of the Python API)."""
-    if isinstance(text, str) and text.startswith("'") and text[1:].lstrip("'").startswith(FORMULA_START):
+    if (
+        isinstance(text, str)
+        and text.startswith("'")
+        and text[1:].lstrip("'").startswith(FORMULA_START)
+    ):
         return text[1:]
     return text
 

@@ -9,6 +9,7 @@ scikit-learn. It is also the project's own code for the encoder (``sweeper.data.
 ``tests/test_portable.py`` checks the forward pass against :class:`sweeper.models.mlp.MLP` and the
 vectorizer against scikit-learn's. Import nothing of sweeper here.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,6 +23,7 @@ class ColumnError(ValueError):
 
 
 # --- the forward pass: [W_0, b_0, W_1, b_1, ...] → the task's output -----------------------------------------
+
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # as sweeper.models.activations.sigmoid: no overflow
@@ -47,7 +49,9 @@ def link(task: str, z: np.ndarray) -> np.ndarray:
     return z if task == "regression" else _sigmoid(z)
 
 
-def user_forward(spec: dict[str, Any], params: Sequence[np.ndarray], task: str, X: Any) -> np.ndarray:
+def user_forward(
+    spec: dict[str, Any], params: Sequence[np.ndarray], task: str, X: Any
+) -> np.ndarray:
     """A model of the interface's prediction at load: its class (``spec["target"]``, importable from the model's
     ``code/``) built with its hyperparameters, its ``predict`` hook or ``forward`` then the task's link."""
     import importlib
@@ -65,8 +69,29 @@ def user_forward(spec: dict[str, Any], params: Sequence[np.ndarray], task: str, 
 
 # Cells read as missing, besides None and NaN: pandas' read_csv defaults (n/a, NULL, #N/A, ...) and ? and -;
 # data.na_values adds more, kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
-MISSING = ("", "NA", "N/A", "NaN", "null", "?", "-", "n/a", "nan", "NULL", "None", "<NA>", "#N/A", "#N/A N/A", "#NA",
-           "-NaN", "-nan", "1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN")
+MISSING = (
+    "",
+    "NA",
+    "N/A",
+    "NaN",
+    "null",
+    "?",
+    "-",
+    "n/a",
+    "nan",
+    "NULL",
+    "None",
+    "<NA>",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "-1.#IND",
+    "1.#QNAN",
+    "-1.#QNAN",
+)
 
 
 def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
@@ -102,13 +127,17 @@ def category(v: Any, markers: Sequence[str] = MISSING) -> str:
 
 
 # An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
-DATE = re.compile(r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
-                  r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+DATE = re.compile(
+    r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
+    r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$"
+)
 # A date in another common form (01/02/2011, 31.01.2011, Jan 5, 2011, 5 Jan 2011; a time may follow): read by pandas
 # (format="mixed": month first where a form is ambiguous, as pandas reads it), the same in training and in a logged model
-OTHER_DATE = re.compile(r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ -][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
-                        r"[A-Za-z]{3,9}\.? \d{1,2},? \d{4})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*"
-                        r"(?:[AaPp][Mm])?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$")
+OTHER_DATE = re.compile(
+    r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ -][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
+    r"[A-Za-z]{3,9}\.? \d{1,2},? \d{4})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*"
+    r"(?:[AaPp][Mm])?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$"
+)
 DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
 
 
@@ -127,17 +156,30 @@ def date_ordinal(v: Any) -> int | None:
 def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.ndarray:
     """A column of dates as day numbers (float64; NaN where a cell is missing or no date), read at once."""
     out = np.full(len(values), np.nan)
-    found = [(i, m.groups()) for i, v in enumerate(values)
-             if isinstance(v, str) and not is_missing(v, markers) and (m := DATE.match(v))]
+    found = [
+        (i, m.groups())
+        for i, v in enumerate(values)
+        if isinstance(v, str) and not is_missing(v, markers) and (m := DATE.match(v))
+    ]
     if found:
         at = np.array([i for i, _ in found])
         try:
-            out[at] = np.array([f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
-                                for _, (y, m, d) in found], dtype="datetime64[D]").astype(np.int64)
+            out[at] = np.array(
+                [
+                    f"{y}-{m}-{d}" if len(m) == len(d) == 2 else f"{y}-{int(m):02d}-{int(d):02d}"
+                    for _, (y, m, d) in found
+                ],
+                dtype="datetime64[D]",
+            ).astype(np.int64)
         except ValueError:  # 2011-02-30 among them: one at a time
             out[at] = [np.nan if (o := date_ordinal(values[i])) is None else o for i in at.tolist()]
-    other = [i for i in np.flatnonzero(np.isnan(out)).tolist() if isinstance(values[i], str) and
-             OTHER_DATE.match(values[i]) and not is_missing(values[i], markers)]
+    other = [
+        i
+        for i in np.flatnonzero(np.isnan(out)).tolist()
+        if isinstance(values[i], str)
+        and OTHER_DATE.match(values[i])
+        and not is_missing(values[i], markers)
+    ]
     if other:  # 01/02/2011, Jan 5, 2011: pandas reads them (31/02/2011, no date: missing)
         import pandas as pd
 
@@ -151,14 +193,22 @@ def date_parts(days: np.ndarray) -> np.ndarray:
     """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the day number."""
     d = np.round(np.asarray(days, dtype=np.float64)).astype(np.int64).astype("datetime64[D]")
     year = d.astype("datetime64[Y]")
-    return np.column_stack([year.astype(np.int64) + 1970, d.astype("datetime64[M]").astype(np.int64) % 12 + 1,
-                            (d.astype(np.int64) + 3) % 7, (d - year.astype("datetime64[D]")).astype(np.int64) + 1,
-                            d.astype(np.int64)]).astype(np.float64)
+    return np.column_stack(
+        [
+            year.astype(np.int64) + 1970,
+            d.astype("datetime64[M]").astype(np.int64) % 12 + 1,
+            (d.astype(np.int64) + 3) % 7,
+            (d - year.astype("datetime64[D]")).astype(np.int64) + 1,
+            d.astype(np.int64),
+        ]
+    ).astype(np.float64)
 
 
 def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
     """A numeric column's raw values as float64, NaN where a cell is missing; other text is one line."""
-    if isinstance(values, np.ndarray) and values.dtype == np.float64:  # the file's own numeric column
+    if (
+        isinstance(values, np.ndarray) and values.dtype == np.float64
+    ):  # the file's own numeric column
         return values
     markers = s.get("na", MISSING)
     out = np.empty(len(values))
@@ -204,7 +254,9 @@ def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndar
 
 def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.ndarray:
     """Columns of raw values, in the encoder's order → the standardised features (n, d)."""
-    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(state["x_scale"])
+    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(
+        state["x_scale"]
+    )
 
 
 def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
@@ -219,9 +271,17 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
         if any(there) and not all(there):  # an optional column left out: every cell of it missing
             absent = [s["name"] for s, t in zip(state["columns"], there) if not t and not _fills(s)]
             if absent:
-                raise ColumnError(f"column {absent[0]} is missing from the rows, which have {list(rows.columns)}")
-        cols = [_values(rows[n if n in rows.columns else str(n)]) if t else [None] * len(rows)
-                for n, t in zip(names, there)] if any(there) else [_values(rows.iloc[:, j]) for j in range(len(names))]
+                raise ColumnError(
+                    f"column {absent[0]} is missing from the rows, which have {list(rows.columns)}"
+                )
+        cols = (
+            [
+                _values(rows[n if n in rows.columns else str(n)]) if t else [None] * len(rows)
+                for n, t in zip(names, there)
+            ]
+            if any(there)
+            else [_values(rows.iloc[:, j]) for j in range(len(names))]
+        )
     elif isinstance(rows, dict):
         cols = [list(rows[_key(rows, n)]) for n in names]
     else:
@@ -231,15 +291,23 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
         else:
             rows = [list(r) for r in rows]
             if rows and len(rows[0]) != len(names):
-                raise ColumnError(f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}")
+                raise ColumnError(
+                    f"rows have {len(rows[0])} values, the model takes {len(names)}: {names}"
+                )
             cols = [[r[j] for r in rows] for j in range(len(names))]
     return encode_columns(state, cols)
 
 
 def widths(spec: list[dict[str, Any]]) -> list[int]:
     """How many features each column's spec encodes to (:func:`_encode`)."""
-    return [len(DATE_PARTS) if s.get("date") else len(s["categories"]) if "categories" in s else
-            1 + bool(s.get("indicator")) for s in spec]
+    return [
+        len(DATE_PARTS)
+        if s.get("date")
+        else len(s["categories"])
+        if "categories" in s
+        else 1 + bool(s.get("indicator"))
+        for s in spec
+    ]
 
 
 # A row's number this many training standard deviations from the training mean is far outside what the model learned
@@ -253,7 +321,11 @@ def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
     if not isinstance(X, np.ndarray) or X.ndim != 2:
         return None
     starts = np.cumsum([0, *widths(spec)])[:-1]
-    numbers = [(str(s["name"]), int(at)) for s, at in zip(spec, starts) if not s.get("date") and "categories" not in s]
+    numbers = [
+        (str(s["name"]), int(at))
+        for s, at in zip(spec, starts)
+        if not s.get("date") and "categories" not in s
+    ]
     if not numbers or X.shape[1] < int(starts[-1]) + 1:
         return None
     z = np.abs(np.nan_to_num(X[:, [at for _, at in numbers]], nan=0.0))
@@ -263,10 +335,12 @@ def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
     worst = int(np.argmax(np.where(far, z, 0.0).max(axis=0)))
     others = [numbers[k][0] for k in np.flatnonzero(far.any(axis=0)) if k != worst]
     also = f"; so do rows of {', '.join(others[:5])}" if others else ""
-    return (f"column {numbers[worst][0]}: {int(far[:, worst].sum())} of {len(X)} row(s) lie up to "
-            f"{z[:, worst].max():.3g} training standard deviations from the training mean (beyond {FAR:g}){also}: "
-            "the model learned from rows unlike these, so its answers there mean little; check their units and scale "
-            "(a bundled data set's model takes rows as its loader gives them)")
+    return (
+        f"column {numbers[worst][0]}: {int(far[:, worst].sum())} of {len(X)} row(s) lie up to "
+        f"{z[:, worst].max():.3g} training standard deviations from the training mean (beyond {FAR:g}){also}: "
+        "the model learned from rows unlike these, so its answers there mean little; check their units and scale "
+        "(a bundled data set's model takes rows as its loader gives them)"
+    )
 
 
 def _fills(s: dict[str, Any]) -> bool:
@@ -325,8 +399,14 @@ def vectorize(spec: dict[str, Any], arrays: dict[str, np.ndarray], docs: Sequenc
         indices += cols
         values += [counts[j] for j in cols]
         indptr.append(len(indices))
-    X = scipy.sparse.csr_matrix((np.array(values, dtype=np.float64), np.array(indices, dtype=np.int64),
-                                 np.array(indptr, dtype=np.int64)), shape=(len(indptr) - 1, width))
+    X = scipy.sparse.csr_matrix(
+        (
+            np.array(values, dtype=np.float64),
+            np.array(indices, dtype=np.int64),
+            np.array(indptr, dtype=np.int64),
+        ),
+        shape=(len(indptr) - 1, width),
+    )
     if spec["features"] == "tfidf":
         X.data *= np.asarray(arrays["idf"], dtype=np.float64)[X.indices]
     if spec["features"] != "counts":  # each row divided by its l2 norm

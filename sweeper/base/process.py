@@ -1,4 +1,5 @@
 """Processes on this host: whether one still runs; an exclusive lock between them. Imports nothing of ours."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,11 @@ def _stat(pid: int) -> tuple[float, int] | None:
     None where ``/proc`` cannot be read (another system, the process gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
         return boot, int(fields[19])
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -157,7 +161,8 @@ def release_all() -> None:
 # sweeper.base.names.BOOK), refreshed every interval while its job trains (sweeper.tracking.run). It says a run is
 # alive on any host; a pid says so only on its own.
 HEARTBEAT = "sweeper.heartbeat"
-MISSED_BEATS = 3  # a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
+# a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
+MISSED_BEATS = 3
 SLACK_S = 2.0
 
 
@@ -210,7 +215,10 @@ def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
     import threading
     import time
 
-    worker = multiprocessing.parent_process() is not None or "Loky" in multiprocessing.current_process().name
+    worker = (
+        multiprocessing.parent_process() is not None
+        or "Loky" in multiprocessing.current_process().name
+    )
     if _WATCHED or not (worker or helper):
         return
     parent = os.getppid()
@@ -245,7 +253,9 @@ def memory_limit() -> tuple[int, str] | None:
     (a container's limit) or ``ulimit -v`` (RLIMIT_AS) sets less; None where none can be read."""
     found: list[tuple[int, str]] = []
     try:
-        found.append((os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"))
+        found.append(
+            (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory")
+        )
     except (ValueError, OSError, AttributeError):
         pass
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):

@@ -9,6 +9,7 @@ Ctrl-C path handles them); training loops call :func:`check` where they already 
 read) and end with :class:`Stopped`. A signal after the first (Ctrl-C pressed again and again) raises nothing: the
 first one's bookkeeping (recording what finished, ending the runs still open, stopping workers) is never cut short.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,9 @@ _SEEN: list[int] = []  # the signals received, in order
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
 TERMINATED = 143  # ... and by SIGTERM (128 + 15)
 HUNG_UP = 129  # ... and by SIGHUP (128 + 1)
-SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))  # SIGHUP: not Windows
+SIGNALS = tuple(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)
+)  # SIGHUP: not Windows
 
 
 class Terminated(KeyboardInterrupt):
@@ -51,7 +54,9 @@ def _exception(signum: int) -> KeyboardInterrupt:
     return KeyboardInterrupt()
 
 
-_AGAIN: list[int] = []  # a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
+_AGAIN: list[
+    int
+] = []  # a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -70,8 +75,11 @@ def _handler(signum: int, frame: Any) -> None:
     if again:  # the first signal's bookkeeping runs: it is not cut short (said once)
         if _SEEN.count(signum) == 2:
             try:
-                os.write(2, b"sweeper: still stopping: recording what finished (another signal is not needed; "
-                            b"kill -9 would leave runs RUNNING)\n")
+                os.write(
+                    2,
+                    b"sweeper: still stopping: recording what finished (another signal is not needed; "
+                    b"kill -9 would leave runs RUNNING)\n",
+                )
             except OSError:  # the terminal is gone (SIGHUP)
                 pass
         return

@@ -7,6 +7,7 @@ the installed version is inside :data:`TESTED`; outside it the public calls run 
 says so (:func:`within`). ``SWEEPER_PUBLIC_ONLY`` turns any of them off by name. pyproject.toml's bounds allow up to
 the next major version; ``.ci/run`` installs the newest versions those bounds allow in a fresh environment and runs
 the whole suite against them. Imports nothing of ours but :mod:`sweeper.base.environment`."""
+
 from __future__ import annotations
 
 import logging
@@ -19,11 +20,17 @@ log = logging.getLogger("sweeper")
 # distribution -> (lowest, below): the versions the suite ran with, lowest included, below excluded
 # (mlflow 3.17.2 on this project's machines, whose package index has no mlflow-tracing 3.18; 3.18 is what a fresh
 # environment elsewhere installs, and 3.13-3.16 were not run; hydra-core 1.3.8; omegaconf 2.3.1).
-TESTED = {"mlflow": ("3.17.2", "3.19"), "hydra-core": ("1.3.8", "1.4"), "omegaconf": ("2.3.1", "2.4"),
-          # MLflow's web UI, whose shared view state (sweeper.tracking.ui) is internal UI state: checked in a browser
-          # (bench/ui_check.py) on 3.17.2 only; outside it the address sweeper prints carries the sort alone
-          "mlflow-ui": ("3.17.2", "3.18")}
-DISTRIBUTION = {"mlflow-ui": "mlflow"}  # a TESTED entry that is a part of a distribution: the distribution
+TESTED = {
+    "mlflow": ("3.17.2", "3.19"),
+    "hydra-core": ("1.3.8", "1.4"),
+    "omegaconf": ("2.3.1", "2.4"),
+    # MLflow's web UI, whose shared view state (sweeper.tracking.ui) is internal UI state: checked in a browser
+    # (bench/ui_check.py) on 3.17.2 only; outside it the address sweeper prints carries the sort alone
+    "mlflow-ui": ("3.17.2", "3.18"),
+}
+DISTRIBUTION = {
+    "mlflow-ui": "mlflow"
+}  # a TESTED entry that is a part of a distribution: the distribution
 # SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to compare or to rule us out);
 # SWEEPER_PUBLIC_ONLY=jobrun,bulk: those shortcuts only
 PUBLIC_ONLY = "SWEEPER_PUBLIC_ONLY"
@@ -52,7 +59,9 @@ def inside(version: str, lowest: str, below: str) -> bool:
 def within(dist: str) -> bool:
     """Whether the installed ``dist`` is inside the range the tests ran; when it is not, one log line, once a
     process, says that its public calls are used instead."""
-    from importlib import metadata  # 12 ms of imports, only once a shortcut into a package is asked for
+    from importlib import (
+        metadata,
+    )  # 12 ms of imports, only once a shortcut into a package is asked for
 
     lowest, below = TESTED[dist]
     try:
@@ -62,11 +71,23 @@ def within(dist: str) -> bool:
     if inside(version, lowest, below):
         return True
     if dist in DISTRIBUTION:
-        log.warning("%s %s is outside the versions in which sweeper checked %s (>=%s,<%s): sweeper does without it",
-                    DISTRIBUTION[dist], version, dist, lowest, below)
+        log.warning(
+            "%s %s is outside the versions in which sweeper checked %s (>=%s,<%s): sweeper does without it",
+            DISTRIBUTION[dist],
+            version,
+            dist,
+            lowest,
+            below,
+        )
     else:
-        log.warning("%s %s is outside the versions sweeper's tests ran (>=%s,<%s): its public calls are used "
-                    "(correct, slower)", dist, version, lowest, below)
+        log.warning(
+            "%s %s is outside the versions sweeper's tests ran (>=%s,<%s): its public calls are used "
+            "(correct, slower)",
+            dist,
+            version,
+            lowest,
+            below,
+        )
     return False
 
 

@@ -2,6 +2,7 @@
 numbers or booleans quoted), emitted by libyaml when PyYAML has it: ~20x faster than PyYAML's pure-Python
 emitter, which a sweep pays for every job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours
 but OmegaConf's adapter and the output's masking of passwords."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,5 +33,7 @@ def dump(container: Any) -> str:
     """``OmegaConf.to_yaml(container)`` for a plain container (dicts, lists, scalars): the same document."""
     if not _DUMPER:
         _DUMPER.append(_dumper())
-    text = yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0])
+    text = yaml.dump(
+        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0]
+    )
     return masked(text)  # a URI's password (tracking.uri) is in no YAML file sweeper writes

@@ -2,6 +2,7 @@
 checked before Hydra composes: a pin choosing an option that does not exist, a pin whose data set overrides the
 command's, ``interval()`` without a search sweeper, ``glob()`` on a value. Each raises the caller's ``error`` (one
 line); :mod:`sweeper.contract.config` calls them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,14 @@ def defaults(path: Path, group: str) -> list[str]:
         return []
     found = []
     for entry in OmegaConf.load(path).get("defaults") or []:
-        if OmegaConf.is_dict(entry):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
-            found += [str(v) for k, v in entry.items() if str(k).removeprefix("override ").strip("/ ") == group]
+        if OmegaConf.is_dict(
+            entry
+        ):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
+            found += [
+                str(v)
+                for k, v in entry.items()
+                if str(k).removeprefix("override ").strip("/ ") == group
+            ]
     return found
 
 
@@ -63,10 +70,12 @@ def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Excepti
             picked = fixed(path, group)
             other = [v for v in _values(mine) if picked and v not in picked]
             if other:
-                raise error(f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}={picked[0]} "
-                            f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train {group}={picked[0]} "
-                            f"under the name {mine.input_line}; drop {mine.input_line}, or pin a run of "
-                            f"{group}={other[0]}")
+                raise error(
+                    f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}={picked[0]} "
+                    f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train {group}={picked[0]} "
+                    f"under the name {mine.input_line}; drop {mine.input_line}, or pin a run of "
+                    f"{group}={other[0]}"
+                )
 
 
 def picks(path: Path, arg: str, groups: tuple[str, ...], error: type[Exception]) -> None:
@@ -75,21 +84,29 @@ def picks(path: Path, arg: str, groups: tuple[str, ...], error: type[Exception])
     for group in groups:
         for option in defaults(path, group):
             if option not in group_options(group):
-                raise error(f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
-                            f"is not allowed: expected one of {', '.join(group_options(group))}")
+                raise error(
+                    f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
+                    f"is not allowed: expected one of {', '.join(group_options(group))}"
+                )
 
 
-def search_only(o: Any, overrides: list[Any], whole: bool, groups: tuple[str, ...], error: type[Exception]) -> None:
+def search_only(
+    o: Any, overrides: list[Any], whole: bool, groups: tuple[str, ...], error: type[Exception]
+) -> None:
     """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid sweeper, ``lr=interval(...)``
     (a range only a search sweeper can draw from): one line, where Hydra raises "ConfigLoader is not set" or
     "BasicSweeper does not support sweep type" with its traceback."""
     key = o.key_or_group
     if o.value_type.name.startswith("GLOB") and key not in groups:
-        raise error(f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
-                    f"({', '.join(groups)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()")
+        raise error(
+            f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
+            f"({', '.join(groups)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()"
+        )
     if o.is_interval_sweep() and whole and not searching(overrides):
-        raise error(f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
-                    "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))")
+        raise error(
+            f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
+            "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))"
+        )
 
 
 def searching(overrides: list[Any]) -> bool:
@@ -99,22 +116,37 @@ def searching(overrides: list[Any]) -> bool:
         if o.key_or_group == "hydra/sweeper" and not o.is_delete() and str(o.value()) != "basic":
             return True
         if o.key_or_group in ("sweep", "best") and not o.is_sweep_override() and not o.is_delete():
-            if [v for v in defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper") if v != "basic"]:
+            if [
+                v
+                for v in defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", "hydra/sweeper")
+                if v != "basic"
+            ]:
                 return True
     return any(v != "basic" for v in defaults(CONF_DIR / "config.yaml", "hydra/sweeper"))
 
 
-def some_job(o: Any, values: list[Any] | None, groups: tuple[str, ...], error: type[Exception]) -> None:
+def some_job(
+    o: Any, values: list[Any] | None, groups: tuple[str, ...], error: type[Exception]
+) -> None:
     """A sweep override that gives no value (``lr=range(1,0)``: ``values`` empty) or a glob over a config group that
     matches none of its options (``data=glob(zz*)``): one line, where Hydra's sweep ran no job, exited 1 and said
     nothing."""
     key = o.key_or_group
     if values is not None and not values:
-        raise error(f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: expected a "
-                    "range with at least one value (range(start,stop[,step]), start < stop for a step > 0) or a list a,b,c")
-    if values is None and o.value_type.name.startswith("GLOB") and key in groups and not o.value().filter(group_options(key)):
-        raise error(f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep would run no job: "
-                    f"expected a pattern matching one of {', '.join(group_options(key))}")
+        raise error(
+            f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: expected a "
+            "range with at least one value (range(start,stop[,step]), start < stop for a step > 0) or a list a,b,c"
+        )
+    if (
+        values is None
+        and o.value_type.name.startswith("GLOB")
+        and key in groups
+        and not o.value().filter(group_options(key))
+    ):
+        raise error(
+            f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep would run no job: "
+            f"expected a pattern matching one of {', '.join(group_options(key))}"
+        )
 
 
 def given_twice(overrides: list[Any]) -> list[str]:
@@ -124,8 +156,12 @@ def given_twice(overrides: list[Any]) -> list[str]:
     for o in overrides:
         if not o.is_delete():
             seen.setdefault((o.key_or_group, o.package), []).append(o)
-    lines = [f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
-             f"the last, {os_[-1].input_line}, is used" for os_ in seen.values() if len(os_) > 1]
+    lines = [
+        f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
+        f"the last, {os_[-1].input_line}, is used"
+        for os_ in seen.values()
+        if len(os_) > 1
+    ]
     return lines + _named_sweeps_replaced(overrides)
 
 
@@ -139,11 +175,20 @@ def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
             continue
         path = CONF_DIR / o.key_or_group / f"{o.value()}.yaml"
         try:
-            params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params") or {}
+            params = (
+                OmegaConf.to_container(OmegaConf.load(path))
+                .get("hydra", {})
+                .get("sweeper", {})
+                .get("params")
+                or {}
+            )
         except Exception:  # noqa: BLE001  (a file that cannot be read: check_overrides names it)
             continue
-        out += [f"sweeper: {given[k].input_line} replaces {o.input_line}'s {k}: {v}" for k, v in params.items()
-                if k in given and given[k] is not o]
+        out += [
+            f"sweeper: {given[k].input_line} replaces {o.input_line}'s {k}: {v}"
+            for k, v in params.items()
+            if k in given and given[k] is not o
+        ]
     return out
 
 
@@ -160,19 +205,27 @@ def sized(overrides: list[Any], error: type[Exception]) -> list[Any]:
 
     total, counts = 1, []
     for o in overrides:
-        if not o.is_sweep_override() or not o.is_discrete_sweep() or o.value_type.name.startswith("GLOB"):
+        if (
+            not o.is_sweep_override()
+            or not o.is_discrete_sweep()
+            or o.value_type.name.startswith("GLOB")
+        ):
             continue
         v, arg = o.value(), o.input_line
         if isinstance(v, RangeSweep):
             if v.step == 0:
-                raise error(f"{arg}: a range's step cannot be 0: write range(start, stop, step) with a step that goes "
-                            "from start towards stop (e.g. range(10,20,2))")
+                raise error(
+                    f"{arg}: a range's step cannot be 0: write range(start, stop, step) with a step that goes "
+                    "from start towards stop (e.g. range(10,20,2))"
+                )
             n = max(0, math.ceil((v.stop - v.start) / v.step))
         else:
             n = len(v.list)
         counts.append(f"{o.key_or_group}: {n:,}")
         total *= max(n, 1)
         if total > MAX_JOBS:
-            raise error(f"{arg}: the sweep would have more than {MAX_JOBS:,} jobs ({' × '.join(counts)} values): "
-                        "choose fewer values (a larger step), or a search sweeper (+sweep=optuna) for a large space")
+            raise error(
+                f"{arg}: the sweep would have more than {MAX_JOBS:,} jobs ({' × '.join(counts)} values): "
+                "choose fewer values (a larger step), or a search sweeper (+sweep=optuna) for a large space"
+            )
     return overrides

@@ -19,6 +19,7 @@ overrides is composed by Hydra once:
 A job whose config cannot be resolved outside its job (:func:`resolvable`: ``${hydra:...}``, a ``???`` the
 task fills in, an interpolation that fails here) has no plain config here: it runs alone, resolved in its job.
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,14 +79,22 @@ class _Once:
     def __init__(self, load: Any):
         self.load = load
         self.cache: dict[tuple[str, ...], Any] = {}
-        self.templates: dict[tuple, Any] = {}  # (structural overrides, value keys) → a composed config
-        self.plains: dict[tuple, Any] = {}  # shape → its template resolved (plain), None, or _DEPENDENT
+        self.templates: dict[
+            tuple, Any
+        ] = {}  # (structural overrides, value keys) → a composed config
+        self.plains: dict[
+            tuple, Any
+        ] = {}  # shape → its template resolved (plain), None, or _DEPENDENT
         self.parsed: dict[str, Any] = {}  # an override → Hydra's parse of it
         self.checked: set[str] = set()  # keys whose quick reading matched Hydra's
         self.groups: set[str] | None = None
         self.lent: dict[tuple, Any] = {}  # shape → the config lent to the launcher (:meth:`lend`)
-        self.settable: dict[tuple, bool] = {}  # shape → whether its value keys are all in its template
-        self.memos: dict[int, dict[str, Any]] = {}  # id of a lent config (alive with self.lent) → what its jobs share
+        self.settable: dict[
+            tuple, bool
+        ] = {}  # shape → whether its value keys are all in its template
+        self.memos: dict[
+            int, dict[str, Any]
+        ] = {}  # id of a lent config (alive with self.lent) → what its jobs share
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
         """Hydra's launchers' call: the launcher writes into the config (``hydra.job.id``, read-only flags) and is
@@ -120,19 +129,25 @@ class _Once:
         launcher hands it to ``run_job``, which copies what it keeps): one config per shape, with this job's
         values set in place — no copy (a deep copy of a composed config costs ~25 ms)."""
         overrides = list(sweep_overrides)
-        parsed, values, shape = self._parse(master_config, overrides, quick=True)  # a number: not Hydra's grammar
+        parsed, values, shape = self._parse(
+            master_config, overrides, quick=True
+        )  # a number: not Hydra's grammar
         if shape is None:
             return self.load(master_config, overrides)
         if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
             self.lent[shape] = copy.deepcopy(self._template(master_config, overrides, shape))
             self.memos[id(self.lent[shape])] = {}
-        return _set_values(self.lent[shape], [o for o, v in zip(parsed, values) if v], parsed, master_config)
+        return _set_values(
+            self.lent[shape], [o for o, v in zip(parsed, values) if v], parsed, master_config
+        )
 
     def memo(self, cfg: Any) -> dict[str, Any] | None:
         """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends (one per shape: its jobs
         differ only in their values, never in ``hydra.*`` beyond what each job sets), for what they can share
         (``sweeper.sweep.jobrun``: the YAML of the Hydra config's other sections); None for any other config."""
-        return self.memos.get(id(cfg))  # a lent config lives as long as this object: no other shares its id
+        return self.memos.get(
+            id(cfg)
+        )  # a lent config lives as long as this object: no other shares its id
 
     def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
         """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template
@@ -144,7 +159,9 @@ class _Once:
             template = self._template(master_config, overrides, shape)
             keys = [o.key_or_group for o, v in zip(parsed, values) if v]
             found = interpolations(template)
-            dependent = any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", s) for k in keys for s in found)
+            dependent = any(
+                re.search(rf"(?<!\w){re.escape(k)}(?!\w)", s) for k in keys for s in found
+            )
             entry = self.plains[shape] = _DEPENDENT if dependent else resolvable(template)
         if entry is None:
             return None
@@ -152,9 +169,13 @@ class _Once:
             out = copy.deepcopy(entry)
             if all(_set(out, o.key_or_group, o.value()) for o, v in zip(parsed, values) if v):
                 return out
-        return resolvable(self._compose(master_config, overrides))  # each job on its own (or Hydra's error)
+        return resolvable(
+            self._compose(master_config, overrides)
+        )  # each job on its own (or Hydra's error)
 
-    def _parse(self, master_config: Any, overrides: list[str], quick: bool = False) -> tuple[Any, Any, Any]:
+    def _parse(
+        self, master_config: Any, overrides: list[str], quick: bool = False
+    ) -> tuple[Any, Any, Any]:
         """(overrides parsed, which are plain values, the shape). Each distinct override is parsed by Hydra's
         grammar once (~1.5 ms each); with ``quick``, a ``key=number`` override is read without it (a
         :class:`_Quick`, checked against Hydra's parse once per key)."""
@@ -185,8 +206,12 @@ class _Once:
         q = _Quick(key, int(text) if _INT.fullmatch(text) else float(text), s)
         if key not in self.checked:  # once per key: Hydra's grammar reads the same
             o = self._parsed(s)
-            if not (_simple(o) and o.key_or_group == key and type(o.value()) is type(q.value())
-                    and o.value() == q.value()):
+            if not (
+                _simple(o)
+                and o.key_or_group == key
+                and type(o.value()) is type(q.value())
+                and o.value() == q.value()
+            ):
                 return None
             self.checked.add(key)
         return q
@@ -203,12 +228,16 @@ class _Once:
         if shape not in self.templates:
             return copy.deepcopy(self._template(master_config, overrides, shape))
         template = self.templates[shape]
-        return _with_values(template, [o for o, v in zip(parsed, values) if v], parsed, master_config)
+        return _with_values(
+            template, [o for o, v in zip(parsed, values) if v], parsed, master_config
+        )
 
 
 # ``key=number``: an int or a float as Hydra's override grammar reads them (no ``_`` separators, no inf/nan)
-_NUMBER = re.compile(r"(?P<key>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[+-]?(?:0|[1-9]\d*|\d+\.\d*|\.\d+"
-                     r"|(?:\d+|\d+\.\d*|\.\d+)[eE][+-]?\d+))")
+_NUMBER = re.compile(
+    r"(?P<key>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[+-]?(?:0|[1-9]\d*|\d+\.\d*|\.\d+"
+    r"|(?:\d+|\d+\.\d*|\.\d+)[eE][+-]?\d+))"
+)
 _INT = re.compile(r"[+-]?(?:0|[1-9]\d*)")
 
 
@@ -226,7 +255,8 @@ class _Quick:
     def is_sweep_override(self) -> bool:
         return False
 
-    is_add = is_force_add = is_delete = is_hydra_override = is_sweep_override  # never a hydra.* key (_quick)
+    # never a hydra.* key (_quick)
+    is_add = is_force_add = is_delete = is_hydra_override = is_sweep_override
     package = None
 
 
@@ -234,8 +264,11 @@ def _settable(template: Any, parsed: list[Any], values: list[bool]) -> bool:
     """Whether every value override of the job names a key its shape's config has (else Hydra's error)."""
     from omegaconf import OmegaConf
 
-    return all(OmegaConf.select(template, o.key_or_group, default=_DEPENDENT) is not _DEPENDENT
-               for o, v in zip(parsed, values) if v)
+    return all(
+        OmegaConf.select(template, o.key_or_group, default=_DEPENDENT) is not _DEPENDENT
+        for o, v in zip(parsed, values)
+        if v
+    )
 
 
 def _set(out: dict[str, Any], key: str, value: Any) -> bool:
@@ -256,9 +289,15 @@ def _set(out: dict[str, Any], key: str, value: Any) -> bool:
 def _simple(o: Any) -> bool:
     """A plain ``key=scalar`` override: applied by Hydra as a value once the defaults list is composed
     (a dict or list value is merged into what it replaces, so it stays part of the shape)."""
-    return (not o.is_sweep_override() and not o.is_add() and not o.is_force_add() and not o.is_delete()
-            and o.package is None and not o.key_or_group.startswith("hydra")
-            and not isinstance(o.value(), (dict, list)))
+    return (
+        not o.is_sweep_override()
+        and not o.is_add()
+        and not o.is_force_add()
+        and not o.is_delete()
+        and o.package is None
+        and not o.key_or_group.startswith("hydra")
+        and not isinstance(o.value(), (dict, list))
+    )
 
 
 def _with_values(template: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
@@ -276,10 +315,15 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override
     # as Hydra's loader: hydra.* overrides are the shape's (in its template's hydra.overrides.hydra), not the task's
     task = [o for o in parsed if not o.is_hydra_override()]
-    with read_write(cfg.hydra), open_dict(cfg.hydra):  # a config lent before: run_job made its hydra read-only
+    with (
+        read_write(cfg.hydra),
+        open_dict(cfg.hydra),
+    ):  # a config lent before: run_job made its hydra read-only
         cfg.hydra.overrides.task = [o.input_line for o in task]
         c = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = overrides_dirname(task, c.kv_sep, c.item_sep, c.exclude_keys)
+        cfg.hydra.job.override_dirname = overrides_dirname(
+            task, c.kv_sep, c.item_sep, c.exclude_keys
+        )
     OmegaConf.copy_cache(from_config=master_config, to_config=cfg)
     return cfg
 
@@ -308,5 +352,7 @@ def compose_once(loader: Any) -> Any:
     shortcut ``compose`` off, a :class:`_Public` that composes each job through Hydra (the sweeper's check, then
     Hydra's own ``validate_batch_is_legal``, then the launcher's: three times, as without sweeper)."""
     if not isinstance(loader.load_sweep_config, (_Once, _Public)):
-        loader.load_sweep_config = (_Once if shortcut("compose") else _Public)(loader.load_sweep_config)
+        loader.load_sweep_config = (_Once if shortcut("compose") else _Public)(
+            loader.load_sweep_config
+        )
     return loader.load_sweep_config

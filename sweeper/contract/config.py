@@ -9,6 +9,7 @@ composes (:func:`check_overrides`), on every job of a multirun before the first 
 Plain YAML plus these rules is used instead of a Hydra structured config because Hydra reports
 a structured-config type error over several lines and before our code can word it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
 
 
 # conf/tracking/{local,server}.yaml's tracking.experiment
-EXPERIMENT = "${sweeper_experiment:${data.name},${oc.select:data.path,''},${oc.select:data.task,auto}}"
+EXPERIMENT = (
+    "${sweeper_experiment:${data.name},${oc.select:data.path,''},${oc.select:data.task,auto}}"
+)
 _MISSING = object()
 
 
@@ -53,8 +56,11 @@ def resolve_experiment(cfg: Any) -> None:
     node = node_at(tracking, "experiment") if isinstance(tracking, DictConfig) else None
     if node is None or raw_value(node) != EXPERIMENT:
         return
-    args = [OmegaConf.select(cfg, "data.name", default=_MISSING), OmegaConf.select(cfg, "data.path", default=""),
-            OmegaConf.select(cfg, "data.task", default="auto")]
+    args = [
+        OmegaConf.select(cfg, "data.name", default=_MISSING),
+        OmegaConf.select(cfg, "data.path", default=""),
+        OmegaConf.select(cfg, "data.task", default="auto"),
+    ]
     if _MISSING in args or any(OmegaConf.is_config(a) for a in args):
         return
     cfg.tracking.experiment = experiment_name(*args)
@@ -111,7 +117,9 @@ def text() -> Rule:
 MAX_EPOCHS = 100_000_000
 TOP_LEVEL: dict[str, Rule] = {
     "lr": positive_number(),
-    "epochs": Rule(f"an integer from 1 to {MAX_EPOCHS:,}", lambda v: _is_int(v) and 1 <= v <= MAX_EPOCHS),
+    "epochs": Rule(
+        f"an integer from 1 to {MAX_EPOCHS:,}", lambda v: _is_int(v) and 1 <= v <= MAX_EPOCHS
+    ),
     "depth": integer(ge=0),
     "width": integer(ge=1),
     "activation": choice("relu", "tanh", "sigmoid"),
@@ -138,21 +146,41 @@ TOP_LEVEL: dict[str, Rule] = {
 
 def _baselines(value: Any) -> bool:
     """``baselines``: references fitted at a sweep's end (sweeper.insight.baselines), not part of any run."""
-    names = [str(v).strip() for v in value] if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) \
+    names = (
+        [str(v).strip() for v in value]
+        if isinstance(value, (list, tuple)) or OmegaConf.is_list(value)
         else [v.strip() for v in str(value).split(",")]
-    return names in (["none"], ["auto"]) or (bool(names) and all(n in ("linear", "boosting") for n in names))
+    )
+    return names in (["none"], ["auto"]) or (
+        bool(names) and all(n in ("linear", "boosting") for n in names)
+    )
 
 
 # Keys added after runs were pinned, with their defaults: a key at its default is left out of the
 # fingerprint, so a run from before the key keeps its fingerprint (resume=true, conf/best pins).
-ADDED_DEFAULTS: dict[str, Any] = {"optimizer": "gd", "momentum": 0.9, "nesterov": False, "beta1": 0.9,
-                                  "beta2": 0.999, "eps": 1e-8, "batch_size": 0, "weight_decay": 0.0}
+ADDED_DEFAULTS: dict[str, Any] = {
+    "optimizer": "gd",
+    "momentum": 0.9,
+    "nesterov": False,
+    "beta1": 0.9,
+    "beta2": 0.999,
+    "eps": 1e-8,
+    "batch_size": 0,
+    "weight_decay": 0.0,
+}
 
 # data.split_seed draws the split (and synthetic data); the top-level seed draws the initial weights (and the
 # mini-batch order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
-_SPLIT = {"name": text(), "val_fraction": fraction(), "test_fraction": fraction(), "split_seed": integer(ge=0),
-          "folds": Rule("0 (one validation split) or an integer >= 2 (k-fold cross-validation)",
-                        lambda v: _is_int(v) and (v == 0 or v >= 2))}
+_SPLIT = {
+    "name": text(),
+    "val_fraction": fraction(),
+    "test_fraction": fraction(),
+    "split_seed": integer(ge=0),
+    "folds": Rule(
+        "0 (one validation split) or an integer >= 2 (k-fold cross-validation)",
+        lambda v: _is_int(v) and (v == 0 or v >= 2),
+    ),
+}
 # data keys that a node may leave out (a node written before the key existed, a benchmark's namespace): absent = 0
 OPTIONAL_DATA = ("folds",)
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
@@ -161,39 +189,60 @@ SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
 _TEXT_FEATURES = {
     "features": choice("tfidf", "counts", "hashing"),
     "max_features": Rule("an integer >= 0 (0: no cap)", lambda v: _is_int(v) and v >= 0),
-    "ngram_max": Rule("1 (words) or 2 (words and word pairs)", lambda v: _is_int(v) and v in (1, 2)),
+    "ngram_max": Rule(
+        "1 (words) or 2 (words and word pairs)", lambda v: _is_int(v) and v in (1, 2)
+    ),
     "min_df": integer(ge=1),
     "sparse": Rule("true or false", lambda v: isinstance(v, bool)),
 }
 _CSV_COLUMNS = {
     "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
     "header": Rule("true or false", lambda v: isinstance(v, bool)),
-    "sep": Rule("auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
-                lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto")),
+    "sep": Rule(
+        "auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
+        lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto"),
+    ),
     "task": choice("auto", "regression", "binary", "multiclass"),
-    "positive_class": Rule("auto, or the target value to read as 1 (a number or text)",
-                           lambda v: _is_number(v) or (isinstance(v, str) and v != "")),
+    "positive_class": Rule(
+        "auto, or the target value to read as 1 (a number or text)",
+        lambda v: _is_number(v) or (isinstance(v, str) and v != ""),
+    ),
 }
 
 
 def _names(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and all(_is_int(c) or isinstance(c, str) and c != "" for c in v)
+    return isinstance(v, (list, tuple)) and all(
+        _is_int(c) or isinstance(c, str) and c != "" for c in v
+    )
 
 
 # Which columns of a table are features (data=csv): sweeper.data.columns.
 _COLUMN_CHOICE = {
     "drop": Rule("a list of column names or indices, e.g. [id,name] ([]: none)", _names),
-    "features": Rule("a list of column names or indices, e.g. [age,sex] ([]: every column but the target)", _names),
+    "features": Rule(
+        "a list of column names or indices, e.g. [age,sex] ([]: every column but the target)",
+        _names,
+    ),
     "max_categories": integer(ge=1),
-    "keep": Rule("a list of column names or indices kept although they look like ids, e.g. [PassengerId]", _names),
-    "dates": Rule("a list of column names or indices read as dates, e.g. [dteday] ([]: ISO dates are found)", _names),
-    "categorical": Rule("a list of numeric column names or indices encoded as categories, e.g. [origin]", _names),
+    "keep": Rule(
+        "a list of column names or indices kept although they look like ids, e.g. [PassengerId]",
+        _names,
+    ),
+    "dates": Rule(
+        "a list of column names or indices read as dates, e.g. [dteday] ([]: ISO dates are found)",
+        _names,
+    ),
+    "categorical": Rule(
+        "a list of numeric column names or indices encoded as categories, e.g. [origin]", _names
+    ),
 }
 # Missing cells of a table (data=csv): sweeper.data.table.
 _MISSING_CELLS = {
     "missing": choice("impute", "drop_rows", "refuse"),
-    "na_values": Rule("a list of texts read as a missing cell besides '', NA, N/A, NaN, null, ?, -, e.g. [n/a]",
-                      lambda v: isinstance(v, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in v)),
+    "na_values": Rule(
+        "a list of texts read as a missing cell besides '', NA, N/A, NaN, null, ?, -, e.g. [n/a]",
+        lambda v: isinstance(v, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in v),
+    ),
 }
 DATA: dict[str, dict[str, Rule]] = {
     "xor": _SPLIT,
@@ -208,7 +257,9 @@ DATA: dict[str, dict[str, Rule]] = {
     "text": {
         **_SPLIT,
         "path": text(),
-        "text": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
+        "text": Rule(
+            "a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)
+        ),
         **_CSV_COLUMNS,
         **_TEXT_FEATURES,
     },
@@ -224,20 +275,30 @@ DATA: dict[str, dict[str, Rule]] = {
 # Where a data set that is not shipped comes from (the one-line error of a missing data.path).
 DOWNLOAD = {
     "spambase": "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to that path, "
-                "or set data.path=/path/to/spambase.data",
+    "or set data.path=/path/to/spambase.data",
     "sms": "download smsspamcollection.zip from https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
-           "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
+    "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
     "text": "expected an existing .csv/.tsv/.txt, .json or .jsonl file",
 }
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TRACKING: dict[str, Rule] = {
-    "uri": Rule("a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
-                lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None),
-    "experiment": Rule(f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
-                       lambda v: isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
-                       and v.strip() != ""),
-    "log_model": _BOOL, "system_metrics": _BOOL, "curve_points": integer(ge=0), "system_metrics_min_s": integer(ge=0),
+    "uri": Rule(
+        "a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
+        lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None,
+    ),
+    "experiment": Rule(
+        f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
+        lambda v: (
+            isinstance(v, str)
+            and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+            and v.strip() != ""
+        ),
+    ),
+    "log_model": _BOOL,
+    "system_metrics": _BOOL,
+    "curve_points": integer(ge=0),
+    "system_metrics_min_s": integer(ge=0),
 }
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
@@ -248,7 +309,15 @@ GROUPS = ("data", "tracking", "sweep", "best", "model")
 METADATA = ("pinned",)
 
 # Keys left out of the fingerprint: where and how a run is executed, not what it computes.
-NOT_FINGERPRINTED = ("device", "sync_every_epoch", "resume", "tracking", "hydra", "baselines", *METADATA)
+NOT_FINGERPRINTED = (
+    "device",
+    "sync_every_epoch",
+    "resume",
+    "tracking",
+    "hydra",
+    "baselines",
+    *METADATA,
+)
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:
@@ -267,9 +336,15 @@ def _parses_as_number(text: str) -> bool:
 
 def check_value(key: str, value: Any, rule: Rule) -> None:
     if not rule.check(value):
-        if isinstance(value, str) and _parses_as_number(value) and rule.allowed.startswith(("a number", "an integer")):
-            raise ConfigError(f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
-                              f"(write {key}={value}, without quotes)")
+        if (
+            isinstance(value, str)
+            and _parses_as_number(value)
+            and rule.allowed.startswith(("a number", "an integer"))
+        ):
+            raise ConfigError(
+                f"{key}={json.dumps(value)} is a string: expected {rule.allowed} "
+                f"(write {key}={value}, without quotes)"
+            )
         raise _fail(key, value, rule.allowed)
 
 
@@ -281,8 +356,10 @@ def validate(cfg: Mapping[str, Any]) -> None:
         check_value(key, cfg[key], rule)
     unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", "model", *METADATA})
     if unknown:
-        raise ConfigError(f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, "
-                          "tracking.*, model.*")
+        raise ConfigError(
+            f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, "
+            "tracking.*, model.*"
+        )
     from sweeper.contract.model import check_model
     from sweeper.models.interface import ModelError
 
@@ -304,19 +381,29 @@ def validate(cfg: Mapping[str, Any]) -> None:
         check_value(f"data.{key}", data[key], rule)
     extra = sorted(set(data) - set(rules))
     if extra:
-        raise ConfigError(f"data.{extra[0]} is not a key of data={name}: expected one of {', '.join(sorted(rules))}")
+        raise ConfigError(
+            f"data.{extra[0]} is not a key of data={name}: expected one of {', '.join(sorted(rules))}"
+        )
     if data["val_fraction"] + data["test_fraction"] >= 0.9:
         raise ConfigError(
             f"data.val_fraction+data.test_fraction={data['val_fraction'] + data['test_fraction']:g} is not allowed: "
             "expected a sum < 0.9 so that training keeps data"
         )
     if data.get("sparse") and cfg["batch_size"]:
-        raise ConfigError(f"batch_size={cfg['batch_size']} is not allowed with sparse text features (data.sparse=true): "
-                          "expected batch_size=0 (full batch), or data.sparse=false")
+        raise ConfigError(
+            f"batch_size={cfg['batch_size']} is not allowed with sparse text features (data.sparse=true): "
+            "expected batch_size=0 (full batch), or data.sparse=false"
+        )
     if "path" in rules and not Path(data["path"]).is_file():
         hint = DOWNLOAD.get(name, "expected an existing .csv/.tsv/.txt, .json, .jsonl or .npz file")
         path = Path(data["path"])
-        what = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        what = (
+            "is a folder"
+            if path.is_dir()
+            else "is not a regular file"
+            if path.exists()
+            else "does not exist"
+        )
         raise ConfigError(f"data.path={data['path']} {what}: {hint}")
 
     for key, rule in TRACKING.items():
@@ -340,8 +427,10 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
     to :func:`validate`, which refuses keys a data set does not have."""
     group, _, rest = key.partition(".")
     if group in TOP_LEVEL:  # lr.x=1: Hydra says "Key 'x' is not in struct"
-        raise ConfigError(f"{key} is not a key: {group} is one value ({TOP_LEVEL[group].allowed}), not a group "
-                          f"of keys: write {group}=VALUE")
+        raise ConfigError(
+            f"{key} is not a key: {group} is one value ({TOP_LEVEL[group].allowed}), not a group "
+            f"of keys: write {group}=VALUE"
+        )
     if group not in NESTED:
         if group not in (*TOP_LEVEL, *GROUPS, *METADATA):  # dta.val_fraction=0.1
             raise _unknown(group)
@@ -353,7 +442,9 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
             continue  # the choice itself is refused by check_overrides
         keys = sorted(k for k in OmegaConf.load(path) if k != "defaults")
         if name not in keys:
-            raise ConfigError(f"{group}.{name} is not a key of {group}={option}: expected one of {', '.join(keys)}")
+            raise ConfigError(
+                f"{group}.{name} is not a key of {group}={option}: expected one of {', '.join(keys)}"
+            )
 
 
 def _chosen(group: str, overrides: list[Any]) -> list[str]:
@@ -368,7 +459,8 @@ def _chosen(group: str, overrides: list[Any]) -> list[str]:
             return []  # a glob: the sweeper expands it, validate() sees each job
     picked = [
         option
-        for o in overrides if o.key_or_group in ("best", "sweep") and not o.is_sweep_override()
+        for o in overrides
+        if o.key_or_group in ("best", "sweep") and not o.is_sweep_override()
         for option in _defaults(CONF_DIR / o.key_or_group / f"{o.value()}.yaml", group)
     ]
     return picked or _defaults(CONF_DIR / "config.yaml", group)
@@ -447,11 +539,15 @@ def _readable(path: Path, arg: str) -> None:
     try:
         doc = OmegaConf.load(path)
     except Exception as e:  # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding
-        raise ConfigError(f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be read "
-                          f"({type(e).__name__}: {' '.join(str(e).split())[:160]}): fix the file or choose "
-                          "another") from None
+        raise ConfigError(
+            f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be read "
+            f"({type(e).__name__}: {' '.join(str(e).split())[:160]}): fix the file or choose "
+            "another"
+        ) from None
     if not OmegaConf.is_dict(doc):
-        raise ConfigError(f"{arg}: {path.name} is not a mapping of keys: fix the file or choose another")
+        raise ConfigError(
+            f"{arg}: {path.name} is not a mapping of keys: fix the file or choose another"
+        )
 
 
 def _unparsable(arg: str, e: Exception) -> None:
@@ -462,16 +558,32 @@ def _unparsable(arg: str, e: Exception) -> None:
         return
     if key.lstrip("+~") == "data.sep":
         names = "|".join(n for n in SEP_NAMES if n.isalpha())
-        raise ConfigError(f"{arg} cannot be read by Hydra's override parser: quote the character "
-                          f"('data.sep=\"{value}\"') or name it: data.sep={names}")
-    lines = [ln.strip() for ln in str(e).splitlines()
-             if ln.strip() not in ("", "^") and not ln.startswith(("See ", "Error parsing"))]
-    raise ConfigError(f"{arg} is not a valid override ({lines[0] if lines else type(e).__name__}): "
-                      "quote a value that holds special characters, e.g. 'key=\"value\"'")
+        raise ConfigError(
+            f"{arg} cannot be read by Hydra's override parser: quote the character "
+            f"('data.sep=\"{value}\"') or name it: data.sep={names}"
+        )
+    lines = [
+        ln.strip()
+        for ln in str(e).splitlines()
+        if ln.strip() not in ("", "^") and not ln.startswith(("See ", "Error parsing"))
+    ]
+    raise ConfigError(
+        f"{arg} is not a valid override ({lines[0] if lines else type(e).__name__}): "
+        "quote a value that holds special characters, e.g. 'key=\"value\"'"
+    )
 
 
 # data keys added after runs were pinned (data=csv's column choice, data.sep's sniffing), as ADDED_DEFAULTS:
 # at these values they hash as before they existed; data.sep=auto hashes as the old default ",", which is
 # what any file that ran before sniffing was read with unless data.sep named another.
-DATA_ADDED_DEFAULTS: dict[str, Any] = {"drop": [], "features": [], "max_categories": 50, "keep": [], "dates": [],
-                                       "categorical": [], "missing": "impute", "na_values": [], "folds": 0}
+DATA_ADDED_DEFAULTS: dict[str, Any] = {
+    "drop": [],
+    "features": [],
+    "max_categories": 50,
+    "keep": [],
+    "dates": [],
+    "categorical": [],
+    "missing": "impute",
+    "na_values": [],
+    "folds": 0,
+}

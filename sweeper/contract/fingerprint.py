@@ -1,6 +1,7 @@
 """The fingerprint of a run: the hash of what it computes — its resolved config without where and how it runs, and
 the content of its data file. CPU and GPU runs of one fingerprint pair up (speedup); ``resume=true`` reuses a
 FINISHED run of the same fingerprint; a promoted config records its run's."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,16 +23,26 @@ def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
     ``data.split_seed`` is hashed only when it differs from ``seed``: a run from before the split seed existed
     drew its split with its ``seed``, so it is the run of ``data.split_seed=seed`` and keeps its fingerprint
     (resume, ``conf/best`` pins); ``seed=3`` with the default ``data.split_seed=0`` is another split, another hash."""
-    kept = {k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)}
+    kept = {
+        k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)
+    }
     from sweeper.models.interface import offer, top_level_keys
 
-    if offer(kept.get("model"), quiet=True).top_level:  # its hyperparameters are the top-level keys (sweeper's MLP:
+    if offer(
+        kept.get("model"), quiet=True
+    ).top_level:  # its hyperparameters are the top-level keys (sweeper's MLP:
         kept.pop("model", None)  # runs from before the model group keep their fingerprint)
     else:  # a model of the interface: its import path and hyperparameters; the default model's keys do not apply
-        kept = {k: v for k, v in kept.items() if k not in top_level_keys()}  # and model.check is no hyperparameter:
+        kept = {
+            k: v for k, v in kept.items() if k not in top_level_keys()
+        }  # and model.check is no hyperparameter:
         kept["model"] = {k: v for k, v in kept["model"].items() if k != "check"}
     if isinstance(kept.get("data"), Mapping):
-        d = {k: v for k, v in kept["data"].items() if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]}
+        d = {
+            k: v
+            for k, v in kept["data"].items()
+            if k not in DATA_ADDED_DEFAULTS or v != DATA_ADDED_DEFAULTS[k]
+        }
         if "split_seed" in d and d["split_seed"] == kept.get("seed", 0):
             d.pop("split_seed")
         kept["data"] = {**d, "sep": ","} if d.get("sep") == "auto" else d
@@ -55,4 +66,7 @@ def content_tags(cfg: Mapping[str, Any]) -> dict[str, str]:
     path = cfg.get("data", {}).get("path") if isinstance(cfg.get("data"), Mapping) else None
     if path is None:
         return {}
-    return {DATA_SHA256: digest(path) or "unreadable", CONFIG_FINGERPRINT: fingerprint(cfg, content=False)}
+    return {
+        DATA_SHA256: digest(path) or "unreadable",
+        CONFIG_FINGERPRINT: fingerprint(cfg, content=False),
+    }

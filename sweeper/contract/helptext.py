@@ -2,6 +2,7 @@
 (conf/config.yaml's defaults and comments, ``sweeper.contract.config``'s allowed values, the config groups' files)
 and the sub-commands' descriptions, as plain text. Nothing here imports MLflow or Hydra's composition.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,11 @@ COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload
 EXAMPLES = (
     ("one run, tracked in MLflow", "python -m sweeper lr=0.01 depth=2"),
     ("a grid of 6 runs under one parent run", "python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2"),
-    ("a classification sweep, then the leaderboard", "python -m sweeper -m data=breast_cancer width=8,32 && "
-     "python -m sweeper.report --experiment breast_cancer"),
+    (
+        "a classification sweep, then the leaderboard",
+        "python -m sweeper -m data=breast_cancer width=8,32 && "
+        "python -m sweeper.report --experiment breast_cancer",
+    ),
 )
 
 
@@ -95,24 +99,44 @@ def model_section(args: list[str]) -> list[str]:
     from sweeper.contract.model import MODEL_KEYS, trainer_keys
     from sweeper.models.interface import ModelError, described, is_trainer, load_target
 
-    rows = [(f"model.{k}", default, f"{allowed} ({meaning})") for k, (default, allowed, meaning) in MODEL_KEYS.items()]
-    path = next((a.partition("=")[2] for a in args if a.lstrip("+").startswith("model._target_=")), None)
+    rows = [
+        (f"model.{k}", default, f"{allowed} ({meaning})")
+        for k, (default, allowed, meaning) in MODEL_KEYS.items()
+    ]
+    path = next(
+        (a.partition("=")[2] for a in args if a.lstrip("+").startswith("model._target_=")), None
+    )
     if not path:
-        return _section("model keys (model.KEY=VALUE; model._target_=PATH --help lists a model's own):", rows)
+        return _section(
+            "model keys (model.KEY=VALUE; model._target_=PATH --help lists a model's own):", rows
+        )
     try:
         target = load_target(path)
     except ModelError as e:
-        return [*_section("model keys (model.KEY=VALUE):", rows), f"  ({e}: its hyperparameters cannot be listed)"]
+        return [
+            *_section("model keys (model.KEY=VALUE):", rows),
+            f"  ({e}: its hyperparameters cannot be listed)",
+        ]
     trainer = is_trainer(target)
-    rows = [r for r in rows if not (trainer and r[0] == "model.check")]  # a trainer has no gradients to check
-    rows += [(f"model.{name}", default, kind + (f" ({doc})" if doc else "")) for name, default, kind, doc in described(target)
-             if not (trainer and name in trainer_keys(target))]
-    lines = _section(f"model keys (model.KEY=VALUE; shown for model._target_={path}, "
-                     f"{'a function trainer' if trainer else 'a model class'}):", rows)
+    rows = [
+        r for r in rows if not (trainer and r[0] == "model.check")
+    ]  # a trainer has no gradients to check
+    rows += [
+        (f"model.{name}", default, kind + (f" ({doc})" if doc else ""))
+        for name, default, kind, doc in described(target)
+        if not (trainer and name in trainer_keys(target))
+    ]
+    lines = _section(
+        f"model keys (model.KEY=VALUE; shown for model._target_={path}, "
+        f"{'a function trainer' if trainer else 'a model class'}):",
+        rows,
+    )
     if trainer:
         taken = ", ".join(trainer_keys(target)) or "none"
-        lines.append(f"  (a function trainer receives lr, epochs, seed, these model.KEY values and, of sweeper's "
-                     f"training-loop keys, those its signature names: {taken})")
+        lines.append(
+            f"  (a function trainer receives lr, epochs, seed, these model.KEY values and, of sweeper's "
+            f"training-loop keys, those its signature names: {taken})"
+        )
     return lines
 
 
@@ -123,21 +147,38 @@ def main_help(args: list[str] | None = None) -> str:
 
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
     notes = _comments(CONF_DIR / "config.yaml")
-    defaults = {k: v for entry in cfg.defaults if OmegaConf.is_dict(entry) for k, v in entry.items()}
+    defaults = {
+        k: v for entry in cfg.defaults if OmegaConf.is_dict(entry) for k, v in entry.items()
+    }
     picked = chosen_groups(list(args or []), defaults)
     data_name, tracking_name = picked["data"], picked["tracking"]
-    top = [(k, _shown(cfg[k]), f"{TOP_LEVEL[k].allowed}" + (f" ({notes[k]})" if k in notes else ""))
-           for k in cfg if k in TOP_LEVEL]
+    top = [
+        (k, _shown(cfg[k]), f"{TOP_LEVEL[k].allowed}" + (f" ({notes[k]})" if k in notes else ""))
+        for k in cfg
+        if k in TOP_LEVEL
+    ]
     data_path = CONF_DIR / "data" / f"{data_name}.yaml"
     data_cfg, data_notes = OmegaConf.load(data_path), _comments(data_path)
-    data_rows = [(f"data.{k}", _shown(data_cfg.get(k, "-")),
-                  (rule.allowed if k != "name" else "set by data=CHOICE") + (f" ({data_notes[k]})" if k in data_notes and k != "name" else ""))
-                 for k, rule in DATA[data_name].items()]
+    data_rows = [
+        (
+            f"data.{k}",
+            _shown(data_cfg.get(k, "-")),
+            (rule.allowed if k != "name" else "set by data=CHOICE")
+            + (f" ({data_notes[k]})" if k in data_notes and k != "name" else ""),
+        )
+        for k, rule in DATA[data_name].items()
+    ]
     tracking_path = CONF_DIR / "tracking" / f"{tracking_name}.yaml"
     tracking_cfg, tracking_notes = OmegaConf.load(tracking_path), _comments(tracking_path)
-    tracking_rows = [(f"tracking.{k}", _shown(tracking_cfg[k]) if k != "experiment" else "the data set's name",
-                      rule.allowed + (f" ({tracking_notes[k]})" if k in tracking_notes and k != "experiment" else ""))
-                     for k, rule in TRACKING.items()]
+    tracking_rows = [
+        (
+            f"tracking.{k}",
+            _shown(tracking_cfg[k]) if k != "experiment" else "the data set's name",
+            rule.allowed
+            + (f" ({tracking_notes[k]})" if k in tracking_notes and k != "experiment" else ""),
+        )
+        for k, rule in TRACKING.items()
+    ]
     lines = [
         "usage: python -m sweeper [-m] [KEY=VALUE ...] [GROUP=CHOICE ...]",
         "",
@@ -151,10 +192,16 @@ def main_help(args: list[str] | None = None) -> str:
         "",
         *_section("keys (KEY=VALUE):", top),
         "",
-        *_section(f"data keys (data.KEY=VALUE; shown for data={data_name}: python -m sweeper data=NAME --help shows "
-                  f"another data set's):", data_rows),
+        *_section(
+            f"data keys (data.KEY=VALUE; shown for data={data_name}: python -m sweeper data=NAME --help shows "
+            f"another data set's):",
+            data_rows,
+        ),
         "",
-        *_section(f"tracking keys (tracking.KEY=VALUE; shown for tracking={tracking_name}):", tracking_rows),
+        *_section(
+            f"tracking keys (tracking.KEY=VALUE; shown for tracking={tracking_name}):",
+            tracking_rows,
+        ),
         "",
         *model_section(list(args or [])),
         "",
@@ -163,7 +210,10 @@ def main_help(args: list[str] | None = None) -> str:
     for group in GROUPS:
         chosen = f" (default {defaults[group]})" if group in defaults else ""
         lines.append(f"  {group:<10}{', '.join(group_options(group))}{chosen}")
-    lines += ["", "sub-commands (python -m sweeper.NAME, or python -m sweeper NAME; --help for each):"]
+    lines += [
+        "",
+        "sub-commands (python -m sweeper.NAME, or python -m sweeper NAME; --help for each):",
+    ]
     lines += [f"  {name:<9}{command_line(name)}" for name in COMMANDS]
     lines += ["", "examples:"]
     for what, cmd in EXAMPLES:

@@ -2,6 +2,7 @@
 line and exit 2 instead of Hydra's 4-14 lines and exit 1: an unknown ``hydra.`` key, ``+key=`` for a key
 that exists, an unknown ``hydra/launcher=`` or ``hydra/sweeper=``, a sweep without ``-m``, and the batched
 launcher's knobs out of range."""
+
 from __future__ import annotations
 
 import os
@@ -11,13 +12,20 @@ from pathlib import Path
 from typing import Any
 
 # The batched launcher's own keys (plugins/hydra_plugins/sweeper_batched_launcher/config.py) and what they allow.
-LAUNCHER_INTS = {"hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = a quarter of the machine's memory)",
-                 "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)"}
+LAUNCHER_INTS = {
+    "hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = a quarter of the machine's memory)",
+    "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)",
+}
 
 
 # Successive halving (sweeper.sweep.halving): allowed values and their least integer.
-HALVING = {"hydra.launcher.halving.eta": ("an integer >= 2 (null: no halving)", 2),
-           "hydra.launcher.halving.min_epochs": ("an integer >= 1 (null: the largest epochs / eta^3, at least 2·log_every)", 1)}
+HALVING = {
+    "hydra.launcher.halving.eta": ("an integer >= 2 (null: no halving)", 2),
+    "hydra.launcher.halving.min_epochs": (
+        "an integer >= 1 (null: the largest epochs / eta^3, at least 2·log_every)",
+        1,
+    ),
+}
 
 
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).
@@ -31,36 +39,64 @@ def hydra_groups(group: str) -> list[str]:
     from hydra.core.plugins import Plugins
 
     Plugins.instance()
-    names = {n.removesuffix(".yaml") for n in ConfigStore.instance().list(group) if n.endswith(".yaml")}
+    names = {
+        n.removesuffix(".yaml") for n in ConfigStore.instance().list(group) if n.endswith(".yaml")
+    }
     try:
         from importlib.resources import files
 
-        names |= {p.name.removesuffix(".yaml") for p in files("hydra.conf").joinpath(group).iterdir()
-                  if p.name.endswith(".yaml")}
+        names |= {
+            p.name.removesuffix(".yaml")
+            for p in files("hydra.conf").joinpath(group).iterdir()
+            if p.name.endswith(".yaml")
+        }
     except (FileNotFoundError, NotADirectoryError, ModuleNotFoundError):
         pass
     return sorted(names)
 
 
-def check_hydra(args: list[str], overrides: list[Any], error: type[Exception], top_level: Any,
-                whole: bool = True) -> None:
+def check_hydra(
+    args: list[str],
+    overrides: list[Any],
+    error: type[Exception],
+    top_level: Any,
+    whole: bool = True,
+) -> None:
     """Raise ``error`` (one line) for an override of ``args`` (parsed: ``overrides``) that Hydra would refuse
     over several lines; ``top_level`` are the config's own top-level keys; ``whole``: ``args`` is the whole
     command line (else whether ``-m`` was given is unknown)."""
-    multirun = not whole or any(a in ("-m", "--multirun") for a in args) or any(
-        o.key_or_group == "hydra.mode" for o in overrides)
+    multirun = (
+        not whole
+        or any(a in ("-m", "--multirun") for a in args)
+        or any(o.key_or_group == "hydra.mode" for o in overrides)
+    )
     for o in overrides:
         key = o.key_or_group
         if not multirun and o.is_sweep_override():
-            raise error(f"{o.input_line} is a sweep: add -m (python -m sweeper -m {o.input_line} ...), "
-                        "or give one value")
+            raise error(
+                f"{o.input_line} is a sweep: add -m (python -m sweeper -m {o.input_line} ...), "
+                "or give one value"
+            )
         if o.is_add() and key in top_level:
-            raise error(f"{o.input_line}: {key} is already a key of the config: write {o.input_line[1:]} (without +)")
-        if key in ("hydra/launcher", "hydra/sweeper") and not o.is_sweep_override() and not o.is_delete():
+            raise error(
+                f"{o.input_line}: {key} is already a key of the config: write {o.input_line[1:]} (without +)"
+            )
+        if (
+            key in ("hydra/launcher", "hydra/sweeper")
+            and not o.is_sweep_override()
+            and not o.is_delete()
+        ):
             options = hydra_groups(key)
             if options and str(o.value()) not in options:
-                raise error(f"{key}={o.value()} is not allowed: expected one of {', '.join(options)}")
-        if key.startswith("hydra.") and not o.is_add() and not o.is_force_add() and not o.is_delete():
+                raise error(
+                    f"{key}={o.value()} is not allowed: expected one of {', '.join(options)}"
+                )
+        if (
+            key.startswith("hydra.")
+            and not o.is_add()
+            and not o.is_force_add()
+            and not o.is_delete()
+        ):
             _check_hydra_key(key, error)
         if key in FOLDERS and not o.is_sweep_override() and not o.is_delete():
             _check_folder_names(key, str(o.value()), error)
@@ -80,7 +116,9 @@ def _check_hydra_key(key: str, error: type[Exception]) -> None:
 
     fields = [f.name for f in dataclasses.fields(HydraConf)]
     if key.split(".")[1] not in fields:
-        raise error(f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>")
+        raise error(
+            f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>"
+        )
 
 
 def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
@@ -98,8 +136,10 @@ def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
 def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
     """``hydra.launcher.halving.<name>``: a name of :data:`HALVING`, its value an int in its range (or null)."""
     if key not in HALVING and not o.is_delete():
-        raise error(f"{key} is not a key of hydra.launcher.halving: expected one of "
-                    f"{', '.join(k.rpartition('.')[2] for k in HALVING)}")
+        raise error(
+            f"{key} is not a key of hydra.launcher.halving: expected one of "
+            f"{', '.join(k.rpartition('.')[2] for k in HALVING)}"
+        )
     if key in HALVING and not o.is_sweep_override():
         v, (allowed, least) = o.value(), HALVING[key]
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
@@ -107,14 +147,45 @@ def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
 
 
 # Hydra's options that each choose what the command does: Hydra allows one of them (a ValueError otherwise).
-COMMANDS = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg", "-i": "--info",
-            "--info": "--info", "--shell-completion": "--shell-completion", "-sc": "--shell-completion"}
+COMMANDS = {
+    "-m": "--multirun",
+    "--multirun": "--multirun",
+    "-c": "--cfg",
+    "--cfg": "--cfg",
+    "-i": "--info",
+    "--info": "--info",
+    "--shell-completion": "--shell-completion",
+    "-sc": "--shell-completion",
+}
 
 
 # Hydra 1.3's command-line options (hydra._internal.utils.get_args_parser; a test keeps the two equal)
-OPTIONS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p", "--run", "-r",
-           "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp", "--config-name", "-cn",
-           "--config-dir", "-cd", "--experimental-rerun", "--info", "-i")
+OPTIONS = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--version",
+    "--cfg",
+    "-c",
+    "--resolve",
+    "--package",
+    "-p",
+    "--run",
+    "-r",
+    "--multirun",
+    "-m",
+    "--shell-completion",
+    "-sc",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+    "--info",
+    "-i",
+)
 
 
 def check_commands(args: list[str], error: type[Exception]) -> None:
@@ -124,17 +195,23 @@ def check_commands(args: list[str], error: type[Exception]) -> None:
     for i, a in enumerate(args):
         name = a.partition("=")[0]
         if a.startswith("-") and a != "--" and name not in OPTIONS:
-            raise error(f"{name} is not an option of python -m sweeper (-m for a sweep, --cfg job, --help; Hydra's: "
-                        f"--hydra-help): a key is given as key=value ({name.lstrip('-')}=...), and the read commands "
-                        "take their own flags (python -m sweeper report --help)")
+            raise error(
+                f"{name} is not an option of python -m sweeper (-m for a sweep, --cfg job, --help; Hydra's: "
+                f"--hydra-help): a key is given as key=value ({name.lstrip('-')}=...), and the read commands "
+                "take their own flags (python -m sweeper report --help)"
+            )
         if name == "--experimental-rerun":
             rerun = a.partition("=")[2] or (args[i + 1] if i + 1 < len(args) else "")
             if not os.path.isfile(rerun):
-                raise error(f"--experimental-rerun={rerun}: no such file: expected a job's .hydra/config.pickle")
+                raise error(
+                    f"--experimental-rerun={rerun}: no such file: expected a job's .hydra/config.pickle"
+                )
     given = list(dict.fromkeys(COMMANDS[a] for a in args if a in COMMANDS))
     if len(given) > 1:
-        raise error(f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python -m sweeper "
-                    f"--cfg job key=value shows one job's config; -m runs the sweep)")
+        raise error(
+            f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python -m sweeper "
+            f"--cfg job key=value shows one job's config; -m runs the sweep)"
+        )
 
 
 def hydra_line(e: BaseException) -> str | None:
@@ -160,9 +237,11 @@ def hydra_line(e: BaseException) -> str | None:
         text += f" (key {key})"
     lines = str(e).splitlines()
     at = next((i for i, ln in enumerate(lines) if ln.startswith("Available options in")), None)
-    if at is not None:  # Could not find 'data/nope': Hydra lists the group's options below, one a line
+    if (
+        at is not None
+    ):  # Could not find 'data/nope': Hydra lists the group's options below, one a line
         options = []
-        for ln in lines[at + 1:]:
+        for ln in lines[at + 1 :]:
             if not ln.startswith(("\t", " ")) or not ln.strip():
                 break
             options.append(ln.strip())
@@ -221,17 +300,25 @@ def chdir_paths(args: list[str]) -> list[str]:
     for a in args:
         m = _DATA_PATH.match(a)
         if m and not any(c in m[2] for c in "()${}[]'\"\\"):
-            values = [str(Path(v).absolute()) if not Path(v).is_absolute() and Path(v).is_file() else v
-                      for v in m[2].split(",")]
+            values = [
+                str(Path(v).absolute()) if not Path(v).is_absolute() and Path(v).is_file() else v
+                for v in m[2].split(",")
+            ]
             new = f"{m[1]}={','.join(values)}"
             if new != a:
-                print(f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each job in its own "
-                      "folder)", file=sys.stderr)
+                print(
+                    f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each job in its own "
+                    "folder)",
+                    file=sys.stderr,
+                )
             a = new
         m = _STORE.match(a)
         if m and not any(c in m[2] for c in "()${}[]'\"\\,"):
             a = f"{m[1]}=sqlite:///{Path(m[2]).absolute()}"  # each job's folder would get a store of its own
-            print(f"sweeper: {m[1]}=sqlite:///{m[2]} read as {a.partition('=')[2]} (hydra.job.chdir=true runs each "
-                  "job in its own folder)", file=sys.stderr)
+            print(
+                f"sweeper: {m[1]}=sqlite:///{m[2]} read as {a.partition('=')[2]} (hydra.job.chdir=true runs each "
+                "job in its own folder)",
+                file=sys.stderr,
+            )
         out.append(a)
     return out

@@ -1,5 +1,6 @@
 """The ``model`` section of a config: sweeper's MLP (conf/model/mlp.yaml), or a class of the model interface
 (:mod:`sweeper.models.interface`) named by ``model._target_`` with its hyperparameters as ``model.<name>``."""
+
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,15 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR
-from sweeper.models.interface import ModelError, check_class, check_trainer, is_trainer, load_target, offer, split
+from sweeper.models.interface import (
+    ModelError,
+    check_class,
+    check_trainer,
+    is_trainer,
+    load_target,
+    offer,
+    split,
+)
 
 
 def check_model(model: Any, cfg: Any = None) -> None:
@@ -31,28 +40,40 @@ def check_model(model: Any, cfg: Any = None) -> None:
 
 def _check_section(model: Any) -> None:
     if not isinstance(model, Mapping) and not OmegaConf.is_dict(model):
-        raise ModelError(f"model={model} is not allowed: expected a model section with _target_ (model=mlp, or "
-                         "model._target_=my_nets.Net)")
+        raise ModelError(
+            f"model={model} is not allowed: expected a model section with _target_ (model=mlp, or "
+            "model._target_=my_nets.Net)"
+        )
     offers = offer(model)
-    if offers.top_level:  # its hyperparameters are top-level keys (sweeper's MLP): its section holds nothing else
+    if (
+        offers.top_level
+    ):  # its hyperparameters are top-level keys (sweeper's MLP): its section holds nothing else
         extra = sorted(k for k in model if k != "_target_")
         if "check" in extra and offers.fast_path:
-            raise ModelError(f"model.check={model['check']} is not allowed with sweeper's MLP: its gradients are "
-                             "sweeper's own (held to finite differences by its test suite); model.check applies to "
-                             "a model of yours")
+            raise ModelError(
+                f"model.check={model['check']} is not allowed with sweeper's MLP: its gradients are "
+                "sweeper's own (held to finite differences by its test suite); model.check applies to "
+                "a model of yours"
+            )
         if extra:
             top = offers.top_level
-            raise ModelError(f"model.{extra[0]} is not a key of {_named(offers)}: its hyperparameters are the top-level "
-                             f"{', '.join(top)} (write {top[0]}=VALUE, not model.{top[0]}=VALUE)")
+            raise ModelError(
+                f"model.{extra[0]} is not a key of {_named(offers)}: its hyperparameters are the top-level "
+                f"{', '.join(top)} (write {top[0]}=VALUE, not model.{top[0]}=VALUE)"
+            )
         return
     path, kwargs = split(model)
     target = load_target(path)
     if "check" in model and is_trainer(target):
-        raise ModelError(f"model.check={model['check']} is not allowed with {path}: a function trainer computes its "
-                         "own updates, with no gradients for sweeper to check")
+        raise ModelError(
+            f"model.check={model['check']} is not allowed with {path}: a function trainer computes its "
+            "own updates, with no gradients for sweeper to check"
+        )
     if "check" in model and not isinstance(model["check"], bool):
-        raise ModelError(f"model.check={model['check']} is not allowed: expected true or false (false: a model whose "
-                         "gradient check fails trains anyway, its runs tagged gradient_check=failed)")
+        raise ModelError(
+            f"model.check={model['check']} is not allowed: expected true or false (false: a model whose "
+            "gradient check fails trains anyway, its runs tagged gradient_check=failed)"
+        )
     (check_trainer if is_trainer(target) else check_class)(target, path, kwargs)
 
 
@@ -98,13 +119,27 @@ def reach(cfg: Any) -> None:
         _SAID_SOURCE.add(key)
         logging.getLogger("sweeper").warning(
             "%s: its source differs from the one pinned (%s, not %s): a changed model may score otherwise",
-            split(model)[0], got, want)
+            split(model)[0],
+            got,
+            want,
+        )
 
 
 # sweeper's own training loop's keys: a function trainer runs its own loop, and receives one of them only when its
 # signature names it (sweeper.job.trainer); lr, epochs and seed it always receives (interface.GIVEN).
-TRAINER_KEYS = ("optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay", "patience",
-                "log_every", "sync_every_epoch")
+TRAINER_KEYS = (
+    "optimizer",
+    "momentum",
+    "nesterov",
+    "beta1",
+    "beta2",
+    "eps",
+    "batch_size",
+    "weight_decay",
+    "patience",
+    "log_every",
+    "sync_every_epoch",
+)
 # ... of which sweeper applies these to any function trainer itself, through report()'s answer (sweeper.job.trainer.Stop)
 BY_REPORT = ("patience",)
 
@@ -118,8 +153,13 @@ def trainer_keys(fn: Any) -> tuple[str, ...]:
         named = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return ()
-    return tuple(k for k in TRAINER_KEYS if k in named and named[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                                              inspect.Parameter.KEYWORD_ONLY))
+    return tuple(
+        k
+        for k in TRAINER_KEYS
+        if k in named
+        and named[k].kind
+        in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    )
 
 
 def ignored_key(model: Any, cfg: Any) -> str | None:
@@ -139,17 +179,21 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
     for k in changed:
         if k in mlp_keys:
             own = ", ".join(f"model.{n}" for n in _own_names(target)) or "none"
-            return (f"{k}={cfg[k]} does nothing with {path}: {', '.join(mlp_keys[:-1])} and {mlp_keys[-1]} are "
-                    f"{_named(offer(None))}'s hyperparameters; {path}'s are {own} (model.NAME=VALUE)")
+            return (
+                f"{k}={cfg[k]} does nothing with {path}: {', '.join(mlp_keys[:-1])} and {mlp_keys[-1]} are "
+                f"{_named(offer(None))}'s hyperparameters; {path}'s are {own} (model.NAME=VALUE)"
+            )
     if not is_trainer(target):
         return None
     takes = trainer_keys(target)
     for k in changed:
         if k in TRAINER_KEYS and k not in takes and k not in BY_REPORT:
-            return (f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop and receives lr, "
-                    f"epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, only those its "
-                    f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it "
-                    "(patience applies to any: report() answers False where it would stop)")
+            return (
+                f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop and receives lr, "
+                f"epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, only those its "
+                f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it "
+                "(patience applies to any: report() answers False where it would stop)"
+            )
     return None
 
 
@@ -167,7 +211,9 @@ def _same(value: Any, default: Any) -> bool:
 def top_defaults() -> dict[str, Any]:
     """conf/config.yaml's top-level values (the defaults a command line changes)."""
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
-    return {k: cfg[k] for k in cfg if k not in ("defaults", "hydra") and not OmegaConf.is_config(cfg[k])}
+    return {
+        k: cfg[k] for k in cfg if k not in ("defaults", "hydra") and not OmegaConf.is_config(cfg[k])
+    }
 
 
 def _named(offers: Any) -> str:
@@ -175,7 +221,9 @@ def _named(offers: Any) -> str:
     return "sweeper's MLP" if offers.fast_path else offers.path
 
 
-def gradient_check(model: Any, n_in: int, n_out: int, task: str) -> tuple[str | None, dict[str, str]]:
+def gradient_check(
+    model: Any, n_in: int, n_out: int, task: str
+) -> tuple[str | None, dict[str, str]]:
     """The gradient check of a model of the interface at a data set's shape (:func:`sweeper.models.gradcheck.verdict`:
     once per model source, hyperparameters and shape): ``(refusal, tags)``. ``refusal`` is the one line that refuses
     a sweep when the check failed and ``model.check`` is not false (else None); ``tags`` the run's
@@ -194,11 +242,16 @@ def gradient_check(model: Any, n_in: int, n_out: int, task: str) -> tuple[str | 
         return None, tags
     path, kwargs = split(model)
     shape = f"n_in={n_in}, n_out={n_out}"
-    what = (f"the gradient of {got.worst[0]} is wrong (worst relative error {got.worst[1]:.2g} against finite "
-            f"differences, allowed {gradcheck.FD_RTOL:g}; {shape})" if got.problem is None and got.worst else
-            f"its gradients cannot be checked ({got.problem}; {shape})")
-    return (f"model._target_={path}: {what}: {check_command(path, kwargs)} shows the whole check; model.check=false "
-            "trains it anyway (its runs tagged gradient_check=failed)"), tags
+    what = (
+        f"the gradient of {got.worst[0]} is wrong (worst relative error {got.worst[1]:.2g} against finite "
+        f"differences, allowed {gradcheck.FD_RTOL:g}; {shape})"
+        if got.problem is None and got.worst
+        else f"its gradients cannot be checked ({got.problem}; {shape})"
+    )
+    return (
+        f"model._target_={path}: {what}: {check_command(path, kwargs)} shows the whole check; model.check=false "
+        "trains it anyway (its runs tagged gradient_check=failed)"
+    ), tags
 
 
 def check_command(path: str, kwargs: dict[str, Any]) -> str:
@@ -208,19 +261,27 @@ def check_command(path: str, kwargs: dict[str, Any]) -> str:
     def value(v: Any) -> str:
         return "true" if v is True else "false" if v is False else "null" if v is None else str(v)
 
-    return shlex.join(["python", "-m", "sweeper.check", path, *(f"{k}={value(v)}" for k, v in kwargs.items())])
+    return shlex.join(
+        ["python", "-m", "sweeper.check", path, *(f"{k}={value(v)}" for k, v in kwargs.items())]
+    )
 
 
 # The model section's own keys (beside a model's hyperparameters, model.<name>): key -> (default, allowed, meaning);
 # python -m sweeper --help and the configuration reference show them.
 MODEL_KEYS = {
-    "_target_": (str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]), "an import path (module.Name or module:Name)",
-                 "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, activation), "
-                 "a class of yours with init/forward/backward (model.<name>: its constructor's keyword arguments), or "
-                 "a function trainer fit(data, report, *, lr, epochs, seed, ...)"),
-    "check": ("true", "true or false",
-              "a class of yours: its gradients are checked against finite differences before it trains, and a "
-              "failed check refuses the sweep; false trains it anyway, each run tagged gradient_check=failed"),
+    "_target_": (
+        str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]),
+        "an import path (module.Name or module:Name)",
+        "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, activation), "
+        "a class of yours with init/forward/backward (model.<name>: its constructor's keyword arguments), or "
+        "a function trainer fit(data, report, *, lr, epochs, seed, ...)",
+    ),
+    "check": (
+        "true",
+        "true or false",
+        "a class of yours: its gradients are checked against finite differences before it trains, and a "
+        "failed check refuses the sweep; false trains it anyway, each run tagged gradient_check=failed",
+    ),
 }
 
 
@@ -232,4 +293,3 @@ def model_overrides(args: list[str]) -> list[str]:
     arguments, which conf/model/mlp.yaml (or the user's model yaml) need not list; the config's validation checks
     them against the class. Every other argument is returned as it is."""
     return ["++" + a if _MODEL_KEY.match(a) else a for a in args]
-

@@ -14,6 +14,7 @@ parent run as
 ``baseline_<name>_fit_s`` and what it is as the tag ``baseline_<name>``. The leaderboard shows them as marked rows;
 they are never ranked or promoted as configurations.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,20 @@ import numpy as np
 
 NAMES = ("linear", "boosting")
 DEFAULT = "auto"  # linear, and boosting where the table allows (BOOSTING_CELLS)
-BOOSTING_GRID = {"learning_rate": (0.1, 0.3), "max_leaf_nodes": (7, 31)}  # tried on the validation rows
+BOOSTING_GRID = {
+    "learning_rate": (0.1, 0.3),
+    "max_leaf_nodes": (7, 31),
+}  # tried on the validation rows
 MAX_ITER, PATIENCE = 200, 10  # each fit stops once PATIENCE iterations improve no validation loss
 # The largest table boosting is fitted on by default: training rows × features × trees an iteration (classes, for
 # more than two). The tuned grid took 0.29 s on diabetes (266 × 10), 0.46 s on iris (90 × 4 × 3) and 20 s on digits
 # (1079 × 64 × 10 = 690,560) on one thread of a loaded 2-core machine (bench/advice_eval.py --baselines): about 3 µs a
 # cell-iteration, so 100,000 cells bound a fit at about a second.
 BOOSTING_CELLS = 100_000
-ALPHAS = tuple(10.0 ** k for k in range(-4, 5))  # ridge penalties tried, chosen on the validation rows
-CS = tuple(10.0 ** k for k in range(-3, 4))  # logistic regression's inverse penalties, likewise
+ALPHAS = tuple(
+    10.0**k for k in range(-4, 5)
+)  # ridge penalties tried, chosen on the validation rows
+CS = tuple(10.0**k for k in range(-3, 4))  # logistic regression's inverse penalties, likewise
 PREFIX = "baseline_"
 
 
@@ -50,12 +56,18 @@ def parse(value: Any) -> list[str]:
         return list(NAMES)
     bad = [n for n in names if n not in NAMES]
     if bad or not names:
-        raise ValueError(f"baselines={value} is not allowed: expected auto, a comma list of {', '.join(NAMES)}, or none")
+        raise ValueError(
+            f"baselines={value} is not allowed: expected auto, a comma list of {', '.join(NAMES)}, or none"
+        )
     return list(dict.fromkeys(names))
 
 
 def is_auto(value: Any) -> bool:
-    return [str(v).strip() for v in value] == ["auto"] if isinstance(value, (list, tuple)) else str(value).strip() == "auto"
+    return (
+        [str(v).strip() for v in value] == ["auto"]
+        if isinstance(value, (list, tuple))
+        else str(value).strip() == "auto"
+    )
 
 
 def cells(ds: Any) -> int:
@@ -71,8 +83,11 @@ def too_big(ds: Any) -> str | None:
         return None
     rows, cols = ds.X_train.shape
     trees = n // (rows * cols)
-    return (f"{rows} training rows × {cols} features" + (f" × {trees} classes" if trees > 1 else "")
-            + f" = {n:,} cells, beyond the {BOOSTING_CELLS:,} its tuned fit stays about a second under")
+    return (
+        f"{rows} training rows × {cols} features"
+        + (f" × {trees} classes" if trees > 1 else "")
+        + f" = {n:,} cells, beyond the {BOOSTING_CELLS:,} its tuned fit stays about a second under"
+    )
 
 
 def _ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
@@ -93,20 +108,24 @@ def linear(ds: Any) -> tuple[dict[str, float], str]:
     from sweeper.job.metrics import score
 
     if not len(ds.y_val):
-        raise ValueError(f"data={ds.name} has no validation rows to choose the penalty on (data.val_fraction=0)")
+        raise ValueError(
+            f"data={ds.name} has no validation rows to choose the penalty on (data.val_fraction=0)"
+        )
     if ds.task == "regression":
         y = ds.y_train.ravel()
         fits = []
         for alpha in ALPHAS:
             if _dense(ds.X_train):
                 w, b = _ridge(ds.X_train, y, alpha)
-                predict = (lambda X, w=w, b=b: (X @ w + b).reshape(-1, 1))
+                predict = lambda X, w=w, b=b: (X @ w + b).reshape(-1, 1)
             else:  # sparse text features: scikit-learn's solver keeps them sparse
                 from sklearn.linear_model import Ridge
 
                 model = Ridge(alpha=alpha).fit(ds.X_train, y)
-                predict = (lambda X, m=model: m.predict(X).reshape(-1, 1))
-            val = score("regression", ds.to_original(ds.y_val), ds.to_original(predict(ds.X_val)), "val")
+                predict = lambda X, m=model: m.predict(X).reshape(-1, 1)
+            val = score(
+                "regression", ds.to_original(ds.y_val), ds.to_original(predict(ds.X_val)), "val"
+            )
             fits.append((val["val_mse"], alpha, predict))
         _, alpha, predict = min(fits, key=lambda f: f[0])
         what = f"ridge regression, alpha={alpha:g} (of {len(ALPHAS)} chosen on the validation rows)"
@@ -135,30 +154,51 @@ def boosting(ds: Any) -> tuple[dict[str, float], str]:
     from sweeper.job.metrics import score
 
     if not len(ds.y_val):
-        raise ValueError(f"data={ds.name} has no validation rows to tune boosting on (data.val_fraction=0)")
+        raise ValueError(
+            f"data={ds.name} has no validation rows to tune boosting on (data.val_fraction=0)"
+        )
     dense = (lambda A: A) if _dense(ds.X_train) else (lambda A: A.toarray())
     regression = ds.task == "regression"
-    y, y_val = (ds.y_train.ravel(), ds.y_val.ravel()) if regression else (ds.y_train.ravel().astype(int),
-                                                                            ds.y_val.ravel().astype(int))
+    y, y_val = (
+        (ds.y_train.ravel(), ds.y_val.ravel())
+        if regression
+        else (ds.y_train.ravel().astype(int), ds.y_val.ravel().astype(int))
+    )
     kind = HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier
     fits = []
     for lr, leaves in itertools.product(*BOOSTING_GRID.values()):
-        model = kind(learning_rate=lr, max_leaf_nodes=leaves, max_iter=MAX_ITER, early_stopping=True,
-                     n_iter_no_change=PATIENCE, scoring="loss", random_state=0)
+        model = kind(
+            learning_rate=lr,
+            max_leaf_nodes=leaves,
+            max_iter=MAX_ITER,
+            early_stopping=True,
+            n_iter_no_change=PATIENCE,
+            scoring="loss",
+            random_state=0,
+        )
         # one OpenMP thread: its runtime is loaded by the import above, so the limit reaches it (on a loaded machine
         # its default threads made a fit 10x slower: 2.4 s against 0.25 s on diabetes)
         with _one_thread():
             model.fit(dense(ds.X_train), y, X_val=dense(ds.X_val), y_val=y_val)
-        predict = ((lambda A, m=model: ds.to_original(m.predict(dense(A)).reshape(-1, 1))) if regression else
-                   (lambda A, m=model: _proba(ds.task, m, dense(A))))
+        predict = (
+            (lambda A, m=model: ds.to_original(m.predict(dense(A)).reshape(-1, 1)))
+            if regression
+            else (lambda A, m=model: _proba(ds.task, m, dense(A)))
+        )
         val = score(ds.task, ds.to_original(ds.y_val), predict(ds.X_val), "val")
-        rank = (val["val_mse"], 0.0) if regression else (-val["val_accuracy"], val.get("val_log_loss", 0.0))
+        rank = (
+            (val["val_mse"], 0.0)
+            if regression
+            else (-val["val_accuracy"], val.get("val_log_loss", 0.0))
+        )
         fits.append((rank, lr, leaves, model.n_iter_, predict))
     _, lr, leaves, n_iter, predict = min(fits, key=lambda f: f[0])
     grid = " × ".join(f"{k} {'/'.join(f'{v:g}' for v in vs)}" for k, vs in BOOSTING_GRID.items())
-    return (_scores(ds, predict),
-            f"{kind.__name__}, learning_rate={lr:g} max_leaf_nodes={leaves} stopped at {n_iter} iterations (of "
-            f"{grid}, each stopped early on the validation loss, chosen on the validation rows)")
+    return (
+        _scores(ds, predict),
+        f"{kind.__name__}, learning_rate={lr:g} max_leaf_nodes={leaves} stopped at {n_iter} iterations (of "
+        f"{grid}, each stopped early on the validation loss, chosen on the validation rows)",
+    )
 
 
 def _proba(task: str, model: Any, X: Any) -> np.ndarray:
@@ -171,8 +211,10 @@ def _scores(ds: Any, predict: Any) -> dict[str, float]:
     from sweeper.job.metrics import score
 
     truth = {"val": ds.to_original(ds.y_val), "test": ds.to_original(ds.y_test)}
-    return {**score(ds.task, truth["val"], predict(ds.X_val), "val"),
-            **score(ds.task, truth["test"], predict(ds.X_test), "test")}
+    return {
+        **score(ds.task, truth["val"], predict(ds.X_val), "val"),
+        **score(ds.task, truth["test"], predict(ds.X_test), "test"),
+    }
 
 
 FIT = {"linear": linear, "boosting": boosting}
@@ -189,7 +231,9 @@ def _one_thread() -> Any:
     return threadpool_limits(1)
 
 
-def fit(nodes: list[dict[str, Any]], names: list[str], auto: bool = False) -> dict[str, dict[str, Any]]:
+def fit(
+    nodes: list[dict[str, Any]], names: list[str], auto: bool = False
+) -> dict[str, dict[str, Any]]:
     """Each baseline of ``names`` on every distinct ``data`` node of a sweep (one split each; with ``data.folds=k``
     each of its k folds, as the configurations are scored): its metrics averaged over the splits (``n_splits``), what
     it is and its fit time in seconds (the scikit-learn import included). ``auto``: boosting is left out of a table
@@ -199,19 +243,28 @@ def fit(nodes: list[dict[str, Any]], names: list[str], auto: bool = False) -> di
     splits = [(node, fold) for node in nodes for fold in (range(data.folds_of(node)) or (None,))]
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        big = next((why for node, fold in splits if (why := too_big(data.load_plain(node, None, fold)))), None)
+        big = next(
+            (why for node, fold in splits if (why := too_big(data.load_plain(node, None, fold)))),
+            None,
+        )
         if auto and name == "boosting" and big:
             out[name] = {"skipped": big}
             continue
         t = time.perf_counter()
         scores, what = [], ""
         for node, fold in splits:
-            with _one_thread():  # OpenMP threads on a busy machine made boosting 10x slower (2.9 s against 0.25 s)
+            with (
+                _one_thread()
+            ):  # OpenMP threads on a busy machine made boosting 10x slower (2.9 s against 0.25 s)
                 metrics, what = FIT[name](data.load_plain(node, None, fold))
             scores.append(metrics)
         keys = [k for k in scores[0] if all(k in s for s in scores)]
-        out[name] = {"metrics": {k: float(np.mean([s[k] for s in scores])) for k in keys}, "what": what,
-                     "fit_s": time.perf_counter() - t, "n_splits": len(splits)}
+        out[name] = {
+            "metrics": {k: float(np.mean([s[k] for s in scores])) for k in keys},
+            "what": what,
+            "fit_s": time.perf_counter() - t,
+            "n_splits": len(splits),
+        }
     return out
 
 
@@ -219,22 +272,37 @@ def request(configs: list[Any]) -> dict[str, Any] | None:
     """What the baselines of a sweep's jobs (their resolved configs) are fitted on: ``{"nodes": [distinct data
     nodes], "asked": baselines}``; None without a job. The same whether read at the sweep's start (its jobs) or at its
     end (their result.json), so that a painter that fitted them early (:mod:`sweeper.insight.plots`) is answered."""
-    configs = [cfg for cfg in configs if isinstance(cfg, dict) and isinstance(cfg.get("data"), dict)]
+    configs = [
+        cfg for cfg in configs if isinstance(cfg, dict) and isinstance(cfg.get("data"), dict)
+    ]
     if not configs:
         return None
-    nodes = {json.dumps({k: v for k, v in cfg["data"].items() if k != "positive_class"}, sort_keys=True, default=str):
-             cfg["data"] for cfg in configs}  # positive_class: what a job's record writes back into its data node
+    nodes = {
+        json.dumps(
+            {k: v for k, v in cfg["data"].items() if k != "positive_class"},
+            sort_keys=True,
+            default=str,
+        ): cfg["data"]
+        for cfg in configs
+    }  # positive_class: what a job's record writes back into its data node
     asked = configs[0].get("baselines", DEFAULT)
-    return {"nodes": [nodes[k] for k in sorted(nodes)], "asked": list(asked) if isinstance(asked, (list, tuple))
-            else asked}
+    return {
+        "nodes": [nodes[k] for k in sorted(nodes)],
+        "asked": list(asked) if isinstance(asked, (list, tuple)) else asked,
+    }
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two requests fit the same baselines (a node's positive_class aside: a job's record writes the one the
     data chose back into its data node)."""
+
     def key(r: dict[str, Any]) -> str:
-        nodes = sorted(json.dumps({k: v for k, v in n.items() if k != "positive_class"}, sort_keys=True, default=str)
-                       for n in r["nodes"])
+        nodes = sorted(
+            json.dumps(
+                {k: v for k, v in n.items() if k != "positive_class"}, sort_keys=True, default=str
+            )
+            for n in r["nodes"]
+        )
         return json.dumps([nodes, parse(r["asked"]), is_auto(r["asked"])])
 
     return key(a) == key(b)
@@ -243,13 +311,21 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def serve(req: dict[str, Any]) -> dict[str, Any]:
     """The painter's answer to a baselines ``req``: ``{"baselines": fit(...), "request": req}``, or why not."""
     try:
-        return {"baselines": fit(req["nodes"], parse(req["asked"]), is_auto(req["asked"])), "request": req}
+        return {
+            "baselines": fit(req["nodes"], parse(req["asked"]), is_auto(req["asked"])),
+            "request": req,
+        }
     except Exception as e:  # noqa: BLE001  (the launching process fits them itself, and says what fails)
         return {"baselines_error": f"{type(e).__name__}: {e}"}
 
 
-def ensure(c: Any, parent: Any, results: list[dict[str, Any]] | None, out: Any = None,
-           prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None) -> dict[str, dict[str, float]]:
+def ensure(
+    c: Any,
+    parent: Any,
+    results: list[dict[str, Any]] | None,
+    out: Any = None,
+    prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> dict[str, dict[str, float]]:
     """The baselines of a parent run (name → {metric: value}): fitted now and logged on it when ``results`` (the
     jobs' result.json) are at hand and the parent has none yet, else read from its metrics; ``prefitted``: (the
     request, its baselines) as the sweep's painter fitted them while the jobs ran, used when it is this sweep's. A
@@ -270,22 +346,32 @@ def ensure(c: Any, parent: Any, results: list[dict[str, Any]] | None, out: Any =
         print(f"sweeper: warning: no baselines: {e}", file=out)
         return have
     try:
-        fitted = prefitted[1] if prefitted is not None and _same(prefitted[0], req) else fit(req["nodes"], names,
-                                                                                            is_auto(asked))
+        fitted = (
+            prefitted[1]
+            if prefitted is not None and _same(prefitted[0], req)
+            else fit(req["nodes"], names, is_auto(asked))
+        )
     except Exception as e:  # a reference, not the sweep: whatever goes wrong, the sweep still ends
         print(f"sweeper: warning: no baselines: {tracking.first_line(e)}", file=out)
         return have
     # what was asked: the parent's tag, never a run's param
     metrics, tags = {}, {"baselines": "auto" if is_auto(asked) else ",".join(names) or "none"}
     for name, b in list(fitted.items()):
-        if "skipped" in b:  # baselines=auto on a table past the bound: said, and recorded on the parent
+        if (
+            "skipped" in b
+        ):  # baselines=auto on a table past the bound: said, and recorded on the parent
             tags[f"{PREFIX}{name}_skipped"] = b["skipped"]
-            print(f"baseline {name}: left out ({b['skipped']}; baselines=linear,boosting fits it anyway)", file=out)
+            print(
+                f"baseline {name}: left out ({b['skipped']}; baselines=linear,boosting fits it anyway)",
+                file=out,
+            )
             del fitted[name]
             continue
         metrics |= {f"{PREFIX}{name}_{k}": v for k, v in b["metrics"].items()}
         metrics[f"{PREFIX}{name}_fit_s"] = b["fit_s"]
-        tags[f"{PREFIX}{name}"] = b["what"] + (f"; mean over {b['n_splits']} splits" if b["n_splits"] > 1 else "")
+        tags[f"{PREFIX}{name}"] = b["what"] + (
+            f"; mean over {b['n_splits']} splits" if b["n_splits"] > 1 else ""
+        )
         print(f"baseline {name}: {tags[f'{PREFIX}{name}']} ({b['fit_s']:.2f} s)", file=out)
     from mlflow.entities import RunTag
 
@@ -299,7 +385,7 @@ def read(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for k, v in metrics.items():
         if k.startswith(PREFIX) and not k.endswith("_fit_s"):
-            name, _, metric = k[len(PREFIX):].partition("_")
+            name, _, metric = k[len(PREFIX) :].partition("_")
             if name in NAMES and metric.startswith(("val_", "test_")):
                 out.setdefault(name, {})[metric] = v
     return out
@@ -307,5 +393,12 @@ def read(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
 
 def rows(baselines: dict[str, dict[str, float]], metric: str) -> list[dict[str, Any]]:
     """The leaderboard's marked rows of the baselines (``metric``: e.g. ``mse``)."""
-    return [{"run": f"[baseline] {name}", f"val_{metric}": m.get(f"val_{metric}"),
-             f"test_{metric}": m.get(f"test_{metric}"), "status": "BASELINE"} for name, m in baselines.items()]
+    return [
+        {
+            "run": f"[baseline] {name}",
+            f"val_{metric}": m.get(f"val_{metric}"),
+            f"test_{metric}": m.get(f"test_{metric}"),
+            "status": "BASELINE",
+        }
+        for name, m in baselines.items()
+    ]

@@ -22,6 +22,7 @@ the replicates' mean) and its interval is the basic bootstrap's (the estimate le
 2.5th percentile deviations), both within [0, 1]: a key that does nothing has an interval from 0, as the advice's
 "did not matter".
 """
+
 from __future__ import annotations
 
 import math
@@ -50,42 +51,71 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
     levels = {k: sorted({dict(c)[k] for c in configs}, key=_order) for k in keys}
     wide = [k for k in keys if len(levels[k]) > MAX_LEVELS]
     if wide:
-        return {"omitted": f"{', '.join(wide)} took more than {MAX_LEVELS} values (not a grid): use "
-                           "optuna.importance.get_param_importances on such a search"}
+        return {
+            "omitted": f"{', '.join(wide)} took more than {MAX_LEVELS} values (not a grid): use "
+            "optuna.importance.get_param_importances on such a search"
+        }
     y = np.array([s.mean(c)[0] for c in configs])
     n = np.array([s.mean(c)[1] for c in configs], dtype=float)
     index = {k: np.array([levels[k].index(dict(c)[k]) for c in configs]) for k in keys}
     full = len(configs) == math.prod(len(v) for v in levels.values())
     terms = 1 + sum(len(v) - 1 for v in levels.values())
     if not full and len(configs) <= terms:
-        return {"omitted": f"{len(configs)} configurations for an additive model of {terms} terms (a partial grid): "
-                           "too few"}
+        return {
+            "omitted": f"{len(configs)} configurations for an additive model of {terms} terms (a partial grid): "
+            "too few"
+        }
     pooled = None if s.deterministic and not s.seeded else s.slice_noise(configs)
     if pooled is not None and pooled[0] > 0:
-        std, source = pooled[0] / np.sqrt(1 if s.folded else n), ("a fold mean's std, from the configuration × fold "
-                                                                   "residual" if s.folded else
-                                                                   "the seed-to-seed std pooled over configurations")
+        std, source = (
+            pooled[0] / np.sqrt(1 if s.folded else n),
+            (
+                "a fold mean's std, from the configuration × fold residual"
+                if s.folded
+                else "the seed-to-seed std pooled over configurations"
+            ),
+        )
         noise = {"std": float(pooled[0]), "source": source}
     else:  # the advisor's stated default: two scores within SAME of each other are the same (a 5 % two-sided test)
         one = SAME * abs(s.mean(s.config(s.best))[0]) / (1.96 * math.sqrt(2))
         std = np.full(len(configs), one)
-        noise = {"std": one, "source": f"no seed sweep: the advisor's stated default (scores within {SAME:.0%} count "
-                                       "as the same: a std of that over 1.96·√2)"}
+        noise = {
+            "std": one,
+            "source": f"no seed sweep: the advisor's stated default (scores within {SAME:.0%} count "
+            "as the same: a std of that over 1.96·√2)",
+        }
     shares = _exact if full else _additive(index, levels)
     observed = shares(y[None, :], index, levels)[0]
     rng = np.random.default_rng(0)
     replicas = shares(y[None, :] + rng.normal(size=(REPLICATES, len(y))) * std, index, levels)
     tail = (1 - LEVEL) / 2
     lo_q, hi_q = np.quantile(replicas, [tail, 1 - tail], axis=0)
-    clip = (lambda x: float(min(1.0, max(0.0, x))))  # a share lies in [0, 1]
-    rows = [{"key": k, "share": clip(2 * observed[i] - replicas[:, i].mean()), "low": clip(2 * observed[i] - hi_q[i]),
-             "high": clip(2 * observed[i] - lo_q[i]), "observed": float(observed[i])} for i, k in enumerate(keys)]
+    clip = lambda x: float(min(1.0, max(0.0, x)))  # a share lies in [0, 1]
+    rows = [
+        {
+            "key": k,
+            "share": clip(2 * observed[i] - replicas[:, i].mean()),
+            "low": clip(2 * observed[i] - hi_q[i]),
+            "high": clip(2 * observed[i] - lo_q[i]),
+            "observed": float(observed[i]),
+        }
+        for i, k in enumerate(keys)
+    ]
     rows.sort(key=lambda r: -r["share"])
-    method = ("exact main-effect variance decomposition of a full grid (no model)" if full else
-              "additive main-effects model fitted by least squares on a partial grid (model-based)")
-    return {"method": method, "metric": s.metric, "configurations": len(configs), "noise": noise,
-            "interval": f"{LEVEL:.0%} basic parametric bootstrap, {REPLICATES} replicates",
-            "keys": rows, "interactions": float(1 - observed.sum()) if full else None}
+    method = (
+        "exact main-effect variance decomposition of a full grid (no model)"
+        if full
+        else "additive main-effects model fitted by least squares on a partial grid (model-based)"
+    )
+    return {
+        "method": method,
+        "metric": s.metric,
+        "configurations": len(configs),
+        "noise": noise,
+        "interval": f"{LEVEL:.0%} basic parametric bootstrap, {REPLICATES} replicates",
+        "keys": rows,
+        "interactions": float(1 - observed.sum()) if full else None,
+    }
 
 
 def _order(v: Any) -> tuple:
@@ -98,18 +128,20 @@ def _order(v: Any) -> tuple:
 def _exact(y: np.ndarray, index: dict[str, np.ndarray], levels: dict[str, list]) -> np.ndarray:
     """Each key's main-effect share of the variance of ``y`` (replicates × configurations of a full grid)."""
     centred = y - y.mean(axis=1, keepdims=True)
-    total = (centred ** 2).mean(axis=1)
+    total = (centred**2).mean(axis=1)
     out = []
     for k, idx in index.items():
         onehot = np.eye(len(levels[k]))[idx]  # configurations × values
         marginal = centred @ onehot / onehot.sum(axis=0)  # each value's mean, centred
-        out.append((marginal ** 2).mean(axis=1))
+        out.append((marginal**2).mean(axis=1))
     return np.stack(out, axis=1) / np.where(total > 0, total, np.inf)[:, None]
 
 
 def _additive(index: dict[str, np.ndarray], levels: dict[str, list]) -> Any:
     """:func:`_exact` for a partial grid: the additive model's fitted effects (one least-squares fit a replicate)."""
-    blocks = [np.eye(len(levels[k]))[idx][:, 1:] for k, idx in index.items()]  # treatment coding, first value out
+    blocks = [
+        np.eye(len(levels[k]))[idx][:, 1:] for k, idx in index.items()
+    ]  # treatment coding, first value out
     X = np.hstack([np.ones((len(next(iter(index.values()))), 1)), *blocks])
     solve = np.linalg.pinv(X)
 
@@ -120,7 +152,9 @@ def _additive(index: dict[str, np.ndarray], levels: dict[str, list]) -> Any:
         for k in index:
             effects = np.hstack([np.zeros((len(y), 1)), beta[:, at : at + len(levels[k]) - 1]])
             at += len(levels[k]) - 1
-            out.append(effects.var(axis=1))  # over the key's values, each weighed alike (the grid's measure)
+            out.append(
+                effects.var(axis=1)
+            )  # over the key's values, each weighed alike (the grid's measure)
         return np.stack(out, axis=1) / np.where(total > 0, total, np.inf)[:, None]
 
     return shares
@@ -132,9 +166,25 @@ def spec(found: dict[str, Any]) -> dict[str, Any] | None:
         return None
     rows = found["keys"][::-1]  # the largest on top
     share = [r["share"] for r in rows]
-    err = [[max(0.0, s - r["low"]) for s, r in zip(share, rows)], [max(0.0, r["high"] - s) for s, r in zip(share, rows)]]
-    return {"name": "plots/importance.png", "size": [7, 1.6 + 0.45 * len(rows)], "axes": [{
-        "title": f"Importance of each key for {found['metric']} ({LEVEL:.0%} interval)",
-        "xlabel": f"share of the variance between configurations ({'exact' if 'exact' in found['method'] else 'model'})",
-        "hbars": [{"y": list(range(len(rows))), "x": share, "xerr": err, "color": "tab:blue"}], "vline": 0.0,
-        "yticks": list(range(len(rows))), "yticklabels": [r["key"] for r in rows], "legend": False, "xlim": [0.0, 1.0]}]}
+    err = [
+        [max(0.0, s - r["low"]) for s, r in zip(share, rows)],
+        [max(0.0, r["high"] - s) for s, r in zip(share, rows)],
+    ]
+    return {
+        "name": "plots/importance.png",
+        "size": [7, 1.6 + 0.45 * len(rows)],
+        "axes": [
+            {
+                "title": f"Importance of each key for {found['metric']} ({LEVEL:.0%} interval)",
+                "xlabel": f"share of the variance between configurations ({'exact' if 'exact' in found['method'] else 'model'})",
+                "hbars": [
+                    {"y": list(range(len(rows))), "x": share, "xerr": err, "color": "tab:blue"}
+                ],
+                "vline": 0.0,
+                "yticks": list(range(len(rows))),
+                "yticklabels": [r["key"] for r in rows],
+                "legend": False,
+                "xlim": [0.0, 1.0],
+            }
+        ],
+    }

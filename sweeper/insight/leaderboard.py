@@ -4,6 +4,7 @@ With several seeds per configuration (``seed`` — the initial weights — or ``
 a configuration, not a seed, wins: configurations rank by the mean of their seeds' validation metric, each shown
 as one row (mean, spread, ``n``) named by its run closest to the mean (:func:`representative`), which is the one
 ``best_run`` and ``python -m sweeper.promote`` pick."""
+
 from __future__ import annotations
 
 import csv
@@ -28,15 +29,26 @@ class Board:
     keys: list[str]  # the swept params, in the order of the columns
     metric: str  # e.g. "mse"
     lower: bool
-    seeds: list[str] = field(default_factory=list)  # the swept seed keys (seed, data.split_seed): rows then group
-    groups: list[dict[str, Any]] = field(default_factory=list)  # one per configuration, best mean first (seeds only)
-    baselines: list[dict[str, Any]] = field(default_factory=list)  # marked rows (sweeper.insight.baselines), never ranked
-    address: str | None = None  # where the MLflow UI shows the board's runs (sweeper.insight.standing.address)
+    seeds: list[str] = field(
+        default_factory=list
+    )  # the swept seed keys (seed, data.split_seed): rows then group
+    groups: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # one per configuration, best mean first (seeds only)
+    baselines: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # marked rows (sweeper.insight.baselines), never ranked
+    # where the MLflow UI shows the board's runs (sweeper.insight.standing.address)
+    address: str | None = None
 
     @property
     def folded(self) -> list[str]:
         """The columns of cross-validated runs (data.folds=k): the std of val_<metric> over a run's folds, and k."""
-        return [f"val_{self.metric}_fold_std", "folds"] if any(r.get("folds") for r in self.rows) else []
+        return (
+            [f"val_{self.metric}_fold_std", "folds"]
+            if any(r.get("folds") for r in self.rows)
+            else []
+        )
 
     @property
     def model(self) -> list[str]:
@@ -47,25 +59,53 @@ class Board:
     @property
     def config_columns(self) -> list[str]:
         m = self.metric
-        return ["run", *self.model, *(k for k in self.keys if k not in self.seeds), f"val_{m}", f"val_{m}_std", "n",
-                *self.folded, f"test_{m}", "train_time_s", "status"]
+        return [
+            "run",
+            *self.model,
+            *(k for k in self.keys if k not in self.seeds),
+            f"val_{m}",
+            f"val_{m}_std",
+            "n",
+            *self.folded,
+            f"test_{m}",
+            "train_time_s",
+            "status",
+        ]
 
     @property
     def columns(self) -> list[str]:
         reused = ["reused"] if any(r.get("reused") for r in self.rows) else []
-        return ["run", *self.model, *self.keys, f"val_{self.metric}", *self.folded, f"test_{self.metric}",
-                "train_time_s", "speedup", "status", *reused]
+        return [
+            "run",
+            *self.model,
+            *self.keys,
+            f"val_{self.metric}",
+            *self.folded,
+            f"test_{self.metric}",
+            "train_time_s",
+            "speedup",
+            "status",
+            *reused,
+        ]
 
     @property
     def best(self) -> dict[str, Any] | None:
         """The best run: with seeds, the run closest to the mean of the best configuration (its row in :attr:`rows`)."""
         first = self.rows[0] if self.rows else None
         value = first.get(f"val_{self.metric}") if first else None
-        return first if value is not None and math.isfinite(value) and first["status"] == "FINISHED" else None
+        return (
+            first
+            if value is not None and math.isfinite(value) and first["status"] == "FINISHED"
+            else None
+        )
 
-    def _view(self, limit: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    def _view(
+        self, limit: int | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
         """(every row, the first ``limit`` of them, the columns): one row a run, or with seeds one a configuration."""
-        rows, cols = (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
+        rows, cols = (
+            (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
+        )
         return rows, rows if limit is None else rows[:limit], cols
 
     def _cells(self, rows: list[dict[str, Any]], cols: list[str]) -> list[list[str]]:
@@ -80,7 +120,9 @@ class Board:
 
         rows, shown, cols = self._view(limit)
         body = self._cells([*shown, *self.baselines], cols)
-        return "\n".join([tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True), *self.notes(shown)])
+        return "\n".join(
+            [tabulate(body, headers=cols, tablefmt=fmt, disable_numparse=True), *self.notes(shown)]
+        )
 
     def markdown(self, experiment_id: str | None = None, limit: int | None = None) -> str:
         """:meth:`table` in the markdown of MLflow's UI (a run's description, summary.md): each cell padded with
@@ -107,32 +149,48 @@ class Board:
         out = []
         if len(shown) < len(rows):
             what = "configurations" if self.groups else "runs"
-            out.append(f"… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
-                       "all of them: the parent run's summary.csv and summary.md)")
+            out.append(
+                f"… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
+                "all of them: the parent run's summary.csv and summary.md)"
+            )
         if self.groups:
             over = " and ".join(self.seeds)
-            out.append(f"(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
-                       "the mean; run: its run closest to the mean)")
+            out.append(
+                f"(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
+                "the mean; run: its run closest to the mean)"
+            )
             if any(g.get("n_total", g["n"]) > g["n"] for g in self.groups):
-                out.append(f"({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
-                           "whose seeds all finished and whose mean is within the noise of its own)")
+                out.append(
+                    f"({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
+                    "whose seeds all finished and whose mean is within the noise of its own)"
+                )
         if self.folded:
-            out.append(f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
-                       f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
-                       "mean)")
+            out.append(
+                f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
+                f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
+                "mean)"
+            )
         if any(r.get("gradient_check") == "failed" for r in shown):
-            out.append(f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
-                       "under model.check=false: its scores are not those of the model it claims to be)")
+            out.append(
+                f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
+                "under model.check=false: its scores are not those of the model it claims to be)"
+            )
         if self.baselines:
-            out.append("([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
-                       "promoted)")
+            out.append(
+                "([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
+                "promoted)"
+            )
         return out
 
     def csv(self) -> str:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=[*self.columns, "reason", "run_id"], extrasaction="ignore")
+        writer = csv.DictWriter(
+            buf, fieldnames=[*self.columns, "reason", "run_id"], extrasaction="ignore"
+        )
         writer.writeheader()
-        writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in self.rows)  # no cell runs as a formula
+        writer.writerows(
+            {k: spreadsheet_safe(v) for k, v in r.items()} for r in self.rows
+        )  # no cell runs as a formula
         return buf.getvalue()
 
 
@@ -149,19 +207,21 @@ def read_csv(path: Any) -> Any:
     return board
 
 
-
 def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
 
 
 def _shown(row: dict[str, Any], column: str) -> Any:
     """A cell as the table shows it: the status carries the failure reason, shortened."""
     if column == "status" and row.get("reason"):
         return f"{row['status']}: {_short(row['reason'])}"
-    if column == "status" and row.get("gradient_check") == "failed":  # model.check=false: its gradients are wrong
+    if (
+        column == "status" and row.get("gradient_check") == "failed"
+    ):  # model.check=false: its gradients are wrong
         return f"{row['status']} {WRONG_GRADIENT}"
-    if column == "status" and row.get("pruned_at"):  # successive halving stopped it (sweeper.sweep.halving)
+    if column == "status" and row.get(
+        "pruned_at"
+    ):  # successive halving stopped it (sweeper.sweep.halving)
         return f"{row['status']} (pruned at epoch {row['pruned_at']})"
     if column == "n" and row.get("n_total", 0) > (row.get("n") or 0):
         return f"{row['n']}/{row['n_total']} {FAILED_MARK}"
@@ -172,7 +232,9 @@ FAILED_MARK = "✗"
 WRONG_GRADIENT = "(gradient check failed)"
 
 
-def behind_finished(items: list[Any], failed: Callable[[Any], bool], same: Callable[[Any, Any], bool]) -> list[Any]:
+def behind_finished(
+    items: list[Any], failed: Callable[[Any], bool], same: Callable[[Any, Any], bool]
+) -> list[Any]:
     """``items`` (best first) with each one that ``failed`` (a seed FAILED) moved behind every fully finished item
     after it whose score is the ``same`` as its own within the noise: a configuration does not rank ahead by the
     seeds that survived."""
@@ -203,8 +265,10 @@ def _within(noise: tuple[float, int] | None) -> Callable[[dict[str, Any], dict[s
 
     sd, dof = noise
     q = float(stats.t.ppf(0.975, dof))
-    return lambda a, b: None not in (a["mean"], b["mean"]) and abs(a["mean"] - b["mean"]) <= q * sd * math.sqrt(1 / a["n"] + 1 / b["n"])
-
+    return lambda a, b: (
+        None not in (a["mean"], b["mean"])
+        and abs(a["mean"] - b["mean"]) <= q * sd * math.sqrt(1 / a["n"] + 1 / b["n"])
+    )
 
 
 SEEDS = ("seed", "data.split_seed")  # the keys that draw noise, not a configuration
@@ -215,8 +279,12 @@ def representative(values: list[float], mean: float) -> int:
     return min(range(len(values)), key=lambda i: (abs(values[i] - mean), i))
 
 
-def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[Any], float | None],
-          lower: bool) -> list[dict[str, Any]]:
+def group(
+    items: Iterable[Any],
+    config: Callable[[Any], Any],
+    value: Callable[[Any], float | None],
+    lower: bool,
+) -> list[dict[str, Any]]:
     """Items (runs, rows) by configuration, ranked by the mean of their finite ``value``: each ``{"config", "items"
     (the representative first), "values", "mean", "std" (None for one value), "n"}``; configurations with no
     value last."""
@@ -231,17 +299,29 @@ def group(items: Iterable[Any], config: Callable[[Any], Any], value: Callable[[A
         if values:
             first = scored[representative(values, mean)][0]
             its = [first, *(it for it in its if it is not first)]
-        out.append({"config": key, "items": its, "values": values, "mean": mean, "n": len(values),
-                    "std": statistics.stdev(values) if len(values) > 1 else None})
+        out.append(
+            {
+                "config": key,
+                "items": its,
+                "values": values,
+                "mean": mean,
+                "n": len(values),
+                "std": statistics.stdev(values) if len(values) > 1 else None,
+            }
+        )
     # configurations without a score last (the second key is the same for all of them: any constant would do)
-    out.sort(key=lambda g: (g["mean"] is None, 0.0 if g["mean"] is None else g["mean"] if lower else -g["mean"]))  # pragma: no mutate
+    out.sort(
+        key=lambda g: (
+            g["mean"] is None,
+            0.0 if g["mean"] is None else g["mean"] if lower else -g["mean"],
+        )
+    )  # pragma: no mutate
     return out
 
 
 def children(c: Any, parent: Any) -> list[Any]:
     """The child runs of a parent run."""
     return bulk.child_runs(c, [parent.info.experiment_id], parent.info.run_id)
-
 
 
 def build(runs: list[Any], reused: Any = ()) -> Board:
@@ -257,34 +337,56 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either;
     # baselines: a param of runs made before it became a tag (references fitted at the sweep's end, not a run's key)
     # model._target_: the model column says it, short (a run of sweeper's MLP has no such param)
-    names = sorted({k for r in runs for k in r.data.params
-                    if not k.startswith(ignore) and k not in ("resume", "baselines", "model._target_")})
+    names = sorted(
+        {
+            k
+            for r in runs
+            for k in r.data.params
+            if not k.startswith(ignore) and k not in ("resume", "baselines", "model._target_")
+        }
+    )
     # a run killed before its end has no params (they come with its final batch): it makes no column
     keys = [k for k in names if len({r.data.params.get(k) for r in runs if r.data.params}) > 1]
     rows = []
     for r in runs:
         m = r.data.metrics
-        rows.append({
-            "run": r.info.run_name, "model": model_name(r.data.tags), **{k: r.data.params.get(k) for k in keys},
-            f"val_{metric}": m.get(f"val_{metric}"), f"test_{metric}": m.get(f"test_{metric}"),
-            "train_time_s": m.get("train_time_s"), "speedup": m.get("speedup"),
-            "status": r.info.status, "reason": r.data.tags.get("failure_reason"),
-            "run_id": r.info.run_id, "device": r.data.tags.get("device"), "fingerprint": r.data.tags.get("fingerprint"),
-            "reused": r.info.run_id if r.info.run_id in reused else None,
-            TIE_BREAK: m.get(TIE_BREAK), "start_time": r.info.start_time, "end_time": getattr(r.info, "end_time", None),
-            "pruned_at": r.data.tags.get(PRUNED_AT),
-            "gradient_check": r.data.tags.get("gradient_check"),  # failed: trained anyway under model.check=false
-            # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
-            "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
-            f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
-        })
+        rows.append(
+            {
+                "run": r.info.run_name,
+                "model": model_name(r.data.tags),
+                **{k: r.data.params.get(k) for k in keys},
+                f"val_{metric}": m.get(f"val_{metric}"),
+                f"test_{metric}": m.get(f"test_{metric}"),
+                "train_time_s": m.get("train_time_s"),
+                "speedup": m.get("speedup"),
+                "status": r.info.status,
+                "reason": r.data.tags.get("failure_reason"),
+                "run_id": r.info.run_id,
+                "device": r.data.tags.get("device"),
+                "fingerprint": r.data.tags.get("fingerprint"),
+                "reused": r.info.run_id if r.info.run_id in reused else None,
+                TIE_BREAK: m.get(TIE_BREAK),
+                "start_time": r.info.start_time,
+                "end_time": getattr(r.info, "end_time", None),
+                "pruned_at": r.data.tags.get(PRUNED_AT),
+                "gradient_check": r.data.tags.get(
+                    "gradient_check"
+                ),  # failed: trained anyway under model.check=false
+                # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
+                "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
+                f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
+            }
+        )
 
     def rank(row: dict[str, Any]) -> tuple:
         v = row[f"val_{metric}"]
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
         # configurations that trained their full epochs first; those halving stopped below, by their rung's score
-        return (not ok, row["pruned_at"] is not None,
-                *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else ()))
+        return (
+            not ok,
+            row["pruned_at"] is not None,
+            *(rank_key(v, lower, row[TIE_BREAK], row["start_time"]) if ok else ()),
+        )
 
     rows = sorted(rows, key=rank)
     seeds = [k for k in keys if k in SEEDS]
@@ -292,23 +394,44 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         return Board(rows, keys, metric, lower)
     # a configuration, not a seed, wins: rank configurations by their mean, each led by its run closest to it
     val = f"val_{metric}"
-    config = (lambda r: (r["model"], *(r[k] for k in keys if k not in seeds)))
-    groups = [g for g in group((r for r in rows if r["status"] == "FINISHED"), config, lambda r: r[val], lower)]
+    config = lambda r: (r["model"], *(r[k] for k in keys if k not in seeds))
+    groups = [
+        g
+        for g in group(
+            (r for r in rows if r["status"] == "FINISHED"), config, lambda r: r[val], lower
+        )
+    ]
     tried: dict[Any, int] = {}
     for r in rows:
         if r["status"] in ("FINISHED", "FAILED"):
             tried[config(r)] = tried.get(config(r), 0) + 1
     for g in groups:
-        g["n_total"] = tried[g["config"]]  # a configuration's finished runs are among its tried ones
-    if any(g["n_total"] > g["n"] for g in groups):  # pragma: no mutate  (only spares the noise's scipy import)
+        g["n_total"] = tried[
+            g["config"]
+        ]  # a configuration's finished runs are among its tried ones
+    if any(
+        g["n_total"] > g["n"] for g in groups
+    ):  # pragma: no mutate  (only spares the noise's scipy import)
         groups = behind_finished(groups, lambda g: g["n_total"] > g["n"], _within(_pooled(groups)))
     shown = []
     for g in groups:
         first = g["items"][0]
-        tests = [t for r in g["items"] if (t := r[f"test_{metric}"]) is not None and math.isfinite(t)]
+        tests = [
+            t for r in g["items"] if (t := r[f"test_{metric}"]) is not None and math.isfinite(t)
+        ]
         times = [t for r in g["items"] if (t := r["train_time_s"]) is not None]
-        shown.append({**first, val: g["mean"], f"{val}_std": g["std"], "n": g["n"], "n_total": g["n_total"],
-                      f"test_{metric}": statistics.fmean(tests) if tests else None,
-                      "train_time_s": statistics.fmean(times) if times else None})
+        shown.append(
+            {
+                **first,
+                val: g["mean"],
+                f"{val}_std": g["std"],
+                "n": g["n"],
+                "n_total": g["n_total"],
+                f"test_{metric}": statistics.fmean(tests) if tests else None,
+                "train_time_s": statistics.fmean(times) if times else None,
+            }
+        )
     ordered = [r for g in groups for r in g["items"]]
-    return Board(ordered + [r for r in rows if r["status"] != "FINISHED"], keys, metric, lower, seeds, shown)
+    return Board(
+        ordered + [r for r in rows if r["status"] != "FINISHED"], keys, metric, lower, seeds, shown
+    )

@@ -6,6 +6,7 @@ each ``{value, rtol, direction}``. A re-run passes when no pinned metric is wors
 than ``rtol`` relative; improvements pass, and those beyond ``rtol`` are reported. Used by
 ``python -m sweeper.promote`` and by the regression suite ``tests/test_best.py``.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,8 +97,16 @@ def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -
     for metric, e in expected.items():
         value = got.get(metric)
         value = None if value is None else float(value)
-        rows.append(Row(metric, float(e["value"]), value, float(e["rtol"]), e["direction"],
-                        verdict(float(e["value"]), value, float(e["rtol"]), e["direction"])))
+        rows.append(
+            Row(
+                metric,
+                float(e["value"]),
+                value,
+                float(e["rtol"]),
+                e["direction"],
+                verdict(float(e["value"]), value, float(e["rtol"]), e["direction"]),
+            )
+        )
     return rows
 
 
@@ -107,11 +116,19 @@ def table(rows: list[Row]) -> str:
     header = ["metric", "expected", "got", "change", "rtol", "better", "verdict"]
     lines = []
     for r in rows:
-        change = "-" if r.got is None or r.expected == 0 else f"{(r.got - r.expected) / abs(r.expected):+.3g}"
-        lines.append([r.metric, cell(r.expected), cell(r.got), change, f"{r.rtol:g}", r.direction, r.verdict])
+        change = (
+            "-"
+            if r.got is None or r.expected == 0
+            else f"{(r.got - r.expected) / abs(r.expected):+.3g}"
+        )
+        lines.append(
+            [r.metric, cell(r.expected), cell(r.got), change, f"{r.rtol:g}", r.direction, r.verdict]
+        )
     widths = [max(len(x) for x in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines])
+    return "\n".join(
+        fmt.format(*row).rstrip() for row in [header, ["-" * w for w in widths], *lines]
+    )
 
 
 def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
@@ -122,13 +139,17 @@ def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
     ``pinned.*`` (a re-run of a promoted config logs it too). A data path inside the repository is written
     as ``${sweeper_root:}/...`` so that the file works in any checkout.
     """
-    cfg: dict[str, Any] = {k: parse_param(params[k]) for k in TOP_LEVEL if k in params and k not in NOT_FINGERPRINTED}
+    cfg: dict[str, Any] = {
+        k: parse_param(params[k]) for k in TOP_LEVEL if k in params and k not in NOT_FINGERPRINTED
+    }
     cfg["device"] = "cpu"  # the suite re-runs on the CPU; expected metrics come from CPU runs only
-    data = {k[len("data."):]: parse_param(v) for k, v in params.items() if k.startswith("data.")}
+    data = {k[len("data.") :]: parse_param(v) for k, v in params.items() if k.startswith("data.")}
     if isinstance(data.get("path"), str) and Path(data["path"]).is_relative_to(ROOT):
         data["path"] = "${sweeper_root:}/" + Path(data["path"]).relative_to(ROOT).as_posix()
     cfg["data"] = data
-    model = {k[len("model."):]: parse_param(v) for k, v in params.items() if k.startswith("model.")}
+    model = {
+        k[len("model.") :]: parse_param(v) for k, v in params.items() if k.startswith("model.")
+    }
     if model:  # a model of the interface: its import path and hyperparameters (the default model's keys do not apply)
         from sweeper.models.interface import top_level_keys
 
@@ -150,11 +171,18 @@ def _dumper() -> type:
     class Dumper(dumper()):
         pass
 
-    Dumper.add_representer(_Inline, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True))
+    Dumper.add_representer(
+        _Inline, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True)
+    )
     return Dumper
 
 
-def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None = None, out_dir: Path | None = None) -> str:
+def render(
+    cfg: Mapping[str, Any],
+    pinned: Mapping[str, Any],
+    rerun: str | None = None,
+    out_dir: Path | None = None,
+) -> str:
     """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata; ``rerun``: the
     command that re-runs a file written elsewhere (``out_dir``; see ``sweeper.promote.rerun_args``)."""
     name, data = pinned["name"], cfg["data"]["name"]
@@ -167,7 +195,10 @@ def render(cfg: Mapping[str, Any], pinned: Mapping[str, Any], rerun: str | None 
         "(fails when a pinned metric is worse beyond its rtol)\n"
         f"defaults:\n  - override /data: {data}\n\n"
     )
-    body = {**cfg, "pinned": {**pinned, "expected": {k: _Inline(v) for k, v in pinned["expected"].items()}}}
+    body = {
+        **cfg,
+        "pinned": {**pinned, "expected": {k: _Inline(v) for k, v in pinned["expected"].items()}},
+    }
     return head + yaml.dump(body, Dumper=_dumper(), sort_keys=False, allow_unicode=True)
 
 
@@ -188,8 +219,12 @@ def compose_file(path: Path, *overrides: str) -> DictConfig:
 
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "conf"
-        shutil.copytree(CONF_DIR, conf, ignore=lambda d, names: names if Path(d).name == "best" else [])
-        (conf / "best").mkdir(exist_ok=True)  # git keeps no empty folder: a checkout may have no conf/best
+        shutil.copytree(
+            CONF_DIR, conf, ignore=lambda d, names: names if Path(d).name == "best" else []
+        )
+        (conf / "best").mkdir(
+            exist_ok=True
+        )  # git keeps no empty folder: a checkout may have no conf/best
         shutil.copy(path, conf / "best" / path.name)
         with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
             return compose(config_name="config", overrides=[f"+best={path.stem}", *overrides])

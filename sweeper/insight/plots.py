@@ -14,6 +14,7 @@ Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "s
 ``{"baselines": request}``; one JSON line per answer on its stdout, in order: ``{"files": {name: path}}`` or
 ``{"error": "..."}``; ``{"baselines": fitted, "request": request}`` or ``{"baselines_error": "..."}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
     sample, no store query: on a store of many runs MLflow's metric history took ~170 ms a call), else from
     MLflow's history of the run (``report`` on its own, reused runs)."""
     out: list[dict[str, Any]] = []
-    done = [r for r in board.rows if r["status"] == "FINISHED" and r[f"val_{board.metric}"] is not None]
+    done = [
+        r for r in board.rows if r["status"] == "FINISHED" and r[f"val_{board.metric}"] is not None
+    ]
     val = f"val_{board.metric}"
     unit = " (target units²)" if board.metric == "mse" else ""
 
@@ -47,33 +50,75 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in done:
             if r.get("device", "cpu") == "cpu" or "device" not in board.keys:
-                groups.setdefault(", ".join(f"{k}={r[k]}" for k in others) or "all runs", []).append(r)
+                groups.setdefault(
+                    ", ".join(f"{k}={r[k]}" for k in others) or "all runs", []
+                ).append(r)
         series = []
         for label, rs in sorted(groups.items()):
             rs = sorted(rs, key=lambda r: float(r["lr"]))
-            series.append({"x": [float(r["lr"]) for r in rs], "y": [r[val] for r in rs], "label": label, "marker": "o"})
+            series.append(
+                {
+                    "x": [float(r["lr"]) for r in rs],
+                    "y": [r[val] for r in rs],
+                    "label": label,
+                    "marker": "o",
+                }
+            )
         # a tick at each swept lr (0.005 too, not only decades) while they can be read; more: matplotlib's own
         # (1,000 labels took ~5 s to draw and covered the axis)
         lrs = sorted({x for s in series for x in s["x"]})
-        ticks = {"xticks": lrs, "xticklabels": [f"{v:g}" for v in lrs]} if len(lrs) <= MAX_TICKS else {}
-        out.append({"name": "plots/val_metric_vs_lr.png", "size": [7, 4.5], "axes": [{
-            "title": f"Validation {board.metric} against learning rate", "xlabel": "learning rate (lr, log scale)",
-            "ylabel": f"validation {board.metric}{unit}", "xscale": "log", "lines": series, **ticks}]})
+        ticks = (
+            {"xticks": lrs, "xticklabels": [f"{v:g}" for v in lrs]} if len(lrs) <= MAX_TICKS else {}
+        )
+        out.append(
+            {
+                "name": "plots/val_metric_vs_lr.png",
+                "size": [7, 4.5],
+                "axes": [
+                    {
+                        "title": f"Validation {board.metric} against learning rate",
+                        "xlabel": "learning rate (lr, log scale)",
+                        "ylabel": f"validation {board.metric}{unit}",
+                        "xscale": "log",
+                        "lines": series,
+                        **ticks,
+                    }
+                ],
+            }
+        )
 
     top = done[:TOP_CURVES]
     if top:
         series = []
-        for i, r in enumerate(top):  # validation loss (what runs are ranked by) solid, training loss dashed
+        for i, r in enumerate(
+            top
+        ):  # validation loss (what runs are ranked by) solid, training loss dashed
             for name, style, label in (("val_loss", "-", r["run"]), ("train_loss", "--", None)):
                 x, y = _curve(c, r["run_id"], (folders or {}).get(r["run_id"]), name)
                 if x:
-                    series.append({"x": x, "y": y, "label": label, "ls": style, "color": f"C{i % 10}"})
+                    series.append(
+                        {"x": x, "y": y, "label": label, "ls": style, "color": f"C{i % 10}"}
+                    )
         loss = "mean squared error, target units²" if board.metric == "mse" else "cross-entropy"
-        out.append({"name": "plots/loss_curves_top.png", "size": [7, 4.5], "axes": [{
-            "title": f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, training dashed",
-            "xlabel": "epoch", "ylabel": f"loss ({loss}, log scale)", "yscale": "log", "lines": series}]})
+        out.append(
+            {
+                "name": "plots/loss_curves_top.png",
+                "size": [7, 4.5],
+                "axes": [
+                    {
+                        "title": f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, training dashed",
+                        "xlabel": "epoch",
+                        "ylabel": f"loss ({loss}, log scale)",
+                        "yscale": "log",
+                        "lines": series,
+                    }
+                ],
+            }
+        )
 
-    if len(done) >= FEW:  # a history and parallel coordinates of two runs say nothing their table does not
+    if (
+        len(done) >= FEW
+    ):  # a history and parallel coordinates of two runs say nothing their table does not
         out.append(_history(board, done))
         parallel = _parallel(board, done)
         if parallel is not None:
@@ -95,7 +140,9 @@ def _times(board: Any, pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]
     from sweeper.base.fmt import cell, text_cell
 
     keys = [k for k in board.keys if k not in ("device", "sync_every_epoch")]
-    labels = [", ".join(f"{k}={text_cell(p['gpu'].get(k))}" for k in keys) or "all runs" for p in pairs]
+    labels = [
+        ", ".join(f"{k}={text_cell(p['gpu'].get(k))}" for k in keys) or "all runs" for p in pairs
+    ]
     x = list(range(len(pairs)))
     ticks = {"xticks": x, "xticklabels": labels} if len(x) <= MAX_TICKS else {}
     ticks["xlabel"] = "configuration"
@@ -103,17 +150,48 @@ def _times(board: Any, pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]
     scale = _scale([t for ts in times.values() for t in ts])
     shown = len(x) <= MAX_TICKS  # each bar's value printed while they can be read
     speedups = [p["gpu"].get("speedup") or 0.0 for p in pairs]
-    return {"name": "plots/time_and_speedup.png", "size": [11, 4.5], "axes": [
-        {"title": "Train time per configuration", "legend": "outside", **ticks, **scale,
-         "ylabel": "train time (s" + (", log scale)" if scale.get("yscale") == "log" else ")"),
-         "bars": [{"x": [i + dx for i in x], "y": times[d], "width": 0.4, "label": d,
-                   **({"labels": [cell(t) for t in times[d]]} if shown else {})}
-                  for d, dx in (("cpu", -0.2), ("gpu", 0.2))]},
-        {"title": "GPU-over-CPU speedup (train time)", "ylabel": "speedup (×)", **ticks, "hline": 1.0, "ymin": 0.0,
-         "legend": "outside",
-         "bars": [{"x": x, "y": speedups, "width": 0.5, "color": "tab:green", "label": "gpu over cpu",
-                   **({"labels": [f"{cell(v)}×" for v in speedups]} if shown else {})}]},
-    ]}
+    return {
+        "name": "plots/time_and_speedup.png",
+        "size": [11, 4.5],
+        "axes": [
+            {
+                "title": "Train time per configuration",
+                "legend": "outside",
+                **ticks,
+                **scale,
+                "ylabel": "train time (s"
+                + (", log scale)" if scale.get("yscale") == "log" else ")"),
+                "bars": [
+                    {
+                        "x": [i + dx for i in x],
+                        "y": times[d],
+                        "width": 0.4,
+                        "label": d,
+                        **({"labels": [cell(t) for t in times[d]]} if shown else {}),
+                    }
+                    for d, dx in (("cpu", -0.2), ("gpu", 0.2))
+                ],
+            },
+            {
+                "title": "GPU-over-CPU speedup (train time)",
+                "ylabel": "speedup (×)",
+                **ticks,
+                "hline": 1.0,
+                "ymin": 0.0,
+                "legend": "outside",
+                "bars": [
+                    {
+                        "x": x,
+                        "y": speedups,
+                        "width": 0.5,
+                        "color": "tab:green",
+                        "label": "gpu over cpu",
+                        **({"labels": [f"{cell(v)}×" for v in speedups]} if shown else {}),
+                    }
+                ],
+            },
+        ],
+    }
 
 
 def _history(board: Any, done: list[dict[str, Any]]) -> dict[str, Any]:
@@ -127,10 +205,27 @@ def _history(board: Any, done: list[dict[str, Any]]) -> dict[str, Any]:
     pick = min if LOWER_IS_BETTER[board.metric] else max
     best = [pick(y[: i + 1]) for i in range(len(y))]
     x = list(range(1, len(y) + 1))
-    return {"name": "plots/history.png", "size": [7, 4.5], "axes": [{
-        "title": f"Validation {board.metric} of each run as the runs finished", "xlabel": "runs finished",
-        "ylabel": f"validation {board.metric}", "points": [{"x": x, "y": y, "label": "a run", "color": "tab:blue"}],
-        "lines": [{"x": x, "y": best, "label": "best so far", "color": "tab:orange", "drawstyle": "steps-post"}]}]}
+    return {
+        "name": "plots/history.png",
+        "size": [7, 4.5],
+        "axes": [
+            {
+                "title": f"Validation {board.metric} of each run as the runs finished",
+                "xlabel": "runs finished",
+                "ylabel": f"validation {board.metric}",
+                "points": [{"x": x, "y": y, "label": "a run", "color": "tab:blue"}],
+                "lines": [
+                    {
+                        "x": x,
+                        "y": best,
+                        "label": "best so far",
+                        "color": "tab:orange",
+                        "drawstyle": "steps-post",
+                    }
+                ],
+            }
+        ],
+    }
 
 
 MAX_LINES = 1000  # the runs a parallel-coordinates plot draws at most (the best ones)
@@ -146,7 +241,11 @@ def _parallel(board: Any, done: list[dict[str, Any]]) -> dict[str, Any] | None:
     from sweeper.insight.advice.evidence import SEEDS, _number
     from sweeper.job.metrics import LOWER_IS_BETTER
 
-    keys = [k for k in board.keys if k not in (*SEEDS, "sync_every_epoch") and len({r[k] for r in done}) > 1]
+    keys = [
+        k
+        for k in board.keys
+        if k not in (*SEEDS, "sync_every_epoch") and len({r[k] for r in done}) > 1
+    ]
     if not keys or len(done) < 2:
         return None
     val = f"val_{board.metric}"
@@ -161,26 +260,61 @@ def _parallel(board: Any, done: list[dict[str, Any]]) -> dict[str, Any] | None:
             lo, hi = f(min(numbers)), f(max(numbers))
             pos = [(f(v) - lo) / ((hi - lo) or 1.0) for v in numbers]
             marks = sorted(set(numbers)) if len(set(numbers)) <= 8 else [min(numbers), max(numbers)]
-            texts += [{"x": i, "y": (f(v) - lo) / ((hi - lo) or 1.0), "text": cell(v) if k == val else text_cell(v)}
-                      for v in marks]
+            texts += [
+                {
+                    "x": i,
+                    "y": (f(v) - lo) / ((hi - lo) or 1.0),
+                    "text": cell(v) if k == val else text_cell(v),
+                }
+                for v in marks
+            ]
             name = f"{k} (log)" if log else k
         else:  # categories: evenly spaced
             cats = sorted({str(v) for v in values})
             pos = [cats.index(str(v)) / ((len(cats) - 1) or 1) for v in values]
-            texts += [{"x": i, "y": j / ((len(cats) - 1) or 1), "text": c} for j, c in enumerate(cats)]
+            texts += [
+                {"x": i, "y": j / ((len(cats) - 1) or 1), "text": c} for j, c in enumerate(cats)
+            ]
             name = k
         axes.append((name, pos))
     scores = [r[val] for r in runs]
     lo, hi = min(scores), max(scores)
     lower = LOWER_IS_BETTER[board.metric]
-    shade = [((v - lo) / ((hi - lo) or 1.0)) if lower else ((hi - v) / ((hi - lo) or 1.0)) for v in scores]
-    lines = [{"x": list(range(len(axes))), "y": [pos[j] for _, pos in axes], "cvalue": shade[j], "lw": 1.2,
-              "alpha": 0.8} for j in range(len(runs))]
-    return {"name": "plots/parallel_coordinates.png", "size": [2.2 * len(axes) + 1.5, 4.8], "axes": [{
-        "title": f"Each run through its swept values to its {val} (darker: better)", "lines": lines, "cmap": "viridis",
-        "xlim": [-0.15, len(axes) - 0.6],
-        "vlines": list(range(len(axes))), "texts": texts, "xticks": list(range(len(axes))), "rotation": 0,
-        "xticklabels": [n for n, _ in axes], "yticks": [], "yticklabels": [], "legend": False, "grid": False}]}
+    shade = [
+        ((v - lo) / ((hi - lo) or 1.0)) if lower else ((hi - v) / ((hi - lo) or 1.0))
+        for v in scores
+    ]
+    lines = [
+        {
+            "x": list(range(len(axes))),
+            "y": [pos[j] for _, pos in axes],
+            "cvalue": shade[j],
+            "lw": 1.2,
+            "alpha": 0.8,
+        }
+        for j in range(len(runs))
+    ]
+    return {
+        "name": "plots/parallel_coordinates.png",
+        "size": [2.2 * len(axes) + 1.5, 4.8],
+        "axes": [
+            {
+                "title": f"Each run through its swept values to its {val} (darker: better)",
+                "lines": lines,
+                "cmap": "viridis",
+                "xlim": [-0.15, len(axes) - 0.6],
+                "vlines": list(range(len(axes))),
+                "texts": texts,
+                "xticks": list(range(len(axes))),
+                "rotation": 0,
+                "xticklabels": [n for n, _ in axes],
+                "yticks": [],
+                "yticklabels": [],
+                "legend": False,
+                "grid": False,
+            }
+        ],
+    }
 
 
 LOG_SPAN = 10.0  # bars go on a log axis only where their values span this factor or more
@@ -194,7 +328,9 @@ def _scale(values: list[float]) -> dict[str, Any]:
     return {"ymin": 0.0}
 
 
-def _curve(c: Any, run_id: str, folder: Path | None, name: str = "train_loss") -> tuple[list[float], list[float]]:
+def _curve(
+    c: Any, run_id: str, folder: Path | None, name: str = "train_loss"
+) -> tuple[list[float], list[float]]:
     """A run's loss curve ``name`` (steps, values): from its job folder's curves.npz, else MLflow's history."""
     import numpy as np
 
@@ -218,7 +354,9 @@ def figure(spec: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(spec["axes"]), figsize=tuple(spec["size"]), squeeze=False, layout="constrained"
+    )
     for ax, a in zip(axes[0], spec["axes"]):
         _draw_marks(ax, a, matplotlib.colormaps[a["cmap"]] if "cmap" in a else None)
         _dress(ax, a)
@@ -230,21 +368,51 @@ def _draw_marks(ax: Any, a: dict[str, Any], cmap: Any) -> None:
     text labels, points, bars and horizontal bars, a parity line."""
     for s in a.get("lines", []):
         color = cmap(s["cvalue"]) if cmap is not None and "cvalue" in s else s.get("color")
-        ax.plot(s["x"], s["y"], marker=s.get("marker"), label=s.get("label"), ls=s.get("ls", "-"),
-                color=color, lw=s.get("lw", 1.5), alpha=s.get("alpha", 1.0), drawstyle=s.get("drawstyle", "default"))
+        ax.plot(
+            s["x"],
+            s["y"],
+            marker=s.get("marker"),
+            label=s.get("label"),
+            ls=s.get("ls", "-"),
+            color=color,
+            lw=s.get("lw", 1.5),
+            alpha=s.get("alpha", 1.0),
+            drawstyle=s.get("drawstyle", "default"),
+        )
     for x in a.get("vlines", []):
         ax.axvline(x, color="black", lw=1)
     for t in a.get("texts", []):
-        ax.annotate(t["text"], (t["x"], t["y"]), xytext=(4, 0), textcoords="offset points", fontsize="x-small",
-                    va="center", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+        ax.annotate(
+            t["text"],
+            (t["x"], t["y"]),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize="x-small",
+            va="center",
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
+        )
     for s in a.get("points", []):
-        ax.scatter(s["x"], s["y"], s=s.get("size", 16), color=s.get("color"), label=s.get("label"), zorder=3)
+        ax.scatter(
+            s["x"],
+            s["y"],
+            s=s.get("size", 16),
+            color=s.get("color"),
+            label=s.get("label"),
+            zorder=3,
+        )
     for b in a.get("bars", []):
         bars = ax.bar(b["x"], b["y"], b["width"], color=b.get("color"), label=b["label"])
         if "labels" in b:
             ax.bar_label(bars, labels=b["labels"], fontsize="x-small", padding=2)
     for b in a.get("hbars", []):  # horizontal bars with an interval each (importance)
-        ax.barh(b["y"], b["x"], xerr=b.get("xerr"), color=b.get("color"), label=b.get("label"), capsize=3)
+        ax.barh(
+            b["y"],
+            b["x"],
+            xerr=b.get("xerr"),
+            color=b.get("color"),
+            label=b.get("label"),
+            capsize=3,
+        )
     if "hline" in a:
         ax.axhline(a["hline"], color="grey", lw=1, ls="--", label="parity")
     if "vline" in a:
@@ -265,8 +433,13 @@ def _dress(ax: Any, a: dict[str, Any]) -> None:
         ax.margins(y=0.12)  # room above the tallest bar for its value
         ax.set_ylim(bottom=a["ymin"])
     if "xticks" in a:
-        ax.set_xticks(a["xticks"], a["xticklabels"], rotation=a.get("rotation", 30),
-                      ha="right" if a.get("rotation", 30) else "center", fontsize="small")
+        ax.set_xticks(
+            a["xticks"],
+            a["xticklabels"],
+            rotation=a.get("rotation", 30),
+            ha="right" if a.get("rotation", 30) else "center",
+            fontsize="small",
+        )
         ax.set_xticks([], minor=True)  # on a log axis: no unlabelled minor ticks between them
     if "yticks" in a:
         ax.set_yticks(a["yticks"], a["yticklabels"], fontsize="small")
@@ -305,12 +478,19 @@ class Painter:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.pending: tuple[list[dict[str, Any]], Path] | None = None
-        self.fitting: dict[str, Any] | None = None  # the baselines request sent, until its answer is read
+        # the baselines request sent, until its answer is read
+        self.fitting: dict[str, Any] | None = None
 
     def start(self) -> "Painter":
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.insight.plots"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sweeper.insight.plots"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+            )
         except OSError:
             self.proc = None
         return self
@@ -365,17 +545,27 @@ class Painter:
     def _answer(self) -> dict[str, Any]:
         import select
 
-        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)  # a hung painter is not waited on
+        ready, _, _ = select.select(
+            [self.proc.stdout], [], [], TIMEOUT_S
+        )  # a hung painter is not waited on
         line = self.proc.stdout.readline() if ready else ""
         return json.loads(line) if line.strip() else {"error": "the painter ended"}
 
     def idle(self) -> bool:
         """Whether the painter process is alive with no request unanswered (a next sweep may use it)."""
-        return self.proc is not None and self.proc.poll() is None and self.pending is None and self.fitting is None
+        return (
+            self.proc is not None
+            and self.proc.poll() is None
+            and self.pending is None
+            and self.fitting is None
+        )
 
     def close(self) -> None:
         if self.proc is not None:
-            for pipe in (self.proc.stdin, self.proc.stdout):  # both: a process calling sweeps (the Python API) keeps
+            for pipe in (
+                self.proc.stdin,
+                self.proc.stdout,
+            ):  # both: a process calling sweeps (the Python API) keeps
                 try:  # no pipe of an earlier sweep's painter open
                     pipe.close()
                 except (OSError, ValueError):
@@ -421,14 +611,27 @@ def serve() -> None:
 
     from sweeper.base.process import exit_with_parent
 
-    exit_with_parent(helper=True)  # the launching process killed (kill -9): this one ends with it, quietly
+    exit_with_parent(
+        helper=True
+    )  # the launching process killed (kill -9): this one ends with it, quietly
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401  (the import is what the painter is for)
 
-    warm = {"size": [7, 4.5], "axes": [{"title": "t", "xlabel": "x", "ylabel": "y", "xscale": "log", "yscale": "log",
-                                        "lines": [{"x": [1e-3, 1e-2], "y": [1.0, 0.1], "label": "l", "marker": "o"}]}]}
+    warm = {
+        "size": [7, 4.5],
+        "axes": [
+            {
+                "title": "t",
+                "xlabel": "x",
+                "ylabel": "y",
+                "xscale": "log",
+                "yscale": "log",
+                "lines": [{"x": [1e-3, 1e-2], "y": [1.0, 0.1], "label": "l", "marker": "o"}],
+            }
+        ],
+    }
     draw(warm, io.BytesIO())
     for line in sys.stdin:
         try:

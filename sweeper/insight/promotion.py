@@ -5,6 +5,7 @@ into the choice. With several seeds per configuration the configurations rank by
 promoted is the configuration's run closest to that mean (``pinned.over_seeds`` records n, mean and std). Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
 run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,19 @@ from sweeper.insight import pinned
 from sweeper.job import metrics
 from sweeper.base.fmt import text_cell
 from sweeper.base.names import model_name
-from sweeper.contract.config import GROUPS, METADATA, NOT_FINGERPRINTED, TOP_LEVEL, ConfigError, check_overrides, validate
+from sweeper.contract.config import (
+    GROUPS,
+    METADATA,
+    NOT_FINGERPRINTED,
+    TOP_LEVEL,
+    ConfigError,
+    check_overrides,
+    validate,
+)
 
-NAME = re.compile(r"[A-Za-z0-9_]+")  # a config-group option Hydra's override parser takes as written
+NAME = re.compile(
+    r"[A-Za-z0-9_]+"
+)  # a config-group option Hydra's override parser takes as written
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
 
 
@@ -43,7 +54,8 @@ class Promoted:
     value: float
     knobs: str
     rerun: list[str]  # the arguments of python -m sweeper that re-run it
-    among: str = ""  # how the runs were narrowed to one model (said by the command), "" when they hold one
+    # how the runs were narrowed to one model (said by the command), "" when they hold one
+    among: str = ""
 
 
 def rerun_args(out_dir: Path, name: str) -> list[str]:
@@ -59,11 +71,19 @@ def rerun_args(out_dir: Path, name: str) -> list[str]:
         return [f"+best={name}"]
     group = out_dir.resolve().name
     if not GROUP.fullmatch(group):
-        raise _fail("--out-dir", out_dir, f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
-                    "cannot be a config group: expected conf/best or a folder named with letters, digits, _ and -")
+        raise _fail(
+            "--out-dir",
+            out_dir,
+            f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
+            "cannot be a config group: expected conf/best or a folder named with letters, digits, _ and -",
+        )
     if group in (*GROUPS, *TOP_LEVEL, *METADATA, "hydra"):
-        raise _fail("--out-dir", out_dir, f"a folder named {group} would merge with the project's own {group} "
-                    "(conf/), whose files win: expected conf/best or a folder of another name")
+        raise _fail(
+            "--out-dir",
+            out_dir,
+            f"a folder named {group} would merge with the project's own {group} "
+            "(conf/), whose files win: expected conf/best or a folder of another name",
+        )
     uri = f"file://{out_dir.resolve().parent.as_posix()}"  # not as_uri(): Hydra reads no %20
     if not re.fullmatch(r"[A-Za-z0-9_/.:-]+", uri):
         uri = '"' + uri.replace("\\", "\\\\").replace('"', '\\"') + '"'  # Hydra's quoted string
@@ -74,41 +94,64 @@ def _fail(option: str, value: Any, why: str) -> PromoteError:
     return PromoteError(f"{option}={value} is not allowed: {why}")
 
 
-def _candidates(client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> list:
+def _candidates(
+    client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool
+) -> list:
     """The experiment's finished CPU job runs (a sweep's parent run has no fingerprint and no val_ metrics)."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage == "deleted":
         names = sorted(e.name for e in client.search_experiments())
-        raise _fail("--experiment", experiment,
-                    f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}")
+        raise _fail(
+            "--experiment",
+            experiment,
+            f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}",
+        )
     # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's. A cross-validated sweep's
     # refit (sweeper.insight.refit) is not ranked: its val_* are of its training rows
     runs = [
-        r for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
-        if "fingerprint" in r.data.tags and r.data.params.get("device", "cpu") == "cpu" and "refit_of" not in r.data.tags
+        r
+        for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
+        if "fingerprint" in r.data.tags
+        and r.data.params.get("device", "cpu") == "cpu"
+        and "refit_of" not in r.data.tags
     ]
     if run_ids:
         unknown = sorted(set(run_ids) - {r.info.run_id for r in runs})
         if unknown:
-            raise _fail("--run-id", unknown[0], f"expected a finished CPU run of experiment {experiment}")
+            raise _fail(
+                "--run-id", unknown[0], f"expected a finished CPU run of experiment {experiment}"
+            )
         runs = [r for r in runs if r.info.run_id in run_ids]
     if not runs:
-        raise _fail("--experiment", experiment, "it has no finished CPU runs: expected an experiment with a finished sweep")
+        raise _fail(
+            "--experiment",
+            experiment,
+            "it has no finished CPU runs: expected an experiment with a finished sweep",
+        )
     return [max(runs, key=lambda r: r.info.start_time)] if latest else runs
 
 
 def _metric(runs: list, metric: str | None, experiment: str) -> str:
     """The ranking metric: the one asked for, which the runs must have, or the task's primary one."""
-    have = sorted({k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)})
+    have = sorted(
+        {k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)}
+    )
     if metric is None:
         primary = {metrics.PRIMARY[metrics.task_of(r.data.metrics)][0] for r in runs}
         if len(primary) > 1:
-            raise _fail("--experiment", experiment,
-                        f"it mixes regression and classification runs: pass --metric, one of {', '.join(have)}")
+            raise _fail(
+                "--experiment",
+                experiment,
+                f"it mixes regression and classification runs: pass --metric, one of {', '.join(have)}",
+            )
         metric = "val_" + primary.pop()
     if metric not in have:
-        raise _fail("--metric", metric, f"the finished runs of experiment {experiment} have no such validation metric: "
-                    f"expected one of {', '.join(have)}")
+        raise _fail(
+            "--metric",
+            metric,
+            f"the finished runs of experiment {experiment} have no such validation metric: "
+            f"expected one of {', '.join(have)}",
+        )
     return metric
 
 
@@ -118,10 +161,18 @@ def _config(run: Any) -> tuple:
     from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
     from sweeper.insight.leaderboard import SEEDS
 
-    defaults = {**{k: str(v) for k, v in ADDED_DEFAULTS.items()}, **{f"data.{k}": str(v) for k, v in DATA_ADDED_DEFAULTS.items()}}
+    defaults = {
+        **{k: str(v) for k, v in ADDED_DEFAULTS.items()},
+        **{f"data.{k}": str(v) for k, v in DATA_ADDED_DEFAULTS.items()},
+    }
     skip = (*NOT_FINGERPRINTED, "pinned.", "tracking.", "hydra")
-    return tuple(sorted((k, v) for k, v in run.data.params.items()
-                        if k not in SEEDS and not k.startswith(skip) and defaults.get(k) != v))
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in run.data.params.items()
+            if k not in SEEDS and not k.startswith(skip) and defaults.get(k) != v
+        )
+    )
 
 
 def _ranked(runs: list, metric: str, top: int) -> list:
@@ -136,8 +187,11 @@ def _ranked(runs: list, metric: str, top: int) -> list:
 
     lower = pinned.direction(metric) == "lower"
     scored = [r for r in runs if math.isfinite(r.data.metrics.get(metric, math.nan))]
-    scored.sort(key=lambda r: metrics.rank_key(r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK),
-                                               r.info.start_time))
+    scored.sort(
+        key=lambda r: metrics.rank_key(
+            r.data.metrics[metric], lower, r.data.metrics.get(metrics.TIE_BREAK), r.info.start_time
+        )
+    )
     unique, seen = [], set()
     for r in scored:  # one run a fingerprint (a re-run of a configuration computes the same)
         if r.data.tags["fingerprint"] not in seen:
@@ -151,8 +205,11 @@ def over_seeds(runs: list, run: Any, metric: str) -> dict[str, Any] | None:
     """The seeds of ``run``'s configuration among ``runs``: ``{n, mean, std}`` of ``metric``; None for one seed."""
     import statistics
 
-    values = {r.data.tags["fingerprint"]: r.data.metrics[metric] for r in runs
-              if _config(r) == _config(run) and math.isfinite(r.data.metrics.get(metric, math.nan))}
+    values = {
+        r.data.tags["fingerprint"]: r.data.metrics[metric]
+        for r in runs
+        if _config(r) == _config(run) and math.isfinite(r.data.metrics.get(metric, math.nan))
+    }
     v = list(values.values())
     if len(v) < 2:
         return None
@@ -169,24 +226,36 @@ def _refit_of(client: Any, run: Any) -> Any:
 
     parent_id = run.data.tags.get("mlflow.parentRunId")
     try:  # the refit its sweep made, else one trained now (refit.refit looks for it first)
-        done = refit.refit(client, client.get_run(parent_id), run) if parent_id else refit.existing(client, run)
+        done = (
+            refit.refit(client, client.get_run(parent_id), run)
+            if parent_id
+            else refit.existing(client, run)
+        )
     except Exception as e:  # noqa: BLE001  (its data, its store: said in one line)
-        raise PromoteError(f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        raise PromoteError(
+            f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
     if done is None:
-        raise PromoteError(f"run {run.info.run_id} is cross-validated and has no refit on every non-test row (its sweep "
-                           "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "
-                           "configuration with data.folds=0, or re-run its sweep")
+        raise PromoteError(
+            f"run {run.info.run_id} is cross-validated and has no refit on every non-test row (its sweep "
+            "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "
+            "configuration with data.folds=0, or re-run its sweep"
+        )
     return done
 
 
-def _pinned(run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float) -> dict[str, Any]:
+def _pinned(
+    run: Any, name: str, experiment: str, metric: str, rank: int, rtol: float
+) -> dict[str, Any]:
     tags, params, m = run.data.tags, run.data.params, run.data.metrics
     return {
         "name": name,
         "run_id": run.info.run_id,
         "experiment": experiment,
-        "date": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.fromtimestamp(run.info.start_time / 1000, timezone.utc).isoformat(
+            timespec="seconds"
+        ),
         "promoted": date.today().isoformat(),
         "git_commit": tags.get("mlflow.source.git.commit"),
         "data": params.get("data.name"),
@@ -222,32 +291,58 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
         else:
             args = rerun_args(folder, name)
             try:
-                with stop.unmasked():  # a Ctrl-C whose way through Hydra raised another error is the interruption
+                with (
+                    stop.unmasked()
+                ):  # a Ctrl-C whose way through Hydra raised another error is the interruption
                     check_overrides(args)
                     with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
                         cfg = compose(config_name="config", overrides=args)
             except Exception as e:
-                raise PromoteError(f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
-                                   f"{str(e).splitlines()[0]} (a bug in sweeper.promote)") from None
+                raise PromoteError(
+                    f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0]} (a bug in sweeper.promote)"
+                ) from None
     plain = OmegaConf.to_container(cfg, resolve=True)
     try:
         validate(plain)
     except ConfigError as e:  # e.g. a data file that is not on this machine
         raise PromoteError(f"run {run.info.run_id} cannot be re-run here: {e}") from None
     flat = tracking.flatten(plain)
-    keys = [k for k in run.data.params if (k in TOP_LEVEL and k not in NOT_FINGERPRINTED) or k.startswith("data.")]
+    keys = [
+        k
+        for k in run.data.params
+        if (k in TOP_LEVEL and k not in NOT_FINGERPRINTED) or k.startswith("data.")
+    ]
     differ = [k for k in keys if str(flat.get(k)) != run.data.params[k]]
-    what = (f"{differ[0]}={flat.get(differ[0])} instead of {run.data.params[differ[0]]}" if differ
-            else f"device={plain['device']}" if plain["device"] != "cpu"
-            else "pinned: reads back differently" if plain.get("pinned") != pins else None)
+    what = (
+        f"{differ[0]}={flat.get(differ[0])} instead of {run.data.params[differ[0]]}"
+        if differ
+        else f"device={plain['device']}"
+        if plain["device"] != "cpu"
+        else "pinned: reads back differently"
+        if plain.get("pinned") != pins
+        else None
+    )
     if what:
-        raise PromoteError(f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)")
+        raise PromoteError(
+            f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)"
+        )
 
 
-def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None = None, top: int = 1,
-            name: str | None = None, force: bool = False, out_dir: Path = pinned.BEST_DIR, rtol: float | None = None,
-            run_ids: Sequence[str] = (), latest: bool = False, before_write: Any = None,
-            model: str | None = None) -> list[Promoted]:
+def promote(
+    experiment: str,
+    uri: str = tracking.DEFAULT_URI,
+    metric: str | None = None,
+    top: int = 1,
+    name: str | None = None,
+    force: bool = False,
+    out_dir: Path = pinned.BEST_DIR,
+    rtol: float | None = None,
+    run_ids: Sequence[str] = (),
+    latest: bool = False,
+    before_write: Any = None,
+    model: str | None = None,
+) -> list[Promoted]:
     """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
 
     With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
@@ -266,10 +361,16 @@ def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None
     names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
     taken = [n for n in names if (out_dir / f"{n}.yaml").exists()]
     if taken and not force:
-        raise _fail("--name", name, f"{out_dir / taken[0]}.yaml already exists: choose another --name "
-                    "or pass --force to re-pin it")
-    files = [_pin_file(client, runs, chosen, n, rank, experiment, metric, rtol, out_dir)
-             for rank, (chosen, n) in enumerate(zip(best, names), start=1)]
+        raise _fail(
+            "--name",
+            name,
+            f"{out_dir / taken[0]}.yaml already exists: choose another --name "
+            "or pass --force to re-pin it",
+        )
+    files = [
+        _pin_file(client, runs, chosen, n, rank, experiment, metric, rtol, out_dir)
+        for rank, (chosen, n) in enumerate(zip(best, names), start=1)
+    ]
     if before_write is not None:
         before_write(files[0][0])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -278,14 +379,38 @@ def promote(experiment: str, uri: str = tracking.DEFAULT_URI, metric: str | None
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
-        own = [k for k in sorted(p) if k.startswith("model.") and k != "model._target_"]  # a model of yours'
-        knobs = " ".join(f"{k}={text_cell(p[k])}" for k in ("data.name", "data.path", "lr", "epochs", "depth", "width",
-                                                            "activation", *own, "seed", "dtype") if k in p)
+        own = [
+            k for k in sorted(p) if k.startswith("model.") and k != "model._target_"
+        ]  # a model of yours'
+        knobs = " ".join(
+            f"{k}={text_cell(p[k])}"
+            for k in (
+                "data.name",
+                "data.path",
+                "lr",
+                "epochs",
+                "depth",
+                "width",
+                "activation",
+                *own,
+                "seed",
+                "dtype",
+            )
+            if k in p
+        )
         knobs = f"model={model_name(run.data.tags)} " + knobs.replace("data.name=", "data=")
-        if run is not chosen:  # the value is the chosen run's fold mean; the pinned run is its refit
-            knobs += (f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
-                      f"mean this {metric} is)")
-        done.append(Promoted(n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun, among))
+        if (
+            run is not chosen
+        ):  # the value is the chosen run's fold mean; the pinned run is its refit
+            knobs += (
+                f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
+                f"mean this {metric} is)"
+            )
+        done.append(
+            Promoted(
+                n, path, run.info.run_id, metric, chosen.data.metrics[metric], knobs, rerun, among
+            )
+        )
     return done
 
 
@@ -298,19 +423,27 @@ def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> t
     if model is not None:
         mine = [r for r in runs if model in (model_name(r.data.tags), r.data.tags.get("model"))]
         if not mine:
-            raise _fail("--model", model, f"no finished CPU run of experiment {experiment} trained it: expected one of "
-                        f"{', '.join(models)}, or all")
+            raise _fail(
+                "--model",
+                model,
+                f"no finished CPU run of experiment {experiment} trained it: expected one of "
+                f"{', '.join(models)}, or all",
+            )
         return mine, f"within model {model}" if len(models) > 1 else ""
     if len(models) == 1:
         return runs, ""
     chosen = model_name(_ranked(runs, metric, 1)[0].data.tags)
     others = ", ".join(m for m in models if m != chosen)
-    return ([r for r in runs if model_name(r.data.tags) == chosen],
-            f"within model {chosen}, the best run's (the experiment's runs trained {others} too: --model NAME ranks "
-            "another's, --model all ranks them together)")
+    return (
+        [r for r in runs if model_name(r.data.tags) == chosen],
+        f"within model {chosen}, the best run's (the experiment's runs trained {others} too: --model NAME ranks "
+        "another's, --model all ranks them together)",
+    )
 
 
-def _checked_name(experiment: str, top: Any, rtol: Any, name: str | None, out_dir: Path, metric: str | None) -> str:
+def _checked_name(
+    experiment: str, top: Any, rtol: Any, name: str | None, out_dir: Path, metric: str | None
+) -> str:
     """The pins' name (the experiment's, made a config name, by default), every argument checked before the store
     is opened: one line naming the option, the value and what is allowed."""
     if not (isinstance(top, int) and top >= 1):
@@ -320,17 +453,27 @@ def _checked_name(experiment: str, top: Any, rtol: Any, name: str | None, out_di
     name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
     if not NAME.fullmatch(name):
         raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
-    rerun_args(out_dir, name)  # a folder python -m sweeper cannot be told to find is refused before anything
+    rerun_args(
+        out_dir, name
+    )  # a folder python -m sweeper cannot be told to find is refused before anything
     if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
-        raise _fail("--metric", metric, "selecting on the test split leaks it into the choice: "
-                    "expected a validation metric (val_...)")
+        raise _fail(
+            "--metric",
+            metric,
+            "selecting on the test split leaks it into the choice: "
+            "expected a validation metric (val_...)",
+        )
     return name
 
 
-def _open_candidates(uri: str, experiment: str, run_ids: Sequence[str], latest: bool) -> tuple[Any, list]:
+def _open_candidates(
+    uri: str, experiment: str, run_ids: Sequence[str], latest: bool
+) -> tuple[Any, list]:
     """The store's client and the experiment's candidate runs; a store that is not there, or fails, is one line."""
     try:
-        tracking.check_readable(uri)  # MLflow would create an empty store at a mistyped path, or wait minutes for a server
+        tracking.check_readable(
+            uri
+        )  # MLflow would create an empty store at a mistyped path, or wait minutes for a server
     except tracking.TrackingError as e:
         raise PromoteError(str(e)) from None
     try:
@@ -339,25 +482,46 @@ def _open_candidates(uri: str, experiment: str, run_ids: Sequence[str], latest: 
     except PromoteError:
         raise
     except Exception as e:  # a server that is down, a file that is not a store
-        raise _fail("--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+        raise _fail(
+            "--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        ) from None
 
 
-def _pin_file(client: Any, runs: list, chosen: Any, n: str, rank: int, experiment: str, metric: str,
-              rtol: float | None, out_dir: Path) -> tuple[Any, str, str, list[str], Any]:
+def _pin_file(
+    client: Any,
+    runs: list,
+    chosen: Any,
+    n: str,
+    rank: int,
+    experiment: str,
+    metric: str,
+    rtol: float | None,
+    out_dir: Path,
+) -> tuple[Any, str, str, list[str], Any]:
     """The pinned config of the ``rank``-th configuration (``chosen``; a cross-validated one as its refit), checked
     to re-run it: (the pinned run, the name, the file's text, the re-run's arguments, the chosen run)."""
-    run = _refit_of(client, chosen)  # a cross-validated configuration is pinned as its refit, as the sweep's best is
+    run = _refit_of(
+        client, chosen
+    )  # a cross-validated configuration is pinned as its refit, as the sweep's best is
     tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
     pins = _pinned(run, n, experiment, metric, rank, tol)
     if run is not chosen:
         m = chosen.data.metrics
-        pins["cross_validated"] = {"run_id": chosen.info.run_id, "folds": int(chosen.data.tags["folds"]),
-                                   metric: m[metric], f"{metric}_std": m.get(f"{metric}_std")}
+        pins["cross_validated"] = {
+            "run_id": chosen.info.run_id,
+            "folds": int(chosen.data.tags["folds"]),
+            metric: m[metric],
+            f"{metric}_std": m.get(f"{metric}_std"),
+        }
     seeds = over_seeds(runs, chosen, metric)
     if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
         pins["over_seeds"] = seeds
     rerun = rerun_args(out_dir, n)
-    text = pinned.render(pinned.config_from_params(run.data.params), pins, shlex.join(["python", "-m", "sweeper", *rerun]),
-                         out_dir)
+    text = pinned.render(
+        pinned.config_from_params(run.data.params),
+        pins,
+        shlex.join(["python", "-m", "sweeper", *rerun]),
+        out_dir,
+    )
     _verify(text, n, out_dir, run, pins)
     return run, n, text, rerun, chosen

@@ -1,6 +1,7 @@
 """A sweep at a glance, built from the MLflow store alone: the leaderboard, plots, the advice and the parent's
 counts and status; orphaned runs closed. The end of every multirun publishes it on the parent run;
 ``python -m sweeper.report`` rebuilds it from the store."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,19 @@ from typing import Any
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import (HOST, ORPHAN, PID, PRUNED_AT, REPLACED_BY, RETRIED, booked, model_name, resume_command,
-                                run_path, run_url)
+from sweeper.base.names import (
+    HOST,
+    ORPHAN,
+    PID,
+    PRUNED_AT,
+    REPLACED_BY,
+    RETRIED,
+    booked,
+    model_name,
+    resume_command,
+    run_path,
+    run_url,
+)
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
@@ -31,13 +43,23 @@ def holder_alive(r: Any) -> bool | None:
 
     pid, host = booked(r.data.tags, PID), booked(r.data.tags, HOST)
     here = host == socket.gethostname() and pid is not None and pid.isdigit()
-    if here:  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
-        return int(pid) != os.getpid() and holds(int(pid), r.info.start_time / 1000, booked(r.data.tags, PID_START))
+    if (
+        here
+    ):  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
+        return int(pid) != os.getpid() and holds(
+            int(pid), r.info.start_time / 1000, booked(r.data.tags, PID_START)
+        )
     return beating(booked(r.data.tags, HEARTBEAT), time.time())
 
 
-def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAILED", reason: str = ORPHAN,
-                 returned: bool = False) -> list[str]:
+def mark_orphans(
+    c: Any,
+    runs: list[Any],
+    sweep_ended: bool,
+    status: str = "FAILED",
+    reason: str = ORPHAN,
+    returned: bool = False,
+) -> list[str]:
     """Mark child runs that a killed job left RUNNING as ``status`` (FAILED), with the reason; return their ids.
 
     ``returned``: every job has returned to the launching process, so every RUNNING child is an orphan. Else a
@@ -57,7 +79,13 @@ def mark_orphans(c: Any, runs: list[Any], sweep_ended: bool, status: str = "FAIL
         if holder is True or (holder is None and not (sweep_ended or returned)):
             continue
         again = finished.get(_config(r))
-        ends.append((r.info.run_id, "KILLED" if again else status, f"{RETRIED} as run {again}" if again else reason))
+        ends.append(
+            (
+                r.info.run_id,
+                "KILLED" if again else status,
+                f"{RETRIED} as run {again}" if again else reason,
+            )
+        )
     bulk.end_runs(c, ends)  # on the embedded store in one transaction
     return [run_id for run_id, _, _ in ends]
 
@@ -72,7 +100,6 @@ def attempts(runs: list[Any]) -> tuple[list[Any], list[Any]]:
     return [r for r in runs if r not in retried], retried
 
 
-
 def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None) -> list[Any]:
     """The FINISHED runs that the jobs of a resumed sweep took over (``reused.<job>`` tags on the parent,
     which each such job sets, and the ``resumed_from`` of the ``results`` when given)."""
@@ -84,8 +111,9 @@ def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None
     return tracking.search(c, [parent.info.experiment_id], f"attributes.run_id IN ({listed})")
 
 
-
-def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = None) -> dict[str, int]:
+def tally(
+    parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = None
+) -> dict[str, int]:
     """How the jobs of a sweep ended, for the parent's metrics: ``n_finished``, ``n_failed``, ``n_killed``
     (child runs by status), ``n_skipped`` (jobs that trained nothing: no GPU, or resumed — ``n_reused`` of
     them), ``n_orphaned`` (children whose job died with them RUNNING) and ``n_not_run``: the parent's
@@ -96,14 +124,27 @@ def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = N
     no child run.
     """
     tags = parent.data.tags
-    runs = [r for r in runs if REPLACED_BY not in r.data.tags]  # stubs that upload replaced: their new run counts
+    runs = [
+        r for r in runs if REPLACED_BY not in r.data.tags
+    ]  # stubs that upload replaced: their new run counts
     runs, retried = attempts(runs)
-    counts = {f"n_{s.lower()}": sum(r.info.status == s for r in runs) for s in ("FINISHED", "FAILED", "KILLED")}
+    counts = {
+        f"n_{s.lower()}": sum(r.info.status == s for r in runs)
+        for s in ("FINISHED", "FAILED", "KILLED")
+    }
     counts["n_orphaned"] = sum(r.data.tags.get("failure_reason") == ORPHAN for r in runs)
-    counts["n_running"], counts["n_retried"] = sum(r.info.status == "RUNNING" for r in runs), len(retried)
+    counts["n_running"], counts["n_retried"] = (
+        sum(r.info.status == "RUNNING" for r in runs),
+        len(retried),
+    )
     if results is None:
-        skipped = [k for k in tags if k.startswith("skipped.")] or [s for s in tags.get("skipped_jobs", "").splitlines() if s]
-        counts["n_skipped"], counts["n_reused"] = len(skipped), sum(k.startswith("reused.") for k in tags)
+        skipped = [k for k in tags if k.startswith("skipped.")] or [
+            s for s in tags.get("skipped_jobs", "").splitlines() if s
+        ]
+        counts["n_skipped"], counts["n_reused"] = (
+            len(skipped),
+            sum(k.startswith("reused.") for k in tags),
+        )
         accounted = len(runs) + len(skipped)
     else:
         counts["n_skipped"] = sum(r["status"] == "SKIPPED" for r in results)
@@ -115,11 +156,17 @@ def tally(parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = N
     return counts
 
 
-
 def incomplete(counts: dict[str, int]) -> str | None:
     """Why a sweep with these counts (:func:`tally`) did not complete — it is then KILLED — or None."""
-    why = [f"{counts[k]} {what}" for k, what in (("n_not_run", "job(s) not run"), ("n_killed", "run(s) killed"),
-                                                  ("n_orphaned", "run(s) orphaned")) if counts.get(k)]
+    why = [
+        f"{counts[k]} {what}"
+        for k, what in (
+            ("n_not_run", "job(s) not run"),
+            ("n_killed", "run(s) killed"),
+            ("n_orphaned", "run(s) orphaned"),
+        )
+        if counts.get(k)
+    ]
     if why:
         return "incomplete: " + ", ".join(why)
     if not any(counts[k] for k in ("n_finished", "n_failed", "n_skipped")):
@@ -127,9 +174,14 @@ def incomplete(counts: dict[str, int]) -> str | None:
     return None
 
 
-
-def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = False,
-            results: list[dict[str, Any]] | None = None, returned: bool = False) -> tuple[Board, dict[str, int]]:
+def publish(
+    c: Any,
+    parent_run_id: str,
+    out: Any = None,
+    sweep_ended: bool = False,
+    results: list[dict[str, Any]] | None = None,
+    returned: bool = False,
+) -> tuple[Board, dict[str, int]]:
     """Build the leaderboard of a parent run's children and of the runs its jobs reused (resume), print it,
     and log it with plots and the counts of :func:`tally` (``results``: the jobs' result.json, when at hand).
 
@@ -145,24 +197,50 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
         runs = children(c, parent)
         retried = {r.info.run_id for r in attempts(runs)[1]}
         if set(orphans) - retried:
-            print(f"marked {len(set(orphans) - retried)} orphaned run(s) FAILED: {', '.join(sorted(set(orphans) - retried))}", file=out)
+            print(
+                f"marked {len(set(orphans) - retried)} orphaned run(s) FAILED: {', '.join(sorted(set(orphans) - retried))}",
+                file=out,
+            )
         if set(orphans) & retried:
-            print(f"marked {len(set(orphans) & retried)} run(s) KILLED as attempts their engine retried", file=out)
+            print(
+                f"marked {len(set(orphans) & retried)} run(s) KILLED as attempts their engine retried",
+                file=out,
+            )
     counts = tally(parent, runs, results)
     runs = attempts(runs)[0]
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
-    painter = plots.current() or plots.Painter()  # the sweep's (started with it), or drawn here at collect()
+    painter = (
+        plots.current() or plots.Painter()
+    )  # the sweep's (started with it), or drawn here at collect()
     with tempfile.TemporaryDirectory() as tmp:
-        folders = {r["run_id"]: Path(r["path"]).parent for r in results or () if r.get("run_id") and r.get("path")}
-        found = importance.compute(records(board, runs + reused))  # each key's share of the variance, its interval
-        painter.submit([*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
-                       Path(tmp) / "figures")  # drawn while the baselines are fitted and the rest is logged
+        folders = {
+            r["run_id"]: Path(r["path"]).parent
+            for r in results or ()
+            if r.get("run_id") and r.get("path")
+        }
+        found = importance.compute(
+            records(board, runs + reused)
+        )  # each key's share of the variance, its interval
+        painter.submit(
+            [*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
+            Path(tmp) / "figures",
+        )  # drawn while the baselines are fitted and the rest is logged
         try:
             # the baselines: fitted by the sweep's painter while its jobs ran (its answer read first), or here
-            _record(c, parent, board, counts, runs + reused, results, out, {"importance.json": found}, Path(tmp),
-                    painter.baselines())
+            _record(
+                c,
+                parent,
+                board,
+                counts,
+                runs + reused,
+                results,
+                out,
+                {"importance.json": found},
+                Path(tmp),
+                painter.baselines(),
+            )
         except BaseException:
             painter.close()  # its answer to this request would be read as the next one's
             raise
@@ -171,9 +249,18 @@ def publish(c: Any, parent_run_id: str, out: Any = None, sweep_ended: bool = Fal
     return board, counts
 
 
-def _record(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any],
-            results: list[dict[str, Any]] | None, out: Any, files: dict[str, Any], tmp: Path,
-            prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+def _record(
+    c: Any,
+    parent: Any,
+    board: Board,
+    counts: dict[str, int],
+    runs: list[Any],
+    results: list[dict[str, Any]] | None,
+    out: Any,
+    files: dict[str, Any],
+    tmp: Path,
+    prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> None:
     """What :func:`publish` records while its figures are drawn: the baselines (fitted once, by the sweep's painter
     while its jobs ran, ``prefitted``, or here; then read from the parent), the table, the parent's files (``files``:
     name → JSON), each run's rank and description, the address, the parent's counts, best run and advice."""
@@ -184,7 +271,11 @@ def _record(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: lis
     board.baselines = references.rows(fitted, board.metric)
     print(board.table(limit=SHOWN), file=out)
     texts = {name: json.dumps(found, indent=1) + "\n" for name, found in files.items()}
-    for name, text in {**texts, "summary.csv": board.csv(), "summary.md": board.markdown(experiment_id) + "\n"}.items():
+    for name, text in {
+        **texts,
+        "summary.csv": board.csv(),
+        "summary.md": board.markdown(experiment_id) + "\n",
+    }.items():
         (tmp / name).write_text(text)
         c.log_artifact(parent_run_id, str(tmp / name))
     standing.record(c, board, runs, parent_run_id)  # each run's rank and description, on the run
@@ -200,69 +291,124 @@ def records(board: Board, runs: list[Any]) -> list[dict[str, Any]]:
     return [record(by_id[row["run_id"]]) for row in board.rows if row["run_id"] in by_id]
 
 
-def _conclude(c: Any, parent: Any, board: Board, counts: dict[str, int], runs: list[Any], out: Any,
-              fitted: dict[str, dict[str, float]] | None = None) -> None:
+def _conclude(
+    c: Any,
+    parent: Any,
+    board: Board,
+    counts: dict[str, int],
+    runs: list[Any],
+    out: Any,
+    fitted: dict[str, dict[str, float]] | None = None,
+) -> None:
     """The parent's counts, best run (metric, tags, line), its description (the best run and the board) and the
     advisor's findings."""
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
-    metrics: dict[str, float] = {k: v for k, v in counts.items() if v}  # zero counters: tags only (no empty charts)
+    metrics: dict[str, float] = {
+        k: v for k, v in counts.items() if v
+    }  # zero counters: tags only (no empty charts)
     tags = {k: str(v) for k, v in counts.items()}
     best = ""
     if board.best is not None:
         metrics[f"best_val_{board.metric}"] = board.best[f"val_{board.metric}"]
         tags |= {"best_run_id": board.best["run_id"], "best_run": board.best["run"] or ""}
-        tags["best_model_uri"] = model_uri(next((r for r in runs if r.info.run_id == board.best["run_id"]), None),
-                                           board.best["run_id"])
-        best = (f"**Best:** [{board.best['run']}]({run_path(parent.info.experiment_id, board.best['run_id'])}) "
-                f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n")
+        tags["best_model_uri"] = model_uri(
+            next((r for r in runs if r.info.run_id == board.best["run_id"]), None),
+            board.best["run_id"],
+        )
+        best = (
+            f"**Best:** [{board.best['run']}]({run_path(parent.info.experiment_id, board.best['run_id'])}) "
+            f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n"
+        )
         over = ""
-        if board.groups:  # seeds: the best configuration by its mean; best_run is its run closest to the mean
+        if (
+            board.groups
+        ):  # seeds: the best configuration by its mean; best_run is its run closest to the mean
             g = board.groups[0]
-            metrics[f"best_val_{board.metric}_mean"], metrics["best_n"] = g[f"val_{board.metric}"], g["n"]
+            metrics[f"best_val_{board.metric}_mean"], metrics["best_n"] = (
+                g[f"val_{board.metric}"],
+                g["n"],
+            )
             if g[f"val_{board.metric}_std"] is not None:
                 metrics[f"best_val_{board.metric}_std"] = g[f"val_{board.metric}_std"]
-            spread = f" ± {cell(g[f'val_{board.metric}_std'])}" if g[f"val_{board.metric}_std"] is not None else ""
-            over = (f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
-                    "this is its run closest to the mean)")
-        beaten = _beside(runs, board, fitted)  # a baseline that beats the network is named on the best: line
+            spread = (
+                f" ± {cell(g[f'val_{board.metric}_std'])}"
+                if g[f"val_{board.metric}_std"] is not None
+                else ""
+            )
+            over = (
+                f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
+                "this is its run closest to the mean)"
+            )
+        beaten = _beside(
+            runs, board, fitted
+        )  # a baseline that beats the network is named on the best: line
         if beaten is not None:
-            tags["best_baseline"], metrics[f"best_baseline_val_{board.metric}"] = beaten[0], beaten[2]
+            tags["best_baseline"], metrics[f"best_baseline_val_{board.metric}"] = (
+                beaten[0],
+                beaten[2],
+            )
             best += f"**Baseline:** {beaten[1]}\n\n"
-        print(f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
-              f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}"
-              + (f"; {beaten[1]}" if beaten else ""), file=out)
-        refitted = _refit(c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out)
-        if refitted is not None:  # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
+        print(
+            f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
+            f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}"
+            + (f"; {beaten[1]}" if beaten else ""),
+            file=out,
+        )
+        refitted = _refit(
+            c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out
+        )
+        if (
+            refitted is not None
+        ):  # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
             m = board.metric
-            tags |= {"best_cv_run_id": board.best["run_id"], "best_run_id": refitted.info.run_id,
-                     "best_run": refitted.info.run_name or "", "best_model_uri": model_uri(refitted)}
+            tags |= {
+                "best_cv_run_id": board.best["run_id"],
+                "best_run_id": refitted.info.run_id,
+                "best_run": refitted.info.run_name or "",
+                "best_model_uri": model_uri(refitted),
+            }
             if f"test_{m}" in refitted.data.metrics:
                 metrics[f"best_test_{m}"] = refitted.data.metrics[f"test_{m}"]
-            best += (f"**Refit** on every non-test row: [{refitted.info.run_name}]"
-                     f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{m}="
-                     f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}`\n\n")
-            print(f"refit: {board.best['run']} retrained on every non-test row (train + validation, data.folds=0 "
-                  f"data.val_fraction=0) and scored on the test split: test_{m}="
-                  f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); the parent's best_run "
-                  "and best_model_uri point to it", file=out)
+            best += (
+                f"**Refit** on every non-test row: [{refitted.info.run_name}]"
+                f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{m}="
+                f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}`\n\n"
+            )
+            print(
+                f"refit: {board.best['run']} retrained on every non-test row (train + validation, data.folds=0 "
+                f"data.val_fraction=0) and scored on the test split: test_{m}="
+                f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); the parent's best_run "
+                "and best_model_uri point to it",
+                file=out,
+            )
     halved = halving_record(parent, runs)
     metrics |= halved[0]
     tags |= halved[1]
     tags["mlflow.note.content"] = description(best, board, parent.info.experiment_id)
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-    from sweeper.insight.advice import advisor  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
+    from sweeper.insight.advice import (
+        advisor,
+    )  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
 
     try:
-        with stop.unmasked():  # not a Ctrl-C that an import on its way turned into its own error: that is raised
-            advisor.publish(c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted)
-    except Exception as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
+        with (
+            stop.unmasked()
+        ):  # not a Ctrl-C that an import on its way turned into its own error: that is raised
+            advisor.publish(
+                c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted
+            )
+    except (
+        Exception
+    ) as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
 
 
-def _beside(runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] | None) -> tuple[str, str, float] | None:
+def _beside(
+    runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] | None
+) -> tuple[str, str, float] | None:
     """The baseline that beats the network's best beyond the noise: its name, words and score (None: none does)."""
     if not fitted:
         return None
@@ -293,7 +439,10 @@ def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
         with stop.unmasked():
             return refit.refit(c, parent, run)
     except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
-        print(f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}", file=out)
+        print(
+            f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}",
+            file=out,
+        )
         return None
 
 
@@ -312,10 +461,16 @@ def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict
     metrics: dict[str, float] = {"n_pruned": float(pruned)}
     tags = {"n_pruned": str(pruned)}
     if summary is not None:
-        metrics |= {"halving_member_epochs": float(summary["member_epochs"]),
-                    "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"])}
-        tags |= {"halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
-                 "halving_per_rung": " ".join(f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"])}
+        metrics |= {
+            "halving_member_epochs": float(summary["member_epochs"]),
+            "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"]),
+        }
+        tags |= {
+            "halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
+            "halving_per_rung": " ".join(
+                f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"]
+            ),
+        }
     return metrics, tags
 
 
@@ -334,8 +489,11 @@ def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
     out = out or sys.stdout
     pid = parent.info.run_id
     if counts.get("n_running"):
-        print(f"parent run {pid} stays RUNNING: {counts['n_running']} run(s) still running (their heartbeat is "
-              f"fresh); rebuild the summary once they end: python -m sweeper.report --parent {pid}", file=out)
+        print(
+            f"parent run {pid} stays RUNNING: {counts['n_running']} run(s) still running (their heartbeat is "
+            f"fresh); rebuild the summary once they end: python -m sweeper.report --parent {pid}",
+            file=out,
+        )
         return "RUNNING"
     why = incomplete(counts)
     status = "KILLED" if why else "FINISHED"
@@ -344,12 +502,19 @@ def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
         return status
     if why:
         c.set_tag(pid, "failure_reason", why)
-        print(f"parent run {pid} KILLED: {why}; finish the sweep with: {sweep_resume_command(parent)}", file=out)
+        print(
+            f"parent run {pid} KILLED: {why}; finish the sweep with: {sweep_resume_command(parent)}",
+            file=out,
+        )
     elif before[1] is not None:
         c.delete_tag(pid, "failure_reason")
     if before[0] != "RUNNING" and before[0] != status:
-        print(f"parent run {pid} re-closed {status} (was {before[0]}" + (f": {before[1]}" if before[1] else "") + ")",
-              file=out)
+        print(
+            f"parent run {pid} re-closed {status} (was {before[0]}"
+            + (f": {before[1]}" if before[1] else "")
+            + ")",
+            file=out,
+        )
     c.set_terminated(pid, status)
     return status
 
@@ -375,18 +540,20 @@ def reclose(c: Any, parent_run_id: str, out: Any = None) -> str:
     tracking.log_metrics(c, parent_run_id, counts)
     from mlflow.entities import RunTag
 
-    c.log_batch(parent_run_id, tags=[RunTag(k, str(v)) for k, v in counts.items()])  # the tags the summary wrote too
+    c.log_batch(
+        parent_run_id, tags=[RunTag(k, str(v)) for k, v in counts.items()]
+    )  # the tags the summary wrote too
     return close(c, parent, counts, out)
-
 
 
 def latest_parent(c: Any, experiment: str, uri: str) -> Any:
     exp = tracking.named_experiment(c, experiment, uri)
     parents = [r for r in tracking.search(c, [exp.experiment_id], "tags.sweep_dir != ''")]
     if not parents:
-        raise tracking.TrackingError(f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... first")
+        raise tracking.TrackingError(
+            f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... first"
+        )
     return max(parents, key=lambda r: r.info.start_time)
-
 
 
 def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
@@ -394,17 +561,30 @@ def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
     out = out or sys.stdout
     info, data = run.info, run.data
     reason = data.tags.get("failure_reason")
-    print(f"Run {info.run_name} ({info.run_id}): {info.status}" + (f" ({reason})" if reason else ""), file=out)
-    print(f"  model: {model_name(data.tags)}" + (f" ({data.tags['model_kind']})" if data.tags.get("model_kind") else ""),
-          file=out)
+    print(
+        f"Run {info.run_name} ({info.run_id}): {info.status}" + (f" ({reason})" if reason else ""),
+        file=out,
+    )
+    print(
+        f"  model: {model_name(data.tags)}"
+        + (f" ({data.tags['model_kind']})" if data.tags.get("model_kind") else ""),
+        file=out,
+    )
     parent = data.tags.get("mlflow.parentRunId")
     if parent:
-        print(f"  in the sweep of parent run {parent}: python -m sweeper.report --parent {parent}", file=out)
+        print(
+            f"  in the sweep of parent run {parent}: python -m sweeper.report --parent {parent}",
+            file=out,
+        )
     quality = sorted(k for k in data.metrics if k.startswith(("val_", "test_")))
-    times = [k for k in ("train_time_s", "wall_time_s", "epochs_run", "best_epoch") if k in data.metrics]
+    times = [
+        k for k in ("train_time_s", "wall_time_s", "epochs_run", "best_epoch") if k in data.metrics
+    ]
     for k in quality + times:
         print(f"  {k:<16} {cell(data.metrics[k])}", file=out)
-    shown = {k: v for k, v in sorted(data.params.items()) if not k.startswith(("tracking.", "hydra"))}
+    shown = {
+        k: v for k, v in sorted(data.params.items()) if not k.startswith(("tracking.", "hydra"))
+    }
     if shown:
         print("  params: " + " ".join(f"{k}={text_cell(v)}" for k, v in shown.items()), file=out)
     print(f"  UI: {run_url(uri, info.experiment_id, info.run_id)}", file=out)

@@ -7,6 +7,7 @@ beside the sweep's children rather than among them, so it never ranks with them 
 rows); the parent's ``best_run_id`` and ``best_model_uri`` point to it, ``best_cv_run_id`` to the run that won.
 A rebuilt summary finds the refit already made and reuses it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,11 @@ def existing(c: Any, run: Any) -> Any:
     """The finished refit of the cross-validated ``run``, or None."""
     from sweeper.tracking.records import search
 
-    found = search(c, [run.info.experiment_id], f"tags.refit_of = '{run.info.run_id}' and attributes.status = 'FINISHED'")
+    found = search(
+        c,
+        [run.info.experiment_id],
+        f"tags.refit_of = '{run.info.run_id}' and attributes.status = 'FINISHED'",
+    )
     return found[0] if found else None
 
 
@@ -46,7 +51,9 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     job_dir = run.data.tags.get("hydra.job_dir")
     config_file = Path(job_dir) / "config_resolved.yaml" if job_dir else None
     if config_file is None or not config_file.is_file():
-        log.warning("no refit of run %s: its config_resolved.yaml is not in %s", run.info.run_id, job_dir)
+        log.warning(
+            "no refit of run %s: its config_resolved.yaml is not in %s", run.info.run_id, job_dir
+        )
         return None
     from omegaconf import OmegaConf
 
@@ -54,27 +61,43 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     from sweeper.job.record import run as run_job
 
     plain = refit_config(yaml.safe_load(config_file.read_text()))
-    overrides = [o for o in run.data.tags.get("overrides", "").split() if not o.startswith(_DROPPED)]
+    overrides = [
+        o for o in run.data.tags.get("overrides", "").split() if not o.startswith(_DROPPED)
+    ]
     sweep_dir = Path(parent.data.tags.get("sweep_dir") or Path(job_dir).parent)
     # two levels below the sweep folder: its */result.json are the sweep's jobs, the refit is none of them
-    ctx = JobContext(output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES])
+    ctx = JobContext(
+        output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES]
+    )
     quiet, level = logging.getLogger("sweeper"), logging.getLogger("sweeper").level
-    quiet.setLevel(logging.ERROR)  # its job line and its split (validation = training rows, as asked): the caller says it
+    quiet.setLevel(
+        logging.ERROR
+    )  # its job line and its split (validation = training rows, as asked): the caller says it
     try:
         result = run_job(OmegaConf.create(plain), ctx)
     finally:
         quiet.setLevel(level)
     if not result.get("run_id"):
         return None
-    if result.get("status") != "FINISHED":  # diverged on all the rows: best_run stays the cross-validated run
-        log.warning("the refit of run %s ended %s: %s", run.info.run_id, result.get("status"), result.get("reason"))
+    if (
+        result.get("status") != "FINISHED"
+    ):  # diverged on all the rows: best_run stays the cross-validated run
+        log.warning(
+            "the refit of run %s ended %s: %s",
+            run.info.run_id,
+            result.get("status"),
+            result.get("reason"),
+        )
         c.set_tag(result["run_id"], "refit_failed_of", run.info.run_id)
         return None
     c.update_run(result["run_id"], name=f"refit {run.info.run_name}")
     c.set_tag(result["run_id"], "refit_of", run.info.run_id)
     c.set_tag(result["run_id"], "refit_sweep", parent.info.run_id)
-    c.set_tag(result["run_id"], "mlflow.note.content",
-              f"Refit of run {run.info.run_id} (cross-validated on {run.data.tags['folds']} folds, the best of sweep "
-              f"{parent.info.run_id}): trained on every non-test row (data.folds=0 data.val_fraction=0), scored on the "
-              "test split; its val_* metrics are of its training rows.")
+    c.set_tag(
+        result["run_id"],
+        "mlflow.note.content",
+        f"Refit of run {run.info.run_id} (cross-validated on {run.data.tags['folds']} folds, the best of sweep "
+        f"{parent.info.run_id}): trained on every non-test row (data.folds=0 data.val_fraction=0), scored on the "
+        "test split; its val_* metrics are of its training rows.",
+    )
     return c.get_run(result["run_id"])

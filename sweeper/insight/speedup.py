@@ -6,6 +6,7 @@ gets both; each CPU run of a pair gets 1.0, the reference. Runs pair only with r
 a batched group's members (whose times are the group's per member) with members of groups of the same
 size (``batch_size``), a configuration trained alone with one trained alone.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -19,7 +20,9 @@ def pair(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Speedups by run id, from rows of finished runs with ``run_id``, ``device``, ``fingerprint``,
     ``train_time_s``, ``wall_time_s`` and (batched runs) ``batch_size``. Runs without a partner on the other
     device get nothing."""
-    groups: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: {"cpu": [], "gpu": []})
+    groups: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(
+        lambda: {"cpu": [], "gpu": []}
+    )
     for r in rows:
         if r.get("device") in ("cpu", "gpu") and r.get("train_time_s") and r.get("wall_time_s"):
             groups[f"{r['fingerprint']}/{int(r.get('batch_size') or 1)}"][r["device"]].append(r)
@@ -30,7 +33,10 @@ def pair(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
         cpu_train = median(r["train_time_s"] for r in runs["cpu"])
         cpu_wall = median(r["wall_time_s"] for r in runs["cpu"])
         for r in runs["gpu"]:
-            out[r["run_id"]] = {"speedup": cpu_train / r["train_time_s"], "speedup_wall": cpu_wall / r["wall_time_s"]}
+            out[r["run_id"]] = {
+                "speedup": cpu_train / r["train_time_s"],
+                "speedup_wall": cpu_wall / r["wall_time_s"],
+            }
         for r in runs["cpu"]:
             out[r["run_id"]] = {"speedup": 1.0, "speedup_wall": 1.0}
     return out

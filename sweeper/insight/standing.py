@@ -4,6 +4,7 @@ has none), a one-line description (MLflow's
 ``mlflow.note.content``: "rank 2 of 6 by val_mse: 3118; best 3070"), and the parent runs whose leaderboard ranks it
 (``sweeper.sweeps``: the printed address shows the runs of one sweep by it, reused runs of a resumed sweep
 included). A report rebuilt from the store writes only what changed."""
+
 from __future__ import annotations
 
 import math
@@ -14,38 +15,56 @@ from sweeper.base.names import GROUP_SIZE, SWEEPS, booked, experiment_url, table
 
 RANK = "rank"
 NOTE = "mlflow.note.content"  # MLflow's run description
-KEEP_SWEEPS = 20  # parent ids a run keeps in sweeper.sweeps at most (the latest: each resumed round adds one)
+# parent ids a run keeps in sweeper.sweeps at most (the latest: each resumed round adds one)
+KEEP_SWEEPS = 20
 
 
 def ranked(board: Any) -> int:
     """How many of the board's rows are ranked: those that finished with a score (they come first). The rest (FAILED,
     KILLED) follow in no order that means anything, and get no rank."""
     m = f"val_{board.metric}"
-    return sum(1 for r in board.rows if r["status"] == "FINISHED" and r.get(m) is not None and math.isfinite(r[m]))
+    return sum(
+        1
+        for r in board.rows
+        if r["status"] == "FINISHED" and r.get(m) is not None and math.isfinite(r[m])
+    )
 
 
-def description(board: Any, i: int, run: Any = None, config: tuple[int, dict[str, Any]] | None = None) -> str:
+def description(
+    board: Any, i: int, run: Any = None, config: tuple[int, dict[str, Any]] | None = None
+) -> str:
     """The one line of the run in row ``i`` (0-based) of ``board``: its rank, score and the best's, and what its
     numbers mean when that is not plain (a group's share of the time, folds; ``config``: with seeds, its
     configuration's place among :attr:`Board.groups` (0-based) and that group)."""
     row, m, n = board.rows[i], f"val_{board.metric}", ranked(board)
     if i < n:
         best = board.best
-        parts = [f"rank {i + 1} of {n} by {m}: {cell(row[m])}",
-                 "the best" if best is not None and best["run_id"] == row["run_id"] else
-                 f"best {cell(best[m])}" if best is not None else "the best finished run is unscored"]
+        parts = [
+            f"rank {i + 1} of {n} by {m}: {cell(row[m])}",
+            "the best"
+            if best is not None and best["run_id"] == row["run_id"]
+            else f"best {cell(best[m])}"
+            if best is not None
+            else "the best finished run is unscored",
+        ]
     else:
         why = row.get("reason")
-        parts = [f"{row['status']}" + (f" ({_short(why)})" if why else "") + f": not ranked ({n} of "
-                 f"{len(board.rows)} runs finished with a {m})"]
+        parts = [
+            f"{row['status']}" + (f" ({_short(why)})" if why else "") + f": not ranked ({n} of "
+            f"{len(board.rows)} runs finished with a {m})"
+        ]
     if row.get("pruned_at"):
-        parts.append(f"stopped by successive halving at epoch {row['pruned_at']} (ranked after the full runs)")
+        parts.append(
+            f"stopped by successive halving at epoch {row['pruned_at']} (ranked after the full runs)"
+        )
     if row.get("folds"):
         parts.append(f"{m} is the mean over its {row['folds']} folds")
     if config is not None and i < n:
         at, group = config
-        parts.append(f"its configuration ranks {at + 1} of {len(board.groups)} by its mean over {group['n']} seed(s): "
-                     f"{cell(group[m])}")
+        parts.append(
+            f"its configuration ranks {at + 1} of {len(board.groups)} by its mean over {group['n']} seed(s): "
+            f"{cell(group[m])}"
+        )
     size = booked(run.data.tags, GROUP_SIZE) if run is not None else None
     if size and size.isdigit() and int(size) > 1:
         parts.append(f"trained in a group of {size}, times are its share")
@@ -59,7 +78,9 @@ def _short(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def marks(board: Any, runs: list[Any], parent_run_id: str) -> list[tuple[str, dict[str, float], dict[str, str]]]:
+def marks(
+    board: Any, runs: list[Any], parent_run_id: str
+) -> list[tuple[str, dict[str, float], dict[str, str]]]:
     """What each ranked run gets, ``(run id, metrics, tags)``, leaving out what it holds already."""
     by_id = {r.info.run_id: r for r in runs}
     keys = [k for k in board.keys if k not in board.seeds]
@@ -106,18 +127,35 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
 
     m, held = board.metric, {k for r in runs for k in r.data.metrics}
     companion = next((k for k in COMPANIONS.get(m, ()) if k in held), None)
-    metrics = [RANK, f"val_{m}", f"test_{m}", *([companion] if companion else []), *TIMES,
-               *(["speedup"] if "device" in board.keys and "speedup" in held else [])]
+    metrics = [
+        RANK,
+        f"val_{m}",
+        f"test_{m}",
+        *([companion] if companion else []),
+        *TIMES,
+        *(["speedup"] if "device" in board.keys and "speedup" in held else []),
+    ]
     shown = [column(METRIC, k) for k in metrics] + [column(PARAM, k) for k in board.keys]
-    name = column(ATTRIBUTE, "Run Name")  # its width: the longest name whole (the UI cut names at ~15 characters)
-    wide = min(MAX_NAME_PX, max(160, 40 + 8 * max((len(r["run"] or "") for r in board.rows), default=0)))
-    return {"searchFilter": f"tags.`{SWEEPS}` LIKE '%{parent_run_id}%'", "orderByKey": column(METRIC, f"val_{m}"),
-            "orderByAsc": bool(board.lower), "selectedColumns": shown,
-            # the UI's own first columns (the name, when it was created, how long it ran), then these in this order
-            "columnOrder": [name, "runDateAndNestInfo", "duration", *shown], "columnWidths": {name: wide}}
+    name = column(
+        ATTRIBUTE, "Run Name"
+    )  # its width: the longest name whole (the UI cut names at ~15 characters)
+    wide = min(
+        MAX_NAME_PX, max(160, 40 + 8 * max((len(r["run"] or "") for r in board.rows), default=0))
+    )
+    return {
+        "searchFilter": f"tags.`{SWEEPS}` LIKE '%{parent_run_id}%'",
+        "orderByKey": column(METRIC, f"val_{m}"),
+        "orderByAsc": bool(board.lower),
+        "selectedColumns": shown,
+        # the UI's own first columns (the name, when it was created, how long it ran), then these in this order
+        "columnOrder": [name, "runDateAndNestInfo", "duration", *shown],
+        "columnWidths": {name: wide},
+    }
 
 
-def address(c: Any, uri: str, experiment_id: str, board: Any, runs: list[Any], parent_run_id: str) -> str:
+def address(
+    c: Any, uri: str, experiment_id: str, board: Any, runs: list[Any], parent_run_id: str
+) -> str:
     """The page that answers the sweep (:func:`view`): the experiment's shared view ``sweeper-<parent run id>`` where
     the installed MLflow's UI was checked (:mod:`sweeper.tracking.ui`), else the sort and search in the address."""
     from sweeper.tracking import ui
@@ -128,4 +166,8 @@ def address(c: Any, uri: str, experiment_id: str, board: Any, runs: list[Any], p
     key = f"sweeper-{parent_run_id}"
     if ui.shared(c, experiment_id, key, shown):
         return experiment_url(uri, experiment_id, f"viewStateShareKey={key}")
-    return experiment_url(uri, experiment_id, table_query(shown["orderByKey"], shown["orderByAsc"], shown["searchFilter"]))
+    return experiment_url(
+        uri,
+        experiment_id,
+        table_query(shown["orderByKey"], shown["orderByAsc"], shown["searchFilter"]),
+    )

@@ -1,4 +1,5 @@
 """The files a run leaves beside its model: test predictions, a confusion matrix, and its data sets as MLflow inputs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,10 +19,14 @@ def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
     from sweeper.contract.config import experiment_name
 
     path = cfg.data.get("path") or ""
-    splits = {"training": (dataset.X_train, dataset.y_train), "validation": (dataset.X_val, dataset.y_val),
-              "test": (dataset.X_test, dataset.y_test)}
-    return tracking.dataset_inputs(experiment_name(cfg.data.name, path), path or cfg.data.name, splits)
-
+    splits = {
+        "training": (dataset.X_train, dataset.y_train),
+        "validation": (dataset.X_val, dataset.y_val),
+        "test": (dataset.X_test, dataset.y_test),
+    }
+    return tracking.dataset_inputs(
+        experiment_name(cfg.data.name, path), path or cfg.data.name, splits
+    )
 
 
 def columns_json(folder: Path, dataset: data.Dataset) -> Path:
@@ -30,8 +35,14 @@ def columns_json(folder: Path, dataset: data.Dataset) -> Path:
     import json
 
     path = folder / "columns.json"
-    summary = {k: dataset.decisions[k] for k in (*data.DECIDED, *data.DECIDED_COLUMNS) if k in dataset.decisions}
-    path.write_text(json.dumps({"columns": dataset.report, "decided": summary}, indent=1, default=str) + "\n")
+    summary = {
+        k: dataset.decisions[k]
+        for k in (*data.DECIDED, *data.DECIDED_COLUMNS)
+        if k in dataset.decisions
+    }
+    path.write_text(
+        json.dumps({"columns": dataset.report, "decided": summary}, indent=1, default=str) + "\n"
+    )
     return path
 
 
@@ -45,7 +56,10 @@ def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Pa
     if dataset.task == "multiclass":
         names = np.asarray([str(c) for c in dataset.classes], dtype=object)
         header = ["y_true", "y_pred", *(f"p_{c}" for c in dataset.classes)]
-        rows = [[csv_field(names[int(t)]), csv_field(names[int(p.argmax())]), *map(repr, map(float, p))] for t, p in zip(y, pred)]
+        rows = [
+            [csv_field(names[int(t)]), csv_field(names[int(p.argmax())]), *map(repr, map(float, p))]
+            for t, p in zip(y, pred)
+        ]
     else:
         header = ["y_true", "y_pred"]
         rows = [[_target(t), repr(float(p))] for t, p in zip(y, pred.ravel())]
@@ -74,18 +88,31 @@ def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[P
     confusion.write_text("\n".join(lines) + "\n")
     order = np.argsort(-p, kind="stable")
     p_sorted, y_sorted = p[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(p_sorted)), len(p) - 1]  # the last row of each distinct threshold
+    last = np.r_[
+        np.flatnonzero(np.diff(p_sorted)), len(p) - 1
+    ]  # the last row of each distinct threshold
     tp = np.cumsum(y_sorted)[last]
     fp = (last + 1) - tp
     positives, negatives = max(int(y.sum()), 1), max(int(len(y) - y.sum()), 1)
-    thresholds, tp, fp = p_sorted[last].tolist(), tp.tolist(), fp.tolist()  # Python floats: repr is the number
+    thresholds, tp, fp = (
+        p_sorted[last].tolist(),
+        tp.tolist(),
+        fp.tolist(),
+    )  # Python floats: repr is the number
     roc, pr = folder / "roc_curve.csv", folder / "pr_curve.csv"
-    roc.write_text("threshold,fpr,tpr\ninf,0,0\n" + "".join(
-        f"{t!r},{f / negatives!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)))
-    pr.write_text("threshold,precision,recall\n" + "".join(
-        f"{t!r},{q / (q + f)!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)))
+    roc.write_text(
+        "threshold,fpr,tpr\ninf,0,0\n"
+        + "".join(
+            f"{t!r},{f / negatives!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)
+        )
+    )
+    pr.write_text(
+        "threshold,precision,recall\n"
+        + "".join(
+            f"{t!r},{q / (q + f)!r},{q / positives!r}\n" for t, f, q in zip(thresholds, fp, tp)
+        )
+    )
     return [confusion, roc, pr]
-
 
 
 def confusion_csv(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> Path:
@@ -93,6 +120,8 @@ def confusion_csv(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> Path
     path = folder / "confusion_matrix.csv"
     counts = metrics.confusion(dataset.y_test, prob)
     lines = [",".join(["true\\predicted", *map(csv_field, dataset.classes)])]
-    lines += [",".join([csv_field(c), *map(str, row)]) for c, row in zip(dataset.classes, counts.tolist())]
+    lines += [
+        ",".join([csv_field(c), *map(str, row)]) for c, row in zip(dataset.classes, counts.tolist())
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,5 +1,6 @@
 """A job's compute half: data on the device → model → train → score on the host. Knows nothing of MLflow; what it
 returns (:class:`Outcome`) is what the record half (:mod:`sweeper.job.record`) logs."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,9 @@ DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass":
 
 
 @contextmanager
-def progress_bar(epochs: int, unit: str = "epoch", scale: float = 1.0) -> Iterator[Callable[[int, float, float], None] | None]:
+def progress_bar(
+    epochs: int, unit: str = "epoch", scale: float = 1.0
+) -> Iterator[Callable[[int, float, float], None] | None]:
     """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal (stderr), advanced where
     training already syncs; else nothing. Its losses are multiplied by ``scale``: the curves' units
     (:func:`loss_unit`)."""
@@ -35,10 +38,13 @@ def progress_bar(epochs: int, unit: str = "epoch", scale: float = 1.0) -> Iterat
         def update(epoch: int, train_loss: float, val_loss: float) -> None:
             bar.update(epoch - bar.n)
             if math.isfinite(train_loss):
-                bar.set_postfix(loss=f"{train_loss * scale:.4g}", val_loss=f"{val_loss * scale:.4g}", refresh=False)
+                bar.set_postfix(
+                    loss=f"{train_loss * scale:.4g}",
+                    val_loss=f"{val_loss * scale:.4g}",
+                    refresh=False,
+                )
 
         yield update
-
 
 
 @dataclass
@@ -49,14 +55,19 @@ class Outcome:
     curves: dict[str, tuple[np.ndarray, np.ndarray]]
     reason: str | None  # why it failed (diverged), or None
     params: list[np.ndarray] = field(default_factory=list)  # the trained weights
-    test_pred: np.ndarray | None = None  # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
-    param_names: list[str] | None = None  # a model of the interface: its parameters' names (None: the MLP's list)
-    predict: Any = None  # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
+    # (n_test,) in target units, or P(y = 1); (n_test, k) class probabilities
+    test_pred: np.ndarray | None = None
+    # a model of the interface: its parameters' names (None: the MLP's list)
+    param_names: list[str] | None = None
+    # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
+    predict: Any = None
     # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)  # what the run's tags add (a function trainer's stop)
-    error: str | None = None  # a failure's whole traceback (the run's error file), when an exception was its reason
-
+    tags: dict[str, str] = field(
+        default_factory=dict
+    )  # what the run's tags add (a function trainer's stop)
+    # a failure's whole traceback (the run's error file), when an exception was its reason
+    error: str | None = None
 
 
 @dataclass
@@ -68,8 +79,9 @@ class Computed:
     tags: dict[str, str]  # launcher, batch_group, group_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
     run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
-    system: list[Any] = field(default_factory=list)  # the group's system metrics, for the run's last batch
-
+    system: list[Any] = field(
+        default_factory=list
+    )  # the group's system metrics, for the run's last batch
 
 
 def scored_on(node: dict[str, Any]) -> data.Dataset:
@@ -92,11 +104,16 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
     nnz = (dataset.X_train.nnz, dataset.X_val.nnz) if data.is_sparse(dataset.X_train) else None
     itemsize = np.dtype(cfg.dtype).itemsize
     weights = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
-    return group_bytes(1, n, n_val, sizes, itemsize, True, Optimizer.from_config(cfg).copies, nnz) + weights * itemsize
+    return (
+        group_bytes(1, n, n_val, sizes, itemsize, True, Optimizer.from_config(cfg).copies, nnz)
+        + weights * itemsize
+    )
 
 
 PROBE_ROWS = 4  # the rows of the forward pass that measures a model of the interface's activations
-_FOOTPRINTS: dict[str, tuple[int, int] | None] = {}  # a model shape's (parameter bytes, activation bytes a row)
+_FOOTPRINTS: dict[
+    str, tuple[int, int] | None
+] = {}  # a model shape's (parameter bytes, activation bytes a row)
 
 
 def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
@@ -113,13 +130,22 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
     from sweeper.models.usercode import call_user
 
     model = dict(cfg["model"])
-    key = json.dumps([model, dataset.n_features, dataset.n_outputs, cfg["dtype"]], sort_keys=True, default=str)
+    key = json.dumps(
+        [model, dataset.n_features, dataset.n_outputs, cfg["dtype"]], sort_keys=True, default=str
+    )
     if key not in _FOOTPRINTS:
         try:
             X = dataset.X_train[:PROBE_ROWS]
-            _FOOTPRINTS[key] = call_user(footprint, instantiate(model), dataset.n_features, dataset.n_outputs,
-                                             X.toarray() if data.is_sparse(X) else X, cfg["seed"], cfg["dtype"],
-                                             str(model["_target_"]))
+            _FOOTPRINTS[key] = call_user(
+                footprint,
+                instantiate(model),
+                dataset.n_features,
+                dataset.n_outputs,
+                X.toarray() if data.is_sparse(X) else X,
+                cfg["seed"],
+                cfg["dtype"],
+                str(model["_target_"]),
+            )
         except Exception:  # noqa: BLE001  (its init or forward raised: its run says so as it trains)
             _FOOTPRINTS[key] = None
     found = _FOOTPRINTS[key]
@@ -161,33 +187,50 @@ def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
         return None
     gib = 1 << 30
     if mlp:
-        return (f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
-                f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
-                "expected a smaller depth or width, or dtype=float32")
+        return (
+            f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
+            f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
+            "expected a smaller depth or width, or dtype=float32"
+        )
     shown = " ".join(f"model.{k}={v}" for k, v in model.items() if k != "_target_")
-    return (f"model._target_={model['_target_']}{' ' + shown if shown else ''} dtype={cfg.dtype} needs about "
-            f"{need / gib:.1f} GiB to train (parameters with their gradients and optimizer state {user[1] / gib:.1f} "
-            f"GiB, activations {user[2] / gib:.1f} GiB: measured from its init and a forward pass on {PROBE_ROWS} "
-            f"rows), more than {where} ({have / gib:.1f} GiB): expected smaller hyperparameters, a batch_size, or "
-            "dtype=float32")
+    return (
+        f"model._target_={model['_target_']}{' ' + shown if shown else ''} dtype={cfg.dtype} needs about "
+        f"{need / gib:.1f} GiB to train (parameters with their gradients and optimizer state {user[1] / gib:.1f} "
+        f"GiB, activations {user[2] / gib:.1f} GiB: measured from its init and a forward pass on {PROBE_ROWS} "
+        f"rows), more than {where} ({have / gib:.1f} GiB): expected smaller hyperparameters, a batch_size, or "
+        "dtype=float32"
+    )
 
 
 def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
     """Train on the device and score on the host."""
     dtype = cfg.dtype
-    host = [a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)]
+    host = [
+        a.astype(dtype) for a in (dataset.X_train, dataset.y_train, dataset.X_val, dataset.y_val)
+    ]
     t_h2d = backend.clock()
     X, y, Xv, yv = (backend.to_device(a) for a in host)
     model = models.build(cfg, dataset.n_features, dataset.task, backend, dataset.n_outputs)
     h2d_time_s = backend.clock() - t_h2d
     with progress_bar(cfg.epochs, scale=loss_unit(dataset)) as progress:
         fit = models.train(
-            backend, model, X, y, Xv, yv, lr=cfg.lr, epochs=cfg.epochs, log_every=cfg.log_every,
-            patience=cfg.patience, sync_every_epoch=cfg.sync_every_epoch, progress=progress,
-            opt=Optimizer.from_config(cfg), batch_size=cfg.batch_size, seed=cfg.seed,
+            backend,
+            model,
+            X,
+            y,
+            Xv,
+            yv,
+            lr=cfg.lr,
+            epochs=cfg.epochs,
+            log_every=cfg.log_every,
+            patience=cfg.patience,
+            sync_every_epoch=cfg.sync_every_epoch,
+            progress=progress,
+            opt=Optimizer.from_config(cfg),
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
         )
     return evaluate(dataset, backend, model, fit, dtype, h2d_time_s)
-
 
 
 def loss_unit(dataset: data.Dataset) -> float:
@@ -196,13 +239,21 @@ def loss_unit(dataset: data.Dataset) -> float:
     return float(dataset.y_scale) ** 2 if dataset.task == "regression" else 1.0
 
 
-
-def evaluate(dataset: data.Dataset, backend: Any, model: Any, fit: models.TrainResult, dtype: str,
-             h2d_time_s: float) -> Outcome:
+def evaluate(
+    dataset: data.Dataset,
+    backend: Any,
+    model: Any,
+    fit: models.TrainResult,
+    dtype: str,
+    h2d_time_s: float,
+) -> Outcome:
     """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
     batched launcher (one call per member)."""
     unit = loss_unit(dataset)
-    curves = {"train_loss": (fit.steps, fit.train_loss * unit), "val_loss": (fit.steps, fit.val_loss * unit)}
+    curves = {
+        "train_loss": (fit.steps, fit.train_loss * unit),
+        "val_loss": (fit.steps, fit.val_loss * unit),
+    }
     scores = {
         "train_time_s": fit.train_time_s,
         "warmup_time_s": fit.warmup_time_s,
@@ -218,7 +269,9 @@ def evaluate(dataset: data.Dataset, backend: Any, model: Any, fit: models.TrainR
     X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
     pred = backend.to_numpy(model.predict(X_eval)).astype("float64")
     if not np.isfinite(pred).all():
-        return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)")
+        return Outcome(
+            scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite predictions)"
+        )
     n_val = dataset.X_val.shape[0]
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
@@ -226,11 +279,20 @@ def evaluate(dataset: data.Dataset, backend: Any, model: Any, fit: models.TrainR
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported as a divergence
         quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
         quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
-    lost = [f"{split}_{m}" for split in ("val", "test") for m in DEFINED[dataset.task] if f"{split}_{m}" not in quality]
+    lost = [
+        f"{split}_{m}"
+        for split in ("val", "test")
+        for m in DEFINED[dataset.task]
+        if f"{split}_{m}" not in quality
+    ]
     if lost:  # score() leaves out non-finite values: these overflowed
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run} (non-finite {lost[0]})")
-    final = backend.to_numpy(model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))).reshape(1)
-    if diverged(final, final, fit.train_loss[0]) is not None:  # the loss exploded after the last sample
+    final = backend.to_numpy(
+        model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))
+    ).reshape(1)
+    if (
+        diverged(final, final, fit.train_loss[0]) is not None
+    ):  # the loss exploded after the last sample
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
     scores |= quality
     params = [backend.to_numpy(p) for p in model.params]

@@ -1,4 +1,5 @@
 """Where a job runs (:class:`JobContext`), and the outcome a launcher computed for it ahead (:func:`handing`)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -12,6 +12,7 @@ configuration rather than a parent with nested fold runs: a sweep's runs are alr
 and the MLflow UI shows nesting deeper than one level flat (mlflow issue 4563), so fold runs would sit beside the
 configurations they belong to; one run keeps one row per configuration, sortable by its fold mean.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -45,14 +46,20 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         if key in first.scores:
             scores[key] = first.scores[key]
     epochs = [o.scores.get("epochs_run", 0) for o in outcomes]
-    scores["epochs_run"] = max(epochs)  # counts stay integers: the longest fold's, and the folds' mean best epoch
-    scores["best_epoch"] = int(round(float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes]))))
+    scores["epochs_run"] = max(
+        epochs
+    )  # counts stay integers: the longest fold's, and the folds' mean best epoch
+    scores["best_epoch"] = int(
+        round(float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes])))
+    )
     train = scores.get("train_time_s", 0.0)
     scores["epochs_per_s"] = float(sum(epochs)) / train if train > 0 else 0.0
     curves, fold_curves = _curves(outcomes)
     if failed is not None:
         i, o = failed
-        return Outcome(scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves, error=o.error)
+        return Outcome(
+            scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves, error=o.error
+        )
     for key in first.scores:
         if not scored(key) or not all(key in o.scores for o in outcomes):
             continue
@@ -60,14 +67,25 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         scores[key] = float(values.mean())
         if key.startswith("val_"):
             scores[f"{key}_std"] = float(values.std())
-        for i, v in enumerate(values):  # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
+        for i, v in enumerate(
+            values
+        ):  # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
             scores[f"{key}_fold{i}"] = float(v)
-    return Outcome(scores, curves, None, first.params, first.test_pred, first.param_names, first.predict,
-                   fold_curves=fold_curves)
+    return Outcome(
+        scores,
+        curves,
+        None,
+        first.params,
+        first.test_pred,
+        first.param_names,
+        first.predict,
+        fold_curves=fold_curves,
+    )
 
 
-def _curves(outcomes: Sequence[Outcome]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
-                                                   dict[str, tuple[np.ndarray, np.ndarray]]]:
+def _curves(
+    outcomes: Sequence[Outcome],
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """The mean curves over the folds (on the steps every fold sampled: early stopping may end one sooner), and
     each fold's own (``<curve>_fold<i>``)."""
     mean, own = {}, {}
@@ -75,14 +93,21 @@ def _curves(outcomes: Sequence[Outcome]) -> tuple[dict[str, tuple[np.ndarray, np
         parts = [o.curves[name] for o in outcomes if name in o.curves]
         n = min(len(steps) for steps, _ in parts)
         steps = parts[0][0][:n]
-        mean[name] = (steps, np.mean([np.asarray(v[:n], dtype=np.float64) for _, v in parts], axis=0))
+        mean[name] = (
+            steps,
+            np.mean([np.asarray(v[:n], dtype=np.float64) for _, v in parts], axis=0),
+        )
         for i, (s, v) in enumerate(parts):
             own[f"{name}_fold{i}"] = (s, v)
     return mean, own
 
 
-def train_folds(cfg: Any, backend: Any, train_one: Callable[[Any, data.Dataset, Any], Outcome],
-                datasets: list[data.Dataset] | None = None) -> Outcome:
+def train_folds(
+    cfg: Any,
+    backend: Any,
+    train_one: Callable[[Any, data.Dataset, Any], Outcome],
+    datasets: list[data.Dataset] | None = None,
+) -> Outcome:
     """The one-job path: each fold trained alone, one after another (``train_one(cfg, dataset, backend)``: the
     job's own compute half), then :func:`combine`."""
     datasets = datasets if datasets is not None else data.load_folds(cfg.data)

@@ -1,4 +1,5 @@
 """Scores on the host, in the target's original units: the metric names are part of the contract."""
+
 from __future__ import annotations
 
 import math
@@ -7,21 +8,49 @@ from typing import Any
 import numpy as np
 
 # Measurements of speed, which vary from run to run; every other metric is deterministic on one machine.
-TIMINGS = ("wall_time_s", "train_time_s", "group_train_time_s", "warmup_time_s", "h2d_time_s", "epochs_per_s", "speedup", "speedup_wall")
+TIMINGS = (
+    "wall_time_s",
+    "train_time_s",
+    "group_train_time_s",
+    "warmup_time_s",
+    "h2d_time_s",
+    "epochs_per_s",
+    "speedup",
+    "speedup_wall",
+)
 
 # Every quality metric (after its val_/test_ prefix) and whether lower is better: errors and losses
 # are, scores (accuracy, F1, ROC AUC, R²) are not.
-LOWER_IS_BETTER = {"mse": True, "mae": True, "rmse": True, "log_loss": True,
-                   "accuracy": False, "f1": False, "f1_macro": False, "roc_auc": False, "r2": False}
+LOWER_IS_BETTER = {
+    "mse": True,
+    "mae": True,
+    "rmse": True,
+    "log_loss": True,
+    "accuracy": False,
+    "f1": False,
+    "f1_macro": False,
+    "roc_auc": False,
+    "r2": False,
+}
 
 # The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
-PRIMARY = {"regression": ("mse", True), "binary": ("accuracy", False), "multiclass": ("accuracy", False)}
+PRIMARY = {
+    "regression": ("mse", True),
+    "binary": ("accuracy", False),
+    "multiclass": ("accuracy", False),
+}
 
 
 def task_of(names: Any) -> str:
     """The task of a run from its metric names: multiclass (``val_f1_macro``), binary (``val_accuracy``), or
     regression."""
-    return "multiclass" if "val_f1_macro" in names else "binary" if "val_accuracy" in names else "regression"
+    return (
+        "multiclass"
+        if "val_f1_macro" in names
+        else "binary"
+        if "val_accuracy" in names
+        else "regression"
+    )
 
 
 def regression(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -64,7 +93,9 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
     order = np.argsort(score, kind="mergesort")
     s = score[order]
     ranks = np.empty(len(s))
-    edges = np.flatnonzero(np.r_[True, s[1:] != s[:-1], True])  # runs of equal scores share their mean rank
+    edges = np.flatnonzero(
+        np.r_[True, s[1:] != s[:-1], True]
+    )  # runs of equal scores share their mean rank
     for a, b in zip(edges[:-1], edges[1:]):
         ranks[order[a:b]] = (a + b + 1) / 2
     return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
@@ -73,7 +104,9 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
 def confusion(y: np.ndarray, prob: np.ndarray) -> np.ndarray:
     """Counts ``C[i, j]`` of rows of class ``i`` predicted as ``j`` (the most probable class), (k, k)."""
     k = prob.shape[1]
-    return np.bincount(y.ravel().astype(int) * k + prob.argmax(axis=1), minlength=k * k).reshape(k, k)
+    return np.bincount(y.ravel().astype(int) * k + prob.argmax(axis=1), minlength=k * k).reshape(
+        k, k
+    )
 
 
 def multiclass(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
@@ -85,8 +118,11 @@ def multiclass(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
     f1 = np.divide(2 * tp, predicted + actual, out=np.zeros_like(tp), where=predicted + actual > 0)
     p = np.clip(prob, 1e-15, 1.0)
     p = p / p.sum(axis=1, keepdims=True)
-    return {"accuracy": float(tp.sum() / c.sum()), "f1_macro": float(f1.mean()),
-            "log_loss": float(-np.mean(np.log(p[np.arange(len(p)), y.ravel().astype(int)])))}
+    return {
+        "accuracy": float(tp.sum() / c.sum()),
+        "f1_macro": float(f1.mean()),
+        "log_loss": float(-np.mean(np.log(p[np.arange(len(p)), y.ravel().astype(int)]))),
+    }
 
 
 def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, float]:
@@ -100,7 +136,9 @@ def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, 
 TIE_BREAK = "val_log_loss"
 
 
-def rank_key(value: float, lower: bool, tie_loss: float | None, start_time: int | None) -> tuple[float, float, int]:
+def rank_key(
+    value: float, lower: bool, tie_loss: float | None, start_time: int | None
+) -> tuple[float, float, int]:
     """Sort key of a run with a finite ranking ``value``: the better value first, then the lower ``tie_loss``
     (its TIE_BREAK metric; none ranks last), then the earlier ``start_time``."""
     loss = tie_loss if tie_loss is not None and math.isfinite(tie_loss) else math.inf

@@ -1,6 +1,7 @@
 """What a job reads from its sweep's folder: ``sweep.json`` (the parent run(s), the job count, the swept keys,
 written by the launching process: :func:`sweeper.sweep.life.start`) and the jobs' ``result.json``; a job's
 one-line outcome."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def folder_lost(sweep_dir: Path) -> bool:
     """Whether this process wrote the sweep's sweep.json and it is gone now (the folder deleted under the sweep)."""
     from sweeper.base.state import current
 
-    return Path(sweep_dir).absolute() in current().sweep_files and not (sweep_dir / SWEEP_FILE).is_file()
-
+    return (
+        Path(sweep_dir).absolute() in current().sweep_files
+        and not (sweep_dir / SWEEP_FILE).is_file()
+    )
 
 
 class SweepFileError(ValueError):
@@ -44,36 +47,55 @@ def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str,
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise SweepFileError(f"{path} cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
-                             "expected the JSON file the sweep wrote; restore it, or move it away") from None
+        raise SweepFileError(
+            f"{path} cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:120]}): "
+            "expected the JSON file the sweep wrote; restore it, or move it away"
+        ) from None
     if not isinstance(value, dict):
-        raise SweepFileError(f"{path} holds a JSON {type(value).__name__}, not an object: expected the file the sweep "
-                             "wrote; restore it, or move it away")
+        raise SweepFileError(
+            f"{path} holds a JSON {type(value).__name__}, not an object: expected the file the sweep "
+            "wrote; restore it, or move it away"
+        )
     for key, kind in keys.items():
-        if not isinstance(value.get(key), kind) or isinstance(value.get(key), bool) and kind is not bool:
-            raise SweepFileError(f"{path}: its {key} is {json.dumps(value.get(key))[:60]}, expected "
-                                 f"{getattr(kind, '__name__', 'a value of the sweep')}: restore it, or move it away")
+        if (
+            not isinstance(value.get(key), kind)
+            or isinstance(value.get(key), bool)
+            and kind is not bool
+        ):
+            raise SweepFileError(
+                f"{path}: its {key} is {json.dumps(value.get(key))[:60]}, expected "
+                f"{getattr(kind, '__name__', 'a value of the sweep')}: restore it, or move it away"
+            )
     return value
 
 
 STATE_KEYS = {"parents": list, "n_jobs": int}
-RESULT_KEYS = {"status": str, "tracking_uri": str, "experiment": str, "overrides": list, "metrics": dict}
+RESULT_KEYS = {
+    "status": str,
+    "tracking_uri": str,
+    "experiment": str,
+    "overrides": list,
+    "metrics": dict,
+}
 
 
 def read_result(path: Path) -> dict[str, Any]:
     """A job's result.json, checked (:func:`read_json`); every metric a number."""
     r = read_json(path, RESULT_KEYS)
-    bad = [k for k, v in r["metrics"].items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+    bad = [
+        k for k, v in r["metrics"].items() if not isinstance(v, (int, float)) or isinstance(v, bool)
+    ]
     if bad:
-        raise SweepFileError(f"{path}: its metric {bad[0]} is {json.dumps(r['metrics'][bad[0]])[:60]}, expected a "
-                             "number: restore it, or move it away")
+        raise SweepFileError(
+            f"{path}: its metric {bad[0]} is {json.dumps(r['metrics'][bad[0]])[:60]}, expected a "
+            "number: restore it, or move it away"
+        )
     return r
 
 
 @lru_cache(maxsize=8)
 def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
     return read_json(path, STATE_KEYS)
-
 
 
 def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
@@ -84,15 +106,12 @@ def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
     return None
 
 
-
 def job_count(sweep_dir: Path | None) -> int:
     return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
 
 
-
 def swept(sweep_dir: Path | None) -> list[str] | None:
     return _state(sweep_dir).get("swept") if sweep_dir is not None else None
-
 
 
 def results(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -102,8 +121,10 @@ def results(sweep_dir: Path) -> list[dict[str, Any]]:
         r = read_result(path)
         r["job"], r["path"] = path.parent.name, str(path)
         found.append(r)
-    return sorted(found, key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]))
-
+    return sorted(
+        found,
+        key=lambda r: (not r["job"].isdigit(), int(r["job"]) if r["job"].isdigit() else r["job"]),
+    )
 
 
 def _primary(result: dict[str, Any], split: str) -> str:
@@ -115,7 +136,6 @@ def _primary(result: dict[str, Any], split: str) -> str:
     return f"{name}={cell(value)}" if value is not None else "-"
 
 
-
 def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | None = None) -> str:
     """``[3/12] lr=0.005,depth=2  val_mse=2901  test_mse=3012  0.41 s  FINISHED``"""
     t = result["metrics"].get("train_time_s")
@@ -124,8 +144,11 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
         parts += [_primary(result, "val"), _primary(result, "test")]
     if t is not None:
         parts.append(f"{cell(t)} s")
-    parts.append(result["status"] + (f" ({result['reason']})" if result.get("reason") else "")
-                 + (f" (pruned at epoch {result[PRUNED_AT]})" if result.get(PRUNED_AT) else ""))
+    parts.append(
+        result["status"]
+        + (f" ({result['reason']})" if result.get("reason") else "")
+        + (f" (pruned at epoch {result[PRUNED_AT]})" if result.get(PRUNED_AT) else "")
+    )
     if result.get("run_id"):
         parts.append(f"run {result['run_id']}")
     return "  ".join(parts)

@@ -1,5 +1,6 @@
 """The Hydra task of ``python -m sweeper``: one job (:func:`sweeper.job.record.run`), its exit code when it runs
 alone, and its objective for search sweepers."""
+
 from __future__ import annotations
 
 import logging
@@ -32,9 +33,13 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
         exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
         quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process
-    if any(masked(o) != o for o in ctx.overrides):  # a URI's password on the command line: not in Hydra's files
+    if any(
+        masked(o) != o for o in ctx.overrides
+    ):  # a URI's password on the command line: not in Hydra's files
         hydra_files = [*Path(ctx.output_dir, ".hydra").glob("*.yaml")]
-        mask_files(hydra_files + ([ctx.sweep_dir / "multirun.yaml"] if ctx.sweep_dir is not None else []))
+        mask_files(
+            hydra_files + ([ctx.sweep_dir / "multirun.yaml"] if ctx.sweep_dir is not None else [])
+        )
     try:
         result = run(cfg, ctx)
     except EXPECTED as e:
@@ -43,10 +48,15 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         print(f"sweeper: error: {e}", file=sys.stderr)
         _forget_run_dir(ctx)
         sys.exit(2)
-    if ctx.sweep_dir is None and result.get("run_id"):  # the single run's last line: where to find it
+    if ctx.sweep_dir is None and result.get(
+        "run_id"
+    ):  # the single run's last line: where to find it
         print(where(cfg, ctx, result))
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
-        print(f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}", file=sys.stderr)
+        print(
+            f"sweeper: run {result['run_id']} {result['status']}: {result['reason']}",
+            file=sys.stderr,
+        )
         sys.exit(1)
     return result
 
@@ -63,7 +73,9 @@ def _forget_run_dir(ctx: JobContext) -> None:
     if made is None or not here.is_relative_to(made) or not made.is_dir():
         return
     hydras = [p for p in made.rglob("*") if not p.is_dir()]
-    if all(p.parent == here / ".hydra" or (p.parent == here and p.suffix == ".log") for p in hydras):
+    if all(
+        p.parent == here / ".hydra" or (p.parent == here and p.suffix == ".log") for p in hydras
+    ):
         logging.shutdown()  # the job's log file, closed before it goes
         shutil.rmtree(made, ignore_errors=True)
 
@@ -71,8 +83,10 @@ def _forget_run_dir(ctx: JobContext) -> None:
 def where(cfg: DictConfig, ctx: JobContext, result: dict[str, Any]) -> str:
     """A single run's last lines: its experiment, run id and folder, and its address in the UI."""
     url = run_url(cfg.tracking.uri, result["experiment_id"], result["run_id"])
-    return (f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
-            f"UI: {ui_line(cfg.tracking.uri, url)}")
+    return (
+        f"experiment {result['experiment']}  run {result['run_id']}  output {ctx.output_dir}\n"
+        f"UI: {ui_line(cfg.tracking.uri, url)}"
+    )
 
 
 def objective(result: dict[str, Any]) -> float:

@@ -22,6 +22,7 @@ non-finite reported loss is a divergence. Not batched: each configuration is its
 the logged MLflow model (pickled by cloudpickle, the user's module in the model's code); a GPU run's holds device
 arrays and is not logged.
 """
+
 from __future__ import annotations
 
 import logging
@@ -80,7 +81,10 @@ class Stop:
         if any(v is not None and not math.isfinite(v) for v in losses):
             self.at, self.why = epoch, "a non-finite reported loss"
         elif self.patience and val is not None and epoch - self.best_epoch >= self.patience:
-            self.at, self.why = epoch, f"early stopping: patience={self.patience} (best val_loss at epoch {self.best_epoch})"
+            self.at, self.why = (
+                epoch,
+                f"early stopping: patience={self.patience} (best val_loss at epoch {self.best_epoch})",
+            )
         elif self.rung is not None and epoch >= self.rung:
             self.at, self.why = epoch, f"successive halving: the rung at {self.rung} epochs"
         elif STOP.is_set():
@@ -92,7 +96,9 @@ class Stop:
             return {}
         out = {"stopped_at_epoch": str(self.at), "stopped_by": self.why}
         if self.after:
-            out["stop_ignored"] = f"{self.after} report(s) came after report() answered False at epoch {self.at}"
+            out["stop_ignored"] = (
+                f"{self.after} report(s) came after report() answered False at epoch {self.at}"
+            )
         return out
 
 
@@ -103,7 +109,10 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | N
     fn = load_target(path)
     dtype, xp = cfg.dtype, backend.xp
     t_h2d = backend.clock()
-    arrays = [backend.to_device(getattr(dataset, a).astype(dtype)) for a in ("X_train", "y_train", "X_val", "y_val")]
+    arrays = [
+        backend.to_device(getattr(dataset, a).astype(dtype))
+        for a in ("X_train", "y_train", "X_val", "y_val")
+    ]
     h2d = backend.clock() - t_h2d
     d = TrainerData(xp, *arrays, dataset.task, dataset.n_outputs)
     reports: list[tuple[int, float | None, float | None]] = []
@@ -115,65 +124,113 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | N
         reports.append((e, *losses))
         return stop.go_on(e, losses)
 
-    own = {k: cfg[k] for k in trainer_keys(fn) if k not in kwargs}  # sweeper's loop keys its signature names
+    own = {
+        k: cfg[k] for k in trainer_keys(fn) if k not in kwargs
+    }  # sweeper's loop keys its signature names
     t0 = backend.clock()
     try:
         predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **own, **kwargs)
     except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what, and where)
-        return Outcome({"train_time_s": backend.clock() - t0, "h2d_time_s": h2d}, {},
-                       f"{path} raised {user_line(e)}", error=user_traceback(e))
+        return Outcome(
+            {"train_time_s": backend.clock() - t0, "h2d_time_s": h2d},
+            {},
+            f"{path} raised {user_line(e)}",
+            error=user_traceback(e),
+        )
     train_time = backend.clock() - t0
     out = _scored(cfg, dataset, backend, path, predict, reports, train_time, h2d)
     out.tags |= stop.tags()
     return out
 
 
-def _scored(cfg: Any, dataset: data.Dataset, backend: Any, path: str, predict: Any, reports: list, train_time: float,
-            h2d: float) -> Any:
+def _scored(
+    cfg: Any,
+    dataset: data.Dataset,
+    backend: Any,
+    path: str,
+    predict: Any,
+    reports: list,
+    train_time: float,
+    h2d: float,
+) -> Any:
     """The outcome of a trainer's call that returned: its curves, times, and its ``predict`` scored."""
     unit = loss_unit(dataset)
     curves = {}
     for i, name in ((1, "train_loss"), (2, "val_loss")):
         points = [(r[0], r[i]) for r in reports if r[i] is not None]
         if points:
-            curves[name] = (np.array([p[0] for p in points]), np.array([p[1] for p in points]) * unit)
+            curves[name] = (
+                np.array([p[0] for p in points]),
+                np.array([p[1] for p in points]) * unit,
+            )
     last = reports[-1][0] if reports else cfg.epochs
-    scores = {"train_time_s": train_time, "h2d_time_s": h2d, "warmup_time_s": 0.0, "epochs_run": last,
-              "epochs_per_s": last / train_time if train_time > 0 else 0.0}
+    scores = {
+        "train_time_s": train_time,
+        "h2d_time_s": h2d,
+        "warmup_time_s": 0.0,
+        "epochs_run": last,
+        "epochs_per_s": last / train_time if train_time > 0 else 0.0,
+    }
     if not curves:
-        log.info("%s reported no losses: no curve (call report(epoch, train_loss=..., val_loss=...) to have one)", path)
+        log.info(
+            "%s reported no losses: no curve (call report(epoch, train_loss=..., val_loss=...) to have one)",
+            path,
+        )
     bad = [(e, v) for name in curves for e, v in zip(*curves[name]) if not np.isfinite(v)]
     if bad:
-        return Outcome(scores, curves, f"diverged at epoch {min(e for e, _ in bad)} (a non-finite reported loss)")
+        return Outcome(
+            scores,
+            curves,
+            f"diverged at epoch {min(e for e, _ in bad)} (a non-finite reported loss)",
+        )
     if not callable(predict):
-        return Outcome(scores, curves, f"{path} returned {type(predict).__name__}: expected predict(X) -> (n, n_outputs)")
+        return Outcome(
+            scores,
+            curves,
+            f"{path} returned {type(predict).__name__}: expected predict(X) -> (n, n_outputs)",
+        )
     val = [c for c in curves.get("val_loss", ((), ()))[1]]
     if val:
         scores["best_epoch"] = int(curves["val_loss"][0][int(np.argmin(val))])
     return _score(dataset, backend, predict, cfg.dtype, scores, curves, path)
 
 
-def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores: dict[str, float],
-           curves: dict[str, Any], path: str) -> Any:
+def _score(
+    dataset: data.Dataset,
+    backend: Any,
+    predict: Any,
+    dtype: str,
+    scores: dict[str, float],
+    curves: dict[str, Any],
+    path: str,
+) -> Any:
     from sweeper.base.portable import link
 
     X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
     try:
         pred = np.asarray(backend.to_numpy(predict(X_eval)), dtype=np.float64)
     except Exception as e:  # noqa: BLE001
-        return Outcome(scores, curves, f"{path}'s predict raised {user_line(e)}", error=user_traceback(e))
+        return Outcome(
+            scores, curves, f"{path}'s predict raised {user_line(e)}", error=user_traceback(e)
+        )
     want = (X_eval.shape[0], dataset.n_outputs)
     if pred.ndim == 1 and dataset.n_outputs == 1:
         pred = pred.reshape(-1, 1)
     if pred.shape != want:
         return Outcome(scores, curves, f"{path}'s predict gave shape {pred.shape}: expected {want}")
     if not np.isfinite(pred).all():
-        return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite predictions)")
+        return Outcome(
+            scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite predictions)"
+        )
     if dataset.task != "regression" and getattr(predict, "outputs", "logits") != "probabilities":
         pred = link(dataset.task, pred)
     elif dataset.task != "regression" and (wrong := _not_probabilities(pred, dataset.task)):
-        return Outcome(scores, curves, f"{path}'s predict says outputs='probabilities', but {wrong}: return "
-                                       "probabilities, or logits without predict.outputs")
+        return Outcome(
+            scores,
+            curves,
+            f"{path}'s predict says outputs='probabilities', but {wrong}: return "
+            "probabilities, or logits without predict.outputs",
+        )
     n_val = dataset.X_val.shape[0]
     if dataset.task == "regression":
         pred = dataset.to_original(pred)
@@ -181,11 +238,26 @@ def _score(dataset: data.Dataset, backend: Any, predict: Any, dtype: str, scores
     with np.errstate(over="ignore", invalid="ignore"):
         quality = metrics.score(dataset.task, truth["val"], pred[:n_val], "val")
         quality |= metrics.score(dataset.task, truth["test"], pred[n_val:], "test")
-    lost = [f"{s}_{m}" for s in ("val", "test") for m in DEFINED[dataset.task] if f"{s}_{m}" not in quality]
+    lost = [
+        f"{s}_{m}"
+        for s in ("val", "test")
+        for m in DEFINED[dataset.task]
+        if f"{s}_{m}" not in quality
+    ]
     if lost:
-        return Outcome(scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite {lost[0]})")
+        return Outcome(
+            scores, curves, f"diverged at epoch {scores['epochs_run']} (non-finite {lost[0]})"
+        )
     test_pred = pred[n_val:] if dataset.task == "multiclass" else pred[n_val:].ravel()
-    return Outcome(scores | quality, curves, None, [], test_pred, None, predict if backend.device == "cpu" else None)
+    return Outcome(
+        scores | quality,
+        curves,
+        None,
+        [],
+        test_pred,
+        None,
+        predict if backend.device == "cpu" else None,
+    )
 
 
 def _not_probabilities(pred: np.ndarray, task: str) -> str | None:
@@ -235,8 +307,18 @@ def computed(plain: dict[str, Any], rung: int | None = None) -> Any:
     if k:
         from sweeper.job import folds
 
-        out = folds.train_folds(cfg, backend, one, [dataset, *(data.load_plain(plain["data"], fold=i) for i in range(1, k))])
+        out = folds.train_folds(
+            cfg,
+            backend,
+            one,
+            [dataset, *(data.load_plain(plain["data"], fold=i) for i in range(1, k))],
+        )
     else:
         out = one(cfg, dataset, backend)
-    tags = {LAUNCHER: "batched", GROUP: uuid.uuid4().hex[:12], GROUP_SIZE: "1", TRAJECTORY: uuid.uuid4().hex[:12]}
+    tags = {
+        LAUNCHER: "batched",
+        GROUP: uuid.uuid4().hex[:12],
+        GROUP_SIZE: "1",
+        TRAJECTORY: uuid.uuid4().hex[:12],
+    }
     return Computed(out, tags, time.perf_counter() - t0)

@@ -1,4 +1,5 @@
 """Hydra callbacks: the launching process opens and closes every multirun (see ``sweeper.sweep.life``)."""
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,9 @@ class SweepCallback(Callback):
             stop.refuse(str(e))
         except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line
             stop.refuse(hydra_line(e))
-        except Exception as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
+        except (
+            Exception
+        ) as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
             traceback.print_exc()
             stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
@@ -72,12 +75,17 @@ class SweepCallback(Callback):
 
         if config.hydra.mode == RunMode.MULTIRUN:
             # from where the sweep started: with hydra.job.chdir=true this job runs in its own folder
-            sweep.note_job(Path(config.hydra.runtime.cwd) / config.hydra.sweep.dir, Path(config.hydra.runtime.output_dir),
-                           config.hydra.job.num)
+            sweep.note_job(
+                Path(config.hydra.runtime.cwd) / config.hydra.sweep.dir,
+                Path(config.hydra.runtime.output_dir),
+                config.hydra.job.num,
+            )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
-        if (signalled := stop.masked()) is not None:  # a signal some library swallowed on its way (an import's `except
+        if (
+            signalled := stop.masked()
+        ) is not None:  # a signal some library swallowed on its way (an import's `except
             raise signalled  # ImportError`, a fallback's `except Exception`): the sweep is interrupted all the same
         if code:
             sys.exit(code)
@@ -108,17 +116,24 @@ def _killed_run(job: DictConfig) -> str | None:
     from sweeper.insight import publish
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
-    if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:  # this run's, not an earlier one's
+    if (
+        result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1
+    ):  # this run's, not an earlier one's
         return json.loads(result.read_text()).get("run_id")
     uri = job.tracking.uri
     db = tracking.sqlite_path(uri)
-    if db is not None and not db.is_file():  # interrupted before the store existed: do not create it
+    if (
+        db is not None and not db.is_file()
+    ):  # interrupted before the store existed: do not create it
         return None
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(job.tracking.experiment)
     if exp is None:
         return None
-    mine = c.search_runs([exp.experiment_id], f"attributes.status = 'RUNNING' and tags.`{PID}` = '{os.getpid()}' "
-                                              f"and tags.`{HOST}` = '{socket.gethostname()}'")
+    mine = c.search_runs(
+        [exp.experiment_id],
+        f"attributes.status = 'RUNNING' and tags.`{PID}` = '{os.getpid()}' "
+        f"and tags.`{HOST}` = '{socket.gethostname()}'",
+    )
     killed = publish.mark_orphans(c, mine, True, "KILLED", stop.reason())
     return killed[0] if killed else None

@@ -20,6 +20,7 @@ it is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy
 Each member's run says where its group ran: tag ``sweeper.batch_worker`` (``cpu<i>``: worker i; ``main``: the launching
 process), with ``sweeper.worker_pid``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -42,7 +43,12 @@ from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 log = logging.getLogger("sweeper")
 
 # What a worker's native libraries and sweeper's epoch blocks get: one thread each (the workers are the threads).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "SWEEPER_THREADS": "1"}
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "SWEEPER_THREADS": "1",
+}
 LAUNCHER = "sweeper_batched_launcher"
 
 
@@ -84,8 +90,10 @@ def declined(launcher: Any, cpu: list[dict[str, Any]], n: int) -> str:
     m = min(cores(), len(cpu))
     if m < 2:
         return ""
-    return (f"; trained here (~{estimated_s(cpu):.1f} s of training: {m} worker processes would cost more than they "
-            f"save; hydra.launcher.cpu_workers={m} uses them)")
+    return (
+        f"; trained here (~{estimated_s(cpu):.1f} s of training: {m} worker processes would cost more than they "
+        f"save; hydra.launcher.cpu_workers={m} uses them)"
+    )
 
 
 def estimated_s(cpu: list[dict[str, Any]]) -> float:
@@ -125,8 +133,12 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
     if not cpu or n < 2:
         return groups
-    if len(cpu) < len(groups):  # a CPU/GPU sweep: the speedup pairs a CPU group with a GPU group of its size
-        log.info("CPU groups left whole (a sweep with GPU groups: speedups compare groups of one size)")
+    if len(cpu) < len(
+        groups
+    ):  # a CPU/GPU sweep: the speedup pairs a CPU group with a GPU group of its size
+        log.info(
+            "CPU groups left whole (a sweep with GPU groups: speedups compare groups of one size)"
+        )
         return groups
     trajs = {id(g): sorted(trajectories(g), key=lambda t: t[-1].plain["epochs"]) for g in cpu}
     costs = {id(g): _cost(g) for g in cpu}
@@ -145,8 +157,12 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
         out += [[j for traj in t[a:b] for j in traj] for a, b in zip(edges, edges[1:])]
     out = _even_tail(out, n)
     if len(out) > len(groups):
-        log.info("%d CPU group(s) split into %d chunks of whole trajectories for %d workers", len(cpu),
-                 len(out) - (len(groups) - len(cpu)), n)
+        log.info(
+            "%d CPU group(s) split into %d chunks of whole trajectories for %d workers",
+            len(cpu),
+            len(out) - (len(groups) - len(cpu)),
+            n,
+        )
     return out
 
 
@@ -154,7 +170,8 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
 # and scored, ~80 ms of one core here (a digits chunk of 2 x 1200 epochs at width 128, depth 2: 6.7e10 in 11 s). A
 # split that saves less than that is not made: small groups stay whole.
 TASK_COST = 5e8
-MIN_GAIN = 0.02  # ... nor one that ends the whole less than 2% sooner (the cost model is a rough one)
+# ... nor one that ends the whole less than 2% sooner (the cost model is a rough one)
+MIN_GAIN = 0.02
 
 
 def _even_tail(chunks: list[list[Any]], n: int) -> list[list[Any]]:
@@ -181,8 +198,8 @@ def _even_tail(chunks: list[list[Any]], n: int) -> list[list[Any]]:
             break
         half = len(t) // 2
         parts = [[j for traj in t[:half] for j in traj], [j for traj in t[half:] for j in traj]]
-        split = chunks[:i] + parts + chunks[i + 1:]
-        split_costs = costs[:i] + [_cost(p) for p in parts] + costs[i + 1:]
+        split = chunks[:i] + parts + chunks[i + 1 :]
+        split_costs = costs[:i] + [_cost(p) for p in parts] + costs[i + 1 :]
         if makespan(split_costs)[0] > end * (1 - MIN_GAIN):
             break
         chunks, costs = split, split_costs
@@ -199,8 +216,11 @@ def _cost(members: list[Any]) -> float:
     total = 0.0
     for t in trajectories(members):
         depth, width = t[-1].plain["depth"], t[-1].plain["width"]
-        epoch = rows * ((features * width + max(0, depth - 1) * width * width + width * outputs) if depth else
-                        features * outputs)
+        epoch = rows * (
+            (features * width + max(0, depth - 1) * width * width + width * outputs)
+            if depth
+            else features * outputs
+        )
         total += t[-1].plain["epochs"] * max(epoch, 1)
     return total
 
@@ -218,6 +238,7 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
 
 # --- the workers ---------------------------------------------------------------------------------------------
 
+
 def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     """A worker: one BLAS thread, the compute half imported and the data sets loaded, then groups until told
     to stop (``None``) or the launching process goes (EOF)."""
@@ -230,7 +251,9 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)  # BLAS loaded before this function ran (the parent's __main__ was imported)
+    threadpool_limits(
+        1
+    )  # BLAS loaded before this function ran (the parent's __main__ was imported)
     from sweeper import data
     import sweeper.job.compute  # noqa: F401  (compute_group's imports, before the first group)
     from sweeper.models.usercode import UserCodeError
@@ -253,7 +276,9 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         compute, job, spec = msg
         try:
             out: tuple = (True, engines.compute_remote(compute, job, spec))
-        except UserCodeError as e:  # the user's code would have ended this worker: its members FAILED with why
+        except (
+            UserCodeError
+        ) as e:  # the user's code would have ended this worker: its members FAILED with why
             out = (False, e)
         except Exception as e:  # noqa: BLE001  (the group's own error: its members run alone)
             out = (False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -267,7 +292,9 @@ class Worker:
     def __init__(self, ctx: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         self.index, self.pid = index, None
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, index, warm), name=f"sweeper-cpu{index}", daemon=True)
+        self.proc = ctx.Process(
+            target=_serve, args=(child, index, warm), name=f"sweeper-cpu{index}", daemon=True
+        )
         from multiprocessing import resource_tracker
 
         from sweeper.base.stop import shielded
@@ -369,7 +396,9 @@ def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
     # the whole sweep is the launching process's), then joins them for ever — a refused sweep never exited
     atexit.unregister(stop)
     atexit.register(stop)
-    log.info("%d CPU worker processes started (hydra.launcher.cpu_workers), one BLAS thread each", n)
+    log.info(
+        "%d CPU worker processes started (hydra.launcher.cpu_workers), one BLAS thread each", n
+    )
     return pool
 
 
@@ -384,8 +413,14 @@ atexit.register(stop)
 
 # --- computing the groups ------------------------------------------------------------------------------------
 
-def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n: int,
-                    taking: Callable[[list[Any], dict[str, str]], dict[int, dict[str, str]]]) -> Iterator[tuple[list[Any], dict[int, Any]]]:
+
+def computed_groups(
+    launcher: Any,
+    groups: list[list[Any]],
+    compute: Callable,
+    n: int,
+    taking: Callable[[list[Any], dict[str, str]], dict[int, dict[str, str]]],
+) -> Iterator[tuple[list[Any], dict[int, Any]]]:
     """Each group with what its compute gave (``{job idx: Computed}``; empty: its members run alone), in the
     order the groups finish: the CPU groups on ``n`` workers, the GPU ones on this node's devices (a thread).
     ``taking(members, where)`` runs in this thread as a worker takes a group (``where``: the worker's tags; the
@@ -398,8 +433,12 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     pool.grow(n)
     done: queue.Queue = queue.Queue()
     if gpu:
-        threading.Thread(target=engines.on_gpus, args=(gpu, compute, getattr(launcher, "gpus", None), done),
-                         name="sweeper-gpu-groups", daemon=True).start()
+        threading.Thread(
+            target=engines.on_gpus,
+            args=(gpu, compute, getattr(launcher, "gpus", None), done),
+            name="sweeper-gpu-groups",
+            daemon=True,
+        ).start()
     todo = collections.deque((g, 1, None) for g in sorted(cpu, key=_cost, reverse=True))
     # worker index: (members, attempt, the tags its runs have, the host's out-of-memory kills when it was sent)
     busy: dict[int, tuple[list[Any], int, Any, int | None]] = {}
@@ -419,7 +458,9 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
                 left -= 1
                 yield members, computed
     except KeyboardInterrupt:
-        for w in [w for w in pool.workers[:n] if w.index in busy and w.conn.poll()]:  # finished as Ctrl-C came
+        for w in [
+            w for w in pool.workers[:n] if w.index in busy and w.conn.poll()
+        ]:  # finished as Ctrl-C came
             members = busy.pop(w.index)[0]
             msg = w.receive()
             if msg is not None:
@@ -429,12 +470,22 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable, n
     except BaseException:
         stop()
         raise
-    log.info("CPU groups computed on %d worker process%s in %.1f s", len(used), "" if len(used) == 1 else "es",
-             time.perf_counter() - t0)
+    log.info(
+        "CPU groups computed on %d worker process%s in %.1f s",
+        len(used),
+        "" if len(used) == 1 else "es",
+        time.perf_counter() - t0,
+    )
 
 
-def _hand_out(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any], compute: Callable,
-              taking: Callable) -> None:
+def _hand_out(
+    pool: Pool,
+    n: int,
+    todo: collections.deque,
+    busy: dict[int, Any],
+    compute: Callable,
+    taking: Callable,
+) -> None:
     """Each idle worker of the first ``n`` sent the next group of ``todo`` (one that died idle, killed from outside,
     replaced first), its runs' tags from ``taking``; ``busy`` keeps what it holds."""
     from sweeper.sweep import engines
@@ -442,16 +493,33 @@ def _hand_out(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any],
     for w in list(pool.workers[:n]):
         if w.index not in busy and todo:
             members, attempt, tags = todo.popleft()
-            if w.proc.exitcode is not None:  # died idle (killed from outside): a new one takes the group
+            if (
+                w.proc.exitcode is not None
+            ):  # died idle (killed from outside): a new one takes the group
                 w = pool.replace(w)
-            tags = taking(members, {WORKER: f"cpu{w.index}", WORKER_PID: str(w.proc.pid),
-                                    WORKER_HOST: socket.gethostname(), ENGINE: "local"})
-            w.conn.send((functools.partial(compute, tags=tags), type(members[0]), engines._spec(members)))
+            tags = taking(
+                members,
+                {
+                    WORKER: f"cpu{w.index}",
+                    WORKER_PID: str(w.proc.pid),
+                    WORKER_HOST: socket.gethostname(),
+                    ENGINE: "local",
+                },
+            )
+            w.conn.send(
+                (functools.partial(compute, tags=tags), type(members[0]), engines._spec(members))
+            )
             busy[w.index] = (members, attempt, tags, oom_kills())
 
 
-def _collected(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any], used: set[int],
-               timeout: float) -> Iterator[tuple[list[Any], dict[int, Any]]]:
+def _collected(
+    pool: Pool,
+    n: int,
+    todo: collections.deque,
+    busy: dict[int, Any],
+    used: set[int],
+    timeout: float,
+) -> Iterator[tuple[list[Any], dict[int, Any]]]:
     """The groups the busy workers finish within ``timeout`` s (``used``: the workers that computed one). A worker that
     died is replaced; its group goes back to ``todo`` once, then its members run alone (:func:`engines.lost`)."""
     from multiprocessing.connection import wait
@@ -467,7 +535,9 @@ def _collected(pool: Pool, n: int, todo: collections.deque, busy: dict[int, Any]
         try:
             msg = w.receive() if w.conn.poll() else None
             if msg is None and not w.proc.is_alive():
-                raise EOFError(f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}")
+                raise EOFError(
+                    f"worker cpu{w.index} (pid {w.proc.pid}) exited with code {w.proc.exitcode}"
+                )
         except (EOFError, OSError):
             del busy[w.index]
             pool.replace(w)
@@ -489,7 +559,9 @@ def _got(members: list[Any], msg: tuple, w: Worker, tags: Any = None) -> dict[in
 
     ok, got = msg
     if not ok:
-        return engines.group_failed(members, got if isinstance(got, BaseException) else RuntimeError(got), tags)
+        return engines.group_failed(
+            members, got if isinstance(got, BaseException) else RuntimeError(got), tags
+        )
     computed = engines._received(got, "local")
     for c in computed.values():
         c.tags[WORKER] = f"cpu{w.index}"

@@ -18,6 +18,7 @@ A group lost with its worker is retried once more after the engine's own retries
 the launching process (the one-job path), as a group that fails as a whole always has. Either way each member
 is recorded once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from sweeper.base.names import ENGINE, GPU_DEVICE, GROUP_SIZE, LAUNCHER, WORKER, WORKER_HOST, WORKER_PID
+from sweeper.base.names import (
+    ENGINE,
+    GPU_DEVICE,
+    GROUP_SIZE,
+    LAUNCHER,
+    WORKER,
+    WORKER_HOST,
+    WORKER_PID,
+)
 from sweeper.contract.config import ConfigError
 
 log = logging.getLogger("sweeper")
@@ -43,18 +52,28 @@ def check(launcher_conf: Any) -> None:
     """A bad engine or option in one line (:class:`ConfigError`), before the sweep touches the store."""
     engine = launcher_conf.get("engine", "local")
     if engine not in ENGINES:
-        raise ConfigError(f"hydra.launcher.engine={engine} is not allowed: expected one of {', '.join(ENGINES)}")
+        raise ConfigError(
+            f"hydra.launcher.engine={engine} is not allowed: expected one of {', '.join(ENGINES)}"
+        )
     gpus = launcher_conf.get("gpus")
     if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
-        raise ConfigError(f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)")
+        raise ConfigError(
+            f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)"
+        )
     pack = launcher_conf.get("pack", True)
     if not isinstance(pack, bool):
-        raise ConfigError(f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes where "
-                          "they pay) or false (one shape a group)")
+        raise ConfigError(
+            f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes where "
+            "they pay) or false (one shape a group)"
+        )
     workers = launcher_conf.get("cpu_workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or null "
-                          "(the cores this process may use)")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise ConfigError(
+            f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or null "
+            "(the cores this process may use)"
+        )
 
 
 def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
@@ -68,7 +87,9 @@ def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
     return on_gpus > 1 and min(getattr(launcher, "gpus", None) or gpu_count(), on_gpus) > 1
 
 
-def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[list[Any]], dict[int, Any]]) -> Groups:
+def computed_groups(
+    launcher: Any, groups: list[list[Any]], compute: Callable[[list[Any]], dict[int, Any]]
+) -> Groups:
     """Each group with what its compute gave, ``{job idx: Computed}`` (empty: its members run alone), in the
     order the groups finish."""
     engine = getattr(launcher, "engine", "local") or "local"
@@ -79,11 +100,18 @@ def computed_groups(launcher: Any, groups: list[list[Any]], compute: Callable[[l
     elif engine == "ray":
         yield from _ray(groups, compute, dict(getattr(launcher, "ray", None) or {}))
     else:
-        yield from _submitit(groups, compute, engine.split("_", 1)[1], dict(getattr(launcher, "submitit", None) or {}),
-                             Path(str(launcher.config.hydra.sweep.dir)))
+        yield from _submitit(
+            groups,
+            compute,
+            engine.split("_", 1)[1],
+            dict(getattr(launcher, "submitit", None) or {}),
+            Path(str(launcher.config.hydra.sweep.dir)),
+        )
 
 
-def group_failed(members: list[Any], e: BaseException, tags: dict[int, dict[str, str]] | None = None) -> dict[int, Any]:
+def group_failed(
+    members: list[Any], e: BaseException, tags: dict[int, dict[str, str]] | None = None
+) -> dict[int, Any]:
     """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone. A
     group whose user code ended its process (:class:`~sweeper.models.usercode.UserCodeError`: ``sys.exit``,
     ``os._exit``, its own KeyboardInterrupt) is not run again in the launching process: each member FAILED with why."""
@@ -91,13 +119,21 @@ def group_failed(members: list[Any], e: BaseException, tags: dict[int, dict[str,
 
     if isinstance(e, UserCodeError):
         return failed_members(members, str(e), tags, e.detail)
-    log.warning("group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
-                len(members), type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    log.warning(
+        "group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
+        len(members),
+        type(e).__name__,
+        str(e).splitlines()[0] if str(e) else "",
+    )
     return {}
 
 
-def failed_members(members: list[Any], reason: str, tags: dict[int, dict[str, str]] | None = None,
-                   detail: str | None = None) -> dict[int, Any]:
+def failed_members(
+    members: list[Any],
+    reason: str,
+    tags: dict[int, dict[str, str]] | None = None,
+    detail: str | None = None,
+) -> dict[int, Any]:
     """``{job idx: Computed}``: each member FAILED with ``reason`` (``detail``: the traceback, for its error
     file), recorded by its job without training it again. ``tags``: the members' group tags (None: a group's
     size only)."""
@@ -113,7 +149,9 @@ def failed_members(members: list[Any], reason: str, tags: dict[int, dict[str, st
     return out
 
 
-def lost(members: list[Any], attempt: int, tags: Any, worker: int, code: int | None, ooms: int | None) -> dict[int, Any] | None:
+def lost(
+    members: list[Any], attempt: int, tags: Any, worker: int, code: int | None, ooms: int | None
+) -> dict[int, Any] | None:
     """What becomes of a group whose CPU worker (``worker``: its index) died with exit ``code`` (``ooms``: the host's
     out-of-memory kills when it was sent, :func:`sweeper.base.process.oom_kills`): None, given to a new worker once
     more; or what its members get. Killed for memory (SIGKILL while the host's out-of-memory kills rose): never again
@@ -125,20 +163,32 @@ def lost(members: list[Any], attempt: int, tags: Any, worker: int, code: int | N
 
     if code == -9 and ooms is not None and (oom_kills() or 0) > ooms:
         if len(trajectories(members)) > 1:
-            log.warning("group of %d killed for memory (the kernel's out-of-memory killer ended worker cpu%d): its "
-                        "configurations run one at a time here, not again as one group", len(members), worker)
+            log.warning(
+                "group of %d killed for memory (the kernel's out-of-memory killer ended worker cpu%d): its "
+                "configurations run one at a time here, not again as one group",
+                len(members),
+                worker,
+            )
             return {}
-        why = (f"killed for memory: the kernel's out-of-memory killer ended its worker process (cpu{worker}) as it "
-               "trained; not retried at the same size: expected smaller hyperparameters, dtype=float32 or fewer "
-               "hydra.launcher.cpu_workers")
+        why = (
+            f"killed for memory: the kernel's out-of-memory killer ended its worker process (cpu{worker}) as it "
+            "trained; not retried at the same size: expected smaller hyperparameters, dtype=float32 or fewer "
+            "hydra.launcher.cpu_workers"
+        )
         log.warning("group of %d %s", len(members), why)
         return failed_members(members, why, tags)
     if attempt == 1:
-        log.warning("group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
-                    len(members), worker, code)
+        log.warning(
+            "group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
+            len(members),
+            worker,
+            code,
+        )
         return None
-    why = (f"its worker process ended twice as it trained (exit code {code}: a crash, or an exit in the model's "
-           "code): not run again in the launching process, which it would end too")
+    why = (
+        f"its worker process ended twice as it trained (exit code {code}: a crash, or an exit in the model's "
+        "code): not run again in the launching process, which it would end too"
+    )
     log.warning("group of %d lost twice: %s", len(members), why)
     return failed_members(members, why, tags)
 
@@ -152,6 +202,7 @@ def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) ->
 
 # --- local: this process, every GPU of the node --------------------------------------------------------------
 
+
 def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Groups:
     from sweeper.base.backend import gpu_count
 
@@ -161,16 +212,27 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
         for members in groups:
             yield members, _safe(compute, members)
         return
-    log.info("%d GPU group(s) on %d devices at once, %d CPU group(s) beside them", len(on_gpu_groups), devices,
-             len(groups) - len(on_gpu_groups))
+    log.info(
+        "%d GPU group(s) on %d devices at once, %d CPU group(s) beside them",
+        len(on_gpu_groups),
+        devices,
+        len(groups) - len(on_gpu_groups),
+    )
     todo: queue.Queue = queue.Queue()
     for g in on_gpu_groups:
         todo.put(g)
     done: queue.Queue = queue.Queue()
-    threads = [threading.Thread(target=_gpu_worker, args=(i, todo, done, compute), name=f"sweeper-gpu{i}", daemon=True)
-               for i in range(devices)]
-    threads.append(threading.Thread(target=_cpu_worker, args=(groups, done, compute), name="sweeper-cpu-groups",
-                                    daemon=True))
+    threads = [
+        threading.Thread(
+            target=_gpu_worker, args=(i, todo, done, compute), name=f"sweeper-gpu{i}", daemon=True
+        )
+        for i in range(devices)
+    ]
+    threads.append(
+        threading.Thread(
+            target=_cpu_worker, args=(groups, done, compute), name="sweeper-cpu-groups", daemon=True
+        )
+    )
     for t in threads:
         t.start()
     for _ in groups:  # recorded here, in the launching thread (Hydra's run_job), as each group ends
@@ -198,7 +260,9 @@ def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Calla
                 for c in computed.values():
                     c.tags[GPU_DEVICE] = str(current_gpu())
                 done.put((members, computed))
-    except BaseException as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+    except (
+        BaseException
+    ) as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
         done.put((None, e))
 
 
@@ -232,10 +296,13 @@ def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
             for k, v in where.items():
                 tracked.client.set_tag(tracked.run_id, k, v)
         except Exception as e:  # noqa: BLE001  (a store gone: the run keeps the first worker's tags)
-            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+            log.warning(
+                "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
+            )
 
 
 # --- what a remote worker runs and sends back ----------------------------------------------------------------
+
 
 def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any], str]]:
     """What a worker needs of a group: each member's number, overrides, resolved config (plain data) and the planner's
@@ -243,24 +310,37 @@ def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any], str]
     return [(m.idx, list(m.overrides), m.plain, m.pack) for m in members]
 
 
-def compute_remote(compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any], str]]) -> dict[int, Any]:
+def compute_remote(
+    compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any], str]]
+) -> dict[int, Any]:
     """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
     both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
     behind: the launcher reads its own copy)."""
-    die = os.environ.get("SWEEPER_TEST_DIE_ONCE")  # test-only: the first worker to see this file's absence dies
+    die = os.environ.get(
+        "SWEEPER_TEST_DIE_ONCE"
+    )  # test-only: the first worker to see this file's absence dies
     if die and not Path(die).exists():
         Path(die).write_text(str(os.getpid()))
         os.kill(os.getpid(), 9)
-    with _said() as said:  # what the compute says (a model that does not batch...) is said where the user looks
-        computed = compute([job(idx, overrides, None, plain, pack) for idx, overrides, plain, pack in spec])
+    with (
+        _said() as said
+    ):  # what the compute says (a model that does not batch...) is said where the user looks
+        computed = compute(
+            [job(idx, overrides, None, plain, pack) for idx, overrides, plain, pack in spec]
+        )
     where = {WORKER_HOST: socket.gethostname(), WORKER_PID: str(os.getpid())}
-    from sweeper.models import stacked  # what the proof found for a user's model: the record half tags runs by it
+    from sweeper.models import (
+        stacked,
+    )  # what the proof found for a user's model: the record half tags runs by it
 
-    out: dict[Any, Any] = {idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()}
+    out: dict[Any, Any] = {
+        idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()
+    }
     return {SAID: said, VERDICTS: dict(stacked.VERDICTS), **out}
 
 
-SAID = "said"  # compute_remote's key for the log lines of its compute: [(logger name, level, message)]
+# compute_remote's key for the log lines of its compute: [(logger name, level, message)]
+SAID = "said"
 VERDICTS = "verdicts"  # and for sweeper.models.stacked.VERDICTS as the worker found them
 
 
@@ -295,16 +375,24 @@ def _received(got: dict[int, tuple[Any, dict[str, str], float]], engine: str) ->
         from sweeper.models import stacked
 
         stacked.VERDICTS.update(verdicts)
-    return {idx: Computed(outcome, {**tags, ENGINE: engine}, wall) for idx, (outcome, tags, wall) in got.items()}
+    return {
+        idx: Computed(outcome, {**tags, ENGINE: engine}, wall)
+        for idx, (outcome, tags, wall) in got.items()
+    }
 
 
 def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
-    log.warning("group of %d lost twice (%s: %s); its configurations run one at a time here", len(members),
-                type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    log.warning(
+        "group of %d lost twice (%s: %s); its configurations run one at a time here",
+        len(members),
+        type(e).__name__,
+        str(e).splitlines()[0] if str(e) else "",
+    )
     return {}
 
 
 # --- ray ---------------------------------------------------------------------------------------------------
+
 
 def ray_exposure(joined: bool, env: Any) -> str | None:
     """What a local Ray cluster this sweep started exposes, said once (None when it joined a cluster of its own
@@ -314,12 +402,16 @@ def ray_exposure(joined: bool, env: Any) -> str | None:
     if joined:
         return None
     if str(env.get("RAY_AUTH_MODE", "")).lower() == "disabled":
-        return ("ray: the local cluster this sweep started listens on every interface of this machine, and "
-                "RAY_AUTH_MODE=disabled turned its token authentication off: anyone who reaches this machine can run "
-                "code in it; unset RAY_AUTH_MODE, or firewall Ray's ports")
-    return ("ray: the local cluster this sweep started listens on every interface of this machine (Ray cannot bind "
-            "it to 127.0.0.1); its token authentication (RAY_AUTH_MODE, on by default) keeps others out; on a shared "
-            "machine, firewall Ray's ports too")
+        return (
+            "ray: the local cluster this sweep started listens on every interface of this machine, and "
+            "RAY_AUTH_MODE=disabled turned its token authentication off: anyone who reaches this machine can run "
+            "code in it; unset RAY_AUTH_MODE, or firewall Ray's ports"
+        )
+    return (
+        "ray: the local cluster this sweep started listens on every interface of this machine (Ray cannot bind "
+        "it to 127.0.0.1); its token authentication (RAY_AUTH_MODE, on by default) keeps others out; on a shared "
+        "machine, firewall Ray's ports too"
+    )
 
 
 def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Groups:
@@ -329,7 +421,9 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
         init = dict(opts.get("init") or {})
         address = opts.get("address")
         # with no address, a new local cluster (address="local": not one that already runs on this machine)
-        ray.init(address=address or "local", **({} if address else {"include_dashboard": False}), **init)
+        ray.init(
+            address=address or "local", **({} if address else {"include_dashboard": False}), **init
+        )
         exposure = ray_exposure(bool(address), os.environ)
         if exposure:
             log.warning(exposure)
@@ -338,11 +432,18 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
 
     def submit(members: list[Any]) -> Any:
         gpu = members[0].plain["device"] == "gpu"
-        return task.options(num_gpus=1 if gpu else 0, num_cpus=float(opts.get("num_cpus", 1)),
-                            max_retries=retries).remote(compute, type(members[0]), _spec(members))
+        return task.options(
+            num_gpus=1 if gpu else 0, num_cpus=float(opts.get("num_cpus", 1)), max_retries=retries
+        ).remote(compute, type(members[0]), _spec(members))
 
-    lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OwnerDiedError,
-            ray.exceptions.TaskUnschedulableError if hasattr(ray.exceptions, "TaskUnschedulableError") else ())
+    lost = (
+        ray.exceptions.WorkerCrashedError,
+        ray.exceptions.NodeDiedError,
+        ray.exceptions.OwnerDiedError,
+        ray.exceptions.TaskUnschedulableError
+        if hasattr(ray.exceptions, "TaskUnschedulableError")
+        else (),
+    )
     pending = {submit(g): (g, 1) for g in groups}
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
@@ -351,8 +452,11 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
             yield members, _received(ray.get(ready[0]), "ray")
         except lost as e:
             if attempt == 1:
-                log.warning("group of %d lost with its worker after Ray's retries (%s); submitted once more",
-                            len(members), type(e).__name__)
+                log.warning(
+                    "group of %d lost with its worker after Ray's retries (%s); submitted once more",
+                    len(members),
+                    type(e).__name__,
+                )
                 pending[submit(members)] = (members, 2)
             else:
                 yield members, _alone(members, e)
@@ -362,21 +466,32 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
 
 # --- submitit --------------------------------------------------------------------------------------------------
 
-def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: dict[str, Any], sweep_dir: Path) -> Groups:
+
+def _submitit(
+    groups: list[list[Any]], compute: Callable, cluster: str, opts: dict[str, Any], sweep_dir: Path
+) -> Groups:
     import submitit
 
     folder = Path(opts.get("folder") or sweep_dir / ".submitit" / "%j")
     executors = {}
     for gpu in (False, True):
         ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
-        params: dict[str, Any] = {"timeout_min": int(opts.get("timeout_min", 60)),
-                                  "cpus_per_task": int(opts.get("cpus_per_task", 1)),
-                                  "gpus_per_node": 1 if gpu else 0, "name": "sweeper-group"}
+        params: dict[str, Any] = {
+            "timeout_min": int(opts.get("timeout_min", 60)),
+            "cpus_per_task": int(opts.get("cpus_per_task", 1)),
+            "gpus_per_node": 1 if gpu else 0,
+            "name": "sweeper-group",
+        }
         if cluster == "slurm":
-            params |= {k: v for k, v in (("slurm_partition", opts.get("partition")),
-                                         ("slurm_array_parallelism", opts.get("array_parallelism")),
-                                         ("slurm_additional_parameters", opts.get("additional_parameters")))
-                       if v is not None}
+            params |= {
+                k: v
+                for k, v in (
+                    ("slurm_partition", opts.get("partition")),
+                    ("slurm_array_parallelism", opts.get("array_parallelism")),
+                    ("slurm_additional_parameters", opts.get("additional_parameters")),
+                )
+                if v is not None
+            }
         ex.update_parameters(**params)
         executors[gpu] = ex
 
@@ -386,7 +501,10 @@ def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: di
             mine = [g for g in batch if (g[0].plain["device"] == "gpu") == gpu]
             if mine:
                 with executors[gpu].batch():  # one array job per device kind
-                    futures = [executors[gpu].submit(compute_remote, compute, type(g[0]), _spec(g)) for g in mine]
+                    futures = [
+                        executors[gpu].submit(compute_remote, compute, type(g[0]), _spec(g))
+                        for g in mine
+                    ]
                 jobs |= dict(zip(futures, mine))
         return jobs
 
@@ -400,9 +518,15 @@ def _submitit(groups: list[list[Any]], compute: Callable, cluster: str, opts: di
             members, attempt = pending.pop(job)
             try:
                 got = job.result()
-            except submitit.core.utils.UncompletedJobError as e:  # the worker died (killed, out of time)
+            except (
+                submitit.core.utils.UncompletedJobError
+            ) as e:  # the worker died (killed, out of time)
                 if attempt == 1:
-                    log.warning("group of %d lost with its worker (job %s); submitted once more", len(members), job.job_id)
+                    log.warning(
+                        "group of %d lost with its worker (job %s); submitted once more",
+                        len(members),
+                        job.job_id,
+                    )
                     pending |= {j: (g, 2) for j, g in submit([members]).items()}
                 else:
                     yield members, _alone(members, e)

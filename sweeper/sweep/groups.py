@@ -8,6 +8,7 @@ weights' snapshots); a loss stride other than ``log_every`` (``log_every >= epoc
 the shape. A job that cannot join a group (an invalid config, ``sync_every_epoch``, an already finished
 ``resume=true`` configuration, data that cannot load) runs through the one-job path.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,24 @@ log = logging.getLogger("sweeper")
 # (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order, and the split. With
 # data.folds=k (shared by the group) each configuration is k members, its folds, each with its own rows, exactly as
 # members of other split seeds (sweeper.sweep.launch.compute_group).
-SHARED = ("model", "data", "dtype", "device", "depth", "width", "activation", "log_every",
-          "optimizer", "momentum", "nesterov", "beta1", "beta2", "eps", "batch_size", "weight_decay")
+SHARED = (
+    "model",
+    "data",
+    "dtype",
+    "device",
+    "depth",
+    "width",
+    "activation",
+    "log_every",
+    "optimizer",
+    "momentum",
+    "nesterov",
+    "beta1",
+    "beta2",
+    "eps",
+    "batch_size",
+    "weight_decay",
+)
 MINI_BATCH_SHARED = ("seed",)
 
 
@@ -47,9 +64,14 @@ MINI_BATCH_SHARED = ("seed",)
 class Job:
     idx: int
     overrides: list[str]
-    config: DictConfig | None  # the composed job config, hydra node included; None: composed when it runs
-    plain: dict[str, Any] | None = field(default_factory=dict)  # resolved, without hydra; None: resolved in its job
-    pack: str = ""  # the planner's packing decision for its group (sweeper.sweep.packing: tag batch_packed)
+    config: (
+        DictConfig | None
+    )  # the composed job config, hydra node included; None: composed when it runs
+    plain: dict[str, Any] | None = field(
+        default_factory=dict
+    )  # resolved, without hydra; None: resolved in its job
+    # the planner's packing decision for its group (sweeper.sweep.packing: tag batch_packed)
+    pack: str = ""
 
 
 def default_budget() -> int:
@@ -65,7 +87,9 @@ def trajectories(jobs: list[Job]) -> list[list[Job]]:
     order their first job comes)."""
     out: dict[str, list[Job]] = {}
     for job in jobs:
-        key = json.dumps({k: v for k, v in job.plain.items() if k != "epochs"}, sort_keys=True, default=str)
+        key = json.dumps(
+            {k: v for k, v in job.plain.items() if k != "epochs"}, sort_keys=True, default=str
+        )
         out.setdefault(key, []).append(job)
     return [sorted(t, key=lambda j: (j.plain["epochs"], j.idx)) for t in out.values()]
 
@@ -89,8 +113,13 @@ def shares(epochs: list[int], total: float) -> list[float]:
 CPU_MAX_GROUP = 1024
 
 
-def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
-         halving: str | None = None, pack: bool = True) -> tuple[list[list[Job]], list[Job]]:
+def plan(
+    jobs: list[Job],
+    max_bytes: int = 0,
+    max_size: int = 0,
+    halving: str | None = None,
+    pack: bool = True,
+) -> tuple[list[list[Job]], list[Job]]:
     """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
     that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and the jobs that run alone. A group is a list of jobs whose trajectories
     (:func:`trajectories`) train as its members; it has at least two configurations. ``halving``: the sweep's
@@ -104,7 +133,9 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
     alone = []
     for job in jobs:
         cfg = job.plain
-        if cfg is None:  # another app's config, or one resolved only inside its job: as the basic launcher runs it
+        if (
+            cfg is None
+        ):  # another app's config, or one resolved only inside its job: as the basic launcher runs it
             alone.append(job)
             continue
         try:
@@ -115,9 +146,13 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
         if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, halving)) or _own_loop(cfg):
             alone.append(job)
             continue
-        varies = per_member(cfg.get("model"))  # a key the group path cannot vary per member: shared, or apart
+        varies = per_member(
+            cfg.get("model")
+        )  # a key the group path cannot vary per member: shared, or apart
         own = tuple(k for k in MEMBER_KEYS if k not in varies and "." not in k)
-        shared = {k: cfg.get(k) for k in SHARED + own + (MINI_BATCH_SHARED if cfg["batch_size"] else ())}
+        shared = {
+            k: cfg.get(k) for k in SHARED + own + (MINI_BATCH_SHARED if cfg["batch_size"] else ())
+        }
         # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
         # epochs, or log_every >= epochs: models.train.sample_stride) groups only with runs of that same stride
         # (their longest count then samples at it too)
@@ -131,8 +166,11 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
         keyed.setdefault(key, []).append(job)
     own = [j for j in alone if j.plain is not None and runs_own_loop(j.plain)]
     if own:
-        log.info("%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop", len(own),
-                 own[0].plain["model"]["_target_"])
+        log.info(
+            "%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop",
+            len(own),
+            own[0].plain["model"]["_target_"],
+        )
     groups = []
     # groups of one shape that differ only in depth, width and activation: one packed group where that pays
     packable = [json.loads(k) if _mlp_dense(m[0].plain) else None for k, m in keyed.items()]
@@ -152,8 +190,10 @@ def plan(jobs: list[Job], max_bytes: int = 0, max_size: int = 0,
             alone += members
             continue
         for i in range(0, len(trajs), size):
-            part = [j for t in trajs[i:i + size] for j in t]
-            together = len(trajs[i:i + size]) > 1 or _worth(part) or folds  # one trajectory: when reading it pays
+            part = [j for t in trajs[i : i + size] for j in t]
+            together = (
+                len(trajs[i : i + size]) > 1 or _worth(part) or folds
+            )  # one trajectory: when reading it pays
             (groups.append(part) if (len(part) > 1 or folds) and together else alone.extend(part))
     alone.sort(key=lambda j: j.idx)
     return groups, alone
@@ -209,21 +249,42 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
     except data.DataError:  # the one-job path reports it in one line
         return 0
     except Exception as e:  # noqa: BLE001  (a bug: nothing is lost, but say so)
-        log.warning("cannot batch %d jobs (%s: %s); they run one at a time", sum(map(len, trajs)), type(e).__name__, e)
+        log.warning(
+            "cannot batch %d jobs (%s: %s); they run one at a time",
+            sum(map(len, trajs)),
+            type(e).__name__,
+            e,
+        )
         return 0
-    folds = max(1, data.folds_of(cfg["data"]))  # data.folds=k: a trajectory is k members, each with its own rows
-    if not offer(cfg.get("model"), quiet=True).fast_path:  # a model of the interface: its own init and forward measure it
+    folds = max(
+        1, data.folds_of(cfg["data"])
+    )  # data.folds=k: a trajectory is k members, each with its own rows
+    if not offer(
+        cfg.get("model"), quiet=True
+    ).fast_path:  # a model of the interface: its own init and forward measure it
         return _fits_model(cfg, ds, folds, budget)
     shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
-    nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None  # text: the stored values
+    nnz = (
+        (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None
+    )  # text: the stored values
     snapshots = max(len({j.plain["epochs"] for j in t}) - 1 for t in trajs)
     copies = Optimizer.from_config(cfg).copies + snapshots
-    one = max(group_bytes(folds, n, n_val, layer_sizes(ds.n_features, depth, width, ds.n_outputs),
-                          np.dtype(cfg["dtype"]).itemsize, shared, copies, nnz)
-              for depth, width in {(t[0].plain["depth"], t[0].plain["width"]) for t in trajs})
+    one = max(
+        group_bytes(
+            folds,
+            n,
+            n_val,
+            layer_sizes(ds.n_features, depth, width, ds.n_outputs),
+            np.dtype(cfg["dtype"]).itemsize,
+            shared,
+            copies,
+            nnz,
+        )
+        for depth, width in {(t[0].plain["depth"], t[0].plain["width"]) for t in trajs}
+    )
     return max(1, budget // max(one, 1))
 
 
@@ -236,7 +297,9 @@ def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) 
 
     need = model_bytes(cfg, ds)
     if need is None:
-        return max(1, budget)  # not measured (its code raised): the group's proof says why, in its words
+        return max(
+            1, budget
+        )  # not measured (its code raised): the group's proof says why, in its words
     limit = memory_limit()
     one = need[0] * folds
     if limit is not None and cfg["device"] != "gpu" and one > limit[0]:
@@ -252,6 +315,12 @@ def _finished(cfg: dict[str, Any], halving: str | None = None) -> bool:
     try:
         client = tracking.client(cfg["tracking"]["uri"])
         exp = client.get_experiment_by_name(cfg["tracking"]["experiment"])
-        return exp is not None and tracking.finished_run(client, exp.experiment_id, fingerprint(cfg), cfg["device"], halving) is not None
+        return (
+            exp is not None
+            and tracking.finished_run(
+                client, exp.experiment_id, fingerprint(cfg), cfg["device"], halving
+            )
+            is not None
+        )
     except tracking.UNREACHABLE:
         return False

@@ -14,6 +14,7 @@ it from its seed to the new rung — exactly the state continuing would reach �
 costs only the configurations still running, and the prefix is paid again (``Σ_k n_k·r_k`` member-epochs, against
 ``n·E`` for the full grid: with η = 3 and four rungs ~4/27).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,10 @@ class Halving:
         says)."""
         if halving_setting(settings) is None:
             return None
-        return cls(int(settings["eta"]), None if settings.get("min_epochs") is None else int(settings["min_epochs"]))
+        return cls(
+            int(settings["eta"]),
+            None if settings.get("min_epochs") is None else int(settings["min_epochs"]),
+        )
 
     @property
     def setting(self) -> str:
@@ -55,10 +59,16 @@ class Halving:
         """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is ``max_epochs / eta^3`` rounded
         down to a multiple of ``log_every``, at least ``2 · log_every`` (a rung's run then samples its loss more than
         once: at ``log_every`` itself it would be sampled once, and the trainer says so in a warning each group)."""
-        first = self.min_epochs or max(2 * log_every, int(max_epochs / self.eta ** DEFAULT_RUNGS) // log_every * log_every)
+        first = self.min_epochs or max(
+            2 * log_every, int(max_epochs / self.eta**DEFAULT_RUNGS) // log_every * log_every
+        )
         # eta >= 2 and first >= 1: rung k lies at 2^k or above, so max_epochs' bit length bounds the count (a
         # counted loop: a wrong step gives wrong rungs, never a loop without end)
-        return [r for k in range(int(max_epochs).bit_length()) if (r := first * self.eta ** k) < max_epochs]
+        return [
+            r
+            for k in range(int(max_epochs).bit_length())
+            if (r := first * self.eta**k) < max_epochs
+        ]
 
 
 def check(settings: Any, plains: list[dict[str, Any]]) -> None:
@@ -73,21 +83,33 @@ def check(settings: Any, plains: list[dict[str, Any]]) -> None:
     key = "hydra.launcher.halving"
     top, every = max(int(p["epochs"]) for p in plains), min(int(p["log_every"]) for p in plains)
     if not halving.rungs(top, every) and halving.min_epochs is not None:
-        raise ConfigError(f"{key}.min_epochs={halving.min_epochs} is not allowed: expected below the sweep's largest "
-                          f"epochs ({top}), where the first rung must lie; lower it, or drop {key}")
+        raise ConfigError(
+            f"{key}.min_epochs={halving.min_epochs} is not allowed: expected below the sweep's largest "
+            f"epochs ({top}), where the first rung must lie; lower it, or drop {key}"
+        )
     if not halving.rungs(top, every):
-        raise ConfigError(f"{key}.eta={halving.eta} is not allowed here: its first rung (at least 2 x log_every = "
-                          f"{2 * every} epochs) is not below the sweep's largest epochs ({top}), so no run would stop "
-                          f"early; raise epochs, lower log_every or set {key}.min_epochs, or drop {key}")
+        raise ConfigError(
+            f"{key}.eta={halving.eta} is not allowed here: its first rung (at least 2 x log_every = "
+            f"{2 * every} epochs) is not below the sweep's largest epochs ({top}), so no run would stop "
+            f"early; raise epochs, lower log_every or set {key}.min_epochs, or drop {key}"
+        )
     if len({_config_key(p) for p in plains}) < 2:
-        log.warning("halving: one configuration is swept, so there is none to rank it against at a rung: it trains its "
-                    "full epochs (%s=... does nothing here)", key)
+        log.warning(
+            "halving: one configuration is swept, so there is none to rank it against at a rung: it trains its "
+            "full epochs (%s=... does nothing here)",
+            key,
+        )
 
 
 def _capped(job: Any, epochs: int) -> Any:
     from sweeper.sweep.groups import Job
 
-    return Job(job.idx, job.overrides, job.config, {**job.plain, "epochs": min(job.plain["epochs"], epochs)})
+    return Job(
+        job.idx,
+        job.overrides,
+        job.config,
+        {**job.plain, "epochs": min(job.plain["epochs"], epochs)},
+    )
 
 
 def _config_key(plain: dict[str, Any]) -> str:
@@ -108,8 +130,13 @@ def _score(computed: Any, job: Any) -> float:
     return v if lower else -v
 
 
-def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[Any]]], dict[int, Any]],
-        regroup: Callable[[list[Any]], list[list[Any]]], sweep_dir: Path) -> dict[int, Any]:
+def run(
+    groups: list[list[Any]],
+    halving: Halving,
+    compute: Callable[[list[list[Any]]], dict[int, Any]],
+    regroup: Callable[[list[Any]], list[list[Any]]],
+    sweep_dir: Path,
+) -> dict[int, Any]:
     """Train ``groups`` rung by rung; ``{job idx: Computed}`` with each job's final outcome (complete, or pruned at a
     rung: tags ``pruned_at_epoch``). ``compute(groups)`` trains a rung's groups (``{job idx: Computed}``; a group
     that failed as a whole is missing); ``regroup(jobs)`` plans the survivors into groups (of their capped configs)."""
@@ -120,7 +147,10 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
     final: dict[int, Any] = {}
     active, spent, counts, seconds = list(jobs), 0, [], 0.0
     full = sum(_trajectory_epochs(g) for g in groups)
-    for r in [*rungs, E]:  # active is never empty here: a rung that leaves none going on ends the loop below
+    for r in [
+        *rungs,
+        E,
+    ]:  # active is never empty here: a rung that leaves none going on ends the loop below
         capped = [_capped(j, r) for j in active]
         rung_groups = regroup(capped)
         spent += sum(map(_trajectory_epochs, rung_groups))
@@ -139,28 +169,58 @@ def run(groups: list[list[Any]], halving: Halving, compute: Callable[[list[list[
         by_config: dict[str, list[Any]] = {}
         for j in going:
             by_config.setdefault(_config_key(j.plain), []).append(j)
-        ranked = sorted(by_config.values(), key=lambda js: sum(_score(got[j.idx], j) for j in js) / len(js))
+        ranked = sorted(
+            by_config.values(), key=lambda js: sum(_score(got[j.idx], j) for j in js) / len(js)
+        )
         keep = math.ceil(len(ranked) / halving.eta)
         for js in ranked[keep:]:
             for j in js:
                 c = got[j.idx]
-                c.tags = {**c.tags, PRUNED_AT: str(r), "halving": f"eta={halving.eta} rungs={','.join(map(str, rungs))}",
-                          HALVING_SETTINGS: halving.setting}
+                c.tags = {
+                    **c.tags,
+                    PRUNED_AT: str(r),
+                    "halving": f"eta={halving.eta} rungs={','.join(map(str, rungs))}",
+                    HALVING_SETTINGS: halving.setting,
+                }
                 final[j.idx] = c
-        counts.append({"rung": r, "reached": len(ranked), "kept": min(keep, len(ranked)),
-                       "pruned": len(ranked) - min(keep, len(ranked))})
-        log.info("halving: rung %d epochs: %d configurations reached it, %d go on, %d stop there", r, len(ranked),
-                 min(keep, len(ranked)), len(ranked) - min(keep, len(ranked)))
+        counts.append(
+            {
+                "rung": r,
+                "reached": len(ranked),
+                "kept": min(keep, len(ranked)),
+                "pruned": len(ranked) - min(keep, len(ranked)),
+            }
+        )
+        log.info(
+            "halving: rung %d epochs: %d configurations reached it, %d go on, %d stop there",
+            r,
+            len(ranked),
+            min(keep, len(ranked)),
+            len(ranked) - min(keep, len(ranked)),
+        )
         active = [j for js in ranked[:keep] for j in js]
-    summary = {"eta": halving.eta, "rungs": rungs, "per_rung": counts, "member_epochs": spent, "full_grid_member_epochs": full,
-               "compute_s": round(seconds, 3)}
-    log.info("halving: %d member-epochs trained of the full grid's %d (%.0f%%), in %.1f s", spent, full,
-             100 * spent / max(full, 1), seconds)
+    summary = {
+        "eta": halving.eta,
+        "rungs": rungs,
+        "per_rung": counts,
+        "member_epochs": spent,
+        "full_grid_member_epochs": full,
+        "compute_s": round(seconds, 3),
+    }
+    log.info(
+        "halving: %d member-epochs trained of the full grid's %d (%.0f%%), in %.1f s",
+        spent,
+        full,
+        100 * spent / max(full, 1),
+        seconds,
+    )
     (sweep_dir / "halving.json").write_text(json.dumps(summary))
     return final
 
 
-def _trainers_too(compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: list[Any]) -> Callable:
+def _trainers_too(
+    compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: list[Any]
+) -> Callable:
     """``compute``, with each function trainer's job (a group of one) trained by its own loop: ``report`` answers stop
     at the rung its capped job reaches (:func:`sweeper.job.trainer.computed`), its own ``epochs`` kept."""
     from sweeper.job import trainer
@@ -172,7 +232,10 @@ def _trainers_too(compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: li
         own = [g for g in groups if runs_own_loop(g[0].plain)]
         got = compute([g for g in groups if g not in own]) if len(own) < len(groups) else {}
         for j in (j for g in own for j in g):
-            c = trainer.computed(full[j.idx], j.plain["epochs"] if j.plain["epochs"] < full[j.idx]["epochs"] else None)
+            c = trainer.computed(
+                full[j.idx],
+                j.plain["epochs"] if j.plain["epochs"] < full[j.idx]["epochs"] else None,
+            )
             if c is not None:
                 got[j.idx] = c
         return got

@@ -1,4 +1,5 @@
 """``hydra/launcher=joblib``: its worker processes started and warmed (imports, stores) while the sweep starts."""
+
 from __future__ import annotations
 
 import logging
@@ -14,7 +15,6 @@ log = logging.getLogger("sweeper")
 
 
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-
 
 
 def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str, Any]]]) -> Any:
@@ -35,7 +35,11 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
         from joblib import Parallel, delayed, effective_n_jobs
     except ImportError:
         return None
-    cfg = {k: v for k, v in OmegaConf.to_container(config.hydra.launcher, resolve=True).items() if k != "_target_"}
+    cfg = {
+        k: v
+        for k, v in OmegaConf.to_container(config.hydra.launcher, resolve=True).items()
+        if k != "_target_"
+    }
     cfg["backend"] = "loky"  # as the launcher sets it
     process_joblib_cfg(cfg)
     workers = min(effective_n_jobs(cfg.get("n_jobs") or 1), len(jobs))
@@ -46,14 +50,17 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
     def warm() -> None:
         try:
             pids = Parallel(**cfg)(delayed(_warm_worker)(uris) for _ in range(workers))
-            log.info("joblib: %d worker processes warmed (pids %s)", len(set(pids)), ", ".join(map(str, sorted(set(pids)))))
+            log.info(
+                "joblib: %d worker processes warmed (pids %s)",
+                len(set(pids)),
+                ", ".join(map(str, sorted(set(pids)))),
+            )
         except Exception as e:  # noqa: BLE001  (the launcher starts its workers itself, as without this)
             log.warning("joblib's workers could not be warmed: %s", e)
 
     thread = threading.Thread(target=warm, name="sweeper-warm-joblib", daemon=True)
     thread.start()
     return thread
-
 
 
 def _warm_worker(uris: list[str]) -> int:
@@ -75,5 +82,7 @@ def _warm_worker(uris: list[str]) -> int:
         except Exception:  # noqa: BLE001  (the job says what is wrong with it)
             pass
 
-    time.sleep(max(0.0, 0.05 - (time.perf_counter() - t)))  # an already warm worker leaves this task to another
+    time.sleep(
+        max(0.0, 0.05 - (time.perf_counter() - t))
+    )  # an already warm worker leaves this task to another
     return os.getpid()

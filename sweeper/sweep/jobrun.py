@@ -14,6 +14,7 @@ config, as Hydra's ``set_config`` arranges); the task gets a copy of the config 
 left out of the copy rather than copied and deleted); the YAML files are the same documents written by libyaml's
 emitter when PyYAML has it. Another app's config goes through Hydra's own ``run_job``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,8 +41,15 @@ def to_yaml(cfg: Any) -> str:
 # What differs between the jobs of one lent config: the task's overrides (hydra.overrides.task), hydra.job's num,
 # id and override_dirname, hydra.runtime.output_dir. ``hydra.*`` overrides are part of a shape
 # (sweeper.contract.compose), so everything else in a job's Hydra config is the same for its jobs.
-PER_JOB = frozenset({("overrides", "task"), ("job", "num"), ("job", "id"), ("job", "override_dirname"),
-                     ("runtime", "output_dir")})
+PER_JOB = frozenset(
+    {
+        ("overrides", "task"),
+        ("job", "num"),
+        ("job", "id"),
+        ("job", "override_dirname"),
+        ("runtime", "output_dir"),
+    }
+)
 _ABOVE = frozenset(p[:i] for p in PER_JOB for i in range(1, len(p)))  # the mappings that hold them
 
 
@@ -66,7 +74,9 @@ def _entries(mapping: DictConfig, path: tuple, memo: dict[Any, str], parts: list
     for key in mapping.keys():
         at = path + (key,)
         child = node(mapping, key)
-        if at in _ABOVE and isinstance(child, DictConfig) and len(child) and plain_mapping(child):  # its key, then its entries
+        if (
+            at in _ABOVE and isinstance(child, DictConfig) and len(child) and plain_mapping(child)
+        ):  # its key, then its entries
             if ("header", at) not in memo:
                 memo[("header", at)] = _dump_at(at, {"x": 0}).splitlines(keepends=True)[0]
             parts.append(memo[("header", at)])
@@ -93,7 +103,7 @@ def _dump_at(path: tuple, value: Any) -> str:
     for key in reversed(path):
         doc = {key: doc}
     lines = yamltext.dump({"hydra": doc}).splitlines(keepends=True)
-    return "".join(lines[len(path):])
+    return "".join(lines[len(path) :])
 
 
 def _save(text: str, filename: str, folder: Path) -> None:
@@ -122,8 +132,15 @@ def _task_config(config: DictConfig) -> DictConfig:
         nodes.update(kept)
 
 
-def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir_key: str | None,
-            hydra_context: Any, configure_logging: bool = True, memo: dict[str, Any] | None = None) -> Any:
+def run_job(
+    task_function: Any,
+    config: DictConfig,
+    job_dir_key: str,
+    job_subdir_key: str | None,
+    hydra_context: Any,
+    configure_logging: bool = True,
+    memo: dict[str, Any] | None = None,
+) -> Any:
     """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's docstring). ``memo``: what
     the jobs of a lent config share (:func:`hydra_yaml`)."""
     from hydra.core.hydra_config import HydraConfig
@@ -133,7 +150,9 @@ def run_job(task_function: Any, config: DictConfig, job_dir_key: str, job_subdir
     old_cwd = os.getcwd()
     instance = HydraConfig.instance()
     orig_hydra_cfg = instance.cfg
-    instance.cfg = _holder(config)  # the job's Hydra config, for ${hydra:...} in the output folder's keys
+    instance.cfg = _holder(
+        config
+    )  # the job's Hydra config, for ${hydra:...} in the output folder's keys
     output_dir = str(OmegaConf.select(config, job_dir_key))
     if job_subdir_key is not None:
         output_dir = os.path.join(output_dir, str(OmegaConf.select(config, job_subdir_key)))
@@ -187,11 +206,14 @@ def _job_chdir(hydra_cfg: DictConfig) -> bool:
             chdir_deprecation(
                 "Future Hydra versions will no longer change working directory at job runtime by default.\n"
                 "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
-                "information.")
+                "information."
+            )
     return chdir
 
 
-def _save_configs(config: DictConfig, task_cfg: DictConfig, hydra_cfg: DictConfig, memo: dict[str, Any] | None) -> None:
+def _save_configs(
+    config: DictConfig, task_cfg: DictConfig, hydra_cfg: DictConfig, memo: dict[str, Any] | None
+) -> None:
     """The job's ``config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` in ``hydra.output_subdir`` (none: not saved)."""
     if config.hydra.output_subdir is not None:
         folder = Path(config.hydra.runtime.output_dir) / Path(config.hydra.output_subdir)
@@ -220,9 +242,15 @@ class LeanReturn(JobReturn):
 def lean(ret: JobReturn) -> JobReturn:
     """``ret`` as a :class:`LeanReturn`; ``ret`` itself when its config is not a plain one (a structured config)."""
     cfg = ret.cfg
-    if type(ret) is not JobReturn or not isinstance(cfg, DictConfig) or OmegaConf.get_type(cfg) not in (dict, None):
+    if (
+        type(ret) is not JobReturn
+        or not isinstance(cfg, DictConfig)
+        or OmegaConf.get_type(cfg) not in (dict, None)
+    ):
         return ret
     out = same_return(ret, LeanReturn)
     out.__dict__["_plain"] = OmegaConf.to_container(cfg, resolve=False)
-    out.__dict__["_flags"] = {f: flag(cfg, f) for f in ("struct", "readonly") if flag(cfg, f) is not None}
+    out.__dict__["_flags"] = {
+        f: flag(cfg, f) for f in ("struct", "readonly") if flag(cfg, f) is not None
+    }
     return out

@@ -11,6 +11,7 @@ weight decay, mini-batches (members then share ``seed`` and the split too: the s
 targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
 group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,7 +45,9 @@ __all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
 log = logging.getLogger("sweeper")
 
 
-def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+def launch(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> list[Any]:
     """The batched launcher's ``launch``: the jobs planned into groups and lone jobs, each group computed (with
     successive halving, on CPU worker processes, on another engine, or here) and its members recorded as jobs."""
     from hydra.core.utils import configure_log, setup_globals
@@ -66,27 +69,49 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         compose_once(loader)
     # sweeper's copy of Hydra's run_job only inside the Hydra and OmegaConf versions the tests ran
     run = _Launch(launcher, ours, ours and hydra_internals.fast())
-    jobs = [Job(initial_job_idx + i, list(o), None, run.load.plain(config, list(o)) if ours else None)
-            for i, o in enumerate(job_overrides)]
+    jobs = [
+        Job(initial_job_idx + i, list(o), None, run.load.plain(config, list(o)) if ours else None)
+        for i, o in enumerate(job_overrides)
+    ]
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
     cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
     n = cores.workers(launcher, cpu) if ours else 1
-    halved = halving.Halving.of(getattr(launcher, "halving", None))  # successive halving, or None (off)
-    groups, alone = plan(jobs, cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
-                         launcher.max_group_size, halved.setting if halved else None, packing.enabled(launcher))
+    halved = halving.Halving.of(
+        getattr(launcher, "halving", None)
+    )  # successive halving, or None (off)
+    groups, alone = plan(
+        jobs,
+        cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
+        launcher.max_group_size,
+        halved.setting if halved else None,
+        packing.enabled(launcher),
+    )
     packed = packing.summary(groups)  # groups of several shapes (hydra.launcher.pack)
     if n > 1:
         groups = cores.chunked(groups, n)
         n = min(n, sum(g[0].plain["device"] != "gpu" for g in groups))
-    log.info("Launching %d jobs: %d in %d batched group(s)%s, %d one at a time%s", len(jobs), sum(map(len, groups)),
-             len(groups), packed, len(alone), cores.declined(launcher, cpu, n) if ours and groups else "")
-    own = [j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)]
-    if halved is not None and (groups or own) and not engines.elsewhere(launcher, groups):  # trainers: through report
+    log.info(
+        "Launching %d jobs: %d in %d batched group(s)%s, %d one at a time%s",
+        len(jobs),
+        sum(map(len, groups)),
+        len(groups),
+        packed,
+        len(alone),
+        cores.declined(launcher, cpu, n) if ours and groups else "",
+    )
+    own = [
+        j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)
+    ]
+    if (
+        halved is not None and (groups or own) and not engines.elsewhere(launcher, groups)
+    ):  # trainers: through report
         run.halving(groups + [[j] for j in own], halved, n)
         alone = [j for j in alone if j not in own]
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
-    elif engines.elsewhere(launcher, groups):  # hydra.launcher.engine, or several GPUs: groups compute there
+    elif engines.elsewhere(
+        launcher, groups
+    ):  # hydra.launcher.engine, or several GPUs: groups compute there
         for members, computed in engines.computed_groups(launcher, groups, compute_group):
             for job in members:
                 with handing(computed.pop(job.idx, None)):
@@ -122,25 +147,41 @@ class _Launch:
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
-        common = dict(hydra_context=self.launcher.hydra_context, task_function=self.launcher.task_function,
-                      config=cfg, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        common = dict(
+            hydra_context=self.launcher.hydra_context,
+            task_function=self.launcher.task_function,
+            config=cfg,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
         ret = jobrun.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
-        if ours and ret.hydra_cfg is not None:  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
+        if (
+            ours and ret.hydra_cfg is not None
+        ):  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
         self.returns[job.idx] = jobrun.lean(ret) if ours else ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
-    def record_group(self, members: list[Job], computed: dict[int, Any], runs: dict[int, Any], tags: Any,
-                     began: int, bulk: bool) -> None:
+    def record_group(
+        self,
+        members: list[Job],
+        computed: dict[int, Any],
+        runs: dict[int, Any],
+        tags: Any,
+        began: int,
+        bulk: bool,
+    ) -> None:
         """A computed group's members recorded, each with its run (opened ahead, or now a chunk at a time)."""
         hand_runs(computed, runs)
         # the runs a large group did not open while it trained: a chunk at a time, before their jobs
         later = bulk and any(c.run is None for c in computed.values())
         for i, job in enumerate(members):
             if later and job.idx in computed and computed[job.idx].run is None:
-                later = _open_next(members[i : i + AHEAD_ALWAYS], computed, tags, self.sweep_dir, began)
+                later = _open_next(
+                    members[i : i + AHEAD_ALWAYS], computed, tags, self.sweep_dir, began
+                )
             with handing(computed.pop(job.idx, None)):
                 self.record(job)
 
@@ -153,8 +194,14 @@ class _Launch:
         on_workers = n > 1 and all(g[0].plain["device"] != "gpu" for g in groups)
 
         def regroup(capped: list[Job]) -> list[list[Job]]:
-            budget = cores.budget(launcher.max_group_bytes, n) if on_workers else launcher.max_group_bytes
-            together, alone_ = plan(capped, budget, launcher.max_group_size, pack=packing.enabled(launcher))
+            budget = (
+                cores.budget(launcher.max_group_bytes, n)
+                if on_workers
+                else launcher.max_group_bytes
+            )
+            together, alone_ = plan(
+                capped, budget, launcher.max_group_size, pack=packing.enabled(launcher)
+            )
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
         def compute_all(rung: list[list[Job]]) -> dict[int, Any]:
@@ -162,11 +209,15 @@ class _Launch:
             got: dict[int, Any] = {}
             if not on_workers:
                 for members in rung:
-                    got |= compute_group(members, {i: t | {WORKER: "main"} for i, t in member_tags(members).items()})
+                    got |= compute_group(
+                        members, {i: t | {WORKER: "main"} for i, t in member_tags(members).items()}
+                    )
                 return got
             chunks = cores.chunked(rung, n)
-            taking = (lambda members, where: {i: t | where for i, t in member_tags(members).items()})
-            for _, computed in cores.computed_groups(launcher, chunks, compute_group, min(n, len(chunks)), taking):
+            taking = lambda members, where: {i: t | where for i, t in member_tags(members).items()}
+            for _, computed in cores.computed_groups(
+                launcher, chunks, compute_group, min(n, len(chunks)), taking
+            ):
                 got |= computed
             return got
 
@@ -198,18 +249,24 @@ class _Launch:
                 taken[id(members)] = (tags, runs, began, bulk)
                 for t in tags.values():
                     t |= where
-                if len(members) <= AHEAD_ALWAYS or (bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)):
+                if len(members) <= AHEAD_ALWAYS or (
+                    bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)
+                ):
                     open_runs(members, tags, self.sweep_dir, runs, began)
             for t in tags.values():
                 t |= where
             return tags
 
         try:
-            for members, computed in cores.computed_groups(self.launcher, groups, compute_group, n, taking):
+            for members, computed in cores.computed_groups(
+                self.launcher, groups, compute_group, n, taking
+            ):
                 tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
                 self.record_group(members, computed, runs, tags, began, bulk)
                 trim_heap()
-        except BaseException:  # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
+        except (
+            BaseException
+        ):  # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
             for _, runs, _, _ in taken.values():
                 _system(runs)
             raise
@@ -228,7 +285,9 @@ class _Launch:
             computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e, tags)
-        except BaseException:  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
+        except (
+            BaseException
+        ):  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
             _system(runs)
             raise
         self.record_group(members, computed, runs, tags, began, bulk)
@@ -241,7 +300,12 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     group_id = uuid.uuid4().hex[:12]
     out = {}
     for traj in trajectories(members):
-        tags = {LAUNCHER: "batched", GROUP: group_id, GROUP_SIZE: str(len(members)), TRAJECTORY: uuid.uuid4().hex[:12]}
+        tags = {
+            LAUNCHER: "batched",
+            GROUP: group_id,
+            GROUP_SIZE: str(len(members)),
+            TRAJECTORY: uuid.uuid4().hex[:12],
+        }
         for job in traj:
             out[job.idx] = tags | ({packing.TAG: job.pack} if job.pack else {})
     return out
@@ -272,9 +336,14 @@ def _knob(name: str, default: float) -> float:
         return default
 
 
-def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path,
-                       runs: dict[int, Any], began: int | None = None,
-                       bulk: bool = False) -> dict[int, compute.Computed]:
+def train_showing_runs(
+    members: list[Job],
+    tags: dict[int, dict[str, str]],
+    sweep_dir: Path,
+    runs: dict[int, Any],
+    began: int | None = None,
+    bulk: bool = False,
+) -> dict[int, compute.Computed]:
     """:func:`compute_group`, the members' runs opened into ``runs`` (:func:`open_runs`, starting at ``began``,
     ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`; :data:`AHEAD_BULK` when ``bulk``: the store
     creates them a chunk a transaction, :func:`_in_bulk`); else it trains on a
@@ -282,7 +351,9 @@ def train_showing_runs(members: list[Job], tags: dict[int, dict[str, str]], swee
     it ends. Raises what the group raised; on Ctrl-C or SIGTERM (which stop the group at its next epoch:
     sweeper.base.stop) once the group has ended."""
     began = began or int(time.time() * 1000)
-    if len(members) <= AHEAD_ALWAYS or (bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)):
+    if len(members) <= AHEAD_ALWAYS or (
+        bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)
+    ):
         open_runs(members, tags, sweep_dir, runs, began)
         return compute_group(members, tags)
     # Known gap (a server store only): a signal that lands while a run is being created here can leave that
@@ -322,8 +393,13 @@ def _in_bulk(plain: dict[str, Any]) -> bool:
         return False
 
 
-def _open_next(chunk: list[Job], computed: dict[int, compute.Computed], tags: dict[int, dict[str, str]],
-               sweep_dir: Path, began: int) -> bool:
+def _open_next(
+    chunk: list[Job],
+    computed: dict[int, compute.Computed],
+    tags: dict[int, dict[str, str]],
+    sweep_dir: Path,
+    began: int,
+) -> bool:
     """Create in one transaction the runs of the jobs of ``chunk`` that were computed without one (a large
     group's members its training did not reach) and hand each to its job. False when the store failed (said
     once): the jobs then create theirs."""
@@ -335,8 +411,15 @@ def _open_next(chunk: list[Job], computed: dict[int, compute.Computed], tags: di
     return bool(made) or not wanting
 
 
-def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Path, runs: dict[int, Any],
-              start_time: int | None = None, until: Any = None, sample: bool = True) -> None:
+def open_runs(
+    members: list[Job],
+    tags: dict[int, dict[str, str]],
+    sweep_dir: Path,
+    runs: dict[int, Any],
+    start_time: int | None = None,
+    until: Any = None,
+    sample: bool = True,
+) -> None:
     """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI lists them, a
     chunk of :data:`AHEAD_ALWAYS` after another (one transaction each on the embedded store: all or none) until
     ``until()`` says stop (the group has ended: the other jobs create theirs as they record); they start at
@@ -348,14 +431,26 @@ def open_runs(members: list[Job], tags: dict[int, dict[str, str]], sweep_dir: Pa
     from sweeper.job.context import JobContext
 
     try:
-        for i in range(0, len(members), AHEAD_ALWAYS):  # a chunk a transaction (the embedded store), until told
+        for i in range(
+            0, len(members), AHEAD_ALWAYS
+        ):  # a chunk a transaction (the embedded store), until told
             if until is not None and until():
                 break
             chunk = members[i : i + AHEAD_ALWAYS]
             items = []
             for job in chunk:
-                overrides = list(job.config.hydra.overrides.task) if job.config is not None else job.overrides
-                items.append((job.plain, JobContext(sweep_dir / str(job.idx), overrides, sweep_dir, job.idx), tags[job.idx]))
+                overrides = (
+                    list(job.config.hydra.overrides.task)
+                    if job.config is not None
+                    else job.overrides
+                )
+                items.append(
+                    (
+                        job.plain,
+                        JobContext(sweep_dir / str(job.idx), overrides, sweep_dir, job.idx),
+                        tags[job.idx],
+                    )
+                )
             runs.update(zip((job.idx for job in chunk), record.start_many(items, start_time)))
     except (BackendUnavailable, *tracking.UNREACHABLE) as e:
         log.warning("the group's runs could not be created ahead (%s); each job creates its own", e)
@@ -378,7 +473,9 @@ def _drop(runs: dict[int, Any]) -> None:
         try:
             tracked.client.delete_run(tracked.run_id)
         except Exception as e:  # noqa: BLE001  (a store gone: the report marks the run an orphan later)
-            log.warning("run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+            log.warning(
+                "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
+            )
 
 
 def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:
@@ -390,7 +487,9 @@ def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> No
 
 
 @guarded  # user code that would end the process raises UserCodeError: its members fail (engines.group_failed)
-def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = None) -> dict[int, compute.Computed]:
+def compute_group(
+    members: list[Job], tags: dict[int, dict[str, str]] | None = None
+) -> dict[int, compute.Computed]:
     """Train the group on its device and score every member: ``{job idx: Computed}``. The jobs' trajectories
     (:func:`sweeper.sweep.groups.trajectories`) are the group's members; each job is read off its own at its
     ``epochs``. Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
@@ -404,7 +503,9 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
         return {}  # each job records SKIPPED through the one-job path
     splits = [data.split_seed(h["data"]) for h in heads]
     if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
-        raise ValueError("text features are fitted on each split: a group's members need one data.split_seed")
+        raise ValueError(
+            "text features are fitted on each split: a group's members need one data.split_seed"
+        )
     # the group's members: each trajectory's one split, or with data.folds=k its k folds (other rows, as other
     # split seeds: sweeper.job.folds combines a configuration's folds into its one outcome)
     k = data.folds_of(cfg0["data"])
@@ -414,7 +515,9 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
     trained = _train_units(backend, cfg0, heads, counts, units, datasets)
     if trained is None:
         return {}  # the model does not batch (said once): each job runs through the one-job path
-    out = _outcomes(backend, cfg0["dtype"], trajs, k, units, datasets, trained, tags or member_tags(members))
+    out = _outcomes(
+        backend, cfg0["dtype"], trajs, k, units, datasets, trained, tags or member_tags(members)
+    )
     wall = (time.perf_counter() - t_start) / len(members)
     for c in out.values():
         c.wall_time_s = wall
@@ -425,16 +528,26 @@ def compute_group(members: list[Job], tags: dict[int, dict[str, str]] | None = N
 class _Trained:
     """What a group's batches left, per unit (a trajectory on one split or fold)."""
 
-    at: dict[int, Any] = field(default_factory=dict)  # each configuration read off the unit: epochs → (fit, weights)
-    share: dict[int, float] = field(default_factory=dict)  # the unit's share of its batch's training time
+    at: dict[int, Any] = field(
+        default_factory=dict
+    )  # each configuration read off the unit: epochs → (fit, weights)
+    share: dict[int, float] = field(
+        default_factory=dict
+    )  # the unit's share of its batch's training time
     model_of: dict[int, Any] = field(default_factory=dict)  # the unit's weights → a model to score
     group_time: float = 0.0
     warmup: float = 0.0
     h2d: float = 0.0
 
 
-def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]], counts: list[tuple[int, ...]],
-                 units: list[tuple], datasets: dict[tuple, Any]) -> _Trained | None:
+def _train_units(
+    backend: Any,
+    cfg0: dict[str, Any],
+    heads: list[dict[str, Any]],
+    counts: list[tuple[int, ...]],
+    units: list[tuple],
+    datasets: dict[tuple, Any],
+) -> _Trained | None:
     """The units trained, a batched group for each set whose arrays stack; None when the model does not batch."""
     dtype, task = cfg0["dtype"], datasets[units[0][1:]].task
     # members train together when their arrays stack: folds of unequal size (by one row), a fold's own vocabulary
@@ -442,7 +555,11 @@ def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]]
     batches: dict[Any, list[int]] = {}
     for u, (_, s, f) in enumerate(units):
         ds = datasets[(s, f)]
-        key = (s, f) if split_features(cfg0) or cfg0["batch_size"] else (ds.X_train.shape, ds.X_val.shape)
+        key = (
+            (s, f)
+            if split_features(cfg0) or cfg0["batch_size"]
+            else (ds.X_train.shape, ds.X_val.shape)
+        )
         batches.setdefault(key, []).append(u)
     names = ("X_train", "y_train", "X_val", "y_val")
     out = _Trained()
@@ -453,28 +570,54 @@ def _train_units(backend: Any, cfg0: dict[str, Any], heads: list[dict[str, Any]]
             t_h2d = backend.clock()
             own = list(dict.fromkeys(units[u][1:] for u in idx))
             if len(own) == 1:
-                arrays = [backend.to_device(getattr(datasets[own[0]], a).astype(dtype)) for a in names]
+                arrays = [
+                    backend.to_device(getattr(datasets[own[0]], a).astype(dtype)) for a in names
+                ]
             else:
-                arrays = [backend.to_device(np.stack([getattr(datasets[units[u][1:]], a) for u in idx]).astype(dtype))
-                          for a in names]
+                arrays = [
+                    backend.to_device(
+                        np.stack([getattr(datasets[units[u][1:]], a) for u in idx]).astype(dtype)
+                    )
+                    for a in names
+                ]
             offset = done_before
             first = datasets[units[idx[0]][1:]]  # a text fold's features are its own vocabulary's
-            trained = train_members(backend, cfg0, (first.n_features, first.n_outputs, task),
-                                    [heads[units[u][0]] for u in idx], [counts[units[u][0]] for u in idx], arrays,
-                                    t_h2d, progress=(lambda done, _, o=offset: progress(o + done, math.nan, math.nan))
-                                    if progress else None)
+            trained = train_members(
+                backend,
+                cfg0,
+                (first.n_features, first.n_outputs, task),
+                [heads[units[u][0]] for u in idx],
+                [counts[units[u][0]] for u in idx],
+                arrays,
+                t_h2d,
+                progress=(lambda done, _, o=offset: progress(o + done, math.nan, math.nan))
+                if progress
+                else None,
+            )
             if trained is None:
                 return None
             fit, batch_h2d, models_of = trained
-            out.group_time, out.warmup, out.h2d = out.group_time + fit.train_time_s, out.warmup + fit.warmup_time_s, out.h2d + batch_h2d
+            out.group_time, out.warmup, out.h2d = (
+                out.group_time + fit.train_time_s,
+                out.warmup + fit.warmup_time_s,
+                out.h2d + batch_h2d,
+            )
             for u, at, model_of in zip(idx, fit.at, models_of):
                 out.at[u], out.share[u], out.model_of[u] = at, fit.train_time_s / len(idx), model_of
             done_before += sum(counts[units[u][0]][-1] for u in idx)
     return out
 
 
-def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], k: int, units: list[tuple],
-              datasets: dict[tuple, Any], trained: _Trained, tags: dict[int, dict[str, str]]) -> dict[int, compute.Computed]:
+def _outcomes(
+    backend: Any,
+    dtype: str,
+    trajs: list[list[Job]],
+    k: int,
+    units: list[tuple],
+    datasets: dict[tuple, Any],
+    trained: _Trained,
+    tags: dict[int, dict[str, str]],
+) -> dict[int, compute.Computed]:
     """Every job scored on its unit's fit at its epochs, its folds combined (``k``), with its share of the time."""
     from sweeper.job.folds import combine
 
@@ -488,8 +631,14 @@ def _outcomes(backend: Any, dtype: str, trajs: list[list[Job]], k: int, units: l
             member_fit, member_params = trained.at[u][job.plain["epochs"]]
             member_fit.train_time_s = share
             member_fit.warmup_time_s = trained.warmup / (count * max(1, k))
-            outcome = compute.evaluate(dataset=ds, backend=backend, model=trained.model_of[u](member_params),
-                                       fit=member_fit, dtype=dtype, h2d_time_s=trained.h2d / (count * max(1, k)))
+            outcome = compute.evaluate(
+                dataset=ds,
+                backend=backend,
+                model=trained.model_of[u](member_params),
+                fit=member_fit,
+                dtype=dtype,
+                h2d_time_s=trained.h2d / (count * max(1, k)),
+            )
             outcome.scores["group_train_time_s"] = trained.group_time
             outcomes.setdefault(job.idx, []).append(outcome)
     out = {}

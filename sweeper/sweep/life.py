@@ -4,6 +4,7 @@ The launching process writes ``<sweep dir>/sweep.json`` (parent run per store an
 count); each job reads it and writes ``<sweep dir>/<job>/result.json``. The summary reads only those
 files and the store, so it also runs standalone: ``python -m sweeper.summary <sweep dir>``.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,17 @@ from sweeper import data, tracking
 from sweeper.base import process, stop
 from sweeper.base.state import current as current_state
 from sweeper.base.process import hold, lock_holder, release
-from sweeper.base.names import HOST, PYTHON_CALL, RERUN, SWEEP_FILE, SWEEP_FROM, label, resume_command, ui_command, ui_line
+from sweeper.base.names import (
+    HOST,
+    PYTHON_CALL,
+    RERUN,
+    SWEEP_FILE,
+    SWEEP_FROM,
+    label,
+    resume_command,
+    ui_command,
+    ui_line,
+)
 from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
@@ -47,35 +58,57 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     """
     every, jobs = _checked_jobs(config)
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
-    for uri in sorted(uris):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
+    for uri in sorted(
+        uris
+    ):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
         tracking.check_database(uri)
         db = tracking.sqlite_path(uri)
         if db is not None:
-            tracking.check_writable(db, uri)  # a folder that takes no new file (/proc, /sys): one line, now
-    for uri, name in sorted({(cfg["tracking"]["uri"], cfg["tracking"]["experiment"]) for _, cfg in jobs}):
-        tracking.check_new_default(uri, name)  # refused once the store is made, and the store left behind
+            tracking.check_writable(
+                db, uri
+            )  # a folder that takes no new file (/proc, /sys): one line, now
+    for uri, name in sorted(
+        {(cfg["tracking"]["uri"], cfg["tracking"]["experiment"]) for _, cfg in jobs}
+    ):
+        tracking.check_new_default(
+            uri, name
+        )  # refused once the store is made, and the store left behind
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     made = _claim(sweep_dir)
     try:
         return _begin(config, every, jobs, uris, sweep_dir, caller)
-    except (ConfigError, tracking.TrackingError):  # refused: no folder left behind but one that was there
+    except (
+        ConfigError,
+        tracking.TrackingError,
+    ):  # refused: no folder left behind but one that was there
         _unclaim(sweep_dir, made)
         raise
 
 
-def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_dir: Path, caller: str) -> dict[str, Any]:
+def _begin(
+    config: DictConfig, every: list, jobs: list, uris: set[str], sweep_dir: Path, caller: str
+) -> dict[str, Any]:
     """:func:`start` once the sweep folder is claimed: workers, writer, stores, parents, sweep.json."""
     from sweeper.insight import baselines, plots
 
     launcher = config.hydra.launcher
-    if "submitit" in str(launcher.get("_target_", "")) or str(launcher.get("engine", "")) == "submitit_local":
+    if (
+        "submitit" in str(launcher.get("_target_", ""))
+        or str(launcher.get("engine", "")) == "submitit_local"
+    ):
         local_jobs.own_session()  # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
     warming = warm_joblib_workers(config, jobs)
-    cores.warm(config, jobs)  # the batched launcher's CPU workers import and load their data while the store opens
+    cores.warm(
+        config, jobs
+    )  # the batched launcher's CPU workers import and load their data while the store opens
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
-        if writer.start(uris):  # ends each job's run while the next one trains (sweeper.tracking.writer)
-            log.info("each run's records go to the store from a writer process (pid %d) while the next job runs",
-                     writer.current().proc.pid)
+        if writer.start(
+            uris
+        ):  # ends each job's run while the next one trains (sweeper.tracking.writer)
+            log.info(
+                "each run's records go to the store from a writer process (pid %d) while the next job runs",
+                writer.current().proc.pid,
+            )
     else:
         writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
     # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
@@ -88,15 +121,26 @@ def _begin(config: DictConfig, every: list, jobs: list, uris: set[str], sweep_di
         warming.join()  # the workers are warm before the launcher hands them jobs
     if importing:
         plots.start(baselines.request([cfg for _, cfg in jobs]))
-    state = {"parents": list(parents.values()), "n_jobs": len(every), "swept": swept_keys(every, config),
-             "started": time.time(), "stores": {uri: tracking.identity(uri) for uri in sorted(uris)},
-             "argv": command_overrides(config), "sweeper": str(config.hydra.sweeper.get("_target_"))}  # upload's parent
+    state = {
+        "parents": list(parents.values()),
+        "n_jobs": len(every),
+        "swept": swept_keys(every, config),
+        "started": time.time(),
+        "stores": {uri: tracking.identity(uri) for uri in sorted(uris)},
+        "argv": command_overrides(config),
+        "sweeper": str(config.hydra.sweeper.get("_target_")),
+    }  # upload's parent
     try:
         writer.write_result(sweep_dir / SWEEP_FILE, state)
     except OSError as e:  # the folder deleted (or its disk full) while the store opened: the parents end, one line
-        why = (f"hydra.sweep.dir={sweep_dir} was deleted before the first job" if not sweep_dir.is_dir() else
-               f"hydra.sweep.dir={sweep_dir} cannot be written: {e.strerror or e}") + ": no job ran"
-        raise ConfigError(launcher_failed(sweep_dir, e, why).removeprefix("sweeper: error: ")) from None
+        why = (
+            f"hydra.sweep.dir={sweep_dir} was deleted before the first job"
+            if not sweep_dir.is_dir()
+            else f"hydra.sweep.dir={sweep_dir} cannot be written: {e.strerror or e}"
+        ) + ": no job ran"
+        raise ConfigError(
+            launcher_failed(sweep_dir, e, why).removeprefix("sweeper: error: ")
+        ) from None
     current_state().sweep_files[sweep_dir] = state
     return state
 
@@ -136,14 +180,19 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
 
 def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
     """One line for a folder that cannot be made or locked (a file on the way, /proc, a read-only or full disk)."""
-    return ConfigError(f"{key}={folder} cannot be used: {e.strerror or e}" + (f" ({e.filename})" if e.filename else "")
-                       + ": choose a writable folder")
+    return ConfigError(
+        f"{key}={folder} cannot be used: {e.strerror or e}"
+        + (f" ({e.filename})" if e.filename else "")
+        + ": choose a writable folder"
+    )
 
 
 def _not_in(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The jobs whose runs the file now at ``uri``'s path does not hold (a later job may have made a new store there
     and recorded its run in it): all of them when no file is there."""
-    held = tracking.runs_in_file(uri, [r["run_id"] for r in rows if isinstance(r.get("run_id"), str)])
+    held = tracking.runs_in_file(
+        uri, [r["run_id"] for r in rows if isinstance(r.get("run_id"), str)]
+    )
     return [r for r in rows if r.get("run_id") not in held]
 
 
@@ -152,9 +201,19 @@ def _keep_for_upload(rows: list[dict[str, Any]]) -> int:
     again (before: it said there was nothing to upload, and runs printed FINISHED were lost for good)."""
     kept = 0
     for r in rows:
-        if r["status"] in ("FINISHED", "FAILED", "KILLED") and not r.get("resumed_from") and r.get("config"):
-            writer.write_result(Path(r["path"]), {k: v for k, v in r.items() if k not in ("job", "path")}
-                                | {"pending_upload": True, "reason_pending": "the store was deleted during the sweep"})
+        if (
+            r["status"] in ("FINISHED", "FAILED", "KILLED")
+            and not r.get("resumed_from")
+            and r.get("config")
+        ):
+            writer.write_result(
+                Path(r["path"]),
+                {k: v for k, v in r.items() if k not in ("job", "path")}
+                | {
+                    "pending_upload": True,
+                    "reason_pending": "the store was deleted during the sweep",
+                },
+            )
             kept += 1
     return kept
 
@@ -176,17 +235,23 @@ def _claim(sweep_dir: Path) -> Path | None:
     for folder in Path(os.path.abspath(sweep_dir)).parents:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
-            raise ConfigError(f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process {holder}, "
-                              f"its folder {folder}): choose another hydra.sweep.dir")
+            raise ConfigError(
+                f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process {holder}, "
+                f"its folder {folder}): choose another hydra.sweep.dir"
+            )
     made = _made(Path(os.path.abspath(sweep_dir)))
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        holder = hold(sweep_dir / LOCK_FILE)  # two live sweeps in one folder would write over each other's jobs
+        holder = hold(
+            sweep_dir / LOCK_FILE
+        )  # two live sweeps in one folder would write over each other's jobs
     except OSError as e:
         raise _unusable("hydra.sweep.dir", sweep_dir, e) from None
     if holder:
-        raise ConfigError(f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
-                          "end, or choose another hydra.sweep.dir")
+        raise ConfigError(
+            f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
+            "end, or choose another hydra.sweep.dir"
+        )
     return made
 
 
@@ -204,19 +269,27 @@ def claim_run_dir(run_dir: Path) -> None:
     for folder in [run_dir, *Path(os.path.abspath(run_dir)).parents]:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
-            raise ConfigError(f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
-                              f"{folder}): choose another hydra.run.dir")
+            raise ConfigError(
+                f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
+                f"{folder}): choose another hydra.run.dir"
+            )
     try:
-        current_state().new_run_dir = _made(Path(os.path.abspath(run_dir)))  # outputs/ of outputs/DATE/TIME
+        current_state().new_run_dir = _made(
+            Path(os.path.abspath(run_dir))
+        )  # outputs/ of outputs/DATE/TIME
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _unusable("hydra.run.dir", run_dir, e) from None
 
 
-def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) -> dict[str, dict[str, Any]]:
+def _open_parents(
+    config: DictConfig, jobs: list, sweep_dir: Path, caller: str
+) -> dict[str, dict[str, Any]]:
     """A parent run per store and experiment the jobs use (once a sweep folder: a key already there is kept)."""
     now = current_state()
-    parents = now.parents.setdefault(sweep_dir, {})  # the parent runs this process created, by sweep folder
+    parents = now.parents.setdefault(
+        sweep_dir, {}
+    )  # the parent runs this process created, by sweep folder
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
     now.experiments.clear()  # found again by this sweep
     for (_, cfg), key in zip(jobs, keys):
@@ -226,20 +299,45 @@ def _open_parents(config: DictConfig, jobs: list, sweep_dir: Path, caller: str) 
         client = tracking.open_store(uri)
         # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's;
         # sweep_argv (one argument each) and sweeper: for the advisor's next command
-        tags = {"sweep_dir": str(sweep_dir), "overrides": " ".join(config.hydra.overrides.task),
-                "n_jobs": keys.count(key), HOST: socket.gethostname(), **process.identity(),
-                "sweep_argv": json.dumps(command_overrides(config)), "sweeper": str(config.hydra.sweeper.get("_target_")),
-                **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)])}
-        if caller == "python":  # MLflow's source: the call that started it (the command line would do the same)
-            tags |= {SWEEP_FROM: caller, "mlflow.source.name": PYTHON_CALL.rstrip("("),
-                     RERUN: f"{PYTHON_CALL}{command_overrides(config)!r})"[:5000]}
+        tags = {
+            "sweep_dir": str(sweep_dir),
+            "overrides": " ".join(config.hydra.overrides.task),
+            "n_jobs": keys.count(key),
+            HOST: socket.gethostname(),
+            **process.identity(),
+            "sweep_argv": json.dumps(command_overrides(config)),
+            "sweeper": str(config.hydra.sweeper.get("_target_")),
+            **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)]),
+        }
+        if (
+            caller == "python"
+        ):  # MLflow's source: the call that started it (the command line would do the same)
+            tags |= {
+                SWEEP_FROM: caller,
+                "mlflow.source.name": PYTHON_CALL.rstrip("("),
+                RERUN: f"{PYTHON_CALL}{command_overrides(config)!r})"[:5000],
+            }
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
-            run_id = tracking.start_run(client, experiment, f"sweep {sweep_dir.parent.name}/{sweep_dir.name}", tags,
-                                        space(config))
-        except tracking.UNREACHABLE as e:  # e.g. a database file MLflow cannot read: one line, no job started
-            raise tracking.TrackingError(f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}") from e
-        parents[key] = {"uri": uri, "experiment": name, "experiment_id": experiment, "run_id": run_id}
+            run_id = tracking.start_run(
+                client,
+                experiment,
+                f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
+                tags,
+                space(config),
+            )
+        except (
+            tracking.UNREACHABLE
+        ) as e:  # e.g. a database file MLflow cannot read: one line, no job started
+            raise tracking.TrackingError(
+                f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}"
+            ) from e
+        parents[key] = {
+            "uri": uri,
+            "experiment": name,
+            "experiment_id": experiment,
+            "run_id": run_id,
+        }
     return parents
 
 
@@ -252,27 +350,46 @@ def space(config: DictConfig) -> dict[str, str]:
         key, _, value = o.lstrip("+~").partition("=")
         if not key.startswith(tracking.NOT_PARAMS):
             out[key] = value[:6000]
-    for key, value in (config.hydra.sweeper.get("params") or {}).items():  # a key given on the command line
-        out.setdefault(str(key), str(value)[:6000])  # replaced its entry (a fixed value took it out of the space)
+    for key, value in (
+        config.hydra.sweeper.get("params") or {}
+    ).items():  # a key given on the command line
+        out.setdefault(
+            str(key), str(value)[:6000]
+        )  # replaced its entry (a fixed value took it out of the space)
     return out
 
 
 def add_speedups(rows: list[dict[str, Any]]) -> None:
     """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
     for uri in {r["tracking_uri"] for r in rows}:
-        finished = [{"run_id": r["run_id"], "device": r["device"], "fingerprint": r["fingerprint"],
-                     "batch_size": r.get("batch_size"), **r["metrics"]}
-                    for r in rows if r["status"] == "FINISHED" and r["tracking_uri"] == uri]
+        finished = [
+            {
+                "run_id": r["run_id"],
+                "device": r["device"],
+                "fingerprint": r["fingerprint"],
+                "batch_size": r.get("batch_size"),
+                **r["metrics"],
+            }
+            for r in rows
+            if r["status"] == "FINISHED" and r["tracking_uri"] == uri
+        ]
         found = speedup.pair(finished)
         speedup.log(uri, found)
         for r in rows:
             if r.get("run_id") in found:
                 r["metrics"].update(found[r["run_id"]])
-                writer.write_result(Path(r["path"]), {k: v for k, v in r.items() if k not in ("job", "path")})
+                writer.write_result(
+                    Path(r["path"]), {k: v for k, v in r.items() if k not in ("job", "path")}
+                )
 
 
-def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[str, Any]], err: Any,
-                        stored: bool = True) -> None:
+def _restore_sweep_file(
+    sweep_dir: Path,
+    state: dict[str, Any],
+    rows: list[dict[str, Any]],
+    err: Any,
+    stored: bool = True,
+) -> None:
     """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json went with it, and how
     many jobs it made fail: their folder gone as they recorded), and write its sweep.json again (summary, upload and
     resume read it). ``stored``: the store is still the one the sweep began with (its own line says when not)."""
@@ -282,12 +399,23 @@ def _restore_sweep_file(sweep_dir: Path, state: dict[str, Any], rows: list[dict[
         again = f"; {sweep_dir / SWEEP_FILE} is written again"
     except OSError as e:
         again = f"; {SWEEP_FILE} could not be written again ({e.strerror or e})"
-    failed = sum(r["status"] == "FAILED" and str(r.get("reason", "")).startswith(
-        "its results could not be kept (FileNotFoundError") for r in rows)
-    print(f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
-          f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
-          + (f", and {failed} job(s) FAILED for it (their folder gone as they recorded)" if failed else "")
-          + ("; their runs are in the store (the leaderboard below reads it)" if stored else "") + again, file=err)
+    failed = sum(
+        r["status"] == "FAILED"
+        and str(r.get("reason", "")).startswith("its results could not be kept (FileNotFoundError")
+        for r in rows
+    )
+    print(
+        f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
+        f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
+        + (
+            f", and {failed} job(s) FAILED for it (their folder gone as they recorded)"
+            if failed
+            else ""
+        )
+        + ("; their runs are in the store (the leaderboard below reads it)" if stored else "")
+        + again,
+        file=err,
+    )
 
 
 def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
@@ -322,8 +450,13 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     failed_parents = False
     # a store deleted or replaced during the sweep: its client would create an empty store there, and the summary
     # would show runs it does not hold
-    lost = {p["uri"]: tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"])) for p in state["parents"]}
-    if folder_lost(sweep_dir):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
+    lost = {
+        p["uri"]: tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"]))
+        for p in state["parents"]
+    }
+    if folder_lost(
+        sweep_dir
+    ):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
         _restore_sweep_file(sweep_dir, state, rows, err, stored=not any(lost.values()))
         failed_parents = True
     try:
@@ -332,14 +465,25 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         print(f"sweeper: error: speedups not logged: {tracking.first_line(e)}", file=err)
     print(f"\nSweep {sweep_dir}: {len(rows)} of {state['n_jobs']} jobs reported", file=out)
     for parent in state["parents"]:
-        mine = [r for r in rows if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]]
+        mine = [
+            r
+            for r in rows
+            if r["tracking_uri"] == parent["uri"] and r["experiment"] == parent["experiment"]
+        ]
         if lost[parent["uri"]]:
             gone = _not_in(parent["uri"], mine)
             kept = _keep_for_upload(gone)
-            print(f"sweeper: error: tracking.uri={parent['uri']} {lost[parent['uri']]} during the sweep: the {len(gone)} run(s) "
-                  f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
-                  + (f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
-                     "path, or --tracking-uri another)" if kept else ""), file=err)
+            print(
+                f"sweeper: error: tracking.uri={parent['uri']} {lost[parent['uri']]} during the sweep: the {len(gone)} run(s) "
+                f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
+                + (
+                    f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
+                    "path, or --tracking-uri another)"
+                    if kept
+                    else ""
+                ),
+                file=err,
+            )
             failed_parents = True
             continue
         client = tracking.client(parent["uri"])
@@ -350,13 +494,17 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         try:
             if lines:
                 client.set_tag(parent["run_id"], "skipped_jobs", "\n".join(lines))
-            board, counts = publish.publish(client, parent["run_id"], out=out, sweep_ended=True, results=mine,
-                                           returned=returned)
+            board, counts = publish.publish(
+                client, parent["run_id"], out=out, sweep_ended=True, results=mine, returned=returned
+            )
             publish.close(client, client.get_run(parent["run_id"]), counts, out)
             browse = ui_line(parent["uri"], board.address)  # the sweep's runs, best first
         except tracking.UNREACHABLE as e:
-            print(f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
-                  f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}", file=err)
+            print(
+                f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
+                f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}",
+                file=err,
+            )
             failed_parents = True
         _say_untrained(mine, skipped, state.get("swept"), out)
         print(f"browse with: {browse}", file=out)
@@ -366,18 +514,31 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     writer.stop()
     pending = [r["job"] for r in rows if r.get("pending_upload")]
     if pending:
-        print(f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
-              f"python -m sweeper.upload {sweep_dir}", file=out)
+        print(
+            f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
+            f"python -m sweeper.upload {sweep_dir}",
+            file=out,
+        )
     return 1 if failed_parents else exit_code(rows, state["n_jobs"])
 
 
-def _say_untrained(mine: list[dict[str, Any]], skipped: list[dict[str, Any]], swept: Any, out: Any) -> None:
+def _say_untrained(
+    mine: list[dict[str, Any]], skipped: list[dict[str, Any]], swept: Any, out: Any
+) -> None:
     """A parent's jobs that trained nothing this time: reused (resume=true), not reused, skipped (by reason)."""
     if reused := [r for r in skipped if r.get("resumed_from")]:
-        print(f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column", file=out)
-    if stale := [r for r in mine if r.get("not_reused")]:  # FINISHED before on another version of the data file
-        print(f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
-              "the data file (changed since, or not recorded then): trained again", file=out)
+        print(
+            f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column",
+            file=out,
+        )
+    if stale := [
+        r for r in mine if r.get("not_reused")
+    ]:  # FINISHED before on another version of the data file
+        print(
+            f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
+            "the data file (changed since, or not recorded then): trained again",
+            file=out,
+        )
     for reason in dict.fromkeys(r["reason"] for r in skipped if not r.get("resumed_from")):
         jobs = [label(r["overrides"], keys=swept) for r in skipped if r["reason"] == reason]
         print(f"SKIPPED {len(jobs)} job(s): {reason}\n  " + "\n  ".join(jobs), file=out)
@@ -391,7 +552,11 @@ def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
     if not path.is_file():
         return
     r = json.loads(path.read_text())
-    parent = parent_run_id(sweep_dir, r["tracking_uri"], r["experiment"]) if r.get("status") == "SKIPPED" else None
+    parent = (
+        parent_run_id(sweep_dir, r["tracking_uri"], r["experiment"])
+        if r.get("status") == "SKIPPED"
+        else None
+    )
     if parent is None:
         return
     tags = {f"skipped.{num}": f"{' '.join(r['overrides'])}: {r['reason']}"}
@@ -400,7 +565,9 @@ def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
     from mlflow.entities import RunTag
 
     try:
-        tracking.client(r["tracking_uri"]).log_batch(parent, tags=[RunTag(k, v) for k, v in tags.items()])
+        tracking.client(r["tracking_uri"]).log_batch(
+            parent, tags=[RunTag(k, v) for k, v in tags.items()]
+        )
     except tracking.UNREACHABLE as e:
         log.error("job %s not noted on parent run %s: %s", num, parent, tracking.first_line(e))
 
@@ -416,36 +583,69 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
-    parents = state["parents"] if state else list(current_state().parents.get(sweep_dir, {}).values())
+    parents = (
+        state["parents"] if state else list(current_state().parents.get(sweep_dir, {}).values())
+    )
     rows = results(sweep_dir) if state else []
-    cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]  # started, no result
+    cut = [
+        d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()
+    ]  # started, no result
     failures, stored = [], []
     for p in parents:
-        mine = [r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]]
+        mine = [
+            r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]
+        ]
         try:
             stored.append(tracking.when_unlocked(_end_parent, p, mine))
         except tracking.UNREACHABLE as e:
             failures.append(f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}")
     if state is None:
-        done = f"parent run(s) {', '.join(p['run_id'] for p in parents)} KILLED" if parents else "nothing recorded"
-        return f"sweeper: interrupted before any job started: {done}" + "".join(f"; {f}" for f in failures)
+        done = (
+            f"parent run(s) {', '.join(p['run_id'] for p in parents)} KILLED"
+            if parents
+            else "nothing recorded"
+        )
+        return f"sweeper: interrupted before any job started: {done}" + "".join(
+            f"; {f}" for f in failures
+        )
     status = [r["status"] for r in rows]
     reused = sum(bool(r.get("resumed_from")) for r in rows)
     parts = [f"{status.count('FINISHED')} finished"]
-    parts += [f"{n} {what}" for n, what in ((status.count("FAILED"), "failed"), (reused, "reused"),
-                                              (status.count("SKIPPED") - reused, "skipped")) if n]
-    killed, not_run = status.count("KILLED") + len(cut), max(0, state["n_jobs"] - len(rows) - len(cut))
+    parts += [
+        f"{n} {what}"
+        for n, what in (
+            (status.count("FAILED"), "failed"),
+            (reused, "reused"),
+            (status.count("SKIPPED") - reused, "skipped"),
+        )
+        if n
+    ]
+    killed, not_run = (
+        status.count("KILLED") + len(cut),
+        max(0, state["n_jobs"] - len(rows) - len(cut)),
+    )
     if parents and len(stored) == len(parents) and all("n_not_run" in c for c in stored):
         # from the store: a batched group's members KILLED with no folder of their own count too
         parts[0] = f"{sum(c['n_finished'] for c in stored)} finished"
         killed, not_run = sum(c["n_killed"] for c in stored), sum(c["n_not_run"] for c in stored)
     parts += [f"{killed} killed", f"{not_run} not run"]
-    left = killed or not_run or status.count("FAILED")  # else every job had ended as it would have (Ctrl-C at the end)
-    return (f"sweeper: interrupted: {', '.join(parts)}; " + "".join(f"{f}; " for f in failures)
-            + (f"resume with: {resume_command(args)}" if left else "every job had ended: nothing to resume"))
+    left = (
+        killed or not_run or status.count("FAILED")
+    )  # else every job had ended as it would have (Ctrl-C at the end)
+    return (
+        f"sweeper: interrupted: {', '.join(parts)}; "
+        + "".join(f"{f}; " for f in failures)
+        + (
+            f"resume with: {resume_command(args)}"
+            if left
+            else "every job had ended: nothing to resume"
+        )
+    )
 
 
-def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None) -> dict[str, int]:
+def _end_parent(
+    p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None
+) -> dict[str, int]:
     """Parent ``p`` KILLED with its jobs' counts, and its children this process or a dead one left RUNNING: an
     interrupted sweep's (``why`` None: the children KILLED) or one that cannot go on (``why``: the cause, on the
     children too, not 'killed?'). A parent closed already (Ctrl-C during the summary) keeps its status."""
@@ -461,12 +661,18 @@ def _end_parent(p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str |
     if parent.info.status == "RUNNING":
         left = publish.incomplete(counts)  # None when Ctrl-C came during the summary
         tracking.log_metrics(c, p["run_id"], counts)
-        c.set_tag(p["run_id"], "failure_reason", why or f"sweep {stop.reason()}" + (f": {left}" if left else ""))
+        c.set_tag(
+            p["run_id"],
+            "failure_reason",
+            why or f"sweep {stop.reason()}" + (f": {left}" if left else ""),
+        )
         c.set_terminated(p["run_id"], "KILLED")
     return counts
 
 
-def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str) -> None:
+def reused_job(
+    sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str
+) -> None:
     """A ``resume=true`` configuration that already FINISHED as run ``run_id`` and that the sweeper did not launch
     (:mod:`sweeper.sweep.resuming_sweeper`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as
     the job would have left them had it run and skipped itself."""
@@ -475,9 +681,19 @@ def reused_job(sweep_dir: Path, name: str, overrides: list[str], plain: dict[str
     folder = sweep_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     reason = f"resume: this configuration already FINISHED as run {run_id}"
-    result = {"status": "SKIPPED", "fingerprint": fingerprint(plain), "device": plain["device"], "overrides": overrides,
-              "run_id": None, "tracking_uri": plain["tracking"]["uri"], "experiment": plain["tracking"]["experiment"],
-              "metrics": {}, "config": plain, "reason": reason, "resumed_from": run_id}
+    result = {
+        "status": "SKIPPED",
+        "fingerprint": fingerprint(plain),
+        "device": plain["device"],
+        "overrides": overrides,
+        "run_id": None,
+        "tracking_uri": plain["tracking"]["uri"],
+        "experiment": plain["tracking"]["experiment"],
+        "metrics": {},
+        "config": plain,
+        "reason": reason,
+        "resumed_from": run_id,
+    }
     writer.write_result(folder / "result.json", result)
     note_job(sweep_dir, folder, name)  # type: ignore[arg-type]  (the tag's suffix: a folder name, not a number)
 
@@ -488,7 +704,11 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
     why = why or f"the launcher failed: {tracking.first_line(e)}"
     cores.stop()
     writer.drain()
-    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else {"parents": list(current_state().parents.get(sweep_dir, {}).values())}
+    state = (
+        _state(sweep_dir)
+        if (sweep_dir / SWEEP_FILE).is_file()
+        else {"parents": list(current_state().parents.get(sweep_dir, {}).values())}
+    )
     killed = []
     for p in state["parents"]:
         try:
@@ -497,4 +717,6 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
         except tracking.UNREACHABLE as err:
             why += f"; tracking.uri={p['uri']} failed: {tracking.first_line(err)}"
     writer.stop()
-    return f"sweeper: error: {why}" + (f"; parent run(s) {', '.join(killed)} KILLED" if killed else "")
+    return f"sweeper: error: {why}" + (
+        f"; parent run(s) {', '.join(killed)} KILLED" if killed else ""
+    )

@@ -11,6 +11,7 @@ the launching process only), and the launching process, when it is interrupted, 
 (:func:`stop`): the job records its run KILLED, as under a terminal's Ctrl-C, and its controller then ends without a
 word. Linux and macOS: the jobs are found as the controllers' children (``/proc``, else ``ps``).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,9 @@ def own_session() -> None:
 
     if getattr(local.subprocess, "sweeper_session", False):
         return
-    shim = types.ModuleType("subprocess")  # submitit.local.local's own view of subprocess: only its Popen differs
+    shim = types.ModuleType(
+        "subprocess"
+    )  # submitit.local.local's own view of subprocess: only its Popen differs
     shim.__dict__.update(subprocess.__dict__)
 
     def popen(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -45,7 +48,9 @@ def stop(wait: float = 10.0) -> int:
     how many jobs were stopped."""
     if "submitit.local.local" not in sys.modules:
         return 0
-    controllers = [pid for pid in _children(os.getpid()) if "submitit.local._local" in _command(pid)]
+    controllers = [
+        pid for pid in _children(os.getpid()) if "submitit.local._local" in _command(pid)
+    ]
     jobs = [pid for c in controllers for pid in _children(c)]
     for pid in jobs:
         _signal(pid, signal.SIGINT)
@@ -55,7 +60,9 @@ def stop(wait: float = 10.0) -> int:
     for pid in jobs:
         if _running(pid):
             _signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 2.0  # each controller ends once its job has (submitit polls it 24 times a second)
+    deadline = (
+        time.monotonic() + 2.0
+    )  # each controller ends once its job has (submitit polls it 24 times a second)
     while any(_running(pid) for pid in controllers) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in controllers:
@@ -69,7 +76,9 @@ def _command(pid: int) -> str:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
-        return subprocess.run(["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True
+        ).stdout
 
 
 def _children(pid: int) -> list[int]:
@@ -85,8 +94,14 @@ def _children(pid: int) -> list[int]:
                     continue
         return found
     except OSError:  # no /proc (macOS)
-        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
-        return [int(a) for a, b in (line.split() for line in out.splitlines() if line.strip()) if int(b) == pid]
+        out = subprocess.run(
+            ["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True
+        ).stdout
+        return [
+            int(a)
+            for a, b in (line.split() for line in out.splitlines() if line.strip())
+            if int(b) == pid
+        ]
 
 
 def _running(pid: int) -> bool:

@@ -20,6 +20,7 @@ Only sweeper's MLP packs, on dense data (text features are sparse: one shape a g
 keeps every shape apart. Each run of a packed group, or of a group kept apart beside others it could have joined,
 says so (tag ``batch_packed``), and the plan line counts them (:func:`summary`).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,11 @@ import numpy as np
 
 log = logging.getLogger("sweeper")
 
-FREE = ("depth", "width", "activation")  # what a packed group's members may differ in, beside a group's own keys
+FREE = (
+    "depth",
+    "width",
+    "activation",
+)  # what a packed group's members may differ in, beside a group's own keys
 TAG = "batch_packed"
 GROUP_S = 0.05  # a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
 GAIN = 0.95  # a shape joins a packed group when the two together are estimated to take at most this share of apart
@@ -44,14 +49,20 @@ def enabled(launcher: Any) -> bool:
     return bool(getattr(launcher, "pack", True))
 
 
-def pack(shape_groups: list[list[list[Any]]], keys: list[dict[str, Any] | None], enabled: bool) -> list[list[Any]]:
+def pack(
+    shape_groups: list[list[list[Any]]], keys: list[dict[str, Any] | None], enabled: bool
+) -> list[list[Any]]:
     """The groups to train (lists of jobs): ``shape_groups`` (each the trajectories of one shape, lists of jobs;
     ``keys[i]`` what group i's jobs share, None for a group that may not pack: not sweeper's MLP on dense data) with
     those that differ only in :data:`FREE` packed where :func:`group_s` says it pays (``enabled``; else each apart).
     Each job of a group that could pack gets its decision in ``job.pack`` (the tag :data:`TAG`)."""
     by: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
-        free = json.dumps({k: v for k, v in key.items() if k not in FREE}, sort_keys=True, default=str) if key else ""
+        free = (
+            json.dumps({k: v for k, v in key.items() if k not in FREE}, sort_keys=True, default=str)
+            if key
+            else ""
+        )
         by.setdefault(free or f"#{i}", []).append(i)
     out = []
     for idx in by.values():
@@ -90,23 +101,36 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
     ds = data.load_plain(plain["data"])
     shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, max(1, data.folds_of(plain["data"])))
     costs = Costs.of(plain["device"], plain["dtype"], ds)
-    order = sorted(sets, key=lambda s: (-max(t[-1].plain["epochs"] for t in s), len(s) * s[0][-1].plain["width"]))
+    order = sorted(
+        sets,
+        key=lambda s: (-max(t[-1].plain["epochs"] for t in s), len(s) * s[0][-1].plain["width"]),
+    )
     packs: list[list[list[list[Any]]]] = [[order[0]]]
     for s in order[1:]:
         now = packs[-1]
-        costs.measure(_blocks(now, shape[3]), _blocks([s], shape[3]))  # the two and their packing, side by side
-        if group_s(costs, now + [s], shape) < GAIN * (group_s(costs, now, shape) + group_s(costs, [s], shape)):
+        costs.measure(
+            _blocks(now, shape[3]), _blocks([s], shape[3])
+        )  # the two and their packing, side by side
+        if group_s(costs, now + [s], shape) < GAIN * (
+            group_s(costs, now, shape) + group_s(costs, [s], shape)
+        ):
             now.append(s)
         else:
             packs.append([s])
     out = []
     for p in packs:
         if len(p) == 1:
-            _say(p, "apart (estimated sooner done apart: other epochs, or its packed epoch measured no faster)")
+            _say(
+                p,
+                "apart (estimated sooner done apart: other epochs, or its packed epoch measured no faster)",
+            )
             out.append(_jobs(p[0]))
             continue
         apart, together = sum(group_s(costs, [s], shape) for s in p), group_s(costs, p, shape)
-        _say(p, f"{len(p)} shapes (estimated {apart / together:.2f}x faster than {len(p)} groups apart)")
+        _say(
+            p,
+            f"{len(p)} shapes (estimated {apart / together:.2f}x faster than {len(p)} groups apart)",
+        )
         out.append([j for s in p for j in _jobs(s)])
     costs.save()
     return out
@@ -160,7 +184,9 @@ class Costs:
     n: int
     task: str = "regression"
     k: int = 1
-    data: Any = field(default=None, repr=False, compare=False)  # the data set: the probe runs on its training rows
+    data: Any = field(
+        default=None, repr=False, compare=False
+    )  # the data set: the probe runs on its training rows
     epochs: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -254,14 +280,30 @@ class Costs:
         be, xp = self.backend, self.backend.xp
         shapes = [Shape((self.d, *[w] * L, self.k), a) for L, w, a, _ in blocks]
         layout = Layout(shapes, [K for *_, K in blocks])
-        P = be.to_device(layout.pack([stacked_params(list(s.sizes), s.activation, range(K), self.dtype)
-                                      for s, (*_, K) in zip(shapes, blocks)], self.dtype))
+        P = be.to_device(
+            layout.pack(
+                [
+                    stacked_params(list(s.sizes), s.activation, range(K), self.dtype)
+                    for s, (*_, K) in zip(shapes, blocks)
+                ],
+                self.dtype,
+            )
+        )
         rows = min(self.n, PROBE_ROWS)
         X = be.to_device(np.asarray(self.data.X_train[:rows], dtype=self.dtype))
         y = be.to_device(np.asarray(self.data.y_train[:rows], dtype=self.dtype))
         scale = xp.full((layout.K, 1, 1), -1e-3, dtype=self.dtype)
-        run = _Pass(xp, layout, P, [ACTIVATIONS[s.activation] for s in shapes], self.task, X, y, scale,
-                    State(xp, [P], Optimizer(), 1e-3, [Ellipsis]))
+        run = _Pass(
+            xp,
+            layout,
+            P,
+            [ACTIVATIONS[s.activation] for s in shapes],
+            self.task,
+            X,
+            y,
+            scale,
+            State(xp, [P], Optimizer(), 1e-3, [Ellipsis]),
+        )
         return run.forward_calls + run.backward_calls + run.update_calls
 
     def _clock(self) -> Any:

@@ -1,4 +1,5 @@
 """A multirun's jobs before any runs: each job's composed config and overrides, the swept keys, the command line."""
+
 from __future__ import annotations
 
 import logging
@@ -52,18 +53,26 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     loader = GlobalHydra.instance().config_loader()
     try:  # with the loader, as the basic sweeper parses them: glob() lists a group's options through it
-        batches = basic_sweeper().split_arguments(OverridesParser.create(config_loader=loader).parse_overrides(args), None)
-    except HydraException as e:  # e.g. interval() given to the grid sweeper by a sweep config's params
+        batches = basic_sweeper().split_arguments(
+            OverridesParser.create(config_loader=loader).parse_overrides(args), None
+        )
+    except (
+        HydraException
+    ) as e:  # e.g. interval() given to the grid sweeper by a sweep config's params
         raise ConfigError(f"{' '.join(args)[:200]}: {str(e).splitlines()[0]}") from None
     from sweeper.contract.compose import compose_once
 
     if len(batches[0]) >= ANNOUNCE:
         log.info("composing %s configurations…", f"{len(batches[0]):,}")
-    once = compose_once(loader)  # each shape composed once; the sweeper's check and the launcher reuse it
+    once = compose_once(
+        loader
+    )  # each shape composed once; the sweeper's check and the launcher reuse it
     jobs = []
     for overrides in batches[0]:
         try:
-            with stop.unmasked():  # a Ctrl-C whose way through OmegaConf raised another error is the interruption
+            with (
+                stop.unmasked()
+            ):  # a Ctrl-C whose way through OmegaConf raised another error is the interruption
                 cfg = once.plain(config, list(overrides))
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
@@ -72,7 +81,9 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
         from sweeper.sweep import halving
 
-        halving.check(config.hydra.launcher.get("halving"), [cfg for _, cfg in jobs if cfg is not None])
+        halving.check(
+            config.hydra.launcher.get("halving"), [cfg for _, cfg in jobs if cfg is not None]
+        )
     return jobs
 
 
@@ -83,13 +94,17 @@ def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
     for overrides, cfg in jobs:
         if cfg is not None:
             where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
-            by_experiment.setdefault(where, {}).setdefault(int(cfg["data"].get("folds") or 0), overrides)
+            by_experiment.setdefault(where, {}).setdefault(
+                int(cfg["data"].get("folds") or 0), overrides
+            )
     for (_, experiment), seen in by_experiment.items():
         if len(seen) > 1:
             values = ",".join(map(str, sorted(seen)))
-            raise ConfigError(f"data.folds={values} is not allowed in one sweep of experiment {experiment}: expected one "
-                              "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair ranking against "
-                              "each other: sweep each value on its own (or into another tracking.experiment)")
+            raise ConfigError(
+                f"data.folds={values} is not allowed in one sweep of experiment {experiment}: expected one "
+                "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair ranking against "
+                "each other: sweep each value on its own (or into another tracking.experiment)"
+            )
 
 
 def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[str]:
@@ -106,11 +121,9 @@ def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[st
     return [k for k, v in values.items() if len(v) > 1]
 
 
-
 # Hydra overrides that say how a sweep runs (launcher, sweeper) and belong in a command that repeats it;
 # hydra.sweep.dir, hydra.run.dir and the like would make it write over this sweep's folder.
 HOW_IT_RUNS = ("hydra/", "hydra.launcher.", "hydra.sweeper.")
-
 
 
 def command_overrides(config: DictConfig) -> list[str]:
@@ -135,13 +148,18 @@ def check_sweep_gradients(configs: list[dict[str, Any]]) -> None:
         model = cfg.get("model")
         what = kind(model)
         path, kwargs = split(model)
-        node = json.dumps([path, kwargs, cfg["data"]] if what == "model" else path, sort_keys=True, default=str)
+        node = json.dumps(
+            [path, kwargs, cfg["data"]] if what == "model" else path, sort_keys=True, default=str
+        )
         if what == "mlp" or node in seen:
             continue
         seen.add(node)
         if what == "trainer":
-            log.info("%s is a function trainer: it computes its own updates, so there are no gradients for sweeper to "
-                     "check", path)
+            log.info(
+                "%s is a function trainer: it computes its own updates, so there are no gradients for sweeper to "
+                "check",
+                path,
+            )
             continue
         ds = data.load_plain(cfg["data"])
         refusal, _ = gradient_check(model, ds.n_features, ds.n_outputs, ds.task)

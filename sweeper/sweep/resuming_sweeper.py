@@ -14,6 +14,7 @@ a sweeper can take on, since it alone stands between the list of jobs and the la
 instantiates the sweeper after that callback, from the same config); the class is
 ``hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper`` (Hydra takes plugins only from there).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,15 @@ log = logging.getLogger("sweeper")
 TARGET = "hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper"
 
 
-def setup(sweeper: Any, base_setup: Any, *, hydra_context: Any, task_function: Any, config: Any,
-          leave_out: bool = True) -> None:
+def setup(
+    sweeper: Any,
+    base_setup: Any,
+    *,
+    hydra_context: Any,
+    task_function: Any,
+    config: Any,
+    leave_out: bool = True,
+) -> None:
     """The sweeper's setup: Hydra's (``base_setup``: it instantiates the launcher), then the launcher's
     ``launch`` wrapped: finished configurations left out (``resume=true``; not when ``leave_out`` is false: a
     search needs one return per trial, and its jobs skip themselves), a failure as a whole in one line."""
@@ -63,7 +71,9 @@ def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -
         load.check(sweeper.config, list(overrides))
 
 
-def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]) -> list[Sequence[str]]:
+def _unfinished(
+    sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
+) -> list[Sequence[str]]:
     """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
     from sweeper import tracking
     from sweeper.base.names import halving_setting
@@ -74,14 +84,21 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
     kept = []
     sweep_dir = Path(str(sweeper.config.hydra.sweep.dir)).absolute()
     for overrides in batch:
-        plain = _plain(sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(overrides)))
+        plain = _plain(
+            sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(overrides))
+        )
         done = None
         if plain.get("resume"):
             try:
                 c = tracking.client(plain["tracking"]["uri"])
                 exp = c.get_experiment_by_name(plain["tracking"]["experiment"])
-                done = exp and tracking.finished_run(c, exp.experiment_id, fingerprint(plain), plain["device"],
-                                                     halving_setting(sweeper.config.hydra.launcher.get("halving")))
+                done = exp and tracking.finished_run(
+                    c,
+                    exp.experiment_id,
+                    fingerprint(plain),
+                    plain["device"],
+                    halving_setting(sweeper.config.hydra.launcher.get("halving")),
+                )
             except tracking.UNREACHABLE:
                 done = None  # the job itself finds out, and says so
         if not done:
@@ -90,7 +107,9 @@ def _unfinished(sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
         resumed[0] += 1
         life.reused_job(sweep_dir, f"resumed_{resumed[0]}", list(overrides), plain, done)
     if len(kept) < len(batch):
-        log.info("resume: %d configuration(s) already FINISHED are not launched", len(batch) - len(kept))
+        log.info(
+            "resume: %d configuration(s) already FINISHED are not launched", len(batch) - len(kept)
+        )
     return kept
 
 
@@ -103,7 +122,11 @@ def _failed(config: Any, e: BaseException) -> None:
 
     if (signalled := stop.masked(e)) is not None:
         raise signalled from e
-    stop.refuse(life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix("sweeper: error: "))
+    stop.refuse(
+        life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix(
+            "sweeper: error: "
+        )
+    )
 
 
 def put_in_place(config: Any) -> None:

@@ -6,6 +6,7 @@ name (``tracking.client``, ``tracking.finish_run``, ``tracking.UNREACHABLE``): e
 imports (tests/test_public_api.py); ``run``, ``writer`` and ``pyfunc`` (which imports MLflow) are imported by name
 where they are used.
 """
+
 from sweeper.tracking import store as _store
 from sweeper.tracking.experiments import *  # noqa: F401,F403
 from sweeper.tracking.records import *  # noqa: F401,F403

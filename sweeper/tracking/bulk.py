@@ -12,13 +12,21 @@ This module is MLflow's adapter: every name of MLflow's that is not its public A
 ``_validate_*``, ``_check_experiment_is_active``, ``_get_run_inputs``, ``_get_model_outputs_bulk``) and every write
 to its tables is here and nowhere else (``tests/test_adapters.py`` says so).
 """
+
 from __future__ import annotations
 
 import time
 from typing import Any, Iterable, Mapping
 
 from sweeper.base import state
-from sweeper.tracking.records import _artifact_repo, _last_batch, _run_tags, copy_files, missing_tag, start_run
+from sweeper.tracking.records import (
+    _artifact_repo,
+    _last_batch,
+    _run_tags,
+    copy_files,
+    missing_tag,
+    start_run,
+)
 
 
 # Rows a statement touches at most (SQLite's bound-parameter limit).
@@ -30,7 +38,9 @@ def sql_store(c: Any) -> Any:
     internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
     from sweeper.base import tested
 
-    if not tested.shortcut("bulk"):  # another MLflow's tables may differ, or turned off: its public calls (said)
+    if not tested.shortcut(
+        "bulk"
+    ):  # another MLflow's tables may differ, or turned off: its public calls (said)
         return None
     # MlflowClient._tracking_client.store: the store behind the public client (no public accessor)
     store = getattr(getattr(c, "_tracking_client", None), "store", None)
@@ -78,7 +88,9 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
     commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
     store = sql_store(c)
-    if store is None:  # a server, or another MLflow's internals: its public calls, one run after another
+    if (
+        store is None
+    ):  # a server, or another MLflow's internals: its public calls, one run after another
         return [start_run(c, experiment, **spec) for spec in specs]
     import uuid
 
@@ -91,25 +103,52 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     experiment_entity = store.get_experiment(experiment)
     store._check_experiment_is_active(experiment_entity)
     now, made, runs, tag_rows, param_rows = int(time.time() * 1000), [], [], [], []
-    for spec in specs:  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
-        tags = {"mlflow.runName": spec["name"], **_run_tags(spec["tags"], spec.get("parent_run_id"))}
+    for spec in (
+        specs
+    ):  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
+        tags = {
+            "mlflow.runName": spec["name"],
+            **_run_tags(spec["tags"], spec.get("parent_run_id")),
+        }
         params = {k: str(v) for k, v in (spec.get("params") or {}).items()}
-        tags = {t.key: t.value for t in (_validate_tag(k, v) for k, v in tags.items())}  # too long: truncated
+        tags = {
+            t.key: t.value for t in (_validate_tag(k, v) for k, v in tags.items())
+        }  # too long: truncated
         params = {p.key: p.value for p in (_validate_param(k, v) for k, v in params.items())}
         run_id = uuid.uuid4().hex
-        artifact_uri = append_to_uri_path(experiment_entity.artifact_location, run_id,
-                                          SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
-        runs.append(dict(run_uuid=run_id, name=spec["name"], source_type=SourceType.to_string(SourceType.UNKNOWN),
-                         source_name="", entry_point_name="", user_id=tags.get("mlflow.user", "unknown"),
-                         status=RunStatus.to_string(RunStatus.RUNNING), start_time=spec.get("start_time") or now,
-                         end_time=None, deleted_time=None, source_version="", lifecycle_stage=LifecycleStage.ACTIVE,
-                         artifact_uri=artifact_uri, experiment_id=experiment))
+        artifact_uri = append_to_uri_path(
+            experiment_entity.artifact_location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME
+        )
+        runs.append(
+            dict(
+                run_uuid=run_id,
+                name=spec["name"],
+                source_type=SourceType.to_string(SourceType.UNKNOWN),
+                source_name="",
+                entry_point_name="",
+                user_id=tags.get("mlflow.user", "unknown"),
+                status=RunStatus.to_string(RunStatus.RUNNING),
+                start_time=spec.get("start_time") or now,
+                end_time=None,
+                deleted_time=None,
+                source_version="",
+                lifecycle_stage=LifecycleStage.ACTIVE,
+                artifact_uri=artifact_uri,
+                experiment_id=experiment,
+            )
+        )
         tag_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in tags.items()]
         param_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in params.items()]
         made.append((run_id, artifact_uri))
     if runs:
-        with store.ManagedSessionMaker() as session:  # one transaction: the runs, their tags and params
-            for table, rows in ((SqlRun.__table__, runs), (SqlTag.__table__, tag_rows), (SqlParam.__table__, param_rows)):
+        with (
+            store.ManagedSessionMaker() as session
+        ):  # one transaction: the runs, their tags and params
+            for table, rows in (
+                (SqlRun.__table__, runs),
+                (SqlTag.__table__, tag_rows),
+                (SqlParam.__table__, param_rows),
+            ):
                 if rows:
                     session.execute(table.insert(), rows)
     for run_id, artifact_uri in made:
@@ -137,13 +176,20 @@ def end_runs(c: Any, ends: list[tuple[str, str, str]]) -> None:
         for i in range(0, len(ends), SQL_CHUNK):
             part = ends[i : i + SQL_CHUNK]
             ids = [run_id for run_id, _, _ in part]
-            session.query(SqlTag).filter(SqlTag.run_uuid.in_(ids), SqlTag.key == "failure_reason").delete(
-                synchronize_session=False)
-            session.execute(SqlTag.__table__.insert(),
-                            [dict(key="failure_reason", value=reason, run_uuid=run_id) for run_id, _, reason in part])
+            session.query(SqlTag).filter(
+                SqlTag.run_uuid.in_(ids), SqlTag.key == "failure_reason"
+            ).delete(synchronize_session=False)
+            session.execute(
+                SqlTag.__table__.insert(),
+                [
+                    dict(key="failure_reason", value=reason, run_uuid=run_id)
+                    for run_id, _, reason in part
+                ],
+            )
             for status in {st for _, st, _ in part}:
-                session.query(SqlRun).filter(SqlRun.run_uuid.in_([r for r, st, _ in part if st == status])).update(
-                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
+                session.query(SqlRun).filter(
+                    SqlRun.run_uuid.in_([r for r, st, _ in part if st == status])
+                ).update({SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
 
 
 def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> None:
@@ -158,8 +204,9 @@ def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> Non
 
     with store.ManagedSessionMaker() as session:
         for i in range(0, len(run_ids), SQL_CHUNK):
-            session.query(SqlTag).filter(SqlTag.run_uuid.in_(run_ids[i : i + SQL_CHUNK]), SqlTag.key == key).update(
-                {SqlTag.value: value}, synchronize_session=False)
+            session.query(SqlTag).filter(
+                SqlTag.run_uuid.in_(run_ids[i : i + SQL_CHUNK]), SqlTag.key == key
+            ).update({SqlTag.value: value}, synchronize_session=False)
 
 
 def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, str]]]) -> None:
@@ -172,8 +219,11 @@ def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, s
     store = sql_store(c)
     if store is None:
         for run_id, metrics, tags in marks:
-            c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                        tags=[RunTag(k, str(v)) for k, v in tags.items()])
+            c.log_batch(
+                run_id,
+                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                tags=[RunTag(k, str(v)) for k, v in tags.items()],
+            )
         return
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlTag
     from mlflow.utils.validation import _validate_metric, _validate_tag
@@ -187,17 +237,23 @@ def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, s
             is_nan, value = store.sanitize_metric_value(float(v))
             metrics[run_id].append((k, value, is_nan, now, 0))
         tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in ts.items())}
-    with store.ManagedSessionMaker(read_only=False) as session:  # it updates latest-metric rows in place
+    with store.ManagedSessionMaker(
+        read_only=False
+    ) as session:  # it updates latest-metric rows in place
         runs, _, latest, top = _stored(session, ids)
         _refuse_as_log_batch(ids, runs, {}, {r: {} for r in ids})
         metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
         for r in ids:
             if tags[r]:
-                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
-                    synchronize_session=False)
+                session.query(SqlTag).filter(
+                    SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))
+                ).delete(synchronize_session=False)
         tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
-        for table, rows in ((SqlMetric.__table__, metric_rows), (SqlTag.__table__, tag_rows),
-                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest])):
+        for table, rows in (
+            (SqlMetric.__table__, metric_rows),
+            (SqlTag.__table__, tag_rows),
+            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
+        ):
             for i in range(0, len(rows), SQL_CHUNK):
                 session.execute(table.insert(), rows[i : i + SQL_CHUNK])
 
@@ -209,44 +265,106 @@ def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[An
     every tag, param and metric row and expunges them all at its commit (~4 s for 1,000 runs of ~50 each, the
     end of a 1,000-configuration sweep); elsewhere ``search_runs``, all pages."""
     store = sql_store(c)
-    if store is None or not all(hasattr(store, f) for f in ("_get_run_inputs", "_get_model_outputs_bulk")):
+    if store is None or not all(
+        hasattr(store, f) for f in ("_get_run_inputs", "_get_model_outputs_bulk")
+    ):
         from sweeper.tracking.records import search
 
         return search(c, experiment_ids, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
-    from mlflow.entities import LifecycleStage, Metric, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, RunTag
+    from mlflow.entities import (
+        LifecycleStage,
+        Metric,
+        Param,
+        Run,
+        RunData,
+        RunInfo,
+        RunInputs,
+        RunOutputs,
+        RunTag,
+    )
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlParam, SqlRun, SqlTag
 
     out = []
     with store.ManagedSessionMaker() as session:
-        info = session.query(SqlRun.run_uuid, SqlRun.name, SqlRun.experiment_id, SqlRun.user_id, SqlRun.status,
-                             SqlRun.start_time, SqlRun.end_time, SqlRun.lifecycle_stage, SqlRun.artifact_uri).join(
-            SqlTag, SqlTag.run_uuid == SqlRun.run_uuid).filter(
-            SqlTag.key == "mlflow.parentRunId", SqlTag.value == parent_run_id,
-            SqlRun.experiment_id.in_([int(e) for e in experiment_ids]),
-            SqlRun.lifecycle_stage == LifecycleStage.ACTIVE).order_by(SqlRun.start_time.desc(), SqlRun.run_uuid).all()
+        info = (
+            session.query(
+                SqlRun.run_uuid,
+                SqlRun.name,
+                SqlRun.experiment_id,
+                SqlRun.user_id,
+                SqlRun.status,
+                SqlRun.start_time,
+                SqlRun.end_time,
+                SqlRun.lifecycle_stage,
+                SqlRun.artifact_uri,
+            )
+            .join(SqlTag, SqlTag.run_uuid == SqlRun.run_uuid)
+            .filter(
+                SqlTag.key == "mlflow.parentRunId",
+                SqlTag.value == parent_run_id,
+                SqlRun.experiment_id.in_([int(e) for e in experiment_ids]),
+                SqlRun.lifecycle_stage == LifecycleStage.ACTIVE,
+            )
+            .order_by(SqlRun.start_time.desc(), SqlRun.run_uuid)
+            .all()
+        )
         for i in range(0, len(info), SQL_CHUNK):
             part = info[i : i + SQL_CHUNK]
             ids = [row[0] for row in part]
             tags: dict[str, list[Any]] = {r: [] for r in ids}
             params: dict[str, list[Any]] = {r: [] for r in ids}
             metrics: dict[str, list[Any]] = {r: [] for r in ids}
-            for r, k, v in session.query(SqlTag.run_uuid, SqlTag.key, SqlTag.value).filter(SqlTag.run_uuid.in_(ids)):
+            for r, k, v in session.query(SqlTag.run_uuid, SqlTag.key, SqlTag.value).filter(
+                SqlTag.run_uuid.in_(ids)
+            ):
                 tags[r].append(RunTag(k, v))
-            for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(ids)):
+            for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(
+                SqlParam.run_uuid.in_(ids)
+            ):
                 params[r].append(Param(k, v))
             for r, k, v, ts, step, nan in session.query(
-                    SqlLatestMetric.run_uuid, SqlLatestMetric.key, SqlLatestMetric.value, SqlLatestMetric.timestamp,
-                    SqlLatestMetric.step, SqlLatestMetric.is_nan).filter(SqlLatestMetric.run_uuid.in_(ids)):
+                SqlLatestMetric.run_uuid,
+                SqlLatestMetric.key,
+                SqlLatestMetric.value,
+                SqlLatestMetric.timestamp,
+                SqlLatestMetric.step,
+                SqlLatestMetric.is_nan,
+            ).filter(SqlLatestMetric.run_uuid.in_(ids)):
                 metrics[r].append(Metric(k, float("nan") if nan else v, ts, step))
             inputs = store._get_run_inputs(run_uuids=ids, session=session)
             outputs = store._get_model_outputs_bulk(run_ids=ids, session=session)
-            for j, (r, name, experiment, user, status, start, end, stage, artifact_uri) in enumerate(part):
+            for j, (
+                r,
+                name,
+                experiment,
+                user,
+                status,
+                start,
+                end,
+                stage,
+                artifact_uri,
+            ) in enumerate(part):
                 if not name:  # as SqlRun.to_mlflow_entity: the name from its tag
                     name = next((t.value for t in tags[r] if t.key == "mlflow.runName"), name)
-                run_info = RunInfo(run_id=r, run_name=name, experiment_id=str(experiment), user_id=user, status=status,
-                                   start_time=start, end_time=end, lifecycle_stage=stage, artifact_uri=artifact_uri)
-                out.append(Run(run_info, RunData(metrics=metrics[r], params=params[r], tags=tags[r]),
-                               RunInputs(dataset_inputs=inputs[j]), RunOutputs(outputs[r])))
+                run_info = RunInfo(
+                    run_id=r,
+                    run_name=name,
+                    experiment_id=str(experiment),
+                    user_id=user,
+                    status=status,
+                    start_time=start,
+                    end_time=end,
+                    lifecycle_stage=stage,
+                    artifact_uri=artifact_uri,
+                )
+                out.append(
+                    Run(
+                        run_info,
+                        RunData(metrics=metrics[r], params=params[r], tags=tags[r]),
+                        RunInputs(dataset_inputs=inputs[j]),
+                        RunOutputs(outputs[r]),
+                    )
+                )
     return out
 
 
@@ -254,7 +372,8 @@ def ends_in_bulk(c: Any, ends: list[Mapping[str, Any]]) -> bool:
     """Whether :func:`finish_runs` ends runs with these :func:`finish_run` arguments in one transaction: on a SQL
     store, for runs without logged models (MLflow creates those through its own calls) nor a new run name."""
     return sql_store(c) is not None and not any(
-        e.get("models") or "mlflow.runName" in (e.get("tags") or {}) for e in ends)
+        e.get("models") or "mlflow.runName" in (e.get("tags") or {}) for e in ends
+    )
 
 
 def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
@@ -264,8 +383,16 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
     ``set_terminated`` write, checked as they check them (~65 ms a run one call after another on this machine:
     each call a transaction that re-reads the run). A run that is gone or deleted, or a param logged before with
     another value, raises as MLflow would, and nothing of the batch is written."""
-    from mlflow.store.tracking.dbmodels.models import (SqlDataset, SqlInput, SqlInputTag, SqlLatestMetric,
-                                                       SqlMetric, SqlParam, SqlRun, SqlTag)
+    from mlflow.store.tracking.dbmodels.models import (
+        SqlDataset,
+        SqlInput,
+        SqlInputTag,
+        SqlLatestMetric,
+        SqlMetric,
+        SqlParam,
+        SqlRun,
+        SqlTag,
+    )
 
     store = sql_store(c)
     if store is None or not ends_in_bulk(c, [e for _, e in ends]):
@@ -276,34 +403,52 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
     with store.ManagedSessionMaker() as session:
         runs, old_params, latest, top = _stored(session, ids)
         _refuse_as_log_batch(ids, runs, old_params, params)
-        param_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in params[r].items() if (r, k) not in old_params]
+        param_rows = [
+            dict(run_uuid=r, key=k, value=v)
+            for r in ids
+            for k, v in params[r].items()
+            if (r, k) not in old_params
+        ]
         metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
         tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
         for r in ids:  # a tag set again replaces the old value
             if tags[r]:
-                session.query(SqlTag).filter(SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))).delete(
-                    synchronize_session=False)
+                session.query(SqlTag).filter(
+                    SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))
+                ).delete(synchronize_session=False)
         dataset_rows, input_rows, input_tag_rows = _input_rows(session, ids, runs, datasets)
-        for table, rows in ((SqlParam.__table__, param_rows), (SqlMetric.__table__, metric_rows),
-                            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
-                            (SqlTag.__table__, tag_rows), (SqlDataset.__table__, dataset_rows),
-                            (SqlInput.__table__, input_rows), (SqlInputTag.__table__, input_tag_rows)):
+        for table, rows in (
+            (SqlParam.__table__, param_rows),
+            (SqlMetric.__table__, metric_rows),
+            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
+            (SqlTag.__table__, tag_rows),
+            (SqlDataset.__table__, dataset_rows),
+            (SqlInput.__table__, input_rows),
+            (SqlInputTag.__table__, input_tag_rows),
+        ):
             for i in range(0, len(rows), SQL_CHUNK):
                 session.execute(table.insert(), rows[i : i + SQL_CHUNK])
         for status in {e.get("status", "FINISHED") for _, e in ends}:
             part = [r for r, e in ends if e.get("status", "FINISHED") == status]
             for i in range(0, len(part), SQL_CHUNK):
                 session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
-                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False)
+                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False
+                )
     for run_id in ids:
         state.current().runs.pop(run_id, None)
 
 
-def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int) -> tuple[dict, dict, dict, dict]:
+def _checked(
+    c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int
+) -> tuple[dict, dict, dict, dict]:
     """Each run's artifacts copied, and its metrics, params, tags and data sets checked as ``log_batch`` and
     ``log_inputs`` check them (run id → its rows; a metric logged twice in one call kept once)."""
-    from mlflow.utils.validation import (_validate_dataset_inputs, _validate_metric, _validate_param,
-                                         _validate_tag)
+    from mlflow.utils.validation import (
+        _validate_dataset_inputs,
+        _validate_metric,
+        _validate_param,
+        _validate_tag,
+    )
 
     metrics, params, tags, datasets = {}, {}, {}, {}
     for run_id, end in ends:
@@ -318,9 +463,17 @@ def _checked(c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now:
                 seen.add(row)
                 items.append(row)
         metrics[run_id] = items
-        params[run_id] = {p.key: p.value for p in (_validate_param(k, str(v)) for k, v in (end.get("params") or {}).items())}
-        tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in
-                                                 ({**(end.get("tags") or {}), **missing_tag(files, missing)}).items())}
+        params[run_id] = {
+            p.key: p.value
+            for p in (_validate_param(k, str(v)) for k, v in (end.get("params") or {}).items())
+        }
+        tags[run_id] = {
+            t.key: t.value
+            for t in (
+                _validate_tag(k, str(v))
+                for k, v in ({**(end.get("tags") or {}), **missing_tag(files, missing)}).items()
+            )
+        }
         datasets[run_id] = list(end.get("datasets") or ())
         _validate_dataset_inputs(datasets[run_id])
     return metrics, params, tags, datasets
@@ -334,10 +487,13 @@ def _stored(session: Any, ids: list[str]) -> tuple[dict, dict, dict, dict]:
     runs, old_params, latest, top = {}, {}, {}, {}
     for i in range(0, len(ids), SQL_CHUNK):
         part = ids[i : i + SQL_CHUNK]
-        for r, stage, experiment_id in session.query(SqlRun.run_uuid, SqlRun.lifecycle_stage,
-                                                     SqlRun.experiment_id).filter(SqlRun.run_uuid.in_(part)):
+        for r, stage, experiment_id in session.query(
+            SqlRun.run_uuid, SqlRun.lifecycle_stage, SqlRun.experiment_id
+        ).filter(SqlRun.run_uuid.in_(part)):
             runs[r] = (stage, experiment_id)
-        for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(SqlParam.run_uuid.in_(part)):
+        for r, k, v in session.query(SqlParam.run_uuid, SqlParam.key, SqlParam.value).filter(
+            SqlParam.run_uuid.in_(part)
+        ):
             old_params[(r, k)] = v
         for row in session.query(SqlLatestMetric).filter(SqlLatestMetric.run_uuid.in_(part)):
             latest[(row.run_uuid, row.key)] = row
@@ -355,13 +511,22 @@ def _refuse_as_log_batch(ids: list[str], runs: dict, old_params: dict, params: d
         if run_id not in runs:
             raise MlflowException(f"Run with id={run_id} not found", RESOURCE_DOES_NOT_EXIST)
         if runs[run_id][0] != LifecycleStage.ACTIVE:
-            raise MlflowException(f"The run {run_id} must be in the 'active' state. Current state is "
-                                  f"{runs[run_id][0]}.", INVALID_PARAMETER_VALUE)
-        changed = [{"key": k, "old_value": old_params[(run_id, k)], "new_value": v}
-                   for k, v in params[run_id].items() if old_params.get((run_id, k), v) != v]
+            raise MlflowException(
+                f"The run {run_id} must be in the 'active' state. Current state is "
+                f"{runs[run_id][0]}.",
+                INVALID_PARAMETER_VALUE,
+            )
+        changed = [
+            {"key": k, "old_value": old_params[(run_id, k)], "new_value": v}
+            for k, v in params[run_id].items()
+            if old_params.get((run_id, k), v) != v
+        ]
         if changed:
-            raise MlflowException(f"Changing param values is not allowed. Params were already logged='{changed}' "
-                                  f"for run ID='{run_id}'.", INVALID_PARAMETER_VALUE)
+            raise MlflowException(
+                f"Changing param values is not allowed. Params were already logged='{changed}' "
+                f"for run ID='{run_id}'.",
+                INVALID_PARAMETER_VALUE,
+            )
 
 
 def _metric_rows(ids: list[str], metrics: dict, latest: dict, top: dict) -> tuple[list[dict], dict]:
@@ -374,14 +539,24 @@ def _metric_rows(ids: list[str], metrics: dict, latest: dict, top: dict) -> tupl
             metric_rows.append(row)
             if (r, key) not in top or (step, ts, value) > top[(r, key)]:
                 top[(r, key)], new_latest[(r, key)] = (step, ts, value), row
-    for (r, key), row in new_latest.items():  # the latest value of each metric: updated, or a new row
+    for (
+        r,
+        key,
+    ), row in new_latest.items():  # the latest value of each metric: updated, or a new row
         old = latest.get((r, key))
         if old is not None:
-            old.value, old.is_nan, old.timestamp, old.step = row["value"], row["is_nan"], row["timestamp"], row["step"]
+            old.value, old.is_nan, old.timestamp, old.step = (
+                row["value"],
+                row["is_nan"],
+                row["timestamp"],
+                row["step"],
+            )
     return metric_rows, new_latest
 
 
-def _input_rows(session: Any, ids: list[str], runs: dict, datasets: dict) -> tuple[list[dict], list[dict], list[dict]]:
+def _input_rows(
+    session: Any, ids: list[str], runs: dict, datasets: dict
+) -> tuple[list[dict], list[dict], list[dict]]:
     """The data set, input and input-tag rows ``log_inputs`` writes: a data set once an experiment (name, digest),
     each run linked once to the first input of each."""
     import uuid
@@ -394,32 +569,62 @@ def _input_rows(session: Any, ids: list[str], runs: dict, datasets: dict) -> tup
         for d in firsts:
             key = (experiment_id, d.dataset.name, d.dataset.digest)
             if key not in known:
-                found = session.query(SqlDataset.dataset_uuid).filter(
-                    SqlDataset.experiment_id == experiment_id, SqlDataset.name == d.dataset.name,
-                    SqlDataset.digest == d.dataset.digest).first()
+                found = (
+                    session.query(SqlDataset.dataset_uuid)
+                    .filter(
+                        SqlDataset.experiment_id == experiment_id,
+                        SqlDataset.name == d.dataset.name,
+                        SqlDataset.digest == d.dataset.digest,
+                    )
+                    .first()
+                )
                 if found is not None:
                     known[key] = found[0]
                 else:
                     known[key] = uuid.uuid4().hex
                     ds = d.dataset
-                    dataset_rows.append(dict(dataset_uuid=known[key], experiment_id=experiment_id, name=ds.name,
-                                             digest=ds.digest, dataset_source_type=ds.source_type,
-                                             dataset_source=ds.source, dataset_schema=ds.schema,
-                                             dataset_profile=ds.profile))
+                    dataset_rows.append(
+                        dict(
+                            dataset_uuid=known[key],
+                            experiment_id=experiment_id,
+                            name=ds.name,
+                            digest=ds.digest,
+                            dataset_source_type=ds.source_type,
+                            dataset_source=ds.source,
+                            dataset_schema=ds.schema,
+                            dataset_profile=ds.profile,
+                        )
+                    )
             linked.add(known[key])
         if linked:
-            existing = {s for (s,) in session.query(SqlInput.source_id).filter(
-                SqlInput.source_type == "DATASET", SqlInput.destination_type == "RUN",
-                SqlInput.destination_id == r, SqlInput.source_id.in_(list(linked)))}
+            existing = {
+                s
+                for (s,) in session.query(SqlInput.source_id).filter(
+                    SqlInput.source_type == "DATASET",
+                    SqlInput.destination_type == "RUN",
+                    SqlInput.destination_id == r,
+                    SqlInput.source_id.in_(list(linked)),
+                )
+            }
             for d in firsts:
                 source = known[(experiment_id, d.dataset.name, d.dataset.digest)]
                 if source in existing:
                     continue
                 existing.add(source)
                 input_uuid = uuid.uuid4().hex
-                input_rows.append(dict(input_uuid=input_uuid, source_type="DATASET", source_id=source,
-                                       destination_type="RUN", destination_id=r, step=0))
-                input_tag_rows += [dict(input_uuid=input_uuid, name=t.key, value=t.value) for t in d.tags]
+                input_rows.append(
+                    dict(
+                        input_uuid=input_uuid,
+                        source_type="DATASET",
+                        source_id=source,
+                        destination_type="RUN",
+                        destination_id=r,
+                        step=0,
+                    )
+                )
+                input_tag_rows += [
+                    dict(input_uuid=input_uuid, name=t.key, value=t.value) for t in d.tags
+                ]
     return dataset_rows, input_rows, input_tag_rows
 
 

@@ -1,5 +1,6 @@
 """The store's experiments (created with their artifacts beside the store, refused where MLflow put them elsewhere)
 and finding runs in them."""
+
 from __future__ import annotations
 
 import logging
@@ -7,11 +8,26 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base import state
-from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HALVING_SETTINGS, PRUNED_AT, sqlite_path
+from sweeper.base.names import (
+    CONFIG_FINGERPRINT,
+    DATA_SHA256,
+    HALVING_SETTINGS,
+    PRUNED_AT,
+    sqlite_path,
+)
 from sweeper.tracking.store import TrackingError, artifact_location
 
-__all__ = ["DEFAULT_EXPERIMENT", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "check_new_default", "experiment_id",
-           "finished_run", "named_experiment", "new_store_artifact_root", "other_versions"]
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_TAGS",
+    "check_new_default",
+    "experiment_id",
+    "finished_run",
+    "named_experiment",
+    "new_store_artifact_root",
+    "other_versions",
+]
 
 
 # What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
@@ -40,9 +56,13 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
     exp = c.get_experiment_by_name(name)
     if exp is None:
         try:
-            note = {"mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
-                    "leaderboard (its description), each child one configuration (params: its hyperparameters)."}
-            return c.create_experiment(name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note)
+            note = {
+                "mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
+                "leaderboard (its description), each child one configuration (params: its hyperparameters)."
+            }
+            return c.create_experiment(
+                name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note
+            )
         except MlflowException:  # created meanwhile by another process
             exp = c.get_experiment_by_name(name)
             if exp is None:
@@ -59,12 +79,22 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
 
 
 def _outside(name: str, outside: str, new: bool = False) -> TrackingError:
-    where = "outside the store folder" if Path(outside).is_absolute() else "a path relative to the folder each command runs in"
-    made = ("would keep its artifacts in {0}, {1} (MLflow makes a new store's Default experiment there: under the "
-            "folder the command runs in)" if new else "keeps its artifacts in {0}, {1} (MLflow made its Default "
-            "experiment there: under the folder the store was first opened from)").format(outside, where)
-    return TrackingError(f"tracking.experiment={name} {made}: choose another name (sweeper creates an experiment with "
-                         "its artifacts beside the store)")
+    where = (
+        "outside the store folder"
+        if Path(outside).is_absolute()
+        else "a path relative to the folder each command runs in"
+    )
+    made = (
+        "would keep its artifacts in {0}, {1} (MLflow makes a new store's Default experiment there: under the "
+        "folder the command runs in)"
+        if new
+        else "keeps its artifacts in {0}, {1} (MLflow made its Default "
+        "experiment there: under the folder the store was first opened from)"
+    ).format(outside, where)
+    return TrackingError(
+        f"tracking.experiment={name} {made}: choose another name (sweeper creates an experiment with "
+        "its artifacts beside the store)"
+    )
 
 
 def check_new_default(uri: str, name: str) -> None:
@@ -118,8 +148,14 @@ def named_experiment(c: Any, name: str, uri: str) -> Any:
     return exp
 
 
-def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving: str | None = None,
-                 say: bool = False) -> str | None:
+def finished_run(
+    c: Any,
+    experiment: str,
+    fingerprint: str,
+    device: str,
+    halving: str | None = None,
+    say: bool = False,
+) -> str | None:
     """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one. A run
     successive halving stopped at a rung counts only under the same ``halving`` settings (:func:`halving_setting`;
     None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
@@ -136,16 +172,27 @@ def finished_run(c: Any, experiment: str, fingerprint: str, device: str, halving
         tags = found[0].data.tags
         logging.getLogger("sweeper").info(
             "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: the configuration "
-            "trains again", found[0].info.run_id, tags[PRUNED_AT], tags.get(HALVING_SETTINGS, "settings not recorded"),
-            halving or "off")
+            "trains again",
+            found[0].info.run_id,
+            tags[PRUNED_AT],
+            tags.get(HALVING_SETTINGS, "settings not recorded"),
+            halving or "off",
+        )
     return None
 
 
-def other_versions(c: Any, experiment: str, config_fingerprint: str, device: str, sha256: str | None) -> list[Any]:
+def other_versions(
+    c: Any, experiment: str, config_fingerprint: str, device: str, sha256: str | None
+) -> list[Any]:
     """The FINISHED runs of a configuration on this device (its fingerprint without its data file's content:
     ``config_fingerprint``) that read another version of that file than ``sha256``, or one not recorded (a run from
     before sweeper hashed data files: its fingerprint is the configuration's alone). ``resume=true`` reuses none."""
     where = f"tags.device = '{device}' and attributes.status = 'FINISHED'"
-    found = {r.info.run_id: r for key in (CONFIG_FINGERPRINT, "fingerprint")
-             for r in c.search_runs([experiment], f"tags.{key} = '{config_fingerprint}' and {where}", max_results=50)}
+    found = {
+        r.info.run_id: r
+        for key in (CONFIG_FINGERPRINT, "fingerprint")
+        for r in c.search_runs(
+            [experiment], f"tags.{key} = '{config_fingerprint}' and {where}", max_results=50
+        )
+    }
     return [r for r in found.values() if r.data.tags.get(DATA_SHA256) != sha256]

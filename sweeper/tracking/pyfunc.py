@@ -1,11 +1,12 @@
 """The trained network as an MLflow pyfunc model: weights and scalers in an ``.npz``, NumPy at load time.
 
-    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-    model.predict(df)  # df: the data set's columns by name → predictions in the target's units, P(y = 1), or
-                       #    for k classes a DataFrame of probabilities p_<class>
-    model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
-    model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
+model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+model.predict(df)  # df: the data set's columns by name → predictions in the target's units, P(y = 1), or
+                   #    for k classes a DataFrame of probabilities p_<class>
+model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
+model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ from sweeper.base.tested import shortcut
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.
 ENTRY = Path(__file__).with_name("pyfunc_entry.py")
-PORTABLE = Path(__file__).parents[1] / "base" / "portable.py"  # at load: the model's code/portable.py
+PORTABLE = (
+    Path(__file__).parents[1] / "base" / "portable.py"
+)  # at load: the model's code/portable.py
 
 
 def requirements_for(text: bool) -> list[str]:
@@ -45,7 +48,6 @@ def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(np.asarray(prob, dtype=np.float64), columns=[f"p_{c}" for c in classes])
-
 
 
 def user_code(target: str) -> list[str]:
@@ -74,9 +76,11 @@ def _pickled(predict: Any, path: Path) -> Path:
     except Exception as e:  # noqa: BLE001  (a lock, a file, a connection it holds: its run says what)
         shutil.rmtree(path.parent, ignore_errors=True)
         first = str(e).splitlines()[0] if str(e) else ""
-        raise NotSaved(f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} cannot "
-                       f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what predict "
-                       "uses (or tracking.log_model=false)") from None
+        raise NotSaved(
+            f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} cannot "
+            f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what predict "
+            "uses (or tracking.log_model=false)"
+        ) from None
     return path
 
 
@@ -93,7 +97,11 @@ def _unpicklable(fn: Any) -> str | None:
         except ValueError:  # an empty cell
             continue
     names = getattr(fn, "__globals__", {})
-    parts += [(f"the global {n!r} it reads", names[n]) for n in getattr(code, "co_names", ()) if n in names]
+    parts += [
+        (f"the global {n!r} it reads", names[n])
+        for n in getattr(code, "co_names", ())
+        if n in names
+    ]
     parts += [(f"its attribute {n!r}", v) for n, v in (getattr(fn, "__dict__", None) or {}).items()]
     if getattr(fn, "__self__", None) is not None:
         parts.append(("the object it is a method of", fn.__self__))
@@ -106,9 +114,18 @@ def _unpicklable(fn: Any) -> str | None:
     return None
 
 
-def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_example: Any,
-         y_example: np.ndarray, data_cfg: Any = None, model: dict[str, Any] | None = None,
-         names: list[str] | None = None, predict: Any = None) -> Path:
+def save(
+    path: Path,
+    params: list[np.ndarray],
+    dataset: Any,
+    activation: str,
+    X_example: Any,
+    y_example: np.ndarray,
+    data_cfg: Any = None,
+    model: dict[str, Any] | None = None,
+    names: list[str] | None = None,
+    predict: Any = None,
+) -> Path:
     """Write the pyfunc model folder at ``path`` (weights as host arrays) and return it.
 
     The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`; MLflow refuses one
@@ -128,19 +145,33 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
         shutil.rmtree(path.parent)
     path.parent.mkdir(parents=True)
     weights, meta = path.parent / "weights.npz", path.parent / "meta.json"
-    info = {"n_params": len(params), "activation": activation, "task": dataset.task,
-            "y_mean": dataset.y_mean, "y_scale": dataset.y_scale, "classes": [str(c) for c in dataset.classes or []]}
+    info = {
+        "n_params": len(params),
+        "activation": activation,
+        "task": dataset.task,
+        "y_mean": dataset.y_mean,
+        "y_scale": dataset.y_scale,
+        "classes": [str(c) for c in dataset.classes or []],
+    }
     arrays = {f"p{i}": p for i, p in enumerate(params)}
     code = [str(PORTABLE)]
     files = {"weights": weights, "meta": meta}
     if model is not None and predict is not None:  # a function trainer: its predict, pickled
         files["predict"] = _pickled(predict, path.parent / "predict.pkl")
-        info["trainer"] = {"target": str(model["_target_"]), "outputs": getattr(predict, "outputs", "logits")}
+        info["trainer"] = {
+            "target": str(model["_target_"]),
+            "outputs": getattr(predict, "outputs", "logits"),
+        }
         code += user_code(str(model["_target_"]))
-    elif model is not None:  # a model of the interface: rebuilt at load from its class and hyperparameters
+    elif (
+        model is not None
+    ):  # a model of the interface: rebuilt at load from its class and hyperparameters
         target = str(model["_target_"])
-        info["model"] = {"target": target, "kwargs": {k: v for k, v in model.items() if k != "_target_"},
-                         "names": list(names or [])}
+        info["model"] = {
+            "target": target,
+            "kwargs": {k: v for k, v in model.items() if k != "_target_"},
+            "names": list(names or []),
+        }
         code += user_code(target)
     requirements = requirements_for(text=dataset.vectorizer is not None)
     if dataset.vectorizer is not None:
@@ -152,7 +183,11 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
     else:
         arrays |= {"x_mean": dataset.x_mean, "x_scale": dataset.x_scale}
         names = dataset.input_columns
-        info["columns"] = dataset.encoder["columns"] if dataset.encoder is not None else [{"name": n} for n in names]
+        info["columns"] = (
+            dataset.encoder["columns"]
+            if dataset.encoder is not None
+            else [{"name": n} for n in names]
+        )
         if not hasattr(X_example, "columns"):  # raw features: the data set's columns, by name
             import pandas as pd
 
@@ -174,12 +209,18 @@ def save(path: Path, params: list[np.ndarray], dataset: Any, activation: str, X_
             pip_requirements=requirements,
         )
 
-    if model is not None or not shortcut("pyfunc_cache"):  # its own code travels (no shared template), or the
-        save_model(path)  # template cache is off (SWEEPER_PUBLIC_ONLY=pyfunc_cache): MLflow saves the model
+    if model is not None or not shortcut(
+        "pyfunc_cache"
+    ):  # its own code travels (no shared template), or the
+        save_model(
+            path
+        )  # template cache is off (SWEEPER_PUBLIC_ONLY=pyfunc_cache): MLflow saves the model
         return path
     template = _template(_template_key(signature, example, requirements), save_model)
     if not _instantiate(template, path, {"weights": weights, "meta": meta}):
-        shutil.rmtree(path)  # an MLmodel layout _instantiate does not know: MLflow saves this model itself
+        shutil.rmtree(
+            path
+        )  # an MLmodel layout _instantiate does not know: MLflow saves this model itself
         save_model(path)
     return path
 
@@ -193,7 +234,10 @@ def _optional(signature: Any, dataset: Any) -> Any:
     names = set(getattr(dataset, "optional_columns", ()))
     if not names or signature.inputs is None or not signature.inputs.has_input_names():
         return signature
-    cols = [ColSpec(c.type, c.name, required=c.required and c.name not in names) for c in signature.inputs.inputs]
+    cols = [
+        ColSpec(c.type, c.name, required=c.required and c.name not in names)
+        for c in signature.inputs.inputs
+    ]
     return ModelSignature(inputs=Schema(cols), outputs=signature.outputs, params=signature.params)
 
 
@@ -221,10 +265,21 @@ def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
     if hasattr(example, "to_json"):  # a text model's DataFrame
         values = example.to_json(orient="split").encode()
     else:
-        values = np.ascontiguousarray(example).tobytes() + str((example.shape, example.dtype.str)).encode()
+        values = (
+            np.ascontiguousarray(example).tobytes()
+            + str((example.shape, example.dtype.str)).encode()
+        )
     h = hashlib.sha256()
-    for part in (mlflow.__version__, sys.version, sys.executable, ENTRY.read_bytes(), PORTABLE.read_bytes(), json.dumps(requirements),
-                 json.dumps(signature.to_dict(), sort_keys=True), values):
+    for part in (
+        mlflow.__version__,
+        sys.version,
+        sys.executable,
+        ENTRY.read_bytes(),
+        PORTABLE.read_bytes(),
+        json.dumps(requirements),
+        json.dumps(signature.to_dict(), sort_keys=True),
+        values,
+    ):
         h.update(part if isinstance(part, bytes) else str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -237,7 +292,9 @@ def _template(key: str, save: Any) -> Path:
     import tempfile
     import uuid
 
-    if key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file():  # gone when the cache was cleared meanwhile
+    if (
+        key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file()
+    ):  # gone when the cache was cleared meanwhile
         return _TEMPLATES[key]
     cached = cache_dir() / key
     if not (cached / "MLmodel").is_file():
@@ -255,7 +312,9 @@ def _template(key: str, save: Any) -> Path:
             try:
                 os.rename(staging / "model", cached)
                 break
-            except OSError:  # another process was first (its template is the same), or a broken one is there
+            except (
+                OSError
+            ):  # another process was first (its template is the same), or a broken one is there
                 if (cached / "MLmodel").is_file():
                     break
                 shutil.rmtree(cached, ignore_errors=True)
@@ -276,18 +335,46 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool
 
     text = (template / "MLmodel").read_text()
     flavor = _template_artifacts(template, text)
-    shutil.copytree(template, path, ignore=lambda folder, names: ["MLmodel"] if Path(folder) == template else
-                    [n for n in names if Path(folder, n) in {template / flavor[a] for a in artifacts}])
-    size = int(re.search(r"^model_size_bytes: (\d+)$", text, re.M).group(1)) if "model_size_bytes:" in text else 0
+    shutil.copytree(
+        template,
+        path,
+        ignore=lambda folder, names: (
+            ["MLmodel"]
+            if Path(folder) == template
+            else [n for n in names if Path(folder, n) in {template / flavor[a] for a in artifacts}]
+        ),
+    )
+    size = (
+        int(re.search(r"^model_size_bytes: (\d+)$", text, re.M).group(1))
+        if "model_size_bytes:" in text
+        else 0
+    )
     for name, source in artifacts.items():
         size += source.stat().st_size - (template / flavor[name]).stat().st_size
         shutil.copyfile(source, path / flavor[name])
-    fields = {"model_uuid": uuid.uuid4().hex, "model_size_bytes": str(size),
-              "utc_time_created": repr(str(datetime.now(timezone.utc).replace(tzinfo=None)))}
-    out, n = re.subn(r"^(%s): .*$" % "|".join(fields), lambda m: f"{m.group(1)}: {fields[m.group(1)]}", text, flags=re.M)
-    for name, source in artifacts.items():  # each artifact's source: "      <name>:\n        path: ...\n        uri: ..."
-        out, k = re.subn(r"^(\s+%s:\n\s+path: [^\n]+\n\s+uri: ).*$" % re.escape(name),
-                         lambda m, src=str(source): m.group(1) + src, out, flags=re.M)
+    fields = {
+        "model_uuid": uuid.uuid4().hex,
+        "model_size_bytes": str(size),
+        "utc_time_created": repr(str(datetime.now(timezone.utc).replace(tzinfo=None))),
+    }
+    out, n = re.subn(
+        r"^(%s): .*$" % "|".join(fields),
+        lambda m: f"{m.group(1)}: {fields[m.group(1)]}",
+        text,
+        flags=re.M,
+    )
+    for (
+        name,
+        source,
+    ) in (
+        artifacts.items()
+    ):  # each artifact's source: "      <name>:\n        path: ...\n        uri: ..."
+        out, k = re.subn(
+            r"^(\s+%s:\n\s+path: [^\n]+\n\s+uri: ).*$" % re.escape(name),
+            lambda m, src=str(source): m.group(1) + src,
+            out,
+            flags=re.M,
+        )
         n += k
     if n != len(fields) + len(artifacts):
         return False
@@ -304,7 +391,9 @@ def _template_artifacts(template: Path, text: str) -> dict[str, str]:
         import yaml
 
         doc = yaml.safe_load(text)
-        _ARTIFACTS[template] = {k: v["path"] for k, v in doc["flavors"]["python_function"]["artifacts"].items()}
+        _ARTIFACTS[template] = {
+            k: v["path"] for k, v in doc["flavors"]["python_function"]["artifacts"].items()
+        }
     return _ARTIFACTS[template]
 
 

@@ -5,6 +5,7 @@ model then executes this short, readable file rather than deserialising bytes. I
 pandas and ``portable`` — sweeper/base/portable.py, which travels in the model's ``code/`` folder — and
 nothing of sweeper, so the model loads wherever its requirements.txt is installed.
 """
+
 import json
 from pathlib import Path
 
@@ -22,7 +23,9 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         with np.load(context.artifacts["weights"]) as z:
             self.arrays = {k: z[k] for k in z.files}
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
-        if "predict" in context.artifacts:  # a function trainer's predict (its module is in the model's code/)
+        if (
+            "predict" in context.artifacts
+        ):  # a function trainer's predict (its module is in the model's code/)
             import cloudpickle
 
             with open(context.artifacts["predict"], "rb") as f:
@@ -31,15 +34,25 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: np.ndarray, params: dict | None = None) -> np.ndarray:
         a, meta = self.arrays, self.meta
         if "text" in meta:  # a string column (or a list of strings) → sparse features
-            docs = model_input.iloc[:, 0] if hasattr(model_input, "iloc") and model_input.ndim == 2 else model_input
+            docs = (
+                model_input.iloc[:, 0]
+                if hasattr(model_input, "iloc") and model_input.ndim == 2
+                else model_input
+            )
             state = {k[4:]: v for k, v in a.items() if k.startswith("vec_")}
-            X = self.portable.vectorize(meta["text"], state, [str(d) for d in np.asarray(docs, dtype=object).ravel()])
+            X = self.portable.vectorize(
+                meta["text"], state, [str(d) for d in np.asarray(docs, dtype=object).ravel()]
+            )
         elif isinstance(model_input, np.ndarray):  # raw features in the columns' order
             X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
         else:  # a DataFrame (or records): the columns by name, categories one-hot encoded as in training
-            X = self.portable.encode_rows({"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
-                                     model_input)
-        far = None if "text" in meta else self.portable.far_from_training(meta.get("columns", []), X)
+            X = self.portable.encode_rows(
+                {"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
+                model_input,
+            )
+        far = (
+            None if "text" in meta else self.portable.far_from_training(meta.get("columns", []), X)
+        )
         if far:  # rows in another scale than the training rows (unscaled ones where it learned scaled ones): said
             import warnings
 
@@ -49,7 +62,9 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
             pred = np.asarray(self.trainer_predict(X), dtype=np.float64).reshape(X.shape[0], -1)
             if meta["trainer"]["outputs"] != "probabilities":
                 pred = self.portable.link(meta["task"], pred)
-        elif "model" in meta:  # a model of the interface: the user's class (its module is in the model's code/)
+        elif (
+            "model" in meta
+        ):  # a model of the interface: the user's class (its module is in the model's code/)
             pred = self.portable.user_forward(meta["model"], params_, meta["task"], X)
         else:
             pred = self.portable.forward(params_, meta["activation"], meta["task"], X)

@@ -1,6 +1,7 @@
 """A run's records: created with its tags, ended with one ``log_batch`` of params, metrics, system metrics and
 loss curves (at most ``curve_points`` of each), its data sets, artifacts, logged model and status; the Model
 Registry. Every call takes the store's client ``c`` (:func:`sweeper.tracking.store.client`)."""
+
 from __future__ import annotations
 
 import re
@@ -15,13 +16,31 @@ from sweeper.base import state
 from sweeper.base.output import masked
 from sweeper.base.names import RERUN
 
-__all__ = ["BATCH", "CHAMPION", "CONTEXTS", "CURVE_POINTS", "MODEL_RUN_NAME", "NOT_PARAMS", "PARAM_BATCH", "copy_files",
-           "dataset_inputs", "finish_run", "flatten", "git_commit", "log_metrics", "missing_tag", "register", "search",
-           "source_tags", "split_params", "start_run", "thin"]
+__all__ = [
+    "BATCH",
+    "CHAMPION",
+    "CONTEXTS",
+    "CURVE_POINTS",
+    "MODEL_RUN_NAME",
+    "NOT_PARAMS",
+    "PARAM_BATCH",
+    "copy_files",
+    "dataset_inputs",
+    "finish_run",
+    "flatten",
+    "git_commit",
+    "log_metrics",
+    "missing_tag",
+    "register",
+    "search",
+    "source_tags",
+    "split_params",
+    "start_run",
+    "thin",
+]
 
 
 BATCH = 1000  # MLflow's limit of metrics per log_batch call
-
 
 
 PARAM_BATCH = 100
@@ -29,12 +48,10 @@ PARAM_BATCH = 100
 MODEL_RUN_NAME = "run_name"  # a logged model's tag: the name of the run that logged it
 
 
-
 # Points of each loss curve sent to MLflow (tracking.curve_points): as many as the default run samples
 # (5000 epochs / log_every 50), so a longer run costs MLflow no more rows (~55 µs each on SQLite) and
 # charts the same. Every sample is in the run's curves.npz artifact.
 CURVE_POINTS = 100
-
 
 
 def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
@@ -49,16 +66,16 @@ def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
     return [steps[i] for i in keep], [values[i] for i in keep]
 
 
-
 @lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """The checkout's commit (once per process: jobs of an in-process multirun share it)."""
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
-
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -70,7 +87,6 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = v
     return out
-
 
 
 # Config keys that say how a run executes or is recorded, not what it computes: tags, not params (hyperparameters).
@@ -89,7 +105,9 @@ def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
     skip = ("model.",) if offer(plain.get("model"), quiet=True).top_level else top_level_keys()
     flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
-    if not params.get("data.folds", 1):  # data.folds=0 (one split, the default): the params of a run from before folds
+    if not params.get(
+        "data.folds", 1
+    ):  # data.folds=0 (one split, the default): the params of a run from before folds
         params.pop("data.folds")
     return params, {f"config.{k}": str(v) for k, v in flat.items() if k not in params}
 
@@ -106,8 +124,12 @@ def source_tags(command: list[str]) -> dict[str, str]:
     except Exception:  # no user name in this environment (a container without one)
         user = "unknown"
     short = " ".join(command[:3] + (["-m"] if command[3:4] == ["-m"] else []))
-    return {"mlflow.source.name": short, RERUN: shlex.join(command)[:5000], "mlflow.source.type": "LOCAL",
-            "mlflow.user": user}
+    return {
+        "mlflow.source.name": short,
+        RERUN: shlex.join(command)[:5000],
+        "mlflow.source.type": "LOCAL",
+        "mlflow.user": user,
+    }
 
 
 def _quality_first(name: str) -> int:
@@ -129,13 +151,14 @@ def start_run(
     is now, or ``start_time`` (ms since the epoch: a batched member's run opened after its group began)."""
     from mlflow.entities import Param
 
-    run = c.create_run(experiment, run_name=name, tags=_run_tags(tags, parent_run_id), start_time=start_time)
+    run = c.create_run(
+        experiment, run_name=name, tags=_run_tags(tags, parent_run_id), start_time=start_time
+    )
     state.current().runs[run.info.run_id] = (run.info.artifact_uri, run.info.experiment_id)
     items = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, len(items), PARAM_BATCH):
         c.log_batch(run.info.run_id, params=items[i : i + PARAM_BATCH])
     return run.info.run_id
-
 
 
 def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, str]:
@@ -144,7 +167,9 @@ def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, s
     commit = git_commit()
     if commit:
         out["mlflow.source.git.commit"] = commit
-    return {k: masked(str(v)) for k, v in out.items()}  # the command line and overrides without a URI's password
+    return {
+        k: masked(str(v)) for k, v in out.items()
+    }  # the command line and overrides without a URI's password
 
 
 def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
@@ -155,11 +180,9 @@ def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
     c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
 
 
-
 # Dataset contexts (MLflow's ``mlflow.data.context`` input tag) and the prefix of the metrics scored on each
 # (training has none: train_time_s is a time, train_loss a curve).
 CONTEXTS = {"training": None, "validation": "val_", "test": "test_"}
-
 
 
 def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]) -> list[Any]:
@@ -181,14 +204,17 @@ def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]
         h = hashlib.md5()
         for a in (X, y):
             h.update(str(a.shape).encode())
-            parts = (a.data, a.indices, a.indptr) if hasattr(a, "indptr") else (a,)  # a sparse matrix: its arrays
+            parts = (
+                (a.data, a.indices, a.indptr) if hasattr(a, "indptr") else (a,)
+            )  # a sparse matrix: its arrays
             for part in parts:
                 h.update(memoryview(part).cast("B") if part.flags.c_contiguous else part.tobytes())
         profile = {"num_rows": int(X.shape[0]), "num_features": int(X.shape[1])}
-        dataset = Dataset(name, h.hexdigest()[:8], source_type, source_json, profile=json.dumps(profile))
+        dataset = Dataset(
+            name, h.hexdigest()[:8], source_type, source_json, profile=json.dumps(profile)
+        )
         out.append(DatasetInput(dataset, [InputTag("mlflow.data.context", context)]))
     return out
-
 
 
 def finish_run(
@@ -218,9 +244,16 @@ def finish_run(
     # each model also says its run's name: the UI's Models tab finds it by ``tags.run_name = '<run name>'`` (its own
     # name stays ``model``, which runs:/<run id>/model resolves)
     named = {MODEL_RUN_NAME: c.get_run(run_id).info.run_name or ""} if models else {}
-    logged = {name: c.create_logged_model(_run_info(c, run_id)[1], name, run_id, tags=named,
-                                          params={k: str(v) for k, v in (params or {}).items()})
-              for name, folder in models.items()}
+    logged = {
+        name: c.create_logged_model(
+            _run_info(c, run_id)[1],
+            name,
+            run_id,
+            tags=named,
+            params={k: str(v) for k, v in (params or {}).items()},
+        )
+        for name, folder in models.items()
+    }
     # the files first: one its job folder lost (deleted under the sweep) is said in a tag, the run still ends
     missing = copy_files(_artifact_repo(c, run_id), artifacts)
     for name, model in logged.items():
@@ -228,7 +261,9 @@ def finish_run(
 
         try:
             _stamp(models[name], model.model_id, run_id)
-            get_artifact_repository(model.artifact_location, tracking_uri=c.tracking_uri).log_artifacts(str(models[name]))
+            get_artifact_repository(
+                model.artifact_location, tracking_uri=c.tracking_uri
+            ).log_artifacts(str(models[name]))
         except FileNotFoundError:
             missing.append(f"{name} (the logged model)")
             c.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
@@ -236,20 +271,34 @@ def finish_run(
         c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
     tags = dict(tags or {}) | missing_tag(artifacts, missing)
     model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
-    items = _last_batch(now, dict(metrics=metrics, curves=curves, curve_points=curve_points, system=system,
-                                  datasets=datasets), model_id)
+    items = _last_batch(
+        now,
+        dict(
+            metrics=metrics,
+            curves=curves,
+            curve_points=curve_points,
+            system=system,
+            datasets=datasets,
+        ),
+        model_id,
+    )
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
     ts = [RunTag(k, str(v)) for k, v in tags.items()]
-    for i in range(max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))):
-        c.log_batch(run_id, metrics=items[i * BATCH : (i + 1) * BATCH],
-                    params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH], tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH])
+    for i in range(
+        max(-(-len(items) // BATCH), -(-len(ps) // PARAM_BATCH), -(-len(ts) // PARAM_BATCH))
+    ):
+        c.log_batch(
+            run_id,
+            metrics=items[i * BATCH : (i + 1) * BATCH],
+            params=ps[i * PARAM_BATCH : (i + 1) * PARAM_BATCH],
+            tags=ts[i * PARAM_BATCH : (i + 1) * PARAM_BATCH],
+        )
     if datasets:
         _log_inputs(c, run_id, datasets)
     if logged:
         c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
     c.set_terminated(run_id, status)
     state.current().runs.pop(run_id, None)
-
 
 
 def copy_files(repo: Any, paths: Iterable[Path]) -> list[str]:
@@ -270,7 +319,9 @@ def missing_tag(paths: Iterable[Path], missing: list[str]) -> dict[str, str]:
         return {}
     folder = next((Path(p).parent for p in paths), None)
     where = f"its job folder {folder}" if folder else "its job folder"
-    return {"artifacts_missing": f"{where} was deleted before these files were recorded: {', '.join(missing)}"}
+    return {
+        "artifacts_missing": f"{where} was deleted before these files were recorded: {', '.join(missing)}"
+    }
 
 
 def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -> list[Any]:
@@ -279,17 +330,32 @@ def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -
     from mlflow.entities import Metric
 
     metrics = end.get("metrics") or {}
-    scored_on = {CONTEXTS[d.tags[0].value]: d.dataset for d in end.get("datasets") or ()
-                 if d.tags and CONTEXTS.get(d.tags[0].value)}
+    scored_on = {
+        CONTEXTS[d.tags[0].value]: d.dataset
+        for d in end.get("datasets") or ()
+        if d.tags and CONTEXTS.get(d.tags[0].value)
+    }
 
     def final(k: str, v: float) -> Any:
         d = next((d for prefix, d in scored_on.items() if k.startswith(prefix)), None)
-        return Metric(k, float(v), now, 0, model_id=model_id, dataset_name=d and d.name, dataset_digest=d and d.digest)
+        return Metric(
+            k,
+            float(v),
+            now,
+            0,
+            model_id=model_id,
+            dataset_name=d and d.name,
+            dataset_digest=d and d.digest,
+        )
 
-    items = [final(k, metrics[k]) for k in sorted(metrics, key=_quality_first)] + list(end.get("system") or ())
+    items = [final(k, metrics[k]) for k in sorted(metrics, key=_quality_first)] + list(
+        end.get("system") or ()
+    )
     for name, (steps, values) in dict(end.get("curves") or {}).items():
-        items += [Metric(name, float(v), now, int(s))
-                  for s, v in zip(*thin(steps, values, end.get("curve_points", CURVE_POINTS)))]
+        items += [
+            Metric(name, float(v), now, int(s))
+            for s, v in zip(*thin(steps, values, end.get("curve_points", CURVE_POINTS)))
+        ]
     return items
 
 
@@ -312,9 +378,8 @@ def _log_inputs(c: Any, run_id: str, datasets: list[Any], attempts: int = 4) -> 
             time.sleep(0.02 * (attempt + 1))
 
 
-
-CHAMPION = "champion"  # the Model Registry alias promote --register moves to the promoted run's model
-
+# the Model Registry alias promote --register moves to the promoted run's model
+CHAMPION = "champion"
 
 
 def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
@@ -370,7 +435,6 @@ def _current_uri(uri: str) -> Any:
     return use()
 
 
-
 def _stamp(folder: Path, model_id: str, run_id: str) -> None:
     """Write the logged model's id and its run into the folder's MLmodel file, as ``log_model`` does
     (``save_model`` writes ``model_id: null`` and no run); a line edit, not a YAML round trip (~3 ms)."""
@@ -387,7 +451,6 @@ def _run_info(c: Any, run_id: str) -> tuple[str, str]:
         info = c.get_run(run_id).info
         return info.artifact_uri, info.experiment_id
     return runs[run_id]
-
 
 
 def _artifact_repo(c: Any, run_id: str) -> Any:

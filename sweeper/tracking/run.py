@@ -1,6 +1,7 @@
 """One run in the store, from creation to its end: the record half's vocabulary (start, finish, fail, kill,
 hand to the writer). It keeps what every call needs together: the store's URI and client, the run's id and
 its system-metrics sampler."""
+
 from __future__ import annotations
 
 import threading
@@ -64,26 +65,45 @@ class TrackedRun:
         self._heart: Heartbeat | None = None
 
     @classmethod
-    def start(cls, uri: str, client: Any, experiment_id: str, name: str, tags: Mapping[str, str],
-              parent_run_id: str | None = None, params: Mapping[str, Any] | None = None,
-              start_time: int | None = None) -> "TrackedRun":
+    def start(
+        cls,
+        uri: str,
+        client: Any,
+        experiment_id: str,
+        name: str,
+        tags: Mapping[str, str],
+        parent_run_id: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        start_time: int | None = None,
+    ) -> "TrackedRun":
         """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
         come with its last batch (or now, ``params``); it started now, or at ``start_time`` (ms)."""
         interval = heartbeat_interval()
         tags = {**tags, HEARTBEAT: beat(time.time(), interval)}
-        run_id = records.start_run(client, experiment_id, name, tags, params=params, parent_run_id=parent_run_id,
-                                   start_time=start_time)
+        run_id = records.start_run(
+            client,
+            experiment_id,
+            name,
+            tags,
+            params=params,
+            parent_run_id=parent_run_id,
+            start_time=start_time,
+        )
         run = cls(uri, client, run_id, experiment_id)
         run._heart = Heartbeat(client, [run], interval)
         return run
 
     @classmethod
-    def start_many(cls, uri: str, client: Any, experiment_id: str, specs: list[Mapping[str, Any]]) -> list["TrackedRun"]:
+    def start_many(
+        cls, uri: str, client: Any, experiment_id: str, specs: list[Mapping[str, Any]]
+    ) -> list["TrackedRun"]:
         """:meth:`start` for each spec (``name``, ``tags``, ``parent_run_id``, ``params``, ``start_time``): on the
         embedded store in one transaction (:func:`bulk.start_runs`), with one heartbeat for them all."""
         interval = heartbeat_interval()
         now = beat(time.time(), interval)
-        ids = bulk.start_runs(client, experiment_id, [{**s, "tags": {**s["tags"], HEARTBEAT: now}} for s in specs])
+        ids = bulk.start_runs(
+            client, experiment_id, [{**s, "tags": {**s["tags"], HEARTBEAT: now}} for s in specs]
+        )
         runs = [cls(uri, client, run_id, experiment_id) for run_id in ids]
         heart = Heartbeat(client, runs, interval) if runs else None
         for run in runs:
@@ -113,14 +133,30 @@ class TrackedRun:
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, metrics, **end)
 
-    def fail(self, reason: str, params: Mapping[str, Any], status: str, artifacts: Iterable[Path] = ()) -> None:
+    def fail(
+        self, reason: str, params: Mapping[str, Any], status: str, artifacts: Iterable[Path] = ()
+    ) -> None:
         """End the run ``status`` (FAILED, or KILLED when interrupted: the caller says which) with its reason, params,
         system metrics and ``artifacts`` (a failed run's error file)."""
         self.stop_heartbeat()
-        records.finish_run(self.client, self.run_id, {}, tags={"failure_reason": reason}, status=status,
-                           system=self.system_samples(), params=params, artifacts=artifacts)
+        records.finish_run(
+            self.client,
+            self.run_id,
+            {},
+            tags={"failure_reason": reason},
+            status=status,
+            system=self.system_samples(),
+            params=params,
+            artifacts=artifacts,
+        )
 
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
         """Let the writer process end the run (its last batch ``end``) while this process goes on."""
         self.stop_heartbeat()
-        writer.submit(self.uri, self.run_id, state.current().runs.pop(self.run_id, None), dict(end), result_path)
+        writer.submit(
+            self.uri,
+            self.run_id,
+            state.current().runs.pop(self.run_id, None),
+            dict(end),
+            result_path,
+        )

@@ -6,6 +6,7 @@ its tags (its name and ``overrides`` tag say what it is while it runs), and when
 ``log_batch`` carries its params, metrics, system metrics and loss curves (at most ``curve_points`` of
 each), then the artifacts (resolved config, predictions, the whole curves, the model) and the status.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,9 +29,23 @@ from sweeper.tracking.storefile import TrackingError, check_database, check_writ
 
 # With the store file's errors and checks and the SQLite path of a URI, re-exported. UNREACHABLE is built on first
 # use (``__getattr__`` below), so it is not in the list: ``from ... import *`` would build it at once.
-__all__ = ["DEFAULT_URI", "MLFLOW_DEFAULTS", "TrackingError", "artifact_location", "check_database", "check_readable",
-           "check_server", "check_writable", "client", "first_line", "identity", "mlflow_defaults", "open_store",
-           "sqlite_path", "when_unlocked"]
+__all__ = [
+    "DEFAULT_URI",
+    "MLFLOW_DEFAULTS",
+    "TrackingError",
+    "artifact_location",
+    "check_database",
+    "check_readable",
+    "check_server",
+    "check_writable",
+    "client",
+    "first_line",
+    "identity",
+    "mlflow_defaults",
+    "open_store",
+    "sqlite_path",
+    "when_unlocked",
+]
 
 # MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
 # refused value and the Hydra callback's module cost nothing of it. Importing this module changes nothing in
@@ -69,8 +84,11 @@ DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
 
 
 # What a failing store or server raises (after MLflow's own retries): ``except tracking.UNREACHABLE``.
-_UNREACHABLE = (("mlflow.exceptions", "MlflowException"), ("requests.exceptions", "RequestException"),
-                ("sqlalchemy.exc", "SQLAlchemyError"))  # the embedded store's own failures
+_UNREACHABLE = (
+    ("mlflow.exceptions", "MlflowException"),
+    ("requests.exceptions", "RequestException"),
+    ("sqlalchemy.exc", "SQLAlchemyError"),
+)  # the embedded store's own failures
 
 
 def __getattr__(name: str) -> Any:
@@ -79,7 +97,9 @@ def __getattr__(name: str) -> Any:
     stays fixed once all three are."""
     if name != "UNREACHABLE":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    found = tuple(c for m, n in _UNREACHABLE if (c := getattr(sys.modules.get(m), n, None)) is not None)
+    found = tuple(
+        c for m, n in _UNREACHABLE if (c := getattr(sys.modules.get(m), n, None)) is not None
+    )
     if len(found) == len(_UNREACHABLE):
         globals()["UNREACHABLE"] = found + (OSError,)
     return found + (OSError,)
@@ -133,11 +153,15 @@ def check_server(uri: str, timeout: float = 5.0, key: str = "tracking.uri") -> N
         with urllib.request.urlopen(_health_request(uri), timeout=timeout) as r:
             r.read()
     except urllib.error.HTTPError as e:  # it answers, and refuses
-        hint = ("the server refuses the credentials: give them in the URI (http://USER:PASSWORD@HOST:PORT) or in "
-                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" if e.code in (401, 403) else
-                "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT ...)")
-        raise TrackingError(f"{key}={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): "
-                            f"{hint}") from None
+        hint = (
+            "the server refuses the credentials: give them in the URI (http://USER:PASSWORD@HOST:PORT) or in "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+            if e.code in (401, 403)
+            else "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT ...)"
+        )
+        raise TrackingError(
+            f"{key}={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): {hint}"
+        ) from None
     except OSError as e:
         raise TrackingError(
             f"{key}={masked(uri)} does not answer ({getattr(e, 'reason', e)}): start the server "
@@ -155,7 +179,10 @@ def _health_request(uri: str) -> Any:
     address = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
     user, password = parts.username, parts.password
     if user is None and os.environ.get("MLFLOW_TRACKING_USERNAME"):
-        user, password = os.environ["MLFLOW_TRACKING_USERNAME"], os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+        user, password = (
+            os.environ["MLFLOW_TRACKING_USERNAME"],
+            os.environ.get("MLFLOW_TRACKING_PASSWORD", ""),
+        )
     headers = {}
     if user is not None:
         pair = f"{unquote(user)}:{unquote(password or '')}".encode()
@@ -170,12 +197,18 @@ def client(uri: str) -> Any:
     inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
     from sweeper import settled
 
-    uri = unmasked(uri)  # a store named by a sweep's files (their passwords masked): the one this process opened
+    uri = unmasked(
+        uri
+    )  # a store named by a sweep's files (their passwords masked): the one this process opened
     mlflow_defaults()
-    if "mlflow" in sys.modules:  # imported (and frozen) already: no second freeze of what the sweep holds now
+    if (
+        "mlflow" in sys.modules
+    ):  # imported (and frozen) already: no second freeze of what the sweep holds now
         MlflowClient = _client_class()
     else:
-        with settled():  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+        with (
+            settled()
+        ):  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
             MlflowClient = _client_class()
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
     # raise is what we report, in one line
@@ -196,7 +229,9 @@ def client(uri: str) -> Any:
         clients.pop(uri, None)
         c = _create_store(db, uri)
     else:
-        c = clients[uri] = MlflowClient(tracking_uri=uri)  # one a store (MLflow keeps one store object a URI anyway)
+        c = clients[uri] = MlflowClient(
+            tracking_uri=uri
+        )  # one a store (MLflow keeps one store object a URI anyway)
         held.client_files[uri] = identity(uri)
     whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in
     return c
@@ -210,11 +245,21 @@ def _client_class() -> type:
     from mlflow.entities import Param, RunTag
 
     class Client(MlflowClient):
-        def set_tag(self, run_id: str, key: str, value: Any, synchronous: bool | None = None) -> Any:
-            return super().set_tag(run_id, key, masked(value) if isinstance(value, str) else value, synchronous)
+        def set_tag(
+            self, run_id: str, key: str, value: Any, synchronous: bool | None = None
+        ) -> Any:
+            return super().set_tag(
+                run_id, key, masked(value) if isinstance(value, str) else value, synchronous
+            )
 
-        def log_batch(self, run_id: str, metrics: Any = (), params: Any = (), tags: Any = (),
-                      synchronous: bool | None = None) -> Any:
+        def log_batch(
+            self,
+            run_id: str,
+            metrics: Any = (),
+            params: Any = (),
+            tags: Any = (),
+            synchronous: bool | None = None,
+        ) -> Any:
             params = [Param(p.key, masked(str(p.value))) for p in params]
             tags = [RunTag(t.key, masked(str(t.value))) for t in tags]
             return super().log_batch(run_id, metrics, params, tags, synchronous)
@@ -238,7 +283,9 @@ def _sqlite_commits_without_fsync() -> None:
             try:
                 if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
                     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error:  # not a database: MLflow's own first query says so (a failing connect would be
+            except (
+                sqlite3.Error
+            ):  # not a database: MLflow's own first query says so (a failing connect would be
                 pass  # retried for minutes)
 
     event.listen(Engine, "connect", tune)  # once per process (functools.cache)
@@ -250,7 +297,9 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     if db is None:
         return None  # a server decides
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
-    if not safe.strip("."):  # "." or "..": the folder would be artifacts/ itself, or the database's folder
+    if not safe.strip(
+        "."
+    ):  # "." or "..": the folder would be artifacts/ itself, or the database's folder
         safe = safe.replace(".", "_")
     return (db.resolve().parent / "artifacts" / safe).as_uri()
 
@@ -268,7 +317,9 @@ def open_store(uri: str) -> Any:
         check_writable(db, uri)
         check_database(uri)
     creating = db is not None and not db.is_file()
-    if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):  # seconds of silence otherwise
+    if creating or (
+        "mlflow" not in sys.modules and sys.stdout.isatty()
+    ):  # seconds of silence otherwise
         _progress(f"opening the store {uri}" + (_creating() if creating else "") + "…")
     if uri.startswith(("http://", "https://")):
         check_server(uri)
@@ -277,14 +328,18 @@ def open_store(uri: str) -> Any:
         if db is None:
             c.search_experiments(max_results=1)  # checks a server is up
     except Exception as e:
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}"
+        ) from e
     return c
 
 
 def _creating() -> str:
     if _template().is_file():
         return " (creating it)"
-    return " (creating it: the first store of this MLflow version on this machine takes a few seconds)"
+    return (
+        " (creating it: the first store of this MLflow version on this machine takes a few seconds)"
+    )
 
 
 def _progress(line: str) -> None:
@@ -310,14 +365,18 @@ def _create_store(db: Path, uri: str) -> Any:
     from sweeper.base import stop
 
     MlflowClient = _client_class()
-    db.parent.mkdir(exist_ok=True)  # the store's own folder only: check_writable refuses a path of missing folders
+    db.parent.mkdir(
+        exist_ok=True
+    )  # the store's own folder only: check_writable refuses a path of missing folders
     # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
     # that every later command refused ("table spans already exists")
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
         if _is_wal_database(db):  # made by another process while this one waited
             return MlflowClient(tracking_uri=uri)
         copied = _from_template(db)
-        c = MlflowClient(tracking_uri=uri)  # creates the schema of a new store (or adds Default to a copy)
+        c = MlflowClient(
+            tracking_uri=uri
+        )  # creates the schema of a new store (or adds Default to a copy)
         c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
         with closing(sqlite3.connect(db)) as con:
             con.execute("PRAGMA journal_mode=WAL")

@@ -1,6 +1,7 @@
 """The read commands (report, advise, compare) on a store that fails — not an MLflow database, truncated,
 read-only, on a full disk, an address that cannot be parsed: one line naming the store and exit 2, never
 MLflow's or SQLAlchemy's traceback."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -37,7 +38,9 @@ def guarded(uri: str, fn: Callable[[], int]) -> int:
         print(f"sweeper: error: --tracking-uri={uri} {problem}", file=sys.stderr)
         return 2
     try:
-        store.check_readable(uri)  # a mistyped path is refused (never created as an empty store), a silent server in seconds
+        store.check_readable(
+            uri
+        )  # a mistyped path is refused (never created as an empty store), a silent server in seconds
         return fn()
     except Exception as e:
         if not failure(e):

@@ -2,6 +2,7 @@
 it can be used before MLflow opens it (:func:`check_database`, :func:`check_writable`: a refusal costs milliseconds
 and touches nothing), which runs it holds (:func:`runs_in_file`), and whether it is still the file a sweep began with
 (:func:`identity`, :func:`replaced`)."""
+
 from __future__ import annotations
 
 import os
@@ -11,12 +12,18 @@ from pathlib import Path
 
 from sweeper.base.names import sqlite_path
 
-__all__ = ["TrackingError", "check_database", "check_writable", "identity", "replaced", "runs_in_file"]
+__all__ = [
+    "TrackingError",
+    "check_database",
+    "check_writable",
+    "identity",
+    "replaced",
+    "runs_in_file",
+]
 
 
 class TrackingError(RuntimeError):
     """The tracking store cannot be used as configured; one line."""
-
 
 
 def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
@@ -35,31 +42,55 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
     db = sqlite_path(uri)
     if db is None:
         return
-    what = "is a folder" if db.is_dir() else "is not a regular file" if db.exists() and not db.is_file() else None
+    what = (
+        "is a folder"
+        if db.is_dir()
+        else "is not a regular file"
+        if db.exists() and not db.is_file()
+        else None
+    )
     if what:
-        raise TrackingError(f"{key}={uri} cannot be used: {db} {what}: expected the path of a database file "
-                            f"(e.g. sqlite:///{(db / 'mlflow.db').as_posix()})")
+        raise TrackingError(
+            f"{key}={uri} cannot be used: {db} {what}: expected the path of a database file "
+            f"(e.g. sqlite:///{(db / 'mlflow.db').as_posix()})"
+        )
     if not db.exists():
         if existing:
-            raise TrackingError(f"{key}={uri}: no such store ({db} does not exist): expected an existing "
-                                "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
+            raise TrackingError(
+                f"{key}={uri}: no such store ({db} does not exist): expected an existing "
+                "MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
+            )
         return
-    if existing and db.stat().st_size == 0:  # SQLite would read it as an empty database, and MLflow make it a store
-        raise TrackingError(f"{key}={uri}: no such store ({db} is an empty file, 0 bytes): expected an existing "
-                            "MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
+    if (
+        existing and db.stat().st_size == 0
+    ):  # SQLite would read it as an empty database, and MLflow make it a store
+        raise TrackingError(
+            f"{key}={uri}: no such store ({db} is an empty file, 0 bytes): expected an existing "
+            "MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
+        )
     damage = _damage(db)
     if damage:
-        raise TrackingError(f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
-                            "path for a new store")
-    if existing and _tables(db) == [] and db.stat().st_size > 0:  # an empty SQLite database: MLflow would make it a store
-        raise TrackingError(f"{key}={uri}: no such store ({db} is an SQLite database without tables): expected an "
-                            "existing MLflow store (sqlite:///path/to/mlflow.db or a server URL)")
+        raise TrackingError(
+            f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
+            "path for a new store"
+        )
+    if (
+        existing and _tables(db) == [] and db.stat().st_size > 0
+    ):  # an empty SQLite database: MLflow would make it a store
+        raise TrackingError(
+            f"{key}={uri}: no such store ({db} is an SQLite database without tables): expected an "
+            "existing MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
+        )
     foreign = _foreign_tables(db)
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise TrackingError(f"{key}={uri} cannot be used: {db} is another application's SQLite database (its "
-                            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's path, "
-                            "or a new path for a new store")
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise TrackingError(
+            f"{key}={uri} cannot be used: {db} is another application's SQLite database (its "
+            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's path, "
+            "or a new path for a new store"
+        )
 
 
 def _damage(db: Path) -> str | None:
@@ -83,7 +114,11 @@ def _damage(db: Path) -> str | None:
             return f"is damaged ({text})"
         return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
     first = rows[0][0] if rows else "ok"
-    return None if first == "ok" else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
+    return (
+        None
+        if first == "ok"
+        else f"is damaged (PRAGMA quick_check: {' '.join(str(first).split())[:120]})"
+    )
 
 
 def _foreign_tables(db: Path) -> list[str]:
@@ -99,7 +134,12 @@ def _tables(db: Path) -> list[str] | None:
     MLflow's own open decides, as for :func:`_damage`)."""
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
-            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            tables = [
+                r[0]
+                for r in con.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+                )
+            ]
     except sqlite3.Error:
         return None
     return [t for t in tables if not t.startswith("sqlite_")]
@@ -114,8 +154,10 @@ def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
     held: set[str] = set()
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
-            for i in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit (999 in older builds)
-                part = run_ids[i:i + 500]
+            for i in range(
+                0, len(run_ids), 500
+            ):  # SQLite's bound-parameter limit (999 in older builds)
+                part = run_ids[i : i + 500]
                 query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
                 held |= {r[0] for r in con.execute(query, part)}
         return held
@@ -139,7 +181,13 @@ def replaced(uri: str, before: list[int] | None) -> str | None:
         return None
     now = identity(uri)
     # a file there now: another, or a new store the sweep's later jobs made after the first was deleted
-    return None if now == list(before) else "was deleted" if now is None else "was deleted or replaced by another file"
+    return (
+        None
+        if now == list(before)
+        else "was deleted"
+        if now is None
+        else "was deleted or replaced by another file"
+    )
 
 
 def check_writable(db: Path, uri: str) -> None:
@@ -152,17 +200,27 @@ def check_writable(db: Path, uri: str) -> None:
     make a folder named ``u19.db``). An existing store's ``-shm`` file must be one SQLite can write
     (:func:`_shm_problem`)."""
     folder = db.parent if str(db.parent) else Path(".")
-    existing = folder if folder.exists() else folder.parent  # the store's own folder is made, in one that exists
+    existing = (
+        folder if folder.exists() else folder.parent
+    )  # the store's own folder is made, in one that exists
     hint = "choose a writable place for tracking.uri"
     if not existing.exists():
-        raise TrackingError(f"tracking.uri={uri} cannot be used: its folder {folder} does not exist, nor {existing}: "
-                            "sweeper makes a store's own folder only inside a folder that exists; create it first, or "
-                            "choose another path")
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: its folder {folder} does not exist, nor {existing}: "
+            "sweeper makes a store's own folder only inside a folder that exists; create it first, or "
+            "choose another path"
+        )
     if not existing.is_dir():
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}")
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: {existing} is a file, not a folder; {hint}"
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}")
-    if not db.exists():  # root passes os.access everywhere: /proc and /sys take no new file all the same
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}"
+        )
+    if (
+        not db.exists()
+    ):  # root passes os.access everywhere: /proc and /sys take no new file all the same
         import tempfile
 
         try:
@@ -170,15 +228,21 @@ def check_writable(db: Path, uri: str) -> None:
             os.close(fd)
             os.unlink(probe)
         except OSError as e:
-            raise TrackingError(f"tracking.uri={uri} cannot be used: the folder {existing} takes no new file "
-                                f"({e.strerror or e}); {hint}") from None
+            raise TrackingError(
+                f"tracking.uri={uri} cannot be used: the folder {existing} takes no new file "
+                f"({e.strerror or e}); {hint}"
+            ) from None
     if db.exists() and not os.access(db, os.R_OK | os.W_OK):
-        raise TrackingError(f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}")
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: the database {db} is not writable; {hint}"
+        )
     shm = db.with_name(db.name + "-shm")
     if db.exists() and (problem := _shm_problem(shm)):
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {shm} (SQLite's shared memory beside the store) "
-                            f"{problem}: SQLite would fail on it, or end the process with a bus error (SIGBUS); remove "
-                            "it while no process uses the store, or free the disk")
+        raise TrackingError(
+            f"tracking.uri={uri} cannot be used: {shm} (SQLite's shared memory beside the store) "
+            f"{problem}: SQLite would fail on it, or end the process with a bus error (SIGBUS); remove "
+            "it while no process uses the store, or free the disk"
+        )
 
 
 def _shm_problem(shm: Path) -> str | None:
@@ -197,8 +261,13 @@ def _shm_problem(shm: Path) -> str | None:
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
     if not stat.S_ISREG(st.st_mode):
-        return "is " + ("a folder" if stat.S_ISDIR(st.st_mode) else "a symbolic link" if stat.S_ISLNK(st.st_mode) else
-                        "not a regular file")
+        return "is " + (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "not a regular file"
+        )
     if not os.access(shm, os.R_OK | os.W_OK):
         return "is not writable"
     unallocated = st.st_size - st.st_blocks * 512
@@ -206,6 +275,8 @@ def _shm_problem(shm: Path) -> str | None:
         disk = os.statvfs(shm.parent)
         free = disk.f_bavail * disk.f_frsize
         if free < unallocated:
-            return (f"is a sparse file of {st.st_size} bytes, {unallocated} of them not yet on a disk that has {free} "
-                    "bytes free")
+            return (
+                f"is a sparse file of {st.st_size} bytes, {unallocated} of them not yet on a disk that has {free} "
+                "bytes free"
+            )
     return None

@@ -1,4 +1,5 @@
 """System metrics (CPU, memory, disk, network; GPU with nvidia-ml-py) of a run, sampled in a thread."""
+
 from __future__ import annotations
 
 import logging
@@ -22,20 +23,32 @@ class SystemSampler:
     one also sends them from the thread every ``flush_every`` seconds, so they show up live.
     """
 
-    def __init__(self, c: Any, run_id: str, uri: str, interval: float, flush_every: float, min_s: float = 0.0):
+    def __init__(
+        self, c: Any, run_id: str, uri: str, interval: float, flush_every: float, min_s: float = 0.0
+    ):
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         # MLflow picks the monitors (GPU only where its driver library answers); its thread is not started.
         self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
-        self.c, self.run_id, self.interval, self.flush_every = c, run_id, interval, max(flush_every, min_s)
-        self.min_s, self.began = min_s, time.monotonic()  # a run shorter than min_s keeps no samples
+        self.c, self.run_id, self.interval, self.flush_every = (
+            c,
+            run_id,
+            interval,
+            max(flush_every, min_s),
+        )
+        self.min_s, self.began = (
+            min_s,
+            time.monotonic(),
+        )  # a run shorter than min_s keeps no samples
         self.rows: list[Any] = []
         self.also: list[str] = []  # more runs the samples go to (a batched group's other members)
         self.step = 0
         self.flush_error: str | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="sweeper-system-metrics")
+        self._thread = threading.Thread(
+            target=self._loop, daemon=True, name="sweeper-system-metrics"
+        )
         self._thread.start()
 
     def _loop(self) -> None:
@@ -59,10 +72,17 @@ class SystemSampler:
         for m in list(self.monitors):
             try:
                 m.collect_metrics()
-                row += [Metric(f"system/{k}", float(v), now, self.step) for k, v in m.aggregate_metrics().items()]
-            except Exception as e:  # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
+                row += [
+                    Metric(f"system/{k}", float(v), now, self.step)
+                    for k, v in m.aggregate_metrics().items()
+                ]
+            except (
+                Exception
+            ) as e:  # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
                 self.monitors.remove(m)
-                logging.getLogger(__name__).warning("system metrics: %s dropped: %s", type(m).__name__, first_line(e))
+                logging.getLogger(__name__).warning(
+                    "system metrics: %s dropped: %s", type(m).__name__, first_line(e)
+                )
             m.clear_metrics()
         with self._lock:
             self.rows += row
@@ -78,7 +98,9 @@ class SystemSampler:
         except Exception as e:  # the run still ends; these samples are lost, said once
             if self.flush_error is None:
                 self.flush_error = first_line(e)
-                logging.getLogger(__name__).warning("system metrics of run %s not logged: %s", self.run_id, self.flush_error)
+                logging.getLogger(__name__).warning(
+                    "system metrics of run %s not logged: %s", self.run_id, self.flush_error
+                )
 
     def stop(self) -> list[Any]:
         """Stop sampling; return the samples not logged yet (for the run's final batch). A run shorter
@@ -96,9 +118,14 @@ class SystemSampler:
         return rows
 
 
-
-def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_every: float = 30.0,
-                   min_s: float = 0.0) -> SystemSampler | None:
+def system_monitor(
+    c: Any,
+    run_id: str,
+    uri: str,
+    interval: float = 0.5,
+    flush_every: float = 30.0,
+    min_s: float = 0.0,
+) -> SystemSampler | None:
     """Start sampling system metrics for a run if psutil is installed (None without it); a run that ends before
     ``min_s`` seconds (``tracking.system_metrics_min_s``) keeps none."""
     try:
@@ -106,7 +133,6 @@ def system_monitor(c: Any, run_id: str, uri: str, interval: float = 0.5, flush_e
     except ImportError:
         return None
     return SystemSampler(c, run_id, uri, interval, flush_every, min_s)
-
 
 
 def stop(monitor: SystemSampler | None) -> list[Any]:

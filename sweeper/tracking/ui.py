@@ -9,6 +9,7 @@ whose UI was checked (:data:`sweeper.base.tested.TESTED` ``mlflow-ui``; the shor
 ``SWEEPER_PUBLIC_ONLY``); elsewhere the address carries the sort and
 the search alone (:func:`sweeper.base.names.table_query`).
 """
+
 from __future__ import annotations
 
 import json

@@ -24,6 +24,7 @@ Nothing is lost on the way:
 
 Jobs that do not run in the launching process (joblib workers, submitit, ray) end their runs themselves.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,10 @@ MIN_JOBS = {"server": 8, "sqlite": 16}
 # the composed config's hydra.launcher._target_ class names
 IN_PROCESS = ("basic", "batched")
 IN_PROCESS_CLASSES = ("BasicLauncher", "BatchedLauncher")
-INTERRUPT_WAIT_S = 30.0  # after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
-MAX_PENDING = 64  # runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
+# after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
+INTERRUPT_WAIT_S = 30.0
+# runs handed over and not yet written (~3 KB each: thinned curves): a job waits beyond this
+MAX_PENDING = 64
 BULK = MAX_PENDING  # runs ended in one transaction at most (those waiting when the writer is free)
 RECORDING = "recording"  # result.json's flag while the writer (this pid) has the run
 
@@ -85,12 +88,19 @@ class Writer:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sweeper.tracking.writer", str(req_r), str(ans_w)],
-                                         stdin=subprocess.DEVNULL, pass_fds=(req_r, ans_w), start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sweeper.tracking.writer", str(req_r), str(ans_w)],
+                stdin=subprocess.DEVNULL,
+                pass_fds=(req_r, ans_w),
+                start_new_session=True,
+            )
         finally:
             os.close(req_r)
             os.close(ans_w)
-        self.requests, self.answers = Connection(req_w, readable=False), Connection(ans_r, writable=False)
+        self.requests, self.answers = (
+            Connection(req_w, readable=False),
+            Connection(ans_r, writable=False),
+        )
         self.pending: list[Path] = []  # the result.json files of the runs handed over, in order
         self.submitted = 0  # runs handed over in all
         self.failed: list[str] = []  # the tracking errors of runs kept for upload
@@ -104,14 +114,29 @@ class Writer:
         except OSError:  # the writer is gone: the first submit finds out
             pass
 
-    def submit(self, uri: str, run_id: str, info: tuple[str, str] | None, kwargs: dict[str, Any], result_path: Path) -> None:
+    def submit(
+        self,
+        uri: str,
+        run_id: str,
+        info: tuple[str, str] | None,
+        kwargs: dict[str, Any],
+        result_path: Path,
+    ) -> None:
         """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s ``kwargs``) whose job
         wrote ``result_path``; returns at once unless :data:`MAX_PENDING` runs already wait."""
         self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
         try:
-            self.requests.send({"uri": uri, "run_id": run_id, "info": info, "kwargs": kwargs, "result": str(result_path)})
+            self.requests.send(
+                {
+                    "uri": uri,
+                    "run_id": run_id,
+                    "info": info,
+                    "kwargs": kwargs,
+                    "result": str(result_path),
+                }
+            )
         except OSError:  # the writer is gone: _take keeps the run for upload
             pass
         while self.pending and self._take(timeout=0):
@@ -139,19 +164,27 @@ class Writer:
                 alive = self.proc.poll() is None
                 if timeout is None and alive:
                     continue
-                if timeout is None:  # the writer died: what it had stays pending_upload in result.json
+                if (
+                    timeout is None
+                ):  # the writer died: what it had stays pending_upload in result.json
                     why = f"the writer process ended ({ended(self.proc.returncode)}) before recording it"
                     for path in self.pending:
                         self._kept(path, why)
                     self.pending = []
                 return False
             self.pending.pop(0)
-            if answer.get("gone"):  # recorded without the files its deleted folder held: said, nothing to upload
+            if answer.get(
+                "gone"
+            ):  # recorded without the files its deleted folder held: said, nothing to upload
                 log.warning("run %s is recorded: %s", answer["run_id"], answer["gone"])
             if answer.get("error"):  # said as the job itself would have said it
                 folder = Path(answer["folder"])
-                log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-                          answer["error"], folder, folder.parent)
+                log.error(
+                    "%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+                    answer["error"],
+                    folder,
+                    folder.parent,
+                )
                 self.failed.append(answer["error"])
             return True
 
@@ -171,7 +204,11 @@ class Writer:
         import time
 
         if self.pending:
-            log.info("recording the %d finished run(s) handed to the writer (at most %.0f s)...", len(self.pending), timeout)
+            log.info(
+                "recording the %d finished run(s) handed to the writer (at most %.0f s)...",
+                len(self.pending),
+                timeout,
+            )
         try:
             self.requests.close()
         except OSError:
@@ -198,7 +235,11 @@ class Writer:
             elif not result.get("pending_upload"):
                 recorded.append(f"run {result.get('run_id')} (job {path.parent.name})")
         if recorded:  # which ones, exactly: the sweep's line counts them finished
-            log.info("the writer recorded %d finished run(s) after the interruption: %s", len(recorded), ", ".join(recorded))
+            log.info(
+                "the writer recorded %d finished run(s) after the interruption: %s",
+                len(recorded),
+                ", ".join(recorded),
+            )
         self.pending = []
         self.answers.close()
         failed, self.failed = self.failed, []
@@ -210,8 +251,12 @@ class Writer:
             _keep(path, why)
         except (OSError, ValueError):  # its folder is gone: nothing is left to keep
             return
-        log.error("%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-                  why, path.parent, path.parent.parent)
+        log.error(
+            "%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+            why,
+            path.parent,
+            path.parent.parent,
+        )
         self.failed.append(why)
 
     def close(self) -> None:
@@ -271,7 +316,11 @@ def prestart(args: list[str]) -> None:
     ``sweeper.sweep.start`` decides with the composed jobs, and stops a writer it does not need."""
     if turned_off_by("writer") or not {"-m", "--multirun"} & set(args):
         return
-    launchers = [a.rpartition("=")[2] for a in args if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))]
+    launchers = [
+        a.rpartition("=")[2]
+        for a in args
+        if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))
+    ]
     if launchers and launchers[-1] not in IN_PROCESS:
         return
     uris = [a.partition("=")[2] for a in args if a.startswith("tracking.uri=")]
@@ -285,19 +334,27 @@ def estimated_jobs(args: list[str]) -> int:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        overrides = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if not a.startswith("-")]
+        )
     except Exception:  # noqa: BLE001  (Hydra says what is wrong with it, later)
         return 0
     n = 1
     for o in overrides:
-        if o.is_sweep_override() and o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
+        if (
+            o.is_sweep_override()
+            and o.is_discrete_sweep()
+            and not o.value_type.name.startswith("GLOB")
+        ):
             n *= max(1, sum(1 for _ in o.sweep_string_iterator()))
     return n
 
 
 def min_jobs(uris: Iterable[str]) -> int:
     """The smallest sweep that gets a writer, for the stores ``uris`` of its jobs."""
-    return MIN_JOBS["server" if any(u.startswith(("http://", "https://")) for u in uris) else "sqlite"]
+    return MIN_JOBS[
+        "server" if any(u.startswith(("http://", "https://")) for u in uris) else "sqlite"
+    ]
 
 
 def drain() -> list[str]:
@@ -364,7 +421,9 @@ def _serve(requests: Any, answers: Any) -> None:
 
     ended = False
     while not ended:
-        runs: list[dict[str, Any]] = []  # the runs waiting now, in order: ended together (one transaction a store)
+        runs: list[
+            dict[str, Any]
+        ] = []  # the runs waiting now, in order: ended together (one transaction a store)
         job = pickle.loads(inbox.get())
         while True:
             if job is None:
@@ -399,7 +458,9 @@ def main(argv: list[str]) -> None:
     _serve(Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False))
 
 
-def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any) -> list[dict[str, Any]]:
+def _record_all(
+    jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any
+) -> list[dict[str, Any]]:
     """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one SQL store in one
     transaction (:func:`sweeper.tracking.bulk.finish_runs`); when that fails, or elsewhere, one at a time,
     each with its own outcome."""
@@ -413,7 +474,9 @@ def _record_all(jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: A
             j += 1
         batch, i = jobs[i:j], j
         try:
-            c = clients.get(batch[0]["uri"]) or clients.setdefault(batch[0]["uri"], tracking.client(batch[0]["uri"]))
+            c = clients.get(batch[0]["uri"]) or clients.setdefault(
+                batch[0]["uri"], tracking.client(batch[0]["uri"])
+            )
             together = bulk.ends_in_bulk(c, [job["kwargs"] for job in batch])
         except Exception:  # noqa: BLE001  the store cannot be opened: each run says why
             together = False
@@ -455,8 +518,10 @@ def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:
         _keep(path, error) if error else _done(path)
     except FileNotFoundError:
         if not error:  # in the store; nothing is left to upload
-            answer["gone"] = (f"its job folder {path.parent} was deleted under the sweep (its tag artifacts_missing "
-                              "names the files that went with it)")
+            answer["gone"] = (
+                f"its job folder {path.parent} was deleted under the sweep (its tag artifacts_missing "
+                "names the files that went with it)"
+            )
     except (OSError, ValueError) as e:
         answer["error"] = error or f"{path}: {e}"
     return answer

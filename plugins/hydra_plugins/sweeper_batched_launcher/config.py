@@ -1,4 +1,5 @@
 """The launcher's config, stored under ``hydra/launcher`` as ``batched`` (imported at plugin discovery: light)."""
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -21,9 +22,13 @@ class BatchedLauncherConf:
     # null: the cores this process may use (os.sched_getaffinity); 1: one group after another in this process.
     cpu_workers: Optional[int] = None
     # engine=ray: address (null: a new local cluster), num_cpus per group, max_retries, init (ray.init's arguments).
-    ray: Dict[str, Any] = field(default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}})
+    ray: Dict[str, Any] = field(
+        default_factory=lambda: {"address": None, "num_cpus": 1, "max_retries": 1, "init": {}}
+    )
     # engine=submitit_*: partition, timeout_min, cpus_per_task, array_parallelism, additional_parameters, folder.
-    submitit: Dict[str, Any] = field(default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1})
+    submitit: Dict[str, Any] = field(
+        default_factory=lambda: {"partition": None, "timeout_min": 60, "cpus_per_task": 1}
+    )
     # Groups of one shape that differ only in depth, width and activation train as one packed group (one first-layer
     # product for all) where the planner estimates it ends sooner on this device (sweeper.sweep.packing); false: one
     # shape a group.
@@ -34,4 +39,6 @@ class BatchedLauncherConf:
     halving: Dict[str, Any] = field(default_factory=lambda: {"eta": None, "min_epochs": None})
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="batched", node=BatchedLauncherConf, provider="sweeper")
+ConfigStore.instance().store(
+    group="hydra/launcher", name="batched", node=BatchedLauncherConf, provider="sweeper"
+)

@@ -2,6 +2,7 @@
 launcher gets them; a launcher that fails closes the parent in one line): see
 ``sweeper.sweep.resuming_sweeper``. Hydra accepts a sweeper only from the ``hydra_plugins`` package, hence this thin
 class here."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,13 @@ class GuardedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         from sweeper.sweep import resuming_sweeper
 
-        resuming_sweeper.setup(self, super().setup, hydra_context=hydra_context, task_function=task_function,
-                               config=config)
+        resuming_sweeper.setup(
+            self,
+            super().setup,
+            hydra_context=hydra_context,
+            task_function=task_function,
+            config=config,
+        )
 
     def validate_batch_is_legal(self, batch: Any) -> None:
         from sweeper.sweep import resuming_sweeper

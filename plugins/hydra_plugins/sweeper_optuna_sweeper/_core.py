@@ -10,6 +10,7 @@ command continues it and several processes can share it.
 Jobs learn their trial number, study and round from ``sweep.json`` (``jobs``: tags by job number), which
 every job of the sweep reads anyway (the parent run's id): new Hydra keys would change the fingerprints.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,16 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
             study = open_study(plan)
     except ConfigError as e:
         refuse(sweep_dir, str(e))
-    log.info("optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d", plan["verb"], plan["metric"],
-             plan["task"], study.study_name, plan["shown_storage"], sweeper.n_trials, min(sweeper.batch, sweeper.n_trials))
+    log.info(
+        "optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d",
+        plan["verb"],
+        plan["metric"],
+        plan["task"],
+        study.study_name,
+        plan["shown_storage"],
+        sweeper.n_trials,
+        min(sweeper.batch, sweeper.n_trials),
+    )
     record_parents(sweep_dir, plan)
     space: Space = plan["space"]
     numbers: list[int] = []
@@ -58,13 +67,32 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
         k = min(sweeper.batch, sweeper.n_trials - job_idx)
         trials = ask(study, space, plan, k)
         round_id = str(round_no)
-        note_jobs(sweep_dir, space, {job_idx + i: {"optuna.trial_number": str(t.number), "optuna.study_name": study.study_name,
-                                                   "optuna.round": round_id} for i, t in enumerate(trials)})
+        note_jobs(
+            sweep_dir,
+            space,
+            {
+                job_idx + i: {
+                    "optuna.trial_number": str(t.number),
+                    "optuna.study_name": study.study_name,
+                    "optuna.round": round_id,
+                }
+                for i, t in enumerate(trials)
+            },
+        )
         try:
-            returns = sweeper.launcher.launch([space.overrides(t.params) for t in trials], initial_job_idx=job_idx)
-        except BaseException:  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
+            returns = sweeper.launcher.launch(
+                [space.overrides(t.params) for t in trials], initial_job_idx=job_idx
+            )
+        except (
+            BaseException
+        ):  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
             # FINISHED are told their values (their runs are recorded), the others FAIL, not RUNNING for ever
-            cut_short(study, trials, [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)], plan["metric"])
+            cut_short(
+                study,
+                trials,
+                [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)],
+                plan["metric"],
+            )
             raise
         tell(study, trials, returns, plan["metric"])
         numbers += [t.number for t in trials]
@@ -85,7 +113,9 @@ def ask(study: Any, space: Space, plan: dict[str, Any], k: int) -> list[Any]:
 
     with quiet():
         mirror = optuna.create_study(direction=plan["direction"], sampler=plan["sampler"])
-    mirror.add_trials([t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING])
+    mirror.add_trials(
+        [t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING]
+    )
     trials = [study.ask() for _ in range(k)]  # numbers first: unique across processes
     chosen: dict[int, dict[str, Any]] = {}
     for trial in trials:
@@ -93,7 +123,9 @@ def ask(study: Any, space: Space, plan: dict[str, Any], k: int) -> list[Any]:
             seed = int(np.random.SeedSequence([plan["seed"], trial.number]).generate_state(1)[0])
             mirror.sampler = plan["make"](seed)
         drawn = mirror.ask()
-        chosen[trial.number] = {name: _suggest(drawn, name, d) for name, d in space.distributions.items()}
+        chosen[trial.number] = {
+            name: _suggest(drawn, name, d) for name, d in space.distributions.items()
+        }
     study.sampler = _Given(chosen)
     for trial in trials:
         for name, d in space.distributions.items():
@@ -124,7 +156,9 @@ def _given() -> type:
         def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
             return {}
 
-        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+        def sample_relative(
+            self, study: Any, trial: Any, search_space: dict[str, Any]
+        ) -> dict[str, Any]:
             return {}
 
         def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
@@ -144,19 +178,36 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     loader = sweeper.hydra_context.config_loader
     base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
     tasks = {_task(base)}
-    if "data" in space.distributions:  # a search over data sets ranks one metric: their tasks must agree
+    if (
+        "data" in space.distributions
+    ):  # a search over data sets ranks one metric: their tasks must agree
         for name in space.distributions["data"].choices:
-            tasks.add(_task(sweeps._plain(loader.load_sweep_config(sweeper.config, [*space.fixed, f"data={name}"]))))
+            tasks.add(
+                _task(
+                    sweeps._plain(
+                        loader.load_sweep_config(sweeper.config, [*space.fixed, f"data={name}"])
+                    )
+                )
+            )
         if len(tasks) > 1:
-            raise ConfigError(f"hydra.sweeper.params.data={space.written['data']} is not allowed: the data sets' "
-                              f"tasks differ ({', '.join(sorted(tasks))}): a search optimises one metric")
+            raise ConfigError(
+                f"hydra.sweeper.params.data={space.written['data']} is not allowed: the data sets' "
+                f"tasks differ ({', '.join(sorted(tasks))}): a search optimises one metric"
+            )
     (task,) = tasks
     name, lower = metrics.PRIMARY[task]
     url = storage_url(sweeper.storage, base["tracking"]["uri"])
-    return {"space": space, "task": task, "metric": f"val_{name}", "direction": "minimize" if lower else "maximize",
-            "verb": "minimising" if lower else "maximising", "storage": url, "shown_storage": shown(url),
-            "study_name": str(sweeper.study_name or base["tracking"]["experiment"]),
-            **sampler(sweeper.sampler)}
+    return {
+        "space": space,
+        "task": task,
+        "metric": f"val_{name}",
+        "direction": "minimize" if lower else "maximize",
+        "verb": "minimising" if lower else "maximising",
+        "storage": url,
+        "shown_storage": shown(url),
+        "study_name": str(sweeper.study_name or base["tracking"]["experiment"]),
+        **sampler(sweeper.sampler),
+    }
 
 
 def _settings(settings: Any, arguments: list[str]) -> Space:
@@ -164,8 +215,12 @@ def _settings(settings: Any, arguments: list[str]) -> Space:
     for key in ("n_trials", "batch"):
         value = getattr(settings, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1")
-    params = OmegaConf.to_container(settings.params, resolve=True) if settings.params is not None else {}
+            raise ConfigError(
+                f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1"
+            )
+    params = (
+        OmegaConf.to_container(settings.params, resolve=True) if settings.params is not None else {}
+    )
     return parse(params or {}, list(arguments))
 
 
@@ -183,9 +238,17 @@ def check(config: Any) -> None:
 
             make_url(url).get_dialect()  # a URL no installed driver reads
         except Exception as e:  # noqa: BLE001  (sqlalchemy's ArgumentError, NoSuchModuleError)
-            raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be used: {one_line(e)}") from None
-    if url is not None and url.startswith("sqlite:///") and Path(url[len("sqlite:///"):]).is_file():
-        _continued_space(url, str(settings.study_name or OmegaConf.select(config, "tracking.experiment")), space)
+            raise ConfigError(
+                f"hydra.sweeper.storage={shown(url)} cannot be used: {one_line(e)}"
+            ) from None
+    if (
+        url is not None
+        and url.startswith("sqlite:///")
+        and Path(url[len("sqlite:///") :]).is_file()
+    ):
+        _continued_space(
+            url, str(settings.study_name or OmegaConf.select(config, "tracking.experiment")), space
+        )
 
 
 def _continued_space(url: str, name: str, space: Space) -> None:
@@ -213,7 +276,11 @@ def sampler(cfg: Any) -> dict[str, Any]:
     import optuna
     from hydra.utils import instantiate
 
-    kwargs = OmegaConf.to_container(cfg, resolve=True) if cfg is not None else {"_target_": "optuna.samplers.TPESampler"}
+    kwargs = (
+        OmegaConf.to_container(cfg, resolve=True)
+        if cfg is not None
+        else {"_target_": "optuna.samplers.TPESampler"}
+    )
     target = str(kwargs.pop("_target_", ""))
     text = f"{target.rsplit('.', 1)[-1]}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
     seed = kwargs.get("seed") if isinstance(kwargs.get("seed"), int) else None
@@ -221,16 +288,22 @@ def sampler(cfg: Any) -> dict[str, Any]:
     def make(seed: int | None = seed) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return instantiate({"_target_": target, **kwargs, **({"seed": seed} if seed is not None else {})})
+            return instantiate(
+                {"_target_": target, **kwargs, **({"seed": seed} if seed is not None else {})}
+            )
 
     try:
         built = make()
     except Exception as e:  # noqa: BLE001  (an unknown class or argument)
         cause = e.__cause__ or e
-        raise ConfigError(f"hydra.sweeper.sampler={text} cannot be built: {one_line(cause)}") from None
+        raise ConfigError(
+            f"hydra.sweeper.sampler={text} cannot be built: {one_line(cause)}"
+        ) from None
     if not isinstance(built, optuna.samplers.BaseSampler):
-        raise ConfigError(f"hydra.sweeper.sampler={text} is not allowed: expected an Optuna sampler "
-                          "(hydra/sweeper/sampler=tpe|random, or an optuna.samplers class as _target_)")
+        raise ConfigError(
+            f"hydra.sweeper.sampler={text} is not allowed: expected an Optuna sampler "
+            "(hydra/sweeper/sampler=tpe|random, or an optuna.samplers class as _target_)"
+        )
     return {"sampler": built, "sampler_text": text, "make": make, "seed": seed}
 
 
@@ -280,14 +353,24 @@ def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
 
     params = [Param(f"search.{k}", v) for k, v in plan["space"].written.items()]
     params.append(Param("optuna.sampler", plan["sampler_text"]))
-    tags = {"optuna.study_name": plan["study_name"], "optuna.storage": plan["shown_storage"],
-            "optuna.direction": plan["direction"], "optuna.metric": plan["metric"], "optuna.task": plan["task"]}
+    tags = {
+        "optuna.study_name": plan["study_name"],
+        "optuna.storage": plan["shown_storage"],
+        "optuna.direction": plan["direction"],
+        "optuna.metric": plan["metric"],
+        "optuna.task": plan["task"],
+    }
     for parent in _state(sweep_dir).get("parents", []):
         try:
-            tracking.client(parent["uri"]).log_batch(parent["run_id"], params=params,
-                                                     tags=[RunTag(k, v) for k, v in tags.items()])
+            tracking.client(parent["uri"]).log_batch(
+                parent["run_id"], params=params, tags=[RunTag(k, v) for k, v in tags.items()]
+            )
         except tracking.UNREACHABLE as e:
-            log.error("the search space was not recorded on parent run %s: %s", parent["run_id"], tracking.first_line(e))
+            log.error(
+                "the search space was not recorded on parent run %s: %s",
+                parent["run_id"],
+                tracking.first_line(e),
+            )
 
 
 def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None:
@@ -307,7 +390,9 @@ def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None
                 value = float(ret.return_value)
             except (TypeError, ValueError):
                 pass
-        folder = Path(str(ret.hydra_cfg.hydra.runtime.output_dir)) if ret.hydra_cfg is not None else None
+        folder = (
+            Path(str(ret.hydra_cfg.hydra.runtime.output_dir)) if ret.hydra_cfg is not None else None
+        )
         done.append((trial, value, folder))
     report([(t, *_curve(f)) for t, _, f in done if f is not None], study)
     for trial, value, folder in done:
@@ -334,8 +419,11 @@ def _reused_value(result: dict[str, Any], metric: str) -> tuple[float, str | Non
         run = tracking.client(uri).get_run(result["resumed_from"])
         return float(run.data.metrics.get(metric, math.nan)), run.data.tags.get(PRUNED_AT)
     except (KeyError, TypeError, ValueError, *tracking.UNREACHABLE) as e:
-        log.warning("optuna: the value of reused run %s could not be read (%s): its trial is told FAILED",
-                    result.get("resumed_from"), tracking.first_line(e))
+        log.warning(
+            "optuna: the value of reused run %s could not be read (%s): its trial is told FAILED",
+            result.get("resumed_from"),
+            tracking.first_line(e),
+        )
         return math.nan, None
 
 
@@ -363,7 +451,9 @@ def cut_short(study: Any, trials: list[Any], folders: list[Path | None], metric:
 
     for trial, folder in zip(trials, folders):
         result = _result(folder)
-        value = result.get("metrics", {}).get(metric) if result.get("status") == "FINISHED" else None
+        value = (
+            result.get("metrics", {}).get(metric) if result.get("status") == "FINISHED" else None
+        )
         if isinstance(value, (int, float)) and math.isfinite(value):
             if result.get("run_id"):
                 study._storage.set_trial_user_attr(trial._trial_id, "run_id", str(result["run_id"]))
@@ -388,16 +478,29 @@ def finish(sweep_dir: Path, study: Any, plan: dict[str, Any], numbers: list[int]
     states = [t.state for t in study.get_trials(deepcopy=False)]
     finished = states.count(optuna.trial.TrialState.COMPLETE)
     pruned = states.count(optuna.trial.TrialState.PRUNED)
-    out: dict[str, Any] = {"name": "optuna", "study_name": study.study_name, "storage": plan["shown_storage"],
-                           "direction": plan["direction"], "metric": plan["metric"], "task": plan["task"],
-                           "trials": numbers, "study_trials": len(states), "study_finished": finished,
-                           "study_pruned": pruned}
-    line = (f"optuna: study '{study.study_name}': trials {_span(numbers)} run here; "
-            f"{finished} of {len(states)} finished in the study" + (f", {pruned} pruned" if pruned else ""))
+    out: dict[str, Any] = {
+        "name": "optuna",
+        "study_name": study.study_name,
+        "storage": plan["shown_storage"],
+        "direction": plan["direction"],
+        "metric": plan["metric"],
+        "task": plan["task"],
+        "trials": numbers,
+        "study_trials": len(states),
+        "study_finished": finished,
+        "study_pruned": pruned,
+    }
+    line = (
+        f"optuna: study '{study.study_name}': trials {_span(numbers)} run here; "
+        f"{finished} of {len(states)} finished in the study"
+        + (f", {pruned} pruned" if pruned else "")
+    )
     if finished:
         best = study.best_trial
         out |= {"best_trial": best.number, "best_value": best.value, "best_params": best.params}
-        shown_params = ", ".join(f"{k}={text_cell(v) if isinstance(v, float) else v}" for k, v in best.params.items())
+        shown_params = ", ".join(
+            f"{k}={text_cell(v) if isinstance(v, float) else v}" for k, v in best.params.items()
+        )
         line += f"; best trial {best.number}: {plan['metric']}={best.value:.6g} ({plan['verb'][:-3]}ed)  {shown_params}"
     log.info(line)
     (sweep_dir / RESULTS_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(out)))

@@ -1,6 +1,7 @@
 """The search space: ``hydra.sweeper.params`` and the command's overrides, in Hydra's override syntax, as Optuna
 distributions (``interval()``, ``tag(log, interval())``, ``choice()`` or a list, ``range()``) and the fixed
 overrides every trial gets. Bad input is a :class:`sweeper.contract.config.ConfigError` naming the key and the value."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,9 @@ PARAMS = "hydra.sweeper.params"
 class Space:
     distributions: dict[str, Any] = field(default_factory=dict)  # key -> optuna distribution
     fixed: list[str] = field(default_factory=list)  # overrides every trial gets, as written
-    written: dict[str, str] = field(default_factory=dict)  # swept key -> its value as written (the parent's params)
+    written: dict[str, str] = field(
+        default_factory=dict
+    )  # swept key -> its value as written (the parent's params)
 
     def overrides(self, params: dict[str, Any]) -> tuple[str, ...]:
         """A trial's overrides: its sampled values, then the fixed ones."""
@@ -40,14 +43,23 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
             parser.parse_overrides([line])
         except HydraException as e:
             first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise ConfigError(f"{PARAMS}.{line} is not a valid override ({first.strip()})") from None
+            raise ConfigError(
+                f"{PARAMS}.{line} is not a valid override ({first.strip()})"
+            ) from None
     try:
-        check_overrides(lines + list(arguments))  # choices, ranges, groups and unknown keys, in one line
+        check_overrides(
+            lines + list(arguments)
+        )  # choices, ranges, groups and unknown keys, in one line
     except ConfigError as e:
         key = re.match(r"[^= ]*", str(e)).group(0)
-        raise ConfigError(f"{PARAMS}.{e}" if key in params and not any(a.startswith(f"{key}=") for a in arguments)
-                          else str(e)) from None
-    chosen: dict[str, tuple[Any, str]] = {}  # key -> (override, where it comes from), the command's last
+        raise ConfigError(
+            f"{PARAMS}.{e}"
+            if key in params and not any(a.startswith(f"{key}=") for a in arguments)
+            else str(e)
+        ) from None
+    chosen: dict[
+        str, tuple[Any, str]
+    ] = {}  # key -> (override, where it comes from), the command's last
     for line, where in [(ln, f"{PARAMS}.") for ln in lines] + [(a, "") for a in arguments]:
         (o,) = parser.parse_overrides([line])
         key = o.get_key_element() if not o.is_delete() else line
@@ -60,9 +72,11 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
             continue
         key = o.get_key_element()
         space.distributions[key] = distribution(o, where)
-        space.written[key] = o.input_line.partition('=')[2]
+        space.written[key] = o.input_line.partition("=")[2]
     if not space.distributions:
-        raise ConfigError(f"{PARAMS} has no search space: give at least one key interval(), choice() or range()")
+        raise ConfigError(
+            f"{PARAMS} has no search space: give at least one key interval(), choice() or range()"
+        )
     return space
 
 
@@ -77,13 +91,19 @@ def distribution(o: Any, where: str) -> Any:
         return _interval(o, key, written)
     if o.is_range_sweep() and not o.value().shuffle:
         return _range(o, written)
-    if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):  # choice(), a list, a shuffled range
+    if o.is_discrete_sweep() and not o.value_type.name.startswith(
+        "GLOB"
+    ):  # choice(), a list, a shuffled range
         choices = list(dict.fromkeys(o.sweep_iterator(transformer=Transformer.encode)))
         for x in choices:
             if not isinstance(x, (str, int, float, bool, type(None))):
-                raise ConfigError(f"{written} is not allowed: a choice holds str, int, float, bool or null values")
+                raise ConfigError(
+                    f"{written} is not allowed: a choice holds str, int, float, bool or null values"
+                )
         return CategoricalDistribution(choices)
-    raise ConfigError(f"{written} is not allowed: expected interval(), tag(log, interval()), choice() or range()")
+    raise ConfigError(
+        f"{written} is not allowed: expected interval(), tag(log, interval()), choice() or range()"
+    )
 
 
 def _interval(o: Any, key: str, written: str) -> Any:
@@ -95,7 +115,9 @@ def _interval(o: Any, key: str, written: str) -> Any:
     v = o.value()
     low, high, log = v.start, v.end, "log" in v.tags
     if key in GROUPS:
-        raise ConfigError(f"{written} is not allowed: {key} is a config group: expected choice(...)")
+        raise ConfigError(
+            f"{written} is not allowed: {key} is a config group: expected choice(...)"
+        )
     if not low < high:
         raise ConfigError(f"{written} is not allowed: expected interval(low, high) with low < high")
     if log and low <= 0:
@@ -106,7 +128,9 @@ def _interval(o: Any, key: str, written: str) -> Any:
     whole = float(low).is_integer() and float(high).is_integer()
     integral = whole and (integer or not any(c in written.partition("=")[2] for c in ".eE"))
     if integer and not whole:
-        raise ConfigError(f"{written} is not allowed: {key} is an integer: expected interval(int, int)")
+        raise ConfigError(
+            f"{written} is not allowed: {key} is an integer: expected interval(int, int)"
+        )
     if rule is not None:
         for bound in (low, high):
             try:
@@ -129,6 +153,9 @@ def _range(o: Any, written: str) -> Any:
     if len(values) == 1:
         return CategoricalDistribution(values)
     if all(isinstance(x, int) for x in values):
-        return IntDistribution(values[0], values[-1], step=int(r.step)) if r.step > 0 else \
-            IntDistribution(values[-1], values[0], step=-int(r.step))
+        return (
+            IntDistribution(values[0], values[-1], step=int(r.step))
+            if r.step > 0
+            else IntDistribution(values[-1], values[0], step=-int(r.step))
+        )
     return FloatDistribution(min(values), max(values), step=abs(float(r.step)))

@@ -1,6 +1,7 @@
 """The study's storage: where it lives (``auto``: beside the MLflow store), opening it (shared by several
 processes: SQLite under a lock, in WAL mode, waiting for each other's writes), and the trials' curves written
 as intermediate values in one transaction."""
+
 from __future__ import annotations
 
 import logging
@@ -61,13 +62,17 @@ def open_study(plan: dict[str, Any]) -> Any:
     import optuna
 
     url, name = plan["storage"], plan["study_name"]
-    kwargs = dict(study_name=name, sampler=plan["sampler"], direction=plan["direction"], load_if_exists=True)
+    kwargs = dict(
+        study_name=name, sampler=plan["sampler"], direction=plan["direction"], load_if_exists=True
+    )
     if url is None:
         return optuna.create_study(**kwargs)
-    db = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    db = Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
     try:
         if db is None:
-            return _checked(optuna.create_study(storage=optuna.storages.RDBStorage(url), **kwargs), plan)
+            return _checked(
+                optuna.create_study(storage=optuna.storages.RDBStorage(url), **kwargs), plan
+            )
         db.parent.mkdir(parents=True, exist_ok=True)
         with exclusive(db.with_name(db.name + ".lock")):
             if not db.exists() or db.stat().st_size == 0:
@@ -76,15 +81,17 @@ def open_study(plan: dict[str, Any]) -> Any:
 
                 with closing(sqlite3.connect(db)) as con:
                     con.execute("PRAGMA journal_mode=WAL")
-            storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+            storage = optuna.storages.RDBStorage(
+                url, engine_kwargs={"connect_args": {"timeout": 60}}
+            )
             _commit_without_fsync(storage)
             return _checked(optuna.create_study(storage=storage, **kwargs), plan)
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001  (a URL no driver reads, a server that does not answer, a bad file)
-        raise ConfigError(f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {one_line(e)}") from None
-
-
+        raise ConfigError(
+            f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {one_line(e)}"
+        ) from None
 
 
 def _commit_without_fsync(storage: Any) -> None:
@@ -105,8 +112,10 @@ def _checked(study: Any, plan: dict[str, Any]) -> Any:
     """A loaded study must optimise in this task's direction."""
     have = study.direction.name.lower()
     if have != plan["direction"]:
-        raise ConfigError(f"hydra.sweeper.study_name={study.study_name} is not allowed: that study {have[:-1]}es, "
-                          f"this task's {plan['metric']} is {plan['verb'][:-3]}ed: choose another study name")
+        raise ConfigError(
+            f"hydra.sweeper.study_name={study.study_name} is not allowed: that study {have[:-1]}es, "
+            f"this task's {plan['metric']} is {plan['verb'][:-3]}ed: choose another study name"
+        )
     _same_space(study, plan)
     return study
 
@@ -130,7 +139,8 @@ def _same_space(study: Any, plan: dict[str, Any]) -> None:
                 raise ConfigError(
                     f"hydra.sweeper.params.{name}={space.written.get(name, new)} is not allowed in study "
                     f"'{study.study_name}': its trials drew {name} from {_spelled(old)} ({one_line(e).rstrip('.')}): "
-                    f"keep that space, or start another study with hydra.sweeper.study_name=NAME") from None
+                    f"keep that space, or start another study with hydra.sweeper.study_name=NAME"
+                ) from None
 
 
 def _spelled(d: Any) -> str:
@@ -154,12 +164,20 @@ def report(curves: list[tuple[Any, np.ndarray, np.ndarray]], study: Any) -> None
             from optuna.storages._rdb.storage import _create_scoped_session
 
             model = models.TrialIntermediateValueModel
-            with _create_scoped_session(backend.scoped_session) as session:  # the trials are new: inserts only
+            with _create_scoped_session(
+                backend.scoped_session
+            ) as session:  # the trials are new: inserts only
                 for trial, steps, values in curves:
                     for step, value in zip(steps.tolist(), values.tolist()):
                         stored, kind = model.intermediate_value_to_stored_repr(float(value))
-                        session.add(model(trial_id=trial._trial_id, step=int(step), intermediate_value=stored,
-                                          intermediate_value_type=kind))
+                        session.add(
+                            model(
+                                trial_id=trial._trial_id,
+                                step=int(step),
+                                intermediate_value=stored,
+                                intermediate_value_type=kind,
+                            )
+                        )
             return
         except Exception as e:  # noqa: BLE001  (another Optuna's internals: the public calls below)
             log.debug("intermediate values one at a time: %s", e)

@@ -1,5 +1,6 @@
 """The sweeper's config, stored under ``hydra/sweeper`` as ``sweeper_optuna`` (imported at plugin discovery:
 light, no Optuna). ``+sweep=optuna`` (conf/sweep/optuna.yaml) selects it and names a search space."""
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -27,9 +28,11 @@ class RandomSamplerConf:
 @dataclass
 class OptunaSweeperConf:
     _target_: str = "hydra_plugins.sweeper_optuna_sweeper.optuna_sweeper.OptunaSweeper"
-    _recursive_: bool = False  # the sampler is built (and a bad one refused in one line) when the sweep starts
+    # the sampler is built (and a bad one refused in one line) when the sweep starts
+    _recursive_: bool = False
     defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}])
-    sampler: Any = MISSING  # hydra/sweeper/sampler: tpe (default) | random, or any Optuna sampler by _target_
+    # hydra/sweeper/sampler: tpe (default) | random, or any Optuna sampler by _target_
+    sampler: Any = MISSING
     # trials this command runs (a study that already has trials keeps them and goes on numbering)
     n_trials: int = 20
     # trials asked per round and handed to the launcher in one launch() call: the batched launcher trains

@@ -27,6 +27,7 @@ NumPy's, as CuPy's do, but not CuPy's), cuBLAS/cuSPARSE summation order (float32
 a GPU's differ in the last bits) and NumPy-vs-CuPy differences of type promotion or of a function's options beyond
 ``copyto`` and ``take``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,12 +35,32 @@ from typing import Any
 import numpy as np
 
 from sweeper.base.strict.array import DeviceArray
-from sweeper.base.strict.ledger import LEDGER, LEDGER_ENV, Event, Ledger, append_summary_at_exit, describe
+from sweeper.base.strict.ledger import (
+    LEDGER,
+    LEDGER_ENV,
+    Event,
+    Ledger,
+    append_summary_at_exit,
+    describe,
+)
 from sweeper.base.strict.namespace import xp
 from sweeper.base.strict.sparse import DeviceSparse
 
-__all__ = ["DeviceArray", "DeviceSparse", "Event", "LEDGER", "LEDGER_ENV", "Ledger", "append_summary_at_exit", "describe",
-           "mark", "synchronize", "to_device", "to_numpy", "xp"]
+__all__ = [
+    "DeviceArray",
+    "DeviceSparse",
+    "Event",
+    "LEDGER",
+    "LEDGER_ENV",
+    "Ledger",
+    "append_summary_at_exit",
+    "describe",
+    "mark",
+    "synchronize",
+    "to_device",
+    "to_numpy",
+    "xp",
+]
 
 
 def to_device(a: Any) -> Any:

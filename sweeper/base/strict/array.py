@@ -8,6 +8,7 @@ raises CuPy's implicit-conversion error. Reading a value on the host (``float``,
 ``.tolist()``, ``repr``) is a counted sync, ``.get()`` a counted copy (:mod:`.ledger`). A method or ufunc the table
 does not name raises (``AttributeError`` or NumPy's ``TypeError``): nothing passes unmodelled.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,25 +17,33 @@ import numpy as np
 
 from sweeper.base.strict.ledger import LEDGER
 
-IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array "
-            "explicitly.")
+IMPLICIT = (
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array "
+    "explicitly."
+)
 SCALARS = (bool, int, float, complex, np.generic)
 
 # NumPy ufuncs CuPy has that the stand-in runs (CuPy has more; one not named here raises until it is added).
-UFUNCS = frozenset("""
+UFUNCS = frozenset(
+    """
 add subtract multiply divide true_divide floor_divide negative positive power float_power remainder mod fmod absolute
 fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log log2 log10 log1p logaddexp logaddexp2 tanh sinh cosh arctanh
 sin cos tan arcsin arccos arctan arctan2 hypot maximum minimum fmax fmin greater greater_equal less less_equal equal
 not_equal logical_and logical_or logical_xor logical_not isfinite isnan isinf signbit copysign floor ceil trunc rint
 bitwise_and bitwise_or bitwise_xor invert left_shift right_shift matmul conjugate heaviside clip
-""".split())
-REDUCING = frozenset(("add", "multiply", "maximum", "minimum", "logical_and", "logical_or"))  # ufunc.reduce
+""".split()
+)
+REDUCING = frozenset(
+    ("add", "multiply", "maximum", "minimum", "logical_and", "logical_or")
+)  # ufunc.reduce
 
 # ndarray methods CuPy has that the stand-in runs on the device; "sync" ones read on the host (CuPy synchronises).
-METHODS = frozenset("""
+METHODS = frozenset(
+    """
 copy astype reshape ravel flatten transpose swapaxes squeeze sum mean max min prod std var argmax argmin all any
 cumsum cumprod clip dot take fill repeat round conj view diagonal trace sort argsort
-""".split())
+""".split()
+)
 
 
 # What a NumPy function called on device arrays runs, by (module, name): CuPy's ``__array_function__`` runs its own
@@ -179,7 +188,9 @@ class DeviceArray:
         return wrap(self._a[_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(value, np.ndarray) and value.ndim:  # CuPy fills with a scalar, or copies a device array
+        if (
+            isinstance(value, np.ndarray) and value.ndim
+        ):  # CuPy fills with a scalar, or copies a device array
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         if isinstance(value, np.ndarray):
             value = value.item()
@@ -190,7 +201,9 @@ class DeviceArray:
     # -- NumPy's protocols: a device operation, or CuPy's refusal -----------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         name = ufunc.__name__
-        if name not in UFUNCS or not (method == "__call__" or (method == "reduce" and name in REDUCING)):
+        if name not in UFUNCS or not (
+            method == "__call__" or (method == "reduce" and name in REDUCING)
+        ):
             return NotImplemented
         args = [operand(x) for x in inputs]
         outs = kwargs.pop("out", None)
@@ -209,7 +222,9 @@ class DeviceArray:
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         impl = FUNCTIONS.get((getattr(func, "__module__", ""), func.__name__))
-        if impl is None or any(t is not DeviceArray and not issubclass(t, np.ndarray) for t in types):
+        if impl is None or any(
+            t is not DeviceArray and not issubclass(t, np.ndarray) for t in types
+        ):
             return NotImplemented  # NumPy raises: no implementation found for 'numpy.<name>'
         return impl(*args, **kwargs)
 
@@ -217,8 +232,10 @@ class DeviceArray:
         if name in METHODS:
             method = getattr(self._a, name)
             return lambda *args, **kwargs: wrap(method(*argument(args), **_keywords(kwargs)))
-        raise AttributeError(f"the strict device stand-in does not model ndarray.{name} (CuPy's cupy.ndarray.{name}): "
-                             "add it to sweeper/base/strict/array.py if the GPU path needs it")
+        raise AttributeError(
+            f"the strict device stand-in does not model ndarray.{name} (CuPy's cupy.ndarray.{name}): "
+            "add it to sweeper/base/strict/array.py if the GPU path needs it"
+        )
 
 
 def _keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -231,12 +248,25 @@ def _keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _operators() -> None:
     """The arithmetic operators as the ufuncs behind them (so a host operand is refused the same way); a sparse
     operand gets its own turn (its ``__rmatmul__``)."""
-    pairs = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-             "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
-             "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+    pairs = {
+        "add": np.add,
+        "sub": np.subtract,
+        "mul": np.multiply,
+        "truediv": np.true_divide,
+        "floordiv": np.floor_divide,
+        "mod": np.remainder,
+        "pow": np.power,
+        "matmul": np.matmul,
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+    }
     for name, uf in pairs.items():
+
         def op(self: DeviceArray, other: Any, uf: Any = uf) -> Any:
-            return NotImplemented if getattr(type(other), "_device_sparse", False) else uf(self, other)
+            return (
+                NotImplemented if getattr(type(other), "_device_sparse", False) else uf(self, other)
+            )
 
         def rop(self: DeviceArray, other: Any, uf: Any = uf) -> Any:
             return uf(other, self)
@@ -247,10 +277,21 @@ def _operators() -> None:
         setattr(DeviceArray, f"__{name}__", op)
         setattr(DeviceArray, f"__r{name}__", rop)
         setattr(DeviceArray, f"__i{name}__", iop)
-    for name, uf in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-                     "eq": np.equal, "ne": np.not_equal}.items():
+    for name, uf in {
+        "lt": np.less,
+        "le": np.less_equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+        "eq": np.equal,
+        "ne": np.not_equal,
+    }.items():
         setattr(DeviceArray, f"__{name}__", lambda self, other, uf=uf: uf(self, other))
-    for name, uf in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
+    for name, uf in {
+        "neg": np.negative,
+        "pos": np.positive,
+        "abs": np.absolute,
+        "invert": np.invert,
+    }.items():
         setattr(DeviceArray, f"__{name}__", lambda self, uf=uf: uf(self))
 
 

@@ -8,6 +8,7 @@ Each event is one of three kinds:
 - ``sync``: the host waits for the device to read a value (``float()``, ``int()``, ``bool()``, ``.item()``,
   ``.tolist()``, ``__array__`` where allowed, printing an array, a boolean mask's count, ``synchronize()``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,15 @@ from typing import Iterator, NamedTuple
 KINDS = ("h2d", "d2h", "sync")
 # Frames inside these folders are the stand-in's or NumPy's/SciPy's own: a site names the first frame outside them.
 _HERE = str(Path(__file__).resolve().parent)
-_SKIP = (_HERE, os.sep + "numpy" + os.sep, os.sep + "scipy" + os.sep, os.path.join("sweeper", "base", "backend.py"))
-_ROOT = str(Path(__file__).resolve().parents[3]) + os.sep  # the checkout: sites are shown relative to it
+_SKIP = (
+    _HERE,
+    os.sep + "numpy" + os.sep,
+    os.sep + "scipy" + os.sep,
+    os.path.join("sweeper", "base", "backend.py"),
+)
+_ROOT = (
+    str(Path(__file__).resolve().parents[3]) + os.sep
+)  # the checkout: sites are shown relative to it
 SITE_FRAMES = 3
 
 
@@ -32,7 +40,9 @@ class Event(NamedTuple):
     what: str  # float(), .get(), to_numpy, ...
     phase: str  # the phase the training loop last marked on this thread ("" before any)
     step: int  # the epoch (or the segment's last epoch) given with the mark; -1 without one
-    site: tuple[str, ...]  # "path:line in function", innermost first, outside the stand-in and NumPy
+    site: tuple[
+        str, ...
+    ]  # "path:line in function", innermost first, outside the stand-in and NumPy
 
 
 def _site() -> tuple[str, ...]:
@@ -51,7 +61,9 @@ class Ledger:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self.marks: Counter = Counter()  # how many times each phase was entered (every epoch, every segment end)
+        self.marks: Counter = (
+            Counter()
+        )  # how many times each phase was entered (every epoch, every segment end)
         self._local = threading.local()
         self.implicit = 0  # > 0 inside allow_implicit(): np.asarray(device array) is a counted sync, not an error
 
@@ -62,7 +74,9 @@ class Ledger:
 
     def record(self, kind: str, what: str) -> None:
         local = self._local
-        self.events.append(Event(kind, what, getattr(local, "phase", ""), getattr(local, "step", -1), _site()))
+        self.events.append(
+            Event(kind, what, getattr(local, "phase", ""), getattr(local, "step", -1), _site())
+        )
 
     def reset(self) -> None:
         self.events = []
@@ -110,13 +124,20 @@ class Ledger:
         phases: dict[str, Counter] = {}
         for e in self.events:
             phases.setdefault(e.phase, Counter())[e.kind] += 1
-        return {"pid": os.getpid(), "phases": {p: dict(c) for p, c in phases.items()},
-                "in_epochs": [f"{e.what} at {e.site[0] if e.site else '?'}" for e in self.inside()[:10]]}
+        return {
+            "pid": os.getpid(),
+            "phases": {p: dict(c) for p, c in phases.items()},
+            "in_epochs": [
+                f"{e.what} at {e.site[0] if e.site else '?'}" for e in self.inside()[:10]
+            ],
+        }
 
 
 def describe(events: list[Event]) -> str:
     """One line per event: ``kind what at site (phase step)``, for an assertion's message."""
-    return "\n".join(f"{e.kind} {e.what} at {' <- '.join(e.site) or '?'} ({e.phase} {e.step})" for e in events)
+    return "\n".join(
+        f"{e.kind} {e.what} at {' <- '.join(e.site) or '?'} ({e.phase} {e.step})" for e in events
+    )
 
 
 LEDGER = Ledger()

@@ -11,6 +11,7 @@ Each name below is one CuPy has; it is backed by NumPy's function of the same na
 draws its own orders (below). A name not here raises ``AttributeError`` naming it; a NumPy function called on device
 arrays (``np.sum(x)``) runs the function of the same name here, or raises NumPy's ``TypeError`` when there is none.
 """
+
 from __future__ import annotations
 
 from functools import wraps
@@ -31,8 +32,10 @@ empty_like zeros_like ones_like full_like copy
 CREATION = "empty zeros ones full arange linspace eye identity".split()
 TRANSFERS = "asarray array ascontiguousarray asfortranarray".split()
 METADATA = "shape ndim size result_type isscalar can_cast promote_types dtype finfo iinfo".split()
-CONSTANTS = ("nan inf pi e newaxis float16 float32 float64 complex64 complex128 int8 int16 int32 int64 uint8 uint16 "
-             "uint32 uint64 bool_ intp").split()
+CONSTANTS = (
+    "nan inf pi e newaxis float16 float32 float64 complex64 complex128 int8 int16 int32 int64 uint8 uint16 "
+    "uint32 uint64 bool_ intp"
+).split()
 
 
 def _device(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,7 +128,9 @@ class RandomState:
         return DeviceArray(argument(a)[self._keys(len(a))])
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"the strict device stand-in does not model cupy.random.RandomState.{name}")
+        raise AttributeError(
+            f"the strict device stand-in does not model cupy.random.RandomState.{name}"
+        )
 
 
 class Namespace:
@@ -138,25 +143,36 @@ class Namespace:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(f"the strict device stand-in does not model {self.__name__}.{name}: add it to "
-                             "sweeper/base/strict/namespace.py if the GPU path needs it")
+        raise AttributeError(
+            f"the strict device stand-in does not model {self.__name__}.{name}: add it to "
+            "sweeper/base/strict/namespace.py if the GPU path needs it"
+        )
 
 
 LINALG = ("lstsq", "solve", "norm", "inv")
 
 
 def _members() -> dict[str, Any]:
-    members: dict[str, Any] = {name: getattr(np, name) for name in UFUNCS if hasattr(np, name)}  # ufuncs dispatch
+    members: dict[str, Any] = {
+        name: getattr(np, name) for name in UFUNCS if hasattr(np, name)
+    }  # ufuncs dispatch
     members |= {name: _device(getattr(np, name)) for name in DEVICE + CREATION}
     members |= {name: _transfer(name) for name in TRANSFERS}
     members |= {name: _metadata(getattr(np, name)) for name in METADATA}
     members |= {name: getattr(np, name) for name in CONSTANTS}
     members |= {"copyto": copyto, "take": take, "asnumpy": asnumpy, "ndarray": DeviceArray}
     members["random"] = Namespace("cupy.random", {"RandomState": RandomState})
-    members["linalg"] = Namespace("cupy.linalg", {name: _device(getattr(np.linalg, name)) for name in LINALG})
+    members["linalg"] = Namespace(
+        "cupy.linalg", {name: _device(getattr(np.linalg, name)) for name in LINALG}
+    )
     return members
 
 
 xp = Namespace("cupy", _members())
-FUNCTIONS.update({("numpy", name): getattr(xp, name) for name in [*DEVICE, *CREATION, *METADATA, "copyto", "take"]})
+FUNCTIONS.update(
+    {
+        ("numpy", name): getattr(xp, name)
+        for name in [*DEVICE, *CREATION, *METADATA, "copyto", "take"]
+    }
+)
 FUNCTIONS.update({("numpy.linalg", name): getattr(xp.linalg, name) for name in LINALG})

@@ -7,6 +7,7 @@ slicing (``X[:k]``, ``X[..., :k, :]``), ``copy()``, ``astype()``, and the produc
 ``np.asarray`` raises the implicit-conversion error; ``.get()`` is a counted copy to a SciPy matrix and
 ``.toarray()`` a dense device array. Anything else raises ``AttributeError`` naming it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -49,8 +50,10 @@ class DeviceSparse:
     def __getitem__(self, key: Any) -> Any:
         parts = key if type(key) is tuple else (key,)
         if any(not (p is Ellipsis or isinstance(p, (slice, int, np.integer))) for p in parts):
-            raise AttributeError("the strict device stand-in models a sparse matrix's slices only (X[a:b], "
-                                 f"X[..., a:b, :]), not the index {key!r}")
+            raise AttributeError(
+                "the strict device stand-in models a sparse matrix's slices only (X[a:b], "
+                f"X[..., a:b, :]), not the index {key!r}"
+            )
         r = self._m[key]
         return DeviceSparse(r) if hasattr(r, "tocsr") else wrap(r)
 
@@ -84,12 +87,16 @@ class DeviceSparse:
         raise TypeError(IMPLICIT)
 
     def __repr__(self) -> str:
-        return f"<{self.shape[0]}x{self.shape[1]} sparse matrix of type {self.dtype} with {self.nnz} stored elements " \
-               f"in {self._m.format.upper()} format on the (stand-in) device>"
+        return (
+            f"<{self.shape[0]}x{self.shape[1]} sparse matrix of type {self.dtype} with {self.nnz} stored elements "
+            f"in {self._m.format.upper()} format on the (stand-in) device>"
+        )
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"the strict device stand-in does not model cupyx.scipy.sparse's .{name}: add it to "
-                             "sweeper/base/strict/sparse.py if the GPU path needs it")
+        raise AttributeError(
+            f"the strict device stand-in does not model cupyx.scipy.sparse's .{name}: add it to "
+            "sweeper/base/strict/sparse.py if the GPU path needs it"
+        )
 
 
 def to_device(m: Any) -> DeviceSparse:

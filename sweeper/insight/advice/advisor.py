@@ -1,5 +1,6 @@
 """The advisor: the findings of a sweep in order — what the score cannot tell (saturation, noise, ties) before any
 trend — the plan they make within a budget and the next command, published on the parent run."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,16 @@ from dataclasses import replace
 from typing import Any
 
 from sweeper.insight.advice.curves import overfitting, rising_loss, under_training
-from sweeper.insight.advice.evidence import TOP, Advice, CURVES, Finding, Sweep, TAG, _number, record
+from sweeper.insight.advice.evidence import (
+    TOP,
+    Advice,
+    CURVES,
+    Finding,
+    Sweep,
+    TAG,
+    _number,
+    record,
+)
 from sweeper.base.fmt import cell, text_cell
 from sweeper.insight.advice.evidence import _label
 from sweeper.insight.advice.findings import divergence, edges, noise, saturation, seed_list, ties
@@ -20,7 +30,16 @@ from sweeper.insight.advice.outside_grid import devices, reference, skipped_line
 # The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
 # order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the noise leave the grid
 # first, then a change that still does not fit is left out (and said).
-PRIORITY = ("device", "divergence", "rising_loss", "no_effect", "overfitting", "under_training", "edge", "noise")
+PRIORITY = (
+    "device",
+    "divergence",
+    "rising_loss",
+    "no_effect",
+    "overfitting",
+    "under_training",
+    "edge",
+    "noise",
+)
 
 
 def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
@@ -57,20 +76,29 @@ def _worse_values(s: Sweep, key: str, values: list[str], kept: set[str] = frozen
     if len(profile) < 2:
         return []
     best = min(profile, key=lambda v: profile[v][0] if s.lower else -profile[v][0])
-    worse = [v for v in values if v in profile and v != best and v not in kept
-             and s.between(profile[best][1], profile[v][1]).beyond()]
+    worse = [
+        v
+        for v in values
+        if v in profile
+        and v != best
+        and v not in kept
+        and s.between(profile[best][1], profile[v][1]).beyond()
+    ]
     return sorted(worse, key=lambda v: profile[v][0], reverse=s.lower)
 
 
-def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[dict[str, str], list[Finding],
-                                                                            list[dict[str, str]]]:
+def plan(
+    s: Sweep, findings: list[Finding], limit: int | None = None
+) -> tuple[dict[str, str], list[Finding], list[dict[str, str]]]:
     """The keys the findings change and their new values (a comma list): grids extended or cut, keys fixed, seeds
     added — within ``limit`` runs to train (default :func:`budget`); the findings left out for it; and, when seeds go to
     the best two configurations only and they differ in more than one key, each one's values of those keys (the
     command is then two, one a configuration: the grid of their values would train more than two)."""
     limit = budget(s) if limit is None else limit
     kept = _kept(s, findings)
-    order = sorted(findings, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
+    order = sorted(
+        findings, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY)
+    )
     out: dict[str, str] = {}
     left: list[Finding] = []
     pair: list[dict[str, str]] = []
@@ -79,10 +107,19 @@ def plan(s: Sweep, findings: list[Finding], limit: int | None = None) -> tuple[d
             continue
         # the finding as it is; else with one new value a key (the nearest beyond the edge)
         shapes = [replace(f, pair=[])]
-        shapes += [replace(f, add={k: v[:1] for k, v in f.add.items()}, pair=[])] if any(len(v) > 1 for v in f.add.values()) else []
+        shapes += (
+            [replace(f, add={k: v[:1] for k, v in f.add.items()}, pair=[])]
+            if any(len(v) > 1 for v in f.add.values())
+            else []
+        )
         if f.narrow:  # keys another finding already changed keep its change
-            shapes.append(replace(f, set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}},
-                                  pair=[{k: v for k, v in p.items() if k not in out} for p in f.pair]))
+            shapes.append(
+                replace(
+                    f,
+                    set={**f.set, **{k: v for k, v in f.narrow.items() if k not in out}},
+                    pair=[{k: v for k, v in p.items() if k not in out} for p in f.pair],
+                )
+            )
         # last, when nothing else is in the command yet: one seed more than tried, the fewest that show a spread (a
         # round too small for three seeds of the best two would otherwise propose nothing)
         if not out and (fewer := _fewer_seeds(s, f)) is not None:
@@ -140,7 +177,9 @@ def pruned(s: Sweep, changes: dict[str, str], findings: list[Finding]) -> dict[s
     return out
 
 
-def _fit(s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] | None = None) -> dict[str, str]:
+def _fit(
+    s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] | None = None
+) -> dict[str, str]:
     """``trial`` with values the grid showed worse pruned, worst first, until it trains at most ``limit`` runs (or
     nothing is left to prune: a key keeps at least two values, and every value a finding keeps, ``kept``).
 
@@ -164,7 +203,9 @@ def _fit(s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] 
                     cut.add(value)
                     left[group[value]] -= 1
                     # its configurations go; its finished runs too, once no value left reads as the same number
-                    to_train -= each - (0 if left[group[value]] else len(done.get(group[value], ())))
+                    to_train -= each - (
+                        0 if left[group[value]] else len(done.get(group[value], ()))
+                    )
                 trial[key] = ",".join(v for v in now if v not in cut)
                 break
         else:
@@ -172,7 +213,9 @@ def _fit(s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] 
     return trial
 
 
-def _weights(s: Sweep, trial: dict[str, str], key: str, values: list[str]) -> tuple[int, dict[Any, set], dict[str, Any]]:
+def _weights(
+    s: Sweep, trial: dict[str, str], key: str, values: list[str]
+) -> tuple[int, dict[Any, set], dict[str, Any]]:
     """What each of ``values`` of ``key`` brings to the next command ``trial``: the configurations of one value (the
     other keys' grids multiplied), the FINISHED configurations of each group of values (values that read as the same
     number are one group: a run matches either, as :func:`counts` counts), and each value's group."""
@@ -185,7 +228,11 @@ def _weights(s: Sweep, trial: dict[str, str], key: str, values: list[str]) -> tu
     for r in s.finished:
         if all(among[k](r["params"].get(k)) for k in grid):
             value = r["params"].get(key)
-            g = ("number", n) if (n := _number(value)) is not None and n in numbers else ("text", str(value))
+            g = (
+                ("number", n)
+                if (n := _number(value)) is not None and n in numbers
+                else ("text", str(value))
+            )
             done.setdefault(g, set()).add(tuple(sorted(r["params"].items())))
     return each, done, group
 
@@ -208,10 +255,14 @@ def _grid(s: Sweep, changes: dict[str, str]) -> dict[str, list[str]]:
     return {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
 
 
-Exclusion = tuple[dict[str, str], list[str]]  # ({other key: value}, lr values): left out in that slice only
+Exclusion = tuple[
+    dict[str, str], list[str]
+]  # ({other key: value}, lr values): left out in that slice only
 
 
-def grids(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> list[dict[str, list[str]]]:
+def grids(
+    s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()
+) -> list[dict[str, list[str]]]:
     """The next command's grid, cut into disjoint grids that together leave out each exclusion's values only in its
     slice (one command each): for a slice {k1: a, k2: b}, the grid at k1≠a, then at k1=a, k2≠b, then at k1=a, k2=b
     without the values."""
@@ -225,8 +276,12 @@ def grids(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> l
     return out
 
 
-def _split(g: dict[str, list[str]], where: dict[str, str], values: list[str]) -> list[dict[str, list[str]]]:
-    if "lr" not in g or any(k not in g or not any(_among([v])(x) for x in g[k]) for k, v in where.items()):
+def _split(
+    g: dict[str, list[str]], where: dict[str, str], values: list[str]
+) -> list[dict[str, list[str]]]:
+    if "lr" not in g or any(
+        k not in g or not any(_among([v])(x) for x in g[k]) for k, v in where.items()
+    ):
         return [g]
     bad = _among(values)
     left = [x for x in g["lr"] if not bad(x)]
@@ -249,8 +304,11 @@ def counts(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> 
     for grid in grids(s, changes, exclude):
         total += math.prod(len(v) for v in grid.values())
         among = {k: _among(v) for k, v in grid.items()}
-        done |= {tuple(sorted(r["params"].items())) for r in s.finished
-                 if all(among[k](r["params"].get(k)) for k in grid)}
+        done |= {
+            tuple(sorted(r["params"].items()))
+            for r in s.finished
+            if all(among[k](r["params"].get(k)) for k in grid)
+        }
     return total, len(done)
 
 
@@ -261,32 +319,51 @@ def untried(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) ->
     for grid in grids(s, changes, exclude):
         total += math.prod(len(v) for v in grid.values())
         among = {k: _among(v) for k, v in grid.items()}
-        tried |= {tuple(str(r["params"].get(k)) for k in sorted(grid)) for r in s.records
-                  if all(among[k](r["params"].get(k)) for k in grid)}
+        tried |= {
+            tuple(str(r["params"].get(k)) for k in sorted(grid))
+            for r in s.records
+            if all(among[k](r["params"].get(k)) for k in grid)
+        }
     return total - len(tried)
 
 
-def commands(s: Sweep, argv: list[str], changes: dict[str, str], exclude: list[Exclusion] = (),
-             python: bool = False) -> list[str]:
+def commands(
+    s: Sweep,
+    argv: list[str],
+    changes: dict[str, str],
+    exclude: list[Exclusion] = (),
+    python: bool = False,
+) -> list[str]:
     """The next command(s): one, or one per grid of :func:`grids` when an exclusion cuts the grid; ``python``: as
     ``sweeper.multirun([...])`` calls."""
     parts = grids(s, changes, exclude)
     if len(parts) == 1:
         return [next_command(argv, changes, python)]
     whole = _grid(s, changes)
-    return [next_command(argv, {k: ",".join(v) for k, v in g.items() if k in changes or v != whole.get(k)}, python)
-            for g in parts]
+    return [
+        next_command(
+            argv,
+            {k: ",".join(v) for k, v in g.items() if k in changes or v != whole.get(k)},
+            python,
+        )
+        for g in parts
+    ]
 
 
 def next_command(argv: list[str], changes: dict[str, str], python: bool = False) -> str:
     """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true`` last;
     arguments are quoted only where a shell needs it. ``python``: the sweep came from :func:`sweeper.multirun`,
     and so does the next one (``sweeper.multirun([...])``)."""
-    from sweeper.base.names import python_call, resume_command  # both drop any resume= and append resume=true
+    from sweeper.base.names import (
+        python_call,
+        resume_command,
+    )  # both drop any resume= and append resume=true
 
     changes, out = dict(changes), []
     for arg in argv:
-        if arg.startswith("++model."):  # as the user typed it: sweeper adds the ++ itself (contract.model)
+        if arg.startswith(
+            "++model."
+        ):  # as the user typed it: sweeper adds the ++ itself (contract.model)
             arg = arg[2:]
         bare = arg.lstrip("+~")
         key = bare.partition("=")[0]
@@ -302,15 +379,24 @@ def split_caveats(records: list[dict[str, Any]]) -> list[str]:
     from training error."""
     if not any(_number(r["params"].get("data.val_fraction")) == 0 for r in records):
         return []
-    return ["validation = the training rows (data.val_fraction=0): every val_ metric here is training error, so these "
-            "findings say which configuration fits the training rows best, not which generalises; "
-            "set data.val_fraction > 0 to choose on held-out rows"]
+    return [
+        "validation = the training rows (data.val_fraction=0): every val_ metric here is training error, so these "
+        "findings say which configuration fits the training rows best, not which generalises; "
+        "set data.val_fraction > 0 to choose on held-out rows"
+    ]
 
 
-def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
-           curves: dict[str, Any] | None = None, search: bool = False, python: bool = False,
-           caveats: list[str] | None = None, skipped: list[str] = (),
-           baselines: dict[str, dict[str, float]] | None = None, foreign: bool = False) -> Advice:
+def advise(
+    records: list[dict[str, Any]],
+    argv: list[str] | None = None,
+    curves: dict[str, Any] | None = None,
+    search: bool = False,
+    python: bool = False,
+    caveats: list[str] | None = None,
+    skipped: list[str] = (),
+    baselines: dict[str, dict[str, float]] | None = None,
+    foreign: bool = False,
+) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
     them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
     name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
@@ -327,56 +413,139 @@ def advise(records: list[dict[str, Any]], argv: list[str] | None = None,
     caveats = [*(caveats or []), *split_caveats(records)]
     flat = no_effect(s)
     beaten, tie = reference(s, baselines or {})  # a baseline that beats the network is said first
-    found = [*beaten, *devices(argv or [], skipped), *saturation(s), *noise(s), *ties(s), *divergence(s),
-             *rising_loss(s), *overfitting(s), *under_training(s)]
+    found = [
+        *beaten,
+        *devices(argv or [], skipped),
+        *saturation(s),
+        *noise(s),
+        *ties(s),
+        *divergence(s),
+        *rising_loss(s),
+        *overfitting(s),
+        *under_training(s),
+    ]
     flat = _one_subject(flat, found)
     found = _measured([*found, *flat, *edges(s, {f.tag for f in flat}), *tie], s.metric)
     model = s.noise_text
     if foreign:
-        return Advice(found, None, s.metric, noise=model, note="this sweep was not made by sweeper (its parent run has no sweep_argv "
-                                                   "or sweep_dir tag): findings only, no command")
+        return Advice(
+            found,
+            None,
+            s.metric,
+            noise=model,
+            note="this sweep was not made by sweeper (its parent run has no sweep_argv "
+            "or sweep_dir tag): findings only, no command",
+        )
     if search:
-        return Advice(found, None, s.metric, noise=model, note="a search sweeper chose the values: widen its search space instead", caveats=caveats)
+        return Advice(
+            found,
+            None,
+            s.metric,
+            noise=model,
+            note="a search sweeper chose the values: widen its search space instead",
+            caveats=caveats,
+        )
     if not s.records:
-        return Advice(found, None, s.metric, noise=model, note="no run to build on", caveats=caveats)
+        return Advice(
+            found, None, s.metric, noise=model, note="no run to build on", caveats=caveats
+        )
     if not s.trained:
-        return Advice(found, None, s.metric, noise=model, note=f"this sweep trained no new run (all {len(s.records)} were reused from "
-                      "earlier rounds): its budget per round is 0, so no command; the command of the round that trained "
-                      "them stands", caveats=caveats)
+        return Advice(
+            found,
+            None,
+            s.metric,
+            noise=model,
+            note=f"this sweep trained no new run (all {len(s.records)} were reused from "
+            "earlier rounds): its budget per round is 0, so no command; the command of the round that trained "
+            "them stands",
+            caveats=caveats,
+        )
     changes, left, pair = plan(s, found)
     # values left out everywhere (and what the findings add above them), then per slice
-    exclude = [({}, f.drop["lr"]) for f in found if f.kind == "divergence" and f not in left and f.drop.get("lr")]
+    exclude = [
+        ({}, f.drop["lr"])
+        for f in found
+        if f.kind == "divergence" and f not in left and f.drop.get("lr")
+    ]
     exclude += [e for f in found if f not in left for e in f.drop_where]
     limit = budget(s)
-    note = (f"budget per round: at most {limit} new run{'s' if limit != 1 else ''} (this sweep trained {s.trained}; reused "
-            "runs are free and not counted)")
-    seeded = [f for f in found if f not in left and "seed" in f.set and changes.get("seed") in (f.set["seed"], _fewer_seeds(s, f))]
-    narrowed = [f for f in seeded if f.narrow and all(changes.get(k) == v for k, v in f.narrow.items())]
+    note = (
+        f"budget per round: at most {limit} new run{'s' if limit != 1 else ''} (this sweep trained {s.trained}; reused "
+        "runs are free and not counted)"
+    )
+    seeded = [
+        f
+        for f in found
+        if f not in left
+        and "seed" in f.set
+        and changes.get("seed") in (f.set["seed"], _fewer_seeds(s, f))
+    ]
+    narrowed = [
+        f for f in seeded if f.narrow and all(changes.get(k) == v for k, v in f.narrow.items())
+    ]
     if narrowed and pair:
-        note += ("; to fit it, the seeds go to the best two configurations only, a command each: "
-                 + " and ".join(" ".join(f"{k}={text_cell(v)}" for k, v in p.items()) for p in pair))
+        note += (
+            "; to fit it, the seeds go to the best two configurations only, a command each: "
+            + " and ".join(" ".join(f"{k}={text_cell(v)}" for k, v in p.items()) for p in pair)
+        )
     elif narrowed:
-        note += ("; to fit it, the seeds go to the best two configurations only: "
-                 + " ".join(f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()))
-    cut = {k: v for k, v in pruned(s, changes, found).items() if not (narrowed and k in narrowed[0].narrow)}
+        note += "; to fit it, the seeds go to the best two configurations only: " + " ".join(
+            f"{k}={','.join(map(text_cell, v.split(',')))}" for k, v in narrowed[0].narrow.items()
+        )
+    cut = {
+        k: v
+        for k, v in pruned(s, changes, found).items()
+        if not (narrowed and k in narrowed[0].narrow)
+    }
     if cut:
-        note += ("; to fit it, the command leaves out " + ", ".join(f"{k}={','.join(map(text_cell, v))}" for k, v in cut.items())
-                 + " (worse than the best beyond the noise)")
+        note += (
+            "; to fit it, the command leaves out "
+            + ", ".join(f"{k}={','.join(map(text_cell, v))}" for k, v in cut.items())
+            + " (worse than the best beyond the noise)"
+        )
     if seeded and changes["seed"] != seeded[0].set["seed"]:
         note += f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest that show a spread)"
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
-    each = [counts(s, part, exclude) for part in parts(changes, pair)]  # a pair's two commands share no configuration
+    each = [
+        counts(s, part, exclude) for part in parts(changes, pair)
+    ]  # a pair's two commands share no configuration
     sizes = (sum(t for t, _ in each), sum(d for _, d in each))
     if sum(untried(s, part, exclude) for part in parts(changes, pair)) == 0:
-        return Advice(found, None, s.metric, sizes, noise=model, note=answered(s, found, left), budget=limit, caveats=caveats or [])
-    said = [c for part in parts(changes, pair) for c in commands(s, list(argv or []), part, exclude, python)]
-    return Advice(found, " && ".join(said), s.metric, sizes, noise=model, note=note, budget=limit, caveats=caveats or [],
-                  split="one for each of the best two configurations" if pair else Advice.split)
+        return Advice(
+            found,
+            None,
+            s.metric,
+            sizes,
+            noise=model,
+            note=answered(s, found, left),
+            budget=limit,
+            caveats=caveats or [],
+        )
+    said = [
+        c
+        for part in parts(changes, pair)
+        for c in commands(s, list(argv or []), part, exclude, python)
+    ]
+    return Advice(
+        found,
+        " && ".join(said),
+        s.metric,
+        sizes,
+        noise=model,
+        note=note,
+        budget=limit,
+        caveats=caveats or [],
+        split="one for each of the best two configurations" if pair else Advice.split,
+    )
 
 
-ABOUT = {"divergence": {"lr"}, "rising_loss": {"lr"}, "overfitting": {"epochs", "patience"},
-         "under_training": {"epochs"}}  # the keys a finding of each kind is about
+ABOUT = {
+    "divergence": {"lr"},
+    "rising_loss": {"lr"},
+    "overfitting": {"epochs", "patience"},
+    "under_training": {"epochs"},
+}  # the keys a finding of each kind is about
 
 
 def _measured(found: list[Finding], metric: str) -> list[Finding]:
@@ -385,7 +554,7 @@ def _measured(found: list[Finding], metric: str) -> list[Finding]:
     subjects = {k for f in found for k in (*f.add, *f.drop, *ABOUT.get(f.kind, ()))}
     out = []
     for f in found:
-        keys = f.tag[len(UNMEASURED):].split(",") if f.tag.startswith(UNMEASURED) else []
+        keys = f.tag[len(UNMEASURED) :].split(",") if f.tag.startswith(UNMEASURED) else []
         if left := [k for k in keys if k not in subjects] if keys else None:
             out.append(f if left == keys else not_measured(left, metric))
         elif not keys:
@@ -398,7 +567,11 @@ def _one_subject(flat: list[Finding], others: list[Finding]) -> list[Finding]:
     subject of another finding on the same runs: "epochs did not matter" beside overfitting)."""
     subjects = set()
     for f in others:
-        subjects |= {*f.add, *f.drop, *(k for k in f.set if k not in ("seed", "device"))} | ABOUT.get(f.kind, set())
+        subjects |= {
+            *f.add,
+            *f.drop,
+            *(k for k in f.set if k not in ("seed", "device")),
+        } | ABOUT.get(f.kind, set())
     return [f for f in flat if f.tag.split("@")[0] not in subjects]
 
 
@@ -409,8 +582,10 @@ def answered(s: Sweep, found: list[Finding], left: list[Finding]) -> str:
         return "the grid answers its question: no configuration finished, and no change would train a new one"
     why = f"the grid answers its question: the best configuration is {_label(top[0])} ({s.metric} {cell(s.mean(top[0])[0])})"
     if any(f.kind == "saturation" for f in found):
-        why += ("; the ties at the metric's edge are not separated by more seeds: rank them by a proper scoring rule "
-                "(python -m sweeper.promote --metric val_log_loss) or hold out more validation rows (data.val_fraction)")
+        why += (
+            "; the ties at the metric's edge are not separated by more seeds: rank them by a proper scoring rule "
+            "(python -m sweeper.promote --metric val_log_loss) or hold out more validation rows (data.val_fraction)"
+        )
     elif left:
         why += "; what the findings propose does not fit the budget (see above)"
     else:
@@ -446,8 +621,10 @@ def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:
     ran = sum(r.info.status == "FINISHED" for r in runs)
     of = f" of {tags['n_jobs']}" if tags.get("n_jobs", "").isdigit() else ""
     why = tags.get("failure_reason", "interrupted").split(":")[0]
-    return [f"the sweep did not finish ({why}): {ran}{of} jobs finished, so these findings read part of its grid; "
-            "resume it (resume=true) before trusting them"]
+    return [
+        f"the sweep did not finish ({why}): {ran}{of} jobs finished, so these findings read part of its grid; "
+        "resume it (resume=true) before trusting them"
+    ]
 
 
 def made_by_sweeper(tags: dict[str, str]) -> bool:
@@ -455,8 +632,15 @@ def made_by_sweeper(tags: dict[str, str]) -> bool:
     return "sweep_argv" in tags or "sweep_dir" in tags
 
 
-def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = None,
-            baselines: dict[str, dict[str, float]] | None = None, log: bool | None = None) -> Advice:
+def publish(
+    c: Any,
+    parent: Any,
+    runs: list[Any],
+    order: list[str],
+    out: Any = None,
+    baselines: dict[str, dict[str, float]] | None = None,
+    log: bool | None = None,
+) -> Advice:
     """Advise on a parent run's children (``runs``; ``order``: their ids, best first), print it, and log
     it on the parent: ``advice.md`` and ``advice.*`` tags (stale ones removed). A sweep that sweeper did not make
     gets findings only, and nothing is written into its parent unless ``log``."""
@@ -469,24 +653,46 @@ def publish(c: Any, parent: Any, runs: list[Any], order: list[str], out: Any = N
 
     out = out or sys.stdout
     by_id = {r.info.run_id: r for r in runs}
-    records = [record(by_id[i] if i in by_id else c.get_run(i)) for i in order]  # a row may be a reused run
+    records = [
+        record(by_id[i] if i in by_id else c.get_run(i)) for i in order
+    ]  # a row may be a reused run
     run_id = parent.info.run_id
-    for r in records:  # a resumed sweep's reused runs belong to an earlier round: not counted in its budget
+    for r in (
+        records
+    ):  # a resumed sweep's reused runs belong to an earlier round: not counted in its budget
         r["reused"] = r.get("parent") not in (None, run_id)
     s = Sweep(records)
     # the curves of the top configurations and of every configuration's lead run (the edges read them too), capped
-    leads = list(dict.fromkeys([*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]))
-    curves = {i: {n: [(h.step, h.value) for h in c.get_metric_history(i, n)] for n in CURVES} for i in leads}
+    leads = list(
+        dict.fromkeys(
+            [*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]
+        )
+    )
+    curves = {
+        i: {n: [(h.step, h.value) for h in c.get_metric_history(i, n)] for n in CURVES}
+        for i in leads
+    }
     tags = parent.data.tags
     from sweeper.base.names import SWEEP_FROM
 
     ours = made_by_sweeper(tags)
-    advice = advise(records, sweep_argv(tags), curves, is_search(tags), python=tags.get(SWEEP_FROM) == "python",
-                    caveats=interrupted_caveats(parent, runs), skipped=skipped_lines(tags),
-                    baselines=read(parent.data.metrics) if baselines is None else baselines, foreign=not ours)
+    advice = advise(
+        records,
+        sweep_argv(tags),
+        curves,
+        is_search(tags),
+        python=tags.get(SWEEP_FROM) == "python",
+        caveats=interrupted_caveats(parent, runs),
+        skipped=skipped_lines(tags),
+        baselines=read(parent.data.metrics) if baselines is None else baselines,
+        foreign=not ours,
+    )
     print(advice.text(), file=out, end="")
     if not (ours if log is None else log):
-        print("(nothing written into the parent run: it is not sweeper's; --log writes the advice into it)", file=out)
+        print(
+            "(nothing written into the parent run: it is not sweeper's; --log writes the advice into it)",
+            file=out,
+        )
         return advice
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "advice.md"

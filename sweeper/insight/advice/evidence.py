@@ -1,5 +1,6 @@
 """What the advisor reads of a sweep: its runs as records, their grid (:class:`Sweep`), the findings' form
 (:class:`Finding`, :class:`Advice`) and how a grid's values are extended."""
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,6 @@ Bounds = tuple  # (integer: bool | None, lowest: float | None, strict: bool): Sw
 TAG = "advice."
 
 
-
 @dataclass
 class Finding:
     """One finding: what it is, the numbers behind it, what to do; and how the next command changes."""
@@ -56,15 +56,20 @@ class Finding:
     pair: list[dict[str, str]] = field(default_factory=list)
 
 
-
 @dataclass
 class Advice:
     findings: list[Finding]
     command: str | None
     metric: str  # e.g. "val_mse"
-    sizes: tuple[int, int] = (0, 0)  # the next command's configurations, and how many of them FINISHED already
-    note: str = ""  # why there is no command, or the budget per round and what the command left out for it
-    caveats: list[str] = field(default_factory=list)  # what the findings stand on that weakens them (said first)
+    sizes: tuple[int, int] = (
+        0,
+        0,
+    )  # the next command's configurations, and how many of them FINISHED already
+    # why there is no command, or the budget per round and what the command left out for it
+    note: str = ""
+    caveats: list[str] = field(
+        default_factory=list
+    )  # what the findings stand on that weakens them (said first)
     budget: int = 0  # the most new runs the command may train (a round's budget)
     split: str = "the grid without the values left out in some slices only"  # why several commands, when they are
     noise: str = ""  # the one noise model every finding uses, said once at the top
@@ -92,12 +97,18 @@ class Advice:
             lines += ["", "Nothing to report."] if markdown else ["    nothing to report"]
         if self.command:
             total, done = self.sizes
-            what = (f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
-                    f"{total - done} to train)")
+            what = (
+                f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
+                f"{total - done} to train)"
+            )
             if len(self.commands) > 1:
                 what += f", in {len(self.commands)} commands: {self.split}"
             body = "\n".join(self.commands)
-            lines += ["", f"## {what}", "", "```bash", body, "```"] if markdown else [f"{what}:", *(f"  {c}" for c in self.commands)]
+            lines += (
+                ["", f"## {what}", "", "```bash", body, "```"]
+                if markdown
+                else [f"{what}:", *(f"  {c}" for c in self.commands)]
+            )
             if self.note:
                 lines += ["", self.note] if markdown else [f"  ({self.note})"]
         elif self.note:
@@ -112,21 +123,29 @@ class Advice:
         tags[f"{TAG}count"] = str(len(self.findings))
         if self.command:
             tags[f"{TAG}next_command"] = self.command
-            tags[f"{TAG}next_configs"], tags[f"{TAG}next_to_train"] = str(self.sizes[0]), str(self.sizes[0] - self.sizes[1])
+            tags[f"{TAG}next_configs"], tags[f"{TAG}next_to_train"] = (
+                str(self.sizes[0]),
+                str(self.sizes[0] - self.sizes[1]),
+            )
             tags[f"{TAG}next_budget"] = str(self.budget)
         return tags
 
 
-
 def record(run: Any) -> dict[str, Any]:
     """What the advisor reads of an MLflow run."""
-    return {"run": run.info.run_name, "run_id": run.info.run_id, "status": run.info.status,
-            "reason": run.data.tags.get("failure_reason"), "params": dict(run.data.params),
-            "metrics": dict(run.data.metrics), "parent": run.data.tags.get("mlflow.parentRunId"),
-            "pruned_at": run.data.tags.get(PRUNED_AT),
-            # which model trained it: a function trainer (its own loop), a class of yours (its gradient check)
-            "model_kind": run.data.tags.get("model_kind"), "gradient_check": run.data.tags.get("gradient_check")}
-
+    return {
+        "run": run.info.run_name,
+        "run_id": run.info.run_id,
+        "status": run.info.status,
+        "reason": run.data.tags.get("failure_reason"),
+        "params": dict(run.data.params),
+        "metrics": dict(run.data.metrics),
+        "parent": run.data.tags.get("mlflow.parentRunId"),
+        "pruned_at": run.data.tags.get(PRUNED_AT),
+        # which model trained it: a function trainer (its own loop), a class of yours (its gradient check)
+        "model_kind": run.data.tags.get("model_kind"),
+        "gradient_check": run.data.tags.get("gradient_check"),
+    }
 
 
 def _number(text: Any) -> float | None:
@@ -137,10 +156,8 @@ def _number(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-
 def _pct(x: float) -> str:
     return f"{'-' if x < 0 else '+'}{cell(abs(100 * x))}%"
-
 
 
 def nice(x: float) -> float:
@@ -152,7 +169,6 @@ def nice(x: float) -> float:
     return r
 
 
-
 def _nice_int(x: float) -> int:
     """A round count near ``x``: 1, 2 or 5 times a power of ten (65 → 50)."""
     if x < 1:
@@ -161,25 +177,40 @@ def _nice_int(x: float) -> int:
     return int(max(m * power for m in (1, 2, 5) if m * power <= x))
 
 
-
 class Sweep:
     """The runs of one sweep, best first (the leaderboard's order), and what the findings share."""
 
-    def __init__(self, records: list[dict[str, Any]], curves: dict[str, dict[str, list[tuple[int, float]]]] | None = None):
+    def __init__(
+        self,
+        records: list[dict[str, Any]],
+        curves: dict[str, dict[str, list[tuple[int, float]]]] | None = None,
+    ):
         from sweeper.job.metrics import PRIMARY
 
-        self.records = [r for r in records if r["params"]]  # a run killed before its end has no params
-        task = "binary" if any("val_accuracy" in r["metrics"] for r in self.records) else "regression"
+        self.records = [
+            r for r in records if r["params"]
+        ]  # a run killed before its end has no params
+        task = (
+            "binary" if any("val_accuracy" in r["metrics"] for r in self.records) else "regression"
+        )
         name, self.lower = PRIMARY[task]
         self.task, self.metric = task, f"val_{name}"
         names = sorted({k for r in self.records for k in r["params"] if not k.startswith(IGNORED)})
         self.keys = [k for k in names if len({r["params"].get(k) for r in self.records}) > 1]
         # a model of the interface's own hyperparameters (model.<name>) are hyperparameters as the MLP's keys are
-        self.hyper = [k for k in self.keys if ("." not in k or k.startswith("model.")) and k != "model._target_"
-                      and k not in NOT_HYPERPARAMETERS]
+        self.hyper = [
+            k
+            for k in self.keys
+            if ("." not in k or k.startswith("model."))
+            and k != "model._target_"
+            and k not in NOT_HYPERPARAMETERS
+        ]
         # a run successive halving stopped at a rung is evidence of its rung only: no finding rests on it
-        self.finished = [r for r in self.records if r["status"] == "FINISHED" and self.value(r) is not None
-                         and not r.get("pruned_at")]
+        self.finished = [
+            r
+            for r in self.records
+            if r["status"] == "FINISHED" and self.value(r) is not None and not r.get("pruned_at")
+        ]
         self.best = self.finished[0] if self.finished else None
         self._done = {id(r) for r in self.finished}
         self._tried: dict[str, list[str]] = {}
@@ -203,7 +234,9 @@ class Sweep:
         # the runs this sweep trained (a resumed sweep's reused runs are another round's) and each configuration's
         # FAILED runs (a diverged seed counts against it)
         self.trained = sum(not r.get("reused") for r in self.records)
-        self.failed = {c: sum(r["status"] == "FAILED" for r in rs) for c, rs in self.configs.items()}
+        self.failed = {
+            c: sum(r["status"] == "FAILED" for r in rs) for c, rs in self.configs.items()
+        }
 
     def _same_for_every_seed(self) -> bool:
         """Whether ``seed`` was swept and every configuration (on each split) scored the same, to 1e-9, on every
@@ -216,14 +249,22 @@ class Sweep:
         repeated = [rs for rs in by.values() if len({r["params"].get("seed") for r in rs}) > 1]
         return bool(repeated) and all(
             max(vs) - min(vs) <= 1e-9 * max(1.0, max(abs(v) for v in vs))
-            for rs in repeated for m in self.measures
-            if len(vs := [v for r in rs if (v := _number(r["metrics"].get(m))) is not None]) > 1)
+            for rs in repeated
+            for m in self.measures
+            if len(vs := [v for r in rs if (v := _number(r["metrics"].get(m))) is not None]) > 1
+        )
 
     def _stats(self, metric: str) -> dict[tuple, list[float]]:
         """Each configuration's finished scores on ``metric`` (no spread pooled over the grid: each comparison reads
         its configurations' own, :mod:`sweeper.insight.advice.noise`)."""
-        return {c: [v for r in rs if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None]
-                for c, rs in self.configs.items()}
+        return {
+            c: [
+                v
+                for r in rs
+                if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None
+            ]
+            for c, rs in self.configs.items()
+        }
 
     def samples(self, config: tuple, metric: str | None = None) -> tuple[dict[Any, float], str]:
         """A configuration's own scores by unit, and the unit: by seed (``seed``, ``data.split_seed``), or without
@@ -232,12 +273,22 @@ class Sweep:
         metric = metric or self.metric
         if self.folded and (folds := self.fold_scores(self.lead(config), metric)):
             return dict(enumerate(folds)), "folds"
-        if self.deterministic and not self.seeded:  # its seeds repeat one score: one score, not a spread of 0
+        if (
+            self.deterministic and not self.seeded
+        ):  # its seeds repeat one score: one score, not a spread of 0
             lead = self.lead(config)
             v = _number(lead["metrics"].get(metric)) if lead else None
-            return ({tuple(lead["params"].get(k) for k in SEEDS): v} if v is not None else {}), "seeds"
-        return ({tuple(r["params"].get(k) for k in SEEDS): v for r in self.configs.get(config, [])
-                 if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None}, "seeds")
+            return (
+                {tuple(lead["params"].get(k) for k in SEEDS): v} if v is not None else {}
+            ), "seeds"
+        return (
+            {
+                tuple(r["params"].get(k) for k in SEEDS): v
+                for r in self.configs.get(config, [])
+                if id(r) in self._done and (v := _number(r["metrics"].get(metric))) is not None
+            },
+            "seeds",
+        )
 
     def between(self, a: tuple, b: tuple, metric: str | None = None) -> Diff:
         """Configuration ``a`` against ``b`` by their own seeds or folds (paired where shared)."""
@@ -252,11 +303,17 @@ class Sweep:
     def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
         """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
         out: list[float] = []
-        while r is not None and (v := _number(r["metrics"].get(f"{metric or self.metric}_fold{len(out)}"))) is not None:
+        while (
+            r is not None
+            and (v := _number(r["metrics"].get(f"{metric or self.metric}_fold{len(out)}")))
+            is not None
+        ):
             out.append(v)
         return out if len(out) >= 2 else []
 
-    def fold_noise(self, configs: Iterable[tuple], metric: str | None = None) -> tuple[float, int] | None:
+    def fold_noise(
+        self, configs: Iterable[tuple], metric: str | None = None
+    ) -> tuple[float, int] | None:
         """The noise of a fold mean among ``configs`` and its degrees of freedom; None with fewer than two
         configurations of k folds each.
 
@@ -273,7 +330,11 @@ class Sweep:
         grand = statistics.fmean(x for v in rows for x in v)
         by_row = [statistics.fmean(v) for v in rows]
         by_fold = [statistics.fmean(v[j] for v in rows) for j in range(k)]
-        ss = sum((v[j] - by_row[i] - by_fold[j] + grand) ** 2 for i, v in enumerate(rows) for j in range(k))
+        ss = sum(
+            (v[j] - by_row[i] - by_fold[j] + grand) ** 2
+            for i, v in enumerate(rows)
+            for j in range(k)
+        )
         dof = (n - 1) * (k - 1)
         return math.sqrt(ss / dof / k), dof
 
@@ -290,9 +351,16 @@ class Sweep:
         if getattr(self, "_ranked", None) is None:
             from sweeper.insight.leaderboard import behind_finished
 
-            done = sorted((c for c in self.configs if self.mean(c)), key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0])
+            done = sorted(
+                (c for c in self.configs if self.mean(c)),
+                key=lambda c: self.mean(c)[0] if self.lower else -self.mean(c)[0],
+            )
             if any(self.failed.get(c) for c in done):
-                done = behind_finished(done, lambda c: bool(self.failed.get(c)), lambda a, b: not self.between(a, b).beyond())
+                done = behind_finished(
+                    done,
+                    lambda c: bool(self.failed.get(c)),
+                    lambda a, b: not self.between(a, b).beyond(),
+                )
             self._ranked = done
         return list(self._ranked)
 
@@ -301,7 +369,9 @@ class Sweep:
         n, bad = (self.mean(config) or (0.0, 0))[1], self.failed.get(config, 0)
         return f"n={n}/{n + bad} ✗ (a seed FAILED)" if bad else f"n={n}"
 
-    def slice_noise(self, configs: Iterable[tuple], metric: str | None = None) -> tuple[float, int] | None:
+    def slice_noise(
+        self, configs: Iterable[tuple], metric: str | None = None
+    ) -> tuple[float, int] | None:
         """The seed-to-seed std pooled over ``configs`` only (a slice's own noise, not inflated by noisy
         configurations elsewhere in the grid) and its degrees of freedom; None without repeated seeds there."""
         if self.folded:
@@ -337,8 +407,17 @@ class Sweep:
     def better(self, a: float, b: float) -> bool:
         return a < b if self.lower else a > b
 
-    def same(self, a: float, b: float, na: int = 1, nb: int = 1, metric: str | None = None, among: int = 2,
-             tests: int = 1, noise: tuple[float, int] | None = None) -> bool:
+    def same(
+        self,
+        a: float,
+        b: float,
+        na: int = 1,
+        nb: int = 1,
+        metric: str | None = None,
+        among: int = 2,
+        tests: int = 1,
+        noise: tuple[float, int] | None = None,
+    ) -> bool:
         """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds) differ by no
         more than ``noise`` ((std, dof) of the compared configurations' own scores): Tukey's range test at ALPHA
         (split over ``tests`` such comparisons); for two means, a two-sided t-test. Without a noise: within SAME of
@@ -347,16 +426,21 @@ class Sweep:
             return True  # both at the loss's floor: a relative change there is not evidence
         if noise is not None:
             std, dof = noise
-            return abs(a - b) <= range_quantile(among, dof, ALPHA / tests) * std * math.sqrt((1 / na + 1 / nb) / 2)
+            return abs(a - b) <= range_quantile(among, dof, ALPHA / tests) * std * math.sqrt(
+                (1 / na + 1 / nb) / 2
+            )
         return abs(a - b) <= SAME * max(abs(a), abs(b)) + 1e-12
 
     @property
     def noise_text(self) -> str:
         """The one noise model every finding uses, in one line (said once, at the top of the advice)."""
         if self.deterministic and not self.seeded:
-            return _noise.model_text(None, f"the model is deterministic in seed (every configuration scored the same for "
-                                           f"seed={','.join(self.tried('seed'))}): the noise left is the split's, "
-                                           "data.split_seed=0,1,2 measures it")
+            return _noise.model_text(
+                None,
+                f"the model is deterministic in seed (every configuration scored the same for "
+                f"seed={','.join(self.tried('seed'))}): the noise left is the split's, "
+                "data.split_seed=0,1,2 measures it",
+            )
         return _noise.model_text("folds" if self.folded else "seeds" if self.seeded else None)
 
     def tried(self, key: str) -> list[str]:
@@ -364,7 +448,9 @@ class Sweep:
         (a new list each call: the records never change, so it is worked out once a key)."""
         if key not in self._tried:
             values = {r["params"][key] for r in self.records if key in r["params"]}
-            self._tried[key] = sorted(values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v))
+            self._tried[key] = sorted(
+                values, key=lambda v: (_number(v) is None, _number(v) or 0.0, v)
+            )
         return list(self._tried[key])
 
     def bounds(self, key: str) -> "Bounds | None":
@@ -377,7 +463,14 @@ class Sweep:
         from sweeper.models.interface import ModelError, domain, load_target
 
         kind, low, strict = None, None, False
-        path = next((r["params"].get("model._target_") for r in self.records if r["params"].get("model._target_")), None)
+        path = next(
+            (
+                r["params"].get("model._target_")
+                for r in self.records
+                if r["params"].get("model._target_")
+            ),
+            None,
+        )
         if path:
             try:
                 kind, low, strict = domain(load_target(path), key.removeprefix("model."))
@@ -395,10 +488,8 @@ class Sweep:
         return default if v is None else v
 
 
-
 def _label(config: Iterable[tuple[str, Any]]) -> str:
     return ",".join(f"{k}={text_cell(v)}" for k, v in config) or "all runs"
-
 
 
 def _format(key: str, x: float, integer: bool, bounds: "Bounds | None" = None) -> str | None:
@@ -411,24 +502,31 @@ def _format(key: str, x: float, integer: bool, bounds: "Bounds | None" = None) -
     low, strict = bounds[1:] if bounds else (None, False)
     if rule is None and low is None:
         low, strict = 0.0, True
-    if (rule is not None and not rule.check(value)) or (low is not None and (value <= low if strict else value < low)):
+    if (rule is not None and not rule.check(value)) or (
+        low is not None and (value <= low if strict else value < low)
+    ):
         return None
     return str(value) if integer else repr(float(value))
 
 
-
-def extend(key: str, values: list[str], up: bool, count: int = 2, bounds: "Bounds | None" = None) -> tuple[list[str], str]:
+def extend(
+    key: str, values: list[str], up: bool, count: int = 2, bounds: "Bounds | None" = None
+) -> tuple[list[str], str]:
     """``count`` new values of a numeric key beyond the grid's edge, spaced like the grid: by its mean
     ratio (at most a decade) when log-spaced (always for lr), else by its mean step; and that spacing in
     words. Values the key does not allow (its rule; for a model's own hyperparameter the ``bounds`` its constructor
     declares, :meth:`Sweep.bounds`) are left out."""
     nums = sorted(float(v) for v in values)
-    integer = key not in LOG_SPACED and all(_number(v) is not None and float(v).is_integer() and "." not in v
-                                            and "e" not in v.lower() for v in values)
+    integer = key not in LOG_SPACED and all(
+        _number(v) is not None and float(v).is_integer() and "." not in v and "e" not in v.lower()
+        for v in values
+    )
     if bounds is not None and bounds[0] is not None:
         integer = bounds[0]
     edge, inner = (nums[-1], nums[-2]) if up else (nums[0], nums[1])
-    log = nums[0] > 0 and (key in LOG_SPACED or (key not in STEPPED and max(edge, inner) / min(edge, inner) >= 1.5))
+    log = nums[0] > 0 and (
+        key in LOG_SPACED or (key not in STEPPED and max(edge, inner) / min(edge, inner) >= 1.5)
+    )
     ratio = min((nums[-1] / nums[0]) ** (1 / (len(nums) - 1)), MAX_RATIO) if log else 1.0
     step = (nums[-1] - nums[0]) / (len(nums) - 1)
     out: list[str] = []

@@ -1,5 +1,6 @@
 """The advisor's findings, each from the grid's own evidence: a saturated score, seed noise and ties (named before any
 trend), keys with no effect, best values at an edge of the grid, divergence (the curves' findings: ``curves``)."""
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,9 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         tried = s.tried(key)
         if key in flat or len(tried) < 2 or any(_number(v) is None for v in tried):
             continue
-        profile: dict[str, tuple[float, int]] = {}  # each value's best mean score over the other keys
+        profile: dict[
+            str, tuple[float, int]
+        ] = {}  # each value's best mean score over the other keys
         where: dict[str, tuple] = {}  # ... and the configuration that scored it
         for config in s.configs:
             m, v = s.mean(config), dict(config)[key]
@@ -37,60 +40,95 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         diff = s.between(where[best], where[inner])
         if not diff.beyond() or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
             continue  # within the noise; or at the metric's ceiling (accuracy 1): beyond the edge it cannot score higher
-        if at_best_epoch(s, where[best], where[inner]) is False or (key == "epochs" and not up and s.curve(s.lead(where[best]))):
+        if at_best_epoch(s, where[best], where[inner]) is False or (
+            key == "epochs" and not up and s.curve(s.lead(where[best]))
+        ):
             continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
             # fewer epochs than a run's own are in its curve already
         new, spacing = extend(key, tried, up, bounds=s.bounds(key))
         if not new:
             continue
         way = "upward" if up else "downward"
-        how = [w for w, on in (("mean over seeds", s.seeded), ("best over the other keys", len(s.hyper) > 1)) if on]
+        how = [
+            w
+            for w, on in (
+                ("mean over seeds", s.seeded),
+                ("best over the other keys", len(s.hyper) > 1),
+            )
+            if on
+        ]
         by = f"per {key}" + (f" ({', '.join(how)})" if how else "")
-        found.append(Finding(
-            "edge", f"edge of the grid: {key}",
-            f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
-            f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
-            [f"{s.metric} {by}: " + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done),
-             f"{_label(where[best])} against {_label(where[inner])}: {diff.text()}"],
-            f"extend {key} {way} ({spacing}): add {', '.join(new)}",
-            f"{key}:{'up' if up else 'down'}", add={key: new}))
+        found.append(
+            Finding(
+                "edge",
+                f"edge of the grid: {key}",
+                f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
+                f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
+                [
+                    f"{s.metric} {by}: "
+                    + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done),
+                    f"{_label(where[best])} against {_label(where[inner])}: {diff.text()}",
+                ],
+                f"extend {key} {way} ({spacing}): add {', '.join(new)}",
+                f"{key}:{'up' if up else 'down'}",
+                add={key: new},
+            )
+        )
     return found
-
 
 
 def divergence(s: Sweep) -> list[Finding]:
     """The smallest lr that diverged (or exploded) and the largest that did not."""
-    diverged = [r for r in s.records if r["status"] == "FAILED" and (r["reason"] or "").startswith("diverged")]
+    diverged = [
+        r
+        for r in s.records
+        if r["status"] == "FAILED" and (r["reason"] or "").startswith("diverged")
+    ]
     if not diverged or any("lr" not in r["params"] for r in diverged):
         return []
     first = min(diverged, key=lambda r: s.param(r, "lr"))
     d = s.param(first, "lr")
     ok = s.finished
-    evidence = ["diverged: " + ", ".join(f"{r['run']} ({r['reason']})" for r in diverged[:5])
-                + (f" and {len(diverged) - 5} more" if len(diverged) > 5 else "")]
+    evidence = [
+        "diverged: "
+        + ", ".join(f"{r['run']} ({r['reason']})" for r in diverged[:5])
+        + (f" and {len(diverged) - 5} more" if len(diverged) > 5 else "")
+    ]
     lrs = s.tried("lr")
     chosen = s.best["params"]["lr"] if s.best else None
     drop, where = _left_out(s, diverged) if len(lrs) > 1 else ([], [])
     add: list[str] = []
     if not ok:
-        summary = f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
-        add = extend("lr", lrs, up=False)[0] if len(lrs) > 1 else [_format("lr", float(lrs[0]) / 10, integer=False) or ""]
+        summary = (
+            f"every run diverged; the smallest lr tried was {text_cell(first['params']['lr'])}"
+        )
+        add = (
+            extend("lr", lrs, up=False)[0]
+            if len(lrs) > 1
+            else [_format("lr", float(lrs[0]) / 10, integer=False) or ""]
+        )
         add = [a for a in add if a]
         step = f"lower lr: try {', '.join(add)}" if add else "lower lr"
         tag = f"lr:..{first['params']['lr']}"
     else:
         top = max(ok, key=lambda r: s.param(r, "lr"))
         f = s.param(top, "lr")
-        evidence.append(f"largest lr that did not diverge: {text_cell(top['params']['lr'])} ({top['run']}, "
-                        f"{s.metric}={cell(s.value(top))})")
+        evidence.append(
+            f"largest lr that did not diverge: {text_cell(top['params']['lr'])} ({top['run']}, "
+            f"{s.metric}={cell(s.value(top))})"
+        )
         tag = f"lr:{top['params']['lr']}..{first['params']['lr']}"
         if f < d:
-            summary = (f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr={text_cell(top['params']['lr'])} "
-                       "is the largest that did not")
+            summary = (
+                f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr={text_cell(top['params']['lr'])} "
+                "is the largest that did not"
+            )
         else:
-            summary = (f"lr={text_cell(first['params']['lr'])} diverged ({first['run']}) while lr up to "
-                       f"{text_cell(top['params']['lr'])} "
-                       f"did not elsewhere: the boundary depends on the other keys")
+            summary = (
+                f"lr={text_cell(first['params']['lr'])} diverged ({first['run']}) while lr up to "
+                f"{text_cell(top['params']['lr'])} "
+                f"did not elsewhere: the boundary depends on the other keys"
+            )
             evidence += _boundaries(s, diverged)
         step = f"keep lr below {text_cell(first['params']['lr'])}"
         if chosen is not None and s.param(s.best, "lr") == f and f < d:
@@ -101,15 +139,32 @@ def divergence(s: Sweep) -> list[Finding]:
     if drop:
         step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it diverged wherever it ran)"
     if where:
-        step += ("; the next command leaves out " + "; ".join(f"lr={','.join(map(text_cell, v))} at {_label(o.items())}"
-                                                             for o, v in where[:4])
-                 + (f" and {len(where) - 4} more" if len(where) > 4 else "")
-                 + " only (and any larger lr added there): where it diverged (elsewhere it finished, and stays)")
-    return [Finding("divergence", "divergence boundary", summary, evidence, step, tag,
-                    add={"lr": add} if add else {}, drop={"lr": drop} if drop else {}, drop_where=where)]
+        step += (
+            "; the next command leaves out "
+            + "; ".join(
+                f"lr={','.join(map(text_cell, v))} at {_label(o.items())}" for o, v in where[:4]
+            )
+            + (f" and {len(where) - 4} more" if len(where) > 4 else "")
+            + " only (and any larger lr added there): where it diverged (elsewhere it finished, and stays)"
+        )
+    return [
+        Finding(
+            "divergence",
+            "divergence boundary",
+            summary,
+            evidence,
+            step,
+            tag,
+            add={"lr": add} if add else {},
+            drop={"lr": drop} if drop else {},
+            drop_where=where,
+        )
+    ]
 
 
-def _left_out(s: Sweep, diverged: list[dict[str, Any]]) -> tuple[list[str], list[tuple[dict[str, str], list[str]]]]:
+def _left_out(
+    s: Sweep, diverged: list[dict[str, Any]]
+) -> tuple[list[str], list[tuple[dict[str, str], list[str]]]]:
     """What the next command leaves out for a divergence, per slice of the other keys: the lr values that diverged
     in every slice they ran in (left out everywhere), and per slice those that diverged only there. Never a value of
     the chosen configuration or the runner-up (their finished seeds are the evidence the ranking stands on)."""
@@ -127,7 +182,9 @@ def _left_out(s: Sweep, diverged: list[dict[str, Any]]) -> tuple[list[str], list
     for c in s.configs:
         ran.setdefault(dict(c).get("lr"), set()).add(other(c))
     protected = {dict(c).get("lr") for c in keep}
-    everywhere = [v for v in s.tried("lr") if v in bad and bad[v] == ran.get(v) and v not in protected]
+    everywhere = [
+        v for v in s.tried("lr") if v in bad and bad[v] == ran.get(v) and v not in protected
+    ]
     where: dict[tuple, list[str]] = {}
     for v in s.tried("lr"):
         if v in bad and v not in everywhere:
@@ -136,10 +193,10 @@ def _left_out(s: Sweep, diverged: list[dict[str, Any]]) -> tuple[list[str], list
     return everywhere, [(dict(o), v) for o, v in where.items()]
 
 
-
 def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
     """Per slice of the other keys that had a run diverge: the smallest lr that diverged there and the
     largest that finished."""
+
     def other(r: dict[str, Any]) -> tuple:
         return tuple(kv for kv in s.config(r) if kv[0] != "lr")
 
@@ -147,10 +204,11 @@ def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
     for o in list(dict.fromkeys(other(r) for r in diverged))[:4]:
         bad = min(s.param(r, "lr") for r in diverged if other(r) == o)
         good = [s.param(r, "lr") for r in s.finished if other(r) == o]
-        out.append(f"{_label(o)}: diverged from lr={cell(bad)}, "
-                   + (f"finished up to lr={cell(max(good))}" if good else "nothing finished"))
+        out.append(
+            f"{_label(o)}: diverged from lr={cell(bad)}, "
+            + (f"finished up to lr={cell(max(good))}" if good else "nothing finished")
+        )
     return out
-
 
 
 def seed_list(values: Iterable[str], count: int) -> str:
@@ -160,41 +218,72 @@ def seed_list(values: Iterable[str], count: int) -> str:
     return ",".join(str(v) for v in have + extra)
 
 
-
 def noise(s: Sweep) -> list[Finding]:
     """Mean ± std per configuration over seeds and whether the best beats the runner-up; or that there
     is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
-    if not s.seeded and (by_folds := _across_folds(s)) is not None:  # data.folds=k: the noise is the folds'
+    if (
+        not s.seeded and (by_folds := _across_folds(s)) is not None
+    ):  # data.folds=k: the noise is the folds'
         return [by_folds]
     if not s.seeded and saturated(s):
-        return [Finding("noise", "noise and significance", "the ranking has no noise estimate (one seed each)",
-                        [f"every configuration ran with one seed: scores within {SAME:.0%} count as the same"],
-                        "more seeds cannot separate ties at the metric's edge: see the saturation finding", "saturated")]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                "the ranking has no noise estimate (one seed each)",
+                [
+                    f"every configuration ran with one seed: scores within {SAME:.0%} count as the same"
+                ],
+                "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                "saturated",
+            )
+        ]
     if not s.seeded and s.deterministic:  # seeds repeat the same scores: none proposed
         seeds = s.tried("seed")
-        return [Finding(
-            "noise", "noise and significance",
-            f"the model is deterministic in seed: every configuration scored the same for seed={','.join(seeds)}",
-            [f"no noise from seed: its seeds repeat the same scores; scores within {SAME:.0%} count as the same (a "
-             "stated default)"],
-            f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)", "deterministic",
-            set={"seed": seeds[0]})]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                f"the model is deterministic in seed: every configuration scored the same for seed={','.join(seeds)}",
+                [
+                    f"no noise from seed: its seeds repeat the same scores; scores within {SAME:.0%} count as the same (a "
+                    "stated default)"
+                ],
+                f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)",
+                "deterministic",
+                set={"seed": seeds[0]},
+            )
+        ]
     if not s.seeded:
         seeds = s.tried("seed") or ["0"]
         new = seed_list(seeds, 3)
         ranked = s.finished[:2]
-        gap = (f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
-               f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}") if len(ranked) > 1 else ""
+        gap = (
+            (
+                f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
+                f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}"
+            )
+            if len(ranked) > 1
+            else ""
+        )
         top = s.ranked()[:2]
-        return [Finding(
-            "noise", "noise and significance",
-            f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
-            [f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
-             f"until it is measured, scores within {SAME:.0%} count as the same (a stated default)"],
-            f"add seeds: seed={new} (seed {seeds[0]} is reused)", "none", set={"seed": new},
-            **(_top_two(s, *top) if len(top) == 2 else {}))]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
+                [
+                    f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
+                    f"until it is measured, scores within {SAME:.0%} count as the same (a stated default)",
+                ],
+                f"add seeds: seed={new} (seed {seeds[0]} is reused)",
+                "none",
+                set={"seed": new},
+                **(_top_two(s, *top) if len(top) == 2 else {}),
+            )
+        ]
     ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
     evidence = []
     for c in ranked[:5]:
@@ -202,35 +291,79 @@ def noise(s: Sweep) -> list[Finding]:
         sd = f" ± {cell(statistics.stdev(v))}" if len(v) > 1 else ""
         evidence.append(f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))}{sd} ({s.n_text(c)})")
     if len(ranked) < 2:
-        return [Finding("noise", "noise and significance", "one configuration: nothing to compare it with",
-                        evidence, "sweep another key", "single")]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                "one configuration: nothing to compare it with",
+                evidence,
+                "sweep another key",
+                "single",
+            )
+        ]
     first, second = ranked[:2]
-    diff = s.between(first, second)  # their own seeds, paired where shared: never a spread other configurations inflate
+    diff = s.between(
+        first, second
+    )  # their own seeds, paired where shared: never a spread other configurations inflate
     p = diff.p()
     a, b = diff.a, diff.b
-    evidence.append(f"best against runner-up: {diff.text() if diff.measured else 'too few seeds for a test'}")
+    evidence.append(
+        f"best against runner-up: {diff.text() if diff.measured else 'too few seeds for a test'}"
+    )
     if s.config(s.best) != first:
-        evidence.append(f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average")
+        evidence.append(
+            f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average"
+        )
     if s.failed.get(second) and s.better(b, a):
-        return [Finding("noise", "noise and significance",
-                        f"the runner-up ({_label(second)}) scored better on its finished seeds, but a seed of it FAILED "
-                        f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all finished, within the noise",
-                        evidence, f"keep {_label(first)}; {_label(second)} is not reliable at these settings", "failed")]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                f"the runner-up ({_label(second)}) scored better on its finished seeds, but a seed of it FAILED "
+                f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all finished, within the noise",
+                evidence,
+                f"keep {_label(first)}; {_label(second)} is not reliable at these settings",
+                "failed",
+            )
+        ]
     if p is not None and p < ALPHA:
-        return [Finding("noise", "noise and significance",
-                        f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
-                        evidence, f"keep {_label(first)}", "distinct")]
-    if saturated(s):  # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
-        return [Finding("noise", "noise and significance",
-                        f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
-                        evidence, "more seeds cannot separate ties at the metric's edge: see the saturation finding",
-                        "saturated")]
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
+                evidence,
+                f"keep {_label(first)}",
+                "distinct",
+            )
+        ]
+    if saturated(
+        s
+    ):  # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
+        return [
+            Finding(
+                "noise",
+                "noise and significance",
+                f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
+                evidence,
+                "more seeds cannot separate ties at the metric's edge: see the saturation finding",
+                "saturated",
+            )
+        ]
     new = seed_list(s.tried("seed"), 2 * len(s.tried("seed")))
-    return [Finding("noise", "noise and significance",
-                    f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
-                    + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
-                    evidence, f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)", "overlap",
-                    set={"seed": new}, **_top_two(s, first, second))]
+    return [
+        Finding(
+            "noise",
+            "noise and significance",
+            f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
+            + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
+            evidence,
+            f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)",
+            "overlap",
+            set={"seed": new},
+            **_top_two(s, first, second),
+        )
+    ]
 
 
 def _across_folds(s: Sweep) -> Finding | None:
@@ -243,11 +376,20 @@ def _across_folds(s: Sweep) -> Finding | None:
     from scipy import stats  # ~0.5 s of a small sweep's end: only where a test is made
 
     k = len(folds[ranked[0]])
-    evidence = [f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} over {len(v)} folds"
-                for c, v in folds.items() if v]
+    evidence = [
+        f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} over {len(v)} folds"
+        for c, v in folds.items()
+        if v
+    ]
     if len(ranked) < 2:
-        return Finding("noise", "noise and significance", "one configuration: nothing to compare it with", evidence,
-                       "sweep another key", "single")
+        return Finding(
+            "noise",
+            "noise and significance",
+            "one configuration: nothing to compare it with",
+            evidence,
+            "sweep another key",
+            "single",
+        )
     first, second = ranked[:2]
     a, b = folds[first], folds[second]
     if len(b) != k:
@@ -257,22 +399,45 @@ def _across_folds(s: Sweep) -> Finding | None:
         p = 0.0 if diffs[0] else 1.0
     else:
         p = float(stats.ttest_rel(a, b).pvalue)
-    evidence.append(f"best against runner-up: difference {cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
-                    f"paired t-test over the {k} folds (the same rows for both): p={p:.2g}")
+    evidence.append(
+        f"best against runner-up: difference {cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
+        f"paired t-test over the {k} folds (the same rows for both): p={p:.2g}"
+    )
     if p < ALPHA:
-        return Finding("noise", "noise and significance",
-                       f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
-                       f"the {k} folds: p={p:.2g}", evidence, f"keep {_label(first)}", "distinct")
-    overlap = (f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
-               f"distinguishable (p={p:.2g} ≥ {ALPHA})")
+        return Finding(
+            "noise",
+            "noise and significance",
+            f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
+            f"the {k} folds: p={p:.2g}",
+            evidence,
+            f"keep {_label(first)}",
+            "distinct",
+        )
+    overlap = (
+        f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
+        f"distinguishable (p={p:.2g} ≥ {ALPHA})"
+    )
     if s.deterministic:  # seeds of the weights repeat the same scores
-        return Finding("noise", "noise and significance", overlap, evidence,
-                       "treat them as equivalent (prefer the cheaper); the model is deterministic in seed", "overlap")
+        return Finding(
+            "noise",
+            "noise and significance",
+            overlap,
+            evidence,
+            "treat them as equivalent (prefer the cheaper); the model is deterministic in seed",
+            "overlap",
+        )
     seeds = s.tried("seed") or ["0"]
     new = seed_list(seeds, 3)
-    return Finding("noise", "noise and significance", overlap, evidence,
-                   f"treat them as equivalent (prefer the cheaper), or add seeds of the weights: seed={new}", "overlap",
-                   set={"seed": new}, **_top_two(s, first, second))
+    return Finding(
+        "noise",
+        "noise and significance",
+        overlap,
+        evidence,
+        f"treat them as equivalent (prefer the cheaper), or add seeds of the weights: seed={new}",
+        "overlap",
+        set={"seed": new},
+        **_top_two(s, first, second),
+    )
 
 
 def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, Any]:
@@ -287,11 +452,10 @@ def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, Any]:
         return {}
     b = dict(second)
     keys = [k for k in a if a[k] is not None and b.get(k) is not None and k in s.hyper]
-    order = (lambda v: (_number(v) is None, _number(v) or 0, v))
+    order = lambda v: (_number(v) is None, _number(v) or 0, v)
     narrow = {k: a[k] if a[k] == b[k] else ",".join(sorted((a[k], b[k]), key=order)) for k in keys}
     differ = [k for k in keys if a[k] != b[k]]
     return {"narrow": narrow, "pair": [{k: a[k] for k in differ}, {k: b[k] for k in differ}]}
-
 
 
 def saturated(s: Sweep) -> list[tuple]:
@@ -312,18 +476,36 @@ def saturation(s: Sweep) -> list[Finding]:
     if not tied:
         return []
     what = "ceiling" if not s.lower else "floor"
-    loss = [(c, m[0]) for c in tied if (m := s.mean(c, "val_log_loss") if "val_log_loss" in s.stats else None)]
-    evidence = [f"{len(tied)} of {len(s.ranked())} configurations at {s.metric}={cell(s.mean(tied[0])[0])}: "
-                + ", ".join(_label(c) for c in tied[:6]) + (" …" if len(tied) > 6 else "")]
+    loss = [
+        (c, m[0])
+        for c in tied
+        if (m := s.mean(c, "val_log_loss") if "val_log_loss" in s.stats else None)
+    ]
+    evidence = [
+        f"{len(tied)} of {len(s.ranked())} configurations at {s.metric}={cell(s.mean(tied[0])[0])}: "
+        + ", ".join(_label(c) for c in tied[:6])
+        + (" …" if len(tied) > 6 else "")
+    ]
     if loss:
         lo, hi = min(v for _, v in loss), max(v for _, v in loss)
-        evidence.append(f"val_log_loss among them: {cell(lo)} … {cell(hi)}"
-                        + (f" (below {FLOOR:g}: at its floor too, no evidence either)" if hi < FLOOR else ""))
-    step = ("rank by a proper scoring rule (python -m sweeper.promote --metric val_log_loss) "
-            "or hold out more validation rows (e.g. data.val_fraction=0.3, or more data); read no trend from these ties")
-    return [Finding("saturation", "the validation score cannot rank these",
-                    f"{len(tied)} configurations tie at {s.metric}'s {what} ({cell(s.mean(tied[0])[0])})",
-                    evidence, step, f"{len(tied)}@{cell(s.mean(tied[0])[0])}")]
+        evidence.append(
+            f"val_log_loss among them: {cell(lo)} … {cell(hi)}"
+            + (f" (below {FLOOR:g}: at its floor too, no evidence either)" if hi < FLOOR else "")
+        )
+    step = (
+        "rank by a proper scoring rule (python -m sweeper.promote --metric val_log_loss) "
+        "or hold out more validation rows (e.g. data.val_fraction=0.3, or more data); read no trend from these ties"
+    )
+    return [
+        Finding(
+            "saturation",
+            "the validation score cannot rank these",
+            f"{len(tied)} configurations tie at {s.metric}'s {what} ({cell(s.mean(tied[0])[0])})",
+            evidence,
+            step,
+            f"{len(tied)}@{cell(s.mean(tied[0])[0])}",
+        )
+    ]
 
 
 def ties(s: Sweep) -> list[Finding]:
@@ -340,10 +522,19 @@ def ties(s: Sweep) -> list[Finding]:
     second = "val_log_loss" if s.task == "binary" else "val_mae"
     values = [_number(r["metrics"].get(second)) for r in tied]
     order = [r["run_id"] for r in tied]
-    evidence = [f"{len(tied)} runs at {s.metric}={cell(top)}: "
-                + ", ".join(f"{r['run']} ({second}={cell(v)})" if v is not None else r["run"] for r, v in zip(tied, values))]
+    evidence = [
+        f"{len(tied)} runs at {s.metric}={cell(top)}: "
+        + ", ".join(
+            f"{r['run']} ({second}={cell(v)})" if v is not None else r["run"]
+            for r, v in zip(tied, values)
+        )
+    ]
     have = None not in values
-    if have and order == [r["run_id"] for _, r in sorted(zip(values, tied), key=lambda p: p[0])] and len(set(values)) > 1:
+    if (
+        have
+        and order == [r["run_id"] for _, r in sorted(zip(values, tied), key=lambda p: p[0])]
+        and len(set(values)) > 1
+    ):
         how = f"by {second} (lower first)"
     elif order == [r["run_id"] for r in sorted(tied, key=lambda r: r["run"] or "")]:
         how = "by run name, which says nothing about the models"
@@ -358,5 +549,13 @@ def ties(s: Sweep) -> list[Finding]:
         step = "the tie-break is a finer metric, not a better score"
     if not (s.seeded or s.folded or s.deterministic) and not (have and len(set(values)) == 1):
         step += "; seeds (see noise) would tell whether the tie is real"
-    return [Finding("ties", "ties", f"{len(tied)} runs tie with the best on {s.metric}; the leaderboard ordered them {how}",
-                    evidence, step, str(len(tied)))]
+    return [
+        Finding(
+            "ties",
+            "ties",
+            f"{len(tied)} runs tie with the best on {s.metric}; the leaderboard ordered them {how}",
+            evidence,
+            step,
+            str(len(tied)),
+        )
+    ]

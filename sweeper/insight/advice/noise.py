@@ -14,6 +14,7 @@ the noise (a score's std) and :data:`SAME` of the score (:func:`margin`). Neithe
 
 Nothing here reads a sweep: :class:`sweeper.insight.advice.evidence.Sweep` hands over the scores.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,8 @@ from typing import Hashable, Mapping, Sequence
 
 from sweeper.base.fmt import cell
 
-ALPHA = 0.05  # significance level of every test; an equivalence interval is the 1 - 2·ALPHA one (90%)
+# significance level of every test; an equivalence interval is the 1 - 2·ALPHA one (90%)
+ALPHA = 0.05
 # Without repeated scores there is no noise estimate: two validation scores count as the same when they differ by less
 # than this fraction, a stated default of the seed-to-seed spread (bench/advice_eval.py measures it on the bundled data
 # sets; sweep seed to measure your own). It is also the smallest margin of an equivalence ("did not matter").
@@ -84,7 +86,9 @@ class Diff:
     def text(self) -> str:
         """The difference and its test, in words."""
         p = self.p()
-        return f"difference {cell(abs(self.d))}, {self.how}" + (f": p={p:.2g}" if p is not None else "")
+        return f"difference {cell(abs(self.d))}, {self.how}" + (
+            f": p={p:.2g}" if p is not None else ""
+        )
 
 
 def margin(noise: float | None, *scores: float) -> float:
@@ -101,20 +105,29 @@ def between(a: Mapping[Hashable, float], b: Mapping[Hashable, float], unit: str 
         diffs = [a[k] - b[k] for k in common]
         se = statistics.stdev(diffs) / math.sqrt(len(diffs))
         d = statistics.fmean(diffs)
-        return Diff(mb + d, mb, se, len(diffs) - 1, f"paired t-test over their {len(diffs)} shared {unit}")
+        return Diff(
+            mb + d, mb, se, len(diffs) - 1, f"paired t-test over their {len(diffs)} shared {unit}"
+        )
     va = statistics.variance(a.values()) if len(a) > 1 else None
     vb = statistics.variance(b.values()) if len(b) > 1 else None
     na, nb = len(a), len(b)
     if va is None and vb is None:
-        return Diff(ma, mb, None, 0, f"one score each (no spread): judged by the stated {SAME:.0%} default")
+        return Diff(
+            ma, mb, None, 0, f"one score each (no spread): judged by the stated {SAME:.0%} default"
+        )
     if va is None or vb is None:
         v, n = (va, na) if vb is None else (vb, nb)
-        return Diff(ma, mb, math.sqrt(v * (1 / na + 1 / nb)), n - 1,
-                    f"t-test on the spread of the one with {n} {unit}")
+        return Diff(
+            ma,
+            mb,
+            math.sqrt(v * (1 / na + 1 / nb)),
+            n - 1,
+            f"t-test on the spread of the one with {n} {unit}",
+        )
     se2 = va / na + vb / nb
     if se2 == 0:
         return Diff(ma, mb, 0.0, na + nb - 2, f"Welch t-test ({na} and {nb} {unit})")
-    dof = se2 ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    dof = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
     return Diff(ma, mb, math.sqrt(se2), max(1, int(dof)), f"Welch t-test ({na} and {nb} {unit})")
 
 
@@ -123,9 +136,16 @@ def against(a: Sequence[float], value: float, unit: str = "seeds") -> Diff:
     over its own ``unit``; without two scores, the stated default."""
     m = statistics.fmean(a)
     if len(a) < 2:
-        return Diff(m, value, None, 0, f"one score (no spread): judged by the stated {SAME:.0%} default")
-    return Diff(m, value, statistics.stdev(a) / math.sqrt(len(a)), len(a) - 1,
-                f"one-sample t-test over its {len(a)} {unit}")
+        return Diff(
+            m, value, None, 0, f"one score (no spread): judged by the stated {SAME:.0%} default"
+        )
+    return Diff(
+        m,
+        value,
+        statistics.stdev(a) / math.sqrt(len(a)),
+        len(a) - 1,
+        f"one-sample t-test over its {len(a)} {unit}",
+    )
 
 
 def pooled(groups: Sequence[Sequence[float]]) -> tuple[float, int] | None:
@@ -147,12 +167,22 @@ def range_quantile(among: int, dof: int, alpha: float) -> float:
 def model_text(measured: str | None, why: str = "one score per configuration") -> str:
     """The noise model in one line, said once at the top of the advice (``measured``: over what the spreads are
     measured, "seeds" or "folds"; None: no repeated scores, for the reason ``why``)."""
-    rule = (f"'did not matter' only where a {1 - 2 * ALPHA:.0%} interval of a key's effect lies inside ±max(noise, "
-            f"{SAME:.0%}) in every slice (TOST); neither shown: not measured")
+    rule = (
+        f"'did not matter' only where a {1 - 2 * ALPHA:.0%} interval of a key's effect lies inside ±max(noise, "
+        f"{SAME:.0%}) in every slice (TOST); neither shown: not measured"
+    )
     if measured is None:
-        how = "sweep seed=0,1,2 to measure it" if why == "one score per configuration" else "not measured"
-        return (f"noise: not measured ({why}): scores within {SAME:.0%} count as the same (a stated default; {how}), "
-                f"and no key is said not to matter; {rule}")
-    return (f"noise: each comparison by the compared configurations' own {measured} (a paired t-test where they share "
-            f"{measured}, else Welch's; against a baseline, a one-sample t-test), never a spread pooled over the grid; "
-            f"significant at {ALPHA:.0%}; {rule}")
+        how = (
+            "sweep seed=0,1,2 to measure it"
+            if why == "one score per configuration"
+            else "not measured"
+        )
+        return (
+            f"noise: not measured ({why}): scores within {SAME:.0%} count as the same (a stated default; {how}), "
+            f"and no key is said not to matter; {rule}"
+        )
+    return (
+        f"noise: each comparison by the compared configurations' own {measured} (a paired t-test where they share "
+        f"{measured}, else Welch's; against a baseline, a one-sample t-test), never a spread pooled over the grid; "
+        f"significant at {ALPHA:.0%}; {rule}"
+    )
