@@ -70,9 +70,8 @@ def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] 
                 for r in s.records
             ):
                 return f"lr={values} left out at {where}, where nothing diverged"
-    measured = f.tag.startswith(
-        "unmeasured:"
-    )  # "not measured: a, b": neither said to matter nor not to
+    # "not measured: a, b": neither said to matter nor not to
+    measured = f.tag.startswith("unmeasured:")
     if f.kind == "no_effect" and "@" not in f.tag and not measured and s.seeded:
         why = _slice_moved(s, f.tag)
         if why:

@@ -210,9 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             for one in advice.commands:
                 next_args = shlex.split(one)[3:]  # drop "python -m sweeper"
                 t2 += sweep(next_args, uri, name)
-            if (
-                command
-            ):  # the best after against the best before, by their own seeds (paired where shared)
+            # the best after against the best before, by their own seeds (paired where shared)
+            if command:
                 then = best(latest(uri, name)[0])
                 after, d = then[2], between(then[1], first[1])
                 improved = (-d.d if s.lower else d.d) > 0 and d.beyond()

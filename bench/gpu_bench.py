@@ -24,9 +24,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # run from a checkout without installing
+# run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweeper import data  # noqa: E402
 from sweeper import models  # noqa: E402

@@ -67,9 +67,8 @@ def sweep(data: str, size: int, halving: bool) -> dict:
     full = [r for r in runs if "pruned_at_epoch" not in r.data.tags and val in r.data.metrics]
     best = (min if lower else max)(full, key=lambda r: r.data.metrics[val])
     info = json.loads((tmp / "sweep" / "halving.json").read_text()) if halving else None
-    epochs = sum(
-        int(r.data.params["epochs"]) for r in runs
-    )  # without trajectories' sharing: the grid as asked
+    # without trajectories' sharing: the grid as asked
+    epochs = sum(int(r.data.params["epochs"]) for r in runs)
     out = {
         "wall": wall,
         "member_epochs": info["member_epochs"] if info else None,

@@ -93,9 +93,8 @@ def _through_the_door(b, dtype: str, X, y, Xv, yv) -> dict[str, float]:
     }
     from omegaconf import OmegaConf
 
-    t0 = (
-        time.process_time()
-    )  # the process's CPU time: on a loaded machine it moves less than the wall clock
+    # the process's CPU time: on a loaded machine it moves less than the wall clock
+    t0 = time.process_time()
     model = build(OmegaConf.create(cfg), X.shape[1], "regression", b)
     train(b, model, X, y, Xv, yv, lr=0.01, epochs=EPOCHS, log_every=50)
     one = EPOCHS / (time.process_time() - t0)
@@ -160,9 +159,8 @@ def table2(repeats: int, device: str = "cpu") -> list[str]:
     ]
     from threadpoolctl import threadpool_limits
 
-    limit = threadpool_limits(
-        1, user_api="blas"
-    )  # one BLAS thread for every side, as the table says
+    # one BLAS thread for every side, as the table says
+    limit = threadpool_limits(1, user_api="blas")
     for dtype in ("float32", "float64"):
         X, y, Xv, yv = (b.to_device(a) for a in _arrays(dtype))
         rates = {"stacked": [], "alone": [], "mlp": []}

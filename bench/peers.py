@@ -162,9 +162,8 @@ def run_gridsearch(ds, grid: dict, uri: str) -> None:
     X = np.vstack([ds.X_train, ds.X_val])
     y = np.concatenate([ds.y_train.ravel(), ds.y_val.ravel()])
     y = y if regression else y.astype(int)
-    split = PredefinedSplit(
-        [-1] * len(ds.X_train) + [0] * len(ds.X_val)
-    )  # train on the training rows, score on val
+    # train on the training rows, score on val
+    split = PredefinedSplit([-1] * len(ds.X_train) + [0] * len(ds.X_val))
     n = len(ds.X_train)
     kind = MLPRegressor if regression else MLPClassifier
     base = kind(

@@ -255,9 +255,8 @@ def importtime(
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line and "cumulative" not in line:
             _, cum_us, name = line[len("import time:") :].split("|")
-            if not name[1:].startswith(
-                " "
-            ):  # not nested: imported by the command's code or the interpreter
+            # not nested: imported by the command's code or the interpreter
+            if not name[1:].startswith(" "):
                 rows.append((int(cum_us) / 1e6, name.strip()))
     return [(sum(t for t, _ in rows), "all imports")] + [r for r in rows if r[0] >= least]
 
@@ -307,13 +306,11 @@ def main(argv: list[str] | None = None) -> int:
             for c in commands(tmp)
             if c[0].startswith("import ") or not args.only or args.only in c[0]
         ]
-        timed(
-            dict(commands(tmp))["single run"], tmp, envs["this"]
-        )  # creates the store: later runs find it warm
+        # creates the store: later runs find it warm
+        timed(dict(commands(tmp))["single run"], tmp, envs["this"])
         times = {(row, name): [] for row, _ in rows for name in checkouts}
-        for _ in range(
-            args.runs
-        ):  # interleaved, so that a busy moment of the machine hits every row alike
+        # interleaved, so that a busy moment of the machine hits every row alike
+        for _ in range(args.runs):
             for row, cmd in rows:
                 for name in checkouts if not row.startswith("import ") else ["this"]:
                     times[row, name].append(timed(cmd, tmp, envs[name]))

@@ -138,9 +138,8 @@ def training_section(
                 )
                 single.append(epochs / fit.train_time_s)
             base = _median(single)
-            rows.append(
-                ["W1", spec, dtype, "one-config trainer", 1, 1, fmt_rate(base), "1.00x"]
-            )  # W1: one block
+            # W1: one block
+            rows.append(["W1", spec, dtype, "one-config trainer", 1, 1, fmt_rate(base), "1.00x"])
             for k in ks:
                 members = [Member(base_lr * (1 + i / k), epochs, seed=i) for i in range(k)]
                 rates = []
@@ -159,9 +158,8 @@ def training_section(
                     )
                     rates.append(k * epochs / fit.train_time_s)
                 rate = _median(rates)
-                parts = min(
-                    threads or cpu_threads(), k // MIN_PART
-                )  # as train_group splits a group
+                # as train_group splits a group
+                parts = min(threads or cpu_threads(), k // MIN_PART)
                 rows.append(
                     [
                         "W1",

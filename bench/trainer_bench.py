@@ -166,9 +166,8 @@ def run_sklearn(cfg, a, params, dtype) -> tuple[float, float]:
     from sklearn.neural_network import MLPRegressor
 
     X, y = a["X_train"], a["y_train"].ravel()
-    adam = (
-        cfg.optimizer == "adam"
-    )  # Adam is invariant to the gradient's factor 2 once epsilon is halved
+    # Adam is invariant to the gradient's factor 2 once epsilon is halved
+    adam = cfg.optimizer == "adam"
     ref = MLPRegressor(
         hidden_layer_sizes=(cfg.width,) * cfg.depth,
         activation="tanh",
@@ -188,9 +187,8 @@ def run_sklearn(cfg, a, params, dtype) -> tuple[float, float]:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: max_iter is reached on purpose
-        ref.partial_fit(
-            X, y
-        )  # builds coefs_ and the optimizer (one step), then our weights replace them
+        # builds coefs_ and the optimizer (one step), then our weights replace them
+        ref.partial_fit(X, y)
         ref.coefs_ = [p.copy() for p in params[::2]]
         ref.intercepts_ = [p.ravel().copy() for p in params[1::2]]
         ref.warm_start = True
@@ -223,9 +221,8 @@ def run_torch(cfg, a, params, dtype, compiled: bool) -> tuple[float, float]:
         else torch.optim.SGD(model.parameters(), lr=cfg.lr)
     )
     b = cfg.batch_size or len(X)
-    batches = [
-        (X[i : i + b], y[i : i + b]) for i in range(0, len(X), b)
-    ]  # in order, as ours with shuffle=False
+    # in order, as ours with shuffle=False
+    batches = [(X[i : i + b], y[i : i + b]) for i in range(0, len(X), b)]
 
     def mse(X, y):
         return torch.mean((model(X) - y) ** 2)
@@ -238,9 +235,8 @@ def run_torch(cfg, a, params, dtype, compiled: bool) -> tuple[float, float]:
         opt.step()
 
     initial = [p.detach().clone() for p in model.parameters()]
-    for Xb, yb in (batches * 3)[
-        : max(3, len(batches))
-    ]:  # compile (every batch shape) and warm the allocator
+    # compile (every batch shape) and warm the allocator
+    for Xb, yb in (batches * 3)[: max(3, len(batches))]:
         step(Xb, yb)
     with torch.no_grad():  # the weights and the optimizer's state start over
         for p, p0 in zip(model.parameters(), initial):

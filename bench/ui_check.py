@@ -298,9 +298,10 @@ def check_answer(
         for i, r in children.items()
     }
 
+    # the best run, or one that ties it exactly (a CPU and a GPU twin)
     def best_first(
         rows: list[str],
-    ) -> bool:  # the best run, or one that ties it exactly (a CPU and a GPU twin)
+    ) -> bool:
         return (
             bool(rows)
             and score.get(rows[0]) == score[best]
@@ -387,9 +388,8 @@ def check_ui(
     page = fresh(browser, f"{base}/#/experiments/{eid}")
     page.screenshot(path=str(shots / "02_experiment_bare.png"))
     check.note(f"#/experiments/{eid} lands on {route(page)} ({view(page)} views)")
-    page.get_by_text(
-        "Model training", exact=True
-    ).first.click()  # the choice the browser then remembers
+    # the choice the browser then remembers
+    page.get_by_text("Model training", exact=True).first.click()
     page.wait_for_timeout(2000)
     page.goto(f"{base}/#/experiments/{eid}", wait_until="load")
     page.wait_for_timeout(3000)
@@ -405,9 +405,8 @@ def check_ui(
     row = page.locator(f'.ag-pinned-left-cols-container [row-id="{parent}"]')
     if not check(row.count() == 1, "MLflow's own runs table shows the sweep's parent run"):
         return
-    row.locator(
-        'button[data-component-id$="runnamecellrenderer.tsx_46"]'
-    ).click()  # the ⊞ beside its name
+    # the ⊞ beside its name
+    row.locator('button[data-component-id$="runnamecellrenderer.tsx_46"]').click()
     page.wait_for_timeout(2000)
     page.screenshot(path=str(shots / "03_runs_table.png"))
     cells = {}
@@ -471,9 +470,8 @@ def check_ui(
         "the run's Overview lists its logged model",
         logged.group(0) if logged else "no 'Logged models' section",
     )
-    datasets = text.partition("\nTags\n")[0].rpartition("\nDatasets\n")[
-        2
-    ]  # its section, not the sidebar's link
+    # its section, not the sidebar's link
+    datasets = text.partition("\nTags\n")[0].rpartition("\nDatasets\n")[2]
     check(
         re.fullmatch(r"diabetes \([0-9a-f]{8}\)\nTraining\n\+2", datasets) is not None,
         "the run's Overview lists its data sets (training shown, +2: validation and test)",
@@ -524,9 +522,8 @@ def check_ui(
     page.screenshot(path=str(shots / "07_parent_description.png"), full_page=True)
     table = page.locator("table:has(th:text-is('val_mse'))")
     body = table.locator("tbody tr").count() if table.count() else 0
-    desc = table.first.locator(
-        "xpath=.."
-    )  # the description's markdown: the best run's line and the table
+    # the description's markdown: the best run's line and the table
+    desc = table.first.locator("xpath=..")
     links = (
         [a.get_attribute("href") for a in desc.locator('a[href^="#/experiments/"]').all()]
         if table.count()
@@ -638,9 +635,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.path.append(
-        str(args.driver)
-    )  # after the project's packages: the driver's never shadow them
+    # after the project's packages: the driver's never shadow them
+    sys.path.append(str(args.driver))
     try:
         from playwright.sync_api import Error as PlaywrightError, sync_playwright
     except ImportError:
@@ -654,9 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     check, proc = Check(), None
     try:
         uri, printed = sweep(work)
-        _, on_devices = sweep(
-            work, DEVICES, "devices", SWEEPER_FAKE_GPU="numpy"
-        )  # the GPU path on NumPy
+        # the GPU path on NumPy
+        _, on_devices = sweep(work, DEVICES, "devices", SWEEPER_FAKE_GPU="numpy")
         proc = server(uri, args.port, work)
         base = f"http://127.0.0.1:{args.port}"
         with sync_playwright() as p:
@@ -675,9 +670,8 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     try:
                         part()
-                    except (
-                        PlaywrightError
-                    ) as e:  # a page that never showed what the next step looks for
+                    # a page that never showed what the next step looks for
+                    except PlaywrightError as e:
                         check(
                             False,
                             "the page had what the next step needs",

@@ -168,14 +168,12 @@ def split_folds(
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
     test, rest = order[:n_test], order[n_test:]
-    stratified = {"regression": False, "binary": True, "multiclass": True}[
-        task
-    ]  # another task: a KeyError
+    # another task: a KeyError
+    stratified = {"regression": False, "binary": True, "multiclass": True}[task]
     if stratified and y is not None:
         labels = np.ravel(y)[rest]
-        dealt = np.concatenate(
-            [rest[labels == c] for c in np.unique(labels)]
-        )  # each class in the seed's order
+        # each class in the seed's order
+        dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])
     else:
         dealt = rest
     fold_of = np.empty(
@@ -228,9 +226,8 @@ def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tupl
     vec = vectorizer(cfg)
     try:
         vec.fit(docs[train])
-    except (
-        ValueError
-    ) as e:  # empty vocabulary: no term in min_df training documents, or no words at all
+    # empty vocabulary: no term in min_df training documents, or no words at all
+    except ValueError as e:
         raise DataError(
             f"{where}: no features from the training documents with data.features={cfg.features} "
             f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or check data.text"
@@ -374,9 +371,8 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
         )
         if "categories" not in c and not (np.isfinite(m).all() and np.isfinite(s).all())
     ]
-    if (
-        unscalable
-    ):  # finite values so large (near 1e308) that their mean or spread overflows float64
+    # finite values so large (near 1e308) that their mean or spread overflows float64
+    if unscalable:
         raise DataError(
             f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
             "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)"

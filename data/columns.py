@@ -151,9 +151,8 @@ def _list(value: Any) -> str:
 
 class Column(NamedTuple):
     name: Any
-    values: (
-        np.ndarray
-    )  # float64 for a numeric column (NaN: missing), else the categories (object, str; "":
+    # float64 for a numeric column (NaN: missing), else the categories (object, str; "":
+    values: np.ndarray
     numeric: bool  # missing), or a date column's raw text
     date: bool = False
     gaps: np.ndarray | None = None  # (n,) bool: which cells are missing
@@ -368,18 +367,16 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
         spec.append(s)
         used.append(k)
     kept = [columns[k] for k in used]
-    onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(
-        bool
-    )  # a feature's own flag
+    # a feature's own flag
+    onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(bool)
     with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
         F = _encode(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
         means, stds = F.mean(axis=0), F.std(axis=0)  # float64
     # one-hot features stay 0/1 (onehot and means are one feature each: an index, no broadcast)
     means[onehot] = 0.0
     scales = np.where(onehot | ~(stds > 0), 1.0, stds)
-    scales = np.where(
-        np.isfinite(stds), scales, stds
-    )  # an overflowing spread stays inf: the caller refuses it
+    # an overflowing spread stays inf: the caller refuses it
+    scales = np.where(np.isfinite(stds), scales, stds)
     return {"columns": spec, "x_mean": means, "x_scale": scales, "used": used, "left_out": left}
 
 

@@ -333,9 +333,8 @@ def _target(
         y = np.array([v.strip() for v in values], dtype=object)
         classes = sorted(set(y))
     else:
-        y = _to_float(
-            [[v] for v in values], [label], path
-        ).ravel()  # a stray text value: the column's own error
+        # a stray text value: the column's own error
+        y = _to_float([[v] for v in values], [label], path).ravel()
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             raise DataError(

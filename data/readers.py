@@ -102,9 +102,8 @@ def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
         names = list(obj[0])
         return names, [[r.get(k) for k in names] for r in obj]
     cols = obj.values() if isinstance(obj, dict) else []
-    if (
-        cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1
-    ):  # columns
+    # columns
+    if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:
         return list(obj), [list(r) for r in zip(*obj.values())]
     raise DataError(
         f"data.path={path}: JSON must be a list of records or an object of equal-length columns"

@@ -201,9 +201,8 @@ def _features(
         except ColumnError as e:
             problems.append(str(e))
             continue
-        if len(values) and c.missing == len(
-            values
-        ):  # nothing to learn from: constant, and its indicator too
+        # nothing to learn from: constant, and its indicator too
+        if len(values) and c.missing == len(values):
             report.append(
                 {"column": str(c.name), "kind": "empty", "detail": "every cell missing: left out"}
             )
@@ -227,9 +226,8 @@ def _features(
         if code:
             found["codes"].append(f"{c.name}: {code}")
         feats.append(c)
-        note = "; ".join(
-            filter(None, [c.said, code])
-        )  # what reading it decided: text among numbers, dates, levels
+        # what reading it decided: text among numbers, dates, levels
+        note = "; ".join(filter(None, [c.said, code]))
         report.append(
             {
                 "column": str(c.name),

@@ -62,12 +62,10 @@ def _sigmoid_grad_calls(xp: Any, dA: Any, A: Any, tmp: Any) -> list[Call]:
 class Activation(NamedTuple):
     f: Callable[[Any, Any], Any]  # (xp, Z) -> A
     grad: Callable[[Any, Any, Any], Any]  # (xp, Z, A) -> dA/dZ
-    f_calls: Callable[
-        ..., list[Call]
-    ]  # (xp, Z, scratch=None) -> calls that set Z ← f(Z) in place (forms.calls)
-    grad_calls: Callable[
-        [Any, Any, Any, Any], list[Call]
-    ]  # (xp, dA, A, tmp) -> calls: dA ← dA f'(Z)
+    # (xp, Z, scratch=None) -> calls that set Z ← f(Z) in place (forms.calls)
+    f_calls: Callable[..., list[Call]]
+    # (xp, dA, A, tmp) -> calls: dA ← dA f'(Z)
+    grad_calls: Callable[[Any, Any, Any, Any], list[Call]]
 
 
 ACTIVATIONS: dict[str, Activation] = {

@@ -82,9 +82,8 @@ class Member:
     epochs: int
     patience: int = 0
     seed: int = 0
-    reads: tuple[
-        int, ...
-    ] = ()  # more epoch counts read off this member's trajectory (each at most ``epochs``)
+    # more epoch counts read off this member's trajectory (each at most ``epochs``)
+    reads: tuple[int, ...] = ()
 
     @property
     def counts(self) -> tuple[int, ...]:
@@ -96,12 +95,10 @@ class Member:
 class GroupFit:
     """What a group's training leaves on the host."""
 
-    fits: list[
-        TrainResult
-    ]  # per member, as :func:`models.train.train` returns for one configuration
-    params: list[
-        list[np.ndarray]
-    ]  # per member ``[W_0, b_0, ...]`` in :class:`models.mlp.MLP`'s layout
+    # per member, as :func:`models.train.train` returns for one configuration
+    fits: list[TrainResult]
+    # per member ``[W_0, b_0, ...]`` in :class:`models.mlp.MLP`'s layout
+    params: list[list[np.ndarray]]
     train_time_s: float  # the whole group's training, between two device synchronisations
     warmup_time_s: float
     host_reads: int  # device→host copies made while training (one per segment)
@@ -244,9 +241,8 @@ def train_packed(
     ):
         try:
             fits = list(pool.map(part, range(parts), chunks))
-        except (
-            BaseException
-        ):  # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
+        # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
+        except BaseException:
             halt.set()  # epoch, so the pool's exit does not wait for the whole group's training
             raise
     return GroupFit(
@@ -259,9 +255,8 @@ def train_packed(
     )
 
 
-@np.errstate(
-    over="ignore", invalid="ignore"
-)  # divergence is detected and reported, not warned about
+# divergence is detected and reported, not warned about
+@np.errstate(over="ignore", invalid="ignore")
 def _train_part(
     backend: Any,
     layout: Layout,
@@ -347,9 +342,8 @@ class _Part:
         self.hist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
         self.vhist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
         self.any_patience = bool(self.patience.any())
-        if (
-            self.any_patience
-        ):  # one sample a segment: the host picks the best weights among the candidates
+        # one sample a segment: the host picks the best weights among the candidates
+        if self.any_patience:
             self.ends = self.schedule[1:]
         else:
             step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
@@ -370,12 +364,10 @@ class _Part:
         self.best_epoch = np.zeros(K, dtype=int)
         self.best = self.P.copy() if self.any_patience else None
         self.kept = np.zeros(K, dtype=bool)  # best weights taken for this member
-        self.candidate = (
-            self.P.copy() if self.any_patience else None
-        )  # the weights at the last sample
-        self.ended: list[int | None] = [
-            None
-        ] * K  # the epoch a member stopped training at (its last count, or patience)
+        # the weights at the last sample
+        self.candidate = self.P.copy() if self.any_patience else None
+        # the epoch a member stopped training at (its last count, or patience)
+        self.ended: list[int | None] = [None] * K
         self.done = np.zeros(K, dtype=bool)  # nothing more to read off this member
         self.ran = self.epochs.copy()  # epochs each member trains (progress)
         # per member, count → (diverged, run, best, weights)
@@ -408,9 +400,8 @@ class _Part:
     def on_sample(self, m: int, t: int, h: float, v: float) -> None:
         """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
         ended, out, patience, kept = self.ended, self.out[m], self.patience, self.kept
-        if (
-            ended[m] is None and t >= self.epochs[m]
-        ):  # the group's last epoch, sampled with the last segment's read
+        # the group's last epoch, sampled with the last segment's read
+        if ended[m] is None and t >= self.epochs[m]:
             ended[m] = int(self.epochs[m])
         regular = ended[m] is None and t % self.stride == 0 and t < self.epochs[m]
         here = [
@@ -469,9 +460,8 @@ class _Part:
         self.ran[m] = t
         self.done[m] = True
         self.freeze(m)
-        for v in self.layout.member(
-            self.P, m
-        ):  # finite arithmetic from here on; the member's weights are not used
+        # finite arithmetic from here on; the member's weights are not used
+        for v in self.layout.member(self.P, m):
             v[...] = 0
 
     def sample(self, t: int) -> None:
@@ -493,9 +483,8 @@ class _Part:
         k0, k1 = bisect.bisect_left(schedule, lo), bisect.bisect_left(schedule, hi)
         if k1 <= k0:
             return False
-        block = self.backend.to_numpy(
-            self.xp.stack([self.hist[k0:k1], self.vhist[k0:k1]])
-        )  # (2, k1 - k0, K)
+        # (2, k1 - k0, K)
+        block = self.backend.to_numpy(self.xp.stack([self.hist[k0:k1], self.vhist[k0:k1]]))
         self.reads += 1
         self.curve[:, k0:k1] = block
         if self.first is None:
@@ -522,9 +511,8 @@ class _Part:
             warm.run(warm.forward_calls)
             warm.loss()
             warm.run(warm.backward_calls)
-        if (
-            self.step_rows == self.n
-        ):  # full batch: a sampled epoch measures the loss on the forward pass it trains with
+        # full batch: a sampled epoch measures the loss on the forward pass it trains with
+        if self.step_rows == self.n:
             self.measured = measured = steps[self.n]
             self.epoch_calls = (
                 measured.forward_calls + measured.backward_calls + measured.update_calls
@@ -544,9 +532,8 @@ class _Part:
         self, acts: list[Any], progress: Callable[[int, int], None] | None, halt: Any
     ) -> GroupFit:
         """The device loop, segment by segment, with the host's read at each segment's end."""
-        mark = (
-            self.backend.mark_fn
-        )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+        # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+        mark = self.backend.mark_fn
         mark("warm-up", 0)
         t_warm = self.backend.clock()
         active, epochs, patience, slot, E = (
@@ -568,9 +555,8 @@ class _Part:
                     break
                 for e in range(epoch, stop):  # device work only
                     mark("epoch", e)
-                    if STOP.is_set() or (
-                        halt is not None and halt.is_set()
-                    ):  # Ctrl-C, SIGTERM: within an epoch
+                    # Ctrl-C, SIGTERM: within an epoch
+                    if STOP.is_set() or (halt is not None and halt.is_set()):
                         raise Stopped()
                     if e in slot:
                         self.sample(e)
@@ -578,9 +564,8 @@ class _Part:
                     else:
                         measured.run(epoch_calls)
                 mark("segment end", stop)
-                last = (
-                    stop == E and not self.any_patience
-                )  # (with patience a segment's one candidate is its one sample)
+                # (with patience a segment's one candidate is its one sample)
+                last = stop == E and not self.any_patience
                 if last:  # the last epoch's sample leaves with this segment's
                     self.sample(E)
                 changed = self.read(epoch, stop + last)

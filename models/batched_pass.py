@@ -104,9 +104,8 @@ class _Pass:
         if self.sparse:  # shared by the group; never densified (see the module's docstring)
             self.X = X
         else:
-            self.H = xp.ones(
-                (*X.shape[:-2], X.shape[-1] + 1, n), dtype=dtype
-            )  # (d + 1, n) or (K, d + 1, n)
+            # (d + 1, n) or (K, d + 1, n)
+            self.H = xp.ones((*X.shape[:-2], X.shape[-1] + 1, n), dtype=dtype)
             self.H[..., :-1, :] = xp.swapaxes(X, -1, -2)
             self.HT = xp.swapaxes(self.H, -1, -2)
         self.y = xp.ascontiguousarray(y.reshape((1, 1, n) if y.ndim == 2 else (K, 1, n)))
@@ -140,9 +139,8 @@ class _Pass:
         self.backward_calls: list[Call] = []
         if not training:
             return
-        self.grads = xp.empty_like(
-            P
-        )  # the layout's flat gradients (the sparse layer's memory order kept)
+        # the layout's flat gradients (the sparse layer's memory order kept)
+        self.grads = xp.empty_like(P)
         self.ones = xp.ones((n, 1), dtype=dtype)
         self.g = xp.empty_like(self.z)
         self.col = xp.empty((K, 1, n), dtype=dtype)  # the softmax's max and sum per sample
@@ -223,9 +221,8 @@ class _Pass:
             calls = [c for b in deep for c in b.act.grad_calls(xp, b.D[0], b.A[0], b.tmp[0])]
         if GQ is not None:
             return calls + [partial(xp.matmul, self.D0, self.HT, out=GQ)]
-        return calls + [
-            self._into_inputs(b.D[0], b.GQ, b.members) for b in deep
-        ]  # sparse (one block), own data
+        # sparse (one block), own data
+        return calls + [self._into_inputs(b.D[0], b.GQ, b.members) for b in deep]
 
     def _from_inputs(self, Q: Any, out: Any, members: slice) -> Call:
         """``out ← Q @ H_0`` for one block's ``Q`` (K_b, fo, d + 1): with shared data one (K_b·fo, d + 1) @ (d + 1, n)

@@ -93,9 +93,8 @@ class Interfaced:
         )
         self.names = list(params)
         self.dict = params
-        self.packed = [
-            params[k] for k in self.names
-        ]  # trained in place: the dict sees every update
+        # trained in place: the dict sees every update
+        self.packed = [params[k] for k in self.names]
         self.params = self.packed
 
     def flops(self, n: int) -> float:

@@ -105,9 +105,8 @@ def check_gradients(
         if grads is None:
             return out
         names = [k for k in params if i == 0 or out.errors[k] > FD_RTOL]
-        for k in (
-            names
-        ):  # the second draw: only the parameters the first failed, each failing only if both do
+        # the second draw: only the parameters the first failed, each failing only if both do
+        for k in names:
             err = fd_error(net, params, X, R, k, np.asarray(grads[k], dtype=np.float64))
             out.errors[k] = err if i == 0 else min(out.errors[k], err)
         if out.ok:

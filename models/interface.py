@@ -92,9 +92,8 @@ def load_target(path: str, key: str = "model._target_") -> Any:
             "(a module importable from the working directory or PYTHONPATH, then the class)"
         )
     try:
-        module = call_user(
-            importlib.import_module, module_name
-        )  # a module that exits on import: refused, not our end
+        # a module that exits on import: refused, not our end
+        module = call_user(importlib.import_module, module_name)
     except UserCodeError as e:
         raise ModelError(f"{key}={path}: importing {module_name}: {e}") from None
     except ImportError as e:
@@ -186,9 +185,8 @@ def offer(model_cfg: Any, quiet: bool = False) -> Offer:
             if quiet:
                 return Offer(path)
             raise
-        own = (
-            vars(target) if inspect.isclass(target) else {}
-        )  # declared by the class itself: a subclass that
+        # declared by the class itself: a subclass that
+        own = vars(target) if inspect.isclass(target) else {}
         _OFFERS[path] = Offer(
             path,
             is_trainer(target),
@@ -291,9 +289,8 @@ def doc_line(obj: Any, name: str) -> str:
                 and lines[i + 1].startswith((" ", "\t"))
                 and line.lstrip() == line
             ):
-                return (
-                    f"{text}: {lines[i + 1].strip()}" if text else lines[i + 1].strip()
-                )  # numpydoc: name : type
+                # numpydoc: name : type
+                return f"{text}: {lines[i + 1].strip()}" if text else lines[i + 1].strip()
             return text
     return ""
 

@@ -72,9 +72,8 @@ class MLP:
         self.xp = xp
         self.weight_decay = weight_decay
         self.packed = [xp.concatenate([W, b], axis=0) for W, b in zip(params[::2], params[1::2])]
-        self.params = [
-            v for P in self.packed for v in (P[:-1], P[-1:])
-        ]  # W_l (fan_in, fan_out), b_l (1, fan_out)
+        # W_l (fan_in, fan_out), b_l (1, fan_out)
+        self.params = [v for P in self.packed for v in (P[:-1], P[-1:])]
         self.activation = activation
         self.task = task
         self.act = ACTIVATIONS[activation]
@@ -216,9 +215,8 @@ class FullBatch:
         self.xp, self.model = xp, model
         self.opt = opt = opt or Optimizer()
         self.sparse = is_sparse(X)
-        if (
-            self.sparse
-        ):  # text features: X stays CSR, the first layer is its own product (_sparse_product)
+        # text features: X stays CSR, the first layer is its own product (_sparse_product)
+        if self.sparse:
             self.X, self.XT = X, X.T.tocsr()  # (n, d) and (d, n): both products read rows
             self.H = [None]
         else:
@@ -235,9 +233,8 @@ class FullBatch:
             self._scratch(P, n, dtype)
         forward = [self._forward(P, cols) for cols in blocks]
         backward: list[list[Call]] = [[] for _ in blocks]
-        self.update_calls: list[
-            Call
-        ] = []  # after the blocks meet: sum the gradient shares, then update
+        # after the blocks meet: sum the gradient shares, then update
+        self.update_calls: list[Call] = []
         self.rescale_calls: list[Call] = []  # (part of update_calls) G_{L-1} ∘ w.T
         if lr is not None:
             self.grads = [xp.empty_like(p) for p in P]
@@ -270,9 +267,8 @@ class FullBatch:
     def _forward(self, P: list[Any], cols: slice) -> list[Call]:
         xp, H, act = self.xp, self.H, self.model.act
         calls: list[Call] = []
-        tmp = getattr(
-            self, "tmp", {}
-        )  # the backward pass's scratch, free while the forward pass runs
+        # the backward pass's scratch, free while the forward pass runs
+        tmp = getattr(self, "tmp", {})
         for l in range(len(P) - 1):
             Z = H[l + 1][:-1][:, cols]  # Z_l.T (fan_out_l, n): overwritten by A_l.T in place
             calls += [
@@ -449,9 +445,8 @@ class MiniBatches:
 def targets(xp: Any, task: str, y: Any, k: int, dtype: Any) -> Any:
     """The targets feature-major: ``y`` (n, 1) as (1, n), or as one-hot columns (k, n) for k classes."""
     n = y.shape[0]
-    row = xp.array(
-        y.reshape(1, n), dtype=dtype
-    )  # (n, 1) → (1, n), a copy: mini-batches write into theirs
+    # (n, 1) → (1, n), a copy: mini-batches write into theirs
+    row = xp.array(y.reshape(1, n), dtype=dtype)
     return (
         xp.ascontiguousarray(losses.one_hot(xp, row, k, classes=0)) if task == "multiclass" else row
     )

@@ -125,9 +125,8 @@ class State:
             self.b1t, self.b2t, self.denom, self.factor = (
                 xp.ones((), dtype=dtype) for _ in range(4)
             )
-            self.step_size = xp.ones(
-                np.shape(lr), dtype=dtype
-            )  # per member (or element) with an array lr
+            # per member (or element) with an array lr
+            self.step_size = xp.ones(np.shape(lr), dtype=dtype)
         # -lr (Adam's step size) and grad_scale(lr) · λ (weight decay), where the rule uses them: gd and momentum
         # carry the rate in the gradient (Optimizer.grad_scale)
         self.neg_lr = xp.empty(np.shape(lr), dtype=dtype) if opt.name == "adam" else None

@@ -146,16 +146,14 @@ def _host(a: Any) -> Any:
 class Member:
     lr: float
     seed: int
-    reads: tuple[
-        int, ...
-    ]  # the epoch counts read off this member, ascending; the last is where it stops
+    # the epoch counts read off this member, ascending; the last is where it stops
+    reads: tuple[int, ...]
 
 
 @dataclass
 class StackedFit:
-    at: list[
-        dict[int, tuple[TrainResult, dict[str, np.ndarray]]]
-    ]  # per member: {epochs: (fit, host params)}
+    # per member: {epochs: (fit, host params)}
+    at: list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]
     train_time_s: float
     warmup_time_s: float
 
@@ -202,14 +200,12 @@ def train_stacked(
         vout, _ = net.forward(xp, params, X_val)
         samples[e] = (member_loss(xp, task, out, Y), member_loss(xp, task, vout, Yv))
 
-    mark = (
-        backend.mark_fn
-    )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    mark = backend.mark_fn
     t_warm = backend.clock()
     out, cache = net.forward(xp, params, X)
-    net.backward(
-        xp, params, cache, member_grad(xp, task, out, Y) * scale
-    )  # warm-up: CuPy compiles its kernels
+    # warm-up: CuPy compiles its kernels
+    net.backward(xp, params, cache, member_grad(xp, task, out, Y) * scale)
     t0 = backend.clock()
     for e in range(E + 1):
         mark("epoch", e)
@@ -295,9 +291,8 @@ def _fit_at(curves: dict[int, np.ndarray], i: int, c: int, stride: int) -> Train
     bad = diverged(h, v, h[0])
     if bad is not None:
         steps, h, v = steps[: bad + 1], h[: bad + 1], v[: bad + 1]
-    valid = (
-        v[:bad] if bad is not None else v
-    )  # the best sample before a divergence, as train() finds it
+    # the best sample before a divergence, as train() finds it
+    valid = v[:bad] if bad is not None else v
     best = int(np.argmin(valid)) if len(valid) else 0
     return TrainResult(
         steps=np.array(steps),

@@ -67,9 +67,8 @@ class TrainResult:
     warmup_time_s: float
 
 
-@np.errstate(
-    over="ignore", invalid="ignore"
-)  # divergence is detected and reported, not warned about
+# divergence is detected and reported, not warned about
+@np.errstate(over="ignore", invalid="ignore")
 def train(
     backend: Any,
     model: MLP | Any,
@@ -108,9 +107,8 @@ def train(
     reading = _Reading(backend, (hist, vhist), log_every, patience)
     candidate = None
     epoch = 0
-    mark = (
-        backend.mark_fn
-    )  # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    # the phases, for the strict device stand-in's accounts (a no-op elsewhere)
+    mark = backend.mark_fn
     mark("warm-up", 0)
     t_warm = backend.clock()
     n = X.shape[0]
@@ -131,17 +129,15 @@ def train(
                     continue
                 measured.forward()
                 loss = measured.loss()
-                if (
-                    e % log_every == 0
-                ):  # a sampled epoch: both losses on the weights before this update
+                # a sampled epoch: both losses on the weights before this update
+                if e % log_every == 0:
                     k = e // log_every
                     hist[k] = loss
                     val_batch.forward()
                     vhist[k] = val_batch.loss()
                     if patience:
-                        candidate = [
-                            P.copy() for P in model.packed
-                        ]  # weights the val loss was measured on
+                        # weights the val loss was measured on
+                        candidate = [P.copy() for P in model.packed]
                 rest()
                 if sync_every_epoch:  # the seed's naive loop: a host read of the loss every epoch
                     float(backend.to_numpy(loss))
@@ -241,9 +237,8 @@ class _Reading:
             self.last = block[:, -1:]
         h, v = self.seen[-1]
         bad = diverged(h, v, self.seen[0][0, 0])
-        for i, val in enumerate(
-            v[:bad]
-        ):  # the best sample before a divergence, whatever the segments
+        # the best sample before a divergence, whatever the segments
+        for i, val in enumerate(v[:bad]):
             if val < self.best_val:
                 self.best_val, self.best_epoch = float(val), (k0 + i) * self.log_every
                 if self.patience:

@@ -55,17 +55,14 @@ def _interrupted_hook(
     """A command's Ctrl-C that nothing caught (in its imports, its first seconds, a read command's work): one line
     instead of a traceback; the process then ends by SIGINT as Python's own does (exit 130 in a shell)."""
     cause: BaseException | None = value
-    while cause is not None and not isinstance(
-        cause, KeyboardInterrupt
-    ):  # an import that Ctrl-C cut short
-        cause = (
-            cause.__cause__ or cause.__context__
-        )  # raises its own error (scipy: 'initialization failed')
+    # an import that Ctrl-C cut short
+    while cause is not None and not isinstance(cause, KeyboardInterrupt):
+        # raises its own error (scipy: 'initialization failed')
+        cause = cause.__cause__ or cause.__context__
     if issubclass(kind, KeyboardInterrupt) or cause is not None:
         command = _command()
-        stop = sys.modules.get(
-            "sweeper.base.stop"
-        )  # SIGTERM, SIGHUP: its own name and code (143, 129)
+        # SIGTERM, SIGHUP: its own name and code (143, 129)
+        stop = sys.modules.get("sweeper.base.stop")
         why, code = (
             (stop.reason(), stop.exit_code(cause))
             if stop and stop._SEEN
@@ -78,9 +75,8 @@ def _interrupted_hook(
             )
         except (OSError, ValueError):  # the terminal is gone (SIGHUP)
             pass
-        if (
-            cause is not value or code != 130
-        ):  # Python ends with 130 on its own only for a KeyboardInterrupt itself
+        # Python ends with 130 on its own only for a KeyboardInterrupt itself
+        if cause is not value or code != 130:
             with suppress(OSError, ValueError):
                 sys.stderr.flush()
             os._exit(code)
@@ -181,20 +177,17 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     stop.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupts that wait for a store transaction to end
     try:
         code = fn()
-        if (
-            signalled := stop.masked()
-        ) is not None:  # a signal a library swallowed on its way (an import's
+        # a signal a library swallowed on its way (an import's
+        if (signalled := stop.masked()) is not None:
             raise signalled  # `except ImportError`, a fallback's `except Exception`): the command was interrupted
     except SystemExit as e:
         code = e.code
-    if code is not None and not isinstance(
-        code, int
-    ):  # sys.exit("message"): Python prints it, exit 1
+    # sys.exit("message"): Python prints it, exit 1
+    if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    if (
-        output.BROKEN and not code and not goes_on
-    ):  # a command whose output is its result: it did not do its job
+    # a command whose output is its result: it did not do its job
+    if output.BROKEN and not code and not goes_on:
         code = 1
     # cProfile, coverage, a debugger (they write their results in the teardown), or the shortcut "exit" turned
     # off (SWEEPER_PUBLIC_ONLY): Python's own exit

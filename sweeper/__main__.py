@@ -41,22 +41,19 @@ def cli() -> "int | None":
     args = sys.argv[1:]
     from sweeper.contract.helptext import COMMANDS
 
-    if (
-        args and args[0] in COMMANDS
-    ):  # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
+    # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
+    if args and args[0] in COMMANDS:
         import importlib  # Hydra override, so the word can only mean the command)
 
         return importlib.import_module(f"sweeper.{args[0]}").main(args[1:])
-    if (
-        "--help" in args or "-h" in args
-    ):  # ours, built from conf/ and the rules; --hydra-help stays Hydra's
+    # ours, built from conf/ and the rules; --hydra-help stays Hydra's
+    if "--help" in args or "-h" in args:
         from sweeper.contract.helptext import main_help
 
         sys.stdout.write(main_help([a for a in args if a not in ("--help", "-h")]))
         return
-    if (
-        not sys.stderr.isatty()
-    ):  # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
+    # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
+    if not sys.stderr.isatty():
         os.environ.setdefault("NO_COLOR", "1")
     # baselines=linear,boosting names two references, not a sweep over them: Hydra reads it as the list it means
     sys.argv[1:] = args = [
@@ -71,20 +68,17 @@ def cli() -> "int | None":
         bad = problem()
         if bad:
             raise ConfigError(bad)
-        check_overrides(
-            args, whole=True
-        )  # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        # before Hydra: bad input fails in one line (Hydra itself raises no ConfigError)
+        check_overrides(args, whole=True)
         from sweeper.contract.model import model_overrides
 
-        sys.argv[1:] = args = model_overrides(
-            args
-        )  # model.<hyperparameter>=...: added to the model's section
+        # model.<hyperparameter>=...: added to the model's section
+        sys.argv[1:] = args = model_overrides(args)
 
         from sweeper.contract.hydra_args import chdir_paths, one_line_errors
 
-        sys.argv[1:] = args = chdir_paths(
-            args
-        )  # hydra.job.chdir=true: a relative data.path read from here
+        # hydra.job.chdir=true: a relative data.path read from here
+        sys.argv[1:] = args = chdir_paths(args)
 
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         from sweeper.base.logfile import quiet_unwritable_files
@@ -97,9 +91,8 @@ def cli() -> "int | None":
     except ConfigError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except (
-        KeyboardInterrupt
-    ) as e:  # Ctrl-C, SIGTERM (stop.Terminated), a training thread's stop.Stopped
+    # Ctrl-C, SIGTERM (stop.Terminated), a training thread's stop.Stopped
+    except KeyboardInterrupt as e:
         sys.exit(_interrupted(args, stop.exit_code(e)))
 
 
@@ -115,9 +108,8 @@ def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
     callbacks = sys.modules.get("sweeper.sweep.callbacks")
     try:
         line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
-    except (
-        Exception
-    ) as e:  # e.g. a store that fails now: the line says so, still without a traceback
+    # e.g. a store that fails now: the line says so, still without a traceback
+    except Exception as e:
         line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): see python -m sweeper.report"
     print(line, file=sys.stderr)
     return code

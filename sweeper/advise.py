@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not (args.experiment or args.parent):
         ap.error("one of --experiment or --parent is required")
+    # MLflow: after the arguments, so --help and a usage error stay fast
     from sweeper import (
         tracking,
-    )  # MLflow: after the arguments, so --help and a usage error stay fast
+    )
     from sweeper.tracking.store_errors import guarded
 
     uri = args.tracking_uri or tracking.DEFAULT_URI

@@ -144,9 +144,8 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
         from sweeper.sweep import callbacks
         from sweeper.tracking import writer
 
-        writer.prestart(
-            ["-m", *args]
-        )  # as the command line: a long sweep's writer imports MLflow meanwhile
+        # as the command line: a long sweep's writer imports MLflow meanwhile
+        writer.prestart(["-m", *args])
         code, error = 0, None
         try:
             _hydra().multirun(
@@ -156,16 +155,14 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
             )
         except stop.Refused as e:
             raise _refused(e) from None
-        except (
-            SystemExit
-        ) as e:  # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
+        # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
+        except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         except Exception as e:  # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
             code, error = 1, e
         config = callbacks.CURRENT["sweep"]
-        if (
-            config is None and error is not None
-        ):  # before the sweep began (Hydra's own error): as it was raised
+        # before the sweep began (Hydra's own error): as it was raised
+        if config is None and error is not None:
             raise error
         if config is None:
             raise SweepFailed("the sweep did not start (Hydra called no multirun callback)")
@@ -271,12 +268,10 @@ def load_model(uri: str, tracking_uri: str) -> Any:
     from sweeper import tracking
 
     model_id = uri.removeprefix("models:/")
-    if (
-        model_id != uri and "/" not in model_id and "@" not in model_id
-    ):  # a logged model: MLflow would look for it in
-        uri = (
-            tracking.client(tracking_uri).get_logged_model(model_id).artifact_location
-        )  # its global tracking URI
+    # a logged model: MLflow would look for it in
+    if model_id != uri and "/" not in model_id and "@" not in model_id:
+        # its global tracking URI
+        uri = tracking.client(tracking_uri).get_logged_model(model_id).artifact_location
     local = mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking_uri)
     return mlflow.pyfunc.load_model(local)
 
@@ -353,9 +348,8 @@ def _mode(args: list[str], mode: str) -> list[str]:
     )
 
 
-_ONE_AT_A_TIME = (
-    threading.Lock()
-)  # Hydra's global state and sweeper's per-process state hold one sweep at a time
+# Hydra's global state and sweeper's per-process state hold one sweep at a time
+_ONE_AT_A_TIME = threading.Lock()
 _CALLER: list[int] = []  # the thread whose call holds it
 
 

@@ -222,9 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         kwargs[key.removeprefix("model.")] = _value(value)
     try:
         cls = load_target(path, key="the model")
-        checks = call_user(
-            run_checks, cls, path, kwargs
-        )  # a model that would end this process: one line, exit 1
+        # a model that would end this process: one line, exit 1
+        checks = call_user(run_checks, cls, path, kwargs)
     except ModelError as e:
         print(f"sweeper.check: error: {e}", file=sys.stderr)
         return 2
@@ -247,6 +246,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from sweeper import main_exit
 
-    main_exit(
-        main
-    )  # Ctrl-C through sweeper's handler: told apart from a model's own KeyboardInterrupt
+    # Ctrl-C through sweeper's handler: told apart from a model's own KeyboardInterrupt
+    main_exit(main)

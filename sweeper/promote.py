@@ -145,9 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     except PromoteError as e:
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
-    except (
-        OSError
-    ) as e:  # a folder that cannot be written after all (a read-only file system, a full disk)
+    # a folder that cannot be written after all (a read-only file system, a full disk)
+    except OSError as e:
         print(
             f"sweeper: error: --out-dir={args.out_dir} cannot be written: {e.strerror or e}"
             + (f" ({e.filename})" if e.filename else ""),

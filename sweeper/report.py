@@ -65,9 +65,8 @@ def _report(args: argparse.Namespace) -> int:
         print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.run or "sweep_dir" not in parent.data.tags:
-        if (
-            parent.info.status == "RUNNING" and holder_alive(parent) is False
-        ):  # its process died (SIGKILL)
+        # its process died (SIGKILL)
+        if parent.info.status == "RUNNING" and holder_alive(parent) is False:
             mark_orphans(c, [parent], False)
             print(
                 f"run {parent.info.run_id} was RUNNING but its process (pid {booked(parent.data.tags, PID)}) is gone: "

@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     from tabulate import tabulate
 
     try:
-        tracking.check_readable(
-            args.tracking_uri
-        )  # MLflow would create an empty store there, or wait minutes for a server
+        # MLflow would create an empty store there, or wait minutes for a server
+        tracking.check_readable(args.tracking_uri)
         c = tracking.client(args.tracking_uri)
         if args.experiment is None:
             rows = overview(c)

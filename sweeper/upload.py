@@ -98,9 +98,8 @@ def upload(path: Path, uri: str | None = None) -> str:
     uri = uri or r["tracking_uri"]
     c = tracking.open_store(uri)
     experiment = tracking.experiment_id(c, r["experiment"], uri)
-    if r.get(
-        UPLOADING
-    ):  # an upload that failed half-way (a full disk): its run goes, this one replaces it
+    # an upload that failed half-way (a full disk): its run goes, this one replaces it
+    if r.get(UPLOADING):
         try:
             c.delete_run(r[UPLOADING])
         except tracking.UNREACHABLE:
@@ -124,13 +123,11 @@ def upload(path: Path, uri: str | None = None) -> str:
     }
     if r.get("task"):
         tags["task"] = r["task"]
-    tags |= {
-        k: r[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if isinstance(r.get(k), str)
-    }  # what its file held
+    # what its file held
+    tags |= {k: r[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if isinstance(r.get(k), str)}
     new = tracking.start_run(c, experiment, name, tags, params, parent)
-    write_result(
-        path, r | {UPLOADING: new}
-    )  # a retry after a failure below deletes it instead of adding a second
+    # a retry after a failure below deletes it instead of adding a second
+    write_result(path, r | {UPLOADING: new})
 
     try:
         with np.load(job / CURVES_FILE) as z:
@@ -139,9 +136,8 @@ def upload(path: Path, uri: str | None = None) -> str:
                 for name in ("train_loss", "val_loss")
             }
         art = r.get("artifacts", {"files": []})
-        models = art.get(
-            "models", art.get("folders", {})
-        )  # result.json files of before logged models: "folders"
+        # result.json files of before logged models: "folders"
+        models = art.get("models", art.get("folders", {}))
         tracking.finish_run(
             c,
             new,
@@ -153,31 +149,27 @@ def upload(path: Path, uri: str | None = None) -> str:
             status=r["status"],
             curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
         )
-    except (
-        BaseException
-    ) as e:  # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
+    # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
+    except BaseException as e:
         try:
             c.set_tag(new, "failure_reason", f"upload failed: {tracking.first_line(e)}")
             c.set_terminated(new, "FAILED")
         except Exception:  # noqa: BLE001  (the store that failed may refuse this too)
             pass
         raise
-    if (
-        not own
-    ):  # another store: the job's own still lacks the run, and a later upload there still adds it
+    # another store: the job's own still lacks the run, and a later upload there still adds it
+    if not own:
         r.pop(UPLOADING, None)
         write_result(path, r | {UPLOADED_TO: {**(r.get(UPLOADED_TO) or {}), uri: new}})
         return new
-    if (
-        isinstance(r.get("run_id"), str) and r["run_id"]
-    ):  # the run the job had started before the server failed
+    # the run the job had started before the server failed
+    if isinstance(r.get("run_id"), str) and r["run_id"]:
         try:
             c.set_tag(
                 r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}"
             )
-            c.set_tag(
-                r["run_id"], REPLACED_BY, new
-            )  # a stub: counted neither finished nor failed (publish.tally)
+            # a stub: counted neither finished nor failed (publish.tally)
+            c.set_tag(r["run_id"], REPLACED_BY, new)
             c.set_terminated(r["run_id"], "FAILED")
         except tracking.UNREACHABLE:
             pass  # it lived on another server, or never reached this one
@@ -218,9 +210,8 @@ def _parent(
         if original
         else {"parent_gone": here}
     )
-    if isinstance(
-        state.get("argv"), list
-    ):  # the sweep's command, as its own parent has it: advise and resume read it
+    # the sweep's command, as its own parent has it: advise and resume read it
+    if isinstance(state.get("argv"), list):
         tags |= {"sweep_argv": json.dumps(state["argv"]), "sweeper": str(state.get("sweeper"))}
     run_id = tracking.start_run(
         c, experiment_id, f"sweep {sweep_dir.parent.name}/{sweep_dir.name} (uploaded)", tags, {}
@@ -238,9 +229,8 @@ def _parent(
             },
         ]
     }
-    if own and isinstance(
-        state.get("stores"), dict
-    ):  # the file at that path now: the one summary finds there
+    # the file at that path now: the one summary finds there
+    if own and isinstance(state.get("stores"), dict):
         state["stores"] = {**state["stores"], uri: tracking.identity(uri)}
     write_result(sweep_dir / SWEEP_FILE, state)
     return run_id, own
@@ -318,9 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
+    # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
+    except KeyboardInterrupt:
         with stop.ignoring():
             reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
         raise

@@ -75,9 +75,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     folder = config.getoption("--best-dir", default=None)
-    if (
-        folder
-    ):  # read by tests/test_best.py as it is collected, and by the processes the tests start
+    # read by tests/test_best.py as it is collected, and by the processes the tests start
+    if folder:
         os.environ["SWEEPER_BEST_DIR"] = str(Path(folder).resolve())
 
 
@@ -244,9 +243,8 @@ def running_children(db: Path) -> int:
 
 
 GPU_OK, GPU_WHY = gpu_available()
-if (
-    not GPU_OK and fake_gpu() == "strict"
-):  # bench/gpu_check.sh --dry-run: the gpu tests on the strict device stand-in
+# bench/gpu_check.sh --dry-run: the gpu tests on the strict device stand-in
+if not GPU_OK and fake_gpu() == "strict":
     GPU_OK, GPU_WHY = True, ""
 requires_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no usable CUDA device: {GPU_WHY}")
 no_gpu_here = pytest.mark.skipif(
@@ -287,9 +285,8 @@ def http_post(url: str, body: dict) -> dict:
 def mlflow_server(db: Path, port: int | None = None, artifacts: Path | None = None):
     """A real ``mlflow server`` on 127.0.0.1 over the SQLite store ``db``; yields its URL, then stops it."""
     port = port or free_port()
-    artifacts = (
-        artifacts or db.parent / "server_artifacts"
-    )  # never the default ./mlartifacts of the cwd
+    # never the default ./mlartifacts of the cwd
+    artifacts = artifacts or db.parent / "server_artifacts"
     cmd = [
         sys.executable,
         "-m",

@@ -215,9 +215,8 @@ def run_all(write: bool = False) -> list[tuple[Block, subprocess.CompletedProces
                 proc = run(block, copy)
                 proc.stdout = shown(proc.stdout, copy)
                 ran.append((block, proc, time.perf_counter() - start))
-            if (
-                write
-            ):  # from the page's end, so that the line numbers of the blocks above stay right
+            # from the page's end, so that the line numbers of the blocks above stay right
+            if write:
                 for block, proc, _ in reversed(ran):
                     if block.output is not None and proc.returncode == 0:
                         write_output(block, proc.stdout)

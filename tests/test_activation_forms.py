@@ -90,18 +90,16 @@ def test_each_form_is_numpys_own_within_5e16_with_its_sign_and_exact_edges(activ
     finite = np.isfinite(want)
     assert np.abs(got[finite] - want[finite]).max() <= 5e-16
     same = (np.sign(got) == np.sign(want)) | (np.isnan(got) & np.isnan(want))
-    if (
-        activation == "sigmoid"
-    ):  # ½ (1 + tanh(½ z)) rounds to 0 below z ≈ -38; 1 / (1 + exp(-z)) keeps σ(z) ≈ e^z there
+    # ½ (1 + tanh(½ z)) rounds to 0 below z ≈ -38; 1 / (1 + exp(-z)) keeps σ(z) ≈ e^z there
+    if activation == "sigmoid":
         kept = (want == 0) & (got > 0)
         np.testing.assert_allclose(got[kept], np.exp(z[kept]), rtol=1e-15)
         same |= kept
     assert same.all()
     edges = _form(activation, form, EDGES)
     expected = _library(activation, EDGES)
-    np.testing.assert_array_equal(
-        edges[:5], expected[:5]
-    )  # ±0 (sign bit included below), ±inf, NaN exactly
+    # ±0 (sign bit included below), ±inf, NaN exactly
+    np.testing.assert_array_equal(edges[:5], expected[:5])
     np.testing.assert_array_equal(np.signbit(edges[:2]), np.signbit(expected[:2]))
     if (activation, form) == (
         "tanh",
@@ -137,9 +135,8 @@ def test_the_allocating_path_and_the_in_place_calls_round_alike(monkeypatch):
                 call()
         np.testing.assert_array_equal(act.f(np, z), inplace)
         if name != "relu":
-            assert not np.array_equal(
-                inplace, _library(name, z)
-            )  # the exp form really ran (a few roundings apart)
+            # the exp form really ran (a few roundings apart)
+            assert not np.array_equal(inplace, _library(name, z))
 
 
 def test_the_forms_are_the_ones_the_environment_variable_names():
@@ -177,9 +174,8 @@ def test_the_probe_picks_per_machine_once_and_the_cache_or_the_variable_decide_a
         forms.chosen(np, "float64")["sigmoid"] == "exp"
         and forms.chosen(np, "float64")["tanh"] == "library"
     )
-    assert forms.chosen(object(), "float64") == {
-        a: "library" for a in forms.FORMS
-    }  # CuPy: its own kernels
+    # CuPy: its own kernels
+    assert forms.chosen(object(), "float64") == {a: "library" for a in forms.FORMS}
 
 
 def test_a_training_in_either_form_ends_within_rounding_of_the_other(monkeypatch):

@@ -111,9 +111,8 @@ def uses(trees: dict[str, ast.AST]) -> list[tuple[str, int, str, set[str]]]:
                 if any(v.startswith(f"{d}.") for d in deps) and any(
                     _private(p) for p in v.split(".")
                 ):
-                    hits.append(
-                        (v, {v.split(".")[0]})
-                    )  # a private module named in a string (a _target_)
+                    # a private module named in a string (a _target_)
+                    hits.append((v, {v.split(".")[0]}))
             if (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Name)

@@ -104,9 +104,8 @@ def test_noise_is_named_before_trends_and_a_difference_within_the_default_noise_
     a = run_advisor(
         ranked([rec(3000, lr=0.001), rec(3030, lr=0.01), rec(3050, lr=0.1)]), ["lr=0.001,0.01,0.1"]
     )
-    assert kinds(a)[0] == "noise" and "edge" not in kinds(
-        a
-    )  # 1% apart: within the stated 2% default
+    # 1% apart: within the stated 2% default
+    assert kinds(a)[0] == "noise" and "edge" not in kinds(a)
 
 
 def test_the_next_command_stays_within_the_sweeps_size():

@@ -135,9 +135,8 @@ def test_divergence_boundary(sweep):
     )
     assert "3" not in lrs and "0.1" in lrs  # lr=3 would only diverge again
     to_train = int(fires.tags["advice.next_to_train"])
-    assert (
-        0 < to_train <= int(fires.tags["advice.next_budget"]) == 4
-    )  # the 4 runs this sweep trained
+    # the 4 runs this sweep trained
+    assert 0 < to_train <= int(fires.tags["advice.next_budget"]) == 4
     assert "advice.divergence" not in silent.tags
 
 
@@ -147,9 +146,8 @@ def test_keys_that_did_not_matter(sweep):
     assert fires.tags["advice.no_effect"] == "width"
     assert "val_mse by width: 4: 3092, 16: 3092, 64: 3092" in advice_of(fires.stdout)
     assert "advice.no_effect" not in sweep("lr_top").tags  # lr moved val_mse by 28%
-    assert (
-        "advice.no_effect" not in sweep("binary_ties").tags
-    )  # same accuracy, but width moved the log loss
+    # same accuracy, but width moved the log loss
+    assert "advice.no_effect" not in sweep("binary_ties").tags
 
 
 @pytest.mark.slow
@@ -210,9 +208,8 @@ def test_the_next_command_run_as_is_trains_only_new_configurations(sweep, tmp_pa
         r for r in all_runs(s.store) if r.data.tags.get("mlflow.parentRunId") == new.info.run_id
     ]
     assert len(children) == 2  # trained: only the new seeds
-    assert (
-        s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"
-    )  # as the advice said
+    # as the advice said
+    assert s.tags["advice.next_configs"] == "3" and s.tags["advice.next_to_train"] == "2"
 
 
 @pytest.mark.slow
@@ -229,9 +226,8 @@ def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
             text=True,
         )
         assert proc.returncode == 0, proc.stderr
-        assert (
-            advice_of(s.stdout).strip() in proc.stdout
-        )  # the very advice printed at the end of the sweep
+        # the very advice printed at the end of the sweep
+        assert advice_of(s.stdout).strip() in proc.stdout
     tags = {k: v for k, v in c.get_run(parent_id).data.tags.items() if k.startswith("advice.")}
     assert tags == s.tags
     bad = subprocess.run(

@@ -63,9 +63,8 @@ def test_a_diverging_configuration_leaves_the_reference_and_runner_up_comparison
     """Before: both compared by the seed std pooled over the grid, which one unstable configuration (a seed at 1e6)
     inflated: the runner-up and the baseline read as ties."""
     good = _seeds({"0.01": 3000.0, "0.02": 3100.0, "0.03": 3300.0}, 20.0)
-    wild = [
-        rec(v, lr="0.3", seed=s) for s, v in enumerate((5000.0, 1e6, 7000.0, 2e5))
-    ]  # finished, unstable
+    # finished, unstable
+    wild = [rec(v, lr="0.3", seed=s) for s, v in enumerate((5000.0, 1e6, 7000.0, 2e5))]
     ref = {"linear": {"val_mse": 3200.0}, "boosting": {"val_mse": 2700.0}}
     argv = ["lr=0.01,0.02,0.03,0.3", "seed=0,1,2,3"]
     calm, stormy = (
@@ -87,9 +86,8 @@ def test_a_diverging_configuration_leaves_the_reference_and_runner_up_comparison
         "distinguishable from the runner-up" in summary
         and "paired t-test over their 4 shared seeds" in runner_up[0]
     )
-    assert (
-        stormy.findings[0].title == "a tree model fits this table better"
-    )  # 2700 against 3000: 10.0% better
+    # 2700 against 3000: 10.0% better
+    assert stormy.findings[0].title == "a tree model fits this table better"
     assert (
         "scores val_mse 2700 against the network's best 3000 (lr=0.01): 10.0% better"
         in stormy.findings[0].summary
@@ -129,9 +127,8 @@ def test_a_key_that_changes_the_metric_twofold_in_some_slices_is_never_said_not_
 
 
 def test_a_key_whose_interval_lies_inside_the_margin_everywhere_did_not_matter_and_is_fixed():
-    a = advise(
-        _epochs(1.0, 0.004), ARGV
-    )  # no effect anywhere; seed std 0.4% of the mean: margin 2% of it
+    # no effect anywhere; seed std 0.4% of the mean: margin 2% of it
+    a = advise(_epochs(1.0, 0.004), ARGV)
     (f,) = [f for f in a.findings if f.tag == "epochs"]
     assert f.title == "epochs did not matter" and f.set == {
         "epochs": a.findings and f.set["epochs"]
@@ -263,9 +260,8 @@ def test_a_baseline_that_beats_the_network_is_the_first_finding_and_named_on_the
         and " baseline scores val_mse=" in best
         and "better than the network's" in best
     )
-    first = out.split("Advice: ")[1].splitlines()[
-        2
-    ]  # the head, the noise model, then the first finding
+    # the head, the noise model, then the first finding
+    first = out.split("Advice: ")[1].splitlines()[2]
     assert first.startswith(" 1. a tree model fits this table better: ") or first.startswith(
         " 1. the network does not beat the linear reference: "
     )
@@ -347,9 +343,8 @@ def test_a_value_a_divergence_keeps_elsewhere_is_never_pruned_for_the_budget():
                     )
     a = advise(ranked(runs), ["optimizer=gd,adam", "width=16,64", "lr=0.01,0.1,0.3"])
     (f,) = [f for f in a.findings if f.kind == "divergence"]
-    assert f.drop_where and all(
-        "0.3" in values for _, values in f.drop_where
-    )  # left out at gd only
+    # left out at gd only
+    assert f.drop_where and all("0.3" in values for _, values in f.drop_where)
     for command in a.commands:
         lrs = dict(x.split("=", 1) for x in command.split()[3:] if "=" in x)["lr"].split(",")
         opts = (

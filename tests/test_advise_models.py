@@ -10,9 +10,8 @@ from conftest import cli, user_folder
 from sweeper import ROOT
 from sweeper.insight.advice.advisor import advise as run_advisor
 
-VAL = [
-    1.4 - 0.9 * min(i, 26) / 26 + 0.0015 * max(0, i - 26) for i in range(200)
-]  # an early best, then up
+# an early best, then up
+VAL = [1.4 - 0.9 * min(i, 26) / 26 + 0.0015 * max(0, i - 26) for i in range(200)]
 RISING_TRAIN = [1.5 - 0.9 * min(i, 26) / 26 + 0.002 * max(0, i - 26) for i in range(200)]
 
 
@@ -196,9 +195,8 @@ def test_the_linear_reference_finding_speaks_the_models_terms():
     for lr, v in ((0.01, 3000.0), (0.1, 3100.0)):
         r = rec(v, lr=lr, **{"model._target_": "my_nets.TwoLayerNet"})
         for k in ("depth", "width"):
-            r["params"].pop(
-                k
-            )  # a model of yours has no depth: its runs do not record the MLP's keys
+            # a model of yours has no depth: its runs do not record the MLP's keys
+            r["params"].pop(k)
         runs.append(r)
     mine = run_advisor(
         ranked(runs), ["model._target_=my_nets.TwoLayerNet", "lr=0.01,0.1"], baselines=base

@@ -134,9 +134,8 @@ def test_a_key_that_matters_in_one_slice_is_not_a_key_that_did_not_matter():
 
     s = Sweep(runs)
     inflated = pooled(list(s.scores.values()))
-    assert (
-        inflated[0] > 10
-    )  # pooled over the grid the noise is inflated: with it, gd's slice would read as flat
+    # pooled over the grid the noise is inflated: with it, gd's slice would read as flat
+    assert inflated[0] > 10
     assert s.same(33.1, 41.2, 4, 4, among=2, tests=3, noise=inflated)
 
 
@@ -152,9 +151,8 @@ def test_a_key_that_matters_in_two_of_three_slices_is_not_did_not_matter():
         flat[0].title == "width matters in some slices only"
         and "sweep width only where optimizer≠momentum" == flat[0].step
     )
-    assert (
-        "90% interval of its largest difference" in flat[0].evidence[-1]
-    )  # the interval it passed, said
+    # the interval it passed, said
+    assert "90% interval of its largest difference" in flat[0].evidence[-1]
 
 
 def test_a_key_is_not_did_not_matter_beside_another_finding_about_it():
@@ -189,9 +187,8 @@ def test_a_saturated_grid_gets_no_seeds_only_command():
 
 
 def test_skipped_gpu_jobs_give_a_cpu_only_command():
-    runs = ranked(
-        [rec(3000, lr=0.001), rec(2000, lr=0.01)]
-    )  # the GPU half SKIPPED: no GPU run in the store
+    # the GPU half SKIPPED: no GPU run in the store
+    runs = ranked([rec(3000, lr=0.001), rec(2000, lr=0.01)])
     skipped = [
         f"lr={lr} device=gpu: device=gpu: CuPy found no CUDA device: install a GPU or use device=cpu"
         for lr in ("0.001", "0.01")
@@ -221,9 +218,8 @@ def test_every_printed_command_trains_a_new_run_within_the_rounds_budget():
 
 def test_a_small_round_is_budgeted_at_what_it_trained_with_no_floor():
     # two runs trained: at most two new; three seeds of the best two (4 new) do not fit, two seeds each (2 new) do
-    runs = ranked(
-        [rec(3000, optimizer="adam"), rec(3500, optimizer="gd")]
-    )  # a categorical key: no edge to extend
+    # a categorical key: no edge to extend
+    runs = ranked([rec(3000, optimizer="adam"), rec(3500, optimizer="gd")])
     a = advise(runs, ["optimizer=gd,adam"])
     assert a.budget == 2 and "budget per round: at most 2 new runs (this sweep trained 2;" in a.note
     assert grid_points(a.command, ("optimizer", "seed")) == {
@@ -246,9 +242,8 @@ def test_a_configuration_with_a_diverged_seed_ranks_behind_a_fully_finished_one(
     runs += [rec(v, lr="0.01", seed=i) for i, v in enumerate(b_vals)]
     s = Sweep(ranked(runs))
     first, second = s.ranked()
-    assert (
-        dict(first)["lr"] == "0.01" and dict(second)["lr"] == "0.1"
-    )  # 100.0 (3/4) behind 101.1 (4/4)
+    # 100.0 (3/4) behind 101.1 (4/4)
+    assert dict(first)["lr"] == "0.01" and dict(second)["lr"] == "0.1"
     assert s.n_text(second) == "n=3/4 ✗ (a seed FAILED)"
     # far better beyond the noise, it keeps its place
     runs[:3] = [rec(v - 50, lr="0.1", seed=i) for i, v in enumerate(a_vals)]
@@ -307,9 +302,8 @@ def test_baselines_say_when_the_network_does_not_beat_linear_or_boosting_beats_i
         ["lr=0.001,0.01"],
         baselines={"linear": {"val_mse": 5000.0}, "boosting": {"val_mse": 2899.0}},
     )
-    assert not [
-        f for f in beaten.findings if f.kind == "baseline"
-    ]  # beats linear; boosting within the 2% default
+    # beats linear; boosting within the 2% default
+    assert not [f for f in beaten.findings if f.kind == "baseline"]
 
 
 @pytest.mark.parametrize("name", ["diabetes", "breast_cancer", "iris"])

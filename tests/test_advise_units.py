@@ -145,9 +145,8 @@ def test_overfitting_fires_when_val_rises_after_an_early_best_and_train_keeps_fa
 
 
 def test_overfitting_does_not_fire_on_a_plateau_or_after_early_stopping():
-    val = [
-        1.4 - 0.9 * min(i, 14) / 14 + 0.00002 * max(0, i - 14) for i in range(30)
-    ]  # +0.03%: a plateau
+    # +0.03%: a plateau
+    val = [1.4 - 0.9 * min(i, 14) / 14 + 0.00002 * max(0, i - 14) for i in range(30)]
     train = [1.5 - 0.01 * i for i in range(30)]
     plateau = rec(3000, metrics={"best_epoch": 140.0, "epochs_run": 300.0}, epochs=300)
     assert kinds(
@@ -393,17 +392,14 @@ def test_the_seed_noise_is_the_pooled_sample_std_and_its_degrees_of_freedom():
     }
     runs = ranked([rec(v, lr=lr, seed=s) for lr, vs in values.items() for s, v in enumerate(vs)])
     s = Sweep(runs)
-    squares = sum(
-        float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in values.values()
-    )  # the 1-seed one adds 0
+    # the 1-seed one adds 0
+    squares = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in values.values())
     expected = (squares / (2 + 1 + 3)) ** 0.5
     assert s.slice_noise(list(s.configs)) == (pytest.approx(expected, rel=1e-12), 6)
-    assert (
-        round(expected, 1) == 348.2
-    )  # by hand: sums of squares 260000 + 20000 + 447500 = 727500, / 6, its root
-    assert (
-        "never a spread pooled over the grid" in s.noise_text
-    )  # what the findings compare by: their own seeds
+    # by hand: sums of squares 260000 + 20000 + 447500 = 727500, / 6, its root
+    assert round(expected, 1) == 348.2
+    # what the findings compare by: their own seeds
+    assert "never a spread pooled over the grid" in s.noise_text
     two = [c for c in s.configs if dict(c)["lr"] in ("0.001", "0.003")]
     own = (
         sum(
@@ -507,9 +503,8 @@ def test_the_next_command_counts_its_configurations_and_those_already_finished()
             rec(status="FAILED", reason="diverged at epoch 10", lr=3),
         ]
     )
-    a = run_advisor(
-        diverged, ["lr=0.001,0.01,3"]
-    )  # lr=3 is left out, its log-midpoint with 0.01 added
+    # lr=3 is left out, its log-midpoint with 0.01 added
+    a = run_advisor(diverged, ["lr=0.001,0.01,3"])
     # a FAILED run is never reused: lr=3's place goes to its log-midpoint; the seeds do not fit the budget (3 runs)
     assert "lr=0.001,0.01,0.17 " in a.command and "seed" not in a.command and a.sizes == (3, 2)
     assert "left out of the next command for its budget: add seeds" in a.note

@@ -126,9 +126,8 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
             kid = kids[row["run_id"]]
             assert math.isclose(row["val_mse"], kid.data.metrics["val_mse"], rel_tol=1e-12)
         tags = client_for(api_store).get_run(got["parent"]).data.tags
-        assert (
-            tags["sweep_from"] == "python" and tags["mlflow.source.name"] == "sweeper.multirun"
-        )  # the UI's Source
+        # the UI's Source
+        assert tags["sweep_from"] == "python" and tags["mlflow.source.name"] == "sweeper.multirun"
         assert (
             tags["sweeper.rerun"].startswith("sweeper.multirun([")
             and "'lr=0.001,0.005', 'epochs=300'" in tags["sweeper.rerun"]
@@ -139,9 +138,8 @@ def test_multirun_twice_in_one_process_gives_two_parents_and_the_command_lines_l
             "models:/m-"
         )
         assert got["next"][-1] == "resume=true" and "lr=0.001,0.005,0.025,0.12" in got["next"]
-        assert (
-            got["command"] == f"sweeper.multirun({got['next']!r})"
-        )  # the advice speaks the caller's language
+        # the advice speaks the caller's language
+        assert got["command"] == f"sweeper.multirun({got['next']!r})"
         assert (
             f"Next command (4 configurations: 2 finished already, reused; 2 to train):\n  {got['command']}"
             in out["stdout"]
@@ -285,9 +283,8 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
     from sweeper.base import state
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracking.client(
-        uri
-    )  # creates the store (not kept: a new store's client is made under its lock)
+    # creates the store (not kept: a new store's client is made under its lock)
+    tracking.client(uri)
     c = tracking.client(uri)
     now = state.current()
     assert now.clients[uri] is c
@@ -308,9 +305,8 @@ def test_a_sweeps_state_is_one_object_and_reset_begins_a_fresh_one(tmp_path):
         tracking.client(uri) is not c
         and tracking.experiment_id(c, "e", uri, in_sweep=True) == experiment
     )
-    assert (
-        now.clients[uri] is c
-    )  # the earlier sweep's object is untouched: nothing of it leaks into the next
+    # the earlier sweep's object is untouched: nothing of it leaks into the next
+    assert now.clients[uri] is c
 
 
 def test_a_sweeps_idle_painter_is_kept_for_the_next_sweep_and_a_busy_one_is_closed(monkeypatch):

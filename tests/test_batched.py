@@ -111,9 +111,8 @@ GRID = [
 def test_a_group_matches_each_member_trained_alone(name, depth, activation):
     ds = _data(name)
     group = _together(ds, depth, 8, activation, GRID, log_every=10)
-    assert (
-        len(group.fits) == len(GRID) and group.host_reads <= 10 + len(GRID) + 40
-    )  # patience: every log_every
+    # patience: every log_every
+    assert len(group.fits) == len(GRID) and group.host_reads <= 10 + len(GRID) + 40
     for m, fit, params in zip(GRID, group.fits, group.params):
         _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
 
@@ -359,9 +358,8 @@ def test_a_sparse_text_group_matches_each_member_trained_alone_by_the_sparse_tra
     ds = _sms(500)
     assert scipy.sparse.issparse(ds.X_train)
     group = _together(ds, depth, 8, activation, SPARSE_GRID, log_every=10, backend=backend)
-    assert (
-        group.fits[3].best_epoch <= group.fits[3].epochs_run
-    )  # patience: the best weights (its last, here)
+    # patience: the best weights (its last, here)
+    assert group.fits[3].best_epoch <= group.fits[3].epochs_run
     for m, fit, params in zip(SPARSE_GRID, group.fits, group.params):
         _same(fit, params, *_alone(ds, depth, 8, activation, m, 10), rtol=1e-9)
 
@@ -378,9 +376,8 @@ def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, b
     for a in (Q, np.empty_like(Q)):
         P = first_layer(np, a)
         assert len(P) == blocks and all(p.flags.c_contiguous and np.shares_memory(p, a) for p in P)
-    P = first_layer(
-        np, Q
-    )  # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
+    # column k·fo + j of the group's [W_0; b_0] is member k's unit j: Q_0[k].T
+    P = first_layer(np, Q)
     np.testing.assert_array_equal(
         np.concatenate(P, axis=1), np.concatenate([q.T for q in Q0], axis=1)
     )
@@ -475,9 +472,8 @@ def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(
     )
     import threading
 
-    watchdog = threading.Timer(
-        120, proc.kill
-    )  # a line that never comes fails the test, it does not hang it
+    # a line that never comes fails the test, it does not hang it
+    watchdog = threading.Timer(120, proc.kill)
     watchdog.start()
     try:
         for line in proc.stdout:  # the launcher's first line, then into the group's training
@@ -513,9 +509,8 @@ def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(
     assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]
 
 
-@pytest.mark.timeout(
-    300
-)  # a hang guard: a part that missed the flag would train its 10^7 epochs (hours)
+# a hang guard: a part that missed the flag would train its 10^7 epochs (hours)
+@pytest.mark.timeout(300)
 def test_a_group_part_stops_at_its_next_epoch_once_asked():
     """The stop flag reaches the training threads, not only the main thread: train_group, split over 2 threads
     and 10M epochs long, ends with Stopped once the flag is set (as a signal sets it) while it trains: at its
@@ -554,6 +549,5 @@ def test_a_group_part_stops_at_its_next_epoch_once_asked():
             )
     finally:
         stop.STOP.clear()
-    assert (
-        reported and max(reported) < 16 * 10**7
-    )  # it was training when the flag came, and stopped
+    # it was training when the flag came, and stopped
+    assert reported and max(reported) < 16 * 10**7

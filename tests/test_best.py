@@ -103,18 +103,16 @@ def missing_data(cfg) -> str | None:
 
 def rerun(path: Path, tmp_path: Path, store: Path, *overrides: str):
     """``python -m sweeper +best=NAME [overrides]`` in-process: the CLI's checks, composition and run()."""
-    check_overrides(
-        [*([] if OWN_DIR else [f"+best={path.stem}"]), *overrides]
-    )  # another folder: no option of conf/best
+    # another folder: no option of conf/best
+    check_overrides([*([] if OWN_DIR else [f"+best={path.stem}"]), *overrides])
     cfg = compose_pin(path, *overrides, store=store)
     reason = missing_data(cfg)
     if reason:
         pytest.skip(reason)
     try:
         return cfg, run(cfg, JobContext(output_dir=tmp_path / "job"))
-    except (
-        ConfigError
-    ) as e:  # e.g. a pin of a user's model whose module is not importable here: one line naming it
+    # e.g. a pin of a user's model whose module is not importable here: one line naming it
+    except ConfigError as e:
         pytest.fail(f"{path.stem}: {e}", pytrace=False)
 
 
@@ -215,9 +213,8 @@ def test_pinned_file_is_a_complete_promoted_config(path):
     assert doc["device"] == "cpu" and "tracking" not in doc
     assert {"lr", "epochs", "seed", "dtype", "log_every", "patience"} <= set(doc)
     mlp = {"depth", "width", "activation"}
-    if (
-        "model" in doc
-    ):  # a model of yours: its import path and hyperparameters, where it lives; no MLP key
+    # a model of yours: its import path and hyperparameters, where it lives; no MLP key
+    if "model" in doc:
         assert (
             doc["model"]["_target_"]
             and not mlp & set(doc)
@@ -261,9 +258,8 @@ def test_a_perturbed_pinned_config_fails_the_check(path, mutation, tmp_path, sto
         pytest.raises(pytest.fail.Exception, match="worse beyond their tolerance") as failure,
         warnings.catch_warnings(),
     ):
-        warnings.simplefilter(
-            "ignore", Improvement
-        )  # a mutant may better a metric or two; not news here
+        # a mutant may better a metric or two; not news here
+        warnings.simplefilter("ignore", Improvement)
         judge(path.stem, base.pinned.expected, result)
     assert "WORSE" in str(failure.value) or "MISSING" in str(failure.value)
 
@@ -377,9 +373,8 @@ def swept(tmp_path_factory, _template_store) -> Path:
         for depth in (0, 1)
         for lr in (0.05, 0.5)
     ]
-    jobs.append(
-        ("data=diabetes", "depth=1", "lr=0.05")
-    )  # the same configuration again: promoted once
+    # the same configuration again: promoted once
+    jobs.append(("data=diabetes", "depth=1", "lr=0.05"))
     for i, job in enumerate(jobs):
         run_once(tmp / str(i), *job, *fast, store=db)
     diverged = run_once(
@@ -725,9 +720,8 @@ def test_a_broken_pinned_file_fails_its_own_test_naming_it_while_the_other_pins_
         timeout=300,
     )
     out = proc.stdout
-    assert proc.returncode == 1 and "error" not in out.splitlines()[-1], (
-        out
-    )  # failures, no collection error
+    # failures, no collection error
+    assert proc.returncode == 1 and "error" not in out.splitlines()[-1], out
     # a short summary line is "FAILED <node id> - <message>" on a wide terminal, "FAILED <node id>" on a narrow one
     failed = [line.split(" - ")[0] for line in out.splitlines() if line.startswith("FAILED")]
     assert (

@@ -46,12 +46,10 @@ def test_a_pin_and_another_data_set_on_the_command_line_are_refused():
         check_overrides(["+best=diabetes_1", "data=wine"], whole=True)
     with pytest.raises(ConfigError, match=r"^data=diabetes,wine conflicts with"):
         check_overrides(["-m", "+best=diabetes_1", "data=diabetes,wine"], whole=True)
-    check_overrides(
-        ["+best=diabetes_1", "data=diabetes"], whole=True
-    )  # the same choice says nothing new
-    check_overrides(
-        ["-m", "+sweep=seed", "data=wine"], whole=True
-    )  # a named sweep's data choice gives way: no conflict
+    # the same choice says nothing new
+    check_overrides(["+best=diabetes_1", "data=diabetes"], whole=True)
+    # a named sweep's data choice gives way: no conflict
+    check_overrides(["-m", "+sweep=seed", "data=wine"], whole=True)
 
 
 @pytest.mark.parametrize(

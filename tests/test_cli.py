@@ -83,9 +83,8 @@ def test_single_run_has_no_parent(tmp_path, store):
     assert "mlflow.parentRunId" not in run.data.tags
     assert run.data.metrics["test_accuracy"] == 1.0
     assert json.loads((tmp_path / "run" / "result.json").read_text())["run_id"] == run.info.run_id
-    assert (
-        f"FINISHED  run {run.info.run_id}" in proc.stdout + proc.stderr
-    )  # the id, for promote --run-id
+    # the id, for promote --run-id
+    assert f"FINISHED  run {run.info.run_id}" in proc.stdout + proc.stderr
     again = cli(
         tmp_path,
         "data=xor",

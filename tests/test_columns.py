@@ -49,32 +49,27 @@ def test_a_text_column_is_one_hot_encoded_from_the_training_rows_and_an_id_is_dr
     assert [c["name"] for c in ds.encoder["columns"]] == ["sex", "length", "weight"]
     assert ds.encoder["columns"][0]["categories"] == ["F", "I", "M"]
     onehot = ds.X_train[:, :3]
-    assert (
-        set(np.unique(onehot)) == {0.0, 1.0} and (onehot.sum(axis=1) == 1).all()
-    )  # 0/1, not standardised
-    assert (
-        abs(ds.X_train[:, 3].mean()) < 1e-12 and abs(ds.X_train[:, 3].std() - 1) < 1e-12
-    )  # numbers are
+    # 0/1, not standardised
+    assert set(np.unique(onehot)) == {0.0, 1.0} and (onehot.sum(axis=1) == 1).all()
+    # numbers are
+    assert abs(ds.X_train[:, 3].mean()) < 1e-12 and abs(ds.X_train[:, 3].std() - 1) < 1e-12
     assert ds.decisions["dropped"] == "id" and ds.decisions["encoded"].startswith(
         "sex (3 categories: F, I, M)"
     )
     assert "id" not in [c["name"] for c in ds.encoder["columns"]]
-    auto = load(
-        tmp_path / "abalone.csv"
-    )  # without data.drop the id (1000.. in row order) is found and dropped
+    # without data.drop the id (1000.. in row order) is found and dropped
+    auto = load(tmp_path / "abalone.csv")
     assert auto.n_features == 5 and auto.decisions["ids"] == "id"
-    assert (
-        load(tmp_path / "abalone.csv", "data.keep=[id]").n_features == 6
-    )  # data.keep keeps it, as a number
+    # data.keep keeps it, as a number
+    assert load(tmp_path / "abalone.csv", "data.keep=[id]").n_features == 6
 
 
 def test_data_features_keeps_only_those_columns(tmp_path):
     ds = load(write_table(tmp_path / "t.csv"), "data.features=[length,sex]")
     assert [c["name"] for c in ds.encoder["columns"]] == ["length", "sex"] and ds.n_features == 4
     assert ds.decisions["dropped"] == "id, weight"
-    assert (
-        load(tmp_path / "t.csv", "data.features=[2]", "data.drop=[]").n_features == 1
-    )  # an index too
+    # an index too
+    assert load(tmp_path / "t.csv", "data.features=[2]", "data.drop=[]").n_features == 1
 
 
 def test_a_category_seen_only_in_validation_rows_is_all_zeros_not_an_error(tmp_path):
@@ -128,9 +123,8 @@ def test_a_table_trains_logs_its_decisions_and_its_model_predicts_from_raw_rows(
             store=store,
         )
     assert result["status"] == "FINISHED" and result["task"] == "regression"
-    assert (
-        result["metrics"]["test_mae"] < 1.0
-    )  # sex moves the target by ±2: the encoded column is used
+    # sex moves the target by ±2: the encoded column is used
+    assert result["metrics"]["test_mae"] < 1.0
     first = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data: ")]
     assert first and "dropped: id" in first[0] and "encoded: sex (3 categories" in first[0]
     tags = client_for(store).get_run(result["run_id"]).data.tags
@@ -144,9 +138,8 @@ def test_a_table_trains_logs_its_decisions_and_its_model_predicts_from_raw_rows(
     raw = pd.DataFrame({"sex": ["M", "I", "F", "unseen"], "length": [0.5] * 4, "weight": [1.0] * 4})
     pred = model.predict(raw)
     assert np.isfinite(pred).all() and pred[0] - pred[1] > 2  # M vs I: +2 against -2
-    assert (
-        min(abs(pred[3] - pred[:3])) > 1e-3
-    )  # an unseen category is none of the three (all zeros)
+    # an unseen category is none of the three (all zeros)
+    assert min(abs(pred[3] - pred[:3])) > 1e-3
 
 
 def test_an_integer_target_with_6_values_says_it_was_read_as_classes_and_how_to_choose_regression(
@@ -221,9 +214,10 @@ def test_a_stray_text_value_among_numbers_is_read_as_text_and_free_text_points_t
     assert a["kind"] == "category" and a["note"].startswith(
         "text: 1 of its 10 values are no number (the first 'oops', row 10), so it is read as categories"
     )
+    # SMS layout
     path.write_text(
         "".join(f"{'spam' if i % 2 else 'ham'}\tmessage number {i}\n" for i in range(N))
-    )  # SMS layout
+    )
     assert refused(path, "data.header=false", "data.sep=tab", "data.target=0").endswith(
         "raise data.max_categories, or leave it out with data.drop=[1]; for free text, use data=text data.text=1"
     )
@@ -287,9 +281,8 @@ def test_json_records_encode_text_values_and_name_a_missing_number(tmp_path):
     )
     records[3]["x"] = None
     path.write_text(json.dumps(records))
-    assert refused(
-        path, "data.missing=refuse"
-    ).endswith(  # data.missing=impute (the default) fills it
+    # data.missing=impute (the default) fills it
+    assert refused(path, "data.missing=refuse").endswith(
         "column x holds a missing or non-finite value None (row 4); clean it, or leave the column out with "
         "data.drop=[x]"
     )

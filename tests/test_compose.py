@@ -86,8 +86,7 @@ def test_the_guarded_sweepers_check_composes_each_shape_once_and_keeps_nothing()
         fast.plain(master, batch[0])  # planning: the shape's template
         before = len(composed)
         guarded.validate_batch_is_legal(batch)
-        assert (
-            len(composed) == before and not fast.cache
-        )  # the template served; nothing kept for the launcher
+        # the template served; nothing kept for the launcher
+        assert len(composed) == before and not fast.cache
         with pytest.raises(Exception, match="nope"):
             guarded.validate_batch_is_legal([["data=nope"]])

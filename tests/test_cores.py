@@ -77,9 +77,8 @@ def test_a_single_group_split_into_chunks_equals_the_unsplit_group(tmp_path, _te
         r.info.status == "FINISHED" for r in whole + split
     )
     assert len({r.data.tags["sweeper.batch_group"] for r in whole}) == 1
-    assert (
-        len({r.data.tags["sweeper.batch_group"] for r in split}) == 2
-    )  # chunks of 3 and 2 trajectories
+    # chunks of 3 and 2 trajectories
+    assert len({r.data.tags["sweeper.batch_group"] for r in split}) == 2
     assert sorted(r.data.tags["sweeper.group_size"] for r in split) == ["4"] * 4 + ["6"] * 6
     assert "split into 2 chunks" in out
     assert_same(split, whole)
@@ -101,9 +100,8 @@ def test_a_worker_killed_mid_group_has_its_group_retried_and_every_run_recorded(
     assert die.is_file() and "lost with its worker" in out
     assert len(runs) == 16 and {r.info.status for r in runs} == {"FINISHED"}
     dead = die.read_text().strip()
-    assert dead not in {
-        r.data.tags["sweeper.worker_pid"] for r in runs
-    }  # the retry's worker says it computed the group
+    # the retry's worker says it computed the group
+    assert dead not in {r.data.tags["sweeper.worker_pid"] for r in runs}
     assert len({r.data.tags["sweeper.batch_group"] for r in runs}) == 4
 
 
@@ -116,9 +114,8 @@ def test_chunks_keep_trajectories_whole_and_cover_every_job():
             i, [], None, {"lr": lr, "epochs": epochs, "device": device, "depth": 1, "width": 8}
         )
 
-    group = [
-        job(i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)
-    ]  # 4 trajectories of 2
+    # 4 trajectories of 2
+    group = [job(i, 0.001 * (1 + i // 2), 100 * (1 + i % 2)) for i in range(8)]
     gpu = [job(10, 0.1, 5, "gpu"), job(11, 0.2, 5, "gpu")]
     # beside a GPU group, CPU groups stay whole: the speedup pairs a CPU group with a GPU group of its size
     assert chunked([group, gpu], 3) == [group, gpu]
@@ -137,9 +134,8 @@ def test_chunks_keep_trajectories_whole_and_cover_every_job():
         other,
     ]  # two groups of equal work on two workers: unchanged
     small = [job(30, 0.5, 100), job(31, 0.6, 100)]
-    out = chunked(
-        [group, small], 2
-    )  # one group of 4 trajectories of 200 epochs dwarfs one of 2 of 100: it splits
+    # one group of 4 trajectories of 200 epochs dwarfs one of 2 of 100: it splits
+    out = chunked([group, small], 2)
     assert [len(c) for c in out] == [4, 4, 2] and out[-1] is small
 
 
@@ -171,25 +167,22 @@ def test_successive_halving_trains_its_rungs_on_the_workers_and_equals_one_worke
     )
     assert len(one) == len(two) == 12 and all(r.info.status == "FINISHED" for r in one + two)
     pruned = {r.data.tags["fingerprint"]: r.data.tags.get("pruned_at_epoch") for r in one}
-    assert (
-        sorted(filter(None, pruned.values())) == ["20"] * 8 + ["60"] * 2
-    )  # rungs 20, 60: 12 → 4 → 2
+    # rungs 20, 60: 12 → 4 → 2
+    assert sorted(filter(None, pruned.values())) == ["20"] * 8 + ["60"] * 2
     assert {r.data.tags["fingerprint"]: r.data.tags.get("pruned_at_epoch") for r in two} == pruned
     assert_same(two, one)
     assert {r.data.tags["sweeper.batch_worker"] for r in one} == {"main"}
     assert {r.data.tags["sweeper.batch_worker"] for r in two} <= {"cpu0", "cpu1"}
-    assert (
-        out.count("computed on 2 worker processes") >= 1
-    )  # the first rung's 12 configurations on both workers
+    # the first rung's 12 configurations on both workers
+    assert out.count("computed on 2 worker processes") >= 1
 
 
 def test_the_group_that_would_end_last_on_one_worker_is_split_when_that_ends_the_whole_sooner():
     from sweeper.sweep.cores import chunked
     from sweeper.sweep.groups import Job
 
-    big = (
-        10**8
-    )  # epochs: fake jobs (nothing trains), each group's work far above a chunk's own cost
+    # epochs: fake jobs (nothing trains), each group's work far above a chunk's own cost
+    big = 10**8
 
     def group(first, trajs, depth):
         return [
@@ -243,9 +236,8 @@ def test_worker_processes_start_only_where_they_shorten_the_training(monkeypatch
 
     monkeypatch.setattr(cores, "cores", lambda: 2)
     quick = [_plain(0.001, 5000), _plain(0.005, 5000)]  # README's first sweep: ~0.5 s of training
-    heavy = [
-        _plain(0.001 * i, 20000, width=256, depth=2) for i in range(1, 9)
-    ]  # ~10 s a configuration
+    # ~10 s a configuration
+    heavy = [_plain(0.001 * i, 20000, width=256, depth=2) for i in range(1, 9)]
     auto = {"engine": "local", "cpu_workers": None}
     assert cores.estimated_s(quick) < cores.WORKERS_PAY_S < cores.estimated_s(heavy) / 2
     assert cores.workers(auto, quick) == 1
@@ -254,9 +246,8 @@ def test_worker_processes_start_only_where_they_shorten_the_training(monkeypatch
     ) and "cpu_workers=2 uses them" in cores.declined(auto, quick, 1)
     assert cores.workers(auto, heavy) == 2 and cores.declined(auto, heavy, 2) == ""
     asked = {"engine": "local", "cpu_workers": 2}
-    assert (
-        cores.workers(asked, quick) == 2 and cores.declined(asked, quick, 2) == ""
-    )  # asked for: given, unsaid
+    # asked for: given, unsaid
+    assert cores.workers(asked, quick) == 2 and cores.declined(asked, quick, 2) == ""
     assert cores.workers({"engine": "ray", "cpu_workers": None}, heavy) == 1
     # a trajectory trains once, to its longest epochs: epochs=1000,5000 of one lr costs what 5000 alone does
     assert cores.estimated_s([_plain(0.001, 1000), _plain(0.001, 5000)]) == cores.estimated_s(

@@ -39,9 +39,8 @@ def classes(k):
 
 @pytest.mark.parametrize("k", [3, 20])
 def test_auto_reads_a_few_integer_values_as_class_labels(tmp_path, k):
-    path = write_csv(
-        tmp_path / "classes.csv", classes(k) + 5
-    )  # labels 5..5+k-1 become indices 0..k-1
+    # labels 5..5+k-1 become indices 0..k-1
+    path = write_csv(tmp_path / "classes.csv", classes(k) + 5)
     ds = load(path)
     assert (
         ds.task == "multiclass"
@@ -277,9 +276,8 @@ def test_overrides_hydra_cannot_parse_give_one_line(args, message):
 
 
 def test_option_values_are_left_to_hydra():
-    check_overrides(
-        ["--cfg", "job", "lr=0.1"]
-    )  # "job" is no override: Hydra's argument parser reads it
+    # "job" is no override: Hydra's argument parser reads it
+    check_overrides(["--cfg", "job", "lr=0.1"])
 
 
 def test_each_data_file_has_its_own_experiment(tmp_path):

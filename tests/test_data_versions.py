@@ -31,9 +31,8 @@ def test_resume_reuses_only_a_run_of_the_same_file_content(tmp_path, store):
     assert first["status"] == "FINISHED"
     _write(path, scale=2.0, shift=5.0)
     second = run_once(tmp_path, *args, "resume=true", store=store)
-    assert second["status"] == "FINISHED" and not second.get(
-        "resumed_from"
-    )  # trained again, on the new content
+    # trained again, on the new content
+    assert second["status"] == "FINISHED" and not second.get("resumed_from")
     assert (
         second["fingerprint"] != first["fingerprint"]
         and second["config_fingerprint"] == first["config_fingerprint"]

@@ -95,9 +95,8 @@ def test_a_grid_on_submitit_local_matches_the_local_engine_and_survives_a_lost_w
     tmp_path, store, _template_store
 ):
     reference = local_reference(tmp_path, _template_store)
-    die = (
-        tmp_path / "died"
-    )  # the first group's worker kills itself once: the group is submitted again
+    # the first group's worker kills itself once: the group is submitted again
+    die = tmp_path / "died"
     proc = cli(
         tmp_path,
         "-m",

@@ -28,9 +28,8 @@ def test_mlflows_default_experiment_outside_the_store_folder_is_refused(tmp_path
         assert proc.returncode == 2, proc.stderr
         assert "tracking.experiment=Default keeps its artifacts in " in one_line(proc.stderr)
         assert "outside the store folder" in proc.stderr
-        assert (
-            sorted(p.name for p in (tmp_path / "here").iterdir()) == []
-        )  # no mlruns/, no sweep or run folder
+        # no mlruns/, no sweep or run folder
+        assert sorted(p.name for p in (tmp_path / "here").iterdir()) == []
     assert len(all_runs(store)) == 0
 
 

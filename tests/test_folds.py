@@ -32,26 +32,22 @@ def test_folds_partition_the_non_test_rows_and_leave_the_test_rows_out(name, k):
     raw = data.LOADERS[name](None, 0)
     n = len(raw.y)
     folds, test = data.split_folds(n, 0.2, 0, k, raw.y, raw.task)
-    assert np.array_equal(
-        test, data.split(n, 0.2, 0.2, 0)[2]
-    )  # the test rows of the run without folds
+    # the test rows of the run without folds
+    assert np.array_equal(test, data.split(n, 0.2, 0.2, 0)[2])
     every = np.concatenate(folds)
-    assert (
-        len(every) == len(set(every.tolist())) == n - len(test)
-    )  # each non-test row in exactly one fold
+    # each non-test row in exactly one fold
+    assert len(every) == len(set(every.tolist())) == n - len(test)
     assert not set(every.tolist()) & set(test.tolist())
     loaded = data.load_folds(_node(name, k))
     assert len(loaded) == k
-    for i, ds in enumerate(
-        loaded
-    ):  # each fold validates on its rows, trains on the other folds', tests on the test split
+    # each fold validates on its rows, trains on the other folds', tests on the test split
+    for i, ds in enumerate(loaded):
         np.testing.assert_allclose(ds.raw(ds.X_val), raw.X[folds[i]], rtol=1e-12, atol=1e-12)
         train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
         np.testing.assert_allclose(ds.raw(ds.X_train), raw.X[train], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(ds.raw(ds.X_test), raw.X[test], rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(
-            ds.x_mean, raw.X[train].mean(axis=0), rtol=1e-12, atol=1e-15
-        )  # fitted on its training rows
+        # fitted on its training rows
+        np.testing.assert_allclose(ds.x_mean, raw.X[train].mean(axis=0), rtol=1e-12, atol=1e-15)
 
 
 def test_folds_are_stratified_and_differ_with_the_split_seed():
@@ -193,9 +189,8 @@ def test_a_configurations_folds_are_members_of_one_group_and_score_as_each_fold_
         assert got.scores["test_mse"] == pytest.approx(
             np.mean([s["test_mse"] for s in alone_scores]), rel=1e-12
         )
-        assert (
-            scored_on(job.plain["data"]).X_val.shape[0] == 71
-        )  # fold 0's rows: the run's model is fold 0's
+        # fold 0's rows: the run's model is fold 0's
+        assert scored_on(job.plain["data"]).X_val.shape[0] == 71
     a, b = (computed[j.idx].outcome.scores for j in jobs[:2])
     assert a["val_mse_fold0"] != b["val_mse_fold0"]  # other configurations, other scores
 
@@ -308,9 +303,8 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     ds, fold0 = data.load(OmegaConf.create(node)), data.load(_node("diabetes", 5))
     assert ds.X_train.shape[0] == fold0.X_train.shape[0] + fold0.X_val.shape[0] == 354
     np.testing.assert_allclose(ds.raw(ds.X_test), fold0.raw(fold0.X_test), rtol=1e-12)
-    assert (
-        refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]
-    )  # another model: all rows trained it
+    # another model: all rows trained it
+    assert refit.data.metrics["test_mse"] != best_cv.data.metrics["test_mse"]
     table = proc.stdout[proc.stdout.index("run ") :]
     assert "val_mse_fold_std" in table and "folds" in table
     # a summary rebuilt from the store finds the refit made and reuses it
@@ -374,9 +368,8 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     }  # the runner-up's refit trained by promote
     assert second["run_id"] == refits[runner_up.info.run_id].info.run_id
     assert second["cross_validated"]["run_id"] == runner_up.info.run_id
-    assert (
-        "folds: 5" not in (tmp_path / "pins" / "cv_1.yaml").read_text().split("pinned:")[0]
-    )  # the refit's config
+    # the refit's config
+    assert "folds: 5" not in (tmp_path / "pins" / "cv_1.yaml").read_text().split("pinned:")[0]
     # the pin re-runs the refit: every non-test row trains, and its metrics come back
     rerun_store = tmp_path / "rerun" / "mlflow.db"
     (tmp_path / "rerun").mkdir()
@@ -460,9 +453,8 @@ def test_a_tables_encoder_and_a_texts_vocabulary_are_fitted_on_each_folds_traini
         train = np.sort(np.concatenate([f for j, f in enumerate(folds) if j != i]))
         state = fit(raw.columns, train, 50)
         np.testing.assert_allclose(ds.encoder["x_mean"], state["x_mean"], rtol=1e-12)
-    assert not np.allclose(
-        loaded[0].encoder["x_mean"], loaded[1].encoder["x_mean"]
-    )  # each fold's own
+    # each fold's own
+    assert not np.allclose(loaded[0].encoder["x_mean"], loaded[1].encoder["x_mean"])
 
 
 @needs_sms
@@ -576,9 +568,8 @@ def test_the_one_job_path_records_one_run_with_the_fold_mean_curve_and_each_fold
         for p in sorted(c.get_metric_history(run.info.run_id, "val_loss"), key=lambda p: p.step)
     ]
     np.testing.assert_allclose(logged, curves["val_loss_values"], rtol=1e-12)
-    assert not any(
-        k.startswith("val_loss_fold") for k in run.data.metrics
-    )  # each fold's curve: in curves.npz only
+    # each fold's curve: in curves.npz only
+    assert not any(k.startswith("val_loss_fold") for k in run.data.metrics)
 
 
 def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_the_stated_default():
@@ -611,18 +602,15 @@ def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_th
             records.append(r)
     records.sort(key=lambda r: r["metrics"]["val_mse"])
     s = Sweep(records)
-    assert (
-        s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4
-    )  # (n-1)(k-1) over 4 configurations
+    # (n-1)(k-1) over 4 configurations
+    assert s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4
     assert "own folds" in s.noise_text and "stated default" not in s.noise_text
     found = {f.tag: f for f in no_effect(s)}
     assert "width" in found, [f.summary for f in found.values()]
-    assert "lr" not in found and not any(
-        t.startswith("lr@") for t in found
-    )  # under the 2 % default lr "did not matter"
-    assert all(
-        "90% interval of its largest difference" in e for e in found["width"].evidence
-    )  # the fold noise's
+    # under the 2 % default lr "did not matter"
+    assert "lr" not in found and not any(t.startswith("lr@") for t in found)
+    # the fold noise's
+    assert all("90% interval of its largest difference" in e for e in found["width"].evidence)
 
 
 def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store):
@@ -664,9 +652,8 @@ def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store
         for i in made.inputs.dataset_inputs
     }
     assert rows["training"] == 442 - 88 and rows["test"] == 88 == cv_rows["test"]
-    assert (
-        refit.refit(c, parent, cv).info.run_id == made.info.run_id
-    )  # made once: found again, not retrained
+    # made once: found again, not retrained
+    assert refit.refit(c, parent, cv).info.run_id == made.info.run_id
 
 
 def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespace():
@@ -690,9 +677,8 @@ def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)
     assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(10))
-    train, val, test = data.split(
-        10, 0.0, 0.3, 3
-    )  # no validation fraction: validate on the training rows
+    # no validation fraction: validate on the training rows
+    train, val, test = data.split(10, 0.0, 0.3, 3)
     assert (len(train), len(test)) == (7, 3) and val is train
     node = OmegaConf.create({"val_fraction": 0.25, "test_fraction": 0.25})
     assert len(data._split(4, node, 0, "data=x")[0]) == 2  # 2 training rows: enough
@@ -753,9 +739,8 @@ def test_k_folds_for_classes_regression_and_no_test_split():
         f"has {rows} rows outside the test split, and every fold validates on each class"
     )
     with pytest.raises(data.DataError) as e:
-        data._fold_split(
-            11, node, 0, "data=x", None, "regression", 5, 0
-        )  # 9 non-test rows: 4 folds at most
+        # 9 non-test rows: 4 folds at most
+        data._fold_split(11, node, 0, "data=x", None, "regression", 5, 0)
     assert str(e.value) == (
         "data.folds=5 is not allowed for data=x: expected at most 4 (its 9 non-test rows: every "
         "fold trains and validates on at least 2 rows)"

@@ -42,9 +42,8 @@ def address_view(store, address: str) -> dict:
 
 def test_the_printed_address_opens_the_sweeps_runs_best_first_with_their_metrics(sweep):
     view = address_view(sweep["store"], printed_address(sweep["proc"].stdout))
-    assert (
-        view["orderByKey"] == "metrics.`val_mse`" and view["orderByAsc"] is True
-    )  # lower is better
+    # lower is better
+    assert view["orderByKey"] == "metrics.`val_mse`" and view["orderByAsc"] is True
     columns = view["selectedColumns"]
     assert columns[:5] == [
         "metrics.`rank`",
@@ -53,9 +52,8 @@ def test_the_printed_address_opens_the_sweeps_runs_best_first_with_their_metrics
         "metrics.`val_mae`",
         "metrics.`train_time_s`",
     ]
-    assert {"params.`lr`", "params.`depth`"} <= set(
-        columns
-    ) and "metrics.`speedup`" not in columns  # one device
+    # one device
+    assert {"params.`lr`", "params.`depth`"} <= set(columns) and "metrics.`speedup`" not in columns
     # its search is the sweep's runs, and the store's own search by it gives them best first
     c = client_for(sweep["store"])
     parent = sweep["parent"]
@@ -89,9 +87,8 @@ def test_every_run_has_its_leaderboard_rank_and_a_description_naming_it(sweep):
         assert ("the best" if i == 1 else f"best {best:.4g}") in note and "\n" not in note
         assert parent in run.data.tags["sweeper.sweeps"].split()
         size = int(run.data.tags.get("sweeper.group_size", 1))
-        assert ("trained in a group of" in note) == (size > 1), (
-            note
-        )  # batched: its times are a share
+        # batched: its times are a share
+        assert ("trained in a group of" in note) == (size > 1), note
 
 
 @pytest.mark.slow
@@ -111,9 +108,8 @@ def test_the_address_for_an_accuracy_sweep_sorts_descending(tmp_path, store):
     proc = cli(tmp_path, "-m", "data=breast_cancer", "lr=0.01,0.1", *FAST, store=store)
     assert proc.returncode == 0, proc.stderr
     view = address_view(store, printed_address(proc.stdout))
-    assert (
-        view["orderByKey"] == "metrics.`val_accuracy`" and view["orderByAsc"] is False
-    )  # higher is better
+    # higher is better
+    assert view["orderByKey"] == "metrics.`val_accuracy`" and view["orderByAsc"] is False
     assert "metrics.`val_f1`" in view["selectedColumns"]
 
 
@@ -173,9 +169,8 @@ def _reads_as_a_table(text: str) -> list[str]:
         assert not a.startswith("|") or b.startswith("|") or b == "", (a, b)
     for row in (ln for ln in lines if ln.startswith("|") and not ln.startswith("|---")):
         cells = row.split("|")[1:-1]
-        assert all(c.startswith("\u00a0\u00a0") and c.endswith("\u00a0\u00a0") for c in cells), (
-            row
-        )  # padded
+        # padded
+        assert all(c.startswith("\u00a0\u00a0") and c.endswith("\u00a0\u00a0") for c in cells), row
     links = re.findall(r"\]\((#/experiments/[^)]*)\)", text)
     assert links and all(link.endswith("?workflowType=machine_learning") for link in links), links
     return links
@@ -308,9 +303,8 @@ def test_every_plot_a_sweep_writes_fits_its_canvas(sweep):
     for spec in specs:
         _fits(spec)
     logged = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
-    assert (
-        names - {"plots/time_and_speedup.png"} <= logged
-    )  # one device: no time plot of this sweep
+    # one device: no time plot of this sweep
+    assert names - {"plots/time_and_speedup.png"} <= logged
 
 
 def test_a_two_percent_time_difference_is_drawn_on_a_linear_axis_from_zero_with_its_values():
@@ -364,9 +358,8 @@ def test_the_history_is_in_finishing_order_and_log_spaced_keys_get_log_axes():
     parallel = specs["plots/parallel_coordinates.png"]["axes"][0]
     assert parallel["xticklabels"] == ["lr (log)", "depth", "val_mse"]
     lr = [line["y"][0] for line in parallel["lines"]]
-    assert sorted(lr) == pytest.approx(
-        [0.0, 0.5, 1.0]
-    )  # 0.001, 0.01, 0.1: evenly apart on a log axis
+    # 0.001, 0.01, 0.1: evenly apart on a log axis
+    assert sorted(lr) == pytest.approx([0.0, 0.5, 1.0])
 
 
 # --- parameter importance ---
@@ -410,9 +403,8 @@ def test_importance_ranks_the_deciding_key_first_and_the_noise_keys_interval_inc
     by = {r["key"]: r for r in found["keys"]}
     assert [r["key"] for r in found["keys"]] == ["lr", "depth", "width"]
     assert by["lr"]["low"] > 0.9 and by["depth"]["low"] > 0  # both matter, beyond the noise
-    assert (
-        by["width"]["low"] == 0.0 <= by["width"]["share"] <= by["width"]["high"] < 0.01
-    )  # pure noise
+    # pure noise
+    assert by["width"]["low"] == 0.0 <= by["width"]["share"] <= by["width"]["high"] < 0.01
     # exact on a full grid: the observed shares and the interactions' remainder sum to 1
     assert sum(r["observed"] for r in found["keys"]) + found["interactions"] == pytest.approx(1.0)
     # consistent with the advice: the key it calls not mattering has an interval from 0
@@ -449,9 +441,8 @@ def test_importance_on_a_partial_grid_is_model_based_and_omitted_with_a_reason_w
     from sweeper.insight import importance
 
     records, _ = _grid(seeds=1)
-    partial = importance.compute(
-        records[:-5]
-    )  # five configurations missing (the worst: failed, say)
+    # five configurations missing (the worst: failed, say)
+    partial = importance.compute(records[:-5])
     assert (
         partial["method"].startswith("additive main-effects model")
         and partial["keys"][0]["key"] == "lr"
@@ -476,9 +467,8 @@ def test_a_run_shorter_than_the_threshold_keeps_no_system_metrics_and_one_key_tu
     from conftest import run_once
 
     kids = [r for r in all_runs(sweep["store"]) if r.data.tags.get("mlflow.parentRunId")]
-    assert all(
-        r.info.end_time - r.info.start_time < 10_000 for r in kids
-    )  # shorter than the default 10 s
+    # shorter than the default 10 s
+    assert all(r.info.end_time - r.info.start_time < 10_000 for r in kids)
     assert not [k for r in kids for k in r.data.metrics if k.startswith("system/")]
     result = run_once(tmp_path, "epochs=50", "tracking.system_metrics_min_s=0", store=store)
     assert (

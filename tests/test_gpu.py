@@ -87,9 +87,8 @@ def _assert_nothing_per_epoch(base: Backend):
     # The host only looks between segments (at most MAX_CHECKS of them), never per epoch or per sample.
     assert long == short
     assert long["copies_in"] == 0 and long["copies_out"] <= MAX_CHECKS
-    assert (
-        len(fit_long.train_loss) == 401
-    )  # every 10th epoch, and the last (4000): a curve ends where training ended
+    # every 10th epoch, and the last (4000): a curve ends where training ended
+    assert len(fit_long.train_loss) == 401
     naive, _, _ = fit_counting(base, epochs=500, sync_every_epoch=True)
     assert naive["copies_out"] >= 500  # the seed's loop: a host read of the loss every epoch
 
@@ -188,9 +187,8 @@ def test_speedup_pairs_batched_runs_only_with_groups_of_their_size():
         },
     ]
     found = speedup.pair(rows)
-    assert found["g8"]["speedup"] == pytest.approx(
-        2.0
-    )  # against the CPU group of 8, not the lone run
+    # against the CPU group of 8, not the lone run
+    assert found["g8"]["speedup"] == pytest.approx(2.0)
     assert "g4" not in found and "c1" not in found
 
 
@@ -349,9 +347,8 @@ def test_speedup_on_every_gpu_run_of_a_real_mixed_multirun(tmp_path, store):
     gpu = [r for r in all_runs(store) if r.data.tags.get("device") == "gpu"]
     assert len(gpu) == 4
     assert all(r.data.metrics["speedup"] > 0 and "speedup_wall" in r.data.metrics for r in gpu)
-    assert all(
-        ("fake_gpu" in r.data.tags) == (fake_gpu() == "strict") for r in gpu
-    )  # bench/gpu_check.sh --dry-run
+    # bench/gpu_check.sh --dry-run
+    assert all(("fake_gpu" in r.data.tags) == (fake_gpu() == "strict") for r in gpu)
 
 
 @pytest.mark.gpu
@@ -505,9 +502,8 @@ def _user_model_on(backend: Backend):
 def test_a_users_stacked_model_on_the_gpu_code_path_gives_the_cpu_results():
     cpu, gpu = _user_model_on(Backend("cpu", np)), _user_model_on(Backend("gpu", np))
     np.testing.assert_array_equal(cpu[0].val_loss, gpu[0].val_loss)
-    np.testing.assert_allclose(
-        cpu[0].val_loss, cpu[1].val_loss, rtol=1e-5
-    )  # stacked = alone (float32)
+    # stacked = alone (float32)
+    np.testing.assert_allclose(cpu[0].val_loss, cpu[1].val_loss, rtol=1e-5)
 
 
 @requires_gpu

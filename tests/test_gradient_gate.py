@@ -152,9 +152,8 @@ def test_a_kink_is_not_a_wrong_gradient():
 
     X0, R0 = gradcheck._draw(0, 3, 1)
     W = np.random.default_rng(7).standard_normal((3, 1))
-    W[0, 0] = (
-        -(X0[0, 1:] @ W[1:, 0]) / X0[0, 0]
-    )  # the first draw's row 0 sits on the kink: its product is 0
+    # the first draw's row 0 sits on the kink: its product is 0
+    W[0, 0] = -(X0[0, 1:] @ W[1:, 0]) / X0[0, 0]
 
     class Relu:
         def init(self, n_in, n_out, rng):
@@ -170,9 +169,8 @@ def test_a_kink_is_not_a_wrong_gradient():
 
     net, params = Relu(), {"W": W.copy()}
     grads = net.backward(np, params, net.forward(np, params, X0)[1], R0)
-    assert (
-        gradcheck.fd_error(net, params, X0, R0, "W", grads["W"]) > gradcheck.FD_RTOL
-    )  # the bad luck is real
+    # the bad luck is real
+    assert gradcheck.fd_error(net, params, X0, R0, "W", grads["W"]) > gradcheck.FD_RTOL
     assert gradcheck.check_gradients(net, 3, 1).ok
 
 

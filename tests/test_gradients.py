@@ -80,9 +80,8 @@ def test_softmax_cross_entropy_and_weight_decay_gradients_match_finite_differenc
     numeric = finite_difference(model, X, y)
 
     assert float(objective) == pytest.approx(float(model.objective(X, y)), rel=1e-12)
-    assert (float(objective) > float(model.loss(X, y))) == (
-        decay > 0
-    )  # the penalty is in the objective
+    # the penalty is in the objective
+    assert (float(objective) > float(model.loss(X, y))) == (decay > 0)
     for a, n in zip(analytic, numeric):
         np.testing.assert_allclose(a, n, rtol=1e-5, atol=1e-8)
 

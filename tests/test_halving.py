@@ -33,9 +33,8 @@ def _regroup(capped):
 def test_rungs_are_min_epochs_times_eta_powers_below_the_largest_epochs():
     assert halving.Halving(3).rungs(2700, 50) == [100, 300, 900]
     assert halving.Halving(3, min_epochs=20).rungs(200, 10) == [20, 60, 180]
-    assert (
-        halving.Halving(2).rungs(10, 50) == []
-    )  # no rung below the largest epochs: nothing is stopped
+    # no rung below the largest epochs: nothing is stopped
+    assert halving.Halving(2).rungs(10, 50) == []
     assert halving.Halving(3).rungs(540, 20) == [
         40,
         120,
@@ -45,9 +44,8 @@ def test_rungs_are_min_epochs_times_eta_powers_below_the_largest_epochs():
         30,
         90,
     ]  # not 270: a rung lies below the largest
-    assert halving.Halving(2, min_epochs=1).rungs(1024, 1) == [
-        2**k for k in range(10)
-    ]  # 1, 2, ..., 512
+    # 1, 2, ..., 512
+    assert halving.Halving(2, min_epochs=1).rungs(1024, 1) == [2**k for k in range(10)]
     assert halving.Halving(7, min_epochs=1).rungs(2, 1) == [1]
 
 
@@ -98,9 +96,8 @@ def test_the_seeds_of_a_configuration_are_ranked_by_their_mean_and_stop_together
     by_lr = {}
     for j in jobs:
         by_lr.setdefault(j.plain["lr"], set()).add(final[j.idx].tags.get("pruned_at_epoch"))
-    assert all(
-        len(v) == 1 for v in by_lr.values()
-    )  # both seeds of a configuration share their fate
+    # both seeds of a configuration share their fate
+    assert all(len(v) == 1 for v in by_lr.values())
     assert sum(v == {None} for v in by_lr.values()) == 1
 
 
@@ -264,14 +261,12 @@ def test_a_configurations_key_leaves_out_its_seeds_and_the_store_only(tmp_path):
         "seed": 7,
         "lr": 0.1,
     }
-    assert _config_key(base) == _config_key(
-        same
-    )  # another seed, split seed, store; keys in another order
+    # another seed, split seed, store; keys in another order
+    assert _config_key(base) == _config_key(same)
     assert _config_key(base) != _config_key({**base, "lr": 0.2})
     assert _config_key(base) != _config_key({**base, "data": {"name": "wine", "split_seed": 0}})
-    assert _config_key(base) != _config_key(
-        {**base, "p": Path("y")}
-    )  # a value JSON cannot hold: as its text
+    # a value JSON cannot hold: as its text
+    assert _config_key(base) != _config_key({**base, "p": Path("y")})
 
 
 def test_a_failed_or_unscored_member_is_the_worst_and_accuracy_ranks_high_first():
@@ -284,12 +279,10 @@ def test_a_failed_or_unscored_member_is_the_worst_and_accuracy_ranks_high_first(
     (cls,) = _jobs("data=iris", epochs=30)
     out = lambda scores, reason=None: Computed(Outcome(scores, {}, reason), {})  # noqa: E731
     assert _score(out({"val_mse": 3.0}), reg) == 3.0
-    assert (
-        _score(out({"val_accuracy": 0.9}), cls) == -0.9
-    )  # higher is better: ranked by its negative
-    assert (
-        _score(out({"val_mse": 3.0}, "diverged at epoch 5"), reg) == math.inf
-    )  # failed, even with a score
+    # higher is better: ranked by its negative
+    assert _score(out({"val_accuracy": 0.9}), cls) == -0.9
+    # failed, even with a score
+    assert _score(out({"val_mse": 3.0}, "diverged at epoch 5"), reg) == math.inf
     assert _score(out({}), reg) == math.inf and _score(out({"val_mse": math.nan}), reg) == math.inf
     assert _score(out({"val_mse": math.inf}), reg) == math.inf
 
@@ -371,9 +364,8 @@ def test_a_run_that_ends_at_a_rung_is_complete_there_and_halving_stops_when_none
     ]  # 30: all; 90: lr=0.2's 90 and 270; 270: lr=0.2's 270
     # the best configuration stops early: only runs that end by the next rung are left, and nothing trains past it
     short = _by_epochs("0.1,0.2", [60, 270])  # eta 2: rungs 30, 60, 120, 240
-    compute, calls = _scripted(
-        lambda j: {0: 0.1, 2: 0.2}.get(j.idx, 5.0)
-    )  # (a rung's jobs hold its epochs)
+    # (a rung's jobs hold its epochs)
+    compute, calls = _scripted(lambda j: {0: 0.1, 2: 0.2}.get(j.idx, 5.0))
     halving.run([short], halving.Halving(2, min_epochs=30), compute, _each_alone, tmp_path)
     assert [len(c) for c in calls] == [
         4,

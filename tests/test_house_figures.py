@@ -72,9 +72,8 @@ def figures(tmp_path: Path) -> dict:
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    (tmp_path / "SEEN_mutator.py").write_text(
-        "import b\nb.SEEN.append(1)\n"
-    )  # outside the core: not looked at
+    # outside the core: not looked at
+    (tmp_path / "SEEN_mutator.py").write_text("import b\nb.SEEN.append(1)\n")
     return house.measure(tmp_path)
 
 
@@ -93,9 +92,8 @@ def test_lines_and_characters(figures):
     b_lines = B.splitlines()
     s_lines = STATE.splitlines()
     assert figures["lines"] == len(a_lines) + len(b_lines) + len(s_lines) == 21 + 8 + 2
-    blank = (
-        4 + 2
-    )  # A: after the import, twice after the bindings, after the import inside f; B: two before the def
+    # A: after the import, twice after the bindings, after the import inside f; B: two before the def
+    blank = 4 + 2
     assert figures["nonblank"] == 31 - blank
     assert figures["code_lines"] == 31 - blank - 2  # B's comments alone, one indented
     chars = sum(
@@ -123,9 +121,8 @@ def test_mutable_bindings_outside_the_state_module_and_those_mutated(figures):
         "sweeper/a.py: CACHE",
         "sweeper/a.py: TABLE",
     ]
-    assert figures["where"]["state"] == [
-        "sweeper/a.py: CACHE"
-    ]  # TABLE is never changed, SEEN only outside the core
+    # TABLE is never changed, SEEN only outside the core
+    assert figures["where"]["state"] == ["sweeper/a.py: CACHE"]
 
 
 def test_long_lines_are_counted(tmp_path):

@@ -58,9 +58,8 @@ def test_hydra_discovers_every_plugin_folder_of_the_checkout(tmp_path):
     assert {
         p.parent.name for p in (tmp_path / "site" / "hydra_plugins").glob("*/__init__.py")
     } == plugins
-    assert not (
-        tmp_path / "site" / "hydra_plugins" / "__init__.py"
-    ).exists()  # a namespace shared with others
+    # a namespace shared with others
+    assert not (tmp_path / "site" / "hydra_plugins" / "__init__.py").exists()
 
 
 def test_hydra_discovers_the_launcher_after_a_regular_install(tmp_path):

@@ -142,9 +142,8 @@ def test_every_pin_keeps_its_fingerprint_with_the_model_group():
             continue  # its fingerprint holds the data file's absolute path: the machine's, not the model group's
         checked += 1
         assert fingerprint(plain) == read_pinned(path)["fingerprint"], path.stem
-        if (
-            kind == "mlp"
-        ):  # sweeper's MLP: the model section adds nothing to the fingerprint of a run made before it
+        # sweeper's MLP: the model section adds nothing to the fingerprint of a run made before it
+        if kind == "mlp":
             assert plain["model"] == {"_target_": MLP_TARGET}
             assert fingerprint({k: v for k, v in plain.items() if k != "model"}) == fingerprint(
                 plain
@@ -268,9 +267,8 @@ def test_a_user_model_sweep_is_batched_recorded_loadable_promoted_and_pinned(use
     assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.tags["model"] == "my_nets.TwoLayerNet" for r in runs)
     assert all(r.data.tags["model_batched"].startswith("true") for r in runs)
-    assert all(
-        r.data.tags["gradient_check"] == "passed" for r in runs
-    )  # checked before it trained, and passed
+    # checked before it trained, and passed
+    assert all(r.data.tags["gradient_check"] == "passed" for r in runs)
     assert {r.data.params["model.hidden"] for r in runs} == {"4", "8"} and "depth" not in runs[
         0
     ].data.params
@@ -438,9 +436,8 @@ def test_a_user_model_group_trains_each_member_as_it_would_alone(user, tmp_path)
         stacked = [
             r for r in got[order].values() if r.data.tags["model_batched"].startswith("true")
         ]
-        assert {r.data.params["patience"] for r in stacked} == {"0"} and len(
-            stacked
-        ) == 2  # the patience=0 pair stacks
+        # the patience=0 pair stacks
+        assert {r.data.params["patience"] for r in stacked} == {"0"} and len(stacked) == 2
         for fp, r in got[order].items():
             alone = got["alone"][fp]
             assert r.data.metrics["epochs_run"] == alone.data.metrics["epochs_run"]
@@ -496,9 +493,8 @@ def test_the_system_asks_the_model_what_it_offers(tmp_path, monkeypatch):
         "weight_decay": 0.0,
     }
     X = np.random.default_rng(0).standard_normal((5, 3))
-    fused = build(
-        OmegaConf.create(base), 3, "regression", resolve("cpu")
-    )  # no model section: the MLP's own kernels
+    # no model section: the MLP's own kernels
+    fused = build(OmegaConf.create(base), 3, "regression", resolve("cpu"))
     own = build(
         OmegaConf.create({**base, "model": {"_target_": "shifted.Shifted", "width": 4}}),
         3,
@@ -506,9 +502,8 @@ def test_the_system_asks_the_model_what_it_offers(tmp_path, monkeypatch):
         resolve("cpu"),
     )
     assert isinstance(own, Interfaced) and not isinstance(fused, Interfaced)
-    np.testing.assert_allclose(
-        own.output(X), fused.predict(X) + 1.0, rtol=1e-12
-    )  # its own forward, not the kernel
+    # its own forward, not the kernel
+    np.testing.assert_allclose(own.output(X), fused.predict(X) + 1.0, rtol=1e-12)
     named = [
         f"{p.relative_to(ROOT)}:{i}"
         for folder in ("sweeper", "plugins")
@@ -516,6 +511,5 @@ def test_the_system_asks_the_model_what_it_offers(tmp_path, monkeypatch):
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"MLPNet|is_mlp\(|MLP_TARGET|\"sweeper\.models\.", line)
     ]
-    assert (
-        named == []
-    )  # the places outside models/ that name the MLP (11 in 9 files before issue 53)
+    # the places outside models/ that name the MLP (11 in 9 files before issue 53)
+    assert named == []

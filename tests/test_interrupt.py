@@ -66,9 +66,8 @@ def ctrl_c(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(
-            signal.SIGINT, signal.SIG_DFL
-        ),  # a background shell ignores it
+        # a background shell ignores it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not ready.exists():
@@ -117,9 +116,8 @@ def test_ctrl_c_in_the_first_job_kills_it_and_the_sweep_in_one_line(tmp_path, st
 def test_ctrl_c_before_the_first_job_run_still_kills_the_parent(tmp_path, store):
     proc, _ = ctrl_c(tmp_path, store, tmp_path / "sweep" / SWEEP_FILE, *SWEEP)
     m = ONE_LINE.fullmatch(assert_one_line(proc))
-    assert (
-        m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3
-    )  # the first job: cut short or not begun
+    # the first job: cut short or not begun
+    assert m and m.group(1) == "0" and int(m.group(2)) + int(m.group(3)) == 3
     (parent,) = parents(store)
     assert parent.info.status == "KILLED"
     assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
@@ -204,9 +202,8 @@ def test_a_report_on_a_sigkilled_sweep_kills_the_parent_and_counts_the_jobs_that
     (p,) = state["parents"]
     assert client_for(store).get_run(p["run_id"]).data.tags["n_jobs"] == "3"
     assert run_job(jobs, sweep_dir, 0)["status"] == "FINISHED"
-    stray = orphan(
-        store, p["run_id"], dead_pid()
-    )  # job 1 was SIGKILLed in training; job 2 never began
+    # job 1 was SIGKILLed in training; job 2 never began
+    stray = orphan(store, p["run_id"], dead_pid())
 
     assert report.main(["--parent", p["run_id"], "--tracking-uri", f"sqlite:///{store}"]) == 0
     out = capsys.readouterr().out
@@ -249,9 +246,8 @@ def test_a_report_leaves_a_sweep_whose_launcher_still_runs_running(tmp_path, sto
     _, state = start_sweep(tmp_path / "sweep", store, "0.001,0.002")
     (p,) = state["parents"]
     c = client_for(store)
-    launcher = subprocess.Popen(
-        ["sleep", "60"]
-    )  # the launching process: its pid and its start, as recorded
+    # the launching process: its pid and its start, as recorded
+    launcher = subprocess.Popen(["sleep", "60"])
     try:
         c.set_tag(p["run_id"], "sweeper.pid", str(launcher.pid))
         c.set_tag(p["run_id"], PID_START, process.start_mark(launcher.pid))
@@ -318,15 +314,13 @@ def test_a_resumed_sweep_ranks_the_runs_it_reused(tmp_path, store):
     (p,) = state["parents"]
     parent = client_for(store).get_run(p["run_id"])
     best = min([*firsts, seconds[2]], key=lambda r: r["metrics"]["val_mse"])
-    assert (
-        best["run_id"] == firsts[1]["run_id"]
-    )  # lr=0.02 of the first sweep: the reused run is the best
+    # lr=0.02 of the first sweep: the reused run is the best
+    assert best["run_id"] == firsts[1]["run_id"]
     assert parent.data.tags["best_run_id"] == best["run_id"]
     assert f"(run {best['run_id']}, reused)" in text
     rows = [x for x in text.splitlines() if x.startswith("lr=")]
-    assert (
-        len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2
-    )  # reused column: their ids
+    # reused column: their ids
+    assert len(rows) == 3 and sum(r["run_id"] in x for r in firsts for x in rows) == 2
     assert parent.info.status == "FINISHED"
     m = {
         k: parent.data.metrics.get(k, 0)
@@ -446,6 +440,5 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
     (parent,) = parents(store)
     assert parent.info.status == "KILLED"
     assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
-    assert not (
-        tmp_path / "sweep" / "halving.json"
-    ).exists()  # no summary of a halving that did not end
+    # no summary of a halving that did not end
+    assert not (tmp_path / "sweep" / "halving.json").exists()

@@ -117,9 +117,8 @@ def test_sweepers_run_job_does_what_hydras_does(tmp_path, lend):
     hydra_inside, hydra_files, hydra_returns = _jobs(tmp_path, hydra_run_job, lend=False)
     inside, files, returns = _jobs(tmp_path, jobrun.run_job, lend=lend)
     assert sorted(files) == sorted(hydra_files)
-    assert len([f for f in files if "/.hydra/" in f]) == 3 * len(
-        JOBS
-    )  # .hydra/{config,hydra,overrides}.yaml
+    # .hydra/{config,hydra,overrides}.yaml
+    assert len([f for f in files if "/.hydra/" in f]) == 3 * len(JOBS)
     for name, content in hydra_files.items():
         assert files[name] == content, name
     assert inside == hydra_inside

@@ -185,9 +185,8 @@ def test_each_update_rule_over_a_group_follows_its_textbook_formula(opt):
     grads = [[RNG.standard_normal(p.shape) for p in P0] for _ in range(4)]
     P, G = [p.copy() for p in P0], [np.empty_like(p) for p in P0]
     calls = State(np, P, opt, lr, [(Ellipsis, slice(None, -1)), None]).calls(G)
-    for (
-        step
-    ) in grads:  # the backward pass leaves G = grad_scale · ∇ (the update adds the weight decay)
+    # the backward pass leaves G = grad_scale · ∇ (the update adds the weight decay)
+    for step in grads:
         for buf, g in zip(G, step):
             buf[...] = opt.grad_scale(lr) * g
         run(calls)
@@ -296,9 +295,8 @@ def test_a_groups_training_follows_a_numpy_trainer_written_from_the_formulas(
         state = [{} for _ in P]
         for t in range(1, E + 1):
             loss, grads = reference_loss_and_grads(P, X, y, activation, task)
-            assert fit.fits[m].train_loss[t - 1] == pytest.approx(
-                loss, rel=1e-9
-            )  # sampled before the update
+            # sampled before the update
+            assert fit.fits[m].train_loss[t - 1] == pytest.approx(loss, rel=1e-9)
             P = [
                 reference_step(opt, member.lr, p, g, s, t, bias=i % 2 == 1)
                 for i, (p, g, s) in enumerate(zip(P, grads, state))

@@ -192,9 +192,8 @@ def test_members_of_other_seeds_share_the_data_and_other_split_seeds_have_their_
         (j.plain["seed"], j.plain["data"]["split_seed"]): scored_on(j.plain["data"])
         for j in groups[0]
     }
-    assert (
-        scored[0, 0] is scored[1, 0]
-    )  # the record half reads one copy per split, whatever the weight seed
+    # the record half reads one copy per split, whatever the weight seed
+    assert scored[0, 0] is scored[1, 0]
     assert not np.array_equal(scored[0, 0].y_val, scored[0, 1].y_val)
     both = launch.compute_group(groups[0])
     by = {(j.plain["seed"], j.plain["data"]["split_seed"]): both[j.idx] for j in groups[0]}
@@ -223,9 +222,8 @@ def test_text_features_group_by_split_seed_and_sparse_ones_fit_a_budget_counted_
     )
     groups, alone = launch.plan(jobs, max_bytes=40 << 20)
     assert not alone and sorted(len(g) for g in groups) == [3, 3]
-    assert all(
-        len({j.plain["data"]["split_seed"] for j in g}) == 1 for g in groups
-    )  # each split fits its own vocabulary
+    # each split fits its own vocabulary
+    assert all(len({j.plain["data"]["split_seed"] for j in g}) == 1 for g in groups)
     # dense text features too: the splits' vocabularies differ in size, so their rows cannot stack into one group
     dense = (
         "data=sms",
@@ -313,9 +311,8 @@ def test_a_cpu_group_holds_at_most_1024_trajectories_unless_told_otherwise(monke
     from sweeper.sweep import groups, launch
 
     assert groups.CPU_MAX_GROUP == 1024
-    monkeypatch.setattr(
-        groups, "CPU_MAX_GROUP", 4
-    )  # the same rule on a grid small enough to compose here
+    # the same rule on a grid small enough to compose here
+    monkeypatch.setattr(groups, "CPU_MAX_GROUP", 4)
     cpu = _jobs(*[(f"lr={0.001 * (i + 1):.3f}", "epochs=10") for i in range(6)])
     assert sorted(map(len, launch.plan(cpu)[0])) == [2, 4]
     assert [len(g) for g in launch.plan(cpu, max_size=6)[0]] == [6]  # max_group_size: as given

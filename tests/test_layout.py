@@ -126,9 +126,8 @@ def test_a_module_a_reader_can_hold(path):
 
 def test_the_size_check_counts_nested_statements():
     source = "import os\n\n\ndef f(x):\n    if x:\n        return 1\n    return 2\n\n\nclass C:\n    y = 1\n"
-    assert (
-        statements(source) == 7
-    )  # import, def, if, return, return, class, the class body's assignment
+    # import, def, if, return, return, class, the class body's assignment
+    assert statements(source) == 7
 
 
 # A function's size is ruff's to check (C901 branches, PLR0915 statements: pyproject.toml), not its lines: the

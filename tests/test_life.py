@@ -43,9 +43,8 @@ def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, s
             if "[1/3]" in line:
                 act()
                 break
-        out = (
-            "".join(seen) + proc.stdout.read()
-        )  # stderr is the reader's alone (communicate() would take some)
+        # stderr is the reader's alone (communicate() would take some)
+        out = "".join(seen) + proc.stdout.read()
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:  # act() raised: no sweep is left behind
@@ -74,9 +73,8 @@ def test_a_sweep_folder_deleted_mid_sweep_is_said_and_no_run_is_left_running_or_
     sweep_dir = tmp_path / "sweep"
     code, out, err = _act_at_the_first_job(tmp_path, store, lambda: _rm_rf(sweep_dir))
     assert code == 1, out + err
-    assert (
-        f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in err
-    )  # not with the summary
+    # not with the summary
+    assert f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep" in err
     assert "sweeper: error:" not in out and "Traceback" not in out + err
     runs = all_runs(store)
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
@@ -110,9 +108,8 @@ def test_a_store_deleted_mid_sweep_is_said_and_the_sweep_fails(tmp_path, store):
 
     assert upload.main([str(tmp_path / "sweep")]) == 0
     children = [r for r in all_runs(store) if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], (
-        out + err
-    )  # each once
+    # each once
+    assert sorted(r.data.params["lr"] for r in children) == ["0.001", "0.002", "0.003"], out + err
     assert {r.info.status for r in children} == {"FINISHED"}
 
 
@@ -180,9 +177,8 @@ def test_a_sweep_folder_in_use_by_a_live_sweep_is_refused(tmp_path):
         ]
     from sweeper.base.process import hold
 
-    assert (
-        hold(sweep_dir / LOCK_FILE) is None
-    )  # free once its holder is gone (killed, not even cleaned up)
+    # free once its holder is gone (killed, not even cleaned up)
+    assert hold(sweep_dir / LOCK_FILE) is None
 
 
 @pytest.mark.parametrize("inside", ["", "0"])

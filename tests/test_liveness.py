@@ -190,9 +190,10 @@ FAST = ("epochs=300", "log_every=10", "tracking.log_model=false")
 def test_a_launcher_that_cannot_start_kills_the_parent_in_one_line(tmp_path, store):
     from conftest import cli
 
+    # no SLURM here
     proc = cli(
         tmp_path, "-m", "lr=0.001,0.002", *FAST, "hydra/launcher=submitit_slurm", store=store
-    )  # no SLURM here
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("sweeper: error: the launcher failed: "), (
@@ -255,9 +256,8 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
             HEARTBEAT: stale,
             **({PID_START: mark} if mark else {}),
         }
-        if (
-            before_the_prefix
-        ):  # a run recorded before bookkeeping tags had their prefix: its bare names
+        # a run recorded before bookkeeping tags had their prefix: its bare names
+        if before_the_prefix:
             tags = {k.removeprefix("sweeper."): v for k, v in tags.items()}
         return SimpleNamespace(
             info=SimpleNamespace(start_time=int(started * 1000)), data=SimpleNamespace(tags=tags)
@@ -267,9 +267,8 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
     try:
         job.send_signal(signal.SIGSTOP)
         mark = start_mark(job.pid)
-        assert (
-            mark == start_mark(job.pid) and mark != start_mark()
-        )  # a process's own, read the same each time
+        # a process's own, read the same each time
+        assert mark == start_mark(job.pid) and mark != start_mark()
         # the process recorded (its pid and its start): alive, suspended, its heartbeat an hour old; and whenever the
         # run's start time says it began (the launching process may start long before its run, or under load after)
         assert holder_alive(run_of(job.pid, time.time(), mark)) is True
@@ -281,16 +280,14 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
         # a run recorded without the start (an older sweeper): the pid's process must have begun by the run's start
         assert holder_alive(run_of(job.pid, time.time())) is True
         assert holder_alive(run_of(job.pid, time.time() - 3600)) is False
-        assert (
-            holder_alive(run_of(job.pid, time.time(), mark, before_the_prefix=True)) is True
-        )  # a store from before
+        # a store from before
+        assert holder_alive(run_of(job.pid, time.time(), mark, before_the_prefix=True)) is True
     finally:
         job.kill()
         job.wait()
     assert holder_alive(run_of(job.pid, time.time(), mark)) is False  # gone
-    assert (
-        holder_alive(run_of(os.getpid(), time.time())) is False
-    )  # the reporting process runs no job
+    # the reporting process runs no job
+    assert holder_alive(run_of(os.getpid(), time.time())) is False
 
 
 def test_a_run_records_the_process_that_started_it_pid_and_start(tmp_path, store):

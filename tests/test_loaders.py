@@ -20,9 +20,8 @@ def test_a_constant_target_is_refused(tmp_path, task):
 
     from sweeper import data
 
-    path = _table(
-        tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)]
-    )  # a feature that is no row id
+    # a feature that is no row id
+    path = _table(tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)])
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path, node.task = str(path), task
     with pytest.raises(
@@ -39,9 +38,8 @@ def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
 
     from sweeper import data
 
-    path = _table(
-        tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)]
-    )  # a feature that is no row id
+    # a feature that is no row id
+    path = _table(tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)])
     node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
     node.path = str(path)
     ds = data.load(node)

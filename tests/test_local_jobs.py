@@ -60,9 +60,8 @@ def test_submitit_local_jobs_stop_with_their_sweep_in_one_line(tmp_path, store, 
     if how == "SIGTERM":
         proc.send_signal(signal.SIGTERM)
     else:
-        os.killpg(
-            proc.pid, signal.SIGINT
-        )  # what a terminal does: every process of its foreground group
+        # what a terminal does: every process of its foreground group
+        os.killpg(proc.pid, signal.SIGINT)
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == (143 if how == "SIGTERM" else 130), err
     assert "sweeper: interrupted: 0 finished, 2 killed, 0 not run" in one_line(err)

@@ -46,9 +46,10 @@ assert not loaded, loaded
 
 def _isolated(tmp_path: Path, uri: str, store: Path, frame: pd.DataFrame) -> dict:
     inputs, out = tmp_path / "in.json", tmp_path / "out.json"
+    # exact floats
     inputs.write_text(
         json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)})
-    )  # exact floats
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)} | {
         "MLFLOW_TRACKING_URI": f"sqlite:///{store}"
     }
@@ -262,9 +263,8 @@ def test_promote_register_with_a_tracking_uri_from_another_folder(tmp_path, stor
 def test_a_failed_registration_writes_no_pin_and_no_empty_model(tmp_path, store):
     result = run_once(tmp_path, "data=diabetes", "epochs=50", store=store)
     c = client_for(store)
-    c.delete_logged_model(
-        _model_id(store, result["run_id"])
-    )  # the source cannot be resolved: the version fails
+    # the source cannot be resolved: the version fails
+    c.delete_logged_model(_model_id(store, result["run_id"]))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     proc = _promote(elsewhere, store, "--register", "broken")
@@ -367,6 +367,5 @@ def test_a_binary_run_logs_its_confusion_matrix_roc_and_pr_curves_and_targets_pr
     run_once(tmp_path / "r", "data=diabetes", "epochs=20", store=store)
     lines = (tmp_path / "r" / "job" / "test_predictions.csv").read_text().splitlines()[1:]
     targets = [line.split(",")[0] for line in lines]
-    assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[
-        :5
-    ]  # 72, not 71.99999999999999
+    # 72, not 71.99999999999999
+    assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[:5]

@@ -272,13 +272,11 @@ def test_an_epoch_in_column_blocks_on_threads_equals_the_single_block_epoch(
                 single.backward_and_update()
                 batch.backward_and_update()
         np.testing.assert_allclose(val.forward(), one.logits(X[:600])[0].T, rtol=1e-9, atol=1e-12)
-    assert (
-        sum(float(np.abs(p - q).max()) for p, q in zip(one.params, params)) > 1e-3
-    )  # the weights moved
+    # the weights moved
+    assert sum(float(np.abs(p - q).max()) for p, q in zip(one.params, params)) > 1e-3
     for a, b in zip(blocked.packed, one.packed):
-        np.testing.assert_allclose(
-            a, b, rtol=1e-10, atol=1e-13
-        )  # the gradient shares sum in another order
+        # the gradient shares sum in another order
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
 
 
 def test_a_block_epoch_is_deterministic_and_allocates_nothing():

@@ -58,9 +58,8 @@ def test_depth_0_on_iris_matches_multinomial_logistic_regression():
     from sklearn.linear_model import LogisticRegression
 
     ds, out = trained("data=iris", "depth=0", "epochs=20000", "lr=0.5", "optimizer=momentum")
-    ref = LogisticRegression(C=np.inf, max_iter=10_000).fit(
-        ds.X_train, ds.y_train.ravel()
-    )  # unpenalised
+    # unpenalised
+    ref = LogisticRegression(C=np.inf, max_iter=10_000).fit(ds.X_train, ds.y_train.ravel())
     assert out.scores["test_accuracy"] == pytest.approx(
         ref.score(ds.X_test, ds.y_test.ravel()), abs=1e-12
     )
@@ -280,7 +279,6 @@ def test_the_pyfunc_model_returns_class_probabilities(tmp_path, store):
     assert prob.shape == (len(ds.X_test), 3) and np.allclose(prob.sum(axis=1), 1.0)
     saved = pd.read_csv(tmp_path / "job" / "test_predictions.csv")
     np.testing.assert_allclose(prob, saved[list(prob.columns)], rtol=1e-12)
-    assert saved["y_pred"].tolist() == [
-        ds.classes[i] for i in prob.to_numpy().argmax(axis=1)
-    ]  # labels, not indices
+    # labels, not indices
+    assert saved["y_pred"].tolist() == [ds.classes[i] for i in prob.to_numpy().argmax(axis=1)]
     assert saved["y_true"].tolist() == [ds.classes[int(i)] for i in ds.y_test.ravel()]

@@ -275,9 +275,8 @@ def test_one_tie_break_for_the_leaderboard_the_best_run_and_promote(tmp_path, st
     assert report.build(runs).best["run_id"] == first["run_id"]
     assert promote._ranked(runs, "val_accuracy", 1)[0].info.run_id == first["run_id"]
 
-    again = run_once(
-        tmp_path / "c", *args, "lr=2.0", store=store
-    )  # the same metrics as the first, later
+    # the same metrics as the first, later
+    again = run_once(tmp_path / "c", *args, "lr=2.0", store=store)
     assert again["metrics"] == {
         **again["metrics"],
         **{k: first["metrics"][k] for k in ("val_accuracy", "val_log_loss")},
@@ -292,9 +291,8 @@ def test_a_single_run_ends_naming_its_experiment_run_folder_and_ui_url(tmp_path,
     from conftest import all_runs
     from test_report import long_numbers
 
-    proc = cli(
-        tmp_path, *FAST_ARGS, "lr=0.0012345678", store=store
-    )  # an lr with as many digits as Optuna's
+    # an lr with as many digits as Optuna's
+    proc = cli(tmp_path, *FAST_ARGS, "lr=0.0012345678", store=store)
     assert proc.returncode == 0, proc.stderr
     (run,) = all_runs(store)
     *_, job, where, ui = proc.stdout.strip().splitlines()

@@ -39,9 +39,8 @@ def test_the_notebook_is_valid_and_its_cells_compile():
     )
     for i, source in enumerate(cells):
         compile(source, f"cell {i}", "exec")
-    assert all(
-        not c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"
-    )  # committed without outputs
+    # committed without outputs
+    assert all(not c["outputs"] for c in nb["cells"] if c["cell_type"] == "code")
 
 
 @pytest.mark.slow
@@ -58,9 +57,8 @@ def test_the_notebook_runs_top_to_bottom(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     parent, run = proc.stdout.strip().splitlines()[-1].split()[1:]
-    runs = all_runs(
-        tmp_path / "notebook-runs" / "mlflow.db"
-    )  # written where the notebook says, nowhere else
+    # written where the notebook says, nowhere else
+    runs = all_runs(tmp_path / "notebook-runs" / "mlflow.db")
     assert len([r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent]) == 6
     assert run in {r.info.run_id for r in runs}
     assert "Advice:" in proc.stdout and "next: ['lr=" in proc.stdout

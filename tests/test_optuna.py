@@ -52,16 +52,13 @@ def test_the_space_is_read_from_hydras_override_syntax():
     )
     d = s.distributions
     assert d["lr"] == optuna.distributions.FloatDistribution(0.0005, 0.05, log=True)
-    assert d["width"] == optuna.distributions.IntDistribution(
-        8, 64, step=8
-    )  # range()'s stop is excluded, as in grids
-    assert d["epochs"] == optuna.distributions.IntDistribution(
-        100, 300
-    )  # an integer key: an integer interval
+    # range()'s stop is excluded, as in grids
+    assert d["width"] == optuna.distributions.IntDistribution(8, 64, step=8)
+    # an integer key: an integer interval
+    assert d["epochs"] == optuna.distributions.IntDistribution(100, 300)
     assert isinstance(d["data.val_fraction"], optuna.distributions.FloatDistribution)
-    assert (
-        "depth" not in d and "depth=2" in s.fixed
-    )  # the command's fixed value takes the key out of the space
+    # the command's fixed value takes the key out of the space
+    assert "depth" not in d and "depth=2" in s.fixed
     assert s.overrides({"lr": 0.001, "width": 16}) == (
         "lr=0.001",
         "width=16",
@@ -137,18 +134,16 @@ def test_a_round_asks_distinct_trials_and_a_continued_study_draws_new_values(tmp
     )
     for t in first:
         study.tell(t, t.params["lr"])
-    again = _study.open_study(
-        plan_for(tmp_path / "o.db")
-    )  # a second command, same seed: new values, numbers go on
+    # a second command, same seed: new values, numbers go on
+    again = _study.open_study(plan_for(tmp_path / "o.db"))
     second = _core.ask(again, space, plan, 4)
     assert [t.number for t in second] == [4, 5, 6, 7]
     assert not {t.params["lr"] for t in second} & {t.params["lr"] for t in first}
     stored = study_of(tmp_path / "o.db", "s").trials[0]
     assert stored.intermediate_values[0] == 3.0 and stored.intermediate_values[50] == 2.0
     assert math.isnan(stored.intermediate_values[100])
-    fresh = _study.open_study(
-        plan_for(tmp_path / "p.db")
-    )  # same seed, fresh study: the same search
+    # same seed, fresh study: the same search
+    fresh = _study.open_study(plan_for(tmp_path / "p.db"))
     assert [t.params for t in _core.ask(fresh, space, plan_for(tmp_path / "p.db"), 4)] == [
         t.params for t in first
     ]
@@ -191,9 +186,8 @@ def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_cont
     found = results(tmp_path / "sweep")
     assert found["direction"] == "maximize" and found["trials"] == list(range(12))
     (parent,) = parents(store)
-    assert (
-        found["best_value"] == parent.data.metrics["best_val_accuracy"]
-    )  # the study's best = the leaderboard's
+    # the study's best = the leaderboard's
+    assert found["best_value"] == parent.data.metrics["best_val_accuracy"]
     assert parent.data.params["search.lr"] == "tag(log, interval(0.0005, 0.05))"
     assert parent.data.params["optuna.sampler"].startswith("TPESampler(seed=0, constant_liar=True")
     assert (
@@ -208,18 +202,18 @@ def test_iris_maximises_val_accuracy_in_rounds_trained_together_and_a_rerun_cont
         rounds.setdefault(k.data.tags["optuna.round"], set()).add(
             k.data.tags["sweeper.batch_group"]
         )
-    assert sorted(rounds) == ["0", "1", "2"] and all(
-        len(g) == 1 for g in rounds.values()
-    )  # a round: one group
+    # a round: one group
+    assert sorted(rounds) == ["0", "1", "2"] and all(len(g) == 1 for g in rounds.values())
     assert len(set.union(*rounds.values())) == 3
     db = store.parent / "optuna.db"  # beside the MLflow store
     study = study_of(db, "iris")
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
     by_number = {t.number: t for t in study.trials}
     trial = by_number[int(kids[0].data.tags["optuna.trial_number"])]
+    # 0..180, 200: the last
     assert (
         trial.user_attrs["run_id"] == kids[0].info.run_id and len(trial.intermediate_values) == 11
-    )  # 0..180, 200: the last
+    )
     assert trial.value == kids[0].data.metrics["val_accuracy"]
 
     (tmp_path / "again").mkdir()
@@ -298,9 +292,8 @@ def test_a_bad_space_fails_in_one_line_before_any_parent_run(tmp_path, store):
         .startswith("sweeper: error: hydra.sweeper.params.lr=interval(0, 0.1) is not allowed")
     )
     assert "Traceback" not in proc.stderr and not children(store)
-    assert not parents(
-        store
-    )  # refused before the store is touched (issue 41): no FAILED parent left behind
+    # refused before the store is touched (issue 41): no FAILED parent left behind
+    assert not parents(store)
 
 
 @pytest.mark.slow
@@ -343,9 +336,8 @@ def test_a_launcher_that_cannot_start_ends_the_search_in_one_line_and_fails_its_
     (parent,) = parents(store)
     assert parent.info.status == "KILLED" and not children(store)
     trials = study_of(store.parent / "optuna.db", "diabetes").trials
-    assert trials and all(
-        t.state == optuna.trial.TrialState.FAIL for t in trials
-    )  # none left RUNNING
+    # none left RUNNING
+    assert trials and all(t.state == optuna.trial.TrialState.FAIL for t in trials)
 
 
 @pytest.mark.slow
@@ -372,9 +364,8 @@ def test_a_study_continued_with_other_choices_is_refused_in_one_line_before_any_
     )
     assert "hydra.sweeper.study_name=NAME" in line
     runs = all_runs(store)
-    assert not [
-        r for r in runs if r.info.status != "FINISHED"
-    ]  # refused before the store is touched: no parent
+    # refused before the store is touched: no parent
+    assert not [r for r in runs if r.info.status != "FINISHED"]
     assert len(runs) == 3 and len([r for r in runs if r.data.tags.get("mlflow.parentRunId")]) == 2
     study = optuna.load_study(
         study_name="diabetes", storage=f"sqlite:///{store.parent / 'optuna.db'}"
@@ -411,9 +402,8 @@ def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_cu
         rung = int(t.user_attrs["pruned_at_epoch"])
         assert rung in (20, 60) and max(t.intermediate_values) == rung  # its curve, up to its rung
         assert runs[t.user_attrs["run_id"]].data.tags["pruned_at_epoch"] == str(rung)
-        assert (
-            t.value == t.intermediate_values[rung]
-        )  # Optuna's value of a pruned trial: its last intermediate one
+        # Optuna's value of a pruned trial: its last intermediate one
+        assert t.value == t.intermediate_values[rung]
     assert sorted(int(t.user_attrs["pruned_at_epoch"]) for t in pruned) == [20] * 6 + [60] * 2
     assert complete[0].value == runs[complete[0].user_attrs["run_id"]].data.metrics["val_mse"]
     assert max(complete[0].intermediate_values) == 180

@@ -185,21 +185,20 @@ def test_the_layout_puts_every_first_layer_in_one_matrix_and_each_member_in_view
     flat = np.arange(layout.size, dtype=float)
     views = layout.views(flat)
     Q = layout.first(flat)
-    np.testing.assert_array_equal(
-        Q[:8].reshape(2, 4, 6), views[0][0]
-    )  # the first block's first layers, then the third's
+    # the first block's first layers, then the third's
+    np.testing.assert_array_equal(Q[:8].reshape(2, 4, 6), views[0][0])
     np.testing.assert_array_equal(Q[8:].reshape(2, 8, 6), views[2][0])
     assert all(np.shares_memory(v, flat) for vs in views for v in vs)
     assert sum(v.size for vs in views for v in vs) == layout.size  # every element once
     m = layout.member(flat, 6)  # the last member: the third block's second
     assert [v.shape for v in m] == [(8, 6), (8, 8), (8, 1), (1, 8), (1, 1)]
+    # the second block's third member is member 4
     np.testing.assert_array_equal(
         layout.expand(np.arange(7.0))[layout.views(np.arange(layout.size))[1][0][2].ravel()], 4.0
-    )  # the second block's third member is member 4
+    )
     w = layout.weights()
-    assert (
-        w[layout.views(np.arange(layout.size))[0][0][:, :, -1].ravel()].sum() == 0
-    )  # biases in Q_0's last column
+    # biases in Q_0's last column
+    assert w[layout.views(np.arange(layout.size))[0][0][:, :, -1].ravel()].sum() == 0
     assert w[layout.views(np.arange(layout.size))[2][2].ravel()].sum() == 0  # b_1
     assert w[layout.views(np.arange(layout.size))[2][3].ravel()].all()  # Wt_2
     sub, cuts = layout.subset(1, 5)

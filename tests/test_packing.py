@@ -152,9 +152,8 @@ def test_the_planner_packs_only_where_the_probe_measured_the_packed_epoch_faster
 
     probe = _Fixed(packed)
     monkeypatch.setattr(packing.Costs, "of", classmethod(lambda cls, *a: probe))
-    (base,) = _jobs(
-        ("epochs=2000", "data=diabetes")
-    )  # one composition, its plain config varied (fast)
+    # one composition, its plain config varied (fast)
+    (base,) = _jobs(("epochs=2000", "data=diabetes"))
     grid = [
         {"width": w, "depth": d, "lr": lr}
         for w in (16, 32)
@@ -165,9 +164,8 @@ def test_the_planner_packs_only_where_the_probe_measured_the_packed_epoch_faster
         [launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid)]
     )
     assert len(groups) == expect
-    apart = (
-        2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S
-    )  # independently of group_s
+    # independently of group_s
+    apart = 2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S
     together = 2000 * (1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64) * packed) + packing.GROUP_S
     assert (expect == 1) == (together < packing.GAIN * apart)
     said = {j.pack for g in groups for j in g}
@@ -197,9 +195,8 @@ def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folde
     both, one = costs.epoch(blocks), costs.epoch(blocks[:1])
     assert both > 0 and one > 0 and costs.epoch(blocks) == both and len(costs.epochs) == 3
     costs.save()
-    monkeypatch.setattr(
-        packing, "_CACHE", {}
-    )  # another process of this machine: the measurements, not a new probe
+    # another process of this machine: the measurements, not a new probe
+    monkeypatch.setattr(packing, "_CACHE", {})
     again = packing.Costs.of("cpu", "float64", ds)
     assert again is not costs and again.epochs == costs.epochs
     monkeypatch.setattr(packing.Costs, "_time", lambda *a, **k: pytest.fail("measured again"))
@@ -259,9 +256,8 @@ def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_pack
     }
     assert len(runs[store]) == len(runs[other]) == 64
     assert {r.data.tags["sweeper.batch_worker"] for r in runs[store].values()} == {"cpu0", "cpu1"}
-    assert (
-        len({r.data.tags["sweeper.batch_group"] for r in runs[store].values()}) == 2
-    )  # one group, two chunks
+    # one group, two chunks
+    assert len({r.data.tags["sweeper.batch_group"] for r in runs[store].values()}) == 2
     assert {r.data.tags["batch_packed"] for r in runs[store].values()} == {
         next(iter(runs[store].values())).data.tags["batch_packed"]
     }
@@ -294,9 +290,8 @@ def _packing_pays(folder, args):
         mp.setenv("SWEEPER_CACHE_DIR", str(folder))
         mp.setattr(packing, "_CACHE", {})
         mp.setattr(packing.Costs, "_time", timed)
-        launch.plan(
-            _jobs(*itertools.product(*lists))
-        )  # the packing step saves the measurements asked
+        # the packing step saves the measurements asked
+        launch.plan(_jobs(*itertools.product(*lists)))
     assert (folder / "packing-costs.json").exists()
     return {"SWEEPER_CACHE_DIR": str(folder)}
 

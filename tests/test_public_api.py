@@ -66,9 +66,8 @@ def resolve(dotted: str) -> object:
             continue
         for j, name in enumerate(parts[i:], start=i):
             if not hasattr(obj, name) and isinstance(obj, types.ModuleType):
-                obj = importlib.import_module(
-                    ".".join(parts[: j + 1])
-                )  # ImportError: not there either
+                # ImportError: not there either
+                obj = importlib.import_module(".".join(parts[: j + 1]))
             obj = getattr(obj, name)
         return obj
     raise ImportError(dotted)

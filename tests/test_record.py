@@ -91,9 +91,8 @@ def test_sigterm_in_a_single_run_records_it_killed_and_exits_143(tmp_path, store
         stderr=subprocess.PIPE,
         text=True,
     )
-    ready = (
-        tmp_path / "run" / "config_resolved.yaml"
-    )  # written once the run exists, just before training
+    # written once the run exists, just before training
+    ready = tmp_path / "run" / "config_resolved.yaml"
     wait_for(ready.exists, "the run's config_resolved.yaml", proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -145,9 +144,8 @@ def test_a_finished_run_is_recorded_finished_with_its_metrics_curves_params_file
     assert any(k.startswith("system/") for k in run.data.metrics), sorted(run.data.metrics)
     assert (run.data.params["epochs"], run.data.params["depth"]) == ("50", "0")
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == kept["artifacts"]["files"]
-    whole = np.load(tmp_path / "job" / "curves.npz")[
-        "train_loss_steps"
-    ]  # epochs 0, 10, ..., 50: 6 points
+    # epochs 0, 10, ..., 50: 6 points
+    whole = np.load(tmp_path / "job" / "curves.npz")["train_loss_steps"]
     assert len(whole) == 6 and 1 < len(client.get_metric_history(run.info.run_id, "train_loss")) < 6
     assert run.inputs.dataset_inputs and run.outputs.model_outputs
 

@@ -98,9 +98,8 @@ def test_leaderboard_is_sorted_and_logged_on_the_parent(sweep):
         and "n_failed" not in parent.data.metrics
         and parent.data.tags["n_failed"] == "0"
     )  # zero: a tag, no chart
-    assert (
-        rows[0]["run"] == f"lr={rows[0]['lr']},depth={rows[0]['depth']},cpu"
-    )  # readable run names
+    # readable run names
+    assert rows[0]["run"] == f"lr={rows[0]['lr']},depth={rows[0]['depth']},cpu"
     png = open(c.download_artifacts(parent.info.run_id, "plots/val_metric_vs_lr.png"), "rb").read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     out = sweep["proc"].stdout
@@ -128,9 +127,8 @@ def test_report_command_rebuilds_the_same_leaderboard_from_the_store(sweep):
     )
     assert proc.returncode == 0, proc.stderr
     table = [line for line in proc.stdout.splitlines() if line.startswith(("run ", "lr=", "---"))]
-    assert (
-        len(table) == 6 and "\n".join(table) in sweep["proc"].stdout
-    )  # the very table printed at the end
+    # the very table printed at the end
+    assert len(table) == 6 and "\n".join(table) in sweep["proc"].stdout
     assert open(c.download_artifacts(parent_id, "summary.md")).read() == before
     bad = subprocess.run(
         [
@@ -195,9 +193,8 @@ def test_pyfunc_model_reproduces_the_logged_test_predictions(sweep):
     ds = data.load(make_cfg("data=diabetes").data, seed=0)
     import pandas as pd
 
-    frame = pd.DataFrame(
-        ds.raw(ds.X_test), columns=ds.input_columns
-    )  # the data set's columns, by name
+    # the data set's columns, by name
+    frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)
     np.testing.assert_allclose(model.predict(frame), logged[:, 1], rtol=1e-12)
     np.testing.assert_allclose(logged[:, 0], ds.to_original(ds.y_test).ravel())
     mse = float(np.mean((logged[:, 1] - logged[:, 0]) ** 2))
@@ -311,17 +308,14 @@ def _printed(main, *argv: str) -> str:
 
 def test_the_end_of_sweep_summary_rounds_every_number(digits):
     out = digits["proc"].stdout
-    assert (
-        "[1/4]  device=cpu,lr=0.001235  val_mse=" in out
-    )  # the job lines (and run names) round Optuna-like values
-    assert re.search(
-        r"^cpu,lr=0\.001235 +cpu +0\.001235 ", out, re.M
-    )  # the leaderboard's run and lr columns
+    # the job lines (and run names) round Optuna-like values
+    assert "[1/4]  device=cpu,lr=0.001235  val_mse=" in out
+    # the leaderboard's run and lr columns
+    assert re.search(r"^cpu,lr=0\.001235 +cpu +0\.001235 ", out, re.M)
     advice = out[out.index("Advice: ") :]
     assert re.search(r"lr=0\.00(1235|2346)\b", advice)  # the advisor names runs with rounded values
-    assert re.search(
-        r" (\+?lr=)[0-9.,]*0\.0012345678,0\.0023456789", advice
-    )  # the next command keeps the exact grid
+    # the next command keeps the exact grid
+    assert re.search(r" (\+?lr=)[0-9.,]*0\.0012345678,0\.0023456789", advice)
     assert long_numbers(out) == []
 
 
@@ -342,12 +336,10 @@ def test_report_advise_summary_and_runs_round_every_number(digits):
     }
     assert {name: long_numbers(out) for name, out in outs.items()} == {name: [] for name in outs}
     single = outs["report --run"]
-    assert re.search(
-        r"^  epochs_run +12345$", single, re.M
-    )  # an integer stays an integer (was 1.234e+04)
-    assert (
-        re.search(r" lr=0\.00(1235|2346) ", single) and " epochs=12345 " in single
-    )  # its params line
+    # an integer stays an integer (was 1.234e+04)
+    assert re.search(r"^  epochs_run +12345$", single, re.M)
+    # its params line
+    assert re.search(r" lr=0\.00(1235|2346) ", single) and " epochs=12345 " in single
     assert child.data.params["lr"] in (
         "0.0012345678",
         "0.0023456789",
@@ -383,9 +375,8 @@ def test_compare_and_promote_round_every_number(digits, tmp_path):
         "compare": [],
         "promote": [],
     }
-    assert (
-        "lr: 0.0012345678" in (tmp_path / "promoted" / "diabetes_1.yaml").read_text()
-    )  # the file keeps it exact
+    # the file keeps it exact
+    assert "lr: 0.0012345678" in (tmp_path / "promoted" / "diabetes_1.yaml").read_text()
 
 
 def test_a_pinned_failure_table_rounds_its_numbers(digits):
@@ -393,14 +384,12 @@ def test_a_pinned_failure_table_rounds_its_numbers(digits):
 
     (run, *_) = [r for r in all_runs(digits["store"]) if "mlflow.parentRunId" in r.data.tags]
     expected = pinned.expected_metrics(run.data.metrics, rtol=1e-6)
-    got = {
-        k: v * (1 + 1e-5) for k, v in run.data.metrics.items()
-    }  # every metric 1e-5 larger: some are WORSE
+    # every metric 1e-5 larger: some are WORSE
+    got = {k: v * (1 + 1e-5) for k, v in run.data.metrics.items()}
     rows = pinned.check(expected, got)
     text = pinned.table(rows)
-    assert (
-        any(r.verdict == "WORSE" for r in rows) and "+1e-05" in text
-    )  # the change shows what 4 digits hide
+    # the change shows what 4 digits hide
+    assert any(r.verdict == "WORSE" for r in rows) and "+1e-05" in text
     assert long_numbers(text) == []
 
 
@@ -491,9 +480,8 @@ def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_l
     lr = {s["name"]: s for s in plots.specs(c, board, {ids[0]: tmp_path})}[
         "plots/val_metric_vs_lr.png"
     ]["axes"][0]
-    assert "xticks" not in lr and len(lr["lines"][0]["x"]) == len(
-        many
-    )  # too many to label: matplotlib's ticks
+    # too many to label: matplotlib's ticks
+    assert "xticks" not in lr and len(lr["lines"][0]["x"]) == len(many)
 
 
 def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
@@ -502,9 +490,8 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
     params, tags = parent.data.params, parent.data.tags
     assert params["lr"] == "0.001,0.01" and params["depth"] == "1,2"
     assert not [k for k in params if k.startswith("tracking.")]
-    assert (
-        tags["mlflow.source.name"] == "python -m sweeper -m"
-    )  # the UI's Source column; the command: sweeper.rerun
+    # the UI's Source column; the command: sweeper.rerun
+    assert tags["mlflow.source.name"] == "python -m sweeper -m"
     assert (
         tags["sweeper.rerun"].startswith("python -m sweeper -m ")
         and "lr=0.001,0.01" in tags["sweeper.rerun"]
@@ -529,9 +516,8 @@ def test_the_parent_run_reads_as_mlflow_users_expect(sweep):
         child.data.tags["hydra.job_dir"].startswith(str(sweep["tmp"]))
         and child.data.tags["task"] == "regression"
     )
-    assert (
-        "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params
-    )  # no clash with the param
+    # no clash with the param
+    assert "batch_size" not in child.data.tags and "tracking.uri" not in child.data.params
     # the default launcher trains the configurations together (packed across depths; a group may be split over the
     # cores: the sizes depend on the machine): each group's size is its runs' count
     kids = [
@@ -633,9 +619,8 @@ def test_a_classification_sweep_ranks_by_accuracy_best_first_then_log_loss_then_
     shown = [line.split()[0] for line in board.table().splitlines()[2:]]
     assert shown == [f"width={w}" for w in order]
     assert [r["pruned_at"] for r in board.rows] == [None] * 5 + ["50", "50", None]
-    assert (
-        build([_run("width=1", "FAILED", val_accuracy=0.99)]).best is None
-    )  # a failed run is never the best
+    # a failed run is never the best
+    assert build([_run("width=1", "FAILED", val_accuracy=0.99)]).best is None
 
 
 def test_seeds_rank_configurations_by_their_mean_each_shown_by_its_run_closest_to_it():
@@ -709,9 +694,8 @@ def test_seeds_rank_configurations_by_their_mean_each_shown_by_its_run_closest_t
         and lone.rows[-1]["run"] == "lr=0.1,seed=1"
     )
     one = build([_run("lr=0.1,seed=0", val_mse=5.0), _run("lr=0.1,seed=1", val_mse=7.0)]).groups
-    assert one[0]["run"] == "lr=0.1,seed=0" and one[0]["val_mse_std"] == pytest.approx(
-        2**0.5
-    )  # a tie: the earlier
+    # a tie: the earlier
+    assert one[0]["run"] == "lr=0.1,seed=0" and one[0]["val_mse_std"] == pytest.approx(2**0.5)
 
 
 def test_a_leaderboard_row_holds_what_the_table_promote_and_speedup_read_of_its_run():
@@ -745,9 +729,8 @@ def test_a_leaderboard_row_holds_what_the_table_promote_and_speedup_read_of_its_
         )
         for i, lr in enumerate(("0.1", "0.2"))
     ]
-    runs[
-        1
-    ].info.end_time = 7  # a run MLflow has ended; runs[0] as a run still running (no end_time)
+    # a run MLflow has ended; runs[0] as a run still running (no end_time)
+    runs[1].info.end_time = 7
     board = build(runs, reused={runs[1].info.run_id})
     assert board.keys == ["lr"]
     first, second = board.rows
@@ -830,9 +813,8 @@ def test_the_later_run_of_two_equal_ones_ranks_second_and_unscored_seeds_count_f
         _run("lr=0.3,seed=0", val_accuracy=0.50),
         _run("lr=0.3,seed=1", val_accuracy=0.51),
     ]
-    groups = build(
-        runs
-    ).groups  # lr=0.1 (1 of 2 scored, as if a seed failed) is far beyond the noise of 0.505
+    # lr=0.1 (1 of 2 scored, as if a seed failed) is far beyond the noise of 0.505
+    groups = build(runs).groups
     assert [(g["lr"], g["n"], g["n_total"]) for g in groups] == [
         ("0.1", 1, 2),
         ("0.3", 2, 2),
@@ -876,9 +858,10 @@ def test_a_failed_seed_moves_its_configuration_behind_every_finished_one_within_
     assert _within((sd, dof))(a, {"mean": 10.0 + 0.99 * bound, "n": 2})
     assert not _within((sd, dof))(a, {"mean": 10.0 + 1.01 * bound, "n": 2})
     q = float(stats.t.ppf(0.975, dof))
+    # the bound
     assert _within((sd, dof))(
         {"mean": 0.0, "n": 3}, {"mean": q * sd * math.sqrt(1 / 3 + 1 / 2), "n": 2}
-    )  # the bound
+    )
     assert _within((sd, dof))({"mean": 10.0, "n": 2}, {"mean": 10.0 + 0.99 * bound, "n": 3})
     assert _within(None)(a, a) is False and not _within((sd, dof))(a, {"mean": None, "n": 2})
 

@@ -52,9 +52,8 @@ def test_a_runs_csv_files_escape_labels_a_spreadsheet_would_run(tmp_path, store)
     for name in ("test_predictions.csv", "confusion_matrix.csv"):
         cells = _cells(job / name)
         assert _risky(cells) == [], name
-        assert f"'{LABELS[0]}" in cells and f"'{LABELS[1]}" in cells, (
-            name
-        )  # the label, one quote in front
+        # the label, one quote in front
+        assert f"'{LABELS[0]}" in cells and f"'{LABELS[1]}" in cells, name
 
 
 def test_summary_csv_escapes_text_keeps_numbers_and_reads_back_as_it_was(tmp_path):

@@ -61,15 +61,12 @@ def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, s
     )
     assert all(k.info.status == "FINISHED" for k in kids)
     pids = {k.data.tags["sweeper.pid"] for k in kids}
-    assert (
-        parent.data.tags["sweeper.pid"] not in pids
-    )  # the jobs ran in other processes than the launching one
-    assert len(pids) == (
-        2 if launcher[0].endswith("joblib") else 4
-    )  # joblib: its 2 workers; submitit: one a job
-    if launcher[0].endswith(
-        "joblib"
-    ):  # the workers warmed at the sweep's start are the ones that ran its jobs
+    # the jobs ran in other processes than the launching one
+    assert parent.data.tags["sweeper.pid"] not in pids
+    # joblib: its 2 workers; submitit: one a job
+    assert len(pids) == (2 if launcher[0].endswith("joblib") else 4)
+    # the workers warmed at the sweep's start are the ones that ran its jobs
+    if launcher[0].endswith("joblib"):
         import re
 
         (warmed,) = re.findall(
@@ -139,9 +136,8 @@ def test_an_unreachable_server_fails_before_any_job_in_one_line(tmp_path, monkey
 def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(
     tmp_path, store, monkeypatch
 ):
-    monkeypatch.setenv(
-        "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0"
-    )  # the bounded retries, shortened for the test
+    # the bounded retries, shortened for the test
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     port = free_port()
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
@@ -165,16 +161,14 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(
         (uploaded,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
         assert uploaded.info.status == "FINISHED" and uploaded.data.params["lr"] == "0.01"
         assert uploaded.data.metrics["test_mse"] == pytest.approx(result["metrics"]["test_mse"])
-        server = MlflowClient(
-            url
-        )  # the run's artifacts live behind the server (mlflow-artifacts:/)
+        # the run's artifacts live behind the server (mlflow-artifacts:/)
+        server = MlflowClient(url)
         assert len(server.get_metric_history(uploaded.info.run_id, "train_loss")) == 31
         assert {a.path for a in server.list_artifacts(uploaded.info.run_id)} >= {
             "config_resolved.yaml"
         }
-        (model,) = server.search_logged_models(
-            [uploaded.info.experiment_id]
-        )  # the model, as a logged model
+        # the model, as a logged model
+        (model,) = server.search_logged_models([uploaded.info.experiment_id])
         assert model.source_run_id == uploaded.info.run_id and model.status == "READY"
     after = json.loads((sweep_dir / "0" / "result.json").read_text())
     assert after["pending_upload"] is False and after["run_id"] == uploaded.info.run_id
@@ -253,16 +247,14 @@ def test_a_sigkilled_worker_leaves_no_run_running_after_the_report(tmp_path, sto
     assert "marked 1 orphaned run(s) FAILED" in report.stdout
     now = client_for(store).get_run(orphan.info.run_id)
     assert now.info.status == "FAILED" and now.data.tags["failure_reason"].startswith("orphaned")
-    (parent,) = parents(
-        store
-    )  # the report closed the parent too: KILLED, since a job died with the sweep
+    # the report closed the parent too: KILLED, since a job died with the sweep
+    (parent,) = parents(store)
     assert (
         parent.info.status == "KILLED"
         and parent.data.tags["failure_reason"] == "incomplete: 1 run(s) orphaned"
     )
-    assert (
-        parent.data.metrics["n_finished"] == 1 and parent.data.tags["n_not_run"] == "0"
-    )  # zero counts: tags only
+    # zero counts: tags only
+    assert parent.data.metrics["n_finished"] == 1 and parent.data.tags["n_not_run"] == "0"
 
 
 @pytest.mark.slow
@@ -280,9 +272,8 @@ def test_resume_skips_configurations_that_already_finished(tmp_path, store):
     newest = max(parents(store), key=lambda r: r.info.start_time)
     assert newest.data.metrics["n_skipped"] == 2 and newest.data.metrics["n_finished"] == 1
     again = cli(tmp_path / "b", "-m", "lr=0.001,0.01,0.1", "resume=true", *FAST_ARGS, store=store)
-    assert (
-        again.returncode == 0 and "SKIPPED 3 job(s)" not in again.stdout
-    )  # one line per resumed run
+    # one line per resumed run
+    assert again.returncode == 0 and "SKIPPED 3 job(s)" not in again.stdout
 
 
 @pytest.mark.slow

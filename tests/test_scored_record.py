@@ -56,9 +56,8 @@ def assert_the_record_is_the_scored_model(store: Path, n: int, metric: str = "te
         folds = int(node.get("folds") or 0)
         ds = _expected(node, 0 if folds else None)
         other = _expected({**node, "split_seed": 1}, 0 if folds else None)
-        assert not np.allclose(
-            ds.to_original(ds.y_test), other.to_original(other.y_test)
-        )  # the bug would show
+        # the bug would show
+        assert not np.allclose(ds.to_original(ds.y_test), other.to_original(other.y_test))
         mlflow.set_tracking_uri(f"sqlite:///{store}")  # runs:/ resolves in the current tracking URI
         model = mlflow.pyfunc.load_model(f"runs:/{rid}/model")
         pred = np.asarray(
@@ -94,9 +93,8 @@ def test_a_single_run_records_the_model_it_scored(tmp_path, store):
     assert proc.returncode == 0, proc.stderr
     runs = all_runs(store)
     assert len(runs) == 1
-    client_for(store).set_tag(
-        runs[0].info.run_id, "mlflow.parentRunId", "none"
-    )  # read as the others are
+    # read as the others are
+    client_for(store).set_tag(runs[0].info.run_id, "mlflow.parentRunId", "none")
     assert_the_record_is_the_scored_model(store, 1)
 
 
@@ -160,9 +158,8 @@ def test_a_resumed_sweep_and_an_upload_record_the_model_they_scored(
     from sweeper import upload
 
     sweep_dir = tmp_path / "b" / "sweep"
-    for path in sweep_dir.glob(
-        "*/result.json"
-    ):  # the runs it trained, as a store that failed at their end leaves them
+    # the runs it trained, as a store that failed at their end leaves them
+    for path in sweep_dir.glob("*/result.json"):
         result = json.loads(path.read_text())
         if result["status"] == "FINISHED":
             path.write_text(json.dumps({**result, "pending_upload": True}))

@@ -53,9 +53,8 @@ def test_the_health_check_sends_the_uris_credentials_as_mlflow_does(guarded_heal
     address, seen = guarded_health
     tracking.check_server(f"http://alice:{PASSWORD}@{address}")  # answers: no error
     assert seen == ["Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()]
-    with pytest.raises(
-        tracking.TrackingError
-    ) as refused:  # a wrong password: the server's answer, no password shown
+    # a wrong password: the server's answer, no password shown
+    with pytest.raises(tracking.TrackingError) as refused:
         tracking.check_server(f"http://alice:wrong@{address}")
     assert "401" in str(refused.value)
 
@@ -81,9 +80,8 @@ def test_masked_hides_every_password_and_unmasked_gives_it_back_in_this_process(
     "uri",
     [
         "http://bob:pgS3cret@127.0.0.1:9",  # a closed port: the health check's line
-        pytest.param(
-            "postgresql://bob:pgS3cret@127.0.0.1:9/db", marks=pytest.mark.slow
-        ),  # MLflow's own error's line
+        # MLflow's own error's line
+        pytest.param("postgresql://bob:pgS3cret@127.0.0.1:9/db", marks=pytest.mark.slow),
     ],
 )
 def test_a_refused_uri_is_one_line_without_its_password(tmp_path, uri):
@@ -143,9 +141,8 @@ def test_a_sweep_to_a_server_with_credentials_works_and_writes_no_password(tmp_p
     from sweeper.base.output import masked
 
     assert PASSWORD not in out.stdout + out.stderr
-    assert (
-        len([r for r in runs if r.info.status == "FINISHED"]) == 3
-    )  # the parent and its two children
+    # the parent and its two children
+    assert len([r for r in runs if r.info.status == "FINISHED"]) == 3
     shown = masked(uri)
     parent = next(r for r in runs if "sweep_argv" in r.data.tags)
     assert shown in parent.data.tags["overrides"] and f"tracking.uri={shown}" in json.loads(
@@ -154,11 +151,9 @@ def test_a_sweep_to_a_server_with_credentials_works_and_writes_no_password(tmp_p
     for r in runs:
         values = [*r.data.tags.values(), *r.data.params.values()]
         assert not [v for v in values if PASSWORD in v], r.data.tags
-        if (
-            "fingerprint" in r.data.tags
-        ):  # a child: its command line and settings name the store, masked
-            assert (
-                ":***@127.0.0.1" in r.data.tags["sweeper.rerun"]
-            )  # as Hydra escapes a job's override
+        # a child: its command line and settings name the store, masked
+        if "fingerprint" in r.data.tags:
+            # as Hydra escapes a job's override
+            assert ":***@127.0.0.1" in r.data.tags["sweeper.rerun"]
             assert r.data.tags["config.tracking.uri"] == shown
     assert _files_holding(tmp_path, PASSWORD) == []

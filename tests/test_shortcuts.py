@@ -50,9 +50,8 @@ def test_each_shortcut_is_turned_off_by_name_and_a_name_sweeper_lacks_is_refused
     assert shortcuts_off({}) == shortcuts_off({"SWEEPER_PUBLIC_ONLY": "0"}) == frozenset()
     assert shortcuts_off({"SWEEPER_PUBLIC_ONLY": "1"}) == NAMES
     assert shortcuts_off({"SWEEPER_PUBLIC_ONLY": "jobrun, bulk"}) == {"jobrun", "bulk"}
-    assert shortcuts_off({"SWEEPER_WRITER": "off"}) == {
-        "writer"
-    }  # the writer's older switch, the same one
+    # the writer's older switch, the same one
+    assert shortcuts_off({"SWEEPER_WRITER": "off"}) == {"writer"}
     assert problem({"SWEEPER_PUBLIC_ONLY": "painter,exit"}) is None
     said = problem({"SWEEPER_PUBLIC_ONLY": "jobrun,bluk"})
     assert said.startswith(
@@ -261,17 +260,15 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
         assert proc.returncode == 0, proc.stderr[-3000:]
         got[name], said[name] = _records(db, folder), proc.stdout + proc.stderr
         models = sorted((folder / "cache" / "model-templates").glob("*/MLmodel"))
-        assert len(models) == (name == "fast"), (
-            models
-        )  # the pyfunc template cache, used only when on
+        # the pyfunc template cache, used only when on
+        assert len(models) == (name == "fast"), models
     fast, public = got["fast"], got["public"]
     assert len(fast) == n + 1 and fast.keys() == public.keys()
     assert {r["status"] for r in fast.values()} == {"FINISHED"}
     for run in fast:
         a, b = fast[run], public[run]
-        assert bool(a["models"]) == run.startswith("lr="), (
-            run
-        )  # each job's model, none on the parent
+        # each job's model, none on the parent
+        assert bool(a["models"]) == run.startswith("lr="), run
         for part in ("status", "params", "tags", "artifacts", "models"):
             assert a[part] == b[part], (run, part)
         assert a["metrics"].keys() == b["metrics"].keys(), run
@@ -281,9 +278,8 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
             ), (run, k)
     assert on_only in said["fast"] and on_only not in said["public"]
     asked = NAMES - ({"joblib_warm"} if launch == "batched" else {"writer", "jobrun", "compose"})
-    for name in sorted(
-        asked
-    ):  # once a process that asks (joblib's workers ask for bulk and pyfunc_cache)
+    # once a process that asks (joblib's workers ask for bulk and pyfunc_cache)
+    for name in sorted(asked):
         assert f"SWEEPER_PUBLIC_ONLY=1: the shortcut {name} is off" in said["public"], (
             name,
             said["public"][-3000:],

@@ -49,9 +49,8 @@ def imported(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, set[str
         for line in proc.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "sys" not in packages and "sweeper" in packages, proc.stderr[
-        -2000:
-    ]  # the parse saw the imports
+    # the parse saw the imports
+    assert "sys" not in packages and "sweeper" in packages, proc.stderr[-2000:]
     proc.stderr = "\n".join(
         line for line in proc.stderr.splitlines() if not line.startswith("import time:")
     )
@@ -62,9 +61,8 @@ def imported(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, set[str
 def test_help_imports_nothing_heavy(tmp_path, module):
     proc, packages = imported(tmp_path, "-m", module, "--help")
     assert proc.returncode == 0, proc.stderr
-    assert (
-        "usage: python -m " + module in proc.stdout
-    )  # sweeper: our own help; --hydra-help is Hydra's
+    # sweeper: our own help; --hydra-help is Hydra's
+    assert "usage: python -m " + module in proc.stdout
     assert not packages & set(HEAVY), (
         f"python -m {module} --help imported {sorted(packages & set(HEAVY))}"
     )

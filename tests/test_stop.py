@@ -168,9 +168,8 @@ def _signalled_group(
         f"tracking.uri=sqlite:///{store}",
     ]
 
-    def default_signals() -> (
-        None
-    ):  # as a terminal's process has them (a background job of a shell ignores some)
+    # as a terminal's process has them (a background job of a shell ignores some)
+    def default_signals() -> None:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
 
@@ -231,9 +230,8 @@ def test_ctrl_c_pressed_again_and_again_does_not_cut_the_bookkeeping_short(tmp_p
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert lines[-1].startswith("sweeper: interrupted: "), proc.stderr
-    assert all(x.startswith("sweeper: ") for x in lines), (
-        proc.stderr
-    )  # at most the "still stopping" line besides
+    # at most the "still stopping" line besides
+    assert all(x.startswith("sweeper: ") for x in lines), proc.stderr
     _nothing_lost(store, printed, proc)
 
 
@@ -278,9 +276,8 @@ def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, co
             seen.append(line)
             if line.rstrip().endswith("| sweeper"):
                 break
-        if (
-            at == "store"
-        ):  # the file open in the process: it reads the store, and waits for the lock
+        # the file open in the process: it reads the store, and waits for the lock
+        if at == "store":
             fd = Path(f"/proc/{proc.pid}/fd")
             wait_for(
                 lambda: any(os.path.realpath(f) == str(store.resolve()) for f in fd.iterdir()),

@@ -106,9 +106,8 @@ def test_a_template_of_another_schema_is_made_again_by_this_mlflows_migrations(t
     assert store_module._schema_head() == _schema(template)[1][0][0], (
         "the head read off MLflow's migrations"
     )
-    with closing(
-        sqlite3.connect(template)
-    ) as con:  # as another MLflow version's migrations would have left it
+    # as another MLflow version's migrations would have left it
+    with closing(sqlite3.connect(template)) as con:
         con.execute("UPDATE alembic_version SET version_num = 'aaaaaaaaaaaa'")
         con.commit()
     db = tmp_path / "b" / "mlflow.db"
@@ -248,9 +247,8 @@ def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if (
-            "opening the store" in line
-        ):  # then inside MLflow's migrations once they have written to the file
+        # then inside MLflow's migrations once they have written to the file
+        if "opening the store" in line:
             wait_for(
                 lambda: db.is_file() and db.stat().st_size > 0, "the new store's first table", proc
             )

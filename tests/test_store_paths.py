@@ -50,9 +50,8 @@ def test_a_store_path_through_missing_folders_is_refused_and_makes_none(tmp_path
         line.startswith(f"sweeper: error: tracking.uri={uri} cannot be used: its folder ")
         and "does not exist" in line
     )
-    assert (
-        sorted(p.name for p in tmp_path.iterdir()) == []
-    )  # no folder of the path, no sweep folder
+    # no folder of the path, no sweep folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_the_store_folder_itself_is_made_inside_one_that_exists(tmp_path):

@@ -151,9 +151,8 @@ def test_a_sweep_into_another_applications_sqlite_database_is_refused_before_any
         assert "not an MLflow store: it is left as it is" in one_line(proc.stderr)
         assert db.read_bytes() == before
     assert not (tmp_path / "sweep").exists() and not (tmp_path / "app.db.lock").exists()
-    assert not (
-        tmp_path / "run"
-    ).exists()  # before: the refused single run left its folder (.hydra/, an empty log)
+    # before: the refused single run left its folder (.hydra/, an empty log)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("command, args", [(report, ["--experiment", "diabetes"]), (runs, [])])
@@ -256,9 +255,8 @@ def test_a_store_refused_after_the_workers_started_exits(tmp_path):
         "tracking.uri=sqlite:////proc/sweeper-test.db cannot be used: the folder /proc takes no new file "
         "(No such file or directory)"
     ) in one_line(proc.stderr)  # before: a raw FileNotFoundError of its .lock
-    assert not (
-        tmp_path / "sweep"
-    ).exists()  # before: the refused sweep left its folder and .sweep.lock
+    # before: the refused sweep left its folder and .sweep.lock
+    assert not (tmp_path / "sweep").exists()
 
 
 @pytest.mark.parametrize(
@@ -282,9 +280,8 @@ def test_report_on_a_truncated_store_prints_one_line(tmp_path, store, capsys):
     db = tmp_path / "cut.db"
     db.write_bytes(store.read_bytes()[:20000])
     assert report.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{db}"]) == 2
-    line = one_line(
-        capsys.readouterr().err
-    )  # refused by the store's check (issue 41) before MLflow reads it
+    # refused by the store's check (issue 41) before MLflow reads it
+    line = one_line(capsys.readouterr().err)
     assert (
         line.startswith(f"sweeper: error: --tracking-uri=sqlite:///{db} cannot be used: ")
         and "is damaged" in line

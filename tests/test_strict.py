@@ -109,12 +109,10 @@ def test_numpy_functions_on_device_arrays_only_dispatch_and_stay_on_the_device()
         2.0 * d,
         d > 1,
     ):
-        assert (
-            type(got) is DeviceArray
-        )  # a reduction or an element too: a 0-d device array, as CuPy's
-    assert (
-        LEDGER.events == [LEDGER.events[0]] and LEDGER.events[0].what == "to_device"
-    )  # nothing else crossed
+        # a reduction or an element too: a 0-d device array, as CuPy's
+        assert type(got) is DeviceArray
+    # nothing else crossed
+    assert LEDGER.events == [LEDGER.events[0]] and LEDGER.events[0].what == "to_device"
     np.testing.assert_array_equal(to_numpy(np.sum(d, axis=0)), [3.0, 5.0, 7.0])
 
 

@@ -34,9 +34,8 @@ LOOP = str(ROOT / "examples" / "my_loop")
 def strict_gpu(monkeypatch):
     """The strict stand-in as this process's device=gpu, with a fresh ledger; a user's examples importable."""
     monkeypatch.setenv(FAKE_GPU_ENV, "strict")
-    monkeypatch.setenv(
-        FORMS_ENV, "library"
-    )  # the CPU's activations in NumPy's own form, as CuPy's (models.forms)
+    # the CPU's activations in NumPy's own form, as CuPy's (models.forms)
+    monkeypatch.setenv(FORMS_ENV, "library")
     monkeypatch.syspath_prepend(NETS)
     monkeypatch.syspath_prepend(LOOP)
     LEDGER.reset()
@@ -101,9 +100,8 @@ def test_one_configuration_on_the_stand_in_gives_the_cpus_metrics(strict_gpu, ov
     LEDGER.reset()
     gpu = _compute(cfg, ds, strict_gpu)
     _same(cpu, gpu, str(overrides))
-    if "my_loop" not in str(
-        overrides
-    ):  # a function trainer's loop is its own (my_loop reads its losses: counted)
+    # a function trainer's loop is its own (my_loop reads its losses: counted)
+    if "my_loop" not in str(overrides):
         _nothing_inside_epochs()
         assert LEDGER.counts("segment end")["d2h"] >= 1 and not LEDGER.counts("segment end")["sync"]
 
@@ -160,9 +158,8 @@ def _group_as_on_the_cpu(grid, groups=1):
             "a group fell back to one job at a time"
         )
     _nothing_inside_epochs()
-    assert not LEDGER.counts("segment end")[
-        "sync"
-    ]  # a segment's samples leave in a copy (tests/test_syncs.py)
+    # a segment's samples leave in a copy (tests/test_syncs.py)
+    assert not LEDGER.counts("segment end")["sync"]
     for i, overrides in enumerate(grid):
         _same(out["cpu"][i].outcome, out["gpu"][i].outcome, str(overrides))
     return out
@@ -322,9 +319,8 @@ def test_a_mixed_sweep_on_the_stand_in_gives_the_cpus_metrics_and_a_speedup_for_
         assert quality and set(quality) <= set(gpu.metrics)
         for k in quality:
             assert gpu.metrics[k] == pytest.approx(cpu.metrics[k], rel=RTOL, abs=0), k
-    assert (
-        sum(p["gpu"].info.status == "FAILED" for p in pairs.values()) >= 2
-    )  # lr=3 diverges with gd
+    # lr=3 diverges with gd
+    assert sum(p["gpu"].info.status == "FAILED" for p in pairs.values()) >= 2
 
 
 @pytest.mark.slow
@@ -424,16 +420,14 @@ def test_a_model_mixing_a_host_array_fails_its_run_in_cupys_words_and_the_check_
     user_folder(tmp_path, monkeypatch, {"host_mix.py": HOST_MIX})
     args = ("model._target_=host_mix.HostMix", "epochs=30", "log_every=10")
     assert run_once(tmp_path / "cpu", *args, "device=cpu", store=store)["status"] == "FINISHED"
-    returned = run_once(
-        tmp_path / "gpu", *args, "device=gpu", store=store
-    )  # FAILED, not raised (one line a run)
+    # FAILED, not raised (one line a run)
+    returned = run_once(tmp_path / "gpu", *args, "device=gpu", store=store)
     result = json.loads((tmp_path / "gpu" / "job" / "result.json").read_text())
     assert returned["status"] == result["status"] == "FAILED"
     line = next(i for i, x in enumerate(HOST_MIX.splitlines(), 1) if "np.ones(self.hidden)" in x)
     assert result["reason"].startswith("TypeError: " + MIXED.replace("\\", "")), result["reason"]
-    assert result["reason"].endswith(f"host_mix.py:{line} in forward)"), result[
-        "reason"
-    ]  # the user's line
+    # the user's line
+    assert result["reason"].endswith(f"host_mix.py:{line} in forward)"), result["reason"]
     assert client_for(store).get_run(result["run_id"]).info.status == "FAILED"
 
     assert check.main(["host_mix.HostMix"]) == 1
@@ -476,9 +470,8 @@ def test_the_gpu_checks_dry_run_runs_its_steps_on_the_stand_in_and_prints_one_ta
     lines = proc.stdout.rstrip().splitlines()
     table = lines.index(next(x for x in lines if x.startswith("workload")))
     assert lines[table + 1].startswith("----------") and lines[-1].startswith("W1 batched  gpu K=4")
-    assert all(
-        x.startswith("W1") for x in lines[table + 2 :]
-    )  # the table is the last thing printed
+    # the table is the last thing printed
+    assert all(x.startswith("W1") for x in lines[table + 2 :])
     said = next(x for x in lines if x.startswith("gpu tests: exit 0"))
     sms = SMS.is_file()  # the sparse text test needs the SMS file (../shared)
     assert (

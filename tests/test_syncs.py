@@ -178,15 +178,13 @@ def test_one_configuration_reads_the_device_only_at_segment_ends(gpu, opt, task,
 def test_a_group_reads_the_device_only_at_segment_ends(gpu, opt, task, mode):
     patience, batch_size = MODES[mode]
     fit = group(gpu, task, OPTIMIZERS[opt], patience, batch_size)
-    if (
-        task == "regression" and opt != "adam"
-    ):  # the diverging member is frozen: its group carries on
+    # the diverging member is frozen: its group carries on
+    if task == "regression" and opt != "adam":
         assert fit.fits[3].diverged_at is not None
     counts = assert_the_design()
     seg = counts["segment end"]
-    assert (
-        seg["d2h"] == seg["marks"] and seg["d2h"] <= fit.host_reads <= seg["d2h"] + 1
-    )  # + the last sample's
+    # + the last sample's
+    assert seg["d2h"] == seg["marks"] and seg["d2h"] <= fit.host_reads <= seg["d2h"] + 1
     if not patience:  # MAX_CHECKS, plus the members' own epoch counts and reads
         assert seg["marks"] <= MAX_CHECKS + 3
 
@@ -196,9 +194,8 @@ def test_a_group_reads_the_device_only_at_segment_ends(gpu, opt, task, mode):
 def test_a_users_stacked_model_reads_the_device_only_at_its_end(gpu, opt, task):
     stacked(gpu, task, OPTIMIZERS[opt])
     counts = assert_the_design(copies_a_segment=0)
-    assert (
-        counts["end"]["d2h"] == 1 + 4 * 3
-    )  # the samples in one copy; each count's weights (4 arrays, 3 counts)
+    # the samples in one copy; each count's weights (4 arrays, 3 counts)
+    assert counts["end"]["d2h"] == 1 + 4 * 3
 
 
 def test_the_naive_loop_reads_every_epoch_and_the_assertion_names_its_line(gpu):

@@ -97,9 +97,8 @@ def test_imputation_statistics_come_from_the_training_rows_only(tmp_path):
 
     train, val, test = data.split(60, 0.2, 0.2, seed=0)
     x = np.zeros(60)
-    x[train] = 2.0 ** (
-        np.arange(len(train)) % 6
-    )  # 1, 2, 4, ..., 32, 1, 2, ...: skewed, the mean above the median
+    # 1, 2, 4, ..., 32, 1, 2, ...: skewed, the mean above the median
+    x[train] = 2.0 ** (np.arange(len(train)) % 6)
     x[val], x[test] = 100.0, 100.0  # the held-out rows' median differs
     cells = [f"{v:g}" for v in x]
     for i in (train[0], val[0], test[0]):
@@ -116,9 +115,8 @@ def test_imputation_statistics_come_from_the_training_rows_only(tmp_path):
     spec = ds.encoder["columns"][0]
     assert spec == {"name": "x", "fill": median, "indicator": True}
     raw_val = ds.X_val[list(val).index(val[0])] * ds.x_scale + ds.x_mean
-    assert (
-        raw_val[0] == pytest.approx(median, abs=1e-12) and raw_val[1] == 1.0
-    )  # filled, flagged as missing
+    # filled, flagged as missing
+    assert raw_val[0] == pytest.approx(median, abs=1e-12) and raw_val[1] == 1.0
     assert (
         ds.decisions["missing"]
         == f"x: 3 (the training median {median:g} fills them, and x_missing says which)"
@@ -127,9 +125,8 @@ def test_imputation_statistics_come_from_the_training_rows_only(tmp_path):
 
 def test_refuse_lists_every_offending_column_at_once_and_names_a_missing_target(tmp_path):
     path = write_bikes(tmp_path / "day.csv")
-    message = refused(
-        path, "data.missing=refuse"
-    )  # the target and both feature columns, in one line
+    # the target and both feature columns, in one line
+    message = refused(path, "data.missing=refuse")
     assert message.split(": ", 1)[1].startswith(
         "2 problems: target cnt: 3 rows have no value (rows 11, 51, 91); "
         "data.missing=refuse: clean them, or set data.missing=impute to drop "
@@ -149,9 +146,8 @@ def test_refuse_lists_every_offending_column_at_once_and_names_a_missing_target(
     stray.write_text(
         "a,b,c,y\n" + "".join(f"{i},{i * 2},{i % 3},{i % 2}\n" for i in range(30)) + "x,oops,,1\n"
     )
-    message = refused(
-        stray, "data.missing=refuse", "data.keep=[a]"
-    )  # a and b: numbers and a text, read as text
+    # a and b: numbers and a text, read as text
+    message = refused(stray, "data.missing=refuse", "data.keep=[a]")
     assert message.split(": ", 1)[1].startswith(
         "data.missing=refuse: column c holds a missing or non-finite value"
     )
@@ -172,9 +168,8 @@ def test_drop_rows_and_na_values(tmp_path):
     marked.write_text(
         "a,b,y\n" + "".join(f"{'n/a' if i % 9 == 0 else i % 11},{i % 4},{i}\n" for i in range(40))
     )
-    assert (
-        load(marked).decisions["missing"].startswith("a: 5 (")
-    )  # n/a: one of pandas' markers of a missing cell
+    # n/a: one of pandas' markers of a missing cell
+    assert load(marked).decisions["missing"].startswith("a: 5 (")
     assert load(marked, "data.na_values=[n/a]").encoder["columns"][0]["na"][-1] == "n/a"
 
 
@@ -193,9 +188,8 @@ def test_fit_fills_a_date_by_its_training_median_a_number_without_one_by_0_and_k
     dates = np.array(
         ["2011-01-01", "1900-01-01", "2011-03-01", "2011-01-11", "2012-06-30"], dtype=object
     )
-    state = fit(
-        [Column("d", dates, False, date=True, markers=("1900-01-01",))], np.arange(4), 10
-    )  # 2012: held out
+    # 2012: held out
+    state = fit([Column("d", dates, False, date=True, markers=("1900-01-01",))], np.arange(4), 10)
     assert state["columns"] == [
         {"name": "d", "na": ["1900-01-01"], "date": True, "fill": day("2011-01-11")}
     ]
@@ -204,15 +198,12 @@ def test_fit_fills_a_date_by_its_training_median_a_number_without_one_by_0_and_k
         {"name": "x", "fill": 0.0, "indicator": True}
     ]
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "error"
-        )  # NumPy's overflow and invalid-value warnings would be errors
-        wide = fit(
-            [Column("a", np.array([1e308, -1e308]), True)], np.arange(2), 10
-        )  # mean 0, the square overflows
-        lost = fit(
-            [Column("b", np.array([1e308] * 4 + [-1e308] * 4), True)], np.arange(8), 10
-        )  # inf - inf: NaN
+        # NumPy's overflow and invalid-value warnings would be errors
+        warnings.simplefilter("error")
+        # mean 0, the square overflows
+        wide = fit([Column("a", np.array([1e308, -1e308]), True)], np.arange(2), 10)
+        # inf - inf: NaN
+        lost = fit([Column("b", np.array([1e308] * 4 + [-1e308] * 4), True)], np.arange(8), 10)
     assert wide["x_mean"].tolist() == [0.0] and wide["x_scale"].tolist() == [np.inf]
     assert np.isnan(lost["x_mean"]).all() and np.isnan(lost["x_scale"]).all()
 
@@ -307,9 +298,8 @@ def test_the_encoder_fills_missing_cells_reads_dates_and_zeroes_unknown_categori
         }
     )
     X = encode_rows(ds.encoder, rows)
-    assert np.isfinite(X).all() and np.allclose(
-        X[0, :5], X[2, :5]
-    )  # a date with a time: the same parts
+    # a date with a time: the same parts
+    assert np.isfinite(X).all() and np.allclose(X[0, :5], X[2, :5])
     names = ["dteday", "season", "weathersit", "temp", "casual", "registered"]
     back = X * ds.x_scale + ds.x_mean
     temp = 5 + len(ds.encoder["columns"][1]["categories"]) + 1
@@ -396,9 +386,8 @@ def test_a_real_table_trains_in_one_run_says_each_column_and_its_model_takes_raw
         "season",
         "temp",
     }  # what the model fills; casual, registered are required
-    assert np.isfinite(
-        model.predict(raw.drop(columns=["season", "temp"]))
-    ).all()  # optional columns left out
+    # optional columns left out
+    assert np.isfinite(model.predict(raw.drop(columns=["season", "temp"]))).all()
 
 
 @pytest.mark.parametrize(
@@ -450,7 +439,8 @@ def test_a_multirun_says_the_column_report_once(tmp_path, store):
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]
+    # two columns
     assert (
         out.count("data: column instant: id") == 1 and out.count("LEAK? casual + registered") == 2
-    )  # two columns
+    )
     assert out.count("FINISHED") >= 2

@@ -127,9 +127,8 @@ def test_depth_1_run_logs_the_vocabulary_and_a_model_that_takes_raw_strings(tmp_
         run.data.metrics["vocabulary_size"] == ds.X_train.shape[1]
         and run.data.params["data.max_features"] == "10000"
     )
-    assert (
-        "data.positive_class" not in run.data.params
-    )  # data=sms has no such key: promote could not re-run it
+    # data=sms has no such key: promote could not re-run it
+    assert "data.positive_class" not in run.data.params
 
     model = mlflow.pyfunc.load_model(str(tmp_path / "job" / "model" / "model"))
     inputs = model.metadata.get_input_schema().inputs

@@ -126,9 +126,8 @@ def test_a_database_mlflow_cannot_read_fails_in_one_line_and_is_left_alone(tmp_p
 
     db = tmp_path / "mlruns" / "mlflow.db"
     db.parent.mkdir()
-    db.write_bytes(
-        b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000
-    )  # a WAL header, then junk
+    # a WAL header, then junk
+    db.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x02\x02" + b"\x07" * 4000)
     assert not _is_wal_database(db)
     before = db.read_bytes()
     args = ["-m", "lr=0.001,0.005"] if multirun else []
@@ -179,9 +178,8 @@ def _sweeps_at_once(tmp_path, n=4):
     logs = [tmp_path / f"output{i}.txt" for i in range(n)]
     procs = []
     for i, log in enumerate(logs):
-        with open(
-            log, "w"
-        ) as out:  # a file, not a pipe: a blocked writer could hold the store's lock
+        # a file, not a pipe: a blocked writer could hold the store's lock
+        with open(log, "w") as out:
             procs.append(
                 subprocess.Popen(
                     [
@@ -324,9 +322,8 @@ def test_loss_curves_are_in_the_units_of_the_metrics(tmp_path, store):
     c = client_for(store)
     last = max(c.get_metric_history(result["run_id"], "val_loss"), key=lambda m: m.step)
     assert last.value == pytest.approx(result["metrics"]["val_mse"], rel=1e-3)
-    assert (
-        result["metrics"]["val_mse"] > 100
-    )  # diabetes' target is in the hundreds: the units matter
+    # diabetes' target is in the hundreds: the units matter
+    assert result["metrics"]["val_mse"] > 100
 
 
 def test_runs_ending_at_once_on_one_new_data_set_are_all_recorded(store):
@@ -467,14 +464,12 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
         return beats()
 
     runs[0].stop_heartbeat()
-    next_beat(
-        "the others' next beat"
-    )  # the others still beat; one under way when the first run left may name it
+    # the others still beat; one under way when the first run left may name it
+    next_beat("the others' next beat")
     ended = next_beat("the others' beat after that")[runs[0].run_id]  # no later one does
     next_beat("a third beat of the others")
-    assert (
-        c.get_run(runs[0].run_id).data.tags[HEARTBEAT] == ended
-    )  # the one that ended beats no more
+    # the one that ended beats no more
+    assert c.get_run(runs[0].run_id).data.tags[HEARTBEAT] == ended
     assert heart._thread.is_alive()
     for r in runs[1:]:
         r.stop_heartbeat()
@@ -574,9 +569,8 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     ref, a, b = bulk.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
     for run_id in (ref, a, b):
         c.set_tag(run_id, "sweeper.status", "RUNNING")
-        c.log_metric(
-            run_id, "big", 1.0, step=5
-        )  # a latest value the last batch replaces (step 0 < 5: kept)
+        # a latest value the last batch replaces (step 0 < 5: kept)
+        c.log_metric(run_id, "big", 1.0, step=5)
     records.finish_run(c, ref, **_end(X, tmp_path, 0))
     assert bulk.ends_in_bulk(c, [_end(X, tmp_path, 1)])
     bulk.finish_runs(
@@ -592,9 +586,8 @@ def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path
     from mlflow.store.tracking.dbmodels.models import SqlDataset
 
     with bulk.sql_store(c).ManagedSessionMaker() as session:
-        assert (
-            session.query(SqlDataset).count() == 2
-        )  # training and validation, made once for the three runs
+        # training and validation, made once for the three runs
+        assert session.query(SqlDataset).count() == 2
     artifacts = {f.path for f in c.list_artifacts(a)}
     assert artifacts == {"curves1.txt"}
     # a param logged before with another value: nothing of the batch is written
@@ -642,7 +635,8 @@ def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_
     got = bulk.child_runs(c, [experiment], parent)
     assert [r.info.run_id for r in got] == [r.info.run_id for r in want] and len(got) == 3
     assert [seen(r) for r in got] == [seen(r) for r in want]
+    # NaN as NaN
     assert [{k: repr(v) for k, v in r.data.metrics.items()} for r in got] == [
         {k: repr(v) for k, v in r.data.metrics.items()} for r in want
-    ]  # NaN as NaN
+    ]
     assert model.model_id in seen(next(r for r in got if r.info.run_id == ids[0]))[5]

@@ -130,9 +130,8 @@ def test_a_function_trainer_sweep_is_promoted_and_its_pin_re_runs(user, tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "run one at a time: it runs its own loop" in proc.stdout + proc.stderr
-    assert (proc.stdout + proc.stderr).count(
-        "no gradients for sweeper to check"
-    ) == 1  # said once, not per run
+    # said once, not per run
+    assert (proc.stdout + proc.stderr).count("no gradients for sweeper to check") == 1
     runs = [r for r in all_runs(store) if r.data.tags.get("mlflow.parentRunId")]
     assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
     pins = tmp_path / "pins"
@@ -214,9 +213,8 @@ def test_a_function_trainer_with_patience_stops_early_and_records_where_and_why(
     assert run.data.tags["stopped_by"].startswith(
         "early stopping: patience=30 (best val_loss at epoch "
     )
-    assert (
-        stopped - int(run.data.metrics["best_epoch"]) == 30
-    )  # where a run of ours stops: patience past the best
+    # where a run of ours stops: patience past the best
+    assert stopped - int(run.data.metrics["best_epoch"]) == 30
     assert "stop_ignored" not in run.data.tags  # the example's loop honours the answer
 
 

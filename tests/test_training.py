@@ -47,9 +47,8 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, store):
     assert result["status"] == "FAILED"
     assert result["reason"].startswith("diverged at epoch ")
     epoch = int(result["reason"].split()[-1])
-    assert (
-        0 < epoch < 100000 // MAX_CHECKS
-    )  # stopped within the first segment, not after 100k epochs
+    # stopped within the first segment, not after 100k epochs
+    assert 0 < epoch < 100000 // MAX_CHECKS
     assert result["metrics"]["epochs_run"] == epoch
     assert "test_mse" not in result["metrics"]
     run = client_for(store).get_run(result["run_id"])  # the store says so too, not FINISHED
@@ -140,9 +139,8 @@ def _fit(epochs, log_every, patience=0, lr=0.05):
 def test_loss_leaves_the_device_a_bounded_number_of_times():
     fit, _, _ = _fit(epochs=5000, log_every=10)
     assert len(fit.steps) == len(fit.train_loss) == len(fit.val_loss) == 501
-    assert (
-        fit.steps[1] - fit.steps[0] == 10 and fit.steps[-2] == 4990 and fit.steps[-1] == 5000
-    )  # ends at the end
+    # ends at the end
+    assert fit.steps[1] - fit.steps[0] == 10 and fit.steps[-2] == 4990 and fit.steps[-1] == 5000
     assert CountingBackend.copies <= MAX_CHECKS  # not per epoch, not per log point
     assert fit.train_loss[-1] < fit.train_loss[0]
 
@@ -165,9 +163,8 @@ def test_training_in_column_blocks_on_threads_matches_one_block(monkeypatch):
     from sweeper.models.mlp import MLP, init_params
     from sweeper.base.backend import resolve
 
-    mlp_module = importlib.import_module(
-        "sweeper.models.mlp"
-    )  # MLP.full_batch builds its FullBatch there
+    # MLP.full_batch builds its FullBatch there
+    mlp_module = importlib.import_module("sweeper.models.mlp")
 
     used = []
 
@@ -387,13 +384,11 @@ def test_the_hosts_reading_of_segments_keeps_the_best_before_a_divergence_and_cu
         np.zeros(6),
     )  # the device's samples: only their count is read here (take gets copies)
     r = _Reading(None, curves, log_every=10, patience=5)
-    assert not r.take(
-        np.array([[4.0, 3.0], [5.0, 2.0]]), 0, False, "w@10"
-    )  # samples at epochs 0, 10
+    # samples at epochs 0, 10
+    assert not r.take(np.array([[4.0, 3.0], [5.0, 2.0]]), 0, False, "w@10")
     assert (r.best_val, r.best_epoch, r.best_params) == (2.0, 10, "w@10")
-    assert r.take(
-        np.array([[2.0, np.nan, 1.0], [1.5, 0.5, 0.1]]), 2, False, "w@40"
-    )  # epochs 20, 30 (NaN), 40
+    # epochs 20, 30 (NaN), 40
+    assert r.take(np.array([[2.0, np.nan, 1.0], [1.5, 0.5, 0.1]]), 2, False, "w@40")
     assert r.diverged_at == 30 and r.seen[-1].shape == (
         2,
         2,
@@ -411,9 +406,8 @@ def test_the_hosts_reading_of_segments_keeps_the_best_before_a_divergence_and_cu
     ]  # a diverged run gets no last point: no pass samples it
 
     done = _Reading(None, curves, log_every=10, patience=0)
-    assert not done.take(
-        np.array([[4.0, 3.0, 2.5], [5.0, 4.0, 1.0]]), 0, True, None
-    )  # its last column: the end
+    # its last column: the end
+    assert not done.take(np.array([[4.0, 3.0, 2.5], [5.0, 4.0, 1.0]]), 0, True, None)
     assert done.last.tolist() == [[2.5], [1.0]] and done.seen[-1].shape == (2, 2)
     assert list(done.finish(25, None)) == [0, 10, 25] and (done.best_val, done.best_epoch) == (
         1.0,

@@ -105,12 +105,10 @@ def test_configurations_read_off_a_trajectory_equal_them_alone(extra):
 def test_patience_reads_the_best_weights_so_far_at_each_count():
     jobs, computed = _same_as_alone(_grid((0.3, 0.02), (50, 130, 600), "patience=40"))
     runs = {(j.plain["lr"], j.plain["epochs"]): computed[j.idx].outcome.scores for j in jobs}
-    assert (
-        runs[(0.3, 600)]["epochs_run"] < 600
-    )  # the trajectory stopped early: the longest reads its stop
-    assert (
-        runs[(0.3, 50)]["best_epoch"] < 50 or runs[(0.3, 130)]["best_epoch"] < 130
-    )  # a kept copy, not the last
+    # the trajectory stopped early: the longest reads its stop
+    assert runs[(0.3, 600)]["epochs_run"] < 600
+    # a kept copy, not the last
+    assert runs[(0.3, 50)]["best_epoch"] < 50 or runs[(0.3, 130)]["best_epoch"] < 130
 
 
 def test_a_trajectory_that_diverges_between_two_counts_leaves_the_shorter_finished():
@@ -134,13 +132,11 @@ def test_plan_makes_one_member_of_a_trajectory_and_counts_its_snapshots():
     only_epochs = _jobs(*[(f"epochs={e}",) for e in (1000, 2000, 4000)])
     plan, alone = launch.plan(only_epochs)
     assert [len(g) for g in plan] == [3] and len(groups.trajectories(plan[0])) == 1 and not alone
-    close = _jobs(
-        *[(f"epochs={e}",) for e in (1000, 4000)]
-    )  # 5000 epochs alone, 4000 at K=1: alone
+    # 5000 epochs alone, 4000 at K=1: alone
+    close = _jobs(*[(f"epochs={e}",) for e in (1000, 4000)])
     assert launch.plan(close) == ([], close)
-    plan, alone = launch.plan(
-        jobs, max_size=3
-    )  # whole trajectories: 3, and 1 left that runs alone (4000 < 4500)
+    # whole trajectories: 3, and 1 left that runs alone (4000 < 4500)
+    plan, alone = launch.plan(jobs, max_size=3)
     assert (
         [len(groups.trajectories(g)) for g in plan] == [3]
         and [len(g) for g in plan] == [6]
@@ -208,9 +204,8 @@ def test_a_sweep_over_lr_and_epochs_records_what_basic_records_one_run_per_confi
             run.data.params["lr"]
         )
         history = client_for(stores["batched"]).get_metric_history(run.info.run_id, "val_loss")
-        assert max(m.step for m in history) == int(
-            run.data.params["epochs"]
-        )  # the curve ends at its own end
+        # the curve ends at its own end
+        assert max(m.step for m in history) == int(run.data.params["epochs"])
     assert len(trajectories) == 2 and all(len(lrs) == 1 for lrs in trajectories.values())
 
 
@@ -290,9 +285,8 @@ LONG = (
 
 @pytest.mark.slow
 def test_members_runs_are_running_while_their_group_trains_and_bracket_its_time(tmp_path, store):
-    proc = _launch(
-        tmp_path, store, *LONG, "tracking.system_metrics_min_s=0"
-    )  # every run keeps its system metrics
+    # every run keeps its system metrics
+    proc = _launch(tmp_path, store, *LONG, "tracking.system_metrics_min_s=0")
     kids = _members_running(proc, store, 4)
     assert {r.info.status for r in kids} == {"RUNNING"} and not list(
         (tmp_path / "sweep").glob("*/result.json")

@@ -76,9 +76,8 @@ def test_upload_retried_after_a_failure_does_not_duplicate_the_run(
     monkeypatch.setattr(tracking, "finish_run", full)
     assert upload.main([str(sweep_dir)]) == 2
     (half,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
-    assert (
-        half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]
-    )  # not RUNNING
+    # not RUNNING
+    assert half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]
     monkeypatch.setattr(tracking, "finish_run", real)
     assert upload.main([str(sweep_dir)]) == 0
     uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
@@ -105,9 +104,8 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     (p,) = state["parents"]
     for i in range(2):
         run_job(jobs, sweep_dir, i)
-        path = (
-            sweep_dir / str(i) / "result.json"
-        )  # as a store that failed at the run's end leaves it
+        # as a store that failed at the run's end leaves it
+        path = sweep_dir / str(i) / "result.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "pending_upload": True}))
     (tmp_path / "other").mkdir()
     other = copy_store(_template_store, tmp_path / "other")  # a new, empty store
@@ -125,21 +123,18 @@ def test_upload_to_another_store_goes_under_a_parent_there_and_stays_pending_for
     assert parent.info.status == "FINISHED" and parent.data.tags["parent_in_own_store"].startswith(
         p["run_id"]
     )
-    original = (
-        client_for(store).get_run(p["run_id"]).data.tags
-    )  # before: no sweep_argv (advise had no next command)
+    # before: no sweep_argv (advise had no next command)
+    original = client_for(store).get_run(p["run_id"]).data.tags
     assert [parent.data.tags.get(k) for k in ("sweep_argv", "sweeper")] == [
         original["sweep_argv"],
         original["sweeper"],
     ]
-    assert (
-        upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
-    )  # again: nothing new there
+    # again: nothing new there
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
     assert "nothing to upload" in capsys.readouterr().out and len(all_runs(other)) == len(there)
 
-    assert (
-        upload.main([str(sweep_dir)]) == 0
-    )  # the sweep's own store: both are still pending for it
+    # the sweep's own store: both are still pending for it
+    assert upload.main([str(sweep_dir)]) == 0
     assert capsys.readouterr().out.count("uploaded as run") == 2
     own = client_for(store).search_runs(
         [p["experiment_id"]],
@@ -233,15 +228,12 @@ def test_an_interrupted_upload_closes_the_parent_it_made_and_a_later_one_closes_
         for r in c.search_runs([e.experiment_id for e in c.search_experiments()])
         if "mlflow.parentRunId" not in r.data.tags
     ]
-    assert parent.info.status != "RUNNING" and parent.data.metrics, (
-        parent.info
-    )  # before: RUNNING, no metrics
-    assert (
-        upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
-    )  # the job it did not get to
-    c.update_run(
-        parent.info.run_id, status="RUNNING"
-    )  # as an upload killed before it closed the parent leaves it
+    # before: RUNNING, no metrics
+    assert parent.info.status != "RUNNING" and parent.data.metrics, parent.info
+    # the job it did not get to
+    assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
+    # as an upload killed before it closed the parent leaves it
+    c.update_run(parent.info.run_id, status="RUNNING")
     capsys.readouterr()
     assert upload.main([str(sweep_dir), "--tracking-uri", other_uri]) == 0
     out = capsys.readouterr().out

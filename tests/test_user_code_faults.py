@@ -246,9 +246,8 @@ def test_user_code_that_would_end_the_process_fails_its_runs_and_the_sweep_ends_
     proc, runs = _sweep(
         user, store, f"model._target_={target}", f"+model.how={how}", "lr=0.01,0.02", *unchecked
     )
-    assert proc.returncode == 1, (
-        proc.stdout[-2000:] + proc.stderr[-2000:]
-    )  # no run finished: the sweep failed
+    # no run finished: the sweep failed
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert parent.info.status == "FINISHED" and parent.data.tags["n_failed"] == "2"
@@ -259,9 +258,8 @@ def test_user_code_that_would_end_the_process_fails_its_runs_and_the_sweep_ends_
         for r in kids
     )
     assert "2 of 2 jobs reported" in proc.stdout and "interrupted" not in proc.stderr
-    assert (proc.stdout + proc.stderr).count(
-        "Traceback (most recent call last)"
-    ) == 1  # once, not once a run
+    # once, not once a run
+    assert (proc.stdout + proc.stderr).count("Traceback (most recent call last)") == 1
 
 
 @pytest.mark.slow
@@ -364,9 +362,8 @@ def test_a_trainers_predict_that_cannot_be_pickled_fails_its_run_in_one_line_and
     )
     (run,) = all_runs(store)
     assert run.info.status == "FAILED" and run.data.tags["failure_reason"] == result["reason"]
-    assert {"val_mse", "test_mse", "train_time_s"} <= set(
-        run.data.metrics
-    )  # what it trained is kept
+    # what it trained is kept
+    assert {"val_mse", "test_mse", "train_time_s"} <= set(run.data.metrics)
     assert not (tmp_path / "job" / "model").exists()
 
 
@@ -437,9 +434,8 @@ def test_api_calls_from_two_threads_run_one_after_another_and_each_call_lets_go_
     lock file open (13 → 32 fds over 20 calls), so the command line was refused 'in use by a live sweep'."""
     got = _calls(user, tmp_path, store, 10)
     assert got["threads"] == {"0": "FINISHED", "1": "FINISHED"}
-    assert got["locks"] == [] and len(set(got["fds"][1:])) == 1, got[
-        "fds"
-    ]  # the first call may open lasting files
+    # the first call may open lasting files
+    assert got["locks"] == [] and len(set(got["fds"][1:])) == 1, got["fds"]
     proc = cli(
         tmp_path,
         "-m",
@@ -449,9 +445,8 @@ def test_api_calls_from_two_threads_run_one_after_another_and_each_call_lets_go_
         f"hydra.sweep.dir={tmp_path / 's9'}",
         store=store,
     )
-    assert (
-        "in use by a live sweep" not in proc.stderr
-    )  # (the caller's process has ended here; its lock is gone too)
+    # (the caller's process has ended here; its lock is gone too)
+    assert "in use by a live sweep" not in proc.stderr
 
 
 @pytest.mark.slow
@@ -582,9 +577,8 @@ def test_a_worker_killed_for_memory_is_not_given_the_same_group_again(user, tmp_
         "hydra.launcher.cpu_workers=2",
         env=env,
     )
-    assert len(killed.read_text().split()) == 2, proc.stdout[
-        -3000:
-    ]  # one worker a group, none again
+    # one worker a group, none again
+    assert len(killed.read_text().split()) == 2, proc.stdout[-3000:]
     kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(kids) == 2 and {r.info.status for r in kids} == {"FAILED"}
     assert all(
@@ -627,9 +621,8 @@ def test_a_wrong_output_shape_is_named_as_the_check_names_it(user, tmp_path, sto
     from sweeper import check
 
     (said,) = [c.detail for c in check.run_checks(Flat, "nets.Flat", {}) if c.ok is False]
-    assert (
-        said == "forward gave out of shape (6,), expected (6, 1)"
-    )  # the check's words, for its 6 rows
+    # the check's words, for its 6 rows
+    assert said == "forward gave out of shape (6,), expected (6, 1)"
     result = run_once(tmp_path, "model._target_=nets.Flat", *UNCHECKED, store=store)
     said = re.fullmatch(
         r"ModelError: Flat\.forward gave out of shape \((\d+),\), expected \((\d+), 1\) \(n_out=1: one "
@@ -675,13 +668,11 @@ def test_after_kill_9_of_the_launching_process_its_workers_and_painter_end_quiet
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate(
-        timeout=60
-    )  # the pipes close once every process that held them has ended
+    # the pipes close once every process that held them has ended
+    out, err = proc.communicate(timeout=60)
     deadline = time.monotonic() + 30
-    while (
-        _in_session(proc.pid) and time.monotonic() < deadline
-    ):  # the painter: once it sees its parent gone
+    # the painter: once it sees its parent gone
+    while _in_session(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (
         _in_session(proc.pid) == [] and "Traceback" not in err and "BrokenPipeError" not in err
@@ -768,6 +759,5 @@ def test_a_read_command_gives_up_on_a_server_that_accepts_and_never_answers(comm
         "server (mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded "
         "store (tracking=local)\n"
     )
-    assert asked == [
-        b"GET /health HTTP/1.1"
-    ]  # MLflow's client never asked (it would have waited 130 s)
+    # MLflow's client never asked (it would have waited 130 s)
+    assert asked == [b"GET /health HTTP/1.1"]

@@ -55,9 +55,8 @@ def mixed(tmp_path_factory):
 def test_runs_report_and_leaderboard_name_the_model(mixed, capsys):
     store, swept = mixed
     head = next(ln for ln in swept.splitlines() if ln.startswith("run "))
-    assert (
-        head.split()[:2] == ["run", "model"] and "model._target_" not in head
-    )  # the leaderboard's model column
+    # the leaderboard's model column
+    assert head.split()[:2] == ["run", "model"] and "model._target_" not in head
     assert sum("my_nets.TwoLayerNet" in ln for ln in swept.splitlines()) >= 2
     assert runs.main(["--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}"]) == 0
     out = capsys.readouterr().out
@@ -93,9 +92,8 @@ def test_promote_ranks_within_one_model_unless_asked(mixed, tmp_path, capsys):
         in out
     )
     docs = [yaml.safe_load((tmp_path / "a" / f"p_{i}.yaml").read_text()) for i in (1, 2)]
-    assert all(
-        "model" not in d for d in docs
-    )  # both the MLP's: the other model is not the runner-up
+    # both the MLP's: the other model is not the runner-up
+    assert all("model" not in d for d in docs)
     assert (
         promote.main(
             [

@@ -34,9 +34,8 @@ def test_a_sweep_to_a_server_ends_its_runs_in_the_writer(tmp_path, _template_sto
     assert "from a writer process" in proc.stdout + proc.stderr
     children = [r for r in all_runs(db) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == len(lrs) and {r.info.status for r in children} == {"FINISHED"}
-    for (
-        r
-    ) in children:  # the whole end of each run: metrics, curves, params, inputs, its logged model
+    # the whole end of each run: metrics, curves, params, inputs, its logged model
+    for r in children:
         assert {"val_mse", "test_mse", "train_time_s"} <= set(r.data.metrics) and r.data.params[
             "lr"
         ]
@@ -128,9 +127,8 @@ def test_the_writer_ends_runs_in_order_and_a_dead_one_leaves_them_for_upload(tmp
         and "writer process ended" in r["tracking_error"]
         and writer.RECORDING not in r
     )
-    assert upload.pending(tmp_path / "0.009") == [
-        path
-    ]  # python -m sweeper.upload takes it from here
+    # python -m sweeper.upload takes it from here
+    assert upload.pending(tmp_path / "0.009") == [path]
     new = upload.upload(path)
     assert client_for(store).get_run(new).info.status == "FINISHED"
 
@@ -177,9 +175,8 @@ def test_a_killed_launching_process_leaves_the_writer_to_finish_its_queue(tmp_pa
         assert __import__("time").monotonic() < deadline, "the orphaned writer did not end the runs"
         __import__("time").sleep(0.2)
     for _, path, _ in jobs:
-        while writer.RECORDING in json.loads(
-            path.read_text()
-        ):  # its result.json comes right after the run
+        # its result.json comes right after the run
+        while writer.RECORDING in json.loads(path.read_text()):
             assert __import__("time").monotonic() < deadline
             __import__("time").sleep(0.1)
 
@@ -285,9 +282,8 @@ def test_ctrl_c_in_the_middle_of_a_hand_over_neither_hangs_nor_loses_a_run(tmp_p
         cut_path, {**json.loads(cut_path.read_text()), writer.RECORDING: w.proc.pid}
     )
     w.pending.append(cut_path)  # handed over as far as the list, then Ctrl-C
-    os.write(
-        w.requests.fileno(), b"\x00\x00\x03\xe8" + b"\x80\x05half"
-    )  # a request cut short: 1000 bytes announced
+    # a request cut short: 1000 bytes announced
+    os.write(w.requests.fileno(), b"\x00\x00\x03\xe8" + b"\x80\x05half")
     failed = w.end(timeout=60)
     assert w.proc.returncode == 0, (
         "the writer did not end by itself (killed at the deadline: it hung on the half request)"

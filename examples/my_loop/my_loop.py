@@ -19,9 +19,8 @@ def fit(data, report, *, lr, epochs, seed, l2=0.0):
             go_on = report(
                 epoch, train_loss=float((err * err).mean()), val_loss=float((val * val).mean())
             )
-            if (
-                not go_on
-            ):  # early stopping (patience) or a halving rung: a run of sweeper's would stop here
+            # early stopping (patience) or a halving rung: a run of sweeper's would stop here
+            if not go_on:
                 break
         if epoch == epochs:
             break

@@ -74,9 +74,10 @@ THREADS_ENV = "SWEEPER_THREADS"
 def _threadpools() -> Any:
     """The thread pools of the native libraries loaded now (~1 ms: looked up per training, because
     importing scikit-learn or SciPy later loads BLAS libraries of their own)."""
+    # comes with scikit-learn; a dependency of its own here
     from threadpoolctl import (
         ThreadpoolController,
-    )  # comes with scikit-learn; a dependency of its own here
+    )
 
     return ThreadpoolController()
 

@@ -60,9 +60,8 @@ def uri_problem(uri: str) -> str | None:
         return "names no host: expected http(s)://HOST:PORT"
     if parts.scheme == "sqlite":
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
-        name = path.rstrip("/").rsplit("/", 1)[
-            -1
-        ]  # sqlite:////:memory: is a file ":memory:" (at /): meant in-memory
+        # sqlite:////:memory: is a file ":memory:" (at /): meant in-memory
+        name = path.rstrip("/").rsplit("/", 1)[-1]
         if (
             path in ("", ":memory:")
             or path.startswith(("file:", ":memory:"))
@@ -107,9 +106,8 @@ LAUNCHER, GROUP, GROUP_SIZE, TRAJECTORY = (
 WORKER, WORKER_HOST, WORKER_PID, ENGINE, GPU_DEVICE = (
     BOOK + k for k in ("batch_worker", "worker_host", "worker_pid", "engine", "gpu_device")
 )
-RERUN = (
-    BOOK + "rerun"
-)  # the command that re-runs the run (MLflow's mlflow.source.name is a short name)
+# the command that re-runs the run (MLflow's mlflow.source.name is a short name)
+RERUN = BOOK + "rerun"
 SWEEPS = BOOK + "sweeps"  # the parent runs whose leaderboard ranks the run (space-separated ids)
 
 

@@ -98,9 +98,8 @@ _USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
     r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)"
 )
-_PASSWORDS: dict[
-    tuple[str, str], str
-] = {}  # (scheme://user, host) -> the password masked in this process
+# (scheme://user, host) -> the password masked in this process
+_PASSWORDS: dict[tuple[str, str], str] = {}
 
 
 def masked(text: str) -> str:
@@ -161,9 +160,8 @@ def mask_log_records() -> None:
         r = make(*args, **kwargs)
         try:
             text = r.getMessage()
-        except (
-            Exception
-        ):  # a message that does not format: logging's own error says so when a handler emits it
+        # a message that does not format: logging's own error says so when a handler emits it
+        except Exception:
             return r
         if "@" in text and (safe := masked(text)) != text:
             r.msg, r.args = safe, None
@@ -177,9 +175,8 @@ def mask_log_records() -> None:
 
 # OWASP's CSV injection rule: a cell beginning with one of these is run as a formula by a spreadsheet
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(
-    r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*"
-)  # -3.2, +1e-3: a spreadsheet's number
+# -3.2, +1e-3: a spreadsheet's number
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
 
 
 def spreadsheet_safe(value: Any) -> Any:

@@ -206,9 +206,8 @@ def date_parts(days: np.ndarray) -> np.ndarray:
 
 def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
     """A numeric column's raw values as float64, NaN where a cell is missing; other text is one line."""
-    if (
-        isinstance(values, np.ndarray) and values.dtype == np.float64
-    ):  # the file's own numeric column
+    # the file's own numeric column
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:
         return values
     markers = s.get("na", MISSING)
     out = np.empty(len(values))

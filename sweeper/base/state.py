@@ -23,12 +23,10 @@ from typing import Any
 class SweepState:
     writer: Any = None  # sweeper.tracking.writer.Writer, from the sweep's start to its end
     painter: Any = None  # sweeper.insight.plots.Painter, likewise
-    clients: dict[str, Any] = field(
-        default_factory=dict
-    )  # a store URI's MlflowClient, once its store exists
-    client_files: dict[str, Any] = field(
-        default_factory=dict
-    )  # an embedded store's file (device, inode) then
+    # a store URI's MlflowClient, once its store exists
+    clients: dict[str, Any] = field(default_factory=dict)
+    # an embedded store's file (device, inode) then
+    client_files: dict[str, Any] = field(default_factory=dict)
     # (uri, experiment name) → its id, found or created by this sweep (one lookup a sweep, not one a job)
     experiments: dict[tuple[str, str], str] = field(default_factory=dict)
     # artifact URI and experiment id of the runs this process created: no get_run round trip for them

@@ -25,9 +25,8 @@ _SEEN: list[int] = []  # the signals received, in order
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
 TERMINATED = 143  # ... and by SIGTERM (128 + 15)
 HUNG_UP = 129  # ... and by SIGHUP (128 + 1)
-SIGNALS = tuple(
-    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)
-)  # SIGHUP: not Windows
+# SIGHUP: not Windows
+SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
 class Terminated(KeyboardInterrupt):
@@ -54,9 +53,8 @@ def _exception(signum: int) -> KeyboardInterrupt:
     return KeyboardInterrupt()
 
 
-_AGAIN: list[
-    int
-] = []  # a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
+# a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
+_AGAIN: list[int] = []
 
 
 def _handler(signum: int, frame: Any) -> None:

@@ -28,9 +28,8 @@ TESTED = {
     # (bench/ui_check.py) on 3.17.2 only; outside it the address sweeper prints carries the sort alone
     "mlflow-ui": ("3.17.2", "3.18"),
 }
-DISTRIBUTION = {
-    "mlflow-ui": "mlflow"
-}  # a TESTED entry that is a part of a distribution: the distribution
+# a TESTED entry that is a part of a distribution: the distribution
+DISTRIBUTION = {"mlflow-ui": "mlflow"}
 # SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to compare or to rule us out);
 # SWEEPER_PUBLIC_ONLY=jobrun,bulk: those shortcuts only
 PUBLIC_ONLY = "SWEEPER_PUBLIC_ONLY"
@@ -59,9 +58,10 @@ def inside(version: str, lowest: str, below: str) -> bool:
 def within(dist: str) -> bool:
     """Whether the installed ``dist`` is inside the range the tests ran; when it is not, one log line, once a
     process, says that its public calls are used instead."""
+    # 12 ms of imports, only once a shortcut into a package is asked for
     from importlib import (
         metadata,
-    )  # 12 ms of imports, only once a shortcut into a package is asked for
+    )
 
     lowest, below = TESTED[dist]
     try:

@@ -23,9 +23,8 @@ def defaults(path: Path, group: str) -> list[str]:
         return []
     found = []
     for entry in OmegaConf.load(path).get("defaults") or []:
-        if OmegaConf.is_dict(
-            entry
-        ):  # {"override /data": "xor"}; a plain string is this file's _self_ etc.
+        # {"override /data": "xor"}; a plain string is this file's _self_ etc.
+        if OmegaConf.is_dict(entry):
             found += [
                 str(v)
                 for k, v in entry.items()

@@ -79,22 +79,18 @@ class _Once:
     def __init__(self, load: Any):
         self.load = load
         self.cache: dict[tuple[str, ...], Any] = {}
-        self.templates: dict[
-            tuple, Any
-        ] = {}  # (structural overrides, value keys) → a composed config
-        self.plains: dict[
-            tuple, Any
-        ] = {}  # shape → its template resolved (plain), None, or _DEPENDENT
+        # (structural overrides, value keys) → a composed config
+        self.templates: dict[tuple, Any] = {}
+        # shape → its template resolved (plain), None, or _DEPENDENT
+        self.plains: dict[tuple, Any] = {}
         self.parsed: dict[str, Any] = {}  # an override → Hydra's parse of it
         self.checked: set[str] = set()  # keys whose quick reading matched Hydra's
         self.groups: set[str] | None = None
         self.lent: dict[tuple, Any] = {}  # shape → the config lent to the launcher (:meth:`lend`)
-        self.settable: dict[
-            tuple, bool
-        ] = {}  # shape → whether its value keys are all in its template
-        self.memos: dict[
-            int, dict[str, Any]
-        ] = {}  # id of a lent config (alive with self.lent) → what its jobs share
+        # shape → whether its value keys are all in its template
+        self.settable: dict[tuple, bool] = {}
+        # id of a lent config (alive with self.lent) → what its jobs share
+        self.memos: dict[int, dict[str, Any]] = {}
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
         """Hydra's launchers' call: the launcher writes into the config (``hydra.job.id``, read-only flags) and is
@@ -129,9 +125,8 @@ class _Once:
         launcher hands it to ``run_job``, which copies what it keeps): one config per shape, with this job's
         values set in place — no copy (a deep copy of a composed config costs ~25 ms)."""
         overrides = list(sweep_overrides)
-        parsed, values, shape = self._parse(
-            master_config, overrides, quick=True
-        )  # a number: not Hydra's grammar
+        # a number: not Hydra's grammar
+        parsed, values, shape = self._parse(master_config, overrides, quick=True)
         if shape is None:
             return self.load(master_config, overrides)
         if shape not in self.lent:  # its own copy: the template stays as Hydra composed it
@@ -145,9 +140,8 @@ class _Once:
         """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends (one per shape: its jobs
         differ only in their values, never in ``hydra.*`` beyond what each job sets), for what they can share
         (``sweeper.sweep.jobrun``: the YAML of the Hydra config's other sections); None for any other config."""
-        return self.memos.get(
-            id(cfg)
-        )  # a lent config lives as long as this object: no other shares its id
+        # a lent config lives as long as this object: no other shares its id
+        return self.memos.get(id(cfg))
 
     def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
         """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template
@@ -169,9 +163,8 @@ class _Once:
             out = copy.deepcopy(entry)
             if all(_set(out, o.key_or_group, o.value()) for o, v in zip(parsed, values) if v):
                 return out
-        return resolvable(
-            self._compose(master_config, overrides)
-        )  # each job on its own (or Hydra's error)
+        # each job on its own (or Hydra's error)
+        return resolvable(self._compose(master_config, overrides))
 
     def _parse(
         self, master_config: Any, overrides: list[str], quick: bool = False

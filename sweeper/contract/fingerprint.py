@@ -28,14 +28,12 @@ def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
     }
     from sweeper.models.interface import offer, top_level_keys
 
-    if offer(
-        kept.get("model"), quiet=True
-    ).top_level:  # its hyperparameters are the top-level keys (sweeper's MLP:
+    # its hyperparameters are the top-level keys (sweeper's MLP:
+    if offer(kept.get("model"), quiet=True).top_level:
         kept.pop("model", None)  # runs from before the model group keep their fingerprint)
     else:  # a model of the interface: its import path and hyperparameters; the default model's keys do not apply
-        kept = {
-            k: v for k, v in kept.items() if k not in top_level_keys()
-        }  # and model.check is no hyperparameter:
+        # and model.check is no hyperparameter:
+        kept = {k: v for k, v in kept.items() if k not in top_level_keys()}
         kept["model"] = {k: v for k, v in kept["model"].items() if k != "check"}
     if isinstance(kept.get("data"), Mapping):
         d = {

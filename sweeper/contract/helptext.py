@@ -118,9 +118,8 @@ def model_section(args: list[str]) -> list[str]:
             f"  ({e}: its hyperparameters cannot be listed)",
         ]
     trainer = is_trainer(target)
-    rows = [
-        r for r in rows if not (trainer and r[0] == "model.check")
-    ]  # a trainer has no gradients to check
+    # a trainer has no gradients to check
+    rows = [r for r in rows if not (trainer and r[0] == "model.check")]
     rows += [
         (f"model.{name}", default, kind + (f" ({doc})" if doc else ""))
         for name, default, kind, doc in described(target)

@@ -237,9 +237,8 @@ def hydra_line(e: BaseException) -> str | None:
         text += f" (key {key})"
     lines = str(e).splitlines()
     at = next((i for i, ln in enumerate(lines) if ln.startswith("Available options in")), None)
-    if (
-        at is not None
-    ):  # Could not find 'data/nope': Hydra lists the group's options below, one a line
+    # Could not find 'data/nope': Hydra lists the group's options below, one a line
+    if at is not None:
         options = []
         for ln in lines[at + 1 :]:
             if not ln.startswith(("\t", " ")) or not ln.strip():

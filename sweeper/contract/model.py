@@ -45,9 +45,8 @@ def _check_section(model: Any) -> None:
             "model._target_=my_nets.Net)"
         )
     offers = offer(model)
-    if (
-        offers.top_level
-    ):  # its hyperparameters are top-level keys (sweeper's MLP): its section holds nothing else
+    # its hyperparameters are top-level keys (sweeper's MLP): its section holds nothing else
+    if offers.top_level:
         extra = sorted(k for k in model if k != "_target_")
         if "check" in extra and offers.fast_path:
             raise ModelError(

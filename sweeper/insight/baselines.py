@@ -36,9 +36,8 @@ MAX_ITER, PATIENCE = 200, 10  # each fit stops once PATIENCE iterations improve 
 # (1079 × 64 × 10 = 690,560) on one thread of a loaded 2-core machine (bench/advice_eval.py --baselines): about 3 µs a
 # cell-iteration, so 100,000 cells bound a fit at about a second.
 BOOSTING_CELLS = 100_000
-ALPHAS = tuple(
-    10.0**k for k in range(-4, 5)
-)  # ridge penalties tried, chosen on the validation rows
+# ridge penalties tried, chosen on the validation rows
+ALPHAS = tuple(10.0**k for k in range(-4, 5))
 CS = tuple(10.0**k for k in range(-3, 4))  # logistic regression's inverse penalties, likewise
 PREFIX = "baseline_"
 
@@ -253,9 +252,8 @@ def fit(
         t = time.perf_counter()
         scores, what = [], ""
         for node, fold in splits:
-            with (
-                _one_thread()
-            ):  # OpenMP threads on a busy machine made boosting 10x slower (2.9 s against 0.25 s)
+            # OpenMP threads on a busy machine made boosting 10x slower (2.9 s against 0.25 s)
+            with _one_thread():
                 metrics, what = FIT[name](data.load_plain(node, None, fold))
             scores.append(metrics)
         keys = [k for k in scores[0] if all(k in s for s in scores)]
@@ -357,9 +355,8 @@ def ensure(
     # what was asked: the parent's tag, never a run's param
     metrics, tags = {}, {"baselines": "auto" if is_auto(asked) else ",".join(names) or "none"}
     for name, b in list(fitted.items()):
-        if (
-            "skipped" in b
-        ):  # baselines=auto on a table past the bound: said, and recorded on the parent
+        # baselines=auto on a table past the bound: said, and recorded on the parent
+        if "skipped" in b:
             tags[f"{PREFIX}{name}_skipped"] = b["skipped"]
             print(
                 f"baseline {name}: left out ({b['skipped']}; baselines=linear,boosting fits it anyway)",

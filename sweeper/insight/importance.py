@@ -139,9 +139,8 @@ def _exact(y: np.ndarray, index: dict[str, np.ndarray], levels: dict[str, list])
 
 def _additive(index: dict[str, np.ndarray], levels: dict[str, list]) -> Any:
     """:func:`_exact` for a partial grid: the additive model's fitted effects (one least-squares fit a replicate)."""
-    blocks = [
-        np.eye(len(levels[k]))[idx][:, 1:] for k, idx in index.items()
-    ]  # treatment coding, first value out
+    # treatment coding, first value out
+    blocks = [np.eye(len(levels[k]))[idx][:, 1:] for k, idx in index.items()]
     X = np.hstack([np.ones((len(next(iter(index.values()))), 1)), *blocks])
     solve = np.linalg.pinv(X)
 
@@ -152,9 +151,8 @@ def _additive(index: dict[str, np.ndarray], levels: dict[str, list]) -> Any:
         for k in index:
             effects = np.hstack([np.zeros((len(y), 1)), beta[:, at : at + len(levels[k]) - 1]])
             at += len(levels[k]) - 1
-            out.append(
-                effects.var(axis=1)
-            )  # over the key's values, each weighed alike (the grid's measure)
+            # over the key's values, each weighed alike (the grid's measure)
+            out.append(effects.var(axis=1))
         return np.stack(out, axis=1) / np.where(total > 0, total, np.inf)[:, None]
 
     return shares

@@ -29,15 +29,12 @@ class Board:
     keys: list[str]  # the swept params, in the order of the columns
     metric: str  # e.g. "mse"
     lower: bool
-    seeds: list[str] = field(
-        default_factory=list
-    )  # the swept seed keys (seed, data.split_seed): rows then group
-    groups: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # one per configuration, best mean first (seeds only)
-    baselines: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # marked rows (sweeper.insight.baselines), never ranked
+    # the swept seed keys (seed, data.split_seed): rows then group
+    seeds: list[str] = field(default_factory=list)
+    # one per configuration, best mean first (seeds only)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    # marked rows (sweeper.insight.baselines), never ranked
+    baselines: list[dict[str, Any]] = field(default_factory=list)
     # where the MLflow UI shows the board's runs (sweeper.insight.standing.address)
     address: str | None = None
 
@@ -188,9 +185,8 @@ class Board:
             buf, fieldnames=[*self.columns, "reason", "run_id"], extrasaction="ignore"
         )
         writer.writeheader()
-        writer.writerows(
-            {k: spreadsheet_safe(v) for k, v in r.items()} for r in self.rows
-        )  # no cell runs as a formula
+        # no cell runs as a formula
+        writer.writerows({k: spreadsheet_safe(v) for k, v in r.items()} for r in self.rows)
         return buf.getvalue()
 
 
@@ -215,13 +211,11 @@ def _shown(row: dict[str, Any], column: str) -> Any:
     """A cell as the table shows it: the status carries the failure reason, shortened."""
     if column == "status" and row.get("reason"):
         return f"{row['status']}: {_short(row['reason'])}"
-    if (
-        column == "status" and row.get("gradient_check") == "failed"
-    ):  # model.check=false: its gradients are wrong
+    # model.check=false: its gradients are wrong
+    if column == "status" and row.get("gradient_check") == "failed":
         return f"{row['status']} {WRONG_GRADIENT}"
-    if column == "status" and row.get(
-        "pruned_at"
-    ):  # successive halving stopped it (sweeper.sweep.halving)
+    # successive halving stopped it (sweeper.sweep.halving)
+    if column == "status" and row.get("pruned_at"):
         return f"{row['status']} (pruned at epoch {row['pruned_at']})"
     if column == "n" and row.get("n_total", 0) > (row.get("n") or 0):
         return f"{row['n']}/{row['n_total']} {FAILED_MARK}"
@@ -369,9 +363,8 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
                 "start_time": r.info.start_time,
                 "end_time": getattr(r.info, "end_time", None),
                 "pruned_at": r.data.tags.get(PRUNED_AT),
-                "gradient_check": r.data.tags.get(
-                    "gradient_check"
-                ),  # failed: trained anyway under model.check=false
+                # failed: trained anyway under model.check=false
+                "gradient_check": r.data.tags.get("gradient_check"),
                 # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
                 "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
                 f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
@@ -406,9 +399,8 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
         if r["status"] in ("FINISHED", "FAILED"):
             tried[config(r)] = tried.get(config(r), 0) + 1
     for g in groups:
-        g["n_total"] = tried[
-            g["config"]
-        ]  # a configuration's finished runs are among its tried ones
+        # a configuration's finished runs are among its tried ones
+        g["n_total"] = tried[g["config"]]
     if any(
         g["n_total"] > g["n"] for g in groups
     ):  # pragma: no mutate  (only spares the noise's scipy import)

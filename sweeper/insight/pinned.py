@@ -222,9 +222,8 @@ def compose_file(path: Path, *overrides: str) -> DictConfig:
         shutil.copytree(
             CONF_DIR, conf, ignore=lambda d, names: names if Path(d).name == "best" else []
         )
-        (conf / "best").mkdir(
-            exist_ok=True
-        )  # git keeps no empty folder: a checkout may have no conf/best
+        # git keeps no empty folder: a checkout may have no conf/best
+        (conf / "best").mkdir(exist_ok=True)
         shutil.copy(path, conf / "best" / path.name)
         with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
             return compose(config_name="config", overrides=[f"+best={path.stem}", *overrides])

@@ -90,9 +90,8 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
     top = done[:TOP_CURVES]
     if top:
         series = []
-        for i, r in enumerate(
-            top
-        ):  # validation loss (what runs are ranked by) solid, training loss dashed
+        # validation loss (what runs are ranked by) solid, training loss dashed
+        for i, r in enumerate(top):
             for name, style, label in (("val_loss", "-", r["run"]), ("train_loss", "--", None)):
                 x, y = _curve(c, r["run_id"], (folders or {}).get(r["run_id"]), name)
                 if x:
@@ -116,9 +115,8 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
             }
         )
 
-    if (
-        len(done) >= FEW
-    ):  # a history and parallel coordinates of two runs say nothing their table does not
+    # a history and parallel coordinates of two runs say nothing their table does not
+    if len(done) >= FEW:
         out.append(_history(board, done))
         parallel = _parallel(board, done)
         if parallel is not None:
@@ -545,9 +543,8 @@ class Painter:
     def _answer(self) -> dict[str, Any]:
         import select
 
-        ready, _, _ = select.select(
-            [self.proc.stdout], [], [], TIMEOUT_S
-        )  # a hung painter is not waited on
+        # a hung painter is not waited on
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)
         line = self.proc.stdout.readline() if ready else ""
         return json.loads(line) if line.strip() else {"error": "the painter ended"}
 
@@ -611,9 +608,8 @@ def serve() -> None:
 
     from sweeper.base.process import exit_with_parent
 
-    exit_with_parent(
-        helper=True
-    )  # the launching process killed (kill -9): this one ends with it, quietly
+    # the launching process killed (kill -9): this one ends with it, quietly
+    exit_with_parent(helper=True)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -35,9 +35,8 @@ from sweeper.contract.config import (
     validate,
 )
 
-NAME = re.compile(
-    r"[A-Za-z0-9_]+"
-)  # a config-group option Hydra's override parser takes as written
+# a config-group option Hydra's override parser takes as written
+NAME = re.compile(r"[A-Za-z0-9_]+")
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group
 
 
@@ -291,9 +290,8 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
         else:
             args = rerun_args(folder, name)
             try:
-                with (
-                    stop.unmasked()
-                ):  # a Ctrl-C whose way through Hydra raised another error is the interruption
+                # a Ctrl-C whose way through Hydra raised another error is the interruption
+                with stop.unmasked():
                     check_overrides(args)
                     with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
                         cfg = compose(config_name="config", overrides=args)
@@ -379,9 +377,8 @@ def promote(
         path = out_dir / f"{n}.yaml"
         path.write_text(text)
         p = run.data.params
-        own = [
-            k for k in sorted(p) if k.startswith("model.") and k != "model._target_"
-        ]  # a model of yours'
+        # a model of yours'
+        own = [k for k in sorted(p) if k.startswith("model.") and k != "model._target_"]
         knobs = " ".join(
             f"{k}={text_cell(p[k])}"
             for k in (
@@ -399,9 +396,8 @@ def promote(
             if k in p
         )
         knobs = f"model={model_name(run.data.tags)} " + knobs.replace("data.name=", "data=")
-        if (
-            run is not chosen
-        ):  # the value is the chosen run's fold mean; the pinned run is its refit
+        # the value is the chosen run's fold mean; the pinned run is its refit
+        if run is not chosen:
             knobs += (
                 f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
                 f"mean this {metric} is)"
@@ -453,9 +449,8 @@ def _checked_name(
     name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
     if not NAME.fullmatch(name):
         raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
-    rerun_args(
-        out_dir, name
-    )  # a folder python -m sweeper cannot be told to find is refused before anything
+    # a folder python -m sweeper cannot be told to find is refused before anything
+    rerun_args(out_dir, name)
     if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
         raise _fail(
             "--metric",
@@ -471,9 +466,8 @@ def _open_candidates(
 ) -> tuple[Any, list]:
     """The store's client and the experiment's candidate runs; a store that is not there, or fails, is one line."""
     try:
-        tracking.check_readable(
-            uri
-        )  # MLflow would create an empty store at a mistyped path, or wait minutes for a server
+        # MLflow would create an empty store at a mistyped path, or wait minutes for a server
+        tracking.check_readable(uri)
     except tracking.TrackingError as e:
         raise PromoteError(str(e)) from None
     try:
@@ -500,9 +494,8 @@ def _pin_file(
 ) -> tuple[Any, str, str, list[str], Any]:
     """The pinned config of the ``rank``-th configuration (``chosen``; a cross-validated one as its refit), checked
     to re-run it: (the pinned run, the name, the file's text, the re-run's arguments, the chosen run)."""
-    run = _refit_of(
-        client, chosen
-    )  # a cross-validated configuration is pinned as its refit, as the sweep's best is
+    # a cross-validated configuration is pinned as its refit, as the sweep's best is
+    run = _refit_of(client, chosen)
     tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
     pins = _pinned(run, n, experiment, metric, rank, tol)
     if run is not chosen:

@@ -43,9 +43,8 @@ def holder_alive(r: Any) -> bool | None:
 
     pid, host = booked(r.data.tags, PID), booked(r.data.tags, HOST)
     here = host == socket.gethostname() and pid is not None and pid.isdigit()
-    if (
-        here
-    ):  # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
+    # its process, here, is the truth: a stopped (Ctrl-Z) or starved one beats late but lives
+    if here:
         return int(pid) != os.getpid() and holds(
             int(pid), r.info.start_time / 1000, booked(r.data.tags, PID_START)
         )
@@ -124,9 +123,8 @@ def tally(
     no child run.
     """
     tags = parent.data.tags
-    runs = [
-        r for r in runs if REPLACED_BY not in r.data.tags
-    ]  # stubs that upload replaced: their new run counts
+    # stubs that upload replaced: their new run counts
+    runs = [r for r in runs if REPLACED_BY not in r.data.tags]
     runs, retried = attempts(runs)
     counts = {
         f"n_{s.lower()}": sum(r.info.status == s for r in runs)
@@ -211,18 +209,16 @@ def publish(
     mine = {r.info.run_id for r in runs}
     reused = [r for r in reused_runs(c, parent, results) if r.info.run_id not in mine]
     board = build(runs + reused, {r.info.run_id for r in reused})
-    painter = (
-        plots.current() or plots.Painter()
-    )  # the sweep's (started with it), or drawn here at collect()
+    # the sweep's (started with it), or drawn here at collect()
+    painter = plots.current() or plots.Painter()
     with tempfile.TemporaryDirectory() as tmp:
         folders = {
             r["run_id"]: Path(r["path"]).parent
             for r in results or ()
             if r.get("run_id") and r.get("path")
         }
-        found = importance.compute(
-            records(board, runs + reused)
-        )  # each key's share of the variance, its interval
+        # each key's share of the variance, its interval
+        found = importance.compute(records(board, runs + reused))
         painter.submit(
             [*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
             Path(tmp) / "figures",
@@ -305,9 +301,8 @@ def _conclude(
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
-    metrics: dict[str, float] = {
-        k: v for k, v in counts.items() if v
-    }  # zero counters: tags only (no empty charts)
+    # zero counters: tags only (no empty charts)
+    metrics: dict[str, float] = {k: v for k, v in counts.items() if v}
     tags = {k: str(v) for k, v in counts.items()}
     best = ""
     if board.best is not None:
@@ -322,9 +317,8 @@ def _conclude(
             f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n"
         )
         over = ""
-        if (
-            board.groups
-        ):  # seeds: the best configuration by its mean; best_run is its run closest to the mean
+        # seeds: the best configuration by its mean; best_run is its run closest to the mean
+        if board.groups:
             g = board.groups[0]
             metrics[f"best_val_{board.metric}_mean"], metrics["best_n"] = (
                 g[f"val_{board.metric}"],
@@ -341,9 +335,8 @@ def _conclude(
                 f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
                 "this is its run closest to the mean)"
             )
-        beaten = _beside(
-            runs, board, fitted
-        )  # a baseline that beats the network is named on the best: line
+        # a baseline that beats the network is named on the best: line
+        beaten = _beside(runs, board, fitted)
         if beaten is not None:
             tags["best_baseline"], metrics[f"best_baseline_val_{board.metric}"] = (
                 beaten[0],
@@ -359,9 +352,8 @@ def _conclude(
         refitted = _refit(
             c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out
         )
-        if (
-            refitted is not None
-        ):  # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
+        # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
+        if refitted is not None:
             m = board.metric
             tags |= {
                 "best_cv_run_id": board.best["run_id"],
@@ -389,20 +381,19 @@ def _conclude(
     tags["mlflow.note.content"] = description(best, board, parent.info.experiment_id)
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+    # the findings, after the leaderboard; advice.md and advice.* tags on the parent
     from sweeper.insight.advice import (
         advisor,
-    )  # the findings, after the leaderboard; advice.md and advice.* tags on the parent
+    )
 
     try:
-        with (
-            stop.unmasked()
-        ):  # not a Ctrl-C that an import on its way turned into its own error: that is raised
+        # not a Ctrl-C that an import on its way turned into its own error: that is raised
+        with stop.unmasked():
             advisor.publish(
                 c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted
             )
-    except (
-        Exception
-    ) as e:  # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
+    # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
+    except Exception as e:
         print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
 
 
@@ -540,9 +531,8 @@ def reclose(c: Any, parent_run_id: str, out: Any = None) -> str:
     tracking.log_metrics(c, parent_run_id, counts)
     from mlflow.entities import RunTag
 
-    c.log_batch(
-        parent_run_id, tags=[RunTag(k, str(v)) for k, v in counts.items()]
-    )  # the tags the summary wrote too
+    # the tags the summary wrote too
+    c.log_batch(parent_run_id, tags=[RunTag(k, str(v)) for k, v in counts.items()])
     return close(c, parent, counts, out)
 
 

@@ -70,18 +70,16 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
         output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES]
     )
     quiet, level = logging.getLogger("sweeper"), logging.getLogger("sweeper").level
-    quiet.setLevel(
-        logging.ERROR
-    )  # its job line and its split (validation = training rows, as asked): the caller says it
+    # its job line and its split (validation = training rows, as asked): the caller says it
+    quiet.setLevel(logging.ERROR)
     try:
         result = run_job(OmegaConf.create(plain), ctx)
     finally:
         quiet.setLevel(level)
     if not result.get("run_id"):
         return None
-    if (
-        result.get("status") != "FINISHED"
-    ):  # diverged on all the rows: best_run stays the cross-validated run
+    # diverged on all the rows: best_run stays the cross-validated run
+    if result.get("status") != "FINISHED":
         log.warning(
             "the refit of run %s ended %s: %s",
             run.info.run_id,

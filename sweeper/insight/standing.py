@@ -136,9 +136,8 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
         *(["speedup"] if "device" in board.keys and "speedup" in held else []),
     ]
     shown = [column(METRIC, k) for k in metrics] + [column(PARAM, k) for k in board.keys]
-    name = column(
-        ATTRIBUTE, "Run Name"
-    )  # its width: the longest name whole (the UI cut names at ~15 characters)
+    # its width: the longest name whole (the UI cut names at ~15 characters)
+    name = column(ATTRIBUTE, "Run Name")
     wide = min(
         MAX_NAME_PX, max(160, 40 + 8 * max((len(r["run"] or "") for r in board.rows), default=0))
     )

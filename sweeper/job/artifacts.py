@@ -88,9 +88,8 @@ def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[P
     confusion.write_text("\n".join(lines) + "\n")
     order = np.argsort(-p, kind="stable")
     p_sorted, y_sorted = p[order], y[order]
-    last = np.r_[
-        np.flatnonzero(np.diff(p_sorted)), len(p) - 1
-    ]  # the last row of each distinct threshold
+    # the last row of each distinct threshold
+    last = np.r_[np.flatnonzero(np.diff(p_sorted)), len(p) - 1]
     tp = np.cumsum(y_sorted)[last]
     fp = (last + 1) - tp
     positives, negatives = max(int(y.sum()), 1), max(int(len(y) - y.sum()), 1)

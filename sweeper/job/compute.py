@@ -63,9 +63,8 @@ class Outcome:
     predict: Any = None
     # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    tags: dict[str, str] = field(
-        default_factory=dict
-    )  # what the run's tags add (a function trainer's stop)
+    # what the run's tags add (a function trainer's stop)
+    tags: dict[str, str] = field(default_factory=dict)
     # a failure's whole traceback (the run's error file), when an exception was its reason
     error: str | None = None
 
@@ -79,9 +78,8 @@ class Computed:
     tags: dict[str, str]  # launcher, batch_group, group_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
     run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
-    system: list[Any] = field(
-        default_factory=list
-    )  # the group's system metrics, for the run's last batch
+    # the group's system metrics, for the run's last batch
+    system: list[Any] = field(default_factory=list)
 
 
 def scored_on(node: dict[str, Any]) -> data.Dataset:
@@ -111,9 +109,8 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
 
 
 PROBE_ROWS = 4  # the rows of the forward pass that measures a model of the interface's activations
-_FOOTPRINTS: dict[
-    str, tuple[int, int] | None
-] = {}  # a model shape's (parameter bytes, activation bytes a row)
+# a model shape's (parameter bytes, activation bytes a row)
+_FOOTPRINTS: dict[str, tuple[int, int] | None] = {}
 
 
 def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
@@ -290,9 +287,8 @@ def evaluate(
     final = backend.to_numpy(
         model.loss(X_eval[:n_val], backend.to_device(dataset.y_val.astype(dtype)))
     ).reshape(1)
-    if (
-        diverged(final, final, fit.train_loss[0]) is not None
-    ):  # the loss exploded after the last sample
+    # the loss exploded after the last sample
+    if diverged(final, final, fit.train_loss[0]) is not None:
         return Outcome(scores, curves, f"diverged at epoch {fit.epochs_run}")
     scores |= quality
     params = [backend.to_numpy(p) for p in model.params]

@@ -46,9 +46,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         if key in first.scores:
             scores[key] = first.scores[key]
     epochs = [o.scores.get("epochs_run", 0) for o in outcomes]
-    scores["epochs_run"] = max(
-        epochs
-    )  # counts stay integers: the longest fold's, and the folds' mean best epoch
+    # counts stay integers: the longest fold's, and the folds' mean best epoch
+    scores["epochs_run"] = max(epochs)
     scores["best_epoch"] = int(
         round(float(np.mean([o.scores.get("best_epoch", 0) for o in outcomes])))
     )
@@ -67,9 +66,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         scores[key] = float(values.mean())
         if key.startswith("val_"):
             scores[f"{key}_std"] = float(values.std())
-        for i, v in enumerate(
-            values
-        ):  # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
+        # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
+        for i, v in enumerate(values):
             scores[f"{key}_fold{i}"] = float(v)
     return Outcome(
         scores,

@@ -93,9 +93,8 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
     order = np.argsort(score, kind="mergesort")
     s = score[order]
     ranks = np.empty(len(s))
-    edges = np.flatnonzero(
-        np.r_[True, s[1:] != s[:-1], True]
-    )  # runs of equal scores share their mean rank
+    # runs of equal scores share their mean rank
+    edges = np.flatnonzero(np.r_[True, s[1:] != s[:-1], True])
     for a, b in zip(edges[:-1], edges[1:]):
         ranks[order[a:b]] = (a + b + 1) / 2
     return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))

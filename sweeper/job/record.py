@@ -72,18 +72,15 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         return opened.resumed
     tracked = opened.tracked
     config_file = ctx.output_dir / "config_resolved.yaml"
-    with contextlib.suppress(
-        OSError
-    ):  # its folder deleted under the sweep: _keep says it, the run ends FAILED
+    # its folder deleted under the sweep: _keep says it, the run ends FAILED
+    with contextlib.suppress(OSError):
         config_file.write_text(yamltext.dump(plain))
-    if (
-        tracked and cfg.tracking.system_metrics and not computed
-    ):  # a batched group trained before this job
+    # a batched group trained before this job
+    if tracked and cfg.tracking.system_metrics and not computed:
         tracked.sample_system(min_s=cfg.tracking.system_metrics_min_s)
     try:
-        with (
-            stop.unmasked()
-        ):  # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
+        # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
+        with stop.unmasked():
             # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit, its own
             # KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
             out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
@@ -92,9 +89,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
     except Exception as e:  # a bug, an exhausted device, the user's code: the run is FAILED with the reason, not lost
-        if ctx.sweep_dir is None and isinstance(
-            e, REFUSALS
-        ):  # a single run's refusal: one line, exit 2
+        # a single run's refusal: one line, exit 2
+        if ctx.sweep_dir is None and isinstance(e, REFUSALS):
             _end_early(tracked, user_line(e), opened.params, "FAILED")
             raise
         reason = user_line(e)
@@ -102,9 +98,8 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         _end_early(tracked, reason, opened.params, "FAILED", [error_file] if error_file else [])
         return _finish(ctx, {**result, "status": "FAILED", "reason": reason, "error": True})
     out.scores["wall_time_s"] = computed.wall_time_s if computed else time.perf_counter() - t_start
-    if (
-        dataset.vectorizer is not None
-    ):  # text data: the fitted vocabulary's size (the hashing width)
+    # text data: the fitted vocabulary's size (the hashing width)
+    if dataset.vectorizer is not None:
         out.scores["vocabulary_size"] = data.vocabulary_size(dataset.vectorizer)
     system = (
         (computed.system if computed and computed.run is not None else tracked.system_samples())
@@ -170,12 +165,10 @@ def _prepare(
     plain = OmegaConf.to_container(cfg)
     validate(plain)
     computed: Computed | None = handed() if ctx.sweep_dir is not None else None
-    dataset = scored_on(
-        plain["data"]
-    )  # the split (and fold) it was scored on, wherever it was computed
-    if (
-        dataset.decisions and ctx.num == 0
-    ):  # what a user file was read as: the single run's (a sweep's) first line
+    # the split (and fold) it was scored on, wherever it was computed
+    dataset = scored_on(plain["data"])
+    # what a user file was read as: the single run's (a sweep's) first line
+    if dataset.decisions and ctx.num == 0:
         task = dataset.decisions.get("task", "")
         guessed = (
             data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
@@ -186,17 +179,15 @@ def _prepare(
             "data: %s",
             one_line(data.describe(dataset)),
         )
-        for line in data.column_lines(
-            dataset
-        ):  # a table's column report: a line per column, a leak as a warning
+        # a table's column report: a line per column, a leak as a warning
+        for line in data.column_lines(dataset):
             log.log(
                 logging.WARNING if "LEAK?" in line else logging.INFO,
                 "data: column %s",
                 one_line(line),
             )
-    if (
-        dataset.positive_class is not None and "positive_class" in plain["data"]
-    ):  # which value is 1: a param (data=csv|text)
+    # which value is 1: a param (data=csv|text)
+    if dataset.positive_class is not None and "positive_class" in plain["data"]:
         plain["data"]["positive_class"] = dataset.positive_class
     result: dict[str, Any] = {
         "status": None,
@@ -213,9 +204,8 @@ def _prepare(
     if computed:
         result["batch_size"] = int(computed.tags[GROUP_SIZE])
         result["trajectory"] = computed.tags.get(TRAJECTORY)
-        if computed.tags.get(
-            PRUNED_AT
-        ):  # successive halving stopped it at a rung (sweeper.sweep.halving)
+        # successive halving stopped it at a rung (sweeper.sweep.halving)
+        if computed.tags.get(PRUNED_AT):
             result[PRUNED_AT] = int(computed.tags[PRUNED_AT])
     return plain, computed, dataset, result
 
@@ -252,15 +242,13 @@ def _open(
         | {"task": dataset.task}
         | _model_tags(plain, dataset, computed, backend)
     )
-    if k_folds := data.folds_of(
-        plain["data"]
-    ):  # cross-validated (sweeper.job.folds): val_* are fold means
+    # cross-validated (sweeper.job.folds): val_* are fold means
+    if k_folds := data.folds_of(plain["data"]):
         known["folds"] = str(k_folds)
     uri = cfg.tracking.uri
     if ctx.sweep_dir is None:
-        tracking.check_new_default(
-            uri, cfg.tracking.experiment
-        )  # refused before a store is made for it
+        # refused before a store is made for it
+        tracking.check_new_default(uri, cfg.tracking.experiment)
     client = tracking.open_store(uri) if ctx.sweep_dir is None else tracking.client(uri)
     opened = _Opened(params)
     try:
@@ -277,9 +265,8 @@ def _open(
                     ctx, {**result, "status": "SKIPPED", "reason": reason, "resumed_from": done}
                 )
                 return opened
-            if (
-                CONFIG_FINGERPRINT in result
-            ):  # runs of the configuration on another version of its data file
+            # runs of the configuration on another version of its data file
+            if CONFIG_FINGERPRINT in result:
                 result["not_reused"] = _other_versions(client, experiment, cfg, result)
         if computed and computed.run is not None:  # the launcher created it when the group started
             opened.tracked, opened.late_tags = computed.run, known
@@ -373,12 +360,10 @@ def _record(
         w = writer.current()
         if ctx.sweep_dir is not None and w is not None:  # the writer process ends the run
             w.make_room()  # waits while MAX_PENDING runs wait (not once a Ctrl-C came)
-            _finish(
-                ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid}
-            )  # printed FINISHED and
-            tracked.hand_to(
-                w, end, ctx.output_dir / RESULT_FILE
-            )  # handed to the writer: both (run() defers a signal)
+            # printed FINISHED and
+            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid})
+            # handed to the writer: both (run() defers a signal)
+            tracked.hand_to(w, end, ctx.output_dir / RESULT_FILE)
             return result
         try:
             tracked.finish(**end)
@@ -451,9 +436,8 @@ def _keep(
 ) -> tuple[list[Path], dict[str, Path]]:
     """The run's files in its job folder: the whole curves, and for a trained model its test predictions, its
     confusion matrix (classes) and the model itself; return (files, models) for MLflow."""
-    if (
-        not config_file.exists()
-    ):  # written as the run opened, unless its folder was deleted since (then: OSError)
+    # written as the run opened, unless its folder was deleted since (then: OSError)
+    if not config_file.exists():
         config_file.write_text(yamltext.dump(plain))
     np.savez(
         ctx.output_dir / CURVES_FILE,
@@ -469,9 +453,8 @@ def _keep(
     )  # MLflow gets the whole curves too
     if dataset.report:  # a table's column report (docs/guide/tables.md)
         files.append(artifacts.columns_json(ctx.output_dir, dataset))
-    if (
-        out.error
-    ):  # a failure's traceback (a function trainer's, a group's that its user code ended)
+    # a failure's traceback (a function trainer's, a group's that its user code ended)
+    if out.error:
         files += [f for f in [_error_file(ctx, out.reason or "", out.error)] if f]
     if out.reason is None:
         files.append(artifacts.predictions_csv(ctx.output_dir, dataset, out.test_pred))
@@ -484,9 +467,8 @@ def _keep(
 
             from sweeper.models.interface import offer
 
-            user = (
-                None if offer(plain.get("model")).fast_path else plain["model"]
-            )  # sweeper's own portable model
+            # sweeper's own portable model
+            user = None if offer(plain.get("model")).fast_path else plain["model"]
             try:
                 models["model"] = pyfunc.save(
                     ctx.output_dir / "model" / "model",
@@ -500,9 +482,8 @@ def _keep(
                     out.param_names,
                     out.predict,
                 )
-            except (
-                pyfunc.NotSaved
-            ) as e:  # a trainer's predict that cannot be pickled: FAILED, its metrics kept
+            # a trainer's predict that cannot be pickled: FAILED, its metrics kept
+            except pyfunc.NotSaved as e:
                 out.reason = str(e)
     return files, models
 
@@ -605,9 +586,8 @@ def _model_tags(
     from sweeper.models.interface import kind
 
     what = kind(plain.get("model"))
-    if (
-        what == "mlp"
-    ):  # the activation's form: a group's as the process that trained it chose, else this one's
+    # the activation's form: a group's as the process that trained it chose, else this one's
+    if what == "mlp":
         own = form_tags(backend, plain)
         return own | {k: computed.tags[k] for k in own if computed and k in computed.tags}
     from sweeper.contract.model import gradient_check, where_tags
@@ -662,14 +642,12 @@ def _tags(
         "hydra.job_dir": str(ctx.output_dir.resolve()),
         **{k: result[k] for k in (DATA_SHA256, CONFIG_FINGERPRINT) if k in result},
     }
-    tags |= tracking.source_tags(
-        ["python", "-m", "sweeper", *ctx.overrides]
-    )  # the command that re-runs it
+    # the command that re-runs it
+    tags |= tracking.source_tags(["python", "-m", "sweeper", *ctx.overrides])
     if backend.fake:
         tags["fake_gpu"] = "true"
-    if (
-        ctx.sweep_dir is not None
-    ):  # what a search sweeper tells this job (optuna.trial_number, ...): sweep.json
+    # what a search sweeper tells this job (optuna.trial_number, ...): sweep.json
+    if ctx.sweep_dir is not None:
         tags |= sweepdir.job_tags(ctx.sweep_dir, ctx.num)
     return tags
 

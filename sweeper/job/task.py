@@ -33,9 +33,8 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
         exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
         quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process
-    if any(
-        masked(o) != o for o in ctx.overrides
-    ):  # a URI's password on the command line: not in Hydra's files
+    # a URI's password on the command line: not in Hydra's files
+    if any(masked(o) != o for o in ctx.overrides):
         hydra_files = [*Path(ctx.output_dir, ".hydra").glob("*.yaml")]
         mask_files(
             hydra_files + ([ctx.sweep_dir / "multirun.yaml"] if ctx.sweep_dir is not None else [])
@@ -48,9 +47,8 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         print(f"sweeper: error: {e}", file=sys.stderr)
         _forget_run_dir(ctx)
         sys.exit(2)
-    if ctx.sweep_dir is None and result.get(
-        "run_id"
-    ):  # the single run's last line: where to find it
+    # the single run's last line: where to find it
+    if ctx.sweep_dir is None and result.get("run_id"):
         print(where(cfg, ctx, result))
     if ctx.sweep_dir is None and result["status"] != "FINISHED" and not result.get("resumed_from"):
         print(

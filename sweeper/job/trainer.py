@@ -124,9 +124,8 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | N
         reports.append((e, *losses))
         return stop.go_on(e, losses)
 
-    own = {
-        k: cfg[k] for k in trainer_keys(fn) if k not in kwargs
-    }  # sweeper's loop keys its signature names
+    # sweeper's loop keys its signature names
+    own = {k: cfg[k] for k in trainer_keys(fn) if k not in kwargs}
     t0 = backend.clock()
     try:
         predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **own, **kwargs)

@@ -50,9 +50,8 @@ class SweepCallback(Callback):
             stop.refuse(str(e))
         except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line
             stop.refuse(hydra_line(e))
-        except (
-            Exception
-        ) as e:  # a bug: Hydra would only warn and launch the jobs without a parent run
+        # a bug: Hydra would only warn and launch the jobs without a parent run
+        except Exception as e:
             traceback.print_exc()
             stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
@@ -83,9 +82,8 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
-        if (
-            signalled := stop.masked()
-        ) is not None:  # a signal some library swallowed on its way (an import's `except
+        # a signal some library swallowed on its way (an import's `except
+        if (signalled := stop.masked()) is not None:
             raise signalled  # ImportError`, a fallback's `except Exception`): the sweep is interrupted all the same
         if code:
             sys.exit(code)
@@ -116,15 +114,13 @@ def _killed_run(job: DictConfig) -> str | None:
     from sweeper.insight import publish
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
-    if (
-        result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1
-    ):  # this run's, not an earlier one's
+    # this run's, not an earlier one's
+    if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:
         return json.loads(result.read_text()).get("run_id")
     uri = job.tracking.uri
     db = tracking.sqlite_path(uri)
-    if (
-        db is not None and not db.is_file()
-    ):  # interrupted before the store existed: do not create it
+    # interrupted before the store existed: do not create it
+    if db is not None and not db.is_file():
         return None
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(job.tracking.experiment)

@@ -133,9 +133,8 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
     if not cpu or n < 2:
         return groups
-    if len(cpu) < len(
-        groups
-    ):  # a CPU/GPU sweep: the speedup pairs a CPU group with a GPU group of its size
+    # a CPU/GPU sweep: the speedup pairs a CPU group with a GPU group of its size
+    if len(cpu) < len(groups):
         log.info(
             "CPU groups left whole (a sweep with GPU groups: speedups compare groups of one size)"
         )
@@ -251,9 +250,8 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(
-        1
-    )  # BLAS loaded before this function ran (the parent's __main__ was imported)
+    # BLAS loaded before this function ran (the parent's __main__ was imported)
+    threadpool_limits(1)
     from sweeper import data
     import sweeper.job.compute  # noqa: F401  (compute_group's imports, before the first group)
     from sweeper.models.usercode import UserCodeError
@@ -276,9 +274,8 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         compute, job, spec = msg
         try:
             out: tuple = (True, engines.compute_remote(compute, job, spec))
-        except (
-            UserCodeError
-        ) as e:  # the user's code would have ended this worker: its members FAILED with why
+        # the user's code would have ended this worker: its members FAILED with why
+        except UserCodeError as e:
             out = (False, e)
         except Exception as e:  # noqa: BLE001  (the group's own error: its members run alone)
             out = (False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -458,9 +455,8 @@ def computed_groups(
                 left -= 1
                 yield members, computed
     except KeyboardInterrupt:
-        for w in [
-            w for w in pool.workers[:n] if w.index in busy and w.conn.poll()
-        ]:  # finished as Ctrl-C came
+        # finished as Ctrl-C came
+        for w in [w for w in pool.workers[:n] if w.index in busy and w.conn.poll()]:
             members = busy.pop(w.index)[0]
             msg = w.receive()
             if msg is not None:
@@ -493,9 +489,8 @@ def _hand_out(
     for w in list(pool.workers[:n]):
         if w.index not in busy and todo:
             members, attempt, tags = todo.popleft()
-            if (
-                w.proc.exitcode is not None
-            ):  # died idle (killed from outside): a new one takes the group
+            # died idle (killed from outside): a new one takes the group
+            if w.proc.exitcode is not None:
                 w = pool.replace(w)
             tags = taking(
                 members,

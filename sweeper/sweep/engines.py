@@ -260,9 +260,8 @@ def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Calla
                 for c in computed.values():
                     c.tags[GPU_DEVICE] = str(current_gpu())
                 done.put((members, computed))
-    except (
-        BaseException
-    ) as e:  # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+    # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
+    except BaseException as e:
         done.put((None, e))
 
 
@@ -316,22 +315,21 @@ def compute_remote(
     """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
     both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
     behind: the launcher reads its own copy)."""
-    die = os.environ.get(
-        "SWEEPER_TEST_DIE_ONCE"
-    )  # test-only: the first worker to see this file's absence dies
+    # test-only: the first worker to see this file's absence dies
+    die = os.environ.get("SWEEPER_TEST_DIE_ONCE")
     if die and not Path(die).exists():
         Path(die).write_text(str(os.getpid()))
         os.kill(os.getpid(), 9)
-    with (
-        _said() as said
-    ):  # what the compute says (a model that does not batch...) is said where the user looks
+    # what the compute says (a model that does not batch...) is said where the user looks
+    with _said() as said:
         computed = compute(
             [job(idx, overrides, None, plain, pack) for idx, overrides, plain, pack in spec]
         )
     where = {WORKER_HOST: socket.gethostname(), WORKER_PID: str(os.getpid())}
+    # what the proof found for a user's model: the record half tags runs by it
     from sweeper.models import (
         stacked,
-    )  # what the proof found for a user's model: the record half tags runs by it
+    )
 
     out: dict[Any, Any] = {
         idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()
@@ -518,9 +516,8 @@ def _submitit(
             members, attempt = pending.pop(job)
             try:
                 got = job.result()
-            except (
-                submitit.core.utils.UncompletedJobError
-            ) as e:  # the worker died (killed, out of time)
+            # the worker died (killed, out of time)
+            except submitit.core.utils.UncompletedJobError as e:
                 if attempt == 1:
                     log.warning(
                         "group of %d lost with its worker (job %s); submitted once more",

@@ -64,12 +64,10 @@ MINI_BATCH_SHARED = ("seed",)
 class Job:
     idx: int
     overrides: list[str]
-    config: (
-        DictConfig | None
-    )  # the composed job config, hydra node included; None: composed when it runs
-    plain: dict[str, Any] | None = field(
-        default_factory=dict
-    )  # resolved, without hydra; None: resolved in its job
+    # the composed job config, hydra node included; None: composed when it runs
+    config: DictConfig | None
+    # resolved, without hydra; None: resolved in its job
+    plain: dict[str, Any] | None = field(default_factory=dict)
     # the planner's packing decision for its group (sweeper.sweep.packing: tag batch_packed)
     pack: str = ""
 
@@ -133,9 +131,8 @@ def plan(
     alone = []
     for job in jobs:
         cfg = job.plain
-        if (
-            cfg is None
-        ):  # another app's config, or one resolved only inside its job: as the basic launcher runs it
+        # another app's config, or one resolved only inside its job: as the basic launcher runs it
+        if cfg is None:
             alone.append(job)
             continue
         try:
@@ -146,9 +143,8 @@ def plan(
         if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, halving)) or _own_loop(cfg):
             alone.append(job)
             continue
-        varies = per_member(
-            cfg.get("model")
-        )  # a key the group path cannot vary per member: shared, or apart
+        # a key the group path cannot vary per member: shared, or apart
+        varies = per_member(cfg.get("model"))
         own = tuple(k for k in MEMBER_KEYS if k not in varies and "." not in k)
         shared = {
             k: cfg.get(k) for k in SHARED + own + (MINI_BATCH_SHARED if cfg["batch_size"] else ())
@@ -191,9 +187,8 @@ def plan(
             continue
         for i in range(0, len(trajs), size):
             part = [j for t in trajs[i : i + size] for j in t]
-            together = (
-                len(trajs[i : i + size]) > 1 or _worth(part) or folds
-            )  # one trajectory: when reading it pays
+            # one trajectory: when reading it pays
+            together = len(trajs[i : i + size]) > 1 or _worth(part) or folds
             (groups.append(part) if (len(part) > 1 or folds) and together else alone.extend(part))
     alone.sort(key=lambda j: j.idx)
     return groups, alone
@@ -256,20 +251,17 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
             e,
         )
         return 0
-    folds = max(
-        1, data.folds_of(cfg["data"])
-    )  # data.folds=k: a trajectory is k members, each with its own rows
-    if not offer(
-        cfg.get("model"), quiet=True
-    ).fast_path:  # a model of the interface: its own init and forward measure it
+    # data.folds=k: a trajectory is k members, each with its own rows
+    folds = max(1, data.folds_of(cfg["data"]))
+    # a model of the interface: its own init and forward measure it
+    if not offer(cfg.get("model"), quiet=True).fast_path:
         return _fits_model(cfg, ds, folds, budget)
     shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
-    nnz = (
-        (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None
-    )  # text: the stored values
+    # text: the stored values
+    nnz = (ds.X_train.nnz, ds.X_val.nnz) if data.is_sparse(ds.X_train) else None
     snapshots = max(len({j.plain["epochs"] for j in t}) - 1 for t in trajs)
     copies = Optimizer.from_config(cfg).copies + snapshots
     one = max(
@@ -297,9 +289,8 @@ def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) 
 
     need = model_bytes(cfg, ds)
     if need is None:
-        return max(
-            1, budget
-        )  # not measured (its code raised): the group's proof says why, in its words
+        # not measured (its code raised): the group's proof says why, in its words
+        return max(1, budget)
     limit = memory_limit()
     one = need[0] * folds
     if limit is not None and cfg["device"] != "gpu" and one > limit[0]:

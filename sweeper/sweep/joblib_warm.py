@@ -82,7 +82,6 @@ def _warm_worker(uris: list[str]) -> int:
         except Exception:  # noqa: BLE001  (the job says what is wrong with it)
             pass
 
-    time.sleep(
-        max(0.0, 0.05 - (time.perf_counter() - t))
-    )  # an already warm worker leaves this task to another
+    # an already warm worker leaves this task to another
+    time.sleep(max(0.0, 0.05 - (time.perf_counter() - t)))
     return os.getpid()

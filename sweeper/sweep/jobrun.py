@@ -74,9 +74,8 @@ def _entries(mapping: DictConfig, path: tuple, memo: dict[Any, str], parts: list
     for key in mapping.keys():
         at = path + (key,)
         child = node(mapping, key)
-        if (
-            at in _ABOVE and isinstance(child, DictConfig) and len(child) and plain_mapping(child)
-        ):  # its key, then its entries
+        # its key, then its entries
+        if at in _ABOVE and isinstance(child, DictConfig) and len(child) and plain_mapping(child):
             if ("header", at) not in memo:
                 memo[("header", at)] = _dump_at(at, {"x": 0}).splitlines(keepends=True)[0]
             parts.append(memo[("header", at)])
@@ -150,9 +149,8 @@ def run_job(
     old_cwd = os.getcwd()
     instance = HydraConfig.instance()
     orig_hydra_cfg = instance.cfg
-    instance.cfg = _holder(
-        config
-    )  # the job's Hydra config, for ${hydra:...} in the output folder's keys
+    # the job's Hydra config, for ${hydra:...} in the output folder's keys
+    instance.cfg = _holder(config)
     output_dir = str(OmegaConf.select(config, job_dir_key))
     if job_subdir_key is not None:
         output_dir = os.path.join(output_dir, str(OmegaConf.select(config, job_subdir_key)))

@@ -76,9 +76,8 @@ def launch(
     # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
     cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
     n = cores.workers(launcher, cpu) if ours else 1
-    halved = halving.Halving.of(
-        getattr(launcher, "halving", None)
-    )  # successive halving, or None (off)
+    # successive halving, or None (off)
+    halved = halving.Halving.of(getattr(launcher, "halving", None))
     groups, alone = plan(
         jobs,
         cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
@@ -102,16 +101,14 @@ def launch(
     own = [
         j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)
     ]
-    if (
-        halved is not None and (groups or own) and not engines.elsewhere(launcher, groups)
-    ):  # trainers: through report
+    # trainers: through report
+    if halved is not None and (groups or own) and not engines.elsewhere(launcher, groups):
         run.halving(groups + [[j] for j in own], halved, n)
         alone = [j for j in alone if j not in own]
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
-    elif engines.elsewhere(
-        launcher, groups
-    ):  # hydra.launcher.engine, or several GPUs: groups compute there
+    # hydra.launcher.engine, or several GPUs: groups compute there
+    elif engines.elsewhere(launcher, groups):
         for members, computed in engines.computed_groups(launcher, groups, compute_group):
             for job in members:
                 with handing(computed.pop(job.idx, None)):
@@ -155,9 +152,8 @@ class _Launch:
             job_subdir_key="hydra.sweep.subdir",
         )
         ret = jobrun.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
-        if (
-            ours and ret.hydra_cfg is not None
-        ):  # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
+        # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
+        if ours and ret.hydra_cfg is not None:
             # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
@@ -264,9 +260,8 @@ class _Launch:
                 tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
                 self.record_group(members, computed, runs, tags, began, bulk)
                 trim_heap()
-        except (
-            BaseException
-        ):  # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
+        # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
+        except BaseException:
             for _, runs, _, _ in taken.values():
                 _system(runs)
             raise
@@ -285,9 +280,8 @@ class _Launch:
             computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
         except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
             computed = engines.group_failed(members, e, tags)
-        except (
-            BaseException
-        ):  # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
+        # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
+        except BaseException:
             _system(runs)
             raise
         self.record_group(members, computed, runs, tags, began, bulk)
@@ -431,9 +425,8 @@ def open_runs(
     from sweeper.job.context import JobContext
 
     try:
-        for i in range(
-            0, len(members), AHEAD_ALWAYS
-        ):  # a chunk a transaction (the embedded store), until told
+        # a chunk a transaction (the embedded store), until told
+        for i in range(0, len(members), AHEAD_ALWAYS):
             if until is not None and until():
                 break
             chunk = members[i : i + AHEAD_ALWAYS]
@@ -528,12 +521,10 @@ def compute_group(
 class _Trained:
     """What a group's batches left, per unit (a trajectory on one split or fold)."""
 
-    at: dict[int, Any] = field(
-        default_factory=dict
-    )  # each configuration read off the unit: epochs → (fit, weights)
-    share: dict[int, float] = field(
-        default_factory=dict
-    )  # the unit's share of its batch's training time
+    # each configuration read off the unit: epochs → (fit, weights)
+    at: dict[int, Any] = field(default_factory=dict)
+    # the unit's share of its batch's training time
+    share: dict[int, float] = field(default_factory=dict)
     model_of: dict[int, Any] = field(default_factory=dict)  # the unit's weights → a model to score
     group_time: float = 0.0
     warmup: float = 0.0

@@ -58,21 +58,18 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
     """
     every, jobs = _checked_jobs(config)
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
-    for uri in sorted(
-        uris
-    ):  # a store that cannot persist runs, a folder, a damaged file: before any process starts
+    # a store that cannot persist runs, a folder, a damaged file: before any process starts
+    for uri in sorted(uris):
         tracking.check_database(uri)
         db = tracking.sqlite_path(uri)
         if db is not None:
-            tracking.check_writable(
-                db, uri
-            )  # a folder that takes no new file (/proc, /sys): one line, now
+            # a folder that takes no new file (/proc, /sys): one line, now
+            tracking.check_writable(db, uri)
     for uri, name in sorted(
         {(cfg["tracking"]["uri"], cfg["tracking"]["experiment"]) for _, cfg in jobs}
     ):
-        tracking.check_new_default(
-            uri, name
-        )  # refused once the store is made, and the store left behind
+        # refused once the store is made, and the store left behind
+        tracking.check_new_default(uri, name)
     sweep_dir = Path(config.hydra.sweep.dir).absolute()
     made = _claim(sweep_dir)
     try:
@@ -98,13 +95,11 @@ def _begin(
     ):
         local_jobs.own_session()  # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
     warming = warm_joblib_workers(config, jobs)
-    cores.warm(
-        config, jobs
-    )  # the batched launcher's CPU workers import and load their data while the store opens
+    # the batched launcher's CPU workers import and load their data while the store opens
+    cores.warm(config, jobs)
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
-        if writer.start(
-            uris
-        ):  # ends each job's run while the next one trains (sweeper.tracking.writer)
+        # ends each job's run while the next one trains (sweeper.tracking.writer)
+        if writer.start(uris):
             log.info(
                 "each run's records go to the store from a writer process (pid %d) while the next job runs",
                 writer.current().proc.pid,
@@ -242,9 +237,8 @@ def _claim(sweep_dir: Path) -> Path | None:
     made = _made(Path(os.path.abspath(sweep_dir)))
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        holder = hold(
-            sweep_dir / LOCK_FILE
-        )  # two live sweeps in one folder would write over each other's jobs
+        # two live sweeps in one folder would write over each other's jobs
+        holder = hold(sweep_dir / LOCK_FILE)
     except OSError as e:
         raise _unusable("hydra.sweep.dir", sweep_dir, e) from None
     if holder:
@@ -274,9 +268,8 @@ def claim_run_dir(run_dir: Path) -> None:
                 f"{folder}): choose another hydra.run.dir"
             )
     try:
-        current_state().new_run_dir = _made(
-            Path(os.path.abspath(run_dir))
-        )  # outputs/ of outputs/DATE/TIME
+        # outputs/ of outputs/DATE/TIME
+        current_state().new_run_dir = _made(Path(os.path.abspath(run_dir)))
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _unusable("hydra.run.dir", run_dir, e) from None
@@ -287,9 +280,8 @@ def _open_parents(
 ) -> dict[str, dict[str, Any]]:
     """A parent run per store and experiment the jobs use (once a sweep folder: a key already there is kept)."""
     now = current_state()
-    parents = now.parents.setdefault(
-        sweep_dir, {}
-    )  # the parent runs this process created, by sweep folder
+    # the parent runs this process created, by sweep folder
+    parents = now.parents.setdefault(sweep_dir, {})
     keys = [f"{cfg['tracking']['uri']}#{cfg['tracking']['experiment']}" for _, cfg in jobs]
     now.experiments.clear()  # found again by this sweep
     for (_, cfg), key in zip(jobs, keys):
@@ -309,9 +301,8 @@ def _open_parents(
             "sweeper": str(config.hydra.sweeper.get("_target_")),
             **tracking.source_tags(["python", "-m", "sweeper", "-m", *command_overrides(config)]),
         }
-        if (
-            caller == "python"
-        ):  # MLflow's source: the call that started it (the command line would do the same)
+        # MLflow's source: the call that started it (the command line would do the same)
+        if caller == "python":
             tags |= {
                 SWEEP_FROM: caller,
                 "mlflow.source.name": PYTHON_CALL.rstrip("("),
@@ -326,9 +317,8 @@ def _open_parents(
                 tags,
                 space(config),
             )
-        except (
-            tracking.UNREACHABLE
-        ) as e:  # e.g. a database file MLflow cannot read: one line, no job started
+        # e.g. a database file MLflow cannot read: one line, no job started
+        except tracking.UNREACHABLE as e:
             raise tracking.TrackingError(
                 f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}"
             ) from e
@@ -350,12 +340,10 @@ def space(config: DictConfig) -> dict[str, str]:
         key, _, value = o.lstrip("+~").partition("=")
         if not key.startswith(tracking.NOT_PARAMS):
             out[key] = value[:6000]
-    for key, value in (
-        config.hydra.sweeper.get("params") or {}
-    ).items():  # a key given on the command line
-        out.setdefault(
-            str(key), str(value)[:6000]
-        )  # replaced its entry (a fixed value took it out of the space)
+    # a key given on the command line
+    for key, value in (config.hydra.sweeper.get("params") or {}).items():
+        # replaced its entry (a fixed value took it out of the space)
+        out.setdefault(str(key), str(value)[:6000])
     return out
 
 
@@ -454,9 +442,8 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         p["uri"]: tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"]))
         for p in state["parents"]
     }
-    if folder_lost(
-        sweep_dir
-    ):  # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
+    # deleted while the sweep ran: its jobs here kept their parent (sweep.json in memory)
+    if folder_lost(sweep_dir):
         _restore_sweep_file(sweep_dir, state, rows, err, stored=not any(lost.values()))
         failed_parents = True
     try:
@@ -531,9 +518,8 @@ def _say_untrained(
             f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column",
             file=out,
         )
-    if stale := [
-        r for r in mine if r.get("not_reused")
-    ]:  # FINISHED before on another version of the data file
+    # FINISHED before on another version of the data file
+    if stale := [r for r in mine if r.get("not_reused")]:
         print(
             f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
             "the data file (changed since, or not recorded then): trained again",
@@ -587,9 +573,8 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
         state["parents"] if state else list(current_state().parents.get(sweep_dir, {}).values())
     )
     rows = results(sweep_dir) if state else []
-    cut = [
-        d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()
-    ]  # started, no result
+    # started, no result
+    cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]
     failures, stored = [], []
     for p in parents:
         mine = [
@@ -629,9 +614,8 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
         parts[0] = f"{sum(c['n_finished'] for c in stored)} finished"
         killed, not_run = sum(c["n_killed"] for c in stored), sum(c["n_not_run"] for c in stored)
     parts += [f"{killed} killed", f"{not_run} not run"]
-    left = (
-        killed or not_run or status.count("FAILED")
-    )  # else every job had ended as it would have (Ctrl-C at the end)
+    # else every job had ended as it would have (Ctrl-C at the end)
+    left = killed or not_run or status.count("FAILED")
     return (
         f"sweeper: interrupted: {', '.join(parts)}; "
         + "".join(f"{f}; " for f in failures)

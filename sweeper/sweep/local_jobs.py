@@ -28,9 +28,8 @@ def own_session() -> None:
 
     if getattr(local.subprocess, "sweeper_session", False):
         return
-    shim = types.ModuleType(
-        "subprocess"
-    )  # submitit.local.local's own view of subprocess: only its Popen differs
+    # submitit.local.local's own view of subprocess: only its Popen differs
+    shim = types.ModuleType("subprocess")
     shim.__dict__.update(subprocess.__dict__)
 
     def popen(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -60,9 +59,8 @@ def stop(wait: float = 10.0) -> int:
     for pid in jobs:
         if _running(pid):
             _signal(pid, signal.SIGKILL)
-    deadline = (
-        time.monotonic() + 2.0
-    )  # each controller ends once its job has (submitit polls it 24 times a second)
+    # each controller ends once its job has (submitit polls it 24 times a second)
+    deadline = time.monotonic() + 2.0
     while any(_running(pid) for pid in controllers) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in controllers:

@@ -108,9 +108,8 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
     packs: list[list[list[list[Any]]]] = [[order[0]]]
     for s in order[1:]:
         now = packs[-1]
-        costs.measure(
-            _blocks(now, shape[3]), _blocks([s], shape[3])
-        )  # the two and their packing, side by side
+        # the two and their packing, side by side
+        costs.measure(_blocks(now, shape[3]), _blocks([s], shape[3]))
         if group_s(costs, now + [s], shape) < GAIN * (
             group_s(costs, now, shape) + group_s(costs, [s], shape)
         ):
@@ -184,9 +183,8 @@ class Costs:
     n: int
     task: str = "regression"
     k: int = 1
-    data: Any = field(
-        default=None, repr=False, compare=False
-    )  # the data set: the probe runs on its training rows
+    # the data set: the probe runs on its training rows
+    data: Any = field(default=None, repr=False, compare=False)
     epochs: dict[str, float] = field(default_factory=dict)
 
     @classmethod

@@ -56,23 +56,20 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
         batches = basic_sweeper().split_arguments(
             OverridesParser.create(config_loader=loader).parse_overrides(args), None
         )
-    except (
-        HydraException
-    ) as e:  # e.g. interval() given to the grid sweeper by a sweep config's params
+    # e.g. interval() given to the grid sweeper by a sweep config's params
+    except HydraException as e:
         raise ConfigError(f"{' '.join(args)[:200]}: {str(e).splitlines()[0]}") from None
     from sweeper.contract.compose import compose_once
 
     if len(batches[0]) >= ANNOUNCE:
         log.info("composing %s configurations…", f"{len(batches[0]):,}")
-    once = compose_once(
-        loader
-    )  # each shape composed once; the sweeper's check and the launcher reuse it
+    # each shape composed once; the sweeper's check and the launcher reuse it
+    once = compose_once(loader)
     jobs = []
     for overrides in batches[0]:
         try:
-            with (
-                stop.unmasked()
-            ):  # a Ctrl-C whose way through OmegaConf raised another error is the interruption
+            # a Ctrl-C whose way through OmegaConf raised another error is the interruption
+            with stop.unmasked():
                 cfg = once.plain(config, list(overrides))
         except Exception as e:  # a composition error, e.g. a group choice that does not exist
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e

@@ -38,9 +38,8 @@ def sql_store(c: Any) -> Any:
     internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
     from sweeper.base import tested
 
-    if not tested.shortcut(
-        "bulk"
-    ):  # another MLflow's tables may differ, or turned off: its public calls (said)
+    # another MLflow's tables may differ, or turned off: its public calls (said)
+    if not tested.shortcut("bulk"):
         return None
     # MlflowClient._tracking_client.store: the store behind the public client (no public accessor)
     store = getattr(getattr(c, "_tracking_client", None), "store", None)
@@ -88,9 +87,8 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
     commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
     store = sql_store(c)
-    if (
-        store is None
-    ):  # a server, or another MLflow's internals: its public calls, one run after another
+    # a server, or another MLflow's internals: its public calls, one run after another
+    if store is None:
         return [start_run(c, experiment, **spec) for spec in specs]
     import uuid
 
@@ -103,17 +101,15 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
     experiment_entity = store.get_experiment(experiment)
     store._check_experiment_is_active(experiment_entity)
     now, made, runs, tag_rows, param_rows = int(time.time() * 1000), [], [], [], []
-    for spec in (
-        specs
-    ):  # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
+    # the rows SqlAlchemyStore.create_run and log_batch would write, checked as log_batch does
+    for spec in specs:
         tags = {
             "mlflow.runName": spec["name"],
             **_run_tags(spec["tags"], spec.get("parent_run_id")),
         }
         params = {k: str(v) for k, v in (spec.get("params") or {}).items()}
-        tags = {
-            t.key: t.value for t in (_validate_tag(k, v) for k, v in tags.items())
-        }  # too long: truncated
+        # too long: truncated
+        tags = {t.key: t.value for t in (_validate_tag(k, v) for k, v in tags.items())}
         params = {p.key: p.value for p in (_validate_param(k, v) for k, v in params.items())}
         run_id = uuid.uuid4().hex
         artifact_uri = append_to_uri_path(
@@ -141,9 +137,8 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
         param_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in params.items()]
         made.append((run_id, artifact_uri))
     if runs:
-        with (
-            store.ManagedSessionMaker() as session
-        ):  # one transaction: the runs, their tags and params
+        # one transaction: the runs, their tags and params
+        with store.ManagedSessionMaker() as session:
             for table, rows in (
                 (SqlRun.__table__, runs),
                 (SqlTag.__table__, tag_rows),
@@ -237,9 +232,8 @@ def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, s
             is_nan, value = store.sanitize_metric_value(float(v))
             metrics[run_id].append((k, value, is_nan, now, 0))
         tags[run_id] = {t.key: t.value for t in (_validate_tag(k, str(v)) for k, v in ts.items())}
-    with store.ManagedSessionMaker(
-        read_only=False
-    ) as session:  # it updates latest-metric rows in place
+    # it updates latest-metric rows in place
+    with store.ManagedSessionMaker(read_only=False) as session:
         runs, _, latest, top = _stored(session, ids)
         _refuse_as_log_batch(ids, runs, {}, {r: {} for r in ids})
         metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)

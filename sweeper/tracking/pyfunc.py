@@ -24,9 +24,8 @@ from sweeper.base.tested import shortcut
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.
 ENTRY = Path(__file__).with_name("pyfunc_entry.py")
-PORTABLE = (
-    Path(__file__).parents[1] / "base" / "portable.py"
-)  # at load: the model's code/portable.py
+# at load: the model's code/portable.py
+PORTABLE = Path(__file__).parents[1] / "base" / "portable.py"
 
 
 def requirements_for(text: bool) -> list[str]:
@@ -163,9 +162,8 @@ def save(
             "outputs": getattr(predict, "outputs", "logits"),
         }
         code += user_code(str(model["_target_"]))
-    elif (
-        model is not None
-    ):  # a model of the interface: rebuilt at load from its class and hyperparameters
+    # a model of the interface: rebuilt at load from its class and hyperparameters
+    elif model is not None:
         target = str(model["_target_"])
         info["model"] = {
             "target": target,
@@ -209,18 +207,15 @@ def save(
             pip_requirements=requirements,
         )
 
-    if model is not None or not shortcut(
-        "pyfunc_cache"
-    ):  # its own code travels (no shared template), or the
-        save_model(
-            path
-        )  # template cache is off (SWEEPER_PUBLIC_ONLY=pyfunc_cache): MLflow saves the model
+    # its own code travels (no shared template), or the
+    if model is not None or not shortcut("pyfunc_cache"):
+        # template cache is off (SWEEPER_PUBLIC_ONLY=pyfunc_cache): MLflow saves the model
+        save_model(path)
         return path
     template = _template(_template_key(signature, example, requirements), save_model)
     if not _instantiate(template, path, {"weights": weights, "meta": meta}):
-        shutil.rmtree(
-            path
-        )  # an MLmodel layout _instantiate does not know: MLflow saves this model itself
+        # an MLmodel layout _instantiate does not know: MLflow saves this model itself
+        shutil.rmtree(path)
         save_model(path)
     return path
 
@@ -292,9 +287,8 @@ def _template(key: str, save: Any) -> Path:
     import tempfile
     import uuid
 
-    if (
-        key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file()
-    ):  # gone when the cache was cleared meanwhile
+    # gone when the cache was cleared meanwhile
+    if key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file():
         return _TEMPLATES[key]
     cached = cache_dir() / key
     if not (cached / "MLmodel").is_file():
@@ -312,9 +306,8 @@ def _template(key: str, save: Any) -> Path:
             try:
                 os.rename(staging / "model", cached)
                 break
-            except (
-                OSError
-            ):  # another process was first (its template is the same), or a broken one is there
+            # another process was first (its template is the same), or a broken one is there
+            except OSError:
                 if (cached / "MLmodel").is_file():
                     break
                 shutil.rmtree(cached, ignore_errors=True)
@@ -366,9 +359,8 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool
     for (
         name,
         source,
-    ) in (
-        artifacts.items()
-    ):  # each artifact's source: "      <name>:\n        path: ...\n        uri: ..."
+        # each artifact's source: "      <name>:\n        path: ...\n        uri: ..."
+    ) in artifacts.items():
         out, k = re.subn(
             r"^(\s+%s:\n\s+path: [^\n]+\n\s+uri: ).*$" % re.escape(name),
             lambda m, src=str(source): m.group(1) + src,

@@ -23,9 +23,8 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         with np.load(context.artifacts["weights"]) as z:
             self.arrays = {k: z[k] for k in z.files}
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
-        if (
-            "predict" in context.artifacts
-        ):  # a function trainer's predict (its module is in the model's code/)
+        # a function trainer's predict (its module is in the model's code/)
+        if "predict" in context.artifacts:
             import cloudpickle
 
             with open(context.artifacts["predict"], "rb") as f:
@@ -62,9 +61,8 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
             pred = np.asarray(self.trainer_predict(X), dtype=np.float64).reshape(X.shape[0], -1)
             if meta["trainer"]["outputs"] != "probabilities":
                 pred = self.portable.link(meta["task"], pred)
-        elif (
-            "model" in meta
-        ):  # a model of the interface: the user's class (its module is in the model's code/)
+        # a model of the interface: the user's class (its module is in the model's code/)
+        elif "model" in meta:
             pred = self.portable.user_forward(meta["model"], params_, meta["task"], X)
         else:
             pred = self.portable.forward(params_, meta["activation"], meta["task"], X)

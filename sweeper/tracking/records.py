@@ -105,9 +105,8 @@ def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
     skip = ("model.",) if offer(plain.get("model"), quiet=True).top_level else top_level_keys()
     flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
-    if not params.get(
-        "data.folds", 1
-    ):  # data.folds=0 (one split, the default): the params of a run from before folds
+    # data.folds=0 (one split, the default): the params of a run from before folds
+    if not params.get("data.folds", 1):
         params.pop("data.folds")
     return params, {f"config.{k}": str(v) for k, v in flat.items() if k not in params}
 
@@ -167,9 +166,8 @@ def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, s
     commit = git_commit()
     if commit:
         out["mlflow.source.git.commit"] = commit
-    return {
-        k: masked(str(v)) for k, v in out.items()
-    }  # the command line and overrides without a URI's password
+    # the command line and overrides without a URI's password
+    return {k: masked(str(v)) for k, v in out.items()}
 
 
 def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
@@ -204,9 +202,8 @@ def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]
         h = hashlib.md5()
         for a in (X, y):
             h.update(str(a.shape).encode())
-            parts = (
-                (a.data, a.indices, a.indptr) if hasattr(a, "indptr") else (a,)
-            )  # a sparse matrix: its arrays
+            # a sparse matrix: its arrays
+            parts = (a.data, a.indices, a.indptr) if hasattr(a, "indptr") else (a,)
             for part in parts:
                 h.update(memoryview(part).cast("B") if part.flags.c_contiguous else part.tobytes())
         profile = {"num_rows": int(X.shape[0]), "num_features": int(X.shape[1])}

@@ -197,18 +197,15 @@ def client(uri: str) -> Any:
     inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
     from sweeper import settled
 
-    uri = unmasked(
-        uri
-    )  # a store named by a sweep's files (their passwords masked): the one this process opened
+    # a store named by a sweep's files (their passwords masked): the one this process opened
+    uri = unmasked(uri)
     mlflow_defaults()
-    if (
-        "mlflow" in sys.modules
-    ):  # imported (and frozen) already: no second freeze of what the sweep holds now
+    # imported (and frozen) already: no second freeze of what the sweep holds now
+    if "mlflow" in sys.modules:
         MlflowClient = _client_class()
     else:
-        with (
-            settled()
-        ):  # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+        # MLflow's modules (~500k objects): no GC pass while they load, none over them after
+        with settled():
             MlflowClient = _client_class()
     # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
     # raise is what we report, in one line
@@ -229,9 +226,8 @@ def client(uri: str) -> Any:
         clients.pop(uri, None)
         c = _create_store(db, uri)
     else:
-        c = clients[uri] = MlflowClient(
-            tracking_uri=uri
-        )  # one a store (MLflow keeps one store object a URI anyway)
+        # one a store (MLflow keeps one store object a URI anyway)
+        c = clients[uri] = MlflowClient(tracking_uri=uri)
         held.client_files[uri] = identity(uri)
     whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in
     return c
@@ -283,9 +279,8 @@ def _sqlite_commits_without_fsync() -> None:
             try:
                 if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
                     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
-            except (
-                sqlite3.Error
-            ):  # not a database: MLflow's own first query says so (a failing connect would be
+            # not a database: MLflow's own first query says so (a failing connect would be
+            except sqlite3.Error:
                 pass  # retried for minutes)
 
     event.listen(Engine, "connect", tune)  # once per process (functools.cache)
@@ -297,9 +292,8 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     if db is None:
         return None  # a server decides
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", experiment)
-    if not safe.strip(
-        "."
-    ):  # "." or "..": the folder would be artifacts/ itself, or the database's folder
+    # "." or "..": the folder would be artifacts/ itself, or the database's folder
+    if not safe.strip("."):
         safe = safe.replace(".", "_")
     return (db.resolve().parent / "artifacts" / safe).as_uri()
 
@@ -317,9 +311,8 @@ def open_store(uri: str) -> Any:
         check_writable(db, uri)
         check_database(uri)
     creating = db is not None and not db.is_file()
-    if creating or (
-        "mlflow" not in sys.modules and sys.stdout.isatty()
-    ):  # seconds of silence otherwise
+    # seconds of silence otherwise
+    if creating or ("mlflow" not in sys.modules and sys.stdout.isatty()):
         _progress(f"opening the store {uri}" + (_creating() if creating else "") + "…")
     if uri.startswith(("http://", "https://")):
         check_server(uri)
@@ -365,18 +358,16 @@ def _create_store(db: Path, uri: str) -> Any:
     from sweeper.base import stop
 
     MlflowClient = _client_class()
-    db.parent.mkdir(
-        exist_ok=True
-    )  # the store's own folder only: check_writable refuses a path of missing folders
+    # the store's own folder only: check_writable refuses a path of missing folders
+    db.parent.mkdir(exist_ok=True)
     # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
     # that every later command refused ("table spans already exists")
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
         if _is_wal_database(db):  # made by another process while this one waited
             return MlflowClient(tracking_uri=uri)
         copied = _from_template(db)
-        c = MlflowClient(
-            tracking_uri=uri
-        )  # creates the schema of a new store (or adds Default to a copy)
+        # creates the schema of a new store (or adds Default to a copy)
+        c = MlflowClient(tracking_uri=uri)
         c.search_experiments(max_results=1)  # a store MLflow cannot read fails here, unchanged
         with closing(sqlite3.connect(db)) as con:
             con.execute("PRAGMA journal_mode=WAL")

@@ -38,9 +38,8 @@ def guarded(uri: str, fn: Callable[[], int]) -> int:
         print(f"sweeper: error: --tracking-uri={uri} {problem}", file=sys.stderr)
         return 2
     try:
-        store.check_readable(
-            uri
-        )  # a mistyped path is refused (never created as an empty store), a silent server in seconds
+        # a mistyped path is refused (never created as an empty store), a silent server in seconds
+        store.check_readable(uri)
         return fn()
     except Exception as e:
         if not failure(e):

@@ -61,9 +61,8 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
                 "MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
             )
         return
-    if (
-        existing and db.stat().st_size == 0
-    ):  # SQLite would read it as an empty database, and MLflow make it a store
+    # SQLite would read it as an empty database, and MLflow make it a store
+    if existing and db.stat().st_size == 0:
         raise TrackingError(
             f"{key}={uri}: no such store ({db} is an empty file, 0 bytes): expected an existing "
             "MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
@@ -74,9 +73,8 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
             f"{key}={uri} cannot be used: {db} {damage}: restore a copy, or choose another "
             "path for a new store"
         )
-    if (
-        existing and _tables(db) == [] and db.stat().st_size > 0
-    ):  # an empty SQLite database: MLflow would make it a store
+    # an empty SQLite database: MLflow would make it a store
+    if existing and _tables(db) == [] and db.stat().st_size > 0:
         raise TrackingError(
             f"{key}={uri}: no such store ({db} is an SQLite database without tables): expected an "
             "existing MLflow store (sqlite:///path/to/mlflow.db or a server URL)"
@@ -154,9 +152,8 @@ def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
     held: set[str] = set()
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
-            for i in range(
-                0, len(run_ids), 500
-            ):  # SQLite's bound-parameter limit (999 in older builds)
+            # SQLite's bound-parameter limit (999 in older builds)
+            for i in range(0, len(run_ids), 500):
                 part = run_ids[i : i + 500]
                 query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
                 held |= {r[0] for r in con.execute(query, part)}
@@ -200,9 +197,8 @@ def check_writable(db: Path, uri: str) -> None:
     make a folder named ``u19.db``). An existing store's ``-shm`` file must be one SQLite can write
     (:func:`_shm_problem`)."""
     folder = db.parent if str(db.parent) else Path(".")
-    existing = (
-        folder if folder.exists() else folder.parent
-    )  # the store's own folder is made, in one that exists
+    # the store's own folder is made, in one that exists
+    existing = folder if folder.exists() else folder.parent
     hint = "choose a writable place for tracking.uri"
     if not existing.exists():
         raise TrackingError(
@@ -218,9 +214,8 @@ def check_writable(db: Path, uri: str) -> None:
         raise TrackingError(
             f"tracking.uri={uri} cannot be used: the folder {existing} is not writable; {hint}"
         )
-    if (
-        not db.exists()
-    ):  # root passes os.access everywhere: /proc and /sys take no new file all the same
+    # root passes os.access everywhere: /proc and /sys take no new file all the same
+    if not db.exists():
         import tempfile
 
         try:

@@ -76,9 +76,8 @@ class SystemSampler:
                     Metric(f"system/{k}", float(v), now, self.step)
                     for k, v in m.aggregate_metrics().items()
                 ]
-            except (
-                Exception
-            ) as e:  # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
+            # a monitor that fails (a GPU gone, a counter missing) is dropped, said once
+            except Exception as e:
                 self.monitors.remove(m)
                 logging.getLogger(__name__).warning(
                     "system metrics: %s dropped: %s", type(m).__name__, first_line(e)

@@ -164,18 +164,16 @@ class Writer:
                 alive = self.proc.poll() is None
                 if timeout is None and alive:
                     continue
-                if (
-                    timeout is None
-                ):  # the writer died: what it had stays pending_upload in result.json
+                # the writer died: what it had stays pending_upload in result.json
+                if timeout is None:
                     why = f"the writer process ended ({ended(self.proc.returncode)}) before recording it"
                     for path in self.pending:
                         self._kept(path, why)
                     self.pending = []
                 return False
             self.pending.pop(0)
-            if answer.get(
-                "gone"
-            ):  # recorded without the files its deleted folder held: said, nothing to upload
+            # recorded without the files its deleted folder held: said, nothing to upload
+            if answer.get("gone"):
                 log.warning("run %s is recorded: %s", answer["run_id"], answer["gone"])
             if answer.get("error"):  # said as the job itself would have said it
                 folder = Path(answer["folder"])
@@ -421,9 +419,8 @@ def _serve(requests: Any, answers: Any) -> None:
 
     ended = False
     while not ended:
-        runs: list[
-            dict[str, Any]
-        ] = []  # the runs waiting now, in order: ended together (one transaction a store)
+        # the runs waiting now, in order: ended together (one transaction a store)
+        runs: list[dict[str, Any]] = []
         job = pickle.loads(inbox.get())
         while True:
             if job is None:

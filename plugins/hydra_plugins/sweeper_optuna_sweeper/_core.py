@@ -83,9 +83,8 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
             returns = sweeper.launcher.launch(
                 [space.overrides(t.params) for t in trials], initial_job_idx=job_idx
             )
-        except (
-            BaseException
-        ):  # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
+        # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
+        except BaseException:
             # FINISHED are told their values (their runs are recorded), the others FAIL, not RUNNING for ever
             cut_short(
                 study,
@@ -178,9 +177,8 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     loader = sweeper.hydra_context.config_loader
     base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
     tasks = {_task(base)}
-    if (
-        "data" in space.distributions
-    ):  # a search over data sets ranks one metric: their tasks must agree
+    # a search over data sets ranks one metric: their tasks must agree
+    if "data" in space.distributions:
         for name in space.distributions["data"].choices:
             tasks.add(
                 _task(

@@ -17,9 +17,8 @@ PARAMS = "hydra.sweeper.params"
 class Space:
     distributions: dict[str, Any] = field(default_factory=dict)  # key -> optuna distribution
     fixed: list[str] = field(default_factory=list)  # overrides every trial gets, as written
-    written: dict[str, str] = field(
-        default_factory=dict
-    )  # swept key -> its value as written (the parent's params)
+    # swept key -> its value as written (the parent's params)
+    written: dict[str, str] = field(default_factory=dict)
 
     def overrides(self, params: dict[str, Any]) -> tuple[str, ...]:
         """A trial's overrides: its sampled values, then the fixed ones."""
@@ -47,9 +46,8 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
                 f"{PARAMS}.{line} is not a valid override ({first.strip()})"
             ) from None
     try:
-        check_overrides(
-            lines + list(arguments)
-        )  # choices, ranges, groups and unknown keys, in one line
+        # choices, ranges, groups and unknown keys, in one line
+        check_overrides(lines + list(arguments))
     except ConfigError as e:
         key = re.match(r"[^= ]*", str(e)).group(0)
         raise ConfigError(
@@ -57,9 +55,8 @@ def parse(params: dict[str, Any], arguments: list[str]) -> Space:
             if key in params and not any(a.startswith(f"{key}=") for a in arguments)
             else str(e)
         ) from None
-    chosen: dict[
-        str, tuple[Any, str]
-    ] = {}  # key -> (override, where it comes from), the command's last
+    # key -> (override, where it comes from), the command's last
+    chosen: dict[str, tuple[Any, str]] = {}
     for line, where in [(ln, f"{PARAMS}.") for ln in lines] + [(a, "") for a in arguments]:
         (o,) = parser.parse_overrides([line])
         key = o.get_key_element() if not o.is_delete() else line
@@ -91,9 +88,8 @@ def distribution(o: Any, where: str) -> Any:
         return _interval(o, key, written)
     if o.is_range_sweep() and not o.value().shuffle:
         return _range(o, written)
-    if o.is_discrete_sweep() and not o.value_type.name.startswith(
-        "GLOB"
-    ):  # choice(), a list, a shuffled range
+    # choice(), a list, a shuffled range
+    if o.is_discrete_sweep() and not o.value_type.name.startswith("GLOB"):
         choices = list(dict.fromkeys(o.sweep_iterator(transformer=Transformer.encode)))
         for x in choices:
             if not isinstance(x, (str, int, float, bool, type(None))):

@@ -164,9 +164,8 @@ def report(curves: list[tuple[Any, np.ndarray, np.ndarray]], study: Any) -> None
             from optuna.storages._rdb.storage import _create_scoped_session
 
             model = models.TrialIntermediateValueModel
-            with _create_scoped_session(
-                backend.scoped_session
-            ) as session:  # the trials are new: inserts only
+            # the trials are new: inserts only
+            with _create_scoped_session(backend.scoped_session) as session:
                 for trial, steps, values in curves:
                     for step, value in zip(steps.tolist(), values.tolist()):
                         stored, kind = model.intermediate_value_to_stored_repr(float(value))

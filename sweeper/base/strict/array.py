@@ -33,9 +33,8 @@ not_equal logical_and logical_or logical_xor logical_not isfinite isnan isinf si
 bitwise_and bitwise_or bitwise_xor invert left_shift right_shift matmul conjugate heaviside clip
 """.split()
 )
-REDUCING = frozenset(
-    ("add", "multiply", "maximum", "minimum", "logical_and", "logical_or")
-)  # ufunc.reduce
+# ufunc.reduce
+REDUCING = frozenset(("add", "multiply", "maximum", "minimum", "logical_and", "logical_or"))
 
 # ndarray methods CuPy has that the stand-in runs on the device; "sync" ones read on the host (CuPy synchronises).
 METHODS = frozenset(
@@ -188,9 +187,8 @@ class DeviceArray:
         return wrap(self._a[_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if (
-            isinstance(value, np.ndarray) and value.ndim
-        ):  # CuPy fills with a scalar, or copies a device array
+        # CuPy fills with a scalar, or copies a device array
+        if isinstance(value, np.ndarray) and value.ndim:
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         if isinstance(value, np.ndarray):
             value = value.item()

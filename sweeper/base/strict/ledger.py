@@ -29,9 +29,8 @@ _SKIP = (
     os.sep + "scipy" + os.sep,
     os.path.join("sweeper", "base", "backend.py"),
 )
-_ROOT = (
-    str(Path(__file__).resolve().parents[3]) + os.sep
-)  # the checkout: sites are shown relative to it
+# the checkout: sites are shown relative to it
+_ROOT = str(Path(__file__).resolve().parents[3]) + os.sep
 SITE_FRAMES = 3
 
 
@@ -40,9 +39,8 @@ class Event(NamedTuple):
     what: str  # float(), .get(), to_numpy, ...
     phase: str  # the phase the training loop last marked on this thread ("" before any)
     step: int  # the epoch (or the segment's last epoch) given with the mark; -1 without one
-    site: tuple[
-        str, ...
-    ]  # "path:line in function", innermost first, outside the stand-in and NumPy
+    # "path:line in function", innermost first, outside the stand-in and NumPy
+    site: tuple[str, ...]
 
 
 def _site() -> tuple[str, ...]:
@@ -61,9 +59,8 @@ class Ledger:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
-        self.marks: Counter = (
-            Counter()
-        )  # how many times each phase was entered (every epoch, every segment end)
+        # how many times each phase was entered (every epoch, every segment end)
+        self.marks: Counter = Counter()
         self._local = threading.local()
         self.implicit = 0  # > 0 inside allow_implicit(): np.asarray(device array) is a counted sync, not an error
 

@@ -153,9 +153,8 @@ LINALG = ("lstsq", "solve", "norm", "inv")
 
 
 def _members() -> dict[str, Any]:
-    members: dict[str, Any] = {
-        name: getattr(np, name) for name in UFUNCS if hasattr(np, name)
-    }  # ufuncs dispatch
+    # ufuncs dispatch
+    members: dict[str, Any] = {name: getattr(np, name) for name in UFUNCS if hasattr(np, name)}
     members |= {name: _device(getattr(np, name)) for name in DEVICE + CREATION}
     members |= {name: _transfer(name) for name in TRANSFERS}
     members |= {name: _metadata(getattr(np, name)) for name in METADATA}

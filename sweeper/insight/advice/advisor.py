@@ -255,9 +255,8 @@ def _grid(s: Sweep, changes: dict[str, str]) -> dict[str, list[str]]:
     return {k: s.tried(k) for k in s.keys} | {k: v.split(",") for k, v in changes.items()}
 
 
-Exclusion = tuple[
-    dict[str, str], list[str]
-]  # ({other key: value}, lr values): left out in that slice only
+# ({other key: value}, lr values): left out in that slice only
+Exclusion = tuple[dict[str, str], list[str]]
 
 
 def grids(
@@ -361,9 +360,8 @@ def next_command(argv: list[str], changes: dict[str, str], python: bool = False)
 
     changes, out = dict(changes), []
     for arg in argv:
-        if arg.startswith(
-            "++model."
-        ):  # as the user typed it: sweeper adds the ++ itself (contract.model)
+        # as the user typed it: sweeper adds the ++ itself (contract.model)
+        if arg.startswith("++model."):
             arg = arg[2:]
         bare = arg.lstrip("+~")
         key = bare.partition("=")[0]
@@ -507,9 +505,8 @@ def advise(
         note += f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest that show a spread)"
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
-    each = [
-        counts(s, part, exclude) for part in parts(changes, pair)
-    ]  # a pair's two commands share no configuration
+    # a pair's two commands share no configuration
+    each = [counts(s, part, exclude) for part in parts(changes, pair)]
     sizes = (sum(t for t, _ in each), sum(d for _, d in each))
     if sum(untried(s, part, exclude) for part in parts(changes, pair)) == 0:
         return Advice(
@@ -653,13 +650,11 @@ def publish(
 
     out = out or sys.stdout
     by_id = {r.info.run_id: r for r in runs}
-    records = [
-        record(by_id[i] if i in by_id else c.get_run(i)) for i in order
-    ]  # a row may be a reused run
+    # a row may be a reused run
+    records = [record(by_id[i] if i in by_id else c.get_run(i)) for i in order]
     run_id = parent.info.run_id
-    for r in (
-        records
-    ):  # a resumed sweep's reused runs belong to an earlier round: not counted in its budget
+    # a resumed sweep's reused runs belong to an earlier round: not counted in its budget
+    for r in records:
         r["reused"] = r.get("parent") not in (None, run_id)
     s = Sweep(records)
     # the curves of the top configurations and of every configuration's lead run (the edges read them too), capped

@@ -165,9 +165,8 @@ def rising_loss(s: Sweep) -> list[Finding]:
             )
         ]
     lr = s.param(r, "lr")
-    lower = [
-        f"{nice(lr / 2):g}"
-    ]  # one lr: half the run's; a swept lr: extended below the grid's smallest
+    # one lr: half the run's; a swept lr: extended below the grid's smallest
+    lower = [f"{nice(lr / 2):g}"]
     if "lr" in s.keys:
         lower = extend("lr", s.tried("lr"), up=False)[0] or lower
     step_text = f"a smaller step: lr={','.join(lower)}" + (

@@ -67,9 +67,8 @@ class Advice:
     )  # the next command's configurations, and how many of them FINISHED already
     # why there is no command, or the budget per round and what the command left out for it
     note: str = ""
-    caveats: list[str] = field(
-        default_factory=list
-    )  # what the findings stand on that weakens them (said first)
+    # what the findings stand on that weakens them (said first)
+    caveats: list[str] = field(default_factory=list)
     budget: int = 0  # the most new runs the command may train (a round's budget)
     split: str = "the grid without the values left out in some slices only"  # why several commands, when they are
     noise: str = ""  # the one noise model every finding uses, said once at the top
@@ -187,9 +186,8 @@ class Sweep:
     ):
         from sweeper.job.metrics import PRIMARY
 
-        self.records = [
-            r for r in records if r["params"]
-        ]  # a run killed before its end has no params
+        # a run killed before its end has no params
+        self.records = [r for r in records if r["params"]]
         task = (
             "binary" if any("val_accuracy" in r["metrics"] for r in self.records) else "regression"
         )
@@ -273,9 +271,8 @@ class Sweep:
         metric = metric or self.metric
         if self.folded and (folds := self.fold_scores(self.lead(config), metric)):
             return dict(enumerate(folds)), "folds"
-        if (
-            self.deterministic and not self.seeded
-        ):  # its seeds repeat one score: one score, not a spread of 0
+        # its seeds repeat one score: one score, not a spread of 0
+        if self.deterministic and not self.seeded:
             lead = self.lead(config)
             v = _number(lead["metrics"].get(metric)) if lead else None
             return (

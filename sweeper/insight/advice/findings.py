@@ -20,9 +20,8 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         tried = s.tried(key)
         if key in flat or len(tried) < 2 or any(_number(v) is None for v in tried):
             continue
-        profile: dict[
-            str, tuple[float, int]
-        ] = {}  # each value's best mean score over the other keys
+        # each value's best mean score over the other keys
+        profile: dict[str, tuple[float, int]] = {}
         where: dict[str, tuple] = {}  # ... and the configuration that scored it
         for config in s.configs:
             m, v = s.mean(config), dict(config)[key]
@@ -223,9 +222,8 @@ def noise(s: Sweep) -> list[Finding]:
     is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
-    if (
-        not s.seeded and (by_folds := _across_folds(s)) is not None
-    ):  # data.folds=k: the noise is the folds'
+    # data.folds=k: the noise is the folds'
+    if not s.seeded and (by_folds := _across_folds(s)) is not None:
         return [by_folds]
     if not s.seeded and saturated(s):
         return [
@@ -302,9 +300,8 @@ def noise(s: Sweep) -> list[Finding]:
             )
         ]
     first, second = ranked[:2]
-    diff = s.between(
-        first, second
-    )  # their own seeds, paired where shared: never a spread other configurations inflate
+    # their own seeds, paired where shared: never a spread other configurations inflate
+    diff = s.between(first, second)
     p = diff.p()
     a, b = diff.a, diff.b
     evidence.append(
@@ -337,9 +334,8 @@ def noise(s: Sweep) -> list[Finding]:
                 "distinct",
             )
         ]
-    if saturated(
-        s
-    ):  # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
+    # tied at the ceiling: more seeds tie again; a proper scoring rule or more rows separate them
+    if saturated(s):
         return [
             Finding(
                 "noise",

@@ -8,9 +8,8 @@ from typing import Any
 from sweeper.base.fmt import cell
 from sweeper.insight.advice.evidence import Finding, Sweep, _label
 
-MISSING_DEVICE = (
-    "device=gpu",
-)  # how a job SKIPPED for a missing device begins its reason (sweeper.base.backend)
+# how a job SKIPPED for a missing device begins its reason (sweeper.base.backend)
+MISSING_DEVICE = ("device=gpu",)
 
 
 def devices(argv: list[str], skipped: list[str]) -> list[Finding]:
