@@ -1,4 +1,5 @@
-"""data/: load a data set as host arrays, split it with the run's ``data.split_seed``, and standardise on train only."""
+"""data/: load a data set as host arrays, split it with the run's ``data.split_seed``,
+and standardise on train only."""
 
 from __future__ import annotations
 
@@ -62,19 +63,22 @@ class Dataset:
     positive_class: str | None = None
     # a multi-class target's class names, in the order of its indices
     classes: tuple[str, ...] | None = None
-    # text data (data=sms|text): the vectorizer fitted on the training rows, and the test rows' documents
+    # text data (data=sms|text): the vectorizer fitted on the training rows, and the
+    # test rows' documents
     vectorizer: Any = None
     text_test: np.ndarray | None = None
-    # a table (data=csv): the encoder fitted on the training rows (sweeper.data.columns.fit: the columns in
-    # order, a categorical one's categories, the scaler) and the test rows' raw values, one list per column
+    # a table (data=csv): the encoder fitted on the training rows
+    # (sweeper.data.columns.fit: the columns in order, a categorical one's categories,
+    # the scaler) and the test rows' raw values, one list per column
     encoder: dict[str, Any] | None = None
     columns_test: list[list[Any]] | None = None
-    # what was read from a user file, in words, for the run's tags and first log line: task, target, sep,
-    # dropped, encoded (see :func:`describe`)
+    # what was read from a user file, in words, for the run's tags and first log line:
+    # task, target, sep, dropped, encoded (see :func:`describe`)
     decisions: dict[str, str] = field(default_factory=dict)
     # a bundled table's feature names (diabetes: age, sex, bmi, ...); None: x0, x1, ...
     feature_names: tuple[str, ...] | None = None
-    # a table's column report: one dict per column of the file (sweeper.data.table), the run's columns.json
+    # a table's column report: one dict per column of the file (sweeper.data.table), the
+    # run's columns.json
     report: list[dict[str, Any]] | None = None
 
     @property
@@ -88,13 +92,15 @@ class Dataset:
 
     @property
     def categorical(self) -> bool:
-        """Whether a feature column is categorical, a date, or has missing cells: the model then takes the
-        file's raw columns (categories and dates as text, missing cells as None or NaN)."""
+        """Whether a feature column is categorical, a date, or has missing cells: the
+        model then takes the file's raw columns (categories and dates as text, missing
+        cells as None or NaN)."""
         return bool(self.optional_columns)
 
     def test_inputs(self) -> Any:
-        """The test rows as a model takes them in: raw features, documents (strings) for text data, or for a
-        table with a categorical column its raw columns (a DataFrame: numbers, and categories as text)."""
+        """The test rows as a model takes them in: raw features, documents (strings) for
+        text data, or for a table with a categorical column its raw columns
+        (a DataFrame: numbers, and categories as text)."""
         if self.vectorizer is not None:
             return self.text_test
         if self.categorical:
@@ -114,8 +120,9 @@ class Dataset:
 
     @property
     def optional_columns(self) -> list[str]:
-        """A table's columns that a logged model fills when a cell is missing: a number that had missing cells in
-        training (its median and indicator), a category (a level of its own, or all zeros), a date (the median)."""
+        """A table's columns that a logged model fills when a cell is missing: a number
+        that had missing cells in training (its median and indicator), a category (a
+        level of its own, or all zeros), a date (the median)."""
         if self.encoder is None:
             return []
         from sweeper.base.portable import _fills
@@ -124,8 +131,8 @@ class Dataset:
 
     @property
     def input_columns(self) -> list[str]:
-        """The columns a logged model takes: a table's own (a file's header, or ``0``, ``1``, ... without
-        one), a bundled data set's feature names (else ``x0``, ``x1``, ...), or ``text``."""
+        """The columns a logged model takes: a table's own (a file's header, or ``0``, ``1``, ...
+        without one), a bundled data set's feature names (else ``x0``, ``x1``, ...), or ``text``."""
         if self.vectorizer is not None:
             return ["text"]
         if self.encoder is not None:
@@ -143,7 +150,8 @@ class Dataset:
 def split(
     n: int, val_fraction: float, test_fraction: float, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Seeded train/val/test row indices. A fraction of 0 reuses the training rows (e.g. XOR's 4 points)."""
+    """Seeded train/val/test row indices. A fraction of 0 reuses the training rows (e.g.
+    XOR's 4 points)."""
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
     n_val = max(1, round(n * val_fraction)) if val_fraction else 0
@@ -159,12 +167,14 @@ def split_folds(
     y: np.ndarray | None = None,
     task: str = "regression",
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """``k`` validation folds of the rows outside the test split, and the test rows (``data.folds=k``).
+    """``k`` validation folds of the rows outside the test split, and the test rows
+    (``data.folds=k``).
 
-    The test rows are the ones :func:`split` draws with the same ``seed`` and ``test_fraction`` (the same rows as
-    a run without folds); the others, in the seed's order, are dealt out to the folds one after another, a class
-    after another for a binary or multi-class ``task`` (stratified: each fold holds a class's rows to within one).
-    Every non-test row is in exactly one fold. Fold ``i``'s training rows are the non-test rows outside it."""
+    The test rows are the ones :func:`split` draws with the same ``seed`` and ``test_fraction``
+    (the same rows as a run without folds); the others, in the seed's order, are dealt out to
+    the folds one after another, a class after another for a binary or multi-class ``task``
+    (stratified: each fold holds a class's rows to within one). Every non-test row is in
+    exactly one fold. Fold ``i``'s training rows are the non-test rows outside it."""
     order = np.random.default_rng(seed).permutation(n)
     n_test = max(1, round(n * test_fraction)) if test_fraction else 0
     test, rest = order[:n_test], order[n_test:]
@@ -185,7 +195,8 @@ def split_folds(
 
 
 def folds_of(cfg: Any) -> int:
-    """``data.folds`` of a ``data`` node (0: one validation split, the default; a node without the key: 0)."""
+    """``data.folds`` of a ``data`` node (0: one validation split, the default; a node
+    without the key: 0)."""
     value = cfg.get("folds") if hasattr(cfg, "get") else getattr(cfg, "folds", None)
     return int(value or 0)
 
@@ -196,7 +207,8 @@ def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stack_rows(a: Any, b: Any) -> Any:
-    """``a`` and ``b`` one above the other: ``np.concatenate``, or ``scipy.sparse.vstack`` (CSR) for sparse rows."""
+    """``a`` and ``b`` one above the other: ``np.concatenate``, or
+    ``scipy.sparse.vstack`` (CSR) for sparse rows."""
     if is_sparse(a):
         import scipy.sparse
 
@@ -205,11 +217,13 @@ def stack_rows(a: Any, b: Any) -> Any:
 
 
 def vectorizer(cfg: Any) -> Any:
-    """The scikit-learn vectorizer ``data.features`` names (imported here only: numeric jobs never pay for it).
+    """The scikit-learn vectorizer ``data.features`` names (imported here only: numeric
+    jobs never pay for it).
 
-    ``tfidf`` (default) and ``counts`` keep the ``data.max_features`` most frequent terms (0: all) of at
-    least ``data.min_df`` training documents; ``hashing`` hashes terms into ``data.max_features`` columns
-    (0: 2**20), l2-normalised, without signs. ``data.ngram_max=2`` adds word pairs."""
+    ``tfidf`` (default) and ``counts`` keep the ``data.max_features`` most frequent
+    terms (0: all) of at least ``data.min_df`` training documents; ``hashing`` hashes
+    terms into ``data.max_features`` columns (0: 2**20), l2-normalised, without
+    signs. ``data.ngram_max=2`` adds word pairs."""
     from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 
     ngrams = (1, cfg.ngram_max)
@@ -222,7 +236,8 @@ def vectorizer(cfg: Any) -> Any:
 
 
 def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tuple[Any, Any]:
-    """The vectorizer fitted on the training documents only, and every row's features (CSR, float64)."""
+    """The vectorizer fitted on the training documents only, and every row's features
+    (CSR, float64)."""
     vec = vectorizer(cfg)
     try:
         vec.fit(docs[train])
@@ -230,14 +245,15 @@ def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tupl
     except ValueError as e:
         raise DataError(
             f"{where}: no features from the training documents with data.features={cfg.features} "
-            f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or check data.text"
+            f"data.min_df={cfg.min_df} ({str(e).splitlines()[0]}); lower data.min_df or "
+            "check data.text"
         ) from None
     return vec, vec.transform(docs).astype(np.float64).tocsr()
 
 
 def vectorizer_state(vec: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """What rebuilds a fitted vectorizer without a pickle: its settings (JSON) and arrays (the terms in
-    column order, the IDF weights); :func:`vectorizer_from_state` is the inverse."""
+    """What rebuilds a fitted vectorizer without a pickle: its settings (JSON) and arrays (the
+    terms in column order, the IDF weights); :func:`vectorizer_from_state` is the inverse."""
     spec = {k: cfg[k] for k in ("features", "max_features", "min_df", "ngram_max")}
     if spec["features"] == "hashing":
         return spec, {}
@@ -265,23 +281,24 @@ def vocabulary_size(vec: Any) -> int:
 
 
 def split_seed(cfg: Any, default: int = 0) -> int:
-    """The seed that draws a ``data`` node's train/val/test split (and synthetic data): ``data.split_seed``, or
-    ``default`` for a node without one (a benchmark's namespace). The top-level ``seed`` draws the weights only."""
+    """The seed that draws a ``data`` node's train/val/test split (and synthetic data):
+    ``data.split_seed``, or ``default`` for a node without one (a benchmark's
+    namespace). The top-level ``seed`` draws the weights only."""
     value = cfg.get("split_seed") if hasattr(cfg, "get") else getattr(cfg, "split_seed", None)
     return default if value is None else int(value)
 
 
 def load(cfg: Any, seed: int | None = None, fold: int | None = None) -> Dataset:
-    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` (default: :func:`split_seed`, the
-    node's ``data.split_seed``) and standardise it.
+    """Load ``cfg.name`` (a ``data`` config node), split it with ``seed`` (default:
+    :func:`split_seed`, the node's ``data.split_seed``) and standardise it.
 
-    With ``data.folds=k`` the validation rows are fold ``fold`` (default 0) of :func:`split_folds` and the training
-    rows the other folds; the scaler (a vectorizer, a table's encoder) is fitted on that fold's training rows only.
-    :func:`load_folds` gives every fold.
+    With ``data.folds=k`` the validation rows are fold ``fold`` (default 0) of :func:`split_folds`
+    and the training rows the other folds; the scaler (a vectorizer, a table's encoder) is fitted
+    on that fold's training rows only. :func:`load_folds` gives every fold.
 
-    Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and not
-    standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``. A fraction of 0 (the split
-    reuses the training rows) is a decision said in ``decisions["split"]``."""
+    Text data (``data=sms|text``) are vectorised with features fitted on the training rows only, and
+    not standardised: the matrix stays sparse (SciPy CSR) unless ``data.sparse=false``. A fraction
+    of 0 (the split reuses the training rows) is a decision said in ``decisions["split"]``."""
     ds = _load(cfg, seed, fold)
     said = reused_rows(cfg) if not folds_of(cfg) else ""
     if said:
@@ -290,13 +307,15 @@ def load(cfg: Any, seed: int | None = None, fold: int | None = None) -> Dataset:
 
 
 def reused_rows(cfg: Any) -> str:
-    """What a split with ``data.val_fraction=0`` or ``data.test_fraction=0`` scores on, in words ("" when neither)."""
+    """What a split with ``data.val_fraction=0`` or ``data.test_fraction=0`` scores on,
+    in words ("" when neither)."""
     zero = [k for k in ("val_fraction", "test_fraction") if not getattr(cfg, k, 1)]
     if not zero:
         return ""
     parts = " and ".join({"val_fraction": "validation", "test_fraction": "test"}[k] for k in zero)
     return (
-        f"{parts} = the training rows ({', '.join(f'data.{k}=0' for k in zero)}): their metrics are training "
+        f"{parts} = the training rows ({', '.join(f'data.{k}=0' for k in zero)}): their "
+        "metrics are training "
         "error, not held-out error"
         + (
             ", and choosing on them picks the best fit to the training rows"
@@ -307,7 +326,8 @@ def reused_rows(cfg: Any) -> str:
 
 
 def load_folds(cfg: Any, seed: int | None = None) -> list[Dataset]:
-    """Every fold's :class:`Dataset` of a ``data`` node with ``data.folds=k`` (:func:`load` of folds 0..k-1)."""
+    """Every fold's :class:`Dataset` of a ``data`` node with ``data.folds=k``
+    (:func:`load` of folds 0..k-1)."""
     return [load(cfg, seed, i) for i in range(folds_of(cfg))]
 
 
@@ -350,9 +370,10 @@ def _load(cfg: Any, seed: int | None, fold: int | None = None) -> Dataset:
 
 
 def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -> Dataset:
-    """A table's columns split, encoded with the encoder fitted on the training rows (categories seen in
-    training, medians and median dates for missing cells; numeric columns standardised, one-hot columns 0/1),
-    text columns of too many categories left out, leaks named, and the decisions said in words."""
+    """A table's columns split, encoded with the encoder fitted on the training rows
+    (categories seen in training, medians and median dates for missing cells; numeric
+    columns standardised, one-hot columns 0/1), text columns of too many categories left
+    out, leaks named, and the decisions said in words."""
     y, task = raw.y, raw.task
     train, val, test = _split(len(y), cfg, seed, where, y, task, fold)
     state = fit(raw.columns, train, getattr(cfg, "max_categories", 50))
@@ -374,7 +395,8 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
     # finite values so large (near 1e308) that their mean or spread overflows float64
     if unscalable:
         raise DataError(
-            f"{where}: column {unscalable[0]} cannot be scaled: its values are so large that their mean "
+            f"{where}: column {unscalable[0]} cannot be scaled: its values are so large "
+            "that their mean "
             "or spread overflows float64; divide it by a power of 10 first, or drop it (data.drop)"
         )
     with np.errstate(over="ignore", invalid="ignore"):
@@ -385,7 +407,8 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
         y_mean, y_scale = _scale(y[train]) if task == "regression" else (0.0, 1.0)
     if not (np.isfinite(y_mean) and np.isfinite(y_scale)):
         raise DataError(
-            f"{where}: the target cannot be scaled: its values are so large that their mean or spread "
+            f"{where}: the target cannot be scaled: its values are so large that their "
+            "mean or spread "
             "overflows float64; divide it by a power of 10 first"
         )
     decisions = dict(raw.decisions or {})
@@ -431,8 +454,8 @@ def _per_column(state: dict[str, Any], a: np.ndarray) -> list[np.ndarray]:
 
 
 def _raw_cells(c: Any, rows: np.ndarray) -> list[Any]:
-    """A column's raw cells at these rows, as a logged model takes them: numbers (NaN: missing), date text
-    (None: missing), categories as text (None: missing)."""
+    """A column's raw cells at these rows, as a logged model takes them: numbers (NaN:
+    missing), date text (None: missing), categories as text (None: missing)."""
     part = c.rows(rows)
     if c.numeric:
         return part.values.tolist()
@@ -450,15 +473,16 @@ def describe(ds: Dataset) -> str:
 
 
 def column_lines(ds: Dataset) -> list[str]:
-    """A table's column report, a line per column (:func:`sweeper.data.table.describe_column`); empty otherwise."""
+    """A table's column report, a line per column
+    (:func:`sweeper.data.table.describe_column`); empty otherwise."""
     from sweeper.data.table import describe_column
 
     return [describe_column(r) for r in ds.report or []]
 
 
 def decision_tags(ds: Dataset) -> dict[str, str]:
-    """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass, ``decided.missing``, ...), at
-    most 500 characters each."""
+    """The decisions as run tags ``decided.<what>`` (``decided.task``: multiclass,
+    ``decided.missing``, ...), at most 500 characters each."""
     return {
         f"decided.{k}": ds.decisions[k][:500]
         for k in (*DECIDED, *DECIDED_COLUMNS)
@@ -482,7 +506,8 @@ def _split(
     if len(train) < 2:
         raise DataError(
             f"{where}: too few rows ({n}) for data.val_fraction={cfg.val_fraction} and "
-            f"data.test_fraction={cfg.test_fraction}: training needs at least 2 rows, validation and test 1 each; "
+            f"data.test_fraction={cfg.test_fraction}: training needs at least 2 rows, "
+            "validation and test 1 each; "
             "add rows, or set both fractions to 0 to score on the training rows"
         )
     return train, val, test
@@ -491,8 +516,9 @@ def _split(
 def _fold_split(
     n: int, cfg: Any, seed: int, where: str, y: np.ndarray | None, task: str, k: int, fold: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fold ``fold``'s training, validation and test rows (:func:`split_folds`); a fold count the rows cannot give
-    (more folds than non-test rows, or than the rows of a class) is refused in one line."""
+    """Fold ``fold``'s training, validation and test rows (:func:`split_folds`); a fold
+    count the rows cannot give (more folds than non-test rows, or than the rows of a
+    class) is refused in one line."""
     if not 0 <= fold < k:
         raise ValueError(f"fold {fold} of data.folds={k}")
     folds, test = split_folds(n, cfg.test_fraction, seed, k, y, task)
@@ -501,8 +527,10 @@ def _fold_split(
         labels, counts = np.unique(np.ravel(y)[rest], return_counts=True)
         if counts.min() < k:
             raise DataError(
-                f"data.folds={k} is not allowed for {where}: expected at most {int(counts.min())}: its "
-                f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} rows outside the "
+                f"data.folds={k} is not allowed for {where}: expected at most "
+                f"{int(counts.min())}: its "
+                f"smallest class ({labels[counts.argmin()]:g}) has {int(counts.min())} "
+                "rows outside the "
                 "test split, and every fold validates on each class"
             )
     if len(rest) < 2 * k:
@@ -555,10 +583,11 @@ def _text(
 
 
 def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> Dataset:
-    """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process: the sweep's check of
-    its data files, the batched launcher's memory estimate and its groups, and every run's record half
-    (:func:`sweeper.job.compute.scored_on`) read each (node, split seed, fold) once. The node's own ``split_seed`` is
-    no part of the key once ``seed`` says the split: members of one group share the rows of theirs."""
+    """:func:`load` of a plain (resolved) ``data`` node, kept for the launching process:
+    the sweep's check of its data files, the batched launcher's memory estimate and its
+    groups, and every run's record half (:func:`sweeper.job.compute.scored_on`) read
+    each (node, split seed, fold) once. The node's own ``split_seed`` is no part of the
+    key once ``seed`` says the split: members of one group share the rows of theirs."""
     import json
 
     seed = split_seed(node) if seed is None else seed
@@ -567,8 +596,8 @@ def load_plain(node: dict, seed: int | None = None, fold: int | None = None) -> 
 
 
 def _stamp(node: dict) -> tuple:
-    """What the node's file is now (size, modification time, inode): a file rewritten since it was read is read
-    again (a notebook's second sweep of an edited CSV trained on the first version)."""
+    """What the node's file is now (size, modification time, inode): a file rewritten since it was
+    read is read again (a notebook's second sweep of an edited CSV trained on the first version)."""
     path = node.get("path") if isinstance(node, dict) else None
     try:
         st = os.stat(path) if path else None

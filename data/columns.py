@@ -1,9 +1,11 @@
-"""A table's feature columns: which to keep (``data.drop``, ``data.features``), numeric or categorical, the
-one-hot encoding fitted on the training rows, and the separator of a delimited file when none is given.
+"""A table's feature columns: which to keep (``data.drop``, ``data.features``), numeric
+or categorical, the one-hot encoding fitted on the training rows, and the separator of a
+delimited file when none is given.
 
-The fitted encoder is plain data (:func:`fit` returns it, JSON-able but for the two scaler arrays), and
-:func:`encode_rows` maps raw rows (a DataFrame, records, or rows of values in column order; categories as
-text) to the standardised features the network takes, so a logged model can take the file's own columns.
+The fitted encoder is plain data (:func:`fit` returns it, JSON-able but for the two
+scaler arrays), and :func:`encode_rows` maps raw rows (a DataFrame, records, or rows of
+values in column order; categories as text) to the standardised features the network
+takes, so a logged model can take the file's own columns.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ SNIFF_LINES = 50
 
 
 def sniff(text: str) -> tuple[str, str]:
-    """The separator of delimited ``text`` and why: the one of comma, semicolon, tab that splits the first
-    lines into the same number (> 1) of fields, the most fields winning; comma when none does."""
+    """The separator of delimited ``text`` and why: the one of comma, semicolon, tab
+    that splits the first lines into the same number (> 1) of fields, the most fields
+    winning; comma when none does."""
     lines = text[: 1 << 16].splitlines()[: SNIFF_LINES + 1]
     if len(text) > 1 << 16 or len(lines) > SNIFF_LINES:
         lines = lines[:-1]  # the last one may be cut short
@@ -61,8 +64,8 @@ def sniff(text: str) -> tuple[str, str]:
 
 
 def one_column_hint(first_line: str) -> str | None:
-    """For a file read as a single column: the separator its first line seems to use, as the key to set
-    (None when the line holds none of comma, semicolon, tab)."""
+    """For a file read as a single column: the separator its first line seems to use, as
+    the key to set (None when the line holds none of comma, semicolon, tab)."""
     counts = {sep: first_line.count(sep) for sep in SNIFFED}
     sep = max(counts, key=counts.get)
     return (
@@ -80,8 +83,8 @@ def _names_list(value: Any) -> list[Any]:
 
 
 def resolve(key: str, value: Any, names: list[Any], target: int, has_header: bool) -> list[int]:
-    """The column indices a key's list (``data.drop``, ``data.dates``, ...) names; a name or index that is not a
-    column, or the target, is one line naming the key and the columns."""
+    """The column indices a key's list (``data.drop``, ``data.dates``, ...) names; a name or
+    index that is not a column, or the target, is one line naming the key and the columns."""
     shown = _columns(names)
     picked = []
     for v in _names_list(value):
@@ -121,8 +124,9 @@ def resolve(key: str, value: Any, names: list[Any], target: int, has_header: boo
 
 
 def choose(names: list[Any], target: int, drop: Any, features: Any, has_header: bool) -> list[int]:
-    """The indices of the feature columns: all but the target (only those ``data.features`` names, if any),
-    less those ``data.drop`` names; a name or index that is not a column is one line naming the key."""
+    """The indices of the feature columns: all but the target (only those
+    ``data.features`` names, if any), less those ``data.drop`` names; a name or index
+    that is not a column is one line naming the key."""
     dropped = resolve("data.drop", drop, names, target, has_header)
     keep = resolve("data.features", features, names, target, has_header) or [
         j for j in range(len(names)) if j != target
@@ -157,7 +161,8 @@ class Column(NamedTuple):
     date: bool = False
     gaps: np.ndarray | None = None  # (n,) bool: which cells are missing
     markers: tuple[str, ...] = MISSING
-    said: str = ""  # what reading it decided, in words (text among numbers, dates in mixed formats, levels trimmed)
+    # what reading it decided, in words (text among numbers, dates in mixed formats, levels trimmed)
+    said: str = ""
 
     @property
     def missing(self) -> int:
@@ -177,13 +182,14 @@ def typed(
     as_date: bool = False,
     as_category: bool = False,
 ) -> Column:
-    """A column as numbers when every value present is one (missing cells: ``markers``, None, NaN); as a date
-    when every value present is a date (ISO-like, or another form pandas reads: 01/02/2011, Jan 5, 2011), or
-    ``as_date`` (``data.dates``); else as categories (text such as M/F/I; ``as_category``: ``data.categorical``,
-    integer codes or text). Each decision past the plain ones is said in :attr:`Column.said`: numbers with some
-    text read as text, dates in mixed formats and those pandas cannot read (missing), levels trimmed of spaces.
-    A non-finite number, a date of ``data.dates`` that is none, a non-integer code of ``data.categorical`` are
-    refused, naming the first."""
+    """A column as numbers when every value present is one (missing cells: ``markers``,
+    None, NaN); as a date when every value present is a date (ISO-like, or another form
+    pandas reads: 01/02/2011, Jan 5, 2011), or ``as_date`` (``data.dates``); else as
+    categories (text such as M/F/I; ``as_category``: ``data.categorical``, integer codes or
+    text). Each decision past the plain ones is said in :attr:`Column.said`: numbers with
+    some text read as text, dates in mixed formats and those pandas cannot read (missing),
+    levels trimmed of spaces. A non-finite number, a date of ``data.dates`` that is none,
+    a non-integer code of ``data.categorical`` are refused, naming the first."""
     if not (as_date or as_category):
         try:  # every value a number (None, "nan": missing): NumPy reads them at once
             numbers = np.asarray(values, dtype=np.float64)
@@ -217,7 +223,8 @@ def typed(
         odd = np.flatnonzero(~np.isfinite(nums) & ~gaps)
         if odd.size:
             raise ColumnError(
-                f"column {name} holds a non-finite value {values[odd[0]]!r} (row {odd[0] + 1}); clean "
+                f"column {name} holds a non-finite value {values[odd[0]]!r} (row "
+                f"{odd[0] + 1}); clean "
                 f"it, or leave the column out with data.drop=[{name}]"
             )
         return Column(name, nums, True, gaps=gaps, markers=markers)
@@ -226,20 +233,24 @@ def typed(
         return column
     i = bad[0]  # mostly numbers, some text (a ticket number A/5 21171 among 21171): text, said
     mixed = (
-        f"text: {len(bad)} of its {len(present)} values are no number (the first {values[i]!r}, row {i + 1}), so "
+        f"text: {len(bad)} of its {len(present)} values are no number (the first "
+        f"{values[i]!r}, row {i + 1}), so "
         "it is read as categories; if those cells mark missing values, add them to data.na_values"
     )
     return column._replace(said="; ".join(filter(None, [mixed, column.said])))
 
 
 def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None:
-    """ColumnError when ``data.categorical`` names a column of numbers that are no integer codes (2.5)."""
+    """ColumnError when ``data.categorical`` names a column of numbers that are no
+    integer codes (2.5)."""
     for i in present:
         x = values[i] if isinstance(values[i], (int, float)) else _number(values[i])
         if x is not None and not float(x).is_integer():
             raise ColumnError(
-                f"data.categorical names column {name}, whose value {values[i]!r} (row {i + 1}) is no "
-                f"integer code: a category column holds codes such as 1/2/3, or text; leave {name} out "
+                f"data.categorical names column {name}, whose value {values[i]!r} (row "
+                f"{i + 1}) is no "
+                "integer code: a category column holds codes such as 1/2/3, or text; "
+                f"leave {name} out "
                 "of data.categorical (it is read as a number)"
             )
 
@@ -247,8 +258,9 @@ def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None
 def _categories(
     name: Any, values: Sequence[Any], gaps: np.ndarray, markers: tuple[str, ...]
 ) -> Column:
-    """A column of categories (:func:`category`: the text without surrounding spaces, ``3`` for 3.0), and in words
-    the cells trimmed of spaces and the levels that differ only in case (kept apart)."""
+    """A column of categories (:func:`category`: the text without surrounding spaces,
+    ``3`` for 3.0), and in words the cells trimmed of spaces and the levels that differ
+    only in case (kept apart)."""
     texts = [v for v, g in zip(values, gaps) if not g and isinstance(v, str)]
     padded = [v for v in texts if v != v.strip()]
     by_case: dict[str, set[str]] = {}
@@ -257,7 +269,8 @@ def _categories(
     twins = [sorted(v) for v in by_case.values() if len(v) > 1]
     said = (
         [
-            f"{len(padded)} cell(s) trimmed of surrounding spaces ({padded[0]!r} is {padded[0].strip()!r})"
+            f"{len(padded)} cell(s) trimmed of surrounding spaces ({padded[0]!r} is "
+            f"{padded[0].strip()!r})"
         ]
         if padded
         else []
@@ -286,9 +299,9 @@ def _dates(
     markers: tuple[str, ...],
     named: bool,
 ) -> Column | None:
-    """A date column (``named``: ``data.dates``), None when fewer than half its values are dates. A form other than
-    ISO is read by pandas (format="mixed", month first where ambiguous), said; a cell no date: refused when named,
-    else missing (said)."""
+    """A date column (``named``: ``data.dates``), None when fewer than half its values
+    are dates. A form other than ISO is read by pandas (format="mixed", month first
+    where ambiguous), said; a cell no date: refused when named, else missing (said)."""
     days = date_days(values, markers)
     bad = [i for i in present if np.isnan(days[i])]
     if bad and named:
@@ -301,7 +314,8 @@ def _dates(
     forms = [values[i] for i in present if not DATE.match(values[i])]
     said = (
         [
-            f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by pandas, month first where a "
+            f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by "
+            "pandas, month first where a "
             "form is ambiguous"
         ]
         if forms
@@ -309,7 +323,8 @@ def _dates(
     )
     if bad:
         said.append(
-            f"{len(bad)} cell(s) no date pandas can read (the first {values[bad[0]]!r}, row {bad[0] + 1}): "
+            f"{len(bad)} cell(s) no date pandas can read (the first {values[bad[0]]!r}, "
+            f"row {bad[0] + 1}): "
             "missing"
         )
     gaps = gaps | np.isnan(days)
@@ -326,10 +341,11 @@ def _dates(
 
 def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[str, Any]:
     """The encoder fitted on the training rows: per column its name and, for a categorical one, its
-    categories (sorted); for a number its training median (``fill``, what a missing cell becomes) and
-    ``indicator`` when some cell is missing; for a date the median date's ordinal; and the scaler (``x_mean``,
-    ``x_scale``): numeric features are standardised, one-hot columns stay 0/1, so a category unseen in
-    training is all zeros. A text column with more than ``max_categories`` training categories is left out:
+    categories (sorted); for a number its training median (``fill``, what a missing cell
+    becomes) and ``indicator`` when some cell is missing; for a date the median date's
+    ordinal; and the scaler (``x_mean``, ``x_scale``): numeric features are
+    standardised, one-hot columns stay 0/1, so a category unseen in training is all zeros.
+    A text column with more than ``max_categories`` training categories is left out:
     ``left_out`` names it and why; ``used`` holds the indices of the columns encoded."""
     spec, used, left = [], [], []
     for k, c in enumerate(columns):
@@ -355,10 +371,13 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
                     {
                         "name": c.name,
                         "levels": len(cats),
-                        "why": f"text, {len(cats)} categories in the training rows (more than data.max_categories="
+                        "why": f"text, {len(cats)} categories in the training rows (more than "
+                        "data.max_categories="
                         f"{max_categories}): left out; raise data.max_categories to keep it{hint}",
-                        "refusal": f"column {c.name} has {len(cats)} categories in the training rows, more than "
-                        f"data.max_categories={max_categories}: raise data.max_categories, or leave "
+                        "refusal": f"column {c.name} has {len(cats)} categories in the training "
+                        "rows, more than "
+                        f"data.max_categories={max_categories}: raise "
+                        "data.max_categories, or leave "
                         f"it out with data.drop=[{c.name}]{hint}",
                     }
                 )
@@ -398,7 +417,8 @@ def feature_names(spec: list[dict[str, Any]]) -> list[str]:
 
 
 def describe(state: dict[str, Any]) -> str:
-    """The encoded columns in words: ``sex (3 categories: F, I, M)``; empty when every column is numeric."""
+    """The encoded columns in words: ``sex (3 categories: F, I, M)``; empty when every
+    column is numeric."""
     out = []
     for s in state["columns"]:
         if "categories" in s:

@@ -1,4 +1,5 @@
-"""Raw loaders: each returns a :class:`Raw`, host arrays ``X`` (n, d) and ``y`` (n,) in float64 and the task."""
+"""Raw loaders: each returns a :class:`Raw`, host arrays ``X`` (n, d) and ``y`` (n,) in
+float64 and the task."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from sweeper.data.readers import (
 
 
 class Raw(NamedTuple):
-    """What a loader returns; a binary target is 0/1 and ``positive_class`` names the value read as 1; a
-    multi-class target is the class index 0..k-1 and ``classes`` names the k classes in that order.
-    A table (data=csv) leaves ``X`` None and gives its feature ``columns`` raw, to encode once split;
-    ``decisions`` says in words what was read (separator, target, dropped columns) for the run's tags."""
+    """What a loader returns; a binary target is 0/1 and ``positive_class`` names the
+    value read as 1; a multi-class target is the class index 0..k-1 and ``classes``
+    names the k classes in that order. A table (data=csv) leaves ``X`` None and gives
+    its feature ``columns`` raw, to encode once split; ``decisions`` says in words what
+    was read (separator, target, dropped columns) for the run's tags."""
 
     X: np.ndarray | None
     y: np.ndarray
@@ -38,12 +40,13 @@ class Raw(NamedTuple):
     report: list[dict[str, Any]] | None = None  # a table's column report (sweeper.data.table.read)
 
 
-# With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class labels, not a number.
+# With data.task=auto, a target of 3..MAX_CLASSES distinct integers looks like class
+# labels, not a number.
 MAX_CLASSES = 20
 
 
-# The bundled tables' column names (a logged model's input columns), as scikit-learn's loaders name them;
-# the others' columns are x0, x1, ...
+# The bundled tables' column names (a logged model's input columns), as scikit-learn's
+# loaders name them; the others' columns are x0, x1, ...
 FEATURE_NAMES = {
     "diabetes": ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"),
     "iris": ("sepal_length", "sepal_width", "petal_length", "petal_width"),
@@ -63,14 +66,16 @@ def _bundled(name: str) -> Path:
     spec = importlib.util.find_spec("sklearn")
     if spec is None or spec.origin is None:
         raise DataError(
-            f"the bundled data set {name} comes with scikit-learn, which is not installed: pip install scikit-learn"
+            f"the bundled data set {name} comes with scikit-learn, which is not "
+            "installed: pip install scikit-learn"
         )
     return Path(spec.origin).parent / "datasets" / "data" / name
 
 
 def diabetes(cfg: Any, seed: int) -> Raw:
-    """scikit-learn's diabetes data as ``load_diabetes()`` returns it: 442 × 10, each feature centred
-    and scaled to unit norm (``scale(X) / sqrt(n)``), the target a disease-progression score."""
+    """scikit-learn's diabetes data as ``load_diabetes()`` returns it: 442 × 10, each
+    feature centred and scaled to unit norm (``scale(X) / sqrt(n)``), the target
+    a disease-progression score."""
     X = np.loadtxt(_bundled("diabetes_data_raw.csv.gz"))
     y = np.loadtxt(_bundled("diabetes_target.csv.gz"))
     X = (X - X.mean(axis=0)) / X.std(axis=0) / np.sqrt(len(X))
@@ -78,14 +83,16 @@ def diabetes(cfg: Any, seed: int) -> Raw:
 
 
 def breast_cancer(cfg: Any, seed: int) -> Raw:
-    """scikit-learn's Wisconsin breast cancer data: 569 × 30; 1 = benign, as ``load_breast_cancer()``."""
+    """scikit-learn's Wisconsin breast cancer data: 569 × 30; 1 = benign, as
+    ``load_breast_cancer()``."""
     table = np.loadtxt(_bundled("breast_cancer.csv"), delimiter=",", skiprows=1)
     return Raw(table[:, :-1], table[:, -1], "binary")
 
 
 def _class_table(name: str) -> Raw:
-    """One of scikit-learn's class tables (iris.csv, wine_data.csv): a first line ``n,d,name_0,name_1,...``,
-    then rows of d features and the class index, as ``load_iris()`` / ``load_wine()`` read them."""
+    """One of scikit-learn's class tables (iris.csv, wine_data.csv): a first line
+    ``n,d,name_0,name_1,...``, then rows of d features and the class index, as
+    ``load_iris()`` / ``load_wine()`` read them."""
     path = _bundled(name)
     with open(path) as f:
         head = f.readline().strip().split(",")
@@ -104,7 +111,8 @@ def wine(cfg: Any, seed: int) -> Raw:
 
 
 def digits(cfg: Any, seed: int) -> Raw:
-    """scikit-learn's handwritten digits as ``load_digits()``: 1797 8×8 images (64 pixels, 0..16), 10 classes."""
+    """scikit-learn's handwritten digits as ``load_digits()``: 1797 8×8 images (64
+    pixels, 0..16), 10 classes."""
     table = np.loadtxt(_bundled("digits.csv.gz"), delimiter=",")
     return Raw(table[:, :-1], table[:, -1], "multiclass", None, tuple(str(i) for i in range(10)))
 
@@ -115,7 +123,8 @@ def spambase(cfg: Any, seed: int) -> Raw:
     _, rows, _ = _read_delimited(path, header=False, sep=",")
     if _width(rows, path) != 58:
         raise DataError(
-            f"data.path={path}: expected 58 columns (57 features + label), found {_width(rows, path)}"
+            f"data.path={path}: expected 58 columns (57 features + label), found "
+            f"{_width(rows, path)}"
         )
     table = _to_float(rows, None, path)
     return Raw(table[:, :-1], table[:, -1], "binary")
@@ -140,16 +149,18 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     """A user file: delimited text, JSON (records or columns) or NPZ (arrays ``X`` and ``y``).
 
     A table's numeric columns are features as read; a column of text (``M``/``F``/``I``) is one-hot
-    encoded once split (:mod:`sweeper.data.columns`); ``data.drop`` / ``data.features`` choose the columns.
-    The target may be text when it holds two or more values (``ham``/``spam``); any two-valued target is
-    read as 0/1, the later-sorted value (or ``data.positive_class``) being 1.
+    encoded once split (:mod:`sweeper.data.columns`); ``data.drop`` / ``data.features``
+    choose the columns. The target may be text when it holds two or more values
+    (``ham``/``spam``); any two-valued target is read as 0/1, the later-sorted value (or
+    ``data.positive_class``) being 1.
     """
     path = Path(cfg.path)
     drop, features = getattr(cfg, "drop", None) or [], getattr(cfg, "features", None) or []
     if path.suffix.lower() == ".npz":
         if drop or features:
             raise DataError(
-                f"data.path={path}: data.drop and data.features choose columns of a table, not of an "
+                f"data.path={path}: data.drop and data.features choose columns of a "
+                "table, not of an "
                 ".npz file's X: leave them empty"
             )
         X, target = _read_npz(path)
@@ -194,10 +205,15 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     )
 
 
-# what an integer target read as classes (data.task=auto) says; sweeper.run logs that line as a warning
+# what an integer target read as classes (data.task=auto) says; sweeper.run logs that
+# line as a warning
 ASK_REGRESSION = "pass data.task=regression to predict the number"
-# what a text target of more than MAX_CLASSES values read as classes (data.task=auto) says, also as a warning
-ASK_CLASSES = f"more than {MAX_CLASSES} distinct text values, each a class: check data.target names the label column"
+# what a text target of more than MAX_CLASSES values read as classes (data.task=auto)
+# says, also as a warning
+ASK_CLASSES = (
+    f"more than {MAX_CLASSES} distinct text values, each a class: check data.target names "
+    "the label column"
+)
 
 
 def _decided(
@@ -209,8 +225,9 @@ def _decided(
     label: Any,
     decisions: dict[str, str],
 ) -> dict[str, str]:
-    """``_target``'s reading, with what it decided added to ``decisions`` (the resolved task, the target's
-    classes or range); numbers read as classes without data.task=multiclass say how to predict the number."""
+    """``_target``'s reading, with what it decided added to ``decisions`` (the resolved
+    task, the target's classes or range); numbers read as classes
+    without data.task=multiclass say how to predict the number."""
     label = label if isinstance(label, str) else f"column {label}"
     if task == "regression":
         decisions["task"] = "regression" + (
@@ -253,8 +270,9 @@ def sms(cfg: Any, seed: int) -> Raw:
 
 
 def text_file(cfg: Any, seed: int) -> Raw:
-    """A user file of documents: .csv/.tsv/.txt (delimited), .json (records or columns) or .jsonl (one
-    record a line); ``data.text`` names the text column, ``data.target`` the label (read as by ``data=csv``)."""
+    """A user file of documents: .csv/.tsv/.txt (delimited), .json (records or columns)
+    or .jsonl (one record a line); ``data.text`` names the text column, ``data.target``
+    the label (read as by ``data=csv``)."""
     path = Path(cfg.path)
     names, rows, width, decisions = _table(path, cfg)
     col = _target_index(cfg.target, names, width, path)
@@ -262,7 +280,8 @@ def text_file(cfg: Any, seed: int) -> Raw:
     columns = names or list(range(width))
     if tcol == col:
         raise DataError(
-            f"data.text={cfg.text} and data.target={cfg.target} name the same column {columns[col]} "
+            f"data.text={cfg.text} and data.target={cfg.target} name the same column "
+            f"{columns[col]} "
             f"of {path}: the text and the target must be different columns"
         )
     texts = [r[tcol] for r in rows]
@@ -285,8 +304,8 @@ def text_file(cfg: Any, seed: int) -> Raw:
 
 
 def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int, dict[str, str]]:
-    """A delimited, .json or .jsonl file's column names (or None), rows, number of fields, and the decisions
-    taken reading it (the separator used)."""
+    """A delimited, .json or .jsonl file's column names (or None), rows, number of
+    fields, and the decisions taken reading it (the separator used)."""
     suffix = path.suffix.lower()
     decisions: dict[str, str] = {}
     if suffix == ".json":
@@ -298,7 +317,8 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
     width = _width(rows, path)
     if names is not None and len(names) != width:
         raise DataError(
-            f"data.path={path}: the header has {len(names)} names but the rows have {width} fields; "
+            f"data.path={path}: the header has {len(names)} names but the rows have "
+            f"{width} fields; "
             "check data.sep and data.header"
         )
     first = _text(path).lstrip().split("\n", 1)[0] if width == 1 and "sep" in decisions else ""
@@ -320,12 +340,14 @@ def _label(v: Any) -> str:
 def _target(
     values: list[Any], label: Any, task: str, positive: Any, path: Path
 ) -> tuple[np.ndarray, str, str | None, tuple[str, ...] | None]:
-    """The target as float64, its task, for a binary task the value read as 1, for a multi-class task the classes.
+    """The target as float64, its task, for a binary task the value read as 1, for
+    a multi-class task the classes.
 
-    A two-valued target (numbers or text) becomes 0/1: the later-sorted value is 1 unless ``positive`` (the
-    ``data.positive_class``) names the other. With ``task=auto``, 3 to MAX_CLASSES distinct integers, or text
-    with 3 or more values, are class labels (multiclass: the index of the value in sorted order); more
-    distinct numbers make a regression. ``task=multiclass`` reads any target's distinct values as classes.
+    A two-valued target (numbers or text) becomes 0/1: the later-sorted value is 1 unless
+    ``positive`` (the ``data.positive_class``) names the other. With ``task=auto``, 3 to
+    MAX_CLASSES distinct integers, or text with 3 or more values, are class labels
+    (multiclass: the index of the value in sorted order); more distinct numbers make a
+    regression. ``task=multiclass`` reads any target's distinct values as classes.
     """
     column = f"column {label} of {path}"
     text = all(isinstance(v, str) and not _parses(v) for v in values)  # labels such as ham/spam
@@ -338,7 +360,8 @@ def _target(
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             raise DataError(
-                f"data.path={path}: the target (column {label}) holds a missing or non-finite value "
+                f"data.path={path}: the target (column {label}) holds a missing or "
+                "non-finite value "
                 f"(row {bad[0] + 1}); clean it first"
             )
         classes = np.unique(y).tolist()
@@ -347,7 +370,8 @@ def _target(
     if not text and len(classes) < 2 <= len(values) and task in ("auto", "regression"):
         # a constant number: a regression would "learn" it with any weights (val_mse ~0)
         raise DataError(
-            f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value ({shown}) in every "
+            f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value "
+            f"({shown}) in every "
             "row: there is nothing to learn; choose another target column (data.target)"
         )
     if task == "regression":
@@ -379,7 +403,8 @@ def _target(
     ):
         if len(classes) < 2:
             raise DataError(
-                f"data.task=multiclass needs two or more distinct values: {column} has one ({shown})"
+                f"data.task=multiclass needs two or more distinct values: {column} has "
+                f"one ({shown})"
             )
         index = {c: i for i, c in enumerate(classes)}
         return (
@@ -404,7 +429,8 @@ def _target(
     want = labels[1] if positive == "auto" else _label(positive)
     if want not in labels:
         raise DataError(
-            f"data.positive_class={positive} is not a value of the target: {column} holds {labels[0]} "
+            f"data.positive_class={positive} is not a value of the target: {column} "
+            f"holds {labels[0]} "
             f"and {labels[1]}"
         )
     return (y == classes[labels.index(want)]).astype(np.float64), "binary", want, None
@@ -413,7 +439,8 @@ def _target(
 def _target_index(
     target: Any, names: list[str] | None, n_cols: int, path: Path, key: str = "data.target"
 ) -> int:
-    """The index of the column ``key`` (``data.target``, ``data.text``) names: a header name or an index."""
+    """The index of the column ``key`` (``data.target``, ``data.text``) names: a header
+    name or an index."""
     if isinstance(target, str):
         if names is None:
             raise DataError(
@@ -441,7 +468,8 @@ def _width(rows: list[list[Any]], path: Path) -> int:
     widths = {len(r) for r in rows}
     if len(widths) != 1:
         raise DataError(
-            f"data.path={path}: rows have different numbers of fields {sorted(widths)}; check data.sep"
+            f"data.path={path}: rows have different numbers of fields {sorted(widths)}; "
+            "check data.sep"
         )
     return widths.pop()
 
@@ -455,7 +483,8 @@ def _to_float(rows: list[list[Any]], names: list[Any] | None, path: Path) -> np.
                 if not _parses(r[j]):
                     col = names[j] if names else j
                     raise DataError(
-                        f"data.path={path}: column {col} holds a non-numeric value {r[j]!r} (row {i + 1}); "
+                        f"data.path={path}: column {col} holds a non-numeric value "
+                        f"{r[j]!r} (row {i + 1}); "
                         "every column must be numeric"
                     ) from None
         raise

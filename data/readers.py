@@ -1,4 +1,5 @@
-"""Reading user files as text rows: delimited text (the separator given or sniffed), JSON, JSON Lines, NPZ."""
+"""Reading user files as text rows: delimited text (the separator given or sniffed),
+JSON, JSON Lines, NPZ."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from sweeper.data.columns import sniff
 
 
 class DataError(ValueError):
-    """A data set that cannot be read; the message is one line naming the file and what is wrong (a line break in a
-    value it quotes, a column's name or a cell, is written ``\\n``: :func:`sweeper.base.output.one_line`)."""
+    """A data set that cannot be read; the message is one line naming the file and what
+    is wrong (a line break in a value it quotes, a column's name or a cell, is written
+    ``\\n``: :func:`sweeper.base.output.one_line`)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
@@ -41,7 +43,8 @@ def _shown(labels: list[str], most: int = 6) -> str:
 
 
 def _text(path: Path) -> str:
-    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line saying where it is not."""
+    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line
+    saying where it is not."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -52,7 +55,8 @@ def _text(path: Path) -> str:
     except UnicodeDecodeError as e:
         at = skip + e.start
         raise DataError(
-            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): save it as UTF-8"
+            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): "
+            "save it as UTF-8"
         ) from None
 
 
@@ -80,7 +84,8 @@ def _read_delimited(
     names = [c.strip() for c in rows.pop(0)]
     if all(_parses(c) for c in names):
         raise DataError(
-            f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, so it looks like "
+            f"data.path={path}: the first line ({_shown(names, 4)}) holds only numbers, "
+            "so it looks like "
             "data, not column names: set data.header=false for a file without a header line"
         )
     twice = [n for n in dict.fromkeys(names) if n and names.count(n) > 1]
@@ -111,7 +116,8 @@ def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
 
 
 def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
-    """JSON Lines: one record (an object) a line; blank lines are skipped. The first record names the columns."""
+    """JSON Lines: one record (an object) a line; blank lines are skipped. The first
+    record names the columns."""
     records = []
     for i, line in enumerate(_text(path).splitlines()):
         if not line.strip():
@@ -122,7 +128,8 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
             raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
         if not isinstance(r, dict):
             raise DataError(
-                f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one record a line"
+                f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one "
+                "record a line"
             )
         records.append(r)
     names = list(records[0]) if records else []
@@ -138,7 +145,8 @@ def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
         with z:
             if "X" not in z or "y" not in z:
                 raise DataError(
-                    f"data.path={path}: an .npz file needs arrays named X and y, found {sorted(z.files)}"
+                    f"data.path={path}: an .npz file needs arrays named X and y, found "
+                    f"{sorted(z.files)}"
                 )
             X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
     except DataError:

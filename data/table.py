@@ -1,7 +1,7 @@
-"""A table's columns read in one pass (data=csv): what each column is (number, category, date, id, text), its
-missing cells and what is done with them, integer codes that may be categories, and features that leak the
-target — every decision said in one report (:func:`report_lines`, the run's ``decided.*`` tags and its
-``columns.json``), every problem of the file listed at once."""
+"""A table's columns read in one pass (data=csv): what each column is (number, category, date,
+id, text), its missing cells and what is done with them, integer codes that may be categories,
+and features that leak the target — every decision said in one report (:func:`report_lines`, the
+run's ``decided.*`` tags and its ``columns.json``), every problem of the file listed at once."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ import numpy as np
 
 from sweeper.data.columns import MISSING, Column, ColumnError, _list, is_missing, resolve, typed
 
-# A column named like an identifier: id, ID, row_id, customer.id, index, uuid; PassengerId but not "valid".
+# A column named like an identifier: id, ID, row_id, customer.id, index, uuid;
+# PassengerId but not "valid".
 ID_NAME = re.compile(r"^(?:id|index|idx|uuid|key|row_?id)$|[_ .-]id$", re.IGNORECASE)
 ID_NAME_CASED = re.compile(r"[a-z0-9]I[dD]$")  # PassengerId, but not "valid" or "paid"
 MIN_ROW_ORDER = 10  # increasing integers in fewer rows may be a feature
 MAX_CODES = 10  # a numeric column of 3..MAX_CODES distinct integers may hold category codes
-LEAK = 0.999  # |correlation| with the target on the training rows above which a feature is named a leak
+# |correlation| with the target on the training rows above which a feature is named a leak
+LEAK = 0.999
 MAX_PAIRS = 60  # sums of two are tried among at most this many numeric columns
 
 
@@ -27,8 +29,8 @@ def id_like(name: Any) -> bool:
 
 
 def id_reason(c: Column) -> str | None:
-    """Why a column looks like a row id (all values distinct and present, integers in row order, or named like
-    an id), or None."""
+    """Why a column looks like a row id (all values distinct and present, integers in
+    row order, or named like an id), or None."""
     n = len(c.values)
     if c.date or c.missing or n < 2:
         return None
@@ -45,7 +47,8 @@ def id_reason(c: Column) -> str | None:
 
 
 def code_note(c: Column) -> str | None:
-    """For a numeric column of a few distinct integers (1/2/3): that it may be categorical, and how to say so."""
+    """For a numeric column of a few distinct integers (1/2/3): that it may be
+    categorical, and how to say so."""
     if not c.numeric:
         return None
     v = c.values[~np.isnan(c.values)]
@@ -57,17 +60,21 @@ def code_note(c: Column) -> str | None:
     ):
         return None
     shown = ", ".join(f"{x:g}" for x in levels[:6]) + (", ..." if len(levels) > 6 else "")
-    return f"possibly categorical ({len(levels)} integer codes: {shown}): data.categorical=[{c.name}] encodes it"
+    return (
+        f"possibly categorical ({len(levels)} integer codes: {shown}): "
+        f"data.categorical=[{c.name}] encodes it"
+    )
 
 
 def read(
     cfg: Any, columns: list[Any], rows: list[list[Any]], col: int, idx: list[int], has_header: bool
 ) -> tuple[list[Column], np.ndarray, list[dict[str, Any]], dict[str, str]]:
-    """The feature columns of ``idx`` typed, the rows kept (a missing target is dropped; ``drop_rows``: a
-    missing feature too), the per-column report and the decisions (``rows``, ``ids``, ``dates``, ``codes``).
+    """The feature columns of ``idx`` typed, the rows kept (a missing target is
+    dropped; ``drop_rows``: a missing feature too), the per-column report and the
+    decisions (``rows``, ``ids``, ``dates``, ``codes``).
 
-    Every problem (a column that cannot be read; under ``data.missing=refuse`` every column with a missing
-    cell) is collected and refused at once in one line."""
+    Every problem (a column that cannot be read; under ``data.missing=refuse`` every
+    column with a missing cell) is collected and refused at once in one line."""
     mode = getattr(cfg, "missing", None) or "impute"
     markers = MISSING + tuple(str(m) for m in getattr(cfg, "na_values", None) or [])
     named = _named(cfg, columns, col, idx, has_header)
@@ -120,8 +127,8 @@ def read(
 def _named(
     cfg: Any, columns: list[Any], col: int, idx: list[int], has_header: bool
 ) -> dict[str, set[int]]:
-    """The columns ``data.dates``, ``data.keep`` and ``data.categorical`` name, each a feature, no column both a
-    date and a category."""
+    """The columns ``data.dates``, ``data.keep`` and ``data.categorical`` name, each a
+    feature, no column both a date and a category."""
     named = {
         k: set(resolve(f"data.{k}", getattr(cfg, k, None) or [], columns, col, has_header))
         for k in ("dates", "keep", "categorical")
@@ -130,7 +137,8 @@ def _named(
         stray = [columns[j] for j in named[k] if j not in idx]
         if stray:
             raise ColumnError(
-                f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, which is not "
+                f"data.{k}={_list(getattr(cfg, k))} names {', '.join(map(str, stray))}, "
+                "which is not "
                 "a feature (left out by data.drop or data.features)"
             )
     both = named["dates"] & named["categorical"]
@@ -150,13 +158,14 @@ def _target_rows(
     problems: list[str],
     decisions: dict[str, str],
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """The rows kept for the target (one without a value is dropped, or under ``refuse`` a problem), and the
-    report's first line."""
+    """The rows kept for the target (one without a value is dropped, or under ``refuse``
+    a problem), and the report's first line."""
     target = [r[col] for r in rows]
     no_target = np.fromiter((is_missing(v, markers) for v in target), dtype=bool, count=len(target))
     if no_target.all() and len(target):
         problems.append(
-            f"target {label}: every one of its {len(target)} rows has no value (all missing): choose "
+            f"target {label}: every one of its {len(target)} rows has no value (all "
+            "missing): choose "
             "another column with data.target, or fill it"
         )
     elif no_target.any():
@@ -166,7 +175,8 @@ def _target_rows(
         )
         if mode == "refuse":
             problems.append(
-                f"target {label}: {k} rows have no value (rows {at}); data.missing=refuse: clean them, "
+                f"target {label}: {k} rows have no value (rows {at}); "
+                "data.missing=refuse: clean them, "
                 "or set data.missing=impute to drop those rows"
             )
         decisions["rows"] = f"target {label}: {k} rows have no value: dropped"
@@ -184,8 +194,9 @@ def _features(
     report: list[dict[str, Any]],
     problems: list[str],
 ) -> tuple[list[Column], list[tuple[Column, list[Any]]], dict[str, list[str]]]:
-    """Each feature column typed (a column that cannot be read: a problem), an id column dropped unless kept; the
-    features, those with missing cells, and the ids, dates and integer codes found (each column reported)."""
+    """Each feature column typed (a column that cannot be read: a problem), an id column
+    dropped unless kept; the features, those with missing cells, and the ids, dates and
+    integer codes found (each column reported)."""
     feats, gapped = [], []
     found: dict[str, list[str]] = {"ids": [], "dates": [], "codes": []}
     for j in idx:
@@ -240,7 +251,8 @@ def _features(
 
 
 def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
-    """data.missing=refuse: one line naming every column with a missing cell (the first such cell of each)."""
+    """data.missing=refuse: one line naming every column with a missing cell (the first
+    such cell of each)."""
 
     def first(c: Column, values: list[Any]) -> tuple[str, int]:
         i = int(np.flatnonzero(c.gaps)[0])
@@ -250,7 +262,8 @@ def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
         ((c, values),) = gapped
         raw, row = first(c, values)
         return (
-            f"data.missing=refuse: column {c.name} holds a missing or non-finite value {raw} (row {row}); "
+            f"data.missing=refuse: column {c.name} holds a missing or non-finite value "
+            f"{raw} (row {row}); "
             f"clean it, or leave the column out with data.drop=[{c.name}]"
         )
     cells = ", ".join(
@@ -258,7 +271,8 @@ def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
         for c, v in gapped
     )
     return (
-        f"data.missing=refuse: {len(gapped)} columns hold missing values ({cells}); clean them, set "
+        f"data.missing=refuse: {len(gapped)} columns hold missing values ({cells}); "
+        "clean them, set "
         "data.missing=impute or data.missing=drop_rows, or leave them out with "
         f"data.drop=[{','.join(str(c.name) for c, _ in gapped)}]"
     )
@@ -267,9 +281,9 @@ def _refusal(gapped: list[tuple[Column, list[Any]]]) -> str:
 def leaks(
     columns: list[Column], state: dict[str, Any], y: np.ndarray, train: np.ndarray, task: str
 ) -> list[str]:
-    """Features that predict the target almost exactly on the training rows: a number (or the sum of two)
-    whose |correlation| with the target exceeds :data:`LEAK`, or a category whose every training level holds a
-    single class."""
+    """Features that predict the target almost exactly on the training rows: a number
+    (or the sum of two) whose |correlation| with the target exceeds :data:`LEAK`, or a
+    category whose every training level holds a single class."""
     out: list[str] = []
     yt = y[train].astype(np.float64)
     if len(train) < 3 or yt.std() == 0:
@@ -316,7 +330,8 @@ def leaks(
 
 
 def describe_column(r: dict[str, Any]) -> str:
-    """One column's line of the report: ``age: number; 177 missing: the training median 28 fills them, ...``."""
+    """One column's line of the report: ``age: number; 177 missing: the training median
+    28 fills them, ...``."""
     kind = r["kind"]
     parts = [r.get("detail") or kind]
     if r.get("missing") and kind != "target":
@@ -340,9 +355,10 @@ def finish_report(
     task: str,
     decisions: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """The report of :func:`read` with what the encoder fitted on the training rows decided (the median that
-    fills a number, the levels of a category, a date's parts), the text columns left out and the leaks; the
-    summaries go into ``decisions`` (``columns``, ``missing``, ``left_out``, ``leaks``)."""
+    """The report of :func:`read` with what the encoder fitted on the training rows
+    decided (the median that fills a number, the levels of a category, a date's parts),
+    the text columns left out and the leaks; the summaries go into ``decisions``
+    (``columns``, ``missing``, ``left_out``, ``leaks``)."""
     spec = {str(s["name"]): s for s in state["columns"]}
     gone = {str(c["name"]): c for c in left_out}
     found = leaks(columns, state, y, train, task)

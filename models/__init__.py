@@ -1,4 +1,5 @@
-"""models/: the networks, their losses and activations, and gradient descent — written once against ``xp``."""
+"""models/: the networks, their losses and activations, and gradient descent — written
+once against ``xp``."""
 
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ def layer_sizes(n_features: int, depth: int, width: int, n_outputs: int = 1) -> 
 
 
 def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1) -> Any:
-    """The model of ``cfg`` for a data set with ``n_outputs`` outputs (the classes of a multi-class task, else 1),
-    its parameters on the device: sweeper's MLP (depth, width, activation, dtype, seed, weight_decay) with its fused
-    kernels, or a model of the interface (``cfg.model``, :mod:`sweeper.models.interface`) in
-    :class:`~sweeper.models.generic.Interfaced`.
+    """The model of ``cfg`` for a data set with ``n_outputs`` outputs (the classes of a multi-class
+    task, else 1), its parameters on the device: sweeper's MLP (depth, width, activation, dtype,
+    seed, weight_decay) with its fused kernels, or a model of the interface (``cfg.model``,
+    :mod:`sweeper.models.interface`) in :class:`~sweeper.models.generic.Interfaced`.
 
-    Parameters are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and then copied, so
-    every device starts from the same parameters.
+    Parameters are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and
+    then copied, so every device starts from the same parameters.
     """
     from sweeper.models.interface import instantiate, offer
 

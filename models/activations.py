@@ -1,13 +1,14 @@
-"""Hidden-layer activations ``A = f(Z)`` and their derivatives ``dA/dZ``, written once for any ``xp``.
+"""Hidden-layer activations ``A = f(Z)`` and their derivatives ``dA/dZ``, written once
+for any ``xp``.
 
 Each derivative takes both ``Z`` and ``A = f(Z)`` so it can use whichever is cheaper:
 relu' = [Z > 0], tanh' = 1 - A², sigmoid' = A (1 - A).
 
 Each activation also comes as *calls*: zero-argument functions with every array bound, that apply
-``f`` in place and multiply a gradient by ``f'`` in place. The fused epoch (:mod:`models.mlp`) strings
-them into one flat list, so an epoch allocates nothing and dispatches on nothing. ``f`` is computed in the
-form :mod:`models.forms` chose for this machine (NumPy's ``tanh``, or an ``exp`` form within 5e-16 of it),
-the same in both paths, so they round identically.
+``f`` in place and multiply a gradient by ``f'`` in place. The fused epoch (:mod:`models.mlp`)
+strings them into one flat list, so an epoch allocates nothing and dispatches on nothing.
+``f`` is computed in the form :mod:`models.forms` chose for this machine (NumPy's ``tanh``, or
+an ``exp`` form within 5e-16 of it), the same in both paths, so they round identically.
 """
 
 from __future__ import annotations

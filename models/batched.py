@@ -1,58 +1,62 @@
 """K configurations trained together: one batched epoch for the whole group.
 
-Members of one shape (inputs ``d``, ``depth``, ``width``, outputs, activation) are a *block*; a group is one block,
-or several (a *packed* group: :mod:`models.packed`, one first-layer product for every block, each block's deeper
-layers its own batched products). All members share the task, dtype, the sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`: gd, momentum with or
-without Nesterov, Adam; weight decay) and the batch size; each has its own learning rate, initial weights
-(its seed), epoch count and patience. Training is deterministic, so a member with fewer epochs is a
-prefix of the group's run: it is *frozen* at its own epoch count (its rate set to 0 and its optimizer
-state zeroed, so its update is 0), never removed.
+Members of one shape (inputs ``d``, ``depth``, ``width``, outputs, activation) are a *block*; a
+group is one block, or several (a *packed* group: :mod:`models.packed`, one first-layer product
+for every block, each block's deeper layers its own batched products). All members share the
+task, dtype, the sampling stride ``log_every``, the update rule (:class:`models.optim.Optimizer`:
+gd, momentum with or without Nesterov, Adam; weight decay) and the batch size; each has its own
+learning rate, initial weights (its seed), epoch count and patience. Training is deterministic,
+so a member with fewer epochs is a prefix of the group's run: it is *frozen* at its own epoch
+count (its rate set to 0 and its optimizer state zeroed, so its update is 0), never removed.
 
-A member is a *trajectory*: it may carry more epoch counts (``Member.reads``), configurations that differ from
-it only in ``epochs``, each read off it at its own count ``c`` as :func:`models.train.train` gives it alone —
-the losses sampled at the multiples of the stride below ``c`` and at ``c`` (every count is a sampled epoch of
-the group, and so is its end), the best and divergence among those samples, and the weights at ``c``: a
-device-side copy taken in the epoch loop, or with patience the best so far (the candidate or the kept best
-weights, chosen by the host at that sample). A divergence after ``c`` leaves that configuration finished.
-:class:`GroupFit` ``at`` holds every configuration's fit and weights. With mini-batches (``batch_size`` between 1 and n - 1)
-the members also share the seed, so they share the data and each epoch's row order (drawn as
+A member is a *trajectory*: it may carry more epoch counts (``Member.reads``), configurations that
+differ from it only in ``epochs``, each read off it at its own count ``c`` as
+:func:`models.train.train` gives it alone — the losses sampled at the multiples of the stride below
+``c`` and at ``c`` (every count is a sampled epoch of the group, and so is its end), the best and
+divergence among those samples, and the weights at ``c``: a device-side copy taken in the epoch
+loop, or with patience the best so far (the candidate or the kept best weights, chosen by the host
+at that sample). A divergence after ``c`` leaves that configuration finished. :class:`GroupFit`
+``at`` holds every configuration's fit and weights. With mini-batches (``batch_size`` between 1 and
+n - 1) the members also share the seed, so they share the data and each epoch's row order (drawn as
 :class:`models.mlp.MiniBatches` draws it): a step gathers its rows once for the whole group.
 
-Weights are kept transposed and stacked over a block's members, ``Wt_l`` of shape ``(K, fan_out, fan_in)`` and
-``b_l`` of shape ``(K, fan_out, 1)``, each a view of the group's one flat array (:class:`models.packed.Layout`); activations are feature-major, ``A_l`` of shape ``(K, width, n)``, and
-so are the logits ``z`` ``(K, k, n)`` (k = 1, or the classes: softmax and cross-entropy as in
-:mod:`models.losses`).
-With ``X`` of shape ``(n, d)`` shared by every member, the first layer is one matrix product for the
-whole group, and so is its weight gradient::
+Weights are kept transposed and stacked over a block's members, ``Wt_l`` of shape
+``(K, fan_out, fan_in)`` and ``b_l`` of shape ``(K, fan_out, 1)``, each a view of the group's one
+flat array (:class:`models.packed.Layout`); activations are feature-major, ``A_l`` of shape
+``(K, width, n)``, and so are the logits ``z`` ``(K, k, n)`` (k = 1, or the classes: softmax
+and cross-entropy as in :mod:`models.losses`). With ``X`` of shape ``(n, d)`` shared by every
+member, the first layer is one matrix product for the whole group, and so is its weight gradient::
 
     Z_0 = [Wt_0^(1); …; Wt_0^(K)] @ X.T        (K·w, d) @ (d, n) → (K·w, n), viewed as (K, w, n)
     G_0 = D_0 @ X                              (K·w, n) @ (n, d)
 
-Deeper layers are batched products (``(K, fo, fi) @ (K, fi, n)``, one cuBLAS strided-batched call on the
-GPU) and every elementwise pass runs over all members at once. When members differ in their split (a
-seed sweep), each has its own data, ``X`` of shape ``(K, n, d)``, and the first layer is batched too.
+Deeper layers are batched products (``(K, fo, fi) @ (K, fi, n)``, one
+cuBLAS strided-batched call on the GPU) and every elementwise pass runs over all members
+at once. When members differ in their split (a seed sweep), each has its own data, ``X``
+of shape ``(K, n, d)``, and the first layer is batched too.
 
-Sparse text features (a SciPy CSR ``X``, or ``cupyx.scipy.sparse`` on the GPU) stay sparse: the first
-layer is the one-configuration trainer's sparse product (:func:`models.mlp._sparse_product` and
-``_sparse_grad``), on the GPU over the whole group's ``P_0 = [W_0; b_0]`` of shape ``(d + 1, K·fo)``::
+Sparse text features (a SciPy CSR ``X``, or ``cupyx.scipy.sparse`` on the GPU)
+stay sparse: the first layer is the one-configuration trainer's sparse product
+(:func:`models.mlp._sparse_product` and ``_sparse_grad``), on the GPU over the whole
+group's ``P_0 = [W_0; b_0]`` of shape ``(d + 1, K·fo)``::
 
     Z_0.T = X @ P_0[:-1] + P_0[-1]             (n, d) sparse @ (d, K·fo) → (n, K·fo), one product
     G_0   = [X.T @ D_0.T; D_0 summed over n]   (d, n) sparse (CSR) @ (n, K·fo), one product
 
-and on the CPU over each member's ``(d + 1, fo)`` block, one product per member: SciPy's product reads a
-row of the dense operand per stored value, and a member's block stays in cache where the group's does not
-(K = 16, fo = 64, d = 1k–34k on sms: the per-member products took 0.5–0.7× the time of one wide product).
-``P_0`` is never a copy: on sparse data the stacked ``Q_0`` (K, fo, d + 1) keeps its memory in
-``(d + 1, K, fo)`` order (the GPU) or ``(K, d + 1, fo)`` order (the CPU) (:func:`sparse_layout`), so the
-products' operands are views of it and of its gradient (:func:`first_layer`), and the update stays one
-add. Nothing builds ``[X.T; 1]``.
+and on the CPU over each member's ``(d + 1, fo)`` block, one product per member: SciPy's product
+reads a row of the dense operand per stored value, and a member's block stays in cache where the
+group's does not (K = 16, fo = 64, d = 1k–34k on sms: the per-member products took 0.5–0.7× the
+time of one wide product). ``P_0`` is never a copy: on sparse data the stacked ``Q_0`` (K, fo,
+d + 1) keeps its memory in ``(d + 1, K, fo)`` order (the GPU) or ``(K, d + 1, fo)`` order (the
+CPU) (:func:`sparse_layout`), so the products' operands are views of it and of its gradient
+(:func:`first_layer`), and the update stays one add. Nothing builds ``[X.T; 1]``.
 
-The loss gradient carries each member's :meth:`~models.optim.Optimizer.grad_scale` (``-lr``, or 1 for Adam)
-and a 0/1 *active* mask, as in :class:`models.mlp.FullBatch`; the update is :class:`models.optim.State`'s
-calls on the stacked arrays, with ``lr`` an array ``(K, 1, 1)`` (weight decay shrinks ``Q_0[..., :-1]`` and
-every ``Wt_l``, never a bias).
-The host looks at the sampled losses only at segment ends (at most ``MAX_CHECKS`` plus one per
-distinct epoch count, or every ``log_every`` epochs when a member has patience), with one copy each.
+The loss gradient carries each member's :meth:`~models.optim.Optimizer.grad_scale` (``-lr``,
+or 1 for Adam) and a 0/1 *active* mask, as in :class:`models.mlp.FullBatch`; the update is
+:class:`models.optim.State`'s calls on the stacked arrays, with ``lr`` an array ``(K, 1, 1)``
+(weight decay shrinks ``Q_0[..., :-1]`` and every ``Wt_l``, never a bias). The host looks at
+the sampled losses only at segment ends (at most ``MAX_CHECKS`` plus one per distinct epoch
+count, or every ``log_every`` epochs when a member has patience), with one copy each.
 """
 
 from __future__ import annotations
@@ -87,7 +91,8 @@ class Member:
 
     @property
     def counts(self) -> tuple[int, ...]:
-        """The epoch counts of the configurations read off this member, ascending; the last is ``epochs``."""
+        """The epoch counts of the configurations read off this member, ascending; the
+        last is ``epochs``."""
         return tuple(sorted({*self.reads, self.epochs}))
 
 
@@ -123,7 +128,8 @@ def train_group(
     members: Sequence[Member],
     **kw: Any,
 ) -> GroupFit:
-    """:func:`train_packed` for members of one shape: their stacked ``params`` (:func:`stacked_params`)."""
+    """:func:`train_packed` for members of one shape: their stacked ``params``
+    (:func:`stacked_params`)."""
     return train_packed(
         backend,
         [(Shape(sizes_of(params), activation), params)],
@@ -158,23 +164,25 @@ def train_packed(
     opt: Optimizer | None = None,
     batch_size: int = 0,
 ) -> GroupFit:
-    """Train a group on device arrays: ``blocks`` are its members' shapes, each with their stacked parameters (see
-    :func:`stacked_params`), ``members`` the members in that order (the first block's, then the next's…). One block
-    is a group of one shape; several are a *packed* group (:mod:`sweeper.models.packed`: one first-layer product
+    """Train a group on device arrays: ``blocks`` are its members' shapes, each with
+    their stacked parameters (see :func:`stacked_params`), ``members`` the members in
+    that order (the first block's, then the next's…). One block is a group of one shape;
+    several are a *packed* group (:mod:`sweeper.models.packed`: one first-layer product
     for all, each block's deeper layers its own batched products).
 
-    ``X`` is (n, d) shared by all members or (K, n, d) (one block), ``y`` (n, 1) or (K, n, 1); likewise the
-    validation arrays (``y`` holds class indices for a multi-class task). Each member's result is what
-    :func:`models.train.train` would return for it alone with the same ``opt`` (gradient descent by default),
-    ``batch_size`` and seed (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
+    ``X`` is (n, d) shared by all members or (K, n, d) (one block), ``y`` (n, 1) or (K,
+    n, 1); likewise the validation arrays (``y`` holds class indices for a multi-class
+    task). Each member's result is what :func:`models.train.train` would return for it
+    alone with the same ``opt`` (gradient descent by default), ``batch_size`` and seed
+    (to rounding). ``progress(done, total)`` counts member-epochs at segment ends.
 
-    Mini-batches (``0 < batch_size < n``) need members that share their seed (it draws the rows' order) and
-    so their data: a ValueError otherwise.
+    Mini-batches (``0 < batch_size < n``) need members that share their seed (it draws
+    the rows' order) and so their data: a ValueError otherwise.
 
-    On the CPU the members are split into ``threads`` parts (default: the CPUs this process may use, as
-    the one-configuration trainer's column blocks) that train side by side, each on one BLAS thread:
-    the members are independent, so the parts never meet until the end. ``train_time_s`` is then the
-    longest part's.
+    On the CPU the members are split into ``threads`` parts (default: the CPUs this
+    process may use, as the one-configuration trainer's column blocks) that train side
+    by side, each on one BLAS thread: the members are independent, so the parts never
+    meet until the end. ``train_time_s`` is then the longest part's.
     """
     from sweeper.base.backend import cpu_threads
 
@@ -269,17 +277,19 @@ def _train_part(
     rule: tuple[Optimizer, int],
     halt: Any = None,
 ) -> GroupFit:
-    """:func:`train_packed` on one thread; ``params`` are its blocks' stacked parameters, ``arrays`` its ``X, y,
-    X_val, y_val``, ``rule`` its optimizer and batch size. It ends with :class:`sweeper.base.stop.Stopped` at the
-    next epoch once Ctrl-C or SIGTERM set ``STOP``, or its caller set ``halt`` (an Event)."""
+    """:func:`train_packed` on one thread; ``params`` are its blocks' stacked
+    parameters, ``arrays`` its ``X, y, X_val, y_val``, ``rule`` its optimizer and batch
+    size. It ends with :class:`sweeper.base.stop.Stopped` at the next epoch once Ctrl-C
+    or SIGTERM set ``STOP``, or its caller set ``halt`` (an Event)."""
     part = _Part(backend, layout, params, task, arrays, members, log_every, rule)
     return part.train([ACTIVATIONS[b.shape.activation] for b in layout.blocks], progress, halt)
 
 
 class _Part:
-    """One thread's share of a group: its sampled epochs and per-member state (here), the device loop
-    (:meth:`train`), the host's look at the sampled losses (:meth:`read`, :meth:`on_sample`: divergence, the best
-    epoch, patience, each configuration read off a trajectory) and the results per count (:meth:`results`)."""
+    """One thread's share of a group: its sampled epochs and per-member state (here),
+    the device loop (:meth:`train`), the host's look at the sampled losses
+    (:meth:`read`, :meth:`on_sample`: divergence, the best epoch, patience, each
+    configuration read off a trajectory) and the results per count (:meth:`results`)."""
 
     def __init__(
         self,
@@ -309,16 +319,19 @@ class _Part:
         self.counts = [m.counts for m in members]
         self.E = E = int(self.epochs.max())
         self.stride = stride = sample_stride(E, log_every)
-        # the sampled epochs: every stride's, every configuration's own count (its curve's last point), and E
+        # the sampled epochs: every stride's, every configuration's own count (its
+        # curve's last point), and E
         self.schedule = sorted({*range(0, E, stride), *(c for cs in self.counts for c in cs)})
         self.slot = {t: i for i, t in enumerate(self.schedule)}
-        # every member's parameters in one flat array (on sparse data the first layer in its products' memory order)
+        # every member's parameters in one flat array (on sparse data the first layer in
+        # its products' memory order)
         self.layout = layout
         self.P = backend.to_device(layout.pack(params, self.dtype))
         self.active = np.ones(K)
         self.n = n = X.shape[-2]
         self.step_rows = batch_size if 0 < batch_size < n else n
-        # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows a step takes
+        # grad_scale(lr) · active · dL/dz's constant per member, for each number of rows
+        # a step takes
         self.scales = {
             m: self.xp.empty((K, 1, 1), dtype=self.dtype)
             for m in sorted({self.step_rows, n % self.step_rows} - {0})
@@ -336,8 +349,8 @@ class _Part:
         self._start_records()
 
     def _plan_reads(self) -> None:
-        """The segments' ends (where the host reads the samples) and, without patience, the device copies of the
-        weights at a trajectory's shorter counts."""
+        """The segments' ends (where the host reads the samples) and, without patience,
+        the device copies of the weights at a trajectory's shorter counts."""
         E, stride, xp = self.E, self.stride, self.xp
         self.hist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
         self.vhist = xp.full((len(self.schedule), self.K), xp.nan, dtype=self.dtype)
@@ -348,8 +361,9 @@ class _Part:
         else:
             step = stride * math.ceil(math.ceil(E / stride) / MAX_CHECKS)
             self.ends = sorted({*range(step, E, step), *map(int, self.epochs), E})
-        # without patience a configuration's weights at a count below its trajectory's last are a device copy taken
-        # in the loop (no host decision); with patience the host takes it from the candidate or the best so far
+        # without patience a configuration's weights at a count below its trajectory's
+        # last are a device copy taken in the loop (no host decision); with patience the
+        # host takes it from the candidate or the best so far
         self.copy_at: dict[int, list[int]] = {}
         if not self.any_patience:
             for m, cs in enumerate(self.counts):
@@ -387,18 +401,21 @@ class _Part:
         self.state.set_lr(self._rates(self.lr * self.active))
 
     def _rates(self, per_member: np.ndarray) -> Any:
-        """The members' rates per element of the flat parameters, where the update reads them (else none)."""
+        """The members' rates per element of the flat parameters, where the update reads
+        them (else none)."""
         return self.layout.expand(per_member) if self.opt.uses_rates else 0.0
 
     def freeze(self, m: int) -> None:
-        """No further update of member ``m``: a rate of 0 (:meth:`set_scale`) and no state carried over."""
+        """No further update of member ``m``: a rate of 0 (:meth:`set_scale`) and no
+        state carried over."""
         self.active[m] = 0
         for buf in self.state.buffers:
             for v in self.layout.member(buf, m):
                 v[...] = 0
 
     def on_sample(self, m: int, t: int, h: float, v: float) -> None:
-        """Member ``m``'s sample at epoch ``t``: the configurations that end there, then its own trajectory."""
+        """Member ``m``'s sample at epoch ``t``: the configurations that end there, then
+        its own trajectory."""
         ended, out, patience, kept = self.ended, self.out[m], self.patience, self.kept
         # the group's last epoch, sampled with the last segment's read
         if ended[m] is None and t >= self.epochs[m]:
@@ -440,9 +457,10 @@ class _Part:
                 kept[m] = True
 
     def _weights_at(self, m: int, c: int, better: bool) -> Any:
-        """Member ``m``'s weights for its count ``c``, which ends at this sample (``better``: its best so far): once the
-        member ended, which of its final and best weights; else a copy of its best (patience), of the sampled
-        weights (a group with patience), or the device's copy taken at ``c`` in the loop."""
+        """Member ``m``'s weights for its count ``c``, which ends at this sample
+        (``better``: its best so far): once the member ended, which of its final and
+        best weights; else a copy of its best (patience), of the sampled weights (a
+        group with patience), or the device's copy taken at ``c`` in the loop."""
         patience, kept = self.patience, self.kept
         if self.ended[m] is not None:
             return "final" if better or not (patience[m] and kept[m]) else "best"
@@ -453,8 +471,8 @@ class _Part:
         return self.snaps.pop((m, c))
 
     def _diverged(self, m: int, t: int) -> None:
-        """Member ``m`` diverged at its sample of epoch ``t``: every longer configuration diverged here too, and it is
-        frozen for good."""
+        """Member ``m`` diverged at its sample of epoch ``t``: every longer
+        configuration diverged here too, and it is frozen for good."""
         for c in self.counts[m]:
             self.out[m].setdefault(c, (t, t, int(self.best_epoch[m]), None))
         self.ran[m] = t
@@ -465,7 +483,8 @@ class _Part:
             v[...] = 0
 
     def sample(self, t: int) -> None:
-        """Device work: both losses on the weights before epoch ``t``'s update (and the copies taken there)."""
+        """Device work: both losses on the weights before epoch ``t``'s update (and the
+        copies taken there)."""
         measured, val = self.measured, self.val
         measured.run(measured.forward_calls)
         k = self.slot[t]
@@ -496,8 +515,9 @@ class _Part:
         return bool((was != self.active).any())
 
     def _passes(self, acts: list[Any]) -> None:
-        """The group's passes (a step per number of rows, the validation pass, the one that measures the training
-        loss) and the calls an epoch makes; a warm-up of every call but the update (CuPy compiles its kernels).
+        """The group's passes (a step per number of rows, the validation pass, the one
+        that measures the training loss) and the calls an epoch makes; a warm-up of
+        every call but the update (CuPy compiles its kernels).
         ``acts``: each block's activation."""
         xp, task, (X, y, X_val, y_val) = self.xp, self.task, self.arrays
         on = (xp, self.layout, self.P, acts, task)
@@ -518,7 +538,8 @@ class _Part:
                 measured.forward_calls + measured.backward_calls + measured.update_calls
             )
             self.rest = measured.backward_calls + measured.update_calls
-        else:  # mini-batches: the training loss is the whole training set's, before the epoch's steps
+        # mini-batches: the training loss is the whole training set's, before the epoch's steps
+        else:
             self.measured = measured = _Pass(*on, X, y, None)
             self.epoch_calls = self.rest = _mini_batch_calls(
                 xp, measured, steps, self.step_rows, self.members[0].seed
@@ -543,8 +564,9 @@ class _Part:
             self.slot,
             self.E,
         )
-        # One BLAS thread on the CPU: on this 2-core machine with another process busy, K=64 float32 ran at
-        # 181k configuration-epochs/s on one thread and 8.5k on two (OpenBLAS's threads spin and wait).
+        # One BLAS thread on the CPU: on this 2-core machine with another process
+        # busy, K=64 float32 ran at 181k configuration-epochs/s on one thread and 8.5k
+        # on two (OpenBLAS's threads spin and wait).
         with self.backend.host_threads(0.0, 1):
             self._passes(acts)
             measured, epoch_calls, rest = self.measured, self.epoch_calls, self.rest
@@ -591,7 +613,8 @@ class _Part:
         return self.results(t1 - t0, t0 - t_warm)
 
     def results(self, train_s: float, warmup_s: float) -> GroupFit:
-        """Every configuration read off every member: its curve up to its count, and its weights on the host."""
+        """Every configuration read off every member: its curve up to its count, and its
+        weights on the host."""
         to_numpy, schedule, stride, curve = (
             self.backend.to_numpy,
             self.schedule,

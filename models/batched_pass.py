@@ -1,5 +1,6 @@
-"""One batched pass of K members over the data: the forward and backward calls of a group's epoch, built once and
-replayed (see :mod:`models.batched` for the shapes and the first layer's shared product)."""
+"""One batched pass of K members over the data: the forward and backward calls of a
+group's epoch, built once and replayed (see :mod:`models.batched` for the shapes and the
+first layer's shared product)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from sweeper.models.optim import RowOrder
 
 
 def sparse_layout(xp: Any, Q: Any, per_member: bool) -> Any:
-    """The stacked ``Q_0`` (K, fo, d + 1) with its memory in ``(K, d + 1, fo)`` order (``per_member``) or in
-    ``(d + 1, K, fo)`` order (the same values, a strided array): what a group on sparse data trains, so that
-    :func:`first_layer` gives views."""
+    """The stacked ``Q_0`` (K, fo, d + 1) with its memory in ``(K, d + 1, fo)`` order
+    (``per_member``) or in ``(d + 1, K, fo)`` order (the same values, a strided array):
+    what a group on sparse data trains, so that :func:`first_layer` gives views."""
     if per_member:
         return xp.swapaxes(xp.ascontiguousarray(xp.swapaxes(Q, 1, 2)), 1, 2)
     return xp.moveaxis(xp.ascontiguousarray(xp.moveaxis(Q, 2, 0)), 0, 2)
@@ -25,8 +26,8 @@ def sparse_layout(xp: Any, Q: Any, per_member: bool) -> Any:
 
 def first_layer(xp: Any, Q: Any) -> list[Any]:
     """The first layer's ``[W_0; b_0]`` as contiguous views of a ``Q_0`` (or its gradient) in
-    :func:`sparse_layout`: ``[P_0]``, the whole group's (d + 1, K·fo) with column ``k·fo + j`` member k's
-    unit j, or each member's (d + 1, fo). Writing into them writes into ``Q``."""
+    :func:`sparse_layout`: ``[P_0]``, the whole group's (d + 1, K·fo) with column ``k·fo + j``
+    member k's unit j, or each member's (d + 1, fo). Writing into them writes into ``Q``."""
     group = xp.moveaxis(Q, 2, 0)  # (d + 1, K, fo)
     if group.flags.c_contiguous:
         return [group.reshape(group.shape[0], -1)]
@@ -37,18 +38,20 @@ def first_layer(xp: Any, Q: Any) -> list[Any]:
 
 
 def _per_block(P: list[Any], rows: Any, make: Callable[[Any, Any], Call]) -> Call:
-    """``make(P[i], rows of block i)`` for each block ``P[i]`` (d + 1, c) of :func:`first_layer`, with ``rows``
-    (K·fo, n) cut into blocks of ``c`` rows: the one call, or one call that runs them all."""
+    """``make(P[i], rows of block i)`` for each block ``P[i]`` (d + 1, c) of
+    :func:`first_layer`, with ``rows`` (K·fo, n) cut into blocks of ``c`` rows: the one
+    call, or one call that runs them all."""
     c = P[0].shape[1]
     calls = [make(p, rows[i * c : (i + 1) * c]) for i, p in enumerate(P)]
     return calls[0] if len(calls) == 1 else partial(_run, calls)
 
 
 class _Block:
-    """One block's share of a pass (members of one shape, :class:`sweeper.models.packed.Block`): its parameters'
-    views ``Wt`` (``Wt[0]`` is ``Q_0``) and ``b`` (``b[0]`` None), its hidden activations ``A`` (``A[0]`` rows of
-    the pass's ``A0``), their scratch ``tmp`` and gradients ``D`` (``D[0]`` rows of ``D0``; training only), its
-    rows of the logits ``z``, its activation ``act``, its ``members`` (a slice of the group's)."""
+    """One block's share of a pass (members of one shape, :class:`sweeper.models.packed.Block`):
+    its parameters' views ``Wt`` (``Wt[0]`` is ``Q_0``) and ``b`` (``b[0]`` None), its hidden
+    activations ``A`` (``A[0]`` rows of the pass's ``A0``), their scratch ``tmp`` and gradients
+    ``D`` (``D[0]`` rows of ``D0``; training only), its rows of the logits ``z``, its activation
+    ``act``, its ``members`` (a slice of the group's)."""
 
     def __init__(
         self,
@@ -68,20 +71,24 @@ class _Block:
 
 
 class _Pass:
-    """Preallocated buffers and the calls of one data set's forward (and, with a scale, backward) pass of a group
-    whose parameters are the flat ``P`` of ``layout`` (:class:`sweeper.models.packed.Layout`: one block of one shape,
-    or several), each block with its activation in ``acts``.
+    """Preallocated buffers and the calls of one data set's forward (and, with a scale,
+    backward) pass of a group whose parameters are the flat ``P`` of ``layout``
+    (:class:`sweeper.models.packed.Layout`: one block of one shape, or several), each
+    block with its activation in ``acts``.
 
-    Shapes (K members, n rows): ``H_0 = [X.T; 1]`` (d + 1, n), or (K, d + 1, n) per member (one block), or for
-    sparse ``X`` none: the first layer reads ``X`` (CSR) and its gradient ``X.T`` (CSR, backward only);
-    ``A0`` (R, n) the first hidden layer of every block with one (``R = Σ K_b w_b`` rows: a block's ``A_0`` is its
-    rows, viewed (K_b, w_b, n)); deeper ``A_l`` (K_b, width, n) per block; ``z`` (K, k, n); ``D_l`` like ``A_l``,
-    ``D0`` like ``A0``; ``g`` like ``z``; ``y`` (1 or K, 1, n), one-hot (1 or K, k, n) for k classes.
-    Forward: ``A0 = f(Q @ H_0)`` (Q the layout's first layers, (R, d + 1): one product for the group), then per
-    block ``A_l = f(Wt_l @ A_{l-1} + b_l)``, ``z_b = Wt_L @ A_{L-1} + b_L`` (a depth-0 block: ``z_b = Q_0 @ H_0``).
-    Backward: per block ``G_Wl = D_l @ A_{l-1}.T``, ``G_bl = D_l @ 1``, ``D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})``
-    (a broadcast product when layer l has one unit), down to its rows of ``D0``; then ``D0 ∘ f'`` and
-    ``G_Q = D0 @ H_0.T``, one product for the group. The gradients are a flat array of the layout, so the update
+    Shapes (K members, n rows): ``H_0 = [X.T; 1]`` (d + 1, n), or (K, d + 1, n) per member
+    (one block), or for sparse ``X`` none: the first layer reads ``X`` (CSR) and its gradient
+    ``X.T`` (CSR, backward only); ``A0`` (R, n) the first hidden layer of every block with
+    one (``R = Σ K_b w_b`` rows: a block's ``A_0`` is its rows, viewed (K_b, w_b, n)); deeper
+    ``A_l`` (K_b, width, n) per block; ``z`` (K, k, n); ``D_l`` like ``A_l``, ``D0`` like
+    ``A0``; ``g`` like ``z``; ``y`` (1 or K, 1, n), one-hot (1 or K, k, n) for k classes.
+    Forward: ``A0 = f(Q @ H_0)`` (Q the layout's first layers, (R, d + 1): one product for the
+    group), then per block ``A_l = f(Wt_l @ A_{l-1} + b_l)``, ``z_b = Wt_L @ A_{L-1} + b_L``
+    (a depth-0 block: ``z_b = Q_0 @ H_0``).
+    Backward: per block ``G_Wl = D_l @ A_{l-1}.T``, ``G_bl = D_l @ 1``,
+    ``D_{l-1} = (Wt_l.T @ D_l) ∘ f'(Z_{l-1})`` (a broadcast product when layer l has one
+    unit), down to its rows of ``D0``; then ``D0 ∘ f'`` and ``G_Q = D0 @ H_0.T``, one
+    product for the group. The gradients are a flat array of the layout, so the update
     (:class:`models.optim.State` on the flat parameters) is one pass whatever the blocks.
     """
 
@@ -115,7 +122,8 @@ class _Pass:
         training = scale is not None
         R = layout.rows
         self.A0 = xp.empty((R, n), dtype=dtype)
-        # the backward pass's scratch, free while the forward pass runs (the activation's form may use it)
+        # the backward pass's scratch, free while the forward pass runs (the
+        # activation's form may use it)
         self.T0 = xp.empty((R, n), dtype=dtype) if training else None
         self.D0 = xp.empty((R, n), dtype=dtype) if training else None
         self.blocks, r = [], 0
@@ -144,7 +152,8 @@ class _Pass:
         self.ones = xp.ones((n, 1), dtype=dtype)
         self.g = xp.empty_like(self.z)
         self.col = xp.empty((K, 1, n), dtype=dtype)  # the softmax's max and sum per sample
-        # g ← scale · dL/dz / grad_constant, with scale = grad_scale(lr) · active · grad_constant per member
+        # g ← scale · dL/dz / grad_constant, with scale = grad_scale(lr) · active ·
+        # grad_constant per member
         calls = [
             *losses.residual_calls(xp, task, self.z, self.y, self.g, self.col),
             partial(xp.multiply, self.g, scale, self.g),
@@ -158,8 +167,8 @@ class _Pass:
         self.update_calls = state.calls([self.grads])
 
     def _forward(self, Q: Any) -> list[Call]:
-        """``A0 ← f(Q @ H_0)`` (every block with hidden layers: one product, and one activation pass when they
-        share the activation), then each block's deeper layers and outputs."""
+        """``A0 ← f(Q @ H_0)`` (every block with hidden layers: one product, and one activation
+        pass when they share the activation), then each block's deeper layers and outputs."""
         xp, deep = self.xp, [b for b in self.blocks if b.L]
         calls: list[Call] = []
         if deep:  # one product; else (sparse: one block; each member its own data) one a block
@@ -187,8 +196,8 @@ class _Pass:
         return calls
 
     def _block_backward(self, b: _Block, G: list[Any], g: Any) -> list[Call]:
-        """One block's backward pass from its ``g`` down to its ``D_0`` (its rows of ``D0``; for depth 0, its first
-        layer's gradient), ``G`` its views of the gradients."""
+        """One block's backward pass from its ``g`` down to its ``D_0`` (its rows of ``D0``;
+        for depth 0, its first layer's gradient), ``G`` its views of the gradients."""
         xp = self.xp
         GW, Gb = [G[0]] + G[1::2], [None] + G[2::2]
         b.GQ = GW[0]
@@ -211,7 +220,8 @@ class _Pass:
         return calls
 
     def _first_backward(self, GQ: Any) -> list[Call]:
-        """``D0 ← D0 ∘ f'(Z_0)`` and the first layers' gradient: ``G_Q = D0 @ H_0.T``, one product for the group."""
+        """``D0 ← D0 ∘ f'(Z_0)`` and the first layers' gradient: ``G_Q = D0 @ H_0.T``,
+        one product for the group."""
         xp, deep = self.xp, [b for b in self.blocks if b.L]
         if not deep:
             return []
@@ -225,9 +235,10 @@ class _Pass:
         return calls + [self._into_inputs(b.D[0], b.GQ, b.members) for b in deep]
 
     def _from_inputs(self, Q: Any, out: Any, members: slice) -> Call:
-        """``out ← Q @ H_0`` for one block's ``Q`` (K_b, fo, d + 1): with shared data one (K_b·fo, d + 1) @ (d + 1, n)
-        product; on sparse data ``Z.T = X @ P[:-1] + P[-1]`` per :func:`first_layer` block; each member on its own
-        data (its ``members``' rows of ``H_0``) a batched one."""
+        """``out ← Q @ H_0`` for one block's ``Q`` (K_b, fo, d + 1): with shared data
+        one (K_b·fo, d + 1) @ (d + 1, n) product; on sparse
+        data ``Z.T = X @ P[:-1] + P[-1]`` per :func:`first_layer` block; each member on
+        its own data (its ``members``' rows of ``H_0``) a batched one."""
         xp = self.xp
         if self.sparse:  # written into out as (K·fo, n)
             return _per_block(
@@ -240,7 +251,8 @@ class _Pass:
         return partial(xp.matmul, Q, self.H[members], out=out)
 
     def _into_inputs(self, D: Any, out: Any, members: slice) -> Call:
-        """``out ← D @ H_0.T`` (K_b, fo, d + 1), a block's first layer's gradient, as :meth:`_from_inputs` reads it."""
+        """``out ← D @ H_0.T`` (K_b, fo, d + 1), a block's first layer's gradient, as
+        :meth:`_from_inputs` reads it."""
         xp = self.xp
         if self.sparse:  # G_0 = [X.T @ D_0.T; row sums of D_0] (d + 1, K·fo), a view of out
             XT = self.X.T.tocsr()  # (d, n): the product reads its rows, as models.mlp.FullBatch's
@@ -265,8 +277,8 @@ class _Pass:
 
 
 def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
-    """``out ← a @ b`` for a stacked ``a`` (K, r, c) and one shared ``b`` (c, m): one (K·r, c) @ (c, m)
-    matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
+    """``out ← a @ b`` for a stacked ``a`` (K, r, c) and one shared ``b`` (c, m): one (K·r,
+    c) @ (c, m) matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
     K, r, c = a.shape
     return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, -1))
 
@@ -274,10 +286,10 @@ def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
 def _mini_batch_calls(
     xp: Any, full: _Pass, steps: dict[int, _Pass], b: int, seed: int
 ) -> list[Call]:
-    """One epoch of mini-batch steps, as :class:`models.mlp.MiniBatches` takes them: the rows in the order
-    :class:`~sweeper.models.optim.RowOrder` draws from ``seed`` each epoch, ``b`` a step (the last takes the rest). A
-    step gathers
-    its columns of the whole training set's inputs and targets (``full``'s, shared by the members) into its
+    """One epoch of mini-batch steps, as :class:`models.mlp.MiniBatches` takes them: the
+    rows in the order :class:`~sweeper.models.optim.RowOrder` draws from ``seed`` each
+    epoch, ``b`` a step (the last takes the rest). A step gathers its columns of the
+    whole training set's inputs and targets (``full``'s, shared by the members) into its
     pass's buffers, then runs its forward, backward and update."""
     n = full.H.shape[-1]
     order = xp.arange(n)

@@ -1,34 +1,40 @@
-"""Each activation's exact forms, and the short probe that picks the fastest on the machine it runs on.
+"""Each activation's exact forms, and the short probe that picks the fastest on the
+machine it runs on.
 
-An activation can be computed more than one way to the same float64 value, give or take a rounding, and which is
-fastest depends on the CPU: NumPy's SIMD ``tanh`` for float64 needs AVX-512 (``X86_V4``); without it ``np.tanh`` is
-an AVX2 or scalar loop while ``np.exp`` stays fast, and ``tanh`` costs as much as an epoch's matrix products
-(DESIGN.md, "NumPy's elementwise speed on this machine"). The forms, each applied in place (``z ← f(z)``):
+An activation can be computed more than one way to the same float64 value, give or take a
+rounding, and which is fastest depends on the CPU: NumPy's SIMD ``tanh`` for float64
+needs AVX-512 (``X86_V4``); without it ``np.tanh`` is an AVX2 or scalar loop while ``np.exp``
+stays fast, and ``tanh`` costs as much as an epoch's matrix products (DESIGN.md, "NumPy's
+elementwise speed on this machine"). The forms, each applied in place (``z ← f(z)``):
 
 - ``tanh`` **library**: ``np.tanh``.
-- ``tanh`` **exp**: ``1 - 2 / (exp(2z) + 1)`` where ``|z| >= 2⁻²⁶`` (float32: ``2⁻¹²``), and ``z`` itself below
-  (there ``tanh(z)`` rounds to ``z``: ``z³/3`` is under half an ulp of ``z``). Error bound, with ``u = 2⁻⁵³`` and ``e = exp(2z)`` good to ``u_e``
-  relative: for ``z < 0`` (``e < 1``) ``q = 2 / (e + 1)`` lies in ``[1, 2]`` and ``1 - q`` is exact, so the error is
-  ``q``'s: ``2 (u + e u_e) / (1 + e)² + u <= 3u`` (the rounding of ``e + 1``, carried through the division, and the
-  division's own); for ``z > 0`` it is smaller. So within ``3u = 3.3e-16`` of ``tanh`` (the dense sweep of
-  ``tests/test_activation_forms.py`` finds 3.33e-16 at ``z ≈ -9.39``), and of ``np.tanh`` within that plus
-  ``np.tanh``'s own rounding: under the 5e-16 the forms are held to. The sign is ``z``'s (``e >= 1`` exactly when
-  ``z >= 0``), ``±0``, ``±inf`` and NaN come out exact (``-0`` through the small ``|z|`` branch).
+- ``tanh`` **exp**: ``1 - 2 / (exp(2z) + 1)`` where ``|z| >= 2⁻²⁶`` (float32: ``2⁻¹²``), and
+  ``z`` itself below (there ``tanh(z)`` rounds to ``z``: ``z³/3`` is under half an ulp of ``z``).
+  Error bound, with ``u = 2⁻⁵³`` and ``e = exp(2z)`` good to ``u_e`` relative: for ``z < 0``
+  (``e < 1``) ``q = 2 / (e + 1)`` lies in ``[1, 2]`` and ``1 - q`` is exact, so the error is
+  ``q``'s: ``2 (u + e u_e) / (1 + e)² + u <= 3u`` (the rounding of ``e + 1``, carried through the
+  division, and the division's own); for ``z > 0`` it is smaller. So within ``3u = 3.3e-16`` of
+  ``tanh`` (the dense sweep of ``tests/test_activation_forms.py`` finds 3.33e-16 at
+  ``z ≈ -9.39``), and of ``np.tanh`` within that plus ``np.tanh``'s own rounding: under the 5e-16
+  the forms are held to. The sign is ``z``'s (``e >= 1`` exactly when ``z >= 0``), ``±0``,
+  ``±inf`` and NaN come out exact (``-0`` through the small ``|z|`` branch).
 - ``sigmoid`` **library**: ``½ (1 + tanh(½ z))``, which never overflows.
-- ``sigmoid`` **exp**: ``1 / (1 + exp(-z))`` (``exp`` overflows to ``inf`` below ``z = -709``, giving 0, as the
-  library form does there; the overflow warning is silenced): relative error ``u_e + 2u`` of a value at most 1.
+- ``sigmoid`` **exp**: ``1 / (1 + exp(-z))`` (``exp`` overflows to ``inf``
+  below ``z = -709``, giving 0, as the library form does there; the overflow warning is
+  silenced): relative error ``u_e + 2u`` of a value at most 1.
 - ``relu``: ``max(z, 0)`` (one form).
 
-The derivatives keep one form each (from ``A = f(Z)``: ``1 - A²``, ``A (1 - A)``, ``[A > 0]``: two or three
-in-place passes, no transcendental).
+The derivatives keep one form each (from ``A = f(Z)``: ``1 - A²``, ``A (1 - A)``,
+``[A > 0]``: two or three in-place passes, no transcendental).
 
-:func:`chosen` gives the form of each activation for an array library and dtype: on CuPy always the library's
-(one fused kernel); on NumPy the fastest of a short probe (:func:`probe`, a few ms: each form on 2¹⁷ values,
-interleaved, the median of 7; a form other than the library's must win by :data:`MARGIN`), made once per machine
-and dtype and kept in the cache folder (``$SWEEPER_CACHE_DIR``, else ``~/.cache/sweeper``), so every process of a
-machine (a sweep's workers) trains with the same forms. ``SWEEPER_ACTIVATION_FORMS`` overrides it: ``library``
-(NumPy's own everywhere), ``probe`` (the default), or ``tanh=exp,sigmoid=library``. A run records its form (tag
-``activation_form``).
+:func:`chosen` gives the form of each activation for an array library and dtype: on CuPy
+always the library's (one fused kernel); on NumPy the fastest of a short probe
+(:func:`probe`, a few ms: each form on 2¹⁷ values, interleaved, the median of 7; a form other
+than the library's must win by :data:`MARGIN`), made once per machine and dtype and kept in
+the cache folder (``$SWEEPER_CACHE_DIR``, else ``~/.cache/sweeper``), so every process of a
+machine (a sweep's workers) trains with the same forms. ``SWEEPER_ACTIVATION_FORMS``
+overrides it: ``library`` (NumPy's own everywhere), ``probe`` (the default),
+or ``tanh=exp,sigmoid=library``. A run records its form (tag ``activation_form``).
 """
 
 from __future__ import annotations
@@ -92,7 +98,8 @@ def _relu(xp: Any, z: Any, scratch: Any) -> list[Call]:
     return [partial(xp.maximum, z, 0, out=z)]
 
 
-# activation -> form -> (calls that set z ← f(z) in place, given scratch; whether it needs the scratch)
+# activation -> form -> (calls that set z ← f(z) in place, given scratch; whether it
+# needs the scratch)
 FORMS: dict[str, dict[str, tuple[Callable[[Any, Any, Any], list[Call]], bool]]] = {
     "tanh": {"library": (_tanh_library, False), "exp": (_tanh_exp, True)},
     "sigmoid": {"library": (_sigmoid_library, False), "exp": (_sigmoid_exp, False)},
@@ -101,17 +108,17 @@ FORMS: dict[str, dict[str, tuple[Callable[[Any, Any, Any], list[Call]], bool]]] 
 
 
 def scratch_for(xp: Any, z: Any, buffer: Any = None) -> tuple[Any, Any]:
-    """A scratch for a form that needs one: a buffer of ``z``'s shape and dtype (``buffer``: one the caller has free
-    while ``f`` runs, e.g. the backward pass's) and a boolean mask."""
+    """A scratch for a form that needs one: a buffer of ``z``'s shape and dtype (``buffer``:
+    one the caller has free while ``f`` runs, e.g. the backward pass's) and a boolean mask."""
     return (xp.empty(z.shape, dtype=z.dtype) if buffer is None else buffer), xp.empty(
         z.shape, dtype=bool
     )
 
 
 def calls(xp: Any, activation: str, z: Any, scratch: Any = None) -> list[Call]:
-    """In-place calls that set ``z ← f(z)`` with the activation's chosen form. A form that needs a scratch gets
-    :func:`scratch_for` ``(xp, z, scratch)``: ``scratch`` is a buffer of ``z``'s shape that is free while ``f``
-    runs, or None (one is made)."""
+    """In-place calls that set ``z ← f(z)`` with the activation's chosen form. A form
+    that needs a scratch gets :func:`scratch_for` ``(xp, z, scratch)``: ``scratch`` is a
+    buffer of ``z``'s shape that is free while ``f`` runs, or None (one is made)."""
     build, needs = FORMS[activation][chosen(xp, z.dtype)[activation]]
     return build(xp, z, scratch_for(xp, z, scratch) if needs else None)
 
@@ -125,14 +132,17 @@ def apply(xp: Any, activation: str, z: Any) -> Any:
     return out
 
 
-# --- the choice -------------------------------------------------------------------------------------------------
+# --- the
+# choice
+# -------------------------------------------------------------------------------------------------
 
 _CHOSEN: dict[str, dict[str, str]] = {}
 _LOCK = threading.Lock()
 
 
 def chosen(xp: Any, dtype: Any) -> dict[str, str]:
-    """Activation → the name of its form for arrays of ``xp`` and ``dtype`` (see the module's docstring)."""
+    """Activation → the name of its form for arrays of ``xp`` and ``dtype`` (see the
+    module's docstring)."""
     dtype = np.dtype(dtype).name
     if xp is not np:
         return {a: "library" for a in FORMS}
@@ -158,13 +168,14 @@ def _choose(env: str, dtype: str) -> dict[str, str]:
 
 
 def tag(xp: Any, activation: str, dtype: Any) -> str:
-    """What a run records: its activation's form, e.g. ``tanh=exp`` (``library`` is NumPy's or CuPy's own)."""
+    """What a run records: its activation's form, e.g. ``tanh=exp`` (``library`` is
+    NumPy's or CuPy's own)."""
     return f"{activation}={chosen(xp, dtype).get(activation, 'library')}"
 
 
 def machine_key(dtype: str) -> str:
-    """What a probe's result depends on: NumPy's version, the SIMD targets its tanh and exp run on here (they
-    follow the CPU and ``NPY_DISABLE_CPU_FEATURES``), and the dtype."""
+    """What a probe's result depends on: NumPy's version, the SIMD targets its tanh and exp
+    run on here (they follow the CPU and ``NPY_DISABLE_CPU_FEATURES``), and the dtype."""
     try:
         from numpy.lib import introspect
 
@@ -215,8 +226,9 @@ def _cached_probe(dtype: str) -> dict[str, str]:
 def probe(
     dtype: str, size: int = PROBE_SIZE, repeats: int = 7
 ) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
-    """Each form's time on ``size`` values of ``dtype`` (ns a value, the median of ``repeats`` interleaved runs) and
-    the fastest form of each activation (the library's unless another takes at most :data:`MARGIN` of its time)."""
+    """Each form's time on ``size`` values of ``dtype`` (ns a value, the median of
+    ``repeats`` interleaved runs) and the fastest form of each activation (the library's
+    unless another takes at most :data:`MARGIN` of its time)."""
     import time
 
     rng = np.random.default_rng(0)

@@ -1,16 +1,20 @@
 """A model of the interface (:mod:`sweeper.models.interface`) trained by sweeper's own loop
-(:func:`sweeper.models.train.train`): the objects that loop asks a model for, built on its ``forward`` and
-``backward``.
+(:func:`sweeper.models.train.train`): the objects that loop asks a model for, built on
+its ``forward`` and ``backward``.
 
-:class:`Interfaced` holds a model object and its parameters on the device (a dict, in ``init``'s order); its
-``full_batch`` / ``mini_batches`` give the step objects :func:`~sweeper.models.train.train` drives (``forward``,
-``loss``, ``backward_and_update``, ``epoch``, ``warm_up``), the MLP's :class:`~sweeper.models.mlp.FullBatch`
-and :class:`~sweeper.models.mlp.MiniBatches` in the MLP's case. A step is::
+:class:`Interfaced` holds a model object and its parameters on the device (a dict, in
+``init``'s order); its ``full_batch`` / ``mini_batches`` give the step objects
+:func:`~sweeper.models.train.train` drives (``forward``, ``loss``, ``backward_and_update``,
+``epoch``, ``warm_up``), the MLP's :class:`~sweeper.models.mlp.FullBatch` and
+:class:`~sweeper.models.mlp.MiniBatches` in the MLP's case. A step is::
 
     out, cache = model.forward(xp, params, X)         (n, k)
-    dout = s · dL/d out                               s = -lr (gd, momentum) or 1 (adam): models.optim
-    grads = model.backward(xp, params, cache, dout)   copied into buffers the optimizer's calls were built on
-    P ← update(P, G)                                  models.optim.State (weight decay on interface.decays)
+    dout = s · dL/d out                               s = -lr (gd, momentum) or 1 (adam):
+                                                      models.optim
+    grads = model.backward(xp, params, cache, dout)   copied into buffers the optimizer's calls
+                                                      were built on
+    P ← update(P, G)                                  models.optim.State (weight decay on
+                                                      interface.decays)
 
 Nothing here waits for the device or copies to the host.
 """
@@ -30,8 +34,8 @@ from sweeper.models.optim import RowOrder
 def init_host(
     net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model"
 ) -> dict[str, np.ndarray]:
-    """``net.init`` with NumPy's generator seeded by ``seed``, as arrays of ``dtype`` (one line when it is not a
-    dict of arrays)."""
+    """``net.init`` with NumPy's generator seeded by ``seed``, as arrays of ``dtype``
+    (one line when it is not a dict of arrays)."""
     params = net.init(n_in, n_out, np.random.default_rng(seed))
     if not isinstance(params, dict) or not params:
         raise ModelError(
@@ -48,9 +52,10 @@ def init_host(
 def footprint(
     net: Any, n_in: int, n_out: int, X: np.ndarray, seed: int, dtype: str, path: str = "the model"
 ) -> tuple[int, int]:
-    """What a model of the interface holds, measured rather than assumed: the bytes of the parameters ``init`` draws,
-    and the bytes per row of one ``forward`` on the few rows of ``X`` (its output and the arrays its cache keeps,
-    not counting the parameters themselves): ``(parameter bytes, activation bytes per row)``."""
+    """What a model of the interface holds, measured rather than assumed: the bytes of
+    the parameters ``init`` draws, and the bytes per row of one ``forward`` on the few
+    rows of ``X`` (its output and the arrays its cache keeps, not counting the
+    parameters themselves): ``(parameter bytes, activation bytes per row)``."""
     params = init_host(net, n_in, n_out, seed, dtype, path)
     out, cache = net.forward(np, params, np.asarray(X, dtype=dtype))
     own = {id(p) for p in params.values()}
@@ -72,8 +77,9 @@ def footprint(
 
 
 class Interfaced:
-    """A model object (``net``) with its parameters on the device, in the shape :func:`models.train.train` and
-    :func:`sweeper.job.compute.evaluate` use (``packed``, ``params``, ``predict``, ``loss``)."""
+    """A model object (``net``) with its parameters on the device, in the shape
+    :func:`models.train.train` and :func:`sweeper.job.compute.evaluate` use (``packed``,
+    ``params``, ``predict``, ``loss``)."""
 
     def __init__(
         self,
@@ -105,20 +111,24 @@ class Interfaced:
         return self.shaped(out, X, "forward")
 
     def predict(self, X: Any) -> Any:
-        """The task's prediction (n, k): the model's own ``predict`` hook when it has one, else sweeper's link."""
+        """The task's prediction (n, k): the model's own ``predict`` hook when it has
+        one, else sweeper's link."""
         own = getattr(self.net, "predict", None)
         if callable(own):
             return self.shaped(own(self.xp, self.dict, X), X, "predict")
         return losses.output(self.xp, self.task, self.output(X))
 
     def shaped(self, out: Any, X: Any, method: str) -> Any:
-        """``out`` when it is ``(n, n_out)`` for ``n`` rows of ``X``; else one line naming it as ``python -m
-        sweeper.check`` does (a wrong shape otherwise broadcasts into a NumPy error, or a silently wrong loss)."""
+        """``out`` when it is ``(n, n_out)`` for ``n`` rows of ``X``; else one line
+        naming it as ``python -m sweeper.check`` does (a wrong shape otherwise
+        broadcasts into a NumPy error, or a silently wrong loss)."""
         want = (X.shape[0], self.n_out)
         if self.n_out is not None and tuple(getattr(out, "shape", ())) != want:
             raise ModelError(
-                f"{type(self.net).__name__}.{method} gave out of shape {tuple(getattr(out, 'shape', ()))}, "
-                f"expected {want} (n_out={self.n_out}: one row per input row, one column per output; "
+                f"{type(self.net).__name__}.{method} gave out of shape "
+                f"{tuple(getattr(out, 'shape', ()))}, "
+                f"expected {want} (n_out={self.n_out}: one row per input row, one column "
+                "per output; "
                 "python -m sweeper.check names the same)"
             )
         return out
@@ -160,8 +170,8 @@ class Interfaced:
 
 
 class Step:
-    """One full-batch step of an :class:`Interfaced` model on ``X`` (n, d), ``y`` (n, 1); without ``lr`` only the
-    forward pass and the loss (the validation set)."""
+    """One full-batch step of an :class:`Interfaced` model on ``X`` (n, d), ``y`` (n,
+    1); without ``lr`` only the forward pass and the loss (the validation set)."""
 
     def __init__(
         self,
@@ -189,7 +199,8 @@ class Step:
         return losses.loss(self.m.xp, self.m.task, self.out, self.y)
 
     def gradients(self) -> None:
-        """``G ← s · dJ/dP`` from the last :meth:`forward` (one line when ``backward`` misses a parameter or a shape)."""
+        """``G ← s · dJ/dP`` from the last :meth:`forward` (one line when ``backward``
+        misses a parameter or a shape)."""
         m = self.m
         dout = losses.grad(m.xp, m.task, self.out, self.y) * self.scale
         grads = m.net.backward(m.xp, m.dict, self.cache, dout)
@@ -198,7 +209,8 @@ class Step:
             if got is None or tuple(got.shape) != tuple(p.shape):
                 what = "no gradient" if got is None else f"a gradient of shape {tuple(got.shape)}"
                 raise ModelError(
-                    f"{type(m.net).__name__}.backward gave {what} for {name} {tuple(p.shape)}: expected "
+                    f"{type(m.net).__name__}.backward gave {what} for {name} "
+                    f"{tuple(p.shape)}: expected "
                     "a dict with one gradient per parameter, of its shape"
                 )
             m.xp.copyto(g, got)
@@ -220,9 +232,10 @@ class Step:
 
 
 class MiniSteps:
-    """An epoch of mini-batch steps: the rows in an order drawn on the device each epoch from ``seed``
-    (:class:`~sweeper.models.optim.RowOrder`, as the MLP's :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size``
-    rows a step, the optimizer state shared."""
+    """An epoch of mini-batch steps: the rows in an order drawn on the device each epoch
+    from ``seed`` (:class:`~sweeper.models.optim.RowOrder`, as the MLP's
+    :class:`~sweeper.models.mlp.MiniBatches`), ``batch_size`` rows a step, the optimizer
+    state shared."""
 
     def __init__(
         self,

@@ -1,16 +1,17 @@
-"""A model's hand-written gradients held against central finite differences, in float64, on a few random rows:
-what ``python -m sweeper.check`` shows in full and what a sweep proves before a model of the interface trains.
+"""A model's hand-written gradients held against central finite differences, in float64,
+on a few random rows: what ``python -m sweeper.check`` shows in full and what a sweep
+proves before a model of the interface trains.
 
-With random rows ``X`` (n, d) and a random ``R`` (n, k), ``f(P) = Σ forward(X; P) · R`` has ``∂f/∂P`` =
-``backward(dout = R)``; for up to :data:`FD_ENTRIES` entries of each parameter the central difference
-``(f(P + ε) − f(P − ε)) / 2ε`` is compared with it, and the worst relative error ``|num − ana| / (|num| + |ana|)``
-(a floor of 1e-7 below) is the parameter's. A right gradient gives ~1e-8 or better; a parameter over
-:data:`FD_RTOL` is checked once more on other rows (a ReLU's kink within ε of a pre-activation is bad luck, not a
-wrong gradient) and fails only when both draws fail.
+With random rows ``X`` (n, d) and a random ``R`` (n, k), ``f(P) = Σ forward(X; P) · R`` has
+``∂f/∂P`` = ``backward(dout = R)``; for up to :data:`FD_ENTRIES` entries of each parameter the
+central difference ``(f(P + ε) − f(P − ε)) / 2ε`` is compared with it, and the worst relative error
+``|num − ana| / (|num| + |ana|)`` (a floor of 1e-7 below) is the parameter's. A right gradient gives
+~1e-8 or better; a parameter over :data:`FD_RTOL` is checked once more on other rows (a ReLU's kink
+within ε of a pre-activation is bad luck, not a wrong gradient) and fails only when both draws fail.
 
-:func:`verdict` is the sweep's: once per model class, hyperparameters and data shape, cached in this process and,
-keyed by the model's source (every module its class and base classes come from), in ``$SWEEPER_CACHE_DIR``: an
-edited model is checked again, an unchanged one is not.
+:func:`verdict` is the sweep's: once per model class, hyperparameters and data shape, cached
+in this process and, keyed by the model's source (every module its class and base classes come
+from), in ``$SWEEPER_CACHE_DIR``: an edited model is checked again, an unchanged one is not.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ FD_ENTRIES = 24  # per parameter, at most this many entries are perturbed (seede
 
 @dataclass
 class GradientCheck:
-    """Per parameter, the worst relative error of its gradient (``errors``), or what stopped the check
-    (``problem``: forward or backward raised, a gradient missing or of another shape)."""
+    """Per parameter, the worst relative error of its gradient (``errors``), or what stopped the
+    check (``problem``: forward or backward raised, a gradient missing or of another shape)."""
 
     errors: dict[str, float] = field(default_factory=dict)
     problem: str | None = None
@@ -59,7 +60,10 @@ class GradientCheck:
         if self.problem:
             return self.problem
         name, err = self.worst or ("", 0.0)
-        return f"{name}: worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})"
+        return (
+            f"{name}: worst relative error {err:.2g} against finite differences (allowed "
+            f"{FD_RTOL:g})"
+        )
 
 
 def fd_error(
@@ -70,8 +74,8 @@ def fd_error(
     name: str,
     grad: np.ndarray,
 ) -> float:
-    """The worst relative error of ``grad`` against central differences of ``sum(forward(X) · R)`` over up to
-    :data:`FD_ENTRIES` entries of ``params[name]``."""
+    """The worst relative error of ``grad`` against central differences of
+    ``sum(forward(X) · R)`` over up to :data:`FD_ENTRIES` entries of ``params[name]``."""
     p = params[name]
     flat = np.random.default_rng(1).permutation(p.size)[:FD_ENTRIES]
     worst = 0.0
@@ -91,8 +95,9 @@ def fd_error(
 def check_gradients(
     net: Any, n_in: int, n_out: int, path: str = "the model", seed: int = 0
 ) -> GradientCheck:
-    """Every parameter's gradient of ``net`` (initialised from seed 7, float64) at ``n_in`` inputs and ``n_out``
-    outputs against finite differences on :data:`N_ROWS` random rows (``seed``); see the module's docstring."""
+    """Every parameter's gradient of ``net`` (initialised from seed 7, float64) at
+    ``n_in`` inputs and ``n_out`` outputs against finite differences on :data:`N_ROWS`
+    random rows (``seed``); see the module's docstring."""
     out = GradientCheck(n_in=n_in, n_out=n_out)
     try:
         params = init_host(net, n_in, n_out, 7, "float64", path)
@@ -122,7 +127,8 @@ def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
 def _gradients(
     net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, out: GradientCheck
 ) -> Any:
-    """``backward`` at ``dout = R`` after ``forward(X)``; None (and ``out.problem`` said) when it cannot be checked."""
+    """``backward`` at ``dout = R`` after ``forward(X)``; None (and ``out.problem``
+    said) when it cannot be checked."""
     try:
         o, cache = net.forward(np, params, X)
     except Exception as e:  # noqa: BLE001  (the user's code)
@@ -155,21 +161,24 @@ def _first(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else ""
 
 
-# --- the sweep's check: once per model, hyperparameters and shape ------------------------------------------------
+# --- the sweep's check: once per model, hyperparameters and
+# shape ------------------------------------------------
 
 CHECKED: dict[str, GradientCheck] = {}  # this process's verdicts, by :func:`key`
 CACHE_VERSION = 1
 
 
 def key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
-    """What decides a verdict: the model's import path and hyperparameters, the data's shape and task."""
+    """What decides a verdict: the model's import path and hyperparameters, the data's
+    shape and task."""
     path, kwargs = split(model_cfg)
     return json.dumps([path, kwargs, n_in, n_out, task], sort_keys=True, default=str)
 
 
 def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
-    """The gradient check of the model of ``model_cfg`` at this shape: this process's, the cache's (the same model
-    source), or run now (and cached). :class:`ModelError` when the model cannot be built."""
+    """The gradient check of the model of ``model_cfg`` at this shape: this process's,
+    the cache's (the same model source), or run now (and cached). :class:`ModelError`
+    when the model cannot be built."""
     k = key(model_cfg, n_in, n_out, task)
     if k in CHECKED:
         return CHECKED[k]
@@ -178,7 +187,9 @@ def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
     file = _cache_file(digest, k) if digest else None
     got = _read(file) if file else None
     if got is None:
-        try:  # a model that would end the process (sys.exit, os._exit, its own KeyboardInterrupt): its problem
+        # a model that would end the process (sys.exit, os._exit, its own
+        # KeyboardInterrupt): its problem
+        try:
             got = call_user(check_gradients, net, n_in, n_out, split(model_cfg)[0])
         except UserCodeError as e:
             got = GradientCheck(n_in=n_in, n_out=n_out, problem=str(e))
@@ -209,7 +220,8 @@ def _read(file: Path) -> GradientCheck | None:
 
 
 def _write(file: Path, got: GradientCheck) -> None:
-    """Atomically (a concurrent sweep reads a whole verdict or none); a cache that cannot be written is no cache."""
+    """Atomically (a concurrent sweep reads a whole verdict or none); a cache that
+    cannot be written is no cache."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".check-", dir=file.parent)

@@ -1,7 +1,7 @@
-"""A group of configurations of one model shape trained together: the model's own batched path when it has one
-(sweeper's MLP: :mod:`sweeper.models.batched`, its hand-tuned kernel), else its parameters stacked over members
-(:mod:`sweeper.models.stacked`) once a one-step proof shows that its code broadcasts. The launcher asks here and
-knows no model by name.
+"""A group of configurations of one model shape trained together: the model's own batched
+path when it has one (sweeper's MLP: :mod:`sweeper.models.batched`, its hand-tuned kernel),
+else its parameters stacked over members (:mod:`sweeper.models.stacked`) once a one-step
+proof shows that its code broadcasts. The launcher asks here and knows no model by name.
 """
 
 from __future__ import annotations
@@ -19,20 +19,22 @@ log = logging.getLogger("sweeper")
 
 Shape = tuple[int, int, str]  # inputs, outputs, task
 
-# The keys a group's members may differ in, beside epochs (a trajectory's counts) and those every member shares
-# (sweeper.sweep.groups.SHARED): the MLP's kernel takes each member's learning rate, seed, patience and split; a
-# model of the interface stacked (models.stacked) each member's learning rate and seed only.
+# The keys a group's members may differ in, beside epochs (a trajectory's counts) and
+# those every member shares (sweeper.sweep.groups.SHARED): the MLP's kernel takes each
+# member's learning rate, seed, patience and split; a model of the interface stacked
+# (models.stacked) each member's learning rate and seed only.
 MEMBER_KEYS = ("lr", "seed", "patience", "data.split_seed")
 
 
 def per_member(model_cfg: Any) -> tuple[str, ...]:
-    """Which of :data:`MEMBER_KEYS` the group path of this model trains per member; the others its members share
-    (or a member trains apart), so that each member trains as it would alone."""
+    """Which of :data:`MEMBER_KEYS` the group path of this model trains per member; the others its
+    members share (or a member trains apart), so that each member trains as it would alone."""
     return MEMBER_KEYS if offer(model_cfg).fast_path else ("lr", "seed")
 
 
 def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
-    """sweeper's MLP: the form this process computes its activation in (:mod:`sweeper.models.forms`), as a run's tag."""
+    """sweeper's MLP: the form this process computes its activation in
+    (:mod:`sweeper.models.forms`), as a run's tag."""
     from sweeper.models import forms
 
     return (
@@ -52,11 +54,13 @@ def train_members(
     t_h2d: float,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, float, list[Callable[[Any], Any]]] | None:
-    """Train the members (each trajectory's longest configuration ``heads[i]``, read at its epoch ``counts[i]``) on the
-    device arrays ``arrays`` (X, y, X_val, y_val): ``(fit, host→device seconds since t_h2d, models_of)`` where
-    ``fit.at[i][count] = (TrainResult, parameters)`` and ``models_of[i](parameters)`` is a model to score; None when
-    the model does not batch (said in one line; the reason is kept for the runs' tags). sweeper's MLP trains heads of
-    several shapes (depth, width, activation) as one packed group."""
+    """Train the members (each trajectory's longest configuration ``heads[i]``, read at
+    its epoch ``counts[i]``) on the device arrays ``arrays`` (X, y, X_val, y_val):
+    ``(fit, host→device seconds since t_h2d, models_of)`` where
+    ``fit.at[i][count] = (TrainResult, parameters)`` and ``models_of[i](parameters)`` is
+    a model to score; None when the model does not batch (said in one line; the reason
+    is kept for the runs' tags). sweeper's MLP trains heads of several shapes (depth,
+    width, activation) as one packed group."""
     if offer(cfg0.get("model")).fast_path:  # its own batched kernel
         return _mlp(backend, cfg0, shape, heads, counts, arrays, t_h2d, progress)
     return _stacked(backend, cfg0, shape, heads, counts, arrays, t_h2d)
@@ -72,8 +76,8 @@ def _mlp(
     t_h2d: float,
     progress: Any,
 ) -> tuple[Any, float, Any]:
-    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_packed`), the heads of one shape
-    (depth, width, activation) a block, several shapes a packed group."""
+    """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_packed`), the
+    heads of one shape (depth, width, activation) a block, several shapes a packed group."""
     from sweeper.models import layer_sizes
     from sweeper.models.batched import Member, stacked_params, train_packed
     from sweeper.models.mlp import MLP
@@ -142,14 +146,14 @@ def _stacked(
     arrays: list[Any],
     t_h2d: float,
 ) -> tuple[Any, float, Any] | None:
-    """A model of the interface, stacked over members when :func:`sweeper.models.stacked.batches` proves that its
-    code broadcasts (once per shape in this process)."""
+    """A model of the interface, stacked over members when :func:`sweeper.models.stacked.batches`
+    proves that its code broadcasts (once per shape in this process)."""
     from sweeper.models import stacked
     from sweeper.models.generic import Interfaced
 
     net, (n_in, n_out, task) = instantiate(cfg0["model"]), shape
-    # what the group's settings forbid (shared by its members), then the proof, once per model and shape: the
-    # proof's verdict alone is kept, by everything that decides it
+    # what the group's settings forbid (shared by its members), then the proof, once per
+    # model and shape: the proof's verdict alone is kept, by everything that decides it
     reason = stacked.why_not(cfg0) or (
         None if arrays[0].ndim == 2 else "members with their own data split train one at a time"
     )

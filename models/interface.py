@@ -1,35 +1,42 @@
 """The model contract: what a from-scratch network must give sweeper, and how sweeper finds it.
 
-A model is any class. sweeper instantiates it with its hyperparameters as keyword arguments (the config's
-``model.<name>`` keys; ``model._target_`` is its import path, ``my_nets.TwoLayerNet``) and calls three methods::
+A model is any class. sweeper instantiates it with its hyperparameters as keyword
+arguments (the config's ``model.<name>`` keys; ``model._target_`` is its import path,
+``my_nets.TwoLayerNet``) and calls three methods::
 
     init(n_in, n_out, rng) -> dict[str, ndarray]
-        The initial parameters, on the host, drawn from ``rng`` (a ``numpy.random.Generator`` seeded by the
-        run's ``seed``; sweeper moves them to the device, so a CPU and a GPU run start identical).
+        The initial parameters, on the host, drawn from ``rng`` (a
+        ``numpy.random.Generator`` seeded by the run's ``seed``; sweeper moves them to
+        the device, so a CPU and a GPU run start identical).
     forward(xp, params, X) -> (out, cache)
-        ``X`` (n, n_in) on the device (``xp`` is ``numpy`` or ``cupy``); ``out`` (n, n_out): predictions for a
-        regression, logits for a classification (sweeper owns the loss and the link: MSE; sigmoid + binary
-        cross-entropy; softmax + cross-entropy). ``cache`` is anything ``backward`` needs.
+        ``X`` (n, n_in) on the device (``xp`` is ``numpy`` or ``cupy``); ``out`` (n,
+        n_out): predictions for a regression, logits for a classification (sweeper owns
+        the loss and the link: MSE; sigmoid + binary cross-entropy;
+        softmax + cross-entropy). ``cache`` is anything ``backward`` needs.
     backward(xp, params, cache, dout) -> dict[str, array]
-        The gradient of the loss with respect to each parameter, given ``dout = dL/d out`` (n, n_out).
+        The gradient of the loss with respect to each parameter,
+        given ``dout = dL/d out`` (n, n_out).
 
-Everything else — optimizers, weight decay (on every parameter of two or more axes whose first axis is not 1,
-i.e. not on a ``(1, m)`` bias), mini-batches, the epoch loop, loss sampling, early stopping, divergence,
-devices, timing, records — is sweeper's and the same for every model.
+Everything else — optimizers, weight decay (on every parameter of two or more axes whose first
+axis is not 1, i.e. not on a ``(1, m)`` bias), mini-batches, the epoch loop, loss sampling, early
+stopping, divergence, devices, timing, records — is sweeper's and the same for every model.
 
-**Batched for free.** Parameters stacked over a leading member axis, ``(K, *shape)``, go through the same
-``forward``/``backward`` when the code broadcasts: ``X @ W`` (``(n, d) @ (K, d, h) → (K, n, h)``), elementwise
-ops, ``A.swapaxes(-1, -2) @ dZ`` (not ``A.T``) and ``dZ.sum(axis=-2, keepdims=True)`` (not ``axis=0``). sweeper
-proves it once per shape (:func:`sweeper.models.stacked.batches`) before training K configurations as one group,
-and otherwise trains them one at a time, saying so.
+**Batched for free.** Parameters stacked over a leading member axis, ``(K, *shape)``, go
+through the same ``forward``/``backward`` when the code broadcasts: ``X @ W``
+(``(n, d) @ (K, d, h) → (K, n, h)``), elementwise ops, ``A.swapaxes(-1, -2) @ dZ`` (not
+``A.T``) and ``dZ.sum(axis=-2, keepdims=True)`` (not ``axis=0``). sweeper proves it once
+per shape (:func:`sweeper.models.stacked.batches`) before training K configurations as
+one group, and otherwise trains them one at a time, saying so.
 
-Optional hooks a model may define: ``predict(xp, params, X)`` (its own output in the task's units; by default
-sweeper's link on ``forward``'s ``out``). What else a model offers, sweeper reads off its class (:class:`Offer`,
-:func:`offer`) instead of knowing it by name — the attributes the class declares itself (a subclass that overrides
-``forward`` declares none, and trains through the interface): ``fast_path = True`` (sweeper's own fused kernels
-compute exactly this model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batched`; sweeper's MLP alone),
-``top_level = (...)`` (its hyperparameters are the config's top-level keys: the MLP's ``depth``, ``width``,
-``activation``), ``linear = {...}`` (the values that make it linear: the MLP's ``depth=0``).
+Optional hooks a model may define: ``predict(xp, params, X)`` (its own output in the task's
+units; by default sweeper's link on ``forward``'s ``out``). What else a model offers,
+sweeper reads off its class (:class:`Offer`, :func:`offer`) instead of knowing it by name —
+the attributes the class declares itself (a subclass that overrides ``forward`` declares
+none, and trains through the interface): ``fast_path = True`` (sweeper's own fused kernels
+compute exactly this model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batched`;
+sweeper's MLP alone), ``top_level = (...)`` (its hyperparameters are the
+config's top-level keys: the MLP's ``depth``, ``width``, ``activation``), ``linear = {...}``
+(the values that make it linear: the MLP's ``depth=0``).
 """
 
 from __future__ import annotations
@@ -47,15 +54,18 @@ import numpy as np
 
 from sweeper.models.usercode import UserCodeError, call_user
 
-# A model author's surface (sweeper.models re-exports Model and ModelError); the rest serves sweeper itself.
+# A model author's surface (sweeper.models re-exports Model and ModelError); the rest
+# serves sweeper itself.
 __all__ = ["Model", "ModelError", "Offer", "offer"]
 
 
 REQUIRED = ("init", "forward", "backward")
-# The default model, when a config has no model section (one from before the group): conf/model/mlp.yaml's.
+# The default model, when a config has no model section (one from before the group):
+# conf/model/mlp.yaml's.
 MLP_TARGET = "sweeper.models.MLPNet"
-# What a config's model section holds besides the hyperparameters: the import path, and whether a failed gradient
-# check refuses the sweep (model.check=false: it trains anyway, its runs tagged gradient_check=failed).
+# What a config's model section holds besides the hyperparameters: the import path, and
+# whether a failed gradient check refuses the sweep (model.check=false: it trains
+# anyway, its runs tagged gradient_check=failed).
 RESERVED = ("_target_", "check")
 
 
@@ -70,15 +80,18 @@ class Model(Protocol):
         """``X`` (n, d) → ``(out, cache)``, ``out`` of shape (n, k)."""
 
     def backward(self, xp: Any, params: dict[str, Any], cache: Any, dout: Any) -> dict[str, Any]:
-        """``dout = dL/d out`` (n, k) → ``{name: dL/d params[name]}``, each of its parameter's shape."""
+        """``dout = dL/d out`` (n, k) → ``{name: dL/d params[name]}``, each of its
+        parameter's shape."""
 
 
 class ModelError(ValueError):
-    """A model that cannot be used (unimportable, a missing method, an unknown hyperparameter); one line."""
+    """A model that cannot be used (unimportable, a missing method, an unknown
+    hyperparameter); one line."""
 
 
 def load_target(path: str, key: str = "model._target_") -> Any:
-    """The object an import path names: ``pkg.mod.Name`` or ``pkg.mod:Name`` (one line when it cannot be had)."""
+    """The object an import path names: ``pkg.mod.Name`` or ``pkg.mod:Name`` (one line
+    when it cannot be had)."""
     if not isinstance(path, str) or not path.strip():
         raise ModelError(
             f"{key}={path!r} is not allowed: expected an import path such as my_nets.TwoLayerNet"
@@ -115,8 +128,8 @@ def load_target(path: str, key: str = "model._target_") -> Any:
 
 
 def source_digest(obj: Any) -> str | None:
-    """A digest of the source of every module a class and its base classes come from (a function: its module); None
-    when one has no source file (a class typed into a notebook)."""
+    """A digest of the source of every module a class and its base classes come from (a function:
+    its module); None when one has no source file (a class typed into a notebook)."""
     import hashlib
 
     h = hashlib.sha256()
@@ -134,9 +147,9 @@ def source_digest(obj: Any) -> str | None:
 
 
 def home(obj: Any) -> str | None:
-    """The folder from which the module of a class or function imports (what PYTHONPATH would need to hold):
-    ``/x/mine`` for ``my_nets`` in ``/x/mine/my_nets.py``, ``/x`` for ``pkg.nets`` in ``/x/pkg/nets.py``; None for
-    sweeper's own modules and modules without a file."""
+    """The folder from which the module of a class or function imports (what PYTHONPATH would
+    need to hold): ``/x/mine`` for ``my_nets`` in ``/x/mine/my_nets.py``, ``/x`` for ``pkg.nets``
+    in ``/x/pkg/nets.py``; None for sweeper's own modules and modules without a file."""
     name = getattr(obj, "__module__", "") or ""
     mod = sys.modules.get(name)
     file = getattr(mod, "__file__", None)
@@ -149,13 +162,15 @@ def home(obj: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Offer:
-    """What a model offers sweeper beyond the interface, read off its class (its optional attributes), so that sweeper
-    asks a model what it has rather than knowing it by name: sweeper's MLP says so like any model would.
+    """What a model offers sweeper beyond the interface, read off its class (its
+    optional attributes), so that sweeper asks a model what it has rather than knowing
+    it by name: sweeper's MLP says so like any model would.
 
-    ``fast_path``: sweeper's own fused kernels train it (a single run's epoch, the batched group's kernel, the
-    portable logged model: :mod:`sweeper.models.mlp`, :mod:`sweeper.models.batched`); ``top_level``: its
-    hyperparameters are the config's top-level keys (``depth=2``), not ``model.<name>``; ``linear``: the values that
-    make it a linear model (the linear reference's own form); ``trainer``: a function trainer (its own loop)."""
+    ``fast_path``: sweeper's own fused kernels train it (a single run's epoch, the batched
+    group's kernel, the portable logged model: :mod:`sweeper.models.mlp`,
+    :mod:`sweeper.models.batched`); ``top_level``: its hyperparameters are the config's top-level
+    keys (``depth=2``), not ``model.<name>``; ``linear``: the values that make it a linear model
+    (the linear reference's own form); ``trainer``: a function trainer (its own loop)."""
 
     path: str
     trainer: bool = False
@@ -165,8 +180,8 @@ class Offer:
 
     @property
     def kind(self) -> str:
-        """``mlp`` (sweeper's own kernels), ``trainer`` (a function of the user's) or ``model`` (a class of the
-        interface)."""
+        """``mlp`` (sweeper's own kernels), ``trainer`` (a function of the user's) or
+        ``model`` (a class of the interface)."""
         return "mlp" if self.fast_path else "trainer" if self.trainer else "model"
 
 
@@ -174,9 +189,10 @@ _OFFERS: dict[str, Offer] = {}
 
 
 def offer(model_cfg: Any, quiet: bool = False) -> Offer:
-    """What the model of a config's ``model`` section (a mapping; None or no ``_target_``: the default) offers, asked
-    of its class once per import path. :class:`ModelError` when it cannot be imported; with ``quiet``, a model that
-    offers nothing beyond the interface instead (a stored run's model read where its module is not)."""
+    """What the model of a config's ``model`` section (a mapping; None or no ``_target_``:
+    the default) offers, asked of its class once per import path. :class:`ModelError` when
+    it cannot be imported; with ``quiet``, a model that offers nothing beyond the
+    interface instead (a stored run's model read where its module is not)."""
     path = MLP_TARGET if model_cfg is None else str(model_cfg.get("_target_", MLP_TARGET))
     if path not in _OFFERS:
         try:
@@ -198,25 +214,26 @@ def offer(model_cfg: Any, quiet: bool = False) -> Offer:
 
 
 def top_level_keys() -> tuple[str, ...]:
-    """The default model's hyperparameters set as top-level keys (sweeper's MLP: depth, width, activation): keys that
-    mean nothing to a model whose hyperparameters are ``model.<name>``."""
+    """The default model's hyperparameters set as top-level keys (sweeper's MLP: depth, width,
+    activation): keys that mean nothing to a model whose hyperparameters are ``model.<name>``."""
     return offer(None).top_level
 
 
 def is_mlp(model_cfg: Any) -> bool:
-    """Whether the model trains on sweeper's own kernels (:attr:`Offer.fast_path`; its module read where it is not
-    importable as a model without them)."""
+    """Whether the model trains on sweeper's own kernels (:attr:`Offer.fast_path`; its
+    module read where it is not importable as a model without them)."""
     return offer(model_cfg, quiet=True).fast_path
 
 
 def kind(model_cfg: Any) -> str:
-    """``mlp`` (sweeper's own kernels), ``model`` (a class of the interface) or ``trainer`` (a function of the
-    user's): :attr:`Offer.kind`."""
+    """``mlp`` (sweeper's own kernels), ``model`` (a class of the interface) or
+    ``trainer`` (a function of the user's): :attr:`Offer.kind`."""
     return offer(model_cfg).kind
 
 
 def hyperparameters(cls: Any) -> dict[str, Any]:
-    """The constructor's keyword arguments and their defaults (``inspect.Parameter.empty``: required)."""
+    """The constructor's keyword arguments and their defaults
+    (``inspect.Parameter.empty``: required)."""
     try:
         sig = inspect.signature(cls)
     except (TypeError, ValueError):
@@ -229,16 +246,19 @@ def hyperparameters(cls: Any) -> dict[str, Any]:
 
 
 def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
-    """One line when ``cls`` is not a model or ``given`` (its hyperparameters) does not fit its constructor."""
+    """One line when ``cls`` is not a model or ``given`` (its hyperparameters) does not
+    fit its constructor."""
     if not inspect.isclass(cls):
         raise ModelError(
-            f"model._target_={path} is not a class: expected a class with init, forward and backward "
+            f"model._target_={path} is not a class: expected a class with init, forward "
+            "and backward "
             "(a function trainer is model._target_=module.fit)"
         )
     missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
     if missing:
         raise ModelError(
-            f"model._target_={path} lacks {', '.join(missing)}: a model defines init(n_in, n_out, rng), "
+            f"model._target_={path} lacks {', '.join(missing)}: a model defines "
+            "init(n_in, n_out, rng), "
             "forward(xp, params, X) and backward(xp, params, cache, dout)"
         )
     known = hyperparameters(cls)
@@ -267,9 +287,10 @@ _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a s
 
 
 def doc_line(obj: Any, name: str) -> str:
-    """The line of ``obj``'s docstrings (its class's, its constructor's; a function's own) that documents the
-    hyperparameter ``name``: a numpydoc ``name : type`` entry (its description, the next line), or a line that names
-    it first (``name: ...``, ``name -- ...``, ````name````...); "" when none does."""
+    """The line of ``obj``'s docstrings (its class's, its constructor's; a function's
+    own) that documents the hyperparameter ``name``: a numpydoc ``name : type`` entry
+    (its description, the next line), or a line that names it first
+    (``name: ...``, ``name -- ...``, ````name````...); "" when none does."""
     docs = [inspect.getdoc(obj) or ""]
     if inspect.isclass(obj):
         docs.append(inspect.getdoc(obj.__init__) or "" if "__init__" in vars(obj) else "")
@@ -296,11 +317,11 @@ def doc_line(obj: Any, name: str) -> str:
 
 
 def described(target: Any) -> list[tuple[str, str, str, str]]:
-    """Each hyperparameter of a model class (its constructor's keyword arguments) or a function trainer (its keyword
-    arguments but ``lr``, ``epochs``, ``seed``): ``(name, default, kind, doc)`` as ``--help`` shows them — the default
-    (``required`` when there is none), the kind from the annotation or the default's type (``an integer``, ``a
-    number``, ``true or false``, ``a string``, else the annotation's name or ``any value``), and its docstring's line
-    (:func:`doc_line`)."""
+    """Each hyperparameter of a model class (its constructor's keyword arguments) or a function
+    trainer (its keyword arguments but ``lr``, ``epochs``, ``seed``): ``(name, default, kind, doc)``
+    as ``--help`` shows them — the default (``required`` when there is none), the kind from the
+    annotation or the default's type (``an integer``, ``a number``, ``true or false``, ``a string``,
+    else the annotation's name or ``any value``), and its docstring's line (:func:`doc_line`)."""
     out = []
     params = _parameters(target)[2:] if is_trainer(target) else _parameters(target)
     for p in params:
@@ -335,9 +356,10 @@ _BOUND = re.compile(r"(>=|≥|>)\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
 
 
 def domain(obj: Any, name: str) -> tuple[type | None, float | None, bool]:
-    """What the constructor (or function) declares of a numeric hyperparameter: its type (the annotation, else its
-    default's type: ``int`` or ``float``; None when neither says), and a lower bound its documentation states (``>= 1``,
-    ``> 0``, "positive", "non-negative") with whether it is strict; (None, None, False) for an unknown name."""
+    """What the constructor (or function) declares of a numeric hyperparameter: its type
+    (the annotation, else its default's type: ``int`` or ``float``; None when neither
+    says), and a lower bound its documentation states (``>= 1``, ``> 0``, "positive",
+    "non-negative") with whether it is strict; (None, None, False) for an unknown name."""
     params = {p.name: p for p in _parameters(obj)}
     if name not in params:
         return None, None, False
@@ -370,8 +392,9 @@ def _annotation(cls: Any, name: str) -> Any:
 
 
 def _type_problem(value: Any, default: Any, annotation: Any) -> str | None:
-    """What a hyperparameter's value should be, from its annotation or else its default's type (None: it fits, or
-    nothing says): an int where an int is, a number (int or float) where a float is, true/false where a bool is."""
+    """What a hyperparameter's value should be, from its annotation or else its
+    default's type (None: it fits, or nothing says): an int where an int is, a number
+    (int or float) where a float is, true/false where a bool is."""
     want = (
         annotation if annotation in _KINDS else type(default) if type(default) in _KINDS else None
     )
@@ -400,15 +423,16 @@ def _parameters(cls: Any) -> list[inspect.Parameter]:
 
 
 def split(model_cfg: Any) -> tuple[str, dict[str, Any]]:
-    """A config's model section as (import path, hyperparameters): ``check`` and the other reserved keys are not
-    the model's."""
+    """A config's model section as (import path, hyperparameters): ``check`` and the
+    other reserved keys are not the model's."""
     items = dict(model_cfg.items()) if model_cfg is not None else {}
     path = str(items.pop("_target_", MLP_TARGET))
     return path, {k: v for k, v in items.items() if k not in RESERVED}
 
 
 def check_on(model_cfg: Any) -> bool:
-    """Whether a failed gradient check refuses the sweep (``model.check``, true unless set false)."""
+    """Whether a failed gradient check refuses the sweep (``model.check``, true unless
+    set false)."""
     return model_cfg is None or model_cfg.get("check", True) is not False
 
 
@@ -422,12 +446,14 @@ def instantiate(model_cfg: Any) -> Any:
     except Exception as e:  # noqa: BLE001  (the user's constructor refused its values: one line)
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ModelError(
-            f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised {type(e).__name__}: "
+            f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
+            f"{type(e).__name__}: "
             f"{first}"
         ) from None
 
 
-# The keyword arguments sweeper passes a function trainer from the top-level keys (sweeper.job.trainer).
+# The keyword arguments sweeper passes a function trainer from the top-level keys
+# (sweeper.job.trainer).
 GIVEN = ("lr", "epochs", "seed")
 
 
@@ -445,7 +471,8 @@ def check_trainer(fn: Any, path: str, given: dict[str, Any]) -> None:
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):
         raise ModelError(
-            f"model._target_={path} takes {len(positional)} positional arguments: a function trainer is "
+            f"model._target_={path} takes {len(positional)} positional arguments: a "
+            "function trainer is "
             "fit(data, report, *, lr, epochs, seed, **hyperparameters)"
         )
     known = {
@@ -471,6 +498,6 @@ def check_trainer(fn: Any, path: str, given: dict[str, Any]) -> None:
 
 
 def decays(name: str, shape: tuple[int, ...]) -> bool:
-    """Whether weight decay shrinks a parameter: arrays of two or more axes whose first axis is not 1 (a
-    ``(1, m)`` bias, a 1-D vector and a scalar are left alone)."""
+    """Whether weight decay shrinks a parameter: arrays of two or more axes whose first
+    axis is not 1 (a ``(1, m)`` bias, a 1-D vector and a scalar are left alone)."""
     return len(shape) >= 2 and shape[0] != 1

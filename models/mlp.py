@@ -1,24 +1,26 @@
 """One model family: a multilayer perceptron whose depth-0 case is linear or logistic regression.
 
-Layers ``l = 0..L`` (L = depth): ``Z_l = A_{l-1} @ W_l + b_l`` with ``A_{-1} = X`` of shape ``(n, d)``,
-``A_l = f(Z_l)`` for hidden layers and the output ``z = Z_L`` of shape ``(n, 1)`` read through the
-task's loss (identity + MSE, or sigmoid + binary cross-entropy), or ``(n, k)`` for a multi-class task
-(softmax + cross-entropy). Weight decay ``λ`` adds ``(λ/2) Σ ||W_l||²`` (not the biases) to the objective.
+Layers ``l = 0..L`` (L = depth): ``Z_l = A_{l-1} @ W_l + b_l`` with ``A_{-1} = X`` of
+shape ``(n, d)``, ``A_l = f(Z_l)`` for hidden layers and the output ``z = Z_L`` of shape
+``(n, 1)`` read through the task's loss (identity + MSE, or sigmoid +
+binary cross-entropy), or ``(n, k)`` for a multi-class task (softmax + cross-entropy).
+Weight decay ``λ`` adds ``(λ/2) Σ ||W_l||²`` (not the biases) to the objective.
 
 Backward, from ``dZ_L = dL/dz``:  ``dW_l = A_{l-1}.T @ dZ_l``, ``db_l = sum(dZ_l, axis=0)``,
 ``dA_{l-1} = dZ_l @ W_l.T``, ``dZ_{l-1} = dA_{l-1} * f'(Z_{l-1})``.
 
 Two ways to run it, both written once against ``xp``:
 
-- :class:`MLP` ``.logits`` / ``.gradients`` / ``.step``: the equations as written, one allocation per
-  array (the reference, used for evaluation and checked against finite differences) — the model interface's
-  :class:`~sweeper.models.mlp_net.MLPNet` ``forward``/``backward``, the MLP's one forward pass;
+- :class:`MLP` ``.logits`` / ``.gradients`` / ``.step``: the equations as written, one
+  allocation per array (the reference, used for evaluation and checked against finite
+  differences) — the model interface's :class:`~sweeper.models.mlp_net.MLPNet`
+  ``forward``/``backward``, the MLP's one forward pass;
 - :class:`FullBatch`: the same epoch as a flat list of in-place calls on preallocated buffers, for
-  training. It stores activations *feature-major* (``A_l.T``, shape ``(width, n)``) with a row of ones
-  appended, so the bias rides in the matrix product (``Z_l.T = [W_l; b_l].T @ [A_{l-1}.T; 1]``) and
-  ``db_l`` comes out of the same product as ``dW_l``. Feature-major keeps every elementwise call on
-  one contiguous block: NumPy runs a row-strided or broadcast (n, width) operand row by row, which
-  costs more than the arithmetic on small nets.
+  training. It stores activations *feature-major* (``A_l.T``, shape ``(width, n)``) with a row of
+  ones appended, so the bias rides in the matrix product (``Z_l.T = [W_l; b_l].T @ [A_{l-1}.T; 1]``)
+  and ``db_l`` comes out of the same product as ``dW_l``. Feature-major keeps every elementwise call
+  on one contiguous block: NumPy runs a row-strided or broadcast (n, width) operand row by row,
+  which costs more than the arithmetic on small nets.
 
 The parameters live in one packed matrix per layer, ``P_l = [W_l; b_l]`` of shape
 ``(fan_in + 1, fan_out)``; ``MLP.params`` are views into them, so both paths see the same weights.
@@ -61,9 +63,9 @@ def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> lis
 class MLP:
     """Parameters on a device plus the forward and backward passes written against ``xp``.
 
-    ``params`` (``[W_0, b_0, W_1, b_1, ...]``, as :func:`init_params` returns them) are copied once into
-    the packed matrices ``self.packed``; ``self.params`` are views into those. Change weights in place
-    (``p[...] = value``), never by rebinding a list entry.
+    ``params`` (``[W_0, b_0, W_1, b_1, ...]``, as :func:`init_params` returns them) are
+    copied once into the packed matrices ``self.packed``; ``self.params`` are views into
+    those. Change weights in place (``p[...] = value``), never by rebinding a list entry.
     """
 
     def __init__(
@@ -85,7 +87,8 @@ class MLP:
 
     @property
     def named(self) -> dict[str, Any]:
-        """The parameters as :class:`~sweeper.models.mlp_net.MLPNet` names them (``W1, b1, …``): views, no copies."""
+        """The parameters as :class:`~sweeper.models.mlp_net.MLPNet` names them
+        (``W1, b1, …``): views, no copies."""
         return {
             f"{kind}{l + 1}": p
             for l, P in enumerate(self.packed)
@@ -93,8 +96,9 @@ class MLP:
         }
 
     def logits(self, X: Any) -> tuple[Any, list[tuple[Any, Any]]]:
-        """Forward pass: :meth:`MLPNet.forward <sweeper.models.mlp_net.MLPNet.forward>` (one forward pass for both).
-        Returns the output ``z`` (n, k) and the cache ``[(A_in, Z), ...]`` of the layers."""
+        """Forward pass: :meth:`MLPNet.forward <sweeper.models.mlp_net.MLPNet.forward>`
+        (one forward pass for both). Returns the output ``z`` (n, k) and the cache
+        ``[(A_in, Z), ...]`` of the layers."""
         return self.net.forward(self.xp, self.named, X)
 
     def predict(self, X: Any) -> Any:
@@ -118,8 +122,9 @@ class MLP:
         )
 
     def gradients(self, X: Any, y: Any, with_loss: bool = False) -> tuple[Any, list[Any]]:
-        """Objective (a 0-d device array, or None unless ``with_loss``) and ``[dW_0, db_0, ...]``: the loss's
-        gradient through :meth:`MLPNet.backward <sweeper.models.mlp_net.MLPNet.backward>`, plus ``λ W`` on weights."""
+        """Objective (a 0-d device array, or None unless ``with_loss``) and
+        ``[dW_0, db_0, ...]``: the loss's gradient through :meth:`MLPNet.backward
+        <sweeper.models.mlp_net.MLPNet.backward>`, plus ``λ W`` on weights."""
         xp = self.xp
         z, cache = self.logits(X)
         loss = losses.loss(xp, self.task, z, y) + self._penalty() if with_loss else None
@@ -138,7 +143,8 @@ class MLP:
         for p, g in zip(self.params, grads):
             p -= lr * g
 
-    # what models.train.train asks a model for: its step objects (the fused epoch) and its largest product's cost
+    # what models.train.train asks a model for: its step objects (the fused epoch) and
+    # its largest product's cost
     def full_batch(
         self,
         X: Any,
@@ -170,32 +176,34 @@ class MLP:
 
 
 class FullBatch:
-    """One data set's preallocated buffers and the full-batch epoch over them as a flat list of calls.
+    """One data set's preallocated buffers and the full-batch epoch over them as a flat
+    list of calls.
 
-    Layer ``l = 0..L`` (L = depth) maps its input ``H_l`` to ``Z_l``, as in :class:`MLP` but transposed.
-    Shapes, with ``n`` rows and ``k_l`` = fan-in of layer ``l`` (``k_0 = d``)::
+    Layer ``l = 0..L`` (L = depth) maps its input ``H_l`` to ``Z_l``, as in :class:`MLP` but
+    transposed. Shapes, with ``n`` rows and ``k_l`` = fan-in of layer ``l`` (``k_0 = d``)::
 
         H_0 = [X.T; 1]            (d + 1, n)        the data, transposed once, with a row of ones
         H_l = [A_{l-1}.T; 1]      (k_l + 1, n)      hidden activations (A overwrites Z in place)
         z = Z_L.T                 (k, n)            the output logits (k = 1, or the classes)
-        D_l = -lr dL/dZ_l.T       (fan_out_l, n)    D_L = g = -lr dL/dz   (only when ``lr`` is given)
+        D_l = -lr dL/dZ_l.T       (fan_out_l, n)    D_L = g = -lr dL/dz (only when ``lr`` is given)
         G_l = -lr dL/dP_l         (k_l + 1, fan_out_l)
 
     Forward:  ``Z_l.T = P_l.T @ H_l``; ``H_{l+1}[:-1] = f(Z_l.T)`` for hidden layers.
-    Backward: ``G_l = H_l @ D_l.T``; ``D_{l-1} = (W_l @ D_l) ∘ f'(Z_{l-1}.T)`` with ``W_l = P_l[:-1]``.
+    Backward: ``G_l = H_l @ D_l.T``; ``D_{l-1} = (W_l @ D_l) ∘ f'(Z_{l-1}.T)``
+    with ``W_l = P_l[:-1]``.
     Update:   ``P_l += G_l`` — gradient descent, because ``G_l`` already carries ``-lr``.
 
     ``epoch()`` runs forward, backward and update with no allocation, no per-layer dispatch and no
-    host transfer; without ``lr`` only the forward pass is built (for the validation set). The update
-    is ``opt``'s (:mod:`models.optim`; plain gradient descent by default) on the optimizer ``state``
-    (shared by the batches of one run; made here when not given).
+    host transfer; without ``lr`` only the forward pass is built (for the validation set).
+    The update is ``opt``'s (:mod:`models.optim`; plain gradient descent by default) on
+    the optimizer ``state`` (shared by the batches of one run; made here when not given).
 
     **Column blocks.** Every array with a sample axis has it last, so the forward pass and the
     ``D_l`` of the backward pass are independent across blocks of columns (samples). With ``parts``
-    > 1 (CPU only, from the backend's thread policy) the epoch is built once per column block and the
-    blocks run on ``parts`` threads (NumPy and a single-threaded BLAS release the GIL), each
-    block writing its share of every ``G_l`` into buffers of its own; the shares are summed and the
-    weights updated after the blocks meet. One meeting point per epoch, and every product and
+    > 1 (CPU only, from the backend's thread policy) the epoch is built once per column block and
+    the blocks run on ``parts`` threads (NumPy and a single-threaded BLAS release the GIL), each
+    block writing its share of every ``G_l`` into buffers of its own; the shares are summed and
+    the weights updated after the blocks meet. One meeting point per epoch, and every product and
     elementwise pass on two cores, where BLAS threads alone leave the elementwise work on one.
     """
 
@@ -279,13 +287,15 @@ class FullBatch:
         return calls
 
     def _layer(self, l: int, P: list[Any], cols: slice, out: Any) -> Call:
-        """``Z_l.T = P_l.T @ H_l`` into ``out``; the first layer on sparse X: ``(X @ W_0 + b_0).T``."""
+        """``Z_l.T = P_l.T @ H_l`` into ``out``; the first layer on sparse X:
+        ``(X @ W_0 + b_0).T``."""
         if l == 0 and self.sparse:
             return partial(_sparse_product, self.xp, self.X, P[0], out)
         return self._mm(P[l].T, self.H[l][:, cols], out)
 
     def _weight_grad(self, l: int, cols: slice, D: Any, G: Any) -> Call:
-        """``G_l = H_l @ D_l.T``; the first layer on sparse X: ``[X.T @ D_0.T; row sums of D_0]``."""
+        """``G_l = H_l @ D_l.T``; the first layer on sparse X:
+        ``[X.T @ D_0.T; row sums of D_0]``."""
         if l == 0 and self.sparse:
             return partial(_sparse_grad, self.xp, self.XT, D, G)
         return self._mm(self.H[l][:, cols], D.T, G)
@@ -295,7 +305,8 @@ class FullBatch:
         xp, L = self.xp, len(P) - 1
         self.g = xp.empty((P[-1].shape[1], n), dtype=dtype)
         self.col = xp.empty((1, n), dtype=dtype)  # the softmax's max and sum per sample
-        # D_l and a scratch for f' for every hidden layer l < L (D_{L-1} is kept as M, see _backward)
+        # D_l and a scratch for f' for every hidden layer l < L (D_{L-1} is kept as M,
+        # see _backward)
         self.D = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
         self.tmp = {l: xp.empty((P[l].shape[1], n), dtype=dtype) for l in range(L)}
         if L >= 2 and P[-1].shape[1] == 1:
@@ -323,11 +334,12 @@ class FullBatch:
             return calls
         if P[-1].shape[1] > 1:  # k outputs: D_{L-1} = (W_L @ g) ∘ f'(Z_{L-1}.T), then as below
             return calls + self._hidden_backward(P, cols, G, g, L + 1, P[L][:-1])
-        # The output layer has one unit, so W_L @ g is an outer product w g (w = P_L[:-1], (k_L, 1)).
-        # NumPy runs a broadcast multiply at a third of its contiguous speed, so D_{L-1} is kept as
-        # M = [g; g; …] ∘ f'(Z_{L-1}.T), with D_{L-1} = w ∘ M row by row, and w goes onto the two small
-        # matrices that D_{L-1} meets instead: G_{L-1} = (H_{L-1} @ M.T) ∘ w.T (after the shares are
-        # summed), W_{L-1} @ D_{L-1} = (W_{L-1} ∘ w.T) @ M (W_scaled, before the blocks run).
+        # The output layer has one unit, so W_L @ g is an outer product w g (w =
+        # P_L[:-1], (k_L, 1)). NumPy runs a broadcast multiply at a third of its
+        # contiguous speed, so D_{L-1} is kept as M = [g; g; …] ∘ f'(Z_{L-1}.T), with
+        # D_{L-1} = w ∘ M row by row, and w goes onto the two small matrices that D_{L-1}
+        # meets instead: G_{L-1} = (H_{L-1} @ M.T) ∘ w.T (after the shares are summed),
+        # W_{L-1} @ D_{L-1} = (W_{L-1} ∘ w.T) @ M (W_scaled, before the blocks run).
         M = self.D[L - 1][:, cols]
         calls.append(partial(xp.copyto, M, xp.broadcast_to(g, M.shape)))
         calls += self._times_f_prime(M, H[L][:-1][:, cols], self.tmp[L - 1][:, cols])
@@ -337,8 +349,8 @@ class FullBatch:
     def _hidden_backward(
         self, P: list[Any], cols: slice, G: list[Any], D: Any, top: int, W_top: Any
     ) -> list[Call]:
-        """From ``D_top`` down: ``D_{l-1} = (W_l @ D_l) ∘ f'``, then ``G_{l-1}``, for ``l = top - 1 .. 1`` (layer
-        ``top - 1`` multiplies by ``W_top``)."""
+        """From ``D_top`` down: ``D_{l-1} = (W_l @ D_l) ∘ f'``, then ``G_{l-1}``,
+        for ``l = top - 1 .. 1`` (layer ``top - 1`` multiplies by ``W_top``)."""
         H, mm, calls = self.H, self._mm, []
         for l in range(top - 1, 0, -1):  # D_{l-1} from D_l, then G_{l-1}
             dA = self.D[l - 1][:, cols]
@@ -361,13 +373,15 @@ class FullBatch:
             call()
 
     def forward(self) -> Any:
-        """Run the forward pass; returns the logits ``z`` (1, n), a buffer the next call overwrites."""
+        """Run the forward pass; returns the logits ``z`` (1, n), a buffer the next call
+        overwrites."""
         for call in self.forward_calls:
             call()
         return self.z
 
     def warm_up(self) -> None:
-        """Every call of an epoch but the update, once (CuPy compiles its kernels): the weights stay."""
+        """Every call of an epoch but the update, once (CuPy compiles its kernels): the
+        weights stay."""
         self.forward()
         self.loss()
         for call in self.backward_calls + self.rescale_calls:
@@ -388,12 +402,12 @@ class FullBatch:
 
 
 class MiniBatches:
-    """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each epoch
-    (:class:`~sweeper.models.optim.RowOrder`: the same orders on every device),
-    ``batch_size`` rows a step (the last step takes the rest), each step a :class:`FullBatch` epoch on
-    its rows. The data stay on the device feature-major; a step gathers its columns into the batch's
-    buffers (``take`` with ``out``). The optimizer state is shared by the two batch shapes; an epoch
-    allocates only the new order (its sort), and nothing waits for the host.
+    """An epoch of mini-batch steps: the training rows in a seeded order drawn on the device each
+    epoch (:class:`~sweeper.models.optim.RowOrder`: the same orders on every device),
+    ``batch_size`` rows a step (the last step takes the rest), each step a :class:`FullBatch`
+    epoch on its rows. The data stay on the device feature-major; a step gathers its columns into
+    the batch's buffers (``take`` with ``out``). The optimizer state is shared by the two batch
+    shapes; an epoch allocates only the new order (its sort), and nothing waits for the host.
 
     ``shuffle=False`` keeps the rows in order (scikit-learn's ``shuffle=False``, for the tests).
     """
@@ -443,7 +457,8 @@ class MiniBatches:
 
 
 def targets(xp: Any, task: str, y: Any, k: int, dtype: Any) -> Any:
-    """The targets feature-major: ``y`` (n, 1) as (1, n), or as one-hot columns (k, n) for k classes."""
+    """The targets feature-major: ``y`` (n, 1) as (1, n), or as one-hot columns (k, n)
+    for k classes."""
     n = y.shape[0]
     # (n, 1) → (1, n), a copy: mini-batches write into theirs
     row = xp.array(y.reshape(1, n), dtype=dtype)
@@ -453,14 +468,16 @@ def targets(xp: Any, task: str, y: Any, k: int, dtype: Any) -> Any:
 
 
 def _gather(xp: Any, src: Any, cols: Any, out: Any) -> Call:
-    """``out ← src[:, cols]`` without allocating (NumPy: ``take`` with ``out`` in a mode that needs no buffer)."""
+    """``out ← src[:, cols]`` without allocating (NumPy: ``take`` with ``out`` in a mode
+    that needs no buffer)."""
     if xp is np:
         return partial(np.take, src, cols, axis=1, out=out, mode="wrap")
     return partial(xp.take, src, cols, axis=1, out=out)
 
 
 def product_flops(model: MLP, n: int) -> float:
-    """FLOPs of the largest matrix product of an epoch on ``n`` rows (for a backend's thread policy)."""
+    """FLOPs of the largest matrix product of an epoch on ``n`` rows (for a backend's
+    thread policy)."""
     return 2.0 * n * max(p.shape[0] * p.shape[1] for p in model.packed)
 
 
@@ -468,24 +485,25 @@ MIN_BLOCK = 256  # columns (samples) per block: below this, a block's products a
 
 
 def column_blocks(n: int, parts: int) -> list[slice]:
-    """``parts`` (fewer if ``n`` is small) contiguous, near-equal column ranges covering ``0..n``."""
+    """``parts`` (fewer if ``n`` is small) contiguous, near-equal column ranges covering
+    ``0..n``."""
     parts = max(1, min(parts, n // MIN_BLOCK))
     edges = [round(i * n / parts) for i in range(parts + 1)]
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])] if parts > 1 else [slice(None)]
 
 
 def _product(xp: Any, blocks: bool, a: Any, b: Any, out: Any) -> Call:
-    """``out ← a @ b``. NumPy on whole arrays: ``dot`` with a positional ``out`` (¼ µs cheaper a call
-    than ``matmul``; ``out`` is contiguous there). Column blocks, whose ``out`` is strided, and CuPy:
-    ``matmul``, which hands both to BLAS / cuBLAS as they are."""
+    """``out ← a @ b``. NumPy on whole arrays: ``dot`` with a positional ``out`` (¼ µs cheaper
+    a call than ``matmul``; ``out`` is contiguous there). Column blocks, whose ``out`` is
+    strided, and CuPy: ``matmul``, which hands both to BLAS / cuBLAS as they are."""
     if xp is np and not blocks:
         return partial(xp.dot, a, b, out)
     return partial(xp.matmul, a, b, out=out)
 
 
 class _Blocks:
-    """Run one list of calls per column block: the first on this thread, the others on a pool; return
-    when all are done (a worker's exception is raised here)."""
+    """Run one list of calls per column block: the first on this thread, the others on a
+    pool; return when all are done (a worker's exception is raised here)."""
 
     def __init__(self, pool: Any, calls: list[list[Call]]):
         self.pool, self.calls = pool, calls
@@ -511,20 +529,22 @@ def _run(calls: list[Call]) -> None:
 
 
 def _sparse_product(xp: Any, X: Any, P0: Any, out: Any) -> None:
-    """``out ← (X @ W_0 + b_0).T`` (fan_out, n) for a sparse X (n, d): a sparse × dense product, never
-    densifying X (SciPy / cupyx allocate the (n, fan_out) result)."""
+    """``out ← (X @ W_0 + b_0).T`` (fan_out, n) for a sparse X (n, d): a sparse × dense
+    product, never densifying X (SciPy / cupyx allocate the (n, fan_out) result)."""
     xp.copyto(out, (X @ P0[:-1]).T)
     out += P0[-1:].T
 
 
 def _sparse_grad(xp: Any, XT: Any, D: Any, G: Any) -> None:
-    """``G ← [X.T @ D.T; D summed over samples]`` (d + 1, fan_out) from the CSR ``XT = X.T`` (d, n)."""
+    """``G ← [X.T @ D.T; D summed over samples]`` (d + 1, fan_out) from the
+    CSR ``XT = X.T`` (d, n)."""
     xp.copyto(G[:-1], XT @ D.T)
     xp.sum(D, axis=1, out=G[-1])
 
 
 def _ones_row(xp: Any, shape: tuple[int, int], dtype: Any) -> Any:
-    """An uninitialised (rows, n) buffer whose last row is ones: the input that multiplies the bias."""
+    """An uninitialised (rows, n) buffer whose last row is ones: the input that
+    multiplies the bias."""
     H = xp.empty(shape, dtype=dtype)
     H[-1] = 1
     return H

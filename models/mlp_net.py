@@ -1,14 +1,17 @@
-"""sweeper's MLP as a model of the interface (:mod:`sweeper.models.interface`): the first model, written as a
-user would write theirs, and the reference the MLP's hand-tuned kernels are checked against.
+"""sweeper's MLP as a model of the interface (:mod:`sweeper.models.interface`): the
+first model, written as a user would write theirs, and the reference the
+MLP's hand-tuned kernels are checked against.
 
-Layers ``l = 1..L+1`` (L = depth): ``Z_l = A_{l-1} @ W_l + b_l``, ``A_l = f(Z_l)`` for hidden layers; the output
-``out = Z_{L+1}``. Backward from ``dZ = dout``: ``dW_l = A_{l-1}ᵀ @ dZ``, ``db_l = Σ_rows dZ``,
-``dA_{l-1} = dZ @ W_lᵀ``, ``dZ_{l-1} = dA_{l-1} ∘ f'(Z_{l-1})``. Written with the broadcasting idioms
+Layers ``l = 1..L+1`` (L = depth): ``Z_l = A_{l-1} @ W_l + b_l``, ``A_l = f(Z_l)`` for hidden
+layers; the output ``out = Z_{L+1}``. Backward
+from ``dZ = dout``: ``dW_l = A_{l-1}ᵀ @ dZ``, ``db_l = Σ_rows dZ``, ``dA_{l-1} = dZ @ W_lᵀ``,
+``dZ_{l-1} = dA_{l-1} ∘ f'(Z_{l-1})``. Written with the broadcasting idioms
 (``swapaxes(-1, -2)``, ``sum(axis=-2)``), so it also trains stacked over members.
 
-Its fast path (an optional hook: ``fast_path = True``) is :class:`sweeper.models.mlp.MLP` with its fused epoch
-(:class:`~sweeper.models.mlp.FullBatch`) and the batched group's kernel (:mod:`sweeper.models.batched`): the
-same equations, feature-major, on preallocated buffers; ``tests/test_interface.py`` holds the two equal.
+Its fast path (an optional hook: ``fast_path = True``) is :class:`sweeper.models.mlp.MLP`
+with its fused epoch (:class:`~sweeper.models.mlp.FullBatch`) and the batched group's
+kernel (:mod:`sweeper.models.batched`): the same equations, feature-major, on
+preallocated buffers; ``tests/test_interface.py`` holds the two equal.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from sweeper.models.activations import ACTIVATIONS
 
 
 class MLPNet:
-    """A multilayer perceptron: ``depth`` hidden layers of ``width`` units with ``activation``; depth 0 is linear,
-    logistic or softmax regression (the task's link is sweeper's)."""
+    """A multilayer perceptron: ``depth`` hidden layers of ``width`` units with ``activation``;
+    depth 0 is linear, logistic or softmax regression (the task's link is sweeper's)."""
 
-    # what it offers sweeper beyond the interface (models.interface.Offer), read off the class like any model's:
+    # what it offers sweeper beyond the interface (models.interface.Offer), read off the
+    # class like any model's:
     fast_path = True  # sweeper trains it with the MLP's own kernels (models.mlp, models.batched)
     top_level = (
         "depth",
@@ -38,7 +42,8 @@ class MLPNet:
         self.act = ACTIVATIONS[activation]
 
     def init(self, n_in: int, n_out: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """He-normal (relu) or Glorot-normal weights, zero biases: the draws of :func:`sweeper.models.mlp.init_params`."""
+        """He-normal (relu) or Glorot-normal weights, zero biases: the draws of
+        :func:`sweeper.models.mlp.init_params`."""
         sizes = [n_in] + [self.width] * self.depth + [n_out]
         params = {}
         for l, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):

@@ -1,32 +1,38 @@
-"""The update rules of the fused epoch: gradient descent, momentum (optionally Nesterov) and Adam, plus L2
-weight decay — each a flat list of in-place calls on state preallocated on the device — and the rows' order of
-mini-batch training.
+"""The update rules of the fused epoch: gradient descent, momentum (optionally Nesterov)
+and Adam, plus L2 weight decay — each a flat list of in-place calls on state
+preallocated on the device — and the rows' order of mini-batch training.
 
-The backward pass of :class:`sweeper.models.mlp.FullBatch` writes ``G_l = s · dJ/dP_l`` for the packed
-parameters ``P_l = [W_l; b_l]``, with the factor ``s`` of :meth:`Optimizer.grad_scale` folded into the
-loss gradient (backpropagation is linear in it): ``s = -lr`` for ``gd`` and ``momentum`` (so ``G_l`` is
-the gradient step itself), ``s = 1`` for ``adam`` (which needs the raw gradient). Then, per step:
+The backward pass of :class:`sweeper.models.mlp.FullBatch` writes ``G_l = s · dJ/dP_l``
+for the packed parameters ``P_l = [W_l; b_l]``, with the factor ``s`` of
+:meth:`Optimizer.grad_scale` folded into the loss gradient (backpropagation is linear in
+it): ``s = -lr`` for ``gd`` and ``momentum`` (so ``G_l`` is the gradient step
+itself), ``s = 1`` for ``adam`` (which needs the raw gradient). Then, per step:
 
 - weight decay ``λ`` (weights, not biases): the objective is ``J = L + (λ/2) Σ_l ||W_l||²``, so
   ``G_l[:-1] += s λ W_l`` (scikit-learn's ``alpha`` for a batch of ``n`` rows is ``λ n``);
 - ``gd``:        ``P += G``
-- ``momentum``:  ``V ← μ V + G``;  ``P += V``, or with ``nesterov`` ``P += μ V + G`` (scikit-learn's SGD)
+- ``momentum``: ``V ← μ V + G``; ``P += V``, or with ``nesterov`` ``P += μ V + G``
+  (scikit-learn's SGD)
 - ``adam``:      ``m ← β1 m + (1-β1) G``, ``v ← β2 v + (1-β2) G²``,
-                 ``P -= lr (√(1-β2^t) / (1-β1^t)) · m / (√v + ε)`` (scikit-learn's Adam, ``t`` = step).
+                 ``P -= lr (√(1-β2^t) / (1-β1^t)) · m / (√v + ε)``
+                 (scikit-learn's Adam, ``t`` = step).
 
-Adam's step count lives on the device as ``β1^t`` and ``β2^t`` (0-d arrays multiplied each step), so the
-step size needs no host value per step. ``gd`` keeps today's single add per layer: runs are unchanged.
+Adam's step count lives on the device as ``β1^t`` and ``β2^t`` (0-d arrays multiplied
+each step), so the step size needs no host value per step. ``gd`` keeps today's single
+add per layer: runs are unchanged.
 
-The same calls update the batched trainer's parameters (:mod:`models.batched`), stacked over K members with
-``lr`` an array ``(K, 1, 1)`` (``-lr`` and the step size broadcast over each member's weights) and the
-weights' indices of that layout (``Q_0 = [W_0; b_0].T`` keeps the bias in its last column).
+The same calls update the batched trainer's parameters (:mod:`models.batched`), stacked
+over K members with ``lr`` an array ``(K, 1, 1)`` (``-lr`` and the step size broadcast
+over each member's weights) and the weights' indices of that layout
+(``Q_0 = [W_0; b_0].T`` keeps the bias in its last column).
 
-The rows' order of each epoch of mini-batch training (:class:`RowOrder`) is drawn on the device and is the same on
-every device: ``xp.random.RandomState(seed).shuffle`` gave NumPy's order on the CPU and cuRAND's on the GPU (CuPy sorts
-random 32-bit keys), so a mini-batch run on the GPU trained on other batches than its CPU twin. Epoch ``t``'s order
-sorts the keys ``mix(i + seed·φ + t·n)`` of the rows ``i = 0..n-1``, with ``mix`` SplitMix64's finaliser (a bijection
-of 64-bit integers: xor-shifts and multiplications by odd constants, modulo 2⁶⁴) — integer arithmetic every device
-does alike; the keys of one epoch are distinct, so the sort has one answer whatever its algorithm. The epoch count
+The rows' order of each epoch of mini-batch training (:class:`RowOrder`) is drawn on the device and
+is the same on every device: ``xp.random.RandomState(seed).shuffle`` gave NumPy's order on the CPU
+and cuRAND's on the GPU (CuPy sorts random 32-bit keys), so a mini-batch run on the GPU trained on
+other batches than its CPU twin. Epoch ``t``'s order sorts the keys ``mix(i + seed·φ + t·n)`` of the
+rows ``i = 0..n-1``, with ``mix`` SplitMix64's finaliser (a bijection of 64-bit integers: xor-shifts
+and multiplications by odd constants, modulo 2⁶⁴) — integer arithmetic every device does alike; the
+keys of one epoch are distinct, so the sort has one answer whatever its algorithm. The epoch count
 lives on the device (one add an epoch): nothing crosses to the host.
 """
 
@@ -66,13 +72,15 @@ class Optimizer:
 
     @property
     def uses_rates(self) -> bool:
-        """Whether the update reads the rates itself (Adam's step size, weight decay), besides the gradient's scale."""
+        """Whether the update reads the rates itself (Adam's step size, weight decay),
+        besides the gradient's scale."""
         return self.name == "adam" or bool(self.weight_decay)
 
     @property
     def copies(self) -> int:
-        """Arrays of the parameters' size that :class:`State` keeps beside them (scratch, velocity, moments; in a
-        group the rates per element that the rule reads, and each element's member)."""
+        """Arrays of the parameters' size that :class:`State` keeps beside them
+        (scratch, velocity, moments; in a group the rates per element that the rule
+        reads, and each element's member)."""
         rates = 2 * (self.name == "adam") + bool(self.weight_decay) + self.uses_rates
         return (
             int(self.name != "gd" or bool(self.weight_decay))
@@ -81,12 +89,14 @@ class Optimizer:
         )
 
     def grad_scale(self, lr: Any) -> Any:
-        """The factor the backward pass folds into the gradient: ``-lr`` (a number or an array), or 1 for Adam."""
+        """The factor the backward pass folds into the gradient: ``-lr`` (a number or an
+        array), or 1 for Adam."""
         return 1.0 if self.name == "adam" else -lr
 
 
 class State:
-    """An optimizer's buffers for one set of parameters, allocated once (shared by every batch shape of a run).
+    """An optimizer's buffers for one set of parameters, allocated once (shared by every
+    batch shape of a run).
 
     ``lr`` is a number, or an array of per-member rates that broadcasts over parameters stacked over
     members (the batched trainer's ``(K, 1, 1)``); :meth:`set_lr` changes it in place, so the calls
@@ -94,8 +104,8 @@ class State:
     ``buffers``). ``weights`` gives, per parameter, the index of its weights (the part weight decay
     shrinks), or None for a bias-only array; by default all rows but the last, as in a packed
     ``P_l = [W_l; b_l]``. The batched trainer's one flat array of every member's parameters
-    (:class:`sweeper.models.packed.Layout`) takes ``lr`` per element and ``decay_mask``, 1 on its weights and 0 on
-    its biases, with ``weights=[Ellipsis]``.
+    (:class:`sweeper.models.packed.Layout`) takes ``lr`` per element and ``decay_mask``,
+    1 on its weights and 0 on its biases, with ``weights=[Ellipsis]``.
     """
 
     def __init__(
@@ -127,15 +137,16 @@ class State:
             )
             # per member (or element) with an array lr
             self.step_size = xp.ones(np.shape(lr), dtype=dtype)
-        # -lr (Adam's step size) and grad_scale(lr) · λ (weight decay), where the rule uses them: gd and momentum
-        # carry the rate in the gradient (Optimizer.grad_scale)
+        # -lr (Adam's step size) and grad_scale(lr) · λ (weight decay), where the rule
+        # uses them: gd and momentum carry the rate in the gradient (Optimizer.grad_scale)
         self.neg_lr = xp.empty(np.shape(lr), dtype=dtype) if opt.name == "adam" else None
         self.decay = xp.empty(np.shape(lr), dtype=dtype) if opt.weight_decay else None
         self.dtype = dtype
         self.set_lr(lr)
 
     def set_lr(self, lr: Any) -> None:
-        """New rates (host values) for the calls already built; a host→device copy, never inside an epoch."""
+        """New rates (host values) for the calls already built; a host→device copy,
+        never inside an epoch."""
         xp, dtype = self.xp, self.dtype
         if self.neg_lr is not None:
             self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
@@ -215,8 +226,8 @@ MIX = (
 
 
 class RowOrder:
-    """Calls (:attr:`calls`) that write the next epoch's order of the rows ``0..n-1`` into ``order`` (n,) in place;
-    the first call gives epoch 0's."""
+    """Calls (:attr:`calls`) that write the next epoch's order of the rows ``0..n-1``
+    into ``order`` (n,) in place; the first call gives epoch 0's."""
 
     def __init__(self, xp: Any, order: Any, seed: int) -> None:
         n = order.shape[0]
@@ -247,7 +258,8 @@ class RowOrder:
 
 
 def row_orders(n: int, seed: int, epochs: int) -> np.ndarray:
-    """The first ``epochs`` orders :class:`RowOrder` gives, ``(epochs, n)``, on the host (for tests and readers)."""
+    """The first ``epochs`` orders :class:`RowOrder` gives, ``(epochs, n)``, on the host
+    (for tests and readers)."""
     order = np.arange(n)
     rows = RowOrder(np, order, seed)
     out = np.empty((epochs, n), dtype=order.dtype)

@@ -1,22 +1,25 @@
-"""Where a group's parameters live: every member's, of every shape, in one flat buffer (:class:`Layout`).
+"""Where a group's parameters live: every member's, of every shape, in one flat buffer
+(:class:`Layout`).
 
-A group's members come in *blocks*, consecutive members of one shape (layer sizes and activation); today's groups
-are one block, a *packed* group several (widths, depths, activations of one grid). All the members' parameters
-(and, in the same layout, their gradients, optimizer state, best weights) are one flat array, ordered so that each
-computation reads views of it:
+A group's members come in *blocks*, consecutive members of one shape (layer sizes and
+activation); today's groups are one block, a *packed* group several (widths, depths, activations
+of one grid). All the members' parameters (and, in the same layout, their gradients, optimizer
+state, best weights) are one flat array, ordered so that each computation reads views of it:
 
-- first the first layers of every block with a hidden layer, ``Q_0 = [W_0; b_0].T`` of shape ``(K_b, w_b, d + 1)``
-  each, one after another: together the rows of one matrix ``Q`` ``(R, d + 1)``, ``R = Σ_b K_b w_b``, so the
-  whole group's first layer is one product ``Q @ [X.T; 1]`` (ParallelMLPs' ``X @ [W_1 | … | W_K]``, whatever the
-  widths) and its gradient one product too;
-- then each block's deeper layers ``Wt_l`` ``(K_b, fan_out, fan_in)`` and ``b_l`` ``(K_b, fan_out, 1)`` (a
-  block-diagonal product per block: one strided batched product each), and a depth-0 block's ``Q_0``
-  ``(K_b, k, d + 1)`` (its own product, straight to the outputs).
+- first the first layers of every block with a hidden layer, ``Q_0 = [W_0; b_0].T`` of
+  shape ``(K_b, w_b, d + 1)`` each, one after another: together the rows of one matrix
+  ``Q`` ``(R, d + 1)``, ``R = Σ_b K_b w_b``, so the whole group's first layer is one
+  product ``Q @ [X.T; 1]`` (ParallelMLPs' ``X @ [W_1 | … | W_K]``, whatever the widths)
+  and its gradient one product too;
+- then each block's deeper layers ``Wt_l`` ``(K_b, fan_out, fan_in)`` and ``b_l``
+  ``(K_b, fan_out, 1)`` (a block-diagonal product per block: one strided batched product each),
+  and a depth-0 block's ``Q_0`` ``(K_b, k, d + 1)`` (its own product, straight to the outputs).
 
-An update is then one pass over the flat array whatever the blocks (the rates, weight decay and step sizes are
-per element: :meth:`expand`), and a member's weights are a few views (:meth:`member`). On sparse data (one block
-only) the first layer's memory is in :func:`sweeper.models.batched_pass.sparse_layout`'s order, ``(K, d + 1, fo)``
-(``sparse="member"``) or ``(d + 1, K, fo)`` (``"group"``), and its view the strided ``(K, fo, d + 1)`` of that.
+An update is then one pass over the flat array whatever the blocks (the rates, weight decay and
+step sizes are per element: :meth:`expand`), and a member's weights are a few views
+(:meth:`member`). On sparse data (one block only) the first layer's memory is in
+:func:`sweeper.models.batched_pass.sparse_layout`'s order, ``(K, d + 1, fo)`` (``sparse="member"``)
+or ``(d + 1, K, fo)`` (``"group"``), and its view the strided ``(K, fo, d + 1)`` of that.
 """
 
 from __future__ import annotations
@@ -49,10 +52,10 @@ class Block:
 
 
 class Layout:
-    """The blocks of a group (``shapes[i]`` for ``counts[i]`` consecutive members) and where each stacked
-    parameter ``[Q_0, Wt_1, b_1, …, Wt_L, b_L]`` of each block lies in the flat buffer (see the module's
-    docstring). All the shapes share the inputs ``d`` and outputs ``k``; ``sparse`` (one block) orders the first
-    layer for the sparse products."""
+    """The blocks of a group (``shapes[i]`` for ``counts[i]`` consecutive members) and where
+    each stacked parameter ``[Q_0, Wt_1, b_1, …, Wt_L, b_L]`` of each block lies in the flat
+    buffer (see the module's docstring). All the shapes share the inputs ``d`` and outputs
+    ``k``; ``sparse`` (one block) orders the first layer for the sparse products."""
 
     def __init__(
         self, shapes: Sequence[Shape], counts: Sequence[int], sparse: str | None = None
@@ -67,7 +70,8 @@ class Layout:
         self.K = int(starts[-1])
         self.d, self.k = shapes[0].sizes[0], shapes[0].sizes[-1]
         self._of = np.repeat(np.arange(len(self.blocks)), counts)  # member → its block
-        # (offset, stacked shape) of each block's parameters; the first layers of the blocks with hidden layers first
+        # (offset, stacked shape) of each block's parameters; the first layers of the
+        # blocks with hidden layers first
         self.specs: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in self.blocks]
         off = 0
         for i, b in enumerate(self.blocks):
@@ -88,8 +92,8 @@ class Layout:
         self._views: dict[int, tuple[Any, list[list[Any]]]] = {}
 
     def views(self, flat: Any) -> list[list[Any]]:
-        """Per block, its stacked ``[Q_0, Wt_1, b_1, …]`` as views of ``flat`` (kept per array: the buffers of a
-        training live as long as it does)."""
+        """Per block, its stacked ``[Q_0, Wt_1, b_1, …]`` as views of ``flat`` (kept
+        per array: the buffers of a training live as long as it does)."""
         kept = self._views.get(id(flat))
         if kept is not None and kept[0] is flat:
             return kept[1]
@@ -109,7 +113,8 @@ class Layout:
         return out
 
     def first(self, flat: Any) -> Any:
-        """The first layers of the blocks with hidden layers as one ``(R, d + 1)`` matrix (dense data)."""
+        """The first layers of the blocks with hidden layers as one ``(R, d + 1)``
+        matrix (dense data)."""
         return flat[: self.first_size].reshape(self.rows, self.d + 1)
 
     def member(self, flat: Any, m: int) -> list[Any]:
@@ -123,8 +128,8 @@ class Layout:
         return b, m - self.blocks[b].start
 
     def pack(self, stacked: Sequence[Sequence[np.ndarray]], dtype: Any) -> np.ndarray:
-        """A host flat array holding each block's stacked parameters (as :func:`sweeper.models.batched.stacked_params`
-        draws them)."""
+        """A host flat array holding each block's stacked parameters (as
+        :func:`sweeper.models.batched.stacked_params` draws them)."""
         flat = np.empty(self.size, dtype=dtype)
         for views, arrays in zip(self.views(flat), stacked):
             for v, a in zip(views, arrays):
@@ -162,8 +167,8 @@ class Layout:
         return mask
 
     def subset(self, lo: int, hi: int) -> tuple["Layout", list[tuple[int, slice]]]:
-        """The layout of members ``lo..hi - 1`` (a thread's share), and for each of its blocks the block it comes
-        from and its members' slice there (blocks it does not reach are left out)."""
+        """The layout of members ``lo..hi - 1`` (a thread's share), and for each of its blocks the
+        block it comes from and its members' slice there (blocks it does not reach are left out)."""
         shapes, counts, cuts = [], [], []
         for i, b in enumerate(self.blocks):
             a, z = max(lo, b.start), min(hi, b.start + b.count)
@@ -177,12 +182,13 @@ class Layout:
 def stacked_params(
     sizes: list[int], activation: str, seeds: Sequence[int], dtype: str
 ) -> list[np.ndarray]:
-    """``[Q_0, Wt_1, b_1, ..., Wt_L, b_L]`` stacked over members, each member drawn by :func:`init_params`
-    with its own seed (so member k starts exactly where a one-configuration run of seed k starts).
+    """``[Q_0, Wt_1, b_1, ..., Wt_L, b_L]`` stacked over members, each member drawn by
+    :func:`init_params` with its own seed (so member k starts exactly where
+    a one-configuration run of seed k starts).
 
-    ``Q_0 = [W_0; b_0].T`` of shape ``(K, fan_out, d + 1)`` carries the first layer's bias in its last
-    column (the data get a row of ones); deeper layers keep ``Wt_l = W_l.T`` ``(K, fan_out, fan_in)``
-    and ``b_l.T`` ``(K, fan_out, 1)`` apart."""
+    ``Q_0 = [W_0; b_0].T`` of shape ``(K, fan_out, d + 1)`` carries the first layer's bias
+    in its last column (the data get a row of ones); deeper layers keep ``Wt_l = W_l.T``
+    ``(K, fan_out, fan_in)`` and ``b_l.T`` ``(K, fan_out, 1)`` apart."""
     per = [init_params(sizes, activation, s, dtype) for s in seeds]
     out = [np.ascontiguousarray(np.stack([np.concatenate([p[0], p[1]]).T for p in per]))]
     for l in range(1, len(sizes) - 1):
@@ -192,7 +198,8 @@ def stacked_params(
 
 
 def member_params(stacked: list[np.ndarray], m: int) -> list[np.ndarray]:
-    """Member ``m``'s ``[W_0, b_0, W_1, b_1, ...]`` in :class:`models.mlp.MLP`'s layout, from host arrays."""
+    """Member ``m``'s ``[W_0, b_0, W_1, b_1, ...]`` in :class:`models.mlp.MLP`'s layout,
+    from host arrays."""
     Q = stacked[0][m]
     return [Q[:, :-1].T.copy(), Q[:, -1:].T.copy(), *(a[m].T.copy() for a in stacked[1:])]
 
@@ -207,13 +214,14 @@ def group_bytes(
     copies: int = 0,
     nnz: tuple[int, int] | None = None,
 ) -> int:
-    """Device memory one group of ``k`` members holds while it trains (buffers, weights, data); ``copies``
-    more arrays of the weights' size per member (an optimizer's state, a trajectory's snapshots).
+    """Device memory one group of ``k`` members holds while it trains (buffers, weights,
+    data); ``copies`` more arrays of the weights' size per member (an optimizer's state,
+    a trajectory's snapshots).
 
-    ``nnz`` (the stored values of the training and the validation matrix) for sparse data: the data are
-    then the CSR matrices (the training one twice, as ``X`` and ``X.T``; int32 indices) instead of a dense
-    ``[X.T; 1]``, and every member adds its columns of the sparse products' results (``X @ W`` on both
-    sets, the copy of ``D_0.T``, ``X.T @ D_0.T``)."""
+    ``nnz`` (the stored values of the training and the validation matrix) for sparse data:
+    the data are then the CSR matrices (the training one twice, as ``X`` and ``X.T``; int32
+    indices) instead of a dense ``[X.T; 1]``, and every member adds its columns of the sparse
+    products' results (``X @ W`` on both sets, the copy of ``D_0.T``, ``X.T @ D_0.T``)."""
     hidden, out = sum(sizes[1:-1]), sizes[-1]
     per_member = (
         n * (3 * hidden + 3 * out)

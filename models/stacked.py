@@ -1,16 +1,19 @@
-"""K configurations of a model of the interface trained together, its parameters stacked over a leading member
-axis — when its ``forward``/``backward`` broadcast over that axis, which :func:`batches` proves first.
+"""K configurations of a model of the interface trained together, its parameters stacked
+over a leading member axis — when its ``forward``/``backward`` broadcast over that axis,
+which :func:`batches` proves first.
 
-Stacked parameters are ``(K, *shape)``; the data ``X`` (n, d) is shared, so ``forward(xp, params, X)`` gives
-``out`` (K, n, k) wherever the code uses ``@``, elementwise ops and ``sum(axis=-2)``. Members share the shape
-(the model's hyperparameters), the data, the update rule and ``log_every``; each has its own learning rate
-(``lr`` of shape ``(K, 1, 1)``), initial parameters (its seed) and epoch counts (a trajectory: each read off the
-group at its own count, as :func:`sweeper.models.train.train` gives it alone). A member is frozen at its last count
-(its rate 0 and optimizer buffers zeroed, so its update is 0), never removed; members never mix (no reduction
-crosses the member axis), so one member's divergence stays its own.
+Stacked parameters are ``(K, *shape)``; the data ``X`` (n, d) is shared, so
+``forward(xp, params, X)`` gives ``out`` (K, n, k) wherever the code uses ``@``, elementwise ops
+and ``sum(axis=-2)``. Members share the shape (the model's hyperparameters), the data, the
+update rule and ``log_every``; each has its own learning rate (``lr`` of shape ``(K, 1, 1)``),
+initial parameters (its seed) and epoch counts (a trajectory: each read off the group at its own
+count, as :func:`sweeper.models.train.train` gives it alone). A member is frozen at its last
+count (its rate 0 and optimizer buffers zeroed, so its update is 0), never removed; members
+never mix (no reduction crosses the member axis), so one member's divergence stays its own.
 
-Full batch, no early stopping (``patience = 0``), parameters of two axes (stacked three): the conditions under
-which :func:`why_not` lets a group of them form; other configurations train one at a time.
+Full batch, no early stopping (``patience = 0``), parameters of two axes (stacked
+three): the conditions under which :func:`why_not` lets a group of them form; other
+configurations train one at a time.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ PROOF_RTOL = 1e-9
 
 
 def member_loss(xp: Any, task: str, out: Any, Y: Any) -> Any:
-    """Each member's mean loss, ``(K,)``, from ``out`` (K, n, k) and the targets ``Y`` (n, k) (one-hot classes)."""
+    """Each member's mean loss, ``(K,)``, from ``out`` (K, n, k) and the targets ``Y``
+    (n, k) (one-hot classes)."""
     if task == "regression":
         d = out - Y
         return xp.mean(d * d, axis=(-2, -1))
@@ -44,7 +48,8 @@ def member_loss(xp: Any, task: str, out: Any, Y: Any) -> Any:
 
 
 def member_grad(xp: Any, task: str, out: Any, Y: Any) -> Any:
-    """``dL/d out`` of each member's mean loss (K, n, k): what :func:`sweeper.models.losses.grad` gives one member."""
+    """``dL/d out`` of each member's mean loss (K, n, k): what
+    :func:`sweeper.models.losses.grad` gives one member."""
     n = out.shape[-2]
     if task == "regression":
         return (2.0 / n) * (out - Y)
@@ -58,14 +63,15 @@ def targets(xp: Any, task: str, y: Any, k: int) -> Any:
     return losses.one_hot(xp, y, k) if task == "multiclass" else y
 
 
-# What the proof (:func:`batches`) found per model shape (shape_key) in this process: None (it batches) or why not.
-# The record half reads it for the run's model_batched tag. What a configuration's settings forbid (:func:`why_not`)
-# is no part of it: it is asked of each group.
+# What the proof (:func:`batches`) found per model shape (shape_key) in this process: None (it
+# batches) or why not. The record half reads it for the run's model_batched tag. What a
+# configuration's settings forbid (:func:`why_not`) is no part of it: it is asked of each group.
 VERDICTS: dict[str, str | None] = {}
 
 
 def shape_key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
-    """One proof per model class, hyperparameters, data shape and task: all that decides :func:`batches`."""
+    """One proof per model class, hyperparameters, data shape and task: all that decides
+    :func:`batches`."""
     import json
 
     from sweeper.models.interface import split
@@ -74,11 +80,18 @@ def shape_key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
 
 
 def why_not(cfg: dict[str, Any]) -> str | None:
-    """Why a configuration of a model of the interface cannot join a stacked group (None: it can)."""
+    """Why a configuration of a model of the interface cannot join a stacked group
+    (None: it can)."""
     if cfg.get("batch_size"):
-        return "mini-batches (batch_size > 0) train one configuration at a time for a model of the interface"
+        return (
+            "mini-batches (batch_size > 0) train one configuration at a time for a model of "
+            "the interface"
+        )
     if cfg.get("patience"):
-        return "early stopping (patience > 0) trains one configuration at a time for a model of the interface"
+        return (
+            "early stopping (patience > 0) trains one configuration at a time for a model of "
+            "the interface"
+        )
     return None
 
 
@@ -86,8 +99,8 @@ def batches(
     net: Any, n_in: int, n_out: int, task: str, dtype: str = "float64", xp: Any = np
 ) -> str | None:
     """Prove that ``net`` broadcasts over a leading member axis: one forward and backward of
-    :data:`PROOF_MEMBERS` stacked members against each alone, on random rows, equal within :data:`PROOF_RTOL`.
-    Returns None when proven, else why not (one line)."""
+    :data:`PROOF_MEMBERS` stacked members against each alone, on random rows, equal
+    within :data:`PROOF_RTOL`. Returns None when proven, else why not (one line)."""
     rng = np.random.default_rng(12345)
     X = xp.asarray(rng.standard_normal((PROOF_ROWS, n_in)), dtype="float64")
     y = (
@@ -121,13 +134,15 @@ def batches(
                     return f"stacked backward gave no gradient of shape (K, ...) for {k}"
                 if not _close(grads[k][i], g[k]):
                     return (
-                        f"stacked backward differs from one member alone for {k} (e.g. a sum over axis 0 or a .T "
+                        f"stacked backward differs from one member alone for {k} (e.g. a "
+                        "sum over axis 0 or a .T "
                         "on a 3-D array: use sum(axis=-2, keepdims=True) and swapaxes(-1, -2))"
                     )
     except Exception as e:  # noqa: BLE001  (the user's code failed on stacked arrays: it does not batch)
-        return f"stacked parameters raise {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(
-            ": "
-        )
+        return (
+            f"stacked parameters raise {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ).rstrip(": ")
     return None
 
 
@@ -174,9 +189,9 @@ def train_stacked(
     opt: Optimizer,
     dtype: str,
 ) -> StackedFit:
-    """Train ``members`` as one stacked group on the device arrays ``X`` (n, d), ``y`` (n, 1); each member's result
-    at each of its counts: its curve (sampled at the multiples of the stride below the count, and at the count), its
-    best and divergence, its parameters there."""
+    """Train ``members`` as one stacked group on the device arrays ``X`` (n, d), ``y`` (n, 1);
+    each member's result at each of its counts: its curve (sampled at the multiples of the
+    stride below the count, and at the count), its best and divergence, its parameters there."""
     xp, K = backend.xp, len(members)
     E = max(m.reads[-1] for m in members)
     stride = sample_stride(E, log_every)
@@ -244,8 +259,8 @@ def train_stacked(
 def _freeze(
     xp: Any, state: State, lr: np.ndarray, scale: Any, done: list[int], opt: Optimizer, dtype: str
 ) -> None:
-    """The members ``done`` (their last count reached) frozen: rate 0, gradient scale renewed, the optimiser's
-    buffers zeroed in their rows (a host→device copy between epochs, once a count)."""
+    """The members ``done`` (their last count reached) frozen: rate 0, gradient scale renewed, the
+    optimiser's buffers zeroed in their rows (a host→device copy between epochs, once a count)."""
     lr[done] = 0.0
     state.set_lr(lr)
     scale[...] = xp.asarray(
@@ -264,8 +279,9 @@ def _member_fits(
     names: list[str],
     stride: int,
 ) -> list[dict[int, tuple[TrainResult, dict[str, np.ndarray]]]]:
-    """Each member's result at each of its counts: its fit (:func:`_fit_at`) and its parameters there (the device's
-    snapshots ``snaps``, count -> every parameter (K, ...), copied to the host once)."""
+    """Each member's result at each of its counts: its fit (:func:`_fit_at`) and its
+    parameters there (the device's snapshots ``snaps``, count -> every parameter (K,
+    ...), copied to the host once)."""
     host_snaps = {c: [backend.to_numpy(p) for p in ps] for c, ps in snaps.items()}
     at = []
     for i, m in enumerate(members):
@@ -282,8 +298,9 @@ def _member_fits(
 
 
 def _fit_at(curves: dict[int, np.ndarray], i: int, c: int, stride: int) -> TrainResult:
-    """Member ``i``'s result at its count ``c`` from the group's host samples ``curves`` (epoch -> (2, K)): its curve
-    sampled at the multiples of ``stride`` below ``c`` and at ``c``, cut at a divergence; its best sample before it."""
+    """Member ``i``'s result at its count ``c`` from the group's host samples ``curves``
+    (epoch -> (2, K)): its curve sampled at the multiples of ``stride`` below ``c`` and
+    at ``c``, cut at a divergence; its best sample before it."""
     steps = [e for e in sorted(curves) if e <= c and (e % stride == 0 or e == c)]
     steps = [e for e in steps if e % stride == 0 and e < c] + [c]
     h = np.array([curves[e][0, i] for e in steps])

@@ -1,4 +1,5 @@
-"""Full-batch gradient descent that keeps the device busy: no host copy or sync inside the epoch loop.
+"""Full-batch gradient descent that keeps the device busy: no host copy or sync inside
+the epoch loop.
 
 The training and validation losses are sampled every ``log_every`` epochs into preallocated device
 arrays. The host looks at them only between *segments* of epochs, with one copy of the segment's
@@ -10,15 +11,17 @@ samples each time:
 - ``patience > 0``: one segment per ``log_every`` epochs, because early stopping is a host decision;
   the weights at the best validation point are kept (a device-side copy) and restored at the end.
 
-A curve ends where training ended: after the last epoch (or the early stop) one more sample is taken on the
-last weights, so its last step is ``epochs_run`` whatever ``log_every`` (it counts for ``best_epoch`` and the
-divergence check too). A run of ``epochs=E`` is thus exactly the first ``E`` epochs of a longer run with the
-same other values, sampled at the multiples of the stride below ``E`` and at ``E`` (the batched launcher's
-trajectories read configurations off one run this way: :mod:`models.batched`).
+A curve ends where training ended: after the last epoch (or the early stop) one more
+sample is taken on the last weights, so its last step is ``epochs_run`` whatever
+``log_every`` (it counts for ``best_epoch`` and the divergence check too). A run
+of ``epochs=E`` is thus exactly the first ``E`` epochs of a longer run with the same other
+values, sampled at the multiples of the stride below ``E`` and at ``E`` (the batched
+launcher's trajectories read configurations off one run this way: :mod:`models.batched`).
 
 Memory is bounded whatever ``epochs`` is: the losses are sampled every :func:`sample_stride` epochs,
 ``log_every`` unless that would keep more than :data:`MAX_SAMPLES` samples (``epochs=10**12``) or a
-single one (``log_every >= epochs``); the curves' steps say the stride used, and a one-line warning too.
+single one (``log_every >= epochs``); the curves' steps say the stride used, and
+a one-line warning too.
 
 ``sync_every_epoch=True`` reproduces the naive loop (the loss read on the host after every epoch) so
 its cost can be measured; it changes nothing else.
@@ -29,8 +32,8 @@ scaled by ``-lr`` so the update is one add per layer). A sampled epoch splits it
 and backward + update, and runs the validation forward in between, on the same weights.
 
 Before the clock starts, the buffers are allocated (the data transposed once into them) and one
-forward/backward pass without an update warms the device up (CuPy compiles its kernels on first use);
-that time is reported as ``warmup_time_s``, not in ``train_time_s``.
+forward/backward pass without an update warms the device up (CuPy compiles its kernels
+on first use); that time is reported as ``warmup_time_s``, not in ``train_time_s``.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
-    """What training leaves on the host: loss curves (step = epoch), the stopping point and the time."""
+    """What training leaves on the host: loss curves (step = epoch), the stopping point
+    and the time."""
 
     steps: np.ndarray  # (k,) epochs at which the losses were sampled
     train_loss: np.ndarray  # (k,) loss on the training set before the update of that epoch
@@ -88,11 +92,13 @@ def train(
     seed: int = 0,
     shuffle: bool = True,
 ) -> TrainResult:
-    """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on ``X_val``, ``y_val``.
+    """Train ``model`` in place on device arrays ``X`` (n, d), ``y`` (n, 1); validate on
+    ``X_val``, ``y_val``.
 
-    ``opt`` is the update rule (:mod:`models.optim`; gradient descent by default). ``batch_size`` between 1
-    and n - 1 makes an epoch a pass of mini-batch steps over the rows in an order drawn each epoch from
-    ``seed`` (:class:`models.mlp.MiniBatches`; ``shuffle=False`` keeps the rows' order); the sampled
+    ``opt`` is the update rule (:mod:`models.optim`; gradient descent by default).
+    ``batch_size`` between 1 and n - 1 makes an epoch a pass of mini-batch steps over the
+    rows in an order drawn each epoch from ``seed``
+    (:class:`models.mlp.MiniBatches`; ``shuffle=False`` keeps the rows' order); the sampled
     training loss is then the whole training set's, measured before the epoch's first step.
 
     ``progress(epoch, train_loss, val_loss)`` is called at each segment end, where the host already
@@ -170,9 +176,9 @@ def _passes(
     parts: int,
     pool: Any,
 ) -> tuple[Any, Any, Callable[[], None], Any]:
-    """The model's step objects (the MLP's fused epoch, :mod:`models.mlp`, or a model of the interface's,
-    :mod:`models.generic`), warmed up: the one that trains, the one that measures the training loss, what a sampled
-    epoch runs after its measurement, and the validation pass."""
+    """The model's step objects (the MLP's fused epoch, :mod:`models.mlp`, or a model of the
+    interface's, :mod:`models.generic`), warmed up: the one that trains, the one that measures the
+    training loss, what a sampled epoch runs after its measurement, and the validation pass."""
     X, y, X_val, y_val = arrays
     batch_size, seed, shuffle = batching
     if 0 < batch_size < X.shape[0]:
@@ -198,10 +204,12 @@ def _sample_last(measured: Any, val_batch: Any, hist: Any, vhist: Any) -> None:
 
 
 class _Reading:
-    """The host's side of :func:`train`: each segment's samples (one copy each), the best sample before a divergence
-    (with patience, the weights it was measured on), the divergence, and the curve's last point.
+    """The host's side of :func:`train`: each segment's samples (one copy each), the
+    best sample before a divergence (with patience, the weights it was measured on), the
+    divergence, and the curve's last point.
 
-    ``curves``: the device's (n_samples + 1,) train and validation loss samples, the last slot for the last weights."""
+    ``curves``: the device's (n_samples + 1,) train and validation loss samples, the
+    last slot for the last weights."""
 
     def __init__(
         self, backend: Any, curves: tuple[Any, Any], log_every: int, patience: int
@@ -215,9 +223,10 @@ class _Reading:
         self.diverged_at: int | None = None
 
     def segment(self, epoch: int, stop: int, last: tuple[Any, Any] | None, candidate: Any) -> bool:
-        """The samples of epochs ``epoch`` to ``stop`` copied to the host at once (each sample leaves once), and
-        taken; ``last``: the passes (training, validation) that first sample the last weights into the curves' last
-        slot, which leaves with them. Whether the run diverged in the segment."""
+        """The samples of epochs ``epoch`` to ``stop`` copied to the host at once (each
+        sample leaves once), and taken; ``last``: the passes (training, validation) that
+        first sample the last weights into the curves' last slot, which leaves with
+        them. Whether the run diverged in the segment."""
         k0, k1 = epoch // self.log_every, math.ceil(stop / self.log_every)
         if last is not None:
             _sample_last(*last, *self.curves)
@@ -225,13 +234,14 @@ class _Reading:
         return self.take(self._copy(k0, k1), k0, k1 > self.n_samples, candidate)
 
     def _copy(self, k0: int, k1: int) -> np.ndarray:
-        """Samples ``k0`` to ``k1`` of both curves on the host: (2, k1 - k0), train then validation."""
+        """Samples ``k0`` to ``k1`` of both curves on the host: (2, k1 - k0), train then
+        validation."""
         hist, vhist = self.curves
         return self.backend.to_numpy(self.backend.xp.stack([hist[k0:k1], vhist[k0:k1]]))
 
     def take(self, block: np.ndarray, k0: int, ends: bool, candidate: Any) -> bool:
-        """A segment's samples from index ``k0`` (``ends``: its last column is the curve's last point); whether the
-        run diverged in it."""
+        """A segment's samples from index ``k0`` (``ends``: its last column is the
+        curve's last point); whether the run diverged in it."""
         self.seen.append(block[:, :-1] if ends else block)
         if ends:
             self.last = block[:, -1:]
@@ -250,9 +260,10 @@ class _Reading:
         return True
 
     def finish(self, epoch: int, passes: tuple[Any, Any]) -> np.ndarray:
-        """The curve's steps, ending where training ended (``epoch``): one more sample, on the last weights, unless
-        the run diverged (it counts for the best epoch and the divergence check too). A run stopped early (or by
-        patience) samples its last weights now with ``passes`` (training, validation), a copy of its own."""
+        """The curve's steps, ending where training ended (``epoch``): one more sample,
+        on the last weights, unless the run diverged (it counts for the best epoch and
+        the divergence check too). A run stopped early (or by patience) samples its last
+        weights now with ``passes`` (training, validation), a copy of its own."""
         if self.diverged_at is None and self.last is None:
             _sample_last(*passes, *self.curves)
             self.last = self._copy(self.n_samples, self.n_samples + 1)
@@ -273,8 +284,8 @@ class _Reading:
     def result(
         self, model: Any, steps: np.ndarray, epoch: int, train_time_s: float, warmup_time_s: float
     ) -> TrainResult:
-        """The run's :class:`TrainResult`; with patience, the best sample's weights put back into ``model`` first
-        (unless it diverged)."""
+        """The run's :class:`TrainResult`; with patience, the best sample's weights put
+        back into ``model`` first (unless it diverged)."""
         if self.best_params is not None and self.diverged_at is None:
             for P, best in zip(model.packed, self.best_params):
                 P[...] = best
@@ -291,29 +302,32 @@ class _Reading:
         )
 
 
-# A loss that grows past this many times its first sample has exploded (it would overflow soon after).
+# A loss that grows past this many times its first sample has exploded (it would
+# overflow soon after).
 EXPLODED = 1e6
 
 
 def diverged(train_loss: np.ndarray, val_loss: np.ndarray, first: float) -> int | None:
-    """The index of the first sample at which a run diverged (a non-finite loss, or a training loss past
-    :data:`EXPLODED` times the first one ``first``), else None."""
+    """The index of the first sample at which a run diverged (a non-finite loss, or a
+    training loss past :data:`EXPLODED` times the first one ``first``), else None."""
     bad = ~np.isfinite(train_loss) | ~np.isfinite(val_loss) | (train_loss > EXPLODED * abs(first))
     hits = np.flatnonzero(bad)
     return int(hits[0]) if hits.size else None
 
 
 def stride_of(epochs: int, log_every: int) -> int:
-    """The stride :func:`sample_stride` samples at, without its warning (what planning groups by)."""
+    """The stride :func:`sample_stride` samples at, without its warning (what planning
+    groups by)."""
     if epochs > 1 and log_every >= epochs:
         return -(-epochs // 2)
     return max(log_every, -(-epochs // MAX_SAMPLES))
 
 
 def sample_stride(epochs: int, log_every: int) -> int:
-    """Epochs between two loss samples: ``log_every``, but at least ``ceil(epochs / MAX_SAMPLES)`` (memory
-    stays bounded) and ``ceil(epochs / 2)`` when ``log_every >= epochs`` (two samples, not one). A change
-    is logged as a one-line warning; the run's params keep the user's ``log_every``."""
+    """Epochs between two loss samples: ``log_every``, but at least
+    ``ceil(epochs / MAX_SAMPLES)`` (memory stays bounded) and ``ceil(epochs / 2)`` when
+    ``log_every >= epochs`` (two samples, not one). A change is logged as a one-line
+    warning; the run's params keep the user's ``log_every``."""
     stride = stride_of(epochs, log_every)
     if epochs > 1 and log_every >= epochs:
         log.warning(

@@ -1,9 +1,9 @@
 """The user's code, run so that it cannot end sweeper's process.
 
-A model's import, constructor, gradient check and training, a function trainer and a loss run through
-:func:`call_user`: an attempt to end the process becomes :class:`UserCodeError`, the run FAILED with one line that
-names the user's file and line (:func:`user_line`), the whole traceback kept for the run's error file
-(:func:`user_traceback`).
+A model's import, constructor, gradient check and training, a function trainer and a loss
+run through :func:`call_user`: an attempt to end the process becomes :class:`UserCodeError`,
+the run FAILED with one line that names the user's file and line (:func:`user_line`), the
+whole traceback kept for the run's error file (:func:`user_traceback`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,19 @@ from typing import Any, Callable
 
 from sweeper.base import stop
 
-# --- the user's code, run so that it cannot end the process ---------------------------------------------------
+# --- the user's code, run so that it cannot end the
+# process ---------------------------------------------------
 #
-# Besides raising an error, Python code can end its process three ways, and :func:`call_user` catches each:
-# ``sys.exit(n)`` / ``raise SystemExit(n)``; ``os._exit(n)`` (replaced, for the thread inside call_user only, by a
-# function that raises instead: a module imported inside it that binds ``from os import _exit`` binds the replacement;
-# ``posix._exit`` or an exit from C is not seen, and in a CPU worker process ends the worker, which the launcher
-# records as lost); ``raise KeyboardInterrupt`` (the user's Ctrl-C reaches sweeper's signal handler first, which sets
-# :data:`sweeper.base.stop.STOP` before the exception is raised: one without it is the code's own). Each becomes
-# :class:`UserCodeError` (an Exception: the run is FAILED, the sweep goes on), raised outside any ``except`` clause so
-# that no KeyboardInterrupt hangs in its context (:func:`sweeper.base.stop.masked` would take it for a signal).
+# Besides raising an error, Python code can end its process three ways, and :func:`call_user`
+# catches each: ``sys.exit(n)`` / ``raise SystemExit(n)``; ``os._exit(n)`` (replaced, for the
+# thread inside call_user only, by a function that raises instead: a module imported inside it
+# that binds ``from os import _exit`` binds the replacement; ``posix._exit`` or an exit from C
+# is not seen, and in a CPU worker process ends the worker, which the launcher records as
+# lost); ``raise KeyboardInterrupt`` (the user's Ctrl-C reaches sweeper's signal handler
+# first, which sets :data:`sweeper.base.stop.STOP` before the exception is raised: one without
+# it is the code's own). Each becomes :class:`UserCodeError` (an Exception: the run is FAILED,
+# the sweep goes on), raised outside any ``except`` clause so that no KeyboardInterrupt hangs
+# in its context (:func:`sweeper.base.stop.masked` would take it for a signal).
 
 # sweeper's own code and the interpreter's: a frame elsewhere is the user's
 _HERE = Path(__file__).resolve().parent  # models/
@@ -48,10 +51,12 @@ _LIBRARIES = tuple(
 
 
 class UserCodeError(Exception):
-    """User code tried to end the process (``sys.exit``, ``os._exit``) or raised ``KeyboardInterrupt`` itself.
+    """User code tried to end the process (``sys.exit``, ``os._exit``) or raised
+    ``KeyboardInterrupt`` itself.
 
-    ``kind``: what it did (``SystemExit``, ``os._exit``, ``KeyboardInterrupt``); ``where``: the user's
-    ``file:line in function`` (None when no frame of the user's was found); ``detail``: the whole traceback."""
+    ``kind``: what it did (``SystemExit``, ``os._exit``,
+    ``KeyboardInterrupt``); ``where``: the user's ``file:line in function`` (None when
+    no frame of the user's was found); ``detail``: the whole traceback."""
 
     def __init__(self, kind: str, message: str, where: str | None, detail: str) -> None:
         super().__init__(message)
@@ -96,13 +101,15 @@ def _leave() -> None:
 
 
 def _a_signal() -> bool:
-    """Whether a KeyboardInterrupt here may be the user's Ctrl-C: sweeper's handler said so (STOP), or Python's own
-    handler is in place (a process that did not install sweeper's: it cannot be told apart, so it is one)."""
+    """Whether a KeyboardInterrupt here may be the user's Ctrl-C: sweeper's handler said
+    so (STOP), or Python's own handler is in place (a process that did not install
+    sweeper's: it cannot be told apart, so it is one)."""
     return stop.STOP.is_set() or signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def call_user(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, the process's ends it would take turned into :class:`UserCodeError`."""
+    """``fn(*args, **kwargs)``, the process's ends it would take turned into
+    :class:`UserCodeError`."""
     _enter()
     err: UserCodeError | None = None
     try:
@@ -125,7 +132,8 @@ def call_user(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` always run through :func:`call_user` (a decorator; the function keeps its name: it pickles by reference)."""
+    """``fn`` always run through :func:`call_user` (a decorator; the function keeps
+    its name: it pickles by reference)."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -146,8 +154,9 @@ def _error(kind: str, what: str, e: BaseException) -> UserCodeError:
 
 
 def user_frame(e: BaseException) -> str | None:
-    """The user's ``file:line in function`` where ``e`` was raised: the innermost frame outside sweeper and the
-    interpreter (its standard library and installed packages); None when there is none."""
+    """The user's ``file:line in function`` where ``e`` was raised: the innermost frame
+    outside sweeper and the interpreter (its standard library and installed packages);
+    None when there is none."""
     if isinstance(e, UserCodeError):
         return e.where
     frames = traceback.extract_tb(e.__traceback__)
@@ -164,7 +173,8 @@ def user_frame(e: BaseException) -> str | None:
 
 
 def user_line(e: BaseException) -> str:
-    """What a failed run says: the error's type, its message's first line, and the user's file:line."""
+    """What a failed run says: the error's type, its message's first line, and the
+    user's file:line."""
     if isinstance(e, UserCodeError):  # what it called is its first words: sys.exit(3) called (...)
         return str(e)
     text = str(e).strip().splitlines()

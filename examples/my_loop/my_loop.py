@@ -1,10 +1,11 @@
-"""The seed article's linear regression as a function trainer: its own epoch loop (with the host syncs a
-from-scratch script has), swept, tracked and pinned by sweeper without a forward/backward split."""
+"""The seed article's linear regression as a function trainer: its own epoch loop (with
+the host syncs a from-scratch script has), swept, tracked and pinned by sweeper without
+a forward/backward split."""
 
 
 def fit(data, report, *, lr, epochs, seed, l2=0.0):
-    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both losses every 10 epochs and
-    stops where ``report`` says (patience, successive halving).
+    """Full-batch gradient descent on ``mean((X w + b - y)²) + l2 ||w||²``; reports both
+    losses every 10 epochs and stops where ``report`` says (patience, successive halving).
 
     l2: the weights' L2 penalty, >= 0
     """

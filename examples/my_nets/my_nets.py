@@ -1,9 +1,10 @@
-"""A user's own network, written from scratch as in the seed article: a two-layer ReLU network with its own
-backward pass. sweeper sweeps, batches, tracks and pins it like its own MLP (see README.md beside this file).
+"""A user's own network, written from scratch as in the seed article: a two-layer ReLU
+network with its own backward pass. sweeper sweeps, batches, tracks and pins it like its
+own MLP (see README.md beside this file).
 
 The three idioms that make it batch for free (parameters stacked over a leading member axis):
-``X @ W`` (never ``np.dot``), ``A.swapaxes(-1, -2)`` (never ``A.T``), ``dZ.sum(axis=-2, keepdims=True)``
-(never ``axis=0``).
+``X @ W`` (never ``np.dot``), ``A.swapaxes(-1, -2)`` (never ``A.T``),
+``dZ.sum(axis=-2, keepdims=True)`` (never ``axis=0``).
 """
 
 import numpy as np
