@@ -1,10 +1,10 @@
 """The one place that chooses an array library: ``cpu`` is NumPy, ``gpu`` is CuPy.
 
-Model and training code take ``backend.xp`` and never import CuPy themselves. Everything that crosses
-between host and device goes through :meth:`Backend.to_device` and :meth:`Backend.to_numpy`, and
-every wait for the device through :meth:`Backend.synchronize`, so both can be counted and timed.
-A backend is plain data (a namespace and three functions), so tests can build a "gpu" backend on
-NumPy where no CUDA device exists and drive the very same code path.
+Model and training code take ``backend.xp`` and never import CuPy themselves. Everything that
+crosses between host and device goes through :meth:`Backend.to_device` and
+:meth:`Backend.to_numpy`, and every wait for the device through :meth:`Backend.synchronize`, so
+both can be counted and timed. A backend is plain data (a namespace and three functions), so tests
+can build a "gpu" backend on NumPy where no CUDA device exists and drive the very same code path.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from typing import Any, Callable, ContextManager, Iterator
 import numpy as np
 
 
-# Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns that
-# mix devices can be tested end to end where no CUDA device exists; SWEEPER_FAKE_GPU=strict runs it on the strict
-# device stand-in (sweeper.base.strict: it refuses what CuPy refuses and counts every transfer and sync). Such runs
-# are tagged fake_gpu=true.
+# Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns
+# that mix devices can be tested end to end where no CUDA device exists; SWEEPER_FAKE_GPU=strict
+# runs it on the strict device stand-in (sweeper.base.strict: it refuses what CuPy refuses and
+# counts every transfer and sync). Such runs are tagged fake_gpu=true.
 FAKE_GPU_ENV = "SWEEPER_FAKE_GPU"
 FAKE_GPU_MODES = ("numpy", "strict")
 
 
 def fake_gpu() -> str:
-    """The fake GPU this process runs ``device=gpu`` on (``numpy`` or ``strict``), or "" for CuPy."""
+    """The fake GPU this process runs ``device=gpu`` on (``numpy`` or ``strict``), or ""
+    for CuPy."""
     mode = os.environ.get(FAKE_GPU_ENV, "")
     return mode if mode in FAKE_GPU_MODES else ""
 
@@ -49,7 +50,8 @@ def is_sparse(a: Any) -> bool:
 
 
 def _to_host_device(a: Any) -> Any:
-    """NumPy's "device": arrays as they are; a SciPy sparse matrix stays sparse (``np.asarray`` would box it)."""
+    """NumPy's "device": arrays as they are; a SciPy sparse matrix stays sparse
+    (``np.asarray`` would box it)."""
     return a if is_sparse(a) else np.asarray(a)
 
 
@@ -62,10 +64,10 @@ def _no_mark(phase: str, step: int = -1) -> None:
 
 
 # Below this many FLOPs in an epoch's largest matrix product, one BLAS thread is faster than two:
-# OpenBLAS's threads cost more to wake and join than they save, and they keep the other core spinning
-# while NumPy runs the elementwise calls. Measured on 2 cores (a product followed by tanh, as in an
-# epoch): (64, 65) @ (65, 266), 2.2 MFLOP, took 27 µs on 1 thread and 38 µs on 2 in float32 (float64:
-# even); from ~8 MFLOP up, 2 threads win (1.2× at 33 MFLOP, 1.7× at 1.6 GFLOP).
+# OpenBLAS's threads cost more to wake and join than they save, and they keep the other core
+# spinning while NumPy runs the elementwise calls. Measured on 2 cores (a product followed by
+# tanh, as in an epoch): (64, 65) @ (65, 266), 2.2 MFLOP, took 27 µs on 1 thread and 38 µs on 2 in
+# float32 (float64: even); from ~8 MFLOP up, 2 threads win (1.2× at 33 MFLOP, 1.7× at 1.6 GFLOP).
 SMALL_PRODUCT_FLOPS = 4e6
 # Column blocks (threads) for an epoch above that size; default: the CPUs this process may use.
 THREADS_ENV = "SWEEPER_THREADS"
@@ -88,9 +90,10 @@ def _workers(n: int) -> ThreadPoolExecutor:
 
 
 def cpu_threads() -> int:
-    """How many threads a large epoch (or a batched group) runs on: ``SWEEPER_THREADS``, else the CPUs this
-    process may use, but no more than ``OMP_NUM_THREADS`` where that is set: joblib's workers get
-    ``cpu_count // n_jobs`` there, so parallel jobs share the cores instead of each taking all of them."""
+    """How many threads a large epoch (or a batched group) runs on: ``SWEEPER_THREADS``,
+    else the CPUs this process may use, but no more than ``OMP_NUM_THREADS`` where that
+    is set: joblib's workers get ``cpu_count // n_jobs`` there, so parallel jobs share
+    the cores instead of each taking all of them."""
     value = os.environ.get(THREADS_ENV, "")
     if value.strip():
         if not value.strip().isdigit() or int(value) < 1:
@@ -108,7 +111,8 @@ def cpu_threads() -> int:
 def _host_threads(product_flops: float, max_blocks: int = 1) -> Iterator[tuple[int, Any]]:
     """Small products: one BLAS thread, one block. Large ones: the epoch in column blocks (at most
     ``max_blocks``: the data's rows allow no more) on :func:`cpu_threads` threads, each block's BLAS
-    getting its share of them (see models.mlp.FullBatch); with one block, BLAS keeps all its threads."""
+    getting its share of them (see models.mlp.FullBatch); with one block, BLAS keeps all
+    its threads."""
     if product_flops < SMALL_PRODUCT_FLOPS:
         with _threadpools().limit(limits=1, user_api="blas"):
             yield 1, None
@@ -137,8 +141,9 @@ class Backend:
     synchronize_fn: Callable[[], None] = _no_wait
     host_threads_fn: Callable[[float, int], ContextManager[tuple[int, Any]]] = _no_threads
     fake: bool = False  # a "gpu" backend running on NumPy (tests on machines without CUDA)
-    # the training loops name their phases here (``epoch``, ``segment end``, ``end``): the strict stand-in files
-    # every transfer and sync under the phase it happened in; a no-op elsewhere (one call an epoch)
+    # the training loops name their phases here (``epoch``, ``segment end``, ``end``):
+    # the strict stand-in files every transfer and sync under the phase it happened in;
+    # a no-op elsewhere (one call an epoch)
     mark_fn: Callable[[str, int], None] = _no_mark
 
     def to_device(self, a: np.ndarray) -> Any:
@@ -163,7 +168,8 @@ class Backend:
         return self.host_threads_fn(product_flops, max_blocks)
 
     def mark(self, phase: str, step: int = -1) -> None:
-        """The training loop enters ``phase`` at epoch ``step`` (for the strict stand-in's accounts)."""
+        """The training loop enters ``phase`` at epoch ``step`` (for the
+        strict stand-in's accounts)."""
         self.mark_fn(phase, step)
 
     def clock(self) -> float:
@@ -173,8 +179,12 @@ class Backend:
 
 
 def _cupy() -> ModuleType:
-    """Import CuPy and prove it can reach a CUDA device; raise BackendUnavailable with CuPy's reason."""
-    advice = "install the gpu extra (pip install -e '.[gpu]') on a machine with an NVIDIA GPU, or use device=cpu"
+    """Import CuPy and prove it can reach a CUDA device; raise BackendUnavailable with
+    CuPy's reason."""
+    advice = (
+        "install the gpu extra (pip install -e '.[gpu]') on a machine with an NVIDIA GPU, or "
+        "use device=cpu"
+    )
     try:
         import cupy  # the only import of cupy in the project
     except ImportError as e:
@@ -237,7 +247,8 @@ def resolve(device: str) -> Backend:
     raise ValueError(f"device={device} is not allowed: expected one of cpu, gpu")
 
 
-# Test-only, with SWEEPER_FAKE_GPU=numpy or strict: how many GPUs the fake backend pretends this node has (default 1).
+# Test-only, with SWEEPER_FAKE_GPU=numpy or strict: how many GPUs the fake backend
+# pretends this node has (default 1).
 FAKE_GPUS_ENV = "SWEEPER_FAKE_GPUS"
 _fake_device = __import__("threading").local()
 
@@ -255,7 +266,8 @@ def gpu_count() -> int:
 
 @contextlib.contextmanager
 def on_gpu(index: int) -> Iterator[None]:
-    """Within this block, this thread's GPU work goes to device ``index`` (CuPy's ``Device`` context)."""
+    """Within this block, this thread's GPU work goes to device ``index`` (CuPy's
+    ``Device`` context)."""
     if fake_gpu():
         before, _fake_device.index = getattr(_fake_device, "index", 0), index
         try:

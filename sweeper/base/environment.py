@@ -1,7 +1,7 @@
-"""The ``SWEEPER_*`` environment variables sweeper reads, what each allows, and the one-line refusal of a bad one
-(checked by ``python -m sweeper`` before anything else): a value that would be ignored or half-read (a thread count
-of ``two``, ``SWEEPER_WRITER=no``) or a name sweeper does not read (a typo) would otherwise go unsaid. An empty
-value is as unset. Imports nothing of ours."""
+"""The ``SWEEPER_*`` environment variables sweeper reads, what each allows, and the one-line
+refusal of a bad one (checked by ``python -m sweeper`` before anything else): a value that would be
+ignored or half-read (a thread count of ``two``, ``SWEEPER_WRITER=no``) or a name sweeper does not
+read (a typo) would otherwise go unsaid. An empty value is as unset. Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _folder(v: str) -> bool:
     return not os.path.exists(v) or os.path.isdir(v)
 
 
-# SWEEPER_ACTIVATION_FORMS: each activation's forms (sweeper.models.forms implements them; a test holds the two equal)
+# SWEEPER_ACTIVATION_FORMS: each activation's forms (sweeper.models.forms implements
+# them; a test holds the two equal)
 ACTIVATION_FORMS = {"tanh": ("library", "exp"), "sigmoid": ("library", "exp"), "relu": ("library",)}
 
 
@@ -44,9 +45,10 @@ def _forms_allowed(value: str) -> bool:
     return True
 
 
-# SWEEPER_PUBLIC_ONLY: sweeper's shortcuts past a framework's public API, each turned off by name (1: all) to run the
-# public path it stands in for (docs/benchmarks.md "Shortcuts past the frameworks" measures each against it).
-# name -> (the packages whose internals it reaches into: it runs only inside their tested range, sweeper.base.tested;
+# SWEEPER_PUBLIC_ONLY: sweeper's shortcuts past a framework's public API, each turned off
+# by name (1: all) to run the public path it stands in for (docs/benchmarks.md "Shortcuts
+# past the frameworks" measures each against it). name -> (the packages whose internals
+# it reaches into: it runs only inside their tested range, sweeper.base.tested;
 #          where it lives; the public path that runs instead)
 SHORTCUTS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "jobrun": (
@@ -56,7 +58,8 @@ SHORTCUTS: dict[str, tuple[tuple[str, ...], str, str]] = {
     ),
     "compose": (
         (),
-        "sweeper.contract.compose: each shape of overrides composed once, the jobs' values set on it",
+        "sweeper.contract.compose: each shape of overrides composed once, the jobs' values set "
+        "on it",
         "Hydra composes every job (sweeper's check, the sweeper's, the launcher's)",
     ),
     "bulk": (
@@ -71,12 +74,14 @@ SHORTCUTS: dict[str, tuple[tuple[str, ...], str, str]] = {
     ),
     "painter": (
         (),
-        "sweeper.insight.plots: a process imports matplotlib while the sweep runs and draws the plots",
+        "sweeper.insight.plots: a process imports matplotlib while the sweep runs and draws the "
+        "plots",
         "the plots drawn in the launching process at the sweep's end",
     ),
     "exit": (
         (),
-        "sweeper.main_exit: threading._shutdown, atexit._run_exitfuncs, os._exit (no interpreter teardown)",
+        "sweeper.main_exit: threading._shutdown, atexit._run_exitfuncs, os._exit (no interpreter "
+        "teardown)",
         "sys.exit",
     ),
     "pyfunc_cache": (
@@ -103,9 +108,10 @@ def _shortcuts_allowed(value: str) -> bool:
 
 
 def turned_off_by(name: str, env: Mapping[str, str] | None = None) -> str | None:
-    """The setting of ``env`` (default: this process's) that turns the shortcut ``name`` off, as ``VARIABLE=value``:
-    ``SWEEPER_PUBLIC_ONLY`` naming it (``1``: all), or ``SWEEPER_WRITER=off`` (the writer's older spelling); None when
-    none does (a value :func:`problem` refuses turns none off)."""
+    """The setting of ``env`` (default: this process's) that turns the shortcut ``name``
+    off, as ``VARIABLE=value``: ``SWEEPER_PUBLIC_ONLY`` naming it (``1``: all),
+    or ``SWEEPER_WRITER=off`` (the writer's older spelling); None when none does (a
+    value :func:`problem` refuses turns none off)."""
     env = os.environ if env is None else env
     value = env.get("SWEEPER_PUBLIC_ONLY", "").strip()
     if value == "1" or name in {n.strip() for n in value.split(",")}:
@@ -145,7 +151,8 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
         _shortcuts_allowed,
     ),
     "SWEEPER_CACHE_DIR": (
-        "a folder, or a path where one can be made (model and store templates, gradient checks, probes)",
+        "a folder, or a path where one can be made (model and store templates, gradient checks, "
+        "probes)",
         _folder,
     ),
     "SWEEPER_ACTIVATION_FORMS": (
@@ -175,8 +182,9 @@ VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
 
 
 def cache_root() -> Path:
-    """Where sweeper keeps what it computes once per machine (model and store templates, gradient checks, probes):
-    ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper`` (``~/.cache/sweeper``)."""
+    """Where sweeper keeps what it computes once per machine (model and store templates,
+    gradient checks, probes): ``$SWEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sweeper``
+    (``~/.cache/sweeper``)."""
     base = (
         os.environ.get("SWEEPER_CACHE_DIR")
         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
@@ -185,7 +193,8 @@ def cache_root() -> Path:
 
 
 def problem(env: Mapping[str, str] | None = None) -> str | None:
-    """The one line for the first ``SWEEPER_*`` variable of ``env`` (default: this process's) that is not allowed."""
+    """The one line for the first ``SWEEPER_*`` variable of ``env`` (default: this
+    process's) that is not allowed."""
     env = os.environ if env is None else env
     for name in sorted(k for k in env if k.startswith("SWEEPER_")):
         value = env[name]

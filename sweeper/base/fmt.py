@@ -1,5 +1,6 @@
-"""How sweeper prints numbers and reads them back: every table, line and tag goes through :func:`cell`
-(4 significant digits) or :func:`text_cell`; :func:`parse_param` reads MLflow's param text. Imports nothing of ours."""
+"""How sweeper prints numbers and reads them back: every table, line and tag goes
+through :func:`cell` (4 significant digits) or :func:`text_cell`; :func:`parse_param`
+reads MLflow's param text. Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 
 
 def cell(v: Any) -> str:
-    """How sweeper prints a value, in every table and line it shows: a float to 4 significant digits, an
-    integral float below 1e15 as the integer it is (MLflow keeps counts such as epochs_run as floats), None as
-    ``-``, anything else (an int, a name, an id) as it is. Param and override text goes through :func:`text_cell`."""
+    """How sweeper prints a value, in every table and line it shows: a float to 4
+    significant digits, an integral float below 1e15 as the integer it is (MLflow keeps
+    counts such as epochs_run as floats), None as ``-``, anything else (an int, a name,
+    an id) as it is. Param and override text goes through :func:`text_cell`."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -19,9 +21,10 @@ def cell(v: Any) -> str:
 
 
 def text_cell(text: Any) -> str:
-    """A param's or an override's value as sweeper prints it: the number it holds, through :func:`cell`, when 4
-    significant digits change it (Optuna's ``0.006260326907499732`` → ``0.00626``), else as written (``1e-3``,
-    ``200``, ``tanh``). Commands keep the exact text: a resumed sweep must match the runs it reuses."""
+    """A param's or an override's value as sweeper prints it: the number it holds, through
+    :func:`cell`, when 4 significant digits change it (Optuna's ``0.006260326907499732`` →
+    ``0.00626``), else as written (``1e-3``, ``200``, ``tanh``). Commands keep the
+    exact text: a resumed sweep must match the runs it reuses."""
     x = parse_param(str(text)) if text is not None else None
     if isinstance(x, float) and math.isfinite(x) and float(cell(x)) != x:
         return cell(x)
@@ -29,8 +32,8 @@ def text_cell(text: Any) -> str:
 
 
 def parse_param(text: str) -> Any:
-    """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool, None, str, or a
-    list of those (``data.drop=['id', 2]``, logged as Python writes it)."""
+    """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool,
+    None, str, or a list of those (``data.drop=['id', 2]``, logged as Python writes it)."""
     if text.startswith("[") and text.endswith("]"):
         import ast
 

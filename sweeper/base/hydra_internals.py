@@ -1,6 +1,7 @@
-"""Hydra's adapter: every name of Hydra's that is not its public API, here and nowhere else, each with the public
-call it stands for (or why there is none). ``tests/test_adapters.py`` fails on a private name of Hydra's used
-outside this module. Imports nothing of ours but :mod:`sweeper.base.tested`."""
+"""Hydra's adapter: every name of Hydra's that is not its public API, here and nowhere
+else, each with the public call it stands for (or why there is none).
+``tests/test_adapters.py`` fails on a private name of Hydra's used outside this module.
+Imports nothing of ours but :mod:`sweeper.base.tested`."""
 
 from __future__ import annotations
 
@@ -13,23 +14,24 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 def fast() -> bool:
-    """Whether sweeper's own ``run_job`` (:mod:`sweeper.sweep.jobrun`, a copy of Hydra's without its copies of the
-    config) may run: Hydra and OmegaConf inside the versions the tests ran, and the shortcut ``jobrun`` not turned
-    off (``SWEEPER_PUBLIC_ONLY``). Else Hydra's public ``run_job``."""
+    """Whether sweeper's own ``run_job`` (:mod:`sweeper.sweep.jobrun`, a copy of Hydra's
+    without its copies of the config) may run: Hydra and OmegaConf inside the versions
+    the tests ran, and the shortcut ``jobrun`` not turned off (``SWEEPER_PUBLIC_ONLY``).
+    Else Hydra's public ``run_job``."""
     return tested.shortcut("jobrun")
 
 
 def convert_value(value: Any) -> Any:
-    """``Override._convert_value``: a swept value as the basic sweeper hands it to a job (no public spelling: the
-    transformer Hydra's own sweeper passes to ``Override.sweep_iterator``)."""
+    """``Override._convert_value``: a swept value as the basic sweeper hands it to a job (no
+    public spelling: the transformer Hydra's own sweeper passes to ``Override.sweep_iterator``)."""
     from hydra.core.override_parser.types import Override
 
     return Override._convert_value(value)
 
 
 def basic_sweeper() -> type:
-    """Hydra's ``BasicSweeper`` class, for its ``split_arguments`` (the grid's batches as the sweeper makes them;
-    public only as the plugin ``hydra/sweeper=basic``)."""
+    """Hydra's ``BasicSweeper`` class, for its ``split_arguments`` (the grid's batches
+    as the sweeper makes them; public only as the plugin ``hydra/sweeper=basic``)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper
@@ -38,8 +40,8 @@ def basic_sweeper() -> type:
 def overrides_dirname(
     overrides: list[Any], kv_sep: str, item_sep: str, exclude_keys: list[str]
 ) -> str:
-    """``hydra.job.override_dirname`` as Hydra's config loader computes it (``get_overrides_dirname``; public
-    only through a composed config)."""
+    """``hydra.job.override_dirname`` as Hydra's config loader computes it
+    (``get_overrides_dirname``; public only through a composed config)."""
     from hydra._internal.config_loader_impl import get_overrides_dirname
 
     return get_overrides_dirname(
@@ -48,8 +50,8 @@ def overrides_dirname(
 
 
 def main_hydra(task_name: str, conf_dir: str) -> Any:
-    """Hydra's app over ``conf_dir`` as ``@hydra.main`` builds it (plugins' search paths too): the public
-    ``hydra.initialize_config_dir`` + ``compose`` compose one config, not a multirun."""
+    """Hydra's app over ``conf_dir`` as ``@hydra.main`` builds it (plugins' search paths too): the
+    public ``hydra.initialize_config_dir`` + ``compose`` compose one config, not a multirun."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
 
@@ -59,8 +61,8 @@ def main_hydra(task_name: str, conf_dir: str) -> Any:
 
 
 def reporter() -> Any:
-    """The function through which ``@hydra.main`` runs the app and reports its errors (``run_and_report``); no
-    public hook exists (``HYDRA_FULL_ERROR`` only widens the report)."""
+    """The function through which ``@hydra.main`` runs the app and reports its errors
+    (``run_and_report``); no public hook exists (``HYDRA_FULL_ERROR`` only widens the report)."""
     from hydra._internal import utils
 
     return utils.run_and_report
@@ -74,25 +76,25 @@ def set_reporter(fn: Any) -> None:
 
 
 def flush_loggers() -> None:
-    """``hydra.core.utils._flush_loggers``, as Hydra's ``run_job`` calls it after a job (the logging module's
-    handlers flushed; public: ``logging.shutdown`` flushes them but closes them too)."""
+    """``hydra.core.utils._flush_loggers``, as Hydra's ``run_job`` calls it after a job (the logging
+    module's handlers flushed; public: ``logging.shutdown`` flushes them but closes them too)."""
     from hydra.core.utils import _flush_loggers
 
     _flush_loggers()
 
 
 def chdir_deprecation(message: str) -> None:
-    """Hydra's deprecation warning of a job that changes directory without ``hydra.job.chdir`` set (as its
-    ``run_job``); public: ``warnings.warn``, which Hydra's own wraps."""
+    """Hydra's deprecation warning of a job that changes directory without ``hydra.job.chdir``
+    set (as its ``run_job``); public: ``warnings.warn``, which Hydra's own wraps."""
     from hydra._internal.deprecation_warning import deprecation_warning
 
     deprecation_warning(message=message, stacklevel=3)
 
 
 def same_return(ret: Any, cls: type) -> Any:
-    """A ``JobReturn`` of class ``cls`` (a subclass) with ``ret``'s fields, its stored return value included without
-    raising a failed job's exception (the dataclass field ``_return_value``; the public ``return_value`` re-raises
-    it)."""
+    """A ``JobReturn`` of class ``cls`` (a subclass) with ``ret``'s fields, its stored
+    return value included without raising a failed job's exception (the dataclass field
+    ``_return_value``; the public ``return_value`` re-raises it)."""
     return cls(
         overrides=ret.overrides,
         hydra_cfg=ret.hydra_cfg,

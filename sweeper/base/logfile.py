@@ -1,7 +1,7 @@
-"""A log file that cannot be written (a full disk under the sweep folder, a read-only one): one line on stderr, once a
-file, and its lines dropped, instead of Python's "--- Logging error ---" block with a traceback for every line
-logged. Only a file's failure to write (``OSError``) is met so; any other logging error is Python's as before.
-Imports nothing of ours."""
+"""A log file that cannot be written (a full disk under the sweep folder, a read-only one): one
+line on stderr, once a file, and its lines dropped, instead of Python's "--- Logging error ---"
+block with a traceback for every line logged. Only a file's failure to write (``OSError``) is
+met so; any other logging error is Python's as before. Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ def _handle_error(self: logging.Handler, record: logging.LogRecord) -> None:
     if name not in _SAID:
         _SAID.add(name)
         print(
-            f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its lines are dropped "
+            f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its "
+            "lines are dropped "
             "from here on; the sweep goes on and records every run in the store",
             file=sys.stderr,
         )
 
 
 def quiet_unwritable_files() -> None:
-    """From now on in this process, a file handler whose writes fail says so once (:func:`_handle_error`)."""
+    """From now on in this process, a file handler whose writes fail says so once
+    (:func:`_handle_error`)."""
     logging.FileHandler.handleError = _handle_error  # type: ignore[method-assign]

@@ -1,5 +1,6 @@
-"""The words every layer shares: statuses and reasons, the files a job and a sweep leave, how runs are
-named and where the MLflow UI shows them, the command that resumes a sweep. Imports nothing of ours but the base layer."""
+"""The words every layer shares: statuses and reasons, the files a job and a sweep
+leave, how runs are named and where the MLflow UI shows them, the command that resumes a
+sweep. Imports nothing of ours but the base layer."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
 ERROR_FILE = "error.txt"  # a failed run's whole traceback, in its folder and among its artifacts
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later
 SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep folder
-# A parent run's tag: what started its sweep, when not the command line ("python": sweeper.multirun). The advisor's
-# next command then takes that form: sweeper.multirun([...]).
+# A parent run's tag: what started its sweep, when not the command line ("python":
+# sweeper.multirun). The advisor's next command then takes that form: sweeper.multirun([...]).
 SWEEP_FROM = "sweep_from"
 PYTHON_CALL = "sweeper.multirun("
 
 
 def python_call(args: list[str]) -> str:
-    """The Python form of a sweep's next command: ``sweeper.multirun([...])`` with ``resume=true`` last."""
+    """The Python form of a sweep's next command: ``sweeper.multirun([...])``
+    with ``resume=true`` last."""
     kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
     return f"{PYTHON_CALL}{[*kept, 'resume=true']!r})"
 
@@ -28,21 +30,24 @@ def python_call(args: list[str]) -> str:
 ORPHAN = "orphaned: its job ended without closing the run (killed?)"
 INTERRUPTED = "interrupted (Ctrl-C)"
 RETRIED = "an attempt: its engine retried the job"
-# The longest name that becomes one file or folder name (an experiment's artifact folder, a pinned file's
-# NAME_1.yaml, a sweep folder's part): file systems allow 255 bytes, and a suffix may follow.
+# The longest name that becomes one file or folder name (an experiment's artifact folder, a pinned
+# file's NAME_1.yaml, a sweep folder's part): file systems allow 255 bytes, and a suffix may follow.
 MAX_NAME_BYTES = 200
 
 
 def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be one file or folder name (None when it can): too long, empty, ``.``/``..``, or
-    holding ``/`` or a NUL."""
+    """Why ``name`` cannot be one file or folder name (None when it can): too long,
+    empty, ``.``/``..``, or holding ``/`` or a NUL."""
     if not name or name in (".", ".."):
         return "expected a non-empty name"
     if "/" in name or "\0" in name:
         return "expected a name without / (it names one file or folder)"
     size = len(name.encode("utf-8", "surrogateescape"))
     if size > MAX_NAME_BYTES:
-        return f"{size} bytes long: expected a name of at most {MAX_NAME_BYTES} bytes (it names a file or folder)"
+        return (
+            f"{size} bytes long: expected a name of at most {MAX_NAME_BYTES} bytes (it names "
+            "a file or folder)"
+        )
     return None
 
 
@@ -69,7 +74,8 @@ def uri_problem(uri: str) -> str | None:
             or name.startswith(":memory:")
         ):
             return (
-                "is not a persistent store (an in-memory database keeps nothing once the command ends): "
+                "is not a persistent store (an in-memory database keeps nothing once the command "
+                "ends): "
                 "expected sqlite:///PATH/TO/mlflow.db"
             )
     return None
@@ -82,19 +88,21 @@ HALVING_SETTINGS = "halving_settings"
 
 
 def halving_setting(settings: Any) -> str | None:
-    """The launcher's ``halving`` settings (a mapping) as a pruned run's tag records them; None when halving is off.
-    ``resume=true`` takes a pruned run as finished only under the same settings."""
+    """The launcher's ``halving`` settings (a mapping) as a pruned run's tag records them; None when
+    halving is off. ``resume=true`` takes a pruned run as finished only under the same settings."""
     if not settings or settings.get("eta") in (None, 0):
         return None
     return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
 
 
-# A run on a data file: its content's SHA-256, and the fingerprint of its configuration alone (the fingerprint holds
-# both: sweeper.contract.fingerprint); resume names the runs of the configuration that read another version
+# A run on a data file: its content's SHA-256, and the fingerprint of its configuration
+# alone (the fingerprint holds both: sweeper.contract.fingerprint); resume names the
+# runs of the configuration that read another version
 DATA_SHA256, CONFIG_FINGERPRINT = "data_sha256", "config_fingerprint"
 
-# Bookkeeping tags: how and where a run ran (its process and host, heartbeat, batched group, worker, engine, the command
-# that re-runs it), not what it is or scored. One prefix keeps them together, apart from what a reader came for.
+# Bookkeeping tags: how and where a run ran (its process and host, heartbeat, batched
+# group, worker, engine, the command that re-runs it), not what it is or scored. One
+# prefix keeps them together, apart from what a reader came for.
 BOOK = "sweeper."
 HOST, PID = (
     BOOK + "host",
@@ -122,9 +130,10 @@ REPLACED_BY = "replaced_by"
 
 
 def sqlite_path(uri: str):
-    """The database file of a ``sqlite:///`` tracking URI, else None: the file SQLAlchemy opens (its URL rules:
-    ``%20`` is a space, a ``?query`` no part of the path), so the checks, the folder made and the lock are of that
-    file (before: ``a%20b/`` was made and checked while MLflow retried ``a b/x.db`` for ~100 s)."""
+    """The database file of a ``sqlite:///`` tracking URI, else None: the file
+    SQLAlchemy opens (its URL rules: ``%20`` is a space, a ``?query`` no part of the
+    path), so the checks, the folder made and the lock are of that file (before:
+    ``a%20b/`` was made and checked while MLflow retried ``a b/x.db`` for ~100 s)."""
     from pathlib import Path
     from urllib.parse import unquote
 
@@ -136,9 +145,9 @@ def sqlite_path(uri: str):
 
 
 def ended(code: int | None) -> str:
-    """How a process ended, in words: ``exit code 3``, or the signal that killed it (``killed by SIGKILL``); a bus
-    error (SIGBUS) in a process that writes a store is SQLite's write to its ``-shm`` that the file system could not
-    back."""
+    """How a process ended, in words: ``exit code 3``, or the signal that killed it
+    (``killed by SIGKILL``); a bus error (SIGBUS) in a process that writes a store is
+    SQLite's write to its ``-shm`` that the file system could not back."""
     import signal
 
     if code is None or code >= 0:
@@ -161,20 +170,22 @@ def ui_command(uri: str) -> str:
     return f"open {uri} in a browser"
 
 
-# MLflow 3.17's UI picks its model-training views (runs table, models, charts) or its GenAI ones (traces,
-# evaluations) from the page address's workflowType, else from what this browser chose last (GenAI at
-# first); it does not read the experiment's mlflow.experimentKind tag. So every address sweeper prints
-# asks for the model-training views.
+# MLflow 3.17's UI picks its model-training views (runs table, models, charts) or its GenAI
+# ones (traces, evaluations) from the page address's workflowType, else from what this browser
+# chose last (GenAI at first); it does not read the experiment's mlflow.experimentKind tag. So
+# every address sweeper prints asks for the model-training views.
 UI_VIEW = "workflowType=machine_learning"
 
 
 def _ui_base(uri: str) -> str:
-    """The UI of a tracking server, or the one ``mlflow ui`` (:func:`ui_command`) serves for an embedded store."""
+    """The UI of a tracking server, or the one ``mlflow ui`` (:func:`ui_command`) serves
+    for an embedded store."""
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
 
 
 def run_path(experiment_id: str, run_id: str) -> str:
-    """A run's page in the MLflow UI, relative to the UI (a link in a run's description), on its model-training views."""
+    """A run's page in the MLflow UI, relative to the UI (a link in a run's
+    description), on its model-training views."""
     return f"#/experiments/{experiment_id}/runs/{run_id}?{UI_VIEW}"
 
 
@@ -184,16 +195,18 @@ def run_url(uri: str, experiment_id: str, run_id: str) -> str:
 
 
 def experiment_url(uri: str, experiment_id: str, query: str = "") -> str:
-    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their runs); ``query``: more of the
-    page address (:func:`table_query`, or ``viewStateShareKey=<key>``: :mod:`sweeper.tracking.ui`)."""
+    """Where the MLflow UI shows an experiment's runs table (sweeps expand into their
+    runs); ``query``: more of the page address (:func:`table_query`,
+    or ``viewStateShareKey=<key>``: :mod:`sweeper.tracking.ui`)."""
     return f"{_ui_base(uri)}/#/experiments/{experiment_id}/runs?{UI_VIEW}" + (
         f"&{query}" if query else ""
     )
 
 
 def table_query(order_by: str, ascending: bool, search: str = "") -> str:
-    """The runs table's own search and sort as the page address gives them (every MLflow 3 UI honours them; a sort
-    flattens the tree of parents and children): ``orderByKey=metrics.%60val_mse%60&orderByAsc=true``."""
+    """The runs table's own search and sort as the page address gives them (every MLflow
+    3 UI honours them; a sort flattens the tree of parents and
+    children): ``orderByKey=metrics.%60val_mse%60&orderByAsc=true``."""
     from urllib.parse import quote
 
     parts = [f"searchFilter={quote(search, safe='')}"] if search else []
@@ -214,8 +227,8 @@ def ui_line(uri: str, url: str) -> str:
 
 def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
     """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
-    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's) is rounded to them
-    (the run's params keep it whole)."""
+    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's)
+    is rounded to them (the run's params keep it whole)."""
     parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
     parts = [
         f"{k.removeprefix('++')}={text_cell(v)}" if eq else k
@@ -229,11 +242,13 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
     return ",".join(parts + ([] if device in parts else [device]))
 
 
-MLP_NAME = "mlp"  # sweeper's own network, as runs, tables and promote --model name it (its config: model=mlp)
+# sweeper's own network, as runs, tables and promote --model name it (its config: model=mlp)
+MLP_NAME = "mlp"
 
 
 def model_name(tags: Any) -> str:
-    """A run's model, short, from its tags: the last two parts of its import path (``my_nets.TwoLayerNet``,
-    ``nets.resnets.ResTanh`` → ``resnets.ResTanh``), or ``mlp`` for sweeper's MLP (a run without a ``model`` tag)."""
+    """A run's model, short, from its tags: the last two parts of its import path
+    (``my_nets.TwoLayerNet``, ``nets.resnets.ResTanh`` → ``resnets.ResTanh``), or
+    ``mlp`` for sweeper's MLP (a run without a ``model`` tag)."""
     path = str((tags or {}).get("model") or "").replace(":", ".")
     return ".".join(path.split(".")[-2:]) if path else MLP_NAME

@@ -1,14 +1,16 @@
-"""What sweeper writes, made safe to read: a standard output that cannot be written, a password in a URI, a
-spreadsheet formula in a CSV cell, a line break in a logged value. Imports nothing of ours.
+"""What sweeper writes, made safe to read: a standard output that cannot be written, a password in a
+URI, a spreadsheet formula in a CSV cell, a line break in a logged value. Imports nothing of ours.
 
-A standard output that cannot be written — its reader closed it (``| head``, a killed ``tee``, a dropped ssh
-pipe) or it is a file on a full disk (``> /dev/full``) — is said once on stderr and its further lines are dropped
-(the stream then writes into ``os.devnull``), instead of a ``BrokenPipeError`` traceback per line logged and a
+A standard output that cannot be written — its reader closed it (``| head``, a killed
+``tee``, a dropped ssh pipe) or it is a file on a full disk (``> /dev/full``) — is said
+once on stderr and its further lines are dropped (the stream then writes into
+``os.devnull``), instead of a ``BrokenPipeError`` traceback per line logged and a
 command cut short where it printed: a sweep goes on and records every run in the store.
 
-A URI's password (``http://alice:s3cr3t@host``, ``postgresql://bob:pw@host/db``) is masked (:func:`masked`:
-``http://alice:***@host``) in every line (the standard streams, every log record), tag and file sweeper writes; the
-process that masked it keeps it to connect again (:func:`unmasked`).
+A URI's password (``http://alice:s3cr3t@host``, ``postgresql://bob:pw@host/db``) is
+masked (:func:`masked`: ``http://alice:***@host``) in every line (the standard streams,
+every log record), tag and file sweeper writes; the process that masked it keeps it to
+connect again (:func:`unmasked`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ GOES_ON = "the command goes on"  # what the warning says comes next (a sweep: it
 
 
 class _Masking:
-    """A standard stream whose lines have every URI's password masked (:func:`masked`): an error line quotes the URI."""
+    """A standard stream whose lines have every URI's password masked (:func:`masked`):
+    an error line quotes the URI."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -38,7 +41,8 @@ class _Masking:
 
 
 class _Guarded(_Masking):
-    """``sys.stdout``, masked, whose write or flush failing (``OSError``) points it at ``os.devnull``, said once."""
+    """``sys.stdout``, masked, whose write or flush failing (``OSError``) points it at
+    ``os.devnull``, said once."""
 
     def write(self, text: str) -> int:
         try:
@@ -64,7 +68,8 @@ class _Guarded(_Masking):
                 pass
             try:
                 print(
-                    f"sweeper: warning: the standard output cannot be written ({BROKEN[0]}): its lines are dropped "
+                    f"sweeper: warning: the standard output cannot be written ({BROKEN[0]}): its "
+                    "lines are dropped "
                     f"from here on; {GOES_ON}",
                     file=sys.stderr,
                     flush=True,
@@ -78,8 +83,8 @@ class _Guarded(_Masking):
 
 
 def guard(goes_on: str = GOES_ON) -> None:
-    """From now on, the standard output that fails says so once and drops its lines (:class:`_Guarded`), and both
-    standard streams mask a URI's password (:class:`_Masking`)."""
+    """From now on, the standard output that fails says so once and drops its lines
+    (:class:`_Guarded`), and both standard streams mask a URI's password (:class:`_Masking`)."""
     global GOES_ON
     GOES_ON = goes_on or "the command ends with exit code 1 (its output is lost)"
     if not isinstance(sys.stdout, _Guarded) and sys.stdout is not None:
@@ -88,12 +93,14 @@ def guard(goes_on: str = GOES_ON) -> None:
         sys.stderr = _Masking(sys.stderr)
 
 
-# --- secrets: a URI's user info (RFC 3986: scheme://user:password@host) -----------------------------------------
+# --- secrets: a URI's user info
+# (RFC 3986: scheme://user:password@host) -----------------------------------------
 
 MASK = "***"
-# scheme://user:password@host, the password up to the last @ before the host (a raw @ in it stays hidden); a quote,
-# a space or the path ends the address (a URI inside JSON, a shell-quoted argument, a sentence). Hydra's overrides of
-# a sweep's job escape the colons (tracking.uri=http\://alice\:PW@host), and JSON its backslashes: read alike.
+# scheme://user:password@host, the password up to the last @ before the host (a raw @ in
+# it stays hidden); a quote, a space or the path ends the address (a URI inside JSON,
+# a shell-quoted argument, a sentence). Hydra's overrides of a sweep's job escape the
+# colons (tracking.uri=http\://alice\:PW@host), and JSON its backslashes: read alike.
 _USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
     r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)"
@@ -103,9 +110,9 @@ _PASSWORDS: dict[tuple[str, str], str] = {}
 
 
 def masked(text: str) -> str:
-    """``text`` with the password of every URI in it replaced by ``***``: ``http://alice:***@127.0.0.1:5000``
-    (a user name without a password is left as it is). The password is kept in this process for
-    :func:`unmasked`."""
+    """``text`` with the password of every URI in it replaced by
+    ``***``: ``http://alice:***@127.0.0.1:5000`` (a user name without a password is left
+    as it is). The password is kept in this process for :func:`unmasked`."""
     if "@" not in text or "://" not in text:
         return text
 
@@ -118,9 +125,10 @@ def masked(text: str) -> str:
 
 
 def unmasked(uri: str) -> str:
-    """A URI that :func:`masked` hid in this process, with its password again (a sweep's parents and jobs, read
-    back from its sweep.json); one masked by another process (``upload`` of a sweep folder) without its user info,
-    so that MLflow takes the credentials from ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``."""
+    """A URI that :func:`masked` hid in this process, with its password again (a sweep's
+    parents and jobs, read back from its sweep.json); one masked by another process
+    (``upload`` of a sweep folder) without its user info, so that MLflow takes the
+    credentials from ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``."""
     if MASK not in uri:
         return uri
 
@@ -136,8 +144,9 @@ def unmasked(uri: str) -> str:
 
 
 def mask_files(paths: list[Any]) -> None:
-    """Each of these text files (Hydra's ``.hydra/*.yaml`` of a job, its sweep's ``multirun.yaml``: the command line
-    as typed) written again with its URIs' passwords masked, where it holds one; a file that is gone is skipped."""
+    """Each of these text files (Hydra's ``.hydra/*.yaml`` of a job, its
+    sweep's ``multirun.yaml``: the command line as typed) written again with its URIs'
+    passwords masked, where it holds one; a file that is gone is skipped."""
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
@@ -150,8 +159,9 @@ def mask_files(paths: list[Any]) -> None:
 
 
 def mask_log_records() -> None:
-    """From now on in this process, every log record's message has its URIs' passwords masked (:func:`masked`), for
-    every handler: the terminal, a job's log file, a worker's output (Hydra's own lines quote the overrides)."""
+    """From now on in this process, every log record's message has its URIs' passwords
+    masked (:func:`masked`), for every handler: the terminal, a job's log file, a
+    worker's output (Hydra's own lines quote the overrides)."""
     make = logging.getLogRecordFactory()
     if getattr(make, "masks", False):
         return
@@ -171,18 +181,21 @@ def mask_log_records() -> None:
     logging.setLogRecordFactory(record)
 
 
-# --- files and lines a person reads: a CSV cell a spreadsheet would run, a value that would start a log line --------
+# --- files and lines a person reads: a CSV cell a spreadsheet would run, a value that
+# would start a log line --------
 
-# OWASP's CSV injection rule: a cell beginning with one of these is run as a formula by a spreadsheet
+# OWASP's CSV injection rule: a cell beginning with one of these is run as a formula by
+# a spreadsheet
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # -3.2, +1e-3: a spreadsheet's number
 _NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
 
 
 def spreadsheet_safe(value: Any) -> Any:
-    """A CSV cell that no spreadsheet runs as a formula (OWASP): text beginning with ``=``, ``+``, ``-``, ``@``, tab
-    or carriage return gets a leading ``'`` (so does text that is ``'`` before one of them: the rule stays reversible,
-    :func:`spreadsheet_value`); a number, and text that reads as a plain number (``-3.2``), are left as they are."""
+    """A CSV cell that no spreadsheet runs as a formula (OWASP): text beginning with ``=``,
+    ``+``, ``-``, ``@``, tab or carriage return gets a leading ``'`` (so does text that is
+    ``'`` before one of them: the rule stays reversible, :func:`spreadsheet_value`); a
+    number, and text that reads as a plain number (``-3.2``), are left as they are."""
     if (
         not isinstance(value, str)
         or not value.lstrip("'").startswith(FORMULA_START)
@@ -193,7 +206,8 @@ def spreadsheet_safe(value: Any) -> Any:
 
 
 def spreadsheet_value(text: Any) -> Any:
-    """The value :func:`spreadsheet_safe` wrote as ``text`` (a CSV cell read back: the leaderboard of the Python API)."""
+    """The value :func:`spreadsheet_safe` wrote as ``text`` (a CSV cell read back: the
+    leaderboard of the Python API)."""
     if (
         isinstance(text, str)
         and text.startswith("'")
@@ -204,13 +218,14 @@ def spreadsheet_value(text: Any) -> Any:
 
 
 def csv_field(text: str) -> str:
-    """A text CSV field: spreadsheet-safe (:func:`spreadsheet_safe`), quoted when it holds a comma, quote or line
-    break."""
+    """A text CSV field: spreadsheet-safe (:func:`spreadsheet_safe`), quoted when it
+    holds a comma, quote or line break."""
     text = spreadsheet_safe(text)
     return '"' + text.replace('"', '""') + '"' if any(ch in text for ch in ',"\n\r') else text
 
 
 def one_line(text: str) -> str:
-    """``text`` with its line breaks written ``\\n`` and ``\\r``: a value from a user's file (a category, a column
-    name) cannot start a line of its own in a log (a forged ``[...][sweeper][INFO]`` line)."""
+    """``text`` with its line breaks written ``\\n`` and ``\\r``: a value from a user's
+    file (a category, a column name) cannot start a line of its own in a log (a forged
+    ``[...][sweeper][INFO]`` line)."""
     return text.replace("\r", "\\r").replace("\n", "\\n") if "\n" in text or "\r" in text else text

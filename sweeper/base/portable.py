@@ -1,13 +1,15 @@
-"""What a logged model needs at load time, in one file that imports only NumPy (SciPy for text, pandas for a date
-in another form than ISO): the MLP's forward pass, a table's encoder (:func:`encode_rows`: missing cells, dates,
-categories), a fitted text vectorizer's transform (:func:`vectorize`), and the warning for rows far outside the
+"""What a logged model needs at load time, in one file that imports only NumPy (SciPy
+for text, pandas for a date in another form than ISO): the MLP's forward pass, a table's
+encoder (:func:`encode_rows`: missing cells, dates, categories), a fitted text
+vectorizer's transform (:func:`vectorize`), and the warning for rows far outside the
 training rows (:func:`far_from_training`).
 
-It travels inside every logged model (``code_paths``: the model's ``code/portable.py``, imported there as
-``portable``), so a model loads with MLflow, NumPy, pandas and SciPy only — no sweeper, OmegaConf, Hydra or
-scikit-learn. It is also the project's own code for the encoder (``sweeper.data.columns`` imports it);
-``tests/test_portable.py`` checks the forward pass against :class:`sweeper.models.mlp.MLP` and the
-vectorizer against scikit-learn's. Import nothing of sweeper here.
+It travels inside every logged model (``code_paths``: the model's ``code/portable.py``,
+imported there as ``portable``), so a model loads with MLflow, NumPy, pandas and SciPy
+only — no sweeper, OmegaConf, Hydra or scikit-learn. It is also the project's own code
+for the encoder (``sweeper.data.columns`` imports it); ``tests/test_portable.py`` checks
+the forward pass against :class:`sweeper.models.mlp.MLP` and the vectorizer
+against scikit-learn's. Import nothing of sweeper here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ class ColumnError(ValueError):
     """A column choice or column that cannot be used; one line (the loader adds the file)."""
 
 
-# --- the forward pass: [W_0, b_0, W_1, b_1, ...] → the task's output -----------------------------------------
+# --- the forward pass: [W_0, b_0, W_1, b_1, ...] → the task's
+# output -----------------------------------------
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -33,8 +36,9 @@ ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _
 
 
 def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) -> np.ndarray:
-    """The network's output for standardised features ``X`` (n, d; dense or SciPy sparse): the regression
-    output (n, 1), P(y = 1) (n, 1), or the class probabilities (n, k) — what ``MLP.predict`` returns."""
+    """The network's output for standardised features ``X`` (n, d; dense or SciPy
+    sparse): the regression output (n, 1), P(y = 1) (n, 1), or the class probabilities
+    (n, k) — what ``MLP.predict`` returns."""
     f, A = ACTIVATIONS[activation], X
     for l in range(len(params) // 2 - 1):
         A = f(A @ params[2 * l] + params[2 * l + 1])
@@ -42,7 +46,8 @@ def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) ->
 
 
 def link(task: str, z: np.ndarray) -> np.ndarray:
-    """The task's output from a model's ``out``: itself (regression), σ (binary), softmax (classes)."""
+    """The task's output from a model's ``out``: itself (regression), σ (binary),
+    softmax (classes)."""
     if task == "multiclass":
         e = np.exp(z - z.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
@@ -52,8 +57,9 @@ def link(task: str, z: np.ndarray) -> np.ndarray:
 def user_forward(
     spec: dict[str, Any], params: Sequence[np.ndarray], task: str, X: Any
 ) -> np.ndarray:
-    """A model of the interface's prediction at load: its class (``spec["target"]``, importable from the model's
-    ``code/``) built with its hyperparameters, its ``predict`` hook or ``forward`` then the task's link."""
+    """A model of the interface's prediction at load: its class (``spec["target"]``,
+    importable from the model's ``code/``) built with its hyperparameters, its
+    ``predict`` hook or ``forward`` then the task's link."""
     import importlib
 
     target = spec["target"]
@@ -65,10 +71,12 @@ def user_forward(
     return link(task, np.asarray(net.forward(np, named, X)[0]))
 
 
-# --- a table's columns: raw values → the standardised features -----------------------------------------------
+# --- a table's columns: raw values → the standardised
+# features -----------------------------------------------
 
-# Cells read as missing, besides None and NaN: pandas' read_csv defaults (n/a, NULL, #N/A, ...) and ? and -;
-# data.na_values adds more, kept in the column's spec (``na``) so that the logged model reads the same cells as missing.
+# Cells read as missing, besides None and NaN: pandas' read_csv defaults (n/a, NULL,
+# #N/A, ...) and ? and -; data.na_values adds more, kept in the column's spec (``na``)
+# so that the logged model reads the same cells as missing.
 MISSING = (
     "",
     "NA",
@@ -95,7 +103,8 @@ MISSING = (
 
 
 def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
-    """Whether a raw cell is missing: None, NaN, or text that is one of ``markers`` once stripped."""
+    """Whether a raw cell is missing: None, NaN, or text that is one of ``markers`` once
+    stripped."""
     if v is None:
         return True
     if isinstance(v, str):
@@ -114,8 +123,8 @@ def _number(v: Any) -> float | None:
 
 
 def category(v: Any, markers: Sequence[str] = MISSING) -> str:
-    """A categorical value as its category: the text without surrounding spaces, ``3`` for 3.0, ``""`` for
-    a missing value (a category of its own)."""
+    """A categorical value as its category: the text without surrounding spaces, ``3``
+    for 3.0, ``""`` for a missing value (a category of its own)."""
     if is_missing(v, markers):
         return ""
     if isinstance(v, str):
@@ -126,15 +135,18 @@ def category(v: Any, markers: Sequence[str] = MISSING) -> str:
     return str(int(f)) if f.is_integer() else str(f)
 
 
-# An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year, month and day.
+# An ISO-like date (2011-01-31, 2011/1/31, with or without a time after it): its year,
+# month and day.
 DATE = re.compile(
     r"^\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
     r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$"
 )
-# A date in another common form (01/02/2011, 31.01.2011, Jan 5, 2011, 5 Jan 2011; a time may follow): read by pandas
-# (format="mixed": month first where a form is ambiguous, as pandas reads it), the same in training and in a logged model
+# A date in another common form (01/02/2011, 31.01.2011, Jan 5, 2011, 5 Jan 2011; a time
+# may follow): read by pandas (format="mixed": month first where a form is ambiguous, as
+# pandas reads it), the same in training and in a logged model
 OTHER_DATE = re.compile(
-    r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ -][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
+    r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ "
+    r"-][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
     r"[A-Za-z]{3,9}\.? \d{1,2},? \d{4})(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*"
     r"(?:[AaPp][Mm])?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$"
 )
@@ -142,7 +154,8 @@ DATE_PARTS = ("year", "month", "day_of_week", "day_of_year", "ordinal")
 
 
 def date_ordinal(v: Any) -> int | None:
-    """An ISO-like date as its day number (days since 1970-01-01), or None when ``v`` is no such date."""
+    """An ISO-like date as its day number (days since 1970-01-01), or None when ``v`` is
+    no such date."""
     m = DATE.match(v) if isinstance(v, str) else None
     if m is None:
         return None
@@ -154,7 +167,8 @@ def date_ordinal(v: Any) -> int | None:
 
 
 def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.ndarray:
-    """A column of dates as day numbers (float64; NaN where a cell is missing or no date), read at once."""
+    """A column of dates as day numbers (float64; NaN where a cell is missing or no
+    date), read at once."""
     out = np.full(len(values), np.nan)
     found = [
         (i, m.groups())
@@ -190,7 +204,8 @@ def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.nda
 
 
 def date_parts(days: np.ndarray) -> np.ndarray:
-    """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year (1..366), the day number."""
+    """Day numbers (n,) → (n, 5): year, month, day of week (0 = Monday), day of year
+    (1..366), the day number."""
     d = np.round(np.asarray(days, dtype=np.float64)).astype(np.int64).astype("datetime64[D]")
     year = d.astype("datetime64[Y]")
     return np.column_stack(
@@ -205,7 +220,8 @@ def date_parts(days: np.ndarray) -> np.ndarray:
 
 
 def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
-    """A numeric column's raw values as float64, NaN where a cell is missing; other text is one line."""
+    """A numeric column's raw values as float64, NaN where a cell is missing; other text
+    is one line."""
     # the file's own numeric column
     if isinstance(values, np.ndarray) and values.dtype == np.float64:
         return values
@@ -222,9 +238,10 @@ def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
 def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
     """Raw values (one sequence per column, in ``spec``'s order) → features before scaling.
 
-    A number: its value, a missing one the training median (``fill``), and with ``indicator`` a 0/1 column
-    that says it was missing. A date: its :data:`DATE_PARTS` (a missing or unreadable date: the training
-    median's). A category: one-hot over the training categories (one unseen in training: all zeros)."""
+    A number: its value, a missing one the training median (``fill``), and with
+    ``indicator`` a 0/1 column that says it was missing. A date: its :data:`DATE_PARTS`
+    (a missing or unreadable date: the training median's). A category: one-hot over the
+    training categories (one unseen in training: all zeros)."""
     n = len(columns[0]) if columns else 0
     parts = []
     for s, values in zip(spec, columns):
@@ -259,11 +276,13 @@ def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.nd
 
 
 def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
-    """Raw rows → the standardised features the network takes (n, d), as the training rows were encoded.
+    """Raw rows → the standardised features the network takes (n, d), as the training
+    rows were encoded.
 
     ``rows``: a pandas DataFrame or a dict of columns (by the file's column names; other columns are
-    ignored), a list of records (dicts), or a 2-D sequence of rows whose values are in the encoder's column
-    order. Categories are matched as text (``category``); one unseen in training gives zeros."""
+    ignored), a list of records (dicts), or a 2-D sequence of rows whose values are in
+    the encoder's column order. Categories are matched as text (``category``); one
+    unseen in training gives zeros."""
     names = [s["name"] for s in state["columns"]]
     if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
         there = [n in rows.columns or str(n) in rows.columns for n in names]
@@ -309,14 +328,16 @@ def widths(spec: list[dict[str, Any]]) -> list[int]:
     ]
 
 
-# A row's number this many training standard deviations from the training mean is far outside what the model learned
+# A row's number this many training standard deviations from the training mean is far
+# outside what the model learned
 FAR = 10.0
 
 
 def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
-    """A warning, naming the column, when a number of the rows given (their standardised features ``X``, (n, d))
-    lies beyond :data:`FAR` training standard deviations from its training mean; None when none does. Rows in
-    another scale (unscaled where the model learned scaled ones) make a model answer nearly alike for every row."""
+    """A warning, naming the column, when a number of the rows given (their standardised
+    features ``X``, (n, d)) lies beyond :data:`FAR` training standard deviations from
+    its training mean; None when none does. Rows in another scale (unscaled where the
+    model learned scaled ones) make a model answer nearly alike for every row."""
     if not isinstance(X, np.ndarray) or X.ndim != 2:
         return None
     starts = np.cumsum([0, *widths(spec)])[:-1]
@@ -336,20 +357,24 @@ def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
     also = f"; so do rows of {', '.join(others[:5])}" if others else ""
     return (
         f"column {numbers[worst][0]}: {int(far[:, worst].sum())} of {len(X)} row(s) lie up to "
-        f"{z[:, worst].max():.3g} training standard deviations from the training mean (beyond {FAR:g}){also}: "
-        "the model learned from rows unlike these, so its answers there mean little; check their units and scale "
+        f"{z[:, worst].max():.3g} training standard deviations from the training mean (beyond "
+        f"{FAR:g}){also}: "
+        "the model learned from rows unlike these, so its answers there mean little; check their "
+        "units and scale "
         "(a bundled data set's model takes rows as its loader gives them)"
     )
 
 
 def _fills(s: dict[str, Any]) -> bool:
-    """Whether a column may be left out (an optional column of the model's signature): a category (its missing
-    level, or zeros), a date (the median date), a number that had missing cells in training (median, indicator)."""
+    """Whether a column may be left out (an optional column of the model's signature): a
+    category (its missing level, or zeros), a date (the median date), a number that had
+    missing cells in training (median, indicator)."""
     return "categories" in s or bool(s.get("date") or s.get("indicator"))
 
 
 def _values(series: Any) -> Any:
-    """A DataFrame column: a float64 array when it is one (no per-value parse), else its values as a list."""
+    """A DataFrame column: a float64 array when it is one (no per-value parse), else its
+    values as a list."""
     a = series.to_numpy()
     return a if a.dtype == np.float64 else a.tolist()
 
@@ -362,13 +387,15 @@ def _key(d: dict[Any, Any], name: Any) -> Any:
     raise ColumnError(f"column {name} is missing from the rows, which have {list(d)}")
 
 
-# --- text: a fitted vectorizer's transform, as scikit-learn's (lowercase, words of 2+ characters) ----------
+# --- text: a fitted vectorizer's transform, as scikit-learn's (lowercase, words of 2+
+# characters) ----------
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
 def terms(doc: str, ngram_max: int) -> list[str]:
-    """A document's terms: its lowercase words, then (``ngram_max`` > 1) their n-grams joined by spaces."""
+    """A document's terms: its lowercase words, then (``ngram_max`` > 1) their n-grams
+    joined by spaces."""
     words = TOKEN.findall(doc.lower())
     out = list(words)
     for n in range(2, min(ngram_max, len(words)) + 1):
@@ -377,11 +404,12 @@ def terms(doc: str, ngram_max: int) -> list[str]:
 
 
 def vectorize(spec: dict[str, Any], arrays: dict[str, np.ndarray], docs: Sequence[str]) -> Any:
-    """Documents → their features (SciPy CSR, float64) as the fitted vectorizer gave them in training.
+    """Documents → their features (SciPy CSR, float64) as the fitted vectorizer gave
+    them in training.
 
-    ``spec``: ``features`` (tfidf: counts × IDF, rows l2-normalised; counts; hashing: murmurhash3 of each
-    term into ``max_features`` columns (0: 2**20), l2-normalised) and ``ngram_max``; ``arrays``: ``terms``
-    (the vocabulary in column order) and ``idf``."""
+    ``spec``: ``features`` (tfidf: counts × IDF, rows l2-normalised; counts; hashing:
+    murmurhash3 of each term into ``max_features`` columns (0: 2**20), l2-normalised) and
+    ``ngram_max``; ``arrays``: ``terms`` (the vocabulary in column order) and ``idf``."""
     import scipy.sparse
 
     hashing = spec["features"] == "hashing"
@@ -416,7 +444,8 @@ def vectorize(spec: dict[str, Any], arrays: dict[str, np.ndarray], docs: Sequenc
 
 
 def _hashed(term: str, width: int) -> int:
-    """scikit-learn's FeatureHasher column of a term (alternate_sign=False): |murmurhash3_32(term)| mod width."""
+    """scikit-learn's FeatureHasher column of a term (alternate_sign=False):
+    |murmurhash3_32(term)| mod width."""
     h = murmurhash3_32(term.encode("utf-8"))
     return (2147483647 - (width - 1)) % width if h == -2147483648 else abs(h) % width
 

@@ -1,4 +1,5 @@
-"""Processes on this host: whether one still runs; an exclusive lock between them. Imports nothing of ours."""
+"""Processes on this host: whether one still runs; an exclusive lock between them.
+Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ def alive(pid: int) -> bool:
 
 
 def _stat(pid: int) -> tuple[float, int] | None:
-    """The boot time (unix seconds, as ``/proc/stat`` says it) and process ``pid``'s start in clock ticks after it;
-    None where ``/proc`` cannot be read (another system, the process gone)."""
+    """The boot time (unix seconds, as ``/proc/stat`` says it) and process ``pid``'s start in clock
+    ticks after it; None where ``/proc`` cannot be read (another system, the process gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         boot = next(
@@ -35,27 +36,29 @@ def _stat(pid: int) -> tuple[float, int] | None:
 
 
 def started_at(pid: int) -> float | None:
-    """When process ``pid`` started (unix time, to the clock tick; the boot time is whole seconds), from ``/proc``;
-    None where that cannot be read (another system, the process gone)."""
+    """When process ``pid`` started (unix time, to the clock tick; the boot time is whole seconds),
+    from ``/proc``; None where that cannot be read (another system, the process gone)."""
     found = _stat(pid)
     return None if found is None else found[0] + found[1] / os.sysconf("SC_CLK_TCK")
 
 
-# The tag beside a run's ``sweeper.pid`` that tells its process from a later one the system gave the same pid: the
-# process's start as /proc gives it (:func:`start_mark`), compared exactly. (Bookkeeping: sweeper.base.names.BOOK.)
+# The tag beside a run's ``sweeper.pid`` that tells its process from a later one the
+# system gave the same pid: the process's start as /proc gives it (:func:`start_mark`),
+# compared exactly. (Bookkeeping: sweeper.base.names.BOOK.)
 PID_START = "sweeper.pid_start"
 
 
 def start_mark(pid: int | None = None) -> str | None:
-    """What tells process ``pid`` (this one by default) from any later process given its pid: its start as ``/proc``
-    gives it, ``<boot time>+<clock ticks after boot>`` (two integers, so two reads of one process give the same
-    text); None where that cannot be read."""
+    """What tells process ``pid`` (this one by default) from any later process given its pid:
+    its start as ``/proc`` gives it, ``<boot time>+<clock ticks after boot>`` (two integers,
+    so two reads of one process give the same text); None where that cannot be read."""
     found = _stat(os.getpid() if pid is None else pid)
     return None if found is None else f"{found[0]:.0f}+{found[1]}"
 
 
 def identity() -> dict[str, str]:
-    """This process's tags for a run it starts: ``sweeper.pid``, and ``sweeper.pid_start`` where ``/proc`` gives it."""
+    """This process's tags for a run it starts: ``sweeper.pid``, and
+    ``sweeper.pid_start`` where ``/proc`` gives it."""
     from sweeper.base.names import PID
 
     mark = start_mark()
@@ -63,11 +66,12 @@ def identity() -> dict[str, str]:
 
 
 def holds(pid: int, since: float, mark: str | None = None) -> bool:
-    """Whether process ``pid`` runs on this host and is the one that started a run at ``since`` (unix time), not a
-    later process the system gave its pid: with ``mark`` (the run's ``pid_start`` tag, :func:`start_mark`), when
-    that process's start is exactly the one recorded; without one (a run recorded before the tag existed), when it
-    started no later than a second after ``since`` (the boot time /proc gives is whole seconds). Where the start
-    cannot be read, whether the pid exists."""
+    """Whether process ``pid`` runs on this host and is the one that started a run at
+    ``since`` (unix time), not a later process the system gave its pid: with ``mark``
+    (the run's ``pid_start`` tag, :func:`start_mark`), when that process's start is
+    exactly the one recorded; without one (a run recorded before the tag existed), when
+    it started no later than a second after ``since`` (the boot time /proc gives is
+    whole seconds). Where the start cannot be read, whether the pid exists."""
     if not alive(pid):
         return False
     if mark is not None and (now := start_mark(pid)) is not None:
@@ -78,7 +82,8 @@ def holds(pid: int, since: float, mark: str | None = None) -> bool:
 
 @contextmanager
 def exclusive(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl is missing: Windows)."""
+    """An exclusive inter-process lock on ``path`` (``flock``; no lock where fcntl
+    is missing: Windows)."""
     try:
         import fcntl
     except ImportError:
@@ -96,8 +101,8 @@ _HELD: dict[str, object] = {}  # path -> the open file whose lock this process h
 
 
 def lock_holder(path: Path) -> str | None:
-    """Who holds the lock of :func:`hold` on ``path`` now (its ``pid@host``), or None: nobody does, or this process
-    (the lock is only tested, never kept)."""
+    """Who holds the lock of :func:`hold` on ``path`` now (its ``pid@host``), or None:
+    nobody does, or this process (the lock is only tested, never kept)."""
     try:
         import fcntl
     except ImportError:
@@ -116,9 +121,10 @@ def lock_holder(path: Path) -> str | None:
 
 
 def hold(path: Path) -> str | None:
-    """Take an exclusive lock on ``path`` for the rest of this process (released by the OS when it ends, SIGKILL
-    included: ``flock``); None when taken (or already held here), else what the file says of its holder (its
-    ``pid@host``), which holds it now. No lock where fcntl is missing (Windows)."""
+    """Take an exclusive lock on ``path`` for the rest of this process (released by the
+    OS when it ends, SIGKILL included: ``flock``); None when taken (or already held
+    here), else what the file says of its holder (its ``pid@host``), which holds it now.
+    No lock where fcntl is missing (Windows)."""
     try:
         import fcntl
     except ImportError:
@@ -145,21 +151,23 @@ def hold(path: Path) -> str | None:
 
 
 def release(path: Path) -> None:
-    """Let go of the lock :func:`hold` took on ``path`` (a refused sweep, before its folder goes)."""
+    """Let go of the lock :func:`hold` took on ``path`` (a refused sweep, before its
+    folder goes)."""
     f = _HELD.pop(str(path.absolute()), None)
     if f is not None:
         f.close()  # type: ignore[attr-defined]
 
 
 def release_all() -> None:
-    """Let go of every lock :func:`hold` took in this process (the Python API, as each sweep ends)."""
+    """Let go of every lock :func:`hold` took in this process (the Python API, as each
+    sweep ends)."""
     for key in list(_HELD):
         release(Path(key))
 
 
-# A running run's heartbeat: the tag ``sweeper.heartbeat`` = "<unix time> <interval s>" (a bookkeeping tag:
-# sweeper.base.names.BOOK), refreshed every interval while its job trains (sweeper.tracking.run). It says a run is
-# alive on any host; a pid says so only on its own.
+# A running run's heartbeat: the tag ``sweeper.heartbeat`` = "<unix time> <interval s>" (a
+# bookkeeping tag: sweeper.base.names.BOOK), refreshed every interval while its job trains
+# (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
 HEARTBEAT = "sweeper.heartbeat"
 # a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
 MISSED_BEATS = 3
@@ -188,9 +196,10 @@ def beating(value: str | None, now: float) -> bool | None:
 
 
 def trim_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``): what a batched group freed
-    (its arrays, its runs' records) otherwise stays in the allocator's arenas and in the process's RSS — ~100 MB
-    a group of 1,024 on this machine. Nothing elsewhere (another libc, another system)."""
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``): what a
+    batched group freed (its arrays, its runs' records) otherwise stays in the
+    allocator's arenas and in the process's RSS — ~100 MB a group of 1,024 on this
+    machine. Nothing elsewhere (another libc, another system)."""
     import ctypes
     import sys
 
@@ -206,11 +215,12 @@ _WATCHED: list[int] = []  # the parent pid this process watches (once a process)
 
 
 def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
-    """In a worker process (sweeper's CPU workers, joblib's loky, which Hydra's joblib launcher uses) or a helper
-    process of the sweep (``helper``: the painter): end this process, quietly, once its parent is gone. A ``kill -9``
-    of the sweep otherwise left its workers training on, holding the caller's stdout open (a script reading the
-    sweep's output never saw it end), then printing BrokenPipeError tracebacks. A daemon thread; once a process;
-    nothing in the launching process itself."""
+    """In a worker process (sweeper's CPU workers, joblib's loky, which Hydra's joblib
+    launcher uses) or a helper process of the sweep (``helper``: the painter): end this
+    process, quietly, once its parent is gone. A ``kill -9`` of the sweep otherwise left
+    its workers training on, holding the caller's stdout open (a script reading the
+    sweep's output never saw it end), then printing BrokenPipeError tracebacks. A daemon
+    thread; once a process; nothing in the launching process itself."""
     import multiprocessing
     import threading
     import time
@@ -233,9 +243,9 @@ def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
 
 
 def oom_kills() -> int | None:
-    """How many processes the kernel's out-of-memory killer has ended on this host since it started (``oom_kill`` of
-    ``/proc/vmstat``, cgroup limits included; ``SWEEPER_OOM_COUNTER``: a file holding that count instead, for tests);
-    None where it cannot be read."""
+    """How many processes the kernel's out-of-memory killer has ended on this host since it
+    started (``oom_kill`` of ``/proc/vmstat``, cgroup limits included; ``SWEEPER_OOM_COUNTER``:
+    a file holding that count instead, for tests); None where it cannot be read."""
     path = os.environ.get("SWEEPER_OOM_COUNTER") or "/proc/vmstat"
     try:
         text = Path(path).read_text()
@@ -249,8 +259,9 @@ def oom_kills() -> int | None:
 
 
 def memory_limit() -> tuple[int, str] | None:
-    """The memory this process may use, and what bounds it: the machine's physical memory, or less where a cgroup
-    (a container's limit) or ``ulimit -v`` (RLIMIT_AS) sets less; None where none can be read."""
+    """The memory this process may use, and what bounds it: the machine's physical
+    memory, or less where a cgroup (a container's limit) or ``ulimit -v`` (RLIMIT_AS)
+    sets less; None where none can be read."""
     found: list[tuple[int, str]] = []
     try:
         found.append(

@@ -1,13 +1,15 @@
-"""Stopping when asked: Ctrl-C (SIGINT), SIGTERM (``timeout``, ``docker stop``, Kubernetes, SLURM) and SIGHUP (the
-terminal closed, an ssh session dropped).
+"""Stopping when asked: Ctrl-C (SIGINT), SIGTERM (``timeout``, ``docker stop``,
+Kubernetes, SLURM) and SIGHUP (the terminal closed, an ssh session dropped).
 
-Python delivers a signal to the main thread only, as a KeyboardInterrupt; threads that train (a batched
-group's parts, a large epoch's column blocks) would run on until their work ends, and a thread pool's exit
-waits for them. :func:`install` makes both signals set one process-wide flag, :data:`STOP`, before the main
-thread gets its exception (:class:`Terminated` for SIGTERM, :class:`HungUp` for SIGHUP: KeyboardInterrupts, so every
-Ctrl-C path handles them); training loops call :func:`check` where they already loop (once per epoch: one attribute
-read) and end with :class:`Stopped`. A signal after the first (Ctrl-C pressed again and again) raises nothing: the
-first one's bookkeeping (recording what finished, ending the runs still open, stopping workers) is never cut short.
+Python delivers a signal to the main thread only, as a KeyboardInterrupt; threads that
+train (a batched group's parts, a large epoch's column blocks) would run on until their
+work ends, and a thread pool's exit waits for them. :func:`install` makes both signals set
+one process-wide flag, :data:`STOP`, before the main thread gets its exception
+(:class:`Terminated` for SIGTERM, :class:`HungUp` for SIGHUP: KeyboardInterrupts, so
+every Ctrl-C path handles them); training loops call :func:`check` where they already loop
+(once per epoch: one attribute read) and end with :class:`Stopped`. A signal after the
+first (Ctrl-C pressed again and again) raises nothing: the first one's bookkeeping
+(recording what finished, ending the runs still open, stopping workers) is never cut short.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Terminated(KeyboardInterrupt):
 
 
 class HungUp(Terminated):
-    """SIGHUP reached the main thread (the terminal went away): handled as SIGTERM is, with exit code 129."""
+    """SIGHUP reached the main thread (the terminal went away): handled as SIGTERM is,
+    with exit code 129."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -58,7 +61,9 @@ _AGAIN: list[int] = []
 
 
 def _handler(signum: int, frame: Any) -> None:
-    if _AGAIN:  # the signal sent again: this time it raises where it lands (or at the end of a deferred section)
+    # the signal sent again: this time it raises where it lands (or at the end of a
+    # deferred section)
+    if _AGAIN:
         _AGAIN.clear()
         if _DEFERRING[0]:
             _DEFERRED.append(signum)
@@ -75,7 +80,8 @@ def _handler(signum: int, frame: Any) -> None:
             try:
                 os.write(
                     2,
-                    b"sweeper: still stopping: recording what finished (another signal is not needed; "
+                    b"sweeper: still stopping: recording what finished (another signal is not "
+                    b"needed; "
                     b"kill -9 would leave runs RUNNING)\n",
                 )
             except OSError:  # the terminal is gone (SIGHUP)
@@ -86,10 +92,11 @@ def _handler(signum: int, frame: Any) -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """A section that Ctrl-C or SIGTERM must not cut in two (a run's result.json says FINISHED and is handed to the
-    writer process: both, or neither; a store transaction; a model's files): a signal that comes inside sets
-    :data:`STOP` at once (training threads end) and is raised as its exception when the section ends, also in place of
-    an error the section raised meanwhile. Signals reach the main thread only: elsewhere this is a no-op."""
+    """A section that Ctrl-C or SIGTERM must not cut in two (a run's result.json says FINISHED
+    and is handed to the writer process: both, or neither; a store transaction; a model's
+    files): a signal that comes inside sets :data:`STOP` at once (training threads end) and is
+    raised as its exception when the section ends, also in place of an error the section
+    raised meanwhile. Signals reach the main thread only: elsewhere this is a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -105,11 +112,11 @@ def deferred() -> Iterator[None]:
 
 
 def catch_swallowed() -> None:
-    """``sys.unraisablehook`` wrapped once a process: a KeyboardInterrupt raised where Python cannot raise it (inside a
-    ``__del__`` or a garbage collector's callback: SQLAlchemy has some) was printed as 'Exception ignored' and lost,
-    and the command ran on to its end (a sweep to exit 0, 1 of 14 hostile tries; promote, ~8 of 30). The signal is
-    sent again once the callback is over: to our handler (:func:`install`), which then raises it, or to Python's own
-    (a read command)."""
+    """``sys.unraisablehook`` wrapped once a process: a KeyboardInterrupt raised where Python cannot
+    raise it (inside a ``__del__`` or a garbage collector's callback: SQLAlchemy has some) was
+    printed as 'Exception ignored' and lost, and the command ran on to its end (a sweep to exit 0, 1
+    of 14 hostile tries; promote, ~8 of 30). The signal is sent again once the callback is over: to
+    our handler (:func:`install`), which then raises it, or to Python's own (a read command)."""
     hook = sys.unraisablehook
     if getattr(hook, "sweeper", False):
         return
@@ -134,10 +141,10 @@ def catch_swallowed() -> None:
 @contextmanager
 def shielded() -> Iterator[None]:
     """Start helper processes inside (the CPU workers): they begin with Ctrl-C, SIGTERM and SIGHUP
-    blocked (a child inherits its parent's signal mask), as their work is the launching process's to stop. A
-    terminal's Ctrl-C in their first second otherwise reached them while Python started, before they could ignore
-    it: 21-46 lines of 'Fatal Python error: init_import_site ... KeyboardInterrupt'. A signal that comes meanwhile
-    reaches this process when the section ends."""
+    blocked (a child inherits its parent's signal mask), as their work is the launching process's to
+    stop. A terminal's Ctrl-C in their first second otherwise reached them while Python started,
+    before they could ignore it: 21-46 lines of 'Fatal Python error: init_import_site ...
+    KeyboardInterrupt'. A signal that comes meanwhile reaches this process when the section ends."""
     blocked = getattr(signal, "pthread_sigmask", None)
     before = blocked(signal.SIG_BLOCK, set(SIGNALS)) if blocked else None
     try:
@@ -148,9 +155,10 @@ def shielded() -> Iterator[None]:
 
 
 def install() -> dict[int, Any]:
-    """Route SIGINT, SIGTERM and SIGHUP through :data:`STOP` (main thread only; a no-op elsewhere). A signal that
-    was ignored when the process started (a background job of a shell) stays ignored. Returns the handlers
-    replaced, for :func:`restore` (the Python API gives a notebook's kernel its own back)."""
+    """Route SIGINT, SIGTERM and SIGHUP through :data:`STOP` (main thread only; a no-op
+    elsewhere). A signal that was ignored when the process started (a background job of
+    a shell) stays ignored. Returns the handlers replaced, for :func:`restore` (the
+    Python API gives a notebook's kernel its own back)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     before = {}
@@ -179,9 +187,10 @@ def reset() -> None:
 
 
 class Refused(SystemExit):
-    """Bad input found once Hydra runs our code (a callback, the launcher, a sweeper): the line is printed and the
-    command exits ``code``. A SystemExit, not an Exception: Hydra turns a callback's exception into a warning and
-    goes on. The Python API (:mod:`sweeper.api`) raises ``ValueError(message)`` instead (RuntimeError for code 1)."""
+    """Bad input found once Hydra runs our code (a callback, the launcher, a sweeper): the
+    line is printed and the command exits ``code``. A SystemExit, not an Exception: Hydra
+    turns a callback's exception into a warning and goes on. The Python API
+    (:mod:`sweeper.api`) raises ``ValueError(message)`` instead (RuntimeError for code 1)."""
 
     def __init__(self, message: str, code: int = 2):
         super().__init__(code)
@@ -195,7 +204,8 @@ def refuse(message: str, code: int = 2) -> NoReturn:
 
 
 def ignore() -> None:
-    """Ignore the stopping signals from now on: the bookkeeping after an interruption must not be cut short."""
+    """Ignore the stopping signals from now on: the bookkeeping after an interruption
+    must not be cut short."""
     for sig in SIGNALS:
         try:
             signal.signal(sig, signal.SIG_IGN)
@@ -205,9 +215,10 @@ def ignore() -> None:
 
 @contextmanager
 def ignoring() -> Iterator[None]:
-    """:func:`ignore` for a section (a command's bookkeeping after its interruption), the handlers put back after it:
-    a command called in-process (a test, a notebook) leaves its caller's signals as they were. Ignored for good, they
-    were inherited by every process the caller started later (its SIGTERM then did nothing)."""
+    """:func:`ignore` for a section (a command's bookkeeping after its interruption),
+    the handlers put back after it: a command called in-process (a test, a notebook)
+    leaves its caller's signals as they were. Ignored for good, they were inherited by
+    every process the caller started later (its SIGTERM then did nothing)."""
     before = {sig: signal.getsignal(sig) for sig in SIGNALS}
     ignore()
     try:
@@ -217,16 +228,18 @@ def ignoring() -> Iterator[None]:
 
 
 def check() -> None:
-    """Raise :class:`Stopped` once a stop was asked for (called by training threads, once per epoch)."""
+    """Raise :class:`Stopped` once a stop was asked for (called by training threads,
+    once per epoch)."""
     if STOP.is_set():
         raise Stopped()
 
 
 def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
-    """The exception of the signal received, for a caller whose ``except Exception`` caught something else that a
-    signal caused (a library's ``finally`` that failed as the KeyboardInterrupt went through it, raising its own
-    error instead: OmegaConf's 'cannot access local variable'); None when no signal came. With ``e``, also the
-    KeyboardInterrupt in its chain of causes (a read command: Python's own handler, nothing recorded here)."""
+    """The exception of the signal received, for a caller whose ``except Exception`` caught
+    something else that a signal caused (a library's ``finally`` that failed as the
+    KeyboardInterrupt went through it, raising its own error instead: OmegaConf's 'cannot
+    access local variable'); None when no signal came. With ``e``, also the KeyboardInterrupt
+    in its chain of causes (a read command: Python's own handler, nothing recorded here)."""
     if _SEEN and STOP.is_set():
         return _exception(_SEEN[0])
     seen: set[int] = set()
@@ -240,8 +253,9 @@ def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
 
 @contextmanager
 def unmasked() -> Iterator[None]:
-    """A section whose error a signal caused (:func:`masked`) raises the signal's KeyboardInterrupt instead: the
-    interruption, not a failure (a run FAILED, a launcher that 'failed')."""
+    """A section whose error a signal caused (:func:`masked`) raises the signal's
+    KeyboardInterrupt instead: the interruption, not a failure (a run FAILED, a launcher
+    that 'failed')."""
     try:
         yield
     except Exception as e:
@@ -251,7 +265,8 @@ def unmasked() -> Iterator[None]:
 
 
 def reason() -> str:
-    """Why a run or a sweep was interrupted, for its ``failure_reason``: the first signal (Ctrl-C by default)."""
+    """Why a run or a sweep was interrupted, for its ``failure_reason``: the first
+    signal (Ctrl-C by default)."""
     if _SEEN[:1] == [signal.SIGTERM]:
         return "interrupted (SIGTERM)"
     if _SEEN[:1] == [getattr(signal, "SIGHUP", None)]:

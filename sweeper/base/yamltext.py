@@ -1,7 +1,8 @@
-"""YAML text as ``OmegaConf.to_yaml`` writes it (block style, keys in order, strings that would read back as
-numbers or booleans quoted), emitted by libyaml when PyYAML has it: ~20x faster than PyYAML's pure-Python
-emitter, which a sweep pays for every job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours
-but OmegaConf's adapter and the output's masking of passwords."""
+"""YAML text as ``OmegaConf.to_yaml`` writes it (block style, keys in order, strings
+that would read back as numbers or booleans quoted), emitted by libyaml when PyYAML
+has it: ~20x faster than PyYAML's pure-Python emitter, which a sweep pays for every
+job's ``.hydra`` files and ``config_resolved.yaml``. Imports nothing of ours but
+OmegaConf's adapter and the output's masking of passwords."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _dumper() -> type:
 
 
 def dump(container: Any) -> str:
-    """``OmegaConf.to_yaml(container)`` for a plain container (dicts, lists, scalars): the same document."""
+    """``OmegaConf.to_yaml(container)`` for a plain container (dicts, lists, scalars):
+    the same document."""
     if not _DUMPER:
         _DUMPER.append(_dumper())
     text = yaml.dump(

@@ -1,7 +1,8 @@
-"""What the command's config-group choices and the configs they pick (``+best=NAME``, ``+sweep=NAME``) decide,
-checked before Hydra composes: a pin choosing an option that does not exist, a pin whose data set overrides the
-command's, ``interval()`` without a search sweeper, ``glob()`` on a value. Each raises the caller's ``error`` (one
-line); :mod:`sweeper.contract.config` calls them."""
+"""What the command's config-group choices and the configs they pick (``+best=NAME``,
+``+sweep=NAME``) decide, checked before Hydra composes: a pin choosing an option that
+does not exist, a pin whose data set overrides the command's, ``interval()`` without a
+search sweeper, ``glob()`` on a value. Each raises the caller's ``error`` (one line);
+:mod:`sweeper.contract.config` calls them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def group_options(group: str) -> list[str]:
 
 
 def defaults(path: Path, group: str) -> list[str]:
-    """The option of ``group`` that the defaults list of the config file ``path`` chooses (``[]``: none)."""
+    """The option of ``group`` that the defaults list of the config file ``path``
+    chooses (``[]``: none)."""
     if not path.is_file():
         return []
     found = []
@@ -34,7 +36,8 @@ def defaults(path: Path, group: str) -> list[str]:
 
 
 def _values(o: Any) -> list[str]:
-    """An override's values: its one value, or a list sweep's (a glob or an interval: none known here)."""
+    """An override's values: its one value, or a list sweep's (a glob or an interval:
+    none known here)."""
     from sweeper.base.hydra_internals import convert_value
 
     if not o.is_sweep_override():
@@ -45,8 +48,9 @@ def _values(o: Any) -> list[str]:
 
 
 def fixed(path: Path, group: str) -> list[str]:
-    """The option of ``group`` that the body of the config file ``path`` fixes (a pin's ``data: {name: diabetes}``:
-    merged after the command's ``data=wine``, it wins), ``[]`` when it fixes none."""
+    """The option of ``group`` that the body of the config file ``path`` fixes (a
+    pin's ``data: {name: diabetes}``: merged after the command's ``data=wine``, it
+    wins), ``[]`` when it fixes none."""
     if not path.is_file():
         return []
     node = OmegaConf.load(path).get(group)
@@ -55,8 +59,9 @@ def fixed(path: Path, group: str) -> list[str]:
 
 
 def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Exception]) -> None:
-    """``+best=diabetes_1 data=wine``: the pin's ``data: {name: diabetes, ...}`` is merged last in Hydra, so the run
-    would train diabetes while its name and ``overrides`` tag say wine; refused in one line. (A named sweep's
+    """``+best=diabetes_1 data=wine``: the pin's ``data: {name: diabetes, ...}`` is
+    merged last in Hydra, so the run would train diabetes while its name and
+    ``overrides`` tag say wine; refused in one line. (A named sweep's
     ``override /data: ...`` alone gives way to the command's choice: no conflict.)"""
     for o in overrides:
         if o.key_or_group not in ("best", "sweep") or o.is_sweep_override() or o.is_delete():
@@ -70,21 +75,25 @@ def conflicts(overrides: list[Any], groups: tuple[str, ...], error: type[Excepti
             other = [v for v in _values(mine) if picked and v not in picked]
             if other:
                 raise error(
-                    f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}={picked[0]} "
-                    f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train {group}={picked[0]} "
+                    f"{mine.input_line} conflicts with {o.input_line}, which fixes {group}="
+                    f"{picked[0]} "
+                    f"({group}.name: {picked[0]} in {path.name}) and wins: the run would train "
+                    f"{group}={picked[0]} "
                     f"under the name {mine.input_line}; drop {mine.input_line}, or pin a run of "
                     f"{group}={other[0]}"
                 )
 
 
 def picks(path: Path, arg: str, groups: tuple[str, ...], error: type[Exception]) -> None:
-    """A pin or named sweep whose defaults choose an option that does not exist (``override /data: nope``): one
-    line naming the file, the choice and the options, where Hydra says "Could not find 'data/nope'" over 20."""
+    """A pin or named sweep whose defaults choose an option that does not exist
+    (``override /data: nope``): one line naming the file, the choice and the options,
+    where Hydra says "Could not find 'data/nope'" over 20."""
     for group in groups:
         for option in defaults(path, group):
             if option not in group_options(group):
                 raise error(
-                    f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), which "
+                    f"{arg}: {path.name} chooses {group}={option} (override /{group}: {option}), "
+                    "which "
                     f"is not allowed: expected one of {', '.join(group_options(group))}"
                 )
 
@@ -92,25 +101,28 @@ def picks(path: Path, arg: str, groups: tuple[str, ...], error: type[Exception])
 def search_only(
     o: Any, overrides: list[Any], whole: bool, groups: tuple[str, ...], error: type[Exception]
 ) -> None:
-    """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid sweeper, ``lr=interval(...)``
-    (a range only a search sweeper can draw from): one line, where Hydra raises "ConfigLoader is not set" or
-    "BasicSweeper does not support sweep type" with its traceback."""
+    """``lr=glob(*)`` (glob() picks among a config group's files) and, under the grid
+    sweeper, ``lr=interval(...)`` (a range only a search sweeper can draw from): one
+    line, where Hydra raises "ConfigLoader is not set" or "BasicSweeper does not support
+    sweep type" with its traceback."""
     key = o.key_or_group
     if o.value_type.name.startswith("GLOB") and key not in groups:
         raise error(
             f"{o.input_line} is not allowed: glob() chooses among the files of a config group "
-            f"({', '.join(groups)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or range()"
+            f"({', '.join(groups)}; e.g. data=glob(*)): give {key}'s values as a list (a,b,c) or "
+            "range()"
         )
     if o.is_interval_sweep() and whole and not searching(overrides):
         raise error(
-            f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw from: "
+            f"{o.input_line} is not allowed: interval() is a range for a search sweeper to draw "
+            "from: "
             "add +sweep=optuna, or give values (a list a,b,c or range(start,stop,step))"
         )
 
 
 def searching(overrides: list[Any]) -> bool:
-    """Whether the command picks a sweeper other than Hydra's grid (``hydra/sweeper=...``, or a ``+sweep=`` config
-    whose defaults override ``/hydra/sweeper``)."""
+    """Whether the command picks a sweeper other than Hydra's grid (``hydra/sweeper=...``,
+    or a ``+sweep=`` config whose defaults override ``/hydra/sweeper``)."""
     for o in overrides:
         if o.key_or_group == "hydra/sweeper" and not o.is_delete() and str(o.value()) != "basic":
             return True
@@ -127,14 +139,16 @@ def searching(overrides: list[Any]) -> bool:
 def some_job(
     o: Any, values: list[Any] | None, groups: tuple[str, ...], error: type[Exception]
 ) -> None:
-    """A sweep override that gives no value (``lr=range(1,0)``: ``values`` empty) or a glob over a config group that
-    matches none of its options (``data=glob(zz*)``): one line, where Hydra's sweep ran no job, exited 1 and said
-    nothing."""
+    """A sweep override that gives no value (``lr=range(1,0)``: ``values`` empty) or a
+    glob over a config group that matches none of its options (``data=glob(zz*)``): one
+    line, where Hydra's sweep ran no job, exited 1 and said nothing."""
     key = o.key_or_group
     if values is not None and not values:
         raise error(
-            f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: expected a "
-            "range with at least one value (range(start,stop[,step]), start < stop for a step > 0) or a list a,b,c"
+            f"{o.input_line} is not allowed: the range is empty, so the sweep would run no job: "
+            "expected a "
+            "range with at least one value (range(start,stop[,step]), start < stop for a step > "
+            "0) or a list a,b,c"
         )
     if (
         values is None
@@ -143,20 +157,23 @@ def some_job(
         and not o.value().filter(group_options(key))
     ):
         raise error(
-            f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep would run no job: "
+            f"{o.input_line} is not allowed: it matches none of {key}'s options, so the sweep "
+            "would run no job: "
             f"expected a pattern matching one of {', '.join(group_options(key))}"
         )
 
 
 def given_twice(overrides: list[Any]) -> list[str]:
-    """A key given more than once (``depth=1,2 depth=3``, or a script that appends its own ``epochs=``): Hydra keeps
-    the last and drops the others without a word; a line for each such key, naming what is used."""
+    """A key given more than once (``depth=1,2 depth=3``, or a script that appends its
+    own ``epochs=``): Hydra keeps the last and drops the others without a word; a line
+    for each such key, naming what is used."""
     seen: dict[tuple[str, Any], list[Any]] = {}
     for o in overrides:
         if not o.is_delete():
             seen.setdefault((o.key_or_group, o.package), []).append(o)
     lines = [
-        f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ({' and '.join(o.input_line for o in os_)}): "
+        f"sweeper: {os_[-1].key_or_group} is given {len(os_)} times ("
+        f"{' and '.join(o.input_line for o in os_)}): "
         f"the last, {os_[-1].input_line}, is used"
         for os_ in seen.values()
         if len(os_) > 1
@@ -165,8 +182,9 @@ def given_twice(overrides: list[Any]) -> list[str]:
 
 
 def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
-    """A key of a named sweep's or pin's ``hydra.sweeper.params`` (``+sweep=seed``: ``depth: 1,2``) that the command
-    line gives too: the command's value is used (Hydra's rule), and a line says so."""
+    """A key of a named sweep's or pin's ``hydra.sweeper.params``
+    (``+sweep=seed``: ``depth: 1,2``) that the command line gives too: the command's
+    value is used (Hydra's rule), and a line says so."""
     given = {o.key_or_group: o for o in overrides if not o.is_delete()}
     out = []
     for o in overrides:
@@ -191,13 +209,15 @@ def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
     return out
 
 
-MAX_JOBS = 100_000  # a sweep's jobs from the command line; Hydra's basic sweeper lists every one before the first
+# a sweep's jobs from the command line; Hydra's basic sweeper lists every one before the first
+MAX_JOBS = 100_000
 
 
 def sized(overrides: list[Any], error: type[Exception]) -> list[Any]:
-    """A ``range()`` whose step is 0 or moves away from its stop, and a command whose swept values multiply to more
-    than :data:`MAX_JOBS` jobs, refused in one line before any value is listed (before: a traceback from Python's
-    ``range``, or a launching process listing 10^9 values at ~25 MB/s without a word). Returns ``overrides``."""
+    """A ``range()`` whose step is 0 or moves away from its stop, and a command whose
+    swept values multiply to more than :data:`MAX_JOBS` jobs, refused in one line before
+    any value is listed (before: a traceback from Python's ``range``, or a launching
+    process listing 10^9 values at ~25 MB/s without a word). Returns ``overrides``."""
     import math
 
     from hydra.core.override_parser.types import RangeSweep
@@ -214,7 +234,8 @@ def sized(overrides: list[Any], error: type[Exception]) -> list[Any]:
         if isinstance(v, RangeSweep):
             if v.step == 0:
                 raise error(
-                    f"{arg}: a range's step cannot be 0: write range(start, stop, step) with a step that goes "
+                    f"{arg}: a range's step cannot be 0: write range(start, stop, step) with a "
+                    "step that goes "
                     "from start towards stop (e.g. range(10,20,2))"
                 )
             n = max(0, math.ceil((v.stop - v.start) / v.step))
@@ -224,7 +245,9 @@ def sized(overrides: list[Any], error: type[Exception]) -> list[Any]:
         total *= max(n, 1)
         if total > MAX_JOBS:
             raise error(
-                f"{arg}: the sweep would have more than {MAX_JOBS:,} jobs ({' × '.join(counts)} values): "
-                "choose fewer values (a larger step), or a search sweeper (+sweep=optuna) for a large space"
+                f"{arg}: the sweep would have more than {MAX_JOBS:,} jobs ({' × '.join(counts)} "
+                "values): "
+                "choose fewer values (a larger step), or a search sweeper (+sweep=optuna) for a "
+                "large space"
             )
     return overrides

@@ -1,23 +1,26 @@
 """Each job's config composed without Hydra's composition, and planned without composing it at all.
 
 Hydra composes every job of a multirun three times: our check of all jobs before the first one
-(``sweep.job_configs``), the sweeper's ``validate_batch_is_legal`` and the launcher (45-90 ms each on
-this machine). :func:`compose_once` wraps the config loader of this process so that each *shape* of
-overrides is composed by Hydra once:
+(``sweep.job_configs``), the sweeper's ``validate_batch_is_legal`` and the launcher
+(45-90 ms each on this machine). :func:`compose_once` wraps the config loader of this
+process so that each *shape* of overrides is composed by Hydra once:
 
 - a job whose overrides differ from an already composed job's only in the *values* of plain keys
-  (``lr=0.01`` vs ``lr=0.02``: no config group, no ``+``/``~``, nothing under ``hydra.``) is that job's
-  config with those values set, the way Hydra applies a command-line override after composing the
-  defaults list (so the result is the same: ``tests/test_compose.py`` checks it against Hydra's own);
-- :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain containers) from its shape's
-  resolved config with the values set, without composing the job: what planning and checking read
-  (O(1) per job, a few KB kept);
-- the sweeper's check (``validate_batch_is_legal``, which ``sweeper.sweep.resuming_sweeper.validate`` points at
-  :meth:`_Once.check`) gets the shape's template, nothing composed or kept;
-  the launcher composes each job when it runs it (:meth:`_Once.take`), so no composed config outlives its job.
+  (``lr=0.01`` vs ``lr=0.02``: no config group, no ``+``/``~``, nothing under
+  ``hydra.``) is that job's config with those values set, the way Hydra applies
+  a command-line override after composing the defaults list (so the result is the same:
+  ``tests/test_compose.py`` checks it against Hydra's own);
+- :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain
+  containers) from its shape's resolved config with the values set, without composing
+  the job: what planning and checking read (O(1) per job, a few KB kept);
+- the sweeper's check (``validate_batch_is_legal``, which
+  ``sweeper.sweep.resuming_sweeper.validate`` points at :meth:`_Once.check`) gets the
+  shape's template, nothing composed or kept; the launcher composes each job when it
+  runs it (:meth:`_Once.take`), so no composed config outlives its job.
 
-A job whose config cannot be resolved outside its job (:func:`resolvable`: ``${hydra:...}``, a ``???`` the
-task fills in, an interpolation that fails here) has no plain config here: it runs alone, resolved in its job.
+A job whose config cannot be resolved outside its job (:func:`resolvable`:
+``${hydra:...}``, a ``???`` the task fills in, an interpolation that fails here) has no
+plain config here: it runs alone, resolved in its job.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from typing import Any, Sequence
 
 from sweeper.base.tested import shortcut
 
-# a shape's template whose resolved values depend on a swept value (an interpolation names the key, or a value
-# is itself an interpolation): each job is composed and resolved on its own
+# a shape's template whose resolved values depend on a swept value (an interpolation names the
+# key, or a value is itself an interpolation): each job is composed and resolved on its own
 _DEPENDENT = object()
 
 
 def plain(cfg: Any) -> dict[str, Any]:
-    """The resolved job config without the ``hydra`` node, as plain containers (raises when it cannot be
-    resolved)."""
+    """The resolved job config without the ``hydra`` node, as plain containers (raises
+    when it cannot be resolved)."""
     from omegaconf import OmegaConf, open_dict
 
     cfg = cfg.copy()
@@ -65,8 +68,9 @@ def interpolations(cfg: Any) -> list[str]:
 
 
 def resolvable(cfg: Any) -> dict[str, Any] | None:
-    """:func:`plain`, or None when the config can only be resolved inside its job: it reads Hydra's job config
-    (``${hydra:...}``: set by ``run_job``), or its resolution fails here (a ``???``, an unset variable)."""
+    """:func:`plain`, or None when the config can only be resolved inside its job: it
+    reads Hydra's job config (``${hydra:...}``: set by ``run_job``), or its resolution
+    fails here (a ``???``, an unset variable)."""
     if any("hydra:" in s for s in interpolations(cfg)):
         return None
     try:
@@ -93,12 +97,14 @@ class _Once:
         self.memos: dict[int, dict[str, Any]] = {}
 
     def __call__(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """Hydra's launchers' call: the launcher writes into the config (``hydra.job.id``, read-only flags) and is
-        its only user. The sweeper's check calls :meth:`check` by name (``sweeper.sweep.resuming_sweeper.validate``)."""
+        """Hydra's launchers' call: the launcher writes into the config
+        (``hydra.job.id``, read-only flags) and is its only user. The sweeper's check
+        calls :meth:`check` by name (``sweeper.sweep.resuming_sweeper.validate``)."""
         return self.take(master_config, sweep_overrides)
 
     def check(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """A config that shows this job composes (not a copy: only for a caller that discards it)."""
+        """A config that shows this job composes (not a copy: only for a caller that
+        discards it)."""
         parsed, values, shape = self._parse(master_config, list(sweep_overrides), quick=True)
         if shape is not None and shape in self.templates:
             if shape not in self.settable:  # the same keys for every job of the shape
@@ -108,22 +114,25 @@ class _Once:
         return self.peek(master_config, sweep_overrides)
 
     def peek(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """The composed config itself, for a caller that only reads it (no copy), kept for :meth:`take`."""
+        """The composed config itself, for a caller that only reads it (no copy), kept
+        for :meth:`take`."""
         key = tuple(sweep_overrides)
         if key not in self.cache:
             self.cache[key] = self._compose(master_config, list(sweep_overrides))
         return self.cache[key]
 
     def take(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """The composed config, handed over to its last user (the launcher): no copy, and no longer kept."""
+        """The composed config, handed over to its last user (the launcher): no copy,
+        and no longer kept."""
         cfg = self.peek(master_config, sweep_overrides)
         del self.cache[tuple(sweep_overrides)]
         return cfg
 
     def lend(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
-        """The job's config for a caller that runs one job at a time and keeps nothing of it (the batched
-        launcher hands it to ``run_job``, which copies what it keeps): one config per shape, with this job's
-        values set in place — no copy (a deep copy of a composed config costs ~25 ms)."""
+        """The job's config for a caller that runs one job at a time and keeps nothing
+        of it (the batched launcher hands it to ``run_job``, which copies what it
+        keeps): one config per shape, with this job's values set in place — no copy (a
+        deep copy of a composed config costs ~25 ms)."""
         overrides = list(sweep_overrides)
         # a number: not Hydra's grammar
         parsed, values, shape = self._parse(master_config, overrides, quick=True)
@@ -137,15 +146,17 @@ class _Once:
         )
 
     def memo(self, cfg: Any) -> dict[str, Any] | None:
-        """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends (one per shape: its jobs
-        differ only in their values, never in ``hydra.*`` beyond what each job sets), for what they can share
-        (``sweeper.sweep.jobrun``: the YAML of the Hydra config's other sections); None for any other config."""
+        """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends
+        (one per shape: its jobs differ only in their values, never in ``hydra.*``
+        beyond what each job sets), for what they can share (``sweeper.sweep.jobrun``:
+        the YAML of the Hydra config's other sections); None for any other config."""
         # a lent config lives as long as this object: no other shares its id
         return self.memos.get(id(cfg))
 
     def plain(self, master_config: Any, sweep_overrides: Sequence[str]) -> dict[str, Any] | None:
-        """The job's resolved config without ``hydra`` (:func:`resolvable`), from its shape's resolved template
-        with the job's values set: no composition, O(1) per job. Raises as Hydra's composition would."""
+        """The job's resolved config without ``hydra`` (:func:`resolvable`), from its
+        shape's resolved template with the job's values set: no composition, O(1) per
+        job. Raises as Hydra's composition would."""
         overrides = list(sweep_overrides)
         parsed, values, shape = self._parse(master_config, overrides, quick=True)
         entry = self.plains.get(shape, _DEPENDENT) if shape is not None else _DEPENDENT
@@ -169,9 +180,9 @@ class _Once:
     def _parse(
         self, master_config: Any, overrides: list[str], quick: bool = False
     ) -> tuple[Any, Any, Any]:
-        """(overrides parsed, which are plain values, the shape). Each distinct override is parsed by Hydra's
-        grammar once (~1.5 ms each); with ``quick``, a ``key=number`` override is read without it (a
-        :class:`_Quick`, checked against Hydra's parse once per key)."""
+        """(overrides parsed, which are plain values, the shape). Each distinct override is
+        parsed by Hydra's grammar once (~1.5 ms each); with ``quick``, a ``key=number`` override
+        is read without it (a :class:`_Quick`, checked against Hydra's parse once per key)."""
         from sweeper.contract.config import GROUPS
 
         if self.groups is None:
@@ -226,7 +237,8 @@ class _Once:
         )
 
 
-# ``key=number``: an int or a float as Hydra's override grammar reads them (no ``_`` separators, no inf/nan)
+# ``key=number``: an int or a float as Hydra's override grammar reads them (no ``_``
+# separators, no inf/nan)
 _NUMBER = re.compile(
     r"(?P<key>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[+-]?(?:0|[1-9]\d*|\d+\.\d*|\.\d+"
     r"|(?:\d+|\d+\.\d*|\.\d+)[eE][+-]?\d+))"
@@ -235,7 +247,8 @@ _INT = re.compile(r"[+-]?(?:0|[1-9]\d*)")
 
 
 class _Quick:
-    """A ``key=number`` override read without Hydra's grammar: what planning reads of an ``Override``."""
+    """A ``key=number`` override read without Hydra's grammar: what planning reads of an
+    ``Override``."""
 
     __slots__ = ("key_or_group", "_value", "input_line")
 
@@ -254,7 +267,8 @@ class _Quick:
 
 
 def _settable(template: Any, parsed: list[Any], values: list[bool]) -> bool:
-    """Whether every value override of the job names a key its shape's config has (else Hydra's error)."""
+    """Whether every value override of the job names a key its shape's config has (else
+    Hydra's error)."""
     from omegaconf import OmegaConf
 
     return all(
@@ -265,8 +279,9 @@ def _settable(template: Any, parsed: list[Any], values: list[bool]) -> bool:
 
 
 def _set(out: dict[str, Any], key: str, value: Any) -> bool:
-    """Set ``key`` (dotted) in a plain config to an override's value, as Hydra would; False when it cannot be
-    done here (a key the config lacks: Hydra's error; a value that is itself an interpolation)."""
+    """Set ``key`` (dotted) in a plain config to an override's value, as Hydra would;
+    False when it cannot be done here (a key the config lacks: Hydra's error; a value
+    that is itself an interpolation)."""
     if isinstance(value, str) and "${" in value:
         return False
     *parents, last = key.split(".")
@@ -280,8 +295,9 @@ def _set(out: dict[str, Any], key: str, value: Any) -> bool:
 
 
 def _simple(o: Any) -> bool:
-    """A plain ``key=scalar`` override: applied by Hydra as a value once the defaults list is composed
-    (a dict or list value is merged into what it replaces, so it stays part of the shape)."""
+    """A plain ``key=scalar`` override: applied by Hydra as a value once the defaults
+    list is composed (a dict or list value is merged into what it replaces, so it stays
+    part of the shape)."""
     return (
         not o.is_sweep_override()
         and not o.is_add()
@@ -294,7 +310,8 @@ def _simple(o: Any) -> bool:
 
 
 def _with_values(template: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
-    """``template`` (composed by Hydra for overrides of the same shape) with this job's ``values``."""
+    """``template`` (composed by Hydra for overrides of the same shape) with this job's
+    ``values``."""
     return _set_values(copy.deepcopy(template), values, parsed, master_config)
 
 
@@ -306,7 +323,8 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
 
     for o in values:
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override
-    # as Hydra's loader: hydra.* overrides are the shape's (in its template's hydra.overrides.hydra), not the task's
+    # as Hydra's loader: hydra.* overrides are the shape's (in its template's
+    # hydra.overrides.hydra), not the task's
     task = [o for o in parsed if not o.is_hydra_override()]
     with (
         read_write(cfg.hydra),
@@ -322,8 +340,9 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
 
 
 class _Public:
-    """:class:`_Once`'s calls, each job composed by Hydra (``SWEEPER_PUBLIC_ONLY=compose``: the shortcut off): what
-    Hydra's own sweeper and launcher do, for the benchmark that measures the shortcut (and to rule it out)."""
+    """:class:`_Once`'s calls, each job composed by Hydra
+    (``SWEEPER_PUBLIC_ONLY=compose``: the shortcut off): what Hydra's own sweeper and
+    launcher do, for the benchmark that measures the shortcut (and to rule it out)."""
 
     def __init__(self, load: Any):
         self.load = load
@@ -341,9 +360,10 @@ class _Public:
 
 
 def compose_once(loader: Any) -> Any:
-    """Make ``loader.load_sweep_config`` compose each set of overrides once (idempotent); return it. With the
-    shortcut ``compose`` off, a :class:`_Public` that composes each job through Hydra (the sweeper's check, then
-    Hydra's own ``validate_batch_is_legal``, then the launcher's: three times, as without sweeper)."""
+    """Make ``loader.load_sweep_config`` compose each set of overrides once (idempotent);
+    return it. With the shortcut ``compose`` off, a :class:`_Public` that composes each
+    job through Hydra (the sweeper's check, then Hydra's own ``validate_batch_is_legal``,
+    then the launcher's: three times, as without sweeper)."""
     if not isinstance(loader.load_sweep_config, (_Once, _Public)):
         loader.load_sweep_config = (_Once if shortcut("compose") else _Public)(
             loader.load_sweep_config

@@ -1,5 +1,5 @@
-"""The configuration contract: which keys exist and which values they allow (the fingerprint of a run:
-:mod:`sweeper.contract.fingerprint`).
+"""The configuration contract: which keys exist and which values they allow (the
+fingerprint of a run: :mod:`sweeper.contract.fingerprint`).
 
 Every check turns bad input into a :class:`ConfigError` whose message is one line naming the key,
 the value and what is allowed. Checks run before any work: on the command line before Hydra
@@ -29,10 +29,11 @@ from sweeper.contract.choices import defaults as _defaults, group_options  # noq
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
-    """The default experiment of a data set: its name, and for a user file (``data=csv``, ``data=text``) the
-    file's stem too (``csv-sales``), so that unrelated files are not ranked together; a task the command
-    forces (``data.task=regression``) is appended (``csv-sales-regression``), so that a file run both as
-    classes (auto) and as a number ranks each in its own experiment. ``${sweeper_experiment:...}``."""
+    """The default experiment of a data set: its name, and for a user file
+    (``data=csv``, ``data=text``) the file's stem too (``csv-sales``), so that unrelated
+    files are not ranked together; a task the command forces (``data.task=regression``)
+    is appended (``csv-sales-regression``), so that a file run both as classes (auto)
+    and as a number ranks each in its own experiment. ``${sweeper_experiment:...}``."""
     if data_name not in ("csv", "text") or not path:
         return data_name
     return f"{data_name}-{Path(path).stem}" + ("" if task in ("auto", "", None) else f"-{task}")
@@ -46,10 +47,10 @@ _MISSING = object()
 
 
 def resolve_experiment(cfg: Any) -> None:
-    """Set ``tracking.experiment`` when it is :data:`EXPERIMENT` to what OmegaConf resolves it to — the resolver
-    called with the same arguments, read with ``OmegaConf.select`` — without OmegaConf's grammar (~2 ms a job
-    for this interpolation, paid by every job of a sweep). Anything else (another interpolation, values that are
-    interpolations themselves) is left to OmegaConf."""
+    """Set ``tracking.experiment`` when it is :data:`EXPERIMENT` to what OmegaConf resolves it to —
+    the resolver called with the same arguments, read with ``OmegaConf.select`` — without
+    OmegaConf's grammar (~2 ms a job for this interpolation, paid by every job of a sweep). Anything
+    else (another interpolation, values that are interpolations themselves) is left to OmegaConf."""
     from omegaconf import DictConfig
 
     tracking = node_at(cfg, "tracking")  # not ``in``: it would resolve the value it looks for
@@ -78,7 +79,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """What one key allows: ``check(value)`` is true for allowed values; ``allowed`` says it in words."""
+    """What one key allows: ``check(value)`` is true for allowed values; ``allowed``
+    says it in words."""
 
     allowed: str
     check: Callable[[Any], bool]
@@ -112,8 +114,9 @@ def text() -> Rule:
     return Rule("a non-empty string", lambda v: isinstance(v, str) and v != "")
 
 
-# The most epochs a run may ask for: 10^8 full passes take ~20 minutes for the smallest net (~10 us an epoch) and
-# days for most; a number past it is a typo (epochs=99999999999999999999999 trained forever), refused before any work
+# The most epochs a run may ask for: 10^8 full passes take ~20 minutes for the smallest
+# net (~10 us an epoch) and days for most; a number past it is a typo
+# (epochs=99999999999999999999999 trained forever), refused before any work
 MAX_EPOCHS = 100_000_000
 TOP_LEVEL: dict[str, Rule] = {
     "lr": positive_number(),
@@ -141,11 +144,13 @@ TOP_LEVEL: dict[str, Rule] = {
     "baselines": Rule("auto, a comma list of linear, boosting, or none", lambda v: _baselines(v)),
 }
 
-# The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface has its own: model.*).
+# The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface
+# has its own: model.*).
 
 
 def _baselines(value: Any) -> bool:
-    """``baselines``: references fitted at a sweep's end (sweeper.insight.baselines), not part of any run."""
+    """``baselines``: references fitted at a sweep's end (sweeper.insight.baselines),
+    not part of any run."""
     names = (
         [str(v).strip() for v in value]
         if isinstance(value, (list, tuple)) or OmegaConf.is_list(value)
@@ -169,8 +174,9 @@ ADDED_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,
 }
 
-# data.split_seed draws the split (and synthetic data); the top-level seed draws the initial weights (and the
-# mini-batch order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
+# data.split_seed draws the split (and synthetic data); the top-level seed draws the
+# initial weights (and the mini-batch order). Before split_seed existed, seed drew both:
+# see fingerprint() for how the two hash.
 _SPLIT = {
     "name": text(),
     "val_fraction": fraction(),
@@ -181,7 +187,8 @@ _SPLIT = {
         lambda v: _is_int(v) and (v == 0 or v >= 2),
     ),
 }
-# data keys that a node may leave out (a node written before the key existed, a benchmark's namespace): absent = 0
+# data keys that a node may leave out (a node written before the key existed, a
+# benchmark's namespace): absent = 0
 OPTIONAL_DATA = ("folds",)
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
 SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
@@ -274,9 +281,11 @@ DATA: dict[str, dict[str, Rule]] = {
 
 # Where a data set that is not shipped comes from (the one-line error of a missing data.path).
 DOWNLOAD = {
-    "spambase": "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to that path, "
+    "spambase": "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to "
+    "that path, "
     "or set data.path=/path/to/spambase.data",
-    "sms": "download smsspamcollection.zip from https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
+    "sms": "download smsspamcollection.zip from "
+    "https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
     "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
     "text": "expected an existing .csv/.tsv/.txt, .json or .jsonl file",
 }
@@ -304,8 +313,8 @@ TRACKING: dict[str, Rule] = {
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
 GROUPS = ("data", "tracking", "sweep", "best", "model")
 
-# Optional top-level mappings that describe a run without changing it: ``pinned`` holds the provenance
-# and expected metrics of a promoted config (conf/best/*.yaml).
+# Optional top-level mappings that describe a run without changing it: ``pinned`` holds
+# the provenance and expected metrics of a promoted config (conf/best/*.yaml).
 METADATA = ("pinned",)
 
 # Keys left out of the fingerprint: where and how a run is executed, not what it computes.
@@ -326,7 +335,8 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
 
 
 def _parses_as_number(text: str) -> bool:
-    """A quoted number (``lr='0.01'``): a string Hydra kept as one, refused as a string, not as its value."""
+    """A quoted number (``lr='0.01'``): a string Hydra kept as one, refused as a string,
+    not as its value."""
     try:
         float(text)
     except ValueError:
@@ -349,7 +359,8 @@ def check_value(key: str, value: Any, rule: Rule) -> None:
 
 
 def validate(cfg: Mapping[str, Any]) -> None:
-    """Check a composed, resolved config (a plain dict or a DictConfig); raise :class:`ConfigError`."""
+    """Check a composed, resolved config (a plain dict or a DictConfig); raise
+    :class:`ConfigError`."""
     for key, rule in TOP_LEVEL.items():
         if key not in cfg:
             raise ConfigError(f"{key} is missing: expected {rule.allowed}")
@@ -357,7 +368,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
     unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", "model", *METADATA})
     if unknown:
         raise ConfigError(
-            f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, data.*, "
+            f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
+            "data.*, "
             "tracking.*, model.*"
         )
     from sweeper.contract.model import check_model
@@ -382,16 +394,19 @@ def validate(cfg: Mapping[str, Any]) -> None:
     extra = sorted(set(data) - set(rules))
     if extra:
         raise ConfigError(
-            f"data.{extra[0]} is not a key of data={name}: expected one of {', '.join(sorted(rules))}"
+            f"data.{extra[0]} is not a key of data={name}: expected one of "
+            f"{', '.join(sorted(rules))}"
         )
     if data["val_fraction"] + data["test_fraction"] >= 0.9:
         raise ConfigError(
-            f"data.val_fraction+data.test_fraction={data['val_fraction'] + data['test_fraction']:g} is not allowed: "
+            "data.val_fraction+data.test_fraction="
+            f"{data['val_fraction'] + data['test_fraction']:g} is not allowed: "
             "expected a sum < 0.9 so that training keeps data"
         )
     if data.get("sparse") and cfg["batch_size"]:
         raise ConfigError(
-            f"batch_size={cfg['batch_size']} is not allowed with sparse text features (data.sparse=true): "
+            f"batch_size={cfg['batch_size']} is not allowed with sparse text features "
+            "(data.sparse=true): "
             "expected batch_size=0 (full batch), or data.sparse=false"
         )
     if "path" in rules and not Path(data["path"]).is_file():
@@ -422,9 +437,9 @@ NESTED = ("data", "tracking")
 
 
 def check_nested_key(key: str, overrides: list[Any]) -> None:
-    """``data.val_frac=0.1``: one line naming the key and the keys of the chosen ``data`` config, where
-    Hydra says "Could not override ... not in struct" over 7 lines. ``+data.foo=1`` (an append) is left
-    to :func:`validate`, which refuses keys a data set does not have."""
+    """``data.val_frac=0.1``: one line naming the key and the keys of the chosen ``data`` config,
+    where Hydra says "Could not override ... not in struct" over 7 lines. ``+data.foo=1`` (an
+    append) is left to :func:`validate`, which refuses keys a data set does not have."""
     group, _, rest = key.partition(".")
     if group in TOP_LEVEL:  # lr.x=1: Hydra says "Key 'x' is not in struct"
         raise ConfigError(
@@ -443,13 +458,15 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
         keys = sorted(k for k in OmegaConf.load(path) if k != "defaults")
         if name not in keys:
             raise ConfigError(
-                f"{group}.{name} is not a key of {group}={option}: expected one of {', '.join(keys)}"
+                f"{group}.{name} is not a key of {group}={option}: expected one of "
+                f"{', '.join(keys)}"
             )
 
 
 def _chosen(group: str, overrides: list[Any]) -> list[str]:
-    """The options of ``group`` the command composes: its own ``data=...`` (every value of a sweep), else
-    what a ``+best=``/``+sweep=`` config picks (``override /data: ...``), else conf/config.yaml's default."""
+    """The options of ``group`` the command composes: its own ``data=...`` (every value
+    of a sweep), else what a ``+best=``/``+sweep=`` config picks
+    (``override /data: ...``), else conf/config.yaml's default."""
     for o in overrides:
         if o.key_or_group == group and not o.is_delete():
             if not o.is_sweep_override():
@@ -467,12 +484,13 @@ def _chosen(group: str, overrides: list[Any]) -> list[str]:
 
 
 def check_overrides(args: list[str], whole: bool = False) -> None:
-    """Check command-line overrides before Hydra composes, so bad input fails in one line; ``whole``: ``args``
-    is the whole command line, flags included, so a sweep without ``-m`` is refused ("add -m").
+    """Check command-line overrides before Hydra composes, so bad input fails in one
+    line; ``whole``: ``args`` is the whole command line, flags included, so a sweep
+    without ``-m`` is refused ("add -m").
 
     Covers overrides Hydra's parser rejects (``data.sep=;``, ``lr=(``), config-group choices
-    (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys, every
-    value of a sweep included. Everything else is left to Hydra and to :func:`validate`.
+    (``data=nope`` would otherwise fail inside Hydra over several lines) and the top-level keys,
+    every value of a sweep included. Everything else is left to Hydra and to :func:`validate`.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -508,17 +526,22 @@ def check_overrides(args: list[str], whole: bool = False) -> None:
             choices.some_job(o, None, GROUPS, ConfigError)
             continue  # globs and intervals are expanded by the sweeper; validate() sees each job
         if key == "model" and any(a.lstrip("+").startswith("hydra.searchpath") for a in args):
-            continue  # a model/<name>.yaml of the user's own config folder: Hydra finds it (validate checks it)
+            # a model/<name>.yaml of the user's own config folder: Hydra finds it
+            # (validate checks it)
+            continue
         _check_values(o, key, values)
     choices.conflicts(overrides, GROUPS, ConfigError)
     check_hydra(all_args, overrides, ConfigError, TOP_LEVEL, whole)
-    if whole:  # the command line as typed, once it passed (an Optuna space's lines are overridden by it, as Hydra means)
+    # the command line as typed, once it passed (an Optuna space's lines are overridden
+    # by it, as Hydra means)
+    if whole:
         print("".join(f"{line}\n" for line in choices.given_twice(overrides)), end="", flush=True)
 
 
 def _check_values(o: Any, key: str, values: list[Any]) -> None:
-    """Each value an override gives a config group (an option that exists and can be read) or a top-level key; a
-    plain key that is neither is unknown (a nested or an added one is left to Hydra and :func:`validate`)."""
+    """Each value an override gives a config group (an option that exists and can be
+    read) or a top-level key; a plain key that is neither is unknown (a nested or an
+    added one is left to Hydra and :func:`validate`)."""
     if key in GROUPS:
         options = group_options(key)
         for v in values:
@@ -534,13 +557,14 @@ def _check_values(o: Any, key: str, values: list[Any]) -> None:
 
 
 def _readable(path: Path, arg: str) -> None:
-    """A config file that YAML cannot read (a broken conf/best/NAME.yaml): one line naming it, not Hydra's
-    67-line traceback."""
+    """A config file that YAML cannot read (a broken conf/best/NAME.yaml): one line
+    naming it, not Hydra's 67-line traceback."""
     try:
         doc = OmegaConf.load(path)
     except Exception as e:  # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding
         raise ConfigError(
-            f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be read "
+            f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be "
+            "read "
             f"({type(e).__name__}: {' '.join(str(e).split())[:160]}): fix the file or choose "
             "another"
         ) from None
@@ -551,8 +575,8 @@ def _readable(path: Path, arg: str) -> None:
 
 
 def _unparsable(arg: str, e: Exception) -> None:
-    """One line for an override Hydra's parser rejects (e.g. ``data.sep=;``); an argument without ``=`` is
-    left to Hydra, which may read it as the value of an option."""
+    """One line for an override Hydra's parser rejects (e.g. ``data.sep=;``); an argument
+    without ``=`` is left to Hydra, which may read it as the value of an option."""
     key, eq, value = arg.partition("=")
     if not eq:
         return
@@ -573,9 +597,10 @@ def _unparsable(arg: str, e: Exception) -> None:
     )
 
 
-# data keys added after runs were pinned (data=csv's column choice, data.sep's sniffing), as ADDED_DEFAULTS:
-# at these values they hash as before they existed; data.sep=auto hashes as the old default ",", which is
-# what any file that ran before sniffing was read with unless data.sep named another.
+# data keys added after runs were pinned (data=csv's column choice, data.sep's
+# sniffing), as ADDED_DEFAULTS: at these values they hash as before they
+# existed; data.sep=auto hashes as the old default ",", which is what any file that ran
+# before sniffing was read with unless data.sep named another.
 DATA_ADDED_DEFAULTS: dict[str, Any] = {
     "drop": [],
     "features": [],

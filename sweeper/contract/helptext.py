@@ -1,6 +1,7 @@
-"""The ``--help`` texts: ``python -m sweeper --help`` built from the configuration's own files and rules
-(conf/config.yaml's defaults and comments, ``sweeper.contract.config``'s allowed values, the config groups' files)
-and the sub-commands' descriptions, as plain text. Nothing here imports MLflow or Hydra's composition.
+"""The ``--help`` texts: ``python -m sweeper --help`` built from the configuration's own
+files and rules (conf/config.yaml's defaults and comments, ``sweeper.contract.config``'s
+allowed values, the config groups' files) and the sub-commands' descriptions, as plain
+text. Nothing here imports MLflow or Hydra's composition.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
 
-# The standalone commands, in the order a sweep's life uses them (each module's docstring describes it); a test
-# checks that this is every entry module of sweeper/ (tests/test_help.py).
+# The standalone commands, in the order a sweep's life uses them (each module's docstring
+# describes it); a test checks that this is every entry module of sweeper/ (tests/test_help.py).
 COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload", "check")
 EXAMPLES = (
     ("one run, tracked in MLflow", "python -m sweeper lr=0.01 depth=2"),
@@ -36,8 +37,8 @@ def plain(text: str) -> str:
 
 class Parser(argparse.ArgumentParser):
     """A command's argument parser whose refusal is one line, like every other error of the project:
-    ``sweeper: error: python -m sweeper.report: MESSAGE (see ... --help)``, exit 2 (argparse's own printed its
-    usage over 3-4 lines first)."""
+    ``sweeper: error: python -m sweeper.report: MESSAGE (see ... --help)``, exit 2
+    (argparse's own printed its usage over 3-4 lines first)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"sweeper: error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -45,7 +46,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def describe(doc: str | None) -> str:
-    """A module docstring's first paragraph, as one plain line: the description of its ``--help``."""
+    """A module docstring's first paragraph, as one plain line: the description of its
+    ``--help``."""
     first = (doc or "").strip().split("\n\n")[0]
     return plain(" ".join(first.split()))
 
@@ -80,8 +82,8 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def chosen_groups(args: list[str], defaults: dict[str, str]) -> dict[str, str]:
-    """The config groups a command line chooses (``data=csv``, ``tracking=server``), else their defaults; a choice
-    that is no option of its group (or a sweep of several) keeps the default."""
+    """The config groups a command line chooses (``data=csv``, ``tracking=server``), else their
+    defaults; a choice that is no option of its group (or a sweep of several) keeps the default."""
     from sweeper.contract.config import group_options
 
     chosen = dict(defaults)
@@ -93,9 +95,9 @@ def chosen_groups(args: list[str], defaults: dict[str, str]) -> dict[str, str]:
 
 
 def model_section(args: list[str]) -> list[str]:
-    """The model section's keys (``model._target_``, ``model.check``); with ``model._target_=PATH`` on the command
-    line, that model's own hyperparameters too (name, default, kind, its docstring's line), or one line saying why
-    they cannot be shown (its module does not import)."""
+    """The model section's keys (``model._target_``, ``model.check``); with ``model._target_=PATH``
+    on the command line, that model's own hyperparameters too (name, default, kind, its docstring's
+    line), or one line saying why they cannot be shown (its module does not import)."""
     from sweeper.contract.model import MODEL_KEYS, trainer_keys
     from sweeper.models.interface import ModelError, described, is_trainer, load_target
 
@@ -133,15 +135,16 @@ def model_section(args: list[str]) -> list[str]:
     if trainer:
         taken = ", ".join(trainer_keys(target)) or "none"
         lines.append(
-            f"  (a function trainer receives lr, epochs, seed, these model.KEY values and, of sweeper's "
+            "  (a function trainer receives lr, epochs, seed, these model.KEY values and, of "
+            "sweeper's "
             f"training-loop keys, those its signature names: {taken})"
         )
     return lines
 
 
 def main_help(args: list[str] | None = None) -> str:
-    """The text of ``python -m sweeper [GROUP=CHOICE ...] --help``: the keys of the data set and tracking store the
-    command line chooses (the defaults' otherwise)."""
+    """The text of ``python -m sweeper [GROUP=CHOICE ...] --help``: the keys of the data
+    set and tracking store the command line chooses (the defaults' otherwise)."""
     from sweeper.contract.config import DATA, GROUPS, TOP_LEVEL, TRACKING, group_options
 
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
@@ -181,18 +184,22 @@ def main_help(args: list[str] | None = None) -> str:
     lines = [
         "usage: python -m sweeper [-m] [KEY=VALUE ...] [GROUP=CHOICE ...]",
         "",
-        "Train a from-scratch NumPy/CuPy MLP on a data set and record the run in MLflow (params, metrics, loss",
-        "curves, data sets, the model). With -m (Hydra's multirun) every combination of comma-separated values",
+        "Train a from-scratch NumPy/CuPy MLP on a data set and record the run in MLflow (params, "
+        "metrics, loss",
+        "curves, data sets, the model). With -m (Hydra's multirun) every combination of "
+        "comma-separated values",
         "is one run, all under one parent run, and the end of the sweep prints a leaderboard.",
         "",
         "options:",
         "  -m, --multirun   sweep: KEY=A,B,C runs each value (range(), choice(), glob() work too)",
-        "  -h, --help       this text (--hydra-help: Hydra's own help; --cfg job: the composed config)",
+        "  -h, --help       this text (--hydra-help: Hydra's own help; --cfg job: the composed "
+        "config)",
         "",
         *_section("keys (KEY=VALUE):", top),
         "",
         *_section(
-            f"data keys (data.KEY=VALUE; shown for data={data_name}: python -m sweeper data=NAME --help shows "
+            f"data keys (data.KEY=VALUE; shown for data={data_name}: python -m sweeper data=NAME "
+            "--help shows "
             f"another data set's):",
             data_rows,
         ),

@@ -1,7 +1,7 @@
-"""Hydra's own errors on the command line, seen before Hydra composes (:func:`check_hydra`), so they are one
-line and exit 2 instead of Hydra's 4-14 lines and exit 1: an unknown ``hydra.`` key, ``+key=`` for a key
-that exists, an unknown ``hydra/launcher=`` or ``hydra/sweeper=``, a sweep without ``-m``, and the batched
-launcher's knobs out of range."""
+"""Hydra's own errors on the command line, seen before Hydra composes (:func:`check_hydra`),
+so they are one line and exit 2 instead of Hydra's 4-14 lines and exit 1: an unknown
+``hydra.`` key, ``+key=`` for a key that exists, an unknown ``hydra/launcher=`` or
+``hydra/sweeper=``, a sweep without ``-m``, and the batched launcher's knobs out of range."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The batched launcher's own keys (plugins/hydra_plugins/sweeper_batched_launcher/config.py) and what they allow.
+# The batched launcher's own keys
+# (plugins/hydra_plugins/sweeper_batched_launcher/config.py) and what they allow.
 LAUNCHER_INTS = {
-    "hydra.launcher.max_group_bytes": "an integer >= 0 (bytes; 0 = a quarter of the machine's memory)",
+    "hydra.launcher.max_group_bytes": (
+        "an integer >= 0 (bytes; 0 = a quarter of the machine's memory)"
+    ),
     "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)",
 }
 
@@ -33,8 +36,9 @@ FOLDERS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.
 
 
 def hydra_groups(group: str) -> list[str]:
-    """The options of a Hydra group (``hydra/launcher``): its own configs and those the installed plugins
-    register (discovering the plugins imports them: ~0.4 s, paid only when the command names the group)."""
+    """The options of a Hydra group (``hydra/launcher``): its own configs and those the
+    installed plugins register (discovering the plugins imports them: ~0.4 s, paid only
+    when the command names the group)."""
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
 
@@ -62,9 +66,9 @@ def check_hydra(
     top_level: Any,
     whole: bool = True,
 ) -> None:
-    """Raise ``error`` (one line) for an override of ``args`` (parsed: ``overrides``) that Hydra would refuse
-    over several lines; ``top_level`` are the config's own top-level keys; ``whole``: ``args`` is the whole
-    command line (else whether ``-m`` was given is unknown)."""
+    """Raise ``error`` (one line) for an override of ``args`` (parsed: ``overrides``) that Hydra
+    would refuse over several lines; ``top_level`` are the config's own top-level keys; ``whole``:
+    ``args`` is the whole command line (else whether ``-m`` was given is unknown)."""
     multirun = (
         not whole
         or any(a in ("-m", "--multirun") for a in args)
@@ -79,7 +83,8 @@ def check_hydra(
             )
         if o.is_add() and key in top_level:
             raise error(
-                f"{o.input_line}: {key} is already a key of the config: write {o.input_line[1:]} (without +)"
+                f"{o.input_line}: {key} is already a key of the config: write {o.input_line[1:]} "
+                "(without +)"
             )
         if (
             key in ("hydra/launcher", "hydra/sweeper")
@@ -122,7 +127,8 @@ def _check_hydra_key(key: str, error: type[Exception]) -> None:
 
 
 def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
-    """Each folder name of an output folder's path (``hydra.run.dir``, ...) one the file system takes."""
+    """Each folder name of an output folder's path (``hydra.run.dir``, ...) one the file
+    system takes."""
     from pathlib import PurePath
 
     from sweeper.base.names import name_problem
@@ -134,7 +140,8 @@ def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
 
 
 def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
-    """``hydra.launcher.halving.<name>``: a name of :data:`HALVING`, its value an int in its range (or null)."""
+    """``hydra.launcher.halving.<name>``: a name of :data:`HALVING`, its value an int in
+    its range (or null)."""
     if key not in HALVING and not o.is_delete():
         raise error(
             f"{key} is not a key of hydra.launcher.halving: expected one of "
@@ -146,7 +153,8 @@ def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
             raise error(f"{key}={v} is not allowed: expected {allowed}")
 
 
-# Hydra's options that each choose what the command does: Hydra allows one of them (a ValueError otherwise).
+# Hydra's options that each choose what the command does: Hydra allows one of them (a
+# ValueError otherwise).
 COMMANDS = {
     "-m": "--multirun",
     "--multirun": "--multirun",
@@ -159,7 +167,8 @@ COMMANDS = {
 }
 
 
-# Hydra 1.3's command-line options (hydra._internal.utils.get_args_parser; a test keeps the two equal)
+# Hydra 1.3's command-line options (hydra._internal.utils.get_args_parser; a test keeps
+# the two equal)
 OPTIONS = (
     "--help",
     "-h",
@@ -189,35 +198,41 @@ OPTIONS = (
 
 
 def check_commands(args: list[str], error: type[Exception]) -> None:
-    """``-m --cfg job``: Hydra raises a ValueError with its traceback; here one line. So is an option Hydra does not
-    have: argparse takes a prefix of one for it (``--experiment digits`` became ``--experimental-rerun digits``, a
-    traceback), and a report command's flag given to the main command is the likeliest."""
+    """``-m --cfg job``: Hydra raises a ValueError with its traceback; here one line. So
+    is an option Hydra does not have: argparse takes a prefix of one for it
+    (``--experiment digits`` became ``--experimental-rerun digits``, a traceback), and a
+    report command's flag given to the main command is the likeliest."""
     for i, a in enumerate(args):
         name = a.partition("=")[0]
         if a.startswith("-") and a != "--" and name not in OPTIONS:
             raise error(
-                f"{name} is not an option of python -m sweeper (-m for a sweep, --cfg job, --help; Hydra's: "
-                f"--hydra-help): a key is given as key=value ({name.lstrip('-')}=...), and the read commands "
+                f"{name} is not an option of python -m sweeper (-m for a sweep, --cfg job, "
+                "--help; Hydra's: "
+                f"--hydra-help): a key is given as key=value ({name.lstrip('-')}=...), and the "
+                "read commands "
                 "take their own flags (python -m sweeper report --help)"
             )
         if name == "--experimental-rerun":
             rerun = a.partition("=")[2] or (args[i + 1] if i + 1 < len(args) else "")
             if not os.path.isfile(rerun):
                 raise error(
-                    f"--experimental-rerun={rerun}: no such file: expected a job's .hydra/config.pickle"
+                    f"--experimental-rerun={rerun}: no such file: expected a job's "
+                    ".hydra/config.pickle"
                 )
     given = list(dict.fromkeys(COMMANDS[a] for a in args if a in COMMANDS))
     if len(given) > 1:
         raise error(
-            f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python -m sweeper "
+            f"{' and '.join(given)} cannot be given together: expected one of them (e.g. python "
+            "-m sweeper "
             f"--cfg job key=value shows one job's config; -m runs the sweep)"
         )
 
 
 def hydra_line(e: BaseException) -> str | None:
-    """The one line for an error that Hydra or OmegaConf raised while reading the command line or composing the
-    config (a value of the wrong type for a Hydra key, ``lr.x=1``, a missing config): Hydra's first line and its
-    cause's, with the key; None for any other exception (ours, a job's), which keeps Hydra's report."""
+    """The one line for an error that Hydra or OmegaConf raised while reading the
+    command line or composing the config (a value of the wrong type for a Hydra
+    key, ``lr.x=1``, a missing config): Hydra's first line and its cause's, with the
+    key; None for any other exception (ours, a job's), which keeps Hydra's report."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -251,9 +266,10 @@ def hydra_line(e: BaseException) -> str | None:
 
 
 def one_line_errors(error: type[Exception]) -> None:
-    """From now on in this process, an error that Hydra or OmegaConf raises while it composes the config (before
-    any job's task starts) reaches the caller as ``error`` with one line (:func:`hydra_line`), instead of Hydra
-    printing 4-14 lines and exiting 1. ``HYDRA_FULL_ERROR=1`` keeps Hydra's own report. A job's failure is left
+    """From now on in this process, an error that Hydra or OmegaConf raises while it
+    composes the config (before any job's task starts) reaches the caller as ``error``
+    with one line (:func:`hydra_line`), instead of Hydra printing 4-14 lines and
+    exiting 1. ``HYDRA_FULL_ERROR=1`` keeps Hydra's own report. A job's failure is left
     to Hydra: the caller's task function sets :data:`TASK_STARTED`."""
     import os
 
@@ -289,10 +305,11 @@ _STORE = re.compile(r"^(\+{0,2}tracking\.uri)=sqlite:///([^/].*)$")  # a relativ
 
 
 def chdir_paths(args: list[str]) -> list[str]:
-    """With ``hydra.job.chdir=true`` every job runs in its own folder, where a relative ``data.path`` names nothing
-    and a relative ``tracking.uri=sqlite:///PATH`` a new store in each job's folder: each relative value (of a
-    sweep's comma-separated data paths) that is a file here, and the store's path, is made absolute, and said on
-    stderr. Without chdir, or for a value with Hydra's grammar in it, the arguments are returned as they are."""
+    """With ``hydra.job.chdir=true`` every job runs in its own folder, where a relative
+    ``data.path`` names nothing and a relative ``tracking.uri=sqlite:///PATH`` a new store in
+    each job's folder: each relative value (of a sweep's comma-separated data paths) that is
+    a file here, and the store's path, is made absolute, and said on stderr. Without chdir,
+    or for a value with Hydra's grammar in it, the arguments are returned as they are."""
     if not any(_CHDIR.match(a) for a in args):
         return args
     out = []
@@ -306,16 +323,19 @@ def chdir_paths(args: list[str]) -> list[str]:
             new = f"{m[1]}={','.join(values)}"
             if new != a:
                 print(
-                    f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each job in its own "
+                    f"sweeper: {a} read as {','.join(values)} (hydra.job.chdir=true runs each "
+                    "job in its own "
                     "folder)",
                     file=sys.stderr,
                 )
             a = new
         m = _STORE.match(a)
         if m and not any(c in m[2] for c in "()${}[]'\"\\,"):
-            a = f"{m[1]}=sqlite:///{Path(m[2]).absolute()}"  # each job's folder would get a store of its own
+            # each job's folder would get a store of its own
+            a = f"{m[1]}=sqlite:///{Path(m[2]).absolute()}"
             print(
-                f"sweeper: {m[1]}=sqlite:///{m[2]} read as {a.partition('=')[2]} (hydra.job.chdir=true runs each "
+                f"sweeper: {m[1]}=sqlite:///{m[2]} read as {a.partition('=')[2]} "
+                "(hydra.job.chdir=true runs each "
                 "job in its own folder)",
                 file=sys.stderr,
             )

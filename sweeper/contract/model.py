@@ -1,5 +1,6 @@
-"""The ``model`` section of a config: sweeper's MLP (conf/model/mlp.yaml), or a class of the model interface
-(:mod:`sweeper.models.interface`) named by ``model._target_`` with its hyperparameters as ``model.<name>``."""
+"""The ``model`` section of a config: sweeper's MLP (conf/model/mlp.yaml), or a class of
+the model interface (:mod:`sweeper.models.interface`) named by ``model._target_`` with
+its hyperparameters as ``model.<name>``."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ from sweeper.models.interface import (
 
 
 def check_model(model: Any, cfg: Any = None) -> None:
-    """Sweeper's MLP, or a class of the model interface that imports, has its three methods and takes the given
-    hyperparameters: :class:`ModelError` (one line naming what is wrong) otherwise. Imports the user's module.
-    With the whole config ``cfg``: a top-level key set away from its default that this model would ignore is
-    refused too (:func:`ignored_key`)."""
+    """Sweeper's MLP, or a class of the model interface that imports, has its three methods and
+    takes the given hyperparameters: :class:`ModelError` (one line naming what is wrong)
+    otherwise. Imports the user's module. With the whole config ``cfg``: a top-level key set
+    away from its default that this model would ignore is refused too (:func:`ignored_key`)."""
     if model is None:
         return
     if cfg is not None:
@@ -50,14 +51,17 @@ def _check_section(model: Any) -> None:
         extra = sorted(k for k in model if k != "_target_")
         if "check" in extra and offers.fast_path:
             raise ModelError(
-                f"model.check={model['check']} is not allowed with sweeper's MLP: its gradients are "
-                "sweeper's own (held to finite differences by its test suite); model.check applies to "
+                f"model.check={model['check']} is not allowed with sweeper's MLP: its gradients "
+                "are "
+                "sweeper's own (held to finite differences by its test suite); model.check "
+                "applies to "
                 "a model of yours"
             )
         if extra:
             top = offers.top_level
             raise ModelError(
-                f"model.{extra[0]} is not a key of {_named(offers)}: its hyperparameters are the top-level "
+                f"model.{extra[0]} is not a key of {_named(offers)}: its hyperparameters are the "
+                "top-level "
                 f"{', '.join(top)} (write {top[0]}=VALUE, not model.{top[0]}=VALUE)"
             )
         return
@@ -65,20 +69,23 @@ def _check_section(model: Any) -> None:
     target = load_target(path)
     if "check" in model and is_trainer(target):
         raise ModelError(
-            f"model.check={model['check']} is not allowed with {path}: a function trainer computes its "
+            f"model.check={model['check']} is not allowed with {path}: a function trainer "
+            "computes its "
             "own updates, with no gradients for sweeper to check"
         )
     if "check" in model and not isinstance(model["check"], bool):
         raise ModelError(
-            f"model.check={model['check']} is not allowed: expected true or false (false: a model whose "
+            f"model.check={model['check']} is not allowed: expected true or false (false: a "
+            "model whose "
             "gradient check fails trains anyway, its runs tagged gradient_check=failed)"
         )
     (check_trainer if is_trainer(target) else check_class)(target, path, kwargs)
 
 
 def where_tags(model: Any) -> dict[str, str]:
-    """Where a model of yours (a class or a function trainer) imports from and its source's digest: the run's
-    ``model_dir`` and ``model_source`` tags, which ``python -m sweeper.promote`` writes into a pin (``pinned.model_dir``,
+    """Where a model of yours (a class or a function trainer) imports from and its
+    source's digest: the run's ``model_dir`` and ``model_source`` tags,
+    which ``python -m sweeper.promote`` writes into a pin (``pinned.model_dir``,
     ``pinned.model_source``) so that it re-runs without PYTHONPATH (:func:`reach`)."""
     from sweeper.models.interface import home, source_digest
 
@@ -91,9 +98,9 @@ _SAID_SOURCE: set[str] = set()
 
 
 def reach(cfg: Any) -> None:
-    """A pin of a model of yours (``pinned.model_dir``): its folder joins ``sys.path`` (at the end: a module of that
-    name nearer the command still wins), so the pin re-runs from any folder without PYTHONPATH; a source that differs
-    from the pinned one (``pinned.model_source``) is said once."""
+    """A pin of a model of yours (``pinned.model_dir``): its folder joins ``sys.path`` (at the end:
+    a module of that name nearer the command still wins), so the pin re-runs from any folder without
+    PYTHONPATH; a source that differs from the pinned one (``pinned.model_source``) is said once."""
     import logging
     import sys
 
@@ -117,15 +124,17 @@ def reach(cfg: Any) -> None:
     if got and got != want and key not in _SAID_SOURCE:
         _SAID_SOURCE.add(key)
         logging.getLogger("sweeper").warning(
-            "%s: its source differs from the one pinned (%s, not %s): a changed model may score otherwise",
+            "%s: its source differs from the one pinned (%s, not %s): a changed model may score "
+            "otherwise",
             split(model)[0],
             got,
             want,
         )
 
 
-# sweeper's own training loop's keys: a function trainer runs its own loop, and receives one of them only when its
-# signature names it (sweeper.job.trainer); lr, epochs and seed it always receives (interface.GIVEN).
+# sweeper's own training loop's keys: a function trainer runs its own loop, and receives
+# one of them only when its signature names it (sweeper.job.trainer); lr, epochs and
+# seed it always receives (interface.GIVEN).
 TRAINER_KEYS = (
     "optimizer",
     "momentum",
@@ -139,13 +148,14 @@ TRAINER_KEYS = (
     "log_every",
     "sync_every_epoch",
 )
-# ... of which sweeper applies these to any function trainer itself, through report()'s answer (sweeper.job.trainer.Stop)
+# ... of which sweeper applies these to any function trainer itself, through report()'s
+# answer (sweeper.job.trainer.Stop)
 BY_REPORT = ("patience",)
 
 
 def trainer_keys(fn: Any) -> tuple[str, ...]:
-    """The keys of sweeper's training loop (:data:`TRAINER_KEYS`) that a function trainer's signature names: it
-    receives them as keyword arguments, beside lr, epochs and seed."""
+    """The keys of sweeper's training loop (:data:`TRAINER_KEYS`) that a function trainer's
+    signature names: it receives them as keyword arguments, beside lr, epochs and seed."""
     import inspect
 
     try:
@@ -162,10 +172,10 @@ def trainer_keys(fn: Any) -> tuple[str, ...]:
 
 
 def ignored_key(model: Any, cfg: Any) -> str | None:
-    """The one line for the first top-level key of ``cfg`` set away from its default (conf/config.yaml) that the
-    model of ``model`` would ignore: the MLP's hyperparameters (depth, width, activation) with another model, and
-    sweeper's training-loop keys with a function trainer whose signature does not name them. None: every key set
-    does something."""
+    """The one line for the first top-level key of ``cfg`` set away from its default
+    (conf/config.yaml) that the model of ``model`` would ignore: the MLP's hyperparameters
+    (depth, width, activation) with another model, and sweeper's training-loop keys with a
+    function trainer whose signature does not name them. None: every key set does something."""
     from sweeper.models.interface import top_level_keys
 
     if offer(model).top_level:
@@ -179,7 +189,8 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
         if k in mlp_keys:
             own = ", ".join(f"model.{n}" for n in _own_names(target)) or "none"
             return (
-                f"{k}={cfg[k]} does nothing with {path}: {', '.join(mlp_keys[:-1])} and {mlp_keys[-1]} are "
+                f"{k}={cfg[k]} does nothing with {path}: {', '.join(mlp_keys[:-1])} and "
+                f"{mlp_keys[-1]} are "
                 f"{_named(offer(None))}'s hyperparameters; {path}'s are {own} (model.NAME=VALUE)"
             )
     if not is_trainer(target):
@@ -188,9 +199,12 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
     for k in changed:
         if k in TRAINER_KEYS and k not in takes and k not in BY_REPORT:
             return (
-                f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop and receives lr, "
-                f"epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, only those its "
-                f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword arguments to receive it "
+                f"{k}={cfg[k]} does nothing with {path}: a function trainer runs its own loop "
+                "and receives lr, "
+                "epochs, seed, its model.NAME hyperparameters and, of sweeper's training keys, "
+                "only those its "
+                f"signature names ({', '.join(takes) or 'none'}): add {k} to its keyword "
+                "arguments to receive it "
                 "(patience applies to any: report() answers False where it would stop)"
             )
     return None
@@ -216,18 +230,20 @@ def top_defaults() -> dict[str, Any]:
 
 
 def _named(offers: Any) -> str:
-    """A model in words: sweeper's MLP (a model with sweeper's own kernels), else its import path."""
+    """A model in words: sweeper's MLP (a model with sweeper's own kernels), else its
+    import path."""
     return "sweeper's MLP" if offers.fast_path else offers.path
 
 
 def gradient_check(
     model: Any, n_in: int, n_out: int, task: str
 ) -> tuple[str | None, dict[str, str]]:
-    """The gradient check of a model of the interface at a data set's shape (:func:`sweeper.models.gradcheck.verdict`:
-    once per model source, hyperparameters and shape): ``(refusal, tags)``. ``refusal`` is the one line that refuses
-    a sweep when the check failed and ``model.check`` is not false (else None); ``tags`` the run's
-    ``gradient_check`` (``passed`` or ``failed``) and, when failed, ``gradient_check_detail``. Nothing for
-    sweeper's MLP or a function trainer."""
+    """The gradient check of a model of the interface at a data set's shape
+    (:func:`sweeper.models.gradcheck.verdict`: once per model source, hyperparameters
+    and shape): ``(refusal, tags)``. ``refusal`` is the one line that refuses a sweep
+    when the check failed and ``model.check`` is not false (else None); ``tags`` the
+    run's ``gradient_check`` (``passed`` or ``failed``) and, when failed,
+    ``gradient_check_detail``. Nothing for sweeper's MLP or a function trainer."""
     from sweeper.models import gradcheck
     from sweeper.models.interface import check_on, kind
 
@@ -242,13 +258,15 @@ def gradient_check(
     path, kwargs = split(model)
     shape = f"n_in={n_in}, n_out={n_out}"
     what = (
-        f"the gradient of {got.worst[0]} is wrong (worst relative error {got.worst[1]:.2g} against finite "
+        f"the gradient of {got.worst[0]} is wrong (worst relative error {got.worst[1]:.2g} "
+        "against finite "
         f"differences, allowed {gradcheck.FD_RTOL:g}; {shape})"
         if got.problem is None and got.worst
         else f"its gradients cannot be checked ({got.problem}; {shape})"
     )
     return (
-        f"model._target_={path}: {what}: {check_command(path, kwargs)} shows the whole check; model.check=false "
+        f"model._target_={path}: {what}: {check_command(path, kwargs)} shows the whole check; "
+        "model.check=false "
         "trains it anyway (its runs tagged gradient_check=failed)"
     ), tags
 
@@ -265,21 +283,25 @@ def check_command(path: str, kwargs: dict[str, Any]) -> str:
     )
 
 
-# The model section's own keys (beside a model's hyperparameters, model.<name>): key -> (default, allowed, meaning);
-# python -m sweeper --help and the configuration reference show them.
+# The model section's own keys (beside a model's hyperparameters, model.<name>): key -> (default,
+# allowed, meaning); python -m sweeper --help and the configuration reference show them.
 MODEL_KEYS = {
     "_target_": (
         str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]),
         "an import path (module.Name or module:Name)",
-        "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, activation), "
-        "a class of yours with init/forward/backward (model.<name>: its constructor's keyword arguments), or "
+        "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, "
+        "activation), "
+        "a class of yours with init/forward/backward (model.<name>: its constructor's keyword "
+        "arguments), or "
         "a function trainer fit(data, report, *, lr, epochs, seed, ...)",
     ),
     "check": (
         "true",
         "true or false",
-        "a class of yours: its gradients are checked against finite differences before it trains, and a "
-        "failed check refuses the sweep; false trains it anyway, each run tagged gradient_check=failed",
+        "a class of yours: its gradients are checked against finite differences before it "
+        "trains, and a "
+        "failed check refuses the sweep; false trains it anyway, each run tagged "
+        "gradient_check=failed",
     ),
 }
 
@@ -288,7 +310,7 @@ _MODEL_KEY = re.compile(r"^model\.(?!_target_=)[A-Za-z_][\w.]*=")
 
 
 def model_overrides(args: list[str]) -> list[str]:
-    """``model.hidden=32`` as ``++model.hidden=32``: a model's hyperparameters are its constructor's keyword
-    arguments, which conf/model/mlp.yaml (or the user's model yaml) need not list; the config's validation checks
-    them against the class. Every other argument is returned as it is."""
+    """``model.hidden=32`` as ``++model.hidden=32``: a model's hyperparameters are its constructor's
+    keyword arguments, which conf/model/mlp.yaml (or the user's model yaml) need not list; the
+    config's validation checks them against the class. Every other argument is returned as it is."""
     return ["++" + a if _MODEL_KEY.match(a) else a for a in args]

@@ -1,7 +1,8 @@
-"""``python -m sweeper.contract.reference``: write the configuration reference, docs/reference/config.md, from the
-contract itself — ``sweeper.contract.config``'s rules, conf/config.yaml's and each config group's defaults and
-comments, the batched launcher's and the Optuna sweeper's dataclasses — the same sources ``python -m sweeper
---help`` reads. ``--check`` exits 1 when the committed page differs from what the code says (tests/test_docs.py
+"""``python -m sweeper.contract.reference``: write the configuration reference,
+docs/reference/config.md, from the contract itself — ``sweeper.contract.config``'s rules,
+conf/config.yaml's and each config group's defaults and comments, the batched launcher's and
+the Optuna sweeper's dataclasses — the same sources ``python -m sweeper --help`` reads.
+``--check`` exits 1 when the committed page differs from what the code says (tests/test_docs.py
 runs the same comparison). Nothing here imports MLflow or composes a config.
 """
 
@@ -21,15 +22,19 @@ from sweeper.contract import helptext
 PAGE = ROOT / "docs" / "reference" / "config.md"
 PLUGINS = ROOT / "plugins" / "hydra_plugins"
 COMMAND = "python -m sweeper.contract.reference"
-# What every data set's split keys mean (conf/data/*.yaml comment them nowhere, being the same everywhere).
+# What every data set's split keys mean (conf/data/*.yaml comment them nowhere, being
+# the same everywhere).
 SPLIT_MEANING = {
     "val_fraction": "share of the rows held out for validation (the split that ranks runs)",
-    "test_fraction": "share of the rows held out for the test split (reported, never used to choose)",
+    "test_fraction": (
+        "share of the rows held out for the test split (reported, never used to choose)"
+    ),
 }
 
 
 def shown(value: Any) -> str:
-    """A default as a user types it; the checkout's own folder as ``<repo>`` (the page is the same in any clone)."""
+    """A default as a user types it; the checkout's own folder as ``<repo>`` (the page
+    is the same in any clone)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -64,7 +69,8 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def header_comment(path: Path) -> str:
-    """The comment lines a config file opens with, as one paragraph (``# @package`` lines left out)."""
+    """The comment lines a config file opens with, as one paragraph (``# @package``
+    lines left out)."""
     lines = []
     for line in path.read_text().splitlines():
         if not line.startswith("#"):
@@ -75,7 +81,8 @@ def header_comment(path: Path) -> str:
 
 
 def field_comments(path: Path) -> dict[str, str]:
-    """The comments of a dataclass config's fields (the ``#`` lines above a field, or the one after it)."""
+    """The comments of a dataclass config's fields (the ``#`` lines above a field, or
+    the one after it)."""
     found: dict[str, str] = {}
     pending: list[str] = []
     for line in path.read_text().splitlines():
@@ -122,11 +129,14 @@ def top_level() -> list[str]:
     return [
         "## Top-level keys",
         "",
-        "Sweepable as written: `python -m sweeper -m KEY=A,B,C`. Defaults from `conf/config.yaml`, allowed values "
-        "from `sweeper/contract/config.py` (a value outside them stops the command with one line, exit 2).",
+        "Sweepable as written: `python -m sweeper -m KEY=A,B,C`. Defaults from "
+        "`conf/config.yaml`, allowed values "
+        "from `sweeper/contract/config.py` (a value outside them stops the command with one "
+        "line, exit 2).",
         "",
         *table(("key", "default", "allowed", "meaning"), rows),
-        f"{added} enter a run's fingerprint only when they differ from their default (runs made before these keys "
+        f"{added} enter a run's fingerprint only when they differ from their default (runs made "
+        "before these keys "
         "existed keep their fingerprints).",
         "",
     ]
@@ -138,7 +148,8 @@ def data_sets() -> list[str]:
     lines = [
         "## Data sets (`data=NAME`)",
         "",
-        "Each data set's keys (`data.KEY=VALUE`); a key that is not one of them is refused with the list of those "
+        "Each data set's keys (`data.KEY=VALUE`); a key that is not one of them is refused with "
+        "the list of those "
         "that are.",
         "",
     ]
@@ -201,7 +212,8 @@ def model() -> list[str]:
     return [
         "## The model (`model.KEY=VALUE`)",
         "",
-        "Beside these, `model.<name>` sets a hyperparameter of a model of yours (its constructor's or function's "
+        "Beside these, `model.<name>` sets a hyperparameter of a model of yours (its "
+        "constructor's or function's "
         "keyword arguments; `python -m sweeper model._target_=PATH --help` lists them). See "
         "[Your own model](../guide/models.md).",
         "",
@@ -253,8 +265,10 @@ def launcher() -> list[str]:
     return [
         "## The batched launcher (`hydra/launcher=batched`, the default of `-m`)",
         "",
-        "Options as `hydra.launcher.KEY=VALUE` (a key inside `ray` or `submitit` that has no default takes a `+`: "
-        "`+hydra.launcher.submitit.array_parallelism=8`). From `plugins/hydra_plugins/sweeper_batched_launcher/config.py`.",
+        "Options as `hydra.launcher.KEY=VALUE` (a key inside `ray` or `submitit` that has no "
+        "default takes a `+`: "
+        "`+hydra.launcher.submitit.array_parallelism=8`). From "
+        "`plugins/hydra_plugins/sweeper_batched_launcher/config.py`.",
         "",
         *table(("option", "default", "meaning"), dataclass_rows(BatchedLauncherConf, path)),
     ]
@@ -274,18 +288,23 @@ def optuna_sweeper() -> list[str]:
     return [
         "## The Optuna sweeper (`+sweep=optuna`)",
         "",
-        "Options as `hydra.sweeper.KEY=VALUE`. From `plugins/hydra_plugins/sweeper_optuna_sweeper/config.py`; "
-        "`conf/sweep/optuna.yaml` sets `n_trials`, `batch`, `storage`, `study_name` to the same values and names "
+        "Options as `hydra.sweeper.KEY=VALUE`. From "
+        "`plugins/hydra_plugins/sweeper_optuna_sweeper/config.py`; "
+        "`conf/sweep/optuna.yaml` sets `n_trials`, `batch`, `storage`, `study_name` to the same "
+        "values and names "
         "the search space below.",
         "",
         *table(("option", "default", "meaning"), dataclass_rows(OptunaSweeperConf, path)),
-        "Samplers (`hydra/sweeper/sampler=NAME`; their options, `hydra.sweeper.sampler.KEY=VALUE`, are the "
-        "arguments of Optuna's `TPESampler` and `RandomSampler`; any `optuna.samplers` class can be named as "
+        "Samplers (`hydra/sweeper/sampler=NAME`; their options, "
+        "`hydra.sweeper.sampler.KEY=VALUE`, are the "
+        "arguments of Optuna's `TPESampler` and `RandomSampler`; any `optuna.samplers` class can "
+        "be named as "
         "`hydra.sweeper.sampler._target_`):",
         "",
         *table(("`tpe` (default)", "default", "meaning"), dataclass_rows(TPESamplerConf, path)),
         *table(("`random`", "default", "meaning"), dataclass_rows(RandomSamplerConf, path)),
-        "The search space of `+sweep=optuna` (`hydra.sweeper.params`; a key given on the command line replaces its "
+        "The search space of `+sweep=optuna` (`hydra.sweeper.params`; a key given on the command "
+        "line replaces its "
         "entry, a fixed value takes the key out of the space):",
         "",
         *table(("key", "space"), rows),
@@ -309,11 +328,14 @@ def page() -> str:
     lines = [
         "# Configuration reference",
         "",
-        f"<!-- generated by `{COMMAND}` from the code; do not edit by hand (tests/test_docs.py fails when it is "
+        f"<!-- generated by `{COMMAND}` from the code; do not edit by hand (tests/test_docs.py "
+        "fails when it is "
         "out of date) -->",
         "",
-        "Every key a command line can set, its default and what it allows, read from the same sources as "
-        "`python -m sweeper --help` (`python -m sweeper data=NAME --help` prints one data set's keys). "
+        "Every key a command line can set, its default and what it allows, read from the same "
+        "sources as "
+        "`python -m sweeper --help` (`python -m sweeper data=NAME --help` prints one data set's "
+        "keys). "
         f"Regenerate with `{COMMAND}`.",
         "",
         *top_level(),

@@ -1,12 +1,14 @@
 """The stand-in's device array: a NumPy array behind the boundary a CuPy array keeps.
 
-Metadata (``shape``, ``dtype``, ``flags``, ``len``) and views are free, as on CuPy. An operation whose operands are
-device arrays and scalars (Python's or NumPy's) runs on NumPy and gives a device array — a reduction or an element
-too gives a 0-d device array, as CuPy does, never a host scalar. A host ``numpy.ndarray`` operand (even 0-d), output
-or ``where`` raises CuPy's ``TypeError: Unsupported type <class 'numpy.ndarray'>``; ``np.asarray(device_array)``
-raises CuPy's implicit-conversion error. Reading a value on the host (``float``, ``int``, ``bool``, ``.item()``,
-``.tolist()``, ``repr``) is a counted sync, ``.get()`` a counted copy (:mod:`.ledger`). A method or ufunc the table
-does not name raises (``AttributeError`` or NumPy's ``TypeError``): nothing passes unmodelled.
+Metadata (``shape``, ``dtype``, ``flags``, ``len``) and views are free, as on CuPy. An
+operation whose operands are device arrays and scalars (Python's or NumPy's) runs on NumPy
+and gives a device array — a reduction or an element too gives a 0-d device array, as CuPy
+does, never a host scalar. A host ``numpy.ndarray`` operand (even 0-d), output or
+``where`` raises CuPy's ``TypeError: Unsupported type <class 'numpy.ndarray'>``;
+``np.asarray(device_array)`` raises CuPy's implicit-conversion error. Reading a value on
+the host (``float``, ``int``, ``bool``, ``.item()``, ``.tolist()``, ``repr``) is a counted
+sync, ``.get()`` a counted copy (:mod:`.ledger`). A method or ufunc the table does not
+name raises (``AttributeError`` or NumPy's ``TypeError``): nothing passes unmodelled.
 """
 
 from __future__ import annotations
@@ -18,35 +20,40 @@ import numpy as np
 from sweeper.base.strict.ledger import LEDGER
 
 IMPLICIT = (
-    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array "
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
+    "NumPy array "
     "explicitly."
 )
 SCALARS = (bool, int, float, complex, np.generic)
 
-# NumPy ufuncs CuPy has that the stand-in runs (CuPy has more; one not named here raises until it is added).
+# NumPy ufuncs CuPy has that the stand-in runs (CuPy has more; one not named here raises
+# until it is added).
 UFUNCS = frozenset(
     """
-add subtract multiply divide true_divide floor_divide negative positive power float_power remainder mod fmod absolute
-fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log log2 log10 log1p logaddexp logaddexp2 tanh sinh cosh arctanh
-sin cos tan arcsin arccos arctan arctan2 hypot maximum minimum fmax fmin greater greater_equal less less_equal equal
-not_equal logical_and logical_or logical_xor logical_not isfinite isnan isinf signbit copysign floor ceil trunc rint
-bitwise_and bitwise_or bitwise_xor invert left_shift right_shift matmul conjugate heaviside clip
+add subtract multiply divide true_divide floor_divide negative positive power float_power remainder
+mod fmod absolute fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log log2 log10 log1p
+logaddexp logaddexp2 tanh sinh cosh arctanh sin cos tan arcsin arccos arctan arctan2 hypot maximum
+minimum fmax fmin greater greater_equal less less_equal equal not_equal logical_and logical_or
+logical_xor logical_not isfinite isnan isinf signbit copysign floor ceil trunc rint bitwise_and
+bitwise_or bitwise_xor invert left_shift right_shift matmul conjugate heaviside clip
 """.split()
 )
 # ufunc.reduce
 REDUCING = frozenset(("add", "multiply", "maximum", "minimum", "logical_and", "logical_or"))
 
-# ndarray methods CuPy has that the stand-in runs on the device; "sync" ones read on the host (CuPy synchronises).
+# ndarray methods CuPy has that the stand-in runs on the device; "sync" ones read on the
+# host (CuPy synchronises).
 METHODS = frozenset(
     """
-copy astype reshape ravel flatten transpose swapaxes squeeze sum mean max min prod std var argmax argmin all any
-cumsum cumprod clip dot take fill repeat round conj view diagonal trace sort argsort
+copy astype reshape ravel flatten transpose swapaxes squeeze sum mean max min prod std var argmax
+argmin all any cumsum cumprod clip dot take fill repeat round conj view diagonal trace sort argsort
 """.split()
 )
 
 
-# What a NumPy function called on device arrays runs, by (module, name): CuPy's ``__array_function__`` runs its own
-# function of the same name; the stand-in's namespace (:mod:`.namespace`) fills this table with its functions.
+# What a NumPy function called on device arrays runs, by (module, name): CuPy's
+# ``__array_function__`` runs its own function of the same name; the stand-in's
+# namespace (:mod:`.namespace`) fills this table with its functions.
 FUNCTIONS: dict[tuple[str, str], Any] = {}
 
 
@@ -56,8 +63,8 @@ def unsupported(x: Any) -> TypeError:
 
 
 def operand(x: Any) -> Any:
-    """An operand of a device kernel as NumPy takes it: a device array's buffer, a scalar as it is; else CuPy's
-    refusal (a host array, a list, a sparse matrix)."""
+    """An operand of a device kernel as NumPy takes it: a device array's buffer, a
+    scalar as it is; else CuPy's refusal (a host array, a list, a sparse matrix)."""
     if type(x) is DeviceArray:
         return x._a
     if isinstance(x, SCALARS):
@@ -66,8 +73,8 @@ def operand(x: Any) -> Any:
 
 
 def argument(x: Any) -> Any:
-    """An argument of a CuPy function (arrays inside sequences too): a device array's buffer; a host array
-    refused; shapes, axes, dtypes, slices and the like as they are."""
+    """An argument of a CuPy function (arrays inside sequences too): a device array's
+    buffer; a host array refused; shapes, axes, dtypes, slices and the like as they are."""
     t = type(x)
     if t is DeviceArray:
         return x._a
@@ -79,7 +86,8 @@ def argument(x: Any) -> Any:
 
 
 def wrap(r: Any) -> Any:
-    """A result on the device: arrays and NumPy scalars become device arrays (0-d for a scalar, as CuPy's)."""
+    """A result on the device: arrays and NumPy scalars become device arrays (0-d for a
+    scalar, as CuPy's)."""
     if isinstance(r, np.ndarray):
         return DeviceArray(r)
     if isinstance(r, np.generic):
@@ -90,8 +98,9 @@ def wrap(r: Any) -> Any:
 
 
 def _index(key: Any) -> Any:
-    """An index: device arrays as they are (a boolean mask makes CuPy count its entries: a sync); a host index
-    array or list goes to the device first (CuPy converts it: a counted host→device copy)."""
+    """An index: device arrays as they are (a boolean mask makes CuPy count its entries:
+    a sync); a host index array or list goes to the device first (CuPy converts it: a
+    counted host→device copy)."""
     if type(key) is tuple:
         return tuple(_index(k) for k in key)
     if type(key) is DeviceArray:
@@ -114,7 +123,8 @@ class DeviceArray:
     def __init__(self, a: np.ndarray) -> None:
         self._a = a
 
-    # -- metadata: free ------------------------------------------------------------------------------------
+    # -- metadata:
+    # free ------------------------------------------------------------------------------------
     shape = property(lambda self: self._a.shape)
     dtype = property(lambda self: self._a.dtype)
     ndim = property(lambda self: self._a.ndim)
@@ -133,7 +143,8 @@ class DeviceArray:
             raise TypeError("iteration over a 0-d array")
         return (DeviceArray(self._a[i]) for i in range(len(self._a)))
 
-    # -- the host reads: counted -----------------------------------------------------------------------------
+    # -- the host reads:
+    # counted -----------------------------------------------------------------------------
     def get(self, stream: Any = None, order: str = "C", out: Any = None) -> np.ndarray:
         """The explicit copy to the host (CuPy's ``.get()``)."""
         LEDGER.record("d2h", ".get()")
@@ -182,7 +193,9 @@ class DeviceArray:
         LEDGER.record("sync", "__array__ (allowed)")
         return np.array(self._a, dtype=dtype, copy=True)
 
-    # -- indexing ----------------------------------------------------------------------------------------------
+    # --
+    # indexing
+    # ----------------------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "DeviceArray":
         return wrap(self._a[_index(key)])
 
@@ -196,7 +209,8 @@ class DeviceArray:
             raise unsupported(value)
         self._a[_index(key)] = value._a if type(value) is DeviceArray else value
 
-    # -- NumPy's protocols: a device operation, or CuPy's refusal -----------------------------------------------
+    # -- NumPy's protocols: a device operation, or CuPy's
+    # refusal -----------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         name = ufunc.__name__
         if name not in UFUNCS or not (
@@ -231,7 +245,8 @@ class DeviceArray:
             method = getattr(self._a, name)
             return lambda *args, **kwargs: wrap(method(*argument(args), **_keywords(kwargs)))
         raise AttributeError(
-            f"the strict device stand-in does not model ndarray.{name} (CuPy's cupy.ndarray.{name}): "
+            f"the strict device stand-in does not model ndarray.{name} (CuPy's cupy.ndarray."
+            f"{name}): "
             "add it to sweeper/base/strict/array.py if the GPU path needs it"
         )
 
@@ -244,8 +259,8 @@ def _keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operators() -> None:
-    """The arithmetic operators as the ufuncs behind them (so a host operand is refused the same way); a sparse
-    operand gets its own turn (its ``__rmatmul__``)."""
+    """The arithmetic operators as the ufuncs behind them (so a host operand is refused
+    the same way); a sparse operand gets its own turn (its ``__rmatmul__``)."""
     pairs = {
         "add": np.add,
         "sub": np.subtract,

@@ -1,12 +1,14 @@
-"""The stand-in's account of every crossing between host and device: what, where in the code, and in which phase of
-training (the training loops name their phases through ``Backend.mark``: ``epoch``, ``segment end``, ``end``).
+"""The stand-in's account of every crossing between host and device: what, where in the
+code, and in which phase of training (the training loops name their phases
+through ``Backend.mark``: ``epoch``, ``segment end``, ``end``).
 
 Each event is one of three kinds:
 
 - ``h2d``: a host→device copy (``to_device``, ``xp.asarray`` of host data, a host index array);
 - ``d2h``: a device→host copy (``to_numpy``, ``.get()``, ``cupy.asnumpy``);
-- ``sync``: the host waits for the device to read a value (``float()``, ``int()``, ``bool()``, ``.item()``,
-  ``.tolist()``, ``__array__`` where allowed, printing an array, a boolean mask's count, ``synchronize()``).
+- ``sync``: the host waits for the device to read a value (``float()``, ``int()``,
+  ``bool()``, ``.item()``, ``.tolist()``, ``__array__`` where allowed, printing an
+  array, a boolean mask's count, ``synchronize()``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 KINDS = ("h2d", "d2h", "sync")
-# Frames inside these folders are the stand-in's or NumPy's/SciPy's own: a site names the first frame outside them.
+# Frames inside these folders are the stand-in's or NumPy's/SciPy's own: a site names
+# the first frame outside them.
 _HERE = str(Path(__file__).resolve().parent)
 _SKIP = (
     _HERE,
@@ -62,7 +65,8 @@ class Ledger:
         # how many times each phase was entered (every epoch, every segment end)
         self.marks: Counter = Counter()
         self._local = threading.local()
-        self.implicit = 0  # > 0 inside allow_implicit(): np.asarray(device array) is a counted sync, not an error
+        # > 0 inside allow_implicit(): np.asarray(device array) is a counted sync, not an error
+        self.implicit = 0
 
     def mark(self, phase: str, step: int = -1) -> None:
         """Enter ``phase`` (``epoch``, ``segment end``, ``end``, ...) at ``step`` on this thread."""
@@ -85,7 +89,8 @@ class Ledger:
         return Counter(e.kind for e in self.events if phase is None or e.phase == phase)
 
     def per_step(self, phase: str) -> dict[int, Counter]:
-        """Events per kind at each step of ``phase`` that had any (an epoch without an event is absent)."""
+        """Events per kind at each step of ``phase`` that had any (an epoch without an
+        event is absent)."""
         out: dict[int, Counter] = {}
         for e in self.events:
             if e.phase == phase:
@@ -93,8 +98,9 @@ class Ledger:
         return out
 
     def per_phase(self) -> dict[str, dict[str, int]]:
-        """Per phase: how often it was entered (``marks``) and, per kind, the events in all and the most at one step
-        (``d2h``, ``d2h_max``, ...): the figures of the design's promise (0 in an epoch, one copy a segment end)."""
+        """Per phase: how often it was entered (``marks``) and, per kind, the events in
+        all and the most at one step (``d2h``, ``d2h_max``, ...): the figures of the
+        design's promise (0 in an epoch, one copy a segment end)."""
         out: dict[str, dict[str, int]] = {p: {"marks": n} for p, n in self.marks.items() if p}
         for phase, steps in ((p, self.per_step(p)) for p in out):
             for kind in KINDS:
@@ -103,12 +109,14 @@ class Ledger:
         return out
 
     def inside(self, phase: str = "epoch") -> list[Event]:
-        """The events of ``phase`` (by default: inside the epoch loop, where the design allows none)."""
+        """The events of ``phase`` (by default: inside the epoch loop, where the design
+        allows none)."""
         return [e for e in self.events if e.phase == phase]
 
     @contextlib.contextmanager
     def allow_implicit(self) -> Iterator[None]:
-        """Within this block ``np.asarray(device_array)`` copies (a counted sync) instead of raising CuPy's error."""
+        """Within this block ``np.asarray(device_array)`` copies (a counted sync)
+        instead of raising CuPy's error."""
         self.implicit += 1
         try:
             yield
@@ -138,11 +146,13 @@ def describe(events: list[Event]) -> str:
 
 
 LEDGER = Ledger()
-LEDGER_ENV = "SWEEPER_STRICT_LEDGER"  # test-only: a file each process appends its summary to (one JSON line) at exit
+# test-only: a file each process appends its summary to (one JSON line) at exit
+LEDGER_ENV = "SWEEPER_STRICT_LEDGER"
 
 
 def append_summary_at_exit() -> None:
-    """With ``SWEEPER_STRICT_LEDGER`` set, append this process's :meth:`Ledger.summary` to that file at exit."""
+    """With ``SWEEPER_STRICT_LEDGER`` set, append this process's :meth:`Ledger.summary`
+    to that file at exit."""
     path = os.environ.get(LEDGER_ENV, "")
     if not path or getattr(append_summary_at_exit, "registered", False):
         return

@@ -1,15 +1,19 @@
-"""The stand-in's ``xp``: CuPy's module-level functions, as NumPy's on device arrays, returning device arrays.
+"""The stand-in's ``xp``: CuPy's module-level functions, as NumPy's on device arrays,
+returning device arrays.
 
 Each name below is one CuPy has; it is backed by NumPy's function of the same name. Three kinds:
 
-- device functions take device arrays (a host ``numpy.ndarray`` argument raises CuPy's ``TypeError``);
+- device functions take device arrays (a host ``numpy.ndarray`` argument raises CuPy's
+  ``TypeError``);
 - creation functions take shapes and scalars (``empty``, ``full``, ``arange``, ...);
-- transfers take host data too (``asarray``, ``array``, ``ascontiguousarray``): a host array or scalar becomes a
-  device array with one counted host→device copy; ``asnumpy`` is the way back (a counted copy).
+- transfers take host data too (``asarray``, ``array``, ``ascontiguousarray``): a host
+  array or scalar becomes a device array with one counted host→device copy; ``asnumpy``
+  is the way back (a counted copy).
 
-``copyto`` refuses a non-scalar host source and ``take`` has no ``mode`` (both as CuPy's); ``random.RandomState``
-draws its own orders (below). A name not here raises ``AttributeError`` naming it; a NumPy function called on device
-arrays (``np.sum(x)``) runs the function of the same name here, or raises NumPy's ``TypeError`` when there is none.
+``copyto`` refuses a non-scalar host source and ``take`` has no ``mode`` (both as CuPy's);
+``random.RandomState`` draws its own orders (below). A name not here raises
+``AttributeError`` naming it; a NumPy function called on device arrays (``np.sum(x)``) runs
+the function of the same name here, or raises NumPy's ``TypeError`` when there is none.
 """
 
 from __future__ import annotations
@@ -23,23 +27,26 @@ from sweeper.base.strict.array import FUNCTIONS, UFUNCS, DeviceArray, argument, 
 from sweeper.base.strict.ledger import LEDGER
 
 DEVICE = """
-sum mean max min amax amin prod std var argmax argmin all any cumsum cumprod diff clip dot vdot inner outer tensordot
-einsum concatenate stack vstack hstack column_stack split array_split reshape ravel transpose swapaxes moveaxis
-squeeze expand_dims broadcast_to broadcast_arrays atleast_1d atleast_2d tile repeat flip where sort argsort argpartition
-take_along_axis isclose allclose array_equal count_nonzero trace diagonal tril triu cov nan_to_num average median
-empty_like zeros_like ones_like full_like copy
+sum mean max min amax amin prod std var argmax argmin all any cumsum cumprod diff clip dot vdot
+inner outer tensordot einsum concatenate stack vstack hstack column_stack split array_split reshape
+ravel transpose swapaxes moveaxis squeeze expand_dims broadcast_to broadcast_arrays atleast_1d
+atleast_2d tile repeat flip where sort argsort argpartition take_along_axis isclose allclose
+array_equal count_nonzero trace diagonal tril triu cov nan_to_num average median empty_like
+zeros_like ones_like full_like copy
 """.split()
 CREATION = "empty zeros ones full arange linspace eye identity".split()
 TRANSFERS = "asarray array ascontiguousarray asfortranarray".split()
 METADATA = "shape ndim size result_type isscalar can_cast promote_types dtype finfo iinfo".split()
 CONSTANTS = (
-    "nan inf pi e newaxis float16 float32 float64 complex64 complex128 int8 int16 int32 int64 uint8 uint16 "
+    "nan inf pi e newaxis float16 float32 float64 complex64 complex128 int8 int16 int32 int64 "
+    "uint8 uint16 "
     "uint32 uint64 bool_ intp"
 ).split()
 
 
 def _device(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """NumPy's ``fn`` on device arrays: host arrays refused (an ``out`` too), the result on the device."""
+    """NumPy's ``fn`` on device arrays: host arrays refused (an ``out`` too), the result
+    on the device."""
 
     @wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -77,7 +84,8 @@ def _transfer(name: str) -> Callable[..., Any]:
 
 
 def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
-    """CuPy's: a scalar or a device array into a device array; a host array only when it holds one value."""
+    """CuPy's: a scalar or a device array into a device array; a host array only when it
+    holds one value."""
     if type(dst) is not DeviceArray:
         raise unsupported(dst)
     if isinstance(src, np.ndarray):
@@ -105,9 +113,9 @@ def asnumpy(a: Any, stream: Any = None, order: str = "C", out: Any = None) -> np
 
 
 class RandomState:
-    """``cupy.random.RandomState``: seeded draws on the device. Its orders are not NumPy's: CuPy's ``shuffle`` sorts
-    random 32-bit keys (cuRAND's), so the stand-in sorts keys of its own generator too — code that needs the
-    CPU's order on the GPU cannot get it from ``xp.random``."""
+    """``cupy.random.RandomState``: seeded draws on the device. Its orders are not NumPy's: CuPy's
+    ``shuffle`` sorts random 32-bit keys (cuRAND's), so the stand-in sorts keys of its own
+    generator too — code that needs the CPU's order on the GPU cannot get it from ``xp.random``."""
 
     def __init__(self, seed: int | None = None) -> None:
         self._rng = np.random.Generator(np.random.Philox(seed))
@@ -134,7 +142,8 @@ class RandomState:
 
 
 class Namespace:
-    """A module-like object: the functions and constants above as attributes; any other name raises."""
+    """A module-like object: the functions and constants above as attributes; any other
+    name raises."""
 
     def __init__(self, name: str, members: dict[str, Any]) -> None:
         self.__name__ = name

@@ -1,11 +1,13 @@
-"""The stand-in's ``cupyx.scipy.sparse`` matrix: a SciPy CSR/CSC matrix behind the boundary a cupyx one keeps.
+"""The stand-in's ``cupyx.scipy.sparse`` matrix: a SciPy CSR/CSC matrix behind the
+boundary a cupyx one keeps.
 
-What the GPU path asks of one (text features, :mod:`sweeper.models.mlp` and :mod:`sweeper.models.batched`):
-``shape``, ``dtype``, ``ndim``, ``nnz``, ``format``, ``T`` (a CSC view, as cupyx's), ``tocsr()``/``tocsc()``, row
-slicing (``X[:k]``, ``X[..., :k, :]``), ``copy()``, ``astype()``, and the product with a device array on either side
-(``X @ W``: a dense device array, as cupyx's ``csrmm``). A host operand of a product raises CuPy's ``TypeError``;
-``np.asarray`` raises the implicit-conversion error; ``.get()`` is a counted copy to a SciPy matrix and
-``.toarray()`` a dense device array. Anything else raises ``AttributeError`` naming it.
+What the GPU path asks of one (text features, :mod:`sweeper.models.mlp` and
+:mod:`sweeper.models.batched`): ``shape``, ``dtype``, ``ndim``, ``nnz``, ``format``, ``T`` (a CSC
+view, as cupyx's), ``tocsr()``/``tocsc()``, row slicing (``X[:k]``, ``X[..., :k, :]``),
+``copy()``, ``astype()``, and the product with a device array on either side (``X @ W``: a dense
+device array, as cupyx's ``csrmm``). A host operand of a product raises CuPy's ``TypeError``;
+``np.asarray`` raises the implicit-conversion error; ``.get()`` is a counted copy to a SciPy
+matrix and ``.toarray()`` a dense device array. Anything else raises ``AttributeError`` naming it.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class DeviceSparse:
 
     def __repr__(self) -> str:
         return (
-            f"<{self.shape[0]}x{self.shape[1]} sparse matrix of type {self.dtype} with {self.nnz} stored elements "
+            f"<{self.shape[0]}x{self.shape[1]} sparse matrix of type {self.dtype} with {self.nnz}"
+            " stored elements "
             f"in {self._m.format.upper()} format on the (stand-in) device>"
         )
 
