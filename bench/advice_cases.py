@@ -348,6 +348,7 @@ def baseline_costs() -> str:
 
     import sweeper.contract.config  # noqa: F401  (registers ${sweeper_root:})
     from sweeper import data
+    from sweeper.contract import choices
     from sweeper.insight import baselines
 
     t = time.perf_counter()
@@ -371,7 +372,7 @@ def baseline_costs() -> str:
 
     rows = []
     for yaml in sorted((ROOT / "conf" / "data").glob("*.yaml")):
-        node = OmegaConf.to_container(OmegaConf.load(yaml), resolve=True)
+        node = OmegaConf.to_container(choices.option("data", yaml.stem), resolve=True)
         try:
             ds = data.load_plain(node)
         except Exception as e:  # a user-file loader (csv, text) without a file

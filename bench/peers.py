@@ -84,11 +84,10 @@ def configurations(grid: dict[str, list]) -> list[dict[str, float | int]]:
 
 def _dataset(name: str):
     """sweeper's own split and scaling of the data set (its bundled loader, data.split_seed 0)."""
-    from omegaconf import OmegaConf
-
     from sweeper import data
+    from sweeper.contract import choices
 
-    return data.load(OmegaConf.load(ROOT / "conf" / "data" / f"{name}.yaml"))
+    return data.load(choices.option("data", name))
 
 
 def _fit(ds, cfg: dict, seed: int = 0):

@@ -103,3 +103,89 @@ def test_a_named_sweeps_key_given_on_the_command_line_says_it_replaces_it(tmp_pa
     bad = cli(tmp_path, "-m", "depth=1,2", "+depth=3", "epochs=5", store=tmp_path / "s.db")
     assert bad.returncode == 2 and "is given" not in bad.stdout
     assert "+depth=3: depth is already a key of the config" in one_line(bad.stderr)
+
+
+# The split keys as the docs state them (docs/manual/data.md, the reference); data=xor is too small
+# to split.
+STATED = {"val_fraction": 0.2, "test_fraction": 0.2, "split_seed": 0, "folds": 0}
+XOR = {**STATED, "val_fraction": 0.0, "test_fraction": 0.0}
+
+
+def test_every_data_set_takes_the_split_keys_from_one_entry_and_keeps_only_what_differs():
+    """conf/data_split.yaml declares the split keys once; each conf/data/NAME.yaml takes it in its
+    defaults list and sets only what differs. Hydra composes each data set's four keys at the stated
+    values; what ``--help``, the reference and ``data.KEY=`` checks read without composing
+    (``choices.option``) is Hydra's node, key order included; and the shared entry is no choice
+    (``data=`` lists the data sets, ``hydra.runtime.choices`` has no entry for it)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from sweeper import CONF_DIR
+    from sweeper.contract.choices import DATA_SPLIT, group_options, layers, option
+    from sweeper.contract.config import DATA
+
+    assert group_options("data") == sorted(DATA)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for name in group_options("data"):
+            cfg = compose(
+                config_name="config", overrides=[f"data={name}"], return_hydra_config=True
+            )
+            node = OmegaConf.to_container(cfg.data, resolve=False)
+            assert {k: node[k] for k in STATED} == (XOR if name == "xor" else STATED), name
+            groups = {k for k in cfg.hydra.runtime.choices if not k.startswith("hydra/")}
+            assert groups == {"data", "tracking", "model"}, name
+            mine = OmegaConf.to_container(option("data", name), resolve=False)
+            assert mine == node and list(mine) == list(node), name
+            path = CONF_DIR / "data" / f"{name}.yaml"
+            assert layers(path) == [DATA_SPLIT, path]
+            own = OmegaConf.load(path)
+            assert [k for k in STATED if k in own and own[k] == STATED[k]] == [], name
+
+
+def test_a_data_config_of_the_layout_before_reads_and_composes_as_it_did(tmp_path, monkeypatch):
+    """A data YAML with its own four split keys and no defaults list (the layout before
+    conf/data_split.yaml, or a user's copy of it) is itself alone, and Hydra composes it to the data
+    set it was."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from sweeper import CONF_DIR
+    from sweeper.contract import choices
+
+    conf = shutil.copytree(CONF_DIR, tmp_path / "conf")
+    old = conf / "data" / "iris.yaml"
+    old.write_text(
+        "name: iris\nval_fraction: 0.25\ntest_fraction: 0.2\n"
+        "split_seed: 0        # the split\nfolds: 0\n"
+    )
+    monkeypatch.setattr(choices, "CONF_DIR", conf)
+    assert choices.layers(old) == [old]
+    expected = {"name": "iris", **STATED, "val_fraction": 0.25}
+    assert OmegaConf.to_container(choices.option("data", "iris")) == expected
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["data=iris"])
+    assert OmegaConf.to_container(cfg.data) == expected
+
+
+def test_the_split_keys_are_keys_of_every_data_set_and_their_values_are_checked(tmp_path):
+    """``data.val_fraction=0.1`` names a key of the chosen data set (its file no longer lists it:
+    the shared entry does); a typo lists the split keys among the allowed; a bad value is one line
+    naming the key."""
+    from sweeper.contract.config import ConfigError, check_overrides
+
+    for args in (
+        ["data.val_fraction=0.1"],
+        ["data=xor", "data.folds=3"],
+        ["data=csv", "data.split_seed=2"],
+    ):
+        check_overrides(args)
+    with pytest.raises(
+        ConfigError, match=r"expected one of folds, name, split_seed, test_fraction, val_fraction$"
+    ):
+        check_overrides(["data=wine", "data.val_frac=0.1"])
+    proc = cli(tmp_path, "data.val_fraction=2")
+    assert proc.returncode != 0 and one_line(proc.stderr) == (
+        "sweeper: error: data.val_fraction=2 is not allowed: expected a number in [0, 1)"
+    )

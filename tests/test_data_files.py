@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from conftest import FAST_ARGS, client_for, cli, make_cfg, run_once
 from sweeper import data
+from sweeper.contract import choices
 from sweeper.contract.config import ConfigError, check_overrides
 from sweeper.data import DataError
 
@@ -388,10 +389,8 @@ def test_a_file_rewritten_between_two_sweeps_of_one_process_is_read_again(tmp_pa
         )
 
     write(1)
-    import sweeper
-
     node = {
-        **OmegaConf.to_container(OmegaConf.load(sweeper.CONF_DIR / "data" / "csv.yaml")),
+        **OmegaConf.to_container(choices.option("data", "csv")),
         "path": str(path),
         "target": "y",
     }

@@ -14,7 +14,7 @@ import pytest
 import docs_blocks
 from sweeper import ROOT
 from sweeper.contract import reference
-from sweeper.contract.config import DATA, TOP_LEVEL
+from sweeper.contract.config import DATA, SPLIT, TOP_LEVEL
 
 
 def test_readme_fits_on_two_screens():
@@ -34,10 +34,22 @@ def test_the_reference_names_every_key_of_the_contract():
     text = reference.page()
     for key in TOP_LEVEL:
         assert f"| `{key}` |" in text, key
+    split = text.split("### The split keys (every data set)")[1].split("### ")[0]
     for name, rules in DATA.items():
         section = text.split(f"### `data={name}`")[1].split("### ")[0]
         for key in rules:
-            assert f"| `data.{key}` |" in section, (name, key)
+            row = f"| `data.{key}` |"
+            assert row in section or (key in SPLIT and key != "name" and row in split), (name, key)
+
+
+def test_the_reference_documents_the_split_keys_once():
+    """conf/data_split.yaml's keys have one table; a data set's table repeats one only where its
+    default differs (data=xor's fractions, 0.0)."""
+    text = reference.page()
+    rows = {key: text.count(f"| `data.{key}` |") for key in SPLIT if key != "name"}
+    assert rows == {"val_fraction": 2, "test_fraction": 2, "split_seed": 1, "folds": 1}
+    xor = text.split("### `data=xor`")[1].split("### ")[0]
+    assert "| `data.val_fraction` | `0.0` |" in xor and "| `data.test_fraction` | `0.0` |" in xor
 
 
 def test_help_and_the_reference_say_the_same_allowed_values():

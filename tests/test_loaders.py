@@ -16,13 +16,12 @@ def _table(tmp_path: Path, rows: list[str]) -> Path:
 @pytest.mark.parametrize("task", ["auto", "regression"])
 def test_a_constant_target_is_refused(tmp_path, task):
     """Before: it trained as a regression (val_mse ~0.06 of nothing)."""
-    from omegaconf import OmegaConf
-
     from sweeper import data
+    from sweeper.contract import choices
 
     # a feature that is no row id
     path = _table(tmp_path, [f"{(i * 7) % 11 + 0.5},3" for i in range(50)])
-    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node = choices.option("data", "csv")
     node.path, node.task = str(path), task
     with pytest.raises(
         data.DataError,
@@ -34,13 +33,12 @@ def test_a_constant_target_is_refused(tmp_path, task):
 
 def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
     """Before: 60 text values became 60 classes without a word (an INFO line at most)."""
-    from omegaconf import OmegaConf
-
     from sweeper import data
+    from sweeper.contract import choices
 
     # a feature that is no row id
     path = _table(tmp_path, [f"{(i * 7) % 13 + 0.5},v{i % 60}" for i in range(120)])
-    node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "data" / "csv.yaml")
+    node = choices.option("data", "csv")
     node.path = str(path)
     ds = data.load(node)
     assert ds.task == "multiclass" and data.ASK_CLASSES in ds.decisions["task"]

@@ -14,8 +14,42 @@ from omegaconf import OmegaConf
 from sweeper import CONF_DIR
 
 
+# The split keys every data set shares (val_fraction, test_fraction, split_seed, folds), declared
+# once: each conf/data/*.yaml takes them first in its defaults list (``- /data_split@_here_``: at
+# the data set's own package, ``data``) and sets after them only what differs (data=xor's
+# fractions). A config at the top of conf/, not a group: no choice of ``data=``, no entry of
+# hydra.runtime.choices.
+DATA_SPLIT = CONF_DIR / "data_split.yaml"
+
+
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def layers(path: Path) -> list[Path]:
+    """The files Hydra merges into the package of the config file ``path``, in its order: each
+    config its defaults list takes at that package (``- /data_split@_here_``: conf/data_split.yaml,
+    the split keys of every conf/data/*.yaml), and ``path`` itself at ``_self_`` (last when the list
+    names none). A file of the layout before (its own split keys, no defaults list) is itself
+    alone."""
+    entries = OmegaConf.load(path).get("defaults") or []
+    found = []
+    for entry in [*entries, *([] if "_self_" in entries else ["_self_"])]:
+        if entry == "_self_":
+            found.append(path)
+        elif isinstance(entry, str) and entry.startswith("/") and entry.endswith("@_here_"):
+            found += layers(CONF_DIR / f"{entry[1:].removesuffix('@_here_')}.yaml")
+    return found
+
+
+def option(group: str, name: str) -> Any:
+    """The keys and defaults of ``group=name`` as Hydra composes them (unresolved), read from its
+    :func:`layers` without composing: what ``--help`` and the reference show, the keys
+    ``data.KEY=VALUE`` may name."""
+    bodies = [OmegaConf.load(p) for p in layers(CONF_DIR / group / f"{name}.yaml")]
+    for body in bodies:
+        body.pop("defaults", None)
+    return OmegaConf.merge(*bodies)
 
 
 def defaults(path: Path, group: str) -> list[str]:

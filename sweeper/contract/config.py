@@ -174,10 +174,11 @@ ADDED_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,
 }
 
-# data.split_seed draws the split (and synthetic data); the top-level seed draws the
-# initial weights (and the mini-batch order). Before split_seed existed, seed drew both:
-# see fingerprint() for how the two hash.
-_SPLIT = {
+# The keys every data set has: its name and the split keys, whose defaults and comments
+# conf/data_split.yaml declares once (sweeper.contract.choices.DATA_SPLIT). data.split_seed draws
+# the split (and synthetic data); the top-level seed draws the initial weights (and the mini-batch
+# order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
+SPLIT = {
     "name": text(),
     "val_fraction": fraction(),
     "test_fraction": fraction(),
@@ -252,17 +253,17 @@ _MISSING_CELLS = {
     ),
 }
 DATA: dict[str, dict[str, Rule]] = {
-    "xor": _SPLIT,
-    "diabetes": _SPLIT,
-    "breast_cancer": _SPLIT,
-    "iris": _SPLIT,
-    "wine": _SPLIT,
-    "digits": _SPLIT,
-    "spambase": {**_SPLIT, "path": text()},
-    "csv": {**_SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
-    "sms": {**_SPLIT, "path": text(), **_TEXT_FEATURES},
+    "xor": SPLIT,
+    "diabetes": SPLIT,
+    "breast_cancer": SPLIT,
+    "iris": SPLIT,
+    "wine": SPLIT,
+    "digits": SPLIT,
+    "spambase": {**SPLIT, "path": text()},
+    "csv": {**SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
+    "sms": {**SPLIT, "path": text(), **_TEXT_FEATURES},
     "text": {
-        **_SPLIT,
+        **SPLIT,
         "path": text(),
         "text": Rule(
             "a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)
@@ -271,7 +272,7 @@ DATA: dict[str, dict[str, Rule]] = {
         **_TEXT_FEATURES,
     },
     "synthetic": {
-        **_SPLIT,
+        **SPLIT,
         "task": choice("regression", "binary"),
         "n_samples": integer(ge=10),
         "n_features": integer(ge=1),
@@ -455,7 +456,7 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
         path = CONF_DIR / group / f"{option}.yaml"
         if not path.is_file():
             continue  # the choice itself is refused by check_overrides
-        keys = sorted(k for k in OmegaConf.load(path) if k != "defaults")
+        keys = sorted(choices.option(group, option))  # the shared split keys included
         if name not in keys:
             raise ConfigError(
                 f"{group}.{name} is not a key of {group}={option}: expected one of "

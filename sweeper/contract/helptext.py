@@ -15,6 +15,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
+from sweeper.contract import choices
 
 # The standalone commands, in the order a sweep's life uses them (each module's docstring
 # describes it); a test checks that this is every entry module of sweeper/ (tests/test_help.py).
@@ -66,6 +67,16 @@ def _comments(path: Path) -> dict[str, str]:
         if m:
             found[m.group(1)] = m.group(2).strip()
     return found
+
+
+def option_notes(group: str, name: str) -> dict[str, str]:
+    """The comments of ``group=name``'s keys, from each file of its
+    :func:`~sweeper.contract.choices.layers` (conf/data_split.yaml's for the split keys, unless the
+    data set's own file comments them again)."""
+    notes: dict[str, str] = {}
+    for path in choices.layers(CONF_DIR / group / f"{name}.yaml"):
+        notes.update(_comments(path))
+    return notes
 
 
 def _shown(value: object) -> str:
@@ -159,8 +170,7 @@ def main_help(args: list[str] | None = None) -> str:
         for k in cfg
         if k in TOP_LEVEL
     ]
-    data_path = CONF_DIR / "data" / f"{data_name}.yaml"
-    data_cfg, data_notes = OmegaConf.load(data_path), _comments(data_path)
+    data_cfg, data_notes = choices.option("data", data_name), option_notes("data", data_name)
     data_rows = [
         (
             f"data.{k}",

@@ -17,19 +17,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR, ROOT
-from sweeper.contract import helptext
+from sweeper.contract import choices, helptext
 
 PAGE = ROOT / "docs" / "reference" / "config.md"
 PLUGINS = ROOT / "plugins" / "hydra_plugins"
 COMMAND = "python -m sweeper.contract.reference"
-# What every data set's split keys mean (conf/data/*.yaml comment them nowhere, being
-# the same everywhere).
-SPLIT_MEANING = {
-    "val_fraction": "share of the rows held out for validation (the split that ranks runs)",
-    "test_fraction": (
-        "share of the rows held out for the test split (reported, never used to choose)"
-    ),
-}
 
 
 def shown(value: Any) -> str:
@@ -143,8 +135,18 @@ def top_level() -> list[str]:
 
 
 def data_sets() -> list[str]:
-    from sweeper.contract.config import DATA, DOWNLOAD
+    from sweeper.contract.config import DATA, DOWNLOAD, SPLIT
 
+    shared = OmegaConf.load(choices.DATA_SPLIT)
+    split = [
+        (
+            f"`data.{key}`",
+            f"`{shown(shared[key])}`",
+            SPLIT[key].allowed,
+            helptext._comments(choices.DATA_SPLIT).get(key, ""),
+        )
+        for key in shared
+    ]
     lines = [
         "## Data sets (`data=NAME`)",
         "",
@@ -152,11 +154,18 @@ def data_sets() -> list[str]:
         "the list of those "
         "that are.",
         "",
+        "### The split keys (every data set)",
+        "",
+        header_comment(choices.DATA_SPLIT),
+        "",
+        *table(("key", "default", "allowed", "meaning"), split),
+        "A data set's table below shows these keys only where its default differs.",
+        "",
     ]
     for name, rules in DATA.items():
         path = CONF_DIR / "data" / f"{name}.yaml"
-        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        notes = {**SPLIT_MEANING, **helptext._comments(path)}
+        cfg = OmegaConf.to_container(choices.option("data", name), resolve=False)
+        notes = helptext.option_notes("data", name)
         rows = [
             (
                 f"`data.{key}`",
@@ -165,6 +174,7 @@ def data_sets() -> list[str]:
                 notes.get(key, "") if key != "name" else "",
             )
             for key, rule in rules.items()
+            if key not in shared or cfg.get(key) != shared[key]
         ]
         lines += [f"### `data={name}`", "", header_comment(path), ""]
         if name in DOWNLOAD:
