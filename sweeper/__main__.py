@@ -27,7 +27,8 @@ except KeyboardInterrupt as e:  # Ctrl-C right at the start (SIGTERM is handled 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    """One job. Returns its primary validation metric (NaN when it has none), the objective of search sweepers."""
+    """One job. Returns its primary validation metric (NaN when it has
+    none), the objective of search sweepers."""
     from sweeper.contract import hydra_args
     from sweeper.job.task import main as run_main, objective
 
@@ -37,7 +38,8 @@ def main(cfg: DictConfig) -> float:
 
 
 def cli() -> "int | None":
-    stop.install()  # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
+    # SIGTERM as Ctrl-C from here on; both stop training threads too (sweeper.base.stop)
+    stop.install()
     args = sys.argv[1:]
     from sweeper.contract.helptext import COMMANDS
 
@@ -55,7 +57,8 @@ def cli() -> "int | None":
     # Optuna's log lines (colorlog) carry colour codes even into a pipe or a file
     if not sys.stderr.isatty():
         os.environ.setdefault("NO_COLOR", "1")
-    # baselines=linear,boosting names two references, not a sweep over them: Hydra reads it as the list it means
+    # baselines=linear,boosting names two references, not a sweep
+    # over them: Hydra reads it as the list it means
     sys.argv[1:] = args = [
         f"{a.partition('=')[0]}=[{a.partition('=')[2]}]"
         if a.lstrip("+").startswith("baselines=") and "," in a and "[" not in a
@@ -83,7 +86,8 @@ def cli() -> "int | None":
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         from sweeper.base.logfile import quiet_unwritable_files
 
-        quiet_unwritable_files()  # a job log on a full disk: one line, not a traceback per line logged
+        # a job log on a full disk: one line, not a traceback per line logged
+        quiet_unwritable_files()
         from sweeper.tracking import writer
 
         writer.prestart(args)  # a long multirun's writer imports MLflow while Hydra starts
@@ -97,8 +101,8 @@ def cli() -> "int | None":
 
 
 def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
-    """Ctrl-C or SIGTERM: close what was running in the store, say so in one line (no traceback); exit
-    ``code`` (130, or 143 for SIGTERM).
+    """Ctrl-C or SIGTERM: close what was running in the store, say so in
+    one line (no traceback); exit ``code`` (130, or 143 for SIGTERM).
 
     Nothing new is imported here: Ctrl-C may have cut an import short (mlflow's, say), and importing
     it again would fail. Hydra imports sweeper.sweep.callbacks before it runs anything of ours.
@@ -110,7 +114,10 @@ def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
         line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
     # e.g. a store that fails now: the line says so, still without a traceback
     except Exception as e:
-        line = f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): see python -m sweeper.report"
+        line = (
+            f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): "
+            "see python -m sweeper.report"
+        )
     print(line, file=sys.stderr)
     return code
 

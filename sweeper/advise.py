@@ -1,15 +1,16 @@
-"""The sweep advisor: what a finished sweep says to try next, each finding with its evidence and a next step.
+"""The sweep advisor: what a finished sweep says to try next, each
+finding with its evidence and a next step.
 
 The end of every multirun prints the findings after the leaderboard and logs them on the parent run
-(``advice.md``, and tags ``advice.*`` a program can read); ``python -m sweeper.advise`` rebuilds them
-from the store alone:
+(``advice.md``, and tags ``advice.*`` a program can read); ``python -m sweeper.advise``
+rebuilds them from the store alone:
 
     python -m sweeper.advise --experiment diabetes          # the latest sweep of the experiment
     python -m sweeper.advise --parent RUN_ID [--tracking-uri URI]
 
-Only validation metrics drive the findings: the test split is reported in the leaderboard, never used
-to choose. The last line is a command that applies the findings; with ``resume=true`` it trains only
-the configurations that have not finished yet.
+Only validation metrics drive the findings: the test split is reported in the
+leaderboard, never used to choose. The last line is a command that applies the findings;
+with ``resume=true`` it trains only the configurations that have not finished yet.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sweeper.contract.helptext import Parser
+from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.advice.advisor import publish
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(prog="python -m sweeper.advise", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m sweeper.advise", description=describe(__doc__))
     ap.add_argument("--experiment", help="advise on the latest sweep of this experiment")
     ap.add_argument(
         "--parent",

@@ -1,16 +1,20 @@
-"""Sweeps from Python: ``sweeper.multirun([...])`` and ``sweeper.run([...])``, the command line's overrides in a list.
+"""Sweeps from Python: ``sweeper.multirun([...])`` and
+``sweeper.run([...])``, the command line's overrides in a list.
 
-    result = sweeper.multirun(["lr=0.001,0.005", "depth=1,2"])   # python -m sweeper -m lr=0.001,0.005 depth=1,2
+    # python -m sweeper -m lr=0.001,0.005 depth=1,2
+    result = sweeper.multirun(["lr=0.001,0.005", "depth=1,2"])
     result.leaderboard            # pandas DataFrame: the parent run's summary.csv, best first
     result.advice.next_overrides  # the advisor's next command, as this function's argument
 
-Both go through Hydra as ``python -m sweeper`` does (the same config, the launcher and sweeper plugins, the Hydra
-callback that creates the parent run and publishes the summary), so they leave the same records in the store. They
-may be called again in the same process (a notebook): Hydra's global state and sweeper's per-process state (the
-writer process, the store clients, the experiments a sweep found) are reset around each call; an idle painter process
-(matplotlib and scikit-learn imported: the plots and the baselines) is kept for the next call. They
-never exit the process: bad input raises :class:`ValueError` with the command line's one-line message; Ctrl-C (a
-kernel's interrupt) closes what was running as the command line does, then raises KeyboardInterrupt.
+Both go through Hydra as ``python -m sweeper`` does (the same config, the launcher and
+sweeper plugins, the Hydra callback that creates the parent run and publishes the summary),
+so they leave the same records in the store. They may be called again in the same process
+(a notebook): Hydra's global state and sweeper's per-process state (the writer process, the
+store clients, the experiments a sweep found) are reset around each call; an idle painter
+process (matplotlib and scikit-learn imported: the plots and the baselines) is kept for the
+next call. They never exit the process: bad input raises :class:`ValueError` with the
+command line's one-line message; Ctrl-C (a kernel's interrupt) closes what was running as
+the command line does, then raises KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -41,15 +45,16 @@ __all__ = [
 if TYPE_CHECKING:
     import pandas as pd
 
-TASK_NAME = "__main__"  # hydra.job.name as python -m sweeper has it: the same job log file, the same configs
+# hydra.job.name as python -m sweeper has it: the same job log file, the same configs
+TASK_NAME = "__main__"
 COMMAND = ("python", "-m", "sweeper", "-m")  # how the advisor's next command begins
 
 
 @dataclass
 class Advice:
-    """The advisor's findings on a sweep: ``text`` (its advice.md), ``next_overrides`` (the next command as the
-    argument of :func:`multirun`, ``resume=true`` last; None when it has none) and ``command`` (the same as the
-    advice prints it: ``sweeper.multirun([...])``)."""
+    """The advisor's findings on a sweep: ``text`` (its advice.md), ``next_overrides`` (the
+    next command as the argument of :func:`multirun`, ``resume=true`` last; None when it has
+    none) and ``command`` (the same as the advice prints it: ``sweeper.multirun([...])``)."""
 
     text: str
     next_overrides: list[str] | None
@@ -66,9 +71,10 @@ class Advice:
 class SweepResult:
     """What :func:`multirun` returns: one sweep's parent run, its leaderboard and its advice.
 
-    ``leaderboard``: the parent's ``summary.csv`` (one row a run, best first; with seeds swept, a configuration's
-    runs follow each other). ``also``: the sweep's other parent runs, when its jobs logged to several experiments
-    or stores (e.g. ``data=diabetes,wine``), each a SweepResult of its own."""
+    ``leaderboard``: the parent's ``summary.csv`` (one row a run, best first;
+    with seeds swept, a configuration's runs follow each other). ``also``: the
+    sweep's other parent runs, when its jobs logged to several experiments or
+    stores (e.g. ``data=diabetes,wine``), each a SweepResult of its own."""
 
     leaderboard: "pd.DataFrame"
     parent_run_id: str
@@ -85,10 +91,12 @@ class SweepResult:
     also: list["SweepResult"] = field(default_factory=list)
 
     def load_best_model(self) -> Any:
-        """The best run's logged model, as ``mlflow.pyfunc.load_model`` loads it (from this sweep's store)."""
+        """The best run's logged model, as ``mlflow.pyfunc.load_model``
+        loads it (from this sweep's store)."""
         if self.best_model_uri is None:
             raise LookupError(
-                f"parent run {self.parent_run_id} has no best run: no run FINISHED with a finite metric"
+                f"parent run {self.parent_run_id} has no best run: no run FINISHED with a finite "
+                "metric"
             )
         return load_model(self.best_model_uri, self.tracking_uri)
 
@@ -96,14 +104,16 @@ class SweepResult:
         best = f", best run {self.best_run_id}" if self.best_run_id else ""
         more = f", and {len(self.also)} more parent run(s)" if self.also else ""
         return (
-            f"<SweepResult parent run {self.parent_run_id} ({self.status}) of experiment '{self.experiment}': "
+            f"<SweepResult parent run {self.parent_run_id} ({self.status}) of experiment '"
+            f"{self.experiment}': "
             f"{len(self.leaderboard)} row(s){best}{more}>"
         )
 
 
 @dataclass
 class RunResult:
-    """What :func:`run` returns: the run's id, status (FINISHED, FAILED: diverged, ...), metrics and model."""
+    """What :func:`run` returns: the run's id, status
+    (FINISHED, FAILED: diverged, ...), metrics and model."""
 
     run_id: str | None
     status: str
@@ -122,9 +132,10 @@ class RunResult:
 
 
 class SweepFailed(RuntimeError):
-    """What :func:`multirun` raises for a sweep that failed — the command line would exit non-zero: no run
-    FINISHED, or a run crashed or could not be recorded. Its message is one line; ``result`` is the sweep's
-    :class:`SweepResult` (its parent's status and counts, as the store holds them)."""
+    """What :func:`multirun` raises for a sweep that failed — the command line would
+    exit non-zero: no run FINISHED, or a run crashed or could not be recorded. Its
+    message is one line; ``result`` is the sweep's :class:`SweepResult` (its
+    parent's status and counts, as the store holds them)."""
 
     def __init__(self, message: str, result: SweepResult | None = None):
         super().__init__(message)
@@ -135,10 +146,10 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
     """Run the sweep ``python -m sweeper -m OVERRIDES`` in this process and return its result.
 
     ``overrides``: the command line's arguments after ``-m``, one a string (``"lr=0.001,0.005"``,
-    ``"+sweep=optuna"``, ``"hydra/launcher=joblib"``, ``"hydra.sweep.dir=..."``). Progress and the summary are
-    printed on this process's stdout, as on the command line. Raises ValueError (the command line's one-line
-    message) for bad input, before anything is written to the store, and :class:`SweepFailed` (its ``result``
-    attached) for a sweep that failed."""
+    ``"+sweep=optuna"``, ``"hydra/launcher=joblib"``, ``"hydra.sweep.dir=..."``). Progress and
+    the summary are printed on this process's stdout, as on the command line. Raises ValueError
+    (the command line's one-line message) for bad input, before anything is written to the
+    store, and :class:`SweepFailed` (its ``result`` attached) for a sweep that failed."""
     args = _checked(overrides, sweep=True)
     with _session(["-m", *args]):
         from sweeper.sweep import callbacks
@@ -158,7 +169,8 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
         # the end of the multirun (sweeper.sweep.callbacks): the command line's exit code
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
-        except Exception as e:  # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
+        # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
+        except Exception as e:
             code, error = 1, e
         config = callbacks.CURRENT["sweep"]
         # before the sweep began (Hydra's own error): as it was raised
@@ -198,16 +210,19 @@ def _failure(result: SweepResult, error: BaseException | None) -> str:
         else ""
     )
     return (
-        f"the sweep failed ({counts}; parent run {result.parent_run_id} {result.status}){why}: its leaderboard "
+        f"the sweep failed ({counts}; parent run {result.parent_run_id} {result.status}){why}: "
+        "its leaderboard "
         "says why each run failed (this error's .result.leaderboard)"
     )
 
 
 def run(overrides: Sequence[str] = ()) -> RunResult:
-    """Train and record one configuration, as ``python -m sweeper OVERRIDES`` does; return its result.
+    """Train and record one configuration,
+    as ``python -m sweeper OVERRIDES`` does; return its result.
 
-    A run that diverged is returned FAILED with its reason (the command line exits 1); bad input, a missing GPU
-    or an unusable store raise (ValueError and its kind, with the command line's one-line message)."""
+    A run that diverged is returned FAILED with its reason (the command
+    line exits 1); bad input, a missing GPU or an unusable store raise
+    (ValueError and its kind, with the command line's one-line message)."""
     args = _checked(overrides, sweep=False)
     with _session(args):
         ret = _hydra().run(
@@ -260,8 +275,8 @@ def one_job(cfg: Any) -> dict[str, Any]:
 
 
 def load_model(uri: str, tracking_uri: str) -> Any:
-    """``mlflow.pyfunc.load_model(uri)`` with ``uri`` (``models:/<id>``, ``runs:/<id>/model``) looked up in the store
-    ``tracking_uri``, without changing MLflow's process-wide tracking URI."""
+    """``mlflow.pyfunc.load_model(uri)`` with ``uri`` (``models:/<id>``, ``runs:/<id>/model``)
+    looked up in the store ``tracking_uri``, without changing MLflow's process-wide tracking URI."""
     import mlflow.artifacts
     import mlflow.pyfunc
 
@@ -277,7 +292,8 @@ def load_model(uri: str, tracking_uri: str) -> Any:
 
 
 def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
-    """The overrides as strings, checked as the command line checks its own (one-line ConfigError)."""
+    """The overrides as strings, checked as the command line checks
+    its own (one-line ConfigError)."""
     if isinstance(overrides, str):
         raise ConfigError(
             f"overrides={overrides!r} is not allowed: expected a list of key=value strings, "
@@ -310,15 +326,16 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
     from sweeper.contract.hydra_args import chdir_paths
     from sweeper.contract.model import model_overrides
 
-    # model.<hyperparameter>=...: added to the model's section; with hydra.job.chdir=true a relative data.path is
-    # read from here; as the command line does
+    # model.<hyperparameter>=...: added to the model's section; with hydra.job.chdir=true
+    # a relative data.path is read from here; as the command line does
     return chdir_paths(model_overrides(args))
 
 
 def _refused(e: stop.Refused) -> Exception:
-    """What :func:`multirun` raises for input refused once Hydra runs our code: the kind of error the command line
-    reported (ConfigError and DataError are ValueErrors; TrackingError for a store that cannot be used), with its
-    one-line message; a ConfigError for other bad input, a RuntimeError for a sweep that could not start."""
+    """What :func:`multirun` raises for input refused once Hydra runs our code: the kind
+    of error the command line reported (ConfigError and DataError are ValueErrors;
+    TrackingError for a store that cannot be used), with its one-line message; a
+    ConfigError for other bad input, a RuntimeError for a sweep that could not start."""
     from sweeper.job.task import EXPECTED
 
     cause = e.__context__  # stop.refuse is called while handling it
@@ -329,7 +346,8 @@ def _refused(e: stop.Refused) -> Exception:
 
 
 def _hydra() -> Any:
-    """Hydra's app over conf/, as ``@hydra.main`` in sweeper/__main__.py builds it (plugins' search paths too)."""
+    """Hydra's app over conf/, as ``@hydra.main`` in
+    sweeper/__main__.py builds it (plugins' search paths too)."""
     from hydra.core.global_hydra import GlobalHydra
 
     from sweeper.base.hydra_internals import main_hydra
@@ -339,8 +357,8 @@ def _hydra() -> Any:
 
 
 def _mode(args: list[str], mode: str) -> list[str]:
-    """The overrides with ``hydra.mode`` added, as Hydra's command line adds it (``-m``: MULTIRUN) when the
-    config does not set it."""
+    """The overrides with ``hydra.mode`` added, as Hydra's command line
+    adds it (``-m``: MULTIRUN) when the config does not set it."""
     return (
         [*args]
         if any(a.lstrip("+").startswith("hydra.mode=") for a in args)
@@ -355,12 +373,14 @@ _CALLER: list[int] = []  # the thread whose call holds it
 
 @contextmanager
 def _session(args: list[str]) -> Iterator[None]:
-    """One call: state reset before and after; Ctrl-C and SIGTERM stop training threads as on the command line (the
-    caller's own handlers back afterwards); an interruption closes the runs (KILLED) and is raised on. Calls from
-    several threads run one after another; a call from inside a call (a model's code) is refused."""
+    """One call: state reset before and after; Ctrl-C and SIGTERM stop training
+    threads as on the command line (the caller's own handlers back afterwards); an
+    interruption closes the runs (KILLED) and is raised on. Calls from several threads
+    run one after another; a call from inside a call (a model's code) is refused."""
     if _CALLER == [threading.get_ident()]:
         raise RuntimeError(
-            "sweeper.multirun/run was called while a sweep of this same thread runs (from a model's "
+            "sweeper.multirun/run was called while a sweep of this same thread runs (from a "
+            "model's "
             "or a callback's code): one sweep at a time a process; call it after this one returns"
         )
     with _ONE_AT_A_TIME:
@@ -380,7 +400,8 @@ def _one(args: list[str]) -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         stop.STOP.set()  # training threads end now
-        stop.ignore()  # a second Ctrl-C must not cut the bookkeeping short (the caller's handlers come back below)
+        # a second Ctrl-C must not cut the bookkeeping short (the caller's handlers come back below)
+        stop.ignore()
         callbacks = sys.modules.get("sweeper.sweep.callbacks")
         try:
             line = callbacks.interrupted(args) if callbacks else None
@@ -398,10 +419,10 @@ def _one(args: list[str]) -> Iterator[None]:
 
 
 def reset() -> None:
-    """Forget what an earlier sweep or run of this process left: Hydra's global state, an earlier Ctrl-C, and the
-    sweep's state (:mod:`sweeper.base.state`: its writer and painter processes stopped, then a fresh one: no store
-    client, experiment, run or parent of the earlier sweep). Only the modules already imported are touched: nothing
-    heavy is imported for it."""
+    """Forget what an earlier sweep or run of this process left: Hydra's global state, an
+    earlier Ctrl-C, and the sweep's state (:mod:`sweeper.base.state`: its writer and painter
+    processes stopped, then a fresh one: no store client, experiment, run or parent of the earlier
+    sweep). Only the modules already imported are touched: nothing heavy is imported for it."""
     stop.reset()
     mods = sys.modules
     if "hydra.core.global_hydra" in mods:
@@ -413,15 +434,16 @@ def reset() -> None:
             mods[name].stop()
     from sweeper.base import process, state
 
-    process.release_all()  # the sweep folders' locks (the command line holds its one until it exits)
+    # the sweep folders' locks (the command line holds its one until it exits)
+    process.release_all()
     state.begin()
     if "sweeper.sweep.callbacks" in mods:
         mods["sweeper.sweep.callbacks"].CURRENT.update(sweep=None, job=None, since=None)
 
 
 def _results(sweep_dir: Path, code: int) -> SweepResult:
-    """The sweep's result from its sweep.json and the store: one SweepResult a parent run (the first; the rest in
-    ``also``)."""
+    """The sweep's result from its sweep.json and the store: one
+    SweepResult a parent run (the first; the rest in ``also``)."""
     from sweeper.job.sweepdir import _state
 
     parents = _state(sweep_dir)["parents"]
@@ -433,8 +455,8 @@ def _results(sweep_dir: Path, code: int) -> SweepResult:
 
 
 def next_overrides(command: str | None) -> list[str] | None:
-    """The overrides of an advised next command, in either form: ``sweeper.multirun([...])`` (a sweep of this API)
-    or ``python -m sweeper -m ...`` (of the command line)."""
+    """The overrides of an advised next command, in either form: ``sweeper.multirun([...])``
+    (a sweep of this API) or ``python -m sweeper -m ...`` (of the command line)."""
     import ast
 
     if not command:

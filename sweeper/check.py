@@ -1,17 +1,21 @@
-"""``python -m sweeper.check my_nets.TwoLayerNet [hidden=32 ...]``: hold a model of your own to the interface
-before you sweep it, as scikit-learn's ``check_estimator`` does for estimators.
+"""``python -m sweeper.check my_nets.TwoLayerNet [hidden=32 ...]``: hold a model of your own to
+the interface before you sweep it, as scikit-learn's ``check_estimator`` does for estimators.
 
-Checks, in seconds: the three methods; ``init`` draws a dict of arrays, the same from the same seed; ``forward``
-gives ``(n, n_out)``; ``backward`` gives one gradient per parameter, of its shape; every gradient against central
-finite differences of ``sum(out · R)`` (so ``dout = R``), naming the parameter and its worst relative error; the
-model batched (parameters stacked over members) equal to each member alone; NumPy equal to CuPy where a CUDA
-device exists. Exits 0 when all pass, 1 on a failed check, 2 on a model that cannot be loaded. From Python (your
-pytest): ``sweeper.check.check_model("my_nets:TwoLayerNet", hidden=32)`` raises ``AssertionError`` naming the check.
+Checks, in seconds: the three methods; ``init`` draws a dict of arrays, the same from the same
+seed; ``forward`` gives ``(n, n_out)``; ``backward`` gives one gradient per parameter, of its
+shape; every gradient against central finite differences of ``sum(out · R)``
+(so ``dout = R``), naming the parameter and its worst relative error; the model batched
+(parameters stacked over members) equal to each member alone; NumPy equal to CuPy where a CUDA
+device exists. Exits 0 when all pass, 1 on a failed check, 2 on a model that cannot be loaded.
+From Python (your pytest): ``sweeper.check.check_model("my_nets:TwoLayerNet", hidden=32)``
+raises ``AssertionError`` naming the check.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +40,8 @@ class Check:
 
 
 def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
-    """Every check of a model class with its hyperparameters, in order; stops after the first that leaves nothing
-    to check further."""
+    """Every check of a model class with its hyperparameters, in order;
+    stops after the first that leaves nothing to check further."""
     from sweeper.models import stacked
     from sweeper.models.generic import init_host
 
@@ -84,7 +88,8 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
                 Check(
                     f"gradient {k} (n_out={n_out})",
                     err <= FD_RTOL,
-                    f"worst relative error {err:.2g} against finite differences (allowed {FD_RTOL:g})",
+                    f"worst relative error {err:.2g} against finite differences (allowed "
+                    f"{FD_RTOL:g})",
                 )
             )
     for task, n_out in (("regression", 1), ("multiclass", 3)):
@@ -103,8 +108,9 @@ def run_checks(cls: Any, path: str, kwargs: dict[str, Any]) -> list[Check]:
 
 
 def _gpu_check(net: Any, path: str) -> Check:
-    """Forward and backward on the GPU (or, with ``SWEEPER_FAKE_GPU=strict``, on the strict device stand-in, which
-    refuses what CuPy refuses) against NumPy; a refusal names the line of the model's code that made it."""
+    """Forward and backward on the GPU (or, with ``SWEEPER_FAKE_GPU=strict``,
+    on the strict device stand-in, which refuses what CuPy refuses) against
+    NumPy; a refusal names the line of the model's code that made it."""
     from sweeper.base.backend import BackendUnavailable, fake_gpu, resolve
     from sweeper.models.generic import init_host
 
@@ -178,8 +184,9 @@ def _where(e: BaseException, net: Any) -> str:
 
 
 def check_model(target: Any, **hyperparameters: Any) -> list[Check]:
-    """The checks for pytest: raise ``AssertionError`` naming the first failed check; return them all otherwise.
-    ``target`` is a class or an import path (``my_nets:TwoLayerNet`` or ``my_nets.TwoLayerNet``)."""
+    """The checks for pytest: raise ``AssertionError`` naming the first
+    failed check; return them all otherwise. ``target`` is a class or an
+    import path (``my_nets:TwoLayerNet`` or ``my_nets.TwoLayerNet``)."""
     path = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
     cls = load_target(path) if isinstance(target, str) else target
     try:
@@ -198,24 +205,34 @@ def _value(text: str) -> Any:
     return yaml.safe_load(text)
 
 
+def _help() -> str:
+    """The module's docstring, each paragraph filled to the terminal's width (as argparse's
+    help is), so that what ``--help`` prints does not depend on how the source wraps it."""
+    width = max(40, min(100, shutil.get_terminal_size().columns - 2))
+    paragraphs = (" ".join(p.split()) for p in __doc__.strip().split("\n\n"))
+    return "\n\n".join(textwrap.fill(p, width) for p in paragraphs)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(
-            "sweeper.check: error: no model given: expected python -m sweeper.check MODULE.CLASS [NAME=VALUE ...] "
+            "sweeper.check: error: no model given: expected python -m sweeper.check MODULE.CLASS "
+            "[NAME=VALUE ...] "
             "(--help says more)",
             file=sys.stderr,
         )
         return 2
     if argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(_help())
         return 0
     path, kwargs = argv[0], {}
     for arg in argv[1:]:
         key, eq, value = arg.partition("=")
         if not eq:
             print(
-                f"sweeper.check: error: {arg} is not allowed: expected NAME=VALUE (a hyperparameter)",
+                f"sweeper.check: error: {arg} is not allowed: expected NAME=VALUE (a "
+                "hyperparameter)",
                 file=sys.stderr,
             )
             return 2

@@ -1,8 +1,9 @@
-"""``python -m sweeper.compare --experiment NAME``: GPU-over-CPU speedups across every sweep of an experiment.
+"""``python -m sweeper.compare --experiment NAME``: GPU-over-CPU
+speedups across every sweep of an experiment.
 
-Pairs each finished GPU run with the finished CPU runs of the same fingerprint — wherever and whenever
-they were logged (a GPU sweep today against CPU runs of last week) — logs ``speedup`` and
-``speedup_wall`` on the runs and prints one line per pair.
+Pairs each finished GPU run with the finished CPU runs of the same fingerprint —
+wherever and whenever they were logged (a GPU sweep today against CPU runs of last
+week) — logs ``speedup`` and ``speedup_wall`` on the runs and prints one line per pair.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _compare(args: argparse.Namespace) -> int:
         )
         return 0
     print(
-        f"{'fingerprint':<16}  {'gpu run':<32}  {'cpu train s':>11}  {'gpu train s':>11}  {'speedup':>8}  {'wall':>7}  name"
+        f"{'fingerprint':<16}  {'gpu run':<32}  {'cpu train s':>11}  {'gpu train s':>11}  "
+        f"{'speedup':>8}  {'wall':>7}  name"
     )
     for r in sorted(gpu, key=lambda r: -found[r["run_id"]]["speedup"]):
         cpu = [
@@ -83,7 +85,8 @@ def _compare(args: argparse.Namespace) -> int:
         s = found[r["run_id"]]
         print(
             f"{r['fingerprint']:<16}  {r['run_id']:<32}  {cell(median(cpu)):>11}  "
-            f"{cell(r['train_time_s']):>11}  {cell(s['speedup']):>7}x  {cell(s['speedup_wall']):>6}x  {r['name']}"
+            f"{cell(r['train_time_s']):>11}  {cell(s['speedup']):>7}x  "
+            f"{cell(s['speedup_wall']):>6}x  {r['name']}"
         )
     return 0
 

@@ -1,8 +1,9 @@
-"""``python -m sweeper.promote --experiment NAME``: freeze the best finished runs as ``conf/best/*.yaml``.
+"""``python -m sweeper.promote --experiment NAME``: freeze the best
+finished runs as ``conf/best/*.yaml``.
 
 Runs are ranked by a validation metric — never a test one, since choosing on the test split leaks it
-into the choice. Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
-run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
+into the choice. Each written file re-runs its run with ``python -m sweeper +best=NAME``
+and pins the run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def _number(cast: type, option: str, text: str, allowed: str) -> Any:
 
 
 def _check_place(name: str | None, out_dir: Path) -> None:
-    """Before any store work: a --name that cannot be a file name (NAME_10.yaml) and an --out-dir that cannot
-    be written are refused in one line."""
+    """Before any store work: a --name that cannot be a file name (NAME_10.yaml)
+    and an --out-dir that cannot be written are refused in one line."""
     size = len(f"{name}_10.yaml".encode("utf-8", "surrogateescape")) if name is not None else 0
     if size > MAX_NAME_BYTES:  # its characters are promotion's to check (it becomes +best=NAME)
         raise _fail(
@@ -56,14 +57,17 @@ def _check_place(name: str | None, out_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(
         prog="python -m sweeper.promote",
-        description="Freeze the best finished runs of an experiment as conf/best/NAME.yaml, ranked by a validation "
-        "metric; python -m sweeper +best=NAME re-runs one, python -m pytest tests/test_best.py checks them all.",
+        description="Freeze the best finished runs of an experiment as conf/best/NAME.yaml, "
+        "ranked by a validation "
+        "metric; python -m sweeper +best=NAME re-runs one, python -m pytest tests/test_best.py "
+        "checks them all.",
         epilog="example: python -m sweeper.promote --experiment diabetes --top 2",
     )
     parser.add_argument(
         "--experiment",
         required=True,
-        help="the MLflow experiment to rank (required; python -m sweeper names it after the data set, "
+        help="the MLflow experiment to rank (required; python -m sweeper names it after the data "
+        "set, "
         "e.g. diabetes; python -m sweeper.runs lists them)",
     )
     parser.add_argument(
@@ -80,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         help="rank the runs of this model only: its short name as sweeper.runs shows it "
-        "(mlp, my_nets.TwoLayerNet) or its import path; all: every model together (default: when the "
+        "(mlp, my_nets.TwoLayerNet) or its import path; all: every model together (default: when "
+        "the "
         "runs trained several models, the best run's)",
     )
     parser.add_argument(
@@ -170,15 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"check them all: python -m pytest tests/test_best.py{own}  (in sweeper's checkout)")
     if registered:
         print(
-            f"registered run {done[0].run_id}'s model as {args.register} version {registered[0].version}, alias "
-            f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@{tracking.CHAMPION}') "
+            f"registered run {done[0].run_id}'s model as {args.register} version "
+            f"{registered[0].version}, alias "
+            f"{tracking.CHAMPION}: mlflow.pyfunc.load_model('models:/{args.register}@"
+            f"{tracking.CHAMPION}') "
             f"with MLFLOW_TRACKING_URI={args.tracking_uri}"
         )
     return 0
 
 
 def _registrar(args: argparse.Namespace, registered: list[Any]) -> Any:
-    """Register the best run's model (before its pin is written: a failed registration writes nothing)."""
+    """Register the best run's model (before its pin is written: a
+    failed registration writes nothing)."""
 
     def register(run: Any) -> None:
         try:

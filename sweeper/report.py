@@ -1,4 +1,5 @@
-"""A sweep at a glance, built from the MLflow store alone: leaderboard, plots and the parent's metrics.
+"""A sweep at a glance, built from the MLflow store alone:
+leaderboard, plots and the parent's metrics.
 
 The end of every multirun publishes it on the parent run; ``python -m sweeper.report`` rebuilds the
 same from the store when that step never ran (a job crashed, the launcher was killed):
@@ -69,7 +70,8 @@ def _report(args: argparse.Namespace) -> int:
         if parent.info.status == "RUNNING" and holder_alive(parent) is False:
             mark_orphans(c, [parent], False)
             print(
-                f"run {parent.info.run_id} was RUNNING but its process (pid {booked(parent.data.tags, PID)}) is gone: "
+                f"run {parent.info.run_id} was RUNNING but its process (pid "
+                f"{booked(parent.data.tags, PID)}) is gone: "
                 "marked FAILED (orphaned)"
             )
             parent = c.get_run(parent.info.run_id)
@@ -79,7 +81,8 @@ def _report(args: argparse.Namespace) -> int:
     board, counts = publish(c, parent.info.run_id)
     if parent.info.status == "RUNNING" and holder_alive(parent):
         print(
-            f"the sweep is still running (pid {booked(parent.data.tags, PID)}): its parent run stays RUNNING"
+            f"the sweep is still running (pid {booked(parent.data.tags, PID)}): its parent run "
+            "stays RUNNING"
         )
     else:  # its end-of-sweep step never ran, or its runs now support another status (re-closed)
         close(c, c.get_run(parent.info.run_id), counts)

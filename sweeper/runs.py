@@ -1,7 +1,9 @@
-"""``python -m sweeper.runs``: what the store holds: each experiment with its number of sweeps and runs.
+"""``python -m sweeper.runs``: what the store holds: each experiment
+with its number of sweeps and runs.
 
-With ``--experiment NAME``: that experiment's sweeps, newest first (parent run id, date, the model its runs trained,
-jobs, finished and failed runs, the best run by the sweep's validation metric), then its single runs and their models.
+With ``--experiment NAME``: that experiment's sweeps, newest first (parent run
+id, date, the model its runs trained, jobs, finished and failed runs, the best
+run by the sweep's validation metric), then its single runs and their models.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def _date(ms: int | None) -> str:
 
 
 def overview(c: Any) -> list[list[Any]]:
-    """One row per active experiment: name, sweeps (parent runs), runs (every other run), last run's date."""
+    """One row per active experiment: name, sweeps (parent runs), runs
+    (every other run), last run's date."""
     rows = []
     for exp in c.search_experiments():
         runs = tracking.search(c, [exp.experiment_id])
@@ -38,9 +41,10 @@ def overview(c: Any) -> list[list[Any]]:
 
 
 def sweeps(c: Any, experiment: str, uri: str) -> tuple[list[list[Any]], list[list[Any]]]:
-    """The sweeps of an experiment, newest first (parent run id, date, the model(s) its runs trained, jobs, finished,
-    failed, best run and its metric as the sweep's report published them), and its single runs (no parent), each
-    with its model (short: ``mlp``, ``my_nets.TwoLayerNet``)."""
+    """The sweeps of an experiment, newest first (parent run id, date, the
+    model(s) its runs trained, jobs, finished, failed, best run and its metric
+    as the sweep's report published them), and its single runs (no parent),
+    each with its model (short: ``mlp``, ``my_nets.TwoLayerNet``)."""
     exp = tracking.named_experiment(c, experiment, uri)
     runs = tracking.search(c, [exp.experiment_id])
     kids: dict[str, list[Any]] = {}
@@ -118,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         rows, singles = sweeps(c, args.experiment, args.tracking_uri)
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
         print(
-            f"sweeper: error: {e if isinstance(e, tracking.TrackingError) else tracking.first_line(e)}",
+            "sweeper: error: "
+            f"{e if isinstance(e, tracking.TrackingError) else tracking.first_line(e)}",
             file=sys.stderr,
         )
         return 2
@@ -165,7 +170,8 @@ def _registered(c: Any, uri: str) -> None:
             continue
         print(
             f"registered model {m.name}: version {champion} is {tracking.CHAMPION}; load it with "
-            f"MLFLOW_TRACKING_URI={uri} and mlflow.pyfunc.load_model('models:/{m.name}@{tracking.CHAMPION}')"
+            f"MLFLOW_TRACKING_URI={uri} and mlflow.pyfunc.load_model('models:/{m.name}@"
+            f"{tracking.CHAMPION}')"
         )
 
 

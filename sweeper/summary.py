@@ -1,4 +1,5 @@
-"""``python -m sweeper.summary SWEEP_DIR``: the end-of-multirun summary, rebuilt from the sweep folder.
+"""``python -m sweeper.summary SWEEP_DIR``: the end-of-multirun
+summary, rebuilt from the sweep folder.
 
 Use it when Hydra skipped its end-of-multirun callback (a job raised, the launcher was killed):
 it prints the table from each job's result.json and closes the parent run(s) in MLflow.
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.sweep_dir / SWEEP_FILE).is_file():
         print(
-            f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a multirun folder",
+            f"sweeper: error: sweep_dir={args.sweep_dir} holds no {SWEEP_FILE}: expected a "
+            "multirun folder",
             file=sys.stderr,
         )
         return 2

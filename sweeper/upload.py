@@ -1,10 +1,10 @@
 """``python -m sweeper.upload DIR``: log the results that a failing tracking server could not take.
 
-A job whose tracking failed (server down mid-sweep, after the bounded retries) keeps everything in its
-folder — result.json with ``pending_upload``, the loss curves, the resolved config, the predictions
-and the model — and this command logs each such job as a new MLflow run (under the sweep's parent
-when the sweep has one). The run that the job had started, if any, is marked FAILED with a pointer
-to its replacement. DIR is a sweep folder or one job's folder.
+A job whose tracking failed (server down mid-sweep, after the bounded retries) keeps everything
+in its folder — result.json with ``pending_upload``, the loss curves, the resolved config, the
+predictions and the model — and this command logs each such job as a new MLflow run (under the
+sweep's parent when the sweep has one). The run that the job had started, if any, is marked
+FAILED with a pointer to its replacement. DIR is a sweep folder or one job's folder.
 
     python -m sweeper.upload multirun/2026-11-29/21-30-00 [--tracking-uri URI]
 """
@@ -34,9 +34,10 @@ UPLOAD_KEYS = {"config": dict, "fingerprint": str, "device": str}  # besides swe
 
 
 def pending(folder: Path, uri: str | None = None) -> list[Path]:
-    """The result.json files under ``folder`` (itself or its jobs) still waiting for an upload (to ``uri``: one
-    uploaded to another store is still pending for its own, not for that one), each checked whole first: a
-    malformed one refuses the command (SweepFileError) before any is uploaded."""
+    """The result.json files under ``folder`` (itself or its jobs) still waiting
+    for an upload (to ``uri``: one uploaded to another store is still pending
+    for its own, not for that one), each checked whole first: a malformed one
+    refuses the command (SweepFileError) before any is uploaded."""
     paths = (
         [folder / RESULT_FILE]
         if (folder / RESULT_FILE).is_file()
@@ -62,8 +63,8 @@ def pending(folder: Path, uri: str | None = None) -> list[Path]:
 
 
 def _check(path: Path, r: dict[str, Any]) -> None:
-    """SweepFileError (one line) unless ``r`` holds what an upload logs: its config, fingerprint and device, an
-    ended status, and its artifacts as result.json writes them."""
+    """SweepFileError (one line) unless ``r`` holds what an upload logs: its config,
+    fingerprint and device, an ended status, and its artifacts as result.json writes them."""
 
     def bad(what: str) -> sweepdir.SweepFileError:
         return sweepdir.SweepFileError(f"{path}: {what}: restore it, or move it away")
@@ -71,7 +72,8 @@ def _check(path: Path, r: dict[str, Any]) -> None:
     for key, kind in UPLOAD_KEYS.items():
         if not isinstance(r.get(key), kind):
             raise bad(
-                f"its {key} is {json.dumps(r.get(key))[:60]}, expected {kind.__name__} (an upload logs it)"
+                f"its {key} is {json.dumps(r.get(key))[:60]}, expected {kind.__name__} (an "
+                "upload logs it)"
             )
     if r["status"] not in STATUSES:
         raise bad(
@@ -86,7 +88,8 @@ def _check(path: Path, r: dict[str, Any]) -> None:
         and isinstance(models, dict)
     ):
         raise bad(
-            f'its artifacts is {json.dumps(art)[:60]}, expected {{"files": [names], "models": {{name: folder}}}}'
+            f'its artifacts is {json.dumps(art)[:60]}, expected {{"files": [names], "models": '
+            "{name: folder}}"
         )
 
 
@@ -183,10 +186,11 @@ def upload(path: Path, uri: str | None = None) -> str:
 def _parent(
     c: Any, sweep_dir: Path, uri: str, experiment_id: str, r: dict[str, Any]
 ) -> tuple[str | None, bool]:
-    """The parent run the job's upload goes under in the store ``uri`` (client ``c``), and whether that store is the
-    job's own. The sweep's parent there when sweep.json names one; the sweep's own parent when ``c`` finds it (the
-    same store under another address); else, for a sweep that has a parent in its own store, a parent made here for
-    the uploads (named and tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
+    """The parent run the job's upload goes under in the store ``uri`` (client ``c``), and
+    whether that store is the job's own. The sweep's parent there when sweep.json names one; the
+    sweep's own parent when ``c`` finds it (the same store under another address); else, for a
+    sweep that has a parent in its own store, a parent made here for the uploads (named and
+    tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
     name, own = r["experiment"], masked(uri) == masked(r["tracking_uri"])
     here = sweepdir.parent_run_id(sweep_dir, uri, name)
     if here and _has(c, here):
@@ -196,7 +200,8 @@ def _parent(
         return original, True  # the sweep's own store, reached by another address
     if here is None and original is None:
         return None, own
-    # another store, or the sweep's own made anew (the file was deleted during the sweep): a parent for the uploads
+    # another store, or the sweep's own made anew (the file was
+    # deleted during the sweep): a parent for the uploads
     state = sweepdir._state(sweep_dir)
     tags = {
         "sweep_dir": str(sweep_dir),
@@ -245,9 +250,10 @@ def _has(c: Any, run_id: str) -> bool:
 
 
 def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bool = False) -> None:
-    """Close each sweep's parent run again with the status its runs now support (a parent KILLED for runs that
-    the upload recovered becomes FINISHED). ``left_open``: only a parent an interrupted upload made (``uploaded``
-    in sweep.json) and left RUNNING, in a store file that exists (nothing is created for it); each is said."""
+    """Close each sweep's parent run again with the status its runs now support (a
+    parent KILLED for runs that the upload recovered becomes FINISHED). ``left_open``:
+    only a parent an interrupted upload made (``uploaded`` in sweep.json) and left
+    RUNNING, in a store file that exists (nothing is created for it); each is said."""
     from sweeper.insight import publish
 
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
@@ -281,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.folder.is_dir():
         what = "does not exist" if not args.folder.exists() else "is not a folder"
         print(
-            f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or one job's folder",
+            f"sweeper: error: {args.folder} {what}: expected a sweep folder (hydra.sweep.dir) or "
+            "one job's folder",
             file=sys.stderr,
         )
         return 2
@@ -301,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{path.parent}: uploaded as run {run_id}"
                 + (
-                    f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it (python -m sweeper.upload "
+                    f" to {args.tracking_uri}; its own store {r['tracking_uri']} still lacks it "
+                    "(python -m sweeper.upload "
                     f"{args.folder} adds it there)"
                     if r.get("pending_upload")
                     else ""
@@ -318,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (tracking.TrackingError, *tracking.UNREACHABLE) as e:
         print(
-            f"sweeper: error: {tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
+            "sweeper: error: "
+            f"{tracking.first_line(e) if not isinstance(e, tracking.TrackingError) else e}",
             file=sys.stderr,
         )
         return 2

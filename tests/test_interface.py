@@ -220,6 +220,19 @@ def test_a_wrong_gradient_fails_the_check_naming_the_parameter(user, capsys):
     assert check.main(["--help"]) == 0 and "check_estimator" in capsys.readouterr().out
 
 
+def test_check_help_fills_its_docstring_to_the_terminal(capsys, monkeypatch):
+    """``python -m sweeper.check --help`` prints its docstring's words, filled to the terminal's width (not
+    the source's line breaks, which the line length of the code decides)."""
+    from sweeper import check
+
+    monkeypatch.setenv("COLUMNS", "62")
+    assert check.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.split() == check.__doc__.split()
+    assert max(len(line) for line in out.splitlines()) <= 60
+    assert out.count("\n\n") == check.__doc__.strip().count("\n\n")  # its paragraphs kept
+
+
 @pytest.mark.parametrize(
     "args,says",
     [

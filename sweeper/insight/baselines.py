@@ -1,18 +1,20 @@
-"""The references every sweep is measured against, fitted at its end on the same split and rows as its runs.
+"""The references every sweep is measured against, fitted at its end
+on the same split and rows as its runs.
 
-``linear``: ridge regression (closed form on the standardised training rows, the intercept unpenalised) or
-logistic regression (scikit-learn's ``LogisticRegression``), its ``alpha`` / ``C`` chosen on the validation rows
-from :data:`ALPHAS` / :data:`CS`; ``boosting``: scikit-learn's ``HistGradientBoostingRegressor`` / ``Classifier``
-tuned on the validation rows as the network is chosen on them: a stated grid (:data:`BOOSTING_GRID`: learning rate ×
-leaf count, ``random_state=0``), each fit stopped early on the validation rows' loss (:data:`PATIENCE` iterations
-without a better one, at most :data:`MAX_ITER`), the best by the runs' primary validation metric. ``baselines=auto``
-(the default) fits both, boosting only on a table of at most :data:`BOOSTING_CELLS` training cells (rows × features ×
-trees an iteration: one, or one a class); beyond it boosting is left out and said (``baselines=linear,boosting``
-fits it anyway). Each is scored with the runs' own metrics (:func:`sweeper.job.metrics.score`) and logged on the
-parent run as
-``baseline_<name>_<metric>`` (``baseline_linear_val_mse``, ``baseline_linear_test_mse``), its fit time as
-``baseline_<name>_fit_s`` and what it is as the tag ``baseline_<name>``. The leaderboard shows them as marked rows;
-they are never ranked or promoted as configurations.
+``linear``: ridge regression (closed form on the standardised training rows, the intercept
+unpenalised) or logistic regression (scikit-learn's ``LogisticRegression``), its ``alpha`` / ``C``
+chosen on the validation rows from :data:`ALPHAS` / :data:`CS`; ``boosting``: scikit-learn's
+``HistGradientBoostingRegressor`` / ``Classifier`` tuned on the validation rows as the network is
+chosen on them: a stated grid (:data:`BOOSTING_GRID`: learning rate × leaf
+count, ``random_state=0``), each fit stopped early on the validation rows' loss (:data:`PATIENCE`
+iterations without a better one, at most :data:`MAX_ITER`), the best by the runs' primary
+validation metric. ``baselines=auto`` (the default) fits both, boosting only on a table of at most
+:data:`BOOSTING_CELLS` training cells (rows × features × trees an iteration: one, or one a class);
+beyond it boosting is left out and said (``baselines=linear,boosting`` fits it anyway). Each is
+scored with the runs' own metrics (:func:`sweeper.job.metrics.score`) and logged on the parent run
+as ``baseline_<name>_<metric>`` (``baseline_linear_val_mse``, ``baseline_linear_test_mse``), its
+fit time as ``baseline_<name>_fit_s`` and what it is as the tag ``baseline_<name>``. The
+leaderboard shows them as marked rows; they are never ranked or promoted as configurations.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ BOOSTING_GRID = {
     "max_leaf_nodes": (7, 31),
 }  # tried on the validation rows
 MAX_ITER, PATIENCE = 200, 10  # each fit stops once PATIENCE iterations improve no validation loss
-# The largest table boosting is fitted on by default: training rows × features × trees an iteration (classes, for
-# more than two). The tuned grid took 0.29 s on diabetes (266 × 10), 0.46 s on iris (90 × 4 × 3) and 20 s on digits
-# (1079 × 64 × 10 = 690,560) on one thread of a loaded 2-core machine (bench/advice_eval.py --baselines): about 3 µs a
-# cell-iteration, so 100,000 cells bound a fit at about a second.
+# The largest table boosting is fitted on by default: training rows × features × trees
+# an iteration (classes, for more than two). The tuned grid took 0.29 s on diabetes
+# (266 × 10), 0.46 s on iris (90 × 4 × 3) and 20 s on digits (1079 × 64 × 10 = 690,560)
+# on one thread of a loaded 2-core machine (bench/advice_eval.py --baselines): about 3
+# µs a cell-iteration, so 100,000 cells bound a fit at about a second.
 BOOSTING_CELLS = 100_000
 # ridge penalties tried, chosen on the validation rows
 ALPHAS = tuple(10.0**k for k in range(-4, 5))
@@ -43,8 +46,9 @@ PREFIX = "baseline_"
 
 
 def parse(value: Any) -> list[str]:
-    """``baselines`` (``auto``, ``linear``, ``linear,boosting``, ``none``) as a list of names (``auto``: both, boosting
-    where the table allows: :func:`too_big`); raises ValueError naming it."""
+    """``baselines`` (``auto``, ``linear``, ``linear,boosting``,
+    ``none``) as a list of names (``auto``: both, boosting where the
+    table allows: :func:`too_big`); raises ValueError naming it."""
     if isinstance(value, (list, tuple)):
         names = [str(v).strip() for v in value]
     else:
@@ -56,7 +60,8 @@ def parse(value: Any) -> list[str]:
     bad = [n for n in names if n not in NAMES]
     if bad or not names:
         raise ValueError(
-            f"baselines={value} is not allowed: expected auto, a comma list of {', '.join(NAMES)}, or none"
+            f"baselines={value} is not allowed: expected auto, a comma list of {', '.join(NAMES)}"
+            ", or none"
         )
     return list(dict.fromkeys(names))
 
@@ -70,7 +75,8 @@ def is_auto(value: Any) -> bool:
 
 
 def cells(ds: Any) -> int:
-    """What a boosting fit's cost grows with: training rows × features × trees an iteration (one a class past two)."""
+    """What a boosting fit's cost grows with: training rows × features
+    × trees an iteration (one a class past two)."""
     trees = len(ds.classes) if ds.task == "multiclass" and ds.classes is not None else 1
     return int(ds.X_train.shape[0]) * int(ds.X_train.shape[1]) * trees
 
@@ -90,8 +96,9 @@ def too_big(ds: Any) -> str | None:
 
 
 def _ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
-    """Ridge regression ``min ||y - Xw - b||² + alpha ||w||²`` in closed form: X (n, d) and y (n,) are centred, so
-    that the intercept b is not penalised; w = (XcᵀXc + αI)⁻¹ Xcᵀyc, b = ȳ - x̄ᵀw."""
+    """Ridge regression ``min ||y - Xw - b||² + alpha ||w||²`` in
+    closed form: X (n, d) and y (n,) are centred, so that the intercept
+    b is not penalised; w = (XcᵀXc + αI)⁻¹ Xcᵀyc, b = ȳ - x̄ᵀw."""
     x_mean, y_mean = X.mean(axis=0), y.mean()
     Xc, yc = X - x_mean, y - y_mean
     w = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(X.shape[1]), Xc.T @ yc)
@@ -103,7 +110,8 @@ def _dense(X: Any) -> bool:
 
 
 def linear(ds: Any) -> tuple[dict[str, float], str]:
-    """The linear reference of a data set (:class:`sweeper.data.Dataset`): its metrics and what it is."""
+    """The linear reference of a data set
+    (:class:`sweeper.data.Dataset`): its metrics and what it is."""
     from sweeper.job.metrics import score
 
     if not len(ds.y_val):
@@ -138,14 +146,17 @@ def linear(ds: Any) -> tuple[dict[str, float], str]:
         val = score(ds.task, ds.y_val, _proba(ds.task, model, ds.X_val), "val")
         fits.append((-val["val_accuracy"], val.get("val_log_loss", 0.0), C, model))
     _, _, C, model = min(fits, key=lambda f: f[:2])
-    what = f"logistic regression, C={C:g} (of {len(CS)} chosen on the validation rows: accuracy, then log loss)"
+    what = (
+        f"logistic regression, C={C:g} (of {len(CS)} chosen on the validation rows: "
+        "accuracy, then log loss)"
+    )
     return _scores(ds, lambda X: _proba(ds.task, model, X)), what
 
 
 def boosting(ds: Any) -> tuple[dict[str, float], str]:
-    """scikit-learn's histogram gradient boosting on the same rows, tuned on the validation rows: each of
-    :data:`BOOSTING_GRID` stopped early on their loss, the best by the primary validation metric (accuracy, then
-    log loss, for classes)."""
+    """scikit-learn's histogram gradient boosting on the same rows, tuned on the
+    validation rows: each of :data:`BOOSTING_GRID` stopped early on their loss, the
+    best by the primary validation metric (accuracy, then log loss, for classes)."""
     import itertools
 
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
@@ -175,8 +186,9 @@ def boosting(ds: Any) -> tuple[dict[str, float], str]:
             scoring="loss",
             random_state=0,
         )
-        # one OpenMP thread: its runtime is loaded by the import above, so the limit reaches it (on a loaded machine
-        # its default threads made a fit 10x slower: 2.4 s against 0.25 s on diabetes)
+        # one OpenMP thread: its runtime is loaded by the import above, so
+        # the limit reaches it (on a loaded machine its default threads
+        # made a fit 10x slower: 2.4 s against 0.25 s on diabetes)
         with _one_thread():
             model.fit(dense(ds.X_train), y, X_val=dense(ds.X_val), y_val=y_val)
         predict = (
@@ -195,13 +207,15 @@ def boosting(ds: Any) -> tuple[dict[str, float], str]:
     grid = " × ".join(f"{k} {'/'.join(f'{v:g}' for v in vs)}" for k, vs in BOOSTING_GRID.items())
     return (
         _scores(ds, predict),
-        f"{kind.__name__}, learning_rate={lr:g} max_leaf_nodes={leaves} stopped at {n_iter} iterations (of "
+        f"{kind.__name__}, learning_rate={lr:g} max_leaf_nodes={leaves} stopped at {n_iter} "
+        "iterations (of "
         f"{grid}, each stopped early on the validation loss, chosen on the validation rows)",
     )
 
 
 def _proba(task: str, model: Any, X: Any) -> np.ndarray:
-    """Predicted probabilities as the runs' metrics take them: the positive class's (n, 1) when binary, else (n, K)."""
+    """Predicted probabilities as the runs' metrics take them: the
+    positive class's (n, 1) when binary, else (n, K)."""
     p = model.predict_proba(X)
     return p[:, 1:2] if task == "binary" else p
 
@@ -233,10 +247,11 @@ def _one_thread() -> Any:
 def fit(
     nodes: list[dict[str, Any]], names: list[str], auto: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """Each baseline of ``names`` on every distinct ``data`` node of a sweep (one split each; with ``data.folds=k``
-    each of its k folds, as the configurations are scored): its metrics averaged over the splits (``n_splits``), what
-    it is and its fit time in seconds (the scikit-learn import included). ``auto``: boosting is left out of a table
-    :func:`too_big` names (``{"skipped": why}``)."""
+    """Each baseline of ``names`` on every distinct ``data`` node of a sweep (one
+    split each; with ``data.folds=k`` each of its k folds, as the configurations are
+    scored): its metrics averaged over the splits (``n_splits``), what it is and its
+    fit time in seconds (the scikit-learn import included). ``auto``: boosting is
+    left out of a table :func:`too_big` names (``{"skipped": why}``)."""
     from sweeper import data
 
     splits = [(node, fold) for node in nodes for fold in (range(data.folds_of(node)) or (None,))]
@@ -267,9 +282,10 @@ def fit(
 
 
 def request(configs: list[Any]) -> dict[str, Any] | None:
-    """What the baselines of a sweep's jobs (their resolved configs) are fitted on: ``{"nodes": [distinct data
-    nodes], "asked": baselines}``; None without a job. The same whether read at the sweep's start (its jobs) or at its
-    end (their result.json), so that a painter that fitted them early (:mod:`sweeper.insight.plots`) is answered."""
+    """What the baselines of a sweep's jobs (their resolved configs) are fitted on:
+    ``{"nodes": [distinct data nodes], "asked": baselines}``; None without a job. The same
+    whether read at the sweep's start (its jobs) or at its end (their result.json), so
+    that a painter that fitted them early (:mod:`sweeper.insight.plots`) is answered."""
     configs = [
         cfg for cfg in configs if isinstance(cfg, dict) and isinstance(cfg.get("data"), dict)
     ]
@@ -291,8 +307,8 @@ def request(configs: list[Any]) -> dict[str, Any] | None:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two requests fit the same baselines (a node's positive_class aside: a job's record writes the one the
-    data chose back into its data node)."""
+    """Whether two requests fit the same baselines (a node's positive_class aside:
+    a job's record writes the one the data chose back into its data node)."""
 
     def key(r: dict[str, Any]) -> str:
         nodes = sorted(
@@ -307,7 +323,8 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def serve(req: dict[str, Any]) -> dict[str, Any]:
-    """The painter's answer to a baselines ``req``: ``{"baselines": fit(...), "request": req}``, or why not."""
+    """The painter's answer to a baselines ``req``:
+    ``{"baselines": fit(...), "request": req}``, or why not."""
     try:
         return {
             "baselines": fit(req["nodes"], parse(req["asked"]), is_auto(req["asked"])),
@@ -324,10 +341,11 @@ def ensure(
     out: Any = None,
     prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """The baselines of a parent run (name → {metric: value}): fitted now and logged on it when ``results`` (the
-    jobs' result.json) are at hand and the parent has none yet, else read from its metrics; ``prefitted``: (the
-    request, its baselines) as the sweep's painter fitted them while the jobs ran, used when it is this sweep's. A
-    baseline that cannot be fitted is said on ``out`` and left out: the sweep still ends."""
+    """The baselines of a parent run (name → {metric: value}): fitted now and logged on it
+    when ``results`` (the jobs' result.json) are at hand and the parent has none yet, else
+    read from its metrics; ``prefitted``: (the request, its baselines) as the sweep's
+    painter fitted them while the jobs ran, used when it is this sweep's. A baseline that
+    cannot be fitted is said on ``out`` and left out: the sweep still ends."""
     from sweeper import tracking
 
     out = out or sys.stdout
@@ -359,7 +377,8 @@ def ensure(
         if "skipped" in b:
             tags[f"{PREFIX}{name}_skipped"] = b["skipped"]
             print(
-                f"baseline {name}: left out ({b['skipped']}; baselines=linear,boosting fits it anyway)",
+                f"baseline {name}: left out ({b['skipped']}; baselines=linear,boosting fits it "
+                "anyway)",
                 file=out,
             )
             del fitted[name]

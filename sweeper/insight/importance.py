@@ -1,26 +1,30 @@
-"""How much each swept key moved the validation metric: its main-effect share of the variance between configurations,
-with an interval, for the parent run (``importance.json``, ``plots/importance.png``).
+"""How much each swept key moved the validation metric: its main-effect
+share of the variance between configurations, with an interval, for the
+parent run (``importance.json``, ``plots/importance.png``).
 
 The method is stated with the numbers:
 
-- **full grid** (every combination of the swept values has a finished run; seeds aside): the exact main-effect
-  decomposition of the configurations' mean scores, with no model: a key's share is the variance of its marginal
-  means over the variance of the configurations' means (the first-order terms of the functional ANOVA under a uniform
-  measure on the grid, which fANOVA estimates with a random forest where no grid exists: Hutter, Hoos and
-  Leyton-Brown, ICML 2014). The shares and the interactions' remainder sum to 1.
-- **partial grid** (a few values a key, some combinations missing: failures, halving, a search sweeper's repeats):
-  the additive main-effects model fitted by least squares, each key's share the variance of its fitted effects over
-  the variance of the configurations' means (model-based).
-- otherwise (a key with more than :data:`MAX_LEVELS` values, fewer configurations than the model's terms): omitted,
-  with the reason.
+- **full grid** (every combination of the swept values has a finished run; seeds aside): the
+  exact main-effect decomposition of the configurations' mean scores, with no model: a key's
+  share is the variance of its marginal means over the variance of the configurations' means
+  (the first-order terms of the functional ANOVA under a uniform measure on the grid, which
+  fANOVA estimates with a random forest where no grid exists: Hutter, Hoos and Leyton-Brown,
+  ICML 2014). The shares and the interactions' remainder sum to 1.
+- **partial grid** (a few values a key, some combinations missing: failures, halving, a search
+  sweeper's repeats): the additive main-effects model fitted by least squares, each key's share
+  the variance of its fitted effects over the variance of the configurations' means (model-based).
+- otherwise (a key with more than :data:`MAX_LEVELS` values, fewer
+  configurations than the model's terms): omitted, with the reason.
 
-Uncertainty: a parametric bootstrap with the sweep's noise (:meth:`sweeper.insight.advice.evidence.Sweep.slice_noise`
-over every configuration: the seed-to-seed std pooled over configurations, a fold mean's std from the folds' residual,
-or without either the advisor's stated default that scores within 2 % are the same): each of :data:`REPLICATES` replicates adds that noise to every configuration's mean and
-estimates the shares again. Noise inflates a share, so the share reported is bias-corrected (twice the estimate less
-the replicates' mean) and its interval is the basic bootstrap's (the estimate less the replicates' 97.5th and
-2.5th percentile deviations), both within [0, 1]: a key that does nothing has an interval from 0, as the advice's
-"did not matter".
+Uncertainty: a parametric bootstrap with the sweep's noise
+(:meth:`sweeper.insight.advice.evidence.Sweep.slice_noise` over every configuration:
+the seed-to-seed std pooled over configurations, a fold mean's std from the folds' residual,
+or without either the advisor's stated default that scores within 2 % are the same): each of
+:data:`REPLICATES` replicates adds that noise to every configuration's mean and estimates
+the shares again. Noise inflates a share, so the share reported is bias-corrected (twice the
+estimate less the replicates' mean) and its interval is the basic bootstrap's (the estimate
+less the replicates' 97.5th and 2.5th percentile deviations), both within [0, 1]: a key that
+does nothing has an interval from 0, as the advice's "did not matter".
 """
 
 from __future__ import annotations
@@ -30,15 +34,16 @@ from typing import Any
 
 import numpy as np
 
-MAX_LEVELS = 12  # a key with more distinct values than this is no grid key (a search sweeper's continuous values)
+# a key with more distinct values than this is no grid key (a search sweeper's continuous values)
+MAX_LEVELS = 12
 REPLICATES = 400
 LEVEL = 0.95
 
 
 def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The importance of each swept key of a sweep (the advisor's records, best first): ``{"method", "metric",
-    "noise": {"std", "source"}, "keys": [{"key", "share", "low", "high", "observed"}] (largest share first),
-    "interactions"}``, or ``{"omitted": reason}``."""
+    """The importance of each swept key of a sweep (the advisor's records, best first):
+    ``{"method", "metric", "noise": {"std", "source"}, "keys": [{"key", "share", "low", "high",
+    "observed"}] (largest share first), "interactions"}``, or ``{"omitted": reason}``."""
     from sweeper.insight.advice.evidence import SAME, SEEDS, Sweep
 
     s = Sweep(records)
@@ -62,7 +67,8 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
     terms = 1 + sum(len(v) - 1 for v in levels.values())
     if not full and len(configs) <= terms:
         return {
-            "omitted": f"{len(configs)} configurations for an additive model of {terms} terms (a partial grid): "
+            "omitted": f"{len(configs)} configurations for an additive model of {terms} terms (a "
+            "partial grid): "
             "too few"
         }
     pooled = None if s.deterministic and not s.seeded else s.slice_noise(configs)
@@ -76,12 +82,15 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
             ),
         )
         noise = {"std": float(pooled[0]), "source": source}
-    else:  # the advisor's stated default: two scores within SAME of each other are the same (a 5 % two-sided test)
+    # the advisor's stated default: two scores within SAME of each
+    # other are the same (a 5 % two-sided test)
+    else:
         one = SAME * abs(s.mean(s.config(s.best))[0]) / (1.96 * math.sqrt(2))
         std = np.full(len(configs), one)
         noise = {
             "std": one,
-            "source": f"no seed sweep: the advisor's stated default (scores within {SAME:.0%} count "
+            "source": f"no seed sweep: the advisor's stated default (scores within {SAME:.0%} "
+            "count "
             "as the same: a std of that over 1.96·√2)",
         }
     shares = _exact if full else _additive(index, levels)
@@ -126,7 +135,8 @@ def _order(v: Any) -> tuple:
 
 
 def _exact(y: np.ndarray, index: dict[str, np.ndarray], levels: dict[str, list]) -> np.ndarray:
-    """Each key's main-effect share of the variance of ``y`` (replicates × configurations of a full grid)."""
+    """Each key's main-effect share of the variance of ``y``
+    (replicates × configurations of a full grid)."""
     centred = y - y.mean(axis=1, keepdims=True)
     total = (centred**2).mean(axis=1)
     out = []
@@ -138,7 +148,8 @@ def _exact(y: np.ndarray, index: dict[str, np.ndarray], levels: dict[str, list])
 
 
 def _additive(index: dict[str, np.ndarray], levels: dict[str, list]) -> Any:
-    """:func:`_exact` for a partial grid: the additive model's fitted effects (one least-squares fit a replicate)."""
+    """:func:`_exact` for a partial grid: the additive model's fitted
+    effects (one least-squares fit a replicate)."""
     # treatment coding, first value out
     blocks = [np.eye(len(levels[k]))[idx][:, 1:] for k, idx in index.items()]
     X = np.hstack([np.ones((len(next(iter(index.values()))), 1)), *blocks])
@@ -174,7 +185,10 @@ def spec(found: dict[str, Any]) -> dict[str, Any] | None:
         "axes": [
             {
                 "title": f"Importance of each key for {found['metric']} ({LEVEL:.0%} interval)",
-                "xlabel": f"share of the variance between configurations ({'exact' if 'exact' in found['method'] else 'model'})",
+                "xlabel": (
+                    "share of the variance between configurations ("
+                    f"{'exact' if 'exact' in found['method'] else 'model'})"
+                ),
                 "hbars": [
                     {"y": list(range(len(rows))), "x": share, "xerr": err, "color": "tab:blue"}
                 ],

@@ -1,9 +1,9 @@
 """The leaderboard of a sweep: its child runs ranked by their primary validation metric.
 
-With several seeds per configuration (``seed`` — the initial weights — or ``data.split_seed`` — the split — swept),
-a configuration, not a seed, wins: configurations rank by the mean of their seeds' validation metric, each shown
-as one row (mean, spread, ``n``) named by its run closest to the mean (:func:`representative`), which is the one
-``best_run`` and ``python -m sweeper.promote`` pick."""
+With several seeds per configuration (``seed`` — the initial weights — or ``data.split_seed`` — the
+split — swept), a configuration, not a seed, wins: configurations rank by the mean of their seeds'
+validation metric, each shown as one row (mean, spread, ``n``) named by its run closest to the mean
+(:func:`representative`), which is the one ``best_run`` and ``python -m sweeper.promote`` pick."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ class Board:
 
     @property
     def folded(self) -> list[str]:
-        """The columns of cross-validated runs (data.folds=k): the std of val_<metric> over a run's folds, and k."""
+        """The columns of cross-validated runs (data.folds=k): the std
+        of val_<metric> over a run's folds, and k."""
         return (
             [f"val_{self.metric}_fold_std", "folds"]
             if any(r.get("folds") for r in self.rows)
@@ -49,8 +50,8 @@ class Board:
 
     @property
     def model(self) -> list[str]:
-        """The model column: shown when a run of the board is not sweeper's MLP (a model of yours, a function
-        trainer, or several models side by side)."""
+        """The model column: shown when a run of the board is not sweeper's MLP (a
+        model of yours, a function trainer, or several models side by side)."""
         return ["model"] if any(r.get("model", MLP_NAME) != MLP_NAME for r in self.rows) else []
 
     @property
@@ -87,7 +88,8 @@ class Board:
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The best run: with seeds, the run closest to the mean of the best configuration (its row in :attr:`rows`)."""
+        """The best run: with seeds, the run closest to the mean of
+        the best configuration (its row in :attr:`rows`)."""
         first = self.rows[0] if self.rows else None
         value = first.get(f"val_{self.metric}") if first else None
         return (
@@ -99,7 +101,8 @@ class Board:
     def _view(
         self, limit: int | None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-        """(every row, the first ``limit`` of them, the columns): one row a run, or with seeds one a configuration."""
+        """(every row, the first ``limit`` of them, the columns): one
+        row a run, or with seeds one a configuration."""
         rows, cols = (
             (self.groups, self.config_columns) if self.groups else (self.rows, self.columns)
         )
@@ -110,9 +113,9 @@ class Board:
         return [[(text_cell if c in keys else cell)(_shown(r, c)) for c in cols] for r in rows]
 
     def table(self, fmt: str = "simple", limit: int | None = None) -> str:
-        """One row a run; with seeds, one row a configuration (its mean over seeds, their std and ``n``; ``run``
-        is its run closest to the mean), ranked by the mean. ``limit``: the first rows only, and a line that says
-        how many more there are."""
+        """One row a run; with seeds, one row a configuration (its mean over seeds, their std
+        and ``n``; ``run`` is its run closest to the mean), ranked by the mean. ``limit``:
+        the first rows only, and a line that says how many more there are."""
         from tabulate import tabulate
 
         rows, shown, cols = self._view(limit)
@@ -122,10 +125,11 @@ class Board:
         )
 
     def markdown(self, experiment_id: str | None = None, limit: int | None = None) -> str:
-        """:meth:`table` in the markdown of MLflow's UI (a run's description, summary.md): each cell padded with
-        non-breaking spaces (MLflow draws its tables without padding: lr 0.001 beside val_mse 3118 read
-        ``0.0013118``), each run's name a link to its page on the model-training views (``experiment_id`` given),
-        and each note a paragraph of its own (a line right after a table row becomes a row)."""
+        """:meth:`table` in the markdown of MLflow's UI (a run's description, summary.md):
+        each cell padded with non-breaking spaces (MLflow draws its tables
+        without padding: lr 0.001 beside val_mse 3118 read ``0.0013118``), each run's name
+        a link to its page on the model-training views (``experiment_id`` given), and each
+        note a paragraph of its own (a line right after a table row becomes a row)."""
         rows, shown, cols = self._view(limit)
         pad = "\u00a0\u00a0"
 
@@ -140,41 +144,49 @@ class Board:
         return "\n\n".join(["\n".join(table), *self.notes(shown)])
 
     def notes(self, shown: list[dict[str, Any]]) -> list[str]:
-        """The lines under the table: how many rows were left out (``shown``: the rows printed), and what its columns
-        mean where they are not plain (seeds, folds, a failed gradient check, baselines)."""
+        """The lines under the table: how many rows were left out
+        (``shown``: the rows printed), and what its columns mean where they
+        are not plain (seeds, folds, a failed gradient check, baselines)."""
         rows = self.groups or self.rows
         out = []
         if len(shown) < len(rows):
             what = "configurations" if self.groups else "runs"
             out.append(
-                f"… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of {len(rows):,} shown; "
+                f"… and {len(rows) - len(shown):,} more {what} (the best {len(shown)} of "
+                f"{len(rows):,} shown; "
                 "all of them: the parent run's summary.csv and summary.md)"
             )
         if self.groups:
             over = " and ".join(self.seeds)
             out.append(
-                f"(one row a configuration: mean and std of val_{self.metric} over its {over} values, ranked by "
+                f"(one row a configuration: mean and std of val_{self.metric} over its {over} "
+                "values, ranked by "
                 "the mean; run: its run closest to the mean)"
             )
             if any(g.get("n_total", g["n"]) > g["n"] for g in self.groups):
                 out.append(
-                    f"({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind every configuration "
+                    f"({FAILED_MARK}: n = finished/total, a seed of it FAILED; ranked behind "
+                    "every configuration "
                     "whose seeds all finished and whose mean is within the noise of its own)"
                 )
         if self.folded:
             out.append(
-                f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean over a run's k "
-                f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} the fold models' "
+                f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean "
+                "over a run's k "
+                f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} "
+                "the fold models' "
                 "mean)"
             )
         if any(r.get("gradient_check") == "failed" for r in shown):
             out.append(
-                f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; trained anyway "
+                f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; "
+                "trained anyway "
                 "under model.check=false: its scores are not those of the model it claims to be)"
             )
         if self.baselines:
             out.append(
-                "([baseline] rows: references fitted on the same split and rows (baselines=...), never ranked or "
+                "([baseline] rows: references fitted on the same split and rows (baselines=...), "
+                "never ranked or "
                 "promoted)"
             )
         return out
@@ -191,9 +203,10 @@ class Board:
 
 
 def read_csv(path: Any) -> Any:
-    """The leaderboard that :meth:`Board.csv` wrote (a parent's ``summary.csv``), as a DataFrame of the values it
-    held: run ids and names as text (an id of digits only would read as a number), the swept values as pandas reads
-    them, text cells without the quote that kept a spreadsheet from running them (:func:`spreadsheet_value`)."""
+    """The leaderboard that :meth:`Board.csv` wrote (a parent's ``summary.csv``), as a
+    DataFrame of the values it held: run ids and names as text (an id of digits only
+    would read as a number), the swept values as pandas reads them, text cells without
+    the quote that kept a spreadsheet from running them (:func:`spreadsheet_value`)."""
     import pandas as pd
 
     board = pd.read_csv(path, dtype={"run": str, "run_id": str, "status": str, "reason": str})
@@ -229,9 +242,9 @@ WRONG_GRADIENT = "(gradient check failed)"
 def behind_finished(
     items: list[Any], failed: Callable[[Any], bool], same: Callable[[Any, Any], bool]
 ) -> list[Any]:
-    """``items`` (best first) with each one that ``failed`` (a seed FAILED) moved behind every fully finished item
-    after it whose score is the ``same`` as its own within the noise: a configuration does not rank ahead by the
-    seeds that survived."""
+    """``items`` (best first) with each one that ``failed`` (a seed FAILED) moved behind
+    every fully finished item after it whose score is the ``same`` as its own within
+    the noise: a configuration does not rank ahead by the seeds that survived."""
     out = list(items)
     for it in [x for x in items if failed(x)][::-1]:
         i = j = out.index(it)
@@ -245,14 +258,16 @@ def behind_finished(
 
 
 def _pooled(groups: list[dict[str, Any]]) -> tuple[float, int] | None:
-    """The seed-to-seed std pooled over the configurations, and its degrees of freedom (None without repeats)."""
+    """The seed-to-seed std pooled over the configurations, and its
+    degrees of freedom (None without repeats)."""
     spread = [(g["n"] - 1, statistics.variance(g["values"])) for g in groups if g["n"] > 1]
     dof = sum(d for d, _ in spread)
     return (math.sqrt(sum(d * v for d, v in spread) / dof), dof) if dof else None
 
 
 def _within(noise: tuple[float, int] | None) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
-    """Whether two groups' means differ by no more than a two-sided t-test at 5% on the pooled noise allows."""
+    """Whether two groups' means differ by no more than
+    a two-sided t-test at 5% on the pooled noise allows."""
     if noise is None:
         return lambda a, b: False
     from scipy import stats
@@ -269,7 +284,8 @@ SEEDS = ("seed", "data.split_seed")  # the keys that draw noise, not a configura
 
 
 def representative(values: list[float], mean: float) -> int:
-    """The index of the value closest to ``mean`` (the earlier on a tie): the run that stands for its configuration."""
+    """The index of the value closest to ``mean`` (the earlier on a
+    tie): the run that stands for its configuration."""
     return min(range(len(values)), key=lambda i: (abs(values[i] - mean), i))
 
 
@@ -279,9 +295,9 @@ def group(
     value: Callable[[Any], float | None],
     lower: bool,
 ) -> list[dict[str, Any]]:
-    """Items (runs, rows) by configuration, ranked by the mean of their finite ``value``: each ``{"config", "items"
-    (the representative first), "values", "mean", "std" (None for one value), "n"}``; configurations with no
-    value last."""
+    """Items (runs, rows) by configuration, ranked by the mean of their
+    finite ``value``: each ``{"config", "items" (the representative first), "values",
+    "mean", "std" (None for one value), "n"}``; configurations with no value last."""
     by: dict[Any, list[Any]] = {}
     for it in items:
         by.setdefault(config(it), []).append(it)
@@ -303,7 +319,8 @@ def group(
                 "std": statistics.stdev(values) if len(values) > 1 else None,
             }
         )
-    # configurations without a score last (the second key is the same for all of them: any constant would do)
+    # configurations without a score last (the second key is the same
+    # for all of them: any constant would do)
     out.sort(
         key=lambda g: (
             g["mean"] is None,
@@ -321,16 +338,17 @@ def children(c: Any, parent: Any) -> list[Any]:
 def build(runs: list[Any], reused: Any = ()) -> Board:
     """Rank child runs by their primary validation metric (accuracy for binary tasks, else MSE).
 
-    ``reused`` holds the ids of those runs that a resumed sweep took over instead of training them again:
-    they rank with the others, and their ``reused`` cell holds their id.
+    ``reused`` holds the ids of those runs that a resumed sweep took over instead of training
+    them again: they rank with the others, and their ``reused`` cell holds their id.
     """
     binary = any("val_accuracy" in r.data.metrics for r in runs)
     metric = "accuracy" if binary else "mse"
     lower = LOWER_IS_BETTER[metric]
     ignore = ("tracking.", "pinned.")
-    # resume: false on the runs a resumed sweep reuses, true on those it trains; it says nothing of either;
-    # baselines: a param of runs made before it became a tag (references fitted at the sweep's end, not a run's key)
-    # model._target_: the model column says it, short (a run of sweeper's MLP has no such param)
+    # resume: false on the runs a resumed sweep reuses, true on those it trains; it
+    # says nothing of either; baselines: a param of runs made before it became a
+    # tag (references fitted at the sweep's end, not a run's key) model._target_:
+    # the model column says it, short (a run of sweeper's MLP has no such param)
     names = sorted(
         {
             k
@@ -374,7 +392,8 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     def rank(row: dict[str, Any]) -> tuple:
         v = row[f"val_{metric}"]
         ok = row["status"] == "FINISHED" and v is not None and math.isfinite(v)
-        # configurations that trained their full epochs first; those halving stopped below, by their rung's score
+        # configurations that trained their full epochs first; those
+        # halving stopped below, by their rung's score
         return (
             not ok,
             row["pruned_at"] is not None,
@@ -385,7 +404,8 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     seeds = [k for k in keys if k in SEEDS]
     if not seeds:
         return Board(rows, keys, metric, lower)
-    # a configuration, not a seed, wins: rank configurations by their mean, each led by its run closest to it
+    # a configuration, not a seed, wins: rank configurations by their
+    # mean, each led by its run closest to it
     val = f"val_{metric}"
     config = lambda r: (r["model"], *(r[k] for k in keys if k not in seeds))
     groups = [

@@ -1,10 +1,11 @@
-"""Promoted configurations (``conf/best/*.yaml``): write one from a tracked run, check a re-run against it.
+"""Promoted configurations (``conf/best/*.yaml``): write one from a
+tracked run, check a re-run against it.
 
-A promoted file is an option of the ``best`` config group: ``python -m sweeper +best=NAME`` re-runs the
-run it was promoted from. Besides the knobs it holds ``pinned:`` — provenance and the expected metrics,
-each ``{value, rtol, direction}``. A re-run passes when no pinned metric is worse than its value by more
-than ``rtol`` relative; improvements pass, and those beyond ``rtol`` are reported. Used by
-``python -m sweeper.promote`` and by the regression suite ``tests/test_best.py``.
+A promoted file is an option of the ``best`` config group: ``python -m sweeper +best=NAME`` re-runs
+the run it was promoted from. Besides the knobs it holds ``pinned:`` — provenance and the expected
+metrics, each ``{value, rtol, direction}``. A re-run passes when no pinned metric is worse than its
+value by more than ``rtol`` relative; improvements pass, and those beyond ``rtol`` are reported.
+Used by ``python -m sweeper.promote`` and by the regression suite ``tests/test_best.py``.
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ BEST_DIR = CONF_DIR / "best"
 # Lower is better for errors and losses, higher for scores; val_ and test_ metrics alike.
 DIRECTION = {name: "lower" if lower else "higher" for name, lower in LOWER_IS_BETTER.items()}
 
-# The default relative tolerance of a pinned metric, by the run's dtype. On the machine that pinned it
-# a CPU re-run reproduces every metric exactly (0 would pass). Another CPU or BLAS build sums in another
-# order and differs in the last bits, which gradient descent carries through every epoch. Measured over
-# the 66 configurations of the sweeps the committed files came from (docs/manual/promote.md): OpenBLAS forced onto another
-# CPU kernel (OPENBLAS_CORETYPE=Haswell) moved a float64 metric by at most 9e-15 relative, inputs nudged
-# by one ulp by at most 4e-14; in float32 by at most 1.4e-5 and 2.8e-5. The defaults leave margins of
-# 10^7-10^8 (float64) and ~35 (float32), and stay far below any change that matters: each mutation of
-# tests/test_best.py makes the worst pinned metric 12 % to 350 % worse.
+# The default relative tolerance of a pinned metric, by the run's dtype. On the machine that
+# pinned it a CPU re-run reproduces every metric exactly (0 would pass). Another CPU or BLAS
+# build sums in another order and differs in the last bits, which gradient descent carries
+# through every epoch. Measured over the 66 configurations of the sweeps the committed files
+# came from (docs/manual/promote.md): OpenBLAS forced onto another CPU kernel
+# (OPENBLAS_CORETYPE=Haswell) moved a float64 metric by at most 9e-15 relative, inputs nudged
+# by one ulp by at most 4e-14; in float32 by at most 1.4e-5 and 2.8e-5. The defaults leave
+# margins of 10^7-10^8 (float64) and ~35 (float32), and stay far below any change that matters:
+# each mutation of tests/test_best.py makes the worst pinned metric 12 % to 350 % worse.
 DEFAULT_RTOL = {"float64": 1e-6, "float32": 1e-3}
 
 # Pinned configs whose original training took longer than this are marked ``slow`` in the suite.
@@ -44,13 +46,15 @@ SLOW_S = 2.0
 
 
 def direction(metric: str) -> str | None:
-    """Whether lower or higher is better (``"lower"``/``"higher"``) for a val_/test_ quality metric, else None."""
+    """Whether lower or higher is better (``"lower"``/``"higher"``)
+    for a val_/test_ quality metric, else None."""
     split, _, name = metric.partition("_")
     return DIRECTION.get(name) if split in ("val", "test") else None
 
 
 def expected_metrics(metrics: Mapping[str, float], rtol: float) -> dict[str, dict[str, Any]]:
-    """The ``pinned.expected`` node of a run's metrics: every finite val_/test_ quality metric, val_ first."""
+    """The ``pinned.expected`` node of a run's metrics: every finite
+    val_/test_ quality metric, val_ first."""
     kept = [k for k, v in metrics.items() if direction(k) and math.isfinite(v)]
     return {
         k: {"value": float(metrics[k]), "rtol": rtol, "direction": direction(k)}
@@ -76,8 +80,8 @@ class Row:
 
 def verdict(expected: float, got: float | None, rtol: float, direction: str) -> str:
     """Compare one metric against the band ``expected ± rtol·|expected|``: inside it the re-run is
-    ``within`` (either way: the band is the noise of another CPU or BLAS build, e.g. 8e-16 relative),
-    beyond it ``better`` or ``WORSE`` by the metric's direction.
+    ``within`` (either way: the band is the noise of another CPU or BLAS build,
+    e.g. 8e-16 relative), beyond it ``better`` or ``WORSE`` by the metric's direction.
 
     ``|expected|`` keeps the band the right way round for metrics that can be negative (R²).
     """
@@ -92,7 +96,8 @@ def verdict(expected: float, got: float | None, rtol: float, direction: str) -> 
 
 
 def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -> list[Row]:
-    """Every pinned metric of ``expected`` (a ``pinned.expected`` node) against the re-run's ``got``."""
+    """Every pinned metric of ``expected`` (a ``pinned.expected``
+    node) against the re-run's ``got``."""
     rows = []
     for metric, e in expected.items():
         value = got.get(metric)
@@ -111,8 +116,8 @@ def check(expected: Mapping[str, Mapping[str, Any]], got: Mapping[str, float]) -
 
 
 def table(rows: list[Row]) -> str:
-    """Expected vs got per metric (4 significant digits, as every table of sweeper), aligned; the relative
-    change is signed (+ = larger): it shows a difference below the 4th digit."""
+    """Expected vs got per metric (4 significant digits, as every table of sweeper), aligned;
+    the relative change is signed (+ = larger): it shows a difference below the 4th digit."""
     header = ["metric", "expected", "got", "change", "rtol", "better", "verdict"]
     lines = []
     for r in rows:
@@ -132,12 +137,13 @@ def table(rows: list[Row]) -> str:
 
 
 def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
-    """The knobs of a run from its params: the fingerprinted top-level knobs, ``device: cpu`` and the data node.
+    """The knobs of a run from its params: the fingerprinted top-level
+    knobs, ``device: cpu`` and the data node.
 
     Knobs that change how a run executes but not what it computes (``NOT_FINGERPRINTED``) keep their
-    defaults, ``tracking.*`` is left out (the re-run logs wherever it is told to) and so is a previous
-    ``pinned.*`` (a re-run of a promoted config logs it too). A data path inside the repository is written
-    as ``${sweeper_root:}/...`` so that the file works in any checkout.
+    defaults, ``tracking.*`` is left out (the re-run logs wherever it is told to) and so is a
+    previous ``pinned.*`` (a re-run of a promoted config logs it too). A data path inside the
+    repository is written as ``${sweeper_root:}/...`` so that the file works in any checkout.
     """
     cfg: dict[str, Any] = {
         k: parse_param(params[k]) for k in TOP_LEVEL if k in params and k not in NOT_FINGERPRINTED
@@ -150,7 +156,9 @@ def config_from_params(params: Mapping[str, str]) -> dict[str, Any]:
     model = {
         k[len("model.") :]: parse_param(v) for k, v in params.items() if k.startswith("model.")
     }
-    if model:  # a model of the interface: its import path and hyperparameters (the default model's keys do not apply)
+    # a model of the interface: its import path and hyperparameters
+    # (the default model's keys do not apply)
+    if model:
         from sweeper.models.interface import top_level_keys
 
         model["_target_"] = params["model._target_"]
@@ -183,15 +191,18 @@ def render(
     rerun: str | None = None,
     out_dir: Path | None = None,
 ) -> str:
-    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the ``pinned`` metadata; ``rerun``: the
-    command that re-runs a file written elsewhere (``out_dir``; see ``sweeper.promote.rerun_args``)."""
+    """The text of ``conf/best/NAME.yaml`` for the knobs ``cfg`` and the
+    ``pinned`` metadata; ``rerun``: the command that re-runs a file written
+    elsewhere (``out_dir``; see ``sweeper.promote.rerun_args``)."""
     name, data = pinned["name"], cfg["data"]["name"]
     best = rerun in (None, f"python -m sweeper +best={name}")
     head = (
         "# @package _global_\n"
-        f"# Promoted from MLflow run {pinned['run_id']} (experiment {pinned['experiment']}) by python -m sweeper.promote.\n"
+        f"# Promoted from MLflow run {pinned['run_id']} (experiment {pinned['experiment']}) by "
+        "python -m sweeper.promote.\n"
         f"#   re-run it:  {rerun or f'python -m sweeper +best={name}'}\n"
-        f"#   checked by: python -m pytest tests/test_best.py{'' if best else f' --best-dir {suite_dir(out_dir)}'} "
+        "#   checked by: python -m pytest tests/test_best.py"
+        f"{'' if best else f' --best-dir {suite_dir(out_dir)}'} "
         "(fails when a pinned metric is worse beyond its rtol)\n"
         f"defaults:\n  - override /data: {data}\n\n"
     )
@@ -203,17 +214,20 @@ def render(
 
 
 def suite_dir(out_dir: Path | None) -> str:
-    """A pin folder as ``--best-dir`` takes it: absolute (the suite runs from sweeper's checkout), quoted for a shell."""
+    """A pin folder as ``--best-dir`` takes it: absolute (the suite
+    runs from sweeper's checkout), quoted for a shell."""
     import shlex
 
     return shlex.quote(str(Path(out_dir or BEST_DIR).resolve()))
 
 
 def compose_file(path: Path, *overrides: str) -> DictConfig:
-    """Compose ``+best=<stem>`` for a promoted file that may lie outside ``conf/best`` (e.g. in tmp_path).
+    """Compose ``+best=<stem>`` for a promoted file that may lie
+    outside ``conf/best`` (e.g. in tmp_path).
 
-    The project's ``conf/`` is copied to a temporary folder with the file as its only ``best`` option,
-    so the composition is the one ``python -m sweeper +best=<stem>`` would make, whatever ``conf/best`` holds.
+    The project's ``conf/`` is copied to a temporary folder with the file as its
+    only ``best`` option, so the composition is the
+    one ``python -m sweeper +best=<stem>`` would make, whatever ``conf/best`` holds.
     """
     from hydra import compose, initialize_config_dir
 

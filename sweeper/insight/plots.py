@@ -1,18 +1,22 @@
-"""A sweep's plots: described as data (:func:`specs`), drawn with matplotlib's Agg backend (:func:`draw`).
+"""A sweep's plots: described as data (:func:`specs`), drawn with
+matplotlib's Agg backend (:func:`draw`).
 
 Importing matplotlib and drawing three figures costs ~0.3-0.5 s, at the very end of a sweep. The
-launching process therefore starts a :class:`Painter` when the sweep starts — a second Python process
-(``python -m sweeper.insight.plots``) that imports matplotlib on the other core while the jobs run and then
-waits — and at the end sends it the figures' data; it draws them while this process logs the
-leaderboard and the advice, and hands back the PNG files, which this process logs to the parent run.
-Without a painter (``report`` on its own, a painter that failed) the figures are drawn here, the same way.
+launching process therefore starts a :class:`Painter` when the sweep starts — a second
+Python process (``python -m sweeper.insight.plots``) that imports matplotlib on the
+other core while the jobs run and then waits — and at the end sends it the figures'
+data; it draws them while this process logs the leaderboard and the advice, and hands
+back the PNG files, which this process logs to the parent run. Without a painter
+(``report`` on its own, a painter that failed) the figures are drawn here, the same way.
 
-The painter also fits the sweep's baselines (:mod:`sweeper.insight.baselines`: scikit-learn's import and the fits,
-~1 s of a small sweep) while the jobs run, when the sweep asks it to at its start (:func:`start` with a request).
+The painter also fits the sweep's baselines (:mod:`sweeper.insight.baselines`: scikit-learn's
+import and the fits, ~1 s of a small sweep) while the jobs run, when the sweep asks it to at
+its start (:func:`start` with a request).
 
 Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "specs": [...]}`` or
-``{"baselines": request}``; one JSON line per answer on its stdout, in order: ``{"files": {name: path}}`` or
-``{"error": "..."}``; ``{"baselines": fitted, "request": request}`` or ``{"baselines_error": "..."}``.
+``{"baselines": request}``; one JSON line per answer on its stdout, in order:
+``{"files": {name: path}}`` or ``{"error": "..."}``;
+``{"baselines": fitted, "request": request}`` or ``{"baselines_error": "..."}``.
 """
 
 from __future__ import annotations
@@ -29,15 +33,17 @@ from sweeper.base.tested import shortcut
 TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
 MAX_TICKS = 30  # labelled ticks on an axis at most (a tick a swept value, a bar a configuration)
 FEW = 3  # finished runs a sweep needs for its history and parallel-coordinates plots
-TIMEOUT_S = 60.0  # the longest the launching process waits for the painter's figures before drawing them itself
+# the longest the launching process waits for the painter's figures before drawing them itself
+TIMEOUT_S = 60.0
 
 
 def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[dict[str, Any]]:
-    """The plots of a sweep's leaderboard as plain data (artifact name, size, axes with their series).
+    """The plots of a sweep's leaderboard as plain data (artifact
+    name, size, axes with their series).
 
-    ``folders`` (run id → job folder): a run's loss curve is read from its folder's ``curves.npz`` (every
-    sample, no store query: on a store of many runs MLflow's metric history took ~170 ms a call), else from
-    MLflow's history of the run (``report`` on its own, reused runs)."""
+    ``folders`` (run id → job folder): a run's loss curve is read from its folder's ``curves.npz``
+    (every sample, no store query: on a store of many runs MLflow's metric history took ~170 ms a
+    call), else from MLflow's history of the run (``report`` on its own, reused runs)."""
     out: list[dict[str, Any]] = []
     done = [
         r for r in board.rows if r["status"] == "FINISHED" and r[f"val_{board.metric}"] is not None
@@ -64,8 +70,8 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
                     "marker": "o",
                 }
             )
-        # a tick at each swept lr (0.005 too, not only decades) while they can be read; more: matplotlib's own
-        # (1,000 labels took ~5 s to draw and covered the axis)
+        # a tick at each swept lr (0.005 too, not only decades) while they can be
+        # read; more: matplotlib's own (1,000 labels took ~5 s to draw and covered the axis)
         lrs = sorted({x for s in series for x in s["x"]})
         ticks = (
             {"xticks": lrs, "xticklabels": [f"{v:g}" for v in lrs]} if len(lrs) <= MAX_TICKS else {}
@@ -105,7 +111,10 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
                 "size": [7, 4.5],
                 "axes": [
                     {
-                        "title": f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, training dashed",
+                        "title": (
+                            f"Loss of the top {len(top)} runs (by {val})\nvalidation solid, "
+                            "training dashed"
+                        ),
                         "xlabel": "epoch",
                         "ylabel": f"loss ({loss}, log scale)",
                         "yscale": "log",
@@ -132,9 +141,10 @@ def specs(c: Any, board: Any, folders: dict[str, Path] | None = None) -> list[di
 
 
 def _times(board: Any, pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """CPU and GPU train time of each configuration run on both, and the speedup: bars on a linear axis from 0 with
-    each bar's value printed (a log axis made a 2% difference look large), or on a log axis where the times span
-    :data:`LOG_SPAN` or more; configurations named by their swept values but the device."""
+    """CPU and GPU train time of each configuration run on both, and the speedup:
+    bars on a linear axis from 0 with each bar's value printed (a log axis made a 2%
+    difference look large), or on a log axis where the times span :data:`LOG_SPAN`
+    or more; configurations named by their swept values but the device."""
     from sweeper.base.fmt import cell, text_cell
 
     keys = [k for k in board.keys if k not in ("device", "sync_every_epoch")]
@@ -193,8 +203,8 @@ def _times(board: Any, pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]
 
 
 def _history(board: Any, done: list[dict[str, Any]]) -> dict[str, Any]:
-    """The optimisation history: each finished run's validation metric in the order the runs finished, and the best
-    so far (Optuna Dashboard's and W&B's first plot)."""
+    """The optimisation history: each finished run's validation metric in the order the
+    runs finished, and the best so far (Optuna Dashboard's and W&B's first plot)."""
     val = f"val_{board.metric}"
     ordered = sorted(done, key=lambda r: (r.get("end_time") or 0, r.get("start_time") or 0))
     y = [r[val] for r in ordered]
@@ -230,8 +240,9 @@ MAX_LINES = 1000  # the runs a parallel-coordinates plot draws at most (the best
 
 
 def _parallel(board: Any, done: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Parallel coordinates: an axis a swept key (seeds aside; logarithmic for a log-spaced key: positive numbers
-    spanning :data:`LOG_SPAN` or more) and one for the metric, each run a line coloured by its metric (the best
+    """Parallel coordinates: an axis a swept key (seeds aside; logarithmic
+    for a log-spaced key: positive numbers spanning :data:`LOG_SPAN` or more)
+    and one for the metric, each run a line coloured by its metric (the best
     darkest), drawn on top. MLflow's own put ``lr`` on a linear axis."""
     import math
 
@@ -319,7 +330,8 @@ LOG_SPAN = 10.0  # bars go on a log axis only where their values span this facto
 
 
 def _scale(values: list[float]) -> dict[str, Any]:
-    """A bar chart's value axis: linear from 0, or logarithmic where the positive values span :data:`LOG_SPAN`."""
+    """A bar chart's value axis: linear from 0, or logarithmic where
+    the positive values span :data:`LOG_SPAN`."""
     positive = [v for v in values if v is not None and v > 0]
     if positive and max(positive) / min(positive) >= LOG_SPAN:
         return {"yscale": "log"}
@@ -329,7 +341,8 @@ def _scale(values: list[float]) -> dict[str, Any]:
 def _curve(
     c: Any, run_id: str, folder: Path | None, name: str = "train_loss"
 ) -> tuple[list[float], list[float]]:
-    """A run's loss curve ``name`` (steps, values): from its job folder's curves.npz, else MLflow's history."""
+    """A run's loss curve ``name`` (steps, values): from its job
+    folder's curves.npz, else MLflow's history."""
     import numpy as np
 
     from sweeper.base.names import CURVES_FILE
@@ -345,8 +358,9 @@ def _curve(
 
 
 def figure(spec: dict[str, Any]) -> Any:
-    """One figure of :func:`specs`, laid out so that nothing is cut (matplotlib's constrained layout: titles,
-    labels, rotated ticks and a legend outside the axes all inside the canvas); the caller closes it."""
+    """One figure of :func:`specs`, laid out so that nothing is cut
+    (matplotlib's constrained layout: titles, labels, rotated ticks and a
+    legend outside the axes all inside the canvas); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,8 +376,8 @@ def figure(spec: dict[str, Any]) -> Any:
 
 
 def _draw_marks(ax: Any, a: dict[str, Any], cmap: Any) -> None:
-    """What one axes' spec ``a`` plots: lines (coloured by ``cmap`` where they give a ``cvalue``), vertical lines,
-    text labels, points, bars and horizontal bars, a parity line."""
+    """What one axes' spec ``a`` plots: lines (coloured by ``cmap`` where they give a
+    ``cvalue``), vertical lines, text labels, points, bars and horizontal bars, a parity line."""
     for s in a.get("lines", []):
         color = cmap(s["cvalue"]) if cmap is not None and "cvalue" in s else s.get("color")
         ax.plot(
@@ -450,7 +464,8 @@ def _dress(ax: Any, a: dict[str, Any]) -> None:
 
 
 def draw(spec: dict[str, Any], path: Path) -> Path:
-    """Draw one figure of :func:`specs` into the PNG ``path``: titled, labelled axes (units), a legend."""
+    """Draw one figure of :func:`specs` into the PNG ``path``: titled,
+    labelled axes (units), a legend."""
     import matplotlib.pyplot as plt
 
     fig = figure(spec)
@@ -469,9 +484,11 @@ def draw_all(figures: list[dict[str, Any]], folder: Path) -> dict[str, Path]:
 
 
 class Painter:
-    """A ``python -m sweeper.insight.plots`` process that has imported matplotlib and draws on request.
+    """A ``python -m sweeper.insight.plots`` process that has imported
+    matplotlib and draws on request.
 
-    ``start`` never fails: without a painter (it could not start, or died) :meth:`collect` draws here."""
+    ``start`` never fails: without a painter (it could not start, or
+    died) :meth:`collect` draws here."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
@@ -519,7 +536,8 @@ class Painter:
         return draw_all(figures, folder)
 
     def prefit(self, request: dict[str, Any] | None) -> None:
-        """Ask the painter to fit the baselines of ``request`` (:func:`sweeper.insight.baselines.request`) now."""
+        """Ask the painter to fit the baselines of ``request``
+        (:func:`sweeper.insight.baselines.request`) now."""
         if self.proc is None or request is None:
             return
         try:
@@ -530,8 +548,8 @@ class Painter:
             self.close()
 
     def baselines(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The request sent by :meth:`prefit` and the baselines the painter fitted for it; None without one (none
-        asked, the painter failed or hung: the caller fits them itself)."""
+        """The request sent by :meth:`prefit` and the baselines the painter fitted for it; None
+        without one (none asked, the painter failed or hung: the caller fits them itself)."""
         request, self.fitting = self.fitting, None
         if request is None or self.proc is None:
             return None
@@ -549,7 +567,8 @@ class Painter:
         return json.loads(line) if line.strip() else {"error": "the painter ended"}
 
     def idle(self) -> bool:
-        """Whether the painter process is alive with no request unanswered (a next sweep may use it)."""
+        """Whether the painter process is alive with no request
+        unanswered (a next sweep may use it)."""
         return (
             self.proc is not None
             and self.proc.poll() is None
@@ -571,15 +590,15 @@ class Painter:
 
 
 def current() -> Painter | None:
-    """The launching process's painter, from the sweep's start (sweeper.sweep.start) to its end: the sweep's
-    state's (:mod:`sweeper.base.state`)."""
+    """The launching process's painter, from the sweep's start (sweeper.sweep.start)
+    to its end: the sweep's state's (:mod:`sweeper.base.state`)."""
     return state.current().painter
 
 
 def start(baselines: dict[str, Any] | None = None) -> None:
-    """Start the sweep's painter (once); ``baselines``: a request it fits while the jobs run. Unless the shortcut
-    ``painter`` is off (``SWEEPER_PUBLIC_ONLY``): then the report draws its figures and fits the baselines in this
-    process."""
+    """Start the sweep's painter (once); ``baselines``: a request it fits while the
+    jobs run. Unless the shortcut ``painter`` is off (``SWEEPER_PUBLIC_ONLY``):
+    then the report draws its figures and fits the baselines in this process."""
     now = state.current()
     if now.painter is None and shortcut("painter"):
         warm, state.spare["painter"] = state.spare["painter"], None
@@ -590,8 +609,9 @@ def start(baselines: dict[str, Any] | None = None) -> None:
 
 
 def stop(keep: bool = False) -> None:
-    """The sweep's painter closed; with ``keep`` (a sweep's normal end), a live and idle one is kept for the next
-    sweep of this process instead (the Python API's next call: its imports already paid)."""
+    """The sweep's painter closed; with ``keep`` (a sweep's normal end),
+    a live and idle one is kept for the next sweep of this process
+    instead (the Python API's next call: its imports already paid)."""
     now = state.current()
     if now.painter is not None:
         if keep and now.painter.idle() and state.spare["painter"] is None:
@@ -602,8 +622,9 @@ def stop(keep: bool = False) -> None:
 
 
 def serve() -> None:
-    """The painter's loop: import matplotlib now, draw a figure for nothing (the first one of a process costs
-    ~30 ms more: fonts, the log axes' mathtext), then draw each request of stdin until it closes."""
+    """The painter's loop: import matplotlib now, draw a figure for
+    nothing (the first one of a process costs ~30 ms more: fonts, the log
+    axes' mathtext), then draw each request of stdin until it closes."""
     import io
 
     from sweeper.base.process import exit_with_parent

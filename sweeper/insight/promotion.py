@@ -1,9 +1,11 @@
-"""``python -m sweeper.promote --experiment NAME``: freeze the best finished runs as ``conf/best/*.yaml``.
+"""``python -m sweeper.promote --experiment NAME``: freeze the best
+finished runs as ``conf/best/*.yaml``.
 
 Runs are ranked by a validation metric — never a test one, since choosing on the test split leaks it
-into the choice. With several seeds per configuration the configurations rank by their mean, and the one
-promoted is the configuration's run closest to that mean (``pinned.over_seeds`` records n, mean and std). Each written file re-runs its run with ``python -m sweeper +best=NAME`` and pins the
-run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
+into the choice. With several seeds per configuration the configurations rank by their mean, and
+the one promoted is the configuration's run closest to that mean (``pinned.over_seeds`` records
+n, mean and std). Each written file re-runs its run with ``python -m sweeper +best=NAME`` and
+pins the run's val_/test_ metrics, which ``pytest`` (tests/test_best.py) then guards.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a co
 
 
 class PromoteError(ValueError):
-    """A request that cannot be served; the message is one line naming the option and what is allowed."""
+    """A request that cannot be served; the message is one line naming
+    the option and what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,14 @@ class Promoted:
 
 
 def rerun_args(out_dir: Path, name: str) -> list[str]:
-    """The arguments of ``python -m sweeper`` that re-run ``out_dir/NAME.yaml``; PromoteError for a folder
-    Hydra cannot be told to find.
+    """The arguments of ``python -m sweeper`` that re-run ``out_dir/NAME.yaml``;
+    PromoteError for a folder Hydra cannot be told to find.
 
-    In conf/best the file is the option NAME of the group ``best``: ``+best=NAME``. Any other folder D
-    becomes a group of its own: its parent joins Hydra's search path and D's name is the group,
-    ``hydra.searchpath=[file://<D's parent>] +<D's name>=NAME``. A folder named like one of the
-    project's groups (``best`` elsewhere, ``data``, ...) would merge with it, and the project's files win.
+    In conf/best the file is the option NAME of the group ``best``: ``+best=NAME``. Any
+    other folder D becomes a group of its own: its parent joins Hydra's search path and
+    D's name is the group, ``hydra.searchpath=[file://<D's parent>] +<D's name>=NAME``.
+    A folder named like one of the project's groups (``best`` elsewhere, ``data``, ...)
+    would merge with it, and the project's files win.
     """
     if out_dir.resolve() == pinned.BEST_DIR.resolve():
         return [f"+best={name}"]
@@ -74,7 +78,8 @@ def rerun_args(out_dir: Path, name: str) -> list[str]:
             "--out-dir",
             out_dir,
             f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
-            "cannot be a config group: expected conf/best or a folder named with letters, digits, _ and -",
+            "cannot be a config group: expected conf/best or a folder named with letters, "
+            "digits, _ and -",
         )
     if group in (*GROUPS, *TOP_LEVEL, *METADATA, "hydra"):
         raise _fail(
@@ -96,7 +101,8 @@ def _fail(option: str, value: Any, why: str) -> PromoteError:
 def _candidates(
     client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool
 ) -> list:
-    """The experiment's finished CPU job runs (a sweep's parent run has no fingerprint and no val_ metrics)."""
+    """The experiment's finished CPU job runs (a sweep's parent run
+    has no fingerprint and no val_ metrics)."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage == "deleted":
         names = sorted(e.name for e in client.search_experiments())
@@ -105,8 +111,9 @@ def _candidates(
             experiment,
             f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}",
         )
-    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are not the CPU's. A cross-validated sweep's
-    # refit (sweeper.insight.refit) is not ranked: its val_* are of its training rows
+    # CPU only: the suite re-runs on the CPU, and a GPU run's float sums are
+    # not the CPU's. A cross-validated sweep's refit (sweeper.insight.refit)
+    # is not ranked: its val_* are of its training rows
     runs = [
         r
         for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
@@ -131,7 +138,8 @@ def _candidates(
 
 
 def _metric(runs: list, metric: str | None, experiment: str) -> str:
-    """The ranking metric: the one asked for, which the runs must have, or the task's primary one."""
+    """The ranking metric: the one asked for, which the runs must
+    have, or the task's primary one."""
     have = sorted(
         {k for r in runs for k in r.data.metrics if k.startswith("val_") and pinned.direction(k)}
     )
@@ -141,7 +149,8 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
             raise _fail(
                 "--experiment",
                 experiment,
-                f"it mixes regression and classification runs: pass --metric, one of {', '.join(have)}",
+                "it mixes regression and classification runs: pass --metric, one of "
+                f"{', '.join(have)}",
             )
         metric = "val_" + primary.pop()
     if metric not in have:
@@ -155,8 +164,9 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
 
 
 def _config(run: Any) -> tuple:
-    """A run's configuration: its params but the seeds (``seed``, ``data.split_seed``), where and how it ran, and
-    the keys added later at their defaults (so a run from before a key groups with one at its default)."""
+    """A run's configuration: its params but the seeds (``seed``,
+    ``data.split_seed``), where and how it ran, and the keys added later at their
+    defaults (so a run from before a key groups with one at its default)."""
     from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
     from sweeper.insight.leaderboard import SEEDS
 
@@ -175,9 +185,9 @@ def _config(run: Any) -> tuple:
 
 
 def _ranked(runs: list, metric: str, top: int) -> list:
-    """The ``top`` best configurations by the mean of ``metric`` over their seeds (``seed``, ``data.split_seed``),
-    each as its run closest to that mean: a configuration, not a lucky seed, wins. Without seeds that is the
-    best run of each configuration (fingerprint).
+    """The ``top`` best configurations by the mean of ``metric`` over their seeds (``seed``,
+    ``data.split_seed``), each as its run closest to that mean: a configuration, not a lucky
+    seed, wins. Without seeds that is the best run of each configuration (fingerprint).
 
     Ties — common for accuracy on a small validation set — go to the lower validation loss
     (``val_log_loss``, binary tasks), then to the earlier run.
@@ -201,7 +211,8 @@ def _ranked(runs: list, metric: str, top: int) -> list:
 
 
 def over_seeds(runs: list, run: Any, metric: str) -> dict[str, Any] | None:
-    """The seeds of ``run``'s configuration among ``runs``: ``{n, mean, std}`` of ``metric``; None for one seed."""
+    """The seeds of ``run``'s configuration among ``runs``:
+    ``{n, mean, std}`` of ``metric``; None for one seed."""
     import statistics
 
     values = {
@@ -216,9 +227,10 @@ def over_seeds(runs: list, run: Any, metric: str) -> dict[str, Any] | None:
 
 
 def _refit_of(client: Any, run: Any) -> Any:
-    """The run to pin for a chosen ``run``: itself, or for a cross-validated one (tag ``folds``) its refit on every
-    non-test row (:mod:`sweeper.insight.refit`: the one its sweep made, else trained now), so that the pin re-runs
-    what the sweep's best_run is. Raises PromoteError when the refit cannot be made."""
+    """The run to pin for a chosen ``run``: itself, or for a cross-validated one
+    (tag ``folds``) its refit on every non-test row (:mod:`sweeper.insight.refit`:
+    the one its sweep made, else trained now), so that the pin re-runs what the
+    sweep's best_run is. Raises PromoteError when the refit cannot be made."""
     if not run.data.tags.get("folds"):
         return run
     from sweeper.insight import refit
@@ -237,7 +249,8 @@ def _refit_of(client: Any, run: Any) -> Any:
         ) from None
     if done is None:
         raise PromoteError(
-            f"run {run.info.run_id} is cross-validated and has no refit on every non-test row (its sweep "
+            f"run {run.info.run_id} is cross-validated and has no refit on every non-test row "
+            "(its sweep "
             "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "
             "configuration with data.folds=0, or re-run its sweep"
         )
@@ -264,17 +277,19 @@ def _pinned(
         "fingerprint": tags["fingerprint"],
         "train_time_s": round(m.get("train_time_s", math.nan), 4),
         "expected": pinned.expected_metrics(m, rtol),
-        # a model of yours: where its module imports from and its source's digest (a re-run reaches it without
-        # PYTHONPATH; a changed source is said)
+        # a model of yours: where its module imports from and its source's digest
+        # (a re-run reaches it without PYTHONPATH; a changed source is said)
         **{k: tags[k] for k in ("model_dir", "model_source") if tags.get(k)},
     }
 
 
 def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any]) -> None:
-    """Compose the file as its re-run command would (``+best=NAME``, or ``+GROUP=NAME`` with the search path of
-    :func:`rerun_args`, through the command line's own checks) and check it reproduces the run's params exactly.
+    """Compose the file as its re-run command would (``+best=NAME``, or
+    ``+GROUP=NAME`` with the search path of :func:`rerun_args`, through the
+    command line's own checks) and check it reproduces the run's params exactly.
 
-    Outside conf/best the file is tried in a folder beside ``out_dir``, so the search path has the same characters."""
+    Outside conf/best the file is tried in a folder beside
+    ``out_dir``, so the search path has the same characters."""
     from hydra import compose, initialize_config_dir
 
     best = out_dir.resolve() == pinned.BEST_DIR.resolve()
@@ -297,7 +312,8 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
                         cfg = compose(config_name="config", overrides=args)
             except Exception as e:
                 raise PromoteError(
-                    f"the re-run command for run {run.info.run_id} does not compose: {type(e).__name__}: "
+                    f"the re-run command for run {run.info.run_id} does not compose: "
+                    f"{type(e).__name__}: "
                     f"{str(e).splitlines()[0]} (a bug in sweeper.promote)"
                 ) from None
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -323,7 +339,8 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
     )
     if what:
         raise PromoteError(
-            f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in sweeper.promote)"
+            f"the file written for run {run.info.run_id} would not re-run it: {what} (a bug in "
+            "sweeper.promote)"
         )
 
 
@@ -341,15 +358,17 @@ def promote(
     before_write: Any = None,
     model: str | None = None,
 ) -> list[Promoted]:
-    """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs of ``experiment``; raise PromoteError.
+    """Write ``out_dir/NAME.yaml`` for the ``top`` best finished runs
+    of ``experiment``; raise PromoteError.
 
     With ``top == 1`` the file is ``NAME.yaml``, else ``NAME_1.yaml`` … ``NAME_<top>.yaml`` by rank.
-    ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest finished run only)
-    narrow the candidates, e.g. to re-pin a config after an intended change. Nothing is written unless
-    every file can be; ``before_write(best_run)`` (e.g. registering its model) runs after every check, before
-    any file is written, and a PromoteError it raises leaves them unwritten. ``model``: rank the runs of this model
-    only (its short name, ``mlp``, or its import path; ``all``: every model together); by default, when the runs
-    trained several models, those of the best run's model.
+    ``name`` defaults to the experiment's name. ``run_ids`` or ``latest`` (the newest
+    finished run only) narrow the candidates, e.g. to re-pin a config after an intended
+    change. Nothing is written unless every file can be; ``before_write(best_run)`` (e.g.
+    registering its model) runs after every check, before any file is written, and a
+    PromoteError it raises leaves them unwritten. ``model``: rank the runs of this model
+    only (its short name, ``mlp``, or its import path; ``all``: every model together); by
+    default, when the runs trained several models, those of the best run's model.
     """
     name = _checked_name(experiment, top, rtol, name, out_dir, metric)
     client, runs = _open_candidates(uri, experiment, run_ids, latest)
@@ -399,7 +418,8 @@ def promote(
         # the value is the chosen run's fold mean; the pinned run is its refit
         if run is not chosen:
             knobs += (
-                f"  (the refit of cross-validated run {chosen.info.run_id}, whose {chosen.data.tags['folds']}-fold "
+                f"  (the refit of cross-validated run {chosen.info.run_id}, whose "
+                f"{chosen.data.tags['folds']}-fold "
                 f"mean this {metric} is)"
             )
         done.append(
@@ -411,8 +431,9 @@ def promote(
 
 
 def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> tuple[list, str]:
-    """The candidates of one model (``model``, else the best run's when they trained several; ``all``: every one),
-    and how they were narrowed, in words ("" when there was nothing to narrow)."""
+    """The candidates of one model (``model``, else the best run's
+    when they trained several; ``all``: every one), and how they were
+    narrowed, in words ("" when there was nothing to narrow)."""
     models = sorted({model_name(r.data.tags) for r in runs})
     if model == "all":
         return runs, ""
@@ -432,7 +453,8 @@ def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> t
     others = ", ".join(m for m in models if m != chosen)
     return (
         [r for r in runs if model_name(r.data.tags) == chosen],
-        f"within model {chosen}, the best run's (the experiment's runs trained {others} too: --model NAME ranks "
+        f"within model {chosen}, the best run's (the experiment's runs trained {others} too: "
+        "--model NAME ranks "
         "another's, --model all ranks them together)",
     )
 
@@ -440,8 +462,8 @@ def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> t
 def _checked_name(
     experiment: str, top: Any, rtol: Any, name: str | None, out_dir: Path, metric: str | None
 ) -> str:
-    """The pins' name (the experiment's, made a config name, by default), every argument checked before the store
-    is opened: one line naming the option, the value and what is allowed."""
+    """The pins' name (the experiment's, made a config name, by default), every argument checked
+    before the store is opened: one line naming the option, the value and what is allowed."""
     if not (isinstance(top, int) and top >= 1):
         raise _fail("--top", top, "expected an integer >= 1")
     if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
@@ -464,7 +486,8 @@ def _checked_name(
 def _open_candidates(
     uri: str, experiment: str, run_ids: Sequence[str], latest: bool
 ) -> tuple[Any, list]:
-    """The store's client and the experiment's candidate runs; a store that is not there, or fails, is one line."""
+    """The store's client and the experiment's candidate runs; a store
+    that is not there, or fails, is one line."""
     try:
         # MLflow would create an empty store at a mistyped path, or wait minutes for a server
         tracking.check_readable(uri)
@@ -492,8 +515,9 @@ def _pin_file(
     rtol: float | None,
     out_dir: Path,
 ) -> tuple[Any, str, str, list[str], Any]:
-    """The pinned config of the ``rank``-th configuration (``chosen``; a cross-validated one as its refit), checked
-    to re-run it: (the pinned run, the name, the file's text, the re-run's arguments, the chosen run)."""
+    """The pinned config of the ``rank``-th configuration (``chosen``;
+    a cross-validated one as its refit), checked to re-run it: (the pinned run,
+    the name, the file's text, the re-run's arguments, the chosen run)."""
     # a cross-validated configuration is pinned as its refit, as the sweep's best is
     run = _refit_of(client, chosen)
     tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]

@@ -1,6 +1,6 @@
-"""A sweep at a glance, built from the MLflow store alone: the leaderboard, plots, the advice and the parent's
-counts and status; orphaned runs closed. The end of every multirun publishes it on the parent run;
-``python -m sweeper.report`` rebuilds it from the store."""
+"""A sweep at a glance, built from the MLflow store alone: the leaderboard, plots, the
+advice and the parent's counts and status; orphaned runs closed. The end of every multirun
+publishes it on the parent run; ``python -m sweeper.report`` rebuilds it from the store."""
 
 from __future__ import annotations
 
@@ -31,14 +31,16 @@ from sweeper.base.names import (
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 
-SHOWN = 50  # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
+# leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
+SHOWN = 50
 
 
 def holder_alive(r: Any) -> bool | None:
-    """Whether the job that created a run still runs: its ``heartbeat`` tag (:mod:`sweeper.tracking.run`) says so
-    on another host; on this host its ``host`` and ``pid`` tags do (the process that started the run, not a later one
-    given its pid), whatever its heartbeat says: a suspended sweep's beats stop while it lives. None when nothing
-    tells (another host, no heartbeat); False when it is this process, which runs no job while it reports."""
+    """Whether the job that created a run still runs: its ``heartbeat`` tag
+    (:mod:`sweeper.tracking.run`) says so on another host; on this host its ``host`` and ``pid``
+    tags do (the process that started the run, not a later one given its pid), whatever its
+    heartbeat says: a suspended sweep's beats stop while it lives. None when nothing tells (another
+    host, no heartbeat); False when it is this process, which runs no job while it reports."""
     import time
 
     pid, host = booked(r.data.tags, PID), booked(r.data.tags, HOST)
@@ -59,13 +61,15 @@ def mark_orphans(
     reason: str = ORPHAN,
     returned: bool = False,
 ) -> list[str]:
-    """Mark child runs that a killed job left RUNNING as ``status`` (FAILED), with the reason; return their ids.
+    """Mark child runs that a killed job left RUNNING as ``status``
+    (FAILED), with the reason; return their ids.
 
-    ``returned``: every job has returned to the launching process, so every RUNNING child is an orphan. Else a
-    run whose job is alive (:func:`holder_alive`: a fresh heartbeat, a live pid here) stays RUNNING, one whose job
-    is gone is marked, and one that nothing tells about is marked when the sweep has ended (``sweep_ended``).
-    A dead run whose configuration another child of the sweep FINISHED (an engine retried its job) is an
-    attempt, not an orphan: KILLED with :data:`RETRIED`, and left out of the counts (:func:`tally`).
+    ``returned``: every job has returned to the launching process, so every RUNNING child is
+    an orphan. Else a run whose job is alive (:func:`holder_alive`: a fresh heartbeat, a live
+    pid here) stays RUNNING, one whose job is gone is marked, and one that nothing tells about
+    is marked when the sweep has ended (``sweep_ended``). A dead run whose configuration
+    another child of the sweep FINISHED (an engine retried its job) is an attempt, not
+    an orphan: KILLED with :data:`RETRIED`, and left out of the counts (:func:`tally`).
     """
     from sweeper.tracking import bulk
 
@@ -100,8 +104,8 @@ def attempts(runs: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None) -> list[Any]:
-    """The FINISHED runs that the jobs of a resumed sweep took over (``reused.<job>`` tags on the parent,
-    which each such job sets, and the ``resumed_from`` of the ``results`` when given)."""
+    """The FINISHED runs that the jobs of a resumed sweep took over (``reused.<job>`` tags on the
+    parent, which each such job sets, and the ``resumed_from`` of the ``results`` when given)."""
     ids = {v for k, v in parent.data.tags.items() if k.startswith("reused.")}
     ids |= {r["resumed_from"] for r in results or () if r.get("resumed_from")}
     if not ids:
@@ -113,14 +117,15 @@ def reused_runs(c: Any, parent: Any, results: list[dict[str, Any]] | None = None
 def tally(
     parent: Any, runs: list[Any], results: list[dict[str, Any]] | None = None
 ) -> dict[str, int]:
-    """How the jobs of a sweep ended, for the parent's metrics: ``n_finished``, ``n_failed``, ``n_killed``
-    (child runs by status), ``n_skipped`` (jobs that trained nothing: no GPU, or resumed — ``n_reused`` of
-    them), ``n_orphaned`` (children whose job died with them RUNNING) and ``n_not_run``: the parent's
-    ``n_jobs`` less the jobs accounted for (a child run or a result), absent when the parent has no ``n_jobs``.
+    """How the jobs of a sweep ended, for the parent's metrics: ``n_finished``,
+    ``n_failed``, ``n_killed`` (child runs by status), ``n_skipped`` (jobs that
+    trained nothing: no GPU, or resumed — ``n_reused`` of them), ``n_orphaned`` (children
+    whose job died with them RUNNING) and ``n_not_run``: the parent's ``n_jobs`` less the
+    jobs accounted for (a child run or a result), absent when the parent has no ``n_jobs``.
 
-    From the store alone, skipped jobs are the parent's ``skipped.<job>`` tags (or its ``skipped_jobs``
-    lines); the jobs' ``results`` (result.json), when given, count too: a job whose tracking failed has
-    no child run.
+    From the store alone, skipped jobs are the parent's ``skipped.<job>`` tags
+    (or its ``skipped_jobs`` lines); the jobs' ``results`` (result.json), when
+    given, count too: a job whose tracking failed has no child run.
     """
     tags = parent.data.tags
     # stubs that upload replaced: their new run counts
@@ -155,7 +160,8 @@ def tally(
 
 
 def incomplete(counts: dict[str, int]) -> str | None:
-    """Why a sweep with these counts (:func:`tally`) did not complete — it is then KILLED — or None."""
+    """Why a sweep with these counts (:func:`tally`) did not complete
+    — it is then KILLED — or None."""
     why = [
         f"{counts[k]} {what}"
         for k, what in (
@@ -180,8 +186,9 @@ def publish(
     results: list[dict[str, Any]] | None = None,
     returned: bool = False,
 ) -> tuple[Board, dict[str, int]]:
-    """Build the leaderboard of a parent run's children and of the runs its jobs reused (resume), print it,
-    and log it with plots and the counts of :func:`tally` (``results``: the jobs' result.json, when at hand).
+    """Build the leaderboard of a parent run's children and of the runs its
+    jobs reused (resume), print it, and log it with plots and the counts of
+    :func:`tally` (``results``: the jobs' result.json, when at hand).
 
     Children left RUNNING by killed jobs are marked FAILED first (see :func:`mark_orphans`).
     """
@@ -196,12 +203,14 @@ def publish(
         retried = {r.info.run_id for r in attempts(runs)[1]}
         if set(orphans) - retried:
             print(
-                f"marked {len(set(orphans) - retried)} orphaned run(s) FAILED: {', '.join(sorted(set(orphans) - retried))}",
+                f"marked {len(set(orphans) - retried)} orphaned run(s) FAILED: "
+                f"{', '.join(sorted(set(orphans) - retried))}",
                 file=out,
             )
         if set(orphans) & retried:
             print(
-                f"marked {len(set(orphans) & retried)} run(s) KILLED as attempts their engine retried",
+                f"marked {len(set(orphans) & retried)} run(s) KILLED as attempts their engine "
+                "retried",
                 file=out,
             )
     counts = tally(parent, runs, results)
@@ -224,7 +233,8 @@ def publish(
             Path(tmp) / "figures",
         )  # drawn while the baselines are fitted and the rest is logged
         try:
-            # the baselines: fitted by the sweep's painter while its jobs ran (its answer read first), or here
+            # the baselines: fitted by the sweep's painter while its
+            # jobs ran (its answer read first), or here
             _record(
                 c,
                 parent,
@@ -257,9 +267,10 @@ def _record(
     tmp: Path,
     prefitted: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> None:
-    """What :func:`publish` records while its figures are drawn: the baselines (fitted once, by the sweep's painter
-    while its jobs ran, ``prefitted``, or here; then read from the parent), the table, the parent's files (``files``:
-    name → JSON), each run's rank and description, the address, the parent's counts, best run and advice."""
+    """What :func:`publish` records while its figures are drawn: the baselines (fitted
+    once, by the sweep's painter while its jobs ran, ``prefitted``, or here; then read
+    from the parent), the table, the parent's files (``files``: name → JSON), each run's
+    rank and description, the address, the parent's counts, best run and advice."""
     from sweeper.insight import baselines as references, standing
 
     parent_run_id, experiment_id = parent.info.run_id, parent.info.experiment_id
@@ -296,8 +307,8 @@ def _conclude(
     out: Any,
     fitted: dict[str, dict[str, float]] | None = None,
 ) -> None:
-    """The parent's counts, best run (metric, tags, line), its description (the best run and the board) and the
-    advisor's findings."""
+    """The parent's counts, best run (metric, tags, line), its description
+    (the best run and the board) and the advisor's findings."""
     from mlflow.entities import RunTag
 
     parent_run_id = parent.info.run_id
@@ -313,8 +324,10 @@ def _conclude(
             board.best["run_id"],
         )
         best = (
-            f"**Best:** [{board.best['run']}]({run_path(parent.info.experiment_id, board.best['run_id'])}) "
-            f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `{tags['best_model_uri']}`\n\n"
+            f"**Best:** [{board.best['run']}]("
+            f"{run_path(parent.info.experiment_id, board.best['run_id'])}) "
+            f"val_{board.metric}={cell(board.best[f'val_{board.metric}'])}, model `"
+            f"{tags['best_model_uri']}`\n\n"
         )
         over = ""
         # seeds: the best configuration by its mean; best_run is its run closest to the mean
@@ -332,7 +345,8 @@ def _conclude(
                 else ""
             )
             over = (
-                f"  (best configuration by its mean over {g['n']} seed(s): {cell(g[f'val_{board.metric}'])}{spread}; "
+                f"  (best configuration by its mean over {g['n']} seed(s): "
+                f"{cell(g[f'val_{board.metric}'])}{spread}; "
                 "this is its run closest to the mean)"
             )
         # a baseline that beats the network is named on the best: line
@@ -344,7 +358,8 @@ def _conclude(
             )
             best += f"**Baseline:** {beaten[1]}\n\n"
         print(
-            f"best: {board.best['run']}  val_{board.metric}={cell(board.best[f'val_{board.metric}'])}  "
+            f"best: {board.best['run']}  val_{board.metric}="
+            f"{cell(board.best[f'val_{board.metric}'])}  "
             f"(run {board.best['run_id']}{', reused' if board.best['reused'] else ''}){over}"
             + (f"; {beaten[1]}" if beaten else ""),
             file=out,
@@ -366,12 +381,15 @@ def _conclude(
             best += (
                 f"**Refit** on every non-test row: [{refitted.info.run_name}]"
                 f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{m}="
-                f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}`\n\n"
+                f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}"
+                "`\n\n"
             )
             print(
-                f"refit: {board.best['run']} retrained on every non-test row (train + validation, data.folds=0 "
+                f"refit: {board.best['run']} retrained on every non-test row (train + "
+                "validation, data.folds=0 "
                 f"data.val_fraction=0) and scored on the test split: test_{m}="
-                f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); the parent's best_run "
+                f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); "
+                "the parent's best_run "
                 "and best_model_uri point to it",
                 file=out,
             )
@@ -400,7 +418,8 @@ def _conclude(
 def _beside(
     runs: list[Any], board: Board, fitted: dict[str, dict[str, float]] | None
 ) -> tuple[str, str, float] | None:
-    """The baseline that beats the network's best beyond the noise: its name, words and score (None: none does)."""
+    """The baseline that beats the network's best beyond the noise:
+    its name, words and score (None: none does)."""
     if not fitted:
         return None
     from sweeper.insight.advice.outside_grid import beside_best
@@ -412,8 +431,9 @@ NOTE_CHARS = 7000  # the parent's description at most (MLflow keeps a tag's firs
 
 
 def description(best: str, board: Board, experiment_id: str) -> str:
-    """The parent's description in MLflow's UI: its best run (``best``: markdown) and its leaderboard's first rows,
-    as many of :data:`SHOWN` as :data:`NOTE_CHARS` holds (summary.md has them all)."""
+    """The parent's description in MLflow's UI: its best run (``best``:
+    markdown) and its leaderboard's first rows, as many of :data:`SHOWN`
+    as :data:`NOTE_CHARS` holds (summary.md has them all)."""
     for limit in (SHOWN, 20, 10, 5, 1):
         text = best + board.markdown(experiment_id, limit)
         if len(text) <= NOTE_CHARS:
@@ -422,8 +442,8 @@ def description(best: str, board: Board, experiment_id: str) -> str:
 
 
 def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
-    """The refit of the best run when it is cross-validated (:mod:`sweeper.insight.refit`), else None; a refit that
-    fails is said in one line and leaves best_run at the cross-validated run."""
+    """The refit of the best run when it is cross-validated (:mod:`sweeper.insight.refit`), else
+    None; a refit that fails is said in one line and leaves best_run at the cross-validated run."""
     from sweeper.insight import refit
 
     try:
@@ -439,8 +459,9 @@ def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
 
 def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:
     """What successive halving did, for the parent: ``n_pruned`` (runs stopped at a rung, from their
-    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json (sweeper.sweep.halving), the member-epochs
-    trained against the full grid's and each rung's counts. Nothing for a sweep without halving."""
+    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json
+    (sweeper.sweep.halving), the member-epochs trained against the full grid's and each
+    rung's counts. Nothing for a sweep without halving."""
     pruned = sum(1 for r in runs if r.data.tags.get(PRUNED_AT))
     where = parent.data.tags.get("sweep_dir")
     try:
@@ -466,22 +487,25 @@ def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict
 
 
 def model_uri(run: Any, run_id: str | None = None) -> str:
-    """Where a run's model loads from: its logged model (``models:/<id>``), else ``runs:/<run id>/model``."""
+    """Where a run's model loads from: its logged model
+    (``models:/<id>``), else ``runs:/<run id>/model``."""
     outputs = run.outputs if run is not None else None
     model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
     return f"models:/{model_id}" if model_id else f"runs:/{run_id or run.info.run_id}/model"
 
 
 def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
-    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``, with the command that finishes the
-    sweep) when the sweep is incomplete (:func:`incomplete`); return the status. A parent with children still
-    running (a fresh heartbeat) stays RUNNING. A parent already ended is re-closed with the status its runs now
-    support (after ``upload`` recovered them, or their jobs ended after a summary)."""
+    """End a parent run: FINISHED, or KILLED with the reason (said on ``out``, with the
+    command that finishes the sweep) when the sweep is incomplete (:func:`incomplete`);
+    return the status. A parent with children still running (a fresh heartbeat) stays
+    RUNNING. A parent already ended is re-closed with the status its runs now support
+    (after ``upload`` recovered them, or their jobs ended after a summary)."""
     out = out or sys.stdout
     pid = parent.info.run_id
     if counts.get("n_running"):
         print(
-            f"parent run {pid} stays RUNNING: {counts['n_running']} run(s) still running (their heartbeat is "
+            f"parent run {pid} stays RUNNING: {counts['n_running']} run(s) still running (their "
+            "heartbeat is "
             f"fresh); rebuild the summary once they end: python -m sweeper.report --parent {pid}",
             file=out,
         )
@@ -494,7 +518,8 @@ def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
     if why:
         c.set_tag(pid, "failure_reason", why)
         print(
-            f"parent run {pid} KILLED: {why}; finish the sweep with: {sweep_resume_command(parent)}",
+            f"parent run {pid} KILLED: {why}; finish the sweep with: "
+            f"{sweep_resume_command(parent)}",
             file=out,
         )
     elif before[1] is not None:
@@ -511,8 +536,8 @@ def close(c: Any, parent: Any, counts: dict[str, int], out: Any = None) -> str:
 
 
 def sweep_resume_command(parent: Any) -> str:
-    """The command that finishes a parent's sweep: its own arguments (``sweep_argv``: the launcher and engine
-    included), else its ``overrides`` tag."""
+    """The command that finishes a parent's sweep: its own arguments (``sweep_argv``:
+    the launcher and engine included), else its ``overrides`` tag."""
     tags = parent.data.tags
     try:
         argv = [str(a) for a in json.loads(tags["sweep_argv"])]
@@ -522,8 +547,8 @@ def sweep_resume_command(parent: Any) -> str:
 
 
 def reclose(c: Any, parent_run_id: str, out: Any = None) -> str:
-    """Count a parent's runs again from the store and close it with the status they support (``upload``
-    after it recovered runs); a parent whose sweep still runs is left as it is."""
+    """Count a parent's runs again from the store and close it with the status they support
+    (``upload`` after it recovered runs); a parent whose sweep still runs is left as it is."""
     parent = c.get_run(parent_run_id)
     if parent.info.status == "RUNNING" and holder_alive(parent) is not False:
         return "RUNNING"
@@ -541,13 +566,15 @@ def latest_parent(c: Any, experiment: str, uri: str) -> Any:
     parents = [r for r in tracking.search(c, [exp.experiment_id], "tags.sweep_dir != ''")]
     if not parents:
         raise tracking.TrackingError(
-            f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... first"
+            f"--experiment={experiment} has no sweep (parent run): run python -m sweeper -m ... "
+            "first"
         )
     return max(parents, key=lambda r: r.info.start_time)
 
 
 def single(c: Any, run: Any, uri: str, out: Any = None) -> None:
-    """A report of one run that is not a sweep's parent: status, its metrics, params and where to see it."""
+    """A report of one run that is not a sweep's parent: status, its
+    metrics, params and where to see it."""
     out = out or sys.stdout
     info, data = run.info, run.data
     reason = data.tags.get("failure_reason")

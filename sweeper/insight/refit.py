@@ -1,11 +1,13 @@
-"""The refit of a cross-validated sweep's winner (``data.folds=k``), as ``GridSearchCV(refit=True)``.
+"""The refit of a cross-validated sweep's winner (``data.folds=k``),
+as ``GridSearchCV(refit=True)``.
 
-The chosen configuration was scored on ``k`` folds of the non-test rows; its refit is that configuration trained once
-on all of them (``data.folds=0 data.val_fraction=0``: the same test rows, every other row in training) and scored on
-the test split. It is its own run (tags ``refit_of`` = the cross-validated run, ``refit_sweep`` = the sweep's parent),
-beside the sweep's children rather than among them, so it never ranks with them (its ``val_*`` are of its training
-rows); the parent's ``best_run_id`` and ``best_model_uri`` point to it, ``best_cv_run_id`` to the run that won.
-A rebuilt summary finds the refit already made and reuses it.
+The chosen configuration was scored on ``k`` folds of the non-test rows; its refit is that
+configuration trained once on all of them (``data.folds=0 data.val_fraction=0``: the same test
+rows, every other row in training) and scored on the test split. It is its own run (tags
+``refit_of`` = the cross-validated run, ``refit_sweep`` = the sweep's parent), beside the sweep's
+children rather than among them, so it never ranks with them (its ``val_*`` are of its training
+rows); the parent's ``best_run_id`` and ``best_model_uri`` point to it, ``best_cv_run_id`` to the
+run that won. A rebuilt summary finds the refit already made and reuses it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ _DROPPED = ("data.folds=", "data.val_fraction=", "hydra.", "resume=")
 
 
 def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
-    """A cross-validated configuration's refit: every non-test row trains (no validation rows, no folds)."""
+    """A cross-validated configuration's refit: every non-test row
+    trains (no validation rows, no folds)."""
     return {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
 
 
@@ -41,8 +44,8 @@ def existing(c: Any, run: Any) -> Any:
 
 
 def refit(c: Any, parent: Any, run: Any) -> Any:
-    """Train the refit of the cross-validated ``run`` (the sweep's best) unless it exists; return its run (None when
-    ``run`` is not cross-validated, or its configuration cannot be read back)."""
+    """Train the refit of the cross-validated ``run`` (the sweep's best) unless it exists; return
+    its run (None when ``run`` is not cross-validated, or its configuration cannot be read back)."""
     if run is None or not run.data.tags.get("folds"):
         return None
     done = existing(c, run)
@@ -65,7 +68,8 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
         o for o in run.data.tags.get("overrides", "").split() if not o.startswith(_DROPPED)
     ]
     sweep_dir = Path(parent.data.tags.get("sweep_dir") or Path(job_dir).parent)
-    # two levels below the sweep folder: its */result.json are the sweep's jobs, the refit is none of them
+    # two levels below the sweep folder: its */result.json are the
+    # sweep's jobs, the refit is none of them
     ctx = JobContext(
         output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES]
     )
@@ -94,8 +98,10 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     c.set_tag(
         result["run_id"],
         "mlflow.note.content",
-        f"Refit of run {run.info.run_id} (cross-validated on {run.data.tags['folds']} folds, the best of sweep "
-        f"{parent.info.run_id}): trained on every non-test row (data.folds=0 data.val_fraction=0), scored on the "
+        f"Refit of run {run.info.run_id} (cross-validated on {run.data.tags['folds']} folds, the "
+        "best of sweep "
+        f"{parent.info.run_id}): trained on every non-test row (data.folds=0 "
+        "data.val_fraction=0), scored on the "
         "test split; its val_* metrics are of its training rows.",
     )
     return c.get_run(result["run_id"])

@@ -1,9 +1,11 @@
-"""GPU-over-CPU speedup: pair runs by fingerprint (the config without ``device``) and compare their times.
+"""GPU-over-CPU speedup: pair runs by fingerprint (the config without
+``device``) and compare their times.
 
-``speedup`` = median CPU ``train_time_s`` / GPU ``train_time_s`` of the same fingerprint; ``speedup_wall``
-does the same with ``wall_time_s`` (which includes data loading, transfers and tracking). The GPU run
-gets both; each CPU run of a pair gets 1.0, the reference. Runs pair only with runs trained the same way:
-a batched group's members (whose times are the group's per member) with members of groups of the same
+``speedup`` = median CPU ``train_time_s`` / GPU ``train_time_s`` of the same
+fingerprint; ``speedup_wall`` does the same with ``wall_time_s`` (which includes data
+loading, transfers and tracking). The GPU run gets both; each CPU run of a pair gets
+1.0, the reference. Runs pair only with runs trained the same way: a batched group's
+members (whose times are the group's per member) with members of groups of the same
 size (``batch_size``), a configuration trained alone with one trained alone.
 """
 
@@ -18,8 +20,8 @@ from sweeper import tracking
 
 def pair(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Speedups by run id, from rows of finished runs with ``run_id``, ``device``, ``fingerprint``,
-    ``train_time_s``, ``wall_time_s`` and (batched runs) ``batch_size``. Runs without a partner on the other
-    device get nothing."""
+    ``train_time_s``, ``wall_time_s`` and (batched runs) ``batch_size``. Runs without a
+    partner on the other device get nothing."""
     groups: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(
         lambda: {"cpu": [], "gpu": []}
     )

@@ -1,8 +1,9 @@
-"""Where each run of a sweep stands, written on the run itself at the sweep's end: a ``rank`` metric (its row in the
-leaderboard, summary.csv's order: a sortable column in MLflow's runs table; a run that did not finish with a score
-has none), a one-line description (MLflow's
-``mlflow.note.content``: "rank 2 of 6 by val_mse: 3118; best 3070"), and the parent runs whose leaderboard ranks it
-(``sweeper.sweeps``: the printed address shows the runs of one sweep by it, reused runs of a resumed sweep
+"""Where each run of a sweep stands, written on the run itself at the sweep's end: a
+``rank`` metric (its row in the leaderboard, summary.csv's order: a sortable column
+in MLflow's runs table; a run that did not finish with a score has none), a one-line
+description (MLflow's ``mlflow.note.content``: "rank 2 of 6 by val_mse: 3118; best
+3070"), and the parent runs whose leaderboard ranks it (``sweeper.sweeps``: the
+printed address shows the runs of one sweep by it, reused runs of a resumed sweep
 included). A report rebuilt from the store writes only what changed."""
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ KEEP_SWEEPS = 20
 
 
 def ranked(board: Any) -> int:
-    """How many of the board's rows are ranked: those that finished with a score (they come first). The rest (FAILED,
-    KILLED) follow in no order that means anything, and get no rank."""
+    """How many of the board's rows are ranked: those that finished with a score (they come
+    first). The rest (FAILED, KILLED) follow in no order that means anything, and get no rank."""
     m = f"val_{board.metric}"
     return sum(
         1
@@ -33,9 +34,10 @@ def ranked(board: Any) -> int:
 def description(
     board: Any, i: int, run: Any = None, config: tuple[int, dict[str, Any]] | None = None
 ) -> str:
-    """The one line of the run in row ``i`` (0-based) of ``board``: its rank, score and the best's, and what its
-    numbers mean when that is not plain (a group's share of the time, folds; ``config``: with seeds, its
-    configuration's place among :attr:`Board.groups` (0-based) and that group)."""
+    """The one line of the run in row ``i`` (0-based) of ``board``: its rank,
+    score and the best's, and what its numbers mean when that is not plain (a
+    group's share of the time, folds; ``config``: with seeds, its configuration's
+    place among :attr:`Board.groups` (0-based) and that group)."""
     row, m, n = board.rows[i], f"val_{board.metric}", ranked(board)
     if i < n:
         best = board.best
@@ -55,14 +57,16 @@ def description(
         ]
     if row.get("pruned_at"):
         parts.append(
-            f"stopped by successive halving at epoch {row['pruned_at']} (ranked after the full runs)"
+            f"stopped by successive halving at epoch {row['pruned_at']} (ranked after the full "
+            "runs)"
         )
     if row.get("folds"):
         parts.append(f"{m} is the mean over its {row['folds']} folds")
     if config is not None and i < n:
         at, group = config
         parts.append(
-            f"its configuration ranks {at + 1} of {len(board.groups)} by its mean over {group['n']} seed(s): "
+            f"its configuration ranks {at + 1} of {len(board.groups)} by its mean over "
+            f"{group['n']} seed(s): "
             f"{cell(group[m])}"
         )
     size = booked(run.data.tags, GROUP_SIZE) if run is not None else None
@@ -104,8 +108,8 @@ def marks(
 
 
 def record(c: Any, board: Any, runs: list[Any], parent_run_id: str) -> int:
-    """Write each ranked run's rank, description and sweeps (:func:`marks`) in one transaction on the embedded
-    store (``bulk.mark_runs``); return how many runs changed."""
+    """Write each ranked run's rank, description and sweeps (:func:`marks`) in one
+    transaction on the embedded store (``bulk.mark_runs``); return how many runs changed."""
     from sweeper.tracking import bulk
 
     found = marks(board, runs, parent_run_id)
@@ -113,16 +117,18 @@ def record(c: Any, board: Any, runs: list[Any], parent_run_id: str) -> int:
     return len(found)
 
 
-# The metric shown beside the primary one: the mean absolute error (regression), F1 (classification).
+# The metric shown beside the primary one: the mean absolute error
+# (regression), F1 (classification).
 COMPANIONS = {"mse": ("val_mae",), "accuracy": ("val_f1", "val_f1_macro")}
 TIMES = ("train_time_s", "wall_time_s")
 MAX_NAME_PX = 480  # the widest the run-name column opens
 
 
 def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
-    """The runs table that answers the sweep: its runs (those it ranks: reused ones too), best first by the primary
-    validation metric in its direction, with the rank, the primary validation and test metrics, the companion
-    metric, the times, the speedup where devices were swept and the swept keys as columns."""
+    """The runs table that answers the sweep: its runs (those it ranks: reused
+    ones too), best first by the primary validation metric in its direction, with
+    the rank, the primary validation and test metrics, the companion metric, the
+    times, the speedup where devices were swept and the swept keys as columns."""
     from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
     m, held = board.metric, {k for r in runs for k in r.data.metrics}
@@ -146,7 +152,8 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
         "orderByKey": column(METRIC, f"val_{m}"),
         "orderByAsc": bool(board.lower),
         "selectedColumns": shown,
-        # the UI's own first columns (the name, when it was created, how long it ran), then these in this order
+        # the UI's own first columns (the name, when it was created,
+        # how long it ran), then these in this order
         "columnOrder": [name, "runDateAndNestInfo", "duration", *shown],
         "columnWidths": {name: wide},
     }
@@ -155,8 +162,9 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
 def address(
     c: Any, uri: str, experiment_id: str, board: Any, runs: list[Any], parent_run_id: str
 ) -> str:
-    """The page that answers the sweep (:func:`view`): the experiment's shared view ``sweeper-<parent run id>`` where
-    the installed MLflow's UI was checked (:mod:`sweeper.tracking.ui`), else the sort and search in the address."""
+    """The page that answers the sweep (:func:`view`): the experiment's shared
+    view ``sweeper-<parent run id>`` where the installed MLflow's UI was checked
+    (:mod:`sweeper.tracking.ui`), else the sort and search in the address."""
     from sweeper.tracking import ui
 
     if not board.rows:

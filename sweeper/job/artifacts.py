@@ -1,4 +1,5 @@
-"""The files a run leaves beside its model: test predictions, a confusion matrix, and its data sets as MLflow inputs."""
+"""The files a run leaves beside its model: test predictions, a
+confusion matrix, and its data sets as MLflow inputs."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from sweeper.job import metrics
 
 
 def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
-    """The run's three splits as MLflow dataset inputs, named as the data set's default experiment is, from
-    its file (``data.path``) or the bundled data set's name."""
+    """The run's three splits as MLflow dataset inputs, named as the data set's default
+    experiment is, from its file (``data.path``) or the bundled data set's name."""
     from sweeper.contract.config import experiment_name
 
     path = cfg.data.get("path") or ""
@@ -30,8 +31,9 @@ def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
 
 
 def columns_json(folder: Path, dataset: data.Dataset) -> Path:
-    """A table's column report: for each column of the file what was decided (number, category, date, id, text,
-    dropped), its missing cells and how they were filled, a possible code or leak; and the summaries."""
+    """A table's column report: for each column of the file what was decided
+    (number, category, date, id, text, dropped), its missing cells and how
+    they were filled, a possible code or leak; and the summaries."""
     import json
 
     path = folder / "columns.json"
@@ -47,10 +49,10 @@ def columns_json(folder: Path, dataset: data.Dataset) -> Path:
 
 
 def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Path:
-    """The test split's targets and predictions: target units, or P(y = 1); for k classes the true and
-    predicted class labels and the k probabilities ``p_<class>``. Targets print as the data hold them (15
-    significant digits: ``72``, not ``71.99999999999999``), predictions in the fewest digits that read back
-    exactly."""
+    """The test split's targets and predictions: target units, or P(y = 1); for k
+    classes the true and predicted class labels and the k probabilities ``p_<class>``.
+    Targets print as the data hold them (15 significant digits: ``72``, not
+    ``71.99999999999999``), predictions in the fewest digits that read back exactly."""
     path = folder / "test_predictions.csv"
     y = dataset.to_original(dataset.y_test).ravel()
     if dataset.task == "multiclass":
@@ -68,14 +70,16 @@ def predictions_csv(folder: Path, dataset: data.Dataset, pred: np.ndarray) -> Pa
 
 
 def _target(v: float) -> str:
-    """A target value as the data wrote it: 15 significant digits (the scaler's round trip adds noise past them)."""
+    """A target value as the data wrote it: 15 significant digits (the
+    scaler's round trip adds noise past them)."""
     text = f"{float(v):.15g}"
     return text
 
 
 def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[Path]:
-    """A binary run's test-split confusion matrix at 0.5 (``confusion_matrix.csv``, the classes by name) and its
-    ROC and precision-recall curves (``roc_curve.csv``: threshold, fpr, tpr; ``pr_curve.csv``: threshold,
+    """A binary run's test-split confusion matrix at 0.5 (``confusion_matrix.csv``,
+    the classes by name) and its ROC and precision-recall curves
+    (``roc_curve.csv``: threshold, fpr, tpr; ``pr_curve.csv``: threshold,
     precision, recall), one point per distinct predicted probability."""
     y = dataset.y_test.ravel().astype(int)
     p = np.asarray(prob, dtype=np.float64).ravel()
@@ -115,7 +119,8 @@ def binary_csvs(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> list[P
 
 
 def confusion_csv(folder: Path, dataset: data.Dataset, prob: np.ndarray) -> Path:
-    """The test split's confusion matrix: a row per true class, a column per predicted class, with names."""
+    """The test split's confusion matrix: a row per true class, a
+    column per predicted class, with names."""
     path = folder / "confusion_matrix.csv"
     counts = metrics.confusion(dataset.y_test, prob)
     lines = [",".join(["true\\predicted", *map(csv_field, dataset.classes)])]

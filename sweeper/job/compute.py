@@ -1,5 +1,6 @@
-"""A job's compute half: data on the device → model → train → score on the host. Knows nothing of MLflow; what it
-returns (:class:`Outcome`) is what the record half (:mod:`sweeper.job.record`) logs."""
+"""A job's compute half: data on the device → model → train → score on
+the host. Knows nothing of MLflow; what it returns (:class:`Outcome`)
+is what the record half (:mod:`sweeper.job.record`) logs."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass":
 def progress_bar(
     epochs: int, unit: str = "epoch", scale: float = 1.0
 ) -> Iterator[Callable[[int, float, float], None] | None]:
-    """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal (stderr), advanced where
-    training already syncs; else nothing. Its losses are multiplied by ``scale``: the curves' units
-    (:func:`loss_unit`)."""
+    """A tqdm bar over epochs (a batched group's: member-epochs) on a terminal
+    (stderr), advanced where training already syncs; else nothing. Its losses
+    are multiplied by ``scale``: the curves' units (:func:`loss_unit`)."""
     if not sys.stderr.isatty():
         yield None
         return
@@ -61,7 +62,8 @@ class Outcome:
     param_names: list[str] | None = None
     # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
     predict: Any = None
-    # data.folds=k (sweeper.job.folds): each fold's curves (name_fold<i>), kept in curves.npz, not sent to MLflow
+    # data.folds=k (sweeper.job.folds): each fold's curves
+    # (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     # what the run's tags add (a function trainer's stop)
     tags: dict[str, str] = field(default_factory=dict)
@@ -71,30 +73,34 @@ class Outcome:
 
 @dataclass
 class Computed:
-    """A job's compute half done ahead (by a batched group): what its record half needs. Not the data set: the
-    record half reads the one the job was scored on itself (:func:`scored_on`), whichever process computed it."""
+    """A job's compute half done ahead (by a batched group): what its record
+    half needs. Not the data set: the record half reads the one the job was
+    scored on itself (:func:`scored_on`), whichever process computed it."""
 
     outcome: Outcome
     tags: dict[str, str]  # launcher, batch_group, group_size, trajectory
     wall_time_s: float = 0.0  # the group's wall time (data, training, scoring) per member
-    run: Any = None  # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
+    # the job's run (sweeper.tracking.run.TrackedRun), created RUNNING when its group started
+    run: Any = None
     # the group's system metrics, for the run's last batch
     system: list[Any] = field(default_factory=list)
 
 
 def scored_on(node: dict[str, Any]) -> data.Dataset:
-    """The data set a run with this (plain, resolved) ``data`` node was scored on, and so the one its files and logged
-    model are built from (test targets, scaler, encoder, vocabulary): the split of its ``data.split_seed`` (never
-    the run's weight ``seed``), and with ``data.folds=k`` fold 0, whose weights the run keeps
-    (:func:`sweeper.job.folds.combine`). Every path that records a run reads it here: one at a time, a batched group
-    in the launching process or in a worker (joblib, Ray, submitit), resume and upload. Cached per (node, split,
-    fold): a group's record half reads what its compute half loaded."""
+    """The data set a run with this (plain, resolved) ``data`` node was scored on, and so the one
+    its files and logged model are built from (test targets, scaler, encoder, vocabulary): the
+    split of its ``data.split_seed`` (never the run's weight ``seed``), and with ``data.folds=k``
+    fold 0, whose weights the run keeps (:func:`sweeper.job.folds.combine`). Every path that
+    records a run reads it here: one at a time, a batched group in the launching process or in a
+    worker (joblib, Ray, submitit), resume and upload. Cached per (node, split, fold): a group's
+    record half reads what its compute half loaded."""
     return data.load_plain(node, None, 0 if data.folds_of(node) else None)
 
 
 def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
-    """Memory one configuration holds while it trains (weights, gradients, optimizer state, activations,
-    data): :func:`sweeper.models.batched.group_bytes` of a group of one, plus the weights drawn on the host."""
+    """Memory one configuration holds while it trains (weights, gradients,
+    optimizer state, activations, data): :func:`sweeper.models.batched.group_bytes`
+    of a group of one, plus the weights drawn on the host."""
     from sweeper.models.batched import group_bytes
 
     sizes = models.layer_sizes(dataset.n_features, cfg.depth, cfg.width, dataset.n_outputs)
@@ -114,12 +120,13 @@ _FOOTPRINTS: dict[str, tuple[int, int] | None] = {}
 
 
 def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
-    """Memory a model of the interface holds while one configuration trains, from its own ``init`` and a forward
-    pass on :data:`PROBE_ROWS` rows (once per model shape in this process, :func:`sweeper.models.generic.footprint`):
-    ``(total, parameter part, activation part)`` in bytes. Parameters count four times and once more per optimizer
-    copy (the host's draw, the device's, the gradients and their buffer); activations for the rows a step holds,
-    twice (the backward pass's arrays), plus the validation and test rows scored at the end. None when it cannot
-    be measured (its code raised: training then says so in its own words)."""
+    """Memory a model of the interface holds while one configuration trains, from its own
+    ``init`` and a forward pass on :data:`PROBE_ROWS` rows (once per model shape in this process,
+    :func:`sweeper.models.generic.footprint`): ``(total, parameter part, activation part)`` in
+    bytes. Parameters count four times and once more per optimizer copy (the host's draw, the
+    device's, the gradients and their buffer); activations for the rows a step holds, twice (the
+    backward pass's arrays), plus the validation and test rows scored at the end. None when it
+    cannot be measured (its code raised: training then says so in its own words)."""
     import json
 
     from sweeper.models.generic import footprint
@@ -157,10 +164,10 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
 
 
 def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
-    """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the estimate of
-    :func:`config_bytes` (sweeper's MLP) or :func:`model_bytes` (a model of the interface) against the memory this
-    process may use (:func:`sweeper.base.process.memory_limit`; the GPU's, on a GPU). A function trainer's loop is
-    its own: not estimated."""
+    """Why ``cfg`` cannot train on this device's memory (one line naming the keys), or None: the
+    estimate of :func:`config_bytes` (sweeper's MLP) or :func:`model_bytes` (a model of the
+    interface) against the memory this process may use (:func:`sweeper.base.process.memory_limit`;
+    the GPU's, on a GPU). A function trainer's loop is its own: not estimated."""
     from sweeper.base.process import memory_limit
     from sweeper.models.interface import offer
 
@@ -185,16 +192,22 @@ def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
     gib = 1 << 30
     if mlp:
         return (
-            f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} GiB to train "
-            f"(weights, gradients, optimizer state, activations), more than {where} ({have / gib:.1f} GiB): "
+            f"depth={cfg.depth} width={cfg.width} dtype={cfg.dtype} needs about {need / gib:.1f} "
+            "GiB to train "
+            f"(weights, gradients, optimizer state, activations), more than {where} ("
+            f"{have / gib:.1f} GiB): "
             "expected a smaller depth or width, or dtype=float32"
         )
     shown = " ".join(f"model.{k}={v}" for k, v in model.items() if k != "_target_")
     return (
-        f"model._target_={model['_target_']}{' ' + shown if shown else ''} dtype={cfg.dtype} needs about "
-        f"{need / gib:.1f} GiB to train (parameters with their gradients and optimizer state {user[1] / gib:.1f} "
-        f"GiB, activations {user[2] / gib:.1f} GiB: measured from its init and a forward pass on {PROBE_ROWS} "
-        f"rows), more than {where} ({have / gib:.1f} GiB): expected smaller hyperparameters, a batch_size, or "
+        f"model._target_={model['_target_']}{' ' + shown if shown else ''} dtype={cfg.dtype} "
+        "needs about "
+        f"{need / gib:.1f} GiB to train (parameters with their gradients and optimizer state "
+        f"{user[1] / gib:.1f} "
+        f"GiB, activations {user[2] / gib:.1f} GiB: measured from its init and a forward pass on "
+        f"{PROBE_ROWS} "
+        f"rows), more than {where} ({have / gib:.1f} GiB): expected smaller hyperparameters, a "
+        "batch_size, or "
         "dtype=float32"
     )
 
@@ -231,8 +244,9 @@ def train_and_score(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Out
 
 
 def loss_unit(dataset: data.Dataset) -> float:
-    """What turns a training loss into the metrics' units: a regression loss is an MSE of the standardised
-    target, so y_scale² turns it into the target's units² (what val_mse is in); cross-entropy has no unit."""
+    """What turns a training loss into the metrics' units: a regression
+    loss is an MSE of the standardised target, so y_scale² turns it into
+    the target's units² (what val_mse is in); cross-entropy has no unit."""
     return float(dataset.y_scale) ** 2 if dataset.task == "regression" else 1.0
 
 
@@ -244,8 +258,8 @@ def evaluate(
     dtype: str,
     h2d_time_s: float,
 ) -> Outcome:
-    """Score a trained model on the host: the second half of :func:`train_and_score`, shared with the
-    batched launcher (one call per member)."""
+    """Score a trained model on the host: the second half of :func:`train_and_score`,
+    shared with the batched launcher (one call per member)."""
     unit = loss_unit(dataset)
     curves = {
         "train_loss": (fit.steps, fit.train_loss * unit),

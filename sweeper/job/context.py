@@ -1,4 +1,5 @@
-"""Where a job runs (:class:`JobContext`), and the outcome a launcher computed for it ahead (:func:`handing`)."""
+"""Where a job runs (:class:`JobContext`), and the outcome a launcher
+computed for it ahead (:func:`handing`)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,15 @@ class JobContext:
         )
 
 
-# The outcome the batched launcher computed for the job it is running now (``run_job`` calls the task in this
-# thread, inside :func:`handing`): the job's task records it instead of training.
+# The outcome the batched launcher computed for the job it is running now (``run_job`` calls the
+# task in this thread, inside :func:`handing`): the job's task records it instead of training.
 _HANDED: ContextVar[Any] = ContextVar("sweeper_handed", default=None)
 
 
 @contextmanager
 def handing(computed: Any) -> Iterator[None]:
-    """Within this block, the job that runs is handed ``computed`` (a :class:`sweeper.job.compute.Computed`)."""
+    """Within this block, the job that runs is handed ``computed`` (a
+    :class:`sweeper.job.compute.Computed`)."""
     token = _HANDED.set(computed)
     try:
         yield

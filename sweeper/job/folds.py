@@ -1,16 +1,19 @@
-"""Cross-validated configurations (``data.folds=k``): a configuration's ``k`` fold outcomes made into the one outcome
-its run records.
+"""Cross-validated configurations (``data.folds=k``): a configuration's
+``k`` fold outcomes made into the one outcome its run records.
 
-Each fold is trained as a configuration of its own (its training rows, its scaler: :func:`sweeper.data.load_folds`);
-the run of the configuration gets ``val_<metric>`` = the mean over the folds, ``val_<metric>_std`` (their standard
-deviation, ``ddof=0`` as scikit-learn's ``std_test_score``) and ``val_<metric>_fold<i>`` (each fold's), ``test_<metric>``
-= the mean of the fold models' test scores and ``test_<metric>_fold<i>`` each fold model's, the mean loss curves
-(``train_loss``, ``val_loss``; each fold's in ``curves.npz`` only, as ``val_loss_fold<i>``), and fold 0's weights and
-test predictions as its model: the logged model, ``test_predictions.csv`` and the scaler they use are fold 0's
-(:func:`sweeper.job.compute.scored_on`), and ``test_<metric>_fold0`` is what that model scores on the test rows. One run per
-configuration rather than a parent with nested fold runs: a sweep's runs are already children of the sweep's parent,
-and the MLflow UI shows nesting deeper than one level flat (mlflow issue 4563), so fold runs would sit beside the
-configurations they belong to; one run keeps one row per configuration, sortable by its fold mean.
+Each fold is trained as a configuration of its own (its training rows, its scaler:
+:func:`sweeper.data.load_folds`); the run of the configuration gets ``val_<metric>`` = the mean
+over the folds, ``val_<metric>_std`` (their standard deviation, ``ddof=0`` as scikit-learn's
+``std_test_score``) and ``val_<metric>_fold<i>`` (each fold's), ``test_<metric>`` = the mean of
+the fold models' test scores and ``test_<metric>_fold<i>`` each fold model's, the mean loss
+curves (``train_loss``, ``val_loss``; each fold's in ``curves.npz`` only, as
+``val_loss_fold<i>``), and fold 0's weights and test predictions as its model: the logged
+model, ``test_predictions.csv`` and the scaler they use are fold 0's
+(:func:`sweeper.job.compute.scored_on`), and ``test_<metric>_fold0`` is what that model scores
+on the test rows. One run per configuration rather than a parent with nested fold runs: a
+sweep's runs are already children of the sweep's parent, and the MLflow UI shows nesting deeper
+than one level flat (mlflow issue 4563), so fold runs would sit beside the configurations they
+belong to; one run keeps one row per configuration, sortable by its fold mean.
 """
 
 from __future__ import annotations
@@ -22,20 +25,21 @@ import numpy as np
 from sweeper import data
 from sweeper.job.compute import Outcome
 
-# scores that are times: a configuration's is the sum over its folds (they train one after another, or each
-# takes its share of a group); group_train_time_s is the group's, the same for every member
+# scores that are times: a configuration's is the sum over its folds (they train one after another,
+# or each takes its share of a group); group_train_time_s is the group's, the same for every member
 SUMMED = ("train_time_s", "warmup_time_s", "h2d_time_s")
 KEPT = ("group_train_time_s",)
 
 
 def scored(key: str) -> bool:
-    """A quality metric (``val_mse``, ``test_accuracy``): averaged over folds; ``val_*`` also gets std and folds."""
+    """A quality metric (``val_mse``, ``test_accuracy``): averaged
+    over folds; ``val_*`` also gets std and folds."""
     return key.startswith(("val_", "test_"))
 
 
 def combine(outcomes: Sequence[Outcome]) -> Outcome:
-    """The configuration's outcome from its folds' (in fold order). A fold that failed (diverged) fails the
-    configuration, with that fold named in the reason."""
+    """The configuration's outcome from its folds' (in fold order). A fold that
+    failed (diverged) fails the configuration, with that fold named in the reason."""
     first = outcomes[0]
     failed = next(((i, o) for i, o in enumerate(outcomes) if o.reason), None)
     scores: dict[str, float] = {}
@@ -84,8 +88,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
 def _curves(
     outcomes: Sequence[Outcome],
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """The mean curves over the folds (on the steps every fold sampled: early stopping may end one sooner), and
-    each fold's own (``<curve>_fold<i>``)."""
+    """The mean curves over the folds (on the steps every fold sampled: early
+    stopping may end one sooner), and each fold's own (``<curve>_fold<i>``)."""
     mean, own = {}, {}
     for name in outcomes[0].curves:
         parts = [o.curves[name] for o in outcomes if name in o.curves]
@@ -106,7 +110,7 @@ def train_folds(
     train_one: Callable[[Any, data.Dataset, Any], Outcome],
     datasets: list[data.Dataset] | None = None,
 ) -> Outcome:
-    """The one-job path: each fold trained alone, one after another (``train_one(cfg, dataset, backend)``: the
-    job's own compute half), then :func:`combine`."""
+    """The one-job path: each fold trained alone, one after another
+    (``train_one(cfg, dataset, backend)``: the job's own compute half), then :func:`combine`."""
     datasets = datasets if datasets is not None else data.load_folds(cfg.data)
     return combine([train_one(cfg, ds, backend) for ds in datasets])

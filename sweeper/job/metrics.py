@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-# Measurements of speed, which vary from run to run; every other metric is deterministic on one machine.
+# Measurements of speed, which vary from run to run; every other
+# metric is deterministic on one machine.
 TIMINGS = (
     "wall_time_s",
     "train_time_s",
@@ -33,7 +34,8 @@ LOWER_IS_BETTER = {
     "r2": False,
 }
 
-# The metric a sweep is ranked by, per task (prefixed with val_ / test_), and whether lower is better.
+# The metric a sweep is ranked by, per task (prefixed with val_ /
+# test_), and whether lower is better.
 PRIMARY = {
     "regression": ("mse", True),
     "binary": ("accuracy", False),
@@ -42,8 +44,8 @@ PRIMARY = {
 
 
 def task_of(names: Any) -> str:
-    """The task of a run from its metric names: multiclass (``val_f1_macro``), binary (``val_accuracy``), or
-    regression."""
+    """The task of a run from its metric names: multiclass
+    (``val_f1_macro``), binary (``val_accuracy``), or regression."""
     return (
         "multiclass"
         if "val_f1_macro" in names
@@ -64,10 +66,11 @@ def regression(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
 
 
 def binary(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
-    """Accuracy and F1 at threshold 0.5, log loss, ROC AUC, and MSE/MAE of the probabilities (Brier = MSE).
+    """Accuracy and F1 at threshold 0.5, log loss, ROC AUC, and
+    MSE/MAE of the probabilities (Brier = MSE).
 
-    Written with NumPy (scikit-learn's metrics cost ~1 s to import in every job process); the test suite
-    checks them against scikit-learn's ``f1_score``, ``log_loss`` and ``roc_auc_score``.
+    Written with NumPy (scikit-learn's metrics cost ~1 s to import in every job process); the test
+    suite checks them against scikit-learn's ``f1_score``, ``log_loss`` and ``roc_auc_score``.
     """
     y, prob = y.ravel().astype(int), prob.ravel()
     hit = prob >= 0.5
@@ -85,8 +88,8 @@ def binary(y: np.ndarray, prob: np.ndarray) -> dict[str, float]:
 
 
 def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
-    """Area under the ROC curve: the probability that a positive outscores a negative (ties count ½),
-    from the ranks of the scores (Mann-Whitney U). NaN when only one class is present."""
+    """Area under the ROC curve: the probability that a positive outscores a negative (ties count
+    ½), from the ranks of the scores (Mann-Whitney U). NaN when only one class is present."""
     pos, neg = int(np.sum(y == 1)), int(np.sum(y != 1))
     if pos == 0 or neg == 0:
         return math.nan
@@ -101,7 +104,8 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 def confusion(y: np.ndarray, prob: np.ndarray) -> np.ndarray:
-    """Counts ``C[i, j]`` of rows of class ``i`` predicted as ``j`` (the most probable class), (k, k)."""
+    """Counts ``C[i, j]`` of rows of class ``i`` predicted as ``j``
+    (the most probable class), (k, k)."""
     k = prob.shape[1]
     return np.bincount(y.ravel().astype(int) * k + prob.argmax(axis=1), minlength=k * k).reshape(
         k, k
@@ -130,15 +134,16 @@ def score(task: str, y: np.ndarray, pred: np.ndarray, prefix: str) -> dict[str, 
     return {f"{prefix}_{k}": v for k, v in values.items() if math.isfinite(v)}
 
 
-# Ties of the ranking metric (common for accuracy on a small validation set) go to the lower validation loss,
-# then to the earlier run: one rule for the leaderboard, the parent's best_run_id and promote.
+# Ties of the ranking metric (common for accuracy on a small validation
+# set) go to the lower validation loss, then to the earlier run: one
+# rule for the leaderboard, the parent's best_run_id and promote.
 TIE_BREAK = "val_log_loss"
 
 
 def rank_key(
     value: float, lower: bool, tie_loss: float | None, start_time: int | None
 ) -> tuple[float, float, int]:
-    """Sort key of a run with a finite ranking ``value``: the better value first, then the lower ``tie_loss``
-    (its TIE_BREAK metric; none ranks last), then the earlier ``start_time``."""
+    """Sort key of a run with a finite ranking ``value``: the better value first, then the lower
+    ``tie_loss`` (its TIE_BREAK metric; none ranks last), then the earlier ``start_time``."""
     loss = tie_loss if tie_loss is not None and math.isfinite(tie_loss) else math.inf
     return (value if lower else -value, loss, start_time or 0)

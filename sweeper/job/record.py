@@ -1,9 +1,11 @@
-"""A job's record half: one MLflow run and ``result.json`` for one configuration, around its compute half.
+"""A job's record half: one MLflow run and ``result.json`` for one
+configuration, around its compute half.
 
-``run(cfg, ctx)`` is the whole job: check the config, read the data, open the run (:class:`TrackedRun`), compute
-(:func:`sweeper.job.compute.train_and_score`, or take the outcome a batched launcher handed over:
-:func:`sweeper.job.context.handed`), then record it. Outcomes that belong to the hyperparameters (a diverged loss)
-or to the machine (no GPU in a multirun) are recorded, not raised, so Hydra still calls the end-of-multirun
+``run(cfg, ctx)`` is the whole job: check the config, read the data, open the run
+(:class:`TrackedRun`), compute (:func:`sweeper.job.compute.train_and_score`, or take the
+outcome a batched launcher handed over: :func:`sweeper.job.context.handed`), then record
+it. Outcomes that belong to the hyperparameters (a diverged loss) or to the machine (no
+GPU in a multirun) are recorded, not raised, so Hydra still calls the end-of-multirun
 summary; tracking failures, Ctrl-C and the writer hand-over live here, never in the math.
 """
 
@@ -48,17 +50,19 @@ from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
 
 log = logging.getLogger("sweeper")
-# what a single run reports as bad input (one line, exit 2: sweeper.job.task), raised on from its compute half
+# what a single run reports as bad input (one line, exit 2:
+# sweeper.job.task), raised on from its compute half
 REFUSALS = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
 
 
 def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
-    """Train and evaluate one configuration, log it to MLflow and write ``result.json``; return that dict.
+    """Train and evaluate one configuration, log it to MLflow and
+    write ``result.json``; return that dict.
 
-    Inside a multirun, a tracking server that fails (after MLflow's bounded retries) does not lose the
-    job: it trains anyway, keeps everything in its folder and marks ``pending_upload``, for
-    ``python -m sweeper.upload``. The steps: :func:`_prepare` (config, data, the result's first fields), the
-    device, :func:`_open` (the run), the compute half, :func:`_record`.
+    Inside a multirun, a tracking server that fails (after MLflow's bounded retries) does not
+    lose the job: it trains anyway, keeps everything in its folder and marks ``pending_upload``,
+    for ``python -m sweeper.upload``. The steps: :func:`_prepare` (config, data, the result's
+    first fields), the device, :func:`_open` (the run), the compute half, :func:`_record`.
     """
     t_start = time.perf_counter()
     plain, computed, dataset, result = _prepare(cfg, ctx)
@@ -81,14 +85,17 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     try:
         # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
         with stop.unmasked():
-            # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit, its own
-            # KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
+            # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit,
+            # its own KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
             out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED (its sweep: by the launching process, sweep.life.interrupted)
+    # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED
+    # (its sweep: by the launching process, sweep.life.interrupted)
+    except KeyboardInterrupt:
         _end_early(tracked, stop.reason(), opened.params, "KILLED")
         _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
         raise
-    except Exception as e:  # a bug, an exhausted device, the user's code: the run is FAILED with the reason, not lost
+    # a bug, an exhausted device, the user's code: the run is FAILED with the reason, not lost
+    except Exception as e:
         # a single run's refusal: one line, exit 2
         if ctx.sweep_dir is None and isinstance(e, REFUSALS):
             _end_early(tracked, user_line(e), opened.params, "FAILED")
@@ -107,11 +114,14 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
         else []
     )
     try:
-        # a Ctrl-C lands once the run is kept and recorded, not inside pandas' writing of the model's example (it
-        # raised ValueError in its place: the run FAILED with a traceback, exit 1) or MLflow's calls
+        # a Ctrl-C lands once the run is kept and recorded, not inside pandas'
+        # writing of the model's example (it raised ValueError in its place:
+        # the run FAILED with a traceback, exit 1) or MLflow's calls
         with stop.deferred():
             return _record(cfg, ctx, (plain, dataset, out, config_file), result, opened, system)
-    except OSError as e:  # its folder gone (deleted under the sweep), a full disk: the run is FAILED with why, not RUNNING
+    # its folder gone (deleted under the sweep), a full disk: the run
+    # is FAILED with why, not RUNNING
+    except OSError as e:
         reason = f"its results could not be kept ({type(e).__name__}: {e.strerror or e}"
         reason += f": {e.filename})" if e.filename else ")"
         _end_early(tracked, reason, opened.params, "FAILED")
@@ -133,17 +143,17 @@ def _device_or_skip(
     computed: Computed | None,
     dataset: data.Dataset,
 ) -> tuple[Any, str | None]:
-    """The job's backend, and why it trains nothing (None: it trains), found before the store, so nothing is recorded:
-    no GPU, a model whose gradients fail the check, a job too big for the device. A single run raises its one line;
-    a sweep's job is SKIPPED with the reason."""
+    """The job's backend, and why it trains nothing (None: it trains), found before the store,
+    so nothing is recorded: no GPU, a model whose gradients fail the check, a job too big for
+    the device. A single run raises its one line; a sweep's job is SKIPPED with the reason."""
     try:
         backend = resolve(cfg.device)
     except BackendUnavailable as e:
         if ctx.sweep_dir is None:
             raise
         return None, str(e)
-    # a model of yours whose gradients fail the check (in a sweep: a job its launching process could not check
-    # ahead, a search's trial), then the device's memory
+    # a model of yours whose gradients fail the check (in a sweep: a job its launching
+    # process could not check ahead, a search's trial), then the device's memory
     why = _gradients_refused(plain, dataset) or (
         None if computed else memory_problem(cfg, dataset, backend)
     )
@@ -155,10 +165,11 @@ def _device_or_skip(
 def _prepare(
     cfg: DictConfig, ctx: JobContext
 ) -> tuple[dict[str, Any], Computed | None, data.Dataset, dict[str, Any]]:
-    """The job's config resolved and checked, what a batched launcher handed over (None outside one), its data
-    (read and reported: a bad file leaves no store or experiment behind), and the result's first fields."""
-    # the job's own copy resolved once, in place: each later read of an interpolated key (tracking.uri,
-    # tracking.experiment: ~0.5 and ~2.5 ms) would parse and resolve it again
+    """The job's config resolved and checked, what a batched launcher handed
+    over (None outside one), its data (read and reported: a bad file leaves
+    no store or experiment behind), and the result's first fields."""
+    # the job's own copy resolved once, in place: each later read of an interpolated key
+    # (tracking.uri, tracking.experiment: ~0.5 and ~2.5 ms) would parse and resolve it again
     with read_write(cfg):
         resolve_experiment(cfg)
         OmegaConf.resolve(cfg)
@@ -173,7 +184,8 @@ def _prepare(
         guessed = (
             data.ASK_REGRESSION in task or data.ASK_CLASSES in task or "split" in dataset.decisions
         )
-        # the file's own values (a category, a column's name) quoted: a line break in one starts no line of its own
+        # the file's own values (a category, a column's name) quoted:
+        # a line break in one starts no line of its own
         log.log(
             logging.WARNING if guessed else logging.INFO,
             "data: %s",
@@ -232,10 +244,12 @@ def _open(
     result: dict[str, Any],
     backend: Any,
 ) -> _Opened:
-    """The job's run: a FINISHED one under resume=true (then nothing more to do), the one the launcher created when
-    the group started, or a new one; the store's failure is kept, not raised (the job trains on)."""
+    """The job's run: a FINISHED one under resume=true (then nothing more
+    to do), the one the launcher created when the group started, or a new
+    one; the store's failure is kept, not raised (the job trains on)."""
     params, config_tags = tracking.split_params(plain)
-    # what the data were read as (decided.*), the settings that are no hyperparameters (config.*), the task
+    # what the data were read as (decided.*), the settings that are no
+    # hyperparameters (config.*), the task
     known = (
         data.decision_tags(dataset)
         | config_tags
@@ -285,8 +299,8 @@ def _open(
 def _other_versions(
     client: Any, experiment: str, cfg: DictConfig, result: dict[str, Any]
 ) -> str | None:
-    """Why ``resume=true`` reuses none of this configuration's FINISHED runs, when they read another version of its
-    data file (a line, a warning); None when it has none."""
+    """Why ``resume=true`` reuses none of this configuration's FINISHED runs, when they
+    read another version of its data file (a line, a warning); None when it has none."""
     runs = tracking.other_versions(
         client, experiment, result[CONFIG_FINGERPRINT], cfg.device, result[DATA_SHA256]
     )
@@ -299,7 +313,8 @@ def _other_versions(
         }
     )
     why = (
-        f"resume: {len(runs)} FINISHED run(s) of this configuration ({', '.join(r.info.run_id for r in runs[:3])}) "
+        f"resume: {len(runs)} FINISHED run(s) of this configuration ("
+        f"{', '.join(r.info.run_id for r in runs[:3])}) "
         f"read another version of data.path={cfg.data.path} (sha256 {', '.join(theirs)}; now "
         f"{result[DATA_SHA256][:12]}): not reused, it trains again"
     )
@@ -324,8 +339,8 @@ def _record(
     opened: _Opened,
     system: list,
 ) -> dict[str, Any]:
-    """The outcome kept in the job's folder and recorded: handed to the writer process in a sweep, else ended
-    here; a store that fails keeps the result for ``python -m sweeper.upload``."""
+    """The outcome kept in the job's folder and recorded: handed to the writer process in a sweep,
+    else ended here; a store that fails keeps the result for ``python -m sweeper.upload``."""
     # the job's config, data, outcome and resolved-config file
     plain, dataset, out, config_file = done
     tracked, tracking_error = opened.tracked, opened.error
@@ -383,11 +398,12 @@ def _record(
 def start_many(
     jobs: list[tuple[dict[str, Any], JobContext, dict[str, str]]], start_time: int | None = None
 ) -> list[TrackedRun]:
-    """Create jobs' runs RUNNING before their compute half, as :func:`run` would (each job's ``(plain, ctx,
-    tags)``: its name, its tags plus ``tags``, parent and params): the batched launcher opens its members' runs
-    when their group starts training, so they show while it trains, and hands each to its job
-    (:class:`~sweeper.job.compute.Computed` ``run``); they start at ``start_time`` (ms) when given: when the group
-    began to train. One store transaction for the runs of one store and experiment (:meth:`TrackedRun.start_many`)."""
+    """Create jobs' runs RUNNING before their compute half, as :func:`run` would (each job's
+    ``(plain, ctx, tags)``: its name, its tags plus ``tags``, parent and params): the batched
+    launcher opens its members' runs when their group starts training, so they show while it
+    trains, and hands each to its job (:class:`~sweeper.job.compute.Computed` ``run``); they
+    start at ``start_time`` (ms) when given: when the group began to train. One store
+    transaction for the runs of one store and experiment (:meth:`TrackedRun.start_many`)."""
     by_store: dict[tuple[str, str], list[int]] = {}
     for i, (plain, _, _) in enumerate(jobs):
         by_store.setdefault((plain["tracking"]["uri"], plain["tracking"]["experiment"]), []).append(
@@ -434,8 +450,9 @@ def _keep(
     out: Outcome,
     config_file: Path,
 ) -> tuple[list[Path], dict[str, Path]]:
-    """The run's files in its job folder: the whole curves, and for a trained model its test predictions, its
-    confusion matrix (classes) and the model itself; return (files, models) for MLflow."""
+    """The run's files in its job folder: the whole curves, and for a
+    trained model its test predictions, its confusion matrix (classes)
+    and the model itself; return (files, models) for MLflow."""
     # written as the run opened, unless its folder was deleted since (then: OSError)
     if not config_file.exists():
         config_file.write_text(yamltext.dump(plain))
@@ -495,9 +512,9 @@ def _end_early(
     status: str,
     files: list[Path] | None = None,
 ) -> None:
-    """End a run that did not get to score (interrupted: KILLED; a bug: FAILED) with its params and system
-    metrics (and ``files``: its error file). A sweep's parent is closed by the launching process
-    (sweeper.sweep.life.interrupted)."""
+    """End a run that did not get to score (interrupted: KILLED; a bug: FAILED)
+    with its params and system metrics (and ``files``: its error file). A sweep's
+    parent is closed by the launching process (sweeper.sweep.life.interrupted)."""
     if tracked is None:
         return
     try:
@@ -507,8 +524,9 @@ def _end_early(
 
 
 def _error_file(ctx: JobContext, reason: str, detail: str) -> Path | None:
-    """A failed run's whole traceback: in its folder's error file (an artifact of the run), and on the terminal
-    once per distinct error a sweep (a grid of 20 runs that fail alike prints one traceback, and 20 job lines)."""
+    """A failed run's whole traceback: in its folder's error file (an artifact
+    of the run), and on the terminal once per distinct error a sweep (a grid
+    of 20 runs that fail alike prints one traceback, and 20 job lines)."""
     said = state.current().errors_said
     if reason not in said:
         said.add(reason)
@@ -527,8 +545,8 @@ def _error_file(ctx: JobContext, reason: str, detail: str) -> Path | None:
 
 
 def _tracking_failed(e: BaseException, ctx: JobContext, uri: str, when: str) -> str:
-    """A single run stops on a tracking failure (TrackingError, one line); a multirun job keeps going
-    and gets the reason back, for its result.json."""
+    """A single run stops on a tracking failure (TrackingError, one line); a
+    multirun job keeps going and gets the reason back, for its result.json."""
     if ctx.sweep_dir is None:
         raise tracking.TrackingError(f"tracking.uri={uri} failed: {tracking.first_line(e)}") from e
     return f"tracking.uri={uri} failed {when}: {tracking.first_line(e)}"
@@ -547,8 +565,9 @@ def _parent(ctx: JobContext, plain: dict[str, Any]) -> str | None:
 
 
 def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
-    """The compute half of a job alone: sweeper's loop on a model, or the user's own function trainer; with
-    ``data.folds=k`` each fold in turn (``dataset`` is fold 0's), combined into one outcome (:mod:`sweeper.job.folds`)."""
+    """The compute half of a job alone: sweeper's loop on a model, or the user's
+    own function trainer; with ``data.folds=k`` each fold in turn (``dataset``
+    is fold 0's), combined into one outcome (:mod:`sweeper.job.folds`)."""
     from sweeper.models.interface import kind
 
     if kind(cfg.get("model")) == "trainer":
@@ -578,9 +597,9 @@ def _gradients_refused(plain: dict[str, Any], dataset: data.Dataset) -> str | No
 def _model_tags(
     plain: dict[str, Any], dataset: data.Dataset, computed: Computed | None, backend: Any
 ) -> dict[str, str]:
-    """sweeper's MLP: the form its activation was computed in (:mod:`sweeper.models.forms`; a group's, as the process
-    that trained it chose). A model of the interface: its import path, and whether it trained stacked in a group (or
-    why not)."""
+    """sweeper's MLP: the form its activation was computed in (:mod:`sweeper.models.forms`;
+    a group's, as the process that trained it chose). A model of the interface: its import
+    path, and whether it trained stacked in a group (or why not)."""
     from sweeper.models import stacked
     from sweeper.models.group import form_tags
     from sweeper.models.interface import kind
@@ -597,12 +616,16 @@ def _model_tags(
             "model": str(plain["model"]["_target_"]),
             "model_kind": "function trainer",
             **where_tags(plain["model"]),
-            "model_batched": "false: a function trainer runs its own loop, one configuration a call",
+            "model_batched": (
+                "false: a function trainer runs its own loop, one configuration a call"
+            ),
             **(
                 {}
                 if plain["device"] == "cpu"
                 else {
-                    "model_logged": "false: a GPU run's predict holds device arrays (a CPU run's is logged)"
+                    "model_logged": (
+                        "false: a GPU run's predict holds device arrays (a CPU run's is logged)"
+                    )
                 }
             ),
         }
@@ -632,7 +655,8 @@ def _model_tags(
 def _tags(
     ctx: JobContext, plain: dict[str, Any], result: dict[str, Any], backend: Any
 ) -> dict[str, str]:
-    """Run tags; host and pid let the report tell a killed job's run (RUNNING forever) from a live one."""
+    """Run tags; host and pid let the report tell a killed job's run
+    (RUNNING forever) from a live one."""
     tags = {
         "device": plain["device"],
         "fingerprint": result["fingerprint"],
@@ -655,8 +679,8 @@ def _tags(
 def _finish(
     ctx: JobContext, result: dict[str, Any], flags: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Write ``result.json`` (with ``flags``, e.g. the writer's) into the job's folder and print the job's
-    one-line outcome."""
+    """Write ``result.json`` (with ``flags``, e.g. the writer's) into
+    the job's folder and print the job's one-line outcome."""
     writer.write_result(ctx.output_dir / RESULT_FILE, {**result, **(flags or {})})
     log.info(
         sweepdir.job_line(

@@ -1,6 +1,6 @@
-"""What a job reads from its sweep's folder: ``sweep.json`` (the parent run(s), the job count, the swept keys,
-written by the launching process: :func:`sweeper.sweep.life.start`) and the jobs' ``result.json``; a job's
-one-line outcome."""
+"""What a job reads from its sweep's folder: ``sweep.json`` (the parent run(s), the job
+count, the swept keys, written by the launching process: :func:`sweeper.sweep.life.start`)
+and the jobs' ``result.json``; a job's one-line outcome."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from sweeper.job import metrics
 
 
 def _state(sweep_dir: Path) -> dict[str, Any]:
-    """The sweep's sweep.json; read once per version of the file (each job consults it several times). In the
-    launching process, what it wrote when the file is gone (the sweep folder deleted while the sweep runs): its
-    jobs keep their parent run."""
+    """The sweep's sweep.json; read once per version of the file (each job consults it
+    several times). In the launching process, what it wrote when the file is gone (the
+    sweep folder deleted while the sweep runs): its jobs keep their parent run."""
     path = sweep_dir / SWEEP_FILE
     if path.is_file():
         return _read_state(path, path.stat().st_mtime_ns)
@@ -28,7 +28,8 @@ def _state(sweep_dir: Path) -> dict[str, Any]:
 
 
 def folder_lost(sweep_dir: Path) -> bool:
-    """Whether this process wrote the sweep's sweep.json and it is gone now (the folder deleted under the sweep)."""
+    """Whether this process wrote the sweep's sweep.json and it is
+    gone now (the folder deleted under the sweep)."""
     from sweeper.base.state import current
 
     return (
@@ -38,12 +39,13 @@ def folder_lost(sweep_dir: Path) -> bool:
 
 
 class SweepFileError(ValueError):
-    """A sweep.json or result.json that cannot be read as the sweep wrote it; one line naming the file."""
+    """A sweep.json or result.json that cannot be read as the sweep
+    wrote it; one line naming the file."""
 
 
 def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
-    """The JSON object of ``path`` with each of ``keys`` of its type, or :class:`SweepFileError` (cut short, edited,
-    not an object, a key missing or of another type)."""
+    """The JSON object of ``path`` with each of ``keys`` of its type, or :class:`SweepFileError`
+    (cut short, edited, not an object, a key missing or of another type)."""
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
@@ -53,7 +55,8 @@ def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str,
         ) from None
     if not isinstance(value, dict):
         raise SweepFileError(
-            f"{path} holds a JSON {type(value).__name__}, not an object: expected the file the sweep "
+            f"{path} holds a JSON {type(value).__name__}, not an object: expected the file the "
+            "sweep "
             "wrote; restore it, or move it away"
         )
     for key, kind in keys.items():
@@ -99,7 +102,8 @@ def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
 
 
 def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
-    """The sweep's parent run in the store ``uri`` for ``experiment`` (sweep.json holds its URI masked)."""
+    """The sweep's parent run in the store ``uri`` for ``experiment``
+    (sweep.json holds its URI masked)."""
     for p in _state(sweep_dir)["parents"]:
         if masked(p["uri"]) == masked(uri) and p["experiment"] == experiment:
             return p["run_id"]
@@ -155,5 +159,6 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
 
 
 def job_tags(sweep_dir: Path, num: int) -> dict[str, str]:
-    """The tags a search sweeper gives job ``num`` (sweep.json's ``jobs``: its trial number, study, round)."""
+    """The tags a search sweeper gives job ``num``
+    (sweep.json's ``jobs``: its trial number, study, round)."""
     return dict(_state(sweep_dir).get("jobs", {}).get(str(num), {}))

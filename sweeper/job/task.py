@@ -1,5 +1,5 @@
-"""The Hydra task of ``python -m sweeper``: one job (:func:`sweeper.job.record.run`), its exit code when it runs
-alone, and its objective for search sweepers."""
+"""The Hydra task of ``python -m sweeper``: one job (:func:`sweeper.job.record.run`),
+its exit code when it runs alone, and its objective for search sweepers."""
 
 from __future__ import annotations
 
@@ -23,16 +23,19 @@ EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataEr
 
 
 def main(cfg: DictConfig) -> dict[str, Any]:
-    """The Hydra task. A single run exits 2 with one line on a bad value, a missing GPU or an unusable store,
-    and 1 when it diverged (recorded as FAILED). In a multirun every outcome is recorded and the sweep goes on.
+    """The Hydra task. A single run exits 2 with one line on a bad value, a
+    missing GPU or an unusable store, and 1 when it diverged (recorded as
+    FAILED). In a multirun every outcome is recorded and the sweep goes on.
     """
     ctx = JobContext.from_hydra()
     if ctx.sweep_dir is not None:
         from sweeper.base.logfile import quiet_unwritable_files
         from sweeper.base.process import exit_with_parent
 
-        exit_with_parent()  # a joblib worker ends with the sweep that started it (a kill -9 included)
-        quiet_unwritable_files()  # and its job log on a full disk is one line, as in the launching process
+        # a joblib worker ends with the sweep that started it (a kill -9 included)
+        exit_with_parent()
+        # and its job log on a full disk is one line, as in the launching process
+        quiet_unwritable_files()
     # a URI's password on the command line: not in Hydra's files
     if any(masked(o) != o for o in ctx.overrides):
         hydra_files = [*Path(ctx.output_dir, ".hydra").glob("*.yaml")]
@@ -60,8 +63,8 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _forget_run_dir(ctx: JobContext) -> None:
-    """A refused single run leaves no folder behind: the one this command made (hydra.run.dir) goes again while it
-    holds only what Hydra wrote into it (``.hydra/``, the job's log)."""
+    """A refused single run leaves no folder behind: the one this command made (hydra.run.dir)
+    goes again while it holds only what Hydra wrote into it (``.hydra/``, the job's log)."""
     import shutil
 
     from sweeper.base.state import current
@@ -88,7 +91,8 @@ def where(cfg: DictConfig, ctx: JobContext, result: dict[str, Any]) -> str:
 
 
 def objective(result: dict[str, Any]) -> float:
-    """The job's primary validation metric (val_mse, or val_accuracy for a binary task), else NaN."""
+    """The job's primary validation metric (val_mse, or val_accuracy
+    for a binary task), else NaN."""
     if result.get("task") is None:
         return float("nan")
     return float(result["metrics"].get(f"val_{metrics.PRIMARY[result['task']][0]}", float("nan")))

@@ -1,26 +1,29 @@
-"""A function trainer: a whole training loop of the user's own, swept and recorded like sweeper's runs.
+"""A function trainer: a whole training loop of the user's own, swept
+and recorded like sweeper's runs.
 
-``model._target_=my_loop.fit`` names a function (a class with ``init``/``forward``/``backward`` is a model; a
-function is a trainer)::
+``model._target_=my_loop.fit`` names a function (a class with
+``init``/``forward``/``backward`` is a model; a function is a trainer)::
 
     def fit(data, report, *, lr, epochs, seed, **hyperparameters) -> predict
 
-It receives ``lr``, ``epochs``, ``seed``, its ``model.NAME`` hyperparameters and, of sweeper's training-loop keys
-(:data:`sweeper.contract.model.TRAINER_KEYS`: ``patience``, ``batch_size``, ``optimizer``, ...), only those its
-signature names; one it does not name, set on the command line, is refused before anything runs.
+It receives ``lr``, ``epochs``, ``seed``, its ``model.NAME`` hyperparameters and,
+of sweeper's training-loop keys (:data:`sweeper.contract.model.TRAINER_KEYS`:
+``patience``, ``batch_size``, ``optimizer``, ...), only those its signature names;
+one it does not name, set on the command line, is refused before anything runs.
 
-``data`` holds the run's arrays on its device (``data.xp``, ``data.X_train``, ``data.y_train``, ``data.X_val``,
-``data.y_val``, ``data.task``, ``data.n_outputs``): features standardised on the training rows, a regression target
-standardised; the test rows are never passed. ``report(epoch, train_loss=…, val_loss=…)`` may be called at any epochs
-(losses on the data as given: sweeper scales a regression loss to the target's units², as its own curves are); it
-returns whether to go on, as Optuna's ``trial.should_prune()`` answers the other way round: False where a run of
-sweeper's would stop (``patience``, a halving rung, a non-finite loss), recorded as the run's ``stopped_at_epoch`` and
-``stopped_by`` tags.
-``predict(X) -> (n, n_outputs)`` answers in ``y_train``'s units; for a classification it returns logits, unless the
-callable says ``predict.outputs = "probabilities"``. A function that raises is a FAILED run with its message; a
-non-finite reported loss is a divergence. Not batched: each configuration is its own call. A CPU run's ``predict`` is
-the logged MLflow model (pickled by cloudpickle, the user's module in the model's code); a GPU run's holds device
-arrays and is not logged.
+``data`` holds the run's arrays on its device (``data.xp``, ``data.X_train``, ``data.y_train``,
+``data.X_val``, ``data.y_val``, ``data.task``, ``data.n_outputs``): features standardised on the
+training rows, a regression target standardised; the test rows are never passed.
+``report(epoch, train_loss=…, val_loss=…)`` may be called at any epochs (losses on the data
+as given: sweeper scales a regression loss to the target's units², as its own curves are); it
+returns whether to go on, as Optuna's ``trial.should_prune()`` answers the other way round: False
+where a run of sweeper's would stop (``patience``, a halving rung, a non-finite loss), recorded
+as the run's ``stopped_at_epoch`` and ``stopped_by`` tags. ``predict(X) -> (n, n_outputs)``
+answers in ``y_train``'s units; for a classification it returns logits, unless the callable
+says ``predict.outputs = "probabilities"``. A function that raises is a FAILED run with its
+message; a non-finite reported loss is a divergence. Not batched: each configuration is its own
+call. A CPU run's ``predict`` is the logged MLflow model (pickled by cloudpickle, the user's
+module in the model's code); a GPU run's holds device arrays and is not logged.
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ class TrainerData:
 
 
 class Stop:
-    """When a function trainer's run of ours would stop, as ``report`` answers it (False: stop): early stopping
-    (``patience``: ``epoch - best_epoch >= patience`` at a reported ``val_loss``, as :func:`sweeper.models.train.train`
-    checks at its samples), a halving rung (``rung``: at the first report at or past it), a non-finite loss (a
+    """When a function trainer's run of ours would stop, as ``report`` answers it
+    (False: stop): early stopping (``patience``: ``epoch - best_epoch >= patience`` at a
+    reported ``val_loss``, as :func:`sweeper.models.train.train` checks at its samples),
+    a halving rung (``rung``: at the first report at or past it), a non-finite loss (a
     divergence), Ctrl-C. Where and why it said so are the run's tags (:meth:`tags`)."""
 
     def __init__(self, patience: int = 0, rung: int | None = None) -> None:
@@ -83,7 +87,8 @@ class Stop:
         elif self.patience and val is not None and epoch - self.best_epoch >= self.patience:
             self.at, self.why = (
                 epoch,
-                f"early stopping: patience={self.patience} (best val_loss at epoch {self.best_epoch})",
+                f"early stopping: patience={self.patience} (best val_loss at epoch "
+                f"{self.best_epoch})",
             )
         elif self.rung is not None and epoch >= self.rung:
             self.at, self.why = epoch, f"successive halving: the rung at {self.rung} epochs"
@@ -103,8 +108,9 @@ class Stop:
 
 
 def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | None = None) -> Any:
-    """Call the user's function on the device arrays, time it, score its ``predict`` on the host. ``report`` answers
-    whether to go on (:class:`Stop`: ``patience``, the halving ``rung`` it is trained to, a divergence)."""
+    """Call the user's function on the device arrays, time it, score its
+    ``predict`` on the host. ``report`` answers whether to go on (:class:`Stop`:
+    ``patience``, the halving ``rung`` it is trained to, a divergence)."""
     path, kwargs = split(cfg.model)
     fn = load_target(path)
     dtype, xp = cfg.dtype, backend.xp
@@ -152,7 +158,8 @@ def _scored(
     train_time: float,
     h2d: float,
 ) -> Any:
-    """The outcome of a trainer's call that returned: its curves, times, and its ``predict`` scored."""
+    """The outcome of a trainer's call that returned: its curves,
+    times, and its ``predict`` scored."""
     unit = loss_unit(dataset)
     curves = {}
     for i, name in ((1, "train_loss"), (2, "val_loss")):
@@ -172,7 +179,8 @@ def _scored(
     }
     if not curves:
         log.info(
-            "%s reported no losses: no curve (call report(epoch, train_loss=..., val_loss=...) to have one)",
+            "%s reported no losses: no curve (call report(epoch, train_loss=..., val_loss=...) "
+            "to have one)",
             path,
         )
     bad = [(e, v) for name in curves for e, v in zip(*curves[name]) if not np.isfinite(v)]
@@ -260,8 +268,8 @@ def _score(
 
 
 def _not_probabilities(pred: np.ndarray, task: str) -> str | None:
-    """Why ``pred`` (n, k) are no probabilities of the task (None when they are): a value outside [0, 1], or a
-    multi-class row whose values do not sum to 1."""
+    """Why ``pred`` (n, k) are no probabilities of the task (None when they are):
+    a value outside [0, 1], or a multi-class row whose values do not sum to 1."""
     if pred.min() < 0 or pred.max() > 1:
         return f"it returned values from {pred.min():.4g} to {pred.max():.4g}, outside [0, 1]"
     sums = pred.sum(axis=1)
@@ -281,8 +289,9 @@ def _float(v: Any) -> float | None:
 
 
 def computed(plain: dict[str, Any], rung: int | None = None) -> Any:
-    """A function trainer's job computed ahead of its record (the batched launcher's successive halving), trained
-    by its own loop until ``report`` answers stop at ``rung`` (its ``epochs`` kept: a loop may read them); None when
+    """A function trainer's job computed ahead of its record (the batched
+    launcher's successive halving), trained by its own loop until ``report``
+    answers stop at ``rung`` (its ``epochs`` kept: a loop may read them); None when
     its device is not there (its job then says so through the one-job path)."""
     import time
     import uuid

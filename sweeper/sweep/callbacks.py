@@ -1,4 +1,5 @@
-"""Hydra callbacks: the launching process opens and closes every multirun (see ``sweeper.sweep.life``)."""
+"""Hydra callbacks: the launching process opens and closes every
+multirun (see ``sweeper.sweep.life``)."""
 
 from __future__ import annotations
 
@@ -20,19 +21,21 @@ from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
 
-# What this process is doing, for Ctrl-C (:func:`interrupted`): the multirun's config, the current job's
-# and when it began.
+# What this process is doing, for Ctrl-C (:func:`interrupted`): the
+# multirun's config, the current job's and when it began.
 CURRENT: dict[str, Any] = {"sweep": None, "job": None, "since": None}
 
 
 class SweepCallback(Callback):
-    """Checks all jobs and creates the parent run(s) before the first job; prints the summary after the last.
+    """Checks all jobs and creates the parent run(s) before the first
+    job; prints the summary after the last.
 
     Hydra skips ``on_multirun_end`` when a job raised; jobs therefore record their expected outcomes
     instead of raising, and ``python -m sweeper.summary <sweep dir>`` does the same work by hand.
 
-    ``caller``: ``python`` when :func:`sweeper.multirun` started the sweep (``hydra.callbacks.sweeper.caller``): its
-    parent run says so, and the advisor's next command is that call.
+    ``caller``: ``python`` when :func:`sweeper.multirun` started the
+    sweep (``hydra.callbacks.sweeper.caller``): its parent run says
+    so, and the advisor's next command is that call.
     """
 
     def __init__(self, caller: str = "cli") -> None:
@@ -56,8 +59,9 @@ class SweepCallback(Callback):
             stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run's folder, before Hydra makes it: one line when it cannot be made (a file on the way) or lies
-        in a live sweep's folder (its job folders and result.json would be mixed with the sweep's)."""
+        """A single run's folder, before Hydra makes it: one line when it
+        cannot be made (a file on the way) or lies in a live sweep's folder
+        (its job folders and result.json would be mixed with the sweep's)."""
         from sweeper.sweep.life import claim_run_dir
 
         try:
@@ -73,7 +77,8 @@ class SweepCallback(Callback):
         from hydra.types import RunMode
 
         if config.hydra.mode == RunMode.MULTIRUN:
-            # from where the sweep started: with hydra.job.chdir=true this job runs in its own folder
+            # from where the sweep started: with hydra.job.chdir=true
+            # this job runs in its own folder
             sweep.note_job(
                 Path(config.hydra.runtime.cwd) / config.hydra.sweep.dir,
                 Path(config.hydra.runtime.output_dir),
@@ -84,17 +89,18 @@ class SweepCallback(Callback):
         code = sweep.finish(Path(config.hydra.sweep.dir).absolute(), returned=True)
         # a signal some library swallowed on its way (an import's `except
         if (signalled := stop.masked()) is not None:
-            raise signalled  # ImportError`, a fallback's `except Exception`): the sweep is interrupted all the same
+            # ImportError`, a fallback's `except Exception`): the sweep is interrupted all the same
+            raise signalled
         if code:
             sys.exit(code)
 
 
 def interrupted(args: list[str]) -> str | None:
-    """Ctrl-C reached ``python -m sweeper ARGS``: record it in the store and return the one line to print
-    (None when nothing had been recorded yet).
+    """Ctrl-C reached ``python -m sweeper ARGS``: record it in the store and
+    return the one line to print (None when nothing had been recorded yet).
 
-    A multirun closes its sweep (:func:`sweeper.sweep.interrupted`); a single run is KILLED — by its job
-    when Ctrl-C landed in training, else here (a RUNNING run of this process).
+    A multirun closes its sweep (:func:`sweeper.sweep.interrupted`); a single run is KILLED
+    — by its job when Ctrl-C landed in training, else here (a RUNNING run of this process).
     """
     if CURRENT["sweep"] is not None:
         return sweep.interrupted(Path(CURRENT["sweep"].hydra.sweep.dir).absolute(), args)
@@ -105,7 +111,8 @@ def interrupted(args: list[str]) -> str | None:
 
 
 def _killed_run(job: DictConfig) -> str | None:
-    """The single run that Ctrl-C ended: from its result.json, or its RUNNING run in the store, KILLED here."""
+    """The single run that Ctrl-C ended: from its result.json, or its
+    RUNNING run in the store, KILLED here."""
     import json
 
     from sweeper import tracking

@@ -1,24 +1,30 @@
-"""Every core of the machine: the local engine's CPU groups compute in worker processes, side by side.
+"""Every core of the machine: the local engine's CPU groups compute in
+worker processes, side by side.
 
-``hydra.launcher.cpu_workers`` (default: the cores this process may use, ``os.sched_getaffinity``; 1: one group
-after another in the launching process, as before) worker processes, started once per sweep while its store opens
-(:func:`warm`: spawned, each imports the compute half and loads the sweep's data sets), compute the CPU groups, one
-group a worker at a time, each with one BLAS thread (``OMP_NUM_THREADS=1``, threadpoolctl; ``SWEEPER_THREADS=1``:
-an epoch in one block). The launching process opens each group's runs RUNNING when a worker takes it and records
-every member as it always does, as the groups finish. A worker runs :func:`sweeper.sweep.launch.compute_group` as
-it is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy arrays out.
+``hydra.launcher.cpu_workers`` (default: the cores this process may use,
+``os.sched_getaffinity``; 1: one group after another in the launching process, as before)
+worker processes, started once per sweep while its store opens (:func:`warm`: spawned,
+each imports the compute half and loads the sweep's data sets), compute the CPU groups,
+one group a worker at a time, each with one BLAS thread (``OMP_NUM_THREADS=1``,
+threadpoolctl; ``SWEEPER_THREADS=1``: an epoch in one block). The launching process opens
+each group's runs RUNNING when a worker takes it and records every member as it always
+does, as the groups finish. A worker runs :func:`sweeper.sweep.launch.compute_group` as it
+is, through :func:`sweeper.sweep.engines.compute_remote`: job lists in, NumPy arrays out.
 
-- A CPU group that is more than its share of the workers' work splits into chunks of whole trajectories
-  (:func:`chunked`), so a one-group sweep of 64 learning rates uses every core. The memory budget a group is sized with is shared by the
-  workers (:func:`budget`).
-- A worker that dies loses its group only: the group goes to a new worker once more, then its members run alone
-  in the launching process (the one-job path), as a group that fails as a whole always has.
-- GPU groups keep one a device (:func:`sweeper.sweep.engines._local`), on a thread of the launching process.
-- Ctrl-C (SIGINT/SIGTERM reach the launching process; the workers ignore SIGINT): the groups that finished are
-  recorded, the workers are stopped, the runs of the groups they held end KILLED with the sweep.
+- A CPU group that is more than its share of the workers' work splits into chunks of whole
+  trajectories (:func:`chunked`), so a one-group sweep of 64 learning rates uses every
+  core. The memory budget a group is sized with is shared by the workers (:func:`budget`).
+- A worker that dies loses its group only: the group goes to a new
+  worker once more, then its members run alone in the launching process
+  (the one-job path), as a group that fails as a whole always has.
+- GPU groups keep one a device (:func:`sweeper.sweep.engines._local`),
+  on a thread of the launching process.
+- Ctrl-C (SIGINT/SIGTERM reach the launching process; the workers ignore
+  SIGINT): the groups that finished are recorded, the workers are
+  stopped, the runs of the groups they held end KILLED with the sweep.
 
-Each member's run says where its group ran: tag ``sweeper.batch_worker`` (``cpu<i>``: worker i; ``main``: the launching
-process), with ``sweeper.worker_pid``.
+Each member's run says where its group ran: tag ``sweeper.batch_worker`` (``cpu<i>``:
+worker i; ``main``: the launching process), with ``sweeper.worker_pid``.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 
 log = logging.getLogger("sweeper")
 
-# What a worker's native libraries and sweeper's epoch blocks get: one thread each (the workers are the threads).
+# What a worker's native libraries and sweeper's epoch blocks get: one
+# thread each (the workers are the threads).
 ONE_THREAD = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
@@ -61,9 +68,10 @@ def cores() -> int:
 
 
 def workers(launcher: Any, cpu: list[dict[str, Any]]) -> int:
-    """How many worker processes compute this sweep's CPU groups (``cpu``: their configurations, plain):
-    ``hydra.launcher.cpu_workers``, never more than its CPU configurations; 1 under another engine (which places
-    groups itself). Unset (null), every core when workers pay (:func:`pays`), else 1: this process trains."""
+    """How many worker processes compute this sweep's CPU groups (``cpu``: their
+    configurations, plain): ``hydra.launcher.cpu_workers``, never more than its CPU
+    configurations; 1 under another engine (which places groups itself). Unset (null),
+    every core when workers pay (:func:`pays`), else 1: this process trains."""
     get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
     if (get("engine", "local") or "local") != "local":
         return 1
@@ -72,18 +80,21 @@ def workers(launcher: Any, cpu: list[dict[str, Any]]) -> int:
     return n if asked or n == 1 or pays(cpu, n) else 1
 
 
-# What a CPU configuration's training costs, roughly: each member-epoch's fixed part (a step's dozens of NumPy calls on
-# small arrays) and its multiply-adds at one core's rate for small products. Fitted on this 2-core machine: the quick
-# start (diabetes, 2 x 5000 epochs, width 16: 0.48 s), a digits grid (6.7e10 multiply-adds in 11 s).
+# What a CPU configuration's training costs, roughly: each member-epoch's fixed part
+# (a step's dozens of NumPy calls on small arrays) and its multiply-adds at one core's
+# rate for small products. Fitted on this 2-core machine: the quick start (diabetes, 2
+# x 5000 epochs, width 16: 0.48 s), a digits grid (6.7e10 multiply-adds in 11 s).
 MEMBER_EPOCH_S = 3e-5
 MULTIPLY_ADDS_PER_S = 6e9
-# Starting a worker (a fresh interpreter, its imports and data sets) takes ~1 s of a core, beside the store's opening;
-# a sweep whose training would end less than this much sooner on n workers than here trains here.
+# Starting a worker (a fresh interpreter, its imports and data sets) takes
+# ~1 s of a core, beside the store's opening; a sweep whose training would
+# end less than this much sooner on n workers than here trains here.
 WORKERS_PAY_S = 1.5
 
 
 def declined(launcher: Any, cpu: list[dict[str, Any]], n: int) -> str:
-    """The plan line's words when this process trains the CPU groups because workers would not pay ('' else)."""
+    """The plan line's words when this process trains the CPU groups
+    because workers would not pay ('' else)."""
     get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
     if n > 1 or get("cpu_workers", None) or (get("engine", "local") or "local") != "local":
         return ""
@@ -91,14 +102,16 @@ def declined(launcher: Any, cpu: list[dict[str, Any]], n: int) -> str:
     if m < 2:
         return ""
     return (
-        f"; trained here (~{estimated_s(cpu):.1f} s of training: {m} worker processes would cost more than they "
+        f"; trained here (~{estimated_s(cpu):.1f} s of training: {m} worker processes would cost "
+        "more than they "
         f"save; hydra.launcher.cpu_workers={m} uses them)"
     )
 
 
 def estimated_s(cpu: list[dict[str, Any]]) -> float:
-    """The training of these CPU configurations on one core, in seconds (a trajectory trains once, to its longest
-    epochs): a rough estimate, enough to tell a sweep of a second from one of a minute."""
+    """The training of these CPU configurations on one core, in seconds
+    (a trajectory trains once, to its longest epochs): a rough estimate,
+    enough to tell a sweep of a second from one of a minute."""
     from sweeper.sweep.groups import Job, trajectories
 
     total = 0.0
@@ -108,24 +121,26 @@ def estimated_s(cpu: list[dict[str, Any]]) -> float:
 
 
 def pays(cpu: list[dict[str, Any]], n: int) -> bool:
-    """Whether ``n`` worker processes shorten the training of these CPU configurations by more than they cost."""
+    """Whether ``n`` worker processes shorten the training of these
+    CPU configurations by more than they cost."""
     return estimated_s(cpu) * (1 - 1 / n) > WORKERS_PAY_S
 
 
 def budget(max_group_bytes: int, n: int) -> int:
-    """A group's memory budget when ``n`` workers each hold one: the sweep's budget (0: a quarter of the
-    machine's memory) shared among them."""
+    """A group's memory budget when ``n`` workers each hold one: the sweep's
+    budget (0: a quarter of the machine's memory) shared among them."""
     from sweeper.sweep.groups import default_budget
 
     return (max_group_bytes or default_budget()) // max(1, n)
 
 
 def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
-    """The groups, a CPU group split into chunks of whole trajectories when it is more than its share of the
-    ``n`` workers' work (:func:`_cost`): into ``ceil(n x its cost / all the CPU groups' cost)`` chunks (no more
-    than its trajectories), its trajectories by their longest epochs (a chunk trains to its longest member) cut
-    into that many contiguous runs. So a sweep with fewer CPU groups than workers uses every worker, and one
-    group that dwarfs the others does not keep one worker busy while the rest wait."""
+    """The groups, a CPU group split into chunks of whole trajectories when it is more than its
+    share of the ``n`` workers' work (:func:`_cost`): into
+    ``ceil(n x its cost / all the CPU groups' cost)`` chunks (no more than its trajectories),
+    its trajectories by their longest epochs (a chunk trains to its longest member) cut into
+    that many contiguous runs. So a sweep with fewer CPU groups than workers uses every worker,
+    and one group that dwarfs the others does not keep one worker busy while the rest wait."""
     import math
 
     from sweeper.sweep.groups import trajectories
@@ -165,19 +180,21 @@ def chunked(groups: list[list[Any]], n: int) -> list[list[Any]]:
     return out
 
 
-# What a chunk costs besides its training, in :func:`_cost`'s units (multiply-adds): its start, its results sent back
-# and scored, ~80 ms of one core here (a digits chunk of 2 x 1200 epochs at width 128, depth 2: 6.7e10 in 11 s). A
-# split that saves less than that is not made: small groups stay whole.
+# What a chunk costs besides its training, in :func:`_cost`'s units
+# (multiply-adds): its start, its results sent back and scored, ~80 ms of one
+# core here (a digits chunk of 2 x 1200 epochs at width 128, depth 2: 6.7e10 in
+# 11 s). A split that saves less than that is not made: small groups stay whole.
 TASK_COST = 5e8
 # ... nor one that ends the whole less than 2% sooner (the cost model is a rough one)
 MIN_GAIN = 0.02
 
 
 def _even_tail(chunks: list[list[Any]], n: int) -> list[list[Any]]:
-    """The chunks, the one that would end last on ``n`` workers (handed out costliest first, each to the first free
-    worker, as :func:`computed_groups` does) split in two, again while that ends the whole sooner: with groups of
-    unequal work the last one to train is a tail on one worker while the others wait (a 32-configuration digits
-    grid: 3.2 s of its 23 s of training on one of two workers)."""
+    """The chunks, the one that would end last on ``n`` workers (handed out costliest
+    first, each to the first free worker, as :func:`computed_groups` does) split in
+    two, again while that ends the whole sooner: with groups of unequal work the last
+    one to train is a tail on one worker while the others wait (a 32-configuration
+    digits grid: 3.2 s of its 23 s of training on one of two workers)."""
     from sweeper.sweep.groups import trajectories
 
     def makespan(costs: list[float]) -> tuple[float, int]:
@@ -206,9 +223,9 @@ def _even_tail(chunks: list[list[Any]], n: int) -> list[list[Any]]:
 
 
 def _cost(members: list[Any]) -> float:
-    """A group's work, roughly: each trajectory's longest epochs x an epoch's multiply-adds (rows x (features x
-    width + (depth - 1) x width^2 + width x outputs), its own depth and width: a packed group's trajectories differ in
-    them). The costliest groups go to the workers first."""
+    """A group's work, roughly: each trajectory's longest epochs x an epoch's multiply-adds (rows
+    x (features x width + (depth - 1) x width^2 + width x outputs), its own depth and width: a
+    packed group's trajectories differ in them). The costliest groups go to the workers first."""
     from sweeper.sweep.groups import trajectories
 
     rows, features, outputs = _shape(members[0].plain)
@@ -225,7 +242,8 @@ def _cost(members: list[Any]) -> float:
 
 
 def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
-    """The training rows, features and outputs of a configuration's data (the launcher's cached copy)."""
+    """The training rows, features and outputs of a configuration's
+    data (the launcher's cached copy)."""
     from sweeper import data
 
     try:
@@ -235,18 +253,19 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
         return 1, 1, 1
 
 
-# --- the workers ---------------------------------------------------------------------------------------------
+# --- the workers ----------------------------------------------------------------------------------
 
 
 def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
-    """A worker: one BLAS thread, the compute half imported and the data sets loaded, then groups until told
-    to stop (``None``) or the launching process goes (EOF)."""
+    """A worker: one BLAS thread, the compute half imported and the data sets loaded,
+    then groups until told to stop (``None``) or the launching process goes (EOF)."""
     from sweeper.base import stop
 
     stop.ignore()  # Ctrl-C, SIGTERM, SIGHUP are the launching process's to handle: it stops us
     from sweeper.base.process import exit_with_parent
 
-    exit_with_parent()  # a kill -9 of the launching process: this worker ends at once, quietly (not after its group)
+    # a kill -9 of the launching process: this worker ends at once, quietly (not after its group)
+    exit_with_parent()
     os.environ.update(ONE_THREAD)
     from threadpoolctl import threadpool_limits
 
@@ -296,7 +315,8 @@ class Worker:
 
         from sweeper.base.stop import shielded
 
-        resource_tracker.ensure_running()  # first: starting it unblocks SIGINT and SIGTERM in this thread again
+        # first: starting it unblocks SIGINT and SIGTERM in this thread again
+        resource_tracker.ensure_running()
         with _main_hidden(), shielded():  # a terminal's Ctrl-C as it starts: not its to take
             self.proc.start()
         child.close()
@@ -326,9 +346,10 @@ class Worker:
 
 @contextlib.contextmanager
 def _main_hidden() -> Iterator[None]:
-    """A spawned worker runs the launching process's ``__main__`` again (multiprocessing's rule): sweeper's own
-    (``python -m sweeper``) is guarded, but a user's script that calls ``sweeper.multirun()`` at its top level is
-    not, and every worker would start that sweep again. Any other main is hidden while a worker starts."""
+    """A spawned worker runs the launching process's ``__main__`` again (multiprocessing's
+    rule): sweeper's own (``python -m sweeper``) is guarded, but a user's script that
+    calls ``sweeper.multirun()`` at its top level is not, and every worker would start
+    that sweep again. Any other main is hidden while a worker starts."""
     main = sys.modules.get("__main__")
     if main is None or getattr(getattr(main, "__spec__", None), "name", None) == "sweeper.__main__":
         yield
@@ -341,8 +362,8 @@ def _main_hidden() -> Iterator[None]:
 
 
 class Pool:
-    """``n`` warm workers (spawned: a fresh interpreter each, nothing of the launching process's threads or
-    store connections)."""
+    """``n`` warm workers (spawned: a fresh interpreter each, nothing
+    of the launching process's threads or store connections)."""
 
     def __init__(self, n: int, warm: list[tuple[dict, int]]) -> None:
         import multiprocessing
@@ -368,8 +389,8 @@ _POOL: list[Pool] = []  # this sweep's pool (one), from warm() or the first laun
 
 
 def warm(config: Any, jobs: list[tuple[list[str], dict[str, Any]]]) -> None:
-    """With the batched launcher's local engine and more than one worker, start the workers now, so that their
-    imports and data sets load while this process opens the store."""
+    """With the batched launcher's local engine and more than one worker, start the workers
+    now, so that their imports and data sets load while this process opens the store."""
     launcher = config.hydra.launcher
     if LAUNCHER not in str(launcher.get("_target_", "")) or _POOL:
         return
@@ -388,9 +409,10 @@ def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
     warm_data = [(node, data.split_seed(node)) for node in nodes.values()][:8]
     pool = Pool(n, warm_data)
     _POOL.append(pool)
-    # at exit, before multiprocessing's own handler (atexit runs last-registered first; multiprocessing registered
-    # its handler as the pool started): that one SIGTERMs daemonic children, which the workers ignore (a SIGTERM to
-    # the whole sweep is the launching process's), then joins them for ever — a refused sweep never exited
+    # at exit, before multiprocessing's own handler (atexit runs last-registered first;
+    # multiprocessing registered its handler as the pool started): that one SIGTERMs
+    # daemonic children, which the workers ignore (a SIGTERM to the whole sweep is the
+    # launching process's), then joins them for ever — a refused sweep never exited
     atexit.unregister(stop)
     atexit.register(stop)
     log.info(
@@ -408,7 +430,7 @@ def stop() -> None:
 atexit.register(stop)
 
 
-# --- computing the groups ------------------------------------------------------------------------------------
+# --- computing the groups -------------------------------------------------------------------------
 
 
 def computed_groups(
@@ -418,9 +440,10 @@ def computed_groups(
     n: int,
     taking: Callable[[list[Any], dict[str, str]], dict[int, dict[str, str]]],
 ) -> Iterator[tuple[list[Any], dict[int, Any]]]:
-    """Each group with what its compute gave (``{job idx: Computed}``; empty: its members run alone), in the
-    order the groups finish: the CPU groups on ``n`` workers, the GPU ones on this node's devices (a thread).
-    ``taking(members, where)`` runs in this thread as a worker takes a group (``where``: the worker's tags; the
+    """Each group with what its compute gave (``{job idx: Computed}``; empty: its
+    members run alone), in the order the groups finish: the CPU groups on ``n``
+    workers, the GPU ones on this node's devices (a thread). ``taking(members, where)``
+    runs in this thread as a worker takes a group (``where``: the worker's tags; the
     group's runs are opened there) and gives the members' tags, ``where`` included."""
     from sweeper.sweep import engines
 
@@ -437,7 +460,8 @@ def computed_groups(
             daemon=True,
         ).start()
     todo = collections.deque((g, 1, None) for g in sorted(cpu, key=_cost, reverse=True))
-    # worker index: (members, attempt, the tags its runs have, the host's out-of-memory kills when it was sent)
+    # worker index: (members, attempt, the tags its runs have, the
+    # host's out-of-memory kills when it was sent)
     busy: dict[int, tuple[list[Any], int, Any, int | None]] = {}
     left = len(gpu)
     t0, used = time.perf_counter(), set()
@@ -482,8 +506,9 @@ def _hand_out(
     compute: Callable,
     taking: Callable,
 ) -> None:
-    """Each idle worker of the first ``n`` sent the next group of ``todo`` (one that died idle, killed from outside,
-    replaced first), its runs' tags from ``taking``; ``busy`` keeps what it holds."""
+    """Each idle worker of the first ``n`` sent the next group of
+    ``todo`` (one that died idle, killed from outside, replaced first),
+    its runs' tags from ``taking``; ``busy`` keeps what it holds."""
     from sweeper.sweep import engines
 
     for w in list(pool.workers[:n]):
@@ -515,8 +540,9 @@ def _collected(
     used: set[int],
     timeout: float,
 ) -> Iterator[tuple[list[Any], dict[int, Any]]]:
-    """The groups the busy workers finish within ``timeout`` s (``used``: the workers that computed one). A worker that
-    died is replaced; its group goes back to ``todo`` once, then its members run alone (:func:`engines.lost`)."""
+    """The groups the busy workers finish within ``timeout`` s (``used``: the
+    workers that computed one). A worker that died is replaced; its group goes
+    back to ``todo`` once, then its members run alone (:func:`engines.lost`)."""
     from multiprocessing.connection import wait
 
     from sweeper.sweep import engines

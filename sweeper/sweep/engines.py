@@ -1,22 +1,24 @@
 """Where the batched launcher's groups compute: ``hydra.launcher.engine``.
 
-The launcher plans the groups (:func:`sweeper.sweep.launch.plan`) and records every member itself, in the
-launching process (one MLflow run and one Hydra job folder per configuration); an engine only runs each group's
-compute half (:func:`sweeper.sweep.launch.compute_group`, wrapped here, never changed) and hands back what it
-computed, as NumPy arrays (weights, curves, predictions, scores): no model objects, no store, no shared folder.
+The launcher plans the groups (:func:`sweeper.sweep.launch.plan`) and records every member
+itself, in the launching process (one MLflow run and one Hydra job folder per configuration);
+an engine only runs each group's compute half (:func:`sweeper.sweep.launch.compute_group`,
+wrapped here, never changed) and hands back what it computed, as NumPy arrays (weights,
+curves, predictions, scores): no model objects, no store, no shared folder.
 
-- ``local`` (the default): in this process. With several GPUs (``hydra.launcher.gpus``, default: all visible),
-  GPU groups compute at once, one per device (CuPy's ``Device`` context, chosen per group), and CPU groups
-  beside them on one thread; with one, groups compute one after another as they always did.
-- ``ray``: each group a Ray task (``num_gpus=1`` for a GPU group, 0 for a CPU group) on the cluster at
-  ``hydra.launcher.ray.address`` (default: a new local one); Ray retries a task whose worker died
-  (``max_retries``).
-- ``submitit_local`` / ``submitit_slurm``: each group a submitit job (an array per device kind), options under
-  ``hydra.launcher.submitit``.
+- ``local`` (the default): in this process. With several GPUs
+  (``hydra.launcher.gpus``, default: all visible), GPU groups compute at once, one
+  per device (CuPy's ``Device`` context, chosen per group), and CPU groups beside
+  them on one thread; with one, groups compute one after another as they always did.
+- ``ray``: each group a Ray task (``num_gpus=1`` for a GPU group, 0 for a
+  CPU group) on the cluster at ``hydra.launcher.ray.address`` (default: a
+  new local one); Ray retries a task whose worker died (``max_retries``).
+- ``submitit_local`` / ``submitit_slurm``: each group a submitit job (an
+  array per device kind), options under ``hydra.launcher.submitit``.
 
-A group lost with its worker is retried once more after the engine's own retries; then its members run alone in
-the launching process (the one-job path), as a group that fails as a whole always has. Either way each member
-is recorded once.
+A group lost with its worker is retried once more after the engine's own retries;
+then its members run alone in the launching process (the one-job path), as a
+group that fails as a whole always has. Either way each member is recorded once.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ Groups = Iterator[tuple[list[Any], dict[int, Any]]]
 
 
 def check(launcher_conf: Any) -> None:
-    """A bad engine or option in one line (:class:`ConfigError`), before the sweep touches the store."""
+    """A bad engine or option in one line (:class:`ConfigError`),
+    before the sweep touches the store."""
     engine = launcher_conf.get("engine", "local")
     if engine not in ENGINES:
         raise ConfigError(
@@ -58,12 +61,14 @@ def check(launcher_conf: Any) -> None:
     gpus = launcher_conf.get("gpus")
     if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
         raise ConfigError(
-            f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null (every GPU)"
+            f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null "
+            "(every GPU)"
         )
     pack = launcher_conf.get("pack", True)
     if not isinstance(pack, bool):
         raise ConfigError(
-            f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes where "
+            f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes "
+            "where "
             "they pay) or false (one shape a group)"
         )
     workers = launcher_conf.get("cpu_workers")
@@ -71,14 +76,15 @@ def check(launcher_conf: Any) -> None:
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     ):
         raise ConfigError(
-            f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or null "
+            f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or "
+            "null "
             "(the cores this process may use)"
         )
 
 
 def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
-    """Whether the groups compute on an engine (not ``local``) or on several GPUs of this node at once; else
-    the launcher computes them one after another itself."""
+    """Whether the groups compute on an engine (not ``local``) or on several GPUs of
+    this node at once; else the launcher computes them one after another itself."""
     if (getattr(launcher, "engine", "local") or "local") != "local":
         return True
     from sweeper.base.backend import gpu_count
@@ -90,8 +96,8 @@ def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
 def computed_groups(
     launcher: Any, groups: list[list[Any]], compute: Callable[[list[Any]], dict[int, Any]]
 ) -> Groups:
-    """Each group with what its compute gave, ``{job idx: Computed}`` (empty: its members run alone), in the
-    order the groups finish."""
+    """Each group with what its compute gave, ``{job idx: Computed}``
+    (empty: its members run alone), in the order the groups finish."""
     engine = getattr(launcher, "engine", "local") or "local"
     if not groups:
         return
@@ -112,9 +118,10 @@ def computed_groups(
 def group_failed(
     members: list[Any], e: BaseException, tags: dict[int, dict[str, str]] | None = None
 ) -> dict[int, Any]:
-    """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each job runs alone. A
-    group whose user code ended its process (:class:`~sweeper.models.usercode.UserCodeError`: ``sys.exit``,
-    ``os._exit``, its own KeyboardInterrupt) is not run again in the launching process: each member FAILED with why."""
+    """A group that failed as a whole (out of memory, a bug): said once; nothing is lost, each
+    job runs alone. A group whose user code ended its process
+    (:class:`~sweeper.models.usercode.UserCodeError`: ``sys.exit``, ``os._exit``, its own
+    KeyboardInterrupt) is not run again in the launching process: each member FAILED with why."""
     from sweeper.models.usercode import UserCodeError
 
     if isinstance(e, UserCodeError):
@@ -134,9 +141,9 @@ def failed_members(
     tags: dict[int, dict[str, str]] | None = None,
     detail: str | None = None,
 ) -> dict[int, Any]:
-    """``{job idx: Computed}``: each member FAILED with ``reason`` (``detail``: the traceback, for its error
-    file), recorded by its job without training it again. ``tags``: the members' group tags (None: a group's
-    size only)."""
+    """``{job idx: Computed}``: each member FAILED with ``reason`` (``detail``:
+    the traceback, for its error file), recorded by its job without training it
+    again. ``tags``: the members' group tags (None: a group's size only)."""
     from sweeper.job.compute import Computed, Outcome
     from sweeper.models.interface import offer
 
@@ -152,41 +159,48 @@ def failed_members(
 def lost(
     members: list[Any], attempt: int, tags: Any, worker: int, code: int | None, ooms: int | None
 ) -> dict[int, Any] | None:
-    """What becomes of a group whose CPU worker (``worker``: its index) died with exit ``code`` (``ooms``: the host's
-    out-of-memory kills when it was sent, :func:`sweeper.base.process.oom_kills`): None, given to a new worker once
-    more; or what its members get. Killed for memory (SIGKILL while the host's out-of-memory kills rose): never again
-    at the same size (one trajectory FAILED with why; several: one at a time here, each first held to its memory
-    estimate). Lost twice (a crash, an exit of the model's that sweeper's guard did not see): FAILED with why, not run
-    in the launching process, where the same would end the sweep."""
+    """What becomes of a group whose CPU worker (``worker``: its index) died with exit
+    ``code`` (``ooms``: the host's out-of-memory kills when it was sent,
+    :func:`sweeper.base.process.oom_kills`): None, given to a new worker once more; or
+    what its members get. Killed for memory (SIGKILL while the host's out-of-memory
+    kills rose): never again at the same size (one trajectory FAILED with
+    why; several: one at a time here, each first held to its memory estimate). Lost
+    twice (a crash, an exit of the model's that sweeper's guard did not see): FAILED
+    with why, not run in the launching process, where the same would end the sweep."""
     from sweeper.base.process import oom_kills
     from sweeper.sweep.groups import trajectories
 
     if code == -9 and ooms is not None and (oom_kills() or 0) > ooms:
         if len(trajectories(members)) > 1:
             log.warning(
-                "group of %d killed for memory (the kernel's out-of-memory killer ended worker cpu%d): its "
+                "group of %d killed for memory (the kernel's out-of-memory killer ended worker "
+                "cpu%d): its "
                 "configurations run one at a time here, not again as one group",
                 len(members),
                 worker,
             )
             return {}
         why = (
-            f"killed for memory: the kernel's out-of-memory killer ended its worker process (cpu{worker}) as it "
-            "trained; not retried at the same size: expected smaller hyperparameters, dtype=float32 or fewer "
+            "killed for memory: the kernel's out-of-memory killer ended its worker process (cpu"
+            f"{worker}) as it "
+            "trained; not retried at the same size: expected smaller hyperparameters, "
+            "dtype=float32 or fewer "
             "hydra.launcher.cpu_workers"
         )
         log.warning("group of %d %s", len(members), why)
         return failed_members(members, why, tags)
     if attempt == 1:
         log.warning(
-            "group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once more",
+            "group of %d lost with its worker (cpu%d: exit code %s); given to a new worker once "
+            "more",
             len(members),
             worker,
             code,
         )
         return None
     why = (
-        f"its worker process ended twice as it trained (exit code {code}: a crash, or an exit in the model's "
+        f"its worker process ended twice as it trained (exit code {code}: a crash, or an exit in "
+        "the model's "
         "code): not run again in the launching process, which it would end too"
     )
     log.warning("group of %d lost twice: %s", len(members), why)
@@ -200,7 +214,7 @@ def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) ->
         return group_failed(members, e)
 
 
-# --- local: this process, every GPU of the node --------------------------------------------------------------
+# --- local: this process, every GPU of the node ---------------------------------------------------
 
 
 def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Groups:
@@ -245,8 +259,9 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
 
 
 def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Callable) -> None:
-    """A thread on GPU ``index``: computes the groups it takes from ``todo`` (each run tagged with its device) into
-    ``done``, until none is left; an exception goes to ``done`` as ``(None, e)``."""
+    """A thread on GPU ``index``: computes the groups it takes from
+    ``todo`` (each run tagged with its device) into ``done``, until
+    none is left; an exception goes to ``done`` as ``(None, e)``."""
     from sweeper.base.backend import current_gpu, on_gpu
 
     try:
@@ -266,7 +281,8 @@ def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Calla
 
 
 def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -> None:
-    """A thread beside the GPU ones: computes the CPU groups of ``groups`` into ``done`` (an exception: ``(None, e)``)."""
+    """A thread beside the GPU ones: computes the CPU groups of
+    ``groups`` into ``done`` (an exception: ``(None, e)``)."""
     try:
         for members in groups:
             if members[0].plain["device"] != "gpu":
@@ -276,9 +292,9 @@ def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -
 
 
 def on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:
-    """The batched launcher's GPU groups on this node's devices (:func:`_local`), on a thread of the launching process
-    beside the CPU workers (:func:`sweeper.sweep.cores.computed_groups`): each into ``done``, its runs tagged
-    ``main``; an exception as ``(None, e)``."""
+    """The batched launcher's GPU groups on this node's devices (:func:`_local`), on a thread of
+    the launching process beside the CPU workers (:func:`sweeper.sweep.cores.computed_groups`):
+    each into ``done``, its runs tagged ``main``; an exception as ``(None, e)``."""
     try:
         for members, computed in _local(groups, compute, gpus):
             for c in computed.values():
@@ -300,21 +316,21 @@ def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
             )
 
 
-# --- what a remote worker runs and sends back ----------------------------------------------------------------
+# --- what a remote worker runs and sends back -----------------------------------------------------
 
 
 def _spec(members: list[Any]) -> list[tuple[int, list[str], dict[str, Any], str]]:
-    """What a worker needs of a group: each member's number, overrides, resolved config (plain data) and the planner's
-    packing decision (its tag)."""
+    """What a worker needs of a group: each member's number, overrides, resolved
+    config (plain data) and the planner's packing decision (its tag)."""
     return [(m.idx, list(m.overrides), m.plain, m.pack) for m in members]
 
 
 def compute_remote(
     compute: Callable, job: type, spec: list[tuple[int, list[str], dict[str, Any], str]]
 ) -> dict[int, Any]:
-    """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``: its ``Job``,
-    both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays only (the data set stays
-    behind: the launcher reads its own copy)."""
+    """A group's compute half on a worker (``compute``: the launcher's ``compute_group``, ``job``:
+    its ``Job``, both sent by reference): ``{idx: (Outcome, tags, wall_time_s)}``, NumPy arrays
+    only (the data set stays behind: the launcher reads its own copy)."""
     # test-only: the first worker to see this file's absence dies
     die = os.environ.get("SWEEPER_TEST_DIE_ONCE")
     if die and not Path(die).exists():
@@ -344,7 +360,8 @@ VERDICTS = "verdicts"  # and for sweeper.models.stacked.VERDICTS as the worker f
 
 @contextlib.contextmanager
 def _said() -> Iterator[list[tuple[str, int, str]]]:
-    """The INFO-and-above lines logged while the block runs (on a worker, where nobody reads its log)."""
+    """The INFO-and-above lines logged while the block runs (on a
+    worker, where nobody reads its log)."""
     said: list[tuple[str, int, str]] = []
 
     class Keep(logging.Handler):
@@ -389,25 +406,30 @@ def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
     return {}
 
 
-# --- ray ---------------------------------------------------------------------------------------------------
+# --- ray ------------------------------------------------------------------------------------------
 
 
 def ray_exposure(joined: bool, env: Any) -> str | None:
-    """What a local Ray cluster this sweep started exposes, said once (None when it joined a cluster of its own
-    choosing). Ray 2.60's gRPC servers (GCS, raylet, workers) listen on every interface, and no option binds them
-    to the loopback: ``_node_ip_address=127.0.0.1`` changes the address Ray advertises, not where it listens
-    (checked with ``ss -ltnp``). Its token authentication, on by default, is what keeps others out."""
+    """What a local Ray cluster this sweep started exposes, said once (None when it joined a
+    cluster of its own choosing). Ray 2.60's gRPC servers (GCS, raylet, workers) listen on
+    every interface, and no option binds them to the loopback: ``_node_ip_address=127.0.0.1``
+    changes the address Ray advertises, not where it listens (checked with ``ss -ltnp``). Its
+    token authentication, on by default, is what keeps others out."""
     if joined:
         return None
     if str(env.get("RAY_AUTH_MODE", "")).lower() == "disabled":
         return (
-            "ray: the local cluster this sweep started listens on every interface of this machine, and "
-            "RAY_AUTH_MODE=disabled turned its token authentication off: anyone who reaches this machine can run "
+            "ray: the local cluster this sweep started listens on every interface of this "
+            "machine, and "
+            "RAY_AUTH_MODE=disabled turned its token authentication off: anyone who reaches this "
+            "machine can run "
             "code in it; unset RAY_AUTH_MODE, or firewall Ray's ports"
         )
     return (
-        "ray: the local cluster this sweep started listens on every interface of this machine (Ray cannot bind "
-        "it to 127.0.0.1); its token authentication (RAY_AUTH_MODE, on by default) keeps others out; on a shared "
+        "ray: the local cluster this sweep started listens on every interface of this machine "
+        "(Ray cannot bind "
+        "it to 127.0.0.1); its token authentication (RAY_AUTH_MODE, on by default) keeps others "
+        "out; on a shared "
         "machine, firewall Ray's ports too"
     )
 
@@ -418,7 +440,8 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
     if not ray.is_initialized():
         init = dict(opts.get("init") or {})
         address = opts.get("address")
-        # with no address, a new local cluster (address="local": not one that already runs on this machine)
+        # with no address, a new local cluster (address="local": not
+        # one that already runs on this machine)
         ray.init(
             address=address or "local", **({} if address else {"include_dashboard": False}), **init
         )
@@ -451,7 +474,8 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
         except lost as e:
             if attempt == 1:
                 log.warning(
-                    "group of %d lost with its worker after Ray's retries (%s); submitted once more",
+                    "group of %d lost with its worker after Ray's retries (%s); submitted once "
+                    "more",
                     len(members),
                     type(e).__name__,
                 )
@@ -462,7 +486,7 @@ def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Gr
             yield members, _alone(members, e)
 
 
-# --- submitit --------------------------------------------------------------------------------------------------
+# --- submitit -------------------------------------------------------------------------------------
 
 
 def _submitit(

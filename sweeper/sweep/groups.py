@@ -1,12 +1,14 @@
-"""The batched launcher's plan: which jobs are one *trajectory*, which trajectories train together as one group.
+"""The batched launcher's plan: which jobs are one *trajectory*, which
+trajectories train together as one group.
 
-Training is deterministic, so configurations that agree on everything but ``epochs`` are one run read at several
-epoch counts: a *trajectory*, trained once to its largest count (:class:`sweeper.models.batched.Member` ``reads``),
-each configuration read off it at its own count (its weights, curve, metrics: what it gives alone). Trajectories
-of one shape (``SHARED``) train side by side as one group, as many as the memory budget holds (each counts its
-weights' snapshots); a loss stride other than ``log_every`` (``log_every >= epochs``, huge ``epochs``) is part of
-the shape. A job that cannot join a group (an invalid config, ``sync_every_epoch``, an already finished
-``resume=true`` configuration, data that cannot load) runs through the one-job path.
+Training is deterministic, so configurations that agree on everything but ``epochs`` are one run
+read at several epoch counts: a *trajectory*, trained once to its largest count
+(:class:`sweeper.models.batched.Member` ``reads``), each configuration read off it at its own count
+(its weights, curve, metrics: what it gives alone). Trajectories of one shape (``SHARED``) train
+side by side as one group, as many as the memory budget holds (each counts its weights' snapshots);
+a loss stride other than ``log_every`` (``log_every >= epochs``, huge ``epochs``) is part of the
+shape. A job that cannot join a group (an invalid config, ``sync_every_epoch``, an already
+finished ``resume=true`` configuration, data that cannot load) runs through the one-job path.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ from sweeper.models.train import stride_of
 
 log = logging.getLogger("sweeper")
 
-# What members of one group must share: the data and everything that shapes the computation. They may
-# differ in epochs and in the keys the model's group path trains per member (models.group.per_member: the MLP's lr,
-# seed, patience and data.split_seed — the split: then each has its own data; not for text, see split_features — a
-# stacked model of yours lr and seed only: it shares the rest of models.group.MEMBER_KEYS); with mini-batches
-# (batch_size > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order, and the split. With
-# data.folds=k (shared by the group) each configuration is k members, its folds, each with its own rows, exactly as
-# members of other split seeds (sweeper.sweep.launch.compute_group).
+# What members of one group must share: the data and everything that shapes the computation.
+# They may differ in epochs and in the keys the model's group path trains per member
+# (models.group.per_member: the MLP's lr, seed, patience and data.split_seed — the split: then
+# each has its own data; not for text, see split_features — a stacked model of yours lr and
+# seed only: it shares the rest of models.group.MEMBER_KEYS); with mini-batches (batch_size
+# > 0) they share the seed too (MINI_BATCH_SHARED), which draws the rows' order, and the split.
+# With data.folds=k (shared by the group) each configuration is k members, its folds, each with
+# its own rows, exactly as members of other split seeds (sweeper.sweep.launch.compute_group).
 SHARED = (
     "model",
     "data",
@@ -81,8 +84,8 @@ def default_budget() -> int:
 
 
 def trajectories(jobs: list[Job]) -> list[list[Job]]:
-    """The jobs that agree on everything but ``epochs``, together, each list by ascending ``epochs`` (in the
-    order their first job comes)."""
+    """The jobs that agree on everything but ``epochs``, together, each
+    list by ascending ``epochs`` (in the order their first job comes)."""
     out: dict[str, list[Job]] = {}
     for job in jobs:
         key = json.dumps(
@@ -93,10 +96,10 @@ def trajectories(jobs: list[Job]) -> list[list[Job]]:
 
 
 def shares(epochs: list[int], total: float) -> list[float]:
-    """Each configuration's share of its trajectory's time ``total`` (trained to ``max(epochs)``): every epoch's
-    cost is split evenly among the configurations that need it (those whose count is past it), so a
-    configuration of 20k epochs off a trajectory of 20k/40k/80k pays a third of the first 20k epochs, and the
-    shares add up to ``total``."""
+    """Each configuration's share of its trajectory's time ``total`` (trained to
+    ``max(epochs)``): every epoch's cost is split evenly among the configurations that need
+    it (those whose count is past it), so a configuration of 20k epochs off a trajectory of
+    20k/40k/80k pays a third of the first 20k epochs, and the shares add up to ``total``."""
     E, acc, prev, at = max(epochs), 0.0, 0, {}
     for c in sorted(set(epochs)):
         acc += (c - prev) / E * total / sum(e >= c for e in epochs)
@@ -104,9 +107,10 @@ def shares(epochs: list[int], total: float) -> list[float]:
     return [at[e] for e in epochs]
 
 
-# On the CPU a group's rate per member stops growing after a few dozen members (NumPy's per-call cost is shared,
-# the arithmetic is not: docs/benchmarks.md, "Training alone"), while its memory and the wait for its first job
-# line grow with it (10,000 members of one shape: 1.5 GB and ~45 s before the first line): without
+# On the CPU a group's rate per member stops growing after a few dozen members
+# (NumPy's per-call cost is shared, the arithmetic is not: docs/benchmarks.md,
+# "Training alone"), while its memory and the wait for its first job line grow with
+# it (10,000 members of one shape: 1.5 GB and ~45 s before the first line): without
 # hydra.launcher.max_group_size a CPU group holds at most this many trajectories.
 CPU_MAX_GROUP = 1024
 
@@ -118,12 +122,13 @@ def plan(
     halving: str | None = None,
     pack: bool = True,
 ) -> tuple[list[list[Job]], list[Job]]:
-    """Split the jobs into groups that train together (each within the memory budget; ``max_size``: at most
-    that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and the jobs that run alone. A group is a list of jobs whose trajectories
-    (:func:`trajectories`) train as its members; it has at least two configurations. ``halving``: the sweep's
-    halving settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as finished.
-    Groups of one shape that differ only in depth, width and activation are packed into one where that is estimated
-    to end sooner (``pack``; :mod:`sweeper.sweep.packing`)."""
+    """Split the jobs into groups that train together (each within the memory budget; ``max_size``:
+    at most that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and
+    the jobs that run alone. A group is a list of jobs whose trajectories (:func:`trajectories`)
+    train as its members; it has at least two configurations. ``halving``: the sweep's halving
+    settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as
+    finished. Groups of one shape that differ only in depth, width and activation are packed into
+    one where that is estimated to end sooner (``pack``; :mod:`sweeper.sweep.packing`)."""
     from sweeper.sweep import packing
 
     budget = max_bytes or default_budget()
@@ -149,9 +154,9 @@ def plan(
         shared = {
             k: cfg.get(k) for k in SHARED + own + (MINI_BATCH_SHARED if cfg["batch_size"] else ())
         }
-        # a member's loss is sampled at the group's stride: a run whose own stride is not log_every (huge
-        # epochs, or log_every >= epochs: models.train.sample_stride) groups only with runs of that same stride
-        # (their longest count then samples at it too)
+        # a member's loss is sampled at the group's stride: a run whose own stride is not
+        # log_every (huge epochs, or log_every >= epochs: models.train.sample_stride) groups
+        # only with runs of that same stride (their longest count then samples at it too)
         stride = stride_of(cfg["epochs"], cfg["log_every"])
         if stride != cfg["log_every"]:
             shared["stride"] = stride
@@ -163,15 +168,18 @@ def plan(
     own = [j for j in alone if j.plain is not None and runs_own_loop(j.plain)]
     if own:
         log.info(
-            "%d configuration(s) of a function trainer (%s) run one at a time: it runs its own loop",
+            "%d configuration(s) of a function trainer (%s) run one at a time: it runs its own "
+            "loop",
             len(own),
             own[0].plain["model"]["_target_"],
         )
     groups = []
-    # groups of one shape that differ only in depth, width and activation: one packed group where that pays
+    # groups of one shape that differ only in depth, width
+    # and activation: one packed group where that pays
     packable = [json.loads(k) if _mlp_dense(m[0].plain) else None for k, m in keyed.items()]
     for members in packing.pack([trajectories(m) for m in keyed.values()], packable, pack):
-        # data.folds=k: a configuration is k members (its folds: other rows), so even one trains as a group
+        # data.folds=k: a configuration is k members (its folds: other
+        # rows), so even one trains as a group
         folds = data.folds_of(members[0].plain["data"])
         if len(members) == 1 and not folds:
             alone += members
@@ -195,8 +203,9 @@ def plan(
 
 
 # A trajectory alone in its group trains on the batched trainer (K = 1), which ran at 0.65-1.2x the
-# one-configuration trainer's epochs/s (diabetes, depth 1, width 16, float32 and float64, 2026-12-01): it is
-# worth it when its configurations alone would train this many times its longest count.
+# one-configuration trainer's epochs/s (diabetes, depth 1, width 16, float32 and
+# float64, 2026-12-01): it is worth it when its configurations alone would train this
+# many times its longest count.
 ONE_TRAJECTORY_GAIN = 1.5
 
 
@@ -207,13 +216,14 @@ def _worth(jobs: list[Job]) -> bool:
 
 
 def _mlp_dense(cfg: dict[str, Any]) -> bool:
-    """A model of sweeper's own kernels (the MLP) on dense data: its groups may pack with groups of other shapes
-    (sweeper.sweep.packing)."""
+    """A model of sweeper's own kernels (the MLP) on dense data: its groups
+    may pack with groups of other shapes (sweeper.sweep.packing)."""
     return offer(cfg.get("model")).fast_path and not split_features(cfg)
 
 
 def _own_loop(cfg: dict[str, Any]) -> bool:
-    """A function trainer (the user's own loop): its configurations run one at a time, through the one-job path."""
+    """A function trainer (the user's own loop): its configurations
+    run one at a time, through the one-job path."""
     from sweeper.models.interface import kind
 
     return kind(cfg.get("model")) == "trainer"
@@ -228,16 +238,18 @@ def runs_own_loop(cfg: dict[str, Any]) -> bool:
 
 
 def split_features(cfg: dict[str, Any]) -> bool:
-    """Text data (data=sms|text): the vocabulary is fitted on each split's training rows, so the features (their
-    number, and the one sparse matrix a group shares) are the split's own; such members group only with their
-    split seed. The group's first layer then reads the shared matrix as the one-job path does: sparse (see
+    """Text data (data=sms|text): the vocabulary is fitted on each split's training
+    rows, so the features (their number, and the one sparse matrix a group shares)
+    are the split's own; such members group only with their split seed. The group's
+    first layer then reads the shared matrix as the one-job path does: sparse (see
     :mod:`sweeper.models.batched`), or dense with ``data.sparse=false``."""
     return cfg["data"]["name"] in data.TEXT
 
 
 def _fits(trajs: list[list[Job]], budget: int) -> int:
-    """How many of these trajectories fit the memory budget together (estimated from the data's shape; each
-    trajectory counted as the largest of their shapes, with the most snapshots any of them keeps)."""
+    """How many of these trajectories fit the memory budget together
+    (estimated from the data's shape; each trajectory counted as the
+    largest of their shapes, with the most snapshots any of them keeps)."""
     cfg = trajs[0][0].plain
     try:
         ds = data.load_plain(cfg["data"])
@@ -281,9 +293,10 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
 
 
 def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) -> int:
-    """How many trajectories of a model of the interface fit the budget together (each ``folds`` members of
-    :func:`sweeper.job.compute.model_bytes`); 0 when one alone needs more than this process may use: its jobs then
-    run alone, where the one-job path refuses it in one line before it trains."""
+    """How many trajectories of a model of the interface fit the budget together
+    (each ``folds`` members of :func:`sweeper.job.compute.model_bytes`); 0 when
+    one alone needs more than this process may use: its jobs then run alone,
+    where the one-job path refuses it in one line before it trains."""
     from sweeper.base.process import memory_limit
     from sweeper.job.compute import model_bytes
 
@@ -299,8 +312,8 @@ def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) 
 
 
 def _finished(cfg: dict[str, Any], halving: str | None = None) -> bool:
-    """Whether ``resume=true`` will skip this configuration (it already FINISHED in the experiment; a pruned run
-    under the same ``halving`` settings only)."""
+    """Whether ``resume=true`` will skip this configuration (it already FINISHED
+    in the experiment; a pruned run under the same ``halving`` settings only)."""
     from sweeper import tracking
 
     try:

@@ -1,18 +1,20 @@
-"""Successive halving inside the batched launcher: a sweep stops its losing configurations at rungs and pays only
-for the survivors (``hydra.launcher.halving.eta=3``; off by default).
+"""Successive halving inside the batched launcher: a sweep stops its losing configurations
+at rungs and pays only for the survivors (``hydra.launcher.halving.eta=3``; off by default).
 
-Rungs sit at ``min_epochs · eta^k`` epochs below the sweep's largest ``epochs``. At each rung every configuration
-still running is trained to the rung in batched groups (of the survivors only), scored on its validation split, and
-those outside the best ``1/eta`` (by the primary validation metric, a configuration's seeds averaged and stopped
-together) stop there: their run is FINISHED at the rung (tag ``pruned_at_epoch``, ``epochs_run`` the rung, metrics of
-its weights at the rung). A configuration whose ``epochs`` is at or below a rung is complete there, as without halving.
+Rungs sit at ``min_epochs · eta^k`` epochs below the sweep's largest ``epochs``. At each rung every
+configuration still running is trained to the rung in batched groups (of the survivors only),
+scored on its validation split, and those outside the best ``1/eta`` (by the primary validation
+metric, a configuration's seeds averaged and stopped together) stop there: their run is FINISHED at
+the rung (tag ``pruned_at_epoch``, ``epochs_run`` the rung, metrics of its weights at the rung). A
+configuration whose ``epochs`` is at or below a rung is complete there, as without halving.
 
-Synchronous across the sweep's groups (every group trains to a rung before any is ranked), not ASHA's asynchronous
-rule: the batched launcher has every configuration in hand at once, so each rung ranks all of them, and a decision
-never depends on the order groups happen to train in. Training is deterministic, so a survivor's next rung retrains
-it from its seed to the new rung — exactly the state continuing would reach — in a group of survivors only: an epoch
-costs only the configurations still running, and the prefix is paid again (``Σ_k n_k·r_k`` member-epochs, against
-``n·E`` for the full grid: with η = 3 and four rungs ~4/27).
+Synchronous across the sweep's groups (every group trains to a rung before any is ranked), not
+ASHA's asynchronous rule: the batched launcher has every configuration in hand at once, so each
+rung ranks all of them, and a decision never depends on the order groups happen to train in.
+Training is deterministic, so a survivor's next rung retrains it from its seed to the new rung
+— exactly the state continuing would reach — in a group of survivors only: an epoch costs only
+the configurations still running, and the prefix is paid again (``Σ_k n_k·r_k`` member-epochs,
+against ``n·E`` for the full grid: with η = 3 and four rungs ~4/27).
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ class Halving:
 
     @classmethod
     def of(cls, settings: Any) -> "Halving | None":
-        """The launcher's ``halving`` settings (a mapping; ``eta`` null or absent: off, as :func:`halving_setting`
-        says)."""
+        """The launcher's ``halving`` settings (a mapping; ``eta``
+        null or absent: off, as :func:`halving_setting` says)."""
         if halving_setting(settings) is None:
             return None
         return cls(
@@ -52,18 +54,20 @@ class Halving:
 
     @property
     def setting(self) -> str:
-        """These settings as a pruned run's tag records them (:func:`sweeper.base.names.halving_setting`)."""
+        """These settings as a pruned run's tag records them
+        (:func:`sweeper.base.names.halving_setting`)."""
         return halving_setting({"eta": self.eta, "min_epochs": self.min_epochs})
 
     def rungs(self, max_epochs: int, log_every: int) -> list[int]:
-        """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is ``max_epochs / eta^3`` rounded
-        down to a multiple of ``log_every``, at least ``2 · log_every`` (a rung's run then samples its loss more than
-        once: at ``log_every`` itself it would be sampled once, and the trainer says so in a warning each group)."""
+        """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is
+        ``max_epochs / eta^3`` rounded down to a multiple of ``log_every``, at least
+        ``2 · log_every`` (a rung's run then samples its loss more than once: at ``log_every``
+        itself it would be sampled once, and the trainer says so in a warning each group)."""
         first = self.min_epochs or max(
             2 * log_every, int(max_epochs / self.eta**DEFAULT_RUNGS) // log_every * log_every
         )
-        # eta >= 2 and first >= 1: rung k lies at 2^k or above, so max_epochs' bit length bounds the count (a
-        # counted loop: a wrong step gives wrong rungs, never a loop without end)
+        # eta >= 2 and first >= 1: rung k lies at 2^k or above, so max_epochs' bit length bounds
+        # the count (a counted loop: a wrong step gives wrong rungs, never a loop without end)
         return [
             r
             for k in range(int(max_epochs).bit_length())
@@ -72,9 +76,10 @@ class Halving:
 
 
 def check(settings: Any, plains: list[dict[str, Any]]) -> None:
-    """Halving settings that would do nothing, before any store: ConfigError when no rung lies below the sweep's
-    largest ``epochs`` (``min_epochs`` at or above it); said in a line when one configuration is swept (nothing to rank
-    it against). A function trainer is halved too: its ``report`` answers stop at a rung (:func:`_trainers_too`)."""
+    """Halving settings that would do nothing, before any store: ConfigError when no rung
+    lies below the sweep's largest ``epochs`` (``min_epochs`` at or above it); said in a
+    line when one configuration is swept (nothing to rank it against). A function trainer
+    is halved too: its ``report`` answers stop at a rung (:func:`_trainers_too`)."""
     from sweeper.contract.config import ConfigError
 
     halving = Halving.of(settings)
@@ -84,18 +89,22 @@ def check(settings: Any, plains: list[dict[str, Any]]) -> None:
     top, every = max(int(p["epochs"]) for p in plains), min(int(p["log_every"]) for p in plains)
     if not halving.rungs(top, every) and halving.min_epochs is not None:
         raise ConfigError(
-            f"{key}.min_epochs={halving.min_epochs} is not allowed: expected below the sweep's largest "
+            f"{key}.min_epochs={halving.min_epochs} is not allowed: expected below the sweep's "
+            "largest "
             f"epochs ({top}), where the first rung must lie; lower it, or drop {key}"
         )
     if not halving.rungs(top, every):
         raise ConfigError(
-            f"{key}.eta={halving.eta} is not allowed here: its first rung (at least 2 x log_every = "
-            f"{2 * every} epochs) is not below the sweep's largest epochs ({top}), so no run would stop "
+            f"{key}.eta={halving.eta} is not allowed here: its first rung (at least 2 x "
+            "log_every = "
+            f"{2 * every} epochs) is not below the sweep's largest epochs ({top}), so no run "
+            "would stop "
             f"early; raise epochs, lower log_every or set {key}.min_epochs, or drop {key}"
         )
     if len({_config_key(p) for p in plains}) < 2:
         log.warning(
-            "halving: one configuration is swept, so there is none to rank it against at a rung: it trains its "
+            "halving: one configuration is swept, so there is none to rank it against at a rung: "
+            "it trains its "
             "full epochs (%s=... does nothing here)",
             key,
         )
@@ -113,7 +122,8 @@ def _capped(job: Any, epochs: int) -> Any:
 
 
 def _config_key(plain: dict[str, Any]) -> str:
-    """A configuration without its seeds: the seeds of one configuration are ranked (averaged) and stop together."""
+    """A configuration without its seeds: the seeds of one
+    configuration are ranked (averaged) and stop together."""
     config = {k: v for k, v in plain.items() if k not in ("seed", "tracking")}
     config["data"] = {k: v for k, v in plain["data"].items() if k != "split_seed"}
     return json.dumps(config, sort_keys=True, default=str)
@@ -137,9 +147,10 @@ def run(
     regroup: Callable[[list[Any]], list[list[Any]]],
     sweep_dir: Path,
 ) -> dict[int, Any]:
-    """Train ``groups`` rung by rung; ``{job idx: Computed}`` with each job's final outcome (complete, or pruned at a
-    rung: tags ``pruned_at_epoch``). ``compute(groups)`` trains a rung's groups (``{job idx: Computed}``; a group
-    that failed as a whole is missing); ``regroup(jobs)`` plans the survivors into groups (of their capped configs)."""
+    """Train ``groups`` rung by rung; ``{job idx: Computed}`` with each job's final outcome
+    (complete, or pruned at a rung: tags ``pruned_at_epoch``). ``compute(groups)`` trains a
+    rung's groups (``{job idx: Computed}``; a group that failed as a whole is missing);
+    ``regroup(jobs)`` plans the survivors into groups (of their capped configs)."""
     jobs = [j for g in groups for j in g]
     compute = _trainers_too(compute, jobs)
     E = max(j.plain["epochs"] for j in jobs)
@@ -158,7 +169,8 @@ def run(
         got = compute(rung_groups)
         seconds += time.perf_counter() - t0
         missing = [j for j in active if j.idx not in got]
-        for j in missing:  # a group that failed as a whole: its jobs train alone, in full, through the one-job path
+        # a group that failed as a whole: its jobs train alone, in full, through the one-job path
+        for j in missing:
             active.remove(j)
         done = [j for j in active if j.plain["epochs"] <= r]
         for j in done:
@@ -221,8 +233,9 @@ def run(
 def _trainers_too(
     compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: list[Any]
 ) -> Callable:
-    """``compute``, with each function trainer's job (a group of one) trained by its own loop: ``report`` answers stop
-    at the rung its capped job reaches (:func:`sweeper.job.trainer.computed`), its own ``epochs`` kept."""
+    """``compute``, with each function trainer's job (a group of one) trained
+    by its own loop: ``report`` answers stop at the rung its capped job reaches
+    (:func:`sweeper.job.trainer.computed`), its own ``epochs`` kept."""
     from sweeper.job import trainer
     from sweeper.sweep.groups import runs_own_loop
 

@@ -1,4 +1,5 @@
-"""``hydra/launcher=joblib``: its worker processes started and warmed (imports, stores) while the sweep starts."""
+"""``hydra/launcher=joblib``: its worker processes started and warmed
+(imports, stores) while the sweep starts."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLau
 
 
 def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str, Any]]]) -> Any:
-    """With ``hydra/launcher=joblib``, start its worker processes now and have each import what a job needs
-    (sweeper, MLflow: ~2 s a worker) and open the jobs' stores, in a thread, while this process opens them too;
-    return the thread.
+    """With ``hydra/launcher=joblib``, start its worker processes now and have each
+    import what a job needs (sweeper, MLflow: ~2 s a worker) and open the jobs'
+    stores, in a thread, while this process opens them too; return the thread.
 
     The launcher's ``Parallel`` is called with the same arguments as here (hydra_joblib_launcher's
-    ``launch``), so joblib hands it the same, already warm, loky workers; were they to differ, joblib would
-    start new ones, as it does without this. None when there is nothing to warm (another launcher, one
-    worker: joblib then runs the jobs in this process; the shortcut ``joblib_warm`` off: ``SWEEPER_PUBLIC_ONLY``)."""
+    ``launch``), so joblib hands it the same, already warm, loky workers; were they to
+    differ, joblib would start new ones, as it does without this. None when there is
+    nothing to warm (another launcher, one worker: joblib then runs the jobs in this
+    process; the shortcut ``joblib_warm`` off: ``SWEEPER_PUBLIC_ONLY``)."""
     if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER or not shortcut("joblib_warm"):
         return None
     import threading
@@ -64,14 +66,15 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
 
 
 def _warm_worker(uris: list[str]) -> int:
-    """In a joblib worker: import what its jobs will (the task's modules, MLflow and its pyfunc flavour) and
-    open their stores (MLflow keeps a store per URI)."""
+    """In a joblib worker: import what its jobs will (the task's modules, MLflow and
+    its pyfunc flavour) and open their stores (MLflow keeps a store per URI)."""
     import time
 
     from sweeper import settled
 
     t = time.perf_counter()
-    tracking.mlflow_defaults()  # sweeper's MLflow settings before MLflow's import, as the job's own client sets them
+    # sweeper's MLflow settings before MLflow's import, as the job's own client sets them
+    tracking.mlflow_defaults()
     with settled():  # as the launching process imports MLflow: no GC passes over its modules
         from sweeper.job import record  # noqa: F401
         from sweeper.tracking import pyfunc  # noqa: F401  (imports MLflow)

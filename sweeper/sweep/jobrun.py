@@ -1,18 +1,20 @@
 """Hydra's ``run_job`` for sweeper's own jobs, without its copies of the whole configuration.
 
-:func:`hydra.core.utils.run_job` is what every Hydra launcher calls per job: it sets the job's ``HydraConfig``
-(twice), makes the output folder (and enters it when ``hydra.job.chdir``), configures the job's logging, writes
-``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, calls the callbacks and the task, and returns a
-``JobReturn``. It does so by deep-copying the composed config (the ``hydra`` node alone is ~1 MB of nodes) four
-times and dumping it with PyYAML's pure-Python emitter: ~100 ms a job on this machine, more than training and
-recording a small configuration together (measured with ``bench/sweep_bench.py --configs``).
+:func:`hydra.core.utils.run_job` is what every Hydra launcher calls per job: it sets the job's
+``HydraConfig`` (twice), makes the output folder (and enters it when ``hydra.job.chdir``),
+configures the job's logging, writes ``.hydra/config.yaml``, ``hydra.yaml`` and
+``overrides.yaml``, calls the callbacks and the task, and returns a ``JobReturn``. It does so
+by deep-copying the composed config (the ``hydra`` node alone is ~1 MB of nodes) four times and
+dumping it with PyYAML's pure-Python emitter: ~100 ms a job on this machine, more than training
+and recording a small configuration together (measured with ``bench/sweep_bench.py --configs``).
 
-:func:`run_job` here does the same steps in the same order with the same outcome, for the batched launcher's own
-jobs (a sweeper config lent by :meth:`sweeper.contract.compose.Composer.lend`, which sets each job's values on one
-config per shape): ``HydraConfig`` holds the job's ``hydra`` node itself, not a copy (its parent is the job's
-config, as Hydra's ``set_config`` arranges); the task gets a copy of the config without ``hydra`` (the node is
-left out of the copy rather than copied and deleted); the YAML files are the same documents written by libyaml's
-emitter when PyYAML has it. Another app's config goes through Hydra's own ``run_job``.
+:func:`run_job` here does the same steps in the same order with the same outcome, for the batched
+launcher's own jobs (a sweeper config lent by :meth:`sweeper.contract.compose.Composer.lend`,
+which sets each job's values on one config per shape): ``HydraConfig`` holds the job's ``hydra``
+node itself, not a copy (its parent is the job's config, as Hydra's ``set_config`` arranges); the
+task gets a copy of the config without ``hydra`` (the node is left out of the copy rather than
+copied and deleted); the YAML files are the same documents written by libyaml's emitter when
+PyYAML has it. Another app's config goes through Hydra's own ``run_job``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ log = logging.getLogger(__name__)
 
 
 def to_yaml(cfg: Any) -> str:
-    """``OmegaConf.to_yaml(cfg)``: the same document (unresolved, enums as names), emitted by libyaml."""
+    """``OmegaConf.to_yaml(cfg)``: the same document (unresolved,
+    enums as names), emitted by libyaml."""
     return yamltext.dump(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
 
 
-# What differs between the jobs of one lent config: the task's overrides (hydra.overrides.task), hydra.job's num,
-# id and override_dirname, hydra.runtime.output_dir. ``hydra.*`` overrides are part of a shape
-# (sweeper.contract.compose), so everything else in a job's Hydra config is the same for its jobs.
+# What differs between the jobs of one lent config: the task's overrides
+# (hydra.overrides.task), hydra.job's num, id and override_dirname, hydra.runtime.output_dir.
+# ``hydra.*`` overrides are part of a shape (sweeper.contract.compose), so everything else in
+# a job's Hydra config is the same for its jobs.
 PER_JOB = frozenset(
     {
         ("overrides", "task"),
@@ -54,10 +58,11 @@ _ABOVE = frozenset(p[:i] for p in PER_JOB for i in range(1, len(p)))  # the mapp
 
 
 def hydra_yaml(holder: DictConfig, memo: dict[Any, str] | None = None) -> str:
-    """``to_yaml(holder)`` of a job's Hydra config (``{"hydra": node}``), an entry at a time: with ``memo`` (the
-    lent config's, :meth:`sweeper.contract.compose._Once.memo`) only the entries of :data:`PER_JOB` are written
-    for each job, every other entry once for all its jobs (a whole ``hydra.yaml`` was ~10 ms a job). The same
-    document: a block mapping is its entries one after another, each dumped here at its own depth under the
+    """``to_yaml(holder)`` of a job's Hydra config (``{"hydra": node}``), an entry at
+    a time: with ``memo`` (the lent config's, :meth:`sweeper.contract.compose._Once.memo`)
+    only the entries of :data:`PER_JOB` are written for each job, every other entry once
+    for all its jobs (a whole ``hydra.yaml`` was ~10 ms a job). The same document: a block
+    mapping is its entries one after another, each dumped here at its own depth under the
     same keys as in the whole (same indentation, so the same line folding)."""
     if memo is None:
         return to_yaml(holder)
@@ -96,8 +101,8 @@ def _entries(mapping: DictConfig, path: tuple, memo: dict[Any, str], parts: list
 
 
 def _dump_at(path: tuple, value: Any) -> str:
-    """The YAML of the entry ``hydra.<path> = value`` as the whole document writes it (the lines of the mappings
-    above it left out)."""
+    """The YAML of the entry ``hydra.<path> = value`` as the whole
+    document writes it (the lines of the mappings above it left out)."""
     doc: Any = value
     for key in reversed(path):
         doc = {key: doc}
@@ -111,8 +116,9 @@ def _save(text: str, filename: str, folder: Path) -> None:
 
 
 def _holder(config: DictConfig) -> DictConfig:
-    """What ``HydraConfig.set_config(config)`` stores — a config whose only key is ``hydra``, that node's parent
-    being ``config`` — holding the job's own ``hydra`` node instead of a copy of it."""
+    """What ``HydraConfig.set_config(config)`` stores — a config whose
+    only key is ``hydra``, that node's parent being ``config`` —
+    holding the job's own ``hydra`` node instead of a copy of it."""
     OmegaConf.set_readonly(config.hydra, True)
     holder = OmegaConf.create({})
     content(holder)["hydra"] = node(config, "hydra")  # not re-parented: its parent stays config
@@ -120,7 +126,8 @@ def _holder(config: DictConfig) -> DictConfig:
 
 
 def _task_config(config: DictConfig) -> DictConfig:
-    """``deepcopy(config)`` less its ``hydra`` key, without copying that node: it is set aside for the copy."""
+    """``deepcopy(config)`` less its ``hydra`` key, without copying
+    that node: it is set aside for the copy."""
     nodes = content(config)
     kept = dict(nodes)
     del nodes["hydra"]
@@ -140,8 +147,8 @@ def run_job(
     configure_logging: bool = True,
     memo: dict[str, Any] | None = None,
 ) -> Any:
-    """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's docstring). ``memo``: what
-    the jobs of a lent config share (:func:`hydra_yaml`)."""
+    """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's
+    docstring). ``memo``: what the jobs of a lent config share (:func:`hydra_yaml`)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import JobRuntime, JobStatus, configure_log, env_override
 
@@ -193,8 +200,8 @@ def run_job(
 
 
 def _job_chdir(hydra_cfg: DictConfig) -> bool:
-    """Whether the job runs in its output folder (``hydra.job.chdir``; unset: Hydra's default for its version base,
-    with Hydra's deprecation warning where that default changes the folder)."""
+    """Whether the job runs in its output folder (``hydra.job.chdir``; unset: Hydra's default for
+    its version base, with Hydra's deprecation warning where that default changes the folder)."""
     chdir = hydra_cfg.hydra.job.chdir
     if chdir is None:
         from hydra import version
@@ -202,8 +209,10 @@ def _job_chdir(hydra_cfg: DictConfig) -> bool:
         chdir = not version.base_at_least("1.2")
         if chdir:
             chdir_deprecation(
-                "Future Hydra versions will no longer change working directory at job runtime by default.\n"
-                "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ for more "
+                "Future Hydra versions will no longer change working directory at job runtime by "
+                "default.\n"
+                "See https://hydra.cc/docs/1.2/upgrades/1.1_to_1.2/changes_to_job_working_dir/ "
+                "for more "
                 "information."
             )
     return chdir
@@ -212,7 +221,8 @@ def _job_chdir(hydra_cfg: DictConfig) -> bool:
 def _save_configs(
     config: DictConfig, task_cfg: DictConfig, hydra_cfg: DictConfig, memo: dict[str, Any] | None
 ) -> None:
-    """The job's ``config.yaml``, ``hydra.yaml`` and ``overrides.yaml`` in ``hydra.output_subdir`` (none: not saved)."""
+    """The job's ``config.yaml``, ``hydra.yaml`` and ``overrides.yaml``
+    in ``hydra.output_subdir`` (none: not saved)."""
     if config.hydra.output_subdir is not None:
         folder = Path(config.hydra.runtime.output_dir) / Path(config.hydra.output_subdir)
         _save(to_yaml(task_cfg), "config.yaml", folder)
@@ -221,9 +231,10 @@ def _save_configs(
 
 
 class LeanReturn(JobReturn):
-    """A finished job's ``JobReturn`` whose ``cfg`` is kept as its plain container (~3 KB a job instead of ~20 KB
-    of OmegaConf nodes: Hydra's sweeper keeps every job's return until the sweep ends, ~190 MB for 10,000 jobs)
-    and read as a config equal to the job's, with its flags (struct, read-only): a new one at each read."""
+    """A finished job's ``JobReturn`` whose ``cfg`` is kept as its plain container (~3
+    KB a job instead of ~20 KB of OmegaConf nodes: Hydra's sweeper keeps every job's
+    return until the sweep ends, ~190 MB for 10,000 jobs) and read as a config equal
+    to the job's, with its flags (struct, read-only): a new one at each read."""
 
     @property  # type: ignore[override]
     def cfg(self) -> Any:
@@ -238,7 +249,8 @@ class LeanReturn(JobReturn):
 
 
 def lean(ret: JobReturn) -> JobReturn:
-    """``ret`` as a :class:`LeanReturn`; ``ret`` itself when its config is not a plain one (a structured config)."""
+    """``ret`` as a :class:`LeanReturn`; ``ret`` itself when its
+    config is not a plain one (a structured config)."""
     cfg = ret.cfg
     if (
         type(ret) is not JobReturn

@@ -1,15 +1,19 @@
-"""The batched launcher's work: compose every job once, train compatible jobs as one group, record each.
+"""The batched launcher's work: compose every job once, train
+compatible jobs as one group, record each.
 
 A job is *compute* (data → model → train → score) and *record* (MLflow child run, artifacts,
-``result.json``; :func:`sweeper.job.record.run`). Here the compute half of a whole group runs at once, on the
-device, with :func:`sweeper.models.batched.train_group`; then every member gets its own Hydra job
-(``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose task records the outcome
-computed for it (:func:`sweeper.job.context.handing`). The plan (:mod:`sweeper.sweep.groups`) makes the
-configurations that differ only in ``epochs`` one member, a trajectory read at each count. Each member's run is
-created RUNNING before or while its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any optimizer (``gd``, ``momentum``, ``adam``),
-weight decay, mini-batches (members then share ``seed`` and the split too: the seed draws the rows' order) and multi-class
-targets, and sparse text features. A job that cannot join a group (``sync_every_epoch``, an already finished ``resume=true`` configuration, a device that is not there) and every member of a
-group that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
+``result.json``; :func:`sweeper.job.record.run`). Here the compute half of a whole group runs
+at once, on the device, with :func:`sweeper.models.batched.train_group`; then every member gets
+its own Hydra job (``run_job``: output folder, ``.hydra/``, callbacks, ``JobReturn``) whose
+task records the outcome computed for it (:func:`sweeper.job.context.handing`). The plan
+(:mod:`sweeper.sweep.groups`) makes the configurations that differ only in ``epochs`` one
+member, a trajectory read at each count. Each member's run is created RUNNING before or while
+its group trains (:func:`open_runs`) and handed to its job with the outcome. Groups train any
+optimizer (``gd``, ``momentum``, ``adam``), weight decay, mini-batches (members then share
+``seed`` and the split too: the seed draws the rows' order) and multi-class targets, and sparse
+text features. A job that cannot join a group (``sync_every_epoch``, an already
+finished ``resume=true`` configuration, a device that is not there) and every member of a group
+that failed as a whole run through the one-job path, exactly as under ``hydra/launcher=basic``.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ log = logging.getLogger("sweeper")
 def launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> list[Any]:
-    """The batched launcher's ``launch``: the jobs planned into groups and lone jobs, each group computed (with
-    successive halving, on CPU worker processes, on another engine, or here) and its members recorded as jobs."""
+    """The batched launcher's ``launch``: the jobs planned into groups and lone
+    jobs, each group computed (with successive halving, on CPU worker
+    processes, on another engine, or here) and its members recorded as jobs."""
     from hydra.core.utils import configure_log, setup_globals
 
     from sweeper.base import hydra_internals
@@ -60,10 +65,10 @@ def launch(
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     loader = launcher.hydra_context.config_loader
-    # Only sweeper's configurations are inspected, and only as far as batching needs: each shape of overrides
-    # composed once, each job's resolved values set from it (no job composed here; each is composed when it
-    # runs, and dropped after). Another app's config (or one resolved only inside its job) goes to run_job as
-    # the basic launcher hands it over: composed by Hydra, unresolved.
+    # Only sweeper's configurations are inspected, and only as far as batching needs: each shape of
+    # overrides composed once, each job's resolved values set from it (no job composed here; each is
+    # composed when it runs, and dropped after). Another app's config (or one resolved only inside
+    # its job) goes to run_job as the basic launcher hands it over: composed by Hydra, unresolved.
     ours = is_sweeper_config(config)
     if ours:
         compose_once(loader)
@@ -73,7 +78,8 @@ def launch(
         Job(initial_job_idx + i, list(o), None, run.load.plain(config, list(o)) if ours else None)
         for i, o in enumerate(job_overrides)
     ]
-    # hydra.launcher.cpu_workers: CPU groups on that many worker processes, each holding one (sweeper.sweep.cores)
+    # hydra.launcher.cpu_workers: CPU groups on that many worker
+    # processes, each holding one (sweeper.sweep.cores)
     cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
     n = cores.workers(launcher, cpu) if ours else 1
     # successive halving, or None (off)
@@ -122,8 +128,9 @@ def launch(
 
 
 class _Launch:
-    """One ``launch``'s jobs recorded: each through Hydra's ``run_job`` (or sweeper's copy of it), with the
-    outcome its group computed handed over; the groups computed with halving, on workers, or here."""
+    """One ``launch``'s jobs recorded: each through Hydra's ``run_job``
+    (or sweeper's copy of it), with the outcome its group computed handed
+    over; the groups computed with halving, on workers, or here."""
 
     def __init__(self, launcher: Any, ours: bool, fast: bool) -> None:
         self.launcher, self.ours, self.fast = launcher, ours, fast
@@ -133,17 +140,20 @@ class _Launch:
         self.returns: dict[int, Any] = {}
 
     def record(self, job: Job) -> None:
-        """The job through ``run_job``; its return kept until the sweep ends (its config as plain data)."""
+        """The job through ``run_job``; its return kept until the
+        sweep ends (its config as plain data)."""
         from hydra.core.utils import configure_log, run_job
 
         from sweeper.sweep import jobrun
 
         config, load, ours = self.config, self.load, self.ours
-        # composed now; one of ours is its shape's config with the job's values set (run_job copies what it keeps)
+        # composed now; one of ours is its shape's config with the
+        # job's values set (run_job copies what it keeps)
         cfg = job.config or (load.lend if ours else load)(config, job.overrides)
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
-        # sweeper's own jobs: Hydra's run_job step for step, without its copies of the config (sweep.jobrun)
+        # sweeper's own jobs: Hydra's run_job step for step, without
+        # its copies of the config (sweep.jobrun)
         common = dict(
             hydra_context=self.launcher.hydra_context,
             task_function=self.launcher.task_function,
@@ -154,7 +164,8 @@ class _Launch:
         ret = jobrun.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
         # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
         if ours and ret.hydra_cfg is not None:
-            # not kept for the sweep's end; only where the job ran (a search sweeper reads its result.json there)
+            # not kept for the sweep's end; only where the job ran (a
+            # search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
         self.returns[job.idx] = jobrun.lean(ret) if ours else ret
@@ -169,7 +180,8 @@ class _Launch:
         began: int,
         bulk: bool,
     ) -> None:
-        """A computed group's members recorded, each with its run (opened ahead, or now a chunk at a time)."""
+        """A computed group's members recorded, each with its run
+        (opened ahead, or now a chunk at a time)."""
         hand_runs(computed, runs)
         # the runs a large group did not open while it trained: a chunk at a time, before their jobs
         later = bulk and any(c.run is None for c in computed.values())
@@ -182,8 +194,9 @@ class _Launch:
                 self.record(job)
 
     def halving(self, groups: list[list[Job]], rungs: Any, n: int) -> None:
-        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`) inside the groups, each rung's
-        groups on ``n`` CPU worker processes (1: here, one after another), then every job recorded."""
+        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`)
+        inside the groups, each rung's groups on ``n`` CPU worker processes (1: here,
+        one after another), then every job recorded."""
         from sweeper.sweep import cores, halving
 
         launcher = self.launcher
@@ -201,7 +214,8 @@ class _Launch:
             return together + [[j] for j in alone_]  # a lone survivor is ranked too: a group of one
 
         def compute_all(rung: list[list[Job]]) -> dict[int, Any]:
-            """A rung's groups computed: on the workers (chunked as a sweep's groups are), or here."""
+            """A rung's groups computed: on the workers (chunked as a
+            sweep's groups are), or here."""
             got: dict[int, Any] = {}
             if not on_workers:
                 for members in rung:
@@ -219,7 +233,8 @@ class _Launch:
 
         began = int(time.time() * 1000)
         finals = halving.run(groups, rungs, compute_all, regroup, self.sweep_dir)
-        # the runs of the computed jobs opened together (one transaction a chunk on the embedded store), as a group's
+        # the runs of the computed jobs opened together (one
+        # transaction a chunk on the embedded store), as a group's
         ahead, opened = [j for g in groups for j in g if j.idx in finals], {}
         if ahead:
             open_runs(ahead, {i: c.tags for i, c in finals.items()}, self.sweep_dir, opened, began)
@@ -229,13 +244,15 @@ class _Launch:
                 self.record(job)
 
     def on_workers(self, groups: list[list[Job]], n: int) -> None:
-        """The CPU groups on ``n`` worker processes (:mod:`sweeper.sweep.cores`), each recorded here as it ends."""
+        """The CPU groups on ``n`` worker processes
+        (:mod:`sweeper.sweep.cores`), each recorded here as it ends."""
         from sweeper.sweep import cores, engines
 
         taken: dict[int, tuple] = {}
 
         def taking(members: list[Job], where: dict[str, str]) -> dict[int, dict[str, str]]:
-            """As a worker takes the group (``where``: its tags): the members' tags; their runs open the first time."""
+            """As a worker takes the group (``where``: its tags): the
+            members' tags; their runs open the first time."""
             if id(members) in taken:  # a retry on a new worker: its runs say so
                 tags, runs = taken[id(members)][:2]
                 engines.retag(runs, where)
@@ -267,8 +284,8 @@ class _Launch:
             raise
 
     def here(self, members: list[Job]) -> None:
-        """One group computed in this process (its runs shown while it trains), then recorded; a group that fails
-        as a whole runs its jobs one at a time."""
+        """One group computed in this process (its runs shown while it trains), then
+        recorded; a group that fails as a whole runs its jobs one at a time."""
         from sweeper.sweep import engines
 
         tags = member_tags(members)
@@ -286,11 +303,13 @@ class _Launch:
             raise
         self.record_group(members, computed, runs, tags, began, bulk)
         del computed, runs
-        trim_heap()  # the group's arrays and records, freed: back to the system, not kept for the next group
+        # the group's arrays and records, freed: back to the system, not kept for the next group
+        trim_heap()
 
 
 def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
-    """Each job's tags as a member of this group: the group's id and size, its trajectory's id, its packing's."""
+    """Each job's tags as a member of this group: the group's id and
+    size, its trajectory's id, its packing's."""
     group_id = uuid.uuid4().hex[:12]
     out = {}
     for traj in trajectories(members):
@@ -305,25 +324,27 @@ def member_tags(members: list[Job]) -> dict[int, dict[str, str]]:
     return out
 
 
-# A group of at most this many members opens its runs before it trains, on any store: a Ctrl-C or SIGTERM then
-# never lands in the middle of a run's creation (see train_showing_runs). On a SQL store (the embedded SQLite
-# one) runs are created a chunk of this many in one transaction (~1.5 ms a run).
+# A group of at most this many members opens its runs before it trains, on
+# any store: a Ctrl-C or SIGTERM then never lands in the middle of a run's
+# creation (see train_showing_runs). On a SQL store (the embedded SQLite one)
+# runs are created a chunk of this many in one transaction (~1.5 ms a run).
 AHEAD_ALWAYS = 64
-# On a SQL store a group of at most this many members opens its runs before it trains (~1.5 s for 1,000); a
-# larger one opens them while it trains (below), and those it has not reached when it ends are created a chunk
-# at a time, in one transaction each, just before their jobs record (10,000 ahead took ~15 s before training).
+# On a SQL store a group of at most this many members opens its runs before it trains
+# (~1.5 s for 1,000); a larger one opens them while it trains (below), and those it
+# has not reached when it ends are created a chunk at a time, in one transaction
+# each, just before their jobs record (10,000 ahead took ~15 s before training).
 AHEAD_BULK = 1024
-# On a server (~30 ms a run, one request after another: 30 s before the first job line for 1,000 members) a
-# group larger than AHEAD_ALWAYS, or on a SQL store one larger than AHEAD_BULK, still training after this many
-# seconds shows its members' runs RUNNING while it trains (created from the launching thread, started when the
-# group began, as many as its training lasts for); a shorter group does not pay for creating them ahead: on a
-# server its jobs create their runs as they record.
+# On a server (~30 ms a run, one request after another: 30 s before the first job line for 1,000
+# members) a group larger than AHEAD_ALWAYS, or on a SQL store one larger than AHEAD_BULK, still
+# training after this many seconds shows its members' runs RUNNING while it trains (created from the
+# launching thread, started when the group began, as many as its training lasts for); a shorter
+# group does not pay for creating them ahead: on a server its jobs create their runs as they record.
 AHEAD_AFTER_S = 1.0
 
 
 def _knob(name: str, default: float) -> float:
-    """SWEEPER_AHEAD_BULK, SWEEPER_AHEAD_AFTER_S: other values than the defaults above (the tests take the
-    large-group paths with a few members)."""
+    """SWEEPER_AHEAD_BULK, SWEEPER_AHEAD_AFTER_S: other values than the defaults
+    above (the tests take the large-group paths with a few members)."""
     try:
         return float(os.environ.get(name, default))
     except ValueError:
@@ -338,20 +359,20 @@ def train_showing_runs(
     began: int | None = None,
     bulk: bool = False,
 ) -> dict[int, compute.Computed]:
-    """:func:`compute_group`, the members' runs opened into ``runs`` (:func:`open_runs`, starting at ``began``,
-    ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`; :data:`AHEAD_BULK` when ``bulk``: the store
-    creates them a chunk a transaction, :func:`_in_bulk`); else it trains on a
-    thread of its own and, once it has trained :data:`AHEAD_AFTER_S`, the runs are opened while it goes on, until
-    it ends. Raises what the group raised; on Ctrl-C or SIGTERM (which stop the group at its next epoch:
-    sweeper.base.stop) once the group has ended."""
+    """:func:`compute_group`, the members' runs opened into ``runs`` (:func:`open_runs`, starting
+    at ``began``, ms) before it trains when that is cheap (:data:`AHEAD_ALWAYS`; :data:`AHEAD_BULK`
+    when ``bulk``: the store creates them a chunk a transaction, :func:`_in_bulk`); else it trains
+    on a thread of its own and, once it has trained :data:`AHEAD_AFTER_S`, the runs are opened
+    while it goes on, until it ends. Raises what the group raised; on Ctrl-C or SIGTERM (which stop
+    the group at its next epoch: sweeper.base.stop) once the group has ended."""
     began = began or int(time.time() * 1000)
     if len(members) <= AHEAD_ALWAYS or (
         bulk and len(members) <= _knob("SWEEPER_AHEAD_BULK", AHEAD_BULK)
     ):
         open_runs(members, tags, sweep_dir, runs, began)
         return compute_group(members, tags)
-    # Known gap (a server store only): a signal that lands while a run is being created here can leave that
-    # request's connection open until the process ends
+    # Known gap (a server store only): a signal that lands while a run is being
+    # created here can leave that request's connection open until the process ends
     out: dict[str, Any] = {}
 
     def train() -> None:
@@ -377,7 +398,8 @@ def train_showing_runs(
 
 
 def _in_bulk(plain: dict[str, Any]) -> bool:
-    """Whether the store creates a group's runs in one transaction a chunk (a SQL store: the embedded SQLite one)."""
+    """Whether the store creates a group's runs in one transaction a
+    chunk (a SQL store: the embedded SQLite one)."""
     from sweeper import tracking
     from sweeper.tracking import bulk
 
@@ -394,9 +416,9 @@ def _open_next(
     sweep_dir: Path,
     began: int,
 ) -> bool:
-    """Create in one transaction the runs of the jobs of ``chunk`` that were computed without one (a large
-    group's members its training did not reach) and hand each to its job. False when the store failed (said
-    once): the jobs then create theirs."""
+    """Create in one transaction the runs of the jobs of ``chunk`` that were computed
+    without one (a large group's members its training did not reach) and hand each to
+    its job. False when the store failed (said once): the jobs then create theirs."""
     wanting = [job for job in chunk if job.idx in computed and computed[job.idx].run is None]
     made: dict[int, Any] = {}
     open_runs(wanting, tags, sweep_dir, made, began, sample=False)
@@ -414,12 +436,13 @@ def open_runs(
     until: Any = None,
     sample: bool = True,
 ) -> None:
-    """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI lists them, a
-    chunk of :data:`AHEAD_ALWAYS` after another (one transaction each on the embedded store: all or none) until
-    ``until()`` says stop (the group has ended: the other jobs create theirs as they record); they start at
-    ``start_time`` (ms: when the group began); the group's system metrics are sampled on them. A store that fails
-    leaves the jobs to create theirs. Each chunk's runs go into ``runs`` as they are made, so the caller holds
-    every one a Ctrl-C in the middle leaves (to end them KILLED and stop their system metrics)."""
+    """Create the members' runs RUNNING (name, tags, params) while the group trains, so the UI
+    lists them, a chunk of :data:`AHEAD_ALWAYS` after another (one transaction each on the
+    embedded store: all or none) until ``until()`` says stop (the group has ended: the other
+    jobs create theirs as they record); they start at ``start_time`` (ms: when the group began);
+    the group's system metrics are sampled on them. A store that fails leaves the jobs to create
+    theirs. Each chunk's runs go into ``runs`` as they are made, so the caller holds every one
+    a Ctrl-C in the middle leaves (to end them KILLED and stop their system metrics)."""
     from sweeper import tracking
     from sweeper.job import record
     from sweeper.job.context import JobContext
@@ -461,7 +484,8 @@ def _system(runs: dict[int, Any]) -> list[Any]:
 
 
 def _drop(runs: dict[int, Any]) -> None:
-    """Delete runs created ahead that no outcome comes with (the group failed: its jobs run alone, and make theirs)."""
+    """Delete runs created ahead that no outcome comes with (the
+    group failed: its jobs run alone, and make theirs)."""
     for tracked in runs.values():
         try:
             tracked.client.delete_run(tracked.run_id)
@@ -472,20 +496,23 @@ def _drop(runs: dict[int, Any]) -> None:
 
 
 def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:
-    """Give each computed job its run and the group's system metrics; delete the runs of the others."""
+    """Give each computed job its run and the group's system metrics;
+    delete the runs of the others."""
     system = _system(runs)
     for idx, c in computed.items():
         c.run, c.system = runs.pop(idx, None), system
     _drop(runs)
 
 
-@guarded  # user code that would end the process raises UserCodeError: its members fail (engines.group_failed)
+# user code that would end the process raises UserCodeError: its members fail (engines.group_failed)
+@guarded
 def compute_group(
     members: list[Job], tags: dict[int, dict[str, str]] | None = None
 ) -> dict[int, compute.Computed]:
-    """Train the group on its device and score every member: ``{job idx: Computed}``. The jobs' trajectories
-    (:func:`sweeper.sweep.groups.trajectories`) are the group's members; each job is read off its own at its
-    ``epochs``. Raises on a failure of the whole group (the caller retries its jobs one at a time)."""
+    """Train the group on its device and score every member: ``{job idx: Computed}``.
+    The jobs' trajectories (:func:`sweeper.sweep.groups.trajectories`) are the
+    group's members; each job is read off its own at its ``epochs``. Raises on a
+    failure of the whole group (the caller retries its jobs one at a time)."""
     t_start = time.perf_counter()
     trajs = trajectories(members)
     heads = [t[-1].plain for t in trajs]  # each trajectory's longest configuration
@@ -499,8 +526,9 @@ def compute_group(
         raise ValueError(
             "text features are fitted on each split: a group's members need one data.split_seed"
         )
-    # the group's members: each trajectory's one split, or with data.folds=k its k folds (other rows, as other
-    # split seeds: sweeper.job.folds combines a configuration's folds into its one outcome)
+    # the group's members: each trajectory's one split, or with data.folds=k
+    # its k folds (other rows, as other split seeds: sweeper.job.folds
+    # combines a configuration's folds into its one outcome)
     k = data.folds_of(cfg0["data"])
     units = [(t, s, f) for t, s in enumerate(splits) for f in (range(k) if k else (None,))]
     datasets = {(s, f): data.load_plain(cfg0["data"], s, f) for _, s, f in units}
@@ -539,10 +567,12 @@ def _train_units(
     units: list[tuple],
     datasets: dict[tuple, Any],
 ) -> _Trained | None:
-    """The units trained, a batched group for each set whose arrays stack; None when the model does not batch."""
+    """The units trained, a batched group for each set whose arrays
+    stack; None when the model does not batch."""
     dtype, task = cfg0["dtype"], datasets[units[0][1:]].task
-    # members train together when their arrays stack: folds of unequal size (by one row), a fold's own vocabulary
-    # (text) or a mini-batch group's one order of rows make sub-groups, each trained as a batched group of its own
+    # members train together when their arrays stack: folds of unequal size (by
+    # one row), a fold's own vocabulary (text) or a mini-batch group's one
+    # order of rows make sub-groups, each trained as a batched group of its own
     batches: dict[Any, list[int]] = {}
     for u, (_, s, f) in enumerate(units):
         ds = datasets[(s, f)]
@@ -609,7 +639,8 @@ def _outcomes(
     trained: _Trained,
     tags: dict[int, dict[str, str]],
 ) -> dict[int, compute.Computed]:
-    """Every job scored on its unit's fit at its epochs, its folds combined (``k``), with its share of the time."""
+    """Every job scored on its unit's fit at its epochs, its folds
+    combined (``k``), with its share of the time."""
     from sweeper.job.folds import combine
 
     count = sum(map(len, trajs))
@@ -617,7 +648,8 @@ def _outcomes(
     for u, (t, s, f) in enumerate(units):
         traj, ds = trajs[t], datasets[(s, f)]
         epochs = [j.plain["epochs"] for j in traj]
-        # the member's share of its batch (1/K), then each configuration's share of the epochs it needed
+        # the member's share of its batch (1/K), then each
+        # configuration's share of the epochs it needed
         for job, share in zip(traj, shares(epochs, trained.share[u])):
             member_fit, member_params = trained.at[u][job.plain["epochs"]]
             member_fit.train_time_s = share

@@ -1,4 +1,5 @@
-"""A multirun as a whole: checked and given its parent run(s) before any job, summarised after the last.
+"""A multirun as a whole: checked and given its parent run(s) before
+any job, summarised after the last.
 
 The launching process writes ``<sweep dir>/sweep.json`` (parent run per store and experiment, job
 count); each job reads it and writes ``<sweep dir>/<job>/result.json``. The summary reads only those
@@ -50,11 +51,13 @@ LOCK_FILE = ".sweep.lock"  # held (flock) by the launching process of the sweep 
 
 
 def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
-    """Check every job, then create the store(s), experiment(s) and parent run(s); write ``sweep.json``.
-    ``caller``: ``python`` for a sweep of :func:`sweeper.multirun` (the parent's ``sweep_from`` tag).
+    """Check every job, then create the store(s), experiment(s) and
+    parent run(s); write ``sweep.json``.
+    ``caller``: ``python`` for a sweep of :func:`sweeper.multirun`
+    (the parent's ``sweep_from`` tag).
 
-    Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is invalid or
-    any data file the jobs read (each distinct ``data`` node once) cannot be used.
+    Raises :class:`ConfigError` (nothing written, no store touched) when any job's config is
+    invalid or any data file the jobs read (each distinct ``data`` node once) cannot be used.
     """
     every, jobs = _checked_jobs(config)
     uris = {cfg["tracking"]["uri"] for _, cfg in jobs}
@@ -85,7 +88,8 @@ def start(config: DictConfig, caller: str = "cli") -> dict[str, Any]:
 def _begin(
     config: DictConfig, every: list, jobs: list, uris: set[str], sweep_dir: Path, caller: str
 ) -> dict[str, Any]:
-    """:func:`start` once the sweep folder is claimed: workers, writer, stores, parents, sweep.json."""
+    """:func:`start` once the sweep folder is claimed: workers,
+    writer, stores, parents, sweep.json."""
     from sweeper.insight import baselines, plots
 
     launcher = config.hydra.launcher
@@ -93,7 +97,8 @@ def _begin(
         "submitit" in str(launcher.get("_target_", ""))
         or str(launcher.get("engine", "")) == "submitit_local"
     ):
-        local_jobs.own_session()  # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
+        # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
+        local_jobs.own_session()
     warming = warm_joblib_workers(config, jobs)
     # the batched launcher's CPU workers import and load their data while the store opens
     cores.warm(config, jobs)
@@ -101,13 +106,15 @@ def _begin(
         # ends each job's run while the next one trains (sweeper.tracking.writer)
         if writer.start(uris):
             log.info(
-                "each run's records go to the store from a writer process (pid %d) while the next job runs",
+                "each run's records go to the store from a writer process (pid %d) while the "
+                "next job runs",
                 writer.current().proc.pid,
             )
     else:
-        writer.stop()  # one the command line started (writer.prestart) that this sweep does not need
-    # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here; or, when that
-    # core imports MLflow for the writer or joblib's workers, once the store is open
+        # one the command line started (writer.prestart) that this sweep does not need
+        writer.stop()
+    # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here;
+    # or, when that core imports MLflow for the writer or joblib's workers, once the store is open
     importing = writer.current() is not None or warming is not None
     if not importing:  # the painter fits the baselines while the jobs run
         plots.start(baselines.request([cfg for _, cfg in jobs]))
@@ -127,7 +134,8 @@ def _begin(
     }  # upload's parent
     try:
         writer.write_result(sweep_dir / SWEEP_FILE, state)
-    except OSError as e:  # the folder deleted (or its disk full) while the store opened: the parents end, one line
+    # the folder deleted (or its disk full) while the store opened: the parents end, one line
+    except OSError as e:
         why = (
             f"hydra.sweep.dir={sweep_dir} was deleted before the first job"
             if not sweep_dir.is_dir()
@@ -141,8 +149,9 @@ def _begin(
 
 
 def _checked_jobs(config: DictConfig) -> tuple[list, list]:
-    """Every job's (overrides, resolved config or None), and those resolved here, each checked: its config, and each
-    distinct data file or folds setting read once; a launcher's engine and a search sweeper's settings before that."""
+    """Every job's (overrides, resolved config or None), and those resolved here,
+    each checked: its config, and each distinct data file or folds setting read
+    once; a launcher's engine and a search sweeper's settings before that."""
     if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
         from sweeper.sweep import engines
 
@@ -152,8 +161,9 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
 
         check(config)  # a refused search setting writes no parent run
     every = job_configs(config)
-    # a job resolved only inside its job (${hydra:...}, a ??? its task fills in) is checked and reported by its
-    # own run; its store and experiment are known once it runs (a parent of the same ones is found then)
+    # a job resolved only inside its job (${hydra:...}, a ??? its task fills
+    # in) is checked and reported by its own run; its store and experiment
+    # are known once it runs (a parent of the same ones is found then)
     jobs = [(overrides, cfg) for overrides, cfg in every if cfg is not None]
     read: set[str] = set()
     for i, (overrides, cfg) in enumerate(jobs):
@@ -174,7 +184,8 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
 
 
 def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
-    """One line for a folder that cannot be made or locked (a file on the way, /proc, a read-only or full disk)."""
+    """One line for a folder that cannot be made or locked (a file on
+    the way, /proc, a read-only or full disk)."""
     return ConfigError(
         f"{key}={folder} cannot be used: {e.strerror or e}"
         + (f" ({e.filename})" if e.filename else "")
@@ -183,8 +194,8 @@ def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
 
 
 def _not_in(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The jobs whose runs the file now at ``uri``'s path does not hold (a later job may have made a new store there
-    and recorded its run in it): all of them when no file is there."""
+    """The jobs whose runs the file now at ``uri``'s path does not hold (a later job may have
+    made a new store there and recorded its run in it): all of them when no file is there."""
     held = tracking.runs_in_file(
         uri, [r["run_id"] for r in rows if isinstance(r.get("run_id"), str)]
     )
@@ -192,8 +203,9 @@ def _not_in(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _keep_for_upload(rows: list[dict[str, Any]]) -> int:
-    """The ended jobs of a store deleted under the sweep marked pending in their result.json, so ``upload`` logs them
-    again (before: it said there was nothing to upload, and runs printed FINISHED were lost for good)."""
+    """The ended jobs of a store deleted under the sweep marked pending in
+    their result.json, so ``upload`` logs them again (before: it said there
+    was nothing to upload, and runs printed FINISHED were lost for good)."""
     kept = 0
     for r in rows:
         if (
@@ -214,7 +226,8 @@ def _keep_for_upload(rows: list[dict[str, Any]]) -> int:
 
 
 def _made(folder: Path) -> Path | None:
-    """The first folder of ``folder``'s path that does not exist yet (what a mkdir of it makes), or None."""
+    """The first folder of ``folder``'s path that does not exist yet
+    (what a mkdir of it makes), or None."""
     top = None
     for f in [folder, *folder.parents]:
         if f.exists():
@@ -224,14 +237,15 @@ def _made(folder: Path) -> Path | None:
 
 
 def _claim(sweep_dir: Path) -> Path | None:
-    """The sweep folder made and locked for this process; one line when it cannot be used or a live sweep holds it
-    or a folder it lies in (its job folders would be mixed with that sweep's; ``..`` in the path resolved first).
-    Returns the first folder it made (None: the folder was there)."""
+    """The sweep folder made and locked for this process; one line when it cannot be used or a live
+    sweep holds it or a folder it lies in (its job folders would be mixed with that sweep's; ``..``
+    in the path resolved first). Returns the first folder it made (None: the folder was there)."""
     for folder in Path(os.path.abspath(sweep_dir)).parents:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
             raise ConfigError(
-                f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process {holder}, "
+                f"hydra.sweep.dir={sweep_dir} lies inside the folder of a live sweep (process "
+                f"{holder}, "
                 f"its folder {folder}): choose another hydra.sweep.dir"
             )
     made = _made(Path(os.path.abspath(sweep_dir)))
@@ -243,14 +257,16 @@ def _claim(sweep_dir: Path) -> Path | None:
         raise _unusable("hydra.sweep.dir", sweep_dir, e) from None
     if holder:
         raise ConfigError(
-            f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for it to "
+            f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for "
+            "it to "
             "end, or choose another hydra.sweep.dir"
         )
     return made
 
 
 def _unclaim(sweep_dir: Path, made: Path | None) -> None:
-    """A refused sweep's folder goes again when this sweep made it and it holds nothing but its lock."""
+    """A refused sweep's folder goes again when this sweep made it and
+    it holds nothing but its lock."""
     if made is None or any(p.is_file() and p != sweep_dir / LOCK_FILE for p in made.rglob("*")):
         return
     release(sweep_dir / LOCK_FILE)
@@ -258,8 +274,8 @@ def _unclaim(sweep_dir: Path, made: Path | None) -> None:
 
 
 def claim_run_dir(run_dir: Path) -> None:
-    """A single run's ``hydra.run.dir`` made; one line when it cannot be, or when it is a live sweep's folder or
-    lies inside one (its lock held by a live process)."""
+    """A single run's ``hydra.run.dir`` made; one line when it cannot be, or when it
+    is a live sweep's folder or lies inside one (its lock held by a live process)."""
     for folder in [run_dir, *Path(os.path.abspath(run_dir)).parents]:
         holder = lock_holder(folder / LOCK_FILE)
         if holder:
@@ -278,7 +294,8 @@ def claim_run_dir(run_dir: Path) -> None:
 def _open_parents(
     config: DictConfig, jobs: list, sweep_dir: Path, caller: str
 ) -> dict[str, dict[str, Any]]:
-    """A parent run per store and experiment the jobs use (once a sweep folder: a key already there is kept)."""
+    """A parent run per store and experiment the jobs use (once a
+    sweep folder: a key already there is kept)."""
     now = current_state()
     # the parent runs this process created, by sweep folder
     parents = now.parents.setdefault(sweep_dir, {})
@@ -289,8 +306,8 @@ def _open_parents(
         if key in parents:
             continue
         client = tracking.open_store(uri)
-        # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the launcher's;
-        # sweep_argv (one argument each) and sweeper: for the advisor's next command
+        # n_jobs: this parent's jobs, which a report compares with its children; host and pid: the
+        # launcher's; sweep_argv (one argument each) and sweeper: for the advisor's next command
         tags = {
             "sweep_dir": str(sweep_dir),
             "overrides": " ".join(config.hydra.overrides.task),
@@ -332,9 +349,9 @@ def _open_parents(
 
 
 def space(config: DictConfig) -> dict[str, str]:
-    """The swept space as the parent's params: each task override's key and its values as given (``lr`` →
-    ``0.001,0.01``), and a search sweeper's ``params`` for the keys the command line did not give; not the
-    tracking and resume settings."""
+    """The swept space as the parent's params: each task override's key and its
+    values as given (``lr`` → ``0.001,0.01``), and a search sweeper's ``params`` for
+    the keys the command line did not give; not the tracking and resume settings."""
     out = {}
     for o in config.hydra.overrides.task:
         key, _, value = o.lstrip("+~").partition("=")
@@ -348,7 +365,8 @@ def space(config: DictConfig) -> dict[str, str]:
 
 
 def add_speedups(rows: list[dict[str, Any]]) -> None:
-    """Pair CPU and GPU jobs of the sweep by fingerprint; log the speedups and keep them in each result.json."""
+    """Pair CPU and GPU jobs of the sweep by fingerprint; log the
+    speedups and keep them in each result.json."""
     for uri in {r["tracking_uri"] for r in rows}:
         finished = [
             {
@@ -378,9 +396,10 @@ def _restore_sweep_file(
     err: Any,
     stored: bool = True,
 ) -> None:
-    """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json went with it, and how
-    many jobs it made fail: their folder gone as they recorded), and write its sweep.json again (summary, upload and
-    resume read it). ``stored``: the store is still the one the sweep began with (its own line says when not)."""
+    """The sweep folder was deleted while the sweep ran: say so (how many jobs' result.json
+    went with it, and how many jobs it made fail: their folder gone as they recorded), and
+    write its sweep.json again (summary, upload and resume read it). ``stored``: the store
+    is still the one the sweep began with (its own line says when not)."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         writer.write_result(sweep_dir / SWEEP_FILE, state)
@@ -393,7 +412,8 @@ def _restore_sweep_file(
         for r in rows
     )
     print(
-        f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the result.json of "
+        f"sweeper: error: hydra.sweep.dir={sweep_dir} was deleted during the sweep: the "
+        "result.json of "
         f"{state['n_jobs'] - len(rows)} of its {state['n_jobs']} jobs went with it"
         + (
             f", and {failed} job(s) FAILED for it (their folder gone as they recorded)"
@@ -410,8 +430,8 @@ def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
     """0 when at least one job FINISHED (or was resumed) and none failed with an error; else 1.
 
     A diverged run (FAILED) and a GPU job SKIPPED for want of a GPU are results, not errors, but a
-    sweep in which nothing finished, a job that crashed or never reported, or a result that could not
-    be logged (pending upload) exits 1.
+    sweep in which nothing finished, a job that crashed or never reported, or a result
+    that could not be logged (pending upload) exits 1.
     """
     crashed = any(r.get("error") or r.get("pending_upload") for r in rows) or len(rows) < n_jobs
     useful = any(r["status"] == "FINISHED" or r.get("resumed_from") for r in rows)
@@ -419,11 +439,13 @@ def exit_code(rows: list[dict[str, Any]], n_jobs: int) -> int:
 
 
 def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
-    """End a sweep: add speedups, publish each parent's leaderboard and plots, close the parent run(s).
+    """End a sweep: add speedups, publish each parent's leaderboard
+    and plots, close the parent run(s).
 
-    ``returned``: every job returned to this launching process (Hydra's end of the multirun), so a child left
-    RUNNING is an orphan. Without it (``python -m sweeper.summary``, whose launcher may have died while its
-    jobs still run elsewhere) a child whose heartbeat is fresh stays RUNNING, and so does its parent.
+    ``returned``: every job returned to this launching process (Hydra's end of the
+    multirun), so a child left RUNNING is an orphan. Without it
+    (``python -m sweeper.summary``, whose launcher may have died while its jobs still run
+    elsewhere) a child whose heartbeat is fresh stays RUNNING, and so does its parent.
 
     Returns the exit code of :func:`exit_code`.
     """
@@ -432,12 +454,13 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     out = out or sys.stdout
     err = sys.stderr if out is sys.stdout else out  # what failed: on stderr, apart from the summary
     cores.stop()  # the sweep's CPU workers: their groups are all recorded
-    writer.drain()  # every run handed to the writer is in the store (or kept for upload) before the summary
+    # every run handed to the writer is in the store (or kept for upload) before the summary
+    writer.drain()
     rows = results(sweep_dir)
     state = _state(sweep_dir)
     failed_parents = False
-    # a store deleted or replaced during the sweep: its client would create an empty store there, and the summary
-    # would show runs it does not hold
+    # a store deleted or replaced during the sweep: its client would create
+    # an empty store there, and the summary would show runs it does not hold
     lost = {
         p["uri"]: tracking.replaced(p["uri"], state.get("stores", {}).get(p["uri"]))
         for p in state["parents"]
@@ -461,10 +484,13 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
             gone = _not_in(parent["uri"], mine)
             kept = _keep_for_upload(gone)
             print(
-                f"sweeper: error: tracking.uri={parent['uri']} {lost[parent['uri']]} during the sweep: the {len(gone)} run(s) "
-                f"recorded there are not in it; each job's result.json under {sweep_dir} keeps its outcome"
+                f"sweeper: error: tracking.uri={parent['uri']} {lost[parent['uri']]} during the "
+                f"sweep: the {len(gone)} run(s) "
+                f"recorded there are not in it; each job's result.json under {sweep_dir} keeps "
+                "its outcome"
                 + (
-                    f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} (into a store at that "
+                    f", and {kept} wait for an upload: python -m sweeper.upload {sweep_dir} "
+                    "(into a store at that "
                     "path, or --tracking-uri another)"
                     if kept
                     else ""
@@ -489,7 +515,8 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
         except tracking.UNREACHABLE as e:
             print(
                 f"sweeper: error: tracking.uri={parent['uri']} failed: {tracking.first_line(e)}; "
-                f"rebuild the summary later with python -m sweeper.report --parent {parent['run_id']}",
+                "rebuild the summary later with python -m sweeper.report --parent "
+                f"{parent['run_id']}",
                 file=err,
             )
             failed_parents = True
@@ -502,7 +529,8 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     pending = [r["job"] for r in rows if r.get("pending_upload")]
     if pending:
         print(
-            f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their results are kept: "
+            f"{len(pending)} job(s) could not be logged (jobs {', '.join(pending)}); their "
+            "results are kept: "
             f"python -m sweeper.upload {sweep_dir}",
             file=out,
         )
@@ -512,16 +540,19 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
 def _say_untrained(
     mine: list[dict[str, Any]], skipped: list[dict[str, Any]], swept: Any, out: Any
 ) -> None:
-    """A parent's jobs that trained nothing this time: reused (resume=true), not reused, skipped (by reason)."""
+    """A parent's jobs that trained nothing this time: reused
+    (resume=true), not reused, skipped (by reason)."""
     if reused := [r for r in skipped if r.get("resumed_from")]:
         print(
-            f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's reused column",
+            f"REUSED {len(reused)} job(s) that already FINISHED (resume=true): the table's "
+            "reused column",
             file=out,
         )
     # FINISHED before on another version of the data file
     if stale := [r for r in mine if r.get("not_reused")]:
         print(
-            f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on another version of "
+            f"NOT REUSED {len(stale)} job(s) (resume=true): their configuration FINISHED on "
+            "another version of "
             "the data file (changed since, or not recorded then): trained again",
             file=out,
         )
@@ -531,9 +562,10 @@ def _say_untrained(
 
 
 def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
-    """After a job that trained nothing (SKIPPED: no GPU, or resumed), tag the sweep's parent run with it
-    (``skipped.<num>``, and ``reused.<num>``: the run it took over), so that a report from the store alone
-    counts it and ranks the reused run. A tracking failure is logged: finish() still has the result.json."""
+    """After a job that trained nothing (SKIPPED: no GPU, or resumed), tag the
+    sweep's parent run with it (``skipped.<num>``, and ``reused.<num>``: the run it
+    took over), so that a report from the store alone counts it and ranks the reused
+    run. A tracking failure is logged: finish() still has the result.json."""
     path = output_dir / "result.json"
     if not path.is_file():
         return
@@ -559,13 +591,15 @@ def note_job(sweep_dir: Path, output_dir: Path, num: int) -> None:
 
 
 def interrupted(sweep_dir: Path, args: list[str]) -> str:
-    """Ctrl-C in the launching process: close the sweep in the store and return the one line to print.
+    """Ctrl-C in the launching process: close the sweep in the store
+    and return the one line to print.
 
-    Each parent run (from sweep.json, or as far as :func:`start` got) is KILLED with the jobs' counts;
-    its children that this process or a dead one on this host left RUNNING are KILLED too. Finished
-    runs stay as they are; ``resume=true`` re-runs the rest.
+    Each parent run (from sweep.json, or as far as :func:`start` got) is KILLED with the
+    jobs' counts; its children that this process or a dead one on this host left RUNNING
+    are KILLED too. Finished runs stay as they are; ``resume=true`` re-runs the rest.
     """
-    local_jobs.stop()  # submitit_local's jobs: each records its run KILLED (they run on past a SIGTERM otherwise)
+    # submitit_local's jobs: each records its run KILLED (they run on past a SIGTERM otherwise)
+    local_jobs.stop()
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
@@ -630,9 +664,10 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
 def _end_parent(
     p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None
 ) -> dict[str, int]:
-    """Parent ``p`` KILLED with its jobs' counts, and its children this process or a dead one left RUNNING: an
-    interrupted sweep's (``why`` None: the children KILLED) or one that cannot go on (``why``: the cause, on the
-    children too, not 'killed?'). A parent closed already (Ctrl-C during the summary) keeps its status."""
+    """Parent ``p`` KILLED with its jobs' counts, and its children this process or a
+    dead one left RUNNING: an interrupted sweep's (``why`` None: the children KILLED)
+    or one that cannot go on (``why``: the cause, on the children too, not 'killed?').
+    A parent closed already (Ctrl-C during the summary) keeps its status."""
     from sweeper.insight import publish
 
     c = tracking.client(p["uri"])
@@ -657,9 +692,10 @@ def _end_parent(
 def reused_job(
     sweep_dir: Path, name: str, overrides: list[str], plain: dict[str, Any], run_id: str
 ) -> None:
-    """A ``resume=true`` configuration that already FINISHED as run ``run_id`` and that the sweeper did not launch
-    (:mod:`sweeper.sweep.resuming_sweeper`): its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as
-    the job would have left them had it run and skipped itself."""
+    """A ``resume=true`` configuration that already FINISHED as run ``run_id``
+    and that the sweeper did not launch (:mod:`sweeper.sweep.resuming_sweeper`):
+    its result.json in ``<sweep dir>/<name>`` and its tags on the parent, as the
+    job would have left them had it run and skipped itself."""
     from sweeper.contract.fingerprint import fingerprint
 
     folder = sweep_dir / name
@@ -683,8 +719,8 @@ def reused_job(
 
 
 def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -> str:
-    """The launcher (or its engine) failed as a whole (or ``why``: the sweep could not start): each parent run
-    KILLED with the reason and the jobs' counts; return the one line to print."""
+    """The launcher (or its engine) failed as a whole (or ``why``: the sweep could not start):
+    each parent run KILLED with the reason and the jobs' counts; return the one line to print."""
     why = why or f"the launcher failed: {tracking.first_line(e)}"
     cores.stop()
     writer.drain()

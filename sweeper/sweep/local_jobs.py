@@ -1,15 +1,17 @@
 """submitit_local's jobs stopped with the sweep that started them.
 
-submitit's local executor runs each job under a controller process (``python -m submitit.local._local``) that is
-meant to outlive the Python session that started it. Two things followed (hostile round four): a terminal's Ctrl-C
-reached the controllers too, and each printed a KeyboardInterrupt traceback after the sweep's own line; and a
-SIGTERM (or a Ctrl-C sent to the launching process alone) left the jobs training on for minutes after the sweep had
-exited 143, their runs RUNNING while the sweep's line counted "0 killed".
+submitit's local executor runs each job under a controller process
+(``python -m submitit.local._local``) that is meant to outlive the Python session that started
+it. Two things followed (hostile round four): a terminal's Ctrl-C reached the controllers too,
+and each printed a KeyboardInterrupt traceback after the sweep's own line; and a SIGTERM (or
+a Ctrl-C sent to the launching process alone) left the jobs training on for minutes after the
+sweep had exited 143, their runs RUNNING while the sweep's line counted "0 killed".
 
-So the controllers of a sweep start in a session of their own (:func:`own_session`: a terminal's Ctrl-C reaches
-the launching process only), and the launching process, when it is interrupted, hands Ctrl-C to each job itself
-(:func:`stop`): the job records its run KILLED, as under a terminal's Ctrl-C, and its controller then ends without a
-word. Linux and macOS: the jobs are found as the controllers' children (``/proc``, else ``ps``).
+So the controllers of a sweep start in a session of their own (:func:`own_session`: a
+terminal's Ctrl-C reaches the launching process only), and the launching process, when it
+is interrupted, hands Ctrl-C to each job itself (:func:`stop`): the job records its run
+KILLED, as under a terminal's Ctrl-C, and its controller then ends without a word. Linux
+and macOS: the jobs are found as the controllers' children (``/proc``, else ``ps``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import types
 
 
 def own_session() -> None:
-    """From now on, submitit_local's job controllers start in a new session (``start_new_session``)."""
+    """From now on, submitit_local's job controllers start in a new
+    session (``start_new_session``)."""
     from submitit.local import local
 
     if getattr(local.subprocess, "sweeper_session", False):
@@ -42,9 +45,9 @@ def own_session() -> None:
 
 
 def stop(wait: float = 10.0) -> int:
-    """Ctrl-C to every job of the submitit_local controllers this process started (its children) that still run, then up to
-    ``wait`` seconds for them to record their runs and end, SIGKILL for any left (and their controllers); returns
-    how many jobs were stopped."""
+    """Ctrl-C to every job of the submitit_local controllers this process started (its
+    children) that still run, then up to ``wait`` seconds for them to record their runs and
+    end, SIGKILL for any left (and their controllers); returns how many jobs were stopped."""
     if "submitit.local.local" not in sys.modules:
         return 0
     controllers = [

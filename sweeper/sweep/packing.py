@@ -1,24 +1,28 @@
-"""Packing: a sweep's groups of one shape that differ only in ``depth``, ``width`` and ``activation`` train as one
-*packed* group (:mod:`sweeper.models.packed`: one first-layer product for every member, each shape's deeper layers
-its own batched products) when that is estimated to end sooner on this device.
+"""Packing: a sweep's groups of one shape that differ only in ``depth``, ``width``
+and ``activation`` train as one *packed* group (:mod:`sweeper.models.packed`:
+one first-layer product for every member, each shape's deeper layers its own
+batched products) when that is estimated to end sooner on this device.
 
-The estimate (:func:`group_s`) is a group's epochs (its longest trajectory's: a member that ends sooner is frozen,
-not removed, so a packed group computes every member to the longest) times the epoch a short probe measured on
-this device (:class:`Costs`: the group's own forward, backward and update calls on the data's training rows, one
-BLAS thread as a group trains, this thread's CPU seconds; kept once a machine in the cache folder), plus a fixed
-cost a group (its start, warm-up and hand-off). A set of shapes packs when the packed group is estimated to take at
-most :data:`GAIN` of the groups apart. An analytic model (products' FLOPs, passes at an array's measured speed,
-calls) predicted gains packing did not give (main before this change: 1.28x predicted, 0.87x measured for the
-digits grid's planned group): the packed group's hidden values outgrow the caches where each shape's fit, every
-pass and product then reads memory, and what a wider first-layer product or fewer calls save is small beside
-that. So the probe times the packed computation itself. Packing then pays where the groups' starts and calls are
-a large share (small data, short epochs: diabetes), not where the shapes' epochs differ (the shorter ones would
-run to the longest) nor where the packed group's passes run slower than its shapes' apart (digits: they stay
-apart). Shape groups are packed greedily, longest epochs first, then the smallest first.
+The estimate (:func:`group_s`) is a group's epochs (its longest trajectory's: a member that ends
+sooner is frozen, not removed, so a packed group computes every member to the longest) times the
+epoch a short probe measured on this device (:class:`Costs`: the group's own forward, backward
+and update calls on the data's training rows, one BLAS thread as a group trains, this thread's
+CPU seconds; kept once a machine in the cache folder), plus a fixed cost a group (its
+start, warm-up and hand-off). A set of shapes packs when the packed group is estimated to take at
+most :data:`GAIN` of the groups apart. An analytic model (products' FLOPs, passes at an array's
+measured speed, calls) predicted gains packing did not give (main before this change: 1.28x
+predicted, 0.87x measured for the digits grid's planned group): the packed group's hidden values
+outgrow the caches where each shape's fit, every pass and product then reads memory, and what a
+wider first-layer product or fewer calls save is small beside that. So the probe times the packed
+computation itself. Packing then pays where the groups' starts and calls are a large share (small
+data, short epochs: diabetes), not where the shapes' epochs differ (the shorter ones would run to
+the longest) nor where the packed group's passes run slower than its shapes' apart (digits: they
+stay apart). Shape groups are packed greedily, longest epochs first, then the smallest first.
 
-Only sweeper's MLP packs, on dense data (text features are sparse: one shape a group). ``hydra.launcher.pack=false``
-keeps every shape apart. Each run of a packed group, or of a group kept apart beside others it could have joined,
-says so (tag ``batch_packed``), and the plan line counts them (:func:`summary`).
+Only sweeper's MLP packs, on dense data (text features are sparse: one shape a
+group). ``hydra.launcher.pack=false`` keeps every shape apart. Each run of a
+packed group, or of a group kept apart beside others it could have joined, says
+so (tag ``batch_packed``), and the plan line counts them (:func:`summary`).
 """
 
 from __future__ import annotations
@@ -38,24 +42,30 @@ FREE = (
     "activation",
 )  # what a packed group's members may differ in, beside a group's own keys
 TAG = "batch_packed"
-GROUP_S = 0.05  # a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
-GAIN = 0.95  # a shape joins a packed group when the two together are estimated to take at most this share of apart
-REPEATS = 3  # the probe's rounds: in each, every group an epoch to warm up and one timed (the least counts)
+# a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
+GROUP_S = 0.05
+# a shape joins a packed group when the two together are estimated to
+# take at most this share of apart
+GAIN = 0.95
+# the probe's rounds: in each, every group an epoch to warm up and one timed (the least counts)
+REPEATS = 3
 PROBE_ROWS = 4096  # ... on at most this many training rows
 
 
 def enabled(launcher: Any) -> bool:
-    """``hydra.launcher.pack``: groups of several shapes where they pay (the default), or one shape a group."""
+    """``hydra.launcher.pack``: groups of several shapes where they
+    pay (the default), or one shape a group."""
     return bool(getattr(launcher, "pack", True))
 
 
 def pack(
     shape_groups: list[list[list[Any]]], keys: list[dict[str, Any] | None], enabled: bool
 ) -> list[list[Any]]:
-    """The groups to train (lists of jobs): ``shape_groups`` (each the trajectories of one shape, lists of jobs;
-    ``keys[i]`` what group i's jobs share, None for a group that may not pack: not sweeper's MLP on dense data) with
-    those that differ only in :data:`FREE` packed where :func:`group_s` says it pays (``enabled``; else each apart).
-    Each job of a group that could pack gets its decision in ``job.pack`` (the tag :data:`TAG`)."""
+    """The groups to train (lists of jobs): ``shape_groups`` (each the trajectories of one
+    shape, lists of jobs; ``keys[i]`` what group i's jobs share, None for a group that may
+    not pack: not sweeper's MLP on dense data) with those that differ only in :data:`FREE`
+    packed where :func:`group_s` says it pays (``enabled``; else each apart). Each job of
+    a group that could pack gets its decision in ``job.pack`` (the tag :data:`TAG`)."""
     by: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
         free = (
@@ -93,8 +103,8 @@ def _say(sets: list[list[list[Any]]], what: str) -> None:
 
 
 def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
-    """Greedily, longest epochs first: a shape group joins the packed group being formed when the two together are
-    estimated sooner done than apart."""
+    """Greedily, longest epochs first: a shape group joins the packed group
+    being formed when the two together are estimated sooner done than apart."""
     from sweeper import data
 
     plain = sets[0][0][0].plain
@@ -121,14 +131,16 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
         if len(p) == 1:
             _say(
                 p,
-                "apart (estimated sooner done apart: other epochs, or its packed epoch measured no faster)",
+                "apart (estimated sooner done apart: other epochs, or its packed epoch measured "
+                "no faster)",
             )
             out.append(_jobs(p[0]))
             continue
         apart, together = sum(group_s(costs, [s], shape) for s in p), group_s(costs, p, shape)
         _say(
             p,
-            f"{len(p)} shapes (estimated {apart / together:.2f}x faster than {len(p)} groups apart)",
+            f"{len(p)} shapes (estimated {apart / together:.2f}x faster than {len(p)} groups "
+            "apart)",
         )
         out.append([j for s in p for j in _jobs(s)])
     costs.save()
@@ -136,16 +148,17 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
 
 
 def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, int, int]) -> float:
-    """A group's estimated training seconds: ``sets`` are its shapes' trajectories (lists of jobs), ``shape`` the
-    data's training rows, features, outputs and folds (each configuration that many members): the longest
-    trajectory's epochs (a packed group computes every member to them) times the epoch the probe measured for
-    these blocks (:meth:`Costs.epoch`), plus a start."""
+    """A group's estimated training seconds: ``sets`` are its shapes' trajectories (lists of jobs),
+    ``shape`` the data's training rows, features, outputs and folds (each configuration that many
+    members): the longest trajectory's epochs (a packed group computes every member to them) times
+    the epoch the probe measured for these blocks (:meth:`Costs.epoch`), plus a start."""
     epochs = max(t[-1].plain["epochs"] for trajs in sets for t in trajs)
     return epochs * costs.epoch(_blocks(sets, shape[3])) + GROUP_S
 
 
 def _blocks(sets: list[list[list[Any]]], folds: int) -> list[tuple[int, int, str, int]]:
-    """The probe's blocks of a group of ``sets``: ``(depth, width, activation, members)`` a shape."""
+    """The probe's blocks of a group of ``sets``:
+    ``(depth, width, activation, members)`` a shape."""
     out = []
     for trajs in sets:
         p = trajs[0][-1].plain
@@ -154,7 +167,8 @@ def _blocks(sets: list[list[list[Any]]], folds: int) -> list[tuple[int, int, str
 
 
 def summary(groups: list[list[Any]]) -> str:
-    """What packing did, for the plan line: ``" (8 groups of one shape packed into 2: …)"``, or ``""``."""
+    """What packing did, for the plan line:
+    ``" (8 groups of one shape packed into 2: …)"``, or ``""``."""
     packed = [g for g in groups if len({_shape_of(j.plain) for j in g}) > 1]
     if not packed:
         return ""
@@ -168,14 +182,15 @@ def _shape_of(plain: dict[str, Any]) -> tuple[Any, ...]:
 
 @dataclass
 class Costs:
-    """The probe: what an epoch of a group costs on one device, dtype and data set (``d`` features, ``n`` training
-    rows, ``k`` outputs), measured as asked and kept once a machine (the cache folder, as the activations' forms
-    are). :meth:`epoch` times the very computation a group trains (:class:`sweeper.models.batched_pass._Pass`:
-    its forward, backward and update calls on the data's training rows, one BLAS thread as a group trains), so
-    what no formula of this module foresaw is in the measurement: on the CPU, a packed group's hidden values
-    outgrowing the caches where its shapes' groups apart fit them (digits, 160 members: each of its passes at
-    memory's speed), products that a wider first layer does not make faster (64 features: every width already
-    at the machine's rate)."""
+    """The probe: what an epoch of a group costs on one device, dtype and data set (``d``
+    features, ``n`` training rows, ``k`` outputs), measured as asked and kept once a machine
+    (the cache folder, as the activations' forms are). :meth:`epoch` times the very
+    computation a group trains (:class:`sweeper.models.batched_pass._Pass`: its forward,
+    backward and update calls on the data's training rows, one BLAS thread as a group trains),
+    so what no formula of this module foresaw is in the measurement: on the CPU, a packed
+    group's hidden values outgrowing the caches where its shapes' groups apart fit them
+    (digits, 160 members: each of its passes at memory's speed), products that a wider first
+    layer does not make faster (64 features: every width already at the machine's rate)."""
 
     backend: Any
     dtype: str
@@ -189,7 +204,8 @@ class Costs:
 
     @classmethod
     def of(cls, device: str, dtype: str, ds: Any) -> "Costs":
-        """The costs of ``ds``'s training rows (a :class:`sweeper.data.Dataset`) on ``device`` in ``dtype``."""
+        """The costs of ``ds``'s training rows (a
+        :class:`sweeper.data.Dataset`) on ``device`` in ``dtype``."""
         from sweeper.base.backend import resolve
 
         key = (device, dtype, ds.n_features, ds.X_train.shape[0], ds.task, ds.n_outputs)
@@ -204,10 +220,14 @@ class Costs:
         from sweeper.models.forms import machine_key
 
         fake = " fake" if self.backend.fake else ""
-        return f"{machine_key(self.dtype)} {self.backend.device}{fake} d={self.d} n={self.n} {self.task} k={self.k}"
+        return (
+            f"{machine_key(self.dtype)} {self.backend.device}{fake} d={self.d} n={self.n} "
+            f"{self.task} k={self.k}"
+        )
 
     def _load(self) -> bool:
-        """This machine's measurements of an earlier sweep (the cache folder's ``packing-costs.json``), if any."""
+        """This machine's measurements of an earlier sweep (the cache
+        folder's ``packing-costs.json``), if any."""
         try:
             known = json.loads(_path().read_text())[self._key()]
             self.epochs.update({k: float(v) for k, v in known["epochs"].items()})
@@ -216,7 +236,8 @@ class Costs:
             return False
 
     def save(self) -> None:
-        """Keep the measurements for the machine's later sweeps (atomically; a folder that cannot be written: not)."""
+        """Keep the measurements for the machine's later sweeps
+        (atomically; a folder that cannot be written: not)."""
         import os
 
         path = _path()
@@ -234,27 +255,29 @@ class Costs:
             pass
 
     def epoch(self, blocks: list[tuple[int, int, str, int]]) -> float:
-        """Seconds of one full-batch epoch of a group of ``blocks`` (``(depth, width, activation, members)`` each,
-        one block: a group of one shape; several: a packed group), as last measured (:meth:`measure`)."""
+        """Seconds of one full-batch epoch of a group of ``blocks``
+        (``(depth, width, activation, members)`` each, one block: a group of one
+        shape; several: a packed group), as last measured (:meth:`measure`)."""
         key = _key(blocks)
         if key not in self.epochs:
             self.epochs[key] = self._time([blocks])[0]
         return self.epochs[key]
 
     def measure(self, *parts: list[tuple[int, int, str, int]]) -> None:
-        """Time the groups ``parts`` (lists of blocks) and the packed group of them all side by side, unless this
-        machine knows them all: a shared machine's other work then weighs on each alike, and the planner compares
-        the one with the others from the same rounds."""
+        """Time the groups ``parts`` (lists of blocks) and the packed group of them all side by
+        side, unless this machine knows them all: a shared machine's other work then weighs on
+        each alike, and the planner compares the one with the others from the same rounds."""
         groups = [*parts, [b for p in parts for b in p]]
         keys = [_key(g) for g in groups]
         if not all(k in self.epochs for k in keys):
             self.epochs.update(zip(keys, self._time(groups)))
 
     def _time(self, groups: list[list[tuple[int, int, str, int]]]) -> list[float]:
-        """Each group's epoch: the least of :data:`REPEATS` rounds, each group in each round an epoch to warm up and
-        one timed (so the timed one finds its buffers where its training's epoch does: in the caches its last epoch
-        left them, not in those another group's epoch did), on at most :data:`PROBE_ROWS` of the training rows (the
-        time scaled to all of them: more rows than that outgrow the caches whatever the grouping)."""
+        """Each group's epoch: the least of :data:`REPEATS` rounds, each group in each round an
+        epoch to warm up and one timed (so the timed one finds its buffers where its training's
+        epoch does: in the caches its last epoch left them, not in those another group's epoch
+        did), on at most :data:`PROBE_ROWS` of the training rows (the time scaled to all
+        of them: more rows than that outgrow the caches whatever the grouping)."""
         calls, clock = [self._calls(g) for g in groups], self._clock()
         best = [float("inf")] * len(groups)
         with self._one_thread():
@@ -269,7 +292,8 @@ class Costs:
         return [t * self.n / min(self.n, PROBE_ROWS) for t in best]
 
     def _calls(self, blocks: list[tuple[int, int, str, int]]) -> list[Any]:
-        """An epoch's calls of a group of ``blocks`` on the data, gradient descent (:meth:`epoch`)."""
+        """An epoch's calls of a group of ``blocks`` on the data,
+        gradient descent (:meth:`epoch`)."""
         from sweeper.models.activations import ACTIVATIONS
         from sweeper.models.batched_pass import _Pass
         from sweeper.models.optim import Optimizer, State
@@ -305,8 +329,9 @@ class Costs:
         return run.forward_calls + run.backward_calls + run.update_calls
 
     def _clock(self) -> Any:
-        """The CPU's: this thread's CPU seconds (one BLAS thread computes in it; another process's work on a
-        shared machine is not counted); a GPU's: the backend's clock, after synchronising."""
+        """The CPU's: this thread's CPU seconds (one BLAS thread computes
+        in it; another process's work on a shared machine is not
+        counted); a GPU's: the backend's clock, after synchronising."""
         import time
 
         return time.thread_time if self.backend.device == "cpu" else self.backend.clock

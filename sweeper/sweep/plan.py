@@ -1,4 +1,5 @@
-"""A multirun's jobs before any runs: each job's composed config and overrides, the swept keys, the command line."""
+"""A multirun's jobs before any runs: each job's composed config and
+overrides, the swept keys, the command line."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from sweeper.contract.config import ConfigError
 log = logging.getLogger("sweeper")
 
 
-# A sweep this large says so before it composes its jobs (the first job's line comes after all are checked).
+# A sweep this large says so before it composes its jobs (the first
+# job's line comes after all are checked).
 ANNOUNCE = 500
 
 
@@ -26,8 +28,8 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
 
 
 def is_sweeper_config(cfg: Any) -> bool:
-    """Whether a composed config is one of sweeper's (its keys), rather than another app's that only uses the
-    batched launcher: those the launcher hands to ``run_job`` untouched."""
+    """Whether a composed config is one of sweeper's (its keys), rather than another app's
+    that only uses the batched launcher: those the launcher hands to ``run_job`` untouched."""
     return all(k in cfg for k in SWEEPER_KEYS)
 
 
@@ -35,12 +37,13 @@ SWEEPER_KEYS = ("data", "tracking", "lr", "epochs", "seed", "device", "log_every
 
 
 def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | None]]:
-    """Every job of the multirun as (overrides, resolved config), composed as the basic sweeper will; the config
-    is None for a job that can be resolved only inside its job (:func:`sweeper.contract.compose.resolvable`).
-    Each shape of overrides is composed once; the other jobs' configs are its values set (O(1) a job) and
-    no composed config is kept.
+    """Every job of the multirun as (overrides, resolved config), composed as the basic
+    sweeper will; the config is None for a job that can be resolved only inside its job
+    (:func:`sweeper.contract.compose.resolvable`). Each shape of overrides is composed once;
+    the other jobs' configs are its values set (O(1) a job) and no composed config is kept.
 
-    Other sweepers (e.g. Optuna) choose their jobs while running; for them only the base config is returned.
+    Other sweepers (e.g. Optuna) choose their jobs while running; for
+    them only the base config is returned.
     """
     if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
         return [([], resolvable(config))] * int(config.hydra.sweeper.get("n_trials") or 1)
@@ -52,7 +55,8 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     params = config.hydra.sweeper.get("params") or {}
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     loader = GlobalHydra.instance().config_loader()
-    try:  # with the loader, as the basic sweeper parses them: glob() lists a group's options through it
+    # with the loader, as the basic sweeper parses them: glob() lists a group's options through it
+    try:
         batches = basic_sweeper().split_arguments(
             OverridesParser.create(config_loader=loader).parse_overrides(args), None
         )
@@ -85,8 +89,9 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
 
 
 def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
-    """ConfigError unless the jobs of one experiment share ``data.folds``: a run's ``val_<metric>`` is one split's
-    score (0) or the mean of k folds' (k), and a leaderboard ranks them against each other in one experiment."""
+    """ConfigError unless the jobs of one experiment share ``data.folds``: a
+    run's ``val_<metric>`` is one split's score (0) or the mean of k folds'
+    (k), and a leaderboard ranks them against each other in one experiment."""
     by_experiment: dict[tuple[str, str], dict[int, list[str]]] = {}
     for overrides, cfg in jobs:
         if cfg is not None:
@@ -98,8 +103,10 @@ def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
         if len(seen) > 1:
             values = ",".join(map(str, sorted(seen)))
             raise ConfigError(
-                f"data.folds={values} is not allowed in one sweep of experiment {experiment}: expected one "
-                "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair ranking against "
+                f"data.folds={values} is not allowed in one sweep of experiment {experiment}: "
+                "expected one "
+                "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair "
+                "ranking against "
                 "each other: sweep each value on its own (or into another tracking.experiment)"
             )
 
@@ -118,8 +125,8 @@ def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[st
     return [k for k, v in values.items() if len(v) > 1]
 
 
-# Hydra overrides that say how a sweep runs (launcher, sweeper) and belong in a command that repeats it;
-# hydra.sweep.dir, hydra.run.dir and the like would make it write over this sweep's folder.
+# Hydra overrides that say how a sweep runs (launcher, sweeper) and belong in a command that repeats
+# it; hydra.sweep.dir, hydra.run.dir and the like would make it write over this sweep's folder.
 HOW_IT_RUNS = ("hydra/", "hydra.launcher.", "hydra.sweeper.")
 
 
@@ -131,9 +138,10 @@ def command_overrides(config: DictConfig) -> list[str]:
 
 
 def check_sweep_gradients(configs: list[dict[str, Any]]) -> None:
-    """Before a sweep's store is touched: the gradient check of each model of the interface at each data set's shape
-    (each model, hyperparameters and data node once); :class:`ModelError` with the one line of the first that fails
-    (unless its ``model.check`` is false). A function trainer is said once: it has no gradients to check."""
+    """Before a sweep's store is touched: the gradient check of each model of the interface
+    at each data set's shape (each model, hyperparameters and data node once);
+    :class:`ModelError` with the one line of the first that fails (unless its ``model.check``
+    is false). A function trainer is said once: it has no gradients to check."""
     import json
 
     from sweeper import data
@@ -153,7 +161,8 @@ def check_sweep_gradients(configs: list[dict[str, Any]]) -> None:
         seen.add(node)
         if what == "trainer":
             log.info(
-                "%s is a function trainer: it computes its own updates, so there are no gradients for sweeper to "
+                "%s is a function trainer: it computes its own updates, so there are no "
+                "gradients for sweeper to "
                 "check",
                 path,
             )

@@ -1,18 +1,21 @@
-"""The sweeper that Hydra runs for a basic-sweeper multirun: Hydra's ``BasicSweeper`` with two duties that only
-a sweeper can take on, since it alone stands between the list of jobs and the launcher.
+"""The sweeper that Hydra runs for a basic-sweeper multirun: Hydra's
+``BasicSweeper`` with two duties that only a sweeper can take on,
+since it alone stands between the list of jobs and the launcher.
 
-- ``resume=true`` under a launcher that starts one job per configuration (``joblib``, ``submitit_*``, ``ray``):
-  the configurations that already FINISHED are left out of each batch *before* the launcher gets it (on SLURM
-  each would cost a queued job just to say "already done"); each gets its ``result.json`` (SKIPPED, with the run
-  it reused) in a ``resumed_<n>`` folder and its ``skipped.``/``reused.`` tags on the parent, as a job that
-  skipped itself would. The batched launcher sorts them out itself, in process.
-- A launcher that cannot start or fails as a whole (Ray refusing to connect, a submitit error) closes the
-  parent run(s) KILLED with the reason and ends the command in one line, exit 2, instead of a traceback and a
-  RUNNING parent with no children.
+- ``resume=true`` under a launcher that starts one job per configuration (``joblib``,
+  ``submitit_*``, ``ray``): the configurations that already FINISHED are left out of each
+  batch *before* the launcher gets it (on SLURM each would cost a queued job just to say
+  "already done"); each gets its ``result.json`` (SKIPPED, with the run it reused) in a
+  ``resumed_<n>`` folder and its ``skipped.``/``reused.`` tags on the parent, as a job
+  that skipped itself would. The batched launcher sorts them out itself, in process.
+- A launcher that cannot start or fails as a whole (Ray refusing to connect, a
+  submitit error) closes the parent run(s) KILLED with the reason and ends the command
+  in one line, exit 2, instead of a traceback and a RUNNING parent with no children.
 
-:func:`sweeper.sweep.callbacks.SweepCallback.on_multirun_start` puts it in place of ``BasicSweeper`` (Hydra
-instantiates the sweeper after that callback, from the same config); the class is
-``hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper`` (Hydra takes plugins only from there).
+:func:`sweeper.sweep.callbacks.SweepCallback.on_multirun_start` puts it in place of
+``BasicSweeper`` (Hydra instantiates the sweeper after that callback, from the same config);
+the class is ``hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper``
+(Hydra takes plugins only from there).
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ def setup(
     config: Any,
     leave_out: bool = True,
 ) -> None:
-    """The sweeper's setup: Hydra's (``base_setup``: it instantiates the launcher), then the launcher's
-    ``launch`` wrapped: finished configurations left out (``resume=true``; not when ``leave_out`` is false: a
-    search needs one return per trial, and its jobs skip themselves), a failure as a whole in one line."""
+    """The sweeper's setup: Hydra's (``base_setup``: it instantiates the launcher),
+    then the launcher's ``launch`` wrapped: finished configurations left out
+    (``resume=true``; not when ``leave_out`` is false: a search needs one return
+    per trial, and its jobs skip themselves), a failure as a whole in one line."""
     try:
         base_setup(hydra_context=hydra_context, task_function=task_function, config=config)
     except Exception as e:  # noqa: BLE001  (the launcher's own start)
@@ -59,9 +63,9 @@ def setup(
 
 
 def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -> None:
-    """The sweeper's check that each job of ``batch`` composes: through the loader's composed-once check
-    (:meth:`sweeper.contract.compose._Once.check`: its shape's template, nothing composed or kept) when the sweep
-    made one, else Hydra's own (``base_validate``)."""
+    """The sweeper's check that each job of ``batch`` composes: through the loader's composed-once
+    check (:meth:`sweeper.contract.compose._Once.check`: its shape's template, nothing composed or
+    kept) when the sweep made one, else Hydra's own (``base_validate``)."""
     from sweeper.contract.compose import _Once
 
     load = sweeper.hydra_context.config_loader.load_sweep_config
@@ -74,7 +78,8 @@ def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -
 def _unfinished(
     sweeper: Any, batch: Sequence[Sequence[str]], resumed: list[int]
 ) -> list[Sequence[str]]:
-    """The jobs of ``batch`` to launch: under ``resume=true``, those whose configuration has not FINISHED."""
+    """The jobs of ``batch`` to launch: under ``resume=true``, those
+    whose configuration has not FINISHED."""
     from sweeper import tracking
     from sweeper.base.names import halving_setting
     from sweeper.contract.fingerprint import fingerprint
@@ -114,9 +119,10 @@ def _unfinished(
 
 
 def _failed(config: Any, e: BaseException) -> None:
-    """The launcher failed as a whole: the parent run(s) KILLED with the reason, one line, exit 2. Not when a signal
-    came: a library's cleanup that failed as the KeyboardInterrupt went through it (OmegaConf's
-    "'NoneType' object has no attribute '_invalidate_flags_cache'") is the interruption, not a failure."""
+    """The launcher failed as a whole: the parent run(s) KILLED with the reason,
+    one line, exit 2. Not when a signal came: a library's cleanup that failed as
+    the KeyboardInterrupt went through it (OmegaConf's "'NoneType' object has no
+    attribute '_invalidate_flags_cache'") is the interruption, not a failure."""
     from sweeper.base import stop
     from sweeper.sweep import life
 
@@ -130,7 +136,8 @@ def _failed(config: Any, e: BaseException) -> None:
 
 
 def put_in_place(config: Any) -> None:
-    """Make Hydra's basic sweeper this one (Hydra instantiates the sweeper after ``on_multirun_start``)."""
+    """Make Hydra's basic sweeper this one (Hydra instantiates the
+    sweeper after ``on_multirun_start``)."""
     from omegaconf import open_dict, read_write
 
     from sweeper.base.names import BASIC_SWEEPER

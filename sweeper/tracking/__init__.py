@@ -1,10 +1,11 @@
-"""Tracking: the MLflow store (``store``; its file: ``storefile``), a run's records (``records``), system metrics (``system``), the tracked
-run of one job (``run``), the writer process (``writer``) and the logged model (``pyfunc``).
+"""Tracking: the MLflow store (``store``; its file: ``storefile``), a run's
+records (``records``), system metrics (``system``), the tracked run of one job
+(``run``), the writer process (``writer``) and the logged model (``pyfunc``).
 
-``from sweeper import tracking`` gives the store's, the experiments', the records' and the system metrics' functions under one
-name (``tracking.client``, ``tracking.finish_run``, ``tracking.UNREACHABLE``): each module's ``__all__``, nothing it
-imports (tests/test_public_api.py); ``run``, ``writer`` and ``pyfunc`` (which imports MLflow) are imported by name
-where they are used.
+``from sweeper import tracking`` gives the store's, the experiments', the records' and the system
+metrics' functions under one name (``tracking.client``, ``tracking.finish_run``,
+``tracking.UNREACHABLE``): each module's ``__all__``, nothing it imports (tests/test_public_api.py);
+``run``, ``writer`` and ``pyfunc`` (which imports MLflow) are imported by name where they are used.
 """
 
 from sweeper.tracking import store as _store
@@ -16,8 +17,9 @@ from sweeper.tracking.system import *  # noqa: F401,F403
 
 
 def __getattr__(name: str):
-    """``UNREACHABLE``, built by the store's module when first asked (it imports nothing of MLflow's). Nothing else
-    passes through: the package's names are the five modules' ``__all__`` (no ``tracking.os``, no private helper)."""
+    """``UNREACHABLE``, built by the store's module when first asked (it imports
+    nothing of MLflow's). Nothing else passes through: the package's names are
+    the five modules' ``__all__`` (no ``tracking.os``, no private helper)."""
     if name != "UNREACHABLE":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = _store.UNREACHABLE

@@ -1,16 +1,19 @@
-"""A SQL store's runs in bulk: created, ended, tagged and read many at a time, each in one transaction, all or none.
+"""A SQL store's runs in bulk: created, ended, tagged and read many at
+a time, each in one transaction, all or none.
 
-MLflow's SQLAlchemy store makes a transaction of every call and re-reads the run in each (~30 ms to create a run
-with its params, ~65 ms to end one, on the embedded SQLite store of this 2-core machine); a batched group opens up
-to 1,024 runs at once and a sweep's writer ends the runs that wait for it. Here the rows those calls write are
-written directly through MLflow's own ORM tables, checked with MLflow's own validators; each function says which
-calls it stands for and is tested against them (``tests/test_tracking.py``). Elsewhere (a tracking server, an
-MLflow outside the versions the tests ran, :data:`sweeper.base.tested.TESTED`; ``SWEEPER_PUBLIC_ONLY=bulk``)
+MLflow's SQLAlchemy store makes a transaction of every call and re-reads the run in each (~30 ms
+to create a run with its params, ~65 ms to end one, on the embedded SQLite store of this 2-core
+machine); a batched group opens up to 1,024 runs at once and a sweep's writer ends the runs that
+wait for it. Here the rows those calls write are written directly through MLflow's own ORM
+tables, checked with MLflow's own validators; each function says which calls it stands for and is
+tested against them (``tests/test_tracking.py``). Elsewhere (a tracking server, an MLflow outside
+the versions the tests ran, :data:`sweeper.base.tested.TESTED`; ``SWEEPER_PUBLIC_ONLY=bulk``)
 :func:`sql_store` is None and the callers use MLflow's public calls.
 
-This module is MLflow's adapter: every name of MLflow's that is not its public API (``_tracking_client``,
-``_validate_*``, ``_check_experiment_is_active``, ``_get_run_inputs``, ``_get_model_outputs_bulk``) and every write
-to its tables is here and nowhere else (``tests/test_adapters.py`` says so).
+This module is MLflow's adapter: every name of MLflow's that is not its public
+API (``_tracking_client``, ``_validate_*``, ``_check_experiment_is_active``,
+``_get_run_inputs``, ``_get_model_outputs_bulk``) and every write to its
+tables is here and nowhere else (``tests/test_adapters.py`` says so).
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ SQL_CHUNK = 500
 
 
 def sql_store(c: Any) -> Any:
-    """The client's store when it is MLflow's SQLAlchemy store (the embedded SQLite one, or a database URI) whose
-    internals the calls below write through (its ORM models, its checks), else None: then MLflow's public calls."""
+    """The client's store when it is MLflow's SQLAlchemy store (the embedded
+    SQLite one, or a database URI) whose internals the calls below write through
+    (its ORM models, its checks), else None: then MLflow's public calls."""
     from sweeper.base import tested
 
     # another MLflow's tables may differ, or turned off: its public calls (said)
@@ -53,10 +57,11 @@ def sql_store(c: Any) -> Any:
 
 
 def whole_sessions(c: Any) -> None:
-    """Each store transaction of this client (MLflow's ``ManagedSessionMaker``) a :func:`sweeper.base.stop.deferred`
-    section: a Ctrl-C lands after the transaction, never inside SQLAlchemy. Landing inside, it broke the
-    session and its pool (hostile tries, 4 of 40: a connection left holding the write lock, so the interrupted
-    sweep's parent stayed RUNNING after 20 s of 'database is locked'; "Exception ignored ... InstanceState._cleanup"
+    """Each store transaction of this client (MLflow's ``ManagedSessionMaker``) a
+    :func:`sweeper.base.stop.deferred` section: a Ctrl-C lands after the transaction, never
+    inside SQLAlchemy. Landing inside, it broke the session and its pool (hostile tries, 4
+    of 40: a connection left holding the write lock, so the interrupted sweep's parent stayed
+    RUNNING after 20 s of 'database is locked'; "Exception ignored ... InstanceState._cleanup"
     blocks). A store other than MLflow's SQLAlchemy one is left as it is."""
     from contextlib import contextmanager
 
@@ -82,10 +87,11 @@ def creates_in_bulk(c: Any) -> bool:
 
 
 def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[str]:
-    """:func:`start_run` for each spec (``name``, ``tags``, ``params``, ``parent_run_id``, ``start_time``); return
-    the run ids in order. On the embedded (SQLAlchemy) store the runs are created in one transaction, all or none
-    (~1 ms a run instead of ~30: MLflow's ``create_run`` re-reads the experiment and the new run's inputs, and
-    commits each run, then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
+    """:func:`start_run` for each spec (``name``, ``tags``, ``params``, ``parent_run_id``,
+    ``start_time``); return the run ids in order. On the embedded (SQLAlchemy) store the
+    runs are created in one transaction, all or none (~1 ms a run instead of ~30: MLflow's
+    ``create_run`` re-reads the experiment and the new run's inputs, and commits each run,
+    then ``log_batch`` its params); elsewhere (a server) one ``start_run`` after another."""
     store = sql_store(c)
     # a server, or another MLflow's internals: its public calls, one run after another
     if store is None:
@@ -152,9 +158,10 @@ def start_runs(c: Any, experiment: str, specs: list[Mapping[str, Any]]) -> list[
 
 
 def end_runs(c: Any, ends: list[tuple[str, str, str]]) -> None:
-    """End runs that will get nothing more: each ``(run_id, status, reason)`` gets its ``failure_reason`` tag and
-    ends ``status`` now (``set_tag`` + ``set_terminated``). On a SQL store in one transaction (a Ctrl-C during a
-    group of 1,024 members ended its RUNNING runs ~20 ms each, one after another); elsewhere one run at a time."""
+    """End runs that will get nothing more: each ``(run_id, status, reason)`` gets its
+    ``failure_reason`` tag and ends ``status`` now (``set_tag`` + ``set_terminated``).
+    On a SQL store in one transaction (a Ctrl-C during a group of 1,024 members ended
+    its RUNNING runs ~20 ms each, one after another); elsewhere one run at a time."""
     store = sql_store(c)
     if store is None:
         for run_id, status, reason in ends:
@@ -188,7 +195,8 @@ def end_runs(c: Any, ends: list[tuple[str, str, str]]) -> None:
 
 
 def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> None:
-    """One tag set to one value on many runs: one statement on the embedded store, else one call a run."""
+    """One tag set to one value on many runs: one statement on the
+    embedded store, else one call a run."""
     run_ids = list(run_ids)
     store = sql_store(c)
     if store is None:
@@ -205,9 +213,10 @@ def set_tag_on_runs(c: Any, run_ids: Iterable[str], key: str, value: str) -> Non
 
 
 def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, str]]]) -> None:
-    """Metrics and tags added to runs that may have ended (each ``(run_id, metrics, tags)``: a sweep's ranks and
-    descriptions, :mod:`sweeper.insight.standing`): ``log_batch`` for each, or on a SQL store the rows it writes
-    (the metrics with the latest-metric upkeep, a tag set again replaced) in one transaction, all or none."""
+    """Metrics and tags added to runs that may have ended (each ``(run_id, metrics, tags)``:
+    a sweep's ranks and descriptions, :mod:`sweeper.insight.standing`): ``log_batch`` for
+    each, or on a SQL store the rows it writes (the metrics with the latest-metric upkeep, a
+    tag set again replaced) in one transaction, all or none."""
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
@@ -253,10 +262,11 @@ def mark_runs(c: Any, marks: list[tuple[str, Mapping[str, float], Mapping[str, s
 
 
 def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[Any]:
-    """The active runs of ``experiment_ids`` whose ``mlflow.parentRunId`` is ``parent_run_id``, as MLflow's
-    ``search_runs`` returns them (newest first; info, latest metrics, params, tags, data set inputs, logged-model
-    outputs). On a SQL store read table by table into MLflow's entities: ``search_runs`` makes an ORM object of
-    every tag, param and metric row and expunges them all at its commit (~4 s for 1,000 runs of ~50 each, the
+    """The active runs of ``experiment_ids`` whose ``mlflow.parentRunId`` is
+    ``parent_run_id``, as MLflow's ``search_runs`` returns them (newest first; info, latest
+    metrics, params, tags, data set inputs, logged-model outputs). On a SQL store read table
+    by table into MLflow's entities: ``search_runs`` makes an ORM object of every tag, param
+    and metric row and expunges them all at its commit (~4 s for 1,000 runs of ~50 each, the
     end of a 1,000-configuration sweep); elsewhere ``search_runs``, all pages."""
     store = sql_store(c)
     if store is None or not all(
@@ -363,19 +373,21 @@ def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[An
 
 
 def ends_in_bulk(c: Any, ends: list[Mapping[str, Any]]) -> bool:
-    """Whether :func:`finish_runs` ends runs with these :func:`finish_run` arguments in one transaction: on a SQL
-    store, for runs without logged models (MLflow creates those through its own calls) nor a new run name."""
+    """Whether :func:`finish_runs` ends runs with these :func:`finish_run`
+    arguments in one transaction: on a SQL store, for runs without logged
+    models (MLflow creates those through its own calls) nor a new run name."""
     return sql_store(c) is not None and not any(
         e.get("models") or "mlflow.runName" in (e.get("tags") or {}) for e in ends
     )
 
 
 def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
-    """:func:`finish_run` for each ``(run_id, its arguments)``, when :func:`ends_in_bulk`: the artifacts copied,
-    then every run's last batch (params, metrics with the latest-metric upkeep, tags), data sets and status
-    written in one transaction, all or none — the rows MLflow's ``log_batch``, ``log_inputs`` and
-    ``set_terminated`` write, checked as they check them (~65 ms a run one call after another on this machine:
-    each call a transaction that re-reads the run). A run that is gone or deleted, or a param logged before with
+    """:func:`finish_run` for each ``(run_id, its arguments)``, when :func:`ends_in_bulk`:
+    the artifacts copied, then every run's last batch (params, metrics with the latest-metric
+    upkeep, tags), data sets and status written in one transaction, all or none — the rows
+    MLflow's ``log_batch``, ``log_inputs`` and ``set_terminated`` write, checked as they
+    check them (~65 ms a run one call after another on this machine: each call a transaction
+    that re-reads the run). A run that is gone or deleted, or a param logged before with
     another value, raises as MLflow would, and nothing of the batch is written."""
     from mlflow.store.tracking.dbmodels.models import (
         SqlDataset,
@@ -435,8 +447,9 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
 def _checked(
     c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int
 ) -> tuple[dict, dict, dict, dict]:
-    """Each run's artifacts copied, and its metrics, params, tags and data sets checked as ``log_batch`` and
-    ``log_inputs`` check them (run id → its rows; a metric logged twice in one call kept once)."""
+    """Each run's artifacts copied, and its metrics, params, tags and
+    data sets checked as ``log_batch`` and ``log_inputs`` check them
+    (run id → its rows; a metric logged twice in one call kept once)."""
     from mlflow.utils.validation import (
         _validate_dataset_inputs,
         _validate_metric,
@@ -474,8 +487,9 @@ def _checked(
 
 
 def _stored(session: Any, ids: list[str]) -> tuple[dict, dict, dict, dict]:
-    """What the store holds of the runs ``ids``: run id → (lifecycle stage, experiment id); (run, key) → a param's
-    value; (run, key) → its latest-metric row, and that row's (step, timestamp, value)."""
+    """What the store holds of the runs ``ids``: run id → (lifecycle
+    stage, experiment id); (run, key) → a param's value; (run, key) →
+    its latest-metric row, and that row's (step, timestamp, value)."""
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlParam, SqlRun
 
     runs, old_params, latest, top = {}, {}, {}, {}
@@ -496,7 +510,8 @@ def _stored(session: Any, ids: list[str]) -> tuple[dict, dict, dict, dict]:
 
 
 def _refuse_as_log_batch(ids: list[str], runs: dict, old_params: dict, params: dict) -> None:
-    """``log_batch``'s refusals, in its words: a run not found, not active, or a param logged with another value."""
+    """``log_batch``'s refusals, in its words: a run not found, not
+    active, or a param logged with another value."""
     from mlflow.entities import LifecycleStage
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST
@@ -524,8 +539,9 @@ def _refuse_as_log_batch(ids: list[str], runs: dict, old_params: dict, params: d
 
 
 def _metric_rows(ids: list[str], metrics: dict, latest: dict, top: dict) -> tuple[list[dict], dict]:
-    """The metric rows to insert, and each metric's new latest value (the greatest (step, timestamp, value)): an
-    existing latest-metric row is updated in place, the others are returned (run, key) → row."""
+    """The metric rows to insert, and each metric's new latest value (the
+    greatest (step, timestamp, value)): an existing latest-metric row is
+    updated in place, the others are returned (run, key) → row."""
     metric_rows, new_latest = [], {}
     for r in ids:
         for key, value, is_nan, ts, step in metrics[r]:
@@ -551,8 +567,8 @@ def _metric_rows(ids: list[str], metrics: dict, latest: dict, top: dict) -> tupl
 def _input_rows(
     session: Any, ids: list[str], runs: dict, datasets: dict
 ) -> tuple[list[dict], list[dict], list[dict]]:
-    """The data set, input and input-tag rows ``log_inputs`` writes: a data set once an experiment (name, digest),
-    each run linked once to the first input of each."""
+    """The data set, input and input-tag rows ``log_inputs`` writes: a data set once
+    an experiment (name, digest), each run linked once to the first input of each."""
     import uuid
 
     from mlflow.store.tracking.dbmodels.models import SqlDataset, SqlInput

@@ -1,5 +1,5 @@
-"""The store's experiments (created with their artifacts beside the store, refused where MLflow put them elsewhere)
-and finding runs in them."""
+"""The store's experiments (created with their artifacts beside the store,
+refused where MLflow put them elsewhere) and finding runs in them."""
 
 from __future__ import annotations
 
@@ -30,18 +30,19 @@ __all__ = [
 ]
 
 
-# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow 3.17's UI does not: it
-# chooses its GenAI or its model-training views from the page address (sweep.UI_VIEW, in every address sweeper
-# prints) or from what the browser chose last.
+# What kind of experiment this is, for MLflow's own tools and UIs that read it. MLflow
+# 3.17's UI does not: it chooses its GenAI or its model-training views from the page address
+# (sweep.UI_VIEW, in every address sweeper prints) or from what the browser chose last.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
-DEFAULT_EXPERIMENT = "Default"  # MLflow's own (mlflow.entities.Experiment.DEFAULT_EXPERIMENT_NAME), made with a store
+# MLflow's own (mlflow.entities.Experiment.DEFAULT_EXPERIMENT_NAME), made with a store
+DEFAULT_EXPERIMENT = "Default"
 
 
 def experiment_id(c: Any, name: str, uri: str, in_sweep: bool = False) -> str:
-    """The id of experiment ``name``, created with an absolute artifact location if it is new; ``in_sweep``:
-    as the sweep's start found it (the sweep's state keeps it, :mod:`sweeper.base.state`: its jobs do not ask
-    the store again, ~2.5 ms a job on SQLite)."""
+    """The id of experiment ``name``, created with an absolute artifact location if it is
+    new; ``in_sweep``: as the sweep's start found it (the sweep's state keeps it,
+    :mod:`sweeper.base.state`: its jobs do not ask the store again, ~2.5 ms a job on SQLite)."""
     if not in_sweep:
         return _experiment_id(c, name, uri)
     key, found = (uri, name), state.current().experiments
@@ -57,8 +58,10 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
     if exp is None:
         try:
             note = {
-                "mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent run holds its "
-                "leaderboard (its description), each child one configuration (params: its hyperparameters)."
+                "mlflow.note.content": f"Runs of python -m sweeper on {name}: a sweep's parent "
+                "run holds its "
+                "leaderboard (its description), each child one configuration (params: its "
+                "hyperparameters)."
             }
             return c.create_experiment(
                 name, artifact_location=artifact_location(uri, name), tags=EXPERIMENT_TAGS | note
@@ -70,7 +73,8 @@ def _experiment_id(c: Any, name: str, uri: str) -> str:
     if exp.lifecycle_stage == "deleted":
         raise TrackingError(
             f"tracking.experiment={name} is deleted in {uri}: restore it "
-            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another name"
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or choose another "
+            "name"
         )
     outside = _artifacts_outside(exp, uri)
     if outside:
@@ -85,23 +89,26 @@ def _outside(name: str, outside: str, new: bool = False) -> TrackingError:
         else "a path relative to the folder each command runs in"
     )
     made = (
-        "would keep its artifacts in {0}, {1} (MLflow makes a new store's Default experiment there: under the "
+        "would keep its artifacts in {0}, {1} (MLflow makes a new store's Default experiment "
+        "there: under the "
         "folder the command runs in)"
         if new
         else "keeps its artifacts in {0}, {1} (MLflow made its Default "
         "experiment there: under the folder the store was first opened from)"
     ).format(outside, where)
     return TrackingError(
-        f"tracking.experiment={name} {made}: choose another name (sweeper creates an experiment with "
+        f"tracking.experiment={name} {made}: choose another name (sweeper creates an experiment "
+        "with "
         "its artifacts beside the store)"
     )
 
 
 def check_new_default(uri: str, name: str) -> None:
-    """MLflow's Default experiment in an embedded store that does not exist yet: MLflow will put its artifacts under
-    ``./mlruns/0`` of the folder this command runs in (its default artifact root). Outside the store's folder, that
-    is refused now, as :func:`experiment_id` would refuse it once the store is made: the refusal leaves no new store
-    behind (before, ``d.db`` with its ``-wal``, ``-shm`` and ``.lock``)."""
+    """MLflow's Default experiment in an embedded store that does not exist yet: MLflow
+    will put its artifacts under ``./mlruns/0`` of the folder this command runs in (its
+    default artifact root). Outside the store's folder, that is refused now, as
+    :func:`experiment_id` would refuse it once the store is made: the refusal leaves no
+    new store behind (before, ``d.db`` with its ``-wal``, ``-shm`` and ``.lock``)."""
     db = sqlite_path(uri)
     if name != DEFAULT_EXPERIMENT or db is None or db.exists():
         return
@@ -111,8 +118,9 @@ def check_new_default(uri: str, name: str) -> None:
 
 
 def new_store_artifact_root() -> str:
-    """Where MLflow puts the artifacts of a new embedded store's Default experiment (its ``/0``) when no artifact root
-    is given, as an absolute path: ``./mlruns`` of the working directory (``DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH``)."""
+    """Where MLflow puts the artifacts of a new embedded store's Default experiment
+    (its ``/0``) when no artifact root is given, as an absolute path: ``./mlruns``
+    of the working directory (``DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH``)."""
     import os
 
     from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
@@ -121,9 +129,10 @@ def new_store_artifact_root() -> str:
 
 
 def _artifacts_outside(exp: Any, uri: str) -> str | None:
-    """Where the embedded store's experiment ``exp`` keeps its artifacts when that is a relative path, or for MLflow's
-    own Default experiment a folder outside the store's (``./mlruns/0`` of the first command's working directory);
-    None otherwise (a server decides; an experiment made elsewhere on purpose keeps its place)."""
+    """Where the embedded store's experiment ``exp`` keeps its artifacts when that is
+    a relative path, or for MLflow's own Default experiment a folder outside the
+    store's (``./mlruns/0`` of the first command's working directory); None otherwise
+    (a server decides; an experiment made elsewhere on purpose keeps its place)."""
     from urllib.parse import unquote, urlsplit
 
     db, where = sqlite_path(uri), exp.artifact_location or ""
@@ -156,12 +165,14 @@ def finished_run(
     halving: str | None = None,
     say: bool = False,
 ) -> str | None:
-    """The id of a FINISHED run of this configuration (fingerprint) on this device, if the experiment has one. A run
-    successive halving stopped at a rung counts only under the same ``halving`` settings (:func:`halving_setting`;
+    """The id of a FINISHED run of this configuration (fingerprint) on this
+    device, if the experiment has one. A run successive halving stopped at a rung
+    counts only under the same ``halving`` settings (:func:`halving_setting`;
     None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
     found = c.search_runs(
         [experiment],
-        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status = 'FINISHED'",
+        f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status "
+        "= 'FINISHED'",
         max_results=50,
     )
     for run in found:
@@ -171,7 +182,8 @@ def finished_run(
     if found and say:
         tags = found[0].data.tags
         logging.getLogger("sweeper").info(
-            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is %s: the configuration "
+            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is "
+            "%s: the configuration "
             "trains again",
             found[0].info.run_id,
             tags[PRUNED_AT],
@@ -184,9 +196,10 @@ def finished_run(
 def other_versions(
     c: Any, experiment: str, config_fingerprint: str, device: str, sha256: str | None
 ) -> list[Any]:
-    """The FINISHED runs of a configuration on this device (its fingerprint without its data file's content:
-    ``config_fingerprint``) that read another version of that file than ``sha256``, or one not recorded (a run from
-    before sweeper hashed data files: its fingerprint is the configuration's alone). ``resume=true`` reuses none."""
+    """The FINISHED runs of a configuration on this device (its fingerprint without its
+    data file's content: ``config_fingerprint``) that read another version of that file
+    than ``sha256``, or one not recorded (a run from before sweeper hashed data files:
+    its fingerprint is the configuration's alone). ``resume=true`` reuses none."""
     where = f"tags.device = '{device}' and attributes.status = 'FINISHED'"
     found = {
         r.info.run_id: r

@@ -1,10 +1,13 @@
-"""The trained network as an MLflow pyfunc model: weights and scalers in an ``.npz``, NumPy at load time.
+"""The trained network as an MLflow pyfunc model: weights and scalers
+in an ``.npz``, NumPy at load time.
 
 model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-model.predict(df)  # df: the data set's columns by name → predictions in the target's units, P(y = 1), or
+model.predict(df) # df: the data set's columns by name → predictions in the target's
+units, P(y = 1), or
                    #    for k classes a DataFrame of probabilities p_<class>
 model.predict(pd.DataFrame({"text": ["WIN a prize now", "see you at 6"]}))   # text data: P(spam)
-model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]}))  # a table with a text column: raw columns
+model.predict(pd.DataFrame({"sex": ["M", "F"], "length": [0.5, 0.4]})) # a table with a
+text column: raw columns
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-import mlflow.pyfunc  # imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
+# imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
+import mlflow.pyfunc
 
 from sweeper.base.tested import shortcut
 
@@ -29,7 +33,8 @@ PORTABLE = Path(__file__).parents[1] / "base" / "portable.py"
 
 
 def requirements_for(text: bool) -> list[str]:
-    """What a model needs at load, pinned to this process's versions (explicit: inferring them costs seconds)."""
+    """What a model needs at load, pinned to this process's versions
+    (explicit: inferring them costs seconds)."""
     import importlib.metadata as md
 
     names = ["mlflow", "numpy", "pandas"] + (["scipy"] if text else [])
@@ -50,9 +55,9 @@ def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
 
 
 def user_code(target: str) -> list[str]:
-    """What a model of the interface needs at load beside ``portable.py``: the user's module file, or the folder of
-    its top-level package (MLflow puts the model's ``code/`` on the path, so ``my_nets.TwoLayerNet`` imports there
-    as it did here)."""
+    """What a model of the interface needs at load beside ``portable.py``: the user's
+    module file, or the folder of its top-level package (MLflow puts the model's
+    ``code/`` on the path, so ``my_nets.TwoLayerNet`` imports there as it did here)."""
     import importlib
 
     module_name = target.partition(":")[0] if ":" in target else target.rpartition(".")[0]
@@ -62,11 +67,13 @@ def user_code(target: str) -> list[str]:
 
 
 class NotSaved(Exception):
-    """A function trainer's ``predict`` that cannot be pickled: its run fails with this line, its metrics kept."""
+    """A function trainer's ``predict`` that cannot be pickled: its
+    run fails with this line, its metrics kept."""
 
 
 def _pickled(predict: Any, path: Path) -> Path:
-    """``predict`` pickled by cloudpickle into ``path``; :class:`NotSaved` (one line: what of it cannot be) if not."""
+    """``predict`` pickled by cloudpickle into ``path``;
+    :class:`NotSaved` (one line: what of it cannot be) if not."""
     import cloudpickle
 
     try:
@@ -76,16 +83,19 @@ def _pickled(predict: Any, path: Path) -> Path:
         shutil.rmtree(path.parent, ignore_errors=True)
         first = str(e).splitlines()[0] if str(e) else ""
         raise NotSaved(
-            f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} cannot "
-            f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what predict "
+            f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} "
+            "cannot "
+            f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what "
+            "predict "
             "uses (or tracking.log_model=false)"
         ) from None
     return path
 
 
 def _unpicklable(fn: Any) -> str | None:
-    """What of ``fn`` cannot be pickled: a variable it closes over, a global it reads, an attribute, its object
-    (``"the variable 'lock' it closes over (a _thread.lock)"``); None when no single part says it."""
+    """What of ``fn`` cannot be pickled: a variable it closes over, a global it reads, an
+    attribute, its object (``"the variable 'lock' it closes over (a _thread.lock)"``);
+    None when no single part says it."""
     import cloudpickle
 
     code = getattr(fn, "__code__", None)
@@ -127,17 +137,20 @@ def save(
 ) -> Path:
     """Write the pyfunc model folder at ``path`` (weights as host arrays) and return it.
 
-    The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`; MLflow refuses one
-    that lacks a column, and the model reads them by name, in any order); a table's raw columns, categories
-    as text. Text data (a dataset with a ``vectorizer``): the ``text`` column (``X_example`` holds documents),
-    and the fitted vectorizer's terms and IDF weights travel in the ``.npz``. A multi-class model returns a
-    DataFrame of one probability column per class, ``p_<class>``.
+    The model takes a DataFrame of the data set's columns (:attr:`Dataset.input_columns`;
+    MLflow refuses one that lacks a column, and the model reads them by name, in any
+    order); a table's raw columns, categories as text. Text data (a dataset with a
+    ``vectorizer``): the ``text`` column (``X_example`` holds documents), and the fitted
+    vectorizer's terms and IDF weights travel in the ``.npz``. A multi-class model
+    returns a DataFrame of one probability column per class, ``p_<class>``.
 
-    The model needs only MLflow, NumPy, pandas (and SciPy for text) at load: its code is ``pyfunc_entry.py``
-    and ``sweeper/base/portable.py`` (the forward pass, the encoder, the vectorizer), which travel with it. A model
-    of the interface (``model``: its ``_target_`` and hyperparameters; ``names``: its parameters' names) carries the
-    user's module too (:func:`user_code`) and runs its ``forward`` at load; a function trainer's ``predict`` (a
-    callable on NumPy arrays) travels pickled by cloudpickle (an MLflow dependency) beside the user's module."""
+    The model needs only MLflow, NumPy, pandas (and SciPy for text) at load: its code
+    is ``pyfunc_entry.py`` and ``sweeper/base/portable.py`` (the forward pass, the
+    encoder, the vectorizer), which travel with it. A model of the interface
+    (``model``: its ``_target_`` and hyperparameters; ``names``: its parameters'
+    names) carries the user's module too (:func:`user_code`) and runs its ``forward``
+    at load; a function trainer's ``predict`` (a callable on NumPy arrays) travels
+    pickled by cloudpickle (an MLflow dependency) beside the user's module."""
     from mlflow.models import infer_signature
 
     if path.parent.exists():  # a job re-run into the same output folder
@@ -201,7 +214,8 @@ def save(
             where,
             python_model=str(ENTRY),  # models from code, not a pickle
             artifacts={k: str(v) for k, v in files.items()},
-            code_paths=code,  # the module the entry imports (NumPy, and SciPy, only), and a user model's module
+            # the module the entry imports (NumPy, and SciPy, only), and a user model's module
+            code_paths=code,
             signature=signature,
             input_example=example,
             pip_requirements=requirements,
@@ -221,8 +235,9 @@ def save(
 
 
 def _optional(signature: Any, dataset: Any) -> Any:
-    """The signature with a table's columns that the model fills when missing (a number with missing cells in
-    training, a category, a date) marked optional, whether or not the example rows lack a value there."""
+    """The signature with a table's columns that the model fills when
+    missing (a number with missing cells in training, a category, a date)
+    marked optional, whether or not the example rows lack a value there."""
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema
 
@@ -236,24 +251,27 @@ def _optional(signature: Any, dataset: Any) -> Any:
     return ModelSignature(inputs=Schema(cols), outputs=signature.outputs, params=signature.params)
 
 
-# mlflow.pyfunc.save_model costs ~12 ms a model, and ~240 ms the first time in a process (it checks the
-# requirements against every installed distribution). Everything it writes but the two artifacts and the
-# MLmodel's uuid, time, sources and size is the same for every model of one signature and input example,
-# so it runs once per such key — per process, and once per machine through a cache folder — and each
-# model is a copy of that template with its own artifacts and MLmodel fields (_instantiate).
+# mlflow.pyfunc.save_model costs ~12 ms a model, and ~240 ms the first time in a
+# process (it checks the requirements against every installed distribution). Everything
+# it writes but the two artifacts and the MLmodel's uuid, time, sources and size is the
+# same for every model of one signature and input example, so it runs once per such key
+# — per process, and once per machine through a cache folder — and each model is a copy
+# of that template with its own artifacts and MLmodel fields (_instantiate).
 _TEMPLATES: dict[str, Path] = {}
 
 
 def cache_dir() -> Path:
-    """Where model templates are kept between processes: ``$SWEEPER_CACHE_DIR``, else the user's cache."""
+    """Where model templates are kept between processes:
+    ``$SWEEPER_CACHE_DIR``, else the user's cache."""
     from sweeper.base.environment import cache_root
 
     return cache_root() / "model-templates"
 
 
 def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
-    """A digest of all that shapes a saved model folder but its artifacts: MLflow's and Python's versions and
-    environment, the entry file, the requirements, the signature and the input example's values."""
+    """A digest of all that shapes a saved model folder but its artifacts:
+    MLflow's and Python's versions and environment, the entry file, the
+    requirements, the signature and the input example's values."""
     import hashlib
     import sys
 
@@ -281,8 +299,9 @@ def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
 
 
 def _template(key: str, save: Any) -> Path:
-    """The template folder for ``key``: this process's, the cache's, or made now by ``save(folder)`` (into
-    the cache when it is writable, atomically: a concurrent sweep finds a whole template or none)."""
+    """The template folder for ``key``: this process's, the cache's, or made
+    now by ``save(folder)`` (into the cache when it is writable, atomically:
+    a concurrent sweep finds a whole template or none)."""
     import os
     import tempfile
     import uuid
@@ -320,9 +339,10 @@ def _template(key: str, save: Any) -> Path:
 
 
 def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool:
-    """``path`` ← a copy of ``template`` with these artifacts and its own MLmodel: a new uuid and time, the
-    artifacts' sources, and the size MLflow would compute (the template's, less its artifacts, plus ours).
-    False, with no MLmodel written, when the template's MLmodel lacks a line this rewrites."""
+    """``path`` ← a copy of ``template`` with these artifacts and its
+    own MLmodel: a new uuid and time, the artifacts' sources, and the size MLflow
+    would compute (the template's, less its artifacts, plus ours). False, with no
+    MLmodel written, when the template's MLmodel lacks a line this rewrites."""
     import uuid
     from datetime import datetime, timezone
 
@@ -390,7 +410,8 @@ def _template_artifacts(template: Path, text: str) -> dict[str, str]:
 
 
 def pd_text(docs: Any) -> Any:
-    """Documents as the one-column DataFrame (``text``, a string column) a text model's signature names."""
+    """Documents as the one-column DataFrame (``text``, a string
+    column) a text model's signature names."""
     import pandas as pd
 
     return pd.DataFrame({TEXT_COLUMN: [str(d) for d in docs]})

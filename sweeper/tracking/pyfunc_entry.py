@@ -1,9 +1,9 @@
 """Models-from-code entry point: MLflow copies this file into each logged model and runs it on load.
 
 Building the model from code (instead of pickling an object) is what MLflow recommends: loading a
-model then executes this short, readable file rather than deserialising bytes. It imports MLflow, NumPy,
-pandas and ``portable`` — sweeper/base/portable.py, which travels in the model's ``code/`` folder — and
-nothing of sweeper, so the model loads wherever its requirements.txt is installed.
+model then executes this short, readable file rather than deserialising bytes. It imports MLflow,
+NumPy, pandas and ``portable`` — sweeper/base/portable.py, which travels in the model's ``code/``
+folder — and nothing of sweeper, so the model loads wherever its requirements.txt is installed.
 """
 
 import json
@@ -44,7 +44,8 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
             )
         elif isinstance(model_input, np.ndarray):  # raw features in the columns' order
             X = (np.asarray(model_input, dtype=np.float64) - a["x_mean"]) / a["x_scale"]
-        else:  # a DataFrame (or records): the columns by name, categories one-hot encoded as in training
+        # a DataFrame (or records): the columns by name, categories one-hot encoded as in training
+        else:
             X = self.portable.encode_rows(
                 {"columns": meta["columns"], "x_mean": a["x_mean"], "x_scale": a["x_scale"]},
                 model_input,
@@ -52,7 +53,9 @@ class SweeperModel(mlflow.pyfunc.PythonModel):
         far = (
             None if "text" in meta else self.portable.far_from_training(meta.get("columns", []), X)
         )
-        if far:  # rows in another scale than the training rows (unscaled ones where it learned scaled ones): said
+        # rows in another scale than the training rows (unscaled ones
+        # where it learned scaled ones): said
+        if far:
             import warnings
 
             warnings.warn(f"sweeper model: {far}", UserWarning, stacklevel=2)

@@ -1,6 +1,7 @@
-"""A run's records: created with its tags, ended with one ``log_batch`` of params, metrics, system metrics and
-loss curves (at most ``curve_points`` of each), its data sets, artifacts, logged model and status; the Model
-Registry. Every call takes the store's client ``c`` (:func:`sweeper.tracking.store.client`)."""
+"""A run's records: created with its tags, ended with one ``log_batch`` of params,
+metrics, system metrics and loss curves (at most ``curve_points`` of each), its
+data sets, artifacts, logged model and status; the Model Registry. Every call
+takes the store's client ``c`` (:func:`sweeper.tracking.store.client`)."""
 
 from __future__ import annotations
 
@@ -48,14 +49,15 @@ PARAM_BATCH = 100
 MODEL_RUN_NAME = "run_name"  # a logged model's tag: the name of the run that logged it
 
 
-# Points of each loss curve sent to MLflow (tracking.curve_points): as many as the default run samples
-# (5000 epochs / log_every 50), so a longer run costs MLflow no more rows (~55 µs each on SQLite) and
-# charts the same. Every sample is in the run's curves.npz artifact.
+# Points of each loss curve sent to MLflow (tracking.curve_points): as many as the default
+# run samples (5000 epochs / log_every 50), so a longer run costs MLflow no more rows (~55
+# µs each on SQLite) and charts the same. Every sample is in the run's curves.npz artifact.
 CURVE_POINTS = 100
 
 
 def thin(steps: Any, values: Any, points: int) -> tuple[list[int], list[float]]:
-    """At most ``points`` (plus the last) evenly strided samples of a curve; ``points`` = 0 keeps all."""
+    """At most ``points`` (plus the last) evenly strided samples of a
+    curve; ``points`` = 0 keeps all."""
     steps, values = list(steps), list(values)
     if points <= 0 or len(steps) <= points:
         return steps, values
@@ -89,19 +91,21 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-# Config keys that say how a run executes or is recorded, not what it computes: tags, not params (hyperparameters).
-# baselines: references fitted once at a sweep's end, not part of any run (a run made with baselines=linear,boosting is
-# the same configuration as one made without it; the parent says which were fitted: its baseline_<name> tags)
+# Config keys that say how a run executes or is recorded, not what it computes: tags,
+# not params (hyperparameters). baselines: references fitted once at a sweep's end, not
+# part of any run (a run made with baselines=linear,boosting is the same configuration
+# as one made without it; the parent says which were fitted: its baseline_<name> tags)
 NOT_PARAMS = ("tracking.", "resume", "sync_every_epoch", "model.check", "baselines")
 
 
 def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """A run's config as (params: the hyperparameters and the data node, flattened; tags: the tracking, resume
-    and sync settings, ``config.<key>``)."""
+    """A run's config as (params: the hyperparameters and the data node,
+    flattened; tags: the tracking, resume and sync settings, ``config.<key>``)."""
     from sweeper.models.interface import offer, top_level_keys
 
-    # a model whose hyperparameters are the top-level keys (sweeper's MLP): its model section adds nothing, as before
-    # the model group; a model of the interface: model._target_ and model.<name>, and the default model's keys do not
+    # a model whose hyperparameters are the top-level keys (sweeper's MLP): its model
+    # section adds nothing, as before the model group; a model of the interface:
+    # model._target_ and model.<name>, and the default model's keys do not
     skip = ("model.",) if offer(plain.get("model"), quiet=True).top_level else top_level_keys()
     flat = {k: v for k, v in flatten(plain).items() if not k.startswith(skip)}
     params = {k: v for k, v in flat.items() if not k.startswith(NOT_PARAMS)}
@@ -112,9 +116,10 @@ def split_params(plain: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
 
 
 def source_tags(command: list[str]) -> dict[str, str]:
-    """MLflow's source fields: a short name (``mlflow.source.name``: ``python -m sweeper``, ``-m`` added for a sweep;
-    the UI's Source column shows the last ``/``-part of it, which of a whole command was a cut path), its type and
-    the user; and the command that re-runs it whole (``sweeper.rerun``)."""
+    """MLflow's source fields: a short name (``mlflow.source.name``: ``python -m sweeper``,
+    ``-m`` added for a sweep; the UI's Source column shows the last ``/``-part of it, which
+    of a whole command was a cut path), its type and the user; and the command that re-runs
+    it whole (``sweeper.rerun``)."""
     import getpass
     import shlex
 
@@ -132,8 +137,8 @@ def source_tags(command: list[str]) -> dict[str, str]:
 
 
 def _quality_first(name: str) -> int:
-    """Metrics in the order logged: validation, test, then the rest (times, counts), so MLflow's views (which take
-    the first metric the runs share) open on ``val_*``."""
+    """Metrics in the order logged: validation, test, then the rest (times, counts), so
+    MLflow's views (which take the first metric the runs share) open on ``val_*``."""
     return 0 if name.startswith("val_") else 1 if name.startswith("test_") else 2
 
 
@@ -146,8 +151,9 @@ def start_run(
     parent_run_id: str | None = None,
     start_time: int | None = None,
 ) -> str:
-    """Create a run (a child when ``parent_run_id`` is given) with its tags and params; return its id. Its start
-    is now, or ``start_time`` (ms since the epoch: a batched member's run opened after its group began)."""
+    """Create a run (a child when ``parent_run_id`` is given) with its tags
+    and params; return its id. Its start is now, or ``start_time`` (ms since
+    the epoch: a batched member's run opened after its group began)."""
     from mlflow.entities import Param
 
     run = c.create_run(
@@ -161,7 +167,8 @@ def start_run(
 
 
 def _run_tags(tags: Mapping[str, Any], parent_run_id: str | None) -> dict[str, str]:
-    """A new run's tags as text: ``tags``, its parent's id (a child run) and the checkout's commit."""
+    """A new run's tags as text: ``tags``, its parent's id (a child
+    run) and the checkout's commit."""
     out = {**tags, **({"mlflow.parentRunId": parent_run_id} if parent_run_id else {})}
     commit = git_commit()
     if commit:
@@ -178,16 +185,16 @@ def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
     c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
 
 
-# Dataset contexts (MLflow's ``mlflow.data.context`` input tag) and the prefix of the metrics scored on each
-# (training has none: train_time_s is a time, train_loss a curve).
+# Dataset contexts (MLflow's ``mlflow.data.context`` input tag) and the prefix of the
+# metrics scored on each (training has none: train_time_s is a time, train_loss a curve).
 CONTEXTS = {"training": None, "validation": "val_", "test": "test_"}
 
 
 def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]) -> list[Any]:
-    """The data sets of a run as MLflow inputs: one per context (``CONTEXTS``: split → (X, y)), named
-    ``name``, with a digest of its arrays and its source (a file's path, ``local``; else the bundled data
-    set's name, ``code``). Built from MLflow's entities directly: ``mlflow.data.from_numpy`` would cost a
-    schema inference per split."""
+    """The data sets of a run as MLflow inputs: one per context (``CONTEXTS``: split → (X,
+    y)), named ``name``, with a digest of its arrays and its source (a file's path,
+    ``local``; else the bundled data set's name, ``code``). Built from MLflow's
+    entities directly: ``mlflow.data.from_numpy`` would cost a schema inference per split."""
     import hashlib
     import json
 
@@ -229,17 +236,18 @@ def finish_run(
     datasets: Iterable[Any] = (),
 ) -> None:
     """Log final metrics, curves (metric name → (steps, values), each thinned to ``curve_points``),
-    the system metrics a sampler kept (``system``), params and tags, all in as few ``log_batch`` calls
-    as MLflow's limits allow (one, for a run of ours); the run's data sets (``datasets``, from
-    :func:`dataset_inputs`); artifact files; MLflow 3 logged models (name → local model folder), each
-    linked to the run as its output and to the final metrics (which also name the data set they were
-    scored on); end the run."""
+    the system metrics a sampler kept (``system``), params and tags, all in as few
+    ``log_batch`` calls as MLflow's limits allow (one, for a run of ours); the run's data
+    sets (``datasets``, from :func:`dataset_inputs`); artifact files; MLflow 3 logged
+    models (name → local model folder), each linked to the run as its output and to the
+    final metrics (which also name the data set they were scored on); end the run."""
     from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Param, RunTag
 
     now = int(time.time() * 1000)
     datasets, models = list(datasets), dict(models or {})
-    # each model also says its run's name: the UI's Models tab finds it by ``tags.run_name = '<run name>'`` (its own
-    # name stays ``model``, which runs:/<run id>/model resolves)
+    # each model also says its run's name: the UI's Models tab finds
+    # it by ``tags.run_name = '<run name>'`` (its own name stays
+    # ``model``, which runs:/<run id>/model resolves)
     named = {MODEL_RUN_NAME: c.get_run(run_id).info.run_name or ""} if models else {}
     logged = {
         name: c.create_logged_model(
@@ -251,7 +259,8 @@ def finish_run(
         )
         for name, folder in models.items()
     }
-    # the files first: one its job folder lost (deleted under the sweep) is said in a tag, the run still ends
+    # the files first: one its job folder lost (deleted under the
+    # sweep) is said in a tag, the run still ends
     missing = copy_files(_artifact_repo(c, run_id), artifacts)
     for name, model in logged.items():
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
@@ -299,8 +308,8 @@ def finish_run(
 
 
 def copy_files(repo: Any, paths: Iterable[Path]) -> list[str]:
-    """Copy files into a run's artifact repository; the names of those that are gone (their job folder deleted
-    under the sweep after the job kept them), which are left out."""
+    """Copy files into a run's artifact repository; the names of those that are gone (their
+    job folder deleted under the sweep after the job kept them), which are left out."""
     missing = []
     for path in paths:
         try:
@@ -317,13 +326,16 @@ def missing_tag(paths: Iterable[Path], missing: list[str]) -> dict[str, str]:
     folder = next((Path(p).parent for p in paths), None)
     where = f"its job folder {folder}" if folder else "its job folder"
     return {
-        "artifacts_missing": f"{where} was deleted before these files were recorded: {', '.join(missing)}"
+        "artifacts_missing": (
+            f"{where} was deleted before these files were recorded: {', '.join(missing)}"
+        )
     }
 
 
 def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -> list[Any]:
-    """A run's last metrics (:func:`finish_run`'s ``metrics``, each naming the data set it was scored on and the
-    logged model, validation first), its system samples and its curves thinned to ``curve_points``."""
+    """A run's last metrics (:func:`finish_run`'s ``metrics``, each naming
+    the data set it was scored on and the logged model, validation first),
+    its system samples and its curves thinned to ``curve_points``."""
     from mlflow.entities import Metric
 
     metrics = end.get("metrics") or {}
@@ -357,11 +369,12 @@ def _last_batch(now: int, end: Mapping[str, Any], model_id: str | None = None) -
 
 
 def _log_inputs(c: Any, run_id: str, datasets: list[Any], attempts: int = 4) -> None:
-    """``log_inputs``, again when a concurrent run (another joblib worker, a second sweep) inserted the same new
-    data set between MLflow's check and its insert: the store refuses the second insert as a duplicate
-    (SQLite "UNIQUE constraint failed", PostgreSQL "duplicate key", MySQL "Duplicate entry"), rolled back
-    whole; the next attempt finds the data set and links this run to it. Reproduced: two joblib workers
-    whose first jobs ended at once; 4 threads ending runs on one new data set, 16 failures in 10 rounds."""
+    """``log_inputs``, again when a concurrent run (another joblib worker, a second sweep)
+    inserted the same new data set between MLflow's check and its insert: the store refuses
+    the second insert as a duplicate (SQLite "UNIQUE constraint failed", PostgreSQL
+    "duplicate key", MySQL "Duplicate entry"), rolled back whole; the next attempt finds
+    the data set and links this run to it. Reproduced: two joblib workers whose first jobs
+    ended at once; 4 threads ending runs on one new data set, 16 failures in 10 rounds."""
     from mlflow.exceptions import MlflowException
 
     for attempt in range(attempts):
@@ -380,11 +393,12 @@ CHAMPION = "champion"
 
 
 def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
-    """Register the model of run ``run_id`` as a new version of registered model ``name`` (created if new)
-    and point ``alias`` at it; return the ModelVersion. The run's logged model is the source (a run from
-    before logged models: its ``model/`` artifacts). MLflow resolves a ``models:/<id>`` source in the
-    *current* tracking URI, so it is the client's store during the call. When any step fails, what this call
-    created is deleted again (the version, the registered model it created) and the error raised."""
+    """Register the model of run ``run_id`` as a new version of registered model ``name``
+    (created if new) and point ``alias`` at it; return the ModelVersion. The run's logged
+    model is the source (a run from before logged models: its ``model/`` artifacts).
+    MLflow resolves a ``models:/<id>`` source in the *current* tracking URI, so it is the
+    client's store during the call. When any step fails, what this call created is
+    deleted again (the version, the registered model it created) and the error raised."""
     from mlflow.exceptions import MlflowException
 
     outputs = c.get_run(run_id).outputs
@@ -415,7 +429,8 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
 
 def _current_uri(uri: str) -> Any:
     """A context in which MLflow's current tracking URI is ``uri`` (restored after): the public
-    ``mlflow.set_tracking_uri``, where MLflow's own context for it is private (``_use_tracking_uri``)."""
+    ``mlflow.set_tracking_uri``, where MLflow's own context for it is private
+    (``_use_tracking_uri``)."""
     import contextlib
 
     import mlflow
@@ -434,7 +449,8 @@ def _current_uri(uri: str) -> Any:
 
 def _stamp(folder: Path, model_id: str, run_id: str) -> None:
     """Write the logged model's id and its run into the folder's MLmodel file, as ``log_model`` does
-    (``save_model`` writes ``model_id: null`` and no run); a line edit, not a YAML round trip (~3 ms)."""
+    (``save_model`` writes ``model_id: null`` and no run); a line edit, not a YAML round
+    trip (~3 ms)."""
     mlmodel = folder / "MLmodel"
     if mlmodel.is_file():
         text = re.sub(r"^(model_id|run_id):.*\n", "", mlmodel.read_text(), flags=re.M)
@@ -442,7 +458,8 @@ def _stamp(folder: Path, model_id: str, run_id: str) -> None:
 
 
 def _run_info(c: Any, run_id: str) -> tuple[str, str]:
-    """A run's artifact URI and experiment id (of a run this process created, as the sweep's state keeps it)."""
+    """A run's artifact URI and experiment id (of a run this process
+    created, as the sweep's state keeps it)."""
     runs = state.current().runs
     if run_id not in runs:
         info = c.get_run(run_id).info
@@ -451,8 +468,8 @@ def _run_info(c: Any, run_id: str) -> tuple[str, str]:
 
 
 def _artifact_repo(c: Any, run_id: str) -> Any:
-    """Where a run's artifacts go, as ``MlflowClient.log_artifact`` finds it, without asking the store
-    again for a run that :func:`start_run` created."""
+    """Where a run's artifacts go, as ``MlflowClient.log_artifact`` finds it,
+    without asking the store again for a run that :func:`start_run` created."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     uri = _run_info(c, run_id)[0]

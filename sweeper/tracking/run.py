@@ -1,6 +1,6 @@
-"""One run in the store, from creation to its end: the record half's vocabulary (start, finish, fail, kill,
-hand to the writer). It keeps what every call needs together: the store's URI and client, the run's id and
-its system-metrics sampler."""
+"""One run in the store, from creation to its end: the record half's vocabulary (start,
+finish, fail, kill, hand to the writer). It keeps what every call needs together: the
+store's URI and client, the run's id and its system-metrics sampler."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from sweeper.tracking import bulk, records, system
 
 
 class Heartbeat:
-    """Refreshes RUNNING runs' ``heartbeat`` tag every interval from one thread, so that a report on any host
-    tells a live job's run from one whose job died (:func:`sweeper.base.process.beating`): one run's, or a batched
-    group's members' (one statement a beat on the embedded store: one thread for the group, not one a member).
-    A run leaves it when it ends (:meth:`stop`); the thread ends with the last. A failed refresh is skipped: the
-    next one may pass, and a run that goes silent is judged by its last beat."""
+    """Refreshes RUNNING runs' ``heartbeat`` tag every interval from one thread, so that a
+    report on any host tells a live job's run from one whose job died
+    (:func:`sweeper.base.process.beating`): one run's, or a batched group's members' (one
+    statement a beat on the embedded store: one thread for the group, not one a member). A run
+    leaves it when it ends (:meth:`stop`); the thread ends with the last. A failed refresh
+    is skipped: the next one may pass, and a run that goes silent is judged by its last beat."""
 
     def __init__(self, client: Any, owners: list["TrackedRun"], interval: float) -> None:
         self.client, self.interval = client, interval
@@ -43,7 +44,8 @@ class Heartbeat:
                 pass
 
     def stop(self, run_id: str | None = None) -> None:
-        """No more beats for ``run_id`` (for every run when None); the thread ends once no run is left."""
+        """No more beats for ``run_id`` (for every run when None); the
+        thread ends once no run is left."""
         with self._lock:
             if run_id is None:
                 self._owners.clear()
@@ -76,8 +78,9 @@ class TrackedRun:
         params: Mapping[str, Any] | None = None,
         start_time: int | None = None,
     ) -> "TrackedRun":
-        """Create the run RUNNING with its name and tags (a child of ``parent_run_id`` when given); its params
-        come with its last batch (or now, ``params``); it started now, or at ``start_time`` (ms)."""
+        """Create the run RUNNING with its name and tags (a child of
+        ``parent_run_id`` when given); its params come with its last batch
+        (or now, ``params``); it started now, or at ``start_time`` (ms)."""
         interval = heartbeat_interval()
         tags = {**tags, HEARTBEAT: beat(time.time(), interval)}
         run_id = records.start_run(
@@ -97,8 +100,9 @@ class TrackedRun:
     def start_many(
         cls, uri: str, client: Any, experiment_id: str, specs: list[Mapping[str, Any]]
     ) -> list["TrackedRun"]:
-        """:meth:`start` for each spec (``name``, ``tags``, ``parent_run_id``, ``params``, ``start_time``): on the
-        embedded store in one transaction (:func:`bulk.start_runs`), with one heartbeat for them all."""
+        """:meth:`start` for each spec (``name``, ``tags``, ``parent_run_id``,
+        ``params``, ``start_time``): on the embedded store in one transaction
+        (:func:`bulk.start_runs`), with one heartbeat for them all."""
         interval = heartbeat_interval()
         now = beat(time.time(), interval)
         ids = bulk.start_runs(
@@ -117,8 +121,9 @@ class TrackedRun:
             heart.stop(self.run_id)
 
     def sample_system(self, also: list["TrackedRun"] = (), min_s: float = 0.0) -> None:
-        """Sample CPU, memory (and GPU) while the run trains (nothing without psutil); the samples logged while
-        it runs go to the runs ``also`` too (a batched group's members); none if it ends within ``min_s`` seconds."""
+        """Sample CPU, memory (and GPU) while the run trains (nothing without
+        psutil); the samples logged while it runs go to the runs ``also`` too (a
+        batched group's members); none if it ends within ``min_s`` seconds."""
         self._monitor = system.system_monitor(self.client, self.run_id, self.uri, min_s=min_s)
         if self._monitor is not None:
             self._monitor.also = [r.run_id for r in also]
@@ -129,15 +134,16 @@ class TrackedRun:
         return system.stop(monitor)
 
     def finish(self, metrics: Mapping[str, float], **end: Any) -> None:
-        """Log the run's last batch, data sets, artifacts and models and end it (:func:`records.finish_run`)."""
+        """Log the run's last batch, data sets, artifacts and models
+        and end it (:func:`records.finish_run`)."""
         self.stop_heartbeat()
         records.finish_run(self.client, self.run_id, metrics, **end)
 
     def fail(
         self, reason: str, params: Mapping[str, Any], status: str, artifacts: Iterable[Path] = ()
     ) -> None:
-        """End the run ``status`` (FAILED, or KILLED when interrupted: the caller says which) with its reason, params,
-        system metrics and ``artifacts`` (a failed run's error file)."""
+        """End the run ``status`` (FAILED, or KILLED when interrupted: the caller says which)
+        with its reason, params, system metrics and ``artifacts`` (a failed run's error file)."""
         self.stop_heartbeat()
         records.finish_run(
             self.client,
@@ -151,7 +157,8 @@ class TrackedRun:
         )
 
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
-        """Let the writer process end the run (its last batch ``end``) while this process goes on."""
+        """Let the writer process end the run (its last batch ``end``)
+        while this process goes on."""
         self.stop_heartbeat()
         writer.submit(
             self.uri,

@@ -1,10 +1,11 @@
-"""MLflow's store: opening it (created once, under a lock, checked first), its client (the experiments and
-finding runs: :mod:`sweeper.tracking.experiments`).
+"""MLflow's store: opening it (created once, under a lock, checked first), its
+client (the experiments and finding runs: :mod:`sweeper.tracking.experiments`).
 
-Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child run is created with
-its tags (its name and ``overrides`` tag say what it is while it runs), and when it ends one
-``log_batch`` carries its params, metrics, system metrics and loss curves (at most ``curve_points`` of
-each), then the artifacts (resolved config, predictions, the whole curves, the model) and the status.
+Calls are few and batched (each costs ~5-15 ms on SQLite, more over HTTP): a child
+run is created with its tags (its name and ``overrides`` tag say what it is while
+it runs), and when it ends one ``log_batch`` carries its params, metrics, system
+metrics and loss curves (at most ``curve_points`` of each), then the artifacts
+(resolved config, predictions, the whole curves, the model) and the status.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from sweeper.base.output import masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database, check_writable, identity  # noqa: F401
 
-# With the store file's errors and checks and the SQLite path of a URI, re-exported. UNREACHABLE is built on first
-# use (``__getattr__`` below), so it is not in the list: ``from ... import *`` would build it at once.
+# With the store file's errors and checks and the SQLite path of a
+# URI, re-exported. UNREACHABLE is built on first use (``__getattr__`` below),
+# so it is not in the list: ``from ... import *`` would build it at once.
 __all__ = [
     "DEFAULT_URI",
     "MLFLOW_DEFAULTS",
@@ -47,29 +49,30 @@ __all__ = [
     "when_unlocked",
 ]
 
-# MLflow (~2 s to import) is imported only by the functions that talk to a store, so that `--help`, a
-# refused value and the Hydra callback's module cost nothing of it. Importing this module changes nothing in
-# the process: sweeper's MLflow settings (:func:`mlflow_defaults`) apply once sweeper's own tracking starts.
+# MLflow (~2 s to import) is imported only by the functions that talk to a store,
+# so that `--help`, a refused value and the Hydra callback's module cost nothing
+# of it. Importing this module changes nothing in the process: sweeper's MLflow
+# settings (:func:`mlflow_defaults`) apply once sweeper's own tracking starts.
 MLFLOW_DEFAULTS = {
     # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-    # Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120 s
-    # timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
+    # Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120
+    # s timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-    # MLflow sets its loggers' levels when imported, from this variable (INFO by default; alembic's at WARNING
-    # or above)
+    # MLflow sets its loggers' levels when imported, from this
+    # variable (INFO by default; alembic's at WARNING or above)
     "MLFLOW_LOGGING_LEVEL": "WARNING",
 }
 
 
 @functools.cache
 def mlflow_defaults() -> None:
-    """Sweeper's MLflow settings, for the process that uses sweeper's tracking (a job's task, a command, the
-    writer): called before sweeper first imports MLflow or opens a client, never at import. A variable the
-    user set keeps its value. MLflow reads the HTTP variables at each request; the logger levels are set here
-    in case MLflow was imported before."""
+    """Sweeper's MLflow settings, for the process that uses sweeper's tracking (a job's task,
+    a command, the writer): called before sweeper first imports MLflow or opens a client,
+    never at import. A variable the user set keeps its value. MLflow reads the HTTP variables
+    at each request; the logger levels are set here in case MLflow was imported before."""
     for key, value in MLFLOW_DEFAULTS.items():
         os.environ.setdefault(key, value)
     try:
@@ -83,7 +86,8 @@ def mlflow_defaults() -> None:
 DEFAULT_URI = f"sqlite:///{ROOT.as_posix()}/mlruns/mlflow.db"
 
 
-# What a failing store or server raises (after MLflow's own retries): ``except tracking.UNREACHABLE``.
+# What a failing store or server raises (after MLflow's own retries):
+# ``except tracking.UNREACHABLE``.
 _UNREACHABLE = (
     ("mlflow.exceptions", "MlflowException"),
     ("requests.exceptions", "RequestException"),
@@ -92,9 +96,9 @@ _UNREACHABLE = (
 
 
 def __getattr__(name: str) -> Any:
-    """``UNREACHABLE``, built without importing MLflow: an exception of a class whose module was never
-    imported cannot have been raised, so the tuple holds the classes already loaded (and OSError), and
-    stays fixed once all three are."""
+    """``UNREACHABLE``, built without importing MLflow: an exception of a class
+    whose module was never imported cannot have been raised, so the tuple holds the
+    classes already loaded (and OSError), and stays fixed once all three are."""
     if name != "UNREACHABLE":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     found = tuple(
@@ -106,16 +110,17 @@ def __getattr__(name: str) -> Any:
 
 
 def first_line(e: BaseException) -> str:
-    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised as a result of
-    Query-invoked autoflush; ...)"), which comes before what failed."""
+    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised
+    as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
     text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
     return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
 def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
-    """``call(*args)``, again while SQLite answers "database is locked" (at most ``wait_s`` seconds). It answers so at
-    once, without its busy wait, when another connection wrote between a transaction's read and its write (WAL):
-    an interrupted sweep's parent stayed RUNNING for it (the heartbeats and the writer write meanwhile)."""
+    """``call(*args)``, again while SQLite answers "database is locked" (at most ``wait_s``
+    seconds). It answers so at once, without its busy wait, when another connection wrote
+    between a transaction's read and its write (WAL): an interrupted sweep's parent stayed
+    RUNNING for it (the heartbeats and the writer write meanwhile)."""
     import time
 
     deadline, delay = time.monotonic() + wait_s, 0.05
@@ -130,9 +135,10 @@ def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
 
 
 def check_readable(uri: str, key: str = "--tracking-uri") -> None:
-    """What a read command (report, runs, promote, advise, compare) asks of its store before MLflow's client does:
-    :func:`check_database` (an existing store: never one made at a mistyped path) and, for a server, :func:`check_server`
-    (seconds, as a sweep's start: MLflow's client retries for ~10 s on a closed port and waits 130 s on a server that
+    """What a read command (report, runs, promote, advise, compare) asks of its store before
+    MLflow's client does: :func:`check_database` (an existing store: never one made at a
+    mistyped path) and, for a server, :func:`check_server` (seconds, as a sweep's start:
+    MLflow's client retries for ~10 s on a closed port and waits 130 s on a server that
     accepts connections and never answers). One line (TrackingError) naming ``key``."""
     check_database(uri, existing=True, key=key)
     if uri.startswith(("http://", "https://")):
@@ -140,11 +146,12 @@ def check_readable(uri: str, key: str = "--tracking-uri") -> None:
 
 
 def check_server(uri: str, timeout: float = 5.0, key: str = "tracking.uri") -> None:
-    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health`` within ``timeout``
-    seconds (a closed port at once, one that accepts and never answers after ``timeout``). Credentials go as
-    MLflow's client sends them: the URI's user info (``http://alice:PW@host``) as HTTP basic authentication, else
-    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``, or ``MLFLOW_TRACKING_TOKEN`` (a bearer token);
-    the address asked is the URI without its user info (urllib would read ``alice:PW@host`` as the host's name)."""
+    """Fail fast, in one line, when an http(s) tracking server does not answer ``GET /health``
+    within ``timeout`` seconds (a closed port at once, one that accepts and never answers after
+    ``timeout``). Credentials go as MLflow's client sends them: the URI's user info
+    (``http://alice:PW@host``) as HTTP basic authentication, else ``MLFLOW_TRACKING_USERNAME`` /
+    ``MLFLOW_TRACKING_PASSWORD``, or ``MLFLOW_TRACKING_TOKEN`` (a bearer token); the address asked
+    is the URI without its user info (urllib would read ``alice:PW@host`` as the host's name)."""
     import urllib.request
 
     import urllib.error
@@ -154,10 +161,12 @@ def check_server(uri: str, timeout: float = 5.0, key: str = "tracking.uri") -> N
             r.read()
     except urllib.error.HTTPError as e:  # it answers, and refuses
         hint = (
-            "the server refuses the credentials: give them in the URI (http://USER:PASSWORD@HOST:PORT) or in "
+            "the server refuses the credentials: give them in the URI "
+            "(http://USER:PASSWORD@HOST:PORT) or in "
             "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
             if e.code in (401, 403)
-            else "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT ...)"
+            else "expected an MLflow tracking server (mlflow server --host 127.0.0.1 --port PORT "
+            "...)"
         )
         raise TrackingError(
             f"{key}={masked(uri)} answers GET /health with HTTP {e.code} ({e.reason}): {hint}"
@@ -165,12 +174,14 @@ def check_server(uri: str, timeout: float = 5.0, key: str = "tracking.uri") -> N
     except OSError as e:
         raise TrackingError(
             f"{key}={masked(uri)} does not answer ({getattr(e, 'reason', e)}): start the server "
-            "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store (tracking=local)"
+            "(mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded store "
+            "(tracking=local)"
         ) from None
 
 
 def _health_request(uri: str) -> Any:
-    """``GET <uri>/health`` with the credentials MLflow's client would send (:func:`check_server`)."""
+    """``GET <uri>/health`` with the credentials MLflow's client would
+    send (:func:`check_server`)."""
     import base64
     import urllib.request
     from urllib.parse import unquote, urlsplit
@@ -193,8 +204,9 @@ def _health_request(uri: str) -> Any:
 
 
 def client(uri: str) -> Any:
-    """A client of the store. A new SQLite store (or one not yet in WAL mode) is first created under an
-    inter-process lock (:func:`_create_store`); an existing WAL store is opened without lock or probe."""
+    """A client of the store. A new SQLite store (or one not yet in WAL mode)
+    is first created under an inter-process lock (:func:`_create_store`); an
+    existing WAL store is opened without lock or probe."""
     from sweeper import settled
 
     # a store named by a sweep's files (their passwords masked): the one this process opened
@@ -207,8 +219,8 @@ def client(uri: str) -> Any:
         # MLflow's modules (~500k objects): no GC pass while they load, none over them after
         with settled():
             MlflowClient = _client_class()
-    # MLflow logs a store's failure (a full disk, a read-only file) with its traceback before raising it; the
-    # raise is what we report, in one line
+    # MLflow logs a store's failure (a full disk, a read-only file) with its
+    # traceback before raising it; the raise is what we report, in one line
     quiet = logging.getLogger("mlflow.store.db.utils")
     if quiet.level != logging.CRITICAL:  # setLevel clears every logger's cache: not once a job
         quiet.setLevel(logging.CRITICAL)
@@ -235,8 +247,9 @@ def client(uri: str) -> Any:
 
 @functools.cache
 def _client_class() -> type:
-    """MLflow's client, whose tag and param values have a URI's password masked (:func:`sweeper.base.output.masked`):
-    a run's tags quote its command line, overrides and errors, and none of them keeps a password."""
+    """MLflow's client, whose tag and param values have a URI's password
+    masked (:func:`sweeper.base.output.masked`): a run's tags quote its
+    command line, overrides and errors, and none of them keeps a password."""
     from mlflow import MlflowClient
     from mlflow.entities import Param, RunTag
 
@@ -265,11 +278,12 @@ def _client_class() -> type:
 
 @functools.cache
 def _sqlite_commits_without_fsync() -> None:
-    """Every SQLite connection in WAL mode that this process opens from now on (MLflow's engines) commits
-    with ``synchronous=NORMAL``: a commit is then durable against a crash of the process and the database
-    stays consistent, only the last commits before a power cut can be lost (SQLite's documentation
-    recommends it for WAL; other journal modes, e.g. an Optuna storage's, keep their setting). With FULL,
-    each of a job's ~15 commits waits for an fsync, and the writer process's fsyncs stall this process's
+    """Every SQLite connection in WAL mode that this process opens from now on (MLflow's
+    engines) commits with ``synchronous=NORMAL``: a commit is then durable against a
+    crash of the process and the database stays consistent, only the last commits before
+    a power cut can be lost (SQLite's documentation recommends it for WAL; other journal
+    modes, e.g. an Optuna storage's, keep their setting). With FULL, each of a job's ~15
+    commits waits for an fsync, and the writer process's fsyncs stall this process's
     file writes in the file system's journal (measured: docs/benchmarks.md)."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
@@ -287,7 +301,8 @@ def _sqlite_commits_without_fsync() -> None:
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:
-    """Artifacts of an embedded store sit beside its database, at an absolute path (not the cwd's)."""
+    """Artifacts of an embedded store sit beside its database, at an
+    absolute path (not the cwd's)."""
     db = sqlite_path(uri)
     if db is None:
         return None  # a server decides
@@ -301,9 +316,9 @@ def artifact_location(uri: str, experiment: str) -> str | None:
 def open_store(uri: str) -> Any:
     """Check that the store can be used and return a client (TrackingError, one line, if not).
 
-    An embedded store's folder must be writable (checked first: MLflow would retry for ~100 s); a new
-    SQLite store is created safely against any number of processes (see :func:`client`); a server must
-    answer ``GET /health`` and a first request.
+    An embedded store's folder must be writable (checked first: MLflow would retry
+    for ~100 s); a new SQLite store is created safely against any number of processes
+    (see :func:`client`); a server must answer ``GET /health`` and a first request.
     """
     uri = unmasked(uri)
     db = sqlite_path(uri)
@@ -336,8 +351,9 @@ def _creating() -> str:
 
 
 def _progress(line: str) -> None:
-    """A progress line before slow work: through logging where a handler shows it (a job), else on stderr (a sweep's
-    start, before Hydra configures logging): stdout, so that stderr keeps only what went wrong."""
+    """A progress line before slow work: through logging where a handler shows
+    it (a job), else on stderr (a sweep's start, before Hydra configures
+    logging): stdout, so that stderr keeps only what went wrong."""
     log = logging.getLogger("sweeper")
     if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
         log.info(line)
@@ -349,19 +365,20 @@ def _create_store(db: Path, uri: str) -> Any:
     """Create the SQLite store ``db`` (schema, then WAL journal mode) and return a client.
 
     Several processes creating one store at once race in MLflow's schema migrations and can leave it
-    unusable, so the creation holds an exclusive lock on ``<db>.lock`` (the file stays; it is empty).
-    The schema is a copy of this MLflow's empty store (:func:`_template`, made by its migrations the first time,
-    ~4 s; a copy then takes ~0.2 s); MLflow adds its Default experiment to it as to a store it made.
-    The WAL switch comes last: a WAL header means a complete schema, which :func:`client` trusts
-    without the lock. WAL lets parallel jobs log without "database is locked".
+    unusable, so the creation holds an exclusive lock on ``<db>.lock`` (the file stays;
+    it is empty). The schema is a copy of this MLflow's empty store (:func:`_template`,
+    made by its migrations the first time, ~4 s; a copy then takes ~0.2 s); MLflow adds
+    its Default experiment to it as to a store it made. The WAL switch comes last: a WAL
+    header means a complete schema, which :func:`client` trusts without the lock. WAL
+    lets parallel jobs log without "database is locked".
     """
     from sweeper.base import stop
 
     MlflowClient = _client_class()
     # the store's own folder only: check_writable refuses a path of missing folders
     db.parent.mkdir(exist_ok=True)
-    # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations left a half-built file
-    # that every later command refused ("table spans already exists")
+    # Ctrl-C or SIGTERM waits for the schema (a few seconds): cut short, MLflow's migrations
+    # left a half-built file that every later command refused ("table spans already exists")
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
         if _is_wal_database(db):  # made by another process while this one waited
             return MlflowClient(tracking_uri=uri)
@@ -377,7 +394,8 @@ def _create_store(db: Path, uri: str) -> Any:
 
 
 def _template() -> Path:
-    """The empty store of this MLflow version (its migrated schema, no experiment), kept in sweeper's cache."""
+    """The empty store of this MLflow version (its migrated schema, no
+    experiment), kept in sweeper's cache."""
     from importlib.metadata import version
 
     from sweeper.base.environment import cache_root
@@ -387,8 +405,9 @@ def _template() -> Path:
 
 @functools.cache
 def _schema_head() -> str | None:
-    """The schema revision this MLflow's migrations end at, read off their files (alembic's own reading of them
-    takes ~1 s): the revision no other names as its ``down_revision``. None when that is not one revision."""
+    """The schema revision this MLflow's migrations end at, read off their
+    files (alembic's own reading of them takes ~1 s): the revision no other
+    names as its ``down_revision``. None when that is not one revision."""
     from importlib.util import find_spec
 
     spec = find_spec("mlflow")
@@ -408,8 +427,9 @@ def _schema_head() -> str | None:
 
 
 def _from_template(db: Path) -> bool:
-    """Copy the cached empty store to ``db`` (absent, or an empty file); False when there is none to copy, or the
-    one cached is of another schema than this MLflow's (it is removed: the migrations make it again)."""
+    """Copy the cached empty store to ``db`` (absent, or an empty file);
+    False when there is none to copy, or the one cached is of another schema
+    than this MLflow's (it is removed: the migrations make it again)."""
     template = _template()
     if not template.is_file() or (db.exists() and db.stat().st_size):
         return False
@@ -434,8 +454,9 @@ def _from_template(db: Path) -> bool:
 
 
 def _keep_template(db: Path) -> None:
-    """Keep the store MLflow's migrations just made (its schema; Default left out) for the next new store. A cache
-    that cannot be written costs the next store its migrations again, nothing more."""
+    """Keep the store MLflow's migrations just made (its schema;
+    Default left out) for the next new store. A cache that cannot be
+    written costs the next store its migrations again, nothing more."""
     template = _template()
     if template.is_file():
         return
@@ -455,13 +476,15 @@ def _keep_template(db: Path) -> None:
 
 
 def _is_wal_database(db: Path) -> bool:
-    """Whether ``db`` is an SQLite database already in WAL mode, asked of SQLite (``PRAGMA journal_mode``).
+    """Whether ``db`` is an SQLite database already in WAL mode, asked
+    of SQLite (``PRAGMA journal_mode``).
 
-    Never through Python's ``open()``: on POSIX, closing any descriptor of a file drops every lock this process
-    holds on it, SQLite's included (sqlite.org/howtocorrupt.html, 2.2). A sweep asks this as each job opens its
-    client, while its own connections write; with their locks gone, another command's last close of the store
-    checkpointed and deleted the WAL this sweep was still writing to, and runs printed FINISHED were lost. SQLite's
-    own connections share their locks within the process, so a connection opened and closed here drops none."""
+    Never through Python's ``open()``: on POSIX, closing any descriptor of a file drops every
+    lock this process holds on it, SQLite's included (sqlite.org/howtocorrupt.html, 2.2). A
+    sweep asks this as each job opens its client, while its own connections write; with their
+    locks gone, another command's last close of the store checkpointed and deleted the WAL this
+    sweep was still writing to, and runs printed FINISHED were lost. SQLite's own connections
+    share their locks within the process, so a connection opened and closed here drops none."""
     try:
         if db.stat().st_size == 0:
             return False

@@ -1,6 +1,6 @@
-"""The read commands (report, advise, compare) on a store that fails — not an MLflow database, truncated,
-read-only, on a full disk, an address that cannot be parsed: one line naming the store and exit 2, never
-MLflow's or SQLAlchemy's traceback."""
+"""The read commands (report, advise, compare) on a store that fails — not an MLflow
+database, truncated, read-only, on a full disk, an address that cannot be parsed:
+one line naming the store and exit 2, never MLflow's or SQLAlchemy's traceback."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from sweeper.tracking import store
 
 
 def failure(e: BaseException) -> bool:
-    """Whether ``e`` is the store's failure (MLflow, SQLAlchemy, SQLite, the OS), not a bug of ours."""
+    """Whether ``e`` is the store's failure (MLflow, SQLAlchemy,
+    SQLite, the OS), not a bug of ours."""
     return isinstance(e, (store.TrackingError, sqlite3.Error, *store.UNREACHABLE))
 
 
@@ -23,9 +24,15 @@ def line(uri: str, e: BaseException) -> str:
     text = store.first_line(e)
     hint = ""
     if "not a database" in text or "malformed" in text:
-        hint = ": it is not an MLflow store, or it is damaged (restore a copy, or choose another --tracking-uri)"
+        hint = (
+            ": it is not an MLflow store, or it is damaged (restore a copy, or choose "
+            "another --tracking-uri)"
+        )
     elif "readonly" in text or "read-only" in text:
-        hint = ": the store is read-only, and this command writes to it (make it writable, or work on a copy)"
+        hint = (
+            ": the store is read-only, and this command writes to it (make it writable, or "
+            "work on a copy)"
+        )
     elif "disk is full" in text or "No space left" in text:
         hint = ": the disk is full (free space and run it again)"
     return f"sweeper: error: tracking.uri={uri} failed: {text}{hint}"

@@ -1,7 +1,8 @@
-"""An embedded (SQLite) store's file, asked of SQLite and the file system, never of MLflow (no import of it): whether
-it can be used before MLflow opens it (:func:`check_database`, :func:`check_writable`: a refusal costs milliseconds
-and touches nothing), which runs it holds (:func:`runs_in_file`), and whether it is still the file a sweep began with
-(:func:`identity`, :func:`replaced`)."""
+"""An embedded (SQLite) store's file, asked of SQLite and the file system, never
+of MLflow (no import of it): whether it can be used before MLflow opens it
+(:func:`check_database`, :func:`check_writable`: a refusal costs milliseconds
+and touches nothing), which runs it holds (:func:`runs_in_file`), and whether it
+is still the file a sweep began with (:func:`identity`, :func:`replaced`)."""
 
 from __future__ import annotations
 
@@ -27,13 +28,14 @@ class TrackingError(RuntimeError):
 
 
 def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
-    """TrackingError (one line) unless ``uri`` names a store that can persist runs: not an in-memory database
-    (:func:`~sweeper.base.names.uri_problem`), and for ``sqlite:///PATH`` a PATH that is no folder (MLflow would
-    retry it for ~100 s) and, when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes
-    (random bytes in it would otherwise be read, and written to, as runs). ``existing``: a command that only
-    reads the store (report, runs, promote) refuses a missing file instead of creating a store there; ``key``: how
-    the line names the store (those commands: ``--tracking-uri``). No MLflow
-    import: a refusal costs milliseconds and touches nothing."""
+    """TrackingError (one line) unless ``uri`` names a store that can persist runs: not
+    an in-memory database (:func:`~sweeper.base.names.uri_problem`), and
+    for ``sqlite:///PATH`` a PATH that is no folder (MLflow would retry it for ~100 s) and,
+    when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes (random bytes
+    in it would otherwise be read, and written to, as runs). ``existing``: a command that only
+    reads the store (report, runs, promote) refuses a missing file instead of creating a store
+    there; ``key``: how the line names the store (those commands: ``--tracking-uri``). No
+    MLflow import: a refusal costs milliseconds and touches nothing."""
     from sweeper.base.names import uri_problem
 
     problem = uri_problem(uri)
@@ -86,31 +88,38 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
         )
         raise TrackingError(
             f"{key}={uri} cannot be used: {db} is another application's SQLite database (its "
-            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's path, "
+            f"tables: {shown}), not an MLflow store: it is left as it is; give an MLflow store's "
+            "path, "
             "or a new path for a new store"
         )
 
 
 def _damage(db: Path) -> str | None:
-    """Why the existing file ``db`` is not a healthy SQLite database (None when it is, or is empty: SQLite reads
-    an empty file as an empty database): ``PRAGMA quick_check`` (a read of every page, ~ms a MB), which writes
-    nothing. Read through SQLite only, never Python's ``open()`` (see :func:`_is_wal_database`)."""
+    """Why the existing file ``db`` is not a healthy SQLite database (None when it is,
+    or is empty: SQLite reads an empty file as an empty database):
+    ``PRAGMA quick_check`` (a read of every page, ~ms a MB), which writes nothing. Read
+    through SQLite only, never Python's ``open()`` (see :func:`_is_wal_database`)."""
     try:
         if db.stat().st_size == 0:
             return None
     except OSError:
         return None  # unreadable: check_writable and MLflow name it
     try:
-        # an ordinary connection: a read-only one would leave a WAL store's -wal and -shm files behind it
+        # an ordinary connection: a read-only one would leave a WAL
+        # store's -wal and -shm files behind it
         with closing(sqlite3.connect(db, timeout=30)) as con:
             rows = con.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as e:
         text = str(e)
         if "not a database" in text:
-            return "is not a database (its first bytes are not SQLite's header): it is not an MLflow store, or it is damaged"
+            return (
+                "is not a database (its first bytes are not SQLite's header): it is not an "
+                "MLflow store, or it is damaged"
+            )
         if "malformed" in text or "corrupt" in text:
             return f"is damaged ({text})"
-        return None  # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
+        # locked, cannot be opened (a WAL store in a read-only folder): MLflow's own open decides
+        return None
     first = rows[0][0] if rows else "ok"
     return (
         None
@@ -120,16 +129,17 @@ def _damage(db: Path) -> str | None:
 
 
 def _foreign_tables(db: Path) -> list[str]:
-    """The tables of the healthy SQLite file ``db`` when it holds some and none is MLflow's (another application's
-    database, which MLflow would otherwise fill with its schema and switch to WAL); [] for an MLflow store, a store
-    MLflow is creating (``experiments`` comes first, ``alembic_version`` with the migrations) or an empty file."""
+    """The tables of the healthy SQLite file ``db`` when it holds some and none is MLflow's
+    (another application's database, which MLflow would otherwise fill with its schema and
+    switch to WAL); [] for an MLflow store, a store MLflow is creating (``experiments``
+    comes first, ``alembic_version`` with the migrations) or an empty file."""
     tables = _tables(db)
     return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
 
 
 def _tables(db: Path) -> list[str] | None:
-    """The tables of the SQLite file ``db`` (SQLite's own left out); None where it cannot be read (locked, unreadable:
-    MLflow's own open decides, as for :func:`_damage`)."""
+    """The tables of the SQLite file ``db`` (SQLite's own left out); None where it cannot
+    be read (locked, unreadable: MLflow's own open decides, as for :func:`_damage`)."""
     try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
             tables = [
@@ -144,8 +154,9 @@ def _tables(db: Path) -> list[str] | None:
 
 
 def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
-    """Which of ``run_ids`` the database file now at an embedded store's path holds, asked of that file itself (a
-    client made earlier may still read a deleted file through its open connections); none for a server, or no file."""
+    """Which of ``run_ids`` the database file now at an embedded store's path
+    holds, asked of that file itself (a client made earlier may still read a
+    deleted file through its open connections); none for a server, or no file."""
     db = sqlite_path(uri)
     if db is None or not db.is_file() or not run_ids:
         return set()
@@ -173,11 +184,13 @@ def identity(uri: str) -> list[int] | None:
 
 
 def replaced(uri: str, before: list[int] | None) -> str | None:
-    """How the store a sweep began with (its :func:`identity` then: ``before``) is gone now, or None."""
+    """How the store a sweep began with (its :func:`identity` then:
+    ``before``) is gone now, or None."""
     if before is None:
         return None
     now = identity(uri)
-    # a file there now: another, or a new store the sweep's later jobs made after the first was deleted
+    # a file there now: another, or a new store the sweep's later jobs
+    # made after the first was deleted
     return (
         None
         if now == list(before)
@@ -190,20 +203,23 @@ def replaced(uri: str, before: list[int] | None) -> str | None:
 def check_writable(db: Path, uri: str) -> None:
     """TrackingError unless the database ``db`` can be created or written: SQLite writes its journal
     (``-wal``, ``-shm``) beside the file, so the folder must be writable too. Uses the real uid
-    (``os.access``), so a folder of mode 555 fails for a user and a read-only file system for anyone.
+    (``os.access``), so a folder of mode 555 fails for a user and a read-only file
+    system for anyone.
 
-    A store is made only where asked: its own folder is created when the folder it lies in exists (``mlruns/`` in the
-    working directory), never a path of missing folders (``/nonexistent/dir/x.db``, or ``u19.db/../x.db``, which would
-    make a folder named ``u19.db``). An existing store's ``-shm`` file must be one SQLite can write
-    (:func:`_shm_problem`)."""
+    A store is made only where asked: its own folder is created when the folder it lies in exists
+    (``mlruns/`` in the working directory), never a path of missing folders
+    (``/nonexistent/dir/x.db``, or ``u19.db/../x.db``, which would make a folder named ``u19.db``).
+    An existing store's ``-shm`` file must be one SQLite can write (:func:`_shm_problem`)."""
     folder = db.parent if str(db.parent) else Path(".")
     # the store's own folder is made, in one that exists
     existing = folder if folder.exists() else folder.parent
     hint = "choose a writable place for tracking.uri"
     if not existing.exists():
         raise TrackingError(
-            f"tracking.uri={uri} cannot be used: its folder {folder} does not exist, nor {existing}: "
-            "sweeper makes a store's own folder only inside a folder that exists; create it first, or "
+            f"tracking.uri={uri} cannot be used: its folder {folder} does not exist, nor "
+            f"{existing}: "
+            "sweeper makes a store's own folder only inside a folder that exists; create it "
+            "first, or "
             "choose another path"
         )
     if not existing.is_dir():
@@ -235,18 +251,20 @@ def check_writable(db: Path, uri: str) -> None:
     if db.exists() and (problem := _shm_problem(shm)):
         raise TrackingError(
             f"tracking.uri={uri} cannot be used: {shm} (SQLite's shared memory beside the store) "
-            f"{problem}: SQLite would fail on it, or end the process with a bus error (SIGBUS); remove "
+            f"{problem}: SQLite would fail on it, or end the process with a bus error (SIGBUS); "
+            "remove "
             "it while no process uses the store, or free the disk"
         )
 
 
 def _shm_problem(shm: Path) -> str | None:
-    """Why SQLite could not write a WAL store's shared-memory file (None when it can, or there is none yet): no
-    regular file (a folder, a link: SQLite opens it without following links), not writable, or a sparse file whose
-    missing pages the disk has no room for — SQLite maps it without extending it, and the first write to a page the
-    file system cannot allocate kills the process with SIGBUS, which no handler can turn into a line. Never opened
-    here: closing a descriptor of a file drops every lock this process holds on it, SQLite's on a live store's -shm
-    included (see :func:`sweeper.tracking.store._is_wal_database`)."""
+    """Why SQLite could not write a WAL store's shared-memory file (None when it can, or there
+    is none yet): no regular file (a folder, a link: SQLite opens it without following links),
+    not writable, or a sparse file whose missing pages the disk has no room for — SQLite maps
+    it without extending it, and the first write to a page the file system cannot allocate
+    kills the process with SIGBUS, which no handler can turn into a line. Never opened here:
+    closing a descriptor of a file drops every lock this process holds on it, SQLite's on a
+    live store's -shm included (see :func:`sweeper.tracking.store._is_wal_database`)."""
     import stat
 
     try:
@@ -271,7 +289,8 @@ def _shm_problem(shm: Path) -> str | None:
         free = disk.f_bavail * disk.f_frsize
         if free < unallocated:
             return (
-                f"is a sparse file of {st.st_size} bytes, {unallocated} of them not yet on a disk that has {free} "
+                f"is a sparse file of {st.st_size} bytes, {unallocated} of them not yet on a "
+                f"disk that has {free} "
                 "bytes free"
             )
     return None

@@ -1,4 +1,5 @@
-"""System metrics (CPU, memory, disk, network; GPU with nvidia-ml-py) of a run, sampled in a thread."""
+"""System metrics (CPU, memory, disk, network; GPU with nvidia-ml-py)
+of a run, sampled in a thread."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ __all__ = ["SystemSampler", "stop", "system_monitor"]
 
 
 class SystemSampler:
-    """CPU, memory, disk and network (and GPU with nvidia-ml-py) sampled every ``interval`` seconds in a
-    thread, as MLflow's ``system/...`` metrics, one step per sample.
+    """CPU, memory, disk and network (and GPU with nvidia-ml-py) sampled every ``interval``
+    seconds in a thread, as MLflow's ``system/...`` metrics, one step per sample.
 
     MLflow's own monitor asks the store for the run and logs at every sample (two store calls every
     interval, each holding the GIL the training loop needs). Here the samples stay in memory: a run
-    shorter than ``flush_every`` seconds logs them with its final batch (no extra store call), a longer
-    one also sends them from the thread every ``flush_every`` seconds, so they show up live.
+    shorter than ``flush_every`` seconds logs them with its final batch (no extra store call), a
+    longer one also sends them from the thread every ``flush_every`` seconds, so they show up live.
     """
 
     def __init__(
@@ -28,7 +29,8 @@ class SystemSampler:
     ):
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-        # MLflow picks the monitors (GPU only where its driver library answers); its thread is not started.
+        # MLflow picks the monitors (GPU only where its driver library
+        # answers); its thread is not started.
         self.monitors = SystemMetricsMonitor(run_id, tracking_uri=uri).monitors
         self.c, self.run_id, self.interval, self.flush_every = (
             c,
@@ -102,9 +104,9 @@ class SystemSampler:
                 )
 
     def stop(self) -> list[Any]:
-        """Stop sampling; return the samples not logged yet (for the run's final batch). A run shorter
-        than ``min_s`` gets none (nothing was sent: the first flush waits that long too); a longer one shorter
-        than one interval gets one sample, over its whole length."""
+        """Stop sampling; return the samples not logged yet (for the run's final batch). A run
+        shorter than ``min_s`` gets none (nothing was sent: the first flush waits that long
+        too); a longer one shorter than one interval gets one sample, over its whole length."""
         self._done.set()
         self._thread.join()
         if time.monotonic() - self.began < self.min_s:
@@ -125,8 +127,8 @@ def system_monitor(
     flush_every: float = 30.0,
     min_s: float = 0.0,
 ) -> SystemSampler | None:
-    """Start sampling system metrics for a run if psutil is installed (None without it); a run that ends before
-    ``min_s`` seconds (``tracking.system_metrics_min_s``) keeps none."""
+    """Start sampling system metrics for a run if psutil is installed (None without it); a
+    run that ends before ``min_s`` seconds (``tracking.system_metrics_min_s``) keeps none."""
     try:
         import psutil  # noqa: F401
     except ImportError:
@@ -135,5 +137,6 @@ def system_monitor(
 
 
 def stop(monitor: SystemSampler | None) -> list[Any]:
-    """Stop a sampler; the samples it has not logged, to pass to :func:`finish_run` (``system=``)."""
+    """Stop a sampler; the samples it has not logged, to pass to
+    :func:`finish_run` (``system=``)."""
     return monitor.stop() if monitor is not None else []

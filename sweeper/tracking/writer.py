@@ -1,28 +1,31 @@
 """A job's final MLflow records, written by a second process while the next job (or group) trains.
 
-The end of a run — its ``log_batch`` (params, metrics, curves, system metrics), data set inputs, logged
-model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is a dozen requests to the
-store: ~30 ms a job on the embedded SQLite store of this 2-core machine, ~100-200 ms to a tracking server,
-more over a network. The launching process of a multirun of :data:`MIN_JOBS` jobs or more therefore starts
-a :class:`Writer` (``sweeper.sweep.start`` decides; :func:`prestart` starts it as the command begins when the
-command line already shows such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports
-MLflow, opens the store(s) and ends the runs it is sent, in order, while the jobs go on — on a SQL store the runs
-waiting when it is free in one transaction (:func:`sweeper.tracking.bulk.finish_runs`; one at a time when that
-fails, each then with its own outcome). The run itself is created by the job or its group (so it shows RUNNING and
-resume finds it), only its end is handed over.
+The end of a run — its ``log_batch`` (params, metrics, curves, system metrics), data set inputs,
+logged model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is a dozen
+requests to the store: ~30 ms a job on the embedded SQLite store of this 2-core machine,
+~100-200 ms to a tracking server, more over a network. The launching process of a multirun of
+:data:`MIN_JOBS` jobs or more therefore starts a :class:`Writer` (``sweeper.sweep.start``
+decides; :func:`prestart` starts it as the command begins when the command line already shows
+such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports MLflow,
+opens the store(s) and ends the runs it is sent, in order, while the jobs go on — on a SQL store
+the runs waiting when it is free in one transaction (:func:`sweeper.tracking.bulk.finish_runs`;
+one at a time when that fails, each then with its own outcome). The run itself is created by the
+job or its group (so it shows RUNNING and resume finds it), only its end is handed over.
 
 Nothing is lost on the way:
 
-- a job's ``result.json`` is written first with ``pending_upload`` (and ``recording``) set; the writer
-  clears them once the run is in the store, or keeps ``pending_upload`` with the ``tracking_error`` when
-  the store fails (``python -m sweeper.upload`` then logs it, as for a job whose server went away);
+- a job's ``result.json`` is written first with ``pending_upload`` (and
+  ``recording``) set; the writer clears them once the run is in the store, or keeps
+  ``pending_upload`` with the ``tracking_error`` when the store fails
+  (``python -m sweeper.upload`` then logs it, as for a job whose server went away);
 - at most :data:`MAX_PENDING` runs wait (a job waits when more would): memory stays bounded;
 - the sweep's end, Ctrl-C (:func:`sweeper.sweep.interrupted`) and the process's exit wait for the
-  writer to finish what it was sent (:func:`drain`); the writer runs in a session of its own (Ctrl-C at
-  the terminal is the launching process's to handle) and, if the launching process dies (SIGKILL),
-  finishes what it was sent before it exits.
+  writer to finish what it was sent (:func:`drain`); the writer runs in a session of its
+  own (Ctrl-C at the terminal is the launching process's to handle) and, if the
+  launching process dies (SIGKILL), finishes what it was sent before it exits.
 
-Jobs that do not run in the launching process (joblib workers, submitit, ray) end their runs themselves.
+Jobs that do not run in the launching process (joblib workers,
+submitit, ray) end their runs themselves.
 """
 
 from __future__ import annotations
@@ -41,15 +44,16 @@ from sweeper.base.tested import shortcut
 
 log = logging.getLogger("sweeper")
 
-# A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers), hands the end of
-# each run to a writer (sweeper.sweep.start): 8 when a job logs to a tracking server (~100-200 ms a run's end),
-# 16 on the embedded SQLite store (~30 ms). Measured on 2 cores, basic launcher, fresh store copies
-# (docs/benchmarks.md): on SQLite 8 jobs 2.15-2.25 s with the writer against 2.06-2.11 s without, 12 jobs
-# even, 20 jobs 2.54 against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
+# A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers),
+# hands the end of each run to a writer (sweeper.sweep.start): 8 when a job logs to a
+# tracking server (~100-200 ms a run's end), 16 on the embedded SQLite store (~30 ms).
+# Measured on 2 cores, basic launcher, fresh store copies (docs/benchmarks.md): on SQLite 8
+# jobs 2.15-2.25 s with the writer against 2.06-2.11 s without, 12 jobs even, 20 jobs 2.54
+# against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
 # the other core while this process imports it too) outlasts what it takes off the jobs.
 MIN_JOBS = {"server": 8, "sqlite": 16}
-# The launchers whose jobs run in the launching process: as hydra/launcher choices (the command line) and as
-# the composed config's hydra.launcher._target_ class names
+# The launchers whose jobs run in the launching process: as hydra/launcher choices
+# (the command line) and as the composed config's hydra.launcher._target_ class names
 IN_PROCESS = ("basic", "batched")
 IN_PROCESS_CLASSES = ("BasicLauncher", "BatchedLauncher")
 # after Ctrl-C, the longest the writer gets to record what it was sent (then: upload)
@@ -61,21 +65,23 @@ RECORDING = "recording"  # result.json's flag while the writer (this pid) has th
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
-    """``result.json`` (or ``sweep.json``) written whole or not at all (a reader never sees half of it), a URI's
-    password masked (:func:`sweeper.base.output.masked`: the process that masked it connects again with it)."""
+    """``result.json`` (or ``sweep.json``) written whole or not at all (a reader never
+    sees half of it), a URI's password masked (:func:`sweeper.base.output.masked`: the
+    process that masked it connects again with it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(masked(json.dumps(result, indent=2, default=str)))
     os.replace(tmp, path)
 
 
 class Writer:
-    """The launching process's side: :meth:`submit` hands a run's end over, :meth:`drain` waits for all.
+    """The launching process's side: :meth:`submit` hands a run's end
+    over, :meth:`drain` waits for all.
 
-    The writer is ``python -m sweeper.tracking.writer`` (not ``multiprocessing``'s spawn, which would first import the
-    launching module — Hydra, ~0.4 s — in the child); requests and answers are length-prefixed pickles
-    (``multiprocessing.connection``) over two pipes of its own, so nothing the writer or MLflow prints can
-    get in their way. ``uris``: the stores it opens at once (:meth:`open`), while this process gets to its
-    first job.
+    The writer is ``python -m sweeper.tracking.writer`` (not ``multiprocessing``'s spawn,
+    which would first import the launching module — Hydra, ~0.4 s — in the child); requests
+    and answers are length-prefixed pickles (``multiprocessing.connection``) over two pipes
+    of its own, so nothing the writer or MLflow prints can get in their way. ``uris``: the
+    stores it opens at once (:meth:`open`), while this process gets to its first job.
     """
 
     def __init__(self, uris: Iterable[str] = ()) -> None:
@@ -83,8 +89,8 @@ class Writer:
         import sys
         from multiprocessing.connection import Connection
 
-        # a send is in the pipe when it returns, and the writer sees the end of the requests when this
-        # process is gone (its write end closes with it)
+        # a send is in the pipe when it returns, and the writer sees the end of
+        # the requests when this process is gone (its write end closes with it)
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
@@ -122,8 +128,9 @@ class Writer:
         kwargs: dict[str, Any],
         result_path: Path,
     ) -> None:
-        """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s ``kwargs``) whose job
-        wrote ``result_path``; returns at once unless :data:`MAX_PENDING` runs already wait."""
+        """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s
+        ``kwargs``) whose job wrote ``result_path``; returns at once unless
+        :data:`MAX_PENDING` runs already wait."""
         self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
@@ -143,16 +150,17 @@ class Writer:
             pass
 
     def make_room(self) -> None:
-        """Wait while :data:`MAX_PENDING` runs handed over are not written yet (not once a stop is asked for: the job's
-        run is handed over at once, and the interruption waits for the writer)."""
+        """Wait while :data:`MAX_PENDING` runs handed over are not written
+        yet (not once a stop is asked for: the job's run is handed over at
+        once, and the interruption waits for the writer)."""
         from sweeper.base.stop import STOP
 
         while len(self.pending) >= MAX_PENDING and not STOP.is_set():
             self._take(timeout=None)
 
     def _take(self, timeout: float | None) -> bool:
-        """One answer (a written run): True, or False when none came within ``timeout`` (None: until one does,
-        or the writer is gone — its runs then stay pending for upload)."""
+        """One answer (a written run): True, or False when none came within ``timeout`` (None:
+        until one does, or the writer is gone — its runs then stay pending for upload)."""
         while True:
             try:
                 ready = self.answers.poll(0.5 if timeout is None else timeout)
@@ -166,7 +174,10 @@ class Writer:
                     continue
                 # the writer died: what it had stays pending_upload in result.json
                 if timeout is None:
-                    why = f"the writer process ended ({ended(self.proc.returncode)}) before recording it"
+                    why = (
+                        f"the writer process ended ({ended(self.proc.returncode)}) before "
+                        "recording it"
+                    )
                     for path in self.pending:
                         self._kept(path, why)
                     self.pending = []
@@ -187,18 +198,20 @@ class Writer:
             return True
 
     def drain(self) -> list[str]:
-        """Wait until every run handed over is written; the tracking errors of those kept for upload."""
+        """Wait until every run handed over is written; the tracking
+        errors of those kept for upload."""
         while self.pending:
             self._take(timeout=None)
         failed, self.failed = self.failed, []
         return failed
 
     def end(self, timeout: float = INTERRUPT_WAIT_S) -> list[str]:
-        """After Ctrl-C: close the requests (the writer records the whole ones it has, then exits; one cut short
-        by the interruption ends its reading), wait for it at most ``timeout`` seconds (then it is killed), and
-        keep for ``python -m sweeper.upload`` every run it did not record. Which ones is told by their
-        result.json, not by the answers (Ctrl-C may have cut one short): the writer clears ``recording`` once a
-        run is in the store or kept. Returns the tracking errors of the runs kept."""
+        """After Ctrl-C: close the requests (the writer records the whole ones it has, then
+        exits; one cut short by the interruption ends its reading), wait for it at most
+        ``timeout`` seconds (then it is killed), and keep for ``python -m sweeper.upload``
+        every run it did not record. Which ones is told by their result.json, not by the
+        answers (Ctrl-C may have cut one short): the writer clears ``recording`` once a run
+        is in the store or kept. Returns the tracking errors of the runs kept."""
         import time
 
         if self.pending:
@@ -244,7 +257,8 @@ class Writer:
         return failed
 
     def _kept(self, path: Path, why: str) -> None:
-        """The run of ``path`` (a result.json) stays for ``python -m sweeper.upload``, and the sweep says so."""
+        """The run of ``path`` (a result.json) stays
+        for ``python -m sweeper.upload``, and the sweep says so."""
         try:
             _keep(path, why)
         except (OSError, ValueError):  # its folder is gone: nothing is left to keep
@@ -258,8 +272,9 @@ class Writer:
         self.failed.append(why)
 
     def close(self) -> None:
-        """Wait for every run handed over, then end the writer; one that was never handed a run (a refused
-        sweep, one too short for it) is stopped at once, not waited for while it still imports MLflow."""
+        """Wait for every run handed over, then end the writer; one that
+        was never handed a run (a refused sweep, one too short for it) is
+        stopped at once, not waited for while it still imports MLflow."""
         self.drain()
         self.requests.close()  # the writer's end of requests: it stops
         if not self.submitted:
@@ -278,14 +293,15 @@ def _wait(proc: Any, timeout: float) -> None:
 
 
 def current() -> Writer | None:
-    """The launching process's writer, from the sweep's start to its end (or the process's exit): the sweep's
-    state's (:mod:`sweeper.base.state`)."""
+    """The launching process's writer, from the sweep's start to its end (or
+    the process's exit): the sweep's state's (:mod:`sweeper.base.state`)."""
     return state.current().writer
 
 
 def start(uris: Iterable[str] = ()) -> bool:
-    """Start the sweep's writer (once) and have it open the stores ``uris``; False when no writer can be
-    started here (no ``pass_fds``: Windows; no process left): the jobs then end their runs themselves."""
+    """Start the sweep's writer (once) and have it open the stores
+    ``uris``; False when no writer can be started here (no ``pass_fds``:
+    Windows; no process left): the jobs then end their runs themselves."""
     now = state.current()
     if now.writer is None:
         import atexit
@@ -309,9 +325,10 @@ def wanted(n_jobs: int, uris: Iterable[str], launcher: str) -> bool:
 
 def prestart(args: list[str]) -> None:
     """Start the writer at once when the command line ``args`` alone shows a multirun of at least
-    :func:`min_jobs` jobs in this process (the default launcher, or ``hydra/launcher=basic``): its import of
-    MLflow (~1 s) then runs beside Hydra's start and the sweep's checks instead of after them.
-    ``sweeper.sweep.start`` decides with the composed jobs, and stops a writer it does not need."""
+    :func:`min_jobs` jobs in this process (the default launcher, or
+    ``hydra/launcher=basic``): its import of MLflow (~1 s) then runs beside Hydra's
+    start and the sweep's checks instead of after them. ``sweeper.sweep.start`` decides
+    with the composed jobs, and stops a writer it does not need."""
     if turned_off_by("writer") or not {"-m", "--multirun"} & set(args):
         return
     launchers = [
@@ -327,8 +344,8 @@ def prestart(args: list[str]) -> None:
 
 
 def estimated_jobs(args: list[str]) -> int:
-    """The jobs of the basic sweeper's grid that the command line lists (sweeps of a config file, globs and
-    intervals not counted): at most the multirun's size."""
+    """The jobs of the basic sweeper's grid that the command line lists (sweeps of a
+    config file, globs and intervals not counted): at most the multirun's size."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -356,7 +373,8 @@ def min_jobs(uris: Iterable[str]) -> int:
 
 
 def drain() -> list[str]:
-    """Wait for the writer (if any) to write every run handed over; the errors of those kept for upload."""
+    """Wait for the writer (if any) to write every run handed over;
+    the errors of those kept for upload."""
     w = current()
     return w.drain() if w is not None else []
 
@@ -369,8 +387,8 @@ def stop() -> None:
 
 
 def interrupt() -> list[str]:
-    """Ctrl-C: let the writer (if any) record what it was sent, within :data:`INTERRUPT_WAIT_S`, and end it
-    (:meth:`Writer.end`); the tracking errors of the runs kept for upload."""
+    """Ctrl-C: let the writer (if any) record what it was sent, within :data:`INTERRUPT_WAIT_S`,
+    and end it (:meth:`Writer.end`); the tracking errors of the runs kept for upload."""
     now = state.current()
     if now.writer is None:
         return []
@@ -379,21 +397,22 @@ def interrupt() -> list[str]:
 
 
 def _serve(requests: Any, answers: Any) -> None:
-    """The writer's loop: end each run it is sent, in order, until the launching process closes its end of
-    the requests or is gone (then after the ones already sent).
+    """The writer's loop: end each run it is sent, in order, until the launching process
+    closes its end of the requests or is gone (then after the ones already sent).
 
-    A thread takes the requests off the pipe as they come (so a job never waits for a send, not even while
-    this process still imports MLflow); this thread unpickles them and ends the runs, one at a time (unpickling a
-    run's end imports MLflow's modules for its data set inputs: in the other thread, while this one imported
-    MLflow, one got a module half imported, and the writer ended with an ImportError, its runs left for upload).
+    A thread takes the requests off the pipe as they come (so a job never waits for a send,
+    not even while this process still imports MLflow); this thread unpickles them and ends
+    the runs, one at a time (unpickling a run's end imports MLflow's modules for its data
+    set inputs: in the other thread, while this one imported MLflow, one got a module half
+    imported, and the writer ended with an ImportError, its runs left for upload).
     """
     import pickle
     import queue
     import threading
 
-    # Ctrl-C, SIGTERM and SIGHUP are the launching process's to handle (a SIGTERM sent to every process of the sweep,
-    # e.g. by docker stop, or the SIGHUP of a closed terminal, included): the writer finishes what it was handed, and
-    # ends when its requests end
+    # Ctrl-C, SIGTERM and SIGHUP are the launching process's to handle (a SIGTERM sent to
+    # every process of the sweep, e.g. by docker stop, or the SIGHUP of a closed terminal,
+    # included): the writer finishes what it was handed, and ends when its requests end
     from sweeper.base import stop
 
     stop.ignore()
@@ -458,9 +477,9 @@ def main(argv: list[str]) -> None:
 def _record_all(
     jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any
 ) -> list[dict[str, Any]]:
-    """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one SQL store in one
-    transaction (:func:`sweeper.tracking.bulk.finish_runs`); when that fails, or elsewhere, one at a time,
-    each with its own outcome."""
+    """End the runs ``jobs`` (in order), the answers in that order: consecutive runs
+    of one SQL store in one transaction (:func:`sweeper.tracking.bulk.finish_runs`);
+    when that fails, or elsewhere, one at a time, each with its own outcome."""
     from sweeper.tracking import bulk
 
     answers: list[dict[str, Any]] = []
@@ -507,8 +526,9 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
 
 
 def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:
-    """The job's result.json updated (done, or kept for upload with the reason) and the answer for the launching
-    process; a result.json that went with its folder (deleted under the sweep) is said as that, not kept."""
+    """The job's result.json updated (done, or kept for upload with the
+    reason) and the answer for the launching process; a result.json that went
+    with its folder (deleted under the sweep) is said as that, not kept."""
     path = Path(job["result"])
     answer = {"run_id": job["run_id"], "error": error, "folder": str(path.parent)}
     try:
@@ -516,7 +536,8 @@ def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:
     except FileNotFoundError:
         if not error:  # in the store; nothing is left to upload
             answer["gone"] = (
-                f"its job folder {path.parent} was deleted under the sweep (its tag artifacts_missing "
+                f"its job folder {path.parent} was deleted under the sweep (its tag "
+                "artifacts_missing "
                 "names the files that went with it)"
             )
     except (OSError, ValueError) as e:
@@ -525,7 +546,8 @@ def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:
 
 
 def _remember(job: dict[str, Any]) -> None:
-    """The artifact URI and experiment of the job's run, as the job knew them (no ``get_run`` to end it)."""
+    """The artifact URI and experiment of the job's run, as the job
+    knew them (no ``get_run`` to end it)."""
     if job["info"]:
         state.current().runs[job["run_id"]] = tuple(job["info"])
 
@@ -545,7 +567,8 @@ def _keep(path: Path, error: str) -> None:
 
 
 def recording(result: dict[str, Any]) -> bool:
-    """Whether a live writer still has this job's run (``python -m sweeper.upload`` leaves it alone)."""
+    """Whether a live writer still has this job's run
+    (``python -m sweeper.upload`` leaves it alone)."""
     from sweeper.base.process import alive
 
     pid = result.get(RECORDING)

@@ -1,5 +1,6 @@
-"""The advisor: the findings of a sweep in order — what the score cannot tell (saturation, noise, ties) before any
-trend — the plan they make within a budget and the next command, published on the parent run."""
+"""The advisor: the findings of a sweep in order — what the score cannot
+tell (saturation, noise, ties) before any trend — the plan they make
+within a budget and the next command, published on the parent run."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ from sweeper.insight.advice.findings import divergence, edges, noise, saturation
 from sweeper.insight.advice.slices import UNMEASURED, no_effect, not_measured
 from sweeper.insight.advice.outside_grid import devices, reference, skipped_lines
 
-# The next command trains at most as many runs as the sweep that produced it trained: the findings' changes join in
-# order of PRIORITY; past the budget, values of a key that scored worse than its best beyond the noise leave the grid
-# first, then a change that still does not fit is left out (and said).
+# The next command trains at most as many runs as the sweep that produced
+# it trained: the findings' changes join in order of PRIORITY; past the budget,
+# values of a key that scored worse than its best beyond the noise leave the
+# grid first, then a change that still does not fit is left out (and said).
 PRIORITY = (
     "device",
     "divergence",
@@ -58,16 +60,16 @@ def _apply(s: Sweep, out: dict[str, str], f: Finding) -> dict[str, str]:
 
 
 def budget(s: Sweep) -> int:
-    """The most runs a next command may train: as many as this sweep trained (its reused runs are free and not
-    counted, so following the commands does not grow the budget round after round). A sweep that only reused runs
-    trained none: its budget is 0 and it proposes no command."""
+    """The most runs a next command may train: as many as this sweep trained (its reused runs are
+    free and not counted, so following the commands does not grow the budget round after round).
+    A sweep that only reused runs trained none: its budget is 0 and it proposes no command."""
     return s.trained
 
 
 def _worse_values(s: Sweep, key: str, values: list[str], kept: set[str] = frozenset()) -> list[str]:
-    """Values of ``key`` (among ``values``) whose best configuration is worse than the best value's beyond the noise
-    (the two configurations' own seeds), worst first; never the best value, one the sweep has not tried, nor one a
-    finding keeps (``kept``)."""
+    """Values of ``key`` (among ``values``) whose best configuration is worse than the
+    best value's beyond the noise (the two configurations' own seeds), worst first; never
+    the best value, one the sweep has not tried, nor one a finding keeps (``kept``)."""
     profile: dict[str, tuple[float, tuple]] = {}
     for c in s.configs:
         m, v = s.mean(c), dict(c).get(key)
@@ -90,10 +92,11 @@ def _worse_values(s: Sweep, key: str, values: list[str], kept: set[str] = frozen
 def plan(
     s: Sweep, findings: list[Finding], limit: int | None = None
 ) -> tuple[dict[str, str], list[Finding], list[dict[str, str]]]:
-    """The keys the findings change and their new values (a comma list): grids extended or cut, keys fixed, seeds
-    added — within ``limit`` runs to train (default :func:`budget`); the findings left out for it; and, when seeds go to
-    the best two configurations only and they differ in more than one key, each one's values of those keys (the
-    command is then two, one a configuration: the grid of their values would train more than two)."""
+    """The keys the findings change and their new values (a comma list): grids extended or
+    cut, keys fixed, seeds added — within ``limit`` runs to train (default :func:`budget`);
+    the findings left out for it; and, when seeds go to the best two configurations only
+    and they differ in more than one key, each one's values of those keys (the command is
+    then two, one a configuration: the grid of their values would train more than two)."""
     limit = budget(s) if limit is None else limit
     kept = _kept(s, findings)
     order = sorted(
@@ -120,8 +123,9 @@ def plan(
                     pair=[{k: v for k, v in p.items() if k not in out} for p in f.pair],
                 )
             )
-        # last, when nothing else is in the command yet: one seed more than tried, the fewest that show a spread (a
-        # round too small for three seeds of the best two would otherwise propose nothing)
+        # last, when nothing else is in the command yet: one seed more
+        # than tried, the fewest that show a spread (a round too small for
+        # three seeds of the best two would otherwise propose nothing)
         if not out and (fewer := _fewer_seeds(s, f)) is not None:
             shapes.append(replace(shapes[-1], set={**shapes[-1].set, "seed": fewer}))
         for shape in shapes:
@@ -141,8 +145,8 @@ def parts(changes: dict[str, str], pair: list[dict[str, str]]) -> list[dict[str,
 
 
 def _fewer_seeds(s: Sweep, f: Finding) -> str | None:
-    """The seeds of ``f`` cut to one more than the sweep tried, when ``f`` adds more than one: a round too small for
-    three seeds of the best two still measures a spread with two."""
+    """The seeds of ``f`` cut to one more than the sweep tried, when ``f`` adds more than one:
+    a round too small for three seeds of the best two still measures a spread with two."""
     if "seed" not in f.set:
         return None
     tried = s.tried("seed") or ["0"]
@@ -151,8 +155,9 @@ def _fewer_seeds(s: Sweep, f: Finding) -> str | None:
 
 
 def _kept(s: Sweep, findings: list[Finding]) -> dict[str, set[str]]:
-    """The values a command never prunes for its budget, because a finding keeps them: the best two configurations'
-    (the noise finding compares them), and an lr a divergence left out in some slices only (elsewhere it stays)."""
+    """The values a command never prunes for its budget, because a finding
+    keeps them: the best two configurations' (the noise finding compares them),
+    and an lr a divergence left out in some slices only (elsewhere it stays)."""
     kept: dict[str, set[str]] = {}
     for c in s.ranked()[:2]:
         for k, v in c:
@@ -164,8 +169,8 @@ def _kept(s: Sweep, findings: list[Finding]) -> dict[str, set[str]]:
 
 
 def pruned(s: Sweep, changes: dict[str, str], findings: list[Finding]) -> dict[str, list[str]]:
-    """The tried values the next command leaves out that no finding dropped: pruned for the budget (worse beyond the
-    noise), each key's."""
+    """The tried values the next command leaves out that no finding dropped:
+    pruned for the budget (worse beyond the noise), each key's."""
     dropped = {v for f in findings for vs in f.drop.values() for v in vs}
     out = {}
     for key in s.hyper:
@@ -180,13 +185,15 @@ def pruned(s: Sweep, changes: dict[str, str], findings: list[Finding]) -> dict[s
 def _fit(
     s: Sweep, trial: dict[str, str], limit: int, kept: dict[str, set[str]] | None = None
 ) -> dict[str, str]:
-    """``trial`` with values the grid showed worse pruned, worst first, until it trains at most ``limit`` runs (or
-    nothing is left to prune: a key keeps at least two values, and every value a finding keeps, ``kept``).
+    """``trial`` with values the grid showed worse pruned, worst first, until
+    it trains at most ``limit`` runs (or nothing is left to prune: a key
+    keeps at least two values, and every value a finding keeps, ``kept``).
 
-    The first key that has a worse value and more than two loses its worst ones, one after another, until the
-    command fits or the key has none left to give; then the next key. What a value weighs (the configurations it
-    brings, less those already FINISHED) is counted once a key, in one pass over the runs: pruning one value at a
-    time with a full count each made a 10,000-value grid quadratic (minutes at the end of the sweep)."""
+    The first key that has a worse value and more than two loses its worst ones, one after
+    another, until the command fits or the key has none left to give; then the next key.
+    What a value weighs (the configurations it brings, less those already FINISHED) is
+    counted once a key, in one pass over the runs: pruning one value at a time with a full
+    count each made a 10,000-value grid quadratic (minutes at the end of the sweep)."""
     trial = dict(trial)
     to_train = _to_train(s, trial)
     while to_train > limit:
@@ -202,7 +209,8 @@ def _fit(
                         break
                     cut.add(value)
                     left[group[value]] -= 1
-                    # its configurations go; its finished runs too, once no value left reads as the same number
+                    # its configurations go; its finished runs too,
+                    # once no value left reads as the same number
                     to_train -= each - (
                         0 if left[group[value]] else len(done.get(group[value], ()))
                     )
@@ -216,9 +224,10 @@ def _fit(
 def _weights(
     s: Sweep, trial: dict[str, str], key: str, values: list[str]
 ) -> tuple[int, dict[Any, set], dict[str, Any]]:
-    """What each of ``values`` of ``key`` brings to the next command ``trial``: the configurations of one value (the
-    other keys' grids multiplied), the FINISHED configurations of each group of values (values that read as the same
-    number are one group: a run matches either, as :func:`counts` counts), and each value's group."""
+    """What each of ``values`` of ``key`` brings to the next command ``trial``: the
+    configurations of one value (the other keys' grids multiplied), the FINISHED
+    configurations of each group of values (values that read as the same number are
+    one group: a run matches either, as :func:`counts` counts), and each value's group."""
     grid = _grid(s, trial) | {key: values}
     each = math.prod(len(v) for k, v in grid.items() if k != key)
     among = {k: _among(v) for k, v in grid.items()}
@@ -243,8 +252,9 @@ def _to_train(s: Sweep, changes: dict[str, str]) -> int:
 
 
 def _among(values: list[str]) -> Any:
-    """Whether a run's value is one of ``values`` (as written, or as the same number): a test that costs O(1) a run,
-    not O(len(values)) (a 1,000-value grid made counting the next command's runs cubic)."""
+    """Whether a run's value is one of ``values`` (as written, or as the
+    same number): a test that costs O(1) a run, not O(len(values)) (a
+    1,000-value grid made counting the next command's runs cubic)."""
     strings = set(values)
     numbers = {x for x in map(_number, values) if x is not None}
     return lambda value: str(value) in strings or _number(value) in numbers
@@ -262,13 +272,14 @@ Exclusion = tuple[dict[str, str], list[str]]
 def grids(
     s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()
 ) -> list[dict[str, list[str]]]:
-    """The next command's grid, cut into disjoint grids that together leave out each exclusion's values only in its
-    slice (one command each): for a slice {k1: a, k2: b}, the grid at k1≠a, then at k1=a, k2≠b, then at k1=a, k2=b
-    without the values."""
+    """The next command's grid, cut into disjoint grids that together leave out each
+    exclusion's values only in its slice (one command each): for a slice {k1: a, k2:
+    b}, the grid at k1≠a, then at k1=a, k2≠b, then at k1=a, k2=b without the values."""
     out = [_grid(s, changes)]
     tried = set(s.tried("lr"))
     for where, values in exclude:
-        # a value the findings add at or above one that diverged there would diverge too: left out with it
+        # a value the findings add at or above one that diverged there
+        # would diverge too: left out with it
         low = min((x for v in values if (x := _number(v)) is not None), default=math.inf)
         new = [v for v in out[0].get("lr", []) if v not in tried and (_number(v) or 0.0) >= low]
         out = [piece for g in out for piece in _split(g, where, [*values, *new])]
@@ -298,7 +309,8 @@ def _split(
 
 
 def counts(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> tuple[int, int]:
-    """How many configurations the next command makes, and how many of them already FINISHED (resumed)."""
+    """How many configurations the next command makes, and how many of
+    them already FINISHED (resumed)."""
     total, done = 0, set()
     for grid in grids(s, changes, exclude):
         total += math.prod(len(v) for v in grid.values())
@@ -312,8 +324,9 @@ def counts(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> 
 
 
 def untried(s: Sweep, changes: dict[str, str], exclude: list[Exclusion] = ()) -> int:
-    """How many of the next command's configurations no run of the sweep tried (FINISHED or not): what it would
-    learn that the sweep does not know (a FAILED configuration trained again fails again)."""
+    """How many of the next command's configurations no run of the sweep
+    tried (FINISHED or not): what it would learn that the sweep does not
+    know (a FAILED configuration trained again fails again)."""
     total, tried = 0, set()
     for grid in grids(s, changes, exclude):
         total += math.prod(len(v) for v in grid.values())
@@ -333,8 +346,8 @@ def commands(
     exclude: list[Exclusion] = (),
     python: bool = False,
 ) -> list[str]:
-    """The next command(s): one, or one per grid of :func:`grids` when an exclusion cuts the grid; ``python``: as
-    ``sweeper.multirun([...])`` calls."""
+    """The next command(s): one, or one per grid of :func:`grids` when an
+    exclusion cuts the grid; ``python``: as ``sweeper.multirun([...])`` calls."""
     parts = grids(s, changes, exclude)
     if len(parts) == 1:
         return [next_command(argv, changes, python)]
@@ -350,9 +363,9 @@ def commands(
 
 
 def next_command(argv: list[str], changes: dict[str, str], python: bool = False) -> str:
-    """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true`` last;
-    arguments are quoted only where a shell needs it. ``python``: the sweep came from :func:`sweeper.multirun`,
-    and so does the next one (``sweeper.multirun([...])``)."""
+    """The sweep's command (``argv``: its overrides) with ``changes`` applied and ``resume=true``
+    last; arguments are quoted only where a shell needs it. ``python``: the sweep came from
+    :func:`sweeper.multirun`, and so does the next one (``sweeper.multirun([...])``)."""
     from sweeper.base.names import (
         python_call,
         resume_command,
@@ -373,12 +386,13 @@ def next_command(argv: list[str], changes: dict[str, str], python: bool = False)
 
 
 def split_caveats(records: list[dict[str, Any]]) -> list[str]:
-    """A sweep whose runs score validation on their training rows (``data.val_fraction=0``): its findings extrapolate
-    from training error."""
+    """A sweep whose runs score validation on their training rows
+    (``data.val_fraction=0``): its findings extrapolate from training error."""
     if not any(_number(r["params"].get("data.val_fraction")) == 0 for r in records):
         return []
     return [
-        "validation = the training rows (data.val_fraction=0): every val_ metric here is training error, so these "
+        "validation = the training rows (data.val_fraction=0): every val_ metric here is "
+        "training error, so these "
         "findings say which configuration fits the training rows best, not which generalises; "
         "set data.val_fraction > 0 to choose on held-out rows"
     ]
@@ -396,13 +410,14 @@ def advise(
     foreign: bool = False,
 ) -> Advice:
     """The findings of a sweep: ``records`` (see :func:`record`) best first as the leaderboard ranks
-    them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its top runs (run id →
-    name → (epoch, value) pairs; or one run's name → pairs, read as the chosen run's). A search sweeper
-    (``search``) chose its own values, and a sweep that sweeper did not make (``foreign``) has no command of
-    sweeper's to build on: findings only then. ``python``: the next command as a ``sweeper.multirun([...])`` call;
-    ``caveats``: what weakens the findings (an interrupted sweep); ``skipped``: the parent's SKIPPED jobs
-    ("overrides: reason"); ``baselines``: the references fitted on the same rows (name → metrics,
-    :mod:`sweeper.insight.baselines`)."""
+    them, ``argv`` the sweep's command-line overrides, ``curves`` the loss curves of its
+    top runs (run id → name → (epoch, value) pairs; or one run's name → pairs, read as the
+    chosen run's). A search sweeper (``search``) chose its own values, and a sweep that
+    sweeper did not make (``foreign``) has no command of sweeper's to build on: findings
+    only then. ``python``: the next command as a ``sweeper.multirun([...])`` call;
+    ``caveats``: what weakens the findings (an interrupted sweep); ``skipped``:
+    the parent's SKIPPED jobs ("overrides: reason"); ``baselines``: the references
+    fitted on the same rows (name → metrics, :mod:`sweeper.insight.baselines`)."""
     curves = curves or {}
     if any(k in CURVES for k in curves):  # one run's curves: the chosen run's
         best = next((r for r in records if r["params"] and r["status"] == "FINISHED"), None)
@@ -454,7 +469,8 @@ def advise(
             s.metric,
             noise=model,
             note=f"this sweep trained no new run (all {len(s.records)} were reused from "
-            "earlier rounds): its budget per round is 0, so no command; the command of the round that trained "
+            "earlier rounds): its budget per round is 0, so no command; the command of the round "
+            "that trained "
             "them stands",
             caveats=caveats,
         )
@@ -468,7 +484,8 @@ def advise(
     exclude += [e for f in found if f not in left for e in f.drop_where]
     limit = budget(s)
     note = (
-        f"budget per round: at most {limit} new run{'s' if limit != 1 else ''} (this sweep trained {s.trained}; reused "
+        f"budget per round: at most {limit} new run{'s' if limit != 1 else ''} (this sweep "
+        f"trained {s.trained}; reused "
         "runs are free and not counted)"
     )
     seeded = [
@@ -502,7 +519,10 @@ def advise(
             + " (worse than the best beyond the noise)"
         )
     if seeded and changes["seed"] != seeded[0].set["seed"]:
-        note += f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest that show a spread)"
+        note += (
+            f"; with seed={changes['seed']} (one seed more than this sweep tried, the fewest "
+            "that show a spread)"
+        )
     if left:
         note += "; left out of the next command for its budget: " + "; ".join(f.step for f in left)
     # a pair's two commands share no configuration
@@ -546,8 +566,8 @@ ABOUT = {
 
 
 def _measured(found: list[Finding], metric: str) -> list[Finding]:
-    """The findings with the keys another finding shows to matter (an edge beyond the noise, a divergence) taken out of
-    the "not measured" one: a key is never both."""
+    """The findings with the keys another finding shows to matter (an edge beyond the
+    noise, a divergence) taken out of the "not measured" one: a key is never both."""
     subjects = {k for f in found for k in (*f.add, *f.drop, *ABOUT.get(f.kind, ()))}
     out = []
     for f in found:
@@ -560,8 +580,9 @@ def _measured(found: list[Finding], metric: str) -> list[Finding]:
 
 
 def _one_subject(flat: list[Finding], others: list[Finding]) -> list[Finding]:
-    """The no-effect findings whose key no other finding is about (a key is never both "did not matter" and the
-    subject of another finding on the same runs: "epochs did not matter" beside overfitting)."""
+    """The no-effect findings whose key no other finding is about (a key
+    is never both "did not matter" and the subject of another finding on
+    the same runs: "epochs did not matter" beside overfitting)."""
     subjects = set()
     for f in others:
         subjects |= {
@@ -576,12 +597,20 @@ def answered(s: Sweep, found: list[Finding], left: list[Finding]) -> str:
     """Why no command is printed: every configuration it would make was tried already."""
     top = s.ranked()
     if not top:
-        return "the grid answers its question: no configuration finished, and no change would train a new one"
-    why = f"the grid answers its question: the best configuration is {_label(top[0])} ({s.metric} {cell(s.mean(top[0])[0])})"
+        return (
+            "the grid answers its question: no configuration finished, and no change would "
+            "train a new one"
+        )
+    why = (
+        f"the grid answers its question: the best configuration is {_label(top[0])} ("
+        f"{s.metric} {cell(s.mean(top[0])[0])})"
+    )
     if any(f.kind == "saturation" for f in found):
         why += (
-            "; the ties at the metric's edge are not separated by more seeds: rank them by a proper scoring rule "
-            "(python -m sweeper.promote --metric val_log_loss) or hold out more validation rows (data.val_fraction)"
+            "; the ties at the metric's edge are not separated by more seeds: rank them by a "
+            "proper scoring rule "
+            "(python -m sweeper.promote --metric val_log_loss) or hold out more validation rows "
+            "(data.val_fraction)"
         )
     elif left:
         why += "; what the findings propose does not fit the budget (see above)"
@@ -591,14 +620,15 @@ def answered(s: Sweep, found: list[Finding], left: list[Finding]) -> str:
 
 
 def top_runs(records: list[dict[str, Any]], n: int = TOP) -> list[str]:
-    """The ids of the runs that stand for the ``n`` best configurations (each its first finished run), whose curves
-    the advisor reads."""
+    """The ids of the runs that stand for the ``n`` best configurations
+    (each its first finished run), whose curves the advisor reads."""
     s = Sweep(records)
     return [r["run_id"] for c in s.ranked()[:n] if (r := s.lead(c)) is not None]
 
 
 def sweep_argv(tags: dict[str, str]) -> list[str]:
-    """A parent run's command-line overrides: its ``sweep_argv`` tag, else its ``overrides`` tag split."""
+    """A parent run's command-line overrides: its ``sweep_argv`` tag,
+    else its ``overrides`` tag split."""
     if "sweep_argv" in tags:
         return list(json.loads(tags["sweep_argv"]))
     return tags.get("overrides", "").split()
@@ -611,7 +641,8 @@ def is_search(tags: dict[str, str]) -> bool:
 
 
 def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:
-    """A sweep that did not run to its end (KILLED: Ctrl-C, SIGTERM, a launcher that failed): advice on part of it."""
+    """A sweep that did not run to its end (KILLED: Ctrl-C, SIGTERM, a
+    launcher that failed): advice on part of it."""
     if parent.info.status != "KILLED":
         return []
     tags = parent.data.tags
@@ -619,13 +650,15 @@ def interrupted_caveats(parent: Any, runs: list[Any]) -> list[str]:
     of = f" of {tags['n_jobs']}" if tags.get("n_jobs", "").isdigit() else ""
     why = tags.get("failure_reason", "interrupted").split(":")[0]
     return [
-        f"the sweep did not finish ({why}): {ran}{of} jobs finished, so these findings read part of its grid; "
+        f"the sweep did not finish ({why}): {ran}{of} jobs finished, so these findings read part "
+        "of its grid; "
         "resume it (resume=true) before trusting them"
     ]
 
 
 def made_by_sweeper(tags: dict[str, str]) -> bool:
-    """Whether sweeper made the sweep of a parent run (it tags every parent with its sweep_argv and sweep_dir)."""
+    """Whether sweeper made the sweep of a parent run (it tags every
+    parent with its sweep_argv and sweep_dir)."""
     return "sweep_argv" in tags or "sweep_dir" in tags
 
 
@@ -638,9 +671,10 @@ def publish(
     baselines: dict[str, dict[str, float]] | None = None,
     log: bool | None = None,
 ) -> Advice:
-    """Advise on a parent run's children (``runs``; ``order``: their ids, best first), print it, and log
-    it on the parent: ``advice.md`` and ``advice.*`` tags (stale ones removed). A sweep that sweeper did not make
-    gets findings only, and nothing is written into its parent unless ``log``."""
+    """Advise on a parent run's children (``runs``; ``order``: their ids, best
+    first), print it, and log it on the parent: ``advice.md`` and ``advice.*``
+    tags (stale ones removed). A sweep that sweeper did not make gets findings
+    only, and nothing is written into its parent unless ``log``."""
     import tempfile
     from pathlib import Path
 
@@ -657,7 +691,8 @@ def publish(
     for r in records:
         r["reused"] = r.get("parent") not in (None, run_id)
     s = Sweep(records)
-    # the curves of the top configurations and of every configuration's lead run (the edges read them too), capped
+    # the curves of the top configurations and of every
+    # configuration's lead run (the edges read them too), capped
     leads = list(
         dict.fromkeys(
             [*top_runs(records), *(r["run_id"] for c in s.ranked()[:40] if (r := s.lead(c)))]
@@ -685,7 +720,8 @@ def publish(
     print(advice.text(), file=out, end="")
     if not (ours if log is None else log):
         print(
-            "(nothing written into the parent run: it is not sweeper's; --log writes the advice into it)",
+            "(nothing written into the parent run: it is not sweeper's; --log writes the advice "
+            "into it)",
             file=out,
         )
         return advice

@@ -1,7 +1,8 @@
-"""The findings read from validation curves: overfitting of any of the top configurations (where its validation loss
-bottomed out, and the patience that keeps that epoch), and under-training of the chosen one — never when the grid
-holds a longer run of the same trajectory (the same configuration but ``epochs``) that did no better. A full-batch
-run's curve is evidence for every epoch count below its own: ``epochs=800`` is a prefix of ``epochs=5000``."""
+"""The findings read from validation curves: overfitting of any of the top configurations (where
+its validation loss bottomed out, and the patience that keeps that epoch), and under-training of
+the chosen one — never when the grid holds a longer run of the same trajectory (the same
+configuration but ``epochs``) that did no better. A full-batch run's curve is evidence for every
+epoch count below its own: ``epochs=800`` is a prefix of ``epochs=5000``."""
 
 from __future__ import annotations
 
@@ -44,12 +45,14 @@ def _stopped(s: Sweep, r: dict[str, Any]) -> bool:
 
 
 def trajectory(s: Sweep, r: dict[str, Any]) -> tuple:
-    """The configuration of ``r`` but its epoch count (and patience): runs that follow one trajectory."""
+    """The configuration of ``r`` but its epoch count (and patience):
+    runs that follow one trajectory."""
     return tuple(kv for kv in s.config(r) if kv[0] not in ("epochs", "patience"))
 
 
 def longer(s: Sweep, r: dict[str, Any]) -> list[tuple[tuple, float]]:
-    """Configurations of ``r``'s trajectory with more epochs than it, that finished: (config, mean score)."""
+    """Configurations of ``r``'s trajectory with more epochs than it,
+    that finished: (config, mean score)."""
     out = []
     for c in s.configs:
         m, lead = s.mean(c), s.lead(c)
@@ -64,9 +67,10 @@ def longer(s: Sweep, r: dict[str, Any]) -> list[tuple[tuple, float]]:
 
 
 def overfit(s: Sweep, r: dict[str, Any]) -> tuple[int, float, int, float] | None:
-    """(epoch of the validation minimum, that minimum, last epoch, last value) when the run's validation loss
-    bottomed out in the first OVERFIT_AT of the run and then rose by more than RISE and above the loss's floor, while
-    its training loss did not rise (a training loss that rose is another story: :func:`rising`)."""
+    """(epoch of the validation minimum, that minimum, last epoch, last value) when
+    the run's validation loss bottomed out in the first OVERFIT_AT of the run and
+    then rose by more than RISE and above the loss's floor, while its training loss
+    did not rise (a training loss that rose is another story: :func:`rising`)."""
     val = s.curve(r)
     if len(val) < 3 or _stopped(s, r):
         return None
@@ -89,8 +93,9 @@ def _risen(before: float, after: float) -> bool:
 
 
 def plain_descent(s: Sweep, r: dict[str, Any]) -> bool:
-    """Whether sweeper's loop trained ``r`` by plain full-batch gradient descent (optimizer=gd, batch_size=0, no
-    weight decay): its training loss then falls at every step when the step is small enough and the gradient right."""
+    """Whether sweeper's loop trained ``r`` by plain full-batch gradient descent
+    (optimizer=gd, batch_size=0, no weight decay): its training loss then falls
+    at every step when the step is small enough and the gradient right."""
     return (
         r["params"].get("optimizer", "gd") == "gd"
         and not s.param(r, "batch_size")
@@ -100,8 +105,9 @@ def plain_descent(s: Sweep, r: dict[str, Any]) -> bool:
 
 
 def rising(s: Sweep, r: dict[str, Any]) -> tuple[int, float, int, float] | None:
-    """(epoch of the training loss's minimum, that minimum, last epoch, last value) when a run of plain full-batch
-    gradient descent (:func:`plain_descent`) ended with its training loss more than RISE above its minimum."""
+    """(epoch of the training loss's minimum, that minimum, last epoch, last
+    value) when a run of plain full-batch gradient descent (:func:`plain_descent`)
+    ended with its training loss more than RISE above its minimum."""
     train = s.curve(r, "train_loss")
     if len(train) < 3 or not plain_descent(s, r):
         return None
@@ -115,8 +121,9 @@ def rising(s: Sweep, r: dict[str, Any]) -> tuple[int, float, int, float] | None:
 
 
 def rising_loss(s: Sweep) -> list[Finding]:
-    """Top configurations whose training loss rose under plain full-batch gradient descent: the step is too large or
-    the gradient is wrong (never overfitting, which is a falling training loss under a rising validation loss)."""
+    """Top configurations whose training loss rose under plain full-batch
+    gradient descent: the step is too large or the gradient is wrong (never
+    overfitting, which is a falling training loss under a rising validation loss)."""
     hits = [
         (c, r, o) for c in s.ranked()[:TOP] if (r := s.lead(c)) is not None and (o := rising(s, r))
     ]
@@ -124,13 +131,16 @@ def rising_loss(s: Sweep) -> list[Finding]:
         return []
     c, r, (step, t_min, last, t_last) = hits[0]
     evidence = [
-        f"#{s.ranked().index(c2) + 1} {_label(c2)} ({r2['run']}): train_loss {cell(tm)} at epoch {st} (its "
+        f"#{s.ranked().index(c2) + 1} {_label(c2)} ({r2['run']}): train_loss {cell(tm)} at epoch "
+        f"{st} (its "
         f"minimum) → {cell(tl)} at epoch {la} ({_pct(tl / tm - 1)})"
         for c2, r2, (st, tm, la, tl) in hits
     ]
     evidence.append(
-        "plain gradient descent on the full batch (optimizer=gd, batch_size=0, no weight decay) lowers the "
-        "training loss at every step when the step is small enough and the gradient right: a rise is "
+        "plain gradient descent on the full batch (optimizer=gd, batch_size=0, no weight decay) "
+        "lowers the "
+        "training loss at every step when the step is small enough and the gradient right: a "
+        "rise is "
         "neither overfitting nor noise"
     )
     check = _check_command(r)
@@ -144,7 +154,8 @@ def rising_loss(s: Sweep) -> list[Finding]:
         evidence.append(f"the gradient is the model's own backward: {said}: {check}")
     why = "the step is too large or the gradient is wrong"
     summary = (
-        f"{_label(c)} ({r['run']}): its training loss rose under full-batch gradient descent, from epoch {step} to "
+        f"{_label(c)} ({r['run']}): its training loss rose under full-batch gradient descent, "
+        f"from epoch {step} to "
         f"{last}: "
         + ("the gradient is wrong (its check failed)" if wrong and check else why)
         + (
@@ -186,7 +197,8 @@ def rising_loss(s: Sweep) -> list[Finding]:
 
 
 def _check_command(r: dict[str, Any]) -> str | None:
-    """The command that checks the gradients of a run's model of yours (None: sweeper's MLP, or a function trainer)."""
+    """The command that checks the gradients of a run's model of yours
+    (None: sweeper's MLP, or a function trainer)."""
     path = r["params"].get("model._target_")
     if not path or r.get("model_kind") == "function trainer":
         return None
@@ -201,22 +213,24 @@ def _check_command(r: dict[str, Any]) -> str | None:
 
 
 def overfitting(s: Sweep) -> list[Finding]:
-    """Top configurations whose validation loss bottomed out well before their last epoch and rose."""
+    """Top configurations whose validation loss bottomed out well
+    before their last epoch and rose."""
     hits = [
         (c, r, o) for c in s.ranked()[:TOP] if (r := s.lead(c)) is not None and (o := overfit(s, r))
     ]
     if not hits:
         return []
     c, r, (step, v_min, last, v_last) = hits[0]
-    # a quarter of the best epoch, and at least PATIENT_SAMPLES loss samples: one bad sample early in training (a
-    # transient at a large lr) must not stop a run at its initial weights
+    # a quarter of the best epoch, and at least PATIENT_SAMPLES loss samples: one bad sample
+    # early in training (a transient at a large lr) must not stop a run at its initial weights
     p = max(_nice_int(step / 4), PATIENT_SAMPLES * int(s.param(r, "log_every", 1)))
     stop = _nice_int(step) if _nice_int(step) >= 0.8 * step else step
     evidence = []
     for c2, r2, (st, vm, la, vl) in hits:
         rank = s.ranked().index(c2) + 1
         evidence.append(
-            f"#{rank} {_label(c2)} ({r2['run']}): val_loss {cell(vm)} at epoch {st} (its minimum) → "
+            f"#{rank} {_label(c2)} ({r2['run']}): val_loss {cell(vm)} at epoch {st} (its "
+            "minimum) → "
             f"{cell(vl)} at epoch {la} ({_pct(vl / vm - 1)})"
         )
     first = s.ranked()[0]
@@ -231,7 +245,8 @@ def overfitting(s: Sweep) -> list[Finding]:
         )
         evidence.insert(
             1,
-            f"at its best epoch {_label(c)} ({cell(v_min)}) is {how} the chosen {_label(first)} at its own "
+            f"at its best epoch {_label(c)} ({cell(v_min)}) is {how} the chosen {_label(first)} "
+            "at its own "
             f"({cell(v_best)})"
             + (
                 ""
@@ -257,7 +272,8 @@ def overfitting(s: Sweep) -> list[Finding]:
         Finding(
             "overfitting",
             "overfitting",
-            f"{_label(c)} ({r['run']}) was best at {where}: its validation loss bottomed out there and then rose"
+            f"{_label(c)} ({r['run']}) was best at {where}: its validation loss bottomed out "
+            "there and then rose"
             + (
                 f"; {len(hits) - 1} more of the top {TOP} configurations did the same"
                 if len(hits) > 1
@@ -272,14 +288,16 @@ def overfitting(s: Sweep) -> list[Finding]:
 
 
 def under_training(s: Sweep) -> list[Finding]:
-    """The chosen run was still improving at its last epoch — unless a longer run of its trajectory is in the grid
-    (it did no better: the chosen is the best), or the loss is at its floor, or the fall is within the noise."""
+    """The chosen run was still improving at its last epoch — unless a longer
+    run of its trajectory is in the grid (it did no better: the chosen is the
+    best), or the loss is at its floor, or the fall is within the noise."""
     b = s.best
     val = s.curve(b)
     if b is None or len(val) < 3 or _stopped(s, b) or overfit(s, b) or rising(s, b):
         return []
     if not s.lower and s.mean(s.config(b))[0] >= 1 - 1e-12:
-        return []  # the chosen configuration is at the metric's ceiling: more epochs cannot raise it
+        # the chosen configuration is at the metric's ceiling: more epochs cannot raise it
+        return []
     best_epoch, run = b["metrics"].get("best_epoch"), b["metrics"].get("epochs_run")
     epochs = s.param(b, "epochs")
     if best_epoch is None or run is None:
@@ -296,7 +314,8 @@ def under_training(s: Sweep) -> list[Finding]:
     ):
         return []
     if longer(s, b):
-        return []  # the grid tried this trajectory longer: it was not better (the chosen run is the best)
+        # the grid tried this trajectory longer: it was not better (the chosen run is the best)
+        return []
     if "epochs" in s.keys:  # twice the grid's largest
         more = str(2 * int(max(float(v) for v in s.tried("epochs"))))
         change: dict[str, Any] = {"add": {"epochs": [more]}}
@@ -307,9 +326,11 @@ def under_training(s: Sweep) -> list[Finding]:
         Finding(
             "under_training",
             "under-training",
-            f"the chosen run ({b['run']}) was still improving when it stopped: its best epoch is its last ({best_epoch} of {run})",
+            f"the chosen run ({b['run']}) was still improving when it stopped: its best epoch is "
+            f"its last ({best_epoch} of {run})",
             [
-                f"val_loss still falling: {cell(v_ref)} at epoch {ref_step} → {cell(v_last)} at epoch {last_step} ({_pct(-fell)}), "
+                f"val_loss still falling: {cell(v_ref)} at epoch {ref_step} → {cell(v_last)} at "
+                f"epoch {last_step} ({_pct(-fell)}), "
                 f"more than the noise ({s.rel_noise():.1%})",
                 f"no longer run of {_label(trajectory(s, b))} is in the grid",
             ],
@@ -322,8 +343,9 @@ def under_training(s: Sweep) -> list[Finding]:
 
 
 def at_best_epoch(s: Sweep, better: tuple, worse: tuple) -> bool | None:
-    """Whether configuration ``better`` still beats ``worse`` when each is read at its best epoch (the minimum of its
-    validation curve, which early stopping would keep), beyond the noise; None without both curves."""
+    """Whether configuration ``better`` still beats ``worse`` when each is
+    read at its best epoch (the minimum of its validation curve, which early
+    stopping would keep), beyond the noise; None without both curves."""
     a, b = s.curve(s.lead(better)), s.curve(s.lead(worse))
     if not a or not b:
         return None

@@ -1,5 +1,5 @@
-"""What the advisor reads of a sweep: its runs as records, their grid (:class:`Sweep`), the findings' form
-(:class:`Finding`, :class:`Advice`) and how a grid's values are extended."""
+"""What the advisor reads of a sweep: its runs as records, their grid (:class:`Sweep`), the
+findings' form (:class:`Finding`, :class:`Advice`) and how a grid's values are extended."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
 # baselines: a run param before it became a tag; its values are one grid to the advisor.
 IGNORED = ("tracking.", "pinned.", "hydra.", "resume", "sync_every_epoch", "baselines")
-# Swept keys that do not change the model by design, or that the noise finding handles (seed; data.split_seed
-# is left out as a dotted key).
+# Swept keys that do not change the model by design, or that the noise
+# finding handles (seed; data.split_seed is left out as a dotted key).
 NOT_HYPERPARAMETERS = ("seed", "device", "log_every")
 SEEDS = ("seed", "data.split_seed")  # noise, not a configuration: the initial weights; the split
 LOG_SPACED = ("lr",)  # extended by the grid's ratio whatever its values
@@ -27,7 +27,9 @@ MAX_RATIO = 10.0  # a log-spaced extension steps by at most a decade
 FLOOR = 1e-3  # a loss below this is at its floor: its relative changes are not evidence
 TOP = 3  # the configurations whose curves the training findings read
 OVERFIT_AT = 0.5  # overfitting: the best epoch is in the first half of the run ...
-RISE = 0.01  # ... the validation loss ended > 1% above its minimum, the training loss > 1% below where it was then
+# ... the validation loss ended > 1% above its minimum, the training
+# loss > 1% below where it was then
+RISE = 0.01
 LATE = 0.9  # under-training: the best epoch is in the last 10% of the run ...
 STILL_FALLING = 0.005  # ... and the validation loss fell > 0.5% over the last quarter of the run
 CURVES = ("train_loss", "val_loss")
@@ -37,9 +39,12 @@ TAG = "advice."
 
 @dataclass
 class Finding:
-    """One finding: what it is, the numbers behind it, what to do; and how the next command changes."""
+    """One finding: what it is, the numbers behind it, what to do; and
+    how the next command changes."""
 
-    kind: str  # saturation | noise | ties | divergence | rising_loss | overfitting | under_training | no_effect | edge
+    # saturation | noise | ties | divergence | rising_loss |
+    # overfitting | under_training | no_effect | edge
+    kind: str
     title: str
     summary: str
     evidence: list[str]
@@ -48,11 +53,14 @@ class Finding:
     add: dict[str, list[str]] = field(default_factory=dict)  # values to add to a key's grid
     drop: dict[str, list[str]] = field(default_factory=dict)  # values to take out of it
     set: dict[str, str] = field(default_factory=dict)  # a key's new value (or comma list)
-    # values of a key left out in one slice only: ({other key: value}, [lr values]) — the next command splits there
+    # values of a key left out in one slice only: ({other key: value},
+    # [lr values]) — the next command splits there
     drop_where: list[tuple[dict[str, str], list[str]]] = field(default_factory=list)
-    # a narrower change to try when ``set`` does not fit the budget: e.g. seeds for the best two configurations only
+    # a narrower change to try when ``set`` does not fit the budget:
+    # e.g. seeds for the best two configurations only
     narrow: dict[str, str] = field(default_factory=dict)
-    # with ``narrow``: the two configurations' own values of the keys they differ in (more than one key: two commands)
+    # with ``narrow``: the two configurations' own values of the keys
+    # they differ in (more than one key: two commands)
     pair: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -70,7 +78,8 @@ class Advice:
     # what the findings stand on that weakens them (said first)
     caveats: list[str] = field(default_factory=list)
     budget: int = 0  # the most new runs the command may train (a round's budget)
-    split: str = "the grid without the values left out in some slices only"  # why several commands, when they are
+    # why several commands, when they are
+    split: str = "the grid without the values left out in some slices only"
     noise: str = ""  # the one noise model every finding uses, said once at the top
 
     @property
@@ -80,7 +89,10 @@ class Advice:
 
     def text(self, markdown: bool = False) -> str:
         n = len(self.findings)
-        head = f"{n} finding{'s' * (n != 1)}, from validation metrics only (the test split is reported, never used to choose)"
+        head = (
+            f"{n} finding{'s' * (n != 1)}, from validation metrics only (the test split is "
+            "reported, never used to choose)"
+        )
         lines = ["# Sweep advice", "", head + "."] if markdown else [f"Advice: {head}:"]
         if self.noise:
             lines += ["", f"*{self.noise}*"] if markdown else [f"  {self.noise}"]
@@ -97,7 +109,8 @@ class Advice:
         if self.command:
             total, done = self.sizes
             what = (
-                f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished already, reused; "
+                f"Next command ({total} configuration{'s' * (total != 1)}: {done} finished "
+                "already, reused; "
                 f"{total - done} to train)"
             )
             if len(self.commands) > 1:
@@ -141,7 +154,8 @@ def record(run: Any) -> dict[str, Any]:
         "metrics": dict(run.data.metrics),
         "parent": run.data.tags.get("mlflow.parentRunId"),
         "pruned_at": run.data.tags.get(PRUNED_AT),
-        # which model trained it: a function trainer (its own loop), a class of yours (its gradient check)
+        # which model trained it: a function trainer (its own loop), a
+        # class of yours (its gradient check)
         "model_kind": run.data.tags.get("model_kind"),
         "gradient_check": run.data.tags.get("gradient_check"),
     }
@@ -160,7 +174,8 @@ def _pct(x: float) -> str:
 
 
 def nice(x: float) -> float:
-    """``x`` to one significant figure when that is within 15% of it, else to two (0.0316 → 0.03)."""
+    """``x`` to one significant figure when that is within 15% of it,
+    else to two (0.0316 → 0.03)."""
     for digits in (0, 1):
         r = float(f"{x:.{digits}e}")
         if abs(r - x) <= 0.15 * abs(x):
@@ -195,7 +210,8 @@ class Sweep:
         self.task, self.metric = task, f"val_{name}"
         names = sorted({k for r in self.records for k in r["params"] if not k.startswith(IGNORED)})
         self.keys = [k for k in names if len({r["params"].get(k) for r in self.records}) > 1]
-        # a model of the interface's own hyperparameters (model.<name>) are hyperparameters as the MLP's keys are
+        # a model of the interface's own hyperparameters
+        # (model.<name>) are hyperparameters as the MLP's keys are
         self.hyper = [
             k
             for k in self.keys
@@ -203,7 +219,8 @@ class Sweep:
             and k != "model._target_"
             and k not in NOT_HYPERPARAMETERS
         ]
-        # a run successive halving stopped at a rung is evidence of its rung only: no finding rests on it
+        # a run successive halving stopped at a rung is evidence of
+        # its rung only: no finding rests on it
         self.finished = [
             r
             for r in self.records
@@ -215,30 +232,33 @@ class Sweep:
         self.configs: dict[tuple, list[dict[str, Any]]] = {}
         for r in self.records:
             self.configs.setdefault(self.config(r), []).append(r)
-        # a binary task's accuracy moves in steps of one validation row: a key that did not move it may
-        # still have changed the model, which its log loss shows
+        # a binary task's accuracy moves in steps of one validation row: a key that
+        # did not move it may still have changed the model, which its log loss shows
         self.measures = (self.metric, "val_log_loss") if task == "binary" else (self.metric,)
         self.seeded = any(k in self.keys for k in SEEDS)
-        # a model that draws nothing from seed (a closed form, a function trainer of its own): seed is no noise there
+        # a model that draws nothing from seed (a closed form, a
+        # function trainer of its own): seed is no noise there
         self.deterministic = self._same_for_every_seed()
         if self.deterministic and "data.split_seed" not in self.keys:
             self.seeded = False
-        # cross-validated runs without seeds (data.folds=k, one split seed: the same folds for every configuration):
-        # the noise is the folds' (a configuration × fold residual), measured, not the stated default
+        # cross-validated runs without seeds (data.folds=k, one split seed:
+        # the same folds for every configuration): the noise is the folds' (a
+        # configuration × fold residual), measured, not the stated default
         self.folded = not self.seeded and len(self.fold_scores(self.best)) >= 2
         self.curves = curves or {}  # run id → {"train_loss": [(epoch, value)], "val_loss": [...]}
         self.stats = {m: self._stats(m) for m in self.measures}
         self.scores = self.stats[self.metric]
-        # the runs this sweep trained (a resumed sweep's reused runs are another round's) and each configuration's
-        # FAILED runs (a diverged seed counts against it)
+        # the runs this sweep trained (a resumed sweep's reused runs are another round's)
+        # and each configuration's FAILED runs (a diverged seed counts against it)
         self.trained = sum(not r.get("reused") for r in self.records)
         self.failed = {
             c: sum(r["status"] == "FAILED" for r in rs) for c, rs in self.configs.items()
         }
 
     def _same_for_every_seed(self) -> bool:
-        """Whether ``seed`` was swept and every configuration (on each split) scored the same, to 1e-9, on every
-        measure for every seed it finished: the model is deterministic in ``seed``."""
+        """Whether ``seed`` was swept and every configuration (on each
+        split) scored the same, to 1e-9, on every measure for every
+        seed it finished: the model is deterministic in ``seed``."""
         if "seed" not in self.keys:
             return False
         by: dict[tuple, list[dict[str, Any]]] = {}
@@ -253,8 +273,8 @@ class Sweep:
         )
 
     def _stats(self, metric: str) -> dict[tuple, list[float]]:
-        """Each configuration's finished scores on ``metric`` (no spread pooled over the grid: each comparison reads
-        its configurations' own, :mod:`sweeper.insight.advice.noise`)."""
+        """Each configuration's finished scores on ``metric`` (no spread pooled over the grid:
+        each comparison reads its configurations' own, :mod:`sweeper.insight.advice.noise`)."""
         return {
             c: [
                 v
@@ -265,9 +285,10 @@ class Sweep:
         }
 
     def samples(self, config: tuple, metric: str | None = None) -> tuple[dict[Any, float], str]:
-        """A configuration's own scores by unit, and the unit: by seed (``seed``, ``data.split_seed``), or without
-        seeds when cross-validated by fold (its lead run's ``val_<metric>_fold<i>``); a model deterministic in seed has
-        one score a configuration (its lead run's)."""
+        """A configuration's own scores by unit, and the unit: by seed
+        (``seed``, ``data.split_seed``), or without seeds when cross-validated
+        by fold (its lead run's ``val_<metric>_fold<i>``); a model deterministic
+        in seed has one score a configuration (its lead run's)."""
         metric = metric or self.metric
         if self.folded and (folds := self.fold_scores(self.lead(config), metric)):
             return dict(enumerate(folds)), "folds"
@@ -298,7 +319,8 @@ class Sweep:
         return _noise.against(list(sa.values()), value, unit)
 
     def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
-        """A cross-validated run's per-fold scores (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
+        """A cross-validated run's per-fold scores
+        (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
         out: list[float] = []
         while (
             r is not None
@@ -311,12 +333,13 @@ class Sweep:
     def fold_noise(
         self, configs: Iterable[tuple], metric: str | None = None
     ) -> tuple[float, int] | None:
-        """The noise of a fold mean among ``configs`` and its degrees of freedom; None with fewer than two
-        configurations of k folds each.
+        """The noise of a fold mean among ``configs`` and its degrees of
+        freedom; None with fewer than two configurations of k folds each.
 
-        Every configuration is scored on the same k folds, and a fold's difficulty is shared by all of them, so the
-        noise is what is left of the scores once each configuration's mean and each fold's are taken out (the residual
-        of the additive configuration × fold model, (n-1)(k-1) degrees of freedom): a paired comparison, as the noise
+        Every configuration is scored on the same k folds, and a fold's difficulty is shared
+        by all of them, so the noise is what is left of the scores once each configuration's
+        mean and each fold's are taken out (the residual of the additive configuration ×
+        fold model, (n-1)(k-1) degrees of freedom): a paired comparison, as the noise
         finding's t-test is. A fold mean's std is that residual std over sqrt(k)."""
         rows = [v for c in configs if (v := self.fold_scores(self.lead(c), metric))]
         k = len(rows[0]) if rows else 0
@@ -343,8 +366,9 @@ class Sweep:
         return tuple((k, r["params"].get(k)) for k in self.keys if k not in SEEDS)
 
     def ranked(self) -> list[tuple]:
-        """The configurations with a finished run, best mean first; one with a FAILED seed never ahead of a fully
-        finished one whose mean is within the noise of its own (:func:`sweeper.insight.leaderboard.behind_finished`)."""
+        """The configurations with a finished run, best mean first; one with a
+        FAILED seed never ahead of a fully finished one whose mean is within the
+        noise of its own (:func:`sweeper.insight.leaderboard.behind_finished`)."""
         if getattr(self, "_ranked", None) is None:
             from sweeper.insight.leaderboard import behind_finished
 
@@ -362,31 +386,33 @@ class Sweep:
         return list(self._ranked)
 
     def n_text(self, config: tuple) -> str:
-        """``n`` of a configuration as the leaderboard shows it: finished, or finished/total and a mark."""
+        """``n`` of a configuration as the leaderboard shows it:
+        finished, or finished/total and a mark."""
         n, bad = (self.mean(config) or (0.0, 0))[1], self.failed.get(config, 0)
         return f"n={n}/{n + bad} ✗ (a seed FAILED)" if bad else f"n={n}"
 
     def slice_noise(
         self, configs: Iterable[tuple], metric: str | None = None
     ) -> tuple[float, int] | None:
-        """The seed-to-seed std pooled over ``configs`` only (a slice's own noise, not inflated by noisy
-        configurations elsewhere in the grid) and its degrees of freedom; None without repeated seeds there."""
+        """The seed-to-seed std pooled over ``configs`` only (a slice's own
+        noise, not inflated by noisy configurations elsewhere in the grid)
+        and its degrees of freedom; None without repeated seeds there."""
         if self.folded:
             return self.fold_noise(configs, metric)
         scores = self.stats[metric or self.metric]
         return _noise.pooled([scores.get(c) or [] for c in configs])
 
     def lead(self, config: tuple) -> dict[str, Any] | None:
-        """The run that stands for a configuration: its first finished record (the leaderboard puts the run closest
-        to the configuration's mean first)."""
+        """The run that stands for a configuration: its first finished record (the
+        leaderboard puts the run closest to the configuration's mean first)."""
         return next((r for r in self.configs.get(config, []) if id(r) in self._done), None)
 
     def curve(self, r: dict[str, Any] | None, name: str = "val_loss") -> list[tuple[int, float]]:
         return sorted((self.curves.get(r["run_id"]) or {}).get(name) or []) if r else []
 
     def rel_noise(self) -> float:
-        """The best configuration's own noise as a fraction of its mean: the std of a score over its seeds (of a fold
-        mean, over its folds), else the stated default :data:`SAME`."""
+        """The best configuration's own noise as a fraction of its mean: the std of a score over
+        its seeds (of a fold mean, over its folds), else the stated default :data:`SAME`."""
         if self.best is None:
             return SAME
         scores, unit = self.samples(self.config(self.best))
@@ -397,7 +423,8 @@ class Sweep:
         return max(sd / (abs(statistics.fmean(v)) or 1.0), 1e-6)
 
     def mean(self, config: tuple, metric: str | None = None) -> tuple[float, int] | None:
-        """The configuration's mean validation score over its finished seeds, and how many; None if none finished."""
+        """The configuration's mean validation score over its finished
+        seeds, and how many; None if none finished."""
         v = self.stats[metric or self.metric].get(config) or []
         return (statistics.fmean(v), len(v)) if v else None
 
@@ -415,10 +442,10 @@ class Sweep:
         tests: int = 1,
         noise: tuple[float, int] | None = None,
     ) -> bool:
-        """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds) differ by no
-        more than ``noise`` ((std, dof) of the compared configurations' own scores): Tukey's range test at ALPHA
-        (split over ``tests`` such comparisons); for two means, a two-sided t-test. Without a noise: within SAME of
-        each other (the stated default)."""
+        """Whether the lowest and highest of ``among`` mean scores (a and b, of na and nb seeds)
+        differ by no more than ``noise`` ((std, dof) of the compared configurations' own scores):
+        Tukey's range test at ALPHA (split over ``tests`` such comparisons); for two means,
+        a two-sided t-test. Without a noise: within SAME of each other (the stated default)."""
         if (metric or self.metric) == "val_log_loss" and max(abs(a), abs(b)) < FLOOR:
             return True  # both at the loss's floor: a relative change there is not evidence
         if noise is not None:
@@ -430,7 +457,8 @@ class Sweep:
 
     @property
     def noise_text(self) -> str:
-        """The one noise model every finding uses, in one line (said once, at the top of the advice)."""
+        """The one noise model every finding uses, in one line (said
+        once, at the top of the advice)."""
         if self.deterministic and not self.seeded:
             return _noise.model_text(
                 None,
@@ -441,8 +469,9 @@ class Sweep:
         return _noise.model_text("folds" if self.folded else "seeds" if self.seeded else None)
 
     def tried(self, key: str) -> list[str]:
-        """The values of ``key`` the sweep tried (every run, failed ones too), as its params show them, in order
-        (a new list each call: the records never change, so it is worked out once a key)."""
+        """The values of ``key`` the sweep tried (every run, failed ones
+        too), as its params show them, in order (a new list each call:
+        the records never change, so it is worked out once a key)."""
         if key not in self._tried:
             values = {r["params"][key] for r in self.records if key in r["params"]}
             self._tried[key] = sorted(
@@ -451,10 +480,11 @@ class Sweep:
         return list(self._tried[key])
 
     def bounds(self, key: str) -> "Bounds | None":
-        """What a new value of a model's own hyperparameter (``model.<name>``) must respect: its type and lower bound
-        as the model's constructor declares them (:func:`sweeper.models.interface.domain`); without a declared bound, a
-        grid of positive values stays positive and one of positive integers at 1 or more (an integer hidden size never
-        goes to 0). None for sweeper's keys (their rules decide)."""
+        """What a new value of a model's own hyperparameter (``model.<name>``) must respect:
+        its type and lower bound as the model's constructor declares them
+        (:func:`sweeper.models.interface.domain`); without a declared bound, a grid of
+        positive values stays positive and one of positive integers at 1 or more (an integer
+        hidden size never goes to 0). None for sweeper's keys (their rules decide)."""
         if not key.startswith("model.") or key == "model._target_":
             return None
         from sweeper.models.interface import ModelError, domain, load_target
@@ -490,8 +520,8 @@ def _label(config: Iterable[tuple[str, Any]]) -> str:
 
 
 def _format(key: str, x: float, integer: bool, bounds: "Bounds | None" = None) -> str | None:
-    """A new value of ``key`` as an override writes it, or None if the key does not allow it (its rule, or the
-    ``bounds`` its model declares; a key with neither stays positive)."""
+    """A new value of ``key`` as an override writes it, or None if the key does not allow it
+    (its rule, or the ``bounds`` its model declares; a key with neither stays positive)."""
     from sweeper.contract.config import TOP_LEVEL
 
     value: int | float = int(round(x)) if integer else nice(x)
@@ -509,10 +539,10 @@ def _format(key: str, x: float, integer: bool, bounds: "Bounds | None" = None) -
 def extend(
     key: str, values: list[str], up: bool, count: int = 2, bounds: "Bounds | None" = None
 ) -> tuple[list[str], str]:
-    """``count`` new values of a numeric key beyond the grid's edge, spaced like the grid: by its mean
-    ratio (at most a decade) when log-spaced (always for lr), else by its mean step; and that spacing in
-    words. Values the key does not allow (its rule; for a model's own hyperparameter the ``bounds`` its constructor
-    declares, :meth:`Sweep.bounds`) are left out."""
+    """``count`` new values of a numeric key beyond the grid's edge, spaced like the grid: by its
+    mean ratio (at most a decade) when log-spaced (always for lr), else by its mean step; and that
+    spacing in words. Values the key does not allow (its rule; for a model's own hyperparameter
+    the ``bounds`` its constructor declares, :meth:`Sweep.bounds`) are left out."""
     nums = sorted(float(v) for v in values)
     integer = key not in LOG_SPACED and all(
         _number(v) is not None and float(v).is_integer() and "." not in v and "e" not in v.lower()

@@ -1,5 +1,6 @@
-"""The advisor's findings, each from the grid's own evidence: a saturated score, seed noise and ties (named before any
-trend), keys with no effect, best values at an edge of the grid, divergence (the curves' findings: ``curves``)."""
+"""The advisor's findings, each from the grid's own evidence: a saturated score,
+seed noise and ties (named before any trend), keys with no effect, best values
+at an edge of the grid, divergence (the curves' findings: ``curves``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from sweeper.insight.advice.noise import ALPHA, SAME
 
 
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
-    """Numeric keys whose best value is the smallest or largest tried, the score improving toward it."""
+    """Numeric keys whose best value is the smallest or largest tried,
+    the score improving toward it."""
     found = []
     for key in s.hyper:
         tried = s.tried(key)
@@ -38,11 +40,15 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
         a, b = profile[best][0], profile[inner][0]
         diff = s.between(where[best], where[inner])
         if not diff.beyond() or not s.better(a, b) or (not s.lower and a >= 1 - 1e-12):
-            continue  # within the noise; or at the metric's ceiling (accuracy 1): beyond the edge it cannot score higher
+            # within the noise; or at the metric's ceiling (accuracy
+            # 1): beyond the edge it cannot score higher
+            continue
         if at_best_epoch(s, where[best], where[inner]) is False or (
             key == "epochs" and not up and s.curve(s.lead(where[best]))
         ):
-            continue  # read at each run's best epoch the edge is no better: a story of training length (see overfitting);
+            # read at each run's best epoch the edge is no better: a
+            # story of training length (see overfitting);
+            continue
             # fewer epochs than a run's own are in its curve already
         new, spacing = extend(key, tried, up, bounds=s.bounds(key))
         if not new:
@@ -61,8 +67,10 @@ def edges(s: Sweep, flat: set[str]) -> list[Finding]:
             Finding(
                 "edge",
                 f"edge of the grid: {key}",
-                f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} tried and {s.metric} improves "
-                f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}={text_cell(best)})",
+                f"the best {key} ({text_cell(best)}) is the {'largest' if up else 'smallest'} "
+                f"tried and {s.metric} improves "
+                f"toward it ({cell(b)} at {key}={text_cell(inner)} → {cell(a)} at {key}="
+                f"{text_cell(best)})",
                 [
                     f"{s.metric} {by}: "
                     + ", ".join(f"{text_cell(v)}: {cell(profile[v][0])}" for v in done),
@@ -119,7 +127,8 @@ def divergence(s: Sweep) -> list[Finding]:
         tag = f"lr:{top['params']['lr']}..{first['params']['lr']}"
         if f < d:
             summary = (
-                f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr={text_cell(top['params']['lr'])} "
+                f"runs diverge from lr={text_cell(first['params']['lr'])} on; lr="
+                f"{text_cell(top['params']['lr'])} "
                 "is the largest that did not"
             )
         else:
@@ -134,9 +143,15 @@ def divergence(s: Sweep) -> list[Finding]:
             mid = _format("lr", math.sqrt(f * d), integer=False)
             if mid is not None and all(float(mid) != float(v) for v in lrs):
                 add = [mid]
-                step += f"; the chosen lr ({text_cell(chosen)}) is the largest that did not diverge: try lr={mid} between them"
+                step += (
+                    f"; the chosen lr ({text_cell(chosen)}) is the largest that did not "
+                    f"diverge: try lr={mid} between them"
+                )
     if drop:
-        step += f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it diverged wherever it ran)"
+        step += (
+            f"; the next command leaves out lr={','.join(map(text_cell, drop))} (it diverged "
+            "wherever it ran)"
+        )
     if where:
         step += (
             "; the next command leaves out "
@@ -144,7 +159,8 @@ def divergence(s: Sweep) -> list[Finding]:
                 f"lr={','.join(map(text_cell, v))} at {_label(o.items())}" for o, v in where[:4]
             )
             + (f" and {len(where) - 4} more" if len(where) > 4 else "")
-            + " only (and any larger lr added there): where it diverged (elsewhere it finished, and stays)"
+            + " only (and any larger lr added there): where it diverged (elsewhere it finished, "
+            "and stays)"
         )
     return [
         Finding(
@@ -164,9 +180,10 @@ def divergence(s: Sweep) -> list[Finding]:
 def _left_out(
     s: Sweep, diverged: list[dict[str, Any]]
 ) -> tuple[list[str], list[tuple[dict[str, str], list[str]]]]:
-    """What the next command leaves out for a divergence, per slice of the other keys: the lr values that diverged
-    in every slice they ran in (left out everywhere), and per slice those that diverged only there. Never a value of
-    the chosen configuration or the runner-up (their finished seeds are the evidence the ranking stands on)."""
+    """What the next command leaves out for a divergence, per slice of the other keys:
+    the lr values that diverged in every slice they ran in (left out everywhere), and
+    per slice those that diverged only there. Never a value of the chosen configuration
+    or the runner-up (their finished seeds are the evidence the ranking stands on)."""
     keep = set(s.ranked()[:2])
 
     def other(c: tuple) -> tuple:
@@ -193,8 +210,8 @@ def _left_out(
 
 
 def _boundaries(s: Sweep, diverged: list[dict[str, Any]]) -> list[str]:
-    """Per slice of the other keys that had a run diverge: the smallest lr that diverged there and the
-    largest that finished."""
+    """Per slice of the other keys that had a run diverge: the
+    smallest lr that diverged there and the largest that finished."""
 
     def other(r: dict[str, Any]) -> tuple:
         return tuple(kv for kv in s.config(r) if kv[0] != "lr")
@@ -218,8 +235,8 @@ def seed_list(values: Iterable[str], count: int) -> str:
 
 
 def noise(s: Sweep) -> list[Finding]:
-    """Mean ± std per configuration over seeds and whether the best beats the runner-up; or that there
-    is no noise estimate, and the seeds to add."""
+    """Mean ± std per configuration over seeds and whether the best beats
+    the runner-up; or that there is no noise estimate, and the seeds to add."""
     if not s.finished:
         return []
     # data.folds=k: the noise is the folds'
@@ -232,7 +249,8 @@ def noise(s: Sweep) -> list[Finding]:
                 "noise and significance",
                 "the ranking has no noise estimate (one seed each)",
                 [
-                    f"every configuration ran with one seed: scores within {SAME:.0%} count as the same"
+                    f"every configuration ran with one seed: scores within {SAME:.0%} count as "
+                    "the same"
                 ],
                 "more seeds cannot separate ties at the metric's edge: see the saturation finding",
                 "saturated",
@@ -244,9 +262,11 @@ def noise(s: Sweep) -> list[Finding]:
             Finding(
                 "noise",
                 "noise and significance",
-                f"the model is deterministic in seed: every configuration scored the same for seed={','.join(seeds)}",
+                "the model is deterministic in seed: every configuration scored the same for "
+                f"seed={','.join(seeds)}",
                 [
-                    f"no noise from seed: its seeds repeat the same scores; scores within {SAME:.0%} count as the same (a "
+                    "no noise from seed: its seeds repeat the same scores; scores within "
+                    f"{SAME:.0%} count as the same (a "
                     "stated default)"
                 ],
                 f"drop the seed sweep: seed={seeds[0]} (more seeds repeat the same scores)",
@@ -260,8 +280,10 @@ def noise(s: Sweep) -> list[Finding]:
         ranked = s.finished[:2]
         gap = (
             (
-                f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ({ranked[1]['run']}, "
-                f"{cell(s.value(ranked[1]))}) differ by {cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}"
+                f"; the best ({ranked[0]['run']}, {cell(s.value(ranked[0]))}) and the runner-up ("
+                f"{ranked[1]['run']}, "
+                f"{cell(s.value(ranked[1]))}) differ by "
+                f"{cell(abs(s.value(ranked[0]) - s.value(ranked[1])))}"
             )
             if len(ranked) > 1
             else ""
@@ -271,10 +293,13 @@ def noise(s: Sweep) -> list[Finding]:
             Finding(
                 "noise",
                 "noise and significance",
-                f"the ranking has no noise estimate: every configuration ran with one seed (seed={','.join(seeds)})",
+                "the ranking has no noise estimate: every configuration ran with one seed (seed="
+                f"{','.join(seeds)})",
                 [
-                    f"seed draws the initial weights (data.split_seed the split), so seed-to-seed variation is unknown{gap}",
-                    f"until it is measured, scores within {SAME:.0%} count as the same (a stated default)",
+                    "seed draws the initial weights (data.split_seed the split), so "
+                    f"seed-to-seed variation is unknown{gap}",
+                    f"until it is measured, scores within {SAME:.0%} count as the same (a stated "
+                    "default)",
                 ],
                 f"add seeds: seed={new} (seed {seeds[0]} is reused)",
                 "none",
@@ -282,7 +307,9 @@ def noise(s: Sweep) -> list[Finding]:
                 **(_top_two(s, *top) if len(top) == 2 else {}),
             )
         ]
-    ranked = s.ranked()  # by the mean; a configuration with a FAILED seed behind the fully finished ones inside the noise
+    # by the mean; a configuration with a FAILED seed behind the fully
+    # finished ones inside the noise
+    ranked = s.ranked()
     evidence = []
     for c in ranked[:5]:
         v = s.scores[c]
@@ -309,15 +336,18 @@ def noise(s: Sweep) -> list[Finding]:
     )
     if s.config(s.best) != first:
         evidence.append(
-            f"the leaderboard's best single run ({s.best['run']}) is not of the best configuration on average"
+            f"the leaderboard's best single run ({s.best['run']}) is not of the best "
+            "configuration on average"
         )
     if s.failed.get(second) and s.better(b, a):
         return [
             Finding(
                 "noise",
                 "noise and significance",
-                f"the runner-up ({_label(second)}) scored better on its finished seeds, but a seed of it FAILED "
-                f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all finished, within the noise",
+                f"the runner-up ({_label(second)}) scored better on its finished seeds, but a "
+                "seed of it FAILED "
+                f"({s.n_text(second)}): it ranks behind {_label(first)}, whose seeds all "
+                "finished, within the noise",
                 evidence,
                 f"keep {_label(first)}; {_label(second)} is not reliable at these settings",
                 "failed",
@@ -328,7 +358,8 @@ def noise(s: Sweep) -> list[Finding]:
             Finding(
                 "noise",
                 "noise and significance",
-                f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}): p={p:.2g}",
+                f"the best ({_label(first)}) is distinguishable from the runner-up ("
+                f"{_label(second)}): p={p:.2g}",
                 evidence,
                 f"keep {_label(first)}",
                 "distinct",
@@ -340,7 +371,8 @@ def noise(s: Sweep) -> list[Finding]:
             Finding(
                 "noise",
                 "noise and significance",
-                f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at {s.metric}'s edge",
+                f"the best ({_label(first)}) and the runner-up ({_label(second)}) tie at "
+                f"{s.metric}'s edge",
                 evidence,
                 "more seeds cannot separate ties at the metric's edge: see the saturation finding",
                 "saturated",
@@ -351,7 +383,8 @@ def noise(s: Sweep) -> list[Finding]:
         Finding(
             "noise",
             "noise and significance",
-            f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not distinguishable "
+            f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap: not "
+            "distinguishable "
             + (f"(p={p:.2g} ≥ {ALPHA})" if p is not None else "(too few seeds for a test)"),
             evidence,
             f"add seeds: seed={new}, or treat them as equivalent (prefer the cheaper)",
@@ -363,8 +396,9 @@ def noise(s: Sweep) -> list[Finding]:
 
 
 def _across_folds(s: Sweep) -> Finding | None:
-    """Without seeds, cross-validated configurations (data.folds=k, one split seed: the same folds for all) are compared
-    paired by fold: the best against the runner-up, a paired t-test over the k folds. None when the runs have no folds."""
+    """Without seeds, cross-validated configurations (data.folds=k, one split seed: the
+    same folds for all) are compared paired by fold: the best against the runner-up, a
+    paired t-test over the k folds. None when the runs have no folds."""
     ranked = s.ranked()
     folds = {c: s.fold_scores(s.lead(c)) for c in ranked[:5]}
     if not ranked or not folds[ranked[0]]:
@@ -373,7 +407,8 @@ def _across_folds(s: Sweep) -> Finding | None:
 
     k = len(folds[ranked[0]])
     evidence = [
-        f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} over {len(v)} folds"
+        f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} "
+        f"over {len(v)} folds"
         for c, v in folds.items()
         if v
     ]
@@ -396,21 +431,24 @@ def _across_folds(s: Sweep) -> Finding | None:
     else:
         p = float(stats.ttest_rel(a, b).pvalue)
     evidence.append(
-        f"best against runner-up: difference {cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
+        "best against runner-up: difference "
+        f"{cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
         f"paired t-test over the {k} folds (the same rows for both): p={p:.2g}"
     )
     if p < ALPHA:
         return Finding(
             "noise",
             "noise and significance",
-            f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}) across "
+            f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}"
+            ") across "
             f"the {k} folds: p={p:.2g}",
             evidence,
             f"keep {_label(first)}",
             "distinct",
         )
     overlap = (
-        f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} folds: not "
+        f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} "
+        "folds: not "
         f"distinguishable (p={p:.2g} ≥ {ALPHA})"
     )
     if s.deterministic:  # seeds of the weights repeat the same scores
@@ -437,11 +475,12 @@ def _across_folds(s: Sweep) -> Finding | None:
 
 
 def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, Any]:
-    """A finding's ``narrow`` and ``pair``: the best two configurations only (their keys fixed, the keys they differ
-    in at both values), and each one's values of the keys they differ in: where seeds for the whole grid do not fit the
-    budget, seeds for these two still separate them (two commands when they differ in more than one key: the grid of
-    their values would be more than two). The runner-up is the best that differs from the best in a hyperparameter (a
-    CPU/GPU pair is one model)."""
+    """A finding's ``narrow`` and ``pair``: the best two configurations only (their keys
+    fixed, the keys they differ in at both values), and each one's values of the keys
+    they differ in: where seeds for the whole grid do not fit the budget, seeds for
+    these two still separate them (two commands when they differ in more than one key:
+    the grid of their values would be more than two). The runner-up is the best that
+    differs from the best in a hyperparameter (a CPU/GPU pair is one model)."""
     a = dict(first)
     second = next((c for c in s.ranked() if any(dict(c).get(k) != a.get(k) for k in s.hyper)), None)
     if second is None:
@@ -455,8 +494,8 @@ def _top_two(s: Sweep, first: tuple, second: tuple) -> dict[str, Any]:
 
 
 def saturated(s: Sweep) -> list[tuple]:
-    """The configurations whose mean sits at the primary metric's ceiling (accuracy 1) or floor (a loss of ~0) with
-    the best one: two or more of them, or []."""
+    """The configurations whose mean sits at the primary metric's ceiling (accuracy 1)
+    or floor (a loss of ~0) with the best one: two or more of them, or []."""
     top = s.ranked()
     if len(top) < 2:
         return []
@@ -467,7 +506,8 @@ def saturated(s: Sweep) -> list[tuple]:
 
 
 def saturation(s: Sweep) -> list[Finding]:
-    """Ties at the metric's ceiling or floor: the validation score cannot rank them (and no trend is read from them)."""
+    """Ties at the metric's ceiling or floor: the validation score
+    cannot rank them (and no trend is read from them)."""
     tied = saturated(s)
     if not tied:
         return []
@@ -478,7 +518,8 @@ def saturation(s: Sweep) -> list[Finding]:
         if (m := s.mean(c, "val_log_loss") if "val_log_loss" in s.stats else None)
     ]
     evidence = [
-        f"{len(tied)} of {len(s.ranked())} configurations at {s.metric}={cell(s.mean(tied[0])[0])}: "
+        f"{len(tied)} of {len(s.ranked())} configurations at {s.metric}="
+        f"{cell(s.mean(tied[0])[0])}: "
         + ", ".join(_label(c) for c in tied[:6])
         + (" …" if len(tied) > 6 else "")
     ]
@@ -490,7 +531,8 @@ def saturation(s: Sweep) -> list[Finding]:
         )
     step = (
         "rank by a proper scoring rule (python -m sweeper.promote --metric val_log_loss) "
-        "or hold out more validation rows (e.g. data.val_fraction=0.3, or more data); read no trend from these ties"
+        "or hold out more validation rows (e.g. data.val_fraction=0.3, or more data); read no "
+        "trend from these ties"
     )
     return [
         Finding(
@@ -537,7 +579,10 @@ def ties(s: Sweep) -> list[Finding]:
     else:
         how = "in the leaderboard's order"
     if have and len(set(values)) == 1:
-        step = f"the tied runs have the same {second} too: the same model in effect; any of them (prefer the cheapest)"
+        step = (
+            f"the tied runs have the same {second} too: the same model in effect; any of "
+            "them (prefer the cheapest)"
+        )
     elif have and not how.startswith("by val"):
         pick = tied[min(range(len(tied)), key=lambda i: values[i])]
         step = f"prefer {pick['run']}: the lowest {second} of the tied runs"

@@ -1,16 +1,18 @@
 """The advisor's one noise model: every comparison by the compared configurations' own spread.
 
-A configuration's scores over its seeds (or, cross-validated without seeds, its folds) are its own evidence. Two
-configurations are compared by their own scores only — a paired t-test where they share seeds or folds (the same
-split and initial weights, the same rows), else Welch's — and a configuration against a constant (a baseline fitted
-on the same rows) by a one-sample t-test over its seeds; never by a spread pooled over the grid, which a few diverging
-or unstable configurations elsewhere inflate (a bike-sharing grid's pooled std was 1.7e6 against its winner's 2,768).
-Without repeated scores there is no spread: differences within :data:`SAME` of the larger count as the same (a stated
-default, not a measurement).
+A configuration's scores over its seeds (or, cross-validated without seeds, its folds) are
+its own evidence. Two configurations are compared by their own scores only — a paired t-test
+where they share seeds or folds (the same split and initial weights, the same rows), else
+Welch's — and a configuration against a constant (a baseline fitted on the same rows) by
+a one-sample t-test over its seeds; never by a spread pooled over the grid, which a few
+diverging or unstable configurations elsewhere inflate (a bike-sharing grid's pooled std was
+1.7e6 against its winner's 2,768). Without repeated scores there is no spread: differences
+within :data:`SAME` of the larger count as the same (a stated default, not a measurement).
 
-"Did not matter" needs more than a test that failed to reject: an equivalence test (two one-sided tests, TOST, at
-:data:`ALPHA`): the ``1 - 2·ALPHA`` interval of the difference lies inside ``±margin``, the margin being the larger of
-the noise (a score's std) and :data:`SAME` of the score (:func:`margin`). Neither shown is "not measured".
+"Did not matter" needs more than a test that failed to reject: an equivalence test
+(two one-sided tests, TOST, at :data:`ALPHA`): the ``1 - 2·ALPHA`` interval of the
+difference lies inside ``±margin``, the margin being the larger of the noise (a score's
+std) and :data:`SAME` of the score (:func:`margin`). Neither shown is "not measured".
 
 Nothing here reads a sweep: :class:`sweeper.insight.advice.evidence.Sweep` hands over the scores.
 """
@@ -27,16 +29,18 @@ from sweeper.base.fmt import cell
 
 # significance level of every test; an equivalence interval is the 1 - 2·ALPHA one (90%)
 ALPHA = 0.05
-# Without repeated scores there is no noise estimate: two validation scores count as the same when they differ by less
-# than this fraction, a stated default of the seed-to-seed spread (bench/advice_eval.py measures it on the bundled data
-# sets; sweep seed to measure your own). It is also the smallest margin of an equivalence ("did not matter").
+# Without repeated scores there is no noise estimate: two validation scores count as the
+# same when they differ by less than this fraction, a stated default of the seed-to-seed
+# spread (bench/advice_eval.py measures it on the bundled data sets; sweep seed to
+# measure your own). It is also the smallest margin of an equivalence ("did not matter").
 SAME = 0.02
 
 
 @dataclass(frozen=True)
 class Diff:
-    """``a - b``: two mean scores (or a mean and a constant) with the difference's standard error ``se`` and its
-    degrees of freedom (``se`` None: no spread measured), and how they were compared, in words."""
+    """``a - b``: two mean scores (or a mean and a constant) with the
+    difference's standard error ``se`` and its degrees of freedom (``se`` None:
+    no spread measured), and how they were compared, in words."""
 
     a: float
     b: float
@@ -63,7 +67,8 @@ class Diff:
         return float(2 * stats.t.sf(abs(self.d) / self.se, self.dof))
 
     def beyond(self) -> bool:
-        """Whether they differ beyond the noise: p < ALPHA; without a spread, by more than SAME of the larger."""
+        """Whether they differ beyond the noise: p < ALPHA; without a
+        spread, by more than SAME of the larger."""
         p = self.p()
         if p is None:
             return abs(self.d) > SAME * max(abs(self.a), abs(self.b)) + 1e-12
@@ -79,7 +84,8 @@ class Diff:
         return self.d - half, self.d + half
 
     def within(self, margin: float) -> bool | None:
-        """Equivalence (TOST at ALPHA): the 90% interval inside ``±margin``; None without a spread."""
+        """Equivalence (TOST at ALPHA): the 90% interval inside
+        ``±margin``; None without a spread."""
         ci = self.interval()
         return None if ci is None else (-margin <= ci[0] and ci[1] <= margin)
 
@@ -92,13 +98,15 @@ class Diff:
 
 
 def margin(noise: float | None, *scores: float) -> float:
-    """The equivalence margin: the larger of the noise (a score's std) and SAME of the largest score."""
+    """The equivalence margin: the larger of the noise (a score's std)
+    and SAME of the largest score."""
     return max(noise or 0.0, SAME * max(abs(x) for x in scores))
 
 
 def between(a: Mapping[Hashable, float], b: Mapping[Hashable, float], unit: str = "seeds") -> Diff:
-    """Two configurations by their own scores (``unit`` → score: seeds, or folds): paired where they share at
-    least two units, else Welch's t (one side's spread stands for both when the other has one score)."""
+    """Two configurations by their own scores (``unit`` → score: seeds,
+    or folds): paired where they share at least two units, else Welch's t
+    (one side's spread stands for both when the other has one score)."""
     ma, mb = statistics.fmean(a.values()), statistics.fmean(b.values())
     common = [k for k in a if k in b]
     if len(common) >= 2:
@@ -132,8 +140,8 @@ def between(a: Mapping[Hashable, float], b: Mapping[Hashable, float], unit: str 
 
 
 def against(a: Sequence[float], value: float, unit: str = "seeds") -> Diff:
-    """A configuration's scores against a constant (a baseline fitted once on the same rows): a one-sample t-test
-    over its own ``unit``; without two scores, the stated default."""
+    """A configuration's scores against a constant (a baseline fitted once on the same rows):
+    a one-sample t-test over its own ``unit``; without two scores, the stated default."""
     m = statistics.fmean(a)
     if len(a) < 2:
         return Diff(
@@ -149,8 +157,8 @@ def against(a: Sequence[float], value: float, unit: str = "seeds") -> Diff:
 
 
 def pooled(groups: Sequence[Sequence[float]]) -> tuple[float, int] | None:
-    """The std of a score pooled over ``groups`` (each one configuration's repeated scores) and its degrees of
-    freedom; None without a repeated score."""
+    """The std of a score pooled over ``groups`` (each one configuration's
+    repeated scores) and its degrees of freedom; None without a repeated score."""
     spread = [(len(v) - 1, statistics.variance(v)) for v in groups if len(v) > 1]
     dof = sum(d for d, _ in spread)
     return (math.sqrt(sum(d * var for d, var in spread) / dof), dof) if dof else None
@@ -158,17 +166,19 @@ def pooled(groups: Sequence[Sequence[float]]) -> tuple[float, int] | None:
 
 @lru_cache(maxsize=64)
 def range_quantile(among: int, dof: int, alpha: float) -> float:
-    """The studentized range's 1 - alpha quantile for ``among`` means and ``dof`` degrees of freedom."""
+    """The studentized range's 1 - alpha quantile for ``among`` means
+    and ``dof`` degrees of freedom."""
     from scipy import stats
 
     return float(stats.studentized_range.ppf(1 - alpha, among, dof))
 
 
 def model_text(measured: str | None, why: str = "one score per configuration") -> str:
-    """The noise model in one line, said once at the top of the advice (``measured``: over what the spreads are
-    measured, "seeds" or "folds"; None: no repeated scores, for the reason ``why``)."""
+    """The noise model in one line, said once at the top of the advice (``measured``: over what the
+    spreads are measured, "seeds" or "folds"; None: no repeated scores, for the reason ``why``)."""
     rule = (
-        f"'did not matter' only where a {1 - 2 * ALPHA:.0%} interval of a key's effect lies inside ±max(noise, "
+        f"'did not matter' only where a {1 - 2 * ALPHA:.0%} interval of a key's effect lies "
+        "inside ±max(noise, "
         f"{SAME:.0%}) in every slice (TOST); neither shown: not measured"
     )
     if measured is None:
@@ -178,11 +188,14 @@ def model_text(measured: str | None, why: str = "one score per configuration") -
             else "not measured"
         )
         return (
-            f"noise: not measured ({why}): scores within {SAME:.0%} count as the same (a stated default; {how}), "
+            f"noise: not measured ({why}): scores within {SAME:.0%} count as the same (a stated "
+            f"default; {how}), "
             f"and no key is said not to matter; {rule}"
         )
     return (
-        f"noise: each comparison by the compared configurations' own {measured} (a paired t-test where they share "
-        f"{measured}, else Welch's; against a baseline, a one-sample t-test), never a spread pooled over the grid; "
+        f"noise: each comparison by the compared configurations' own {measured} (a paired t-test "
+        "where they share "
+        f"{measured}, else Welch's; against a baseline, a one-sample t-test), never a spread "
+        "pooled over the grid; "
         f"significant at {ALPHA:.0%}; {rule}"
     )

@@ -1,5 +1,6 @@
-"""Findings from outside the grid's scores: the baselines fitted on the same rows (is the network worth it?) and the
-devices a sweep could not use (their jobs SKIPPED: the next command leaves them out)."""
+"""Findings from outside the grid's scores: the baselines fitted on
+the same rows (is the network worth it?) and the devices a sweep could
+not use (their jobs SKIPPED: the next command leaves them out)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ MISSING_DEVICE = ("device=gpu",)
 
 
 def devices(argv: list[str], skipped: list[str]) -> list[Finding]:
-    """A device whose jobs were all SKIPPED for want of it (``skipped``: "overrides: reason" lines of the parent):
-    the next command leaves it out of the sweep's ``device=`` list."""
+    """A device whose jobs were all SKIPPED for want of it (``skipped``: "overrides: reason"
+    lines of the parent): the next command leaves it out of the sweep's ``device=`` list."""
     missing = {}
     for line in skipped:
         _, _, reason = line.partition(": ")
@@ -51,11 +52,12 @@ NAMES = {
 def reference(
     s: Sweep, baselines: dict[str, dict[str, float]]
 ) -> tuple[list[Finding], list[Finding]]:
-    """The baselines against the network's best configuration, by its own seeds or folds (a one-sample test: a
-    baseline is fitted once on the same rows): ``(first, last)``. ``first``: the strongest baseline that beats it
-    beyond the noise (validation metric; the test split is shown, never used), said before every other finding with
-    both numbers and the gap in percent; ``last``: the linear reference when no configuration beats it beyond the
-    noise and it does not beat them either (a tie)."""
+    """The baselines against the network's best configuration, by its own seeds or folds
+    (a one-sample test: a baseline is fitted once on the same rows):
+    ``(first, last)``. ``first``: the strongest baseline that beats it beyond the noise
+    (validation metric; the test split is shown, never used), said before every other
+    finding with both numbers and the gap in percent; ``last``: the linear reference when
+    no configuration beats it beyond the noise and it does not beat them either (a tie)."""
     top = s.ranked()
     if not top or not baselines:
         return [], []
@@ -89,7 +91,8 @@ def reference(
     if name is not None:
         b = diffs[name].b
         said = (
-            f"{NAMES.get(name, name)} scores {s.metric} {cell(b)} against the network's best {cell(a)} "
+            f"{NAMES.get(name, name)} scores {s.metric} {cell(b)} against the network's best "
+            f"{cell(a)} "
             f"({_label(best)}): {_gap(a, b)} better, beyond the noise"
         )
         evidence = [line(n) for n in (name, *(n for n in diffs if n != name))] + [
@@ -113,7 +116,8 @@ def reference(
                     "a tree model fits this table better",
                     said,
                     evidence,
-                    "use gradient boosting for this table, or give the network what trees exploit (more "
+                    "use gradient boosting for this table, or give the network what trees "
+                    "exploit (more "
                     "data, features)",
                     name,
                 )
@@ -124,7 +128,8 @@ def reference(
             Finding(
                 "baseline",
                 "the network does not beat the linear reference",
-                f"no configuration beats the linear reference beyond the noise: it ties with the best ({_label(best)})",
+                "no configuration beats the linear reference beyond the noise: it ties with the "
+                f"best ({_label(best)})",
                 [line("linear"), f"best configuration: {shown}"],
                 f"prefer {_linear(s)} unless a configuration beats it beyond the noise",
                 "linear",
@@ -146,8 +151,9 @@ def _gap(a: float, b: float) -> str:
 def beside_best(
     records: list[dict[str, Any]], baselines: dict[str, dict[str, float]]
 ) -> tuple[str, str, float] | None:
-    """The baseline that beats the network's best beyond the noise (``records``: the runs as the advisor reads them,
-    best first), for the sweep's ``best:`` line: its name, words and validation score; None when none does."""
+    """The baseline that beats the network's best beyond the noise (``records``: the
+    runs as the advisor reads them, best first), for the sweep's ``best:`` line: its
+    name, words and validation score; None when none does."""
     s = Sweep(records)
     top = s.ranked()
     if not top:
@@ -162,15 +168,16 @@ def beside_best(
         return None
     d = diffs[name]
     said = (
-        f"beside it, the {name} baseline scores {s.metric}={cell(d.b)}: {_gap(d.a, d.b)} better than the network's "
+        f"beside it, the {name} baseline scores {s.metric}={cell(d.b)}: {_gap(d.a, d.b)} better "
+        "than the network's "
         "best configuration, beyond the noise"
     )
     return name, said, d.b
 
 
 def _linear(s: Sweep) -> str:
-    """The linear model in the sweep's own terms, as its model offers one (sweeper's MLP: depth=0); else (a model of
-    yours, a function trainer) the reference itself."""
+    """The linear model in the sweep's own terms, as its model offers one
+    (sweeper's MLP: depth=0); else (a model of yours, a function trainer) the reference itself."""
     from sweeper.models.interface import offer
 
     path = next((p for r in s.records if (p := r["params"].get("model._target_"))), None)
@@ -183,6 +190,7 @@ def _linear(s: Sweep) -> str:
 
 
 def skipped_lines(tags: dict[str, Any]) -> list[str]:
-    """A parent run's SKIPPED jobs, "overrides: reason" each (its ``skipped.<job>`` tags, else ``skipped_jobs``)."""
+    """A parent run's SKIPPED jobs, "overrides: reason" each (its
+    ``skipped.<job>`` tags, else ``skipped_jobs``)."""
     lines = [v for k, v in tags.items() if k.startswith("skipped.")]
     return lines or [x for x in str(tags.get("skipped_jobs", "")).splitlines() if x]

@@ -1,7 +1,8 @@
-"""A key's effect, slice by slice: a *slice* of key ``k`` is one set of values of every other swept key (seeds left out).
-Each slice gets a verdict on its own noise (:func:`_flat`); the findings read them: "did not matter" only where an
-interval shows it in every slice with evidence, "matters in some slices only" named with the slices, and "not
-measured" where no interval decides (no command fixes a key on that)."""
+"""A key's effect, slice by slice: a *slice* of key ``k`` is one set of values of
+every other swept key (seeds left out). Each slice gets a verdict on its own noise
+(:func:`_flat`); the findings read them: "did not matter" only where an interval shows
+it in every slice with evidence, "matters in some slices only" named with the slices,
+and "not measured" where no interval decides (no command fixes a key on that)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from sweeper.insight.advice.noise import ALPHA, SAME, Diff
 
 
 def no_effect(s: Sweep) -> list[Finding]:
-    """Keys that did not matter: in every slice of the other keys with evidence, an equivalence interval of the key's
-    effect lies inside the margin (:func:`_flat`); keys that matter in some slices
-    and not in others, named with the slices; and keys no interval decides (not measured: no command fixes them)."""
+    """Keys that did not matter: in every slice of the other keys with evidence, an
+    equivalence interval of the key's effect lies inside the margin (:func:`_flat`);
+    keys that matter in some slices and not in others, named with the slices; and
+    keys no interval decides (not measured: no command fixes them)."""
     found, unmeasured = [], []
     for key in s.hyper:
         slices = {m: _slices(s, key, m) for m in s.measures}
@@ -66,11 +68,14 @@ def no_effect(s: Sweep) -> list[Finding]:
                 Finding(
                     "no_effect",
                     f"{key} did not matter",
-                    f"in every slice with evidence ({len(by[SAME_SLICE])}) the effect of {key} on {s.metric} is shown within "
-                    f"±max(noise, {SAME:.0%}): a 90% interval inside it (two one-sided tests at {ALPHA:.0%}, on each slice's "
+                    f"in every slice with evidence ({len(by[SAME_SLICE])}) the effect of {key} "
+                    f"on {s.metric} is shown within "
+                    f"±max(noise, {SAME:.0%}): a 90% interval inside it (two one-sided tests at "
+                    f"{ALPHA:.0%}, on each slice's "
                     "own noise), or identical scores",
                     [shown(o) for o in by[SAME_SLICE][:4]] + also,
-                    f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs on other keys"
+                    f"fix {key}={text_cell(chosen)} (the chosen run's value) and spend the runs "
+                    "on other keys"
                     if chosen
                     else f"fix {key} to one value",
                     key,
@@ -90,15 +95,18 @@ UNMEASURED = "unmeasured:"  # the tag of the "not measured" finding, before its 
 
 
 def not_measured(keys: list[str], metric: str) -> Finding:
-    """The keys no interval decides: neither shown to matter nor shown not to (no command fixes them)."""
+    """The keys no interval decides: neither shown to matter nor shown
+    not to (no command fixes them)."""
     return Finding(
         "no_effect",
         f"not measured: {', '.join(keys)}",
         f"no interval shows whether {', '.join(keys)} matter{'s' * (len(keys) == 1)}: where "
-        f"{'they' if len(keys) > 1 else 'it'} moved {metric} it stayed within the noise, but the intervals are wider than "
+        f"{'they' if len(keys) > 1 else 'it'} moved {metric} it stayed within the noise, but the "
+        "intervals are wider than "
         f"±max(noise, {SAME:.0%}): absence of evidence, not evidence of absence",
         [
-            f"{len(keys)} key(s) neither shown to matter nor shown not to (two one-sided tests at {ALPHA:.0%})"
+            f"{len(keys)} key(s) neither shown to matter nor shown not to (two one-sided tests "
+            f"at {ALPHA:.0%})"
         ],
         "more seeds narrow the intervals; no key is fixed on this evidence",
         UNMEASURED + ",".join(keys),
@@ -111,7 +119,8 @@ def _spread(by_value: dict[str, tuple[float, int] | None]) -> float:
 
 
 def _in_some_slices(s: Sweep, key: str, by: dict[str, list[tuple]], shown: Any) -> Finding:
-    """A key that matters in some slices (beyond the noise) and is shown not to in others: said with the slices."""
+    """A key that matters in some slices (beyond the noise) and is
+    shown not to in others: said with the slices."""
     same, differs = by[SAME_SLICE], by[DIFFERS]
     where = ", ".join(_label(o) for o in differs[:3]) + (
         f" and {len(differs) - 3} more" if len(differs) > 3 else ""
@@ -142,8 +151,8 @@ def _in_some_slices(s: Sweep, key: str, by: dict[str, list[tuple]], shown: Any) 
 def _slices(
     s: Sweep, key: str, metric: str | None = None
 ) -> dict[tuple, dict[str, tuple[float, int] | None]]:
-    """Configurations grouped by every swept key but ``key`` (and seed): each slice maps key's values to
-    their mean score on ``metric`` and seed count (None where nothing finished)."""
+    """Configurations grouped by every swept key but ``key`` (and seed): each slice maps key's
+    values to their mean score on ``metric`` and seed count (None where nothing finished)."""
     out: dict[tuple, dict[str, tuple[float, int] | None]] = {}
     for config in s.configs:
         out.setdefault(_other(config, key), {})[dict(config)[key]] = s.mean(config, metric)
@@ -174,16 +183,17 @@ def _flat(
     tests: int,
     configs: Iterable[tuple] = (),
 ) -> tuple[str, str] | None:
-    """A slice's verdict on a key, one of ``tests`` slices, and the interval behind it in words: :data:`SAME_SLICE`
-    when every pair of its values is equivalent (TOST at ALPHA: each difference's 90% interval inside ±margin,
-    :func:`sweeper.insight.advice.noise.margin`), :data:`DIFFERS` when its range is beyond the noise (Tukey's range
-    test at ALPHA split over ``tests``; or a value failed where another finished), :data:`UNCLEAR` when neither.
-    Without a noise of its own (the slice repeats no seed or fold) only two things are evidence: scores identical to
-    1e-9 (training is deterministic: the key changed nothing there) and a range beyond the stated default :data:`SAME`
-    (it moved); else None, as when nothing in it finished.
+    """A slice's verdict on a key, one of ``tests`` slices, and the interval behind it in words:
+    :data:`SAME_SLICE` when every pair of its values is equivalent (TOST at ALPHA: each
+    difference's 90% interval inside ±margin, :func:`sweeper.insight.advice.noise.margin`),
+    :data:`DIFFERS` when its range is beyond the noise (Tukey's range test at ALPHA split over
+    ``tests``; or a value failed where another finished), :data:`UNCLEAR` when neither. Without a
+    noise of its own (the slice repeats no seed or fold) only two things are evidence: scores
+    identical to 1e-9 (training is deterministic: the key changed nothing there) and a range
+    beyond the stated default :data:`SAME` (it moved); else None, as when nothing in it finished.
 
-    Each slice is judged by its own spread (:meth:`Sweep.slice_noise`), not a spread pooled over the grid, which a few
-    very noisy configurations elsewhere inflate."""
+    Each slice is judged by its own spread (:meth:`Sweep.slice_noise`), not a spread
+    pooled over the grid, which a few very noisy configurations elsewhere inflate."""
     scores = list(by_value.values())
     if all(v is None for v in scores):
         return None
@@ -198,7 +208,8 @@ def _flat(
             return None
         return (
             DIFFERS,
-            f"range {cell(hi[0] - lo[0])}, beyond the stated {SAME:.0%} (no seeds here to measure a noise)",
+            f"range {cell(hi[0] - lo[0])}, beyond the stated {SAME:.0%} (no seeds here to "
+            "measure a noise)",
         )
     if metric == "val_log_loss" and max(abs(lo[0]), abs(hi[0])) < FLOOR:
         return SAME_SLICE, f"{metric} below {FLOOR:g} throughout: at its floor"
@@ -206,7 +217,8 @@ def _flat(
     if not s.same(lo[0], hi[0], lo[1], hi[1], metric, among=len(scores), tests=tests, noise=own):
         return (
             DIFFERS,
-            f"range {cell(hi[0] - lo[0])} beyond its noise (std {cell(std)}, {dof} degrees of freedom)",
+            f"range {cell(hi[0] - lo[0])} beyond its noise (std {cell(std)}, {dof} degrees of "
+            "freedom)",
         )
     bound = _noise.margin(std, *(x[0] for x in scores))
     ordered = sorted(scores)
@@ -220,14 +232,15 @@ def _flat(
     verdict = SAME_SLICE if all(d.within(bound) for d in diffs) else UNCLEAR
     return verdict, (
         f"90% interval of its largest difference [{cell(ci[0])}, {cell(ci[1])}] "
-        f"{'inside' if verdict == SAME_SLICE else 'not inside'} ±{cell(bound)} (the larger of its noise std "
+        f"{'inside' if verdict == SAME_SLICE else 'not inside'} ±{cell(bound)} (the larger of "
+        "its noise std "
         f"{cell(std)} and {SAME:.0%})"
     )
 
 
 def _identical(samples: list[dict[Any, float]]) -> bool:
-    """Whether configurations scored the same to 1e-9 on every seed (fold) they share, and share them all: the key
-    that tells them apart changed nothing (training is deterministic)."""
+    """Whether configurations scored the same to 1e-9 on every seed (fold) they share, and share
+    them all: the key that tells them apart changed nothing (training is deterministic)."""
     first = samples[0] if samples else {}
     return bool(first) and all(
         v.keys() == first.keys()
