@@ -1,1 +1,2 @@
-"""sweeper's batched launcher for Hydra: ``hydra/launcher=batched`` (the default of ``conf/config.yaml``)."""
+"""sweeper's batched launcher for Hydra: ``hydra/launcher=batched``
+(the default of ``conf/config.yaml``)."""

@@ -1,4 +1,5 @@
-"""The thin launcher class; the work is in ``sweeper.sweep.launch``, imported only when a sweep launches."""
+"""The thin launcher class; the work is in ``sweeper.sweep.launch``,
+imported only when a sweep launches."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from omegaconf import DictConfig
 
 
 class BatchedLauncher(Launcher):
-    """Trains every compatible configuration of a sweep together, then gives each its own Hydra job."""
+    """Trains every compatible configuration of a sweep together, then
+    gives each its own Hydra job."""
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class BatchedLauncher(Launcher):
 
     def __repr__(self) -> Any:
         return (
-            f"BatchedLauncher(max_group_bytes={self.max_group_bytes}, max_group_size={self.max_group_size}, "
+            f"BatchedLauncher(max_group_bytes={self.max_group_bytes}, max_group_size="
+            f"{self.max_group_size}, "
             f"engine={self.engine}, cpu_workers={self.cpu_workers})"
         )

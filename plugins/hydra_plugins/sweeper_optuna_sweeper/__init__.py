@@ -1,1 +1,2 @@
-"""sweeper's search sweeper for Hydra over Optuna >= 4 (ask-and-tell): ``+sweep=optuna`` (conf/sweep/optuna.yaml)."""
+"""sweeper's search sweeper for Hydra over Optuna >= 4 (ask-and-tell):
+``+sweep=optuna`` (conf/sweep/optuna.yaml)."""

@@ -1,14 +1,16 @@
-"""The search's work: a study over Optuna >= 4's ask-and-tell interface, asked ``batch`` trials per round.
+"""The search's work: a study over Optuna >= 4's ask-and-tell
+interface, asked ``batch`` trials per round.
 
-Each round's trials go to the launcher in one ``launch()`` call, so the batched launcher trains those of one
-shape as one group; then each trial gets its validation curve (intermediate values) and its value, or FAIL
-(diverged, skipped, crashed). The direction comes from the task: the primary validation metric of
-:data:`sweeper.job.metrics.PRIMARY` (``val_accuracy`` maximised, ``val_mse`` minimised). The study lives in an
-Optuna storage (default: ``optuna.db`` beside the MLflow store) and is loaded when it exists, so a second
-command continues it and several processes can share it.
+Each round's trials go to the launcher in one ``launch()`` call, so the batched launcher trains
+those of one shape as one group; then each trial gets its validation curve (intermediate values)
+and its value, or FAIL (diverged, skipped, crashed). The direction comes from the task: the primary
+validation metric of :data:`sweeper.job.metrics.PRIMARY` (``val_accuracy`` maximised, ``val_mse``
+minimised). The study lives in an Optuna storage (default: ``optuna.db`` beside the MLflow store)
+and is loaded when it exists, so a second command continues it and several processes can share it.
 
-Jobs learn their trial number, study and round from ``sweep.json`` (``jobs``: tags by job number), which
-every job of the sweep reads anyway (the parent run's id): new Hydra keys would change the fingerprints.
+Jobs learn their trial number, study and round from ``sweep.json``
+(``jobs``: tags by job number), which every job of the sweep reads anyway
+(the parent run's id): new Hydra keys would change the fingerprints.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
             )
         # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
         except BaseException:
-            # FINISHED are told their values (their runs are recorded), the others FAIL, not RUNNING for ever
+            # FINISHED are told their values (their runs are
+            # recorded), the others FAIL, not RUNNING for ever
             cut_short(
                 study,
                 trials,
@@ -103,10 +106,11 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
 def ask(study: Any, space: Space, plan: dict[str, Any], k: int) -> list[Any]:
     """``k`` new trials with their values.
 
-    The values are drawn in memory, from a copy of the study's trials (those of other processes included, so a
-    constant liar sees their running ones), each of the round's trials seeing the ones drawn before it; the
-    stored study then gets them (reading its running trials from the database for every value would cost
-    ~4 s a round of 16). The sampler of each draw is seeded from (``seed``, the trial's number): a search is
+    The values are drawn in memory, from a copy of the study's trials (those of other
+    processes included, so a constant liar sees their running ones), each of the round's
+    trials seeing the ones drawn before it; the stored study then gets them (reading its
+    running trials from the database for every value would cost ~4 s a round of 16). The
+    sampler of each draw is seeded from (``seed``, the trial's number): a search is
     reproducible, and a continued study or a second process on it draws new values."""
     import optuna
 
@@ -171,8 +175,9 @@ def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802  (a class ma
 
 
 def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
-    """Check the sweeper's settings and the space; find the task, its metric and direction, the storage, the
-    study's name and the sampler. Raises :class:`ConfigError` (one line) on bad input."""
+    """Check the sweeper's settings and the space; find the task, its
+    metric and direction, the storage, the study's name and the
+    sampler. Raises :class:`ConfigError` (one line) on bad input."""
     space = _settings(sweeper, arguments)
     loader = sweeper.hydra_context.config_loader
     base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
@@ -209,7 +214,8 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
 
 
 def _settings(settings: Any, arguments: list[str]) -> Space:
-    """The search's counts checked and its space parsed (``settings``: the sweeper, or its config node)."""
+    """The search's counts checked and its space parsed (``settings``:
+    the sweeper, or its config node)."""
     for key in ("n_trials", "batch"):
         value = getattr(settings, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -223,9 +229,10 @@ def _settings(settings: Any, arguments: list[str]) -> Space:
 
 
 def check(config: Any) -> None:
-    """The search's own settings (counts, space, sampler, the storage's address), checked by the sweep's start
-    (:func:`sweeper.sweep.life.start`) before any store or parent run is touched: a refused setting is one line,
-    exit 2, and writes nothing (before, the parent run was created first and ended FAILED)."""
+    """The search's own settings (counts, space, sampler, the storage's address),
+    checked by the sweep's start (:func:`sweeper.sweep.life.start`) before any
+    store or parent run is touched: a refused setting is one line, exit 2, and
+    writes nothing (before, the parent run was created first and ended FAILED)."""
     settings = config.hydra.sweeper
     space = _settings(settings, list(config.hydra.overrides.task))
     sampler(settings.sampler)
@@ -250,8 +257,8 @@ def check(config: Any) -> None:
 
 
 def _continued_space(url: str, name: str, space: Space) -> None:
-    """A study this sweep continues (a SQLite file that exists) drew its keys from the same kinds of distribution
-    (:func:`._study._same_space`), checked before the store is touched."""
+    """A study this sweep continues (a SQLite file that exists) drew its keys from the same
+    kinds of distribution (:func:`._study._same_space`), checked before the store is touched."""
     import optuna
 
     with quiet():
@@ -270,7 +277,8 @@ def _task(plain: dict[str, Any]) -> str:
 
 
 def sampler(cfg: Any) -> dict[str, Any]:
-    """The sampler built from its config (``_target_`` and keyword arguments), and how to name it."""
+    """The sampler built from its config (``_target_`` and keyword
+    arguments), and how to name it."""
     import optuna
     from hydra.utils import instantiate
 
@@ -306,7 +314,8 @@ def sampler(cfg: Any) -> dict[str, Any]:
 
 
 def refuse(sweep_dir: Path, message: str) -> None:
-    """Bad input found once the sweep's parent runs exist: they end FAILED with the reason; one line, exit 2."""
+    """Bad input found once the sweep's parent runs exist: they end
+    FAILED with the reason; one line, exit 2."""
     from sweeper.insight import plots
     from sweeper.tracking import writer
 
@@ -333,8 +342,9 @@ def _state(sweep_dir: Path) -> dict[str, Any]:
 
 
 def note_jobs(sweep_dir: Path, space: Space, tags: dict[int, dict[str, str]]) -> None:
-    """Give the next jobs their tags (``jobs`` in sweep.json, read by each job) and name the swept keys (run
-    names show them), replacing the file in one step (jobs in other processes may be reading it)."""
+    """Give the next jobs their tags (``jobs`` in sweep.json, read by
+    each job) and name the swept keys (run names show them), replacing
+    the file in one step (jobs in other processes may be reading it)."""
     state = _state(sweep_dir)
     state["swept"] = list(space.distributions)
     state.setdefault("jobs", {}).update({str(k): v for k, v in tags.items()})
@@ -345,8 +355,8 @@ def note_jobs(sweep_dir: Path, space: Space, tags: dict[int, dict[str, str]]) ->
 
 
 def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
-    """The parent run(s) record the search: ``search.<key>`` (the space as written) and ``optuna.sampler`` as
-    params; study, storage, direction, metric as tags."""
+    """The parent run(s) record the search: ``search.<key>`` (the space as written)
+    and ``optuna.sampler`` as params; study, storage, direction, metric as tags."""
     from mlflow.entities import Param, RunTag
 
     params = [Param(f"search.{k}", v) for k, v in plan["space"].written.items()]
@@ -372,11 +382,12 @@ def record_parents(sweep_dir: Path, plan: dict[str, Any]) -> None:
 
 
 def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None:
-    """Report each trial's validation curve and tell its value; FAIL for a run without one (diverged, skipped,
-    crashed: NaN). A trial that ``resume=true`` skipped because its configuration already FINISHED is told that
-    run's ``metric`` (and gets its ``run_id``): the search learns from the work done, not a failure. A trial that
-    successive halving stopped at a rung (``hydra.launcher.halving``: its run's ``pruned_at_epoch``) is told PRUNED,
-    its curve up to the rung its intermediate values, as Optuna's own pruners leave a trial."""
+    """Report each trial's validation curve and tell its value; FAIL for a run without one
+    (diverged, skipped, crashed: NaN). A trial that ``resume=true`` skipped because its
+    configuration already FINISHED is told that run's ``metric`` (and gets its ``run_id``): the
+    search learns from the work done, not a failure. A trial that successive halving stopped at
+    a rung (``hydra.launcher.halving``: its run's ``pruned_at_epoch``) is told PRUNED, its
+    curve up to the rung its intermediate values, as Optuna's own pruners leave a trial."""
     import optuna
     from hydra.core.utils import JobStatus
 
@@ -410,8 +421,8 @@ def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None
 
 
 def _reused_value(result: dict[str, Any], metric: str) -> tuple[float, str | None]:
-    """``metric`` of the FINISHED run a resumed job reused (NaN when the store cannot say), and the rung it was
-    pruned at (None: it trained its full epochs)."""
+    """``metric`` of the FINISHED run a resumed job reused (NaN when the store cannot
+    say), and the rung it was pruned at (None: it trained its full epochs)."""
     try:
         uri = result["config"]["tracking"]["uri"]
         run = tracking.client(uri).get_run(result["resumed_from"])
@@ -437,14 +448,16 @@ def _curve(folder: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _job_folder(config: Any, sweep_dir: Path, num: int) -> Path | None:
-    """Job ``num``'s folder, when ``hydra.sweep.subdir`` is Hydra's default (the job's number); else None."""
+    """Job ``num``'s folder, when ``hydra.sweep.subdir`` is Hydra's
+    default (the job's number); else None."""
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
     return sweep_dir / str(num) if subdir == "${hydra.job.num}" else None
 
 
 def cut_short(study: Any, trials: list[Any], folders: list[Path | None], metric: str) -> None:
-    """A round interrupted: each trial whose job FINISHED (its result.json) is told its value and run, the rest FAIL.
-    Before, all the round's trials were told FAIL, and a resumed search trained them again."""
+    """A round interrupted: each trial whose job FINISHED (its result.json)
+    is told its value and run, the rest FAIL. Before, all the round's
+    trials were told FAIL, and a resumed search trained them again."""
     import optuna
 
     for trial, folder in zip(trials, folders):
@@ -499,7 +512,10 @@ def finish(sweep_dir: Path, study: Any, plan: dict[str, Any], numbers: list[int]
         shown_params = ", ".join(
             f"{k}={text_cell(v) if isinstance(v, float) else v}" for k, v in best.params.items()
         )
-        line += f"; best trial {best.number}: {plan['metric']}={best.value:.6g} ({plan['verb'][:-3]}ed)  {shown_params}"
+        line += (
+            f"; best trial {best.number}: {plan['metric']}={best.value:.6g} ("
+            f"{plan['verb'][:-3]}ed)  {shown_params}"
+        )
     log.info(line)
     (sweep_dir / RESULTS_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(out)))
     return out

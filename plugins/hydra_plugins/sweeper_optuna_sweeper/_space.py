@@ -1,6 +1,7 @@
-"""The search space: ``hydra.sweeper.params`` and the command's overrides, in Hydra's override syntax, as Optuna
-distributions (``interval()``, ``tag(log, interval())``, ``choice()`` or a list, ``range()``) and the fixed
-overrides every trial gets. Bad input is a :class:`sweeper.contract.config.ConfigError` naming the key and the value."""
+"""The search space: ``hydra.sweeper.params`` and the command's overrides, in Hydra's
+override syntax, as Optuna distributions (``interval()``, ``tag(log, interval())``,
+``choice()`` or a list, ``range()``) and the fixed overrides every trial gets. Bad input
+is a :class:`sweeper.contract.config.ConfigError` naming the key and the value."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def _text(value: Any) -> str:
 
 
 def parse(params: dict[str, Any], arguments: list[str]) -> Space:
-    """The space of ``params`` (``hydra.sweeper.params``) and the command's ``arguments``; a key in both takes
-    the command's value (a fixed value there takes the key out of the space)."""
+    """The space of ``params`` (``hydra.sweeper.params``) and the command's ``arguments``; a key
+    in both takes the command's value (a fixed value there takes the key out of the space)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -103,8 +104,8 @@ def distribution(o: Any, where: str) -> Any:
 
 
 def _interval(o: Any, key: str, written: str) -> Any:
-    """``interval(low, high)`` (``tag(log, ...)``: a log scale) as an Int- or FloatDistribution, its bounds checked
-    against the key's own rule."""
+    """``interval(low, high)`` (``tag(log, ...)``: a log scale) as an Int-
+    or FloatDistribution, its bounds checked against the key's own rule."""
     from optuna.distributions import FloatDistribution, IntDistribution
 
     rule = TOP_LEVEL.get(key.lstrip("+"))
@@ -118,8 +119,8 @@ def _interval(o: Any, key: str, written: str) -> Any:
         raise ConfigError(f"{written} is not allowed: expected interval(low, high) with low < high")
     if log and low <= 0:
         raise ConfigError(f"{written} is not allowed: a log scale needs low > 0")
-    # Hydra reads interval()'s bounds as floats: an integer key (epochs, depth, width...) or bounds written
-    # without a point make an integer interval
+    # Hydra reads interval()'s bounds as floats: an integer key (epochs, depth,
+    # width...) or bounds written without a point make an integer interval
     integer = rule is not None and "integer" in rule.allowed
     whole = float(low).is_integer() and float(high).is_integer()
     integral = whole and (integer or not any(c in written.partition("=")[2] for c in ".eE"))
@@ -139,7 +140,8 @@ def _interval(o: Any, key: str, written: str) -> Any:
 
 
 def _range(o: Any, written: str) -> Any:
-    """``range(start, stop, step)`` (not shuffled) as a stepped Int- or FloatDistribution (one value: categorical)."""
+    """``range(start, stop, step)`` (not shuffled) as a stepped Int-
+    or FloatDistribution (one value: categorical)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     values = list(o.sweep_iterator())

@@ -1,6 +1,6 @@
-"""The study's storage: where it lives (``auto``: beside the MLflow store), opening it (shared by several
-processes: SQLite under a lock, in WAL mode, waiting for each other's writes), and the trials' curves written
-as intermediate values in one transaction."""
+"""The study's storage: where it lives (``auto``: beside the MLflow store), opening it
+(shared by several processes: SQLite under a lock, in WAL mode, waiting for each other's
+writes), and the trials' curves written as intermediate values in one transaction."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ log = logging.getLogger("sweeper")
 
 
 def storage_url(storage: str | None, tracking_uri: str) -> str | None:
-    """``auto``: ``optuna.db`` beside the embedded MLflow store (a sqlite:/// tracking URI), else in the working
-    directory; None: in memory; anything else is an Optuna RDB URL."""
+    """``auto``: ``optuna.db`` beside the embedded MLflow store (a sqlite:/// tracking URI),
+    else in the working directory; None: in memory; anything else is an Optuna RDB URL."""
     if storage is None or str(storage).lower() in ("null", "none", "memory", ""):
         return None
     if storage != "auto":
@@ -44,8 +44,9 @@ def shown(url: str | None) -> str:
 
 @contextmanager
 def quiet() -> Iterator[None]:
-    """Optuna's own INFO lines ("A new study created in ...") held back: the search names its study in a line of
-    its own, and each round's in-memory mirror (``_core.ask``) is no news. Warnings still show."""
+    """Optuna's own INFO lines ("A new study created in ...") held back: the
+    search names its study in a line of its own, and each round's in-memory
+    mirror (``_core.ask``) is no news. Warnings still show."""
     logger = logging.getLogger("optuna")
     level = logger.level
     logger.setLevel(max(level, logging.WARNING))
@@ -56,9 +57,10 @@ def quiet() -> Iterator[None]:
 
 
 def open_study(plan: dict[str, Any]) -> Any:
-    """Create or load the study (``load_if_exists``). A SQLite file is created under a lock (two processes
-    creating one race in the schema's creation), in WAL mode (readers do not block the writer), and each
-    connection waits up to 60 s for another process's write instead of failing with "database is locked"."""
+    """Create or load the study (``load_if_exists``). A SQLite file is created
+    under a lock (two processes creating one race in the schema's creation), in
+    WAL mode (readers do not block the writer), and each connection waits up to 60
+    s for another process's write instead of failing with "database is locked"."""
     import optuna
 
     url, name = plan["storage"], plan["study_name"]
@@ -95,7 +97,8 @@ def open_study(plan: dict[str, Any]) -> Any:
 
 
 def _commit_without_fsync(storage: Any) -> None:
-    """SQLite in WAL mode: commit with synchronous=NORMAL (consistent after a crash; no fsync per commit)."""
+    """SQLite in WAL mode: commit with synchronous=NORMAL (consistent
+    after a crash; no fsync per commit)."""
     from sqlalchemy import event
 
     def tune(dbapi_connection: Any, record: Any) -> None:
@@ -113,7 +116,8 @@ def _checked(study: Any, plan: dict[str, Any]) -> Any:
     have = study.direction.name.lower()
     if have != plan["direction"]:
         raise ConfigError(
-            f"hydra.sweeper.study_name={study.study_name} is not allowed: that study {have[:-1]}es, "
+            f"hydra.sweeper.study_name={study.study_name} is not allowed: that study {have[:-1]}"
+            "es, "
             f"this task's {plan['metric']} is {plan['verb'][:-3]}ed: choose another study name"
         )
     _same_space(study, plan)
@@ -121,8 +125,9 @@ def _checked(study: Any, plan: dict[str, Any]) -> Any:
 
 
 def _same_space(study: Any, plan: dict[str, Any]) -> None:
-    """A continued study's trials must have drawn each key from a distribution of the same kind (Optuna refuses a
-    categorical whose choices changed, as a traceback on the first trial, with the round's runs opened)."""
+    """A continued study's trials must have drawn each key from a distribution
+    of the same kind (Optuna refuses a categorical whose choices changed, as a
+    traceback on the first trial, with the round's runs opened)."""
     from optuna.distributions import check_distribution_compatibility
 
     space = plan.get("space")
@@ -137,8 +142,10 @@ def _same_space(study: Any, plan: dict[str, Any]) -> None:
                 check_distribution_compatibility(old, new)
             except ValueError as e:
                 raise ConfigError(
-                    f"hydra.sweeper.params.{name}={space.written.get(name, new)} is not allowed in study "
-                    f"'{study.study_name}': its trials drew {name} from {_spelled(old)} ({one_line(e).rstrip('.')}): "
+                    f"hydra.sweeper.params.{name}={space.written.get(name, new)} is not allowed "
+                    "in study "
+                    f"'{study.study_name}': its trials drew {name} from {_spelled(old)} ("
+                    f"{one_line(e).rstrip('.')}): "
                     f"keep that space, or start another study with hydra.sweeper.study_name=NAME"
                 ) from None
 
@@ -152,9 +159,9 @@ def _spelled(d: Any) -> str:
 
 
 def report(curves: list[tuple[Any, np.ndarray, np.ndarray]], study: Any) -> None:
-    """Every curve point as an intermediate value (what ``trial.report`` stores), in one transaction on an RDB
-    storage (``trial.report`` commits each point: ~1.5 ms, 1.5 s for a round of 16 trials of 60 points); Optuna's
-    own calls where its internals differ."""
+    """Every curve point as an intermediate value (what ``trial.report`` stores), in one
+    transaction on an RDB storage (``trial.report`` commits each point: ~1.5 ms, 1.5 s for
+    a round of 16 trials of 60 points); Optuna's own calls where its internals differ."""
     from optuna.storages import RDBStorage
 
     backend = getattr(study._storage, "_backend", study._storage)

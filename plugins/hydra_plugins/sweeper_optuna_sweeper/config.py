@@ -1,5 +1,6 @@
-"""The sweeper's config, stored under ``hydra/sweeper`` as ``sweeper_optuna`` (imported at plugin discovery:
-light, no Optuna). ``+sweep=optuna`` (conf/sweep/optuna.yaml) selects it and names a search space."""
+"""The sweeper's config, stored under ``hydra/sweeper`` as ``sweeper_optuna``
+(imported at plugin discovery: light, no Optuna). ``+sweep=optuna``
+(conf/sweep/optuna.yaml) selects it and names a search space."""
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -10,7 +11,8 @@ from omegaconf import MISSING
 
 @dataclass
 class TPESamplerConf:
-    """Optuna's TPE sampler; ``constant_liar`` makes the trials asked in one round differ from each other."""
+    """Optuna's TPE sampler; ``constant_liar`` makes the trials asked
+    in one round differ from each other."""
 
     _target_: str = "optuna.samplers.TPESampler"
     seed: Optional[int] = 0
@@ -35,14 +37,15 @@ class OptunaSweeperConf:
     sampler: Any = MISSING
     # trials this command runs (a study that already has trials keeps them and goes on numbering)
     n_trials: int = 20
-    # trials asked per round and handed to the launcher in one launch() call: the batched launcher trains
-    # those of one shape as one group
+    # trials asked per round and handed to the launcher in one launch() call:
+    # the batched launcher trains those of one shape as one group
     batch: int = 16
-    # an Optuna RDB URL; "auto": optuna.db beside the MLflow store (a sqlite:/// tracking.uri), else in the
-    # working directory; null: in memory (lost at the end)
+    # an Optuna RDB URL; "auto": optuna.db beside the MLflow store (a sqlite:///
+    # tracking.uri), else in the working directory; null: in memory (lost at the end)
     storage: Optional[str] = "auto"
     study_name: Optional[str] = None  # null: the experiment's name (tracking.experiment)
-    # the search space in Hydra's override syntax: interval(), tag(log, interval()), choice(), range(), a value
+    # the search space in Hydra's override syntax: interval(),
+    # tag(log, interval()), choice(), range(), a value
     params: Dict[str, str] = field(default_factory=dict)
 
 

@@ -1,4 +1,5 @@
-"""The thin sweeper class; the work is in ``_core`` (Optuna, sweeper), imported only when a sweep runs."""
+"""The thin sweeper class; the work is in ``_core`` (Optuna, sweeper),
+imported only when a sweep runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from omegaconf import DictConfig
 
 
 class OptunaSweeper(Sweeper):
-    """Asks Optuna for ``batch`` trials at a time, launches them in one ``launch()`` call, tells their values."""
+    """Asks Optuna for ``batch`` trials at a time, launches them in
+    one ``launch()`` call, tells their values."""
 
     def __init__(
         self,
@@ -41,7 +43,8 @@ class OptunaSweeper(Sweeper):
                 config=config, hydra_context=hydra_context, task_function=task_function
             )
 
-        # a launcher that cannot start or fails as a whole: the parent run(s) KILLED, one line, exit 2
+        # a launcher that cannot start or fails as a whole: the parent
+        # run(s) KILLED, one line, exit 2
         resuming_sweeper.setup(
             self,
             base_setup,
