@@ -169,7 +169,7 @@ def contradicted(s, f) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
     ap.add_argument(
         "--constructed", action="store_true", help="only the constructed slice cases (no training)"

@@ -113,7 +113,7 @@ def _parent_metrics(uri: str, experiment: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--only", help="comma list of tables: " + ", ".join({**TABLES, **DIGITS}))
     ap.add_argument(
         "--digits",

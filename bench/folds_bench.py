@@ -69,7 +69,7 @@ def sweep(data: str, folds: int, launcher: str, epochs: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data", default="diabetes")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=1000)

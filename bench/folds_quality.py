@@ -147,7 +147,7 @@ def _gridsearch(data: str, seed: int, task: str) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data", default="diabetes,breast_cancer")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--no-sklearn", action="store_true")

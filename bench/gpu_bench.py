@@ -157,7 +157,7 @@ def batched_rows(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--workloads", default="W1,W4")
     ap.add_argument("--devices", default="cpu,gpu")
     ap.add_argument("--repeats", type=int, default=3)

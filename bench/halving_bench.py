@@ -147,7 +147,7 @@ def sklearn_halving(data: str, size: int) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--data", default="diabetes,digits")
     p.add_argument("--sizes", default="64")
     p.add_argument("--repeats", type=int, default=1)

@@ -218,7 +218,7 @@ def table2(repeats: int, device: str = "cpu") -> list[str]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument(
         "--against",
         type=Path,

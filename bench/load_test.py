@@ -22,7 +22,7 @@ LRS = ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--per-worker", type=int, default=25)
     ap.add_argument("--epochs", type=int, default=200)

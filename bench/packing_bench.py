@@ -588,7 +588,7 @@ def forms_section() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--quick", action="store_true", help="1 repeat, epochs / 10")
     p.add_argument(
         "--full", action="store_true", help="median of 3, the issue's epochs (the default)"

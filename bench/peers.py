@@ -394,7 +394,7 @@ def timed(tool: str, grid_name: str) -> tuple[float, float, str, str, str | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--grid", choices=sorted(GRIDS), default="digits")
     ap.add_argument(
         "--quick", action="store_true", help="the 4-configuration grid, once (checks the script)"

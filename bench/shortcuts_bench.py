@@ -151,7 +151,7 @@ def section(names: list[str], chosen: dict[str, tuple[list[str], int]], repeats:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
         "--quick", action="store_true", help="a validation run: 1 repeat, 200 configurations"

@@ -262,7 +262,7 @@ def importtime(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument(
         "-n", "--runs", type=int, default=3, help="runs of each command; the table shows the median"
     )

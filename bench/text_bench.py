@@ -165,7 +165,7 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--path", default=str(DEFAULT_PATH))
     ap.add_argument(
         "--caps", default="1000,10000,50000,0", help="data.max_features values (0: no cap)"

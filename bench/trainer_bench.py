@@ -444,7 +444,7 @@ def about() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W1-adam,W1-b64,W3-adam,W3-b64")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument(

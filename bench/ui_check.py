@@ -599,7 +599,7 @@ def check_devices(browser, base: str, printed: str | None, shots: Path, check: C
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument(
         "--chromium",
         default=shutil.which("chromium") or "/usr/bin/chromium",
