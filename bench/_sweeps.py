@@ -8,8 +8,9 @@ from pathlib import Path
 
 
 def timed_sweep(cmd: list[str], tmp: Path) -> tuple[float, list]:
-    """Run ``cmd`` (a ``python -m sweeper -m ...`` whose store is ``tmp``/mlflow.db) in ``tmp``: its wall seconds
-    and every run of the store (parents and children); exit with its stderr's tail when it fails."""
+    """Run ``cmd`` (a ``python -m sweeper -m ...`` whose store is
+    ``tmp``/mlflow.db) in ``tmp``: its wall seconds and every run of the store
+    (parents and children); exit with its stderr's tail when it fails."""
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
     wall = time.perf_counter() - t0

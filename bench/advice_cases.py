@@ -1,6 +1,7 @@
-"""The per-slice checks of bench/advice_eval.py (issue 39): contradictions of the advisor's per-slice rules, counted by
-code of its own; constructed slice-structured cases (no training); the next commands against their round's budget;
-the baselines' cost on the bundled data sets."""
+"""The per-slice checks of bench/advice_eval.py (issue 39): contradictions
+of the advisor's per-slice rules, counted by code of its own;
+constructed slice-structured cases (no training); the next commands against
+their round's budget; the baselines' cost on the bundled data sets."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def _points(command: str) -> dict[str, list[str]]:
 
 
 def _slice_moved(s, key: str) -> str | None:
-    """A slice along ``key`` in which the key moved the score, by a one-way ANOVA on that slice's own seeds at 5%
-    (Bonferroni over the slices); None when every slice agrees (or none has seeds)."""
+    """A slice along ``key`` in which the key moved the score, by
+    a one-way ANOVA on that slice's own seeds at 5% (Bonferroni over
+    the slices); None when every slice agrees (or none has seeds)."""
     from scipy import stats
 
     slices: dict[tuple, dict[str, list[float]]] = {}
@@ -52,7 +54,8 @@ def _subjects(f) -> set[str]:
 
 
 def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] = ()) -> str | None:
-    """Why the sweep's runs contradict finding ``f`` under the per-slice rules (None: they do not)."""
+    """Why the sweep's runs contradict finding ``f`` under
+    the per-slice rules (None: they do not)."""
     top = s.ranked()[:2]
     if f.kind == "divergence":
         keep = [(tuple(kv for kv in c if kv[0] != "lr"), dict(c).get("lr")) for c in top]
@@ -105,14 +108,18 @@ def sliced_contradiction(s, advice, f, grid: str = "", skipped: tuple[str, ...] 
         and f is advice.findings[0]
         and any("gpu" in _points(c).get("device", []) for c in advice.commands)
     ):
-        return "the command keeps device=gpu, whose jobs were SKIPPED"  # said once a sweep, on its first finding
+        # said once a sweep, on its first finding
+        return "the command keeps device=gpu, whose jobs were SKIPPED"
     if f.kind == "noise" and top and s.failed.get(top[0]):
         from scipy import stats
 
         for c in s.ranked()[1:]:
             if not s.failed.get(c) and len(s.scores[c]) > 1 and len(s.scores[top[0]]) > 1:
                 if stats.ttest_ind(s.scores[top[0]], s.scores[c], equal_var=False).pvalue >= 0.05:
-                    return f"{top[0]} (a FAILED seed) ranked ahead of the fully finished {c} inside the noise"
+                    return (
+                        f"{top[0]} (a FAILED seed) ranked ahead of the fully finished {c} "
+                        "inside the noise"
+                    )
     return None
 
 
@@ -130,7 +137,8 @@ DEFAULTS = {
 
 
 def _rec(val=None, status="FINISHED", reason=None, metrics=None, **params):
-    """A run record as :func:`sweeper.insight.advice.evidence.record` makes it (val: val_accuracy beside a log loss)."""
+    """A run record as :func:`sweeper.insight.advice.evidence.record`
+    makes it (val: val_accuracy beside a log loss)."""
     given = {k: str(v) for k, v in params.items()}
     score = (
         {}
@@ -177,7 +185,8 @@ def _seeded(effects: dict[str, float], noisy: dict[str, float]) -> list[dict]:
 
 
 def cases() -> dict[str, tuple[list[dict], list[str], dict]]:
-    """Slice-structured sweeps, one for each rule of issue 39: name → (records best first, argv, advise kwargs)."""
+    """Slice-structured sweeps, one for each rule of issue 39: name →
+    (records best first, argv, advise kwargs)."""
     div = []
     for opt, width, lr in itertools.product(("gd", "adam"), ("16", "64"), ("0.01", "0.1", "0.3")):
         if (opt, width, lr) == ("gd", "64", "0.3"):
@@ -247,7 +256,8 @@ def cases() -> dict[str, tuple[list[dict], list[str], dict]]:
 
 
 def constructed() -> None:
-    """Run the advisor on :func:`cases` and print each case's findings, contradictions and command."""
+    """Run the advisor on :func:`cases` and print each case's
+    findings, contradictions and command."""
     from tabulate import tabulate
 
     from sweeper.insight.advice.advisor import advise
@@ -297,7 +307,8 @@ def constructed() -> None:
 
 
 def budgets(rounds: list) -> str:
-    """Each next command's new runs against its round's budget, and the share of printed commands that train nothing."""
+    """Each next command's new runs against its round's budget, and
+    the share of printed commands that train nothing."""
     from tabulate import tabulate
 
     rows, empty, printed = [], 0, 0
@@ -332,16 +343,19 @@ def budgets(rounds: list) -> str:
             ],
             disable_numparse=True,
         )
-        + f"\nprinted next commands that train nothing: {share}; cases with no command (the grid answers its "
-        f"question, or findings only): {sum(1 for _, a, _ in rounds if not a.command)}/{len(rounds)}"
+        + f"\nprinted next commands that train nothing: {share}; cases with no command (the grid "
+        "answers its "
+        f"question, or findings only): {sum(1 for _, a, _ in rounds if not a.command)}/"
+        f"{len(rounds)}"
     )
 
 
 def baseline_costs() -> str:
-    """The baselines' fit time (one thread, the import excluded and measured apart) on every bundled data set: the
-    linear reference, boosting tuned as the sweep fits it (its grid, early stopping on the validation rows) and
-    boosting at scikit-learn's defaults (what the sweep fitted before issue 54), with each one's validation score;
-    and whether ``baselines=auto`` fits boosting there (its cell bound)."""
+    """The baselines' fit time (one thread, the import excluded and measured apart) on
+    every bundled data set: the linear reference, boosting tuned as the sweep fits it
+    (its grid, early stopping on the validation rows) and boosting at scikit-learn's
+    defaults (what the sweep fitted before issue 54), with each one's validation
+    score; and whether ``baselines=auto`` fits boosting there (its cell bound)."""
     from omegaconf import OmegaConf
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from tabulate import tabulate
@@ -396,7 +410,8 @@ def baseline_costs() -> str:
         cells.append(primary)
         rows.append(cells)
     return (
-        f"baselines' cost per data set (one thread; scikit-learn's import, once: {imported:.2f} s), each with its "
+        f"baselines' cost per data set (one thread; scikit-learn's import, once: {imported:.2f} "
+        "s), each with its "
         "validation score:\n"
         + tabulate(
             rows,

@@ -1,29 +1,35 @@
-"""Does the sweep advisor's advice hold up? Small sweeps on bundled and synthetic data, each followed by its next command.
+"""Does the sweep advisor's advice hold up? Small sweeps on bundled
+and synthetic data, each followed by its next command.
 
-    python bench/advice_eval.py            # every case: 18 sweeps with their next commands (~5 min on an idle 2-core machine; more under load)
+    python bench/advice_eval.py            # every case: 18 sweeps with their next commands (~5 min
+                                           # on an idle 2-core machine; more under load)
     python bench/advice_eval.py --only iris_seeds
 
-For each case: ``python -m sweeper -m <grid>`` into a fresh embedded store, the advisor's findings on it (as the end of
-the multirun computes them), then its next command (``resume=true``: finished configurations are reused). Printed per
-finding kind:
-- ``found``: how many sweeps had it; ``followed``: how many of those put a change of it into the next command;
-- ``improved``: of the followed, how often the next command's best configuration (mean over its seeds) beat the
-  first sweep's beyond the noise (measured over seeds when the case has them, else the advisor's stated default,
-  ``SAME`` of the best value); attribution is to every finding whose change the command carried;
-- ``contradicted``: how many findings the runs already in the sweep contradict (target 0), checked here with code
-  of its own: "train longer" while a longer run of the same configuration is in the grid; an edge extended in a
-  direction the grid already tried; a new lr at or above one that diverged; overfitting named where the named run's
-  validation curve did not bottom out before its end; a saturation whose tied scores differ.
-It also prints the measured seed-to-seed spread (relative std of the validation metric) of the cases with seeds: the
-evidence for the advisor's default noise without seeds.
+For each case: ``python -m sweeper -m <grid>`` into a fresh embedded store, the
+advisor's findings on it (as the end of the multirun computes them), then its next
+command (``resume=true``: finished configurations are reused). Printed per finding kind:
+- ``found``: how many sweeps had it; ``followed``: how many of those
+  put a change of it into the next command;
+- ``improved``: of the followed, how often the next command's best configuration
+  (mean over its seeds) beat the first sweep's beyond the noise (measured over
+  seeds when the case has them, else the advisor's stated default, ``SAME`` of the
+  best value); attribution is to every finding whose change the command carried;
+- ``contradicted``: how many findings the runs already in the sweep contradict (target 0),
+  checked here with code of its own: "train longer" while a longer run of the same
+  configuration is in the grid; an edge extended in a direction the grid already tried; a
+  new lr at or above one that diverged; overfitting named where the named run's validation
+  curve did not bottom out before its end; a saturation whose tied scores differ. It also
+  prints the measured seed-to-seed spread (relative std of the validation metric) of the
+  cases with seeds: the evidence for the advisor's default noise without seeds.
 
-Issue 39 added: contradictions of the per-slice rules (a divergence's value left out where it finished, or out of the
-chosen or runner-up configuration; "did not matter" where a slice, judged by its own seed spread, moved; a key both
-"did not matter" and the subject of another finding; seeds added to ties at the metric's edge; a device left in whose
-jobs were SKIPPED; a configuration with a FAILED seed ranked ahead of a fully finished one inside the noise), counted
-per finding kind on the sweeps *and* on constructed, slice-structured cases (``SLICED``, no training); the share of
-next commands that would train nothing (printed commands only; target 0) and each command's new runs against its
-round's budget. ``--baselines`` times the baselines on every bundled data set.
+Issue 39 added: contradictions of the per-slice rules (a divergence's value left out where it
+finished, or out of the chosen or runner-up configuration; "did not matter" where a slice, judged
+by its own seed spread, moved; a key both "did not matter" and the subject of another finding;
+seeds added to ties at the metric's edge; a device left in whose jobs were SKIPPED; a configuration
+with a FAILED seed ranked ahead of a fully finished one inside the noise), counted per finding kind
+on the sweeps *and* on constructed, slice-structured cases (``SLICED``, no training); the share of
+next commands that would train nothing (printed commands only; target 0) and each command's new
+runs against its round's budget. ``--baselines`` times the baselines on every bundled data set.
 """
 
 from __future__ import annotations
@@ -45,9 +51,14 @@ CASES = {  # name → the grid (small epochs: the whole harness runs in a few mi
     "breast_cancer": "data=breast_cancer lr=0.01,0.1 depth=0,1 epochs=300",
     "iris_seeds": "data=iris lr=0.01,0.1 width=4,16 seed=0,1 epochs=400",
     "wine_splits": "data=wine lr=0.01,0.05 data.split_seed=0,1,2 epochs=300",
-    "synthetic_reg": "data=synthetic data.n_samples=400 data.n_features=8 lr=0.003,0.03 width=4,16 epochs=400",
-    "synthetic_bin": "data=synthetic data.task=binary data.n_samples=400 lr=0.03,0.3 epochs=200,800",
-    # issue 39: a divergence that depends on the optimizer (gd diverges at lr=3, adam does not), both baselines
+    "synthetic_reg": (
+        "data=synthetic data.n_samples=400 data.n_features=8 lr=0.003,0.03 width=4,16 epochs=400"
+    ),
+    "synthetic_bin": (
+        "data=synthetic data.task=binary data.n_samples=400 lr=0.03,0.3 epochs=200,800"
+    ),
+    # issue 39: a divergence that depends on the optimizer (gd
+    # diverges at lr=3, adam does not), both baselines
     "slices_diverge": "optimizer=gd,adam lr=0.01,0.3,3 epochs=200 baselines=linear,boosting",
     # half the jobs SKIPPED on a machine without a GPU
     "no_gpu": "lr=0.01,0.05 device=cpu,gpu epochs=200",
@@ -113,7 +124,8 @@ def latest(uri: str, experiment: str):
 
 
 def contradicted(s, f) -> str | None:
-    """Why the runs already in the sweep contradict finding ``f`` (None: they do not). Independent of the advisor."""
+    """Why the runs already in the sweep contradict finding ``f``
+    (None: they do not). Independent of the advisor."""
     b = s.best
     if b is None:
         return None
@@ -203,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             before = first[2]
             if s.seeded:
                 spreads.append(
-                    f"{name}: the best configuration's own seed std = {s.rel_noise():.1%} of its mean"
+                    f"{name}: the best configuration's own seed std = {s.rel_noise():.1%} of its "
+                    "mean"
                 )
             command = advice.command
             t2, after, improved = 0.0, before, False
@@ -245,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
             print(
-                f"[{name}] {grid}\n  next: {command}\n  best {s.metric}: {cell(before)} → {cell(after)} "
+                f"[{name}] {grid}\n  next: {command}\n  best {s.metric}: {cell(before)} → "
+                f"{cell(after)} "
                 f"(noise {cell(noise)}); findings: {', '.join(f.kind for f in advice.findings)}",
                 flush=True,
             )

@@ -1,18 +1,21 @@
 """Follow the advice as a user would, on public tables shipped with scikit-learn (issue 54).
 
-    python bench/advice_tables.py                 # diabetes, iris, wine, breast_cancer (digits with --digits)
+    python bench/advice_tables.py                 # diabetes, iris, wine, breast_cancer (digits with
+                                                  # --digits)
     python bench/advice_tables.py --only wine
 
-For each table: a small seeded sweep (``python -m sweeper -m ...`` into a fresh embedded store; the baselines at their
-default, ``auto``), what the sweep said (its first finding, the kinds of the others), then its printed next command
-(every command of it, ``resume=true``) and the best configuration after it. Printed, one row a table: the network's
-best configuration (validation, and its test score, reported only), the tuned linear and boosting baselines on the
-same rows, the first finding, and whether the followed command improved the best beyond the noise or made it worse
-beyond the noise — the best after against the best before by their own seeds (a paired t-test over the seeds they
-share, else Welch's: :mod:`sweeper.insight.advice.noise`), never a pooled spread.
+For each table: a small seeded sweep (``python -m sweeper -m ...`` into a fresh embedded store; the
+baselines at their default, ``auto``), what the sweep said (its first finding, the kinds of the
+others), then its printed next command (every command of it, ``resume=true``) and the best
+configuration after it. Printed, one row a table: the network's best configuration (validation, and
+its test score, reported only), the tuned linear and boosting baselines on the same rows, the first
+finding, and whether the followed command improved the best beyond the noise or made it worse
+beyond the noise — the best after against the best before by their own seeds (a paired t-test over
+the seeds they share, else Welch's: :mod:`sweeper.insight.advice.noise`), never a pooled spread.
 
-The tables load without a network (scikit-learn's bundled files: ``load_diabetes``, ``load_iris``, ``load_wine``,
-``load_breast_cancer``, ``load_digits``; ``load_linnerud`` has three targets, which sweeper does not train).
+The tables load without a network (scikit-learn's bundled files: ``load_diabetes``,
+``load_iris``, ``load_wine``, ``load_breast_cancer``, ``load_digits``;
+``load_linnerud`` has three targets, which sweeper does not train).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TABLES = {  # small grids with two seeds each: the noise is measured, the round stays a few minutes on a loaded machine
+# small grids with two seeds each: the noise is measured, the round
+# stays a few minutes on a loaded machine
+TABLES = {
     "diabetes": "lr=0.003,0.03 depth=1,2 seed=0,1 epochs=400 optimizer=adam",
     "iris": "data=iris lr=0.01,0.1 width=4,16 seed=0,1 epochs=300",
     "wine": "data=wine lr=0.01,0.1 depth=0,1 seed=0,1 epochs=300",
@@ -37,7 +42,8 @@ DIGITS = {"digits": "data=digits lr=0.05,0.2 width=16,32 seed=0,1 epochs=100"}
 
 
 def best(s) -> tuple[tuple, dict, float, float | None] | None:
-    """The best configuration of a sweep (advice.evidence.Sweep): its key, its scores by seed, mean, and test mean."""
+    """The best configuration of a sweep (advice.evidence.Sweep): its
+    key, its scores by seed, mean, and test mean."""
     top = s.ranked()
     if not top:
         return None
@@ -105,7 +111,8 @@ def _label(config: tuple) -> str:
 
 
 def _parent_metrics(uri: str, experiment: str) -> dict[str, float]:
-    """The first sweep's parent metrics (its baselines); the latest parent is the first until the command runs."""
+    """The first sweep's parent metrics (its baselines); the latest
+    parent is the first until the command runs."""
     from sweeper import tracking
     from sweeper.insight.publish import latest_parent
 
@@ -156,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     followed = [r for r in rows if r[8] != "no command"]
     print(
-        f"\nfollowed next commands: {len(followed)}/{len(rows)}; improved the best beyond the noise: "
+        f"\nfollowed next commands: {len(followed)}/{len(rows)}; improved the best beyond the "
+        "noise: "
         f"{sum(r[8] == 'yes' for r in followed)}/{len(followed)}; made it worse beyond the noise: "
         f"{sum(r[9] == 'yes' for r in followed)}/{len(followed)}"
     )

@@ -1,11 +1,13 @@
-"""MLflow's own asynchronous logging against synchronous calls, for one child run's records (issue 13).
+"""MLflow's own asynchronous logging against synchronous calls, for
+one child run's records (issue 13).
 
     python bench/async_bench.py [--runs 40] [--repeats 3]
 
-Each run is what a sweep job sends: ``create_run``, one ``log_batch`` (params, ~30 final metrics, two
-100-point loss curves), ``set_terminated``; into a fresh SQLite store (WAL), the same calls either
-synchronous or with ``log_batch(..., synchronous=False)`` (MLFLOW's queue, flushed before the run ends,
-as ``mlflow.end_run`` does), or all runs queued and flushed once at the end. The table: the time the caller spends per run (median of repeats).
+Each run is what a sweep job sends: ``create_run``, one ``log_batch`` (params, ~30 final
+metrics, two 100-point loss curves), ``set_terminated``; into a fresh SQLite store (WAL),
+the same calls either synchronous or with ``log_batch(..., synchronous=False)`` (MLFLOW's
+queue, flushed before the run ends, as ``mlflow.end_run`` does), or all runs queued and
+flushed once at the end. The table: the time the caller spends per run (median of repeats).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def one(c, exp: str, synchronous: bool) -> float:
 
 
 def deferred(c, exp: str, runs: int) -> float:
-    """Every run's batch queued (no wait), the queue flushed once, then every run ended: the whole time per run."""
+    """Every run's batch queued (no wait), the queue flushed once,
+    then every run ended: the whole time per run."""
     from mlflow.entities import Metric, Param
 
     now = int(time.time() * 1000)

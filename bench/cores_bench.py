@@ -1,19 +1,23 @@
-"""Every core: the batched launcher's CPU groups on ``hydra.launcher.cpu_workers`` worker processes (issue 44).
+"""Every core: the batched launcher's CPU groups on
+``hydra.launcher.cpu_workers`` worker processes (issue 44).
 
-    python bench/sweep_bench.py --cores                      # cpu_workers=1 against the default, median of 3
-    python bench/sweep_bench.py --cores --workers 1,2,4,8,16 # the scaling curve (bench/gpu_check.sh, 16 cores)
+    python bench/sweep_bench.py --cores                      # cpu_workers=1 against the default,
+                                                             # median of 3
+    python bench/sweep_bench.py --cores --workers 1,2,4,8,16 # the scaling curve
+                                                             # (bench/gpu_check.sh, 16 cores)
 
 Four sweeps, each ``python -m sweeper -m ...`` in a subprocess into an empty embedded store (as
-bench/sweep_bench.py's end-to-end rows): two 32-configuration digits grids (one of the issue's weight, mostly
-training; one lighter, half start-up and recording) and a 32-configuration diabetes grid
-(lr x depth x width x epochs: 4 groups of 4 learning rates, each read at 2 epoch counts), and a one-group grid of
-64 learning rates (diabetes: one group, split into chunks of whole trajectories across the workers). Each is run
-with every worker count of ``--workers`` (``default``: the option unset, i.e. the cores this process may use),
-interleaved (repeat 1 of every row, then repeat 2, ...), so that a change in the machine's load touches every row.
-Wall seconds from the command to its exit, CPU seconds of the whole process tree (``RUSAGE_CHILDREN``: the
-launching process, its workers and the writer), and the cores that kept busy on average (CPU s / wall s); the speedup of medians, and the median of each repeat's own
-ratio (paired: the two ran back to back). The load
-average before and after is printed: this machine is shared.
+bench/sweep_bench.py's end-to-end rows): two 32-configuration digits grids (one of the issue's
+weight, mostly training; one lighter, half start-up and recording) and a 32-configuration
+diabetes grid (lr x depth x width x epochs: 4 groups of 4 learning rates, each read at 2 epoch
+counts), and a one-group grid of 64 learning rates (diabetes: one group, split into chunks of
+whole trajectories across the workers). Each is run with every worker count of ``--workers``
+(``default``: the option unset, i.e. the cores this process may use), interleaved (repeat 1 of
+every row, then repeat 2, ...), so that a change in the machine's load touches every row. Wall
+seconds from the command to its exit, CPU seconds of the whole process tree (``RUSAGE_CHILDREN``:
+the launching process, its workers and the writer), and the cores that kept busy on average (CPU
+s / wall s); the speedup of medians, and the median of each repeat's own ratio (paired: the two
+ran back to back). The load average before and after is printed: this machine is shared.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import statistics
 import time
 
 SWEEPS = {  # name: (overrides, configurations)
-    # the issue's weight: on one worker ~90% of the wall is training (the issue measured 42.9 s of 48.4 s)
+    # the issue's weight: on one worker ~90% of the wall is training
+    # (the issue measured 42.9 s of 48.4 s)
     "digits 32": (
         ["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=64,128", "epochs=600,1200"],
         32,
     ),
-    # lighter: on one worker about half the wall is training, the rest start-up, recording and the summary
+    # lighter: on one worker about half the wall is training, the
+    # rest start-up, recording and the summary
     "digits 32, light": (
         ["data=digits", "lr=0.05,0.1,0.2,0.3", "depth=1,2", "width=32,64", "epochs=300,600"],
         32,
@@ -83,7 +89,8 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
                     continue
                 runs[(name, w)].append((wall, cpu))
                 print(
-                    f"  [{r + 1}/{repeats}] {name}, cpu_workers={w}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+                    f"  [{r + 1}/{repeats}] {name}, cpu_workers={w}: {wall:.1f} s wall, {cpu:.1f}"
+                    " s CPU "
                     f"(load {load()})",
                     flush=True,
                 )
@@ -116,7 +123,8 @@ def cores_section(repeats: int, workers: list[str], names: list[str] | None = No
                 ]
             )
     head = (
-        f"## Every core: hydra.launcher.cpu_workers (median of {repeats}, interleaved; {os.cpu_count()} cores, "
+        f"## Every core: hydra.launcher.cpu_workers (median of {repeats}, interleaved; "
+        f"{os.cpu_count()} cores, "
         f"{len(os.sched_getaffinity(0))} usable; default = {len(os.sched_getaffinity(0))} workers)"
     )
     return [

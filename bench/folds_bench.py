@@ -1,14 +1,17 @@
-"""Issue 38: what a 5-fold cross-validated sweep costs against the same grid on one validation split.
+"""Issue 38: what a 5-fold cross-validated sweep costs against the
+same grid on one validation split.
 
-    python bench/folds_bench.py                          # diabetes, 16 configurations, both launchers (~2 min)
+    python bench/folds_bench.py                          # diabetes, 16 configurations, both
+                                                         # launchers (~2 min)
     python bench/folds_bench.py --data breast_cancer --launchers batched --repeats 3
 
-The grid is lr × width × depth (4 × 2 × 2 = 16 configurations, ``epochs=1000``). Each sweep is one CLI multirun into
-a fresh embedded store (``tracking.log_model=false``, ``baselines=none``), once with ``data.folds=0`` (one split)
-and once with ``data.folds=5``; the wall seconds are the whole command's (start-up, training, MLflow, the summary,
-and for 5 folds the winner's refit). Printed: a table of wall seconds (the fastest of ``--repeats``), the ratio
-5-fold / one split per launcher (the issue's target: at most 2.5 under the default, batched, launcher), and each
-sweep's winner with its test metric (the refit's for 5 folds).
+The grid is lr × width × depth (4 × 2 × 2 = 16 configurations, ``epochs=1000``). Each sweep is
+one CLI multirun into a fresh embedded store (``tracking.log_model=false``, ``baselines=none``),
+once with ``data.folds=0`` (one split) and once with ``data.folds=5``; the wall seconds are the
+whole command's (start-up, training, MLflow, the summary, and for 5 folds the winner's
+refit). Printed: a table of wall seconds (the fastest of ``--repeats``), the ratio 5-fold / one
+split per launcher (the issue's target: at most 2.5 under the default, batched, launcher), and
+each sweep's winner with its test metric (the refit's for 5 folds).
 """
 
 from __future__ import annotations
@@ -106,7 +109,8 @@ def main() -> None:
             )
         ratios.append([launcher, f"{got[args.folds]['wall'] / got[0]['wall']:.2f}"])
     print(
-        f"data={args.data}, {len(rows) and rows[0][2]} configurations (lr × width × depth), epochs={args.epochs}, "
+        f"data={args.data}, {len(rows) and rows[0][2]} configurations (lr × width × depth), "
+        f"epochs={args.epochs}, "
         f"fastest of {args.repeats}"
     )
     print(

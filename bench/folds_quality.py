@@ -1,20 +1,24 @@
-"""Issue 38: does choosing by 5-fold cross-validation pick better configurations than choosing on one split?
+"""Issue 38: does choosing by 5-fold cross-validation pick better
+configurations than choosing on one split?
 
-    python bench/folds_quality.py                                  # diabetes and breast_cancer, split seeds 0-4
+    python bench/folds_quality.py  # diabetes and breast_cancer, split seeds 0-4
     python bench/folds_quality.py --data diabetes --seeds 0,1,2 --no-sklearn
 
-For each data set and split seed (``data.split_seed``: other test rows, other folds) the same grid (lr × width × depth,
-8 configurations, ``epochs=1000``, full-batch gradient descent, tanh) is chosen three ways, and the chosen model scored
-on the test split, which none of them sees:
+For each data set and split seed (``data.split_seed``: other test rows, other folds) the same
+grid (lr × width × depth, 8 configurations, ``epochs=1000``, full-batch gradient descent, tanh)
+is chosen three ways, and the chosen model scored on the test split, which none of them sees:
 
-- **one split**: sweeper without folds: the configuration best on the validation split, trained on the training split;
-- **5-fold + refit**: sweeper with ``data.folds=5`` (the folds trained as one batched group, as the launcher does), the
-  best fold mean, refit on every non-test row (``data.folds=0 data.val_fraction=0``);
-- **GridSearchCV**: scikit-learn's ``GridSearchCV(MLPRegressor / MLPClassifier, cv=5, refit=True)`` over the same grid
-  on the same non-test rows (solver sgd, full batch, no momentum, ``max_iter=1000``, standardised features).
+- **one split**: sweeper without folds: the configuration best on the
+  validation split, trained on the training split;
+- **5-fold + refit**: sweeper with ``data.folds=5`` (the folds trained
+  as one batched group, as the launcher does), the best fold mean,
+  refit on every non-test row (``data.folds=0 data.val_fraction=0``);
+- **GridSearchCV**: scikit-learn's ``GridSearchCV(MLPRegressor /
+  MLPClassifier, cv=5, refit=True)`` over the same grid on the same non-test rows
+  (solver sgd, full batch, no momentum, ``max_iter=1000``, standardised features).
 
-Printed: per data set, the test metric's mean ± std over the split seeds for each way, and how often 5-fold selection
-scored better / the same / worse than one split on the same seed.
+Printed: per data set, the test metric's mean ± std over the split seeds for each way, and
+how often 5-fold selection scored better / the same / worse than one split on the same seed.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ def _compose(overrides: tuple[str, ...]):
 
 
 def _chosen(data: str, seed: int, folds: int) -> tuple[dict, float, str]:
-    """The configuration chosen on validation (one split, or the fold mean), its test metric (the refit's with folds),
-    the task."""
+    """The configuration chosen on validation (one split, or the fold
+    mean), its test metric (the refit's with folds), the task."""
     from omegaconf import OmegaConf
 
     from sweeper.base.backend import resolve
@@ -165,8 +169,10 @@ def main() -> None:
             if not args.no_sklearn:
                 got["GridSearchCV"].append(_gridsearch(data, seed, task))
             print(
-                f"{data} split_seed={seed}: one split chose lr={one['lr']},width={one['width']},depth={one['depth']} "
-                f"({t1:.4g}); 5-fold chose lr={cv['lr']},width={cv['width']},depth={cv['depth']} ({t5:.4g})",
+                f"{data} split_seed={seed}: one split chose lr={one['lr']},width={one['width']}"
+                f",depth={one['depth']} "
+                f"({t1:.4g}); 5-fold chose lr={cv['lr']},width={cv['width']},depth={cv['depth']} "
+                f"({t5:.4g})",
                 file=sys.stderr,
             )
         metric, lower = TEST[task]
@@ -188,7 +194,8 @@ def main() -> None:
                     ]
                 )
     print(
-        f"test metric of the chosen configuration, mean ± std over split seeds {args.seeds}; grid lr × width × depth "
+        f"test metric of the chosen configuration, mean ± std over split seeds {args.seeds}; "
+        "grid lr × width × depth "
         f"({len(list(itertools.product(*GRID.values())))} configurations), epochs={EPOCHS}"
     )
     print(

@@ -1,15 +1,18 @@
 """CPU-vs-GPU table for the trainer: the same models.train on NumPy and on CuPy, in one process.
 
-    python bench/gpu_bench.py                  # W1 and W4, cpu, gpu and the naive per-epoch-sync gpu loop
+    python bench/gpu_bench.py                  # W1 and W4, cpu, gpu and the naive per-epoch-sync
+                                               # gpu loop
     python bench/gpu_bench.py --devices cpu --quick   # smoke test on a machine without a GPU
-    python bench/gpu_bench.py --batched 1,16,256,1024,4096   # also the batched trainer, K members of W1
-    python bench/gpu_bench.py --workloads W1 --batched 64 --optimizer adam   # another update rule (+wd: decay)
+    python bench/gpu_bench.py --batched 1,16,256,1024,4096   # also the batched trainer, K members
+                                                             # of W1
+    python bench/gpu_bench.py --workloads W1 --batched 64 --optimizer adam
+        # another update rule (+wd: decay)
 
 Workloads (issue 3): W1 diabetes, depth 1, width 16; W4 synthetic 200,000 x 500, depth 2, width 512.
-Each row is the median of ``--repeats`` runs from identical initial weights; ``speedup`` is the CPU row's
-median train time over this row's. Train time excludes the warm-up pass (CuPy compiles kernels on first
-use) and the host→device copy, both shown on their own. Needs only NumPy, scikit-learn (for diabetes)
-and, for the GPU rows, CuPy: no Hydra or MLflow.
+Each row is the median of ``--repeats`` runs from identical initial weights; ``speedup`` is
+the CPU row's median train time over this row's. Train time excludes the warm-up pass (CuPy
+compiles kernels on first use) and the host→device copy, both shown on their own. Needs
+only NumPy, scikit-learn (for diabetes) and, for the GPU rows, CuPy: no Hydra or MLflow.
 """
 
 from __future__ import annotations
@@ -95,8 +98,9 @@ def run_once(
 def batched_rows(
     ks: list[int], devices: list[str], dtype: str, epochs: int, repeats: int, opt=None
 ) -> list[list[str]]:
-    """Configuration-epochs/s of K members of W1 trained as one group, per device; the ratio is against
-    the CPU's best configuration-epochs/s over the K tried (the goal: K=1024 on the GPU >= 20x that)."""
+    """Configuration-epochs/s of K members of W1 trained as one group, per
+    device; the ratio is against the CPU's best configuration-epochs/s
+    over the K tried (the goal: K=1024 on the GPU >= 20x that)."""
     from sweeper.models.batched import Member, stacked_params, train_group
 
     cfg = workload("W1", False, dtype)
@@ -186,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         ds = data.load(cfg.data, cfg.seed)
         print(
-            f"{name}: {len(ds.X_train)} x {ds.n_features} train rows, depth {cfg.depth}, width {cfg.width}, "
+            f"{name}: {len(ds.X_train)} x {ds.n_features} train rows, depth {cfg.depth}, width "
+            f"{cfg.width}, "
             f"{cfg.epochs} epochs, {args.dtype} (data {time.perf_counter() - t:.1f} s)",
             flush=True,
         )
@@ -201,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
             runs = [run_once(cfg, ds, backend, naive, opt) for _ in range(args.repeats)]
             train = statistics.median(r["train"] for r in runs)
             cpu_median = train if device == "cpu" else cpu_median
+            rate = runs[0]["epochs"] / train
             rows.append(
                 [
                     name,
                     label,
                     f"{train:.4f}",
-                    f"{runs[0]['epochs'] / train:,.{0 if runs[0]['epochs'] / train >= 100 else 2}f}",
+                    f"{rate:,.{0 if rate >= 100 else 2}f}",
                     f"{statistics.median(r['warmup'] for r in runs):.4f}",
                     f"{statistics.median(r['h2d'] for r in runs):.4f}",
                     f"{cpu_median / train:.2f}x" if cpu_median else "-",
@@ -236,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     table = "\n".join(line.format(*r).rstrip() for r in [header, ["-" * w for w in widths], *rows])
-    about = f"numpy {np.__version__}, python {platform.python_version()}, {platform.machine()}, update {args.optimizer}"
+    about = (
+        f"numpy {np.__version__}, python {platform.python_version()}, {platform.machine()}, "
+        f"update {args.optimizer}"
+    )
     print(f"\n{about}\n{table}")
     if args.out:
         args.out.write_text(f"{about}\n{table}\n")

@@ -2,10 +2,11 @@
 
     python bench/gradcheck_bench.py            # ~20 s on 2 cores
 
-For each model and data shape: the check run cold (``models.gradcheck.check_gradients``: finite differences on 6 rows
-in float64, each parameter, a second draw only for a parameter that fails), the verdict read back from the cache
-(another sweep of the same model source: ``models.gradcheck.verdict`` with this process's memo emptied), and what the
-sweep's launching process spends on it in all (``contract.model.check_sweep_gradients``: the data set's shape read
+For each model and data shape: the check run cold (``models.gradcheck.check_gradients``: finite
+differences on 6 rows in float64, each parameter, a second draw only for a parameter that
+fails), the verdict read back from the cache (another sweep of the same model source:
+``models.gradcheck.verdict`` with this process's memo emptied), and what the sweep's launching
+process spends on it in all (``contract.model.check_sweep_gradients``: the data set's shape read
 too, as a sweep of a built-in data set would not otherwise). Median of ``--repeats``, seconds.
 """
 
@@ -67,7 +68,8 @@ def row(label: str, model: dict, name: str, repeats: int) -> str:
         gradcheck.CHECKED.clear()
         gradcheck.verdict(model, ds.n_features, ds.n_outputs, ds.task)
 
-    def start():  # a fresh sweep of a model whose source is new to the cache: the data's shape, then the check
+    # a fresh sweep of a model whose source is new to the cache: the data's shape, then the check
+    def start():
         gradcheck.CHECKED.clear()
         data._load_plain.cache_clear()
         for f in Path(os.environ["SWEEPER_CACHE_DIR"]).glob("gradient-checks/*.json"):
@@ -75,7 +77,10 @@ def row(label: str, model: dict, name: str, repeats: int) -> str:
         check_sweep_gradients([{**plain, "model": model}])
 
     warm, total = _median(cached, repeats), _median(start, repeats)
-    return f"| {label} | {name} ({ds.n_features} → {ds.n_outputs}) | {n_params:,} | {cold:.3f} | {warm:.4f} | {total:.3f} |"
+    return (
+        f"| {label} | {name} ({ds.n_features} → {ds.n_outputs}) | {n_params:,} | {cold:.3f} "
+        f"| {warm:.4f} | {total:.3f} |"
+    )
 
 
 def main() -> None:
@@ -84,7 +89,8 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["SWEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradcheck-bench-")
     print(
-        "| model | data (n_in → n_out) | parameters | check, cold s | cached verdict s | sweep's start, in all s |"
+        "| model | data (n_in → n_out) | parameters | check, cold s | cached verdict s | sweep's "
+        "start, in all s |"
     )
     print("|---|---|---|---|---|---|")
     for label, model, name in CASES:

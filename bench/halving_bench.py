@@ -1,20 +1,23 @@
-"""Issue 37: successive halving against the full grid, and against scikit-learn's HalvingGridSearchCV.
+"""Issue 37: successive halving against the full grid, and
+against scikit-learn's HalvingGridSearchCV.
 
-    python bench/halving_bench.py                       # 64-configuration grids on diabetes and digits (~10 min)
+    python bench/halving_bench.py                       # 64-configuration grids on diabetes and
+                                                        # digits (~10 min)
     python bench/halving_bench.py --sizes 64,256        # and the 256-configuration grids
     python bench/halving_bench.py --data diabetes --sizes 64 --repeats 1
 
-Each grid is lr × width × depth × epochs (64: 4 × 4 × 2 × 2; 256: 4 × 4 × 4 × 4). sweeper runs it as one CLI multirun
-into a fresh embedded store (``tracking.log_model=false``), with and without ``hydra.launcher.halving.eta=3``:
-member-epochs trained (``halving.json``; the full grid's own count), wall seconds (the whole command: start-up, the
-store, recording every run, the report) and, with halving, the seconds its rungs trained (``halving.json``
-``compute_s``: the rest of its wall is what the full grid pays too), the winner
-by validation and its test metric (from the store). scikit-learn's ``HalvingGridSearchCV`` (factor 3, resource
-``max_iter``) over the same lr × width × depth grid with ``MLPRegressor``/``MLPClassifier`` (solver sgd, full
-batch, tanh) on sweeper's split (``PredefinedSplit``: trained on the training rows, scored on the validation rows, one
-fit a candidate as sweeper's one run a configuration; before, 3-fold: three fits a candidate) with ``n_jobs`` the
-cores sweeper's CPU workers use: its fit time (not a whole command: the row says so), chosen configuration and test
-metric.
+Each grid is lr × width × depth × epochs (64: 4 × 4 × 2 × 2; 256: 4 × 4 × 4 × 4). sweeper runs
+it as one CLI multirun into a fresh embedded store (``tracking.log_model=false``), with and
+without ``hydra.launcher.halving.eta=3``: member-epochs trained (``halving.json``; the full
+grid's own count), wall seconds (the whole command: start-up, the store, recording every run,
+the report) and, with halving, the seconds its rungs trained (``halving.json`` ``compute_s``:
+the rest of its wall is what the full grid pays too), the winner by validation and its test
+metric (from the store). scikit-learn's ``HalvingGridSearchCV`` (factor 3, resource
+``max_iter``) over the same lr × width × depth grid with ``MLPRegressor``/``MLPClassifier``
+(solver sgd, full batch, tanh) on sweeper's split (``PredefinedSplit``: trained on the training
+rows, scored on the validation rows, one fit a candidate as sweeper's one run a configuration;
+before, 3-fold: three fits a candidate) with ``n_jobs`` the cores sweeper's CPU workers use:
+its fit time (not a whole command: the row says so), chosen configuration and test metric.
 """
 
 from __future__ import annotations
@@ -153,7 +156,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     a = p.parse_args()
     print(
-        "| data | grid | mode | member-epochs | wall s | rungs' training s | winner (lr, width, depth, epochs) | val | test |"
+        "| data | grid | mode | member-epochs | wall s | rungs' training s | winner (lr, width, "
+        "depth, epochs) | val | test |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for data in a.data.split(","):
@@ -167,22 +171,27 @@ def main() -> None:
                 w = r["winner"]
                 train = f"{r['compute']:.1f}" if r["compute"] is not None else ""
                 print(
-                    f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {train} | {w['lr']}, {w['width']}, {w['depth']}, "
+                    f"| {data} | {size} | {mode} | {me:,} | {r['wall']:.1f} | {train} | {w['lr']}"
+                    f", {w['width']}, {w['depth']}, "
                     f"{w['epochs']} | {r['val']:.4g} | {r['test']:.4g} |"
                 )
             h, f = rows["halving"], rows["full"]
             print(
-                f"| {data} | {size} | halving / full | {h['member_epochs'] / f['asked_epochs']:.2f} (vs the grid's "
-                f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | {h['wall'] / f['wall']:.2f} | | "
+                f"| {data} | {size} | halving / full | "
+                f"{h['member_epochs'] / f['asked_epochs']:.2f} (vs the grid's "
+                f"trajectories: {h['member_epochs'] / h['full_member_epochs']:.2f}) | "
+                f"{h['wall'] / f['wall']:.2f} | | "
                 f"{'same winner' if h['winner'] == f['winner'] else 'another winner'} | | |"
             )
             s = sklearn_halving(data, size)
             print(
-                f"| {data} | {size} | HalvingGridSearchCV (n_jobs={cores()}, sweeper's split) | | {s['fit']:.1f} (its fit "
+                f"| {data} | {size} | HalvingGridSearchCV (n_jobs={cores()}, sweeper's split) | "
+                f"| {s['fit']:.1f} (its fit "
                 f"only) | | {s['chosen']} | | {s['test']:.4g} |"
             )
     print(
-        f"\n(load average {os.getloadavg()[0]:.2f}; sweeper's rows: the whole command on {cores()} CPU workers where "
+        f"\n(load average {os.getloadavg()[0]:.2f}; sweeper's rows: the whole command on "
+        f"{cores()} CPU workers where "
         f"they pay; HalvingGridSearchCV's: its fit on {cores()} processes)"
     )
 

@@ -1,43 +1,50 @@
-"""The house's figures (issue 58): size, density, fault handling, declared surface and spread concepts of the core.
+"""The house's figures (issue 58): size, density, fault handling,
+declared surface and spread concepts of the core.
 
     python bench/house_figures.py                  # the working tree
-    python bench/house_figures.py --at 8f5099a     # a commit (its ``git archive``, in a temporary folder)
+    python bench/house_figures.py --at 8f5099a     # a commit (its ``git archive``, in a temporary
+                                                   # folder)
     python bench/house_figures.py --at 8f5099a --at HEAD   # side by side
 
-The core is every ``.py`` file under ``sweeper/``, ``models/``, ``data/`` and ``plugins/`` (tests, bench, docs and
-examples are not in it). What each figure counts, exactly:
+The core is every ``.py`` file under ``sweeper/``, ``models/``, ``data/`` and ``plugins/``
+(tests, bench, docs and examples are not in it). What each figure counts, exactly:
 
 - *modules*: the core's ``.py`` files.
-- *lines*: every line of them; *code lines*: the lines that are neither blank nor a comment alone (``# ...`` after
-  optional indentation). Docstrings are code lines.
-- *code characters*: the characters of the code lines, indentation and trailing comments included, trailing
-  whitespace and newlines not.
-- *code characters without docstrings and comments*: the same with every docstring's lines (a module's, a class's,
-  a function's first statement when it is a string) and every ``#`` comment left out.
-- *mean line length*: the characters of the non-blank lines (trailing whitespace not counted) over their number.
+- *lines*: every line of them; *code lines*: the lines that are neither blank nor a
+  comment alone (``# ...`` after optional indentation). Docstrings are code lines.
+- *code characters*: the characters of the code lines, indentation and
+  trailing comments included, trailing whitespace and newlines not.
+- *code characters without docstrings and comments*: the same with
+  every docstring's lines (a module's, a class's, a function's first
+  statement when it is a string) and every ``#`` comment left out.
+- *mean line length*: the characters of the non-blank lines (trailing
+  whitespace not counted) over their number.
 - *lines over 100* and *over 120*: lines whose length (trailing whitespace not counted) exceeds it.
-- *except handlers / 1,000 code lines*: ``ast.ExceptHandler`` nodes (``except*`` included) per 1,000 code lines;
-  *broad*: those of them that are bare (``except:``) or whose type is, or is a tuple holding, ``Exception`` or
-  ``BaseException`` (by name or as ``builtins.X``).
-- *__all__ coverage*: modules that bind ``__all__`` at module level (an assignment or augmented assignment in the
-  module's body, inside a top-level ``if``/``try`` included) over modules.
-- *imports inside functions*: ``import`` and ``from ... import`` statements whose innermost enclosing scope is a
-  function (``def``, ``async def``; one inside a class inside a function counts too).
-- *files naming halving* / *folds*: modules in which an identifier (a name, an attribute, a ``def``/``class`` name,
-  an argument, a keyword, an imported name or module) or a string constant that is not a docstring contains
-  ``halving`` / ``folds``, in any case.
-- *module-level mutable bindings*: in every module but ``sweeper/base/state.py``, the module-level assignments
-  (``x = ...``, ``x: T = ...``, in the module's body or a top-level ``if``/``try``/``with``) whose value is a list,
-  dict or set display or comprehension, or a call of ``list``, ``dict``, ``set``, ``defaultdict``, ``deque``,
-  ``OrderedDict``, ``Counter`` or ``WeakValueDictionary``/``WeakKeyDictionary``/``WeakSet`` (by name or as an
-  attribute: ``collections.deque()``), whatever the name bound: a constant table in a dict counts too (a tuple or a
-  ``frozenset``/``MappingProxyType`` does not), since nothing stops a caller from changing it. ``__all__`` is not
-  counted.
-- *of them mutated (state)*: those bindings that the core changes after the import: the module calls a mutating
-  method on the name (``NAME.append(...)``, ``.add``, ``.update``, ``.pop``, ``.clear``, ``.setdefault``, ... of
-  ``MUTATORS``), assigns or deletes an item of it (``NAME[k] = v``, ``del NAME[k]``), augments it (``NAME += ...``)
-  or rebinds it under ``global NAME``; or any module of the core does the first three through an attribute of that
-  name (``stop._SEEN.append(...)``: matched by the attribute's name alone).
+- *except handlers / 1,000 code lines*: ``ast.ExceptHandler`` nodes (``except*`` included)
+  per 1,000 code lines; *broad*: those of them that are bare (``except:``) or whose type is,
+  or is a tuple holding, ``Exception`` or ``BaseException`` (by name or as ``builtins.X``).
+- *__all__ coverage*: modules that bind ``__all__`` at module level (an assignment or augmented
+  assignment in the module's body, inside a top-level ``if``/``try`` included) over modules.
+- *imports inside functions*: ``import`` and ``from ... import``
+  statements whose innermost enclosing scope is a function (``def``,
+  ``async def``; one inside a class inside a function counts too).
+- *files naming halving* / *folds*: modules in which an identifier (a name, an attribute,
+  a ``def``/``class`` name, an argument, a keyword, an imported name or module) or a
+  string constant that is not a docstring contains ``halving`` / ``folds``, in any case.
+- *module-level mutable bindings*: in every module but ``sweeper/base/state.py``,
+  the module-level assignments (``x = ...``, ``x: T = ...``, in the module's body or
+  a top-level ``if``/``try``/``with``) whose value is a list, dict or set display or
+  comprehension, or a call of ``list``, ``dict``, ``set``, ``defaultdict``, ``deque``,
+  ``OrderedDict``, ``Counter`` or ``WeakValueDictionary``/``WeakKeyDictionary``/``WeakSet``
+  (by name or as an attribute: ``collections.deque()``), whatever the name bound: a
+  constant table in a dict counts too (a tuple or a ``frozenset``/``MappingProxyType`` does
+  not), since nothing stops a caller from changing it. ``__all__`` is not counted.
+- *of them mutated (state)*: those bindings that the core changes after the import: the
+  module calls a mutating method on the name (``NAME.append(...)``, ``.add``, ``.update``,
+  ``.pop``, ``.clear``, ``.setdefault``, ... of ``MUTATORS``), assigns or deletes an item of
+  it (``NAME[k] = v``, ``del NAME[k]``), augments it (``NAME += ...``) or rebinds it under
+  ``global NAME``; or any module of the core does the first three through an attribute of
+  that name (``stop._SEEN.append(...)``: matched by the attribute's name alone).
 """
 
 from __future__ import annotations
@@ -161,7 +168,8 @@ def _identifiers(tree: ast.Module, docstrings: set[int]) -> list[str]:
 
 
 def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The module's statements, those inside a top-level if/try/with included (not inside a def or a class)."""
+    """The module's statements, those inside a top-level if/try/with
+    included (not inside a def or a class)."""
     out = []
     for stmt in body:
         out.append(stmt)
@@ -203,7 +211,8 @@ def _mutable_bindings(tree: ast.Module) -> list[str]:
 
 
 def _mutated(tree: ast.Module) -> tuple[set[str], set[str]]:
-    """The names this module mutates as names, and those it mutates as attributes (``x.NAME.append``)."""
+    """The names this module mutates as names, and those it mutates as
+    attributes (``x.NAME.append``)."""
     names: set[str] = set()
     attributes: set[str] = set()
 
@@ -252,7 +261,8 @@ def _comment_columns(source: str) -> dict[int, int]:
 
 
 def measure(root: Path) -> dict:
-    """Every figure of the module docstring, for the core under ``root``; the per-module lists under ``where``."""
+    """Every figure of the module docstring, for the core under
+    ``root``; the per-module lists under ``where``."""
     f = dict(
         modules=0,
         lines=0,

@@ -1,18 +1,21 @@
 """Issue 35: what the model interface costs, and what stacking a user's model buys.
 
     python bench/interface_bench.py                    # both tables (~2 min on 2 cores)
-    python bench/interface_bench.py --against ../old   # table 1 interleaved with another checkout (e.g. main before)
+    python bench/interface_bench.py --against ../old   # table 1 interleaved with another checkout
+                                                       # (e.g. main before)
     python bench/interface_bench.py --against ../old --only-mlp   # table 1 only
 
-Table 1 — the MLP's own paths before and after the interface: ``models.train`` on one configuration (diabetes,
-depth 1, width 16, 2000 epochs) and ``models.batched.train_group`` on 32 learning rates; epochs/s, median of
-``--repeats``, each tree in a subprocess of its own, interleaved (A B A B …), ratio after/before.
+Table 1 — the MLP's own paths before and after the interface: ``models.train`` on one
+configuration (diabetes, depth 1, width 16, 2000 epochs) and
+``models.batched.train_group`` on 32 learning rates; epochs/s, median of ``--repeats``,
+each tree in a subprocess of its own, interleaved (A B A B …), ratio after/before.
 
-Table 2 — the example's model (``examples/my_nets``: a two-layer ReLU network of its own) with K = 32
-configurations of one shape (32 learning rates, hidden 16): stacked as one group (``models.stacked``) against
-one at a time (``models.train`` through ``models.generic``), float32 and float64, and the MLP's hand-tuned
-batched kernel on the same shape (depth 1, width 16, relu) as the reference; member-epochs/s and ratios. Every
-side on one thread (the MLP's group of 32 would otherwise split across the cores: ``threads=1``), as the table says.
+Table 2 — the example's model (``examples/my_nets``: a two-layer ReLU network of its own)
+with K = 32 configurations of one shape (32 learning rates, hidden 16): stacked as one group
+(``models.stacked``) against one at a time (``models.train`` through ``models.generic``),
+float32 and float64, and the MLP's hand-tuned batched kernel on the same shape (depth 1,
+width 16, relu) as the reference; member-epochs/s and ratios. Every side on one thread (the
+MLP's group of 32 would otherwise split across the cores: ``threads=1``), as the table says.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def _arrays(dtype: str):
 
 
 def mlp_rates(dtype: str = "float64") -> dict[str, float]:
-    """The MLP's one-configuration and batched epochs/s in this process's tree (both trees have these APIs)."""
+    """The MLP's one-configuration and batched epochs/s in this
+    process's tree (both trees have these APIs)."""
     from sweeper.base.backend import resolve
     from sweeper.models import MLP, init_params, train
     from sweeper.models.batched import Member, stacked_params, train_group
@@ -65,9 +69,10 @@ def mlp_rates(dtype: str = "float64") -> dict[str, float]:
 
 
 def _through_the_door(b, dtype: str, X, y, Xv, yv) -> dict[str, float]:
-    """The same two, each through the door a job takes (issue 53): ``models.build`` from a config and then
-    ``models.train``, and ``models.group.train_members`` from a group's configs; the process's CPU time around all of
-    it (the model's dispatch, its parameters drawn, the training)."""
+    """The same two, each through the door a job takes (issue 53): ``models.build``
+    from a config and then ``models.train``, and ``models.group.train_members``
+    from a group's configs; the process's CPU time around all of it (the model's
+    dispatch, its parameters drawn, the training)."""
     import time
 
     from sweeper.models import build, train
@@ -153,7 +158,8 @@ def table2(repeats: int, device: str = "cpu") -> list[str]:
     b, net, epochs = resolve(device), TwoLayerNet(hidden=16), 500
     lrs = [0.001 * (i + 1) for i in range(K)]
     lines = [
-        "| dtype | threads (each side) | stacked K=32 | one at a time ×32 | stacked / alone | MLP kernel K=32 | "
+        "| dtype | threads (each side) | stacked K=32 | one at a time ×32 | stacked / alone | "
+        "MLP kernel K=32 | "
         "stacked / MLP kernel |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -210,7 +216,8 @@ def table2(repeats: int, device: str = "cpu") -> list[str]:
             rates["mlp"].append(K * epochs / g.train_time_s)
         med = {k: statistics.median(v) for k, v in rates.items()}
         lines.append(
-            f"| {dtype} | 1 | {med['stacked']:,.0f} | {med['alone']:,.0f} | {med['stacked'] / med['alone']:.2f}× | "
+            f"| {dtype} | 1 | {med['stacked']:,.0f} | {med['alone']:,.0f} | "
+            f"{med['stacked'] / med['alone']:.2f}× | "
             f"{med['mlp']:,.0f} | {med['stacked'] / med['mlp']:.2f}× |"
         )
     limit.unregister()
@@ -241,7 +248,8 @@ def main() -> None:
         print(f"\n({time.time() - t0:.0f} s, load average {os.getloadavg()[0]:.2f})")
         return
     print(
-        f"\nTable 2: examples/my_nets TwoLayerNet(hidden=16), {K} learning rates, member-epochs/s on {a.device}, "
+        f"\nTable 2: examples/my_nets TwoLayerNet(hidden=16), {K} learning rates, "
+        f"member-epochs/s on {a.device}, "
         f"median of {a.repeats}"
     )
     print("\n".join(table2(a.repeats, a.device)))

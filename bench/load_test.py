@@ -1,4 +1,5 @@
-"""Load test of the embedded store: W parallel joblib workers run J jobs into one fresh SQLite store.
+"""Load test of the embedded store: W parallel joblib workers run J
+jobs into one fresh SQLite store.
 
     python bench/load_test.py                 # 8 workers x 25 jobs each = 200 children
     python bench/load_test.py --workers 2 --per-worker 5
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
     width = max(len(k) for k, _ in rows)
     print(
-        f"load test: {args.workers} joblib workers, {seeds * len(LRS)} jobs, one embedded SQLite store (WAL)"
+        f"load test: {args.workers} joblib workers, {seeds * len(LRS)} jobs, one embedded SQLite "
+        "store (WAL)"
     )
     for k, v in rows:
         print(f"{k:<{width}}  {v}")

@@ -1,28 +1,34 @@
-"""Issue 61: packed groups (every width, depth and activation of a grid in one computation) against today's grouping
-(one shape a group), the activations' forms, and the peers' grid against GridSearchCV.
+"""Issue 61: packed groups (every width, depth and activation of a
+grid in one computation) against today's grouping (one shape a group),
+the activations' forms, and the peers' grid against GridSearchCV.
 
-    python bench/sweep_bench.py --only packing --quick   # a few minutes: 1 repeat, epochs / 10 (validates the rows)
-    python bench/sweep_bench.py --only packing --full    # the table: median of 3, interleaved (~1 hour on 2 cores)
+    python bench/sweep_bench.py --only packing --quick   # a few minutes: 1 repeat, epochs / 10
+                                                         # (validates the rows)
+    python bench/sweep_bench.py --only packing --full    # the table: median of 3, interleaved (~1
+                                                         # hour on 2 cores)
     python bench/packing_bench.py --quick                # the same, run directly
 
-1. Training alone (one thread, in this process): the digits grid width {4, 8, 16, 32, 64} x depth {1, 2} x 16
-   learning rates (160 members, full-batch gradient descent, float64), packed (one ``train_packed``) against apart
-   (one ``train_group`` a shape), with tanh in each of its forms and with relu, interleaved: member-epochs per
-   second, and the FLOP efficiency: the products' FLOPs (forward and backward, every member's own epochs) per second
-   of training, against the rate one thread of NumPy multiplies the very products the epoch makes (each timed alone
-   in a loop, in this run): the share of the machine's GEMM rate the training reaches (the issue's target: 40%).
-2. End to end (``python -m sweeper -m ...`` into a fresh embedded store, wall seconds from the command to its exit,
-   interleaved, median): the peers' 32-configuration grid (lr 4 x depth 2 x width 8, 16 x epochs 1000/3000, full
-   batch, tanh) on diabetes and digits, packed, apart (``hydra.launcher.pack=false``) and scikit-learn's
-   ``GridSearchCV(n_jobs=<cores>)`` over the same grid on sweeper's split (``MLPRegressor``/``MLPClassifier``, sgd,
-   full batch, no momentum, tanh) logging the same 32 runs (params and the validation score) to a fresh MLflow store;
-   and the digits grid of 1. as a sweep, packed and apart.
-3. The planner's estimate against the training (:func:`calibration_section`): for each packed group the planner
-   forms (diabetes and digits; the peers' shapes and the 160 grid) and for all the shapes in one, the probe's
-   epoch ratio, the planner's estimate and the measured training ratio, and how long the planning with a fresh
-   probe took.
-4. The activations' forms: ns a value of each form on this machine (:func:`sweeper.models.forms.probe`), and with
-   NumPy's AVX-512 loops turned off (``NPY_DISABLE_CPU_FEATURES=X86_V4``: a CPU like the one DESIGN.md measured).
+1. Training alone (one thread, in this process): the digits grid width {4, 8, 16, 32, 64} x depth
+   {1, 2} x 16 learning rates (160 members, full-batch gradient descent, float64), packed (one
+   ``train_packed``) against apart (one ``train_group`` a shape), with tanh in each of its forms
+   and with relu, interleaved: member-epochs per second, and the FLOP efficiency: the products'
+   FLOPs (forward and backward, every member's own epochs) per second of training, against the rate
+   one thread of NumPy multiplies the very products the epoch makes (each timed alone in a loop, in
+   this run): the share of the machine's GEMM rate the training reaches (the issue's target: 40%).
+2. End to end (``python -m sweeper -m ...`` into a fresh embedded store, wall seconds from the
+   command to its exit, interleaved, median): the peers' 32-configuration grid (lr 4 x depth 2
+   x width 8, 16 x epochs 1000/3000, full batch, tanh) on diabetes and digits, packed, apart
+   (``hydra.launcher.pack=false``) and scikit-learn's ``GridSearchCV(n_jobs=<cores>)`` over
+   the same grid on sweeper's split (``MLPRegressor``/``MLPClassifier``, sgd, full batch, no
+   momentum, tanh) logging the same 32 runs (params and the validation score) to a fresh
+   MLflow store; and the digits grid of 1. as a sweep, packed and apart.
+3. The planner's estimate against the training (:func:`calibration_section`): for each
+   packed group the planner forms (diabetes and digits; the peers' shapes and the 160
+   grid) and for all the shapes in one, the probe's epoch ratio, the planner's estimate
+   and the measured training ratio, and how long the planning with a fresh probe took.
+4. The activations' forms: ns a value of each form on this machine
+   (:func:`sweeper.models.forms.probe`), and with NumPy's AVX-512 loops turned off
+   (``NPY_DISABLE_CPU_FEATURES=X86_V4``: a CPU like the one DESIGN.md measured).
 
 This machine is shared: compare ratios measured in the same run, never absolute times across runs.
 """
@@ -59,7 +65,7 @@ def _table(header: list[str], rows: list[list]) -> str:
     return table(header, rows)
 
 
-# --- 1. training alone ------------------------------------------------------------------------------------------
+# --- 1. training alone ----------------------------------------------------------------------------
 
 
 def _grid_blocks(ds, activation: str, epochs: int, widths=WIDTHS, depths=DEPTHS, lrs=LRS):
@@ -82,8 +88,8 @@ def _grid_blocks(ds, activation: str, epochs: int, widths=WIDTHS, depths=DEPTHS,
 
 
 def planned(blocks, epochs: int, name: str = "digits") -> list[list[int]]:
-    """How the planner groups the grid's shapes on this machine (indices into ``blocks``): its cost model's decision
-    (:func:`sweeper.sweep.packing.pack`; each job's ``idx`` is its block's)."""
+    """How the planner groups the grid's shapes on this machine (indices into ``blocks``): its cost
+    model's decision (:func:`sweeper.sweep.packing.pack`; each job's ``idx`` is its block's)."""
     from sweeper.sweep.packing import pack
 
     return [
@@ -93,7 +99,8 @@ def planned(blocks, epochs: int, name: str = "digits") -> list[list[int]]:
 
 
 def _sets(blocks, epochs: int, name: str):
-    """The planner's input for ``blocks``: each shape's trajectories (one job each, ``idx`` its block's)."""
+    """The planner's input for ``blocks``: each shape's trajectories
+    (one job each, ``idx`` its block's)."""
     from sweeper.sweep import plan as sweep
     from sweeper.sweep.groups import Job
     from conftest import make_cfg
@@ -122,8 +129,9 @@ def _sets(blocks, epochs: int, name: str):
 
 
 def _train(ds, blocks, grouping: list[list[int]]) -> float:
-    """Training seconds of the grid grouped as ``grouping`` (lists of block indices), one group after another: this
-    thread's CPU seconds (a shared machine's other work does not count in them, as it does in wall seconds)."""
+    """Training seconds of the grid grouped as ``grouping`` (lists of block
+    indices), one group after another: this thread's CPU seconds (a shared
+    machine's other work does not count in them, as it does in wall seconds)."""
     from sweeper.base.backend import Backend
     from sweeper.models.batched import train_packed
 
@@ -150,8 +158,9 @@ def _train(ds, blocks, grouping: list[list[int]]) -> float:
 
 
 def _products(ds, blocks, grouping: list[list[int]]) -> tuple[float, float]:
-    """The matrix products an epoch of the grid makes (grouped as ``grouping``): their FLOPs, and the seconds one
-    thread of NumPy takes for them, each product timed alone (median of 5 loops, CPU seconds) on its own operands."""
+    """The matrix products an epoch of the grid makes (grouped as ``grouping``):
+    their FLOPs, and the seconds one thread of NumPy takes for them, each
+    product timed alone (median of 5 loops, CPU seconds) on its own operands."""
     from sweeper.models.activations import ACTIVATIONS
     from sweeper.models.batched_pass import _Pass
     from sweeper.models.optim import Optimizer, State
@@ -256,11 +265,14 @@ def training_section(repeats: int, epochs: int) -> list[str]:
         )
     plan = ", ".join(_names(blocks["tanh"], g) for g in groupings["as planned"])
     return [
-        f"## Training alone: the digits grid (160 members: width {WIDTHS} x depth {DEPTHS} x 16 lr, {epochs} "
+        f"## Training alone: the digits grid (160 members: width {WIDTHS} x depth {DEPTHS} x 16 "
+        f"lr, {epochs} "
         f"epochs, float64, one thread, CPU seconds, median of {repeats}, interleaved)",
         "",
-        f"One thread's float64 GEMM at 1024²: {peak:.1f} GFLOP/s (this run). Useful FLOPs = executed FLOPs here "
-        "(every member trains all the epochs; the validation passes every 50 epochs are not counted). The "
+        f"One thread's float64 GEMM at 1024²: {peak:.1f} GFLOP/s (this run). Useful FLOPs = "
+        "executed FLOPs here "
+        "(every member trains all the epochs; the validation passes every 50 epochs are not "
+        "counted). The "
         f"planner's groups (depth x width): {plan}.",
         "",
         _table(
@@ -280,11 +292,12 @@ def training_section(repeats: int, epochs: int) -> list[str]:
 
 
 def calibration_section(repeats: int, epochs: int) -> list[str]:
-    """The planner's cost model against the training it predicts: on diabetes and digits, the peers' shapes (width
-    8, 16 x depth 1, 2 x 4 lr) and the 160-member grid, for every packed group the planner forms and for one packed
-    group of all the shapes: the probe's epoch apart over packed, the planner's estimate (epochs and starts
-    included) and the measured training apart over packed (train_packed, CPU s, interleaved, least of the repeats).
-    The probe runs fresh (an empty cache folder): its seconds are the planner's on a machine's first sweep."""
+    """The planner's cost model against the training it predicts: on diabetes and digits, the
+    peers' shapes (width 8, 16 x depth 1, 2 x 4 lr) and the 160-member grid, for every packed
+    group the planner forms and for one packed group of all the shapes: the probe's epoch apart
+    over packed, the planner's estimate (epochs and starts included) and the measured training
+    apart over packed (train_packed, CPU s, interleaved, least of the repeats). The probe runs
+    fresh (an empty cache folder): its seconds are the planner's on a machine's first sweep."""
     import tempfile
 
     from threadpoolctl import threadpool_limits
@@ -341,11 +354,14 @@ def calibration_section(repeats: int, epochs: int) -> list[str]:
                     )
         os.environ.pop("SWEEPER_CACHE_DIR")
     return [
-        f"## The planner's estimate against the training ({epochs} epochs, tanh, float64, one thread, least of "
+        f"## The planner's estimate against the training ({epochs} epochs, tanh, float64, one "
+        "thread, least of "
         f"{repeats}, interleaved)",
         "",
-        "Ratios are apart over packed (above 1: packing is faster). The probe's: its measured epochs; the "
-        "planner's: with each trajectory's epochs and each group's start (what it decides on, packing at "
+        "Ratios are apart over packed (above 1: packing is faster). The probe's: its measured "
+        "epochs; the "
+        "planner's: with each trajectory's epochs and each group's start (what it decides on, "
+        "packing at "
         f"{1 / packing.GAIN:.2f}x); measured: training alone apart over packed.",
         "",
         _table(
@@ -373,7 +389,7 @@ def _names(blocks, group: list[int]) -> str:
     return "+".join(f"{len(blocks[b][0].sizes) - 2}x{blocks[b][0].sizes[1]}" for b in group)
 
 
-# --- 2. end to end -----------------------------------------------------------------------------------------------
+# --- 2. end to end --------------------------------------------------------------------------------
 
 
 def _store(where: Path) -> str:
@@ -383,7 +399,8 @@ def _store(where: Path) -> str:
 
 
 def _timed(cmd: list[str], cwd: str) -> tuple[float, float]:
-    """Wall seconds of ``cmd`` and the CPU seconds it and the processes it waited for used (its workers')."""
+    """Wall seconds of ``cmd`` and the CPU seconds it and the
+    processes it waited for used (its workers')."""
     import resource
 
     os.sync()
@@ -421,7 +438,8 @@ def gridsearch_wall(name: str, epochs: str) -> tuple[float, float]:
 
 
 def gridsearch(name: str, epochs: str, uri: str) -> None:
-    """The peers' grid under scikit-learn's GridSearchCV on every core, on sweeper's split, then its 32 runs logged."""
+    """The peers' grid under scikit-learn's GridSearchCV on every
+    core, on sweeper's split, then its 32 runs logged."""
     import warnings
 
     from sklearn.model_selection import GridSearchCV, PredefinedSplit
@@ -521,7 +539,8 @@ def sweep_section(repeats: int, scale: int) -> list[str]:
                 ]
             )
     return [
-        f"## End to end (wall s from the command to its exit, and the CPU s it and its workers used; median of "
+        "## End to end (wall s from the command to its exit, and the CPU s it and its workers "
+        "used; median of "
         f"{repeats}, interleaved; epochs / {scale})",
         "",
         _table(
@@ -545,7 +564,7 @@ def _cores() -> int:
     return cores()
 
 
-# --- 3. the activations' forms -----------------------------------------------------------------------------------
+# --- 3. the activations' forms --------------------------------------------------------------------
 
 PROBE = (
     "import json, numpy; from sweeper.models import forms; "
@@ -581,7 +600,8 @@ def forms_section() -> list[str]:
                     ]
                 )
     return [
-        "## The activations' forms (ns a value, 2^17 values in place, one thread, median of 15; models/forms.py)",
+        "## The activations' forms (ns a value, 2^17 values in place, one thread, median of 15; "
+        "models/forms.py)",
         "",
         _table(["NumPy dispatch", "dtype", "activation", "library", "exp", "chosen"], rows),
     ]
@@ -610,7 +630,8 @@ def main(argv: list[str] | None = None) -> int:
 
     repeats, scale = args.repeats or (1 if args.quick else 3), 10 if args.quick else 1
     out = [
-        f"# Packed groups (issue 61, {time.strftime('%Y-%m-%d %H:%M')}, {'quick' if args.quick else 'full'})",
+        f"# Packed groups (issue 61, {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{'quick' if args.quick else 'full'})",
         "",
         about(),
         "",

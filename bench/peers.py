@@ -1,33 +1,40 @@
-"""sweeper against its peers on one grid: scikit-learn's GridSearchCV, Optuna's GridSampler and Ray Tune.
+"""sweeper against its peers on one grid: scikit-learn's GridSearchCV,
+Optuna's GridSampler and Ray Tune.
 
-    python bench/peers.py                  # the 32-configuration digits grid, median of 3 (README's figures)
-    python bench/peers.py --quick          # a 4-configuration grid, once: checks the script (a minute or two)
+    python bench/peers.py                  # the 32-configuration digits grid, median of 3 (README's
+                                           # figures)
+    python bench/peers.py --quick          # a 4-configuration grid, once: checks the script (a
+                                           # minute or two)
     python bench/peers.py --grid diabetes  # the 32-configuration diabetes grid
     python bench/peers.py --tools sweeper,gridsearch --repeats 5
 
-Every tool trains the same configurations (``lr × depth × width × epochs``: a grid of ``--grid``) on the same rows
-(sweeper's split of the data set, scaled on its training rows as sweeper scales them), full-batch gradient descent
-with a tanh network for exactly ``epochs`` passes, and logs the same records into a fresh MLflow store (a copy of an
-empty SQLite store, as bench/sweep_bench.py's rows): a parent run and one child run a configuration with its params
-(lr, depth, width, epochs) and its validation and test metric. sweeper logs more (curves, the model, artifacts): its
-own records, as a user gets them. The peers fit scikit-learn's ``MLPClassifier``/``MLPRegressor`` set to the same
-algorithm (``solver="sgd"``, ``batch_size`` the training rows, no momentum, no penalty, ``learning_rate_init`` = lr,
-2·lr for the squared error, which scikit-learn halves).
+Every tool trains the same configurations (``lr × depth × width × epochs``: a grid of ``--grid``)
+on the same rows (sweeper's split of the data set, scaled on its training rows as sweeper scales
+them), full-batch gradient descent with a tanh network for exactly ``epochs`` passes, and logs the
+same records into a fresh MLflow store (a copy of an empty SQLite store, as bench/sweep_bench.py's
+rows): a parent run and one child run a configuration with its params (lr, depth, width, epochs)
+and its validation and test metric. sweeper logs more (curves, the model, artifacts): its own
+records, as a user gets them. The peers fit scikit-learn's ``MLPClassifier``/``MLPRegressor`` set
+to the same algorithm (``solver="sgd"``, ``batch_size`` the training rows, no momentum, no
+penalty, ``learning_rate_init`` = lr, 2·lr for the squared error, which scikit-learn halves).
 
-- **sweeper**: ``python -m sweeper -m data=... lr=... ...`` (the batched launcher, its CPU workers: one a core).
-- **GridSearchCV**: ``GridSearchCV(n_jobs=<cores>, cv=PredefinedSplit(train | validation), refit=False)``, each
-  configuration's test metric by a scorer of the test rows; then the records.
-- **Optuna**: ``GridSampler`` over the grid, one trial after another in the process (``n_jobs=1``), each trial logging
-  its run as it ends.
-- **Ray Tune**: ``tune.Tuner`` with ``tune.grid_search`` on a local Ray of <cores> CPUs; skipped with a line when Ray
-  is not installed (``pip install 'ray[tune]'``).
+- **sweeper**: ``python -m sweeper -m data=... lr=... ...`` (the
+  batched launcher, its CPU workers: one a core).
+- **GridSearchCV**: ``GridSearchCV(n_jobs=<cores>, cv=PredefinedSplit(train |
+  validation), refit=False)``, each configuration's test metric by a scorer
+  of the test rows; then the records.
+- **Optuna**: ``GridSampler`` over the grid, one trial after another in
+  the process (``n_jobs=1``), each trial logging its run as it ends.
+- **Ray Tune**: ``tune.Tuner`` with ``tune.grid_search`` on a local Ray of <cores>
+  CPUs; skipped with a line when Ray is not installed (``pip install 'ray[tune]'``).
 
-Each tool is one process started by this script and timed from its start to its exit (imports, data, training and
-records), its BLAS on one thread (``OMP_NUM_THREADS=1`` and its kin, inherited by its workers): the table says how
-many processes each keeps busy (``procs × threads``) and the cores they kept busy on average (CPU s of the process
-tree / wall s). Interleaved: repeat 1 of every tool, then repeat 2, ... (the order rotated each repeat), so a change
-of the machine's load touches every tool; the median of the repeats, and each tool's wall over sweeper's in the same
-repeat (median of those ratios). The machine is shared: compare ratios, and run it on a quiet machine for figures.
+Each tool is one process started by this script and timed from its start to its exit (imports, data,
+training and records), its BLAS on one thread (``OMP_NUM_THREADS=1`` and its kin, inherited by its
+workers): the table says how many processes each keeps busy (``procs × threads``) and the cores they
+kept busy on average (CPU s of the process tree / wall s). Interleaved: repeat 1 of every tool, then
+repeat 2, ... (the order rotated each repeat), so a change of the machine's load touches every tool;
+the median of the repeats, and each tool's wall over sweeper's in the same repeat (median of those
+ratios). The machine is shared: compare ratios, and run it on a quiet machine for figures.
 """
 
 from __future__ import annotations
@@ -47,7 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "bench"))
 
-GRIDS = {  # name: (data set, {key: values}) — the digits grid is the weight README and issue 44 quote
+# name: (data set, {key: values}) — the digits grid is the weight README and issue 44 quote
+GRIDS = {
     "digits": (
         "digits",
         {"lr": [0.05, 0.1, 0.2, 0.3], "depth": [1, 2], "width": [64, 128], "epochs": [600, 1200]},
@@ -79,7 +87,7 @@ def configurations(grid: dict[str, list]) -> list[dict[str, float | int]]:
     return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
 
 
-# --- one tool, in its own process (python bench/peers.py --one TOOL --grid G --store URI) -------------------------
+# --- one tool, in its own process (python bench/peers.py --one TOOL --grid G --store URI) ---------
 
 
 def _dataset(name: str):
@@ -91,7 +99,8 @@ def _dataset(name: str):
 
 
 def _fit(ds, cfg: dict, seed: int = 0):
-    """scikit-learn's MLP set to sweeper's algorithm for one configuration: the fitted model and its fit's seconds."""
+    """scikit-learn's MLP set to sweeper's algorithm for
+    one configuration: the fitted model and its fit's seconds."""
     import warnings
 
     from sklearn.neural_network import MLPClassifier, MLPRegressor
@@ -135,8 +144,8 @@ def _score(ds, model, X, y) -> float:
 
 
 def _record(uri: str, tool: str, rows: list[tuple[dict, float, float, float]], metric: str) -> None:
-    """The peers' records: a parent run and a child run a configuration (params, val_<metric>, test_<metric>,
-    train_time_s), with MLflow's fluent API as a user writes them."""
+    """The peers' records: a parent run and a child run a configuration (params, val_<metric>,
+    test_<metric>, train_time_s), with MLflow's fluent API as a user writes them."""
     import mlflow
 
     mlflow.set_tracking_uri(uri)
@@ -297,7 +306,7 @@ def one(tool: str, grid_name: str, uri: str) -> None:
     {"gridsearch": run_gridsearch, "optuna": run_optuna, "ray": run_ray}[tool](ds, grid, uri)
 
 
-# --- the measurement -------------------------------------------------------------------------------------------------
+# --- the measurement ------------------------------------------------------------------------------
 
 
 def available(tool: str) -> str | None:
@@ -340,7 +349,8 @@ def command(tool: str, grid_name: str, uri: str, scratch: str) -> list[str]:
 
 
 def logged(uri: str, n: int) -> str:
-    """How many child runs with a validation and test metric the store holds: each tool must log all ``n``."""
+    """How many child runs with a validation and test metric the
+    store holds: each tool must log all ``n``."""
     from mlflow import MlflowClient
 
     c = MlflowClient(uri)
@@ -360,9 +370,9 @@ def logged(uri: str, n: int) -> str:
 
 
 def timed(tool: str, grid_name: str) -> tuple[float, float, str, str, str | None]:
-    """One run of ``tool``: wall s, CPU s of its process tree, the records it left, the processes it trained on
-    (sweeper: its CPU workers, which it starts only where they pay, said in its output), its error (None: it ended
-    well)."""
+    """One run of ``tool``: wall s, CPU s of its process tree, the records it
+    left, the processes it trained on (sweeper: its CPU workers, which it starts
+    only where they pay, said in its output), its error (None: it ended well)."""
     from pathlib import Path as P
 
     from sweep_bench import _empty_store, _scratch
@@ -421,8 +431,10 @@ def main(argv: list[str] | None = None) -> int:
     tools = [t for t in tools if t not in skipped]
     print(f"# bench/peers.py, {datetime.datetime.now():%Y-%m-%d %H:%M}, {about()}")
     print(
-        f"# grid {args.grid}: data={name}, {n} configurations ({' × '.join(f'{k} {v}' for k, v in grid.items())}), "
-        f"{args.repeats} repeat(s), interleaved; load {' '.join(f'{x:.2f}' for x in os.getloadavg())} before"
+        f"# grid {args.grid}: data={name}, {n} configurations ("
+        f"{' × '.join(f'{k} {v}' for k, v in grid.items())}), "
+        f"{args.repeats} repeat(s), interleaved; load "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} before"
     )
     for t, why in skipped.items():
         print(f"# {t}: skipped: {why}")
@@ -482,9 +494,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(
-        f"# load {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {cores()} cores: procs × threads is what each "
-        "tool trained on (sweeper: its CPU workers, started where they pay, one BLAS thread each); Optuna runs its trials "
-        "one after another: where the processes differ, the ratio compares unequal cores, as this line says"
+        f"# load {' '.join(f'{x:.2f}' for x in os.getloadavg())} after; {cores()} cores: procs × "
+        "threads is what each "
+        "tool trained on (sweeper: its CPU workers, started where they pay, one BLAS thread "
+        "each); Optuna runs its trials "
+        "one after another: where the processes differ, the ratio compares unequal cores, as "
+        "this line says"
     )
     return 1 if errors else 0
 

@@ -1,24 +1,30 @@
-"""Shortcuts benchmark: what each of sweeper's shortcuts past a framework's public API saves on the standard sweeps.
+"""Shortcuts benchmark: what each of sweeper's shortcuts past a
+framework's public API saves on the standard sweeps.
 
-    python bench/shortcuts_bench.py                       # every shortcut, the three sweeps, median of 3 (hours)
-    python bench/shortcuts_bench.py --quick               # a validation run: 1 repeat, 200 configurations (~1 h)
+    python bench/shortcuts_bench.py                       # every shortcut, the three sweeps, median
+                                                          # of 3 (hours)
+    python bench/shortcuts_bench.py --quick               # a validation run: 1 repeat, 200
+                                                          # configurations (~1 h)
     python bench/shortcuts_bench.py --shortcuts writer,bulk --sweeps grid-16 --repeats 5
 
-Each shortcut (``sweeper.base.environment.SHORTCUTS``) is measured on each standard sweep: ``python -m sweeper -m``
-in a subprocess into an empty embedded store (a copy of one made once), wall time from the command to its exit,
-with every shortcut on and with that one off (``SWEEPER_PUBLIC_ONLY=<name>``: the public path it stands in for), the
-two runs of a pair one after the other and in alternating order from one repeat to the next (a change in the
-machine's load touches both). The sweeps:
+Each shortcut (``sweeper.base.environment.SHORTCUTS``) is measured on each
+standard sweep: ``python -m sweeper -m`` in a subprocess into an empty embedded store
+(a copy of one made once), wall time from the command to its exit, with every shortcut
+on and with that one off (``SWEEPER_PUBLIC_ONLY=<name>``: the public path it stands in
+for), the two runs of a pair one after the other and in alternating order from one
+repeat to the next (a change in the machine's load touches both). The sweeps:
 
 - grid-16: ``lr=0.001,0.002,0.005,0.01 depth=1,2 width=8,16 epochs=1000``;
 - grid-64: ``bench/sweep_bench.py``'s ``GRID_64``;
-- 1,000 configurations of one shape: ``lr=range(...)``, 10 epochs, no model files (``bench/sweep_bench.py --configs``).
+- 1,000 configurations of one shape: ``lr=range(...)``, 10 epochs, no
+  model files (``bench/sweep_bench.py --configs``).
 
-``joblib_warm`` acts only under ``hydra/launcher=joblib``: its pairs run there (2 workers), the others under the
-default (batched) launcher. The saving is (wall without - wall with) / wall with: the share of the sweep's wall
-today that the shortcut saves (negative: the public path was faster). The first row of each sweep is the control
-(``none``): a pair with every shortcut on in both runs, whose "saving" is the noise of one figure on this machine at
-that time. The rule (docs/benchmarks.md): a shortcut that saves less than 5 % on every standard sweep goes.
+``joblib_warm`` acts only under ``hydra/launcher=joblib``: its pairs run there (2 workers), the
+others under the default (batched) launcher. The saving is (wall without - wall with) /
+wall with: the share of the sweep's wall today that the shortcut saves (negative: the public path
+was faster). The first row of each sweep is the control (``none``): a pair with every shortcut on
+in both runs, whose "saving" is the noise of one figure on this machine at that time. The rule
+(docs/benchmarks.md): a shortcut that saves less than 5 % on every standard sweep goes.
 """
 
 from __future__ import annotations
@@ -40,12 +46,14 @@ from sweeper.base.environment import SHORTCUTS  # noqa: E402
 
 GRID_16 = ["lr=0.001,0.002,0.005,0.01", "depth=1,2", "width=8,16", "epochs=1000"]
 RULE = 5.0  # % of a standard sweep's wall: a shortcut that saves less goes
-# the control: both runs of a pair with every shortcut on, so its "saving" is the noise of one figure on this machine
+# the control: both runs of a pair with every shortcut on, so its
+# "saving" is the noise of one figure on this machine
 CONTROL = "none"
 
 
 def one_shape(n: int) -> list[str]:
-    """``n`` learning rates of one shape at 10 epochs, no model files: ``bench/sweep_bench.py --configs n``."""
+    """``n`` learning rates of one shape at 10 epochs, no model files:
+    ``bench/sweep_bench.py --configs n``."""
     return [
         f"lr=range(0.0001,{0.0001 * (n + 1):.4f},0.0001)",
         "epochs=10",
@@ -63,7 +71,8 @@ def sweeps(configs: int) -> dict[str, tuple[list[str], int]]:
 
 
 def wall(overrides: list[str], launcher: list[str], off: str) -> tuple[float, str | None]:
-    """One sweep's wall seconds (and its error's last line) with the shortcuts ``off`` (``"0"``: none)."""
+    """One sweep's wall seconds (and its error's last line) with the
+    shortcuts ``off`` (``"0"``: none)."""
     tmp = _scratch()
     cmd = [
         sys.executable,
@@ -81,8 +90,8 @@ def wall(overrides: list[str], launcher: list[str], off: str) -> tuple[float, st
 def pair(
     overrides: list[str], launcher: list[str], name: str, repeats: int
 ) -> tuple[list[float], list[float], str]:
-    """``repeats`` walls with every shortcut on and with ``name`` off (:data:`CONTROL`: on as well), interleaved;
-    the first error, if any."""
+    """``repeats`` walls with every shortcut on and with ``name`` off
+    (:data:`CONTROL`: on as well), interleaved; the first error, if any."""
     walls: tuple[list[float], list[float]] = ([], [])
     for i in range(repeats):
         for side in (0, 1) if i % 2 == 0 else (1, 0):
@@ -129,8 +138,8 @@ def section(names: list[str], chosen: dict[str, tuple[list[str], int]], repeats:
                 flush=True,
             )
     return [
-        "## Shortcuts past the frameworks (wall s from the command to its exit, median of %d, interleaved)"
-        % repeats,
+        "## Shortcuts past the frameworks (wall s from the command to its exit, median of %d, "
+        "interleaved)" % repeats,
         "",
         table(
             [
@@ -151,7 +160,8 @@ def section(names: list[str], chosen: dict[str, tuple[list[str], int]], repeats:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=argparse.RawDescriptionHelpFormatter
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--quick", action="store_true", help="a validation run: 1 repeat, 200 configurations"
@@ -182,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in names if s not in SHORTCUTS and s != CONTROL]
     if unknown:
         p.error(
-            f"--shortcuts {','.join(unknown)}: not a shortcut; expected some of {', '.join(SHORTCUTS)}"
+            f"--shortcuts {','.join(unknown)}: not a shortcut; expected some of "
+            f"{', '.join(SHORTCUTS)}"
         )
     everything = sweeps(args.configs or (200 if args.quick else 1000))
     wanted = (
@@ -199,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--sweeps {args.sweeps}: expected some of grid-16, grid-64, configs")
     repeats = args.repeats or (1 if args.quick else 3)
     out = [
-        f"# Shortcuts benchmark ({time.strftime('%Y-%m-%d %H:%M')}; load average at the start {load()})",
+        f"# Shortcuts benchmark ({time.strftime('%Y-%m-%d %H:%M')}; load average at the start "
+        f"{load()})",
         "",
         about(),
         "",

@@ -1,18 +1,25 @@
-"""Start-up cost of each command: the median wall time of N real runs, against ``import hydra`` and ``import mlflow``.
+"""Start-up cost of each command: the median wall time of N real runs,
+against ``import hydra`` and ``import mlflow``.
 
-    python bench/startup_bench.py                    # every command, 3 runs each (~1-2 min on 2 cores)
+    python bench/startup_bench.py                    # every command, 3 runs each (~1-2 min on 2
+                                                     # cores)
     python bench/startup_bench.py -n 5 --only help   # rows whose name contains "help"
-    python bench/startup_bench.py --importtime       # and what a single run and a multirun import, in order
-    python bench/startup_bench.py --baseline /tmp/base   # before/after: another checkout, interleaved
-    python bench/startup_bench.py --small [--baseline /tmp/base]   # small sweeps: the quick start on a new and on
-                                                     # an existing store, grid-16 against a by-hand loop, a second
-                                                     # sweeper.multirun of 2 configurations (issue 57's table)
+    python bench/startup_bench.py --importtime       # and what a single run and a multirun import,
+                                                     # in order
+    python bench/startup_bench.py --baseline /tmp/base   # before/after: another checkout,
+                                                         # interleaved
+    python bench/startup_bench.py --small [--baseline /tmp/base]
+                                                     # small sweeps: the quick start on a new and on
+                                                     # an existing store, grid-16 against a by-hand
+                                                     # loop, a second sweeper.multirun of 2
+                                                     # configurations (issue 57's table)
 
 Every row is a fresh ``python`` process run the same way (same interpreter, environment, working
-directory): ``python -c "import hydra"`` is the floor of any Hydra command, ``python -c "import mlflow"``
-the cost a command pays when it imports MLflow before it needs it. The runs use a warm SQLite store
-(created by an untimed first run) and folders in a temporary directory; the checkout benchmarked is
-the one this file sits in (``PYTHONPATH`` points at it).
+directory): ``python -c "import hydra"`` is the floor of any Hydra
+command, ``python -c "import mlflow"`` the cost a command pays when it imports MLflow
+before it needs it. The runs use a warm SQLite store (created by an untimed first run)
+and folders in a temporary directory; the checkout benchmarked is the one this file sits
+in (``PYTHONPATH`` points at it).
 """
 
 from __future__ import annotations
@@ -67,8 +74,9 @@ def commands(tmp: Path) -> list[tuple[str, list[str]]]:
                 *store,
             ],
         ),
-        # the Python API (sweeper.api) in a script: the same sweep, and two of them in one process (a notebook's
-        # second call pays neither the imports nor Hydra's plugin discovery again); Python's own exit included
+        # the Python API (sweeper.api) in a script: the same sweep, and two of
+        # them in one process (a notebook's second call pays neither the imports
+        # nor Hydra's plugin discovery again); Python's own exit included
         ("python: import sweeper", ["-c", "import sweeper"]),
         (
             "python: run()",
@@ -93,6 +101,7 @@ from sklearn.datasets import load_diabetes
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
+
 mlflow.set_tracking_uri(sys.argv[1])
 mlflow.set_experiment("by-hand")
 X, y = load_diabetes(return_X_y=True)
@@ -100,30 +109,55 @@ for lr, depth, width in itertools.product([0.001, 0.002, 0.005, 0.01], [1, 2], [
     Xt, Xs, yt, ys = train_test_split(X, y, test_size=0.2, random_state=0)
     sx, sy = StandardScaler().fit(Xt), StandardScaler().fit(yt.reshape(-1, 1))
     Xt, Xs = sx.transform(Xt), sx.transform(Xs)
-    m = MLPRegressor(hidden_layer_sizes=(width,) * depth, activation="tanh", solver="sgd", batch_size=len(Xt),
-                     learning_rate_init=2 * lr, momentum=0.0, alpha=0.0, shuffle=False, tol=0.0,
-                     n_iter_no_change=10**9, max_iter=1000, random_state=0)
+    m = MLPRegressor(
+        hidden_layer_sizes=(width,) * depth,
+        activation="tanh",
+        solver="sgd",
+        batch_size=len(Xt),
+        learning_rate_init=2 * lr,
+        momentum=0.0,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        max_iter=1000,
+        random_state=0,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(Xt, sy.transform(yt.reshape(-1, 1)).ravel())
     pred = sy.inverse_transform(m.predict(Xs).reshape(-1, 1)).ravel()
     with mlflow.start_run():
         mlflow.log_params({"lr": lr, "depth": depth, "width": width, "epochs": 1000})
-        mlflow.log_metrics({"test_mse": float(np.mean((pred - ys) ** 2)), "test_mae": float(np.mean(np.abs(pred - ys)))})
+        mlflow.log_metrics(
+            {
+                "test_mse": float(np.mean((pred - ys) ** 2)),
+                "test_mae": float(np.mean(np.abs(pred - ys))),
+            }
+        )
 """
-# Two 2-configuration sweeps in one process (a notebook): each call's wall and training (the group's train time), printed
+# Two 2-configuration sweeps in one process (a notebook): each call's
+# wall and training (the group's train time), printed
 API_TWICE = r"""
 import sys, time, sweeper
+
 for name in ("first", "second"):
     t = time.perf_counter()
-    r = sweeper.multirun(["lr=0.001,0.005", "hydra.sweep.dir=" + sys.argv[1] + "/" + name, "tracking.uri=" + sys.argv[2]])
+    r = sweeper.multirun(
+        [
+            "lr=0.001,0.005",
+            "hydra.sweep.dir=" + sys.argv[1] + "/" + name,
+            "tracking.uri=" + sys.argv[2],
+        ]
+    )
     wall = time.perf_counter() - t
     print(f"API {name} {wall:.3f} {float(r.leaderboard['train_time_s'].astype(float).sum()):.3f}")
 """
 
 
 def small(tmp: Path, counter: list[int]) -> list[tuple[str, list[str]]]:
-    """Issue 57's rows: (row name, arguments after ``python``); a new store's row gets a new path each run."""
+    """Issue 57's rows: (row name, arguments after ``python``); a new
+    store's row gets a new path each run."""
     store = f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"
 
     def fresh() -> str:
@@ -150,7 +184,8 @@ def small(tmp: Path, counter: list[int]) -> list[tuple[str, list[str]]]:
 
 
 def small_main(args: Any, checkouts: dict[str, Path], envs: dict[str, dict[str, str]]) -> int:
-    """The small sweeps' table: each row interleaved across the checkouts, median of ``args.runs``."""
+    """The small sweeps' table: each row interleaved across the
+    checkouts, median of ``args.runs``."""
     with tempfile.TemporaryDirectory() as name:
         tmp, counter = Path(name), [0]
         (tmp / "hand").mkdir()
@@ -213,14 +248,18 @@ def small_main(args: Any, checkouts: dict[str, Path], envs: dict[str, dict[str, 
                     wall = statistics.median(w for w, _ in got)
                     train = statistics.median(t for _, t in got)
                     print(
-                        f"python: multirun() {call} call ({who}): {wall:.2f} s, of which training {train:.2f} s: "
+                        f"python: multirun() {call} call ({who}): {wall:.2f} s, of which "
+                        f"training {train:.2f} s: "
                         f"{wall - train:.2f} s beside its training"
                     )
     return 0
 
 
 def _multirun(sweep_dir: Path, store: list[str]) -> str:
-    return f"sweeper.multirun({['lr=0.001,0.005', *FAST, 'hydra.sweep.dir=' + str(sweep_dir), *store]!r})"
+    return (
+        "sweeper.multirun("
+        f"{['lr=0.001,0.005', *FAST, 'hydra.sweep.dir=' + str(sweep_dir), *store]!r})"
+    )
 
 
 def python(*calls: str) -> str:
@@ -242,8 +281,9 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
 def importtime(
     args: list[str], cwd: Path, env: dict[str, str], least: float
 ) -> list[tuple[float, str]]:
-    """What a command's own code imported (the outermost imports of ``-X importtime``, in order), each with
-    its cumulative seconds, those of at least ``least`` s; the first row is their total."""
+    """What a command's own code imported (the outermost imports of
+    ``-X importtime``, in order), each with its cumulative seconds,
+    those of at least ``least`` s; the first row is their total."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", *args],
         cwd=cwd,
@@ -321,18 +361,25 @@ def main(argv: list[str] | None = None) -> int:
             + (f" · baseline: {args.baseline}" if args.baseline else "")
             + "\n"
         )
-        head = f"{'command':<26} {'median s':>9} {'min s':>6} {'max s':>6} {'/ import hydra':>15} {'/ import mlflow':>16}"
+        head = (
+            f"{'command':<26} {'median s':>9} {'min s':>6} {'max s':>6} "
+            f"{'/ import hydra':>15} {'/ import mlflow':>16}"
+        )
         print(head + (f" {'baseline s':>11} {'baseline / this':>16}" if args.baseline else ""))
         for row, _ in rows:
             t, m = times[row, "this"], med[row, "this"]
-            line = f"{row:<26} {m:>9.2f} {min(t):>6.2f} {max(t):>6.2f} {m / hydra:>14.1f}x {m / mlflow:>15.2f}x"
+            line = (
+                f"{row:<26} {m:>9.2f} {min(t):>6.2f} {max(t):>6.2f} {m / hydra:>14.1f}x "
+                f"{m / mlflow:>15.2f}x"
+            )
             if args.baseline and times[row, "baseline"]:
                 line += f" {med[row, 'baseline']:>11.2f} {med[row, 'baseline'] / m:>15.1f}x"
             print(line)
         if args.importtime:
             for row in ("single run", "multirun lr=0.001,0.005"):
                 print(
-                    f"\nimports of one {row} in the order they happen, >= 50 ms (cumulative s, python -X importtime):"
+                    f"\nimports of one {row} in the order they happen, >= 50 ms (cumulative s, "
+                    "python -X importtime):"
                 )
                 for cum, module in importtime(dict(commands(tmp))[row], tmp, envs["this"], 0.05):
                     print(f"  {cum:6.2f}  {module}")

@@ -1,12 +1,15 @@
-"""What crosses between host and device, per phase, on the strict device stand-in: the table behind tests/test_syncs.py.
+"""What crosses between host and device, per phase, on the strict
+device stand-in: the table behind tests/test_syncs.py.
 
-    python bench/strict_counts.py            # every optimizer (worst case over them), task and mode; ~1 min
+    python bench/strict_counts.py            # every optimizer (worst case over them), task and
+                                             # mode; ~1 min
 
-For one configuration (``models.train``), a batched group of four (``train_group``: two read at other counts, one
-diverging on regression) and a user's model stacked (``train_stacked``), 200 epochs, ``log_every=10``: the epochs
-run (marked), the events inside them (the design: 0), the segment ends and, at one segment end, the most copies to
-the host (d2h), waits (sync) and copies to the device (h2d: new rates when a member stops), then the end's events
-(the clock's wait; the weights' copies). Counts, not times: the stand-in has no kernels.
+For one configuration (``models.train``), a batched group of four (``train_group``: two read
+at other counts, one diverging on regression) and a user's model stacked (``train_stacked``),
+200 epochs, ``log_every=10``: the epochs run (marked), the events inside them (the design:
+0), the segment ends and, at one segment end, the most copies to the host (d2h), waits (sync)
+and copies to the device (h2d: new rates when a member stops), then the end's events (the
+clock's wait; the weights' copies). Counts, not times: the stand-in has no kernels.
 """
 
 from __future__ import annotations
@@ -91,7 +94,8 @@ def main() -> int:
     for r in [header, ["-" * w for w in widths], *sorted(rows, key=lambda r: (r[0], r[1], r[2]))]:
         print("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip())
     print(
-        f"(worst case over the optimizers {', '.join(OPTIMIZERS)}; seg = the most at one segment end)"
+        f"(worst case over the optimizers {', '.join(OPTIMIZERS)}; seg = the most at one segment "
+        "end)"
     )
     return 0
 

@@ -1,30 +1,39 @@
-"""Sweep benchmark: what a whole sweep costs, end to end, under each launcher — and the training alone.
+"""Sweep benchmark: what a whole sweep costs, end to end, under each
+launcher — and the training alone.
 
-    python bench/sweep_bench.py                  # everything, medians of 3 (about 15-25 minutes on 2 cores)
+    python bench/sweep_bench.py                  # everything, medians of 3 (about 15-25 minutes on
+                                                 # 2 cores)
     python bench/sweep_bench.py --quick          # 1 repeat, no grid-256 (a few minutes)
     python bench/sweep_bench.py --only training  # the batched trainer alone
-    python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch 1 (minutes)
-    python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64   # other update rules
-    python bench/sweep_bench.py --only trajectories [--grid-scale 4]   # sweeps over epochs: batched vs basic
-    python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole, per config, RSS
-    python bench/sweep_bench.py --cores [--workers 1,2,4,8,16]   # CPU groups on worker processes (bench/cores_bench.py)
-    python bench/sweep_bench.py --only packing --quick|--full   # packed groups vs one shape a group (bench/packing_bench.py)
+    python bench/sweep_bench.py --search         # +sweep=optuna: 64 trials, batch 16 against batch
+                                                 # 1 (minutes)
+    python bench/sweep_bench.py --only training --optimizers momentum,adam --ks 64
+        # other update rules
+    python bench/sweep_bench.py --only trajectories [--grid-scale 4]
+        # sweeps over epochs: batched vs basic
+    python bench/sweep_bench.py --configs 1000,10000   # one shape at scale: first job line, whole,
+                                                       # per config, RSS
+    python bench/sweep_bench.py --cores [--workers 1,2,4,8,16]   # CPU groups on worker processes
+                                                                 # (bench/cores_bench.py)
+    python bench/sweep_bench.py --only packing --quick|--full   # packed groups vs one shape a group
+                                                                # (bench/packing_bench.py)
 
-1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64, 256 (``--ks``) members
-   of the W1 shape (diabetes, depth 1, width 16), float32 and float64, against the one-configuration
-   trainer (``models.train``) measured in the same process, for each update rule of ``--optimizers``
-   (``gd``, ``momentum`` with Nesterov, ``adam``; ``name+wd`` adds weight decay 1e-3); ``--threads 1``
-   compares one core with one core (the one-configuration trainer runs W1 on one).
-2. End to end: ``python -m sweeper -m ...`` in a subprocess into an empty embedded store (a copy of one
-   made once, as a user's store exists after their first run), wall time from
-   the command to its exit, under ``hydra/launcher=basic``, ``batched`` (the default) and ``joblib`` with 2
-   workers; and grid-64 done by hand: a Python loop calling scikit-learn's ``MLPRegressor`` (the same
-   full-batch algorithm, as in bench/trainer_bench.py) with one ``mlflow.start_run`` + ``log_params`` +
-   ``log_metrics`` per configuration into a fresh SQLite store, run the same way.
-3. Trajectories: the seed sweep and an epochs grid (8 lr x epochs 20k-160k, float32 and float64), batched
-   against basic, once each, with the configuration-epochs each trained (a trajectory's longest run counts
-   once: ``trained_work``).
-Ratios are against the batched launcher's time in the same run. This machine is shared: compare ratios.
+1. Training alone: configuration-epochs/s of the batched trainer for K = 1, 8, 64,
+   256 (``--ks``) members of the W1 shape (diabetes, depth 1, width 16), float32 and
+   float64, against the one-configuration trainer (``models.train``) measured in the
+   same process, for each update rule of ``--optimizers`` (``gd``, ``momentum`` with
+   Nesterov, ``adam``; ``name+wd`` adds weight decay 1e-3); ``--threads 1`` compares
+   one core with one core (the one-configuration trainer runs W1 on one).
+2. End to end: ``python -m sweeper -m ...`` in a subprocess into an empty embedded store (a copy
+   of one made once, as a user's store exists after their first run), wall time from the command
+   to its exit, under ``hydra/launcher=basic``, ``batched`` (the default) and ``joblib`` with 2
+   workers; and grid-64 done by hand: a Python loop calling scikit-learn's ``MLPRegressor`` (the
+   same full-batch algorithm, as in bench/trainer_bench.py) with one ``mlflow.start_run`` +
+   ``log_params`` + ``log_metrics`` per configuration into a fresh SQLite store, run the same way.
+3. Trajectories: the seed sweep and an epochs grid (8 lr x epochs 20k-160k, float32 and
+   float64), batched against basic, once each, with the configuration-epochs each trained
+   (a trajectory's longest run counts once: ``trained_work``). Ratios are against the
+   batched launcher's time in the same run. This machine is shared: compare ratios.
 """
 
 from __future__ import annotations
@@ -75,23 +84,44 @@ from sklearn.datasets import load_diabetes
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
+
 mlflow.set_tracking_uri(sys.argv[1])
 mlflow.set_experiment("by-hand")
 X, y = load_diabetes(return_X_y=True)
-for lr, depth, width, epochs, seed in itertools.product([0.001, 0.002, 0.005, 0.01], [1, 2], [8, 16], [1000, 3000], [0, 1]):
+for lr, depth, width, epochs, seed in itertools.product(
+    [0.001, 0.002, 0.005, 0.01], [1, 2], [8, 16], [1000, 3000], [0, 1]
+):
     Xt, Xs, yt, ys = train_test_split(X, y, test_size=0.2, random_state=seed)
     sx, sy = StandardScaler().fit(Xt), StandardScaler().fit(yt.reshape(-1, 1))
     Xt, Xs = sx.transform(Xt), sx.transform(Xs)
-    m = MLPRegressor(hidden_layer_sizes=(width,) * depth, activation="tanh", solver="sgd", batch_size=len(Xt),
-                     learning_rate_init=2 * lr, momentum=0.0, alpha=0.0, shuffle=False, tol=0.0,
-                     n_iter_no_change=10**9, max_iter=epochs, random_state=seed)
+    m = MLPRegressor(
+        hidden_layer_sizes=(width,) * depth,
+        activation="tanh",
+        solver="sgd",
+        batch_size=len(Xt),
+        learning_rate_init=2 * lr,
+        momentum=0.0,
+        alpha=0.0,
+        shuffle=False,
+        tol=0.0,
+        n_iter_no_change=10**9,
+        max_iter=epochs,
+        random_state=seed,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(Xt, sy.transform(yt.reshape(-1, 1)).ravel())
     pred = sy.inverse_transform(m.predict(Xs).reshape(-1, 1)).ravel()
     with mlflow.start_run():
-        mlflow.log_params({"lr": lr, "depth": depth, "width": width, "epochs": epochs, "seed": seed})
-        mlflow.log_metrics({"test_mse": float(np.mean((pred - ys) ** 2)), "test_mae": float(np.mean(np.abs(pred - ys)))})
+        mlflow.log_params(
+            {"lr": lr, "depth": depth, "width": width, "epochs": epochs, "seed": seed}
+        )
+        mlflow.log_metrics(
+            {
+                "test_mse": float(np.mean((pred - ys) ** 2)),
+                "test_mae": float(np.mean(np.abs(pred - ys))),
+            }
+        )
 """
 
 
@@ -116,7 +146,9 @@ def training_section(
 ) -> list[str]:
     from sweeper import data, models
     from sweeper.base.backend import resolve
-    from sweeper.contract.config import ConfigError  # noqa: F401  (registers the ${sweeper_root:} resolver)
+    from sweeper.contract.config import ConfigError  # noqa: F401 (registers the ${sweeper_root:}
+
+    # resolver)
     from sweeper.base.backend import cpu_threads
     from sweeper.models.batched import MIN_PART, Member, stacked_params, train_group
     from sweeper.models.mlp import MLP, init_params
@@ -189,14 +221,16 @@ def training_section(
             rows,
         ),
         "",
-        "(threads: the one-configuration trainer runs W1 on one (its products are small); a group of K >= 16 "
-        "splits over the cores unless --threads 1: where the threads differ, so do the cores the ratio compares)",
+        "(threads: the one-configuration trainer runs W1 on one (its products are small); a "
+        "group of K >= 16 "
+        "splits over the cores unless --threads 1: where the threads differ, so do the cores the "
+        "ratio compares)",
     ]
 
 
-# Every timed command's folder stays until the benchmark ends: deleting a sweep's thousands of files (this
-# disk is mounted with `discard`) stalled the next command's file writes for seconds — the figures of the
-# command measured right after a deletion doubled.
+# Every timed command's folder stays until the benchmark ends: deleting a sweep's
+# thousands of files (this disk is mounted with `discard`) stalled the next command's file
+# writes for seconds — the figures of the command measured right after a deletion doubled.
 _SCRATCH: list[Path] = []
 
 
@@ -223,8 +257,9 @@ _EMPTY_STORE: list[Path] = []
 
 
 def _empty_store(where: Path) -> str:
-    """A copy of an empty SQLite store made once (creating MLflow's schema costs 1-3 s; a user's store
-    exists after their first run): every sweep and the by-hand loop start from the same warm store."""
+    """A copy of an empty SQLite store made once (creating MLflow's
+    schema costs 1-3 s; a user's store exists after their first run):
+    every sweep and the by-hand loop start from the same warm store."""
     if not _EMPTY_STORE:
         from sweeper import tracking
 
@@ -293,8 +328,8 @@ EPOCHS_GRID = ["lr=0.001,0.002,0.003,0.004,0.005,0.006,0.007,0.008", "epochs={}"
 
 
 def trained_work(sweep_dir: Path) -> int:
-    """Configuration-epochs trained by a finished sweep, from its jobs' result.json: a batched trajectory's
-    longest run once (its configurations share it), every other job its own epochs."""
+    """Configuration-epochs trained by a finished sweep, from its jobs' result.json: a batched
+    trajectory's longest run once (its configurations share it), every other job its own epochs."""
     import json
 
     longest: dict[str, int] = {}
@@ -306,9 +341,9 @@ def trained_work(sweep_dir: Path) -> int:
 
 
 def trajectory_section(scale: int, launchers: list[str]) -> list[str]:
-    """Sweeps whose configurations share trajectories (differ only in epochs): the seed sweep (lr x depth x
-    epochs 2000,10000) and an epochs grid (8 lr x epochs 20k,40k,80k,160k, depth 1, float32 and float64),
-    each run once. ``scale`` divides the grid's epochs (1: as stated)."""
+    """Sweeps whose configurations share trajectories (differ only in epochs): the seed sweep (lr
+    x depth x epochs 2000,10000) and an epochs grid (8 lr x epochs 20k,40k,80k,160k, depth 1,
+    float32 and float64), each run once. ``scale`` divides the grid's epochs (1: as stated)."""
     epochs = ",".join(str(e // scale) for e in (20000, 40000, 80000, 160000))
     workloads = [("+sweep=seed", ["+sweep=seed"], 8)]
     workloads += [
@@ -357,8 +392,9 @@ def trajectory_section(scale: int, launchers: list[str]) -> list[str]:
 
 
 def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
-    """The marginal cost of a job outside training: (wall of 20 tiny jobs - wall of 2) / 18, per launcher, with
-    the writer process (a sweep of 20 jobs has one) and without it (``SWEEPER_WRITER=off``). The sizes are
+    """The marginal cost of a job outside training: (wall of 20 tiny jobs -
+    wall of 2) / 18, per launcher, with the writer process (a sweep of 20
+    jobs has one) and without it (``SWEEPER_WRITER=off``). The sizes are
     interleaved, so that a change in the machine's load touches both."""
     tiny = ["epochs=10", "log_every=5"]
     rows = []
@@ -388,8 +424,8 @@ def per_job_section(repeats: int, launchers: list[str]) -> list[str]:
 def joblib_section(
     repeats: int, sizes: tuple[int, ...] = (8, 16), epochs: int = 20000
 ) -> list[str]:
-    """joblib's 2 workers against 1 (joblib then runs the jobs in this process) on jobs that train ~0.33 s
-    (diabetes, 20000 epochs), interleaved."""
+    """joblib's 2 workers against 1 (joblib then runs the jobs in this process)
+    on jobs that train ~0.33 s (diabetes, 20000 epochs), interleaved."""
     rows = []
     for n in sizes:
         lrs = ",".join(f"{0.001 + 0.0005 * i:.4f}" for i in range(n))
@@ -407,8 +443,9 @@ def joblib_section(
     ]
 
 
-# The search of issue 30: 64 TPE trials on diabetes, depth 1-2, width 8-64 (the four widths the grids use: a width
-# of its own per trial would leave nothing to group), lr log-uniform, 3000 epochs.
+# The search of issue 30: 64 TPE trials on diabetes, depth 1-2,
+# width 8-64 (the four widths the grids use: a width of its own per
+# trial would leave nothing to group), lr log-uniform, 3000 epochs.
 SEARCH = [
     "+sweep=optuna",
     "hydra.sweeper.n_trials=64",
@@ -420,8 +457,9 @@ SEARCH = [
 
 
 def search_section(batches: tuple[int, ...] = (16, 1), device: str = "cpu") -> list[str]:
-    """``+sweep=optuna`` end to end with each round's trials launched together (``hydra.sweeper.batch``) against
-    one trial a round: wall seconds and the best validation MSE the search found (its own fresh study)."""
+    """``+sweep=optuna`` end to end with each round's trials launched together
+    (``hydra.sweeper.batch``) against one trial a round: wall seconds and the
+    best validation MSE the search found (its own fresh study)."""
     from omegaconf import OmegaConf
 
     rows, walls = [], {}
@@ -480,10 +518,11 @@ def search_section(batches: tuple[int, ...] = (16, 1), device: str = "cpu") -> l
 
 
 def scale_row(n: int) -> list[str]:
-    """One sweep of ``n`` configurations of one shape (``lr=range(...)``, 10 epochs, no model files) into an
-    empty embedded store: seconds to the first job line, the whole sweep, seconds per configuration beyond
-    training (after the first line: (wall - first line) / (n - 1) - mean train_time_s), peak RSS of the
-    largest process (``ru_maxrss`` of the children), and the runs recorded."""
+    """One sweep of ``n`` configurations of one shape (``lr=range(...)``, 10
+    epochs, no model files) into an empty embedded store: seconds to the first job
+    line, the whole sweep, seconds per configuration beyond training (after the
+    first line: (wall - first line) / (n - 1) - mean train_time_s), peak RSS of
+    the largest process (``ru_maxrss`` of the children), and the runs recorded."""
     import json
     import resource
 
@@ -545,7 +584,8 @@ def scale_section(sizes: list[int]) -> list[str]:
         rows.append(scale_row(n))
         print(" | ".join(map(str, rows[-1])), flush=True)
     return [
-        "## One shape at scale (lr=range(...), 10 epochs, no model files, embedded store; one run each)",
+        "## One shape at scale (lr=range(...), 10 epochs, no model files, embedded store; one "
+        "run each)",
         "",
         table(
             [
@@ -564,7 +604,8 @@ def scale_section(sizes: list[int]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=argparse.RawDescriptionHelpFormatter
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="1 repeat, fewer epochs, no grid-256")
     p.add_argument(
@@ -574,7 +615,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         choices=["training", "sweeps", "joblib", "trajectories", "packing"],
         default=None,
-        help="packing: packed groups against one shape a group (bench/packing_bench.py; --quick or --full)",
+        help=(
+            "packing: packed groups against one shape a group (bench/packing_bench.py; "
+            "--quick or --full)"
+        ),
     )
     p.add_argument(
         "--full",

@@ -1,31 +1,37 @@
 """Text data: sparse against dense training on the SMS Spam Collection, as the vocabulary cap grows.
 
-    python bench/text_bench.py                          # 1k / 10k / 50k / all terms, sparse and dense (~6 min on 2 cores)
+    python bench/text_bench.py                          # 1k / 10k / 50k / all terms, sparse and
+                                                        # dense (~6 min on 2 cores)
     python bench/text_bench.py --caps 1000 --epochs 20  # a quick look
     python bench/text_bench.py --path /path/to/SMSSpamCollection --device gpu
-    python bench/text_bench.py --group 16 --caps 10000,50000  # 16 lr values: one batched group against one at a time
-    python bench/text_bench.py --group 16 --layouts           # one epoch: the group's two sparse layouts, one thread
+    python bench/text_bench.py --group 16 --caps 10000,50000  # 16 lr values: one batched group
+                                                              # against one at a time
+    python bench/text_bench.py --group 16 --layouts           # one epoch: the group's two sparse
+                                                              # layouts, one thread
 
-Each cell is one configuration of ``data=sms data.ngram_max=2 depth=1 width=64`` trained by the project's own
-path (``sweeper.data.load`` → ``sweeper.job.compute.train_and_score``) in a fresh subprocess, so that its peak
-memory (``ru_maxrss``: the data, the vectorizer and the trainer's buffers) is its own. Columns: the
-fitted vocabulary (``data.max_features=0``: every word and word pair of the training rows), epochs/s
-(``train_time_s``, after the warm-up pass), peak RSS, test accuracy after the same epochs.
+Each cell is one configuration of ``data=sms data.ngram_max=2 depth=1 width=64`` trained by
+the project's own path (``sweeper.data.load`` → ``sweeper.job.compute.train_and_score``) in
+a fresh subprocess, so that its peak memory (``ru_maxrss``: the data, the vectorizer and
+the trainer's buffers) is its own. Columns: the fitted vocabulary (``data.max_features=0``:
+every word and word pair of the training rows), epochs/s (``train_time_s``, after
+the warm-up pass), peak RSS, test accuracy after the same epochs.
 
-``--group K``: K configurations of that shape (lr from 1/8 to 1, geometric; sparse features), trained as the
-batched launcher trains them (``sweeper.sweep.launch.compute_group``: one group, the sparse first layer shared)
-against the same K one at a time (``train_and_score``, the one-configuration sparse trainer), each side in a
-fresh subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's, or the
-sum of the K runs'), the wall time of the compute half (one at a time, each configuration loads its data as
-the one-job path does; the group loads them once; both train and score), peak RSS, and the largest
-difference in test log loss between the two sides. Both sides get the same threads, ``--threads`` (default 1:
-``SWEEPER_THREADS`` and the BLAS thread variables in each subprocess); the header says how many. Without it a group of
-K >= 16 split across two threads while a configuration alone ran on one: the ratio compared unequal cores.
+``--group K``: K configurations of that shape (lr from 1/8 to 1, geometric; sparse features),
+trained as the batched launcher trains them (``sweeper.sweep.launch.compute_group``: one
+group, the sparse first layer shared) against the same K one at a time (``train_and_score``,
+the one-configuration sparse trainer), each side in a fresh
+subprocess. Columns: configuration-epochs/s (K · epochs over the training time: the group's,
+or the sum of the K runs'), the wall time of the compute half (one at a time, each
+configuration loads its data as the one-job path does; the group loads them once; both train
+and score), peak RSS, and the largest difference in test log loss between the two sides. Both
+sides get the same threads, ``--threads`` (default 1: ``SWEEPER_THREADS`` and the BLAS thread
+variables in each subprocess); the header says how many. Without it a group of K >= 16 split
+across two threads while a configuration alone ran on one: the ratio compared unequal cores.
 
-``--group K --layouts``: one training epoch on one thread, best of 15, per member: the group with one sparse
-product per member (the CPU's layout), with one product for the whole group (the GPU's), and one
-configuration alone (``models.mlp.FullBatch``). Shared machines make the subprocess columns noisy; this one
-is the steadier figure.
+``--group K --layouts``: one training epoch on one thread, best of 15, per member:
+the group with one sparse product per member (the CPU's layout), with one product for
+the whole group (the GPU's), and one configuration alone (``models.mlp.FullBatch``).
+Shared machines make the subprocess columns noisy; this one is the steadier figure.
 """
 
 from __future__ import annotations
@@ -82,13 +88,15 @@ def _config(path: str, cap: int, sparse: bool, epochs: int, lr: float, device: s
 
 
 def group_lrs(k: int) -> list[float]:
-    """From 1/8 to 1, geometric: above ~1.5 the loss of this net jumps within 100 epochs, and the curves of any
-    two computations (one at a time, batched) part from their last digit up (chaos, not the arithmetic)."""
+    """From 1/8 to 1, geometric: above ~1.5 the loss of this net jumps within
+    100 epochs, and the curves of any two computations (one at a time,
+    batched) part from their last digit up (chaos, not the arithmetic)."""
     return [round(2 ** (3 * i / max(1, k - 1) - 3), 4) for i in range(k)]
 
 
 def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bool) -> dict:
-    """K configurations (``group_lrs``) as one batched group, or one at a time (run in a subprocess)."""
+    """K configurations (``group_lrs``) as one batched group, or one
+    at a time (run in a subprocess)."""
     from sweeper import data
     from sweeper.sweep import launch, plan as sweep
     from sweeper.base.backend import resolve
@@ -120,7 +128,8 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
 
 
 def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
-    """Seconds per member-epoch (best of ``reps``) of the group's two sparse layouts and of one configuration."""
+    """Seconds per member-epoch (best of ``reps``) of the group's two
+    sparse layouts and of one configuration."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
@@ -205,10 +214,12 @@ def main() -> None:
         )
     if a.group and a.layouts:
         print(
-            f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group}: ms per member-epoch, one thread, best of 15"
+            f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group}: ms per member-epoch, one "
+            "thread, best of 15"
         )
         print(
-            f"{'max_features':>12} {'vocabulary':>10} | {'per member':>10} {'one product':>11} {'alone':>7}"
+            f"{'max_features':>12} {'vocabulary':>10} | {'per member':>10} {'one product':>11} "
+            f"{'alone':>7}"
         )
         for cap in [int(c) for c in a.caps.split(",")]:
             r = epoch_layouts(a.path, cap, a.group)
@@ -225,15 +236,20 @@ def main() -> None:
         f"data=sms data.ngram_max=2 depth=1 width=64 lr={a.lr} epochs={a.epochs} device={a.device}"
     )
     print(
-        f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} {'speedup':>7} | "
-        f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} {'sparse acc':>10}"
+        f"{'max_features':>12} {'vocabulary':>10} | {'dense ep/s':>10} {'sparse ep/s':>11} "
+        f"{'speedup':>7} | "
+        f"{'dense RSS MB':>12} {'sparse RSS MB':>13} {'ratio':>6} | {'dense acc':>9} "
+        f"{'sparse acc':>10}"
     )
     for cap in [int(c) for c in a.caps.split(",")]:
         d, s = _row(a, "--one", cap, "--lr", str(a.lr))
         print(
-            f"{cap or 'all':>12} {s['vocabulary']:>10} | {d['epochs_per_s']:>10.2f} {s['epochs_per_s']:>11.2f} "
-            f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} {s['peak_rss_mb']:>13.0f} "
-            f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} {s['test_accuracy']:>10.4f}",
+            f"{cap or 'all':>12} {s['vocabulary']:>10} | {d['epochs_per_s']:>10.2f} "
+            f"{s['epochs_per_s']:>11.2f} "
+            f"{s['epochs_per_s'] / d['epochs_per_s']:>6.1f}x | {d['peak_rss_mb']:>12.0f} "
+            f"{s['peak_rss_mb']:>13.0f} "
+            f"{s['peak_rss_mb'] / d['peak_rss_mb']:>6.2f} | {d['test_accuracy']:>9.4f} "
+            f"{s['test_accuracy']:>10.4f}",
             flush=True,
         )
 
@@ -241,8 +257,8 @@ def main() -> None:
 def _row(
     a: argparse.Namespace, option: str, cap: int, *extra: str, threads: int | None = None
 ) -> tuple[dict, dict]:
-    """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and ``option cap,1``; with
-    ``threads``, both on that many threads (sweeper's and BLAS's)."""
+    """One row's two cells, each from a fresh subprocess of this script: ``option cap,0`` and
+    ``option cap,1``; with ``threads``, both on that many threads (sweeper's and BLAS's)."""
     import os
 
     env = dict(os.environ)
@@ -278,12 +294,16 @@ def _row(
 
 def groups(a: argparse.Namespace) -> None:
     print(
-        f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs={a.epochs} "
-        f"device={a.device}; threads: {a.threads} on each side (the group's and a configuration's alone)"
+        f"data=sms data.ngram_max=2 depth=1 width=64 K={a.group} lr={group_lrs(a.group)} epochs="
+        f"{a.epochs} "
+        f"device={a.device}; threads: {a.threads} on each side (the group's and a "
+        "configuration's alone)"
     )
     print(
-        f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14} {'speedup':>7} | "
-        f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} {'ratio':>6} | "
+        f"{'max_features':>12} {'vocabulary':>10} | {'alone cfg-ep/s':>14} {'group cfg-ep/s':>14}"
+        f" {'speedup':>7} | "
+        f"{'alone wall s':>12} {'group wall s':>12} | {'alone RSS MB':>12} {'group RSS MB':>12} "
+        f"{'ratio':>6} | "
         f"{'max |d test_log_loss|':>21}"
     )
     for cap in [int(c) for c in a.caps.split(",")]:
@@ -291,9 +311,11 @@ def groups(a: argparse.Namespace) -> None:
         diff = max(abs(x - y) for x, y in zip(s["test_log_loss"], g["test_log_loss"]))
         print(
             f"{cap or 'all':>12} {g['vocabulary']:>10} | {s['config_epochs_per_s']:>14.1f} "
-            f"{g['config_epochs_per_s']:>14.1f} {g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
+            f"{g['config_epochs_per_s']:>14.1f} "
+            f"{g['config_epochs_per_s'] / s['config_epochs_per_s']:>6.1f}x | "
             f"{s['wall_s']:>12.2f} {g['wall_s']:>12.2f} | "
-            f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} {g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
+            f"{s['peak_rss_mb']:>12.0f} {g['peak_rss_mb']:>12.0f} "
+            f"{g['peak_rss_mb'] / s['peak_rss_mb']:>6.2f} | "
             f"{diff:>21.2e}",
             flush=True,
         )

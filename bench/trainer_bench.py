@@ -1,28 +1,35 @@
 """Issue 7: our full-batch trainer against scikit-learn and PyTorch, side by side, in one process.
 
-    python bench/trainer_bench.py                 # W1-W4 in float32 and float64, limits, sweep overhead (~10 min)
-    python bench/trainer_bench.py --quick         # the same table on small sizes: a CI smoke test (< 1 min)
+    python bench/trainer_bench.py                 # W1-W4 in float32 and float64, limits, sweep
+                                                  # overhead (~10 min)
+    python bench/trainer_bench.py --quick         # the same table on small sizes: a CI smoke test
+                                                  # (< 1 min)
     python bench/trainer_bench.py --workloads W1 --dtypes float64 --repeats 5 --no-sweep
 
-Every trainer runs the same algorithm from the same initial weights (ours, drawn by models.init_params):
-full-batch gradient descent on MSE with a constant learning rate, tanh hidden layers.
+Every trainer runs the same algorithm from the same initial weights
+(ours, drawn by models.init_params): full-batch gradient descent on
+MSE with a constant learning rate, tanh hidden layers.
 
-- ours: ``models.train`` (train_time_s: after the warm-up pass; it also samples both losses every 50 epochs).
-- scikit-learn: ``MLPRegressor`` set to that algorithm (solver='sgd', batch_size=n_train, momentum=0,
-  alpha=0, constant rate, shuffle=False, tol=0, no early stop) with ``learning_rate_init = 2·lr``, because
-  it minimises ½·MSE; our weights are copied into ``coefs_`` / ``intercepts_`` and ``fit`` continues from
-  them (``warm_start``). Time: the ``fit`` call.
-- torch eager / torch.compile (when torch is installed: ``pip install -e '.[bench]'``): ``nn.Sequential``
-  of ``Linear`` + ``Tanh`` with our weights, ``torch.optim.SGD(lr)``; compile wraps the loss (forward and,
-  through AOTAutograd, backward). Time: the epoch loop after three warm-up steps, weights restored.
+- ours: ``models.train`` (train_time_s: after the warm-up pass; it
+  also samples both losses every 50 epochs).
+- scikit-learn: ``MLPRegressor`` set to that algorithm
+  (solver='sgd', batch_size=n_train, momentum=0, alpha=0, constant
+  rate, shuffle=False, tol=0, no early stop) with ``learning_rate_init = 2·lr``,
+  because it minimises ½·MSE; our weights are copied into ``coefs_`` / ``intercepts_``
+  and ``fit`` continues from them (``warm_start``). Time: the ``fit`` call.
+- torch eager / torch.compile (when torch is installed: ``pip install -e '.[bench]'``):
+  ``nn.Sequential`` of ``Linear`` + ``Tanh`` with our weights, ``torch.optim.SGD(lr)``;
+  compile wraps the loss (forward and, through AOTAutograd, backward). Time: the epoch
+  loop after three warm-up steps, weights restored.
 
-The ``-adam`` and ``-b64`` rows (W1, W3) run Adam (β 0.9/0.999, ε 1e-8) and mini-batches of 64 rows in
-order (scikit-learn's ``shuffle=False``) on every trainer: ``torch.optim.Adam`` (its ε sits outside the
-bias correction, so its test MSE differs in the 7th digit), sklearn ``solver='adam'`` with ε halved (½·MSE).
+The ``-adam`` and ``-b64`` rows (W1, W3) run Adam (β 0.9/0.999, ε 1e-8)
+and mini-batches of 64 rows in order (scikit-learn's ``shuffle=False``) on
+every trainer: ``torch.optim.Adam`` (its ε sits outside the bias correction, so its
+test MSE differs in the 7th digit), sklearn ``solver='adam'`` with ε halved (½·MSE).
 
-Each cell is the median of ``--repeats`` runs (epochs/s) with the final test MSE (standardised target
-units), so equal work is visible. Limits: the measured matmul peak (GFLOP/s) and the per-call floor
-(the cheapest NumPy ufunc call with ``out=``).
+Each cell is the median of ``--repeats`` runs (epochs/s) with the final test MSE
+(standardised target units), so equal work is visible. Limits: the measured matmul
+peak (GFLOP/s) and the per-call floor (the cheapest NumPy ufunc call with ``out=``).
 """
 
 from __future__ import annotations
@@ -111,7 +118,7 @@ W1_MIN_EPOCHS_PER_S = 60_000
 W4_MIN_PEAK_FRACTION = 0.9
 
 
-# ---- workloads ------------------------------------------------------------------------------------
+# ---- workloads -----------------------------------------------------------------------------------
 
 
 def workload(name: str, quick: bool) -> SimpleNamespace:
@@ -132,14 +139,15 @@ def arrays(ds: data.Dataset, dtype: str) -> dict[str, np.ndarray]:
 
 
 def epoch_flops(sizes: list[int], n: int) -> float:
-    """Matmul FLOPs of one epoch: forward 2n(k+1)m per layer, dP 2n(k+1)m, and dA 2nkm below the output."""
+    """Matmul FLOPs of one epoch: forward 2n(k+1)m per layer, dP
+    2n(k+1)m, and dA 2nkm below the output."""
     total = 0.0
     for l, (k, m) in enumerate(zip(sizes[:-1], sizes[1:])):
         total += 2 * 2 * n * (k + 1) * m + (2 * n * k * m if l > 0 else 0)
     return total
 
 
-# ---- trainers: each returns (seconds of training, test MSE) ----------------------------------------
+# ---- trainers: each returns (seconds of training, test MSE) --------------------------------------
 
 
 def run_ours(cfg, a, params, dtype) -> tuple[float, float]:
@@ -214,7 +222,8 @@ def _torch_model(params: list[np.ndarray]) -> Any:
 def run_torch(cfg, a, params, dtype, compiled: bool) -> tuple[float, float]:
     model = _torch_model(params)
     X, y = torch.from_numpy(a["X_train"]), torch.from_numpy(a["y_train"])
-    # the same objective as ours (mean squared error: the same gradient), so Adam takes the same epsilon
+    # the same objective as ours (mean squared error: the same
+    # gradient), so Adam takes the same epsilon
     opt = (
         torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
         if cfg.optimizer == "adam"
@@ -260,11 +269,12 @@ def trainers() -> dict[str, Callable]:
     return out
 
 
-# ---- limits ---------------------------------------------------------------------------------------
+# ---- limits --------------------------------------------------------------------------------------
 
 
 def matmul_peak(dtype: str, size: int = 2048, repeats: int = 5) -> float:
-    """GFLOP/s of the best of ``repeats`` (size x size) @ (size x size) products (NumPy's BLAS, all its threads)."""
+    """GFLOP/s of the best of ``repeats`` (size x size) @ (size x
+    size) products (NumPy's BLAS, all its threads)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((size, size)).astype(dtype) for _ in range(2))
     c = np.empty_like(a)
@@ -274,7 +284,8 @@ def matmul_peak(dtype: str, size: int = 2048, repeats: int = 5) -> float:
 
 
 def call_floor(dtype: str, calls: int = 200_000) -> float:
-    """Seconds per call of the cheapest NumPy call an epoch makes: a ufunc on 1-element arrays with ``out=``."""
+    """Seconds per call of the cheapest NumPy call an epoch makes: a
+    ufunc on 1-element arrays with ``out=``."""
     a, zero = np.ones(1, dtype=dtype), np.zeros(1, dtype=dtype)
     add = np.add
 
@@ -300,11 +311,12 @@ def calls_per_epoch(cfg, a, dtype) -> int:
     )
 
 
-# ---- the sweep's own overhead ---------------------------------------------------------------------
+# ---- the sweep's own overhead --------------------------------------------------------------------
 
 
 def sweep_overhead(n_runs: int, epochs: int, extra: list[str]) -> dict[str, Any]:
-    """``python -m sweeper -m`` with ``n_runs`` tiny jobs into a fresh embedded store: wall time and time outside training."""
+    """``python -m sweeper -m`` with ``n_runs`` tiny jobs into a fresh
+    embedded store: wall time and time outside training."""
     with tempfile.TemporaryDirectory() as tmp:
         lrs = ",".join(f"{0.001 + 0.0001 * i:.4f}" for i in range(n_runs))
         cmd = [
@@ -334,8 +346,9 @@ def sweep_overhead(n_runs: int, epochs: int, extra: list[str]) -> dict[str, Any]
 
 
 def tracking_overhead(epochs: int) -> dict[str, float]:
-    """One run through ``sweeper.job.record.run`` (the CLI's code path, no Hydra) into the embedded store, with every
-    ``sweeper.tracking`` call timed: the share of MLflow in a run whose training takes about a second."""
+    """One run through ``sweeper.job.record.run`` (the CLI's code path, no
+    Hydra) into the embedded store, with every ``sweeper.tracking`` call timed:
+    the share of MLflow in a run whose training takes about a second."""
     from hydra import compose, initialize_config_dir
 
     import sweeper
@@ -395,7 +408,7 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
         return {k: statistics.median(r[k] for r in rows) for k in rows[0]}  # medians of 5 runs
 
 
-# ---- the table ------------------------------------------------------------------------------------
+# ---- the table -----------------------------------------------------------------------------------
 
 
 def fmt_rate(x: float) -> str:
@@ -414,7 +427,8 @@ def about() -> str:
 
     blas = next(
         (
-            f"{i['internal_api']} {i['version']} ({i.get('architecture')}, {i['num_threads']} threads)"
+            f"{i['internal_api']} {i['version']} ({i.get('architecture')}, {i['num_threads']} "
+            "threads)"
             for i in threadpool_info()
             if i["user_api"] == "blas"
         ),
@@ -479,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             sizes = [ds.n_features] + [cfg.width] * cfg.depth + [1]
             params = init_params(sizes, "tanh", cfg.seed, dtype)
             print(
-                f"{name} {dtype}: {len(a['X_train'])} x {ds.n_features}, depth {cfg.depth}, width {cfg.width}, "
+                f"{name} {dtype}: {len(a['X_train'])} x {ds.n_features}, depth {cfg.depth}, "
+                f"width {cfg.width}, "
                 f"lr {cfg.lr}, {cfg.epochs} epochs",
                 flush=True,
             )
@@ -519,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     out += [
         "Limits (measured here): "
         + "; ".join(
-            f"{dt}: matmul peak {v['peak']:.1f} GFLOP/s (2048³), per-call floor {v['call'] * 1e6:.3f} µs"
+            f"{dt}: matmul peak {v['peak']:.1f} GFLOP/s (2048³), per-call floor "
+            f"{v['call'] * 1e6:.3f} µs"
             for dt, v in limits.items()
         ),
         "",
@@ -556,7 +572,8 @@ def target_checks(name, dtype, rates, limit, sizes, n_train, cfg, a) -> list[lis
             [
                 f"W1 {dtype}: ≥ {W1_MIN_EPOCHS_PER_S:,} epochs/s",
                 f"{rates['ours']:,.0f} "
-                f"(per-call floor: {n_calls} calls × {limit['call'] * 1e6:.2f} µs = {floor:,.0f}/s)",
+                f"(per-call floor: {n_calls} calls × {limit['call'] * 1e6:.2f} µs = {floor:,.0f}"
+                "/s)",
                 "yes" if rates["ours"] >= W1_MIN_EPOCHS_PER_S else "NO",
             ]
         )
@@ -602,7 +619,8 @@ def sweep_section(quick: bool) -> list[str]:
             rows[-1][-1] = (
                 f"speedup of 2 workers over 1: {joblib[1]['wall'] / joblib[2]['wall']:.2f}x"
             )
-        # the same with jobs that train for a while (~0.3-0.5 s each here): where a second worker pays
+        # the same with jobs that train for a while (~0.3-0.5 s each
+        # here): where a second worker pays
         heavy_runs, heavy_epochs = (4, 2_000) if quick else (8, 20_000)
         print(
             f"sweep: {heavy_runs} jobs of {heavy_epochs} epochs, basic and joblib n_jobs=2 ...",
@@ -621,7 +639,8 @@ def sweep_section(quick: bool) -> list[str]:
         )
         if all("wall" in r for r in heavy.values()):
             rows[-1][-1] = (
-                f"speedup of 2 workers over the basic launcher: {heavy['basic']['wall'] / heavy['joblib']['wall']:.2f}x"
+                "speedup of 2 workers over the basic launcher: "
+                f"{heavy['basic']['wall'] / heavy['joblib']['wall']:.2f}x"
             )
     print("tracking: one ~1 s run ...", flush=True)
     t = tracking_overhead(10_000 if quick else 40_000)
@@ -629,9 +648,12 @@ def sweep_section(quick: bool) -> list[str]:
     return [
         table(["sweep", "jobs", "wall s", "s per job", "s per job outside training / note"], rows),
         "",
-        f"Tracking overhead (one run, embedded SQLite store, every sweeper.tracking call timed; medians of 5): "
-        f"{t['tracking'] * 1e3:.0f} ms for a {t['train']:.2f} s training ({share:.1%}; target ≤ 5%); "
-        f"the whole run took {t['total']:.2f} s, {t['outside'] * 1e3:.0f} ms of it outside training "
+        "Tracking overhead (one run, embedded SQLite store, every sweeper.tracking call timed; "
+        "medians of 5): "
+        f"{t['tracking'] * 1e3:.0f} ms for a {t['train']:.2f} s training ({share:.1%}; target ≤ "
+        "5%); "
+        f"the whole run took {t['total']:.2f} s, {t['outside'] * 1e3:.0f} ms of it outside "
+        "training "
         f"(tracking, the model's files, data, config).",
         "",
     ]

@@ -1,31 +1,40 @@
-"""The MLflow UI as a person sees it: a real sweep, ``mlflow server`` over its store, headless Chromium on its pages.
+"""The MLflow UI as a person sees it: a real sweep, ``mlflow server``
+over its store, headless Chromium on its pages.
 
-Install, once (neither goes into the project's environment; the browser driver sits in a folder of its own
-that this script appends to ``sys.path``, after the project's packages):
+Install, once (neither goes into the project's environment; the browser driver sits in a
+folder of its own that this script appends to ``sys.path``, after the project's packages):
 
-    apt-get install -y chromium                                       # Debian's Chromium: /usr/bin/chromium
-    python -m pip install --target /tmp/ui-driver playwright          # the driver; no browser download needed
+    apt-get install -y chromium  # Debian's Chromium: /usr/bin/chromium
+    python -m pip install --target /tmp/ui-driver playwright  # the driver; no browser download
+                                                              # needed
 
-Run, from the checkout (the sweep and the server run with this interpreter and this checkout's sweeper):
+Run, from the checkout (the sweep and the server run with this
+interpreter and this checkout's sweeper):
 
-    python bench/ui_check.py                      # screenshots into /tmp/ui_shots, server on 127.0.0.1:5077
-    python bench/ui_check.py --port 5099 --shots /tmp/shots --keep    # --keep: leave the store and sweep folder
-    python bench/ui_check.py --docs               # also writes docs/mlflow_runs.png and docs/mlflow_parent_plots.png
+    python bench/ui_check.py                      # screenshots into /tmp/ui_shots, server on
+                                                  # 127.0.0.1:5077
+    python bench/ui_check.py --port 5099 --shots /tmp/shots --keep
+        # --keep: leave the store and sweep folder
+    python bench/ui_check.py --docs               # also writes docs/mlflow_runs.png and
+                                                  # docs/mlflow_parent_plots.png
 
 It runs ``python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2 epochs=200`` (6 runs) and, with
-``SWEEPER_FAKE_GPU=numpy`` (the GPU path on NumPy), ``device=cpu,gpu lr=0.001,0.005`` into a fresh SQLite store,
-serves it, and checks in a fresh browser profile each time: the address each sweep ends with ("browse with:") opens
-the runs table on the model-training views with the sweep's runs, best first, its rank and val_mse columns in view
-(and the speedup column for the device sweep), its chart view charting the best runs first (no parent run, no
-baseline metric); MLflow's own address shows the parent, which expands into its runs, each with its Dataset and
-Models cells; a run opened from the table says where it stands (its rank in its description), lists its logged model
-and data sets, charts train_loss and val_loss, and lists its artifacts; the parent's description is a table whose run
-links carry workflowType; the parent's plots (PNG) display. It also says where MLflow's own links land (the home
-page's link to the experiment, ``#/experiments/<id>``): MLflow 3.17 opens those on the GenAI views until the browser
-has chosen "Model training" once, whatever the experiment's ``mlflow.experimentKind`` tag says.
+``SWEEPER_FAKE_GPU=numpy`` (the GPU path on NumPy), ``device=cpu,gpu lr=0.001,0.005`` into a
+fresh SQLite store, serves it, and checks in a fresh browser profile each time: the address each
+sweep ends with ("browse with:") opens the runs table on the model-training views with the
+sweep's runs, best first, its rank and val_mse columns in view (and the speedup column for the
+device sweep), its chart view charting the best runs first (no parent run, no baseline metric);
+MLflow's own address shows the parent, which expands into its runs, each with its Dataset and
+Models cells; a run opened from the table says where it stands (its rank in its description),
+lists its logged model and data sets, charts train_loss and val_loss, and lists its artifacts;
+the parent's description is a table whose run links carry workflowType; the parent's plots (PNG)
+display. It also says where MLflow's own links land (the home page's link to the experiment,
+``#/experiments/<id>``): MLflow 3.17 opens those on the GenAI views until the browser has chosen
+"Model training" once, whatever the experiment's ``mlflow.experimentKind`` tag says.
 
-Prints one line per check (PASS, FAIL or NOTE), then the count; exits 1 when a check failed, 2 when Chromium
-or the driver is missing (one line saying what to install) or the sweep or server would not start.
+Prints one line per check (PASS, FAIL or NOTE), then the count; exits
+1 when a check failed, 2 when Chromium or the driver is missing (one
+line saying what to install) or the sweep or server would not start.
 """
 
 from __future__ import annotations
@@ -101,7 +110,8 @@ def _up(url: str) -> bool:
 def sweep(
     work: Path, args: list[str] = SWEEP, folder: str = "sweep", **env: str
 ) -> tuple[str, str | None]:
-    """Run a sweep into ``work``; return the store's URI and the address its "browse with:" line gives (if any)."""
+    """Run a sweep into ``work``; return the store's URI and the
+    address its "browse with:" line gives (if any)."""
     uri = f"sqlite:///{work / 'mlflow.db'}"
     env = {
         **os.environ,
@@ -125,26 +135,29 @@ def sweep(
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("browse with: ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(
-            f"ui_check: the sweep failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}"
+            f"ui_check: the sweep failed (exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout)[-500:]}"
         )
     print(f"sweep: python -m sweeper {' '.join(args)} -> {line}", flush=True)
     return uri, next((w for w in line.split() if w.startswith(("http://", "https://"))), None)
 
 
 def server(uri: str, port: int, work: Path) -> subprocess.Popen:
-    """``mlflow server`` over the store (its runs' artifacts are files beside it, which it reads as they are)."""
+    """``mlflow server`` over the store (its runs' artifacts are files
+    beside it, which it reads as they are)."""
     url = f"http://127.0.0.1:{port}"
     if _up(url):
         raise SystemExit(
-            f"ui_check: --port={port} is taken: a server already answers at {url}; choose another --port"
+            f"ui_check: --port={port} is taken: a server already answers at {url}; choose "
+            "another --port"
         )
     env = {
         **os.environ,
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     }  # no GenAI job runner: up in ~5 s
     log = (work / "server.log").open("w")
-    # a session of its own: mlflow server runs uvicorn as its child, and stopping it stops both (killing the first
-    # alone left uvicorn serving, holding the log pipe)
+    # a session of its own: mlflow server runs uvicorn as its child, and stopping it
+    # stops both (killing the first alone left uvicorn serving, holding the log pipe)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -180,7 +193,8 @@ def server(uri: str, port: int, work: Path) -> subprocess.Popen:
     return proc
 
 
-START_S = 300  # seconds the server may take to answer (20-50 s on a quiet 2-core machine; minutes under load)
+# seconds the server may take to answer (20-50 s on a quiet 2-core machine; minutes under load)
+START_S = 300
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -215,7 +229,8 @@ def route(page) -> str:
 
 
 def fresh(browser, url: str):
-    """A page in a new browser profile (nothing chosen before) at ``url``, the assistant panel closed."""
+    """A page in a new browser profile (nothing chosen before) at
+    ``url``, the assistant panel closed."""
     page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
     page.set_default_timeout(15_000)
     page.goto(url, wait_until="load")
@@ -228,14 +243,16 @@ def fresh(browser, url: str):
 
 
 def dismiss(page) -> None:
-    """Close the pop-over a first visit of the GenAI overview shows (it hides the rest of the page)."""
+    """Close the pop-over a first visit of the GenAI overview shows
+    (it hides the rest of the page)."""
     got_it = page.get_by_role("button", name="Got it")
     if got_it.count():
         got_it.first.click()
 
 
 def sweep_runs(base: str, experiment: str) -> tuple[str, str, dict[str, dict]]:
-    """The experiment's id, its one parent run and its children (id → the run as the REST API gives it)."""
+    """The experiment's id, its one parent run and its children (id →
+    the run as the REST API gives it)."""
     exp = _get(f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}")[
         "experiment"
     ]
@@ -282,8 +299,8 @@ def check_answer(
     metric: str = "val_mse",
     speedup: bool = False,
 ) -> None:
-    """The address a sweep printed, in a fresh profile: its runs, best first, the columns that answer it in view; its
-    chart view charting the best runs first."""
+    """The address a sweep printed, in a fresh profile: its runs, best first, the
+    columns that answer it in view; its chart view charting the best runs first."""
     eid, parent, children = sweep_runs(base, experiment)
     best = _get(f"{base}/api/2.0/mlflow/runs/get?run_id={parent}")["run"]["data"]
     best = {t["key"]: t["value"] for t in best.get("tags", [])}["best_run_id"]
@@ -356,7 +373,8 @@ def check_answer(
         and cards
         and not any(c.startswith("baseline") for c in cards),
         f"{experiment}: the chart view charts the best runs first, no parent's baseline metric",
-        f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts {', '.join(cards[:4])}, …",
+        f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts "
+        f"{', '.join(cards[:4])}, …",
     )
 
 
@@ -367,7 +385,8 @@ def check_ui(
     exp = _get(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={eid}")["experiment"]
     kind = {t["key"]: t["value"] for t in exp.get("tags", [])}.get("mlflow.experimentKind")
     print(
-        f"experiment {eid} (mlflow.experimentKind={kind}), parent run {parent}, {len(children)} runs",
+        f"experiment {eid} (mlflow.experimentKind={kind}), parent run {parent}, {len(children)} "
+        "runs",
         flush=True,
     )
 
@@ -631,7 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not Path(args.chromium).is_file():
         print(
-            f"ui_check: no Chromium at {args.chromium}: apt-get install -y chromium (or pass --chromium PATH)",
+            f"ui_check: no Chromium at {args.chromium}: apt-get install -y chromium (or pass "
+            "--chromium PATH)",
             file=sys.stderr,
         )
         return 2
@@ -641,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
         from playwright.sync_api import Error as PlaywrightError, sync_playwright
     except ImportError:
         print(
-            f"ui_check: the playwright package is missing: python -m pip install --target {args.driver} playwright",
+            "ui_check: the playwright package is missing: python -m pip install --target "
+            f"{args.driver} playwright",
             file=sys.stderr,
         )
         return 2
