@@ -75,7 +75,10 @@ from sweeper.models.activations import ACTIVATIONS
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import MAX_CHECKS, TrainResult, diverged, sample_stride
 from sweeper.models.batched_pass import _Pass, _mini_batch_calls
-from sweeper.models.packed import Layout, Shape, group_bytes, member_params, stacked_params  # noqa: F401  (their home was here)
+
+# their home was here
+from sweeper.models.packed import Layout, Shape, group_bytes  # noqa: F401
+from sweeper.models.packed import member_params, stacked_params  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ def load_target(path: str, key: str = "model._target_") -> Any:
             f"{key}={path} cannot be imported ({type(e).__name__}: {e}): expected a module "
             "importable from the working directory or PYTHONPATH"
         ) from None
-    except Exception as e:  # noqa: BLE001  (the user's module raised while importing: say which and what)
+    # the user's module raised while importing: say which and what
+    except Exception as e:  # noqa: BLE001
         first = str(e).splitlines()[0] if str(e) else ""
         raise ModelError(
             f"{key}={path}: importing {module_name} raised {type(e).__name__}: {first}"

@@ -138,7 +138,8 @@ def batches(
                         "sum over axis 0 or a .T "
                         "on a 3-D array: use sum(axis=-2, keepdims=True) and swapaxes(-1, -2))"
                     )
-    except Exception as e:  # noqa: BLE001  (the user's code failed on stacked arrays: it does not batch)
+    # the user's code failed on stacked arrays: it does not batch
+    except Exception as e:  # noqa: BLE001
         return (
             f"stacked parameters raise {type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''}"

@@ -29,7 +29,8 @@ if "MLFLOW_DISABLE_TELEMETRY" not in os.environ and "DO_NOT_TRACK" not in os.env
 # A password in a tracking URI (http://alice:s3cr3t@host) is masked in every log record
 # of every process of sweeper (sweeper.base.output.masked: http://alice:***@host): its
 # own lines and Hydra's, in the terminal and the log files.
-from sweeper.base import output as _output  # noqa: E402  (after the environment: nothing of MLflow's is imported)
+# after the environment: nothing of MLflow's is imported
+from sweeper.base import output as _output  # noqa: E402
 
 _output.mask_log_records()
 

@@ -75,7 +75,8 @@ def resolvable(cfg: Any) -> dict[str, Any] | None:
         return None
     try:
         return plain(cfg)
-    except Exception:  # noqa: BLE001  (OmegaConf's errors, a resolver's own): the job resolves it, or reports it
+    # (OmegaConf's errors, a resolver's own): the job resolves it, or reports it
+    except Exception:  # noqa: BLE001
         return None
 
 

@@ -25,7 +25,9 @@ from sweeper.base.hydra_internals import convert_value
 from sweeper.base.names import MAX_NAME_BYTES, uri_problem
 from sweeper.base.omegaconf_internals import node as node_at, value as raw_value
 from sweeper.contract import choices
-from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401  (group_options: re-exported)
+
+# group_options: re-exported
+from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401
 
 
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:

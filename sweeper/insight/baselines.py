@@ -330,7 +330,8 @@ def serve(req: dict[str, Any]) -> dict[str, Any]:
             "baselines": fit(req["nodes"], parse(req["asked"]), is_auto(req["asked"])),
             "request": req,
         }
-    except Exception as e:  # noqa: BLE001  (the launching process fits them itself, and says what fails)
+    # the launching process fits them itself, and says what fails
+    except Exception as e:  # noqa: BLE001
         return {"baselines_error": f"{type(e).__name__}: {e}"}
 
 

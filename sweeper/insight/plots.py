@@ -660,7 +660,8 @@ def serve() -> None:
             else:
                 files = draw_all(request["specs"], Path(request["folder"]))
                 answer = {"files": {name: str(p) for name, p in files.items()}}
-        except Exception as e:  # noqa: BLE001  (the launching process draws them, or fits them, itself)
+        # the launching process draws them, or fits them, itself
+        except Exception as e:  # noqa: BLE001
             answer = {"error": f"{type(e).__name__}: {e}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

@@ -150,7 +150,8 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
                 cfg["dtype"],
                 str(model["_target_"]),
             )
-        except Exception:  # noqa: BLE001  (its init or forward raised: its run says so as it trains)
+        # its init or forward raised: its run says so as it trains
+        except Exception:  # noqa: BLE001
             _FOOTPRINTS[key] = None
     found = _FOOTPRINTS[key]
     if found is None:

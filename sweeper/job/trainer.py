@@ -135,7 +135,8 @@ def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | N
     t0 = backend.clock()
     try:
         predict = fn(d, report, lr=cfg.lr, epochs=cfg.epochs, seed=cfg.seed, **own, **kwargs)
-    except Exception as e:  # noqa: BLE001  (the user's loop raised: a FAILED run that says what, and where)
+    # the user's loop raised: a FAILED run that says what, and where
+    except Exception as e:  # noqa: BLE001
         return Outcome(
             {"train_time_s": backend.clock() - t0, "h2d_time_s": h2d},
             {},

@@ -249,7 +249,8 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
     try:
         ds = data.load_plain(plain["data"])
         return ds.X_train.shape[0], ds.n_features, ds.n_outputs
-    except Exception:  # noqa: BLE001  (no data node, a file gone: the group fails in its own words later)
+    # no data node, a file gone: the group fails in its own words later
+    except Exception:  # noqa: BLE001
         return 1, 1, 1
 
 

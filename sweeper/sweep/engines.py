@@ -310,7 +310,8 @@ def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
         try:
             for k, v in where.items():
                 tracked.client.set_tag(tracked.run_id, k, v)
-        except Exception as e:  # noqa: BLE001  (a store gone: the run keeps the first worker's tags)
+        # a store gone: the run keeps the first worker's tags
+        except Exception as e:  # noqa: BLE001
             log.warning(
                 "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
             )

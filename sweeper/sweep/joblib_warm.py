@@ -57,7 +57,8 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
                 len(set(pids)),
                 ", ".join(map(str, sorted(set(pids)))),
             )
-        except Exception as e:  # noqa: BLE001  (the launcher starts its workers itself, as without this)
+        # the launcher starts its workers itself, as without this
+        except Exception as e:  # noqa: BLE001
             log.warning("joblib's workers could not be warmed: %s", e)
 
     thread = threading.Thread(target=warm, name="sweeper-warm-joblib", daemon=True)

@@ -295,7 +295,8 @@ class _Launch:
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
             computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
-        except Exception as e:  # noqa: BLE001  (out of memory, a bug): nothing is lost, each job runs alone
+        # (out of memory, a bug): nothing is lost, each job runs alone
+        except Exception as e:  # noqa: BLE001
             computed = engines.group_failed(members, e, tags)
         # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
         except BaseException:
@@ -405,7 +406,8 @@ def _in_bulk(plain: dict[str, Any]) -> bool:
 
     try:
         return bulk.creates_in_bulk(tracking.client(plain["tracking"]["uri"]))
-    except Exception:  # noqa: BLE001  (a store that fails: open_runs says so, the jobs create their runs)
+    # a store that fails: open_runs says so, the jobs create their runs
+    except Exception:  # noqa: BLE001
         return False
 
 
@@ -489,7 +491,8 @@ def _drop(runs: dict[int, Any]) -> None:
     for tracked in runs.values():
         try:
             tracked.client.delete_run(tracked.run_id)
-        except Exception as e:  # noqa: BLE001  (a store gone: the report marks the run an orphan later)
+        # a store gone: the report marks the run an orphan later
+        except Exception as e:  # noqa: BLE001
             log.warning(
                 "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
             )

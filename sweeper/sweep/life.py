@@ -715,7 +715,8 @@ def reused_job(
         "resumed_from": run_id,
     }
     writer.write_result(folder / "result.json", result)
-    note_job(sweep_dir, folder, name)  # type: ignore[arg-type]  (the tag's suffix: a folder name, not a number)
+    # the tag's suffix: a folder name, not a number
+    note_job(sweep_dir, folder, name)  # type: ignore[arg-type]
 
 
 def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -> str:

@@ -86,7 +86,8 @@ def pack(
             continue
         try:
             out += _decide(sets)
-        except Exception as e:  # noqa: BLE001  (data that cannot load, a device gone: each group says so itself)
+        # data that cannot load, a device gone: each group says so itself
+        except Exception as e:  # noqa: BLE001
             log.debug("packing not estimated (%s: %s): groups of one shape", type(e).__name__, e)
             out += map(_jobs, sets)
     return out

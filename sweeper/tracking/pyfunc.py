@@ -79,7 +79,8 @@ def _pickled(predict: Any, path: Path) -> Path:
     try:
         with open(path, "wb") as f:
             cloudpickle.dump(predict, f)
-    except Exception as e:  # noqa: BLE001  (a lock, a file, a connection it holds: its run says what)
+    # a lock, a file, a connection it holds: its run says what
+    except Exception as e:  # noqa: BLE001
         shutil.rmtree(path.parent, ignore_errors=True)
         first = str(e).splitlines()[0] if str(e) else ""
         raise NotSaved(

@@ -26,7 +26,8 @@ from sweeper.base import state
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
 from sweeper.base.output import masked, unmasked
 from sweeper.base.process import exclusive
-from sweeper.tracking.storefile import TrackingError, check_database, check_writable, identity  # noqa: F401
+from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401
+from sweeper.tracking.storefile import check_writable, identity  # noqa: F401
 
 # With the store file's errors and checks and the SQLite path of a
 # URI, re-exported. UNREACHABLE is built on first use (``__getattr__`` below),

@@ -422,7 +422,8 @@ def _serve(requests: Any, answers: Any) -> None:
         while True:
             try:
                 inbox.put(requests.recv_bytes())
-            except Exception:  # noqa: BLE001  the end of the requests (EOFError), or half of one (Ctrl-C cut a send)
+            # the end of the requests (EOFError), or half of one (Ctrl-C cut a send)
+            except Exception:  # noqa: BLE001
                 inbox.put(pickle.dumps(None))
                 return
 
@@ -501,7 +502,8 @@ def _record_all(
                 _remember(job)
             try:
                 bulk.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
-            except Exception:  # noqa: BLE001  nothing of the batch was written: each run on its own says why
+            # nothing of the batch was written: each run on its own says why
+            except Exception:  # noqa: BLE001
                 together = False
         if not together:
             answers += [_record(job, clients, tracking) for job in batch]
@@ -520,7 +522,8 @@ def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict
         tracking.finish_run(c, run_id, **job["kwargs"])
     except tracking.UNREACHABLE as e:
         error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
-    except Exception as e:  # noqa: BLE001  (a bug): the run is kept for upload, and the sweep says so
+    # (a bug): the run is kept for upload, and the sweep says so
+    except Exception as e:  # noqa: BLE001
         error = f"recording run {run_id} failed: {type(e).__name__}: {e}"
     return _settled(job, error)
 

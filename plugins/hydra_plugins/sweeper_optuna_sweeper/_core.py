@@ -170,7 +170,8 @@ def _given() -> type:
     return Given
 
 
-def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802  (a class made on first use: optuna is lazy)
+# a class made on first use: optuna is lazy
+def _Given(values: dict[int, dict[str, Any]]) -> Any:  # noqa: N802
     return _given()(values)
 
 
@@ -264,7 +265,8 @@ def _continued_space(url: str, name: str, space: Space) -> None:
     with quiet():
         try:
             study = optuna.load_study(study_name=name, storage=url)
-        except Exception:  # noqa: BLE001  (no such study yet, or a file the sweep's own open will name)
+        # no such study yet, or a file the sweep's own open will name
+        except Exception:  # noqa: BLE001
             return
     _study._same_space(study, {"space": space})
 

@@ -90,7 +90,8 @@ def open_study(plan: dict[str, Any]) -> Any:
             return _checked(optuna.create_study(storage=storage, **kwargs), plan)
     except ConfigError:
         raise
-    except Exception as e:  # noqa: BLE001  (a URL no driver reads, a server that does not answer, a bad file)
+    # a URL no driver reads, a server that does not answer, a bad file
+    except Exception as e:  # noqa: BLE001
         raise ConfigError(
             f"hydra.sweeper.storage={plan['shown_storage']} cannot be used: {one_line(e)}"
         ) from None
