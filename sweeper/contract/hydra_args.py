@@ -11,26 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The batched launcher's own keys
-# (plugins/hydra_plugins/sweeper_batched_launcher/config.py) and what they allow.
-LAUNCHER_INTS = {
-    "hydra.launcher.max_group_bytes": (
-        "an integer >= 0 (bytes; 0 = a quarter of the machine's memory)"
-    ),
-    "hydra.launcher.max_group_size": "an integer >= 0 (0 = no limit)",
-}
-
-
-# Successive halving (sweeper.sweep.halving): allowed values and their least integer.
-HALVING = {
-    "hydra.launcher.halving.eta": ("an integer >= 2 (null: no halving)", 2),
-    "hydra.launcher.halving.min_epochs": (
-        "an integer >= 1 (null: the largest epochs / eta^3, at least 2·log_every)",
-        1,
-    ),
-}
-
-
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).
 FOLDERS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.name")
 
@@ -74,6 +54,10 @@ def check_hydra(
         or any(a in ("-m", "--multirun") for a in args)
         or any(o.key_or_group == "hydra.mode" for o in overrides)
     )
+    # the batched launcher's keys are checked unless another launcher is chosen
+    batched = all(
+        str(o.value()) == "batched" for o in overrides if o.key_or_group == "hydra/launcher"
+    )
     for o in overrides:
         key = o.key_or_group
         if not multirun and o.is_sweep_override():
@@ -105,12 +89,8 @@ def check_hydra(
             _check_hydra_key(key, error)
         if key in FOLDERS and not o.is_sweep_override() and not o.is_delete():
             _check_folder_names(key, str(o.value()), error)
-        if key in LAUNCHER_INTS and not o.is_sweep_override():
-            v = o.value()
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise error(f"{key}={v} is not allowed: expected {LAUNCHER_INTS[key]}")
-        if key.startswith("hydra.launcher.halving."):
-            _check_halving(o, key, error)
+        if key.startswith("hydra.launcher.") and batched:
+            _check_launcher_key(o, key, error)
 
 
 def _check_hydra_key(key: str, error: type[Exception]) -> None:
@@ -139,18 +119,34 @@ def _check_folder_names(key: str, value: str, error: type[Exception]) -> None:
             raise error(f"{key}={value[:60]}...: the folder name {part[:40]}... is {why}")
 
 
-def _check_halving(o: Any, key: str, error: type[Exception]) -> None:
-    """``hydra.launcher.halving.<name>``: a name of :data:`HALVING`, its value an int in
-    its range (or null)."""
-    if key not in HALVING and not o.is_delete():
-        raise error(
-            f"{key} is not a key of hydra.launcher.halving: expected one of "
-            f"{', '.join(k.rpartition('.')[2] for k in HALVING)}"
-        )
-    if key in HALVING and not o.is_sweep_override():
-        v, (allowed, least) = o.value(), HALVING[key]
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
-            raise error(f"{key}={v} is not allowed: expected {allowed}")
+def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
+    """``hydra.launcher.KEY=VALUE``: the batched launcher's own check of the key
+    (:func:`hydra_plugins.sweeper_batched_launcher.config.problem`, beside the key's field),
+    on VALUE as Hydra will merge it; a VALUE of another type than the field's is left to
+    Hydra's merge (its one line: ``Value 'abc' of type 'str' could not be converted to
+    Integer``), a sweep's values to each job."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from hydra_plugins.sweeper_batched_launcher.config import (
+        PREFIX,
+        BatchedLauncherConf,
+        declared,
+        problem,
+    )
+
+    if o.is_delete() or (key in declared() and o.is_sweep_override()):
+        return
+    line = problem(key, None)  # a key under a nested config that it does not have
+    if key in declared():
+        conf = OmegaConf.structured(BatchedLauncherConf)
+        try:
+            OmegaConf.update(conf, key[len(PREFIX) :], o.value(), merge=True)
+        except OmegaConfBaseException:
+            return
+        line = problem(key, OmegaConf.select(conf, key[len(PREFIX) :]))
+    if line:
+        raise error(line)
 
 
 # Hydra's options that each choose what the command does: Hydra allows one of them (a

@@ -84,22 +84,27 @@ def field_comments(path: Path) -> dict[str, str]:
             continue
         head, _, trailing = stripped.partition("  #")
         name = head.split(":", 1)[0]
-        if ":" in head and name.isidentifier() and line.startswith("    "):
+        if ":" in head and name.isidentifier() and line.startswith("    ") and line[4] != " ":
             found[name] = " ".join([*pending, trailing.strip()]).strip()
         pending = []
     return found
 
 
-def dataclass_rows(node: type, path: Path) -> list[tuple[str, str, str]]:
+def dataclass_rows(node: type, path: Path, at: str = "") -> list[tuple[str, str, str]]:
+    """A row for each field of ``node``; a nested config's fields each a row of their own
+    (``halving.eta``)."""
     notes = field_comments(path)
     rows = []
     for f in dataclasses.fields(node):
         if f.name.startswith("_") or f.name == "defaults":
             continue
+        if dataclasses.is_dataclass(f.default_factory):
+            rows += dataclass_rows(f.default_factory, path, f"{at}{f.name}.")
+            continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         rows.append(
             (
-                f"`{f.name}`",
+                f"`{at}{f.name}`",
                 "required" if repr(default) == "'???'" else shown(default),
                 notes.get(f.name, ""),
             )
@@ -269,18 +274,25 @@ def groups() -> list[str]:
 
 def launcher() -> list[str]:
     sys.path.insert(0, str(ROOT / "plugins"))
-    from hydra_plugins.sweeper_batched_launcher.config import BatchedLauncherConf
+    from hydra_plugins.sweeper_batched_launcher.config import PREFIX, BatchedLauncherConf, declared
 
     path = PLUGINS / "sweeper_batched_launcher" / "config.py"
+    allowed = {k[len(PREFIX) :]: f.metadata["allowed"].expected for k, f in declared().items()}
+    rows = [
+        (name, default, allowed[name.strip("`")], meaning)
+        for name, default, meaning in dataclass_rows(BatchedLauncherConf, path)
+    ]
     return [
         "## The batched launcher (`hydra/launcher=batched`, the default of `-m`)",
         "",
         "Options as `hydra.launcher.KEY=VALUE` (a key inside `ray` or `submitit` that has no "
         "default takes a `+`: "
         "`+hydra.launcher.submitit.array_parallelism=8`). From "
-        "`plugins/hydra_plugins/sweeper_batched_launcher/config.py`.",
+        "`plugins/hydra_plugins/sweeper_batched_launcher/config.py`, where each key's type, "
+        "default, allowed values and meaning are declared once: a value outside what it allows "
+        "is refused in one line before any run starts.",
         "",
-        *table(("option", "default", "meaning"), dataclass_rows(BatchedLauncherConf, path)),
+        *table(("option", "default", "allowed", "meaning"), rows),
     ]
 
 

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from hydra_plugins.sweeper_batched_launcher.config import first_problem
+
 from sweeper.base.names import (
     ENGINE,
     GPU_DEVICE,
@@ -46,51 +48,27 @@ from sweeper.contract.config import ConfigError
 
 log = logging.getLogger("sweeper")
 
-ENGINES = ("local", "ray", "submitit_local", "submitit_slurm")
 Groups = Iterator[tuple[list[Any], dict[int, Any]]]
 
 
 def check(launcher_conf: Any) -> None:
-    """A bad engine or option in one line (:class:`ConfigError`),
-    before the sweep touches the store."""
-    engine = launcher_conf.get("engine", "local")
-    if engine not in ENGINES:
-        raise ConfigError(
-            f"hydra.launcher.engine={engine} is not allowed: expected one of {', '.join(ENGINES)}"
-        )
-    gpus = launcher_conf.get("gpus")
-    if gpus is not None and (not isinstance(gpus, int) or gpus < 1):
-        raise ConfigError(
-            f"hydra.launcher.gpus={gpus} is not allowed: expected an integer >= 1, or null "
-            "(every GPU)"
-        )
-    pack = launcher_conf.get("pack", True)
-    if not isinstance(pack, bool):
-        raise ConfigError(
-            f"hydra.launcher.pack={pack} is not allowed: expected true (groups of several shapes "
-            "where "
-            "they pay) or false (one shape a group)"
-        )
-    workers = launcher_conf.get("cpu_workers")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
-        raise ConfigError(
-            f"hydra.launcher.cpu_workers={workers} is not allowed: expected an integer >= 1, or "
-            "null "
-            "(the cores this process may use)"
-        )
+    """A key of ``hydra.launcher`` outside what it allows, in one line (:class:`ConfigError`),
+    before the sweep touches the store: the same check as the command line's
+    (:func:`hydra_plugins.sweeper_batched_launcher.config.problem`, beside each key)."""
+    line = first_problem(launcher_conf)
+    if line:
+        raise ConfigError(line)
 
 
 def elsewhere(launcher: Any, groups: list[list[Any]]) -> bool:
     """Whether the groups compute on an engine (not ``local``) or on several GPUs of
     this node at once; else the launcher computes them one after another itself."""
-    if (getattr(launcher, "engine", "local") or "local") != "local":
+    if launcher.engine != "local":
         return True
     from sweeper.base.backend import gpu_count
 
     on_gpus = sum(g[0].plain["device"] == "gpu" for g in groups)
-    return on_gpus > 1 and min(getattr(launcher, "gpus", None) or gpu_count(), on_gpus) > 1
+    return on_gpus > 1 and min(launcher.gpus or gpu_count(), on_gpus) > 1
 
 
 def computed_groups(
@@ -98,19 +76,19 @@ def computed_groups(
 ) -> Groups:
     """Each group with what its compute gave, ``{job idx: Computed}``
     (empty: its members run alone), in the order the groups finish."""
-    engine = getattr(launcher, "engine", "local") or "local"
+    engine = launcher.engine
     if not groups:
         return
     if engine == "local":
-        yield from _local(groups, compute, getattr(launcher, "gpus", None))
+        yield from _local(groups, compute, launcher.gpus)
     elif engine == "ray":
-        yield from _ray(groups, compute, dict(getattr(launcher, "ray", None) or {}))
+        yield from _ray(groups, compute, dict(launcher.ray))
     else:
         yield from _submitit(
             groups,
             compute,
             engine.split("_", 1)[1],
-            dict(getattr(launcher, "submitit", None) or {}),
+            dict(launcher.submitit),
             Path(str(launcher.config.hydra.sweep.dir)),
         )
 

@@ -83,7 +83,7 @@ def launch(
     cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
     n = cores.workers(launcher, cpu) if ours else 1
     # successive halving, or None (off)
-    halved = halving.Halving.of(getattr(launcher, "halving", None))
+    halved = halving.Halving.of(launcher.halving)
     groups, alone = plan(
         jobs,
         cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,

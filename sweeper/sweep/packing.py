@@ -55,7 +55,7 @@ PROBE_ROWS = 4096  # ... on at most this many training rows
 def enabled(launcher: Any) -> bool:
     """``hydra.launcher.pack``: groups of several shapes where they
     pay (the default), or one shape a group."""
-    return bool(getattr(launcher, "pack", True))
+    return bool(launcher.pack)
 
 
 def pack(

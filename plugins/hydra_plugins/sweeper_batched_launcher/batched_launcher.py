@@ -8,36 +8,28 @@ from typing import Any, Sequence
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from hydra_plugins.sweeper_batched_launcher.config import BatchedLauncherConf
 
 
 class BatchedLauncher(Launcher):
     """Trains every compatible configuration of a sweep together, then
     gives each its own Hydra job."""
 
-    def __init__(
-        self,
-        max_group_bytes: int = 0,
-        max_group_size: int = 0,
-        engine: str = "local",
-        gpus: Any = None,
-        ray: Any = None,
-        submitit: Any = None,
-        halving: Any = None,
-        cpu_workers: Any = None,
-        pack: Any = True,
-    ) -> None:
-        self.max_group_bytes = max_group_bytes
-        self.max_group_size = max_group_size
-        self.engine, self.gpus, self.ray, self.submitit = (
-            engine,
-            gpus,
-            ray,
-            submitit,
-        )  # sweeper.sweep.engines
-        self.halving = halving  # sweeper.sweep.halving
-        self.cpu_workers = cpu_workers  # sweeper.sweep.cores
-        self.pack = pack  # sweeper.sweep.packing
+    def __init__(self, **settings: Any) -> None:
+        """``settings``: ``hydra.launcher``'s keys as Hydra composed them; each key of
+        :class:`BatchedLauncherConf` (its type, default and what it allows declared there once)
+        becomes an attribute of the same name, read where it is used (``sweeper.sweep``)."""
+        # not merged into the schema: Hydra's plugin scan may load config.py twice, and OmegaConf
+        # refuses a nested config of the other copy's class
+        defaults = OmegaConf.structured(BatchedLauncherConf)
+        unknown = set(settings) - set(defaults)
+        if unknown:
+            raise TypeError(f"BatchedLauncher has no key {', '.join(sorted(unknown))}")
+        for name in defaults:
+            if not str(name).startswith("_"):
+                setattr(self, str(name), settings.get(str(name), defaults[name]))
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
