@@ -123,3 +123,22 @@ def test_a_bad_launcher_key_is_one_line_exit_2_and_nothing_is_written(
     line = one_line(proc.stderr)
     assert line.startswith("sweeper: error: ") and expected in line, line
     assert all_runs(store) == []
+
+
+def test_the_optuna_sweepers_counts_are_declared_beside_their_fields_too():
+    """n_trials and batch: what each allows is in OptunaSweeperConf's field metadata (its default
+    allowed), and the sweep's start refuses a value outside it with that declaration's line."""
+    pytest.importorskip("optuna")
+    from types import SimpleNamespace
+
+    from hydra_plugins.sweeper_optuna_sweeper._core import _settings
+    from hydra_plugins.sweeper_optuna_sweeper.config import OptunaSweeperConf
+
+    checked = {f.name: f for f in dataclasses.fields(OptunaSweeperConf) if "allowed" in f.metadata}
+    assert set(checked) == {"n_trials", "batch"}
+    assert all(f.metadata["allowed"].ok(f.default) for f in checked.values())
+    for name in checked:
+        settings = SimpleNamespace(**{"n_trials": 20, "batch": 16, name: 0}, params=None)
+        with pytest.raises(ConfigError) as e:
+            _settings(settings, [])
+        assert str(e.value) == f"hydra.sweeper.{name}=0 is not allowed: expected an integer >= 1"

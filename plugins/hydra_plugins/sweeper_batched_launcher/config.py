@@ -128,30 +128,34 @@ def nested(node: type = BatchedLauncherConf, at: str = PREFIX) -> dict[str, type
     return out
 
 
-def problem(name: str, value: Any) -> Optional[str]:
+def problem(
+    name: str, value: Any, node: type = BatchedLauncherConf, at: str = PREFIX
+) -> Optional[str]:
     """The one line (without ``sweeper: error:``) for ``name=value`` (``name``: a full key,
     ``hydra.launcher.gpus``) that the key does not allow, or for a name a nested config does not
     have (``hydra.launcher.halving.rungs``); None when allowed, or for any other name (Hydra's
-    own errors say the rest)."""
+    own errors say the rest). ``node``, ``at``: another plugin's config and where it sits
+    (the Optuna sweeper's, ``hydra.sweeper.``)."""
     parent = name.rpartition(".")[0]
-    keys = declared()
-    if name not in keys and parent in nested():
+    keys = declared(node, at)
+    if name not in keys and parent in nested(node, at):
         names = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent]
         return f"{name} is not a key of {parent}: expected one of {', '.join(names)}"
-    allowed = keys[name].metadata["allowed"] if name in keys else None
+    allowed = keys[name].metadata.get("allowed") if name in keys else None
     if allowed is None or allowed.ok(value):
         return None
     return f"{name}={value} is not allowed: expected {allowed.expected}"
 
 
-def first_problem(conf: Any) -> Optional[str]:
-    """The line of the first key of a composed ``hydra.launcher`` (a mapping) whose value is
-    not allowed; None when every key present is allowed."""
-    for name in declared():
-        node = conf
-        for part in name[len(PREFIX) :].split("."):
-            node = node.get(part, _ABSENT) if hasattr(node, "get") else _ABSENT
-        line = None if node is _ABSENT else problem(name, node)
+def first_problem(conf: Any, node: type = BatchedLauncherConf, at: str = PREFIX) -> Optional[str]:
+    """The line of the first key of a composed ``hydra.launcher`` (a mapping; ``node``, ``at``:
+    another plugin's, as in :func:`problem`) whose value is not allowed; None when every key
+    present is allowed."""
+    for name in declared(node, at):
+        value = conf
+        for part in name[len(at) :].split("."):
+            value = value.get(part, _ABSENT) if hasattr(value, "get") else _ABSENT
+        line = None if value is _ABSENT else problem(name, value, node, at)
         if line:
             return line
     return None

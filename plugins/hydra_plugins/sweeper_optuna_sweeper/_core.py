@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import warnings
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,10 @@ from sweeper.sweep import plan as sweeps
 from sweeper.contract.config import ConfigError
 from sweeper.base.fmt import text_cell
 
+from hydra_plugins.sweeper_batched_launcher.config import first_problem
+
 from ._space import Space, parse
+from .config import PREFIX, OptunaSweeperConf
 from . import _study
 from ._study import one_line, open_study, quiet, report, shown, storage_url
 
@@ -217,12 +221,11 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
 def _settings(settings: Any, arguments: list[str]) -> Space:
     """The search's counts checked and its space parsed (``settings``:
     the sweeper, or its config node)."""
-    for key in ("n_trials", "batch"):
-        value = getattr(settings, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(
-                f"hydra.sweeper.{key}={value} is not allowed: expected an integer >= 1"
-            )
+    # n_trials, batch: what each allows is declared beside its field
+    checked = [f.name for f in fields(OptunaSweeperConf) if "allowed" in f.metadata]
+    line = first_problem({k: getattr(settings, k) for k in checked}, OptunaSweeperConf, PREFIX)
+    if line:
+        raise ConfigError(line)
     params = (
         OmegaConf.to_container(settings.params, resolve=True) if settings.params is not None else {}
     )

@@ -8,6 +8,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+# what a key allows, declared beside it as the batched launcher's keys are (light: no sweeper)
+from hydra_plugins.sweeper_batched_launcher.config import at_least, key
+
 
 @dataclass
 class TPESamplerConf:
@@ -36,10 +39,10 @@ class OptunaSweeperConf:
     # hydra/sweeper/sampler: tpe (default) | random, or any Optuna sampler by _target_
     sampler: Any = MISSING
     # trials this command runs (a study that already has trials keeps them and goes on numbering)
-    n_trials: int = 20
+    n_trials: int = key(20, at_least(1))
     # trials asked per round and handed to the launcher in one launch() call:
     # the batched launcher trains those of one shape as one group
-    batch: int = 16
+    batch: int = key(16, at_least(1))
     # an Optuna RDB URL; "auto": optuna.db beside the MLflow store (a sqlite:///
     # tracking.uri), else in the working directory; null: in memory (lost at the end)
     storage: Optional[str] = "auto"
@@ -48,6 +51,8 @@ class OptunaSweeperConf:
     # tag(log, interval()), choice(), range(), a value
     params: Dict[str, str] = field(default_factory=dict)
 
+
+PREFIX = "hydra.sweeper."
 
 cs = ConfigStore.instance()
 cs.store(group="hydra/sweeper", name="sweeper_optuna", node=OptunaSweeperConf, provider="sweeper")
