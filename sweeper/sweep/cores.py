@@ -71,11 +71,12 @@ def workers(launcher: Any, cpu: list[dict[str, Any]]) -> int:
     """How many worker processes compute this sweep's CPU groups (``cpu``: their
     configurations, plain): ``hydra.launcher.cpu_workers``, never more than its CPU
     configurations; 1 under another engine (which places groups itself). Unset (null),
-    every core when workers pay (:func:`pays`), else 1: this process trains."""
+    every core when workers pay (:func:`pays`), else 1: this process trains. ``launcher``:
+    the launcher or its composed config, each holding every key (defaults: the plugin's)."""
     get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
-    if (get("engine", "local") or "local") != "local":
+    if get("engine") != "local":
         return 1
-    asked = get("cpu_workers", None)
+    asked = get("cpu_workers")
     n = max(1, min(int(asked or cores()), len(cpu)))
     return n if asked or n == 1 or pays(cpu, n) else 1
 
@@ -96,7 +97,7 @@ def declined(launcher: Any, cpu: list[dict[str, Any]], n: int) -> str:
     """The plan line's words when this process trains the CPU groups
     because workers would not pay ('' else)."""
     get = launcher.get if hasattr(launcher, "get") else functools.partial(getattr, launcher)
-    if n > 1 or get("cpu_workers", None) or (get("engine", "local") or "local") != "local":
+    if n > 1 or get("cpu_workers") or get("engine") != "local":
         return ""
     m = min(cores(), len(cpu))
     if m < 2:
@@ -456,7 +457,7 @@ def computed_groups(
     if gpu:
         threading.Thread(
             target=engines.on_gpus,
-            args=(gpu, compute, getattr(launcher, "gpus", None), done),
+            args=(gpu, compute, launcher.gpus, done),
             name="sweeper-gpu-groups",
             daemon=True,
         ).start()
