@@ -185,12 +185,13 @@ def test_report_answers_whether_to_go_on_as_a_run_of_ours_would():
         "stopped_by": "early stopping: patience=20 (best val_loss at epoch 25)",
         "stop_ignored": "2 report(s) came after report() answered False at epoch 45",
     }
-    rung = Stop(rung=40)
+    rung = Stop(rung=(40, "successive halving: the rung at 40 epochs"))
     assert [rung.go_on(e, (1.0, None)) for e in (0, 25, 50)] == [
         True,
         True,
         False,
     ] and rung.at == 50
+    assert rung.tags()["stopped_by"] == "successive halving: the rung at 40 epochs"
     bad = Stop()
     assert (
         bad.go_on(0, (1.0, 1.0))
@@ -242,7 +243,7 @@ def test_successive_halving_stops_a_function_trainer_at_its_rung(user, tmp_path)
         assert r.data.tags["stopped_at_epoch"] == "100" == r.data.tags["pruned_at_epoch"]
         assert (
             r.data.metrics["epochs_run"] == 100
-            and "the rung at 100 epochs" in r.data.tags["stopped_by"]
+            and r.data.tags["stopped_by"] == "successive halving: the rung at 100 epochs"
         )
     assert all(
         r.data.metrics["epochs_run"] == 270 and "stopped_at_epoch" not in r.data.tags

@@ -81,18 +81,9 @@ def uri_problem(uri: str) -> str | None:
     return None
 
 
-# tag of a run successive halving stopped at a rung (sweeper.sweep.halving)
+# tag of a run a sweep's strategy stopped early, at a rung (sweeper.sweep.halving: the
+# settings it was stopped under are that module's to record and compare)
 PRUNED_AT = "pruned_at_epoch"
-# and the halving settings it was stopped under (halving_setting)
-HALVING_SETTINGS = "halving_settings"
-
-
-def halving_setting(settings: Any) -> str | None:
-    """The launcher's ``halving`` settings (a mapping) as a pruned run's tag records them; None when
-    halving is off. ``resume=true`` takes a pruned run as finished only under the same settings."""
-    if not settings or settings.get("eta") in (None, 0):
-        return None
-    return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
 
 
 # A run on a data file: its content's SHA-256, and the fingerprint of its configuration

@@ -37,7 +37,6 @@ from sweeper.base.names import (
     PRUNED_AT,
     RESULT_FILE,
     TRAJECTORY,
-    halving_setting,
     label,
 )
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
@@ -271,7 +270,7 @@ def _open(
         )
         if cfg.resume:
             done = tracking.finished_run(
-                client, experiment, result["fingerprint"], cfg.device, _halving(), say=True
+                client, experiment, result["fingerprint"], cfg.device, _pruned(), say=True
             )
             if done is not None:
                 reason = f"resume: this configuration already FINISHED as run {done}"
@@ -322,13 +321,15 @@ def _other_versions(
     return why
 
 
-def _halving() -> str | None:
-    """The halving settings of the launcher this job runs under (None: off, or no Hydra run)."""
+def _pruned() -> Any:
+    """How ``resume`` takes a run stopped at a rung, under the launcher this job runs under
+    (:func:`sweeper.sweep.halving.resume_rule`; its settings None: no Hydra run)."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
-        return None
-    return halving_setting(HydraConfig.get().launcher.get("halving"))
+    from sweeper.sweep import halving
+
+    launcher = HydraConfig.get().launcher if HydraConfig.initialized() else {}
+    return halving.resume_rule(launcher.get("halving"))
 
 
 def _record(

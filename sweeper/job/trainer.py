@@ -63,10 +63,11 @@ class Stop:
     """When a function trainer's run of ours would stop, as ``report`` answers it
     (False: stop): early stopping (``patience``: ``epoch - best_epoch >= patience`` at a
     reported ``val_loss``, as :func:`sweeper.models.train.train` checks at its samples),
-    a halving rung (``rung``: at the first report at or past it), a non-finite loss (a
-    divergence), Ctrl-C. Where and why it said so are the run's tags (:meth:`tags`)."""
+    a halving rung (``rung``: its epochs and why it stops there, as the launcher's strategy says
+    it, :func:`sweeper.sweep.halving.rung`; at the first report at or past it), a non-finite loss
+    (a divergence), Ctrl-C. Where and why it said so are the run's tags (:meth:`tags`)."""
 
-    def __init__(self, patience: int = 0, rung: int | None = None) -> None:
+    def __init__(self, patience: int = 0, rung: tuple[int, str] | None = None) -> None:
         self.patience, self.rung = patience, rung
         self.best, self.best_epoch = math.inf, 0
         self.at: int | None = None  # the epoch it answered stop
@@ -90,8 +91,8 @@ class Stop:
                 f"early stopping: patience={self.patience} (best val_loss at epoch "
                 f"{self.best_epoch})",
             )
-        elif self.rung is not None and epoch >= self.rung:
-            self.at, self.why = epoch, f"successive halving: the rung at {self.rung} epochs"
+        elif self.rung is not None and epoch >= self.rung[0]:
+            self.at, self.why = epoch, self.rung[1]
         elif STOP.is_set():
             self.at, self.why = epoch, "interrupted"
         return self.at is None
@@ -107,7 +108,9 @@ class Stop:
         return out
 
 
-def train_and_score(cfg: Any, dataset: data.Dataset, backend: Any, rung: int | None = None) -> Any:
+def train_and_score(
+    cfg: Any, dataset: data.Dataset, backend: Any, rung: tuple[int, str] | None = None
+) -> Any:
     """Call the user's function on the device arrays, time it, score its
     ``predict`` on the host. ``report`` answers whether to go on (:class:`Stop`:
     ``patience``, the halving ``rung`` it is trained to, a divergence)."""
@@ -289,10 +292,10 @@ def _float(v: Any) -> float | None:
         return math.nan
 
 
-def computed(plain: dict[str, Any], rung: int | None = None) -> Any:
+def computed(plain: dict[str, Any], rung: tuple[int, str] | None = None) -> Any:
     """A function trainer's job computed ahead of its record (the batched
     launcher's successive halving), trained by its own loop until ``report``
-    answers stop at ``rung`` (its ``epochs`` kept: a loop may read them); None when
+    answers stop at ``rung`` (:class:`Stop`; its ``epochs`` kept: a loop may read them); None when
     its device is not there (its job then says so through the one-job path)."""
     import time
     import uuid

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from omegaconf import DictConfig
@@ -119,16 +119,16 @@ def plan(
     jobs: list[Job],
     max_bytes: int = 0,
     max_size: int = 0,
-    halving: str | None = None,
+    pruned: Callable[[dict[str, str]], str | None] | None = None,
     pack: bool = True,
 ) -> tuple[list[list[Job]], list[Job]]:
     """Split the jobs into groups that train together (each within the memory budget; ``max_size``:
     at most that many trajectories a group, on the CPU :data:`CPU_MAX_GROUP` when not given) and
     the jobs that run alone. A group is a list of jobs whose trajectories (:func:`trajectories`)
-    train as its members; it has at least two configurations. ``halving``: the sweep's halving
-    settings (:func:`sweeper.base.names.halving_setting`), under which a pruned run counts as
-    finished. Groups of one shape that differ only in depth, width and activation are packed into
-    one where that is estimated to end sooner (``pack``; :mod:`sweeper.sweep.packing`)."""
+    train as its members; it has at least two configurations. ``pruned``: how ``resume`` takes a
+    run the sweep's strategy stopped early (:func:`sweeper.tracking.finished_run`). Groups of one
+    shape that differ only in depth, width and activation are packed into one where that is
+    estimated to end sooner (``pack``; :mod:`sweeper.sweep.packing`)."""
     from sweeper.sweep import packing
 
     budget = max_bytes or default_budget()
@@ -145,7 +145,7 @@ def plan(
         except ConfigError:
             alone.append(job)  # the one-job path reports it
             continue
-        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, halving)) or _own_loop(cfg):
+        if cfg["sync_every_epoch"] or (cfg["resume"] and _finished(cfg, pruned)) or _own_loop(cfg):
             alone.append(job)
             continue
         # a key the group path cannot vary per member: shared, or apart
@@ -311,9 +311,9 @@ def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) 
     return max(1, budget // max(one, 1))
 
 
-def _finished(cfg: dict[str, Any], halving: str | None = None) -> bool:
+def _finished(cfg: dict[str, Any], pruned: Any = None) -> bool:
     """Whether ``resume=true`` will skip this configuration (it already FINISHED
-    in the experiment; a pruned run under the same ``halving`` settings only)."""
+    in the experiment; a run stopped early only as ``pruned`` takes it)."""
     from sweeper import tracking
 
     try:
@@ -322,7 +322,7 @@ def _finished(cfg: dict[str, Any], halving: str | None = None) -> bool:
         return (
             exp is not None
             and tracking.finished_run(
-                client, exp.experiment_id, fingerprint(cfg), cfg["device"], halving
+                client, exp.experiment_id, fingerprint(cfg), cfg["device"], pruned
             )
             is not None
         )

@@ -27,13 +27,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from sweeper.base.names import HALVING_SETTINGS, PRUNED_AT, halving_setting
+from sweeper.base.names import PRUNED_AT
 from sweeper.job import metrics
 from sweeper.job.compute import scored_on
 
 log = logging.getLogger("sweeper")
 
 DEFAULT_RUNGS = 3  # rungs below the largest epochs when min_epochs is not given
+# tag of a run stopped at a rung: the settings it was stopped under (:func:`setting`), beside
+# PRUNED_AT (the rung) and the tag ``halving`` (eta and the rungs)
+SETTINGS_TAG = "halving_settings"
+
+
+def setting(settings: Any) -> str | None:
+    """The launcher's ``halving`` settings (a mapping) as a pruned run's tag records them; None when
+    halving is off. ``resume=true`` takes a pruned run as finished only under the same settings."""
+    if not settings or settings.get("eta") in (None, 0):
+        return None
+    return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
+
+
+def resume_rule(settings: Any) -> Callable[[dict[str, str]], str | None]:
+    """How ``resume=true`` takes a FINISHED run stopped at a rung (its tag ``pruned_at_epoch``)
+    under the launcher's ``halving`` settings (a mapping; None: off), as
+    :func:`sweeper.tracking.finished_run` asks it of the run's tags: None when it counts as
+    finished (stopped under the same settings), else why its configuration trains again."""
+    now = setting(settings)
+
+    def passed_over(tags: dict[str, str]) -> str | None:
+        if now is not None and tags.get(SETTINGS_TAG) == now:
+            return None
+        return (
+            f"stopped at epoch {tags[PRUNED_AT]} under halving "
+            f"({tags.get(SETTINGS_TAG, 'settings not recorded')}), and this sweep's halving is "
+            f"{now or 'off'}: the configuration trains again"
+        )
+
+    return passed_over
 
 
 @dataclass(frozen=True)
@@ -44,8 +74,8 @@ class Halving:
     @classmethod
     def of(cls, settings: Any) -> "Halving | None":
         """The launcher's ``halving`` settings (a mapping; ``eta``
-        null or absent: off, as :func:`halving_setting` says)."""
-        if halving_setting(settings) is None:
+        null or absent: off, as :func:`setting` says)."""
+        if setting(settings) is None:
             return None
         return cls(
             int(settings["eta"]),
@@ -54,9 +84,8 @@ class Halving:
 
     @property
     def setting(self) -> str:
-        """These settings as a pruned run's tag records them
-        (:func:`sweeper.base.names.halving_setting`)."""
-        return halving_setting({"eta": self.eta, "min_epochs": self.min_epochs})
+        """These settings as a pruned run's tag records them (:func:`setting`)."""
+        return setting({"eta": self.eta, "min_epochs": self.min_epochs})
 
     def rungs(self, max_epochs: int, log_every: int) -> list[int]:
         """The rungs below ``max_epochs``: ``min_epochs · eta^k``; by default the first is
@@ -192,7 +221,7 @@ def run(
                     **c.tags,
                     PRUNED_AT: str(r),
                     "halving": f"eta={halving.eta} rungs={','.join(map(str, rungs))}",
-                    HALVING_SETTINGS: halving.setting,
+                    SETTINGS_TAG: halving.setting,
                 }
                 final[j.idx] = c
         counts.append(
@@ -245,15 +274,19 @@ def _trainers_too(
         own = [g for g in groups if runs_own_loop(g[0].plain)]
         got = compute([g for g in groups if g not in own]) if len(own) < len(groups) else {}
         for j in (j for g in own for j in g):
-            c = trainer.computed(
-                full[j.idx],
-                j.plain["epochs"] if j.plain["epochs"] < full[j.idx]["epochs"] else None,
-            )
+            capped = j.plain["epochs"] < full[j.idx]["epochs"]
+            c = trainer.computed(full[j.idx], rung(j.plain["epochs"]) if capped else None)
             if c is not None:
                 got[j.idx] = c
         return got
 
     return both
+
+
+def rung(epochs: int) -> tuple[int, str]:
+    """A rung as a function trainer's ``report`` stops at it: its epochs, and
+    the run's ``stopped_by`` tag (:class:`sweeper.job.trainer.Stop`)."""
+    return epochs, f"successive halving: the rung at {epochs} epochs"
 
 
 def _trajectory_epochs(members: list[Any]) -> int:

@@ -88,7 +88,7 @@ def launch(
         jobs,
         cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
         launcher.max_group_size,
-        halved.setting if halved else None,
+        halving.resume_rule(launcher.halving),
         packing.enabled(launcher),
     )
     packed = packing.summary(groups)  # groups of several shapes (hydra.launcher.pack)

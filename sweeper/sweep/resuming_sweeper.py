@@ -81,13 +81,14 @@ def _unfinished(
     """The jobs of ``batch`` to launch: under ``resume=true``, those
     whose configuration has not FINISHED."""
     from sweeper import tracking
-    from sweeper.base.names import halving_setting
     from sweeper.contract.fingerprint import fingerprint
-    from sweeper.sweep import life
+    from sweeper.sweep import halving, life
     from sweeper.sweep.plan import _plain
 
     kept = []
     sweep_dir = Path(str(sweeper.config.hydra.sweep.dir)).absolute()
+    # how a run stopped at a halving rung counts (the launcher's settings)
+    pruned = halving.resume_rule(sweeper.config.hydra.launcher.get("halving"))
     for overrides in batch:
         plain = _plain(
             sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(overrides))
@@ -102,7 +103,7 @@ def _unfinished(
                     exp.experiment_id,
                     fingerprint(plain),
                     plain["device"],
-                    halving_setting(sweeper.config.hydra.launcher.get("halving")),
+                    pruned,
                 )
             except tracking.UNREACHABLE:
                 done = None  # the job itself finds out, and says so

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sweeper.base import state
 from sweeper.base.names import (
     CONFIG_FINGERPRINT,
     DATA_SHA256,
-    HALVING_SETTINGS,
     PRUNED_AT,
     sqlite_path,
 )
@@ -162,13 +161,14 @@ def finished_run(
     experiment: str,
     fingerprint: str,
     device: str,
-    halving: str | None = None,
+    pruned: Callable[[dict[str, str]], str | None] | None = None,
     say: bool = False,
 ) -> str | None:
     """The id of a FINISHED run of this configuration (fingerprint) on this
-    device, if the experiment has one. A run successive halving stopped at a rung
-    counts only under the same ``halving`` settings (:func:`halving_setting`;
-    None: halving off, so it trains in full); ``say``: one line when such a run is passed over."""
+    device, if the experiment has one. A run the sweep's strategy stopped early (tag
+    ``pruned_at_epoch``) counts only where ``pruned`` (its rule, asked of the run's tags:
+    :func:`sweeper.sweep.halving.resume_rule`) says None, else why not; without a rule it never
+    counts. ``say``: one line when such a run is passed over."""
     found = c.search_runs(
         [experiment],
         f"tags.fingerprint = '{fingerprint}' and tags.device = '{device}' and attributes.status "
@@ -177,18 +177,15 @@ def finished_run(
     )
     for run in found:
         tags = run.data.tags
-        if PRUNED_AT not in tags or (halving is not None and tags.get(HALVING_SETTINGS) == halving):
+        if PRUNED_AT not in tags or (pruned is not None and pruned(tags) is None):
             return run.info.run_id
     if found and say:
         tags = found[0].data.tags
+        why = pruned(tags) if pruned is not None else None
         logging.getLogger("sweeper").info(
-            "resume: run %s stopped at epoch %s under halving (%s), and this sweep's halving is "
-            "%s: the configuration "
-            "trains again",
+            "resume: run %s %s",
             found[0].info.run_id,
-            tags[PRUNED_AT],
-            tags.get(HALVING_SETTINGS, "settings not recorded"),
-            halving or "off",
+            why or f"stopped at epoch {tags[PRUNED_AT]}: the configuration trains again",
         )
     return None
 
