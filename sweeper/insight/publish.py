@@ -19,7 +19,6 @@ from sweeper.base.names import (
     HOST,
     ORPHAN,
     PID,
-    PRUNED_AT,
     REPLACED_BY,
     RETRIED,
     booked,
@@ -393,7 +392,11 @@ def _conclude(
                 "and best_model_uri point to it",
                 file=out,
             )
-    halved = halving_record(parent, runs)
+    # here, not at the top: sweep.halving imports the job's compute, ~60-90 ms that
+    # `python -m sweeper.report` would pay at its start (-X importtime, measured 2026-12-06)
+    from sweeper.sweep import halving
+
+    halved = halving.parent_record(parent, runs)
     metrics |= halved[0]
     tags |= halved[1]
     tags["mlflow.note.content"] = description(best, board, parent.info.experiment_id)
@@ -455,35 +458,6 @@ def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
             file=out,
         )
         return None
-
-
-def halving_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:
-    """What successive halving did, for the parent: ``n_pruned`` (runs stopped at a rung, from their
-    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json
-    (sweeper.sweep.halving), the member-epochs trained against the full grid's and each
-    rung's counts. Nothing for a sweep without halving."""
-    pruned = sum(1 for r in runs if r.data.tags.get(PRUNED_AT))
-    where = parent.data.tags.get("sweep_dir")
-    try:
-        summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
-    except (OSError, ValueError):  # no halving, or a file that is gone or cut short
-        summary = None
-    if not pruned and summary is None:
-        return {}, {}
-    metrics: dict[str, float] = {"n_pruned": float(pruned)}
-    tags = {"n_pruned": str(pruned)}
-    if summary is not None:
-        metrics |= {
-            "halving_member_epochs": float(summary["member_epochs"]),
-            "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"]),
-        }
-        tags |= {
-            "halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
-            "halving_per_rung": " ".join(
-                f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"]
-            ),
-        }
-    return metrics, tags
 
 
 def model_uri(run: Any, run_id: str | None = None) -> str:

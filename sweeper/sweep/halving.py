@@ -259,6 +259,36 @@ def run(
     return final
 
 
+def parent_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """What successive halving did, as the sweep's parent run records it (metrics, tags;
+    :func:`sweeper.insight.publish.publish` asks): ``n_pruned`` (runs stopped at a rung, from their
+    ``pruned_at_epoch`` tags) and, from the sweep folder's halving.json (:func:`run`), the
+    member-epochs trained against the full grid's and each rung's counts. Nothing for a sweep
+    without halving."""
+    pruned = sum(1 for r in runs if r.data.tags.get(PRUNED_AT))
+    where = parent.data.tags.get("sweep_dir")
+    try:
+        summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
+    except (OSError, ValueError):  # no halving, or a file that is gone or cut short
+        summary = None
+    if not pruned and summary is None:
+        return {}, {}
+    metrics: dict[str, float] = {"n_pruned": float(pruned)}
+    tags = {"n_pruned": str(pruned)}
+    if summary is not None:
+        metrics |= {
+            "halving_member_epochs": float(summary["member_epochs"]),
+            "halving_full_grid_member_epochs": float(summary["full_grid_member_epochs"]),
+        }
+        tags |= {
+            "halving": f"eta={summary['eta']} rungs={','.join(map(str, summary['rungs']))}",
+            "halving_per_rung": " ".join(
+                f"{c['rung']}:{c['reached']}->{c['kept']}" for c in summary["per_rung"]
+            ),
+        }
+    return metrics, tags
+
+
 def _trainers_too(
     compute: Callable[[list[list[Any]]], dict[int, Any]], jobs: list[Any]
 ) -> Callable:
