@@ -72,7 +72,7 @@ def _interrupted_hook(
         stop = sys.modules.get("sweeper.base.stop")
         why, code = (
             (stop.reason(), stop.exit_code(cause))
-            if stop and stop._SEEN
+            if stop and stop.seen()
             else ("interrupted (Ctrl-C)", 130)
         )
         try:
@@ -185,7 +185,7 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     import os
     import threading
 
-    from sweeper.base import output, stop
+    from sweeper.base import output, state, stop
     from sweeper.base.tested import shortcut
 
     output.guard(goes_on)
@@ -204,7 +204,7 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     # a command whose output is its result: it did not do its job
-    if output.BROKEN and not code and not goes_on:
+    if state.process().stdout_broken is not None and not code and not goes_on:
         code = 1
     # cProfile, coverage, a debugger (they write their results in the teardown),
     # or the shortcut "exit" turned off (SWEEPER_PUBLIC_ONLY): Python's own exit

@@ -34,7 +34,7 @@ def test_a_signal_inside_a_deferred_section_lands_after_it(sig, error):
         assert done == ["handed"] and stop.STOP.is_set()
     finally:
         stop.STOP.clear()
-        stop._SEEN.clear()
+        stop.seen().clear()
         for s, h in old.items():
             signal.signal(s, h)
 
@@ -43,7 +43,7 @@ def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section
     import signal
     import threading
 
-    from sweeper.base import stop
+    from sweeper.base import state, stop
 
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     stop.install()
@@ -59,7 +59,7 @@ def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section
 
         def section() -> None:
             with stop.deferred():
-                depth.append(stop._DEFERRING[0])
+                depth.append(state.process().deferring)
 
         t = threading.Thread(target=section)
         t.start()
@@ -104,7 +104,7 @@ def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
     from sweeper.sweep import resuming_sweeper
 
     stop.reset()
-    stop._SEEN.append(signal.SIGINT)
+    stop.seen().append(signal.SIGINT)
     stop.STOP.set()
     try:
         with pytest.raises(KeyboardInterrupt):

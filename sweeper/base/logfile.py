@@ -1,14 +1,15 @@
 """A log file that cannot be written (a full disk under the sweep folder, a read-only one): one
 line on stderr, once a file, and its lines dropped, instead of Python's "--- Logging error ---"
 block with a traceback for every line logged. Only a file's failure to write (``OSError``) is
-met so; any other logging error is Python's as before. Imports nothing of ours."""
+met so; any other logging error is Python's as before. Imports only :mod:`sweeper.base.state`."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
-_SAID: set[str] = set()
+from sweeper.base import state
+
 _PYTHONS = logging.Handler.handleError
 
 
@@ -18,8 +19,9 @@ def _handle_error(self: logging.Handler, record: logging.LogRecord) -> None:
         _PYTHONS(self, record)
         return
     name = self.baseFilename
-    if name not in _SAID:
-        _SAID.add(name)
+    said = state.process().logs_said
+    if name not in said:
+        said.add(name)
         print(
             f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its "
             "lines are dropped "

@@ -21,7 +21,8 @@ import re
 import sys
 from typing import Any
 
-BROKEN: list[str] = []  # why the standard output could not be written (empty: it could)
+from sweeper.base import state
+
 GOES_ON = "the command goes on"  # what the warning says comes next (a sweep: it records every run)
 
 
@@ -58,8 +59,9 @@ class _Guarded(_Masking):
             self._broke(e)
 
     def _broke(self, e: OSError) -> None:
-        if not BROKEN:
-            BROKEN.append(e.strerror or str(e))
+        p = state.process()
+        if p.stdout_broken is None:
+            p.stdout_broken = e.strerror or str(e)
             try:
                 null = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(null, self._stream.fileno())
@@ -68,8 +70,8 @@ class _Guarded(_Masking):
                 pass
             try:
                 print(
-                    f"sweeper: warning: the standard output cannot be written ({BROKEN[0]}): its "
-                    "lines are dropped "
+                    "sweeper: warning: the standard output cannot be written "
+                    f"({p.stdout_broken}): its lines are dropped "
                     f"from here on; {GOES_ON}",
                     file=sys.stderr,
                     flush=True,
@@ -105,8 +107,6 @@ _USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*\\*://[^\s:/?#@'\"\\]*)(?P<colon>\\*:)"
     r"(?P<password>[^\s/?#'\"]*)@(?P<host>[^\s/?#'\"@]*)"
 )
-# (scheme://user, host) -> the password masked in this process
-_PASSWORDS: dict[tuple[str, str], str] = {}
 
 
 def masked(text: str) -> str:
@@ -118,7 +118,7 @@ def masked(text: str) -> str:
 
     def hide(m: re.Match) -> str:
         if m["password"] != MASK:
-            _PASSWORDS[(m["head"], m["host"])] = m["password"]
+            state.process().passwords[(m["head"], m["host"])] = m["password"]
         return f"{m['head']}{m['colon']}{MASK}@{m['host']}"
 
     return _USERINFO.sub(hide, text)
@@ -135,7 +135,7 @@ def unmasked(uri: str) -> str:
     def back(m: re.Match) -> str:
         if m["password"] != MASK:
             return m[0]
-        known = _PASSWORDS.get((m["head"], m["host"]))
+        known = state.process().passwords.get((m["head"], m["host"]))
         if known is not None:
             return f"{m['head']}{m['colon']}{known}@{m['host']}"
         return f"{m['head'].partition('://')[0]}://{m['host']}"

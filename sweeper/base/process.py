@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from sweeper.base import state
+
 
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (one of another user's counts)."""
@@ -97,9 +99,6 @@ def exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-_HELD: dict[str, object] = {}  # path -> the open file whose lock this process holds until it exits
-
-
 def lock_holder(path: Path) -> str | None:
     """Who holds the lock of :func:`hold` on ``path`` now (its ``pid@host``), or None:
     nobody does, or this process (the lock is only tested, never kept)."""
@@ -107,7 +106,7 @@ def lock_holder(path: Path) -> str | None:
         import fcntl
     except ImportError:
         return None
-    if str(path.absolute()) in _HELD:
+    if str(path.absolute()) in state.process().locks:
         return None
     try:
         with open(path) as f:  # no file: nobody
@@ -130,7 +129,8 @@ def hold(path: Path) -> str | None:
     except ImportError:
         return None
     key = str(path.absolute())
-    if key in _HELD:
+    held = state.process().locks
+    if key in held:
         return None
     f = open(path, "a+")
     try:
@@ -146,14 +146,14 @@ def hold(path: Path) -> str | None:
     f.truncate()
     f.write(f"{os.getpid()}@{socket.gethostname()}\n")
     f.flush()
-    _HELD[key] = f
+    held[key] = f
     return None
 
 
 def release(path: Path) -> None:
     """Let go of the lock :func:`hold` took on ``path`` (a refused sweep, before its
     folder goes)."""
-    f = _HELD.pop(str(path.absolute()), None)
+    f = state.process().locks.pop(str(path.absolute()), None)
     if f is not None:
         f.close()  # type: ignore[attr-defined]
 
@@ -161,7 +161,7 @@ def release(path: Path) -> None:
 def release_all() -> None:
     """Let go of every lock :func:`hold` took in this process (the Python API, as each
     sweep ends)."""
-    for key in list(_HELD):
+    for key in list(state.process().locks):
         release(Path(key))
 
 
@@ -211,9 +211,6 @@ def trim_heap() -> None:
         pass
 
 
-_WATCHED: list[int] = []  # the parent pid this process watches (once a process)
-
-
 def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
     """In a worker process (sweeper's CPU workers, joblib's loky, which Hydra's joblib
     launcher uses) or a helper process of the sweep (``helper``: the painter): end this
@@ -229,10 +226,10 @@ def exit_with_parent(interval: float = 0.5, helper: bool = False) -> None:
         multiprocessing.parent_process() is not None
         or "Loky" in multiprocessing.current_process().name
     )
-    if _WATCHED or not (worker or helper):
+    if state.process().watched is not None or not (worker or helper):
         return
     parent = os.getppid()
-    _WATCHED.append(parent)
+    state.process().watched = parent
 
     def watch() -> None:
         while os.getppid() == parent:

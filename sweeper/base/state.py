@@ -7,6 +7,11 @@ runs this process created, and the parent runs by sweep folder. :func:`current` 
 code in use reads; :func:`begin` makes a fresh one current (the Python API does, before each sweep
 or run: :func:`sweeper.api.reset`). Hydra calls sweeper's task function, launcher and callbacks
 with no argument of sweeper's to carry it, so it is found here rather than passed down every call.
+
+What this process holds for its whole life (:func:`begin` keeps it) is :func:`process`: the
+signals received, the locks held, the caches filled once a process (a model's offer, its verdicts,
+its gradient check, a pyfunc template), the messages said once. A worker forked from this process
+inherits a copy of both, as it did of the module globals they replace; a spawned one starts afresh.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,67 @@ class SweepState:
 
 
 _current = SweepState()
+
+
+@dataclass
+class ProcessState:
+    # sweeper.base.stop: the signals received, in order
+    signals: list[int] = field(default_factory=list)
+    # ... how deep the main thread is in stop.deferred sections, the signals that came
+    # during one (raised at its end), and a signal whose exception Python swallowed
+    # (stop.catch_swallowed), sent again to land
+    deferring: int = 0
+    deferred: list[int] = field(default_factory=list)
+    again: list[int] = field(default_factory=list)
+    # sweeper.base.process: path → the open file whose lock this process holds until it
+    # exits; the parent pid this process watches (once a process)
+    locks: dict[str, Any] = field(default_factory=dict)
+    watched: int | None = None
+    # sweeper.base.output: why the standard output could not be written (None: it could);
+    # the passwords of URIs said, by (scheme and user, host), to mask them in what is printed
+    stdout_broken: str | None = None
+    passwords: dict[tuple[str, str], str] = field(default_factory=dict)
+    # sweeper.base.logfile: the log files that could not be written (said once each)
+    logs_said: set[str] = field(default_factory=set)
+    # sweeper.contract.model: the model sources that differ from their pin, said once each
+    sources_said: set[str] = field(default_factory=set)
+    # sweeper.api: the thread whose call of the Python API holds the process (None: none)
+    api_caller: int | None = None
+    # sweeper.sweep.callbacks: the sweep's config, the job's config and when it began
+    hydra_now: dict[str, Any] = field(
+        default_factory=lambda: {"sweep": None, "job": None, "since": None}
+    )
+    # sweeper.sweep.cores: this sweep's pool of CPU workers (one), from warm() or the
+    # first launch
+    pool: Any = None
+    # sweeper.sweep.packing: the per-epoch costs of a data set's blocks, by their key
+    costs: dict[tuple, Any] = field(default_factory=dict)
+    # sweeper.job.compute: a model's memory footprint (or None), by its key
+    footprints: dict[str, Any] = field(default_factory=dict)
+    # sweeper.tracking.pyfunc: the pyfunc template folder by key, its artifacts by folder
+    templates: dict[str, Path] = field(default_factory=dict)
+    template_artifacts: dict[Path, dict[str, str]] = field(default_factory=dict)
+    # sweeper.models.forms: the chosen activation forms, by device and dtype
+    forms: dict[str, dict[str, str]] = field(default_factory=dict)
+    # sweeper.models.gradcheck: this process's gradient-check verdicts, by its key
+    gradchecks: dict[str, Any] = field(default_factory=dict)
+    # sweeper.models.interface: what a model class offers, by its import path
+    offers: dict[str, Any] = field(default_factory=dict)
+    # sweeper.models.stacked: why a model does not batch (None: it does), by its key
+    verdicts: dict[str, str | None] = field(default_factory=dict)
+    # sweeper.models.usercode: thread ident → how deep it is in call_user(); the pid
+    # that patched os._exit
+    user_depth: Counter = field(default_factory=Counter)
+    user_pid: int | None = None
+
+
+_process = ProcessState()
+
+
+def process() -> ProcessState:
+    """What this process holds for its life, whatever sweep it is in."""
+    return _process
+
 
 # What outlives one sweep in this process: a painter between the Python API's calls
 # (sweeper.insight.plots.stop keeps a live, idle one here; the next sweep's start

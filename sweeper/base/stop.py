@@ -21,8 +21,9 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, NoReturn
 
+from sweeper.base import state
+
 STOP = threading.Event()
-_SEEN: list[int] = []  # the signals received, in order
 
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)
 TERMINATED = 143  # ... and by SIGTERM (128 + 15)
@@ -44,10 +45,6 @@ class Stopped(KeyboardInterrupt):
     """A training thread saw :data:`STOP` and ended its work early."""
 
 
-_DEFERRING = [0]  # how deep the main thread is in :func:`deferred` sections
-_DEFERRED: list[int] = []  # the signals that came during one, raised at its end
-
-
 def _exception(signum: int) -> KeyboardInterrupt:
     if signum == signal.SIGTERM:
         return Terminated()
@@ -56,27 +53,24 @@ def _exception(signum: int) -> KeyboardInterrupt:
     return KeyboardInterrupt()
 
 
-# a signal whose exception Python swallowed (:func:`catch_swallowed`), sent again to land
-_AGAIN: list[int] = []
-
-
 def _handler(signum: int, frame: Any) -> None:
     # the signal sent again: this time it raises where it lands (or at the end of a
     # deferred section)
-    if _AGAIN:
-        _AGAIN.clear()
-        if _DEFERRING[0]:
-            _DEFERRED.append(signum)
+    p = state.process()
+    if p.again:
+        p.again.clear()
+        if p.deferring:
+            p.deferred.append(signum)
             return
         raise _exception(signum)
     again = STOP.is_set()
-    _SEEN.append(signum)
+    p.signals.append(signum)
     STOP.set()
-    if _DEFERRING[0]:
-        _DEFERRED.append(signum)
+    if p.deferring:
+        p.deferred.append(signum)
         return
     if again:  # the first signal's bookkeeping runs: it is not cut short (said once)
-        if _SEEN.count(signum) == 2:
+        if p.signals.count(signum) == 2:
             try:
                 os.write(
                     2,
@@ -100,14 +94,15 @@ def deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _DEFERRING[0] += 1
+    p = state.process()
+    p.deferring += 1
     try:
         yield
     finally:
-        _DEFERRING[0] -= 1
-        if not _DEFERRING[0] and _DEFERRED:
-            signum = _DEFERRED[0]
-            _DEFERRED.clear()
+        p.deferring -= 1
+        if not p.deferring and p.deferred:
+            signum = p.deferred[0]
+            p.deferred.clear()
             raise _exception(signum)  # noqa: B012  (the interruption is what the caller hears of)
 
 
@@ -125,11 +120,12 @@ def catch_swallowed() -> None:
         if not isinstance(u.exc_value, KeyboardInterrupt):
             hook(u)
             return
-        if _AGAIN:  # sent again already
+        p = state.process()
+        if p.again:  # sent again already
             return
-        signum = _SEEN[-1] if _SEEN else signal.SIGINT
-        if _SEEN:
-            _AGAIN.append(signum)
+        signum = p.signals[-1] if p.signals else signal.SIGINT
+        if p.signals:
+            p.again.append(signum)
         timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
         timer.daemon = True
         timer.start()
@@ -181,9 +177,15 @@ def restore(before: dict[int, Any]) -> None:
 def reset() -> None:
     """Forget an earlier stop (the Python API, called again in the same process)."""
     STOP.clear()
-    _SEEN.clear()
-    _DEFERRED.clear()
-    _AGAIN.clear()
+    p = state.process()
+    p.signals.clear()
+    p.deferred.clear()
+    p.again.clear()
+
+
+def seen() -> list[int]:
+    """The signals this process received, in order (the first one decides its exit code)."""
+    return state.process().signals
 
 
 class Refused(SystemExit):
@@ -240,13 +242,13 @@ def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
     KeyboardInterrupt went through it, raising its own error instead: OmegaConf's 'cannot
     access local variable'); None when no signal came. With ``e``, also the KeyboardInterrupt
     in its chain of causes (a read command: Python's own handler, nothing recorded here)."""
-    if _SEEN and STOP.is_set():
-        return _exception(_SEEN[0])
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
+    if (signals := seen()) and STOP.is_set():
+        return _exception(signals[0])
+    visited: set[int] = set()
+    while e is not None and id(e) not in visited:
         if isinstance(e, KeyboardInterrupt):
             return e
-        seen.add(id(e))
+        visited.add(id(e))
         e = e.__cause__ or e.__context__
     return None
 
@@ -267,9 +269,10 @@ def unmasked() -> Iterator[None]:
 def reason() -> str:
     """Why a run or a sweep was interrupted, for its ``failure_reason``: the first
     signal (Ctrl-C by default)."""
-    if _SEEN[:1] == [signal.SIGTERM]:
+    first = seen()[:1]
+    if first == [signal.SIGTERM]:
         return "interrupted (SIGTERM)"
-    if _SEEN[:1] == [getattr(signal, "SIGHUP", None)]:
+    if first == [getattr(signal, "SIGHUP", None)]:
         return "interrupted (SIGHUP: the terminal closed)"
     return "interrupted (Ctrl-C)"
 

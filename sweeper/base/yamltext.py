@@ -6,15 +6,15 @@ OmegaConf's adapter and the output's masking of passwords."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import yaml
 
 from sweeper.base.output import masked
 
-_DUMPER: list[type] = []
 
-
+@functools.cache
 def _dumper() -> type:
     """OmegaConf's YAML dumper (its string representer) on libyaml's emitter."""
     from sweeper.base.omegaconf_internals import dumper
@@ -33,9 +33,7 @@ def _dumper() -> type:
 def dump(container: Any) -> str:
     """``OmegaConf.to_yaml(container)`` for a plain container (dicts, lists, scalars):
     the same document."""
-    if not _DUMPER:
-        _DUMPER.append(_dumper())
     text = yaml.dump(
-        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_DUMPER[0]
+        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_dumper()
     )
     return masked(text)  # a URI's password (tracking.uri) is in no YAML file sweeper writes

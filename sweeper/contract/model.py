@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sweeper import CONF_DIR
+from sweeper.base import state
 from sweeper.models.interface import (
     ModelError,
     check_class,
@@ -94,9 +95,6 @@ def where_tags(model: Any) -> dict[str, str]:
     return {k: v for k, v in out.items() if v}
 
 
-_SAID_SOURCE: set[str] = set()
-
-
 def reach(cfg: Any) -> None:
     """A pin of a model of yours (``pinned.model_dir``): its folder joins ``sys.path`` (at the end:
     a module of that name nearer the command still wins), so the pin re-runs from any folder without
@@ -121,8 +119,9 @@ def reach(cfg: Any) -> None:
     except ModelError:
         return
     key = f"{split(model)[0]}:{got}"
-    if got and got != want and key not in _SAID_SOURCE:
-        _SAID_SOURCE.add(key)
+    said = state.process().sources_said
+    if got and got != want and key not in said:
+        said.add(key)
         logging.getLogger("sweeper").warning(
             "%s: its source differs from the one pinned (%s, not %s): a changed model may score "
             "otherwise",
