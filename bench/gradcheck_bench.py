@@ -52,6 +52,7 @@ def row(label: str, model: dict, name: str, repeats: int) -> str:
     import numpy as np
 
     from sweeper import data
+    from sweeper.base import state
     from sweeper.models import gradcheck, interface
     from sweeper.sweep.plan import check_sweep_gradients
 
@@ -65,12 +66,12 @@ def row(label: str, model: dict, name: str, repeats: int) -> str:
     gradcheck.verdict(model, ds.n_features, ds.n_outputs, ds.task)  # into the cache
 
     def cached():
-        gradcheck.CHECKED.clear()
+        state.process().gradchecks.clear()
         gradcheck.verdict(model, ds.n_features, ds.n_outputs, ds.task)
 
     # a fresh sweep of a model whose source is new to the cache: the data's shape, then the check
     def start():
-        gradcheck.CHECKED.clear()
+        state.process().gradchecks.clear()
         data._load_plain.cache_clear()
         for f in Path(os.environ["SWEEPER_CACHE_DIR"]).glob("gradient-checks/*.json"):
             f.unlink()

@@ -303,6 +303,7 @@ def calibration_section(repeats: int, epochs: int) -> list[str]:
     from threadpoolctl import threadpool_limits
 
     from sweeper import data
+    from sweeper.base import state
     from sweeper.sweep import packing
     from conftest import make_cfg
 
@@ -316,12 +317,15 @@ def calibration_section(repeats: int, epochs: int) -> list[str]:
         for name in ("diabetes", "digits"):
             ds = data.load(make_cfg(f"data={name}").data, 0)
             for grid, (widths, depths, lrs) in grids.items():
-                packing._CACHE.clear()
+                state.process().costs.clear()
                 blocks = _grid_blocks(ds, "tanh", epochs, widths, depths, lrs)
                 t0 = time.perf_counter()
                 plan = planned(blocks, epochs, name)
                 probe_s = time.perf_counter() - t0
-                sets, costs = _sets(blocks, epochs, name), next(iter(packing._CACHE.values()))
+                sets, costs = (
+                    _sets(blocks, epochs, name),
+                    next(iter(state.process().costs.values())),
+                )
                 shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, 1)
                 cands = {f"planned {_names(blocks, g)}": g for g in plan if len(g) > 1}
                 cands[f"all {len(blocks)} shapes"] = list(range(len(blocks)))

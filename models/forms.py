@@ -47,6 +47,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sweeper.base import state
+
 Call = Callable[[], Any]
 ENV = "SWEEPER_ACTIVATION_FORMS"
 TAG = "activation_form"
@@ -136,7 +138,6 @@ def apply(xp: Any, activation: str, z: Any) -> Any:
 # choice
 # -------------------------------------------------------------------------------------------------
 
-_CHOSEN: dict[str, dict[str, str]] = {}
 _LOCK = threading.Lock()
 
 
@@ -148,11 +149,12 @@ def chosen(xp: Any, dtype: Any) -> dict[str, str]:
         return {a: "library" for a in FORMS}
     env = os.environ.get(ENV, "").strip()
     key = f"{env}|{dtype}"
-    if key not in _CHOSEN:
+    done = state.process().forms
+    if key not in done:
         with _LOCK:
-            if key not in _CHOSEN:
-                _CHOSEN[key] = _choose(env, dtype)
-    return _CHOSEN[key]
+            if key not in done:
+                done[key] = _choose(env, dtype)
+    return done[key]
 
 
 def _choose(env: str, dtype: str) -> dict[str, str]:

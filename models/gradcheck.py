@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base import state
 from sweeper.models.generic import init_host
 from sweeper.models.interface import ModelError, instantiate, source_digest, split
 from sweeper.models.usercode import UserCodeError, call_user
@@ -164,7 +165,6 @@ def _first(e: BaseException) -> str:
 # --- the sweep's check: once per model, hyperparameters and
 # shape ------------------------------------------------
 
-CHECKED: dict[str, GradientCheck] = {}  # this process's verdicts, by :func:`key`
 CACHE_VERSION = 1
 
 
@@ -180,8 +180,9 @@ def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
     the cache's (the same model source), or run now (and cached). :class:`ModelError`
     when the model cannot be built."""
     k = key(model_cfg, n_in, n_out, task)
-    if k in CHECKED:
-        return CHECKED[k]
+    checked = state.process().gradchecks  # this process's verdicts, by :func:`key`
+    if k in checked:
+        return checked[k]
     net = instantiate(model_cfg)
     digest = source_digest(type(net))
     file = _cache_file(digest, k) if digest else None
@@ -195,7 +196,7 @@ def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
             got = GradientCheck(n_in=n_in, n_out=n_out, problem=str(e))
         if file:
             _write(file, got)
-    CHECKED[k] = got
+    checked[k] = got
     return got
 
 

@@ -159,9 +159,10 @@ def _stacked(
     )
     if reason is None:
         key = stacked.shape_key(cfg0["model"], n_in, n_out, task)
-        if key not in stacked.VERDICTS:
-            stacked.VERDICTS[key] = stacked.batches(net, n_in, n_out, task)
-        reason = stacked.VERDICTS[key]
+        verdicts = stacked.verdicts()
+        if key not in verdicts:
+            verdicts[key] = stacked.batches(net, n_in, n_out, task)
+        reason = verdicts[key]
     if reason is not None:
         log.info(
             "%s does not batch (%s): its %d configurations train one at a time",

@@ -52,6 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from sweeper.base import state
 from sweeper.models.usercode import UserCodeError, call_user
 
 # A model author's surface (sweeper.models re-exports Model and ModelError); the rest
@@ -186,16 +187,14 @@ class Offer:
         return "mlp" if self.fast_path else "trainer" if self.trainer else "model"
 
 
-_OFFERS: dict[str, Offer] = {}
-
-
 def offer(model_cfg: Any, quiet: bool = False) -> Offer:
     """What the model of a config's ``model`` section (a mapping; None or no ``_target_``:
     the default) offers, asked of its class once per import path. :class:`ModelError` when
     it cannot be imported; with ``quiet``, a model that offers nothing beyond the
     interface instead (a stored run's model read where its module is not)."""
     path = MLP_TARGET if model_cfg is None else str(model_cfg.get("_target_", MLP_TARGET))
-    if path not in _OFFERS:
+    offers = state.process().offers
+    if path not in offers:
         try:
             target = load_target(path)
         except ModelError:
@@ -204,14 +203,14 @@ def offer(model_cfg: Any, quiet: bool = False) -> Offer:
             raise
         # declared by the class itself: a subclass that
         own = vars(target) if inspect.isclass(target) else {}
-        _OFFERS[path] = Offer(
+        offers[path] = Offer(
             path,
             is_trainer(target),
             bool(own.get("fast_path", False)),  # overrides forward is a
             tuple(own.get("top_level", ())),
             tuple(dict(own.get("linear", {})).items()),
         )  # model
-    return _OFFERS[path]
+    return offers[path]
 
 
 def top_level_keys() -> tuple[str, ...]:

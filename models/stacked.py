@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from sweeper.base import state
 from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.generic import init_host
@@ -63,10 +64,12 @@ def targets(xp: Any, task: str, y: Any, k: int) -> Any:
     return losses.one_hot(xp, y, k) if task == "multiclass" else y
 
 
-# What the proof (:func:`batches`) found per model shape (shape_key) in this process: None (it
-# batches) or why not. The record half reads it for the run's model_batched tag. What a
-# configuration's settings forbid (:func:`why_not`) is no part of it: it is asked of each group.
-VERDICTS: dict[str, str | None] = {}
+def verdicts() -> dict[str, str | None]:
+    """What the proof (:func:`batches`) found per model shape (:func:`shape_key`) in this
+    process: None (it batches) or why not. The record half reads it for the run's
+    model_batched tag. What a configuration's settings forbid (:func:`why_not`) is no part
+    of it: it is asked of each group."""
+    return state.process().verdicts
 
 
 def shape_key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:

@@ -14,11 +14,10 @@ import signal
 import sys
 import threading
 import traceback
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from sweeper.base import stop
+from sweeper.base import state, stop
 
 # --- the user's code, run so that it cannot end the
 # process ---------------------------------------------------
@@ -71,32 +70,33 @@ class _Exited(SystemExit):
 
 
 _REAL_EXIT = os._exit
-_INSIDE: Counter = Counter()  # thread ident -> how deep it is in call_user()
 _PATCH = threading.Lock()
-_PID: list[int] = []
 
 
 def _exit(code: int) -> None:
-    if _PID and os.getpid() == _PID[0] and _INSIDE.get(threading.get_ident()):
+    p = state.process()  # its user_depth: thread ident -> how deep it is in call_user()
+    if os.getpid() == p.user_pid and p.user_depth.get(threading.get_ident()):
         raise _Exited(code)
     _REAL_EXIT(code)  # another thread (a watcher's own os._exit), or a child forked meanwhile
 
 
 def _enter() -> None:
     with _PATCH:
-        if not _INSIDE:
-            _PID[:] = [os.getpid()]
+        inside = state.process().user_depth
+        if not inside:
+            state.process().user_pid = os.getpid()
             os._exit = _exit
-        _INSIDE[threading.get_ident()] += 1
+        inside[threading.get_ident()] += 1
 
 
 def _leave() -> None:
     with _PATCH:
         me = threading.get_ident()
-        _INSIDE[me] -= 1
-        if _INSIDE[me] <= 0:
-            del _INSIDE[me]
-        if not _INSIDE:
+        inside = state.process().user_depth
+        inside[me] -= 1
+        if inside[me] <= 0:
+            del inside[me]
+        if not inside:
             os._exit = _REAL_EXIT
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from sweeper import CONF_DIR
-from sweeper.base import stop
+from sweeper.base import state, stop
 from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
 
@@ -152,7 +152,6 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
     store, and :class:`SweepFailed` (its ``result`` attached) for a sweep that failed."""
     args = _checked(overrides, sweep=True)
     with _session(["-m", *args]):
-        from sweeper.sweep import callbacks
         from sweeper.tracking import writer
 
         # as the command line: a long sweep's writer imports MLflow meanwhile
@@ -172,7 +171,7 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
         # a job raised (Hydra then skips the sweep's end): closed here, as sweeper.summary would
         except Exception as e:
             code, error = 1, e
-        config = callbacks.CURRENT["sweep"]
+        config = state.process().doing["sweep"]
         # before the sweep began (Hydra's own error): as it was raised
         if config is None and error is not None:
             raise error
@@ -368,7 +367,6 @@ def _mode(args: list[str], mode: str) -> list[str]:
 
 # Hydra's global state and sweeper's per-process state hold one sweep at a time
 _ONE_AT_A_TIME = threading.Lock()
-_CALLER: list[int] = []  # the thread whose call holds it
 
 
 @contextmanager
@@ -377,19 +375,19 @@ def _session(args: list[str]) -> Iterator[None]:
     threads as on the command line (the caller's own handlers back afterwards); an
     interruption closes the runs (KILLED) and is raised on. Calls from several threads
     run one after another; a call from inside a call (a model's code) is refused."""
-    if _CALLER == [threading.get_ident()]:
+    if state.process().api_caller == threading.get_ident():
         raise RuntimeError(
             "sweeper.multirun/run was called while a sweep of this same thread runs (from a "
             "model's "
             "or a callback's code): one sweep at a time a process; call it after this one returns"
         )
     with _ONE_AT_A_TIME:
-        _CALLER[:] = [threading.get_ident()]
+        state.process().api_caller = threading.get_ident()  # the thread whose call holds it
         try:
             with _one(args):
                 yield
         finally:
-            _CALLER.clear()
+            state.process().api_caller = None
 
 
 @contextmanager
@@ -432,13 +430,12 @@ def reset() -> None:
     for name in ("sweeper.tracking.writer", "sweeper.insight.plots"):
         if name in mods:
             mods[name].stop()
-    from sweeper.base import process, state
+    from sweeper.base import process
 
     # the sweep folders' locks (the command line holds its one until it exits)
     process.release_all()
     state.begin()
-    if "sweeper.sweep.callbacks" in mods:
-        mods["sweeper.sweep.callbacks"].CURRENT.update(sweep=None, job=None, since=None)
+    state.process().doing.update(sweep=None, job=None, since=None)
 
 
 def _results(sweep_dir: Path, code: int) -> SweepResult:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from sweeper.base.environment import ACTIVATION_FORMS, problem
+from sweeper.base import state
 from sweeper.models import forms
 
 EDGES = np.array(
@@ -154,7 +155,7 @@ def test_the_probe_picks_per_machine_once_and_the_cache_or_the_variable_decide_a
 ):
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(forms.ENV, raising=False)
-    monkeypatch.setattr(forms, "_CHOSEN", {})
+    monkeypatch.setattr(state.process(), "forms", {})
     choice, rates = forms.probe("float64", size=4096, repeats=3)
     assert set(choice) == set(forms.FORMS) and all(rates[a][f] > 0 for a, f in ALL)
     first = forms.chosen(np, "float64")
@@ -165,7 +166,7 @@ def test_the_probe_picks_per_machine_once_and_the_cache_or_the_variable_decide_a
     (tmp_path / "activation-forms.json").write_text(
         json.dumps({forms.machine_key("float64"): planted})
     )
-    monkeypatch.setattr(forms, "_CHOSEN", {})
+    monkeypatch.setattr(state.process(), "forms", {})
     assert forms.chosen(np, "float64") == planted
     monkeypatch.setenv(forms.ENV, "library")
     assert forms.chosen(np, "float64") == {a: "library" for a in forms.FORMS}

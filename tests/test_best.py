@@ -181,7 +181,7 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
         from sweeper.models import stacked
 
         pytest.skip(
-            f"{pin.model._target_} does not batch: {next(iter(stacked.VERDICTS.values()), '')} (it trains one "
+            f"{pin.model._target_} does not batch: {next(iter(stacked.verdicts().values()), '')} (it trains one "
             "configuration at a time)"
         )
     assert set(computed) == {0, 1} and computed[0].tags["sweeper.group_size"] == "2"

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import all_runs, cli, run_once, user_folder
 from sweeper import ROOT
+from sweeper.base import state
 from sweeper.contract.config import ConfigError
 
 EXAMPLE = ROOT / "examples" / "my_nets" / "my_nets.py"
@@ -33,9 +34,7 @@ def user(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _fresh_verdicts(tmp_path, monkeypatch):
     """Each test checks afresh: this process's verdicts emptied, a cache folder of its own."""
-    from sweeper.models import gradcheck
-
-    monkeypatch.setattr(gradcheck, "CHECKED", {})
+    monkeypatch.setattr(state.process(), "gradchecks", {})
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path / "cache"))
 
 
@@ -128,13 +127,13 @@ def test_the_verdict_is_kept_by_the_models_source(user, monkeypatch):
     model = {"_target_": "wrong.SignBias", "hidden": 3}
     assert not gradcheck.verdict(model, 5, 1, "regression").ok
     assert not gradcheck.verdict(model, 5, 1, "regression").ok  # this process's
-    gradcheck.CHECKED.clear()  # as another process: the cache file
+    state.process().gradchecks.clear()  # as another process: the cache file
     assert not gradcheck.verdict(model, 5, 1, "regression").ok
     assert calls == [(5, 1)]
     gradcheck.verdict(model, 5, 2, "multiclass")  # another shape
     gradcheck.verdict({**model, "hidden": 4}, 5, 1, "regression")  # other hyperparameters
     assert calls == [(5, 1), (5, 2), (5, 1)]
-    gradcheck.CHECKED.clear()
+    state.process().gradchecks.clear()
     (user / "wrong.py").write_text(WRONG.replace('g["b1"] = -g["b1"]', "pass"))  # fixed
     import importlib
     import sys

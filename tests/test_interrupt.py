@@ -372,6 +372,7 @@ def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_ever
 def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
     """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
     KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
+    from sweeper.base import state
     from sweeper.sweep import callbacks
 
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
@@ -386,8 +387,8 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     old = tmp_path / "run" / "result.json"
     old.write_text('{"run_id": "an-earlier-run", "status": "FINISHED"}')
     os.utime(old, (time.time() - 3600, time.time() - 3600))
-    monkeypatch.setitem(callbacks.CURRENT, "job", job)
-    monkeypatch.setitem(callbacks.CURRENT, "since", time.time())
+    monkeypatch.setitem(state.process().doing, "job", job)
+    monkeypatch.setitem(state.process().doing, "since", time.time())
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
     mine = tracking.start_run(

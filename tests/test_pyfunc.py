@@ -13,6 +13,7 @@ import yaml
 
 from conftest import make_cfg
 from sweeper import data
+from sweeper.base import state
 from sweeper.tracking import pyfunc
 from sweeper.models.mlp import MLP, init_params
 
@@ -22,7 +23,7 @@ PER_MODEL = ("model_uuid", "utc_time_created")
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(pyfunc, "_TEMPLATES", {})
+    monkeypatch.setattr(state.process(), "templates", {})
     return pyfunc.cache_dir()
 
 
@@ -53,7 +54,7 @@ def test_a_model_copied_from_the_template_is_what_mlflow_saves(tmp_path, fresh_c
     first, _ = _save(tmp_path / "a", 0, ds, cfg)  # saved by MLflow, as the template
     second, pred = _save(tmp_path / "b", 1, ds, cfg)  # copied from it
     assert len(list(fresh_cache.iterdir())) == 1
-    monkeypatch.setattr(pyfunc, "_TEMPLATES", {})
+    monkeypatch.setattr(state.process(), "templates", {})
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path / "other"))
     direct, _ = _save(tmp_path / "c", 1, ds, cfg)  # the same model saved by MLflow itself
 
@@ -86,7 +87,7 @@ def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_us
     ds = data.load(cfg.data, 0)
     _save(tmp_path / "a", 0, ds, cfg)
     (template,) = fresh_cache.iterdir()
-    monkeypatch.setattr(pyfunc, "_TEMPLATES", {})  # as a new process
+    monkeypatch.setattr(state.process(), "templates", {})  # as a new process
     saved = []
     monkeypatch.setattr(mlflow.pyfunc, "save_model", lambda *a, **k: saved.append(a))
     _save(tmp_path / "b", 1, ds, cfg)
@@ -94,7 +95,7 @@ def test_another_process_reuses_the_cached_template_and_a_broken_cache_is_not_us
     (template / "MLmodel").unlink()  # a half-written template (a crash): never used, made again
     monkeypatch.undo()
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(fresh_cache.parent))
-    monkeypatch.setattr(pyfunc, "_TEMPLATES", {})
+    monkeypatch.setattr(state.process(), "templates", {})
     folder, pred = _save(tmp_path / "c", 2, ds, cfg)
     assert (template / "MLmodel").is_file()  # repaired for the next process
     np.testing.assert_allclose(
@@ -122,7 +123,7 @@ def test_an_unwritable_cache_still_saves_models(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(blocker))
-    monkeypatch.setattr(pyfunc, "_TEMPLATES", {})
+    monkeypatch.setattr(state.process(), "templates", {})
     cfg = make_cfg("data=diabetes")
     ds = data.load(cfg.data, 0)
     for i in range(2):

@@ -462,8 +462,9 @@ def test_fifty_api_calls_leave_file_descriptors_and_memory_flat(user, tmp_path, 
 
 def test_a_call_from_inside_a_call_is_refused_in_one_line():
     from sweeper import api
+    from sweeper.base import state
 
-    api._CALLER[:] = [threading.get_ident()]
+    state.process().api_caller = threading.get_ident()
     try:
         with pytest.raises(
             RuntimeError,
@@ -472,7 +473,7 @@ def test_a_call_from_inside_a_call_is_refused_in_one_line():
             with api._session([]):
                 pass
     finally:
-        api._CALLER.clear()
+        state.process().api_caller = None
 
 
 # --- finding 8: a model's memory, measured before it trains ---------------------------------------------------

@@ -83,8 +83,9 @@ class ProcessState:
     sources_said: set[str] = field(default_factory=set)
     # sweeper.api: the thread whose call of the Python API holds the process (None: none)
     api_caller: int | None = None
-    # sweeper.sweep.callbacks: the sweep's config, the job's config and when it began
-    hydra_now: dict[str, Any] = field(
+    # sweeper.sweep.callbacks: what this process is doing, for Ctrl-C: the multirun's
+    # config, the current job's and when it began
+    doing: dict[str, Any] = field(
         default_factory=lambda: {"sweep": None, "job": None, "since": None}
     )
     # sweeper.sweep.cores: this sweep's pool of CPU workers (one), from warm() or the

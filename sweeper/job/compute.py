@@ -14,6 +14,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sweeper import data, models
+from sweeper.base import state
 from sweeper.job import metrics
 from sweeper.models.optim import Optimizer
 from sweeper.models.train import diverged
@@ -115,8 +116,6 @@ def config_bytes(cfg: Any, dataset: data.Dataset) -> int:
 
 
 PROBE_ROWS = 4  # the rows of the forward pass that measures a model of the interface's activations
-# a model shape's (parameter bytes, activation bytes a row)
-_FOOTPRINTS: dict[str, tuple[int, int] | None] = {}
 
 
 def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
@@ -137,10 +136,12 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
     key = json.dumps(
         [model, dataset.n_features, dataset.n_outputs, cfg["dtype"]], sort_keys=True, default=str
     )
-    if key not in _FOOTPRINTS:
+    # a model shape's (parameter bytes, activation bytes a row), once per process
+    footprints = state.process().footprints
+    if key not in footprints:
         try:
             X = dataset.X_train[:PROBE_ROWS]
-            _FOOTPRINTS[key] = call_user(
+            footprints[key] = call_user(
                 footprint,
                 instantiate(model),
                 dataset.n_features,
@@ -152,8 +153,8 @@ def model_bytes(cfg: Any, dataset: data.Dataset) -> tuple[int, int, int] | None:
             )
         # its init or forward raised: its run says so as it trains
         except Exception:  # noqa: BLE001
-            _FOOTPRINTS[key] = None
-    found = _FOOTPRINTS[key]
+            footprints[key] = None
+    found = footprints[key]
     if found is None:
         return None
     param, per_row = found

@@ -636,7 +636,7 @@ def _model_tags(
             or "true: stacked with its group (proven by broadcasting)"
         )
     else:
-        reason = stacked.why_not(plain) or stacked.VERDICTS.get(
+        reason = stacked.why_not(plain) or stacked.verdicts().get(
             stacked.shape_key(plain["model"], dataset.n_features, dataset.n_outputs, dataset.task)
         )
         batched = (

@@ -15,15 +15,11 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from sweeper.base import stop
+from sweeper.base import state, stop
 from sweeper.contract.config import ConfigError
 from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep
 from sweeper.tracking.store import TrackingError
-
-# What this process is doing, for Ctrl-C (:func:`interrupted`): the
-# multirun's config, the current job's and when it began.
-CURRENT: dict[str, Any] = {"sweep": None, "job": None, "since": None}
 
 
 class SweepCallback(Callback):
@@ -42,7 +38,7 @@ class SweepCallback(Callback):
         self.caller = caller
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        CURRENT["sweep"] = config
+        state.process().doing["sweep"] = config
         try:
             sweep.start(config, caller=self.caller)
             from sweeper.sweep import resuming_sweeper
@@ -70,10 +66,11 @@ class SweepCallback(Callback):
             stop.refuse(str(e))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        CURRENT["job"], CURRENT["since"] = config, time.time()
+        doing = state.process().doing  # for Ctrl-C (:func:`interrupted`)
+        doing["job"], doing["since"] = config, time.time()
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        CURRENT["job"] = None
+        state.process().doing["job"] = None
         from hydra.types import RunMode
 
         if config.hydra.mode == RunMode.MULTIRUN:
@@ -102,9 +99,10 @@ def interrupted(args: list[str]) -> str | None:
     A multirun closes its sweep (:func:`sweeper.sweep.interrupted`); a single run is KILLED
     — by its job when Ctrl-C landed in training, else here (a RUNNING run of this process).
     """
-    if CURRENT["sweep"] is not None:
-        return sweep.interrupted(Path(CURRENT["sweep"].hydra.sweep.dir).absolute(), args)
-    job = CURRENT["job"]
+    doing = state.process().doing
+    if doing["sweep"] is not None:
+        return sweep.interrupted(Path(doing["sweep"].hydra.sweep.dir).absolute(), args)
+    job = doing["job"]
     # no job yet, or one cut short before it loaded the tracking code: it has created no run
     run_id = _killed_run(job) if job is not None and "sweeper.tracking" in sys.modules else None
     return f"sweeper: interrupted: run {run_id} KILLED" if run_id else None
@@ -122,7 +120,7 @@ def _killed_run(job: DictConfig) -> str | None:
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
     # this run's, not an earlier one's
-    if result.is_file() and result.stat().st_mtime >= CURRENT["since"] - 1:
+    if result.is_file() and result.stat().st_mtime >= state.process().doing["since"] - 1:
         return json.loads(result.read_text()).get("run_id")
     uri = job.tracking.uri
     db = tracking.sqlite_path(uri)

@@ -43,6 +43,7 @@ import types
 import time
 from typing import Any, Callable, Iterator
 
+from sweeper.base import state
 from sweeper.base.process import oom_kills
 from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 
@@ -387,14 +388,12 @@ class Pool:
         self.workers = []
 
 
-_POOL: list[Pool] = []  # this sweep's pool (one), from warm() or the first launch
-
-
 def warm(config: Any, jobs: list[tuple[list[str], dict[str, Any]]]) -> None:
     """With the batched launcher's local engine and more than one worker, start the workers
     now, so that their imports and data sets load while this process opens the store."""
     launcher = config.hydra.launcher
-    if LAUNCHER not in str(launcher.get("_target_", "")) or _POOL:
+    # this sweep's pool (one), from warm() or the first launch
+    if LAUNCHER not in str(launcher.get("_target_", "")) or state.process().pool is not None:
         return
     cpu = [cfg for _, cfg in jobs if cfg and cfg.get("device") != "gpu"]
     n = workers(launcher, cpu)
@@ -410,7 +409,7 @@ def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
     nodes = {json.dumps(c["data"], sort_keys=True, default=str): c["data"] for c in plains if c}
     warm_data = [(node, data.split_seed(node)) for node in nodes.values()][:8]
     pool = Pool(n, warm_data)
-    _POOL.append(pool)
+    state.process().pool = pool
     # at exit, before multiprocessing's own handler (atexit runs last-registered first;
     # multiprocessing registered its handler as the pool started): that one SIGTERMs
     # daemonic children, which the workers ignore (a SIGTERM to the whole sweep is the
@@ -425,8 +424,10 @@ def _start(n: int, plains: list[dict[str, Any]]) -> Pool:
 
 def stop() -> None:
     """End the sweep's workers (at its end, on Ctrl-C, at exit)."""
-    while _POOL:
-        _POOL.pop().stop()
+    p = state.process()
+    pool, p.pool = p.pool, None
+    if pool is not None:
+        pool.stop()
 
 
 atexit.register(stop)
@@ -451,7 +452,7 @@ def computed_groups(
 
     cpu = [g for g in groups if g[0].plain["device"] != "gpu"]
     gpu = [g for g in groups if g[0].plain["device"] == "gpu"]
-    pool = _POOL[0] if _POOL else _start(n, [m.plain for g in cpu for m in g[:1]])
+    pool = state.process().pool or _start(n, [m.plain for g in cpu for m in g[:1]])
     pool.grow(n)
     done: queue.Queue = queue.Queue()
     if gpu:

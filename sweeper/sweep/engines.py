@@ -329,12 +329,12 @@ def compute_remote(
     out: dict[Any, Any] = {
         idx: (c.outcome, {**c.tags, **where}, c.wall_time_s) for idx, c in computed.items()
     }
-    return {SAID: said, VERDICTS: dict(stacked.VERDICTS), **out}
+    return {SAID: said, VERDICTS: dict(stacked.verdicts()), **out}
 
 
 # compute_remote's key for the log lines of its compute: [(logger name, level, message)]
 SAID = "said"
-VERDICTS = "verdicts"  # and for sweeper.models.stacked.VERDICTS as the worker found them
+VERDICTS = "verdicts"  # and for sweeper.models.stacked.verdicts() as the worker found them
 
 
 @contextlib.contextmanager
@@ -368,7 +368,7 @@ def _received(got: dict[int, tuple[Any, dict[str, str], float]], engine: str) ->
     if verdicts:  # the worker's proofs of a user's model: the record half tags runs by them
         from sweeper.models import stacked
 
-        stacked.VERDICTS.update(verdicts)
+        stacked.verdicts().update(verdicts)
     return {
         idx: Computed(outcome, {**tags, ENGINE: engine}, wall)
         for idx, (outcome, tags, wall) in got.items()

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base import state
+
 log = logging.getLogger("sweeper")
 
 FREE = (
@@ -210,12 +212,13 @@ class Costs:
         from sweeper.base.backend import resolve
 
         key = (device, dtype, ds.n_features, ds.X_train.shape[0], ds.task, ds.n_outputs)
-        if key not in _CACHE:
+        held = state.process().costs
+        if key not in held:
             costs = cls(resolve(device), dtype, *key[2:])
             costs._load()
-            _CACHE[key] = costs
-        _CACHE[key].data = ds
-        return _CACHE[key]
+            held[key] = costs
+        held[key].data = ds
+        return held[key]
 
     def _key(self) -> str:
         from sweeper.models.forms import machine_key
@@ -349,9 +352,6 @@ class Costs:
 
 def _key(blocks: list[tuple[int, int, str, int]]) -> str:
     return " + ".join(f"{K}x{L}x{w}{a}" for L, w, a, K in blocks)
-
-
-_CACHE: dict[tuple, Costs] = {}
 
 
 def _path() -> Any:

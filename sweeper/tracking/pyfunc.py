@@ -23,6 +23,7 @@ import numpy as np
 # imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
 import mlflow.pyfunc
 
+from sweeper.base import state
 from sweeper.base.tested import shortcut
 
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
@@ -257,8 +258,8 @@ def _optional(signature: Any, dataset: Any) -> Any:
 # it writes but the two artifacts and the MLmodel's uuid, time, sources and size is the
 # same for every model of one signature and input example, so it runs once per such key
 # — per process, and once per machine through a cache folder — and each model is a copy
-# of that template with its own artifacts and MLmodel fields (_instantiate).
-_TEMPLATES: dict[str, Path] = {}
+# of that template with its own artifacts and MLmodel fields (_instantiate): the
+# templates of this process are state.process().templates, by key.
 
 
 def cache_dir() -> Path:
@@ -308,8 +309,9 @@ def _template(key: str, save: Any) -> Path:
     import uuid
 
     # gone when the cache was cleared meanwhile
-    if key in _TEMPLATES and (_TEMPLATES[key] / "MLmodel").is_file():
-        return _TEMPLATES[key]
+    held = state.process().templates
+    if key in held and (held[key] / "MLmodel").is_file():
+        return held[key]
     cached = cache_dir() / key
     if not (cached / "MLmodel").is_file():
         try:
@@ -319,7 +321,7 @@ def _template(key: str, save: Any) -> Path:
             staging = Path(tempfile.mkdtemp(prefix="sweeper-model-"))
             cached = staging / "model"
             save(cached)
-            _TEMPLATES[key] = cached
+            held[key] = cached
             return cached
         save(staging / "model")
         for _ in range(2):
@@ -335,7 +337,7 @@ def _template(key: str, save: Any) -> Path:
         if not (cached / "MLmodel").is_file():  # renamed away meanwhile: keep none, save for real
             cached = Path(tempfile.mkdtemp(prefix="sweeper-model-")) / f"model-{uuid.uuid4().hex}"
             save(cached)
-    _TEMPLATES[key] = cached
+    held[key] = cached
     return cached
 
 
@@ -395,19 +397,17 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool
     return True
 
 
-_ARTIFACTS: dict[Path, dict[str, str]] = {}
-
-
 def _template_artifacts(template: Path, text: str) -> dict[str, str]:
     """The template's artifact paths by name (``artifacts/weights.npz``), read once per template."""
-    if template not in _ARTIFACTS:
+    held = state.process().template_artifacts
+    if template not in held:
         import yaml
 
         doc = yaml.safe_load(text)
-        _ARTIFACTS[template] = {
+        held[template] = {
             k: v["path"] for k, v in doc["flavors"]["python_function"]["artifacts"].items()
         }
-    return _ARTIFACTS[template]
+    return held[template]
 
 
 def pd_text(docs: Any) -> Any:
