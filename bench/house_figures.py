@@ -44,7 +44,8 @@ The core is every ``.py`` file under ``sweeper/``, ``models/``, ``data/`` and ``
   ``.pop``, ``.clear``, ``.setdefault``, ... of ``MUTATORS``), assigns or deletes an item of
   it (``NAME[k] = v``, ``del NAME[k]``), augments it (``NAME += ...``) or rebinds it under
   ``global NAME``; or any module of the core does the first three through an attribute of
-  that name (``stop._SEEN.append(...)``: matched by the attribute's name alone).
+  that name (``stop._SEEN.append(...)``: matched by the attribute's name alone), or through
+  a name it imported (``from m import TABLE``, then ``TABLE.update(...)``: likewise).
 """
 
 from __future__ import annotations
@@ -235,6 +236,13 @@ def _mutated(tree: ast.Module) -> tuple[set[str], set[str]]:
             note(node.target)
         elif isinstance(node, ast.Global):
             names.update(node.names)
+    # a name imported from another module (``from m import TABLE``; ``TABLE.update(...)``)
+    # is that module's binding, changed as ``m.TABLE`` would be
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) in names:
+                    attributes.add(alias.name)
     return names, attributes
 
 

@@ -125,6 +125,17 @@ def test_mutable_bindings_outside_the_state_module_and_those_mutated(figures):
     assert figures["where"]["state"] == ["sweeper/a.py: CACHE"]
 
 
+def test_a_binding_changed_where_it_was_imported_by_name_is_state(tmp_path):
+    (tmp_path / "sweeper").mkdir()
+    (tmp_path / "sweeper/c.py").write_text("TABLE = {}\nFIXED = {}\n")
+    (tmp_path / "sweeper/d.py").write_text(
+        "from sweeper.c import FIXED, TABLE as T\n\nT.update(x=1)\nprint(FIXED['a'])\n"
+    )
+    figures = house.measure(tmp_path)
+    assert figures["where"]["mutable"] == ["sweeper/c.py: TABLE", "sweeper/c.py: FIXED"]
+    assert figures["where"]["state"] == ["sweeper/c.py: TABLE"]
+
+
 def test_long_lines_are_counted(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "long.py").write_text(

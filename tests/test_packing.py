@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import all_runs, cli, make_cfg
+from sweeper.base import state
 from sweeper.base.names import PRUNED_AT
 from sweeper.sweep import packing
 
@@ -185,7 +186,7 @@ def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folde
     from sweeper import data
 
     monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(packing, "_CACHE", {})
+    monkeypatch.setattr(state.process(), "costs", {})
     ds = data.load_plain(make_cfg("data=diabetes").data)
     costs = packing.Costs.of("cpu", "float64", ds)
     assert costs is packing.Costs.of("cpu", "float64", ds)
@@ -196,7 +197,7 @@ def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folde
     assert both > 0 and one > 0 and costs.epoch(blocks) == both and len(costs.epochs) == 3
     costs.save()
     # another process of this machine: the measurements, not a new probe
-    monkeypatch.setattr(packing, "_CACHE", {})
+    monkeypatch.setattr(state.process(), "costs", {})
     again = packing.Costs.of("cpu", "float64", ds)
     assert again is not costs and again.epochs == costs.epochs
     monkeypatch.setattr(packing.Costs, "_time", lambda *a, **k: pytest.fail("measured again"))
@@ -288,7 +289,7 @@ def _packing_pays(folder, args):
     ]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWEEPER_CACHE_DIR", str(folder))
-        mp.setattr(packing, "_CACHE", {})
+        mp.setattr(state.process(), "costs", {})
         mp.setattr(packing.Costs, "_time", timed)
         # the packing step saves the measurements asked
         launch.plan(_jobs(*itertools.product(*lists)))
