@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import forked_cli
 import pytest
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
@@ -56,6 +57,7 @@ if _OWN_TEMP:
 def pytest_sessionfinish(session, exitstatus):
     """The session's folder goes with the process that made it (a worker's session ends before the controller's,
     and uses the controller's folder)."""
+    _ZYGOTE.close()
     if _OWN_TEMP and os.environ.get("SWEEPER_CACHE_DIR") == str(_OWN_TEMP / "cache"):
         shutil.rmtree(_OWN_TEMP, ignore_errors=True)
 
@@ -159,8 +161,9 @@ LINEAR_ONLY = "baselines=linear"
 def cli(
     tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """``python -m sweeper ARGS`` in a subprocess, its Hydra output under ``tmp_path``; a multirun with
-    ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`)."""
+    """``python -m sweeper ARGS`` in a process of its own, its Hydra output under ``tmp_path``; a multirun with
+    ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`). Forked past its imports
+    (``tests/forked_cli.py``), or a fresh interpreter when ``env`` is given or ``TESTS_FRESH_CLI=1``."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
     if {"-m", "--multirun"} & set(args) and not any(
         a.lstrip("+").startswith("baselines=") for a in args
@@ -168,6 +171,8 @@ def cli(
         extra.append(LINEAR_ONLY)
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
+    if env is None and os.environ.get(forked_cli.FRESH) != "1":
+        return _ZYGOTE.run([*args, *extra], tmp_path, dict(os.environ), timeout=600)
     return subprocess.run(
         [sys.executable, "-m", "sweeper", *args, *extra],
         cwd=tmp_path,
@@ -176,6 +181,10 @@ def cli(
         timeout=600,
         env={**os.environ, **(env or {})},
     )
+
+
+# this test process's zygote for cli(): python -m sweeper forked past its imports (tests/forked_cli.py)
+_ZYGOTE = forked_cli.Zygote()
 
 
 def shared_sweep(tmp_path_factory: Any, template: Path, name: str, *args: str) -> dict:

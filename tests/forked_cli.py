@@ -1,0 +1,195 @@
+"""``python -m sweeper ARGS`` for the tests, forked from a process that imported sweeper, Hydra and MLflow once.
+
+Each command-line run of the suite used to start a fresh interpreter, and about 2 of the 2.7 CPU-seconds of a small
+sweep went to imports (MLflow 1.1 s, its SQL store and ORM 0.8 s): with a few hundred runs, most of the suite's
+time. Here each test process starts one *zygote* (``python tests/forked_cli.py``) that imports what a sweep's main
+process imports and then waits; a run is a ``fork()`` of it that does what ``python -m sweeper`` does next (its
+folder, its environment, its arguments, ``runpy.run_module("sweeper", run_name="__main__")``, the interpreter's exit
+steps), its output in files, its exit status sent back. Everything a run does is the real command's: its Hydra
+multirun, its launcher's workers (fresh interpreters of their own), its MLflow store; only the imports were done
+before.
+
+What a fork cannot reproduce: a variable read when a module is imported (the zygote imported them with the test
+process's environment). So a run given an ``env`` of its own, or any run while ``TESTS_FRESH_CLI=1``, is a
+fresh interpreter (:func:`conftest.cli`), as are the tests that send signals or time processes (they start their
+own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+FRESH = "TESTS_FRESH_CLI"  # "1": every conftest.cli run a fresh interpreter (the forks' behaviour checked)
+
+
+def _preload() -> None:
+    """What a sweep's main process imports (measured: its sys.modules at exit), so that a fork starts past it."""
+    import gc
+
+    import hydra._internal.hydra  # noqa: F401
+    import mlflow  # noqa: F401
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    import numpy  # noqa: F401
+    import sqlalchemy.orm
+
+    import sweeper.__main__  # noqa: F401
+    import sweeper.insight.publish  # noqa: F401
+    import sweeper.job.task  # noqa: F401
+    import sweeper.sweep.launch  # noqa: F401
+    import sweeper.tracking.store  # noqa: F401
+
+    sqlalchemy.orm.configure_mappers()  # MLflow's ORM classes, configured at a store's first query otherwise
+    gc.freeze()  # the imported objects stay shared pages in each fork (no collection writes to them)
+
+
+def _run_child(request: dict[str, Any]) -> None:
+    """In the fork: become ``python -m sweeper ARGS`` in ``cwd`` with ``env``; never returns."""
+    import atexit
+    import runpy
+    import traceback
+
+    code: Any = 1
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        for fd, path, flags in (
+            (0, os.devnull, os.O_RDONLY),
+            (1, request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+            (2, request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        ):
+            os.dup2(os.open(path, flags, 0o600), fd)
+        sys.argv = ["-m", *request["args"]]
+        sys.path[0] = (
+            os.getcwd()
+        )  # python -m puts the working folder first (a user's modules there import)
+        # run as __main__ afresh, as python -m does (preloaded for its imports only; runpy warns if it is there)
+        sys.modules.pop("sweeper.__main__", None)
+        try:
+            runpy.run_module("sweeper", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):  # sys.exit("message"): Python prints it, exit 1
+            print(code, file=sys.stderr)
+            code = 1
+        threading._shutdown()  # the interpreter's exit: non-daemon threads joined, atexit handlers run
+        atexit._run_exitfuncs()
+    except BaseException:  # what Python prints for an uncaught exception, and its exit status
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def _wait(pid: int, timeout: float) -> int:
+    """The child's exit status as ``subprocess`` gives it (negative: the signal that ended it); killed after
+    ``timeout`` s, then reported as None."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
+
+
+def serve() -> None:
+    """The zygote: preload, say "ready", then fork one run per request line (JSON) and answer its exit status."""
+    _preload()
+    out = sys.stdout
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _run_child(request)
+        out.write(json.dumps({"returncode": _wait(pid, request["timeout"])}) + "\n")
+        out.flush()
+
+
+class Zygote:
+    """One test process's zygote: started at its first run, ended with the process."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _started(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__)), "serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=Path(__file__).parent,
+            )
+            ready = self._proc.stdout.readline()
+            if ready != "ready\n":
+                raise RuntimeError(f"the CLI zygote did not start (it said {ready!r})")
+        return self._proc
+
+    def run(
+        self, args: list[str], cwd: Path, env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess:
+        """``python -m sweeper ARGS`` forked in ``cwd`` with ``env``; its output read back from two temporary
+        files (removed)."""
+        with tempfile.TemporaryDirectory(prefix="sweeper-cli-") as scratch:
+            return self._run(args, cwd, env, timeout, Path(scratch))
+
+    def _run(
+        self, args: list[str], cwd: Path, env: dict[str, str], timeout: float, scratch: Path
+    ) -> subprocess.CompletedProcess:
+        out, err = scratch / "stdout.txt", scratch / "stderr.txt"
+        request = {
+            "args": args,
+            "cwd": str(cwd),
+            "env": env,
+            "out": str(out),
+            "err": str(err),
+            "timeout": timeout,
+        }
+        with self._lock:
+            proc = self._started()
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            answer = proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(
+                f"the CLI zygote ended (exit {proc.wait()}) during: python -m sweeper {args}"
+            )
+        code = json.loads(answer)["returncode"]
+        argv = [sys.executable, "-m", "sweeper", *args]
+        stdout, stderr = out.read_text(), err.read_text()
+        if code is None:
+            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.stdin.close()
+            self._proc.wait(timeout=60)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["serve"]:
+    serve()

@@ -1,0 +1,67 @@
+"""The suite's ``python -m sweeper`` forked past its imports (tests/forked_cli.py) behaves as a fresh interpreter:
+the same exit status, output and errors, the test's working folder and environment seen, a user's module found in
+that folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import forked_cli
+from conftest import _ZYGOTE, cli
+
+
+def fresh(tmp_path, *args):
+    """The same command in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "sweeper", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+
+
+def forked(tmp_path, *args):
+    import os
+
+    return _ZYGOTE.run(list(args), tmp_path, dict(os.environ), timeout=300)
+
+
+def same(a: subprocess.CompletedProcess, b: subprocess.CompletedProcess) -> None:
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+
+def test_a_refused_value_is_the_same_one_line_and_exit(tmp_path):
+    got = forked(tmp_path, "lr=abc")
+    assert got.returncode == 2 and got.stderr.startswith("sweeper: error: lr=abc")
+    same(got, fresh(tmp_path, "lr=abc"))
+
+
+def test_help_is_the_same(tmp_path):
+    got = forked(tmp_path, "--help")
+    assert got.returncode == 0 and "lr" in got.stdout
+    same(got, fresh(tmp_path, "--help"))
+
+
+def test_the_environment_at_the_call_is_the_one_the_run_reads(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_THREADS", "two")  # set after the zygote imported everything
+    got = forked(tmp_path, "lr=0.1")
+    assert got.returncode == 2 and "SWEEPER_THREADS=two" in got.stderr, got.stderr
+    same(got, fresh(tmp_path, "lr=0.1"))
+
+
+def test_a_module_in_the_working_folder_is_imported_from_there(tmp_path):
+    (tmp_path / "mine.py").write_text("raise SystemExit('imported from the working folder')\n")
+    got = forked(tmp_path, "model._target_=mine.Net")
+    assert got.returncode != 0 and "imported from the working folder" in got.stderr, got.stderr
+    same(got, fresh(tmp_path, "model._target_=mine.Net"))
+
+
+def test_a_run_trains_and_records_in_its_own_folder(tmp_path, store):
+    proc = cli(tmp_path, "epochs=5", store=store)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run").is_dir()  # Hydra's run folder, under the test's folder (its cwd)
+
+
+def test_fresh_interpreters_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv(forked_cli.FRESH, "1")
+    calls = []
+    monkeypatch.setattr(_ZYGOTE, "run", lambda *a, **k: calls.append(a))
+    assert cli(tmp_path, "lr=abc").returncode == 2 and calls == []
