@@ -74,7 +74,7 @@ def test_one_shortcut_off_leaves_the_others_on_and_says_which_once(turned_off, c
         ]
 
 
-def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, tmp_path):
+def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
     from sweeper.base import hydra_internals, state
@@ -87,6 +87,8 @@ def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, tmp
     turned_off("jobrun,bulk,writer,painter")
     assert not hydra_internals.fast() and bulk.sql_store(c) is None and not bulk.creates_in_bulk(c)
     assert not writer.wanted(16, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
+    # a sweep of its own: a painter an earlier test's in-process sweep left current is not this one's
+    monkeypatch.setattr(state, "_current", state.SweepState())
     plots.start()
     assert plots.current() is None and state.current().painter is None  # the report draws here
 
