@@ -184,7 +184,7 @@ def cli(
 
 
 # this test process's zygote for cli(): python -m sweeper forked past its imports (tests/forked_cli.py)
-_ZYGOTE = forked_cli.Zygote()
+_ZYGOTE = forked_cli.Zygote(os.environ)
 
 
 def shared_sweep(tmp_path_factory: Any, template: Path, name: str, *args: str) -> dict:

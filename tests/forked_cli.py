@@ -129,9 +129,12 @@ def serve() -> None:
 
 
 class Zygote:
-    """One test process's zygote: started at its first run, ended with the process."""
+    """One test process's zygote: started at its first run, ended with the process. It imports with ``env``
+    (the test process's environment as the session set it up, not as the test that happens to start it has
+    patched it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str]) -> None:
+        self._env = dict(env)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
@@ -143,6 +146,7 @@ class Zygote:
                 stdout=subprocess.PIPE,
                 text=True,
                 cwd=Path(__file__).parent,
+                env=self._env,
             )
             ready = self._proc.stdout.readline()
             if ready != "ready\n":
