@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from types import MappingProxyType
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -36,7 +37,7 @@ from sweeper.base.portable import (
 
 
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
-SNIFFED = {",": "comma", ";": "semicolon", "\t": "tab"}
+SNIFFED = MappingProxyType({",": "comma", ";": "semicolon", "\t": "tab"})
 SNIFF_LINES = 50
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,10 +48,12 @@ MAX_CLASSES = 20
 
 # The bundled tables' column names (a logged model's input columns), as scikit-learn's
 # loaders name them; the others' columns are x0, x1, ...
-FEATURE_NAMES = {
-    "diabetes": ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"),
-    "iris": ("sepal_length", "sepal_width", "petal_length", "petal_width"),
-}
+FEATURE_NAMES = MappingProxyType(
+    {
+        "diabetes": ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"),
+        "iris": ("sepal_length", "sepal_width", "petal_length", "petal_width"),
+    }
+)
 
 
 def xor(cfg: Any, seed: int) -> Raw:
@@ -490,18 +493,20 @@ def _to_float(rows: list[list[Any]], names: list[Any] | None, path: Path) -> np.
         raise
 
 
-LOADERS = {
-    "xor": xor,
-    "diabetes": diabetes,
-    "breast_cancer": breast_cancer,
-    "iris": iris,
-    "wine": wine,
-    "digits": digits,
-    "spambase": spambase,
-    "synthetic": synthetic,
-    "csv": csv_file,
-    "sms": sms,
-    "text": text_file,
-}
+LOADERS = MappingProxyType(
+    {
+        "xor": xor,
+        "diabetes": diabetes,
+        "breast_cancer": breast_cancer,
+        "iris": iris,
+        "wine": wine,
+        "digits": digits,
+        "spambase": spambase,
+        "synthetic": synthetic,
+        "csv": csv_file,
+        "sms": sms,
+        "text": text_file,
+    }
+)
 # Data sets whose X holds documents, turned into features by sweeper.data.load (data.features, ...).
 TEXT = ("sms", "text")

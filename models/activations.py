@@ -14,6 +14,7 @@ an ``exp`` form within 5e-16 of it), the same in both paths, so they round ident
 from __future__ import annotations
 
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Callable, NamedTuple
 
 from sweeper.models import forms
@@ -69,23 +70,25 @@ class Activation(NamedTuple):
     grad_calls: Callable[[Any, Any, Any, Any], list[Call]]
 
 
-ACTIVATIONS: dict[str, Activation] = {
-    "relu": Activation(
-        lambda xp, z: xp.maximum(z, 0),
-        lambda xp, z, a: (z > 0).astype(z.dtype),
-        lambda xp, z, scratch=None: forms.calls(xp, "relu", z, scratch),
-        _relu_grad_calls,
-    ),
-    "tanh": Activation(
-        lambda xp, z: forms.apply(xp, "tanh", z),
-        lambda xp, z, a: 1.0 - a * a,
-        lambda xp, z, scratch=None: forms.calls(xp, "tanh", z, scratch),
-        _tanh_grad_calls,
-    ),
-    "sigmoid": Activation(
-        lambda xp, z: forms.apply(xp, "sigmoid", z),
-        lambda xp, z, a: a * (1.0 - a),
-        lambda xp, z, scratch=None: forms.calls(xp, "sigmoid", z, scratch),
-        _sigmoid_grad_calls,
-    ),
-}
+ACTIVATIONS: MappingProxyType[str, Activation] = MappingProxyType(
+    {
+        "relu": Activation(
+            lambda xp, z: xp.maximum(z, 0),
+            lambda xp, z, a: (z > 0).astype(z.dtype),
+            lambda xp, z, scratch=None: forms.calls(xp, "relu", z, scratch),
+            _relu_grad_calls,
+        ),
+        "tanh": Activation(
+            lambda xp, z: forms.apply(xp, "tanh", z),
+            lambda xp, z, a: 1.0 - a * a,
+            lambda xp, z, scratch=None: forms.calls(xp, "tanh", z, scratch),
+            _tanh_grad_calls,
+        ),
+        "sigmoid": Activation(
+            lambda xp, z: forms.apply(xp, "sigmoid", z),
+            lambda xp, z, a: a * (1.0 - a),
+            lambda xp, z, scratch=None: forms.calls(xp, "sigmoid", z, scratch),
+            _sigmoid_grad_calls,
+        ),
+    }
+)

@@ -43,6 +43,7 @@ import json
 import os
 import threading
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Callable
 
 import numpy as np
@@ -52,10 +53,12 @@ from sweeper.base import state
 Call = Callable[[], Any]
 ENV = "SWEEPER_ACTIVATION_FORMS"
 TAG = "activation_form"
-SMALL = {
-    "float64": 2.0**-26,
-    "float32": 2.0**-12,
-}  # below these |z|, tanh(z) rounds to z (z²/3 < half an ulp)
+SMALL = MappingProxyType(
+    {
+        "float64": 2.0**-26,
+        "float32": 2.0**-12,
+    }
+)  # below these |z|, tanh(z) rounds to z (z²/3 < half an ulp)
 MARGIN = 0.9  # a form replaces the library's when it takes at most this share of its time
 PROBE_SIZE = 1 << 17
 
@@ -102,11 +105,15 @@ def _relu(xp: Any, z: Any, scratch: Any) -> list[Call]:
 
 # activation -> form -> (calls that set z ← f(z) in place, given scratch; whether it
 # needs the scratch)
-FORMS: dict[str, dict[str, tuple[Callable[[Any, Any, Any], list[Call]], bool]]] = {
-    "tanh": {"library": (_tanh_library, False), "exp": (_tanh_exp, True)},
-    "sigmoid": {"library": (_sigmoid_library, False), "exp": (_sigmoid_exp, False)},
-    "relu": {"library": (_relu, False)},
-}
+FORMS: MappingProxyType[str, dict[str, tuple[Callable[[Any, Any, Any], list[Call]], bool]]] = (
+    MappingProxyType(
+        {
+            "tanh": {"library": (_tanh_library, False), "exp": (_tanh_exp, True)},
+            "sigmoid": {"library": (_sigmoid_library, False), "exp": (_sigmoid_exp, False)},
+            "relu": {"library": (_relu, False)},
+        }
+    )
+)
 
 
 def scratch_for(xp: Any, z: Any, buffer: Any = None) -> tuple[Any, Any]:

@@ -48,6 +48,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -283,7 +284,9 @@ def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
         )
 
 
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_KINDS = MappingProxyType(
+    {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+)
 
 
 def doc_line(obj: Any, name: str) -> str:

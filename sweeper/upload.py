@@ -15,6 +15,7 @@ import json
 import socket
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,9 @@ from sweeper.tracking.writer import RECORDING, recording, write_result
 
 
 STATUSES = ("FINISHED", "FAILED", "KILLED")
-UPLOAD_KEYS = {"config": dict, "fingerprint": str, "device": str}  # besides sweepdir.RESULT_KEYS
+UPLOAD_KEYS = MappingProxyType(
+    {"config": dict, "fingerprint": str, "device": str}
+)  # besides sweepdir.RESULT_KEYS
 
 
 def pending(folder: Path, uri: str | None = None) -> list[Path]:

@@ -9,6 +9,7 @@ import importlib.util
 import logging
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -227,7 +228,9 @@ def outside_range(monkeypatch):
     """The installed MLflow outside the tested range (a range that excludes it), the answers asked afresh."""
     from sweeper.base import tested
 
-    monkeypatch.setitem(tested.TESTED, "mlflow", ("0.1", "0.2"))
+    monkeypatch.setattr(
+        tested, "TESTED", MappingProxyType({**tested.TESTED, "mlflow": ("0.1", "0.2")})
+    )
     tested.within.cache_clear()
     tested.shortcut.cache_clear()
     yield

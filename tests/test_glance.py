@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from types import MappingProxyType
 from urllib.parse import parse_qs, unquote
 
 import pytest
@@ -119,7 +120,9 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
     from sweeper.base import tested
     from sweeper.insight import publish
 
-    monkeypatch.setitem(tested.TESTED, "mlflow-ui", ("0.1", "0.2"))
+    monkeypatch.setattr(
+        tested, "TESTED", MappingProxyType({**tested.TESTED, "mlflow-ui": ("0.1", "0.2")})
+    )
     tested.within.cache_clear()
     tested.shortcut.cache_clear()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Mapping
 
 
@@ -32,7 +33,9 @@ def _folder(v: str) -> bool:
 
 # SWEEPER_ACTIVATION_FORMS: each activation's forms (sweeper.models.forms implements
 # them; a test holds the two equal)
-ACTIVATION_FORMS = {"tanh": ("library", "exp"), "sigmoid": ("library", "exp"), "relu": ("library",)}
+ACTIVATION_FORMS = MappingProxyType(
+    {"tanh": ("library", "exp"), "sigmoid": ("library", "exp"), "relu": ("library",)}
+)
 
 
 def _forms_allowed(value: str) -> bool:
@@ -50,57 +53,59 @@ def _forms_allowed(value: str) -> bool:
 # past the frameworks" measures each against it). name -> (the packages whose internals
 # it reaches into: it runs only inside their tested range, sweeper.base.tested;
 #          where it lives; the public path that runs instead)
-SHORTCUTS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "jobrun": (
-        ("hydra-core", "omegaconf"),
-        "sweeper.sweep.jobrun: a copy of Hydra's run_job without its config copies",
-        "Hydra's run_job",
-    ),
-    "compose": (
-        (),
-        "sweeper.contract.compose: each shape of overrides composed once, the jobs' values set "
-        "on it",
-        "Hydra composes every job (sweeper's check, the sweeper's, the launcher's)",
-    ),
-    "bulk": (
-        ("mlflow",),
-        "sweeper.tracking.bulk: MLflow's ORM tables written many runs a transaction",
-        "MLflow's client calls, a run at a time",
-    ),
-    "writer": (
-        (),
-        "sweeper.tracking.writer: a second process ends the runs while the next job trains",
-        "each job ends its own run (as SWEEPER_WRITER=off)",
-    ),
-    "painter": (
-        (),
-        "sweeper.insight.plots: a process imports matplotlib while the sweep runs and draws the "
-        "plots",
-        "the plots drawn in the launching process at the sweep's end",
-    ),
-    "exit": (
-        (),
-        "sweeper.main_exit: threading._shutdown, atexit._run_exitfuncs, os._exit (no interpreter "
-        "teardown)",
-        "sys.exit",
-    ),
-    "pyfunc_cache": (
-        (),
-        "sweeper.tracking.pyfunc: a model is a copy of a cached template with its own files",
-        "mlflow.pyfunc.save_model for every model",
-    ),
-    "joblib_warm": (
-        (),
-        "sweeper.sweep.joblib_warm: joblib's workers started and warmed while the sweep starts",
-        "joblib starts its workers when the launcher first calls it",
-    ),
-    "ui_view": (
-        ("mlflow-ui",),
-        "sweeper.tracking.ui: the printed address opens a shared view of MLflow's UI (its "
-        "internal UI state: the columns in view)",
-        "the printed address carries the sort and search alone",
-    ),
-}
+SHORTCUTS: MappingProxyType[str, tuple[tuple[str, ...], str, str]] = MappingProxyType(
+    {
+        "jobrun": (
+            ("hydra-core", "omegaconf"),
+            "sweeper.sweep.jobrun: a copy of Hydra's run_job without its config copies",
+            "Hydra's run_job",
+        ),
+        "compose": (
+            (),
+            "sweeper.contract.compose: each shape of overrides composed once, the jobs' values set "
+            "on it",
+            "Hydra composes every job (sweeper's check, the sweeper's, the launcher's)",
+        ),
+        "bulk": (
+            ("mlflow",),
+            "sweeper.tracking.bulk: MLflow's ORM tables written many runs a transaction",
+            "MLflow's client calls, a run at a time",
+        ),
+        "writer": (
+            (),
+            "sweeper.tracking.writer: a second process ends the runs while the next job trains",
+            "each job ends its own run (as SWEEPER_WRITER=off)",
+        ),
+        "painter": (
+            (),
+            "sweeper.insight.plots: a process imports matplotlib while the sweep runs and draws "
+            "the plots",
+            "the plots drawn in the launching process at the sweep's end",
+        ),
+        "exit": (
+            (),
+            "sweeper.main_exit: threading._shutdown, atexit._run_exitfuncs, os._exit (no "
+            "interpreter teardown)",
+            "sys.exit",
+        ),
+        "pyfunc_cache": (
+            (),
+            "sweeper.tracking.pyfunc: a model is a copy of a cached template with its own files",
+            "mlflow.pyfunc.save_model for every model",
+        ),
+        "joblib_warm": (
+            (),
+            "sweeper.sweep.joblib_warm: joblib's workers started and warmed while the sweep starts",
+            "joblib starts its workers when the launcher first calls it",
+        ),
+        "ui_view": (
+            ("mlflow-ui",),
+            "sweeper.tracking.ui: the printed address opens a shared view of MLflow's UI (its "
+            "internal UI state: the columns in view)",
+            "the printed address carries the sort and search alone",
+        ),
+    }
+)
 
 
 def _shortcuts_allowed(value: str) -> bool:
@@ -129,56 +134,58 @@ def shortcuts_off(env: Mapping[str, str] | None = None) -> frozenset[str]:
 ANY: Callable[[str], bool] = lambda v: True  # noqa: E731
 
 # name -> (what it allows, in words; its check)
-VARIABLES: dict[str, tuple[str, Callable[[str], bool]]] = {
-    "SWEEPER_WRITER": (
-        "on or off (the writer process that records finished runs)",
-        lambda v: v in ("on", "off"),
-    ),
-    "SWEEPER_THREADS": (
-        "an integer >= 1 (threads of a large epoch or a batched group)",
-        _integer(1),
-    ),
-    "SWEEPER_HEARTBEAT_S": (
-        "a number of seconds > 0 (between two heartbeats of a run)",
-        _number(0, True),
-    ),
-    "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
-    "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
-    "SWEEPER_PUBLIC_ONLY": (
-        "1, 0, or shortcuts to turn off, comma-separated, of "
-        + ", ".join(SHORTCUTS)
-        + " (1: all of them: MLflow's and Hydra's public calls)",
-        _shortcuts_allowed,
-    ),
-    "SWEEPER_CACHE_DIR": (
-        "a folder, or a path where one can be made (model and store templates, gradient checks, "
-        "probes)",
-        _folder,
-    ),
-    "SWEEPER_ACTIVATION_FORMS": (
-        "probe, library, or forms such as tanh=exp,sigmoid=library (models.forms)",
-        _forms_allowed,
-    ),
-    "SWEEPER_FAKE_GPU": (
-        "numpy or strict (test-only: device=gpu on NumPy, or on the strict device stand-in)",
-        lambda v: v in ("numpy", "strict"),
-    ),
-    "SWEEPER_STRICT_LEDGER": (
-        "a file path (test-only: the strict stand-in's counts, appended at exit)",
-        ANY,
-    ),
-    "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
-    "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
-    "SWEEPER_OOM_COUNTER": (
-        "a file holding the host's out-of-memory kill count (test-only: /proc/vmstat's)",
-        ANY,
-    ),
-    "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
-    "SWEEPER_BEST_DIR": (
-        "a folder of pinned files for tests/test_best.py (as its --best-dir)",
-        ANY,
-    ),
-}
+VARIABLES: MappingProxyType[str, tuple[str, Callable[[str], bool]]] = MappingProxyType(
+    {
+        "SWEEPER_WRITER": (
+            "on or off (the writer process that records finished runs)",
+            lambda v: v in ("on", "off"),
+        ),
+        "SWEEPER_THREADS": (
+            "an integer >= 1 (threads of a large epoch or a batched group)",
+            _integer(1),
+        ),
+        "SWEEPER_HEARTBEAT_S": (
+            "a number of seconds > 0 (between two heartbeats of a run)",
+            _number(0, True),
+        ),
+        "SWEEPER_AHEAD_BULK": ("an integer >= 0", _integer(0)),
+        "SWEEPER_AHEAD_AFTER_S": ("a number of seconds >= 0", _number(0, False)),
+        "SWEEPER_PUBLIC_ONLY": (
+            "1, 0, or shortcuts to turn off, comma-separated, of "
+            + ", ".join(SHORTCUTS)
+            + " (1: all of them: MLflow's and Hydra's public calls)",
+            _shortcuts_allowed,
+        ),
+        "SWEEPER_CACHE_DIR": (
+            "a folder, or a path where one can be made (model and store templates, gradient "
+            "checks, probes)",
+            _folder,
+        ),
+        "SWEEPER_ACTIVATION_FORMS": (
+            "probe, library, or forms such as tanh=exp,sigmoid=library (models.forms)",
+            _forms_allowed,
+        ),
+        "SWEEPER_FAKE_GPU": (
+            "numpy or strict (test-only: device=gpu on NumPy, or on the strict device stand-in)",
+            lambda v: v in ("numpy", "strict"),
+        ),
+        "SWEEPER_STRICT_LEDGER": (
+            "a file path (test-only: the strict stand-in's counts, appended at exit)",
+            ANY,
+        ),
+        "SWEEPER_FAKE_GPUS": ("an integer >= 1 (test-only)", _integer(1)),
+        "SWEEPER_TEST_DIE_ONCE": ("a file path (test-only)", ANY),
+        "SWEEPER_OOM_COUNTER": (
+            "a file holding the host's out-of-memory kill count (test-only: /proc/vmstat's)",
+            ANY,
+        ),
+        "SWEEPER_SHARED_DATA": ("a folder of data files (the test suite's)", ANY),
+        "SWEEPER_BEST_DIR": (
+            "a folder of pinned files for tests/test_best.py (as its --best-dir)",
+            ANY,
+        ),
+    }
+)
 
 
 def cache_root() -> Path:

@@ -110,6 +110,9 @@ class ProcessState:
     # that patched os._exit
     user_depth: Counter = field(default_factory=Counter)
     user_pid: int | None = None
+    # sweeper.base.strict: what a NumPy function called on the stand-in's device arrays
+    # runs, by (module, name), filled as its namespace (strict/namespace.py) is imported
+    device_functions: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
 _process = ProcessState()

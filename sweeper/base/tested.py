@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
+from types import MappingProxyType
 
 from sweeper.base.environment import SHORTCUTS, turned_off_by
 
@@ -23,17 +24,19 @@ log = logging.getLogger("sweeper")
 # (mlflow 3.17.2 on this project's machines, whose package index has no mlflow-tracing
 # 3.18; 3.18 is what a fresh environment elsewhere installs, and 3.13-3.16 were not
 # run; hydra-core 1.3.8; omegaconf 2.3.1).
-TESTED = {
-    "mlflow": ("3.17.2", "3.19"),
-    "hydra-core": ("1.3.8", "1.4"),
-    "omegaconf": ("2.3.1", "2.4"),
-    # MLflow's web UI, whose shared view state (sweeper.tracking.ui) is internal
-    # UI state: checked in a browser (bench/ui_check.py) on 3.17.2 only; outside it the
-    # address sweeper prints carries the sort alone
-    "mlflow-ui": ("3.17.2", "3.18"),
-}
+TESTED = MappingProxyType(
+    {
+        "mlflow": ("3.17.2", "3.19"),
+        "hydra-core": ("1.3.8", "1.4"),
+        "omegaconf": ("2.3.1", "2.4"),
+        # MLflow's web UI, whose shared view state (sweeper.tracking.ui) is internal
+        # UI state: checked in a browser (bench/ui_check.py) on 3.17.2 only; outside it the
+        # address sweeper prints carries the sort alone
+        "mlflow-ui": ("3.17.2", "3.18"),
+    }
+)
 # a TESTED entry that is a part of a distribution: the distribution
-DISTRIBUTION = {"mlflow-ui": "mlflow"}
+DISTRIBUTION = MappingProxyType({"mlflow-ui": "mlflow"})
 # SWEEPER_PUBLIC_ONLY=1: the public calls everywhere, as outside the tested range (to
 # compare or to rule us out); SWEEPER_PUBLIC_ONLY=jobrun,bulk: those shortcuts only
 PUBLIC_ONLY = "SWEEPER_PUBLIC_ONLY"

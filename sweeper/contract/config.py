@@ -16,6 +16,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from omegaconf import OmegaConf
@@ -120,31 +121,35 @@ def text() -> Rule:
 # net (~10 us an epoch) and days for most; a number past it is a typo
 # (epochs=99999999999999999999999 trained forever), refused before any work
 MAX_EPOCHS = 100_000_000
-TOP_LEVEL: dict[str, Rule] = {
-    "lr": positive_number(),
-    "epochs": Rule(
-        f"an integer from 1 to {MAX_EPOCHS:,}", lambda v: _is_int(v) and 1 <= v <= MAX_EPOCHS
-    ),
-    "depth": integer(ge=0),
-    "width": integer(ge=1),
-    "activation": choice("relu", "tanh", "sigmoid"),
-    "device": choice("cpu", "gpu"),
-    "seed": integer(ge=0),
-    "dtype": choice("float32", "float64"),
-    "log_every": integer(ge=1),
-    "patience": integer(ge=0),
-    "sync_every_epoch": Rule("true or false", lambda v: isinstance(v, bool)),
-    "resume": Rule("true or false", lambda v: isinstance(v, bool)),
-    "optimizer": choice("gd", "momentum", "adam"),
-    "momentum": fraction(),
-    "nesterov": Rule("true or false", lambda v: isinstance(v, bool)),
-    "beta1": fraction(),
-    "beta2": fraction(),
-    "eps": positive_number(),
-    "batch_size": Rule("an integer >= 0 (0 = the full batch)", lambda v: _is_int(v) and v >= 0),
-    "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
-    "baselines": Rule("auto, a comma list of linear, boosting, or none", lambda v: _baselines(v)),
-}
+TOP_LEVEL: MappingProxyType[str, Rule] = MappingProxyType(
+    {
+        "lr": positive_number(),
+        "epochs": Rule(
+            f"an integer from 1 to {MAX_EPOCHS:,}", lambda v: _is_int(v) and 1 <= v <= MAX_EPOCHS
+        ),
+        "depth": integer(ge=0),
+        "width": integer(ge=1),
+        "activation": choice("relu", "tanh", "sigmoid"),
+        "device": choice("cpu", "gpu"),
+        "seed": integer(ge=0),
+        "dtype": choice("float32", "float64"),
+        "log_every": integer(ge=1),
+        "patience": integer(ge=0),
+        "sync_every_epoch": Rule("true or false", lambda v: isinstance(v, bool)),
+        "resume": Rule("true or false", lambda v: isinstance(v, bool)),
+        "optimizer": choice("gd", "momentum", "adam"),
+        "momentum": fraction(),
+        "nesterov": Rule("true or false", lambda v: isinstance(v, bool)),
+        "beta1": fraction(),
+        "beta2": fraction(),
+        "eps": positive_number(),
+        "batch_size": Rule("an integer >= 0 (0 = the full batch)", lambda v: _is_int(v) and v >= 0),
+        "weight_decay": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
+        "baselines": Rule(
+            "auto, a comma list of linear, boosting, or none", lambda v: _baselines(v)
+        ),
+    }
+)
 
 # The top-level keys that are sweeper's MLP's hyperparameters (a model of the interface
 # has its own: model.*).
@@ -165,59 +170,69 @@ def _baselines(value: Any) -> bool:
 
 # Keys added after runs were pinned, with their defaults: a key at its default is left out of the
 # fingerprint, so a run from before the key keeps its fingerprint (resume=true, conf/best pins).
-ADDED_DEFAULTS: dict[str, Any] = {
-    "optimizer": "gd",
-    "momentum": 0.9,
-    "nesterov": False,
-    "beta1": 0.9,
-    "beta2": 0.999,
-    "eps": 1e-8,
-    "batch_size": 0,
-    "weight_decay": 0.0,
-}
+ADDED_DEFAULTS: MappingProxyType[str, Any] = MappingProxyType(
+    {
+        "optimizer": "gd",
+        "momentum": 0.9,
+        "nesterov": False,
+        "beta1": 0.9,
+        "beta2": 0.999,
+        "eps": 1e-8,
+        "batch_size": 0,
+        "weight_decay": 0.0,
+    }
+)
 
 # The keys every data set has: its name and the split keys, whose defaults and comments
 # conf/data_split.yaml declares once (sweeper.contract.choices.DATA_SPLIT). data.split_seed draws
 # the split (and synthetic data); the top-level seed draws the initial weights (and the mini-batch
 # order). Before split_seed existed, seed drew both: see fingerprint() for how the two hash.
-SPLIT = {
-    "name": text(),
-    "val_fraction": fraction(),
-    "test_fraction": fraction(),
-    "split_seed": integer(ge=0),
-    "folds": Rule(
-        "0 (one validation split) or an integer >= 2 (k-fold cross-validation)",
-        lambda v: _is_int(v) and (v == 0 or v >= 2),
-    ),
-}
+SPLIT = MappingProxyType(
+    {
+        "name": text(),
+        "val_fraction": fraction(),
+        "test_fraction": fraction(),
+        "split_seed": integer(ge=0),
+        "folds": Rule(
+            "0 (one validation split) or an integer >= 2 (k-fold cross-validation)",
+            lambda v: _is_int(v) and (v == 0 or v >= 2),
+        ),
+    }
+)
 # data keys that a node may leave out (a node written before the key existed, a
 # benchmark's namespace): absent = 0
 OPTIONAL_DATA = ("folds",)
 # data.sep may name a separator that a shell or Hydra's override parser makes awkward to type.
-SEP_NAMES = {"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"}
+SEP_NAMES = MappingProxyType({"tab": "\t", "\\t": "\t", "space": " ", "semicolon": ";"})
 # How documents become features (data=sms, data=text): sweeper.data.vectorizer.
-_TEXT_FEATURES = {
-    "features": choice("tfidf", "counts", "hashing"),
-    "max_features": Rule("an integer >= 0 (0: no cap)", lambda v: _is_int(v) and v >= 0),
-    "ngram_max": Rule(
-        "1 (words) or 2 (words and word pairs)", lambda v: _is_int(v) and v in (1, 2)
-    ),
-    "min_df": integer(ge=1),
-    "sparse": Rule("true or false", lambda v: isinstance(v, bool)),
-}
-_CSV_COLUMNS = {
-    "target": Rule("a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)),
-    "header": Rule("true or false", lambda v: isinstance(v, bool)),
-    "sep": Rule(
-        "auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
-        lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto"),
-    ),
-    "task": choice("auto", "regression", "binary", "multiclass"),
-    "positive_class": Rule(
-        "auto, or the target value to read as 1 (a number or text)",
-        lambda v: _is_number(v) or (isinstance(v, str) and v != ""),
-    ),
-}
+_TEXT_FEATURES = MappingProxyType(
+    {
+        "features": choice("tfidf", "counts", "hashing"),
+        "max_features": Rule("an integer >= 0 (0: no cap)", lambda v: _is_int(v) and v >= 0),
+        "ngram_max": Rule(
+            "1 (words) or 2 (words and word pairs)", lambda v: _is_int(v) and v in (1, 2)
+        ),
+        "min_df": integer(ge=1),
+        "sparse": Rule("true or false", lambda v: isinstance(v, bool)),
+    }
+)
+_CSV_COLUMNS = MappingProxyType(
+    {
+        "target": Rule(
+            "a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)
+        ),
+        "header": Rule("true or false", lambda v: isinstance(v, bool)),
+        "sep": Rule(
+            "auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
+            lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto"),
+        ),
+        "task": choice("auto", "regression", "binary", "multiclass"),
+        "positive_class": Rule(
+            "auto, or the target value to read as 1 (a number or text)",
+            lambda v: _is_number(v) or (isinstance(v, str) and v != ""),
+        ),
+    }
+)
 
 
 def _names(v: Any) -> bool:
@@ -227,91 +242,106 @@ def _names(v: Any) -> bool:
 
 
 # Which columns of a table are features (data=csv): sweeper.data.columns.
-_COLUMN_CHOICE = {
-    "drop": Rule("a list of column names or indices, e.g. [id,name] ([]: none)", _names),
-    "features": Rule(
-        "a list of column names or indices, e.g. [age,sex] ([]: every column but the target)",
-        _names,
-    ),
-    "max_categories": integer(ge=1),
-    "keep": Rule(
-        "a list of column names or indices kept although they look like ids, e.g. [PassengerId]",
-        _names,
-    ),
-    "dates": Rule(
-        "a list of column names or indices read as dates, e.g. [dteday] ([]: ISO dates are found)",
-        _names,
-    ),
-    "categorical": Rule(
-        "a list of numeric column names or indices encoded as categories, e.g. [origin]", _names
-    ),
-}
-# Missing cells of a table (data=csv): sweeper.data.table.
-_MISSING_CELLS = {
-    "missing": choice("impute", "drop_rows", "refuse"),
-    "na_values": Rule(
-        "a list of texts read as a missing cell besides '', NA, N/A, NaN, null, ?, -, e.g. [n/a]",
-        lambda v: isinstance(v, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in v),
-    ),
-}
-DATA: dict[str, dict[str, Rule]] = {
-    "xor": SPLIT,
-    "diabetes": SPLIT,
-    "breast_cancer": SPLIT,
-    "iris": SPLIT,
-    "wine": SPLIT,
-    "digits": SPLIT,
-    "spambase": {**SPLIT, "path": text()},
-    "csv": {**SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
-    "sms": {**SPLIT, "path": text(), **_TEXT_FEATURES},
-    "text": {
-        **SPLIT,
-        "path": text(),
-        "text": Rule(
-            "a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)
+_COLUMN_CHOICE = MappingProxyType(
+    {
+        "drop": Rule("a list of column names or indices, e.g. [id,name] ([]: none)", _names),
+        "features": Rule(
+            "a list of column names or indices, e.g. [age,sex] ([]: every column but the target)",
+            _names,
         ),
-        **_CSV_COLUMNS,
-        **_TEXT_FEATURES,
-    },
-    "synthetic": {
-        **SPLIT,
-        "task": choice("regression", "binary"),
-        "n_samples": integer(ge=10),
-        "n_features": integer(ge=1),
-        "noise": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
-    },
-}
+        "max_categories": integer(ge=1),
+        "keep": Rule(
+            "a list of column names or indices kept although they look like ids, "
+            "e.g. [PassengerId]",
+            _names,
+        ),
+        "dates": Rule(
+            "a list of column names or indices read as dates, e.g. [dteday] "
+            "([]: ISO dates are found)",
+            _names,
+        ),
+        "categorical": Rule(
+            "a list of numeric column names or indices encoded as categories, e.g. [origin]", _names
+        ),
+    }
+)
+# Missing cells of a table (data=csv): sweeper.data.table.
+_MISSING_CELLS = MappingProxyType(
+    {
+        "missing": choice("impute", "drop_rows", "refuse"),
+        "na_values": Rule(
+            "a list of texts read as a missing cell besides '', NA, N/A, NaN, null, ?, -, "
+            "e.g. [n/a]",
+            lambda v: (
+                isinstance(v, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in v)
+            ),
+        ),
+    }
+)
+DATA: MappingProxyType[str, dict[str, Rule]] = MappingProxyType(
+    {
+        "xor": SPLIT,
+        "diabetes": SPLIT,
+        "breast_cancer": SPLIT,
+        "iris": SPLIT,
+        "wine": SPLIT,
+        "digits": SPLIT,
+        "spambase": {**SPLIT, "path": text()},
+        "csv": {**SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
+        "sms": {**SPLIT, "path": text(), **_TEXT_FEATURES},
+        "text": {
+            **SPLIT,
+            "path": text(),
+            "text": Rule(
+                "a column name or an integer index", lambda v: _is_int(v) or isinstance(v, str)
+            ),
+            **_CSV_COLUMNS,
+            **_TEXT_FEATURES,
+        },
+        "synthetic": {
+            **SPLIT,
+            "task": choice("regression", "binary"),
+            "n_samples": integer(ge=10),
+            "n_features": integer(ge=1),
+            "noise": Rule("a number >= 0", lambda v: _is_number(v) and v >= 0),
+        },
+    }
+)
 
 # Where a data set that is not shipped comes from (the one-line error of a missing data.path).
-DOWNLOAD = {
-    "spambase": "download spambase.data from https://archive.ics.uci.edu/dataset/94/spambase to "
-    "that path, "
-    "or set data.path=/path/to/spambase.data",
-    "sms": "download smsspamcollection.zip from "
-    "https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
-    "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
-    "text": "expected an existing .csv/.tsv/.txt, .json or .jsonl file",
-}
+DOWNLOAD = MappingProxyType(
+    {
+        "spambase": "download spambase.data from "
+        "https://archive.ics.uci.edu/dataset/94/spambase to that path, "
+        "or set data.path=/path/to/spambase.data",
+        "sms": "download smsspamcollection.zip from "
+        "https://archive.ics.uci.edu/dataset/228/sms+spam+collection, "
+        "unzip its SMSSpamCollection to that path, or set data.path=/path/to/SMSSpamCollection",
+        "text": "expected an existing .csv/.tsv/.txt, .json or .jsonl file",
+    }
+)
 
 _BOOL = Rule("true or false", lambda v: isinstance(v, bool))
-TRACKING: dict[str, Rule] = {
-    "uri": Rule(
-        "a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
-        lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None,
-    ),
-    "experiment": Rule(
-        f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
-        lambda v: (
-            isinstance(v, str)
-            and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
-            and v.strip() != ""
+TRACKING: MappingProxyType[str, Rule] = MappingProxyType(
+    {
+        "uri": Rule(
+            "a tracking URI: sqlite:///PATH (a database file; not :memory:) or http(s)://HOST:PORT",
+            lambda v: isinstance(v, str) and v != "" and uri_problem(v) is None,
         ),
-    ),
-    "log_model": _BOOL,
-    "system_metrics": _BOOL,
-    "curve_points": integer(ge=0),
-    "system_metrics_min_s": integer(ge=0),
-}
+        "experiment": Rule(
+            f"a name of 1 to {MAX_NAME_BYTES} bytes (it names the experiment's artifact folder)",
+            lambda v: (
+                isinstance(v, str)
+                and len(v.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+                and v.strip() != ""
+            ),
+        ),
+        "log_model": _BOOL,
+        "system_metrics": _BOOL,
+        "curve_points": integer(ge=0),
+        "system_metrics_min_s": integer(ge=0),
+    }
+)
 
 # Config groups whose choices are files in conf/<group>/ (checked before Hydra composes).
 GROUPS = ("data", "tracking", "sweep", "best", "model")
@@ -604,14 +634,16 @@ def _unparsable(arg: str, e: Exception) -> None:
 # sniffing), as ADDED_DEFAULTS: at these values they hash as before they
 # existed; data.sep=auto hashes as the old default ",", which is what any file that ran
 # before sniffing was read with unless data.sep named another.
-DATA_ADDED_DEFAULTS: dict[str, Any] = {
-    "drop": [],
-    "features": [],
-    "max_categories": 50,
-    "keep": [],
-    "dates": [],
-    "categorical": [],
-    "missing": "impute",
-    "na_values": [],
-    "folds": 0,
-}
+DATA_ADDED_DEFAULTS: MappingProxyType[str, Any] = MappingProxyType(
+    {
+        "drop": [],
+        "features": [],
+        "max_categories": 50,
+        "keep": [],
+        "dates": [],
+        "categorical": [],
+        "missing": "impute",
+        "na_values": [],
+        "folds": 0,
+    }
+)

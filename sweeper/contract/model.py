@@ -8,6 +8,7 @@ import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -284,25 +285,27 @@ def check_command(path: str, kwargs: dict[str, Any]) -> str:
 
 # The model section's own keys (beside a model's hyperparameters, model.<name>): key -> (default,
 # allowed, meaning); python -m sweeper --help and the configuration reference show them.
-MODEL_KEYS = {
-    "_target_": (
-        str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]),
-        "an import path (module.Name or module:Name)",
-        "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, width, "
-        "activation), "
-        "a class of yours with init/forward/backward (model.<name>: its constructor's keyword "
-        "arguments), or "
-        "a function trainer fit(data, report, *, lr, epochs, seed, ...)",
-    ),
-    "check": (
-        "true",
-        "true or false",
-        "a class of yours: its gradients are checked against finite differences before it "
-        "trains, and a "
-        "failed check refuses the sweep; false trains it anyway, each run tagged "
-        "gradient_check=failed",
-    ),
-}
+MODEL_KEYS = MappingProxyType(
+    {
+        "_target_": (
+            str(OmegaConf.load(CONF_DIR / "model" / "mlp.yaml")["_target_"]),
+            "an import path (module.Name or module:Name)",
+            "the network trained: sweeper's MLP (its hyperparameters are the top-level depth, "
+            "width, activation), "
+            "a class of yours with init/forward/backward (model.<name>: its constructor's keyword "
+            "arguments), or "
+            "a function trainer fit(data, report, *, lr, epochs, seed, ...)",
+        ),
+        "check": (
+            "true",
+            "true or false",
+            "a class of yours: its gradients are checked against finite differences before it "
+            "trains, and a "
+            "failed check refuses the sweep; false trains it anyway, each run tagged "
+            "gradient_check=failed",
+        ),
+    }
+)
 
 
 _MODEL_KEY = re.compile(r"^model\.(?!_target_=)[A-Za-z_][\w.]*=")

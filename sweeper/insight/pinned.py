@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import yaml
@@ -28,7 +29,9 @@ from sweeper.base.fmt import cell, parse_param  # noqa: F401  (parse_param: the 
 BEST_DIR = CONF_DIR / "best"
 
 # Lower is better for errors and losses, higher for scores; val_ and test_ metrics alike.
-DIRECTION = {name: "lower" if lower else "higher" for name, lower in LOWER_IS_BETTER.items()}
+DIRECTION = MappingProxyType(
+    {name: "lower" if lower else "higher" for name, lower in LOWER_IS_BETTER.items()}
+)
 
 # The default relative tolerance of a pinned metric, by the run's dtype. On the machine that
 # pinned it a CPU re-run reproduces every metric exactly (0 would pass). Another CPU or BLAS
@@ -39,7 +42,7 @@ DIRECTION = {name: "lower" if lower else "higher" for name, lower in LOWER_IS_BE
 # by one ulp by at most 4e-14; in float32 by at most 1.4e-5 and 2.8e-5. The defaults leave
 # margins of 10^7-10^8 (float64) and ~35 (float32), and stay far below any change that matters:
 # each mutation of tests/test_best.py makes the worst pinned metric 12 % to 350 % worse.
-DEFAULT_RTOL = {"float64": 1e-6, "float32": 1e-3}
+DEFAULT_RTOL = MappingProxyType({"float64": 1e-6, "float32": 1e-3})
 
 # Pinned configs whose original training took longer than this are marked ``slow`` in the suite.
 SLOW_S = 2.0

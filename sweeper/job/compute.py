@@ -8,6 +8,7 @@ import math
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -20,7 +21,9 @@ from sweeper.models.optim import Optimizer
 from sweeper.models.train import diverged
 
 # Per task, metrics that are finite for any finite predictions, unless their squares overflow.
-DEFINED = {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass": ("log_loss",)}
+DEFINED = MappingProxyType(
+    {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass": ("log_loss",)}
+)
 
 
 @contextmanager

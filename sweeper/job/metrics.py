@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -22,25 +23,29 @@ TIMINGS = (
 
 # Every quality metric (after its val_/test_ prefix) and whether lower is better: errors and losses
 # are, scores (accuracy, F1, ROC AUC, R²) are not.
-LOWER_IS_BETTER = {
-    "mse": True,
-    "mae": True,
-    "rmse": True,
-    "log_loss": True,
-    "accuracy": False,
-    "f1": False,
-    "f1_macro": False,
-    "roc_auc": False,
-    "r2": False,
-}
+LOWER_IS_BETTER = MappingProxyType(
+    {
+        "mse": True,
+        "mae": True,
+        "rmse": True,
+        "log_loss": True,
+        "accuracy": False,
+        "f1": False,
+        "f1_macro": False,
+        "roc_auc": False,
+        "r2": False,
+    }
+)
 
 # The metric a sweep is ranked by, per task (prefixed with val_ /
 # test_), and whether lower is better.
-PRIMARY = {
-    "regression": ("mse", True),
-    "binary": ("accuracy", False),
-    "multiclass": ("accuracy", False),
-}
+PRIMARY = MappingProxyType(
+    {
+        "regression": ("mse", True),
+        "binary": ("accuracy", False),
+        "multiclass": ("accuracy", False),
+    }
+)
 
 
 def task_of(names: Any) -> str:

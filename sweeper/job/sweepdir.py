@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from sweeper.base.fmt import cell
 from sweeper.base.output import masked
@@ -43,7 +44,7 @@ class SweepFileError(ValueError):
     wrote it; one line naming the file."""
 
 
-def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+def read_json(path: Path, keys: Mapping[str, type | tuple[type, ...]]) -> dict[str, Any]:
     """The JSON object of ``path`` with each of ``keys`` of its type, or :class:`SweepFileError`
     (cut short, edited, not an object, a key missing or of another type)."""
     try:
@@ -72,14 +73,16 @@ def read_json(path: Path, keys: dict[str, type | tuple[type, ...]]) -> dict[str,
     return value
 
 
-STATE_KEYS = {"parents": list, "n_jobs": int}
-RESULT_KEYS = {
-    "status": str,
-    "tracking_uri": str,
-    "experiment": str,
-    "overrides": list,
-    "metrics": dict,
-}
+STATE_KEYS = MappingProxyType({"parents": list, "n_jobs": int})
+RESULT_KEYS = MappingProxyType(
+    {
+        "status": str,
+        "tracking_uri": str,
+        "experiment": str,
+        "overrides": list,
+        "metrics": dict,
+    }
+)
 
 
 def read_result(path: Path) -> dict[str, Any]:

@@ -51,12 +51,14 @@ log = logging.getLogger("sweeper")
 
 # What a worker's native libraries and sweeper's epoch blocks get: one
 # thread each (the workers are the threads).
-ONE_THREAD = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "SWEEPER_THREADS": "1",
-}
+ONE_THREAD = types.MappingProxyType(
+    {
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "SWEEPER_THREADS": "1",
+    }
+)
 LAUNCHER = "sweeper_batched_launcher"
 
 

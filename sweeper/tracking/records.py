@@ -10,6 +10,7 @@ import subprocess
 import time
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from sweeper import ROOT
@@ -187,7 +188,7 @@ def log_metrics(c: Any, run_id: str, metrics: Mapping[str, float]) -> None:
 
 # Dataset contexts (MLflow's ``mlflow.data.context`` input tag) and the prefix of the
 # metrics scored on each (training has none: train_time_s is a time, train_loss a curve).
-CONTEXTS = {"training": None, "validation": "val_", "test": "test_"}
+CONTEXTS = MappingProxyType({"training": None, "validation": "val_", "test": "test_"})
 
 
 def dataset_inputs(name: str, source: str, splits: Mapping[str, tuple[Any, Any]]) -> list[Any]:

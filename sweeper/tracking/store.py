@@ -19,6 +19,7 @@ import sqlite3
 import sys
 from contextlib import closing, suppress
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from sweeper import ROOT
@@ -54,18 +55,21 @@ __all__ = [
 # so that `--help`, a refused value and the Hydra callback's module cost nothing
 # of it. Importing this module changes nothing in the process: sweeper's MLflow
 # settings (:func:`mlflow_defaults`) apply once sweeper's own tracking starts.
-MLFLOW_DEFAULTS = {
-    # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
-    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-    # Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff factor 2, 120
-    # s timeout) keep a job waiting for minutes when the server is gone. Here: 3 retries over ~7 s.
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-    # MLflow sets its loggers' levels when imported, from this
-    # variable (INFO by default; alembic's at WARNING or above)
-    "MLFLOW_LOGGING_LEVEL": "WARNING",
-}
+MLFLOW_DEFAULTS = MappingProxyType(
+    {
+        # MLflow's own tqdm bars while it copies a model's files would bury the job's output.
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        # Bounded retries against a tracking server: MLflow's defaults (7 retries, backoff
+        # factor 2, 120 s timeout) keep a job waiting for minutes when the server is gone.
+        # Here: 3 retries over ~7 s.
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+        # MLflow sets its loggers' levels when imported, from this
+        # variable (INFO by default; alembic's at WARNING or above)
+        "MLFLOW_LOGGING_LEVEL": "WARNING",
+    }
+)
 
 
 @functools.cache

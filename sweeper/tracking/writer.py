@@ -34,6 +34,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from sweeper.base import state
@@ -51,7 +52,7 @@ log = logging.getLogger("sweeper")
 # jobs 2.15-2.25 s with the writer against 2.06-2.11 s without, 12 jobs even, 20 jobs 2.54
 # against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
 # the other core while this process imports it too) outlasts what it takes off the jobs.
-MIN_JOBS = {"server": 8, "sqlite": 16}
+MIN_JOBS = MappingProxyType({"server": 8, "sqlite": 16})
 # The launchers whose jobs run in the launching process: as hydra/launcher choices
 # (the command line) and as the composed config's hydra.launcher._target_ class names
 IN_PROCESS = ("basic", "batched")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base import state
 from sweeper.base.strict.ledger import LEDGER
 
 IMPLICIT = (
@@ -49,12 +50,6 @@ copy astype reshape ravel flatten transpose swapaxes squeeze sum mean max min pr
 argmin all any cumsum cumprod clip dot take fill repeat round conj view diagonal trace sort argsort
 """.split()
 )
-
-
-# What a NumPy function called on device arrays runs, by (module, name): CuPy's
-# ``__array_function__`` runs its own function of the same name; the stand-in's
-# namespace (:mod:`.namespace`) fills this table with its functions.
-FUNCTIONS: dict[tuple[str, str], Any] = {}
 
 
 def unsupported(x: Any) -> TypeError:
@@ -233,7 +228,9 @@ class DeviceArray:
         return wrap(result)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        impl = FUNCTIONS.get((getattr(func, "__module__", ""), func.__name__))
+        # CuPy's ``__array_function__`` runs its own function of the same name
+        functions = state.process().device_functions
+        impl = functions.get((getattr(func, "__module__", ""), func.__name__))
         if impl is None or any(
             t is not DeviceArray and not issubclass(t, np.ndarray) for t in types
         ):

@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sweeper.base.strict.array import FUNCTIONS, UFUNCS, DeviceArray, argument, unsupported, wrap
+from sweeper.base import state
+from sweeper.base.strict.array import UFUNCS, DeviceArray, argument, unsupported, wrap
 from sweeper.base.strict.ledger import LEDGER
 
 DEVICE = """
@@ -177,10 +178,13 @@ def _members() -> dict[str, Any]:
 
 
 xp = Namespace("cupy", _members())
-FUNCTIONS.update(
+# what a NumPy function called on device arrays runs (DeviceArray.__array_function__)
+state.process().device_functions.update(
     {
         ("numpy", name): getattr(xp, name)
         for name in [*DEVICE, *CREATION, *METADATA, "copyto", "take"]
     }
 )
-FUNCTIONS.update({("numpy.linalg", name): getattr(xp.linalg, name) for name in LINALG})
+state.process().device_functions.update(
+    {("numpy.linalg", name): getattr(xp.linalg, name) for name in LINALG}
+)

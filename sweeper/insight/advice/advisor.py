@@ -9,6 +9,7 @@ import math
 import sys
 from collections import Counter
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from sweeper.insight.advice.curves import overfitting, rising_loss, under_training
@@ -557,12 +558,14 @@ def advise(
     )
 
 
-ABOUT = {
-    "divergence": {"lr"},
-    "rising_loss": {"lr"},
-    "overfitting": {"epochs", "patience"},
-    "under_training": {"epochs"},
-}  # the keys a finding of each kind is about
+ABOUT = MappingProxyType(
+    {
+        "divergence": {"lr"},
+        "rising_loss": {"lr"},
+        "overfitting": {"epochs", "patience"},
+        "under_training": {"epochs"},
+    }
+)  # the keys a finding of each kind is about
 
 
 def _measured(found: list[Finding], metric: str) -> list[Finding]:

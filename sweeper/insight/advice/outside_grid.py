@@ -4,6 +4,7 @@ not use (their jobs SKIPPED: the next command leaves them out)."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from sweeper.base.fmt import cell
@@ -43,10 +44,12 @@ def devices(argv: list[str], skipped: list[str]) -> list[Finding]:
     ]
 
 
-NAMES = {
-    "linear": "the linear reference",
-    "boosting": "gradient boosting (tuned on the validation rows)",
-}
+NAMES = MappingProxyType(
+    {
+        "linear": "the linear reference",
+        "boosting": "gradient boosting (tuned on the validation rows)",
+    }
+)
 
 
 def reference(
