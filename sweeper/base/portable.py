@@ -15,7 +15,6 @@ against scikit-learn's. Import nothing of sweeper here.
 from __future__ import annotations
 
 import re
-from types import MappingProxyType
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,9 +32,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # as sweeper.models.activations.sigmoid: no overflow
 
 
-ACTIVATIONS = MappingProxyType(
-    {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _sigmoid}
-)
+ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _sigmoid}
 
 
 def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) -> np.ndarray:
