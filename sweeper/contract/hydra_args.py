@@ -9,6 +9,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).
@@ -151,16 +152,18 @@ def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
 
 # Hydra's options that each choose what the command does: Hydra allows one of them (a
 # ValueError otherwise).
-COMMANDS = {
-    "-m": "--multirun",
-    "--multirun": "--multirun",
-    "-c": "--cfg",
-    "--cfg": "--cfg",
-    "-i": "--info",
-    "--info": "--info",
-    "--shell-completion": "--shell-completion",
-    "-sc": "--shell-completion",
-}
+COMMANDS = MappingProxyType(
+    {
+        "-m": "--multirun",
+        "--multirun": "--multirun",
+        "-c": "--cfg",
+        "--cfg": "--cfg",
+        "-i": "--info",
+        "--info": "--info",
+        "--shell-completion": "--shell-completion",
+        "-sc": "--shell-completion",
+    }
+)
 
 
 # Hydra 1.3's command-line options (hydra._internal.utils.get_args_parser; a test keeps

@@ -9,6 +9,7 @@ included). A report rebuilt from the store writes only what changed."""
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 from sweeper.base.fmt import cell
@@ -119,7 +120,7 @@ def record(c: Any, board: Any, runs: list[Any], parent_run_id: str) -> int:
 
 # The metric shown beside the primary one: the mean absolute error
 # (regression), F1 (classification).
-COMPANIONS = {"mse": ("val_mae",), "accuracy": ("val_f1", "val_f1_macro")}
+COMPANIONS = MappingProxyType({"mse": ("val_mae",), "accuracy": ("val_f1", "val_f1_macro")})
 TIMES = ("train_time_s", "wall_time_s")
 MAX_NAME_PX = 480  # the widest the run-name column opens
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable
 
 from sweeper.base import state
@@ -33,7 +34,7 @@ __all__ = [
 # 3.17's UI does not: it chooses its GenAI or its model-training views from the page address
 # (sweep.UI_VIEW, in every address sweeper prints) or from what the browser chose last.
 EXPERIMENT_KIND = "mlflow.experimentKind"
-EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+EXPERIMENT_TAGS = MappingProxyType({EXPERIMENT_KIND: "custom_model_development"})
 # MLflow's own (mlflow.entities.Experiment.DEFAULT_EXPERIMENT_NAME), made with a store
 DEFAULT_EXPERIMENT = "Default"
 
