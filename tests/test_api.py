@@ -315,22 +315,22 @@ def test_a_sweeps_idle_painter_is_kept_for_the_next_sweep_and_a_busy_one_is_clos
     from sweeper.base import state
     from sweeper.insight import plots
 
-    monkeypatch.setitem(state.spare, "painter", None)
+    monkeypatch.setattr(state.process(), "spare_painter", None)
     state.begin()
     plots.start(None)
     first = plots.current()
     try:
         assert first is not None and first.idle()
         plots.stop(keep=True)
-        assert state.spare["painter"] is first and plots.current() is None
+        assert state.process().spare_painter is first and plots.current() is None
         plots.start(None)
-        assert plots.current() is first and state.spare["painter"] is None
+        assert plots.current() is first and state.process().spare_painter is None
         first.fitting = {
             "nodes": [],
             "asked": "auto",
         }  # as if its baselines' answer were never read
         plots.stop(keep=True)
-        assert state.spare["painter"] is None and first.proc is None
+        assert state.process().spare_painter is None and first.proc is None
     finally:
         first.close()
         state.begin()

@@ -91,6 +91,10 @@ class ProcessState:
     # sweeper.sweep.cores: this sweep's pool of CPU workers (one), from warm() or the
     # first launch
     pool: Any = None
+    # sweeper.insight.plots: a painter between the Python API's calls (plots.stop keeps a
+    # live, idle one here; the next sweep's start takes it: its matplotlib and
+    # scikit-learn already imported)
+    spare_painter: Any = None
     # sweeper.sweep.packing: the per-epoch costs of a data set's blocks, by their key
     costs: dict[tuple, Any] = field(default_factory=dict)
     # sweeper.job.compute: a model's memory footprint (or None), by its key
@@ -121,12 +125,6 @@ _process = ProcessState()
 def process() -> ProcessState:
     """What this process holds for its life, whatever sweep it is in."""
     return _process
-
-
-# What outlives one sweep in this process: a painter between the Python API's calls
-# (sweeper.insight.plots.stop keeps a live, idle one here; the next sweep's start
-# takes it: its matplotlib and scikit-learn already imported)
-spare: dict[str, Any] = {"painter": None}
 
 
 def current() -> SweepState:

@@ -601,7 +601,8 @@ def start(baselines: dict[str, Any] | None = None) -> None:
     then the report draws its figures and fits the baselines in this process."""
     now = state.current()
     if now.painter is None and shortcut("painter"):
-        warm, state.spare["painter"] = state.spare["painter"], None
+        p = state.process()
+        warm, p.spare_painter = p.spare_painter, None
         now.painter = warm if warm is not None and warm.idle() else Painter().start()
         if warm is not None and now.painter is not warm:
             warm.close()
@@ -614,8 +615,8 @@ def stop(keep: bool = False) -> None:
     instead (the Python API's next call: its imports already paid)."""
     now = state.current()
     if now.painter is not None:
-        if keep and now.painter.idle() and state.spare["painter"] is None:
-            state.spare["painter"] = now.painter
+        if keep and now.painter.idle() and state.process().spare_painter is None:
+            state.process().spare_painter = now.painter
         else:
             now.painter.close()
         now.painter = None
