@@ -193,6 +193,18 @@ def masked(text: str) -> list[str]:
     return out
 
 
+# a timing shown with 3 or more decimals (masked <t>) that printed this time with fewer (0.42, 2): .4g drops zeros
+TIMING_AGAIN = r"(?:<t>|\d+(?:\.\d+)?)"
+
+
+def agree(shown: list[str], got: list[str]) -> bool:
+    """Whether the masked lines printed are the masked lines shown, a shown timing matching any number."""
+    return len(shown) == len(got) and all(
+        s == g or re.fullmatch(re.escape(s).replace(re.escape("<t>"), TIMING_AGAIN), g)
+        for s, g in zip(shown, got)
+    )
+
+
 def write_output(block: Block, text: str) -> None:
     """Replace an output block's text in its page."""
     assert block.output is not None

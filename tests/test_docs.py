@@ -117,6 +117,18 @@ def test_masking_hides_what_changes_between_runs_and_keeps_the_results():
     assert docs_blocks.masked(a) != docs_blocks.masked(a.replace("lr=0.001", "lr=0.002"))
 
 
+def test_a_shown_timing_agrees_with_one_printed_with_fewer_decimals_and_nothing_else_does():
+    row = "lr=0.001,cpu         0.001  3145       2757        {}          -          FINISHED"
+    shown = docs_blocks.masked(row.format("0.1178"))
+    assert docs_blocks.agree(shown, docs_blocks.masked(row.format("0.42")))  # .4g of 0.4200
+    assert docs_blocks.agree(shown, docs_blocks.masked(row.format("2")))
+    assert not docs_blocks.agree(
+        shown, docs_blocks.masked(row.format("0.42").replace("3145", "3146"))
+    )
+    assert not docs_blocks.agree(shown, docs_blocks.masked(row.format("fast")))
+    assert not docs_blocks.agree(shown, shown + ["one more line"])
+
+
 @pytest.mark.docs
 @pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
@@ -155,7 +167,7 @@ def test_every_runnable_block_runs_and_prints_what_it_shows():
             )
         elif block.output is not None:
             shown, got = docs_blocks.masked(block.output.text), docs_blocks.masked(proc.stdout)
-            if shown != got:
+            if not docs_blocks.agree(shown, got):
                 failures.append(
                     f"{block.output.where}: the shown output is not what the block prints "
                     f"(python tests/docs_blocks.py --write regenerates it):\n"
