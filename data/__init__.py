@@ -28,6 +28,7 @@ __all__ = [
     "Dataset",
     "TEXT",
     "encode_rows",
+    "fold_indexes",
     "folds_of",
     "is_sparse",
     "load",
@@ -199,6 +200,12 @@ def folds_of(cfg: Any) -> int:
     without the key: 0)."""
     value = cfg.get("folds") if hasattr(cfg, "get") else getattr(cfg, "folds", None)
     return int(value or 0)
+
+
+def fold_indexes(cfg: Any) -> tuple[int | None, ...]:
+    """The ``fold`` of :func:`load` for each training of a configuration of a ``data`` node:
+    ``0..k-1`` with ``data.folds=k``, else ``(None,)`` (its one split)."""
+    return tuple(range(folds_of(cfg))) or (None,)
 
 
 def _scale(a: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -673,6 +673,21 @@ def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespac
     )
 
 
+def test_a_configuration_trains_once_per_fold_or_once_on_its_split_and_its_run_says_k():
+    from sweeper.job import folds
+    from sweeper.job.compute import Outcome
+
+    assert data.fold_indexes({"folds": 3}) == (0, 1, 2)
+    assert data.fold_indexes({"folds": 0}) == (None,) and data.fold_indexes({}) == (None,)
+    assert folds.run_tags({"folds": 4}) == {"folds": "4"} and folds.run_tags({"folds": 0}) == {}
+    one = Outcome({"val_mse": 2.0}, {}, None)
+    assert folds.outcome([one]) is one  # its one split's, untouched
+    two = Outcome({"val_mse": 4.0}, {}, None)
+    combined = folds.outcome([one, two]).scores
+    assert combined["val_mse"] == 3.0 and combined["val_mse_std"] == 1.0
+    assert (combined["val_mse_fold0"], combined["val_mse_fold1"]) == (2.0, 4.0)
+
+
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)

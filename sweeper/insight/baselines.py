@@ -257,7 +257,7 @@ def fit(
     left out of a table :func:`too_big` names (``{"skipped": why}``)."""
     from sweeper import data
 
-    splits = [(node, fold) for node in nodes for fold in (range(data.folds_of(node)) or (None,))]
+    splits = [(node, fold) for node in nodes for fold in data.fold_indexes(node)]
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         big = next(

@@ -98,7 +98,7 @@ def scored_on(node: dict[str, Any]) -> data.Dataset:
     records a run reads it here: one at a time, a batched group in the launching process or in a
     worker (joblib, Ray, submitit), resume and upload. Cached per (node, split, fold): a group's
     record half reads what its compute half loaded."""
-    return data.load_plain(node, None, 0 if data.folds_of(node) else None)
+    return data.load_plain(node, None, data.fold_indexes(node)[0])
 
 
 def config_bytes(cfg: Any, dataset: data.Dataset) -> int:

@@ -14,6 +14,10 @@ on the test rows. One run per configuration rather than a parent with nested fol
 sweep's runs are already children of the sweep's parent, and the MLflow UI shows nesting deeper
 than one level flat (mlflow issue 4563), so fold runs would sit beside the configurations they
 belong to; one run keeps one row per configuration, sortable by its fold mean.
+
+This module is what a configuration's folds make: the one-job path asks :func:`train`, the batched
+launcher (which trains each fold as a member of a group) asks :func:`outcome`, and the job's record
+asks :func:`run_tags`; which rows a fold holds is :mod:`sweeper.data`'s.
 """
 
 from __future__ import annotations
@@ -104,13 +108,31 @@ def _curves(
     return mean, own
 
 
-def train_folds(
+def train(
     cfg: Any,
     backend: Any,
     train_one: Callable[[Any, data.Dataset, Any], Outcome],
-    datasets: list[data.Dataset] | None = None,
+    dataset: data.Dataset,
+    load: Callable[[int], data.Dataset],
 ) -> Outcome:
-    """The one-job path: each fold trained alone, one after another
-    (``train_one(cfg, dataset, backend)``: the job's own compute half), then :func:`combine`."""
-    datasets = datasets if datasets is not None else data.load_folds(cfg.data)
+    """The one-job path: ``train_one(cfg, dataset, backend)`` (the job's own compute half),
+    or with ``data.folds=k`` each fold trained alone, one after another (``dataset`` is fold
+    0's, ``load(i)`` gives fold ``i``), then :func:`combine`."""
+    k = data.folds_of(cfg.data)
+    if not k:
+        return train_one(cfg, dataset, backend)
+    datasets = [dataset, *(load(i) for i in range(1, k))]
     return combine([train_one(cfg, ds, backend) for ds in datasets])
+
+
+def outcome(outcomes: Sequence[Outcome]) -> Outcome:
+    """A configuration's outcome from its units' (the batched launcher's): its one split's, or
+    its folds' :func:`combine`."""
+    return combine(outcomes) if len(outcomes) > 1 else outcomes[0]
+
+
+def run_tags(node: Any) -> dict[str, str]:
+    """What a cross-validated run records of its folds (a ``data`` node with ``data.folds=k``):
+    the tag ``folds`` = k, which says that its ``val_*`` are fold means; nothing otherwise."""
+    k = data.folds_of(node)
+    return {"folds": str(k)} if k else {}

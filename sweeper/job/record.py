@@ -41,7 +41,7 @@ from sweeper.base.names import (
 )
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
 from sweeper.contract.fingerprint import content_tags, fingerprint
-from sweeper.job import artifacts, sweepdir
+from sweeper.job import artifacts, folds, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
 from sweeper.models.usercode import call_user, user_line, user_traceback
@@ -255,9 +255,7 @@ def _open(
         | {"task": dataset.task}
         | _model_tags(plain, dataset, computed, backend)
     )
-    # cross-validated (sweeper.job.folds): val_* are fold means
-    if k_folds := data.folds_of(plain["data"]):
-        known["folds"] = str(k_folds)
+    known |= folds.run_tags(plain["data"])
     uri = cfg.tracking.uri
     if ctx.sweep_dir is None:
         # refused before a store is made for it
@@ -577,14 +575,7 @@ def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
         one = trainer.train_and_score
     else:
         one = train_and_score
-    k = data.folds_of(cfg.data)
-    if k:
-        from sweeper.job import folds
-
-        return folds.train_folds(
-            cfg, backend, one, [dataset, *(data.load(cfg.data, fold=i) for i in range(1, k))]
-        )
-    return one(cfg, dataset, backend)
+    return folds.train(cfg, backend, one, dataset, lambda i: data.load(cfg.data, fold=i))
 
 
 def _gradients_refused(plain: dict[str, Any], dataset: data.Dataset) -> str | None:

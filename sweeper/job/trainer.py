@@ -37,7 +37,7 @@ import numpy as np
 
 from sweeper import data
 from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
-from sweeper.job import metrics
+from sweeper.job import folds, metrics
 from sweeper.job.compute import DEFINED, Outcome, loss_unit
 from sweeper.contract.model import trainer_keys
 from sweeper.models.interface import load_target, split
@@ -310,23 +310,13 @@ def computed(plain: dict[str, Any], rung: tuple[int, str] | None = None) -> Any:
         backend = resolve(plain["device"])
     except BackendUnavailable:
         return None
-    cfg, k = OmegaConf.create(plain), data.folds_of(plain["data"])
+    cfg = OmegaConf.create(plain)
     dataset = data.load_plain(plain["data"])
 
     def one(c: Any, ds: data.Dataset, b: Any) -> Any:
         return train_and_score(c, ds, b, rung)
 
-    if k:
-        from sweeper.job import folds
-
-        out = folds.train_folds(
-            cfg,
-            backend,
-            one,
-            [dataset, *(data.load_plain(plain["data"], fold=i) for i in range(1, k))],
-        )
-    else:
-        out = one(cfg, dataset, backend)
+    out = folds.train(cfg, backend, one, dataset, lambda i: data.load_plain(plain["data"], fold=i))
     tags = {
         LAUNCHER: "batched",
         GROUP: uuid.uuid4().hex[:12],

@@ -178,10 +178,10 @@ def plan(
     # and activation: one packed group where that pays
     packable = [json.loads(k) if _mlp_dense(m[0].plain) else None for k, m in keyed.items()]
     for members in packing.pack([trajectories(m) for m in keyed.values()], packable, pack):
-        # data.folds=k: a configuration is k members (its folds: other
+        # data.folds=k: a configuration is k units (its folds: other
         # rows), so even one trains as a group
-        folds = data.folds_of(members[0].plain["data"])
-        if len(members) == 1 and not folds:
+        units = len(data.fold_indexes(members[0].plain["data"]))
+        if len(members) == 1 and units == 1:
             alone += members
             continue
         trajs = trajectories(members)
@@ -189,15 +189,19 @@ def plan(
         if max_size:
             size = min(size, max_size)
         elif members[0].plain["device"] == "cpu":
-            size = min(size, max(1, CPU_MAX_GROUP // max(1, folds)))
+            size = min(size, max(1, CPU_MAX_GROUP // units))
         if size < 1:
             alone += members
             continue
         for i in range(0, len(trajs), size):
             part = [j for t in trajs[i : i + size] for j in t]
             # one trajectory: when reading it pays
-            together = len(trajs[i : i + size]) > 1 or _worth(part) or folds
-            (groups.append(part) if (len(part) > 1 or folds) and together else alone.extend(part))
+            together = len(trajs[i : i + size]) > 1 or _worth(part) or units > 1
+            (
+                groups.append(part)
+                if (len(part) > 1 or units > 1) and together
+                else alone.extend(part)
+            )
     alone.sort(key=lambda j: j.idx)
     return groups, alone
 
@@ -263,12 +267,12 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
             e,
         )
         return 0
-    # data.folds=k: a trajectory is k members, each with its own rows
-    folds = max(1, data.folds_of(cfg["data"]))
+    # data.folds=k: a trajectory is k members (units), each with its own rows
+    units = len(data.fold_indexes(cfg["data"]))
     # a model of the interface: its own init and forward measure it
     if not offer(cfg.get("model"), quiet=True).fast_path:
-        return _fits_model(cfg, ds, folds, budget)
-    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and folds == 1
+        return _fits_model(cfg, ds, units, budget)
+    shared = len({data.split_seed(t[0].plain["data"]) for t in trajs}) == 1 and units == 1
     n, n_val = ds.X_train.shape[0], ds.X_val.shape[0]
     if 0 < cfg["batch_size"] < n:
         n_val += n  # the training loss's own forward pass over every row
@@ -278,7 +282,7 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
     copies = Optimizer.from_config(cfg).copies + snapshots
     one = max(
         group_bytes(
-            folds,
+            units,
             n,
             n_val,
             layer_sizes(ds.n_features, depth, width, ds.n_outputs),
@@ -292,9 +296,9 @@ def _fits(trajs: list[list[Job]], budget: int) -> int:
     return max(1, budget // max(one, 1))
 
 
-def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) -> int:
+def _fits_model(cfg: dict[str, Any], ds: data.Dataset, units: int, budget: int) -> int:
     """How many trajectories of a model of the interface fit the budget together
-    (each ``folds`` members of :func:`sweeper.job.compute.model_bytes`); 0 when
+    (each ``units`` members of :func:`sweeper.job.compute.model_bytes`); 0 when
     one alone needs more than this process may use: its jobs then run alone,
     where the one-job path refuses it in one line before it trains."""
     from sweeper.base.process import memory_limit
@@ -305,7 +309,7 @@ def _fits_model(cfg: dict[str, Any], ds: data.Dataset, folds: int, budget: int) 
         # not measured (its code raised): the group's proof says why, in its words
         return max(1, budget)
     limit = memory_limit()
-    one = need[0] * folds
+    one = need[0] * units
     if limit is not None and cfg["device"] != "gpu" and one > limit[0]:
         return 0
     return max(1, budget // max(one, 1))

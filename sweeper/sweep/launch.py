@@ -32,7 +32,7 @@ import numpy as np
 from omegaconf import OmegaConf, open_dict, read_write
 
 from sweeper import data
-from sweeper.job import compute
+from sweeper.job import compute, folds
 from sweeper.job.context import handing
 from sweeper.contract.compose import compose_once
 from sweeper.sweep import packing
@@ -529,18 +529,24 @@ def compute_group(
         raise ValueError(
             "text features are fitted on each split: a group's members need one data.split_seed"
         )
-    # the group's members: each trajectory's one split, or with data.folds=k
-    # its k folds (other rows, as other split seeds: sweeper.job.folds
-    # combines a configuration's folds into its one outcome)
-    k = data.folds_of(cfg0["data"])
-    units = [(t, s, f) for t, s in enumerate(splits) for f in (range(k) if k else (None,))]
+    # the group's units: each trajectory on its one split, or on each of its k folds (other
+    # rows, as other split seeds: sweeper.job.folds makes a configuration's one outcome of them)
+    fold_ids = data.fold_indexes(cfg0["data"])
+    units = [(t, s, f) for t, s in enumerate(splits) for f in fold_ids]
     datasets = {(s, f): data.load_plain(cfg0["data"], s, f) for _, s, f in units}
     counts = [tuple(sorted({j.plain["epochs"] for j in t})) for t in trajs]
     trained = _train_units(backend, cfg0, heads, counts, units, datasets)
     if trained is None:
         return {}  # the model does not batch (said once): each job runs through the one-job path
     out = _outcomes(
-        backend, cfg0["dtype"], trajs, k, units, datasets, trained, tags or member_tags(members)
+        backend,
+        cfg0["dtype"],
+        trajs,
+        len(fold_ids),
+        units,
+        datasets,
+        trained,
+        tags or member_tags(members),
     )
     wall = (time.perf_counter() - t_start) / len(members)
     for c in out.values():
@@ -636,16 +642,15 @@ def _outcomes(
     backend: Any,
     dtype: str,
     trajs: list[list[Job]],
-    k: int,
+    per_config: int,
     units: list[tuple],
     datasets: dict[tuple, Any],
     trained: _Trained,
     tags: dict[int, dict[str, str]],
 ) -> dict[int, compute.Computed]:
-    """Every job scored on its unit's fit at its epochs, its folds
-    combined (``k``), with its share of the time."""
-    from sweeper.job.folds import combine
-
+    """Every job scored on its unit's fit at its epochs (``per_config`` units each: its split,
+    or its folds), made one outcome by :func:`sweeper.job.folds.outcome`, with its share of the
+    time."""
     count = sum(map(len, trajs))
     outcomes: dict[int, list[compute.Outcome]] = {}
     for u, (t, s, f) in enumerate(units):
@@ -656,20 +661,20 @@ def _outcomes(
         for job, share in zip(traj, shares(epochs, trained.share[u])):
             member_fit, member_params = trained.at[u][job.plain["epochs"]]
             member_fit.train_time_s = share
-            member_fit.warmup_time_s = trained.warmup / (count * max(1, k))
+            member_fit.warmup_time_s = trained.warmup / (count * per_config)
             outcome = compute.evaluate(
                 dataset=ds,
                 backend=backend,
                 model=trained.model_of[u](member_params),
                 fit=member_fit,
                 dtype=dtype,
-                h2d_time_s=trained.h2d / (count * max(1, k)),
+                h2d_time_s=trained.h2d / (count * per_config),
             )
             outcome.scores["group_train_time_s"] = trained.group_time
             outcomes.setdefault(job.idx, []).append(outcome)
     out = {}
     for traj in trajs:
         for job in traj:
-            outcome = combine(outcomes[job.idx]) if k else outcomes[job.idx][0]
+            outcome = folds.outcome(outcomes[job.idx])
             out[job.idx] = compute.Computed(outcome, tags[job.idx] | form_tags(backend, job.plain))
     return out

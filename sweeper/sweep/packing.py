@@ -112,7 +112,12 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
 
     plain = sets[0][0][0].plain
     ds = data.load_plain(plain["data"])
-    shape = (ds.X_train.shape[0], ds.n_features, ds.n_outputs, max(1, data.folds_of(plain["data"])))
+    shape = (
+        ds.X_train.shape[0],
+        ds.n_features,
+        ds.n_outputs,
+        len(data.fold_indexes(plain["data"])),
+    )
     costs = Costs.of(plain["device"], plain["dtype"], ds)
     order = sorted(
         sets,
@@ -152,20 +157,21 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
 
 def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, int, int]) -> float:
     """A group's estimated training seconds: ``sets`` are its shapes' trajectories (lists of jobs),
-    ``shape`` the data's training rows, features, outputs and folds (each configuration that many
-    members): the longest trajectory's epochs (a packed group computes every member to them) times
-    the epoch the probe measured for these blocks (:meth:`Costs.epoch`), plus a start."""
+    ``shape`` the data's training rows, features, outputs and units a configuration (its folds
+    with ``data.folds=k``, else 1: each configuration that many members): the longest
+    trajectory's epochs (a packed group computes every member to them) times the epoch the probe
+    measured for these blocks (:meth:`Costs.epoch`), plus a start."""
     epochs = max(t[-1].plain["epochs"] for trajs in sets for t in trajs)
     return epochs * costs.epoch(_blocks(sets, shape[3])) + GROUP_S
 
 
-def _blocks(sets: list[list[list[Any]]], folds: int) -> list[tuple[int, int, str, int]]:
+def _blocks(sets: list[list[list[Any]]], units: int) -> list[tuple[int, int, str, int]]:
     """The probe's blocks of a group of ``sets``:
     ``(depth, width, activation, members)`` a shape."""
     out = []
     for trajs in sets:
         p = trajs[0][-1].plain
-        out.append((p["depth"], p["width"], p["activation"], len(trajs) * folds))
+        out.append((p["depth"], p["width"], p["activation"], len(trajs) * units))
     return out
 
 
