@@ -688,6 +688,19 @@ def test_a_configuration_trains_once_per_fold_or_once_on_its_split_and_its_run_s
     assert (combined["val_mse_fold0"], combined["val_mse_fold1"]) == (2.0, 4.0)
 
 
+def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_overrides():
+    from sweeper.job import folds
+
+    assert folds.of_run({"folds": "5"}) == 5 and folds.of_run({"task": "binary"}) == 0
+    swept = "lr=0.1 data.folds=5 hydra.job.num=3 resume=true data.val_fraction=0.2 depth=2"
+    assert folds.refit_overrides(swept) == [
+        "lr=0.1",
+        "depth=2",
+        "data.folds=0",
+        "data.val_fraction=0",
+    ]
+
+
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name, run_path
 from sweeper.base.output import spreadsheet_safe, spreadsheet_value
+from sweeper.job import folds
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
 
@@ -383,8 +384,8 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
                 "pruned_at": r.data.tags.get(PRUNED_AT),
                 # failed: trained anyway under model.check=false
                 "gradient_check": r.data.tags.get("gradient_check"),
-                # cross-validated (data.folds=k: sweeper.job.folds): val_<metric> is the fold mean
-                "folds": int(r.data.tags["folds"]) if r.data.tags.get("folds") else None,
+                # cross-validated (data.folds=k): val_<metric> is the fold mean
+                "folds": folds.of_run(r.data.tags) or None,
                 f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
             }
         )

@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.insight import pinned
-from sweeper.job import metrics
+from sweeper.job import folds, metrics
 from sweeper.base.fmt import text_cell
 from sweeper.base.names import model_name
 from sweeper.contract.config import (
@@ -231,7 +231,7 @@ def _refit_of(client: Any, run: Any) -> Any:
     (tag ``folds``) its refit on every non-test row (:mod:`sweeper.insight.refit`:
     the one its sweep made, else trained now), so that the pin re-runs what the
     sweep's best_run is. Raises PromoteError when the refit cannot be made."""
-    if not run.data.tags.get("folds"):
+    if not folds.of_run(run.data.tags):
         return run
     from sweeper.insight import refit
 
@@ -419,7 +419,7 @@ def promote(
         if run is not chosen:
             knobs += (
                 f"  (the refit of cross-validated run {chosen.info.run_id}, whose "
-                f"{chosen.data.tags['folds']}-fold "
+                f"{folds.of_run(chosen.data.tags)}-fold "
                 f"mean this {metric} is)"
             )
         done.append(
@@ -526,7 +526,7 @@ def _pin_file(
         m = chosen.data.metrics
         pins["cross_validated"] = {
             "run_id": chosen.info.run_id,
-            "folds": int(chosen.data.tags["folds"]),
+            "folds": folds.of_run(chosen.data.tags),
             metric: m[metric],
             f"{metric}_std": m.get(f"{metric}_std"),
         }

@@ -29,6 +29,7 @@ from sweeper.base.names import (
 )
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
+from sweeper.job import folds
 
 # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
 SHOWN = 50
@@ -385,8 +386,8 @@ def _conclude(
             )
             print(
                 f"refit: {board.best['run']} retrained on every non-test row (train + "
-                "validation, data.folds=0 "
-                f"data.val_fraction=0) and scored on the test split: test_{m}="
+                f"validation, {' '.join(folds.REFIT_OVERRIDES)}) and scored on the test split: "
+                f"test_{m}="
                 f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); "
                 "the parent's best_run "
                 "and best_model_uri point to it",

@@ -18,17 +18,9 @@ from typing import Any
 
 import yaml
 
+from sweeper.job import folds
+
 log = logging.getLogger("sweeper")
-
-# overrides that the refit sets (or that say where the cross-validated run ran): left out of its own
-REFIT_OVERRIDES = ("data.folds=0", "data.val_fraction=0")
-_DROPPED = ("data.folds=", "data.val_fraction=", "hydra.", "resume=")
-
-
-def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
-    """A cross-validated configuration's refit: every non-test row
-    trains (no validation rows, no folds)."""
-    return {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
 
 
 def existing(c: Any, run: Any) -> Any:
@@ -46,7 +38,7 @@ def existing(c: Any, run: Any) -> Any:
 def refit(c: Any, parent: Any, run: Any) -> Any:
     """Train the refit of the cross-validated ``run`` (the sweep's best) unless it exists; return
     its run (None when ``run`` is not cross-validated, or its configuration cannot be read back)."""
-    if run is None or not run.data.tags.get("folds"):
+    if run is None or not folds.of_run(run.data.tags):
         return None
     done = existing(c, run)
     if done is not None:
@@ -63,15 +55,13 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     from sweeper.job.context import JobContext
     from sweeper.job.record import run as run_job
 
-    plain = refit_config(yaml.safe_load(config_file.read_text()))
-    overrides = [
-        o for o in run.data.tags.get("overrides", "").split() if not o.startswith(_DROPPED)
-    ]
+    plain = folds.refit_config(yaml.safe_load(config_file.read_text()))
     sweep_dir = Path(parent.data.tags.get("sweep_dir") or Path(job_dir).parent)
     # two levels below the sweep folder: its */result.json are the
     # sweep's jobs, the refit is none of them
     ctx = JobContext(
-        output_dir=sweep_dir / "refit" / run.info.run_id, overrides=[*overrides, *REFIT_OVERRIDES]
+        output_dir=sweep_dir / "refit" / run.info.run_id,
+        overrides=folds.refit_overrides(run.data.tags.get("overrides", "")),
     )
     quiet, level = logging.getLogger("sweeper"), logging.getLogger("sweeper").level
     # its job line and its split (validation = training rows, as asked): the caller says it
@@ -98,10 +88,9 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     c.set_tag(
         result["run_id"],
         "mlflow.note.content",
-        f"Refit of run {run.info.run_id} (cross-validated on {run.data.tags['folds']} folds, the "
-        "best of sweep "
-        f"{parent.info.run_id}): trained on every non-test row (data.folds=0 "
-        "data.val_fraction=0), scored on the "
-        "test split; its val_* metrics are of its training rows.",
+        f"Refit of run {run.info.run_id} (cross-validated on {folds.of_run(run.data.tags)} folds, "
+        f"the best of sweep {parent.info.run_id}): trained on every non-test row "
+        f"({' '.join(folds.REFIT_OVERRIDES)}), scored on the test split; its val_* metrics are "
+        "of its training rows.",
     )
     return c.get_run(result["run_id"])

@@ -16,18 +16,28 @@ than one level flat (mlflow issue 4563), so fold runs would sit beside the confi
 belong to; one run keeps one row per configuration, sortable by its fold mean.
 
 This module is what a configuration's folds make: the one-job path asks :func:`train`, the batched
-launcher (which trains each fold as a member of a group) asks :func:`outcome`, and the job's record
-asks :func:`run_tags`; which rows a fold holds is :mod:`sweeper.data`'s.
+launcher (which trains each fold as a member of a group) asks :func:`outcome`, the job's record asks
+:func:`run_tags`, the plan :func:`mixed`, whatever reads a run back :func:`of_run`, and the refit
+(:mod:`sweeper.insight.refit`) :func:`refit_config` and :func:`refit_overrides`; which rows a fold
+holds is :mod:`sweeper.data`'s. It imports neither :mod:`sweeper.data` nor the job's compute at its
+top: the report commands read runs through it, and those two are ~60-260 ms of their start.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from sweeper import data
-from sweeper.job.compute import Outcome
+if TYPE_CHECKING:
+    from sweeper import data
+    from sweeper.job.compute import Outcome
+
+# the refit of a cross-validated configuration (GridSearchCV(refit=True)): every non-test row
+# trains; the overrides it sets, and those of the cross-validated run it leaves out (or that say
+# where it ran)
+REFIT_OVERRIDES = ("data.folds=0", "data.val_fraction=0")
+_DROPPED = ("data.folds=", "data.val_fraction=", "hydra.", "resume=")
 
 # scores that are times: a configuration's is the sum over its folds (they train one after another,
 # or each takes its share of a group); group_train_time_s is the group's, the same for every member
@@ -64,7 +74,8 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
     curves, fold_curves = _curves(outcomes)
     if failed is not None:
         i, o = failed
-        return Outcome(
+        # type(first): the job's compute Outcome, not imported here (see the module's docstring)
+        return type(first)(
             scores, curves, f"fold {i}: {o.reason}", fold_curves=fold_curves, error=o.error
         )
     for key in first.scores:
@@ -77,7 +88,7 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
         # test_<metric>_fold0: what the run's model (fold 0's) scores on the test rows
         for i, v in enumerate(values):
             scores[f"{key}_fold{i}"] = float(v)
-    return Outcome(
+    return type(first)(
         scores,
         curves,
         None,
@@ -118,7 +129,7 @@ def train(
     """The one-job path: ``train_one(cfg, dataset, backend)`` (the job's own compute half),
     or with ``data.folds=k`` each fold trained alone, one after another (``dataset`` is fold
     0's, ``load(i)`` gives fold ``i``), then :func:`combine`."""
-    k = data.folds_of(cfg.data)
+    k = _k(cfg.data)
     if not k:
         return train_one(cfg, dataset, backend)
     datasets = [dataset, *(load(i) for i in range(1, k))]
@@ -134,5 +145,55 @@ def outcome(outcomes: Sequence[Outcome]) -> Outcome:
 def run_tags(node: Any) -> dict[str, str]:
     """What a cross-validated run records of its folds (a ``data`` node with ``data.folds=k``):
     the tag ``folds`` = k, which says that its ``val_*`` are fold means; nothing otherwise."""
-    k = data.folds_of(node)
+    k = _k(node)
     return {"folds": str(k)} if k else {}
+
+
+def of_run(tags: Mapping[str, str]) -> int:
+    """``k`` of a run cross-validated on ``k`` folds (its tag, :func:`run_tags`), else 0."""
+    return int(tags.get("folds") or 0)
+
+
+def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:
+    """Why the jobs (overrides, resolved config or None) cannot be one sweep, or None: those of
+    one experiment must share ``data.folds``, since a run's ``val_<metric>`` is one split's score
+    (0) or the mean of k folds' (k), and a leaderboard ranks them against each other."""
+    by_experiment: dict[tuple[str, str], dict[int, list[str]]] = {}
+    for overrides, cfg in jobs:
+        if cfg is not None:
+            where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
+            by_experiment.setdefault(where, {}).setdefault(
+                int(cfg["data"].get("folds") or 0), overrides
+            )
+    for (_, experiment), seen in by_experiment.items():
+        if len(seen) > 1:
+            values = ",".join(map(str, sorted(seen)))
+            return (
+                f"data.folds={values} is not allowed in one sweep of experiment {experiment}: "
+                "expected one "
+                "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair "
+                "ranking against "
+                "each other: sweep each value on its own (or into another tracking.experiment)"
+            )
+    return None
+
+
+def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
+    """A cross-validated configuration's refit: every non-test row
+    trains (no validation rows, no folds)."""
+    return {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
+
+
+def refit_overrides(overrides: str) -> list[str]:
+    """The refit's overrides, from the cross-validated run's (its tag ``overrides``): those it
+    keeps, then :data:`REFIT_OVERRIDES`."""
+    return [*(o for o in overrides.split() if not o.startswith(_DROPPED)), *REFIT_OVERRIDES]
+
+
+def _k(node: Any) -> int:
+    """``data.folds`` of a ``data`` node (:func:`sweeper.data.folds_of`)."""
+    # here, not at the top: sweeper.data is ~30-65 ms of the report commands' start (they read
+    # runs through of_run); every caller of this function has it loaded already
+    from sweeper import data
+
+    return data.folds_of(node)

@@ -13,6 +13,7 @@ from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
 from sweeper.contract.compose import plain, resolvable
 from sweeper.contract.config import ConfigError
+from sweeper.job import folds
 
 log = logging.getLogger("sweeper")
 
@@ -89,26 +90,10 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
 
 
 def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
-    """ConfigError unless the jobs of one experiment share ``data.folds``: a
-    run's ``val_<metric>`` is one split's score (0) or the mean of k folds'
-    (k), and a leaderboard ranks them against each other in one experiment."""
-    by_experiment: dict[tuple[str, str], dict[int, list[str]]] = {}
-    for overrides, cfg in jobs:
-        if cfg is not None:
-            where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
-            by_experiment.setdefault(where, {}).setdefault(
-                int(cfg["data"].get("folds") or 0), overrides
-            )
-    for (_, experiment), seen in by_experiment.items():
-        if len(seen) > 1:
-            values = ",".join(map(str, sorted(seen)))
-            raise ConfigError(
-                f"data.folds={values} is not allowed in one sweep of experiment {experiment}: "
-                "expected one "
-                "value; val_ metrics of one split (0) and of a k-fold mean (k) are no fair "
-                "ranking against "
-                "each other: sweep each value on its own (or into another tracking.experiment)"
-            )
+    """ConfigError unless the jobs of one experiment share ``data.folds``
+    (:func:`sweeper.job.folds.mixed` says why not)."""
+    if why := folds.mixed(jobs):
+        raise ConfigError(why)
 
 
 def swept_keys(jobs: list[tuple[list[str], Any]], config: DictConfig) -> list[str]:
