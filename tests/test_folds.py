@@ -701,6 +701,57 @@ def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_
     ]
 
 
+def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_differ():
+    from sweeper.job import folds
+
+    def job(k, experiment="iris"):
+        return (
+            [f"data.folds={k}"],
+            {"tracking": {"uri": "u", "experiment": experiment}, "data": {"folds": k}},
+        )
+
+    assert folds.mixed([job(3), job(3), ([], None)]) is None
+    assert folds.mixed([job(3), job(0)]).startswith("data.folds=0,3 is not allowed in one sweep")
+    assert folds.mixed([job(0), job(3, "other")]) is None
+    assert folds.mixed([job(3), job(0), job(5)]) == (
+        "data.folds=0,3,5 is not allowed in one sweep of experiment iris: expected one value; val_ "
+        "metrics of one split (0) and of a k-fold mean (k) are no fair ranking against each other: "
+        "sweep each value on its own (or into another tracking.experiment)"
+    )
+
+
+def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys):
+    import sys
+    from types import SimpleNamespace as NS
+
+    from sweeper.insight import refit
+
+    made = NS(
+        info=NS(run_id="r2", run_name="refit lr=0.1", experiment_id="7"),
+        data=NS(metrics={"test_accuracy": 0.93751, "val_accuracy": 1.0}),
+    )
+    best = {"run_id": "r1", "run": "lr=0.1"}
+    tags, metrics, note = refit.parent_record(best, made, "accuracy", "models:/m-9", sys.stdout)
+    assert tags == {
+        "best_cv_run_id": "r1",
+        "best_run_id": "r2",
+        "best_run": "refit lr=0.1",
+        "best_model_uri": "models:/m-9",
+    }
+    assert metrics == {"best_test_accuracy": 0.93751}
+    assert note.startswith(
+        "**Refit** on every non-test row: [refit lr=0.1](#/experiments/7/runs/r2?"
+    )
+    assert note.endswith(") test_accuracy=0.9375, model `models:/m-9`\n\n")
+    assert capsys.readouterr().out == (
+        "refit: lr=0.1 retrained on every non-test row (train + validation, data.folds=0 "
+        "data.val_fraction=0) and scored on the test split: test_accuracy=0.9375 (run r2); the "
+        "parent's best_run and best_model_uri point to it\n"
+    )
+    made.data.metrics = {}  # no test split: no best_test_ metric
+    assert refit.parent_record(best, made, "accuracy", "models:/m-9", sys.stdout)[1] == {}
+
+
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)

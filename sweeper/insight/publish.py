@@ -29,7 +29,6 @@ from sweeper.base.names import (
 )
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
-from sweeper.job import folds
 
 # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
 SHOWN = 50
@@ -364,35 +363,19 @@ def _conclude(
             + (f"; {beaten[1]}" if beaten else ""),
             file=out,
         )
-        refitted = _refit(
+        # cross-validated: best_run and best_model_uri are the refit's
+        from sweeper.insight import refit
+
+        refitted = refit.for_parent(
             c, parent, next((r for r in runs if r.info.run_id == board.best["run_id"]), None), out
         )
-        # cross-validated: best_run and best_model_uri are the refit's (sweeper.insight.refit)
         if refitted is not None:
-            m = board.metric
-            tags |= {
-                "best_cv_run_id": board.best["run_id"],
-                "best_run_id": refitted.info.run_id,
-                "best_run": refitted.info.run_name or "",
-                "best_model_uri": model_uri(refitted),
-            }
-            if f"test_{m}" in refitted.data.metrics:
-                metrics[f"best_test_{m}"] = refitted.data.metrics[f"test_{m}"]
-            best += (
-                f"**Refit** on every non-test row: [{refitted.info.run_name}]"
-                f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{m}="
-                f"{cell(refitted.data.metrics.get(f'test_{m}'))}, model `{tags['best_model_uri']}"
-                "`\n\n"
+            more_tags, more_metrics, note = refit.parent_record(
+                board.best, refitted, board.metric, model_uri(refitted), out
             )
-            print(
-                f"refit: {board.best['run']} retrained on every non-test row (train + "
-                f"validation, {' '.join(folds.REFIT_OVERRIDES)}) and scored on the test split: "
-                f"test_{m}="
-                f"{cell(refitted.data.metrics.get(f'test_{m}'))} (run {refitted.info.run_id}); "
-                "the parent's best_run "
-                "and best_model_uri point to it",
-                file=out,
-            )
+            tags |= more_tags
+            metrics |= more_metrics
+            best += note
     # here, not at the top: sweep.halving imports the job's compute, ~60-90 ms that
     # `python -m sweeper.report` would pay at its start (-X importtime, measured 2026-12-06)
     from sweeper.sweep import halving
@@ -443,22 +426,6 @@ def description(best: str, board: Board, experiment_id: str) -> str:
         if len(text) <= NOTE_CHARS:
             return text
     return text[:NOTE_CHARS]
-
-
-def _refit(c: Any, parent: Any, run: Any, out: Any) -> Any:
-    """The refit of the best run when it is cross-validated (:mod:`sweeper.insight.refit`), else
-    None; a refit that fails is said in one line and leaves best_run at the cross-validated run."""
-    from sweeper.insight import refit
-
-    try:
-        with stop.unmasked():
-            return refit.refit(c, parent, run)
-    except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
-        print(
-            f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}",
-            file=out,
-        )
-        return None
 
 
 def model_uri(run: Any, run_id: str | None = None) -> str:

@@ -18,6 +18,10 @@ from typing import Any
 
 import yaml
 
+from sweeper import tracking
+from sweeper.base import stop
+from sweeper.base.fmt import cell
+from sweeper.base.names import run_path
 from sweeper.job import folds
 
 log = logging.getLogger("sweeper")
@@ -94,3 +98,47 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
         "of its training rows.",
     )
     return c.get_run(result["run_id"])
+
+
+def for_parent(c: Any, parent: Any, run: Any, out: Any) -> Any:
+    """The refit of the sweep's best ``run`` when it is cross-validated (:func:`refit`), else
+    None; a refit that fails is said in one line and leaves best_run at the cross-validated run."""
+    try:
+        with stop.unmasked():
+            return refit(c, parent, run)
+    except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
+        print(
+            f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}",
+            file=out,
+        )
+        return None
+
+
+def parent_record(
+    best: dict[str, Any], refitted: Any, metric: str, uri: str, out: Any
+) -> tuple[dict[str, str], dict[str, float], str]:
+    """What the sweep's parent records of the refit of its best row ``best`` (the leaderboard's):
+    the tags (best_run and best_model_uri ``uri`` are the refit's, best_cv_run_id the run that
+    won), the metric ``best_test_<metric>``, and the line of its description; the line said on
+    ``out``."""
+    tags = {
+        "best_cv_run_id": best["run_id"],
+        "best_run_id": refitted.info.run_id,
+        "best_run": refitted.info.run_name or "",
+        "best_model_uri": uri,
+    }
+    test = refitted.data.metrics.get(f"test_{metric}")
+    metrics = {f"best_test_{metric}": test} if f"test_{metric}" in refitted.data.metrics else {}
+    note = (
+        f"**Refit** on every non-test row: [{refitted.info.run_name}]"
+        f"({run_path(refitted.info.experiment_id, refitted.info.run_id)}) test_{metric}="
+        f"{cell(test)}, model `{uri}`\n\n"
+    )
+    print(
+        f"refit: {best['run']} retrained on every non-test row (train + validation, "
+        f"{' '.join(folds.REFIT_OVERRIDES)}) and scored on the test split: test_{metric}="
+        f"{cell(test)} (run {refitted.info.run_id}); the parent's best_run and best_model_uri "
+        "point to it",
+        file=out,
+    )
+    return tags, metrics, note
