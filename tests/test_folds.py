@@ -701,6 +701,16 @@ def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_
     ]
 
 
+def test_the_advisor_reads_a_runs_fold_scores_back_in_fold_order_up_to_a_gap():
+    from sweeper.job import folds
+
+    m = {"val_mse_fold0": 1.0, "val_mse_fold1": "2.5", "val_mse_fold3": 9.0, "val_mse": 1.75}
+    assert folds.scores(m, "val_mse") == [1.0, 2.5]  # fold 2 missing: fold 3 is not read
+    assert folds.scores(m | {"val_mse_fold2": 4.0}, "val_mse") == [1.0, 2.5, 4.0, 9.0]
+    assert folds.scores(m | {"val_mse_fold1": float("nan")}, "val_mse") == []  # one score: none
+    assert folds.scores({"val_mse": 1.0}, "val_mse") == []
+
+
 def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_differ():
     from sweeper.job import folds
 

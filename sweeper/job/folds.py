@@ -17,7 +17,8 @@ belong to; one run keeps one row per configuration, sortable by its fold mean.
 
 This module is what a configuration's folds make: the one-job path asks :func:`train`, the batched
 launcher (which trains each fold as a member of a group) asks :func:`outcome`, the job's record asks
-:func:`run_tags`, the plan :func:`mixed`, whatever reads a run back :func:`of_run`, and the refit
+:func:`run_tags`, the plan :func:`mixed`, whatever reads a run back :func:`of_run` (the advisor its
+fold scores: :func:`scores`), and the refit
 (:mod:`sweeper.insight.refit`) :func:`refit_config` and :func:`refit_overrides`; which rows a fold
 holds is :mod:`sweeper.data`'s. It imports neither :mod:`sweeper.data` nor the job's compute at its
 top: the report commands read runs through it, and those two are ~60-260 ms of their start.
@@ -25,6 +26,7 @@ top: the report commands read runs through it, and those two are ~60-260 ms of t
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -152,6 +154,24 @@ def run_tags(node: Any) -> dict[str, str]:
 def of_run(tags: Mapping[str, str]) -> int:
     """``k`` of a run cross-validated on ``k`` folds (its tag, :func:`run_tags`), else 0."""
     return int(tags.get("folds") or 0)
+
+
+def scores(metrics: Mapping[str, Any], metric: str) -> list[float]:
+    """A cross-validated run's ``metric`` of each fold, read back from its metrics
+    (``<metric>_fold<i>``, as :func:`combine` records them) in fold order, up to the first one
+    missing or not a finite number; [] with fewer than two (a run of one split)."""
+    out: list[float] = []
+    while (v := _finite(metrics.get(f"{metric}_fold{len(out)}"))) is not None:
+        out.append(v)
+    return out if len(out) >= 2 else []
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:

@@ -12,6 +12,7 @@ from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 s
 from sweeper.base.names import PRUNED_AT
 from sweeper.insight.advice import noise as _noise
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
+from sweeper.job import folds
 
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
@@ -290,8 +291,8 @@ class Sweep:
         by fold (its lead run's ``val_<metric>_fold<i>``); a model deterministic
         in seed has one score a configuration (its lead run's)."""
         metric = metric or self.metric
-        if self.folded and (folds := self.fold_scores(self.lead(config), metric)):
-            return dict(enumerate(folds)), "folds"
+        if self.folded and (by_fold := self.fold_scores(self.lead(config), metric)):
+            return dict(enumerate(by_fold)), "folds"
         # its seeds repeat one score: one score, not a spread of 0
         if self.deterministic and not self.seeded:
             lead = self.lead(config)
@@ -319,16 +320,9 @@ class Sweep:
         return _noise.against(list(sa.values()), value, unit)
 
     def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
-        """A cross-validated run's per-fold scores
-        (``val_<metric>_fold<i>``, data.folds=k) in fold order; [] otherwise."""
-        out: list[float] = []
-        while (
-            r is not None
-            and (v := _number(r["metrics"].get(f"{metric or self.metric}_fold{len(out)}")))
-            is not None
-        ):
-            out.append(v)
-        return out if len(out) >= 2 else []
+        """A cross-validated run's per-fold scores (:func:`sweeper.job.folds.scores`,
+        data.folds=k) in fold order; [] otherwise."""
+        return folds.scores(r["metrics"], metric or self.metric) if r is not None else []
 
     def fold_noise(
         self, configs: Iterable[tuple], metric: str | None = None
