@@ -8,6 +8,16 @@ import math
 from typing import Any
 
 
+def finite(value: Any) -> float | None:
+    """A value read back as a finite float (a number, or a number's text); None when it is no
+    number, or not finite (missing, text, inf, nan)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 def cell(v: Any) -> str:
     """How sweeper prints a value, in every table and line it shows: a float to 4
     significant digits, an integral float below 1e15 as the integer it is (MLflow keeps

@@ -26,10 +26,11 @@ top: the report commands read runs through it, and those two are ~60-260 ms of t
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from sweeper.base.fmt import finite
 
 if TYPE_CHECKING:
     from sweeper import data
@@ -161,17 +162,9 @@ def scores(metrics: Mapping[str, Any], metric: str) -> list[float]:
     (``<metric>_fold<i>``, as :func:`combine` records them) in fold order, up to the first one
     missing or not a finite number; [] with fewer than two (a run of one split)."""
     out: list[float] = []
-    while (v := _finite(metrics.get(f"{metric}_fold{len(out)}"))) is not None:
+    while (v := finite(metrics.get(f"{metric}_fold{len(out)}"))) is not None:
         out.append(v)
     return out if len(out) >= 2 else []
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:

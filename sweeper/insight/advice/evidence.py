@@ -8,7 +8,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from sweeper.base.fmt import cell, text_cell  # how every number is printed (4 significant digits)
+# how every number is printed (4 significant digits) and read back (_number: finite, or None)
+from sweeper.base.fmt import cell, text_cell
+from sweeper.base.fmt import finite as _number
 from sweeper.base.names import PRUNED_AT
 from sweeper.insight.advice import noise as _noise
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
@@ -160,14 +162,6 @@ def record(run: Any) -> dict[str, Any]:
         "model_kind": run.data.tags.get("model_kind"),
         "gradient_check": run.data.tags.get("gradient_check"),
     }
-
-
-def _number(text: Any) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _pct(x: float) -> str:
