@@ -4,6 +4,7 @@ float64 and the task."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -64,7 +65,6 @@ def xor(cfg: Any, seed: int) -> Raw:
 def _bundled(name: str) -> Path:
     """A data file scikit-learn ships (``sklearn/datasets/data/NAME``), found without importing
     scikit-learn (~1 s here: every job process would pay it for a few kB of CSV)."""
-    import importlib.util
 
     spec = importlib.util.find_spec("sklearn")
     if spec is None or spec.origin is None:

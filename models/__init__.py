@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.models.interface import Model, ModelError
+from sweeper.models.interface import Model, ModelError, instantiate, offer
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.mlp_net import MLPNet
 from sweeper.models.train import TrainResult, train
@@ -37,7 +37,6 @@ def build(cfg: Any, n_features: int, task: str, backend: Any, n_outputs: int = 1
     Parameters are drawn on the host with NumPy's generator seeded by ``cfg.seed`` and
     then copied, so every device starts from the same parameters.
     """
-    from sweeper.models.interface import instantiate, offer
 
     model_cfg = cfg.get("model") if hasattr(cfg, "get") else getattr(cfg, "model", None)
     if not offer(model_cfg).fast_path:

@@ -63,12 +63,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sweeper.base.backend import is_sparse
+from sweeper.base.backend import cpu_threads, is_sparse
 from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS
@@ -187,7 +189,6 @@ def train_packed(
     by side, each on one BLAS thread: the members are independent, so the parts never
     meet until the end. ``train_time_s`` is then the longest part's.
     """
-    from sweeper.base.backend import cpu_threads
 
     K = len(members)
     if K != sum(p[0].shape[0] for _, p in blocks):
@@ -216,8 +217,6 @@ def train_packed(
             progress,
             rule,
         )
-    from concurrent.futures import ThreadPoolExecutor
-    import threading
 
     chunks = np.array_split(np.arange(K), parts)
     halt = threading.Event()  # set when this thread stops waiting for the parts (see below)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from functools import partial
 from types import MappingProxyType
 from typing import Any, Callable
@@ -49,6 +50,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sweeper.base import state
+from sweeper.base.environment import cache_root
 
 Call = Callable[[], Any]
 ENV = "SWEEPER_ACTIVATION_FORMS"
@@ -202,8 +204,6 @@ def machine_key(dtype: str) -> str:
 
 
 def _cached_probe(dtype: str) -> dict[str, str]:
-    from sweeper.base.environment import cache_root
-
     path = cache_root() / "activation-forms.json"
     key = machine_key(dtype)
     try:
@@ -238,7 +238,6 @@ def probe(
     """Each form's time on ``size`` values of ``dtype`` (ns a value, the median of
     ``repeats`` interleaved runs) and the fastest form of each activation (the library's
     unless another takes at most :data:`MARGIN` of its time)."""
-    import time
 
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(size) * 2.0).astype(dtype)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.base import state
+from sweeper.base.environment import cache_root
 from sweeper.models.generic import init_host
 from sweeper.models.interface import ModelError, instantiate, source_digest, split
 from sweeper.models.usercode import UserCodeError, call_user
@@ -201,8 +202,6 @@ def verdict(model_cfg: Any, n_in: int, n_out: int, task: str) -> GradientCheck:
 
 
 def _cache_file(digest: str, k: str) -> Path:
-    from sweeper.base.environment import cache_root
-
     name = hashlib.sha256(f"{CACHE_VERSION}\0{digest}\0{k}".encode()).hexdigest()[:32]
     return cache_root() / "gradient-checks" / f"{name}.json"
 

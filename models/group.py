@@ -12,8 +12,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from sweeper.models import forms, layer_sizes, stacked
+from sweeper.models.batched import Member, stacked_params, train_packed
+from sweeper.models.generic import Interfaced
 from sweeper.models.interface import instantiate, offer
+from sweeper.models.mlp import MLP
 from sweeper.models.optim import Optimizer
+from sweeper.models.packed import Shape as Block
 
 log = logging.getLogger("sweeper")
 
@@ -35,7 +40,6 @@ def per_member(model_cfg: Any) -> tuple[str, ...]:
 def form_tags(backend: Any, plain: dict[str, Any]) -> dict[str, str]:
     """sweeper's MLP: the form this process computes its activation in
     (:mod:`sweeper.models.forms`), as a run's tag."""
-    from sweeper.models import forms
 
     return (
         {forms.TAG: forms.tag(backend.xp, plain["activation"], plain["dtype"])}
@@ -78,10 +82,6 @@ def _mlp(
 ) -> tuple[Any, float, Any]:
     """sweeper's MLP: its own batched kernel (:func:`sweeper.models.batched.train_packed`), the
     heads of one shape (depth, width, activation) a block, several shapes a packed group."""
-    from sweeper.models import layer_sizes
-    from sweeper.models.batched import Member, stacked_params, train_packed
-    from sweeper.models.mlp import MLP
-    from sweeper.models.packed import Shape as Block
 
     n_in, n_out, task = shape
     opt = Optimizer.from_config(cfg0)
@@ -148,8 +148,6 @@ def _stacked(
 ) -> tuple[Any, float, Any] | None:
     """A model of the interface, stacked over members when :func:`sweeper.models.stacked.batches`
     proves that its code broadcasts (once per shape in this process)."""
-    from sweeper.models import stacked
-    from sweeper.models.generic import Interfaced
 
     net, (n_in, n_out, task) = instantiate(cfg0["model"]), shape
     # what the group's settings forbid (shared by its members), then the proof, once per

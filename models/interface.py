@@ -41,12 +41,13 @@ config's top-level keys: the MLP's ``depth``, ``width``, ``activation``), ``line
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
@@ -133,7 +134,6 @@ def load_target(path: str, key: str = "model._target_") -> Any:
 def source_digest(obj: Any) -> str | None:
     """A digest of the source of every module a class and its base classes come from (a function:
     its module); None when one has no source file (a class typed into a notebook)."""
-    import hashlib
 
     h = hashlib.sha256()
     seen = set()

@@ -18,6 +18,7 @@ configurations train one at a time.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -27,7 +28,7 @@ from sweeper.base import state
 from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.generic import init_host
-from sweeper.models.interface import decays
+from sweeper.models.interface import decays, split
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import TrainResult, diverged, sample_stride
 
@@ -75,9 +76,6 @@ def verdicts() -> dict[str, str | None]:
 def shape_key(model_cfg: Any, n_in: int, n_out: int, task: str) -> str:
     """One proof per model class, hyperparameters, data shape and task: all that decides
     :func:`batches`."""
-    import json
-
-    from sweeper.models.interface import split
 
     return json.dumps([*split(model_cfg), n_in, n_out, task], sort_keys=True, default=str)
 

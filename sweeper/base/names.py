@@ -5,7 +5,10 @@ sweep. Imports nothing of ours but the base layer."""
 from __future__ import annotations
 
 import shlex
+import signal
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from sweeper.base.fmt import text_cell
 from sweeper.base.hydra_internals import BASIC_SWEEPER  # noqa: F401  (the basic sweeper's _target_)
@@ -54,7 +57,6 @@ def name_problem(name: str) -> str | None:
 def uri_problem(uri: str) -> str | None:
     """Why a tracking URI cannot be used (None when it looks usable): an address Python cannot parse
     (``http://[::1``), or an http(s) address without a host."""
-    from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(uri)
@@ -125,8 +127,6 @@ def sqlite_path(uri: str):
     SQLAlchemy opens (its URL rules: ``%20`` is a space, a ``?query`` no part of the
     path), so the checks, the folder made and the lock are of that file (before:
     ``a%20b/`` was made and checked while MLflow retried ``a b/x.db`` for ~100 s)."""
-    from pathlib import Path
-    from urllib.parse import unquote
 
     return (
         Path(unquote(uri[len("sqlite:///") :].partition("?")[0]))
@@ -139,7 +139,6 @@ def ended(code: int | None) -> str:
     """How a process ended, in words: ``exit code 3``, or the signal that killed it
     (``killed by SIGKILL``); a bus error (SIGBUS) in a process that writes a store is
     SQLite's write to its ``-shm`` that the file system could not back."""
-    import signal
 
     if code is None or code >= 0:
         return f"exit code {code}"
@@ -198,7 +197,6 @@ def table_query(order_by: str, ascending: bool, search: str = "") -> str:
     """The runs table's own search and sort as the page address gives them (every MLflow
     3 UI honours them; a sort flattens the tree of parents and
     children): ``orderByKey=metrics.%60val_mse%60&orderByAsc=true``."""
-    from urllib.parse import quote
 
     parts = [f"searchFilter={quote(search, safe='')}"] if search else []
     return "&".join(

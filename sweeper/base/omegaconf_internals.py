@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from omegaconf._utils import get_omega_conf_dumper
+
 
 def node(cfg: Any, key: Any) -> Any:
     """The node at ``key`` of a container, unresolved (``cfg._get_node(key)``; public:
@@ -48,6 +50,5 @@ def dumper() -> type:
     """OmegaConf's YAML dumper, its string representer quoting what its own loader would
     read as something else (``omegaconf._utils.get_omega_conf_dumper``; public:
     ``OmegaConf.to_yaml``, a whole config at a time)."""
-    from omegaconf._utils import get_omega_conf_dumper
 
     return get_omega_conf_dumper()

@@ -11,13 +11,13 @@ from typing import Any
 
 import yaml
 
+from sweeper.base.omegaconf_internals import dumper
 from sweeper.base.output import masked
 
 
 @functools.cache
 def _dumper() -> type:
     """OmegaConf's YAML dumper (its string representer) on libyaml's emitter."""
-    from sweeper.base.omegaconf_internals import dumper
 
     base = dumper()
     if not getattr(yaml, "__with_libyaml__", False):

@@ -29,7 +29,10 @@ import copy
 import re
 from typing import Any, Sequence
 
+from omegaconf import OmegaConf, open_dict, read_write
+from sweeper.base.hydra_internals import overrides_dirname
 from sweeper.base.tested import shortcut
+from sweeper.contract.config import GROUPS
 
 # a shape's template whose resolved values depend on a swept value (an interpolation names the
 # key, or a value is itself an interpolation): each job is composed and resolved on its own
@@ -39,7 +42,6 @@ _DEPENDENT = object()
 def plain(cfg: Any) -> dict[str, Any]:
     """The resolved job config without the ``hydra`` node, as plain containers (raises
     when it cannot be resolved)."""
-    from omegaconf import OmegaConf, open_dict
 
     cfg = cfg.copy()
     with open_dict(cfg):
@@ -60,7 +62,6 @@ def _strings(node: Any) -> Any:
 
 def interpolations(cfg: Any) -> list[str]:
     """Every value of the job config (no ``hydra`` node) that holds an interpolation, unresolved."""
-    from omegaconf import OmegaConf
 
     raw = OmegaConf.to_container(cfg, resolve=False)
     raw.pop("hydra", None)
@@ -184,7 +185,6 @@ class _Once:
         """(overrides parsed, which are plain values, the shape). Each distinct override is
         parsed by Hydra's grammar once (~1.5 ms each); with ``quick``, a ``key=number`` override
         is read without it (a :class:`_Quick`, checked against Hydra's parse once per key)."""
-        from sweeper.contract.config import GROUPS
 
         if self.groups is None:
             self.groups = set(GROUPS) | set(master_config.hydra.runtime.choices)
@@ -270,7 +270,6 @@ class _Quick:
 def _settable(template: Any, parsed: list[Any], values: list[bool]) -> bool:
     """Whether every value override of the job names a key its shape's config has (else
     Hydra's error)."""
-    from omegaconf import OmegaConf
 
     return all(
         OmegaConf.select(template, o.key_or_group, default=_DEPENDENT) is not _DEPENDENT
@@ -318,9 +317,6 @@ def _with_values(template: Any, values: list[Any], parsed: list[Any], master_con
 
 def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: Any) -> Any:
     """``cfg`` (a config of the job's shape) given this job's ``values`` and overrides, in place."""
-    from omegaconf import OmegaConf, open_dict, read_write
-
-    from sweeper.base.hydra_internals import overrides_dirname
 
     for o in values:
         OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra applies an override

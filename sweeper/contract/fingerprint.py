@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256
 from sweeper.base.state import digest
 from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS, NOT_FINGERPRINTED
+from sweeper.models.interface import offer, top_level_keys
 
 
 def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
@@ -30,7 +31,6 @@ def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
     kept = {
         k: v for k, v in cfg.items() if k not in NOT_FINGERPRINTED and not _at_added_default(k, v)
     }
-    from sweeper.models.interface import offer, top_level_keys
 
     # its hyperparameters are the top-level keys (sweeper's MLP:
     if offer(kept.get("model"), quiet=True).top_level:

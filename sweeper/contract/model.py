@@ -5,7 +5,11 @@ its hyperparameters as ``model.<name>``."""
 from __future__ import annotations
 
 import functools
+import inspect
+import logging
 import re
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -23,6 +27,15 @@ from sweeper.models.interface import (
     load_target,
     offer,
     split,
+)
+from sweeper.models.interface import (
+    GIVEN,
+    check_on,
+    home,
+    hyperparameters,
+    kind,
+    source_digest,
+    top_level_keys,
 )
 
 
@@ -89,7 +102,6 @@ def where_tags(model: Any) -> dict[str, str]:
     source's digest: the run's ``model_dir`` and ``model_source`` tags,
     which ``python -m sweeper.promote`` writes into a pin (``pinned.model_dir``,
     ``pinned.model_source``) so that it re-runs without PYTHONPATH (:func:`reach`)."""
-    from sweeper.models.interface import home, source_digest
 
     target = load_target(split(model)[0])
     out = {"model_dir": home(target), "model_source": source_digest(target)}
@@ -100,8 +112,6 @@ def reach(cfg: Any) -> None:
     """A pin of a model of yours (``pinned.model_dir``): its folder joins ``sys.path`` (at the end:
     a module of that name nearer the command still wins), so the pin re-runs from any folder without
     PYTHONPATH; a source that differs from the pinned one (``pinned.model_source``) is said once."""
-    import logging
-    import sys
 
     pins = cfg.get("pinned") if hasattr(cfg, "get") else None
     folder = pins.get("model_dir") if hasattr(pins, "get") else None
@@ -113,7 +123,6 @@ def reach(cfg: Any) -> None:
     model = cfg.get("model")
     if not want or model is None:
         return
-    from sweeper.models.interface import source_digest
 
     try:
         got = source_digest(load_target(split(model)[0]))
@@ -156,7 +165,6 @@ BY_REPORT = ("patience",)
 def trainer_keys(fn: Any) -> tuple[str, ...]:
     """The keys of sweeper's training loop (:data:`TRAINER_KEYS`) that a function trainer's
     signature names: it receives them as keyword arguments, beside lr, epochs and seed."""
-    import inspect
 
     try:
         named = inspect.signature(fn).parameters
@@ -176,7 +184,6 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
     (conf/config.yaml) that the model of ``model`` would ignore: the MLP's hyperparameters
     (depth, width, activation) with another model, and sweeper's training-loop keys with a
     function trainer whose signature does not name them. None: every key set does something."""
-    from sweeper.models.interface import top_level_keys
 
     if offer(model).top_level:
         return None
@@ -211,8 +218,6 @@ def ignored_key(model: Any, cfg: Any) -> str | None:
 
 
 def _own_names(target: Any) -> list[str]:
-    from sweeper.models.interface import GIVEN, hyperparameters
-
     return [n for n in hyperparameters(target) if n not in GIVEN and n not in ("data", "report")]
 
 
@@ -244,8 +249,8 @@ def gradient_check(
     when the check failed and ``model.check`` is not false (else None); ``tags`` the
     run's ``gradient_check`` (``passed`` or ``failed``) and, when failed,
     ``gradient_check_detail``. Nothing for sweeper's MLP or a function trainer."""
+    # lazy: saves ~10 ms at this module's import (measured)
     from sweeper.models import gradcheck
-    from sweeper.models.interface import check_on, kind
 
     if kind(model) != "model":
         return None, {}
@@ -273,7 +278,6 @@ def gradient_check(
 
 def check_command(path: str, kwargs: dict[str, Any]) -> str:
     """The command that runs the whole check of a model with these hyperparameters."""
-    import shlex
 
     def value(v: Any) -> str:
         return "true" if v is True else "false" if v is False else "null" if v is None else str(v)

@@ -3,6 +3,7 @@ confusion matrix, and its data sets as MLflow inputs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,13 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base.output import csv_field
+from sweeper.contract.config import experiment_name
 from sweeper.job import metrics
 
 
 def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
     """The run's three splits as MLflow dataset inputs, named as the data set's default
     experiment is, from its file (``data.path``) or the bundled data set's name."""
-    from sweeper.contract.config import experiment_name
 
     path = cfg.data.get("path") or ""
     splits = {
@@ -34,7 +35,6 @@ def columns_json(folder: Path, dataset: data.Dataset) -> Path:
     """A table's column report: for each column of the file what was decided
     (number, category, date, id, text, dropped), its missing cells and how
     they were filled, a possible code or leak; and the summaries."""
-    import json
 
     path = folder / "columns.json"
     summary = {

@@ -11,8 +11,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from sweeper.base.fmt import cell
-from sweeper.base.output import masked
 from sweeper.base.names import PRUNED_AT, RESULT_FILE, SWEEP_FILE, label
+from sweeper.base.output import masked
+from sweeper.base.state import current
 from sweeper.job import metrics
 
 
@@ -23,7 +24,6 @@ def _state(sweep_dir: Path) -> dict[str, Any]:
     path = sweep_dir / SWEEP_FILE
     if path.is_file():
         return _read_state(path, path.stat().st_mtime_ns)
-    from sweeper.base.state import current
 
     return current().sweep_files.get(Path(sweep_dir).absolute()) or {"parents": [], "n_jobs": 0}
 
@@ -31,7 +31,6 @@ def _state(sweep_dir: Path) -> dict[str, Any]:
 def folder_lost(sweep_dir: Path) -> bool:
     """Whether this process wrote the sweep's sweep.json and it is
     gone now (the folder deleted under the sweep)."""
-    from sweeper.base.state import current
 
     return (
         Path(sweep_dir).absolute() in current().sweep_files

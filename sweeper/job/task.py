@@ -4,6 +4,7 @@ its exit code when it runs alone, and its objective for search sweepers."""
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable
 from sweeper.base.names import run_url, ui_line
 from sweeper.base.output import mask_files, masked
+from sweeper.base.state import current
 from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
 from sweeper.job.context import JobContext
@@ -65,9 +67,6 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 def _forget_run_dir(ctx: JobContext) -> None:
     """A refused single run leaves no folder behind: the one this command made (hydra.run.dir)
     goes again while it holds only what Hydra wrote into it (``.hydra/``, the job's log)."""
-    import shutil
-
-    from sweeper.base.state import current
 
     made = current().new_run_dir
     here = Path(ctx.output_dir).absolute()

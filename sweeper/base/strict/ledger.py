@@ -13,6 +13,7 @@ Each event is one of three kinds:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -156,7 +157,6 @@ def append_summary_at_exit() -> None:
     path = os.environ.get(LEDGER_ENV, "")
     if not path or getattr(append_summary_at_exit, "registered", False):
         return
-    import atexit
 
     def write() -> None:
         with open(path, "a", encoding="utf-8") as f:
