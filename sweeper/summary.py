@@ -8,8 +8,9 @@ it prints the table from each job's result.json and closes the parent run(s) in 
 import sys
 from pathlib import Path
 
-from sweeper.contract.helptext import Parser, describe
 from sweeper.base.names import SWEEP_FILE
+from sweeper.contract.helptext import Parser, describe
+from sweeper.job.sweepdir import SweepFileError
 from sweeper.sweep import life as sweep
 
 
@@ -28,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from sweeper.job.sweepdir import SweepFileError
 
     try:
         return sweep.finish(args.sweep_dir.absolute())

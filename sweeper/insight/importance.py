@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.insight.advice.evidence import SAME, SEEDS, Sweep
+
 # a key with more distinct values than this is no grid key (a search sweeper's continuous values)
 MAX_LEVELS = 12
 REPLICATES = 400
@@ -44,7 +46,6 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The importance of each swept key of a sweep (the advisor's records, best first):
     ``{"method", "metric", "noise": {"std", "source"}, "keys": [{"key", "share", "low", "high",
     "observed"}] (largest share first), "interactions"}``, or ``{"omitted": reason}``."""
-    from sweeper.insight.advice.evidence import SAME, SEEDS, Sweep
 
     s = Sweep(records)
     keys = [k for k in s.keys if k not in SEEDS]

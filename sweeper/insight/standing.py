@@ -14,6 +14,8 @@ from typing import Any
 
 from sweeper.base.fmt import cell
 from sweeper.base.names import GROUP_SIZE, SWEEPS, booked, experiment_url, table_query
+from sweeper.tracking import bulk, ui
+from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
 RANK = "rank"
 NOTE = "mlflow.note.content"  # MLflow's run description
@@ -111,7 +113,6 @@ def marks(
 def record(c: Any, board: Any, runs: list[Any], parent_run_id: str) -> int:
     """Write each ranked run's rank, description and sweeps (:func:`marks`) in one
     transaction on the embedded store (``bulk.mark_runs``); return how many runs changed."""
-    from sweeper.tracking import bulk
 
     found = marks(board, runs, parent_run_id)
     bulk.mark_runs(c, found)
@@ -130,7 +131,6 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
     ones too), best first by the primary validation metric in its direction, with
     the rank, the primary validation and test metrics, the companion metric, the
     times, the speedup where devices were swept and the swept keys as columns."""
-    from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
     m, held = board.metric, {k for r in runs for k in r.data.metrics}
     companion = next((k for k in COMPANIONS.get(m, ()) if k in held), None)
@@ -166,7 +166,6 @@ def address(
     """The page that answers the sweep (:func:`view`): the experiment's shared
     view ``sweeper-<parent run id>`` where the installed MLflow's UI was checked
     (:mod:`sweeper.tracking.ui`), else the sort and search in the address."""
-    from sweeper.tracking import ui
 
     if not board.rows:
         return experiment_url(uri, experiment_id)

@@ -30,16 +30,22 @@ from __future__ import annotations
 
 import logging
 import math
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from omegaconf import OmegaConf
 from sweeper import data
+from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
-from sweeper.job import folds, metrics
-from sweeper.job.compute import DEFINED, Outcome, loss_unit
+from sweeper.base.portable import link
+from sweeper.base.stop import STOP
 from sweeper.contract.model import trainer_keys
+from sweeper.job import folds, metrics
+from sweeper.job.compute import Computed, DEFINED, Outcome, loss_unit
 from sweeper.models.interface import load_target, split
 from sweeper.models.usercode import user_line, user_traceback
 
@@ -75,8 +81,6 @@ class Stop:
         self.after = 0  # reports after that answer: the loop went on
 
     def go_on(self, epoch: int, losses: tuple[float | None, float | None]) -> bool:
-        from sweeper.base.stop import STOP
-
         if self.at is not None:
             self.after += 1
             return False
@@ -215,8 +219,6 @@ def _score(
     curves: dict[str, Any],
     path: str,
 ) -> Any:
-    from sweeper.base.portable import link
-
     X_eval = backend.to_device(data.stack_rows(dataset.X_val, dataset.X_test).astype(dtype))
     try:
         pred = np.asarray(backend.to_numpy(predict(X_eval)), dtype=np.float64)
@@ -297,13 +299,6 @@ def computed(plain: dict[str, Any], rung: tuple[int, str] | None = None) -> Any:
     launcher's successive halving), trained by its own loop until ``report``
     answers stop at ``rung`` (:class:`Stop`; its ``epochs`` kept: a loop may read them); None when
     its device is not there (its job then says so through the one-job path)."""
-    import time
-    import uuid
-
-    from omegaconf import OmegaConf
-
-    from sweeper.base.backend import BackendUnavailable, resolve
-    from sweeper.job.compute import Computed
 
     t0 = time.perf_counter()
     try:

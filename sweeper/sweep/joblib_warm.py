@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper import tracking
+from sweeper import settled, tracking
 from sweeper.base.tested import shortcut
 
 log = logging.getLogger("sweeper")
@@ -30,7 +32,6 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
     process; the shortcut ``joblib_warm`` off: ``SWEEPER_PUBLIC_ONLY``)."""
     if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER or not shortcut("joblib_warm"):
         return None
-    import threading
 
     try:
         from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
@@ -69,9 +70,6 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
 def _warm_worker(uris: list[str]) -> int:
     """In a joblib worker: import what its jobs will (the task's modules, MLflow and
     its pyfunc flavour) and open their stores (MLflow keeps a store per URI)."""
-    import time
-
-    from sweeper import settled
 
     t = time.perf_counter()
     # sweeper's MLflow settings before MLflow's import, as the job's own client sets them

@@ -22,12 +22,14 @@ from __future__ import annotations
 import copy
 import logging
 import os
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from hydra.core.utils import JobReturn
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from hydra.core.utils import JobReturn, JobRuntime, JobStatus, configure_log, env_override
+from omegaconf import Container, DictConfig, OmegaConf, open_dict, read_write
 
+from hydra.core.hydra_config import HydraConfig
 from sweeper.base import yamltext
 from sweeper.base.hydra_internals import chdir_deprecation, flush_loggers, same_return
 from sweeper.base.omegaconf_internals import content, flag, node, plain_mapping, value as raw_value
@@ -72,9 +74,6 @@ def hydra_yaml(holder: DictConfig, memo: dict[Any, str] | None = None) -> str:
 
 
 def _entries(mapping: DictConfig, path: tuple, memo: dict[Any, str], parts: list[str]) -> None:
-    from enum import Enum
-
-    from omegaconf import Container
 
     for key in mapping.keys():
         at = path + (key,)
@@ -149,8 +148,6 @@ def run_job(
 ) -> Any:
     """:func:`hydra.core.utils.run_job`, step for step, without its copies (the module's
     docstring). ``memo``: what the jobs of a lent config share (:func:`hydra_yaml`)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import JobRuntime, JobStatus, configure_log, env_override
 
     callbacks = hydra_context.callbacks
     old_cwd = os.getcwd()

