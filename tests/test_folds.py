@@ -723,6 +723,8 @@ def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_di
     assert folds.mixed([job(3), job(3), ([], None)]) is None
     assert folds.mixed([job(3), job(0)]).startswith("data.folds=0,3 is not allowed in one sweep")
     assert folds.mixed([job(0), job(3, "other")]) is None
+    other_store = ([], {"tracking": {"uri": "v", "experiment": "iris"}, "data": {"folds": 0}})
+    assert folds.mixed([job(3), other_store]) is None  # the same name in another store
     assert folds.mixed([job(3), job(0), job(5)]) == (
         "data.folds=0,3,5 is not allowed in one sweep of experiment iris: expected one value; val_ "
         "metrics of one split (0) and of a k-fold mean (k) are no fair ranking against each other: "
@@ -731,17 +733,19 @@ def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_di
 
 
 def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys):
-    import sys
+    import io
     from types import SimpleNamespace as NS
 
     from sweeper.insight import refit
+    from sweeper.job import folds
 
     made = NS(
         info=NS(run_id="r2", run_name="refit lr=0.1", experiment_id="7"),
         data=NS(metrics={"test_accuracy": 0.93751, "val_accuracy": 1.0}),
     )
     best = {"run_id": "r1", "run": "lr=0.1"}
-    tags, metrics, note = refit.parent_record(best, made, "accuracy", "models:/m-9", sys.stdout)
+    said = io.StringIO()
+    tags, metrics, note = refit.parent_record(best, made, "accuracy", "models:/m-9", said)
     assert tags == {
         "best_cv_run_id": "r1",
         "best_run_id": "r2",
@@ -753,13 +757,21 @@ def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys
         "**Refit** on every non-test row: [refit lr=0.1](#/experiments/7/runs/r2?"
     )
     assert note.endswith(") test_accuracy=0.9375, model `models:/m-9`\n\n")
-    assert capsys.readouterr().out == (
+    assert capsys.readouterr().out == "" and said.getvalue() == (
         "refit: lr=0.1 retrained on every non-test row (train + validation, data.folds=0 "
         "data.val_fraction=0) and scored on the test split: test_accuracy=0.9375 (run r2); the "
         "parent's best_run and best_model_uri point to it\n"
     )
-    made.data.metrics = {}  # no test split: no best_test_ metric
-    assert refit.parent_record(best, made, "accuracy", "models:/m-9", sys.stdout)[1] == {}
+    made.data.metrics, made.info.run_name = {}, None  # no test split: no best_test_ metric
+    tags, metrics, _ = refit.parent_record(best, made, "accuracy", "models:/m-9", said)
+    assert metrics == {} and tags["best_run"] == ""
+    plain = {"data": {"name": "iris", "folds": 5, "val_fraction": 0.2}, "lr": 0.1, "resume": True}
+    assert folds.refit_config(plain) == {
+        "data": {"name": "iris", "folds": 0, "val_fraction": 0.0},
+        "lr": 0.1,
+        "resume": False,
+    }
+    assert plain["data"]["folds"] == 5  # the cross-validated run's config is left as it was
 
 
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():

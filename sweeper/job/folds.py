@@ -171,13 +171,11 @@ def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:
     """Why the jobs (overrides, resolved config or None) cannot be one sweep, or None: those of
     one experiment must share ``data.folds``, since a run's ``val_<metric>`` is one split's score
     (0) or the mean of k folds' (k), and a leaderboard ranks them against each other."""
-    by_experiment: dict[tuple[str, str], dict[int, list[str]]] = {}
-    for overrides, cfg in jobs:
+    by_experiment: dict[tuple[str, str], set[int]] = {}
+    for _, cfg in jobs:
         if cfg is not None:
             where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
-            by_experiment.setdefault(where, {}).setdefault(
-                int(cfg["data"].get("folds") or 0), overrides
-            )
+            by_experiment.setdefault(where, set()).add(int(cfg["data"].get("folds") or 0))
     for (_, experiment), seen in by_experiment.items():
         if len(seen) > 1:
             values = ",".join(map(str, sorted(seen)))
