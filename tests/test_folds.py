@@ -774,6 +774,22 @@ def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys
     assert plain["data"]["folds"] == 5  # the cross-validated run's config is left as it was
 
 
+def test_a_refit_that_fails_is_said_in_one_line_and_leaves_the_parent_its_best_run():
+    import io
+    from types import SimpleNamespace as NS
+
+    from sweeper.insight import refit
+
+    said = io.StringIO()
+    assert refit.for_parent(None, None, None, said) is None and said.getvalue() == ""  # no best
+    broken = NS(info=NS(run_id="r1"))  # no data: reading its tags raises
+    assert refit.for_parent(None, None, broken, said) is None
+    assert said.getvalue() == (
+        "sweeper: warning: no refit of run r1: AttributeError: "
+        "'types.SimpleNamespace' object has no attribute 'data'\n"
+    )
+
+
 def test_a_fraction_takes_at_least_one_row_and_too_few_training_rows_are_refused():
     train, val, test = data.split(10, 0.04, 0.04, 3)  # 0.4 rows each: one row each, not none
     assert (len(train), len(val), len(test)) == (8, 1, 1)
