@@ -12,9 +12,17 @@ text column: raw columns
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.metadata as md
 import json
+import os
 import re
 import shutil
+import sys
+import tempfile
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,12 @@ import numpy as np
 # imported by sweeper's tracking once it has set MLflow's environment (tracking.mlflow_defaults)
 import mlflow.pyfunc
 
+import cloudpickle
+import pandas as pd
+from mlflow.models import ModelSignature, infer_signature
+from mlflow.types import ColSpec, Schema
 from sweeper.base import state
+from sweeper.base.environment import cache_root
 from sweeper.base.tested import shortcut
 
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
@@ -36,7 +49,6 @@ PORTABLE = Path(__file__).parents[1] / "base" / "portable.py"
 def requirements_for(text: bool) -> list[str]:
     """What a model needs at load, pinned to this process's versions
     (explicit: inferring them costs seconds)."""
-    import importlib.metadata as md
 
     names = ["mlflow", "numpy", "pandas"] + (["scipy"] if text else [])
     out = []
@@ -50,7 +62,6 @@ def requirements_for(text: bool) -> list[str]:
 
 def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
     """(n, k) class probabilities as a DataFrame with one column per class, ``p_<class>``."""
-    import pandas as pd
 
     return pd.DataFrame(np.asarray(prob, dtype=np.float64), columns=[f"p_{c}" for c in classes])
 
@@ -59,7 +70,6 @@ def user_code(target: str) -> list[str]:
     """What a model of the interface needs at load beside ``portable.py``: the user's
     module file, or the folder of its top-level package (MLflow puts the model's
     ``code/`` on the path, so ``my_nets.TwoLayerNet`` imports there as it did here)."""
-    import importlib
 
     module_name = target.partition(":")[0] if ":" in target else target.rpartition(".")[0]
     top = importlib.import_module(module_name.split(".")[0])
@@ -75,7 +85,6 @@ class NotSaved(Exception):
 def _pickled(predict: Any, path: Path) -> Path:
     """``predict`` pickled by cloudpickle into ``path``;
     :class:`NotSaved` (one line: what of it cannot be) if not."""
-    import cloudpickle
 
     try:
         with open(path, "wb") as f:
@@ -98,7 +107,6 @@ def _unpicklable(fn: Any) -> str | None:
     """What of ``fn`` cannot be pickled: a variable it closes over, a global it reads, an
     attribute, its object (``"the variable 'lock' it closes over (a _thread.lock)"``);
     None when no single part says it."""
-    import cloudpickle
 
     code = getattr(fn, "__code__", None)
     parts: list[tuple[str, Any]] = []
@@ -153,7 +161,6 @@ def save(
     names) carries the user's module too (:func:`user_code`) and runs its ``forward``
     at load; a function trainer's ``predict`` (a callable on NumPy arrays) travels
     pickled by cloudpickle (an MLflow dependency) beside the user's module."""
-    from mlflow.models import infer_signature
 
     if path.parent.exists():  # a job re-run into the same output folder
         shutil.rmtree(path.parent)
@@ -240,8 +247,6 @@ def _optional(signature: Any, dataset: Any) -> Any:
     """The signature with a table's columns that the model fills when
     missing (a number with missing cells in training, a category, a date)
     marked optional, whether or not the example rows lack a value there."""
-    from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, Schema
 
     names = set(getattr(dataset, "optional_columns", ()))
     if not names or signature.inputs is None or not signature.inputs.has_input_names():
@@ -265,7 +270,6 @@ def _optional(signature: Any, dataset: Any) -> Any:
 def cache_dir() -> Path:
     """Where model templates are kept between processes:
     ``$SWEEPER_CACHE_DIR``, else the user's cache."""
-    from sweeper.base.environment import cache_root
 
     return cache_root() / "model-templates"
 
@@ -274,8 +278,6 @@ def _template_key(signature: Any, example: Any, requirements: list[str]) -> str:
     """A digest of all that shapes a saved model folder but its artifacts:
     MLflow's and Python's versions and environment, the entry file, the
     requirements, the signature and the input example's values."""
-    import hashlib
-    import sys
 
     if hasattr(example, "to_json"):  # a text model's DataFrame
         values = example.to_json(orient="split").encode()
@@ -304,9 +306,6 @@ def _template(key: str, save: Any) -> Path:
     """The template folder for ``key``: this process's, the cache's, or made
     now by ``save(folder)`` (into the cache when it is writable, atomically:
     a concurrent sweep finds a whole template or none)."""
-    import os
-    import tempfile
-    import uuid
 
     # gone when the cache was cleared meanwhile
     held = state.process().templates
@@ -346,8 +345,6 @@ def _instantiate(template: Path, path: Path, artifacts: dict[str, Path]) -> bool
     own MLmodel: a new uuid and time, the artifacts' sources, and the size MLflow
     would compute (the template's, less its artifacts, plus ours). False, with no
     MLmodel written, when the template's MLmodel lacks a line this rewrites."""
-    import uuid
-    from datetime import datetime, timezone
 
     text = (template / "MLmodel").read_text()
     flavor = _template_artifacts(template, text)
@@ -413,7 +410,6 @@ def _template_artifacts(template: Path, text: str) -> dict[str, str]:
 def pd_text(docs: Any) -> Any:
     """Documents as the one-column DataFrame (``text``, a string
     column) a text model's signature names."""
-    import pandas as pd
 
     return pd.DataFrame({TEXT_COLUMN: [str(d) for d in docs]})
 

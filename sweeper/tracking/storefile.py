@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from contextlib import closing
 from pathlib import Path
 
-from sweeper.base.names import sqlite_path
+from sweeper.base.names import sqlite_path, uri_problem
 
 __all__ = [
     "TrackingError",
@@ -36,7 +37,6 @@ def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") 
     reads the store (report, runs, promote) refuses a missing file instead of creating a store
     there; ``key``: how the line names the store (those commands: ``--tracking-uri``). No
     MLflow import: a refusal costs milliseconds and touches nothing."""
-    from sweeper.base.names import uri_problem
 
     problem = uri_problem(uri)
     if problem:
@@ -265,7 +265,6 @@ def _shm_problem(shm: Path) -> str | None:
     kills the process with SIGBUS, which no handler can turn into a line. Never opened here:
     closing a descriptor of a file drops every lock this process holds on it, SQLite's on a
     live store's -shm included (see :func:`sweeper.tracking.store._is_wal_database`)."""
-    import stat
 
     try:
         st = os.lstat(shm)

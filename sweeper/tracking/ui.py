@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from sweeper.base import tested
+
 SHARED = "mlflow.sharedViewState."  # the experiment tag's prefix the UI reads a shared view from
 ATTRIBUTE, METRIC, PARAM = "attributes", "metrics", "params"  # the UI's column kinds
 
@@ -30,7 +32,6 @@ def shared(c: Any, experiment_id: str, key: str, view: Mapping[str, Any]) -> boo
     """Store ``view`` (search, sort, columns) as the experiment's shared view
     ``key``; False (nothing written) where the installed MLflow's UI was not
     checked or the shortcut ``ui_view`` is off (``SWEEPER_PUBLIC_ONLY``)."""
-    from sweeper.base import tested
 
     if not tested.shortcut("ui_view"):
         return False
