@@ -22,10 +22,13 @@ def _jobs(*grid):
 class _Fixed:
     """A probe's fixed answer (no timing): an epoch of a group costs 100 µs to start (its calls) plus 1 µs a member
     and hidden unit, times ``packed`` when the group holds several shapes (a packed group's passes slower than its
-    shapes' apart: its values outgrow the caches)."""
+    shapes' apart: its values outgrow the caches); a group's start 3 ms and 10 µs a member and hidden unit."""
 
     def __init__(self, packed=1.0):
         self.packed, self.asked = packed, []
+
+    def start(self, blocks):
+        return START + 1e-5 * sum(K * w * L for L, w, _, K in blocks)
 
     def epoch(self, blocks):
         self.asked.append(list(blocks))
@@ -37,6 +40,9 @@ class _Fixed:
 
     def save(self):
         pass
+
+
+START = 3e-3  # _Fixed's start of a group, beside 10 µs a member and hidden unit
 
 
 @pytest.fixture
@@ -127,10 +133,11 @@ def test_the_cost_model_asks_the_probe_for_the_packed_group_and_counts_the_longe
         [(1, 4, "tanh", 6), (2, 4, "tanh", 6), (1, 16, "tanh", 6), (2, 16, "tanh", 6)]
     ]
     assert together == pytest.approx(
-        200 * (1e-4 + 1e-6 * 6 * (4 + 8 + 16 + 32)) + packing.GROUP_S, rel=1e-12
+        200 * (1e-4 + 1e-6 * 6 * (4 + 8 + 16 + 32)) + START + 1e-5 * 6 * (4 + 8 + 16 + 32),
+        rel=1e-12,
     )
     apart = sum(packing.group_s(probe, [s], (309, 10, 1, 3)) for s in sets)
-    assert apart - together == pytest.approx(200 * 3 * 1e-4 + 3 * packing.GROUP_S, rel=1e-9)
+    assert apart - together == pytest.approx(200 * 3 * 1e-4 + 3 * START, rel=1e-9)
     longer = sets
     for t in longer[0]:
         for j in t:
@@ -166,8 +173,9 @@ def test_the_planner_packs_only_where_the_probe_measured_the_packed_epoch_faster
     )
     assert len(groups) == expect
     # independently of group_s
-    apart = 2000 * (4 * 1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64)) + 4 * packing.GROUP_S
-    together = 2000 * (1e-4 + 1e-6 * 4 * (16 + 32 + 32 + 64) * packed) + packing.GROUP_S
+    units = 4 * (16 + 32 + 32 + 64)
+    apart = 2000 * (4 * 1e-4 + 1e-6 * units) + 4 * START + 1e-5 * units
+    together = 2000 * (1e-4 + 1e-6 * units * packed) + START + 1e-5 * units
     assert (expect == 1) == (together < packing.GAIN * apart)
     said = {j.pack for g in groups for j in g}
     if expect == 1:
@@ -192,17 +200,47 @@ def test_the_probe_times_the_groups_own_epoch_once_a_machine_and_the_cache_folde
     assert costs is packing.Costs.of("cpu", "float64", ds)
     blocks = [(1, 4, "tanh", 2), (2, 8, "relu", 3)]
     costs.measure(blocks[:1], blocks[1:])  # the two groups and the packed one, side by side
-    assert len(costs.epochs) == 3
+    assert len(costs.epochs) == len(costs.starts) == 3
     both, one = costs.epoch(blocks), costs.epoch(blocks[:1])
     assert both > 0 and one > 0 and costs.epoch(blocks) == both and len(costs.epochs) == 3
+    # a start: its calls built (parameters packed, copied, buffers made) and a first epoch's excess, each > 0
+    assert costs.start(blocks) > 0 and costs.start(blocks[:1]) > 0 and len(costs.starts) == 3
     costs.save()
     # another process of this machine: the measurements, not a new probe
     monkeypatch.setattr(state.process(), "costs", {})
     again = packing.Costs.of("cpu", "float64", ds)
-    assert again is not costs and again.epochs == costs.epochs
+    assert again is not costs and again.epochs == costs.epochs and again.starts == costs.starts
     monkeypatch.setattr(packing.Costs, "_time", lambda *a, **k: pytest.fail("measured again"))
     again.measure(blocks[:1], blocks[1:])
-    assert again.epoch(blocks) == both
+    assert again.epoch(blocks) == both and again.start(blocks) == costs.start(blocks)
+
+
+def test_the_probes_start_is_the_groups_calls_built_and_its_first_epochs_excess(monkeypatch):
+    """With a clock the fake calls advance: building a group's calls costs 2 ms, its first epoch 10 ms and every
+    later one 1 ms, so its epoch is 1 ms and its start 2 + (10 - 1) = 11 ms; another group's are its own."""
+    now = [0.0]
+    costs = packing.Costs(packing.resolve("cpu"), "float64", d=3, n=100)
+    costs.data = None
+
+    def calls(blocks):
+        first, later = (0.010, 0.001) if blocks[0][1] == 4 else (0.030, 0.005)
+        done = []
+
+        def call():
+            now[0] += later if done else first
+            done.append(1)
+
+        now[0] += 0.002 * len(blocks)
+        return [call]
+
+    monkeypatch.setattr(costs, "_calls", calls)
+    monkeypatch.setattr(costs, "_clock", lambda: lambda: now[0])
+    a, b = [(1, 4, "tanh", 2)], [(1, 8, "tanh", 2)]
+    costs.measure(a)
+    assert costs.epoch(a) == pytest.approx(0.001) and costs.start(a) == pytest.approx(0.011)
+    costs.measure(a, b)  # b and a + b are new: the three timed side by side
+    assert costs.epoch(b) == pytest.approx(0.005) and costs.start(b) == pytest.approx(0.027)
+    assert costs.start(a + b) == pytest.approx(0.004 + 0.009)  # a's calls first in the packed one
 
 
 def test_the_probes_epoch_is_the_packed_groups_own_computation():
@@ -273,14 +311,14 @@ def test_a_packed_sweep_records_its_decision_and_equals_the_same_sweep_with_pack
 
 def _packing_pays(folder, args):
     """A cache folder holding the probe's measurements that a sweep of ``args`` (its first plan) asks for, each packed
-    epoch as dear as its dearest shape's: packing then pays in the sweep whatever this (shared, noisy) machine would
+    epoch as dear as its dearest shape's and every group's start 2 ms: packing then pays in the sweep whatever this (shared, noisy) machine would
     measure. Planned here, with the probe's answer fixed."""
     import itertools
 
     from sweeper.sweep import launch
 
-    def timed(self, groups):
-        return [1e-3 + max(1e-6 * K * w * L for L, w, _, K in blocks) for blocks in groups]
+    def timed(self, groups):  # (epoch, start) of each group: a start as dear packed as apart
+        return [(1e-3 + max(1e-6 * K * w * L for L, w, _, K in blocks), 2e-3) for blocks in groups]
 
     lists = [
         [f"{k}={v}" for v in vs.split(",")]

@@ -5,19 +5,21 @@ batched products) when that is estimated to end sooner on this device.
 
 The estimate (:func:`group_s`) is a group's epochs (its longest trajectory's: a member that ends
 sooner is frozen, not removed, so a packed group computes every member to the longest) times the
-epoch a short probe measured on this device (:class:`Costs`: the group's own forward, backward
-and update calls on the data's training rows, one BLAS thread as a group trains, this thread's
-CPU seconds; kept once a machine in the cache folder), plus a fixed cost a group (its
-start, warm-up and hand-off). A set of shapes packs when the packed group is estimated to take at
-most :data:`GAIN` of the groups apart. An analytic model (products' FLOPs, passes at an array's
-measured speed, calls) predicted gains packing did not give (main before this change: 1.28x
-predicted, 0.87x measured for the digits grid's planned group): the packed group's hidden values
-outgrow the caches where each shape's fit, every pass and product then reads memory, and what a
-wider first-layer product or fewer calls save is small beside that. So the probe times the packed
-computation itself. Packing then pays where the groups' starts and calls are a large share (small
-data, short epochs: diabetes), not where the shapes' epochs differ (the shorter ones would run to
-the longest) nor where the packed group's passes run slower than its shapes' apart (digits: they
-stay apart). Shape groups are packed greedily, longest epochs first, then the smallest first.
+epoch a short probe measured on this device (:class:`Costs`: the group's own forward, backward and
+update calls on the data's training rows, one BLAS thread as a group trains, this thread's CPU
+seconds; kept once a machine in the cache folder), plus the group's start the same probe measured
+(:meth:`Costs.start`: its computation built and its first epoch's excess over a steady one; a warm
+worker's hand-off, 0.2-0.45 ms here, is left out). A set of shapes packs when the packed group is
+estimated to take at most :data:`GAIN` of the groups apart. An analytic model (products' FLOPs,
+passes at an array's measured speed, calls) predicted gains packing did not give (main before this
+change: 1.28x predicted, 0.87x measured for the digits grid's planned group): the packed group's
+hidden values outgrow the caches where each shape's fit, every pass and product then reads memory,
+and what a wider first-layer product or fewer calls save is small beside that. So the probe times
+the packed computation itself. Packing then pays where the groups' starts and calls are a large
+share (small data, short epochs: diabetes), not where the shapes' epochs differ (the shorter ones
+would run to the longest) nor where the packed group's passes run slower than its shapes' apart
+(digits: they stay apart). Shape groups are packed greedily, longest epochs first, then the
+smallest first.
 
 Only sweeper's MLP packs, on dense data (text features are sparse: one shape a
 group). ``hydra.launcher.pack=false`` keeps every shape apart. Each run of a
@@ -55,8 +57,6 @@ FREE = (
     "activation",
 )  # what a packed group's members may differ in, beside a group's own keys
 TAG = "batch_packed"
-# a group's start: its passes built, its warm-up, a worker's hand-off (a few tens of ms here)
-GROUP_S = 0.05
 # a shape joins a packed group when the two together are estimated to
 # take at most this share of apart
 GAIN = 0.95
@@ -170,9 +170,11 @@ def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, 
     ``shape`` the data's training rows, features, outputs and units a configuration (its folds
     with ``data.folds=k``, else 1: each configuration that many members): the longest
     trajectory's epochs (a packed group computes every member to them) times the epoch the probe
-    measured for these blocks (:meth:`Costs.epoch`), plus a start."""
+    measured for these blocks (:meth:`Costs.epoch`), plus the start it measured
+    (:meth:`Costs.start`)."""
     epochs = max(t[-1].plain["epochs"] for trajs in sets for t in trajs)
-    return epochs * costs.epoch(_blocks(sets, shape[3])) + GROUP_S
+    blocks = _blocks(sets, shape[3])
+    return epochs * costs.epoch(blocks) + costs.start(blocks)
 
 
 def _blocks(sets: list[list[list[Any]]], units: int) -> list[tuple[int, int, str, int]]:
@@ -220,6 +222,7 @@ class Costs:
     # the data set: the probe runs on its training rows
     data: Any = field(default=None, repr=False, compare=False)
     epochs: dict[str, float] = field(default_factory=dict)
+    starts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, device: str, dtype: str, ds: Any) -> "Costs":
@@ -248,6 +251,7 @@ class Costs:
         try:
             known = json.loads(_path().read_text())[self._key()]
             self.epochs.update({k: float(v) for k, v in known["epochs"].items()})
+            self.starts.update({k: float(v) for k, v in known.get("starts", {}).items()})
             return True
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
@@ -262,7 +266,7 @@ class Costs:
                 known = json.loads(path.read_text())
             except (OSError, ValueError):
                 known = {}
-            known[self._key()] = {"epochs": self.epochs}
+            known[self._key()] = {"epochs": self.epochs, "starts": self.starts}
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
@@ -275,37 +279,64 @@ class Costs:
         (``(depth, width, activation, members)`` each, one block: a group of one
         shape; several: a packed group), as last measured (:meth:`measure`)."""
         key = _key(blocks)
-        if key not in self.epochs:
-            self.epochs[key] = self._time([blocks])[0]
+        if key not in self.epochs or key not in self.starts:
+            self.measure(blocks)
         return self.epochs[key]
+
+    def start(self, blocks: list[tuple[int, int, str, int]]) -> float:
+        """Seconds a group of ``blocks`` pays once, beside its epochs, as last measured
+        (:meth:`measure`): its computation built (its parameters packed and copied to the
+        device, its calls made) and its first epoch's excess over a steady one (its
+        buffers' first touch). A few ms on this machine's CPU (was a fixed 50 ms guess)."""
+        key = _key(blocks)
+        if key not in self.epochs or key not in self.starts:
+            self.measure(blocks)
+        return self.starts[key]
 
     def measure(self, *parts: list[tuple[int, int, str, int]]) -> None:
         """Time the groups ``parts`` (lists of blocks) and the packed group of them all side by
         side, unless this machine knows them all: a shared machine's other work then weighs on
         each alike, and the planner compares the one with the others from the same rounds."""
-        groups = [*parts, [b for p in parts for b in p]]
+        groups = [*parts, [b for p in parts for b in p]] if len(parts) > 1 else list(parts)
         keys = [_key(g) for g in groups]
-        if not all(k in self.epochs for k in keys):
-            self.epochs.update(zip(keys, self._time(groups)))
+        if not all(k in self.epochs and k in self.starts for k in keys):
+            timed = self._time(groups)
+            self.epochs.update(zip(keys, (epoch for epoch, _ in timed)))
+            self.starts.update(zip(keys, (start for _, start in timed)))
 
-    def _time(self, groups: list[list[tuple[int, int, str, int]]]) -> list[float]:
-        """Each group's epoch: the least of :data:`REPEATS` rounds, each group in each round an
-        epoch to warm up and one timed (so the timed one finds its buffers where its training's
-        epoch does: in the caches its last epoch left them, not in those another group's epoch
-        did), on at most :data:`PROBE_ROWS` of the training rows (the time scaled to all
-        of them: more rows than that outgrow the caches whatever the grouping)."""
-        calls, clock = [self._calls(g) for g in groups], self._clock()
+    def _time(self, groups: list[list[tuple[int, int, str, int]]]) -> list[tuple[float, float]]:
+        """Each group's epoch and start. The epoch: the least of :data:`REPEATS` rounds, each
+        group in each round an epoch to warm up and one timed (so the timed one finds its buffers
+        where its training's epoch does: in the caches its last epoch left them, not in those
+        another group's epoch did), on at most :data:`PROBE_ROWS` of the training rows (the time
+        scaled to all of them: more rows than that outgrow the caches whatever the grouping).
+        The start: its calls built, and its very first epoch's excess over the epoch (after a
+        first group's calls built and run once untimed: what a process pays once, its imports and
+        the activations' forms probed, is no group's start; 25 ms here, a group's 1-7 ms)."""
+        clock = self._clock()
         best = [float("inf")] * len(groups)
+        built, first = [0.0] * len(groups), [0.0] * len(groups)
         with self._one_thread():
-            for _ in range(REPEATS):
+            for c in self._calls(groups[0]):
+                c()
+            calls = []
+            for i, g in enumerate(groups):
+                t0 = clock()
+                calls.append(self._calls(g))
+                built[i] = clock() - t0
+            for r in range(REPEATS):
                 for i, cs in enumerate(calls):
+                    t0 = clock()
                     for c in cs:
                         c()
+                    if r == 0:
+                        first[i] = clock() - t0
                     t0 = clock()
                     for c in cs:
                         c()
                     best[i] = min(best[i], clock() - t0)
-        return [t * self.n / min(self.n, PROBE_ROWS) for t in best]
+        scale = self.n / min(self.n, PROBE_ROWS)
+        return [(t * scale, b + max(0.0, f - t) * scale) for t, b, f in zip(best, built, first)]
 
     def _calls(self, blocks: list[tuple[int, int, str, int]]) -> list[Any]:
         """An epoch's calls of a group of ``blocks`` on the data,
