@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -656,6 +658,83 @@ def test_a_refit_trains_on_every_non_test_row_and_is_its_own_run(tmp_path, store
     assert refit.refit(c, parent, cv).info.run_id == made.info.run_id
 
 
+def test_a_refit_is_named_tagged_placed_and_quiet_and_one_that_fails_or_cannot_be_read_is_said(
+    tmp_path, store, caplog
+):
+    """refit.refit's run, checked on what it records: named ``refit <run>``, tagged with the run and the sweep it
+    refits, its note, its folder (the parent's sweep_dir, else the run's job folder's parent, then refit/<run id>),
+    the run's own overrides with the folds' replaced, the job's log lines silenced and the level put back; a refit
+    that diverges tagged ``refit_failed_of`` and said; a configuration that cannot be read said, no refit."""
+    import io
+    import logging
+    from types import SimpleNamespace as NS
+
+    import yaml
+
+    from pathlib import Path
+
+    from conftest import client_for, run_once
+    from sweeper.insight import refit
+
+    result = run_once(tmp_path, "data=iris", "data.folds=2", "epochs=3", "log_every=1", store=store)
+    c = client_for(store)
+    cv = c.get_run(result["run_id"])
+    job_dir = cv.data.tags["hydra.job_dir"]
+    overrides = "lr=0.05 data.folds=2 hydra.job.num=3 data.val_fraction=0.1 width=8"
+
+    def run(run_id, job_dir, **tags):
+        tags = {"folds": "2", "overrides": overrides, "hydra.job_dir": job_dir} | tags
+        tags = {k: v for k, v in tags.items() if v is not None}
+        info = NS(run_id=run_id, run_name=f"name of {run_id}", experiment_id=cv.info.experiment_id)
+        return NS(info=info, data=NS(tags=tags))
+
+    def sweep(folder=None):
+        return NS(info=NS(run_id="p1"), data=NS(tags={"sweep_dir": str(folder)} if folder else {}))
+
+    sweeper_log = logging.getLogger("sweeper")
+    with caplog.at_level(15, logger="sweeper"):
+        # no job folder, or none holding its configuration: said, no refit
+        assert refit.refit(c, sweep(), run("a", None)) is None
+        assert refit.refit(c, sweep(), run("b", str(tmp_path))) is None
+        assert [r.getMessage() for r in caplog.records if r.name == "sweeper"] == [
+            "no refit of run a: its config_resolved.yaml is not in None",
+            f"no refit of run b: its config_resolved.yaml is not in {tmp_path}",
+        ]
+        # diverged on all the rows: tagged as the failed refit of its run, said, None
+        wild = tmp_path / "wild" / "job"
+        wild.mkdir(parents=True)
+        plain = yaml.safe_load((Path(job_dir) / "config_resolved.yaml").read_text())
+        (wild / "config_resolved.yaml").write_text(yaml.safe_dump(plain | {"lr": 1e30}))
+        caplog.clear()
+        assert refit.refit(c, sweep(tmp_path / "wild"), run("c", str(wild))) is None
+        [failed] = c.search_runs([cv.info.experiment_id], "tags.refit_failed_of = 'c'")
+        assert failed.info.status == "FAILED" and "refit_of" not in failed.data.tags
+        [said] = [r.getMessage() for r in caplog.records if r.name == "sweeper"]
+        assert said.startswith("the refit of run c ended FAILED: diverged at epoch "), said
+        assert sweeper_log.level == 15
+
+        caplog.clear()
+        made = refit.refit(c, sweep(tmp_path / "sw"), run("d", job_dir))
+        assert sweeper_log.level == 15 and not [
+            r for r in caplog.records if r.name == "sweeper"
+        ]  # the refit's job said nothing
+    tags = made.data.tags
+    assert made.info.run_name == "refit name of d" and made.info.status == "FINISHED"
+    assert (tags["refit_of"], tags["refit_sweep"]) == ("d", "p1")
+    assert tags["overrides"] == "lr=0.05 width=8 data.folds=0 data.val_fraction=0"
+    assert tags["hydra.job_dir"] == str((tmp_path / "sw" / "refit" / "d").resolve())
+    assert tags["mlflow.note.content"] == (
+        "Refit of run d (cross-validated on 2 folds, the best of sweep p1): trained on every non-test row "
+        "(data.folds=0 data.val_fraction=0), scored on the test split; its val_* metrics are of its training rows."
+    )
+    # no sweep_dir: beside the run's job folder; no overrides tag: the refit's own only
+    said = io.StringIO()  # for_parent: the same refit, said nothing when it works
+    made = refit.for_parent(c, sweep(), run("e", job_dir, overrides=None), said)
+    assert said.getvalue() == ""
+    assert made.data.tags["hydra.job_dir"] == str((tmp_path / "refit" / "e").resolve())
+    assert made.data.tags["overrides"] == "data.folds=0 data.val_fraction=0"
+
+
 def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespace():
     from types import SimpleNamespace as NS
 
@@ -686,6 +765,116 @@ def test_a_configuration_trains_once_per_fold_or_once_on_its_split_and_its_run_s
     combined = folds.outcome([one, two]).scores
     assert combined["val_mse"] == 3.0 and combined["val_mse_std"] == 1.0
     assert (combined["val_mse_fold0"], combined["val_mse_fold1"]) == (2.0, 4.0)
+
+
+def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_folds_model():
+    """folds.combine by hand: times summed, group time kept, the longest fold's epochs, the mean best epoch
+    rounded, epochs_per_s over the summed time, quality scores averaged in float64 (float32 folds, as a GPU
+    leaves them) with ddof=0 std and each fold's, the mean curve on the steps every fold sampled, fold 0's model."""
+    from sweeper.job import folds
+    from sweeper.job.compute import Outcome
+
+    f32 = np.float32
+    vals = [f32(0.1), f32(0.2), f32(0.7)]  # their float32 mean is not their float64 mean
+    loss = [
+        np.array([3.0, 2.0, 1.0], f32),
+        np.array([5.0, 4.0], f32),
+        np.array([0.1, 0.2, 0.3], f32),
+    ]
+    steps = [np.array([0, 10, 20]), np.array([0, 10]), np.array([0, 10, 20])]
+    outs = [
+        Outcome(
+            {
+                "train_time_s": 0.25,
+                "warmup_time_s": 1.0 + i,
+                "h2d_time_s": 0.5,
+                "group_train_time_s": 9.0 + i,
+                "epochs_run": e,
+                "best_epoch": b,
+                "val_mse": vals[i],
+                "test_mse": 2.0 * (i + 1),
+                "lr_used": 0.1,  # not a quality score: neither averaged nor per fold
+            }
+            | ({} if i == 1 else {"val_r2": 0.5}),  # fold 1 lacks it: no mean of it
+            {"train_loss": (steps[i], loss[i])}
+            | ({"val_loss": (steps[i], loss[i])} if i == 0 else {}),
+            None,
+            [np.full(2, i)],
+            np.full(3, float(i)),
+            [f"w{i}"],
+            f"predict{i}",
+        )
+        for i, (e, b) in enumerate([(4, 2), (5, 3), (3, 3)])
+    ]
+    got = folds.combine(outs)
+    mean = (float(vals[0]) + float(vals[1]) + float(vals[2])) / 3
+    std = math.sqrt(sum((float(v) - mean) ** 2 for v in vals) / 3)
+    assert got.scores == {
+        "train_time_s": 0.75,
+        "warmup_time_s": 6.0,
+        "h2d_time_s": 1.5,
+        "group_train_time_s": 9.0,  # the group's: fold 0's, not a sum
+        "epochs_run": 5,
+        "best_epoch": 3,  # round(8 / 3)
+        "epochs_per_s": 12 / 0.75,
+        "val_mse": mean,
+        "val_mse_std": std,
+        **{f"val_mse_fold{i}": float(v) for i, v in enumerate(vals)},
+        "test_mse": 4.0,
+        **{f"test_mse_fold{i}": 2.0 * (i + 1) for i in range(3)},
+    }
+    assert got.reason is None and got.error is None
+    (s, v), want = got.curves["train_loss"], sum(x[:2].astype(np.float64) for x in loss) / 3
+    assert s.tolist() == [0, 10] and v.dtype == np.float64 and v.tolist() == want.tolist()
+    assert got.curves["val_loss"][1].tolist() == [
+        3.0,
+        2.0,
+        1.0,
+    ]  # fold 0's only curve: fold 0 alone
+    assert sorted(got.fold_curves) == [
+        "train_loss_fold0",
+        "train_loss_fold1",
+        "train_loss_fold2",
+        "val_loss_fold0",
+    ]
+    assert got.fold_curves["train_loss_fold1"][1] is loss[1]
+    first = outs[0]
+    assert (
+        (got.params, got.test_pred, got.param_names, got.predict)
+        == (first.params, first.test_pred, first.param_names, first.predict)
+        and got.params is first.params
+        and got.test_pred is first.test_pred
+    )
+
+    # a fold without epochs_run or best_epoch: 0 of them; without a time: none summed, 0 epochs a second
+    a = Outcome({"epochs_run": 4, "best_epoch": 2, "train_time_s": 1.0}, {}, None)
+    got = folds.combine([a, Outcome({"train_time_s": 1.0}, {}, None)])
+    assert got.scores == {
+        "train_time_s": 2.0,
+        "epochs_run": 4,
+        "best_epoch": 1,
+        "epochs_per_s": 2.0,
+    }
+    got = folds.combine([a, Outcome({"epochs_run": 2, "best_epoch": 5}, {}, None)])
+    assert got.scores == {"epochs_run": 4, "best_epoch": 4, "epochs_per_s": 0.0}
+
+    # a fold that failed fails the configuration, named; no mean scores, its error kept
+    bad = Outcome(
+        {"train_time_s": 0.5, "val_mse": 9.0},
+        {"train_loss": (steps[1], loss[1])},
+        "diverged",
+        error="tb",
+    )
+    got = folds.combine([outs[0], bad, outs[2]])
+    assert type(got) is Outcome and (got.reason, got.error) == ("fold 1: diverged", "tb")
+    assert got.scores["train_time_s"] == 1.0 and "val_mse" not in got.scores and got.params == []
+    assert got.curves["train_loss"][1].tolist() == want.tolist()
+    assert sorted(got.fold_curves) == [
+        "train_loss_fold0",
+        "train_loss_fold1",
+        "train_loss_fold2",
+        "val_loss_fold0",
+    ]
 
 
 def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_overrides():

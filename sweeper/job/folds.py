@@ -111,8 +111,9 @@ def _curves(
     mean, own = {}, {}
     for name in outcomes[0].curves:
         parts = [o.curves[name] for o in outcomes if name in o.curves]
-        n = min(len(steps) for steps, _ in parts)
-        steps = parts[0][0][:n]
+        # the steps every fold sampled: the shortest fold's
+        steps = min((s for s, _ in parts), key=len)
+        n = len(steps)
         mean[name] = (
             steps,
             np.mean([np.asarray(v[:n], dtype=np.float64) for _, v in parts], axis=0),
