@@ -353,7 +353,7 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
 
     import sweeper
     from sweeper import tracking
-    from sweeper.tracking import records, system
+    from sweeper.tracking import ending, records, system
     from sweeper.job.context import JobContext
     from sweeper.job.record import run
 
@@ -363,11 +363,11 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
         "open_store",
         "experiment_id",
         "start_run",
-        "finish_run",
+        "end_runs",
         "system_monitor",
         "stop",
     ):
-        fn = getattr(tracking, name)
+        fn = getattr(tracking, name, None) or getattr(ending, name)
 
         def timed(*args, _fn=fn, **kwargs):
             t0 = time.perf_counter()
@@ -378,6 +378,7 @@ def tracking_overhead(epochs: int) -> dict[str, float]:
 
         setattr(tracking, name, timed)
         for module in (
+            ending,
             records,
             system,
         ):  # the tracked run (sweeper.tracking.run) calls these by their modules

@@ -27,6 +27,7 @@ from sweeper.base.output import masked
 from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HOST, REPLACED_BY, SWEEP_FILE, label
 from sweeper.job import sweepdir
 from sweeper.base.names import CURVES_FILE, RESULT_FILE
+from sweeper.tracking import ending
 from sweeper.tracking.writer import RECORDING, recording, write_result
 
 
@@ -144,17 +145,16 @@ def upload(path: Path, uri: str | None = None) -> str:
         art = r.get("artifacts", {"files": []})
         # result.json files of before logged models: "folders"
         models = art.get("models", art.get("folders", {}))
-        tracking.finish_run(
-            c,
-            new,
-            r["metrics"],
-            curves,
-            [job / f for f in art["files"]],
-            {k: job / v for k, v in models.items()},
+        end = dict(
+            metrics=r["metrics"],
+            curves=curves,
+            artifacts=[job / f for f in art["files"]],
+            models={k: job / v for k, v in models.items()},
             tags={"failure_reason": r["reason"]} if r.get("reason") else None,
             status=r["status"],
             curve_points=r["config"].get("tracking", {}).get("curve_points", tracking.CURVE_POINTS),
         )
+        ending.end_runs(c, [ending.Ending(new, end)])
     # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
     except BaseException as e:
         try:

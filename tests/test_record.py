@@ -259,7 +259,7 @@ def test_a_run_failed_by_its_code_keeps_its_traceback_params_and_system_metrics_
 
     from conftest import client_for, run_once
     from sweeper import models
-    from sweeper.tracking import records
+    from sweeper.tracking import ending
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
@@ -279,7 +279,7 @@ def test_a_run_failed_by_its_code_keeps_its_traceback_params_and_system_metrics_
     def gone(*args, **kwargs):
         raise _store_error()
 
-    monkeypatch.setattr(records, "finish_run", gone)
+    monkeypatch.setattr(ending, "end_runs", gone)
     with caplog.at_level(logging.ERROR, logger="sweeper"):
         result = run_once(tmp_path / "again", *FAST_JOB, store=store)
     kept = json.loads((tmp_path / "again" / "job" / "result.json").read_text())

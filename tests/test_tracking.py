@@ -504,105 +504,13 @@ def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_the
     )
 
 
-# --- runs ended in bulk (the writer process, on a SQL store) ---
-
-
-def _end(X, tmp_path, n):
-    """finish_run's arguments for a run of ours: final metrics, curves, system samples, params, tags, data sets,
-    an artifact."""
-    from mlflow.entities import Metric
-
-    artifact = tmp_path / f"curves{n}.txt"
-    artifact.write_text("0 1 2")
-    ds = tracking.dataset_inputs(
-        "d", "diabetes", {"training": (X, X[:, 0]), "validation": (X + 1, X[:, 0])}
-    )
-    return dict(
-        metrics={
-            "val_mse": 2.5,
-            "train_time_s": 0.01,
-            "test_mae": float("nan"),
-            "big": float("inf"),
-        },
-        curves={
-            "train_loss": (list(range(0, 300, 3)) + [300, 300], [1.0 / (i + 1) for i in range(102)])
-        },
-        system=[
-            Metric("system/cpu_utilization_percentage", 50.0 + i, 1000 * i, i) for i in range(3)
-        ],
-        params={"lr": 0.01, "depth": 2},
-        tags={"note": "ü", "sweeper.status": "FINISHED", "long": "x" * 9000},
-        datasets=ds,
-        artifacts=[artifact],
-        curve_points=20,
-    )
-
-
-def _record(c, run_id):
-    run = c.get_run(run_id)
-    history = {
-        k: [(m.step, repr(m.value)) for m in c.get_metric_history(run_id, k)]
-        for k in run.data.metrics
-    }
-    inputs = sorted(
-        (d.dataset.name, d.dataset.digest, tuple((t.key, t.value) for t in d.tags))
-        for d in run.inputs.dataset_inputs
-    )
-    tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.runName"}
-    metrics = {k: repr(v) for k, v in run.data.metrics.items()}  # nan == nan
-    return run.info.status, metrics, run.data.params, tags, history, inputs
-
-
-def test_runs_ended_in_one_transaction_are_what_finish_run_makes(store, tmp_path):
-    """A run ended by finish_runs has the records finish_run gives it: status, latest metrics (NaN, inf, the
-    curve's last step), every curve point, params (the ones logged at its start kept), tags (replaced, a long one
-    truncated), data sets (a new one made once, the next runs linked to it) and artifacts."""
-    from mlflow.exceptions import MlflowException
-
-    from sweeper.tracking import bulk, records
-
-    c = tracking.client(f"sqlite:///{store}")
-    experiment = c.create_experiment(
-        "ends", artifact_location=(store.parent / "artifacts").as_uri()
-    )
-    X = np.random.default_rng(0).normal(size=(20, 3))
-    ref, a, b = bulk.start_runs(c, experiment, [_spec(n) for n in ("ref", "a", "b")])
-    for run_id in (ref, a, b):
-        c.set_tag(run_id, "sweeper.status", "RUNNING")
-        # a latest value the last batch replaces (step 0 < 5: kept)
-        c.log_metric(run_id, "big", 1.0, step=5)
-    records.finish_run(c, ref, **_end(X, tmp_path, 0))
-    assert bulk.ends_in_bulk(c, [_end(X, tmp_path, 1)])
-    bulk.finish_runs(
-        c, [(a, _end(X, tmp_path, 1)), (b, {**_end(X, tmp_path, 2), "status": "FAILED"})]
-    )
-    want = _record(c, ref)
-    assert (
-        want[0] == "FINISHED" and want[1]["big"] == "1.0" and 10 < len(want[4]["train_loss"]) <= 21
-    )
-    assert len(want[3]["long"]) < 9000 and want[2]["lr"] == "0.01"
-    assert _record(c, a) == want
-    assert _record(c, b) == ("FAILED", *want[1:])
-    from mlflow.store.tracking.dbmodels.models import SqlDataset
-
-    with bulk.sql_store(c).ManagedSessionMaker() as session:
-        # training and validation, made once for the three runs
-        assert session.query(SqlDataset).count() == 2
-    artifacts = {f.path for f in c.list_artifacts(a)}
-    assert artifacts == {"curves1.txt"}
-    # a param logged before with another value: nothing of the batch is written
-    d, e = bulk.start_runs(c, experiment, [_spec("d"), _spec("e")])
-    with pytest.raises(MlflowException, match="Changing param values"):
-        bulk.finish_runs(
-            c, [(d, _end(X, tmp_path, 3)), (e, {**_end(X, tmp_path, 4), "params": {"lr": 0.5}})]
-        )
-    assert [c.get_run(i).info.status for i in (d, e)] == ["RUNNING", "RUNNING"]
-    assert c.get_run(d).data.metrics == {}
-    assert not bulk.ends_in_bulk(c, [{"models": {"model": tmp_path}}])
+# --- runs ended in bulk (the writer process, on a SQL store): tests/test_ending.py; read in bulk ---
 
 
 def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_path):
     from mlflow.entities import LoggedModelOutput
+
+    from test_ending import _end
 
     from sweeper.tracking import bulk, records
 

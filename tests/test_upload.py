@@ -8,6 +8,7 @@ import pytest
 
 from conftest import all_runs, client_for, one_line
 from sweeper import tracking, upload
+from sweeper.tracking import ending
 from sweeper.insight import publish
 
 
@@ -68,17 +69,17 @@ def test_upload_retried_after_a_failure_does_not_duplicate_the_run(
     from sweeper import upload
 
     sweep_dir = _pending(tmp_path, store)
-    real = tracking.finish_run
+    real = ending.end_runs
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tracking, "finish_run", full)
+    monkeypatch.setattr(ending, "end_runs", full)
     assert upload.main([str(sweep_dir)]) == 2
     (half,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
     # not RUNNING
     assert half.info.status == "FAILED" and "upload failed" in half.data.tags["failure_reason"]
-    monkeypatch.setattr(tracking, "finish_run", real)
+    monkeypatch.setattr(ending, "end_runs", real)
     assert upload.main([str(sweep_dir)]) == 0
     uploaded = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
     assert [r.info.status for r in uploaded] == ["FINISHED"] and uploaded[

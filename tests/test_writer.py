@@ -346,8 +346,9 @@ def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_fini
 ):
     """The sweep folder deleted while the writer still had runs to end (hostile pass 2, row 20): each run printed
     FINISHED ends FINISHED with its metrics, a tag names the files that went with the folder, and the sweep says
-    it in a warning, not 'kept ... upload it' (nothing is left to upload). One run alone (finish_run) and two
-    together (bulk.finish_runs) go through different code; both are checked."""
+    it in a warning, not 'kept ... upload it' (nothing is left to upload). One run handed over alone and two
+    together (ending.end_each: one end_runs call, or one each) are both checked; that each way of ending runs
+    (client calls, bulk) writes the same tag is tests/test_ending.py's."""
     import shutil
 
     uri = f"sqlite:///{store}"
@@ -358,8 +359,8 @@ def test_a_run_whose_job_folder_was_deleted_after_the_hand_over_is_recorded_fini
     w = writer.Writer()
     try:
         with caplog.at_level("WARNING", logger="sweeper"):
-            _hand_over(w, uri, jobs[:1])  # one run alone: finish_run
-            _hand_over(w, uri, jobs[1:])  # two together: bulk.finish_runs
+            _hand_over(w, uri, jobs[:1])  # one run alone
+            _hand_over(w, uri, jobs[1:])  # two together
     finally:
         w.close()
     for run_id, path, _ in jobs:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from sweeper.base import state
 from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
-from sweeper.tracking import bulk, records, system
+from sweeper.tracking import bulk, ending, records, system
 
 
 class Heartbeat:
@@ -135,9 +135,9 @@ class TrackedRun:
 
     def finish(self, metrics: Mapping[str, float], **end: Any) -> None:
         """Log the run's last batch, data sets, artifacts and models
-        and end it (:func:`records.finish_run`)."""
+        and end it (:func:`ending.end_runs`)."""
         self.stop_heartbeat()
-        records.finish_run(self.client, self.run_id, metrics, **end)
+        ending.end_runs(self.client, [ending.Ending(self.run_id, {"metrics": metrics, **end})])
 
     def fail(
         self, reason: str, params: Mapping[str, Any], status: str, artifacts: Iterable[Path] = ()
@@ -145,16 +145,14 @@ class TrackedRun:
         """End the run ``status`` (FAILED, or KILLED when interrupted: the caller says which)
         with its reason, params, system metrics and ``artifacts`` (a failed run's error file)."""
         self.stop_heartbeat()
-        records.finish_run(
-            self.client,
-            self.run_id,
-            {},
+        end = dict(
             tags={"failure_reason": reason},
             status=status,
             system=self.system_samples(),
             params=params,
             artifacts=artifacts,
         )
+        ending.end_runs(self.client, [ending.Ending(self.run_id, end)])
 
     def hand_to(self, writer: Any, end: Mapping[str, Any], result_path: Path) -> None:
         """Let the writer process end the run (its last batch ``end``)

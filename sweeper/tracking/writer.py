@@ -1,14 +1,14 @@
 """A job's final MLflow records, written by a second process while the next job (or group) trains.
 
 The end of a run — its ``log_batch`` (params, metrics, curves, system metrics), data set inputs,
-logged model, artifact uploads and status (:func:`sweeper.tracking.finish_run`) — is a dozen
+logged model, artifact uploads and status (:func:`sweeper.tracking.ending.end_runs`) — is a dozen
 requests to the store: ~30 ms a job on the embedded SQLite store of this 2-core machine,
 ~100-200 ms to a tracking server, more over a network. The launching process of a multirun of
 :data:`MIN_JOBS` jobs or more therefore starts a :class:`Writer` (``sweeper.sweep.start``
 decides; :func:`prestart` starts it as the command begins when the command line already shows
 such a sweep): ``python -m sweeper.tracking.writer``, a process of its own that imports MLflow,
 opens the store(s) and ends the runs it is sent, in order, while the jobs go on — on a SQL store
-the runs waiting when it is free in one transaction (:func:`sweeper.tracking.bulk.finish_runs`;
+the runs waiting when it is free in one transaction (:func:`sweeper.tracking.ending.end_each`;
 one at a time when that fails, each then with its own outcome). The run itself is created by the
 job or its group (so it shows RUNNING and resume finds it), only its end is handed over.
 
@@ -137,9 +137,9 @@ class Writer:
         kwargs: dict[str, Any],
         result_path: Path,
     ) -> None:
-        """Hand over the end of run ``run_id`` (:func:`sweeper.tracking.finish_run`'s
-        ``kwargs``) whose job wrote ``result_path``; returns at once unless
-        :data:`MAX_PENDING` runs already wait."""
+        """Hand over the end of run ``run_id`` (``kwargs``: its
+        :class:`sweeper.tracking.ending.Ending`'s ``end``) whose job wrote ``result_path``;
+        returns at once unless :data:`MAX_PENDING` runs already wait."""
         self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
@@ -484,11 +484,11 @@ def main(argv: list[str]) -> None:
 def _record_all(
     jobs: list[dict[str, Any]], clients: dict[str, Any], tracking: Any
 ) -> list[dict[str, Any]]:
-    """End the runs ``jobs`` (in order), the answers in that order: consecutive runs
-    of one SQL store in one transaction (:func:`sweeper.tracking.bulk.finish_runs`);
-    when that fails, or elsewhere, one at a time, each with its own outcome."""
+    """End the runs ``jobs`` (in order), the answers in that order: consecutive runs of one
+    store together (:func:`sweeper.tracking.ending.end_each`: on a SQL store in one
+    transaction; when that fails, or elsewhere, one at a time, each with its own outcome)."""
     # lazy: saves ~28 ms at this module's import (measured)
-    from sweeper.tracking import bulk
+    from sweeper.tracking import ending
 
     answers: list[dict[str, Any]] = []
     i = 0
@@ -497,42 +497,29 @@ def _record_all(
         while j < len(jobs) and jobs[j]["uri"] == jobs[i]["uri"]:
             j += 1
         batch, i = jobs[i:j], j
+        uri = batch[0]["uri"]
         try:
-            c = clients.get(batch[0]["uri"]) or clients.setdefault(
-                batch[0]["uri"], tracking.client(batch[0]["uri"])
-            )
-            together = bulk.ends_in_bulk(c, [job["kwargs"] for job in batch])
-        except Exception:  # noqa: BLE001  the store cannot be opened: each run says why
-            together = False
-        if together:
+            c = clients.get(uri) or clients.setdefault(uri, tracking.client(uri))
+        except Exception as e:  # noqa: BLE001  the store cannot be opened: each run says why
+            outcomes: list[Exception | None] = [e] * len(batch)
+        else:
             for job in batch:
                 _remember(job)
-            try:
-                bulk.finish_runs(c, [(job["run_id"], job["kwargs"]) for job in batch])
-            # nothing of the batch was written: each run on its own says why
-            except Exception:  # noqa: BLE001
-                together = False
-        if not together:
-            answers += [_record(job, clients, tracking) for job in batch]
-        else:
-            answers += [_settled(job, None) for job in batch]
+            outcomes = ending.end_each(
+                c, [ending.Ending(job["run_id"], job["kwargs"]) for job in batch]
+            )
+        answers += [_settled(job, _error(job, e, tracking)) for job, e in zip(batch, outcomes)]
     return answers
 
 
-def _record(job: dict[str, Any], clients: dict[str, Any], tracking: Any) -> dict[str, Any]:
-    """End one run and update its job's result.json: done, or kept for upload with the reason."""
-    uri, run_id = job["uri"], job["run_id"]
-    error = None
-    try:
-        c = clients.get(uri) or clients.setdefault(uri, tracking.client(uri))
-        _remember(job)
-        tracking.finish_run(c, run_id, **job["kwargs"])
-    except tracking.UNREACHABLE as e:
-        error = f"tracking.uri={uri} failed at the end: {tracking.first_line(e)}"
+def _error(job: dict[str, Any], e: Exception | None, tracking: Any) -> str | None:
+    """Why the job's run is kept for upload (None: it is in the store)."""
+    if e is None:
+        return None
+    if isinstance(e, tracking.UNREACHABLE):
+        return f"tracking.uri={job['uri']} failed at the end: {tracking.first_line(e)}"
     # (a bug): the run is kept for upload, and the sweep says so
-    except Exception as e:  # noqa: BLE001
-        error = f"recording run {run_id} failed: {type(e).__name__}: {e}"
-    return _settled(job, error)
+    return f"recording run {job['run_id']} failed: {type(e).__name__}: {e}"
 
 
 def _settled(job: dict[str, Any], error: str | None) -> dict[str, Any]:

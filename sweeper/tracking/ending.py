@@ -1,0 +1,70 @@
+"""A run's end, one interface for every caller: :func:`end_runs` ends one run or many.
+
+Two implementations write the same records (``tests/test_ending.py`` holds them to it):
+MLflow's client calls, a run after another (:func:`sweeper.tracking.records.finish_run`), and
+on a SQL store the rows those calls write, every run's in one transaction
+(:func:`sweeper.tracking.bulk.finish_runs`). :func:`way` is the one place that picks:
+the bulk one where it applies (:func:`sweeper.tracking.bulk.ends_in_bulk`: MLflow's SQL store
+within the tested versions, no logged model, no new run name), else the client calls. What
+differs is only how a failure leaves the others: in bulk nothing of the call is written; the
+client calls have ended the runs before the one that failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from sweeper.tracking import bulk, records
+
+__all__ = ["BULK", "CALLS", "Ending", "end_each", "end_runs", "way"]
+
+BULK = "bulk"  # bulk.finish_runs: one transaction, all or none
+CALLS = "calls"  # records.finish_run: MLflow's client calls, a run after another
+
+
+class Ending(NamedTuple):
+    """One run's end: its id and :func:`sweeper.tracking.records.finish_run`'s keyword
+    arguments (``metrics``, ``curves``, ``artifacts``, ``models``, ``tags``, ``status``,
+    ``curve_points``, ``system``, ``params``, ``datasets``)."""
+
+    run_id: str
+    end: Mapping[str, Any]
+
+
+def way(c: Any, ends: Sequence[Ending]) -> str:
+    """Which implementation ends the runs ``ends`` on the client ``c``'s store: :data:`BULK`
+    or :data:`CALLS`."""
+    return BULK if ends and bulk.ends_in_bulk(c, [e.end for e in ends]) else CALLS
+
+
+def end_runs(c: Any, ends: Sequence[Ending]) -> str:
+    """End the runs ``ends`` (their last batch, data sets, artifacts, logged models,
+    status) the :func:`way` that applies, and say which; a failure raises."""
+    how = way(c, ends)
+    if how == BULK:
+        bulk.finish_runs(c, list(ends))
+    else:
+        for e in ends:
+            records.finish_run(c, e.run_id, **{"metrics": {}, **e.end})
+    return how
+
+
+def end_each(c: Any, ends: Sequence[Ending]) -> list[Exception | None]:
+    """End the runs ``ends``, each one's outcome (None: ended) in their order: all in one
+    :func:`end_runs` where that is all or none; when it fails (nothing written), or where it
+    is not, each run alone, so that one run's failure is its own."""
+    if len(ends) > 1 and way(c, ends) == BULK:
+        try:
+            end_runs(c, ends)
+            return [None] * len(ends)
+        except Exception:  # noqa: BLE001  nothing of it was written: each run alone says why
+            pass
+    return [_alone(c, e) for e in ends]
+
+
+def _alone(c: Any, e: Ending) -> Exception | None:
+    try:
+        end_runs(c, [e])
+    except Exception as error:  # noqa: BLE001  the caller says it (the writer: kept for upload)
+        return error
+    return None
