@@ -295,8 +295,13 @@ def load_model(uri: str, tracking_uri: str) -> Any:
     if model_id != uri and "/" not in model_id and "@" not in model_id:
         # its global tracking URI
         uri = tracking.client(tracking_uri).get_logged_model(model_id).artifact_location
-    local = mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking_uri)
-    return mlflow.pyfunc.load_model(local)
+    # downloaded into a folder that goes once the model is loaded (its weights and code are read
+    # at load): MLflow's own download leaves a new temporary folder each call from a server's store
+    with tempfile.TemporaryDirectory(prefix="sweeper-model-") as tmp:
+        local = mlflow.artifacts.download_artifacts(
+            artifact_uri=uri, tracking_uri=tracking_uri, dst_path=tmp
+        )
+        return mlflow.pyfunc.load_model(local)
 
 
 def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:

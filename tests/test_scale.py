@@ -108,6 +108,43 @@ def test_a_sweep_against_a_tracking_server(tmp_path, store):
             "config_resolved.yaml",
             "test_predictions.csv",
         }
+        # the Python API's load from the server predicts as the model MLflow's own calls download
+        # and load, and leaves no downloaded folder behind, however many loads
+        import tempfile
+
+        import mlflow
+        import mlflow.pyfunc
+        import numpy as np
+        import pandas as pd
+
+        from sweeper import api
+
+        from sweeper.insight.publish import model_uri
+
+        uri = model_uri(MlflowClient(url).get_run(child["info"]["run_id"]))  # what the API gives
+        assert uri.startswith("models:/")
+        before = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(url)  # MLflow's own path: the process-wide URI
+        try:
+            reference = mlflow.pyfunc.load_model(uri)
+        finally:
+            mlflow.set_tracking_uri(before)
+        features = reference.metadata.get_input_schema().input_names()
+        rows = pd.DataFrame(
+            np.linspace(-0.1, 0.1, 3 * len(features)).reshape(3, -1), columns=features
+        )
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tempfile, "tempdir", str(scratch))
+            models = [api.load_model(uri, url) for _ in range(3)]
+        assert not list(scratch.iterdir())
+        for model in models:
+            np.testing.assert_allclose(
+                np.asarray(model.predict(rows)).ravel(),
+                np.asarray(reference.predict(rows)).ravel(),
+                rtol=1e-12,
+            )
     assert list(artifacts.rglob("config_resolved.yaml"))  # stored by the server, under its own root
 
 
