@@ -26,6 +26,15 @@ def test_configurations_sharing_seeds_are_compared_paired_as_scipys_ttest_rel():
     assert (
         d.text() == f"difference 0.5, paired t-test over their 3 shared folds: p={ref.pvalue:.2g}"
     )
+    # at the interval's own ends: inside (inclusive); the other way round, its lower end decides
+    assert d.within(hi) is True and hi > -lo
+    m = noise.between(b, a, "folds")
+    lo2, hi2 = m.interval()
+    assert m.within(-lo2) is True and -lo2 > hi2 and m.within((-lo2 + hi2) / 2) is False
+    # two shared seeds are a pairing: differences -0.5, -1, se = std / sqrt(2) = 0.25, 1 dof
+    two = noise.between({0: 1.0, 1: 2.0}, {0: 1.5, 1: 3.0})
+    assert (two.d, two.se, two.dof) == (-0.75, pytest.approx(0.25, rel=1e-15), 1)
+    assert two.how == "paired t-test over their 2 shared seeds"
     # a clear difference: beyond the noise
     far = noise.between({0: 10.0, 1: 11.0, 2: 12.5}, {0: 1.0, 1: 2.1, 2: 3.4})
     assert far.p() == pytest.approx(stats.ttest_rel([10, 11, 12.5], [1, 2.1, 3.4]).pvalue)
@@ -49,6 +58,11 @@ def test_configurations_without_shared_seeds_are_compared_by_welchs_t_test():
     va, vb = stats.tstd([1.0, 2.0, 3.0, 4.0, 9.0]) ** 2, stats.tstd([1.0, 1.5, 2.5]) ** 2
     welch = (va / 5 + vb / 3) ** 2 / ((va / 5) ** 2 / 4 + (vb / 3) ** 2 / 2)
     assert big.dof == int(welch) == 4 and big.se == pytest.approx(math.sqrt(va / 5 + vb / 3))
+    mirror = noise.between({9: 1.0, 8: 1.5, 7: 2.5}, dict(enumerate([1.0, 2.0, 3.0, 4.0, 9.0])))
+    assert mirror.dof == 4 and mirror.d == -big.d
+    # (0.5/2 + 200/2)² / ((0.5/2)² + (200/2)²) = 1.005: one dof, not fewer
+    tiny = noise.between({0: 1.0, 1: 2.0}, {5: 10.0, 6: 30.0})
+    assert tiny.dof == 1 and tiny.how == "Welch t-test (2 and 2 seeds)"
 
 
 def test_one_side_with_one_score_is_judged_by_the_others_spread_and_none_by_the_stated_default():
@@ -89,6 +103,13 @@ def test_a_configuration_against_a_baseline_is_scipys_one_sample_t_test():
     assert (d.a, d.b, d.dof, d.how) == (3.0, 2.5, 2, "one-sample t-test over its 3 folds")
     assert d.se == pytest.approx(math.sqrt(7 / 3), rel=1e-15)
     assert d.p() == pytest.approx(stats.ttest_1samp([1.0, 2.0, 6.0], 2.5).pvalue, rel=1e-12)
+    d = noise.against([1.0, 3.0], 0.0)  # two scores: std sqrt(2) over sqrt(2)
+    assert (d.a, d.se, d.dof, d.how) == (
+        2.0,
+        pytest.approx(1.0),
+        1,
+        "one-sample t-test over its 2 seeds",
+    )
     d = noise.against([4.0], 2.0)
     assert (d.a, d.b, d.se, d.dof) == (4.0, 2.0, None, 0)
     assert d.how == "one score (no spread): judged by the stated 2% default"
