@@ -244,7 +244,7 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
     """The embedded store, used the way a sweep does, through MLflow's public calls only: the same records."""
     from mlflow import MlflowClient
 
-    from sweeper.tracking import bulk
+    from sweeper.tracking import bulk, ending
 
     c = MlflowClient(f"sqlite:///{tmp_path}/m.db")
     e = c.create_experiment("x", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -256,7 +256,8 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
     [a, b] = bulk.start_runs(
         c, e, [{"name": n, "tags": {"k": n}, "params": {"lr": 0.1}} for n in ("a", "b")]
     )
-    bulk.end_runs(c, [(a, "FAILED", "diverged")])
+    end = {"status": "FAILED", "tags": {"failure_reason": "diverged"}}
+    assert ending.end_runs(c, [ending.Ending(a, end)]) == ending.CALLS
     bulk.set_tag_on_runs(c, [a, b], "k", "v")
     runs = {r.info.run_id: r for r in c.search_runs([e])}
     assert runs[a].info.status == "FAILED" and runs[a].data.tags["failure_reason"] == "diverged"

@@ -32,7 +32,10 @@ RUNS = {
     "killed": {"status": "KILLED", "metrics": {}, "curves": {}},
     "gone": {"status": "FINISHED"},  # its artifact deleted before the end (its job folder went)
 }
+# a run that gets nothing more than a reason and a status (publish.mark_orphans), over an earlier reason
+ORPHANED = {"status": "FAILED", "tags": {"failure_reason": "orphaned: its job died"}}
 START_PARAMS = {"lr": 0.01, "data.name": "iris"}
+START_PARAMS_TEXT = {"lr": "0.01", "data.name": "iris"}
 
 
 def _end(X, folder, name):
@@ -121,7 +124,7 @@ def _end_all(way, folder, template):
     X = np.random.default_rng(0).normal(size=(20, 3))
     with _store(way, folder, template) as (c, db):
         experiment = c.create_experiment("ends", artifact_location=(folder / "artifacts").as_uri())
-        names = [*RUNS, "refused", "after"]
+        names = [*RUNS, "orphaned", "refused", "after"]
         ids = {
             n: tracking.start_run(c, experiment, n, {"device": "cpu", "note": "ü"}, START_PARAMS)
             for n in names
@@ -130,7 +133,9 @@ def _end_all(way, folder, template):
             c.set_tag(run_id, "sweeper.status", "RUNNING")
             c.log_metric(run_id, "big", 1.0, step=5)  # a latest value the last batch (step 0) keeps
             c.log_metric(run_id, "val_mse", 9.0, timestamp=1)  # one it replaces (step 0, earlier)
+        c.set_tag(ids["orphaned"], "failure_reason", "an earlier reason")
         ends = [ending.Ending(ids[n], _with(_end(X, folder, n), RUNS[n])) for n in RUNS]
+        ends.insert(2, ending.Ending(ids["orphaned"], ORPHANED))
         (folder / "curves_gone.txt").unlink()
         expected = "bulk" if way == "bulk" else "calls"
         assert ending.way(c, ends) == expected
@@ -175,6 +180,7 @@ def test_each_way_of_ending_runs_records_what_each_run_was_given(ended, way):
         "failed": ("FAILED", True),
         "killed": ("KILLED", True),
         "gone": ("FINISHED", True),
+        "orphaned": ("FAILED", True),
         "refused": ("RUNNING", False),
         "after": ("FINISHED", True),
     }
@@ -208,6 +214,16 @@ def test_each_way_of_ending_runs_records_what_each_run_was_given(ended, way):
         runs["gone"]["artifacts"] == []
         and "curves_gone.txt" in runs["gone"]["tags"]["artifacts_missing"]
     )
+    orphaned = runs["orphaned"]
+    assert orphaned["tags"]["failure_reason"] == "orphaned: its job died"  # replaced
+    assert (
+        orphaned["metrics"] == {"big": "1.0", "val_mse": "9.0"}
+        and orphaned["params"] == START_PARAMS_TEXT
+    )
+    assert orphaned["inputs"] == [] and orphaned["artifacts"] == []
+    assert (
+        orphaned["tags"]["sweeper.status"] == "RUNNING"
+    )  # the last batch's tags are not a reason's
     # refused: nothing of the call written, the refused run's own params unchanged
     for name in ("refused", "after"):
         assert got["held"][name]["status"] == "RUNNING"
@@ -215,7 +231,7 @@ def test_each_way_of_ending_runs_records_what_each_run_was_given(ended, way):
             got["held"][name]["metrics"] == {"big": "1.0", "val_mse": "9.0"}
             and got["held"][name]["inputs"] == []
         )
-    assert runs["refused"]["params"] == {"lr": "0.01", "data.name": "iris"}
+    assert runs["refused"]["params"] == START_PARAMS_TEXT
     assert runs["refused"]["metrics"] == {"big": "1.0", "val_mse": "9.0"}
     # each data set once in the store, every run linked to it
     assert len(got["datasets"]) == 2

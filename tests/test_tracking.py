@@ -476,8 +476,10 @@ def test_one_heartbeat_refreshes_a_groups_runs_until_each_ends(store, monkeypatc
     assert not heart._thread.is_alive()  # gone with the last run
 
 
-def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_them(store):
-    from sweeper.tracking import bulk
+def test_runs_ended_with_a_reason_end_as_set_tag_and_set_terminated_end_them(store):
+    """Runs that get nothing more (publish.mark_orphans): a reason and a status, in one transaction on the
+    embedded store."""
+    from sweeper.tracking import bulk, ending
 
     c = tracking.client(f"sqlite:///{store}")
     experiment = c.create_experiment(
@@ -485,7 +487,11 @@ def test_runs_ended_in_one_transaction_end_as_set_tag_and_set_terminated_end_the
     )
     a, b, keep, ref = bulk.start_runs(c, experiment, [_spec(n) for n in "abcd"])
     c.set_tag(a, "failure_reason", "an earlier reason")  # replaced, not doubled
-    bulk.end_runs(c, [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")])
+    ends = [(a, "KILLED", "sweep interrupted"), (b, "FAILED", "orphaned: its job died")]
+    ends = [
+        ending.Ending(r, {"status": st, "tags": {"failure_reason": why}}) for r, st, why in ends
+    ]
+    assert ending.end_runs(c, ends) == ending.BULK
     c.set_tag(ref, "failure_reason", "orphaned: its job died")
     c.set_terminated(ref, "FAILED")
     ra, rb, rk, rr = (c.get_run(i) for i in (a, b, keep, ref))

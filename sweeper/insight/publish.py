@@ -30,7 +30,7 @@ from sweeper.base.names import (
 )
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
-from sweeper.tracking import bulk
+from sweeper.tracking import ending
 
 # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
 SHOWN = 50
@@ -81,15 +81,10 @@ def mark_orphans(
         if holder is True or (holder is None and not (sweep_ended or returned)):
             continue
         again = finished.get(_config(r))
-        ends.append(
-            (
-                r.info.run_id,
-                "KILLED" if again else status,
-                f"{RETRIED} as run {again}" if again else reason,
-            )
-        )
-    bulk.end_runs(c, ends)  # on the embedded store in one transaction
-    return [run_id for run_id, _, _ in ends]
+        end, why = ("KILLED", f"{RETRIED} as run {again}") if again else (status, reason)
+        ends.append(ending.Ending(r.info.run_id, {"status": end, "tags": {"failure_reason": why}}))
+    ending.end_runs(c, ends)  # on the embedded store in one transaction
+    return [e.run_id for e in ends]
 
 
 def _config(r: Any) -> tuple[str | None, str | None]:

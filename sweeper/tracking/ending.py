@@ -1,4 +1,5 @@
-"""A run's end, one interface for every caller: :func:`end_runs` ends one run or many.
+"""A run's end, one interface for every caller: :func:`end_runs` ends one run or many (a job's,
+the writer's, an upload's, the orphans a sweep marks).
 
 Two implementations write the same records (``tests/test_ending.py`` holds them to it):
 MLflow's client calls, a run after another (:func:`sweeper.tracking.records.finish_run`), and
@@ -6,8 +7,9 @@ on a SQL store the rows those calls write, every run's in one transaction
 (:func:`sweeper.tracking.bulk.finish_runs`). :func:`way` is the one place that picks:
 the bulk one where it applies (:func:`sweeper.tracking.bulk.ends_in_bulk`: MLflow's SQL store
 within the tested versions, no logged model, no new run name), else the client calls. What
-differs is only how a failure leaves the others: in bulk nothing of the call is written; the
-client calls have ended the runs before the one that failed.
+differs is only how a failure leaves the others: in bulk nothing of the call is in the store
+(though the files of its runs are copied); the client calls have ended the runs before the one
+that failed.
 """
 
 from __future__ import annotations

@@ -269,7 +269,8 @@ def finish_run(
     }
     # the files first: one its job folder lost (deleted under the
     # sweep) is said in a tag, the run still ends
-    missing = copy_files(_artifact_repo(c, run_id), artifacts)
+    artifacts = list(artifacts)
+    missing = copy_files(_artifact_repo(c, run_id), artifacts) if artifacts else []
     for name, model in logged.items():
         # lazy: saves ~4368 ms at this module's import (measured)
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
