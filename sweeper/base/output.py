@@ -229,3 +229,10 @@ def one_line(text: str) -> str:
     file (a category, a column name) cannot start a line of its own in a log (a forged
     ``[...][sweeper][INFO]`` line)."""
     return text.replace("\r", "\\r").replace("\n", "\\n") if "\n" in text or "\r" in text else text
+
+
+def first_line(e: BaseException) -> str:
+    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised
+    as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
+    text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
+    return f"{type(e).__name__}: {text[0] if text else ''}"

@@ -65,10 +65,13 @@ class ProcessState:
     signals: list[int] = field(default_factory=list)
     # ... how deep the main thread is in stop.deferred sections, the signals that came
     # during one (raised at its end), and a signal whose exception Python swallowed
-    # (stop.catch_swallowed), sent again to land
+    # (stop.catch_swallowed), sent again to land; whether that hook runs now, and the thread
+    # (and its queue) that sends a signal again
     deferring: int = 0
     deferred: list[int] = field(default_factory=list)
     again: list[int] = field(default_factory=list)
+    unraisable: bool = False
+    resender: Any = None
     # sweeper.base.process: path → the open file whose lock this process holds until it
     # exits; the parent pid this process watches (once a process)
     locks: dict[str, Any] = field(default_factory=dict)

@@ -15,13 +15,16 @@ first (Ctrl-C pressed again and again) raises nothing: the first one's bookkeepi
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
-from typing import Any, Iterator, NoReturn
+from typing import Any, Callable, Iterator, NoReturn, TypeVar
 
 from sweeper.base import state
+from sweeper.base.output import first_line
 
 STOP = threading.Event()
 
@@ -58,6 +61,9 @@ def _handler(signum: int, frame: Any) -> None:
     # deferred section)
     p = state.process()
     if p.again:
+        if p.unraisable:  # it landed inside the hook that sent it (a loaded machine): later
+            _resend_later(signum)
+            return
         p.again.clear()
         if p.deferring:
             p.deferred.append(signum)
@@ -123,15 +129,41 @@ def catch_swallowed() -> None:
         p = state.process()
         if p.again:  # sent again already
             return
-        signum = p.signals[-1] if p.signals else signal.SIGINT
-        if p.signals:
-            p.again.append(signum)
-        timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
-        timer.daemon = True
-        timer.start()
+        p.unraisable = True  # a signal sent again that lands before this returns: again
+        try:
+            signum = p.signals[-1] if p.signals else signal.SIGINT
+            if p.signals:
+                p.again.append(signum)
+            _resend_later(signum)
+        finally:
+            p.unraisable = False
 
     unraisable.sweeper = True  # type: ignore[attr-defined]
     sys.unraisablehook = unraisable
+
+
+def _resend_later(signum: int) -> None:
+    """Send ``signum`` to this process again in 20 ms, from a thread of its own, started once a
+    process before anything is asked of it: the caller (the hook above, in the main thread)
+    never waits for a thread that may already be sending (a ``threading.Timer`` started in the
+    hook: on a loaded machine its start outwaited its 20 ms, the signal landed inside the hook,
+    where Python cannot raise it either, and the sweep ran on to exit 0, 1 in 40 tries)."""
+    p = state.process()
+    if p.resender is None or not p.resender[0].is_alive():  # none yet, or a fork's parent's
+        asked: queue.SimpleQueue[int] = queue.SimpleQueue()
+        thread = threading.Thread(
+            target=_resender, args=(asked,), name="sweeper-signal-again", daemon=True
+        )
+        thread.start()
+        p.resender = (thread, asked)
+    p.resender[1].put(signum)
+
+
+def _resender(asked: queue.SimpleQueue[int]) -> None:
+    while True:
+        signum = asked.get()
+        time.sleep(0.02)
+        os.kill(os.getpid(), signum)
 
 
 @contextmanager
@@ -264,6 +296,22 @@ def unmasked() -> Iterator[None]:
         if (signalled := masked(e)) is None:
             raise
         raise signalled from e
+
+
+T = TypeVar("T")
+
+
+def extra(what: str, out: Any, call: Callable[..., T], *args: Any) -> T | None:
+    """An extra of a sweep's end (its baselines, the refit of its best run, its advice):
+    ``call(*args)``, or None when it raised: its error is one line on ``out``
+    (``sweeper: warning: no <what>: <type>: <first line>``) and the sweep still ends and its
+    parent closes. An error a signal caused is the interruption, raised (:func:`unmasked`)."""
+    try:
+        with unmasked():
+            return call(*args)
+    except Exception as e:  # noqa: BLE001  (the one place an extra's fault is decided)
+        print(f"sweeper: warning: no {what}: {first_line(e)}", file=out)
+        return None
 
 
 def reason() -> str:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base import stop
 from sweeper.job.metrics import score
 
 NAMES = ("linear", "boosting")
@@ -368,14 +369,10 @@ def ensure(
     except ValueError as e:
         print(f"sweeper: warning: no baselines: {e}", file=out)
         return have
-    try:
-        fitted = (
-            prefitted[1]
-            if prefitted is not None and _same(prefitted[0], req)
-            else fit(req["nodes"], names, is_auto(asked))
-        )
-    except Exception as e:  # a reference, not the sweep: whatever goes wrong, the sweep still ends
-        print(f"sweeper: warning: no baselines: {tracking.first_line(e)}", file=out)
+    if prefitted is not None and _same(prefitted[0], req):
+        fitted = prefitted[1]
+    # a reference, not the sweep: whatever goes wrong, the sweep still ends
+    elif (fitted := stop.extra("baselines", out, fit, req["nodes"], names, is_auto(asked))) is None:
         return have
     # what was asked: the parent's tag, never a run's param
     metrics, tags = {}, {"baselines": "auto" if is_auto(asked) else ",".join(names) or "none"}

@@ -392,15 +392,18 @@ def _conclude(
         advisor,
     )
 
-    try:
-        # not a Ctrl-C that an import on its way turned into its own error: that is raised
-        with stop.unmasked():
-            advisor.publish(
-                c, parent, runs, [r["run_id"] for r in board.rows], out, baselines=fitted
-            )
     # an extra: whatever goes wrong in it, the sweep still ends and its parent closes
-    except Exception as e:
-        print(f"sweeper: warning: no advice: {tracking.first_line(e)}", file=out)
+    stop.extra(
+        "advice",
+        out,
+        advisor.publish,
+        c,
+        parent,
+        runs,
+        [r["run_id"] for r in board.rows],
+        out,
+        fitted,
+    )
 
 
 def _beside(

@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from omegaconf import OmegaConf
-from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell
 from sweeper.base.names import run_path
@@ -104,15 +103,9 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
 def for_parent(c: Any, parent: Any, run: Any, out: Any) -> Any:
     """The refit of the sweep's best ``run`` when it is cross-validated (:func:`refit`), else
     None; a refit that fails is said in one line and leaves best_run at the cross-validated run."""
-    try:
-        with stop.unmasked():
-            return refit(c, parent, run)
-    except Exception as e:  # noqa: BLE001  (an extra: the sweep still ends and its parent closes)
-        print(
-            f"sweeper: warning: no refit of run {run.info.run_id}: {tracking.first_line(e)}",
-            file=out,
-        )
+    if run is None:
         return None
+    return stop.extra(f"refit of run {run.info.run_id}", out, refit, c, parent, run)
 
 
 def parent_record(

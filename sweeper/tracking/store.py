@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 from sweeper import ROOT, settled
 from sweeper.base import state, stop
 from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
-from sweeper.base.output import masked, unmasked
+from sweeper.base.output import first_line, masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401
 from sweeper.tracking.storefile import check_writable, identity  # noqa: F401
@@ -118,13 +118,6 @@ def __getattr__(name: str) -> Any:
     if len(found) == len(_UNREACHABLE):
         globals()["UNREACHABLE"] = found + (OSError,)
     return found + (OSError,)
-
-
-def first_line(e: BaseException) -> str:
-    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised
-    as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
-    text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
-    return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
 def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:
