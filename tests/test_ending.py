@@ -152,7 +152,7 @@ def _end_all(way, folder, template):
         outcomes = ending.end_each(c, [after, refused])
         assert outcomes[0] is None and "Changing param values" in str(outcomes[1])
         records = {n: _read(c, ids[n], folder) for n in names}
-    with sqlite3.connect(db) as con:
+    with contextlib.closing(sqlite3.connect(db)) as con:
         datasets = con.execute("SELECT name, digest FROM datasets").fetchall()
     return {"runs": records, "held": held, "datasets": sorted(datasets)}
 
