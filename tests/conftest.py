@@ -183,6 +183,30 @@ def cli(
     )
 
 
+def command(
+    module: str,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` (``sweeper.report``, ``sweeper.advise``, ...: any of the package's commands) as
+    ``subprocess.run(..., capture_output=True, text=True)`` gives it, in ``cwd`` (this process's by default): forked
+    past its imports like :func:`cli`, or a fresh interpreter when ``env`` is given (added to this process's) or
+    ``TESTS_FRESH_CLI=1``."""
+    cwd = Path(cwd or os.getcwd())
+    if env is None and os.environ.get(forked_cli.FRESH) != "1":
+        return _ZYGOTE.run(list(args), cwd, dict(os.environ), timeout=timeout, module=module)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
 # this test process's zygote for cli(): python -m sweeper forked past its imports (tests/forked_cli.py)
 _ZYGOTE = forked_cli.Zygote(os.environ)
 

@@ -1,10 +1,11 @@
-"""``python -m sweeper ARGS`` for the tests, forked from a process that imported sweeper, Hydra and MLflow once.
+"""``python -m sweeper ARGS`` (or ``python -m sweeper.report ARGS``, any module of the package) for the tests, forked
+from a process that imported sweeper, Hydra and MLflow once.
 
 Each command-line run of the suite used to start a fresh interpreter, and about 2 of the 2.7 CPU-seconds of a small
 sweep went to imports (MLflow 1.1 s, its SQL store and ORM 0.8 s): with a few hundred runs, most of the suite's
 time. Here each test process starts one *zygote* (``python tests/forked_cli.py``) that imports what a sweep's main
 process imports and then waits; a run is a ``fork()`` of it that does what ``python -m sweeper`` does next (its
-folder, its environment, its arguments, ``runpy.run_module("sweeper", run_name="__main__")``, the interpreter's exit
+folder, its environment, its arguments, ``runpy.run_module(module, run_name="__main__")``, the interpreter's exit
 steps), its output in files, its exit status sent back. Everything a run does is the real command's: its Hydra
 multirun, its launcher's workers (fresh interpreters of their own), its MLflow store; only the imports were done
 before.
@@ -40,10 +41,18 @@ def _preload() -> None:
     import sqlalchemy.orm
 
     import sweeper.__main__  # noqa: F401
+    import sweeper.advise  # noqa: F401  (the other commands: ~0.15 s more, once)
+    import sweeper.check  # noqa: F401
+    import sweeper.compare  # noqa: F401
     import sweeper.insight.publish  # noqa: F401
     import sweeper.job.task  # noqa: F401
+    import sweeper.promote  # noqa: F401
+    import sweeper.report  # noqa: F401
+    import sweeper.runs  # noqa: F401
+    import sweeper.summary  # noqa: F401
     import sweeper.sweep.launch  # noqa: F401
     import sweeper.tracking.store  # noqa: F401
+    import sweeper.upload  # noqa: F401
 
     sqlalchemy.orm.configure_mappers()  # MLflow's ORM classes, configured at a store's first query otherwise
     gc.freeze()  # the imported objects stay shared pages in each fork (no collection writes to them)
@@ -66,14 +75,17 @@ def _run_child(request: dict[str, Any]) -> None:
             (2, request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
         ):
             os.dup2(os.open(path, flags, 0o600), fd)
+        module = request.get("module", "sweeper")
         sys.argv = ["-m", *request["args"]]
         sys.path[0] = (
             os.getcwd()
         )  # python -m puts the working folder first (a user's modules there import)
-        # run as __main__ afresh, as python -m does (preloaded for its imports only; runpy warns if it is there)
-        sys.modules.pop("sweeper.__main__", None)
+        # run as __main__ afresh, as python -m does (preloaded for its imports only; runpy warns if it is there):
+        # a package's __main__, or the module itself (a later import of it makes a second copy, as in python -m)
+        loaded = sys.modules.get(module)
+        sys.modules.pop(f"{module}.__main__" if hasattr(loaded, "__path__") else module, None)
         try:
-            runpy.run_module("sweeper", run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as e:
             code = e.code
@@ -154,18 +166,30 @@ class Zygote:
         return self._proc
 
     def run(
-        self, args: list[str], cwd: Path, env: dict[str, str], timeout: float
+        self,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        module: str = "sweeper",
     ) -> subprocess.CompletedProcess:
-        """``python -m sweeper ARGS`` forked in ``cwd`` with ``env``; its output read back from two temporary
+        """``python -m MODULE ARGS`` forked in ``cwd`` with ``env``; its output read back from two temporary
         files (removed)."""
         with tempfile.TemporaryDirectory(prefix="sweeper-cli-") as scratch:
-            return self._run(args, cwd, env, timeout, Path(scratch))
+            return self._run(module, args, cwd, env, timeout, Path(scratch))
 
     def _run(
-        self, args: list[str], cwd: Path, env: dict[str, str], timeout: float, scratch: Path
+        self,
+        module: str,
+        args: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        scratch: Path,
     ) -> subprocess.CompletedProcess:
         out, err = scratch / "stdout.txt", scratch / "stderr.txt"
         request = {
+            "module": module,
             "args": args,
             "cwd": str(cwd),
             "env": env,
@@ -180,10 +204,10 @@ class Zygote:
             answer = proc.stdout.readline()
         if not answer:
             raise RuntimeError(
-                f"the CLI zygote ended (exit {proc.wait()}) during: python -m sweeper {args}"
+                f"the CLI zygote ended (exit {proc.wait()}) during: python -m {module} {args}"
             )
         code = json.loads(answer)["returncode"]
-        argv = [sys.executable, "-m", "sweeper", *args]
+        argv = [sys.executable, "-m", module, *args]
         stdout, stderr = out.read_text(), err.read_text()
         if code is None:
             raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.contract.config import check_overrides
-from conftest import all_runs, cli, client_for
+from conftest import all_runs, cli, client_for, command
 
 FAST = ("log_every=10", "tracking.log_model=false")
 SWEEPS = {
@@ -220,21 +220,13 @@ def test_advise_command_rebuilds_the_advice_from_the_store(sweep):
     c.set_tag(parent_id, "advice.ties", "9")  # a stale finding: the rebuild removes it
     uri = f"sqlite:///{s.store}"
     for args in (["--experiment", "diabetes"], ["--experiment", "diabetes", "--parent", parent_id]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "sweeper.advise", *args, "--tracking-uri", uri],
-            capture_output=True,
-            text=True,
-        )
+        proc = command("sweeper.advise", *args, "--tracking-uri", uri)
         assert proc.returncode == 0, proc.stderr
         # the very advice printed at the end of the sweep
         assert advice_of(s.stdout).strip() in proc.stdout
     tags = {k: v for k, v in c.get_run(parent_id).data.tags.items() if k.startswith("advice.")}
     assert tags == s.tags
-    bad = subprocess.run(
-        [sys.executable, "-m", "sweeper.advise", "--experiment", "nope", "--tracking-uri", uri],
-        capture_output=True,
-        text=True,
-    )
+    bad = command("sweeper.advise", "--experiment", "nope", "--tracking-uri", uri)
     assert bad.returncode == 2 and bad.stderr.startswith(
         "sweeper: error: --experiment=nope does not exist"
     )

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import command
 
 from sweeper.insight.advice import advisor as advise
 from sweeper.insight.advice.advisor import advise as run_advisor, next_command
@@ -558,9 +559,7 @@ def test_help_and_usage_errors_import_no_mlflow():
         proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
         assert proc.stdout.splitlines()[-1] == f"exit {rc} False", proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper.advise", "--help"], capture_output=True, text=True
-    )
+    proc = command("sweeper.advise", "--help")
     assert proc.returncode == 0 and "--experiment" in proc.stdout and "--parent" in proc.stdout
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import all_runs, cli, client_for, make_cfg, run_once
+from conftest import all_runs, cli, client_for, command, make_cfg, run_once
 from sweeper import ROOT, promote
 from sweeper.insight import pinned, promotion
 from sweeper.contract.config import ConfigError, check_overrides
@@ -581,22 +581,16 @@ def test_every_commands_argument_errors_are_one_line(module, capsys):
 @pytest.mark.slow
 def test_promote_command_line_prints_a_re_run_command_that_works(swept, tmp_path, store):
     out = tmp_path / "my files" / "promoted"  # any folder: its parent joins Hydra's search path
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.promote",
-            "--tracking-uri",
-            f"sqlite:///{swept}",
-            "--experiment",
-            "breast_cancer",
-            "--name",
-            "bc",
-            "--out-dir",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    proc = command(
+        "sweeper.promote",
+        "--tracking-uri",
+        f"sqlite:///{swept}",
+        "--experiment",
+        "breast_cancer",
+        "--name",
+        "bc",
+        "--out-dir",
+        str(out),
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr

@@ -2,14 +2,12 @@
 
 import hashlib
 import json
-import subprocess
-import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
 
 import sweeper
-from conftest import all_runs, cli, client_for, copy_store, make_cfg
+from conftest import all_runs, cli, client_for, command, copy_store, make_cfg
 
 FAST = ("epochs=300", "log_every=10")
 REGRESSION_METRICS = {
@@ -154,16 +152,10 @@ def test_bad_input_exits_non_zero_in_one_line_and_leaves_the_store_unchanged(tmp
 
 @pytest.mark.slow
 def test_summary_command_rebuilds_the_table(tmp_path, lr_sweep):
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper.summary", str(lr_sweep[0] / "sweep")],
-        capture_output=True,
-        text=True,
-    )
+    proc = command("sweeper.summary", str(lr_sweep[0] / "sweep"))
     assert proc.returncode == 0, proc.stderr
     assert "2 of 2 jobs reported" in proc.stdout and proc.stdout.count("FINISHED") == 2
-    missing = subprocess.run(
-        [sys.executable, "-m", "sweeper.summary", str(tmp_path)], capture_output=True, text=True
-    )
+    missing = command("sweeper.summary", str(tmp_path))
     assert missing.returncode == 2 and "holds no sweep.json" in missing.stderr
 
 

@@ -4,13 +4,11 @@ not reused; the job says how many it did not reuse and why, and the sweep counts
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import FAST_ARGS, all_runs, run_once
+from conftest import FAST_ARGS, all_runs, command, run_once
 
 
 def _write(path, scale: float = 1.0, shift: float = 0.0) -> None:
@@ -82,24 +80,18 @@ def test_a_resumed_sweep_on_a_rewritten_file_trains_again_and_counts_it(tmp_path
     _write(path)
 
     def sweep(folder: str, *extra: str) -> str:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sweeper",
-                "-m",
-                "data=csv",
-                f"data.path={path}",
-                "lr=0.01,0.02",
-                *FAST_ARGS,
-                "baselines=none",
-                f"tracking.uri=sqlite:///{store}",
-                f"hydra.sweep.dir={tmp_path / folder}",
-                *extra,
-            ],
+        out = command(
+            "sweeper",
+            "-m",
+            "data=csv",
+            f"data.path={path}",
+            "lr=0.01,0.02",
+            *FAST_ARGS,
+            "baselines=none",
+            f"tracking.uri=sqlite:///{store}",
+            f"hydra.sweep.dir={tmp_path / folder}",
+            *extra,
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
             timeout=600,
         )
         assert out.returncode == 0, out.stderr[-3000:]

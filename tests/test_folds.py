@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import cli, make_cfg
+from conftest import cli, command, make_cfg
 from test_text import needs_sms
 from sweeper import data
 from sweeper.contract.config import ConfigError, validate
@@ -310,21 +310,13 @@ def test_a_cross_validated_sweep_logs_one_run_per_configuration_and_refits_the_w
     table = proc.stdout[proc.stdout.index("run ") :]
     assert "val_mse_fold_std" in table and "folds" in table
     # a summary rebuilt from the store finds the refit made and reuses it
-    import subprocess
-    import sys
 
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.report",
-            "--parent",
-            parent.info.run_id,
-            "--tracking-uri",
-            f"sqlite:///{store}",
-        ],
-        capture_output=True,
-        text=True,
+    again = command(
+        "sweeper.report",
+        "--parent",
+        parent.info.run_id,
+        "--tracking-uri",
+        f"sqlite:///{store}",
         cwd=tmp_path,
         timeout=300,
     )

@@ -8,20 +8,21 @@ import subprocess
 import sys
 
 import forked_cli
-from conftest import _ZYGOTE, cli
+import pytest
+from conftest import _ZYGOTE, cli, command
 
 
-def fresh(tmp_path, *args):
+def fresh(tmp_path, *args, module="sweeper"):
     """The same command in a fresh interpreter."""
     return subprocess.run(
-        [sys.executable, "-m", "sweeper", *args], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True
     )
 
 
-def forked(tmp_path, *args):
+def forked(tmp_path, *args, module="sweeper"):
     import os
 
-    return _ZYGOTE.run(list(args), tmp_path, dict(os.environ), timeout=300)
+    return _ZYGOTE.run(list(args), tmp_path, dict(os.environ), timeout=300, module=module)
 
 
 def same(a: subprocess.CompletedProcess, b: subprocess.CompletedProcess) -> None:
@@ -65,3 +66,33 @@ def test_fresh_interpreters_on_request(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(_ZYGOTE, "run", lambda *a, **k: calls.append(a))
     assert cli(tmp_path, "lr=abc").returncode == 2 and calls == []
+
+
+@pytest.mark.parametrize(
+    "module, args, code",
+    [
+        ("sweeper.report", ["--experiment", "nope", "--tracking-uri", "sqlite:///no.db"], 2),
+        ("sweeper.advise", ["--help"], 0),
+        ("sweeper.runs", ["--tracking-uri", "sqlite:///no.db", "--state", "sideways"], 2),
+        ("sweeper.summary", ["no-such-folder"], 2),
+        ("sweeper.promote", ["--experiment", "nope", "--tracking-uri", "sqlite:///no.db"], 2),
+    ],
+)
+def test_any_command_of_the_package_is_the_same_forked(tmp_path, module, args, code):
+    """``python -m sweeper.X`` forked (conftest.command) as in a fresh interpreter: the module run as __main__
+    (its own exit, output and errors: a relative store or folder found from the working folder), not the
+    package's."""
+    got = forked(tmp_path, *args, module=module)
+    assert got.returncode == code and got.args[2] == module, got.stderr
+    assert "Traceback" not in got.stderr and (got.stdout if code == 0 else got.stderr), got
+    same(got, fresh(tmp_path, *args, module=module))
+
+
+def test_a_command_runs_in_the_folder_given_and_fresh_with_an_env_of_its_own(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("")
+    got = command("sweeper.summary", "mine.py", cwd=tmp_path)  # a file, found from the folder given
+    same(got, fresh(tmp_path, "mine.py", module="sweeper.summary"))
+    calls = []
+    monkeypatch.setattr(_ZYGOTE, "run", lambda *a, **k: calls.append(a))
+    assert command("sweeper.summary", "--help", env={"X_OF_MINE": "1"}).returncode == 0
+    assert calls == []

@@ -4,10 +4,9 @@ none is missing (python -m sweeper data=csv --help shows the csv keys)."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 
 import pytest
+from conftest import command
 
 from sweeper import ROOT
 from sweeper.contract.config import DATA, TOP_LEVEL, group_options
@@ -57,9 +56,7 @@ def test_top_level_keys_and_their_allowed_values():
 
 
 def test_a_group_chosen_on_the_command_line_is_the_one_shown():
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "data=csv", "--help"], capture_output=True, text=True
-    )
+    proc = command("sweeper", "data=csv", "--help")
     assert proc.returncode == 0, proc.stderr
     assert (
         "shown for data=csv" in proc.stdout

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import all_runs, cli, one_line
+from conftest import all_runs, cli, command, one_line
 from sweeper.contract.config import ConfigError, check_overrides
 
 
@@ -158,21 +158,15 @@ def test_an_option_hydra_does_not_have_is_one_line(tmp_path, args, error):
 @pytest.mark.slow
 def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
     """Before: hydra.job.chdir=true with tracking.uri=sqlite:///st/m.db: where the store landed was not said."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            "epochs=5,6",
-            "hydra.job.chdir=true",
-            "hydra/launcher=basic",
-            "tracking.uri=sqlite:///st/m.db",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
+    proc = command(
+        "sweeper",
+        "-m",
+        "epochs=5,6",
+        "hydra.job.chdir=true",
+        "hydra/launcher=basic",
+        "tracking.uri=sqlite:///st/m.db",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, one_line, running_children, wait_for
+from conftest import all_runs, cli, command, one_line, running_children, wait_for
 
 
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, str]:
@@ -190,18 +190,12 @@ def test_a_single_run_into_a_live_sweeps_folder_is_refused(tmp_path, inside):
     sweep_dir = tmp_path / "sweep"
     with _live_sweep(sweep_dir) as holder:
         run_dir = sweep_dir / inside if inside else sweep_dir
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sweeper",
-                "epochs=5",
-                f"hydra.run.dir={run_dir}",
-                f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
-            ],
+        proc = command(
+            "sweeper",
+            "epochs=5",
+            f"hydra.run.dir={run_dir}",
+            f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
         )
         assert proc.returncode == 2, proc.stderr
         assert (
@@ -225,19 +219,13 @@ def test_a_sweep_folder_inside_a_live_sweeps_folder_is_refused(tmp_path, through
     sweep_dir = tmp_path / "sweep"
     with _live_sweep(sweep_dir) as holder:
         inner = Path(f"{tmp_path}/{through}sweep/inner")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sweeper",
-                "-m",
-                "epochs=5,6",
-                f"hydra.sweep.dir={inner}",
-                f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
-            ],
+        proc = command(
+            "sweeper",
+            "-m",
+            "epochs=5,6",
+            f"hydra.sweep.dir={inner}",
+            f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
         )
         assert proc.returncode == 2, proc.stderr
         assert (
@@ -253,18 +241,12 @@ def test_a_sweep_folder_inside_a_live_sweeps_folder_is_refused(tmp_path, through
 def test_a_single_run_folder_under_a_file_is_one_line(tmp_path):
     """Before: hydra.run.dir under a file was a traceback (NotADirectoryError from Hydra's run_job), exit 1."""
     (tmp_path / "f").write_text("x")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "epochs=5",
-            f"hydra.run.dir={tmp_path / 'f' / 'run'}",
-            f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
-        ],
+    proc = command(
+        "sweeper",
+        "epochs=5",
+        f"hydra.run.dir={tmp_path / 'f' / 'run'}",
+        f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
     )
     assert proc.returncode == 2
     assert f"hydra.run.dir={tmp_path / 'f' / 'run'} cannot be used: Not a directory" in one_line(
@@ -280,19 +262,13 @@ def test_a_sweep_folder_that_cannot_be_made_is_one_line(tmp_path, where, error):
     """Before: hydra.sweep.dir under a file (or under /proc) was a traceback."""
     (tmp_path / "file").write_text("x")
     folder = (tmp_path / "file" / "sweep") if where == "file" else Path("/proc/sweeper-test/sweep")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            "epochs=5,6",
-            f"hydra.sweep.dir={folder}",
-            f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
-        ],
+    proc = command(
+        "sweeper",
+        "-m",
+        "epochs=5,6",
+        f"hydra.sweep.dir={folder}",
+        f"tracking.uri=sqlite:///{tmp_path / 's.db'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2
@@ -425,20 +401,14 @@ def test_a_full_disk_under_the_sweep_folder_names_the_cause_in_every_run_it_ende
 ):
     """Before: the runs the failure cut short ended FAILED 'orphaned: its job ended without closing the run
     (killed?)' while the sweep said 'No space left on device'."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            "lr=0.001,0.002,0.003,0.004,0.005,0.006",
-            "epochs=50",
-            f"hydra.sweep.dir={small_disk / 'sweep'}",
-            f"tracking.uri=sqlite:///{store}",
-        ],
+    proc = command(
+        "sweeper",
+        "-m",
+        "lr=0.001,0.002,0.003,0.004,0.005,0.006",
+        "epochs=50",
+        f"hydra.sweep.dir={small_disk / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 2 and "No space left on device" in proc.stderr.splitlines()[-1], (

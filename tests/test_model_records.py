@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import client_for, run_once
+from conftest import client_for, command, run_once
 from test_text import DOCS, write_docs
 
 # Run in a subprocess with -I (no PYTHONPATH, no cwd on the path) and these top-level packages refused: what a
@@ -214,21 +214,15 @@ def test_a_child_runs_params_are_its_hyperparameters_and_its_tags_name_its_sourc
 
 
 def _promote(cwd: Path, store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.promote",
-            "--experiment",
-            "diabetes",
-            "--tracking-uri",
-            f"sqlite:///{store}",
-            "--out-dir",
-            str(cwd / "frozen"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
+    return command(
+        "sweeper.promote",
+        "--experiment",
+        "diabetes",
+        "--tracking-uri",
+        f"sqlite:///{store}",
+        "--out-dir",
+        str(cwd / "frozen"),
+        *args,
         cwd=cwd,
         timeout=300,
     )

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FAST_ARGS, cli, copy_store, http_get, http_post, mlflow_server
+from conftest import FAST_ARGS, cli, command, copy_store, http_get, http_post, mlflow_server
 from sweeper import tracking
 
 
@@ -116,22 +116,16 @@ def test_the_run_model_loads_as_before_through_the_server(served):
 
 def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
     out = served["tmp"] / "promoted"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.promote",
-            "--experiment",
-            "diabetes",
-            "--tracking-uri",
-            served["url"],
-            "--out-dir",
-            str(out),
-            "--register",
-            "diabetes_mlp",
-        ],
-        capture_output=True,
-        text=True,
+    proc = command(
+        "sweeper.promote",
+        "--experiment",
+        "diabetes",
+        "--tracking-uri",
+        served["url"],
+        "--out-dir",
+        str(out),
+        "--register",
+        "diabetes_mlp",
         cwd=served["tmp"],
     )
     assert proc.returncode == 0, proc.stderr
@@ -159,11 +153,7 @@ def test_promote_register_loads_by_alias_and_predicts_as_the_run_did(served):
 @pytest.mark.slow
 def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(served):
     def runs(*args):
-        proc = subprocess.run(
-            [sys.executable, "-m", "sweeper.runs", "--tracking-uri", served["url"], *args],
-            capture_output=True,
-            text=True,
-        )
+        proc = command("sweeper.runs", "--tracking-uri", served["url"], *args)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -183,19 +173,7 @@ def test_runs_lists_the_experiments_and_their_sweeps_as_the_store_holds_them(ser
     )
     assert row[row.index("mlp") :][:4] == ["mlp", "2", "2", "0"]  # model, jobs, finished, failed
     assert "best_val_mse=" in listing
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.runs",
-            "--tracking-uri",
-            served["url"],
-            "--experiment",
-            "nope",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bad = command("sweeper.runs", "--tracking-uri", served["url"], "--experiment", "nope")
     assert bad.returncode == 2 and bad.stderr.startswith(
         "sweeper: error: --experiment=nope does not exist"
     )
@@ -218,9 +196,7 @@ def test_help_names_every_key_with_its_default_the_groups_and_the_sub_commands()
     from sweeper import CONF_DIR
     from sweeper.contract.config import GROUPS, TOP_LEVEL, TRACKING, group_options
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "--help"], capture_output=True, text=True
-    )
+    proc = command("sweeper", "--help")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
@@ -253,9 +229,7 @@ def test_sub_command_help_is_plain_text(module):
 
 
 def test_hydra_help_stays_hydras():
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "--hydra-help"], capture_output=True, text=True
-    )
+    proc = command("sweeper", "--hydra-help")
     assert proc.returncode == 0 and proc.stdout.startswith("Hydra (")
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from sweeper import data, report, tracking
 from conftest import (
+    command,
     all_runs,
     cli,
     client_for,
@@ -112,36 +113,20 @@ def test_report_command_rebuilds_the_same_leaderboard_from_the_store(sweep):
     c = client_for(sweep["store"])
     parent_id = sweep["parent"].info.run_id
     before = open(c.download_artifacts(parent_id, "summary.md")).read()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.report",
-            "--experiment",
-            "diabetes",
-            "--tracking-uri",
-            f"sqlite:///{sweep['store']}",
-        ],
-        capture_output=True,
-        text=True,
+    proc = command(
+        "sweeper.report",
+        "--experiment",
+        "diabetes",
+        "--tracking-uri",
+        f"sqlite:///{sweep['store']}",
     )
     assert proc.returncode == 0, proc.stderr
     table = [line for line in proc.stdout.splitlines() if line.startswith(("run ", "lr=", "---"))]
     # the very table printed at the end
     assert len(table) == 6 and "\n".join(table) in sweep["proc"].stdout
     assert open(c.download_artifacts(parent_id, "summary.md")).read() == before
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.report",
-            "--experiment",
-            "nope",
-            "--tracking-uri",
-            f"sqlite:///{sweep['store']}",
-        ],
-        capture_output=True,
-        text=True,
+    bad = command(
+        "sweeper.report", "--experiment", "nope", "--tracking-uri", f"sqlite:///{sweep['store']}"
     )
     assert bad.returncode == 2 and bad.stderr.startswith(
         "sweeper: error: --experiment=nope does not exist"
@@ -935,18 +920,12 @@ def test_a_sigkilled_single_run_is_closed_by_report_run(tmp_path, store):
         proc.wait()
     (run,) = all_runs(store)
     assert run.info.status == "RUNNING"  # what SIGKILL leaves
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.report",
-            "--run",
-            run.info.run_id,
-            "--tracking-uri",
-            f"sqlite:///{store}",
-        ],
-        capture_output=True,
-        text=True,
+    done = command(
+        "sweeper.report",
+        "--run",
+        run.info.run_id,
+        "--tracking-uri",
+        f"sqlite:///{store}",
         timeout=120,
     )
     assert done.returncode == 0, done.stderr

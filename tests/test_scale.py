@@ -10,6 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import (
+    command,
     FAST_ARGS,
     all_runs,
     cli,
@@ -191,9 +192,7 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(
     assert sweep.exit_code(sweepdir.results(sweep_dir), 1) == 1
 
     with mlflow_server(store, port=port) as url:
-        up = subprocess.run(
-            [sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True
-        )
+        up = command("sweeper.upload", str(sweep_dir))
         assert up.returncode == 0, up.stderr
         (uploaded,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
         assert uploaded.info.status == "FINISHED" and uploaded.data.params["lr"] == "0.01"
@@ -209,9 +208,7 @@ def test_a_server_that_fails_mid_sweep_loses_nothing_and_upload_logs_it_later(
         assert model.source_run_id == uploaded.info.run_id and model.status == "READY"
     after = json.loads((sweep_dir / "0" / "result.json").read_text())
     assert after["pending_upload"] is False and after["run_id"] == uploaded.info.run_id
-    again = subprocess.run(
-        [sys.executable, "-m", "sweeper.upload", str(sweep_dir)], capture_output=True, text=True
-    )
+    again = command("sweeper.upload", str(sweep_dir))
     assert again.returncode == 0 and "nothing to upload" in again.stdout
 
 
@@ -267,18 +264,8 @@ def test_a_sigkilled_worker_leaves_no_run_running_after_the_report(tmp_path, sto
     proc.kill()
     proc.communicate(timeout=60)
     (orphan,) = [r for r in children(store) if r.info.status == "RUNNING"]
-    report = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.report",
-            "--experiment",
-            "diabetes",
-            "--tracking-uri",
-            f"sqlite:///{store}",
-        ],
-        capture_output=True,
-        text=True,
+    report = command(
+        "sweeper.report", "--experiment", "diabetes", "--tracking-uri", f"sqlite:///{store}"
     )
     assert report.returncode == 0, report.stderr
     assert "marked 1 orphaned run(s) FAILED" in report.stdout

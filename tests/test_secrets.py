@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, mlflow_server
+from conftest import all_runs, command, mlflow_server
 from sweeper import tracking
 
 PASSWORD = "s3cr3tPW"
@@ -86,18 +84,12 @@ def test_masked_hides_every_password_and_unmasked_gives_it_back_in_this_process(
 )
 def test_a_refused_uri_is_one_line_without_its_password(tmp_path, uri):
     """Before: ``sweeper: error: tracking.uri=postgresql://bob:pgS3cret@... cannot be used`` (the password shown)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            f"tracking.uri={uri}",
-            "epochs=10",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+    out = command(
+        "sweeper",
+        f"tracking.uri={uri}",
+        "epochs=10",
+        f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert out.returncode == 2
@@ -117,23 +109,17 @@ def test_a_sweep_to_a_server_with_credentials_works_and_writes_no_password(tmp_p
     db.parent.mkdir()
     with mlflow_server(db) as url:
         uri = url.replace("http://", f"http://alice:{PASSWORD}@")
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "sweeper",
-                "-m",
-                "lr=0.01,0.02",
-                "epochs=30",
-                "log_every=10",
-                "tracking=server",
-                f"tracking.uri={uri}",
-                "baselines=none",
-                f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            ],
+        out = command(
+            "sweeper",
+            "-m",
+            "lr=0.01,0.02",
+            "epochs=30",
+            "log_every=10",
+            "tracking=server",
+            f"tracking.uri={uri}",
+            "baselines=none",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
             timeout=600,
         )
         assert out.returncode == 0, out.stderr[-3000:]

@@ -4,12 +4,10 @@ for one configuration under halving, said); an epochs count past the stated ceil
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
-from conftest import run_once, user_folder
+from conftest import command, run_once, user_folder
 from sweeper import data
 from sweeper.contract.config import TOP_LEVEL, ConfigError, check_value
 from test_data_files import refused
@@ -29,19 +27,13 @@ predict.outputs = "probabilities"
 
 def _refused_sweep(tmp_path, *args: str) -> str:
     """A multirun refused before anything starts: its one line (exit 2, no sweep folder, no store)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            *args,
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            f"tracking.uri=sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}",
-        ],
+    out = command(
+        "sweeper",
+        "-m",
+        *args,
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert out.returncode == 2, (out.stdout + out.stderr)[-2000:]

@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from sweeper import tracking
 from sweeper.tracking import store as store_module
-from conftest import all_runs, cli, one_line, wait_for
+from conftest import all_runs, cli, command, one_line, wait_for
 
 
 @pytest.fixture
@@ -257,11 +257,6 @@ def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args
     out = "".join(seen) + proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, out
     assert "OperationalError" not in out and "Traceback" not in out, out
-    after = subprocess.run(
-        [sys.executable, "-m", "sweeper.runs", "--tracking-uri", f"sqlite:///{db}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    after = command("sweeper.runs", "--tracking-uri", f"sqlite:///{db}", timeout=120)
     assert after.returncode == 0, after.stderr
     assert "RUNNING" not in {r.info.status for r in all_runs(db)}

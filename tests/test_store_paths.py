@@ -8,32 +8,25 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
-from conftest import client_for
+from conftest import client_for, command
 from sweeper import tracking, upload
 from sweeper.tracking import writer
 from test_writer import _job
 
 
 def _sweep(tmp_path, uri: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            "lr=0.01,0.02",
-            "epochs=20",
-            "log_every=10",
-            f"tracking.uri={uri}",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
+    return command(
+        "sweeper",
+        "-m",
+        "lr=0.01,0.02",
+        "epochs=20",
+        "log_every=10",
+        f"tracking.uri={uri}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
 

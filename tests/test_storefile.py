@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, one_line
+from conftest import all_runs, cli, command, one_line
 from sweeper import advise, compare, promote as promote_cmd, report, runs, tracking
 
 
@@ -234,20 +234,14 @@ def test_a_store_refused_after_the_workers_started_exits(tmp_path):
     """Before: tracking.uri under /proc was refused in one line at 3.5 s, then the process never exited: its two warm
     CPU workers ignore SIGTERM (a SIGTERM to the sweep is the launching process's), and multiprocessing's exit
     handler, run before ours, SIGTERMed them and joined them for ever."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeper",
-            "-m",
-            "lr=0.1,0.2",
-            "hydra.launcher.cpu_workers=2",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            "tracking.uri=sqlite:////proc/sweeper-test.db",
-        ],
+    proc = command(
+        "sweeper",
+        "-m",
+        "lr=0.1,0.2",
+        "hydra.launcher.cpu_workers=2",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "tracking.uri=sqlite:////proc/sweeper-test.db",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
