@@ -24,8 +24,8 @@ def loss(xp: Any, task: str, z: Any, y: Any, axis: Any = None) -> Any:
     if task == "regression":
         d = z - y
         return xp.mean(d * d, axis=axis)
-    if task == "multiclass":
-        return cross_entropy(xp, z, one_hot(xp, y, z.shape[-1]), classes=-1)
+    if task == "multiclass":  # z (n, k)
+        return cross_entropy(xp, z, one_hot(xp, y, z.shape[1]), classes=1)
     return xp.mean(xp.logaddexp(0.0, z) - y * z, axis=axis)
 
 
@@ -35,7 +35,7 @@ def grad(xp: Any, task: str, z: Any, y: Any) -> Any:
     if task == "regression":
         return (2.0 / n) * (z - y)
     if task == "multiclass":
-        return (softmax(xp, z, -1) - one_hot(xp, y, z.shape[-1])) / n
+        return (softmax(xp, z, 1) - one_hot(xp, y, z.shape[1])) / n  # z (n, k)
     return (sigmoid(xp, z) - y) / n
 
 
@@ -45,7 +45,7 @@ def one_hot(xp: Any, y: Any, k: int, classes: int = -1) -> Any:
     if y.shape[classes] == k and k > 1:
         return y
     shape = (1, k) if classes == -1 else (k, 1)
-    return (y == xp.arange(k, dtype=y.dtype).reshape(shape)).astype(y.dtype)
+    return (y == xp.arange(k).reshape(shape)).astype(y.dtype)
 
 
 def softmax(xp: Any, z: Any, classes: int) -> Any:
@@ -112,6 +112,6 @@ def grad_calls(
 def output(xp: Any, task: str, z: Any) -> Any:
     """The model's prediction from the logits: z itself (regression), the probability
     σ(z) (binary) or the class probabilities softmax(z) (multiclass, (n, k))."""
-    if task == "multiclass":
-        return softmax(xp, z, -1)
+    if task == "multiclass":  # z (n, k)
+        return softmax(xp, z, 1)
     return z if task == "regression" else sigmoid(xp, z)

@@ -118,7 +118,7 @@ class State:
         decay_mask: np.ndarray | None = None,
     ):
         self.xp, self.P, self.opt = xp, packed, opt
-        self.weights = [slice(None, -1)] * len(packed) if weights is None else list(weights)
+        self.weights = [slice(-1)] * len(packed) if weights is None else list(weights)
         self.decay_mask = 1.0 if decay_mask is None else decay_mask
         dtype = packed[0].dtype
         self.tmp = (
@@ -141,21 +141,20 @@ class State:
         # uses them: gd and momentum carry the rate in the gradient (Optimizer.grad_scale)
         self.neg_lr = xp.empty(np.shape(lr), dtype=dtype) if opt.name == "adam" else None
         self.decay = xp.empty(np.shape(lr), dtype=dtype) if opt.weight_decay else None
-        self.dtype = dtype
         self.set_lr(lr)
 
     def set_lr(self, lr: Any) -> None:
         """New rates (host values) for the calls already built; a host→device copy,
-        never inside an epoch."""
-        xp, dtype = self.xp, self.dtype
+        never inside an epoch. The decay's product in float64; each rounded once, to the
+        parameters' dtype, by the assignment (-lr is exact in any)."""
+        xp = self.xp
         if self.neg_lr is not None:
-            self.neg_lr[...] = xp.asarray(-np.asarray(lr, dtype=np.float64), dtype=dtype)
+            self.neg_lr[...] = xp.asarray(-np.asarray(lr))
         if self.decay is not None:
             self.decay[...] = xp.asarray(
                 np.asarray(self.opt.grad_scale(lr), dtype=np.float64)
                 * self.opt.weight_decay
-                * self.decay_mask,
-                dtype=dtype,
+                * self.decay_mask
             )
 
     def calls(self, G: list[Any]) -> list[Call]:

@@ -318,3 +318,93 @@ def reference_step(opt, lr, p, g, s, t, bias):
     return p - lr * np.sqrt(1 - opt.beta2**t) / (1 - opt.beta1**t) * s["m"] / (
         np.sqrt(s["v"]) + opt.eps
     )
+
+
+def _bound_arrays(calls):
+    return [a for c in calls for a in (*c.args, *c.keywords.values()) if isinstance(a, np.ndarray)]
+
+
+def test_a_float32_parameter_sets_calls_bind_only_float32_arrays_and_gd_keeps_no_buffers():
+    """Every array bound into the calls over float32 arrays (the activations' derivatives, the loss gradient's
+    factor, each update rule's rates and Adam's corrections) is float32: a float64 operand makes NumPy compute the
+    float32 step in float64 (NEP 50) and round it otherwise. Plain gradient descent keeps nothing beside the
+    parameters (it carries its rate in the gradient)."""
+    f32, n = np.float32, 6
+    A = RNG.random((3, n)).astype(f32)
+    dA, tmp = RNG.standard_normal((3, n)).astype(f32), np.empty((3, n), f32)
+    for act in ACTIVATIONS.values():
+        bound = _bound_arrays(act.grad_calls(np, dA, A, tmp))
+        assert bound and {a.dtype for a in bound} == {np.dtype(f32)}
+    for task, k in (("regression", 1), ("binary", 1), ("multiclass", 3)):
+        z, g, col = (
+            RNG.standard_normal((k, n)).astype(f32),
+            np.empty((k, n), f32),
+            np.empty((1, n), f32),
+        )
+        y = (
+            np.eye(3, dtype=f32)[:, RNG.integers(0, 3, n)]
+            if k == 3
+            else RNG.random((1, n)).astype(f32)
+        )
+        bound = _bound_arrays(losses.grad_calls(np, task, z, y, g, -0.1, col=col))
+        assert {a.dtype for a in bound} == {np.dtype(f32)}, task
+    P, G = [RNG.standard_normal((4, 3)).astype(f32)], [RNG.standard_normal((4, 3)).astype(f32)]
+    for opt in (
+        Optimizer("gd", weight_decay=0.01),
+        Optimizer("momentum", nesterov=True, weight_decay=0.01),
+        Optimizer("adam", weight_decay=0.01),
+    ):
+        state = State(np, [p.copy() for p in P], opt, np.full((), 0.1))
+        assert {a.dtype for a in _bound_arrays(state.calls(G))} == {np.dtype(f32)}, opt.name
+    gd = State(np, [p.copy() for p in P], Optimizer("gd"), 0.1)
+    assert (gd.tmp, gd.buffers, gd.neg_lr, gd.decay) == ([], [], None, None)
+    momentum = State(np, [p.copy() for p in P], Optimizer("momentum"), 0.1)
+    assert (momentum.neg_lr, momentum.decay, len(momentum.tmp)) == (None, None, 1)
+
+
+def test_weight_decays_factor_is_minus_lr_times_lambda_in_float64_rounded_once():
+    """A float32 rate with float64 parameters: -lr·λ computed in float64 (as Python's floats compute it), not
+    rounded to float32 first; Adam's factor is λ itself (its rate is in its step size)."""
+    lr = np.float32(0.1)
+    P = [np.zeros((3, 2))]
+    gd = State(np, P, Optimizer("gd", weight_decay=0.01), np.asarray(lr))
+    assert gd.decay == -float(lr) * 0.01 and gd.decay != float(np.float32(-lr * np.float32(0.01)))
+    adam = State(np, P, Optimizer("adam", weight_decay=0.01), np.asarray(lr))
+    assert adam.decay == 0.01 and adam.neg_lr == -float(lr)
+
+
+def test_softmax_and_cross_entropy_shift_each_row_by_its_own_maximum():
+    """Rows far apart (logits near 0 and near -1000): each row's softmax and log-sum-exp are those of the row
+    shifted by any constant, computed here on the shifted rows with plain exp and log."""
+    z = np.array([[0.0, 1.0, -2.0], [-1000.0, -999.0, -1001.0]])
+    y = np.array([[1.0], [2.0]])
+    shifted = np.array([[0.0, 1.0, -2.0], [0.0, 1.0, -1.0]])
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(losses.output(np, "multiclass", z), p, rtol=1e-15)
+    lse = np.log(np.exp(shifted).sum(axis=1)) + np.array([0.0, -1000.0])
+    want = np.mean(lse - np.array([1.0, -1001.0]))
+    assert losses.loss(np, "multiclass", z, y) == pytest.approx(want, rel=1e-15)
+    np.testing.assert_allclose(
+        losses.grad(np, "multiclass", z, y), (p - np.eye(3)[[1, 2]]) / 2, rtol=1e-14
+    )
+    # a group of two members of one row each, (K, k, n) = (2, 3, 1): one loss per member
+    zk, yk = z.reshape(2, 3, 1), np.eye(3)[[1, 2]].reshape(2, 3, 1)
+    got = losses.cross_entropy(np, zk, yk, classes=1, axis=-1)
+    np.testing.assert_allclose(got, lse - np.array([1.0, -1001.0]), rtol=1e-15)
+
+
+def test_one_hot_output_and_the_binary_and_regression_predictions():
+    f32 = np.float32
+    y = np.array([[2.0], [0.0], [1.0]], f32)
+    got = losses.one_hot(np, y, 3)
+    assert got.dtype == f32 and got.tolist() == [[0, 0, 1], [1, 0, 0], [0, 1, 0]]
+    assert losses.one_hot(np, y.T, 3, classes=0).tolist() == [[0, 1, 0], [0, 0, 1], [1, 0, 0]]
+    Y = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert losses.one_hot(np, Y, 2) is Y  # already one-hot: as it is
+    assert losses.one_hot(np, np.zeros((2, 1)), 1).tolist() == [
+        [1.0],
+        [1.0],
+    ]  # one class: an index, not one-hot
+    z = np.array([[-3.0], [0.0], [2.5]])
+    assert losses.output(np, "regression", z) is z
+    np.testing.assert_allclose(losses.output(np, "binary", z), 1 / (1 + np.exp(-z)), rtol=1e-13)

@@ -130,3 +130,55 @@ def test_trajectory_matches_scikit_learn(task, keys, batch_size, decay, activati
         ours = _ours(X, y, task, params, activation, lr, epochs, opt, batch_size)
         assert not all(np.array_equal(a, b) for a, b in zip(ours, params))  # the weights moved
         _close(ours, theirs[epochs])
+
+
+def _splitmix64(z: int) -> int:
+    """SplitMix64's finaliser (Steele, Lea and Flood 2014), on Python integers mod 2⁶⁴."""
+    z ^= z >> 30
+    z = z * 0xBF58476D1CE4E5B9 % 2**64
+    z ^= z >> 27
+    z = z * 0x94D049BB133111EB % 2**64
+    return z ^ (z >> 31)
+
+
+@pytest.mark.parametrize("n, seed", [(7, 0), (50, 3), (33, 2**40 + 5)])
+def test_each_epochs_row_order_sorts_the_rows_by_splitmix64_of_row_plus_seed_phi_plus_epoch_n(
+    n, seed
+):
+    """Epoch t's order: the rows sorted by SplitMix64(i + seed·⌊2⁶⁴/φ⌋ + t·n mod 2⁶⁴), computed here in plain
+    Python integers; the calls build it in place, the same on every backend."""
+    from sweeper.models.optim import row_orders
+
+    phi = 0x9E3779B97F4A7C15
+    epochs = 4
+    want = [
+        sorted(range(n), key=lambda i: _splitmix64((i + seed * phi + t * n) % 2**64))
+        for t in range(epochs)
+    ]
+    got = row_orders(n, seed, epochs)
+    assert got.shape == (epochs, n) and got.dtype == np.arange(1).dtype
+    assert got.tolist() == want
+
+
+def test_an_optimizer_reads_its_keys_from_a_mapping_or_attributes_and_keeps_the_defaults_it_lacks():
+    from types import SimpleNamespace as NS
+
+    from omegaconf import OmegaConf
+
+    default = Optimizer()
+    assert (default.name, default.momentum, default.nesterov) == ("gd", 0.9, False)
+    assert (default.beta1, default.beta2, default.eps, default.weight_decay) == (
+        0.9,
+        0.999,
+        1e-8,
+        0.0,
+    )
+    cfg = {"optimizer": "adam", "beta1": 0.8, "eps": 1e-6, "lr": 0.1}
+    got = Optimizer.from_config(cfg)
+    assert got == Optimizer("adam", 0.9, False, 0.8, 0.999, 1e-6, 0.0)
+    assert Optimizer.from_config(OmegaConf.create(cfg)) == got
+    ns = Optimizer.from_config(
+        NS(optimizer="momentum", momentum=0.5, nesterov=True, weight_decay=0.01)
+    )
+    assert ns == Optimizer("momentum", 0.5, True, 0.9, 0.999, 1e-8, 0.01)
+    assert Optimizer.from_config({}) == default and Optimizer.from_config(NS()) == default
