@@ -221,6 +221,69 @@ def view(page) -> str:
     return "unknown"
 
 
+# In every page (fresh): a count of the requests it has in flight (fetch and
+# XMLHttpRequest), for settle.
+COUNT_REQUESTS = """(() => {
+  let n = 0;
+  window.__sweeperInflight = () => n;
+  const f = window.fetch;
+  window.fetch = function (...a) { n++; return f.apply(this, a).finally(() => { n--; }); };
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...a) {
+    n++; this.addEventListener("loadend", () => { n--; }); return send.apply(this, a);
+  };
+})()"""
+
+# True once the page has had no request in flight and the same address and content for `quiet` ms.
+QUIET = """([quiet]) => {
+  const busy = window.__sweeperInflight ? window.__sweeperInflight() : 0;
+  const now = performance.now();
+  const sig = [location.href, busy, document.body ? document.body.innerText.length : -1,
+               document.getElementsByTagName("*").length].join("|");
+  if (busy || window.__sweeperSig !== sig) {
+    window.__sweeperSig = sig;
+    window.__sweeperSince = now;
+  }
+  return !busy && now - window.__sweeperSince >= quiet;
+}"""
+
+
+def settle(page, quiet_ms: int = 500, limit_ms: int = 20_000) -> None:
+    """Wait until the page has done what a step set off (the UI's fetches, the redirects and
+    rendering after them): no request in flight and nothing on it changed for ``quiet_ms``
+    (MLflow's UI polls, so the browser's network never idles for long). Not a fixed time: as
+    short as the page allows, longer on a busy machine; after ``limit_ms`` the step goes on
+    and its check says what the page shows."""
+    try:
+        page.wait_for_function(QUIET, arg=[quiet_ms], polling=100, timeout=limit_ms)
+    except Exception:  # noqa: BLE001  (still busy: the next check decides)
+        pass
+
+
+def new_image(page, before: list[str]) -> list[list[int]]:
+    """The size of each image the artifact viewer shows that was not among ``before`` (their
+    ``src``), waiting until one has loaded (or the page's timeout)."""
+    shown = "img[src^='blob:']"
+    try:
+        page.wait_for_function(
+            "([sel, old]) => [...document.querySelectorAll(sel)].some("
+            "e => !old.includes(e.src) && e.complete && e.naturalWidth > 0)",
+            arg=[shown, before],
+        )
+    except Exception:  # noqa: BLE001  (none came: the check that follows says so)
+        return []
+    return [
+        img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
+        for img in page.locator(shown).all()
+        if img.get_attribute("src") not in before
+    ]
+
+
+def images(page) -> list[str]:
+    """The ``src`` of each image the artifact viewer shows now."""
+    return [img.get_attribute("src") for img in page.locator("img[src^='blob:']").all()]
+
+
 def route(page) -> str:
     """The UI's route (after ``#``), with workflowType the only query parameter kept."""
     path, _, query = page.url.partition("#")[2].partition("?")
@@ -231,10 +294,12 @@ def route(page) -> str:
 def fresh(browser, url: str):
     """A page in a new browser profile (nothing chosen before) at
     ``url``, the assistant panel closed."""
-    page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    context.add_init_script(COUNT_REQUESTS)
+    page = context.new_page()
     page.set_default_timeout(15_000)
     page.goto(url, wait_until="load")
-    page.wait_for_timeout(3000)  # the UI routes and redirects after the load
+    settle(page)  # the UI routes and redirects after the load
     dismiss(page)
     close = page.locator('button[data-component-id="mlflow.assistant.chat_panel.close"]')
     if close.count():
@@ -360,7 +425,8 @@ def check_answer(
             f"{experiment}: devices were swept: its speedup column is in view",
         )
     page.locator('label:has(input[value="CHART"])').first.click()
-    page.wait_for_timeout(4000)
+    page.locator('[data-testid="experiment-view-compare-runs-card"]').first.wait_for()
+    settle(page)
     page.screenshot(path=str(shots / f"11_{experiment}_chart_view.png"))
     listed = rows_of(page)
     cards = [
@@ -400,7 +466,7 @@ def check_ui(
     link = page.locator(f'a[href="#/experiments/{eid}"]')
     if check(link.count() > 0, "the home page links to the experiment", f"#/experiments/{eid}"):
         link.first.click()
-        page.wait_for_timeout(3000)
+        settle(page)
         dismiss(page)
         page.screenshot(path=str(shots / "01_home_link.png"))
         check.note(f"the home page's link lands on {route(page)} ({view(page)} views)")
@@ -409,9 +475,9 @@ def check_ui(
     check.note(f"#/experiments/{eid} lands on {route(page)} ({view(page)} views)")
     # the choice the browser then remembers
     page.get_by_text("Model training", exact=True).first.click()
-    page.wait_for_timeout(2000)
+    settle(page)
     page.goto(f"{base}/#/experiments/{eid}", wait_until="load")
-    page.wait_for_timeout(3000)
+    settle(page)
     check(
         "/runs" in page.url and view(page) == "model training",
         "after clicking Model training once, #/experiments/<id> opens the runs table",
@@ -426,7 +492,8 @@ def check_ui(
         return
     # the ⊞ beside its name
     row.locator('button[data-component-id$="runnamecellrenderer.tsx_46"]').click()
-    page.wait_for_timeout(2000)
+    page.locator(f'.ag-center-cols-container [row-id="{next(iter(children))}"]').first.wait_for()
+    settle(page)
     page.screenshot(path=str(shots / "03_runs_table.png"))
     cells = {}
     for rid in children:
@@ -464,7 +531,7 @@ def check_ui(
     # a run opened from the table
     child = next(iter(children))
     page.locator(f'a[href="#/experiments/{eid}/runs/{child}"]').first.click()
-    page.wait_for_timeout(3000)
+    settle(page)
     check.note(
         f"a run opened from the table: {route(page)} ({view(page)} views: the table's links "
         "carry no workflowType, so the browser's own choice applies)"
@@ -501,7 +568,7 @@ def check_ui(
         page.screenshot(path=str(shots / "04b_run_logged_model.png"))
     page.get_by_text("Model metrics", exact=True).first.click()
     page.get_by_placeholder("Search metric charts").fill("_loss")
-    page.wait_for_timeout(3000)
+    settle(page)
     page.screenshot(path=str(shots / "05_run_loss_charts.png"))
     charts = {
         c.inner_text().split("\n")[0]: c.locator(".js-plotly-plot path").count()
@@ -513,7 +580,7 @@ def check_ui(
         f"cards {charts} (plot paths each)",
     )
     page.get_by_text("Artifacts", exact=True).first.click()
-    page.wait_for_timeout(2000)
+    settle(page)
     page.screenshot(path=str(shots / "06_run_artifacts.png"))
     files = [
         f
@@ -537,7 +604,7 @@ def check_ui(
     more = page.get_by_text("Show more", exact=True)
     if more.count():
         more.first.click()
-        page.wait_for_timeout(1000)
+        settle(page)
     page.screenshot(path=str(shots / "07_parent_description.png"), full_page=True)
     table = page.locator("table:has(th:text-is('val_mse'))")
     body = table.locator("tbody tr").count() if table.count() else 0
@@ -575,17 +642,14 @@ def check_ui(
             "parallel_coordinates.png",
         )
     ):
+        before = images(page)
         page.get_by_text(name, exact=True).first.click()
-        page.wait_for_timeout(2000)
+        sizes = new_image(page, before)  # this file's image, not the one shown before
         page.screenshot(
             path=str(
                 shots / f"0{8 + i}_parent_{name}" if i < 2 else shots / f"{8 + i}_parent_{name}"
             )
         )
-        sizes = [
-            img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
-            for img in page.locator("img[src^='blob:']").all()
-        ]
         check(
             any(w > 100 and h > 100 for w, h in sizes),
             f"the parent's plots/{name} displays",
@@ -603,13 +667,10 @@ def check_devices(browser, base: str, printed: str | None, shots: Path, check: C
         browser, f"{base}/#/experiments/{eid}/runs/{parent}/artifacts?workflowType=machine_learning"
     )
     page.get_by_text("plots", exact=True).first.click()
+    before = images(page)
     page.get_by_text("time_and_speedup.png", exact=True).first.click()
-    page.wait_for_timeout(2000)
+    sizes = new_image(page, before)
     page.screenshot(path=str(shots / "13_devices_time_and_speedup.png"))
-    sizes = [
-        img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
-        for img in page.locator("img[src^='blob:']").all()
-    ]
     check(
         any(w > 100 and h > 100 for w, h in sizes),
         "the device sweep's plots/time_and_speedup.png displays",
