@@ -9,6 +9,8 @@ import sys
 
 from sweeper.base import stop
 
+__all__: list[str] = []
+
 INTERRUPTED = stop.INTERRUPTED  # 130: the shell's code for a process ended by SIGINT (143: SIGTERM)
 NOTHING = "sweeper: interrupted before any run started: nothing recorded"
 

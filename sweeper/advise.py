@@ -22,6 +22,9 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.advice.advisor import publish
 
 
+__all__ = ["main"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m sweeper.advise", description=describe(__doc__))
     ap.add_argument("--experiment", help="advise on the latest sweep of this experiment")

@@ -40,7 +40,10 @@ __all__ = [
     "RunResult",
     "SweepFailed",
     "SweepResult",
+    "load_model",
     "multirun",
+    "next_overrides",
+    "reset",
     "run",
 ]  # sweeper.multirun, sweeper.run
 

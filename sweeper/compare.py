@@ -20,6 +20,9 @@ from sweeper.base.names import GROUP_SIZE, booked
 from sweeper.tracking import DEFAULT_URI
 
 
+__all__ = ["main"]
+
+
 def rows(c, experiment_id: str) -> list[dict]:
     """Finished runs that carry a fingerprint, as flat dicts (tags and metrics)."""
     found = []

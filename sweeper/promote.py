@@ -23,6 +23,9 @@ from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, _fail, promote
 
 
+__all__ = ["main"]
+
+
 def _number(cast: type, option: str, text: str, allowed: str) -> Any:
     try:
         return cast(text)

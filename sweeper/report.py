@@ -27,6 +27,9 @@ from sweeper.insight.publish import (
 from sweeper.tracking.store_errors import guarded
 
 
+__all__ = ["main"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m sweeper.report", description=describe(__doc__))
     which = ap.add_mutually_exclusive_group(required=True)

@@ -17,6 +17,8 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper.base.fmt import cell
 from sweeper.base.names import model_name
 
+__all__ = ["main"]
+
 PARENT = "mlflow.parentRunId"
 
 

@@ -14,6 +14,9 @@ from sweeper.job.sweepdir import SweepFileError
 from sweeper.sweep import life as sweep
 
 
+__all__ = ["main"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m sweeper.summary", description=describe(__doc__))
     parser.add_argument(

@@ -31,6 +31,8 @@ from sweeper.tracking import ending
 from sweeper.tracking.writer import RECORDING, recording, write_result
 
 
+__all__ = ["main", "pending", "upload"]
+
 STATUSES = ("FINISHED", "FAILED", "KILLED")
 UPLOAD_KEYS = MappingProxyType(
     {"config": dict, "fingerprint": str, "device": str}

@@ -51,7 +51,11 @@ def declared() -> dict[str, list[str]]:
                 if isinstance(stmt, ast.Assign) and any(
                     getattr(t, "id", None) == "__all__" for t in stmt.targets
                 ):
-                    found[module_name(path)] = ast.literal_eval(stmt.value)
+                    name = module_name(path)
+                    try:
+                        found[name] = ast.literal_eval(stmt.value)
+                    except ValueError:  # built from other lists (sweeper.tracking's)
+                        found[name] = list(importlib.import_module(name).__all__)
     return found
 
 

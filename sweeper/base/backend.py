@@ -21,6 +21,21 @@ from typing import Any, Callable, ContextManager, Iterator
 import numpy as np
 
 
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "FAKE_GPU_ENV",
+    "SMALL_PRODUCT_FLOPS",
+    "cpu_threads",
+    "current_gpu",
+    "fake_gpu",
+    "gpu_available",
+    "gpu_count",
+    "is_sparse",
+    "on_gpu",
+    "resolve",
+]
+
 # Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns
 # that mix devices can be tested end to end where no CUDA device exists; SWEEPER_FAKE_GPU=strict
 # runs it on the strict device stand-in (sweeper.base.strict: it refuses what CuPy refuses and

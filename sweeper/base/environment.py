@@ -12,6 +12,16 @@ from types import MappingProxyType
 from typing import Callable, Mapping
 
 
+__all__ = [
+    "ACTIVATION_FORMS",
+    "SHORTCUTS",
+    "cache_root",
+    "problem",
+    "shortcuts_off",
+    "turned_off_by",
+]
+
+
 def _number(low: float, strict: bool) -> Callable[[str], bool]:
     def check(v: str) -> bool:
         try:

@@ -8,6 +8,9 @@ import math
 from typing import Any
 
 
+__all__ = ["cell", "finite", "parse_param", "text_cell"]
+
+
 def finite(value: Any) -> float | None:
     """A value read back as a finite float (a number, or a number's text); None when it is no
     number, or not finite (missing, text, inf, nan)."""

@@ -9,6 +9,20 @@ from typing import Any
 
 from sweeper.base import tested
 
+__all__ = [
+    "BASIC_SWEEPER",
+    "basic_sweeper",
+    "chdir_deprecation",
+    "convert_value",
+    "fast",
+    "flush_loggers",
+    "main_hydra",
+    "overrides_dirname",
+    "reporter",
+    "same_return",
+    "set_reporter",
+]
+
 # The basic (grid) sweeper's ``_target_``, as Hydra's own conf/hydra/sweeper/basic.yaml names it.
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 

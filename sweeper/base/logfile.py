@@ -10,6 +10,8 @@ import sys
 
 from sweeper.base import state
 
+__all__ = ["quiet_unwritable_files"]
+
 _PYTHONS = logging.Handler.handleError
 
 

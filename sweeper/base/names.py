@@ -13,6 +13,52 @@ from urllib.parse import quote, unquote, urlsplit
 from sweeper.base.fmt import text_cell
 from sweeper.base.hydra_internals import BASIC_SWEEPER  # noqa: F401  (the basic sweeper's _target_)
 
+__all__ = [
+    "BASIC_SWEEPER",
+    "CONFIG_FINGERPRINT",
+    "CURVES_FILE",
+    "DATA_SHA256",
+    "ENGINE",
+    "ERROR_FILE",
+    "GPU_DEVICE",
+    "GROUP",
+    "GROUP_SIZE",
+    "HOST",
+    "LAUNCHER",
+    "MAX_NAME_BYTES",
+    "MLP_NAME",
+    "ORPHAN",
+    "PID",
+    "PRUNED_AT",
+    "PYTHON_CALL",
+    "REPLACED_BY",
+    "RERUN",
+    "RESULT_FILE",
+    "RETRIED",
+    "SWEEPS",
+    "SWEEP_FILE",
+    "SWEEP_FROM",
+    "TRAJECTORY",
+    "WORKER",
+    "WORKER_HOST",
+    "WORKER_PID",
+    "booked",
+    "ended",
+    "experiment_url",
+    "label",
+    "model_name",
+    "name_problem",
+    "python_call",
+    "resume_command",
+    "run_path",
+    "run_url",
+    "sqlite_path",
+    "table_query",
+    "ui_command",
+    "ui_line",
+    "uri_problem",
+]
+
 RESULT_FILE = "result.json"  # a job's outcome, in its Hydra output folder
 ERROR_FILE = "error.txt"  # a failed run's whole traceback, in its folder and among its artifacts
 CURVES_FILE = "curves.npz"  # the loss curves, kept with result.json so a run can be uploaded later

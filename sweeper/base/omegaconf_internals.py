@@ -12,6 +12,9 @@ from typing import Any
 from omegaconf._utils import get_omega_conf_dumper
 
 
+__all__ = ["content", "dumper", "flag", "node", "plain_mapping", "value"]
+
+
 def node(cfg: Any, key: Any) -> Any:
     """The node at ``key`` of a container, unresolved (``cfg._get_node(key)``; public:
     ``OmegaConf.select``, which resolves it)."""

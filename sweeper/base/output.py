@@ -23,6 +23,19 @@ from typing import Any
 
 from sweeper.base import state
 
+__all__ = [
+    "csv_field",
+    "first_line",
+    "guard",
+    "mask_files",
+    "mask_log_records",
+    "masked",
+    "one_line",
+    "spreadsheet_safe",
+    "spreadsheet_value",
+    "unmasked",
+]
+
 GOES_ON = "the command goes on"  # what the warning says comes next (a sweep: it records every run)
 
 

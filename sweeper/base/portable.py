@@ -21,6 +21,26 @@ from typing import Any, Sequence
 import numpy as np
 
 
+__all__ = [
+    "ColumnError",
+    "DATE",
+    "DATE_PARTS",
+    "MISSING",
+    "OTHER_DATE",
+    "category",
+    "date_days",
+    "date_ordinal",
+    "encode_columns",
+    "encode_rows",
+    "forward",
+    "is_missing",
+    "link",
+    "murmurhash3_32",
+    "vectorize",
+    "widths",
+]
+
+
 class ColumnError(ValueError):
     """A column choice or column that cannot be used; one line (the loader adds the file)."""
 

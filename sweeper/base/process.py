@@ -15,6 +15,30 @@ from sweeper.base import state
 from sweeper.base.names import PID
 
 
+__all__ = [
+    "HEARTBEAT",
+    "MISSED_BEATS",
+    "PID_START",
+    "SLACK_S",
+    "alive",
+    "beat",
+    "beating",
+    "exclusive",
+    "exit_with_parent",
+    "heartbeat_interval",
+    "hold",
+    "holds",
+    "identity",
+    "lock_holder",
+    "memory_limit",
+    "oom_kills",
+    "release",
+    "release_all",
+    "start_mark",
+    "trim_heap",
+]
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (one of another user's counts)."""
     try:

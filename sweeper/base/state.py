@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 
+__all__ = ["SweepState", "begin", "current", "digest", "process"]
+
+
 @dataclass
 class SweepState:
     writer: Any = None  # sweeper.tracking.writer.Writer, from the sweep's start to its end

@@ -26,6 +26,28 @@ from typing import Any, Callable, Iterator, NoReturn, TypeVar
 from sweeper.base import state
 from sweeper.base.output import first_line
 
+__all__ = [
+    "INTERRUPTED",
+    "Refused",
+    "STOP",
+    "Stopped",
+    "Terminated",
+    "deferred",
+    "exit_code",
+    "extra",
+    "ignore",
+    "ignoring",
+    "install",
+    "masked",
+    "reason",
+    "refuse",
+    "reset",
+    "restore",
+    "seen",
+    "shielded",
+    "unmasked",
+]
+
 STOP = threading.Event()
 
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT (128 + 2)

@@ -18,6 +18,8 @@ from types import MappingProxyType
 
 from sweeper.base.environment import SHORTCUTS, turned_off_by
 
+__all__ = ["DISTRIBUTION", "PUBLIC_ONLY", "TESTED", "inside", "shortcut", "within"]
+
 log = logging.getLogger("sweeper")
 
 # distribution -> (lowest, below): the versions the suite ran with, lowest included, below excluded

@@ -15,6 +15,9 @@ from sweeper.base.omegaconf_internals import dumper
 from sweeper.base.output import masked
 
 
+__all__ = ["dump"]
+
+
 @functools.cache
 def _dumper() -> type:
     """OmegaConf's YAML dumper (its string representer) on libyaml's emitter."""

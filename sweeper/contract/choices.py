@@ -16,6 +16,21 @@ from sweeper import CONF_DIR
 from sweeper.base.hydra_internals import convert_value
 
 
+__all__ = [
+    "CONF_DIR",
+    "DATA_SPLIT",
+    "conflicts",
+    "defaults",
+    "given_twice",
+    "group_options",
+    "layers",
+    "option",
+    "picks",
+    "search_only",
+    "sized",
+    "some_job",
+]
+
 # The split keys every data set shares (val_fraction, test_fraction, split_seed, folds), declared
 # once: each conf/data/*.yaml takes them first in its defaults list (``- /data_split@_here_``: at
 # the data set's own package, ``data``) and sets after them only what differs (data=xor's

@@ -34,6 +34,8 @@ from sweeper.base.hydra_internals import overrides_dirname
 from sweeper.base.tested import shortcut
 from sweeper.contract.config import GROUPS
 
+__all__ = ["compose_once", "plain", "resolvable"]
+
 # a shape's template whose resolved values depend on a swept value (an interpolation names the
 # key, or a value is itself an interpolation): each job is composed and resolved on its own
 _DEPENDENT = object()

@@ -31,6 +31,30 @@ from sweeper.contract import choices
 from sweeper.contract.choices import defaults as _defaults, group_options  # noqa: F401
 
 
+__all__ = [
+    "ADDED_DEFAULTS",
+    "ConfigError",
+    "DATA",
+    "DATA_ADDED_DEFAULTS",
+    "DOWNLOAD",
+    "EXPERIMENT",
+    "GROUPS",
+    "MAX_EPOCHS",
+    "METADATA",
+    "NOT_FINGERPRINTED",
+    "SEP_NAMES",
+    "SPLIT",
+    "TOP_LEVEL",
+    "TRACKING",
+    "check_overrides",
+    "check_value",
+    "experiment_name",
+    "group_options",
+    "resolve_experiment",
+    "validate",
+]
+
+
 def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
     """The default experiment of a data set: its name, and for a user file
     (``data=csv``, ``data=text``) the file's stem too (``csv-sales``), so that unrelated

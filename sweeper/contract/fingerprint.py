@@ -15,6 +15,9 @@ from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS, NOT_FIN
 from sweeper.models.interface import offer, top_level_keys
 
 
+__all__ = ["content_tags", "fingerprint"]
+
+
 def fingerprint(cfg: Mapping[str, Any], content: bool = True) -> str:
     """Hash of the resolved config without where it runs (device, tracking, hydra):
     pairs CPU and GPU runs.

@@ -17,6 +17,8 @@ from omegaconf import OmegaConf
 from sweeper import CONF_DIR, ROOT
 from sweeper.contract import choices
 
+__all__ = ["COMMANDS", "Parser", "command_line", "describe", "main_help", "option_notes"]
+
 # The standalone commands, in the order a sweep's life uses them (each module's docstring
 # describes it); a test checks that this is every entry module of sweeper/ (tests/test_help.py).
 COMMANDS = ("runs", "report", "advise", "compare", "summary", "promote", "upload", "check")

@@ -22,6 +22,16 @@ from omegaconf.errors import OmegaConfBaseException
 from sweeper.base.hydra_internals import reporter, set_reporter
 from sweeper.base.names import name_problem
 
+__all__ = [
+    "OPTIONS",
+    "TASK_STARTED",
+    "chdir_paths",
+    "check_commands",
+    "check_hydra",
+    "hydra_line",
+    "one_line_errors",
+]
+
 # Hydra's keys whose values become folders (a sweep's, a run's, a job's).
 FOLDERS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.name")
 

@@ -39,6 +39,18 @@ from sweeper.models.interface import (
 )
 
 
+__all__ = [
+    "MODEL_KEYS",
+    "check_command",
+    "check_model",
+    "gradient_check",
+    "model_overrides",
+    "reach",
+    "trainer_keys",
+    "where_tags",
+]
+
+
 def check_model(model: Any, cfg: Any = None) -> None:
     """Sweeper's MLP, or a class of the model interface that imports, has its three methods and
     takes the given hyperparameters: :class:`ModelError` (one line naming what is wrong)

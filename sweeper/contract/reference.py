@@ -19,6 +19,8 @@ from omegaconf import OmegaConf
 from sweeper import CONF_DIR, ROOT
 from sweeper.contract import choices, helptext
 
+__all__ = ["COMMAND", "PAGE", "PLUGINS", "ROOT", "field_comments", "main", "page"]
+
 PAGE = ROOT / "docs" / "reference" / "config.md"
 PLUGINS = ROOT / "plugins" / "hydra_plugins"
 COMMAND = "python -m sweeper.contract.reference"

@@ -31,6 +31,23 @@ import numpy as np
 from sweeper.base import stop
 from sweeper.job.metrics import score
 
+__all__ = [
+    "ALPHAS",
+    "BOOSTING_CELLS",
+    "boosting",
+    "cells",
+    "ensure",
+    "fit",
+    "is_auto",
+    "linear",
+    "parse",
+    "read",
+    "request",
+    "rows",
+    "serve",
+    "too_big",
+]
+
 NAMES = ("linear", "boosting")
 DEFAULT = "auto"  # linear, and boosting where the table allows (BOOSTING_CELLS)
 BOOSTING_GRID = MappingProxyType(

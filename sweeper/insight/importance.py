@@ -36,6 +36,8 @@ import numpy as np
 
 from sweeper.insight.advice.evidence import SAME, SEEDS, Sweep
 
+__all__ = ["compute", "spec"]
+
 # a key with more distinct values than this is no grid key (a search sweeper's continuous values)
 MAX_LEVELS = 12
 REPLICATES = 400

@@ -22,6 +22,9 @@ from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
 
 
+__all__ = ["Board", "SEEDS", "behind_finished", "build", "children", "group", "read_csv"]
+
+
 @dataclass
 class Board:
     """Leaderboard rows (dicts, best first) of one sweep, and what they are ranked by."""

@@ -29,6 +29,24 @@ from sweeper.base.fmt import cell, parse_param  # noqa: F401  (parse_param: the 
 
 from sweeper.base.omegaconf_internals import dumper
 
+__all__ = [
+    "BEST_DIR",
+    "CONF_DIR",
+    "DEFAULT_RTOL",
+    "Row",
+    "SLOW_S",
+    "check",
+    "compose_file",
+    "config_from_params",
+    "direction",
+    "expected_metrics",
+    "pinned_files",
+    "read_pinned",
+    "render",
+    "suite_dir",
+    "table",
+]
+
 BEST_DIR = CONF_DIR / "best"
 
 # Lower is better for errors and losses, higher for scores; val_ and test_ metrics alike.

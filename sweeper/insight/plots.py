@@ -36,6 +36,18 @@ from sweeper.base.names import CURVES_FILE
 from sweeper.base.process import exit_with_parent
 from sweeper.base.tested import shortcut
 
+__all__ = [
+    "MAX_TICKS",
+    "Painter",
+    "current",
+    "draw",
+    "draw_all",
+    "figure",
+    "specs",
+    "start",
+    "stop",
+]
+
 TOP_CURVES = 5  # loss curves drawn: the best runs by the validation metric
 MAX_TICKS = 30  # labelled ticks on an axis at most (a tick a swept value, a bar a configuration)
 FEW = 3  # finished runs a sweep needs for its history and parallel-coordinates plots

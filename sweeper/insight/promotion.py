@@ -38,6 +38,8 @@ from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
 from sweeper.insight import pinned
 from sweeper.job import folds, metrics
 
+__all__ = ["PromoteError", "check_overrides", "over_seeds", "promote", "rerun_args"]
+
 # a config-group option Hydra's override parser takes as written
 NAME = re.compile(r"[A-Za-z0-9_]+")
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a folder name it takes as a config group

@@ -32,6 +32,24 @@ from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 from sweeper.tracking import ending
 
+__all__ = [
+    "NOTE_CHARS",
+    "children",
+    "close",
+    "description",
+    "holder_alive",
+    "incomplete",
+    "latest_parent",
+    "mark_orphans",
+    "model_uri",
+    "publish",
+    "reclose",
+    "records",
+    "reused_runs",
+    "single",
+    "tally",
+]
+
 # leaderboard rows printed at a sweep's end (all of them: the parent's summary.csv and summary.md)
 SHOWN = 50
 

@@ -25,6 +25,8 @@ from sweeper.base.names import run_path
 from sweeper.job import folds
 from sweeper.tracking.records import search
 
+__all__ = ["existing", "for_parent", "parent_record", "refit"]
+
 log = logging.getLogger("sweeper")
 
 

@@ -18,6 +18,9 @@ from typing import Any, Iterable, Mapping
 from sweeper import tracking
 
 
+__all__ = ["log", "pair"]
+
+
 def pair(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Speedups by run id, from rows of finished runs with ``run_id``, ``device``, ``fingerprint``,
     ``train_time_s``, ``wall_time_s`` and (batched runs) ``batch_size``. Runs without a

@@ -17,6 +17,8 @@ from sweeper.base.names import GROUP_SIZE, SWEEPS, booked, experiment_url, table
 from sweeper.tracking import bulk, ui
 from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
+__all__ = ["address", "record"]
+
 RANK = "rank"
 NOTE = "mlflow.note.content"  # MLflow's run description
 # parent ids a run keeps in sweeper.sweeps at most (the latest: each resumed round adds one)

@@ -16,6 +16,9 @@ from sweeper.contract.config import experiment_name
 from sweeper.job import metrics
 
 
+__all__ = ["binary_csvs", "columns_json", "confusion_csv", "inputs", "predictions_csv"]
+
+
 def inputs(cfg: DictConfig, dataset: data.Dataset) -> list[Any]:
     """The run's three splits as MLflow dataset inputs, named as the data set's default
     experiment is, from its file (``data.path``) or the bundled data set's name."""

@@ -23,6 +23,20 @@ from sweeper.models.optim import Optimizer
 from sweeper.models.train import diverged
 from sweeper.models.usercode import call_user
 
+__all__ = [
+    "Computed",
+    "DEFINED",
+    "Outcome",
+    "config_bytes",
+    "evaluate",
+    "loss_unit",
+    "memory_problem",
+    "model_bytes",
+    "progress_bar",
+    "scored_on",
+    "train_and_score",
+]
+
 # Per task, metrics that are finite for any finite predictions, unless their squares overflow.
 DEFINED = MappingProxyType(
     {"regression": ("mse", "mae"), "binary": ("mse", "mae"), "multiclass": ("log_loss",)}

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+__all__ = ["JobContext", "handed", "handing"]
+
+
 @dataclass
 class JobContext:
     """Where a job runs: its output folder and, inside a multirun, its sweep folder and number."""

@@ -36,6 +36,19 @@ if TYPE_CHECKING:
     from sweeper import data
     from sweeper.job.compute import Outcome
 
+__all__ = [
+    "REFIT_OVERRIDES",
+    "combine",
+    "mixed",
+    "of_run",
+    "outcome",
+    "refit_config",
+    "refit_overrides",
+    "run_tags",
+    "scores",
+    "train",
+]
+
 # the refit of a cross-validated configuration (GridSearchCV(refit=True)): every non-test row
 # trains; the overrides it sets, and those of the cross-validated run it leaves out (or that say
 # where it ran)

@@ -8,6 +8,19 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "LOWER_IS_BETTER",
+    "PRIMARY",
+    "TIE_BREAK",
+    "TIMINGS",
+    "binary",
+    "confusion",
+    "multiclass",
+    "rank_key",
+    "score",
+    "task_of",
+]
+
 # Measurements of speed, which vary from run to run; every other
 # metric is deterministic on one machine.
 TIMINGS = (

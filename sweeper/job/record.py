@@ -50,6 +50,8 @@ from sweeper.models.usercode import call_user, user_line, user_traceback
 from sweeper.tracking import writer
 from sweeper.tracking.run import TrackedRun
 
+__all__ = ["run", "start_many"]
+
 log = logging.getLogger("sweeper")
 # what a single run reports as bad input (one line, exit 2:
 # sweeper.job.task), raised on from its compute half

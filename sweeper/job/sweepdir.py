@@ -17,6 +17,19 @@ from sweeper.base.state import current
 from sweeper.job import metrics
 
 
+__all__ = [
+    "SweepFileError",
+    "folder_lost",
+    "job_count",
+    "job_line",
+    "job_tags",
+    "parent_run_id",
+    "read_result",
+    "results",
+    "swept",
+]
+
+
 def _state(sweep_dir: Path) -> dict[str, Any]:
     """The sweep's sweep.json; read once per version of the file (each job consults it
     several times). In the launching process, what it wrote when the file is gone (the

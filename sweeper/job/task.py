@@ -21,6 +21,8 @@ from sweeper.job import metrics
 from sweeper.job.context import JobContext
 from sweeper.job.record import run
 
+__all__ = ["EXPECTED", "main", "objective", "where"]
+
 EXPECTED = (ConfigError, BackendUnavailable, tracking.TrackingError, data.DataError)
 
 

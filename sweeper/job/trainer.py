@@ -49,6 +49,8 @@ from sweeper.job.compute import Computed, DEFINED, Outcome, loss_unit
 from sweeper.models.interface import load_target, split
 from sweeper.models.usercode import user_line, user_traceback
 
+__all__ = ["Stop", "computed", "train_and_score"]
+
 log = logging.getLogger("sweeper")
 
 

@@ -27,6 +27,9 @@ from sweeper.sweep.life import claim_run_dir
 from sweeper.tracking.store import TrackingError
 
 
+__all__ = ["interrupted"]
+
+
 class SweepCallback(Callback):
     """Checks all jobs and creates the parent run(s) before the first
     job; prints the summary after the last.

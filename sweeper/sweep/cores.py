@@ -52,6 +52,19 @@ from sweeper.base.process import exit_with_parent, oom_kills
 from sweeper.base.stop import shielded
 from sweeper.models.usercode import UserCodeError
 
+__all__ = [
+    "WORKERS_PAY_S",
+    "budget",
+    "chunked",
+    "computed_groups",
+    "cores",
+    "declined",
+    "estimated_s",
+    "stop",
+    "warm",
+    "workers",
+]
+
 log = logging.getLogger("sweeper")
 
 # What a worker's native libraries and sweeper's epoch blocks get: one

@@ -51,6 +51,18 @@ from sweeper.job.compute import Computed, Outcome
 from sweeper.models.interface import offer
 from sweeper.models.usercode import UserCodeError
 
+__all__ = [
+    "check",
+    "compute_remote",
+    "computed_groups",
+    "elsewhere",
+    "group_failed",
+    "lost",
+    "on_gpus",
+    "ray_exposure",
+    "retag",
+]
+
 log = logging.getLogger("sweeper")
 
 Groups = Iterator[tuple[list[Any], dict[int, Any]]]

@@ -34,6 +34,17 @@ from sweeper.models.optim import Optimizer
 from sweeper.models.train import stride_of
 from sweeper.sweep import packing
 
+__all__ = [
+    "CPU_MAX_GROUP",
+    "Job",
+    "default_budget",
+    "plan",
+    "runs_own_loop",
+    "shares",
+    "split_features",
+    "trajectories",
+]
+
 log = logging.getLogger("sweeper")
 
 # What members of one group must share: the data and everything that shapes the computation.

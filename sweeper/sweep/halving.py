@@ -32,6 +32,8 @@ from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
 from sweeper.job.compute import scored_on
 
+__all__ = ["Halving", "check", "parent_record", "resume_rule", "run"]
+
 log = logging.getLogger("sweeper")
 
 DEFAULT_RUNGS = 3  # rungs below the largest epochs when min_epochs is not given

@@ -14,6 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper import settled, tracking
 from sweeper.base.tested import shortcut
 
+__all__ = ["warm_joblib_workers"]
+
 log = logging.getLogger("sweeper")
 
 

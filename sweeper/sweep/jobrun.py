@@ -34,6 +34,8 @@ from sweeper.base import yamltext
 from sweeper.base.hydra_internals import chdir_deprecation, flush_loggers, same_return
 from sweeper.base.omegaconf_internals import content, flag, node, plain_mapping, value as raw_value
 
+__all__ = ["hydra_yaml", "lean", "run_job", "to_yaml"]
+
 log = logging.getLogger(__name__)
 
 

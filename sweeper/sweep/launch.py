@@ -47,7 +47,7 @@ from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_feature
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.tracking import bulk
 
-__all__ = ["Job", "compute_group", "launch", "plan", "split_features"]
+__all__ = ["Job", "compute_group", "launch", "member_tags", "plan", "split_features"]
 
 log = logging.getLogger("sweeper")
 

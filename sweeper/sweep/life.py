@@ -44,6 +44,19 @@ from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import check_sweep_gradients, command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
 
+__all__ = [
+    "LOCK_FILE",
+    "claim_run_dir",
+    "exit_code",
+    "finish",
+    "interrupted",
+    "launcher_failed",
+    "note_job",
+    "reused_job",
+    "space",
+    "start",
+]
+
 log = logging.getLogger("sweeper")
 
 

@@ -24,6 +24,9 @@ import time
 import types
 
 
+__all__ = ["own_session", "stop"]
+
+
 def own_session() -> None:
     """From now on, submitit_local's job controllers start in a new
     session (``start_new_session``)."""

@@ -49,6 +49,8 @@ from sweeper.models.forms import machine_key
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.packed import Layout, Shape, stacked_params
 
+__all__ = ["Costs", "GAIN", "TAG", "enabled", "group_s", "pack", "resolve", "summary"]
+
 log = logging.getLogger("sweeper")
 
 FREE = (

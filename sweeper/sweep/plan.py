@@ -18,6 +18,14 @@ from sweeper.contract.config import ConfigError
 from sweeper.job import folds
 from sweeper.models.interface import ModelError, kind, split
 
+__all__ = [
+    "check_sweep_gradients",
+    "command_overrides",
+    "is_sweeper_config",
+    "job_configs",
+    "swept_keys",
+]
+
 log = logging.getLogger("sweeper")
 
 

@@ -32,6 +32,8 @@ from sweeper.contract.compose import _Once
 from sweeper.sweep import life
 from sweeper.sweep.plan import _plain
 
+__all__ = ["put_in_place", "setup", "validate"]
+
 log = logging.getLogger("sweeper")
 
 TARGET = "hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSweeper"

@@ -8,12 +8,27 @@ metrics' functions under one name (``tracking.client``, ``tracking.finish_run``,
 ``run``, ``writer`` and ``pyfunc`` (which imports MLflow) are imported by name where they are used.
 """
 
+from sweeper.tracking import experiments as _experiments
+from sweeper.tracking import records as _records
 from sweeper.tracking import store as _store
+from sweeper.tracking import storefile as _storefile
+from sweeper.tracking import system as _system
 from sweeper.tracking.experiments import *  # noqa: F401,F403
 from sweeper.tracking.records import *  # noqa: F401,F403
 from sweeper.tracking.store import *  # noqa: F401,F403
 from sweeper.tracking.storefile import *  # noqa: F401,F403
 from sweeper.tracking.system import *  # noqa: F401,F403
+
+# the five modules' names; UNREACHABLE (built when first asked) stays out: ``import *`` builds it
+__all__ = sorted(
+    {
+        *_experiments.__all__,
+        *_records.__all__,
+        *_store.__all__,
+        *_storefile.__all__,
+        *_system.__all__,
+    }
+)
 
 
 def __getattr__(name: str):

@@ -34,6 +34,18 @@ from sweeper.tracking.records import (
 )
 
 
+__all__ = [
+    "child_runs",
+    "creates_in_bulk",
+    "ends_in_bulk",
+    "finish_runs",
+    "mark_runs",
+    "set_tag_on_runs",
+    "sql_store",
+    "start_runs",
+    "whole_sessions",
+]
+
 # Rows a statement touches at most (SQLite's bound-parameter limit).
 SQL_CHUNK = 500
 

@@ -39,6 +39,8 @@ from sweeper.base import state
 from sweeper.base.environment import cache_root
 from sweeper.base.tested import shortcut
 
+__all__ = ["NotSaved", "cache_dir", "save"]
+
 # The model class lives in pyfunc_entry.py, which MLflow runs when a model is loaded ("models from
 # code"): defining it here would make MLflow warn, on every run, that predict() has no type hints.
 ENTRY = Path(__file__).with_name("pyfunc_entry.py")

@@ -13,6 +13,9 @@ import mlflow.pyfunc
 import numpy as np
 
 
+__all__: list[str] = []
+
+
 class SweeperModel(mlflow.pyfunc.PythonModel):
     """Encode the input as in training, run the MLP forward on NumPy, map back to target units."""
 

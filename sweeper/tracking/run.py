@@ -15,6 +15,9 @@ from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
 from sweeper.tracking import bulk, ending, records, system
 
 
+__all__ = ["TrackedRun"]
+
+
 class Heartbeat:
     """Refreshes RUNNING runs' ``heartbeat`` tag every interval from one thread, so that a
     report on any host tells a live job's run from one whose job died

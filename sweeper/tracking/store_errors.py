@@ -12,6 +12,9 @@ from sweeper.base.names import uri_problem
 from sweeper.tracking import store
 
 
+__all__ = ["guarded"]
+
+
 def failure(e: BaseException) -> bool:
     """Whether ``e`` is the store's failure (MLflow, SQLAlchemy,
     SQLite, the OS), not a bug of ours."""

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 from sweeper.base import tested
 
+__all__ = ["ATTRIBUTE", "METRIC", "PARAM", "column", "shared"]
+
 SHARED = "mlflow.sharedViewState."  # the experiment tag's prefix the UI reads a shared view from
 ATTRIBUTE, METRIC, PARAM = "attributes", "metrics", "params"  # the UI's column kinds
 

@@ -52,6 +52,22 @@ from sweeper.base.stop import STOP
 from sweeper.base.tested import shortcut
 from sweeper.tracking.store import mlflow_defaults
 
+__all__ = [
+    "MIN_JOBS",
+    "RECORDING",
+    "Writer",
+    "current",
+    "drain",
+    "estimated_jobs",
+    "interrupt",
+    "prestart",
+    "recording",
+    "start",
+    "stop",
+    "wanted",
+    "write_result",
+]
+
 log = logging.getLogger("sweeper")
 
 # A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers),

@@ -20,6 +20,8 @@ import numpy as np
 from sweeper.base import state
 from sweeper.base.strict.ledger import LEDGER
 
+__all__ = ["DeviceArray", "IMPLICIT", "SCALARS", "UFUNCS", "argument", "unsupported", "wrap"]
+
 IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
     "NumPy array "

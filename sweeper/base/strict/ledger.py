@@ -23,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+__all__ = ["Event", "LEDGER", "LEDGER_ENV", "Ledger", "append_summary_at_exit", "describe"]
+
 KINDS = ("h2d", "d2h", "sync")
 # Frames inside these folders are the stand-in's or NumPy's/SciPy's own: a site names
 # the first frame outside them.

@@ -27,6 +27,8 @@ from sweeper.base import state
 from sweeper.base.strict.array import UFUNCS, DeviceArray, argument, unsupported, wrap
 from sweeper.base.strict.ledger import LEDGER
 
+__all__ = ["xp"]
+
 DEVICE = """
 sum mean max min amax amin prod std var argmax argmin all any cumsum cumprod diff clip dot vdot
 inner outer tensordot einsum concatenate stack vstack hstack column_stack split array_split reshape

@@ -20,6 +20,9 @@ from sweeper.base.strict.array import IMPLICIT, SCALARS, DeviceArray, unsupporte
 from sweeper.base.strict.ledger import LEDGER
 
 
+__all__ = ["DeviceSparse", "to_device"]
+
+
 class DeviceSparse:
     """A sparse matrix "on the device" (see the module's docstring)."""
 

@@ -32,6 +32,17 @@ from sweeper.insight.advice.findings import divergence, edges, noise, saturation
 from sweeper.insight.advice.outside_grid import devices, reference, skipped_lines
 from sweeper.insight.advice.slices import UNMEASURED, no_effect, not_measured
 
+__all__ = [
+    "advise",
+    "budget",
+    "interrupted_caveats",
+    "is_search",
+    "next_command",
+    "plan",
+    "publish",
+    "sweep_argv",
+]
+
 # The next command trains at most as many runs as the sweep that produced
 # it trained: the findings' changes join in order of PRIORITY; past the budget,
 # values of a key that scored worse than its best beyond the noise leave the

@@ -26,6 +26,8 @@ from sweeper.insight.advice.evidence import (
 )
 
 
+__all__ = ["at_best_epoch", "overfitting", "rising_loss", "under_training"]
+
 PATIENT_SAMPLES = 4
 
 

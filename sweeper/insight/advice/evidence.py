@@ -16,6 +16,25 @@ from sweeper.insight.advice import noise as _noise
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
 from sweeper.job import folds
 
+__all__ = [
+    "Advice",
+    "CURVES",
+    "FLOOR",
+    "Finding",
+    "LATE",
+    "OVERFIT_AT",
+    "RISE",
+    "SAME",
+    "SEEDS",
+    "STILL_FALLING",
+    "Sweep",
+    "TAG",
+    "TOP",
+    "extend",
+    "nice",
+    "record",
+]
+
 # Params that say where or how a run was made, not what it computes: never a swept key (a resumed
 # sweep's leaderboard holds runs of resume=false and resume=true of one configuration).
 # baselines: a run param before it became a tag; its values are one grid to the advisor.

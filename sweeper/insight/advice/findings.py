@@ -14,6 +14,9 @@ from sweeper.insight.advice.evidence import FLOOR, Finding, Sweep, _format, _lab
 from sweeper.insight.advice.noise import ALPHA, SAME
 
 
+__all__ = ["divergence", "edges", "noise", "saturation", "seed_list", "ties"]
+
+
 def edges(s: Sweep, flat: set[str]) -> list[Finding]:
     """Numeric keys whose best value is the smallest or largest tried,
     the score improving toward it."""

@@ -27,6 +27,18 @@ from typing import Hashable, Mapping, Sequence
 
 from sweeper.base.fmt import cell
 
+__all__ = [
+    "ALPHA",
+    "Diff",
+    "SAME",
+    "against",
+    "between",
+    "margin",
+    "model_text",
+    "pooled",
+    "range_quantile",
+]
+
 # significance level of every test; an equivalence interval is the 1 - 2·ALPHA one (90%)
 ALPHA = 0.05
 # Without repeated scores there is no noise estimate: two validation scores count as the

@@ -10,6 +10,8 @@ from typing import Any
 from sweeper.base.fmt import cell
 from sweeper.insight.advice.evidence import Finding, Sweep, _label
 
+__all__ = ["beside_best", "devices", "reference", "skipped_lines"]
+
 # how a job SKIPPED for a missing device begins its reason (sweeper.base.backend)
 MISSING_DEVICE = ("device=gpu",)
 

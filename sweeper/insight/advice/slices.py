@@ -15,6 +15,9 @@ from sweeper.insight.advice.evidence import FLOOR, Finding, Sweep, _label, _numb
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff
 
 
+__all__ = ["UNMEASURED", "no_effect", "not_measured"]
+
+
 def no_effect(s: Sweep) -> list[Finding]:
     """Keys that did not matter: in every slice of the other keys with evidence, an
     equivalence interval of the key's effect lies inside the margin (:func:`_flat`);
