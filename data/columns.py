@@ -36,6 +36,22 @@ from sweeper.base.portable import (
 )
 
 
+__all__ = [
+    "Column",
+    "ColumnError",
+    "MISSING",
+    "choose",
+    "describe",
+    "encode_columns",
+    "encode_rows",
+    "fit",
+    "is_missing",
+    "one_column_hint",
+    "resolve",
+    "sniff",
+    "typed",
+]
+
 # Separators tried when data.sep=auto, in order of preference when several read the file alike.
 SNIFFED = MappingProxyType({",": "comma", ";": "semicolon", "\t": "tab"})
 SNIFF_LINES = 50

@@ -25,6 +25,18 @@ from sweeper.data.readers import (
 )
 
 
+__all__ = [
+    "ASK_CLASSES",
+    "ASK_REGRESSION",
+    "DataError",
+    "FEATURE_NAMES",
+    "LOADERS",
+    "TEXT",
+    "breast_cancer",
+    "diabetes",
+]
+
+
 class Raw(NamedTuple):
     """What a loader returns; a binary target is 0/1 and ``positive_class`` names the
     value read as 1; a multi-class target is the class index 0..k-1 and ``classes``

@@ -18,6 +18,9 @@ from sweeper.contract.config import SEP_NAMES
 from sweeper.data.columns import sniff
 
 
+__all__ = ["DataError"]
+
+
 class DataError(ValueError):
     """A data set that cannot be read; the message is one line naming the file and what
     is wrong (a line break in a value it quotes, a column's name or a cell, is written

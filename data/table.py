@@ -12,6 +12,8 @@ import numpy as np
 
 from sweeper.data.columns import MISSING, Column, ColumnError, _list, is_missing, resolve, typed
 
+__all__ = ["describe_column", "finish_report", "read"]
+
 # A column named like an identifier: id, ID, row_id, customer.id, index, uuid;
 # PassengerId but not "valid".
 ID_NAME = re.compile(r"^(?:id|index|idx|uuid|key|row_?id)$|[_ .-]id$", re.IGNORECASE)

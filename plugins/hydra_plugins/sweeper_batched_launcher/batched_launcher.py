@@ -13,6 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 from hydra_plugins.sweeper_batched_launcher.config import BatchedLauncherConf
 
 
+__all__ = ["BatchedLauncher"]
+
+
 class BatchedLauncher(Launcher):
     """Trains every compatible configuration of a sweep together, then
     gives each its own Hydra job."""

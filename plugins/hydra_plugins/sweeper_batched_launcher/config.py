@@ -13,6 +13,17 @@ from typing import Any, Callable, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 
+__all__ = [
+    "Allowed",
+    "BatchedLauncherConf",
+    "PREFIX",
+    "at_least",
+    "declared",
+    "first_problem",
+    "key",
+    "problem",
+]
+
 # hydra.launcher.engine: where groups compute (sweeper.sweep.engines)
 ENGINES = ("local", "ray", "submitit_local", "submitit_slurm")
 

@@ -14,6 +14,9 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 
+__all__ = ["GuardedSweeper"]
+
+
 class GuardedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         # lazy: saves ~12 ms at this module's import (measured)

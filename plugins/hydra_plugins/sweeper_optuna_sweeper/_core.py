@@ -46,6 +46,8 @@ from sweeper.base import stop as ending
 from sweeper.insight import plots
 from sweeper.tracking import writer
 
+__all__ = ["RESULTS_FILE", "ask", "check", "cut_short", "sampler", "sweep"]
+
 log = logging.getLogger("sweeper")
 
 RESULTS_FILE = "optimization_results.yaml"

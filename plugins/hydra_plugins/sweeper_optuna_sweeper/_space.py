@@ -14,6 +14,8 @@ from hydra.core.override_parser.types import Transformer
 from hydra.errors import HydraException
 from sweeper.contract.config import GROUPS, TOP_LEVEL, ConfigError, check_overrides, check_value
 
+__all__ = ["Space", "parse"]
+
 PARAMS = "hydra.sweeper.params"
 
 

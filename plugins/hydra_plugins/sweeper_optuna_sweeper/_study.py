@@ -15,6 +15,8 @@ from sweeper import tracking
 from sweeper.contract.config import ConfigError
 from sweeper.base.process import exclusive
 
+__all__ = ["one_line", "open_study", "quiet", "report", "shown", "storage_url"]
+
 log = logging.getLogger("sweeper")
 
 

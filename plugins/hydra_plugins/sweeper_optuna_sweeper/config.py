@@ -12,6 +12,9 @@ from omegaconf import MISSING
 from hydra_plugins.sweeper_batched_launcher.config import at_least, key
 
 
+__all__ = ["OptunaSweeperConf", "PREFIX", "RandomSamplerConf", "TPESamplerConf"]
+
+
 @dataclass
 class TPESamplerConf:
     """Optuna's TPE sampler; ``constant_liar`` makes the trials asked

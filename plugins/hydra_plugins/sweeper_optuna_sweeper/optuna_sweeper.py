@@ -11,6 +11,9 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 
+__all__ = ["OptunaSweeper"]
+
+
 class OptunaSweeper(Sweeper):
     """Asks Optuna for ``batch`` trials at a time, launches them in
     one ``launch()`` call, tells their values."""
