@@ -19,6 +19,8 @@ from typing import Any, Callable, NamedTuple
 
 from sweeper.models import forms
 
+__all__ = ["ACTIVATIONS", "Call", "sigmoid", "sigmoid_calls"]
+
 Call = Callable[[], Any]
 
 

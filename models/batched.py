@@ -83,6 +83,17 @@ from sweeper.models.packed import Layout, Shape, group_bytes  # noqa: F401
 from sweeper.models.packed import member_params, stacked_params  # noqa: F401
 
 
+__all__ = [
+    "MIN_PART",
+    "Member",
+    "group_bytes",
+    "member_params",
+    "stacked_params",
+    "train_group",
+    "train_packed",
+]
+
+
 @dataclass(frozen=True)
 class Member:
     """One configuration's own hyperparameters inside a group."""

@@ -15,6 +15,9 @@ from sweeper.models.optim import State
 from sweeper.models.optim import RowOrder
 
 
+__all__ = ["first_layer", "sparse_layout"]
+
+
 def sparse_layout(xp: Any, Q: Any, per_member: bool) -> Any:
     """The stacked ``Q_0`` (K, fo, d + 1) with its memory in ``(K, d + 1, fo)`` order
     (``per_member``) or in ``(d + 1, K, fo)`` order (the same values, a strided array):

@@ -52,6 +52,19 @@ import numpy as np
 from sweeper.base import state
 from sweeper.base.environment import cache_root
 
+__all__ = [
+    "ENV",
+    "FORMS",
+    "TAG",
+    "apply",
+    "calls",
+    "chosen",
+    "machine_key",
+    "probe",
+    "scratch_for",
+    "tag",
+]
+
 Call = Callable[[], Any]
 ENV = "SWEEPER_ACTIVATION_FORMS"
 TAG = "activation_form"

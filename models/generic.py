@@ -31,6 +31,9 @@ from sweeper.models.optim import Optimizer, State
 from sweeper.models.optim import RowOrder
 
 
+__all__ = ["Interfaced", "footprint", "init_host"]
+
+
 def init_host(
     net: Any, n_in: int, n_out: int, seed: int, dtype: str, path: str = "the model"
 ) -> dict[str, np.ndarray]:

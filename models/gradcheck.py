@@ -240,4 +240,12 @@ def _write(file: Path, got: GradientCheck) -> None:
         pass
 
 
-__all__ = ["FD_RTOL", "GradientCheck", "ModelError", "check_gradients", "fd_error", "verdict"]
+__all__ = [
+    "FD_RTOL",
+    "GradientCheck",
+    "ModelError",
+    "N_ROWS",
+    "check_gradients",
+    "fd_error",
+    "verdict",
+]

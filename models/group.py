@@ -20,6 +20,8 @@ from sweeper.models.mlp import MLP
 from sweeper.models.optim import Optimizer
 from sweeper.models.packed import Shape as Block
 
+__all__ = ["MEMBER_KEYS", "form_tags", "per_member", "train_members"]
+
 log = logging.getLogger("sweeper")
 
 Shape = tuple[int, int, str]  # inputs, outputs, task

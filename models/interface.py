@@ -59,7 +59,31 @@ from sweeper.models.usercode import UserCodeError, call_user
 
 # A model author's surface (sweeper.models re-exports Model and ModelError); the rest
 # serves sweeper itself.
-__all__ = ["Model", "ModelError", "Offer", "offer"]
+# the user's contract: Model, ModelError, Offer, offer (sweeper.models); the rest is what the
+# job, the checks, the launcher and the tests read here
+__all__ = [
+    "GIVEN",
+    "MLP_TARGET",
+    "Model",
+    "ModelError",
+    "Offer",
+    "check_class",
+    "check_on",
+    "check_trainer",
+    "decays",
+    "described",
+    "domain",
+    "home",
+    "hyperparameters",
+    "instantiate",
+    "is_trainer",
+    "kind",
+    "load_target",
+    "offer",
+    "source_digest",
+    "split",
+    "top_level_keys",
+]
 
 
 REQUIRED = ("init", "forward", "backward")

@@ -18,6 +18,21 @@ from typing import Any
 from sweeper.models.activations import Call, sigmoid, sigmoid_calls
 
 
+__all__ = [
+    "cross_entropy",
+    "grad",
+    "grad_calls",
+    "grad_constant",
+    "loss",
+    "one_hot",
+    "output",
+    "residual_calls",
+    "sigmoid",
+    "softmax",
+    "softmax_calls",
+]
+
+
 def loss(xp: Any, task: str, z: Any, y: Any, axis: Any = None) -> Any:
     """Mean loss over the rows, a 0-d array on the device (no host sync); over ``axis`` only, when
     given (a batched group's ``(K, 1, n)`` logits give one loss per member with ``axis=(1, 2)``)."""

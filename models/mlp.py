@@ -44,6 +44,9 @@ from sweeper.models.optim import Optimizer, State
 from sweeper.models.optim import RowOrder
 
 
+__all__ = ["FullBatch", "MIN_BLOCK", "MLP", "column_blocks", "init_params", "product_flops"]
+
+
 def init_params(sizes: list[int], activation: str, seed: int, dtype: str) -> list[np.ndarray]:
     """Weights drawn on the host from NumPy's seeded generator, so every device starts identical.
 

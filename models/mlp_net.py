@@ -23,6 +23,9 @@ import numpy as np
 from sweeper.models.activations import ACTIVATIONS
 
 
+__all__ = ["MLPNet"]
+
+
 class MLPNet:
     """A multilayer perceptron: ``depth`` hidden layers of ``width`` units with ``activation``;
     depth 0 is linear, logistic or softmax regression (the task's link is sweeper's)."""

@@ -46,6 +46,8 @@ import numpy as np
 
 from sweeper.models.activations import Call
 
+__all__ = ["Optimizer", "RowOrder", "State", "row_orders"]
+
 OPTIMIZERS = ("gd", "momentum", "adam")
 
 

@@ -32,6 +32,9 @@ import numpy as np
 from sweeper.models.mlp import init_params
 
 
+__all__ = ["Layout", "Shape", "group_bytes", "member_params", "stacked_params"]
+
+
 @dataclass(frozen=True)
 class Shape:
     """What members of one block share: their layer sizes ``[d, h_1, …, h_L, k]`` and activation."""

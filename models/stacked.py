@@ -32,6 +32,8 @@ from sweeper.models.interface import decays, split
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import TrainResult, diverged, sample_stride
 
+__all__ = ["Member", "batches", "shape_key", "train_stacked", "verdicts", "why_not"]
+
 PROOF_MEMBERS = 3
 PROOF_ROWS = 7
 # Stacked against alone, one step: equal to this relative tolerance (float64 sums in another order)

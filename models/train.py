@@ -48,6 +48,17 @@ import numpy as np
 from sweeper.models.mlp import MIN_BLOCK, MLP
 from sweeper.models.optim import Optimizer
 
+__all__ = [
+    "EXPLODED",
+    "MAX_CHECKS",
+    "MAX_SAMPLES",
+    "TrainResult",
+    "diverged",
+    "sample_stride",
+    "stride_of",
+    "train",
+]
+
 MAX_CHECKS = 10
 # Loss samples kept per curve (train and validation): 2 × 100,000 float64 = 1.6 MB on the device and
 # the host, whatever epochs is (epochs=10**12 at log_every=50 asked for 149 GiB).

@@ -33,6 +33,8 @@ from sweeper.base import state, stop
 # the sweep goes on), raised outside any ``except`` clause so that no KeyboardInterrupt hangs
 # in its context (:func:`sweeper.base.stop.masked` would take it for a signal).
 
+__all__ = ["UserCodeError", "call_user", "guarded", "user_line", "user_traceback"]
+
 # sweeper's own code and the interpreter's: a frame elsewhere is the user's
 _HERE = Path(__file__).resolve().parent  # models/
 _OURS = tuple(
