@@ -156,7 +156,8 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     """The batched launcher's compute half: the pin trained in a group beside a companion (half its lr,
     another seed and split seed: each member has its own split; the same seed with mini-batches, whose order it draws, and
     with text data, whose features it fits) scores what it pinned."""
-    from sweeper.sweep import launch, plan as sweep
+    from sweeper.contract.compose import plain as plain_config
+    from sweeper.sweep import launch
 
     from sweeper.models.group import per_member
 
@@ -168,14 +169,14 @@ def test_pinned_config_reproduces_inside_a_batched_group(path, tmp_path, store):
     pin = compose_pin(path, store=store)
     if missing_data(pin):
         pytest.skip(missing_data(pin))
-    plain = sweep._plain(pin)
+    plain = plain_config(pin)
     own = not (pin.batch_size or launch.split_features(plain))
     # its own split where the model's group path trains one per member (the MLP's); a model of yours shares it
     split = pin.data.split_seed + (own and "data.split_seed" in per_member(plain.get("model")))
     companion = compose_pin(
         path, f"lr={pin.lr / 2}", f"seed={pin.seed + own}", f"data.split_seed={split}", store=store
     )
-    jobs = [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate((pin, companion))]
+    jobs = [launch.Job(i, [], c, plain_config(c)) for i, c in enumerate((pin, companion))]
     computed = launch.compute_group(jobs)
     if not computed and pin_kind(path) == "model":
         from sweeper.models import stacked

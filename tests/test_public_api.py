@@ -207,11 +207,9 @@ UNDECLARED = {
     ("sweeper.job.sweepdir", "_state"): "sweep.json read once per version: api, sweep.life, upload",
     ("sweeper.insight.promotion", "_fail"): "promotion's one-line error, raised by the command too",
     ("sweeper.models.batched_pass", "_Pass"): "a group's preallocated pass, sized by sweep.packing",
-    ("sweeper.contract.compose", "_Once"): "the composition cache the resuming sweeper installs",
     ("sweeper.base.portable", "_encode"): "the portable encoder the data loader shares",
     ("sweeper.base.portable", "_number"): "the portable encoder the data loader shares",
     ("sweeper.base.portable", "_fills"): "the portable encoder the data loader shares",
-    ("sweeper.sweep.plan", "_plain"): "a job's plain config, cached; the Optuna sweeper reads it",
 }
 
 

@@ -112,7 +112,7 @@ def test_compose_off_has_hydra_compose_every_job_the_same(turned_off):
             once = composing.compose_once(loader)
             got[value] = ([once.plain(master, job) for job in jobs], len(calls), type(once))
     assert got[""][0] == got["compose"][0] and [p["depth"] for p in got[""][0]] == [1, 2, 3]
-    assert got[""][1:] == (1, composing._Once) and got["compose"][1:] == (3, composing._Public)
+    assert got[""][1:] == (1, composing.Once) and got["compose"][1:] == (3, composing._Public)
 
 
 def test_exit_off_is_pythons_own_exit_with_the_same_code(tmp_path):

@@ -134,11 +134,12 @@ def test_text_on_the_stand_in_gives_the_cpus_metrics_alone_and_in_a_group(strict
 
 
 def _jobs(grid, device):
-    from sweeper.sweep import launch, plan as sweep
+    from sweeper.contract.compose import plain as plain_config
+    from sweeper.sweep import launch
 
     return [
         launch.Job(
-            i, [*o, f"device={device}"], None, sweep._plain(make_cfg(*o, f"device={device}"))
+            i, [*o, f"device={device}"], None, plain_config(make_cfg(*o, f"device={device}"))
         )
         for i, o in enumerate(grid)
     ]

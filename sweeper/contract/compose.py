@@ -10,13 +10,13 @@ process so that each *shape* of overrides is composed by Hydra once:
   ``hydra.``) is that job's config with those values set, the way Hydra applies
   a command-line override after composing the defaults list (so the result is the same:
   ``tests/test_compose.py`` checks it against Hydra's own);
-- :meth:`_Once.plain` gives a job's resolved config (no ``hydra`` node, plain
+- :meth:`Once.plain` gives a job's resolved config (no ``hydra`` node, plain
   containers) from its shape's resolved config with the values set, without composing
   the job: what planning and checking read (O(1) per job, a few KB kept);
 - the sweeper's check (``validate_batch_is_legal``, which
-  ``sweeper.sweep.resuming_sweeper.validate`` points at :meth:`_Once.check`) gets the
+  ``sweeper.sweep.resuming_sweeper.validate`` points at :meth:`Once.check`) gets the
   shape's template, nothing composed or kept; the launcher composes each job when it
-  runs it (:meth:`_Once.take`), so no composed config outlives its job.
+  runs it (:meth:`Once.take`), so no composed config outlives its job.
 
 A job whose config cannot be resolved outside its job (:func:`resolvable`:
 ``${hydra:...}``, a ``???`` the task fills in, an interpolation that fails here) has no
@@ -34,7 +34,7 @@ from sweeper.base.hydra_internals import overrides_dirname
 from sweeper.base.tested import shortcut
 from sweeper.contract.config import GROUPS
 
-__all__ = ["compose_once", "plain", "resolvable"]
+__all__ = ["Once", "compose_once", "plain", "resolvable"]
 
 # a shape's template whose resolved values depend on a swept value (an interpolation names the
 # key, or a value is itself an interpolation): each job is composed and resolved on its own
@@ -83,7 +83,7 @@ def resolvable(cfg: Any) -> dict[str, Any] | None:
         return None
 
 
-class _Once:
+class Once:
     def __init__(self, load: Any):
         self.load = load
         self.cache: dict[tuple[str, ...], Any] = {}
@@ -340,7 +340,7 @@ def _set_values(cfg: Any, values: list[Any], parsed: list[Any], master_config: A
 
 
 class _Public:
-    """:class:`_Once`'s calls, each job composed by Hydra
+    """:class:`Once`'s calls, each job composed by Hydra
     (``SWEEPER_PUBLIC_ONLY=compose``: the shortcut off): what Hydra's own sweeper and
     launcher do, for the benchmark that measures the shortcut (and to rule it out)."""
 
@@ -364,8 +364,8 @@ def compose_once(loader: Any) -> Any:
     return it. With the shortcut ``compose`` off, a :class:`_Public` that composes each
     job through Hydra (the sweeper's check, then Hydra's own ``validate_batch_is_legal``,
     then the launcher's: three times, as without sweeper)."""
-    if not isinstance(loader.load_sweep_config, (_Once, _Public)):
-        loader.load_sweep_config = (_Once if shortcut("compose") else _Public)(
+    if not isinstance(loader.load_sweep_config, (Once, _Public)):
+        loader.load_sweep_config = (Once if shortcut("compose") else _Public)(
             loader.load_sweep_config
         )
     return loader.load_sweep_config

@@ -63,7 +63,7 @@ _ABOVE = frozenset(p[:i] for p in PER_JOB for i in range(1, len(p)))  # the mapp
 
 def hydra_yaml(holder: DictConfig, memo: dict[Any, str] | None = None) -> str:
     """``to_yaml(holder)`` of a job's Hydra config (``{"hydra": node}``), an entry at
-    a time: with ``memo`` (the lent config's, :meth:`sweeper.contract.compose._Once.memo`)
+    a time: with ``memo`` (the lent config's, :meth:`sweeper.contract.compose.Once.memo`)
     only the entries of :data:`PER_JOB` are written for each job, every other entry once
     for all its jobs (a whole ``hydra.yaml`` was ~10 ms a job). The same document: a block
     mapping is its entries one after another, each dumped here at its own depth under the

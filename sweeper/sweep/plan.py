@@ -13,7 +13,7 @@ from sweeper import data
 from sweeper.base import stop
 from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
-from sweeper.contract.compose import compose_once, plain, resolvable
+from sweeper.contract.compose import compose_once, resolvable
 from sweeper.contract.config import ConfigError
 from sweeper.job import folds
 from sweeper.models.interface import ModelError, kind, split
@@ -32,11 +32,6 @@ log = logging.getLogger("sweeper")
 # A sweep this large says so before it composes its jobs (the first
 # job's line comes after all are checked).
 ANNOUNCE = 500
-
-
-def _plain(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved job config without the ``hydra`` node, as plain containers."""
-    return plain(cfg)
 
 
 def is_sweeper_config(cfg: Any) -> bool:

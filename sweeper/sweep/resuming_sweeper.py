@@ -28,9 +28,8 @@ from omegaconf import open_dict, read_write
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.names import BASIC_SWEEPER
-from sweeper.contract.compose import _Once
+from sweeper.contract.compose import Once, plain as compose_plain
 from sweeper.sweep import life
-from sweeper.sweep.plan import _plain
 
 __all__ = ["put_in_place", "setup", "validate"]
 
@@ -74,11 +73,11 @@ def setup(
 
 def validate(sweeper: Any, batch: Sequence[Sequence[str]], base_validate: Any) -> None:
     """The sweeper's check that each job of ``batch`` composes: through the loader's composed-once
-    check (:meth:`sweeper.contract.compose._Once.check`: its shape's template, nothing composed or
+    check (:meth:`sweeper.contract.compose.Once.check`: its shape's template, nothing composed or
     kept) when the sweep made one, else Hydra's own (``base_validate``)."""
 
     load = sweeper.hydra_context.config_loader.load_sweep_config
-    if not isinstance(load, _Once):
+    if not isinstance(load, Once):
         return base_validate(batch)
     for overrides in batch:
         load.check(sweeper.config, list(overrides))
@@ -98,7 +97,7 @@ def _unfinished(
     # how a run stopped at a halving rung counts (the launcher's settings)
     pruned = halving.resume_rule(sweeper.config.hydra.launcher.get("halving"))
     for overrides in batch:
-        plain = _plain(
+        plain = compose_plain(
             sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(overrides))
         )
         done = None

@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 from sweeper import data, tracking
 from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, SWEEP_FILE
 from sweeper.job import metrics
-from sweeper.sweep import plan as sweeps
+from sweeper.contract.compose import plain
 from sweeper.contract.config import ConfigError
 from sweeper.base.fmt import text_cell
 
@@ -195,16 +195,14 @@ def prepare(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
     sampler. Raises :class:`ConfigError` (one line) on bad input."""
     space = _settings(sweeper, arguments)
     loader = sweeper.hydra_context.config_loader
-    base = sweeps._plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
+    base = plain(loader.load_sweep_config(sweeper.config, list(space.fixed)))
     tasks = {_task(base)}
     # a search over data sets ranks one metric: their tasks must agree
     if "data" in space.distributions:
         for name in space.distributions["data"].choices:
             tasks.add(
                 _task(
-                    sweeps._plain(
-                        loader.load_sweep_config(sweeper.config, [*space.fixed, f"data={name}"])
-                    )
+                    plain(loader.load_sweep_config(sweeper.config, [*space.fixed, f"data={name}"]))
                 )
             )
         if len(tasks) > 1:
