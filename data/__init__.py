@@ -14,7 +14,7 @@ import numpy as np
 
 from omegaconf import OmegaConf
 from sweeper.base.backend import is_sparse
-from sweeper.base.portable import _fills
+from sweeper.base.portable import fills_missing
 from sweeper.data.columns import _widths, encode_columns, encode_rows, fit
 from sweeper.data.loaders import (
     ASK_CLASSES,
@@ -143,7 +143,7 @@ class Dataset:
         if self.encoder is None:
             return []
 
-        return [str(c["name"]) for c in self.encoder["columns"] if _fills(c)]
+        return [str(c["name"]) for c in self.encoder["columns"] if fills_missing(c)]
 
     @property
     def input_columns(self) -> list[str]:

@@ -24,8 +24,8 @@ from sweeper.base.portable import (
     MISSING,
     OTHER_DATE,
     ColumnError,
-    _encode,
-    _number,
+    encode_raw,
+    as_number,
     category,  # noqa: F401 (re-exported)
     date_days,
     date_ordinal,  # noqa: F401 (re-exported)
@@ -230,7 +230,7 @@ def typed(
     nums = np.full(len(values), np.nan)
     bad = []
     for i in present:
-        x = _number(values[i])
+        x = as_number(values[i])
         if x is None:
             bad.append(i)
         else:
@@ -261,7 +261,7 @@ def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None
     """ColumnError when ``data.categorical`` names a column of numbers that are no
     integer codes (2.5)."""
     for i in present:
-        x = values[i] if isinstance(values[i], (int, float)) else _number(values[i])
+        x = values[i] if isinstance(values[i], (int, float)) else as_number(values[i])
         if x is not None and not float(x).is_integer():
             raise ColumnError(
                 f"data.categorical names column {name}, whose value {values[i]!r} (row "
@@ -406,7 +406,7 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
     # a feature's own flag
     onehot = np.repeat(["categories" in s for s in spec], _widths(spec)).astype(bool)
     with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused by the caller
-        F = _encode(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
+        F = encode_raw(spec, [c.values for c in kept])[train] if kept else np.zeros((len(train), 0))
         means, stds = F.mean(axis=0), F.std(axis=0)  # float64
     # one-hot features stay 0/1 (onehot and means are one feature each: an index, no broadcast)
     means[onehot] = 0.0

@@ -20,7 +20,7 @@ from sweeper import tracking
 from sweeper.base.fmt import cell
 from sweeper.base.names import MAX_NAME_BYTES
 from sweeper.insight import pinned
-from sweeper.insight.promotion import PromoteError, _fail, promote
+from sweeper.insight.promotion import PromoteError, not_allowed, promote
 
 
 __all__ = ["main"]
@@ -30,7 +30,7 @@ def _number(cast: type, option: str, text: str, allowed: str) -> Any:
     try:
         return cast(text)
     except ValueError:
-        raise _fail(option, text, f"expected {allowed}") from None
+        raise not_allowed(option, text, f"expected {allowed}") from None
 
 
 def _check_place(name: str | None, out_dir: Path) -> None:
@@ -38,7 +38,7 @@ def _check_place(name: str | None, out_dir: Path) -> None:
     and an --out-dir that cannot be written are refused in one line."""
     size = len(f"{name}_10.yaml".encode("utf-8", "surrogateescape")) if name is not None else 0
     if size > MAX_NAME_BYTES:  # its characters are promotion's to check (it becomes +best=NAME)
-        raise _fail(
+        raise not_allowed(
             "--name",
             name[:60] + "...",
             f"{size} bytes with its suffix (_10.yaml): expected a name that "
@@ -48,9 +48,9 @@ def _check_place(name: str | None, out_dir: Path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise _fail("--out-dir", out_dir, f"expected a folder: {existing} is not one")
+        raise not_allowed("--out-dir", out_dir, f"expected a folder: {existing} is not one")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise _fail(
+        raise not_allowed(
             "--out-dir",
             out_dir,
             f"expected a folder this user can write: {existing} is not writable",
@@ -199,7 +199,7 @@ def _registrar(args: argparse.Namespace, registered: list[Any]) -> Any:
                 )
             )
         except Exception as e:  # the store refused it, a server went down: one line, no pin
-            raise _fail(
+            raise not_allowed(
                 "--register",
                 args.register,
                 f"registration failed: {type(e).__name__}: {tracking.first_line(e)}",

@@ -207,7 +207,7 @@ def _parent(
         return None, own
     # another store, or the sweep's own made anew (the file was
     # deleted during the sweep): a parent for the uploads
-    state = sweepdir._state(sweep_dir)
+    state = sweepdir.sweep_state(sweep_dir)
     tags = {
         "sweep_dir": str(sweep_dir),
         "n_jobs": sum(1 for x in sweepdir.results(sweep_dir) if x["experiment"] == name),
@@ -263,7 +263,7 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
     from sweeper.insight import publish
 
     for sweep_dir in sorted(d for d in sweep_dirs if (d / SWEEP_FILE).is_file()):
-        for p in sweepdir._state(sweep_dir)["parents"]:
+        for p in sweepdir.sweep_state(sweep_dir)["parents"]:
             target, db = uri or p["uri"], tracking.sqlite_path(p["uri"])
             if left_open and not (
                 p.get("uploaded") and target == p["uri"] and (db is None or db.is_file())

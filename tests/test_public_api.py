@@ -204,12 +204,7 @@ UNDECLARED = {
     ("sweeper.tracking", "UNREACHABLE"): "built when first asked: `import *` would build it",
     ("sweeper.tracking.store", "UNREACHABLE"): "built when first asked: `import *` would build it",
     # private helpers another subsystem reaches (each a rename across modules, left to a later pass)
-    ("sweeper.job.sweepdir", "_state"): "sweep.json read once per version: api, sweep.life, upload",
-    ("sweeper.insight.promotion", "_fail"): "promotion's one-line error, raised by the command too",
     ("sweeper.models.batched_pass", "_Pass"): "a group's preallocated pass, sized by sweep.packing",
-    ("sweeper.base.portable", "_encode"): "the portable encoder the data loader shares",
-    ("sweeper.base.portable", "_number"): "the portable encoder the data loader shares",
-    ("sweeper.base.portable", "_fills"): "the portable encoder the data loader shares",
 }
 
 

@@ -22,20 +22,23 @@ import numpy as np
 
 
 __all__ = [
+    "as_number",
+    "category",
     "ColumnError",
     "DATE",
-    "DATE_PARTS",
-    "MISSING",
-    "OTHER_DATE",
-    "category",
     "date_days",
     "date_ordinal",
+    "DATE_PARTS",
     "encode_columns",
+    "encode_raw",
     "encode_rows",
+    "fills_missing",
     "forward",
     "is_missing",
     "link",
+    "MISSING",
     "murmurhash3_32",
+    "OTHER_DATE",
     "vectorize",
     "widths",
 ]
@@ -132,7 +135,7 @@ def is_missing(v: Any, markers: Sequence[str] = MISSING) -> bool:
     return isinstance(v, (float, np.floating)) and bool(np.isnan(v))
 
 
-def _number(v: Any) -> float | None:
+def as_number(v: Any) -> float | None:
     """``v`` as a float, or None when it is no number (text, missing)."""
     if v is None or isinstance(v, str) and not v.strip():
         return None
@@ -249,14 +252,14 @@ def _numbers(s: dict[str, Any], values: Sequence[Any]) -> np.ndarray:
     markers = s.get("na", MISSING)
     out = np.empty(len(values))
     for i, v in enumerate(values):
-        x = np.nan if is_missing(v, markers) else _number(v)
+        x = np.nan if is_missing(v, markers) else as_number(v)
         if x is None:
             raise ColumnError(f"column {s['name']} is numeric, but row {i + 1} holds {v!r}")
         out[i] = x
     return out
 
 
-def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
+def encode_raw(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndarray:
     """Raw values (one sequence per column, in ``spec``'s order) → features before scaling.
 
     A number: its value, a missing one the training median (``fill``), and with
@@ -291,7 +294,7 @@ def _encode(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.ndar
 
 def encode_columns(state: dict[str, Any], columns: list[Sequence[Any]]) -> np.ndarray:
     """Columns of raw values, in the encoder's order → the standardised features (n, d)."""
-    return (_encode(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(
+    return (encode_raw(state["columns"], columns) - np.asarray(state["x_mean"])) / np.asarray(
         state["x_scale"]
     )
 
@@ -308,7 +311,9 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
     if hasattr(rows, "columns") and hasattr(rows, "iloc"):  # a DataFrame: by name, else by position
         there = [n in rows.columns or str(n) in rows.columns for n in names]
         if any(there) and not all(there):  # an optional column left out: every cell of it missing
-            absent = [s["name"] for s, t in zip(state["columns"], there) if not t and not _fills(s)]
+            absent = [
+                s["name"] for s, t in zip(state["columns"], there) if not t and not fills_missing(s)
+            ]
             if absent:
                 raise ColumnError(
                     f"column {absent[0]} is missing from the rows, which have {list(rows.columns)}"
@@ -338,7 +343,7 @@ def encode_rows(state: dict[str, Any], rows: Any) -> np.ndarray:
 
 
 def widths(spec: list[dict[str, Any]]) -> list[int]:
-    """How many features each column's spec encodes to (:func:`_encode`)."""
+    """How many features each column's spec encodes to (:func:`encode_raw`)."""
     return [
         len(DATE_PARTS)
         if s.get("date")
@@ -386,7 +391,7 @@ def far_from_training(spec: list[dict[str, Any]], X: Any) -> str | None:
     )
 
 
-def _fills(s: dict[str, Any]) -> bool:
+def fills_missing(s: dict[str, Any]) -> bool:
     """Whether a column may be left out (an optional column of the model's signature): a
     category (its missing level, or zeros), a date (the median date), a number that had
     missing cells in training (median, indicator)."""

@@ -38,7 +38,14 @@ from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
 from sweeper.insight import pinned
 from sweeper.job import folds, metrics
 
-__all__ = ["PromoteError", "check_overrides", "over_seeds", "promote", "rerun_args"]
+__all__ = [
+    "check_overrides",
+    "not_allowed",
+    "over_seeds",
+    "promote",
+    "PromoteError",
+    "rerun_args",
+]
 
 # a config-group option Hydra's override parser takes as written
 NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -77,7 +84,7 @@ def rerun_args(out_dir: Path, name: str) -> list[str]:
         return [f"+best={name}"]
     group = out_dir.resolve().name
     if not GROUP.fullmatch(group):
-        raise _fail(
+        raise not_allowed(
             "--out-dir",
             out_dir,
             f"python -m sweeper finds a promoted file as +FOLDER=NAME, and '{group}' "
@@ -85,7 +92,7 @@ def rerun_args(out_dir: Path, name: str) -> list[str]:
             "digits, _ and -",
         )
     if group in (*GROUPS, *TOP_LEVEL, *METADATA, "hydra"):
-        raise _fail(
+        raise not_allowed(
             "--out-dir",
             out_dir,
             f"a folder named {group} would merge with the project's own {group} "
@@ -97,7 +104,7 @@ def rerun_args(out_dir: Path, name: str) -> list[str]:
     return [f"hydra.searchpath=[{uri}]", f"+{group}={name}"]
 
 
-def _fail(option: str, value: Any, why: str) -> PromoteError:
+def not_allowed(option: str, value: Any, why: str) -> PromoteError:
     return PromoteError(f"{option}={value} is not allowed: {why}")
 
 
@@ -109,7 +116,7 @@ def _candidates(
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage == "deleted":
         names = sorted(e.name for e in client.search_experiments())
-        raise _fail(
+        raise not_allowed(
             "--experiment",
             experiment,
             f"no such experiment in {uri}: expected one of {', '.join(names) or '(none)'}",
@@ -127,12 +134,12 @@ def _candidates(
     if run_ids:
         unknown = sorted(set(run_ids) - {r.info.run_id for r in runs})
         if unknown:
-            raise _fail(
+            raise not_allowed(
                 "--run-id", unknown[0], f"expected a finished CPU run of experiment {experiment}"
             )
         runs = [r for r in runs if r.info.run_id in run_ids]
     if not runs:
-        raise _fail(
+        raise not_allowed(
             "--experiment",
             experiment,
             "it has no finished CPU runs: expected an experiment with a finished sweep",
@@ -149,7 +156,7 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
     if metric is None:
         primary = {metrics.PRIMARY[metrics.task_of(r.data.metrics)][0] for r in runs}
         if len(primary) > 1:
-            raise _fail(
+            raise not_allowed(
                 "--experiment",
                 experiment,
                 "it mixes regression and classification runs: pass --metric, one of "
@@ -157,7 +164,7 @@ def _metric(runs: list, metric: str | None, experiment: str) -> str:
             )
         metric = "val_" + primary.pop()
     if metric not in have:
-        raise _fail(
+        raise not_allowed(
             "--metric",
             metric,
             f"the finished runs of experiment {experiment} have no such validation metric: "
@@ -385,7 +392,7 @@ def promote(
     names = [name] if top == 1 else [f"{name}_{i}" for i in range(1, len(best) + 1)]
     taken = [n for n in names if (out_dir / f"{n}.yaml").exists()]
     if taken and not force:
-        raise _fail(
+        raise not_allowed(
             "--name",
             name,
             f"{out_dir / taken[0]}.yaml already exists: choose another --name "
@@ -447,7 +454,7 @@ def _one_model(runs: list, model: str | None, metric: str, experiment: str) -> t
     if model is not None:
         mine = [r for r in runs if model in (model_name(r.data.tags), r.data.tags.get("model"))]
         if not mine:
-            raise _fail(
+            raise not_allowed(
                 "--model",
                 model,
                 f"no finished CPU run of experiment {experiment} trained it: expected one of "
@@ -472,16 +479,16 @@ def _checked_name(
     """The pins' name (the experiment's, made a config name, by default), every argument checked
     before the store is opened: one line naming the option, the value and what is allowed."""
     if not (isinstance(top, int) and top >= 1):
-        raise _fail("--top", top, "expected an integer >= 1")
+        raise not_allowed("--top", top, "expected an integer >= 1")
     if rtol is not None and not (isinstance(rtol, float) and 0 <= rtol < 1):
-        raise _fail("--rtol", rtol, "expected a relative tolerance in [0, 1)")
+        raise not_allowed("--rtol", rtol, "expected a relative tolerance in [0, 1)")
     name = name if name is not None else re.sub(r"[^A-Za-z0-9_]+", "_", experiment)
     if not NAME.fullmatch(name):
-        raise _fail("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
+        raise not_allowed("--name", name, "expected letters, digits and _ (it becomes +best=NAME)")
     # a folder python -m sweeper cannot be told to find is refused before anything
     rerun_args(out_dir, name)
     if metric is not None and metric.startswith("test_"):  # refused before the store is even opened
-        raise _fail(
+        raise not_allowed(
             "--metric",
             metric,
             "selecting on the test split leaks it into the choice: "
@@ -506,7 +513,7 @@ def _open_candidates(
     except PromoteError:
         raise
     except Exception as e:  # a server that is down, a file that is not a store
-        raise _fail(
+        raise not_allowed(
             "--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}"
         ) from None
 

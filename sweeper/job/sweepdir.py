@@ -18,7 +18,6 @@ from sweeper.job import metrics
 
 
 __all__ = [
-    "SweepFileError",
     "folder_lost",
     "job_count",
     "job_line",
@@ -26,11 +25,13 @@ __all__ = [
     "parent_run_id",
     "read_result",
     "results",
+    "sweep_state",
+    "SweepFileError",
     "swept",
 ]
 
 
-def _state(sweep_dir: Path) -> dict[str, Any]:
+def sweep_state(sweep_dir: Path) -> dict[str, Any]:
     """The sweep's sweep.json; read once per version of the file (each job consults it
     several times). In the launching process, what it wrote when the file is gone (the
     sweep folder deleted while the sweep runs): its jobs keep their parent run."""
@@ -119,18 +120,18 @@ def _read_state(path: Path, mtime_ns: int) -> dict[str, Any]:
 def parent_run_id(sweep_dir: Path, uri: str, experiment: str) -> str | None:
     """The sweep's parent run in the store ``uri`` for ``experiment``
     (sweep.json holds its URI masked)."""
-    for p in _state(sweep_dir)["parents"]:
+    for p in sweep_state(sweep_dir)["parents"]:
         if masked(p["uri"]) == masked(uri) and p["experiment"] == experiment:
             return p["run_id"]
     return None
 
 
 def job_count(sweep_dir: Path | None) -> int:
-    return _state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
+    return sweep_state(sweep_dir)["n_jobs"] if sweep_dir is not None else 1
 
 
 def swept(sweep_dir: Path | None) -> list[str] | None:
-    return _state(sweep_dir).get("swept") if sweep_dir is not None else None
+    return sweep_state(sweep_dir).get("swept") if sweep_dir is not None else None
 
 
 def results(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -176,4 +177,4 @@ def job_line(result: dict[str, Any], num: int, total: int, keys: list[str] | Non
 def job_tags(sweep_dir: Path, num: int) -> dict[str, str]:
     """The tags a search sweeper gives job ``num``
     (sweep.json's ``jobs``: its trial number, study, round)."""
-    return dict(_state(sweep_dir).get("jobs", {}).get(str(num), {}))
+    return dict(sweep_state(sweep_dir).get("jobs", {}).get(str(num), {}))

@@ -38,7 +38,7 @@ from sweeper.base.names import (
 from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
-from sweeper.job.sweepdir import _state, folder_lost, parent_run_id, results
+from sweeper.job.sweepdir import sweep_state, folder_lost, parent_run_id, results
 from sweeper.sweep import cores, local_jobs
 from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import check_sweep_gradients, command_overrides, job_configs, swept_keys
@@ -474,7 +474,7 @@ def finish(sweep_dir: Path, out: Any = None, returned: bool = False) -> int:
     # every run handed to the writer is in the store (or kept for upload) before the summary
     writer.drain()
     rows = results(sweep_dir)
-    state = _state(sweep_dir)
+    state = sweep_state(sweep_dir)
     failed_parents = False
     # a store deleted or replaced during the sweep: its client would create
     # an empty store there, and the summary would show runs it does not hold
@@ -621,7 +621,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     local_jobs.stop()
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
-    state = _state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
+    state = sweep_state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None
     parents = (
         state["parents"] if state else list(current_state().parents.get(sweep_dir, {}).values())
     )
@@ -747,7 +747,7 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
     cores.stop()
     writer.drain()
     state = (
-        _state(sweep_dir)
+        sweep_state(sweep_dir)
         if (sweep_dir / SWEEP_FILE).is_file()
         else {"parents": list(current_state().parents.get(sweep_dir, {}).values())}
     )
