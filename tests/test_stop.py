@@ -298,36 +298,47 @@ def test_ctrl_c_in_a_read_commands_first_seconds_is_one_line(tmp_path, store, co
     )
 
 
-def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):
-    """Before (a hostile try, 1 of 14): Ctrl-C while SQLAlchemy's garbage-collection callback ran was printed as
-    'Exception ignored in: <function _collection_gced ...> KeyboardInterrupt' and lost: the sweep ran on to exit 0."""
+def _swallowed_ctrl_c(before: str = "", said: str = "") -> subprocess.CompletedProcess:
+    """A process with sweeper's signal handling whose Ctrl-C lands in a ``__del__`` (where Python cannot raise it),
+    ``before`` run first; it prints 'interrupted' and ``said``'s value if the Ctrl-C reaches it, within a 60 s hang
+    guard (not a verdict: it ends at the signal)."""
+    import signal
     import textwrap
 
-    script = textwrap.dedent("""
+    script = (
+        textwrap.dedent("""
         import os, signal, time
         from sweeper.base import stop
         stop.install()
+    """)
+        + textwrap.dedent(before)
+        + textwrap.dedent(f"""
         class Slow:
-            def __del__(self):  # the signal lands here, where Python cannot raise it
+            def __del__(self):  # the signal lands here
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.1)
         try:
             x = Slow(); del x
-            for _ in range(6000):  # a hang guard (60 s), not a verdict: it ends at the signal
+            for _ in range(6000):
                 time.sleep(0.01)
             print("ran on to the end")
         except KeyboardInterrupt:
-            print("interrupted")
+            print("interrupted", {said or "''"})
     """)
-    import signal
-
-    proc = subprocess.run(
+    )
+    return subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=120,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def test_a_ctrl_c_python_swallows_in_a_destructor_is_raised_once_it_is_over(tmp_path):
+    """Before (a hostile try, 1 of 14): Ctrl-C while SQLAlchemy's garbage-collection callback ran was printed as
+    'Exception ignored in: <function _collection_gced ...> KeyboardInterrupt' and lost: the sweep ran on to exit 0."""
+    proc = _swallowed_ctrl_c()
     assert proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr
     assert "Exception ignored" not in proc.stderr, proc.stderr
 
@@ -337,12 +348,10 @@ def test_a_ctrl_c_sent_again_that_lands_inside_the_hook_that_sent_it_is_sent_aga
     started a timer thread and waited for its start; the timer's signal came first and landed inside the hook, where
     Python cannot raise it either: the sweep ran on to its end. Here the first sending lands at once, inside the
     hook, as the slow start made it land: it must be sent again and interrupt."""
-    import textwrap
+    import signal
 
-    script = textwrap.dedent("""
-        import os, signal, time
-        from sweeper.base import stop
-        stop.install()
+    proc = _swallowed_ctrl_c(
+        """
         later, landed = stop._resend_later, []
         def at_once(signum):  # the first sending lands here, inside the hook
             if landed:
@@ -352,26 +361,8 @@ def test_a_ctrl_c_sent_again_that_lands_inside_the_hook_that_sent_it_is_sent_aga
             for _ in range(10000):  # bytecodes where Python runs the handler
                 pass
         stop._resend_later = at_once
-        class Slow:
-            def __del__(self):
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.1)
-        try:
-            x = Slow(); del x
-            for _ in range(6000):  # a hang guard (60 s), not a verdict: it ends at the signal
-                time.sleep(0.01)
-            print("ran on to the end")
-        except KeyboardInterrupt:
-            print("interrupted", landed)
-    """)
-    import signal
-
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        """,
+        said="landed",
     )
     assert proc.stdout.strip() == f"interrupted [{int(signal.SIGINT)}]", proc.stdout + proc.stderr
     assert "Exception ignored" not in proc.stderr, proc.stderr
