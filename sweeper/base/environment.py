@@ -67,7 +67,7 @@ SHORTCUTS: MappingProxyType[str, tuple[tuple[str, ...], str, str]] = MappingProx
     {
         "jobrun": (
             ("hydra-core", "omegaconf"),
-            "sweeper.sweep.jobrun: a copy of Hydra's run_job without its config copies",
+            "sweeper.sweep.hydra_run_job: a copy of Hydra's run_job without its config copies",
             "Hydra's run_job",
         ),
         "compose": (

@@ -28,7 +28,7 @@ BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 def fast() -> bool:
-    """Whether sweeper's own ``run_job`` (:mod:`sweeper.sweep.jobrun`, a copy of Hydra's
+    """Whether sweeper's own ``run_job`` (:mod:`sweeper.sweep.hydra_run_job`, a copy of Hydra's
     without its copies of the config) may run: Hydra and OmegaConf inside the versions
     the tests ran, and the shortcut ``jobrun`` not turned off (``SWEEPER_PUBLIC_ONLY``).
     Else Hydra's public ``run_job``."""

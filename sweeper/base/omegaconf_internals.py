@@ -2,7 +2,7 @@
 nowhere else, each with the public call it stands for. sweeper reads a config's nodes
 without resolving them (the public ``cfg[key]`` and ``key in cfg``
 resolve interpolations: ~2 ms a job for the experiment's name) and moves a node between
-configs without copying it (``sweeper.sweep.jobrun``). ``tests/test_adapters.py`` fails
+configs without copying it (``sweeper.sweep.hydra_run_job``). ``tests/test_adapters.py`` fails
 on a private name of OmegaConf's used outside this module. Imports nothing of ours."""
 
 from __future__ import annotations

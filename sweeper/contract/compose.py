@@ -152,7 +152,7 @@ class Once:
     def memo(self, cfg: Any) -> dict[str, Any] | None:
         """A dict that lives as long as ``cfg`` when it is a config :meth:`lend` lends
         (one per shape: its jobs differ only in their values, never in ``hydra.*``
-        beyond what each job sets), for what they can share (``sweeper.sweep.jobrun``:
+        beyond what each job sets), for what they can share (``sweeper.sweep.hydra_run_job``:
         the YAML of the Hydra config's other sections); None for any other config."""
         # a lent config lives as long as this object: no other shares its id
         return self.memos.get(id(cfg))

@@ -42,7 +42,7 @@ from sweeper.job import compute, folds, record
 from sweeper.job.context import JobContext, handing
 from sweeper.models.group import form_tags, train_members
 from sweeper.models.usercode import guarded
-from sweeper.sweep import engines, jobrun, packing
+from sweeper.sweep import engines, hydra_run_job, packing
 from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
 from sweeper.tracking import bulk
@@ -152,7 +152,7 @@ class _Launch:
         with read_write(cfg.hydra), open_dict(cfg):
             cfg.hydra.job.id = cfg.hydra.job.num = job.idx
         # sweeper's own jobs: Hydra's run_job step for step, without
-        # its copies of the config (sweep.jobrun)
+        # its copies of the config (sweep.hydra_run_job)
         common = dict(
             hydra_context=self.launcher.hydra_context,
             task_function=self.launcher.task_function,
@@ -160,14 +160,16 @@ class _Launch:
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
-        ret = jobrun.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
+        ret = (
+            hydra_run_job.run_job(**common, memo=load.memo(cfg)) if self.fast else run_job(**common)
+        )
         # its Hydra config (~1 MB of nodes) is in the job's .hydra/hydra.yaml:
         if ours and ret.hydra_cfg is not None:
             # not kept for the sweep's end; only where the job ran (a
             # search sweeper reads its result.json there)
             out = str(ret.hydra_cfg.hydra.runtime.output_dir)
             ret.hydra_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": out}}})
-        self.returns[job.idx] = jobrun.lean(ret) if ours else ret
+        self.returns[job.idx] = hydra_run_job.lean(ret) if ours else ret
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
 
     def record_group(

@@ -39,7 +39,7 @@ from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import sweep_state, folder_lost, parent_run_id, results
-from sweeper.sweep import cores, local_jobs
+from sweeper.sweep import cores, submitit_jobs
 from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import check_sweep_gradients, command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
@@ -112,7 +112,7 @@ def _begin(
         or str(launcher.get("engine", "")) == "submitit_local"
     ):
         # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
-        local_jobs.own_session()
+        submitit_jobs.own_session()
     warming = warm_joblib_workers(config, jobs)
     # the batched launcher's CPU workers import and load their data while the store opens
     cores.warm(config, jobs)
@@ -618,7 +618,7 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     are KILLED too. Finished runs stay as they are; ``resume=true`` re-runs the rest.
     """
     # submitit_local's jobs: each records its run KILLED (they run on past a SIGTERM otherwise)
-    local_jobs.stop()
+    submitit_jobs.stop()
     cores.stop()
     writer.interrupt()  # the jobs that finished are recorded FINISHED, not taken for killed ones
     state = sweep_state(sweep_dir) if (sweep_dir / SWEEP_FILE).is_file() else None

@@ -1,4 +1,4 @@
-"""``sweeper.sweep.jobrun.run_job`` (the batched launcher's, for sweeper's own jobs) does what Hydra's ``run_job``
+"""``sweeper.sweep.hydra_run_job.run_job`` (the batched launcher's, for sweeper's own jobs) does what Hydra's ``run_job``
 does: the same ``.hydra`` files byte for byte, the same task config and ``HydraConfig`` inside the task, the same
 callbacks and ``JobReturn``, the caller's ``HydraConfig`` and working folder restored, a failing task returned."""
 
@@ -11,14 +11,14 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import run_job as hydra_run_job
+from hydra.core.utils import run_job as hydras_run_job
 from hydra.core.utils import setup_globals
 from hydra.types import HydraContext
 from omegaconf import OmegaConf, open_dict, read_write
 
 import sweeper
 from sweeper.contract.compose import compose_once
-from sweeper.sweep import jobrun
+from sweeper.sweep import hydra_run_job
 
 # one shape: the launcher lends the second job the first one's config with its values set
 JOBS = [
@@ -83,7 +83,7 @@ def _jobs(tmp_path, runner, lend: bool) -> tuple[list, dict, list]:
             with read_write(cfg.hydra), open_dict(cfg):
                 cfg.hydra.job.id = cfg.hydra.job.num = i
             before = HydraConfig.instance().cfg
-            memo = {"memo": fast.memo(cfg)} if runner is jobrun.run_job and lend else {}
+            memo = {"memo": fast.memo(cfg)} if runner is hydra_run_job.run_job and lend else {}
             ret = runner(
                 hydra_context=context,
                 task_function=task,
@@ -114,8 +114,8 @@ def _jobs(tmp_path, runner, lend: bool) -> tuple[list, dict, list]:
 
 @pytest.mark.parametrize("lend", [True, False], ids=["lent", "composed"])
 def test_sweepers_run_job_does_what_hydras_does(tmp_path, lend):
-    hydra_inside, hydra_files, hydra_returns = _jobs(tmp_path, hydra_run_job, lend=False)
-    inside, files, returns = _jobs(tmp_path, jobrun.run_job, lend=lend)
+    hydra_inside, hydra_files, hydra_returns = _jobs(tmp_path, hydras_run_job, lend=False)
+    inside, files, returns = _jobs(tmp_path, hydra_run_job.run_job, lend=lend)
     assert sorted(files) == sorted(hydra_files)
     # .hydra/{config,hydra,overrides}.yaml
     assert len([f for f in files if "/.hydra/" in f]) == 3 * len(JOBS)
@@ -137,7 +137,7 @@ def test_a_hydra_config_written_a_section_at_a_time_is_omegaconfs_document(tmp_p
         )
     holder = OmegaConf.create({"hydra": cfg.hydra})
     memo: dict = {}
-    assert jobrun.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
+    assert hydra_run_job.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
     assert ("sweep",) in memo and (
         "job",
         "num",
@@ -145,14 +145,14 @@ def test_a_hydra_config_written_a_section_at_a_time_is_omegaconfs_document(tmp_p
     with read_write(holder), open_dict(holder):
         holder.hydra.job.num = 7
         holder.hydra.runtime.output_dir = "/elsewhere"
-    assert jobrun.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
+    assert hydra_run_job.hydra_yaml(holder, memo) == OmegaConf.to_yaml(holder)
 
 
 def test_the_yaml_is_omegaconfs_document():
     cfg = OmegaConf.create(
         {"a": "1.0", "b": "true", "c": [1, "x: y"], "d": {"e": None, "f": "${a}"}, "g": "ü"}
     )
-    assert jobrun.to_yaml(cfg) == OmegaConf.to_yaml(cfg)
+    assert hydra_run_job.to_yaml(cfg) == OmegaConf.to_yaml(cfg)
 
 
 def test_a_plain_containers_yaml_is_omegaconfs_document():
@@ -191,7 +191,7 @@ def test_a_kept_job_return_holds_its_config_as_plain_data_and_reads_as_the_same_
         status=JobStatus.COMPLETED,
         _return_value={"status": "FINISHED"},
     )
-    kept = jobrun.lean(ret)
+    kept = hydra_run_job.lean(ret)
     assert isinstance(kept, JobReturn) and "_plain" in kept.__dict__
     assert (
         kept.cfg == cfg

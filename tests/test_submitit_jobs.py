@@ -1,4 +1,4 @@
-"""sweeper.sweep.local_jobs: submitit_local's jobs stop with their sweep."""
+"""sweeper.sweep.submitit_jobs: submitit_local's jobs stop with their sweep."""
 
 from __future__ import annotations
 
