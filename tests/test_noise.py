@@ -3,6 +3,7 @@ comparison's difference, standard error, degrees of freedom and p-value, the 90%
 
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -130,3 +131,94 @@ def test_the_pooled_std_and_the_margin_and_the_range_quantile_by_hand():
         math.sqrt(2) * stats.t.ppf(0.975, 10), rel=1e-6
     )
     assert noise.range_quantile(3, 10, 0.05) == pytest.approx(3.877, abs=1e-3)  # Tukey's table
+
+
+# ---- a cross-validated sweep: configurations compared paired by fold, a key's effect against the folds' noise
+
+
+def _record(i: int, lr: str, folds: list[float]) -> dict:
+    metrics = {
+        "val_mse": float(np.mean(folds)),
+        "val_mse_std": float(np.std(folds)),
+        **{f"val_mse_fold{j}": v for j, v in enumerate(folds)},
+    }
+    return {
+        "run": f"lr={lr}",
+        "run_id": f"{i:032x}",
+        "status": "FINISHED",
+        "reason": None,
+        "params": {"lr": lr, "depth": "1", "data.folds": "5"},
+        "metrics": metrics,
+        "parent": "p",
+        "pruned_at": None,
+    }
+
+
+@pytest.mark.parametrize("shift,verdict", [(10.0, "distinct"), (0.0, "overlap")])
+def test_the_advisor_compares_configurations_paired_across_folds(shift, verdict):
+    """Fold difficulty is shared by every configuration (the same rows): a small but consistent gap is distinguishable
+    paired by fold, an inconsistent one is not."""
+    from sweeper.insight.advice.evidence import Sweep
+    from sweeper.insight.advice.findings import noise
+
+    base = [
+        3000.0,
+        3400.0,
+        2800.0,
+        3600.0,
+        3100.0,
+    ]  # folds far apart: an unpaired test would see only noise
+    jitter = [3.0, -4.0, 5.0, -2.0, 1.0]
+    better = base
+    worse = [b + shift + j for b, j in zip(base, jitter)]
+    if shift == 0.0:
+        worse = [b + 40 * j for b, j in zip(base, jitter)]
+    records = sorted(
+        [_record(0, "0.05", better), _record(1, "0.01", worse)],
+        key=lambda r: r["metrics"]["val_mse"],
+    )
+    [finding] = noise(Sweep(records))
+    assert finding.tag == verdict, finding.summary
+    assert "across the 5 folds" in finding.summary
+    assert any("paired t-test over the 5 folds" in e for e in finding.evidence)
+
+
+def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_the_stated_default():
+    """Without seeds, the noise of a fold mean is measured from the folds (the configuration × fold residual): a key
+    whose effect is small (0.5 %, inside the stated 2 % default) but the same on every fold matters; a key whose
+    effect is only fold-to-fold scatter does not."""
+    from sweeper.insight.advice.evidence import Sweep
+    from sweeper.insight.advice.slices import no_effect
+
+    base = [3000.0, 3400.0, 2800.0, 3600.0, 3100.0]
+    lr_jitter = [1.0, -1.0, 0.5, -0.5, 0.0]
+    width_scatter = [
+        20.0,
+        -25.0,
+        15.0,
+        -5.0,
+        -5.0,
+    ]  # mean zero: width moves single folds, not the mean
+    records = []
+    for lr in ("0.05", "0.01"):
+        for width in ("8", "16"):
+            folds = [
+                b * (1.005 if lr == "0.01" else 1.0)
+                + (j if lr == "0.01" else 0.0)
+                + (w if width == "16" else 0.0)
+                for b, j, w in zip(base, lr_jitter, width_scatter)
+            ]
+            r = _record(len(records), lr, folds)
+            r["params"]["width"], r["run"] = width, f"lr={lr},width={width}"
+            records.append(r)
+    records.sort(key=lambda r: r["metrics"]["val_mse"])
+    s = Sweep(records)
+    # (n-1)(k-1) over 4 configurations
+    assert s.folded and s.slice_noise(list(s.configs))[1] == 3 * 4
+    assert "own folds" in s.noise_text and "stated default" not in s.noise_text
+    found = {f.tag: f for f in no_effect(s)}
+    assert "width" in found, [f.summary for f in found.values()]
+    # under the 2 % default lr "did not matter"
+    assert "lr" not in found and not any(t.startswith("lr@") for t in found)
+    # the fold noise's
+    assert all("90% interval of its largest difference" in e for e in found["width"].evidence)

@@ -463,3 +463,36 @@ def test_an_interrupted_optuna_round_tells_its_finished_trials_their_values(tmp_
     )
     assert done[trials[0].number].user_attrs["run_id"] == "run-FINISHED"
     assert [done[t.number].state for t in trials[1:]] == [optuna.trial.TrialState.FAIL] * 2
+
+
+@pytest.mark.slow
+def test_an_optuna_trials_value_is_its_fold_mean(tmp_path, store):
+    pytest.importorskip("optuna")
+    import optuna
+
+    from conftest import all_runs
+
+    proc = cli(
+        tmp_path,
+        "-m",
+        "+sweep=optuna",
+        "data=diabetes",
+        "data.folds=3",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.batch=3",
+        "epochs=choice(50,100)",
+        "baselines=none",
+        store=store,
+    )
+    assert proc.returncode == 0, proc.stderr
+    url = f"sqlite:///{store.parent / 'optuna.db'}"
+    study = optuna.load_study(
+        study_name=optuna.get_all_study_summaries(url)[0].study_name, storage=url
+    )
+    runs = {r.data.tags.get("optuna.trial_number"): r for r in all_runs(store)}
+    assert len(study.trials) == 3
+    for t in study.trials:
+        m = runs[str(t.number)].data.metrics
+        assert t.value == pytest.approx(
+            np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12
+        )
