@@ -33,7 +33,7 @@ def first_layer(xp: Any, Q: Any) -> list[Any]:
     member k's unit j, or each member's (d + 1, fo). Writing into them writes into ``Q``."""
     group = xp.moveaxis(Q, 2, 0)  # (d + 1, K, fo)
     if group.flags.c_contiguous:
-        return [group.reshape(group.shape[0], -1)]
+        return [group.reshape(group.shape[0], group.shape[1] * group.shape[2])]
     members = xp.swapaxes(Q, 1, 2)  # (K, d + 1, fo)
     if members.flags.c_contiguous:
         return list(members)
@@ -140,8 +140,8 @@ class _Pass:
                 r = rows.stop
             for w in sizes[2:-1]:
                 A.append(xp.empty((blk.count, w, n), dtype=dtype))
-                tmp.append(xp.empty_like(A[-1]) if training else None)
-                D.append(xp.empty_like(A[-1]) if training else None)
+                tmp.append(xp.empty((blk.count, w, n), dtype=dtype) if training else None)
+                D.append(xp.empty((blk.count, w, n), dtype=dtype) if training else None)
             members = slice(blk.start, blk.start + blk.count)
             self.blocks.append(_Block(params, A, tmp, D, self.z[members], act, members))
         self.forward_calls = self._forward(
@@ -246,7 +246,7 @@ class _Pass:
         if self.sparse:  # written into out as (K·fo, n)
             return _per_block(
                 first_layer(xp, Q),
-                out.reshape(-1, out.shape[-1]),
+                out.reshape(out.shape[0] * out.shape[1], out.shape[2]),
                 lambda P, rows: partial(_sparse_product, xp, self.X, P, rows),
             )
         if self.shared:
@@ -261,7 +261,7 @@ class _Pass:
             XT = self.X.T.tocsr()  # (d, n): the product reads its rows, as models.mlp.FullBatch's
             return _per_block(
                 first_layer(xp, out),
-                D.reshape(-1, D.shape[-1]),
+                D.reshape(D.shape[0] * D.shape[1], D.shape[2]),
                 lambda G, rows: partial(_sparse_grad, xp, XT, rows, G),
             )
         if self.shared:
@@ -283,7 +283,7 @@ def _flat_product(xp: Any, a: Any, b: Any, out: Any) -> Call:
     """``out ← a @ b`` for a stacked ``a`` (K, r, c) and one shared ``b`` (c, m): one (K·r,
     c) @ (c, m) matrix product into ``out`` viewed as (K·r, m), instead of K small ones."""
     K, r, c = a.shape
-    return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, -1))
+    return partial(xp.matmul, a.reshape(K * r, c), b, out=out.reshape(K * r, out.shape[2]))
 
 
 def _mini_batch_calls(
@@ -294,7 +294,7 @@ def _mini_batch_calls(
     epoch, ``b`` a step (the last takes the rest). A step gathers its columns of the
     whole training set's inputs and targets (``full``'s, shared by the members) into its
     pass's buffers, then runs its forward, backward and update."""
-    n = full.H.shape[-1]
+    n = full.H.shape[1]  # (d + 1, n): the inputs the members share
     order = xp.arange(n)
     calls: list[Call] = list(RowOrder(xp, order, seed).calls)
     Y = full.y[0]  # (k, n)

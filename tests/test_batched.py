@@ -551,3 +551,51 @@ def test_a_group_part_stops_at_its_next_epoch_once_asked():
         stop.STOP.clear()
     # it was training when the flag came, and stopped
     assert reported and max(reported) < 16 * 10**7
+
+
+def test_a_float32_groups_passes_hold_float32_buffers_and_only_training_passes_hold_gradients(
+    monkeypatch,
+):
+    """Every buffer of a float32 group's passes is float32 (a float64 one would compute its layer in float64 and
+    round it otherwise than the member alone), each hidden layer's scratch and gradient are shaped as the layer (the
+    first one's views of the pass's rows), and the validation pass, which never steps, holds none of them."""
+    from sweeper.models import batched_pass
+
+    passes = []
+    init = batched_pass._Pass.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        passes.append(self)
+
+    monkeypatch.setattr(batched_pass._Pass, "__init__", spy)
+    ds = _data("diabetes")
+    members = [Member(0.01, 3, seed=s) for s in (0, 1)]
+    _together(ds, 3, 4, "tanh", members, log_every=1, dtype="float32")
+    train = [p for p in passes if p.backward_calls]
+    val = [p for p in passes if not p.backward_calls]
+    assert train and val
+    f32 = np.dtype("float32")
+    for p in passes:
+        arrays = [p.H, p.z, p.A0] + [a for b in p.blocks for a in b.A]
+        if p in train:
+            arrays += [p.T0, p.D0, p.grads, p.ones, p.g, p.col]
+            arrays += [a for b in p.blocks for a in (*b.tmp, *b.D)]
+            for b in p.blocks:
+                assert [t.shape for t in b.tmp] == [d.shape for d in b.D] == [a.shape for a in b.A]
+                assert np.shares_memory(b.tmp[0], p.T0) and np.shares_memory(b.D[0], p.D0)
+        else:
+            assert p.T0 is None and p.D0 is None
+            assert all(t is None and d is None for b in p.blocks for t, d in zip(b.tmp, b.D))
+        assert {a.dtype for a in arrays} == {f32}
+
+
+def test_a_multiclass_group_of_as_many_members_as_classes_matches_each_member_alone():
+    """Three members on iris's three classes, each on its own split: the group's targets (K, 1, n) become one-hot
+    columns along their class axis, not mistaken for one-hot already because the members number the classes."""
+    members = [Member(0.05, 20, seed=s) for s in range(3)]
+    splits = [_data("iris", s) for s in range(3)]
+    assert splits[0].n_outputs == 3
+    group = _together(splits[0], 1, 8, "tanh", members, log_every=5, per_member=splits)
+    for m, ds, fit, params in zip(members, splits, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 1, 8, "tanh", m, 5), rtol=1e-9)
