@@ -163,7 +163,8 @@ def cli(
 ) -> subprocess.CompletedProcess:
     """``python -m sweeper ARGS`` in a process of its own, its Hydra output under ``tmp_path``; a multirun with
     ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`). Forked past its imports
-    (``tests/forked_cli.py``), or a fresh interpreter when ``env`` is given or ``TESTS_FRESH_CLI=1``."""
+    (``tests/forked_cli.py``), or a fresh interpreter when ``TESTS_FRESH_CLI=1`` or ``env`` adds a variable a fork
+    cannot be trusted with (:meth:`forked_cli.Zygote.forks`: not ``SWEEPER_*``, or read by an import)."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
     if {"-m", "--multirun"} & set(args) and not any(
         a.lstrip("+").startswith("baselines=") for a in args
@@ -171,8 +172,8 @@ def cli(
         extra.append(LINEAR_ONLY)
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
-    if env is None and os.environ.get(forked_cli.FRESH) != "1":
-        return _ZYGOTE.run([*args, *extra], tmp_path, dict(os.environ), timeout=600)
+    if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
+        return _ZYGOTE.run([*args, *extra], tmp_path, {**os.environ, **(env or {})}, timeout=600)
     return subprocess.run(
         [sys.executable, "-m", "sweeper", *args, *extra],
         cwd=tmp_path,
@@ -192,11 +193,13 @@ def command(
 ) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS`` (``sweeper.report``, ``sweeper.advise``, ...: any of the package's commands) as
     ``subprocess.run(..., capture_output=True, text=True)`` gives it, in ``cwd`` (this process's by default): forked
-    past its imports like :func:`cli`, or a fresh interpreter when ``env`` is given (added to this process's) or
-    ``TESTS_FRESH_CLI=1``."""
+    past its imports like :func:`cli` (``env``: added to this process's; a fresh interpreter where :func:`cli` would
+    start one)."""
     cwd = Path(cwd or os.getcwd())
-    if env is None and os.environ.get(forked_cli.FRESH) != "1":
-        return _ZYGOTE.run(list(args), cwd, dict(os.environ), timeout=timeout, module=module)
+    if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
+        return _ZYGOTE.run(
+            list(args), cwd, {**os.environ, **(env or {})}, timeout=timeout, module=module
+        )
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,

@@ -11,9 +11,10 @@ multirun, its launcher's workers (fresh interpreters of their own), its MLflow s
 before.
 
 What a fork cannot reproduce: a variable read when a module is imported (the zygote imported them with the test
-process's environment). So a run given an ``env`` of its own, or any run while ``TESTS_FRESH_CLI=1``, is a
-fresh interpreter (:func:`conftest.cli`), as are the tests that send signals or time processes (they start their
-own).
+process's environment). The zygote records the variables its imports read (:func:`_preload_recording`), and a run
+given an ``env`` of its own is forked only when each is ``SWEEPER_*`` and none was read (:meth:`Zygote.forks`);
+any other, or any run while ``TESTS_FRESH_CLI=1``, is a fresh interpreter (:func:`conftest.cli`), as are the tests
+that send signals or time processes (they start their own).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+PREFIX = "SWEEPER_"  # the variables a run given an env of its own may be forked with (Zygote.forks)
 FRESH = "TESTS_FRESH_CLI"  # "1": every conftest.cli run a fresh interpreter (the forks' behaviour checked)
 
 
@@ -66,6 +68,43 @@ def _preload() -> None:
 
     sqlalchemy.orm.configure_mappers()  # MLflow's ORM classes, configured at a store's first query otherwise
     gc.freeze()  # the imported objects stay shared pages in each fork (no collection writes to them)
+
+
+class _Recording(os._Environ):  # type: ignore[misc,name-defined]
+    """``os.environ`` while the zygote imports: the variables read (``"*"``: all of them, by iteration)."""
+
+    read: set[str] = set()
+
+    def __getitem__(self, key):
+        caller = sys._getframe(1).f_code
+        if not (caller.co_name == "__iter__" and "_collections_abc" in caller.co_filename):
+            _Recording.read.add(key)  # (an items() or values() loop is said by __iter__)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        _Recording.read.add(key)
+        return super().__contains__(key)
+
+    def __iter__(self):
+        # all of them, except for a reader known to look at its own prefix only (tqdm: TQDM_*)
+        frame = sys._getframe(1)
+        while frame and frame.f_code.co_filename.endswith(
+            ("_collections_abc>", "_collections_abc.py", "forked_cli.py")
+        ):
+            frame = frame.f_back
+        caller = frame.f_code.co_filename if frame else ""
+        _Recording.read.add("TQDM_*" if caller.endswith(f"tqdm{os.sep}utils.py") else "*")
+        return super().__iter__()
+
+
+def _preload_recording() -> list[str]:
+    """:func:`_preload`, and the environment variables Python code read meanwhile (os.environ, os.getenv)."""
+    os.environ.__class__ = _Recording
+    try:
+        _preload()
+    finally:
+        os.environ.__class__ = os._Environ
+    return sorted(k for k in _Recording.read if isinstance(k, str))
 
 
 def _run_child(request: dict[str, Any]) -> None:
@@ -136,10 +175,11 @@ def _wait(pid: int, timeout: float) -> int:
 
 
 def serve() -> None:
-    """The zygote: preload, say "ready", then fork one run per request line (JSON) and answer its exit status."""
-    _preload()
+    """The zygote: preload, say "ready" and the variables its imports read, then fork one run per request line
+    (JSON) and answer its exit status."""
+    read = _preload_recording()
     out = sys.stdout
-    out.write("ready\n")
+    out.write("ready " + json.dumps(read) + "\n")
     out.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -159,6 +199,7 @@ class Zygote:
         self._env = dict(env)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self.read: frozenset[str] = frozenset()  # the variables its imports read
 
     def _started(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
@@ -171,9 +212,20 @@ class Zygote:
                 env=self._env,
             )
             ready = self._proc.stdout.readline()
-            if ready != "ready\n":
+            if not ready.startswith("ready "):
                 raise RuntimeError(f"the CLI zygote did not start (it said {ready!r})")
+            self.read = frozenset(json.loads(ready[len("ready ") :]))
         return self._proc
+
+    def forks(self, env: dict[str, str]) -> bool:
+        """Whether a run with these variables added to the environment behaves forked as in a fresh interpreter:
+        each is sweeper's own (``SWEEPER_*``: no native library reads them at its start) and no Python code read
+        it while the zygote imported (so no import decided anything by it; sweeper reads them when it runs)."""
+        with self._lock:
+            self._started()
+        return "*" not in self.read and all(
+            k.startswith(PREFIX) and k not in self.read for k in env
+        )
 
     def run(
         self,

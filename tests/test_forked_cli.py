@@ -96,3 +96,38 @@ def test_a_command_runs_in_the_folder_given_and_fresh_with_an_env_of_its_own(tmp
     monkeypatch.setattr(_ZYGOTE, "run", lambda *a, **k: calls.append(a))
     assert command("sweeper.summary", "--help", env={"X_OF_MINE": "1"}).returncode == 0
     assert calls == []
+
+
+def test_a_run_given_sweepers_own_variables_is_forked_and_the_same(tmp_path, monkeypatch):
+    """``cli(..., env={"SWEEPER_...": ...})`` forks (no import read the variable) and the run sees it."""
+    calls = []
+    run = _ZYGOTE.run
+    monkeypatch.setattr(_ZYGOTE, "run", lambda *a, **k: calls.append(a) or run(*a, **k))
+    got = cli(tmp_path, "lr=0.1", env={"SWEEPER_THREADS": "two"})
+    assert len(calls) == 1 and got.returncode == 2 and "SWEEPER_THREADS=two" in got.stderr
+    monkeypatch.setenv("SWEEPER_THREADS", "two")
+    same(got, fresh(tmp_path, "lr=0.1", f"hydra.run.dir={tmp_path / 'run'}"))
+
+
+def test_a_variable_an_import_read_or_not_sweepers_own_is_a_fresh_interpreter(monkeypatch):
+    assert _ZYGOTE.forks({"SWEEPER_THREADS": "1", "SWEEPER_CACHE_DIR": "/x"})
+    assert not _ZYGOTE.forks({"PYTHONPATH": "/x"}) and not _ZYGOTE.forks({"OMP_NUM_THREADS": "1"})
+    monkeypatch.setattr(_ZYGOTE, "read", _ZYGOTE.read | {"SWEEPER_THREADS"})
+    assert not _ZYGOTE.forks({"SWEEPER_THREADS": "1"})
+    monkeypatch.setattr(_ZYGOTE, "read", _ZYGOTE.read | {"*"})  # an import went through them all
+    assert not _ZYGOTE.forks({"SWEEPER_CACHE_DIR": "/x"})
+
+
+def test_the_zygote_records_the_variables_its_imports_read(monkeypatch):
+    import os
+
+    def imports():
+        os.environ.get("SWEEPER_READ_AT_IMPORT")
+        assert "SWEEPER_ASKED" not in os.environ
+        return dict(os.environ)  # every variable
+
+    monkeypatch.setattr(forked_cli, "_preload", imports)
+    monkeypatch.setattr(forked_cli._Recording, "read", set())
+    read = forked_cli._preload_recording()
+    assert {"SWEEPER_READ_AT_IMPORT", "SWEEPER_ASKED", "*"} <= set(read)
+    assert type(os.environ) is os._Environ  # put back
