@@ -133,9 +133,10 @@ def test_the_cli_refuses_bad_folds_with_one_line_and_exit_2(tmp_path, store, arg
 
 
 def _jobs(*grid):
-    from sweeper.sweep import launch, plan as sweep
+    from sweeper.contract.compose import plain as plain_config
+    from sweeper.sweep import launch
 
-    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+    return [launch.Job(i, list(o), None, plain_config(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
 FOLD_GRID = [
