@@ -74,7 +74,7 @@ def _chosen(data: str, seed: int, folds: int) -> tuple[dict, float, str]:
     from sweeper.job.compute import train_and_score
     from sweeper.job.metrics import PRIMARY
     from sweeper.sweep import launch
-    from sweeper.sweep.plan import _plain
+    from sweeper.contract.compose import plain as _plain
 
     grid = _cfgs(data, seed, (f"data.folds={folds}",))
     jobs = [launch.Job(i, list(o), None, _plain(_compose(o))) for i, o in enumerate(grid)]

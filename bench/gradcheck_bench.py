@@ -103,7 +103,7 @@ def compose_plain(name: str) -> dict:
     from hydra import compose, initialize_config_dir
 
     import sweeper
-    from sweeper.sweep.plan import _plain
+    from sweeper.contract.compose import plain as _plain
 
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
         return _plain(compose(config_name="config", overrides=[f"data={name}"]))

@@ -101,11 +101,11 @@ def planned(blocks, epochs: int, name: str = "digits") -> list[list[int]]:
 def _sets(blocks, epochs: int, name: str):
     """The planner's input for ``blocks``: each shape's trajectories
     (one job each, ``idx`` its block's)."""
-    from sweeper.sweep import plan as sweep
+    from sweeper.contract.compose import plain as plain_config
     from sweeper.sweep.groups import Job
     from conftest import make_cfg
 
-    base = sweep._plain(make_cfg(f"data={name}", f"epochs={epochs}", "log_every=50"))
+    base = plain_config(make_cfg(f"data={name}", f"epochs={epochs}", "log_every=50"))
     return [
         [
             [

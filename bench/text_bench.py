@@ -98,7 +98,8 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
     """K configurations (``group_lrs``) as one batched group, or one
     at a time (run in a subprocess)."""
     from sweeper import data
-    from sweeper.sweep import launch, plan as sweep
+    from sweeper.contract.compose import plain as plain_config
+    from sweeper.sweep import launch
     from sweeper.base.backend import resolve
     from sweeper.job.compute import train_and_score
 
@@ -106,11 +107,11 @@ def one_group(path: str, cap: int, k: int, epochs: int, device: str, batched: bo
     t0 = time.perf_counter()
     if batched:
         out = launch.compute_group(
-            [launch.Job(i, [], c, sweep._plain(c)) for i, c in enumerate(cfgs)]
+            [launch.Job(i, [], c, plain_config(c)) for i, c in enumerate(cfgs)]
         )
         scores = [out[i].outcome.scores for i in range(k)]
         train_time = scores[0]["group_train_time_s"]
-        vocabulary = data.load_plain(sweep._plain(cfgs[0])["data"], cfgs[0].seed).n_features
+        vocabulary = data.load_plain(plain_config(cfgs[0])["data"], cfgs[0].seed).n_features
     else:  # as the one-job path: each job loads (vectorises) its data, then trains and scores
         scores = []
         for c in cfgs:
@@ -134,7 +135,7 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
     from threadpoolctl import threadpool_limits
 
     from sweeper import data
-    from sweeper.sweep import plan as sweep
+    from sweeper.contract.compose import plain as plain_config
     from sweeper.models.activations import ACTIVATIONS
     from sweeper.models.batched import _Pass, stacked_params
     from sweeper.models.mlp import MLP, FullBatch, init_params
@@ -142,7 +143,7 @@ def epoch_layouts(path: str, cap: int, k: int, reps: int = 15) -> dict:
     from sweeper.models.packed import Layout, Shape
 
     cfg = _config(path, cap, True, 1, 1.0, "cpu")
-    ds = data.load_plain(sweep._plain(cfg)["data"], cfg.seed)
+    ds = data.load_plain(plain_config(cfg)["data"], cfg.seed)
     sizes, scale = [ds.n_features, 64, 1], np.full((k, 1, 1), -1e-3)
     cells = {}
     for name, per_member in (("per member", True), ("one product", False)):

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import all_runs, cli, make_cfg
 from sweeper.sweep import halving, launch
-from sweeper.sweep.plan import _plain
+from sweeper.contract.compose import plain as _plain
 
 
 def _jobs(*grids: str, epochs: int = 270) -> list[launch.Job]:

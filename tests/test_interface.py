@@ -23,7 +23,7 @@ from sweeper.models.optim import Optimizer
 from sweeper.models.stacked import Member, batches, train_stacked
 from sweeper.insight.pinned import read_pinned
 from sweeper.models.interface import MLP_TARGET
-from sweeper.sweep.plan import _plain
+from sweeper.contract.compose import plain as _plain
 
 EXAMPLE = ROOT / "examples" / "my_nets" / "my_nets.py"
 

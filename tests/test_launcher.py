@@ -149,9 +149,10 @@ def test_a_group_larger_than_the_memory_budget_splits(tmp_path, store):
 
 
 def _jobs(*grid):
-    from sweeper.sweep import launch, plan as sweep
+    from sweeper.contract.compose import plain as plain_config
+    from sweeper.sweep import launch
 
-    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+    return [launch.Job(i, list(o), None, plain_config(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
 def test_plan_groups_mini_batches_by_seed_and_full_batches_across_seeds():

@@ -18,13 +18,13 @@ from sweeper.job.compute import train_and_score
 from sweeper.job.metrics import TIMINGS
 from sweeper.models.train import EXPLODED
 from sweeper.sweep import groups, launch
-from sweeper.sweep import plan as sweep
+from sweeper.contract.compose import plain as plain_config
 
 SMALL = ("depth=1", "width=8", "log_every=20")
 
 
 def _jobs(*grid):
-    return [launch.Job(i, list(o), None, sweep._plain(make_cfg(*o))) for i, o in enumerate(grid)]
+    return [launch.Job(i, list(o), None, plain_config(make_cfg(*o))) for i, o in enumerate(grid)]
 
 
 def _grid(lrs, epochs, *extra):
