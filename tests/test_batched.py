@@ -383,8 +383,9 @@ def test_the_sparse_first_layer_reads_views_of_the_stacked_weights(per_member, b
     )
     P[-1][0, -1] = 7.0  # the last block's first input weight of its last unit: member 2's unit 3
     assert Q[2, 3, 0] == 7.0
-    with pytest.raises(ValueError, match="sparse_layout"):
+    with pytest.raises(ValueError) as refused:
         first_layer(np, Q0)
+    assert str(refused.value) == "the first layer's weights on sparse data must be in sparse_layout"
 
 
 @needs_sms
