@@ -275,7 +275,7 @@ class _Pass:
     def loss(self) -> Any:
         """Each member's mean loss of the last forward pass, shape ``(K,)`` (no host sync)."""
         if self.task == "multiclass":
-            return losses.cross_entropy(self.xp, self.z, self.y, classes=1, axis=-1)
+            return losses.cross_entropy(self.xp, self.z, self.y, classes=1, axis=1)  # (K, n) left
         return losses.loss(self.xp, self.task, self.z, self.y, axis=(1, 2))
 
 

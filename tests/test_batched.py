@@ -600,3 +600,14 @@ def test_a_multiclass_group_of_as_many_members_as_classes_matches_each_member_al
     group = _together(splits[0], 1, 8, "tanh", members, log_every=5, per_member=splits)
     for m, ds, fit, params in zip(members, splits, group.fits, group.params):
         _same(fit, params, *_alone(ds, 1, 8, "tanh", m, 5), rtol=1e-9)
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_a_group_of_one_or_two_unit_layers_matches_each_member_alone(width):
+    """Hidden layers of one or two units on three classes: only a layer of one unit backpropagates by the
+    broadcast product; one with one input and several units, or two units, is a matrix product."""
+    ds = _data("iris")
+    members = [Member(0.05, 10, seed=s) for s in range(2)]
+    group = _together(ds, 2, width, "tanh", members, log_every=5)
+    for m, fit, params in zip(members, group.fits, group.params):
+        _same(fit, params, *_alone(ds, 2, width, "tanh", m, 5), rtol=1e-9)
