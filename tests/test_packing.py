@@ -118,6 +118,42 @@ def test_only_groups_that_share_everything_else_pack_and_only_sweepers_mlp_on_de
     assert all(len({j.plain["optimizer"] for j in g}) == 1 for g in groups)
 
 
+def test_a_sweep_over_devices_groups_each_device_as_the_first_so_their_speedups_pair(monkeypatch):
+    """Each device has its own probe, and the GPU's alone would keep its shapes apart (its packed epoch twice as dear)
+    where the CPU's packs them; a speedup pairs only runs of groups of one size (sweeper.insight.speedup), so the
+    GPU's configurations are grouped as the CPU's were, and say so. Before, a mixed sweep on a loaded machine could
+    group the two devices differently and log no speedup (test_gpu, seen in a whole-suite run)."""
+    from sweeper.sweep import launch
+
+    probes = {"cpu": _Fixed(1.0), "gpu": _Fixed(2.0)}
+    monkeypatch.setattr(packing.Costs, "of", classmethod(lambda cls, device, *a: probes[device]))
+    (base,) = _jobs(("epochs=2000", "data=diabetes"))
+    grid = [
+        {"width": w, "depth": d, "lr": lr, "device": device}
+        for device in ("cpu", "gpu")
+        for w in (16, 32)
+        for d in (1, 2)
+        for lr in (0.01, 0.02)
+    ]
+    groups, _ = launch.plan(
+        [launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid)]
+    )
+    by_device = {
+        device: sorted(len(g) for g in groups if g[0].plain["device"] == device)
+        for device in ("cpu", "gpu")
+    }
+    assert by_device == {"cpu": [8], "gpu": [8]}
+    assert {j.pack for g in groups for j in g if j.plain["device"] == "gpu"} == {
+        "as on cpu (a speedup pairs groups of one size)"
+    }
+    assert probes["gpu"].asked == []  # decided once, for the first device
+    # on its own, the GPU's probe keeps the shapes apart
+    alone, _ = launch.plan(
+        [launch.Job(i, [], None, {**base.plain, **g}) for i, g in enumerate(grid) if i >= 8]
+    )
+    assert sorted(len(g) for g in alone) == [2, 2, 2, 2]
+
+
 def test_the_cost_model_asks_the_probe_for_the_packed_group_and_counts_the_longest_epochs():
     """A group's seconds: its longest epochs times the epoch the probe measured for *all* its shapes together (each
     configuration its folds' members), plus a start; apart, each shape's own."""

@@ -219,7 +219,8 @@ def _records(db: Path, folder: Path) -> dict:
 LAUNCHES = {  # (overrides, jobs, what the shortcuts' log says only when they are on)
     # 16 jobs: the writer (sweeper.tracking.writer.MIN_JOBS), the pyfunc models (log_model), the painter
     "batched": (
-        ["lr=0.01,0.02,0.05,0.1", "depth=1,2", "width=4,8", "epochs=30"],
+        # packing off: whether shapes pack is decided by a timing probe, not by a shortcut
+        ["lr=0.01,0.02,0.05,0.1", "depth=1,2", "width=4,8", "epochs=30", "hydra.launcher.pack=false"],
         16,
         "from a writer process",
     ),
@@ -254,8 +255,8 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
         folder = tmp_path / name / "s"  # the same parent run name in both: "sweep s/sweep"
         folder.mkdir(parents=True)
         db = copy_store(_template_store, folder)
-        if name == "public":  # the first sweep's probes (packing's costs, the activations' forms):
-            # a group's packing and a form are decided by timing, so the same measurements for both
+        if name == "public":  # the first sweep's probes (the activations' forms, packing's costs):
+            # a form is decided by timing, so the same measurements for both
             (folder / "cache").mkdir()
             for probe in (tmp_path / "fast" / "s" / "cache").glob("*.json"):
                 shutil.copy(probe, folder / "cache" / probe.name)

@@ -83,13 +83,11 @@ def pack(
     a group that could pack gets its decision in ``job.pack`` (the tag :data:`TAG`)."""
     by: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
-        free = (
-            json.dumps({k: v for k, v in key.items() if k not in FREE}, sort_keys=True, default=str)
-            if key
-            else ""
-        )
-        by.setdefault(free or f"#{i}", []).append(i)
+        by.setdefault(_shared(key, FREE) if key else f"#{i}", []).append(i)
     out = []
+    # a sweep over devices groups each device's configurations as the first device's were (a
+    # speedup pairs runs trained in groups of one size: sweeper.insight.speedup)
+    decided: dict[str, tuple[str, list[list[tuple[Any, ...]]]]] = {}
     for idx in by.values():
         sets = [shape_groups[i] for i in idx]
         if len(sets) == 1:
@@ -99,13 +97,28 @@ def pack(
             _say(sets, "off (hydra.launcher.pack=false)")
             out += map(_jobs, sets)
             continue
+        twin = _shared(keys[idx[0]], (*FREE, "device"))
+        shapes = {_shape_of(s[0][-1].plain): s for s in sets}
+        if twin in decided and {x for p in decided[twin][1] for x in p} == set(shapes):
+            device, partition = decided[twin]
+            for p in partition:
+                _say([shapes[x] for x in p], f"as on {device} (a speedup pairs groups of one size)")
+                out.append([j for x in p for j in _jobs(shapes[x])])
+            continue
         try:
-            out += _decide(sets)
+            groups, partition = _decide(sets)
         # data that cannot load, a device gone: each group says so itself
         except Exception as e:  # noqa: BLE001
             log.debug("packing not estimated (%s: %s): groups of one shape", type(e).__name__, e)
-            out += map(_jobs, sets)
+            groups, partition = list(map(_jobs, sets)), [[x] for x in shapes]
+        out += groups
+        decided.setdefault(twin, (str(keys[idx[0]].get("device")), partition))
     return out
+
+
+def _shared(key: dict[str, Any], without: tuple[str, ...]) -> str:
+    shared = {k: v for k, v in key.items() if k not in without}
+    return json.dumps(shared, sort_keys=True, default=str)
 
 
 def _jobs(trajs: list[list[Any]]) -> list[Any]:
@@ -118,9 +131,12 @@ def _say(sets: list[list[list[Any]]], what: str) -> None:
             job.pack = what
 
 
-def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
-    """Greedily, longest epochs first: a shape group joins the packed group
-    being formed when the two together are estimated sooner done than apart."""
+def _decide(
+    sets: list[list[list[Any]]],
+) -> tuple[list[list[Any]], list[list[tuple[Any, ...]]]]:
+    """Greedily, longest epochs first: a shape group joins the packed group being formed when
+    the two together are estimated sooner done than apart. The groups (lists of jobs) and
+    the partition of the shapes (:func:`_shape_of`) they make."""
 
     plain = sets[0][0][0].plain
     ds = data.load_plain(plain["data"])
@@ -164,7 +180,7 @@ def _decide(sets: list[list[list[Any]]]) -> list[list[Any]]:
         )
         out.append([j for s in p for j in _jobs(s)])
     costs.save()
-    return out
+    return out, [[_shape_of(s[0][-1].plain) for s in p] for p in packs]
 
 
 def group_s(costs: "Costs", sets: list[list[list[Any]]], shape: tuple[int, int, int, int]) -> float:
