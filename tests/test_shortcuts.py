@@ -220,7 +220,13 @@ LAUNCHES = {  # (overrides, jobs, what the shortcuts' log says only when they ar
     # 16 jobs: the writer (sweeper.tracking.writer.MIN_JOBS), the pyfunc models (log_model), the painter
     "batched": (
         # packing off: whether shapes pack is decided by a timing probe, not by a shortcut
-        ["lr=0.01,0.02,0.05,0.1", "depth=1,2", "width=4,8", "epochs=30", "hydra.launcher.pack=false"],
+        [
+            "lr=0.01,0.02,0.05,0.1",
+            "depth=1,2",
+            "width=4,8",
+            "epochs=30",
+            "hydra.launcher.pack=false",
+        ],
         16,
         "from a writer process",
     ),
