@@ -82,6 +82,7 @@ def test_a_refit_is_named_tagged_placed_and_quiet_and_one_that_fails_or_cannot_b
 
     sweeper_log = logging.getLogger("sweeper")
     with caplog.at_level(15, logger="sweeper"):
+        caplog.clear()  # run_once's own job line, logged where an earlier test left the level at INFO
         # no job folder, or none holding its configuration: said, no refit
         assert refit.refit(c, sweep(), run("a", None)) is None
         assert refit.refit(c, sweep(), run("b", str(tmp_path))) is None
