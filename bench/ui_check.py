@@ -254,15 +254,19 @@ def settle(page, quiet_ms: int = 500, limit_ms: int = 20_000) -> None:
     (MLflow's UI polls, so the browser's network never idles for long). Not a fixed time: as
     short as the page allows, longer on a busy machine; after ``limit_ms`` the step goes on
     and its check says what the page shows."""
+    from playwright.sync_api import Error as PlaywrightError  # imported by main() already
+
     try:
         page.wait_for_function(QUIET, arg=[quiet_ms], polling=100, timeout=limit_ms)
-    except Exception:  # noqa: BLE001  (still busy: the next check decides)
+    except PlaywrightError:  # a timeout (still busy) or a page that went on: the next check says
         pass
 
 
 def new_image(page, before: list[str]) -> list[list[int]]:
     """The size of each image the artifact viewer shows that was not among ``before`` (their
     ``src``), waiting until one has loaded (or the page's timeout)."""
+    from playwright.sync_api import Error as PlaywrightError  # imported by main() already
+
     shown = "img[src^='blob:']"
     try:
         page.wait_for_function(
@@ -270,7 +274,7 @@ def new_image(page, before: list[str]) -> list[list[int]]:
             "e => !old.includes(e.src) && e.complete && e.naturalWidth > 0)",
             arg=[shown, before],
         )
-    except Exception:  # noqa: BLE001  (none came: the check that follows says so)
+    except PlaywrightError:  # none came: the check that follows says so
         return []
     return [
         img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
