@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from types import MappingProxyType
 from typing import Any, Sequence
 
 import numpy as np
@@ -56,7 +57,10 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # as sweeper.models.activations.sigmoid: no overflow
 
 
-ACTIVATIONS = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _sigmoid}
+# read-only: a logged model's forward pass reads it, nothing may swap an activation
+ACTIVATIONS = MappingProxyType(
+    {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "sigmoid": _sigmoid}
+)
 
 
 def forward(params: Sequence[np.ndarray], activation: str, task: str, X: Any) -> np.ndarray:
