@@ -16,7 +16,6 @@ with ``resume=true`` it trains only the configurations that have not finished ye
 from __future__ import annotations
 
 import argparse
-import sys
 
 from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.advice.advisor import publish
@@ -62,22 +61,19 @@ def _advise(args: argparse.Namespace, uri: str) -> int:
     from sweeper.insight.publish import children, latest_parent
 
     c = tracking.client(uri)
-    try:
-        if args.parent:
-            parent = c.get_run(args.parent)
-            if (
-                args.experiment
-                and tracking.named_experiment(c, args.experiment, uri).experiment_id
-                != parent.info.experiment_id
-            ):
-                raise tracking.TrackingError(
-                    f"--parent={args.parent} is not a run of --experiment={args.experiment}"
-                )
-        else:
-            parent = latest_parent(c, args.experiment, uri)
-    except Exception as e:
-        print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+    # an unknown experiment or run: one line from guarded
+    if args.parent:
+        parent = c.get_run(args.parent)
+        if (
+            args.experiment
+            and tracking.named_experiment(c, args.experiment, uri).experiment_id
+            != parent.info.experiment_id
+        ):
+            raise tracking.TrackingError(
+                f"--parent={args.parent} is not a run of --experiment={args.experiment}"
+            )
+    else:
+        parent = latest_parent(c, args.experiment, uri)
     runs = children(c, parent)
     print(f"Sweep {parent.info.run_name} (parent run {parent.info.run_id})")
     publish(

@@ -60,14 +60,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     c = tracking.client(args.tracking_uri)
-    try:
-        if args.experiment:
-            parent = latest_parent(c, args.experiment, args.tracking_uri)
-        else:
-            parent = c.get_run(args.parent or args.run)
-    except Exception as e:
-        print(f"sweeper: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+    # an unknown experiment or run: one line from guarded
+    if args.experiment:
+        parent = latest_parent(c, args.experiment, args.tracking_uri)
+    else:
+        parent = c.get_run(args.parent or args.run)
     if args.run or "sweep_dir" not in parent.data.tags:
         # its process died (SIGKILL)
         if parent.info.status == "RUNNING" and holder_alive(parent) is False:

@@ -26,6 +26,7 @@ from conftest import (
     http_post,
     make_cfg,
     mlflow_server,
+    one_line,
     shared_sweep,
 )
 from sweeper.base.process import PID_START, start_mark
@@ -470,3 +471,22 @@ def test_a_sigkilled_single_run_is_closed_by_report_run(tmp_path, store):
     assert done.returncode == 0, done.stderr
     (run,) = all_runs(store)
     assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
+
+
+def test_a_run_id_the_store_does_not_hold_is_one_line_from_each_read_command(store, capsys):
+    """report --parent/--run and advise --parent with an id the store does not hold: MLflow's
+    own line (it names the id), exit 2, no traceback: the command's boundary
+    (store_errors.guarded) says it, as it says the store's other failures."""
+    from sweeper import advise
+
+    uri = f"sqlite:///{store}"
+    missing = "0123456789abcdef0123456789abcdef"
+    for main, flag in (
+        (report.main, "--parent"),
+        (report.main, "--run"),
+        (advise.main, "--parent"),
+    ):
+        assert main([flag, missing, "--tracking-uri", uri]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert line.startswith("sweeper: error: ") and missing in line, line
+        assert "failed" not in line, line  # not the store's failure: the id is unknown
