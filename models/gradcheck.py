@@ -102,23 +102,33 @@ def check_gradients(
     random rows (``seed``); see the module's docstring."""
     out = GradientCheck(n_in=n_in, n_out=n_out)
     try:
-        params = init_host(net, n_in, n_out, 7, "float64", path)
-    except Exception as e:  # noqa: BLE001  (the user's init)
-        out.problem = f"init raised {type(e).__name__}: {_first(e)}"
-        return out
-    draws = [_draw(seed, n_in, n_out), _draw(seed + 1, n_in, n_out)]
-    for i, (X, R) in enumerate(draws):
-        grads = _gradients(net, params, X, R, out)
-        if grads is None:
-            return out
-        names = [k for k in params if i == 0 or out.errors[k] > FD_RTOL]
-        # the second draw: only the parameters the first failed, each failing only if both do
-        for k in names:
-            err = fd_error(net, params, X, R, k, np.asarray(grads[k], dtype=np.float64))
-            out.errors[k] = err if i == 0 else min(out.errors[k], err)
-        if out.ok:
-            break
+        params = _user("init", init_host, net, n_in, n_out, 7, "float64", path)
+        draws = [_draw(seed, n_in, n_out), _draw(seed + 1, n_in, n_out)]
+        for i, (X, R) in enumerate(draws):
+            grads = _gradients(net, params, X, R)
+            names = [k for k in params if i == 0 or out.errors[k] > FD_RTOL]
+            # the second draw: only the parameters the first failed, each failing only if both do
+            for k in names:
+                err = fd_error(net, params, X, R, k, np.asarray(grads[k], dtype=np.float64))
+                out.errors[k] = err if i == 0 else min(out.errors[k], err)
+            if out.ok:
+                break
+    except _Problem as e:  # the model cannot be checked: what it did is the check's verdict
+        out.problem = str(e)
     return out
+
+
+class _Problem(Exception):
+    """Why the model cannot be checked (its code raised, or gave the wrong shape)."""
+
+
+def _user(what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` of the user's code; its error is the check's :class:`_Problem`."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001  (the user's code: its error is the verdict)
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise _Problem(f"{what} raised {type(e).__name__}: {first}") from None
 
 
 def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,26 +136,20 @@ def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((N_ROWS, n_in)), rng.standard_normal((N_ROWS, n_out))
 
 
-def _gradients(
-    net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray, out: GradientCheck
-) -> Any:
-    """``backward`` at ``dout = R`` after ``forward(X)``; None (and ``out.problem``
-    said) when it cannot be checked."""
-    try:
-        o, cache = net.forward(np, params, X)
-    except Exception as e:  # noqa: BLE001  (the user's code)
-        out.problem = f"forward raised {type(e).__name__}: {_first(e)}"
-        return None
+def _forward(net: Any, params: dict[str, np.ndarray], X: np.ndarray) -> tuple[Any, Any]:
+    o, cache = net.forward(np, params, X)  # not a pair: the user's code's error too
+    return o, cache
+
+
+def _gradients(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray) -> Any:
+    """``backward`` at ``dout = R`` after ``forward(X)``; :class:`_Problem` when it cannot be
+    checked."""
+    o, cache = _user("forward", _forward, net, params, X)
     if tuple(np.shape(o)) != (X.shape[0], R.shape[1]):
-        out.problem = (
+        raise _Problem(
             f"forward gave out of shape {tuple(np.shape(o))}, expected {(X.shape[0], R.shape[1])}"
         )
-        return None
-    try:
-        grads = net.backward(np, params, cache, R)
-    except Exception as e:  # noqa: BLE001
-        out.problem = f"backward raised {type(e).__name__}: {_first(e)}"
-        return None
+    grads = _user("backward", net.backward, np, params, cache, R)
     bad = [
         k
         for k in params
@@ -154,13 +158,10 @@ def _gradients(
         or tuple(np.shape(grads[k])) != params[k].shape
     ]
     if bad:
-        out.problem = f"backward gave no gradient of its shape {params[bad[0]].shape} for {bad[0]}"
-        return None
+        raise _Problem(
+            f"backward gave no gradient of its shape {params[bad[0]].shape} for {bad[0]}"
+        )
     return grads
-
-
-def _first(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else ""
 
 
 # --- the sweep's check: once per model, hyperparameters and

@@ -186,3 +186,50 @@ def test_a_kink_is_not_a_wrong_gradient():
 def test_model_check_where_it_means_nothing_is_refused(user, tmp_path, args, says):
     proc = cli(user, *args, "epochs=5", store=tmp_path / "s" / "mlflow.db")
     assert says in _refusal(proc)
+
+
+class _Linear:
+    """A right linear model; ``broken`` names the step that goes wrong."""
+
+    def __init__(self, broken: str = ""):
+        self.broken = broken
+
+    def init(self, n_in, n_out, rng):
+        if self.broken == "init":
+            raise RuntimeError("no weights\nsecond line")
+        return {"W": rng.standard_normal((n_in, n_out))}
+
+    def forward(self, xp, params, X):
+        if self.broken == "forward":
+            raise ValueError("bad rows")
+        if self.broken == "single":
+            return X @ params["W"]  # not (out, cache)
+        return X @ params["W"], X
+
+    def backward(self, xp, params, cache, dout):
+        if self.broken == "backward":
+            raise KeyError("W")
+        if self.broken == "missing":
+            return {}
+        return {"W": cache.T @ dout}
+
+
+@pytest.mark.parametrize(
+    "broken, problem",
+    [
+        ("", None),
+        ("init", "init raised RuntimeError: no weights"),
+        ("forward", "forward raised ValueError: bad rows"),
+        ("single", "forward raised ValueError: too many values to unpack (expected 2)"),
+        ("backward", "backward raised KeyError: 'W'"),
+        ("missing", "backward gave no gradient of its shape (3, 1) for W"),
+    ],
+)
+def test_what_the_models_code_did_is_the_checks_one_line_problem(broken, problem):
+    """check_gradients never raises what the model's own code raised: each step's error (or a
+    wrong shape) is the check's problem, one line naming the step."""
+    from sweeper.models.gradcheck import check_gradients
+
+    got = check_gradients(_Linear(broken), 3, 1)
+    assert got.problem == problem
+    assert got.ok is (problem is None)
