@@ -118,15 +118,8 @@ def _interrupted(args: list[str], code: int = INTERRUPTED) -> int:
     stop.STOP.set()  # training threads end now
     stop.ignore()  # a second Ctrl-C (or a SIGTERM) must not cut the bookkeeping short
     callbacks = sys.modules.get("sweeper.sweep.callbacks")
-    try:
-        line = (callbacks.interrupted(args) if callbacks else None) or NOTHING
-    # e.g. a store that fails now: the line says so, still without a traceback
-    except Exception as e:
-        line = (
-            f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}): "
-            "see python -m sweeper.report"
-        )
-    print(line, file=sys.stderr)
+    # a store that fails now: callbacks.interrupted's line says so, still without a traceback
+    print((callbacks.interrupted(args) if callbacks else None) or NOTHING, file=sys.stderr)
     return code
 
 

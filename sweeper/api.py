@@ -419,12 +419,7 @@ def _one(args: list[str]) -> Iterator[None]:
         # a second Ctrl-C must not cut the bookkeeping short (the caller's handlers come back below)
         stop.ignore()
         callbacks = sys.modules.get("sweeper.sweep.callbacks")
-        try:
-            line = callbacks.interrupted(args) if callbacks else None
-        except Exception as e:  # noqa: BLE001  the interruption is what the caller hears of
-            line = (
-                f"sweeper: interrupted; recording it in the store failed ({type(e).__name__}: {e})"
-            )
+        line = callbacks.interrupted(args) if callbacks else None  # says a store that failed
         print(
             line or "sweeper: interrupted before any run started: nothing recorded", file=sys.stderr
         )

@@ -401,6 +401,32 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
 
 
+def test_ctrl_c_whose_recording_fails_is_still_one_line(tmp_path, monkeypatch):
+    """Ctrl-C in a single run whose store fails now (a file that is not a database): the
+    interruption's line says the recording failed and where to look, without a traceback; it
+    is what ``python -m sweeper`` and :func:`sweeper.run` print (neither catches it itself)."""
+    from sweeper.base import state
+    from sweeper.sweep import callbacks
+
+    bad = tmp_path / "mlflow.db"
+    bad.write_text("not a database\n" * 100)
+    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
+        job = compose(
+            config_name="config",
+            overrides=[f"tracking.uri=sqlite:///{bad}"],
+            return_hydra_config=True,
+        )
+    with open_dict(job):
+        job.hydra.runtime.output_dir = str(tmp_path / "run")
+    monkeypatch.setitem(state.process().doing, "job", job)
+    monkeypatch.setitem(state.process().doing, "since", time.time())
+    line = callbacks.interrupted(["epochs=10"])
+    assert line.startswith(
+        "sweeper: interrupted; recording it in the store failed ("
+    ) and line.endswith("): see python -m sweeper.report"), line
+    assert "\n" not in line
+
+
 @pytest.mark.slow
 def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_running(tmp_path, store):
     # the first rung's groups train for seconds; Ctrl-C lands while they do (after the sweep's start)

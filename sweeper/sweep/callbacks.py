@@ -100,12 +100,24 @@ class SweepCallback(Callback):
 
 
 def interrupted(args: list[str]) -> str | None:
-    """Ctrl-C reached ``python -m sweeper ARGS``: record it in the store and
-    return the one line to print (None when nothing had been recorded yet).
+    """Ctrl-C reached ``python -m sweeper ARGS`` (or :func:`sweeper.multirun`): record it in the
+    store and return the one line to print (None when nothing had been recorded yet). It does not
+    raise: recording that fails (a store that fails now) is said in the line, still without a
+    traceback, as the interruption is what the caller hears of.
 
     A multirun closes its sweep (:func:`sweeper.sweep.interrupted`); a single run is KILLED
     — by its job when Ctrl-C landed in training, else here (a RUNNING run of this process).
     """
+    try:
+        return _record_interruption(args)
+    except Exception as e:  # noqa: BLE001  (the one place an interruption's bookkeeping fails)
+        return (
+            f"sweeper: interrupted; recording it in the store failed ({tracking.first_line(e)}): "
+            "see python -m sweeper.report"
+        )
+
+
+def _record_interruption(args: list[str]) -> str | None:
     doing = state.process().doing
     if doing["sweep"] is not None:
         return sweep.interrupted(Path(doing["sweep"].hydra.sweep.dir).absolute(), args)
