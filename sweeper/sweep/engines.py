@@ -55,6 +55,7 @@ __all__ = [
     "check",
     "compute_remote",
     "computed_groups",
+    "each_run",
     "elsewhere",
     "group_failed",
     "lost",
@@ -247,62 +248,72 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
         t.join()
 
 
+def _into(done: queue.Queue, work: Groups) -> None:
+    """A thread's groups into ``done`` as each ends; an exception (Ctrl-C, SIGTERM:
+    :class:`sweeper.base.stop.Stopped`) as ``(None, e)``: raised again in the launching thread."""
+    try:
+        for got in work:
+            done.put(got)
+    except BaseException as e:  # noqa: BLE001  (the launching thread decides)
+        done.put((None, e))
+
+
 def _gpu_worker(index: int, todo: queue.Queue, done: queue.Queue, compute: Callable) -> None:
     """A thread on GPU ``index``: computes the groups it takes from
     ``todo`` (each run tagged with its device) into ``done``, until
     none is left; an exception goes to ``done`` as ``(None, e)``."""
+    _into(done, _on_device(index, todo, compute))
 
-    try:
-        with on_gpu(index):
-            while True:
-                try:
-                    members = todo.get_nowait()
-                except queue.Empty:
-                    return
-                computed = _safe(compute, members)
-                for c in computed.values():
-                    c.tags[GPU_DEVICE] = str(current_gpu())
-                done.put((members, computed))
-    # Ctrl-C/SIGTERM (sweeper.base.stop.Stopped): raised again in the launching thread
-    except BaseException as e:
-        done.put((None, e))
+
+def _on_device(index: int, todo: queue.Queue, compute: Callable) -> Groups:
+    with on_gpu(index):
+        while True:
+            try:
+                members = todo.get_nowait()
+            except queue.Empty:
+                return
+            computed = _safe(compute, members)
+            for c in computed.values():
+                c.tags[GPU_DEVICE] = str(current_gpu())
+            yield members, computed
 
 
 def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -> None:
     """A thread beside the GPU ones: computes the CPU groups of
     ``groups`` into ``done`` (an exception: ``(None, e)``)."""
-    try:
-        for members in groups:
-            if members[0].plain["device"] != "gpu":
-                done.put((members, _safe(compute, members)))
-    except BaseException as e:
-        done.put((None, e))
+    _into(done, ((m, _safe(compute, m)) for m in groups if m[0].plain["device"] != "gpu"))
 
 
 def on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:
     """The batched launcher's GPU groups on this node's devices (:func:`_local`), on a thread of
     the launching process beside the CPU workers (:func:`sweeper.sweep.cores.computed_groups`):
     each into ``done``, its runs tagged ``main``; an exception as ``(None, e)``."""
-    try:
-        for members, computed in _local(groups, compute, gpus):
-            for c in computed.values():
-                c.tags.setdefault(WORKER, "main")
-            done.put((members, computed))
-    except BaseException as e:  # noqa: BLE001  (raised again in the launching thread)
-        done.put((None, e))
+    _into(done, _tagged_main(_local(groups, compute, gpus)))
 
 
-def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
-    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's)."""
+def _tagged_main(groups: Groups) -> Groups:
+    for members, computed in groups:
+        for c in computed.values():
+            c.tags.setdefault(WORKER, "main")
+        yield members, computed
+
+
+def each_run(runs: dict[int, Any], call: Callable[[Any], Any]) -> None:
+    """``call(tracked)`` for each of a group's runs (opened ahead), best effort: a store gone
+    is one warning per run, and the report marks such a run an orphan later."""
     for tracked in runs.values():
         try:
-            for k, v in where.items():
-                tracked.client.set_tag(tracked.run_id, k, v)
-        # a store gone: the run keeps the first worker's tags
+            call(tracked)
         except Exception as e:  # noqa: BLE001
             log.warning(
                 "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
             )
+
+
+def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
+    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's);
+    a store gone: the run keeps the first worker's tags."""
+    each_run(runs, lambda t: [t.client.set_tag(t.run_id, k, v) for k, v in where.items()])
 
 
 # --- what a remote worker runs and sends back -----------------------------------------------------

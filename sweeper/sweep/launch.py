@@ -485,14 +485,7 @@ def _system(runs: dict[int, Any]) -> list[Any]:
 def _drop(runs: dict[int, Any]) -> None:
     """Delete runs created ahead that no outcome comes with (the
     group failed: its jobs run alone, and make theirs)."""
-    for tracked in runs.values():
-        try:
-            tracked.client.delete_run(tracked.run_id)
-        # a store gone: the report marks the run an orphan later
-        except Exception as e:  # noqa: BLE001
-            log.warning(
-                "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
-            )
+    engines.each_run(runs, lambda t: t.client.delete_run(t.run_id))
 
 
 def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:

@@ -468,11 +468,8 @@ def _serve(requests: Any, answers: Any) -> None:
                 ended = True
                 break
             if "open" in job:  # the stores of the runs to come: opened before the first one arrives
-                for uri in job["open"]:
-                    try:
-                        clients.setdefault(uri, tracking.client(uri))
-                    except Exception:  # noqa: BLE001  the first run that needs it says why
-                        pass
+                for uri in job["open"]:  # one that fails: the first run that needs it says why
+                    _opened(clients, uri, tracking)
             else:
                 runs.append(job)
             if len(runs) >= BULK:
@@ -514,10 +511,9 @@ def _record_all(
             j += 1
         batch, i = jobs[i:j], j
         uri = batch[0]["uri"]
-        try:
-            c = clients.get(uri) or clients.setdefault(uri, tracking.client(uri))
-        except Exception as e:  # noqa: BLE001  the store cannot be opened: each run says why
-            outcomes: list[Exception | None] = [e] * len(batch)
+        c = _opened(clients, uri, tracking)
+        if isinstance(c, Exception):  # the store cannot be opened: each run says why
+            outcomes: list[Exception | None] = [c] * len(batch)
         else:
             for job in batch:
                 _remember(job)
@@ -526,6 +522,17 @@ def _record_all(
             )
         answers += [_settled(job, _error(job, e, tracking)) for job, e in zip(batch, outcomes)]
     return answers
+
+
+def _opened(clients: dict[str, Any], uri: str, tracking: Any) -> Any:
+    """The client of the store at ``uri``, opened once; the error when it cannot be opened
+    (tried again for the next runs: a server may be back)."""
+    if uri not in clients:
+        try:
+            clients[uri] = tracking.client(uri)
+        except Exception as e:  # noqa: BLE001  (said by each run that needed it)
+            return e
+    return clients[uri]
 
 
 def _error(job: dict[str, Any], e: Exception | None, tracking: Any) -> str | None:
