@@ -554,3 +554,22 @@ def test_child_runs_read_table_by_table_are_what_search_runs_returns(store, tmp_
         {k: repr(v) for k, v in r.data.metrics.items()} for r in want
     ]
     assert model.model_id in seen(next(r for r in got if r.info.run_id == ids[0]))[5]
+
+
+@pytest.mark.parametrize(
+    "error", [KeyError("getpwuid(): uid not found: 1234"), OSError("no login")]
+)
+def test_a_run_without_a_user_name_is_recorded_as_unknown(monkeypatch, error):
+    """A container whose uid has no passwd entry: getpass raises (KeyError before Python
+    3.13, OSError since); the run's mlflow.user is 'unknown', the run is still recorded."""
+    import getpass
+
+    from sweeper.tracking.records import source_tags
+
+    def no_user():
+        raise error
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    tags = source_tags(["python", "-m", "sweeper", "epochs=2"])
+    assert tags["mlflow.user"] == "unknown"
+    assert tags["mlflow.source.name"] == "python -m sweeper"

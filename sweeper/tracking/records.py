@@ -131,7 +131,8 @@ def source_tags(command: list[str]) -> dict[str, str]:
 
     try:
         user = getpass.getuser()
-    except Exception:  # no user name in this environment (a container without one)
+    # no user name in this environment (a container without one: pwd's KeyError; OSError from 3.13)
+    except (ImportError, KeyError, OSError):
         user = "unknown"
     short = " ".join(command[:3] + (["-m"] if command[3:4] == ["-m"] else []))
     return {
