@@ -107,9 +107,8 @@ def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
     stop.seen().append(signal.SIGINT)
     stop.STOP.set()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            error = AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
-            resuming_sweeper._failed(None, error)
+        with pytest.raises(KeyboardInterrupt), resuming_sweeper._failing_whole(None):
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
     finally:
         stop.reset()
 

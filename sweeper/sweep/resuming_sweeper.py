@@ -21,8 +21,9 @@ the class is ``hydra_plugins.sweeper_batched_launcher.guarded_sweeper.GuardedSwe
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from omegaconf import open_dict, read_write
 from sweeper import tracking
@@ -51,10 +52,8 @@ def setup(
     then the launcher's ``launch`` wrapped: finished configurations left out
     (``resume=true``; not when ``leave_out`` is false: a search needs one return
     per trial, and its jobs skip themselves), a failure as a whole in one line."""
-    try:
+    with _failing_whole(config):  # the launcher's own start
         base_setup(hydra_context=hydra_context, task_function=task_function, config=config)
-    except Exception as e:  # noqa: BLE001  (the launcher's own start)
-        _failed(config, e)
     inner = sweeper.launcher.launch
     batched = "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", ""))
     resumed = [0]
@@ -63,10 +62,8 @@ def setup(
         kept = batch if batched or not leave_out else _unfinished(sweeper, batch, resumed)
         if not kept:
             return []
-        try:
+        with _failing_whole(config):  # jobs' own failures come back in their JobReturn
             return inner(kept, initial_job_idx=initial_job_idx)
-        except Exception as e:  # noqa: BLE001  (jobs' own failures come back in their JobReturn)
-            _failed(config, e)
 
     sweeper.launcher.launch = launch
 
@@ -126,19 +123,22 @@ def _unfinished(
     return kept
 
 
-def _failed(config: Any, e: BaseException) -> None:
-    """The launcher failed as a whole: the parent run(s) KILLED with the reason,
-    one line, exit 2. Not when a signal came: a library's cleanup that failed as
-    the KeyboardInterrupt went through it (OmegaConf's "'NoneType' object has no
+@contextmanager
+def _failing_whole(config: Any) -> Iterator[None]:
+    """The launcher's boundary: an error inside is the launcher failed as a whole: the parent
+    run(s) KILLED with the reason, one line, exit 2. Not when a signal came: a library's cleanup
+    that failed as the KeyboardInterrupt went through it (OmegaConf's "'NoneType' object has no
     attribute '_invalidate_flags_cache'") is the interruption, not a failure."""
-
-    if (signalled := stop.masked(e)) is not None:
-        raise signalled from e
-    stop.refuse(
-        life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix(
-            "sweeper: error: "
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001  (the one place a launcher's failure is decided)
+        if (signalled := stop.masked(e)) is not None:
+            raise signalled from e
+        stop.refuse(
+            life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix(
+                "sweeper: error: "
+            )
         )
-    )
 
 
 def put_in_place(config: Any) -> None:
