@@ -573,3 +573,45 @@ def test_a_run_without_a_user_name_is_recorded_as_unknown(monkeypatch, error):
     tags = source_tags(["python", "-m", "sweeper", "epochs=2"])
     assert tags["mlflow.user"] == "unknown"
     assert tags["mlflow.source.name"] == "python -m sweeper"
+
+
+class _Monitor:
+    def __init__(self, fails_at: int | None = None):
+        self.calls, self.fails_at, self.value = 0, fails_at, 0.0
+
+    def collect_metrics(self):
+        self.calls += 1
+        if self.calls == self.fails_at:
+            raise RuntimeError("the GPU is gone\nmore")
+        self.value += 10.0
+
+    def aggregate_metrics(self):
+        return {"cpu_percent": self.value}
+
+    def clear_metrics(self):
+        pass
+
+
+@pytest.mark.parametrize("fails_at", [1, 2])
+def test_a_system_monitor_that_fails_is_dropped_once_and_the_others_still_sample(caplog, fails_at):
+    """Whether a monitor fails on the first (priming) call, whose numbers are not kept, or on a
+    later one: it is dropped with one warning, and the other monitor's samples go on, numbered
+    from step 0."""
+    import logging
+    import threading
+
+    from sweeper.tracking.system import SystemSampler
+
+    s = SystemSampler.__new__(SystemSampler)
+    good, bad = _Monitor(), _Monitor(fails_at)
+    s.monitors, s.rows, s.step, s._lock = [good, bad], [], 0, threading.Lock()
+    with caplog.at_level(logging.WARNING, logger="sweeper.tracking.system"):
+        s._sample(keep=False)
+        s._sample()
+        s._sample()
+    assert s.monitors == [good] and s.step == 2
+    dropped = [r.getMessage() for r in caplog.records]
+    assert dropped == ["system metrics: _Monitor dropped: RuntimeError: the GPU is gone"]
+    got = [(m.key, m.value, m.step) for m in s.rows]
+    # the good one's: the priming call's 10.0 not kept
+    assert got == [("system/cpu_percent", 20.0, 0), ("system/cpu_percent", 30.0, 1)]
