@@ -271,12 +271,17 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
     """The training rows, features and outputs of a configuration's
     data (the launcher's cached copy)."""
 
+    ds = _loaded(plain.get("data"))
+    return (ds.X_train.shape[0], ds.n_features, ds.n_outputs) if ds is not None else (1, 1, 1)
+
+
+def _loaded(node: Any, seed: int | None = None) -> Any:
+    """The launcher's cached copy of a data set (:func:`sweeper.data.load_plain`), or None: no
+    data node, a file gone, bad data: the group fails in its own words later."""
     try:
-        ds = data.load_plain(plain["data"])
-        return ds.X_train.shape[0], ds.n_features, ds.n_outputs
-    # no data node, a file gone: the group fails in its own words later
+        return data.load_plain(node, seed)
     except Exception:  # noqa: BLE001
-        return 1, 1, 1
+        return None
 
 
 # --- the workers ----------------------------------------------------------------------------------
@@ -306,10 +311,7 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
     from sweeper.sweep import engines
 
     for node, seed in warm:
-        try:
-            data.load_plain(node, seed)
-        except Exception:  # noqa: BLE001  (the group says what is wrong with it)
-            pass
+        _loaded(node, seed)
     conn.send(("ready", os.getpid()))
     while True:
         try:
