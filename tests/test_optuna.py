@@ -419,6 +419,7 @@ def test_trials_successive_halving_stopped_are_pruned_in_the_study_with_their_cu
         "hydra.sweeper.n_trials=0",
         "hydra.sweeper.batch=0",
         "hydra.sweeper.storage=foo://x",
+        "hydra.sweeper.storage=postgresql://me@host:port/db",  # a port that is no number
         "hydra.sweeper.sampler._target_=nope.Sampler",
     ],
 )
