@@ -209,7 +209,8 @@ def machine_key(dtype: str) -> str:
         targets = json.dumps(
             {k: sorted(v2["current"] for v2 in v.values()) for k, v in info.items()}, sort_keys=True
         )
-    except Exception:  # noqa: BLE001  (an older NumPy: the CPU's name stands in)
+    # a NumPy without introspect (before 2.0) or whose answer has another shape: the CPU's name
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError):
         import platform
 
         targets = platform.processor() or platform.machine()

@@ -162,7 +162,7 @@ def upload(path: Path, uri: str | None = None) -> str:
         try:
             c.set_tag(new, "failure_reason", f"upload failed: {tracking.first_line(e)}")
             c.set_terminated(new, "FAILED")
-        except Exception:  # noqa: BLE001  (the store that failed may refuse this too)
+        except tracking.UNREACHABLE:  # the store that failed may refuse this too
             pass
         raise
     # another store: the job's own still lacks the run, and a later upload there still adds it

@@ -435,7 +435,7 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
                     c.delete_registered_model(name)
                 elif version is not None:
                     c.delete_model_version(name, version.version)
-            except Exception:  # the store is down: nothing more to undo here
+            except (MlflowException, OSError):  # the store is down: nothing more to undo here
                 pass
             raise
     return version

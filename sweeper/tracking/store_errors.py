@@ -15,12 +15,6 @@ from sweeper.tracking import store
 __all__ = ["guarded"]
 
 
-def failure(e: BaseException) -> bool:
-    """Whether ``e`` is the store's failure (MLflow, SQLAlchemy,
-    SQLite, the OS), not a bug of ours."""
-    return isinstance(e, (store.TrackingError, sqlite3.Error, *store.UNREACHABLE))
-
-
 def line(uri: str, e: BaseException) -> str:
     if isinstance(e, store.TrackingError):
         return f"sweeper: error: {e}"
@@ -53,8 +47,6 @@ def guarded(uri: str, fn: Callable[[], int]) -> int:
         # a mistyped path is refused (never created as an empty store), a silent server in seconds
         store.check_readable(uri)
         return fn()
-    except Exception as e:
-        if not failure(e):
-            raise
+    except (store.TrackingError, sqlite3.Error, *store.UNREACHABLE) as e:  # not a bug of ours
         print(line(uri, e), file=sys.stderr)
         return 2
