@@ -287,3 +287,15 @@ def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
     assert runs[b].data.params == {"lr": "0.1"} and {r.data.tags["k"] for r in runs.values()} == {
         "v"
     }
+
+
+def test_an_optional_dependency_is_its_module_or_none():
+    """tested.optional: psutil, joblib, fcntl (Windows lacks it) asked for by name, imported
+    then; one that is not installed is None (each caller's fallback), not an ImportError."""
+    import json
+
+    from sweeper.base.tested import optional
+
+    assert optional("json") is json
+    assert optional("sweeper_no_such_module_58") is None
+    assert optional("sweeper.no_such_submodule") is None

@@ -12,13 +12,14 @@ Imports nothing of ours but :mod:`sweeper.base.environment`."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 from functools import lru_cache
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 
 from sweeper.base.environment import SHORTCUTS, turned_off_by
 
-__all__ = ["DISTRIBUTION", "PUBLIC_ONLY", "TESTED", "inside", "shortcut", "within"]
+__all__ = ["DISTRIBUTION", "PUBLIC_ONLY", "TESTED", "inside", "optional", "shortcut", "within"]
 
 log = logging.getLogger("sweeper")
 
@@ -113,3 +114,12 @@ def shortcut(name: str) -> bool:
         log.info("%s: the shortcut %s is off: %s", setting, name, public)
         return False
     return all([within(dist) for dist in packages])  # each package outside its range said
+
+
+def optional(name: str) -> ModuleType | None:
+    """The module ``name`` of an optional dependency (psutil, joblib, fcntl that Windows lacks),
+    imported when first asked for; None where it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from sweeper import settled, tracking
-from sweeper.base.tested import shortcut
+from sweeper.base.tested import optional, shortcut
 
 __all__ = ["warm_joblib_workers"]
 
@@ -35,11 +35,9 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
     if str(config.hydra.launcher.get("_target_")) != JOBLIB_LAUNCHER or not shortcut("joblib_warm"):
         return None
 
-    try:
-        # lazy: saves ~150 ms at this module's import (measured)
-        from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
-        from joblib import Parallel, delayed, effective_n_jobs
-    except ImportError:
+    # lazy: saves ~150 ms at this module's import (measured)
+    launcher, joblib = optional("hydra_plugins.hydra_joblib_launcher._core"), optional("joblib")
+    if launcher is None or joblib is None:
         return None
     cfg = {
         k: v
@@ -47,15 +45,16 @@ def warm_joblib_workers(config: DictConfig, jobs: list[tuple[list[str], dict[str
         if k != "_target_"
     }
     cfg["backend"] = "loky"  # as the launcher sets it
-    process_joblib_cfg(cfg)
-    workers = min(effective_n_jobs(cfg.get("n_jobs") or 1), len(jobs))
+    launcher.process_joblib_cfg(cfg)
+    workers = min(joblib.effective_n_jobs(cfg.get("n_jobs") or 1), len(jobs))
     uris = sorted({c["tracking"]["uri"] for _, c in jobs})
     if workers <= 1:
         return None
 
     def warm() -> None:
         try:
-            pids = Parallel(**cfg)(delayed(_warm_worker)(uris) for _ in range(workers))
+            each = (joblib.delayed(_warm_worker)(uris) for _ in range(workers))
+            pids = joblib.Parallel(**cfg)(each)
             log.info(
                 "joblib: %d worker processes warmed (pids %s)",
                 len(set(pids)),
