@@ -17,7 +17,9 @@ from conftest import client_for, command, run_once
 from test_text import DOCS, write_docs
 
 # Run in a subprocess with -I (no PYTHONPATH, no cwd on the path) and these top-level packages refused: what a
-# logged model may not need at load. The check that `sweeper` is not importable there is part of the script.
+# logged model may not need at load. The check that `sweeper` is not importable there is part of the script. It loads
+# each model of its argument (a JSON list of [uri, inputs file, outputs file]) in turn: one interpreter for several
+# models (each costs ~3.5 CPU-s, mostly MLflow's import).
 ISOLATED = r"""
 import importlib.abc, json, sys
 BLOCKED = {"sweeper", "omegaconf", "hydra", "hydra_plugins", "sklearn"}
@@ -34,27 +36,38 @@ for name in BLOCKED:
     else:
         raise SystemExit(f"{name} is importable")
 import mlflow.pyfunc, pandas as pd
-uri, inputs, out = sys.argv[1:4]
-model = mlflow.pyfunc.load_model(uri)
-pred = model.predict(pd.DataFrame(**json.load(open(inputs))))
-pred = pred.to_dict(orient="split") if hasattr(pred, "to_dict") else {"data": [float(v) for v in pred]}
-json.dump(pred, open(out, "w"))
+for uri, inputs, out in json.loads(sys.argv[1]):
+    model = mlflow.pyfunc.load_model(uri)
+    pred = model.predict(pd.DataFrame(**json.load(open(inputs))))
+    pred = pred.to_dict(orient="split") if hasattr(pred, "to_dict") else {"data": [float(v) for v in pred]}
+    json.dump(pred, open(out, "w"))
 loaded = sorted({m.split(".")[0] for m in sys.modules} & BLOCKED)
 assert not loaded, loaded
 """
 
 
 def _isolated(tmp_path: Path, uri: str, store: Path, frame: pd.DataFrame) -> dict:
-    inputs, out = tmp_path / "in.json", tmp_path / "out.json"
-    # exact floats
-    inputs.write_text(
-        json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)})
-    )
+    """What the model at ``uri`` predicts for ``frame`` in an isolated interpreter (:data:`ISOLATED`)."""
+    return _isolated_many(tmp_path, store, [(uri, frame)])[0]
+
+
+def _isolated_many(
+    tmp_path: Path, store: Path, models: list[tuple[str, pd.DataFrame]]
+) -> list[dict]:
+    """What each model ``(uri, frame)`` predicts for its frame, all loaded by one isolated interpreter."""
+    jobs = []
+    for i, (uri, frame) in enumerate(models):
+        inputs, out = tmp_path / f"in{i}.json", tmp_path / f"out{i}.json"
+        # exact floats
+        inputs.write_text(
+            json.dumps({"data": frame.to_numpy().tolist(), "columns": list(frame.columns)})
+        )
+        jobs.append([uri, str(inputs), str(out)])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)} | {
         "MLFLOW_TRACKING_URI": f"sqlite:///{store}"
     }
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", ISOLATED, uri, str(inputs), str(out)],
+        [sys.executable, "-I", "-c", ISOLATED, json.dumps(jobs)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -62,7 +75,7 @@ def _isolated(tmp_path: Path, uri: str, store: Path, frame: pd.DataFrame) -> dic
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text())
+    return [json.loads(Path(out).read_text()) for _, _, out in jobs]
 
 
 def _example(model: Path) -> pd.DataFrame:
@@ -86,68 +99,79 @@ def _job(tmp_path: Path, store: Path, *overrides: str) -> tuple[dict, pd.DataFra
     return result, logged, example
 
 
-def test_a_tabular_model_loads_without_sweeper_takes_named_columns_in_any_order(tmp_path, store):
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, _template_store) -> dict[str, dict]:
+    """A tabular, a multiclass and a text model, each logged by a job of its own into one store, and what each
+    predicts in one isolated interpreter (:func:`_isolated_many`): ``{kind: {folder, result, logged, ds, out}}``."""
+    from sweeper import data
+    from conftest import copy_store, make_cfg
+
+    root = tmp_path_factory.mktemp("models")
+    store = copy_store(_template_store, root)
+    made, asked = {}, []
+    for kind, overrides in {
+        "tabular": ("data=diabetes", "depth=1", "width=8", "epochs=50"),
+        "multiclass": ("data=iris", "depth=1", "width=8", "epochs=50", "lr=0.1"),
+        "text": ("data=text", "data.ngram_max=2", "depth=1", "width=4", "epochs=50"),
+    }.items():
+        folder = root / kind
+        folder.mkdir()
+        if kind == "text":
+            overrides += (f"data.path={write_docs(folder / 'docs.csv', DOCS)}",)
+        result, logged, _ = _job(folder, store, *overrides)
+        data_keys = [o for o in overrides if o.startswith("data")]
+        ds = data.load(make_cfg(*data_keys).data, 0)
+        if kind == "text":
+            frame = pd.DataFrame(
+                {"text": [str(d) for d in ds.text_test] + ["win a free prize", "unseen words only"]}
+            )
+            uri = f"runs:/{result['run_id']}/model"
+        else:
+            frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)
+            uri = f"models:/{_model_id(store, result['run_id'])}"
+        # the multiclass model is handed its columns in reverse order
+        asked.append((uri, frame[frame.columns[::-1]] if kind == "multiclass" else frame))
+        made[kind] = {
+            "folder": folder,
+            "result": result,
+            "logged": logged,
+            "ds": ds,
+            "frame": frame,
+        }
+    for found, out in zip(made.values(), _isolated_many(root, store, asked)):
+        found["out"] = out
+    return made
+
+
+def test_a_tabular_model_loads_without_sweeper_takes_named_columns_in_any_order(models):
     import mlflow.pyfunc
     from mlflow.exceptions import MlflowException
 
-    from sweeper import data
-    from conftest import make_cfg
-
-    result, logged, _ = _job(tmp_path, store, "data=diabetes", "depth=1", "width=8", "epochs=50")
-    ds = data.load(make_cfg("data=diabetes").data, 0)
-    frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)
+    ds, frame, logged, out = (models["tabular"][k] for k in ("ds", "frame", "logged", "out"))
+    folder = models["tabular"]["folder"]
     assert list(frame.columns)[:3] == ["age", "sex", "bmi"]
-    out = _isolated(tmp_path, f"models:/{_model_id(store, result['run_id'])}", store, frame)
     np.testing.assert_allclose(out["data"], logged["y_pred"], rtol=1e-12)
-    requirements = (tmp_path / "job" / "model" / "model" / "requirements.txt").read_text().split()
+    requirements = (folder / "job" / "model" / "model" / "requirements.txt").read_text().split()
     assert sorted(r.split("==")[0] for r in requirements) == ["mlflow", "numpy", "pandas"]
 
-    model = mlflow.pyfunc.load_model(str(tmp_path / "job" / "model" / "model"))
+    model = mlflow.pyfunc.load_model(str(folder / "job" / "model" / "model"))
     assert [c.name for c in model.metadata.get_input_schema().inputs] == ds.input_columns
     np.testing.assert_array_equal(model.predict(frame[frame.columns[::-1]]), model.predict(frame))
     with pytest.raises(MlflowException, match="bmi"):
         model.predict(frame.drop(columns="bmi"))
 
 
-def test_a_multiclass_model_names_its_classes_and_loads_without_sweeper(tmp_path, store):
-    from sweeper import data
-    from conftest import make_cfg
-
-    result, logged, _ = _job(
-        tmp_path, store, "data=iris", "depth=1", "width=8", "epochs=50", "lr=0.1"
-    )
-    ds = data.load(make_cfg("data=iris").data, 0)
-    frame = pd.DataFrame(ds.raw(ds.X_test), columns=ds.input_columns)
-    out = _isolated(
-        tmp_path, f"models:/{_model_id(store, result['run_id'])}", store, frame[frame.columns[::-1]]
-    )
+def test_a_multiclass_model_names_its_classes_and_loads_without_sweeper(models):
+    ds, logged, out = (models["multiclass"][k] for k in ("ds", "logged", "out"))
     assert out["columns"] == ["p_setosa", "p_versicolor", "p_virginica"]
     np.testing.assert_allclose(out["data"], logged[out["columns"]].to_numpy(), rtol=1e-12)
     assert set(logged["y_true"]) <= set(ds.classes)  # labels, not indices
 
 
-def test_a_text_model_loads_without_sweeper_or_scikit_learn(tmp_path, store):
-    path = write_docs(tmp_path / "docs.csv", DOCS)
-    result, logged, _ = _job(
-        tmp_path,
-        store,
-        "data=text",
-        f"data.path={path}",
-        "data.ngram_max=2",
-        "depth=1",
-        "width=4",
-        "epochs=50",
-    )
-    from sweeper import data
-    from conftest import make_cfg
-
-    ds = data.load(make_cfg("data=text", f"data.path={path}", "data.ngram_max=2").data, 0)
-    frame = pd.DataFrame(
-        {"text": [str(d) for d in ds.text_test] + ["win a free prize", "unseen words only"]}
-    )
-    out = _isolated(tmp_path, f"runs:/{result['run_id']}/model", store, frame)
+def test_a_text_model_loads_without_sweeper_or_scikit_learn(models):
+    folder, logged, out = (models["text"][k] for k in ("folder", "logged", "out"))
     np.testing.assert_allclose(out["data"][: len(logged)], logged["y_pred"], rtol=1e-12)
-    requirements = (tmp_path / "job" / "model" / "model" / "requirements.txt").read_text().split()
+    requirements = (folder / "job" / "model" / "model" / "requirements.txt").read_text().split()
     assert sorted(r.split("==")[0] for r in requirements) == ["mlflow", "numpy", "pandas", "scipy"]
 
 
