@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base.fmt import number
 from sweeper.base.output import one_line
 from sweeper.contract.config import SEP_NAMES
 from sweeper.data.columns import sniff
@@ -32,11 +33,7 @@ class DataError(ValueError):
 
 def _parses(v: Any) -> bool:
     """Whether ``float(v)`` reads the value: a number, or text such as ``" 2.5"``."""
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+    return number(v) is not None
 
 
 def _shown(labels: list[str], most: int = 6) -> str:

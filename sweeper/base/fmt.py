@@ -8,17 +8,23 @@ import math
 from typing import Any
 
 
-__all__ = ["cell", "finite", "parse_param", "text_cell"]
+__all__ = ["cell", "finite", "number", "parse_param", "text_cell"]
+
+
+def number(value: Any) -> float | None:
+    """``float(value)`` (a number, or a number's text such as ``" 2.5"``; inf and nan kept);
+    None when it is no number (missing, text)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def finite(value: Any) -> float | None:
     """A value read back as a finite float (a number, or a number's text); None when it is no
     number, or not finite (missing, text, inf, nan)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+    v = number(value)
+    return v if v is not None and math.isfinite(v) else None
 
 
 def cell(v: Any) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.base.fmt import number
 from sweeper.insight.advice.evidence import SAME, SEEDS, Sweep
 
 __all__ = ["compute", "spec"]
@@ -131,10 +132,8 @@ def compute(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _order(v: Any) -> tuple:
-    try:
-        return (0, float(v), "")
-    except (TypeError, ValueError):
-        return (1, 0.0, str(v))
+    n = number(v)
+    return (0, n, "") if n is not None else (1, 0.0, str(v))
 
 
 def _exact(y: np.ndarray, index: dict[str, np.ndarray], levels: dict[str, list]) -> np.ndarray:
