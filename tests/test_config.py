@@ -173,3 +173,30 @@ def test_a_data_path_that_is_no_file_is_named_for_what_it_is(tmp_path, make, wha
     cfg["data"]["path"] = "/dev/null"
     with pytest.raises(ConfigError, match="is not a regular file"):
         validate(cfg)
+
+
+@pytest.mark.parametrize(
+    "content, error",
+    [
+        (b"a: [1, 2\nb: 3\n", "ParserError"),  # YAML that does not parse
+        (b"a: 1\n\tb: 2\n", "ScannerError"),  # a tab where YAML allows none
+        (b"a: 1\na: 2\n", "ConstructorError"),  # a key twice (OmegaConf's loader refuses it)
+        (b"\xff\xfe\x00a: \x80\x81\n", "UnicodeDecodeError"),  # not UTF-8
+        (None, "IsADirectoryError"),  # a folder where the file should be
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, content, error):
+    """A broken conf/GROUP/NAME.yaml (a hand-edited conf/best pin): ConfigError's one line
+    names the argument, the file and what the reader said, not Hydra's traceback."""
+    from sweeper.contract.config import _readable
+
+    path = tmp_path / "x.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as e:
+        _readable(path, "best=x")
+    line = str(e.value)
+    assert line.startswith(f"best=x: {path} cannot be read ({error}: ") and "\n" not in line, line
+    assert line.endswith("): fix the file or choose another"), line

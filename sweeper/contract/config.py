@@ -19,7 +19,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.hydra_internals import convert_value
@@ -620,7 +622,8 @@ def _readable(path: Path, arg: str) -> None:
     naming it, not Hydra's 67-line traceback."""
     try:
         doc = OmegaConf.load(path)
-    except Exception as e:  # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding
+    # yaml's ScannerError/ParserError, OmegaConf's own, a bad encoding (a ValueError), unreadable
+    except (yaml.YAMLError, OmegaConfBaseException, ValueError, OSError) as e:
         raise ConfigError(
             f"{arg}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be "
             "read "
