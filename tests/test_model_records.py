@@ -301,13 +301,18 @@ def test_a_model_loads_in_a_fresh_virtual_environment_of_its_requirements_only(t
     result, logged, _ = _job(tmp_path, store, "data=diabetes", "depth=1", "width=8", "epochs=50")
     src = tmp_path / "job" / "model" / "model"
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # no pip of its own (ensurepip: ~4 CPU-s): this process's pip installs into it (pip --python)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300
+    )
     py = venv / "bin" / "python"
     pip = subprocess.run(
         [
-            str(py),
+            sys.executable,
             "-m",
             "pip",
+            "--python",
+            str(py),
             "install",
             "-q",
             "--no-compile",
