@@ -245,6 +245,9 @@ def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypa
     writer.prestart(["-m", many])
     assert not started
     assert writer.estimated_jobs(["lr=0.1,0.2,0.3", "depth=range(0,3)", "seed=4"]) == 9
+    # an override Hydra's grammar refuses (Hydra's own line says so later): no estimate, no error
+    for bad in ("lr=[0.1,", "lr", "lr=a=b", "depth=range(1,x)"):
+        assert writer.estimated_jobs(["width=8,16", bad]) == 0
 
 
 def test_sqlite_connections_commit_without_waiting_for_fsync(store):
