@@ -497,3 +497,27 @@ def test_an_optuna_trials_value_is_its_fold_mean(tmp_path, store):
         assert t.value == pytest.approx(
             np.mean([m[f"val_mse_fold{i}"] for i in range(3)]), rel=1e-12
         )
+
+
+@pytest.mark.parametrize(
+    "cfg, why",
+    [
+        ({"_target_": "nope.Sampler"}, "cannot be built"),
+        ({"_target_": "optuna.samplers.TPESampler", "bogus": 1}, "cannot be built"),
+        ({"_target_": "optuna.samplers.TPESampler", "seed": "abc"}, "cannot be built"),
+        ({"_target_": "optuna.samplers.GridSampler"}, "cannot be built"),  # its search_space
+        ({"_target_": "collections.OrderedDict"}, "is not allowed"),  # built, but no sampler
+    ],
+)
+def test_a_sampler_that_cannot_be_built_is_one_config_line(cfg, why):
+    """hydra.sweeper.sampler: whatever its class or arguments raise as Hydra builds it is one
+    ConfigError line naming the sampler, before the store is touched."""
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.sweeper_optuna_sweeper._core import sampler
+    from sweeper.contract.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        sampler(OmegaConf.create(cfg))
+    line = str(e.value)
+    assert line.startswith("hydra.sweeper.sampler=") and why in line and "\n" not in line, line

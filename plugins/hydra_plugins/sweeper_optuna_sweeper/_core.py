@@ -41,6 +41,7 @@ from ._space import Space, parse
 from ._study import one_line, open_study, quiet, report, shown, storage_url
 from .config import PREFIX, OptunaSweeperConf
 from hydra.core.utils import JobStatus
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from sweeper.base import stop as ending
 from sweeper.insight import plots
@@ -317,7 +318,8 @@ def sampler(cfg: Any) -> dict[str, Any]:
 
     try:
         built = make()
-    except Exception as e:  # noqa: BLE001  (an unknown class or argument)
+    # an unknown class or argument, the class's own refusal: Hydra's InstantiationException
+    except HydraException as e:
         cause = e.__cause__ or e
         raise ConfigError(
             f"hydra.sweeper.sampler={text} cannot be built: {one_line(cause)}"
