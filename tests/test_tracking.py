@@ -101,6 +101,9 @@ def test_open_store_switches_a_new_store_to_wal_and_reopens_it_without_a_probe(t
     plain = tmp_path / "plain.db"
     sqlite3.connect(plain).execute("create table t (a)").connection.commit()
     assert not _is_wal_database(plain) and not _is_wal_database(tmp_path / "missing.db")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database" * 100)  # SQLite's DatabaseError: not WAL either
+    assert not _is_wal_database(garbage) and not _is_wal_database(tmp_path)  # a folder
 
 
 def test_curve_points_must_be_a_non_negative_integer(tmp_path, store):

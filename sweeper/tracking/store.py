@@ -491,10 +491,7 @@ def _is_wal_database(db: Path) -> bool:
     try:
         if db.stat().st_size == 0:
             return False
-    except OSError:
-        return False
-    try:
         with closing(sqlite3.connect(db, timeout=30)) as con:
             return str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
-    except sqlite3.Error:
+    except (OSError, sqlite3.Error):  # no such file, not a database: not WAL
         return False
