@@ -130,3 +130,26 @@ def test_the_loss_plot_shows_validation_loss_and_the_lr_plot_ticks_every_swept_l
     ]["axes"][0]
     # too many to label: matplotlib's ticks
     assert "xticks" not in lr and len(lr["lines"][0]["x"]) == len(many)
+
+
+def test_baselines_the_painter_cannot_fit_are_fitted_here_and_the_painter_goes_on(tmp_path):
+    """A baselines request that fails in the painter (here: no data nodes in it) is the painter's
+    error line (its one boundary, plots.serve): the launching process hears None and fits them
+    itself, and the same painter still draws the next figures."""
+    from sweeper.insight import plots
+
+    figure = {
+        "name": "plots/b.png",
+        "size": [4, 3],
+        "axes": [{"title": "t", "xlabel": "x", "ylabel": "y", "lines": [{"x": [1], "y": [1.0]}]}],
+    }
+    painter = plots.Painter().start()
+    try:
+        proc = painter.proc
+        painter.prefit({"asked": "auto"})  # no "nodes": the fit raises KeyError in the painter
+        assert painter.baselines() is None
+        painter.submit([figure], tmp_path / "next")
+        assert painter.collect() == {"plots/b.png": tmp_path / "next" / "plots" / "b.png"}
+        assert painter.proc is proc and proc.poll() is None  # the same painter, still alive
+    finally:
+        painter.close()

@@ -15,8 +15,8 @@ its start (:func:`start` with a request).
 
 Protocol: one JSON line per request on the painter's stdin, ``{"folder": ..., "specs": [...]}`` or
 ``{"baselines": request}``; one JSON line per answer on its stdout, in order:
-``{"files": {name: path}}`` or ``{"error": "..."}``;
-``{"baselines": fitted, "request": request}`` or ``{"baselines_error": "..."}``.
+``{"files": {name: path}}`` or ``{"baselines": fitted, "request": request}``; ``{"error": "..."}``
+when either failed (the one place the painter decides a request's fault).
 """
 
 from __future__ import annotations
