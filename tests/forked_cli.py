@@ -60,7 +60,7 @@ def _preload() -> None:
     import sweeper.report  # noqa: F401
     import sweeper.runs  # noqa: F401
     import sweeper.summary  # noqa: F401
-    import sweeper.sweep.halving  # noqa: F401
+    import sweeper.sweep.pruning  # noqa: F401
     import sweeper.sweep.launch  # noqa: F401
     import sweeper.tracking.pyfunc  # noqa: F401
     import sweeper.tracking.store  # noqa: F401

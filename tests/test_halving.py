@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import all_runs, cli, make_cfg
-from sweeper.sweep import halving, launch
+from sweeper.sweep import launch, pruning
 from sweeper.contract.compose import plain as _plain
 
 
@@ -31,22 +31,22 @@ def _regroup(capped):
 
 
 def test_rungs_are_min_epochs_times_eta_powers_below_the_largest_epochs():
-    assert halving.Halving(3).rungs(2700, 50) == [100, 300, 900]
-    assert halving.Halving(3, min_epochs=20).rungs(200, 10) == [20, 60, 180]
+    assert pruning.Halving(3).rungs(2700, 50) == [100, 300, 900]
+    assert pruning.Halving(3, min_epochs=20).rungs(200, 10) == [20, 60, 180]
     # no rung below the largest epochs: nothing is stopped
-    assert halving.Halving(2).rungs(10, 50) == []
-    assert halving.Halving(3).rungs(540, 20) == [
+    assert pruning.Halving(2).rungs(10, 50) == []
+    assert pruning.Halving(3).rungs(540, 20) == [
         40,
         120,
         360,
     ]  # by default at least 2 · log_every (540 / 27 = 20)
-    assert halving.Halving(3, min_epochs=30).rungs(270, 10) == [
+    assert pruning.Halving(3, min_epochs=30).rungs(270, 10) == [
         30,
         90,
     ]  # not 270: a rung lies below the largest
     # 1, 2, ..., 512
-    assert halving.Halving(2, min_epochs=1).rungs(1024, 1) == [2**k for k in range(10)]
-    assert halving.Halving(7, min_epochs=1).rungs(2, 1) == [1]
+    assert pruning.Halving(2, min_epochs=1).rungs(1024, 1) == [2**k for k in range(10)]
+    assert pruning.Halving(7, min_epochs=1).rungs(2, 1) == [1]
 
 
 def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_halving(tmp_path):
@@ -59,9 +59,9 @@ def test_the_worst_at_a_rung_stop_there_and_survivors_equal_their_runs_without_h
             i: c for m in groups for i, c in launch.compute_group(m, launch.member_tags(m)).items()
         }
 
-    final = halving.run([jobs], halving.Halving(3, min_epochs=30), compute, _regroup, tmp_path)
+    final = pruning.run([jobs], pruning.Halving(3, min_epochs=30), compute, _regroup, tmp_path)
     assert set(final) == {j.idx for j in jobs}
-    at30 = launch.compute_group([halving._capped(j, 30) for j in jobs])
+    at30 = launch.compute_group([pruning._capped(j, 30) for j in jobs])
     order = sorted(jobs, key=lambda j: at30[j.idx].outcome.scores["val_mse"])
     pruned30 = {i for i, c in final.items() if c.tags.get("pruned_at_epoch") == "30"}
     assert pruned30 == {j.idx for j in order[3:]}  # 9 reached the first rung, the best 3 go on
@@ -92,7 +92,7 @@ def _compute(groups):
 
 def test_the_seeds_of_a_configuration_are_ranked_by_their_mean_and_stop_together(tmp_path):
     jobs = _jobs("lr=0.0003,0.003,0.03", "seed=0,1")
-    final = halving.run([jobs], halving.Halving(3, min_epochs=30), _compute, _regroup, tmp_path)
+    final = pruning.run([jobs], pruning.Halving(3, min_epochs=30), _compute, _regroup, tmp_path)
     by_lr = {}
     for j in jobs:
         by_lr.setdefault(j.plain["lr"], set()).add(final[j.idx].tags.get("pruned_at_epoch"))
@@ -146,6 +146,14 @@ def test_a_27_configuration_sweep_with_halving_records_every_run_and_ranks_the_f
     out = proc.stdout + proc.stderr
     table = [ln for ln in out.splitlines() if ln.startswith(("lr=", "width=", "depth="))]
     assert "pruned at epoch" not in table[0] and "pruned at epoch 180" in table[1]
+    # each pruned run's description says what its own tag says: where it stopped
+    assert all(
+        f"pruned at epoch {r.data.tags['pruned_at_epoch']}: stopped early at a rung"
+        in r.data.tags["mlflow.note.content"]
+        for r in pruned
+    )
+    full = [r for r in runs if r not in pruned]
+    assert "stopped early" not in full[0].data.tags["mlflow.note.content"]
 
 
 @pytest.mark.slow  # three sweeps (~20 s)
@@ -227,7 +235,7 @@ def _by_epochs(lrs: str, epochs: list[int]) -> list[launch.Job]:
 
 
 def test_halving_settings_read_from_the_launcher_and_the_default_rungs():
-    H = halving.Halving
+    H = pruning.Halving
     assert H.of({"eta": 3, "min_epochs": None}) == H(3, None) and H.of(
         {"eta": "2", "min_epochs": "40"}
     ) == H(2, 40)
@@ -245,7 +253,7 @@ def test_halving_settings_read_from_the_launcher_and_the_default_rungs():
 def test_a_configurations_key_leaves_out_its_seeds_and_the_store_only(tmp_path):
     from pathlib import Path
 
-    from sweeper.sweep.halving import _config_key
+    from sweeper.sweep.pruning import _config_key
 
     base = {
         "lr": 0.1,
@@ -273,7 +281,7 @@ def test_a_failed_or_unscored_member_is_the_worst_and_accuracy_ranks_high_first(
     import math
 
     from sweeper.job.compute import Computed, Outcome
-    from sweeper.sweep.halving import _score
+    from sweeper.sweep.pruning import _score
 
     (reg,) = _jobs("lr=0.1", epochs=30)
     (cls,) = _jobs("data=iris", epochs=30)
@@ -302,7 +310,7 @@ def test_configurations_rank_by_their_seeds_mean_the_best_third_go_on_and_the_re
         and not (j.plain["lr"] == 0.3 and j.plain["seed"] == 2)
     ]
     clock = [100.0]
-    monkeypatch.setattr(halving.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(pruning.time, "perf_counter", lambda: clock[0])
     compute, calls = _scripted(lambda j: {0.1: 10.0, 0.2: 4.0, 0.3: 20.0}[j.plain["lr"]])
 
     def timed(groups):
@@ -310,7 +318,7 @@ def test_configurations_rank_by_their_seeds_mean_the_best_third_go_on_and_the_re
         return compute(groups)
 
     with caplog.at_level(logging.INFO, logger="sweeper"):
-        final = halving.run([jobs], halving.Halving(3, min_epochs=30), timed, _each_alone, tmp_path)
+        final = pruning.run([jobs], pruning.Halving(3, min_epochs=30), timed, _each_alone, tmp_path)
     pruned = {j.idx: final[j.idx].tags.get("pruned_at_epoch") for j in jobs}
     assert {j.plain["lr"] for j in jobs if pruned[j.idx] is None} == {0.2}
     assert {j.plain["lr"] for j in jobs if pruned[j.idx] == "30"} == {0.1, 0.3}
@@ -350,7 +358,7 @@ def test_a_run_that_ends_at_a_rung_is_complete_there_and_halving_stops_when_none
         0.3: 9.0,
     }  # lr=0.2 best: its 90-epoch run ends at the rung 90, the 270 one goes on
     compute, calls = _scripted(lambda j: score[j.plain["lr"]])
-    final = halving.run([jobs], halving.Halving(3, min_epochs=30), compute, _each_alone, tmp_path)
+    final = pruning.run([jobs], pruning.Halving(3, min_epochs=30), compute, _each_alone, tmp_path)
     for j in jobs:
         if j.plain["epochs"] == 30:
             assert "pruned_at_epoch" not in final[j.idx].tags  # complete at its own count
@@ -366,14 +374,14 @@ def test_a_run_that_ends_at_a_rung_is_complete_there_and_halving_stops_when_none
     short = _by_epochs("0.1,0.2", [60, 270])  # eta 2: rungs 30, 60, 120, 240
     # (a rung's jobs hold its epochs)
     compute, calls = _scripted(lambda j: {0: 0.1, 2: 0.2}.get(j.idx, 5.0))
-    halving.run([short], halving.Halving(2, min_epochs=30), compute, _each_alone, tmp_path)
+    pruning.run([short], pruning.Halving(2, min_epochs=30), compute, _each_alone, tmp_path)
     assert [len(c) for c in calls] == [
         4,
         2,
     ]  # rung 30: 4; the best half (the 60-epoch runs) end at rung 60
     compute, calls = _scripted(lambda j: 1.0)
-    halving.run(
-        [_jobs("lr=0.1,0.2", epochs=270)], halving.Halving(3), compute, _each_alone, tmp_path
+    pruning.run(
+        [_jobs("lr=0.1,0.2", epochs=270)], pruning.Halving(3), compute, _each_alone, tmp_path
     )
     assert [c[0][1] for c in calls] == [
         20,
@@ -389,9 +397,9 @@ def test_a_one_epoch_grid_is_trained_whole_and_its_summary_says_100_percent(tmp_
 
     compute, calls = _scripted(lambda j: 1.0)
     with caplog.at_level(logging.INFO, logger="sweeper"):
-        final = halving.run(
+        final = pruning.run(
             [_jobs("lr=0.1", epochs=1)],
-            halving.Halving(2, min_epochs=1),
+            pruning.Halving(2, min_epochs=1),
             compute,
             _each_alone,
             tmp_path,
@@ -414,14 +422,37 @@ def test_a_group_that_fails_as_a_whole_leaves_its_jobs_to_the_one_job_path(tmp_p
     def without_first(groups):
         return {i: c for i, c in compute(groups).items() if i != jobs[0].idx}
 
-    final = halving.run(
-        [jobs], halving.Halving(2, min_epochs=30), without_first, _each_alone, tmp_path
+    final = pruning.run(
+        [jobs], pruning.Halving(2, min_epochs=30), without_first, _each_alone, tmp_path
     )
     assert jobs[0].idx not in final and set(final) == {jobs[1].idx, jobs[2].idx}
     assert (
-        halving.run(
-            [jobs], halving.Halving(2, min_epochs=30), lambda groups: {}, _each_alone, tmp_path
+        pruning.run(
+            [jobs], pruning.Halving(2, min_epochs=30), lambda groups: {}, _each_alone, tmp_path
         )
         == {}
     )
     assert json.loads((tmp_path / "halving.json").read_text())["per_rung"] == []
+
+
+def test_the_launchers_strategy_is_asked_of_pruning_by_its_config_or_the_launcher():
+    """The one reader of the launcher's ``halving`` key: its config (a mapping, as the plan, the
+    resuming sweeper and the job hold it), the launcher itself (its attribute), or nothing (no
+    Hydra run: off); the resume rule is the one of the strategy it finds."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    on = {"halving": {"eta": 3, "min_epochs": 20}}
+    for launcher in (on, OmegaConf.create(on), SimpleNamespace(halving=on["halving"])):
+        assert pruning.strategy(launcher) == pruning.Halving(3, 20)
+        tags = {"pruned_at_epoch": "20", "halving_settings": "eta=3 min_epochs=20"}
+        assert pruning.resume_rule(launcher)(tags) is None
+    for off in ({}, None, {"halving": {"eta": None}}, SimpleNamespace(halving=None)):
+        assert pruning.strategy(off) is None
+        assert pruning.resume_rule(off)(tags) == (
+            "stopped at epoch 20 under halving (eta=3 min_epochs=20), and this sweep's halving "
+            "is off: the configuration trains again"
+        )
+    other = pruning.resume_rule({"halving": {"eta": 2}})(tags)
+    assert other is not None and "this sweep's halving is eta=2 min_epochs=auto:" in other

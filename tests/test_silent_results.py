@@ -130,7 +130,7 @@ def test_halving_settings_that_stop_nothing_are_refused(tmp_path, args, line):
 def test_halving_with_a_function_trainer_is_checked_as_any_sweep(tmp_path, monkeypatch):
     """A function trainer is halved through report()'s answer (tests/test_trainer.py): its settings pass the same
     check as a model's (no refusal of the trainer as such; a rung above its epochs still is refused)."""
-    from sweeper.sweep import halving
+    from sweeper.sweep import pruning
 
     user_folder(tmp_path, monkeypatch, {"five.py": FIVE})
     plain = {
@@ -142,13 +142,13 @@ def test_halving_with_a_function_trainer_is_checked_as_any_sweep(tmp_path, monke
         "data": {"name": "diabetes"},
         "tracking": {},
     }
-    halving.check({"eta": 3}, [plain, {**plain, "lr": 0.2}])
+    pruning.check({"halving": {"eta": 3}}, [plain, {**plain, "lr": 0.2}])
     with pytest.raises(Exception, match="min_epochs=500 is not allowed"):
-        halving.check({"eta": 3, "min_epochs": 500}, [plain, {**plain, "lr": 0.2}])
+        pruning.check({"halving": {"eta": 3, "min_epochs": 500}}, [plain, {**plain, "lr": 0.2}])
 
 
 def test_halving_over_one_configuration_is_said(caplog):
-    from sweeper.sweep import halving
+    from sweeper.sweep import pruning
 
     plain = {
         "lr": 0.1,
@@ -160,7 +160,9 @@ def test_halving_over_one_configuration_is_said(caplog):
         "tracking": {},
     }
     with caplog.at_level("WARNING", logger="sweeper"):
-        halving.check({"eta": 3}, [plain, {**plain, "seed": 1}])  # two seeds of one configuration
+        pruning.check(
+            {"halving": {"eta": 3}}, [plain, {**plain, "seed": 1}]
+        )  # two seeds of one configuration
     assert "halving: one configuration is swept, so there is none to rank it against" in caplog.text
 
 

@@ -129,7 +129,7 @@ def uri_problem(uri: str) -> str | None:
     return None
 
 
-# tag of a run a sweep's strategy stopped early, at a rung (sweeper.sweep.halving: the
+# tag of a run a sweep's strategy stopped early, at a rung (sweeper.sweep.pruning: the
 # settings it was stopped under are that module's to record and compare)
 PRUNED_AT = "pruned_at_epoch"
 

@@ -233,7 +233,7 @@ def _shown(row: dict[str, Any], column: str) -> Any:
     # model.check=false: its gradients are wrong
     if column == "status" and row.get("gradient_check") == "failed":
         return f"{row['status']} {WRONG_GRADIENT}"
-    # successive halving stopped it (sweeper.sweep.halving)
+    # stopped early at a rung (sweeper.sweep.pruning)
     if column == "status" and row.get("pruned_at"):
         return f"{row['status']} (pruned at epoch {row['pruned_at']})"
     if column == "n" and row.get("n_total", 0) > (row.get("n") or 0):

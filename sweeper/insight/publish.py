@@ -394,13 +394,13 @@ def _conclude(
             tags |= more_tags
             metrics |= more_metrics
             best += note
-    # here, not at the top: sweep.halving imports the job's compute, ~60-90 ms that
+    # here, not at the top: sweep.pruning imports the job's compute, ~60-90 ms that
     # `python -m sweeper.report` would pay at its start (-X importtime, measured 2026-12-06)
-    from sweeper.sweep import halving
+    from sweeper.sweep import pruning
 
-    halved = halving.parent_record(parent, runs)
-    metrics |= halved[0]
-    tags |= halved[1]
+    pruned = pruning.parent_record(parent, runs)
+    metrics |= pruned[0]
+    tags |= pruned[1]
     tags["mlflow.note.content"] = description(best, board, parent.info.experiment_id)
     tracking.log_metrics(c, parent_run_id, metrics)
     c.log_batch(parent_run_id, tags=[RunTag(k, v) for k, v in tags.items()])

@@ -62,7 +62,7 @@ def description(
         ]
     if row.get("pruned_at"):
         parts.append(
-            f"stopped by successive halving at epoch {row['pruned_at']} (ranked after the full "
+            f"pruned at epoch {row['pruned_at']}: stopped early at a rung (ranked after the full "
             "runs)"
         )
     if row.get("folds"):

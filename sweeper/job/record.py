@@ -219,7 +219,7 @@ def _prepare(
     if computed:
         result["batch_size"] = int(computed.tags[GROUP_SIZE])
         result["trajectory"] = computed.tags.get(TRAJECTORY)
-        # successive halving stopped it at a rung (sweeper.sweep.halving)
+        # stopped early at a rung (sweeper.sweep.pruning)
         if computed.tags.get(PRUNED_AT):
             result[PRUNED_AT] = int(computed.tags[PRUNED_AT])
     return plain, computed, dataset, result
@@ -325,15 +325,15 @@ def _other_versions(
 
 def _pruned() -> Any:
     """How ``resume`` takes a run stopped at a rung, under the launcher this job runs under
-    (:func:`sweeper.sweep.halving.resume_rule`; its settings None: no Hydra run)."""
+    (:func:`sweeper.sweep.pruning.resume_rule`; its config empty: no Hydra run)."""
     # lazy: saves ~60 ms at this module's import (measured)
     from hydra.core.hydra_config import HydraConfig
 
     # lazy: saves ~6.4 ms at this module's import (measured)
-    from sweeper.sweep import halving
+    from sweeper.sweep import pruning
 
     launcher = HydraConfig.get().launcher if HydraConfig.initialized() else {}
-    return halving.resume_rule(launcher.get("halving"))
+    return pruning.resume_rule(launcher)
 
 
 def _record(

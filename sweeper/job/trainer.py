@@ -72,7 +72,7 @@ class Stop:
     (False: stop): early stopping (``patience``: ``epoch - best_epoch >= patience`` at a
     reported ``val_loss``, as :func:`sweeper.models.train.train` checks at its samples),
     a halving rung (``rung``: its epochs and why it stops there, as the launcher's strategy says
-    it, :func:`sweeper.sweep.halving.rung`; at the first report at or past it), a non-finite loss
+    it, :func:`sweeper.sweep.pruning.rung`; at the first report at or past it), a non-finite loss
     (a divergence), Ctrl-C. Where and why it said so are the run's tags (:meth:`tags`)."""
 
     def __init__(self, patience: int = 0, rung: tuple[int, str] | None = None) -> None:

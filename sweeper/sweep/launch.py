@@ -60,7 +60,7 @@ def launch(
     processes, on another engine, or here) and its members recorded as jobs."""
 
     # lazy: saves ~79 ms at this module's import (measured)
-    from sweeper.sweep import cores, engines, halving
+    from sweeper.sweep import cores, engines, pruning
 
     setup_globals()
     config = launcher.config
@@ -84,13 +84,13 @@ def launch(
     # processes, each holding one (sweeper.sweep.cores)
     cpu = [j.plain for j in jobs if j.plain is not None and j.plain.get("device") != "gpu"]
     n = cores.workers(launcher, cpu) if ours else 1
-    # successive halving, or None (off)
-    halved = halving.Halving.of(launcher.halving)
+    # the strategy of stopping runs early at rungs (successive halving), or None (off)
+    stopping = pruning.strategy(launcher)
     groups, alone = plan(
         jobs,
         cores.budget(launcher.max_group_bytes, n) if n > 1 else launcher.max_group_bytes,
         launcher.max_group_size,
-        halving.resume_rule(launcher.halving),
+        pruning.resume_rule(launcher),
         packing.enabled(launcher),
     )
     packed = packing.summary(groups)  # groups of several shapes (hydra.launcher.pack)
@@ -107,11 +107,11 @@ def launch(
         cores.declined(launcher, cpu, n) if ours and groups else "",
     )
     own = [
-        j for j in alone if halved is not None and j.plain is not None and runs_own_loop(j.plain)
+        j for j in alone if stopping is not None and j.plain is not None and runs_own_loop(j.plain)
     ]
     # trainers: through report
-    if halved is not None and (groups or own) and not engines.elsewhere(launcher, groups):
-        run.halving(groups + [[j] for j in own], halved, n)
+    if stopping is not None and (groups or own) and not engines.elsewhere(launcher, groups):
+        run.pruned(groups + [[j] for j in own], stopping, n)
         alone = [j for j in alone if j not in own]
     elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
         run.on_workers(groups, n)
@@ -194,12 +194,12 @@ class _Launch:
             with handing(computed.pop(job.idx, None)):
                 self.record(job)
 
-    def halving(self, groups: list[list[Job]], rungs: Any, n: int) -> None:
-        """Successive halving (``rungs``: its :class:`sweeper.sweep.halving.Halving`)
+    def pruned(self, groups: list[list[Job]], stopping: Any, n: int) -> None:
+        """Runs stopped early at rungs (``stopping``: :func:`sweeper.sweep.pruning.strategy`)
         inside the groups, each rung's groups on ``n`` CPU worker processes (1: here,
         one after another), then every job recorded."""
         # lazy: saves ~14 ms at this module's import (measured)
-        from sweeper.sweep import cores, halving
+        from sweeper.sweep import cores, pruning
 
         launcher = self.launcher
         on_workers = n > 1 and all(g[0].plain["device"] != "gpu" for g in groups)
@@ -234,7 +234,7 @@ class _Launch:
             return got
 
         began = int(time.time() * 1000)
-        finals = halving.run(groups, rungs, compute_all, regroup, self.sweep_dir)
+        finals = pruning.run(groups, stopping, compute_all, regroup, self.sweep_dir)
         # the runs of the computed jobs opened together (one
         # transaction a chunk on the embedded store), as a group's
         ahead, opened = [j for g in groups for j in g if j.idx in finals], {}

@@ -89,11 +89,9 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     one_protocol(jobs)
     if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
         # lazy: saves ~111 ms at this module's import (measured)
-        from sweeper.sweep import halving
+        from sweeper.sweep import pruning
 
-        halving.check(
-            config.hydra.launcher.get("halving"), [cfg for _, cfg in jobs if cfg is not None]
-        )
+        pruning.check(config.hydra.launcher, [cfg for _, cfg in jobs if cfg is not None])
     return jobs
 
 

@@ -170,7 +170,7 @@ def finished_run(
     """The id of a FINISHED run of this configuration (fingerprint) on this
     device, if the experiment has one. A run the sweep's strategy stopped early (tag
     ``pruned_at_epoch``) counts only where ``pruned`` (its rule, asked of the run's tags:
-    :func:`sweeper.sweep.halving.resume_rule`) says None, else why not; without a rule it never
+    :func:`sweeper.sweep.pruning.resume_rule`) says None, else why not; without a rule it never
     counts. ``say``: one line when such a run is passed over."""
     found = c.search_runs(
         [experiment],

@@ -69,7 +69,7 @@ def key(default: Any, allowed: Allowed) -> Any:
 
 @dataclass
 class HalvingConf:
-    # Successive halving (sweeper.sweep.halving): stops all but the best 1/eta of the
+    # Successive halving (sweeper.sweep.pruning): stops all but the best 1/eta of the
     # configurations at each rung min_epochs·eta^k.
     eta: Optional[int] = key(None, at_least(2, null="no halving"))
     # The first rung, in epochs.

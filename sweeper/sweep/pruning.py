@@ -1,5 +1,9 @@
-"""Successive halving inside the batched launcher: a sweep stops its losing configurations
-at rungs and pays only for the survivors (``hydra.launcher.halving.eta=3``; off by default).
+"""Pruning: stopping a sweep's losing configurations early, at rungs, so it pays only for the
+survivors. Its one strategy is successive halving inside the batched launcher
+(``hydra.launcher.halving.eta=3``; off by default); this module is the one that knows it: the others
+ask :func:`strategy` (the launch), :func:`check` (the plan), :func:`resume_rule` (``resume=true``)
+and :func:`parent_record` (publishing) with the launcher or its config, and know a pruned run only
+by its tag ``pruned_at_epoch``.
 
 Rungs sit at ``min_epochs · eta^k`` epochs below the sweep's largest ``epochs``. At each rung every
 configuration still running is trained to the rung in batched groups (of the survivors only),
@@ -25,14 +29,14 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from sweeper.base.names import PRUNED_AT
 from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
 from sweeper.job.compute import scored_on
 
-__all__ = ["Halving", "check", "parent_record", "resume_rule", "run"]
+__all__ = ["Halving", "check", "parent_record", "resume_rule", "rung", "run", "strategy"]
 
 log = logging.getLogger("sweeper")
 
@@ -50,12 +54,26 @@ def setting(settings: Any) -> str | None:
     return f"eta={int(settings['eta'])} min_epochs={settings.get('min_epochs') or 'auto'}"
 
 
-def resume_rule(settings: Any) -> Callable[[dict[str, str]], str | None]:
+def _settings(launcher: Any) -> Any:
+    """The launcher's ``halving`` settings: ``launcher`` is its config (``hydra.launcher``, a
+    mapping; empty or None outside a Hydra run) or the launcher itself (its attribute)."""
+    if isinstance(launcher, Mapping):
+        return launcher.get("halving")
+    return getattr(launcher, "halving", None)
+
+
+def strategy(launcher: Any) -> "Halving | None":
+    """The launcher's strategy of stopping runs early (``launcher``: its config or the launcher,
+    as :func:`_settings` reads them): successive halving (a :class:`Halving`), or None (off)."""
+    return Halving.of(_settings(launcher))
+
+
+def resume_rule(launcher: Any) -> Callable[[dict[str, str]], str | None]:
     """How ``resume=true`` takes a FINISHED run stopped at a rung (its tag ``pruned_at_epoch``)
-    under the launcher's ``halving`` settings (a mapping; None: off), as
+    under the launcher's strategy (``launcher`` as :func:`strategy` takes it), as
     :func:`sweeper.tracking.finished_run` asks it of the run's tags: None when it counts as
     finished (stopped under the same settings), else why its configuration trains again."""
-    now = setting(settings)
+    now = setting(_settings(launcher))
 
     def passed_over(tags: dict[str, str]) -> str | None:
         if now is not None and tags.get(SETTINGS_TAG) == now:
@@ -107,13 +125,15 @@ class Halving:
         ]
 
 
-def check(settings: Any, plains: list[dict[str, Any]]) -> None:
-    """Halving settings that would do nothing, before any store: ConfigError when no rung
+def check(launcher: Any, plains: list[dict[str, Any]]) -> None:
+    """The launcher's strategy (``launcher`` as :func:`strategy` takes it) checked against the
+    sweep's configurations, before any store. Halving settings that would do nothing: ConfigError
+    when no rung
     lies below the sweep's largest ``epochs`` (``min_epochs`` at or above it); said in a
     line when one configuration is swept (nothing to rank it against). A function trainer
     is halved too: its ``report`` answers stop at a rung (:func:`_trainers_too`)."""
 
-    halving = Halving.of(settings)
+    halving = strategy(launcher)
     if halving is None or not plains:
         return
     key = "hydra.launcher.halving"
