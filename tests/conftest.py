@@ -83,6 +83,33 @@ def pytest_configure(config):
         os.environ["SWEEPER_BEST_DIR"] = str(Path(folder).resolve())
 
 
+# The files of the longest tests (--durations: a fresh venv, a fresh shell's pinned suite, the docs blocks, a real
+# browser, a grid of hundreds): run first under --dist worksteal, so that none starts when the rest is nearly done.
+LONGEST_FIRST = (
+    "test_model_records.py",
+    "test_pins_of_models.py",
+    "test_docs.py",
+    "test_ui.py",
+    "test_hydra_plugin.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist worksteal`` (README's command), the longest tests' files first, then every file that holds a
+    slow test, then the rest, each file's tests together and in their order (a module's fixtures set up once). Each
+    worker starts on one half of this order and, once done, takes half of what the other has left: the whole suite
+    ends on short tests, not on one worker's long test while the other waits. Other runs keep the collected order
+    (``--dist load`` hands out fixed chunks that a long head would leave on one worker)."""
+    if getattr(config.option, "dist", "no") != "worksteal":
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(
+        key=lambda item: (
+            0 if item.path.name in LONGEST_FIRST else 1 if item.path in slow_files else 2
+        )
+    )
+
+
 @pytest.fixture(autouse=True)
 def _signals_left_as_they_were():
     """Each test leaves this process's signal handlers as it found them. One left SIGTERM ignored, and every sweep a
