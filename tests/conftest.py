@@ -99,8 +99,9 @@ def pytest_collection_modifyitems(config, items):
     slow test, then the rest, each file's tests together and in their order (a module's fixtures set up once). Each
     worker starts on one half of this order and, once done, takes half of what the other has left: the whole suite
     ends on short tests, not on one worker's long test while the other waits. Other runs keep the collected order
-    (``--dist load`` hands out fixed chunks that a long head would leave on one worker)."""
-    if getattr(config.option, "dist", "no") != "worksteal":
+    (``--dist load`` hands out fixed chunks that a long head would leave on one worker). The workers collect, and
+    xdist sets their ``option.dist`` to "no": the mode asked for is the parsed command line's."""
+    if getattr(config.known_args_namespace, "dist", "no") != "worksteal":
         return
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(

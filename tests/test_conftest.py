@@ -20,9 +20,11 @@ class _Item:
 
 
 def _ordered(dist: str, items: list) -> list[str]:
-    conftest.pytest_collection_modifyitems(
-        SimpleNamespace(option=SimpleNamespace(dist=dist)), items
+    # a worker's config: xdist set its own option.dist to "no"; the command line's mode is the parsed one
+    config = SimpleNamespace(
+        option=SimpleNamespace(dist="no"), known_args_namespace=SimpleNamespace(dist=dist)
     )
+    conftest.pytest_collection_modifyitems(config, items)
     return [i.name for i in items]
 
 
