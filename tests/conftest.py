@@ -54,6 +54,18 @@ if _OWN_TEMP:
     (_OWN_TEMP / "tmp").mkdir()
     os.environ["TMPDIR"] = tempfile.tempdir = str(_OWN_TEMP / "tmp")
 
+# The project's bytecode, written once. Where PYTHONDONTWRITEBYTECODE is set (as on this machine and its CI image),
+# every fresh interpreter the tests start (a launcher's workers, the writer, the painter, a fresh shell, the zygote)
+# compiles sweeper's modules from source again; Python still reads the .pyc files it is told not to write, so the
+# session's first process writes them (compileall: only what is missing or stale). Measured on test_hydra_plugin and
+# test_launcher's fast tests, interleaved: 16.9 -> 14.5 CPU-s.
+COMPILED = ("sweeper", "models", "data", "plugins")
+if sys.dont_write_bytecode and "PYTEST_XDIST_WORKER" not in os.environ:
+    import compileall
+
+    for _package in COMPILED:
+        compileall.compile_dir(sweeper.ROOT / _package, quiet=1)
+
 
 def pytest_sessionfinish(session, exitstatus):
     """The session's folder goes with the process that made it (a worker's session ends before the controller's,
