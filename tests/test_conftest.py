@@ -1,11 +1,18 @@
-"""The suite's own machinery in tests/conftest.py: the order README's command runs the tests in."""
+"""The suite's own machinery in tests/conftest.py: the order README's command runs the tests in, the bytecode it
+keeps."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import conftest
+import pytest
+
+import sweeper
 
 TESTS = Path(__file__).resolve().parent
 
@@ -61,3 +68,34 @@ def test_other_runs_keep_the_collected_order():
 def test_the_longest_first_files_exist():
     """A file renamed or removed would silently lose its place at the head."""
     assert [n for n in conftest.LONGEST_FIRST if not (TESTS / n).is_file()] == []
+
+
+@pytest.mark.skipif(
+    not sys.dont_write_bytecode,
+    reason="Python writes the bytecode itself (no PYTHONDONTWRITEBYTECODE)",
+)
+def test_every_project_module_has_current_bytecode_for_the_interpreters_the_tests_start():
+    """conftest compiles the project once a session where PYTHONDONTWRITEBYTECODE is set: each module's .pyc is there,
+    as new as its source (else each fresh interpreter compiles it again)."""
+    stale = []
+    for package in conftest.COMPILED:
+        for path in (sweeper.ROOT / package).rglob("*.py"):
+            cached = Path(importlib.util.cache_from_source(str(path)))
+            if not cached.exists() or cached.stat().st_mtime < path.stat().st_mtime:
+                stale.append(str(path.relative_to(sweeper.ROOT)))
+    assert not stale, stale
+
+
+def test_the_test_modules_rewritten_bytecode_is_kept_whatever_pythondontwritebytecode_says():
+    """conftest's pytest_collection lets pytest cache this module's assert-rewritten bytecode (each worker would
+    rewrite and compile every test module again)."""
+    cached = (
+        TESTS
+        / "__pycache__"
+        / f"{Path(__file__).stem}.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
+    )
+    assert cached.exists(), cached
+    if os.environ.get(
+        "PYTHONDONTWRITEBYTECODE"
+    ):  # the user's setting holds again once the tests are collected
+        assert sys.dont_write_bytecode

@@ -4,17 +4,12 @@ that folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
-import conftest
 import forked_cli
 import pytest
 from conftest import _ZYGOTE, cli, command
-
-import sweeper
 
 
 def fresh(tmp_path, *args, module="sweeper"):
@@ -136,19 +131,3 @@ def test_the_zygote_records_the_variables_its_imports_read(monkeypatch):
     read = forked_cli._preload_recording()
     assert {"SWEEPER_READ_AT_IMPORT", "SWEEPER_ASKED", "*"} <= set(read)
     assert type(os.environ) is os._Environ  # put back
-
-
-@pytest.mark.skipif(
-    not sys.dont_write_bytecode,
-    reason="Python writes the bytecode itself (no PYTHONDONTWRITEBYTECODE)",
-)
-def test_every_project_module_has_current_bytecode_for_the_interpreters_the_tests_start():
-    """conftest compiles the project once a session where PYTHONDONTWRITEBYTECODE is set: each module's .pyc is there,
-    as new as its source (else each fresh interpreter compiles it again)."""
-    stale = []
-    for package in conftest.COMPILED:
-        for path in (sweeper.ROOT / package).rglob("*.py"):
-            cached = Path(importlib.util.cache_from_source(str(path)))
-            if not cached.exists() or cached.stat().st_mtime < path.stat().st_mtime:
-                stale.append(str(path.relative_to(sweeper.ROOT)))
-    assert not stale, stale
