@@ -4,7 +4,6 @@ keeps."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,7 +70,7 @@ def test_the_longest_first_files_exist():
 
 
 @pytest.mark.skipif(
-    not sys.dont_write_bytecode,
+    not sys.flags.dont_write_bytecode,
     reason="Python writes the bytecode itself (no PYTHONDONTWRITEBYTECODE)",
 )
 def test_every_project_module_has_current_bytecode_for_the_interpreters_the_tests_start():
@@ -95,7 +94,5 @@ def test_the_test_modules_rewritten_bytecode_is_kept_whatever_pythondontwritebyt
         / f"{Path(__file__).stem}.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
     )
     assert cached.exists(), cached
-    if os.environ.get(
-        "PYTHONDONTWRITEBYTECODE"
-    ):  # the user's setting holds again once the tests are collected
-        assert sys.dont_write_bytecode
+    # the user's setting (PYTHONDONTWRITEBYTECODE, -B) holds again once the tests are collected
+    assert sys.dont_write_bytecode == bool(sys.flags.dont_write_bytecode)
