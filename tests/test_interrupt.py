@@ -369,11 +369,10 @@ def test_the_cli_summary_of_a_resumed_sweep_names_the_reused_best_and_lists_ever
     assert first["0.02"] in table and first["0.001"] in table  # the reused column
 
 
-def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
-    """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
-    KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
+def _single_run_doing(store, out_dir, monkeypatch):
+    """This process as a single run's job into ``store`` (output in ``out_dir``) while it runs, as
+    :func:`sweeper.sweep.callbacks.interrupted` reads it."""
     from sweeper.base import state
-    from sweeper.sweep import callbacks
 
     with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
         job = compose(
@@ -382,13 +381,21 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
             return_hydra_config=True,
         )
     with open_dict(job):
-        job.hydra.runtime.output_dir = str(tmp_path / "run")
+        job.hydra.runtime.output_dir = str(out_dir)
+    monkeypatch.setitem(state.process().doing, "job", job)
+    monkeypatch.setitem(state.process().doing, "since", time.time())
+
+
+def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, monkeypatch):
+    """Ctrl-C between the run's creation and its training (or while it logs): the run of this process is
+    KILLED from the store; a result.json an earlier run left in the same folder is not taken for it."""
+    from sweeper.sweep import callbacks
+
+    _single_run_doing(store, tmp_path / "run", monkeypatch)
     (tmp_path / "run").mkdir()
     old = tmp_path / "run" / "result.json"
     old.write_text('{"run_id": "an-earlier-run", "status": "FINISHED"}')
     os.utime(old, (time.time() - 3600, time.time() - 3600))
-    monkeypatch.setitem(state.process().doing, "job", job)
-    monkeypatch.setitem(state.process().doing, "since", time.time())
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")
     mine = tracking.start_run(
@@ -405,21 +412,11 @@ def test_ctrl_c_whose_recording_fails_is_still_one_line(tmp_path, monkeypatch):
     """Ctrl-C in a single run whose store fails now (a file that is not a database): the
     interruption's line says the recording failed and where to look, without a traceback; it
     is what ``python -m sweeper`` and :func:`sweeper.run` print (neither catches it itself)."""
-    from sweeper.base import state
     from sweeper.sweep import callbacks
 
     bad = tmp_path / "mlflow.db"
     bad.write_text("not a database\n" * 100)
-    with initialize_config_dir(config_dir=str(sweeper.CONF_DIR), version_base="1.3"):
-        job = compose(
-            config_name="config",
-            overrides=[f"tracking.uri=sqlite:///{bad}"],
-            return_hydra_config=True,
-        )
-    with open_dict(job):
-        job.hydra.runtime.output_dir = str(tmp_path / "run")
-    monkeypatch.setitem(state.process().doing, "job", job)
-    monkeypatch.setitem(state.process().doing, "since", time.time())
+    _single_run_doing(bad, tmp_path / "run", monkeypatch)
     line = callbacks.interrupted(["epochs=10"])
     assert line.startswith(
         "sweeper: interrupted; recording it in the store failed ("
