@@ -54,16 +54,17 @@ if _OWN_TEMP:
     (_OWN_TEMP / "tmp").mkdir()
     os.environ["TMPDIR"] = tempfile.tempdir = str(_OWN_TEMP / "tmp")
 
-# The project's bytecode, written once. Where PYTHONDONTWRITEBYTECODE is set (as on this machine and its CI image),
+# The project's bytecode, written once. Where PYTHONDONTWRITEBYTECODE is set (as on this machine),
 # every fresh interpreter the tests start (a launcher's workers, the writer, the painter, a fresh shell, the zygote)
 # compiles sweeper's modules from source again; Python still reads the .pyc files it is told not to write, so the
 # session's first process writes them (compileall: only what is missing or stale). Measured on test_hydra_plugin and
 # test_launcher's fast tests, interleaved: 16.9 -> 14.5 CPU-s.
-COMPILED = ("sweeper", "models", "data", "plugins")
+# the core's packages: compiled here, scanned by tests (test_adapters)
+CORE = ("sweeper", "models", "data", "plugins")
 if sys.dont_write_bytecode and "PYTEST_XDIST_WORKER" not in os.environ:
     import compileall
 
-    for _package in COMPILED:
+    for _package in CORE:
         compileall.compile_dir(sweeper.ROOT / _package, quiet=1)
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from conftest import CORE
 
 ROOT = Path(__file__).resolve().parent.parent
-SCANNED = ("sweeper", "models", "data", "plugins")
+SCANNED = CORE
 # each dependency's adapter: the only files where its private names (and, for MLflow, its tables) may be used
 ADAPTERS = {
     "mlflow": ("sweeper/tracking/bulk.py", "sweeper/tracking/ui.py"),

@@ -77,7 +77,7 @@ def test_every_project_module_has_current_bytecode_for_the_interpreters_the_test
     """conftest compiles the project once a session where PYTHONDONTWRITEBYTECODE is set: each module's .pyc is there,
     as new as its source (else each fresh interpreter compiles it again)."""
     stale = []
-    for package in conftest.COMPILED:
+    for package in conftest.CORE:
         for path in (sweeper.ROOT / package).rglob("*.py"):
             cached = Path(importlib.util.cache_from_source(str(path)))
             if not cached.exists() or cached.stat().st_mtime < path.stat().st_mtime:
