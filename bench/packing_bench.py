@@ -202,24 +202,13 @@ def _products(ds, blocks, grouping: list[list[int]]) -> tuple[float, float]:
     return flops, seconds
 
 
-def gemm_peak() -> float:
-    """One thread's float64 GEMM rate at 1024², GFLOP/s."""
-    a, b = np.random.default_rng(0).standard_normal((2, 1024, 1024))
-    out = np.empty_like(a)
-    reps = []
-    for _ in range(7):
-        t0 = time.thread_time()
-        np.matmul(a, b, out=out)
-        reps.append(time.thread_time() - t0)
-    return 2 * 1024**3 / statistics.median(reps) / 1e9
-
-
 def training_section(repeats: int, epochs: int) -> list[str]:
     from threadpoolctl import threadpool_limits
 
     from sweeper import data
     from sweeper.models import forms
     from conftest import make_cfg
+    from trainer_bench import gemm_peak
 
     ds = data.load(make_cfg("data=digits").data, 0)
     cases = [("tanh", "library"), ("tanh", "exp"), ("relu", "library")]

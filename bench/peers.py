@@ -35,6 +35,11 @@ kept busy on average (CPU s of the process tree / wall s). Interleaved: repeat 1
 repeat 2, ... (the order rotated each repeat), so a change of the machine's load touches every tool;
 the median of the repeats, and each tool's wall over sweeper's in the same repeat (median of those
 ratios). The machine is shared: compare ratios, and run it on a quiet machine for figures.
+
+The last line is the machine's bound: the grid's matrix-product FLOPs (sweeper's, with its shared
+trajectories, and a peer's, every configuration from scratch) at one thread's float64 GEMM rate on
+every core; how near sweeper's whole wall comes to it, and the most any tool doing sweeper's
+products could gain on each peer's measured wall.
 """
 
 from __future__ import annotations
@@ -85,6 +90,55 @@ def cores() -> int:
 def configurations(grid: dict[str, list]) -> list[dict[str, float | int]]:
     keys = list(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+
+
+def training_flops(
+    grid: dict[str, list], n: int, features: int, outputs: int
+) -> tuple[float, float]:
+    """The grid's matrix-product FLOPs of training on ``n`` rows: (sweeper's, a peer's). sweeper
+    trains one trajectory a configuration without its epochs, for the longest epochs (the shorter
+    are its snapshots); a peer trains every configuration from scratch for its own epochs."""
+    from trainer_bench import epoch_flops
+
+    epochs = [int(e) for e in grid["epochs"]]
+    shared = alone = 0.0
+    for cfg in configurations({k: v for k, v in grid.items() if k != "epochs"}):
+        sizes = [features] + [int(cfg["width"])] * int(cfg["depth"]) + [outputs]
+        one = epoch_flops(sizes, n)
+        shared += one * max(epochs)
+        alone += one * sum(epochs)
+    return shared, alone
+
+
+def bound(grid_name: str, walls: dict[str, list[float]]) -> str:
+    """What the machine allows: the grid's products at one thread's float64 GEMM rate (at 1024²,
+    the rate's best shape) on every core, against the tools' median walls."""
+    from threadpoolctl import threadpool_limits
+
+    from trainer_bench import gemm_peak
+
+    name, grid = GRIDS[grid_name]
+    ds = _dataset(name)
+    n, features = ds.X_train.shape
+    outputs = len(set(ds.y_train.ravel().tolist())) if ds.task == "multiclass" else 1
+    shared, alone = training_flops(grid, n, features, outputs)
+    with threadpool_limits(1):
+        peak = gemm_peak()
+    rate = peak * 1e9 * cores()
+    line = (
+        f"# bound: sweeper's training is {shared / 1e12:.3f} TFLOP of matrix products, a peer's "
+        f"{alone / 1e12:.3f} (every configuration from scratch); at one thread's float64 GEMM rate "
+        f"({peak:.1f} GFLOP/s) on {cores()} cores that is at least {shared / rate:.1f} s and "
+        f"{alone / rate:.1f} s"
+    )
+    if walls.get("sweeper"):
+        ran = statistics.median(walls["sweeper"])
+        line += f"; sweeper's whole wall ran at {shared / rate / ran:.0%} of that rate"
+    others = {t: statistics.median(w) for t, w in walls.items() if w and t != "sweeper"}
+    if others:
+        most = ", ".join(f"{t} {w / (shared / rate):.2f}x" for t, w in others.items())
+        line += f"; no tool doing sweeper's products could be more than this much faster: {most}"
+    return line
 
 
 # --- one tool, in its own process (python bench/peers.py --one TOOL --grid G --store URI) ---------
@@ -501,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         "one after another: where the processes differ, the ratio compares unequal cores, as "
         "this line says"
     )
+    print(bound(args.grid, walls))
     return 1 if errors else 0
 
 

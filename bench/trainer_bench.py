@@ -147,6 +147,18 @@ def epoch_flops(sizes: list[int], n: int) -> float:
     return total
 
 
+def gemm_peak() -> float:
+    """One thread's float64 GEMM rate at 1024², GFLOP/s."""
+    a, b = np.random.default_rng(0).standard_normal((2, 1024, 1024))
+    out = np.empty_like(a)
+    reps = []
+    for _ in range(7):
+        t0 = time.thread_time()
+        np.matmul(a, b, out=out)
+        reps.append(time.thread_time() - t0)
+    return 2 * 1024**3 / statistics.median(reps) / 1e9
+
+
 # ---- trainers: each returns (seconds of training, test MSE) --------------------------------------
 
 
