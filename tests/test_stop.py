@@ -113,6 +113,46 @@ def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
         stop.reset()
 
 
+def test_a_composition_error_a_ctrl_c_caused_is_the_sweeps_interruption_not_a_refusal(monkeypatch):
+    """The sweep's start (callbacks.start_failed) decides it, not the composition: before,
+    sweep.plan held its own check; without it a Ctrl-C while the jobs were composed printed
+    "sweeper: error: job ...: AttributeError" and exit 2. The same error with no signal is the
+    one-line refusal."""
+    import signal
+
+    from sweeper.base import stop
+    from sweeper.contract.config import ConfigError
+    from sweeper.sweep import callbacks, plan
+
+    def compose(cut: bool):
+        try:
+            if cut:
+                raise KeyboardInterrupt
+        finally:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    def start(config, caller):  # as sweep.start composes each job (plan.job_configs' loop)
+        try:
+            compose(bool(stop.seen()))
+        except Exception as e:
+            raise ConfigError(f"job lr=0.1: {e}") from e
+
+    monkeypatch.setattr(callbacks.sweep, "start", start)
+    stop.reset()
+    try:
+        with pytest.raises(stop.Refused) as refused:
+            callbacks.SweepCallback().on_multirun_start(None)
+        assert refused.value.code == 2
+        assert refused.value.message.startswith("job lr=0.1: 'NoneType' object")
+        stop.seen().append(signal.SIGTERM)
+        stop.STOP.set()
+        with pytest.raises(stop.Terminated):
+            callbacks.SweepCallback().on_multirun_start(None)
+    finally:
+        stop.reset()
+    assert "stop" not in vars(plan)  # the composition holds no signal code of its own
+
+
 SWALLOWS = """
 import os, signal, sys, time
 import sweeper

@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
@@ -27,7 +27,7 @@ from sweeper.sweep.life import claim_run_dir
 from sweeper.tracking.store import TrackingError
 
 
-__all__ = ["interrupted"]
+__all__ = ["interrupted", "start_failed"]
 
 
 class SweepCallback(Callback):
@@ -54,14 +54,8 @@ class SweepCallback(Callback):
 
             # resume=true filters finished configurations; a launcher's failure: one line
             resuming_sweeper.put_in_place(config)
-        except (ConfigError, TrackingError) as e:
-            stop.refuse(str(e))
-        except HydraException as e:  # the sweep's arguments as Hydra's sweeper reads them: one line
-            stop.refuse(hydra_line(e))
-        # a bug: Hydra would only warn and launch the jobs without a parent run
-        except Exception as e:
-            traceback.print_exc()
-            stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
+        except Exception as e:  # noqa: BLE001  (the one place a sweep's start is decided)
+            start_failed(e)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """A single run's folder, before Hydra makes it: one line when it
@@ -97,6 +91,22 @@ class SweepCallback(Callback):
             raise signalled
         if code:
             sys.exit(code)
+
+
+def start_failed(e: Exception) -> NoReturn:
+    """What an error of a sweep's start is: the interruption when a signal came (an error
+    OmegaConf or Hydra raised in a Ctrl-C's way, while the jobs were composed: not a refusal);
+    else bad input in one line, exit 2 (a config, a store, the sweep's arguments as Hydra's
+    sweeper reads them); else a bug, its traceback and exit 1 (Hydra would only warn and
+    launch the jobs without a parent run)."""
+    if (signalled := stop.masked(e)) is not None:
+        raise signalled from e
+    if isinstance(e, (ConfigError, TrackingError)):
+        stop.refuse(str(e))
+    if isinstance(e, HydraException):
+        stop.refuse(hydra_line(e))
+    traceback.print_exc()
+    stop.refuse(f"the sweep could not start: {type(e).__name__}: {e}", 1)
 
 
 def interrupted(args: list[str]) -> str | None:

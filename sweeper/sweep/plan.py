@@ -10,7 +10,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 from sweeper import data
-from sweeper.base import stop
 from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
 from sweeper.contract.compose import compose_once, resolvable
@@ -80,10 +79,11 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     jobs = []
     for overrides in batches[0]:
         try:
-            # a Ctrl-C whose way through OmegaConf raised another error is the interruption
-            with stop.unmasked():
-                cfg = once.plain(config, list(overrides))
-        except Exception as e:  # a composition error, e.g. a group choice that does not exist
+            cfg = once.plain(config, list(overrides))
+        # a composition error, e.g. a group choice that does not exist (one that a Ctrl-C
+        # caused on its way through OmegaConf: the sweep's start says it is the interruption,
+        # sweeper.sweep.callbacks.start_failed)
+        except Exception as e:
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), cfg))
     one_protocol(jobs)
