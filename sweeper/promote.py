@@ -17,6 +17,7 @@ from typing import Any
 
 from sweeper.contract.helptext import Parser
 from sweeper import tracking
+from sweeper.base import stop
 from sweeper.base.fmt import cell
 from sweeper.base.names import MAX_NAME_BYTES
 from sweeper.insight import pinned
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
         )
     except PromoteError as e:
+        # an error that a Ctrl-C caused on its way through Hydra (its cleanup raised its own)
+        if (signalled := stop.masked(e)) is not None:
+            raise signalled from e
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
     # a folder that cannot be written after all (a read-only file system, a full disk)

@@ -72,26 +72,44 @@ def test_a_signal_in_a_deferred_section_replaces_its_error_and_a_threads_section
 
 
 def test_a_ctrl_c_that_a_librarys_cleanup_turned_into_its_own_error_is_still_the_interruption(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """Before: Ctrl-C of promote while it composed the pin's re-run command printed "the re-run command for run ...
-    does not compose: AttributeError" (Hydra's cleanup raised in the KeyboardInterrupt's way), exit 2."""
+    does not compose: AttributeError" (Hydra's cleanup raised in the KeyboardInterrupt's way), exit 2. The command
+    (sweeper.promote.main) decides it, not promotion: the same cleanup error with no Ctrl-C is the one line, exit 2."""
     from types import SimpleNamespace
 
+    from sweeper import promote as command
     from sweeper.base import stop
     from sweeper.insight import promotion
 
     def cut_short(args):
         try:
-            raise KeyboardInterrupt
+            if cut:
+                raise KeyboardInterrupt
         finally:
             raise AttributeError("'NoneType' object has no attribute 'pop'")
 
     monkeypatch.setattr(promotion, "check_overrides", cut_short)
     run = SimpleNamespace(info=SimpleNamespace(run_id="r1"))
+    # the command's promotion reaches the pin's re-run command (promotion._verify) at once
+    monkeypatch.setattr(
+        command,
+        "promote",
+        lambda *a, **k: promotion._verify("x: 1\n", "p", tmp_path / "pins", run, {}),
+    )
+    argv = ["--experiment", "e", "--out-dir", str(tmp_path / "pins")]
+    cut = False
+    assert command.main(argv) == 2
+    assert (
+        "the re-run command for run r1 does not compose: AttributeError" in capsys.readouterr().err
+    )
+    cut = True
     with pytest.raises(KeyboardInterrupt):
-        promotion._verify("x: 1\n", "p", tmp_path / "pins", run, {})
+        command.main(argv)
+    assert capsys.readouterr().err == ""
     assert stop.masked(ValueError("another")) is None
+    assert "stop" not in vars(promotion)  # promotion holds no signal code of its own
 
 
 def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():

@@ -22,7 +22,6 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from sweeper import tracking
-from sweeper.base import stop
 from sweeper.base.fmt import text_cell
 from sweeper.base.names import model_name
 from sweeper.contract.config import (
@@ -319,11 +318,11 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
         else:
             args = rerun_args(folder, name)
             try:
-                # a Ctrl-C whose way through Hydra raised another error is the interruption
-                with stop.unmasked():
-                    check_overrides(args)
-                    with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
-                        cfg = compose(config_name="config", overrides=args)
+                check_overrides(args)
+                with initialize_config_dir(config_dir=str(pinned.CONF_DIR), version_base="1.3"):
+                    cfg = compose(config_name="config", overrides=args)
+            # (one that a Ctrl-C caused on its way through Hydra: the command says it is the
+            # interruption, sweeper.promote.main)
             except Exception as e:
                 raise PromoteError(
                     f"the re-run command for run {run.info.run_id} does not compose: "
