@@ -30,7 +30,7 @@ from sweeper.base import state
 from sweeper.base.environment import cache_root
 from sweeper.models.generic import init_host
 from sweeper.models.interface import ModelError, instantiate, source_digest, split
-from sweeper.models.usercode import UserCodeError, call_user
+from sweeper.models.usercode import UserCodeError, attempt, call_user
 
 N_ROWS = 6
 FD_EPS = 1e-6
@@ -102,7 +102,7 @@ def check_gradients(
     random rows (``seed``); see the module's docstring."""
     out = GradientCheck(n_in=n_in, n_out=n_out)
     try:
-        params = _user("init", init_host, net, n_in, n_out, 7, "float64", path)
+        params = attempt(_Problem, "init", init_host, net, n_in, n_out, 7, "float64", path)
         draws = [_draw(seed, n_in, n_out), _draw(seed + 1, n_in, n_out)]
         for i, (X, R) in enumerate(draws):
             grads = _gradients(net, params, X, R)
@@ -122,15 +122,6 @@ class _Problem(Exception):
     """Why the model cannot be checked (its code raised, or gave the wrong shape)."""
 
 
-def _user(what: str, fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` of the user's code; its error is the check's :class:`_Problem`."""
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001  (the user's code: its error is the verdict)
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise _Problem(f"{what} raised {type(e).__name__}: {first}") from None
-
-
 def _draw(seed: int, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return rng.standard_normal((N_ROWS, n_in)), rng.standard_normal((N_ROWS, n_out))
@@ -144,12 +135,12 @@ def _forward(net: Any, params: dict[str, np.ndarray], X: np.ndarray) -> tuple[An
 def _gradients(net: Any, params: dict[str, np.ndarray], X: np.ndarray, R: np.ndarray) -> Any:
     """``backward`` at ``dout = R`` after ``forward(X)``; :class:`_Problem` when it cannot be
     checked."""
-    o, cache = _user("forward", _forward, net, params, X)
+    o, cache = attempt(_Problem, "forward", _forward, net, params, X)
     if tuple(np.shape(o)) != (X.shape[0], R.shape[1]):
         raise _Problem(
             f"forward gave out of shape {tuple(np.shape(o))}, expected {(X.shape[0], R.shape[1])}"
         )
-    grads = _user("backward", net.backward, np, params, cache, R)
+    grads = attempt(_Problem, "backward", net.backward, np, params, cache, R)
     bad = [
         k
         for k in params

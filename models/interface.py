@@ -55,7 +55,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sweeper.base import state
-from sweeper.models.usercode import UserCodeError, call_user
+from sweeper.models.usercode import attempt, call_user, raised
 
 # A model author's surface (sweeper.models re-exports Model and ModelError); the rest
 # serves sweeper itself.
@@ -134,19 +134,14 @@ def load_target(path: str, key: str = "model._target_") -> Any:
     try:
         # a module that exits on import: refused, not our end
         module = call_user(importlib.import_module, module_name)
-    except UserCodeError as e:
-        raise ModelError(f"{key}={path}: importing {module_name}: {e}") from None
     except ImportError as e:
         raise ModelError(
             f"{key}={path} cannot be imported ({type(e).__name__}: {e}): expected a module "
             "importable from the working directory or PYTHONPATH"
         ) from None
-    # the user's module raised while importing: say which and what
+    # the user's module raised while importing, or tried to end the process: say which and what
     except Exception as e:  # noqa: BLE001
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise ModelError(
-            f"{key}={path}: importing {module_name} raised {type(e).__name__}: {first}"
-        ) from None
+        raise ModelError(f"{key}={path}: {raised(f'importing {module_name}', e)}") from None
     try:
         return getattr(module, name)
     except AttributeError:
@@ -468,15 +463,9 @@ def instantiate(model_cfg: Any) -> Any:
     path, kwargs = split(model_cfg)
     cls = load_target(path)
     check_class(cls, path, kwargs)
-    try:
-        return call_user(cls, **kwargs)
-    except Exception as e:  # noqa: BLE001  (the user's constructor refused its values: one line)
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ModelError(
-            f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
-            f"{type(e).__name__}: "
-            f"{first}"
-        ) from None
+    # the user's constructor refused its values: one line
+    what = f"{path}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+    return attempt(ModelError, what, call_user, cls, **kwargs)
 
 
 # The keyword arguments sweeper passes a function trainer from the top-level keys

@@ -31,6 +31,7 @@ from sweeper.models.generic import init_host
 from sweeper.models.interface import decays, split
 from sweeper.models.optim import Optimizer, State
 from sweeper.models.train import TrainResult, diverged, sample_stride
+from sweeper.models.usercode import raised
 
 __all__ = ["Member", "batches", "shape_key", "train_stacked", "verdicts", "why_not"]
 
@@ -143,10 +144,7 @@ def batches(
                     )
     # the user's code failed on stacked arrays: it does not batch
     except Exception as e:  # noqa: BLE001
-        return (
-            f"stacked parameters raise {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}"
-        ).rstrip(": ")
+        return raised("stacked parameters", e)
     return None
 
 

@@ -33,7 +33,15 @@ from sweeper.base import state, stop
 # the sweep goes on), raised outside any ``except`` clause so that no KeyboardInterrupt hangs
 # in its context (:func:`sweeper.base.stop.masked` would take it for a signal).
 
-__all__ = ["UserCodeError", "call_user", "guarded", "user_line", "user_traceback"]
+__all__ = [
+    "UserCodeError",
+    "attempt",
+    "call_user",
+    "guarded",
+    "raised",
+    "user_line",
+    "user_traceback",
+]
 
 # sweeper's own code and the interpreter's: a frame elsewhere is the user's
 _HERE = Path(__file__).resolve().parent  # models/
@@ -184,6 +192,27 @@ def user_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ") + (
         f" ({at})" if at else ""
     )
+
+
+def raised(what: str, e: BaseException) -> str:
+    """One line for what the user's code raised: ``<what> raised <Type>: <its first line>``
+    (``<what>: sys.exit(3) called (...)`` for a :class:`UserCodeError`). The model's import, its
+    constructor, the gradient check's steps and the stacked proof all say it so."""
+    if isinstance(e, UserCodeError):
+        return f"{what}: {e}"
+    text = str(e).strip().splitlines()
+    return f"{what} raised {type(e).__name__}" + (f": {text[0]}" if text else "")
+
+
+def attempt(
+    error: type[Exception], what: str, fn: Callable[..., Any], /, *a: Any, **kw: Any
+) -> Any:
+    """``fn(*a, **kw)`` of the user's code; its error is ``error`` with its one line
+    (:func:`raised`), the user's traceback left out."""
+    try:
+        return fn(*a, **kw)
+    except Exception as e:  # noqa: BLE001  (the user's code: its error is the caller's one line)
+        raise error(raised(what, e)) from None
 
 
 def user_traceback(e: BaseException) -> str:

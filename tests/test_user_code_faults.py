@@ -762,3 +762,51 @@ def test_a_read_command_gives_up_on_a_server_that_accepts_and_never_answers(comm
     )
     # MLflow's client never asked (it would have waited 130 s)
     assert asked == [b"GET /health HTTP/1.1"]
+
+
+def test_what_the_users_code_raised_is_said_one_way_by_its_one_owner(tmp_path, monkeypatch):
+    """usercode.raised: the model's import, its constructor, the gradient check's steps and the stacked proof said
+    '<what> raised <Type>: <line>' each with a formatter of its own (an empty message: 'Type: ', 'Type: Type', or
+    'Type'); usercode.attempt is the one handler that turns the user's error into the caller's one line."""
+    from sweeper.models.interface import ModelError, instantiate
+    from sweeper.models.usercode import UserCodeError, attempt, raised
+
+    assert (
+        raised("init", RuntimeError("no weights\nsecond line"))
+        == "init raised RuntimeError: no weights"
+    )
+    assert raised("forward", ValueError()) == "forward raised ValueError"
+    exited = UserCodeError("SystemExit", "sys.exit(3) called (net.py:4 in __init__)", None, "")
+    assert (
+        raised("importing net", exited)
+        == "importing net: sys.exit(3) called (net.py:4 in __init__)"
+    )
+
+    def refuses(**kw):
+        raise KeyError(sorted(kw))
+
+    with pytest.raises(ModelError) as e:
+        attempt(ModelError, "Net(k=1)", refuses, k=1)
+    assert str(e.value) == "Net(k=1) raised KeyError: ['k']"
+    assert e.value.__suppress_context__  # one line: the user's traceback is not the caller's
+    assert attempt(ModelError, "Net()", lambda: 7) == 7
+    user_folder(tmp_path, monkeypatch, {"refusing.py": REFUSING})
+    with pytest.raises(ModelError) as e:  # the constructor's empty message: its type alone
+        instantiate({"_target_": "refusing.Net", "width": 3})
+    assert str(e.value) == "refusing.Net(width=3) raised ValueError"
+
+
+REFUSING = """
+class Net:
+    def __init__(self, width=1):
+        raise ValueError()
+
+    def init(self, n_in, n_out, rng):
+        return {}
+
+    def forward(self, xp, params, X):
+        return X, None
+
+    def backward(self, xp, params, cache, dout):
+        return {}
+"""
