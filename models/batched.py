@@ -71,7 +71,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sweeper.base.backend import cpu_threads, is_sparse
-from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.activations import ACTIVATIONS
 from sweeper.models.optim import Optimizer, State
@@ -292,8 +291,8 @@ def _train_part(
 ) -> GroupFit:
     """:func:`train_packed` on one thread; ``params`` are its blocks' stacked
     parameters, ``arrays`` its ``X, y, X_val, y_val``, ``rule`` its optimizer and batch
-    size. It ends with :class:`sweeper.base.stop.Stopped` at the next epoch once Ctrl-C
-    or SIGTERM set ``STOP``, or its caller set ``halt`` (an Event)."""
+    size. It ends at the next epoch once Ctrl-C or SIGTERM came, or its caller set ``halt``
+    (an Event): :meth:`sweeper.base.backend.Backend.epoch`."""
     part = _Part(backend, layout, params, task, arrays, members, log_every, rule)
     return part.train([ACTIVATIONS[b.shape.activation] for b in layout.blocks], progress, halt)
 
@@ -589,10 +588,8 @@ class _Part:
                 if not active.any():
                     break
                 for e in range(epoch, stop):  # device work only
-                    mark("epoch", e)
-                    # Ctrl-C, SIGTERM: within an epoch
-                    if STOP.is_set() or (halt is not None and halt.is_set()):
-                        raise Stopped()
+                    # Ctrl-C, SIGTERM, ``halt``: Stopped within an epoch
+                    self.backend.epoch(e, halt)
                     if e in slot:
                         self.sample(e)
                         measured.run(rest)

@@ -25,7 +25,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from sweeper.base import state
-from sweeper.base.stop import STOP, Stopped
 from sweeper.models import losses
 from sweeper.models.generic import init_host
 from sweeper.models.interface import decays, split
@@ -225,9 +224,7 @@ def train_stacked(
     net.backward(xp, params, cache, member_grad(xp, task, out, Y) * scale)
     t0 = backend.clock()
     for e in range(E + 1):
-        mark("epoch", e)
-        if STOP.is_set():
-            raise Stopped("stopped")
+        backend.epoch(e)  # Ctrl-C, SIGTERM: Stopped here
         out, cache = net.forward(xp, params, X)
         if e % stride == 0 or e in ends:
             sample(e, out)

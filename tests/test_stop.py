@@ -547,3 +547,58 @@ def test_baselines_whose_fit_a_ctrl_c_broke_interrupt_the_sweeps_end_instead_of_
     monkeypatch.setattr(baselines, "fit", interrupted)
     with pytest.raises(KeyboardInterrupt):
         baselines.ensure(None, parent, results, io.StringIO())
+
+
+def test_a_training_loop_hears_a_stop_only_through_its_backends_epoch():
+    """Backend.epoch is the one place a model's loop hears a stop (Ctrl-C or SIGTERM set STOP; a group's caller set
+    its halt Event): before, models/stacked.py and models/batched.py each read the process's signal flag and raised
+    Stopped themselves. models/ and data/ hold no signal code but usercode, the user's code's boundary."""
+    import threading
+
+    import numpy as np
+
+    from sweeper import ROOT
+    from sweeper.base import stop
+    from sweeper.base.backend import resolve
+    from sweeper.models.mlp_net import MLPNet
+    from sweeper.models.optim import Optimizer
+    from sweeper.models.stacked import Member, train_stacked
+
+    backend = resolve("cpu")
+    backend.epoch(0)  # nothing asked: it goes on
+    halt = threading.Event()
+    halt.set()
+    with pytest.raises(stop.Stopped):
+        backend.epoch(1, halt)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(32, 3)), rng.normal(size=(32, 1))
+    stop.STOP.set()
+    try:
+        with pytest.raises(stop.Stopped):
+            backend.epoch(2)
+        with pytest.raises(stop.Stopped):  # a stacked group stops at its first epoch
+            train_stacked(
+                backend,
+                MLPNet(depth=1, width=4),
+                "regression",
+                X,
+                y,
+                X,
+                y,
+                [Member(0.01, 0, (50,)), Member(0.02, 1, (50,))],
+                n_out=1,
+                log_every=10,
+                opt=Optimizer("adam"),
+                dtype="float64",
+            )
+    finally:
+        stop.STOP.clear()
+    signal_code = ("sweeper.base.stop", "import signal", "KeyboardInterrupt")
+    holding = sorted(
+        str(p.relative_to(ROOT))
+        for folder in ("models", "data")
+        for p in (ROOT / folder).glob("*.py")
+        if p.name != "usercode.py"
+        and any(s in line.split("#")[0] for line in p.read_text().splitlines() for s in signal_code)
+    )
+    assert holding == []

@@ -20,6 +20,8 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
+from sweeper.base.stop import STOP, Stopped
+
 
 __all__ = [
     "Backend",
@@ -186,6 +188,16 @@ class Backend:
         """The training loop enters ``phase`` at epoch ``step`` (for the
         strict stand-in's accounts)."""
         self.mark_fn(phase, step)
+
+    def epoch(self, e: int, halt: Any = None) -> None:
+        """A training loop's epoch ``e`` begins: marked (:meth:`mark`), and the one place a loop
+        hears that it must stop: :class:`sweeper.base.stop.Stopped` once Ctrl-C or SIGTERM set
+        :data:`~sweeper.base.stop.STOP` (threads that train see no KeyboardInterrupt), or once
+        the caller's ``halt`` (an Event) is set. The models' loops call it and know nothing of
+        signals; one call an epoch (an attribute read)."""
+        self.mark_fn("epoch", e)
+        if STOP.is_set() or (halt is not None and halt.is_set()):
+            raise Stopped()
 
     def clock(self) -> float:
         """A host clock read after synchronising, so device work is timed honestly."""
