@@ -70,7 +70,7 @@ def _chosen(data: str, seed: int, folds: int) -> tuple[dict, float, str]:
     from omegaconf import OmegaConf
 
     from sweeper.base.backend import resolve
-    from sweeper.job.folds import refit_config
+    from sweeper.job.crossval import refit_config
     from sweeper.job.compute import train_and_score
     from sweeper.job.metrics import PRIMARY
     from sweeper.sweep import launch

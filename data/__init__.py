@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "load_folds",
     "load_plain",
+    "read_to_check",
     "split",
     "split_folds",
     "split_seed",
@@ -215,6 +216,12 @@ def folds_of(cfg: Any) -> int:
     without the key: 0)."""
     value = cfg.get("folds") if hasattr(cfg, "get") else getattr(cfg, "folds", None)
     return int(value or 0)
+
+
+def read_to_check(cfg: Any) -> bool:
+    """Whether a ``data`` node is checked only by reading its rows (once, before any store): a
+    file's (``data.path``: its columns, its target), or a fold count the rows must allow."""
+    return "path" in cfg or bool(folds_of(cfg))
 
 
 def fold_indexes(cfg: Any) -> tuple[int | None, ...]:

@@ -495,6 +495,11 @@ def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespac
     )
     assert data.folds_of(NS(folds="4")) == 4 and data.folds_of(NS()) == 0 and data.folds_of({}) == 0
     assert data.folds_of({"folds": 5}) == 5  # a mapping's key, not an attribute
+    # read before any store: a file's rows, or those a fold count must fit; a built-in split is not
+    assert data.read_to_check({"name": "iris", "folds": 3}) and data.read_to_check(
+        {"path": "a.csv"}
+    )
+    assert not data.read_to_check({"name": "iris", "folds": 0}) and not data.read_to_check({})
     assert data.split_seed(OmegaConf.create({"split_seed": 5}), default=9) == 5
     assert data.split_seed({"split_seed": 0}, default=9) == 0  # a seed of 0 is a seed
     assert data.split_seed(NS(split_seed="7")) == 7 and data.split_seed(NS(), default=9) == 9
@@ -505,25 +510,27 @@ def test_the_split_and_fold_keys_read_from_a_config_node_a_mapping_or_a_namespac
 
 
 def test_a_configuration_trains_once_per_fold_or_once_on_its_split_and_its_run_says_k():
-    from sweeper.job import folds
+    from sweeper.job import crossval
     from sweeper.job.compute import Outcome
 
     assert data.fold_indexes({"folds": 3}) == (0, 1, 2)
     assert data.fold_indexes({"folds": 0}) == (None,) and data.fold_indexes({}) == (None,)
-    assert folds.run_tags({"folds": 4}) == {"folds": "4"} and folds.run_tags({"folds": 0}) == {}
+    assert (
+        crossval.run_tags({"folds": 4}) == {"folds": "4"} and crossval.run_tags({"folds": 0}) == {}
+    )
     one = Outcome({"val_mse": 2.0}, {}, None)
-    assert folds.outcome([one]) is one  # its one split's, untouched
+    assert crossval.outcome([one]) is one  # its one split's, untouched
     two = Outcome({"val_mse": 4.0}, {}, None)
-    combined = folds.outcome([one, two]).scores
+    combined = crossval.outcome([one, two]).scores
     assert combined["val_mse"] == 3.0 and combined["val_mse_std"] == 1.0
     assert (combined["val_mse_fold0"], combined["val_mse_fold1"]) == (2.0, 4.0)
 
 
 def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_folds_model():
-    """folds.combine by hand: times summed, group time kept, the longest fold's epochs, the mean best epoch
+    """crossval.combine by hand: times summed, group time kept, the longest fold's epochs, the mean best epoch
     rounded, epochs_per_s over the summed time, quality scores averaged in float64 (float32 folds, as a GPU
     leaves them) with ddof=0 std and each fold's, the mean curve on the steps every fold sampled, fold 0's model."""
-    from sweeper.job import folds
+    from sweeper.job import crossval
     from sweeper.job.compute import Outcome
 
     f32 = np.float32
@@ -558,7 +565,7 @@ def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_fol
         )
         for i, (e, b) in enumerate([(4, 2), (5, 3), (3, 3)])
     ]
-    got = folds.combine(outs)
+    got = crossval.combine(outs)
     mean = (float(vals[0]) + float(vals[1]) + float(vals[2])) / 3
     std = math.sqrt(sum((float(v) - mean) ** 2 for v in vals) / 3)
     assert got.scores == {
@@ -600,14 +607,14 @@ def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_fol
 
     # a fold without epochs_run or best_epoch: 0 of them; without a time: none summed, 0 epochs a second
     a = Outcome({"epochs_run": 4, "best_epoch": 2, "train_time_s": 1.0}, {}, None)
-    got = folds.combine([a, Outcome({"train_time_s": 1.0}, {}, None)])
+    got = crossval.combine([a, Outcome({"train_time_s": 1.0}, {}, None)])
     assert got.scores == {
         "train_time_s": 2.0,
         "epochs_run": 4,
         "best_epoch": 1,
         "epochs_per_s": 2.0,
     }
-    got = folds.combine([a, Outcome({"epochs_run": 2, "best_epoch": 5}, {}, None)])
+    got = crossval.combine([a, Outcome({"epochs_run": 2, "best_epoch": 5}, {}, None)])
     assert got.scores == {"epochs_run": 4, "best_epoch": 4, "epochs_per_s": 0.0}
 
     # a fold that failed fails the configuration, named; no mean scores, its error kept
@@ -617,7 +624,7 @@ def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_fol
         "diverged",
         error="tb",
     )
-    got = folds.combine([outs[0], bad, outs[2]])
+    got = crossval.combine([outs[0], bad, outs[2]])
     assert type(got) is Outcome and (got.reason, got.error) == ("fold 1: diverged", "tb")
     assert got.scores["train_time_s"] == 1.0 and "val_mse" not in got.scores and got.params == []
     assert got.curves["train_loss"][1].tolist() == want.tolist()
@@ -630,11 +637,11 @@ def test_a_configurations_folds_combine_into_sums_counts_means_and_the_first_fol
 
 
 def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_overrides():
-    from sweeper.job import folds
+    from sweeper.job import crossval
 
-    assert folds.of_run({"folds": "5"}) == 5 and folds.of_run({"task": "binary"}) == 0
+    assert crossval.of_run({"folds": "5"}) == 5 and crossval.of_run({"task": "binary"}) == 0
     swept = "lr=0.1 data.folds=5 hydra.job.num=3 resume=true data.val_fraction=0.2 depth=2"
-    assert folds.refit_overrides(swept) == [
+    assert crossval.refit_overrides(swept) == [
         "lr=0.1",
         "depth=2",
         "data.folds=0",
@@ -642,18 +649,49 @@ def test_a_run_read_back_says_its_k_and_its_refit_keeps_only_the_configurations_
     ]
 
 
+def test_what_a_report_shows_of_a_cross_validated_run_and_nothing_of_one_split():
+    """The leaderboard's row, columns and legend, a run's standing, promotion's summary and the
+    refit's description: each from the run's tag folds=k (and val_<metric>_std), none for one split."""
+    from types import SimpleNamespace as NS
+
+    from sweeper.job import crossval
+
+    cv, one = {"folds": "5", "task": "regression"}, {"task": "regression"}
+    m = {"val_mse": 1.5, "val_mse_std": 0.25}
+    assert crossval.row(cv, m, "mse") == {"folds": 5, "val_mse_fold_std": 0.25}
+    assert crossval.row(one, {"val_mse": 1.5}, "mse") == {"folds": None, "val_mse_fold_std": None}
+    rows = [crossval.row(one, {}, "mse"), crossval.row(cv, m, "mse")]
+    assert crossval.columns(rows, "mse") == ["val_mse_fold_std", "folds"]
+    assert crossval.columns(rows[:1], "mse") == []
+    assert crossval.legend("r2") == (
+        "(folds: k-fold cross-validation (data.folds=k): val_r2 is the mean over a run's k folds, "
+        "ranked by it; val_r2_fold_std their std; test_r2 the fold models' mean)"
+    )
+    assert crossval.said(rows[1], "val_mse") == "val_mse is the mean over its 5 folds"
+    assert crossval.said(rows[0], "val_mse") is None
+    assert crossval.described(cv) == "cross-validated on 5 folds"
+    run = NS(info=NS(run_id="r1"), data=NS(tags=cv, metrics=m))
+    assert crossval.summary(run, "val_mse") == {
+        "run_id": "r1",
+        "folds": 5,
+        "val_mse": 1.5,
+        "val_mse_std": 0.25,
+    }
+    assert crossval.OFF == crossval.REFIT_OVERRIDES[0] == "data.folds=0"
+
+
 def test_the_advisor_reads_a_runs_fold_scores_back_in_fold_order_up_to_a_gap():
-    from sweeper.job import folds
+    from sweeper.job import crossval
 
     m = {"val_mse_fold0": 1.0, "val_mse_fold1": "2.5", "val_mse_fold3": 9.0, "val_mse": 1.75}
-    assert folds.scores(m, "val_mse") == [1.0, 2.5]  # fold 2 missing: fold 3 is not read
-    assert folds.scores(m | {"val_mse_fold2": 4.0}, "val_mse") == [1.0, 2.5, 4.0, 9.0]
-    assert folds.scores(m | {"val_mse_fold1": float("nan")}, "val_mse") == []  # one score: none
-    assert folds.scores({"val_mse": 1.0}, "val_mse") == []
+    assert crossval.scores(m, "val_mse") == [1.0, 2.5]  # fold 2 missing: fold 3 is not read
+    assert crossval.scores(m | {"val_mse_fold2": 4.0}, "val_mse") == [1.0, 2.5, 4.0, 9.0]
+    assert crossval.scores(m | {"val_mse_fold1": float("nan")}, "val_mse") == []  # one score: none
+    assert crossval.scores({"val_mse": 1.0}, "val_mse") == []
 
 
 def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_differ():
-    from sweeper.job import folds
+    from sweeper.job import crossval
 
     def job(k, experiment="iris"):
         return (
@@ -661,12 +699,12 @@ def test_one_experiments_jobs_must_share_data_folds_and_other_experiments_may_di
             {"tracking": {"uri": "u", "experiment": experiment}, "data": {"folds": k}},
         )
 
-    assert folds.mixed([job(3), job(3), ([], None)]) is None
-    assert folds.mixed([job(3), job(0)]).startswith("data.folds=0,3 is not allowed in one sweep")
-    assert folds.mixed([job(0), job(3, "other")]) is None
+    assert crossval.mixed([job(3), job(3), ([], None)]) is None
+    assert crossval.mixed([job(3), job(0)]).startswith("data.folds=0,3 is not allowed in one sweep")
+    assert crossval.mixed([job(0), job(3, "other")]) is None
     other_store = ([], {"tracking": {"uri": "v", "experiment": "iris"}, "data": {"folds": 0}})
-    assert folds.mixed([job(3), other_store]) is None  # the same name in another store
-    assert folds.mixed([job(3), job(0), job(5)]) == (
+    assert crossval.mixed([job(3), other_store]) is None  # the same name in another store
+    assert crossval.mixed([job(3), job(0), job(5)]) == (
         "data.folds=0,3,5 is not allowed in one sweep of experiment iris: expected one value; val_ "
         "metrics of one split (0) and of a k-fold mean (k) are no fair ranking against each other: "
         "sweep each value on its own (or into another tracking.experiment)"

@@ -180,7 +180,11 @@ def test_the_advisor_compares_configurations_paired_across_folds(shift, verdict)
     [finding] = noise(Sweep(records))
     assert finding.tag == verdict, finding.summary
     assert "across the 5 folds" in finding.summary
-    assert any("paired t-test over the 5 folds" in e for e in finding.evidence)
+    # the paired t-test of the evidence's comparison (noise.between), scipy's ttest_rel by hand
+    from scipy import stats
+
+    p = stats.ttest_rel(better, worse).pvalue
+    assert any(f"paired t-test over their 5 shared folds: p={p:.2g}" in e for e in finding.evidence)
 
 
 def test_in_a_folds_only_sweep_did_not_matter_is_judged_by_the_fold_noise_not_the_stated_default():

@@ -130,7 +130,7 @@ def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys
     from types import SimpleNamespace as NS
 
     from sweeper.insight import refit
-    from sweeper.job import folds
+    from sweeper.job import crossval
 
     made = NS(
         info=NS(run_id="r2", run_name="refit lr=0.1", experiment_id="7"),
@@ -159,7 +159,7 @@ def test_the_parent_records_its_winners_refit_as_its_best_run_and_says_so(capsys
     tags, metrics, _ = refit.parent_record(best, made, "accuracy", "models:/m-9", said)
     assert metrics == {} and tags["best_run"] == ""
     plain = {"data": {"name": "iris", "folds": 5, "val_fraction": 0.2}, "lr": 0.1, "resume": True}
-    assert folds.refit_config(plain) == {
+    assert crossval.refit_config(plain) == {
         "data": {"name": "iris", "folds": 0, "val_fraction": 0.0},
         "lr": 0.1,
         "resume": False,

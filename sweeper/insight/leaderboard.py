@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name, run_path
 from sweeper.base.output import spreadsheet_safe, spreadsheet_value
-from sweeper.job import folds
+from sweeper.job import crossval
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key
 from sweeper.tracking import bulk
 
@@ -46,11 +46,7 @@ class Board:
     def folded(self) -> list[str]:
         """The columns of cross-validated runs (data.folds=k): the std
         of val_<metric> over a run's folds, and k."""
-        return (
-            [f"val_{self.metric}_fold_std", "folds"]
-            if any(r.get("folds") for r in self.rows)
-            else []
-        )
+        return crossval.columns(self.rows, self.metric)
 
     @property
     def model(self) -> list[str]:
@@ -175,13 +171,7 @@ class Board:
                     "whose seeds all finished and whose mean is within the noise of its own)"
                 )
         if self.folded:
-            out.append(
-                f"(folds: k-fold cross-validation (data.folds=k): val_{self.metric} is the mean "
-                "over a run's k "
-                f"folds, ranked by it; val_{self.metric}_fold_std their std; test_{self.metric} "
-                "the fold models' "
-                "mean)"
-            )
+            out.append(crossval.legend(self.metric))
         if any(r.get("gradient_check") == "failed" for r in shown):
             out.append(
                 f"({WRONG_GRADIENT}: the model's backward disagrees with finite differences; "
@@ -391,8 +381,7 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
                 # failed: trained anyway under model.check=false
                 "gradient_check": r.data.tags.get("gradient_check"),
                 # cross-validated (data.folds=k): val_<metric> is the fold mean
-                "folds": folds.of_run(r.data.tags) or None,
-                f"val_{metric}_fold_std": m.get(f"val_{metric}_std"),
+                **crossval.row(r.data.tags, m, metric),
             }
         )
 

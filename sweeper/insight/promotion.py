@@ -35,7 +35,7 @@ from sweeper.contract.config import (
 )
 from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS
 from sweeper.insight import pinned
-from sweeper.job import folds, metrics
+from sweeper.job import crossval, metrics
 
 __all__ = [
     "check_overrides",
@@ -242,7 +242,7 @@ def _refit_of(client: Any, run: Any) -> Any:
     (tag ``folds``) its refit on every non-test row (:mod:`sweeper.insight.refit`:
     the one its sweep made, else trained now), so that the pin re-runs what the
     sweep's best_run is. Raises PromoteError when the refit cannot be made."""
-    if not folds.of_run(run.data.tags):
+    if not crossval.of_run(run.data.tags):
         return run
     # lazy: saves ~2.0 ms at this module's import (measured)
     from sweeper.insight import refit
@@ -264,7 +264,7 @@ def _refit_of(client: Any, run: Any) -> Any:
             f"run {run.info.run_id} is cross-validated and has no refit on every non-test row "
             "(its sweep "
             "folder or config_resolved.yaml is gone, or the refit did not finish): promote its "
-            "configuration with data.folds=0, or re-run its sweep"
+            f"configuration with {crossval.OFF}, or re-run its sweep"
         )
     return done
 
@@ -432,7 +432,7 @@ def promote(
         if run is not chosen:
             knobs += (
                 f"  (the refit of cross-validated run {chosen.info.run_id}, whose "
-                f"{folds.of_run(chosen.data.tags)}-fold "
+                f"{crossval.of_run(chosen.data.tags)}-fold "
                 f"mean this {metric} is)"
             )
         done.append(
@@ -536,13 +536,7 @@ def _pin_file(
     tol = rtol if rtol is not None else pinned.DEFAULT_RTOL[run.data.params.get("dtype", "float64")]
     pins = _pinned(run, n, experiment, metric, rank, tol)
     if run is not chosen:
-        m = chosen.data.metrics
-        pins["cross_validated"] = {
-            "run_id": chosen.info.run_id,
-            "folds": folds.of_run(chosen.data.tags),
-            metric: m[metric],
-            f"{metric}_std": m.get(f"{metric}_std"),
-        }
+        pins["cross_validated"] = crossval.summary(chosen, metric)
     seeds = over_seeds(runs, chosen, metric)
     if seeds:  # the configuration won by its mean: say so beside the pinned run's own values
         pins["over_seeds"] = seeds

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from sweeper.base import stop
 from sweeper.base.fmt import cell
 from sweeper.base.names import run_path
-from sweeper.job import folds
+from sweeper.job import crossval
 from sweeper.tracking.records import search
 
 __all__ = ["existing", "for_parent", "parent_record", "refit"]
@@ -44,7 +44,7 @@ def existing(c: Any, run: Any) -> Any:
 def refit(c: Any, parent: Any, run: Any) -> Any:
     """Train the refit of the cross-validated ``run`` (the sweep's best) unless it exists; return
     its run (None when ``run`` is not cross-validated, or its configuration cannot be read back)."""
-    if run is None or not folds.of_run(run.data.tags):
+    if run is None or not crossval.of_run(run.data.tags):
         return None
     done = existing(c, run)
     if done is not None:
@@ -61,13 +61,13 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     from sweeper.job.context import JobContext
     from sweeper.job.record import run as run_job
 
-    plain = folds.refit_config(yaml.safe_load(config_file.read_text()))
+    plain = crossval.refit_config(yaml.safe_load(config_file.read_text()))
     sweep_dir = Path(parent.data.tags.get("sweep_dir") or Path(job_dir).parent)
     # two levels below the sweep folder: its */result.json are the
     # sweep's jobs, the refit is none of them
     ctx = JobContext(
         output_dir=sweep_dir / "refit" / run.info.run_id,
-        overrides=folds.refit_overrides(run.data.tags.get("overrides", "")),
+        overrides=crossval.refit_overrides(run.data.tags.get("overrides", "")),
     )
     quiet, level = logging.getLogger("sweeper"), logging.getLogger("sweeper").level
     # its job line and its split (validation = training rows, as asked): the caller says it
@@ -94,9 +94,9 @@ def refit(c: Any, parent: Any, run: Any) -> Any:
     c.set_tag(
         result["run_id"],
         "mlflow.note.content",
-        f"Refit of run {run.info.run_id} (cross-validated on {folds.of_run(run.data.tags)} folds, "
+        f"Refit of run {run.info.run_id} ({crossval.described(run.data.tags)}, "
         f"the best of sweep {parent.info.run_id}): trained on every non-test row "
-        f"({' '.join(folds.REFIT_OVERRIDES)}), scored on the test split; its val_* metrics are "
+        f"({' '.join(crossval.REFIT_OVERRIDES)}), scored on the test split; its val_* metrics are "
         "of its training rows.",
     )
     return c.get_run(result["run_id"])
@@ -132,7 +132,7 @@ def parent_record(
     )
     print(
         f"refit: {best['run']} retrained on every non-test row (train + validation, "
-        f"{' '.join(folds.REFIT_OVERRIDES)}) and scored on the test split: test_{metric}="
+        f"{' '.join(crossval.REFIT_OVERRIDES)}) and scored on the test split: test_{metric}="
         f"{cell(test)} (run {refitted.info.run_id}); the parent's best_run and best_model_uri "
         "point to it",
         file=out,

@@ -14,6 +14,7 @@ from typing import Any
 
 from sweeper.base.fmt import cell
 from sweeper.base.names import GROUP_SIZE, SWEEPS, booked, experiment_url, table_query
+from sweeper.job import crossval
 from sweeper.tracking import bulk, ui
 from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
@@ -65,8 +66,8 @@ def description(
             f"pruned at epoch {row['pruned_at']}: stopped early at a rung (ranked after the full "
             "runs)"
         )
-    if row.get("folds"):
-        parts.append(f"{m} is the mean over its {row['folds']} folds")
+    if said := crossval.said(row, m):
+        parts.append(said)
     if config is not None and i < n:
         at, group = config
         parts.append(

@@ -84,7 +84,7 @@ class Outcome:
     param_names: list[str] | None = None
     # a function trainer's predict (on host arrays: a CPU run), saved as the logged model
     predict: Any = None
-    # data.folds=k (sweeper.job.folds): each fold's curves
+    # data.folds=k (sweeper.job.crossval): each fold's curves
     # (name_fold<i>), kept in curves.npz, not sent to MLflow
     fold_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     # what the run's tags add (a function trainer's stop)
@@ -112,7 +112,7 @@ def scored_on(node: dict[str, Any]) -> data.Dataset:
     """The data set a run with this (plain, resolved) ``data`` node was scored on, and so the one
     its files and logged model are built from (test targets, scaler, encoder, vocabulary): the
     split of its ``data.split_seed`` (never the run's weight ``seed``), and with ``data.folds=k``
-    fold 0, whose weights the run keeps (:func:`sweeper.job.folds.combine`). Every path that
+    fold 0, whose weights the run keeps (:func:`sweeper.job.crossval.combine`). Every path that
     records a run reads it here: one at a time, a batched group in the launching process or in a
     worker (joblib, Ray, submitit), resume and upload. Cached per (node, split, fold): a group's
     record half reads what its compute half loaded."""

@@ -42,7 +42,7 @@ from sweeper.base.output import one_line
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
 from sweeper.contract.fingerprint import content_tags, fingerprint
 from sweeper.contract.model import gradient_check, where_tags
-from sweeper.job import artifacts, folds, sweepdir
+from sweeper.job import artifacts, crossval, sweepdir
 from sweeper.job.compute import Computed, Outcome, memory_problem, scored_on, train_and_score
 from sweeper.job.context import JobContext, handed
 from sweeper.models.interface import kind
@@ -259,7 +259,7 @@ def _open(
         | {"task": dataset.task}
         | _model_tags(plain, dataset, computed, backend)
     )
-    known |= folds.run_tags(plain["data"])
+    known |= crossval.run_tags(plain["data"])
     uri = cfg.tracking.uri
     if ctx.sweep_dir is None:
         # refused before a store is made for it
@@ -573,7 +573,7 @@ def _parent(ctx: JobContext, plain: dict[str, Any]) -> str | None:
 def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
     """The compute half of a job alone: sweeper's loop on a model, or the user's
     own function trainer; with ``data.folds=k`` each fold in turn (``dataset``
-    is fold 0's), combined into one outcome (:mod:`sweeper.job.folds`)."""
+    is fold 0's), combined into one outcome (:mod:`sweeper.job.crossval`)."""
 
     if kind(cfg.get("model")) == "trainer":
         # lazy: saves ~12 ms at this module's import (measured)
@@ -582,7 +582,7 @@ def _compute(cfg: DictConfig, dataset: data.Dataset, backend: Any) -> Outcome:
         one = trainer.train_and_score
     else:
         one = train_and_score
-    return folds.train(cfg, backend, one, dataset, lambda i: data.load(cfg.data, fold=i))
+    return crossval.train(cfg, backend, one, dataset, lambda i: data.load(cfg.data, fold=i))
 
 
 def _gradients_refused(plain: dict[str, Any], dataset: data.Dataset) -> str | None:

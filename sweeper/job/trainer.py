@@ -44,7 +44,7 @@ from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
 from sweeper.base.portable import link
 from sweeper.base.stop import STOP
 from sweeper.contract.model import trainer_keys
-from sweeper.job import folds, metrics
+from sweeper.job import crossval, metrics
 from sweeper.job.compute import Computed, DEFINED, Outcome, loss_unit
 from sweeper.models.interface import load_target, split
 from sweeper.models.usercode import user_line, user_traceback
@@ -313,7 +313,9 @@ def computed(plain: dict[str, Any], rung: tuple[int, str] | None = None) -> Any:
     def one(c: Any, ds: data.Dataset, b: Any) -> Any:
         return train_and_score(c, ds, b, rung)
 
-    out = folds.train(cfg, backend, one, dataset, lambda i: data.load_plain(plain["data"], fold=i))
+    out = crossval.train(
+        cfg, backend, one, dataset, lambda i: data.load_plain(plain["data"], fold=i)
+    )
     tags = {
         LAUNCHER: "batched",
         GROUP: uuid.uuid4().hex[:12],

@@ -38,7 +38,7 @@ from sweeper.base.backend import BackendUnavailable, resolve
 from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
 from sweeper.base.process import trim_heap
 from sweeper.contract.compose import compose_once
-from sweeper.job import compute, folds, record
+from sweeper.job import compute, crossval, record
 from sweeper.job.context import JobContext, handing
 from sweeper.models.group import form_tags, train_members
 from sweeper.models.usercode import guarded
@@ -520,7 +520,7 @@ def compute_group(
             "text features are fitted on each split: a group's members need one data.split_seed"
         )
     # the group's units: each trajectory on its one split, or on each of its k folds (other
-    # rows, as other split seeds: sweeper.job.folds makes a configuration's one outcome of them)
+    # rows, as other split seeds: sweeper.job.crossval makes a configuration's one outcome of them)
     fold_ids = data.fold_indexes(cfg0["data"])
     units = [(t, s, f) for t, s in enumerate(splits) for f in fold_ids]
     datasets = {(s, f): data.load_plain(cfg0["data"], s, f) for _, s, f in units}
@@ -639,7 +639,7 @@ def _outcomes(
     tags: dict[int, dict[str, str]],
 ) -> dict[int, compute.Computed]:
     """Every job scored on its unit's fit at its epochs (``per_config`` units each: its split,
-    or its folds), made one outcome by :func:`sweeper.job.folds.outcome`, with its share of the
+    or its folds), made one outcome by :func:`sweeper.job.crossval.outcome`, with its share of the
     time."""
     count = sum(map(len, trajs))
     outcomes: dict[int, list[compute.Outcome]] = {}
@@ -665,6 +665,6 @@ def _outcomes(
     out = {}
     for traj in trajs:
         for job in traj:
-            outcome = folds.outcome(outcomes[job.idx])
+            outcome = crossval.outcome(outcomes[job.idx])
             out[job.idx] = compute.Computed(outcome, tags[job.idx] | form_tags(backend, job.plain))
     return out

@@ -164,8 +164,9 @@ def _begin(
 
 def _checked_jobs(config: DictConfig) -> tuple[list, list]:
     """Every job's (overrides, resolved config or None), and those resolved here,
-    each checked: its config, and each distinct data file or folds setting read
-    once; a launcher's engine and a search sweeper's settings before that."""
+    each checked: its config, and each distinct data node whose rows check it read once
+    (:func:`sweeper.data.read_to_check`); a launcher's engine and a search sweeper's settings
+    before that."""
     if "sweeper_batched_launcher" in str(config.hydra.launcher.get("_target_", "")):
         # lazy: saves ~67 ms at this module's import (measured)
         from sweeper.sweep import engines
@@ -186,8 +187,8 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
         try:
             validate(cfg)
             node = json.dumps(cfg["data"], sort_keys=True)
-            # a data file, or folds the rows must allow (data.folds): read once per data config
-            if ("path" in cfg["data"] or data.folds_of(cfg["data"])) and node not in read:
+            # a data file, or a fold count the rows must allow: read once per data config
+            if data.read_to_check(cfg["data"]) and node not in read:
                 read.add(node)
                 data.load_plain(cfg["data"])
         except (ConfigError, data.DataError) as e:

@@ -14,7 +14,7 @@ from sweeper.base.hydra_internals import basic_sweeper
 from sweeper.base.names import BASIC_SWEEPER
 from sweeper.contract.compose import compose_once, resolvable
 from sweeper.contract.config import ConfigError
-from sweeper.job import folds
+from sweeper.job import crossval
 from sweeper.models.interface import ModelError, kind, split
 
 __all__ = [
@@ -97,8 +97,8 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
 
 def one_protocol(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> None:
     """ConfigError unless the jobs of one experiment share ``data.folds``
-    (:func:`sweeper.job.folds.mixed` says why not)."""
-    if why := folds.mixed(jobs):
+    (:func:`sweeper.job.crossval.mixed` says why not)."""
+    if why := crossval.mixed(jobs):
         raise ConfigError(why)
 
 

@@ -14,7 +14,7 @@ from sweeper.base.fmt import finite as _number
 from sweeper.base.names import PRUNED_AT
 from sweeper.insight.advice import noise as _noise
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
-from sweeper.job import folds
+from sweeper.job import crossval
 
 __all__ = [
     "Advice",
@@ -307,7 +307,7 @@ class Sweep:
         in seed has one score a configuration (its lead run's)."""
         metric = metric or self.metric
         if self.folded and (by_fold := self.fold_scores(self.lead(config), metric)):
-            return dict(enumerate(by_fold)), "folds"
+            return dict(enumerate(by_fold)), crossval.UNIT
         # its seeds repeat one score: one score, not a spread of 0
         if self.deterministic and not self.seeded:
             lead = self.lead(config)
@@ -335,9 +335,9 @@ class Sweep:
         return _noise.against(list(sa.values()), value, unit)
 
     def fold_scores(self, r: dict[str, Any] | None, metric: str | None = None) -> list[float]:
-        """A cross-validated run's per-fold scores (:func:`sweeper.job.folds.scores`,
+        """A cross-validated run's per-fold scores (:func:`sweeper.job.crossval.scores`,
         data.folds=k) in fold order; [] otherwise."""
-        return folds.scores(r["metrics"], metric or self.metric) if r is not None else []
+        return crossval.scores(r["metrics"], metric or self.metric) if r is not None else []
 
     def fold_noise(
         self, configs: Iterable[tuple], metric: str | None = None
@@ -350,7 +350,7 @@ class Sweep:
         mean and each fold's are taken out (the residual of the additive configuration ×
         fold model, (n-1)(k-1) degrees of freedom): a paired comparison, as the noise
         finding's t-test is. A fold mean's std is that residual std over sqrt(k)."""
-        # each of at least two folds (folds.scores); those of another k than the first's left out
+        # each of at least two folds (crossval.scores); those of another k than the first's left out
         rows = [v for c in configs if (v := self.fold_scores(self.lead(c), metric))]
         rows = [v for v in rows if len(v) == len(rows[0])]
         if len(rows) < 2:
@@ -429,7 +429,7 @@ class Sweep:
         v = list(scores.values())
         if len(v) < 2:
             return SAME
-        sd = statistics.stdev(v) / (math.sqrt(len(v)) if unit == "folds" else 1.0)
+        sd = statistics.stdev(v) / (math.sqrt(len(v)) if unit == crossval.UNIT else 1.0)
         return max(sd / (abs(statistics.fmean(v)) or 1.0), 1e-6)
 
     def mean(self, config: tuple, metric: str | None = None) -> tuple[float, int] | None:
@@ -476,7 +476,7 @@ class Sweep:
                 f"seed={','.join(self.tried('seed'))}): the noise left is the split's, "
                 "data.split_seed=0,1,2 measures it",
             )
-        return _noise.model_text("folds" if self.folded else "seeds" if self.seeded else None)
+        return _noise.model_text(crossval.UNIT if self.folded else "seeds" if self.seeded else None)
 
     def tried(self, key: str) -> list[str]:
         """The values of ``key`` the sweep tried (every run, failed ones

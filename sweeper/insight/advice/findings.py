@@ -243,8 +243,8 @@ def noise(s: Sweep) -> list[Finding]:
     if not s.finished:
         return []
     # data.folds=k: the noise is the folds'
-    if not s.seeded and (by_folds := _across_folds(s)) is not None:
-        return [by_folds]
+    if not s.seeded and (paired := _paired(s)) is not None:
+        return [paired]
     if not s.seeded and saturated(s):
         return [
             Finding(
@@ -398,23 +398,24 @@ def noise(s: Sweep) -> list[Finding]:
     ]
 
 
-def _across_folds(s: Sweep) -> Finding | None:
-    """Without seeds, cross-validated configurations (data.folds=k, one split seed: the
-    same folds for all) are compared paired by fold: the best against the runner-up, a
-    paired t-test over the k folds. None when the runs have no folds."""
+def _paired(s: Sweep) -> Finding | None:
+    """Without seeds, configurations scored on units they share (cross-validated, data.folds=k
+    with one split seed: the same folds for all; :meth:`Sweep.samples` gives them and their
+    unit) are compared paired by unit: the best against the runner-up, a paired t-test over
+    the k units (:meth:`Sweep.between`). None when the runs are not scored by such units."""
     ranked = s.ranked()
-    folds = {c: s.fold_scores(s.lead(c)) for c in ranked[:5]}
-    if not ranked or not folds[ranked[0]]:
+    if not s.folded or not ranked:
         return None
-    # lazy: saves ~893 ms at this module's import (measured)
-    from scipy import stats  # ~0.5 s of a small sweep's end: only where a test is made
-
-    k = len(folds[ranked[0]])
+    by_unit = {c: s.samples(c) for c in ranked[:5]}
+    scores, unit = by_unit[ranked[0]]
+    if not scores:
+        return None
+    k = len(scores)
     evidence = [
         f"{_label(c)}: {s.metric} {cell(statistics.fmean(v))} ± {cell(statistics.pstdev(v))} "
-        f"over {len(v)} folds"
-        for c, v in folds.items()
-        if v
+        f"over {len(v)} {unit}"
+        for c, (by, u) in by_unit.items()
+        if by and u == unit and (v := list(by.values()))
     ]
     if len(ranked) < 2:
         return Finding(
@@ -426,34 +427,27 @@ def _across_folds(s: Sweep) -> Finding | None:
             "single",
         )
     first, second = ranked[:2]
-    a, b = folds[first], folds[second]
-    if len(b) != k:
+    other, other_unit = by_unit[second]
+    if other_unit != unit or len(other) != k:
         return None
-    diffs = [x - y for x, y in zip(a, b)]
-    if statistics.pstdev(diffs) == 0:
-        p = 0.0 if diffs[0] else 1.0
-    else:
-        p = float(stats.ttest_rel(a, b).pvalue)
-    evidence.append(
-        "best against runner-up: difference "
-        f"{cell(abs(statistics.fmean(a) - statistics.fmean(b)))}, "
-        f"paired t-test over the {k} folds (the same rows for both): p={p:.2g}"
-    )
+    diff = s.between(first, second)
+    p = diff.p()
+    if p is None:
+        return None
+    evidence.append(f"best against runner-up: {diff.text()}")
     if p < ALPHA:
         return Finding(
             "noise",
             "noise and significance",
             f"the best ({_label(first)}) is distinguishable from the runner-up ({_label(second)}"
-            ") across "
-            f"the {k} folds: p={p:.2g}",
+            f") across the {k} {unit}: p={p:.2g}",
             evidence,
             f"keep {_label(first)}",
             "distinct",
         )
     overlap = (
         f"the best ({_label(first)}) and the runner-up ({_label(second)}) overlap across the {k} "
-        "folds: not "
-        f"distinguishable (p={p:.2g} ≥ {ALPHA})"
+        f"{unit}: not distinguishable (p={p:.2g} ≥ {ALPHA})"
     )
     if s.deterministic:  # seeds of the weights repeat the same scores
         return Finding(

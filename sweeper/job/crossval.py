@@ -1,5 +1,5 @@
-"""Cross-validated configurations (``data.folds=k``): a configuration's
-``k`` fold outcomes made into the one outcome its run records.
+"""Cross-validation (``data.folds=k``): a configuration trained on each of ``k`` folds, its
+fold outcomes made into the one outcome its run records, and that run read back.
 
 Each fold is trained as a configuration of its own (its training rows, its scaler:
 :func:`sweeper.data.load_folds`); the run of the configuration gets ``val_<metric>`` = the mean
@@ -15,13 +15,17 @@ sweep's runs are already children of the sweep's parent, and the MLflow UI shows
 than one level flat (mlflow issue 4563), so fold runs would sit beside the configurations they
 belong to; one run keeps one row per configuration, sortable by its fold mean.
 
-This module is what a configuration's folds make: the one-job path asks :func:`train`, the batched
-launcher (which trains each fold as a member of a group) asks :func:`outcome`, the job's record asks
-:func:`run_tags`, the plan :func:`mixed`, whatever reads a run back :func:`of_run` (the advisor its
-fold scores: :func:`scores`), and the refit
-(:mod:`sweeper.insight.refit`) :func:`refit_config` and :func:`refit_overrides`; which rows a fold
-holds is :mod:`sweeper.data`'s. It imports neither :mod:`sweeper.data` nor the job's compute at its
-top: the report commands read runs through it, and those two are ~60-260 ms of their start.
+This module is the one that knows what a fold is; the others ask it without naming one. The
+one-job path asks :func:`train`, the batched launcher (which trains each fold as a member of a
+group) :func:`outcome`, the job's record :func:`run_tags`, the plan :func:`mixed`; whatever reads a
+run back asks :func:`of_run` (its ``k``), the leaderboard its :func:`columns`, :func:`row` and
+:func:`legend`, a run's standing :func:`said`, the advisor its per-fold :func:`scores` and
+their :data:`UNIT`, promotion :func:`summary` and :data:`OFF`, and the refit
+(:mod:`sweeper.insight.refit`) :func:`refit_config`, :func:`refit_overrides` and
+:func:`described`. Which rows a fold holds is
+:mod:`sweeper.data`'s, and the key's rule :mod:`sweeper.contract.config`'s. It imports neither
+:mod:`sweeper.data` nor the job's compute at its top: the report commands read runs through it,
+and those two are ~60-260 ms of their start.
 """
 
 from __future__ import annotations
@@ -37,23 +41,38 @@ if TYPE_CHECKING:
     from sweeper.job.compute import Outcome
 
 __all__ = [
+    "OFF",
     "REFIT_OVERRIDES",
+    "UNIT",
+    "columns",
     "combine",
+    "described",
+    "legend",
     "mixed",
     "of_run",
     "outcome",
     "refit_config",
     "refit_overrides",
+    "row",
     "run_tags",
+    "said",
     "scores",
+    "summary",
     "train",
 ]
 
 # the refit of a cross-validated configuration (GridSearchCV(refit=True)): every non-test row
 # trains; the overrides it sets, and those of the cross-validated run it leaves out (or that say
 # where it ran)
-REFIT_OVERRIDES = ("data.folds=0", "data.val_fraction=0")
+OFF = "data.folds=0"  # one validation split: the override that turns cross-validation off
+REFIT_OVERRIDES = (OFF, "data.val_fraction=0")
 _DROPPED = ("data.folds=", "data.val_fraction=", "hydra.", "resume=")
+
+# a cross-validated run's tag, and a leaderboard row's column: its k
+TAG = "folds"
+KEY = "folds"  # the data node's key (data.folds)
+# the unit of a cross-validated configuration's repeated scores, as the advice says it
+UNIT = "folds"
 
 # scores that are times: a configuration's is the sum over its folds (they train one after another,
 # or each takes its share of a group); group_train_time_s is the group's, the same for every member
@@ -163,12 +182,57 @@ def run_tags(node: Any) -> dict[str, str]:
     """What a cross-validated run records of its folds (a ``data`` node with ``data.folds=k``):
     the tag ``folds`` = k, which says that its ``val_*`` are fold means; nothing otherwise."""
     k = _k(node)
-    return {"folds": str(k)} if k else {}
+    return {TAG: str(k)} if k else {}
 
 
 def of_run(tags: Mapping[str, str]) -> int:
     """``k`` of a run cross-validated on ``k`` folds (its tag, :func:`run_tags`), else 0."""
-    return int(tags.get("folds") or 0)
+    return int(tags.get(TAG) or 0)
+
+
+def described(tags: Mapping[str, str]) -> str:
+    """How a cross-validated run (its tags) was scored, as its refit's description says it."""
+    return f"cross-validated on {of_run(tags)} folds"
+
+
+def row(tags: Mapping[str, str], metrics: Mapping[str, Any], metric: str) -> dict[str, Any]:
+    """What a leaderboard's row shows of a run's cross-validation (its tags and metrics;
+    ``metric`` the board's, without ``val_``): its ``k`` (None for one split) and the std of its
+    fold scores."""
+    return {TAG: of_run(tags) or None, f"val_{metric}_fold_std": metrics.get(f"val_{metric}_std")}
+
+
+def columns(rows: Sequence[Mapping[str, Any]], metric: str) -> list[str]:
+    """The leaderboard's columns of cross-validated runs (:func:`row`) when one of ``rows`` is:
+    the std of ``val_<metric>`` over a run's folds, and k; [] otherwise."""
+    return [f"val_{metric}_fold_std", TAG] if any(r.get(TAG) for r in rows) else []
+
+
+def legend(metric: str) -> str:
+    """The leaderboard's line on what its :func:`columns` mean."""
+    return (
+        f"(folds: k-fold cross-validation (data.folds=k): val_{metric} is the mean over a run's k "
+        f"folds, ranked by it; val_{metric}_fold_std their std; test_{metric} the fold models' "
+        "mean)"
+    )
+
+
+def said(row: Mapping[str, Any], name: str) -> str | None:
+    """What a run's standing says of its score ``name`` (``val_<metric>``) when its leaderboard
+    ``row`` (:func:`row`) is cross-validated; None otherwise."""
+    return f"{name} is the mean over its {row[TAG]} folds" if row.get(TAG) else None
+
+
+def summary(run: Any, metric: str) -> dict[str, Any]:
+    """A cross-validated MLflow ``run`` as a promotion pins it beside its refit: its id, k, and its
+    fold mean and std of ``metric`` (``val_<metric>``)."""
+    m = run.data.metrics
+    return {
+        "run_id": run.info.run_id,
+        TAG: of_run(run.data.tags),
+        metric: m[metric],
+        f"{metric}_std": m.get(f"{metric}_std"),
+    }
 
 
 def scores(metrics: Mapping[str, Any], metric: str) -> list[float]:
@@ -189,7 +253,7 @@ def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:
     for _, cfg in jobs:
         if cfg is not None:
             where = (str(cfg["tracking"]["uri"]), str(cfg["tracking"]["experiment"]))
-            by_experiment.setdefault(where, set()).add(int(cfg["data"].get("folds") or 0))
+            by_experiment.setdefault(where, set()).add(int(cfg["data"].get(KEY) or 0))
     for (_, experiment), seen in by_experiment.items():
         if len(seen) > 1:
             values = ",".join(map(str, sorted(seen)))
@@ -206,7 +270,7 @@ def mixed(jobs: list[tuple[list[str], dict[str, Any] | None]]) -> str | None:
 def refit_config(plain: dict[str, Any]) -> dict[str, Any]:
     """A cross-validated configuration's refit: every non-test row
     trains (no validation rows, no folds)."""
-    return {**plain, "data": {**plain["data"], "folds": 0, "val_fraction": 0.0}, "resume": False}
+    return {**plain, "data": {**plain["data"], KEY: 0, "val_fraction": 0.0}, "resume": False}
 
 
 def refit_overrides(overrides: str) -> list[str]:
