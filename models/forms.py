@@ -50,7 +50,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sweeper.base import state
-from sweeper.base.environment import cache_root
+from sweeper.base.environment import cache_root, read_cached, write_cached
 
 __all__ = [
     "ENV",
@@ -220,28 +220,12 @@ def machine_key(dtype: str) -> str:
 def _cached_probe(dtype: str) -> dict[str, str]:
     path = cache_root() / "activation-forms.json"
     key = machine_key(dtype)
-    try:
-        known = json.loads(path.read_text())
-        if isinstance(known.get(key), dict) and all(
-            f in FORMS.get(a, {}) for a, f in known[key].items()
-        ):
-            return {a: known[key].get(a, "library") for a in FORMS}
-    except (OSError, ValueError, AttributeError):
-        known = {}
+    known = read_cached(path, lambda d: d[key])
+    if isinstance(known, dict) and all(f in FORMS.get(a, {}) for a, f in known.items()):
+        return {a: known.get(a, "library") for a in FORMS}
     choice = probe(dtype)[0]
-    try:  # kept for the machine's other processes (atomically: a sweep's workers may probe at once)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(
-            json.dumps(
-                {**(known if isinstance(known, dict) else {}), key: choice},
-                indent=1,
-                sort_keys=True,
-            )
-        )
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    # kept for the machine's other processes (a sweep's workers may probe at once)
+    write_cached(path, choice, key)
     return choice
 
 

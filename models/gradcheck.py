@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.base import state
-from sweeper.base.environment import cache_root
+from sweeper.base.environment import cache_root, read_cached, write_cached
 from sweeper.models.generic import init_host
 from sweeper.models.interface import ModelError, instantiate, source_digest, split
 from sweeper.models.usercode import UserCodeError, attempt, call_user
@@ -199,37 +197,21 @@ def _cache_file(digest: str, k: str) -> Path:
 
 
 def _read(file: Path) -> GradientCheck | None:
-    try:
-        d = json.loads(file.read_text())
-        return GradientCheck(
+    return read_cached(
+        file,
+        lambda d: GradientCheck(
             {str(k): float(v) for k, v in d["errors"].items()},
             d["problem"],
             int(d["n_in"]),
             int(d["n_out"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+        ),
+    )
 
 
 def _write(file: Path, got: GradientCheck) -> None:
-    """Atomically (a concurrent sweep reads a whole verdict or none); a cache that
-    cannot be written is no cache."""
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".check-", dir=file.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(
-                {
-                    "errors": got.errors,
-                    "problem": got.problem,
-                    "n_in": got.n_in,
-                    "n_out": got.n_out,
-                },
-                f,
-            )
-        os.replace(tmp, file)
-    except OSError:
-        pass
+    """A concurrent sweep reads a whole verdict or none (:func:`write_cached`)."""
+    value = {"errors": got.errors, "problem": got.problem, "n_in": got.n_in, "n_out": got.n_out}
+    write_cached(file, value)
 
 
 __all__ = [

@@ -42,3 +42,36 @@ def test_a_bad_sweeper_environment_value_stops_the_command_before_anything(tmp_p
     assert proc.returncode == 2
     assert "SWEEPER_THREADS=two is not allowed" in one_line(proc.stderr)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_machine_cache_file_is_read_whole_or_not_at_all_and_written_beside_its_other_keys(
+    tmp_path,
+):
+    """read_cached / write_cached: the one owner of the machine cache's files (the gradient checks, the activation
+    forms' probe, the packing costs each read and wrote their own, with four handlers for the same decision: a cache
+    that cannot be read or written is no cache)."""
+    import json
+
+    from sweeper.base.environment import read_cached, write_cached
+
+    path = tmp_path / "cache" / "costs.json"
+    assert read_cached(path) is None  # not there
+    write_cached(path, {"epochs": {"a": 1.0}}, "m1")
+    write_cached(path, {"epochs": {"b": 2.0}}, "m2")  # beside the other machine's key
+    assert json.loads(path.read_text()) == {
+        "m1": {"epochs": {"a": 1.0}},
+        "m2": {"epochs": {"b": 2.0}},
+    }
+    assert read_cached(path, lambda d: d["m2"]["epochs"]["b"]) == 2.0
+    assert read_cached(path, lambda d: d["m3"]["epochs"]) is None  # another version's shape
+    assert [p.name for p in path.parent.iterdir()] == ["costs.json"]  # no temporary file left
+    path.write_text('{"m1": {"epo')  # cut short
+    assert read_cached(path) is None
+    write_cached(path, [1, 2], "m1")  # a file that was no cache is replaced
+    assert read_cached(path) == {"m1": [1, 2]}
+    write_cached(path, {"x": object()})  # a value JSON cannot hold: nothing written, nothing raised
+    assert read_cached(path) == {"m1": [1, 2]}
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    write_cached(blocked / "costs.json", {"a": 1})  # a folder that cannot be made: no cache
+    assert not (blocked / "costs.json").exists() and blocked.read_text() == ""

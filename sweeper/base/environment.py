@@ -5,20 +5,26 @@ read (a typo) would otherwise go unsaid. An empty value is as unset. Imports not
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import threading
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
+
+T = TypeVar("T")
 
 __all__ = [
     "ACTIVATION_FORMS",
     "SHORTCUTS",
     "cache_root",
     "problem",
+    "read_cached",
     "shortcuts_off",
     "turned_off_by",
+    "write_cached",
 ]
 
 
@@ -207,6 +213,33 @@ def cache_root() -> Path:
         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweeper"
     )
     return Path(base)
+
+
+def read_cached(path: Path, parse: Callable[[Any], T] = lambda v: v) -> T | None:
+    """``parse`` of the JSON value this machine's cache keeps in ``path`` (a file under
+    :func:`cache_root`), or None: a file that is not there, was cut short, or has another
+    version's shape (``parse`` raised KeyError, TypeError, ...) is no cache."""
+    try:
+        return parse(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_cached(path: Path, value: Any, key: str | None = None) -> None:
+    """Keep ``value`` in ``path`` for this machine's later processes (with ``key``: as that
+    entry of the file, beside the others it holds now). Atomically: a temporary file beside it,
+    then a rename, so a process that reads it (a sweep's workers, a concurrent sweep) gets a
+    whole file. A cache that cannot be written is no cache."""
+    try:
+        if key is not None:
+            known = read_cached(path)
+            value = {**(known if isinstance(known, dict) else {}), key: value}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps(value, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except (OSError, TypeError):  # a folder that cannot be written; a value JSON cannot hold
+        pass
 
 
 def problem(env: Mapping[str, str] | None = None) -> str | None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,7 @@ import numpy as np
 from sweeper import data
 from sweeper.base import state
 from sweeper.base.backend import resolve
-from sweeper.base.environment import cache_root
+from sweeper.base.environment import cache_root, read_cached, write_cached
 from sweeper.models.activations import ACTIVATIONS
 from sweeper.models.batched_pass import _Pass
 from sweeper.models.forms import machine_key
@@ -266,31 +265,23 @@ class Costs:
     def _load(self) -> bool:
         """This machine's measurements of an earlier sweep (the cache
         folder's ``packing-costs.json``), if any."""
-        try:
-            known = json.loads(_path().read_text())[self._key()]
-            self.epochs.update({k: float(v) for k, v in known["epochs"].items()})
-            self.starts.update({k: float(v) for k, v in known.get("starts", {}).items()})
-            return True
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        key = self._key()
+        known = read_cached(
+            _path(),
+            lambda d: (
+                {k: float(v) for k, v in d[key]["epochs"].items()},
+                {k: float(v) for k, v in d[key].get("starts", {}).items()},
+            ),
+        )
+        if known is None:
             return False
+        self.epochs.update(known[0])
+        self.starts.update(known[1])
+        return True
 
     def save(self) -> None:
-        """Keep the measurements for the machine's later sweeps
-        (atomically; a folder that cannot be written: not)."""
-
-        path = _path()
-        try:
-            try:
-                known = json.loads(path.read_text())
-            except (OSError, ValueError):
-                known = {}
-            known[self._key()] = {"epochs": self.epochs, "starts": self.starts}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-            os.replace(tmp, path)
-        except (OSError, TypeError):
-            pass
+        """Keep the measurements for the machine's later sweeps (:func:`write_cached`)."""
+        write_cached(_path(), {"epochs": self.epochs, "starts": self.starts}, self._key())
 
     def epoch(self, blocks: list[tuple[int, int, str, int]]) -> float:
         """Seconds of one full-batch epoch of a group of ``blocks``
