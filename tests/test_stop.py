@@ -602,3 +602,40 @@ def test_a_training_loop_hears_a_stop_only_through_its_backends_epoch():
         and any(s in line.split("#")[0] for line in p.read_text().splitlines() for s in signal_code)
     )
     assert holding == []
+
+
+def test_signal_handlers_are_set_by_the_main_thread_only_and_elsewhere_nothing_is_touched_or_raised():
+    """install, ignore, ignoring and restore decide 'not the main thread' the one way install did (before, ignore and
+    restore each caught signal.signal's ValueError): from a thread (the Python API called from one, a worker's
+    thread) they change no handler and raise nothing; from the main thread they do."""
+    import signal
+    import threading
+
+    from sweeper.base import stop
+
+    old = {s: signal.getsignal(s) for s in stop.SIGNALS}
+    errors, installed = [], []
+
+    def elsewhere() -> None:
+        try:
+            installed.append(stop.install())
+            stop.ignore()
+            with stop.ignoring():
+                pass
+            stop.restore({signal.SIGINT: signal.SIG_IGN})
+        except BaseException as e:  # noqa: BLE001  (what the thread raised is the test's finding)
+            errors.append(e)
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    t.join()
+    assert errors == [] and installed == [{}]
+    assert {s: signal.getsignal(s) for s in stop.SIGNALS} == old
+    try:
+        stop.ignore()
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in stop.SIGNALS)
+        stop.restore(old)
+        assert {s: signal.getsignal(s) for s in stop.SIGNALS} == old
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

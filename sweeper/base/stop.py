@@ -119,7 +119,7 @@ def deferred() -> Iterator[None]:
     files): a signal that comes inside sets :data:`STOP` at once (training threads end) and is
     raised as its exception when the section ends, also in place of an error the section
     raised meanwhile. Signals reach the main thread only: elsewhere this is a no-op."""
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         yield
         return
     p = state.process()
@@ -209,7 +209,7 @@ def install() -> dict[int, Any]:
     elsewhere). A signal that was ignored when the process started (a background job of
     a shell) stays ignored. Returns the handlers replaced, for :func:`restore` (the
     Python API gives a notebook's kernel its own back)."""
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         return {}
     before = {}
     for sig in SIGNALS:
@@ -219,13 +219,17 @@ def install() -> dict[int, Any]:
     return before
 
 
+def _main_thread() -> bool:
+    """Whether this is the main thread: the only one whose signal handlers can be set
+    (elsewhere ``signal.signal`` raises ValueError)."""
+    return threading.current_thread() is threading.main_thread()
+
+
 def restore(before: dict[int, Any]) -> None:
-    """Put back the handlers :func:`install` (or :func:`ignore`) replaced."""
-    for sig, handler in before.items():
-        try:
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        except ValueError:  # not the main thread
-            pass
+    """Put back the handlers :func:`install` (or :func:`ignore`) replaced (main thread only;
+    a no-op elsewhere)."""
+    for sig, handler in before.items() if _main_thread() else ():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def reset() -> None:
@@ -261,12 +265,9 @@ def refuse(message: str, code: int = 2) -> NoReturn:
 
 def ignore() -> None:
     """Ignore the stopping signals from now on: the bookkeeping after an interruption
-    must not be cut short."""
-    for sig in SIGNALS:
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except ValueError:  # not the main thread
-            pass
+    must not be cut short (main thread only; a no-op elsewhere)."""
+    for sig in SIGNALS if _main_thread() else ():
+        signal.signal(sig, signal.SIG_IGN)
 
 
 @contextmanager
