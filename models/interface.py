@@ -80,6 +80,7 @@ __all__ = [
     "kind",
     "load_target",
     "offer",
+    "parameters",
     "source_digest",
     "split",
     "top_level_keys",
@@ -254,14 +255,10 @@ def kind(model_cfg: Any) -> str:
 def hyperparameters(cls: Any) -> dict[str, Any]:
     """The constructor's keyword arguments and their defaults
     (``inspect.Parameter.empty``: required)."""
-    try:
-        sig = inspect.signature(cls)
-    except (TypeError, ValueError):
-        return {}
     return {
-        n: p.default
-        for n, p in sig.parameters.items()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"
+        p.name: p.default
+        for p in parameters(cls) or ()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
     }
 
 
@@ -282,7 +279,7 @@ def check_class(cls: Any, path: str, given: dict[str, Any]) -> None:
             "forward(xp, params, X) and backward(xp, params, cache, dout)"
         )
     known = hyperparameters(cls)
-    takes_any = any(p.kind == p.VAR_KEYWORD for p in _parameters(cls))
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters(cls) or ())
     unknown = sorted(set(given) - set(known))
     if unknown and not takes_any:
         allowed = (
@@ -345,7 +342,7 @@ def described(target: Any) -> list[tuple[str, str, str, str]]:
     annotation or the default's type (``an integer``, ``a number``, ``true or false``, ``a string``,
     else the annotation's name or ``any value``), and its docstring's line (:func:`doc_line`)."""
     out = []
-    params = _parameters(target)[2:] if is_trainer(target) else _parameters(target)
+    params = (parameters(target) or [])[2 if is_trainer(target) else 0 :]
     for p in params:
         if (
             p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -382,7 +379,7 @@ def domain(obj: Any, name: str) -> tuple[type | None, float | None, bool]:
     (the annotation, else its default's type: ``int`` or ``float``; None when neither
     says), and a lower bound its documentation states (``>= 1``, ``> 0``, "positive",
     "non-negative") with whether it is strict; (None, None, False) for an unknown name."""
-    params = {p.name: p for p in _parameters(obj)}
+    params = {p.name: p for p in parameters(obj) or ()}
     if name not in params:
         return None, None, False
     want = _annotation(obj, name)
@@ -402,7 +399,7 @@ def domain(obj: Any, name: str) -> tuple[type | None, float | None, bool]:
 
 
 def _annotation(cls: Any, name: str) -> Any:
-    for p in _parameters(cls):
+    for p in parameters(cls) or ():
         if p.name == name and p.annotation is not inspect.Parameter.empty:
             a = p.annotation
             return (
@@ -437,11 +434,13 @@ def _type_problem(value: Any, default: Any, annotation: Any) -> str | None:
     return _KINDS[want] + shown
 
 
-def _parameters(cls: Any) -> list[inspect.Parameter]:
+def parameters(obj: Any) -> list[inspect.Parameter] | None:
+    """The parameters of ``obj``'s signature (a class: its constructor's); None when Python
+    cannot read one (a builtin, a C extension's class): nothing is known of them, not 'none'."""
     try:
-        return list(inspect.signature(cls).parameters.values())
+        return list(inspect.signature(obj).parameters.values())
     except (TypeError, ValueError):
-        return []
+        return None
 
 
 def split(model_cfg: Any) -> tuple[str, dict[str, Any]]:
@@ -480,9 +479,8 @@ def is_trainer(obj: Any) -> bool:
 
 def check_trainer(fn: Any, path: str, given: dict[str, Any]) -> None:
     """One line when ``fn`` cannot take ``(data, report, lr=, epochs=, seed=, **given)``."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
+    params = parameters(fn)
+    if params is None:  # nothing to check it against
         return
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):

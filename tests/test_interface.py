@@ -526,3 +526,23 @@ def test_the_system_asks_the_model_what_it_offers(tmp_path, monkeypatch):
     ]
     # the places outside models/ that name the MLP (11 in 9 files before issue 53)
     assert named == []
+
+
+def test_a_signature_python_cannot_read_is_nothing_known_and_a_readable_empty_one_is_refused():
+    """interface.parameters owns 'no signature' (a C class's: dict's): hyperparameters, the trainer check, the
+    trainer's keys and the class check read it there (four handlers before, each its own)."""
+    from sweeper.contract.model import trainer_keys
+    from sweeper.models.interface import ModelError, check_trainer, hyperparameters, parameters
+
+    assert parameters(dict) is None
+    assert [p.name for p in parameters(lambda data, report, *, lr=0.1: None)] == [
+        "data",
+        "report",
+        "lr",
+    ]
+    assert hyperparameters(dict) == {}
+    assert trainer_keys(dict) == ()
+    assert trainer_keys(lambda data, report, *, patience=0, lr=0.1: None) == ("patience",)
+    check_trainer(dict, "builtins.dict", {})  # nothing to check it against
+    with pytest.raises(ModelError, match="takes 0 positional arguments"):
+        check_trainer(lambda: None, "loops.fit", {})

@@ -26,6 +26,7 @@ from sweeper.models.interface import (
     is_trainer,
     load_target,
     offer,
+    parameters,
     split,
 )
 from sweeper.models.interface import (
@@ -178,16 +179,11 @@ def trainer_keys(fn: Any) -> tuple[str, ...]:
     """The keys of sweeper's training loop (:data:`TRAINER_KEYS`) that a function trainer's
     signature names: it receives them as keyword arguments, beside lr, epochs and seed."""
 
-    try:
-        named = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return ()
+    named = {p.name: p.kind for p in parameters(fn) or ()}
     return tuple(
         k
         for k in TRAINER_KEYS
-        if k in named
-        and named[k].kind
-        in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        if named.get(k) in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     )
 
 
