@@ -55,6 +55,14 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, store):
     assert run.info.status == "FAILED" and run.data.tags["failure_reason"] == result["reason"]
 
 
+def _cut_short() -> None:
+    """Ctrl-C, and a library's cleanup that fails as the KeyboardInterrupt goes through it (OmegaConf's, Hydra's)."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        raise AttributeError("'NoneType' object has no attribute 'pop'")
+
+
 @pytest.mark.parametrize(
     "event,status,reason",
     [
@@ -68,8 +76,13 @@ def test_divergence_stops_the_run_and_is_recorded(tmp_path, store):
             "FAILED",
             "ZeroDivisionError: division by zero",
         ),  # a bug in the compute half
+        (
+            lambda: _cut_short(),
+            "KILLED",
+            "interrupted (Ctrl-C)",
+        ),  # Ctrl-C whose way through a library's cleanup raised another error: the job's boundary says KILLED
     ],
-    ids=["ctrl-c", "error"],
+    ids=["ctrl-c", "error", "ctrl-c-masked"],
 )
 def test_a_run_interrupted_or_broken_while_training_is_recorded_killed_or_failed(
     tmp_path, store, monkeypatch, event, status, reason

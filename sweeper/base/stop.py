@@ -45,7 +45,6 @@ __all__ = [
     "restore",
     "seen",
     "shielded",
-    "unmasked",
 ]
 
 STOP = threading.Event()
@@ -308,19 +307,6 @@ def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
     return None
 
 
-@contextmanager
-def unmasked() -> Iterator[None]:
-    """A section whose error a signal caused (:func:`masked`) raises the signal's
-    KeyboardInterrupt instead: the interruption, not a failure (a run FAILED, a launcher
-    that 'failed')."""
-    try:
-        yield
-    except Exception as e:
-        if (signalled := masked(e)) is None:
-            raise
-        raise signalled from e
-
-
 T = TypeVar("T")
 
 
@@ -328,11 +314,12 @@ def extra(what: str, out: Any, call: Callable[..., T], *args: Any) -> T | None:
     """An extra of a sweep's end (its baselines, the refit of its best run, its advice):
     ``call(*args)``, or None when it raised: its error is one line on ``out``
     (``sweeper: warning: no <what>: <type>: <first line>``) and the sweep still ends and its
-    parent closes. An error a signal caused is the interruption, raised (:func:`unmasked`)."""
+    parent closes. An error a signal caused is the interruption, raised (:func:`masked`)."""
     try:
-        with unmasked():
-            return call(*args)
+        return call(*args)
     except Exception as e:  # noqa: BLE001  (the one place an extra's fault is decided)
+        if (signalled := masked(e)) is not None:
+            raise signalled from e
         print(f"sweeper: warning: no {what}: {first_line(e)}", file=out)
         return None
 

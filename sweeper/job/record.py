@@ -86,19 +86,20 @@ def run(cfg: DictConfig, ctx: JobContext) -> dict[str, Any]:
     if tracked and cfg.tracking.system_metrics and not computed:
         tracked.sample_system(min_s=cfg.tracking.system_metrics_min_s)
     try:
-        # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
-        with stop.unmasked():
-            # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit,
-            # its own KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
-            out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
+        # the user's code (a model's methods, a trainer) ends no process: sys.exit, os._exit,
+        # its own KeyboardInterrupt are this run's failure (sweeper.models.usercode.call_user)
+        out = computed.outcome if computed else call_user(_compute, cfg, dataset, backend)
     # Ctrl-C or SIGTERM (stop.Terminated): this run is KILLED
     # (its sweep: by the launching process, sweep.life.interrupted)
     except KeyboardInterrupt:
-        _end_early(tracked, stop.reason(), opened.params, "KILLED")
-        _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
+        _killed(ctx, tracked, opened, result)
         raise
     # a bug, an exhausted device, the user's code: the run is FAILED with the reason, not lost
     except Exception as e:
+        # an error a Ctrl-C caused on its way through a library: the run is KILLED, not FAILED
+        if (signalled := stop.masked(e)) is not None:
+            _killed(ctx, tracked, opened, result)
+            raise signalled from e
         # a single run's refusal: one line, exit 2
         if ctx.sweep_dir is None and isinstance(e, REFUSALS):
             _end_early(tracked, user_line(e), opened.params, "FAILED")
@@ -527,6 +528,12 @@ def _end_early(
         tracked.fail(reason, params, status, files or [])
     except tracking.UNREACHABLE as e:  # result.json still says why; the report marks orphans later
         log.error("tracking.uri=%s failed at the end: %s", tracked.uri, tracking.first_line(e))
+
+
+def _killed(ctx: JobContext, tracked: Any, opened: Any, result: dict[str, Any]) -> None:
+    """The run interrupted (Ctrl-C, SIGTERM): KILLED in the store and in its result.json."""
+    _end_early(tracked, stop.reason(), opened.params, "KILLED")
+    _finish(ctx, {**result, "status": "KILLED", "reason": stop.reason()})
 
 
 def _error_file(ctx: JobContext, reason: str, detail: str) -> Path | None:
