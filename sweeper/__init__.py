@@ -148,28 +148,6 @@ def settled() -> Iterator[None]:
         gc.freeze()
 
 
-def _exiting(code: int) -> None:
-    """The command's work is done: a Ctrl-C or SIGTERM from here on ends the
-    process at once, in one line, with the command's own code (before:
-    raised inside an atexit handler, it printed 'Exception ignored in atexit
-    callback' with a traceback, and the command exited 0 all the same)."""
-    # lazy: saves ~1.7 ms at this module's import (measured)
-    import signal
-
-    def done(signum: int, frame: object) -> None:
-        try:
-            os.write(2, b"sweeper: interrupted as it exited: its work was done\n")
-        finally:
-            os._exit(code)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, done)
-        except ValueError:  # not the main thread
-            pass
-
-
 def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     """Run a command's ``fn`` and end the process with its code, as
     ``sys.exit(fn())`` would — non-daemon threads joined, ``atexit`` handlers run
@@ -211,7 +189,7 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
     # or the shortcut "exit" turned off (SWEEPER_PUBLIC_ONLY): Python's own exit
     if sys.getprofile() is not None or sys.gettrace() is not None or not shortcut("exit"):
         sys.exit(code)
-    _exiting(code or 0)
+    stop.exiting(code or 0)
     # as Python's own exit: threading's exit hooks (concurrent.futures and loky
     # stop their threads there), then every non-daemon thread joined, then atexit
     shutdown = getattr(threading, "_shutdown", None)

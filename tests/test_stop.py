@@ -605,8 +605,8 @@ def test_a_training_loop_hears_a_stop_only_through_its_backends_epoch():
 
 
 def test_signal_handlers_are_set_by_the_main_thread_only_and_elsewhere_nothing_is_touched_or_raised():
-    """install, ignore, ignoring and restore decide 'not the main thread' the one way install did (before, ignore and
-    restore each caught signal.signal's ValueError): from a thread (the Python API called from one, a worker's
+    """install, ignore, ignoring, restore and exiting decide 'not the main thread' the one way install did (before,
+    ignore, restore and the package's exit path each caught signal.signal's ValueError): from a thread (the Python API called from one, a worker's
     thread) they change no handler and raise nothing; from the main thread they do."""
     import signal
     import threading
@@ -623,6 +623,7 @@ def test_signal_handlers_are_set_by_the_main_thread_only_and_elsewhere_nothing_i
             with stop.ignoring():
                 pass
             stop.restore({signal.SIGINT: signal.SIG_IGN})
+            stop.exiting(3)
         except BaseException as e:  # noqa: BLE001  (what the thread raised is the test's finding)
             errors.append(e)
 
