@@ -13,6 +13,7 @@ from conftest import cli, one_line
     [
         ("SWEEPER_THREADS", "two", "SWEEPER_THREADS=two is not allowed: expected an integer >= 1"),
         ("SWEEPER_WRITER", "no", "SWEEPER_WRITER=no is not allowed: expected on or off"),
+        ("SWEEPER_PLOTS", "no", "SWEEPER_PLOTS=no is not allowed: expected on or off"),
         (
             "SWEEPER_HEARTBEAT_S",
             "-1",

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote
 
 import pytest
 
-from conftest import all_runs, cli, client_for, shared_sweep
+from conftest import PLOTS, all_runs, cli, client_for, shared_sweep
 
 FAST = ("epochs=200", "log_every=10", "tracking.log_model=false")
 
@@ -20,7 +20,13 @@ FAST = ("epochs=200", "log_every=10", "tracking.log_model=false")
 def sweep(tmp_path_factory, _template_store):
     """A real 6-run regression sweep (lr x depth) into its own store, shared by this module's tests."""
     return shared_sweep(
-        tmp_path_factory, _template_store, "glance", "lr=0.001,0.005,0.01", "depth=1,2", *FAST
+        tmp_path_factory,
+        _template_store,
+        "glance",
+        "lr=0.001,0.005,0.01",
+        "depth=1,2",
+        *FAST,
+        env=PLOTS,  # its plots are read
     )
 
 
@@ -137,6 +143,32 @@ def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(swee
     assert "viewStateShareKey" not in query
     assert "orderByKey=metrics.`val_mse`&orderByAsc=true" in query
     assert f"searchFilter=tags.`sweeper.sweeps` LIKE '%{sweep['parent'].info.run_id}%'" in query
+
+
+def test_with_sweeper_plots_off_the_summary_describes_its_figures_and_draws_none(
+    sweep, monkeypatch
+):
+    """SWEEPER_PLOTS=off (the suite's command-line runs): a sweep's summary still describes its figures
+    (plots.specs: a fault in their data still shows) but hands none to be drawn; on (the default), every one."""
+    from sweeper.insight import plots, publish
+
+    described, drawn = [], []
+    specs = plots.specs
+    monkeypatch.setattr(
+        plots, "specs", lambda *a, **k: described.append(specs(*a, **k)) or described[-1]
+    )
+    # no painter here: the figures would be drawn in this process (recorded, not drawn)
+    monkeypatch.setattr(plots, "current", lambda: None)
+    monkeypatch.setattr(plots, "draw_all", lambda figures, folder: drawn.append(figures) or {})
+    for value in ("off", "on"):
+        monkeypatch.setenv("SWEEPER_PLOTS", value)
+        board, _ = publish.publish(
+            client_for(sweep["store"]), sweep["parent"].info.run_id, out=io.StringIO()
+        )
+        assert len(board.rows) == 6
+    names = [{s["name"] for s in found} for found in described]
+    assert len(names) == 2 and names[0] == names[1] and "plots/val_metric_vs_lr.png" in names[0]
+    assert len(drawn) == 1 and names[1] <= {s["name"] for s in drawn[0]}
 
 
 def test_bookkeeping_tags_share_one_prefix_and_the_source_is_a_short_name(sweep):

@@ -153,3 +153,32 @@ def test_baselines_the_painter_cannot_fit_are_fitted_here_and_the_painter_goes_o
         assert painter.proc is proc and proc.poll() is None  # the same painter, still alive
     finally:
         painter.close()
+
+
+def test_with_sweeper_plots_off_the_painter_fits_the_baselines_without_importing_matplotlib(
+    monkeypatch,
+):
+    """SWEEPER_PLOTS=off (the suite's command-line runs): no figure will come, so the painter, which the sweep's
+    baselines still need, skips matplotlib's import (~0.7 CPU-s); on (the default), it imports it at its start."""
+    import os
+
+    import pytest
+
+    from sweeper.insight import plots
+
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("a process's loaded libraries are read from /proc/PID/maps (Linux)")
+    loaded = {}
+    for value in ("on", "off"):
+        monkeypatch.setenv("SWEEPER_PLOTS", value)
+        painter = plots.Painter().start()
+        try:
+            painter.prefit(
+                {"asked": "auto"}
+            )  # answered once the start's imports are done: an error line
+            assert painter.baselines() is None
+            with open(f"/proc/{painter.proc.pid}/maps") as f:
+                loaded[value] = "/matplotlib/" in f.read()
+        finally:
+            painter.close()
+    assert loaded == {"on": True, "off": False}

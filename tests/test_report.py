@@ -17,6 +17,7 @@ import pytest
 
 from sweeper import data, report, tracking
 from conftest import (
+    PLOTS,
     command,
     all_runs,
     cli,
@@ -38,7 +39,13 @@ FAST = ("epochs=300", "log_every=10")
 def sweep(tmp_path_factory, _template_store):
     """One real 4-run multirun (lr x depth) into its own store, shared by the tests of this module."""
     return shared_sweep(
-        tmp_path_factory, _template_store, "report", "lr=0.001,0.01", "depth=1,2", *FAST
+        tmp_path_factory,
+        _template_store,
+        "report",
+        "lr=0.001,0.01",
+        "depth=1,2",
+        *FAST,
+        env=PLOTS,  # its plots are read
     )
 
 

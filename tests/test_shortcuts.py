@@ -270,6 +270,7 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
             tested.PUBLIC_ONLY: value,
             "SWEEPER_CACHE_DIR": str(folder / "cache"),
             "SWEEPER_WRITER": "",
+            "SWEEPER_PLOTS": "on",  # the figures drawn by the painter, or here: the same files
         }
         proc = cli(folder, "-m", *overrides, "tracking.log_model=true", store=db, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]

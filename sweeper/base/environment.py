@@ -156,6 +156,10 @@ VARIABLES: MappingProxyType[str, tuple[str, Callable[[str], bool]]] = MappingPro
             "on or off (the writer process that records finished runs)",
             lambda v: v in ("on", "off"),
         ),
+        "SWEEPER_PLOTS": (
+            "on or off (a sweep's figures, plots/*.png on its parent run, drawn or left out)",
+            lambda v: v in ("on", "off"),
+        ),
         "SWEEPER_THREADS": (
             "an integer >= 1 (threads of a large epoch or a batched group)",
             _integer(1),

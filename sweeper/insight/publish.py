@@ -241,8 +241,9 @@ def publish(
         }
         # each key's share of the variance, its interval
         found = importance.compute(records(board, runs + reused))
+        figures = [*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])]
         painter.submit(
-            [*plots.specs(c, board, folders), *filter(None, [importance.spec(found)])],
+            figures if plots.wanted() else [],  # SWEEPER_PLOTS=off: described, not drawn
             Path(tmp) / "figures",
         )  # drawn while the baselines are fitted and the rest is logged
         try:
