@@ -146,3 +146,39 @@ def test_a_local_ray_cluster_says_what_it_exposes_and_a_joined_one_does_not():
     )
     open_ = ray_exposure(False, {"RAY_AUTH_MODE": "disabled"})
     assert "RAY_AUTH_MODE=disabled" in open_ and "anyone who reaches this machine" in open_
+
+
+def test_a_group_computed_here_fails_as_a_whole_in_one_place_and_ctrl_c_goes_on(caplog):
+    """engines.safe decides a group's own error wherever a group is computed in the launching process (the main
+    thread's group, _Launch.here, had its own handler): an error is said once and its members run alone (no
+    results: {}); user code that would have ended the process FAILS each member with why; Ctrl-C reaches the
+    caller, whose runs end KILLED with the sweep."""
+    import logging
+    from types import SimpleNamespace as NS
+
+    from sweeper.models.usercode import UserCodeError
+    from sweeper.sweep import engines
+
+    members = [NS(idx=3, plain={"model": None}), NS(idx=5, plain={"model": None})]
+
+    def fails(error):
+        def compute(got):
+            assert got is members
+            raise error
+
+        return compute
+
+    assert engines.safe(lambda got: {3: "a", 5: "b"}, members) == {3: "a", 5: "b"}
+    with caplog.at_level(logging.WARNING, logger="sweeper"):
+        assert engines.safe(fails(MemoryError("no room\nat all")), members) == {}
+    assert "group of 2 failed as a whole (MemoryError: no room); retrying" in caplog.text
+    exited = UserCodeError("SystemExit", "sys.exit(3) called (net.py:4 in fit)", None, "tb")
+    tags = {3: {"launcher": "batched"}, 5: {"launcher": "batched"}}
+    failed = engines.safe(fails(exited), members, tags)
+    assert sorted(failed) == [3, 5]
+    assert (
+        failed[3].outcome.reason == "sys.exit(3) called (net.py:4 in fit)"
+        and failed[5].tags == tags[5]
+    )
+    with pytest.raises(KeyboardInterrupt):
+        engines.safe(fails(KeyboardInterrupt()), members)

@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator
 
 from sweeper import data
 from sweeper.base import state
+from sweeper.base.output import first_line
 from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 from sweeper.base.process import exit_with_parent, oom_kills
 from sweeper.base.stop import shielded
@@ -323,11 +324,10 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         compute, job, spec = msg
         try:
             out: tuple = (True, engines.compute_remote(compute, job, spec))
-        # the user's code would have ended this worker: its members FAILED with why
-        except UserCodeError as e:
-            out = (False, e)
-        except Exception as e:  # noqa: BLE001  (the group's own error: its members run alone)
-            out = (False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        # the group's own error: its members run alone (its line: any error's pickles); the
+        # user's code that would have ended this worker: its members FAILED with why
+        except Exception as e:  # noqa: BLE001  (the worker's one boundary)
+            out = (False, e if isinstance(e, UserCodeError) else first_line(e))
         try:
             conn.send(out)
         except OSError:  # the launching process is gone: nobody records it

@@ -62,6 +62,7 @@ __all__ = [
     "on_gpus",
     "ray_exposure",
     "retag",
+    "safe",
 ]
 
 log = logging.getLogger("sweeper")
@@ -199,11 +200,17 @@ def lost(
     return failed_members(members, why, tags)
 
 
-def _safe(compute: Callable[[list[Any]], dict[int, Any]], members: list[Any]) -> dict[int, Any]:
+def safe(
+    compute: Callable[[list[Any]], dict[int, Any]],
+    members: list[Any],
+    tags: dict[int, dict[str, str]] | None = None,
+) -> dict[int, Any]:
+    """``compute(members)``, a group computed in this process; its own error (out of memory, a
+    bug) is :func:`group_failed`'s to decide. Ctrl-C and SIGTERM go on to the caller."""
     try:
         return compute(members)
-    except Exception as e:  # noqa: BLE001
-        return group_failed(members, e)
+    except Exception as e:  # noqa: BLE001  (the one place a group's own error is decided here)
+        return group_failed(members, e, tags)
 
 
 # --- local: this process, every GPU of the node ---------------------------------------------------
@@ -214,7 +221,7 @@ def _local(groups: list[list[Any]], compute: Callable, gpus: int | None) -> Grou
     devices = min(gpus or gpu_count(), len(on_gpu_groups)) if on_gpu_groups else 0
     if devices <= 1:
         for members in groups:
-            yield members, _safe(compute, members)
+            yield members, safe(compute, members)
         return
     log.info(
         "%d GPU group(s) on %d devices at once, %d CPU group(s) beside them",
@@ -272,7 +279,7 @@ def _on_device(index: int, todo: queue.Queue, compute: Callable) -> Groups:
                 members = todo.get_nowait()
             except queue.Empty:
                 return
-            computed = _safe(compute, members)
+            computed = safe(compute, members)
             for c in computed.values():
                 c.tags[GPU_DEVICE] = str(current_gpu())
             yield members, computed
@@ -281,7 +288,7 @@ def _on_device(index: int, todo: queue.Queue, compute: Callable) -> Groups:
 def _cpu_worker(groups: list[list[Any]], done: queue.Queue, compute: Callable) -> None:
     """A thread beside the GPU ones: computes the CPU groups of
     ``groups`` into ``done`` (an exception: ``(None, e)``)."""
-    _into(done, ((m, _safe(compute, m)) for m in groups if m[0].plain["device"] != "gpu"))
+    _into(done, ((m, safe(compute, m)) for m in groups if m[0].plain["device"] != "gpu"))
 
 
 def on_gpus(groups: list[list[Any]], compute: Callable, gpus: Any, done: queue.Queue) -> None:

@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -296,10 +297,9 @@ class _Launch:
         runs: dict[int, Any] = {}
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
         try:
-            computed = train_showing_runs(members, tags, self.sweep_dir, runs, began, bulk)
-        # (out of memory, a bug): nothing is lost, each job runs alone
-        except Exception as e:  # noqa: BLE001
-            computed = engines.group_failed(members, e, tags)
+            # (out of memory, a bug): nothing is lost, each job runs alone
+            shown = {"sweep_dir": self.sweep_dir, "runs": runs, "began": began, "bulk": bulk}
+            computed = engines.safe(partial(train_showing_runs, tags=tags, **shown), members, tags)
         # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
         except BaseException:
             _system(runs)
