@@ -55,18 +55,16 @@ def end_each(c: Any, ends: Sequence[Ending]) -> list[Exception | None]:
     """End the runs ``ends``, each one's outcome (None: ended) in their order: all in one
     :func:`end_runs` where that is all or none; when it fails (nothing written), or where it
     is not, each run alone, so that one run's failure is its own."""
-    if len(ends) > 1 and way(c, ends) == BULK:
-        try:
-            end_runs(c, ends)
-            return [None] * len(ends)
-        except Exception:  # noqa: BLE001  nothing of it was written: each run alone says why
-            pass
-    return [_alone(c, e) for e in ends]
+    if len(ends) > 1 and way(c, ends) == BULK and _ended(c, ends) is None:
+        return [None] * len(ends)
+    # the one transaction failed (nothing of it was written), or there is none: each run alone
+    return [_ended(c, [e]) for e in ends]
 
 
-def _alone(c: Any, e: Ending) -> Exception | None:
+def _ended(c: Any, ends: Sequence[Ending]) -> Exception | None:
+    """:func:`end_runs`: None, or its error (the caller says it; the writer: kept for upload)."""
     try:
-        end_runs(c, [e])
-    except Exception as error:  # noqa: BLE001  the caller says it (the writer: kept for upload)
+        end_runs(c, ends)
+    except Exception as error:  # noqa: BLE001  (the one place an ending's error is kept)
         return error
     return None
