@@ -220,14 +220,14 @@ def user_folder(tmp_path: Path, monkeypatch: Any, files: dict[str, str]) -> Path
 # baselines=auto themselves (tests/test_advise_intervals.py).
 LINEAR_ONLY = "baselines=linear"
 
-# The suite's command-line runs (cli, command) draw no figures unless a test sets SWEEPER_PLOTS (env=PLOTS, or in this
-# process's environment): a sweep's painter imported matplotlib (~0.7 CPU-s) and drew each figure (~1-3 CPU-s a sweep),
+# The suite's command-line runs (cli, command, and the processes a test starts with command_env()) draw no figures
+# unless a test sets SWEEPER_PLOTS (env=PLOTS, or in this process's environment): a sweep's painter imported matplotlib (~0.7 CPU-s) and drew each figure (~1-3 CPU-s a sweep),
 # in a process no test's CPU count saw, for tests that never look at a plot. Their data is still described
 # (plots.specs); the tests of the figures (test_plots, test_glance, test_report) and of the shortcuts draw them.
 NO_PLOTS, PLOTS = {"SWEEPER_PLOTS": "off"}, {"SWEEPER_PLOTS": "on"}
 
 
-def _environment(env: dict | None) -> dict:
+def command_env(env: dict | None = None) -> dict:
     """A command's environment: this process's with ``env`` added, figures off unless either names SWEEPER_PLOTS."""
     return {**NO_PLOTS, **os.environ, **(env or {})}
 
@@ -247,14 +247,14 @@ def cli(
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
     if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
-        return _ZYGOTE.run([*args, *extra], tmp_path, _environment(env), timeout=600)
+        return _ZYGOTE.run([*args, *extra], tmp_path, command_env(env), timeout=600)
     return subprocess.run(
         [sys.executable, "-m", "sweeper", *args, *extra],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,
-        env=_environment(env),
+        env=command_env(env),
     )
 
 
@@ -271,14 +271,14 @@ def command(
     start one)."""
     cwd = Path(cwd or os.getcwd())
     if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
-        return _ZYGOTE.run(list(args), cwd, _environment(env), timeout=timeout, module=module)
+        return _ZYGOTE.run(list(args), cwd, command_env(env), timeout=timeout, module=module)
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_environment(env),
+        env=command_env(env),
     )
 
 

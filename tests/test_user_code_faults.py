@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, client_for, run_once, user_folder
+from conftest import all_runs, cli, client_for, command_env, run_once, user_folder
 
 NETS = """
 import os
@@ -422,6 +422,7 @@ def _calls(user: Path, tmp_path: Path, store: Path, n: int) -> dict:
         capture_output=True,
         text=True,
         timeout=1800,
+        env=command_env(),  # no figures drawn (conftest.NO_PLOTS): each call still logs its summary and advice files
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
