@@ -263,14 +263,14 @@ def outside_range(monkeypatch):
 
 
 def test_outside_the_tested_range_mlflows_public_calls_run_and_one_line_says_so(
-    outside_range, tmp_path, caplog
+    outside_range, tmp_path, caplog, store
 ):
     """The embedded store, used the way a sweep does, through MLflow's public calls only: the same records."""
-    from mlflow import MlflowClient
-
+    from conftest import client_for
     from sweeper.tracking import bulk, ending
 
-    c = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    # a sweep's new store (a copy of the session's template: no migrations run again)
+    c = client_for(store)
     e = c.create_experiment("x", artifact_location=(tmp_path / "artifacts").as_uri())
     with caplog.at_level(logging.INFO, logger="sweeper"):
         assert bulk.sql_store(c) is None and not bulk.creates_in_bulk(c)

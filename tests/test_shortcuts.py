@@ -75,14 +75,14 @@ def test_one_shortcut_off_leaves_the_others_on_and_says_which_once(turned_off, c
         ]
 
 
-def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, tmp_path, monkeypatch):
-    from mlflow import MlflowClient
-
+def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, store, monkeypatch):
+    from conftest import client_for
     from sweeper.base import hydra_internals, state
     from sweeper.insight import plots
     from sweeper.tracking import bulk, writer
 
-    c = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    # a sweep's new store (a copy of the session's template: no migrations run again)
+    c = client_for(store)
     assert hydra_internals.fast() and bulk.sql_store(c) is not None
     assert writer.wanted(16, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
     turned_off("jobrun,bulk,writer,painter")
