@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from sweeper import CONF_DIR
 from sweeper.base import state, stop
+from sweeper.base.output import first_line
 from sweeper.base.hydra_internals import main_hydra
 from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
@@ -196,7 +197,7 @@ def multirun(overrides: Sequence[str]) -> SweepResult:
 
 
 def _said(e: BaseException) -> str:
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+    return first_line(e).rstrip(": ")
 
 
 def _failure(result: SweepResult, error: BaseException | None) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from sweeper.base.backend import BackendUnavailable, fake_gpu, resolve
+from sweeper.base.output import first_line
 from sweeper.models import gradcheck
 from sweeper.models.generic import init_host
 from sweeper.models.gradcheck import FD_RTOL, N_ROWS
@@ -156,7 +157,7 @@ def _gpu_check(net: Any, path: str) -> Check:
         return Check(
             name,
             False,
-            f"raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            f"raised {first_line(e)}"
             f"{_where(e, net)}: on the device, every array forward and backward use must be "
             "xp's (a NumPy array mixed in, or np.asarray of a device array, is refused)",
         )

@@ -256,8 +256,8 @@ def _refit_of(client: Any, run: Any) -> Any:
         )
     except Exception as e:  # noqa: BLE001  (its data, its store: said in one line)
         raise PromoteError(
-            f"run {run.info.run_id} is cross-validated and its refit failed: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}"
+            f"run {run.info.run_id} is cross-validated and its refit failed: "
+            f"{tracking.first_line(e)}"
         ) from None
     if done is None:
         raise PromoteError(

@@ -45,6 +45,7 @@ from sweeper.base.names import (
     WORKER_HOST,
     WORKER_PID,
 )
+from sweeper.base.output import first_line
 from sweeper.base.process import oom_kills
 from sweeper.contract.config import ConfigError
 from sweeper.job.compute import Computed, Outcome
@@ -122,10 +123,9 @@ def group_failed(
     if isinstance(e, UserCodeError):
         return failed_members(members, str(e), tags, e.detail)
     log.warning(
-        "group of %d failed as a whole (%s: %s); retrying its configurations one at a time",
+        "group of %d failed as a whole (%s); retrying its configurations one at a time",
         len(members),
-        type(e).__name__,
-        str(e).splitlines()[0] if str(e) else "",
+        first_line(e),
     )
     return {}
 
@@ -405,10 +405,9 @@ def _received(got: dict[int, tuple[Any, dict[str, str], float]], engine: str) ->
 
 def _alone(members: list[Any], e: BaseException) -> dict[int, Any]:
     log.warning(
-        "group of %d lost twice (%s: %s); its configurations run one at a time here",
+        "group of %d lost twice (%s); its configurations run one at a time here",
         len(members),
-        type(e).__name__,
-        str(e).splitlines()[0] if str(e) else "",
+        first_line(e),
     )
     return {}
 

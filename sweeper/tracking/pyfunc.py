@@ -36,6 +36,7 @@ import pandas as pd
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.types import ColSpec, Schema
 from sweeper.base import state
+from sweeper.base.output import first_line
 from sweeper.base.environment import cache_root
 from sweeper.base.tested import shortcut
 
@@ -94,11 +95,10 @@ def _pickled(predict: Any, path: Path) -> Path:
     # a lock, a file, a connection it holds: its run says what
     except Exception as e:  # noqa: BLE001
         shutil.rmtree(path.parent, ignore_errors=True)
-        first = str(e).splitlines()[0] if str(e) else ""
         raise NotSaved(
             f"its predict cannot be saved as the logged model: {_unpicklable(predict) or 'it'} "
             "cannot "
-            f"be pickled ({type(e).__name__}: {first}); keep arrays and plain values in what "
+            f"be pickled ({first_line(e)}); keep arrays and plain values in what "
             "predict "
             "uses (or tracking.log_model=false)"
         ) from None
