@@ -54,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's sweeper, as the sweep and the server run it
 
-from sweeper.base.names import run_url  # noqa: E402
+from sweeper.tracking.ui import run_url  # noqa: E402
 
 SWEEP = ["-m", "lr=0.001,0.005,0.01", "depth=1,2", "epochs=200"]
 DEVICES = [

@@ -91,7 +91,7 @@ def cli() -> "int | None":
 
         one_line_errors(ConfigError)  # what Hydra refuses while composing: one line too
         # lazy: saves ~1.3 ms at this module's import (measured)
-        from sweeper.base.logfile import quiet_unwritable_files
+        from sweeper.base.output import quiet_unwritable_files
 
         # a job log on a full disk: one line, not a traceback per line logged
         quiet_unwritable_files()

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from sweeper import CONF_DIR
 from sweeper.base import state, stop
+from sweeper.base.fmt import PYTHON_CALL
 from sweeper.base.output import first_line
 from sweeper.base.hydra_internals import main_hydra
-from sweeper.base.names import PYTHON_CALL
 from sweeper.contract.config import ConfigError
 
 __all__ = [

@@ -15,7 +15,7 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.insight import speedup
 from sweeper.base.fmt import cell
-from sweeper.base.names import GROUP_SIZE, booked
+from sweeper.base.tags import GROUP_SIZE, booked
 from sweeper.tracking import DEFAULT_URI
 
 

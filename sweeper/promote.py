@@ -19,7 +19,7 @@ from sweeper.contract.helptext import Parser
 from sweeper import tracking
 from sweeper.base import stop
 from sweeper.base.fmt import cell
-from sweeper.base.names import MAX_NAME_BYTES
+from sweeper.base.files import MAX_NAME_BYTES
 from sweeper.insight import pinned
 from sweeper.insight.promotion import PromoteError, not_allowed, promote
 

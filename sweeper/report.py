@@ -14,7 +14,8 @@ import argparse
 import sys
 
 from sweeper import tracking
-from sweeper.base.names import PID, booked, ui_line
+from sweeper.base.tags import PID, booked
+from sweeper.tracking.ui import ui_line
 from sweeper.contract.helptext import Parser, describe
 from sweeper.insight.publish import (
     close,

@@ -14,7 +14,7 @@ from typing import Any
 from sweeper import tracking
 from sweeper.contract.helptext import Parser, describe
 from sweeper.base.fmt import cell
-from sweeper.base.names import model_name
+from sweeper.base.tags import model_name
 from sweeper.tracking.store_errors import guarded
 
 __all__ = ["main"]

@@ -8,7 +8,7 @@ it prints the table from each job's result.json and closes the parent run(s) in 
 import sys
 from pathlib import Path
 
-from sweeper.base.names import SWEEP_FILE
+from sweeper.base.files import SWEEP_FILE
 from sweeper.contract.helptext import Parser, describe
 from sweeper.job.sweepdir import SweepFileError
 from sweeper.sweep import life as sweep

@@ -24,9 +24,10 @@ from sweeper.contract.helptext import Parser, describe
 from sweeper import tracking
 from sweeper.base import process, stop
 from sweeper.base.output import masked
-from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256, HOST, REPLACED_BY, SWEEP_FILE, label
+from sweeper.base.tags import CONFIG_FINGERPRINT, DATA_SHA256, HOST, REPLACED_BY
+from sweeper.base.files import CURVES_FILE, RESULT_FILE, SWEEP_FILE
+from sweeper.base.fmt import label
 from sweeper.job import sweepdir
-from sweeper.base.names import CURVES_FILE, RESULT_FILE
 from sweeper.tracking import ending
 from sweeper.tracking.writer import RECORDING, recording, write_result
 

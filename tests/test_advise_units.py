@@ -525,7 +525,7 @@ def test_search_sweeps_get_findings_but_no_grid_command():
 
 
 def advise_basic():
-    from sweeper.base.names import BASIC_SWEEPER
+    from sweeper.base.hydra_internals import BASIC_SWEEPER
 
     return BASIC_SWEEPER
 

@@ -212,7 +212,7 @@ def test_python_only_input_is_refused_in_one_line():
 
 def test_a_next_command_reads_back_as_overrides_in_either_form():
     from sweeper.api import next_overrides
-    from sweeper.base.names import python_call, resume_command
+    from sweeper.base.fmt import python_call, resume_command
 
     args = ["lr=0.001,0.005,0.025", "data=csv", "data.path=my file.csv", "resume=false"]
     expected = ["lr=0.001,0.005,0.025", "data=csv", "data.path=my file.csv", "resume=true"]

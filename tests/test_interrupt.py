@@ -22,7 +22,7 @@ import sweeper
 from conftest import all_runs, cli, client_for
 from sweeper import report, tracking
 from sweeper.base import process
-from sweeper.base.names import SWEEP_FILE
+from sweeper.base.files import SWEEP_FILE
 from sweeper.base.process import PID_START
 from sweeper.insight import publish
 from sweeper.sweep import life as sweep

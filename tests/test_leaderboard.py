@@ -50,7 +50,7 @@ def test_a_classification_sweep_ranks_by_accuracy_best_first_then_log_loss_then_
     """Without seeds, one row a run: the highest val_accuracy first; equal accuracies by the lower val_log_loss, then
     the earlier start; runs successive halving pruned after every run that trained its epochs, among themselves by
     accuracy; FAILED ones last."""
-    from sweeper.base.names import PRUNED_AT
+    from sweeper.base.tags import PRUNED_AT
     from sweeper.insight.leaderboard import build
 
     runs = {  # width: (val_accuracy, val_log_loss, status, pruned at)
@@ -175,7 +175,7 @@ def test_a_leaderboard_row_holds_what_the_table_promote_and_speedup_read_of_its_
     """Each field of a row from its run's metrics and tags; the keys are the swept params only (not tracking.*,
     pinned.*, resume, baselines or model._target_, which differ without being a configuration's key or which the model
     column says, nor a param every run shares)."""
-    from sweeper.base.names import PRUNED_AT
+    from sweeper.base.tags import PRUNED_AT
     from sweeper.insight.leaderboard import build
 
     tags = {

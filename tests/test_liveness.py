@@ -245,7 +245,7 @@ def test_a_suspended_job_on_this_host_is_alive_whatever_its_heartbeat_says_and_a
 
     from sweeper.insight.publish import holder_alive
 
-    from sweeper.base.names import HOST, PID
+    from sweeper.base.tags import HOST, PID
 
     stale = beat(time.time() - 3600, 30)  # an hour old: 3 beats missed many times over
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import all_runs, cli, make_cfg
 from sweeper.base import state
-from sweeper.base.names import PRUNED_AT
+from sweeper.base.tags import PRUNED_AT
 from sweeper.sweep import packing
 
 

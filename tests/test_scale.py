@@ -21,7 +21,7 @@ from conftest import (
     make_cfg,
     mlflow_server,
 )
-from sweeper.base.names import SWEEP_FILE
+from sweeper.base.files import SWEEP_FILE
 from sweeper.job import sweepdir
 from sweeper.sweep import life as sweep
 from sweeper.base.backend import FAKE_GPU_ENV

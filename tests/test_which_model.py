@@ -8,7 +8,7 @@ import yaml
 
 from conftest import all_runs, cli, run_once, user_folder
 from sweeper import ROOT, promote, runs
-from sweeper.base.names import model_name
+from sweeper.base.tags import model_name
 from sweeper.insight import leaderboard
 
 

@@ -1,4 +1,4 @@
-"""The bottom layer: names every layer shares (``names``), how numbers are printed
+"""The bottom layer: a job's files (``files``), a run's tags (``tags``), how numbers print
 (``fmt``), processes (``process``) and the array backend, NumPy or CuPy (``backend``).
 Nothing here imports a module of ours above it."""
 

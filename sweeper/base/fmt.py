@@ -1,14 +1,26 @@
 """How sweeper prints numbers and reads them back: every table, line and tag goes
 through :func:`cell` (4 significant digits) or :func:`text_cell`; :func:`parse_param`
-reads MLflow's param text. Imports nothing of ours."""
+reads MLflow's param text; a job's overrides as its run's :func:`label` and as the command
+that resumes its sweep. Imports nothing of ours."""
 
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 
-__all__ = ["cell", "finite", "number", "parse_param", "text_cell"]
+__all__ = [
+    "PYTHON_CALL",
+    "cell",
+    "finite",
+    "label",
+    "number",
+    "parse_param",
+    "python_call",
+    "resume_command",
+    "text_cell",
+]
 
 
 def number(value: Any) -> float | None:
@@ -68,3 +80,36 @@ def parse_param(text: str) -> Any:
         except ValueError:
             pass
     return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+PYTHON_CALL = "sweeper.multirun("
+
+
+def python_call(args: list[str]) -> str:
+    """The Python form of a sweep's next command: ``sweeper.multirun([...])``
+    with ``resume=true`` last."""
+    kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
+    return f"{PYTHON_CALL}{[*kept, 'resume=true']!r})"
+
+
+def resume_command(args: list[str]) -> str:
+    """The command line that finishes an interrupted sweep: the same arguments, ``resume=true``."""
+    kept = [a for a in args if a.lstrip("+~").partition("=")[0] != "resume"]
+    return shlex.join(["python", "-m", "sweeper", *kept, "resume=true"])
+
+
+def label(overrides: list[str], device: str | None = None, keys: list[str] | None = None) -> str:
+    """A readable name from a job's overrides (those of ``keys`` only, when given), without where it
+    logs: ``lr=0.005,depth=2,cpu``; a value that 4 significant digits change (Optuna's)
+    is rounded to them (the run's params keep it whole)."""
+    parts = [o for o in overrides if not o.lstrip("+~").startswith(("tracking", "hydra"))]
+    parts = [
+        f"{k.removeprefix('++')}={text_cell(v)}" if eq else k
+        for k, eq, v in (o.partition("=") for o in parts)
+    ]
+    if keys is not None:
+        parts = [o for o in parts if o.lstrip("+~").partition("=")[0] in keys]
+    if device is None:
+        return ",".join(parts) or "defaults"
+    parts = [o.split("=", 1)[1] if o.startswith("device=") else o for o in parts]
+    return ",".join(parts + ([] if device in parts else [device]))

@@ -1,5 +1,6 @@
-"""What sweeper writes, made safe to read: a standard output that cannot be written, a password in a
-URI, a spreadsheet formula in a CSV cell, a line break in a logged value. Imports nothing of ours.
+"""What sweeper writes, made safe to read: a standard output or a log file that cannot be written, a
+password in a URI, a spreadsheet formula in a CSV cell, a line break in a logged value. Imports only
+:mod:`sweeper.base.state`.
 
 A standard output that cannot be written — its reader closed it (``| head``, a killed
 ``tee``, a dropped ssh pipe) or it is a file on a full disk (``> /dev/full``) — is said
@@ -11,6 +12,10 @@ A URI's password (``http://alice:s3cr3t@host``, ``postgresql://bob:pw@host/db``)
 masked (:func:`masked`: ``http://alice:***@host``) in every line (the standard streams,
 every log record), tag and file sweeper writes; the process that masked it keeps it to
 connect again (:func:`unmasked`).
+
+A log file that cannot be written (a full disk, a read-only folder): one line on stderr, once a
+file, instead of Python's "--- Logging error ---" block per line (:func:`quiet_unwritable_files`);
+any other logging error is Python's as before.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "mask_log_records",
     "masked",
     "one_line",
+    "quiet_unwritable_files",
     "spreadsheet_safe",
     "spreadsheet_value",
     "unmasked",
@@ -249,3 +255,29 @@ def first_line(e: BaseException) -> str:
     as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
     text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
     return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+_PYTHONS = logging.Handler.handleError
+
+
+def _handle_error(self: logging.Handler, record: logging.LogRecord) -> None:
+    e = sys.exc_info()[1]
+    if not isinstance(e, OSError) or not isinstance(self, logging.FileHandler):
+        _PYTHONS(self, record)
+        return
+    name = self.baseFilename
+    said = state.process().logs_said
+    if name not in said:
+        said.add(name)
+        print(
+            f"sweeper: warning: the log file {name} cannot be written ({e.strerror or e}): its "
+            "lines are dropped "
+            "from here on; the sweep goes on and records every run in the store",
+            file=sys.stderr,
+        )
+
+
+def quiet_unwritable_files() -> None:
+    """From now on in this process, a file handler whose writes fail says so once
+    (:func:`_handle_error`)."""
+    logging.FileHandler.handleError = _handle_error  # type: ignore[method-assign]

@@ -1,9 +1,10 @@
-"""Processes on this host: whether one still runs; an exclusive lock between them.
-Imports nothing of ours."""
+"""Processes on this host: whether one still runs; an exclusive lock between them; how one
+ended. Imports nothing of ours but the base layer."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sweeper.base import state
-from sweeper.base.names import PID
+from sweeper.base.tags import PID
 from sweeper.base.tested import optional
 
 
@@ -24,6 +25,7 @@ __all__ = [
     "alive",
     "beat",
     "beating",
+    "ended",
     "exclusive",
     "exit_with_parent",
     "heartbeat_interval",
@@ -75,7 +77,7 @@ def started_at(pid: int) -> float | None:
 
 # The tag beside a run's ``sweeper.pid`` that tells its process from a later one the
 # system gave the same pid: the process's start as /proc gives it (:func:`start_mark`),
-# compared exactly. (Bookkeeping: sweeper.base.names.BOOK.)
+# compared exactly. (Bookkeeping: sweeper.base.tags.BOOK.)
 PID_START = "sweeper.pid_start"
 
 
@@ -192,7 +194,7 @@ def release_all() -> None:
 
 
 # A running run's heartbeat: the tag ``sweeper.heartbeat`` = "<unix time> <interval s>" (a
-# bookkeeping tag: sweeper.base.names.BOOK), refreshed every interval while its job trains
+# bookkeeping tag: sweeper.base.tags.BOOK), refreshed every interval while its job trains
 # (sweeper.tracking.run). It says a run is alive on any host; a pid says so only on its own.
 HEARTBEAT = "sweeper.heartbeat"
 # a run whose heartbeat is older than this many intervals (plus SLACK_S) has lost its job
@@ -308,3 +310,16 @@ def memory_limit() -> tuple[int, str] | None:
     except (ImportError, ValueError, OSError):
         pass
     return min(found) if found else None
+
+
+def ended(code: int | None) -> str:
+    """How a process ended, in words: ``exit code 3``, or the signal that killed it
+    (``killed by SIGKILL``); a bus error (SIGBUS) in a process that writes a store is
+    SQLite's write to its ``-shm`` that the file system could not back."""
+
+    if code is None or code >= 0:
+        return f"exit code {code}"
+    bus = (
+        ": the store's -shm file could not be written (a full disk, or the file cut short under it)"
+    )
+    return f"killed by {signal.Signals(-code).name}" + (bus if -code == signal.SIGBUS else "")

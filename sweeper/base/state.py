@@ -83,7 +83,7 @@ class ProcessState:
     # the passwords of URIs said, by (scheme and user, host), to mask them in what is printed
     stdout_broken: str | None = None
     passwords: dict[tuple[str, str], str] = field(default_factory=dict)
-    # sweeper.base.logfile: the log files that could not be written (said once each)
+    # sweeper.base.output: the log files that could not be written (said once each)
     logs_said: set[str] = field(default_factory=set)
     # sweeper.contract.model: the model sources that differ from their pin, said once each
     sources_said: set[str] = field(default_factory=set)

@@ -25,7 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.hydra_internals import convert_value
-from sweeper.base.names import MAX_NAME_BYTES, uri_problem
+from sweeper.base.files import MAX_NAME_BYTES, uri_problem
 from sweeper.base.omegaconf_internals import node as node_at, value as raw_value
 from sweeper.contract import choices
 

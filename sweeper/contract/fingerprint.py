@@ -9,7 +9,7 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from sweeper.base.names import CONFIG_FINGERPRINT, DATA_SHA256
+from sweeper.base.tags import CONFIG_FINGERPRINT, DATA_SHA256
 from sweeper.base.state import digest
 from sweeper.contract.config import ADDED_DEFAULTS, DATA_ADDED_DEFAULTS, NOT_FINGERPRINTED
 from sweeper.models.interface import offer, top_level_keys

@@ -20,7 +20,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from sweeper.base.hydra_internals import reporter, set_reporter
-from sweeper.base.names import name_problem
+from sweeper.base.files import name_problem
 
 __all__ = [
     "OPTIONS",

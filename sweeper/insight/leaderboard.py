@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import MLP_NAME, PRUNED_AT, model_name, run_path
+from sweeper.base.tags import MLP_NAME, PRUNED_AT, model_name
+from sweeper.tracking.ui import run_path
 from sweeper.base.output import spreadsheet_safe, spreadsheet_value
 from sweeper.job import crossval
 from sweeper.job.metrics import LOWER_IS_BETTER, TIE_BREAK, rank_key

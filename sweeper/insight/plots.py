@@ -32,7 +32,7 @@ from typing import Any
 
 from sweeper.base import state
 from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import CURVES_FILE
+from sweeper.base.files import CURVES_FILE
 from sweeper.base.process import exit_with_parent
 from sweeper.base.tested import shortcut
 

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from sweeper import tracking
 from sweeper.base.fmt import text_cell
-from sweeper.base.names import model_name
+from sweeper.base.tags import model_name
 from sweeper.contract.config import (
     GROUPS,
     METADATA,

@@ -15,19 +15,9 @@ from typing import Any
 
 from sweeper import tracking
 from sweeper.base import stop
-from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import (
-    HOST,
-    ORPHAN,
-    PID,
-    REPLACED_BY,
-    RETRIED,
-    booked,
-    model_name,
-    resume_command,
-    run_path,
-    run_url,
-)
+from sweeper.base.fmt import cell, resume_command, text_cell
+from sweeper.base.tags import HOST, ORPHAN, PID, REPLACED_BY, RETRIED, booked, model_name
+from sweeper.tracking.ui import run_path, run_url
 from sweeper.base.process import HEARTBEAT, PID_START, beating, holds
 from sweeper.insight.leaderboard import Board, build, children
 from sweeper.tracking import ending

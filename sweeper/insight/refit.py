@@ -21,7 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 from sweeper.base import stop
 from sweeper.base.fmt import cell
-from sweeper.base.names import run_path
+from sweeper.tracking.ui import run_path
 from sweeper.job import crossval
 from sweeper.tracking.records import search
 

@@ -13,10 +13,10 @@ from types import MappingProxyType
 from typing import Any
 
 from sweeper.base.fmt import cell
-from sweeper.base.names import GROUP_SIZE, SWEEPS, booked, experiment_url, table_query
+from sweeper.base.tags import GROUP_SIZE, SWEEPS, booked
+from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column, experiment_url, table_query
 from sweeper.job import crossval
 from sweeper.tracking import bulk, ui
-from sweeper.tracking.ui import ATTRIBUTE, METRIC, PARAM, column
 
 __all__ = ["address", "record"]
 

@@ -26,18 +26,16 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from sweeper import data, tracking
 from sweeper.base import process, state, stop, yamltext
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import (
+from sweeper.base.tags import (
     CONFIG_FINGERPRINT,
-    CURVES_FILE,
     DATA_SHA256,
-    ERROR_FILE,
     GROUP_SIZE,
     HOST,
     PRUNED_AT,
-    RESULT_FILE,
     TRAJECTORY,
-    label,
 )
+from sweeper.base.files import CURVES_FILE, ERROR_FILE, RESULT_FILE
+from sweeper.base.fmt import label
 from sweeper.base.output import one_line
 from sweeper.contract.config import ConfigError, resolve_experiment, validate
 from sweeper.contract.fingerprint import content_tags, fingerprint

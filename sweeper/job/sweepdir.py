@@ -10,8 +10,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from sweeper.base.fmt import cell
-from sweeper.base.names import PRUNED_AT, RESULT_FILE, SWEEP_FILE, label
+from sweeper.base.fmt import cell, label
+from sweeper.base.tags import PRUNED_AT
+from sweeper.base.files import RESULT_FILE, SWEEP_FILE
 from sweeper.base.output import masked
 from sweeper.base.state import current
 from sweeper.job import metrics

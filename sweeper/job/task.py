@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.base.backend import BackendUnavailable
-from sweeper.base.names import run_url, ui_line
+from sweeper.tracking.ui import run_url, ui_line
 from sweeper.base.output import mask_files, masked
 from sweeper.base.state import current
 from sweeper.contract.config import ConfigError
@@ -34,7 +34,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     ctx = JobContext.from_hydra()
     if ctx.sweep_dir is not None:
         # lazy: saves ~2.1 ms at this module's import (measured)
-        from sweeper.base.logfile import quiet_unwritable_files
+        from sweeper.base.output import quiet_unwritable_files
         from sweeper.base.process import exit_with_parent
 
         # a joblib worker ends with the sweep that started it (a kill -9 included)

@@ -40,7 +40,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from sweeper import data
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
+from sweeper.base.tags import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
 from sweeper.base.portable import link
 from sweeper.base.stop import STOP
 from sweeper.contract.model import trainer_keys

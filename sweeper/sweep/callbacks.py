@@ -19,7 +19,8 @@ from omegaconf import DictConfig
 from hydra.types import RunMode
 from sweeper import tracking
 from sweeper.base import state, stop
-from sweeper.base.names import HOST, PID, RESULT_FILE
+from sweeper.base.tags import HOST, PID
+from sweeper.base.files import RESULT_FILE
 from sweeper.contract.config import ConfigError
 from sweeper.contract.hydra_args import hydra_line
 from sweeper.sweep import life as sweep

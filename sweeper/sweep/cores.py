@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 from sweeper import data
 from sweeper.base import state
 from sweeper.base.output import first_line
-from sweeper.base.names import ENGINE, WORKER, WORKER_HOST, WORKER_PID
+from sweeper.base.tags import ENGINE, WORKER, WORKER_HOST, WORKER_PID
 from sweeper.base.process import exit_with_parent, oom_kills
 from sweeper.base.stop import shielded
 from sweeper.models.usercode import UserCodeError

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 from hydra_plugins.sweeper_batched_launcher.config import first_problem
 
 from sweeper.base.backend import current_gpu, gpu_count, on_gpu
-from sweeper.base.names import (
+from sweeper.base.tags import (
     ENGINE,
     GPU_DEVICE,
     GROUP_SIZE,

@@ -36,7 +36,7 @@ from hydra.core.utils import configure_log, run_job, setup_globals
 from sweeper import data, tracking
 from sweeper.base import hydra_internals
 from sweeper.base.backend import BackendUnavailable, resolve
-from sweeper.base.names import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
+from sweeper.base.tags import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
 from sweeper.base.process import trim_heap
 from sweeper.contract.compose import compose_once
 from sweeper.job import compute, crossval, record

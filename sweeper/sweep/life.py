@@ -24,17 +24,10 @@ from sweeper import data, tracking
 from sweeper.base import process, stop
 from sweeper.base.state import current as current_state
 from sweeper.base.process import hold, lock_holder, release
-from sweeper.base.names import (
-    HOST,
-    PYTHON_CALL,
-    RERUN,
-    SWEEP_FILE,
-    SWEEP_FROM,
-    label,
-    resume_command,
-    ui_command,
-    ui_line,
-)
+from sweeper.base.tags import HOST, RERUN, SWEEP_FROM
+from sweeper.base.fmt import PYTHON_CALL, label, resume_command
+from sweeper.base.files import SWEEP_FILE
+from sweeper.tracking.ui import ui_command, ui_line
 from sweeper.contract.config import ConfigError, validate
 from sweeper.models.interface import ModelError
 from sweeper.insight import speedup

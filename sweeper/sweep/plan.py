@@ -10,8 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from sweeper import data
-from sweeper.base.hydra_internals import basic_sweeper
-from sweeper.base.names import BASIC_SWEEPER
+from sweeper.base.hydra_internals import BASIC_SWEEPER, basic_sweeper
 from sweeper.contract.compose import compose_once, resolvable
 from sweeper.contract.config import ConfigError
 from sweeper.job import crossval

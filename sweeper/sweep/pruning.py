@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from sweeper.base.names import PRUNED_AT
+from sweeper.base.tags import PRUNED_AT
 from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
 from sweeper.job.compute import scored_on

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 from omegaconf import open_dict, read_write
 from sweeper import tracking
 from sweeper.base import stop
-from sweeper.base.names import BASIC_SWEEPER
+from sweeper.base.hydra_internals import BASIC_SWEEPER
 from sweeper.contract.compose import Once, plain as compose_plain
 from sweeper.sweep import life
 

@@ -11,12 +11,8 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from sweeper.base import state
-from sweeper.base.names import (
-    CONFIG_FINGERPRINT,
-    DATA_SHA256,
-    PRUNED_AT,
-    sqlite_path,
-)
+from sweeper.base.tags import CONFIG_FINGERPRINT, DATA_SHA256, PRUNED_AT
+from sweeper.base.files import sqlite_path
 from sweeper.tracking.store import TrackingError, artifact_location
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from sweeper import ROOT
 from sweeper.base import state
 from sweeper.base.output import masked
-from sweeper.base.names import RERUN
+from sweeper.base.tags import RERUN
 
 __all__ = [
     "BATCH",

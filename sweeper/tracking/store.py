@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 from sweeper import ROOT, settled
 from sweeper.base import state, stop
-from sweeper.base.names import sqlite_path  # noqa: F401  (re-exported)
+from sweeper.base.files import sqlite_path  # noqa: F401  (re-exported)
 from sweeper.base.output import first_line, masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401

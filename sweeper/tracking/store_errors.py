@@ -8,7 +8,7 @@ import sqlite3
 import sys
 from typing import Callable
 
-from sweeper.base.names import uri_problem
+from sweeper.base.files import uri_problem
 from sweeper.tracking import store
 
 

@@ -12,7 +12,7 @@ import stat
 from contextlib import closing
 from pathlib import Path
 
-from sweeper.base.names import sqlite_path, uri_problem
+from sweeper.base.files import sqlite_path, uri_problem
 
 __all__ = [
     "TrackingError",
@@ -30,7 +30,7 @@ class TrackingError(RuntimeError):
 
 def check_database(uri: str, existing: bool = False, key: str = "tracking.uri") -> None:
     """TrackingError (one line) unless ``uri`` names a store that can persist runs: not
-    an in-memory database (:func:`~sweeper.base.names.uri_problem`), and
+    an in-memory database (:func:`~sweeper.base.files.uri_problem`), and
     for ``sqlite:///PATH`` a PATH that is no folder (MLflow would retry it for ~100 s) and,
     when the file exists, an SQLite database whose ``PRAGMA quick_check`` passes (random bytes
     in it would otherwise be read, and written to, as runs). ``existing``: a command that only

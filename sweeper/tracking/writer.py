@@ -45,9 +45,8 @@ from typing import Any, Iterable
 from sweeper import settled, tracking
 from sweeper.base import state
 from sweeper.base.environment import turned_off_by
-from sweeper.base.names import ended
+from sweeper.base.process import alive, ended
 from sweeper.base.output import masked
-from sweeper.base.process import alive
 from sweeper.base.stop import STOP
 from sweeper.base.tested import shortcut
 from sweeper.tracking.store import mlflow_defaults

@@ -28,11 +28,12 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sweeper import data, tracking
-from sweeper.base.names import CURVES_FILE, PRUNED_AT, RESULT_FILE, SWEEP_FILE
-from sweeper.job import metrics
+from sweeper.base.files import CURVES_FILE, RESULT_FILE, SWEEP_FILE
+from sweeper.base.fmt import text_cell
+from sweeper.base.tags import PRUNED_AT
 from sweeper.contract.compose import plain
 from sweeper.contract.config import ConfigError
-from sweeper.base.fmt import text_cell
+from sweeper.job import metrics
 
 from hydra_plugins.sweeper_batched_launcher.config import first_problem
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from sweeper.base.fmt import cell, text_cell
-from sweeper.base.names import BASIC_SWEEPER, SWEEP_FROM, python_call, resume_command
+from sweeper.base.fmt import cell, python_call, resume_command, text_cell
+from sweeper.base.hydra_internals import BASIC_SWEEPER
+from sweeper.base.tags import SWEEP_FROM
 from sweeper.insight.advice.curves import overfitting, rising_loss, under_training
 from sweeper.insight.advice.evidence import (
     TOP,

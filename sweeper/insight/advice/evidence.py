@@ -11,7 +11,7 @@ from typing import Any, Iterable
 # how every number is printed (4 significant digits) and read back (_number: finite, or None)
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.fmt import finite as _number
-from sweeper.base.names import PRUNED_AT
+from sweeper.base.tags import PRUNED_AT
 from sweeper.insight.advice import noise as _noise
 from sweeper.insight.advice.noise import ALPHA, SAME, Diff, range_quantile
 from sweeper.job import crossval

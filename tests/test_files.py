@@ -1,4 +1,4 @@
-"""sweeper.base.names: the store path SQLAlchemy opens, names that become files and addresses, one line when refused."""
+"""sweeper.base.files: the store path SQLAlchemy opens, names that become files and addresses, one line when refused."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_the_store_file_checked_is_the_one_sqlalchemy_opens(uri):
     a folder that did not exist, retried for ~100 s before a refusal."""
     from sqlalchemy.engine import make_url
 
-    from sweeper.base.names import sqlite_path
+    from sweeper.base.files import sqlite_path
 
     assert sqlite_path(uri) == Path(make_url(uri).database)
 
