@@ -260,3 +260,31 @@ def test_ctrl_c_while_a_new_store_is_created_leaves_a_whole_store(tmp_path, args
     after = command("sweeper.runs", "--tracking-uri", f"sqlite:///{db}", timeout=120)
     assert after.returncode == 0, after.stderr
     assert "RUNNING" not in {r.info.status for r in all_runs(db)}
+
+
+def test_a_new_store_where_a_deleted_one_left_its_wal_file_is_a_new_store(tmp_path, cache):
+    """rm mlflow.db after a killed sweep leaves mlflow.db-wal and -shm beside it: SQLite would
+    replay that log into the new file (the old store's experiment tags in a store without its
+    experiments: 'Experiment(name=...) already exists'). The new store removes them and says so."""
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    killed = (
+        "import os, sys; from sweeper.tracking import store; "
+        "store.open_store(sys.argv[1]).create_experiment('old', tags={'k': 'v'}); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", killed, uri], check=True, timeout=120)
+    wal = db.with_name(db.name + "-wal")
+    assert wal.is_file() and wal.stat().st_size  # the killed process left its log
+    db.unlink()
+    out = subprocess.run(
+        [sys.executable, "-c", killed.replace("; os._exit(0)", ""), uri],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"removed {wal.name}" in out.stdout
+    with closing(sqlite3.connect(db)) as con:
+        names = [n for (n,) in con.execute("SELECT name FROM experiments ORDER BY experiment_id")]
+        tags = con.execute("SELECT key, value FROM experiment_tags WHERE key = 'k'").fetchall()
+    assert names == ["Default", "old"] and tags == [("k", "v")]

@@ -387,6 +387,7 @@ def _create_store(db: Path, uri: str) -> Any:
     with exclusive(db.with_name(db.name + ".lock")), stop.deferred():
         if _is_wal_database(db):  # made by another process while this one waited
             return MlflowClient(tracking_uri=uri)
+        _remove_orphans(db)
         copied = _from_template(db)
         # creates the schema of a new store (or adds Default to a copy)
         c = MlflowClient(tracking_uri=uri)
@@ -396,6 +397,25 @@ def _create_store(db: Path, uri: str) -> Any:
         if not copied:
             _keep_template(db)
     return c
+
+
+def _remove_orphans(db: Path) -> None:
+    """Remove the log files a deleted store left beside ``db`` (absent or empty): ``rm mlflow.db``
+    after a killed sweep leaves ``mlflow.db-wal`` and ``-shm``, and SQLite replays such a log into
+    the new file of that name (the old store's rows in the new one: "Experiment(name=...) already
+    exists"). A non-empty ``db`` keeps its files: its journal may be what recovers it."""
+    if db.exists() and db.stat().st_size:
+        return
+    left = [
+        f for f in (db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")) if f.exists()
+    ]
+    for f in left:
+        f.unlink()
+    if left:
+        names = ", ".join(f.name for f in left)
+        _progress(
+            f"removed {names}: left beside {db.name} by a deleted store, not a part of the new one"
+        )
 
 
 def _template() -> Path:
