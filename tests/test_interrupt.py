@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 import sweeper
-from conftest import all_runs, cli, client_for
+from conftest import all_runs, cli, client_for, command_env
 from sweeper import report, tracking
 from sweeper.base import process
 from sweeper.base.files import SWEEP_FILE
@@ -66,6 +66,7 @@ def ctrl_c(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=command_env(),  # no figures (conftest.NO_PLOTS)
         # a background shell ignores it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )

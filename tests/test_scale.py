@@ -11,6 +11,7 @@ from mlflow import MlflowClient
 
 from conftest import (
     command,
+    command_env,
     FAST_ARGS,
     all_runs,
     cli,
@@ -229,6 +230,7 @@ def _start_long_sweep(tmp_path, store):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=command_env(),  # no figures (conftest.NO_PLOTS)
     )
     deadline = time.monotonic() + 120
     # the long job's run (the short one is RUNNING for a moment too: its run is created when it starts)

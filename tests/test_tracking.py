@@ -14,7 +14,7 @@ from sweeper import tracking
 from sweeper.base import state
 from sweeper.tracking.store import _is_wal_database
 
-from conftest import client_for, run_once, wait_for
+from conftest import client_for, command_env, run_once, wait_for
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,6 @@ def test_a_failing_monitor_is_dropped_and_the_others_keep_sampling(store, caplog
 
 def _sweeps_at_once(tmp_path, n=4):
     """``n`` multiruns launched at the same moment on one fresh store path; their (returncode, stderr)."""
-    import os
     import subprocess
     import sys
 
@@ -199,7 +198,7 @@ def _sweeps_at_once(tmp_path, n=4):
                     cwd=tmp_path,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    env=dict(os.environ),
+                    env=command_env(),  # no figures (conftest.NO_PLOTS): the store's races are the point
                 )
             )
     return db, [(p.wait(timeout=600), log.read_text()) for p, log in zip(procs, logs)]
