@@ -682,11 +682,16 @@ def test_after_kill_9_of_the_launching_process_its_workers_and_painter_end_quiet
 
 
 def _in_session(sid: int) -> list[int]:
+    """The live processes of session ``sid``: not a zombie, which has ended and waits only for its
+    parent to read its status (an orphan's parent is init, or a child subreaper such as
+    tests/tree_cpu.py, which reads it when its own command ends)."""
     found = []
     for p in Path("/proc").iterdir():
         try:
             if p.name.isdigit() and os.getsid(int(p.name)) == sid:
-                found.append(int(p.name))
+                state = (p / "stat").read_text().rpartition(")")[2].split()[0]
+                if state != "Z":
+                    found.append(int(p.name))
         except OSError:
             continue
     return found

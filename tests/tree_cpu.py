@@ -5,7 +5,9 @@ every process of its tree, the orphans included.
 without waiting for it is reparented to init, and its CPU is counted nowhere. The suite has such processes: a forked
 ``python -m sweeper`` run (``tests/forked_cli.py``) ends before its painter, which then quits on its own. Here this
 process is a child subreaper (Linux's ``PR_SET_CHILD_SUBREAPER``): the tree's orphans are reparented to it, and it
-waits for every one before it reads its children's CPU. Exit status: COMMAND's.
+waits for every one before it reads its children's CPU. Exit status: COMMAND's. Until COMMAND ends, an orphan
+that has ended stays a zombie here (init would have reaped it at once): a test that looks for a process that is
+left counts live ones only (test_user_code_faults' ``_in_session`` skips state Z).
 
     python tests/tree_cpu.py python -m pytest -n 2 -m "not slow" -p no:cacheprovider
 """
