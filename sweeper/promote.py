@@ -153,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except PromoteError as e:
         # an error that a Ctrl-C caused on its way through Hydra (its cleanup raised its own)
-        if (signalled := stop.masked(e)) is not None:
-            raise signalled from e
+        stop.raise_signalled(e)
         print(f"sweeper: error: {e}", file=sys.stderr)
         return 2
     # a folder that cannot be written after all (a read-only file system, a full disk)

@@ -20,7 +20,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
-from sweeper.base.stop import STOP, Stopped
+from sweeper.base.stop import check
 
 
 __all__ = [
@@ -196,8 +196,7 @@ class Backend:
         the caller's ``halt`` (an Event) is set. The models' loops call it and know nothing of
         signals; one call an epoch (an attribute read)."""
         self.mark_fn("epoch", e)
-        if STOP.is_set() or (halt is not None and halt.is_set()):
-            raise Stopped()
+        check(halt)
 
     def clock(self) -> float:
         """A host clock read after synchronising, so device work is timed honestly."""

@@ -6,10 +6,11 @@ train (a batched group's parts, a large epoch's column blocks) would run on unti
 work ends, and a thread pool's exit waits for them. :func:`install` makes both signals set
 one process-wide flag, :data:`STOP`, before the main thread gets its exception
 (:class:`Terminated` for SIGTERM, :class:`HungUp` for SIGHUP: KeyboardInterrupts, so
-every Ctrl-C path handles them); training loops call :func:`check` where they already loop
-(once per epoch: one attribute read) and end with :class:`Stopped`. A signal after the
-first (Ctrl-C pressed again and again) raises nothing: the first one's bookkeeping
-(recording what finished, ending the runs still open, stopping workers) is never cut short.
+every Ctrl-C path handles them); training loops hear it once an epoch
+(:meth:`sweeper.base.backend.Backend.epoch`, which asks :func:`check`: one attribute read)
+and end with :class:`Stopped`. A signal after the first (Ctrl-C pressed again and again)
+raises nothing: the first one's bookkeeping (recording what finished, ending the runs still
+open, stopping workers) is never cut short.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "STOP",
     "Stopped",
     "Terminated",
+    "check",
     "deferred",
     "exit_code",
     "exiting",
@@ -40,6 +42,7 @@ __all__ = [
     "ignoring",
     "install",
     "masked",
+    "raise_signalled",
     "reason",
     "refuse",
     "reset",
@@ -301,10 +304,11 @@ def ignoring() -> Iterator[None]:
         restore(before)
 
 
-def check() -> None:
-    """Raise :class:`Stopped` once a stop was asked for (called by training threads,
-    once per epoch)."""
-    if STOP.is_set():
+def check(halt: Any = None) -> None:
+    """Raise :class:`Stopped` once a stop was asked for: Ctrl-C or SIGTERM set :data:`STOP`, or
+    the caller's ``halt`` (an Event) is set. A training loop asks once an epoch, through
+    :meth:`sweeper.base.backend.Backend.epoch`."""
+    if STOP.is_set() or (halt is not None and halt.is_set()):
         raise Stopped()
 
 
@@ -325,6 +329,13 @@ def masked(e: BaseException | None = None) -> KeyboardInterrupt | None:
     return None
 
 
+def raise_signalled(e: BaseException) -> None:
+    """Raise the signal's KeyboardInterrupt (:func:`masked`) from ``e`` when ``e``, caught by an
+    ``except Exception``, was a signal's doing; nothing otherwise (``e`` is the caller's)."""
+    if (signalled := masked(e)) is not None:
+        raise signalled from e
+
+
 T = TypeVar("T")
 
 
@@ -336,8 +347,7 @@ def extra(what: str, out: Any, call: Callable[..., T], *args: Any) -> T | None:
     try:
         return call(*args)
     except Exception as e:  # noqa: BLE001  (the one place an extra's fault is decided)
-        if (signalled := masked(e)) is not None:
-            raise signalled from e
+        raise_signalled(e)
         print(f"sweeper: warning: no {what}: {first_line(e)}", file=out)
         return None
 

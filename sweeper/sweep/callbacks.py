@@ -100,8 +100,7 @@ def start_failed(e: Exception) -> NoReturn:
     else bad input in one line, exit 2 (a config, a store, the sweep's arguments as Hydra's
     sweeper reads them); else a bug, its traceback and exit 1 (Hydra would only warn and
     launch the jobs without a parent run)."""
-    if (signalled := stop.masked(e)) is not None:
-        raise signalled from e
+    stop.raise_signalled(e)
     if isinstance(e, (ConfigError, TrackingError)):
         stop.refuse(str(e))
     if isinstance(e, HydraException):

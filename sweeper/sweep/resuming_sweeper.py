@@ -132,8 +132,7 @@ def _failing_whole(config: Any) -> Iterator[None]:
     try:
         yield
     except Exception as e:  # noqa: BLE001  (the one place a launcher's failure is decided)
-        if (signalled := stop.masked(e)) is not None:
-            raise signalled from e
+        stop.raise_signalled(e)
         stop.refuse(
             life.launcher_failed(Path(str(config.hydra.sweep.dir)).absolute(), e).removeprefix(
                 "sweeper: error: "
