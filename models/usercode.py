@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sweeper.base import state, stop
+from sweeper.base.output import first_line
 
 # --- the user's code, run so that it cannot end the
 # process ---------------------------------------------------
@@ -187,11 +188,8 @@ def user_line(e: BaseException) -> str:
     user's file:line."""
     if isinstance(e, UserCodeError):  # what it called is its first words: sys.exit(3) called (...)
         return str(e)
-    text = str(e).strip().splitlines()
     at = user_frame(e)
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ") + (
-        f" ({at})" if at else ""
-    )
+    return first_line(e) + (f" ({at})" if at else "")
 
 
 def raised(what: str, e: BaseException) -> str:
@@ -200,8 +198,7 @@ def raised(what: str, e: BaseException) -> str:
     constructor, the gradient check's steps and the stacked proof all say it so."""
     if isinstance(e, UserCodeError):
         return f"{what}: {e}"
-    text = str(e).strip().splitlines()
-    return f"{what} raised {type(e).__name__}" + (f": {text[0]}" if text else "")
+    return f"{what} raised {first_line(e)}"
 
 
 def attempt(

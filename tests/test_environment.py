@@ -70,8 +70,14 @@ def test_a_machine_cache_file_is_read_whole_or_not_at_all_and_written_beside_its
     assert read_cached(path) is None
     write_cached(path, [1, 2], "m1")  # a file that was no cache is replaced
     assert read_cached(path) == {"m1": [1, 2]}
-    write_cached(path, {"x": object()})  # a value JSON cannot hold: nothing written, nothing raised
+    # a value JSON cannot hold is the caller's bug, not a cache that cannot be written: it raises (the gradient
+    # checks, the forms' probe and the packing costs each write floats, strings and dicts of them; their tests read
+    # the files back), before any file is touched
+    for key in (None, "m2"):
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            write_cached(path, {"x": object()}, key)
     assert read_cached(path) == {"m1": [1, 2]}
+    assert [p.name for p in path.parent.iterdir()] == ["costs.json"]
     blocked = tmp_path / "file"
     blocked.write_text("")
     write_cached(blocked / "costs.json", {"a": 1})  # a folder that cannot be made: no cache

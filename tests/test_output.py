@@ -98,3 +98,33 @@ def test_a_job_log_on_a_full_disk_is_said_in_one_line_and_every_run_is_recorded(
     )
     children = [x for x in all_runs(store) if "mlflow.parentRunId" in x.data.tags]
     assert len(children) == 2 and {x.info.status for x in children} == {"FINISHED"}
+
+
+def test_an_errors_one_line_has_one_formatter_whatever_says_it(tmp_path, monkeypatch):
+    """output.first_line is the one formatter of an error's one line: the user's code (usercode.raised, user_line),
+    the store's refusal and promote's said it each with their own expression, and `str(e).splitlines()[0]` raised
+    IndexError on an error without a message, so the store's one line became a traceback."""
+    from sweeper import tracking
+    from sweeper.base.output import first_line
+    from sweeper.models.usercode import raised, user_line
+
+    assert first_line(ValueError()) == "ValueError"  # no message: its type alone, no dangling colon
+    assert first_line(ValueError("  \n")) == "ValueError"
+    assert first_line(KeyError("a\nb")) == "KeyError: 'a\\nb'"
+    assert first_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    note = "(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block)"
+    assert first_line(RuntimeError(f"{note}\nlocked")) == "RuntimeError: locked"
+    assert (
+        raised("init", RuntimeError(f"{note}\nlocked"))
+        == f"init raised {first_line(RuntimeError('locked'))}"
+    )
+    assert user_line(RuntimeError("first\nsecond")).startswith("RuntimeError: first")
+
+    def silent(uri):
+        raise RuntimeError()
+
+    monkeypatch.setattr(tracking.store, "client", silent)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(tracking.TrackingError) as e:
+        tracking.store.open_store(uri)
+    assert str(e.value) == f"tracking.uri={uri} cannot be used: RuntimeError"

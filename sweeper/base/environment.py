@@ -233,16 +233,18 @@ def write_cached(path: Path, value: Any, key: str | None = None) -> None:
     """Keep ``value`` in ``path`` for this machine's later processes (with ``key``: as that
     entry of the file, beside the others it holds now). Atomically: a temporary file beside it,
     then a rename, so a process that reads it (a sweep's workers, a concurrent sweep) gets a
-    whole file. A cache that cannot be written is no cache."""
+    whole file. A cache that cannot be written is no cache; a value JSON cannot hold is the
+    caller's error (TypeError), raised before any file is touched."""
     try:
         if key is not None:
             known = read_cached(path)
             value = {**(known if isinstance(known, dict) else {}), key: value}
+        text = json.dumps(value, indent=1, sort_keys=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(value, indent=1, sort_keys=True))
+        tmp.write_text(text)
         os.replace(tmp, path)
-    except (OSError, TypeError):  # a folder that cannot be written; a value JSON cannot hold
+    except OSError:  # a folder that cannot be written
         pass
 
 

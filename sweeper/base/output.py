@@ -251,10 +251,11 @@ def one_line(text: str) -> str:
 
 
 def first_line(e: BaseException) -> str:
-    """The error's type and first line; not SQLAlchemy's note that a query flushed ("(raised
-    as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
+    """The one line of an error, the one formatter of sweeper's messages: ``Type: its first
+    line`` (``Type`` alone for an empty message); not SQLAlchemy's note that a query flushed
+    ("(raised as a result of Query-invoked autoflush; ...)"), which comes before what failed."""
     text = [t for t in str(e).strip().splitlines() if not t.startswith("(raised as a result of ")]
-    return f"{type(e).__name__}: {text[0] if text else ''}"
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 _PYTHONS = logging.Handler.handleError

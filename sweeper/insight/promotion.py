@@ -326,8 +326,7 @@ def _verify(text: str, name: str, out_dir: Path, run: Any, pins: dict[str, Any])
             except Exception as e:
                 raise PromoteError(
                     f"the re-run command for run {run.info.run_id} does not compose: "
-                    f"{type(e).__name__}: "
-                    f"{str(e).splitlines()[0]} (a bug in sweeper.promote)"
+                    f"{tracking.first_line(e)} (a bug in sweeper.promote)"
                 ) from None
     plain = OmegaConf.to_container(cfg, resolve=True)
     try:
@@ -512,9 +511,7 @@ def _open_candidates(
     except PromoteError:
         raise
     except Exception as e:  # a server that is down, a file that is not a store
-        raise not_allowed(
-            "--tracking-uri", uri, f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        ) from None
+        raise not_allowed("--tracking-uri", uri, tracking.first_line(e)) from None
 
 
 def _pin_file(

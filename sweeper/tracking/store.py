@@ -342,9 +342,7 @@ def open_store(uri: str) -> Any:
         if db is None:
             c.search_experiments(max_results=1)  # checks a server is up
     except Exception as e:
-        raise TrackingError(
-            f"tracking.uri={uri} cannot be used: {type(e).__name__}: {str(e).splitlines()[0]}"
-        ) from e
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {first_line(e)}") from e
     return c
 
 
