@@ -38,6 +38,7 @@ __all__ = [
     "release",
     "release_all",
     "start_mark",
+    "stat_fields",
     "trim_heap",
 ]
 
@@ -53,11 +54,22 @@ def alive(pid: int) -> bool:
     return True
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (proc(5)'s third on: the
+    state, the parent's pid, ...); None where it cannot be read (the process gone, no ``/proc``:
+    macOS)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _stat(pid: int) -> tuple[float, int] | None:
     """The boot time (unix seconds, as ``/proc/stat`` says it) and process ``pid``'s start in clock
     ticks after it; None where ``/proc`` cannot be read (another system, the process gone)."""
+    if (fields := stat_fields(pid)) is None:
+        return None
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         boot = next(
             float(line.split()[1])
             for line in Path("/proc/stat").read_text().splitlines()

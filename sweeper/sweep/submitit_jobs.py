@@ -23,6 +23,7 @@ import sys
 import time
 import types
 
+from sweeper.base.process import alive, stat_fields
 
 __all__ = ["own_session", "stop"]
 
@@ -87,18 +88,8 @@ def _command(pid: int) -> str:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                            found.append(int(entry))
-                except (OSError, ValueError, IndexError):
-                    continue
-        return found
-    except OSError:  # no /proc (macOS)
+    """The pids of process ``pid``'s children: from ``/proc``, else ``ps`` (macOS)."""
+    if stat_fields(os.getpid()) is None:  # no /proc
         out = subprocess.run(
             ["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True
         ).stdout
@@ -107,17 +98,17 @@ def _children(pid: int) -> list[int]:
             for a, b in (line.split() for line in out.splitlines() if line.strip())
             if int(b) == pid
         ]
+    stats = {
+        int(entry): stat_fields(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
+    }
+    return [p for p, fields in stats.items() if fields is not None and fields[1] == str(pid)]
 
 
 def _running(pid: int) -> bool:
-    """Alive and not a zombie its controller has yet to reap."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return _signal(pid, 0)
+    """Alive and not a zombie its controller has yet to reap (without ``/proc``: alive)."""
+    if (fields := stat_fields(pid)) is not None:
+        return fields[0] != "Z"
+    return stat_fields(os.getpid()) is None and alive(pid)
 
 
 def _signal(pid: int, sig: int) -> bool:
