@@ -160,11 +160,7 @@ def upload(path: Path, uri: str | None = None) -> str:
         ending.end_runs(c, [ending.Ending(new, end)])
     # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
     except BaseException as e:
-        try:
-            c.set_tag(new, "failure_reason", f"upload failed: {tracking.first_line(e)}")
-            c.set_terminated(new, "FAILED")
-        except tracking.UNREACHABLE:  # the store that failed may refuse this too
-            pass
+        _failed(c, new, f"upload failed: {tracking.first_line(e)}")
         raise
     # another store: the job's own still lacks the run, and a later upload there still adds it
     if not own:
@@ -173,15 +169,9 @@ def upload(path: Path, uri: str | None = None) -> str:
         return new
     # the run the job had started before the server failed
     if isinstance(r.get("run_id"), str) and r["run_id"]:
-        try:
-            c.set_tag(
-                r["run_id"], "failure_reason", f"tracking failed mid-run; re-uploaded as run {new}"
-            )
-            # a stub: counted neither finished nor failed (publish.tally)
-            c.set_tag(r["run_id"], REPLACED_BY, new)
-            c.set_terminated(r["run_id"], "FAILED")
-        except tracking.UNREACHABLE:
-            pass  # it lived on another server, or never reached this one
+        # a stub: counted neither finished nor failed (publish.tally)
+        reason = f"tracking failed mid-run; re-uploaded as run {new}"
+        _failed(c, r["run_id"], reason, {REPLACED_BY: new})
     r |= {"run_id": new, "pending_upload": False, "uploaded": True}
     r.pop(RECORDING, None)
     r.pop(UPLOADING, None)
@@ -247,6 +237,18 @@ def _parent(
     return run_id, own
 
 
+def _failed(c: Any, run_id: str, reason: str, tags: dict[str, str] | None = None) -> None:
+    """Run ``run_id`` FAILED with ``reason`` (and ``tags``), where its store lets it: the store
+    that failed the upload may refuse this too, and the job's first run may have lived on
+    another server, or never reached this one."""
+    try:
+        for key, value in {"failure_reason": reason, **(tags or {})}.items():
+            c.set_tag(run_id, key, value)
+        c.set_terminated(run_id, "FAILED")
+    except tracking.UNREACHABLE:
+        pass
+
+
 def _has(c: Any, run_id: str) -> bool:
     try:
         c.get_run(run_id)
@@ -299,16 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    todo: list[Path] = []
+    # the command's one boundary: its outcome is decided here, each error said in one line
     try:
         todo = pending(args.folder, args.tracking_uri)
-    except sweepdir.SweepFileError as e:
-        print(f"sweeper: error: {e}", file=sys.stderr)
-        return 2
-    if not todo:
-        print(f"nothing to upload under {args.folder}: no result.json is pending")
-        reclose_parents({args.folder}, args.tracking_uri, left_open=True)
-        return 0
-    try:
+        if not todo:
+            print(f"nothing to upload under {args.folder}: no result.json is pending")
+            reclose_parents({args.folder}, args.tracking_uri, left_open=True)
+            return 0
         for path in todo:
             run_id = upload(path, args.tracking_uri)
             r = sweepdir.read_result(path)
@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)
-    # Ctrl-C, SIGTERM: the parents it made or recovered runs for are closed, then one line
+    # Ctrl-C, SIGTERM: the parents it made or recovered runs for (if any) are closed, then one
+    # line
     except KeyboardInterrupt:
         with stop.ignoring():
             reclose_parents({p.parent.parent for p in todo}, args.tracking_uri)

@@ -269,3 +269,37 @@ def test_a_stub_that_upload_replaced_is_neither_finished_nor_failed(store):
     parent = c.get_run(parent_id)
     counts = publish.tally(parent, publish.children(c, parent))
     assert (counts["n_finished"], counts["n_failed"], counts["n_not_run"]) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("first_run", ["in the store", "never reached it"])
+def test_the_run_a_job_started_before_its_store_failed_is_marked_replaced_where_the_store_has_it(
+    tmp_path, store, first_run
+):
+    """The job's own run (started before the server failed mid-run) becomes a FAILED stub naming the upload that
+    replaces it (publish.tally counts it neither finished nor failed); one the store never had is no error."""
+    import json
+
+    sweep_dir = _pending(tmp_path, store)
+    path = sweep_dir / "0" / "result.json"
+    c = client_for(store)
+    first = (
+        c.create_run(
+            c.get_experiment_by_name(json.loads(path.read_text())["experiment"]).experiment_id
+        ).info.run_id
+        if first_run == "in the store"
+        else "0" * 32
+    )
+    path.write_text(json.dumps({**json.loads(path.read_text()), "run_id": first}))
+    assert upload.main([str(sweep_dir)]) == 0
+    (new,) = [r for r in all_runs(store) if r.data.tags.get("uploaded_from")]
+    assert (
+        new.info.status == "FINISHED" and json.loads(path.read_text())["run_id"] == new.info.run_id
+    )
+    if first_run == "in the store":
+        stub = c.get_run(first)
+        assert stub.info.status == "FAILED"
+        assert (
+            stub.data.tags["failure_reason"]
+            == f"tracking failed mid-run; re-uploaded as run {new.info.run_id}"
+        )
+        assert stub.data.tags["replaced_by"] == new.info.run_id
