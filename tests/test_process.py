@@ -50,3 +50,18 @@ def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_outpu
     finally:
         watchdog.cancel()
         proc.kill()
+
+
+def test_a_message_to_a_process_that_is_gone_is_not_sent_and_raises_nothing():
+    """process.sent: the writer's requests and answers, a CPU worker's results and its stop each caught the broken
+    pipe of a process that went with a handler of their own."""
+    import multiprocessing
+
+    from sweeper.base.process import sent
+
+    mine, theirs = multiprocessing.Pipe()
+    assert sent(mine, {"run": 1}) and theirs.recv() == {"run": 1}
+    theirs.close()  # the other process went
+    assert not sent(mine, {"run": 2})
+    mine.close()  # this end closed already
+    assert not sent(mine, None)

@@ -10,7 +10,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from sweeper.base import state
 from sweeper.base.tags import PID
@@ -37,6 +37,7 @@ __all__ = [
     "oom_kills",
     "release",
     "release_all",
+    "sent",
     "start_mark",
     "stat_fields",
     "trim_heap",
@@ -62,6 +63,17 @@ def stat_fields(pid: int) -> list[str] | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def sent(conn: Any, message: Any) -> bool:
+    """Whether ``message`` went down ``conn`` (a :class:`multiprocessing.connection.Connection`)
+    to the process at its other end: False where that process is gone (a broken pipe) or this
+    end is closed already (both OSError); the caller finds out so, or does not need to."""
+    try:
+        conn.send(message)
+        return True
+    except OSError:
+        return False
 
 
 def _stat(pid: int) -> tuple[float, int] | None:

@@ -540,12 +540,8 @@ class Painter:
     def submit(self, figures: list[dict[str, Any]], folder: Path) -> None:
         """Ask for these figures under ``folder``; :meth:`collect` returns them."""
         self.pending = (figures, Path(folder))
-        if self.proc is not None and figures:
-            try:
-                self.proc.stdin.write(json.dumps({"folder": str(folder), "specs": figures}) + "\n")
-                self.proc.stdin.flush()
-            except (OSError, ValueError):
-                self.close()
+        if figures:
+            self._send({"folder": str(folder), "specs": figures})
 
     def collect(self) -> dict[str, Path]:
         """The files of the last :meth:`submit`: the painter's, or drawn here if it failed."""
@@ -565,14 +561,21 @@ class Painter:
     def prefit(self, request: dict[str, Any] | None) -> None:
         """Ask the painter to fit the baselines of ``request``
         (:func:`sweeper.insight.baselines.request`) now."""
-        if self.proc is None or request is None:
-            return
-        try:
-            self.proc.stdin.write(json.dumps({"baselines": request}) + "\n")
-            self.proc.stdin.flush()
+        if request is not None and self._send({"baselines": request}):
             self.fitting = request
+
+    def _send(self, request: dict[str, Any]) -> bool:
+        """Whether ``request`` went to the painter (one JSON line); one that is gone, or whose
+        pipe is closed, is closed here: the caller does the work itself."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            return True
         except (OSError, ValueError):
             self.close()
+            return False
 
     def baselines(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The request sent by :meth:`prefit` and the baselines the painter fitted for it; None

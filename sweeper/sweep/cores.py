@@ -49,7 +49,7 @@ from sweeper import data
 from sweeper.base import state
 from sweeper.base.output import first_line
 from sweeper.base.tags import ENGINE, WORKER, WORKER_HOST, WORKER_PID
-from sweeper.base.process import exit_with_parent, oom_kills
+from sweeper.base.process import exit_with_parent, oom_kills, sent
 from sweeper.base.stop import shielded
 from sweeper.models.usercode import UserCodeError
 
@@ -328,9 +328,7 @@ def _serve(conn: Any, index: int, warm: list[tuple[dict, int]]) -> None:
         # user's code that would have ended this worker: its members FAILED with why
         except Exception as e:  # noqa: BLE001  (the worker's one boundary)
             out = (False, e if isinstance(e, UserCodeError) else first_line(e))
-        try:
-            conn.send(out)
-        except OSError:  # the launching process is gone: nobody records it
+        if not sent(conn, out):  # the launching process is gone: nobody records it
             return
 
 
@@ -362,10 +360,7 @@ class Worker:
             return msg
 
     def stop(self, wait: float = 1.0) -> None:
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
+        sent(self.conn, None)  # a worker gone: joined at once
         self.proc.join(wait)
         if self.proc.is_alive():
             self.proc.kill()

@@ -45,7 +45,8 @@ from typing import Any, Iterable
 from sweeper import settled, tracking
 from sweeper.base import state
 from sweeper.base.environment import turned_off_by
-from sweeper.base.process import alive, ended
+from sweeper.base.files import read_json
+from sweeper.base.process import alive, ended, sent
 from sweeper.base.output import masked
 from sweeper.base.stop import STOP
 from sweeper.base.tested import shortcut
@@ -139,10 +140,7 @@ class Writer:
 
     def open(self, uris: Iterable[str]) -> None:
         """Have the writer open these stores now, before their first run arrives."""
-        try:
-            self.requests.send({"open": sorted(uris)})
-        except OSError:  # the writer is gone: the first submit finds out
-            pass
+        sent(self.requests, {"open": sorted(uris)})  # a writer gone: the first submit finds out
 
     def submit(
         self,
@@ -158,18 +156,9 @@ class Writer:
         self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
-        try:
-            self.requests.send(
-                {
-                    "uri": uri,
-                    "run_id": run_id,
-                    "info": info,
-                    "kwargs": kwargs,
-                    "result": str(result_path),
-                }
-            )
-        except OSError:  # the writer is gone: _take keeps the run for upload
-            pass
+        message = {"uri": uri, "run_id": run_id, "info": info, "kwargs": kwargs}
+        # a writer gone: _take keeps the run for upload
+        sent(self.requests, message | {"result": str(result_path)})
         while self.pending and self._take(timeout=0):
             pass
 
@@ -185,12 +174,7 @@ class Writer:
         """One answer (a written run): True, or False when none came within ``timeout`` (None:
         until one does, or the writer is gone — its runs then stay pending for upload)."""
         while True:
-            try:
-                ready = self.answers.poll(0.5 if timeout is None else timeout)
-                answer = self.answers.recv() if ready else None
-            except (EOFError, OSError):
-                answer = None
-                _wait(self.proc, 5)
+            answer = self._answer(0.5 if timeout is None else timeout, 5)
             if answer is None:
                 alive = self.proc.poll() is None
                 if timeout is None and alive:
@@ -220,6 +204,16 @@ class Writer:
                 self.failed.append(answer["error"])
             return True
 
+    def _answer(self, timeout: float, gone_wait: float) -> Any:
+        """The writer's next answer within ``timeout`` seconds, else None; None too once its
+        answers end (the writer gone or going), after waiting at most ``gone_wait`` seconds
+        for its process to end."""
+        try:
+            return self.answers.recv() if self.answers.poll(timeout) else None
+        except (EOFError, OSError):
+            _wait(self.proc, gone_wait)
+            return None
+
     def drain(self) -> list[str]:
         """Wait until every run handed over is written; the tracking
         errors of those kept for upload."""
@@ -248,20 +242,15 @@ class Writer:
             pass
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
-            try:  # answers are read (and dropped) so that the writer never waits to send one
-                if self.answers.poll(0.1):
-                    self.answers.recv()
-            except (EOFError, OSError):
-                _wait(self.proc, max(0.0, deadline - time.monotonic()))
+            # answers are read (and dropped) so that the writer never waits to send one
+            self._answer(0.1, max(0.0, deadline - time.monotonic()))
         if self.proc.poll() is None:
             self.proc.kill()
             _wait(self.proc, 5)
         why = f"interrupted before the writer process recorded it ({ended(self.proc.returncode)})"
         recorded = []
         for path in self.pending:
-            try:
-                result = json.loads(path.read_text())
-            except (OSError, ValueError):  # its folder is gone: nothing is left to keep
+            if (result := read_json(path)) is None:  # its folder is gone: nothing is left to keep
                 continue
             if result.get(RECORDING) == self.proc.pid:
                 self._kept(path, why)
@@ -479,10 +468,7 @@ def _serve(requests: Any, answers: Any) -> None:
             except queue.Empty:
                 break
         for answer in _record_all(runs, clients, tracking):
-            try:
-                answers.send(answer)
-            except OSError:  # nobody listens any more: the runs are still recorded
-                pass
+            sent(answers, answer)  # nobody listens any more: the runs are still recorded
     os._exit(0)  # the interpreter's teardown (~1 s with MLflow) is skipped: everything is written
 
 
