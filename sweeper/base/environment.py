@@ -1,7 +1,8 @@
 """The ``SWEEPER_*`` environment variables sweeper reads, what each allows, and the one-line
 refusal of a bad one (checked by ``python -m sweeper`` before anything else): a value that would be
 ignored or half-read (a thread count of ``two``, ``SWEEPER_WRITER=no``) or a name sweeper does not
-read (a typo) would otherwise go unsaid. An empty value is as unset. Imports nothing of ours."""
+read (a typo) would otherwise go unsaid. An empty value is as unset. Imports nothing of ours but
+:mod:`sweeper.base.files` (a JSON file read whole or not at all)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import threading
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
+
+from sweeper.base.files import read_json
 
 
 T = TypeVar("T")
@@ -223,10 +226,7 @@ def read_cached(path: Path, parse: Callable[[Any], T] = lambda v: v) -> T | None
     """``parse`` of the JSON value this machine's cache keeps in ``path`` (a file under
     :func:`cache_root`), or None: a file that is not there, was cut short, or has another
     version's shape (``parse`` raised KeyError, TypeError, ...) is no cache."""
-    try:
-        return parse(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    return read_json(path, parse)
 
 
 def write_cached(path: Path, value: Any, key: str | None = None) -> None:

@@ -3,8 +3,12 @@ address (its SQLite file; an address refused). Imports nothing of ours."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 from urllib.parse import unquote, urlsplit
+
+T = TypeVar("T")
 
 __all__ = [
     "CURVES_FILE",
@@ -13,6 +17,7 @@ __all__ = [
     "RESULT_FILE",
     "SWEEP_FILE",
     "name_problem",
+    "read_json",
     "sqlite_path",
     "uri_problem",
 ]
@@ -24,6 +29,17 @@ SWEEP_FILE = "sweep.json"  # a sweep's parent run(s) and job count, in its sweep
 # The longest name that becomes one file or folder name (an experiment's artifact folder, a pinned
 # file's NAME_1.yaml, a sweep folder's part): file systems allow 255 bytes, and a suffix may follow.
 MAX_NAME_BYTES = 200
+
+
+def read_json(path: Path, parse: Callable[[Any], T] = lambda v: v) -> T | None:
+    """``parse`` of the JSON value in ``path`` read whole, or None: a file that is not there
+    (its folder deleted), was cut short (its writer killed), or has another version's shape
+    (``parse`` raised KeyError, TypeError, ...) is none. A machine's cache, a sweep's
+    halving.json, a job's result.json where its absence is an outcome of its own."""
+    try:
+        return parse(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def name_problem(name: str) -> str | None:

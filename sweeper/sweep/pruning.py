@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from sweeper.base.files import read_json
 from sweeper.base.tags import PRUNED_AT
 from sweeper.contract.config import ConfigError
 from sweeper.job import metrics
@@ -290,10 +291,8 @@ def parent_record(parent: Any, runs: list[Any]) -> tuple[dict[str, float], dict[
     without halving."""
     pruned = sum(1 for r in runs if r.data.tags.get(PRUNED_AT))
     where = parent.data.tags.get("sweep_dir")
-    try:
-        summary = json.loads((Path(where) / "halving.json").read_text()) if where else None
-    except (OSError, ValueError):  # no halving, or a file that is gone or cut short
-        summary = None
+    # no halving, or a file that is gone or cut short: None
+    summary = read_json(Path(where) / "halving.json") if where else None
     if not pruned and summary is None:
         return {}, {}
     metrics: dict[str, float] = {"n_pruned": float(pruned)}

@@ -28,7 +28,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sweeper import data, tracking
-from sweeper.base.files import CURVES_FILE, RESULT_FILE, SWEEP_FILE
+from sweeper.base.files import CURVES_FILE, RESULT_FILE, SWEEP_FILE, read_json
 from sweeper.base.fmt import text_cell
 from sweeper.base.tags import PRUNED_AT
 from sweeper.contract.compose import plain
@@ -492,11 +492,8 @@ def cut_short(study: Any, trials: list[Any], folders: list[Path | None], metric:
 
 
 def _result(folder: Path | None) -> dict[str, Any]:
-
-    try:
-        return json.loads((folder / RESULT_FILE).read_text()) if folder is not None else {}
-    except (OSError, ValueError):
-        return {}
+    """The job's result.json; {} where none is whole (no folder, a job that never wrote it)."""
+    return (read_json(folder / RESULT_FILE) if folder is not None else None) or {}
 
 
 def finish(sweep_dir: Path, study: Any, plan: dict[str, Any], numbers: list[int]) -> dict[str, Any]:
