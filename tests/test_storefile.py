@@ -280,3 +280,25 @@ def test_report_on_a_truncated_store_prints_one_line(tmp_path, store, capsys):
         line.startswith(f"sweeper: error: --tracking-uri=sqlite:///{db} cannot be used: ")
         and "is damaged" in line
     )
+
+
+def test_one_read_of_an_sqlite_file_is_its_rows_or_none(tmp_path):
+    """storefile.query: the tables of a file, the runs it holds and the store template's schema were each read on a
+    connection of their own, each with a handler for a file SQLite cannot answer."""
+    import sqlite3
+
+    from sweeper.tracking.storefile import query
+
+    db = tmp_path / "a.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE runs (run_uuid TEXT)")
+        con.executemany("INSERT INTO runs VALUES (?)", [("a",), ("b",)])
+    assert query(db, "SELECT run_uuid FROM runs WHERE run_uuid IN (?)", ["b"]) == [("b",)]
+    assert query(f"file:{db}?mode=ro", "SELECT count(*) FROM runs", uri=True) == [(2,)]
+    assert query(db, "SELECT version_num FROM alembic_version") is None  # not a store (yet)
+    (tmp_path / "text.db").write_text(
+        "not a database, but text long enough to be read as a header " * 20
+    )
+    assert query(tmp_path / "text.db", "SELECT 1 FROM runs") is None
+    assert tracking.runs_in_file(f"sqlite:///{tmp_path / 'text.db'}", ["a"]) == set()
+    assert tracking.runs_in_file(f"sqlite:///{db}", [str(i) for i in range(1200)] + ["a"]) == {"a"}

@@ -33,6 +33,7 @@ from sweeper.base.output import first_line, masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401
 from sweeper.tracking.storefile import check_writable, identity  # noqa: F401
+from sweeper.tracking.storefile import query
 
 from sweeper.base.environment import cache_root
 
@@ -454,12 +455,8 @@ def _from_template(db: Path) -> bool:
     template = _template()
     if not template.is_file() or (db.exists() and db.stat().st_size):
         return False
-    try:
-        with closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as con:
-            held = con.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.Error:
-        held = None
-    if held is None or held[0] != _schema_head():
+    held = query(f"file:{template}?mode=ro", "SELECT version_num FROM alembic_version", uri=True)
+    if not held or held[0][0] != _schema_head():
         with suppress(OSError):
             template.unlink()
         return False

@@ -19,6 +19,7 @@ __all__ = [
     "check_database",
     "check_writable",
     "identity",
+    "query",
     "replaced",
     "runs_in_file",
 ]
@@ -137,20 +138,23 @@ def _foreign_tables(db: Path) -> list[str]:
     return [] if not tables or {"experiments", "alembic_version"} & set(tables) else tables
 
 
+def query(db: Path | str, sql: str, params: tuple | list = (), uri: bool = False) -> list | None:
+    """The rows of one read of the SQLite file ``db`` (``uri``: a ``file:...?mode=ro`` address),
+    on a connection of its own; None where SQLite cannot answer it: locked past 30 s, damaged,
+    not a database, no such table (not a store yet). The caller makes sure the file exists:
+    SQLite would create it."""
+    try:
+        with closing(sqlite3.connect(db, timeout=30, uri=uri)) as con:
+            return con.execute(sql, params).fetchall()
+    except sqlite3.Error:
+        return None
+
+
 def _tables(db: Path) -> list[str] | None:
     """The tables of the SQLite file ``db`` (SQLite's own left out); None where it cannot
     be read (locked, unreadable: MLflow's own open decides, as for :func:`_damage`)."""
-    try:
-        with closing(sqlite3.connect(db, timeout=30)) as con:
-            tables = [
-                r[0]
-                for r in con.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-                )
-            ]
-    except sqlite3.Error:
-        return None
-    return [t for t in tables if not t.startswith("sqlite_")]
+    rows = query(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    return None if rows is None else [r[0] for r in rows if not r[0].startswith("sqlite_")]
 
 
 def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
@@ -161,16 +165,14 @@ def runs_in_file(uri: str, run_ids: list[str]) -> set[str]:
     if db is None or not db.is_file() or not run_ids:
         return set()
     held: set[str] = set()
-    try:
-        with closing(sqlite3.connect(db, timeout=30)) as con:
-            # SQLite's bound-parameter limit (999 in older builds)
-            for i in range(0, len(run_ids), 500):
-                part = run_ids[i : i + 500]
-                query = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
-                held |= {r[0] for r in con.execute(query, part)}
-        return held
-    except sqlite3.Error:  # no runs table (not a store yet), locked, damaged
-        return set()
+    # SQLite's bound-parameter limit (999 in older builds)
+    for i in range(0, len(run_ids), 500):
+        part = run_ids[i : i + 500]
+        sql = f"SELECT run_uuid FROM runs WHERE run_uuid IN ({','.join('?' * len(part))})"
+        if (rows := query(db, sql, part)) is None:  # no runs table (not a store yet), locked
+            return set()
+        held |= {r[0] for r in rows}
+    return held
 
 
 def identity(uri: str) -> list[int] | None:
