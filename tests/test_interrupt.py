@@ -273,6 +273,46 @@ def test_ctrl_c_before_any_child_kills_the_parent_and_counts_the_jobs(tmp_path, 
     assert parent.info.status == "KILLED" and parent.data.metrics["n_not_run"] == 3
 
 
+@pytest.mark.parametrize("how", ["interrupted", "launcher failed"])
+def test_a_parent_whose_store_fails_as_the_sweep_ends_is_said_in_the_line_and_raises_nothing(
+    tmp_path, store, monkeypatch, how
+):
+    """An interrupted sweep, or one whose launcher failed, ends each parent run; one whose store fails then is
+    said in the sweep's one line (never a traceback: the interruption or the launcher's failure is what the
+    caller hears of), and is not said KILLED."""
+    from mlflow.exceptions import MlflowException
+
+    sweep_dir = tmp_path / "sweep"
+    _, state = start_sweep(sweep_dir, store, "0.001,0.002")
+    (p,) = state["parents"]
+    ended = sweep._end_parent
+    if how == "launcher failed":
+        line = sweep.launcher_failed(sweep_dir, RuntimeError("boom"))
+        assert (
+            line
+            == f"sweeper: error: the launcher failed: RuntimeError: boom; parent run(s) {p['run_id']} KILLED"
+        )
+        assert client_for(store).get_run(p["run_id"]).info.status == "KILLED"
+        client_for(store).set_terminated(p["run_id"], "RUNNING")
+
+    def fails(*a, **k):
+        raise MlflowException("the server went away\nsecond line")
+
+    monkeypatch.setattr(sweep, "_end_parent", fails)
+    failed = f"tracking.uri={p['uri']} failed: MlflowException: the server went away"
+    if how == "interrupted":
+        line = sweep.interrupted(sweep_dir, ["-m", "lr=0.001,0.002"])
+        assert (
+            line.startswith("sweeper: interrupted: 0 finished, 0 killed, 2 not run")
+            and failed in line
+        )
+    else:
+        line = sweep.launcher_failed(sweep_dir, RuntimeError("boom"))
+        assert line == f"sweeper: error: the launcher failed: RuntimeError: boom; {failed}"
+    monkeypatch.setattr(sweep, "_end_parent", ended)
+    assert client_for(store).get_run(p["run_id"]).info.status == "RUNNING"
+
+
 def test_ctrl_c_kills_the_running_child_of_this_process(tmp_path, store):
     """Ctrl-C outside training (say, while a run logs its model) leaves no run RUNNING behind."""
     sweep_dir = tmp_path / "sweep"

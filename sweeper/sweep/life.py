@@ -627,10 +627,11 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
         mine = [
             r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]
         ]
-        try:
-            stored.append(tracking.when_unlocked(_end_parent, p, mine))
-        except tracking.UNREACHABLE as e:
-            failures.append(f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}")
+        counts, failure = _closed(p, mine)
+        if failure is None:
+            stored.append(counts)
+        else:
+            failures.append(failure)
     if state is None:
         done = (
             f"parent run(s) {', '.join(p['run_id'] for p in parents)} KILLED"
@@ -672,6 +673,18 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
             else "every job had ended: nothing to resume"
         )
     )
+
+
+def _closed(
+    p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None
+) -> tuple[dict[str, int] | None, str | None]:
+    """Parent ``p`` ended as :func:`_end_parent` ends it (retried while its SQLite store is
+    locked): its counts and None, or None and the one line of its store's failure, which the
+    sweep's line says (the other parents are ended all the same)."""
+    try:
+        return tracking.when_unlocked(_end_parent, p, mine, why), None
+    except tracking.UNREACHABLE as e:
+        return None, f"tracking.uri={p['uri']} failed: {tracking.first_line(e)}"
 
 
 def _end_parent(
@@ -747,11 +760,11 @@ def launcher_failed(sweep_dir: Path, e: BaseException, why: str | None = None) -
     )
     killed = []
     for p in state["parents"]:
-        try:
-            tracking.when_unlocked(_end_parent, p, None, why)
+        failure = _closed(p, None, why)[1]
+        if failure is None:
             killed.append(p["run_id"])
-        except tracking.UNREACHABLE as err:
-            why += f"; tracking.uri={p['uri']} failed: {tracking.first_line(err)}"
+        else:
+            why += f"; {failure}"
     writer.stop()
     return f"sweeper: error: {why}" + (
         f"; parent run(s) {', '.join(killed)} KILLED" if killed else ""
