@@ -160,7 +160,8 @@ def upload(path: Path, uri: str | None = None) -> str:
         ending.end_runs(c, [ending.Ending(new, end)])
     # not left RUNNING: FAILED with the reason (a retry deletes it: UPLOADING)
     except BaseException as e:
-        _failed(c, new, f"upload failed: {tracking.first_line(e)}")
+        # the store that failed the upload may refuse this too
+        tracking.mark_ended(c, new, "FAILED", f"upload failed: {tracking.first_line(e)}")
         raise
     # another store: the job's own still lacks the run, and a later upload there still adds it
     if not own:
@@ -171,7 +172,8 @@ def upload(path: Path, uri: str | None = None) -> str:
     if isinstance(r.get("run_id"), str) and r["run_id"]:
         # a stub: counted neither finished nor failed (publish.tally)
         reason = f"tracking failed mid-run; re-uploaded as run {new}"
-        _failed(c, r["run_id"], reason, {REPLACED_BY: new})
+        # where the store has it: it may have lived on another server, or never reached this one
+        tracking.mark_ended(c, r["run_id"], "FAILED", reason, {REPLACED_BY: new})
     r |= {"run_id": new, "pending_upload": False, "uploaded": True}
     r.pop(RECORDING, None)
     r.pop(UPLOADING, None)
@@ -235,18 +237,6 @@ def _parent(
         state["stores"] = {**state["stores"], uri: tracking.identity(uri)}
     write_result(sweep_dir / SWEEP_FILE, state)
     return run_id, own
-
-
-def _failed(c: Any, run_id: str, reason: str, tags: dict[str, str] | None = None) -> None:
-    """Run ``run_id`` FAILED with ``reason`` (and ``tags``), where its store lets it: the store
-    that failed the upload may refuse this too, and the job's first run may have lived on
-    another server, or never reached this one."""
-    try:
-        for key, value in {"failure_reason": reason, **(tags or {})}.items():
-            c.set_tag(run_id, key, value)
-        c.set_terminated(run_id, "FAILED")
-    except tracking.UNREACHABLE:
-        pass
 
 
 def _has(c: Any, run_id: str) -> bool:

@@ -521,3 +521,31 @@ def test_a_sampler_that_cannot_be_built_is_one_config_line(cfg, why):
         sampler(OmegaConf.create(cfg))
     line = str(e.value)
     assert line.startswith("hydra.sweeper.sampler=") and why in line and "\n" not in line, line
+
+
+def test_a_refused_search_whose_store_fails_says_so_and_is_still_one_refusal(
+    tmp_path, monkeypatch, caplog
+):
+    """_core.refuse ends each parent FAILED where its store lets it (tracking.mark_ended); a store that fails,
+    its client included, is an error line in the log, and the refusal is still the command's one line."""
+    import json
+
+    from mlflow.exceptions import MlflowException
+
+    from hydra_plugins.sweeper_optuna_sweeper import _core
+    from sweeper import tracking
+    from sweeper.base.stop import Refused
+
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({"parents": [{"uri": "sqlite:///x.db", "run_id": "r1"}]})
+    )
+
+    def gone(uri):
+        raise MlflowException("the store went away")
+
+    monkeypatch.setattr(tracking.store, "client", gone)
+    monkeypatch.setattr(tracking, "client", gone)
+    with pytest.raises(Refused) as e:
+        _core.refuse(tmp_path, "hydra.sweeper.params: bad")
+    assert e.value.code == 2
+    assert "parent run r1 not closed: MlflowException: the store went away" in caplog.text

@@ -288,3 +288,27 @@ def test_a_new_store_where_a_deleted_one_left_its_wal_file_is_a_new_store(tmp_pa
         names = [n for (n,) in con.execute("SELECT name FROM experiments ORDER BY experiment_id")]
         tags = con.execute("SELECT key, value FROM experiment_tags WHERE key = 'k'").fetchall()
     assert names == ["Default", "old"] and tags == [("k", "v")]
+
+
+def test_a_run_is_marked_ended_where_its_store_lets_it_and_its_failure_is_one_line(tmp_path):
+    """tracking.mark_ended: a failed upload's run, the job's replaced first run and a refused search's parents
+    each ended a run with a reason under a handler of their own; the store's failure is now the caller's line."""
+    from mlflow.exceptions import MlflowException
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = tracking.client(uri)
+    run = c.create_run(tracking.experiment_id(c, "x", uri)).info.run_id
+    assert tracking.mark_ended(uri, run, "FAILED", "refused", {"replaced_by": "r2"}) is None
+    got = c.get_run(run)
+    assert got.info.status == "FAILED"
+    assert (got.data.tags["failure_reason"], got.data.tags["replaced_by"]) == ("refused", "r2")
+
+    class Gone:
+        def set_tag(self, *a):
+            raise MlflowException("the server went away\nmore")
+
+    assert (
+        tracking.mark_ended(Gone(), run, "KILLED", "x") == "MlflowException: the server went away"
+    )
+    with pytest.raises(AttributeError):  # a bug is not a store that failed
+        tracking.mark_ended(object(), run, "KILLED", "x")

@@ -52,6 +52,7 @@ __all__ = [
     "client",
     "first_line",
     "identity",
+    "mark_ended",
     "mlflow_defaults",
     "open_store",
     "sqlite_path",
@@ -119,6 +120,24 @@ def __getattr__(name: str) -> Any:
     if len(found) == len(_UNREACHABLE):
         globals()["UNREACHABLE"] = found + (OSError,)
     return found + (OSError,)
+
+
+def mark_ended(
+    c: Any, run_id: str, status: str, reason: str, tags: dict[str, str] | None = None
+) -> str | None:
+    """Run ``run_id`` ended ``status`` with its ``failure_reason`` (and ``tags``), where its
+    store (``c``: its client, or its URI) lets it: None, or the one line of the store's failure
+    (the store that just failed may refuse this too; the run may have lived on another
+    server). Nothing raised: what the caller was doing (an upload failing, a refused sweep) is
+    what it says."""
+    try:
+        c = client(c) if isinstance(c, str) else c
+        for key, value in {"failure_reason": reason, **(tags or {})}.items():
+            c.set_tag(run_id, key, value)
+        c.set_terminated(run_id, status)
+    except __getattr__("UNREACHABLE") as e:
+        return first_line(e)
+    return None
 
 
 def when_unlocked(call: Any, *args: Any, wait_s: float = 30.0) -> Any:

@@ -338,12 +338,8 @@ def refuse(sweep_dir: Path, message: str) -> None:
     FAILED with the reason; one line, exit 2."""
 
     for parent in _state(sweep_dir).get("parents", []):
-        try:
-            c = tracking.client(parent["uri"])
-            c.set_tag(parent["run_id"], "failure_reason", message)
-            c.set_terminated(parent["run_id"], "FAILED")
-        except tracking.UNREACHABLE as e:
-            log.error("parent run %s not closed: %s", parent["run_id"], tracking.first_line(e))
+        if failure := tracking.mark_ended(parent["uri"], parent["run_id"], "FAILED", message):
+            log.error("parent run %s not closed: %s", parent["run_id"], failure)
     for stop in (plots.stop, writer.stop):
         try:
             stop()
