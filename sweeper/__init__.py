@@ -200,9 +200,5 @@ def main_exit(fn: Callable[[], "int | None"], goes_on: str = "") -> NoReturn:
             if thread is not threading.main_thread() and not thread.daemon:
                 thread.join()
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
-            pass
+    output.drained(sys.stdout, sys.stderr)  # a closed pipe: nothing more can be written anyway
     os._exit(code or 0)

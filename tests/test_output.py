@@ -128,3 +128,28 @@ def test_an_errors_one_line_has_one_formatter_whatever_says_it(tmp_path, monkeyp
     with pytest.raises(tracking.TrackingError) as e:
         tracking.store.open_store(uri)
     assert str(e.value) == f"tracking.uri={uri} cannot be used: RuntimeError"
+
+
+def test_a_line_to_a_standard_error_that_is_gone_is_dropped(monkeypatch, capsys):
+    """output.say and output.drained: the warning of a broken standard output and the exit's last flush each
+    caught a closed stream with a handler of their own."""
+    import io
+
+    from sweeper.base import output
+
+    output.say("said")
+    assert capsys.readouterr().err == "said\n"
+
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    closed = io.StringIO()
+    closed.close()
+    for stream in (Gone(), closed):
+        monkeypatch.setattr(sys, "stderr", stream)
+        output.say("dropped")  # nothing raised
+        output.drained(stream, sys.stdout)

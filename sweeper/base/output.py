@@ -30,6 +30,7 @@ from sweeper.base import state
 
 __all__ = [
     "csv_field",
+    "drained",
     "first_line",
     "guard",
     "mask_files",
@@ -37,6 +38,7 @@ __all__ = [
     "masked",
     "one_line",
     "quiet_unwritable_files",
+    "say",
     "spreadsheet_safe",
     "spreadsheet_value",
     "unmasked",
@@ -87,18 +89,29 @@ class _Guarded(_Masking):
                 os.close(null)
             except (OSError, ValueError):
                 pass
-            try:
-                print(
-                    "sweeper: warning: the standard output cannot be written "
-                    f"({p.stdout_broken}): its lines are dropped "
-                    f"from here on; {GOES_ON}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            except OSError:
-                pass
-        try:  # what was buffered goes to devnull now
-            self._stream.flush()
+            say(
+                "sweeper: warning: the standard output cannot be written "
+                f"({p.stdout_broken}): its lines are dropped "
+                f"from here on; {GOES_ON}"
+            )
+        drained(self._stream)  # what was buffered goes to devnull now
+
+
+def say(line: str) -> None:
+    """``line`` on the standard error, flushed, where it can still be written: a terminal
+    that is gone (SIGHUP), a closed pipe, takes nothing more (OSError; ValueError: the stream
+    closed), and the line is dropped."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def drained(*streams: Any) -> None:
+    """Each stream flushed where it still can be (see :func:`say`)."""
+    for stream in streams:
+        try:
+            stream.flush()
         except (OSError, ValueError):
             pass
 
