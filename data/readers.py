@@ -143,20 +143,20 @@ def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
         if not isinstance(z, np.lib.npyio.NpzFile):
             raise ValueError("it holds a single array, not a zip archive of arrays")
         with z:
-            if "X" not in z or "y" not in z:
-                raise DataError(
-                    f"data.path={path}: an .npz file needs arrays named X and y, found "
-                    f"{sorted(z.files)}"
-                )
-            X, y = np.asarray(z["X"], dtype=np.float64), z["y"]
-    except DataError:
-        raise
+            found = sorted(z.files)
+            X, y = (
+                (np.asarray(z["X"], dtype=np.float64), z["y"])
+                if {"X", "y"} <= {*found}
+                else (None, None)
+            )
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         why = str(e).strip().splitlines()
         raise DataError(
             f"data.path={path} cannot be read as .npz ({why[0] if why else type(e).__name__}): "
             "save it with numpy.savez(path, X=X, y=y)"
         ) from None
+    if X is None:
+        raise DataError(f"data.path={path}: an .npz file needs arrays named X and y, found {found}")
     if X.ndim != 2 or len(X) != y.size:
         raise DataError(
             f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}"

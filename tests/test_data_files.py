@@ -245,6 +245,23 @@ def test_other_unreadable_files_give_one_line(tmp_path, name, content, message):
     assert message in refused(path)
 
 
+def test_an_npz_file_without_x_and_y_or_of_one_array_is_one_line(tmp_path):
+    """The .npz reader's own refusal (no X and y) was raised inside its handler and let through by an `except
+    DataError: raise` of its own; it is said after the read now, each in the same one line as before."""
+    path = tmp_path / "t.npz"
+    np.savez(path, a=X[:, 0], b=X[:, 1])
+    assert (
+        refused(path)
+        == f"data.path={path}: an .npz file needs arrays named X and y, found ['a', 'b']"
+    )
+    with open(path, "wb") as f:
+        np.save(f, X)
+    assert refused(path) == (
+        f"data.path={path} cannot be read as .npz (it holds a single array, not a zip archive of arrays): "
+        "save it with numpy.savez(path, X=X, y=y)"
+    )
+
+
 def test_a_target_name_without_a_header_says_to_give_an_index(tmp_path):
     path = write_csv(tmp_path / "t.csv", X[:, 0], header=None)
     assert "data.target=y is a column name, but" in refused(
