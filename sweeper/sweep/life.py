@@ -622,16 +622,9 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
     rows = results(sweep_dir) if state else []
     # started, no result
     cut = [d for d in sweep_dir.glob("*/.hydra") if not (d.parent / "result.json").is_file()]
-    failures, stored = [], []
-    for p in parents:
-        mine = [
-            r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]
-        ]
-        counts, failure = _closed(p, mine)
-        if failure is None:
-            stored.append(counts)
-        else:
-            failures.append(failure)
+    ended = [_closed(p, rows) for p in parents]  # each one's counts, or its store's failure
+    failures = [failure for _, failure in ended if failure is not None]
+    stored = [counts for counts, failure in ended if failure is None]
     if state is None:
         done = (
             f"parent run(s) {', '.join(p['run_id'] for p in parents)} KILLED"
@@ -676,11 +669,14 @@ def interrupted(sweep_dir: Path, args: list[str]) -> str:
 
 
 def _closed(
-    p: dict[str, Any], mine: list[dict[str, Any]] | None, why: str | None = None
+    p: dict[str, Any], rows: list[dict[str, Any]] | None, why: str | None = None
 ) -> tuple[dict[str, int] | None, str | None]:
-    """Parent ``p`` ended as :func:`_end_parent` ends it (retried while its SQLite store is
-    locked): its counts and None, or None and the one line of its store's failure, which the
-    sweep's line says (the other parents are ended all the same)."""
+    """Parent ``p`` ended as :func:`_end_parent` ends it, with its jobs among ``rows`` (retried
+    while its SQLite store is locked): its counts and None, or None and the one line of its
+    store's failure, which the sweep's line says (the other parents are ended all the same)."""
+    mine = rows and [
+        r for r in rows if r["tracking_uri"] == p["uri"] and r["experiment"] == p["experiment"]
+    ]
     try:
         return tracking.when_unlocked(_end_parent, p, mine, why), None
     except tracking.UNREACHABLE as e:
