@@ -514,3 +514,22 @@ def test_a_users_stacked_model_on_cupy_matches_numpy_and_its_member_alone():
     np.testing.assert_allclose(gpu[0].val_loss, gpu[1].val_loss, rtol=1e-4)
     for k in gpu[2]:
         np.testing.assert_allclose(gpu[3][k], gpu[2][k], rtol=1e-3, atol=1e-5)
+
+
+def test_a_job_computed_ahead_leaves_a_missing_device_to_its_own_job(monkeypatch):
+    """backend.resolved: a batched group (launch.compute_group) and a trainer's halving (trainer.computed) each
+    caught BackendUnavailable themselves to leave the job to the one-job path, which records it SKIPPED."""
+    from sweeper.base import backend
+    from sweeper.job import trainer
+
+    def missing():
+        raise backend.BackendUnavailable("device=gpu needs cupy, which is not installed")
+
+    monkeypatch.delenv(FAKE_GPU_ENV, raising=False)
+    monkeypatch.setattr(backend, "_cupy", missing)
+    assert backend.resolved("gpu") is None
+    assert backend.resolved("cpu").device == "cpu"
+    with pytest.raises(backend.BackendUnavailable):
+        resolve("gpu")
+    plain = {"device": "gpu", "data": {}, "model": {"_target_": "my_loop.fit"}}
+    assert trainer.computed(plain) is None  # before anything else is read

@@ -36,6 +36,7 @@ __all__ = [
     "is_sparse",
     "on_gpu",
     "resolve",
+    "resolved",
 ]
 
 # Test-only: SWEEPER_FAKE_GPU=numpy makes device=gpu run the GPU code path on NumPy, so multiruns
@@ -244,6 +245,16 @@ def gpu_available() -> tuple[bool, str]:
     except BackendUnavailable as e:
         return False, str(e)
     return True, ""
+
+
+def resolved(device: str) -> Backend | None:
+    """:func:`resolve`, or None where the device is not there: a job computed ahead of its
+    record (a batched group, a trainer's halving) leaves it to the one-job path, which records
+    it SKIPPED with the reason."""
+    try:
+        return resolve(device)
+    except BackendUnavailable:
+        return None
 
 
 def resolve(device: str) -> Backend:

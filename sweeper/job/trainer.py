@@ -39,7 +39,7 @@ import numpy as np
 
 from omegaconf import OmegaConf
 from sweeper import data
-from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.backend import resolved
 from sweeper.base.tags import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY
 from sweeper.base.portable import link
 from sweeper.base.stop import STOP
@@ -303,9 +303,7 @@ def computed(plain: dict[str, Any], rung: tuple[int, str] | None = None) -> Any:
     its device is not there (its job then says so through the one-job path)."""
 
     t0 = time.perf_counter()
-    try:
-        backend = resolve(plain["device"])
-    except BackendUnavailable:
+    if (backend := resolved(plain["device"])) is None:
         return None
     cfg = OmegaConf.create(plain)
     dataset = data.load_plain(plain["data"])

@@ -35,7 +35,7 @@ from omegaconf import OmegaConf, open_dict, read_write
 from hydra.core.utils import configure_log, run_job, setup_globals
 from sweeper import data, tracking
 from sweeper.base import hydra_internals
-from sweeper.base.backend import BackendUnavailable, resolve
+from sweeper.base.backend import BackendUnavailable, resolved
 from sweeper.base.tags import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
 from sweeper.base.process import trim_heap
 from sweeper.contract.compose import compose_once
@@ -510,9 +510,7 @@ def compute_group(
     trajs = trajectories(members)
     heads = [t[-1].plain for t in trajs]  # each trajectory's longest configuration
     cfg0 = heads[0]
-    try:
-        backend = resolve(cfg0["device"])
-    except BackendUnavailable:
+    if (backend := resolved(cfg0["device"])) is None:
         return {}  # each job records SKIPPED through the one-job path
     splits = [data.split_seed(h["data"]) for h in heads]
     if len(set(splits)) > 1 and split_features(cfg0):  # plan() never makes such a group
