@@ -507,3 +507,56 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
     assert all(c.info.status == "KILLED" for c in children(store))  # none left RUNNING
     # no summary of a halving that did not end
     assert not (tmp_path / "sweep" / "halving.json").exists()
+
+
+def _sampling() -> set:
+    """The system-metrics sampler threads alive now (sweeper.tracking.system)."""
+    import threading
+
+    return {t for t in threading.enumerate() if t.name == "sweeper-system-metrics" and t.is_alive()}
+
+
+@pytest.mark.parametrize("where", ["here", "on workers"])
+def test_ctrl_c_while_a_group_trains_stops_its_system_metrics_with_the_launch(
+    tmp_path, store, monkeypatch, where
+):
+    """A group's runs open RUNNING before it trains, its system metrics sampled on a thread; Ctrl-C
+    while it trains (in this process, or on the CPU workers: each group's runs open here as a worker
+    takes it) stops that sampling with the launch. No sampler outlives the sweep (in a notebook the
+    kernel goes on: it would sample, and log to the KILLED runs, for ever)."""
+    from sweeper.sweep import cores, launch
+
+    before = _sampling()
+
+    def trains(members, tags=None):
+        assert _sampling() - before, "the group's runs sample while it trains"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "compute_group", trains)
+    if where == "on workers":
+        monkeypatch.setattr(cores, "warm", lambda config, jobs: None)
+
+        def computed_groups(launcher, groups, compute, n, taking):
+            for members in groups:  # each taken by a worker: its runs open here
+                taking(members, {"sweeper.worker": "cpu0"})
+            compute(groups[0])  # Ctrl-C while they train
+            yield from ()
+
+        monkeypatch.setattr(cores, "computed_groups", computed_groups)
+    workers = "1" if where == "here" else "2"
+    with pytest.raises(KeyboardInterrupt):
+        sweeper.multirun(
+            [
+                "lr=0.001,0.002",
+                "depth=1,2",
+                "hydra.launcher.pack=false",  # a group a depth
+                f"hydra.launcher.cpu_workers={workers}",
+                "tracking.system_metrics=true",
+                "tracking.system_metrics_min_s=0",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                f"tracking.uri=sqlite:///{store}",
+            ]
+        )
+    assert not _sampling() - before
+    runs = children(store)
+    assert runs and all(r.info.status == "KILLED" for r in runs)

@@ -110,21 +110,27 @@ def launch(
     own = [
         j for j in alone if stopping is not None and j.plain is not None and runs_own_loop(j.plain)
     ]
-    # trainers: through report
-    if stopping is not None and (groups or own) and not engines.elsewhere(launcher, groups):
-        run.pruned(groups + [[j] for j in own], stopping, n)
-        alone = [j for j in alone if j not in own]
-    elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
-        run.on_workers(groups, n)
-    # hydra.launcher.engine, or several GPUs: groups compute there
-    elif engines.elsewhere(launcher, groups):
-        for members, computed in engines.computed_groups(launcher, groups, compute_group):
-            for job in members:
-                with handing(computed.pop(job.idx, None)):
-                    run.record(job)
-    else:
-        for members in groups:
-            run.here(members)
+    try:
+        # trainers: through report
+        if stopping is not None and (groups or own) and not engines.elsewhere(launcher, groups):
+            run.pruned(groups + [[j] for j in own], stopping, n)
+            alone = [j for j in alone if j not in own]
+        elif n > 1 and groups:  # the CPU groups on worker processes, recorded here as each ends
+            run.on_workers(groups, n)
+        # hydra.launcher.engine, or several GPUs: groups compute there
+        elif engines.elsewhere(launcher, groups):
+            for members, computed in engines.computed_groups(launcher, groups, compute_group):
+                for job in members:
+                    with handing(computed.pop(job.idx, None)):
+                        run.record(job)
+        else:
+            for members in groups:
+                run.here(members)
+    finally:
+        # Ctrl-C, SIGTERM: the system metrics of the groups still training stop with the
+        # launch; their runs end KILLED with the sweep (sweeper.sweep.life.interrupted)
+        for runs in run.training.values():
+            _system(runs)
     for job in alone:
         run.record(job)
     return [run.returns[j.idx] for j in jobs]
@@ -141,6 +147,9 @@ class _Launch:
         self.load = launcher.hydra_context.config_loader.load_sweep_config
         self.sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         self.returns: dict[int, Any] = {}
+        # the runs of each group (by its members' id) opened before or while it trains, their
+        # system metrics sampled, until the group has ended (launch stops what it leaves)
+        self.training: dict[int, dict[int, Any]] = {}
 
     def record(self, job: Job) -> None:
         """The job through ``run_job``; its return kept until the
@@ -262,6 +271,7 @@ class _Launch:
                 engines.retag(runs, where)
             else:
                 tags, runs = member_tags(members), {}
+                self.training[id(members)] = runs
                 began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
                 taken[id(members)] = (tags, runs, began, bulk)
                 for t in tags.values():
@@ -274,18 +284,13 @@ class _Launch:
                 t |= where
             return tags
 
-        try:
-            for members, computed in cores.computed_groups(
-                self.launcher, groups, compute_group, n, taking
-            ):
-                tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
-                self.record_group(members, computed, runs, tags, began, bulk)
-                trim_heap()
-        # Ctrl-C: the runs of the groups still computing end KILLED with the sweep
-        except BaseException:
-            for _, runs, _, _ in taken.values():
-                _system(runs)
-            raise
+        for members, computed in cores.computed_groups(
+            self.launcher, groups, compute_group, n, taking
+        ):
+            tags, runs, began, bulk = taken.pop(id(members), (None, {}, 0, False))
+            self.training.pop(id(members), None)
+            self.record_group(members, computed, runs, tags, began, bulk)
+            trim_heap()
 
     def here(self, members: list[Job]) -> None:
         """One group computed in this process (its runs shown while it trains), then
@@ -294,16 +299,12 @@ class _Launch:
         tags = member_tags(members)
         for t in tags.values():
             t[WORKER] = "main"
-        runs: dict[int, Any] = {}
+        runs = self.training[id(members)] = {}
         began, bulk = int(time.time() * 1000), _in_bulk(members[0].plain)
-        try:
-            # (out of memory, a bug): nothing is lost, each job runs alone
-            shown = {"sweep_dir": self.sweep_dir, "runs": runs, "began": began, "bulk": bulk}
-            computed = engines.safe(partial(train_showing_runs, tags=tags, **shown), members, tags)
-        # Ctrl-C: the members' runs are KILLED with the sweep (sweep.life.interrupted)
-        except BaseException:
-            _system(runs)
-            raise
+        # (out of memory, a bug): nothing is lost, each job runs alone
+        shown = {"sweep_dir": self.sweep_dir, "runs": runs, "began": began, "bulk": bulk}
+        computed = engines.safe(partial(train_showing_runs, tags=tags, **shown), members, tags)
+        del self.training[id(members)]
         self.record_group(members, computed, runs, tags, began, bulk)
         del computed, runs
         # the group's arrays and records, freed: back to the system, not kept for the next group
