@@ -320,3 +320,46 @@ def test_the_cpu_workers_start_with_the_stopping_signals_blocked(tmp_path, store
     assert len(masks) == 2, masks
     wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
     assert all(m & wanted == wanted for m in masks.values()), {p: hex(m) for p, m in masks.items()}
+
+
+def test_an_error_while_the_workers_compute_fails_the_launcher_in_one_line_and_ends_them(
+    tmp_path, store, monkeypatch
+):
+    """An error in the launching process while the CPU workers compute (here: taking a group for a
+    worker) is the launcher failed as a whole (its boundary, sweeper.sweep.resuming_sweeper): one line,
+    the parent KILLED, and the workers ended then, not left for the process's exit (a notebook's kernel
+    goes on)."""
+    import sweeper
+    from sweeper.base import state
+    from sweeper.sweep import cores, launch
+
+    started = []
+    start = cores._start
+
+    def starting(n, plains):
+        pool = start(n, plains)
+        started.extend(w.proc for w in pool.workers)
+        return pool
+
+    def fails(plain):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cores, "_start", starting)
+    monkeypatch.setattr(launch, "_in_bulk", fails)
+    with pytest.raises(ValueError) as refused:  # exit 2 on the command line
+        sweeper.multirun(
+            [
+                "lr=0.001,0.002",
+                "depth=1,2",
+                "hydra.launcher.pack=false",
+                "hydra.launcher.cpu_workers=2",
+                *FAST,
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                f"tracking.uri=sqlite:///{store}",
+            ]
+        )
+    assert str(refused.value).startswith("the launcher failed: RuntimeError: boom; parent run(s) ")
+    assert len(started) == 2 and state.process().pool is None
+    assert not [p for p in started if p.is_alive()]
+    (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "KILLED"

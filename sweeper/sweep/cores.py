@@ -510,9 +510,6 @@ def computed_groups(
                 yield members, _got(members, msg, w)
         stop()
         raise
-    except BaseException:
-        stop()
-        raise
     log.info(
         "CPU groups computed on %d worker process%s in %.1f s",
         len(used),
