@@ -142,6 +142,22 @@ def test_folders_of_a_size_a_reader_can_hold():
         assert len([p for p in folder.glob("*.py") if p.name != "__init__.py"]) <= 14, folder
 
 
+MOST_TEST_LINES = (
+    800  # issue 58: a test file a reader can hold; a module's tests beside it, not by incident
+)
+
+
+def test_no_test_file_runs_past_800_lines():
+    """The suite's own files, as the manual says (docs/manual/tests.md, 'Where a test lives'): a file past the bound
+    is split by the module its tests pin."""
+    long = {
+        p.name: n
+        for p in sorted((ROOT / "tests").glob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MOST_TEST_LINES
+    }
+    assert not long, f"test files past {MOST_TEST_LINES} lines: {long}"
+
+
 HYDRA_NAMES = {
     "__init__.py",
     "config.py",

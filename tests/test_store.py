@@ -1,11 +1,14 @@
 """sweeper.tracking.store: a new SQLite store is a copy of this MLflow's empty store (its migrated schema), made by
-MLflow's migrations once per machine and version; the copy is what MLflow itself would have made."""
+MLflow's migrations once per machine and version; the copy is what MLflow itself would have made. A server that does
+not answer is one line, from one health check, before MLflow's client (its requests retry for minutes) is made."""
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from contextlib import closing
 from pathlib import Path
@@ -312,3 +315,76 @@ def test_a_run_is_marked_ended_where_its_store_lets_it_and_its_failure_is_one_li
     )
     with pytest.raises(AttributeError):  # a bug is not a store that failed
         tracking.mark_ended(object(), run, "KILLED", "x")
+
+
+# --- a store's server that does not answer: read commands give up in seconds (issue 55, finding 12) ---
+
+READERS = [
+    ("report", ["--experiment", "x"]),
+    ("runs", []),
+    ("promote", ["--experiment", "x"]),
+    ("advise", ["--experiment", "x"]),
+]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command, args", READERS)
+def test_a_read_command_on_a_closed_port_is_one_line_without_mlflows_retries(command, args, capsys):
+    """Before: 8-15 s of MLflow's retries, then 'API request to ... failed with exception HTTPConnectionPool'."""
+    import importlib
+
+    url = f"http://127.0.0.1:{_closed_port()}"
+    assert importlib.import_module(f"sweeper.{command}").main([*args, "--tracking-uri", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"sweeper: error: --tracking-uri={url} does not answer ("
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, args", READERS)
+def test_a_read_command_gives_up_on_a_server_that_accepts_and_never_answers(command, args, capsys):
+    """Before: 130 s (MLflow's 30 s timeout, retried). Now only the health check is asked, with its 5-s timeout."""
+    import importlib
+
+    asked: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            conn.settimeout(10)
+            try:
+                asked.append(conn.recv(4096).split(b"\r\n")[0])
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        assert (
+            importlib.import_module(f"sweeper.{command}").main([*args, "--tracking-uri", url]) == 2
+        )
+    finally:
+        server.close()
+        for c in held:
+            c.close()
+    assert capsys.readouterr().err == (
+        f"sweeper: error: --tracking-uri={url} does not answer (timed out): start the "
+        "server (mlflow server --host 127.0.0.1 --port PORT ...) or use the embedded "
+        "store (tracking=local)\n"
+    )
+    # MLflow's client never asked (it would have waited 130 s)
+    assert asked == [b"GET /health HTTP/1.1"]
