@@ -182,3 +182,37 @@ def test_with_sweeper_plots_off_the_painter_fits_the_baselines_without_importing
         finally:
             painter.close()
     assert loaded == {"on": True, "off": False}
+
+
+def test_no_painter_starts_where_it_has_nothing_to_draw_or_fit(monkeypatch):
+    """SWEEPER_PLOTS=off with baselines=none (or no job): a painter process would import and wait for nothing
+    (~0.3 CPU-s a sweep); one starts where figures are drawn or a baseline is fitted."""
+    from sweeper.base import state
+    from sweeper.insight import plots
+
+    monkeypatch.setattr(state.process(), "spare_painter", None)
+    started = {}
+    for value, asked in [
+        ("off", "none"),
+        ("off", ["none"]),
+        ("off", None),
+        ("off", "linear"),
+        ("off", "auto"),
+        ("on", "none"),
+    ]:
+        monkeypatch.setenv("SWEEPER_PLOTS", value)
+        state.begin()
+        try:
+            plots.start(None if asked is None else {"nodes": [], "asked": asked})
+            started[value, str(asked)] = plots.current() is not None
+        finally:
+            plots.stop()
+            state.begin()
+    assert started == {
+        ("off", "none"): False,
+        ("off", "['none']"): False,
+        ("off", "None"): False,
+        ("off", "linear"): True,
+        ("off", "auto"): True,
+        ("on", "none"): True,
+    }
