@@ -15,7 +15,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import forked_cli
 import pytest
@@ -214,11 +214,21 @@ def user_folder(tmp_path: Path, monkeypatch: Any, files: dict[str, str]) -> Path
     return folder
 
 
-# The suite's command-line multiruns fit the linear baseline only, unless a test names ``baselines``: the default (auto)
-# also fits boosting, whose import (scikit-learn's ensemble, ~1.7 s of CPU in the painter process) in each of the
-# suite's few hundred sweeps cost minutes of its wall on 2 cores. The tests of the baselines and of the default name
-# baselines=auto themselves (tests/test_advise_intervals.py).
-LINEAR_ONLY = "baselines=linear"
+# The suite's multiruns fit no baseline unless a test names ``baselines``: the default (auto) also fits boosting, whose
+# import (scikit-learn's ensemble, ~1.7 s of CPU in the painter process) cost 3-5 CPU-s a sweep, and the linear one on a
+# classification table imports scikit-learn's LogisticRegression (~1.2 CPU-s); with SWEEPER_PLOTS=off and no baseline,
+# no painter starts (painters were ~200 of the whole suite's ~1,700 CPU-s, measured per process on a loaded machine).
+# The tests of the baselines and of the default name baselines themselves (test_advise_intervals, test_advise_slices,
+# test_leaderboard, test_glance, ...).
+NO_BASELINES = "baselines=none"
+
+
+def no_baselines(args: Sequence[str]) -> list[str]:
+    """``[NO_BASELINES]`` for a multirun's arguments that do not name ``baselines``, else ``[]``."""
+    multirun = {"-m", "--multirun"} & set(args)
+    named = any(a.lstrip("+").startswith("baselines=") for a in args)
+    return [NO_BASELINES] if multirun and not named else []
+
 
 # The suite's command-line runs (cli, command, and the processes a test starts with command_env()) draw no figures
 # unless a test sets SWEEPER_PLOTS (env=PLOTS, or in this process's environment): a sweep's painter imported matplotlib (~0.7 CPU-s) and drew each figure (~1-3 CPU-s a sweep),
@@ -236,14 +246,11 @@ def cli(
     tmp_path: Path, *args: str, store: Path | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """``python -m sweeper ARGS`` in a process of its own, its Hydra output under ``tmp_path``; a multirun with
-    ``baselines=linear`` unless the test names ``baselines`` (see :data:`LINEAR_ONLY`). Forked past its imports
+    ``baselines=none`` unless the test names ``baselines`` (see :data:`NO_BASELINES`). Forked past its imports
     (``tests/forked_cli.py``), or a fresh interpreter when ``TESTS_FRESH_CLI=1`` or ``env`` adds a variable a fork
     cannot be trusted with (:meth:`forked_cli.Zygote.forks`: not ``SWEEPER_*``, or read by an import)."""
     extra = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
-    if {"-m", "--multirun"} & set(args) and not any(
-        a.lstrip("+").startswith("baselines=") for a in args
-    ):
-        extra.append(LINEAR_ONLY)
+    extra += no_baselines(args)
     if store is not None:
         extra.append(f"tracking.uri=sqlite:///{store}")
     if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
@@ -268,8 +275,10 @@ def command(
     """``python -m MODULE ARGS`` (``sweeper.report``, ``sweeper.advise``, ...: any of the package's commands) as
     ``subprocess.run(..., capture_output=True, text=True)`` gives it, in ``cwd`` (this process's by default): forked
     past its imports like :func:`cli` (``env``: added to this process's; a fresh interpreter where :func:`cli` would
-    start one)."""
+    start one). A ``sweeper`` multirun fits no baseline unless it names ``baselines`` (as :func:`cli`'s)."""
     cwd = Path(cwd or os.getcwd())
+    if module == "sweeper":
+        args = (*args, *no_baselines(args))
     if os.environ.get(forked_cli.FRESH) != "1" and (env is None or _ZYGOTE.forks(env)):
         return _ZYGOTE.run(list(args), cwd, command_env(env), timeout=timeout, module=module)
     return subprocess.run(

@@ -16,10 +16,10 @@ import sys
 import pytest
 
 import sweeper
-from conftest import all_runs, cli, client_for, copy_store
+from conftest import NO_BASELINES, all_runs, cli, client_for, copy_store
 
 FAST = ("epochs=300", "log_every=10")
-GRID = ("lr=0.001,0.005", *FAST)
+GRID = ("lr=0.001,0.005", *FAST, NO_BASELINES)
 
 SCRIPT = r"""
 import io, json, sys
@@ -46,7 +46,7 @@ model = first.load_best_model()
 import pandas as pd
 X = pd.DataFrame([[0.0] * 10, [0.01] * 10], columns=model.metadata.get_input_schema().input_names())  # diabetes
 out["predicted"] = [float(v) for v in __import__("numpy").asarray(model.predict(X)).ravel()]
-sweep("optuna", "+sweep=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.batch=2", "depth=1", "width=8",
+sweep("optuna", "+sweep=optuna", "baselines=none", "hydra.sweeper.n_trials=2", "hydra.sweeper.batch=2", "depth=1", "width=8",
       "epochs=200", "log_every=20")
 try:
     sweeper.multirun(["data.test_fraction=0.2,0.95", uri, f"hydra.sweep.dir={tmp / 'refused'}"])
@@ -227,11 +227,11 @@ import signal, sys
 import sweeper
 tmp, uri = sys.argv[1], f"tracking.uri=sqlite:///{sys.argv[2]}"
 try:
-    sweeper.multirun(["lr=0.001,0.002,0.003", "epochs=200000", "log_every=100", "hydra/launcher=basic",
+    sweeper.multirun(["lr=0.001,0.002,0.003", "epochs=200000", "log_every=100", "hydra/launcher=basic", "baselines=none",
                       f"hydra.sweep.dir={tmp}/sweep", uri])
 except KeyboardInterrupt:
     print("KeyboardInterrupt raised; the caller's handler is back:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-again = sweeper.multirun(["lr=0.001", "epochs=300", "log_every=10", f"hydra.sweep.dir={tmp}/again", uri])
+again = sweeper.multirun(["lr=0.001", "epochs=300", "log_every=10", "baselines=none", f"hydra.sweep.dir={tmp}/again", uri])
 print("again", again.status, again.counts["n_finished"])
 """
 

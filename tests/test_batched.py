@@ -14,7 +14,7 @@ from sweeper.base.backend import Backend
 from sweeper.models.batched import Member, stacked_params, train_group
 from sweeper.models.mlp import MLP, init_params
 from sweeper.models.optim import Optimizer
-from conftest import all_runs, make_cfg, one_line, running_children, wait_for
+from conftest import NO_BASELINES, all_runs, make_cfg, one_line, running_children, wait_for
 from test_text import needs_sms
 
 CPU = Backend("cpu", np)
@@ -454,6 +454,7 @@ def test_a_21_member_group_stops_within_seconds_and_is_recorded_killed(
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         f"lr={GROUP}",
         "epochs=2000000",
         "log_every=1000",

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import all_runs, cli, copy_store
+from conftest import NO_BASELINES, all_runs, cli, copy_store
 
 FAST = (
     "log_every=10",
@@ -288,6 +288,7 @@ def test_the_cpu_workers_start_with_the_stopping_signals_blocked(tmp_path, store
             "-m",
             "sweeper",
             "-m",
+            NO_BASELINES,
             "lr=0.001,0.002,0.003",
             "epochs=3000000",
             "log_every=1000",

@@ -18,13 +18,15 @@ FAST = ("epochs=200", "log_every=10", "tracking.log_model=false")
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, _template_store):
-    """A real 6-run regression sweep (lr x depth) into its own store, shared by this module's tests."""
+    """A real 6-run regression sweep (lr x depth) into its own store, shared by this module's tests; with the linear
+    baseline (its row and the note under the table are read)."""
     return shared_sweep(
         tmp_path_factory,
         _template_store,
         "glance",
         "lr=0.001,0.005,0.01",
         "depth=1,2",
+        "baselines=linear",
         *FAST,
         env=PLOTS,  # its plots are read
     )

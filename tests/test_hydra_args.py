@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import all_runs, cli, command, one_line
+from conftest import NO_BASELINES, all_runs, cli, command, one_line
 from sweeper.contract.config import ConfigError, check_overrides
 
 
@@ -107,6 +107,7 @@ def test_a_relative_data_path_and_sweep_folder_with_chdir_train_and_record(tmp_p
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "data=csv",
         "data.path=t.csv",
         "data.target=y",

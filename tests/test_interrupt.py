@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 import sweeper
-from conftest import all_runs, cli, client_for, command_env
+from conftest import NO_BASELINES, all_runs, cli, client_for, command_env, no_baselines
 from sweeper import report, tracking
 from sweeper.base import process
 from sweeper.base.files import SWEEP_FILE
@@ -56,6 +56,7 @@ def ctrl_c(
     """``python -m sweeper ARGS`` in a subprocess, sent SIGINT (what Ctrl-C sends) once ``ready`` exists."""
     argv = [
         *args,
+        *no_baselines(args),
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         f"hydra.run.dir={tmp_path / 'run'}",
         f"tracking.uri=sqlite:///{store}",
@@ -475,6 +476,7 @@ def test_ctrl_c_while_halving_trains_a_rung_is_one_line_and_leaves_nothing_runni
             "-m",
             "sweeper",
             "-m",
+            NO_BASELINES,
             "lr=0.001,0.003,0.01",
             "width=8,16",
             "epochs=300000",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, command, one_line, running_children, wait_for
+from conftest import NO_BASELINES, all_runs, cli, command, one_line, running_children, wait_for
 
 
 def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, str]:
@@ -24,6 +24,7 @@ def _act_at_the_first_job(tmp_path: Path, store: Path, act) -> tuple[int, str, s
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "lr=0.001,0.002,0.003",
         "epochs=30000",
         "log_every=100",
@@ -289,6 +290,7 @@ def test_the_interruption_line_counts_what_the_store_holds(tmp_path, store):
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         f"lr={lrs}",
         "epochs=2000000",
         "log_every=1000",

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import all_runs, cli, copy_store, one_line
+from conftest import NO_BASELINES, all_runs, cli, copy_store, one_line
 from hydra_plugins.sweeper_optuna_sweeper import _core, _study
 from hydra_plugins.sweeper_optuna_sweeper._space import parse
 from sweeper.contract.config import ConfigError
@@ -255,6 +255,7 @@ def test_two_processes_share_one_sqlite_study(tmp_path, store):
             "-m",
             "sweeper",
             "-m",
+            NO_BASELINES,
             *ONE_SHAPE,
             "data=iris",
             "hydra.sweeper.n_trials=6",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, one_line
+from conftest import NO_BASELINES, all_runs, cli, one_line
 
 
 def test_output_piped_into_head_is_said_once_and_the_sweep_records_everything(tmp_path, store):
@@ -20,6 +20,7 @@ def test_output_piped_into_head_is_said_once_and_the_sweep_records_everything(tm
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "lr=0.001,0.002,0.003",
         "epochs=20",
         "tracking.log_model=false",

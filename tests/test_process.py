@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import running_children, wait_for
+from conftest import NO_BASELINES, running_children, wait_for
 
 
 @pytest.mark.slow
@@ -22,6 +22,7 @@ def test_a_kill_9_of_a_joblib_sweep_ends_its_workers_and_their_hold_on_its_outpu
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "lr=0.001,0.002",
         "epochs=2000000",
         "log_every=1000",

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from conftest import all_runs, one_line, wait_for
+from conftest import NO_BASELINES, all_runs, one_line, wait_for
 
 
 DIGITS_16 = (
     "-m",
+    NO_BASELINES,
     "data=digits",
     "lr=0.01,0.02,0.03,0.04",
     "depth=0,1",

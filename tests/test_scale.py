@@ -10,6 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 from conftest import (
+    NO_BASELINES,
     command,
     command_env,
     FAST_ARGS,
@@ -221,6 +222,7 @@ def _start_long_sweep(tmp_path, store):
             "-m",
             "sweeper",
             "-m",
+            NO_BASELINES,
             "epochs=300,100000000",
             "log_every=100000000",
             f"hydra.sweep.dir={tmp_path / 'sweep'}",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, command, one_line
+from conftest import NO_BASELINES, all_runs, cli, command, one_line
 from sweeper import advise, compare, promote as promote_cmd, report, runs, tracking
 
 
@@ -200,6 +200,7 @@ def test_a_second_command_into_the_store_while_a_sweep_records_loses_none_of_the
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "lr=0.001,0.002",
         "epochs=30000",
         "log_every=100",

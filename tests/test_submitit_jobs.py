@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, one_line
+from conftest import NO_BASELINES, all_runs, one_line
 
 
 def _submitit_sweep(tmp_path: Path, store: Path) -> subprocess.Popen:
@@ -23,6 +23,7 @@ def _submitit_sweep(tmp_path: Path, store: Path) -> subprocess.Popen:
             "-m",
             "sweeper",
             "-m",
+            NO_BASELINES,
             "lr=0.001,0.002",
             "epochs=5000000",
             "log_every=1000",

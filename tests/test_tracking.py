@@ -14,7 +14,7 @@ from sweeper import tracking
 from sweeper.base import state
 from sweeper.tracking.store import _is_wal_database
 
-from conftest import client_for, command_env, run_once, wait_for
+from conftest import NO_BASELINES, client_for, command_env, run_once, wait_for
 
 
 @pytest.mark.parametrize(
@@ -189,6 +189,7 @@ def _sweeps_at_once(tmp_path, n=4):
                         "-m",
                         "sweeper",
                         "-m",
+                        NO_BASELINES,
                         "lr=0.001,0.005",
                         "epochs=20",
                         "log_every=10",

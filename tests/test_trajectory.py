@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import all_runs, cli, client_for, make_cfg
+from conftest import all_runs, cli, client_for, make_cfg, no_baselines
 from sweeper import data
 from sweeper.base.backend import resolve
 from sweeper.job.compute import train_and_score
@@ -247,7 +247,12 @@ def _job_dir(tmp_path, run):
 
 
 def _launch(tmp_path, store, *args):
-    argv = [*args, f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri=sqlite:///{store}"]
+    argv = [
+        *args,
+        *no_baselines(args),
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"tracking.uri=sqlite:///{store}",
+    ]
     return subprocess.Popen(
         [sys.executable, "-m", "sweeper", *argv],
         cwd=tmp_path,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, client_for, command_env, run_once, user_folder
+from conftest import NO_BASELINES, all_runs, cli, client_for, command_env, run_once, user_folder
 
 NETS = """
 import os
@@ -306,7 +306,7 @@ import json, sys
 import sweeper
 store, tmp = sys.argv[1], sys.argv[2]
 try:
-    sweeper.multirun(["model._target_=nets.Net", "+model.how=sys.exit", "model.check=false", "lr=0.01,0.02", "epochs=20", "log_every=10",
+    sweeper.multirun(["model._target_=nets.Net", "+model.how=sys.exit", "model.check=false", "lr=0.01,0.02", "epochs=20", "log_every=10", "baselines=none",
                       f"tracking.uri=sqlite:///{store}", f"hydra.sweep.dir={tmp}/sweep"])
     got = {"raised": None}
 except sweeper.SweepFailed as e:
@@ -538,6 +538,7 @@ def test_a_sweep_of_a_model_too_large_for_the_memory_skips_it_in_one_line_and_tr
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "model._target_=nets.Wide",
         "+model.hidden=2000000",
         "lr=0.01,0.02",
@@ -648,6 +649,7 @@ def test_after_kill_9_of_the_launching_process_its_workers_and_painter_end_quiet
         "-m",
         "sweeper",
         "-m",
+        NO_BASELINES,
         "model._target_=nets.Net",
         "+model.how=slow",
         "lr=0.01,0.02",
