@@ -355,6 +355,7 @@ def test_an_error_while_the_workers_compute_fails_the_launcher_in_one_line_and_e
                 "hydra.launcher.pack=false",
                 "hydra.launcher.cpu_workers=2",
                 *FAST,
+                NO_BASELINES,
                 f"hydra.sweep.dir={tmp_path / 'sweep'}",
                 f"tracking.uri=sqlite:///{store}",
             ]

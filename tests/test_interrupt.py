@@ -552,6 +552,7 @@ def test_ctrl_c_while_a_group_trains_stops_its_system_metrics_with_the_launch(
                 "lr=0.001,0.002",
                 "depth=1,2",
                 "hydra.launcher.pack=false",  # a group a depth
+                NO_BASELINES,
                 f"hydra.launcher.cpu_workers={workers}",
                 "tracking.system_metrics=true",
                 "tracking.system_metrics_min_s=0",
