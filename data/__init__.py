@@ -443,6 +443,7 @@ def _table(cfg: Any, seed: int, raw: Any, where: str, fold: int | None = None) -
         )
     decisions = dict(raw.decisions or {})
     if any("categories" in c for c in state["columns"]):
+        # here: .columns is imported at the top already (~0 ms either way, measured; no cycle)
         from sweeper.data.columns import describe as encoded
 
         decisions["encoded"] = encoded(state)

@@ -110,6 +110,7 @@ _API = tuple(__all__)
 
 def __getattr__(name: str):  # noqa: ANN202  (PEP 562)
     if name in _API:
+        # here: importlib is loaded already (~0 ms either way, measured)
         import importlib
 
         # by name, not ``from sweeper import api``: the package sits below every

@@ -328,6 +328,7 @@ def _checked(overrides: Sequence[str], sweep: bool) -> list[str]:
         raise ConfigError(
             f"{bare[0]} is not allowed: expected an override key=value (or ~key to delete one)"
         )
+    # here: this module's imports load it already (~0 ms either way, measured)
     from sweeper.contract.config import check_overrides
 
     try:

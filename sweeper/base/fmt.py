@@ -66,6 +66,7 @@ def parse_param(text: str) -> Any:
     """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool,
     None, str, or a list of those (``data.drop=['id', 2]``, logged as Python writes it)."""
     if text.startswith("[") and text.endswith("]"):
+        # here: only a list param needs it (~0 ms either way, measured: ast is loaded already)
         import ast
 
         try:

@@ -441,6 +441,7 @@ def ray_exposure(joined: bool, env: Any) -> str | None:
 
 
 def _ray(groups: list[list[Any]], compute: Callable, opts: dict[str, Any]) -> Groups:
+    # here: ray is optional (the ray extra; measured: absent here)
     import ray
 
     if not ray.is_initialized():

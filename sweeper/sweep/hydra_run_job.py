@@ -203,6 +203,7 @@ def _job_chdir(hydra_cfg: DictConfig) -> bool:
     its version base, with Hydra's deprecation warning where that default changes the folder)."""
     chdir = hydra_cfg.hydra.job.chdir
     if chdir is None:
+        # here: only an unset hydra.job.chdir needs it (~0 ms either way, measured)
         from hydra import version
 
         chdir = not version.base_at_least("1.2")

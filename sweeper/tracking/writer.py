@@ -313,6 +313,7 @@ def start(uris: Iterable[str] = ()) -> bool:
     Windows; no process left): the jobs then end their runs themselves."""
     now = state.current()
     if now.writer is None:
+        # here: atexit is loaded already (~0 ms either way, measured)
         import atexit
 
         try:

@@ -76,6 +76,7 @@ def to_device(a: Any) -> Any:
         return a
     LEDGER.record("h2d", "to_device")
     if hasattr(a, "tocsr") and hasattr(a, "nnz"):
+        # here: .sparse is imported at the top already (~0 ms either way, measured; no cycle)
         from sweeper.base.strict.sparse import to_device as sparse_to_device
 
         return sparse_to_device(a)
