@@ -9,6 +9,7 @@ beside it and the embedded MLflow store lives in ``mlruns/`` beside it.
 """
 
 import atexit
+import importlib
 import os
 import sys
 import threading
@@ -110,9 +111,6 @@ _API = tuple(__all__)
 
 def __getattr__(name: str):  # noqa: ANN202  (PEP 562)
     if name in _API:
-        # here: importlib is loaded already (~0 ms either way, measured)
-        import importlib
-
         # by name, not ``from sweeper import api``: the package sits below every
         # module of its own, the API's included (tests/test_layout.py's import
         # graph); this is a look-up at the caller's request, not a dependency

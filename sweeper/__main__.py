@@ -4,10 +4,12 @@
 file's folder, whereas in an importable module it would turn into ``pkg://conf``.
 """
 
+import importlib
 import os
 import sys
 
 from sweeper.base import stop
+from sweeper.base.environment import problem
 
 __all__: list[str] = []
 
@@ -46,11 +48,9 @@ def cli() -> "int | None":
     stop.install()
     args = sys.argv[1:]
 
-    # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no
+    # python -m sweeper report ...: python -m sweeper.report ... (a bare word is no Hydra
+    # override, so the word can only mean the command)
     if args and args[0] in COMMANDS:
-        # here: importlib is loaded already (~0 ms either way, measured)
-        import importlib  # Hydra override, so the word can only mean the command)
-
         return importlib.import_module(f"sweeper.{args[0]}").main(args[1:])
     # ours, built from conf/ and the rules; --hydra-help stays Hydra's
     if "--help" in args or "-h" in args:
@@ -71,9 +71,6 @@ def cli() -> "int | None":
         for a in args
     ]
     try:
-        # here: this module's imports load it already (~0 ms either way, measured)
-        from sweeper.base.environment import problem
-
         bad = problem()
         if bad:
             raise ConfigError(bad)

@@ -5,6 +5,7 @@ that resumes its sweep. Imports nothing of ours."""
 
 from __future__ import annotations
 
+import ast
 import math
 import shlex
 from typing import Any
@@ -66,9 +67,6 @@ def parse_param(text: str) -> Any:
     """A logged MLflow param (always a string) back to the value Hydra had: int, float, bool,
     None, str, or a list of those (``data.drop=['id', 2]``, logged as Python writes it)."""
     if text.startswith("[") and text.endswith("]"):
-        # here: only a list param needs it (~0 ms either way, measured: ast is loaded already)
-        import ast
-
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):

@@ -26,6 +26,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from hydra import version
 from hydra.core.utils import JobReturn, JobRuntime, JobStatus, configure_log, env_override
 from omegaconf import Container, DictConfig, OmegaConf, open_dict, read_write
 
@@ -203,9 +204,6 @@ def _job_chdir(hydra_cfg: DictConfig) -> bool:
     its version base, with Hydra's deprecation warning where that default changes the folder)."""
     chdir = hydra_cfg.hydra.job.chdir
     if chdir is None:
-        # here: only an unset hydra.job.chdir needs it (~0 ms either way, measured)
-        from hydra import version
-
         chdir = not version.base_at_least("1.2")
         if chdir:
             chdir_deprecation(
