@@ -43,3 +43,32 @@ def test_the_cpu_of_an_orphan_is_counted_where_a_waited_for_childs_count_misses_
         timeout=120,
     )
     assert float(waited.stdout) < BURN, waited.stderr
+
+
+# the command: a child forks a grandchild, which ends at once, and ends: the grandchild is an orphan; then the
+# command watches the orphan's /proc entry until it is gone (reaped) or, when the hang guard ends the watch, still
+# there as a zombie
+WATCH = (
+    "import os, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import os, sys\\npid = os.fork()\\npid or os._exit(0)\\n"
+    "print(pid)'], stdout=subprocess.PIPE)\n"
+    "orphan = int(child.stdout.read())\n"
+    "child.wait()\n"
+    "deadline = time.monotonic() + 60\n"
+    "stat = f'/proc/{orphan}/stat'\n"
+    "while os.path.exists(stat) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+    "print('reaped' if not os.path.exists(stat) else open(stat).read().rpartition(')')[2].split()[0])\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_an_orphan_that_ends_while_the_command_runs_is_reaped_then_not_left_a_zombie():
+    proc = subprocess.run(
+        [sys.executable, str(TOOL), sys.executable, "-c", WATCH],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["reaped"], (proc.stdout, proc.stderr)

@@ -685,8 +685,7 @@ def test_after_kill_9_of_the_launching_process_its_workers_and_painter_end_quiet
 
 def _in_session(sid: int) -> list[int]:
     """The live processes of session ``sid``: not a zombie, which has ended and waits only for its
-    parent to read its status (an orphan's parent is init, or a child subreaper such as
-    tests/tree_cpu.py, which reads it when its own command ends)."""
+    parent to read its status (an orphan's parent: init, or a child subreaper such as tests/tree_cpu.py)."""
     found = []
     for p in Path("/proc").iterdir():
         try:
