@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -66,3 +67,20 @@ def test_a_message_to_a_process_that_is_gone_is_not_sent_and_raises_nothing():
     assert not sent(mine, {"run": 2})
     mine.close()  # this end closed already
     assert not sent(mine, None)
+
+
+def test_a_process_that_has_ended_is_not_alive_while_its_parent_has_not_read_its_status():
+    """process.alive: a zombie (ended, its exit status not yet read by its parent) is found by kill(pid, 0) but runs
+    no more: a sweep's holder that is one holds nothing, and `report` must not call its sweep running."""
+    from sweeper.base.process import alive, stat_fields
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_for(
+            lambda: (stat_fields(child.pid) or ["?"])[0] == "Z", "the child to end, unwaited for"
+        )
+        assert not alive(child.pid)
+        assert alive(os.getpid())
+    finally:
+        child.wait()
+    assert not alive(child.pid)

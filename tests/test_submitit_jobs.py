@@ -77,7 +77,8 @@ def test_submitit_local_jobs_stop_with_their_sweep_in_one_line(tmp_path, store, 
 def test_a_jobs_processes_are_found_from_proc_and_a_zombie_is_not_running(monkeypatch):
     """submitit_jobs finds the controllers' jobs as their children and waits while they run: from /proc, else ps
     (macOS); a zombie its parent has not reaped ended; a pid that is gone is not running. (It read /proc/PID/stat
-    with handlers of its own; process.stat_fields reads it for every caller.)"""
+    with handlers of its own; process.stat_fields reads it for every caller, and process.alive, which it waits
+    on, counts no zombie.)"""
     from sweeper.base import process
     from sweeper.sweep import submitit_jobs
 
@@ -85,20 +86,21 @@ def test_a_jobs_processes_are_found_from_proc_and_a_zombie_is_not_running(monkey
     try:
         assert child.pid in submitit_jobs._children(os.getpid())
         assert submitit_jobs._children(child.pid) == []
-        assert submitit_jobs._running(child.pid)
+        assert process.alive(child.pid)
         with monkeypatch.context() as m:  # no /proc: ps and a signal 0 say the same
             m.setattr(submitit_jobs, "stat_fields", lambda pid: None)
+            m.setattr(process, "stat_fields", lambda pid: None)
             assert child.pid in submitit_jobs._children(os.getpid())
-            assert submitit_jobs._running(child.pid)
+            assert process.alive(child.pid)
         child.kill()
         deadline = time.monotonic() + 10
         while process.stat_fields(child.pid)[0] != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not submitit_jobs._running(child.pid)  # a zombie: not yet reaped, not running
+        assert not process.alive(child.pid)  # a zombie: not yet reaped, not running
         assert child.pid in submitit_jobs._children(os.getpid())
     finally:
         child.kill()
         child.wait()
-    assert not submitit_jobs._running(child.pid)  # gone
+    assert not process.alive(child.pid)  # gone
     assert process.stat_fields(child.pid) is None
     assert child.pid not in submitit_jobs._children(os.getpid())

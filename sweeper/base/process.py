@@ -45,14 +45,17 @@ __all__ = [
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (one of another user's counts)."""
+    """Whether process ``pid`` runs on this host (one of another user's counts): not one that has
+    ended and waits, a zombie, only for its parent to read its exit status (a sweep killed under a
+    parent that has not waited for it yet holds nothing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    fields = stat_fields(pid)
+    return fields is None or fields[0] != "Z"
 
 
 def stat_fields(pid: int) -> list[str] | None:

@@ -62,17 +62,17 @@ def stop(wait: float = 10.0) -> int:
     for pid in jobs:
         _signal(pid, signal.SIGINT)
     deadline = time.monotonic() + wait
-    while any(_running(pid) for pid in jobs) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in jobs) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in jobs:
-        if _running(pid):
+        if alive(pid):
             _signal(pid, signal.SIGKILL)
     # each controller ends once its job has (submitit polls it 24 times a second)
     deadline = time.monotonic() + 2.0
-    while any(_running(pid) for pid in controllers) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in controllers) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in controllers:
-        if _running(pid):
+        if alive(pid):
             _signal(pid, signal.SIGKILL)
     return len(jobs)
 
@@ -102,13 +102,6 @@ def _children(pid: int) -> list[int]:
         int(entry): stat_fields(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
     }
     return [p for p, fields in stats.items() if fields is not None and fields[1] == str(pid)]
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie its controller has yet to reap (without ``/proc``: alive)."""
-    if (fields := stat_fields(pid)) is not None:
-        return fields[0] != "Z"
-    return stat_fields(os.getpid()) is None and alive(pid)
 
 
 def _signal(pid: int, sig: int) -> bool:
