@@ -58,14 +58,22 @@ def alive(pid: int) -> bool:
     return fields is None or fields[0] != "Z"
 
 
+def _read(path: str) -> str:
+    """A file's text (``/proc``, ``/sys``: the kernel's); "" where it cannot be read (the
+    process gone, no such file, no ``/proc``: macOS). The one read of this module that
+    may fail: its callers parse what they get."""
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
 def stat_fields(pid: int) -> list[str] | None:
     """The fields of ``/proc/PID/stat`` after the command's name (proc(5)'s third on: the
     state, the parent's pid, ...); None where it cannot be read (the process gone, no ``/proc``:
     macOS)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
+    _, paren, fields = _read(f"/proc/{pid}/stat").rpartition(")")
+    return fields.split() if paren else None
 
 
 def sent(conn: Any, message: Any) -> bool:
@@ -82,17 +90,14 @@ def sent(conn: Any, message: Any) -> bool:
 def _stat(pid: int) -> tuple[float, int] | None:
     """The boot time (unix seconds, as ``/proc/stat`` says it) and process ``pid``'s start in clock
     ticks after it; None where ``/proc`` cannot be read (another system, the process gone)."""
-    if (fields := stat_fields(pid)) is None:
+    fields = stat_fields(pid)
+    boot = next(
+        (line[6:].strip() for line in _read("/proc/stat").splitlines() if line[:6] == "btime "),
+        "",
+    )
+    if fields is None or len(fields) < 20 or not boot.isdigit() or not fields[19].isdigit():
         return None
-    try:
-        boot = next(
-            float(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return boot, int(fields[19])
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
+    return float(boot), int(fields[19])
 
 
 def started_at(pid: int) -> float | None:
@@ -297,10 +302,8 @@ def oom_kills() -> int | None:
     """How many processes the kernel's out-of-memory killer has ended on this host since it
     started (``oom_kill`` of ``/proc/vmstat``, cgroup limits included; ``SWEEPER_OOM_COUNTER``:
     a file holding that count instead, for tests); None where it cannot be read."""
-    path = os.environ.get("SWEEPER_OOM_COUNTER") or "/proc/vmstat"
-    try:
-        text = Path(path).read_text()
-    except OSError:
+    text = _read(os.environ.get("SWEEPER_OOM_COUNTER") or "/proc/vmstat")
+    if not text:
         return None
     for line in text.splitlines():
         key, _, value = line.rpartition(" ")
@@ -321,10 +324,7 @@ def memory_limit() -> tuple[int, str] | None:
     except (ValueError, OSError, AttributeError):
         pass
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            value = Path(path).read_text().strip()
-        except OSError:
-            continue
+        value = _read(path).strip()
         if value.isdigit() and int(value) < 1 << 60:
             found.append((int(value), "this container's memory limit (cgroup)"))
     try:
