@@ -241,23 +241,30 @@ def _to_gpu(cp: ModuleType, a: Any) -> Any:
     return cp.asarray(a)
 
 
+def _reached() -> tuple[ModuleType | None, str]:
+    """:func:`_cupy`, or None and why not: the one place where a missing device is a value
+    rather than :class:`BackendUnavailable` (:func:`gpu_available`, :func:`resolved`,
+    :func:`gpu_count`)."""
+    try:
+        return _cupy(), ""
+    except BackendUnavailable as e:
+        return None, str(e)
+
+
 def gpu_available() -> tuple[bool, str]:
     """Whether ``device=gpu`` can run here, and if not, why (for skip reasons)."""
-    try:
-        _cupy()
-    except BackendUnavailable as e:
-        return False, str(e)
-    return True, ""
+    cp, why = _reached()
+    return cp is not None, why
 
 
 def resolved(device: str) -> Backend | None:
     """:func:`resolve`, or None where the device is not there: a job computed ahead of its
     record (a batched group, a trainer's halving) leaves it to the one-job path, which records
-    it SKIPPED with the reason."""
-    try:
-        return resolve(device)
-    except BackendUnavailable:
+    it SKIPPED with the reason. (A fake GPU is always there; CuPy only where :func:`_cupy`
+    reaches a device, the one way :func:`resolve` raises BackendUnavailable.)"""
+    if device == "gpu" and not fake_gpu() and _reached()[0] is None:
         return None
+    return resolve(device)
 
 
 def resolve(device: str) -> Backend:
@@ -299,10 +306,8 @@ def gpu_count() -> int:
     if fake_gpu():
         value = os.environ.get(FAKE_GPUS_ENV, "1").strip()
         return int(value) if value.isdigit() else 1
-    try:
-        return int(_cupy().cuda.runtime.getDeviceCount())
-    except BackendUnavailable:
-        return 0
+    cp = _reached()[0]
+    return 0 if cp is None else int(cp.cuda.runtime.getDeviceCount())
 
 
 @contextlib.contextmanager
