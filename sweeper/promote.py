@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             before_write=_registrar(args, registered) if args.register else None,
             model=args.model,
         )
-    except PromoteError as e:
+    # (a store that is not there or does not answer: tracking.check_readable's one line)
+    except (PromoteError, tracking.TrackingError) as e:
         # an error that a Ctrl-C caused on its way through Hydra (its cleanup raised its own)
         stop.raise_signalled(e)
         print(f"sweeper: error: {e}", file=sys.stderr)

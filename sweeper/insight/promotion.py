@@ -107,14 +107,26 @@ def not_allowed(option: str, value: Any, why: str) -> PromoteError:
     return PromoteError(f"{option}={value} is not allowed: {why}")
 
 
-def _candidates(
-    client: Any, uri: str, experiment: str, run_ids: Sequence[str], latest: bool
-) -> list:
-    """The experiment's finished CPU job runs (a sweep's parent run
-    has no fingerprint and no val_ metrics)."""
+def _finished(client: Any, experiment: str) -> tuple[list | None, list[str]]:
+    """The store's reads: the experiment's finished runs (None where it has no such
+    experiment), and then the experiments it has."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage == "deleted":
-        names = sorted(e.name for e in client.search_experiments())
+        return None, sorted(e.name for e in client.search_experiments())
+    return tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'"), []
+
+
+def _candidates(
+    found: list | None,
+    names: list[str],
+    uri: str,
+    experiment: str,
+    run_ids: Sequence[str],
+    latest: bool,
+) -> list:
+    """The experiment's finished CPU job runs (a sweep's parent run
+    has no fingerprint and no val_ metrics), of what :func:`_finished` read."""
+    if found is None:
         raise not_allowed(
             "--experiment",
             experiment,
@@ -125,7 +137,7 @@ def _candidates(
     # is not ranked: its val_* are of its training rows
     runs = [
         r
-        for r in tracking.search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
+        for r in found
         if "fingerprint" in r.data.tags
         and r.data.params.get("device", "cpu") == "cpu"
         and "refit_of" not in r.data.tags
@@ -499,19 +511,16 @@ def _open_candidates(
     uri: str, experiment: str, run_ids: Sequence[str], latest: bool
 ) -> tuple[Any, list]:
     """The store's client and the experiment's candidate runs; a store
-    that is not there, or fails, is one line."""
-    try:
-        # MLflow would create an empty store at a mistyped path, or wait minutes for a server
-        tracking.check_readable(uri)
-    except tracking.TrackingError as e:
-        raise PromoteError(str(e)) from None
+    that is not there, or fails, is one line (check_readable's TrackingError: the
+    command's, sweeper.promote.main)."""
+    # MLflow would create an empty store at a mistyped path, or wait minutes for a server
+    tracking.check_readable(uri)
     try:
         client = tracking.client(uri)
-        return client, _candidates(client, uri, experiment, run_ids, latest)
-    except PromoteError:
-        raise
+        found, names = _finished(client, experiment)
     except Exception as e:  # a server that is down, a file that is not a store
         raise not_allowed("--tracking-uri", uri, tracking.first_line(e)) from None
+    return client, _candidates(found, names, uri, experiment, run_ids, latest)
 
 
 def _pin_file(
