@@ -20,6 +20,17 @@ from conftest import cli, one_line
             "SWEEPER_HEARTBEAT_S=-1 is not allowed: expected a number of seconds > 0",
         ),
         ("SWEEPER_AHEAD_BULK", "many", "SWEEPER_AHEAD_BULK=many is not allowed"),
+        # a number's text that is none (fmt.number: None), and one that is not finite
+        (
+            "SWEEPER_HEARTBEAT_S",
+            "soon",
+            "SWEEPER_HEARTBEAT_S=soon is not allowed: expected a number",
+        ),
+        (
+            "SWEEPER_AHEAD_AFTER_S",
+            "inf",
+            "SWEEPER_AHEAD_AFTER_S=inf is not allowed: expected a number",
+        ),
         (
             "SWEEPER_WRITR",
             "off",

@@ -84,3 +84,17 @@ def test_a_process_that_has_ended_is_not_alive_while_its_parent_has_not_read_its
     finally:
         child.wait()
     assert not alive(child.pid)
+
+
+def test_a_heartbeat_tag_and_its_interval_are_read_as_numbers_or_not_at_all(monkeypatch):
+    """process.beating and heartbeat_interval read through fmt.number: a tag that is not two numbers is no
+    heartbeat (None), not an error; an interval that is no number is the default, one too small 0.05 s."""
+    from sweeper.base import process
+
+    assert process.beating("100.0 30", 150.0) is True
+    assert process.beating("100.0 30", 100.0 + 3 * 30 + 2.5) is False
+    for tag in (None, "", "100.0", "100.0 30 1", "soon 30", "100.0 often"):
+        assert process.beating(tag, 150.0) is None, tag
+    for value, interval in (("2.5", 2.5), ("0", 0.05), ("often", 30.0)):
+        monkeypatch.setenv("SWEEPER_HEARTBEAT_S", value)
+        assert process.heartbeat_interval() == interval, value

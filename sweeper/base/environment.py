@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
 from sweeper.base.files import read_json
+from sweeper.base.fmt import number
 
 
 T = TypeVar("T")
@@ -33,11 +34,8 @@ __all__ = [
 
 def _number(low: float, strict: bool) -> Callable[[str], bool]:
     def check(v: str) -> bool:
-        try:
-            x = float(v)
-        except ValueError:
-            return False
-        return math.isfinite(x) and (x > low if strict else x >= low)
+        x = number(v)
+        return x is not None and math.isfinite(x) and (x > low if strict else x >= low)
 
     return check
 

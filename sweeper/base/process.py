@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sweeper.base import state
+from sweeper.base.fmt import number
 from sweeper.base.tags import PID
 from sweeper.base.tested import optional
 
@@ -236,10 +237,8 @@ SLACK_S = 2.0
 
 def heartbeat_interval() -> float:
     """Seconds between two beats: ``SWEEPER_HEARTBEAT_S`` (default 30)."""
-    try:
-        return max(0.05, float(os.environ.get("SWEEPER_HEARTBEAT_S", "30")))
-    except ValueError:
-        return 30.0
+    value = number(os.environ.get("SWEEPER_HEARTBEAT_S", "30"))
+    return 30.0 if value is None else max(0.05, value)
 
 
 def beat(now: float, interval: float) -> str:
@@ -248,10 +247,10 @@ def beat(now: float, interval: float) -> str:
 
 def beating(value: str | None, now: float) -> bool | None:
     """Whether a heartbeat tag's value is recent (None without a readable one)."""
-    try:
-        t, interval = (float(x) for x in (value or "").split())
-    except ValueError:
+    read = [number(x) for x in (value or "").split()]
+    if len(read) != 2 or None in read:
         return None
+    t, interval = read
     return now - t <= MISSED_BEATS * interval + SLACK_S
 
 

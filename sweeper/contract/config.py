@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.hydra_internals import convert_value
 from sweeper.base.files import MAX_NAME_BYTES, uri_problem
+from sweeper.base.fmt import number
 from sweeper.base.omegaconf_internals import node as node_at, value as raw_value
 from sweeper.contract import choices
 
@@ -395,11 +396,7 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
 def _parses_as_number(text: str) -> bool:
     """A quoted number (``lr='0.01'``): a string Hydra kept as one, refused as a string,
     not as its value."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return number(text) is not None
 
 
 def check_value(key: str, value: Any, rule: Rule) -> None:

@@ -36,6 +36,7 @@ from hydra.core.utils import configure_log, run_job, setup_globals
 from sweeper import data, tracking
 from sweeper.base import hydra_internals
 from sweeper.base.backend import BackendUnavailable, resolved
+from sweeper.base.fmt import number
 from sweeper.base.tags import GROUP, GROUP_SIZE, LAUNCHER, TRAJECTORY, WORKER
 from sweeper.base.process import trim_heap
 from sweeper.contract.compose import compose_once
@@ -349,10 +350,8 @@ AHEAD_AFTER_S = 1.0
 def _knob(name: str, default: float) -> float:
     """SWEEPER_AHEAD_BULK, SWEEPER_AHEAD_AFTER_S: other values than the defaults
     above (the tests take the large-group paths with a few members)."""
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+    value = number(os.environ.get(name, default))
+    return default if value is None else value
 
 
 def train_showing_runs(

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 
 from sweeper import data, tracking
 from sweeper.base.files import CURVES_FILE, RESULT_FILE, SWEEP_FILE, read_json
-from sweeper.base.fmt import text_cell
+from sweeper.base.fmt import number, text_cell
 from sweeper.base.tags import PRUNED_AT
 from sweeper.contract.compose import plain
 from sweeper.contract.config import ConfigError
@@ -407,12 +407,8 @@ def tell(study: Any, trials: list[Any], returns: list[Any], metric: str) -> None
 
     done = []
     for trial, ret in zip(trials, returns):
-        value = math.nan
-        if ret.status == JobStatus.COMPLETED:
-            try:
-                value = float(ret.return_value)
-            except (TypeError, ValueError):
-                pass
+        value = number(ret.return_value) if ret.status == JobStatus.COMPLETED else None
+        value = math.nan if value is None else value
         folder = (
             Path(str(ret.hydra_cfg.hydra.runtime.output_dir)) if ret.hydra_cfg is not None else None
         )
