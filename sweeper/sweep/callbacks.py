@@ -23,6 +23,7 @@ from sweeper.base.tags import HOST, PID
 from sweeper.base.files import RESULT_FILE
 from sweeper.contract.config import ConfigError
 from sweeper.contract.hydra_args import hydra_line
+from sweeper.models.interface import ModelError
 from sweeper.sweep import life as sweep
 from sweeper.sweep.life import claim_run_dir
 from sweeper.tracking.store import TrackingError
@@ -97,11 +98,11 @@ class SweepCallback(Callback):
 def start_failed(e: Exception) -> NoReturn:
     """What an error of a sweep's start is: the interruption when a signal came (an error
     OmegaConf or Hydra raised in a Ctrl-C's way, while the jobs were composed: not a refusal);
-    else bad input in one line, exit 2 (a config, a store, the sweep's arguments as Hydra's
-    sweeper reads them); else a bug, its traceback and exit 1 (Hydra would only warn and
+    else bad input in one line, exit 2 (a config, a store, a model of yours, the sweep's arguments
+    as Hydra's sweeper reads them); else a bug, its traceback and exit 1 (Hydra would only warn and
     launch the jobs without a parent run)."""
     stop.raise_signalled(e)
-    if isinstance(e, (ConfigError, TrackingError)):
+    if isinstance(e, (ConfigError, ModelError, TrackingError)):
         stop.refuse(str(e))
     if isinstance(e, HydraException):
         stop.refuse(hydra_line(e))
