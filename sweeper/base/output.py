@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from sweeper.base import state
 
@@ -67,15 +67,16 @@ class _Guarded(_Masking):
     ``os.devnull``, said once."""
 
     def write(self, text: str) -> int:
-        try:
-            return super().write(text)
-        except OSError as e:
-            self._broke(e)
-            return len(text)
+        self._guarded(super().write, text)
+        return len(text)
 
     def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def _guarded(self, call: Callable[..., Any], *args: Any) -> None:
+        """``call(*args)``; its OSError points the stream at ``os.devnull``, said once."""
         try:
-            self._stream.flush()
+            call(*args)
         except OSError as e:
             self._broke(e)
 
@@ -83,12 +84,7 @@ class _Guarded(_Masking):
         p = state.process()
         if p.stdout_broken is None:
             p.stdout_broken = e.strerror or str(e)
-            try:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, self._stream.fileno())
-                os.close(null)
-            except (OSError, ValueError):
-                pass
+            _quietly(_to_devnull, self._stream)
             say(
                 "sweeper: warning: the standard output cannot be written "
                 f"({p.stdout_broken}): its lines are dropped "
@@ -97,23 +93,33 @@ class _Guarded(_Masking):
         drained(self._stream)  # what was buffered goes to devnull now
 
 
-def say(line: str) -> None:
-    """``line`` on the standard error, flushed, where it can still be written: a terminal
-    that is gone (SIGHUP), a closed pipe, takes nothing more (OSError; ValueError: the stream
-    closed), and the line is dropped."""
+def _quietly(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``call(*args, **kwargs)`` where a standard stream may take nothing more: a terminal
+    that is gone (SIGHUP), a closed pipe (OSError; ValueError: the stream closed); what it
+    would have written is dropped. The one handler of this module's last-resort writes
+    (:func:`say`, :func:`drained`, a broken stdout pointed at ``os.devnull``)."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        call(*args, **kwargs)
     except (OSError, ValueError):
         pass
 
 
+def _to_devnull(stream: Any) -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, stream.fileno())
+    os.close(null)
+
+
+def say(line: str) -> None:
+    """``line`` on the standard error, flushed, where it can still be written (see
+    :func:`_quietly`); else the line is dropped."""
+    _quietly(print, line, file=sys.stderr, flush=True)
+
+
 def drained(*streams: Any) -> None:
-    """Each stream flushed where it still can be (see :func:`say`)."""
+    """Each stream flushed where it still can be (see :func:`_quietly`)."""
     for stream in streams:
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+        _quietly(stream.flush)
 
 
 def guard(goes_on: str = GOES_ON) -> None:
