@@ -204,9 +204,8 @@ def split_folds(
         dealt = np.concatenate([rest[labels == c] for c in np.unique(labels)])
     else:
         dealt = rest
-    fold_of = np.empty(
-        n, dtype=np.int64
-    )  # pragma: no mutate  (any dtype holds the fold numbers alike)
+    # any dtype holds the fold numbers alike
+    fold_of = np.empty(n, dtype=np.int64)  # pragma: no mutate
     fold_of[dealt] = np.arange(len(dealt)) % k
     folds = [rest[fold_of[rest] == i] for i in range(k)]  # each fold's rows in the seed's order
     return folds, (test if n_test else rest)

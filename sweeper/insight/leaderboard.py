@@ -317,15 +317,11 @@ def group(
                 "std": statistics.stdev(values) if len(values) > 1 else None,
             }
         )
-    # configurations without a score last (the second key is the same
-    # for all of them: any constant would do)
-    out.sort(
-        key=lambda g: (
-            g["mean"] is None,
-            0.0 if g["mean"] is None else g["mean"] if lower else -g["mean"],
-        )
-    )  # pragma: no mutate
-    return out
+    # the scored configurations ranked by their mean, then those without a score
+    ranked = sorted(
+        (g for g in out if g["mean"] is not None), key=lambda g: g["mean"] if lower else -g["mean"]
+    )
+    return ranked + [g for g in out if g["mean"] is None]
 
 
 def children(c: Any, parent: Any) -> list[Any]:
@@ -418,10 +414,12 @@ def build(runs: list[Any], reused: Any = ()) -> Board:
     for g in groups:
         # a configuration's finished runs are among its tried ones
         g["n_total"] = tried[g["config"]]
-    if any(
-        g["n_total"] > g["n"] for g in groups
-    ):  # pragma: no mutate  (only spares the noise's scipy import)
-        groups = behind_finished(groups, lambda g: g["n_total"] > g["n"], _within(_pooled(groups)))
+
+    def incomplete(g: dict[str, Any]) -> bool:
+        return g["n_total"] > g["n"]
+
+    if any(map(incomplete, groups)):  # pragma: no mutate  (only spares the noise's scipy import)
+        groups = behind_finished(groups, incomplete, _within(_pooled(groups)))
     shown = []
     for g in groups:
         first = g["items"][0]
