@@ -112,6 +112,10 @@ class Model(Protocol):
         parameter's shape."""
 
 
+# what a module lacking an attribute gives (getattr's default): a user's None is an attribute
+_NOTHING = object()
+
+
 class ModelError(ValueError):
     """A model that cannot be used (unimportable, a missing method, an unknown
     hyperparameter); one line."""
@@ -143,12 +147,10 @@ def load_target(path: str, key: str = "model._target_") -> Any:
     # the user's module raised while importing, or tried to end the process: say which and what
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"{key}={path}: {raised(f'importing {module_name}', e)}") from None
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise ModelError(
-            f"{key}={path} cannot be imported: module {module_name} has no {name}"
-        ) from None
+    target = getattr(module, name, _NOTHING)
+    if target is _NOTHING:
+        raise ModelError(f"{key}={path} cannot be imported: module {module_name} has no {name}")
+    return target
 
 
 def source_digest(obj: Any) -> str | None:

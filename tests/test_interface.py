@@ -546,3 +546,21 @@ def test_a_signature_python_cannot_read_is_nothing_known_and_a_readable_empty_on
     check_trainer(dict, "builtins.dict", {})  # nothing to check it against
     with pytest.raises(ModelError, match="takes 0 positional arguments"):
         check_trainer(lambda: None, "loops.fit", {})
+
+
+def test_an_import_path_to_a_name_its_module_lacks_is_one_line_and_a_none_is_had(
+    tmp_path, monkeypatch
+):
+    """load_target reads the name with getattr's default: a module without it is one line; one whose
+    attribute is None gives None (the caller says it is no model), not "has no"."""
+    from sweeper.models.interface import ModelError, load_target
+
+    (tmp_path / "lacking.py").write_text("Net = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelError) as err:
+        load_target("lacking.TwoLayerNet")
+    assert (
+        str(err.value)
+        == "model._target_=lacking.TwoLayerNet cannot be imported: module lacking has no TwoLayerNet"
+    )
+    assert load_target("lacking:Net") is None
