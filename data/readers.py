@@ -98,11 +98,20 @@ def _read_delimited(
     return names, rows, used
 
 
-def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
+def _json(text: str, path: Path, where: str = "") -> Any:
+    """``text`` parsed as JSON (the file's, or ``where``: one line of it); else one line."""
     try:
-        obj = json.loads(_text(path))
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"data.path={path} is not valid JSON: {e}") from None
+        raise DataError(
+            f"data.path={path}: {where} is not valid JSON: {e}"
+            if where
+            else f"data.path={path} is not valid JSON: {e}"
+        ) from None
+
+
+def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
+    obj = _json(_text(path), path)
     if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):  # records
         names = list(obj[0])
         return names, [[r.get(k) for k in names] for r in obj]
@@ -122,10 +131,7 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
     for i, line in enumerate(_text(path).splitlines()):
         if not line.strip():
             continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"data.path={path}: line {i + 1} is not valid JSON: {e}") from None
+        r = _json(line, path, f"line {i + 1}")
         if not isinstance(r, dict):
             raise DataError(
                 f"data.path={path}: line {i + 1} is not a JSON object; .jsonl needs one "

@@ -237,6 +237,13 @@ def test_a_headerless_numeric_file_is_not_read_with_its_first_row_as_names(tmp_p
         ("t.npz", b"not an archive", "cannot be read as .npz"),
         ("t.csv", "a,b,y\n1,2\n3,4\n", "the header has 3 names but the rows have 2 fields"),
         ("t.csv", "y\n1\n2\n", "there is no column besides the target y"),
+        # readers._json: the file's, or a line's (.jsonl), in one line each
+        ("t.json", '[{"a": 1, "y": 2},', "t.json is not valid JSON: Expecting value: line 1"),
+        (
+            "t.jsonl",
+            '{"a": 1, "y": 2}\n\n{"a": 2,\n',
+            "t.jsonl: line 3 is not valid JSON: Expecting",
+        ),
     ],
 )
 def test_other_unreadable_files_give_one_line(tmp_path, name, content, message):
