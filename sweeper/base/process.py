@@ -171,13 +171,21 @@ def lock_holder(path: Path) -> str | None:
         return None
     try:
         with open(path) as f:  # no file: nobody
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
+            if not _locked(fcntl, f, fcntl.LOCK_SH | fcntl.LOCK_NB):
                 return f.read().strip() or "another process"
     except OSError:
         pass
     return None  # taken and let go: the close releases it
+
+
+def _locked(fcntl: Any, f: Any, flags: int) -> bool:
+    """Whether ``flock(f, flags)`` took the lock; False where another process holds it
+    (``LOCK_NB``: OSError)."""
+    try:
+        fcntl.flock(f, flags)
+    except OSError:
+        return False
+    return True
 
 
 def hold(path: Path) -> str | None:
@@ -193,9 +201,7 @@ def hold(path: Path) -> str | None:
     if key in held:
         return None
     f = open(path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not _locked(fcntl, f, fcntl.LOCK_EX | fcntl.LOCK_NB):
         f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
