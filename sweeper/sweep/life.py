@@ -192,14 +192,20 @@ def _checked_jobs(config: DictConfig) -> tuple[list, list]:
     return every, jobs
 
 
-def _unusable(key: str, folder: Path, e: OSError) -> ConfigError:
-    """One line for a folder that cannot be made or locked (a file on
-    the way, /proc, a read-only or full disk)."""
-    return ConfigError(
-        f"{key}={folder} cannot be used: {e.strerror or e}"
-        + (f" ({e.filename})" if e.filename else "")
-        + ": choose a writable folder"
-    )
+def _usable(key: str, folder: Path, lock: bool = False) -> tuple[Path | None, str | None]:
+    """``folder`` made with its parents: the first folder that made (None: it was there), and
+    with ``lock``, :func:`hold`'s answer on its lock file. One line (ConfigError) for a folder
+    that cannot be made or locked (OSError: a file on the way, /proc, a read-only or full disk)."""
+    try:
+        made = _made(Path(os.path.abspath(folder)))
+        folder.mkdir(parents=True, exist_ok=True)
+        return made, hold(folder / LOCK_FILE) if lock else None
+    except OSError as e:
+        raise ConfigError(
+            f"{key}={folder} cannot be used: {e.strerror or e}"
+            + (f" ({e.filename})" if e.filename else "")
+            + ": choose a writable folder"
+        ) from None
 
 
 def _not_in(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -257,13 +263,8 @@ def _claim(sweep_dir: Path) -> Path | None:
                 f"{holder}, "
                 f"its folder {folder}): choose another hydra.sweep.dir"
             )
-    made = _made(Path(os.path.abspath(sweep_dir)))
-    try:
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        # two live sweeps in one folder would write over each other's jobs
-        holder = hold(sweep_dir / LOCK_FILE)
-    except OSError as e:
-        raise _unusable("hydra.sweep.dir", sweep_dir, e) from None
+    # locked: two live sweeps in one folder would write over each other's jobs
+    made, holder = _usable("hydra.sweep.dir", sweep_dir, lock=True)
     if holder:
         raise ConfigError(
             f"hydra.sweep.dir={sweep_dir} is in use by a live sweep (process {holder}): wait for "
@@ -292,12 +293,8 @@ def claim_run_dir(run_dir: Path) -> None:
                 f"hydra.run.dir={run_dir} is in use by a live sweep (process {holder}, its folder "
                 f"{folder}): choose another hydra.run.dir"
             )
-    try:
-        # outputs/ of outputs/DATE/TIME
-        current_state().new_run_dir = _made(Path(os.path.abspath(run_dir)))
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise _unusable("hydra.run.dir", run_dir, e) from None
+    # outputs/ of outputs/DATE/TIME
+    current_state().new_run_dir = _usable("hydra.run.dir", run_dir)[0]
 
 
 def _open_parents(
