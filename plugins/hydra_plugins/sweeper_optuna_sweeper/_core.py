@@ -340,12 +340,10 @@ def refuse(sweep_dir: Path, message: str) -> None:
     for parent in _state(sweep_dir).get("parents", []):
         if failure := tracking.mark_ended(parent["uri"], parent["run_id"], "FAILED", message):
             log.error("parent run %s not closed: %s", parent["run_id"], failure)
-    for stop in (plots.stop, writer.stop):
-        try:
-            stop()
-        except Exception:  # noqa: BLE001  (exiting anyway)
-            pass
-
+    # as the sweep's own end stops them (sweeper.sweep.life.finish): each closes what it
+    # can and raises nothing a closed pipe or a gone process causes (Painter.close, Writer.close)
+    plots.stop()
+    writer.stop()
     ending.refuse(message)
 
 
