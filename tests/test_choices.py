@@ -189,3 +189,32 @@ def test_the_split_keys_are_keys_of_every_data_set_and_their_values_are_checked(
     assert proc.returncode != 0 and one_line(proc.stderr) == (
         "sweeper: error: data.val_fraction=2 is not allowed: expected a number in [0, 1)"
     )
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"a: [1, 2\nb: 3\n",  # YAML that does not parse
+        b"a: 1\n\tb: 2\n",  # a tab
+        b"a: 1\na: 2\n",  # a key twice
+        b"\xff\xfe\x00a: \x80\x81\n",  # not UTF-8
+        None,  # a folder
+        b"- 1\n- 2\n",  # a list, not a mapping
+        b"hydra: 5\n",  # a number where hydra's keys go
+    ],
+)
+def test_a_named_sweep_that_cannot_be_read_replaces_nothing_and_raises_nothing(
+    tmp_path, monkeypatch, content
+):
+    """given_twice reads +sweep/+best files for the keys the command line replaces; one it cannot read (each error
+    that config._readable names in one line, or keys that are no mapping) replaces nothing, and is left to it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sweeper.contract import choices
+
+    (tmp_path / "best").mkdir()
+    path = tmp_path / "best" / "x.yaml"
+    path.mkdir() if content is None else path.write_bytes(content)
+    monkeypatch.setattr(choices, "CONF_DIR", tmp_path)
+    overrides = OverridesParser.create().parse_overrides(["+best=x", "depth=3"])
+    assert choices.given_twice(overrides) == []

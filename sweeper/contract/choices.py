@@ -10,7 +10,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from sweeper import CONF_DIR
 from sweeper.base.hydra_internals import convert_value
@@ -249,7 +251,9 @@ def _named_sweeps_replaced(overrides: list[Any]) -> list[str]:
                 .get("params")
                 or {}
             )
-        except Exception:  # noqa: BLE001  (a file that cannot be read: check_overrides names it)
+        # a file that cannot be read (config._readable's errors: check_overrides names it), or
+        # whose keys are no mapping (a list, a number: no .get)
+        except (yaml.YAMLError, OmegaConfBaseException, ValueError, OSError, AttributeError):
             continue
         out += [
             f"sweeper: {given[k].input_line} replaces {o.input_line}'s {k}: {v}"
