@@ -98,3 +98,24 @@ def test_a_heartbeat_tag_and_its_interval_are_read_as_numbers_or_not_at_all(monk
     for value, interval in (("2.5", 2.5), ("0", 0.05), ("often", 30.0)):
         monkeypatch.setenv("SWEEPER_HEARTBEAT_S", value)
         assert process.heartbeat_interval() == interval, value
+
+
+def test_the_machines_memory_and_cpus_or_the_fallbacks_where_the_system_does_not_say(monkeypatch):
+    """process.physical_memory and usable_cpus: the one reading of each that memory_limit, the batched
+    launcher's budget (groups.default_budget), cores.cores and backend's host threads share."""
+    from sweeper.base import process
+    from sweeper.sweep import cores, groups
+
+    machine = process.physical_memory()
+    assert machine is not None and machine > 1 << 28  # bytes, not pages
+    assert groups.default_budget() == machine // 4 and process.memory_limit()[0] <= machine
+    assert cores.cores() == process.usable_cpus() == len(os.sched_getaffinity(0))
+
+    def unsaid(name):
+        raise ValueError(f"unrecognized configuration name {name}")
+
+    monkeypatch.setattr(os, "sysconf", unsaid)
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert process.physical_memory() is None and groups.default_budget() == 2 << 30
+    assert (process.memory_limit() or (0, ""))[1] != "this machine's memory"
+    assert process.usable_cpus() == (os.cpu_count() or 1)

@@ -20,6 +20,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
+from sweeper.base.process import usable_cpus
 from sweeper.base.stop import check
 
 
@@ -118,10 +119,7 @@ def cpu_threads() -> int:
         if not value.strip().isdigit() or int(value) < 1:
             raise ValueError(f"{THREADS_ENV}={value} is not allowed: expected an integer >= 1")
         return int(value)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     return max(1, min(cpus, int(omp))) if omp.isdigit() and int(omp) > 0 else cpus
 

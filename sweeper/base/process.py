@@ -36,12 +36,14 @@ __all__ = [
     "lock_holder",
     "memory_limit",
     "oom_kills",
+    "physical_memory",
     "release",
     "release_all",
     "sent",
     "start_mark",
     "stat_fields",
     "trim_heap",
+    "usable_cpus",
 ]
 
 
@@ -317,17 +319,29 @@ def oom_kills() -> int | None:
     return None
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use (its affinity; every CPU where that cannot be read: not
+    Linux)."""
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    return len(getaffinity(0)) if getaffinity is not None else os.cpu_count() or 1
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes; None where the system does not say (no ``sysconf``
+    or no such name: Windows, some BSDs)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def memory_limit() -> tuple[int, str] | None:
     """The memory this process may use, and what bounds it: the machine's physical
     memory, or less where a cgroup (a container's limit) or ``ulimit -v`` (RLIMIT_AS)
     sets less; None where none can be read."""
     found: list[tuple[int, str]] = []
-    try:
-        found.append(
-            (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory")
-        )
-    except (ValueError, OSError, AttributeError):
-        pass
+    if machine := physical_memory():
+        found.append((machine, "this machine's memory"))
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         value = _read(path).strip()
         if value.isdigit() and int(value) < 1 << 60:

@@ -49,7 +49,7 @@ from sweeper import data
 from sweeper.base import state
 from sweeper.base.output import first_line
 from sweeper.base.tags import ENGINE, WORKER, WORKER_HOST, WORKER_PID
-from sweeper.base.process import exit_with_parent, oom_kills, sent
+from sweeper.base.process import exit_with_parent, oom_kills, sent, usable_cpus
 from sweeper.base.stop import shielded
 from sweeper.models.usercode import UserCodeError
 
@@ -83,10 +83,7 @@ LAUNCHER = "sweeper_batched_launcher"
 
 def cores() -> int:
     """The CPUs this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def workers(launcher: Any, cpu: list[dict[str, Any]]) -> int:

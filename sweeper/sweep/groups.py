@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,6 +23,7 @@ from omegaconf import DictConfig
 
 from sweeper import data, tracking
 from sweeper.contract.config import ConfigError, validate
+from sweeper.base.process import physical_memory
 from sweeper.contract.fingerprint import fingerprint
 from sweeper.job.compute import model_bytes
 from sweeper.models import layer_sizes
@@ -89,11 +89,9 @@ class Job:
 
 
 def default_budget() -> int:
-    """A quarter of the machine's memory."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
-    except (ValueError, OSError, AttributeError):
-        return 2 << 30
+    """A quarter of the machine's memory (2 GiB where the system does not say)."""
+    machine = physical_memory()
+    return machine // 4 if machine else 2 << 30
 
 
 def trajectories(jobs: list[Job]) -> list[list[Job]]:
