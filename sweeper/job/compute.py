@@ -202,13 +202,12 @@ def memory_problem(cfg: Any, dataset: data.Dataset, backend: Any) -> str | None:
     if not mlp and user is None:
         return None
     need = config_bytes(cfg, dataset) if mlp else user[0]
-    try:
-        if backend.device == "gpu" and not backend.fake:
-            have, where = int(backend.xp.cuda.Device().mem_info[1]), "the GPU's memory"
-        else:
-            have, where = memory_limit() or (0, "")
-    except (ValueError, OSError, AttributeError):
-        return None
+    # (memory_limit reads what it can and raises nothing; CuPy's mem_info raises its own
+    # CUDARuntimeError, which a device that answered resolve does not give)
+    if backend.device == "gpu" and not backend.fake:
+        have, where = int(backend.xp.cuda.Device().mem_info[1]), "the GPU's memory"
+    else:
+        have, where = memory_limit() or (0, "")
     if not have or need <= have:
         return None
     gib = 1 << 30
