@@ -78,13 +78,8 @@ def _interrupted_hook(
             if stop and stop.seen()
             else ("interrupted (Ctrl-C)", 130)
         )
-        try:
-            print(
-                f"{command}: {why}: what it had written stays; run it again to finish",
-                file=sys.stderr,
-            )
-        except (OSError, ValueError):  # the terminal is gone (SIGHUP)
-            pass
+        # (a terminal that is gone, SIGHUP: not said)
+        _output.say(f"{command}: {why}: what it had written stays; run it again to finish")
         # Python ends with 130 on its own only for a KeyboardInterrupt itself
         if cause is not value or code != 130:
             with suppress(OSError, ValueError):

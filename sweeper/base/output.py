@@ -38,6 +38,7 @@ __all__ = [
     "masked",
     "one_line",
     "quiet_unwritable_files",
+    "quietly",
     "say",
     "spreadsheet_safe",
     "spreadsheet_value",
@@ -84,7 +85,7 @@ class _Guarded(_Masking):
         p = state.process()
         if p.stdout_broken is None:
             p.stdout_broken = e.strerror or str(e)
-            _quietly(_to_devnull, self._stream)
+            quietly(_to_devnull, self._stream)
             say(
                 "sweeper: warning: the standard output cannot be written "
                 f"({p.stdout_broken}): its lines are dropped "
@@ -93,11 +94,12 @@ class _Guarded(_Masking):
         drained(self._stream)  # what was buffered goes to devnull now
 
 
-def _quietly(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def quietly(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """``call(*args, **kwargs)`` where a standard stream may take nothing more: a terminal
     that is gone (SIGHUP), a closed pipe (OSError; ValueError: the stream closed); what it
-    would have written is dropped. The one handler of this module's last-resort writes
-    (:func:`say`, :func:`drained`, a broken stdout pointed at ``os.devnull``)."""
+    would have written is dropped. The one handler of sweeper's last-resort writes
+    (:func:`say`, :func:`drained`, a broken stdout pointed at ``os.devnull``, a signal
+    handler's line: :mod:`sweeper.base.stop`)."""
     try:
         call(*args, **kwargs)
     except (OSError, ValueError):
@@ -112,14 +114,14 @@ def _to_devnull(stream: Any) -> None:
 
 def say(line: str) -> None:
     """``line`` on the standard error, flushed, where it can still be written (see
-    :func:`_quietly`); else the line is dropped."""
-    _quietly(print, line, file=sys.stderr, flush=True)
+    :func:`quietly`); else the line is dropped."""
+    quietly(print, line, file=sys.stderr, flush=True)
 
 
 def drained(*streams: Any) -> None:
-    """Each stream flushed where it still can be (see :func:`_quietly`)."""
+    """Each stream flushed where it still can be (see :func:`quietly`)."""
     for stream in streams:
-        _quietly(stream.flush)
+        quietly(stream.flush)
 
 
 def guard(goes_on: str = GOES_ON) -> None:

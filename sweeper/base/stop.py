@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NoReturn, TypeVar
 
 from sweeper.base import state
-from sweeper.base.output import first_line
+from sweeper.base.output import first_line, quietly
 
 __all__ = [
     "INTERRUPTED",
@@ -101,16 +101,14 @@ def _handler(signum: int, frame: Any) -> None:
         p.deferred.append(signum)
         return
     if again:  # the first signal's bookkeeping runs: it is not cut short (said once)
-        if p.signals.count(signum) == 2:
-            try:
-                os.write(
-                    2,
-                    b"sweeper: still stopping: recording what finished (another signal is not "
-                    b"needed; "
-                    b"kill -9 would leave runs RUNNING)\n",
-                )
-            except OSError:  # the terminal is gone (SIGHUP)
-                pass
+        if p.signals.count(signum) == 2:  # (a terminal that is gone, SIGHUP: not said)
+            quietly(
+                os.write,
+                2,
+                b"sweeper: still stopping: recording what finished (another signal is not "
+                b"needed; "
+                b"kill -9 would leave runs RUNNING)\n",
+            )
         return
     raise _exception(signum)
 
