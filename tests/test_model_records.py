@@ -392,3 +392,19 @@ def test_a_binary_run_logs_its_confusion_matrix_roc_and_pr_curves_and_targets_pr
     targets = [line.split(",")[0] for line in lines]
     # 72, not 71.99999999999999
     assert all(len(t.replace("-", "").replace(".", "")) <= 4 for t in targets), targets[:5]
+
+
+def test_a_models_requirements_are_pinned_to_this_processs_versions_and_one_not_installed_is_named_alone(
+    monkeypatch,
+):
+    """pyfunc.requirements_for reads each version through tested.installed (None: not installed under that name,
+    mlflow-skinny say), the one reading of a distribution's version."""
+    from importlib import metadata
+
+    from sweeper.tracking import pyfunc
+
+    assert pyfunc.requirements_for(False) == [
+        f"{n}=={metadata.version(n)}" for n in ("mlflow", "numpy", "pandas")
+    ]
+    monkeypatch.setattr(pyfunc, "installed", lambda n: None if n == "mlflow" else "1.0")
+    assert pyfunc.requirements_for(True) == ["mlflow", "numpy==1.0", "pandas==1.0", "scipy==1.0"]

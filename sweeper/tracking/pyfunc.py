@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.metadata as md
 import json
 import os
 import re
@@ -39,7 +38,7 @@ from mlflow.types import ColSpec, Schema
 from sweeper.base import state
 from sweeper.base.output import first_line
 from sweeper.base.environment import cache_root
-from sweeper.base.tested import shortcut
+from sweeper.base.tested import installed, shortcut
 
 __all__ = ["NotSaved", "cache_dir", "save"]
 
@@ -55,13 +54,8 @@ def requirements_for(text: bool) -> list[str]:
     (explicit: inferring them costs seconds)."""
 
     names = ["mlflow", "numpy", "pandas"] + (["scipy"] if text else [])
-    out = []
-    for n in names:
-        try:
-            out.append(f"{n}=={md.version(n)}")
-        except md.PackageNotFoundError:  # mlflow-skinny, say
-            out.append(n)
-    return out
+    # (one not installed under its name, mlflow-skinny say: unpinned)
+    return [f"{n}=={v}" if (v := installed(n)) else n for n in names]
 
 
 def class_frame(prob: np.ndarray, classes: list[str]) -> Any:
