@@ -95,11 +95,12 @@ class _Guarded(_Masking):
 
 
 def quietly(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """``call(*args, **kwargs)`` where a standard stream may take nothing more: a terminal
-    that is gone (SIGHUP), a closed pipe (OSError; ValueError: the stream closed); what it
-    would have written is dropped. The one handler of sweeper's last-resort writes
-    (:func:`say`, :func:`drained`, a broken stdout pointed at ``os.devnull``, a signal
-    handler's line: :mod:`sweeper.base.stop`)."""
+    """``call(*args, **kwargs)`` where a standard stream or a pipe may take nothing more: a
+    terminal that is gone (SIGHUP), a pipe whose other end is gone (OSError; ValueError: the
+    stream closed); what it would have written (or flushed, closing) is dropped. The one
+    handler of sweeper's last-resort writes (:func:`say`, :func:`drained`, a broken stdout
+    pointed at ``os.devnull``, a signal handler's line: :mod:`sweeper.base.stop`) and of
+    closing a helper process's pipes (the painter's, the writer's)."""
     try:
         call(*args, **kwargs)
     except (OSError, ValueError):

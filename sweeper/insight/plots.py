@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.base import state
+from sweeper.base.output import quietly
 from sweeper.base.fmt import cell, text_cell
 from sweeper.base.files import CURVES_FILE
 from sweeper.base.process import exit_with_parent
@@ -610,10 +611,7 @@ class Painter:
                 self.proc.stdin,
                 self.proc.stdout,
             ):  # both: a process calling sweeps (the Python API) keeps
-                try:  # no pipe of an earlier sweep's painter open
-                    pipe.close()
-                except (OSError, ValueError):
-                    pass
+                quietly(pipe.close)  # no pipe of an earlier sweep's painter open
             self.proc = None
 
 

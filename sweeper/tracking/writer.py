@@ -48,7 +48,7 @@ from sweeper.base import state
 from sweeper.base.environment import turned_off_by
 from sweeper.base.files import read_json
 from sweeper.base.process import alive, ended, sent
-from sweeper.base.output import masked
+from sweeper.base.output import masked, quietly
 from sweeper.base.stop import STOP
 from sweeper.base.tested import shortcut
 from sweeper.tracking.store import mlflow_defaults
@@ -237,10 +237,7 @@ class Writer:
                 len(self.pending),
                 timeout,
             )
-        try:
-            self.requests.close()
-        except OSError:
-            pass
+        quietly(self.requests.close)  # (a writer already gone: its end is closed)
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
             # answers are read (and dropped) so that the writer never waits to send one
