@@ -79,6 +79,7 @@ __all__ = [
     "is_trainer",
     "kind",
     "load_target",
+    "loaded",
     "offer",
     "parameters",
     "source_digest",
@@ -119,6 +120,16 @@ _NOTHING = object()
 class ModelError(ValueError):
     """A model that cannot be used (unimportable, a missing method, an unknown
     hyperparameter); one line."""
+
+
+def loaded(path: str) -> tuple[Any, ModelError | None]:
+    """:func:`load_target`'s object and None, or None and its ModelError: the one place that
+    error is a value, for a caller that goes on without the model (:func:`offer` quiet, a
+    pin's source check, the advisor's domain of a key, ``--help``'s model keys)."""
+    try:
+        return load_target(path), None
+    except ModelError as e:
+        return None, e
 
 
 def load_target(path: str, key: str = "model._target_") -> Any:
@@ -218,12 +229,11 @@ def offer(model_cfg: Any, quiet: bool = False) -> Offer:
     path = MLP_TARGET if model_cfg is None else str(model_cfg.get("_target_", MLP_TARGET))
     offers = state.process().offers
     if path not in offers:
-        try:
-            target = load_target(path)
-        except ModelError:
+        target, error = loaded(path)
+        if error is not None:
             if quiet:
                 return Offer(path)
-            raise
+            raise error
         # declared by the class itself: a subclass that
         own = vars(target) if inspect.isclass(target) else {}
         offers[path] = Offer(

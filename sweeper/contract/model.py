@@ -25,6 +25,7 @@ from sweeper.models.interface import (
     check_trainer,
     is_trainer,
     load_target,
+    loaded,
     offer,
     parameters,
     split,
@@ -137,10 +138,10 @@ def reach(cfg: Any) -> None:
     if not want or model is None:
         return
 
-    try:
-        got = source_digest(load_target(split(model)[0]))
-    except ModelError:
+    target, error = loaded(split(model)[0])
+    if error is not None:
         return
+    got = source_digest(target)
     key = f"{split(model)[0]}:{got}"
     said = state.process().sources_said
     if got and got != want and key not in said:

@@ -498,7 +498,7 @@ class Sweep:
         if not key.startswith("model.") or key == "model._target_":
             return None
         # lazy: saves ~89 ms at this module's import (measured)
-        from sweeper.models.interface import ModelError, domain, load_target
+        from sweeper.models.interface import domain, loaded
 
         kind, low, strict = None, None, False
         path = next(
@@ -509,11 +509,9 @@ class Sweep:
             ),
             None,
         )
-        if path:
-            try:
-                kind, low, strict = domain(load_target(path), key.removeprefix("model."))
-            except ModelError:  # not importable here: the values say what they can
-                pass
+        # (not importable here: the values say what they can)
+        if path and (found := loaded(path))[1] is None:
+            kind, low, strict = domain(found[0], key.removeprefix("model."))
         nums = [n for v in self.tried(key) if (n := _number(v)) is not None]
         integer = (kind is int) if kind in (int, float) else None
         if low is None and nums and min(nums) > 0:
