@@ -191,10 +191,10 @@ def _parent(
     tagged as the sweep's, added to sweep.json, so the next job and ``reclose`` find it)."""
     name, own = r["experiment"], masked(uri) == masked(r["tracking_uri"])
     here = sweepdir.parent_run_id(sweep_dir, uri, name)
-    if here and _has(c, here):
+    if here and _run(c, here) is not None:
         return here, own
     original = None if own else sweepdir.parent_run_id(sweep_dir, r["tracking_uri"], name)
-    if original and _has(c, original):
+    if original and _run(c, original) is not None:
         return original, True  # the sweep's own store, reached by another address
     if here is None and original is None:
         return None, own
@@ -239,12 +239,13 @@ def _parent(
     return run_id, own
 
 
-def _has(c: Any, run_id: str) -> bool:
+def _run(c: Any, run_id: str) -> Any:
+    """The run ``run_id`` of the store of client ``c``; None where that store lacks it (a
+    run of another store: MLflow's RESOURCE_DOES_NOT_EXIST) or cannot be read."""
     try:
-        c.get_run(run_id)
-        return True
+        return c.get_run(run_id)
     except tracking.UNREACHABLE:
-        return False
+        return None
 
 
 def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bool = False) -> None:
@@ -263,9 +264,8 @@ def reclose_parents(sweep_dirs: set[Path], uri: str | None = None, left_open: bo
             ):
                 continue
             c = tracking.client(target)
-            try:
-                run = c.get_run(p["run_id"])
-            except tracking.UNREACHABLE:
+            run = _run(c, p["run_id"])
+            if run is None:
                 continue  # a parent in another store than the one uploaded to: not touched
             if left_open and run.info.status != "RUNNING":
                 continue
