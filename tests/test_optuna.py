@@ -550,3 +550,27 @@ def test_a_refused_search_whose_store_fails_says_so_and_is_still_one_refusal(
         _core.refuse(tmp_path, "hydra.sweeper.params: bad")
     assert e.value.code == 2
     assert "parent run r1 not closed: MlflowException: the store went away" in caplog.text
+
+
+def test_a_data_set_the_search_cannot_read_is_refused_in_its_one_line(tmp_path, monkeypatch):
+    """prepare reads each data set of the space for its task (_core._task); its DataError is the sweep's refusal
+    (sweep's one handler of bad input), as a ConfigError's is."""
+    from types import SimpleNamespace
+
+    from sweeper import data
+
+    def unreadable(sweeper, arguments):
+        raise data.DataError("data.path=/x/gone.csv cannot be read: No such file or directory")
+
+    said = []
+
+    def refused(sweep_dir, message):
+        said.append(message)
+        raise SystemExit(2)
+
+    monkeypatch.setattr(_core, "prepare", unreadable)
+    monkeypatch.setattr(_core, "refuse", refused)
+    sweeper = SimpleNamespace(config=OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    with pytest.raises(SystemExit):
+        _core.sweep(sweeper, [])
+    assert said == ["data.path=/x/gone.csv cannot be read: No such file or directory"]

@@ -62,7 +62,8 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
         plan = prepare(sweeper, arguments)
         with quiet():
             study = open_study(plan)
-    except ConfigError as e:
+    # bad input (the data a search reads for its task included): one line, exit 2
+    except (ConfigError, data.DataError) as e:
         refuse(sweep_dir, str(e))
     log.info(
         "optuna: %s %s (%s) in study '%s' at %s: %d trial(s) in rounds of %d",
@@ -289,10 +290,8 @@ def _continued_space(url: str, name: str, space: Space) -> None:
 
 
 def _task(plain: dict[str, Any]) -> str:
-    try:
-        return data.load_plain(plain["data"], plain["seed"]).task
-    except data.DataError as e:
-        raise ConfigError(str(e)) from None
+    """The task of a configuration's data (DataError, one line: :func:`sweep` refuses it)."""
+    return data.load_plain(plain["data"], plain["seed"]).task
 
 
 def sampler(cfg: Any) -> dict[str, Any]:
