@@ -388,3 +388,23 @@ def test_a_read_command_gives_up_on_a_server_that_accepts_and_never_answers(comm
     )
     # MLflow's client never asked (it would have waited 130 s)
     assert asked == [b"GET /health HTTP/1.1"]
+
+
+@pytest.mark.parametrize(
+    "value, level", [("debug", 10), ("ERROR", 40), ("bogus", None), ("10", None)]
+)
+def test_mlflows_logging_level_is_set_from_a_levels_name_and_left_alone_otherwise(
+    monkeypatch, value, level
+):
+    """store.mlflow_defaults: MLFLOW_LOGGING_LEVEL named a level (any case) sets MLflow's logger; another text
+    leaves it (MLflow's own import says so), raising nothing."""
+    import logging
+
+    from sweeper.tracking import store
+
+    logger = logging.getLogger("mlflow")
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    monkeypatch.setenv("MLFLOW_LOGGING_LEVEL", value)
+    store.mlflow_defaults.cache_clear()  # once a process: asked afresh
+    store.mlflow_defaults()
+    assert logger.level == (logging.NOTSET if level is None else level)

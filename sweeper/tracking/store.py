@@ -88,10 +88,10 @@ def mlflow_defaults() -> None:
     at each request; the logger levels are set here in case MLflow was imported before."""
     for key, value in MLFLOW_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    try:
-        logging.getLogger("mlflow").setLevel(os.environ["MLFLOW_LOGGING_LEVEL"].upper())
-    except ValueError:  # not a level's name: MLflow's own import says so
-        pass
+    # a level's name only (getLevelName gives its number; another text: MLflow's import says so)
+    level = os.environ["MLFLOW_LOGGING_LEVEL"].upper()
+    if isinstance(logging.getLevelName(level), int):
+        logging.getLogger("mlflow").setLevel(level)
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
