@@ -319,3 +319,29 @@ def test_a_cpu_group_holds_at_most_1024_trajectories_unless_told_otherwise(monke
     assert [len(g) for g in launch.plan(cpu, max_size=6)[0]] == [6]  # max_group_size: as given
     gpu = _jobs(*[(f"lr={0.001 * (i + 1):.3f}", "epochs=10", "device=gpu") for i in range(6)])
     assert [len(g) for g in launch.plan(gpu)[0]] == [6]  # a GPU group: the memory budget alone
+
+
+def test_a_groups_runs_tagged_or_dropped_on_a_store_gone_warn_each_and_a_bug_is_raised(caplog):
+    """launch._each_run (a retried group's runs retagged, a failed group's runs deleted): a store's failure
+    (tracking.UNREACHABLE) is one warning per run, the next run still tried; any other error is a bug, raised."""
+    from types import SimpleNamespace
+
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.sweep import launch
+
+    tried = []
+
+    def gone(t):
+        tried.append(t.run_id)
+        raise MlflowException("API request to http://x failed\nretries exhausted")
+
+    runs = {0: SimpleNamespace(run_id="a"), 1: SimpleNamespace(run_id="b")}
+    launch._each_run(runs, gone)
+    assert tried == ["a", "b"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "run a: API request to http://x failed",
+        "run b: API request to http://x failed",
+    ]
+    with pytest.raises(AttributeError):
+        launch._each_run(runs, lambda t: t.client.delete_run(t.run_id))

@@ -56,13 +56,11 @@ __all__ = [
     "check",
     "compute_remote",
     "computed_groups",
-    "each_run",
     "elsewhere",
     "group_failed",
     "lost",
     "on_gpus",
     "ray_exposure",
-    "retag",
     "safe",
 ]
 
@@ -303,24 +301,6 @@ def _tagged_main(groups: Groups) -> Groups:
         for c in computed.values():
             c.tags.setdefault(WORKER, "main")
         yield members, computed
-
-
-def each_run(runs: dict[int, Any], call: Callable[[Any], Any]) -> None:
-    """``call(tracked)`` for each of a group's runs (opened ahead), best effort: a store gone
-    is one warning per run, and the report marks such a run an orphan later."""
-    for tracked in runs.values():
-        try:
-            call(tracked)
-        except Exception as e:  # noqa: BLE001
-            log.warning(
-                "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
-            )
-
-
-def retag(runs: dict[int, Any], where: dict[str, str]) -> None:
-    """A group's runs, opened as one worker took it, say the worker that computed it (a retry's);
-    a store gone: the run keeps the first worker's tags."""
-    each_run(runs, lambda t: [t.client.set_tag(t.run_id, k, v) for k, v in where.items()])
 
 
 # --- what a remote worker runs and sends back -----------------------------------------------------

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from omegaconf import OmegaConf, open_dict, read_write
@@ -260,7 +260,7 @@ class _Launch:
         """The CPU groups on ``n`` worker processes
         (:mod:`sweeper.sweep.cores`), each recorded here as it ends."""
         # lazy: saves ~72 ms at this module's import (measured)
-        from sweeper.sweep import cores, engines
+        from sweeper.sweep import cores
 
         taken: dict[int, tuple] = {}
 
@@ -269,7 +269,9 @@ class _Launch:
             members' tags; their runs open the first time."""
             if id(members) in taken:  # a retry on a new worker: its runs say so
                 tags, runs = taken[id(members)][:2]
-                engines.retag(runs, where)
+                _each_run(
+                    runs, lambda t: [t.client.set_tag(t.run_id, k, v) for k, v in where.items()]
+                )
             else:
                 tags, runs = member_tags(members), {}
                 self.training[id(members)] = runs
@@ -485,7 +487,20 @@ def _system(runs: dict[int, Any]) -> list[Any]:
 def _drop(runs: dict[int, Any]) -> None:
     """Delete runs created ahead that no outcome comes with (the
     group failed: its jobs run alone, and make theirs)."""
-    engines.each_run(runs, lambda t: t.client.delete_run(t.run_id))
+    _each_run(runs, lambda t: t.client.delete_run(t.run_id))
+
+
+def _each_run(runs: dict[int, Any], call: Callable[[Any], Any]) -> None:
+    """``call(tracked)``, a store's call, for each of a group's runs (opened ahead), best effort:
+    a store gone (tracking.UNREACHABLE) is one warning per run, and the report marks such a run
+    an orphan later (a retried group's run keeps its first worker's tags); a bug is raised."""
+    for tracked in runs.values():
+        try:
+            call(tracked)
+        except tracking.UNREACHABLE as e:
+            log.warning(
+                "run %s: %s", tracked.run_id, str(e).splitlines()[0] if str(e) else type(e).__name__
+            )
 
 
 def hand_runs(computed: dict[int, compute.Computed], runs: dict[int, Any]) -> None:
