@@ -1,7 +1,7 @@
 """sweeper.tracking.ending: every way of ending runs records the same (as Optuna's ``pytest_storages``).
 
-One set of runs (finished, failed, killed, one whose artifact went with its job folder, one refused) is ended
-through each implementation behind ``ending.end_runs``: MLflow's client calls on the embedded SQLite store
+One set of runs (finished, failed, killed, one whose artifact went with its job folder, one refused; with one
+logged model, two, none) is ended through each implementation behind ``ending.end_runs``: MLflow's client calls on the embedded SQLite store
 (``SWEEPER_PUBLIC_ONLY=bulk``), the bulk transaction on it, and the client calls through a tracking server. What
 ``MlflowClient`` reads back of each store is compared, run by run. (MLflow 3 refuses a file store unless
 ``MLFLOW_ALLOW_FILE_STORE`` is set, and the project does not offer one.)"""
@@ -22,7 +22,7 @@ from sweeper.base import tested
 from sweeper.tracking import ending
 
 WAYS = ["calls", "bulk", pytest.param("server", marks=pytest.mark.slow)]
-# the runs ended together, each with what its end changes of _end's
+# the runs ended together, each with what its end changes of _end's, and its logged models' names
 RUNS = {
     "finished": {},
     "failed": {
@@ -31,6 +31,11 @@ RUNS = {
     },
     "killed": {"status": "KILLED", "metrics": {}, "curves": {}},
     "gone": {"status": "FINISHED"},  # its artifact deleted before the end (its job folder went)
+}
+MODELS = {
+    "finished": ["model"],
+    "failed": ["model", "extra"],
+    "after": ["model"],
 }
 # a run that gets nothing more than a reason and a status (publish.mark_orphans), over an earlier reason
 ORPHANED = {"status": "FAILED", "tags": {"failure_reason": "orphaned: its job died"}}
@@ -44,7 +49,14 @@ def _end(X, folder, name):
     an artifact."""
     artifact = folder / f"curves_{name}.txt"
     artifact.write_text("0 1 2")
+    models = {}
+    for model in MODELS.get(name, ()):
+        models[model] = folder / f"{model}_{name}"
+        models[model].mkdir(exist_ok=True)
+        (models[model] / "MLmodel").write_text("flavors: {}\nmodel_id: null\n")
+        (models[model] / "weights.txt").write_text(f"{model} {name}")
     return dict(
+        models=models,
         metrics={
             "val_mse": 2.5,
             "train_time_s": 0.01,
@@ -83,7 +95,35 @@ def _read(c, run_id, folder):
         )
         for d in run.inputs.dataset_inputs
     )
+    models = []
+    for output in run.outputs.model_outputs if run.outputs else ():
+        m = c.get_logged_model(output.model_id)
+        models.append(
+            {
+                "name": m.name,
+                "status": str(m.status),
+                "step": output.step,
+                "source_run": m.source_run_id == run_id,
+                "tags": m.tags,
+                "params": m.params,
+                "metrics": sorted(
+                    (
+                        x.key,
+                        repr(x.value),
+                        x.step,
+                        x.dataset_name,
+                        x.dataset_digest,
+                        x.run_id == run_id,
+                    )
+                    for x in m.metrics or ()
+                ),
+                "files": sorted(
+                    (f.path, f.file_size) for f in c.list_logged_model_artifacts(m.model_id)
+                ),
+            }
+        )
     return {
+        "models": sorted(models, key=lambda m: m["name"]),
         "status": run.info.status,
         "ended": run.info.end_time is not None,
         "metrics": {k: repr(v) for k, v in run.data.metrics.items()},  # nan == nan
@@ -154,7 +194,10 @@ def _end_all(way, folder, template):
         records = {n: _read(c, ids[n], folder) for n in names}
     with contextlib.closing(sqlite3.connect(db)) as con:
         datasets = con.execute("SELECT name, digest FROM datasets").fetchall()
-    return {"runs": records, "held": held, "datasets": sorted(datasets)}
+        made = con.execute("SELECT source_run_id, name, status FROM logged_models").fetchall()
+    by_name = {run_id: n for n, run_id in ids.items()}
+    models = sorted((by_name[r], name, status) for r, name, status in made)
+    return {"runs": records, "held": held, "datasets": sorted(datasets), "models": models}
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +278,33 @@ def test_each_way_of_ending_runs_records_what_each_run_was_given(ended, way):
     assert runs["refused"]["metrics"] == {"big": "1.0", "val_mse": "9.0"}
     # each data set once in the store, every run linked to it
     assert len(got["datasets"]) == 2
+    # logged models: READY linked to their run (step 0), the run's params and name
+    models = {n: [(m["name"], m["status"]) for m in r["models"]] for n, r in runs.items()}
+    assert models == {
+        "finished": [("model", "READY")],
+        "failed": [("extra", "READY"), ("model", "READY")],
+        "killed": [],
+        "gone": [],
+        "orphaned": [],
+        "refused": [],
+        "after": [("model", "READY")],
+    }
+    model = runs["finished"]["models"][0]
+    assert (model["step"], model["source_run"], model["tags"]) == (
+        0,
+        True,
+        {"run_name": "finished"},
+    )
+    assert model["params"] == {"lr": "0.01", "depth": "2"}
+    assert model["files"] == [("MLmodel", model["files"][0][1]), ("weights.txt", 14)]
+    # a run's one model: its final metrics (with the data set each was scored on); two models: none
+    assert model["metrics"] == [
+        ("big", repr(1.7976931348623157e308), 0, None, None, True),
+        ("test_mae", "0.0", 0, None, None, True),
+        ("train_time_s", "0.01", 0, None, None, True),
+        ("val_mse", "2.5", 0, "d", model["metrics"][3][4], True),
+    ]
+    assert all(m["metrics"] == [] for m in runs["failed"]["models"])
 
 
 @pytest.mark.parametrize("way", WAYS[1:])
@@ -249,16 +319,20 @@ def test_every_way_of_ending_runs_holds_the_same_records(ended, way):
                 if (when, name, part) != ("held", "after", "artifacts"):
                     assert (when, name, part, got[when][name][part]) == (when, name, part, value)
     assert got["datasets"] == want["datasets"]
+    # every logged model made once; in bulk the refused call's (its transaction written in none of its
+    # runs) stays made, unlinked, and each run ended alone after reuses its own
+    extra = [m for m in want["models"] if m[0] == "after"] if way != "server" else []
+    assert got["models"] == sorted(want["models"] + extra)
 
 
 def test_the_bulk_way_is_taken_only_where_it_applies(store, tmp_path, monkeypatch):
-    """A logged model, or a new run name, ends through the client calls even on the SQL store; so does every run
-    where the bulk shortcut is off."""
+    """A new run name ends through the client calls even on the SQL store (a logged model does not); so does every
+    run where the bulk shortcut is off."""
     c = tracking.client(f"sqlite:///{store}")
     ends = [ending.Ending("x", {"metrics": {"val_mse": 1.0}})]
     assert ending.way(c, ends) == ending.BULK
     assert (
-        ending.way(c, [*ends, ending.Ending("y", {"models": {"model": tmp_path}})]) == ending.CALLS
+        ending.way(c, [*ends, ending.Ending("y", {"models": {"model": tmp_path}})]) == ending.BULK
     )
     assert ending.way(c, [ending.Ending("y", {"tags": {"mlflow.runName": "new"}})]) == ending.CALLS
     monkeypatch.setenv(tested.PUBLIC_ONLY, "bulk")

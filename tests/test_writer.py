@@ -205,6 +205,10 @@ def test_a_sweep_on_the_embedded_store_ends_its_runs_in_the_writer_started_with_
             "lr"
         ]
         assert len(r.inputs.dataset_inputs) == 3 and r.outputs.model_outputs
+        # its logged model (ended in bulk with the run): READY, holding the run's final metrics
+        model = client_for(store).get_logged_model(r.outputs.model_outputs[0].model_id)
+        assert str(model.status) == "READY" and model.source_run_id == r.info.run_id
+        assert {"val_mse", "test_mse"} <= {m.key for m in model.metrics}
     results = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/result.json")]
     assert len(results) == len(lrs) and not any(
         r.get("pending_upload") or r.get(writer.RECORDING) for r in results

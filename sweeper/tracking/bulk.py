@@ -29,6 +29,7 @@ from sweeper.tracking.records import (
     _last_batch,
     _run_tags,
     copy_files,
+    log_models,
     missing_tag,
     start_run,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "creates_in_bulk",
     "ends_in_bulk",
     "finish_runs",
+    "logged_models",
     "mark_runs",
     "set_tag_on_runs",
     "sql_store",
@@ -357,27 +359,54 @@ def child_runs(c: Any, experiment_ids: list[str], parent_run_id: str) -> list[An
 
 def ends_in_bulk(c: Any, ends: list[Mapping[str, Any]]) -> bool:
     """Whether :func:`finish_runs` ends runs with these :func:`finish_run`
-    arguments in one transaction: on a SQL store, for runs without logged
-    models (MLflow creates those through its own calls) nor a new run name."""
+    arguments in one transaction: on a SQL store, for runs without a new run name."""
     return sql_store(c) is not None and not any(
-        e.get("models") or "mlflow.runName" in (e.get("tags") or {}) for e in ends
+        "mlflow.runName" in (e.get("tags") or {}) for e in ends
     )
 
 
-def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
+def logged_models(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> dict[str, tuple]:
+    """The logged models of the runs ``ends`` that have any, made through MLflow's own calls
+    (:func:`sweeper.tracking.records.log_models`: created, files copied, finalized), their
+    runs' names read in one query: run id → (the models by name, those whose folder was gone)."""
+    # lazy: saves ~1770 ms at this module's import on its own (measured)
+    from mlflow.store.tracking.dbmodels.models import SqlRun
+
+    with_models = [(r, e) for r, e in ends if e.get("models")]
+    if not with_models:
+        return {}
+    with sql_store(c).ManagedSessionMaker() as session:
+        names = dict(
+            session.query(SqlRun.run_uuid, SqlRun.name).filter(
+                SqlRun.run_uuid.in_([r for r, _ in with_models])
+            )
+        )
+    return {
+        r: log_models(c, r, dict(e["models"]), e.get("params"), names.get(r) or "")
+        for r, e in with_models
+    }
+
+
+def finish_runs(
+    c: Any, ends: list[tuple[str, Mapping[str, Any]]], made: Mapping[str, tuple] | None = None
+) -> None:
     """:func:`finish_run` for each ``(run_id, its arguments)``, when :func:`ends_in_bulk`:
-    the artifacts copied, then every run's last batch (params, metrics with the latest-metric
-    upkeep, tags), data sets and status written in one transaction, all or none — the rows
-    MLflow's ``log_batch``, ``log_inputs`` and ``set_terminated`` write, checked as they
-    check them (~65 ms a run one call after another on this machine: each call a transaction
-    that re-reads the run). A run that is gone or deleted, or a param logged before with
-    another value, raises as MLflow would, and nothing of the batch is written."""
+    the logged models made through MLflow's calls (:func:`logged_models`; ``made``: made
+    before, by run id) and the artifacts copied, then every run's last batch (params, metrics
+    with the latest-metric upkeep and their logged model's metrics, tags), data sets, model
+    outputs and status written in one transaction, all or none — the rows MLflow's
+    ``log_batch``, ``log_inputs``, ``log_outputs`` and ``set_terminated`` write, checked as
+    they check them (~65 ms a run one call after another on this machine: each call a
+    transaction that re-reads the run). A run that is gone or deleted, or a param logged
+    before with another value, raises as MLflow would, and nothing of the batch is written
+    (its logged models stay made, unlinked)."""
     # lazy: saves ~1770 ms at this module's import on its own (measured)
     from mlflow.store.tracking.dbmodels.models import (
         SqlDataset,
         SqlInput,
         SqlInputTag,
         SqlLatestMetric,
+        SqlLoggedModelMetric,
         SqlMetric,
         SqlParam,
         SqlRun,
@@ -387,8 +416,9 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
     store = sql_store(c)
     if store is None or not ends_in_bulk(c, [e for _, e in ends]):
         raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
+    made = {**logged_models(c, [(r, e) for r, e in ends if r not in (made or {})]), **(made or {})}
     now = int(time.time() * 1000)
-    metrics, params, tags, datasets = _checked(c, store, ends, now)
+    metrics, params, tags, datasets, model_metrics = _checked(c, store, ends, now, made)
     ids = [run_id for run_id, _ in ends]
     # a write (MLflow's own say so): it updates latest-metric rows in place, which the default
     # read-only session refuses while tests run (found by tests/test_ending.py)
@@ -409,6 +439,22 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
                     SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))
                 ).delete(synchronize_session=False)
         dataset_rows, input_rows, input_tag_rows = _input_rows(session, ids, runs, datasets)
+        # log_batch's logged-model metrics (the final ones: their model's id) and log_outputs' links
+        model_metric_rows = [
+            {**row, "experiment_id": runs[r][1]} for r in ids for row in model_metrics[r]
+        ]
+        input_rows += [
+            dict(
+                input_uuid=uuid.uuid4().hex,
+                source_type="RUN_OUTPUT",
+                source_id=r,
+                destination_type="MODEL_OUTPUT",
+                destination_id=model.model_id,
+                step=0,
+            )
+            for r in ids
+            for model in made.get(r, ({}, []))[0].values()
+        ]
         for table, rows in (
             (SqlParam.__table__, param_rows),
             (SqlMetric.__table__, metric_rows),
@@ -417,6 +463,7 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
             (SqlDataset.__table__, dataset_rows),
             (SqlInput.__table__, input_rows),
             (SqlInputTag.__table__, input_tag_rows),
+            (SqlLoggedModelMetric.__table__, model_metric_rows),
         ):
             for i in range(0, len(rows), SQL_CHUNK):
                 session.execute(table.insert(), rows[i : i + SQL_CHUNK])
@@ -431,11 +478,12 @@ def finish_runs(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> None:
 
 
 def _checked(
-    c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int
-) -> tuple[dict, dict, dict, dict]:
-    """Each run's artifacts copied, and its metrics, params, tags and
-    data sets checked as ``log_batch`` and ``log_inputs`` check them
-    (run id → its rows; a metric logged twice in one call kept once)."""
+    c: Any, store: Any, ends: list[tuple[str, Mapping[str, Any]]], now: int, made: Mapping
+) -> tuple[dict, dict, dict, dict, dict]:
+    """Each run's artifacts copied, and its metrics, params, tags, data
+    sets and its logged model's metrics (of its one model, ``made``)
+    checked as ``log_batch`` and ``log_inputs`` check them (run id →
+    its rows; a metric logged twice in one call kept once)."""
     # lazy: saves ~4426 ms at this module's import (measured)
     from mlflow.utils.validation import (
         _validate_dataset_inputs,
@@ -444,18 +492,35 @@ def _checked(
         _validate_tag,
     )
 
-    metrics, params, tags, datasets = {}, {}, {}, {}
+    metrics, params, tags, datasets, model_metrics = {}, {}, {}, {}, {}
     for run_id, end in ends:
         files = list(end.get("artifacts") or ())
-        missing = copy_files(_artifact_repo(c, run_id), files) if files else []
-        items, seen = [], set()
-        for m in _last_batch(now, end):
+        logged, lost = made.get(run_id, ({}, []))
+        missing = (copy_files(_artifact_repo(c, run_id), files) if files else []) + lost
+        # as finish_run: the final metrics name the run's model when it has one
+        model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
+        items, seen, model_metrics[run_id] = [], set(), []
+        for m in _last_batch(now, end, model_id):
             _validate_metric(m.key, m.value, m.timestamp, m.step)
             is_nan, value = store.sanitize_metric_value(m.value)
             row = (m.key, value, is_nan, m.timestamp, m.step)
             if row not in seen:  # log_batch drops a metric logged twice in one call
                 seen.add(row)
                 items.append(row)
+                if m.model_id:
+                    model_metrics[run_id].append(
+                        dict(
+                            model_id=m.model_id,
+                            metric_name=m.key,
+                            metric_timestamp_ms=m.timestamp,
+                            metric_step=m.step,
+                            metric_value=value,
+                            run_id=run_id,
+                            dataset_uuid=None,
+                            dataset_name=m.dataset_name,
+                            dataset_digest=m.dataset_digest,
+                        )
+                    )
         metrics[run_id] = items
         params[run_id] = {
             p.key: p.value
@@ -470,7 +535,7 @@ def _checked(
         }
         datasets[run_id] = list(end.get("datasets") or ())
         _validate_dataset_inputs(datasets[run_id])
-    return metrics, params, tags, datasets
+    return metrics, params, tags, datasets, model_metrics
 
 
 def _stored(session: Any, ids: list[str]) -> tuple[dict, dict, dict, dict]:

@@ -6,10 +6,13 @@ MLflow's client calls, a run after another (:func:`sweeper.tracking.records.fini
 on a SQL store the rows those calls write, every run's in one transaction
 (:func:`sweeper.tracking.bulk.finish_runs`). :func:`way` is the one place that picks:
 the bulk one where it applies (:func:`sweeper.tracking.bulk.ends_in_bulk`: MLflow's SQL store
-within the tested versions, no logged model, no new run name), else the client calls. What
-differs is only how a failure leaves the others: in bulk nothing of the call is in the store
-(though the files of its runs are copied); the client calls have ended the runs before the one
-that failed.
+within the tested versions, no new run name), else the client calls. A run's logged models are
+made through MLflow's own calls either way (created, files copied, finalized:
+:func:`sweeper.tracking.records.log_models`); in bulk their metrics and their links to the run
+are rows of the one transaction. What differs is only how a failure leaves the others: in bulk
+nothing of the call is in the store but its runs' files and logged models (made once: each run
+ended alone after it reuses them); the client calls have ended the runs before the one that
+failed.
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ def way(c: Any, ends: Sequence[Ending]) -> str:
     return BULK if ends and bulk.ends_in_bulk(c, [e.end for e in ends]) else CALLS
 
 
-def end_runs(c: Any, ends: Sequence[Ending]) -> str:
+def end_runs(c: Any, ends: Sequence[Ending], made: Mapping[str, Any] | None = None) -> str:
     """End the runs ``ends`` (their last batch, data sets, artifacts, logged models,
-    status) the :func:`way` that applies, and say which; a failure raises."""
+    status) the :func:`way` that applies, and say which; a failure raises. ``made``: logged
+    models made before (:func:`sweeper.tracking.bulk.logged_models`), by run id."""
     how = way(c, ends)
     if how == BULK:
-        bulk.finish_runs(c, list(ends))
+        bulk.finish_runs(c, list(ends), made)
     else:
         for e in ends:
             records.finish_run(c, e.run_id, **{"metrics": {}, **e.end})
@@ -55,16 +59,28 @@ def end_each(c: Any, ends: Sequence[Ending]) -> list[Exception | None]:
     """End the runs ``ends``, each one's outcome (None: ended) in their order: all in one
     :func:`end_runs` where that is all or none; when it fails (nothing written), or where it
     is not, each run alone, so that one run's failure is its own."""
-    if len(ends) > 1 and way(c, ends) == BULK and _ended(c, ends) is None:
-        return [None] * len(ends)
-    # the one transaction failed (nothing of it was written), or there is none: each run alone
-    return [_ended(c, [e]) for e in ends]
+    if len(ends) < 2 or way(c, ends) != BULK:
+        return [_ended(c, [e]) for e in ends]
+    # each run's logged models made once, each run's failure its own
+    made: dict[str, Any] = {}
+    failed = {e.run_id: _ended(c, [e], made, made_only=True) for e in ends}
+    rest = [e for e in ends if failed[e.run_id] is None]
+    if len(rest) > 1 and _ended(c, rest, made) is None:
+        return [failed[e.run_id] for e in ends]
+    # the one transaction failed (nothing of it was written but the models): each run alone
+    return [failed[e.run_id] or _ended(c, [e], made) for e in ends]
 
 
-def _ended(c: Any, ends: Sequence[Ending]) -> Exception | None:
-    """:func:`end_runs`: None, or its error (the caller says it; the writer: kept for upload)."""
+def _ended(
+    c: Any, ends: Sequence[Ending], made: dict[str, Any] | None = None, made_only: bool = False
+) -> Exception | None:
+    """:func:`end_runs` (``made_only``: only their logged models made, into ``made``): None,
+    or its error (the caller says it; the writer: kept for upload)."""
     try:
-        end_runs(c, ends)
+        if made_only:
+            made.update(bulk.logged_models(c, list(ends)))  # type: ignore[union-attr]
+        else:
+            end_runs(c, ends, made)
     except Exception as error:  # noqa: BLE001  (the one place an ending's error is kept)
         return error
     return None

@@ -36,6 +36,7 @@ __all__ = [
     "flatten",
     "git_commit",
     "log_metrics",
+    "log_models",
     "missing_tag",
     "register",
     "search",
@@ -250,42 +251,14 @@ def finish_run(
     models (name → local model folder), each linked to the run as its output and to the
     final metrics (which also name the data set they were scored on); end the run."""
     # lazy: saves ~4195 ms at this module's import (measured)
-    from mlflow.entities import LoggedModelOutput, LoggedModelStatus, Param, RunTag
+    from mlflow.entities import LoggedModelOutput, Param, RunTag
 
     now = int(time.time() * 1000)
-    datasets, models = list(datasets), dict(models or {})
-    # each model also says its run's name: the UI's Models tab finds
-    # it by ``tags.run_name = '<run name>'`` (its own name stays
-    # ``model``, which runs:/<run id>/model resolves)
-    named = {MODEL_RUN_NAME: c.get_run(run_id).info.run_name or ""} if models else {}
-    logged = {
-        name: c.create_logged_model(
-            _run_info(c, run_id)[1],
-            name,
-            run_id,
-            tags=named,
-            params={k: str(v) for k, v in (params or {}).items()},
-        )
-        for name, folder in models.items()
-    }
-    # the files first: one its job folder lost (deleted under the
-    # sweep) is said in a tag, the run still ends
+    datasets = list(datasets)
+    logged, lost = log_models(c, run_id, dict(models or {}), params)
+    # the files: one its job folder lost (deleted under the sweep) is said in a tag, the run ends
     artifacts = list(artifacts)
-    missing = copy_files(_artifact_repo(c, run_id), artifacts) if artifacts else []
-    for name, model in logged.items():
-        # lazy: saves ~4368 ms at this module's import (measured)
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-        try:
-            _stamp(models[name], model.model_id, run_id)
-            get_artifact_repository(
-                model.artifact_location, tracking_uri=c.tracking_uri
-            ).log_artifacts(str(models[name]))
-        except FileNotFoundError:
-            missing.append(f"{name} (the logged model)")
-            c.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
-            continue
-        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    missing = (copy_files(_artifact_repo(c, run_id), artifacts) if artifacts else []) + lost
     tags = dict(tags or {}) | missing_tag(artifacts, missing)
     model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
     items = _last_batch(
@@ -316,6 +289,55 @@ def finish_run(
         c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
     c.set_terminated(run_id, status)
     state.current().runs.pop(run_id, None)
+
+
+def log_models(
+    c: Any,
+    run_id: str,
+    models: Mapping[str, Path],
+    params: Mapping[str, Any] | None = None,
+    run_name: str | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """A run's MLflow 3 logged models (name → local model folder) through MLflow's own calls: each
+    created with the run's params and a tag of its run's name (``run_name``, else read), its
+    files copied and finalized READY; one whose folder is gone FAILED and named in the second
+    list (for :func:`missing_tag`). The models by name (none: no call)."""
+    # lazy: saves ~4195 ms at this module's import (measured)
+    from mlflow.entities import LoggedModelStatus
+
+    if not models:
+        return {}, []
+    # each model also says its run's name: the UI's Models tab finds
+    # it by ``tags.run_name = '<run name>'`` (its own name stays
+    # ``model``, which runs:/<run id>/model resolves)
+    if run_name is None:
+        run_name = c.get_run(run_id).info.run_name or ""
+    logged = {
+        name: c.create_logged_model(
+            _run_info(c, run_id)[1],
+            name,
+            run_id,
+            tags={MODEL_RUN_NAME: run_name},
+            params={k: str(v) for k, v in (params or {}).items()},
+        )
+        for name in models
+    }
+    lost = []
+    for name, model in logged.items():
+        # lazy: saves ~4368 ms at this module's import (measured)
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        try:
+            _stamp(models[name], model.model_id, run_id)
+            get_artifact_repository(
+                model.artifact_location, tracking_uri=c.tracking_uri
+            ).log_artifacts(str(models[name]))
+        except FileNotFoundError:
+            lost.append(f"{name} (the logged model)")
+            c.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+            continue
+        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    return logged, lost
 
 
 def copy_files(repo: Any, paths: Iterable[Path]) -> list[str]:
