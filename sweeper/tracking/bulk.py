@@ -28,8 +28,10 @@ from sweeper.tracking.records import (
     _artifact_repo,
     _last_batch,
     _run_tags,
+    LOST_MODEL,
+    MODEL_RUN_NAME,
     copy_files,
-    log_models,
+    copy_model,
     missing_tag,
     start_run,
 )
@@ -366,46 +368,115 @@ def ends_in_bulk(c: Any, ends: list[Mapping[str, Any]]) -> bool:
 
 
 def logged_models(c: Any, ends: list[tuple[str, Mapping[str, Any]]]) -> dict[str, tuple]:
-    """The logged models of the runs ``ends`` that have any, made through MLflow's own calls
-    (:func:`sweeper.tracking.records.log_models`: created, files copied, finalized), their
-    runs' names read in one query: run id → (the models by name, those whose folder was gone)."""
+    """The logged models of the runs ``ends`` that have any, PENDING: the rows MLflow's
+    ``create_logged_model`` writes (each with its run's params and a tag of its run's name),
+    every model's in one transaction, then its files copied
+    (:func:`sweeper.tracking.records.copy_model`); :func:`finish_runs` finalizes them. Run id →
+    (model id by name, the names of those whose folder was gone). A run or experiment that is
+    gone raises as MLflow would, before any row."""
     # lazy: saves ~1770 ms at this module's import on its own (measured)
-    from mlflow.store.tracking.dbmodels.models import SqlRun
+    from mlflow.entities import LifecycleStage, LoggedModelStatus
+    from mlflow.store.tracking.dbmodels.models import (
+        SqlLoggedModel,
+        SqlLoggedModelParam,
+        SqlLoggedModelTag,
+        SqlRun,
+    )
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.utils.uri import append_to_uri_path
+    from mlflow.utils.validation import _validate_logged_model_name
 
     with_models = [(r, e) for r, e in ends if e.get("models")]
     if not with_models:
         return {}
-    with sql_store(c).ManagedSessionMaker() as session:
-        names = dict(
-            session.query(SqlRun.run_uuid, SqlRun.name).filter(
-                SqlRun.run_uuid.in_([r for r, _ in with_models])
+    store, now, rows, params, tags, made = sql_store(c), int(time.time() * 1000), [], [], [], {}
+    with store.ManagedSessionMaker() as session:
+        runs = {
+            r: (name, experiment_id)
+            for r, name, experiment_id in session.query(
+                SqlRun.run_uuid, SqlRun.name, SqlRun.experiment_id
+            ).filter(SqlRun.run_uuid.in_([r for r, _ in with_models]))
+        }
+    # a run not found: refused as log_batch would (get_run, in MLflow's calls)
+    ids = [r for r, _ in with_models]
+    _refuse_as_log_batch(
+        ids, {r: (LifecycleStage.ACTIVE, x) for r, (_, x) in runs.items()}, {}, {r: {} for r in ids}
+    )
+    experiments = {x: store.get_experiment(str(x)) for _, x in runs.values()}
+    for experiment in experiments.values():
+        store._check_experiment_is_active(experiment)
+    for r, e in with_models:
+        run_name, experiment_id = runs[r]
+        made[r] = ({}, [])
+        for name in e["models"]:
+            _validate_logged_model_name(name)
+            model_id = f"m-{uuid.uuid4().hex}"
+            made[r][0][name] = model_id
+            rows.append(
+                dict(
+                    model_id=model_id,
+                    experiment_id=experiment_id,
+                    name=name,
+                    artifact_location=append_to_uri_path(
+                        experiments[experiment_id].artifact_location,
+                        SqlAlchemyStore.MODELS_FOLDER_NAME,
+                        model_id,
+                        SqlAlchemyStore.ARTIFACTS_FOLDER_NAME,
+                    ),
+                    creation_timestamp_ms=now,
+                    last_updated_timestamp_ms=now,
+                    model_type=None,
+                    status=LoggedModelStatus.PENDING.to_int(),
+                    lifecycle_stage=LifecycleStage.ACTIVE,
+                    source_run_id=r,
+                )
             )
-        )
-    return {
-        r: log_models(c, r, dict(e["models"]), e.get("params"), names.get(r) or "")
-        for r, e in with_models
-    }
+            key = dict(model_id=model_id, experiment_id=experiment_id)
+            params += [
+                {**key, "param_key": str(k), "param_value": str(v)}
+                for k, v in (e.get("params") or {}).items()
+            ]
+            tags.append({**key, "tag_key": MODEL_RUN_NAME, "tag_value": run_name or ""})
+    with store.ManagedSessionMaker(read_only=False) as session:
+        for table, part in (
+            (SqlLoggedModel.__table__, rows),
+            (SqlLoggedModelParam.__table__, params),
+            (SqlLoggedModelTag.__table__, tags),
+        ):
+            for i in range(0, len(part), SQL_CHUNK):
+                session.execute(table.insert(), part[i : i + SQL_CHUNK])
+    folders = {(r, name): folder for r, e in with_models for name, folder in e["models"].items()}
+    for row in rows:
+        r = row["source_run_id"]
+        if not copy_model(
+            c, folders[(r, row["name"])], row["model_id"], r, row["artifact_location"]
+        ):
+            made[r][1].append(row["name"])
+    return made
 
 
 def finish_runs(
     c: Any, ends: list[tuple[str, Mapping[str, Any]]], made: Mapping[str, tuple] | None = None
 ) -> None:
     """:func:`finish_run` for each ``(run_id, its arguments)``, when :func:`ends_in_bulk`:
-    the logged models made through MLflow's calls (:func:`logged_models`; ``made``: made
-    before, by run id) and the artifacts copied, then every run's last batch (params, metrics
-    with the latest-metric upkeep and their logged model's metrics, tags), data sets, model
-    outputs and status written in one transaction, all or none — the rows MLflow's
-    ``log_batch``, ``log_inputs``, ``log_outputs`` and ``set_terminated`` write, checked as
-    they check them (~65 ms a run one call after another on this machine: each call a
-    transaction that re-reads the run). A run that is gone or deleted, or a param logged
-    before with another value, raises as MLflow would, and nothing of the batch is written
-    (its logged models stay made, unlinked)."""
+    the logged models made (:func:`logged_models`; ``made``: made before, by run id) and the
+    artifacts copied, then every run's last batch (params, metrics with the latest-metric
+    upkeep and their logged model's metrics, tags), data sets, model outputs, the models'
+    status (READY; FAILED, its folder gone) and the runs' written in one transaction, all or
+    none — the rows MLflow's ``log_batch``, ``log_inputs``, ``log_outputs``,
+    ``finalize_logged_model`` and ``set_terminated`` write, checked as they check them (~80
+    ms a run with a model one call after another on this machine: each call a transaction
+    that re-reads the run). A run that is gone or deleted, or a param logged before with
+    another value, raises as MLflow would, and nothing of the batch is written (its logged
+    models stay made, PENDING and unlinked)."""
     # lazy: saves ~1770 ms at this module's import on its own (measured)
+    from mlflow.entities import LoggedModelStatus
     from mlflow.store.tracking.dbmodels.models import (
         SqlDataset,
         SqlInput,
         SqlInputTag,
         SqlLatestMetric,
+        SqlLoggedModel,
         SqlLoggedModelMetric,
         SqlMetric,
         SqlParam,
@@ -449,12 +520,30 @@ def finish_runs(
                 source_type="RUN_OUTPUT",
                 source_id=r,
                 destination_type="MODEL_OUTPUT",
-                destination_id=model.model_id,
+                destination_id=model,
                 step=0,
             )
             for r in ids
             for model in made.get(r, ({}, []))[0].values()
         ]
+        # finalize_logged_model's: READY, or FAILED where its folder was gone
+        for ready in (True, False):
+            part = [
+                m
+                for r in ids
+                for n, m in made.get(r, ({}, []))[0].items()
+                if (n not in made[r][1]) == ready
+            ]
+            if part:
+                session.query(SqlLoggedModel).filter(SqlLoggedModel.model_id.in_(part)).update(
+                    {
+                        SqlLoggedModel.status: (
+                            LoggedModelStatus.READY if ready else LoggedModelStatus.FAILED
+                        ).to_int(),
+                        SqlLoggedModel.last_updated_timestamp_ms: now,
+                    },
+                    synchronize_session=False,
+                )
         for table, rows in (
             (SqlParam.__table__, param_rows),
             (SqlMetric.__table__, metric_rows),
@@ -496,9 +585,10 @@ def _checked(
     for run_id, end in ends:
         files = list(end.get("artifacts") or ())
         logged, lost = made.get(run_id, ({}, []))
-        missing = (copy_files(_artifact_repo(c, run_id), files) if files else []) + lost
+        missing = copy_files(_artifact_repo(c, run_id), files) if files else []
+        missing += [LOST_MODEL.format(name) for name in lost]
         # as finish_run: the final metrics name the run's model when it has one
-        model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
+        model_id = next(iter(logged.values())) if len(logged) == 1 else None
         items, seen, model_metrics[run_id] = [], set(), []
         for m in _last_batch(now, end, model_id):
             _validate_metric(m.key, m.value, m.timestamp, m.step)

@@ -7,12 +7,13 @@ on a SQL store the rows those calls write, every run's in one transaction
 (:func:`sweeper.tracking.bulk.finish_runs`). :func:`way` is the one place that picks:
 the bulk one where it applies (:func:`sweeper.tracking.bulk.ends_in_bulk`: MLflow's SQL store
 within the tested versions, no new run name), else the client calls. A run's logged models are
-made through MLflow's own calls either way (created, files copied, finalized:
-:func:`sweeper.tracking.records.log_models`); in bulk their metrics and their links to the run
-are rows of the one transaction. What differs is only how a failure leaves the others: in bulk
-nothing of the call is in the store but its runs' files and logged models (made once: each run
-ended alone after it reuses them); the client calls have ended the runs before the one that
-failed.
+created and their files copied before its end: in bulk every model's rows in one transaction
+(:func:`sweeper.tracking.bulk.logged_models`), their status, metrics and links to the run rows
+of the ending's one transaction; through MLflow's calls each model's
+(:func:`sweeper.tracking.records.log_models`). What differs is only how a failure leaves the
+others: in bulk nothing of the call is in the store but its runs' files and logged models
+(PENDING, made once: each run ended alone after it reuses them); the client calls have ended
+the runs before the one that failed.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def end_each(c: Any, ends: Sequence[Ending]) -> list[Exception | None]:
     is not, each run alone, so that one run's failure is its own."""
     if len(ends) < 2 or way(c, ends) != BULK:
         return [_ended(c, [e]) for e in ends]
-    # each run's logged models made once, each run's failure its own
+    # the runs' logged models made once: together; when that fails, each run's alone (its failure)
     made: dict[str, Any] = {}
-    failed = {e.run_id: _ended(c, [e], made, made_only=True) for e in ends}
+    failed: dict[str, Exception | None] = dict.fromkeys((e.run_id for e in ends), None)
+    if _ended(c, ends, made, made_only=True) is not None:
+        failed = {e.run_id: _ended(c, [e], made, made_only=True) for e in ends}
     rest = [e for e in ends if failed[e.run_id] is None]
     if len(rest) > 1 and _ended(c, rest, made) is None:
         return [failed[e.run_id] for e in ends]

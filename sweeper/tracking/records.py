@@ -25,12 +25,14 @@ from sweeper.base.tags import RERUN
 __all__ = [
     "BATCH",
     "CHAMPION",
+    "LOST_MODEL",
     "CONTEXTS",
     "CURVE_POINTS",
     "MODEL_RUN_NAME",
     "NOT_PARAMS",
     "PARAM_BATCH",
     "copy_files",
+    "copy_model",
     "dataset_inputs",
     "finish_run",
     "flatten",
@@ -260,7 +262,7 @@ def finish_run(
     artifacts = list(artifacts)
     missing = (copy_files(_artifact_repo(c, run_id), artifacts) if artifacts else []) + lost
     tags = dict(tags or {}) | missing_tag(artifacts, missing)
-    model_id = next(iter(logged.values())).model_id if len(logged) == 1 else None
+    model_id = next(iter(logged.values())) if len(logged) == 1 else None
     items = _last_batch(
         now,
         dict(
@@ -286,7 +288,7 @@ def finish_run(
     if datasets:
         _log_inputs(c, run_id, datasets)
     if logged:
-        c.log_outputs(run_id, [LoggedModelOutput(m.model_id, step=0) for m in logged.values()])
+        c.log_outputs(run_id, [LoggedModelOutput(m, step=0) for m in logged.values()])
     c.set_terminated(run_id, status)
     state.current().runs.pop(run_id, None)
 
@@ -296,12 +298,11 @@ def log_models(
     run_id: str,
     models: Mapping[str, Path],
     params: Mapping[str, Any] | None = None,
-    run_name: str | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, str], list[str]]:
     """A run's MLflow 3 logged models (name → local model folder) through MLflow's own calls: each
-    created with the run's params and a tag of its run's name (``run_name``, else read), its
-    files copied and finalized READY; one whose folder is gone FAILED and named in the second
-    list (for :func:`missing_tag`). The models by name (none: no call)."""
+    created with the run's params and a tag of its run's name, its files copied
+    (:func:`copy_model`) and finalized READY; one whose folder is gone FAILED and said in the
+    second list (for :func:`missing_tag`). The models' ids by name (none: no call)."""
     # lazy: saves ~4195 ms at this module's import (measured)
     from mlflow.entities import LoggedModelStatus
 
@@ -310,34 +311,42 @@ def log_models(
     # each model also says its run's name: the UI's Models tab finds
     # it by ``tags.run_name = '<run name>'`` (its own name stays
     # ``model``, which runs:/<run id>/model resolves)
-    if run_name is None:
-        run_name = c.get_run(run_id).info.run_name or ""
+    named = {MODEL_RUN_NAME: c.get_run(run_id).info.run_name or ""}
     logged = {
         name: c.create_logged_model(
             _run_info(c, run_id)[1],
             name,
             run_id,
-            tags={MODEL_RUN_NAME: run_name},
+            tags=named,
             params={k: str(v) for k, v in (params or {}).items()},
         )
         for name in models
     }
     lost = []
     for name, model in logged.items():
-        # lazy: saves ~4368 ms at this module's import (measured)
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-        try:
-            _stamp(models[name], model.model_id, run_id)
-            get_artifact_repository(
-                model.artifact_location, tracking_uri=c.tracking_uri
-            ).log_artifacts(str(models[name]))
-        except FileNotFoundError:
-            lost.append(f"{name} (the logged model)")
+        if copy_model(c, models[name], model.model_id, run_id, model.artifact_location):
+            c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+        else:
+            lost.append(LOST_MODEL.format(name))
             c.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
-            continue
-        c.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
-    return logged, lost
+    return {name: model.model_id for name, model in logged.items()}, lost
+
+
+LOST_MODEL = "{} (the logged model)"  # a model whose folder was gone, as the missing tag names it
+
+
+def copy_model(c: Any, folder: Path, model_id: str, run_id: str, location: str) -> bool:
+    """A logged model's files: its MLmodel stamped with its id and run (:func:`_stamp`), its
+    folder copied to its artifact ``location``; False when the folder is gone."""
+    # lazy: saves ~4368 ms at this module's import (measured)
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    try:
+        _stamp(folder, model_id, run_id)
+        get_artifact_repository(location, tracking_uri=c.tracking_uri).log_artifacts(str(folder))
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def copy_files(repo: Any, paths: Iterable[Path]) -> list[str]:
