@@ -347,3 +347,56 @@ def test_the_bulk_way_is_taken_only_where_it_applies(store, tmp_path, monkeypatc
     finally:
         monkeypatch.undo()
         tested.shortcut.cache_clear()
+
+
+def test_a_data_set_another_process_added_meanwhile_is_found_and_linked_on_a_second_try(
+    store, tmp_path, monkeypatch
+):
+    """Two jobs ending their first runs of an experiment at once (a joblib sweep on a loaded machine) each found no
+    row of its data set and each inserted one: the second transaction failed on the data sets' unique key, its run was
+    left for upload and orphaned. Here another connection commits the row between the bulk ending's read and its
+    insert (the ending wrote nothing before: no tag to replace, no model); the ending tries once more, finds that row
+    and links its run to it."""
+    from sweeper.tracking import bulk
+
+    c = tracking.client(f"sqlite:///{store}")
+    experiment = c.create_experiment("race", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = tracking.start_run(c, experiment, "first", {"device": "cpu"}, START_PARAMS)
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    end = {**_end(X, tmp_path, "first"), "tags": {}}
+    read, calls = bulk._input_rows, []
+    columns = "dataset_uuid, experiment_id, name, digest, dataset_source_type, dataset_source, dataset_schema, dataset_profile"
+
+    def raced(session, ids, runs, datasets):
+        rows = read(session, ids, runs, datasets)
+        calls.append(len(rows[0]))
+        if len(calls) == 1:  # the other process's row, its own id, committed now
+            with contextlib.closing(sqlite3.connect(store)) as con, con:
+                for row in rows[0]:
+                    con.execute(
+                        "INSERT INTO datasets ("
+                        + columns
+                        + ") VALUES ("
+                        + ", ".join(f":{k}" for k in columns.split(", "))
+                        + ")",
+                        {**row, "dataset_uuid": f"other{row['dataset_uuid'][5:]}"},
+                    )
+        return rows
+
+    monkeypatch.setattr(bulk, "_input_rows", raced)
+    assert ending.end_runs(c, [ending.Ending(run_id, end)]) == ending.BULK
+    assert calls[0] > 0 and calls[1:] == [
+        0
+    ]  # the second try inserts no data set: it found the other's
+    with contextlib.closing(sqlite3.connect(store)) as con:
+        rows = con.execute("SELECT dataset_uuid FROM datasets").fetchall()
+        linked = con.execute(
+            "SELECT source_id FROM inputs WHERE destination_id = ? AND source_type = 'DATASET'",
+            (run_id,),
+        ).fetchall()
+    assert sorted(rows) == sorted(linked) and all(u.startswith("other") for (u,) in rows), (
+        rows,
+        linked,
+    )
+    run = c.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.5

@@ -56,7 +56,7 @@ def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, s
         store=store,
         env={FAKE_GPU_ENV: "numpy"},
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     (parent,) = parents(store)
     kids = children(store)
     assert len(kids) == 4 and all(

@@ -469,6 +469,50 @@ def finish_runs(
     that re-reads the run). A run that is gone or deleted, or a param logged before with
     another value, raises as MLflow would, and nothing of the batch is written (its logged
     models stay made, PENDING and unlinked)."""
+    store = sql_store(c)
+    if store is None or not ends_in_bulk(c, [e for _, e in ends]):
+        raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
+    made = {**logged_models(c, [(r, e) for r, e in ends if r not in (made or {})]), **(made or {})}
+    now = int(time.time() * 1000)
+    metrics, params, tags, datasets, model_metrics = _checked(c, store, ends, now, made)
+    ids = [run_id for run_id, _ in ends]
+    # lazy: MLflow's and SQLAlchemy's, imported with the store by now (this module's is light)
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in (1, 2):
+        try:
+            # a write (MLflow's own say so): it updates latest-metric rows in place, which the
+            # default read-only session refuses while tests run (found by tests/test_ending.py)
+            with store.ManagedSessionMaker(read_only=False) as session:
+                _write(
+                    session, ends, ids, now, made, metrics, params, tags, datasets, model_metrics
+                )
+            break
+        except MlflowException as error:
+            # another process inserted a row of the same key meanwhile (two jobs ending their
+            # first runs of an experiment both add its data set): nothing of this transaction was
+            # written; once more, it reads that row and links it. A second failure is the run's.
+            if attempt == 2 or not isinstance(error.__cause__, IntegrityError):
+                raise
+    for run_id in ids:
+        state.current().runs.pop(run_id, None)
+
+
+def _write(
+    session: Any,
+    ends: list[tuple[str, Mapping[str, Any]]],
+    ids: list[str],
+    now: int,
+    made: Mapping[str, tuple],
+    metrics: dict,
+    params: dict,
+    tags: dict,
+    datasets: dict,
+    model_metrics: dict,
+) -> None:
+    """:func:`finish_runs`' one transaction in ``session``: the checks that read the store, then
+    every row written."""
     # lazy: saves ~1770 ms at this module's import on its own (measured)
     from mlflow.entities import LoggedModelStatus
     from mlflow.store.tracking.dbmodels.models import (
@@ -484,86 +528,74 @@ def finish_runs(
         SqlTag,
     )
 
-    store = sql_store(c)
-    if store is None or not ends_in_bulk(c, [e for _, e in ends]):
-        raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
-    made = {**logged_models(c, [(r, e) for r, e in ends if r not in (made or {})]), **(made or {})}
-    now = int(time.time() * 1000)
-    metrics, params, tags, datasets, model_metrics = _checked(c, store, ends, now, made)
-    ids = [run_id for run_id, _ in ends]
-    # a write (MLflow's own say so): it updates latest-metric rows in place, which the default
-    # read-only session refuses while tests run (found by tests/test_ending.py)
-    with store.ManagedSessionMaker(read_only=False) as session:
-        runs, old_params, latest, top = _stored(session, ids)
-        _refuse_as_log_batch(ids, runs, old_params, params)
-        param_rows = [
-            dict(run_uuid=r, key=k, value=v)
+    runs, old_params, latest, top = _stored(session, ids)
+    _refuse_as_log_batch(ids, runs, old_params, params)
+    param_rows = [
+        dict(run_uuid=r, key=k, value=v)
+        for r in ids
+        for k, v in params[r].items()
+        if (r, k) not in old_params
+    ]
+    metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
+    tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
+    for r in ids:  # a tag set again replaces the old value
+        if tags[r]:
+            session.query(SqlTag).filter(
+                SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))
+            ).delete(synchronize_session=False)
+    dataset_rows, input_rows, input_tag_rows = _input_rows(session, ids, runs, datasets)
+    # log_batch's logged-model metrics (the final ones: their model's id) and log_outputs' links
+    model_metric_rows = [
+        {**row, "experiment_id": runs[r][1]} for r in ids for row in model_metrics[r]
+    ]
+    input_rows += [
+        dict(
+            input_uuid=uuid.uuid4().hex,
+            source_type="RUN_OUTPUT",
+            source_id=r,
+            destination_type="MODEL_OUTPUT",
+            destination_id=model,
+            step=0,
+        )
+        for r in ids
+        for model in made.get(r, ({}, []))[0].values()
+    ]
+    # finalize_logged_model's: READY, or FAILED where its folder was gone
+    for ready in (True, False):
+        part = [
+            m
             for r in ids
-            for k, v in params[r].items()
-            if (r, k) not in old_params
+            for n, m in made.get(r, ({}, []))[0].items()
+            if (n not in made[r][1]) == ready
         ]
-        metric_rows, new_latest = _metric_rows(ids, metrics, latest, top)
-        tag_rows = [dict(run_uuid=r, key=k, value=v) for r in ids for k, v in tags[r].items()]
-        for r in ids:  # a tag set again replaces the old value
-            if tags[r]:
-                session.query(SqlTag).filter(
-                    SqlTag.run_uuid == r, SqlTag.key.in_(list(tags[r]))
-                ).delete(synchronize_session=False)
-        dataset_rows, input_rows, input_tag_rows = _input_rows(session, ids, runs, datasets)
-        # log_batch's logged-model metrics (the final ones: their model's id) and log_outputs' links
-        model_metric_rows = [
-            {**row, "experiment_id": runs[r][1]} for r in ids for row in model_metrics[r]
-        ]
-        input_rows += [
-            dict(
-                input_uuid=uuid.uuid4().hex,
-                source_type="RUN_OUTPUT",
-                source_id=r,
-                destination_type="MODEL_OUTPUT",
-                destination_id=model,
-                step=0,
+        if part:
+            session.query(SqlLoggedModel).filter(SqlLoggedModel.model_id.in_(part)).update(
+                {
+                    SqlLoggedModel.status: (
+                        LoggedModelStatus.READY if ready else LoggedModelStatus.FAILED
+                    ).to_int(),
+                    SqlLoggedModel.last_updated_timestamp_ms: now,
+                },
+                synchronize_session=False,
             )
-            for r in ids
-            for model in made.get(r, ({}, []))[0].values()
-        ]
-        # finalize_logged_model's: READY, or FAILED where its folder was gone
-        for ready in (True, False):
-            part = [
-                m
-                for r in ids
-                for n, m in made.get(r, ({}, []))[0].items()
-                if (n not in made[r][1]) == ready
-            ]
-            if part:
-                session.query(SqlLoggedModel).filter(SqlLoggedModel.model_id.in_(part)).update(
-                    {
-                        SqlLoggedModel.status: (
-                            LoggedModelStatus.READY if ready else LoggedModelStatus.FAILED
-                        ).to_int(),
-                        SqlLoggedModel.last_updated_timestamp_ms: now,
-                    },
-                    synchronize_session=False,
-                )
-        for table, rows in (
-            (SqlParam.__table__, param_rows),
-            (SqlMetric.__table__, metric_rows),
-            (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
-            (SqlTag.__table__, tag_rows),
-            (SqlDataset.__table__, dataset_rows),
-            (SqlInput.__table__, input_rows),
-            (SqlInputTag.__table__, input_tag_rows),
-            (SqlLoggedModelMetric.__table__, model_metric_rows),
-        ):
-            for i in range(0, len(rows), SQL_CHUNK):
-                session.execute(table.insert(), rows[i : i + SQL_CHUNK])
-        for status in {e.get("status", "FINISHED") for _, e in ends}:
-            part = [r for r, e in ends if e.get("status", "FINISHED") == status]
-            for i in range(0, len(part), SQL_CHUNK):
-                session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
-                    {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False
-                )
-    for run_id in ids:
-        state.current().runs.pop(run_id, None)
+    for table, rows in (
+        (SqlParam.__table__, param_rows),
+        (SqlMetric.__table__, metric_rows),
+        (SqlLatestMetric.__table__, [row for k, row in new_latest.items() if k not in latest]),
+        (SqlTag.__table__, tag_rows),
+        (SqlDataset.__table__, dataset_rows),
+        (SqlInput.__table__, input_rows),
+        (SqlInputTag.__table__, input_tag_rows),
+        (SqlLoggedModelMetric.__table__, model_metric_rows),
+    ):
+        for i in range(0, len(rows), SQL_CHUNK):
+            session.execute(table.insert(), rows[i : i + SQL_CHUNK])
+    for status in {e.get("status", "FINISHED") for _, e in ends}:
+        part = [r for r, e in ends if e.get("status", "FINISHED") == status]
+        for i in range(0, len(part), SQL_CHUNK):
+            session.query(SqlRun).filter(SqlRun.run_uuid.in_(part[i : i + SQL_CHUNK])).update(
+                {SqlRun.status: status, SqlRun.end_time: now}, synchronize_session=False
+            )
 
 
 def _checked(
