@@ -400,3 +400,27 @@ def test_a_data_set_another_process_added_meanwhile_is_found_and_linked_on_a_sec
     )
     run = c.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.metrics["val_mse"] == 2.5
+
+
+@pytest.mark.parametrize("way", ["calls", "bulk"])
+def test_a_logged_model_whose_folder_went_ends_failed_and_the_run_says_so(
+    way, tmp_path, _template_store
+):
+    """A model's folder deleted under the sweep before its run ended: MLflow's local log_artifacts copies nothing from a
+    missing folder and raises nothing, so the model ended READY with no files. Now it ends FAILED, and the run's
+    artifacts_missing tag names it, both ways."""
+    with _store(way, tmp_path, _template_store) as (c, db):
+        experiment = c.create_experiment(
+            "gone", artifact_location=(tmp_path / "artifacts").as_uri()
+        )
+        run_id = tracking.start_run(c, experiment, "gone", {"device": "cpu"}, START_PARAMS)
+        end = {"metrics": {"val_mse": 1.0}, "models": {"model": tmp_path / "deleted"}}
+        ending.end_runs(c, [ending.Ending(run_id, end)])
+        run = c.get_run(run_id)
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        (status,) = con.execute("SELECT status FROM logged_models").fetchone()
+    assert status == LoggedModelStatus.FAILED.to_int(), LoggedModelStatus.from_int(status)
+    assert (
+        run.info.status == "FINISHED"
+        and "model (the logged model)" in run.data.tags["artifacts_missing"]
+    )

@@ -337,10 +337,13 @@ LOST_MODEL = "{} (the logged model)"  # a model whose folder was gone, as the mi
 
 def copy_model(c: Any, folder: Path, model_id: str, run_id: str, location: str) -> bool:
     """A logged model's files: its MLmodel stamped with its id and run (:func:`_stamp`), its
-    folder copied to its artifact ``location``; False when the folder is gone."""
+    folder copied to its artifact ``location``; False when the folder is gone (MLflow's local
+    ``log_artifacts`` copies nothing from a missing folder and raises nothing: checked first)."""
     # lazy: saves ~4368 ms at this module's import (measured)
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
+    if not folder.is_dir():
+        return False
     try:
         _stamp(folder, model_id, run_id)
         get_artifact_repository(location, tracking_uri=c.tracking_uri).log_artifacts(str(folder))
