@@ -259,12 +259,14 @@ def train_packed(
         backend.host_threads(0.0, 1),
         ThreadPoolExecutor(parts, thread_name_prefix="sweeper-group") as pool,
     ):
+        fits = None
         try:
             fits = list(pool.map(part, range(parts), chunks))
-        # Ctrl-C (or a part's error) in this thread: the other parts stop at their next
-        except BaseException:
-            halt.set()  # epoch, so the pool's exit does not wait for the whole group's training
-            raise
+        finally:
+            # Ctrl-C (or a part's error) in this thread, raised on: the other parts stop at their
+            # next epoch, so the pool's exit does not wait for the whole group's training
+            if fits is None:
+                halt.set()
     return GroupFit(
         [f for g in fits for f in g.fits],
         [p for g in fits for p in g.params],

@@ -612,3 +612,38 @@ def test_a_group_of_one_or_two_unit_layers_matches_each_member_alone(width):
     group = _together(ds, 2, width, "tanh", members, log_every=5)
     for m, fit, params in zip(members, group.fits, group.params):
         _same(fit, params, *_alone(ds, 2, width, "tanh", m, 5), rtol=1e-9)
+
+
+def test_a_part_that_raises_halts_the_other_parts_and_a_group_that_ends_halts_none(monkeypatch):
+    """train_packed with parts on threads: a part's error (or Ctrl-C in the waiting thread) sets the parts'
+    halt, so the others stop at their next epoch instead of training the whole group first; a group whose
+    parts all end leaves it unset."""
+    import threading
+    import time
+
+    from sweeper.models import batched
+
+    halts, both = [], threading.Barrier(2, timeout=10)
+
+    def part(backend, layout, params, task, arrays, members, log_every, report, rule, halt):
+        halts.append(halt)
+        if fail:
+            both.wait()  # the two parts train side by side
+        if fail and members[0].lr == 0.1:  # the first part
+            raise RuntimeError("a part failed")
+        if fail:
+            halt.wait(30)  # a part's training: until its next epoch sees the halt
+        return batched.GroupFit([], [], 0.0, 0.0, 0)
+
+    monkeypatch.setattr(batched, "_train_part", part)
+    ds = _data("diabetes")
+    members = [Member(0.1 * (1 + i // batched.MIN_PART), 5) for i in range(2 * batched.MIN_PART)]
+    fail = True
+    t = time.perf_counter()
+    with pytest.raises(RuntimeError, match="a part failed"):
+        _together(ds, 1, 4, "tanh", members, log_every=5, threads=2)
+    assert time.perf_counter() - t < 10 and halts and all(h.is_set() for h in halts)
+    halts.clear()
+    fail = False
+    _together(ds, 1, 4, "tanh", members, log_every=5, threads=2)
+    assert len(halts) == 2 and not any(h.is_set() for h in halts)

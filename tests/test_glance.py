@@ -569,3 +569,40 @@ def test_marks_written_in_one_transaction_are_what_log_batch_writes(store, monke
     }
     assert a.data.tags["mlflow.note.content"] == "rank 2 of 2" and a.info.status == "FINISHED"
     assert [m.value for m in c.get_metric_history(ids[0], "rank")] == [5.0, 2.0]
+
+
+def test_a_summary_cut_short_closes_its_painter_and_a_finished_one_does_not(sweep, monkeypatch):
+    """publish.publish: whatever ends its records early (Ctrl-C, the store's error) closes the painter, whose
+    answer to this request would be read as the next one's, and is raised on; a summary that records all
+    keeps the painter for its figures."""
+    from sweeper.insight import plots, publish
+
+    class Painter:
+        closed = 0
+
+        def submit(self, figures, folder):
+            pass
+
+        def baselines(self):
+            return None
+
+        def close(self):
+            self.closed += 1
+
+        def collect(self):
+            return {}
+
+    painter = Painter()
+    monkeypatch.setattr(plots, "current", lambda: painter)
+
+    def cut_short(*args):
+        raise KeyboardInterrupt
+
+    c, parent = client_for(sweep["store"]), sweep["parent"].info.run_id
+    monkeypatch.setattr(publish, "_record", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish(c, parent, out=io.StringIO())
+    assert painter.closed == 1
+    monkeypatch.setattr(publish, "_record", lambda *args: None)
+    publish.publish(c, parent, out=io.StringIO())
+    assert painter.closed == 1

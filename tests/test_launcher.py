@@ -345,3 +345,33 @@ def test_a_groups_runs_tagged_or_dropped_on_a_store_gone_warn_each_and_a_bug_is_
     ]
     with pytest.raises(AttributeError):
         launch._each_run(runs, lambda t: t.client.delete_run(t.run_id))
+
+
+def test_a_group_whose_runs_fail_to_open_ahead_is_waited_for_before_the_error_goes_on(monkeypatch):
+    """launch.train_showing_runs: whatever the launching thread raises while the group trains (a store's
+    error opening its runs, Ctrl-C) waits for the training thread (5 s at most: it stops at its next
+    epoch) before it goes on; a group that ends is not waited for twice."""
+    import threading
+    import time
+
+    from sweeper.sweep import launch
+
+    monkeypatch.setenv("SWEEPER_AHEAD_AFTER_S", "0")
+    trained = threading.Event()
+
+    def compute_group(members, tags):
+        time.sleep(0.5)
+        trained.set()
+        return {"group": len(members)}
+
+    def open_runs(*args, **kwargs):
+        raise RuntimeError("the store failed")
+
+    monkeypatch.setattr(launch, "compute_group", compute_group)
+    monkeypatch.setattr(launch, "open_runs", open_runs)
+    members = list(range(launch.AHEAD_ALWAYS + 1))
+    with pytest.raises(RuntimeError, match="the store failed"):
+        launch.train_showing_runs(members, {}, None, {})
+    assert trained.is_set()  # the thread had ended before the error reached the caller
+    monkeypatch.setattr(launch, "open_runs", lambda *a, **k: None)
+    assert launch.train_showing_runs(members, {}, None, {}) == {"group": len(members)}

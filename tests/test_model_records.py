@@ -295,6 +295,53 @@ def test_a_failed_registration_writes_no_pin_and_no_empty_model(tmp_path, store)
     assert c.search_registered_models() == []
 
 
+@pytest.mark.parametrize(
+    "fails, undone",
+    [
+        ("create_model_version", ["delete_registered_model"]),  # the registered model it created
+        ("set_registered_model_alias", ["delete_model_version"]),  # one that existed: its version
+        (None, []),
+    ],
+)
+def test_a_registration_cut_short_deletes_what_it_created_and_a_done_one_nothing(
+    tmp_path, fails, undone
+):
+    """records.register: whatever ends it early (the store's error, Ctrl-C: a BaseException) deletes what it
+    created and is raised on; a registration that succeeds deletes nothing."""
+    from types import SimpleNamespace
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS
+
+    from sweeper.tracking import records
+
+    calls = []
+
+    class Client:
+        tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+        def get_run(self, run_id):
+            return SimpleNamespace(outputs=None)
+
+        def __getattr__(self, name):
+            def call(*args, **kwargs):
+                calls.append(name)
+                if name == fails:
+                    raise KeyboardInterrupt
+                if name == "create_registered_model" and fails == "set_registered_model_alias":
+                    raise MlflowException("exists", error_code=RESOURCE_ALREADY_EXISTS)
+                return SimpleNamespace(version="1")
+
+            return call
+
+    if fails:
+        with pytest.raises(KeyboardInterrupt):
+            records.register(Client(), "r1", "m")
+    else:
+        assert records.register(Client(), "r1", "m").version == "1"
+    assert [c for c in calls if c.startswith("delete")] == undone
+
+
 @pytest.mark.slow
 def test_a_model_loads_in_a_fresh_virtual_environment_of_its_requirements_only(tmp_path, store):
     """A venv without sweeper (no --system-site-packages), from the model's requirements.txt alone (pip's cache)."""

@@ -236,6 +236,7 @@ def publish(
             figures if plots.wanted() else [],  # SWEEPER_PLOTS=off: described, not drawn
             Path(tmp) / "figures",
         )  # drawn while the baselines are fitted and the rest is logged
+        recorded = False
         try:
             # the baselines: fitted by the sweep's painter while its
             # jobs ran (its answer read first), or here
@@ -251,9 +252,10 @@ def publish(
                 Path(tmp),
                 painter.baselines(),
             )
-        except BaseException:
-            painter.close()  # its answer to this request would be read as the next one's
-            raise
+            recorded = True
+        finally:  # any exception (Ctrl-C too), raised on
+            if not recorded:
+                painter.close()  # its answer to this request would be read as the next one's
         for name, path in painter.collect().items():
             c.log_artifact(parent_run_id, str(path), str(Path(name).parent))
     return board, counts

@@ -394,9 +394,8 @@ def train_showing_runs(
             open_runs(members, tags, sweep_dir, runs, began, until=lambda: not worker.is_alive())
         while worker.is_alive():
             worker.join(0.1)  # in short waits: Ctrl-C reaches this thread
-    except BaseException:
+    finally:  # after an exception (Ctrl-C too); a no-op once the group has ended
         worker.join(5.0)  # the group stops at its next epoch (STOP is set before the exception)
-        raise
     if "error" in out:
         raise out["error"]
     return out["computed"]

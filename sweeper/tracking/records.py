@@ -452,7 +452,7 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
     outputs = c.get_run(run_id).outputs
     model_id = next((o.model_id for o in (outputs.model_outputs if outputs else [])), None)
     source = f"models:/{model_id}" if model_id else f"runs:/{run_id}/model"
-    created, version = False, None
+    created, version, done = False, None, False
     with _current_uri(c.tracking_uri):
         try:
             try:
@@ -463,15 +463,14 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
                     raise
             version = c.create_model_version(name, source, run_id=run_id, model_id=model_id)
             c.set_registered_model_alias(name, alias, version.version)
-        except BaseException:
-            try:
-                if created:
+            done = True
+        finally:  # any exception (Ctrl-C too): what was created is deleted, and it is raised on
+            # (a store that is down: nothing more to undo here)
+            with contextlib.suppress(MlflowException, OSError):
+                if not done and created:
                     c.delete_registered_model(name)
-                elif version is not None:
+                elif not done and version is not None:
                     c.delete_model_version(name, version.version)
-            except (MlflowException, OSError):  # the store is down: nothing more to undo here
-                pass
-            raise
     return version
 
 

@@ -95,21 +95,23 @@ def sweep(sweeper: Any, arguments: list[str]) -> dict[str, Any]:
                 for i, t in enumerate(trials)
             },
         )
+        launched = False
         try:
             returns = sweeper.launcher.launch(
                 [space.overrides(t.params) for t in trials], initial_job_idx=job_idx
             )
-        # Ctrl-C, a launcher failed as a whole (guard: exit 2): the round's trials that
-        except BaseException:
-            # FINISHED are told their values (their runs are
-            # recorded), the others FAIL, not RUNNING for ever
-            cut_short(
-                study,
-                trials,
-                [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)],
-                plan["metric"],
-            )
-            raise
+            launched = True
+        finally:
+            # Ctrl-C, a launcher failed as a whole (guard: exit 2), raised on: the round's trials
+            # that FINISHED are told their values (their runs are recorded), the others FAIL, not
+            # RUNNING for ever
+            if not launched:
+                cut_short(
+                    study,
+                    trials,
+                    [_job_folder(config, sweep_dir, job_idx + i) for i in range(k)],
+                    plan["metric"],
+                )
         tell(study, trials, returns, plan["metric"])
         numbers += [t.number for t in trials]
         job_idx += k
