@@ -202,7 +202,8 @@ def _registrar(args: argparse.Namespace, registered: list[Any]) -> Any:
                     tracking.client(args.tracking_uri), run.info.run_id, args.register
                 )
             )
-        except Exception as e:  # the store refused it, a server went down: one line, no pin
+        # the store refused it, a server went down: one line, no pin
+        except tracking.failures() as e:
             raise not_allowed(
                 "--register",
                 args.register,

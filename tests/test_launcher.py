@@ -375,3 +375,21 @@ def test_a_group_whose_runs_fail_to_open_ahead_is_waited_for_before_the_error_go
     assert trained.is_set()  # the thread had ended before the error reached the caller
     monkeypatch.setattr(launch, "open_runs", lambda *a, **k: None)
     assert launch.train_showing_runs(members, {}, None, {}) == {"group": len(members)}
+
+
+def test_a_store_that_fails_creates_no_group_in_bulk_and_a_bug_is_raised(monkeypatch):
+    """launch._in_bulk: a store that fails (tracking.failures) is False (open_runs says so once, the jobs create
+    their runs); an error that is no store's (a bug) is raised, not taken for one."""
+    import sqlite3
+
+    from sweeper import tracking
+    from sweeper.sweep import launch
+
+    def fails(uri):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(tracking, "client", fails)
+    assert launch._in_bulk({"tracking": {"uri": "sqlite:///x.db"}}) is False
+    monkeypatch.setattr(tracking, "client", lambda uri: (_ for _ in ()).throw(TypeError("ours")))
+    with pytest.raises(TypeError, match="ours"):
+        launch._in_bulk({"tracking": {"uri": "sqlite:///x.db"}})

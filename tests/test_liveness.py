@@ -296,3 +296,40 @@ def test_a_run_records_the_process_that_started_it_pid_and_start(tmp_path, store
     result = run_once(tmp_path, "epochs=20", "tracking.log_model=false", store=store)
     tags = client_for(store).get_run(result["run_id"]).data.tags
     assert tags["sweeper.pid"] == str(os.getpid()) and tags[PID_START] == start_mark() is not None
+
+
+def test_a_heartbeat_the_store_refuses_is_skipped_and_a_bug_ends_the_beats():
+    """run.Heartbeat: a beat a failing store refuses (tracking.failures: locked, a server's blip) is skipped
+    and the next one tried; an error that is no store's ends the thread with its traceback."""
+    import sqlite3
+    import threading
+
+    from sweeper.tracking import run
+
+    class Owner:
+        run_id = "r1"
+
+    owner, tried = Owner(), []
+
+    def set_tags(client, ids, key, value):
+        tried.append(ids)
+        if len(tried) == 3:
+            h._done.set()
+        raise raised
+
+    h = run.Heartbeat.__new__(run.Heartbeat)
+    h.interval, h._lock, h._done = 0.001, threading.Lock(), threading.Event()
+    h.client, h._owners = None, {"r1": lambda: owner}
+    real, run.bulk.set_tag_on_runs = run.bulk.set_tag_on_runs, set_tags
+    try:
+        raised = sqlite3.OperationalError("database is locked")
+        h._loop()
+        assert tried == [["r1"]] * 3
+        tried.clear()
+        h._done.clear()
+        raised = TypeError("ours")
+        with pytest.raises(TypeError, match="ours"):
+            h._loop()
+        assert tried == [["r1"]]
+    finally:
+        run.bulk.set_tag_on_runs = real

@@ -301,3 +301,23 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
             said["public"][-3000:],
         )
     assert "is off" not in said["fast"] and "public calls are used" not in said["fast"]
+
+
+def test_a_store_a_warm_joblib_worker_cannot_open_is_left_to_its_jobs_and_a_bug_is_raised(
+    monkeypatch,
+):
+    """joblib_warm._warm_worker: a store that fails (tracking.failures) is left for the job to say what is
+    wrong with it, and the worker is warm all the same; an error that is no store's is raised."""
+    import sqlite3
+
+    from sweeper import tracking
+    from sweeper.sweep import joblib_warm
+
+    def fails(uri):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(tracking, "client", fails)
+    assert joblib_warm._warm_worker(["sqlite:///x.db"]) == os.getpid()
+    monkeypatch.setattr(tracking, "client", lambda uri: (_ for _ in ()).throw(TypeError("ours")))
+    with pytest.raises(TypeError, match="ours"):
+        joblib_warm._warm_worker(["sqlite:///x.db"])

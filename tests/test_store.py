@@ -408,3 +408,33 @@ def test_mlflows_logging_level_is_set_from_a_levels_name_and_left_alone_otherwis
     store.mlflow_defaults.cache_clear()  # once a process: asked afresh
     store.mlflow_defaults()
     assert logger.level == (logging.NOTSET if level is None else level)
+
+
+def test_a_store_that_fails_is_its_family_of_errors_and_a_bug_is_not(tmp_path, monkeypatch):
+    """tracking.failures: what a store that fails raises (the handlers that keep a sweep going past one catch
+    these, not every error); opening one at a typed address adds a driver not installed and an address its
+    parser refuses. open_store makes those one line; a bug of ours (TypeError) goes on with its traceback."""
+    import requests
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    family = (tracking.TrackingError, sqlite3.Error, MlflowException)
+    family += (requests.RequestException, sqlalchemy.exc.SQLAlchemyError, OSError)
+    assert tracking.failures() == family
+    assert tracking.failures(opening=True) == (*family, ImportError, ValueError)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for raised, line in [
+        (ModuleNotFoundError("No module named 'psycopg'"), "No module named 'psycopg'"),
+        (sqlalchemy.exc.OperationalError("SELECT", {}, "disk I/O error"), "disk I/O error"),
+        (MlflowException("Unexpected URI scheme"), "Unexpected URI scheme"),
+    ]:
+        monkeypatch.setattr(store_module, "client", lambda uri, e=raised: (_ for _ in ()).throw(e))
+        with pytest.raises(tracking.TrackingError) as refused:
+            tracking.open_store(uri)
+        said = str(refused.value)
+        assert said.startswith(f"tracking.uri={uri} cannot be used: ") and line in said
+    monkeypatch.setattr(
+        store_module, "client", lambda uri: (_ for _ in ()).throw(TypeError("ours"))
+    )
+    with pytest.raises(TypeError, match="ours"):
+        tracking.open_store(uri)

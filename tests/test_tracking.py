@@ -618,3 +618,32 @@ def test_a_system_monitor_that_fails_is_dropped_once_and_the_others_still_sample
     got = [(m.key, m.value, m.step) for m in s.rows]
     # the good one's: the priming call's 10.0 not kept
     assert got == [("system/cpu_percent", 20.0, 0), ("system/cpu_percent", 30.0, 1)]
+
+
+def test_system_metrics_a_store_refuses_are_dropped_said_once_and_a_bug_is_raised(caplog):
+    """SystemSampler._flush: samples a failing store refuses (tracking.failures) are lost with one warning for
+    the run, which still ends; an error that is no store's is raised."""
+    import logging
+    import threading
+
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.tracking.system import SystemSampler
+
+    class Client:
+        def log_batch(self, run_id, metrics):
+            raise raised
+
+    s = SystemSampler.__new__(SystemSampler)
+    s.c, s.run_id, s.also, s._lock, s.flush_error = Client(), "r1", [], threading.Lock(), None
+    raised = MlflowException("the server went away")
+    with caplog.at_level(logging.WARNING, logger="sweeper.tracking.system"):
+        for _ in range(2):
+            s.rows = ["a sample"]
+            s._flush()
+    assert [r.getMessage() for r in caplog.records] == [
+        "system metrics of run r1 not logged: MlflowException: the server went away"
+    ]
+    raised, s.rows = TypeError("ours"), ["a sample"]
+    with pytest.raises(TypeError, match="ours"):
+        s._flush()

@@ -518,7 +518,8 @@ def _open_candidates(
     try:
         client = tracking.client(uri)
         found, names = _finished(client, experiment)
-    except Exception as e:  # a server that is down, a file that is not a store
+    # a server that is down, a file that is not a store, a database whose driver is not installed
+    except tracking.failures(opening=True) as e:
         raise not_allowed("--tracking-uri", uri, tracking.first_line(e)) from None
     return client, _candidates(found, names, uri, experiment, run_ids, latest)
 

@@ -84,7 +84,7 @@ def _warm_worker(uris: list[str]) -> int:
     for uri in uris:
         try:
             tracking.client(uri)
-        except Exception:  # noqa: BLE001  (the job says what is wrong with it)
+        except tracking.failures():  # the job says what is wrong with it
             pass
 
     # an already warm worker leaves this task to another

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from sweeper.base import state
 from sweeper.base.process import HEARTBEAT, beat, heartbeat_interval
 from sweeper.tracking import bulk, ending, records, system
+from sweeper.tracking.store import failures
 
 
 __all__ = ["TrackedRun"]
@@ -43,7 +44,7 @@ class Heartbeat:
                 return
             try:
                 bulk.set_tag_on_runs(self.client, ids, HEARTBEAT, beat(time.time(), self.interval))
-            except Exception:  # noqa: BLE001  (the store hiccuped: the next beat may pass)
+            except failures():  # the store hiccuped (locked, a server's blip): the next may pass
                 pass
 
     def stop(self, run_id: str | None = None) -> None:

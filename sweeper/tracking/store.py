@@ -50,6 +50,7 @@ __all__ = [
     "check_server",
     "check_writable",
     "client",
+    "failures",
     "first_line",
     "identity",
     "mark_ended",
@@ -120,6 +121,17 @@ def __getattr__(name: str) -> Any:
     if len(found) == len(_UNREACHABLE):
         globals()["UNREACHABLE"] = found + (OSError,)
     return found + (OSError,)
+
+
+def failures(opening: bool = False) -> tuple[type[BaseException], ...]:
+    """What a store that fails raises, for ``except tracking.failures()``: a store refused
+    before MLflow's call (TrackingError), the embedded database's own error (sqlite3), a
+    server or database that fails (:data:`UNREACHABLE`). ``opening``: also what opening a
+    store at an address a user typed raises when it cannot be used (its database driver not
+    installed: ImportError; an address the driver's parser refuses, e.g. a port that is no
+    number: ValueError)."""
+    found = (TrackingError, sqlite3.Error, *__getattr__("UNREACHABLE"))
+    return (*found, ImportError, ValueError) if opening else found
 
 
 def mark_ended(
@@ -361,7 +373,7 @@ def open_store(uri: str) -> Any:
         c = client(uri)  # MLflow opens (and checks) an SQLite store here
         if db is None:
             c.search_experiments(max_results=1)  # checks a server is up
-    except Exception as e:
+    except failures(opening=True) as e:
         raise TrackingError(f"tracking.uri={uri} cannot be used: {first_line(e)}") from e
     return c
 

@@ -4,7 +4,6 @@ one line naming the store and exit 2, never MLflow's or SQLAlchemy's traceback."
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from typing import Callable
 
@@ -47,6 +46,6 @@ def guarded(uri: str, fn: Callable[[], int]) -> int:
         # a mistyped path is refused (never created as an empty store), a silent server in seconds
         store.check_readable(uri)
         return fn()
-    except (store.TrackingError, sqlite3.Error, *store.UNREACHABLE) as e:  # not a bug of ours
+    except store.failures() as e:  # not a bug of ours
         print(line(uri, e), file=sys.stderr)
         return 2

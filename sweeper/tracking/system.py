@@ -10,7 +10,7 @@ from typing import Any
 
 from sweeper.base.tested import optional
 from sweeper.tracking.records import BATCH
-from sweeper.tracking.store import first_line
+from sweeper.tracking.store import failures, first_line
 
 __all__ = ["SystemSampler", "stop", "system_monitor"]
 
@@ -95,7 +95,7 @@ class SystemSampler:
             for run_id in [self.run_id, *self.also]:
                 for i in range(0, len(rows), BATCH):
                     self.c.log_batch(run_id, metrics=rows[i : i + BATCH])
-        except Exception as e:  # the run still ends; these samples are lost, said once
+        except failures() as e:  # the run still ends; these samples are lost, said once
             if self.flush_error is None:
                 self.flush_error = first_line(e)
                 logging.getLogger(__name__).warning(
