@@ -90,3 +90,30 @@ def test_the_guarded_sweepers_check_composes_each_shape_once_and_keeps_nothing()
         assert len(composed) == before and not fast.cache
         with pytest.raises(Exception, match="nope"):
             guarded.validate_batch_is_legal([["data=nope"]])
+
+
+def test_a_config_that_resolves_only_in_its_job_is_none_here_and_a_bug_is_raised(monkeypatch):
+    """compose.resolvable: a config OmegaConf cannot resolve here (a resolver's own error, which OmegaConf
+    raises as its InterpolationResolutionError; a key that is not there) is None (its job resolves or reports
+    it); an error that is no OmegaConf's (a bug) is raised. Once._parse: an override Hydra's parser refuses
+    is no shape (Hydra reports it later); a bug there is raised too."""
+    from sweeper.contract import compose as module
+    from sweeper.contract.compose import Once, resolvable
+
+    OmegaConf.register_new_resolver("sweeper_test_fails", lambda: 1 / 0, replace=True)
+    try:
+        assert resolvable(OmegaConf.create({"a": "${sweeper_test_fails:}"})) is None
+    finally:
+        OmegaConf.clear_resolver("sweeper_test_fails")
+    assert resolvable(OmegaConf.create({"a": "${b}"})) is None
+    assert resolvable(OmegaConf.create({"a": 1})) == {"a": 1}
+    monkeypatch.setattr(module, "plain", lambda cfg: (_ for _ in ()).throw(TypeError("ours")))
+    with pytest.raises(TypeError, match="ours"):
+        resolvable(OmegaConf.create({"a": 1}))
+
+    once = Once(None)
+    once.groups = set()
+    assert once._parse(None, ["lr=("]) == (None, None, None)
+    monkeypatch.setattr(once, "_parsed", lambda s: (_ for _ in ()).throw(TypeError("ours")))
+    with pytest.raises(TypeError, match="ours"):
+        once._parse(None, ["lr=0.1"])

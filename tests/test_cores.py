@@ -365,3 +365,21 @@ def test_an_error_while_the_workers_compute_fails_the_launcher_in_one_line_and_e
     assert not [p for p in started if p.is_alive()]
     (parent,) = [r for r in all_runs(store) if "mlflow.parentRunId" not in r.data.tags]
     assert parent.info.status == "KILLED"
+
+
+def test_the_launchers_copy_of_data_it_cannot_read_is_none_and_a_bug_is_raised(
+    tmp_path, monkeypatch
+):
+    """cores._loaded: no data node, a file gone (OSError), bad data (DataError, a ValueError) are None (the
+    group fails in its own words later); an error that is no data's (a bug) is raised."""
+    from sweeper import data
+    from sweeper.sweep import cores
+
+    node = {"name": "csv", "path": str(tmp_path / "gone.csv"), "target": "y"}
+    assert cores._loaded(None) is None
+    for raised in (FileNotFoundError(2, "No such file"), data.DataError("data.path=x: no rows")):
+        monkeypatch.setattr(data, "load_plain", lambda n, s, e=raised: (_ for _ in ()).throw(e))
+        assert cores._loaded(node) is None
+    monkeypatch.setattr(data, "load_plain", lambda n, s: (_ for _ in ()).throw(TypeError("ours")))
+    with pytest.raises(TypeError, match="ours"):
+        cores._loaded(node)

@@ -134,9 +134,14 @@ def test_a_launcher_error_a_ctrl_c_caused_is_the_interruption_not_a_failure():
 def test_a_composition_error_a_ctrl_c_caused_is_the_sweeps_interruption_not_a_refusal(monkeypatch):
     """The sweep's start (callbacks.start_failed) decides it, not the composition: before,
     sweep.plan held its own check; without it a Ctrl-C while the jobs were composed printed
-    "sweeper: error: job ...: AttributeError" and exit 2. The same error with no signal is the
-    one-line refusal."""
+    "sweeper: error: job ...: AttributeError" and exit 2. The composition catches only its own
+    errors (Hydra's, OmegaConf's, YAML's, a file's), so such an error reaches the start as it is:
+    with no signal it is a bug (its traceback, exit 1)."""
     import signal
+
+    import yaml
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     from sweeper.base import stop
     from sweeper.contract.config import ConfigError
@@ -152,7 +157,7 @@ def test_a_composition_error_a_ctrl_c_caused_is_the_sweeps_interruption_not_a_re
     def start(config, caller):  # as sweep.start composes each job (plan.job_configs' loop)
         try:
             compose(bool(stop.seen()))
-        except Exception as e:
+        except (HydraException, OmegaConfBaseException, yaml.YAMLError, OSError) as e:
             raise ConfigError(f"job lr=0.1: {e}") from e
 
     monkeypatch.setattr(callbacks.sweep, "start", start)
@@ -160,8 +165,10 @@ def test_a_composition_error_a_ctrl_c_caused_is_the_sweeps_interruption_not_a_re
     try:
         with pytest.raises(stop.Refused) as refused:
             callbacks.SweepCallback().on_multirun_start(None)
-        assert refused.value.code == 2
-        assert refused.value.message.startswith("job lr=0.1: 'NoneType' object")
+        assert refused.value.code == 1
+        assert refused.value.message.startswith(
+            "the sweep could not start: AttributeError: 'NoneType' object"
+        )
         stop.seen().append(signal.SIGTERM)
         stop.STOP.set()
         with pytest.raises(stop.Terminated):

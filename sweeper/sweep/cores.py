@@ -276,9 +276,12 @@ def _shape(plain: dict[str, Any]) -> tuple[int, int, int]:
 def _loaded(node: Any, seed: int | None = None) -> Any:
     """The launcher's cached copy of a data set (:func:`sweeper.data.load_plain`), or None: no
     data node, a file gone, bad data: the group fails in its own words later."""
+    if node is None:
+        return None
     try:
         return data.load_plain(node, seed)
-    except Exception:  # noqa: BLE001
+    # a file gone or unreadable (OSError), bad data (data.DataError, a ValueError)
+    except (OSError, ValueError):
         return None
 
 

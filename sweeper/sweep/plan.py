@@ -7,7 +7,9 @@ import json
 import logging
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from sweeper import data
 from sweeper.base.hydra_internals import BASIC_SWEEPER, basic_sweeper
@@ -79,10 +81,11 @@ def job_configs(config: DictConfig) -> list[tuple[list[str], dict[str, Any] | No
     for overrides in batches[0]:
         try:
             cfg = once.plain(config, list(overrides))
-        # a composition error, e.g. a group choice that does not exist (one that a Ctrl-C
-        # caused on its way through OmegaConf: the sweep's start says it is the interruption,
-        # sweeper.sweep.callbacks.start_failed)
-        except Exception as e:
+        # a composition error: Hydra's (a group choice that does not exist), OmegaConf's, a
+        # config file that is no YAML or cannot be read. Anything else (one that a Ctrl-C caused
+        # on its way through OmegaConf, a bug) goes to the sweep's start, which says which
+        # (sweeper.sweep.callbacks.start_failed)
+        except (HydraException, OmegaConfBaseException, yaml.YAMLError, OSError) as e:
             raise ConfigError(f"job {' '.join(overrides)}: {str(e).splitlines()[0]}") from e
         jobs.append((list(overrides), cfg))
     one_protocol(jobs)
