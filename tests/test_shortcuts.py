@@ -84,10 +84,11 @@ def test_jobrun_bulk_writer_and_painter_off_take_the_public_path(turned_off, sto
     # a sweep's new store (a copy of the session's template: no migrations run again)
     c = client_for(store)
     assert hydra_internals.fast() and bulk.sql_store(c) is not None
-    assert writer.wanted(16, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
+    n = writer.MIN_JOBS_BATCHED["sqlite"]
+    assert writer.wanted(n, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
     turned_off("jobrun,bulk,writer,painter")
     assert not hydra_internals.fast() and bulk.sql_store(c) is None and not bulk.creates_in_bulk(c)
-    assert not writer.wanted(16, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
+    assert not writer.wanted(n, ["sqlite:///x.db"], "sweeper.BatchedLauncher")
     # a sweep of its own: a painter an earlier test's in-process sweep left current is not this one's
     monkeypatch.setattr(state, "_current", state.SweepState())
     plots.start()
@@ -217,7 +218,7 @@ def _records(db: Path, folder: Path) -> dict:
 
 
 LAUNCHES = {  # (overrides, jobs, what the shortcuts' log says only when they are on)
-    # 16 jobs: the writer (sweeper.tracking.writer.MIN_JOBS), the pyfunc models (log_model), the painter
+    # 16 jobs: the writer (SWEEPER_WRITER=on below), the pyfunc models (log_model), the painter
     "batched": (
         # packing off: whether shapes pack is decided by a timing probe, not by a shortcut
         [
@@ -269,7 +270,7 @@ def test_a_sweep_with_every_shortcut_off_records_what_it_records_with_every_one_
         env = {
             tested.PUBLIC_ONLY: value,
             "SWEEPER_CACHE_DIR": str(folder / "cache"),
-            "SWEEPER_WRITER": "",
+            "SWEEPER_WRITER": "on",  # the writer in this short sweep too (unless public: off)
             "SWEEPER_PLOTS": "on",  # the figures drawn by the painter, or here: the same files
         }
         proc = cli(folder, "-m", *overrides, "tracking.log_model=true", store=db, env=env)

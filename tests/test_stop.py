@@ -245,6 +245,7 @@ def _signalled_group(
         text=True,
         start_new_session=True,
         preexec_fn=default_signals,
+        env={**os.environ, "SWEEPER_WRITER": "on"},  # a writer process in this short sweep too
     )
     printed = []
     try:

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import FAST_ARGS, all_runs, cli, client_for, copy_store, mlflow_server
 from sweeper import tracking, upload
+from sweeper.base import tested
 from sweeper.tracking import writer
 
 
@@ -220,17 +221,25 @@ def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypa
     monkeypatch.setattr(writer, "start", lambda uris=(): started.append(True))
     many = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS["sqlite"]))
     some = "lr=" + ",".join(str(0.001 * (i + 1)) for i in range(writer.MIN_JOBS["server"]))
+    batched = writer.MIN_JOBS_BATCHED["sqlite"]
+    assert batched > writer.MIN_JOBS["sqlite"]
     for args, expected in [
-        (["-m", many], True),
+        (["-m", many, "hydra/launcher=basic"], True),
+        # the default (batched) launcher: its workers train, the writer pays from more jobs
+        (["-m", many], False),
+        (["-m", "lr=" + ",".join(str(0.0001 * (i + 1)) for i in range(batched))], True),
+        (["-m", "lr=" + ",".join(str(0.0001 * (i + 1)) for i in range(batched - 1))], False),
+        (["-m", many, "hydra/launcher=batched"], False),
         (
             [
                 "--multirun",
                 "lr=0.1,0.2",
                 "depth=" + ",".join(map(str, range(writer.MIN_JOBS["sqlite"] // 2))),
+                "hydra/launcher=basic",
             ],
             True,
         ),
-        (["-m", some], False),  # on the embedded store a sweep this short ends its runs itself
+        (["-m", some, "hydra/launcher=basic"], False),  # a sweep this short ends its runs itself
         (
             ["-m", some, "tracking=server", "tracking.uri=http://127.0.0.1:5000"],
             True,
@@ -246,12 +255,45 @@ def test_the_command_line_alone_decides_whether_the_writer_starts_early(monkeypa
         assert bool(started) == expected, args
     monkeypatch.setenv("SWEEPER_WRITER", "off")
     started.clear()
-    writer.prestart(["-m", many])
+    writer.prestart(["-m", many, "hydra/launcher=basic"])
     assert not started
+    # on: a sweep of any size in the launching process, not one whose jobs end their own runs
+    monkeypatch.setenv("SWEEPER_WRITER", "on")
+    for args, expected in [
+        (["-m", "lr=0.1,0.2"], True),
+        (["-m", "lr=0.1,0.2", "hydra/launcher=joblib"], False),
+    ]:
+        started.clear()
+        writer.prestart(args)
+        assert bool(started) == expected, args
     assert writer.estimated_jobs(["lr=0.1,0.2,0.3", "depth=range(0,3)", "seed=4"]) == 9
     # an override Hydra's grammar refuses (Hydra's own line says so later): no estimate, no error
     for bad in ("lr=[0.1,", "lr", "lr=a=b", "depth=range(1,x)"):
         assert writer.estimated_jobs(["width=8,16", bad]) == 0
+
+
+def test_the_composed_sweep_decides_the_writer_by_its_launcher_and_size(monkeypatch):
+    """The batched launcher's runs get a writer from MIN_JOBS_BATCHED jobs (its workers train, the
+    launching process ends their runs in bulk), the basic launcher's from MIN_JOBS; on: any size."""
+    monkeypatch.delenv("SWEEPER_WRITER", raising=False)
+    monkeypatch.delenv("SWEEPER_PUBLIC_ONLY", raising=False)
+    basic, batched = "hydra._internal.core_plugins.basic_launcher.BasicLauncher", "BatchedLauncher"
+    db, server = ["sqlite:///x.db"], ["http://127.0.0.1:5000"]
+    n = writer.MIN_JOBS_BATCHED["sqlite"]
+    assert [writer.wanted(k, db, batched) for k in (16, n - 1, n)] == [False, False, True]
+    assert [writer.wanted(k, db, basic) for k in (15, 16)] == [False, True]
+    assert writer.wanted(writer.MIN_JOBS_BATCHED["server"], server, batched)
+    assert not writer.wanted(n, db, "hydra_plugins.hydra_joblib_launcher.JoblibLauncher")
+    monkeypatch.setenv("SWEEPER_WRITER", "on")
+    assert writer.wanted(2, db, batched) and writer.wanted(2, db, basic)
+    assert not writer.wanted(2, db, "JoblibLauncher")
+    monkeypatch.setenv("SWEEPER_WRITER", "off")
+    tested.shortcut.cache_clear()  # asked again under this setting
+    try:
+        assert not writer.wanted(n, db, batched)
+    finally:
+        monkeypatch.delenv("SWEEPER_WRITER")
+        tested.shortcut.cache_clear()
 
 
 def test_sqlite_connections_commit_without_waiting_for_fsync(store):

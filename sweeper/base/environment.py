@@ -154,7 +154,7 @@ ANY: Callable[[str], bool] = lambda v: True  # noqa: E731
 VARIABLES: MappingProxyType[str, tuple[str, Callable[[str], bool]]] = MappingProxyType(
     {
         "SWEEPER_WRITER": (
-            "on or off (the writer process that records finished runs)",
+            "on or off (the writer process that ends finished runs; on: in a sweep of any size)",
             lambda v: v in ("on", "off"),
         ),
         "SWEEPER_PLOTS": (

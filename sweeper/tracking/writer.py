@@ -55,11 +55,13 @@ from sweeper.tracking.store import mlflow_defaults
 
 __all__ = [
     "MIN_JOBS",
+    "MIN_JOBS_BATCHED",
     "RECORDING",
     "Writer",
     "current",
     "drain",
     "estimated_jobs",
+    "forced",
     "interrupt",
     "prestart",
     "recording",
@@ -71,7 +73,7 @@ __all__ = [
 
 log = logging.getLogger("sweeper")
 
-# A multirun of this many jobs or more, run in the launching process (IN_PROCESS launchers),
+# A multirun of this many jobs or more, run in the launching process by the basic launcher,
 # hands the end of each run to a writer (sweeper.sweep.start): 8 when a job logs to a
 # tracking server (~100-200 ms a run's end), 16 on the embedded SQLite store (~30 ms).
 # Measured on 2 cores, basic launcher, fresh store copies (docs/benchmarks.md): on SQLite 8
@@ -79,6 +81,14 @@ log = logging.getLogger("sweeper")
 # against 2.82 s — below the threshold the writer's own start (it imports MLflow, ~1 s of
 # the other core while this process imports it too) outlasts what it takes off the jobs.
 MIN_JOBS = MappingProxyType({"server": 8, "sqlite": 16})
+# The batched launcher's jobs train in worker processes and end in bulk in this one: there the
+# writer is a third process beside the two workers of a 2-core machine, and pays on the embedded
+# store only from ~150 jobs. Measured on 2 idle cores (2026-12-07, bench/shortcuts_bench.py
+# --shortcuts writer, the one-shape sweep, writer on against off, median of 3-5, interleaved):
+# 64 jobs (grid-64) -3.0 % and -4.7 % (the writer slower), 128 jobs 0.0 %, 200 jobs +21.8 %,
+# 400 jobs +32.6 %, 1,000 jobs +59.8 %; the peers' 32-job diabetes grid 9.56 s with it against
+# 8.87 s without (median of 5). SWEEPER_WRITER=on starts it whatever the sweep's size.
+MIN_JOBS_BATCHED = MappingProxyType({"server": MIN_JOBS["server"], "sqlite": 150})
 # The launchers whose jobs run in the launching process: as hydra/launcher choices
 # (the command line) and as the composed config's hydra.launcher._target_ class names
 IN_PROCESS = ("basic", "batched")
@@ -325,7 +335,17 @@ def start(uris: Iterable[str] = ()) -> bool:
 def wanted(n_jobs: int, uris: Iterable[str], launcher: str) -> bool:
     """Whether a sweep of ``n_jobs`` jobs logging to ``uris``, launched by the class ``launcher``
     (hydra.launcher._target_), gets a writer."""
-    return launcher.endswith(IN_PROCESS_CLASSES) and n_jobs >= min_jobs(uris) and shortcut("writer")
+    basic = launcher.endswith("BasicLauncher")
+    return (
+        launcher.endswith(IN_PROCESS_CLASSES)
+        and (n_jobs >= min_jobs(uris, "basic" if basic else "batched") or forced())
+        and shortcut("writer")
+    )
+
+
+def forced() -> bool:
+    """``SWEEPER_WRITER=on``: the writer for a sweep of any size (in the launching process)."""
+    return os.environ.get("SWEEPER_WRITER", "").strip() == "on"
 
 
 def prestart(args: list[str]) -> None:
@@ -341,10 +361,12 @@ def prestart(args: list[str]) -> None:
         for a in args
         if a.lstrip("+").startswith(("hydra/launcher=", "override hydra/launcher="))
     ]
-    if launchers and launchers[-1] not in IN_PROCESS:
+    launcher = launchers[-1] if launchers else "batched"  # conf/config.yaml's default
+    if launcher not in IN_PROCESS:
         return
     uris = [a.partition("=")[2] for a in args if a.startswith("tracking.uri=")]
-    if estimated_jobs(args) >= min_jobs(uris + (["http://"] if "tracking=server" in args else [])):
+    uris += ["http://"] if "tracking=server" in args else []
+    if forced() or estimated_jobs(args) >= min_jobs(uris, launcher):
         start()
 
 
@@ -372,9 +394,10 @@ def estimated_jobs(args: list[str]) -> int:
     return n
 
 
-def min_jobs(uris: Iterable[str]) -> int:
-    """The smallest sweep that gets a writer, for the stores ``uris`` of its jobs."""
-    return MIN_JOBS[
+def min_jobs(uris: Iterable[str], launcher: str = "batched") -> int:
+    """The smallest sweep that gets a writer, for the stores ``uris`` of its jobs and the
+    launcher (``basic`` or ``batched``) that runs them."""
+    return (MIN_JOBS if launcher == "basic" else MIN_JOBS_BATCHED)[
         "server" if any(u.startswith(("http://", "https://")) for u in uris) else "sqlite"
     ]
 
