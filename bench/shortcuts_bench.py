@@ -19,8 +19,7 @@ repeat to the next (a change in the machine's load touches both). The sweeps:
 - 1,000 configurations of one shape: ``lr=range(...)``, 10 epochs, no
   model files (``bench/sweep_bench.py --configs``).
 
-``joblib_warm`` acts only under ``hydra/launcher=joblib``: its pairs run there (2 workers), the
-others under the default (batched) launcher. The saving is (wall without - wall with) /
+Every pair runs under the default (batched) launcher. The saving is (wall without - wall with) /
 wall with: the share of the sweep's wall today that the shortcut saves (negative: the public path
 was faster). The first row of each sweep is the control (``none``): a pair with every shortcut on
 in both runs, whose "saving" is the noise of one figure on this machine at that time. The rule
@@ -111,7 +110,7 @@ def section(names: list[str], chosen: dict[str, tuple[list[str], int]], repeats:
     rows = []
     for sweep, (overrides, n) in chosen.items():
         for name in names:
-            label = "joblib x2" if name == "joblib_warm" else "batched"
+            label = "batched"
             before = load()
             on, off, error = pair(overrides, LAUNCHERS[label], name, repeats)
             if error:

@@ -68,14 +68,6 @@ def test_launchers_give_the_same_parent_children_speedup_and_summary(tmp_path, s
     assert parent.data.tags["sweeper.pid"] not in pids
     # joblib: its 2 workers; submitit: one a job
     assert len(pids) == (2 if launcher[0].endswith("joblib") else 4)
-    # the workers warmed at the sweep's start are the ones that ran its jobs
-    if launcher[0].endswith("joblib"):
-        import re
-
-        (warmed,) = re.findall(
-            r"joblib: 2 worker processes warmed \(pids (\d+), (\d+)\)", proc.stdout + proc.stderr
-        )
-        assert {k.data.tags["sweeper.pid"] for k in kids} == set(warmed)
     gpu = [k for k in kids if k.data.tags["device"] == "gpu"]
     assert len(gpu) == 2 and all("speedup" in k.data.metrics for k in gpu)
     assert parent.data.metrics["n_finished"] == 4 and parent.info.status == "FINISHED"

@@ -110,11 +110,6 @@ SHORTCUTS: MappingProxyType[str, tuple[tuple[str, ...], str, str]] = MappingProx
             "sweeper.tracking.pyfunc: a model is a copy of a cached template with its own files",
             "mlflow.pyfunc.save_model for every model",
         ),
-        "joblib_warm": (
-            (),
-            "sweeper.sweep.joblib_warm: joblib's workers started and warmed while the sweep starts",
-            "joblib starts its workers when the launcher first calls it",
-        ),
         "ui_view": (
             ("mlflow-ui",),
             "sweeper.tracking.ui: the printed address opens a shared view of MLflow's UI (its "

@@ -1,5 +1,5 @@
 """A sweep: its jobs planned (``plan``), launched in batched groups (``launch``: the batched
-launcher's work), its life in the launching process (``life``: start, finish, interrupt),
-Hydra's callbacks (``callbacks``) and joblib's warm workers (``joblib_warm``)."""
+launcher's work), its life in the launching process (``life``: start, finish, interrupt) and
+Hydra's callbacks (``callbacks``)."""
 
 __all__: list[str] = []

@@ -32,7 +32,6 @@ from sweeper.contract.config import ConfigError, validate
 from sweeper.insight import speedup
 from sweeper.job.sweepdir import sweep_state, folder_lost, parent_run_id, results
 from sweeper.sweep import cores, submitit_jobs
-from sweeper.sweep.joblib_warm import warm_joblib_workers
 from sweeper.sweep.plan import check_sweep_gradients, command_overrides, job_configs, swept_keys
 from sweeper.tracking import writer
 
@@ -106,7 +105,6 @@ def _begin(
     ):
         # a terminal's Ctrl-C reaches this process alone: it stops the jobs (interrupted)
         submitit_jobs.own_session()
-    warming = warm_joblib_workers(config, jobs)
     # the batched launcher's CPU workers import and load their data while the store opens
     cores.warm(config, jobs)
     if writer.wanted(len(jobs), uris, str(config.hydra.launcher.get("_target_", ""))):
@@ -121,13 +119,11 @@ def _begin(
         # one the command line started (writer.prestart) that this sweep does not need
         writer.stop()
     # matplotlib's import (for the summary's plots) on the other core: now, beside MLflow's here;
-    # or, when that core imports MLflow for the writer or joblib's workers, once the store is open
-    importing = writer.current() is not None or warming is not None
+    # or, when that core imports MLflow for the writer, once the store is open
+    importing = writer.current() is not None
     if not importing:  # the painter fits the baselines while the jobs run
         plots.start(baselines.request([cfg for _, cfg in jobs]))
     parents = _open_parents(config, jobs, sweep_dir, caller)
-    if warming is not None:
-        warming.join()  # the workers are warm before the launcher hands them jobs
     if importing:
         plots.start(baselines.request([cfg for _, cfg in jobs]))
     state = {
