@@ -29,6 +29,7 @@ __all__ = [
     "shortcuts_off",
     "turned_off_by",
     "write_cached",
+    "writer_on",
 ]
 
 
@@ -136,6 +137,12 @@ def turned_off_by(name: str, env: Mapping[str, str] | None = None) -> str | None
     if name == "writer" and env.get("SWEEPER_WRITER", "") == "off":
         return "SWEEPER_WRITER=off"
     return None
+
+
+def writer_on(env: Mapping[str, str] | None = None) -> bool:
+    """``SWEEPER_WRITER=on`` in ``env`` (default: this process's): the writer process in a sweep
+    of any size (``off``: in none, :func:`turned_off_by`)."""
+    return (os.environ if env is None else env).get("SWEEPER_WRITER", "").strip() == "on"
 
 
 def shortcuts_off(env: Mapping[str, str] | None = None) -> frozenset[str]:

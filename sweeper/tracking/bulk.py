@@ -474,8 +474,7 @@ def finish_runs(
         raise ValueError("finish_runs: these runs do not end in bulk on this store (ends_in_bulk)")
     made = {**logged_models(c, [(r, e) for r, e in ends if r not in (made or {})]), **(made or {})}
     now = int(time.time() * 1000)
-    metrics, params, tags, datasets, model_metrics = _checked(c, store, ends, now, made)
-    ids = [run_id for run_id, _ in ends]
+    checked = _checked(c, store, ends, now, made)
     # lazy: MLflow's and SQLAlchemy's, imported with the store by now (this module's is light)
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import IntegrityError
@@ -485,9 +484,7 @@ def finish_runs(
             # a write (MLflow's own say so): it updates latest-metric rows in place, which the
             # default read-only session refuses while tests run (found by tests/test_ending.py)
             with store.ManagedSessionMaker(read_only=False) as session:
-                _write(
-                    session, ends, ids, now, made, metrics, params, tags, datasets, model_metrics
-                )
+                _write(session, ends, now, made, *checked)
             break
         except MlflowException as error:
             # another process inserted a row of the same key meanwhile (two jobs ending their
@@ -495,14 +492,13 @@ def finish_runs(
             # written; once more, it reads that row and links it. A second failure is the run's.
             if attempt == 2 or not isinstance(error.__cause__, IntegrityError):
                 raise
-    for run_id in ids:
+    for run_id, _ in ends:
         state.current().runs.pop(run_id, None)
 
 
 def _write(
     session: Any,
     ends: list[tuple[str, Mapping[str, Any]]],
-    ids: list[str],
     now: int,
     made: Mapping[str, tuple],
     metrics: dict,
@@ -528,6 +524,7 @@ def _write(
         SqlTag,
     )
 
+    ids = [run_id for run_id, _ in ends]
     runs, old_params, latest, top = _stored(session, ids)
     _refuse_as_log_batch(ids, runs, old_params, params)
     param_rows = [

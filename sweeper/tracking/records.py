@@ -466,11 +466,12 @@ def register(c: Any, run_id: str, name: str, alias: str = CHAMPION) -> Any:
             done = True
         finally:  # any exception (Ctrl-C too): what was created is deleted, and it is raised on
             # (a store that is down: nothing more to undo here)
-            with contextlib.suppress(MlflowException, OSError):
-                if not done and created:
-                    c.delete_registered_model(name)
-                elif not done and version is not None:
-                    c.delete_model_version(name, version.version)
+            if not done:
+                with contextlib.suppress(MlflowException, OSError):
+                    if created:
+                        c.delete_registered_model(name)
+                    elif version is not None:
+                        c.delete_model_version(name, version.version)
     return version
 
 

@@ -45,7 +45,7 @@ from typing import Any, Iterable
 
 from sweeper import settled, tracking
 from sweeper.base import state
-from sweeper.base.environment import turned_off_by
+from sweeper.base.environment import turned_off_by, writer_on
 from sweeper.base.files import read_json
 from sweeper.base.process import alive, ended, sent
 from sweeper.base.output import masked, quietly
@@ -61,7 +61,6 @@ __all__ = [
     "current",
     "drain",
     "estimated_jobs",
-    "forced",
     "interrupt",
     "prestart",
     "recording",
@@ -83,8 +82,9 @@ log = logging.getLogger("sweeper")
 MIN_JOBS = MappingProxyType({"server": 8, "sqlite": 16})
 # The batched launcher's jobs train in worker processes and end in bulk in this one: there the
 # writer is a third process beside the two workers of a 2-core machine, and pays on the embedded
-# store only from ~150 jobs. Measured on 2 idle cores (2026-12-07, bench/shortcuts_bench.py
-# --shortcuts writer, the one-shape sweep, writer on against off, median of 3-5, interleaved):
+# store only from ~150 jobs. Measured on 2 idle cores (2026-12-07, SWEEPER_WRITER=on
+# bench/shortcuts_bench.py --shortcuts writer, the one-shape sweep, writer on against off,
+# median of 3-5, interleaved):
 # 64 jobs (grid-64) -3.0 % and -4.7 % (the writer slower), 128 jobs 0.0 %, 200 jobs +21.8 %,
 # 400 jobs +32.6 %, 1,000 jobs +59.8 %; the peers' 32-job diabetes grid 9.56 s with it against
 # 8.87 s without (median of 5). SWEEPER_WRITER=on starts it whatever the sweep's size.
@@ -335,17 +335,12 @@ def start(uris: Iterable[str] = ()) -> bool:
 def wanted(n_jobs: int, uris: Iterable[str], launcher: str) -> bool:
     """Whether a sweep of ``n_jobs`` jobs logging to ``uris``, launched by the class ``launcher``
     (hydra.launcher._target_), gets a writer."""
-    basic = launcher.endswith("BasicLauncher")
+    kind = "basic" if launcher.endswith("BasicLauncher") else "batched"
     return (
         launcher.endswith(IN_PROCESS_CLASSES)
-        and (n_jobs >= min_jobs(uris, "basic" if basic else "batched") or forced())
+        and (writer_on() or n_jobs >= min_jobs(uris, kind))
         and shortcut("writer")
     )
-
-
-def forced() -> bool:
-    """``SWEEPER_WRITER=on``: the writer for a sweep of any size (in the launching process)."""
-    return os.environ.get("SWEEPER_WRITER", "").strip() == "on"
 
 
 def prestart(args: list[str]) -> None:
@@ -366,7 +361,7 @@ def prestart(args: list[str]) -> None:
         return
     uris = [a.partition("=")[2] for a in args if a.startswith("tracking.uri=")]
     uris += ["http://"] if "tracking=server" in args else []
-    if forced() or estimated_jobs(args) >= min_jobs(uris, launcher):
+    if writer_on() or estimated_jobs(args) >= min_jobs(uris, launcher):
         start()
 
 
