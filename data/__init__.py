@@ -7,7 +7,6 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -284,7 +283,7 @@ def _features(cfg: Any, docs: np.ndarray, train: np.ndarray, where: str) -> tupl
 
 def vectorizer_state(vec: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """What rebuilds a fitted vectorizer without a pickle: its settings (JSON) and arrays (the
-    terms in column order, the IDF weights); :func:`vectorizer_from_state` is the inverse."""
+    terms in column order, the IDF weights); the logged model's ``portable.py`` rebuilds it."""
     spec = {k: cfg[k] for k in ("features", "max_features", "min_df", "ngram_max")}
     if spec["features"] == "hashing":
         return spec, {}
@@ -292,17 +291,6 @@ def vectorizer_state(vec: Any, cfg: Any) -> tuple[dict[str, Any], dict[str, np.n
     if spec["features"] == "tfidf":
         arrays["idf"] = vec.idf_
     return spec, arrays
-
-
-def vectorizer_from_state(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-    """The fitted vectorizer that :func:`vectorizer_state` described."""
-
-    vec = vectorizer(SimpleNamespace(**spec))
-    if "terms" in arrays:
-        vec.set_params(vocabulary=arrays["terms"].tolist())
-        if "idf" in arrays:
-            vec.idf_ = arrays["idf"]
-    return vec
 
 
 def vocabulary_size(vec: Any) -> int:

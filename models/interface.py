@@ -252,12 +252,6 @@ def top_level_keys() -> tuple[str, ...]:
     return offer(None).top_level
 
 
-def is_mlp(model_cfg: Any) -> bool:
-    """Whether the model trains on sweeper's own kernels (:attr:`Offer.fast_path`; its
-    module read where it is not importable as a model without them)."""
-    return offer(model_cfg, quiet=True).fast_path
-
-
 def kind(model_cfg: Any) -> str:
     """``mlp`` (sweeper's own kernels), ``model`` (a class of the interface) or
     ``trainer`` (a function of the user's): :attr:`Offer.kind`."""
