@@ -300,3 +300,28 @@ def test_an_optional_dependency_is_its_module_or_none():
     assert optional("json") is json
     assert optional("sweeper_no_such_module_58") is None
     assert optional("sweeper.no_such_submodule") is None
+
+
+def test_an_installed_version_is_looked_up_once_a_process(monkeypatch):
+    """Each logged model pins three versions (``pyfunc.requirements_for``): one scan of the
+    path's distributions each, not one a model."""
+    from importlib import metadata
+
+    from sweeper.base import tested
+    from sweeper.tracking import pyfunc
+
+    asked = []
+    forget = getattr(tested.installed, "cache_clear", lambda: None)  # a plain function: no cache
+
+    def version(dist):
+        asked.append(dist)
+        return "1.2.3"
+
+    forget()
+    monkeypatch.setattr(metadata, "version", version)
+    try:
+        first = [pyfunc.requirements_for(text=False) for _ in range(4)]
+        assert first[0] == ["mlflow==1.2.3", "numpy==1.2.3", "pandas==1.2.3"] == first[-1]
+        assert sorted(asked) == ["mlflow", "numpy", "pandas"]
+    finally:
+        forget()
