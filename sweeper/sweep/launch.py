@@ -47,7 +47,7 @@ from sweeper.models.usercode import guarded
 from sweeper.sweep import engines, hydra_run_job, packing
 from sweeper.sweep.groups import Job, runs_own_loop, plan, shares, split_features, trajectories
 from sweeper.sweep.plan import is_sweeper_config
-from sweeper.tracking import bulk
+from sweeper.tracking import bulk, grouped
 
 __all__ = ["Job", "compute_group", "launch", "member_tags", "plan", "split_features"]
 
@@ -197,13 +197,15 @@ class _Launch:
         hand_runs(computed, runs)
         # the runs a large group did not open while it trained: a chunk at a time, before their jobs
         later = bulk and any(c.run is None for c in computed.values())
-        for i, job in enumerate(members):
-            if later and job.idx in computed and computed[job.idx].run is None:
-                later = _open_next(
-                    members[i : i + AHEAD_ALWAYS], computed, tags, self.sweep_dir, began
-                )
-            with handing(computed.pop(job.idx, None)):
-                self.record(job)
+        # their runs end together, when the group's last one is recorded
+        with grouped.together(bulk and len(members) > 1):
+            for i, job in enumerate(members):
+                if later and job.idx in computed and computed[job.idx].run is None:
+                    later = _open_next(
+                        members[i : i + AHEAD_ALWAYS], computed, tags, self.sweep_dir, began
+                    )
+                with handing(computed.pop(job.idx, None)):
+                    self.record(job)
 
     def pruned(self, groups: list[list[Job]], stopping: Any, n: int) -> None:
         """Runs stopped early at rungs (``stopping``: :func:`sweeper.sweep.pruning.strategy`)

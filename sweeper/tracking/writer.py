@@ -64,6 +64,7 @@ __all__ = [
     "interrupt",
     "prestart",
     "recording",
+    "request",
     "start",
     "stop",
     "wanted",
@@ -167,9 +168,8 @@ class Writer:
         self.make_room()
         self.pending.append(result_path)
         self.submitted += 1
-        message = {"uri": uri, "run_id": run_id, "info": info, "kwargs": kwargs}
         # a writer gone: _take keeps the run for upload
-        sent(self.requests, message | {"result": str(result_path)})
+        sent(self.requests, request(uri, run_id, info, kwargs, result_path))
         while self.pending and self._take(timeout=0):
             pass
 
@@ -201,17 +201,8 @@ class Writer:
                     self.pending = []
                 return False
             self.pending.pop(0)
-            # recorded without the files its deleted folder held: said, nothing to upload
-            if answer.get("gone"):
-                log.warning("run %s is recorded: %s", answer["run_id"], answer["gone"])
-            if answer.get("error"):  # said as the job itself would have said it
-                folder = Path(answer["folder"])
-                log.error(
-                    "%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-                    answer["error"],
-                    folder,
-                    folder.parent,
-                )
+            _said(answer)
+            if answer.get("error"):
                 self.failed.append(answer["error"])
             return True
 
@@ -278,17 +269,8 @@ class Writer:
     def _kept(self, path: Path, why: str) -> None:
         """The run of ``path`` (a result.json) stays
         for ``python -m sweeper.upload``, and the sweep says so."""
-        try:
-            _keep(path, why)
-        except (OSError, ValueError):  # its folder is gone: nothing is left to keep
-            return
-        log.error(
-            "%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
-            why,
-            path.parent,
-            path.parent.parent,
-        )
-        self.failed.append(why)
+        if _kept(path, why):
+            self.failed.append(why)
 
     def close(self) -> None:
         """Wait for every run handed over, then end the writer; one that
@@ -300,6 +282,40 @@ class Writer:
             self.proc.kill()
         _wait(self.proc, 30)
         self.answers.close()
+
+
+def request(uri: str, run_id: str, info: Any, kwargs: dict, result_path: Path) -> dict:
+    """A run's end as the writer takes it (:meth:`Writer.submit`'s arguments)."""
+    return dict(uri=uri, run_id=run_id, info=info, kwargs=kwargs, result=str(result_path))
+
+
+def _kept(path: Path, why: str) -> bool:
+    """The run of ``path`` (a result.json) stays for ``python -m sweeper.upload``, and the sweep
+    says so; False where its folder is gone (nothing is left to keep)."""
+    try:
+        _keep(path, why)
+    except (OSError, ValueError):
+        return False
+    _say_kept(why, path.parent)
+    return True
+
+
+def _say_kept(why: str, folder: Path) -> None:
+    log.error(
+        "%s; the result is kept in %s: upload it with python -m sweeper.upload %s",
+        why,
+        folder,
+        folder.parent,
+    )
+
+
+def _said(answer: dict[str, Any]) -> None:
+    """A run's answer (:func:`_settled`) said as the job itself would have said it."""
+    # recorded without the files its deleted folder held: said, nothing to upload
+    if answer.get("gone"):
+        log.warning("run %s is recorded: %s", answer["run_id"], answer["gone"])
+    if answer.get("error"):
+        _say_kept(answer["error"], Path(answer["folder"]))
 
 
 def _wait(proc: Any, timeout: float) -> None:
