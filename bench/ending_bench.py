@@ -1,10 +1,11 @@
 """Ending runs that each logged a model, the two ways ``sweeper.tracking.ending`` has (issue 61).
 
     python bench/ending_bench.py --repeats 3
+    python bench/ending_bench.py --at-once 1 --ways bulk   # one transaction a run
 
 32 runs of the peers' diabetes shape (5 final metrics, 2 curves of 160 points, a system sample,
-5 params, 3 data sets, a 5 KB artifact and a model folder of 20 KB) are ended 4 at a time
-through ``ending.end_each``, as the writer ends them: MLflow's client calls
+5 params, 3 data sets, a 5 KB artifact and a model folder of 20 KB) are ended ``--at-once``
+(default 4) at a time through ``ending.end_each``, as the writer ends them: MLflow's client calls
 (``SWEEPER_PUBLIC_ONLY=bulk``) and the bulk transactions, each on a fresh SQLite store,
 interleaved. Prints the wall and CPU ms a run of each, and their medians.
 """
@@ -24,7 +25,7 @@ from sweeper import tracking
 from sweeper.base import tested
 from sweeper.tracking import bulk, ending
 
-RUNS, AT_ONCE = 32, 4
+RUNS = 32
 PARAMS = {"lr": 0.01, "depth": 2, "width": 16, "epochs": 8000, "activation": "tanh"}
 
 
@@ -60,7 +61,7 @@ def _end(folder: Path, i: int, datasets: list) -> dict:
     )
 
 
-def timed(way: str, folder: Path, datasets: list) -> tuple[float, float]:
+def timed(way: str, folder: Path, datasets: list, at_once: int = 4) -> tuple[float, float]:
     """Wall and CPU ms a run, ending RUNS runs ``way`` (calls or bulk) on a fresh store."""
     os.environ.pop(tested.PUBLIC_ONLY, None)
     if way == "calls":
@@ -72,24 +73,30 @@ def timed(way: str, folder: Path, datasets: list) -> tuple[float, float]:
     ids = bulk.start_runs(c, experiment, specs)
     ends = [ending.Ending(r, _end(folder, i, datasets)) for i, r in enumerate(ids)]
     wall, cpu = time.perf_counter(), time.process_time()
-    for i in range(0, RUNS, AT_ONCE):
-        assert ending.end_each(c, ends[i : i + AT_ONCE]) == [None] * AT_ONCE
+    for i in range(0, RUNS, at_once):
+        batch = ends[i : i + at_once]
+        assert ending.end_each(c, batch) == [None] * len(batch)
     return (time.perf_counter() - wall) / RUNS * 1000, (time.process_time() - cpu) / RUNS * 1000
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--at-once", type=int, default=4, help="runs ended in one end_each call")
+    ap.add_argument("--ways", default="calls,bulk", help="comma-separated: calls, bulk")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ending-bench-"))
     X = np.random.default_rng(0).normal(size=(266, 10))
     splits = {"training": (X, X[:, 0]), "validation": (X + 1, X[:, 0]), "test": (X - 1, X[:, 0])}
     datasets = tracking.dataset_inputs("diabetes", "diabetes", splits)
     tracking.open_store(f"sqlite:///{root}/warm.db")  # the schema's first creation, untimed
-    got: dict[str, list[tuple[float, float]]] = {"calls": [], "bulk": []}
+    ways = [w for w in ("calls", "bulk") if w in args.ways.split(",")]
+    if not ways or args.at_once < 1:
+        ap.error(f"--ways {args.ways} --at-once {args.at_once}: expected calls and/or bulk, >= 1")
+    got: dict[str, list[tuple[float, float]]] = {w: [] for w in ways}
     for r in range(args.repeats):
-        for way in ("calls", "bulk") if r % 2 == 0 else ("bulk", "calls"):
-            got[way].append(timed(way, root / f"{way}{r}", datasets))
+        for way in ways if r % 2 == 0 else ways[::-1]:
+            got[way].append(timed(way, root / f"{way}{r}", datasets, args.at_once))
             print(f"{way}: {got[way][-1][0]:.1f} ms a run, CPU {got[way][-1][1]:.1f}", flush=True)
     for way, v in got.items():
         wall, cpu = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)

@@ -380,7 +380,7 @@ def _record(
         if ctx.sweep_dir is not None and w is not None:  # the writer process ends the run
             w.make_room()  # waits while MAX_PENDING runs wait (not once a Ctrl-C came)
             # printed FINISHED and
-            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.proc.pid})
+            _finish(ctx, result, {"pending_upload": True, writer.RECORDING: w.pid})
             # handed to the writer: both (run() defers a signal)
             tracked.hand_to(w, end, ctx.output_dir / RESULT_FILE)
             return result

@@ -113,7 +113,7 @@ def _begin(
             log.info(
                 "each run's records go to the store from a writer process (pid %d) while the "
                 "next job runs",
-                writer.current().proc.pid,
+                writer.current().pid,
             )
     else:
         # one the command line started (writer.prestart) that this sweep does not need

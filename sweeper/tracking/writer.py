@@ -150,6 +150,11 @@ class Writer:
         if uris:
             self.open(uris)
 
+    @property
+    def pid(self) -> int:
+        """The process that records the runs handed over (a job's result.json says it)."""
+        return self.proc.pid
+
     def open(self, uris: Iterable[str]) -> None:
         """Have the writer open these stores now, before their first run arrives."""
         sent(self.requests, {"open": sorted(uris)})  # a writer gone: the first submit finds out
