@@ -33,18 +33,17 @@ __all__ = [
 log = logging.getLogger("sweeper")
 
 # distribution -> (lowest, below): the versions the suite ran with, lowest included, below excluded
-# (mlflow 3.17.2 on this project's machines, whose package index has no mlflow-tracing
-# 3.18; 3.18 is what a fresh environment elsewhere installs, and 3.13-3.16 were not
-# run; hydra-core 1.3.8; omegaconf 2.3.1).
+# (mlflow 3.17.2 and 3.18.0: the whole suite on each; 3.13-3.16 were not run;
+# hydra-core 1.3.8; omegaconf 2.3.1).
 TESTED = MappingProxyType(
     {
         "mlflow": ("3.17.2", "3.19"),
         "hydra-core": ("1.3.8", "1.4"),
         "omegaconf": ("2.3.1", "2.4"),
         # MLflow's web UI, whose shared view state (sweeper.tracking.ui) is internal
-        # UI state: checked in a browser (bench/ui_check.py) on 3.17.2 only; outside it the
-        # address sweeper prints carries the sort alone
-        "mlflow-ui": ("3.17.2", "3.18"),
+        # UI state: checked in a browser (bench/ui_check.py, headless Chromium) on 3.17.2 and
+        # 3.18.0; outside it the address sweeper prints carries the sort alone
+        "mlflow-ui": ("3.17.2", "3.19"),
     }
 )
 # a TESTED entry that is a part of a distribution: the distribution
