@@ -438,3 +438,83 @@ def test_a_store_that_fails_is_its_family_of_errors_and_a_bug_is_not(tmp_path, m
     )
     with pytest.raises(TypeError, match="ours"):
         tracking.open_store(uri)
+
+
+# --- a store of another MLflow version's schema ---
+
+
+def _revision(db: Path) -> str:
+    with closing(sqlite3.connect(db)) as con:
+        return con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+def _tables(db: Path) -> set[str]:
+    with closing(sqlite3.connect(db)) as con:
+        return {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _back_to_fewer_tables(db: Path) -> str:
+    """The store moved back by MLflow's own migrations until it lacks a table this MLflow has:
+    as an older MLflow left it (3.17's store under 3.18), the kind MLflow upgrades as its client
+    opens it (a store that has every table but an older revision it refuses instead: `mlflow db
+    upgrade`). Returns that revision."""
+    import sqlalchemy
+    from alembic import command as alembic
+    from mlflow.store.db.utils import _get_alembic_config
+
+    uri, every = f"sqlite:///{db}", _tables(db)
+    engine = sqlalchemy.create_engine(uri)
+    config = _get_alembic_config(uri)
+    for _ in range(30):
+        with engine.begin() as con:
+            config.attributes["connection"] = con
+            alembic.downgrade(config, "-1")
+        if _tables(db) < every:
+            break
+    engine.dispose()
+    assert _tables(db) < every, "no recent migration of this MLflow adds a table"
+    return _revision(db)
+
+
+@pytest.mark.parametrize("wal", [True, False], ids=["wal", "rollback-journal"])
+def test_an_older_mlflows_store_is_upgraded_by_mlflow_and_that_is_said_once(tmp_path, wal):
+    """MLflow migrates an older MLflow's SQLite store as its client opens it, and sweeper had its
+    log line silenced: the store then no longer opened in the other environment's older MLflow,
+    and nothing had said why. A store in WAL mode (sweeper's) opens on one path, one that an
+    MLflow made (rollback journal) on another: each says it."""
+    db = _made_by_mlflow(tmp_path / "store")
+    head = _revision(db)
+    older = _back_to_fewer_tables(db)
+    if not wal:
+        with closing(sqlite3.connect(db)) as con:
+            con.execute("PRAGMA journal_mode=DELETE")
+    assert older != head
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    first = cli(tmp_path / "a", "epochs=5", store=db)
+    assert first.returncode == 0, first.stderr
+    said = [x for x in (first.stdout + first.stderr).splitlines() if "upgraded the store" in x]
+    assert len(said) == 1 and f"from schema {older}" in said[0] and f"to {head}" in said[0], said
+    assert _revision(db) == head
+    again = cli(tmp_path / "b", "epochs=5", store=db)
+    assert again.returncode == 0 and "upgraded the store" not in again.stdout + again.stderr
+
+
+def test_a_newer_mlflows_store_is_refused_in_one_line_that_says_so(tmp_path):
+    """A store whose schema revision this MLflow's migrations do not know (a newer MLflow wrote
+    it): MLflow calls it out of date and asks for `mlflow db upgrade`, which cannot help; the line
+    says a newer MLflow's schema and what to do, and the store is left as it was."""
+    db = _made_by_mlflow(tmp_path / "store")
+    with closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE alembic_version SET version_num = '0123456789ab'")
+    proc = cli(tmp_path, "epochs=5", store=db)
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert "revision 0123456789ab" in line and "newer MLflow" in line, line
+    assert "pip install -U mlflow" in line and "db upgrade" not in line, line
+    assert _revision(db) == "0123456789ab" and not all_runs_or_none(db)
+
+
+def all_runs_or_none(db: Path) -> list:
+    with closing(sqlite3.connect(db)) as con:
+        return con.execute("SELECT run_uuid FROM runs").fetchall()

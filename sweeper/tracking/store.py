@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 from contextlib import closing, suppress
+from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 from types import MappingProxyType
@@ -33,7 +34,7 @@ from sweeper.base.output import first_line, masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401
 from sweeper.tracking.storefile import check_writable, identity  # noqa: F401
-from sweeper.tracking.storefile import query
+from sweeper.tracking.storefile import query, schema_revision
 
 from sweeper.base.environment import cache_root
 
@@ -270,6 +271,8 @@ def client(uri: str) -> Any:
     # lazy: saves ~11 ms at this module's import (measured)
     from sweeper.tracking.bulk import whole_sessions
 
+    # an older MLflow's store: MLflow migrates it as its client opens it (said below)
+    before = schema_revision(db) if db is not None and db.is_file() else None
     if db is not None and not _is_wal_database(db):
         clients.pop(uri, None)
         c = _create_store(db, uri)
@@ -277,8 +280,41 @@ def client(uri: str) -> Any:
         # one a store (MLflow keeps one store object a URI anyway)
         c = clients[uri] = MlflowClient(tracking_uri=uri)
         held.client_files[uri] = identity(uri)
-    whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in
+    whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in (opens the store)
+    if before is not None and (after := schema_revision(db)) not in (None, before):
+        _say(
+            f"MLflow {_mlflow_version()} upgraded the store {db} from schema {before} (an older "
+            f"MLflow's) to {after}: an MLflow older than {_mlflow_version()} can no longer open it"
+        )
     return c
+
+
+def _mlflow_version() -> str:
+    return version("mlflow")
+
+
+def _say(line: str) -> None:
+    """A warning a user must see once: through logging where a handler shows it (a job),
+    else on stderr (a sweep's start, a command, before Hydra configures logging)."""
+    log = logging.getLogger("sweeper")
+    if log.isEnabledFor(logging.WARNING) and (log.handlers or logging.getLogger().handlers):
+        log.warning(line)
+    else:
+        print(f"sweeper: {line}", file=sys.stderr, flush=True)
+
+
+def _newer(e: BaseException) -> str | None:
+    """For MLflow's refusal of a store whose schema revision its migrations do not know (a
+    newer MLflow wrote it; MLflow still calls it out of date and asks for ``mlflow db
+    upgrade``, which cannot help): what to do instead. None for any other error."""
+    found = re.search(r"found version (\w+), but expected (\w+)", str(e))
+    if found is None or found[1] in _revisions()[0]:
+        return None
+    return (
+        f"its schema (revision {found[1]}) is a newer MLflow's than this MLflow "
+        f"{_mlflow_version()} knows (its newest: {found[2]}): upgrade MLflow here "
+        "(pip install -U mlflow), or choose another tracking.uri"
+    )
 
 
 @functools.cache
@@ -374,7 +410,8 @@ def open_store(uri: str) -> Any:
         if db is None:
             c.search_experiments(max_results=1)  # checks a server is up
     except failures(opening=True) as e:
-        raise TrackingError(f"tracking.uri={uri} cannot be used: {first_line(e)}") from e
+        why = _newer(e) or first_line(e)
+        raise TrackingError(f"tracking.uri={uri} cannot be used: {why}") from e
     return c
 
 
@@ -452,20 +489,22 @@ def _template() -> Path:
     """The empty store of this MLflow version (its migrated schema, no
     experiment), kept in sweeper's cache."""
     # lazy: saves ~78 ms at this module's import (measured)
-    from importlib.metadata import version
-
     return Path(cache_root()) / "store-templates" / f"mlflow-{version('mlflow')}.db"
 
 
-@functools.cache
 def _schema_head() -> str | None:
     """The schema revision this MLflow's migrations end at, read off their
     files (alembic's own reading of them takes ~1 s): the revision no other
     names as its ``down_revision``. None when that is not one revision."""
+    return _revisions()[1]
 
+
+@functools.cache
+def _revisions() -> tuple[frozenset[str], str | None]:
+    """Every schema revision of this MLflow's migrations, and their head (:func:`_schema_head`)."""
     spec = find_spec("mlflow")
     if spec is None or not spec.submodule_search_locations:
-        return None
+        return frozenset(), None
     folder = Path(list(spec.submodule_search_locations)[0]) / "store" / "db_migrations" / "versions"
     revisions, downs = set(), set()
     for script in folder.glob("*.py"):
@@ -476,7 +515,7 @@ def _schema_head() -> str | None:
         if (down := re.search(r"^down_revision = (.*)$", text, re.M)) is not None:
             downs.update(re.findall(r"[\"']([0-9a-z_]+)[\"']", down.group(1)))
     heads = revisions - downs
-    return heads.pop() if len(heads) == 1 else None
+    return frozenset(revisions), (heads.pop() if len(heads) == 1 else None)
 
 
 def _from_template(db: Path) -> bool:

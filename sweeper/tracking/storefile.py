@@ -22,6 +22,7 @@ __all__ = [
     "query",
     "replaced",
     "runs_in_file",
+    "schema_revision",
 ]
 
 
@@ -148,6 +149,13 @@ def query(db: Path | str, sql: str, params: tuple | list = (), uri: bool = False
             return con.execute(sql, params).fetchall()
     except sqlite3.Error:
         return None
+
+
+def schema_revision(db: Path) -> str | None:
+    """The schema revision an SQLite store's file is at (MLflow's ``alembic_version``), read
+    only; None where it has none (not a store yet) or cannot be read."""
+    rows = query(f"file:{db}?mode=ro", "SELECT version_num FROM alembic_version", uri=True)
+    return rows[0][0] if rows else None
 
 
 def _tables(db: Path) -> list[str] | None:
