@@ -515,6 +515,35 @@ def test_a_newer_mlflows_store_is_refused_in_one_line_that_says_so(tmp_path):
     assert _revision(db) == "0123456789ab" and not all_runs_or_none(db)
 
 
+def test_an_older_mlflows_store_that_mlflow_refuses_says_the_command_that_upgrades_it(tmp_path):
+    """An older MLflow's store that has every table this MLflow has: MLflow refuses it (it
+    migrates only one that lacks a table) and asks to run `mlflow db upgrade <database_uri>`;
+    the line names the command with this store's URI, and the store is left as it was."""
+    import sqlalchemy
+    from alembic import command as alembic
+    from mlflow.store.db.utils import _get_alembic_config
+
+    db = _made_by_mlflow(tmp_path / "store")
+    uri, every = f"sqlite:///{db}", _tables(db)
+    engine = sqlalchemy.create_engine(uri)
+    config = _get_alembic_config(uri)
+    with engine.begin() as con:
+        config.attributes["connection"] = con
+        alembic.downgrade(config, "-1")
+    engine.dispose()
+    older = _revision(db)
+    if _tables(db) != every:
+        pytest.skip(
+            "this MLflow's last migration adds a table: MLflow migrates such a store itself"
+        )
+    proc = cli(tmp_path, "epochs=5", store=db)
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert f"revision {older}" in line and "older MLflow" in line, line
+    assert f"mlflow db upgrade {uri}" in line and "<database_uri>" not in line, line
+    assert _revision(db) == older
+
+
 def all_runs_or_none(db: Path) -> list:
     with closing(sqlite3.connect(db)) as con:
         return con.execute("SELECT run_uuid FROM runs").fetchall()

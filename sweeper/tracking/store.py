@@ -303,13 +303,21 @@ def _say(line: str) -> None:
         print(f"sweeper: {line}", file=sys.stderr, flush=True)
 
 
-def _newer(e: BaseException) -> str | None:
-    """For MLflow's refusal of a store whose schema revision its migrations do not know (a
-    newer MLflow wrote it; MLflow still calls it out of date and asks for ``mlflow db
-    upgrade``, which cannot help): what to do instead. None for any other error."""
+def _schema_refused(e: BaseException, uri: str) -> str | None:
+    """MLflow's refusal of a store of another schema revision, said with what to do: an older
+    MLflow's store that has every table (MLflow migrates one that lacks a table itself): back it
+    up and run ``mlflow db upgrade`` on this very URI; a revision its migrations do not know (a
+    newer MLflow wrote it; MLflow still calls it out of date and asks for ``mlflow db upgrade``,
+    which cannot help): upgrade MLflow. None for any other error."""
     found = re.search(r"found version (\w+), but expected (\w+)", str(e))
-    if found is None or found[1] in _revisions()[0]:
+    if found is None:
         return None
+    if found[1] in _revisions()[0]:
+        return (
+            f"its schema (revision {found[1]}) is an older MLflow's than this MLflow "
+            f"{_mlflow_version()} writes ({found[2]}): back the file up, then run: mlflow db "
+            f"upgrade {uri} (an MLflow older than {_mlflow_version()} cannot open it afterwards)"
+        )
     return (
         f"its schema (revision {found[1]}) is a newer MLflow's than this MLflow "
         f"{_mlflow_version()} knows (its newest: {found[2]}): upgrade MLflow here "
@@ -410,7 +418,7 @@ def open_store(uri: str) -> Any:
         if db is None:
             c.search_experiments(max_results=1)  # checks a server is up
     except failures(opening=True) as e:
-        why = _newer(e) or first_line(e)
+        why = _schema_refused(e, masked(uri)) or first_line(e)
         raise TrackingError(f"tracking.uri={uri} cannot be used: {why}") from e
     return c
 
