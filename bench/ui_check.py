@@ -23,7 +23,8 @@ It runs ``python -m sweeper -m lr=0.001,0.005,0.01 depth=1,2 epochs=200`` (6 run
 fresh SQLite store, serves it, and checks in a fresh browser profile each time: the address each
 sweep ends with ("browse with:") opens the runs table on the model-training views with the
 sweep's runs, best first, its rank and val_mse columns in view (and the speedup column for the
-device sweep), its chart view charting the best runs first (no parent run, no baseline metric);
+device sweep), its chart view opening on val_mse and test_mse and charting the best runs first
+(no parent run, no baseline metric);
 MLflow's own address shows the parent, which expands into its runs, each with its Dataset and
 Models cells; a run opened from the table says where it stands (its rank in its description),
 lists its logged model and data sets, charts train_loss and val_loss, and lists its artifacts;
@@ -440,9 +441,10 @@ def check_answer(
     check(
         best_first(listed)
         and parent not in listed
-        and cards
+        and cards[:2] == ["val_mse", "test_mse"]
         and not any(c.startswith("baseline") for c in cards),
-        f"{experiment}: the chart view charts the best runs first, no parent's baseline metric",
+        f"{experiment}: the chart view opens on the ranking's metrics (val_mse, test_mse first) "
+        "and charts the best runs first, no parent's baseline metric",
         f"first {children.get(listed[0], {}).get('info', {}).get('run_name')}; charts "
         f"{', '.join(cards[:4])}, …",
     )

@@ -63,6 +63,18 @@ def test_the_printed_address_opens_the_sweeps_runs_best_first_with_their_metrics
     ]
     # one device
     assert {"params.`lr`", "params.`depth`"} <= set(columns) and "metrics.`speedup`" not in columns
+    # the chart view opens on the same answer (its own cards sort by name: best_epoch first), and
+    # the UI adds its other charts after these (a section not reordered files each by name)
+    cards = [(c["metricKey"], c["type"]) for c in view["compareRunCharts"]]
+    assert cards == [
+        ("val_mse", "BAR"),
+        ("test_mse", "BAR"),
+        ("val_mae", "BAR"),
+        ("val_loss", "LINE"),
+        ("train_loss", "LINE"),
+    ]
+    sections = {s["uuid"]: s for s in view["compareRunSections"]}
+    assert all(sections[c["metricSectionId"]]["isReordered"] for c in view["compareRunCharts"])
     # its search is the sweep's runs, and the store's own search by it gives them best first
     c = client_for(sweep["store"])
     parent = sweep["parent"]
@@ -120,6 +132,9 @@ def test_the_address_for_an_accuracy_sweep_sorts_descending(tmp_path, store):
     # higher is better
     assert view["orderByKey"] == "metrics.`val_accuracy`" and view["orderByAsc"] is False
     assert "metrics.`val_f1`" in view["selectedColumns"]
+    # its chart view: the accuracy and F1 first (metrics a regression's sweep has not: none)
+    keys = [c["metricKey"] for c in view["compareRunCharts"]]
+    assert keys[:3] == ["val_accuracy", "test_accuracy", "val_f1"] and "val_mse" not in keys
 
 
 def test_outside_the_checked_ui_versions_the_address_carries_the_sort_alone(sweep, monkeypatch):

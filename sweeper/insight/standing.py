@@ -127,6 +127,51 @@ def record(c: Any, board: Any, runs: list[Any], parent_run_id: str) -> int:
 COMPANIONS = MappingProxyType({"mse": ("val_mae",), "accuracy": ("val_f1", "val_f1_macro")})
 TIMES = ("train_time_s", "wall_time_s")
 MAX_NAME_PX = 480  # the widest the run-name column opens
+# The loss curves (a value each sampled epoch): line charts, after the metrics that rank
+CURVES = ("val_loss", "train_loss")
+# The chart view's sections, by the names MLflow's UI files its charts under
+SECTIONS = MappingProxyType(
+    {"Model metrics": "sweeper-model-metrics", "System metrics": "sweeper-system-metrics"}
+)
+
+
+def charts(first: list[str], held: set[str]) -> dict[str, Any]:
+    """The chart view's first charts (UI state of the shared view, as the UI's own cards): a bar
+    chart of each metric of ``first`` (the ranking's), then the loss curves, each one the runs
+    hold (``held``). The UI adds every other metric after them (it sorts its own by name, so the
+    chart view opened on ``best_epoch`` and ``epochs_per_s``)."""
+    section = SECTIONS["Model metrics"]
+    card = {"deleted": False, "isGenerated": True, "metricSectionId": section}
+    cards = [
+        card | {"uuid": f"sweeper-{k}", "type": "BAR", "metricKey": k, "displayName": k}
+        for k in first
+        if k in held
+    ]
+    line = {
+        "lineSmoothness": 0,
+        "xAxisScaleType": "linear",
+        "scaleType": "linear",
+        "xAxisKey": "step",
+        "selectedXAxisMetricKey": "",
+        "yAxisKey": "metric",
+        "yAxisExpressions": [],
+        "ignoreOutliers": False,
+        "useGlobalXaxisKey": True,
+        "useGlobalLineSmoothing": True,
+    }
+    cards += [
+        card | line | {"uuid": f"sweeper-{k}", "type": "LINE", "metricKey": k, "displayName": k}
+        for k in CURVES
+        if k in held
+    ]
+    # reordered: the UI appends its other charts after these (not reordered, it files each by
+    # name among them, and every one before val_*)
+    sections = [
+        {"uuid": uuid, "name": name, "display": True, "isReordered": True, "deleted": False}
+        | {"isGenerated": True}
+        for name, uuid in SECTIONS.items()
+    ]
+    return {"compareRunCharts": cards, "compareRunSections": sections}
 
 
 def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
@@ -160,6 +205,8 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
         # how long it ran), then these in this order
         "columnOrder": [name, "runDateAndNestInfo", "duration", *shown],
         "columnWidths": {name: wide},
+        # the chart view opens on the same answer: the ranking's metrics, then the loss curves
+        **charts([f"val_{m}", f"test_{m}", *([companion] if companion else [])], held),
     }
 
 
