@@ -34,7 +34,7 @@ from sweeper.base.output import first_line, masked, unmasked
 from sweeper.base.process import exclusive
 from sweeper.tracking.storefile import TrackingError, check_database  # noqa: F401
 from sweeper.tracking.storefile import check_writable, identity  # noqa: F401
-from sweeper.tracking.storefile import query, schema_revision
+from sweeper.tracking.storefile import query, read_only, schema_revision
 
 from sweeper.base.environment import cache_root
 
@@ -533,7 +533,7 @@ def _from_template(db: Path) -> bool:
     template = _template()
     if not template.is_file() or (db.exists() and db.stat().st_size):
         return False
-    held = query(f"file:{template}?mode=ro", "SELECT version_num FROM alembic_version", uri=True)
+    held = query(read_only(template), "SELECT version_num FROM alembic_version", uri=True)
     if not held or held[0][0] != _schema_head():
         with suppress(OSError):
             template.unlink()

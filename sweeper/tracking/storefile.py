@@ -20,6 +20,7 @@ __all__ = [
     "check_writable",
     "identity",
     "query",
+    "read_only",
     "replaced",
     "runs_in_file",
     "schema_revision",
@@ -154,8 +155,14 @@ def query(db: Path | str, sql: str, params: tuple | list = (), uri: bool = False
 def schema_revision(db: Path) -> str | None:
     """The schema revision an SQLite store's file is at (MLflow's ``alembic_version``), read
     only; None where it has none (not a store yet) or cannot be read."""
-    rows = query(f"file:{db}?mode=ro", "SELECT version_num FROM alembic_version", uri=True)
+    rows = query(read_only(db), "SELECT version_num FROM alembic_version", uri=True)
     return rows[0][0] if rows else None
+
+
+def read_only(db: Path | str) -> str:
+    """SQLite's read-only address of the file ``db``, its path percent-encoded: a ``#``, ``?`` or
+    ``%`` in a folder's name would otherwise end the path or decode to another one."""
+    return f"{Path(os.path.abspath(db)).as_uri()}?mode=ro"
 
 
 def _tables(db: Path) -> list[str] | None:
