@@ -563,3 +563,39 @@ def test_ctrl_c_while_a_group_trains_stops_its_system_metrics_with_the_launch(
     assert not _sampling() - before
     runs = children(store)
     assert runs and all(r.info.status == "KILLED" for r in runs)
+
+
+# Ctrl-C (a KeyboardInterrupt, raised where it lands) inside MLflow's own import, then
+# `python -m sweeper ARGS` as the command line runs it
+CUT_MLFLOWS_IMPORT = r"""
+import importlib.abc, runpy, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mlflow.tracking":
+            sys.meta_path.remove(self)
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["sweeper", *sys.argv[1:]]
+runpy.run_module("sweeper", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_inside_mlflows_import_in_a_single_run_says_nothing_was_recorded(tmp_path, store):
+    """A single run whose Ctrl-C landed while the job imported MLflow created no run; recording the
+    interruption imported MLflow again, which fails half-way ("partially initialized module
+    'mlflow'"), so the line said the store had failed. It says nothing was recorded, exit 130."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CUT_MLFLOWS_IMPORT, "epochs=5", f"tracking.uri=sqlite:///{store}"]
+        + [f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=command_env(None),
+        timeout=300,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert assert_one_line(proc) == "sweeper: interrupted before any run started: nothing recorded"
+    assert not store.exists() or not all_runs(store)

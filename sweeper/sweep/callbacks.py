@@ -154,6 +154,10 @@ def _killed_run(job: DictConfig) -> str | None:
     # interrupted before the store existed: do not create it
     if db is not None and not db.is_file():
         return None
+    # MLflow never imported whole here (Ctrl-C cut its import short): this process created no
+    # run, and importing MLflow again now fails half-way ("partially initialized module")
+    if "mlflow" not in sys.modules:
+        return None
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(job.tracking.experiment)
     if exp is None:
