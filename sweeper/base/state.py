@@ -97,6 +97,9 @@ class ProcessState:
     # sweeper.sweep.cores: this sweep's pool of CPU workers (one), from warm() or the
     # first launch
     pool: Any = None
+    # sweeper.tracking.store: whether a client opened a store here (no run of this process
+    # exists before: what a Ctrl-C then records is nothing)
+    store_opened: bool = False
     # sweeper.insight.plots: a painter between the Python API's calls (plots.stop keeps a
     # live, idle one here; the next sweep's start takes it: its matplotlib and
     # scikit-learn already imported)

@@ -154,9 +154,10 @@ def _killed_run(job: DictConfig) -> str | None:
     # interrupted before the store existed: do not create it
     if db is not None and not db.is_file():
         return None
-    # MLflow never imported whole here (Ctrl-C cut its import short): this process created no
-    # run, and importing MLflow again now fails half-way ("partially initialized module")
-    if "mlflow" not in sys.modules:
+    # no store opened here yet (Ctrl-C cut MLflow's import short, or its store's): this process
+    # created no run, and importing those modules again fails half-way ("partially initialized
+    # module 'mlflow'", "Table 'experiments' is already defined")
+    if not state.process().store_opened:
         return None
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(job.tracking.experiment)

@@ -281,6 +281,7 @@ def client(uri: str) -> Any:
         c = clients[uri] = MlflowClient(tracking_uri=uri)
         held.client_files[uri] = identity(uri)
     whole_sessions(c)  # a Ctrl-C waits for the transaction it comes in (opens the store)
+    state.process().store_opened = True
     if before is not None and (after := schema_revision(db)) not in (None, before):
         _say(
             f"MLflow {_mlflow_version()} upgraded the store {db} from schema {before} (an older "
