@@ -569,9 +569,10 @@ def test_ctrl_c_while_a_group_trains_stops_its_system_metrics_with_the_launch(
 
 # Ctrl-C (a KeyboardInterrupt, raised where it lands) at the place the first argument names, then
 # `python -m sweeper ARGS` (the other arguments) as the command line runs it: "import M" as the
-# module M is imported; "class C" as the class C's body begins to run
+# module M is imported; "class C" as the class C's body begins to run; "signal F" a SIGTERM this
+# process sends itself as the function F is first called (its handler runs as a real one does)
 CUT_AN_IMPORT = r"""
-import importlib.abc, runpy, sys
+import importlib.abc, os, runpy, signal, sys
 
 KIND, NAME = sys.argv.pop(1).split()
 
@@ -585,7 +586,10 @@ class CtrlC(importlib.abc.MetaPathFinder):
 def tracer(frame, event, arg):
     if event == "call" and frame.f_code.co_name == NAME:
         sys.settrace(None)
-        raise KeyboardInterrupt
+        if KIND == "signal":
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            raise KeyboardInterrupt
 
 if KIND == "import":
     sys.meta_path.insert(0, CtrlC())
@@ -618,3 +622,27 @@ def test_ctrl_c_before_a_single_runs_store_opened_says_nothing_was_recorded(tmp_
     )
     assert assert_one_line(proc) == "sweeper: interrupted before any run started: nothing recorded"
     assert not store.exists() or not all_runs(store)
+
+
+def test_sigterm_as_the_sweeps_parent_run_is_created_kills_it_and_says_so(tmp_path, store):
+    """SIGTERM between the parent run's creation and its params (the first log_batch): the run was
+    in the store but not yet kept as the sweep's parent, so it stayed RUNNING while the line said
+    nothing was recorded (found by SIGTERM 2.8 s into a 16-job sweep). The parent is now created
+    and kept as one step that a signal waits for: it ends KILLED, and the line names it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CUT_AN_IMPORT, "signal log_batch", "-m", "lr=0.01,0.02"]
+        + ["epochs=5", f"tracking.uri=sqlite:///{store}", f"hydra.sweep.dir={tmp_path / 's'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=command_env(None),
+        timeout=300,
+    )
+    assert proc.returncode == 143, proc.stderr
+    line = [x for x in proc.stderr.splitlines() if x.strip()][-1]
+    (parent,) = all_runs(store)
+    assert parent.info.status == "KILLED", (parent.info.status, line)
+    assert (
+        line.startswith("sweeper: interrupted before any job started")
+        and parent.info.run_id in line
+    )

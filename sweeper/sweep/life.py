@@ -329,24 +329,27 @@ def _open_parents(
             }
         try:
             experiment = tracking.experiment_id(client, name, uri, in_sweep=True)
-            run_id = tracking.start_run(
-                client,
-                experiment,
-                f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
-                tags,
-                space(config),
-            )
+            # created and kept as one step a Ctrl-C or SIGTERM waits for: one between the run's
+            # creation and its params left it RUNNING, unknown to the interruption's line
+            with stop.deferred():
+                run_id = tracking.start_run(
+                    client,
+                    experiment,
+                    f"sweep {sweep_dir.parent.name}/{sweep_dir.name}",
+                    tags,
+                    space(config),
+                )
+                parents[key] = {
+                    "uri": uri,
+                    "experiment": name,
+                    "experiment_id": experiment,
+                    "run_id": run_id,
+                }
         # e.g. a database file MLflow cannot read: one line, no job started
         except tracking.UNREACHABLE as e:
             raise tracking.TrackingError(
                 f"tracking.uri={uri} cannot be used: {tracking.first_line(e)}"
             ) from e
-        parents[key] = {
-            "uri": uri,
-            "experiment": name,
-            "experiment_id": experiment,
-            "run_id": run_id,
-        }
     return parents
 
 
