@@ -4,6 +4,7 @@ KILLED, the jobs that never ran counted), and a resumed sweep whose leaderboard 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shlex
@@ -450,6 +451,25 @@ def test_ctrl_c_outside_training_in_a_single_run_kills_its_run(tmp_path, store, 
     )
     assert callbacks.interrupted(["epochs=10"]) == f"sweeper: interrupted: run {mine} KILLED"
     assert c.get_run(mine).info.status == "KILLED" and c.get_run(other).info.status == "RUNNING"
+
+
+@pytest.mark.parametrize("status", ["FINISHED", "FAILED", "KILLED"])
+def test_ctrl_c_after_a_single_run_ended_says_how_it_ended(tmp_path, store, monkeypatch, status):
+    """SIGTERM after the run had ended and been recorded (its result.json written, the process on
+    its way out: found at 2.42 and 2.50 s into a run) said "run X KILLED" of a run the store keeps
+    FINISHED. The line says how it ended; a run its job ended KILLED is said KILLED."""
+    from sweeper.sweep import callbacks
+
+    _single_run_doing(store, tmp_path / "run", monkeypatch)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.json").write_text(json.dumps({"run_id": "r1", "status": status}))
+    line = callbacks.interrupted(["epochs=10"])
+    if status == "KILLED":
+        assert line == "sweeper: interrupted: run r1 KILLED"
+    else:
+        assert (
+            line == f"sweeper: interrupted after run r1 ended {status}: it is recorded as it ended"
+        )
 
 
 def test_ctrl_c_whose_recording_fails_is_still_one_line(tmp_path, monkeypatch):

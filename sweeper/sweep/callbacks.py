@@ -134,13 +134,19 @@ def _record_interruption(args: list[str]) -> str | None:
         return sweep.interrupted(Path(doing["sweep"].hydra.sweep.dir).absolute(), args)
     job = doing["job"]
     # no job yet, or one cut short before it loaded the tracking code: it has created no run
-    run_id = _killed_run(job) if job is not None and "sweeper.tracking" in sys.modules else None
-    return f"sweeper: interrupted: run {run_id} KILLED" if run_id else None
+    run_id, status = (
+        _killed_run(job) if job is not None and "sweeper.tracking" in sys.modules else (None, None)
+    )
+    if run_id is None:
+        return None
+    if status in ("FINISHED", "FAILED"):  # it had ended, recorded, when the signal came
+        return f"sweeper: interrupted after run {run_id} ended {status}: it is recorded as it ended"
+    return f"sweeper: interrupted: run {run_id} KILLED"
 
 
-def _killed_run(job: DictConfig) -> str | None:
-    """The single run that Ctrl-C ended: from its result.json, or its
-    RUNNING run in the store, KILLED here."""
+def _killed_run(job: DictConfig) -> tuple[str | None, str | None]:
+    """The single run that Ctrl-C ended and its status: from its result.json (a run that had
+    ended keeps its FINISHED or FAILED), or its RUNNING run in the store, KILLED here."""
 
     # lazy: saves ~26 ms at this module's import (measured)
     from sweeper.insight import publish
@@ -148,25 +154,26 @@ def _killed_run(job: DictConfig) -> str | None:
     result = Path(job.hydra.runtime.output_dir) / RESULT_FILE
     # this run's, not an earlier one's
     if result.is_file() and result.stat().st_mtime >= state.process().doing["since"] - 1:
-        return json.loads(result.read_text()).get("run_id")
+        written = json.loads(result.read_text())
+        return written.get("run_id"), written.get("status")
     uri = job.tracking.uri
     db = tracking.sqlite_path(uri)
     # interrupted before the store existed: do not create it
     if db is not None and not db.is_file():
-        return None
+        return None, None
     # no store opened here yet (Ctrl-C cut MLflow's import short, or its store's): this process
     # created no run, and importing those modules again fails half-way ("partially initialized
     # module 'mlflow'", "Table 'experiments' is already defined")
     if not state.process().store_opened:
-        return None
+        return None, None
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(job.tracking.experiment)
     if exp is None:
-        return None
+        return None, None
     mine = c.search_runs(
         [exp.experiment_id],
         f"attributes.status = 'RUNNING' and tags.`{PID}` = '{os.getpid()}' "
         f"and tags.`{HOST}` = '{socket.gethostname()}'",
     )
     killed = publish.mark_orphans(c, mine, True, "KILLED", stop.reason())
-    return killed[0] if killed else None
+    return (killed[0], "KILLED") if killed else (None, None)
