@@ -544,21 +544,6 @@ def test_an_older_mlflows_store_that_mlflow_refuses_says_the_command_that_upgrad
     assert _revision(db) == older
 
 
-@pytest.mark.parametrize("folder", ["plain", "a#b", "c?d", "e%41f", "g h"])
-def test_a_stores_schema_revision_is_read_whatever_its_folder_is_named(tmp_path, folder):
-    """SQLite's read-only file: address takes the path as a URI: a '#' or '?' in a folder's
-    name ended it, a '%41' decoded to another folder (no revision read, no warning said)."""
-    from sweeper.tracking.storefile import schema_revision
-
-    db = tmp_path / folder / "mlflow.db"
-    db.parent.mkdir()
-    with closing(sqlite3.connect(db)) as con, con:
-        con.execute("CREATE TABLE alembic_version (version_num TEXT)")
-        con.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
-    assert schema_revision(db) == "0123456789ab"
-    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]  # nothing made
-
-
 def all_runs_or_none(db: Path) -> list:
     with closing(sqlite3.connect(db)) as con:
         return con.execute("SELECT run_uuid FROM runs").fetchall()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,18 @@ def test_one_read_of_an_sqlite_file_is_its_rows_or_none(tmp_path):
     assert query(tmp_path / "text.db", "SELECT 1 FROM runs") is None
     assert tracking.runs_in_file(f"sqlite:///{tmp_path / 'text.db'}", ["a"]) == set()
     assert tracking.runs_in_file(f"sqlite:///{db}", [str(i) for i in range(1200)] + ["a"]) == {"a"}
+
+
+@pytest.mark.parametrize("folder", ["plain", "a#b", "c?d", "e%41f", "g h"])
+def test_a_stores_schema_revision_is_read_whatever_its_folder_is_named(tmp_path, folder):
+    """SQLite's read-only file: address takes the path as a URI: a '#' or '?' in a folder's
+    name ended it, a '%41' decoded to another folder (no revision read, no warning said)."""
+    from sweeper.tracking.storefile import schema_revision
+
+    db = tmp_path / folder / "mlflow.db"
+    db.parent.mkdir()
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute("CREATE TABLE alembic_version (version_num TEXT)")
+        con.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
+    assert schema_revision(db) == "0123456789ab"
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]  # nothing made

@@ -141,7 +141,8 @@ def charts(first: list[str], held: set[str]) -> dict[str, Any]:
     hold (``held``). The UI adds every other metric after them (it sorts its own by name, so the
     chart view opened on ``best_epoch`` and ``epochs_per_s``)."""
     section = SECTIONS["Model metrics"]
-    card = {"deleted": False, "isGenerated": True, "metricSectionId": section}
+    generated = {"deleted": False, "isGenerated": True}
+    card = generated | {"metricSectionId": section}
     cards = [
         card | {"uuid": f"sweeper-{k}", "type": "BAR", "metricKey": k, "displayName": k}
         for k in first
@@ -167,8 +168,7 @@ def charts(first: list[str], held: set[str]) -> dict[str, Any]:
     # reordered: the UI appends its other charts after these (not reordered, it files each by
     # name among them, and every one before val_*)
     sections = [
-        {"uuid": uuid, "name": name, "display": True, "isReordered": True, "deleted": False}
-        | {"isGenerated": True}
+        {"uuid": uuid, "name": name, "display": True, "isReordered": True, **generated}
         for name, uuid in SECTIONS.items()
     ]
     return {"compareRunCharts": cards, "compareRunSections": sections}
@@ -182,11 +182,11 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
 
     m, held = board.metric, {k for r in runs for k in r.data.metrics}
     companion = next((k for k in COMPANIONS.get(m, ()) if k in held), None)
+    # the metrics that rank (and the companion one): columns after the rank, and the first charts
+    ranking = [f"val_{m}", f"test_{m}", *([companion] if companion else [])]
     metrics = [
         RANK,
-        f"val_{m}",
-        f"test_{m}",
-        *([companion] if companion else []),
+        *ranking,
         *TIMES,
         *(["speedup"] if "device" in board.keys and "speedup" in held else []),
     ]
@@ -206,7 +206,7 @@ def view(board: Any, runs: list[Any], parent_run_id: str) -> dict[str, Any]:
         "columnOrder": [name, "runDateAndNestInfo", "duration", *shown],
         "columnWidths": {name: wide},
         # the chart view opens on the same answer: the ranking's metrics, then the loss curves
-        **charts([f"val_{m}", f"test_{m}", *([companion] if companion else [])], held),
+        **charts(ranking, held),
     }
 
 
