@@ -476,7 +476,7 @@ def _raw_cells(c: Any, rows: np.ndarray) -> list[Any]:
     return [None if g else v for v, g in zip(part.values.tolist(), part.gaps.tolist())]
 
 
-DECIDED = ("task", "target", "sep", "dropped", "encoded", "rows", "split")
+DECIDED = ("task", "target", "sep", "numbers", "dropped", "encoded", "rows", "split")
 # a table's column report (sweeper.data.table): said a line each after the first line, and as tags
 DECIDED_COLUMNS = ("columns", "missing", "ids", "dates", "left_out", "codes", "leaks")
 

@@ -22,6 +22,7 @@ from sweeper.data.readers import (
     _read_npz,
     _shown,
     _text,
+    decimal_mark,
 )
 
 
@@ -191,6 +192,9 @@ def csv_file(cfg: Any, seed: int) -> Raw:
     names, rows, width, decisions = _table(path, cfg)
     col = _target_index(cfg.target, names, width, path)
     columns = names or list(range(width))  # as the file numbers them, for the errors
+    said = decimal_mark(rows, columns, getattr(cfg, "decimal", "auto"), decisions.get("sep", ""))
+    if said:
+        decisions["numbers"] = said
     label, target = columns[col], [r[col] for r in rows]
     if width == 1:
         raise DataError(

@@ -7,8 +7,10 @@ import codecs
 import csv
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,7 @@ from sweeper.contract.config import SEP_NAMES
 from sweeper.data.columns import sniff
 
 
-__all__ = ["DataError"]
+__all__ = ["DataError", "decimal_mark"]
 
 
 class DataError(ValueError):
@@ -168,3 +170,90 @@ def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
             f"data.path={path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}"
         )
     return X, y.ravel().tolist()
+
+
+# Numbers as tables write them past float()'s form (data.decimal): "point": 1,234.5 (commas
+# group the thousands); "comma": 14,23, 1.234,5 or 1 234,5 (a decimal comma; points or
+# spaces group). A cell is read by its file's mark only when it matches the whole pattern.
+WRITTEN = MappingProxyType(
+    {
+        "point": re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?"),
+        "comma": re.compile(r"[+-]?(?:\d{1,3}(?:[. \u00a0\u202f]\d{3})+|\d*)(?:,\d+)?"),
+    }
+)
+_GROUPS = MappingProxyType({"point": re.compile(","), "comma": re.compile("[. \u00a0\u202f]")})
+
+
+def _marked(v: str, mark: str) -> str | None:
+    """A cell written with the decimal ``mark`` as float() reads it (``1,234.5`` →
+    ``1234.5``, ``1.065`` → ``1065.0`` for a comma), or None when it is no such number or
+    float() reads it alike."""
+    if "," not in v and (mark == "point" or not any(g in v for g in ". \u00a0\u202f")):
+        return None
+    t = v.strip()
+    if not WRITTEN[mark].fullmatch(t):
+        return None
+    x = number(_GROUPS[mark].sub("", t).replace(",", "."))
+    return None if x is None or number(v) == x else repr(x)
+
+
+def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) -> str | None:
+    """The decimal mark of the file's numbers, as decided, in words; each cell written with
+    it is rewritten in place as float() reads it.
+
+    ``"point"`` when a cell reads 1,234.5 or 1,234,567 (commas group the thousands),
+    ``"comma"`` when one reads 14,23 or 1.234,5 (so the file's 1.065 is 1065); cells that
+    read either way (15,100) follow the separator ``sep`` (in words): a semicolon-separated
+    file writes decimal commas, another groups with commas. ``asked`` (``data.decimal``)
+    decides instead unless it is ``auto``. None: no cell is written so. Both forms in one
+    file: neither is read (text), and the words say so."""
+    seen: dict[str, tuple[int, int]] = {}  # form → its first cell (row, column)
+    for i, r in enumerate(rows):
+        for j, v in enumerate(r):
+            if isinstance(v, str) and "," in v and number(v) is None:
+                point, comma = (WRITTEN[m].fullmatch(v.strip()) for m in ("point", "comma"))
+                if point or comma:
+                    seen.setdefault(
+                        "either" if point and comma else "point" if point else "comma", (i, j)
+                    )
+    semi = sep.startswith(("semicolon", "';'"))
+    if asked != "auto":
+        mark, why = asked, "data.decimal"
+    elif "point" in seen and "comma" in seen:
+        return (
+            f"written both ways ({_cell(rows, names, seen['point'])}, "
+            f"{_cell(rows, names, seen['comma'])}): read as text; data.decimal=point or "
+            "data.decimal=comma reads one of them"
+        )
+    elif not seen:
+        return None
+    else:
+        mark = "point" if "point" in seen else "comma" if "comma" in seen or semi else "point"
+        why = "sniffed: " + _cell(rows, names, seen.get(mark) or seen["either"])
+        if mark not in seen:
+            why += (
+                ", which reads either way: decimal commas in a semicolon-separated file"
+                if semi
+                else ", which reads either way: commas group in a file not semicolon-separated"
+            )
+    grouped = None  # the first cell whose point or space groups (1.065 read as 1065)
+    for r in rows:
+        for j, v in enumerate(r):
+            plain = _marked(v, mark) if isinstance(v, str) else None
+            if plain is not None:
+                if grouped is None and "," not in v:
+                    grouped = f"{v} read as {float(plain):.15g}"
+                r[j] = plain
+    other = "comma" if mark == "point" else "point"
+    said = "decimal comma" if mark == "comma" else "decimal point, commas grouping"
+    return (
+        f"{said} ({'; '.join(filter(None, [why, grouped]))}; "
+        f"data.decimal={other} reads the other way)"
+    )
+
+
+def _cell(rows: list[list[Any]], names: list[Any], at: tuple[int, int]) -> str:
+    """The cell at (row, column) and its column, in words."""
+    i, j = at
+    name = names[j]
+    return f"{rows[i][j]} in {name if isinstance(name, str) else f'column {name}'}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 from conftest import write_csv
@@ -19,3 +20,110 @@ def test_a_duplicated_column_name_is_refused_whatever_names_it(tmp_path):
         cfg = make_cfg("data=csv", f"data.path={path}", override)
         with pytest.raises(data.DataError, match="the header names column 'a' 2 times"):
             data.load(cfg.data, cfg.seed)
+
+
+def _table(path, sep, rows):
+    path.write_text("\n".join(sep.join(r) for r in rows) + "\n")
+    return path
+
+
+def _plain_and(tmp_path, sep, write):
+    """The same 60-row table twice: plain (1065.5) and as ``write`` writes each number; the
+    second's decision on its numbers."""
+    from test_data_files import load
+
+    cells = [
+        [f"{1000 + 7 * i + 0.25 * (i % 2):.2f}", f"{i % 9 + 0.5:.1f}", str(i % 3)]
+        for i in range(60)
+    ]
+    plain = load(
+        _table(tmp_path / "plain.csv", sep, [["a", "b", "y"], *cells]), "data.task=regression"
+    )
+    marked = _table(
+        tmp_path / "marked.csv", sep, [["a", "b", "y"]] + [[write(c) for c in r] for r in cells]
+    )
+    return plain, marked
+
+
+def _same(ds, plain):
+    assert np.array_equal(ds.X_train, plain.X_train) and np.array_equal(ds.y_train, plain.y_train)
+
+
+def test_decimal_commas_and_point_groups_are_read_as_the_numbers_they_are_and_said(tmp_path):
+    """Before: 1.071,25 and 4,5 were text (categories, or left out past data.max_categories),
+    and 1.065 (no decimals, a point grouping) silently 1.065."""
+    from sweeper import data
+    from test_data_files import load
+
+    def european(v):  # as a German Excel writes 1071.25: 1.071,25
+        whole, _, frac = v.partition(".")
+        whole = f"{int(whole):,}".replace(",", ".")
+        return whole + ("," + frac if frac and frac.strip("0") else "")
+
+    plain, path = _plain_and(tmp_path, ";", european)
+    ds = load(path, "data.task=regression")
+    _same(ds, plain)
+    said = ds.decisions["numbers"]
+    # said in the run's first line and tagged (decided.numbers)
+    assert (
+        f"numbers: {said}" in data.describe(ds)
+        and data.decision_tags(ds)["decided.numbers"] == said
+    )
+    assert (
+        said.startswith("decimal comma (sniffed: 0,5 in b; 1.000 read as 1000;")
+        and "data.decimal=point" in said
+    )
+
+
+def test_comma_grouped_thousands_are_read_as_numbers_and_the_target_too(tmp_path):
+    """Before: the quoted "1,071.25" was text and the target "15,100" made 60 classes."""
+    from test_data_files import load
+
+    plain, path = _plain_and(tmp_path, ",", lambda v: f'"{float(v):,}"' if "." in v else v)
+    ds = load(path, "data.task=regression")
+    _same(ds, plain)
+    assert ds.decisions["numbers"].startswith(
+        "decimal point, commas grouping (sniffed: 1,000.0 in a;"
+    )
+    rows = [["x", "y"]] + [[str(i * 7 % 40), f'"{10 + i},{100 + i}"'] for i in range(40)]
+    ds = load(_table(tmp_path / "t.csv", ",", rows))
+    assert ds.task == "regression" and ds.decisions["target"] == "y: range [10100, 49139]"
+    assert (
+        "which reads either way: commas group in a file not semicolon-separated"
+        in ds.decisions["numbers"]
+    )
+
+
+def test_cells_that_read_either_way_follow_the_separator_and_data_decimal_decides(tmp_path):
+    from test_data_files import load
+
+    rows = [["x", "y"]] + [[f"{i % 7},{100 + i}", str(i)] for i in range(40)]
+    semi = load(_table(tmp_path / "semi.csv", ";", rows), "data.task=regression")
+    assert "decimal commas in a semicolon-separated file" in semi.decisions["numbers"]
+    asked = load(
+        _table(tmp_path / "semi.csv", ";", rows), "data.task=regression", "data.decimal=point"
+    )
+    assert asked.decisions["numbers"].startswith("decimal point, commas grouping (data.decimal;")
+    raw = lambda ds: ds.X_train * ds.x_scale + ds.x_mean  # noqa: E731
+    # 0,100 .. 6,139: as decimals they stay under 7; as groups, 100..6139
+    assert raw(semi).max() < 7 < 100 <= raw(asked).min()
+    quoted = [["x", "y"]] + [[f'"{i % 7},{100 + i}"', str(i)] for i in range(40)]
+    comma = load(
+        _table(tmp_path / "c.csv", ",", quoted), "data.task=regression", "data.decimal=comma"
+    )
+    assert raw(comma).max() < 7 and comma.decisions["numbers"].startswith(
+        "decimal comma (data.decimal;"
+    )
+
+
+def test_a_file_that_writes_numbers_both_ways_reads_neither_and_says_so(tmp_path):
+    from test_data_files import load
+
+    rows = [["a", "b", "y"]] + [[f"1,{200 + i}.5", f"{i},5", str(i)] for i in range(40)]
+    ds = load(
+        _table(tmp_path / "t.csv", ";", rows), "data.task=regression", "data.max_categories=100"
+    )
+    assert ds.decisions["numbers"].startswith(
+        "written both ways (1,200.5 in a, 0,5 in b): read as text"
+    )
+    assert {r["column"]: r["kind"] for r in ds.report}["a"] == "category"

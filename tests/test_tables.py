@@ -322,7 +322,7 @@ def test_the_new_keys_at_their_defaults_keep_the_fingerprint(tmp_path):
     plain = OmegaConf.to_container(
         make_cfg("data=csv", f"data.path={write_bikes(tmp_path / 't.csv')}"), resolve=True
     )
-    new = ("missing", "na_values", "dates", "keep", "categorical")
+    new = ("missing", "na_values", "dates", "keep", "categorical", "decimal")
     assert fingerprint(plain) == fingerprint(
         {**plain, "data": {k: v for k, v in plain["data"].items() if k not in new}}
     )
@@ -398,6 +398,7 @@ def test_a_real_table_trains_in_one_run_says_each_column_and_its_model_takes_raw
         ("dates", "day"),
         ("keep", 3),
         ("categorical", "origin"),
+        ("decimal", "dot"),
     ],
 )
 def test_the_new_keys_are_checked_in_one_line(tmp_path, key, value):

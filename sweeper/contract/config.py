@@ -252,6 +252,7 @@ _CSV_COLUMNS = MappingProxyType(
             "auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
             lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto"),
         ),
+        "decimal": choice("auto", "point", "comma"),
         "task": choice("auto", "regression", "binary", "multiclass"),
         "positive_class": Rule(
             "auto, or the target value to read as 1 (a number or text)",
@@ -671,5 +672,6 @@ DATA_ADDED_DEFAULTS: MappingProxyType[str, Any] = MappingProxyType(
         "missing": "impute",
         "na_values": [],
         "folds": 0,
+        "decimal": "auto",
     }
 )
