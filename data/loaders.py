@@ -326,6 +326,8 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
     """A delimited, .json or .jsonl file's column names (or None), rows, number of
     fields, and the decisions taken reading it (the separator used)."""
     suffix = path.suffix.lower()
+    if suffix == ".gz":  # t.json.gz: read as its own kind, decompressed
+        suffix = Path(path.stem).suffix.lower()
     decisions: dict[str, str] = {}
     if suffix == ".json":
         names, rows = _read_json(path)
@@ -333,6 +335,12 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
         names, rows = _read_jsonl(path)
     else:
         names, rows, decisions["sep"] = _read_delimited(path, cfg.header, cfg.sep)
+        if rows and (names is None or not names[-1]) and all(not r[-1].strip() for r in rows):
+            # a separator ending every line (exports do it): no column, not the target
+            names, rows = names and names[:-1], [r[:-1] for r in rows]
+            decisions["sep"] += "; every line ends with it: the empty last field left out"
+        if names:  # a column without a name is named as pandas names it (its rows' key)
+            names = [n or f"Unnamed: {j}" for j, n in enumerate(names)]
     width = _width(rows, path)
     if names is not None and len(names) != width:
         raise DataError(

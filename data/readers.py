@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import io
 import json
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -44,13 +46,30 @@ def _shown(labels: list[str], most: int = 6) -> str:
     )
 
 
+# what a file that is no text is, by its first bytes: a workbook or an archive says so
+_NOT_TEXT = (
+    (b"PK\x03\x04", "a zip archive (an .xlsx workbook is one)"),
+    (b"\xd0\xcf\x11\xe0", "an Excel 97-2003 workbook (.xls)"),
+)
+
+
 def _text(path: Path) -> str:
-    """The file's text: UTF-8 (a leading byte-order mark is dropped), else one line
-    saying where it is not."""
+    """The file's text: UTF-8 (a leading byte-order mark is dropped; gzip-compressed, as a
+    .csv.gz, decompressed), else one line saying where it is not."""
     try:
         raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"data.path={path} cannot be read: {e.strerror or e}") from None
+        if raw[:2] == b"\x1f\x8b":  # gzip's magic, whatever the name
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:  # a cut or corrupt .gz too
+        raise DataError(
+            f"data.path={path} cannot be read: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    for magic, what in _NOT_TEXT:
+        if raw.startswith(magic):
+            raise DataError(
+                f"data.path={path} is {what}, not text: save the table as CSV (UTF-8) and "
+                "give that file"
+            )
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         return raw[skip:].decode("utf-8")

@@ -46,3 +46,22 @@ def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):
         "read as 60 classes; more than 20 distinct text values, each a class"
         in ds.decisions["task"]
     )
+
+
+def test_a_separator_ending_every_line_makes_no_column_and_a_nameless_one_is_named_as_pandas_does(
+    tmp_path,
+):
+    """Before: the default target (the last field) was the empty one ("target : every one of its
+    40 rows has no value"), and pandas' index column (no name) showed as "column : id"."""
+    import pandas as pd
+    from test_data_files import load
+
+    frame = pd.DataFrame({"a": [i * 7 % 40 for i in range(40)], "y": [i % 5 for i in range(40)]})
+    path = tmp_path / "t.csv"
+    path.write_text("a,y,\n" + "".join(f"{a},{y},\n" for a, y in frame.itertuples(index=False)))
+    ds = load(path, "data.task=regression")
+    assert ds.decisions["target"].startswith("y: range [0, 4]")
+    assert ds.decisions["sep"].endswith("; every line ends with it: the empty last field left out")
+    frame.to_csv(path)  # its index first, under no name
+    report = {r["column"]: r for r in load(path, "data.task=regression").report}
+    assert report["Unnamed: 0"]["kind"] == "id" and list(pd.read_csv(path))[0] == "Unnamed: 0"

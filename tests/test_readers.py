@@ -127,3 +127,37 @@ def test_a_file_that_writes_numbers_both_ways_reads_neither_and_says_so(tmp_path
         "written both ways (1,200.5 in a, 0,5 in b): read as text"
     )
     assert {r["column"]: r["kind"] for r in ds.report}["a"] == "category"
+
+
+def test_a_gzip_compressed_table_is_read_as_its_kind_and_a_workbook_gets_one_line(tmp_path):
+    """Before: a .csv.gz or .json.gz was "not UTF-8 text (byte 0x8b at offset 1)", and so
+    was an .xlsx workbook ("save it as UTF-8")."""
+    import gzip
+    import json
+    import zipfile
+
+    from sweeper.contract.config import experiment_name
+    from test_data_files import load, refused
+
+    rows = [(i * 7 % 40, i % 3, i % 5) for i in range(40)]
+    plain = load(write_csv(tmp_path, "a,b,y", rows), "data.task=regression")
+    text = (tmp_path / "t.csv").read_bytes()
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress(text))
+    records = json.dumps([dict(zip("aby", r)) for r in rows]).encode()
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(records))
+    for name in ("t.csv.gz", "t.json.gz"):
+        ds = load(tmp_path / name, "data.task=regression")
+        assert np.array_equal(ds.X_train, plain.X_train) and np.array_equal(ds.y_test, plain.y_test)
+    assert experiment_name("csv", str(tmp_path / "sales.csv.gz")) == "csv-sales"
+    with zipfile.ZipFile(tmp_path / "t.xlsx", "w") as z:
+        z.writestr("xl/workbook.xml", "<workbook/>")
+    (tmp_path / "t.xls").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    (tmp_path / "cut.csv.gz").write_bytes(gzip.compress(text)[:20])
+    for name, what in [
+        ("t.xlsx", "a zip archive (an .xlsx workbook is one), not text"),
+        ("t.xls", "an Excel 97-2003 workbook (.xls), not text"),
+        ("cut.csv.gz", "cannot be read: Compressed file ended before"),
+    ]:
+        assert refused(tmp_path / name).startswith(
+            f"data.path={tmp_path / name} is {what}".replace("is cannot", "cannot")
+        )

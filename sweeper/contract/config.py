@@ -66,7 +66,8 @@ def experiment_name(data_name: str, path: str = "", task: str = "auto") -> str:
     and as a number ranks each in its own experiment. ``${sweeper_experiment:...}``."""
     if data_name not in ("csv", "text") or not path:
         return data_name
-    return f"{data_name}-{Path(path).stem}" + ("" if task in ("auto", "", None) else f"-{task}")
+    stem = Path(path.removesuffix(".gz")).stem  # sales.csv.gz: csv-sales
+    return f"{data_name}-{stem}" + ("" if task in ("auto", "", None) else f"-{task}")
 
 
 # conf/tracking/{local,server}.yaml's tracking.experiment
@@ -252,7 +253,6 @@ _CSV_COLUMNS = MappingProxyType(
             "auto (sniffed: comma, semicolon or tab), one character, or " + " / ".join(SEP_NAMES),
             lambda v: isinstance(v, str) and (len(v) == 1 or v in SEP_NAMES or v == "auto"),
         ),
-        "decimal": choice("auto", "point", "comma"),
         "task": choice("auto", "regression", "binary", "multiclass"),
         "positive_class": Rule(
             "auto, or the target value to read as 1 (a number or text)",
@@ -314,7 +314,14 @@ DATA: MappingProxyType[str, dict[str, Rule]] = MappingProxyType(
         "wine": SPLIT,
         "digits": SPLIT,
         "spambase": {**SPLIT, "path": text()},
-        "csv": {**SPLIT, "path": text(), **_CSV_COLUMNS, **_COLUMN_CHOICE, **_MISSING_CELLS},
+        "csv": {
+            **SPLIT,
+            "path": text(),
+            **_CSV_COLUMNS,
+            "decimal": choice("auto", "point", "comma"),
+            **_COLUMN_CHOICE,
+            **_MISSING_CELLS,
+        },
         "sms": {**SPLIT, "path": text(), **_TEXT_FEATURES},
         "text": {
             **SPLIT,
