@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from types import MappingProxyType
 from typing import Any, NamedTuple, Sequence
 
@@ -46,6 +47,7 @@ __all__ = [
     "encode_rows",
     "fit",
     "is_missing",
+    "json_cell",
     "one_column_hint",
     "resolve",
     "sniff",
@@ -214,6 +216,12 @@ def typed(
             numbers = None
         if numbers is not None and numbers.ndim == 1 and not np.isinf(numbers).any():
             return Column(name, numbers, True, gaps=np.isnan(numbers), markers=markers)
+    nested = json_cell(name, values)
+    if nested:
+        raise ColumnError(
+            f"{nested}: flatten the records (pandas.json_normalize) or leave it out with "
+            f"data.drop=[{name}]"
+        )
     gaps = np.fromiter((is_missing(v, markers) for v in values), dtype=bool, count=len(values))
     present = [i for i in range(len(values)) if not gaps[i]]
     if as_category:
@@ -255,6 +263,19 @@ def typed(
         "it is read as categories; if those cells mark missing values, add them to data.na_values"
     )
     return column._replace(said="; ".join(filter(None, [mixed, column.said])))
+
+
+def json_cell(name: Any, values: Sequence[Any]) -> str | None:
+    """Where a column holds a JSON record's object or array, in words (None: nowhere): a
+    table's cell is a number, text, true/false or null."""
+    at = next((i for i, v in enumerate(values) if isinstance(v, (dict, list))), None)
+    if at is None:
+        return None
+    v = values[at]
+    return (
+        f"column {name} holds a JSON {'object' if isinstance(v, dict) else 'array'} (row "
+        f"{at + 1}: {json.dumps(v)[:60]}); a cell is a number, text, true/false or null"
+    )
 
 
 def _integer_codes(name: Any, values: Sequence[Any], present: list[int]) -> None:

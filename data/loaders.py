@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sweeper.data.table import read as read_table
-from sweeper.data.columns import Column, ColumnError, choose, one_column_hint
+from sweeper.data.columns import Column, ColumnError, choose, json_cell, one_column_hint
 from sweeper.data.readers import (
     DataError,
     _parses,
@@ -377,6 +377,9 @@ def _target(
     regression. ``task=multiclass`` reads any target's distinct values as classes.
     """
     column = f"column {label} of {path}"
+    nested = json_cell(label, values)
+    if nested:
+        raise DataError(f"data.path={path}: the target {nested}: choose another with data.target")
     text = all(isinstance(v, str) and not _parses(v) for v in values)  # labels such as ham/spam
     if text:
         y = np.array([v.strip() for v in values], dtype=object)

@@ -424,3 +424,22 @@ def test_a_file_rewritten_between_two_sweeps_of_one_process_is_read_again(tmp_pa
     second = data.load_plain(node)
     assert second is not first
     assert second.y_mean == pytest.approx(100 * first.y_mean)
+
+
+def test_a_json_object_or_array_in_a_cell_is_one_line_and_data_drop_leaves_it_out(tmp_path):
+    """Before: a traceback (``float() argument must be ... not 'dict'``) from the categories'
+    encoder; as the target, "every column must be numeric" (a text target is allowed)."""
+    path = tmp_path / "t.json"
+    records = [
+        {"a": i % 7, "meta": {"k": i}, "tags": ["x"] * (i % 2), "y": i % 5} for i in range(40)
+    ]
+    path.write_text(json.dumps(records))
+    message = refused(path)
+    assert message.startswith(f"data.path={path}: 2 problems: column meta holds a JSON object")
+    assert '(row 1: {"k": 0})' in message and "leave it out with data.drop=[meta]" in message
+    assert "column tags holds a JSON array (row 1: [])" in message
+    assert len(load(path, "data.drop=[meta,tags]").X_train[0]) == 1
+    assert refused(path, "data.target=meta", "data.drop=[tags]").endswith(
+        'the target column meta holds a JSON object (row 1: {"k": 0}); a cell is a number, '
+        "text, true/false or null: choose another with data.target"
+    )
