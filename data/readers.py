@@ -54,8 +54,9 @@ _NOT_TEXT = (
 
 
 def _text(path: Path) -> str:
-    """The file's text: UTF-8 (a leading byte-order mark is dropped; gzip-compressed, as a
-    .csv.gz, decompressed), else one line saying where it is not."""
+    """The file's text: UTF-8 (a leading byte-order mark is dropped), or UTF-16 after its
+    byte-order mark; gzip-compressed (a .csv.gz) decompressed; else one line saying where it
+    is not."""
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":  # gzip's magic, whatever the name
@@ -70,6 +71,14 @@ def _text(path: Path) -> str:
                 f"data.path={path} is {what}, not text: save the table as CSV (UTF-8) and "
                 "give that file"
             )
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Excel's "Unicode text"
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"data.path={path} is not UTF-16 text past its byte-order mark ({e.reason} at "
+                f"offset {e.start}): save it as UTF-8"
+            ) from None
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         return raw[skip:].decode("utf-8")
@@ -96,7 +105,7 @@ def _read_delimited(
         rows = [
             r
             for r in csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting)
-            if r
+            if r and (len(r) > 1 or r[0].strip())  # a line of spaces is a blank line
         ]
     except csv.Error as e:
         raise DataError(f"data.path={path} cannot be read as delimited text: {e}") from None
@@ -134,8 +143,7 @@ def _json(text: str, path: Path, where: str = "") -> Any:
 def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
     obj = _json(_text(path), path)
     if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):  # records
-        names = list(obj[0])
-        return names, [[r.get(k) for k in names] for r in obj]
+        return _records(obj)
     cols = obj.values() if isinstance(obj, dict) else []
     # columns
     if cols and all(isinstance(c, list) for c in cols) and len({len(c) for c in cols}) == 1:
@@ -146,8 +154,7 @@ def _read_json(path: Path) -> tuple[list[str], list[list[Any]]]:
 
 
 def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
-    """JSON Lines: one record (an object) a line; blank lines are skipped. The first
-    record names the columns."""
+    """JSON Lines: one record (an object) a line; blank lines are skipped."""
     records = []
     for i, line in enumerate(_text(path).splitlines()):
         if not line.strip():
@@ -159,7 +166,16 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[list[Any]]]:
                 "record a line"
             )
         records.append(r)
-    names = list(records[0]) if records else []
+    return _records(records)
+
+
+def _records(records: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Records as rows: every key any record has is a column (a key a record lacks: a
+    missing cell). The first record's keys keep their order, its last still the last column
+    (the default target, data.target=-1); keys later records add come in before it."""
+    first = list(records[0])
+    added = [k for k in dict.fromkeys(k for r in records for k in r) if k not in records[0]]
+    names = first[:-1] + added + first[-1:]
     return names, [[r.get(k) for k in names] for r in records]
 
 

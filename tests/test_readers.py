@@ -161,3 +161,31 @@ def test_a_gzip_compressed_table_is_read_as_its_kind_and_a_workbook_gets_one_lin
         assert refused(tmp_path / name).startswith(
             f"data.path={tmp_path / name} is {what}".replace("is cannot", "cannot")
         )
+
+
+def test_blank_lines_of_spaces_utf16_text_and_records_of_differing_keys_are_read(tmp_path):
+    """Before: a line of spaces was a row of one field ("rows have different numbers of fields
+    [1, 3]"); Excel's "Unicode text" (UTF-16, a byte-order mark, tabs) was "not UTF-8 text";
+    a key that the first JSON record lacks was silently no column."""
+    import json
+
+    from test_data_files import load
+
+    rows = [(i * 7 % 40, i % 3, i % 5) for i in range(40)]
+    plain = load(write_csv(tmp_path, "a,b,y", rows), "data.task=regression")
+    text = "a\tb\ty\n" + "".join(
+        f"{a}\t{b}\t{y}\n" + ("   \n" if i == 5 else "") for i, (a, b, y) in enumerate(rows)
+    )
+    for name, encoded in [("spaces.tsv", text.encode()), ("unicode.txt", text.encode("utf-16"))]:
+        (tmp_path / name).write_bytes(encoded)
+        ds = load(tmp_path / name, "data.task=regression")
+        assert np.array_equal(ds.X_train, plain.X_train) and np.array_equal(ds.y_val, plain.y_val)
+    records = [
+        {"a": a, "y": y} if i % 2 else {"a": a, "b": b, "y": y} for i, (a, b, y) in enumerate(rows)
+    ]
+    records[0] = {"a": rows[0][0], "y": rows[0][2]}  # the first record lacks b
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(records))
+    report = {r["column"]: r for r in load(path, "data.task=regression").report}
+    assert report["y"]["kind"] == "target"  # still the first record's last key
+    assert report["b"]["kind"] == "number" and report["b"]["missing"] > 0
