@@ -422,6 +422,19 @@ def test_report_run_closes_a_single_run_whose_process_is_gone(store, capsys):
     assert run.info.status == "FAILED" and run.data.tags["failure_reason"].startswith("orphaned")
 
 
+def test_a_run_id_the_store_lacks_is_one_line_naming_the_store_and_where_ids_are(store, capsys):
+    """Before: MLflow's bare "Run with id=deadbeef not found", which store unsaid."""
+    from sweeper import advise
+
+    tracking.experiment_id(client_for(store), "diabetes", f"sqlite:///{store}")  # the store exists
+    for main, key in ((report.main, "--run"), (report.main, "--parent"), (advise.main, "--parent")):
+        assert main([key, "deadbeef", "--tracking-uri", f"sqlite:///{store}"]) == 2
+        assert capsys.readouterr().err == (
+            f"sweeper: error: Run with id=deadbeef not found in sqlite:///{store}: expected a run "
+            "id of this store (python -m sweeper.runs --experiment NAME lists them)\n"
+        )
+
+
 def test_report_run_leaves_a_live_single_run_running(store, capsys):
     c = client_for(store)
     exp = tracking.experiment_id(c, "diabetes", f"sqlite:///{store}")

@@ -18,7 +18,10 @@ def line(uri: str, e: BaseException) -> str:
     if isinstance(e, store.TrackingError):
         return f"sweeper: error: {e}"
     if getattr(e, "error_code", None) == "RESOURCE_DOES_NOT_EXIST":  # MLflow's: a run id it lacks
-        return f"sweeper: error: {str(e).strip().splitlines()[0]}"
+        return (
+            f"sweeper: error: {str(e).strip().splitlines()[0]} in {uri}: expected a run id of "
+            "this store (python -m sweeper.runs --experiment NAME lists them)"
+        )
     text = store.first_line(e)
     hint = ""
     if "not a database" in text or "malformed" in text:
