@@ -180,7 +180,25 @@ def test_a_relative_store_under_chdir_is_one_store_and_said(tmp_path):
 
 
 HYDRA = [
-    (["hydra.foo=1"], "hydra.foo is not a key of Hydra's config"),
+    (["hydra.foo=1"], "hydra.foo is not a key of Hydra's config: expected hydra.<one of "),
+    (
+        ["hydra.sweeeper.x=1"],
+        "hydra.sweeeper.x is not a key of Hydra's config (did you mean hydra.sweeper?)",
+    ),
+    (["widht=3"], "widht is not a known key (did you mean width?): expected one of activation, "),
+    (
+        [
+            "-m",
+            "hydra.launcher.cpu_worker=2",
+        ],  # Hydra: "Could not override ... not in 'BatchedLauncherConf'"
+        "hydra.launcher.cpu_worker is not a key of the batched launcher (did you mean "
+        "hydra.launcher.cpu_workers?): expected hydra.launcher.<one of cpu_workers, engine, gpus, halving, ",
+    ),
+    (
+        ["-m", "hydra.launcher.halving.et=3"],
+        "hydra.launcher.halving.et is not a key of hydra.launcher.halving (did you mean "
+        "hydra.launcher.halving.eta?): expected one of eta, min_epochs",
+    ),
     (["+lr=0.1"], "+lr=0.1: lr is already a key of the config: write lr=0.1 (without +)"),
     (["hydra/launcher=nope"], "hydra/launcher=nope is not allowed: expected one of basic, batched"),
     (["depth=1,2"], "depth=1,2 is a sweep: add -m"),

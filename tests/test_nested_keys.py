@@ -24,7 +24,7 @@ TRACKING, SERVER = keys("tracking", "local"), keys("tracking", "server")
     [
         (
             ["data.val_frac=0.1"],
-            f"data.val_frac is not a key of data=diabetes: expected one of {DIABETES}",
+            f"data.val_frac is not a key of data=diabetes (did you mean data.val_fraction?): expected one of {DIABETES}",
         ),
         (
             ["tracking.foo=1"],
@@ -32,11 +32,11 @@ TRACKING, SERVER = keys("tracking", "local"), keys("tracking", "server")
         ),
         (
             ["tracking=server", "tracking.urii=http://x"],
-            f"tracking.urii is not a key of tracking=server: expected one of {SERVER}",
+            f"tracking.urii is not a key of tracking=server (did you mean tracking.uri?): expected one of {SERVER}",
         ),
         (
             ["data.pth=x.csv", "data=csv"],
-            f"data.pth is not a key of data=csv: expected one of {CSV}",
+            f"data.pth is not a key of data=csv (did you mean data.path?): expected one of {CSV}",
         ),  # any order
         (
             ["data=csv,xor", "data.path=x.csv"],
@@ -44,7 +44,7 @@ TRACKING, SERVER = keys("tracking", "local"), keys("tracking", "server")
         ),
         (
             ["data.val_frac=0.1,0.2"],
-            f"data.val_frac is not a key of data=diabetes: expected one of {DIABETES}",
+            f"data.val_frac is not a key of data=diabetes (did you mean data.val_fraction?): expected one of {DIABETES}",
         ),
         (["data.foo.bar=1"], f"data.foo is not a key of data=diabetes: expected one of {DIABETES}"),
         (
@@ -55,7 +55,10 @@ TRACKING, SERVER = keys("tracking", "local"), keys("tracking", "server")
             ["+best=xor", "data.noise=1"],
             f"data.noise is not a key of data=xor: expected one of {XOR}",
         ),
-        (["dta.val_fraction=0.1"], "dta is not a known key: expected one of activation, "),
+        (
+            ["dta.val_fraction=0.1"],
+            "dta is not a known key (did you mean data?): expected one of activation, ",
+        ),
     ],
 )
 def test_a_nested_typo_names_the_key_and_the_allowed_ones(args, message):
@@ -85,7 +88,7 @@ def test_known_nested_keys_pass(args):
     [
         (
             "data.val_frac=0.1",
-            f"data.val_frac is not a key of data=diabetes: expected one of {DIABETES}",
+            f"data.val_frac is not a key of data=diabetes (did you mean data.val_fraction?): expected one of {DIABETES}",
         ),
         (
             "tracking.foo=1",

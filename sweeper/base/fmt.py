@@ -6,6 +6,7 @@ that resumes its sweep. Imports nothing of ours."""
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import shlex
 from typing import Any
@@ -16,6 +17,7 @@ __all__ = [
     "cell",
     "finite",
     "label",
+    "near",
     "number",
     "parse_param",
     "python_call",
@@ -112,3 +114,10 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
         return ",".join(parts) or "defaults"
     parts = [o.split("=", 1)[1] if o.startswith("device=") else o for o in parts]
     return ",".join(parts + ([] if device in parts else [device]))
+
+
+def near(key: str, known: Any, prefix: str = "") -> str:
+    """`` (did you mean width?)`` for a key a typo away from one of ``known`` (``widht``), else
+    ""; ``prefix`` goes before the suggestion (``data.``)."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""

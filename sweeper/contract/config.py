@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sweeper import CONF_DIR, ROOT
 from sweeper.base.hydra_internals import convert_value
 from sweeper.base.files import MAX_NAME_BYTES, uri_problem
-from sweeper.base.fmt import number
+from sweeper.base.fmt import near, number
 from sweeper.base.omegaconf_internals import node as node_at, value as raw_value
 from sweeper.contract import choices
 
@@ -431,9 +431,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
     unknown = sorted(set(cfg) - set(TOP_LEVEL) - {"data", "tracking", "hydra", "model", *METADATA})
     if unknown:
         raise ConfigError(
-            f"{unknown[0]} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
-            "data.*, "
-            "tracking.*, model.*"
+            f"{unknown[0]} is not a known key{near(unknown[0], TOP_LEVEL)}: expected one of "
+            f"{', '.join(sorted(TOP_LEVEL))}, data.*, tracking.*, model.*"
         )
     # lazy: saves ~218 ms at this module's import (measured)
     from sweeper.contract.model import check_model
@@ -458,8 +457,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
     extra = sorted(set(data) - set(rules))
     if extra:
         raise ConfigError(
-            f"data.{extra[0]} is not a key of data={name}: expected one of "
-            f"{', '.join(sorted(rules))}"
+            f"data.{extra[0]} is not a key of data={name}{near(extra[0], rules, 'data.')}: "
+            f"expected one of {', '.join(sorted(rules))}"
         )
     if data["val_fraction"] + data["test_fraction"] >= 0.9:
         raise ConfigError(
@@ -491,8 +490,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
 
 def _unknown(key: str) -> ConfigError:
     return ConfigError(
-        f"{key} is not a known key: expected one of {', '.join(sorted(TOP_LEVEL))}, "
-        f"a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
+        f"{key} is not a known key{near(key, [*TOP_LEVEL, *GROUPS])}: expected one of "
+        f"{', '.join(sorted(TOP_LEVEL))}, a group ({', '.join(GROUPS)}) or data.*/tracking.* keys"
     )
 
 
@@ -522,8 +521,8 @@ def check_nested_key(key: str, overrides: list[Any]) -> None:
         keys = sorted(choices.option(group, option))  # the shared split keys included
         if name not in keys:
             raise ConfigError(
-                f"{group}.{name} is not a key of {group}={option}: expected one of "
-                f"{', '.join(keys)}"
+                f"{group}.{name} is not a key of {group}={option}{near(name, keys, group + '.')}: "
+                f"expected one of {', '.join(keys)}"
             )
 
 

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from sweeper.base.hydra_internals import reporter, set_reporter
 from sweeper.base.files import name_problem
+from sweeper.base.fmt import near
 
 __all__ = [
     "OPTIONS",
@@ -118,7 +119,8 @@ def _check_hydra_key(key: str, error: type[Exception]) -> None:
     fields = [f.name for f in dataclasses.fields(HydraConf)]
     if key.split(".")[1] not in fields:
         raise error(
-            f"{key} is not a key of Hydra's config: expected hydra.<one of {', '.join(fields)}>"
+            f"{key} is not a key of Hydra's config{near(key.split('.')[1], fields, 'hydra.')}: "
+            f"expected hydra.<one of {', '.join(fields)}>"
         )
 
 
@@ -144,11 +146,19 @@ def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
         PREFIX,
         BatchedLauncherConf,
         declared,
+        nested,
         problem,
     )
 
     if o.is_delete() or (key in declared() and o.is_sweep_override()):
         return
+    name = key[len(PREFIX) :]
+    if "." not in name and key not in declared() and key not in nested():  # cpu_worker=2
+        names = sorted({k[len(PREFIX) :].split(".")[0] for k in declared()})
+        raise error(
+            f"{key} is not a key of the batched launcher{near(name, names, PREFIX)}: expected "
+            f"{PREFIX}<one of {', '.join(names)}>"
+        )
     line = problem(key, None)  # a key under a nested config that it does not have
     if key in declared():
         conf = OmegaConf.structured(BatchedLauncherConf)
