@@ -23,6 +23,7 @@ __all__ = [
     "declared",
     "first_problem",
     "key",
+    "nested",
     "problem",
 ]
 
