@@ -191,8 +191,8 @@ HYDRA = [
             "-m",
             "hydra.launcher.cpu_worker=2",
         ],  # Hydra: "Could not override ... not in 'BatchedLauncherConf'"
-        "hydra.launcher.cpu_worker is not a key of the batched launcher (did you mean "
-        "hydra.launcher.cpu_workers?): expected hydra.launcher.<one of cpu_workers, engine, gpus, halving, ",
+        "hydra.launcher.cpu_worker is not a key of hydra.launcher (did you mean "
+        "hydra.launcher.cpu_workers?): expected one of cpu_workers, engine, gpus, halving, ",
     ),
     (
         ["-m", "hydra.launcher.halving.et=3"],

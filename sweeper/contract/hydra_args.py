@@ -152,14 +152,16 @@ def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
 
     if o.is_delete() or (key in declared() and o.is_sweep_override()):
         return
-    name = key[len(PREFIX) :]
-    if "." not in name and key not in declared() and key not in nested():  # cpu_worker=2
-        names = sorted({k[len(PREFIX) :].split(".")[0] for k in declared()})
+    parent, _, name = key.rpartition(".")
+    if key not in declared() and key not in nested() and parent in (PREFIX[:-1], *nested()):
+        # cpu_worker=2, halving.et=3: one line with the keys there, and the one meant
+        under = [k[len(parent) + 1 :] for k in declared() if k.startswith(f"{parent}.")]
+        names = sorted({k.split(".")[0] for k in under})
         raise error(
-            f"{key} is not a key of the batched launcher{near(name, names, PREFIX)}: expected "
-            f"{PREFIX}<one of {', '.join(names)}>"
+            f"{key} is not a key of {parent}{near(name, names, parent + '.')}: expected one of "
+            f"{', '.join(names)}"
         )
-    line = problem(key, None)  # a key under a nested config that it does not have
+    line = None
     if key in declared():
         conf = OmegaConf.structured(BatchedLauncherConf)
         try:

@@ -13,8 +13,6 @@ from typing import Any, Callable, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from sweeper.base.fmt import near
-
 __all__ = [
     "Allowed",
     "BatchedLauncherConf",
@@ -154,8 +152,7 @@ def problem(
     keys = declared(node, at)
     if name not in keys and parent in nested(node, at):
         names = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent]
-        hint = near(name.rpartition(".")[2], names, parent + ".")
-        return f"{name} is not a key of {parent}{hint}: expected one of {', '.join(names)}"
+        return f"{name} is not a key of {parent}: expected one of {', '.join(names)}"
     allowed = keys[name].metadata.get("allowed") if name in keys else None
     if allowed is None or allowed.ok(value):
         return None
