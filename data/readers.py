@@ -212,8 +212,8 @@ def _read_npz(path: Path) -> tuple[np.ndarray, list[Any]]:
 # spaces group). A cell is read by its file's mark only when it matches the whole pattern.
 WRITTEN = MappingProxyType(
     {
-        "point": re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?"),
-        "comma": re.compile(r"[+-]?(?:\d{1,3}(?:[. \u00a0\u202f]\d{3})+|\d*)(?:,\d+)?"),
+        "point": re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d*)?"),
+        "comma": re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:[. \u00a0\u202f]\d{3})+|\d*)(?:,\d+)?"),
     }
 )
 _GROUPS = MappingProxyType({"point": re.compile(","), "comma": re.compile("[. \u00a0\u202f]")})
@@ -271,10 +271,22 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
                 if semi
                 else ", which reads either way: commas group in a file not semicolon-separated"
             )
+    # a column that writes a number with a decimal point (0.5, 2.25) keeps its 2.500 too
+    points = {
+        j
+        for r in rows
+        for j, v in enumerate(r)
+        if mark == "comma"
+        and isinstance(v, str)
+        and "." in v
+        and number(v) is not None
+        and not WRITTEN["comma"].fullmatch(v.strip())
+    }
     grouped = None  # the first cell whose point or space groups (1.065 read as 1065)
     for r in rows:
         for j, v in enumerate(r):
-            plain = _marked(v, mark) if isinstance(v, str) else None
+            kept = not isinstance(v, str) or j in points and "," not in v
+            plain = None if kept else _marked(v, mark)
             if plain is not None:
                 if grouped is None and "," not in v:
                     grouped = f"{v} read as {float(plain):.15g}"

@@ -97,7 +97,7 @@ def test_comma_grouped_thousands_are_read_as_numbers_and_the_target_too(tmp_path
 def test_cells_that_read_either_way_follow_the_separator_and_data_decimal_decides(tmp_path):
     from test_data_files import load
 
-    rows = [["x", "y"]] + [[f"{i % 7},{100 + i}", str(i)] for i in range(40)]
+    rows = [["x", "y"]] + [[f"{i % 7 + 1},{100 + i}", str(i)] for i in range(40)]
     semi = load(_table(tmp_path / "semi.csv", ";", rows), "data.task=regression")
     assert "decimal commas in a semicolon-separated file" in semi.decisions["numbers"]
     asked = load(
@@ -105,13 +105,13 @@ def test_cells_that_read_either_way_follow_the_separator_and_data_decimal_decide
     )
     assert asked.decisions["numbers"].startswith("decimal point, commas grouping (data.decimal;")
     raw = lambda ds: ds.X_train * ds.x_scale + ds.x_mean  # noqa: E731
-    # 0,100 .. 6,139: as decimals they stay under 7; as groups, 100..6139
-    assert raw(semi).max() < 7 < 100 <= raw(asked).min()
-    quoted = [["x", "y"]] + [[f'"{i % 7},{100 + i}"', str(i)] for i in range(40)]
+    # 1,100 .. 7,139: as decimals they stay under 8; as groups, 1100..7139
+    assert raw(semi).max() < 8 < 1100 <= raw(asked).min()
+    quoted = [["x", "y"]] + [[f'"{i % 7 + 1},{100 + i}"', str(i)] for i in range(40)]
     comma = load(
         _table(tmp_path / "c.csv", ",", quoted), "data.task=regression", "data.decimal=comma"
     )
-    assert raw(comma).max() < 7 and comma.decisions["numbers"].startswith(
+    assert raw(comma).max() < 8 and comma.decisions["numbers"].startswith(
         "decimal comma (data.decimal;"
     )
 
@@ -189,3 +189,23 @@ def test_blank_lines_of_spaces_utf16_text_and_records_of_differing_keys_are_read
     report = {r["column"]: r for r in load(path, "data.task=regression").report}
     assert report["y"]["kind"] == "target"  # still the first record's last key
     assert report["b"]["kind"] == "number" and report["b"]["missing"] > 0
+
+
+def test_a_column_of_point_decimals_in_a_decimal_comma_file_keeps_them(tmp_path):
+    """A file of decimal commas whose one column writes decimal points (0.5, 2.500): that
+    column's 2.500 stays 2.5, not 2500; a column of 1.065 and 680 reads 1065; 0,500 is a
+    decimal (no group starts with 0)."""
+    from test_data_files import load
+
+    rows = [["a", "b", "c", "y"]] + [
+        [f"{i % 9},{i % 7 + 1}", ["0.5", "2.500", "1.25"][i % 3], ["1.065", "680"][i % 2], str(i)]
+        for i in range(60)
+    ]
+    ds = load(_table(tmp_path / "t.csv", ";", rows), "data.task=regression")
+    raw = ds.X_train * ds.x_scale + ds.x_mean
+    assert sorted(set(np.round(raw[:, 1], 9))) == [0.5, 1.25, 2.5]
+    assert sorted(set(raw[:, 2])) == [680, 1065]
+    assert raw[:, 0].max() < 9 and "1.065 read as 1065" in ds.decisions["numbers"]
+    quoted = [["x", "y"]] + [[f'"0,{500 + i}"', str(i)] for i in range(40)]  # comma-separated
+    ds = load(_table(tmp_path / "q.csv", ",", quoted), "data.task=regression")
+    assert ds.decisions["numbers"].startswith("decimal comma (sniffed: 0,500 in x;")
