@@ -397,8 +397,9 @@ def _target(
         classes = np.unique(y).tolist()
     labels = [_label(c) for c in classes]
     shown = _shown([repr(c) for c in labels] if text else labels)
-    if not text and len(classes) < 2 <= len(values) and task in ("auto", "regression"):
-        # a constant number: a regression would "learn" it with any weights (val_mse ~0)
+    if len(classes) < 2 <= len(values) and (task == "auto" or task == "regression" and not text):
+        # a constant: a regression would "learn" it with any weights (val_mse ~0); one class
+        # (ham in every row) has nothing to tell apart
         raise DataError(
             f"data.path={path}: the target ({column.split(' of ')[0]}) holds one value "
             f"({shown}) in every "

@@ -109,7 +109,11 @@ def test_text_targets_load_from_json_and_npz_and_the_positive_class_can_be_chose
 @pytest.mark.parametrize(
     "target, overrides, message",
     [
-        (np.array(["a"] * 40), [], "a text target needs two distinct values: column y of"),
+        (
+            np.array(["a"] * 40),
+            [],
+            "the target (column y) holds one value ('a') in every row: there is",
+        ),
         (
             classes(3),
             ["data.task=multiclass", "data.positive_class=1"],

@@ -29,6 +29,12 @@ def test_a_constant_target_is_refused(tmp_path, task):
         "nothing to learn",
     ):
         data.load(node)
+    if task == "auto":  # one text class: was "set data.task=multiclass for more classes"
+        node.path = str(_table(tmp_path, [f"{(i * 7) % 11 + 0.5},ham" for i in range(50)]))
+        with pytest.raises(
+            data.DataError, match=r"column y\) holds one value \('ham'\) in every row"
+        ):
+            data.load(node)
 
 
 def test_many_text_target_values_read_as_classes_are_a_warning(tmp_path):

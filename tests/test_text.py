@@ -179,7 +179,8 @@ def test_a_text_file_trains_and_counts_features(tmp_path):
         (
             [(t, "ham") for t, _ in DOCS],
             (),
-            r"a text target needs two distinct values: column label of .* has 1 \('ham'\)",
+            r"docs.csv: the target \(column label\) holds one value \('ham'\) in every row: there is "
+            "nothing to learn",
         ),
         (
             DOCS,
