@@ -388,6 +388,11 @@ def test_a_real_table_trains_in_one_run_says_each_column_and_its_model_takes_raw
     }  # what the model fills; casual, registered are required
     # optional columns left out
     assert np.isfinite(model.predict(raw.drop(columns=["season", "temp"]))).all()
+    # the training file as pandas reads it (int64 columns: MLflow took no int64 for a double,
+    # "Can not safely convert int64 to float64"), and its integers given as floats, alike
+    rows = pd.read_csv(path).dropna(subset=["cnt"]).head(20)
+    assert rows["casual"].dtype == np.int64
+    assert np.array_equal(model.predict(rows), model.predict(rows.astype({"casual": float})))
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ import pandas as pd
 import yaml
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.types import ColSpec, Schema
+from mlflow.types.schema import AnyType
 from sweeper.base import state
 from sweeper.base.output import first_line
 from sweeper.base.environment import cache_root
@@ -242,13 +243,17 @@ def save(
 def _optional(signature: Any, dataset: Any) -> Any:
     """The signature with a table's columns that the model fills when
     missing (a number with missing cells in training, a category, a date)
-    marked optional, whether or not the example rows lack a value there."""
+    marked optional, whether or not the example rows lack a value there; and a table's
+    columns of any type (the model reads each cell as training did: 3, 3.0 and "3"), so that
+    the rows pandas reads from the training file pass MLflow's check (an int64 column is no
+    double to it: "Can not safely convert int64 to float64")."""
 
     names = set(getattr(dataset, "optional_columns", ()))
-    if not names or signature.inputs is None or not signature.inputs.has_input_names():
+    if signature.inputs is None or not signature.inputs.has_input_names():
         return signature
+    table = dataset.vectorizer is None  # documents stay text
     cols = [
-        ColSpec(c.type, c.name, required=c.required and c.name not in names)
+        ColSpec(AnyType() if table else c.type, c.name, required=c.required and c.name not in names)
         for c in signature.inputs.inputs
     ]
     return ModelSignature(inputs=Schema(cols), outputs=signature.outputs, params=signature.params)
