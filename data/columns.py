@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 # The encoder's transform lives in the one file a logged model carries (sweeper/base/portable.py).
+from sweeper.base.fmt import near
 from sweeper.base.portable import (
     DATE,
     DATE_PARTS,
@@ -114,7 +115,8 @@ def resolve(key: str, value: Any, names: list[Any], target: int, has_header: boo
         if isinstance(v, str) and has_header:
             if v not in names:
                 raise ColumnError(
-                    f"{key}={_list(value)} names {v}, which is not a column: columns are {shown}"
+                    f"{key}={_list(value)} names {v}, which is not a column{near(v, names)}: "
+                    f"columns are {shown}"
                 )
             if names.count(v) > 1:
                 raise ColumnError(

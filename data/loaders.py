@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sweeper.base.fmt import near
 from sweeper.data.table import read as read_table
 from sweeper.data.columns import Column, ColumnError, choose, json_cell, one_column_hint
 from sweeper.data.readers import (
@@ -479,7 +480,10 @@ def _target_index(
                 "(data.header=false): give the column's index instead"
             )
         if target not in names:
-            raise DataError(f"{key}={target} is not a column of {path}: columns are {names}")
+            raise DataError(
+                f"{key}={target} is not a column of {path}{near(target, names)}: "
+                f"columns are {names}"
+            )
         if names.count(target) > 1:
             where = ", ".join(str(j) for j, n in enumerate(names) if n == target)
             raise DataError(

@@ -183,13 +183,13 @@ def test_a_file_read_as_one_column_names_the_likely_separator(tmp_path):
     [
         (
             ["data.drop=[idd]"],
-            "data.drop=[idd] names idd, which is not a column: columns are "
+            "data.drop=[idd] names idd, which is not a column (did you mean id?): columns are "
             "['id', 'sex', 'length', 'weight', 'rings']",
         ),
         (
             ["data.features=[length,Sex]"],
-            "data.features=[length,Sex] names Sex, which is not a column: columns are "
-            "['id', 'sex', 'length', 'weight', 'rings']",
+            "data.features=[length,Sex] names Sex, which is not a column (did you mean sex?): "
+            "columns are ['id', 'sex', 'length', 'weight', 'rings']",
         ),
         (["data.drop=[9]"], "data.drop=[9]: index 9 is out of range: columns are ['id', 'sex'"),
         (
@@ -260,7 +260,8 @@ def test_a_bad_column_name_on_the_command_line_is_one_line_and_exit_2(tmp_path, 
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert (
-        "data.drop=[idd] names idd, which is not a column: columns are ['id', 'sex'" in proc.stderr
+        "data.drop=[idd] names idd, which is not a column (did you mean id?): columns are ['id', "
+        "'sex'" in proc.stderr
     )
 
 

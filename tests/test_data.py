@@ -107,6 +107,11 @@ def test_csv_json_and_npz_files_load_alike(tmp_path, table):
         ("a,b\n1,x\n2,3\n", ["data.target=b"], "column b holds a non-numeric value 'x'"),
         ("a,b\n1,2\n3\n", [], "rows have different numbers of fields"),
         ("a,b\n1,2\n3,4\n", ["data.target=zz"], "data.target=zz is not a column"),
+        (
+            "a,Price\n1,2\n3,4\n",
+            ["data.target=price"],
+            r"data.target=price is not a column of .*bad.csv \(did you mean Price\?\): columns are",
+        ),
         ("a,b\n1,2\n3,4\n", ["data.target=5"], "data.target=5 is out of range"),
         (
             "a,b\n1,2\n3,4\n5,6\n",

@@ -117,7 +117,8 @@ def label(overrides: list[str], device: str | None = None, keys: list[str] | Non
 
 
 def near(key: str, known: Any, prefix: str = "") -> str:
-    """`` (did you mean width?)`` for a key a typo away from one of ``known`` (``widht``), else
-    ""; ``prefix`` goes before the suggestion (``data.``)."""
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+    """`` (did you mean width?)`` for a key a typo or a case away from one of ``known``
+    (``widht``, ``Width``), else ""; ``prefix`` goes before the suggestion (``data.``)."""
+    lower = {str(k).lower(): k for k in known}  # Sex for sex: the case alone
+    close = difflib.get_close_matches(str(key).lower(), list(lower), n=1, cutoff=0.75)
+    return f" (did you mean {prefix}{lower[close[0]]}?)" if close else ""
