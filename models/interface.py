@@ -55,6 +55,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sweeper.base import state
+from sweeper.base.fmt import near
 from sweeper.models.usercode import attempt, call_user, raised
 
 # A model author's surface (sweeper.models re-exports Model and ModelError); the rest
@@ -160,7 +161,11 @@ def load_target(path: str, key: str = "model._target_") -> Any:
         raise ModelError(f"{key}={path}: {raised(f'importing {module_name}', e)}") from None
     target = getattr(module, name, _NOTHING)
     if target is _NOTHING:
-        raise ModelError(f"{key}={path} cannot be imported: module {module_name} has no {name}")
+        public = [n for n in vars(module) if not n.startswith("_")]
+        raise ModelError(
+            f"{key}={path} cannot be imported: module {module_name} has no "
+            f"{name}{near(name, public, module_name + '.')}"
+        )
     return target
 
 

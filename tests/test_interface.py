@@ -564,3 +564,7 @@ def test_an_import_path_to_a_name_its_module_lacks_is_one_line_and_a_none_is_had
         == "model._target_=lacking.TwoLayerNet cannot be imported: module lacking has no TwoLayerNet"
     )
     assert load_target("lacking:Net") is None
+    with pytest.raises(
+        ModelError, match=r"module lacking has no net \(did you mean lacking.Net\?\)$"
+    ):
+        load_target("lacking.net")
