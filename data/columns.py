@@ -30,6 +30,7 @@ from sweeper.base.portable import (
     as_number,
     category,  # noqa: F401 (re-exported)
     date_days,
+    day_first,
     date_ordinal,  # noqa: F401 (re-exported)
     encode_columns,  # noqa: F401 (re-exported)
     encode_rows,  # noqa: F401 (re-exported)
@@ -184,6 +185,7 @@ class Column(NamedTuple):
     markers: tuple[str, ...] = MISSING
     # what reading it decided, in words (text among numbers, dates in mixed formats, levels trimmed)
     said: str = ""
+    dayfirst: bool = False  # a date column's order (31/01/2011): portable.day_first
 
     @property
     def missing(self) -> int:
@@ -342,7 +344,8 @@ def _dates(
     """A date column (``named``: ``data.dates``), None when fewer than half its values
     are dates. A form other than ISO is read by pandas (format="mixed", month first
     where ambiguous), said; a cell no date: refused when named, else missing (said)."""
-    days = date_days(values, markers)
+    dayfirst, order = day_first([values[i] for i in present])
+    days = date_days(values, markers, dayfirst)
     bad = [i for i in present if np.isnan(days[i])]
     if bad and named:
         raise ColumnError(
@@ -355,8 +358,7 @@ def _dates(
     said = (
         [
             f"dates in mixed formats ({values[present[0]]!r}, {forms[0]!r}, ...) read by "
-            "pandas, month first where a "
-            "form is ambiguous"
+            f"pandas, {order}"
         ]
         if forms
         else []
@@ -376,6 +378,7 @@ def _dates(
         gaps=gaps,
         markers=markers,
         said="; ".join(said),
+        dayfirst=dayfirst,
     )
 
 
@@ -394,8 +397,10 @@ def fit(columns: list[Column], train: np.ndarray, max_categories: int) -> dict[s
             s["na"] = list(c.markers)
         if c.numeric or c.date:
             if c.date:
-                ords = date_days(c.values[train], c.markers)
+                ords = date_days(c.values[train], c.markers, c.dayfirst)
                 s["date"] = True
+                if c.dayfirst:
+                    s["dayfirst"] = True
             else:
                 ords = c.values[train]
             known = ords[~np.isnan(ords)]

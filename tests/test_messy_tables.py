@@ -81,6 +81,54 @@ def test_mixed_format_dates_mean_the_same_day_in_training_and_in_a_logged_model(
     np.testing.assert_allclose(data.encode_rows(ds.encoder, raw), ds.X_test, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "first, dayfirst, order",
+    [
+        ("31/01/2011", True, "day first, as '31/01/2011' shows"),
+        ("01/31/2011", False, "month first, as '01/31/2011' shows"),
+        ("01.01.2011", True, "day first, as dates with dots write it"),
+    ],
+)
+def test_a_date_column_reads_every_date_in_the_order_its_dates_show(
+    tmp_path, first, dayfirst, order
+):
+    """Before: each cell on its own (pandas' format="mixed"): in a column of 31/01/2011, 02/03/2011
+    was 3 February, and 02.03.2011 too (dates with dots put the day first); the logged model
+    now reads them as training did (the encoder's dayfirst)."""
+    from sweeper.data.columns import feature_names
+
+    sep = first[2]
+    cells = [first] + [f"{d:02d}{sep}{m:02d}{sep}2011" for d, m in [(2, 3)] * 39]
+    if not dayfirst:
+        cells[1:] = ["03/02/2011"] * 39  # March 2nd, month first
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "when,x,y\n" + "".join(f"{c},{i % 7},{i * 3 % 11}\n" for i, c in enumerate(cells))
+    )
+    ds = load(path, "data.task=regression")
+    when = {r["column"]: r for r in ds.report}["when"]
+    assert when["note"].endswith(order)
+    march_2 = float(np.datetime64("2011-03-02", "D").astype(np.int64))
+    spec = next(s for s in ds.encoder["columns"] if s["name"] == "when")
+    assert bool(spec.get("dayfirst")) is dayfirst
+    assert portable.date_days(cells[1:2], dayfirst=dayfirst)[0] == march_2
+    raw = pd.DataFrame(dict(zip(ds.input_columns, ds.columns_test)))
+    np.testing.assert_allclose(data.encode_rows(ds.encoder, raw), ds.X_test, rtol=0, atol=1e-12)
+    year_day = [
+        i for i, n in enumerate(feature_names(ds.encoder["columns"])) if n == "when.day_of_year"
+    ]
+    assert set(
+        np.round(ds.X_test[:, year_day[0]] * ds.x_scale[year_day[0]] + ds.x_mean[year_day[0]])
+    ) <= {1.0, 31.0, 61.0}
+
+
+def test_day_and_month_first_in_one_column_are_said():
+    assert portable.day_first(["31/01/2011", "01/31/2011", "02/03/2011"]) == (
+        False,
+        "month first where a form is ambiguous; both '31/01/2011' and '01/31/2011' appear",
+    )
+
+
 def test_an_all_missing_target_says_so(tmp_path):
     """Before: 'a text target needs two distinct values ... has 0 ()'."""
     path = tmp_path / "t.csv"

@@ -29,6 +29,7 @@ __all__ = [
     "DATE",
     "date_days",
     "date_ordinal",
+    "day_first",
     "DATE_PARTS",
     "encode_columns",
     "encode_raw",
@@ -169,8 +170,8 @@ DATE = re.compile(
     r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?\s*$"
 )
 # A date in another common form (01/02/2011, 31.01.2011, Jan 5, 2011, 5 Jan 2011; a time
-# may follow): read by pandas (format="mixed": month first where a form is ambiguous, as
-# pandas reads it), the same in training and in a logged model
+# may follow): read by pandas (format="mixed"; day or month first as the column's dates
+# say: day_first), the same in training and in a logged model
 OTHER_DATE = re.compile(
     r"^\s*(?:\d{1,2}[-/]\d{1,2}[-/]\d{2,4}|\d{1,2}\.\d{1,2}\.\d{4}|\d{1,2}[ "
     r"-][A-Za-z]{3,9}\.?,?[ -]\d{2,4}|"
@@ -193,9 +194,36 @@ def date_ordinal(v: Any) -> int | None:
         return None
 
 
-def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.ndarray:
+# a date of numbers in another order than the ISO one (31/01/2011, 01.02.2011): its first two
+NUMBERED = re.compile(r"^\s*(\d{1,2})[-/.](\d{1,2})[-/.]\d{2,4}")
+
+
+def day_first(values: Sequence[Any]) -> tuple[bool, str]:
+    """Whether a column's numbered dates put the day first, and why, in words: a date whose
+    first number is over 12 (31/01/2011) says so for the whole column, one whose second is
+    (01/31/2011) says month first; dates with dots (01.02.2011) put the day first; else the
+    month goes first, as pandas reads 01/02/2011."""
+    firsts = [
+        (m.group(0).strip(), int(m[1]), int(m[2]))
+        for v in values
+        if isinstance(v, str) and (m := NUMBERED.match(v))
+    ]
+    day = next((t for t, a, _ in firsts if a > 12), None)
+    month = next((t for t, _, b in firsts if b > 12), None)
+    if day and month:
+        return False, f"month first where a form is ambiguous; both {day!r} and {month!r} appear"
+    if day or month:
+        return bool(day), f"{'day' if day else 'month'} first, as {day or month!r} shows"
+    if firsts and all("." in t for t, _, _ in firsts):
+        return True, "day first, as dates with dots write it"
+    return False, "month first where a form is ambiguous"
+
+
+def date_days(
+    values: Sequence[Any], markers: Sequence[str] = MISSING, dayfirst: bool = False
+) -> np.ndarray:
     """A column of dates as day numbers (float64; NaN where a cell is missing or no
-    date), read at once."""
+    date), read at once; ``dayfirst``: the column's :func:`day_first`."""
     out = np.full(len(values), np.nan)
     found = [
         (i, m.groups())
@@ -225,7 +253,9 @@ def date_days(values: Sequence[Any], markers: Sequence[str] = MISSING) -> np.nda
         # lazy: saves ~244 ms at this module's import (measured)
         import pandas as pd
 
-        read = pd.to_datetime([values[i] for i in other], format="mixed", errors="coerce")
+        read = pd.to_datetime(
+            [values[i] for i in other], format="mixed", dayfirst=dayfirst, errors="coerce"
+        )
         days = np.asarray(read.values.astype("datetime64[D]").astype(np.int64), dtype=np.float64)
         out[other] = np.where(read.isna(), np.nan, days)
     return out
@@ -274,7 +304,7 @@ def encode_raw(spec: list[dict[str, Any]], columns: list[Sequence[Any]]) -> np.n
     parts = []
     for s, values in zip(spec, columns):
         if s.get("date"):
-            days = date_days(values, s.get("na", MISSING))
+            days = date_days(values, s.get("na", MISSING), s.get("dayfirst", False))
             parts.append(date_parts(np.where(np.isnan(days), s["fill"], days)))
         elif "categories" not in s:
             x = _numbers(s, values)
