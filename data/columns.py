@@ -342,8 +342,9 @@ def _dates(
     named: bool,
 ) -> Column | None:
     """A date column (``named``: ``data.dates``), None when fewer than half its values
-    are dates. A form other than ISO is read by pandas (format="mixed", month first
-    where ambiguous), said; a cell no date: refused when named, else missing (said)."""
+    are dates. A form other than ISO is read by pandas (format="mixed"), day or month first
+    for the whole column as its dates show (:func:`sweeper.base.portable.day_first`), said;
+    a cell no date: refused when named, else missing (said)."""
     dayfirst, order = day_first([values[i] for i in present])
     days = date_days(values, markers, dayfirst)
     bad = [i for i in present if np.isnan(days[i])]
