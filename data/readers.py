@@ -90,13 +90,22 @@ def _text(path: Path) -> str:
         ) from None
 
 
+# the line Excel reads (and some exports write) before a CSV's header to name its separator
+EXCEL_SEP = re.compile(r"sep=([^\r\n])\r?\n")
+
+
 def _read_delimited(
     path: Path, header: bool, sep: str, quoting: int = csv.QUOTE_MINIMAL
 ) -> tuple[list[str] | None, list[list[str]], str]:
     """The header's names (or None), the non-empty rows as text, and the separator used in words
     (``data.sep=auto``: sniffed from the first lines, :func:`sweeper.data.columns.sniff`)."""
     text = _text(path)
-    if sep == "auto":
+    hint = EXCEL_SEP.match(text)
+    if hint:  # Excel's first line "sep=;": the separator, and no row
+        text = text[hint.end() :]
+    if sep == "auto" and hint:
+        sep, used = hint[1], f"{hint[1]!r} (the file's first line {hint[0].strip()!r}, Excel's)"
+    elif sep == "auto":
         sep, used = sniff(text)
     else:
         sep = SEP_NAMES.get(sep, sep)

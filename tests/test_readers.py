@@ -209,3 +209,21 @@ def test_a_column_of_point_decimals_in_a_decimal_comma_file_keeps_them(tmp_path)
     quoted = [["x", "y"]] + [[f'"0,{500 + i}"', str(i)] for i in range(40)]  # comma-separated
     ds = load(_table(tmp_path / "q.csv", ",", quoted), "data.task=regression")
     assert ds.decisions["numbers"].startswith("decimal comma (sniffed: 0,500 in x;")
+
+
+def test_excels_sep_line_names_the_separator_and_is_no_row(tmp_path):
+    """Before: 'sep=;' (Excel's hint before the header) made the sniffing fail ('no separator
+    splits the first lines alike'), read as comma, one column: refused."""
+    from test_data_files import load
+
+    rows = [(i * 7 % 40, i % 3, i % 5) for i in range(40)]
+    plain = load(write_csv(tmp_path, "a,b,y", rows), "data.task=regression")
+    path = tmp_path / "excel.csv"
+    path.write_text(
+        "sep=;\r\na;b;y\r\n" + "".join(f"{a};{b};{y}\r\n" for a, b, y in rows), newline=""
+    )
+    for given in ([], ["data.sep=semicolon"]):
+        ds = load(path, "data.task=regression", *given)
+        assert np.array_equal(ds.X_train, plain.X_train) and np.array_equal(ds.y_test, plain.y_test)
+    assert ds.decisions["sep"] == "';' (data.sep)"
+    assert load(path).decisions["sep"] == "';' (the file's first line 'sep=;', Excel's)"
