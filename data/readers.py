@@ -225,20 +225,23 @@ WRITTEN = MappingProxyType(
         "comma": re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:[. \u00a0\u202f]\d{3})+|\d*)(?:,\d+)?"),
     }
 )
+# a column of decimal commas with nothing else in it, read whole (:func:`_plain_commas`)
+PLAIN_COMMAS = re.compile(r"(?:[+-]?\d*(?:,\d+)?\n)*[+-]?\d*(?:,\d+)?")
+# the rows whose numbers decide the file's decimal mark (the separator: the first 50 lines)
+SNIFF_ROWS = 1000
 _GROUPS = MappingProxyType({"point": re.compile(","), "comma": re.compile("[. \u00a0\u202f]")})
 
 
 def _marked(v: str, mark: str) -> str | None:
     """A cell written with the decimal ``mark`` as float() reads it (``1,234.5`` →
-    ``1234.5``, ``1.065`` → ``1065.0`` for a comma), or None when it is no such number or
-    float() reads it alike."""
+    ``1234.5``, ``1.065`` → ``1065`` for a comma), or None when it is no such number. A cell
+    with a comma is one float() cannot read; one without is only a group's (1.065, 1 234)."""
     if "," not in v and (mark == "point" or not any(g in v for g in ". \u00a0\u202f")):
         return None
     t = v.strip()
     if not WRITTEN[mark].fullmatch(t):
         return None
-    x = number(_GROUPS[mark].sub("", t).replace(",", "."))
-    return None if x is None or number(v) == x else repr(x)
+    return _GROUPS[mark].sub("", t).replace(",", ".")
 
 
 def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) -> str | None:
@@ -249,17 +252,20 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
     ``"comma"`` when one reads 14,23 or 1.234,5 (so the file's 1.065 is 1065); cells that
     read either way (15,100) follow the separator ``sep`` (in words): a semicolon-separated
     file writes decimal commas, another groups with commas. ``asked`` (``data.decimal``)
-    decides instead unless it is ``auto``. None: no cell is written so. Both forms in one
-    file: neither is read (text), and the words say so."""
+    decides instead unless it is ``auto``. The mark is read from the first
+    :data:`SNIFF_ROWS` rows; a later cell written another way stays text (its column says
+    so). None: no cell is written so. Both forms in one file: neither is read, said."""
     seen: dict[str, tuple[int, int]] = {}  # form → its first cell (row, column)
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows[:SNIFF_ROWS]):
         for j, v in enumerate(r):
-            if isinstance(v, str) and "," in v and number(v) is None:
+            if isinstance(v, str) and "," in v:  # float() reads no comma
                 point, comma = (WRITTEN[m].fullmatch(v.strip()) for m in ("point", "comma"))
                 if point or comma:
                     seen.setdefault(
                         "either" if point and comma else "point" if point else "comma", (i, j)
                     )
+        if "point" in seen and "comma" in seen:
+            break
     semi = sep.startswith(("semicolon", "';'"))
     if asked != "auto":
         mark, why = asked, "data.decimal"
@@ -280,25 +286,21 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
                 if semi
                 else ", which reads either way: commas group in a file not semicolon-separated"
             )
-    # a column that writes a number with a decimal point (0.5, 2.25) keeps its 2.500 too
-    points = {
-        j
-        for r in rows
-        for j, v in enumerate(r)
-        if mark == "comma"
-        and isinstance(v, str)
-        and "." in v
-        and number(v) is not None
-        and not WRITTEN["comma"].fullmatch(v.strip())
-    }
+    done = _plain_commas(rows) if mark == "comma" else set()
+    left = [j for j in range(max(map(len, rows), default=0)) if j not in done]
     grouped = None  # the first cell whose point or space groups (1.065 read as 1065)
-    for r in rows:
-        for j, v in enumerate(r):
-            kept = not isinstance(v, str) or j in points and "," not in v
-            plain = None if kept else _marked(v, mark)
+    for j in left:
+        cells = [(r, r[j]) for r in rows if j < len(r) and isinstance(r[j], str)]
+        # a column that writes a number with a decimal point (0.5, 2.25) keeps its 2.500 too
+        points = mark == "comma" and any(
+            "." in v and number(v) is not None and not WRITTEN["comma"].fullmatch(v.strip())
+            for _, v in cells
+        )
+        for r, v in cells:
+            plain = None if points and "," not in v else _marked(v, mark)
             if plain is not None:
-                if grouped is None and "," not in v:
-                    grouped = f"{v} read as {float(plain):.15g}"
+                if grouped is None and "," not in v and plain != v.strip():
+                    grouped = f"{v} read as {plain}"
                 r[j] = plain
     other = "comma" if mark == "point" else "point"
     said = "decimal comma" if mark == "comma" else "decimal point, commas grouping"
@@ -306,6 +308,25 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
         f"{said} ({'; '.join(filter(None, [why, grouped]))}; "
         f"data.decimal={other} reads the other way)"
     )
+
+
+def _plain_commas(rows: list[list[Any]]) -> set[int]:
+    """The columns whose every cell is a decimal comma's number, a plain integer or empty
+    (14,23, -0,5, 3: most of such a file), rewritten at once, in place; the others are left
+    to the cell-by-cell reading."""
+    done: set[int] = set()
+    if len({len(r) for r in rows}) != 1:  # ragged rows: refused later, read cell by cell here
+        return done
+    for j in range(len(rows[0])):
+        column = [r[j] for r in rows]
+        if not all(isinstance(v, str) for v in column):
+            continue
+        text = "\n".join(column)
+        if "," in text and PLAIN_COMMAS.fullmatch(text):
+            for r, v in zip(rows, text.replace(",", ".").split("\n")):
+                r[j] = v
+            done.add(j)
+    return done
 
 
 def _cell(rows: list[list[Any]], names: list[Any], at: tuple[int, int]) -> str:
