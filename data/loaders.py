@@ -336,9 +336,16 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
         names, rows = _read_jsonl(path)
     else:
         names, rows, decisions["sep"] = _read_delimited(path, cfg.header, cfg.sep)
-        if rows and (names is None or not names[-1]) and all(not r[-1].strip() for r in rows):
-            # a separator ending every line (exports do it): no column, not the target
-            names, rows = names and names[:-1], [r[:-1] for r in rows]
+        last = {len(r) for r in rows} if rows else set()
+        header_too = names is not None and last == {len(names)} and not names[-1]
+        if (
+            len(last) == 1
+            and (names is None or header_too or last == {len(names) + 1})
+            and all(not r[-1].strip() for r in rows)
+        ):
+            # a separator ending every line (exports do it; some only on the data lines): no
+            # column, not the target
+            names, rows = names[:-1] if header_too else names, [r[:-1] for r in rows]
             decisions["sep"] += "; every line ends with it: the empty last field left out"
         if names:  # a column without a name is named as pandas names it (its rows' key)
             names = [n or f"Unnamed: {j}" for j, n in enumerate(names)]

@@ -68,6 +68,9 @@ def test_a_separator_ending_every_line_makes_no_column_and_a_nameless_one_is_nam
     ds = load(path, "data.task=regression")
     assert ds.decisions["target"].startswith("y: range [0, 4]")
     assert ds.decisions["sep"].endswith("; every line ends with it: the empty last field left out")
+    path.write_text("a,y\n" + "".join(f"{a},{y},\n" for a, y in frame.itertuples(index=False)))
+    ds = load(path, "data.task=regression")  # on the data lines only: was "the header has 2 names
+    assert ds.decisions["target"].startswith("y: range [0, 4]")  # but the rows have 3 fields"
     frame.to_csv(path)  # its index first, under no name
     report = {r["column"]: r for r in load(path, "data.task=regression").report}
     assert report["Unnamed: 0"]["kind"] == "id" and list(pd.read_csv(path))[0] == "Unnamed: 0"
