@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+from collections import Counter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -351,10 +352,11 @@ def _table(path: Path, cfg: Any) -> tuple[list[str] | None, list[list[Any]], int
             names = [n or f"Unnamed: {j}" for j, n in enumerate(names)]
     width = _width(rows, path)
     if names is not None and len(names) != width:
+        shown = ",".join(map(str, names))
         raise DataError(
-            f"data.path={path}: the header has {len(names)} names but the rows have "
-            f"{width} fields; "
-            "check data.sep and data.header"
+            f"data.path={path}: the header has {len(names)} names ({shown[:60]!r}) but the "
+            f"rows have {width} fields; a title line above the header? remove it; else check "
+            "data.sep and data.header"
         )
     first = _text(path).lstrip().split("\n", 1)[0] if width == 1 and "sep" in decisions else ""
     if one_column_hint(first):
@@ -507,13 +509,17 @@ def _width(rows: list[list[Any]], path: Path) -> int:
     """The number of fields of every row."""
     if not rows:
         raise DataError(f"data.path={path} holds no rows")
-    widths = {len(r) for r in rows}
+    widths = Counter(len(r) for r in rows)
     if len(widths) != 1:
+        most = widths.most_common(1)[0][0]
+        i = next(i for i, r in enumerate(rows) if len(r) != most)
+        odd = ",".join(map(str, rows[i]))[:60]
         raise DataError(
-            f"data.path={path}: rows have different numbers of fields {sorted(widths)}; "
-            "check data.sep"
+            f"data.path={path}: rows have different numbers of fields {sorted(widths)}: "
+            f"{widths[most]} rows have {most}, row {i + 1} has {len(rows[i])} ({odd!r}); "
+            "a line that is no table row (a title, a total)? remove it; else check data.sep"
         )
-    return widths.pop()
+    return next(iter(widths))
 
 
 def _to_float(rows: list[list[Any]], names: list[Any] | None, path: Path) -> np.ndarray:

@@ -239,7 +239,18 @@ def test_a_headerless_numeric_file_is_not_read_with_its_first_row_as_names(tmp_p
     "name, content, message",
     [
         ("t.npz", b"not an archive", "cannot be read as .npz"),
-        ("t.csv", "a,b,y\n1,2\n3,4\n", "the header has 3 names but the rows have 2 fields"),
+        (
+            "t.csv",
+            "a,b,y\n1,2\n3,4\n",
+            "the header has 3 names ('a,b,y') but the rows have 2 fields; a title line above "
+            "the header? remove it",
+        ),
+        (  # a total under the table: which row, and what it holds
+            "t.csv",
+            "a,b,y\n" + "".join(f"{i},{i % 3},{i % 5}\n" for i in range(20)) + "Total,190\n",
+            "rows have different numbers of fields [2, 3]: 20 rows have 3, row 21 has 2 "
+            "('Total,190'); a line that is no table row (a title, a total)? remove it",
+        ),
         ("t.csv", "y\n1\n2\n", "there is no column besides the target y"),
         # readers._json: the file's, or a line's (.jsonl), in one line each
         ("t.json", '[{"a": 1, "y": 2},', "t.json is not valid JSON: Expecting value: line 1"),
