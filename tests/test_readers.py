@@ -33,7 +33,7 @@ def _plain_and(tmp_path, sep, write):
     from test_data_files import load
 
     cells = [
-        [f"{1000 + 7 * i + 0.25 * (i % 2):.2f}", f"{i % 9 + 0.5:.1f}", str(i % 3)]
+        [f"{1000 + 7 * i + 0.25 * ((i + 1) % 2):.2f}", f"{i % 9 + 0.5:.1f}", str(i % 3)]
         for i in range(60)
     ]
     plain = load(
@@ -69,9 +69,10 @@ def test_decimal_commas_and_point_groups_are_read_as_the_numbers_they_are_and_sa
         f"numbers: {said}" in data.describe(ds)
         and data.decision_tags(ds)["decided.numbers"] == said
     )
-    assert (
-        said.startswith("decimal comma (sniffed: 0,5 in b; 1.000 read as 1000;")
-        and "data.decimal=point" in said
+    # the grouped cell named, not the first decimal one (1.000,25 in row 1)
+    assert said == (
+        "decimal comma (sniffed: 1.000,25 in a; 1.007 read as 1007; data.decimal=point reads "
+        "the other way)"
     )
 
 
@@ -82,16 +83,21 @@ def test_comma_grouped_thousands_are_read_as_numbers_and_the_target_too(tmp_path
     plain, path = _plain_and(tmp_path, ",", lambda v: f'"{float(v):,}"' if "." in v else v)
     ds = load(path, "data.task=regression")
     _same(ds, plain)
-    assert ds.decisions["numbers"].startswith(
-        "decimal point, commas grouping (sniffed: 1,000.0 in a;"
+    assert ds.decisions["numbers"] == (
+        "decimal point, commas grouping (sniffed: 1,000.25 in a; data.decimal=comma reads the "
+        "other way)"
     )
     rows = [["x", "y"]] + [[str(i * 7 % 40), f'"{10 + i},{100 + i}"'] for i in range(40)]
     ds = load(_table(tmp_path / "t.csv", ",", rows))
     assert ds.task == "regression" and ds.decisions["target"] == "y: range [10100, 49139]"
-    assert (
-        "which reads either way: commas group in a file not semicolon-separated"
-        in ds.decisions["numbers"]
+    assert ds.decisions["numbers"] == (
+        "decimal point, commas grouping (sniffed: 10,100 in y, which reads either way: commas "
+        "group in a file not semicolon-separated; data.decimal=comma reads the other way)"
     )
+    # one "1,234.5" in a semicolon-separated file says commas group, whatever the separator
+    rows = [["x", "y"]] + [[f"{i + 1},{100 + i}.5", str(i)] for i in range(40)]
+    semi = load(_table(tmp_path / "s.csv", ";", rows), "data.task=regression")
+    assert semi.decisions["numbers"].startswith("decimal point, commas grouping (sniffed: 1,100.5")
 
 
 def test_cells_that_read_either_way_follow_the_separator_and_data_decimal_decides(tmp_path):
@@ -99,7 +105,14 @@ def test_cells_that_read_either_way_follow_the_separator_and_data_decimal_decide
 
     rows = [["x", "y"]] + [[f"{i % 7 + 1},{100 + i}", str(i)] for i in range(40)]
     semi = load(_table(tmp_path / "semi.csv", ";", rows), "data.task=regression")
-    assert "decimal commas in a semicolon-separated file" in semi.decisions["numbers"]
+    assert semi.decisions["numbers"] == (
+        "decimal comma (sniffed: 1,100 in x, which reads either way: decimal commas in a "
+        "semicolon-separated file; data.decimal=point reads the other way)"
+    )
+    named = load(
+        _table(tmp_path / "semi.csv", ";", rows), "data.task=regression", "data.sep=semicolon"
+    )
+    assert named.decisions["numbers"].startswith("decimal comma (sniffed: 1,100 in x, which")
     asked = load(
         _table(tmp_path / "semi.csv", ";", rows), "data.task=regression", "data.decimal=point"
     )
@@ -123,8 +136,9 @@ def test_a_file_that_writes_numbers_both_ways_reads_neither_and_says_so(tmp_path
     ds = load(
         _table(tmp_path / "t.csv", ";", rows), "data.task=regression", "data.max_categories=100"
     )
-    assert ds.decisions["numbers"].startswith(
-        "written both ways (1,200.5 in a, 0,5 in b): read as text"
+    assert ds.decisions["numbers"] == (
+        "written both ways (1,200.5 in a, 0,5 in b): read as text; data.decimal=point or "
+        "data.decimal=comma reads one of them"
     )
     assert {r["column"]: r["kind"] for r in ds.report}["a"] == "category"
 
@@ -161,6 +175,9 @@ def test_a_gzip_compressed_table_is_read_as_its_kind_and_a_workbook_gets_one_lin
         assert refused(tmp_path / name).startswith(
             f"data.path={tmp_path / name} is {what}".replace("is cannot", "cannot")
         )
+    assert refused(tmp_path / "t.xls").endswith(
+        "not text: save the table as CSV (UTF-8) and give that file"
+    )
 
 
 def test_blank_lines_of_spaces_utf16_text_and_records_of_differing_keys_are_read(tmp_path):
@@ -184,6 +201,7 @@ def test_blank_lines_of_spaces_utf16_text_and_records_of_differing_keys_are_read
         {"a": a, "y": y} if i % 2 else {"a": a, "b": b, "y": y} for i, (a, b, y) in enumerate(rows)
     ]
     records[0] = {"a": rows[0][0], "y": rows[0][2]}  # the first record lacks b
+    records[1] = {"y": rows[1][2], "b": rows[1][1], "a": rows[1][0]}  # another order: y not last
     path = tmp_path / "r.json"
     path.write_text(json.dumps(records))
     report = {r["column"]: r for r in load(path, "data.task=regression").report}
@@ -227,3 +245,45 @@ def test_excels_sep_line_names_the_separator_and_is_no_row(tmp_path):
         assert np.array_equal(ds.X_train, plain.X_train) and np.array_equal(ds.y_test, plain.y_test)
     assert ds.decisions["sep"] == "';' (data.sep)"
     assert load(path).decisions["sep"] == "';' (the file's first line 'sep=;', Excel's)"
+
+
+def test_a_decimal_comma_column_with_empty_cells_and_one_of_both_marks_reads_each_cell(tmp_path):
+    """A column of decimal commas with missing cells (read at once: each cell in its row), one
+    of point decimals with a 1,5 in it (the 1,5 read too), and ragged rows (one line, no
+    IndexError)."""
+    from test_data_files import load, refused
+
+    rows = [["a", "b", "y"]] + [
+        ["" if i % 5 == 2 else f"{i % 9},{i % 4}", "1,5" if i == 3 else f"{i % 4}.25", str(i)]
+        for i in range(40)
+    ]
+    ds = load(_table(tmp_path / "t.csv", ";", rows), "data.task=regression")
+    report = {r["column"]: r for r in ds.report}
+    assert report["a"]["kind"] == "number" and report["a"]["missing"] > 0
+    assert report["b"]["kind"] == "number"
+    raw = ds.X_train * ds.x_scale + ds.x_mean
+    assert set(np.round(raw[:, -1], 9)) <= {0.25, 1.25, 1.5, 2.25, 3.25}
+    rows[7] = rows[7][:2]
+    assert "rows have different numbers of fields [2, 3]" in refused(
+        _table(tmp_path / "r.csv", ";", rows), "data.sep=semicolon"
+    )
+
+
+def test_a_utf16_file_cut_mid_character_is_one_line(tmp_path):
+    from test_data_files import refused
+
+    path = tmp_path / "t.txt"
+    path.write_bytes("a\tb\n1\t2\n".encode("utf-16") + b"\x00")
+    assert refused(path) == (
+        f"data.path={path} is not UTF-16 text past its byte-order mark (truncated data at "
+        "offset 18): save it as UTF-8"
+    )
+
+
+def test_a_file_that_cannot_be_read_says_why_in_words(tmp_path):
+    """The OS's words (strerror), not Python's "[Errno 21] Is a directory: '...'"."""
+    from sweeper.data.readers import DataError, _text
+
+    with pytest.raises(DataError) as err:
+        _text(tmp_path)
+    assert str(err.value) == f"data.path={tmp_path} cannot be read: Is a directory"
