@@ -71,21 +71,16 @@ def _text(path: Path) -> str:
                 f"data.path={path} is {what}, not text: save the table as CSV (UTF-8) and "
                 "give that file"
             )
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Excel's "Unicode text"
-        try:
-            return raw.decode("utf-16")  # pragma: no mutate  (a codec's name in any case)
-        except UnicodeDecodeError as e:
-            raise DataError(
-                f"data.path={path} is not UTF-16 text past its byte-order mark ({e.reason} at "
-                f"offset {e.start}): save it as UTF-8"
-            ) from None
-    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    # UTF-16 after its byte-order mark (Excel's "Unicode text"), else UTF-8 (its mark dropped)
+    utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    codec = "UTF-16" if utf16 else "UTF-8"
+    skip = len(codecs.BOM_UTF8) if not utf16 and raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        return raw[skip:].decode("utf-8")  # pragma: no mutate  (a codec's name in any case)
+        return raw[skip:].decode(codec)
     except UnicodeDecodeError as e:
         at = skip + e.start
         raise DataError(
-            f"data.path={path} is not UTF-8 text (byte 0x{raw[at]:02x} at offset {at}): "
+            f"data.path={path} is not {codec} text (byte 0x{raw[at]:02x} at offset {at}): "
             "save it as UTF-8"
         ) from None
 

@@ -275,8 +275,7 @@ def test_a_utf16_file_cut_mid_character_is_one_line(tmp_path):
     path = tmp_path / "t.txt"
     path.write_bytes("a\tb\n1\t2\n".encode("utf-16") + b"\x00")
     assert refused(path) == (
-        f"data.path={path} is not UTF-16 text past its byte-order mark (truncated data at "
-        "offset 18): save it as UTF-8"
+        f"data.path={path} is not UTF-16 text (byte 0x00 at offset 18): save it as UTF-8"
     )
 
 

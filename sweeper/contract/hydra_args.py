@@ -161,14 +161,14 @@ def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
             f"{key} is not a key of {parent}{near(name, names, parent + '.')}: expected one of "
             f"{', '.join(names)}"
         )
-    line = None
-    if key in declared():
-        conf = OmegaConf.structured(BatchedLauncherConf)
-        try:
-            OmegaConf.update(conf, key[len(PREFIX) :], o.value(), merge=True)
-        except OmegaConfBaseException:
-            return
-        line = problem(key, OmegaConf.select(conf, key[len(PREFIX) :]))
+    if key not in declared():  # a key under a plain mapping (hydra.launcher.ray.*): Hydra's
+        return
+    conf = OmegaConf.structured(BatchedLauncherConf)
+    try:
+        OmegaConf.update(conf, key[len(PREFIX) :], o.value(), merge=True)
+    except OmegaConfBaseException:
+        return
+    line = problem(key, OmegaConf.select(conf, key[len(PREFIX) :]))
     if line:
         raise error(line)
 

@@ -144,15 +144,11 @@ def problem(
     name: str, value: Any, node: type = BatchedLauncherConf, at: str = PREFIX
 ) -> Optional[str]:
     """The one line (without ``sweeper: error:``) for ``name=value`` (``name``: a full key,
-    ``hydra.launcher.gpus``) that the key does not allow, or for a name a nested config does not
-    have (``hydra.launcher.halving.rungs``); None when allowed, or for any other name (Hydra's
-    own errors say the rest). ``node``, ``at``: another plugin's config and where it sits
-    (the Optuna sweeper's, ``hydra.sweeper.``)."""
-    parent = name.rpartition(".")[0]
+    ``hydra.launcher.gpus``) that the key does not allow; None when allowed, or for a name it
+    does not declare (a name the config lacks: ``sweeper.contract.hydra_args``, which names
+    the one meant). ``node``, ``at``: another plugin's config and where it sits (the Optuna
+    sweeper's, ``hydra.sweeper.``)."""
     keys = declared(node, at)
-    if name not in keys and parent in nested(node, at):
-        names = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent]
-        return f"{name} is not a key of {parent}: expected one of {', '.join(names)}"
     allowed = keys[name].metadata.get("allowed") if name in keys else None
     if allowed is None or allowed.ok(value):
         return None
