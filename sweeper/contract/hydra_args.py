@@ -161,7 +161,7 @@ def _check_launcher_key(o: Any, key: str, error: type[Exception]) -> None:
             f"{key} is not a key of {parent}{near(name, names, parent + '.')}: expected one of "
             f"{', '.join(names)}"
         )
-    if key not in declared():  # a key under a plain mapping (hydra.launcher.ray.*): Hydra's
+    if key not in declared():  # a key under a plain mapping of the launcher's: Hydra's
         return
     conf = OmegaConf.structured(BatchedLauncherConf)
     try:
